@@ -1,0 +1,110 @@
+"""`inspector` command line: argument parsing only; the work lives in the packages."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-none,coserve-em,coserve-em-ra,coserve"
+
+
+def _models_dir(arg: str | None) -> Path:
+    return Path(arg or os.environ.get("INSPECTOR_MODELS", "models"))
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .coserve.bench import format_table, run_bench
+    from .coserve.policies import get_policy
+    from .coserve.workload import load_workload
+
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    for p in policies:
+        get_policy(p)
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    report = run_bench(workload, policies, _models_dir(args.models), progress=_say, ceiling=not args.no_ceiling)
+    print(format_table(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
+        _say(f"wrote {args.json}")
+    return 0
+
+
+def cmd_zoo_build(args: argparse.Namespace) -> int:
+    from .coserve.bench import prepare
+    from .coserve.workload import load_workload
+
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    zoo, _ = prepare(workload, _models_dir(args.models), progress=_say)
+    total = sum(e.weight_bytes for e in zoo.entries.values())
+    print(f"zoo {zoo.root}: {len(zoo.entries)} experts, {total / 2**20:.0f} MiB")
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from .coserve.bench import prepare
+    from .coserve.profiler import load_or_profile
+    from .coserve.workload import load_workload
+    from .runtime.devices import available_devices
+
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    zoo, _ = prepare(workload, _models_dir(args.models), progress=_say) if not args.force else (None, None)
+    if args.force:
+        from .coserve.workload import load_workload as _lw  # noqa: F401 - same loader, explicit re-profile
+        from .experts.zoo import build_random_zoo
+
+        zoo = build_random_zoo(_models_dir(args.models) / "zoo" / f"{workload.name}-{workload.fingerprint()}",
+                               workload.zoo_items(), seed=workload.seed, sample_inputs=workload.sample_inputs)
+    for device in available_devices():
+        prof = load_or_profile(zoo, device, _models_dir(args.models) / "profiles", force=args.force, progress=_say)
+        print(f"{device.key}: {prof.fingerprint.get('name')}")
+        print(f"  {'architecture':<28}{'K ms':>8}{'B ms':>8}{'max batch':>10}{'load ms':>22}{'MiB':>8}")
+        for key, p in prof.archs.items():
+            loads = " ".join(f"{t}={s * 1000:.1f}" for t, s in p.load_s.items())
+            print(f"  {key:<28}{p.k_s * 1000:>8.2f}{p.b_s * 1000:>8.2f}{p.max_batch:>10}{loads:>22}"
+                  f"{p.weight_bytes / 2**20:>8.1f}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inspector", description="Circuit-board inspection appliance")
+    parser.add_argument("--models", help="models directory (default: ./models or $INSPECTOR_MODELS)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    bench = sub.add_parser("bench", help="run one workload under several policies side by side")
+    bench.add_argument("--policies", default=DEFAULT_POLICIES, help=f"comma list (default {DEFAULT_POLICIES})")
+    bench.add_argument("--workload", help="workload YAML (default: the built-in task-a-small)")
+    bench.add_argument("--json", help="also write the report as JSON to this path")
+    bench.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")
+    bench.set_defaults(func=cmd_bench)
+
+    zoo = sub.add_parser("zoo", help="expert zoos")
+    zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
+    build = zoo_sub.add_parser("build", help="write a workload's benchmark experts to disk (cached)")
+    build.add_argument("--workload", help="workload YAML (default: the built-in one)")
+    build.set_defaults(func=cmd_zoo_build)
+
+    prof = sub.add_parser("profile", help="profile the workload's architectures on every device")
+    prof.add_argument("--workload", help="workload YAML (default: the built-in one)")
+    prof.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
+    prof.set_defaults(func=cmd_profile)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        print(f"inspector: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,223 @@
+"""`inspector bench`: one workload, several policies, one process, one after another.
+
+Same request stream, same budget, same devices for every policy; the
+all-resident ceiling runs the same stream with every expert preloaded.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..experts.registry import architecture_from_spec
+from ..experts.zoo import Zoo, build_random_zoo
+from ..runtime.devices import Device, available_devices, cpu_cores
+from .engine import Engine, EnginePlan, ExecutorSpec
+from .policies import Policy, get_policy
+from .profile import DeviceProfile
+from .profiler import load_or_profile
+from .request import RequestResult
+from .workload import Workload
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RunReport:
+    policy: str
+    throughput_rps: float
+    switches: int
+    completed: int
+    failed: int
+    mean_latency_s: float
+    p99_latency_s: float
+    sched_overhead_pct: float
+    em_overhead_pct: float
+    makespan_s: float = 0.0
+    executors: int = 0
+    hits: int = 0
+    prefetches: int = 0
+    prefetch_used: int = 0
+    initial_loads: int = 0
+    loads_by_tier: dict[str, int] = field(default_factory=dict)
+    mean_load_ms_by_tier: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class BenchReport:
+    workload: dict[str, Any]
+    device: str
+    ceiling_rps: float
+    runs: list[RunReport]
+    verdicts_identical: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "device": self.device, "ceiling_rps": self.ceiling_rps,
+            "verdicts_identical": self.verdicts_identical, "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def primary_device() -> Device:
+    return available_devices()[0]
+
+
+def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DeviceProfile],
+               all_resident: bool = False) -> EnginePlan:
+    """Executors and budgets for one policy on this box.
+
+    Samba-style policies get one executor on the main device holding that
+    device's whole expert pool; the others get the workload's executors with
+    the device's pool shared by them. On a CPU-only box the main device is the CPU.
+    """
+    main = primary_device()
+    devices: list[tuple[Device, int, int]] = []  # device, executors, pool bytes
+    if policy.single_executor:
+        devices.append((main, 1, workload.expert_pool_bytes))
+    elif main.is_cuda:
+        devices.append((main, max(1, workload.executors["cuda"]), workload.expert_pool_bytes))
+        if workload.executors["cpu"]:
+            devices.append((Device("cpu"), workload.executors["cpu"], workload.cpu_pool_bytes))
+    else:
+        devices.append((main, max(1, workload.executors["cpu"]), workload.expert_pool_bytes))
+    cpu_execs = sum(n for d, n, _ in devices if not d.is_cuda)
+    specs = []
+    pools: dict[Device, int] = {}
+    for device, count, pool in devices:
+        prof = profiles[device.key]
+        batch = workload.batch_bytes if workload.batch_bytes is not None else max(
+            p.act_bytes_per_sample * p.max_batch for p in prof.archs.values())
+        pools[device] = workload.total_weight_bytes() if all_resident else pool
+        threads = 1 if device.is_cuda else max(1, cpu_cores() // max(1, cpu_execs))
+        specs += [ExecutorSpec(device, batch, threads) for _ in range(count)]
+    return EnginePlan(specs, pools, host_cache_bytes=workload.host_cache_bytes, drop_page_cache=not all_resident)
+
+
+def run_policy(
+    workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile],
+    all_resident: bool = False,
+) -> tuple[RunReport, dict[int, RequestResult]]:
+    """Feed the workload's stream at its arrival interval and measure until the last result."""
+    plan = build_plan(workload, policy, profiles, all_resident)
+    engine = Engine(zoo, workload.usage(), policy, plan, profiles)
+    if all_resident:
+        engine.preload(list(zoo.entries), every_pool=True)
+    else:
+        engine.place_by_usage()  # the same warm start for every policy
+    engine.start()
+    stream = workload.stream()
+    t0 = time.perf_counter()
+    for i, request in enumerate(stream):
+        delay = t0 + i * workload.arrival_interval_s - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        request.arrival = time.perf_counter()
+        engine.submit(request)
+    engine.drain()
+    engine.stop()
+    stats = engine.stats()
+    results = engine.results
+    done = [r for r in results.values() if r.error is None]
+    end = max((r.finished for r in results.values()), default=t0)
+    makespan = max(end - t0, 1e-9)
+    lat = sorted(r.latency for r in done)
+    return RunReport(
+        policy=policy.name + (" (all resident)" if all_resident else ""),
+        throughput_rps=len(done) / makespan,
+        switches=stats.switches,
+        completed=stats.completed,
+        failed=stats.failed,
+        mean_latency_s=statistics.fmean(lat) if lat else math.nan,
+        p99_latency_s=lat[min(len(lat) - 1, math.ceil(0.99 * len(lat)) - 1)] if lat else math.nan,
+        sched_overhead_pct=100 * stats.sched_overhead_s / makespan,
+        em_overhead_pct=100 * stats.em_overhead_s / (makespan * len(plan.executors)),
+        makespan_s=makespan,
+        executors=len(plan.executors),
+        hits=stats.hits,
+        prefetches=stats.prefetches,
+        prefetch_used=stats.prefetch_used,
+        initial_loads=stats.initial_loads,
+        loads_by_tier=dict(stats.loads_by_tier),
+        mean_load_ms_by_tier={t: 1000 * stats.load_s_by_tier[t] / n for t, n in stats.loads_by_tier.items()},
+        failures=dict(stats.failures),
+    ), results
+
+
+def prepare(workload: Workload, models_dir: Path, progress: Progress | None = None,
+            drop_page_cache: bool = True) -> tuple[Zoo, dict[str, DeviceProfile]]:
+    """The workload's zoo (built once, cached) and a profile of every device that will run it."""
+    zoo_dir = Path(models_dir) / "zoo" / f"{workload.name}-{workload.fingerprint()}"
+    if progress:
+        progress(f"zoo: {zoo_dir}")
+    zoo = build_random_zoo(zoo_dir, workload.zoo_items(), seed=workload.seed,
+                           sample_inputs=workload.sample_inputs, progress=progress)
+    profiles = {}
+    for device in available_devices():
+        profiles[device.key] = load_or_profile(zoo, device, Path(models_dir) / "profiles", progress=progress,
+                                               drop_page_cache=drop_page_cache)
+    return zoo, profiles
+
+
+def check_budget(workload: Workload) -> None:
+    """A pool smaller than the largest expert serves nothing: refuse before running."""
+    largest = max(architecture_from_spec(s).weight_bytes()
+                  for s in [workload.classifier] + [d.spec for d in workload.detectors])
+    if workload.expert_pool_bytes < largest:
+        raise ValueError(
+            f"memory.expert_pool_mb = {workload.expert_pool_bytes / 2**20:.0f} is less than the largest expert "
+            f"({largest / 2**20:.0f} MiB); raise it to at least {math.ceil(largest / 2**20)}"
+        )
+
+
+def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
+              progress: Progress | None = None, ceiling: bool = True) -> BenchReport:
+    check_budget(workload)
+    zoo, profiles = prepare(workload, models_dir, progress)
+    runs: list[RunReport] = []
+    verdicts: dict[str, dict[int, str]] = {}
+    for name in policies:
+        policy = get_policy(name)
+        if progress:
+            progress(f"running {name}")
+        report, results = run_policy(workload, zoo, policy, profiles)
+        runs.append(report)
+        verdicts[name] = {i: r.verdict for i, r in results.items()}
+        if progress:
+            progress(f"  {name}: {report.throughput_rps:.1f} req/s, {report.switches} switches")
+    ceiling_rps = math.nan
+    if ceiling:
+        if progress:
+            progress("running the all-resident ceiling")
+        top, _ = run_policy(workload, zoo, get_policy("coserve"), profiles, all_resident=True)
+        ceiling_rps = top.throughput_rps
+    first = next(iter(verdicts.values()), {})
+    same = all(v == first for v in verdicts.values())
+    return BenchReport(workload.describe(), primary_device().describe(), ceiling_rps, runs, same)
+
+
+def format_table(report: BenchReport, baseline: str = "samba") -> str:
+    base = next((r for r in report.runs if r.policy == baseline), None)
+    head = (f"{'policy':<16}{'req/s':>8}{'x' + baseline:>9}{'switches':>9}{'vs base':>9}{'done':>6}{'fail':>5}"
+            f"{'mean s':>8}{'p99 s':>8}{'sched%':>8}{'em%':>7}{'disk ms':>9}{'host ms':>9}{'prefetch':>10}")
+    lines = [f"workload {report.workload['name']} on {report.device}: "
+             f"{report.workload['component_types']} component types, {report.workload['requests']} requests, "
+             f"pool {report.workload['expert_pool_mb']} MiB of {report.workload['experts_total_mb']} MiB experts",
+             head, "-" * len(head)]
+    for r in report.runs:
+        ratio = r.throughput_rps / base.throughput_rps if base and base.throughput_rps else math.nan
+        fewer = 100 * (1 - r.switches / base.switches) if base and base.switches else math.nan
+        disk = r.mean_load_ms_by_tier.get("disk", math.nan)
+        host = r.mean_load_ms_by_tier.get("host", math.nan)
+        lines.append(
+            f"{r.policy:<16}{r.throughput_rps:>8.2f}{ratio:>8.2f}x{r.switches:>9}{fewer:>8.1f}%{r.completed:>6}"
+            f"{r.failed:>5}{r.mean_latency_s:>8.2f}{r.p99_latency_s:>8.2f}{r.sched_overhead_pct:>8.2f}"
+            f"{r.em_overhead_pct:>7.3f}{disk:>9.1f}{host:>9.1f}{f'{r.prefetch_used}/{r.prefetches}':>10}"
+        )
+    lines.append(f"all-resident ceiling: {report.ceiling_rps:.2f} req/s")
+    lines.append("verdicts identical across policies: " + ("yes" if report.verdicts_identical else "NO"))
+    return "\n".join(lines)

@@ -1,0 +1,240 @@
+"""The engine: executors, their pools and queues, one scheduler, one policy.
+
+`submit` accepts a component request and returns at once; executors serve
+it and its follow-ups; `drain` waits until everything accepted has a
+result. A request that cannot be served gets an error result with its
+reason and is counted; the engine keeps serving the rest.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..experts.base import BadInput, Prediction
+from ..experts.zoo import Zoo
+from ..runtime.devices import Device
+from ..runtime.memory import DeviceBudget, MemoryLedger
+from ..runtime.store import TieredStore
+from .executor import Executor
+from .expert_manager import ExpertManager, ManagerStats
+from .policies import Policy
+from .profile import DeviceProfile
+from .request import Request, RequestResult
+from .scheduler import Scheduler
+from .usage import ExpertUsage
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """One executor: its device, its batch (intermediate) bytes, its CPU threads."""
+
+    device: Device
+    batch_bytes: int
+    threads: int = 1
+
+
+@dataclass
+class EnginePlan:
+    """Executors and, per device, the bytes of the pool its executors share."""
+
+    executors: list[ExecutorSpec]
+    pool_bytes: dict[Device, int]
+    host_cache_bytes: int = 0  # host RAM cache in front of the disk (GPU boxes)
+    drop_page_cache: bool = True
+
+    def device_totals(self) -> dict[Device, int]:
+        totals = dict(self.pool_bytes)
+        for spec in self.executors:
+            totals[spec.device] = totals.get(spec.device, 0) + spec.batch_bytes
+        return totals
+
+
+@dataclass
+class EngineStats:
+    accepted: int = 0
+    completed: int = 0
+    failed: int = 0
+    switches: int = 0
+    hits: int = 0
+    evictions: int = 0
+    prefetches: int = 0
+    prefetch_used: int = 0
+    initial_loads: int = 0
+    loads_by_tier: dict[str, int] = field(default_factory=dict)
+    load_s_by_tier: dict[str, float] = field(default_factory=dict)
+    sched_overhead_s: float = 0.0
+    em_overhead_s: float = 0.0  # summed over executors
+    failures: dict[str, int] = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(
+        self,
+        zoo: Zoo,
+        usage: ExpertUsage,
+        policy: Policy,
+        plan: EnginePlan,
+        profiles: dict[str, DeviceProfile],
+    ) -> None:
+        self.zoo = zoo
+        self.usage = usage
+        self.policy = policy
+        self.plan = plan
+        self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)
+        self.budgets = {d: DeviceBudget(d.key, total) for d, total in plan.device_totals().items()}
+        has_cuda = any(spec.device.is_cuda for spec in plan.executors)
+        host: MemoryLedger | None = None
+        if has_cuda and plan.host_cache_bytes > 0:
+            host = MemoryLedger("host-cache", plan.host_cache_bytes)
+        self.store = TieredStore(host, pin_host=has_cuda, drop_page_cache=plan.drop_page_cache)
+        for name in zoo.entries:
+            self.store.register(name, zoo.path_of(name))
+        self.executors: list[Executor] = []
+        self.managers: dict[Device, ExpertManager] = {}
+        for device, pool_bytes in plan.pool_bytes.items():
+            self.managers[device] = ExpertManager(
+                name=f"{device.key}-pool", device=device, ledger=self.budgets[device].open("pool", pool_bytes),
+                store=self.store, zoo=zoo, evictor=policy.evictor, usage=usage, lock=self._lock,
+                queued=lambda d=device: self._queued_on(d),
+            )
+        for i, spec in enumerate(plan.executors):
+            self.budgets[spec.device].open(f"batch-{i}", spec.batch_bytes)
+            self.executors.append(Executor(
+                i, spec.device, self.managers[spec.device], profiles[spec.device.key], spec.batch_bytes,
+                spec.threads, policy.prefetch, self._lock, self._batch_done,
+            ))
+        self.scheduler = Scheduler(self.executors, policy, self._lock)
+        self.results: dict[int, RequestResult] = {}
+        self._outstanding = 0
+        self._stats = EngineStats()
+        self._started = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        if not self._started:
+            for ex in self.executors:
+                ex.start()
+            self._started = True
+
+    def _queued_on(self, device: Device) -> frozenset[str]:
+        """Experts with requests waiting on any executor of `device` (under the lock)."""
+        return frozenset(e for ex in self.executors if ex.device == device for e in ex.queue.upcoming_experts())
+
+    def preload(self, experts: list[str], every_pool: bool = False) -> None:
+        """Place experts before serving: round-robin over device pools, or into every pool.
+
+        An expert that does not fit where its turn falls is skipped; placement
+        never evicts.
+        """
+        pools = list(self.managers.values())
+        for i, name in enumerate(experts):
+            for manager in pools if every_pool else [pools[i % len(pools)]]:
+                manager.preload(name)
+
+    def place_by_usage(self) -> None:
+        """System initialisation (paper §4.1): fill the pools by descending usage probability."""
+        ranked = sorted(self.zoo.entries, key=lambda e: (-self.usage.p(e), e))
+        self.preload(ranked)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every accepted request has a result; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._outstanding:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def stop(self) -> None:
+        for ex in self.executors:
+            ex.stop()
+        for ex in self.executors:
+            ex.join()
+        for manager in self.managers.values():
+            manager.close()
+
+    # -- requests -----------------------------------------------------------------------------------
+    def submit(self, request: Request) -> bool:
+        """Accept a component request; False (with an error result) when it cannot be served."""
+        reason = self._reject_reason(request)
+        with self._lock:
+            self._stats.accepted += 1
+            self.results[request.id] = RequestResult(request.id, request.component, arrival=request.arrival)
+            if reason:
+                self._fail(request, reason)
+                return False
+            self._outstanding += 1
+        self.scheduler.submit(request)
+        return True
+
+    def _reject_reason(self, request: Request) -> str | None:
+        for expert in request.route.experts:
+            if expert not in self.zoo.entries:
+                return f"route of {request.component} names expert {expert!r}, which is not in the zoo"
+        expert = request.expert
+        reasons = [m.unavailable_reason(expert) for m in self.managers.values()]
+        if all(reasons):
+            return reasons[0]
+        try:
+            self.zoo.architecture(expert).check(request.image)
+        except BadInput as exc:
+            return f"{request.component}: {exc}"
+        return None
+
+    def _batch_done(
+        self, executor: Executor, batch: list[Request], preds: list[Prediction] | None, error: str | None
+    ) -> None:
+        follow_ups: list[Request] = []
+        with self._lock:
+            executor.queue.finish(batch)
+            for i, req in enumerate(batch):
+                if error is not None or preds is None:
+                    self._fail(req, error or "no prediction")
+                    self._outstanding -= 1
+                    continue
+                pred = preds[i]
+                result = self.results[req.id]
+                result.steps.append((req.expert, pred))
+                nxt = req.follow_up() if pred.passed else None
+                if nxt is not None:
+                    follow_ups.append(nxt)
+                else:
+                    result.finished = time.perf_counter()
+                    self._stats.completed += 1
+                    self._outstanding -= 1
+            if not self._outstanding:
+                self._idle.notify_all()
+        for nxt in follow_ups:
+            self.scheduler.submit(nxt)
+
+    def _fail(self, request: Request, reason: str) -> None:
+        result = self.results[request.id]
+        result.error = reason
+        result.finished = time.perf_counter()
+        self._stats.failed += 1
+        kind = reason.split(":")[0][:80]
+        self._stats.failures[kind] = self._stats.failures.get(kind, 0) + 1
+
+    # -- reporting ----------------------------------------------------------------------------------
+    def stats(self) -> EngineStats:
+        with self._lock:
+            s = EngineStats(**{k: v for k, v in vars(self._stats).items()})
+            s.loads_by_tier, s.load_s_by_tier, s.failures = {}, {}, dict(self._stats.failures)
+            for manager in self.managers.values():
+                m: ManagerStats = manager.stats
+                s.switches += m.switches
+                s.hits += m.hits
+                s.evictions += m.evictions
+                s.prefetches += m.prefetches
+                s.prefetch_used += m.prefetch_used
+                s.initial_loads += m.initial_loads
+                s.em_overhead_s += m.decision_s
+                for tier, n in m.loads_by_tier.items():
+                    s.loads_by_tier[tier] = s.loads_by_tier.get(tier, 0) + n
+                    s.load_s_by_tier[tier] = s.load_s_by_tier.get(tier, 0.0) + m.load_s_by_tier[tier]
+            s.sched_overhead_s = self.scheduler.overhead_s
+            return s

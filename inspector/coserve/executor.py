@@ -1,0 +1,129 @@
+"""An executor: one worker thread on one device with its own queue and model pool."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..experts.base import BadInput, Prediction
+from ..runtime.devices import Device
+from .expert_manager import ExpertManager, ExpertUnavailable
+from .profile import ArchProfile, DeviceProfile
+from .queue import ExecutorQueue
+
+if TYPE_CHECKING:
+    from .request import Request
+
+BatchDone = Callable[["Executor", list["Request"], list[Prediction] | None, str | None], None]
+
+
+class Executor:
+    def __init__(
+        self,
+        index: int,
+        device: Device,
+        manager: ExpertManager,
+        profile: DeviceProfile,
+        batch_bytes: int,
+        threads: int,
+        prefetch: bool,
+        lock: threading.RLock,
+        on_done: BatchDone,
+    ) -> None:
+        self.index = index
+        self.device = device
+        self.manager = manager
+        self.profile = profile
+        self.batch_bytes = batch_bytes
+        self.threads = threads
+        self.prefetch = prefetch
+        self.queue = ExecutorQueue()
+        self.wake = threading.Condition(lock)
+        self._lock = lock
+        self._on_done = on_done
+        self._stopping = False
+        self.busy_s = 0.0
+        self.batches = 0
+        self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
+
+    @property
+    def name(self) -> str:
+        return f"{self.device.key}#{self.index}"
+
+    def profile_for(self, expert: str) -> ArchProfile:
+        return self.profile.get(self.manager.zoo.architecture(expert).key)
+
+    def batch_limit(self, expert: str) -> int:
+        """min(memory-feasible, profiled max batch): the batch splitter's cut (§4.2)."""
+        prof = self.profile_for(expert)
+        feasible = max(1, self.batch_bytes // max(1, prof.act_bytes_per_sample))
+        return max(1, min(prof.max_batch, feasible))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self.wake.notify_all()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _next_batch(self) -> tuple[str, list["Request"]] | None:
+        with self._lock:
+            while not self.queue.groups:
+                if self._stopping:
+                    return None
+                self.wake.wait()
+            head = self.queue.groups[0].expert
+            try:
+                limit = self.batch_limit(head)
+            except KeyError:
+                limit = 1  # unprofiled or unknown: fails at acquire with its reason
+            return self.queue.take_batch(limit)
+
+    def _loop(self) -> None:
+        torch.set_num_threads(self.threads)
+        while True:
+            item = self._next_batch()
+            if item is None:
+                return
+            expert, batch = item
+            self._serve(expert, batch)
+
+    def _serve(self, expert: str, batch: list["Request"]) -> None:
+        t0 = time.perf_counter()
+        try:
+            module = self.manager.acquire(expert)
+        except ExpertUnavailable as exc:
+            self._on_done(self, batch, None, str(exc))
+            return
+        try:
+            if self.prefetch:
+                self._prefetch_next(expert)
+            arch = self.manager.zoo.architecture(expert)
+            x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
+            preds = arch.run(module, x)
+        except BadInput as exc:
+            self.manager.release(expert)
+            self._on_done(self, batch, None, str(exc))
+            return
+        except Exception as exc:  # a failing expert must not take the executor down
+            self.manager.release(expert)
+            self._on_done(self, batch, None, f"expert {expert!r} failed: {type(exc).__name__}: {exc}")
+            return
+        self.manager.release(expert)
+        self.busy_s += time.perf_counter() - t0
+        self.batches += 1
+        self._on_done(self, batch, preds, None)
+
+    def _prefetch_next(self, current: str) -> None:
+        """Load the next group's expert while this batch runs (beyond the paper)."""
+        with self._lock:
+            upcoming = [e for e in self.queue.upcoming_experts() if e != current]
+        if upcoming:
+            self.manager.prefetch(upcoming[0])

@@ -1,0 +1,240 @@
+"""Expert management for one device's pool, shared by that device's executors (paper §4.3 plus prefetch).
+
+The paper gives every executor its own model pool because its executors are
+processes; ours are threads of one process, so executors on one device share
+one pool: a resident expert serves all of them and is never loaded twice.
+
+Mechanics only: residency, byte accounting through the pool's ledger,
+pinning (an expert in use or being loaded is never evicted), loads through
+the tiered store, and a background loader for prefetches. *Which* residents
+leave a full pool is the policy's evictor's answer.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from torch import nn
+
+from ..experts.zoo import Zoo
+from ..runtime.devices import Device
+from ..runtime.memory import MemoryLedger
+from ..runtime.store import TieredStore, WeightsUnavailable
+from .policies import EvictionView, Evictor, Resident
+from .usage import ExpertUsage
+
+
+class ExpertUnavailable(RuntimeError):
+    """This expert cannot be served here; requests for it fail with this reason."""
+
+
+@dataclass
+class _Slot:
+    module: nn.Module
+    nbytes: int
+    loaded_seq: int
+    used_seq: int
+    in_use: int = 0
+    prefetched: bool = False
+
+
+@dataclass
+class ManagerStats:
+    """What the manager did: switches per tier with their seconds, and its own overhead."""
+
+    hits: int = 0
+    switches: int = 0
+    evictions: int = 0
+    prefetches: int = 0
+    prefetch_used: int = 0
+    initial_loads: int = 0
+    loads_by_tier: dict[str, int] = field(default_factory=dict)
+    load_s_by_tier: dict[str, float] = field(default_factory=dict)
+    decision_s: float = 0.0  # eviction decisions and bookkeeping: the EM overhead
+
+    def record_load(self, tier: str, seconds: float) -> None:
+        self.loads_by_tier[tier] = self.loads_by_tier.get(tier, 0) + 1
+        self.load_s_by_tier[tier] = self.load_s_by_tier.get(tier, 0.0) + seconds
+
+
+class ExpertManager:
+    def __init__(
+        self,
+        name: str,
+        device: Device,
+        ledger: MemoryLedger,
+        store: TieredStore,
+        zoo: Zoo,
+        evictor: Evictor,
+        usage: ExpertUsage,
+        lock: threading.RLock,
+        queued: Callable[[], frozenset[str]],
+    ) -> None:
+        self.name = name
+        self.device = device
+        self.ledger = ledger
+        self.store = store
+        self.zoo = zoo
+        self.evictor = evictor
+        self.usage = usage
+        self._cv = threading.Condition(lock)
+        self._queued = queued
+        self._slots: dict[str, _Slot] = {}
+        self._loading: set[str] = set()
+        self._failed: dict[str, str] = {}
+        self._seq = 0
+        self.stats = ManagerStats()
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-prefetch")
+
+    # -- queries (under the engine lock) ---------------------------------------------------------
+    def has(self, expert: str) -> bool:
+        """Resident or on its way: a request for it pays no further switch here."""
+        return expert in self._slots or expert in self._loading
+
+    def resident(self) -> list[str]:
+        return list(self._slots)
+
+    def unavailable_reason(self, expert: str) -> str | None:
+        if expert in self.zoo.unavailable:
+            return f"expert {expert!r} cannot be built: {self.zoo.unavailable[expert]}"
+        need = self.zoo.entries[expert].weight_bytes
+        if need > self.ledger.capacity:
+            return (
+                f"expert {expert!r} needs {need / 2**20:.1f} MiB but the pool {self.ledger.name} has only "
+                f"{self.ledger.capacity / 2**20:.1f} MiB; raise memory.expert_pool_mb so that every "
+                f"executor's pool holds at least {need / 2**20:.0f} MiB"
+            )
+        return self._failed.get(expert)
+
+    # -- the executor's side ---------------------------------------------------------------------
+    def acquire(self, expert: str) -> nn.Module:
+        """The expert's module, resident and pinned; loads (switches) it if needed."""
+        with self._cv:
+            while True:
+                reason = self.unavailable_reason(expert)
+                if reason:
+                    raise ExpertUnavailable(reason)
+                slot = self._slots.get(expert)
+                if slot is not None:
+                    self._seq += 1
+                    slot.used_seq = self._seq
+                    slot.in_use += 1
+                    self.stats.hits += 1
+                    if slot.prefetched:
+                        slot.prefetched = False
+                        self.stats.prefetch_used += 1
+                    return slot.module
+                if expert in self._loading:
+                    self._cv.wait()
+                    continue
+                evicted = self._reserve(expert, wait=True)
+                break
+        del evicted  # free evicted weights outside the lock
+        self._load(expert, pin=True)
+        with self._cv:
+            slot = self._slots.get(expert)
+            if slot is None:
+                raise ExpertUnavailable(self._failed.get(expert, f"loading {expert!r} failed"))
+            return slot.module
+
+    def release(self, expert: str) -> None:
+        with self._cv:
+            self._slots[expert].in_use -= 1
+            self._cv.notify_all()
+
+    def prefetch(self, expert: str) -> bool:
+        """Start loading `expert` in the background if room can be made without waiting."""
+        with self._cv:
+            if self.has(expert) or self.unavailable_reason(expert):
+                return False
+            evicted = self._reserve(expert, wait=False)
+            if evicted is None:
+                return False
+            self.stats.prefetches += 1
+        del evicted
+        self._loader.submit(self._load, expert, False, True)
+        return True
+
+    def preload(self, expert: str) -> None:
+        """Initial placement before serving: a load into free space, not counted as a switch."""
+        with self._cv:
+            if self.has(expert) or self.unavailable_reason(expert):
+                return
+            if self._reserve(expert, wait=False, evict=False) is None:
+                return
+        self._load(expert, pin=False, initial=True)
+
+    def close(self) -> None:
+        self._loader.shutdown(wait=True)
+
+    # -- mechanics -------------------------------------------------------------------------------
+    def _reserve(self, expert: str, wait: bool, evict: bool = True) -> list[nn.Module] | None:
+        """Evict in the policy's order until `expert` fits, then reserve its bytes.
+
+        Called under the lock. Returns the evicted modules, for the caller to
+        drop once it has released the lock (freeing weights is not a decision).
+        With wait=False, gives up (None) when only pinned experts stand in the
+        way; with wait=True, waits for them to unpin.
+        """
+        need = self.zoo.entries[expert].weight_bytes
+        evicted: list[nn.Module] = []
+        while True:
+            t0 = time.perf_counter()
+            if self.ledger.free < need and evict:
+                view = EvictionView(
+                    candidates=[
+                        Resident(n, s.nbytes, s.loaded_seq, s.used_seq)
+                        for n, s in self._slots.items() if s.in_use == 0
+                    ],
+                    resident=frozenset(self._slots),
+                    queued=self._queued(),
+                    usage=self.usage,
+                )
+                for victim in self.evictor.order(view):
+                    if self.ledger.free >= need:
+                        break
+                    evicted.append(self._evict(victim))
+            fits = self.ledger.free >= need
+            if fits:
+                self.ledger.reserve(expert, need)
+                self._loading.add(expert)
+            self.stats.decision_s += time.perf_counter() - t0
+            if fits:
+                return evicted
+            if not wait:
+                return None
+            self._cv.wait()
+
+    def _evict(self, expert: str) -> nn.Module:
+        slot = self._slots.pop(expert)
+        self.ledger.release(expert)
+        self.stats.evictions += 1
+        return slot.module
+
+    def _load(self, expert: str, pin: bool, prefetched: bool = False, initial: bool = False) -> None:
+        t0 = time.perf_counter()
+        try:
+            state, record = self.store.fetch(expert, self.device)
+            module = self.zoo.architecture(expert).materialize(state, self.device.torch)
+            seconds = time.perf_counter() - t0  # the whole switch: fetch and module build
+        except (WeightsUnavailable, RuntimeError, KeyError) as exc:
+            with self._cv:
+                self._failed[expert] = str(exc)
+                self._loading.discard(expert)
+                self.ledger.release(expert)
+                self._cv.notify_all()
+            return
+        with self._cv:
+            self._seq += 1
+            self._slots[expert] = _Slot(module, self.ledger.size_of(expert), self._seq, self._seq,
+                                        in_use=1 if pin else 0, prefetched=prefetched)
+            self._loading.discard(expert)
+            if initial:
+                self.stats.initial_loads += 1
+            else:
+                self.stats.switches += 1
+                self.stats.record_load(record.tier.value, seconds)
+            self._cv.notify_all()

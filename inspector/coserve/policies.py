@@ -1,0 +1,185 @@
+"""Policies: the decisions that distinguish CoServe from the Samba-CoE baselines.
+
+A policy is four small answers over one engine's mechanics:
+  assign   which executor queue gets a new request      (round-robin | min-makespan)
+  arrange  where in that queue it goes                   (fcfs | behind its expert's group)
+  evict    which residents leave a full pool first       (lru | fifo | dependency-aware)
+  prefetch whether to load the next group's expert while the current batch runs
+Baselines and ours run through the same queues, executors and loads, which
+is what makes the side-by-side benchmark fair.
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .usage import ExpertUsage
+
+# --- assign ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueOption:
+    """One executor queue as the assigner sees it for a new request."""
+
+    index: int
+    pending_s: float  # predicted work already queued there
+    added_s: float  # predicted extra latency if the request goes there
+
+
+class Assigner(Protocol):
+    needs_estimates: bool
+
+    def choose(self, options: Sequence[QueueOption]) -> int: ...
+
+
+class RoundRobin:
+    """Even distribution over executors, blind to experts (Samba-CoE Parallel, CoServe None)."""
+
+    needs_estimates = False
+
+    def __init__(self) -> None:
+        self._next = itertools.count()
+
+    def choose(self, options: Sequence[QueueOption]) -> int:
+        return options[next(self._next) % len(options)].index
+
+
+class MinMakespan:
+    """Paper §4.2, request assigning: minimise the longest queue, then the added latency."""
+
+    needs_estimates = True
+    EPS = 1e-9
+
+    def choose(self, options: Sequence[QueueOption]) -> int:
+        best: tuple[float, float, int] | None = None
+        for opt in options:
+            others = max((o.pending_s for o in options if o.index != opt.index), default=0.0)
+            makespan = max(opt.pending_s + opt.added_s, others)
+            key = (makespan, opt.added_s, opt.index)
+            if best is None or _less(key, best, self.EPS):
+                best = key
+        assert best is not None
+        return best[2]
+
+
+def _less(a: tuple[float, float, int], b: tuple[float, float, int], eps: float) -> bool:
+    if abs(a[0] - b[0]) > eps:
+        return a[0] < b[0]
+    if abs(a[1] - b[1]) > eps:
+        return a[1] < b[1]
+    return a[2] < b[2]
+
+
+# --- evict ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resident:
+    """A resident expert that may be evicted (not in use, not being loaded)."""
+
+    name: str
+    nbytes: int
+    loaded_seq: int
+    used_seq: int
+
+
+@dataclass(frozen=True)
+class EvictionView:
+    candidates: Sequence[Resident]
+    resident: frozenset[str]  # everything resident in the pool, pinned ones included
+    queued: frozenset[str]  # experts with requests waiting on this executor
+    usage: ExpertUsage
+
+
+class Evictor(Protocol):
+    name: str
+
+    def order(self, view: EvictionView) -> list[str]: ...
+
+
+class LRU:
+    name = "lru"
+
+    def order(self, view: EvictionView) -> list[str]:
+        return [r.name for r in sorted(view.candidates, key=lambda r: r.used_seq)]
+
+
+class FIFO:
+    name = "fifo"
+
+    def order(self, view: EvictionView) -> list[str]:
+        return [r.name for r in sorted(view.candidates, key=lambda r: r.loaded_seq)]
+
+
+class DependencyAware:
+    """Paper §4.3, two-stage eviction.
+
+    Stage 1: subsequent experts none of whose preliminary experts are resident
+    (they cannot run until one is loaded), largest first. We leave out those
+    with requests already waiting on this executor: they will run regardless.
+    Stage 2: everything else by ascending usage probability (LRU breaks ties).
+    """
+
+    name = "dependency-aware"
+
+    def order(self, view: EvictionView) -> list[str]:
+        usage = view.usage
+        stage1 = [
+            r for r in view.candidates
+            if usage.is_subsequent(r.name)
+            and not (usage.preliminaries[r.name] & view.resident)
+            and r.name not in view.queued
+        ]
+        chosen = {r.name for r in stage1}
+        stage2 = [r for r in view.candidates if r.name not in chosen]
+        stage1.sort(key=lambda r: (-r.nbytes, r.name))
+        stage2.sort(key=lambda r: (usage.p(r.name), r.used_seq))
+        return [r.name for r in stage1 + stage2]
+
+
+# --- the policies ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    summary: str
+    make_assigner: Callable[[], Assigner]
+    arrange: str  # "fcfs" or "group"
+    evictor: Evictor
+    prefetch: bool = False
+    single_executor: bool = False
+
+
+_POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in [
+        Policy("samba", "Samba-CoE: one executor per device, FCFS, LRU", RoundRobin, "fcfs", LRU(),
+               single_executor=True),
+        Policy("samba-fifo", "Samba-CoE with FIFO eviction", RoundRobin, "fcfs", FIFO(), single_executor=True),
+        Policy("samba-parallel", "Samba-CoE on CoServe's executors, round-robin, FCFS, LRU", RoundRobin,
+               "fcfs", LRU()),
+        Policy("coserve-none", "CoServe ablation: round-robin, FCFS, FIFO eviction", RoundRobin, "fcfs",
+               FIFO()),
+        Policy("coserve-em", "+ dependency-aware expert management", RoundRobin, "fcfs", DependencyAware()),
+        Policy("coserve-em-ra", "+ request arranging", RoundRobin, "group", DependencyAware()),
+        Policy("coserve", "+ request assigning (min makespan) and next-group prefetch", MinMakespan, "group",
+               DependencyAware(), prefetch=True),
+    ]
+}
+
+POLICY_NAMES = tuple(_POLICIES)
+
+
+class UnknownPolicy(ValueError):
+    pass
+
+
+def get_policy(name: str) -> Policy:
+    try:
+        return _POLICIES[name]
+    except KeyError:
+        raise UnknownPolicy(f"unknown policy {name!r}; choose from {', '.join(POLICY_NAMES)}") from None

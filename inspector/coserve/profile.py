@@ -1,0 +1,74 @@
+"""Profiles: the measured costs of an architecture on a device (paper §4.5).
+
+K and B model a same-expert batch's latency as K*n + B; max_batch is where
+the average latency stops falling; load_s holds the switch latency per tier.
+A DeviceProfile is cached per device and rejected when the device it was
+measured on differs (a stale or foreign profile).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ProfileMismatch(ValueError):
+    """A profile file was measured on another device or torch; re-profile explicitly."""
+
+
+@dataclass
+class ArchProfile:
+    key: str
+    k_s: float
+    b_s: float
+    max_batch: int
+    weight_bytes: int
+    act_bytes_per_sample: int
+    load_s: dict[str, float]
+    batch_latency_s: dict[int, float] = field(default_factory=dict)
+
+    def exec_s(self, n: int) -> float:
+        return self.k_s * n + self.b_s
+
+    def switch_s(self, tier: str) -> float:
+        return self.load_s.get(tier, self.load_s.get("disk", 0.0))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ArchProfile":
+        data = dict(data)
+        data["batch_latency_s"] = {int(k): float(v) for k, v in data.get("batch_latency_s", {}).items()}
+        return cls(**data)
+
+
+@dataclass
+class DeviceProfile:
+    """Every architecture profiled on one device, plus what that device was."""
+
+    fingerprint: dict[str, Any]
+    archs: dict[str, ArchProfile] = field(default_factory=dict)
+
+    def get(self, key: str) -> ArchProfile:
+        try:
+            return self.archs[key]
+        except KeyError:
+            raise KeyError(f"architecture {key} is not profiled on {self.fingerprint.get('device')}") from None
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"fingerprint": self.fingerprint, "archs": {k: asdict(v) for k, v in self.archs.items()}}
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path, expect: dict[str, Any] | None = None) -> "DeviceProfile":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        prof = cls(data["fingerprint"], {k: ArchProfile.from_json(v) for k, v in data["archs"].items()})
+        if expect is not None and prof.fingerprint != expect:
+            diff = {k: (prof.fingerprint.get(k), v) for k, v in expect.items() if prof.fingerprint.get(k) != v}
+            raise ProfileMismatch(
+                f"profile {path} was measured on another device or software ({diff}); "
+                "re-profile with `inspector profile --force`"
+            )
+        return prof

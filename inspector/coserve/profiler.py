@@ -1,0 +1,132 @@
+"""Microbenchmarks that fill a DeviceProfile (paper §4.5), once per architecture and device."""
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from ..experts.base import Architecture
+from ..experts.zoo import Zoo
+from ..runtime.devices import Device, fingerprint
+from ..runtime.memory import MemoryLedger
+from ..runtime.store import TieredStore, Tier
+from .profile import ArchProfile, DeviceProfile
+
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+PLATEAU = 0.05  # doubling the batch must cut the average latency by 5% to count
+
+
+def fit_linear(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares K, B of latency = K*n + B (B clamped at 0)."""
+    if len(points) == 1:
+        return points[0][1], 0.0
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
+    b = my - k * mx
+    if b < 0:  # a negative intercept predicts free batches; refit through the origin
+        k, b = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0
+    return k, b
+
+
+def plateau_batch(latency: dict[int, float]) -> int:
+    """The smallest batch whose average latency is within PLATEAU of the best one.
+
+    "Where the average latency stops falling" (paper §4.5), read so that one
+    noisy size does not end the search early.
+    """
+    avg = {n: s / n for n, s in latency.items()}
+    best = min(avg.values())
+    return min(n for n, a in avg.items() if a <= best * (1 + PLATEAU))
+
+
+def _time(fn: Callable[[], object], device: Device, repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        device.synchronize()
+        t = time.perf_counter()
+        fn()
+        device.synchronize()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def profile_architecture(
+    arch: Architecture,
+    device: Device,
+    weight_path: Path,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    repeats: int = 5,
+    drop_page_cache: bool = True,
+) -> ArchProfile:
+    """Measure one architecture: batch latencies, K/B, max batch, load latency per tier."""
+    name = "__profile__"
+    host = MemoryLedger("profile-host", 1 << 40) if device.is_cuda else None
+    store = TieredStore(host_ledger=host, pin_host=device.is_cuda, drop_page_cache=drop_page_cache)
+    store.register(name, weight_path)
+
+    def load_from_store() -> torch.nn.Module:
+        state, _ = store.fetch(name, device)
+        return arch.materialize(state, device.torch)
+
+    # disk: every fetch drops the file from the page cache again, so each read is a disk read.
+    if host is not None:
+        disk_s = _time(lambda: (load_from_store(), store.forget_host(name)), device, repeats)
+        load_from_store()
+        host_s = _time(load_from_store, device, repeats)
+        load_s = {Tier.DISK.value: disk_s, Tier.HOST.value: host_s}
+    else:
+        load_s = {Tier.DISK.value: _time(load_from_store, device, repeats)}
+    module = load_from_store()
+    x = torch.rand(max(batch_sizes), 3, arch.input_size, arch.input_size, device=device.torch)
+    arch.run(module, x[:1])  # warm-up: lazy init, allocator, anchors
+    latency = {b: _time(lambda b=b: arch.run(module, x[:b]), device, repeats) for b in batch_sizes}
+    max_batch = plateau_batch(latency)
+    k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
+    return ArchProfile(
+        key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
+        act_bytes_per_sample=arch.activation_bytes(1), load_s=load_s, batch_latency_s=latency,
+    )
+
+
+def profile_path(root: Path, device: Device) -> Path:
+    return Path(root) / f"{device.key.replace(':', '-')}.json"
+
+
+def load_or_profile(
+    zoo: Zoo,
+    device: Device,
+    root: Path,
+    force: bool = False,
+    progress: Callable[[str], None] | None = None,
+    drop_page_cache: bool = True,
+) -> DeviceProfile:
+    """The device's profile with every architecture of `zoo` in it, measuring what is missing.
+
+    A profile measured elsewhere raises ProfileMismatch unless `force`.
+    """
+    path = profile_path(root, device)
+    expect = fingerprint(device)
+    if path.is_file() and not force:
+        prof = DeviceProfile.load(path, expect=expect)
+    else:
+        prof = DeviceProfile(expect)
+    todo: dict[str, tuple[Architecture, Path]] = {}
+    for name in zoo.entries:
+        if name in zoo.unavailable:
+            continue
+        arch = zoo.architecture(name)
+        if arch.key not in prof.archs and zoo.path_of(name).is_file():
+            todo.setdefault(arch.key, (arch, zoo.path_of(name)))
+    for key, (arch, weights) in todo.items():
+        if progress:
+            progress(f"profiling {key} on {device.key}")
+        prof.archs[key] = profile_architecture(arch, device, weights, drop_page_cache=drop_page_cache)
+    if todo:
+        prof.save(path)
+    return prof

@@ -1,0 +1,84 @@
+"""An executor's request queue: an ordered list of same-expert groups.
+
+Grouping is what lets one switch serve many requests; which group a new
+request joins is the policy's arranging decision, the queue only keeps the
+order and the predicted work. All methods run under the engine lock.
+"""
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from .request import Request
+
+
+@dataclass
+class Group:
+    """Consecutive requests for one expert, executed as one or more batches."""
+
+    expert: str
+    requests: deque[Request] = field(default_factory=deque)
+
+
+class ExecutorQueue:
+    def __init__(self) -> None:
+        self.groups: deque[Group] = deque()
+        self.pending_s = 0.0  # predicted seconds of queued + running work
+        self.running: str | None = None  # expert of the batch being executed
+
+    def __len__(self) -> int:
+        return sum(len(g.requests) for g in self.groups)
+
+    def __iter__(self) -> Iterator[Group]:
+        return iter(self.groups)
+
+    def has_expert(self, expert: str) -> bool:
+        """Queued (or running): its switch is already paid for on this executor."""
+        return self.running == expert or any(g.expert == expert for g in self.groups)
+
+    def group_for(self, expert: str) -> Group | None:
+        for g in self.groups:
+            if g.expert == expert:
+                return g
+        return None
+
+    def append(self, request: Request) -> None:
+        """First come, first served: behind everything, batched only with an identical tail."""
+        if self.groups and self.groups[-1].expert == request.expert:
+            self.groups[-1].requests.append(request)
+        else:
+            self.groups.append(Group(request.expert, deque([request])))
+
+    def join(self, request: Request) -> None:
+        """Arrange behind queued requests of the same expert (paper §4.2), else at the end.
+
+        The batch being executed counts as queued: a request for the running
+        expert goes right behind it, while that expert is still resident.
+        """
+        group = self.group_for(request.expert)
+        if group is not None:
+            group.requests.append(request)
+        elif self.running == request.expert:
+            self.groups.appendleft(Group(request.expert, deque([request])))
+        else:
+            self.groups.append(Group(request.expert, deque([request])))
+
+    def take_batch(self, limit: int) -> tuple[str, list[Request]] | None:
+        """Pop up to `limit` requests of the head group (the batch splitter's cut)."""
+        if not self.groups:
+            return None
+        head = self.groups[0]
+        batch = [head.requests.popleft() for _ in range(min(limit, len(head.requests)))]
+        if not head.requests:
+            self.groups.popleft()
+        self.running = head.expert
+        return head.expert, batch
+
+    def upcoming_experts(self) -> list[str]:
+        """Experts of the queued groups in execution order (for prefetching)."""
+        return [g.expert for g in self.groups]
+
+    def finish(self, batch: list[Request]) -> None:
+        self.running = None
+        self.pending_s = max(0.0, self.pending_s - sum(r.predicted_s for r in batch))

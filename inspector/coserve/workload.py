@@ -1,0 +1,261 @@
+"""Benchmark workloads: component types, routes, request stream, budget, executors.
+
+A workload YAML (documented in inspector/workloads/default.yaml) is read
+once into a `Workload`; everything it implies (the zoo to build, usage
+probabilities, the board scan order, the request images) is derived here
+deterministically from its seed, so every policy sees the same stream.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..experts.registry import architecture_from_spec
+from ..experts.zoo import ZooItem
+from ..yamlio import ConfigError, Fields, load_yaml
+from .request import Request, Route
+from .usage import ExpertUsage, RouteUse
+
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class ComponentType:
+    name: str
+    count: int  # parts of this type per board
+    detector: str | None
+    pass_rate: float
+
+    @property
+    def classifier(self) -> str:
+        return f"cls-{self.name}"
+
+    @property
+    def route(self) -> Route:
+        return Route((self.classifier, self.detector) if self.detector else (self.classifier,))
+
+
+@dataclass(frozen=True)
+class DetectorSpec:
+    name: str
+    spec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    seed: int
+    classifier: dict[str, Any]
+    detectors: tuple[DetectorSpec, ...]
+    components: tuple[ComponentType, ...]
+    requests: int
+    arrival_interval_s: float
+    expert_pool_bytes: int
+    cpu_pool_bytes: int
+    host_cache_bytes: int
+    batch_bytes: int | None
+    executors: dict[str, int] = field(default_factory=dict)
+    source: str = "<built-in>"
+
+    # -- derived ---------------------------------------------------------------------------------
+    @property
+    def image_size(self) -> int:
+        return int(self.classifier.get("input_size", 64))
+
+    def zoo_items(self) -> list[ZooItem]:
+        items = [ZooItem(c.classifier, dict(self.classifier), c.pass_rate) for c in self.components]
+        return items + [ZooItem(d.name, dict(d.spec)) for d in self.detectors]
+
+    def usage(self) -> ExpertUsage:
+        return ExpertUsage.from_routes(RouteUse(c.route, c.count, c.pass_rate) for c in self.components)
+
+    def board_layout(self) -> list[ComponentType]:
+        """The scan order of one board: every part of every type, placed once by the seed."""
+        parts = [c for c in self.components for _ in range(c.count)]
+        random.Random(self.seed).shuffle(parts)
+        return parts
+
+    def image(self, component: ComponentType, index: int) -> torch.Tensor:
+        """A deterministic crop: the component's tint plus per-part noise."""
+        g = torch.Generator().manual_seed(_stable_seed(self.seed, component.name))
+        tint = torch.rand(3, 1, 1, generator=g)
+        g.manual_seed(_stable_seed(self.seed, component.name, index))
+        noise = torch.rand(3, self.image_size, self.image_size, generator=g)
+        return (0.5 * tint + 0.5 * noise).contiguous()
+
+    def sample_inputs(self, expert: str, n: int) -> torch.Tensor:
+        """Crops like the ones `expert` will see (for calibrating its pass rate)."""
+        comp = next(c for c in self.components if c.classifier == expert)
+        return torch.stack([self.image(comp, -1 - i) for i in range(n)])
+
+    def stream(self) -> list[Request]:
+        """`requests` component requests in board-scan order, board after board."""
+        layout = self.board_layout()
+        out = []
+        for i in range(self.requests):
+            comp = layout[i % len(layout)]
+            out.append(Request(i, comp.name, comp.route, self.image(comp, i), arrival=0.0))
+        return out
+
+    def total_weight_bytes(self) -> int:
+        cls_bytes = architecture_from_spec(self.classifier).weight_bytes()
+        det = sum(architecture_from_spec(d.spec).weight_bytes() for d in self.detectors)
+        return cls_bytes * len(self.components) + det
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "source": self.source, "seed": self.seed,
+            "component_types": len(self.components), "detectors": [d.name for d in self.detectors],
+            "parts_per_board": sum(c.count for c in self.components), "requests": self.requests,
+            "arrival_interval_ms": self.arrival_interval_s * 1000, "classifier": self.classifier,
+            "expert_pool_mb": round(self.expert_pool_bytes / MiB, 1),
+            "experts_total_mb": round(self.total_weight_bytes() / MiB, 1),
+            "executors": self.executors,
+        }
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _stable_seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "little") & (2**62 - 1)
+
+
+# --- parsing ------------------------------------------------------------------------------------
+
+_TOP = {"name", "seed", "classifier", "detectors", "components", "requests", "boards",
+        "arrival_interval_ms", "memory", "executors"}
+
+
+def parse_workload(text: str, source: str) -> Workload:
+    doc = Fields(load_yaml(text, source), source)
+    doc.unknown(_TOP)
+    seed = doc.number("seed", 0, minimum=0, integer=True)
+    cls_fields = doc.sub("classifier")
+    classifier = _arch_spec(cls_fields, default_arch="resnet18")
+    if architecture_from_spec(classifier).role != "classifier":
+        raise cls_fields.error("arch", "the classifier must be a ResNet (e.g. resnet18)")
+    detectors = _detectors(doc)
+    components = _components(doc, [d.name for d in detectors], seed)
+    per_board = sum(c.count for c in components)
+    if doc.has("requests") and doc.has("boards"):
+        raise doc.error("boards", "give either requests or boards, not both")
+    requests = (doc.number("boards", minimum=1, integer=True) * per_board if doc.has("boards")
+                else doc.number("requests", 1000, minimum=1, integer=True))
+    mem = doc.sub("memory")
+    mem.unknown({"expert_pool_mb", "cpu_pool_mb", "host_cache_mb", "batch_mb"})
+    pool = mem.number("expert_pool_mb", minimum=1)
+    ex = doc.sub("executors")
+    ex.unknown({"cpu", "cuda"})
+    return Workload(
+        name=doc.text("name", Path(source).stem),
+        seed=seed,
+        classifier=classifier,
+        detectors=tuple(detectors),
+        components=tuple(components),
+        requests=requests,
+        arrival_interval_s=doc.number("arrival_interval_ms", 4, minimum=0) / 1000,
+        expert_pool_bytes=int(pool * MiB),
+        cpu_pool_bytes=int(mem.number("cpu_pool_mb", pool, minimum=1) * MiB),
+        host_cache_bytes=int(mem.number("host_cache_mb", 2048, minimum=0) * MiB),
+        batch_bytes=int(mem.number("batch_mb", minimum=0) * MiB) if mem.has("batch_mb") else None,
+        executors={"cpu": ex.number("cpu", 2, minimum=0, integer=True),
+                   "cuda": ex.number("cuda", 3, minimum=0, integer=True)},
+        source=source,
+    )
+
+
+def _arch_spec(f: Fields, default_arch: str | None = None) -> dict[str, Any]:
+    f.unknown({"arch", "input_size", "classes", "threshold", "name"})
+    spec = {"arch": f.text("arch", default_arch), "input_size": f.number("input_size", 64, minimum=8, integer=True)}
+    if f.has("classes"):
+        spec["classes"] = f.number("classes", minimum=1, integer=True)
+    if f.has("threshold"):
+        spec["threshold"] = f.number("threshold", minimum=0, maximum=1)
+    try:
+        architecture_from_spec(spec)
+    except ValueError as exc:  # UnknownArchitecture, bad sizes
+        raise f.error("arch", str(exc)) from None
+    return spec
+
+
+def _detectors(doc: Fields) -> list[DetectorSpec]:
+    raw = doc.get("detectors") or []
+    if not isinstance(raw, list):
+        raise doc.error("detectors", "must be a list of {name, arch, input_size, classes}")
+    out, seen = [], set()
+    for i, item in enumerate(raw):
+        f = Fields(item, doc.source, f"detectors[{i}]")
+        name = f.text("name")
+        if name in seen:
+            raise f.error("name", f"detector {name!r} is defined twice")
+        seen.add(name)
+        spec = _arch_spec(f)
+        if architecture_from_spec(spec).role != "detector":
+            raise f.error("arch", "a detector must be a YOLO model yaml or local .pt")
+        out.append(DetectorSpec(name, spec))
+    return out
+
+
+def _components(doc: Fields, detectors: list[str], seed: int) -> list[ComponentType]:
+    raw = doc.get("components")
+    if isinstance(raw, dict):
+        return _generated(Fields(raw, doc.source, "components"), detectors, seed)
+    if not isinstance(raw, list) or not raw:
+        raise doc.error("components", "must be a list of component types or a {generate: N, ...} mapping")
+    out, seen = [], set()
+    for i, item in enumerate(raw):
+        f = Fields(item, doc.source, f"components[{i}]")
+        f.unknown({"name", "count", "detector", "pass_rate"})
+        name = f.text("name")
+        if name in seen:
+            raise f.error("name", f"component type {name!r} is listed twice")
+        seen.add(name)
+        det = f.get("detector")
+        if det is not None and det not in detectors:
+            raise f.error("detector", f"unknown detector {det!r}; defined: {', '.join(detectors) or 'none'}")
+        out.append(ComponentType(name, f.number("count", 1, minimum=1, integer=True), det,
+                                 f.number("pass_rate", 0.9, minimum=0, maximum=1)))
+    return out
+
+
+def _generated(f: Fields, detectors: list[str], seed: int) -> list[ComponentType]:
+    """Zipf-skewed counts: a few types (resistors, capacitors) fill most of a board."""
+    f.unknown({"generate", "parts_per_board", "zipf", "with_detector", "pass_rate"})
+    n = f.number("generate", minimum=1, integer=True)
+    parts = f.number("parts_per_board", 3 * n, minimum=n, integer=True)
+    s = f.number("zipf", 1.0, minimum=0)
+    share = f.number("with_detector", 0.5, minimum=0, maximum=1)
+    pass_rate = f.number("pass_rate", 0.9, minimum=0, maximum=1)
+    if share > 0 and not detectors:
+        raise f.error("with_detector", "is above 0 but no detectors are defined")
+    weights = [1.0 / (i + 1) ** s for i in range(n)]
+    counts = [max(1, round(parts * w / sum(weights))) for w in weights]
+    rng = random.Random(seed)
+    with_det = set(rng.sample(range(n), round(n * share)))
+    out = []
+    for i in range(n):
+        det = detectors[i % len(detectors)] if i in with_det else None
+        out.append(ComponentType(f"C{i:03d}", counts[i], det, pass_rate))
+    return out
+
+
+def load_workload(path: Path | None = None) -> Workload:
+    """A workload file, or the built-in default when no path is given."""
+    if path is None:
+        text = resources.files("inspector.workloads").joinpath("default.yaml").read_text(encoding="utf-8")
+        return parse_workload(text, "<built-in default.yaml>")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), None, f"cannot read workload: {exc.strerror}") from None
+    return parse_workload(text, str(path))
+
+

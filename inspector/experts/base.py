@@ -1,0 +1,176 @@
+"""The one interface every expert architecture offers the engine.
+
+Loading must be cheap: each architecture keeps one skeleton on the meta
+device and a switch deep-copies it (no allocation, no init) and then assigns
+the fetched tensors (`load_state_dict(..., assign=True)`), so a load costs
+the read, not construction plus a copy.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+StateDict = dict[str, torch.Tensor]
+
+
+class UnknownArchitecture(ValueError):
+    """An expert names an architecture this build does not know."""
+
+
+class BadInput(ValueError):
+    """A request's image cannot be fed to its expert (wrong shape or type)."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What one expert said about one crop.
+
+    `passed` is the route's gate: a classifier passes a part when it predicts
+    class 0 ("ok"); a detector passes it when its best detection reaches the
+    confidence threshold.
+    """
+
+    label: int
+    score: float
+    passed: bool
+    box: tuple[float, float, float, float] | None = None
+
+
+class Architecture(ABC):
+    """An expert's architecture: building, loading, preprocessing, running, sizing."""
+
+    role: str = ""
+
+    def __init__(self, input_size: int, classes: int) -> None:
+        if input_size <= 0 or classes <= 0:
+            raise ValueError(f"input_size and classes must be positive, got {input_size}, {classes}")
+        self.input_size = input_size
+        self.classes = classes
+        self._skeleton: nn.Module | None = None
+        self._lock = threading.Lock()
+        self._act_per_sample: int | None = None
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Architecture name as written in configs (resnet18, yolov8n.yaml, ...)."""
+
+    @property
+    def key(self) -> str:
+        """Profiles are kept per key: experts sharing it cost the same to run and load."""
+        return f"{self.name}@{self.input_size}/c{self.classes}"
+
+    def spec(self) -> dict[str, Any]:
+        return {"arch": self.name, "input_size": self.input_size, "classes": self.classes}
+
+    # -- building and loading ---------------------------------------------------------------
+    @abstractmethod
+    def build(self) -> nn.Module:
+        """A real, randomly initialised module on the CPU (for zoo building and profiling)."""
+
+    def skeleton(self) -> nn.Module:
+        """The meta-device template every load copies; built once per architecture."""
+        with self._lock:
+            if self._skeleton is None:
+                module = self.build().eval()
+                # Module._apply, not .to(): some models (ultralytics) override _apply to also
+                # move plain tensor attributes (strides) that must stay real.
+                nn.Module._apply(module, lambda t: t.to("meta"))
+                self._skeleton = module
+            return self._skeleton
+
+    def materialize(self, state: StateDict, device: torch.device) -> nn.Module:
+        """A runnable module whose parameters *are* the given tensors (no copy)."""
+        module = copy.deepcopy(self.skeleton())
+        module.load_state_dict(state, strict=True, assign=True)
+        module.eval()
+        if device.type != "cpu":
+            module.to(device)  # parameters already there; moves non-parameter tensors
+        return module
+
+    def random_state(self, seed: int) -> StateDict:
+        torch.manual_seed(seed)
+        module = self.build().eval()
+        return {k: v.detach().contiguous() for k, v in module.state_dict().items()}
+
+    def weight_bytes(self) -> int:
+        sk = self.skeleton()
+        tensors = list(sk.parameters()) + list(sk.buffers())
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    # -- running --------------------------------------------------------------------------
+    def check(self, image: torch.Tensor) -> None:
+        """Raise BadInput unless `image` is a 3xHxW crop (cheap: shapes only)."""
+        if not isinstance(image, torch.Tensor):
+            raise BadInput(f"image must be a torch.Tensor, got {type(image).__name__}")
+        if image.dim() != 3 or image.shape[0] != 3 or image.shape[1] < 8 or image.shape[2] < 8:
+            raise BadInput(
+                f"image must be 3xHxW with H, W >= 8 (RGB, channels first); got shape "
+                f"{tuple(image.shape)}"
+            )
+
+    def preprocess(self, image: torch.Tensor) -> torch.Tensor:
+        """Validate a 3xHxW crop (uint8 or float) and resize it to this architecture's input."""
+        self.check(image)
+        if not image.is_floating_point():
+            image = image.float() / 255.0
+        if image.shape[1:] != (self.input_size, self.input_size):
+            image = F.interpolate(
+                image.unsqueeze(0), size=(self.input_size, self.input_size), mode="bilinear",
+                align_corners=False,
+            ).squeeze(0)
+        return image.contiguous()
+
+    @abstractmethod
+    def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
+        """Predictions for a preprocessed batch (N x 3 x S x S) on the module's device."""
+
+    # -- sizing ----------------------------------------------------------------------------
+    def activation_bytes(self, batch: int) -> int:
+        """Estimated peak intermediate memory of one forward pass at this batch size.
+
+        Measured once per architecture with forward hooks on a real module: the
+        largest (input + output) of any leaf layer, plus the largest output again
+        for skip connections that keep a tensor alive. A CUDA profile replaces
+        this estimate with max_memory_allocated.
+        """
+        if self._act_per_sample is None:
+            self._act_per_sample = _hooked_peak_bytes(self.build().eval(), self.input_size)
+        return batch * self._act_per_sample
+
+
+def _hooked_peak_bytes(module: nn.Module, size: int) -> int:
+    peak_pair = 0
+    largest_out = 0
+
+    def nbytes(obj: Any) -> int:
+        if isinstance(obj, torch.Tensor):
+            return obj.numel() * obj.element_size()
+        if isinstance(obj, (list, tuple)):
+            return sum(nbytes(o) for o in obj)
+        if isinstance(obj, dict):
+            return sum(nbytes(o) for o in obj.values())
+        return 0
+
+    def hook(_mod: nn.Module, inputs: Any, output: Any) -> None:
+        nonlocal peak_pair, largest_out
+        out = nbytes(output)
+        peak_pair = max(peak_pair, nbytes(inputs) + out)
+        largest_out = max(largest_out, out)
+
+    handles = [m.register_forward_hook(hook) for m in module.modules() if not list(m.children())]
+    try:
+        with torch.inference_mode():
+            module(torch.zeros(1, 3, size, size))
+    finally:
+        for h in handles:
+            h.remove()
+    return peak_pair + largest_out

@@ -1,0 +1,33 @@
+"""Architecture specs as written in workloads and manifests -> Architecture objects."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Architecture, UnknownArchitecture
+from .resnet import DEPTHS, ResNetClassifier
+from .yolo import YoloDetector
+
+_RESNET = re.compile(r"^resnet(\d+)$")
+
+
+def architecture_from_spec(spec: dict[str, Any]) -> Architecture:
+    """Build an Architecture from {"arch": ..., "input_size": ..., "classes": ...}.
+
+    Raises UnknownArchitecture naming what is accepted.
+    """
+    name = str(spec.get("arch", "")).strip()
+    size = int(spec.get("input_size", 64))
+    m = _RESNET.match(name)
+    if m:
+        return ResNetClassifier(int(m.group(1)), input_size=size, classes=int(spec.get("classes", 2)))
+    if name.endswith((".yaml", ".yml", ".pt")):
+        return YoloDetector(
+            name, input_size=size, classes=int(spec.get("classes", 4)),
+            threshold=float(spec.get("threshold", 0.25)),
+        )
+    known = ", ".join(f"resnet{d}" for d in DEPTHS)
+    raise UnknownArchitecture(
+        f"unknown architecture {name!r}: use a ResNet ({known}) or a YOLO model yaml / local .pt "
+        "(e.g. yolov8n.yaml)"
+    )

@@ -1,0 +1,64 @@
+"""ResNet classifiers (torchvision), any standard depth, input size and class count."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
+
+from .base import Architecture, Prediction, UnknownArchitecture
+
+# depth -> (block, blocks per stage); 10 is the small member used by tests and tiny zoos.
+DEPTHS: dict[int, tuple[type[nn.Module], list[int]]] = {
+    10: (BasicBlock, [1, 1, 1, 1]),
+    18: (BasicBlock, [2, 2, 2, 2]),
+    34: (BasicBlock, [3, 4, 6, 3]),
+    50: (Bottleneck, [3, 4, 6, 3]),
+    101: (Bottleneck, [3, 4, 23, 3]),
+    152: (Bottleneck, [3, 8, 36, 3]),
+}
+
+
+class ResNetClassifier(Architecture):
+    """A component's classifier; class 0 means the part is fine and the route goes on."""
+
+    role = "classifier"
+
+    def __init__(self, depth: int, input_size: int = 64, classes: int = 2) -> None:
+        if depth not in DEPTHS:
+            raise UnknownArchitecture(
+                f"resnet{depth} is not a known depth; use one of "
+                + ", ".join(f"resnet{d}" for d in DEPTHS)
+            )
+        if classes < 2:
+            raise ValueError("a classifier needs at least 2 classes (0 = ok, others = defects)")
+        super().__init__(input_size, classes)
+        self.depth = depth
+
+    @property
+    def name(self) -> str:
+        return f"resnet{self.depth}"
+
+    def build(self) -> nn.Module:
+        block, layers = DEPTHS[self.depth]
+        return ResNet(block, layers, num_classes=self.classes)
+
+    def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
+        with torch.inference_mode():
+            probs = torch.softmax(module(batch).float(), dim=1).cpu()
+        top, label = probs.max(dim=1)
+        return [
+            Prediction(label=int(lbl), score=float(p), passed=int(lbl) == 0)
+            for p, lbl in zip(top.tolist(), label.tolist())
+        ]
+
+    def pass_bias_shift(self, module: nn.Module, samples: torch.Tensor, pass_rate: float) -> float:
+        """Shift for the "ok" logit's bias that makes `pass_rate` of `samples` pass.
+
+        Used by the zoo builder so that random benchmark experts pass parts at
+        the workload's rate while the verdict is still the model's own output.
+        """
+        with torch.inference_mode():
+            logits = module(samples).float()
+        margin = logits[:, 0] - logits[:, 1:].max(dim=1).values
+        q = torch.quantile(margin, min(max(1.0 - pass_rate, 0.0), 1.0))
+        return float(-q)

@@ -1,0 +1,70 @@
+"""YOLO detectors (ultralytics) from a model yaml or a local .pt, never a download."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .base import Architecture, Prediction, UnknownArchitecture
+
+
+class YoloDetector(Architecture):
+    """A detector shared by many component types; it verifies alignment and polarity.
+
+    Its verdict is the best detection over the crop: the class, the confidence
+    and the box (x, y, w, h in input pixels). The part passes when the
+    confidence reaches `threshold`.
+    """
+
+    role = "detector"
+
+    def __init__(self, model: str, input_size: int = 64, classes: int = 4, threshold: float = 0.25) -> None:
+        if input_size % 32:
+            raise ValueError(f"YOLO input size must be a multiple of 32, got {input_size}")
+        if model.endswith(".pt") and not Path(model).is_file():
+            raise UnknownArchitecture(
+                f"YOLO weights {model} not found; give a local .pt path or a model yaml "
+                "such as yolov8n.yaml (nothing is downloaded)"
+            )
+        if not model.endswith((".yaml", ".yml", ".pt")):
+            raise UnknownArchitecture(f"YOLO model must be a .yaml or a local .pt, got {model!r}")
+        super().__init__(input_size, classes)
+        self.model = model
+        self.threshold = threshold
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def build(self) -> nn.Module:
+        if self.model.endswith(".pt"):
+            from ultralytics.nn.tasks import load_checkpoint
+
+            module, _ = load_checkpoint(self.model, device="cpu")
+            return module.float()
+        from ultralytics.nn.tasks import DetectionModel
+        from ultralytics.utils import LOGGER
+
+        LOGGER.setLevel(logging.WARNING)  # "Overriding model.yaml nc=..." on every build
+        try:
+            return DetectionModel(self.model, nc=self.classes, verbose=False)
+        except FileNotFoundError as exc:
+            raise UnknownArchitecture(f"YOLO model yaml {self.model!r} not found: {exc}") from None
+
+    def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
+        with torch.inference_mode():
+            out = module(batch)
+            preds = (out[0] if isinstance(out, (list, tuple)) else out).float().cpu()
+        # preds: N x (4 + classes) x anchors; boxes are xywh in input pixels.
+        boxes, scores = preds[:, :4, :], preds[:, 4:, :]
+        best_cls_score, best_cls = scores.max(dim=1)  # N x anchors
+        score, anchor = best_cls_score.max(dim=1)  # N
+        results = []
+        for i in range(preds.shape[0]):
+            a = int(anchor[i])
+            box = tuple(float(v) for v in boxes[i, :, a].tolist())
+            s = float(score[i])
+            results.append(Prediction(label=int(best_cls[i, a]), score=s, passed=s >= self.threshold, box=box))
+        return results

@@ -1,0 +1,142 @@
+"""A zoo: experts written to disk as safetensors, described by a manifest.
+
+The benchmark zoo holds random but distinct experts (one seed each); the
+inspection line's trained zoo uses the same manifest. Architectures are
+shared objects so experts of one architecture share one meta skeleton.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from ..runtime.diskio import fsync_and_drop
+from .base import Architecture
+from .registry import architecture_from_spec
+from .resnet import ResNetClassifier
+
+MANIFEST = "manifest.json"
+ZOO_FORMAT = 1
+
+
+class ZooMissing(FileNotFoundError):
+    """No usable zoo at a path: build it with `inspector zoo build`."""
+
+
+@dataclass(frozen=True)
+class ZooItem:
+    """One expert to build: its name, architecture spec and (classifiers) pass rate."""
+
+    name: str
+    spec: dict[str, Any]
+    pass_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class ExpertEntry:
+    """One expert on disk as the manifest records it."""
+
+    name: str
+    role: str
+    spec: dict[str, Any]
+    file: str
+    weight_bytes: int
+
+
+@dataclass
+class Zoo:
+    """Experts on disk; `unavailable` names those the engine cannot serve, with why."""
+
+    root: Path
+    build_key: str
+    entries: dict[str, ExpertEntry]
+    unavailable: dict[str, str] = field(default_factory=dict)
+    _archs: dict[str, Architecture] = field(default_factory=dict, repr=False)
+
+    def path_of(self, name: str) -> Path:
+        return self.root / self.entries[name].file
+
+    def architecture(self, name: str) -> Architecture:
+        return self._archs[name]
+
+    @classmethod
+    def load(cls, root: Path) -> "Zoo":
+        manifest = Path(root) / MANIFEST
+        if not manifest.is_file():
+            raise ZooMissing(f"no zoo manifest at {manifest}; build one with `inspector zoo build`")
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        zoo = cls(root=Path(root), build_key=data["build_key"], entries={})
+        shared: dict[str, Architecture] = {}
+        for raw in data["experts"]:
+            entry = ExpertEntry(**raw)
+            zoo.entries[entry.name] = entry
+            key = json.dumps(entry.spec, sort_keys=True)
+            try:
+                if key not in shared:
+                    shared[key] = architecture_from_spec(entry.spec)
+                zoo._archs[entry.name] = shared[key]
+            except (ValueError, FileNotFoundError) as exc:  # UnknownArchitecture is a ValueError
+                zoo.unavailable[entry.name] = str(exc)
+        return zoo
+
+
+def build_key(items: Sequence[ZooItem], seed: int) -> str:
+    payload = json.dumps(
+        {"format": ZOO_FORMAT, "seed": seed, "items": [asdict(i) for i in items]}, sort_keys=True
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+SampleInputs = Callable[[str, int], torch.Tensor]
+
+
+def build_random_zoo(
+    root: Path,
+    items: Sequence[ZooItem],
+    seed: int = 0,
+    sample_inputs: SampleInputs | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Zoo:
+    """Write distinct random experts under `root`, reusing a zoo built from the same plan.
+
+    `sample_inputs(name, n)` gives n preprocessed crops like the ones the
+    expert will see; classifiers with a pass_rate are calibrated on them.
+    """
+    root = Path(root)
+    key = build_key(items, seed)
+    try:
+        existing = Zoo.load(root)
+        if existing.build_key == key and all(existing.path_of(n).is_file() for n in existing.entries):
+            return existing
+    except ZooMissing:
+        pass
+    root.mkdir(parents=True, exist_ok=True)
+    archs: dict[str, Architecture] = {}
+    entries = []
+    for index, item in enumerate(items):
+        spec_key = json.dumps(item.spec, sort_keys=True)
+        arch = archs.setdefault(spec_key, architecture_from_spec(item.spec))
+        state = arch.random_state(seed * 100_003 + index)
+        if item.pass_rate is not None and isinstance(arch, ResNetClassifier) and sample_inputs:
+            module = arch.materialize(state, torch.device("cpu"))
+            shift = arch.pass_bias_shift(module, sample_inputs(item.name, 64), item.pass_rate)
+            state["fc.bias"] = state["fc.bias"].clone()
+            state["fc.bias"][0] += shift
+        file = f"{item.name}.safetensors"
+        save_file(state, str(root / file))
+        fsync_and_drop(root / file)
+        entries.append(
+            ExpertEntry(item.name, arch.role, item.spec, file,
+                        sum(t.numel() * t.element_size() for t in state.values()))
+        )
+        if progress:
+            progress(f"built {item.name} ({arch.name})")
+    manifest = {"format": ZOO_FORMAT, "build_key": key, "seed": seed, "experts": [asdict(e) for e in entries]}
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    return Zoo.load(root)

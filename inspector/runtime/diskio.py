@@ -1,0 +1,30 @@
+"""Disk reads that stay honest: a file read for a switch leaves the page cache.
+
+Without this, the second "disk" load of an expert is a memory copy and a
+benchmark of switches measures nothing. posix_fadvise(DONTNEED) drops the
+file's clean pages after each read; `drop_cache=False` turns it off.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def read_bytes(path: Path | str, drop_cache: bool = True) -> bytes:
+    """Read a whole file; with drop_cache its pages do not linger in RAM afterwards."""
+    with open(path, "rb", buffering=0) as f:
+        data = f.read()
+        if drop_cache and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return data
+
+
+def fsync_and_drop(path: Path | str) -> None:
+    """After writing weights: flush them so that DONTNEED can really drop them."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

@@ -1,0 +1,152 @@
+"""Tiered weight store: disk (safetensors) -> host RAM (pinned with a GPU) -> device.
+
+The store moves *weights* (state dicts); turning them into modules is the
+experts' business and deciding what stays in a device pool is a policy's.
+Host RAM is an LRU cache in front of the disk when a host ledger is given
+(the Samba-CoE arrangement on a GPU box); on a CPU-only box the device pool
+*is* host RAM and the store reads straight from disk.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import torch
+from .devices import Device
+from .diskio import read_bytes
+from .memory import MemoryLedger
+from .safetensors_io import CorruptWeights, parse
+
+StateDict = dict[str, torch.Tensor]
+
+
+class Tier(str, Enum):
+    """Where an expert's weights are now."""
+
+    DEVICE = "device"
+    HOST = "host"
+    DISK = "disk"
+
+
+class WeightsUnavailable(RuntimeError):
+    """An expert's weight file is missing or corrupt; rebuild or restore it."""
+
+    def __init__(self, name: str, path: Path, reason: str) -> None:
+        super().__init__(
+            f"weights of expert {name!r} at {path} are {reason}; rebuild the zoo "
+            f"(inspector zoo build) or restore the file"
+        )
+        self.expert = name
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class LoadRecord:
+    """One fetch: which tier served it, how long it took, how many bytes moved."""
+
+    tier: Tier
+    seconds: float
+    nbytes: int
+
+
+def state_dict_bytes(state: StateDict) -> int:
+    return sum(t.numel() * t.element_size() for t in state.values())
+
+
+class TieredStore:
+    """Serves state dicts for named experts from the fastest tier that has them."""
+
+    def __init__(
+        self,
+        host_ledger: MemoryLedger | None = None,
+        pin_host: bool = False,
+        drop_page_cache: bool = True,
+    ) -> None:
+        self._paths: dict[str, Path] = {}
+        self._host: OrderedDict[str, StateDict] = OrderedDict()
+        self._host_ledger = host_ledger
+        self._pin = pin_host
+        self.drop_page_cache = drop_page_cache
+        self._lock = threading.Lock()
+
+    def register(self, name: str, path: Path) -> None:
+        self._paths[name] = Path(path)
+
+    def path_of(self, name: str) -> Path:
+        return self._paths[name]
+
+    def tier_of(self, name: str) -> Tier:
+        with self._lock:
+            return Tier.HOST if name in self._host else Tier.DISK
+
+    @property
+    def host_ledger(self) -> MemoryLedger | None:
+        return self._host_ledger
+
+    def fetch(self, name: str, device: Device) -> tuple[StateDict, LoadRecord]:
+        """Weights of `name` on `device`, and where they came from."""
+        start = time.perf_counter()
+        with self._lock:
+            cached = self._host.get(name)
+            if cached is not None:
+                self._host.move_to_end(name)
+        if cached is not None:
+            tier = Tier.HOST
+            host_state = cached
+        else:
+            tier = Tier.DISK
+            host_state = self._read_disk(name)
+            if self._host_ledger is not None:
+                host_state = self._admit_host(name, host_state)
+        if device.is_cuda:
+            state = {k: v.to(device.torch, non_blocking=self._pin) for k, v in host_state.items()}
+            device.synchronize()
+        else:
+            state = host_state
+        return state, LoadRecord(tier, time.perf_counter() - start, state_dict_bytes(state))
+
+    def _read_disk(self, name: str) -> StateDict:
+        path = self._paths.get(name)
+        if path is None:
+            raise KeyError(f"expert {name!r} is not registered in the weight store")
+        try:
+            raw = read_bytes(path, drop_cache=self.drop_page_cache)
+        except FileNotFoundError:
+            raise WeightsUnavailable(name, path, "missing") from None
+        except OSError as exc:
+            raise WeightsUnavailable(name, path, f"unreadable ({exc.strerror})") from None
+        try:
+            return parse(raw)
+        except CorruptWeights as exc:
+            raise WeightsUnavailable(name, path, f"corrupt ({exc})") from None
+
+    def _admit_host(self, name: str, state: StateDict) -> StateDict:
+        """Keep a (pinned) host copy, evicting least recently used copies to fit."""
+        assert self._host_ledger is not None
+        nbytes = state_dict_bytes(state)
+        if nbytes > self._host_ledger.capacity:
+            return state
+        if self._pin:
+            state = {k: v.pin_memory() for k, v in state.items()}
+        with self._lock:
+            while self._host_ledger.free < nbytes and self._host:
+                old, _ = self._host.popitem(last=False)
+                self._host_ledger.release(old)
+            self._host_ledger.reserve(name, nbytes)
+            self._host[name] = state
+        return state
+
+    def forget_host(self, name: str) -> None:
+        """Drop a host copy (the next fetch reads the disk again)."""
+        with self._lock:
+            if self._host.pop(name, None) is not None and self._host_ledger is not None:
+                self._host_ledger.release(name)
+
+    def host_resident(self) -> list[str]:
+        with self._lock:
+            return list(self._host)
