@@ -97,7 +97,7 @@ class Engine:
             self.managers[device] = ExpertManager(
                 name=f"{device.key}-pool", device=device, ledger=self.budgets[device].open("pool", pool_bytes),
                 store=self.store, zoo=zoo, evictor=policy.evictor, usage=usage, lock=self._lock,
-                queued=lambda d=device: self._queued_on(d),
+                next_use=lambda d=device: self._next_use_on(d),
             )
         for i, spec in enumerate(plan.executors):
             self.budgets[spec.device].open(f"batch-{i}", spec.batch_bytes)
@@ -118,9 +118,14 @@ class Engine:
                 ex.start()
             self._started = True
 
-    def _queued_on(self, device: Device) -> frozenset[str]:
-        """Experts with requests waiting on any executor of `device` (under the lock)."""
-        return frozenset(e for ex in self.executors if ex.device == device for e in ex.queue.upcoming_experts())
+    def _next_use_on(self, device: Device) -> dict[str, int]:
+        """Experts waiting on `device`'s executors -> groups ahead of their first one (under the lock)."""
+        ahead: dict[str, int] = {}
+        for ex in self.executors:
+            if ex.device == device:
+                for pos, expert in enumerate(ex.queue.upcoming_experts()):
+                    ahead[expert] = min(pos, ahead.get(expert, pos))
+        return ahead
 
     def preload(self, experts: list[str], every_pool: bool = False) -> None:
         """Place experts before serving: round-robin over device pools, or into every pool.

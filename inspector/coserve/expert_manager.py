@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -71,7 +71,7 @@ class ExpertManager:
         evictor: Evictor,
         usage: ExpertUsage,
         lock: threading.RLock,
-        queued: Callable[[], frozenset[str]],
+        next_use: Callable[[], Mapping[str, int]],
     ) -> None:
         self.name = name
         self.device = device
@@ -81,7 +81,7 @@ class ExpertManager:
         self.evictor = evictor
         self.usage = usage
         self._cv = threading.Condition(lock)
-        self._queued = queued
+        self._next_use = next_use
         self._slots: dict[str, _Slot] = {}
         self._loading: set[str] = set()
         self._failed: dict[str, str] = {}
@@ -190,7 +190,7 @@ class ExpertManager:
                         for n, s in self._slots.items() if s.in_use == 0
                     ],
                     resident=frozenset(self._slots),
-                    queued=self._queued(),
+                    next_use=self._next_use(),
                     usage=self.usage,
                 )
                 for victim in self.evictor.order(view):

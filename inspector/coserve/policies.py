@@ -2,7 +2,7 @@
 
 A policy is four small answers over one engine's mechanics:
   assign   which executor queue gets a new request      (round-robin | min-makespan)
-  arrange  where in that queue it goes                   (fcfs | behind its expert's group)
+  arrange  where in that queue it goes                   (fcfs | group | resident-first)
   evict    which residents leave a full pool first       (lru | fifo | dependency-aware)
   prefetch whether to load the next group's expert while the current batch runs
 Baselines and ours run through the same queues, executors and loads, which
@@ -11,10 +11,12 @@ is what makes the side-by-side benchmark fair.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .queue import ExecutorQueue
+from .request import Request
 from .usage import ExpertUsage
 
 # --- assign ---------------------------------------------------------------------------------
@@ -73,6 +75,48 @@ def _less(a: tuple[float, float, int], b: tuple[float, float, int], eps: float) 
     return a[2] < b[2]
 
 
+# --- arrange ------------------------------------------------------------------------------------
+
+
+class Arranger(Protocol):
+    name: str
+
+    def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None: ...
+
+
+class FCFS:
+    """First come, first served (Samba-CoE): behind everything."""
+
+    name = "fcfs"
+
+    def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
+        queue.append(request)
+
+
+class GroupBySameExpert:
+    """Paper §4.2, request arranging: behind queued requests of the same expert."""
+
+    name = "group"
+
+    def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
+        queue.join(request)
+
+
+class ResidentFirst:
+    """Group by expert, and start groups of already-resident experts in a front lane.
+
+    Beyond the paper: a group for an expert that is in the pool now runs
+    before groups that need a switch, which meanwhile grow, so one switch
+    serves more requests. The queue bounds how long the main lane can be
+    passed (MAX_BYPASS batches).
+    """
+
+    name = "resident-first"
+
+    def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
+        queue.join(request, front=resident)
+
+
 # --- evict ----------------------------------------------------------------------------------
 
 
@@ -90,7 +134,7 @@ class Resident:
 class EvictionView:
     candidates: Sequence[Resident]
     resident: frozenset[str]  # everything resident in the pool, pinned ones included
-    queued: frozenset[str]  # experts with requests waiting on this executor
+    next_use: Mapping[str, int]  # experts with requests waiting -> how many groups run before theirs
     usage: ExpertUsage
 
 
@@ -118,26 +162,32 @@ class DependencyAware:
     """Paper §4.3, two-stage eviction.
 
     Stage 1: subsequent experts none of whose preliminary experts are resident
-    (they cannot run until one is loaded), largest first. We leave out those
-    with requests already waiting on this executor: they will run regardless.
-    Stage 2: everything else by ascending usage probability (LRU breaks ties).
+    (they cannot run until one is loaded), largest first.
+    Stage 2: the rest by ascending usage probability (LRU breaks ties).
+
+    Beyond the paper, the queues say which experts are needed next: an expert
+    with requests waiting is left out of stage 1 and goes last in stage 2,
+    the one whose group runs furthest back first (Belady's rule on what the
+    queue already knows). Evicting it would buy a certain reload.
     """
 
     name = "dependency-aware"
 
     def order(self, view: EvictionView) -> list[str]:
-        usage = view.usage
+        usage, waiting = view.usage, view.next_use
         stage1 = [
             r for r in view.candidates
             if usage.is_subsequent(r.name)
             and not (usage.preliminaries[r.name] & view.resident)
-            and r.name not in view.queued
+            and r.name not in waiting
         ]
         chosen = {r.name for r in stage1}
-        stage2 = [r for r in view.candidates if r.name not in chosen]
+        idle = [r for r in view.candidates if r.name not in chosen and r.name not in waiting]
+        queued = [r for r in view.candidates if r.name in waiting]
         stage1.sort(key=lambda r: (-r.nbytes, r.name))
-        stage2.sort(key=lambda r: (usage.p(r.name), r.used_seq))
-        return [r.name for r in stage1 + stage2]
+        idle.sort(key=lambda r: (usage.p(r.name), r.used_seq))
+        queued.sort(key=lambda r: (-waiting[r.name], usage.p(r.name)))
+        return [r.name for r in stage1 + idle + queued]
 
 
 # --- the policies ---------------------------------------------------------------------------
@@ -148,7 +198,7 @@ class Policy:
     name: str
     summary: str
     make_assigner: Callable[[], Assigner]
-    arrange: str  # "fcfs" or "group"
+    arranger: Arranger
     evictor: Evictor
     prefetch: bool = False
     single_executor: bool = False
@@ -157,17 +207,17 @@ class Policy:
 _POLICIES: dict[str, Policy] = {
     p.name: p
     for p in [
-        Policy("samba", "Samba-CoE: one executor per device, FCFS, LRU", RoundRobin, "fcfs", LRU(),
+        Policy("samba", "Samba-CoE: one executor per device, FCFS, LRU", RoundRobin, FCFS(), LRU(),
                single_executor=True),
-        Policy("samba-fifo", "Samba-CoE with FIFO eviction", RoundRobin, "fcfs", FIFO(), single_executor=True),
+        Policy("samba-fifo", "Samba-CoE with FIFO eviction", RoundRobin, FCFS(), FIFO(), single_executor=True),
         Policy("samba-parallel", "Samba-CoE on CoServe's executors, round-robin, FCFS, LRU", RoundRobin,
-               "fcfs", LRU()),
-        Policy("coserve-none", "CoServe ablation: round-robin, FCFS, FIFO eviction", RoundRobin, "fcfs",
+               FCFS(), LRU()),
+        Policy("coserve-none", "CoServe ablation: round-robin, FCFS, FIFO eviction", RoundRobin, FCFS(),
                FIFO()),
-        Policy("coserve-em", "+ dependency-aware expert management", RoundRobin, "fcfs", DependencyAware()),
-        Policy("coserve-em-ra", "+ request arranging", RoundRobin, "group", DependencyAware()),
-        Policy("coserve", "+ request assigning (min makespan) and next-group prefetch", MinMakespan, "group",
-               DependencyAware(), prefetch=True),
+        Policy("coserve-em", "+ dependency-aware expert management", RoundRobin, FCFS(), DependencyAware()),
+        Policy("coserve-em-ra", "+ request arranging", RoundRobin, GroupBySameExpert(), DependencyAware()),
+        Policy("coserve", "+ request assigning (min makespan), resident-first lane, next-group prefetch",
+               MinMakespan, ResidentFirst(), DependencyAware(), prefetch=True),
     ]
 }
 

@@ -1,8 +1,11 @@
 """An executor's request queue: an ordered list of same-expert groups.
 
-Grouping is what lets one switch serve many requests; which group a new
-request joins is the policy's arranging decision, the queue only keeps the
-order and the predicted work. All methods run under the engine lock.
+Grouping is what lets one switch serve many requests; where a new request
+goes is the policy's arranging decision, the queue offers the moves (append,
+join, join in front) and keeps the order and the predicted work. Groups in
+front (experts already resident) may pass the main lane's head group at most
+MAX_BYPASS batches in a row, so nothing waits forever. All methods run under
+the engine lock.
 """
 from __future__ import annotations
 
@@ -19,6 +22,11 @@ class Group:
 
     expert: str
     requests: deque[Request] = field(default_factory=deque)
+    front: bool = False  # in the front lane: its expert was resident when the group formed
+    bypassed: int = 0  # batches of front groups served while this one waited at the main head
+
+
+MAX_BYPASS = 32
 
 
 class ExecutorQueue:
@@ -50,25 +58,42 @@ class ExecutorQueue:
         else:
             self.groups.append(Group(request.expert, deque([request])))
 
-    def join(self, request: Request) -> None:
-        """Arrange behind queued requests of the same expert (paper §4.2), else at the end.
+    def join(self, request: Request, front: bool = False) -> None:
+        """Arrange behind queued requests of the same expert (paper §4.2), else start a group.
 
         The batch being executed counts as queued: a request for the running
-        expert goes right behind it, while that expert is still resident.
+        expert starts a group right behind it, while that expert is resident.
+        With `front`, a new group goes to the end of the front lane instead of
+        the end of the queue.
         """
         group = self.group_for(request.expert)
         if group is not None:
             group.requests.append(request)
-        elif self.running == request.expert:
-            self.groups.appendleft(Group(request.expert, deque([request])))
+            return
+        new = Group(request.expert, deque([request]))
+        if self.running == request.expert or front:
+            new.front = True
+            pos = 0
+            while pos < len(self.groups) and self.groups[pos].front:
+                pos += 1
+            self.groups.insert(pos, new)
         else:
-            self.groups.append(Group(request.expert, deque([request])))
+            self.groups.append(new)
 
     def take_batch(self, limit: int) -> tuple[str, list[Request]] | None:
         """Pop up to `limit` requests of the head group (the batch splitter's cut)."""
         if not self.groups:
             return None
         head = self.groups[0]
+        if head.front:
+            waiting = next((g for g in self.groups if not g.front), None)
+            if waiting is not None:
+                waiting.bypassed += 1
+                if waiting.bypassed > MAX_BYPASS:  # aged out: it goes first now
+                    self.groups.remove(waiting)
+                    self.groups.appendleft(waiting)
+                    waiting.front, waiting.bypassed = True, 0
+                    head = waiting
         batch = [head.requests.popleft() for _ in range(min(limit, len(head.requests)))]
         if not head.requests:
             self.groups.popleft()

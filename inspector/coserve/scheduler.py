@@ -50,10 +50,7 @@ class Scheduler:
             chosen = self.executors[self.assigner.choose(options)]
             request.predicted_s = options[chosen.index].added_s
             chosen.queue.pending_s += request.predicted_s
-            if self.policy.arrange == "group":
-                chosen.queue.join(request)
-            else:
-                chosen.queue.append(request)
+            self.policy.arranger.place(chosen.queue, request, chosen.manager.has(request.expert))
             self.scheduled += 1
             chosen.wake.notify()
         self.overhead_s += time.perf_counter() - t0
