@@ -47,19 +47,13 @@ def cmd_zoo_build(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from .coserve.bench import prepare
+    from .coserve.bench import zoo_for
     from .coserve.profiler import load_or_profile
     from .coserve.workload import load_workload
     from .runtime.devices import available_devices
 
     workload = load_workload(Path(args.workload) if args.workload else None)
-    zoo, _ = prepare(workload, _models_dir(args.models), progress=_say) if not args.force else (None, None)
-    if args.force:
-        from .coserve.workload import load_workload as _lw  # noqa: F401 - same loader, explicit re-profile
-        from .experts.zoo import build_random_zoo
-
-        zoo = build_random_zoo(_models_dir(args.models) / "zoo" / f"{workload.name}-{workload.fingerprint()}",
-                               workload.zoo_items(), seed=workload.seed, sample_inputs=workload.sample_inputs)
+    zoo = zoo_for(workload, _models_dir(args.models), progress=_say)
     for device in available_devices():
         prof = load_or_profile(zoo, device, _models_dir(args.models) / "profiles", force=args.force, progress=_say)
         print(f"{device.key}: {prof.fingerprint.get('name')}")

@@ -134,5 +134,5 @@ class Fields:
             raise self.error(key, f"must be a non-empty string, got {value!r}")
         return value.strip()
 
-    def sub(self, key: str) -> "Fields":
+    def sub(self, key: str) -> Fields:
         return Fields(self.data.get(key) or LinedDict(), self.source, f"{self.where}.{key}" if self.where else key)

@@ -148,14 +148,19 @@ def run_policy(
     ), results
 
 
-def prepare(workload: Workload, models_dir: Path, progress: Progress | None = None,
-            drop_page_cache: bool = True) -> tuple[Zoo, dict[str, DeviceProfile]]:
-    """The workload's zoo (built once, cached) and a profile of every device that will run it."""
+def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = None) -> Zoo:
+    """The workload's benchmark zoo, built on first use and cached under models/zoo."""
     zoo_dir = Path(models_dir) / "zoo" / f"{workload.name}-{workload.fingerprint()}"
     if progress:
         progress(f"zoo: {zoo_dir}")
-    zoo = build_random_zoo(zoo_dir, workload.zoo_items(), seed=workload.seed,
-                           sample_inputs=workload.sample_inputs, progress=progress)
+    return build_random_zoo(zoo_dir, workload.zoo_items(), seed=workload.seed,
+                            sample_inputs=workload.sample_inputs, progress=progress)
+
+
+def prepare(workload: Workload, models_dir: Path, progress: Progress | None = None,
+            drop_page_cache: bool = True) -> tuple[Zoo, dict[str, DeviceProfile]]:
+    """The workload's zoo and a profile of every device that will run it (measuring what is missing)."""
+    zoo = zoo_for(workload, models_dir, progress)
     profiles = {}
     for device in available_devices():
         profiles[device.key] = load_or_profile(zoo, device, Path(models_dir) / "profiles", progress=progress,

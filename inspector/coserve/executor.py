@@ -73,7 +73,7 @@ class Executor:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
-    def _next_batch(self) -> tuple[str, list["Request"]] | None:
+    def _next_batch(self) -> tuple[str, list[Request]] | None:
         with self._lock:
             while not self.queue.groups:
                 if self._stopping:
@@ -95,7 +95,7 @@ class Executor:
             expert, batch = item
             self._serve(expert, batch)
 
-    def _serve(self, expert: str, batch: list["Request"]) -> None:
+    def _serve(self, expert: str, batch: list[Request]) -> None:
         t0 = time.perf_counter()
         try:
             module = self.manager.acquire(expert)

@@ -35,7 +35,7 @@ class ArchProfile:
         return self.load_s.get(tier, self.load_s.get("disk", 0.0))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ArchProfile":
+    def from_json(cls, data: dict[str, Any]) -> ArchProfile:
         data = dict(data)
         data["batch_latency_s"] = {int(k): float(v) for k, v in data.get("batch_latency_s", {}).items()}
         return cls(**data)
@@ -62,7 +62,7 @@ class DeviceProfile:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: Path, expect: dict[str, Any] | None = None) -> "DeviceProfile":
+    def load(cls, path: Path, expect: dict[str, Any] | None = None) -> DeviceProfile:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         prof = cls(data["fingerprint"], {k: ArchProfile.from_json(v) for k, v in data["archs"].items()})
         if expect is not None and prof.fingerprint != expect:

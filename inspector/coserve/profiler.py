@@ -12,7 +12,7 @@ from ..experts.base import Architecture
 from ..experts.zoo import Zoo
 from ..runtime.devices import Device, fingerprint
 from ..runtime.memory import MemoryLedger
-from ..runtime.store import TieredStore, Tier
+from ..runtime.store import Tier, TieredStore
 from .profile import ArchProfile, DeviceProfile
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)

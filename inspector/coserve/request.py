@@ -43,7 +43,7 @@ class Request:
     def expert(self) -> str:
         return self.route.experts[self.step]
 
-    def follow_up(self) -> "Request | None":
+    def follow_up(self) -> Request | None:
         if self.step + 1 >= len(self.route.experts):
             return None
         return Request(self.id, self.component, self.route, self.image, self.arrival, self.step + 1)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class Scheduler:
-    def __init__(self, executors: Sequence["Executor"], policy: Policy, lock: threading.RLock) -> None:
+    def __init__(self, executors: Sequence[Executor], policy: Policy, lock: threading.RLock) -> None:
         self.executors = list(executors)
         self.policy = policy
         self.assigner = policy.make_assigner()
@@ -26,7 +26,7 @@ class Scheduler:
         self.overhead_s = 0.0
         self.scheduled = 0
 
-    def added_latency(self, executor: "Executor", request: "Request") -> float:
+    def added_latency(self, executor: Executor, request: Request) -> float:
         """K*n + B plus the switch, as the paper predicts it for one more request.
 
         The switch is free when the expert is resident or already queued there;
@@ -39,7 +39,7 @@ class Scheduler:
             return exec_s
         return exec_s + prof.switch_s(executor.manager.store.tier_of(request.expert).value)
 
-    def submit(self, request: "Request") -> "Executor":
+    def submit(self, request: Request) -> Executor:
         t0 = time.perf_counter()
         with self._lock:
             estimates = self.assigner.needs_estimates

@@ -36,7 +36,7 @@ class ExpertUsage:
         return bool(self.preliminaries.get(expert))
 
     @classmethod
-    def from_routes(cls, uses: Iterable[RouteUse]) -> "ExpertUsage":
+    def from_routes(cls, uses: Iterable[RouteUse]) -> ExpertUsage:
         weight: dict[str, float] = defaultdict(float)
         prelim: dict[str, set[str]] = defaultdict(set)
         for use in uses:

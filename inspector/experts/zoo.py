@@ -66,7 +66,7 @@ class Zoo:
         return self._archs[name]
 
     @classmethod
-    def load(cls, root: Path) -> "Zoo":
+    def load(cls, root: Path) -> Zoo:
         manifest = Path(root) / MANIFEST
         if not manifest.is_file():
             raise ZooMissing(f"no zoo manifest at {manifest}; build one with `inspector zoo build`")

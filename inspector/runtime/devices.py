@@ -38,7 +38,7 @@ class Device:
         return cpu_model_name()
 
     @classmethod
-    def parse(cls, text: str) -> "Device":
+    def parse(cls, text: str) -> Device:
         text = text.strip().lower()
         if text == "cpu":
             return cls("cpu")

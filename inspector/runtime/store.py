@@ -16,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 
 import torch
+
 from .devices import Device
 from .diskio import read_bytes
 from .memory import MemoryLedger

@@ -1,0 +1,50 @@
+"""Shared fixtures: a tiny real zoo (ResNet10 classifiers, a YOLOv8n detector) built once per session."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("YOLO_OFFLINE", "1")
+
+from inspector.coserve.bench import prepare  # noqa: E402
+from inspector.coserve.workload import Workload, parse_workload  # noqa: E402
+
+TINY = """\
+name: tiny
+seed: 3
+classifier: {arch: resnet10, input_size: 32, classes: 2}
+detectors:
+  - {name: det-a, arch: yolov8n.yaml, input_size: 32, classes: 2, threshold: 0.0}
+components:
+  - {name: R, count: 4, detector: det-a, pass_rate: 0.8}
+  - {name: C, count: 3, detector: det-a, pass_rate: 0.8}
+  - {name: U, count: 1, pass_rate: 0.7}
+  - {name: L, count: 1, detector: det-a, pass_rate: 0.8}
+  - {name: Q, count: 1, pass_rate: 0.5}
+  - {name: D, count: 2, detector: det-a, pass_rate: 0.8}
+requests: 48
+arrival_interval_ms: 0
+memory: {expert_pool_mb: 45}
+executors: {cpu: 2}
+"""
+
+
+def tiny_workload(**changes: object) -> Workload:
+    import dataclasses
+
+    return dataclasses.replace(parse_workload(TINY, "tiny.yaml"), **changes)
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def tiny(models_dir: Path):
+    """(workload, zoo, profiles) for the tiny workload, with real weights and a real CPU profile."""
+    workload = tiny_workload()
+    zoo, profiles = prepare(workload, models_dir)
+    return workload, zoo, profiles

@@ -1,0 +1,52 @@
+"""The real `inspector` command: bench with JSON output, zoo build, profile, errors."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import TINY
+
+
+def run(args: list[str], models: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, INSPECTOR_MODELS=str(models), YOLO_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=600)
+
+
+def test_bench_prints_table_and_writes_json(models_dir: Path, tmp_path: Path, tiny) -> None:
+    wl = tmp_path / "tiny.yaml"
+    wl.write_text(TINY.replace("requests: 48", "requests: 24"))
+    out = tmp_path / "bench.json"
+    proc = run(["bench", "--workload", str(wl), "--policies", "samba,coserve-em-ra,coserve", "--json", str(out)],
+               models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "all-resident ceiling" in proc.stdout and "verdicts identical across policies: yes" in proc.stdout
+    data = json.loads(out.read_text())
+    assert set(data) >= {"workload", "ceiling_rps", "runs"} and data["ceiling_rps"] > 0
+    assert [r["policy"] for r in data["runs"]] == ["samba", "coserve-em-ra", "coserve"]
+    for r in data["runs"]:
+        for key, kind in [("throughput_rps", float), ("switches", int), ("completed", int), ("failed", int),
+                          ("mean_latency_s", float), ("p99_latency_s", float), ("sched_overhead_pct", float),
+                          ("em_overhead_pct", float)]:
+            assert isinstance(r[key], kind), key
+        assert r["completed"] == 24 and r["failed"] == 0
+
+
+def test_unknown_policy_and_bad_workload_are_clear_errors(models_dir: Path, tmp_path: Path) -> None:
+    proc = run(["bench", "--policies", "samba,fastest"], models_dir, tmp_path)
+    assert proc.returncode == 2 and "unknown policy 'fastest'" in proc.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(TINY.replace("requests: 48", "requests: -1"))
+    proc = run(["bench", "--workload", str(bad)], models_dir, tmp_path)
+    assert proc.returncode == 2 and "bad.yaml:13: requests: must be at least 1" in proc.stderr
+
+
+def test_profile_command_prints_measured_table(models_dir: Path, tmp_path: Path, tiny) -> None:
+    wl = tmp_path / "tiny.yaml"
+    wl.write_text(TINY)
+    proc = run(["profile", "--workload", str(wl)], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "resnet10@32/c2" in proc.stdout and "disk=" in proc.stdout

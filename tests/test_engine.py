@@ -1,0 +1,210 @@
+"""The engine on real tiny experts: follow-ups, policy-independent results, prefetch, pinning, bad input."""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from inspector.coserve.bench import build_plan, check_budget, run_policy
+from inspector.coserve.engine import Engine
+from inspector.coserve.expert_manager import ExpertManager
+from inspector.coserve.policies import POLICY_NAMES, get_policy
+from inspector.coserve.request import Request, Route
+from inspector.experts.zoo import Zoo
+from inspector.runtime.devices import Device
+from inspector.runtime.memory import MemoryLedger
+from inspector.runtime.store import TieredStore
+
+from .conftest import tiny_workload
+
+
+def test_follow_up_requests_go_to_the_shared_detector(tiny) -> None:
+    workload, zoo, profiles = tiny
+    report, results = run_policy(workload, zoo, get_policy("coserve"), profiles)
+    assert report.completed == workload.requests and report.failed == 0
+    comps = {c.name: c for c in workload.components}
+    two_step = 0
+    for res in results.values():
+        comp = comps[res.component]
+        cls_name, cls_pred = res.steps[0]
+        assert cls_name == comp.classifier
+        if cls_pred.passed and comp.detector:
+            assert [e for e, _ in res.steps] == [comp.classifier, comp.detector]
+            two_step += 1
+        else:
+            assert len(res.steps) == 1
+        assert res.verdict == ("pass" if all(p.passed for _, p in res.steps) else "fail")
+    assert two_step > 0 and any(r.verdict == "fail" for r in results.values())
+
+
+def test_same_request_same_result_under_every_policy(tiny) -> None:
+    workload, zoo, profiles = tiny
+    reference = None
+    for name in POLICY_NAMES:
+        _, results = run_policy(workload, zoo, get_policy(name), profiles)
+        summary = {i: (r.verdict, [(e, p.label, p.passed) for e, p in r.steps]) for i, r in results.items()}
+        scores = {i: [p.score for _, p in r.steps] for i, r in results.items()}
+        if reference is None:
+            reference = (summary, scores)
+            continue
+        assert summary == reference[0], f"{name} changed a verdict"
+        for i, s in scores.items():
+            assert s == pytest.approx(reference[1][i], abs=1e-4), f"{name} changed a score of request {i}"
+
+
+def test_switches_differ_but_every_policy_completes(tiny) -> None:
+    workload, zoo, profiles = tiny
+    reports = {n: run_policy(workload, zoo, get_policy(n), profiles)[0] for n in ("samba", "coserve")}
+    assert all(r.completed == workload.requests and r.failed == 0 for r in reports.values())
+    assert reports["coserve"].switches < reports["samba"].switches
+
+
+def _manager(zoo: Zoo, pool_bytes: int, policy: str = "coserve") -> ExpertManager:
+    store = TieredStore()
+    for name in zoo.entries:
+        store.register(name, zoo.path_of(name))
+    usage = tiny_workload().usage()
+    return ExpertManager("pool", Device("cpu"), MemoryLedger("pool", pool_bytes), store, zoo,
+                         get_policy(policy).evictor, usage, threading.RLock(), next_use=dict)
+
+
+def test_prefetch_loads_in_the_background_while_a_batch_runs(tiny) -> None:
+    _, zoo, _ = tiny
+    one = zoo.entries["cls-R"].weight_bytes
+    manager = _manager(zoo, 2 * one)
+    module = manager.acquire("cls-R")  # the running batch's expert, pinned
+    assert manager.prefetch("cls-C")
+    assert manager.has("cls-C")  # on its way: the scheduler sees no further switch
+    with torch.inference_mode():  # compute goes on while the loader thread reads
+        module(torch.rand(2, 3, 32, 32))
+    manager.release("cls-R")
+    manager.acquire("cls-C")  # waits for the prefetch if needed; no second load
+    manager.release("cls-C")
+    assert manager.stats.switches == 2 and manager.stats.prefetches == 1 and manager.stats.prefetch_used == 1
+    manager.close()
+
+
+def test_expert_in_use_is_never_evicted(tiny) -> None:
+    _, zoo, _ = tiny
+    one = zoo.entries["cls-R"].weight_bytes
+    manager = _manager(zoo, 2 * one)
+    manager.acquire("cls-R")
+    manager.acquire("cls-C")
+    assert not manager.prefetch("cls-U")  # only pinned experts could make room
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: got.append(type(manager.acquire("cls-U")).__name__))
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive() and not got  # waits rather than evicting an expert in use
+    manager.release("cls-C")
+    waiter.join(10)
+    assert got == ["ResNet"]
+    assert set(manager.resident()) == {"cls-R", "cls-U"}  # cls-C, unpinned, made room
+    manager.close()
+
+
+def test_batches_split_at_memory_feasible_size(tiny) -> None:
+    workload, zoo, profiles = tiny
+    plan = build_plan(workload, get_policy("coserve"), profiles)
+    engine = Engine(zoo, workload.usage(), get_policy("coserve"), plan, profiles)
+    ex = engine.executors[0]
+    prof = ex.profile_for("cls-R")
+    assert ex.batch_limit("cls-R") == min(prof.max_batch, ex.batch_bytes // prof.act_bytes_per_sample)
+    ex.batch_bytes = 3 * prof.act_bytes_per_sample
+    assert ex.batch_limit("cls-R") == min(3, prof.max_batch)
+    for i in range(7):
+        engine.submit(Request(i, "R", Route(("cls-R",)), workload.image(workload.components[0], i), 0.0))
+    sizes = []
+    with engine._lock:  # noqa: SLF001 - inspect the queues before any executor runs
+        for executor in engine.executors:
+            executor.batch_bytes = ex.batch_bytes
+            while (item := executor.queue.take_batch(executor.batch_limit("cls-R"))) is not None:
+                sizes.append(len(item[1]))
+                executor.queue.finish(item[1])
+    assert sum(sizes) == 7 and max(sizes) <= 3
+
+
+def _copy_zoo(zoo: Zoo, dest: Path) -> Path:
+    shutil.copytree(zoo.root, dest)
+    return dest
+
+
+def _run_copy(tiny, root: Path):
+    workload, _, profiles = tiny
+    zoo = Zoo.load(root)
+    return run_policy(workload, zoo, get_policy("coserve"), profiles)
+
+
+def test_missing_and_corrupt_weights_fail_only_their_requests(tiny, tmp_path: Path) -> None:
+    workload, zoo, _ = tiny
+    root = _copy_zoo(zoo, tmp_path / "zoo")
+    (root / "cls-U.safetensors").unlink()
+    raw = (root / "cls-Q.safetensors").read_bytes()
+    (root / "cls-Q.safetensors").write_bytes(raw[: len(raw) // 3])
+    report, results = _run_copy(tiny, root)
+    by_comp: dict[str, list] = {}
+    for r in results.values():
+        by_comp.setdefault(r.component, []).append(r)
+    assert all(r.error and "missing" in r.error and "inspector zoo build" in r.error for r in by_comp["U"])
+    assert all(r.error and "corrupt" in r.error for r in by_comp["Q"])
+    others = [r for c, rs in by_comp.items() if c not in ("U", "Q") for r in rs]
+    assert others and all(r.error is None for r in others)
+    assert report.failed == len(by_comp["U"]) + len(by_comp["Q"])
+    assert report.completed == workload.requests - report.failed
+
+
+def test_unknown_architecture_in_manifest_fails_its_requests(tiny, tmp_path: Path) -> None:
+    _, zoo, _ = tiny
+    root = _copy_zoo(zoo, tmp_path / "zoo")
+    manifest = json.loads((root / "manifest.json").read_text())
+    for entry in manifest["experts"]:
+        if entry["name"] == "cls-L":
+            entry["spec"]["arch"] = "resnet11"
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    report, results = _run_copy(tiny, root)
+    failed = [r for r in results.values() if r.error]
+    assert failed and all(r.component == "L" and "resnet11 is not a known depth" in r.error for r in failed)
+    assert report.completed + report.failed == len(results)
+
+
+def test_budget_smaller_than_largest_expert(tiny) -> None:
+    workload, zoo, profiles = tiny
+    small = tiny_workload(expert_pool_bytes=15 * 2**20)  # the detector fits, classifiers do not
+    with pytest.raises(ValueError, match="less than the largest expert .* raise it to at least 19"):
+        check_budget(small)
+    plan = build_plan(small, get_policy("coserve"), profiles)
+    engine = Engine(zoo, small.usage(), get_policy("coserve"), plan, profiles)
+    engine.start()
+    image = workload.image(workload.components[0], 0)
+    assert not engine.submit(Request(0, "R", Route(("cls-R", "det-a")), image, 0.0))
+    assert engine.submit(Request(1, "R", Route(("det-a",)), image, 0.0))
+    assert engine.drain(30)
+    engine.stop()
+    assert "needs 18.7 MiB but the pool" in engine.results[0].error
+    assert engine.results[1].error is None and engine.results[1].steps
+    assert engine.stats().failed == 1 and engine.stats().completed == 1
+
+
+def test_wrong_image_shape_fails_that_request_only(tiny) -> None:
+    workload, zoo, profiles = tiny
+    policy = get_policy("coserve")
+    engine = Engine(zoo, workload.usage(), policy, build_plan(workload, policy, profiles), profiles)
+    engine.start()
+    good = workload.image(workload.components[0], 0)
+    assert not engine.submit(Request(0, "R", Route(("cls-R",)), torch.rand(32, 32), 0.0))
+    assert not engine.submit(Request(1, "R", Route(("cls-R",)), torch.rand(4, 32, 32), 0.0))
+    assert engine.submit(Request(2, "R", Route(("cls-R",)), good, 0.0))
+    assert not engine.submit(Request(3, "X", Route(("cls-nope",)), good, 0.0))
+    assert engine.drain(30)
+    engine.stop()
+    assert "image must be 3xHxW" in engine.results[0].error and "(32, 32)" in engine.results[0].error
+    assert "(4, 32, 32)" in engine.results[1].error
+    assert engine.results[2].error is None
+    assert "not in the zoo" in engine.results[3].error
+    stats = engine.stats()
+    assert stats.failed == 3 and stats.completed == 1 and stats.accepted == 4

@@ -1,0 +1,110 @@
+"""Experts: one interface over torchvision ResNets and ultralytics YOLO, built on meta, loaded by assign."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from inspector.experts import BadInput, UnknownArchitecture, architecture_from_spec
+from inspector.experts.resnet import ResNetClassifier
+from inspector.experts.yolo import YoloDetector
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("depth,size,classes", [(10, 32, 2), (18, 48, 3), (50, 32, 5)])
+def test_resnet_any_depth_size_classes_loads_exactly(depth: int, size: int, classes: int) -> None:
+    arch = architecture_from_spec({"arch": f"resnet{depth}", "input_size": size, "classes": classes})
+    state = arch.random_state(seed=1)
+    real = arch.build()
+    real.load_state_dict(state)
+    real.eval()
+    loaded = arch.materialize(state, CPU)
+    assert all(p.device.type == "cpu" for p in loaded.parameters())
+    # assign: the module's parameters are the given tensors, not copies
+    assert loaded.fc.weight.data_ptr() == state["fc.weight"].data_ptr()
+    x = torch.rand(2, 3, size, size)
+    with torch.inference_mode():
+        assert torch.equal(loaded(x), real(x))
+    preds = arch.run(loaded, x)
+    assert len(preds) == 2 and all(0 <= p.label < classes for p in preds)
+    assert arch.weight_bytes() == sum(t.numel() * t.element_size() for t in state.values())
+
+
+def test_skeleton_lives_on_meta_and_is_shared() -> None:
+    arch = ResNetClassifier(10, 32, 2)
+    sk = arch.skeleton()
+    assert all(p.is_meta for p in sk.parameters())
+    assert arch.skeleton() is sk
+
+
+def test_yolo_from_yaml_loads_exactly_and_keeps_strides() -> None:
+    arch = architecture_from_spec({"arch": "yolov8n.yaml", "input_size": 32, "classes": 3})
+    assert arch.role == "detector"
+    state = arch.random_state(seed=2)
+    real = arch.build().eval()
+    real.load_state_dict(state)
+    loaded = arch.materialize(state, CPU)
+    x = torch.rand(3, 3, 32, 32)
+    with torch.inference_mode():
+        assert torch.equal(loaded(x)[0], real(x)[0])
+    preds = arch.run(loaded, x)
+    assert len(preds) == 3
+    assert all(p.box is not None and len(p.box) == 4 and 0 <= p.label < 3 for p in preds)
+
+
+def test_yolo_from_local_pt(tmp_path: Path) -> None:
+    source = YoloDetector("yolov8n.yaml", input_size=32, classes=2)
+    model = source.build().eval()
+    path = tmp_path / "det.pt"
+    torch.save({"model": model}, path)
+    arch = architecture_from_spec({"arch": str(path), "input_size": 32, "classes": 2})
+    loaded = arch.materialize({k: v.clone() for k, v in model.state_dict().items()}, CPU)
+    x = torch.rand(1, 3, 32, 32)
+    with torch.inference_mode():
+        assert torch.equal(loaded(x)[0], model(x)[0])
+
+
+@pytest.mark.parametrize("spec,message", [
+    ({"arch": "resnet11"}, "resnet11 is not a known depth"),
+    ({"arch": "vgg16"}, "unknown architecture 'vgg16'"),
+    ({"arch": "/nowhere/det.pt"}, "not found; give a local .pt"),
+    ({"arch": "yolov8n.yaml", "input_size": 50}, "multiple of 32"),
+])
+def test_unknown_or_bad_architecture_is_named(spec: dict, message: str) -> None:
+    with pytest.raises((UnknownArchitecture, ValueError), match=message):
+        architecture_from_spec(spec)
+
+
+@pytest.mark.parametrize("image", [torch.rand(32, 32), torch.rand(4, 32, 32), torch.rand(3, 4, 4), "not a tensor"])
+def test_wrong_image_shape_is_bad_input(image: object) -> None:
+    arch = ResNetClassifier(10, 32, 2)
+    with pytest.raises(BadInput, match="image must be"):
+        arch.preprocess(image)  # type: ignore[arg-type]
+
+
+def test_preprocess_resizes_and_scales_uint8() -> None:
+    arch = ResNetClassifier(10, 32, 2)
+    out = arch.preprocess(torch.full((3, 64, 48), 255, dtype=torch.uint8))
+    assert out.shape == (3, 32, 32) and out.dtype == torch.float32 and torch.allclose(out, torch.ones(1))
+
+
+def test_activation_memory_grows_with_batch() -> None:
+    arch = ResNetClassifier(10, 32, 2)
+    one = arch.activation_bytes(1)
+    assert one > 0 and arch.activation_bytes(8) == 8 * one
+
+
+def test_pass_rate_calibration_moves_the_ok_logit() -> None:
+    arch = ResNetClassifier(10, 32, 2)
+    state = arch.random_state(seed=4)
+    module = arch.materialize(state, CPU)
+    samples = torch.rand(64, 3, 32, 32)
+    shift = arch.pass_bias_shift(module, samples, pass_rate=0.75)
+    state = dict(state)
+    state["fc.bias"] = state["fc.bias"].clone()
+    state["fc.bias"][0] += shift
+    calibrated = arch.materialize(state, CPU)
+    passed = sum(p.passed for p in arch.run(calibrated, samples))
+    assert 40 <= passed <= 56  # 75% of 64 = 48, quantile ties allowed

@@ -1,0 +1,49 @@
+"""Profiler: K/B fit, max batch, load latency, caching, foreign-profile detection."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inspector.coserve.profile import DeviceProfile, ProfileMismatch
+from inspector.coserve.profiler import fit_linear, load_or_profile, plateau_batch, profile_path
+from inspector.runtime.devices import Device
+
+
+def test_linear_fit_recovers_k_and_b() -> None:
+    k, b = fit_linear([(n, 0.002 * n + 0.01) for n in (1, 2, 4, 8)])
+    assert k == pytest.approx(0.002) and b == pytest.approx(0.01)
+
+
+def test_plateau_is_where_average_latency_stops_falling() -> None:
+    falling_then_flat = {1: 0.010, 2: 0.012, 4: 0.016, 8: 0.033, 16: 0.066}
+    assert plateau_batch(falling_then_flat) == 4
+    noisy = {1: 0.010, 2: 0.030, 4: 0.012, 8: 0.016, 16: 0.031}  # one bad sample at 2
+    assert plateau_batch(noisy) == 8
+
+
+def test_profile_of_tiny_zoo_is_measured_and_cached(tiny, models_dir: Path) -> None:
+    _, zoo, profiles = tiny
+    prof = profiles["cpu"]
+    keys = {zoo.architecture(n).key for n in zoo.entries}
+    assert set(prof.archs) == keys
+    for p in prof.archs.values():
+        assert p.k_s > 0 and p.b_s >= 0 and p.max_batch >= 1 and p.load_s["disk"] > 0
+        assert p.act_bytes_per_sample > 0 and p.weight_bytes > 0
+    path = profile_path(models_dir / "profiles", Device("cpu"))
+    mtime = path.stat().st_mtime_ns
+    again = load_or_profile(zoo, Device("cpu"), models_dir / "profiles")
+    assert path.stat().st_mtime_ns == mtime and set(again.archs) == keys  # nothing re-measured
+
+
+def test_foreign_profile_is_detected(tiny, models_dir: Path, tmp_path: Path) -> None:
+    _, zoo, _ = tiny
+    src = profile_path(models_dir / "profiles", Device("cpu"))
+    data = json.loads(src.read_text())
+    data["fingerprint"]["name"] = "some other CPU"
+    foreign = tmp_path / "cpu.json"
+    foreign.write_text(json.dumps(data))
+    with pytest.raises(ProfileMismatch, match="re-profile with `inspector profile --force`"):
+        load_or_profile(zoo, Device("cpu"), tmp_path)
+    DeviceProfile.load(foreign)  # readable when nobody asks for a match

@@ -1,0 +1,71 @@
+"""Workload YAML: validated once, errors with file and line, deterministic derived stream."""
+from __future__ import annotations
+
+import pytest
+
+from inspector.coserve.workload import load_workload, parse_workload
+from inspector.yamlio import ConfigError
+
+from .conftest import TINY
+
+
+def test_default_workload_is_task_a_in_small() -> None:
+    w = load_workload()
+    assert len(w.components) >= 60 and len(w.detectors) >= 3
+    counts = sorted((c.count for c in w.components), reverse=True)
+    assert counts[0] >= 10 * counts[-1]  # skewed
+    assert w.arrival_interval_s == pytest.approx(0.004)
+    assert w.expert_pool_bytes <= w.total_weight_bytes() / 4  # holds at most a quarter
+    usage = w.usage()
+    assert sum(usage.probability.values()) == pytest.approx(1.0)
+    assert all(usage.is_subsequent(d.name) for d in w.detectors)
+
+
+def test_stream_is_board_scan_order_and_deterministic() -> None:
+    w = parse_workload(TINY, "tiny.yaml")
+    a, b = w.stream(), w.stream()
+    per_board = sum(c.count for c in w.components)
+    assert [r.component for r in a] == [r.component for r in b]
+    assert [r.component for r in a[:per_board]] == [r.component for r in a[per_board : 2 * per_board]]
+    assert all(torch_equal(x.image, y.image) for x, y in zip(a, b))
+    assert len({r.id for r in a}) == w.requests
+
+
+def torch_equal(x, y) -> bool:
+    import torch
+
+    return bool(torch.equal(x, y))
+
+
+@pytest.mark.parametrize("patch,line,message", [
+    (("requests: 48", "requests: many"), 13, "requests: must be an integer"),
+    (("memory: {expert_pool_mb: 45}", "memory: {expert_pool_mb: 45, cache: 3}"), 15, "memory.cache: unknown key"),
+    (("{name: Q, count: 1, pass_rate: 0.5}", "{name: Q, count: 1, detector: det-z}"), 11,
+     "components[4].detector: unknown detector 'det-z'"),
+    (("classifier: {arch: resnet10", "classifier: {arch: resnet12"), 3, "resnet12 is not a known depth"),
+    (("  - {name: D, count: 2", "  - {name: R, count: 2"), 12, "component type 'R' is listed twice"),
+    (("arrival_interval_ms: 0", "arrival_interval_ms: [0"), None, "not valid YAML"),
+])
+def test_errors_name_file_and_line(patch: tuple[str, str], line: int | None, message: str) -> None:
+    text = TINY.replace(*patch)
+    assert text != TINY
+    with pytest.raises(ConfigError) as err:
+        parse_workload(text, "plant.yaml")
+    assert message in str(err.value)
+    assert str(err.value).startswith(f"plant.yaml:{line}:" if line else "plant.yaml")
+
+
+def test_missing_workload_file_is_clear(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read workload"):
+        load_workload(tmp_path / "nope.yaml")
+
+
+def test_generated_components_follow_zipf_and_share_detectors() -> None:
+    text = TINY.split("components:")[0] + (
+        "components: {generate: 20, parts_per_board: 60, zipf: 1.2, with_detector: 0.5}\nrequests: 10\n"
+        "memory: {expert_pool_mb: 45}\n"
+    )
+    w = parse_workload(text, "gen.yaml")
+    assert len(w.components) == 20
+    assert [c.count for c in w.components] == sorted((c.count for c in w.components), reverse=True)
+    assert sum(1 for c in w.components if c.detector) == 10
