@@ -27,7 +27,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for p in policies:
         get_policy(p)
     workload = load_workload(Path(args.workload) if args.workload else None)
-    report = run_bench(workload, policies, _models_dir(args.models), progress=_say, ceiling=not args.no_ceiling)
+    report = run_bench(workload, policies, _models_dir(args.models), progress=_say, ceiling=not args.no_ceiling,
+                       drop_page_cache=not args.keep_page_cache)
     print(format_table(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
@@ -75,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workload", help="workload YAML (default: the built-in task-a-small)")
     bench.add_argument("--json", help="also write the report as JSON to this path")
     bench.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")
+    bench.add_argument("--keep-page-cache", action="store_true",
+                       help="let expert files stay in the OS page cache (disk switches then read RAM)")
     bench.set_defaults(func=cmd_bench)
 
     zoo = sub.add_parser("zoo", help="expert zoos")

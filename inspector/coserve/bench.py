@@ -68,7 +68,7 @@ def primary_device() -> Device:
 
 
 def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DeviceProfile],
-               all_resident: bool = False) -> EnginePlan:
+               all_resident: bool = False, drop_page_cache: bool = True) -> EnginePlan:
     """Executors and budgets for one policy on this box.
 
     Samba-style policies get one executor on the main device holding that
@@ -95,15 +95,16 @@ def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DevicePro
         pools[device] = workload.total_weight_bytes() if all_resident else pool
         threads = 1 if device.is_cuda else max(1, cpu_cores() // max(1, cpu_execs))
         specs += [ExecutorSpec(device, batch, threads) for _ in range(count)]
-    return EnginePlan(specs, pools, host_cache_bytes=workload.host_cache_bytes, drop_page_cache=not all_resident)
+    return EnginePlan(specs, pools, host_cache_bytes=workload.host_cache_bytes,
+                      drop_page_cache=drop_page_cache and not all_resident)
 
 
 def run_policy(
     workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile],
-    all_resident: bool = False,
+    all_resident: bool = False, drop_page_cache: bool = True,
 ) -> tuple[RunReport, dict[int, RequestResult]]:
     """Feed the workload's stream at its arrival interval and measure until the last result."""
-    plan = build_plan(workload, policy, profiles, all_resident)
+    plan = build_plan(workload, policy, profiles, all_resident, drop_page_cache)
     engine = Engine(zoo, workload.usage(), policy, plan, profiles)
     if all_resident:
         engine.preload(list(zoo.entries), every_pool=True)
@@ -121,6 +122,7 @@ def run_policy(
     engine.drain()
     engine.stop()
     stats = engine.stats()
+    pools = stats.experts
     results = engine.results
     done = [r for r in results.values() if r.error is None]
     end = max((r.finished for r in results.values()), default=t0)
@@ -129,21 +131,21 @@ def run_policy(
     return RunReport(
         policy=policy.name + (" (all resident)" if all_resident else ""),
         throughput_rps=len(done) / makespan,
-        switches=stats.switches,
+        switches=pools.switches,
         completed=stats.completed,
         failed=stats.failed,
         mean_latency_s=statistics.fmean(lat) if lat else math.nan,
         p99_latency_s=lat[min(len(lat) - 1, math.ceil(0.99 * len(lat)) - 1)] if lat else math.nan,
         sched_overhead_pct=100 * stats.sched_overhead_s / makespan,
-        em_overhead_pct=100 * stats.em_overhead_s / (makespan * len(plan.executors)),
+        em_overhead_pct=100 * pools.decision_s / (makespan * len(plan.executors)),
         makespan_s=makespan,
         executors=len(plan.executors),
-        hits=stats.hits,
-        prefetches=stats.prefetches,
-        prefetch_used=stats.prefetch_used,
-        initial_loads=stats.initial_loads,
-        loads_by_tier=dict(stats.loads_by_tier),
-        mean_load_ms_by_tier={t: 1000 * stats.load_s_by_tier[t] / n for t, n in stats.loads_by_tier.items()},
+        hits=pools.hits,
+        prefetches=pools.prefetches,
+        prefetch_used=pools.prefetch_used,
+        initial_loads=pools.initial_loads,
+        loads_by_tier=dict(pools.loads_by_tier),
+        mean_load_ms_by_tier={t: 1000 * pools.load_s_by_tier[t] / n for t, n in pools.loads_by_tier.items()},
         failures=dict(stats.failures),
     ), results
 
@@ -180,16 +182,18 @@ def check_budget(workload: Workload) -> None:
 
 
 def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
-              progress: Progress | None = None, ceiling: bool = True) -> BenchReport:
+              progress: Progress | None = None, ceiling: bool = True,
+              drop_page_cache: bool = True) -> BenchReport:
+    """Every policy on the same stream; `drop_page_cache=False` lets "disk" loads hit the page cache."""
     check_budget(workload)
-    zoo, profiles = prepare(workload, models_dir, progress)
+    zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache)
     runs: list[RunReport] = []
     verdicts: dict[str, dict[int, str]] = {}
     for name in policies:
         policy = get_policy(name)
         if progress:
             progress(f"running {name}")
-        report, results = run_policy(workload, zoo, policy, profiles)
+        report, results = run_policy(workload, zoo, policy, profiles, drop_page_cache=drop_page_cache)
         runs.append(report)
         verdicts[name] = {i: r.verdict for i, r in results.items()}
         if progress:

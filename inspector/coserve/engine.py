@@ -52,20 +52,14 @@ class EnginePlan:
 
 @dataclass
 class EngineStats:
+    """Requests accepted and how they ended, the scheduler's time, and the pools' work."""
+
     accepted: int = 0
     completed: int = 0
     failed: int = 0
-    switches: int = 0
-    hits: int = 0
-    evictions: int = 0
-    prefetches: int = 0
-    prefetch_used: int = 0
-    initial_loads: int = 0
-    loads_by_tier: dict[str, int] = field(default_factory=dict)
-    load_s_by_tier: dict[str, float] = field(default_factory=dict)
-    sched_overhead_s: float = 0.0
-    em_overhead_s: float = 0.0  # summed over executors
     failures: dict[str, int] = field(default_factory=dict)
+    sched_overhead_s: float = 0.0
+    experts: ManagerStats = field(default_factory=ManagerStats)
 
 
 class Engine:
@@ -227,19 +221,8 @@ class Engine:
     # -- reporting ----------------------------------------------------------------------------------
     def stats(self) -> EngineStats:
         with self._lock:
-            s = EngineStats(**{k: v for k, v in vars(self._stats).items()})
-            s.loads_by_tier, s.load_s_by_tier, s.failures = {}, {}, dict(self._stats.failures)
-            for manager in self.managers.values():
-                m: ManagerStats = manager.stats
-                s.switches += m.switches
-                s.hits += m.hits
-                s.evictions += m.evictions
-                s.prefetches += m.prefetches
-                s.prefetch_used += m.prefetch_used
-                s.initial_loads += m.initial_loads
-                s.em_overhead_s += m.decision_s
-                for tier, n in m.loads_by_tier.items():
-                    s.loads_by_tier[tier] = s.loads_by_tier.get(tier, 0) + n
-                    s.load_s_by_tier[tier] = s.load_s_by_tier.get(tier, 0.0) + m.load_s_by_tier[tier]
-            s.sched_overhead_s = self.scheduler.overhead_s
-            return s
+            return EngineStats(
+                accepted=self._stats.accepted, completed=self._stats.completed, failed=self._stats.failed,
+                failures=dict(self._stats.failures), sched_overhead_s=self.scheduler.overhead_s,
+                experts=ManagerStats.merged([m.stats for m in self.managers.values()]),
+            )

@@ -55,9 +55,21 @@ class ManagerStats:
     load_s_by_tier: dict[str, float] = field(default_factory=dict)
     decision_s: float = 0.0  # eviction decisions and bookkeeping: the EM overhead
 
-    def record_load(self, tier: str, seconds: float) -> None:
-        self.loads_by_tier[tier] = self.loads_by_tier.get(tier, 0) + 1
+    def record_load(self, tier: str, seconds: float, count: int = 1) -> None:
+        self.loads_by_tier[tier] = self.loads_by_tier.get(tier, 0) + count
         self.load_s_by_tier[tier] = self.load_s_by_tier.get(tier, 0.0) + seconds
+
+    @classmethod
+    def merged(cls, parts: list[ManagerStats]) -> ManagerStats:
+        """The sum over several pools (what the engine reports)."""
+        total = cls()
+        for part in parts:
+            for name in ("hits", "switches", "evictions", "prefetches", "prefetch_used", "initial_loads",
+                         "decision_s"):
+                setattr(total, name, getattr(total, name) + getattr(part, name))
+            for tier, n in part.loads_by_tier.items():
+                total.record_load(tier, part.load_s_by_tier[tier], n)
+        return total
 
 
 class ExpertManager:

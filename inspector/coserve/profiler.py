@@ -88,10 +88,22 @@ def profile_architecture(
     latency = {b: _time(lambda b=b: arch.run(module, x[:b]), device, repeats) for b in batch_sizes}
     max_batch = plateau_batch(latency)
     k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
+    act = _cuda_activation_bytes(arch, module, x, device) if device.is_cuda else arch.activation_bytes(1)
     return ArchProfile(
         key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
-        act_bytes_per_sample=arch.activation_bytes(1), load_s=load_s, batch_latency_s=latency,
+        act_bytes_per_sample=act, load_s=load_s, batch_latency_s=latency,
     )
+
+
+def _cuda_activation_bytes(arch: Architecture, module: torch.nn.Module, x: torch.Tensor, device: Device) -> int:
+    """Peak intermediate bytes per sample, measured by the CUDA allocator at the largest batch."""
+    torch.cuda.synchronize(device.index)
+    base = torch.cuda.memory_allocated(device.index)
+    torch.cuda.reset_peak_memory_stats(device.index)
+    arch.run(module, x)
+    torch.cuda.synchronize(device.index)
+    peak = torch.cuda.max_memory_allocated(device.index) - base
+    return max(1, peak // x.shape[0])
 
 
 def profile_path(root: Path, device: Device) -> Path:
