@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,15 @@ def test_profile_of_tiny_zoo_is_measured_and_cached(tiny, models_dir: Path) -> N
     _, zoo, profiles = tiny
     prof = profiles["cpu"]
     keys = {zoo.architecture(n).key for n in zoo.entries}
-    assert set(prof.archs) == keys
+    assert {p.key for p in prof.archs.values()} == keys
+    assert {p.threads for p in prof.archs.values()} == {1, os.cpu_count() and len(os.sched_getaffinity(0))}
     for p in prof.archs.values():
         assert p.k_s > 0 and p.b_s >= 0 and p.max_batch >= 1 and p.load_s["disk"] > 0
         assert p.act_bytes_per_sample > 0 and p.weight_bytes > 0
     path = profile_path(models_dir / "profiles", Device("cpu"))
     mtime = path.stat().st_mtime_ns
     again = load_or_profile(zoo, Device("cpu"), models_dir / "profiles")
-    assert path.stat().st_mtime_ns == mtime and set(again.archs) == keys  # nothing re-measured
+    assert path.stat().st_mtime_ns == mtime and set(again.archs) == set(prof.archs)  # nothing re-measured
 
 
 def test_foreign_profile_is_detected(tiny, models_dir: Path, tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DevicePro
     for device, count, pool in devices:
         prof = profiles[device.key]
         batch = workload.batch_bytes if workload.batch_bytes is not None else max(
-            p.act_bytes_per_sample * p.max_batch for p in prof.archs.values())
+            p.act_bytes_per_sample * p.max_batch for p in prof.archs.values())  # limited-compute rule (§4.4)
         pools[device] = workload.total_weight_bytes() if all_resident else pool
         threads = 1 if device.is_cuda else max(1, cpu_cores() // max(1, cpu_execs))
         specs += [ExecutorSpec(device, batch, threads) for _ in range(count)]

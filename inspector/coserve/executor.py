@@ -20,7 +20,46 @@ if TYPE_CHECKING:
 BatchDone = Callable[["Executor", list["Request"], list[Prediction] | None, str | None], None]
 
 
-class Executor:
+class ExecutorCore:
+    """What the scheduler sees of an executor: its device, queue, pool and how it cuts batches.
+
+    The threaded `Executor` runs batches for real; the simulator drives the
+    same core on a virtual clock.
+    """
+
+    def __init__(self, index: int, device: Device, manager: ExpertManager, profile: DeviceProfile,
+                 batch_bytes: int, threads: int, prefetch: bool) -> None:
+        self.index = index
+        self.device = device
+        self.manager = manager
+        self.profile = profile
+        self.batch_bytes = batch_bytes
+        self.threads = threads
+        self.prefetch = prefetch
+        self.queue = ExecutorQueue()
+
+    @property
+    def name(self) -> str:
+        return f"{self.device.key}#{self.index}"
+
+    def profile_for(self, expert: str) -> ArchProfile:
+        return self.profile.get(self.manager.zoo.architecture(expert).key, self.threads)
+
+    def batch_limit(self, expert: str) -> int:
+        """min(memory-feasible, profiled max batch): the batch splitter's cut (§4.2)."""
+        prof = self.profile_for(expert)
+        feasible = max(1, self.batch_bytes // max(1, prof.act_bytes_per_sample))
+        return max(1, min(prof.max_batch, feasible))
+
+    def next_expert_to_prefetch(self, current: str) -> str | None:
+        """The next group's expert, if it is not the one running (call under the engine lock)."""
+        upcoming = [e for e in self.queue.upcoming_experts() if e != current]
+        return upcoming[0] if upcoming else None
+
+
+class Executor(ExecutorCore):
+    """One worker thread on one device, serving its queue batch by batch."""
+
     def __init__(
         self,
         index: int,
@@ -33,14 +72,7 @@ class Executor:
         lock: threading.RLock,
         on_done: BatchDone,
     ) -> None:
-        self.index = index
-        self.device = device
-        self.manager = manager
-        self.profile = profile
-        self.batch_bytes = batch_bytes
-        self.threads = threads
-        self.prefetch = prefetch
-        self.queue = ExecutorQueue()
+        super().__init__(index, device, manager, profile, batch_bytes, threads, prefetch)
         self.wake = threading.Condition(lock)
         self._lock = lock
         self._on_done = on_done
@@ -48,19 +80,6 @@ class Executor:
         self.busy_s = 0.0
         self.batches = 0
         self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
-
-    @property
-    def name(self) -> str:
-        return f"{self.device.key}#{self.index}"
-
-    def profile_for(self, expert: str) -> ArchProfile:
-        return self.profile.get(self.manager.zoo.architecture(expert).key)
-
-    def batch_limit(self, expert: str) -> int:
-        """min(memory-feasible, profiled max batch): the batch splitter's cut (§4.2)."""
-        prof = self.profile_for(expert)
-        feasible = max(1, self.batch_bytes // max(1, prof.act_bytes_per_sample))
-        return max(1, min(prof.max_batch, feasible))
 
     def start(self) -> None:
         self._thread.start()
@@ -124,6 +143,6 @@ class Executor:
     def _prefetch_next(self, current: str) -> None:
         """Load the next group's expert while this batch runs (beyond the paper)."""
         with self._lock:
-            upcoming = [e for e in self.queue.upcoming_experts() if e != current]
-        if upcoming:
-            self.manager.prefetch(upcoming[0])
+            nxt = self.next_expert_to_prefetch(current)
+        if nxt:
+            self.manager.prefetch(nxt)

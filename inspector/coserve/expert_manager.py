@@ -121,7 +121,92 @@ class ExpertManager:
             )
         return self._failed.get(expert)
 
-    # -- the executor's side ---------------------------------------------------------------------
+    # -- mechanics shared by every driver (executor threads, the simulator); under the lock --------
+    def try_pin(self, expert: str) -> nn.Module | None:
+        """A hit: pin the resident expert for a batch and return its module (None if not resident).
+
+        The simulator's modules are None; it asks `is_resident` before pinning.
+        """
+        slot = self._slots.get(expert)
+        if slot is None:
+            return None
+        self._seq += 1
+        slot.used_seq = self._seq
+        slot.in_use += 1
+        self.stats.hits += 1
+        if slot.prefetched:
+            slot.prefetched = False
+            self.stats.prefetch_used += 1
+        return slot.module
+
+    def is_resident(self, expert: str) -> bool:
+        return expert in self._slots
+
+    def is_loading(self, expert: str) -> bool:
+        return expert in self._loading
+
+    def unpin(self, expert: str) -> None:
+        self._slots[expert].in_use -= 1
+        self._cv.notify_all()
+
+    def begin_load(self, expert: str, evict: bool = True) -> list[nn.Module] | None:
+        """Make room in the policy's eviction order and reserve `expert`'s bytes.
+
+        Returns the evicted modules, for the caller to drop once it has left
+        the lock (freeing weights is not a decision), or None when only pinned
+        experts stand in the way. The time spent here is the EM overhead.
+        """
+        t0 = time.perf_counter()
+        need = self.zoo.entries[expert].weight_bytes
+        evicted: list[nn.Module] = []
+        if self.ledger.free < need and evict:
+            view = EvictionView(
+                candidates=[
+                    Resident(n, s.nbytes, s.loaded_seq, s.used_seq) for n, s in self._slots.items() if s.in_use == 0
+                ],
+                resident=frozenset(self._slots),
+                next_use=self._next_use(),
+                usage=self.usage,
+            )
+            for victim in self.evictor.order(view):
+                if self.ledger.free >= need:
+                    break
+                evicted.append(self._evict(victim))
+        fits = self.ledger.free >= need
+        if fits:
+            self.ledger.reserve(expert, need)
+            self._loading.add(expert)
+        self.stats.decision_s += time.perf_counter() - t0
+        return evicted if fits else None
+
+    def install(self, expert: str, module: nn.Module | None, tier: str, seconds: float, pin: bool,
+                prefetched: bool = False, initial: bool = False) -> None:
+        """A load begun with `begin_load` finished: the expert is resident (and pinned if asked)."""
+        self._seq += 1
+        self._slots[expert] = _Slot(module, self.ledger.size_of(expert), self._seq, self._seq,
+                                    in_use=1 if pin else 0, prefetched=prefetched)
+        self._loading.discard(expert)
+        if initial:
+            self.stats.initial_loads += 1
+        else:
+            self.stats.switches += 1
+            self.stats.record_load(tier, seconds)
+        self._cv.notify_all()
+
+    def abort_load(self, expert: str, reason: str) -> None:
+        """A load begun with `begin_load` failed: give its bytes back, remember why."""
+        self._failed[expert] = reason
+        self._loading.discard(expert)
+        self.ledger.release(expert)
+        self._cv.notify_all()
+
+    def _evict(self, expert: str) -> nn.Module:
+        slot = self._slots.pop(expert)
+        self.ledger.release(expert)
+        self.stats.evictions += 1
+        return slot.module
+
+    # -- the executor threads' side: blocking waits and real loads -----------------------------------
     def acquire(self, expert: str) -> nn.Module:
         """The expert's module, resident and pinned; loads (switches) it if needed."""
         with self._cv:
@@ -129,20 +214,16 @@ class ExpertManager:
                 reason = self.unavailable_reason(expert)
                 if reason:
                     raise ExpertUnavailable(reason)
-                slot = self._slots.get(expert)
-                if slot is not None:
-                    self._seq += 1
-                    slot.used_seq = self._seq
-                    slot.in_use += 1
-                    self.stats.hits += 1
-                    if slot.prefetched:
-                        slot.prefetched = False
-                        self.stats.prefetch_used += 1
-                    return slot.module
+                module = self.try_pin(expert)
+                if module is not None:
+                    return module
                 if expert in self._loading:
                     self._cv.wait()
                     continue
-                evicted = self._reserve(expert, wait=True)
+                evicted = self.begin_load(expert)
+                if evicted is None:  # only pinned experts in the way: wait for one to unpin
+                    self._cv.wait()
+                    continue
                 break
         del evicted  # free evicted weights outside the lock
         self._load(expert, pin=True)
@@ -154,15 +235,14 @@ class ExpertManager:
 
     def release(self, expert: str) -> None:
         with self._cv:
-            self._slots[expert].in_use -= 1
-            self._cv.notify_all()
+            self.unpin(expert)
 
     def prefetch(self, expert: str) -> bool:
         """Start loading `expert` in the background if room can be made without waiting."""
         with self._cv:
             if self.has(expert) or self.unavailable_reason(expert):
                 return False
-            evicted = self._reserve(expert, wait=False)
+            evicted = self.begin_load(expert)
             if evicted is None:
                 return False
             self.stats.prefetches += 1
@@ -175,56 +255,12 @@ class ExpertManager:
         with self._cv:
             if self.has(expert) or self.unavailable_reason(expert):
                 return
-            if self._reserve(expert, wait=False, evict=False) is None:
+            if self.begin_load(expert, evict=False) is None:
                 return
         self._load(expert, pin=False, initial=True)
 
     def close(self) -> None:
         self._loader.shutdown(wait=True)
-
-    # -- mechanics -------------------------------------------------------------------------------
-    def _reserve(self, expert: str, wait: bool, evict: bool = True) -> list[nn.Module] | None:
-        """Evict in the policy's order until `expert` fits, then reserve its bytes.
-
-        Called under the lock. Returns the evicted modules, for the caller to
-        drop once it has released the lock (freeing weights is not a decision).
-        With wait=False, gives up (None) when only pinned experts stand in the
-        way; with wait=True, waits for them to unpin.
-        """
-        need = self.zoo.entries[expert].weight_bytes
-        evicted: list[nn.Module] = []
-        while True:
-            t0 = time.perf_counter()
-            if self.ledger.free < need and evict:
-                view = EvictionView(
-                    candidates=[
-                        Resident(n, s.nbytes, s.loaded_seq, s.used_seq)
-                        for n, s in self._slots.items() if s.in_use == 0
-                    ],
-                    resident=frozenset(self._slots),
-                    next_use=self._next_use(),
-                    usage=self.usage,
-                )
-                for victim in self.evictor.order(view):
-                    if self.ledger.free >= need:
-                        break
-                    evicted.append(self._evict(victim))
-            fits = self.ledger.free >= need
-            if fits:
-                self.ledger.reserve(expert, need)
-                self._loading.add(expert)
-            self.stats.decision_s += time.perf_counter() - t0
-            if fits:
-                return evicted
-            if not wait:
-                return None
-            self._cv.wait()
-
-    def _evict(self, expert: str) -> nn.Module:
-        slot = self._slots.pop(expert)
-        self.ledger.release(expert)
-        self.stats.evictions += 1
-        return slot.module
 
     def _load(self, expert: str, pin: bool, prefetched: bool = False, initial: bool = False) -> None:
         t0 = time.perf_counter()
@@ -234,19 +270,7 @@ class ExpertManager:
             seconds = time.perf_counter() - t0  # the whole switch: fetch and module build
         except (WeightsUnavailable, RuntimeError, KeyError) as exc:
             with self._cv:
-                self._failed[expert] = str(exc)
-                self._loading.discard(expert)
-                self.ledger.release(expert)
-                self._cv.notify_all()
+                self.abort_load(expert, str(exc))
             return
         with self._cv:
-            self._seq += 1
-            self._slots[expert] = _Slot(module, self.ledger.size_of(expert), self._seq, self._seq,
-                                        in_use=1 if pin else 0, prefetched=prefetched)
-            self._loading.discard(expert)
-            if initial:
-                self.stats.initial_loads += 1
-            else:
-                self.stats.switches += 1
-                self.stats.record_load(record.tier.value, seconds)
-            self._cv.notify_all()
+            self.install(expert, module, record.tier.value, seconds, pin, prefetched, initial)

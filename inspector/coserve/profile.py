@@ -27,6 +27,7 @@ class ArchProfile:
     act_bytes_per_sample: int
     load_s: dict[str, float]
     batch_latency_s: dict[int, float] = field(default_factory=dict)
+    threads: int = 1  # CPU threads the batches ran with (1 on a GPU: the launching thread)
 
     def exec_s(self, n: int) -> float:
         return self.k_s * n + self.b_s
@@ -48,11 +49,22 @@ class DeviceProfile:
     fingerprint: dict[str, Any]
     archs: dict[str, ArchProfile] = field(default_factory=dict)
 
-    def get(self, key: str) -> ArchProfile:
-        try:
-            return self.archs[key]
-        except KeyError:
-            raise KeyError(f"architecture {key} is not profiled on {self.fingerprint.get('device')}") from None
+    @staticmethod
+    def entry(key: str, threads: int) -> str:
+        return f"{key}#t{threads}"
+
+    def get(self, key: str, threads: int = 1) -> ArchProfile:
+        """The profile of `key` at `threads`, or at the nearest thread count measured."""
+        exact = self.archs.get(self.entry(key, threads))
+        if exact is not None:
+            return exact
+        measured = [p for p in self.archs.values() if p.key == key]
+        if not measured:
+            raise KeyError(f"architecture {key} is not profiled on {self.fingerprint.get('device')}")
+        return min(measured, key=lambda p: abs(p.threads - threads))
+
+    def has(self, key: str, threads: int) -> bool:
+        return self.entry(key, threads) in self.archs
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

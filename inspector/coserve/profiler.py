@@ -10,7 +10,7 @@ import torch
 
 from ..experts.base import Architecture
 from ..experts.zoo import Zoo
-from ..runtime.devices import Device, fingerprint
+from ..runtime.devices import Device, cpu_cores, fingerprint
 from ..runtime.memory import MemoryLedger
 from ..runtime.store import Tier, TieredStore
 from .profile import ArchProfile, DeviceProfile
@@ -60,11 +60,26 @@ def profile_architecture(
     arch: Architecture,
     device: Device,
     weight_path: Path,
+    threads: int = 1,
     batch_sizes: Sequence[int] = BATCH_SIZES,
     repeats: int = 5,
     drop_page_cache: bool = True,
 ) -> ArchProfile:
-    """Measure one architecture: batch latencies, K/B, max batch, load latency per tier."""
+    """Measure one architecture at `threads` CPU threads: batch latencies, K/B, max batch, loads per tier.
+
+    A batch is timed as the executor runs it: preprocessing the crops, then
+    the forward pass and reading out the predictions.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _profile(arch, device, weight_path, threads, batch_sizes, repeats, drop_page_cache)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int,
+             batch_sizes: Sequence[int], repeats: int, drop_page_cache: bool) -> ArchProfile:
     name = "__profile__"
     host = MemoryLedger("profile-host", 1 << 40) if device.is_cuda else None
     store = TieredStore(host_ledger=host, pin_host=device.is_cuda, drop_page_cache=drop_page_cache)
@@ -83,15 +98,20 @@ def profile_architecture(
     else:
         load_s = {Tier.DISK.value: _time(load_from_store, device, repeats)}
     module = load_from_store()
-    x = torch.rand(max(batch_sizes), 3, arch.input_size, arch.input_size, device=device.torch)
-    arch.run(module, x[:1])  # warm-up: lazy init, allocator, anchors
-    latency = {b: _time(lambda b=b: arch.run(module, x[:b]), device, repeats) for b in batch_sizes}
+    crops = [torch.rand(3, arch.input_size, arch.input_size) for _ in range(max(batch_sizes))]
+
+    def batch(n: int) -> object:
+        return arch.run(module, torch.stack([arch.preprocess(c) for c in crops[:n]]).to(device.torch))
+
+    batch(1)  # warm-up: lazy init, allocator, anchors
+    latency = {b: _time(lambda b=b: batch(b), device, repeats) for b in batch_sizes}
+    x = torch.stack(crops).to(device.torch)
     max_batch = plateau_batch(latency)
     k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
     act = _cuda_activation_bytes(arch, module, x, device) if device.is_cuda else arch.activation_bytes(1)
     return ArchProfile(
         key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
-        act_bytes_per_sample=act, load_s=load_s, batch_latency_s=latency,
+        act_bytes_per_sample=act, load_s=load_s, batch_latency_s=latency, threads=threads,
     )
 
 
@@ -104,6 +124,14 @@ def _cuda_activation_bytes(arch: Architecture, module: torch.nn.Module, x: torch
     torch.cuda.synchronize(device.index)
     peak = torch.cuda.max_memory_allocated(device.index) - base
     return max(1, peak // x.shape[0])
+
+
+PROFILE_FORMAT = 2
+
+
+def thread_counts(device: Device) -> list[int]:
+    """Thread counts executors may run with: one (many executors) and all cores (one executor)."""
+    return [1] if device.is_cuda else sorted({1, cpu_cores()})
 
 
 def profile_path(root: Path, device: Device) -> Path:
@@ -123,22 +151,23 @@ def load_or_profile(
     A profile measured elsewhere raises ProfileMismatch unless `force`.
     """
     path = profile_path(root, device)
-    expect = fingerprint(device)
+    expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
     if path.is_file() and not force:
         prof = DeviceProfile.load(path, expect=expect)
     else:
         prof = DeviceProfile(expect)
-    todo: dict[str, tuple[Architecture, Path]] = {}
+    todo: dict[str, tuple[Architecture, Path, int]] = {}
     for name in zoo.entries:
-        if name in zoo.unavailable:
+        if name in zoo.unavailable or not zoo.path_of(name).is_file():
             continue
         arch = zoo.architecture(name)
-        if arch.key not in prof.archs and zoo.path_of(name).is_file():
-            todo.setdefault(arch.key, (arch, zoo.path_of(name)))
-    for key, (arch, weights) in todo.items():
+        for threads in thread_counts(device):
+            if not prof.has(arch.key, threads):
+                todo.setdefault(DeviceProfile.entry(arch.key, threads), (arch, zoo.path_of(name), threads))
+    for entry, (arch, weights, threads) in todo.items():
         if progress:
-            progress(f"profiling {key} on {device.key}")
-        prof.archs[key] = profile_architecture(arch, device, weights, drop_page_cache=drop_page_cache)
+            progress(f"profiling {arch.key} on {device.key} with {threads} thread(s)")
+        prof.archs[entry] = profile_architecture(arch, device, weights, threads, drop_page_cache=drop_page_cache)
     if todo:
         prof.save(path)
     return prof
