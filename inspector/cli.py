@@ -27,8 +27,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for p in policies:
         get_policy(p)
     workload = load_workload(Path(args.workload) if args.workload else None)
-    report = run_bench(workload, policies, _models_dir(args.models), progress=_say, ceiling=not args.no_ceiling,
-                       drop_page_cache=not args.keep_page_cache)
+    if args.check_sim:
+        from .coserve.bench import prepare
+        from .coserve.simcheck import compare, format_agreement
+
+        zoo, profiles = prepare(workload, _models_dir(args.models), progress=_say)
+        print(format_agreement(compare(workload, zoo, profiles, policies, progress=_say)))
+        return 0
+    if args.simulate:
+        from .coserve.bench import run_simulated_bench
+
+        report = run_simulated_bench(workload, policies, _models_dir(args.models), box=args.box, progress=_say,
+                                     ceiling=not args.no_ceiling)
+    else:
+        report = run_bench(workload, policies, _models_dir(args.models), progress=_say,
+                           ceiling=not args.no_ceiling, drop_page_cache=not args.keep_page_cache)
     print(format_table(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
@@ -76,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--workload", help="workload YAML (default: the built-in task-a-small)")
     bench.add_argument("--json", help="also write the report as JSON to this path")
     bench.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")
+    bench.add_argument("--simulate", action="store_true",
+                       help="run the same scheduler and policies on a virtual clock instead of running models")
+    bench.add_argument("--box", help="with --simulate: a box profile file or a shipped one (paper-numa, paper-uma); "
+                                     "default: this machine's measured profile")
+    bench.add_argument("--check-sim", action="store_true",
+                       help="run each policy for real and simulated, and print how well they agree")
     bench.add_argument("--keep-page-cache", action="store_true",
                        help="let expert files stay in the OS page cache (disk switches then read RAM)")
     bench.set_defaults(func=cmd_bench)

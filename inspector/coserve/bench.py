@@ -17,10 +17,12 @@ from ..experts.registry import architecture_from_spec
 from ..experts.zoo import Zoo, build_random_zoo
 from ..runtime.devices import Device, available_devices, cpu_cores
 from .engine import Engine, EnginePlan, ExecutorSpec
+from .expert_manager import ManagerStats
 from .policies import Policy, get_policy
-from .profile import DeviceProfile
+from .profile import DeviceProfile, load_box
 from .profiler import load_or_profile
 from .request import RequestResult
+from .simulation import PassOracle, SimRun, Simulator, rate_oracle, simulated_zoo
 from .workload import Workload
 
 Progress = Callable[[str], None]
@@ -67,6 +69,25 @@ def primary_device() -> Device:
     return available_devices()[0]
 
 
+def devices_of(profiles: dict[str, DeviceProfile]) -> list[Device]:
+    """The devices a set of profiles describes, CUDA first (the main device)."""
+    return sorted((Device.parse(k) for k in profiles), key=lambda d: (not d.is_cuda, d.index))
+
+
+def cpu_threads(profile: DeviceProfile, workload: Workload, share: int) -> int:
+    """Threads for a CPU executor: its share of the cores, unless one thread ran the classifier faster.
+
+    Measured, not assumed: OpenMP teams in worker threads can lose to a single
+    thread on small boxes (the profile is taken in a worker thread too).
+    """
+    if share <= 1:
+        return 1
+    key = architecture_from_spec(workload.classifier).key
+    if not (profile.has(key, 1) and profile.has(key, share)):
+        return share  # only one thread count profiled (a shipped device): take it as given
+    return share if profile.get(key, share).exec_s(1) < profile.get(key, 1).exec_s(1) else 1
+
+
 def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DeviceProfile],
                all_resident: bool = False, drop_page_cache: bool = True) -> EnginePlan:
     """Executors and budgets for one policy on this box.
@@ -75,7 +96,8 @@ def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DevicePro
     device's whole expert pool; the others get the workload's executors with
     the device's pool shared by them. On a CPU-only box the main device is the CPU.
     """
-    main = primary_device()
+    main = devices_of(profiles)[0]
+    cores = int(profiles["cpu"].fingerprint.get("cores", cpu_cores())) if "cpu" in profiles else cpu_cores()
     devices: list[tuple[Device, int, int]] = []  # device, executors, pool bytes
     if policy.single_executor:
         devices.append((main, 1, workload.expert_pool_bytes))
@@ -93,10 +115,37 @@ def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DevicePro
         batch = workload.batch_bytes if workload.batch_bytes is not None else max(
             p.act_bytes_per_sample * p.max_batch for p in prof.archs.values())  # limited-compute rule (§4.4)
         pools[device] = workload.total_weight_bytes() if all_resident else pool
-        threads = 1 if device.is_cuda else max(1, cpu_cores() // max(1, cpu_execs))
+        threads = 1 if device.is_cuda else cpu_threads(prof, workload, cores // max(1, cpu_execs))
         specs += [ExecutorSpec(device, batch, threads) for _ in range(count)]
     return EnginePlan(specs, pools, host_cache_bytes=workload.host_cache_bytes,
                       drop_page_cache=drop_page_cache and not all_resident)
+
+
+def make_report(name: str, results: dict[int, RequestResult], t0: float, end: float, pools: ManagerStats,
+                executors: int, completed: int, failed: int, sched_s: float | None) -> RunReport:
+    """One run's row, the same for a measured and a simulated run (overheads: measured runs only)."""
+    done = [r for r in results.values() if r.error is None]
+    makespan = max(end - t0, 1e-9)
+    lat = sorted(r.latency for r in done)
+    return RunReport(
+        policy=name,
+        throughput_rps=len(done) / makespan,
+        switches=pools.switches,
+        completed=completed,
+        failed=failed,
+        mean_latency_s=statistics.fmean(lat) if lat else math.nan,
+        p99_latency_s=lat[min(len(lat) - 1, math.ceil(0.99 * len(lat)) - 1)] if lat else math.nan,
+        sched_overhead_pct=100 * sched_s / makespan if sched_s is not None else math.nan,
+        em_overhead_pct=100 * pools.decision_s / (makespan * executors) if sched_s is not None else math.nan,
+        makespan_s=makespan,
+        executors=executors,
+        hits=pools.hits,
+        prefetches=pools.prefetches,
+        prefetch_used=pools.prefetch_used,
+        initial_loads=pools.initial_loads,
+        loads_by_tier=dict(pools.loads_by_tier),
+        mean_load_ms_by_tier={t: 1000 * pools.load_s_by_tier[t] / n for t, n in pools.loads_by_tier.items()},
+    )
 
 
 def run_policy(
@@ -122,32 +171,41 @@ def run_policy(
     engine.drain()
     engine.stop()
     stats = engine.stats()
-    pools = stats.experts
-    results = engine.results
-    done = [r for r in results.values() if r.error is None]
-    end = max((r.finished for r in results.values()), default=t0)
-    makespan = max(end - t0, 1e-9)
-    lat = sorted(r.latency for r in done)
-    return RunReport(
-        policy=policy.name + (" (all resident)" if all_resident else ""),
-        throughput_rps=len(done) / makespan,
-        switches=pools.switches,
-        completed=stats.completed,
-        failed=stats.failed,
-        mean_latency_s=statistics.fmean(lat) if lat else math.nan,
-        p99_latency_s=lat[min(len(lat) - 1, math.ceil(0.99 * len(lat)) - 1)] if lat else math.nan,
-        sched_overhead_pct=100 * stats.sched_overhead_s / makespan,
-        em_overhead_pct=100 * pools.decision_s / (makespan * len(plan.executors)),
-        makespan_s=makespan,
-        executors=len(plan.executors),
-        hits=pools.hits,
-        prefetches=pools.prefetches,
-        prefetch_used=pools.prefetch_used,
-        initial_loads=pools.initial_loads,
-        loads_by_tier=dict(pools.loads_by_tier),
-        mean_load_ms_by_tier={t: 1000 * pools.load_s_by_tier[t] / n for t, n in pools.loads_by_tier.items()},
-        failures=dict(stats.failures),
-    ), results
+    end = max((r.finished for r in engine.results.values()), default=t0)
+    name = policy.name + (" (all resident)" if all_resident else "")
+    report = make_report(name, engine.results, t0, end, stats.experts, len(plan.executors), stats.completed,
+                         stats.failed, stats.sched_overhead_s)
+    report.failures = dict(stats.failures)
+    return report, engine.results
+
+
+def simulate_policy(
+    workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile], passes: PassOracle,
+    all_resident: bool = False,
+) -> tuple[RunReport, dict[int, RequestResult]]:
+    """The same run on the virtual clock of `profiles` (this box's, or another device's)."""
+    plan = build_plan(workload, policy, profiles, all_resident)
+    if all_resident:
+        run = _all_resident_run(workload, zoo, policy, profiles, passes, plan)
+    else:
+        run = Simulator(zoo, workload.usage(), policy, plan, profiles, passes).run(
+            workload.stream(), workload.arrival_interval_s)
+    failed = sum(1 for r in run.results.values() if r.error is not None)
+    name = policy.name + (" (all resident)" if all_resident else "")
+    report = make_report(name, run.results, 0.0, run.makespan_s, run.experts, run.executors,
+                         len(run.results) - failed, failed, None)
+    return report, run.results
+
+
+def _all_resident_run(workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile],
+                      passes: PassOracle, plan: EnginePlan) -> SimRun:
+    sim = Simulator(zoo, workload.usage(), policy, plan, profiles, passes)
+    with sim._lock:  # noqa: SLF001 - placing every expert before the clock starts
+        for manager in sim.managers.values():
+            for name in zoo.entries:
+                if manager.begin_load(name, evict=False) is not None:
+                    manager.install(name, None, "disk", 0.0, pin=False, initial=True)
+    return sim.run(workload.stream(), workload.arrival_interval_s, place=False)
 
 
 def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = None) -> Zoo:
@@ -230,3 +288,44 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
     lines.append(f"all-resident ceiling: {report.ceiling_rps:.2f} req/s")
     lines.append("verdicts identical across policies: " + ("yes" if report.verdicts_identical else "NO"))
     return "\n".join(lines)
+
+
+SHIPPED_BOXES = Path(__file__).resolve().parent.parent / "profiles"
+
+
+def box_profiles(box: str | None, models_dir: Path, workload: Workload,
+                 progress: Progress | None = None) -> tuple[str, Zoo, dict[str, DeviceProfile]]:
+    """Profiles to simulate with: a shipped or given box file, or this machine's measured ones."""
+    if box is None:
+        zoo, profiles = prepare(workload, models_dir, progress)
+        return primary_device().describe() + " (simulated)", zoo, profiles
+    path = Path(box)
+    if not path.is_file():
+        path = SHIPPED_BOXES / f"{box}.json"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in SHIPPED_BOXES.glob("*.json")))
+        raise ValueError(f"no box profile {box!r}: give a file or one of: {shipped}")
+    name, profiles, _ = load_box(path)
+    main = devices_of(profiles)[0]
+    return f"{name} (simulated)", simulated_zoo(workload, profiles[main.key]), profiles
+
+
+def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir: Path, box: str | None = None,
+                        progress: Progress | None = None, ceiling: bool = True) -> BenchReport:
+    """The bench on a virtual clock: same scheduler, pools and policies, times from the profiles."""
+    device, zoo, profiles = box_profiles(box, models_dir, workload, progress)
+    passes = rate_oracle(workload, workload.seed)
+    runs, verdicts = [], {}
+    for name in policies:
+        report, results = simulate_policy(workload, zoo, get_policy(name), profiles, passes)
+        runs.append(report)
+        verdicts[name] = {i: r.verdict for i, r in results.items()}
+        if progress:
+            progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches (simulated)")
+    ceiling_rps = math.nan
+    if ceiling:
+        top, _ = simulate_policy(workload, zoo, get_policy("coserve"), profiles, passes, all_resident=True)
+        ceiling_rps = top.throughput_rps
+    total = sum(e.weight_bytes for e in zoo.entries.values())
+    first = next(iter(verdicts.values()), {})
+    return BenchReport(workload.describe(total), device, ceiling_rps, runs, all(v == first for v in verdicts.values()))

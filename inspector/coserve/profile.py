@@ -84,3 +84,16 @@ class DeviceProfile:
                 "re-profile with `inspector profile --force`"
             )
         return prof
+
+
+def load_box(path: Path) -> tuple[str, dict[str, DeviceProfile], dict[str, Any]]:
+    """A box profile: several devices' profiles in one file (e.g. a paper device), plus its notes."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        devices = {
+            key: DeviceProfile(dev["fingerprint"], {k: ArchProfile.from_json(v) for k, v in dev["archs"].items()})
+            for key, dev in data["devices"].items()
+        }
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a box profile ({exc}); expected {{name, devices: {{cpu: ...}}}}") from None
+    return data.get("name", Path(path).stem), devices, data

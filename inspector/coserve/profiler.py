@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -67,15 +68,27 @@ def profile_architecture(
 ) -> ArchProfile:
     """Measure one architecture at `threads` CPU threads: batch latencies, K/B, max batch, loads per tier.
 
-    A batch is timed as the executor runs it: preprocessing the crops, then
-    the forward pass and reading out the predictions.
+    A batch is timed as the executor runs it: in a worker thread (OpenMP in a
+    non-main thread behaves differently: on a 2-core box two threads there ran
+    slower than one), preprocessing the crops, then the forward pass and
+    reading out the predictions.
     """
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        return _profile(arch, device, weight_path, threads, batch_sizes, repeats, drop_page_cache)
-    finally:
-        torch.set_num_threads(before)
+    out: list[ArchProfile] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        torch.set_num_threads(threads)
+        try:
+            out.append(_profile(arch, device, weight_path, threads, batch_sizes, repeats, drop_page_cache))
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+
+    worker = threading.Thread(target=work, name=f"profile-{arch.key}-t{threads}")
+    worker.start()
+    worker.join()
+    if errors:
+        raise errors[0]
+    return out[0]
 
 
 def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int,

@@ -109,14 +109,15 @@ class Workload:
         det = sum(architecture_from_spec(d.spec).weight_bytes() for d in self.detectors)
         return cls_bytes * len(self.components) + det
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self, total_weight_bytes: int | None = None) -> dict[str, Any]:
+        total = self.total_weight_bytes() if total_weight_bytes is None else total_weight_bytes
         return {
             "name": self.name, "source": self.source, "seed": self.seed,
             "component_types": len(self.components), "detectors": [d.name for d in self.detectors],
             "parts_per_board": sum(c.count for c in self.components), "requests": self.requests,
             "arrival_interval_ms": self.arrival_interval_s * 1000, "classifier": self.classifier,
             "expert_pool_mb": round(self.expert_pool_bytes / MiB, 1),
-            "experts_total_mb": round(self.total_weight_bytes() / MiB, 1),
+            "experts_total_mb": round(total / MiB, 1),
             "executors": self.executors,
         }
 
@@ -248,10 +249,13 @@ def _generated(f: Fields, detectors: list[str], seed: int) -> list[ComponentType
 
 
 def load_workload(path: Path | None = None) -> Workload:
-    """A workload file, or the built-in default when no path is given."""
+    """A workload file, a shipped workload by name (paper-a1, ...), or the built-in default."""
+    shipped = resources.files("inspector.workloads")
     if path is None:
-        text = resources.files("inspector.workloads").joinpath("default.yaml").read_text(encoding="utf-8")
-        return parse_workload(text, "<built-in default.yaml>")
+        return parse_workload(shipped.joinpath("default.yaml").read_text(encoding="utf-8"), "<built-in default.yaml>")
+    if not Path(path).exists() and shipped.joinpath(f"{path}.yaml").is_file():
+        name = f"{path}.yaml"
+        return parse_workload(shipped.joinpath(name).read_text(encoding="utf-8"), f"<built-in {name}>")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:

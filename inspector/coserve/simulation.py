@@ -1,0 +1,291 @@
+"""Simulation: the real scheduler, expert managers, queues and policies on a virtual clock.
+
+Nothing here decides anything: requests go through `Scheduler.submit`, batches
+are cut by the executors' own `batch_limit`, evictions are the policy's via
+`ExpertManager.begin_load`. What the simulator replaces is time: a batch takes
+K*n + B from the device profile, a switch takes the profiled load latency of
+the tier it comes from, loads from disk share one disk (they queue), loads
+from host RAM share the device's link. Verdicts come from a pass oracle
+(the component's pass rate, or a real run's verdicts for validation), since
+no model runs. A paper-scale task (hundreds of experts, thousands of
+requests) runs in seconds.
+"""
+from __future__ import annotations
+
+import heapq
+import random
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..experts.base import Prediction
+from ..experts.registry import architecture_from_spec
+from ..experts.zoo import ExpertEntry, Zoo
+from ..runtime.devices import Device
+from ..runtime.memory import DeviceBudget, MemoryLedger
+from ..runtime.store import Tier
+from .engine import EnginePlan
+from .executor import ExecutorCore
+from .expert_manager import ExpertManager, ManagerStats
+from .policies import Policy
+from .profile import DeviceProfile
+from .request import Request, RequestResult
+from .scheduler import Scheduler
+from .usage import ExpertUsage
+from .workload import Workload
+
+PassOracle = Callable[[Request], bool]
+
+
+class SimStore:
+    """Where weights are, without weights: the disk, or the host RAM cache (LRU) of a GPU box."""
+
+    def __init__(self, host_bytes: int) -> None:
+        self._host: OrderedDict[str, int] = OrderedDict()
+        self._ledger = MemoryLedger("sim-host", host_bytes) if host_bytes > 0 else None
+
+    def tier_of(self, name: str) -> Tier:
+        return Tier.HOST if name in self._host else Tier.DISK
+
+    def fetched(self, name: str, nbytes: int) -> None:
+        if self._ledger is None or nbytes > self._ledger.capacity:
+            return
+        if name in self._host:
+            self._host.move_to_end(name)
+            return
+        while self._ledger.free < nbytes and self._host:
+            old, _ = self._host.popitem(last=False)
+            self._ledger.release(old)
+        self._ledger.reserve(name, nbytes)
+        self._host[name] = nbytes
+
+
+class _Wake:
+    """The executor's `wake` as the scheduler calls it: start work if idle."""
+
+    def __init__(self, sim: Simulator, ex: SimExecutor) -> None:
+        self._sim, self._ex = sim, ex
+
+    def notify(self) -> None:
+        self._sim.kick(self._ex)
+
+
+class SimExecutor(ExecutorCore):
+    busy = False
+    expert: str | None = None
+    batch: list[Request]
+
+
+@dataclass
+class SimRun:
+    makespan_s: float
+    results: dict[int, RequestResult]
+    experts: ManagerStats
+    executors: int
+
+
+def rate_oracle(workload: Workload, seed: int = 0) -> PassOracle:
+    """A classifier passes a part with its component's pass rate (seeded, reproducible)."""
+    rates = {c.name: c.pass_rate for c in workload.components}
+
+    def passes(request: Request) -> bool:
+        if request.step > 0:
+            return True
+        return random.Random(hash((seed, request.id))).random() < rates[request.component]
+
+    return passes
+
+
+def replay_oracle(results: dict[int, RequestResult]) -> PassOracle:
+    """Replay the verdicts of a real run, so that both see the same follow-ups."""
+
+    def passes(request: Request) -> bool:
+        steps = results[request.id].steps
+        return steps[request.step][1].passed if request.step < len(steps) else False
+
+    return passes
+
+
+def simulated_zoo(workload: Workload, profile: DeviceProfile) -> Zoo:
+    """The workload's experts as a catalogue, sized from the profile: no files, no weights."""
+    zoo = Zoo(root=Path("<simulated>"), build_key="simulated", entries={})
+    for item in workload.zoo_items():
+        arch = architecture_from_spec(item.spec)
+        size = profile.get(arch.key).weight_bytes
+        zoo.entries[item.name] = ExpertEntry(item.name, arch.role, item.spec, "", size)
+        zoo._archs[item.name] = arch  # noqa: SLF001 - the catalogue is ours to fill
+    return zoo
+
+
+class Simulator:
+    def __init__(self, zoo: Zoo, usage: ExpertUsage, policy: Policy, plan: EnginePlan,
+                 profiles: dict[str, DeviceProfile], passes: PassOracle) -> None:
+        self.zoo, self.policy, self.plan, self.profiles, self._passes = zoo, policy, plan, profiles, passes
+        self.now = 0.0
+        self._events: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = 0
+        self._lock = threading.RLock()
+        self.store = SimStore(plan.host_cache_bytes if any(s.device.is_cuda for s in plan.executors) else 0)
+        budgets = {d: DeviceBudget(d.key, total) for d, total in plan.device_totals().items()}
+        self.managers: dict[Device, ExpertManager] = {
+            d: ExpertManager(f"{d.key}-pool", d, budgets[d].open("pool", b), self.store, zoo,  # type: ignore[arg-type]
+                             policy.evictor, usage, self._lock, next_use=lambda d=d: self._next_use_on(d))
+            for d, b in plan.pool_bytes.items()
+        }
+        self.executors: list[SimExecutor] = []
+        for i, spec in enumerate(plan.executors):
+            ex = SimExecutor(i, spec.device, self.managers[spec.device], profiles[spec.device.key],
+                             spec.batch_bytes, spec.threads, policy.prefetch)
+            ex.wake = _Wake(self, ex)  # type: ignore[attr-defined]
+            ex.batch = []
+            self.executors.append(ex)
+        self.scheduler = Scheduler(self.executors, policy, self._lock)  # type: ignore[arg-type]
+        self._disk_free = 0.0
+        self._link_free: dict[Device, float] = defaultdict(float)
+        self._load_waiters: dict[tuple[Device, str], list[SimExecutor]] = defaultdict(list)
+        self._pin_waiters: list[SimExecutor] = []
+        self.results: dict[int, RequestResult] = {}
+
+    # -- the virtual clock ------------------------------------------------------------------------
+    def _at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, self._seq, fn, args))
+
+    def run(self, stream: list[Request], interval_s: float, place: bool = True) -> SimRun:
+        with self._lock:  # one thread; the managers' bookkeeping expects its lock held
+            if place:
+                self._place()
+            for i, request in enumerate(stream):
+                self._at(i * interval_s, self._arrive, request)
+            while self._events:
+                self.now, _, fn, args = heapq.heappop(self._events)
+                fn(*args)
+        end = max((r.finished for r in self.results.values()), default=0.0)
+        return SimRun(end, self.results, ManagerStats.merged([m.stats for m in self.managers.values()]),
+                      len(self.executors))
+
+    def _place(self) -> None:
+        """The engine's placement (paper §4.1): descending usage, round-robin over pools, no eviction."""
+        pools = list(self.managers.values())
+        ranked = sorted(self.zoo.entries, key=lambda e: (-pools[0].usage.p(e), e))
+        for i, name in enumerate(ranked):
+            m = pools[i % len(pools)]
+            if not m.has(name) and not m.unavailable_reason(name) and m.begin_load(name, evict=False) is not None:
+                m.install(name, None, Tier.DISK.value, 0.0, pin=False, initial=True)
+
+    def _next_use_on(self, device: Device) -> dict[str, int]:
+        ahead: dict[str, int] = {}
+        for ex in self.executors:
+            if ex.device == device:
+                for pos, expert in enumerate(ex.queue.upcoming_experts()):
+                    ahead[expert] = min(pos, ahead.get(expert, pos))
+        return ahead
+
+    # -- events -----------------------------------------------------------------------------------
+    def _arrive(self, request: Request) -> None:
+        request.arrival = self.now
+        self.results[request.id] = RequestResult(request.id, request.component, arrival=self.now)
+        reasons = [m.unavailable_reason(request.expert) for m in self.managers.values()]
+        if all(reasons):
+            self._finish(request, error=reasons[0])
+            return
+        self.scheduler.submit(request)
+
+    def kick(self, ex: SimExecutor) -> None:
+        if not ex.busy:
+            self._start(ex)
+
+    def _start(self, ex: SimExecutor) -> None:
+        if not ex.queue.groups:
+            ex.busy = False
+            return
+        ex.busy = True
+        head = ex.queue.groups[0].expert
+        item = ex.queue.take_batch(ex.batch_limit(head))
+        assert item is not None
+        ex.expert, ex.batch = item
+        self._acquire(ex)
+
+    def _acquire(self, ex: SimExecutor) -> None:
+        m, expert = ex.manager, ex.expert
+        assert expert is not None
+        reason = m.unavailable_reason(expert)
+        if reason:
+            ex.queue.finish(ex.batch)
+            for r in ex.batch:
+                self._finish(r, error=reason)
+            self._start(ex)
+        elif m.is_resident(expert):
+            m.try_pin(expert)
+            self._compute(ex)
+        elif m.is_loading(expert):
+            self._load_waiters[(ex.device, expert)].append(ex)
+        elif m.begin_load(expert) is None:
+            self._pin_waiters.append(ex)
+        else:
+            self._load(m, expert, pin_for=ex)
+
+    def _load(self, m: ExpertManager, expert: str, pin_for: SimExecutor | None) -> None:
+        tier = self.store.tier_of(expert)
+        duration = self.profiles[m.device.key].get(self.zoo.architecture(expert).key).switch_s(tier.value)
+        if tier is Tier.DISK:
+            start = self._disk_free = max(self.now, self._disk_free)
+            self._disk_free += duration
+        else:
+            start = self._link_free[m.device] = max(self.now, self._link_free[m.device])
+            self._link_free[m.device] += duration
+        self._at(start + duration, self._loaded, m, expert, tier, duration, pin_for)
+
+    def _loaded(self, m: ExpertManager, expert: str, tier: Tier, duration: float,
+                pin_for: SimExecutor | None) -> None:
+        self.store.fetched(expert, self.zoo.entries[expert].weight_bytes)
+        m.install(expert, None, tier.value, duration, pin=pin_for is not None, prefetched=pin_for is None)
+        if pin_for is not None:
+            self._compute(pin_for)
+        else:  # a prefetched expert is unpinned now: room for whoever waited on pins
+            self._retry_pin_waiters()
+        for waiter in self._load_waiters.pop((m.device, expert), []):
+            self._acquire(waiter)
+
+    def _retry_pin_waiters(self) -> None:
+        waiters, self._pin_waiters = self._pin_waiters, []
+        for waiter in waiters:
+            self._acquire(waiter)
+
+    def _compute(self, ex: SimExecutor) -> None:
+        expert = ex.expert
+        assert expert is not None
+        if ex.prefetch:
+            nxt = ex.next_expert_to_prefetch(expert)
+            m = ex.manager
+            if nxt and not m.has(nxt) and not m.unavailable_reason(nxt) and m.begin_load(nxt) is not None:
+                m.stats.prefetches += 1
+                self._load(m, nxt, pin_for=None)
+        self._at(self.now + ex.profile_for(expert).exec_s(len(ex.batch)), self._done, ex)
+
+    def _done(self, ex: SimExecutor) -> None:
+        expert, batch = ex.expert, ex.batch
+        assert expert is not None
+        ex.manager.unpin(expert)
+        ex.queue.finish(batch)
+        for request in batch:
+            passed = self._passes(request)
+            self.results[request.id].steps.append(
+                (expert, Prediction(label=0 if passed else 1, score=1.0, passed=passed)))
+            nxt = request.follow_up() if passed else None
+            if nxt is not None:
+                self.scheduler.submit(nxt)
+            else:
+                self._finish(request)
+        self._retry_pin_waiters()
+        ex.busy = False
+        ex.expert = None
+        self._start(ex)
+
+    def _finish(self, request: Request, error: str | None = None) -> None:
+        result = self.results[request.id]
+        result.error = error
+        result.finished = self.now
