@@ -34,6 +34,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         zoo, profiles = prepare(workload, _models_dir(args.models), progress=_say)
         print(format_agreement(compare(workload, zoo, profiles, policies, progress=_say)))
         return 0
+    if args.planned:
+        from .coserve.planner import make_plan
+
+        _, zoo, profiles, evaluate = _planning_inputs(args, workload)
+        workload = make_plan(workload, zoo, profiles, evaluate).workload
+        _say(f"planned: executors {workload.executors}, experts {workload.expert_pool_bytes / 2**20:.0f} MiB")
     if args.simulate:
         from .coserve.bench import run_simulated_bench
 
@@ -46,6 +52,47 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
         _say(f"wrote {args.json}")
+    return 0
+
+
+def _planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202 - CLI glue
+    """(label, zoo, profiles, evaluate) for this box (real engine) or a box profile (simulated)."""
+    from .coserve.bench import box_profiles, prepare
+    from .coserve.planner import engine_evaluator, sim_evaluator
+
+    if args.box or args.simulate:
+        label, zoo, profiles = box_profiles(args.box, _models_dir(args.models), workload, _say)
+        return label, zoo, profiles, sim_evaluator(zoo, profiles)
+    zoo, profiles = prepare(workload, _models_dir(args.models), progress=_say)
+    return "this box", zoo, profiles, engine_evaluator(zoo, profiles)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .coserve.bench import format_table, run_policy, simulate_policy
+    from .coserve.planner import format_plan, make_plan
+    from .coserve.policies import get_policy
+    from .coserve.simulation import rate_oracle
+    from .coserve.workload import load_workload
+
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    label, zoo, profiles, evaluate = _planning_inputs(args, workload)
+    _say(f"planning {workload.name} on {label}")
+    plan = make_plan(workload, zoo, profiles, evaluate)
+    print(format_plan(plan))
+    if args.compare:
+        from .coserve.bench import BenchReport
+
+        runs = []
+        for name, w in (("casual", workload), ("planned", plan.workload)):
+            if args.box or args.simulate:
+                report, _ = simulate_policy(w, zoo, get_policy("coserve"), profiles, rate_oracle(w, w.seed))
+            else:
+                report, _ = run_policy(w, zoo, get_policy("coserve"), profiles)
+            report.policy = f"coserve {name}"
+            runs.append(report)
+        total = sum(e.weight_bytes for e in zoo.entries.values())
+        print(format_table(BenchReport(workload.describe(total), label, float("nan"), runs, True),
+                           baseline="coserve casual"))
     return 0
 
 
@@ -93,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run the same scheduler and policies on a virtual clock instead of running models")
     bench.add_argument("--box", help="with --simulate: a box profile file or a shipped one (paper-numa, paper-uma); "
                                      "default: this machine's measured profile")
+    bench.add_argument("--planned", action="store_true",
+                       help="plan executors and memory first (inspector plan) and bench the planned configuration")
     bench.add_argument("--check-sim", action="store_true",
                        help="run each policy for real and simulated, and print how well they agree")
     bench.add_argument("--keep-page-cache", action="store_true",
@@ -104,6 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
     build = zoo_sub.add_parser("build", help="write a workload's benchmark experts to disk (cached)")
     build.add_argument("--workload", help="workload YAML (default: the built-in one)")
     build.set_defaults(func=cmd_zoo_build)
+
+    plan = sub.add_parser("plan", help="offline configuration: executor counts, memory split, placement")
+    plan.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")
+    plan.add_argument("--simulate", action="store_true", help="evaluate candidates on the simulator")
+    plan.add_argument("--box", help="plan for a box profile (paper-numa, paper-uma or a file); implies --simulate")
+    plan.add_argument("--compare", action="store_true",
+                      help="then run the whole workload with the casual and the planned configuration")
+    plan.set_defaults(func=cmd_plan)
 
     prof = sub.add_parser("profile", help="profile the workload's architectures on every device")
     prof.add_argument("--workload", help="workload YAML (default: the built-in one)")

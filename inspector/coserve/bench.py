@@ -69,6 +69,10 @@ def primary_device() -> Device:
     return available_devices()[0]
 
 
+def box_cores(profiles: dict[str, DeviceProfile]) -> int:
+    return int(profiles["cpu"].fingerprint.get("cores", cpu_cores())) if "cpu" in profiles else cpu_cores()
+
+
 def devices_of(profiles: dict[str, DeviceProfile]) -> list[Device]:
     """The devices a set of profiles describes, CUDA first (the main device)."""
     return sorted((Device.parse(k) for k in profiles), key=lambda d: (not d.is_cuda, d.index))
@@ -97,23 +101,28 @@ def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DevicePro
     the device's pool shared by them. On a CPU-only box the main device is the CPU.
     """
     main = devices_of(profiles)[0]
-    cores = int(profiles["cpu"].fingerprint.get("cores", cpu_cores())) if "cpu" in profiles else cpu_cores()
+    cores = box_cores(profiles)
+    counts = workload.executor_counts(main.is_cuda, cores)
     devices: list[tuple[Device, int, int]] = []  # device, executors, pool bytes
     if policy.single_executor:
         devices.append((main, 1, workload.expert_pool_bytes))
     elif main.is_cuda:
-        devices.append((main, max(1, workload.executors["cuda"]), workload.expert_pool_bytes))
-        if workload.executors["cpu"]:
-            devices.append((Device("cpu"), workload.executors["cpu"], workload.cpu_pool_bytes))
+        devices.append((main, max(1, counts["cuda"]), workload.expert_pool_bytes))
+        if counts["cpu"]:
+            devices.append((Device("cpu"), counts["cpu"], workload.cpu_pool_bytes))
     else:
-        devices.append((main, max(1, workload.executors["cpu"]), workload.expert_pool_bytes))
+        devices.append((main, max(1, counts["cpu"]), workload.expert_pool_bytes))
     cpu_execs = sum(n for d, n, _ in devices if not d.is_cuda)
     specs = []
     pools: dict[Device, int] = {}
     for device, count, pool in devices:
         prof = profiles[device.key]
-        batch = workload.batch_bytes if workload.batch_bytes is not None else max(
-            p.act_bytes_per_sample * p.max_batch for p in prof.archs.values())  # limited-compute rule (§4.4)
+        if workload.batch_bytes is not None:
+            batch = workload.batch_bytes
+        elif device == main and workload.device_bytes is not None and not all_resident:
+            batch = max(1, (workload.device_bytes - pool) // count)  # what the experts leave, per executor
+        else:  # limited-compute rule (§4.4): room for the profiled max batch
+            batch = max(p.act_bytes_per_sample * p.max_batch for p in prof.archs.values())
         pools[device] = workload.total_weight_bytes() if all_resident else pool
         threads = 1 if device.is_cuda else cpu_threads(prof, workload, cores // max(1, cpu_execs))
         specs += [ExecutorSpec(device, batch, threads) for _ in range(count)]
@@ -269,9 +278,9 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
 
 def format_table(report: BenchReport, baseline: str = "samba") -> str:
     base = next((r for r in report.runs if r.policy == baseline), None)
-    head = (f"{'policy':<16}{'req/s':>8}{'x' + baseline:>9}{'switches':>9}{'vs base':>9}{'done':>6}{'fail':>5}"
+    head = (f"{'policy':<16}{'req/s':>8}{'x base':>9}{'switches':>9}{'fewer':>9}{'done':>6}{'fail':>5}"
             f"{'mean s':>8}{'p99 s':>8}{'sched%':>8}{'em%':>7}{'disk ms':>9}{'host ms':>9}{'prefetch':>10}")
-    lines = [f"workload {report.workload['name']} on {report.device}: "
+    lines = [f"workload {report.workload['name']} on {report.device} (base: {baseline}): "
              f"{report.workload['component_types']} component types, {report.workload['requests']} requests, "
              f"pool {report.workload['expert_pool_mb']} MiB of {report.workload['experts_total_mb']} MiB experts",
              head, "-" * len(head)]
@@ -281,7 +290,7 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
         disk = r.mean_load_ms_by_tier.get("disk", math.nan)
         host = r.mean_load_ms_by_tier.get("host", math.nan)
         lines.append(
-            f"{r.policy:<16}{r.throughput_rps:>8.2f}{ratio:>8.2f}x{r.switches:>9}{fewer:>8.1f}%{r.completed:>6}"
+            f"{r.policy:<16.16}{r.throughput_rps:>8.2f}{ratio:>8.2f}x{r.switches:>9}{fewer:>8.1f}%{r.completed:>6}"
             f"{r.failed:>5}{r.mean_latency_s:>8.2f}{r.p99_latency_s:>8.2f}{r.sched_overhead_pct:>8.2f}"
             f"{r.em_overhead_pct:>7.3f}{disk:>9.1f}{host:>9.1f}{f'{r.prefetch_used}/{r.prefetches}':>10}"
         )

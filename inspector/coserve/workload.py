@@ -24,6 +24,7 @@ from .request import Request, Route
 from .usage import ExpertUsage, RouteUse
 
 MiB = 2**20
+CASUAL_EXPERT_SHARE = 0.75  # §5.2 "CoServe Casual": 75% of device memory for experts
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,11 @@ class Workload:
     cpu_pool_bytes: int
     host_cache_bytes: int
     batch_bytes: int | None
-    executors: dict[str, int] = field(default_factory=dict)
+    executors: dict[str, int | None] = field(default_factory=dict)  # None: the casual default for the box
     source: str = "<built-in>"
+    device_bytes: int | None = None  # experts + batches on the main device, what the planner splits
+    pool_fixed: bool = True  # expert_pool_mb was given: an override the planner keeps
+    executors_fixed: bool = True  # executors were given: an override the planner keeps
 
     # -- derived ---------------------------------------------------------------------------------
     @property
@@ -75,6 +79,13 @@ class Workload:
 
     def usage(self) -> ExpertUsage:
         return ExpertUsage.from_routes(RouteUse(c.route, c.count, c.pass_rate) for c in self.components)
+
+    def executor_counts(self, has_cuda: bool, cores: int) -> dict[str, int]:
+        """Counts to run with: the workload's, else §5.2's casual 3 GPU + 1 CPU, or one per core on a CPU box."""
+        cuda, cpu = self.executors.get("cuda"), self.executors.get("cpu")
+        if has_cuda:
+            return {"cuda": 3 if cuda is None else cuda, "cpu": 1 if cpu is None else cpu}
+        return {"cuda": 0, "cpu": max(1, cores) if cpu is None else cpu}
 
     def board_layout(self) -> list[ComponentType]:
         """The scan order of one board: every part of every type, placed once by the seed."""
@@ -151,8 +162,16 @@ def parse_workload(text: str, source: str) -> Workload:
     requests = (doc.number("boards", minimum=1, integer=True) * per_board if doc.has("boards")
                 else doc.number("requests", 1000, minimum=1, integer=True))
     mem = doc.sub("memory")
-    mem.unknown({"expert_pool_mb", "cpu_pool_mb", "host_cache_mb", "batch_mb"})
-    pool = mem.number("expert_pool_mb", minimum=1)
+    mem.unknown({"device_mb", "expert_pool_mb", "cpu_pool_mb", "host_cache_mb", "batch_mb"})
+    device = mem.number("device_mb", minimum=1) if mem.has("device_mb") else None
+    if mem.has("expert_pool_mb"):
+        pool = mem.number("expert_pool_mb", minimum=1)
+        if device is not None and pool >= device:
+            raise mem.error("expert_pool_mb", f"must be below device_mb ({device}) to leave room for batches")
+    elif device is not None:
+        pool = CASUAL_EXPERT_SHARE * device  # the paper's casual split until a plan says otherwise
+    else:
+        raise mem.error("device_mb", "give device_mb (experts + batches, the planner splits it) or expert_pool_mb")
     ex = doc.sub("executors")
     ex.unknown({"cpu", "cuda"})
     return Workload(
@@ -167,9 +186,11 @@ def parse_workload(text: str, source: str) -> Workload:
         cpu_pool_bytes=int(mem.number("cpu_pool_mb", pool, minimum=1) * MiB),
         host_cache_bytes=int(mem.number("host_cache_mb", 2048, minimum=0) * MiB),
         batch_bytes=int(mem.number("batch_mb", minimum=0) * MiB) if mem.has("batch_mb") else None,
-        executors={"cpu": ex.number("cpu", 2, minimum=0, integer=True),
-                   "cuda": ex.number("cuda", 3, minimum=0, integer=True)},
+        executors={k: ex.number(k, minimum=0, integer=True) if ex.has(k) else None for k in ("cpu", "cuda")},
         source=source,
+        device_bytes=int(device * MiB) if device is not None else None,
+        pool_fixed=mem.has("expert_pool_mb"),
+        executors_fixed=doc.has("executors"),
     )
 
 
