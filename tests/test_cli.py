@@ -50,3 +50,16 @@ def test_profile_command_prints_measured_table(models_dir: Path, tmp_path: Path,
     proc = run(["profile", "--workload", str(wl)], models_dir, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "resnet10@32/c2" in proc.stdout and "disk=" in proc.stdout
+
+
+def test_plan_and_simulated_bench_commands(models_dir: Path, tmp_path: Path, tiny) -> None:
+    wl = tmp_path / "auto.yaml"
+    wl.write_text(TINY.replace("memory: {expert_pool_mb: 45}", "memory: {device_mb: 80}").replace(
+        "executors: {cpu: 2}\n", ""))
+    proc = run(["plan", "--workload", str(wl), "--simulate"], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "searched (Figure 17)" in proc.stdout and "memory:" in proc.stdout and "placement pool 0" in proc.stdout
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--policies", "samba,coserve", "--no-ceiling"],
+               models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "(simulated)" in proc.stdout and "coserve" in proc.stdout
