@@ -28,7 +28,8 @@ def test_simulator_agrees_with_the_engine_on_a_small_workload(tiny) -> None:
     """
     workload, zoo, profiles = tiny
     for row in compare(workload, zoo, profiles, ["samba", "coserve"]):
-        assert abs(row.switch_error) <= 0.25, row
+        slack = max(3, 0.25 * row.measured_switches)  # a tiny run has few switches: allow a few either way
+        assert abs(row.simulated_switches - row.measured_switches) <= slack, row
         assert 0.5 <= row.simulated_rps / row.measured_rps <= 2.0, row
 
 
