@@ -74,7 +74,8 @@ def test_flat_curve_runs_to_the_memory_limit_and_keeps_the_best(setup) -> None:
     choice = decay_window(w, zoo, lambda x: 50.0, main_executors=2, min_batch=4 * MiB)
     assert all(s.predicted_rps is None or s.predicted_rps == pytest.approx(50) for s in choice.steps)
     assert "less than one batch" in choice.why or "whole CDF" in choice.why
-    assert choice.expert_pool_bytes <= w.device_bytes
+    assert choice.batch_bytes_per_executor >= 4 * MiB  # one batch per executor still fits
+    assert choice.expert_pool_bytes + 2 * choice.batch_bytes_per_executor <= w.device_bytes
 
 
 def test_noise_within_the_margin_does_not_stop_the_search(setup) -> None:

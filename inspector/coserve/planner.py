@@ -157,6 +157,8 @@ def decay_window(workload: Workload, zoo: Zoo, evaluate: Evaluate, main_executor
         chosen = best.experts
     else:
         chosen = max(1, (window[0] + window[1]) // 2)
+    while chosen > 1 and (workload.device_bytes - sum(sizes[:chosen])) // main_executors < min_batch:
+        chosen -= 1  # the window may reach past the memory: keep at least one batch per executor
     pool = sum(sizes[:chosen])
     return MemoryChoice("decay-window", why, pool, (workload.device_bytes - pool) // main_executors,
                         chosen, window, steps)
