@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inspector.coserve.profile import DeviceProfile, ProfileMismatch
-from inspector.coserve.profiler import fit_linear, load_or_profile, plateau_batch, profile_path
+from inspector.coserve.profile import DeviceProfile, ProfileMismatch, fit_linear
+from inspector.coserve.profiler import load_or_profile, plateau_batch, profile_path
 from inspector.runtime.devices import Device
 
 

@@ -159,9 +159,12 @@ def make_report(name: str, results: dict[int, RequestResult], t0: float, end: fl
 
 def run_policy(
     workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile],
-    all_resident: bool = False, drop_page_cache: bool = True,
+    all_resident: bool = False, drop_page_cache: bool = True, observe: Callable[[Engine], None] | None = None,
 ) -> tuple[RunReport, dict[int, RequestResult]]:
-    """Feed the workload's stream at its arrival interval and measure until the last result."""
+    """Feed the workload's stream at its arrival interval and measure until the last result.
+
+    `observe` sees the stopped engine (its executors' served batches, its pools' loads).
+    """
     plan = build_plan(workload, policy, profiles, all_resident, drop_page_cache)
     engine = Engine(zoo, workload.usage(), policy, plan, profiles)
     if all_resident:
@@ -179,6 +182,8 @@ def run_policy(
         engine.submit(request)
     engine.drain()
     engine.stop()
+    if observe is not None:
+        observe(engine)
     stats = engine.stats()
     end = max((r.finished for r in engine.results.values()), default=t0)
     name = policy.name + (" (all resident)" if all_resident else "")
@@ -190,10 +195,13 @@ def run_policy(
 
 def simulate_policy(
     workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile], passes: PassOracle,
-    all_resident: bool = False,
+    all_resident: bool = False, plan: EnginePlan | None = None,
 ) -> tuple[RunReport, dict[int, RequestResult]]:
-    """The same run on the virtual clock of `profiles` (this box's, or another device's)."""
-    plan = build_plan(workload, policy, profiles, all_resident)
+    """The same run on the virtual clock of `profiles` (this box's, or another device's).
+
+    `plan` pins executors, threads and budgets (to mirror a real run); else it is built here.
+    """
+    plan = plan or build_plan(workload, policy, profiles, all_resident)
     if all_resident:
         run = _all_resident_run(workload, zoo, policy, profiles, passes, plan)
     else:

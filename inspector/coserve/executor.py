@@ -79,6 +79,7 @@ class Executor(ExecutorCore):
         self._stopping = False
         self.busy_s = 0.0
         self.batches = 0
+        self.served: list[tuple[str, int, float]] = []  # (architecture key, batch size, seconds computing)
         self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
 
     def start(self) -> None:
@@ -125,8 +126,10 @@ class Executor(ExecutorCore):
             if self.prefetch:
                 self._prefetch_next(expert)
             arch = self.manager.zoo.architecture(expert)
+            t_run = time.perf_counter()
             x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
             preds = arch.run(module, x)
+            self.served.append((arch.key, len(batch), time.perf_counter() - t_run))
         except BadInput as exc:
             self.manager.release(expert)
             self._on_done(self, batch, None, str(exc))

@@ -8,9 +8,28 @@ measured on differs (a stale or foreign profile).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import fmean
 from typing import Any
+
+
+def fit_linear(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares K, B of latency = K*n + B (B clamped at 0)."""
+    if len(points) == 1:
+        return points[0][1], 0.0
+    xs = [p[0] for p in points]
+    ys = [p[1] for p in points]
+    mx, my = fmean(xs), fmean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
+    b = my - k * mx
+    if b < 0:  # a negative intercept predicts free batches; refit through the origin
+        k, b = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0
+    if k < 0:  # noise made bigger batches look cheaper: latency is flat, not falling
+        k, b = 0.0, my
+    return k, b
 
 
 class ProfileMismatch(ValueError):
@@ -97,3 +116,35 @@ def load_box(path: Path) -> tuple[str, dict[str, DeviceProfile], dict[str, Any]]
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a box profile ({exc}); expected {{name, devices: {{cpu: ...}}}}") from None
     return data.get("name", Path(path).stem), devices, data
+
+
+def served_profile(profile: DeviceProfile, batches: list[tuple[str, int, float]],
+                   loads: list[tuple[str, str, float]], threads: int) -> DeviceProfile:
+    """A copy of `profile` whose K, B and load latencies are refit from what a run really cost.
+
+    `batches` are (architecture key, batch size, seconds) as executors ran them at `threads`;
+    `loads` are (architecture key, tier, seconds) of its switches. Entries without
+    observations keep the profiled values.
+    """
+    archs = {k: ArchProfile.from_json(asdict(v)) for k, v in profile.archs.items()}
+    out = DeviceProfile(dict(profile.fingerprint), archs)
+    for key in {k for k, _, _ in batches}:
+        base = out.get(key, threads)
+        entry = out.archs[DeviceProfile.entry(base.key, base.threads)]
+        by_n: dict[int, list[float]] = {}
+        for k, n, sec in batches:
+            if k == key:
+                by_n.setdefault(n, []).append(sec)
+        points = [(n, sum(v) / len(v)) for n, v in sorted(by_n.items())]
+        if len(points) >= 2:
+            entry.k_s, entry.b_s = fit_linear(points)
+        else:
+            n, sec = points[0]
+            entry.b_s = max(0.0, sec - entry.k_s * n)
+    for key in {k for k, _, _ in loads}:
+        for tier in {t for k, t, _ in loads if k == key}:
+            secs = [s for k, t, s in loads if k == key and t == tier]
+            for entry in out.archs.values():
+                if entry.key == key:
+                    entry.load_s[tier] = sum(secs) / len(secs)
+    return out

@@ -14,25 +14,10 @@ from ..experts.zoo import Zoo
 from ..runtime.devices import Device, cpu_cores, fingerprint
 from ..runtime.memory import MemoryLedger
 from ..runtime.store import Tier, TieredStore
-from .profile import ArchProfile, DeviceProfile
+from .profile import ArchProfile, DeviceProfile, fit_linear
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 PLATEAU = 0.05  # doubling the batch must cut the average latency by 5% to count
-
-
-def fit_linear(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares K, B of latency = K*n + B (B clamped at 0)."""
-    if len(points) == 1:
-        return points[0][1], 0.0
-    xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
-    b = my - k * mx
-    if b < 0:  # a negative intercept predicts free batches; refit through the origin
-        k, b = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), 0.0
-    return k, b
 
 
 def plateau_batch(latency: dict[int, float]) -> int:
