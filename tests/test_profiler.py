@@ -49,3 +49,24 @@ def test_foreign_profile_is_detected(tiny, models_dir: Path, tmp_path: Path) -> 
     with pytest.raises(ProfileMismatch, match="re-profile with `inspector profile --force`"):
         load_or_profile(zoo, Device("cpu"), tmp_path)
     DeviceProfile.load(foreign)  # readable when nobody asks for a match
+
+
+def test_busy_share_discounts_overlapping_loads() -> None:
+    from inspector.coserve.profile import busy_share
+
+    assert busy_share([(0.0, 1.0), (2.0, 1.0)]) == 1.0
+    assert busy_share([(0.0, 2.0), (1.0, 2.0)]) == 0.75
+    assert busy_share([(0.0, 2.0), (0.0, 2.0)]) == 0.5
+
+
+def test_served_profile_refits_batches_and_loads() -> None:
+    from inspector.coserve.profile import ArchProfile, DeviceProfile, served_profile
+
+    base = ArchProfile("a", 0.001, 0.001, 8, 100, 10, {"disk": 0.01}, threads=2)
+    prof = DeviceProfile({"device": "cpu"}, {DeviceProfile.entry("a", 2): base})
+    batches = [("a", 1, 0.012), ("a", 2, 0.014), ("a", 4, 0.018)]
+    loads = [("a", "disk", 0.0, 0.04), ("a", "disk", 0.02, 0.04)]  # overlapping: busy share 0.75
+    served = served_profile(prof, batches, loads, threads=2).get("a", 2)
+    assert served.k_s == pytest.approx(0.002) and served.b_s == pytest.approx(0.010)
+    assert served.load_s["disk"] == pytest.approx(0.03)
+    assert prof.get("a", 2).k_s == 0.001  # the original is untouched

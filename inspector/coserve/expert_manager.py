@@ -99,7 +99,7 @@ class ExpertManager:
         self._failed: dict[str, str] = {}
         self._seq = 0
         self.stats = ManagerStats()
-        self.loads: list[tuple[str, str, float]] = []  # (expert, tier, seconds) of every switch
+        self.loads: list[tuple[str, str, float, float]] = []  # (expert, tier, start, seconds) of each switch
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-prefetch")
 
     # -- queries (under the engine lock) ---------------------------------------------------------
@@ -192,7 +192,7 @@ class ExpertManager:
         else:
             self.stats.switches += 1
             self.stats.record_load(tier, seconds)
-            self.loads.append((expert, tier, seconds))
+            self.loads.append((expert, tier, time.perf_counter() - seconds, seconds))
         self._cv.notify_all()
 
     def abort_load(self, expert: str, reason: str) -> None:

@@ -118,13 +118,27 @@ def load_box(path: Path) -> tuple[str, dict[str, DeviceProfile], dict[str, Any]]
     return data.get("name", Path(path).stem), devices, data
 
 
+def busy_share(intervals: Sequence[tuple[float, float]]) -> float:
+    """Time the intervals cover together / their summed lengths (1.0 when none overlap)."""
+    total = sum(d for _, d in intervals)
+    if total <= 0:
+        return 1.0
+    covered, end = 0.0, float("-inf")
+    for start, dur in sorted(intervals):
+        covered += max(0.0, start + dur - max(start, end))
+        end = max(end, start + dur)
+    return covered / total
+
+
 def served_profile(profile: DeviceProfile, batches: list[tuple[str, int, float]],
-                   loads: list[tuple[str, str, float]], threads: int) -> DeviceProfile:
+                   loads: list[tuple[str, str, float, float]], threads: int) -> DeviceProfile:
     """A copy of `profile` whose K, B and load latencies are refit from what a run really cost.
 
     `batches` are (architecture key, batch size, seconds) as executors ran them at `threads`;
-    `loads` are (architecture key, tier, seconds) of its switches. Entries without
-    observations keep the profiled values.
+    `loads` are (architecture key, tier, start, seconds) of its switches. Loads that
+    overlapped waited for each other; the simulator queues them on one disk itself, so
+    each tier's durations are scaled by its busy share to get the disk's service time.
+    Entries without observations keep the profiled values.
     """
     archs = {k: ArchProfile.from_json(asdict(v)) for k, v in profile.archs.items()}
     out = DeviceProfile(dict(profile.fingerprint), archs)
@@ -141,10 +155,11 @@ def served_profile(profile: DeviceProfile, batches: list[tuple[str, int, float]]
         else:
             n, sec = points[0]
             entry.b_s = max(0.0, sec - entry.k_s * n)
-    for key in {k for k, _, _ in loads}:
-        for tier in {t for k, t, _ in loads if k == key}:
-            secs = [s for k, t, s in loads if k == key and t == tier]
+    share = {tier: busy_share([(st, d) for _, t, st, d in loads if t == tier]) for tier in {t for _, t, _, _ in loads}}
+    for key in {k for k, _, _, _ in loads}:
+        for tier in {t for k, t, _, _ in loads if k == key}:
+            secs = [d for k, t, _, d in loads if k == key and t == tier]
             for entry in out.archs.values():
                 if entry.key == key:
-                    entry.load_s[tier] = sum(secs) / len(secs)
+                    entry.load_s[tier] = share[tier] * sum(secs) / len(secs)
     return out

@@ -72,7 +72,7 @@ def served_profiles(engine: Engine, zoo: Zoo, profiles: dict[str, DeviceProfile]
     out = dict(profiles)
     for device, manager in engine.managers.items():
         execs = [ex for ex in engine.executors if ex.device == device]
-        loads = [(zoo.architecture(e).key, tier, sec) for e, tier, sec in manager.loads]
+        loads = [(zoo.architecture(e).key, tier, start, sec) for e, tier, start, sec in manager.loads]
         for threads in {ex.threads for ex in execs}:
             batches = [b for ex in execs if ex.threads == threads for b in ex.served]
             out[device.key] = served_profile(out[device.key], batches, loads, threads)
