@@ -262,26 +262,35 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
     """Every policy on the same stream; `drop_page_cache=False` lets "disk" loads hit the page cache."""
     check_budget(workload)
     zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache)
+    runs, ceiling_rps, same = _side_by_side(
+        policies, lambda p, top: run_policy(workload, zoo, p, profiles, all_resident=top,
+                                            drop_page_cache=drop_page_cache), progress, ceiling)
+    return BenchReport(workload.describe(), primary_device().describe(), ceiling_rps, runs, same)
+
+
+RunOne = Callable[[Policy, bool], tuple[RunReport, dict[int, RequestResult]]]
+
+
+def _side_by_side(policies: Sequence[str], run_one: RunOne, progress: Progress | None,
+                  ceiling: bool) -> tuple[list[RunReport], float, bool]:
+    """Each policy in turn on the same stream, then the all-resident ceiling; are verdicts all equal?"""
     runs: list[RunReport] = []
     verdicts: dict[str, dict[int, str]] = {}
     for name in policies:
-        policy = get_policy(name)
         if progress:
             progress(f"running {name}")
-        report, results = run_policy(workload, zoo, policy, profiles, drop_page_cache=drop_page_cache)
+        report, results = run_one(get_policy(name), False)
         runs.append(report)
         verdicts[name] = {i: r.verdict for i, r in results.items()}
         if progress:
-            progress(f"  {name}: {report.throughput_rps:.1f} req/s, {report.switches} switches")
+            progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches")
     ceiling_rps = math.nan
     if ceiling:
         if progress:
             progress("running the all-resident ceiling")
-        top, _ = run_policy(workload, zoo, get_policy("coserve"), profiles, all_resident=True)
-        ceiling_rps = top.throughput_rps
+        ceiling_rps = run_one(get_policy("coserve"), True)[0].throughput_rps
     first = next(iter(verdicts.values()), {})
-    same = all(v == first for v in verdicts.values())
-    return BenchReport(workload.describe(), primary_device().describe(), ceiling_rps, runs, same)
+    return runs, ceiling_rps, all(v == first for v in verdicts.values())
 
 
 def format_table(report: BenchReport, baseline: str = "samba") -> str:
@@ -332,17 +341,8 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
     """The bench on a virtual clock: same scheduler, pools and policies, times from the profiles."""
     device, zoo, profiles = box_profiles(box, models_dir, workload, progress)
     passes = rate_oracle(workload, workload.seed)
-    runs, verdicts = [], {}
-    for name in policies:
-        report, results = simulate_policy(workload, zoo, get_policy(name), profiles, passes)
-        runs.append(report)
-        verdicts[name] = {i: r.verdict for i, r in results.items()}
-        if progress:
-            progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches (simulated)")
-    ceiling_rps = math.nan
-    if ceiling:
-        top, _ = simulate_policy(workload, zoo, get_policy("coserve"), profiles, passes, all_resident=True)
-        ceiling_rps = top.throughput_rps
+    runs, ceiling_rps, same = _side_by_side(
+        policies, lambda p, top: simulate_policy(workload, zoo, p, profiles, passes, all_resident=top),
+        progress, ceiling)
     total = sum(e.weight_bytes for e in zoo.entries.values())
-    first = next(iter(verdicts.values()), {})
-    return BenchReport(workload.describe(total), device, ceiling_rps, runs, all(v == first for v in verdicts.values()))
+    return BenchReport(workload.describe(total), device, ceiling_rps, runs, same)

@@ -16,7 +16,7 @@ from ..experts.zoo import Zoo
 from ..runtime.devices import Device
 from ..runtime.memory import DeviceBudget, MemoryLedger
 from ..runtime.store import TieredStore
-from .executor import Executor
+from .executor import Executor, next_use
 from .expert_manager import ExpertManager, ManagerStats
 from .policies import Policy
 from .profile import DeviceProfile
@@ -91,7 +91,7 @@ class Engine:
             self.managers[device] = ExpertManager(
                 name=f"{device.key}-pool", device=device, ledger=self.budgets[device].open("pool", pool_bytes),
                 store=self.store, zoo=zoo, evictor=policy.evictor, usage=usage, lock=self._lock,
-                next_use=lambda d=device: self._next_use_on(d),
+                next_use=lambda d=device: next_use(self.executors, d),
             )
         for i, spec in enumerate(plan.executors):
             self.budgets[spec.device].open(f"batch-{i}", spec.batch_bytes)
@@ -112,15 +112,6 @@ class Engine:
                 ex.start()
             self._started = True
 
-    def _next_use_on(self, device: Device) -> dict[str, int]:
-        """Experts waiting on `device`'s executors -> groups ahead of their first one (under the lock)."""
-        ahead: dict[str, int] = {}
-        for ex in self.executors:
-            if ex.device == device:
-                for pos, expert in enumerate(ex.queue.upcoming_experts()):
-                    ahead[expert] = min(pos, ahead.get(expert, pos))
-        return ahead
-
     def preload(self, experts: list[str], every_pool: bool = False) -> None:
         """Place experts before serving: round-robin over device pools, or into every pool.
 
@@ -134,8 +125,7 @@ class Engine:
 
     def place_by_usage(self) -> None:
         """System initialisation (paper §4.1): fill the pools by descending usage probability."""
-        ranked = sorted(self.zoo.entries, key=lambda e: (-self.usage.p(e), e))
-        self.preload(ranked)
+        self.preload(self.usage.ranked(self.zoo.entries))
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every accepted request has a result; False on timeout."""

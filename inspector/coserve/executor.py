@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import torch
@@ -55,6 +55,19 @@ class ExecutorCore:
         """The next group's expert, if it is not the one running (call under the engine lock)."""
         upcoming = [e for e in self.queue.upcoming_experts() if e != current]
         return upcoming[0] if upcoming else None
+
+
+def next_use(executors: Iterable[ExecutorCore], device: Device) -> dict[str, int]:
+    """Experts waiting on `device`'s executors -> how many groups run before their first one.
+
+    What queue-aware eviction consults; call under the engine lock.
+    """
+    ahead: dict[str, int] = {}
+    for ex in executors:
+        if ex.device == device:
+            for pos, expert in enumerate(ex.queue.upcoming_experts()):
+                ahead[expert] = min(pos, ahead.get(expert, pos))
+    return ahead
 
 
 class Executor(ExecutorCore):

@@ -90,8 +90,7 @@ class Plan:
 
 
 def ranked_experts(workload: Workload, zoo: Zoo) -> list[str]:
-    usage = workload.usage()
-    return sorted(zoo.entries, key=lambda e: (-usage.p(e), e))
+    return workload.usage().ranked(zoo.entries)
 
 
 def search_executors(workload: Workload, evaluate: Evaluate, has_cuda: bool, cores: int) -> list[ExecutorTrial]:

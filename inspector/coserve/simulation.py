@@ -28,7 +28,7 @@ from ..runtime.devices import Device
 from ..runtime.memory import DeviceBudget, MemoryLedger
 from ..runtime.store import Tier
 from .engine import EnginePlan
-from .executor import ExecutorCore
+from .executor import ExecutorCore, next_use
 from .expert_manager import ExpertManager, ManagerStats
 from .policies import Policy
 from .profile import DeviceProfile
@@ -132,7 +132,7 @@ class Simulator:
         budgets = {d: DeviceBudget(d.key, total) for d, total in plan.device_totals().items()}
         self.managers: dict[Device, ExpertManager] = {
             d: ExpertManager(f"{d.key}-pool", d, budgets[d].open("pool", b), self.store, zoo,  # type: ignore[arg-type]
-                             policy.evictor, usage, self._lock, next_use=lambda d=d: self._next_use_on(d))
+                             policy.evictor, usage, self._lock, next_use=lambda d=d: next_use(self.executors, d))
             for d, b in plan.pool_bytes.items()
         }
         self.executors: list[SimExecutor] = []
@@ -170,19 +170,10 @@ class Simulator:
     def _place(self) -> None:
         """The engine's placement (paper §4.1): descending usage, round-robin over pools, no eviction."""
         pools = list(self.managers.values())
-        ranked = sorted(self.zoo.entries, key=lambda e: (-pools[0].usage.p(e), e))
-        for i, name in enumerate(ranked):
+        for i, name in enumerate(pools[0].usage.ranked(self.zoo.entries)):
             m = pools[i % len(pools)]
             if not m.has(name) and not m.unavailable_reason(name) and m.begin_load(name, evict=False) is not None:
                 m.install(name, None, Tier.DISK.value, 0.0, pin=False, initial=True)
-
-    def _next_use_on(self, device: Device) -> dict[str, int]:
-        ahead: dict[str, int] = {}
-        for ex in self.executors:
-            if ex.device == device:
-                for pos, expert in enumerate(ex.queue.upcoming_experts()):
-                    ahead[expert] = min(pos, ahead.get(expert, pos))
-        return ahead
 
     # -- events -----------------------------------------------------------------------------------
     def _arrive(self, request: Request) -> None:

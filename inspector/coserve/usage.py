@@ -32,6 +32,10 @@ class ExpertUsage:
     def p(self, expert: str) -> float:
         return self.probability.get(expert, 0.0)
 
+    def ranked(self, experts: Iterable[str]) -> list[str]:
+        """Most used first (ties by name): the order of placement (§4.1) and of the usage CDF (§4.4)."""
+        return sorted(experts, key=lambda e: (-self.p(e), e))
+
     def is_subsequent(self, expert: str) -> bool:
         return bool(self.preliminaries.get(expert))
 
