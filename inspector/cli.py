@@ -127,12 +127,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .coserve.policies import POLICY_NAMES, get_policy
+
     parser = argparse.ArgumentParser(prog="inspector", description="Circuit-board inspection appliance")
     parser.add_argument("--models", help="models directory (default: ./models or $INSPECTOR_MODELS)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     bench = sub.add_parser("bench", help="run one workload under several policies side by side")
-    bench.add_argument("--policies", default=DEFAULT_POLICIES, help=f"comma list (default {DEFAULT_POLICIES})")
+    bench.add_argument("--policies", default=DEFAULT_POLICIES, help="comma list of: " + "; ".join(
+        f"{name} ({get_policy(name).summary})" for name in POLICY_NAMES))
     bench.add_argument("--workload", help="workload YAML (default: the built-in task-a-small)")
     bench.add_argument("--json", help="also write the report as JSON to this path")
     bench.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")

@@ -5,7 +5,6 @@ into typed objects; `ConfigError` carries `file:line: message` plus what to do.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -64,15 +63,6 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise ConfigError(source, line, f"not valid YAML: {exc.problem}") from None
-
-
-def load_yaml_file(path: Path) -> Any:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(str(path), None, f"cannot read: {exc.strerror}") from None
-    return load_yaml(text, str(path))
 
 
 def line_of(container: Any, key: Any) -> int | None:

@@ -44,6 +44,7 @@ class RunReport:
     hits: int = 0
     prefetches: int = 0
     prefetch_used: int = 0
+    evictions: int = 0
     initial_loads: int = 0
     loads_by_tier: dict[str, int] = field(default_factory=dict)
     mean_load_ms_by_tier: dict[str, float] = field(default_factory=dict)
@@ -151,6 +152,7 @@ def make_report(name: str, results: dict[int, RequestResult], t0: float, end: fl
         hits=pools.hits,
         prefetches=pools.prefetches,
         prefetch_used=pools.prefetch_used,
+        evictions=pools.evictions,
         initial_loads=pools.initial_loads,
         loads_by_tier=dict(pools.loads_by_tier),
         mean_load_ms_by_tier={t: 1000 * pools.load_s_by_tier[t] / n for t, n in pools.loads_by_tier.items()},

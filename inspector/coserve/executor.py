@@ -90,8 +90,6 @@ class Executor(ExecutorCore):
         self._lock = lock
         self._on_done = on_done
         self._stopping = False
-        self.busy_s = 0.0
-        self.batches = 0
         self.served: list[tuple[str, int, float]] = []  # (architecture key, batch size, seconds computing)
         self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
 
@@ -129,7 +127,6 @@ class Executor(ExecutorCore):
             self._serve(expert, batch)
 
     def _serve(self, expert: str, batch: list[Request]) -> None:
-        t0 = time.perf_counter()
         try:
             module = self.manager.acquire(expert)
         except ExpertUnavailable as exc:
@@ -152,8 +149,6 @@ class Executor(ExecutorCore):
             self._on_done(self, batch, None, f"expert {expert!r} failed: {type(exc).__name__}: {exc}")
             return
         self.manager.release(expert)
-        self.busy_s += time.perf_counter() - t0
-        self.batches += 1
         self._on_done(self, batch, preds, None)
 
     def _prefetch_next(self, current: str) -> None:

@@ -24,7 +24,6 @@ class Scheduler:
         self.assigner = policy.make_assigner()
         self._lock = lock
         self.overhead_s = 0.0
-        self.scheduled = 0
 
     def added_latency(self, executor: Executor, request: Request) -> float:
         """K*n + B plus the switch, as the paper predicts it for one more request.
@@ -51,7 +50,6 @@ class Scheduler:
             request.predicted_s = options[chosen.index].added_s
             chosen.queue.pending_s += request.predicted_s
             self.policy.arranger.place(chosen.queue, request, chosen.manager.has(request.expert))
-            self.scheduled += 1
             chosen.wake.notify()
         self.overhead_s += time.perf_counter() - t0
         return chosen
