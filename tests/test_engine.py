@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from inspector.coserve.bench import build_plan, check_budget, run_policy
+from inspector.coserve.bench import check_budget, run_policy
 from inspector.coserve.engine import Engine
+from inspector.coserve.executor_plan import build_plan
 from inspector.coserve.expert_manager import ExpertManager
 from inspector.coserve.policies import POLICY_NAMES, get_policy
 from inspector.coserve.request import Request, Route

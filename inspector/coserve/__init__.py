@@ -16,6 +16,7 @@ Map of this room (one idea per module):
     expert_manager.py  one device pool: residency, pinning, eviction order, loads, prefetch (§4.3)
     executor.py        executor core (what the scheduler sees) and the worker thread
     engine.py          wiring: pools per device, executors, scheduler; submit / drain / stop
+    executor_plan.py   workload + policy -> executors, threads and budgets on a box
     bench.py           `inspector bench`: one stream, every policy, one table
     simulation.py      the same scheduler, pools and policies on a virtual clock
     simcheck.py        simulator against the engine on this box

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..experts.zoo import Zoo
-from .bench import box_cores, devices_of, run_policy, simulate_policy
+from .bench import run_policy, simulate_policy
+from .executor_plan import box_cores, devices_of
 from .policies import get_policy
 from .profile import DeviceProfile
 from .simulation import rate_oracle

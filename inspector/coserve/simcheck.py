@@ -14,8 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..experts.zoo import Zoo
-from .bench import build_plan, run_policy, simulate_policy
+from .bench import run_policy, simulate_policy
 from .engine import Engine
+from .executor_plan import build_plan
 from .policies import get_policy
 from .profile import DeviceProfile, served_profile
 from .simulation import replay_oracle
