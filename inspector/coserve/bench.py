@@ -23,7 +23,7 @@ from .policies import Policy, get_policy
 from .profile import DeviceProfile, load_box
 from .profiler import load_or_profile
 from .request import RequestResult
-from .simulation import PassOracle, SimRun, Simulator, rate_oracle, simulated_zoo
+from .simulation import PassOracle, Simulator, rate_oracle, simulated_zoo
 from .workload import Workload
 
 Progress = Callable[[str], None]
@@ -140,27 +140,15 @@ def simulate_policy(
     `plan` pins executors, threads and budgets (to mirror a real run); else it is built here.
     """
     plan = plan or build_plan(workload, policy, profiles, all_resident)
+    sim = Simulator(zoo, workload.usage(), policy, plan, profiles, passes)
     if all_resident:
-        run = _all_resident_run(workload, zoo, policy, profiles, passes, plan)
-    else:
-        run = Simulator(zoo, workload.usage(), policy, plan, profiles, passes).run(
-            workload.stream(), workload.arrival_interval_s)
+        sim.preload(list(zoo.entries), every_pool=True)
+    run = sim.run(workload.stream(), workload.arrival_interval_s, place=not all_resident)
     failed = sum(1 for r in run.results.values() if r.error is not None)
     name = policy.name + (" (all resident)" if all_resident else "")
     report = make_report(name, run.results, 0.0, run.makespan_s, run.experts, run.executors,
                          len(run.results) - failed, failed, None)
     return report, run.results
-
-
-def _all_resident_run(workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile],
-                      passes: PassOracle, plan: EnginePlan) -> SimRun:
-    sim = Simulator(zoo, workload.usage(), policy, plan, profiles, passes)
-    with sim._lock:  # noqa: SLF001 - placing every expert before the clock starts
-        for manager in sim.managers.values():
-            for name in zoo.entries:
-                if manager.begin_load(name, evict=False) is not None:
-                    manager.install(name, None, "disk", 0.0, pin=False, initial=True)
-    return sim.run(workload.stream(), workload.arrival_interval_s, place=False)
 
 
 def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = None) -> Zoo:

@@ -132,6 +132,8 @@ class Executor(ExecutorCore):
         except ExpertUnavailable as exc:
             self._on_done(self, batch, None, str(exc))
             return
+        preds: list[Prediction] | None = None
+        error: str | None = None
         try:
             if self.prefetch:
                 self._prefetch_next(expert)
@@ -141,15 +143,12 @@ class Executor(ExecutorCore):
             preds = arch.run(module, x)
             self.served.append((arch.key, len(batch), time.perf_counter() - t_run))
         except BadInput as exc:
-            self.manager.release(expert)
-            self._on_done(self, batch, None, str(exc))
-            return
+            error = str(exc)
         except Exception as exc:  # a failing expert must not take the executor down
+            error = f"expert {expert!r} failed: {type(exc).__name__}: {exc}"
+        finally:
             self.manager.release(expert)
-            self._on_done(self, batch, None, f"expert {expert!r} failed: {type(exc).__name__}: {exc}")
-            return
-        self.manager.release(expert)
-        self._on_done(self, batch, preds, None)
+        self._on_done(self, batch, preds, error)
 
     def _prefetch_next(self, current: str) -> None:
         """Load the next group's expert while this batch runs (beyond the paper)."""

@@ -169,11 +169,17 @@ class Simulator:
 
     def _place(self) -> None:
         """The engine's placement (paper §4.1): descending usage, round-robin over pools, no eviction."""
+        self.preload(next(iter(self.managers.values())).usage.ranked(self.zoo.entries))
+
+    def preload(self, experts: list[str], every_pool: bool = False) -> None:
+        """As `Engine.preload`: round-robin over pools (or into every pool), into free space only."""
         pools = list(self.managers.values())
-        for i, name in enumerate(pools[0].usage.ranked(self.zoo.entries)):
-            m = pools[i % len(pools)]
-            if not m.has(name) and not m.unavailable_reason(name) and m.begin_load(name, evict=False) is not None:
-                m.install(name, None, Tier.DISK.value, 0.0, pin=False, initial=True)
+        with self._lock:
+            for i, name in enumerate(experts):
+                for m in pools if every_pool else [pools[i % len(pools)]]:
+                    if m.has(name) or m.unavailable_reason(name) or m.begin_load(name, evict=False) is None:
+                        continue
+                    m.install(name, None, Tier.DISK.value, 0.0, pin=False, initial=True)
 
     # -- events -----------------------------------------------------------------------------------
     def _arrive(self, request: Request) -> None:
