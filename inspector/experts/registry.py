@@ -1,6 +1,7 @@
 """Architecture specs as written in workloads and manifests -> Architecture objects."""
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -11,11 +12,24 @@ from .yolo import YoloDetector
 _RESNET = re.compile(r"^resnet(\d+)$")
 
 
-def architecture_from_spec(spec: dict[str, Any]) -> Architecture:
-    """Build an Architecture from {"arch": ..., "input_size": ..., "classes": ...}.
+_SHARED: dict[str, Architecture] = {}
 
-    Raises UnknownArchitecture naming what is accepted.
+
+def architecture_from_spec(spec: dict[str, Any]) -> Architecture:
+    """The Architecture for {"arch": ..., "input_size": ..., "classes": ...}, one per distinct spec.
+
+    Shared, so every expert of an architecture uses one meta skeleton and one
+    activation estimate however many places ask. Raises UnknownArchitecture
+    naming what is accepted.
     """
+    key = json.dumps(spec, sort_keys=True)
+    arch = _SHARED.get(key)
+    if arch is None:
+        arch = _SHARED.setdefault(key, _build(spec))
+    return arch
+
+
+def _build(spec: dict[str, Any]) -> Architecture:
     name = str(spec.get("arch", "")).strip()
     size = int(spec.get("input_size", 64))
     m = _RESNET.match(name)

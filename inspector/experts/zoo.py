@@ -72,15 +72,11 @@ class Zoo:
             raise ZooMissing(f"no zoo manifest at {manifest}; build one with `inspector zoo build`")
         data = json.loads(manifest.read_text(encoding="utf-8"))
         zoo = cls(root=Path(root), build_key=data["build_key"], entries={})
-        shared: dict[str, Architecture] = {}
         for raw in data["experts"]:
             entry = ExpertEntry(**raw)
             zoo.entries[entry.name] = entry
-            key = json.dumps(entry.spec, sort_keys=True)
             try:
-                if key not in shared:
-                    shared[key] = architecture_from_spec(entry.spec)
-                zoo._archs[entry.name] = shared[key]
+                zoo._archs[entry.name] = architecture_from_spec(entry.spec)
             except (ValueError, FileNotFoundError) as exc:  # UnknownArchitecture is a ValueError
                 zoo.unavailable[entry.name] = str(exc)
         return zoo
@@ -117,11 +113,9 @@ def build_random_zoo(
     except ZooMissing:
         pass
     root.mkdir(parents=True, exist_ok=True)
-    archs: dict[str, Architecture] = {}
     entries = []
     for index, item in enumerate(items):
-        spec_key = json.dumps(item.spec, sort_keys=True)
-        arch = archs.setdefault(spec_key, architecture_from_spec(item.spec))
+        arch = architecture_from_spec(item.spec)
         state = arch.random_state(seed * 100_003 + index)
         if item.pass_rate is not None and isinstance(arch, ResNetClassifier) and sample_inputs:
             module = arch.materialize(state, torch.device("cpu"))
