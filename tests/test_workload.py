@@ -14,7 +14,7 @@ def test_default_workload_is_task_a_in_small() -> None:
     assert len(w.components) >= 60 and len(w.detectors) >= 3
     counts = sorted((c.count for c in w.components), reverse=True)
     assert counts[0] >= 10 * counts[-1]  # skewed
-    assert w.arrival_interval_s == pytest.approx(0.004)
+    assert 0 < w.arrival_interval_s <= 0.004  # at least the paper's line rate
     assert w.expert_pool_bytes <= w.total_weight_bytes() / 4  # holds at most a quarter
     usage = w.usage()
     assert sum(usage.probability.values()) == pytest.approx(1.0)

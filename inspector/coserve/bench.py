@@ -153,7 +153,7 @@ def simulate_policy(
 
 def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = None) -> Zoo:
     """The workload's benchmark zoo, built on first use and cached under models/zoo."""
-    zoo_dir = Path(models_dir) / "zoo" / f"{workload.name}-{workload.fingerprint()}"
+    zoo_dir = Path(models_dir) / "zoo" / f"{workload.name}-{workload.zoo_fingerprint()}"
     if progress:
         progress(f"zoo: {zoo_dir}")
     return build_random_zoo(zoo_dir, workload.zoo_items(), seed=workload.seed,
@@ -219,6 +219,15 @@ def _side_by_side(policies: Sequence[str], run_one: RunOne, progress: Progress |
     return runs, ceiling_rps, all(v == first for v in verdicts.values())
 
 
+FEED_LIMITED_SHARE = 0.8
+
+
+def feed_rate_rps(workload: dict[str, Any]) -> float:
+    """Requests per second the workload's stream offers (0 when it arrives all at once)."""
+    interval_ms = workload.get("arrival_interval_ms") or 0
+    return 1000 / interval_ms if interval_ms else 0.0
+
+
 def format_table(report: BenchReport, baseline: str = "samba") -> str:
     base = next((r for r in report.runs if r.policy == baseline), None)
     head = (f"{'policy':<16}{'req/s':>8}{'x base':>9}{'switches':>9}{'fewer':>9}{'done':>6}{'fail':>5}"
@@ -238,6 +247,10 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
             f"{r.em_overhead_pct:>7.3f}{disk:>9.1f}{host:>9.1f}{f'{r.prefetch_used}/{r.prefetches}':>10}"
         )
     lines.append(f"all-resident ceiling: {report.ceiling_rps:.2f} req/s")
+    feed = feed_rate_rps(report.workload)
+    if feed and report.ceiling_rps >= FEED_LIMITED_SHARE * feed:
+        lines.append(f"warning: the feed offers {feed:.0f} req/s, within {100 * (1 - FEED_LIMITED_SHARE):.0f}% of the "
+                     "ceiling: fast policies are limited by arrivals, not by the engine; lower arrival_interval_ms")
     lines.append("verdicts identical across policies: " + ("yes" if report.verdicts_identical else "NO"))
     return "\n".join(lines)
 

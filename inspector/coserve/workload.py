@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -132,8 +132,11 @@ class Workload:
             "executors": self.executors,
         }
 
-    def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    def zoo_fingerprint(self) -> str:
+        """What the zoo's weights depend on: not the feed rate, the memory or the executors."""
+        parts = {"seed": self.seed, "classifier": self.classifier, "detectors": self.detectors,
+                 "components": self.components}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _stable_seed(*parts: object) -> int:
