@@ -1,0 +1,190 @@
+"""Synthetic boards: OpenCV renders a rule set's layout with defects at known rates.
+
+The demo has no camera and no dataset to download, so boards are drawn:
+green solder mask, traces, silkscreen outlines, copper pads, solder, and each
+component body by its shape (routing/shapes.py), with lighting and noise that
+vary per board. Every part carries its true defect class, so the demo zoo
+trains on these boards and the line's detection rate is measured on held-out ones.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+
+from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, Placement, RuleSet, body_box
+from ..routing.shapes import SHAPES
+
+DEFECTS = ("missing", "shifted", "rotated", "polarity", "bridge", "damaged")
+# Per-part rates on the demo line (polarity only on polarized parts): ~6% of parts are defective.
+DEFAULT_RATES = {"missing": 0.01, "shifted": 0.012, "rotated": 0.01, "polarity": 0.012, "bridge": 0.01,
+                 "damaged": 0.01}
+MASK_BGR = (38, 96, 30)
+
+
+@dataclass
+class Board:
+    """One rendered board: its BGR image and the true defect ("ok" or a DEFECTS name) per designator."""
+
+    serial: str
+    image: np.ndarray
+    truth: dict[str, str] = field(default_factory=dict)
+
+
+def draw_defect(rng: np.random.Generator, component: ComponentRule, rates: dict[str, float]) -> str:
+    """A part's defect drawn at the line's rates; polarity needs a polarized part."""
+    u = rng.random()
+    for defect in DEFECTS:
+        if defect == "polarity" and not component.polarized:
+            continue
+        u -= rates.get(defect, 0.0)
+        if u < 0:
+            return defect
+    return "ok"
+
+
+def render_board(rules: RuleSet, serial: str, rng: np.random.Generator,
+                 rates: dict[str, float] | None = None, forced: dict[str, str] | None = None) -> Board:
+    """Draw one board; `forced` sets the defect of given designators (training data, tests)."""
+    rates = DEFAULT_RATES if rates is None else rates
+    width, height = rules.board_size
+    image = _background(rng, width, height)
+    board = Board(serial, image)
+    for comp, place in rules.placements():
+        x0, y0, x1, y1 = body_box(comp, place, 3)
+        cv2.rectangle(image, (x0, y0), (x1, y1), (225, 230, 225), 1)  # silkscreen outline
+    for comp, place in rules.placements():
+        defect = (forced or {}).get(place.ref) or draw_defect(rng, comp, rates)
+        draw_part(image, comp, place, defect, rng)
+        board.truth[place.ref] = defect
+    gain = rng.uniform(0.85, 1.15)
+    noisy = image.astype(np.float32) * gain + rng.normal(0, 4.0, image.shape)
+    board.image = np.clip(noisy, 0, 255).astype(np.uint8)
+    return board
+
+
+def _background(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
+    image = np.empty((height, width, 3), np.uint8)
+    image[:] = MASK_BGR
+    for _ in range(width * height // 4000):  # traces under the mask
+        x, y = int(rng.integers(0, width)), int(rng.integers(0, height))
+        dx, dy = (int(rng.integers(20, 120)), 0) if rng.random() < 0.5 else (0, int(rng.integers(20, 120)))
+        cv2.line(image, (x, y), (x + dx, y + dy), (30, 118, 40), int(rng.integers(1, 3)))
+    for cx, cy in ((8, 8), (width - 9, height - 9)):  # fiducials
+        cv2.circle(image, (cx, cy), 4, (170, 190, 200), -1)
+    return image
+
+
+def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: str,
+              rng: np.random.Generator) -> None:
+    """Draw a part at rotation 0 on a local patch, turn the patch to the placement, paste it."""
+    w, h = comp.size
+    side = 2 * max(w, h) + 16
+    patch = np.zeros((side, side, 3), np.uint8)
+    mask = np.zeros((side, side), np.uint8)
+    c = side // 2
+    shape = SHAPES[comp.shape]
+    pads = _pads(c, w, h, shape.leads)
+    for x0, y0, x1, y1 in pads:
+        _rect(patch, mask, (x0, y0, x1, y1), (150, 160, 165))
+    if defect == "bridge":
+        _bridge(patch, mask, pads, shape.leads, rng)
+    if defect != "missing":
+        angle, dx, dy = 0.0, 0.0, 0.0
+        if defect == "rotated":
+            angle = float(rng.uniform(18, 35)) * (1 if rng.random() < 0.5 else -1)
+        if defect == "shifted":
+            if rng.random() < 0.5:
+                dx = float(rng.uniform(0.3, 0.45)) * w * (1 if rng.random() < 0.5 else -1)
+            else:
+                dy = float(rng.uniform(0.35, 0.55)) * h * (1 if rng.random() < 0.5 else -1)
+        _body(patch, mask, c + dx, c + dy, w, h, angle, shape.body_bgr, rng)
+        if shape.polarized:
+            flip = defect == "polarity"
+            _mark(patch, c + dx, c + dy, w, h, angle, comp.shape, flip)
+        if defect == "damaged":
+            _damage(patch, mask, c + dx, c + dy, w, h, rng)
+    k = place.rotation // 90
+    patch, mask = np.rot90(patch, k), np.rot90(mask, k)  # counter-clockwise, as the cropper undoes it
+    y0, x0 = place.y - side // 2, place.x - side // 2
+    ys, xs = slice(max(0, y0), min(image.shape[0], y0 + side)), slice(max(0, x0), min(image.shape[1], x0 + side))
+    sub_patch = patch[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0]
+    sub_mask = mask[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0] > 0
+    image[ys, xs][sub_mask] = sub_patch[sub_mask]
+
+
+def _rect(patch: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int], bgr: tuple[int, int, int]) -> None:
+    x0, y0, x1, y1 = (int(round(v)) for v in box)
+    cv2.rectangle(patch, (x0, y0), (x1, y1), bgr, -1)
+    cv2.rectangle(mask, (x0, y0), (x1, y1), 255, -1)
+
+
+def _pads(c: int, w: int, h: int, leads: int) -> list[tuple[int, int, int, int]]:
+    if leads == 0:  # two end terminations
+        pw = max(3, w // 4)
+        return [(c - w // 2 - pw // 2, c - h // 2 - 1, c - w // 2 + pw // 2, c + h // 2 + 1),
+                (c + w // 2 - pw // 2, c - h // 2 - 1, c + w // 2 + pw // 2, c + h // 2 + 1)]
+    pitch = w / leads
+    lw = max(1, int(pitch * 0.45))
+    ll = max(2, h // 5)
+    pads = []
+    for i in range(leads):
+        x = int(c - w / 2 + pitch * (i + 0.5))
+        pads.append((x - lw // 2, c - h // 2 - ll, x + lw // 2, c - h // 2 + 1))
+        pads.append((x - lw // 2, c + h // 2 - 1, x + lw // 2, c + h // 2 + ll))
+    return pads
+
+
+def _body(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: int, h: int, angle: float,
+          bgr: tuple[int, int, int], rng: np.random.Generator) -> None:
+    tone = tuple(int(np.clip(v + rng.normal(0, 6), 0, 255)) for v in bgr)
+    box = cv2.boxPoints(((cx, cy), (w * 0.78, h), angle)).astype(np.int32)
+    cv2.fillPoly(patch, [box], tone)
+    cv2.fillPoly(mask, [box], 255)
+
+
+def _mark(patch: np.ndarray, cx: float, cy: float, w: int, h: int, angle: float, shape: str, flip: bool) -> None:
+    """The polarity mark on the left end (cathode band, pin-1 dot); `flip` puts it on the right."""
+    side = 1 if flip else -1
+    a = math.radians(angle)
+    ox, oy = side * w * 0.28, 0.0
+    if shape in ("sot23", "soic", "qfp"):
+        ox, oy = side * w * 0.25, -h * 0.2
+    px, py = cx + ox * math.cos(a) - oy * math.sin(a), cy + ox * math.sin(a) + oy * math.cos(a)
+    if shape in ("sot23", "soic", "qfp"):
+        cv2.circle(patch, (int(round(px)), int(round(py))), max(1, h // 8), (210, 210, 210), -1)
+    else:
+        band = cv2.boxPoints(((px, py), (max(2.0, w * 0.12), h * 0.95), angle)).astype(np.int32)
+        cv2.fillPoly(patch, [band], (220, 225, 230) if shape != "led" else (40, 160, 40))
+
+
+def _bridge(patch: np.ndarray, mask: np.ndarray, pads: list[tuple[int, int, int, int]], leads: int,
+            rng: np.random.Generator) -> None:
+    """Solder joining two terminals that must not touch."""
+    if leads == 0:
+        (ax0, ay0, ax1, _), (bx0, _, bx1, by1) = pads
+        y = int(rng.choice([ay0 - 2, by1 + 1]))
+        _rect(patch, mask, (ax0, y, bx1, y + 2), (195, 200, 205))
+    else:
+        i = int(rng.integers(0, len(pads) - 2)) // 2 * 2
+        a, b = pads[i], pads[i + 2]
+        _rect(patch, mask, (a[0], a[1], b[2], a[3]), (195, 200, 205))
+
+
+def _damage(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: int, h: int,
+            rng: np.random.Generator) -> None:
+    """A chipped corner and a crack across the body."""
+    x0, y0 = int(cx - w * 0.39), int(cy - h / 2)
+    corner = rng.integers(0, 2)
+    chip = np.array([[x0 + (0 if corner else int(w * 0.78)), y0], [x0 + int(w * 0.35) * (1 if not corner else 1), y0],
+                     [x0 + (0 if corner else int(w * 0.78)), y0 + int(h * 0.6)]], np.int32)
+    cv2.fillPoly(patch, [chip], MASK_BGR)
+    cv2.line(patch, (int(cx - w * 0.3), int(cy + h * 0.4)), (int(cx + w * 0.25), int(cy - h * 0.3)),
+             (200, 200, 200), 1)
+
+
+def classifier_label(defect: str) -> int:
+    """The classifier's class for a part: polarity is the detector's to find, so it reads "ok" here."""
+    return CLASSIFIER_CLASSES.index("ok" if defect == "polarity" else defect)

@@ -1,0 +1,234 @@
+"""The rule-set schema: a board recipe's component types, their experts, thresholds and layout.
+
+A plant engineer writes one YAML file per board recipe (routing_rules/*.yaml,
+documented in routing_rules/README.md). It is validated once, here, into a
+`RuleSet`; every error names the file and line and what to write instead.
+The rule set's version is the hash of its text, stored with every result.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..coserve.request import Route
+from ..coserve.usage import ExpertUsage, RouteUse
+from ..experts.base import UnknownArchitecture
+from ..experts.registry import architecture_from_spec
+from ..yamlio import ConfigError, Fields, LinedDict, line_of, load_yaml
+from .shapes import SHAPES
+
+CLASSIFIER_CLASSES = ("ok", "missing", "shifted", "rotated", "bridge", "damaged")
+DETECTOR_CLASSES = ("in_place", "reversed")
+ROTATIONS = (0, 90, 180, 270)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One reference designator: the centre of its body on the board and its rotation."""
+
+    ref: str
+    x: int
+    y: int
+    rotation: int = 0
+
+
+@dataclass(frozen=True)
+class ComponentRule:
+    name: str
+    shape: str
+    size: tuple[int, int]  # body width, height in board pixels at rotation 0
+    detector: str | None
+    align_tolerance_px: float
+    expected_pass_rate: float
+    placements: tuple[Placement, ...]
+
+    @property
+    def classifier(self) -> str:
+        return f"cls-{self.name}"
+
+    @property
+    def route(self) -> Route:
+        return Route((self.classifier, self.detector) if self.detector else (self.classifier,))
+
+    @property
+    def polarized(self) -> bool:
+        return SHAPES[self.shape].polarized
+
+
+@dataclass(frozen=True)
+class DetectorRule:
+    name: str
+    spec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    recipe: str
+    seed: int
+    board_size: tuple[int, int]  # width, height
+    crop_margin: int
+    classifier_spec: dict[str, Any]
+    detectors: tuple[DetectorRule, ...]
+    components: tuple[ComponentRule, ...]
+    version: str  # sha256 of the file's text, first 12 hex digits
+    source: str = "<memory>"
+
+    def component(self, name: str) -> ComponentRule:
+        for c in self.components:
+            if c.name == name:
+                return c
+        raise KeyError(f"component type {name!r} is not in rule set {self.recipe}")
+
+    def placements(self) -> list[tuple[ComponentRule, Placement]]:
+        """Every part on the board in scan order (top to bottom, left to right)."""
+        parts = [(c, p) for c in self.components for p in c.placements]
+        return sorted(parts, key=lambda cp: (cp[1].y, cp[1].x))
+
+    def usage(self) -> ExpertUsage:
+        """Usage probabilities from the per-board counts and expected pass rates (paper §4.5)."""
+        return ExpertUsage.from_routes(RouteUse(c.route, len(c.placements), c.expected_pass_rate)
+                                       for c in self.components)
+
+    def expert_specs(self) -> dict[str, dict[str, Any]]:
+        specs = {c.classifier: self.classifier_spec for c in self.components}
+        specs.update({d.name: d.spec for d in self.detectors})
+        return specs
+
+
+_TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components"}
+_COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "at"}
+
+
+def load_rules(path: str | Path) -> RuleSet:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(path), None, f"cannot read the rule file: {exc.strerror}") from None
+    return parse_rules(text, str(path))
+
+
+def parse_rules(text: str, source: str) -> RuleSet:
+    doc = Fields(load_yaml(text, source), source)
+    doc.unknown(_TOP)
+    board = doc.sub("board")
+    board.unknown({"width", "height"})
+    width, height = board.number("width", integer=True, minimum=32), board.number("height", integer=True, minimum=32)
+    classifier = _classifier(doc.sub("classifier"))
+    detectors = _detectors(doc, source)
+    comps = doc.get("components")
+    if not isinstance(comps, dict) or not comps:
+        raise doc.error("components", "must map component type names to their rules (at least one)")
+    names = {d.name for d in detectors}
+    seen: dict[str, str] = {}
+    components = tuple(_component(Fields(body, source, f"components.{name}"), str(name), names, (width, height), seen)
+                       for name, body in comps.items())
+    ruleset = RuleSet(
+        recipe=doc.text("recipe"), seed=doc.number("seed", 0, integer=True),
+        board_size=(width, height), crop_margin=doc.number("crop_margin", 4, minimum=0, integer=True),
+        classifier_spec=classifier, detectors=detectors, components=components,
+        version=hashlib.sha256(text.encode()).hexdigest()[:12], source=source,
+    )
+    _check_overlaps(ruleset, comps)
+    return ruleset
+
+
+def _classifier(f: Fields) -> dict[str, Any]:
+    f.unknown({"arch", "input_size"})
+    spec = {"arch": f.text("arch", "resnet10"), "input_size": f.number("input_size", 32, minimum=16, integer=True),
+            "classes": len(CLASSIFIER_CLASSES)}
+    if not spec["arch"].startswith("resnet"):
+        raise f.error("arch", f"a classifier is a ResNet (resnet10, resnet18, ...), got {spec['arch']!r}")
+    _check_arch(f, "arch", spec)
+    return spec
+
+
+def _detectors(doc: Fields, source: str) -> tuple[DetectorRule, ...]:
+    raw = doc.get("detectors") or LinedDict()
+    if not isinstance(raw, dict):
+        raise doc.error("detectors", "must map detector names to {arch, input_size, threshold}")
+    out = []
+    for name, body in raw.items():
+        f = Fields(body, source, f"detectors.{name}")
+        f.unknown({"arch", "input_size", "threshold"})
+        size = f.number("input_size", 64, minimum=32, integer=True)
+        if size % 32:
+            raise f.error("input_size", f"must be a multiple of 32 for YOLO, got {size}")
+        spec = {"arch": f.text("arch"), "input_size": size, "classes": len(DETECTOR_CLASSES),
+                "threshold": f.number("threshold", 0.5, minimum=0.0, maximum=1.0)}
+        _check_arch(f, "arch", spec)
+        out.append(DetectorRule(str(name), spec))
+    return tuple(out)
+
+
+def _check_arch(f: Fields, key: str, spec: dict[str, Any]) -> None:
+    try:
+        architecture_from_spec(spec)
+    except UnknownArchitecture as exc:
+        raise f.error(key, str(exc)) from None
+
+
+def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int],
+               seen: dict[str, str]) -> ComponentRule:
+    f.unknown(_COMPONENT)
+    shape = f.text("shape")
+    if shape not in SHAPES:
+        raise f.error("shape", f"unknown shape {shape!r}; known: {', '.join(sorted(SHAPES))}")
+    size = f.get("size")
+    if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v >= 4 for v in size)):
+        raise f.error("size", f"must be [width, height] in board pixels, each an integer >= 4, got {size!r}")
+    detector = f.get("detector")
+    if detector is not None and detector not in detectors:
+        known = ", ".join(sorted(detectors)) or "none are defined under detectors"
+        raise f.error("detector", f"names detector {detector!r}, which is not defined; defined: {known}")
+    at = f.get("at")
+    if not isinstance(at, dict) or not at:
+        raise f.error("at", "must map reference designators to [x, y] or [x, y, rotation] (at least one)")
+    placements = []
+    for ref, pos in at.items():
+        placements.append(_placement(f, at, str(ref), pos, tuple(size), board))
+        if str(ref) in seen:
+            raise Fields(at, f.source, f"{f.where}.at").error(ref, f"designator {ref} is already used by {seen[ref]}")
+        seen[str(ref)] = name
+    return ComponentRule(
+        name=name, shape=shape, size=(size[0], size[1]), detector=detector,
+        align_tolerance_px=f.number("align_tolerance_px", 3.0, minimum=0.0),
+        expected_pass_rate=f.number("expected_pass_rate", 0.93, minimum=0.0, maximum=1.0),
+        placements=tuple(placements),
+    )
+
+
+def _placement(f: Fields, at: dict, ref: str, pos: Any, size: tuple[int, int], board: tuple[int, int]) -> Placement:
+    where = Fields(at, f.source, f"{f.where}.at")
+    if not (isinstance(pos, list) and len(pos) in (2, 3) and all(isinstance(v, int) for v in pos)):
+        raise where.error(ref, f"must be [x, y] or [x, y, rotation] in integer pixels, got {pos!r}")
+    x, y = pos[0], pos[1]
+    rotation = pos[2] if len(pos) == 3 else 0
+    if rotation not in ROTATIONS:
+        raise where.error(ref, f"rotation must be one of {ROTATIONS}, got {rotation}")
+    w, h = size if rotation in (0, 180) else size[::-1]
+    if x - w // 2 < 0 or y - h // 2 < 0 or x + w // 2 >= board[0] or y + h // 2 >= board[1]:
+        raise where.error(ref, f"body at ({x}, {y}) of {w}x{h} px lies outside the {board[0]}x{board[1]} board")
+    return Placement(ref, x, y, rotation)
+
+
+def body_box(component: ComponentRule, p: Placement, margin: int = 0) -> tuple[int, int, int, int]:
+    """x0, y0, x1, y1 of a part's body on the board (rotated), grown by `margin` on each side."""
+    w, h = component.size if p.rotation in (0, 180) else component.size[::-1]
+    return (p.x - w // 2 - margin, p.y - h // 2 - margin, p.x + (w + 1) // 2 + margin, p.y + (h + 1) // 2 + margin)
+
+
+def _check_overlaps(rules: RuleSet, comps: dict) -> None:
+    """Two bodies on one spot would make each crop show the other: name both designators."""
+    boxes = [(c, p, body_box(c, p, 1)) for c, p in rules.placements()]
+    boxes.sort(key=lambda t: t[2][0])
+    for i, (c, p, a) in enumerate(boxes):
+        for d, q, b in boxes[i + 1:]:
+            if b[0] >= a[2]:
+                break
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]:
+                at = comps[c.name]["at"] if isinstance(comps.get(c.name), dict) else None
+                raise ConfigError(rules.source, line_of(at, p.ref) if at is not None else None,
+                                  f"components.{c.name}.at.{p.ref} overlaps {q.ref} ({d.name}); move one of them")
