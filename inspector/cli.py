@@ -100,6 +100,14 @@ def cmd_zoo_build(args: argparse.Namespace) -> int:
     from .coserve.bench import prepare
     from .coserve.workload import load_workload
 
+    if args.demo:
+        from .app.run import demo_zoo
+
+        zoo = demo_zoo(_models_dir(args.models), _say)
+        for e in zoo.entries.values():
+            print(f"  {e.name:<18} {e.role:<10} validation accuracy {e.val_accuracy:.3f} ({e.train_samples} crops)")
+        return 0
+
     workload = load_workload(Path(args.workload) if args.workload else None)
     zoo, _ = prepare(workload, _models_dir(args.models), progress=_say)
     total = sum(e.weight_bytes for e in zoo.entries.values())
@@ -123,6 +131,59 @@ def cmd_profile(args: argparse.Namespace) -> int:
             loads = " ".join(f"{t}={s * 1000:.1f}" for t, s in p.load_s.items())
             print(f"  {key:<28}{p.k_s * 1000:>8.2f}{p.b_s * 1000:>8.2f}{p.max_batch:>10}{loads:>22}"
                   f"{p.weight_bytes / 2**20:>8.1f}")
+    return 0
+
+
+def _data_dir(path: str | None) -> Path:
+    return Path(path or os.environ.get("INSPECTOR_DATA", "inspector-data"))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .app.line import LineConfig
+    from .app.run import RULES_DIR, demo_zoo, open_source, summary, timed_run
+    from .results.store import ResultStore, sqlite_url
+    from .routing.rules import load_rules
+
+    models, data = _models_dir(args.models), _data_dir(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+    rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
+    zoo = demo_zoo(models, _say) if args.zoo is None else _load_zoo(args.zoo)
+    store = ResultStore(args.db or sqlite_url(data / "results.sqlite"))
+    source = open_source(args.source, rules, args.boards, args.seed)
+    config = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb)
+    _say(f"inspecting {source.name} with rule set {rules.recipe} ({rules.version}), policy {args.policy}")
+    line, detection, writer, seconds = timed_run(rules, zoo, models, source, config, store, data / "spool.jsonl",
+                                                 _say)
+    print(summary(line, detection, writer, store, seconds))
+    counters = source.counters
+    if counters.unreadable or counters.reconnects:
+        print(f"source: {counters.unreadable} unreadable images, {counters.reconnects} reconnects; "
+              f"last: {counters.last_error}")
+    return 0
+
+
+def _load_zoo(path: str):  # noqa: ANN202
+    from .experts.zoo import Zoo
+
+    return Zoo.load(Path(path))
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from .results.export import export_csv
+    from .results.store import Filters, ResultStore, sqlite_url
+
+    store = ResultStore(args.db or sqlite_url(_data_dir(args.data) / "results.sqlite"))
+    filters = Filters(since=datetime.fromisoformat(args.since) if args.since else None,
+                      until=datetime.fromisoformat(args.until) if args.until else None,
+                      board=args.board, verdict=args.verdict)
+    if args.csv == "-":
+        n = export_csv(store, sys.stdout, filters)
+    else:
+        with open(args.csv, "w", newline="", encoding="utf-8") as out:
+            n = export_csv(store, out, filters)
+    print(f"{n} component results exported to {args.csv}", file=sys.stderr)
     return 0
 
 
@@ -155,7 +216,34 @@ def build_parser() -> argparse.ArgumentParser:
     zoo_sub = zoo.add_subparsers(dest="zoo_command", required=True)
     build = zoo_sub.add_parser("build", help="write a workload's benchmark experts to disk (cached)")
     build.add_argument("--workload", help="workload YAML (default: the built-in one)")
+    build.add_argument("--demo", action="store_true",
+                       help="train the demo experts of routing_rules/board_a and board_b on synthetic boards")
     build.set_defaults(func=cmd_zoo_build)
+
+    run = sub.add_parser("run", help="the main job: inspect a board stream into the results database")
+    run.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    run.add_argument("--source", default="synthetic",
+                     help="synthetic[:N] (default), folder:DIR, watch:DIR, replay:FILE, camera:URI (index, URL, file)")
+    run.add_argument("--boards", type=int, default=30, help="boards of the synthetic source (default 30)")
+    run.add_argument("--seed", type=int, default=1000, help="synthetic source seed (held out from training)")
+    run.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
+    run.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    run.add_argument("--db", help="SQLAlchemy URL (default: SQLite in the data directory)")
+    run.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
+    run.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
+    run.add_argument("--line", default="line-1")
+    run.add_argument("--station", default="aoi-1")
+    run.set_defaults(func=cmd_run)
+
+    export = sub.add_parser("export", help="export results")
+    export.add_argument("--csv", required=True, help="output file, or - for standard output")
+    export.add_argument("--since", help="ISO time, inclusive")
+    export.add_argument("--until", help="ISO time, exclusive")
+    export.add_argument("--board", help="one board serial")
+    export.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
+    export.add_argument("--db", help="SQLAlchemy URL (default: SQLite in the data directory)")
+    export.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
+    export.set_defaults(func=cmd_export)
 
     plan = sub.add_parser("plan", help="offline configuration: executor counts, memory split, placement")
     plan.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")
@@ -177,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
         print(f"inspector: error: {exc}", file=sys.stderr)
         return 2
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..experts.base import BadInput, Prediction
@@ -101,6 +102,10 @@ class Engine:
             ))
         self.scheduler = Scheduler(self.executors, policy, self._lock)
         self.results: dict[int, RequestResult] = {}
+        # A long-running line sets this: each finished result is handed over (outside the engine's
+        # lock) and dropped from `results`, so memory stays flat however long the line runs.
+        self.on_result: Callable[[RequestResult], None] | None = None
+        self._finished: list[RequestResult] = []
         self._outstanding = 0
         self._stats = EngineStats()
         self._started = False
@@ -155,7 +160,10 @@ class Engine:
             self.results[request.id] = RequestResult(request.id, request.component, arrival=request.arrival)
             if reason:
                 self._fail(request, reason)
-                return False
+        if reason:
+            self._deliver()
+            return False
+        with self._lock:
             self._outstanding += 1
         self.scheduler.submit(request)
         return True
@@ -195,15 +203,29 @@ class Engine:
                     result.finished = time.perf_counter()
                     self._stats.completed += 1
                     self._outstanding -= 1
+                    self._finished.append(result)
             if not self._outstanding:
                 self._idle.notify_all()
         for nxt in follow_ups:
             self.scheduler.submit(nxt)
+        self._deliver()
+
+    def _deliver(self) -> None:
+        with self._lock:
+            if self.on_result is None:
+                self._finished.clear()
+                return
+            done, self._finished = self._finished, []
+            for r in done:
+                self.results.pop(r.id, None)
+        for r in done:
+            self.on_result(r)
 
     def _fail(self, request: Request, reason: str) -> None:
         result = self.results[request.id]
         result.error = reason
         result.finished = time.perf_counter()
+        self._finished.append(result)
         self._stats.failed += 1
         kind = reason.split(":")[0][:80]
         self._stats.failures[kind] = self._stats.failures.get(kind, 0) + 1

@@ -33,8 +33,8 @@ class Prediction:
     """What one expert said about one crop.
 
     `passed` is the route's gate: a classifier passes a part when it predicts
-    class 0 ("ok"); a detector passes it when its best detection reaches the
-    confidence threshold.
+    class 0 ("ok"); a detector passes it when its best detection is class 0
+    ("in place") and reaches the confidence threshold.
     """
 
     label: int

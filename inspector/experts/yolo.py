@@ -14,8 +14,8 @@ class YoloDetector(Architecture):
     """A detector shared by many component types; it verifies alignment and polarity.
 
     Its verdict is the best detection over the crop: the class, the confidence
-    and the box (x, y, w, h in input pixels). The part passes when the
-    confidence reaches `threshold`.
+    and the box (x, y, w, h in input pixels). The part passes when the best
+    class is 0 (in place) and its confidence reaches `threshold`.
     """
 
     role = "detector"
@@ -65,6 +65,6 @@ class YoloDetector(Architecture):
         for i in range(preds.shape[0]):
             a = int(anchor[i])
             box = tuple(float(v) for v in boxes[i, :, a].tolist())
-            s = float(score[i])
-            results.append(Prediction(label=int(best_cls[i, a]), score=s, passed=s >= self.threshold, box=box))
+            s, label = float(score[i]), int(best_cls[i, a])
+            results.append(Prediction(label=label, score=s, passed=s >= self.threshold and label == 0, box=box))
         return results

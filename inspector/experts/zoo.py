@@ -47,6 +47,11 @@ class ExpertEntry:
     spec: dict[str, Any]
     file: str
     weight_bytes: int
+    classes: tuple[str, ...] | None = None  # trained experts: class names, index = label
+    weights_sha256: str | None = None  # trained experts: stored with every result they give
+    data_hash: str | None = None  # trained experts: hash of the training data's recipe
+    val_accuracy: float | None = None
+    train_samples: int | None = None
 
 
 @dataclass
@@ -73,7 +78,7 @@ class Zoo:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         zoo = cls(root=Path(root), build_key=data["build_key"], entries={})
         for raw in data["experts"]:
-            entry = ExpertEntry(**raw)
+            entry = ExpertEntry(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None})
             zoo.entries[entry.name] = entry
             try:
                 zoo._archs[entry.name] = architecture_from_spec(entry.spec)

@@ -31,6 +31,7 @@ class Board:
     serial: str
     image: np.ndarray
     truth: dict[str, str] = field(default_factory=dict)
+    offsets: dict[str, tuple[float, float]] = field(default_factory=dict)  # body shift at rotation 0, px
 
 
 def draw_defect(rng: np.random.Generator, component: ComponentRule, rates: dict[str, float]) -> str:
@@ -57,7 +58,7 @@ def render_board(rules: RuleSet, serial: str, rng: np.random.Generator,
         cv2.rectangle(image, (x0, y0), (x1, y1), (225, 230, 225), 1)  # silkscreen outline
     for comp, place in rules.placements():
         defect = (forced or {}).get(place.ref) or draw_defect(rng, comp, rates)
-        draw_part(image, comp, place, defect, rng)
+        board.offsets[place.ref] = draw_part(image, comp, place, defect, rng)
         board.truth[place.ref] = defect
     gain = rng.uniform(0.85, 1.15)
     noisy = image.astype(np.float32) * gain + rng.normal(0, 4.0, image.shape)
@@ -78,8 +79,11 @@ def _background(rng: np.random.Generator, width: int, height: int) -> np.ndarray
 
 
 def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: str,
-              rng: np.random.Generator) -> None:
-    """Draw a part at rotation 0 on a local patch, turn the patch to the placement, paste it."""
+              rng: np.random.Generator) -> tuple[float, float]:
+    """Draw a part at rotation 0 on a local patch, turn the patch to the placement, paste it.
+
+    Returns the body's shift from its place at rotation 0 (the crop's frame), in pixels.
+    """
     w, h = comp.size
     side = 2 * max(w, h) + 16
     patch = np.zeros((side, side, 3), np.uint8)
@@ -91,15 +95,15 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
         _rect(patch, mask, (x0, y0, x1, y1), (150, 160, 165))
     if defect == "bridge":
         _bridge(patch, mask, pads, shape.leads, rng)
+    angle, dx, dy = 0.0, 0.0, 0.0
     if defect != "missing":
-        angle, dx, dy = 0.0, 0.0, 0.0
         if defect == "rotated":
             angle = float(rng.uniform(18, 35)) * (1 if rng.random() < 0.5 else -1)
         if defect == "shifted":
             if rng.random() < 0.5:
-                dx = float(rng.uniform(0.3, 0.45)) * w * (1 if rng.random() < 0.5 else -1)
+                dx = max(3.0, float(rng.uniform(0.3, 0.45)) * w) * (1 if rng.random() < 0.5 else -1)
             else:
-                dy = float(rng.uniform(0.35, 0.55)) * h * (1 if rng.random() < 0.5 else -1)
+                dy = max(3.0, float(rng.uniform(0.35, 0.55)) * h) * (1 if rng.random() < 0.5 else -1)
         _body(patch, mask, c + dx, c + dy, w, h, angle, shape.body_bgr, rng)
         if shape.polarized:
             flip = defect == "polarity"
@@ -113,6 +117,7 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
     sub_patch = patch[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0]
     sub_mask = mask[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0] > 0
     image[ys, xs][sub_mask] = sub_patch[sub_mask]
+    return dx, dy
 
 
 def _rect(patch: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int], bgr: tuple[int, int, int]) -> None:

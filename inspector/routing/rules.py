@@ -194,7 +194,7 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         seen[str(ref)] = name
     return ComponentRule(
         name=name, shape=shape, size=(size[0], size[1]), detector=detector,
-        align_tolerance_px=f.number("align_tolerance_px", 3.0, minimum=0.0),
+        align_tolerance_px=f.number("align_tolerance_px", 2.0, minimum=0.0),
         expected_pass_rate=f.number("expected_pass_rate", 0.93, minimum=0.0, maximum=1.0),
         placements=tuple(placements),
     )

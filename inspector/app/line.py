@@ -1,0 +1,155 @@
+"""The Line: one rule set over one engine, boards in, board records out to the result writer and sinks.
+
+Every crop of a board becomes a request; the engine hands each finished
+request back (`Engine.on_result`), the part's verdict is worked out, and when
+a board's last part is in, its record goes to the writer (database) and to
+the sinks (MQTT, GUI). Boards overlap in the engine, which is what lets the
+scheduler group same-expert parts across boards; at most `max_in_flight`
+boards are inside at once, so a fast source waits instead of filling memory.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+
+from ..coserve.engine import Engine
+from ..coserve.executor_plan import build_plan
+from ..coserve.policies import get_policy
+from ..coserve.profile import DeviceProfile
+from ..coserve.request import Request, RequestResult
+from ..coserve.workload import ComponentType, DetectorSpec, MiB, Workload
+from ..experts.zoo import Zoo
+from ..ingest.crops import cut_board
+from ..results.records import BoardRecord
+from ..routing.rules import ComponentRule, RuleSet
+from .verdict import part_verdict
+
+BoardSink = Callable[[BoardRecord], None]
+
+
+@dataclass(frozen=True)
+class LineConfig:
+    line: str = "line-1"
+    station: str = "aoi-1"
+    policy: str = "coserve"
+    device_mb: float = 160.0  # experts + batches on the main device; 75% to the expert pool (casual split)
+    max_in_flight: int = 4  # boards inside the engine at once
+
+
+def rules_workload(rules: RuleSet, device_mb: float) -> Workload:
+    """The engine's view of a rule set: component types, counts per board, routes, budget."""
+    pool = 0.75 * device_mb
+    return Workload(
+        name=rules.recipe, seed=rules.seed, classifier=rules.classifier_spec,
+        detectors=tuple(DetectorSpec(d.name, d.spec) for d in rules.detectors),
+        components=tuple(ComponentType(c.name, len(c.placements), c.detector, c.expected_pass_rate)
+                         for c in rules.components),
+        requests=len(rules.placements()), arrival_interval_s=0.0, expert_pool_bytes=int(pool * MiB),
+        cpu_pool_bytes=int(pool * MiB), host_cache_bytes=2048 * MiB, batch_bytes=None,
+        source=rules.source, device_bytes=int(device_mb * MiB), pool_fixed=False, executors_fixed=False,
+    )
+
+
+@dataclass
+class _Pending:
+    record: BoardRecord
+    remaining: int
+    parts: dict[int, tuple[str, ComponentRule]] = field(default_factory=dict)
+
+
+@dataclass
+class LineStats:
+    boards: int = 0
+    parts: int = 0
+    board_verdicts: Counter = field(default_factory=Counter)
+    defects: Counter = field(default_factory=Counter)
+    rejected_boards: int = 0
+
+
+class Line:
+    def __init__(self, rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig,
+                 sinks: list[BoardSink] | None = None) -> None:
+        missing = sorted(set(rules.expert_specs()) - set(zoo.entries))
+        if missing:
+            raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
+                             f"{', '.join(missing)}; build them with `inspector zoo build --demo` or fix the rules")
+        self.rules, self.zoo, self.config = rules, zoo, config
+        self.sinks = list(sinks or [])
+        workload = rules_workload(rules, config.device_mb)
+        policy = get_policy(config.policy)
+        self.engine = Engine(zoo, rules.usage(), policy, build_plan(workload, policy, profiles), profiles)
+        self.engine.on_result = self._on_result
+        self.engine.place_by_usage()
+        self._ids = itertools.count()
+        self._lock = threading.Condition()
+        self._pending: dict[int, _Pending] = {}  # request id -> its board
+        self._boards_in = 0
+        self.stats = LineStats()
+        self.started = time.perf_counter()
+
+    def start(self) -> None:
+        self.engine.start()
+        self.started = time.perf_counter()
+
+    def inspect(self, image: np.ndarray, serial: str, source: str = "") -> None:
+        """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
+
+        Raises BoardSizeMismatch (nothing submitted) when the image does not fit the layout.
+        """
+        crops = cut_board(image, self.rules)
+        with self._lock:
+            self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight)
+            self._boards_in += 1
+            now = datetime.now(timezone.utc)
+            pending = _Pending(BoardRecord(serial, self.rules.recipe, self.rules.version, now, now,
+                                           self.config.line, self.config.station, source), len(crops))
+            requests = []
+            for crop in crops:
+                rid = next(self._ids)
+                pending.parts[rid] = (crop.ref, crop.component)
+                self._pending[rid] = pending
+                requests.append(Request(rid, crop.component.name, crop.component.route, crop.tensor(),
+                                        arrival=time.perf_counter()))
+        for r in requests:
+            self.engine.submit(r)
+
+    def _on_result(self, result: RequestResult) -> None:
+        with self._lock:
+            pending = self._pending.pop(result.id)
+            ref, comp = pending.parts[result.id]
+            pending.record.parts.append(part_verdict(result, ref, comp, self.zoo, self.rules.crop_margin))
+            pending.remaining -= 1
+            if pending.remaining:
+                return
+            record = pending.record
+            record.finished_at = datetime.now(timezone.utc)
+            order = {p.ref: i for i, (_, p) in enumerate(self.rules.placements())}
+            record.parts.sort(key=lambda p: order[p.ref])
+            self._boards_in -= 1
+            self.stats.boards += 1
+            self.stats.parts += len(record.parts)
+            self.stats.board_verdicts[record.verdict] += 1
+            self.stats.defects.update(p.defect_class for p in record.parts if p.verdict != "pass")
+            self._lock.notify_all()
+        for sink in self.sinks:
+            sink(record)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        with self._lock:
+            return self._lock.wait_for(lambda: self._boards_in == 0, timeout)
+
+    def stop(self) -> None:
+        self.drain()
+        self.engine.stop()
+
+    def throughput(self) -> tuple[float, float]:
+        """(boards/s, parts/s) since start."""
+        dt = max(time.perf_counter() - self.started, 1e-9)
+        return self.stats.boards / dt, self.stats.parts / dt

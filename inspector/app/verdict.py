@@ -1,0 +1,49 @@
+"""From what the experts said to a part's verdict and defect class.
+
+The classifier names gross defects; when it passes the part and the route
+has a detector, the detector's best box decides polarity (its class) and
+alignment (its centre against the crop's centre, within the rule's tolerance
+in board pixels). No confident detection is "unverified", a failure: a part
+the line could not confirm is never passed.
+"""
+from __future__ import annotations
+
+from ..coserve.request import RequestResult
+from ..experts.zoo import Zoo
+from ..results.records import PartRecord
+from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, ComponentRule
+
+
+def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo, margin: int) -> PartRecord:
+    def rec(expert: str, verdict: str, defect: str, score: float | None, box=None) -> PartRecord:  # noqa: ANN001
+        entry = zoo.entries.get(expert)
+        return PartRecord(ref, comp.name, expert, entry.weights_sha256 if entry else None, verdict, defect, score,
+                          box)
+
+    if result.error is not None:
+        rec_ = rec(comp.classifier if not result.steps else result.steps[-1][0], "error", "error", None)
+        rec_.error = result.error
+        return rec_
+    expert, cls = result.steps[0]
+    if not cls.passed:
+        return rec(expert, "fail", CLASSIFIER_CLASSES[cls.label], cls.score)
+    if len(result.steps) < 2:
+        return rec(expert, "pass", "ok", cls.score)
+    expert, det = result.steps[1]
+    arch = zoo.architecture(expert)
+    crop_w, crop_h = comp.size[0] + 2 * margin, comp.size[1] + 2 * margin
+    box = None
+    if det.box is not None:
+        x, y, w, h = det.box
+        sx, sy = crop_w / arch.input_size, crop_h / arch.input_size
+        box = ((x - w / 2) * sx, (y - h / 2) * sy, (x + w / 2) * sx, (y + h / 2) * sy)
+    threshold = getattr(arch, "threshold", 0.5)
+    if det.score < threshold:
+        return rec(expert, "fail", "unverified", det.score, box)
+    if DETECTOR_CLASSES[det.label] == "reversed":
+        return rec(expert, "fail", "polarity", det.score, box)
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    expect_x, expect_y = comp.size[0] // 2 + margin, comp.size[1] // 2 + margin
+    if abs(cx - expect_x) > comp.align_tolerance_px or abs(cy - expect_y) > comp.align_tolerance_px:
+        return rec(expert, "fail", "shifted", det.score, box)
+    return rec(expert, "pass", "ok", det.score, box)

@@ -1,0 +1,54 @@
+"""Board and part results as the line hands them to the results room."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass
+class PartRecord:
+    ref: str
+    component_type: str
+    expert: str  # the expert whose answer decided the verdict
+    weights_sha256: str | None
+    verdict: str  # pass | fail | error
+    defect_class: str  # ok, a defect class, "unverified" (no confident detection), or "error"
+    score: float | None
+    box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 in crop pixels
+    crop_path: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class BoardRecord:
+    board_serial: str
+    recipe: str
+    ruleset_version: str
+    started_at: datetime
+    finished_at: datetime
+    line: str = "line-1"
+    station: str = "aoi-1"
+    source: str = ""
+    parts: list[PartRecord] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if any(p.verdict == "error" for p in self.parts):
+            return "error"
+        return "fail" if any(p.verdict == "fail" for p in self.parts) else "pass"
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["verdict"] = self.verdict
+        out["started_at"] = self.started_at.isoformat()
+        out["finished_at"] = self.finished_at.isoformat()
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BoardRecord:
+        data = dict(data)
+        data.pop("verdict", None)
+        parts = [PartRecord(**{**p, "box": tuple(p["box"]) if p.get("box") else None}) for p in data.pop("parts")]
+        return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"]),
+                      "finished_at": datetime.fromisoformat(data["finished_at"])}, parts=parts)

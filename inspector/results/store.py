@@ -1,0 +1,144 @@
+"""The results database: any SQLAlchemy URL, migrated to head on open; SQLite in WAL mode by default."""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, selectinload
+
+from .records import BoardRecord
+from .schema import ComponentResult, Inspection
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+DEFAULT_DB = "results.sqlite"
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached or written now; the writer keeps results and retries."""
+
+
+def sqlite_url(path: str | Path) -> str:
+    return f"sqlite:///{Path(path).resolve()}"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API connection
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")  # a commit is on disk: acknowledged results survive a crash
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+def open_engine(url: str) -> Engine:
+    engine = create_engine(url, pool_pre_ping=True, future=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` with Alembic (creates it on an empty database)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What `export` and queries select: a time range, a board serial, a board or part verdict."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    board: str | None = None
+    verdict: str | None = None  # of the component result
+
+
+class ResultStore:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            self.engine = open_engine(url)
+            migrate(self.engine)
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"cannot open the results database {self.safe_url}: {exc.__class__.__name__}: "
+                                   f"{str(exc).splitlines()[0]}") from None
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True) if hasattr(self, "engine") else self.url
+
+    def write(self, boards: Sequence[BoardRecord]) -> None:
+        """All of `boards` in one transaction, or none (StoreUnavailable)."""
+        try:
+            with Session(self.engine) as session, session.begin():
+                session.add_all(_row(b) for b in boards)
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"writing {len(boards)} board(s) to {self.safe_url} failed: "
+                                   f"{str(exc).splitlines()[0]}") from None
+
+    def count(self) -> tuple[int, int]:
+        """(boards, component results) stored."""
+        with Session(self.engine) as s:
+            return (s.scalar(select(func.count()).select_from(Inspection)) or 0,
+                    s.scalar(select(func.count()).select_from(ComponentResult)) or 0)
+
+    def inspections(self, filters: Filters | None = None, limit: int | None = None) -> list[Inspection]:
+        filters = filters or Filters()
+        with Session(self.engine) as s:
+            q = select(Inspection).options(selectinload(Inspection.parts)).order_by(Inspection.id)
+            q = _board_filters(q, filters)
+            if limit:
+                q = q.limit(limit)
+            return list(s.scalars(q))
+
+    def component_rows(self, filters: Filters | None = None) -> Iterator[tuple[Inspection, ComponentResult]]:
+        filters = filters or Filters()
+        with Session(self.engine) as s:
+            q = select(Inspection, ComponentResult).join(ComponentResult.inspection)
+            q = _board_filters(q, filters)
+            if filters.verdict:
+                q = q.where(ComponentResult.verdict == filters.verdict)
+            yield from s.execute(q.order_by(Inspection.id, ComponentResult.id).execution_options(yield_per=500))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shape
+    if f.since:
+        q = q.where(Inspection.started_at >= f.since)
+    if f.until:
+        q = q.where(Inspection.started_at < f.until)
+    if f.board:
+        q = q.where(Inspection.board_serial == f.board)
+    return q
+
+
+def _row(b: BoardRecord) -> Inspection:
+    return Inspection(
+        started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
+        board_serial=b.board_serial, recipe=b.recipe, ruleset_version=b.ruleset_version, verdict=b.verdict,
+        source=b.source[:512],
+        parts=[ComponentResult(
+            ref=p.ref, component_type=p.component_type, expert=p.expert, weights_sha256=p.weights_sha256,
+            verdict=p.verdict, defect_class=p.defect_class, score=p.score,
+            box_x0=p.box[0] if p.box else None, box_y0=p.box[1] if p.box else None,
+            box_x1=p.box[2] if p.box else None, box_y1=p.box[3] if p.box else None,
+            crop_path=p.crop_path, error=p.error) for p in b.parts],
+    )

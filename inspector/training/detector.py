@@ -1,0 +1,82 @@
+"""A shared YOLO detector trained with ultralytics' own trainer, from a model yaml, offline.
+
+Crops are written as a YOLO dataset already squashed to the detector's input
+size, the way the engine's `preprocess` squashes them at inspection time, so
+the trainer's letterboxing is a no-op. Augmentations that would change the
+answer are off: no left-right flips (polarity is left vs right), no mosaic.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import torch
+
+from ..experts.yolo import YoloDetector
+from ..routing.rules import DETECTOR_CLASSES
+from .samples import PartSample, body_label
+
+
+@dataclass
+class TrainedDetector:
+    state: dict[str, torch.Tensor]
+    val_accuracy: float  # share of held-out crops whose best box has the right class and confidence
+    train_samples: int
+
+
+def detector_class(sample: PartSample) -> int:
+    return DETECTOR_CLASSES.index("reversed" if sample.defect == "polarity" else "in_place")
+
+
+def write_dataset(root: Path, split: str, samples: list[PartSample], size: int) -> None:
+    images, labels = root / "images" / split, root / "labels" / split
+    images.mkdir(parents=True, exist_ok=True)
+    labels.mkdir(parents=True, exist_ok=True)
+    for i, s in enumerate(samples):
+        cv2.imwrite(str(images / f"{i:06d}.png"), cv2.resize(s.crop, (size, size), interpolation=cv2.INTER_LINEAR))
+        cx, cy, w, h = body_label(s)
+        (labels / f"{i:06d}.txt").write_text(f"{detector_class(s)} {cx:.5f} {cy:.5f} {w:.5f} {h:.5f}\n")
+
+
+def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSample], epochs: int = 12,
+                   seed: int = 0) -> TrainedDetector:
+    from ultralytics import YOLO  # heavy import, only when training
+
+    with tempfile.TemporaryDirectory(prefix="inspector-yolo-") as tmp:
+        root = Path(tmp)
+        write_dataset(root, "train", train, arch.input_size)
+        write_dataset(root, "val", val, arch.input_size)
+        names = "\n".join(f"  {i}: {n}" for i, n in enumerate(DETECTOR_CLASSES))
+        (root / "data.yaml").write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n{names}\n")
+        os.environ.setdefault("YOLO_OFFLINE", "1")
+        logging.getLogger("ultralytics").setLevel(logging.WARNING)
+        model = YOLO(arch.model)
+        model.train(data=str(root / "data.yaml"), epochs=epochs, imgsz=arch.input_size, batch=64, device="cpu",
+                    workers=0, amp=False, plots=False, seed=seed, deterministic=True, project=str(root / "runs"),
+                    name="train", exist_ok=True, verbose=False, mosaic=0.0, fliplr=0.0, flipud=0.0, mixup=0.0,
+                    translate=0.0, scale=0.1, degrees=0.0, hsv_h=0.0, hsv_s=0.3, hsv_v=0.3, val=False,
+                    close_mosaic=0, warmup_epochs=1, patience=0, save=True, cache=False, optimizer="AdamW",
+                    lr0=0.004)
+        weights = Path(model.trainer.last if model.trainer.best is None or not Path(model.trainer.best).is_file()
+                       else model.trainer.best)
+        ckpt = torch.load(weights, map_location="cpu", weights_only=False)
+        net = (ckpt.get("ema") or ckpt["model"]).float()
+        state = {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}
+    module = arch.materialize(state, torch.device("cpu"))
+    return TrainedDetector(state, accuracy(arch, module, val), len(train))
+
+
+def accuracy(arch: YoloDetector, module: torch.nn.Module, samples: list[PartSample]) -> float:
+    if not samples:
+        return float("nan")
+    x = torch.stack([arch.preprocess(torch.from_numpy(s.crop[:, :, ::-1].transpose(2, 0, 1).copy()))
+                     for s in samples])
+    right = 0
+    for i in range(0, len(x), 128):
+        for p, s in zip(arch.run(module, x[i:i + 128]), samples[i:i + 128]):
+            right += int(p.score >= arch.threshold and p.label == detector_class(s))
+    return right / len(samples)
