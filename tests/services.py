@@ -1,0 +1,75 @@
+"""Real servers for the tests: a throwaway PostgreSQL cluster (Debian's packages, installed when missing).
+
+Started once per session in a temporary directory on a free port, as the
+`postgres` user when the tests run as root (PostgreSQL refuses root).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+PG_BIN_DIRS = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_debian_packages(binary: str, packages: list[str]) -> None:
+    """Install Debian packages when a server binary is missing (a fresh CI machine)."""
+    if shutil.which(binary) or any((d / binary).exists() for d in PG_BIN_DIRS):
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise RuntimeError(f"{binary} is missing: install the Debian packages {' '.join(packages)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env, capture_output=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *packages], check=True, env=env, capture_output=True)
+
+
+def _pg_bin(name: str) -> str:
+    for d in PG_BIN_DIRS:
+        if (d / name).exists():
+            return str(d / name)
+    found = shutil.which(name)
+    if not found:
+        raise RuntimeError(f"PostgreSQL's {name} not found")
+    return found
+
+
+class Postgres:
+    def __init__(self) -> None:
+        ensure_debian_packages("initdb", ["postgresql"])
+        PG_BIN_DIRS[:] = sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)
+        self.root = Path(tempfile.mkdtemp(prefix="inspector-pg-"))
+        self.port = free_port()
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_user:
+            shutil.chown(self.root, "postgres")
+        data = self.root / "data"
+        self._run(_pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self._run(_pg_bin("pg_ctl"), "-D", str(data), "-l", str(self.root / "log"), "-w", "-o",
+                  f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        self.data = data
+
+    def _run(self, *cmd: str) -> None:
+        subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, cwd=self.root)
+
+    def url(self, db: str = "postgres") -> str:
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{db}"
+
+    def create_db(self, name: str) -> str:
+        self._run(_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        return self.url(name)
+
+    def stop(self) -> None:
+        subprocess.run([*self.as_user, _pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
+                       capture_output=True, cwd=self.root)
+        time.sleep(0.1)
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,104 @@
+"""Synthetic boards, cropping, and each source through its real code path (a video file for the camera)."""
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from inspector.ingest.crops import BoardSizeMismatch, cut_board
+from inspector.ingest.sources import CameraSource, FolderSource, ReplaySource, SyntheticSource
+from inspector.ingest.synthetic import render_board
+from inspector.routing.rules import body_box, parse_rules
+
+from .test_routing_rules import GOOD
+
+RULES = parse_rules(GOOD, "mini.yaml")
+
+
+def test_render_is_deterministic_and_forced_defects_apply() -> None:
+    a = render_board(RULES, "S1", np.random.default_rng(3), forced={"D1": "missing"})
+    b = render_board(RULES, "S1", np.random.default_rng(3), forced={"D1": "missing"})
+    assert np.array_equal(a.image, b.image) and a.truth == b.truth
+    assert a.truth["D1"] == "missing" and a.image.shape == (120, 200, 3)
+
+
+def test_crops_undo_rotation_and_follow_the_layout() -> None:
+    board = render_board(RULES, "S1", np.random.default_rng(0), rates={})
+    crops = {c.ref: c for c in cut_board(board.image, RULES)}
+    assert set(crops) == {"R1", "R2", "D1"}
+    margin = RULES.crop_margin
+    # R2 is placed at 90 degrees: its crop comes back landscape, like R1's
+    assert crops["R1"].image.shape == crops["R2"].image.shape == (8 + 2 * margin, 16 + 2 * margin, 3)
+    x0, y0, x1, y1 = body_box(RULES.component("R1K"), RULES.component("R1K").placements[0], margin)
+    assert np.array_equal(crops["R1"].image, board.image[y0:y1, x0:x1])
+    t = crops["D1"].tensor()
+    assert t.shape == (3, 10 + 2 * margin, 18 + 2 * margin) and t.dtype.is_floating_point is False
+
+
+def test_a_missing_part_changes_its_crop_only() -> None:
+    ok = render_board(RULES, "S", np.random.default_rng(5), rates={})
+    bad = render_board(RULES, "S", np.random.default_rng(5), rates={}, forced={"D1": "missing"})
+    c_ok, c_bad = cut_board(ok.image, RULES), cut_board(bad.image, RULES)
+    diff = {a.ref: float(np.abs(a.image.astype(int) - b.image.astype(int)).mean()) for a, b in zip(c_ok, c_bad)}
+    assert diff["D1"] > 2 * max(diff["R1"], diff["R2"])  # the rest differ only by sensor noise
+
+
+def test_wrong_board_size_is_refused_with_what_to_check() -> None:
+    with pytest.raises(BoardSizeMismatch, match="camera's resolution"):
+        cut_board(np.zeros((100, 100, 3), np.uint8), RULES)
+
+
+def test_synthetic_source_knows_its_truth() -> None:
+    frames = list(SyntheticSource(RULES, 3, seed=1))
+    assert len(frames) == 3 and all(set(f.truth) == {"R1", "R2", "D1"} for f in frames)
+    assert len({f.serial for f in frames}) == 3
+
+
+def _boards(tmp_path: Path, n: int) -> list[np.ndarray]:
+    return [render_board(RULES, f"S{i}", np.random.default_rng(i)).image for i in range(n)]
+
+
+def test_folder_source_reads_in_order_and_counts_unreadable(tmp_path: Path) -> None:
+    for i, img in enumerate(_boards(tmp_path, 3)):
+        cv2.imwrite(str(tmp_path / f"board-{i}.png"), img)
+    (tmp_path / "board-9.png").write_bytes(b"not a png")
+    source = FolderSource(tmp_path)
+    frames = list(source)
+    assert [f.serial for f in frames] == ["board-0", "board-1", "board-2"]
+    assert frames[0].image.shape == (120, 200, 3)
+    assert source.counters.unreadable == 1 and "board-9.png" in source.counters.last_error
+
+
+def test_watched_folder_picks_up_new_files(tmp_path: Path) -> None:
+    import threading
+
+    source = FolderSource(tmp_path, watch=True, poll_s=0.05, idle_stop_s=1.0)
+    img = _boards(tmp_path, 1)[0]
+    threading.Timer(0.2, lambda: cv2.imwrite(str(tmp_path / "late.png"), img)).start()
+    assert [f.serial for f in source] == ["late"]
+
+
+def test_replay_list(tmp_path: Path) -> None:
+    imgs = _boards(tmp_path, 2)
+    for i, img in enumerate(imgs):
+        cv2.imwrite(str(tmp_path / f"b{i}.png"), img)
+    (tmp_path / "list.txt").write_text("# replay\nb1.png\nb0.png\nmissing.png\n")
+    source = ReplaySource(tmp_path / "list.txt")
+    assert [f.serial for f in source] == ["b1", "b0"] and source.counters.unreadable == 1
+
+
+def test_camera_path_with_a_video_file(tmp_path: Path) -> None:
+    video = tmp_path / "line.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 5, (200, 120))
+    for img in _boards(tmp_path, 4):
+        writer.write(img)
+    writer.release()
+    frames = list(CameraSource(str(video)))
+    assert len(frames) == 4 and frames[0].image.shape == (120, 200, 3)
+    assert len(cut_board(frames[0].image, RULES)) == 3
+
+
+def test_dropped_camera_reconnects_with_backoff_then_says_what_to_check() -> None:
+    source = CameraSource("rtsp://127.0.0.1:9/none", max_reconnects=2, backoff_s=0.01)
+    assert list(source) == []
+    assert source.counters.reconnects == 2 and "check the cable" in source.counters.last_error

@@ -1,0 +1,91 @@
+"""The inspection line end to end with a tiny trained demo zoo: rules -> crops -> engine -> verdicts -> DB."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from inspector.app.line import LineConfig
+from inspector.app.run import run_line
+from inspector.cli import main
+from inspector.ingest.sources import SyntheticSource
+from inspector.results.store import ResultStore, sqlite_url
+from inspector.routing.rules import parse_rules
+from inspector.training.demo_zoo import RECIPE, build_demo_zoo
+
+from .test_routing_rules import GOOD
+
+RULES = parse_rules(GOOD, "mini.yaml")
+TINY_RECIPE = {**RECIPE, "per_type": 60, "classifier_cap": 120, "classifier_epochs": 4, "detector_cap": 96,
+               "detector_epochs": 2, "val_per_type": 20}
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("line")
+    zoo = build_demo_zoo(root / "models" / "demo", [RULES], recipe=TINY_RECIPE)
+    return root, zoo
+
+
+def test_demo_zoo_manifest_records_training(demo) -> None:
+    _, zoo = demo
+    assert set(zoo.entries) == {"cls-R1K", "cls-D1N", "det-p"}
+    for e in zoo.entries.values():
+        assert e.val_accuracy is not None and 0.0 <= e.val_accuracy <= 1.0
+        assert e.weights_sha256 and len(e.weights_sha256) == 64 and e.train_samples > 0
+    assert zoo.entries["det-p"].classes == ("in_place", "reversed")
+
+
+def test_demo_zoo_is_cached(demo) -> None:
+    root, zoo = demo
+    again = build_demo_zoo(root / "models" / "demo", [RULES], recipe=TINY_RECIPE)
+    assert again.build_key == zoo.build_key
+    assert {e.weights_sha256 for e in again.entries.values()} == {e.weights_sha256 for e in zoo.entries.values()}
+
+
+def _run(demo, policy: str, tmp_path: Path, boards: int = 6):
+    root, zoo = demo
+    store = ResultStore(sqlite_url(tmp_path / f"{policy}.sqlite"))
+    line, detection, writer = run_line(RULES, zoo, root / "models", SyntheticSource(RULES, boards, seed=77),
+                                       LineConfig(policy=policy, device_mb=40), store, tmp_path / "spool.jsonl",
+                                       lambda _m: None)
+    return line, detection, writer, store
+
+
+def test_every_board_and_part_is_stored_and_verdicts_do_not_depend_on_policy(demo, tmp_path: Path) -> None:
+    verdicts, scores = {}, {}
+    for policy in ("coserve", "samba"):
+        line, detection, writer, store = _run(demo, policy, tmp_path)
+        assert line.stats.boards == 6 and writer.status().written == 6
+        assert store.count() == (6, 18)
+        assert detection.good + detection.defective == 18
+        verdicts[policy] = [(i.board_serial, p.ref, p.verdict, p.defect_class)
+                            for i in store.inspections() for p in i.parts]
+        scores[policy] = [p.score for i in store.inspections() for p in i.parts]
+        assert all(i.ruleset_version == RULES.version for i in store.inspections())
+    assert verdicts["coserve"] == verdicts["samba"]
+    assert scores["coserve"] == pytest.approx(scores["samba"], abs=1e-4)  # batch sizes differ: float rounding
+
+
+def test_inspector_run_and_export_from_the_command_line(demo, tmp_path: Path, capsys) -> None:
+    root, zoo = demo
+    rules = tmp_path / "mini.yaml"
+    rules.write_text(GOOD)
+    data = tmp_path / "data"
+    assert main(["--models", str(root / "models"), "run", "--rules", str(rules), "--zoo", str(zoo.root),
+                 "--boards", "3", "--data", str(data), "--device-mb", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "3 boards, 9 parts" in out and "parts/s" in out and "defect detection rate" in out
+    assert main(["export", "--csv", str(tmp_path / "out.csv"), "--data", str(data)]) == 0
+    rows = list(csv.DictReader((tmp_path / "out.csv").open()))
+    assert len(rows) == 9 and {r["ref"] for r in rows} == {"R1", "R2", "D1"}
+
+
+def test_a_rule_set_naming_experts_the_zoo_lacks_is_refused(demo, tmp_path: Path) -> None:
+    root, zoo = demo
+    other = parse_rules(GOOD.replace("D1N:", "D2N:"), "other.yaml")
+    from inspector.app.line import Line
+
+    with pytest.raises(ValueError, match="cls-D2N"):
+        Line(other, zoo, {}, LineConfig())

@@ -1,0 +1,139 @@
+"""The results room against real databases: SQLite file and a PostgreSQL server."""
+from __future__ import annotations
+
+import csv
+import io
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from inspector.results.export import COLUMNS, export_csv
+from inspector.results.records import BoardRecord, PartRecord
+from inspector.results.store import Filters, ResultStore, StoreUnavailable, current_revision, sqlite_url
+from inspector.results.writer import ResultWriter
+
+from .services import Postgres
+
+T0 = datetime(2026, 11, 22, 8, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    server = Postgres()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path: Path):
+    if request.param == "sqlite":
+        s = ResultStore(sqlite_url(tmp_path / "results.sqlite"))
+    else:
+        server = request.getfixturevalue("postgres")
+        s = ResultStore(server.create_db("r" + uuid.uuid4().hex[:10]))
+    yield s
+    s.close()
+
+
+def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardRecord:
+    parts = [PartRecord("R1", "R0402", "cls-R0402", "ab" * 32, "pass", "ok", 0.99),
+             PartRecord("D1", "D-SOD123", "det-polarity", "cd" * 32, "fail" if defect else "pass", defect or "ok",
+                        0.8, box=(1.0, 2.0, 11.0, 8.0))]
+    at = T0 + timedelta(minutes=minutes)
+    return BoardRecord(serial, "board_a", "e7eba0041ecb", at, at + timedelta(seconds=2), parts=parts)
+
+
+def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
+    assert current_revision(store.engine) == "0001"
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"inspections", "component_results", "alembic_version"} <= tables
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    s = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    with s.engine.connect() as c:
+        assert c.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+
+
+def test_boards_and_parts_round_trip_with_filters(store: ResultStore) -> None:
+    store.write([board("B1", 0), board("B2", 10, defect="polarity"), board("B3", 20)])
+    assert store.count() == (3, 6)
+    rows = store.inspections()
+    assert [r.board_serial for r in rows] == ["B1", "B2", "B3"]
+    assert [r.verdict for r in rows] == ["pass", "fail", "pass"]
+    d1 = rows[1].parts[1]
+    assert (d1.ref, d1.defect_class, d1.box_x1, d1.weights_sha256) == ("D1", "polarity", 11.0, "cd" * 32)
+    assert [r.board_serial for r in store.inspections(Filters(since=T0 + timedelta(minutes=5)))] == ["B2", "B3"]
+    assert [r.board_serial for r in store.inspections(Filters(board="B3"))] == ["B3"]
+
+
+def test_csv_has_one_row_per_component_result(store: ResultStore) -> None:
+    store.write([board("B1"), board("B2", 5, defect="shifted")])
+    out = io.StringIO()
+    assert export_csv(store, out) == 4
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert list(rows[0]) == list(COLUMNS)
+    assert [(r["board_serial"], r["ref"], r["verdict"]) for r in rows] == [
+        ("B1", "R1", "pass"), ("B1", "D1", "pass"), ("B2", "R1", "pass"), ("B2", "D1", "fail")]
+    assert rows[3]["defect_class"] == "shifted" and rows[3]["board_verdict"] == "fail"
+    failed = io.StringIO()
+    assert export_csv(store, failed, Filters(verdict="fail")) == 1
+
+
+def test_writer_batches_and_acknowledges(tmp_path: Path) -> None:
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    acked: list[str] = []
+    writer = ResultWriter(store, tmp_path / "spool.jsonl", batch=4, on_written=lambda b: acked.append(b.board_serial))
+    writer.start()
+    for i in range(10):
+        writer.put(board(f"B{i}", i))
+    status = writer.close()
+    assert status.written == 10 and status.spooled == 0 and store.count() == (10, 20)
+    assert acked == [f"B{i}" for i in range(10)]
+
+
+def test_unreachable_database_spools_then_catches_up_in_order(postgres: Postgres, tmp_path: Path) -> None:
+    url = postgres.create_db("spool" + uuid.uuid4().hex[:8])
+    store = ResultStore(url)
+    spool = tmp_path / "spool.jsonl"
+    writer = ResultWriter(store, spool, batch=2, max_wait_s=0.05, retry_s=0.1)
+    writer.start()
+    writer.put(board("B0"))
+    with store.engine.begin() as c:  # the DBA renames the table away: every write fails now
+        c.execute(text("ALTER TABLE component_results RENAME TO component_results_moved"))
+    for i in range(1, 5):
+        writer.put(board(f"B{i}", i))
+    deadline = time.monotonic() + 10
+    while writer.status().spooled < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = writer.status()
+    assert status.spooled == 4 and "failed" in (status.last_error or "")
+    assert spool.is_file()
+    with store.engine.begin() as c:
+        c.execute(text("ALTER TABLE component_results_moved RENAME TO component_results"))
+    final = writer.close()
+    assert final.spooled == 0 and not spool.exists()
+    assert [r.board_serial for r in store.inspections()] == ["B0", "B1", "B2", "B3", "B4"]
+
+
+def test_spool_left_by_a_crash_is_replayed_on_start(tmp_path: Path) -> None:
+    import json
+
+    spool = tmp_path / "spool.jsonl"
+    spool.write_text(json.dumps(board("OLD").to_json()) + "\n")
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    writer = ResultWriter(store, spool, retry_s=0.05)
+    assert writer.status().spooled == 1
+    writer.start()
+    writer.put(board("NEW", 1))
+    writer.close()
+    assert [r.board_serial for r in store.inspections()] == ["OLD", "NEW"]
+
+
+def test_unreachable_database_at_open_says_which(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable, match="cannot open the results database"):
+        ResultStore("postgresql+psycopg2://nobody@127.0.0.1:9/none")

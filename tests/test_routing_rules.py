@@ -1,0 +1,73 @@
+"""Rule sets: the demo boards load, every mistake is reported with file and line, usage follows counts."""
+from pathlib import Path
+
+import pytest
+
+from inspector.routing.rules import load_rules, parse_rules
+from inspector.yamlio import ConfigError
+
+RULES = Path(__file__).resolve().parents[1] / "routing_rules"
+
+GOOD = """\
+recipe: mini
+board: {width: 200, height: 120}
+classifier: {arch: resnet10, input_size: 32}
+detectors:
+  det-p: {arch: yolov8n.yaml, input_size: 64, threshold: 0.5}
+components:
+  R1K:
+    shape: resistor
+    size: [16, 8]
+    at: {R1: [30, 30], R2: [70, 30, 90]}
+  D1N:
+    shape: diode
+    size: [18, 10]
+    detector: det-p
+    at: {D1: [120, 60]}
+"""
+
+
+def test_demo_rule_sets_load_with_versions_and_shared_detectors() -> None:
+    a, b = load_rules(RULES / "board_a.yaml"), load_rules(RULES / "board_b.yaml")
+    assert a.recipe == "board_a" and b.recipe == "board_b"
+    assert len(a.placements()) >= 80 and len(a.components) >= 12
+    assert {d.name for d in a.detectors} == {d.name for d in b.detectors}
+    assert a.version != b.version and len(a.version) == 12
+
+
+def test_usage_probabilities_follow_counts_and_routes() -> None:
+    rules = parse_rules(GOOD, "mini.yaml")
+    usage = rules.usage()
+    assert usage.p("cls-R1K") == pytest.approx(2 * usage.p("cls-D1N"))
+    assert usage.is_subsequent("det-p") and not usage.is_subsequent("cls-D1N")
+    assert rules.component("D1N").route.experts == ("cls-D1N", "det-p")
+
+
+def test_version_changes_with_the_text() -> None:
+    assert parse_rules(GOOD, "a").version != parse_rules(GOOD.replace("R2: [70, 30, 90]", "R2: [72, 30, 90]"), "a").version
+
+
+@pytest.mark.parametrize(("old", "new", "line", "needle"), [
+    ("    shape: resistor", "    shape: resistr", 8, "unknown shape 'resistr'"),
+    ("    detector: det-p", "    detector: det-x", 14, "det-x"),
+    ("R2: [70, 30, 90]", "R2: [70, 30, 45]", 10, "rotation must be one of"),
+    ("R2: [70, 30, 90]", "R2: [199, 30]", 10, "outside the 200x120 board"),
+    ("R2: [70, 30, 90]", "R2: [34, 31]", 10, "overlaps"),
+    ("D1: [120, 60]", "R1: [120, 60]", 15, "already used by R1K"),
+    ("    size: [16, 8]", "    size: [16]", 9, "[width, height]"),
+    ("classifier: {arch: resnet10", "classifier: {arch: yolov8n.yaml", 3, "a classifier is a ResNet"),
+    ("  det-p: {arch: yolov8n.yaml, input_size: 64", "  det-p: {arch: yolov8n.yaml, input_size: 50", 5, "multiple of 32"),
+    ("recipe: mini", "recipe: mini\ncolour: red", 2, "unknown key"),
+    ("board: {width: 200", "board: {width: [200", 2, "not valid YAML"),
+])
+def test_errors_name_file_line_and_fix(old: str, new: str, line: int, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_rules(GOOD.replace(old, new), "mini.yaml")
+    assert err.value.source == "mini.yaml"
+    assert err.value.line == line, str(err.value)
+    assert needle in str(err.value)
+
+
+def test_unreadable_rule_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the rule file"):
+        load_rules(tmp_path / "nope.yaml")
