@@ -44,7 +44,8 @@ def test_usage_probabilities_follow_counts_and_routes() -> None:
 
 
 def test_version_changes_with_the_text() -> None:
-    assert parse_rules(GOOD, "a").version != parse_rules(GOOD.replace("R2: [70, 30, 90]", "R2: [72, 30, 90]"), "a").version
+    moved = GOOD.replace("R2: [70, 30, 90]", "R2: [72, 30, 90]")
+    assert parse_rules(GOOD, "a").version != parse_rules(moved, "a").version
 
 
 @pytest.mark.parametrize(("old", "new", "line", "needle"), [
@@ -56,7 +57,7 @@ def test_version_changes_with_the_text() -> None:
     ("D1: [120, 60]", "R1: [120, 60]", 15, "already used by R1K"),
     ("    size: [16, 8]", "    size: [16]", 9, "[width, height]"),
     ("classifier: {arch: resnet10", "classifier: {arch: yolov8n.yaml", 3, "a classifier is a ResNet"),
-    ("  det-p: {arch: yolov8n.yaml, input_size: 64", "  det-p: {arch: yolov8n.yaml, input_size: 50", 5, "multiple of 32"),
+    ("input_size: 64, threshold", "input_size: 50, threshold", 5, "multiple of 32"),
     ("recipe: mini", "recipe: mini\ncolour: red", 2, "unknown key"),
     ("board: {width: 200", "board: {width: [200", 2, "not valid YAML"),
 ])
