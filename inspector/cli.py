@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-none,coserve-em,coserve-em-ra,coserve"
@@ -140,7 +141,7 @@ def _data_dir(path: str | None) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .app.line import LineConfig
-    from .app.run import RULES_DIR, demo_zoo, open_source, summary, timed_run
+    from .app.run import RULES_DIR, demo_zoo, open_source, run_line, summary
     from .results.store import ResultStore, sqlite_url
     from .routing.rules import load_rules
 
@@ -152,8 +153,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     source = open_source(args.source, rules, args.boards, args.seed)
     config = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb)
     _say(f"inspecting {source.name} with rule set {rules.recipe} ({rules.version}), policy {args.policy}")
-    line, detection, writer, seconds = timed_run(rules, zoo, models, source, config, store, data / "spool.jsonl",
-                                                 _say)
+    t0 = time.perf_counter()
+    line, detection, writer = run_line(rules, zoo, models, source, config, store, data / "spool.jsonl", _say)
+    seconds = time.perf_counter() - t0
     print(summary(line, detection, writer, store, seconds))
     counters = source.counters
     if counters.unreadable or counters.reconnects:

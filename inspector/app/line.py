@@ -24,7 +24,7 @@ from ..coserve.executor_plan import build_plan
 from ..coserve.policies import get_policy
 from ..coserve.profile import DeviceProfile
 from ..coserve.request import Request, RequestResult
-from ..coserve.workload import ComponentType, DetectorSpec, MiB, Workload
+from ..coserve.workload import MiB, Workload
 from ..experts.zoo import Zoo
 from ..ingest.crops import cut_board
 from ..results.records import BoardRecord
@@ -48,9 +48,8 @@ def rules_workload(rules: RuleSet, device_mb: float) -> Workload:
     pool = 0.75 * device_mb
     return Workload(
         name=rules.recipe, seed=rules.seed, classifier=rules.classifier_spec,
-        detectors=tuple(DetectorSpec(d.name, d.spec) for d in rules.detectors),
-        components=tuple(ComponentType(c.name, len(c.placements), c.detector, c.expected_pass_rate)
-                         for c in rules.components),
+        detectors=rules.detectors,
+        components=tuple(c.kind for c in rules.components),
         requests=len(rules.placements()), arrival_interval_s=0.0, expert_pool_bytes=int(pool * MiB),
         cpu_pool_bytes=int(pool * MiB), host_cache_bytes=2048 * MiB, batch_bytes=None,
         source=rules.source, device_bytes=int(device_mb * MiB), pool_fixed=False, executors_fixed=False,
@@ -91,6 +90,7 @@ class Line:
         self._lock = threading.Condition()
         self._pending: dict[int, _Pending] = {}  # request id -> its board
         self._boards_in = 0
+        self._scan_index = {p.ref: i for i, (_, p) in enumerate(rules.placements())}
         self.stats = LineStats()
         self.started = time.perf_counter()
 
@@ -130,8 +130,7 @@ class Line:
                 return
             record = pending.record
             record.finished_at = datetime.now(timezone.utc)
-            order = {p.ref: i for i, (_, p) in enumerate(self.rules.placements())}
-            record.parts.sort(key=lambda p: order[p.ref])
+            record.parts.sort(key=lambda p: self._scan_index[p.ref])
             self._boards_in -= 1
             self.stats.boards += 1
             self.stats.parts += len(record.parts)

@@ -1,7 +1,6 @@
 """`inspector run`: a source through the rules, the engine and the results, printing as it goes."""
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,9 +131,3 @@ def summary(line: Line, detection: Detection, writer: ResultWriter, store: Resul
     if detection.defective or detection.good:
         out += detection.lines()
     return "\n".join(out)
-
-
-def timed_run(*args, **kwargs) -> tuple[Line, Detection, ResultWriter, float]:  # noqa: ANN002, ANN003
-    t0 = time.perf_counter()
-    line, detection, writer = run_line(*args, **kwargs)
-    return line, detection, writer, time.perf_counter() - t0

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
 from ..runtime.diskio import fsync_and_drop
 from .base import Architecture
@@ -111,12 +111,9 @@ def build_random_zoo(
     """
     root = Path(root)
     key = build_key(items, seed)
-    try:
-        existing = Zoo.load(root)
-        if existing.build_key == key and all(existing.path_of(n).is_file() for n in existing.entries):
-            return existing
-    except ZooMissing:
-        pass
+    existing = current_zoo(root, key)
+    if existing is not None:
+        return existing
     root.mkdir(parents=True, exist_ok=True)
     entries = []
     for index, item in enumerate(items):
@@ -127,15 +124,39 @@ def build_random_zoo(
             shift = arch.pass_bias_shift(module, sample_inputs(item.name, 64), item.pass_rate)
             state["fc.bias"] = state["fc.bias"].clone()
             state["fc.bias"][0] += shift
-        file = f"{item.name}.safetensors"
-        save_file(state, str(root / file))
-        fsync_and_drop(root / file)
-        entries.append(
-            ExpertEntry(item.name, arch.role, item.spec, file,
-                        sum(t.numel() * t.element_size() for t in state.values()))
-        )
+        entries.append(write_expert(root, item.name, arch.role, item.spec, state))
         if progress:
             progress(f"built {item.name} ({arch.name})")
-    manifest = {"format": ZOO_FORMAT, "build_key": key, "seed": seed, "experts": [asdict(e) for e in entries]}
+    return write_manifest(root, key, seed, entries)
+
+
+def current_zoo(root: Path, key: str) -> Zoo | None:
+    """The zoo at `root` when it was built from `key` and all its files are there, else None."""
+    try:
+        existing = Zoo.load(root)
+    except ZooMissing:
+        return None
+    if existing.build_key == key and all(existing.path_of(n).is_file() for n in existing.entries):
+        return existing
+    return None
+
+
+def write_expert(root: Path, name: str, role: str, spec: dict[str, Any], state: dict[str, torch.Tensor],
+                 digest: bool = False, **extra: Any) -> ExpertEntry:
+    """One expert's safetensors file (out of the page cache), and its manifest entry.
+
+    `digest` records the file's SHA-256 (trained experts: stored with every result they give).
+    """
+    file = f"{name}.safetensors"
+    data = save(state)
+    (root / file).write_bytes(data)
+    fsync_and_drop(root / file)
+    return ExpertEntry(name, role, spec, file, sum(t.numel() * t.element_size() for t in state.values()),
+                       weights_sha256=hashlib.sha256(data).hexdigest() if digest else None, **extra)
+
+
+def write_manifest(root: Path, key: str, seed: int, entries: Sequence[ExpertEntry], **extra: Any) -> Zoo:
+    manifest = {"format": ZOO_FORMAT, "build_key": key, "seed": seed, **extra,
+                "experts": [asdict(e) for e in entries]}
     (root / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     return Zoo.load(root)

@@ -24,8 +24,12 @@ class Crop:
     image: np.ndarray  # HxWx3 BGR uint8, rotation undone
 
     def tensor(self) -> torch.Tensor:
-        """3xHxW RGB uint8, what the engine's experts take."""
-        return torch.from_numpy(np.ascontiguousarray(self.image[:, :, ::-1].transpose(2, 0, 1)))
+        return crop_tensor(self.image)
+
+
+def crop_tensor(image: np.ndarray) -> torch.Tensor:
+    """An HxWx3 BGR crop as 3xHxW RGB uint8, what the engine's experts take (and training feeds them)."""
+    return torch.from_numpy(np.ascontiguousarray(image[:, :, ::-1].transpose(2, 0, 1)))
 
 
 def crop_part(image: np.ndarray, comp: ComponentRule, place: Placement, margin: int) -> np.ndarray:

@@ -183,7 +183,7 @@ def _damage(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: int, h
     """A chipped corner and a crack across the body."""
     x0, y0 = int(cx - w * 0.39), int(cy - h / 2)
     corner = rng.integers(0, 2)
-    chip = np.array([[x0 + (0 if corner else int(w * 0.78)), y0], [x0 + int(w * 0.35) * (1 if not corner else 1), y0],
+    chip = np.array([[x0 + (0 if corner else int(w * 0.78)), y0], [x0 + int(w * 0.35), y0],
                      [x0 + (0 if corner else int(w * 0.78)), y0 + int(h * 0.6)]], np.int32)
     cv2.fillPoly(patch, [chip], MASK_BGR)
     cv2.line(patch, (int(cx - w * 0.3), int(cy + h * 0.4)), (int(cx + w * 0.25), int(cy - h * 0.3)),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from ..coserve.request import Route
 from ..coserve.usage import ExpertUsage, RouteUse
+from ..coserve.workload import ComponentType, DetectorSpec
 from ..experts.base import UnknownArchitecture
 from ..experts.registry import architecture_from_spec
 from ..yamlio import ConfigError, Fields, LinedDict, line_of, load_yaml
@@ -45,22 +47,21 @@ class ComponentRule:
     placements: tuple[Placement, ...]
 
     @property
+    def kind(self) -> ComponentType:
+        """This type as the engine's workload sees it: count per board, route, pass rate."""
+        return ComponentType(self.name, len(self.placements), self.detector, self.expected_pass_rate)
+
+    @property
     def classifier(self) -> str:
-        return f"cls-{self.name}"
+        return self.kind.classifier
 
     @property
     def route(self) -> Route:
-        return Route((self.classifier, self.detector) if self.detector else (self.classifier,))
+        return self.kind.route
 
     @property
     def polarized(self) -> bool:
         return SHAPES[self.shape].polarized
-
-
-@dataclass(frozen=True)
-class DetectorRule:
-    name: str
-    spec: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class RuleSet:
     board_size: tuple[int, int]  # width, height
     crop_margin: int
     classifier_spec: dict[str, Any]
-    detectors: tuple[DetectorRule, ...]
+    detectors: tuple[DetectorSpec, ...]
     components: tuple[ComponentRule, ...]
     version: str  # sha256 of the file's text, first 12 hex digits
     source: str = "<memory>"
@@ -81,15 +82,19 @@ class RuleSet:
                 return c
         raise KeyError(f"component type {name!r} is not in rule set {self.recipe}")
 
-    def placements(self) -> list[tuple[ComponentRule, Placement]]:
+    def placements(self) -> tuple[tuple[ComponentRule, Placement], ...]:
         """Every part on the board in scan order (top to bottom, left to right)."""
+        return self._scan_order
+
+    @cached_property
+    def _scan_order(self) -> tuple[tuple[ComponentRule, Placement], ...]:  # cut_board asks once per board
         parts = [(c, p) for c in self.components for p in c.placements]
-        return sorted(parts, key=lambda cp: (cp[1].y, cp[1].x))
+        return tuple(sorted(parts, key=lambda cp: (cp[1].y, cp[1].x)))
 
     def usage(self) -> ExpertUsage:
         """Usage probabilities from the per-board counts and expected pass rates (paper §4.5)."""
-        return ExpertUsage.from_routes(RouteUse(c.route, len(c.placements), c.expected_pass_rate)
-                                       for c in self.components)
+        kinds = [c.kind for c in self.components]
+        return ExpertUsage.from_routes(RouteUse(k.route, k.count, k.pass_rate) for k in kinds)
 
     def expert_specs(self) -> dict[str, dict[str, Any]]:
         specs = {c.classifier: self.classifier_spec for c in self.components}
@@ -145,7 +150,7 @@ def _classifier(f: Fields) -> dict[str, Any]:
     return spec
 
 
-def _detectors(doc: Fields, source: str) -> tuple[DetectorRule, ...]:
+def _detectors(doc: Fields, source: str) -> tuple[DetectorSpec, ...]:
     raw = doc.get("detectors") or LinedDict()
     if not isinstance(raw, dict):
         raise doc.error("detectors", "must map detector names to {arch, input_size, threshold}")
@@ -159,7 +164,7 @@ def _detectors(doc: Fields, source: str) -> tuple[DetectorRule, ...]:
         spec = {"arch": f.text("arch"), "input_size": size, "classes": len(DETECTOR_CLASSES),
                 "threshold": f.number("threshold", 0.5, minimum=0.0, maximum=1.0)}
         _check_arch(f, "arch", spec)
-        out.append(DetectorRule(str(name), spec))
+        out.append(DetectorSpec(str(name), spec))
     return tuple(out)
 
 

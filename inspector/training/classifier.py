@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..experts.resnet import ResNetClassifier
+from ..ingest.crops import crop_tensor
 from ..ingest.synthetic import classifier_label
 from .samples import PartSample
 
@@ -23,7 +24,7 @@ class TrainedClassifier:
 
 
 def to_batch(arch: ResNetClassifier, samples: list[PartSample]) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.stack([arch.preprocess(torch.from_numpy(s.crop[:, :, ::-1].transpose(2, 0, 1).copy()))
+    x = torch.stack([arch.preprocess(crop_tensor(s.crop))
                      for s in samples])
     y = torch.tensor([classifier_label(s.defect) for s in samples])
     return x, y

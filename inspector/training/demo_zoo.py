@@ -9,18 +9,13 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
-import torch
-from safetensors.torch import save_file
-
 from ..experts.registry import architecture_from_spec
-from ..experts.zoo import MANIFEST, ZOO_FORMAT, ExpertEntry, Zoo, ZooMissing
+from ..experts.zoo import ZOO_FORMAT, ExpertEntry, Zoo, current_zoo, write_expert, write_manifest
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, RuleSet
-from ..runtime.diskio import fsync_and_drop
-from .classifier import train_classifier
-from .detector import train_detector
+from .classifier import TrainedClassifier, train_classifier
+from .detector import TrainedDetector, train_detector
 from .samples import TRAINING_RATES, collect
 
 RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 12, "detector_cap": 1500,
@@ -52,29 +47,24 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     say = progress or (lambda _m: None)
     check_shared_types(rule_sets)
     key = demo_key(rule_sets, seed, recipe)
-    try:
-        existing = Zoo.load(root)
-        if existing.build_key == key and all(existing.path_of(n).is_file() for n in existing.entries):
-            say(f"demo zoo up to date: {root}")
-            return existing
-    except ZooMissing:
-        pass
+    existing = current_zoo(root, key)
+    if existing is not None:
+        say(f"demo zoo up to date: {root}")
+        return existing
     root.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     t0 = time.perf_counter()
     train = collect(rule_sets, recipe["per_type"], seed, recipe["rates"], cap=recipe["classifier_cap"])
     val = collect(rule_sets, recipe["val_per_type"], seed + 1, recipe["rates"])
     det_train = collect(rule_sets, recipe["per_type"], seed + 2, recipe["rates"], cap=recipe["detector_cap"])
     say(f"rendered training and held-out boards in {time.perf_counter() - t0:.0f} s")
     entries = []
+    spec = rule_sets[0].classifier_spec  # check_shared_types: all rule sets agree on it
+    arch = architecture_from_spec(spec)
     for name in sorted(train.by_classifier):
-        spec = rule_sets[0].classifier_spec
-        arch = architecture_from_spec(spec)
         t = time.perf_counter()
         trained = train_classifier(arch, train.by_classifier[name], val.by_classifier[name],
                                    recipe["classifier_epochs"], seed)
-        entries.append(_write(root, name, arch.role, spec, trained.state, CLASSIFIER_CLASSES, key,
-                              trained.val_accuracy, trained.train_samples))
+        entries.append(_write(root, name, arch.role, spec, trained, CLASSIFIER_CLASSES, key))
         say(f"trained {name}: validation accuracy {trained.val_accuracy:.3f} "
             f"({trained.train_samples} crops, {time.perf_counter() - t:.0f} s)")
     detectors = {d.name: d.spec for r in rule_sets for d in r.detectors}
@@ -83,25 +73,18 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
         t = time.perf_counter()
         trained = train_detector(arch, det_train.by_detector[name], val.by_detector[name],
                                  recipe["detector_epochs"], seed)
-        entries.append(_write(root, name, arch.role, detectors[name], trained.state, DETECTOR_CLASSES, key,
-                              trained.val_accuracy, trained.train_samples))
+        entries.append(_write(root, name, arch.role, detectors[name], trained, DETECTOR_CLASSES, key))
         say(f"trained {name}: validation accuracy {trained.val_accuracy:.3f} "
             f"({trained.train_samples} crops, {time.perf_counter() - t:.0f} s)")
-    manifest = {"format": ZOO_FORMAT, "build_key": key, "seed": seed, "recipe": recipe,
-                "rule_sets": {r.recipe: r.version for r in rule_sets},
-                "build_seconds": round(time.perf_counter() - t0, 1), "experts": [asdict(e) for e in entries]}
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    say(f"demo zoo built in {time.perf_counter() - t0:.0f} s: {root}")
-    return Zoo.load(root)
+    build_s = round(time.perf_counter() - t0, 1)
+    zoo = write_manifest(root, key, seed, entries, recipe=recipe,
+                         rule_sets={r.recipe: r.version for r in rule_sets}, build_seconds=build_s)
+    say(f"demo zoo built in {build_s:.0f} s: {root}")
+    return zoo
 
 
-def _write(root: Path, name: str, role: str, spec: dict, state: dict[str, torch.Tensor], classes: tuple[str, ...],
-           data_hash: str, val_accuracy: float, samples: int) -> ExpertEntry:
-    file = f"{name}.safetensors"
-    state = {k: v.contiguous() for k, v in state.items()}
-    save_file(state, str(root / file))
-    fsync_and_drop(root / file)
-    digest = hashlib.sha256((root / file).read_bytes()).hexdigest()
-    return ExpertEntry(name, role, spec, file, sum(t.numel() * t.element_size() for t in state.values()),
-                       classes=classes, weights_sha256=digest, data_hash=data_hash,
-                       val_accuracy=round(val_accuracy, 4), train_samples=samples)
+def _write(root: Path, name: str, role: str, spec: dict, trained: TrainedClassifier | TrainedDetector,
+           classes: tuple[str, ...], data_hash: str) -> ExpertEntry:
+    state = {k: v.contiguous() for k, v in trained.state.items()}
+    return write_expert(root, name, role, spec, state, digest=True, classes=classes, data_hash=data_hash,
+                        val_accuracy=round(trained.val_accuracy, 4), train_samples=trained.train_samples)

@@ -17,6 +17,7 @@ import cv2
 import torch
 
 from ..experts.yolo import YoloDetector
+from ..ingest.crops import crop_tensor
 from ..routing.rules import DETECTOR_CLASSES
 from .samples import PartSample, body_label
 
@@ -73,7 +74,7 @@ def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSa
 def accuracy(arch: YoloDetector, module: torch.nn.Module, samples: list[PartSample]) -> float:
     if not samples:
         return float("nan")
-    x = torch.stack([arch.preprocess(torch.from_numpy(s.crop[:, :, ::-1].transpose(2, 0, 1).copy()))
+    x = torch.stack([arch.preprocess(crop_tensor(s.crop))
                      for s in samples])
     right = 0
     for i in range(0, len(x), 128):
