@@ -83,11 +83,29 @@ class FolderSource:
     def stop(self) -> None:
         self._stop = True
 
+    def _ready(self, seen: set[Path], sizes: dict[Path, int]) -> list[Path]:
+        """New images in name order; watching, only those whose size held still since the last poll,
+        so a file the scanner is still writing is not read half-written."""
+        new = sorted(p for p in self.folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p not in seen)
+        if not self.watch:
+            return new
+        ready = []
+        for path in new:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size and sizes.get(path) == size:
+                ready.append(path)
+            sizes[path] = size
+        return ready
+
     def __iter__(self) -> Iterator[Frame]:
         seen: set[Path] = set()
+        sizes: dict[Path, int] = {}
         idle_since = time.monotonic()
         while not self._stop:
-            new = sorted(p for p in self.folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p not in seen)
+            new = self._ready(seen, sizes)
             for path in new:
                 seen.add(path)
                 image = _read(path, self.counters)
@@ -96,7 +114,7 @@ class FolderSource:
                     yield Frame(image, path.stem, f"folder:{path}")
             if not self.watch:
                 return
-            if new:
+            if new or len(sizes) > len(seen):  # something arrived or is still arriving
                 idle_since = time.monotonic()
             elif self.idle_stop_s is not None and time.monotonic() - idle_since > self.idle_stop_s:
                 return
