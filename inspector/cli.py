@@ -5,7 +5,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-none,coserve-em,coserve-em-ra,coserve"
@@ -139,29 +138,59 @@ def _data_dir(path: str | None) -> Path:
     return Path(path or os.environ.get("INSPECTOR_DATA", "inspector-data"))
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by run and kiosk
+    """(rules, zoo, store, source, service config, MQTT publisher or None, data dir) from the common flags."""
     from .app.line import LineConfig
-    from .app.run import RULES_DIR, demo_zoo, open_source, run_line, summary
+    from .app.run import RULES_DIR, demo_zoo, open_source
+    from .app.service import ServiceConfig
     from .results.store import ResultStore, sqlite_url
     from .routing.rules import load_rules
 
     models, data = _models_dir(args.models), _data_dir(args.data)
     data.mkdir(parents=True, exist_ok=True)
     rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
+    source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate)
     zoo = demo_zoo(models, _say) if args.zoo is None else _load_zoo(args.zoo)
     store = ResultStore(args.db or sqlite_url(data / "results.sqlite"))
-    source = open_source(args.source, rules, args.boards, args.seed)
-    config = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb)
+    line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb)
+    overflow = args.overflow or ("drop-oldest" if args.source.startswith("camera:") else "wait")
+    config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops)
+    publisher = None
+    if args.mqtt:
+        from .results.mqtt import MqttPublisher
+
+        publisher = MqttPublisher(args.mqtt, args.line, args.station, prefix=args.mqtt_prefix)
+        publisher.start()
+    return rules, zoo, store, source, config, publisher, data
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .app.run import run_line, summary
+
+    rules, zoo, store, source, config, publisher, data = _line_setup(args)
     _say(f"inspecting {source.name} with rule set {rules.recipe} ({rules.version}), policy {args.policy}")
-    t0 = time.perf_counter()
-    line, detection, writer = run_line(rules, zoo, models, source, config, store, data / "spool.jsonl", _say)
-    seconds = time.perf_counter() - t0
-    print(summary(line, detection, writer, store, seconds))
-    counters = source.counters
-    if counters.unreadable or counters.reconnects:
-        print(f"source: {counters.unreadable} unreadable images, {counters.reconnects} reconnects; "
-              f"last: {counters.last_error}")
+    service, seconds = run_line(rules, zoo, _models_dir(args.models), source, config, store, data, _say,
+                                published=[publisher] if publisher else None)
+    print(summary(service, seconds))
+    if publisher:
+        st = publisher.status()
+        print(f"mqtt: {st.published} boards acknowledged by {publisher.host}:{publisher.port}"
+              + (f", {st.queued} not delivered: {st.last_error}" if st.queued else ""))
     return 0
+
+
+def cmd_kiosk(args: argparse.Namespace) -> int:
+    from .app.run import RULES_DIR, line_profiles
+    from .app.service import LineService
+    from .kiosk.service import Kiosk, KioskConfig
+
+    rules, zoo, store, source, config, publisher, data = _line_setup(args)
+    profiles = line_profiles(zoo, _models_dir(args.models), _say)
+    service = LineService(rules, zoo, profiles, config, store, data, source,
+                          [publisher] if publisher else None, _say)
+    kiosk = Kiosk(service, KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every),
+                  rules_path=args.rules or str(RULES_DIR / "board_a.yaml"), publisher=publisher, say=_say)
+    return kiosk.serve()
 
 
 def _load_zoo(path: str):  # noqa: ANN202
@@ -187,6 +216,36 @@ def cmd_export(args: argparse.Namespace) -> int:
             n = export_csv(store, out, filters)
     print(f"{n} component results exported to {args.csv}", file=sys.stderr)
     return 0
+
+
+def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
+    from .ingest.queue import OVERFLOW_POLICIES
+    from .results.crops import KEEP_MODES
+
+    p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    p.add_argument("--source", default="synthetic",
+                   help="synthetic[:N] (default), folder:DIR, watch:DIR, replay:FILE, camera:URI (index, URL, file)")
+    p.add_argument("--boards", type=int, default=boards,
+                   help=f"boards of the synthetic source (default {boards}; 0: endless)")
+    p.add_argument("--seed", type=int, default=1000, help="synthetic source seed (held out from training)")
+    p.add_argument("--defect-rate", type=float, default=0.005,
+                   help="fraction of synthetic parts with a defect (default 0.005; the demo zoo trains at ~0.4)")
+    p.add_argument("--interval", type=float, default=0.0,
+                   help="seconds between synthetic boards, like a conveyor (default 0: as fast as the line takes)")
+    p.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
+    p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    p.add_argument("--db", help="SQLAlchemy URL (default: SQLite in the data directory)")
+    p.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
+    p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
+    p.add_argument("--line", default="line-1")
+    p.add_argument("--station", default="aoi-1")
+    p.add_argument("--queue", type=int, default=8, help="boards the ingest queue holds (default 8)")
+    p.add_argument("--overflow", default=None, choices=OVERFLOW_POLICIES,
+                   help="when the ingest queue is full: wait (folders, replay), drop-oldest (cameras) or drop-newest; "
+                        "default: drop-oldest for a camera, wait otherwise")
+    p.add_argument("--keep-crops", default="failed", choices=KEEP_MODES, help="crops kept as PNG (default: failed)")
+    p.add_argument("--mqtt", help="publish per-board results to this MQTT broker (HOST[:PORT])")
+    p.add_argument("--mqtt-prefix", default="inspector", help="MQTT topic prefix (default inspector)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,19 +282,17 @@ def build_parser() -> argparse.ArgumentParser:
     build.set_defaults(func=cmd_zoo_build)
 
     run = sub.add_parser("run", help="the main job: inspect a board stream into the results database")
-    run.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
-    run.add_argument("--source", default="synthetic",
-                     help="synthetic[:N] (default), folder:DIR, watch:DIR, replay:FILE, camera:URI (index, URL, file)")
-    run.add_argument("--boards", type=int, default=30, help="boards of the synthetic source (default 30)")
-    run.add_argument("--seed", type=int, default=1000, help="synthetic source seed (held out from training)")
-    run.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
-    run.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
-    run.add_argument("--db", help="SQLAlchemy URL (default: SQLite in the data directory)")
-    run.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
-    run.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
-    run.add_argument("--line", default="line-1")
-    run.add_argument("--station", default="aoi-1")
+    _line_flags(run)
     run.set_defaults(func=cmd_run)
+
+    kiosk = sub.add_parser("kiosk", help="run the line as a headless service (systemd notify, metrics, health)")
+    _line_flags(kiosk, boards=0)
+    kiosk.add_argument("--listen", default="127.0.0.1:9108", help="metrics/health/status address (default "
+                                                                    "127.0.0.1:9108)")
+    kiosk.add_argument("--stall-s", type=float, default=60.0,
+                       help="boards inside and none finished this long counts as stalled (default 60)")
+    kiosk.add_argument("--log-every", type=float, default=30.0, help="seconds between progress lines (default 30)")
+    kiosk.set_defaults(func=cmd_kiosk)
 
     export = sub.add_parser("export", help="export results")
     export.add_argument("--csv", required=True, help="output file, or - for standard output")

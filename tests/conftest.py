@@ -10,6 +10,10 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 
 from inspector.coserve.bench import prepare  # noqa: E402
 from inspector.coserve.workload import Workload, parse_workload  # noqa: E402
+from inspector.routing.rules import parse_rules  # noqa: E402
+from inspector.training.demo_zoo import RECIPE, build_demo_zoo  # noqa: E402
+
+from .test_routing_rules import GOOD  # noqa: E402
 
 TINY = """\
 name: tiny
@@ -48,3 +52,17 @@ def tiny(models_dir: Path):
     workload = tiny_workload()
     zoo, profiles = prepare(workload, models_dir)
     return workload, zoo, profiles
+
+
+# -- a tiny trained demo line (one rule set, two classifiers, one shared detector) ------------------
+DEMO_RULES = parse_rules(GOOD, "mini.yaml")
+TINY_RECIPE = {**RECIPE, "per_type": 300, "classifier_cap": 300, "classifier_epochs": 12, "detector_cap": 96,
+               "detector_epochs": 2, "val_per_type": 20}
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory):
+    """(root, zoo): the tiny demo zoo trained once per session under root/models/demo."""
+    root = tmp_path_factory.mktemp("line")
+    zoo = build_demo_zoo(root / "models" / "demo", [DEMO_RULES], recipe=TINY_RECIPE)
+    return root, zoo

@@ -24,7 +24,7 @@ def free_port() -> int:
 
 def ensure_debian_packages(binary: str, packages: list[str]) -> None:
     """Install Debian packages when a server binary is missing (a fresh CI machine)."""
-    if shutil.which(binary) or any((d / binary).exists() for d in PG_BIN_DIRS):
+    if shutil.which(binary) or Path("/usr/sbin", binary).exists() or any((d / binary).exists() for d in PG_BIN_DIRS):
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         raise RuntimeError(f"{binary} is missing: install the Debian packages {' '.join(packages)}")
@@ -72,4 +72,44 @@ class Postgres:
         subprocess.run([*self.as_user, _pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
                        capture_output=True, cwd=self.root)
         time.sleep(0.1)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Mosquitto:
+    """A mosquitto broker on a free localhost port; `restart` keeps its persisted sessions (like a real outage)."""
+
+    def __init__(self, port: int | None = None) -> None:
+        ensure_debian_packages("mosquitto", ["mosquitto"])
+        self.binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+        self.root = Path(tempfile.mkdtemp(prefix="inspector-mqtt-"))
+        self.port = port or free_port()
+        conf = self.root / "mosquitto.conf"
+        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+                        f"persistence_location {self.root}/\nlog_dest file {self.root}/log\n"
+                        + ("user root\n" if os.geteuid() == 0 else ""))
+        self.conf = conf
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.binary, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"mosquitto exited: {self.proc.stderr.read().decode()}") from None
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start listening")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def close(self) -> None:
+        self.stop()
         shutil.rmtree(self.root, ignore_errors=True)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from inspector.ingest.crops import BoardSizeMismatch, cut_board
-from inspector.ingest.sources import CameraSource, FolderSource, ReplaySource, SyntheticSource
+from inspector.ingest.queue import IngestQueue, feed
+from inspector.ingest.sources import CameraSource, FolderSource, Frame, ReplaySource, SyntheticSource
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import body_box, parse_rules
 
@@ -76,6 +77,8 @@ def test_watched_folder_picks_up_new_files(tmp_path: Path) -> None:
     img = _boards(tmp_path, 1)[0]
     threading.Timer(0.2, lambda: cv2.imwrite(str(tmp_path / "late.png"), img)).start()
     assert [f.serial for f in source] == ["late"]
+    # read images move aside, so a restarted kiosk does not inspect them again
+    assert not (tmp_path / "late.png").exists() and (tmp_path / "inspected" / "late.png").is_file()
 
 
 def test_replay_list(tmp_path: Path) -> None:
@@ -102,3 +105,50 @@ def test_dropped_camera_reconnects_with_backoff_then_says_what_to_check() -> Non
     source = CameraSource("rtsp://127.0.0.1:9/none", max_reconnects=2, backoff_s=0.01)
     assert list(source) == []
     assert source.counters.reconnects == 2 and "check the cable" in source.counters.last_error
+
+
+def _frames(n: int) -> list[Frame]:
+    return [Frame(np.zeros((4, 4, 3), np.uint8), f"B{i}", "test") for i in range(n)]
+
+
+def test_wait_policy_holds_the_source_until_the_line_takes_a_board() -> None:
+    import threading
+
+    q = IngestQueue(capacity=2, overflow="wait")
+    frames = _frames(3)
+    assert q.put(frames[0]) and q.put(frames[1])
+    third = threading.Thread(target=q.put, args=(frames[2],))
+    third.start()
+    third.join(0.3)
+    assert third.is_alive() and len(q) == 2  # waiting, nothing lost
+    assert q.get().serial == "B0"
+    third.join(2)
+    assert not third.is_alive() and [f.serial for f in (q.get(), q.get())] == ["B1", "B2"]
+    assert q.counters.dropped == 0 and q.counters.accepted == 3
+
+
+def test_drop_policies_keep_the_right_boards_and_count_the_rest() -> None:
+    oldest = IngestQueue(capacity=2, overflow="drop-oldest")
+    newest = IngestQueue(capacity=2, overflow="drop-newest")
+    for f in _frames(5):
+        oldest.put(f)
+        newest.put(f)
+    oldest.close()
+    newest.close()
+    assert [f.serial for f in oldest.drain()] == ["B3", "B4"]
+    assert [f.serial for f in newest.drain()] == ["B0", "B1"]
+    assert oldest.counters.dropped == newest.counters.dropped == 3
+    assert oldest.counters.last_dropped == "B2" and newest.counters.last_dropped == "B4"
+
+
+def test_feed_stops_on_close_and_names_a_broken_source() -> None:
+    def broken():
+        yield from _frames(2)
+        raise OSError("capture card vanished")
+
+    q = IngestQueue(capacity=4)
+    feed(broken(), q)
+    assert [f.serial for f in q.drain()] == ["B0", "B1"]
+    assert q.counters.source_error == "OSError: capture card vanished"
+    with pytest.raises(ValueError, match="drop-oldest"):
+        IngestQueue(overflow="drop-everything")

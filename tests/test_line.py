@@ -8,24 +8,16 @@ import pytest
 
 from inspector.app.line import LineConfig
 from inspector.app.run import run_line
+from inspector.app.service import ServiceConfig
 from inspector.cli import main
 from inspector.ingest.sources import SyntheticSource
 from inspector.results.store import ResultStore, sqlite_url
 from inspector.routing.rules import parse_rules
-from inspector.training.demo_zoo import RECIPE, build_demo_zoo
+from inspector.training.demo_zoo import build_demo_zoo
 
+from .conftest import DEMO_RULES as RULES
+from .conftest import TINY_RECIPE
 from .test_routing_rules import GOOD
-
-RULES = parse_rules(GOOD, "mini.yaml")
-TINY_RECIPE = {**RECIPE, "per_type": 300, "classifier_cap": 300, "classifier_epochs": 12, "detector_cap": 96,
-               "detector_epochs": 2, "val_per_type": 20}
-
-
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("line")
-    zoo = build_demo_zoo(root / "models" / "demo", [RULES], recipe=TINY_RECIPE)
-    return root, zoo
 
 
 def test_demo_zoo_manifest_records_training(demo) -> None:
@@ -47,10 +39,10 @@ def test_demo_zoo_is_cached(demo) -> None:
 def _run(demo, policy: str, tmp_path: Path, boards: int = 6):
     root, zoo = demo
     store = ResultStore(sqlite_url(tmp_path / f"{policy}.sqlite"))
-    line, detection, writer = run_line(RULES, zoo, root / "models", SyntheticSource(RULES, boards, seed=77),
-                                       LineConfig(policy=policy, device_mb=40), store, tmp_path / "spool.jsonl",
-                                       lambda _m: None)
-    return line, detection, writer, store
+    service, _ = run_line(RULES, zoo, root / "models", SyntheticSource(RULES, boards, seed=77),
+                          ServiceConfig(LineConfig(policy=policy, device_mb=40)), store, tmp_path / policy,
+                          lambda _m: None)
+    return service.line, service.detection, service.writer, store
 
 
 def test_every_board_and_part_is_stored_and_verdicts_do_not_depend_on_policy(demo, tmp_path: Path) -> None:

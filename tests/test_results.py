@@ -137,3 +137,78 @@ def test_spool_left_by_a_crash_is_replayed_on_start(tmp_path: Path) -> None:
 def test_unreachable_database_at_open_says_which(tmp_path: Path) -> None:
     with pytest.raises(StoreUnavailable, match="cannot open the results database"):
         ResultStore("postgresql+psycopg2://nobody@127.0.0.1:9/none")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A real 1 MiB filesystem (tmpfs) that the test can fill; needs root, as on the CI machine."""
+    import subprocess
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a small filesystem here: {r.stderr.decode().strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    with filler.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return filler
+
+
+def test_full_disk_keeps_results_in_memory_tells_why_and_writes_them_once_space_returns(small_disk: Path) -> None:
+    store = ResultStore(sqlite_url(small_disk / "r.sqlite"))
+    writer = ResultWriter(store, small_disk / "spool.jsonl", batch=4, max_wait_s=0.05, retry_s=0.1)
+    writer.start()
+    writer.put(board("B0"))
+    deadline = time.monotonic() + 10
+    while writer.status().written < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    filler = fill(small_disk)
+    for i in range(1, 6):
+        writer.put(board(f"B{i}", i))
+    deadline = time.monotonic() + 10
+    while "cannot spool" not in (writer.status().last_error or "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    status = writer.status()
+    assert status.written == 1 and "No space left" in (status.last_error or ""), status
+    filler.unlink()
+    final = writer.close()
+    assert final.written == 6 and final.pending == 0 and final.spooled == 0
+    assert [r.board_serial for r in store.inspections()] == [f"B{i}" for i in range(6)]
+
+
+def test_crops_of_flagged_parts_are_kept_and_a_full_disk_only_costs_the_picture(tmp_path: Path,
+                                                                                small_disk: Path) -> None:
+    import numpy as np
+
+    from inspector.results.crops import CropKeeper
+
+    keeper = CropKeeper(tmp_path / "crops")
+    b = board("SN/1", defect="polarity")
+    b.crops = {"R1": np.zeros((8, 8, 3), np.uint8), "D1": np.full((8, 8, 3), 200, np.uint8)}
+    keeper(b)
+    assert b.parts[0].crop_path is None  # passed: not kept
+    kept = Path(b.parts[1].crop_path)
+    assert kept.is_file() and kept.name == "D1.png" and kept.parent.name == "SN_1" and b.crops == {}
+
+    full = CropKeeper(small_disk / "crops")
+    fill(small_disk)
+    b2 = board("B2", defect="missing")
+    b2.crops = {"D1": np.random.default_rng(0).integers(0, 255, (256, 256, 3), dtype=np.uint8)}
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    writer = ResultWriter(store, tmp_path / "spool.jsonl", prepare=full)
+    writer.start()
+    writer.put(b2)
+    writer.close()
+    assert full.failed == 1 and "No space left" in full.last_error
+    [stored] = store.inspections()
+    assert stored.board_serial == "B2" and stored.parts[1].crop_path is None

@@ -6,6 +6,10 @@ a board's last part is in, its record goes to the writer (database) and to
 the sinks (MQTT, GUI). Boards overlap in the engine, which is what lets the
 scheduler group same-expert parts across boards; at most `max_in_flight`
 boards are inside at once, so a fast source waits instead of filling memory.
+
+A new rule set applies between boards without a restart (`apply_rules`):
+boards already inside finish under the set they were cut with, the engine
+keeps its resident experts and takes the new usage probabilities.
 """
 from __future__ import annotations
 
@@ -26,9 +30,9 @@ from ..coserve.profile import DeviceProfile
 from ..coserve.request import Request, RequestResult
 from ..coserve.workload import MiB, Workload
 from ..experts.zoo import Zoo
-from ..ingest.crops import cut_board
+from ..ingest.crops import Crop, cut_board
 from ..results.records import BoardRecord
-from ..routing.rules import ComponentRule, RuleSet
+from ..routing.rules import RuleSet
 from .verdict import part_verdict
 
 BoardSink = Callable[[BoardRecord], None]
@@ -60,7 +64,8 @@ def rules_workload(rules: RuleSet, device_mb: float) -> Workload:
 class _Pending:
     record: BoardRecord
     remaining: int
-    parts: dict[int, tuple[str, ComponentRule]] = field(default_factory=dict)
+    rules: RuleSet
+    parts: dict[int, Crop] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,10 +80,7 @@ class LineStats:
 class Line:
     def __init__(self, rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig,
                  sinks: list[BoardSink] | None = None) -> None:
-        missing = sorted(set(rules.expert_specs()) - set(zoo.entries))
-        if missing:
-            raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
-                             f"{', '.join(missing)}; build them with `inspector zoo build --demo` or fix the rules")
+        self._check_experts(rules, zoo)
         self.rules, self.zoo, self.config = rules, zoo, config
         self.sinks = list(sinks or [])
         workload = rules_workload(rules, config.device_mb)
@@ -90,9 +92,29 @@ class Line:
         self._lock = threading.Condition()
         self._pending: dict[int, _Pending] = {}  # request id -> its board
         self._boards_in = 0
-        self._scan_index = {p.ref: i for i, (_, p) in enumerate(rules.placements())}
         self.stats = LineStats()
         self.started = time.perf_counter()
+        self.last_progress = time.monotonic()  # last board finished, or work arriving at an idle line
+
+    def stalled_for(self) -> float:
+        """Seconds boards have been inside without one finishing; 0 when idle or flowing."""
+        with self._lock:
+            return time.monotonic() - self.last_progress if self._boards_in else 0.0
+
+    @staticmethod
+    def _check_experts(rules: RuleSet, zoo: Zoo) -> None:
+        missing = sorted(set(rules.expert_specs()) - set(zoo.entries))
+        if missing:
+            raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
+                             f"{', '.join(missing)}; build them with `inspector zoo build --demo` or fix the rules")
+
+    def apply_rules(self, rules: RuleSet) -> None:
+        """Use `rules` for every board from now on; raises ValueError (and keeps the running set) when the
+        zoo lacks one of its experts."""
+        self._check_experts(rules, self.zoo)
+        with self._lock:
+            self.rules = rules
+            self.engine.set_usage(rules.usage())
 
     def start(self) -> None:
         self.engine.start()
@@ -103,17 +125,20 @@ class Line:
 
         Raises BoardSizeMismatch (nothing submitted) when the image does not fit the layout.
         """
-        crops = cut_board(image, self.rules)
+        rules = self.rules
+        crops = cut_board(image, rules)
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight)
+            if not self._boards_in:
+                self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
             self._boards_in += 1
             now = datetime.now(timezone.utc)
-            pending = _Pending(BoardRecord(serial, self.rules.recipe, self.rules.version, now, now,
-                                           self.config.line, self.config.station, source), len(crops))
+            pending = _Pending(BoardRecord(serial, rules.recipe, rules.version, now, now,
+                                           self.config.line, self.config.station, source), len(crops), rules)
             requests = []
             for crop in crops:
                 rid = next(self._ids)
-                pending.parts[rid] = (crop.ref, crop.component)
+                pending.parts[rid] = crop
                 self._pending[rid] = pending
                 requests.append(Request(rid, crop.component.name, crop.component.route, crop.tensor(),
                                         arrival=time.perf_counter()))
@@ -123,15 +148,19 @@ class Line:
     def _on_result(self, result: RequestResult) -> None:
         with self._lock:
             pending = self._pending.pop(result.id)
-            ref, comp = pending.parts[result.id]
-            pending.record.parts.append(part_verdict(result, ref, comp, self.zoo, self.rules.crop_margin))
+            crop = pending.parts[result.id]
+            pending.record.parts.append(part_verdict(result, crop.ref, crop.component, self.zoo,
+                                                     pending.rules.crop_margin))
             pending.remaining -= 1
             if pending.remaining:
                 return
             record = pending.record
             record.finished_at = datetime.now(timezone.utc)
-            record.parts.sort(key=lambda p: self._scan_index[p.ref])
+            scan = pending.rules.scan_index()
+            record.parts.sort(key=lambda p: scan[p.ref])
+            record.crops = {c.ref: c.image for c in pending.parts.values()}
             self._boards_in -= 1
+            self.last_progress = time.monotonic()
             self.stats.boards += 1
             self.stats.parts += len(record.parts)
             self.stats.board_verdicts[record.verdict] += 1
@@ -139,6 +168,11 @@ class Line:
             self._lock.notify_all()
         for sink in self.sinks:
             sink(record)
+
+    @property
+    def boards_in_flight(self) -> int:
+        with self._lock:
+            return self._boards_in
 
     def drain(self, timeout: float | None = None) -> bool:
         with self._lock:

@@ -1,60 +1,36 @@
 """`inspector run`: a source through the rules, the engine and the results, printing as it goes."""
 from __future__ import annotations
 
+import importlib.util
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..coserve.profile import DeviceProfile
 from ..coserve.profiler import load_or_profile
 from ..experts.zoo import Zoo
-from ..ingest.crops import BoardSizeMismatch
 from ..ingest.sources import CameraSource, FolderSource, Frame, ReplaySource, SyntheticSource
-from ..results.records import BoardRecord
+from ..ingest.synthetic import rates_for
 from ..results.store import ResultStore
-from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet, load_rules
 from ..runtime.devices import available_devices
 from ..training.demo_zoo import build_demo_zoo
-from .line import Line, LineConfig
+from .line import Line
+from .service import LineService, ServiceConfig, Sink
 
-REPO = Path(__file__).resolve().parents[2]
-RULES_DIR = REPO / "routing_rules"
+
+def _rules_dir() -> Path:
+    """The shipped rule sets: the checkout's routing_rules/, or the copy installed beside the package."""
+    spec = importlib.util.find_spec("routing_rules")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    return Path(__file__).resolve().parents[2] / "routing_rules"
+
+
+RULES_DIR = _rules_dir()
 DEMO_RULES = ("board_a.yaml", "board_b.yaml")
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class Detection:
-    """Part verdicts against the truth a synthetic source knows."""
-
-    defective: int = 0
-    caught: int = 0
-    good: int = 0
-    false_alarms: int = 0
-    by_class: dict[str, list[int]] = field(default_factory=dict)  # defect -> [parts, caught]
-
-    def add(self, truth: dict[str, str], record: BoardRecord) -> None:
-        for part in record.parts:
-            real = truth.get(part.ref, "ok")
-            flagged = part.verdict != "pass"
-            if real == "ok":
-                self.good += 1
-                self.false_alarms += flagged
-            else:
-                self.defective += 1
-                self.caught += flagged
-                row = self.by_class.setdefault(real, [0, 0])
-                row[0] += 1
-                row[1] += flagged
-
-    def lines(self) -> list[str]:
-        rate = self.caught / self.defective if self.defective else float("nan")
-        fa = self.false_alarms / self.good if self.good else float("nan")
-        out = [f"defect detection rate {rate:.3f} ({self.caught}/{self.defective}), "
-               f"false-alarm rate {fa:.4f} ({self.false_alarms}/{self.good})"]
-        out += [f"  {d:<9} {c}/{n} caught" for d, (n, c) in sorted(self.by_class.items())]
-        return out
 
 
 def demo_zoo(models_dir: Path, say: Say) -> Zoo:
@@ -62,10 +38,13 @@ def demo_zoo(models_dir: Path, say: Say) -> Zoo:
     return build_demo_zoo(models_dir / "demo", rule_sets, progress=say)
 
 
-def open_source(spec: str, rules: RuleSet, boards: int, seed: int):  # noqa: ANN201 - any source
+def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: float = 0.0,  # noqa: ANN201
+                defect_rate: float | None = None):
+    """A source from its command-line spelling; the other arguments apply to synthetic ones."""
     kind, _, arg = spec.partition(":")
     if kind == "synthetic":
-        return SyntheticSource(rules, int(arg) if arg else boards, seed=seed)
+        rates = None if defect_rate is None else rates_for(defect_rate)
+        return SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s)
     if kind in ("folder", "watch"):
         return FolderSource(arg, watch=kind == "watch")
     if kind == "replay":
@@ -75,38 +54,28 @@ def open_source(spec: str, rules: RuleSet, boards: int, seed: int):  # noqa: ANN
     raise ValueError(f"unknown source {spec!r}: use synthetic[:N], folder:DIR, watch:DIR, replay:FILE or camera:URI")
 
 
-def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, frames: Iterable[Frame], config: LineConfig,
-             store: ResultStore, spool: Path, say: Say, every: int = 5) -> tuple[Line, Detection, ResultWriter]:
-    profiles = {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say) for d in available_devices()}
-    detection = Detection()
-    truths: dict[str, dict[str, str]] = {}
-    writer = ResultWriter(store, spool)
-    writer.start()
+def line_profiles(zoo: Zoo, models_dir: Path, say: Say) -> dict[str, DeviceProfile]:
+    """The engine's device profiles, measured once per zoo and device (before any clock starts)."""
+    return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say) for d in available_devices()}
 
-    def on_board(record: BoardRecord) -> None:
-        writer.put(record)
-        truth = truths.pop(record.board_serial, None)
-        if truth is not None:
-            detection.add(truth, record)
 
-    line = Line(rules, zoo, profiles, config, sinks=[on_board])
-    line.start()
-    last = 0
-    for frame in frames:
-        if frame.truth is not None:
-            truths[frame.serial] = frame.truth
-        try:
-            line.inspect(frame.image, frame.serial, frame.source)
-        except BoardSizeMismatch as exc:
-            say(f"skipped {frame.serial}: {exc}")
-            line.stats.rejected_boards += 1
-            continue
-        if line.stats.boards - last >= every:
-            last = line.stats.boards
-            say(progress_line(line))
-    line.stop()
-    writer.close()
-    return line, detection, writer
+def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Iterable[Frame], config: ServiceConfig,
+             store: ResultStore, data_dir: Path, say: Say, every: int = 5,
+             published: list[Sink] | None = None) -> tuple[LineService, float]:
+    """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored."""
+    profiles = line_profiles(zoo, models_dir, say)
+    service = LineService(rules, zoo, profiles, config, store, data_dir, source, published, say)
+    last = [0]
+
+    def progress() -> None:
+        if service.line.stats.boards - last[0] >= every:
+            last[0] = service.line.stats.boards
+            say(progress_line(service.line))
+
+    t0 = time.perf_counter()
+    service.start()
+    service.run(progress)
+    return service, time.perf_counter() - t0
 
 
 def progress_line(line: Line) -> str:
@@ -117,10 +86,11 @@ def progress_line(line: Line) -> str:
             f"{st.experts.switches} switches, boards pass {v['pass']} fail {v['fail']} error {v['error']}")
 
 
-def summary(line: Line, detection: Detection, writer: ResultWriter, store: ResultStore, seconds: float) -> str:
+def summary(service: LineService, seconds: float) -> str:
+    line, detection, store = service.line, service.detection, service.store
     st = line.engine.stats()
     defects = ", ".join(f"{k} {n}" for k, n in line.stats.defects.most_common()) or "none"
-    w = writer.status()
+    w = service.writer.status()
     boards, parts = store.count()
     out = [f"policy {line.config.policy}: {line.stats.boards} boards, {line.stats.parts} parts in {seconds:.1f} s: "
            f"{line.stats.parts / max(seconds, 1e-9):.1f} parts/s, {line.stats.boards / max(seconds, 1e-9):.2f} "
@@ -128,6 +98,16 @@ def summary(line: Line, detection: Detection, writer: ResultWriter, store: Resul
            f"flagged parts: {defects}",
            f"results: {w.written} boards written to {store.safe_url} (it holds {boards} boards, {parts} parts); "
            f"{w.spooled} spooled" + (f"; last error: {w.last_error}" if w.last_error else "")]
+    q, src, crops = service.queue.counters, service.source_counters, service.crops
+    if q.dropped:
+        out.append(f"ingest: {q.dropped} boards dropped (queue full, policy {service.queue.overflow}); "
+                   f"last {q.last_dropped}")
+    if src.unreadable or src.reconnects or q.source_error:
+        out.append(f"source: {src.unreadable} unreadable images, {src.reconnects} reconnects; "
+                   f"last: {q.source_error or src.last_error}")
+    if crops.kept or crops.failed:
+        out.append(f"crops kept: {crops.kept} under {crops.root}" +
+                   (f"; {crops.failed} not written: {crops.last_error}" if crops.failed else ""))
     if detection.defective or detection.good:
         out += detection.lines()
     return "\n".join(out)

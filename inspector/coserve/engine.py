@@ -132,6 +132,13 @@ class Engine:
         """System initialisation (paper §4.1): fill the pools by descending usage probability."""
         self.preload(self.usage.ranked(self.zoo.entries))
 
+    def set_usage(self, usage: ExpertUsage) -> None:
+        """New usage probabilities (a changed rule set) for the next eviction decisions; nothing is moved now."""
+        with self._lock:
+            self.usage = usage
+            for manager in self.managers.values():
+                manager.usage = usage
+
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every accepted request has a result; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -7,6 +7,7 @@ reason; a camera that stops delivering is reopened with backoff, counted.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,25 +36,38 @@ class SourceCounters:
     unreadable: int = 0
     reconnects: int = 0
     last_error: str | None = None
+    last_error_at: float | None = None  # time.monotonic() of the last error
+    gave_up: str | None = None  # why the source ended for good (a camera out of reconnects)
     errors: list[str] = field(default_factory=list)
 
     def fail(self, message: str) -> None:
         self.last_error = message
+        self.last_error_at = time.monotonic()
         self.errors = (self.errors + [message])[-20:]
 
 
 class SyntheticSource:
     """Rendered boards of a rule set, with their true defects (the built-in demo stream)."""
 
-    def __init__(self, rules: RuleSet, boards: int, seed: int = 1000, rates: dict[str, float] | None = None) -> None:
-        self.rules, self.boards, self.seed = rules, boards, seed
+    def __init__(self, rules: RuleSet, boards: int, seed: int = 1000, rates: dict[str, float] | None = None,
+                 interval_s: float = 0.0) -> None:
+        """`boards` 0 renders boards until `stop`; `interval_s` paces them like a conveyor."""
+        self.rules, self.boards, self.seed, self.interval_s = rules, boards, seed, interval_s
         self.rates = DEFAULT_RATES if rates is None else rates
         self.counters = SourceCounters()
         self.name = f"synthetic:{rules.recipe}"
+        self._stop = False
+
+    def stop(self) -> None:
+        self._stop = True
 
     def __iter__(self) -> Iterator[Frame]:
         rng = np.random.default_rng([self.seed, self.rules.seed])
-        for i in range(self.boards):
+        for i in itertools.count() if self.boards == 0 else range(self.boards):
+            if self._stop:
+                return
+            if i and self.interval_s:
+                time.sleep(self.interval_s)
             board = render_board(self.rules, f"{self.rules.recipe.upper()}-{self.seed}-{i:05d}", rng, self.rates)
             self.counters.frames += 1
             yield Frame(board.image, board.serial, self.name, board.truth)
@@ -68,14 +82,19 @@ def _read(path: Path, counters: SourceCounters) -> np.ndarray | None:
 
 
 class FolderSource:
-    """Images in a folder in name order; with `watch`, keeps waiting for new ones (a scanner's drop folder)."""
+    """Images in a folder in name order; with `watch`, keeps waiting for new ones (a scanner's drop folder).
+
+    Watching, each image read is moved into `archive` (a subfolder, default
+    `inspected/`), so a restarted kiosk does not inspect the same boards again.
+    """
 
     def __init__(self, folder: str | Path, watch: bool = False, poll_s: float = 0.5,
-                 idle_stop_s: float | None = None) -> None:
+                 idle_stop_s: float | None = None, archive: str | None = "inspected") -> None:
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise FileNotFoundError(f"image folder {self.folder} does not exist; create it or pass another")
         self.watch, self.poll_s, self.idle_stop_s = watch, poll_s, idle_stop_s
+        self.archive = self.folder / archive if watch and archive else None
         self.counters = SourceCounters()
         self.name = f"folder:{self.folder}"
         self._stop = False
@@ -107,11 +126,14 @@ class FolderSource:
         while not self._stop:
             new = self._ready(seen, sizes)
             for path in new:
+                if self._stop:
+                    return
                 seen.add(path)
                 image = _read(path, self.counters)
                 if image is not None:
                     self.counters.frames += 1
                     yield Frame(image, path.stem, f"folder:{path}")
+                self._archive(path)
             if not self.watch:
                 return
             if new or len(sizes) > len(seen):  # something arrived or is still arriving
@@ -119,6 +141,16 @@ class FolderSource:
             elif self.idle_stop_s is not None and time.monotonic() - idle_since > self.idle_stop_s:
                 return
             time.sleep(self.poll_s)
+
+
+    def _archive(self, path: Path) -> None:
+        if self.archive is None:
+            return
+        try:
+            self.archive.mkdir(exist_ok=True)
+            path.replace(self.archive / path.name)
+        except OSError as exc:
+            self.counters.fail(f"cannot move {path} to {self.archive}: {exc.strerror}; it stays in the folder")
 
 
 class ReplaySource:
@@ -130,9 +162,15 @@ class ReplaySource:
             raise FileNotFoundError(f"replay list {self.listing} does not exist")
         self.counters = SourceCounters()
         self.name = f"replay:{self.listing}"
+        self._stop = False
+
+    def stop(self) -> None:
+        self._stop = True
 
     def __iter__(self) -> Iterator[Frame]:
         for line in self.listing.read_text(encoding="utf-8").splitlines():
+            if self._stop:
+                return
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
             path = Path(line.strip())
@@ -156,6 +194,10 @@ class CameraSource:
         self.counters = SourceCounters()
         self.name = f"camera:{uri}"
         self.is_file = Path(uri).is_file()
+        self._stop = False
+
+    def stop(self) -> None:
+        self._stop = True
 
     def _open(self) -> cv2.VideoCapture:
         target: int | str = int(self.uri) if self.uri.isdigit() else self.uri
@@ -165,7 +207,7 @@ class CameraSource:
         cap = self._open()
         failures, n = 0, 0
         try:
-            while self.frames is None or n < self.frames:
+            while (self.frames is None or n < self.frames) and not self._stop:
                 ok, image = cap.read() if cap.isOpened() else (False, None)
                 if ok and image is not None:
                     failures = 0
@@ -178,6 +220,7 @@ class CameraSource:
                 if failures >= self.max_reconnects:
                     self.counters.fail(f"camera {self.uri} gave no frame after {failures} reconnects; check the "
                                        "cable, the URL or the device index")
+                    self.counters.gave_up = self.counters.last_error
                     return
                 failures += 1
                 self.counters.reconnects += 1

@@ -24,6 +24,14 @@ DEFAULT_RATES = {"missing": 0.01, "shifted": 0.012, "rotated": 0.01, "polarity":
 MASK_BGR = (38, 96, 30)
 
 
+def rates_for(total: float) -> dict[str, float]:
+    """DEFAULT_RATES' mix of defect classes scaled so that `total` of all parts are defective."""
+    if not 0.0 <= total <= 0.5:
+        raise ValueError(f"defect rate {total} is outside 0..0.5 (a fraction of parts, e.g. 0.005 for 0.5%)")
+    scale = total / sum(DEFAULT_RATES.values())
+    return {d: r * scale for d, r in DEFAULT_RATES.items()}
+
+
 @dataclass
 class Board:
     """One rendered board: its BGR image and the true defect ("ok" or a DEFECTS name) per designator."""

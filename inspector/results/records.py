@@ -1,9 +1,11 @@
 """Board and part results as the line hands them to the results room."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
+
+import numpy as np
 
 
 @dataclass
@@ -31,6 +33,9 @@ class BoardRecord:
     station: str = "aoi-1"
     source: str = ""
     parts: list[PartRecord] = field(default_factory=list)
+    # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
+    # has written them and set the parts' crop_path
+    crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def verdict(self) -> str:
@@ -39,7 +44,8 @@ class BoardRecord:
         return "fail" if any(p.verdict == "fail" for p in self.parts) else "pass"
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = asdict(replace(self, crops={}))
+        del out["crops"]
         out["verdict"] = self.verdict
         out["started_at"] = self.started_at.isoformat()
         out["finished_at"] = self.finished_at.isoformat()

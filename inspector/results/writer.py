@@ -5,8 +5,10 @@ writes batches in one transaction each; a board is *acknowledged* once its
 transaction commits (SQLite: synchronous=FULL). While the database is
 unreachable or the disk is full, batches go to a spool file (JSON lines,
 fsynced) and are retried with backoff, oldest first; on the next start the
-spool is replayed before anything new. Nothing is dropped silently: what is
-waiting, spooled and failing is in `status()` for the operator.
+spool is replayed before anything new. When even the spool cannot be written
+(a full disk), boards are held in memory, first in line, until space returns.
+Nothing is dropped silently: what is waiting, spooled, held and failing is in
+`status()` for the operator.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,21 +31,25 @@ Sink = Callable[[BoardRecord], None]
 @dataclass
 class WriterStatus:
     written: int
-    pending: int
+    pending: int  # in memory: queued for the thread, or held back by a full disk
     spooled: int
     last_error: str | None
 
 
 class ResultWriter:
     def __init__(self, store: ResultStore, spool: Path, batch: int = 64, max_wait_s: float = 0.2,
-                 retry_s: float = 1.0, on_written: Sink | None = None) -> None:
+                 retry_s: float = 1.0, on_written: Sink | None = None, prepare: Sink | None = None) -> None:
+        """`prepare` runs on this thread for each board before it is stored (the crop keeper);
+        `on_written` after its transaction commits (MQTT and other acknowledged-only sinks)."""
         self.store = store
         self.spool = Path(spool)
         self.batch = batch
         self.max_wait_s = max_wait_s
         self.retry_s = retry_s
         self.on_written = on_written
+        self.prepare = prepare
         self._queue: queue.Queue[BoardRecord | None] = queue.Queue()
+        self._held: deque[BoardRecord] = deque()  # neither stored nor spooled (disk full): retried first
         self._lock = threading.Lock()
         self._written = 0
         self._spooled = self._spool_count()
@@ -67,36 +74,44 @@ class ResultWriter:
 
     def status(self) -> WriterStatus:
         with self._lock:
-            return WriterStatus(self._written, self._queue.qsize(), self._spooled, self._last_error)
+            return WriterStatus(self._written, self._queue.qsize() + len(self._held), self._spooled, self._last_error)
 
     # -- the thread ---------------------------------------------------------------------------------
     def _loop(self) -> None:
         done = False
-        next_retry = 0.0
-        while not done:
-            batch, done = self._take()
-            if self._spooled and time.monotonic() >= next_retry:
-                if not self._drain_spool():
-                    next_retry = time.monotonic() + self.retry_s
-            if not batch:
-                continue
-            if self._spooled:  # keep the order: behind what is already waiting on disk
-                self._to_spool(batch)
-                continue
-            try:
-                self.store.write(batch)
-                self._acknowledge(batch)
-            except StoreUnavailable as exc:
-                self._fail(str(exc))
-                self._to_spool(batch)
-                next_retry = time.monotonic() + self.retry_s
-        deadline = time.monotonic() + 5 * self.retry_s
-        while self._spooled and time.monotonic() < deadline:  # last tries before stopping
-            if not self._drain_spool():
+        retry_at = 0.0
+        give_up_at: float | None = None
+        while True:
+            batch, sentinel = self._take()
+            done = done or sentinel
+            self._prepare(batch)
+            if self._spooled and time.monotonic() >= retry_at and not self._drain_spool():
+                retry_at = time.monotonic() + self.retry_s
+            if batch:
+                if self._spooled:  # keep the order: behind what is already waiting on disk
+                    self._to_spool(batch)
+                else:
+                    try:
+                        self.store.write(batch)
+                        self._acknowledge(batch)
+                    except StoreUnavailable as exc:
+                        self._fail(str(exc))
+                        self._to_spool(batch)
+                        retry_at = time.monotonic() + self.retry_s
+            if done:  # a few last tries for what is spooled or held, then stop; the spool stays for next start
+                if not (self._spooled or self._held):
+                    return
+                give_up_at = give_up_at or time.monotonic() + 5 * self.retry_s
+                if time.monotonic() > give_up_at:
+                    return
                 time.sleep(self.retry_s / 5)
 
     def _take(self) -> tuple[list[BoardRecord], bool]:
-        batch: list[BoardRecord] = []
+        """Up to `batch` boards: those held back first (oldest), then new ones; True once `close` was called."""
+        with self._lock:
+            batch = [self._held.popleft() for _ in range(min(self.batch, len(self._held)))]
+        if batch:
+            return batch, False
         end = time.monotonic() + self.max_wait_s
         while len(batch) < self.batch:
             try:
@@ -107,6 +122,15 @@ class ResultWriter:
                 return batch, True
             batch.append(item)
         return batch, False
+
+    def _prepare(self, batch: list[BoardRecord]) -> None:
+        if self.prepare is None:
+            return
+        for board in batch:
+            try:
+                self.prepare(board)
+            except Exception as exc:  # noqa: BLE001 - the result is stored even when its extras fail
+                self._fail(f"preparing board {board.board_serial} failed: {exc}")
 
     def _acknowledge(self, batch: list[BoardRecord]) -> None:
         with self._lock:
@@ -135,10 +159,10 @@ class ResultWriter:
                     f.write(json.dumps(board.to_json()) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-        except OSError as exc:  # disk full too: keep them in memory, in order, and say so
-            self._fail(f"cannot spool {len(batch)} board(s) to {self.spool}: {exc.strerror}; kept in memory")
-            for board in batch:
-                self._queue.put(board)
+        except OSError as exc:  # disk full too: hold them in memory, first in line, and say so
+            self._fail(f"cannot spool {len(batch)} board(s) to {self.spool}: {exc.strerror}; held in memory")
+            with self._lock:
+                self._held.extendleft(reversed(batch))
             time.sleep(self.retry_s)
             return
         with self._lock:

@@ -91,6 +91,14 @@ class RuleSet:
         parts = [(c, p) for c in self.components for p in c.placements]
         return tuple(sorted(parts, key=lambda cp: (cp[1].y, cp[1].x)))
 
+    @cached_property
+    def _scan_index(self) -> dict[str, int]:
+        return {p.ref: i for i, (_, p) in enumerate(self._scan_order)}
+
+    def scan_index(self) -> dict[str, int]:
+        """Reference designator -> its place in scan order (to list a board's parts the same way every time)."""
+        return self._scan_index
+
     def usage(self) -> ExpertUsage:
         """Usage probabilities from the per-board counts and expected pass rates (paper §4.5)."""
         kinds = [c.kind for c in self.components]

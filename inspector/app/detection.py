@@ -1,0 +1,39 @@
+"""Part verdicts scored against the truth a synthetic source knows: detection and false-alarm rates."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..results.records import BoardRecord
+
+
+@dataclass
+class Detection:
+    """Part verdicts against the truth a synthetic source knows."""
+
+    defective: int = 0
+    caught: int = 0
+    good: int = 0
+    false_alarms: int = 0
+    by_class: dict[str, list[int]] = field(default_factory=dict)  # defect -> [parts, caught]
+
+    def add(self, truth: dict[str, str], record: BoardRecord) -> None:
+        for part in record.parts:
+            real = truth.get(part.ref, "ok")
+            flagged = part.verdict != "pass"
+            if real == "ok":
+                self.good += 1
+                self.false_alarms += flagged
+            else:
+                self.defective += 1
+                self.caught += flagged
+                row = self.by_class.setdefault(real, [0, 0])
+                row[0] += 1
+                row[1] += flagged
+
+    def lines(self) -> list[str]:
+        rate = self.caught / self.defective if self.defective else float("nan")
+        fa = self.false_alarms / self.good if self.good else float("nan")
+        out = [f"defect detection rate {rate:.3f} ({self.caught}/{self.defective}), "
+               f"false-alarm rate {fa:.4f} ({self.false_alarms}/{self.good})"]
+        out += [f"  {d:<9} {c}/{n} caught" for d, (n, c) in sorted(self.by_class.items())]
+        return out

@@ -1,0 +1,127 @@
+"""A running line as one object: source thread -> ingest queue -> Line -> result writer (+ crops) -> sinks.
+
+`inspector run`, `inspector kiosk` and the dashboard all run a line through
+this, so they stop the same way: the source stops, what the ingest queue
+already accepted is inspected, the engine drains, the writer flushes, the
+published results are flushed, and only then does `stop` return.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..coserve.profile import DeviceProfile
+from ..experts.zoo import Zoo
+from ..ingest.crops import BoardSizeMismatch
+from ..ingest.queue import IngestQueue, feed
+from ..ingest.sources import Frame, SourceCounters
+from ..results.crops import CropKeeper
+from ..results.records import BoardRecord
+from ..results.store import ResultStore
+from ..results.writer import ResultWriter
+from ..routing.rules import RuleSet
+from .detection import Detection
+from .line import Line, LineConfig
+
+Say = Callable[[str], None]
+Sink = Callable[[BoardRecord], None]
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    line: LineConfig = LineConfig()
+    queue_capacity: int = 8
+    overflow: str = "wait"  # wait | drop-oldest | drop-newest (see ingest/queue.py)
+    keep_crops: str = "failed"  # failed | all | none
+
+
+class LineService:
+    def __init__(self, rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: ServiceConfig,
+                 store: ResultStore, data_dir: Path, source: Iterable[Frame], published: list[Sink] | None = None,
+                 say: Say = lambda _m: None) -> None:
+        self.config, self.store, self.source, self.say = config, store, source, say
+        self.queue = IngestQueue(config.queue_capacity, config.overflow)
+        self.crops = CropKeeper(data_dir / "crops", config.keep_crops)
+        self.published = list(published or [])
+        self.writer = ResultWriter(store, data_dir / "spool.jsonl", prepare=self.crops, on_written=self._written)
+        self.detection = Detection()
+        self._truths: dict[str, dict[str, str]] = {}
+        self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
+        self._stop = threading.Event()
+        self._feeder = threading.Thread(target=feed, args=(source, self.queue, self._stop), name="ingest", daemon=True)
+        self.last_board_at: float | None = None
+        self.running = False
+        self.stopped = threading.Event()
+
+    @property
+    def source_counters(self) -> SourceCounters:
+        return getattr(self.source, "counters", SourceCounters())
+
+    def start(self) -> None:
+        self.writer.start()
+        self.line.start()
+        self._feeder.start()
+        self.running = True
+
+    def run(self, on_board: Callable[[], None] | None = None) -> None:
+        """Inspect queued frames until the source ends or `request_stop`; then drain and flush (blocking)."""
+        try:
+            while True:
+                frame = self.queue.get(timeout=0.25)
+                if frame is None:
+                    if self.queue.closed and not len(self.queue):
+                        break
+                    continue
+                self._inspect(frame)
+                if on_board:
+                    on_board()
+        finally:
+            self._shutdown()
+
+    def request_stop(self) -> None:
+        """Stop taking frames from the source; what is already queued is still inspected (SIGTERM, Stop button)."""
+        self._stop.set()
+        stop_source = getattr(self.source, "stop", None)
+        if stop_source:
+            stop_source()
+        self.queue.close()
+
+    def _inspect(self, frame: Frame) -> None:
+        if frame.truth is not None:
+            self._truths[frame.serial] = frame.truth
+        try:
+            self.line.inspect(frame.image, frame.serial, frame.source)
+        except BoardSizeMismatch as exc:
+            self._truths.pop(frame.serial, None)
+            self.line.stats.rejected_boards += 1
+            self.say(f"skipped {frame.serial}: {exc}")
+
+    def _finished(self, record: BoardRecord) -> None:
+        self.last_board_at = time.monotonic()
+        self.writer.put(record)
+        truth = self._truths.pop(record.board_serial, None)
+        if truth is not None:
+            self.detection.add(truth, record)
+
+    def _written(self, record: BoardRecord) -> None:
+        for sink in self.published:
+            try:
+                sink(record)
+            except Exception as exc:  # noqa: BLE001 - a broken sink must not stop the results
+                self.say(f"result sink failed for board {record.board_serial}: {exc}")
+
+    def _shutdown(self) -> None:
+        self.request_stop()
+        self.line.stop()
+        status = self.writer.close()
+        if status.pending:
+            self.say(f"{status.pending} board result(s) could not be written or spooled: {status.last_error}")
+        for sink in self.published:
+            close = getattr(sink, "close", None)
+            if close:
+                close()
+        self.running = False
+        self.stopped.set()

@@ -1,0 +1,66 @@
+"""The live state of a running line as plain data: what /status serves, what metrics and the GUI read.
+
+One function reads every counter once, so the kiosk's endpoints, the
+Prometheus collector and the dashboard (attached or local) agree.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from .rules_watch import RulesWatcher
+from .service import LineService
+
+
+def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher: Any = None) -> dict[str, Any]:
+    line, engine = service.line, service.line.engine
+    st = engine.stats()
+    boards_s, parts_s = line.throughput()
+    w = service.writer.status()
+    q = service.queue.counters
+    src = service.source_counters
+    last = service.last_board_at
+    out: dict[str, Any] = {
+        "time": datetime.now(timezone.utc).isoformat(),
+        "state": "running" if service.running else ("stopped" if service.stopped.is_set() else "starting"),
+        "uptime_s": time.perf_counter() - line.started,
+        "line": {"line": line.config.line, "station": line.config.station, "policy": line.config.policy,
+                 "recipe": line.rules.recipe, "ruleset_version": line.rules.version, "rules_source": line.rules.source},
+        "boards": line.stats.boards, "parts": line.stats.parts, "rejected_boards": line.stats.rejected_boards,
+        "verdicts": dict(line.stats.board_verdicts), "defects": dict(line.stats.defects),
+        "in_flight": line.boards_in_flight,
+        "last_board_age_s": None if last is None else time.monotonic() - last,
+        "throughput": {"boards_per_s": boards_s, "parts_per_s": parts_s},
+        "engine": {
+            "accepted": st.accepted, "completed": st.completed, "failed": st.failed, "failures": st.failures,
+            "sched_overhead_s": st.sched_overhead_s, "switches": st.experts.switches, "hits": st.experts.hits,
+            "evictions": st.experts.evictions, "prefetches": st.experts.prefetches,
+            "loads_by_tier": st.experts.loads_by_tier,
+            "executors": [{"name": ex.name, "device": ex.device.key, "queue_depth": len(ex.queue),
+                           "running": ex.queue.running} for ex in engine.executors],
+            "pools": [{"name": m.ledger.name, "device": d.key, "used_bytes": m.ledger.used,
+                       "capacity_bytes": m.ledger.capacity, "resident": len(m.resident())}
+                      for d, m in engine.managers.items()],
+        },
+        "ingest": {"capacity": service.queue.capacity, "overflow": service.queue.overflow,
+                   "depth": len(service.queue), **asdict(q),
+                   "source": {"name": getattr(service.source, "name", "?"), "frames": src.frames,
+                              "unreadable": src.unreadable, "reconnects": src.reconnects,
+                              "last_error": src.last_error,
+                              "last_error_age_s": None if src.last_error_at is None
+                              else time.monotonic() - src.last_error_at}},
+        "results": {"written": w.written, "pending": w.pending, "spooled": w.spooled, "last_error": w.last_error,
+                    "database": service.store.safe_url, "crops_kept": service.crops.kept,
+                    "crops_failed": service.crops.failed, "crops_error": service.crops.last_error},
+        "mqtt": None,
+        "rules": None,
+    }
+    if publisher is not None:
+        m = publisher.status()
+        out["mqtt"] = {"broker": f"{publisher.host}:{publisher.port}", **asdict(m)}
+    if rules is not None:
+        out["rules"] = {"applied": rules.state.applied, "refused": rules.state.refused,
+                        "last_error": rules.state.last_error, "watching": str(rules.path) if rules.path else None}
+    return out

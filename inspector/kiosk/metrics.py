@@ -1,0 +1,96 @@
+"""Prometheus metrics of a running line, read from one snapshot per scrape.
+
+A custom collector, not counters bumped on the hot path: the engine already
+counts everything, so a scrape costs one snapshot and inference pays nothing.
+Names follow Prometheus conventions (`_total` counters, base units).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+Snapshot = Callable[[], dict[str, Any]]
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _labelled(name: str, doc: str, label: str, values: dict[str, float]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=[label])
+    for key, n in sorted(values.items()):
+        family.add_metric([key], n)
+    return family
+
+
+class LineCollector(Collector):
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+
+    def collect(self) -> Iterator[Any]:  # noqa: C901 - a flat list of metrics
+        s = self.snap()
+        line = s["line"]
+        yield InfoMetricFamily("inspector_line", "Line, station, policy and the rule set in force",
+                               value={k: str(v) for k, v in line.items()})
+        yield _labelled("inspector_boards", "Boards inspected by overall verdict", "verdict",
+                        {v: s["verdicts"].get(v, 0) for v in ("pass", "fail", "error")})
+        yield _counter("inspector_parts", "Component results produced", s["parts"])
+        yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
+        yield _counter("inspector_boards_rejected", "Board images that did not fit the layout", s["rejected_boards"])
+        yield _gauge("inspector_boards_in_flight", "Boards inside the engine now", s["in_flight"])
+        if s["last_board_age_s"] is not None:
+            yield _gauge("inspector_last_board_age_seconds", "Seconds since the last board finished",
+                         s["last_board_age_s"])
+        e = s["engine"]
+        yield _counter("inspector_requests_failed", "Component requests that ended in an error", e["failed"])
+        yield _counter("inspector_expert_switches", "Expert loads into a device pool while serving", e["switches"])
+        yield _counter("inspector_expert_hits", "Batches whose expert was already resident", e["hits"])
+        yield _counter("inspector_expert_evictions", "Experts evicted from a device pool", e["evictions"])
+        yield _labelled("inspector_expert_loads", "Expert loads by source tier", "tier", e["loads_by_tier"])
+        yield _counter("inspector_scheduler_seconds", "Time spent in scheduling decisions", e["sched_overhead_s"])
+        depth = GaugeMetricFamily("inspector_executor_queue_depth", "Requests queued per executor",
+                                  labels=["executor"])
+        for ex in e["executors"]:
+            depth.add_metric([ex["name"]], ex["queue_depth"])
+        yield depth
+        used = GaugeMetricFamily("inspector_pool_used_bytes", "Bytes of experts resident per pool", labels=["pool"])
+        cap = GaugeMetricFamily("inspector_pool_capacity_bytes", "Budget per pool", labels=["pool"])
+        for pool in e["pools"]:
+            used.add_metric([pool["name"]], pool["used_bytes"])
+            cap.add_metric([pool["name"]], pool["capacity_bytes"])
+        yield used
+        yield cap
+        i = s["ingest"]
+        yield _gauge("inspector_ingest_queue_depth", "Boards waiting in the ingest queue", i["depth"])
+        yield _counter("inspector_ingest_dropped", "Boards dropped because the ingest queue was full", i["dropped"])
+        yield _counter("inspector_source_frames", "Images the source delivered", i["source"]["frames"])
+        yield _counter("inspector_source_unreadable", "Images that could not be read", i["source"]["unreadable"])
+        yield _counter("inspector_source_reconnects", "Camera reconnects", i["source"]["reconnects"])
+        r = s["results"]
+        yield _counter("inspector_results_written", "Boards acknowledged by the database", r["written"])
+        yield _gauge("inspector_results_spooled", "Boards waiting on disk for the database", r["spooled"])
+        yield _gauge("inspector_results_pending", "Boards waiting in memory for the writer", r["pending"])
+        yield _counter("inspector_crops_kept", "Crops kept as files", r["crops_kept"])
+        yield _counter("inspector_crops_failed", "Crops that could not be written", r["crops_failed"])
+        if s.get("mqtt"):
+            m = s["mqtt"]
+            yield _gauge("inspector_mqtt_connected", "1 while the MQTT broker is connected", int(m["connected"]))
+            yield _counter("inspector_mqtt_published", "Board messages acknowledged by the broker", m["published"])
+            yield _gauge("inspector_mqtt_queued", "Board messages not yet acknowledged", m["queued"])
+        if s.get("rules"):
+            yield _counter("inspector_rules_applied", "Rule files applied while running", s["rules"]["applied"])
+            yield _counter("inspector_rules_refused", "Rule files refused (the running set stayed)",
+                           s["rules"]["refused"])
+
+
+def line_registry(snap: Snapshot) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(LineCollector(snap))
+    return registry

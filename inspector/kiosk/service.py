@@ -1,0 +1,121 @@
+"""The Kiosk: a LineService kept alive headless, with endpoints, watchdog and a clean SIGTERM.
+
+Lifecycle: start the line, the rule watcher and the endpoints, tell systemd
+READY; ping the watchdog every half interval while the line is not stalled
+(boards inside and none finishing), so a hung engine gets the service
+restarted and an idle line does not; on SIGTERM or SIGINT stop the source,
+inspect what was accepted, drain, flush, tell systemd STOPPING, exit 0. A
+source that fails for good (a camera gone after its reconnects) exits 1 so
+that systemd restarts the service.
+"""
+from __future__ import annotations
+
+import faulthandler
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..app.rules_watch import RulesWatcher
+from ..app.run import progress_line
+from ..app.service import LineService
+from ..app.snapshot import snapshot
+from .health import health
+from .http import Endpoints
+from .metrics import line_registry
+from .systemd import Notifier
+
+
+@dataclass(frozen=True)
+class KioskConfig:
+    listen: str = "127.0.0.1:9108"
+    stall_s: float = 60.0  # boards inside and none finished this long: stalled (503, no watchdog ping)
+    log_every_s: float = 30.0
+    rules_poll_s: float = 2.0
+
+
+class Kiosk:
+    def __init__(self, service: LineService, config: KioskConfig, rules_path: str | None = None,
+                 publisher: Any = None, notifier: Notifier | None = None,
+                 say: Callable[[str], None] = lambda _m: None) -> None:
+        self.service, self.config, self.publisher, self.say = service, config, publisher, say
+        self.notifier = notifier or Notifier()
+        self.rules = RulesWatcher(service.line, rules_path, config.rules_poll_s, say)
+        self.endpoints = Endpoints(config.listen, line_registry(self.snapshot), self.snapshot, self.health)
+        self._done = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stopping = False
+        self.watchdog_pings = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return snapshot(self.service, self.rules, self.publisher)
+
+    def health(self) -> dict[str, Any]:
+        return health(self.snapshot(), self.service.line.stalled_for(), self.config.stall_s)
+
+    def stop(self, reason: str = "stop requested") -> None:
+        """Begin the clean stop (safe from any thread); `serve` returns once drained and flushed."""
+        with self._stop_lock:
+            if self._stopping or self._done.is_set():
+                return
+            self._stopping = True
+        self.say(f"stopping: {reason}; draining accepted boards and flushing results")
+        self.notifier.stopping(f"draining: {reason}")
+        self.service.request_stop()
+
+    def serve(self) -> int:
+        """Run until stopped or the source ends; the exit code for the process."""
+        self._install_signals()
+        self.service.start()
+        self.rules.start()
+        self.endpoints.start()
+        self.say(f"kiosk serving {self.service.line.rules.recipe} on {self.endpoints.url} "
+                 f"(/metrics /health /status)")
+        self.notifier.ready(f"inspecting {self.service.line.rules.recipe}")
+        beat = threading.Thread(target=self._heartbeat, name="kiosk-heartbeat", daemon=True)
+        beat.start()
+        try:
+            self.service.run()
+        finally:
+            self._done.set()
+            self.rules.stop()
+            self.endpoints.stop()
+            beat.join(2.0)
+        error = self.service.queue.counters.source_error or self.service.source_counters.gave_up
+        status = self.service.writer.status()
+        self.say(f"stopped: {self.service.line.stats.boards} boards, {status.written} stored, "
+                 f"{status.spooled} spooled for the next start")
+        if error:
+            self.say(f"source failed: {error}")
+            return 1
+        return 0
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # embedded (tests, GUI): the owner calls stop()
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack to the journal
+
+        def handle(signum: int, _frame: Any) -> None:
+            name = signal.Signals(signum).name
+            threading.Thread(target=self.stop, args=(name,), daemon=True).start()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    def _heartbeat(self) -> None:
+        interval = self.notifier.watchdog_s / 2 if self.notifier.watchdog_s else 1.0
+        last_log = time.monotonic()
+        while not self._done.wait(interval):
+            if self.service.line.stalled_for() <= self.config.stall_s:
+                if self.notifier.watchdog_s:
+                    self.notifier.watchdog()
+                    self.watchdog_pings += 1
+            else:
+                self.notifier.status(f"STALLED: {self.health()['reasons'][0]}")
+            if time.monotonic() - last_log >= self.config.log_every_s:
+                last_log = time.monotonic()
+                line = progress_line(self.service.line)
+                self.say(line)
+                self.notifier.status(line)

@@ -1,0 +1,138 @@
+"""Per-board results to an MQTT broker, for the plant's MES and dashboards (paho-mqtt).
+
+Topics, under a prefix (default `inspector`):
+- `<prefix>/<line>/<station>/board`   one JSON message per stored board (QoS 1), parts included;
+- `<prefix>/<line>/<station>/status`  retained `online`, and `offline` as the last will when the
+                                      appliance disappears without saying goodbye.
+Boards are published only once the database has acknowledged them, so a
+subscriber never sees a result the quality record lacks. While the broker is
+unreachable paho keeps QoS-1 messages queued and the client reconnects with
+backoff; what is queued and what the broker acknowledged are counted.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+import paho.mqtt.client as mqtt
+
+from .records import BoardRecord
+
+
+@dataclass
+class MqttStatus:
+    connected: bool
+    published: int  # acknowledged by the broker
+    queued: int  # handed to the client, not yet acknowledged
+    last_error: str | None
+
+
+def parse_broker(spec: str) -> tuple[str, int]:
+    """`host`, `host:port` or `mqtt://host:port` -> (host, port); 1883 by default."""
+    spec = spec.removeprefix("mqtt://")
+    host, _, port = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if not host:
+        raise ValueError(f"MQTT broker {spec!r} has no host: use HOST or HOST:PORT")
+    try:
+        return host, int(port) if port else 1883
+    except ValueError:
+        raise ValueError(f"MQTT broker port {port!r} is not a number: use HOST:PORT") from None
+
+
+class MqttPublisher:
+    def __init__(self, broker: str, line: str, station: str, prefix: str = "inspector",
+                 client_id: str | None = None, username: str | None = None, password: str | None = None) -> None:
+        self.host, self.port = parse_broker(broker)
+        self.base = f"{prefix}/{line}/{station}"
+        self._lock = threading.Lock()
+        self._published = 0
+        self._pending: set[int] = set()  # board message ids handed to paho, not yet acknowledged
+        self._early: set[int] = set()  # acknowledgements that overtook their publish() call
+        self._status_mids: set[int] = set()
+        self._connected = False
+        self._last_error: str | None = None
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
+                                  client_id=client_id or f"inspector-{line}-{station}", clean_session=False)
+        if username:
+            self.client.username_pw_set(username, password)
+        self.client.will_set(f"{self.base}/status", "offline", qos=1, retain=True)
+        self.client.reconnect_delay_set(min_delay=1, max_delay=30)
+        self.client.max_queued_messages_set(0)  # unlimited: results are not dropped while the broker is away
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_publish = self._on_publish
+
+    @property
+    def board_topic(self) -> str:
+        return f"{self.base}/board"
+
+    def start(self) -> None:
+        self.client.connect_async(self.host, self.port, keepalive=30)
+        self.client.loop_start()
+
+    def __call__(self, board: BoardRecord) -> None:
+        """Publish one stored board (a ResultWriter `on_written` sink); never blocks on the network."""
+        info = self.client.publish(self.board_topic, json.dumps(board.to_json()), qos=1)
+        with self._lock:
+            if info.mid in self._early:
+                self._early.discard(info.mid)
+                self._published += 1
+            else:
+                self._pending.add(info.mid)
+            if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+                self._last_error = f"publish of board {board.board_serial} failed: {mqtt.error_string(info.rc)}"
+
+    def wait_published(self, timeout: float) -> bool:
+        """Wait until the broker has acknowledged everything handed over; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._pending:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def close(self, timeout: float = 5.0) -> MqttStatus:
+        """Flush what is queued (up to `timeout`), say `offline`, disconnect."""
+        self.wait_published(timeout)
+        if self._connected:
+            info = self.client.publish(f"{self.base}/status", "offline", qos=1, retain=True)
+            info.wait_for_publish(timeout)
+            with self._lock:
+                self._early.discard(info.mid)
+        self.client.disconnect()
+        self.client.loop_stop()
+        return self.status()
+
+    def status(self) -> MqttStatus:
+        with self._lock:
+            return MqttStatus(self._connected, self._published, len(self._pending), self._last_error)
+
+    # -- paho callbacks (its network thread) --------------------------------------------------------
+    def _on_connect(self, client, _userdata, _flags, reason, _props) -> None:  # noqa: ANN001
+        with self._lock:
+            self._connected = not reason.is_failure
+            if reason.is_failure:
+                self._last_error = f"broker {self.host}:{self.port} refused the connection: {reason}"
+                return
+        mid = client.publish(f"{self.base}/status", "online", qos=1, retain=True).mid
+        with self._lock:
+            self._status_mids.add(mid)  # its acknowledgement comes later on this same thread
+
+    def _on_disconnect(self, _client, _userdata, _flags, reason, _props) -> None:  # noqa: ANN001
+        with self._lock:
+            self._connected = False
+            if reason.is_failure:
+                self._last_error = f"lost broker {self.host}:{self.port} ({reason}); reconnecting"
+
+    def _on_publish(self, _client, _userdata, mid, _reason, _props) -> None:  # noqa: ANN001
+        with self._lock:
+            if mid in self._status_mids:
+                self._status_mids.discard(mid)
+            elif mid in self._pending:
+                self._pending.discard(mid)
+                self._published += 1
+            else:
+                self._early.add(mid)

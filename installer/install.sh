@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Install the inspection appliance on a fresh Debian or Ubuntu box:
+#   system packages, a service user, a virtual environment with the product, config under /etc,
+#   the kiosk's systemd unit and the operator dashboard's desktop entry.
+# Run from a checkout as root:   sudo installer/install.sh [options]
+set -euo pipefail
+
+SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PREFIX=/opt/inspector
+DATA=/var/lib/inspector
+CONF=/etc/inspector
+USER_NAME=inspector
+DEST=""           # stage into DEST (a package build or a test) instead of the live system
+APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0
+
+usage() {
+  cat <<USAGE
+usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest DIR]
+                  [--no-apt] [--no-systemd] [--no-user] [--system-site-packages] [--demo-zoo]
+  --prefix DIR             program files and virtual environment (default $PREFIX)
+  --data DIR               results database, spool, crops, models, inbox (default $DATA)
+  --conf DIR               kiosk.env and routing rules (default $CONF)
+  --user NAME              service user (default $USER_NAME)
+  --dest DIR               stage everything under DIR; implies --no-systemd --no-user
+  --no-apt                 do not install Debian packages
+  --no-systemd             do not reload, enable or start the unit
+  --no-user                do not create the service user
+  --system-site-packages   let the venv use Python packages already installed (torch from the box's image)
+  --demo-zoo               train the demo experts now (about 15 minutes on 2 cores) instead of on first start
+USAGE
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) PREFIX="$2"; shift 2 ;;
+    --data) DATA="$2"; shift 2 ;;
+    --conf) CONF="$2"; shift 2 ;;
+    --user) USER_NAME="$2"; shift 2 ;;
+    --dest) DEST="$2"; SYSTEMD=0; MAKE_USER=0; shift 2 ;;
+    --no-apt) APT=0; shift ;;
+    --no-systemd) SYSTEMD=0; shift ;;
+    --no-user) MAKE_USER=0; shift ;;
+    --system-site-packages) SITE_PACKAGES=1; shift ;;
+    --demo-zoo) DEMO_ZOO=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+say() { echo "install: $*"; }
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then echo "install.sh: $1 needs root; run with sudo (or use --dest to stage)" >&2; exit 1; fi
+}
+
+if [ "$APT" = 1 ]; then
+  need_root "installing Debian packages"
+  say "Debian packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # python, OpenCV's and Qt's runtime libraries (the dashboard), fonts for the dashboard
+  apt-get install -y -qq python3 python3-venv python3-pip libgl1 libglib2.0-0 libegl1 libxkbcommon-x11-0 \
+    libxcb-cursor0 libfontconfig1 libdbus-1-3 fonts-dejavu-core >/dev/null
+fi
+
+if [ "$MAKE_USER" = 1 ] && ! id "$USER_NAME" >/dev/null 2>&1; then
+  need_root "creating the service user"
+  say "service user $USER_NAME"
+  useradd --system --home-dir "$DATA" --shell /usr/sbin/nologin --user-group "$USER_NAME"
+fi
+
+R="$DEST"
+install -d "$R$PREFIX" "$R$DATA" "$R$DATA/inbox" "$R$DATA/models" "$R$CONF" "$R$CONF/routing_rules"
+
+say "virtual environment $PREFIX/venv"
+VENV_FLAGS=()
+[ "$SITE_PACKAGES" = 1 ] && VENV_FLAGS+=(--system-site-packages)
+python3 -m venv "${VENV_FLAGS[@]}" "$R$PREFIX/venv"
+PIP=("$R$PREFIX/venv/bin/python" -m pip install -q)
+if [ "$SITE_PACKAGES" = 1 ]; then
+  "${PIP[@]}" --no-deps "$SRC"
+else
+  "${PIP[@]}" "$SRC"
+fi
+install -m 0644 "$SRC/README.md" "$R$PREFIX/README.md"
+
+render() {  # template -> target, with this install's paths
+  sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@DATA@|$DATA|g" -e "s|@CONF@|$CONF|g" -e "s|@USER@|$USER_NAME|g" "$1" > "$2"
+}
+
+say "configuration $CONF (existing files are kept)"
+for f in "$SRC"/routing_rules/*.yaml; do
+  [ -e "$R$CONF/routing_rules/$(basename "$f")" ] || install -m 0664 "$f" "$R$CONF/routing_rules/"
+done
+[ -e "$R$CONF/kiosk.env" ] || { render "$SRC/installer/kiosk.env" "$R$CONF/kiosk.env"; chmod 0640 "$R$CONF/kiosk.env"; }
+
+say "systemd unit and desktop entry"
+install -d "$R/etc/systemd/system" "$R/usr/share/applications"
+render "$SRC/installer/inspector-kiosk.service" "$R/etc/systemd/system/inspector-kiosk.service"
+render "$SRC/installer/inspector-dashboard.desktop" "$R/usr/share/applications/inspector-dashboard.desktop"
+
+if [ "$MAKE_USER" = 1 ]; then
+  chown -R "$USER_NAME:$USER_NAME" "$DATA"
+  # operators in the group may edit the rules the kiosk watches
+  chown -R "root:$USER_NAME" "$CONF"
+  chmod 2775 "$CONF/routing_rules"
+fi
+
+if [ "$DEMO_ZOO" = 1 ]; then
+  say "training the demo experts (about 15 minutes)"
+  run_as=()
+  [ "$MAKE_USER" = 1 ] && run_as=(runuser -u "$USER_NAME" --)
+  (cd "$R$DATA" && "${run_as[@]}" env INSPECTOR_MODELS="$R$DATA/models" YOLO_OFFLINE=1 \
+    "$R$PREFIX/venv/bin/inspector" zoo build --demo)
+fi
+
+if [ "$SYSTEMD" = 1 ]; then
+  need_root "enabling the service"
+  systemctl daemon-reload
+  systemctl enable --now inspector-kiosk.service
+  say "inspector-kiosk is running: systemctl status inspector-kiosk; curl -s 127.0.0.1:9108/health"
+else
+  say "staged under ${DEST:-/}; start with: systemctl daemon-reload && systemctl enable --now inspector-kiosk"
+fi

@@ -1,0 +1,88 @@
+"""installer/: the script stages a working install; the unit passes systemd's checks; the desktop entry parses."""
+from __future__ import annotations
+
+import configparser
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+INSTALLER = REPO / "installer"
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("stage")
+    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), "--dest", str(dest), "--no-apt",
+                        "--system-site-packages"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr + r.stdout
+    return dest
+
+
+def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Path, tmp_path: Path) -> None:
+    unit = (staged / "etc/systemd/system/inspector-kiosk.service").read_text()
+    env = (staged / "etc/inspector/kiosk.env").read_text()
+    desktop = (staged / "usr/share/applications/inspector-dashboard.desktop").read_text()
+    for text in (unit, env, desktop):
+        left = [p for p in ("@PREFIX@", "@DATA@", "@CONF@", "@USER@") if p in text]
+        assert not left, f"template placeholders left: {left}"
+    assert "ExecStart=/opt/inspector/venv/bin/inspector kiosk $INSPECTOR_ARGS" in unit
+    assert "--rules /etc/inspector/routing_rules/board_a.yaml --source watch:/var/lib/inspector/inbox" in env
+    assert (staged / "etc/inspector/routing_rules/board_a.yaml").is_file()
+    assert (staged / "var/lib/inspector/inbox").is_dir()
+    # the installed program runs outside the checkout and finds its shipped rule sets
+    py = staged / "opt/inspector/venv/bin/python"
+    r = subprocess.run([str(py), "-c", "from inspector.app.run import RULES_DIR; print(RULES_DIR)"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rules_dir = Path(r.stdout.strip())
+    assert REPO not in rules_dir.parents and (rules_dir / "board_a.yaml").is_file()
+    r = subprocess.run([str(staged / "opt/inspector/venv/bin/inspector"), "kiosk", "--help"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and "--listen" in r.stdout
+
+
+def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
+    env = staged / "etc/inspector/kiosk.env"
+    rules = staged / "etc/inspector/routing_rules/board_a.yaml"
+    env.write_text("INSPECTOR_ARGS=--source camera:0\n")
+    rules.write_text(rules.read_text() + "\n# tuned on line 3\n")
+    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), "--dest", str(staged), "--no-apt",
+                        "--system-site-packages"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert env.read_text() == "INSPECTOR_ARGS=--source camera:0\n"
+    assert rules.read_text().endswith("# tuned on line 3\n")
+
+
+def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed on this machine")
+    exe = Path(sys.executable).with_name("inspector")
+    prefix = tmp_path / "opt"
+    (prefix / "venv/bin").mkdir(parents=True)
+    (prefix / "venv/bin/inspector").symlink_to(exe if exe.exists() else sys.executable)
+    text = (INSTALLER / "inspector-kiosk.service").read_text()
+    for key, value in {"@PREFIX@": str(prefix), "@DATA@": str(tmp_path), "@CONF@": str(tmp_path),
+                       "@USER@": "root"}.items():
+        text = text.replace(key, value)
+    unit = tmp_path / "inspector-kiosk.service"
+    unit.write_text(text)
+    r = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
+    complaints = [ln for ln in (r.stdout + r.stderr).splitlines() if unit.name in ln]
+    assert r.returncode == 0 and not complaints, complaints
+    service = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+    assert service["Type"] == "notify" and service["Restart"] == "on-failure"
+    assert service["WatchdogSec"] == "60" and service["KillSignal"] == "SIGTERM"
+
+
+def test_desktop_entry_has_what_a_launcher_needs() -> None:
+    entry = configparser.ConfigParser(interpolation=None)
+    entry.optionxform = str
+    entry.read(INSTALLER / "inspector-dashboard.desktop")
+    d = entry["Desktop Entry"]
+    assert d["Type"] == "Application" and d["Name"] and d["Categories"].endswith(";")
+    assert d["Exec"].startswith("@PREFIX@/venv/bin/inspector gui")

@@ -1,0 +1,223 @@
+"""`inspector kiosk` as systemd would run it: a real process, its endpoints, notify socket, rule reloads, SIGTERM."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from inspector.ingest.synthetic import render_board
+from inspector.kiosk.health import health
+from inspector.kiosk.systemd import Notifier
+from inspector.results.store import ResultStore, sqlite_url
+
+from .conftest import DEMO_RULES
+from .services import Mosquitto, free_port
+from .test_mqtt import Subscriber
+from .test_routing_rules import GOOD
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+class NotifySocket:
+    """What systemd listens on: a unix datagram socket whose reader thread collects the notifications."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.05)
+        self.messages: list[str] = []
+        self.reading = threading.Event()
+        self.reading.set()
+        self._closed = False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while not self._closed:
+            if not self.reading.wait(0.05):
+                continue
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except (TimeoutError, OSError):
+                pass
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in m for m in self.messages):
+                return True
+            time.sleep(0.02)
+        return any(text in m for m in self.messages)
+
+    def fill(self) -> None:
+        """Stop reading and let the queue fill up, like a hung service manager."""
+        self.reading.clear()
+        time.sleep(0.1)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.setblocking(False)
+            try:
+                while True:
+                    s.sendto(b"X=1", str(self.path))
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
+
+
+def drop_boards(folder: Path, names: list[str], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for name in names:
+        image = render_board(DEMO_RULES, name, rng).image
+        tmp = folder / f".{name}.tmp.png"
+        cv2.imwrite(str(tmp), image)
+        tmp.rename(folder / f"{name}.png")
+
+
+def wait_until(check, timeout: float = 30.0, every: float = 0.1):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    return check()
+
+
+def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) -> None:
+    root, zoo = demo
+    rules = tmp_path / "mini.yaml"
+    rules.write_text(GOOD)
+    inbox, data = tmp_path / "inbox", tmp_path / "data"
+    inbox.mkdir()
+    notify = NotifySocket(tmp_path / "notify.sock")
+    broker = Mosquitto()
+    mes = Subscriber(broker.port)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "1000000", "YOLO_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "inspector.cli", "--models", str(root / "models"), "kiosk", "--rules", str(rules),
+         "--zoo", str(zoo.root), "--source", f"watch:{inbox}", "--data", str(data), "--device-mb", "40",
+         "--listen", f"127.0.0.1:{port}", "--mqtt", f"127.0.0.1:{broker.port}", "--log-every", "1"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert notify.wait_for("READY=1", 120), proc.stderr.read() if proc.poll() is not None else "no READY"
+        code, body = get(f"{base}/health")
+        assert code == 200 and json.loads(body)["status"] == "ok"
+
+        drop_boards(inbox, ["K0", "K1", "K2"], seed=5)
+        status = wait_until(lambda: (s := json.loads(get(f"{base}/status")[1]))["results"]["written"] >= 3 and s)
+        assert status["boards"] == 3 and status["parts"] == 9 and status["line"]["recipe"] == "mini"
+        _, metrics = get(f"{base}/metrics")
+        text = metrics.decode()
+        assert "inspector_parts_total 9.0" in text and "inspector_expert_switches_total" in text
+        assert 'inspector_pool_capacity_bytes{pool="cpu/pool"}' in text
+        assert notify.wait_for("WATCHDOG=1", 5)  # work is flowing: the watchdog is pinged
+
+        # a broken edit is refused with its line; the running set stays in force
+        first_version = status["line"]["ruleset_version"]
+        rules.write_text(GOOD.replace("shape: resistor", "shape: resistr"))
+        status = wait_until(lambda: (s := json.loads(get(f"{base}/status")[1]))["rules"]["refused"] and s, 20)
+        assert "mini.yaml:" in status["rules"]["last_error"]
+        assert status["line"]["ruleset_version"] == first_version
+        assert json.loads(get(f"{base}/health")[1])["status"] == "degraded"
+        # a good edit is applied without a restart
+        rules.write_text(GOOD.replace("threshold: 0.5", "threshold: 0.4"))
+        status = wait_until(lambda: (s := json.loads(get(f"{base}/status")[1]))["rules"]["applied"] and s, 20)
+        assert status["line"]["ruleset_version"] != first_version and status["rules"]["last_error"] is None
+
+        drop_boards(inbox, ["K3", "K4", "K5", "K6"], seed=6)
+        if not wait_until(lambda: json.loads(get(f"{base}/status")[1])["boards"] >= 4, 60):
+            proc.send_signal(signal.SIGUSR1)  # every thread's stack to stderr, for the failure message
+            time.sleep(1)
+            proc.kill()
+            pytest.fail("the kiosk took no new boards after the rule change:\n" + proc.communicate()[1][-6000:])
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            proc.kill()
+            pytest.fail("the kiosk did not stop on SIGTERM:\n" + proc.communicate()[1][-8000:])
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        mes.close()
+        broker.close()
+    assert notify.wait_for("STOPPING=1", 2)
+    store = ResultStore(sqlite_url(data / "results.sqlite"))
+    stored = sorted(i.board_serial for i in store.inspections())
+    archived = sorted(p.stem for p in (inbox / "inspected").glob("*.png"))
+    waiting = sorted(p.stem for p in inbox.glob("K*.png"))
+    # every board the kiosk took is stored; any it had not taken yet waits in the inbox for the next start
+    assert stored == archived and sorted(stored + waiting) == [f"K{i}" for i in range(7)]
+    assert len(stored) >= 4
+    versions = {i.ruleset_version for i in store.inspections()}
+    assert len(versions) == 2  # boards before and after the rule change carry their own version
+    assert sorted(b["board_serial"] for b in mes.boards()) == stored  # the MES got each stored board
+    assert "stopped:" in err and "SIGTERM" in err
+
+
+def test_notifier_speaks_the_sd_notify_protocol(tmp_path: Path) -> None:
+    sock = NotifySocket(tmp_path / "n.sock")
+    n = Notifier({"NOTIFY_SOCKET": str(sock.path), "WATCHDOG_USEC": "4000000"})
+    assert n.enabled and n.watchdog_s == 4.0
+    assert n.ready("inspecting") and n.watchdog()
+    assert sock.wait_for("WATCHDOG=1", 2) and sock.messages == ["READY=1\nSTATUS=inspecting", "WATCHDOG=1"]
+    sock.fill()
+    assert not n.watchdog()  # a full socket costs the notification, never a blocked line
+    quiet = Notifier({})
+    assert not quiet.enabled and not quiet.ready("x") and quiet.watchdog_s is None
+    other = Notifier({"NOTIFY_SOCKET": str(sock.path), "WATCHDOG_USEC": "1000", "WATCHDOG_PID": "1"})
+    assert other.watchdog_s is None  # the watchdog is meant for another process
+
+
+def _snap(**changes: object) -> dict:
+    snap = {"state": "running", "in_flight": 2,
+            "results": {"spooled": 0, "last_error": None, "crops_failed": 0, "crops_error": None},
+            "ingest": {"source_error": None, "source": {"last_error": None, "last_error_age_s": None}},
+            "mqtt": None, "rules": None}
+    snap.update(changes)
+    return snap
+
+
+def test_health_names_what_needs_attention() -> None:
+    assert health(_snap(), 0.0, 60)["status"] == "ok"
+    stalled = health(_snap(), 75.0, 60)
+    assert stalled["status"] == "stalled" and "2 board(s) inside" in stalled["reasons"][0]
+    spooled = health(_snap(results={"spooled": 5, "last_error": "db down", "crops_failed": 0, "crops_error": None}),
+                     0.0, 60)
+    assert spooled["status"] == "degraded" and "5 board result(s) spooled" in spooled["reasons"][0]
+    assert health(_snap(state="stopped"), 0.0, 60)["status"] == "stopping"
+    old = _snap(ingest={"source_error": None, "source": {"last_error": "x.png unreadable", "last_error_age_s": 600}})
+    assert health(old, 0.0, 60)["status"] == "ok"  # an old hiccup no longer counts
+
+
+@pytest.mark.parametrize("listen", ["localhost", "127.0.0.1:http"])
+def test_bad_listen_address_says_how_to_write_it(listen: str) -> None:
+    from inspector.kiosk.http import parse_listen
+
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        parse_listen(listen)

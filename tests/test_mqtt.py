@@ -1,0 +1,98 @@
+"""Per-board results through a real mosquitto broker: delivery, retained status, and an outage."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from inspector.results.mqtt import MqttPublisher, parse_broker
+
+from .services import Mosquitto
+from .test_results import board
+
+
+@pytest.fixture
+def broker():
+    b = Mosquitto()
+    yield b
+    b.close()
+
+
+class Subscriber:
+    """A plant system listening on the broker (a persistent session, so an outage loses nothing)."""
+
+    def __init__(self, port: int, topic: str = "inspector/#", client_id: str = "mes") -> None:
+        self.messages: list[tuple[str, bytes, bool]] = []
+        self.subscribed = threading.Event()
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=False)
+        self.client.on_connect = lambda c, *_: c.subscribe(topic, qos=1)
+        self.client.on_subscribe = lambda *_: self.subscribed.set()
+        self.client.on_message = lambda _c, _u, m: self.messages.append((m.topic, m.payload, m.retain))
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+        assert self.subscribed.wait(5)
+
+    def boards(self) -> list[dict]:
+        return [json.loads(p) for t, p, _ in self.messages if t.endswith("/board")]
+
+    def wait_for(self, n: int, timeout: float = 10) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while len(self.boards()) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.boards()
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def test_each_stored_board_reaches_a_subscriber_with_its_parts(broker: Mosquitto) -> None:
+    sub = Subscriber(broker.port)
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-7", "aoi-2")
+    pub.start()
+    for i in range(3):
+        pub(board(f"B{i}", i, defect="polarity" if i == 1 else None))
+    assert pub.wait_published(10)
+    got = sub.wait_for(3)
+    assert [b["board_serial"] for b in got] == ["B0", "B1", "B2"]
+    assert [b["verdict"] for b in got] == ["pass", "fail", "pass"]
+    assert got[1]["parts"][1]["defect_class"] == "polarity" and len(got[1]["parts"]) == 2
+    assert {t for t, _, _ in sub.messages} >= {"inspector/line-7/aoi-2/board", "inspector/line-7/aoi-2/status"}
+    status = pub.close()
+    assert status.published == 3 and status.queued == 0
+    time.sleep(0.2)
+    assert sub.messages[-1][:2] == ("inspector/line-7/aoi-2/status", b"offline")
+    sub.close()
+
+
+def test_results_published_during_a_broker_outage_arrive_after_it(broker: Mosquitto) -> None:
+    Subscriber(broker.port).close()  # the MES has a persistent subscription
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")
+    pub.start()
+    pub(board("BEFORE"))
+    assert pub.wait_published(10)
+    broker.stop()
+    deadline = time.monotonic() + 10
+    while pub.status().connected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pub.status().connected
+    for i in range(3):
+        pub(board(f"OUT{i}", i))
+    assert pub.status().queued == 3 and not pub.wait_published(0.5)
+    broker.start()
+    assert pub.wait_published(40), pub.status()
+    sub = Subscriber(broker.port)
+    got = sub.wait_for(4)
+    assert [b["board_serial"] for b in got] == ["BEFORE", "OUT0", "OUT1", "OUT2"]
+    sub.close()
+    pub.close()
+
+
+def test_broker_addresses_are_checked() -> None:
+    assert parse_broker("mqtt://broker.plant:1884") == ("broker.plant", 1884)
+    assert parse_broker("broker") == ("broker", 1883)
+    with pytest.raises(ValueError, match="not a number"):
+        parse_broker("broker:eighty")
