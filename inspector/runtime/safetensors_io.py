@@ -8,8 +8,12 @@ so that a truncated or corrupt file is reported as such, not misread.
 from __future__ import annotations
 
 import json
+import math
+import os
 import struct
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -24,39 +28,80 @@ class CorruptWeights(ValueError):
     pass
 
 
+@dataclass(frozen=True)
+class TensorSpan:
+    """Where one tensor lies in a safetensors file, so it can be read alone."""
+
+    path: str
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    offset: int  # from the start of the file
+    nbytes: int
+
+    def from_bytes(self, buf: bytes | bytearray) -> torch.Tensor:
+        if len(buf) != self.nbytes:
+            raise CorruptWeights(f"{self.path}: read {len(buf)} bytes of a {self.nbytes}-byte tensor")
+        if self.nbytes == 0:
+            return torch.empty(self.shape, dtype=self.dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.frombuffer(buf, dtype=self.dtype).view(self.shape)
+
+
+def header_index(path: str | Path) -> dict[str, TensorSpan]:
+    """Every tensor's span in a safetensors file, from its header alone (the weights are not read)."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise CorruptWeights(f"{path}: too short for a safetensors header")
+        (hlen,) = struct.unpack("<Q", head)
+        size = os.fstat(f.fileno()).st_size
+        raw = f.read(hlen) if hlen <= size - 8 else b""
+    return _spans(raw, hlen, size, str(path))
+
+
 def parse(buf: bytes) -> dict[str, torch.Tensor]:
+    """Every tensor of a whole safetensors file in memory, as views of `buf`."""
     if len(buf) < 8:
         raise CorruptWeights(f"file is {len(buf)} bytes, too short for a safetensors header")
     (hlen,) = struct.unpack_from("<Q", buf, 0)
-    if hlen > len(buf) - 8 or hlen > 100 * 2**20:
-        raise CorruptWeights(f"header length {hlen} exceeds the file ({len(buf)} bytes)")
-    try:
-        header = json.loads(bytes(buf[8 : 8 + hlen]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptWeights(f"header is not JSON: {exc}") from None
-    if not isinstance(header, dict):
-        raise CorruptWeights("header is not a mapping")
-    base = 8 + hlen
+    spans = _spans(bytes(buf[8 : 8 + hlen]) if hlen <= len(buf) - 8 else b"", hlen, len(buf), "")
     out: dict[str, torch.Tensor] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # read-only buffer: weights are never written
-        for name, info in header.items():
-            if name == "__metadata__":
-                continue
-            try:
-                dtype = DTYPES[info["dtype"]]
-                start, end = info["data_offsets"]
-                shape = list(info["shape"])
-            except (KeyError, TypeError, ValueError):
-                raise CorruptWeights(f"tensor {name!r} has a malformed header entry") from None
-            itemsize = torch.empty((), dtype=dtype).element_size()
-            count = 1
-            for dim in shape:
-                count *= dim
-            if not (0 <= start <= end <= len(buf) - base) or end - start != count * itemsize:
-                raise CorruptWeights(f"tensor {name!r} lies outside the file or has the wrong size")
+        for name, span in spans.items():
+            count = math.prod(span.shape)
             if count == 0:
-                out[name] = torch.empty(shape, dtype=dtype)
+                out[name] = torch.empty(span.shape, dtype=span.dtype)
             else:
-                out[name] = torch.frombuffer(buf, dtype=dtype, count=count, offset=base + start).view(shape)
+                out[name] = torch.frombuffer(buf, dtype=span.dtype, count=count, offset=span.offset).view(span.shape)
+    return out
+
+
+def _spans(raw_header: bytes, hlen: int, size: int, path: str) -> dict[str, TensorSpan]:
+    """The header's tensors, checked against the file size so a truncated or corrupt file is said to be one."""
+    where = f"{path}: " if path else ""
+    if hlen > size - 8 or hlen > 100 * 2**20:
+        raise CorruptWeights(f"{where}header length {hlen} exceeds the file ({size} bytes)")
+    try:
+        header = json.loads(raw_header)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptWeights(f"{where}header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise CorruptWeights(f"{where}header is not a mapping")
+    base = 8 + hlen
+    out: dict[str, TensorSpan] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = DTYPES[info["dtype"]]
+            start, end = info["data_offsets"]
+            shape = tuple(int(d) for d in info["shape"])
+        except (KeyError, TypeError, ValueError):
+            raise CorruptWeights(f"{where}tensor {name!r} has a malformed header entry") from None
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if not (0 <= start <= end <= size - base) or end - start != math.prod(shape) * itemsize:
+            raise CorruptWeights(f"{where}tensor {name!r} lies outside the file or has the wrong size")
+        out[name] = TensorSpan(path, dtype, shape, base + start, end - start)
     return out

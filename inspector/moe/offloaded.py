@@ -1,0 +1,57 @@
+"""The experts module that replaces transformers' fused one: the same arithmetic, weights fetched per expert.
+
+It follows transformers' eager experts loop (one-hot mask, experts in ascending
+order, gate/up/act/down, weighted index_add), so with no approximation enabled
+the output equals the plain model's eager path; only where the weights come
+from differs. Routing stays transformers' own (softmax top-k, sparsemixer,
+shared experts, normalisation), because only `mlp.experts` is replaced.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .checkpoint import ExpertKey
+from .store import ExpertWeights
+
+
+class ExpertSource(Protocol):
+    def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor) -> None: ...
+    def acquire(self, key: ExpertKey) -> ExpertWeights: ...
+    def release(self, key: ExpertKey) -> None: ...
+    def layer_done(self, layer: int, hidden: torch.Tensor) -> None: ...
+
+
+class OffloadedExperts(nn.Module):
+    def __init__(self, layer: int, num_experts: int, act_fn: nn.Module, source: ExpertSource) -> None:
+        super().__init__()
+        self.layer, self.num_experts, self.act_fn = layer, num_experts, act_fn
+        self.source = source
+
+    def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                top_k_weights: torch.Tensor) -> torch.Tensor:
+        final = torch.zeros_like(hidden_states)
+        with torch.no_grad():
+            mask = F.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
+        self.source.route(self.layer, hidden_states, top_k_index)
+        for row in hit:
+            e = int(row[0])
+            if e == self.num_experts:
+                continue
+            top_k_pos, token_idx = torch.where(mask[e])
+            key = ExpertKey(self.layer, e)
+            w = self.source.acquire(key)
+            try:
+                current = hidden_states[token_idx]
+                gate, up = F.linear(current, w.gate_up).chunk(2, dim=-1)
+                out = F.linear(self.act_fn(gate) * up, w.down)
+                out = out * top_k_weights[token_idx, top_k_pos, None]
+                final.index_add_(0, token_idx, out.to(final.dtype))
+            finally:
+                self.source.release(key)
+        self.source.layer_done(self.layer, hidden_states)
+        return final

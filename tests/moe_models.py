@@ -1,0 +1,34 @@
+"""Tiny MoE checkpoints of every supported architecture, built from configs and saved with transformers' own code."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, MixtralConfig, OlmoeConfig, PhimoeConfig, Qwen2MoeConfig, Qwen3MoeConfig
+
+COMMON = dict(vocab_size=96, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+              max_position_embeddings=128, eos_token_id=1, bos_token_id=0, pad_token_id=0)
+
+
+def tiny_configs() -> dict:
+    return {
+        "mixtral": MixtralConfig(**COMMON, intermediate_size=48, num_local_experts=8, num_experts_per_tok=2),
+        "qwen2_moe": Qwen2MoeConfig(**COMMON, intermediate_size=64, moe_intermediate_size=24, num_experts=8,
+                                    shared_expert_intermediate_size=48, num_experts_per_tok=2),
+        "qwen3_moe": Qwen3MoeConfig(**COMMON, head_dim=8, intermediate_size=64, moe_intermediate_size=24,
+                                    num_experts=8, num_experts_per_tok=2),
+        "olmoe": OlmoeConfig(**COMMON, intermediate_size=24, num_experts=8, num_experts_per_tok=2),
+        "phimoe": PhimoeConfig(**COMMON, intermediate_size=24, num_local_experts=8, num_experts_per_tok=2),
+    }
+
+
+def save_tiny(name: str, root: Path, seed: int = 0, max_shard_size: str | None = None) -> Path:
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(tiny_configs()[name])
+    with torch.no_grad():  # a spread of router weights, so routing differs token to token
+        for p in model.parameters():
+            p.normal_(0, 0.3)
+    out = root / name
+    kwargs = {"max_shard_size": max_shard_size} if max_shard_size else {}
+    model.save_pretrained(out, **kwargs)
+    return out

@@ -1,0 +1,113 @@
+"""The MoE engine against plain transformers on tiny checkpoints of every supported architecture."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM
+
+from inspector.moe.checkpoint import CheckpointError, MoECheckpoint
+from inspector.moe.engine import BudgetTooSmall, OffloadedLM
+from inspector.runtime.memory import DeviceBudget, OverBudget
+
+from .moe_models import save_tiny, tiny_configs
+
+ARCHS = sorted(tiny_configs())
+PROMPT = [0, 5, 17, 60, 3, 42, 8, 77, 11, 30]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("moe")
+    return {name: save_tiny(name, root) for name in ARCHS}
+
+
+def plain_greedy(root: Path, n: int) -> tuple[list[int], torch.Tensor]:
+    model = AutoModelForCausalLM.from_pretrained(root).eval()
+    ids = torch.tensor([PROMPT])
+    with torch.inference_mode():
+        tokens = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=n,
+                                min_new_tokens=n)[0, len(PROMPT):]  # the prompt's BOS is also the pad id
+        logits = model(ids).logits
+    return tokens.tolist(), logits
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("policy", ["ondemand", "lru"])
+def test_exact_mode_matches_plain_transformers(checkpoints: dict[str, Path], arch: str, policy: str) -> None:
+    want_tokens, want_logits = plain_greedy(checkpoints[arch], 16)
+    lm = OffloadedLM.load(checkpoints[arch], policy, cache_ratio=0.25)
+    got = list(lm.generate(PROMPT, 16))
+    assert [t for t, _ in got] == want_tokens
+    with torch.inference_mode():
+        logits = lm.model(torch.tensor([PROMPT])).logits
+    torch.testing.assert_close(logits, want_logits, rtol=1e-5, atol=1e-5)  # fp32 rounding at most
+    stats = got[-1][1]
+    assert stats.tokens == 16 and stats.expert_loads > 0
+    if policy == "ondemand":
+        assert stats.hit_rate == 0.0 and all(n == 0 for n in stats.residency.values())
+    else:
+        assert 0.0 < stats.hit_rate < 1.0 and all(n <= 2 for n in stats.residency.values())
+    assert stats.peak_pool_bytes <= lm.runtime.store.ledger.capacity
+
+
+def test_the_pool_is_a_ledger_of_the_shared_device_budget(checkpoints: dict[str, Path]) -> None:
+    ckpt = MoECheckpoint.open(checkpoints["mixtral"])
+    per_expert = max(s.nbytes for s in ckpt.experts.values())
+    budget = DeviceBudget("cpu", 64 * 2**20)
+    budget.open("inspection-pool", 32 * 2**20)  # the inspection experts' pool beside it
+    lm = OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.5, budget=budget)
+    pool = lm.runtime.store.ledger
+    assert pool.capacity == 4 * per_expert * 3 and set(budget.ledgers()) == {"inspection-pool", "moe-pool"}
+    list(lm.generate(PROMPT, 4))
+    assert 0 < pool.used <= pool.capacity
+    lm.close()
+    assert pool.used == 0 and set(budget.ledgers()) == {"inspection-pool"}
+    small = DeviceBudget("cpu", 33 * 2**20)
+    small.open("inspection-pool", 33 * 2**20 - 100_000)  # the inspection line took nearly all of it
+    with pytest.raises(OverBudget, match="moe-pool wants"):
+        OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.5, budget=small)
+
+
+def test_sharded_and_fused_checkpoints_load_the_same_experts(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    sharded = save_tiny("qwen2_moe", tmp_path / "sharded", max_shard_size="20KB")
+    assert (sharded / "model.safetensors.index.json").is_file()
+    want, _ = plain_greedy(checkpoints["qwen2_moe"], 8)
+    assert [t for t, _ in OffloadedLM.load(sharded, "lru", 0.25).generate(PROMPT, 8)] == want
+    # fused 3D expert tensors on disk (transformers' in-memory layout) are sliced per expert
+    model = AutoModelForCausalLM.from_pretrained(checkpoints["olmoe"])
+    fused = tmp_path / "fused"
+    fused.mkdir()
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, fused / "model.safetensors")
+    shutil.copy(checkpoints["olmoe"] / "config.json", fused / "config.json")
+    assert MoECheckpoint.open(fused).experts[next(iter(MoECheckpoint.open(fused).experts))].fused_index is not None
+    want, _ = plain_greedy(checkpoints["olmoe"], 8)
+    assert [t for t, _ in OffloadedLM.load(fused, "lru", 0.25).generate(PROMPT, 8)] == want
+
+
+def test_bad_checkpoints_and_budgets_say_what_is_wrong(checkpoints: dict[str, Path], tmp_path: Path) -> None:
+    sharded = save_tiny("mixtral", tmp_path, max_shard_size="20KB")
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    victim = sorted(set(index["weight_map"].values()))[1]
+    (sharded / victim).unlink()
+    with pytest.raises(CheckpointError, match=f"shards {victim} .* missing"):
+        MoECheckpoint.open(sharded)
+    other = tmp_path / "llama"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4}))
+    with pytest.raises(CheckpointError, match="'llama' is not supported; supported: mixtral"):
+        MoECheckpoint.open(other)
+    with pytest.raises(CheckpointError, match="no config.json"):
+        MoECheckpoint.open(tmp_path / "nowhere")
+    with pytest.raises(BudgetTooSmall, match="smallest ratio that works is 0.250"):
+        OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.1)
+
+
+def test_a_config_transformers_rejects_is_reported_as_such(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"model_type": "mixtral", "hidden_size": ')  # cut off mid-copy
+    with pytest.raises(CheckpointError, match="config.json cannot be read by transformers"):
+        MoECheckpoint.open(tmp_path)
