@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 from inspector.moe.checkpoint import CheckpointError, MoECheckpoint
-from inspector.moe.engine import BudgetTooSmall, OffloadedLM
+from inspector.moe.engine import BudgetTooSmall, ContextTooLong, OffloadedLM
 from inspector.runtime.memory import DeviceBudget, OverBudget
 
 from .moe_models import save_tiny, tiny_configs
@@ -111,3 +111,13 @@ def test_a_config_transformers_rejects_is_reported_as_such(tmp_path: Path) -> No
     (tmp_path / "config.json").write_text('{"model_type": "mixtral", "hidden_size": ')  # cut off mid-copy
     with pytest.raises(CheckpointError, match="config.json cannot be read by transformers"):
         MoECheckpoint.open(tmp_path)
+
+
+def test_a_prompt_over_the_context_is_refused_or_truncated_and_said_so(checkpoints: dict[str, Path]) -> None:
+    lm = OffloadedLM.load(checkpoints["qwen3_moe"], "lru", 0.25)
+    long_prompt = [(i * 7) % 90 + 2 for i in range(125)]  # context 128: no room for 8 new tokens
+    with pytest.raises(ContextTooLong, match="exceeds the model's context of 128"):
+        next(lm.generate(long_prompt, 8))
+    out = list(lm.generate(long_prompt, 8, truncate=True))
+    assert len(out) == 8 and out[-1][1].truncated == 5 and out[-1][1].prompt_tokens == 120
+    assert [t for t, _ in out] == [t for t, _ in lm.generate(long_prompt[5:], 8)]

@@ -26,6 +26,10 @@ from .store import ExpertStore, ExpertWeights
 POOL_LEDGER = "moe-pool"
 
 
+class ContextTooLong(ValueError):
+    """A prompt and its new tokens do not fit the model's context."""
+
+
 class BudgetTooSmall(ValueError):
     """The expert pool cannot hold one layer's top-k experts."""
 
@@ -43,6 +47,7 @@ class GenStats:
     predicted_right: int = 0
     residency: dict[int, int] = field(default_factory=dict)  # layer -> experts resident in the pool
     peak_pool_bytes: int = 0
+    truncated: int = 0  # oldest prompt tokens dropped to fit the context
 
     @property
     def tokens_per_s(self) -> float:
@@ -169,10 +174,24 @@ class OffloadedLM:
     # -- generation -------------------------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, input_ids: list[int] | torch.Tensor, max_new_tokens: int,
-                 eos_token_id: int | None = None) -> Iterator[tuple[int, GenStats]]:
-        """Greedy decoding; yields (token id, statistics so far) per new token."""
+                 eos_token_id: int | None = None, truncate: bool = False) -> Iterator[tuple[int, GenStats]]:
+        """Greedy decoding; yields (token id, statistics so far) per new token.
+
+        A prompt that leaves no room for `max_new_tokens` in the context is refused (ContextTooLong), or with
+        `truncate` loses its oldest tokens, and `stats.truncated` says how many.
+        """
         ids = torch.as_tensor(input_ids, dtype=torch.long).reshape(1, -1).to(self.device)
-        stats = GenStats(prompt_tokens=ids.shape[1])
+        context = int(getattr(self.ckpt.config, "max_position_embeddings", 0) or 0)
+        room = context - max_new_tokens
+        dropped = 0
+        if context and ids.shape[1] > room:
+            if not truncate or room < 1:
+                raise ContextTooLong(f"prompt of {ids.shape[1]} tokens plus {max_new_tokens} new ones exceeds the "
+                                     f"model's context of {context}; shorten the prompt, ask for fewer tokens, or "
+                                     "let it truncate the oldest tokens")
+            dropped = ids.shape[1] - room
+            ids = ids[:, dropped:]
+        stats = GenStats(prompt_tokens=ids.shape[1], truncated=dropped)
         rt = self.runtime
         h0, m0, l0 = rt.hits, rt.misses, rt.store.stats.loads
         cache = DynamicCache(config=self.model.config)
