@@ -180,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_kiosk(args: argparse.Namespace) -> int:
-    from .app.run import RULES_DIR, line_profiles
+    from .app.run import line_profiles
     from .app.service import LineService
     from .kiosk.service import Kiosk, KioskConfig
 
@@ -189,7 +189,7 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
     service = LineService(rules, zoo, profiles, config, store, data, source,
                           [publisher] if publisher else None, _say)
     kiosk = Kiosk(service, KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every),
-                  rules_path=args.rules or str(RULES_DIR / "board_a.yaml"), publisher=publisher, say=_say)
+                  rules_path=rules.source, publisher=publisher, say=_say)  # the file the rules were read from
     return kiosk.serve()
 
 

@@ -95,6 +95,7 @@ class Line:
         self.stats = LineStats()
         self.started = time.perf_counter()
         self.last_progress = time.monotonic()  # last board finished, or work arriving at an idle line
+        self.last_finished: float | None = None  # time.monotonic() of the last board finished
 
     def stalled_for(self) -> float:
         """Seconds boards have been inside without one finishing; 0 when idle or flowing."""
@@ -160,7 +161,7 @@ class Line:
             record.parts.sort(key=lambda p: scan[p.ref])
             record.crops = {c.ref: c.image for c in pending.parts.values()}
             self._boards_in -= 1
-            self.last_progress = time.monotonic()
+            self.last_progress = self.last_finished = time.monotonic()
             self.stats.boards += 1
             self.stats.parts += len(record.parts)
             self.stats.board_verdicts[record.verdict] += 1

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from ..coserve.profile import DeviceProfile
 from ..coserve.profiler import load_or_profile
 from ..experts.zoo import Zoo
-from ..ingest.sources import CameraSource, FolderSource, Frame, ReplaySource, SyntheticSource
+from ..ingest.sources import CameraSource, FolderSource, ReplaySource, Source, SyntheticSource
 from ..ingest.synthetic import rates_for
 from ..results.store import ResultStore
 from ..routing.rules import RuleSet, load_rules
@@ -59,7 +59,7 @@ def line_profiles(zoo: Zoo, models_dir: Path, say: Say) -> dict[str, DeviceProfi
     return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say) for d in available_devices()}
 
 
-def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Iterable[Frame], config: ServiceConfig,
+def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config: ServiceConfig,
              store: ResultStore, data_dir: Path, say: Say, every: int = 5,
              published: list[Sink] | None = None) -> tuple[LineService, float]:
     """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored."""
@@ -98,7 +98,7 @@ def summary(service: LineService, seconds: float) -> str:
            f"flagged parts: {defects}",
            f"results: {w.written} boards written to {store.safe_url} (it holds {boards} boards, {parts} parts); "
            f"{w.spooled} spooled" + (f"; last error: {w.last_error}" if w.last_error else "")]
-    q, src, crops = service.queue.counters, service.source_counters, service.crops
+    q, src, crops = service.queue.counters, service.source.counters, service.crops
     if q.dropped:
         out.append(f"ingest: {q.dropped} boards dropped (queue full, policy {service.queue.overflow}); "
                    f"last {q.last_dropped}")

@@ -8,8 +8,7 @@ published results are flushed, and only then does `stop` return.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from ..coserve.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.crops import BoardSizeMismatch
 from ..ingest.queue import IngestQueue, feed
-from ..ingest.sources import Frame, SourceCounters
+from ..ingest.sources import Frame, Source
 from ..results.crops import CropKeeper
 from ..results.records import BoardRecord
 from ..results.store import ResultStore
@@ -40,7 +39,7 @@ class ServiceConfig:
 
 class LineService:
     def __init__(self, rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: ServiceConfig,
-                 store: ResultStore, data_dir: Path, source: Iterable[Frame], published: list[Sink] | None = None,
+                 store: ResultStore, data_dir: Path, source: Source, published: list[Sink] | None = None,
                  say: Say = lambda _m: None) -> None:
         self.config, self.store, self.source, self.say = config, store, source, say
         self.queue = IngestQueue(config.queue_capacity, config.overflow)
@@ -50,15 +49,9 @@ class LineService:
         self.detection = Detection()
         self._truths: dict[str, dict[str, str]] = {}
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
-        self._stop = threading.Event()
-        self._feeder = threading.Thread(target=feed, args=(source, self.queue, self._stop), name="ingest", daemon=True)
-        self.last_board_at: float | None = None
+        self._feeder = threading.Thread(target=feed, args=(source, self.queue), name="ingest", daemon=True)
         self.running = False
         self.stopped = threading.Event()
-
-    @property
-    def source_counters(self) -> SourceCounters:
-        return getattr(self.source, "counters", SourceCounters())
 
     def start(self) -> None:
         self.writer.start()
@@ -83,10 +76,7 @@ class LineService:
 
     def request_stop(self) -> None:
         """Stop taking frames from the source; what is already queued is still inspected (SIGTERM, Stop button)."""
-        self._stop.set()
-        stop_source = getattr(self.source, "stop", None)
-        if stop_source:
-            stop_source()
+        self.source.stop()
         self.queue.close()
 
     def _inspect(self, frame: Frame) -> None:
@@ -100,7 +90,6 @@ class LineService:
             self.say(f"skipped {frame.serial}: {exc}")
 
     def _finished(self, record: BoardRecord) -> None:
-        self.last_board_at = time.monotonic()
         self.writer.put(record)
         truth = self._truths.pop(record.board_serial, None)
         if truth is not None:

@@ -20,8 +20,8 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
     boards_s, parts_s = line.throughput()
     w = service.writer.status()
     q = service.queue.counters
-    src = service.source_counters
-    last = service.last_board_at
+    src = service.source.counters
+    last = line.last_finished
     out: dict[str, Any] = {
         "time": datetime.now(timezone.utc).isoformat(),
         "state": "running" if service.running else ("stopped" if service.stopped.is_set() else "starting"),

@@ -89,11 +89,11 @@ class IngestQueue:
             yield frame
 
 
-def feed(source: Iterable[Frame], queue: IngestQueue, stop: threading.Event | None = None) -> None:
-    """Move a source's frames into the queue until it ends or `stop` is set; closes the queue (a thread target)."""
+def feed(source: Iterable[Frame], queue: IngestQueue) -> None:
+    """Move a source's frames into the queue until it ends or the queue is closed; then closes it (a thread target)."""
     try:
         for frame in source:
-            if (stop is not None and stop.is_set()) or queue.closed:
+            if queue.closed:
                 break
             if not queue.put(frame) and queue.closed:
                 break  # not taken: leave the source where it is (a watched file stays for the next start)

@@ -46,7 +46,23 @@ class SourceCounters:
         self.errors = (self.errors + [message])[-20:]
 
 
-class SyntheticSource:
+class Source:
+    """What every source has: a name for the records, counters for the operator, and a way to stop."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.counters = SourceCounters()
+        self._stop = False
+
+    def stop(self) -> None:
+        """Stop delivering after the current image (SIGTERM, the Stop button)."""
+        self._stop = True
+
+    def __iter__(self) -> Iterator[Frame]:
+        raise NotImplementedError
+
+
+class SyntheticSource(Source):
     """Rendered boards of a rule set, with their true defects (the built-in demo stream)."""
 
     def __init__(self, rules: RuleSet, boards: int, seed: int = 1000, rates: dict[str, float] | None = None,
@@ -54,12 +70,7 @@ class SyntheticSource:
         """`boards` 0 renders boards until `stop`; `interval_s` paces them like a conveyor."""
         self.rules, self.boards, self.seed, self.interval_s = rules, boards, seed, interval_s
         self.rates = DEFAULT_RATES if rates is None else rates
-        self.counters = SourceCounters()
-        self.name = f"synthetic:{rules.recipe}"
-        self._stop = False
-
-    def stop(self) -> None:
-        self._stop = True
+        super().__init__(f"synthetic:{rules.recipe}")
 
     def __iter__(self) -> Iterator[Frame]:
         rng = np.random.default_rng([self.seed, self.rules.seed])
@@ -81,7 +92,7 @@ def _read(path: Path, counters: SourceCounters) -> np.ndarray | None:
     return image
 
 
-class FolderSource:
+class FolderSource(Source):
     """Images in a folder in name order; with `watch`, keeps waiting for new ones (a scanner's drop folder).
 
     Watching, each image read is moved into `archive` (a subfolder, default
@@ -95,12 +106,7 @@ class FolderSource:
             raise FileNotFoundError(f"image folder {self.folder} does not exist; create it or pass another")
         self.watch, self.poll_s, self.idle_stop_s = watch, poll_s, idle_stop_s
         self.archive = self.folder / archive if watch and archive else None
-        self.counters = SourceCounters()
-        self.name = f"folder:{self.folder}"
-        self._stop = False
-
-    def stop(self) -> None:
-        self._stop = True
+        super().__init__(f"folder:{self.folder}")
 
     def _ready(self, seen: set[Path], sizes: dict[Path, int]) -> list[Path]:
         """New images in name order; watching, only those whose size held still since the last poll,
@@ -153,19 +159,14 @@ class FolderSource:
             self.counters.fail(f"cannot move {path} to {self.archive}: {exc.strerror}; it stays in the folder")
 
 
-class ReplaySource:
+class ReplaySource(Source):
     """A text file listing image paths, one per line (relative to the list), replayed in order."""
 
     def __init__(self, listing: str | Path) -> None:
         self.listing = Path(listing)
         if not self.listing.is_file():
             raise FileNotFoundError(f"replay list {self.listing} does not exist")
-        self.counters = SourceCounters()
-        self.name = f"replay:{self.listing}"
-        self._stop = False
-
-    def stop(self) -> None:
-        self._stop = True
+        super().__init__(f"replay:{self.listing}")
 
     def __iter__(self) -> Iterator[Frame]:
         for line in self.listing.read_text(encoding="utf-8").splitlines():
@@ -181,7 +182,7 @@ class ReplaySource:
                 yield Frame(image, path.stem, f"replay:{path}")
 
 
-class CameraSource:
+class CameraSource(Source):
     """OpenCV VideoCapture: a device index ("0"), an RTSP/HTTP URL or a video file.
 
     When a live camera stops delivering it is reopened with exponential backoff
@@ -191,13 +192,8 @@ class CameraSource:
     def __init__(self, uri: str, max_reconnects: int = 5, backoff_s: float = 0.5, frames: int | None = None) -> None:
         self.uri = uri
         self.max_reconnects, self.backoff_s, self.frames = max_reconnects, backoff_s, frames
-        self.counters = SourceCounters()
-        self.name = f"camera:{uri}"
+        super().__init__(f"camera:{uri}")
         self.is_file = Path(uri).is_file()
-        self._stop = False
-
-    def stop(self) -> None:
-        self._stop = True
 
     def _open(self) -> cv2.VideoCapture:
         target: int | str = int(self.uri) if self.uri.isdigit() else self.uri

@@ -47,7 +47,6 @@ class Kiosk:
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False
-        self.watchdog_pings = 0
 
     def snapshot(self) -> dict[str, Any]:
         return snapshot(self.service, self.rules, self.publisher)
@@ -83,7 +82,7 @@ class Kiosk:
             self.rules.stop()
             self.endpoints.stop()
             beat.join(2.0)
-        error = self.service.queue.counters.source_error or self.service.source_counters.gave_up
+        error = self.service.queue.counters.source_error or self.service.source.counters.gave_up
         status = self.service.writer.status()
         self.say(f"stopped: {self.service.line.stats.boards} boards, {status.written} stored, "
                  f"{status.spooled} spooled for the next start")
@@ -111,7 +110,6 @@ class Kiosk:
             if self.service.line.stalled_for() <= self.config.stall_s:
                 if self.notifier.watchdog_s:
                     self.notifier.watchdog()
-                    self.watchdog_pings += 1
             else:
                 self.notifier.status(f"STALLED: {self.health()['reasons'][0]}")
             if time.monotonic() - last_log >= self.config.log_every_s:

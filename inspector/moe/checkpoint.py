@@ -58,7 +58,8 @@ class ExpertKey:
 
 @dataclass(frozen=True)
 class ExpertSpans:
-    """Where one expert's three projections lie; `rows` slices a fused tensor (expert index, row range)."""
+    """Where one expert's three projections lie; with `fused_index`, gate is the fused gate_up tensor of all
+    experts and down the fused down tensor, and the expert is that index of each."""
 
     gate: TensorSpan
     up: TensorSpan
@@ -158,9 +159,6 @@ class MoECheckpoint:
                 continue
             out[self.model_key(name)] = span.from_bytes(read_range(span.path, span.offset, span.nbytes, False))
         return out
-
-    def expert_bytes(self) -> int:
-        return sum(s.nbytes for s in self.experts.values())
 
 
 def _shards(root: Path) -> list[Path]:

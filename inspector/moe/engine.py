@@ -43,8 +43,6 @@ class GenStats:
     hits: int = 0
     misses: int = 0
     expert_loads: int = 0
-    predicted: int = 0
-    predicted_right: int = 0
     residency: dict[int, int] = field(default_factory=dict)  # layer -> experts resident in the pool
     peak_pool_bytes: int = 0
     truncated: int = 0  # oldest prompt tokens dropped to fit the context
@@ -57,10 +55,6 @@ class GenStats:
     def hit_rate(self) -> float:
         n = self.hits + self.misses
         return self.hits / n if n else 0.0
-
-    @property
-    def prediction_accuracy(self) -> float | None:
-        return self.predicted_right / self.predicted if self.predicted else None
 
 
 class MoERuntime:
@@ -88,32 +82,22 @@ class MoERuntime:
         self.policy.on_route(self, layer, top_k_index, self.prefill)
 
     def acquire(self, key: ExpertKey) -> ExpertWeights:
-        store = self.store
-        w = store.touch(key)
+        w = self.store.pin_resident(key)
         if w is not None:
             self.hits += 1
-            store.pinned[key] = store.pinned.get(key, 0) + 1
             return w
         self.misses += 1
         if not self.policy.caches:
-            w = store.load(key)
-            store.ledger.reserve(f"transient:{key}", w.nbytes)
+            w = self.store.load(key)
+            self.store.hold_transient(key, w)
             return w
         self.make_room(key.layer, 1)
-        w = store.load(key)
-        store.install(key, w)
-        store.pinned[key] = store.pinned.get(key, 0) + 1
+        w = self.store.load(key)
+        self.store.install(key, w, pin=True)
         return w
 
     def release(self, key: ExpertKey) -> None:
-        store = self.store
-        with store.lock:
-            if store.pinned.get(key):
-                store.pinned[key] -= 1
-                if not store.pinned[key]:
-                    del store.pinned[key]
-            elif store.ledger.holds(f"transient:{key}"):
-                store.ledger.release(f"transient:{key}")
+        self.store.release(key)
 
     def layer_done(self, layer: int, hidden: torch.Tensor) -> None:
         self.policy.after_layer(self, layer, hidden, self.prefill)
@@ -142,9 +126,9 @@ def _pool_slots(ckpt: MoECheckpoint, cache_ratio: float) -> int:
 
 class OffloadedLM:
     def __init__(self, ckpt: MoECheckpoint, model: torch.nn.Module, runtime: MoERuntime,
-                 device: torch.device) -> None:
+                 device: torch.device, budget: DeviceBudget | None = None) -> None:
         self.ckpt, self.model, self.runtime, self.device = ckpt, model, runtime, device
-        self.budget: DeviceBudget | None = None
+        self.budget = budget  # the pool's ledger is open in it until close()
 
     @classmethod
     def load(cls, root: str | Path, policy: str | MoEPolicy = "lru", cache_ratio: float = 0.25,
@@ -167,9 +151,7 @@ class OffloadedLM:
             block = model.model.layers[layer].mlp
             block.experts = OffloadedExperts(layer, ckpt.num_experts, act, runtime)
         runtime.place(pol.initial(runtime))
-        lm = cls(ckpt, model, runtime, device)
-        lm.budget = budget
-        return lm
+        return cls(ckpt, model, runtime, device, budget)
 
     # -- generation -------------------------------------------------------------------------------------
     @torch.inference_mode()
