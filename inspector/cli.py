@@ -316,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--workload", help="workload YAML (default: the built-in one)")
     prof.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
     prof.set_defaults(func=cmd_profile)
+
+    from .moe.commands import add_llm_parser
+
+    add_llm_parser(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ and yields each token with the live statistics.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,10 +19,12 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from ..runtime.memory import DeviceBudget
-from .checkpoint import CheckpointError, ExpertKey, MoECheckpoint
+from .calibration import Calibration
+from .checkpoint import CheckpointError, MoECheckpoint
 from .offloaded import OffloadedExperts
 from .policies import MoEPolicy, get_policy
-from .store import ExpertStore, ExpertWeights
+from .runtime import MoERuntime
+from .store import ExpertStore
 
 POOL_LEDGER = "moe-pool"
 
@@ -46,6 +49,16 @@ class GenStats:
     residency: dict[int, int] = field(default_factory=dict)  # layer -> experts resident in the pool
     peak_pool_bytes: int = 0
     truncated: int = 0  # oldest prompt tokens dropped to fit the context
+    prefetches: int = 0
+    prefetch_waits: int = 0
+    swaps: int = 0
+    degraded: int = 0
+    predicted: int = 0
+    predicted_right: int = 0
+
+    @property
+    def prediction_accuracy(self) -> float | None:
+        return self.predicted_right / self.predicted if self.predicted else None
 
     @property
     def tokens_per_s(self) -> float:
@@ -57,64 +70,7 @@ class GenStats:
         return self.hits / n if n else 0.0
 
 
-class MoERuntime:
-    """The mechanics every policy shares: pool slots per layer, acquire/release, counting."""
-
-    def __init__(self, ckpt: MoECheckpoint, store: ExpertStore, policy: MoEPolicy, slots_per_layer: int) -> None:
-        self.ckpt, self.store, self.policy = ckpt, store, policy
-        self.slots_per_layer = slots_per_layer
-        self.num_experts = ckpt.num_experts
-        self.moe_layers = ckpt.moe_layers
-        self.prefill = False
-        self.hits = 0
-        self.misses = 0
-
-    # -- PoolView ---------------------------------------------------------------------------------------
-    def resident_in(self, layer: int) -> list[ExpertKey]:
-        with self.store.lock:
-            return [k for k in self.store.resident if k.layer == layer]
-
-    def is_resident(self, key: ExpertKey) -> bool:
-        return self.store.is_resident(key)
-
-    # -- ExpertSource -----------------------------------------------------------------------------------
-    def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor) -> None:
-        self.policy.on_route(self, layer, top_k_index, self.prefill)
-
-    def acquire(self, key: ExpertKey) -> ExpertWeights:
-        w = self.store.pin_resident(key)
-        if w is not None:
-            self.hits += 1
-            return w
-        self.misses += 1
-        if not self.policy.caches:
-            w = self.store.load(key)
-            self.store.hold_transient(key, w)
-            return w
-        self.make_room(key.layer, 1)
-        w = self.store.load(key)
-        self.store.install(key, w, pin=True)
-        return w
-
-    def release(self, key: ExpertKey) -> None:
-        self.store.release(key)
-
-    def layer_done(self, layer: int, hidden: torch.Tensor) -> None:
-        self.policy.after_layer(self, layer, hidden, self.prefill)
-
-    def make_room(self, layer: int, n: int) -> None:
-        while len(self.resident_in(layer)) + n > self.slots_per_layer:
-            victim = self.policy.victim(self, layer, protect=self.store.pinned)
-            self.store.evict(victim)
-
-    def place(self, keys: list[ExpertKey]) -> None:
-        """Initial placement: fill each layer's slots in the order given, never evicting."""
-        for key in keys:
-            if len(self.resident_in(key.layer)) < self.slots_per_layer and not self.store.is_resident(key):
-                self.store.install(key, self.store.load(key))
-
-
-def _pool_slots(ckpt: MoECheckpoint, cache_ratio: float) -> int:
+def pool_slots(ckpt: MoECheckpoint, cache_ratio: float) -> int:
     slots = int(round(cache_ratio * ckpt.num_experts))
     if slots < ckpt.top_k:
         smallest = ckpt.top_k / ckpt.num_experts
@@ -133,25 +89,37 @@ class OffloadedLM:
     @classmethod
     def load(cls, root: str | Path, policy: str | MoEPolicy = "lru", cache_ratio: float = 0.25,
              device: torch.device | str = "cpu", budget: DeviceBudget | None = None,
-             drop_page_cache: bool = True) -> OffloadedLM:
+             drop_page_cache: bool = True, calibration: Calibration | None = None) -> OffloadedLM:
+        """The pool holds `cache_ratio` of each layer's experts, plus read buffers: one for a miss, and
+        top_k more for reads a predicting policy starts ahead."""
         ckpt = MoECheckpoint.open(root)
         device = torch.device(device)
-        pol = get_policy(policy) if isinstance(policy, str) else policy
-        slots = _pool_slots(ckpt, cache_ratio)
+        pol = get_policy(policy, calibration) if isinstance(policy, str) else policy
+        slots = pool_slots(ckpt, cache_ratio)
         expert_bytes = max(s.nbytes for s in ckpt.experts.values())
-        pool_bytes = slots * expert_bytes * len(ckpt.moe_layers)
+        buffers = 1 + (ckpt.top_k if pol.prefetches else 0)
+        pool_bytes = (slots * len(ckpt.moe_layers) + buffers) * expert_bytes
         if budget is None:
             budget = DeviceBudget(f"{device}", pool_bytes)
         ledger = budget.open(POOL_LEDGER, pool_bytes)  # OverBudget when the inspection pools left too little
-        model = _build(ckpt, device)
-        store = ExpertStore(ckpt, device, ledger, drop_page_cache)
-        runtime = MoERuntime(ckpt, store, pol, slots)
-        act = _act_fn(ckpt)
-        for layer in ckpt.moe_layers:
-            block = model.model.layers[layer].mlp
-            block.experts = OffloadedExperts(layer, ckpt.num_experts, act, runtime)
-        runtime.place(pol.initial(runtime))
+        try:
+            model = _build(ckpt, device)
+            store = ExpertStore(ckpt, device, ledger, drop_page_cache)
+            blocks = {layer: model.model.layers[layer].mlp for layer in ckpt.moe_layers}
+            runtime = MoERuntime(ckpt, store, pol, slots, {layer: _router_weight(b, ckpt) for layer, b in
+                                                           blocks.items()})
+            act = _act_fn(ckpt)
+            for layer, block in blocks.items():
+                block.experts = OffloadedExperts(layer, ckpt.num_experts, act, runtime)
+            runtime.place(pol.initial(runtime))
+        except BaseException:
+            budget.close(POOL_LEDGER)
+            raise
         return cls(ckpt, model, runtime, device, budget)
+
+    @property
+    def non_expert_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.model.parameters())
 
     # -- generation -------------------------------------------------------------------------------------
     @torch.inference_mode()
@@ -175,7 +143,8 @@ class OffloadedLM:
             ids = ids[:, dropped:]
         stats = GenStats(prompt_tokens=ids.shape[1], truncated=dropped)
         rt = self.runtime
-        h0, m0, l0 = rt.hits, rt.misses, rt.store.stats.loads
+        rt.begin_sequence()
+        c0, l0 = dataclasses.replace(rt.counters), rt.store.stats.loads
         cache = DynamicCache(config=self.model.config)
         t0 = time.perf_counter()
         rt.prefill = True
@@ -188,7 +157,10 @@ class OffloadedLM:
                 stats.ttft_s = now - t0
             stats.tokens += 1
             stats.seconds = now - t0
-            stats.hits, stats.misses = rt.hits - h0, rt.misses - m0
+            c = rt.counters
+            for name in ("hits", "misses", "prefetches", "prefetch_waits", "swaps", "degraded", "predicted",
+                         "predicted_right"):
+                setattr(stats, name, getattr(c, name) - getattr(c0, name))
             stats.expert_loads = rt.store.stats.loads - l0
             stats.residency = {layer: len(rt.resident_in(layer)) for layer in rt.moe_layers}
             stats.peak_pool_bytes = rt.store.ledger.peak
@@ -199,11 +171,21 @@ class OffloadedLM:
                              use_cache=True)
 
     def close(self) -> None:
-        """Give the pool's bytes back to the device budget."""
+        """Stop the read thread and give the pool's bytes back to the device budget."""
+        self.runtime.close()
         self.runtime.store.close()
         if self.budget is not None:
             self.budget.close(POOL_LEDGER)
             self.budget = None
+
+
+def _router_weight(block: torch.nn.Module, ckpt: MoECheckpoint) -> torch.Tensor:
+    """The layer's gate [E, H] (named gate or router by the architecture): DAOP applies it one layer early."""
+    for name in ("gate", "router"):
+        weight = getattr(getattr(block, name, None), "weight", None)
+        if weight is not None and weight.shape[0] == ckpt.num_experts:
+            return weight.detach()
+    raise CheckpointError(f"{ckpt.root}: no router of {ckpt.num_experts} experts in {type(block).__name__}")
 
 
 def _act_fn(ckpt: MoECheckpoint) -> torch.nn.Module:

@@ -19,7 +19,8 @@ from .store import ExpertWeights
 
 
 class ExpertSource(Protocol):
-    def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor) -> None: ...
+    def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
+              top_k_weights: torch.Tensor) -> None: ...
     def acquire(self, key: ExpertKey) -> ExpertWeights: ...
     def release(self, key: ExpertKey) -> None: ...
     def layer_done(self, layer: int, hidden: torch.Tensor) -> None: ...
@@ -34,10 +35,10 @@ class OffloadedExperts(nn.Module):
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         final = torch.zeros_like(hidden_states)
+        self.source.route(self.layer, hidden_states, top_k_index, top_k_weights)  # may change it (degradation)
         with torch.no_grad():
             mask = F.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)
             hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
-        self.source.route(self.layer, hidden_states, top_k_index)
         for row in hit:
             e = int(row[0])
             if e == self.num_experts:

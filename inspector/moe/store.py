@@ -57,7 +57,8 @@ class ExpertStore:
                  drop_page_cache: bool = True) -> None:
         self.ckpt, self.device, self.ledger = ckpt, device, ledger
         self.drop_page_cache = drop_page_cache
-        self.resident: OrderedDict[ExpertKey, ExpertWeights] = OrderedDict()  # least recently used first
+        self.resident: dict[ExpertKey, ExpertWeights] = {}
+        self.recency: dict[int, OrderedDict[ExpertKey, None]] = {}  # per layer, least recently used first
         self.pinned: dict[ExpertKey, int] = {}
         self.stats = StoreStats()
         self.lock = threading.RLock()
@@ -74,6 +75,15 @@ class ExpertStore:
             self.stats.load_s += time.perf_counter() - t0
         return w
 
+    def resident_in(self, layer: int) -> list[ExpertKey]:
+        """The layer's resident experts, least recently used first."""
+        with self.lock:
+            return list(self.recency.get(layer, ()))
+
+    def count_in(self, layer: int) -> int:
+        with self.lock:
+            return len(self.recency.get(layer, ()))
+
     def is_resident(self, key: ExpertKey) -> bool:
         with self.lock:
             return key in self.resident
@@ -83,37 +93,51 @@ class ExpertStore:
         with self.lock:
             w = self.resident.get(key)
             if w is not None:
-                self.resident.move_to_end(key)
+                self.recency[key.layer].move_to_end(key)
                 self.pinned[key] = self.pinned.get(key, 0) + 1
             return w
 
     def install(self, key: ExpertKey, w: ExpertWeights, pin: bool = False) -> None:
+        """Keep the expert in the pool (its read buffer, if one was reserved, becomes the resident bytes)."""
         with self.lock:
+            self.release_buffer(key)
             if key not in self.resident:
                 self.ledger.reserve(str(key), w.nbytes)
                 self.resident[key] = w
+                self.recency.setdefault(key.layer, OrderedDict())[key] = None
             if pin:
                 self.pinned[key] = self.pinned.get(key, 0) + 1
 
-    def hold_transient(self, key: ExpertKey, w: ExpertWeights) -> None:
-        """Account for an expert used once and not kept (the ondemand baseline)."""
-        self.ledger.reserve(f"transient:{key}", w.nbytes)
+    def expert_bytes(self, key: ExpertKey) -> int:
+        return self.ckpt.experts[key].nbytes
+
+    def reserve_buffer(self, key: ExpertKey) -> None:
+        """Account for a read's buffer before it is read: a prefetch in flight or an expert used once and dropped."""
+        self.ledger.reserve(f"buffer:{key}", self.expert_bytes(key))
+
+    def holds_buffer(self, key: ExpertKey) -> bool:
+        return self.ledger.holds(f"buffer:{key}")
+
+    def release_buffer(self, key: ExpertKey) -> None:
+        if self.ledger.holds(f"buffer:{key}"):
+            self.ledger.release(f"buffer:{key}")
 
     def release(self, key: ExpertKey) -> None:
-        """The running layer is done with the expert: unpin it, or give back its transient bytes."""
+        """The running layer is done with the expert: unpin it, or give back its buffer when it was not kept."""
         with self.lock:
             if self.pinned.get(key):
                 self.pinned[key] -= 1
                 if not self.pinned[key]:
                     del self.pinned[key]
-            elif self.ledger.holds(f"transient:{key}"):
-                self.ledger.release(f"transient:{key}")
+            else:
+                self.release_buffer(key)
 
     def evict(self, key: ExpertKey) -> None:
         with self.lock:
             if self.pinned.get(key):
                 raise RuntimeError(f"expert {key} is in use and cannot be evicted")
             self.resident.pop(key)
+            self.recency[key.layer].pop(key)
             self.ledger.release(str(key))
 
     def close(self) -> None:
@@ -121,3 +145,7 @@ class ExpertStore:
             for key in list(self.resident):
                 self.ledger.release(str(key))
             self.resident.clear()
+            self.recency.clear()
+            for name in self.ledger.keys():
+                if name.startswith("buffer:"):
+                    self.ledger.release(name)

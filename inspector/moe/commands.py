@@ -1,0 +1,174 @@
+"""`inspector llm ...`: build-demo, chat and bench on the command line (the GUI's LLM tab uses the same API)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .policies import POLICIES
+
+DEFAULT_POLICIES = "ondemand,lru,fiddler,daop"
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _llm_root(args: argparse.Namespace) -> Path:
+    import os
+
+    return Path(args.models or os.environ.get("INSPECTOR_MODELS", "models")) / "llm"
+
+
+def resolve_model(args: argparse.Namespace) -> Path:
+    """--model DIR, or the demo model (built first when it is not there yet: about ten minutes)."""
+    if args.model:
+        return Path(args.model)
+    from .demo.build import build_demo
+
+    build = build_demo(root=_llm_root(args), log=_say)
+    if not build.cached:
+        _say(f"demo model built in {build.seconds:.0f} s: {build.path}")
+    return build.path
+
+
+def cmd_build_demo(args: argparse.Namespace) -> int:
+    from .demo.build import DemoRecipe, build_demo
+
+    recipe = DemoRecipe(steps=args.steps) if args.steps else DemoRecipe()
+    build = build_demo(recipe, root=_llm_root(args), force=args.force, log=_say)
+    state = "cached, built earlier" if build.cached else "built"
+    _say(f"demo model {state} in {build.seconds:.0f} s: {build.path}")
+    _say(f"held-out perplexity {build.perplexity:.2f}")
+    return 0
+
+
+def _prompt_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    from .text import encode_prompt
+
+    return [encode_prompt(tokenizer, t) for t in texts]
+
+
+def _calibration(model: Path, tokenizer, args: argparse.Namespace):
+    from .calibration import calibrate, calibration_texts
+
+    t0 = time.perf_counter()
+    cal = calibrate(model, _prompt_ids(tokenizer, calibration_texts()), cache_dir=_llm_root(args) / "calibration")
+    if time.perf_counter() - t0 > 1:
+        _say(f"calibrated expert popularity on {cal.texts} texts, {cal.tokens} decode tokens "
+             f"({time.perf_counter() - t0:.0f} s, cached)")
+    return cal
+
+
+def _complete(lm, tokenizer, text: str, max_new_tokens: int):
+    """Stream one completion to the terminal; returns the final statistics."""
+    from .text import encode_prompt, stream_text
+
+    last = None
+
+    def tokens():
+        nonlocal last
+        for token, stats in lm.generate(encode_prompt(tokenizer, text), max_new_tokens,
+                                        eos_token_id=tokenizer.eos_token_id, truncate=True):
+            last = stats
+            yield token
+
+    for piece in stream_text(tokenizer, tokens()):
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    return last
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from .checkpoint import MoECheckpoint
+    from .engine import OffloadedLM, pool_slots
+    from .policies import get_policy
+    from .text import load_tokenizer
+
+    model = resolve_model(args)
+    pool_slots(MoECheckpoint.open(model), args.cache_ratio)  # a ratio below one layer's top-k: refused first
+    tokenizer = load_tokenizer(model)
+    policy = get_policy(args.policy, _calibration(model, tokenizer, args))
+    lm = OffloadedLM.load(model, policy, cache_ratio=args.cache_ratio, device=args.device)
+    try:
+        while True:
+            if args.prompt is not None:
+                text = args.prompt
+            else:
+                try:
+                    text = input("> ")
+                except EOFError:
+                    return 0
+            if text.strip():
+                s = _complete(lm, tokenizer, text, args.max_new_tokens)
+                acc = f", prediction {s.prediction_accuracy:.2f}" if s.prediction_accuracy is not None else ""
+                cut = f", {s.truncated} oldest prompt tokens dropped to fit the context" if s.truncated else ""
+                print(f"\n[{policy.name}: {s.tokens} tokens, {s.tokens_per_s:.1f} tokens/s, first after "
+                      f"{s.ttft_s:.2f} s, hit rate {s.hit_rate:.2f}, {s.expert_loads} expert loads{acc}{cut}]",
+                      flush=True)
+            if args.prompt is not None:
+                return 0
+    finally:
+        lm.close()
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench, format_report
+    from .checkpoint import MoECheckpoint
+    from .engine import pool_slots
+    from .text import load_tokenizer, read_prompts
+
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if args.degrade and "daop+degrade" not in policies:
+        policies.append("daop+degrade")
+    model = resolve_model(args)
+    pool_slots(MoECheckpoint.open(model), args.cache_ratio)  # a ratio below one layer's top-k: refused first
+    tokenizer = load_tokenizer(model)
+    prompts = _prompt_ids(tokenizer, read_prompts(args.prompts))
+    cal = _calibration(model, tokenizer, args)
+    report = bench(model, policies, args.cache_ratio, prompts, args.max_new_tokens, cal, args.device, log=_say)
+    print(format_report(report))
+    exact = [r for r in report.runs if not r.approximate]
+    if exact and any(r.same_tokens != 1.0 for r in exact):
+        print("WARNING: exact policies disagree on the tokens; this is a bug, please report it")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_json(), indent=2))
+        print(f"report written to {args.json}")
+    return 0
+
+
+def add_llm_parser(sub: argparse._SubParsersAction) -> None:
+    llm = sub.add_parser("llm", help="the Mixture-of-Experts language model on the shared runtime")
+    llm_sub = llm.add_subparsers(dest="llm_command", required=True)
+
+    build = llm_sub.add_parser("build-demo", help="train the demo MoE (Mixtral, 8 layers x 16 experts) on the "
+                                                  "standard library and save it under models/llm (cached)")
+    build.add_argument("--steps", type=int, help="training steps (default: the recipe's)")
+    build.add_argument("--force", action="store_true", help="build again even when a cached model exists")
+    build.set_defaults(func=cmd_build_demo)
+
+    def model_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", help="a local Hugging Face MoE checkpoint directory (default: the demo model)")
+        p.add_argument("--cache-ratio", type=float, default=0.25,
+                       help="experts resident in the pool / all experts (default 0.25)")
+        p.add_argument("--max-new-tokens", type=int, default=None)
+        p.add_argument("--device", default="cpu", help="the pool's device: cpu or cuda (default cpu)")
+
+    chat = llm_sub.add_parser("chat", help="stream a completion in the terminal (a prompt per line, or --prompt)")
+    model_flags(chat)
+    chat.add_argument("--policy", default="daop", choices=[*POLICIES, "daop+degrade"])
+    chat.add_argument("--prompt", help="complete this one prompt and exit")
+    chat.set_defaults(func=cmd_chat, max_new_tokens=96)
+
+    bench = llm_sub.add_parser("bench", help="several policies at one cache ratio, side by side, with the ceiling")
+    model_flags(bench)
+    bench.add_argument("--policies", default=DEFAULT_POLICIES,
+                       help="comma list of: " + ", ".join(POLICIES) + ", daop+degrade (approximate)")
+    bench.add_argument("--prompts", help="prompt file, prompts separated by lines holding only --- "
+                                         "(default: the built-in set)")
+    bench.add_argument("--degrade", action="store_true",
+                       help="also run DAOP with graceful degradation and report its accuracy cost")
+    bench.add_argument("--json", help="also write the report as JSON to this path")
+    bench.set_defaults(func=cmd_bench, max_new_tokens=48)

@@ -1,0 +1,103 @@
+"""The demo model builder and `inspector llm` chat/bench, on a tiny recipe over a copy of real library text."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from inspector.cli import main
+from inspector.moe.demo.build import DemoRecipe, build_demo
+from inspector.moe.demo.corpus import stdlib_corpus
+from inspector.moe.engine import OffloadedLM
+from inspector.moe.text import encode_prompt, load_tokenizer, read_prompts
+
+TINY = DemoRecipe(layers=2, experts=4, top_k=2, hidden=32, intermediate=48, heads=2, kv_heads=1, vocab=320,
+                  seq_len=64, batch=2, steps=3, warmup=1, eval_windows=2)
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Twenty real standard-library modules: a corpus the tokenizer and the split can work on."""
+    root = tmp_path_factory.mktemp("corpus")
+    src = Path(sysconfig.get_paths()["stdlib"])
+    for name in ["abc", "bisect", "colorsys", "copy", "csv", "fnmatch", "functools", "glob", "heapq", "keyword",
+                 "linecache", "numbers", "operator", "queue", "random", "shlex", "string", "textwrap", "token",
+                 "types"]:
+        shutil.copy(src / f"{name}.py", root / f"{name}.py")
+    return root
+
+
+@pytest.fixture(scope="module")
+def demo(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_demo(TINY, root=tmp_path_factory.mktemp("llm"), corpus=stdlib_corpus(10, corpus_dir),
+                      log=lambda line: None).path
+
+
+def test_the_demo_build_is_a_normal_checkpoint_with_its_tokenizer_and_record(demo: Path, corpus_dir: Path) -> None:
+    record = json.loads((demo / "build.json").read_text())
+    assert math.isfinite(record["held_out_perplexity"]) and record["held_out_perplexity"] > 1
+    assert record["tokens_seen"] == 3 * 2 * 64 and record["recipe"]["experts"] == 4
+    assert not list(demo.parent.glob("*.partial"))
+    again = build_demo(TINY, root=demo.parent, corpus=stdlib_corpus(10, corpus_dir), log=lambda line: None)
+    assert again.cached and again.path == demo and again.perplexity == record["held_out_perplexity"]
+    tok = load_tokenizer(demo)
+    ids = encode_prompt(tok, "def add(a, b):\n    return a + b\n")
+    assert ids[0] == tok.bos_token_id and tok.decode(ids, skip_special_tokens=True).startswith("def add(a, b)")
+    assert tok.pad_token_id != tok.bos_token_id  # generate would mask the BOS otherwise
+    plain = AutoModelForCausalLM.from_pretrained(demo).eval()
+    x = torch.tensor([ids])
+    want = plain.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=8,
+                          min_new_tokens=8)[0, len(ids):].tolist()
+    got = [t for t, _ in OffloadedLM.load(demo, "daop", cache_ratio=0.5).generate(ids, 8)]
+    assert got == want
+
+
+def test_a_corpus_without_python_files_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no .py files"):
+        stdlib_corpus(root=tmp_path)
+
+
+def test_prompt_files(tmp_path: Path) -> None:
+    assert len(read_prompts()) >= 8
+    f = tmp_path / "p.txt"
+    f.write_text("def a():\n\n    pass\n---\n\n---\nclass B:\n")
+    assert read_prompts(f) == ["def a():\n\n    pass", "class B:"]
+    f.write_text("---\n")
+    with pytest.raises(ValueError, match="holds no prompt"):
+        read_prompts(f)
+    with pytest.raises(FileNotFoundError, match="separated by lines"):
+        read_prompts(tmp_path / "missing.txt")
+
+
+def test_chat_streams_a_completion_and_its_statistics(demo: Path, tmp_path: Path, capsys) -> None:
+    rc = main(["--models", str(tmp_path), "llm", "chat", "--model", str(demo), "--prompt", "import os\n",
+               "--max-new-tokens", "6", "--policy", "lru", "--cache-ratio", "0.5"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "[lru: " in out and "tokens/s" in out and "hit rate" in out
+
+
+def test_bench_prints_the_table_and_writes_the_issue_json(demo: Path, tmp_path: Path, capsys) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def f(x):\n    return\n---\nimport sys\nclass A:\n")
+    path = tmp_path / "bench.json"
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "ondemand,lru,daop",
+               "--prompts", str(prompts), "--max-new-tokens", "5", "--cache-ratio", "0.5", "--json", str(path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "all-resident ceiling" in out and "WARNING" not in out
+    doc = json.loads(path.read_text())
+    assert doc["cache_ratio"] == 0.5 and doc["model"] == str(demo)
+    assert [r["policy"] for r in doc["runs"]] == ["ondemand", "lru", "daop"]
+    assert all(r["same_tokens"] == 1.0 for r in doc["runs"])
+
+
+def test_bench_refuses_a_budget_below_one_layer_topk(demo: Path, tmp_path: Path, capsys) -> None:
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--cache-ratio", "0.25",
+               "--max-new-tokens", "2"])
+    assert rc == 2 and "smallest ratio that works is 0.500" in capsys.readouterr().err
