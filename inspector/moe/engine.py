@@ -51,6 +51,7 @@ class GenStats:
     truncated: int = 0  # oldest prompt tokens dropped to fit the context
     prefetches: int = 0
     prefetch_waits: int = 0
+    prefetch_used: int = 0
     swaps: int = 0
     degraded: int = 0
     predicted: int = 0
@@ -144,8 +145,13 @@ class OffloadedLM:
         stats = GenStats(prompt_tokens=ids.shape[1], truncated=dropped)
         rt = self.runtime
         rt.begin_sequence()
-        c0, l0 = dataclasses.replace(rt.counters), rt.store.stats.loads
         cache = DynamicCache(config=self.model.config)
+        yield from self._decode(ids, max_new_tokens, eos_token_id, cache, stats)
+
+    def _decode(self, ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | None, cache: DynamicCache,
+                stats: GenStats) -> Iterator[tuple[int, GenStats]]:
+        rt = self.runtime
+        c0, l0 = dataclasses.replace(rt.counters), rt.store.stats.loads
         t0 = time.perf_counter()
         rt.prefill = True
         out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
@@ -158,7 +164,7 @@ class OffloadedLM:
             stats.tokens += 1
             stats.seconds = now - t0
             c = rt.counters
-            for name in ("hits", "misses", "prefetches", "prefetch_waits", "swaps", "degraded", "predicted",
+            for name in ("hits", "misses", "prefetches", "prefetch_waits", "prefetch_used", "swaps", "degraded", "predicted",
                          "predicted_right"):
                 setattr(stats, name, getattr(c, name) - getattr(c0, name))
             stats.expert_loads = rt.store.stats.loads - l0

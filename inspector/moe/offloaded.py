@@ -36,6 +36,8 @@ class OffloadedExperts(nn.Module):
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         final = torch.zeros_like(hidden_states)
         self.source.route(self.layer, hidden_states, top_k_index, top_k_weights)  # may change it (degradation)
+        if hidden_states.shape[0] == 1:
+            return self._one_token(hidden_states, top_k_index, top_k_weights, final)
         with torch.no_grad():
             mask = F.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)
             hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
@@ -52,6 +54,28 @@ class OffloadedExperts(nn.Module):
                 out = F.linear(self.act_fn(gate) * up, w.down)
                 out = out * top_k_weights[token_idx, top_k_pos, None]
                 final.index_add_(0, token_idx, out.to(final.dtype))
+            finally:
+                self.source.release(key)
+        self.source.layer_done(self.layer, hidden_states)
+        return final
+
+    def _one_token(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
+                   final: torch.Tensor) -> torch.Tensor:
+        """A decode step: the same operations in the same order (experts ascending, added into zeros) as the
+        loop above, without building the one-hot mask that dominates a one-token step's overhead."""
+        picks = top_k_index[0].tolist()
+        row = torch.zeros(1, dtype=torch.long, device=hidden_states.device)
+        for pos in sorted(range(len(picks)), key=picks.__getitem__):
+            e = picks[pos]
+            if e == self.num_experts:
+                continue
+            key = ExpertKey(self.layer, e)
+            w = self.source.acquire(key)
+            try:
+                gate, up = F.linear(hidden_states, w.gate_up).chunk(2, dim=-1)
+                out = F.linear(self.act_fn(gate) * up, w.down)
+                out = out * top_k_weights[row, pos, None]
+                final.index_add_(0, row, out.to(final.dtype))
             finally:
                 self.source.release(key)
         self.source.layer_done(self.layer, hidden_states)

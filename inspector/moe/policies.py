@@ -84,6 +84,11 @@ class MoEPolicy:
         """The experts `layer` is expected to select for the newest token, most likely first."""
         return []
 
+    def to_prefetch(self, pool: PoolView, layer: int, hidden: torch.Tensor,
+                    predicted: list[ExpertKey]) -> list[ExpertKey]:
+        """Which predicted experts are worth a read ahead of need (those resident are skipped anyway)."""
+        return predicted
+
 
 def calibrated_placement(pool: PoolView, calibration: Calibration | None) -> list[ExpertKey]:
     """Each layer's most frequently activated experts (decode phase of the calibration set) first."""
@@ -122,12 +127,15 @@ class DAOP(MoEPolicy):
     SWAP_IN_OUT = 1.05  # Algorithm 1's comparison threshold
 
     def __init__(self, calibration: Calibration | None = None, degrade: bool = False,
-                 predict_from: int = 0) -> None:
+                 predict_from: int = 0, prefetch_min_prob: float = 0.0) -> None:
         name = "daop+degrade" if degrade else "daop"
         super().__init__(name, "calibrated placement, prefill allocation, next-layer prediction (DAOP)",
                          prefetches=True, predicts=True, approximate=degrade, calibration=calibration)
         self.degrade = degrade
         self.predict_from = predict_from  # DAOP predicts from block 4 of Mixtral's 32; ours from this block
+        # a read ahead of need costs a disk read when the prediction is wrong; below this gate probability
+        # (the most likely pick excepted) it is not worth it. 0: read every predicted pick, as the paper.
+        self.prefetch_min_prob = prefetch_min_prob
 
     def initial(self, pool: PoolView) -> list[ExpertKey]:
         return calibrated_placement(pool, self.calibration)
@@ -161,6 +169,13 @@ class DAOP(MoEPolicy):
             return []
         logits = pool.router_logits(layer, hidden[-1:])[0]
         return [ExpertKey(layer, int(e)) for e in torch.topk(logits, pool.top_k).indices]
+
+    def to_prefetch(self, pool: PoolView, layer: int, hidden: torch.Tensor,
+                    predicted: list[ExpertKey]) -> list[ExpertKey]:
+        if not predicted or self.prefetch_min_prob <= 0:
+            return predicted
+        probs = torch.softmax(pool.router_logits(layer, hidden[-1:])[0].float(), dim=-1)
+        return predicted[:1] + [k for k in predicted[1:] if float(probs[k.expert]) >= self.prefetch_min_prob]
 
     def adjust_route(self, pool: PoolView, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
                      top_k_weights: torch.Tensor) -> None:

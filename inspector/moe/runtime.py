@@ -3,9 +3,14 @@
 A policy (policies.py) only decides; this object does. It is the experts
 modules' `ExpertSource`: told each layer's routing before the experts run,
 asked for each expert's weights, told when the layer is done. Reads that a
-prediction asks for run on one background thread (disk reads release the GIL,
+prediction asks for run on background threads (disk reads release the GIL,
 so they overlap the main thread's compute); an expert whose read is in flight
 is waited for, never read twice.
+
+A predicted expert lands in a staging area, not in the pool: a wrong
+prediction then costs its read but evicts nothing. When the layer uses it,
+the policy's `admit` decides whether it stays; when the layer passes without
+it, its bytes are given back.
 
 Every read's bytes are reserved in the pool's ledger before the read starts
 (`buffer:` entries), so the budget holds the experts in flight too, and the
@@ -32,6 +37,7 @@ class PoolCounters:
     misses: int = 0
     prefetches: int = 0  # reads a prediction started ahead of need
     prefetch_waits: int = 0  # a layer waited for a read already under way
+    prefetch_used: int = 0  # a staged (prefetched) expert was used by the layer it was read for
     swaps: int = 0  # sequence-specific allocation moves (DAOP Algorithm 1)
     predicted: int = 0  # predicted (layer, expert) picks checked against the real routing
     predicted_right: int = 0
@@ -58,9 +64,12 @@ class MoERuntime:
         self.decode_activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # all decodes
         self._predicted: dict[int, set[int]] = {}
         self._inflight: dict[ExpertKey, Future] = {}
+        self._staged: dict[ExpertKey, ExpertWeights] = {}
+        self._visits = dict.fromkeys(ckpt.moe_layers, 0)  # forward passes through each layer so far
         self._room = threading.RLock()  # make room + install, from either thread
-        self._io = ThreadPoolExecutor(1, thread_name_prefix="moe-prefetch") if policy.prefetches else None
-        self.max_inflight = ckpt.top_k
+        self.max_inflight = ckpt.top_k  # one layer's picks read in parallel
+        self._io = ThreadPoolExecutor(self.max_inflight, thread_name_prefix="moe-prefetch") \
+            if policy.prefetches else None
 
     # -- PoolView (what policies read) ------------------------------------------------------------------
     def resident_in(self, layer: int) -> list[ExpertKey]:
@@ -88,9 +97,9 @@ class MoERuntime:
 
     def prefetch(self, key: ExpertKey) -> None:
         """Start reading an expert a prediction says is coming; skipped when the pool has no room for it."""
-        if self._io is None or self.store.is_resident(key) or key in self._inflight:
+        if self._io is None or self.store.is_resident(key) or key in self._inflight or key in self._staged:
             return
-        if len(self._inflight) >= self.max_inflight:
+        if len(self._inflight) + len(self._staged) >= self.max_inflight:
             return
         self._fetch_async(key, force=False)
 
@@ -119,7 +128,7 @@ class MoERuntime:
             if nxt is not None and self.policy.predicts:
                 want = self.policy.predict(self, nxt, hidden)
                 self._predicted[nxt] = {k.expert for k in want}
-                for key in want:
+                for key in self.policy.to_prefetch(self, nxt, hidden, want):
                     self.prefetch(key)
 
     def acquire(self, key: ExpertKey) -> ExpertWeights:
@@ -127,14 +136,23 @@ class MoERuntime:
         if w is not None:
             self.counters.hits += 1
             return w
-        self.counters.misses += 1
         pending = self._inflight.get(key)
         if pending is not None:
             self.counters.prefetch_waits += 1
             pending.exception()  # wait; a failed prefetch falls through to a read of our own
             w = self.store.pin_resident(key)
             if w is not None:
+                self.counters.misses += 1
                 return w
+        with self._room:
+            w = self._staged.pop(key, None)
+        if w is not None:  # read ahead by a prediction: in device memory when needed
+            self.counters.hits += 1
+            self.counters.prefetch_used += 1
+            if self.policy.admit(self, key, self.prefill):
+                self._install(key, w, pin=True)
+            return w
+        self.counters.misses += 1
         self._reserve_buffer(key)
         w = self.store.load(key)
         if self.policy.admit(self, key, self.prefill):
@@ -145,7 +163,12 @@ class MoERuntime:
         self.store.release(key)
 
     def layer_done(self, layer: int, hidden: torch.Tensor) -> None:
-        pass
+        """The layer has run: what was staged for it and not used gives its bytes back."""
+        with self._room:
+            self._visits[layer] += 1
+            for key in [k for k in self._staged if k.layer == layer]:
+                del self._staged[key]
+                self.store.release_buffer(key)
 
     # -- mechanics --------------------------------------------------------------------------------------
     def make_room(self, layer: int, n: int) -> None:
@@ -190,11 +213,20 @@ class MoERuntime:
         if not force:
             self.counters.prefetches += 1
         done = threading.Event()
+        visit = self._visits[key.layer]
 
         def read() -> None:
             try:
                 done.wait()
-                self._install(key, self.store.load(key), pin=False)
+                w = self.store.load(key)
+                if force:  # a swap: the expert takes the slot its cold partner left
+                    self._install(key, w, pin=False)
+                    return
+                with self._room:
+                    if self._visits[key.layer] == visit:
+                        self._staged[key] = w
+                    else:  # landed after its layer ran
+                        self.store.release_buffer(key)
             except BaseException:
                 self.store.release_buffer(key)
                 raise
@@ -208,3 +240,7 @@ class MoERuntime:
         if self._io is not None:
             self._io.shutdown(wait=True)
             self._io = None
+        with self._room:
+            for key in self._staged:
+                self.store.release_buffer(key)
+            self._staged.clear()

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..runtime.diskio import read_range
+from ..runtime.diskio import read_ranges_into
+from ..runtime.safetensors_io import CorruptWeights
 from ..runtime.memory import MemoryLedger
 from .checkpoint import ExpertKey, ExpertSpans, MoECheckpoint
 
@@ -36,18 +37,36 @@ class StoreStats:
     load_s: float = 0.0
 
 
+def _bytes_of(t: torch.Tensor) -> memoryview:
+    return memoryview(t.view(-1).view(torch.uint8).numpy())
+
+
 def _read(spans: ExpertSpans, drop_cache: bool) -> ExpertWeights:
+    """Read one expert straight into its final tensors: gate and up into the two halves of the fused
+    gate_up, down into its own; one open per file, no copy after the read."""
     if spans.fused_index is None:
-        parts = [s.from_bytes(read_range(s.path, s.offset, s.nbytes, drop_cache)) for s in (spans.gate, spans.up)]
-        down = spans.down.from_bytes(read_range(spans.down.path, spans.down.offset, spans.down.nbytes, drop_cache))
-        return ExpertWeights(torch.cat(parts, dim=0), down)  # down stays a view of its own read buffer
+        gate, up, down = spans.gate, spans.up, spans.down
+        gate_up = torch.empty((gate.shape[0] + up.shape[0], *gate.shape[1:]), dtype=gate.dtype)
+        out = torch.empty(down.shape, dtype=down.dtype)
+        halves = _bytes_of(gate_up)
+        for span, dest in ((gate, halves[:gate.nbytes]), (up, halves[gate.nbytes:]), (down, _bytes_of(out))):
+            if len(dest) != span.nbytes:
+                raise CorruptWeights(f"{span.path}: a {span.nbytes}-byte projection where {len(dest)} bytes "
+                                     "were expected; the checkpoint does not match its config")
+        by_file: dict[str, list[tuple[int, memoryview]]] = {}
+        by_file.setdefault(gate.path, []).append((gate.offset, halves[:gate.nbytes]))
+        by_file.setdefault(up.path, []).append((up.offset, halves[gate.nbytes:]))
+        by_file.setdefault(down.path, []).append((down.offset, _bytes_of(out)))
+        for path, ranges in by_file.items():
+            read_ranges_into(path, ranges, drop_cache)
+        return ExpertWeights(gate_up, out)
     e = spans.fused_index
-    out = []
-    for span in (spans.gate, spans.down):  # gate is gate_up_proj [E, 2I, H], down is down_proj [E, H, I]
+    gate_up = torch.empty(spans.gate.shape[1:], dtype=spans.gate.dtype)  # gate_up_proj [E, 2I, H]
+    down = torch.empty(spans.down.shape[1:], dtype=spans.down.dtype)  # down_proj [E, H, I]
+    for span, t in ((spans.gate, gate_up), (spans.down, down)):
         row = span.nbytes // span.shape[0]
-        buf = read_range(span.path, span.offset + e * row, row, drop_cache)
-        out.append(torch.frombuffer(buf, dtype=span.dtype).view(span.shape[1:]))
-    return ExpertWeights(out[0], out[1])
+        read_ranges_into(span.path, [(span.offset + e * row, _bytes_of(t))], drop_cache)
+    return ExpertWeights(gate_up, down)
 
 
 class ExpertStore:

@@ -44,3 +44,20 @@ def read_range(path: Path | str, offset: int, length: int, drop_cache: bool = Tr
         if drop_cache and hasattr(os, "posix_fadvise"):
             os.posix_fadvise(f.fileno(), offset, length, os.POSIX_FADV_DONTNEED)
     return buf
+
+
+def read_ranges_into(path: Path | str, ranges: list[tuple[int, memoryview]], drop_cache: bool = True) -> None:
+    """Read each (offset, destination) of one file straight into its destination: no intermediate buffer,
+    no copy; with drop_cache the pages read leave RAM afterwards."""
+    with open(path, "rb", buffering=0) as f:
+        for offset, dest in ranges:
+            f.seek(offset)
+            got, length = 0, len(dest)
+            while got < length:
+                n = f.readinto(dest[got:])
+                if not n:
+                    raise EOFError(f"{path}: wanted {length} bytes at {offset}, the file ends after {got}")
+                got += n
+        if drop_cache and hasattr(os, "posix_fadvise"):
+            for offset, dest in ranges:
+                os.posix_fadvise(f.fileno(), offset, len(dest), os.POSIX_FADV_DONTNEED)

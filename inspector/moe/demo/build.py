@@ -34,13 +34,13 @@ class DemoRecipe:
     experts: int = 16
     top_k: int = 2
     hidden: int = 256
-    intermediate: int = 512
+    intermediate: int = 1024  # 3 MiB experts: reading one costs more than computing a token, as in real MoEs
     heads: int = 4
     kv_heads: int = 2
     vocab: int = 4096
     seq_len: int = 256
     batch: int = 8
-    steps: int = 480
+    steps: int = 440
     lr: float = 2e-3
     warmup: int = 30
     aux_loss_coef: float = 0.01
