@@ -164,8 +164,8 @@ class OffloadedLM:
             stats.tokens += 1
             stats.seconds = now - t0
             c = rt.counters
-            for name in ("hits", "misses", "prefetches", "prefetch_waits", "prefetch_used", "swaps", "degraded", "predicted",
-                         "predicted_right"):
+            for name in ("hits", "misses", "prefetches", "prefetch_waits", "prefetch_used", "swaps", "degraded",
+                         "predicted", "predicted_right"):
                 setattr(stats, name, getattr(c, name) - getattr(c0, name))
             stats.expert_loads = rt.store.stats.loads - l0
             stats.residency = {layer: len(rt.resident_in(layer)) for layer in rt.moe_layers}

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from ..runtime.diskio import read_ranges_into
-from ..runtime.safetensors_io import CorruptWeights
 from ..runtime.memory import MemoryLedger
+from ..runtime.safetensors_io import CorruptWeights
 from .checkpoint import ExpertKey, ExpertSpans, MoECheckpoint
 
 
