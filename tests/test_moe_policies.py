@@ -9,7 +9,7 @@ import torch
 
 from inspector.moe.bench import bench
 from inspector.moe.calibration import Calibration, calibrate
-from inspector.moe.checkpoint import ExpertKey
+from inspector.moe.checkpoint import CheckpointError, ExpertKey
 from inspector.moe.engine import OffloadedLM
 from inspector.moe.policies import DAOP, Fiddler, get_policy
 
@@ -131,3 +131,23 @@ def test_a_prefetched_expert_is_staged_used_once_admitted_and_unused_ones_give_t
     assert len(rt.resident_in(1)) == rt.slots_per_layer
     lm.close()
     assert ledger.used == 0
+
+
+@pytest.mark.parametrize("policy", ["ondemand", "daop"])
+def test_a_damaged_shard_fails_the_request_clearly_and_the_engine_serves_the_next(tmp_path: Path, policy: str) -> None:
+    root = save_tiny("mixtral", tmp_path)
+    shard = root / "model.safetensors"
+    good = shard.read_bytes()
+    lm = OffloadedLM.load(root, policy, cache_ratio=0.25)
+    want = [t for t, _ in lm.generate(PROMPTS[0], 6)]
+    shard.write_bytes(good[:len(good) // 3])  # replaced by a truncated copy while the model is loaded
+    with pytest.raises(CheckpointError, match="could not be read .* copy it again"):
+        for layer in range(3):  # nothing resident: every expert must be read
+            for key in lm.runtime.resident_in(layer):
+                lm.runtime.store.evict(key)
+        list(lm.generate(PROMPTS[0], 6))
+    ledger = lm.runtime.store.ledger
+    assert not [k for k in ledger.keys() if k.startswith("buffer:")]  # no read's bytes left behind
+    shard.write_bytes(good)
+    assert [t for t, _ in OffloadedLM.load(root, policy, cache_ratio=0.25).generate(PROMPTS[0], 6)] == want
+    assert [t for t, _ in lm.generate(PROMPTS[0], 6)] == want

@@ -146,7 +146,11 @@ class OffloadedLM:
         rt = self.runtime
         rt.begin_sequence()
         cache = DynamicCache(config=self.model.config)
-        yield from self._decode(ids, max_new_tokens, eos_token_id, cache, stats)
+        try:
+            yield from self._decode(ids, max_new_tokens, eos_token_id, cache, stats)
+        except BaseException:
+            rt.drop_staged()  # a failed request leaves no read-ahead bytes behind
+            raise
 
     def _decode(self, ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | None, cache: DynamicCache,
                 stats: GenStats) -> Iterator[tuple[int, GenStats]]:

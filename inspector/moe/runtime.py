@@ -108,6 +108,16 @@ class MoERuntime:
         for counts in self.activity.values():
             counts.zero_()
         self._predicted.clear()
+        self.drop_staged()
+
+    def drop_staged(self) -> None:
+        """Give back what was read ahead for a sequence that ended (or failed) before using it."""
+        for future in list(self._inflight.values()):
+            future.exception()
+        with self._room:
+            for key in self._staged:
+                self.store.release_buffer(key)
+            self._staged.clear()
 
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
               top_k_weights: torch.Tensor) -> None:
@@ -154,7 +164,11 @@ class MoERuntime:
             return w
         self.counters.misses += 1
         self._reserve_buffer(key)
-        w = self.store.load(key)
+        try:
+            w = self.store.load(key)
+        except BaseException:
+            self.store.release_buffer(key)  # a failed read leaves the pool as it was
+            raise
         if self.policy.admit(self, key, self.prefill):
             self._install(key, w, pin=True)
         return w  # not admitted: its buffer is given back at release
@@ -240,7 +254,4 @@ class MoERuntime:
         if self._io is not None:
             self._io.shutdown(wait=True)
             self._io = None
-        with self._room:
-            for key in self._staged:
-                self.store.release_buffer(key)
-            self._staged.clear()
+        self.drop_staged()

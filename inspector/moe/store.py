@@ -17,7 +17,7 @@ import torch
 from ..runtime.diskio import read_ranges_into
 from ..runtime.memory import MemoryLedger
 from ..runtime.safetensors_io import CorruptWeights
-from .checkpoint import ExpertKey, ExpertSpans, MoECheckpoint
+from .checkpoint import CheckpointError, ExpertKey, ExpertSpans, MoECheckpoint
 
 
 @dataclass
@@ -85,7 +85,12 @@ class ExpertStore:
     def load(self, key: ExpertKey) -> ExpertWeights:
         """The expert's weights read from disk onto the pool's device (not installed), counted."""
         t0 = time.perf_counter()
-        w = _read(self.ckpt.experts[key], self.drop_page_cache)
+        spans = self.ckpt.experts[key]
+        try:
+            w = _read(spans, self.drop_page_cache)
+        except (OSError, EOFError) as e:
+            raise CheckpointError(f"expert {key} could not be read from {spans.gate.path} ({e}); the checkpoint "
+                                  "changed or is damaged since it was opened: copy it again") from e
         if self.device.type != "cpu":
             w = ExpertWeights(w.gate_up.to(self.device, non_blocking=True), w.down.to(self.device, non_blocking=True))
         with self.lock:
