@@ -13,8 +13,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-
 from .calibration import Calibration
 from .engine import OffloadedLM
 from .policies import get_policy
@@ -91,7 +89,6 @@ def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[
 def bench(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
           max_new_tokens: int, calibration: Calibration | None, device: str = "cpu",
           log=lambda line: None) -> BenchReport:
-    torch.set_grad_enabled(False)
     ceiling = run_policy(root, "fiddler", 1.0, prompts, max_new_tokens, calibration, device)  # warms torch, too
     log(f"ceiling (every expert resident): {ceiling.tokens_per_s:.2f} tokens/s")
     runs = []

@@ -168,9 +168,8 @@ class OffloadedLM:
             stats.tokens += 1
             stats.seconds = now - t0
             c = rt.counters
-            for name in ("hits", "misses", "prefetches", "prefetch_waits", "prefetch_used", "swaps", "degraded",
-                         "predicted", "predicted_right"):
-                setattr(stats, name, getattr(c, name) - getattr(c0, name))
+            for f in dataclasses.fields(c):  # this sequence's share of the runtime's counters
+                setattr(stats, f.name, getattr(c, f.name) - getattr(c0, f.name))
             stats.expert_loads = rt.store.stats.loads - l0
             stats.residency = {layer: len(rt.resident_in(layer)) for layer in rt.moe_layers}
             stats.peak_pool_bytes = rt.store.ledger.peak

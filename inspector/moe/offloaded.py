@@ -46,16 +46,7 @@ class OffloadedExperts(nn.Module):
             if e == self.num_experts:
                 continue
             top_k_pos, token_idx = torch.where(mask[e])
-            key = ExpertKey(self.layer, e)
-            w = self.source.acquire(key)
-            try:
-                current = hidden_states[token_idx]
-                gate, up = F.linear(current, w.gate_up).chunk(2, dim=-1)
-                out = F.linear(self.act_fn(gate) * up, w.down)
-                out = out * top_k_weights[token_idx, top_k_pos, None]
-                final.index_add_(0, token_idx, out.to(final.dtype))
-            finally:
-                self.source.release(key)
+            self._expert(e, hidden_states[token_idx], token_idx, top_k_weights[token_idx, top_k_pos, None], final)
         self.source.layer_done(self.layer, hidden_states)
         return final
 
@@ -69,14 +60,18 @@ class OffloadedExperts(nn.Module):
             e = picks[pos]
             if e == self.num_experts:
                 continue
-            key = ExpertKey(self.layer, e)
-            w = self.source.acquire(key)
-            try:
-                gate, up = F.linear(hidden_states, w.gate_up).chunk(2, dim=-1)
-                out = F.linear(self.act_fn(gate) * up, w.down)
-                out = out * top_k_weights[row, pos, None]
-                final.index_add_(0, row, out.to(final.dtype))
-            finally:
-                self.source.release(key)
+            self._expert(e, hidden_states, row, top_k_weights[row, pos, None], final)
         self.source.layer_done(self.layer, hidden_states)
         return final
+
+    def _expert(self, e: int, current: torch.Tensor, token_idx: torch.Tensor, weight: torch.Tensor,
+                final: torch.Tensor) -> None:
+        """One expert on its tokens, added into `final` (transformers' eager arithmetic)."""
+        key = ExpertKey(self.layer, e)
+        w = self.source.acquire(key)
+        try:
+            gate, up = F.linear(current, w.gate_up).chunk(2, dim=-1)
+            out = F.linear(self.act_fn(gate) * up, w.down) * weight
+            final.index_add_(0, token_idx, out.to(final.dtype))
+        finally:
+            self.source.release(key)

@@ -33,16 +33,7 @@ def fsync_and_drop(path: Path | str) -> None:
 def read_range(path: Path | str, offset: int, length: int, drop_cache: bool = True) -> bytearray:
     """Read `length` bytes at `offset` (one tensor of a checkpoint shard); with drop_cache those pages leave RAM."""
     buf = bytearray(length)
-    with open(path, "rb", buffering=0) as f:
-        f.seek(offset)
-        view, got = memoryview(buf), 0
-        while got < length:
-            n = f.readinto(view[got:])
-            if not n:
-                raise EOFError(f"{path}: wanted {length} bytes at {offset}, the file ends after {got}")
-            got += n
-        if drop_cache and hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(f.fileno(), offset, length, os.POSIX_FADV_DONTNEED)
+    read_ranges_into(path, [(offset, memoryview(buf))], drop_cache)
     return buf
 
 
