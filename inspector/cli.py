@@ -208,7 +208,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = ResultStore(args.db or sqlite_url(_data_dir(args.data) / "results.sqlite"))
     filters = Filters(since=datetime.fromisoformat(args.since) if args.since else None,
                       until=datetime.fromisoformat(args.until) if args.until else None,
-                      board=args.board, verdict=args.verdict)
+                      board=args.board, verdict=args.verdict, component=args.component)
     if args.csv == "-":
         n = export_csv(store, sys.stdout, filters)
     else:
@@ -300,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--until", help="ISO time, exclusive")
     export.add_argument("--board", help="one board serial")
     export.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
+    export.add_argument("--component", help="one component type (R0402, ...)")
     export.add_argument("--db", help="SQLAlchemy URL (default: SQLite in the data directory)")
     export.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
     export.set_defaults(func=cmd_export)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from ..coserve.engine import Engine
-from ..coserve.executor_plan import build_plan
+from ..coserve.executor_plan import build_plan, devices_of
 from ..coserve.policies import get_policy
 from ..coserve.profile import DeviceProfile
 from ..coserve.request import Request, RequestResult
@@ -36,6 +36,7 @@ from ..routing.rules import RuleSet
 from .verdict import part_verdict
 
 BoardSink = Callable[[BoardRecord], None]
+LATENCY_WINDOW = 512  # results the latency percentiles are taken over
 
 
 @dataclass(frozen=True)
@@ -43,20 +44,31 @@ class LineConfig:
     line: str = "line-1"
     station: str = "aoi-1"
     policy: str = "coserve"
-    device_mb: float = 160.0  # experts + batches on the main device; 75% to the expert pool (casual split)
+    device_mb: float = 160.0  # experts + batches on the main device
     max_in_flight: int = 4  # boards inside the engine at once
+    expert_pool_mb: float | None = None  # None: 75% of device_mb (the casual split); the rest is batches
+    executors: int | None = None  # executors on the main device; None: one per core on a CPU box
+
+    @property
+    def pool_mb(self) -> float:
+        return self.expert_pool_mb if self.expert_pool_mb is not None else 0.75 * self.device_mb
 
 
-def rules_workload(rules: RuleSet, device_mb: float) -> Workload:
-    """The engine's view of a rule set: component types, counts per board, routes, budget."""
-    pool = 0.75 * device_mb
+def rules_workload(rules: RuleSet, config: LineConfig, main_is_cuda: bool = False) -> Workload:
+    """The engine's view of a rule set: component types, counts per board, routes, budget, executors."""
+    pool, device_mb = config.pool_mb, config.device_mb
+    if pool >= device_mb:
+        raise ValueError(f"an expert pool of {pool:.0f} MiB leaves no batch memory in a device of {device_mb:.0f} MiB; "
+                         f"make the pool smaller or the device memory larger")
     return Workload(
         name=rules.recipe, seed=rules.seed, classifier=rules.classifier_spec,
         detectors=rules.detectors,
         components=tuple(c.kind for c in rules.components),
         requests=len(rules.placements()), arrival_interval_s=0.0, expert_pool_bytes=int(pool * MiB),
         cpu_pool_bytes=int(pool * MiB), host_cache_bytes=2048 * MiB, batch_bytes=None,
-        source=rules.source, device_bytes=int(device_mb * MiB), pool_fixed=False, executors_fixed=False,
+        source=rules.source, device_bytes=int(device_mb * MiB), pool_fixed=False,
+        executors={} if config.executors is None else {"cuda" if main_is_cuda else "cpu": config.executors},
+        executors_fixed=config.executors is not None,
     )
 
 
@@ -83,7 +95,8 @@ class Line:
         self._check_experts(rules, zoo)
         self.rules, self.zoo, self.config = rules, zoo, config
         self.sinks = list(sinks or [])
-        workload = rules_workload(rules, config.device_mb)
+        workload = rules_workload(rules, config, bool(profiles) and devices_of(profiles)[0].is_cuda)
+        self.workload = workload
         policy = get_policy(config.policy)
         self.engine = Engine(zoo, rules.usage(), policy, build_plan(workload, policy, profiles), profiles)
         self.engine.on_result = self._on_result
@@ -96,6 +109,8 @@ class Line:
         self.started = time.perf_counter()
         self.last_progress = time.monotonic()  # last board finished, or work arriving at an idle line
         self.last_finished: float | None = None  # time.monotonic() of the last board finished
+        self._part_latency: deque[float] = deque(maxlen=LATENCY_WINDOW)  # seconds, arrival -> result
+        self._board_latency: deque[float] = deque(maxlen=LATENCY_WINDOW)  # seconds, cut -> last part's result
 
     def stalled_for(self) -> float:
         """Seconds boards have been inside without one finishing; 0 when idle or flowing."""
@@ -149,6 +164,7 @@ class Line:
     def _on_result(self, result: RequestResult) -> None:
         with self._lock:
             pending = self._pending.pop(result.id)
+            self._part_latency.append(result.latency)
             crop = pending.parts[result.id]
             pending.record.parts.append(part_verdict(result, crop.ref, crop.component, self.zoo,
                                                      pending.rules.crop_margin))
@@ -157,6 +173,7 @@ class Line:
                 return
             record = pending.record
             record.finished_at = datetime.now(timezone.utc)
+            self._board_latency.append((record.finished_at - record.started_at).total_seconds())
             scan = pending.rules.scan_index()
             record.parts.sort(key=lambda p: scan[p.ref])
             record.crops = {c.ref: c.image for c in pending.parts.values()}
@@ -182,6 +199,16 @@ class Line:
     def stop(self) -> None:
         self.drain()
         self.engine.stop()
+
+    def latency_ms(self) -> dict[str, float | None]:
+        """Median and 95th percentile of the last boards' and parts' latencies, in milliseconds."""
+        with self._lock:
+            parts, boards = sorted(self._part_latency), sorted(self._board_latency)
+
+        def q(xs: list[float], f: float) -> float | None:
+            return 1000 * xs[min(len(xs) - 1, int(f * len(xs)))] if xs else None
+        return {"part_p50": q(parts, 0.5), "part_p95": q(parts, 0.95),
+                "board_p50": q(boards, 0.5), "board_p95": q(boards, 0.95)}
 
     def throughput(self) -> tuple[float, float]:
         """(boards/s, parts/s) since start."""

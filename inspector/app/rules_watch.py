@@ -10,10 +10,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..routing.rules import RuleSet, parse_rules
 from .line import Line
+
+
+@dataclass(frozen=True)
+class AppliedRules:
+    """One version the line ran: the set, the text it was parsed from (for rollback), when it was applied."""
+
+    rules: RuleSet
+    text: str | None  # None: the starting set came from memory, not a file
+    at: datetime
 
 
 @dataclass
@@ -21,7 +31,7 @@ class RulesState:
     applied: int = 0
     refused: int = 0
     last_error: str | None = None
-    history: list[RuleSet] = field(default_factory=list)
+    history: list[AppliedRules] = field(default_factory=list)
 
 
 class RulesWatcher:
@@ -29,7 +39,7 @@ class RulesWatcher:
                  say: Callable[[str], None] = lambda _m: None) -> None:
         self.line, self.poll_s, self.say = line, poll_s, say
         self.path = Path(path) if path else None
-        self.state = RulesState(history=[line.rules])
+        self.state = RulesState(history=[AppliedRules(line.rules, _text_of(line.rules), datetime.now(timezone.utc))])
         self._mtime = self.path.stat().st_mtime_ns if self.path and self.path.exists() else None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -45,8 +55,26 @@ class RulesWatcher:
             raise
         self.state.applied += 1
         self.state.last_error = None
-        self.state.history.append(rules)
+        self.state.history.append(AppliedRules(rules, text, datetime.now(timezone.utc)))
         return rules
+
+    def rollback(self, index: int, write_file: bool = True) -> RuleSet:
+        """Apply history entry `index` again (it becomes the newest); also writes it to the watched file
+        when asked, so the file on disk and the running set agree."""
+        entry = self.state.history[index]
+        if entry.text is None:
+            raise ValueError(f"version {entry.rules.version} was not read from a file; there is no text to restore")
+        if write_file and self.path is not None:
+            self.save(entry.text)
+        return self.apply_text(entry.text, entry.rules.source)
+
+    def save(self, text: str) -> None:
+        """Write the watched file without the poller taking it as a new edit (the caller applies it)."""
+        assert self.path is not None
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(self.path)
+        self._mtime = self.path.stat().st_mtime_ns
 
     def check(self) -> bool:
         """Apply the watched file if it changed since the last look; True when a new set was applied."""
@@ -81,3 +109,11 @@ class RulesWatcher:
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):
             self.check()
+
+
+def _text_of(rules: RuleSet) -> str | None:
+    try:
+        text = Path(rules.source).read_text(encoding="utf-8")
+        return text if parse_rules(text, rules.source).version == rules.version else None
+    except (OSError, ValueError):
+        return None

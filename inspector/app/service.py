@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..coserve.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.crops import BoardSizeMismatch
@@ -52,6 +54,21 @@ class LineService:
         self._feeder = threading.Thread(target=feed, args=(source, self.queue), name="ingest", daemon=True)
         self.running = False
         self.stopped = threading.Event()
+        self._resumed = threading.Event()  # cleared while paused
+        self._resumed.set()
+        self._images: dict[str, np.ndarray] = {}  # serial -> image, for boards inside the line
+        self.last_board: tuple[np.ndarray, BoardRecord] | None = None  # the newest finished board, for a display
+
+    @property
+    def paused(self) -> bool:
+        return not self._resumed.is_set()
+
+    def pause(self) -> None:
+        """Take no new frames (boards inside finish); the source waits or drops by the queue's overflow policy."""
+        self._resumed.clear()
+
+    def resume(self) -> None:
+        self._resumed.set()
 
     def start(self) -> None:
         self.writer.start()
@@ -63,6 +80,8 @@ class LineService:
         """Inspect queued frames until the source ends or `request_stop`; then drain and flush (blocking)."""
         try:
             while True:
+                if not self._resumed.wait(0.25) and not self.queue.closed:
+                    continue
                 frame = self.queue.get(timeout=0.25)
                 if frame is None:
                     if self.queue.closed and not len(self.queue):
@@ -78,18 +97,24 @@ class LineService:
         """Stop taking frames from the source; what is already queued is still inspected (SIGTERM, Stop button)."""
         self.source.stop()
         self.queue.close()
+        self.resume()
 
     def _inspect(self, frame: Frame) -> None:
         if frame.truth is not None:
             self._truths[frame.serial] = frame.truth
+        self._images[frame.serial] = frame.image
         try:
             self.line.inspect(frame.image, frame.serial, frame.source)
         except BoardSizeMismatch as exc:
+            self._images.pop(frame.serial, None)
             self._truths.pop(frame.serial, None)
             self.line.stats.rejected_boards += 1
             self.say(f"skipped {frame.serial}: {exc}")
 
     def _finished(self, record: BoardRecord) -> None:
+        image = self._images.pop(record.board_serial, None)
+        if image is not None:
+            self.last_board = (image, record)
         self.writer.put(record)
         truth = self._truths.pop(record.board_serial, None)
         if truth is not None:

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
+from ..coserve.engine import Engine
 from .rules_watch import RulesWatcher
 from .service import LineService
 
@@ -24,7 +25,7 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
     last = line.last_finished
     out: dict[str, Any] = {
         "time": datetime.now(timezone.utc).isoformat(),
-        "state": "running" if service.running else ("stopped" if service.stopped.is_set() else "starting"),
+        "state": _state(service),
         "uptime_s": time.perf_counter() - line.started,
         "line": {"line": line.config.line, "station": line.config.station, "policy": line.config.policy,
                  "recipe": line.rules.recipe, "ruleset_version": line.rules.version, "rules_source": line.rules.source},
@@ -33,13 +34,17 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "in_flight": line.boards_in_flight,
         "last_board_age_s": None if last is None else time.monotonic() - last,
         "throughput": {"boards_per_s": boards_s, "parts_per_s": parts_s},
+        "latency_ms": line.latency_ms(),
         "engine": {
             "accepted": st.accepted, "completed": st.completed, "failed": st.failed, "failures": st.failures,
             "sched_overhead_s": st.sched_overhead_s, "switches": st.experts.switches, "hits": st.experts.hits,
             "evictions": st.experts.evictions, "prefetches": st.experts.prefetches,
             "loads_by_tier": st.experts.loads_by_tier,
             "executors": [{"name": ex.name, "device": ex.device.key, "queue_depth": len(ex.queue),
-                           "running": ex.queue.running} for ex in engine.executors],
+                           "running": ex.queue.running, "threads": ex.threads, "batch_bytes": ex.batch_bytes}
+                          for ex in engine.executors],
+            "devices": [{"device": d.device_key, "total_bytes": d.total, "allocated_bytes": d.allocated}
+                        for d in engine.budgets.values()],
             "pools": [{"name": m.ledger.name, "device": d.key, "used_bytes": m.ledger.used,
                        "capacity_bytes": m.ledger.capacity, "resident": len(m.resident())}
                       for d, m in engine.managers.items()],
@@ -54,6 +59,9 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "results": {"written": w.written, "pending": w.pending, "spooled": w.spooled, "last_error": w.last_error,
                     "database": service.store.safe_url, "crops_kept": service.crops.kept,
                     "crops_failed": service.crops.failed, "crops_error": service.crops.last_error},
+        "allocation": {"device_mb": line.config.device_mb, "expert_pool_mb": line.config.pool_mb,
+                       "executors": line.config.executors, "policy": line.config.policy},
+        "experts": expert_rows(engine),
         "mqtt": None,
         "rules": None,
     }
@@ -62,5 +70,20 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         out["mqtt"] = {"broker": f"{publisher.host}:{publisher.port}", **asdict(m)}
     if rules is not None:
         out["rules"] = {"applied": rules.state.applied, "refused": rules.state.refused,
-                        "last_error": rules.state.last_error, "watching": str(rules.path) if rules.path else None}
+                        "last_error": rules.state.last_error, "watching": str(rules.path) if rules.path else None,
+                        "history": [{"version": h.rules.version, "recipe": h.rules.recipe, "at": h.at.isoformat()}
+                                    for h in rules.state.history]}
     return out
+
+
+def _state(service: LineService) -> str:
+    if service.running:
+        return "paused" if service.paused else "running"
+    return "stopped" if service.stopped.is_set() else "starting"
+
+
+def expert_rows(engine: Engine) -> list[dict[str, Any]]:
+    """Every expert of the zoo with its tier, usage probability and counters, as plain rows."""
+    now = time.time()
+    return [{**asdict(v), "last_use_s": None if v.last_used is None else max(0.0, now - v.last_used)}
+            for v in engine.expert_views()]

@@ -63,6 +63,20 @@ class EngineStats:
     experts: ManagerStats = field(default_factory=ManagerStats)
 
 
+@dataclass
+class ExpertView:
+    """One expert as an operator sees it (the dashboard's experts table)."""
+
+    expert: str
+    role: str
+    tier: str
+    usage: float
+    hits: int
+    loads: int
+    last_used: float | None  # time.time()
+    size_mb: float
+
+
 class Engine:
     def __init__(
         self,
@@ -138,6 +152,36 @@ class Engine:
             self.usage = usage
             for manager in self.managers.values():
                 manager.usage = usage
+
+    def reallocate(self, pool_bytes: int, batch_bytes: int) -> None:
+        """Live: a new split of the main device between its expert pool and its executors' batches.
+
+        The device total stays (it is what the box has); the pool shrinks by
+        evicting in the policy's order, the executors' batch limits follow at
+        their next batch. Raises ValueError naming what does not fit.
+        """
+        main = self.executors[0].device
+        mine = [i for i, ex in enumerate(self.executors) if ex.device == main]
+        total = self.budgets[main].total
+        largest = max(e.weight_bytes for e in self.zoo.entries.values())
+        sample = max(p.act_bytes_per_sample for p in self.executors[mine[0]].profile.archs.values())
+        mib = 2**20
+        if pool_bytes < largest:
+            raise ValueError(f"an expert pool of {pool_bytes / mib:.1f} MiB cannot hold the largest expert "
+                             f"({largest / mib:.1f} MiB); give the pool at least that")
+        if batch_bytes < sample:
+            raise ValueError(f"{batch_bytes / mib:.2f} MiB per executor cannot hold one sample's activations "
+                             f"({sample / mib:.2f} MiB); give the batches more or the pool less")
+        if pool_bytes + len(mine) * batch_bytes > total:
+            raise ValueError(f"pool {pool_bytes / mib:.1f} MiB + {len(mine)} x {batch_bytes / mib:.1f} MiB of batches "
+                             f"exceeds the device's {total / mib:.1f} MiB")
+        ledgers = self.budgets[main].ledgers()
+        with self._lock:
+            for i in mine:
+                ledgers[f"batch-{i}"].capacity = batch_bytes
+                self.executors[i].batch_bytes = batch_bytes
+            self.plan.pool_bytes[main] = pool_bytes
+        self.managers[main].resize(pool_bytes)
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every accepted request has a result; False on timeout."""
@@ -238,6 +282,33 @@ class Engine:
         self._stats.failures[kind] = self._stats.failures.get(kind, 0) + 1
 
     # -- reporting ----------------------------------------------------------------------------------
+    def expert_views(self) -> list[ExpertView]:
+        """Every expert of the zoo: where it is now, its usage probability, its pools' counters summed.
+
+        Tier: the name of the device pool holding it, else "host" when the host
+        cache holds it (GPU boxes), else "disk".
+        """
+        host = set(self.store.host_resident())
+        with self._lock:
+            where: dict[str, str] = {}
+            sums: dict[str, ExpertView] = {}
+            for manager in self.managers.values():
+                for name in manager.resident():
+                    where.setdefault(name, manager.name)
+                for name, c in manager.per_expert.items():
+                    v = sums.setdefault(name, ExpertView(name, "", "", 0.0, 0, 0, None, 0.0))
+                    v.hits += c.hits
+                    v.loads += c.loads
+                    if c.last_used is not None and (v.last_used is None or c.last_used > v.last_used):
+                        v.last_used = c.last_used
+            views = []
+            for name, entry in self.zoo.entries.items():
+                v = sums.get(name) or ExpertView(name, "", "", 0.0, 0, 0, None, 0.0)
+                v.role, v.usage, v.size_mb = entry.role, self.usage.p(name), entry.weight_bytes / 2**20
+                v.tier = where.get(name, "host" if name in host else "disk")
+                views.append(v)
+            return views
+
     def stats(self) -> EngineStats:
         with self._lock:
             return EngineStats(

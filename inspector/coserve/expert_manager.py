@@ -72,6 +72,15 @@ class ManagerStats:
         return total
 
 
+@dataclass
+class ExpertCounters:
+    """One expert's life in this pool, for the dashboard's experts table."""
+
+    hits: int = 0
+    loads: int = 0  # switches into this pool (initial placement not counted)
+    last_used: float | None = None  # time.time() of the last batch it served or the last load
+
+
 class ExpertManager:
     def __init__(
         self,
@@ -99,6 +108,7 @@ class ExpertManager:
         self._failed: dict[str, str] = {}
         self._seq = 0
         self.stats = ManagerStats()
+        self.per_expert: dict[str, ExpertCounters] = {}
         self.loads: list[tuple[str, str, float, float]] = []  # (expert, tier, start, seconds) of each switch
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-prefetch")
 
@@ -135,6 +145,9 @@ class ExpertManager:
         slot.used_seq = self._seq
         slot.in_use += 1
         self.stats.hits += 1
+        counters = self._counters(expert)
+        counters.hits += 1
+        counters.last_used = time.time()
         if slot.prefetched:
             slot.prefetched = False
             self.stats.prefetch_used += 1
@@ -161,15 +174,7 @@ class ExpertManager:
         need = self.zoo.entries[expert].weight_bytes
         evicted: list[nn.Module] = []
         if self.ledger.free < need and evict:
-            view = EvictionView(
-                candidates=[
-                    Resident(n, s.nbytes, s.loaded_seq, s.used_seq) for n, s in self._slots.items() if s.in_use == 0
-                ],
-                resident=frozenset(self._slots),
-                next_use=self._next_use(),
-                usage=self.usage,
-            )
-            for victim in self.evictor.order(view):
+            for victim in self._eviction_order():
                 if self.ledger.free >= need:
                     break
                 evicted.append(self._evict(victim))
@@ -192,8 +197,41 @@ class ExpertManager:
         else:
             self.stats.switches += 1
             self.stats.record_load(tier, seconds)
+            counters = self._counters(expert)
+            counters.loads += 1
+            counters.last_used = time.time()
             self.loads.append((expert, tier, time.perf_counter() - seconds, seconds))
         self._cv.notify_all()
+
+    def _eviction_order(self) -> list[str]:
+        """The unpinned residents in the order the policy's evictor would drop them."""
+        view = EvictionView(
+            candidates=[Resident(n, s.nbytes, s.loaded_seq, s.used_seq) for n, s in self._slots.items()
+                        if s.in_use == 0],
+            resident=frozenset(self._slots), next_use=self._next_use(), usage=self.usage)
+        return self.evictor.order(view)
+
+    def _counters(self, expert: str) -> ExpertCounters:
+        c = self.per_expert.get(expert)
+        if c is None:
+            c = self.per_expert[expert] = ExpertCounters()
+        return c
+
+    def resize(self, capacity: int) -> None:
+        """A new pool size, live (the dashboard's allocation): evicts in the policy's order down to it.
+
+        Experts pinned by a running batch stay; the pool is then over its size
+        until they finish, and the next load evicts the rest.
+        """
+        with self._cv:
+            self.ledger.capacity = capacity
+            if self.ledger.free >= 0:
+                return
+            for victim in self._eviction_order():
+                if self.ledger.free >= 0:
+                    break
+                self._evict(victim)
+            self._cv.notify_all()
 
     def abort_load(self, expert: str, reason: str) -> None:
         """A load begun with `begin_load` failed: give its bytes back, remember why."""

@@ -61,12 +61,13 @@ def current_revision(engine: Engine) -> str | None:
 
 @dataclass(frozen=True)
 class Filters:
-    """What `export` and queries select: a time range, a board serial, a board or part verdict."""
+    """What `export` and queries select: a time range, a board serial, a part verdict, a component type."""
 
     since: datetime | None = None
     until: datetime | None = None
     board: str | None = None
     verdict: str | None = None  # of the component result
+    component: str | None = None  # component type (R0402, ...)
 
 
 class ResultStore:
@@ -114,7 +115,27 @@ class ResultStore:
             q = _board_filters(q, filters)
             if filters.verdict:
                 q = q.where(ComponentResult.verdict == filters.verdict)
+            if filters.component:
+                q = q.where(ComponentResult.component_type == filters.component)
             yield from s.execute(q.order_by(Inspection.id, ComponentResult.id).execution_options(yield_per=500))
+
+    def recent_parts(self, verdicts: tuple[str, ...] = ("fail", "error"), limit: int = 20,
+                     filters: Filters | None = None) -> list[tuple[Inspection, ComponentResult]]:
+        """The newest component results with these verdicts, newest first (the dashboard's defect list)."""
+        with Session(self.engine) as s:
+            q = select(Inspection, ComponentResult).join(ComponentResult.inspection)
+            q = _board_filters(q, filters or Filters()).where(ComponentResult.verdict.in_(verdicts))
+            return [tuple(r) for r in s.execute(q.order_by(ComponentResult.id.desc()).limit(limit))]
+
+    def latest(self) -> Inspection | None:
+        """The newest stored board with its parts."""
+        with Session(self.engine) as s:
+            q = select(Inspection).options(selectinload(Inspection.parts)).order_by(Inspection.id.desc()).limit(1)
+            return s.scalars(q).first()
+
+    def component_types(self) -> list[str]:
+        with Session(self.engine) as s:
+            return sorted(s.scalars(select(ComponentResult.component_type).distinct()))
 
     def close(self) -> None:
         self.engine.dispose()

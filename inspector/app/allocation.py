@@ -1,0 +1,94 @@
+"""Memory allocation of a running line: what an operator may change, how it applies, what it should do.
+
+The device's memory is split between the expert pool and the executors'
+batches (CoServe §4.4). A new split over the same executors and device total
+applies live (`Engine.reallocate`); a new executor count or device total
+means new executors and ledgers, so the line is drained and restarted. The
+expected effect is the simulator's run of the same rule set on this box's
+measured profile, before and after, so the operator sees a number, not a guess.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..coserve.bench import simulate_policy
+from ..coserve.executor_plan import build_plan
+from ..coserve.planner import Plan, make_plan, sim_evaluator
+from ..coserve.policies import get_policy
+from ..coserve.profile import DeviceProfile
+from ..coserve.simulation import rate_oracle
+from ..coserve.workload import MiB
+from ..experts.zoo import Zoo
+from ..routing.rules import RuleSet
+from .line import LineConfig, rules_workload
+
+SIM_BOARDS = 8  # boards per simulated run: enough for the pool to reach its steady state
+
+
+@dataclass(frozen=True)
+class Allocation:
+    device_mb: float
+    expert_pool_mb: float
+    executors: int | None  # None: the box's default (one per core on a CPU box)
+
+    @classmethod
+    def of(cls, config: LineConfig) -> Allocation:
+        return cls(config.device_mb, config.pool_mb, config.executors)
+
+    def applied_to(self, config: LineConfig) -> LineConfig:
+        return dataclasses.replace(config, device_mb=self.device_mb, expert_pool_mb=self.expert_pool_mb,
+                                   executors=self.executors)
+
+    def live_over(self, running: Allocation) -> bool:
+        """True when only the pool/batch split changes: the engine applies it without a restart."""
+        return self.device_mb == running.device_mb and self.executors == running.executors
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What an allocation should do to this line, from the rule set's usage and the simulator."""
+
+    executors: int
+    batch_mb: float  # per executor
+    experts_fit: int  # of the most used experts, how many the pool holds
+    experts_total: int
+    usage_covered: float  # their share of the usage probability: the hit rate's ceiling
+    parts_per_s: float  # simulated on this box's profile
+    switches_per_board: float
+    failed: int
+
+
+def expected_effect(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig,
+                    boards: int = SIM_BOARDS) -> Effect:
+    """Raises ValueError (with what to change) when the allocation cannot run at all."""
+    workload = rules_workload(rules, config)
+    policy = get_policy(config.policy)
+    plan = build_plan(workload, policy, profiles)
+    main = plan.executors[0].device
+    batch = plan.executors[0].batch_bytes
+    largest = max(e.weight_bytes for e in zoo.entries.values())
+    if workload.expert_pool_bytes < largest:
+        raise ValueError(f"an expert pool of {config.pool_mb:.1f} MiB cannot hold the largest expert "
+                         f"({largest / MiB:.1f} MiB)")
+    usage = rules.usage()
+    ranked = usage.ranked(zoo.entries)
+    room, fit, covered = workload.expert_pool_bytes, 0, 0.0
+    for name in ranked:
+        need = zoo.entries[name].weight_bytes
+        if need > room:
+            break
+        room -= need
+        fit += 1
+        covered += usage.p(name)
+    sample = dataclasses.replace(workload, requests=boards * len(rules.placements()))
+    report, _ = simulate_policy(sample, zoo, policy, profiles, rate_oracle(sample, sample.seed), plan=plan)
+    return Effect(executors=sum(1 for s in plan.executors if s.device == main), batch_mb=batch / MiB,
+                  experts_fit=fit, experts_total=len(ranked), usage_covered=covered,
+                  parts_per_s=report.throughput_rps, switches_per_board=report.switches / boards,
+                  failed=report.failed)
+
+
+def planned(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig) -> Plan:
+    """The offline planner (executor search, then the decay window) over this rule set, on the simulator."""
+    return make_plan(rules_workload(rules, config), zoo, profiles, sim_evaluator(zoo, profiles))

@@ -1,0 +1,215 @@
+"""A line an operator starts, pauses, stops and re-configures: what a front end (the dashboard) drives.
+
+`inspector run` runs one line to its end; a dashboard starts and stops lines
+at will and changes their rules and memory while they run. A LineController
+owns at most one LineService and the thread that runs it. Every method
+returns at once: the slow parts (training the demo zoo on first use,
+profiling, draining) happen on that thread, and the front end polls
+`snapshot()` on a timer. No Qt here: the dashboard is one front end of many.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..coserve.profile import DeviceProfile
+from ..experts.zoo import Zoo
+from ..results.store import ResultStore, sqlite_url
+from ..routing.rules import RuleSet, load_rules
+from .allocation import Allocation
+from .rules_watch import RulesWatcher
+from .run import RULES_DIR, demo_zoo, line_profiles, open_source
+from .service import LineService, ServiceConfig
+from .snapshot import snapshot
+
+
+@dataclass(frozen=True)
+class LineSetup:
+    """What to run: the rule file, the source (as `inspector run --source` spells it), where results go."""
+
+    rules_path: Path = RULES_DIR / "board_a.yaml"
+    source: str = "synthetic"
+    boards: int = 0  # synthetic boards; 0 = until stopped
+    seed: int = 1000
+    interval_s: float = 0.0
+    defect_rate: float | None = 0.005
+    service: ServiceConfig = ServiceConfig()
+
+
+class LineController:
+    def __init__(self, models_dir: Path, data_dir: Path, db_url: str | None = None, zoo: Zoo | None = None,
+                 say: Callable[[str], None] = lambda _m: None) -> None:
+        self.models_dir, self.data_dir = Path(models_dir), Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.db_url = db_url or sqlite_url(self.data_dir / "results.sqlite")
+        self._zoo, self._say = zoo, say
+        self.profiles: dict[str, DeviceProfile] | None = None
+        self.log: deque[str] = deque(maxlen=200)
+        self.phase = "idle"  # idle | preparing | running | stopping | stopped | failed
+        self.error: str | None = None
+        self.service: LineService | None = None
+        self.rules: RulesWatcher | None = None
+        self.setup: LineSetup | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._restart: LineSetup | None = None
+
+    # -- what the front end calls ------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, setup: LineSetup) -> None:
+        """Start a line on its own thread; raises RuntimeError while one is still running or draining."""
+        with self._lock:
+            if self.busy:
+                raise RuntimeError("a line is still running or draining; stop it and wait until it has stopped")
+            self.setup, self.error, self.phase = setup, None, "preparing"
+            self._thread = threading.Thread(target=self._run, args=(setup,), name="line-controller", daemon=True)
+            self._thread.start()
+
+    def pause(self) -> None:
+        if self.service is not None:
+            self.service.pause()
+
+    def resume(self) -> None:
+        if self.service is not None:
+            self.service.resume()
+
+    def stop(self) -> None:
+        """Stop taking boards; what was accepted is inspected, the engine drains, results are flushed."""
+        with self._lock:
+            self._restart = None
+            if self.phase == "preparing":
+                self.phase = "stopping"  # the line stops as soon as it has started
+            elif self.service is not None and self.phase == "running":
+                self.phase = "stopping"
+                self.service.request_stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the line thread has finished (drained and flushed); False on timeout."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def close(self, timeout: float | None = None) -> bool:
+        """What closing the window does: stop like SIGTERM and wait for the drain and flush."""
+        self.stop()
+        return self.wait(timeout)
+
+    def apply_rules(self, text: str) -> RuleSet:
+        """Validate, apply to the running line and save to its rule file; ValueError (with file:line) keeps the
+        running set and the file as they were."""
+        if self.rules is None:
+            raise RuntimeError("no line is running; start the line, or save the file for the next start")
+        rules = self.rules.apply_text(text, str(self.rules.path or "<editor>"))
+        if self.rules.path is not None:
+            self.rules.save(text)
+        return rules
+
+    def rollback(self, index: int) -> RuleSet:
+        if self.rules is None:
+            raise RuntimeError("no line is running; there is no applied version to roll back to")
+        return self.rules.rollback(index)
+
+    def allocation(self) -> Allocation | None:
+        return Allocation.of(self.service.line.config) if self.service is not None else None
+
+    def apply_allocation(self, new: Allocation) -> str:
+        """'live' when the engine took it at once, 'restart' when the line drains and restarts with it.
+
+        Raises ValueError (nothing changed) when it cannot fit.
+        """
+        service = self.service
+        if service is None or self.phase != "running":
+            raise RuntimeError("no line is running; the allocation applies when it starts")
+        running = Allocation.of(service.line.config)
+        if new.live_over(running):
+            mib = 2**20
+            engine = service.line.engine
+            main = engine.executors[0].device
+            count = sum(1 for ex in engine.executors if ex.device == main)
+            batch = int((new.device_mb - new.expert_pool_mb) * mib) // count
+            engine.reallocate(int(new.expert_pool_mb * mib), batch)
+            service.line.config = new.applied_to(service.line.config)
+            self.say(f"allocation applied live: expert pool {new.expert_pool_mb:.0f} MiB, "
+                     f"{batch / mib:.1f} MiB of batches per executor")
+            return "live"
+        assert self.setup is not None
+        config = replace(self.setup.service, line=new.applied_to(service.line.config))
+        with self._lock:
+            self._restart = replace(self.setup, service=config)
+            self.phase = "stopping"
+        self.say("allocation needs new executors: draining the line to restart it")
+        service.request_stop()
+        return "restart"
+
+    def snapshot(self) -> dict[str, Any]:
+        """The running line's snapshot (see snapshot.py) plus the controller's phase, error and log."""
+        service = self.service
+        out: dict[str, Any] = snapshot(service, self.rules) if service is not None else {"state": "idle"}
+        out["controller"] = {"phase": self.phase, "error": self.error, "log": list(self.log)[-50:],
+                             "rules_path": str(self.setup.rules_path) if self.setup else None,
+                             "source": self.setup.source if self.setup else None}
+        return out
+
+    def say(self, message: str) -> None:
+        self.log.append(f"{time.strftime('%H:%M:%S')} {message}")
+        self._say(message)
+
+    # -- the line thread --------------------------------------------------------------------------
+    def zoo(self) -> Zoo:
+        if self._zoo is None:
+            self.say("loading the demo experts (trained on first use: about 15 minutes on 2 cores)")
+            self._zoo = demo_zoo(self.models_dir, self.say)
+        return self._zoo
+
+    def _run(self, setup: LineSetup) -> None:
+        while setup is not None:
+            try:
+                self._serve(setup)
+            except Exception as exc:  # noqa: BLE001 - shown to the operator; the GUI stays up
+                self.error = f"{exc.__class__.__name__}: {exc}"
+                self.phase = "failed"
+                self.say(f"the line failed: {self.error}")
+                return
+            with self._lock:
+                setup, self._restart = self._restart, None
+                if setup is not None:
+                    self.setup, self.phase = setup, "preparing"
+        self.phase = "stopped"
+
+    def _serve(self, setup: LineSetup) -> None:
+        rules = load_rules(setup.rules_path)
+        zoo = self.zoo()
+        if self.profiles is None:
+            self.profiles = line_profiles(zoo, self.models_dir, self.say)
+        source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate)
+        store = ResultStore(self.db_url)
+        try:
+            service = LineService(rules, zoo, self.profiles, setup.service, store, self.data_dir, source,
+                                  say=self.say)
+            watcher = RulesWatcher(service.line, setup.rules_path, say=self.say)
+            self.service, self.rules = service, watcher
+            service.start()
+            watcher.start()
+            with self._lock:
+                if self.phase == "preparing":
+                    self.phase = "running"
+                else:  # stopped while preparing
+                    service.request_stop()
+            self.say(f"inspecting {source.name} with {rules.recipe} ({rules.version}), policy "
+                     f"{setup.service.line.policy}")
+            service.run()
+            watcher.stop()
+            w = service.writer.status()
+            self.say(f"line stopped: {service.line.stats.boards} boards, {w.written} stored, {w.spooled} spooled")
+        finally:
+            store.close()
