@@ -218,6 +218,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gui(args: argparse.Namespace) -> int:
+    """The dashboard lives in the ui package (the only one that imports Qt); imported here by name only."""
+    import importlib
+
+    try:
+        app = importlib.import_module("ui.app")
+    except ImportError as exc:
+        raise RuntimeError(f"the dashboard cannot start: {exc}; install the project with its GUI dependencies "
+                           "(pip install -e .), and on a box without a screen run it under Xvfb") from None
+    return app.run(args)
+
+
 def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     from .ingest.queue import OVERFLOW_POLICIES
     from .results.crops import KEEP_MODES
@@ -317,6 +329,14 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--workload", help="workload YAML (default: the built-in one)")
     prof.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
     prof.set_defaults(func=cmd_profile)
+
+    gui = sub.add_parser("gui", help="the operator dashboard (PySide6): run a line here, or --attach to a kiosk")
+    _line_flags(gui, boards=0)
+    gui.add_argument("--attach", metavar="URL", help="show a running kiosk (its /status and results database, "
+                                                      "--db to name the database) instead of running a line")
+    gui.add_argument("--start", action="store_true", help="start the line at once")
+    gui.add_argument("--llm-model", help="the LLM tab's checkpoint directory (default: the built demo model)")
+    gui.set_defaults(func=cmd_gui)
 
     from .moe.commands import add_llm_parser
 

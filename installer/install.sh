@@ -59,7 +59,8 @@ if [ "$APT" = 1 ]; then
   apt-get update -qq
   # python, OpenCV's and Qt's runtime libraries (the dashboard), fonts for the dashboard
   apt-get install -y -qq python3 python3-venv python3-pip libgl1 libglib2.0-0 libegl1 libxkbcommon-x11-0 \
-    libxcb-cursor0 libfontconfig1 libdbus-1-3 fonts-dejavu-core >/dev/null
+    libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 libxcb-shape0 libxcb-xkb1 \
+    libxcb-randr0 libfontconfig1 libdbus-1-3 fonts-dejavu-core >/dev/null
 fi
 
 if [ "$MAKE_USER" = 1 ] && ! id "$USER_NAME" >/dev/null 2>&1; then

@@ -285,7 +285,7 @@ class Engine:
     def expert_views(self) -> list[ExpertView]:
         """Every expert of the zoo: where it is now, its usage probability, its pools' counters summed.
 
-        Tier: the name of the device pool holding it, else "host" when the host
+        Tier: the name of the device pool holding it (its ledger's), or "loading into" it, else "host" when the host
         cache holds it (GPU boxes), else "disk".
         """
         host = set(self.store.host_resident())
@@ -294,7 +294,9 @@ class Engine:
             sums: dict[str, ExpertView] = {}
             for manager in self.managers.values():
                 for name in manager.resident():
-                    where.setdefault(name, manager.name)
+                    where.setdefault(name, manager.ledger.name)
+                for name in manager.loading():
+                    where.setdefault(name, f"loading into {manager.ledger.name}")
                 for name, c in manager.per_expert.items():
                     v = sums.setdefault(name, ExpertView(name, "", "", 0.0, 0, 0, None, 0.0))
                     v.hits += c.hits

@@ -120,6 +120,9 @@ class ExpertManager:
     def resident(self) -> list[str]:
         return list(self._slots)
 
+    def loading(self) -> list[str]:
+        return list(self._loading)
+
     def unavailable_reason(self, expert: str) -> str | None:
         if expert in self.zoo.unavailable:
             return f"expert {expert!r} cannot be built: {self.zoo.unavailable[expert]}"

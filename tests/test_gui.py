@@ -1,0 +1,253 @@
+"""The dashboard driven through its widgets on a real Qt event loop (offscreen), over a real line and model.
+
+One window runs the tiny demo line: start, counters move, pause, rules (an error at its line, a live edit,
+rollback), memory (estimate, a live split, a restart with new executors), history (filter, crop, CSV export),
+stop, and closing drains. The LLM tab chats with a tiny MoE model built by the product's own demo builder.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+from inspector.app.controller import LineController, LineSetup  # noqa: E402
+from inspector.app.line import LineConfig  # noqa: E402
+from inspector.app.service import ServiceConfig  # noqa: E402
+from inspector.moe.demo.build import build_demo  # noqa: E402
+from inspector.moe.demo.corpus import stdlib_corpus  # noqa: E402
+from inspector.results.store import ResultStore  # noqa: E402
+from ui.backend import LocalBackend  # noqa: E402
+from ui.qt_env import qt_environment  # noqa: E402
+from ui.window import MainWindow  # noqa: E402
+
+from .test_llm_cli import TINY, corpus_dir  # noqa: E402, F401 - corpus_dir is a fixture
+from .test_routing_rules import GOOD  # noqa: E402
+
+qt_environment()
+WAIT = 180_000  # ms: generous, the box is shared
+
+
+def _line_window(qtbot, demo, tmp_path: Path, models: Path | None = None) -> tuple[MainWindow, LocalBackend]:  # noqa: ANN001
+    root, zoo = demo
+    rules = tmp_path / "mini.yaml"
+    rules.write_text(GOOD, encoding="utf-8")
+    setup = LineSetup(rules_path=rules, source="synthetic", boards=0, interval_s=0.05, defect_rate=0.05,
+                      service=ServiceConfig(LineConfig(device_mb=40), keep_crops="failed"))
+    controller = LineController(root / "models", tmp_path / "data", zoo=zoo)
+    backend = LocalBackend(controller, setup)
+    window = MainWindow(backend, models or tmp_path / "no-models")
+    qtbot.addWidget(window)
+    window.show()
+    return window, backend
+
+
+def _boards(window: MainWindow) -> int:
+    return int(window.last.get("boards", 0))
+
+
+def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_path: Path) -> None:
+    window, backend = _line_window(qtbot, demo, tmp_path)
+    line = window.line
+    assert line.start_btn.isEnabled() and not line.stop_btn.isEnabled()
+
+    # Line: start, counters move, the board and its boxes appear
+    qtbot.mouseClick(line.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _boards(window) >= 3, timeout=WAIT)
+    first = _boards(window)
+    qtbot.waitUntil(lambda: _boards(window) > first + 2, timeout=WAIT)
+    qtbot.waitUntil(lambda: line.board.picture is not None, timeout=10_000)
+    pic = line.board.picture
+    assert pic.image is not None and len(pic.boxes) == len(backend.controller.service.line.rules.placements())
+    assert "Board" in line.caption.text()
+
+    # Throughput & experts: the series grow, the experts table lists the zoo with tiers, pools have bars
+    tp = window.throughput
+    assert len(tp.series.t) >= 3 and max(tp.series.parts_per_s) > 0
+    qtbot.waitUntil(lambda: tp.experts.rowCount() == len(demo[1].entries), timeout=10_000)
+    qtbot.waitUntil(lambda: any(e["tier"] == "cpu/pool" for e in window.last["experts"]), timeout=10_000)
+    qtbot.waitUntil(lambda: "cpu/pool" in {tp.experts.item(r, 2).text() for r in range(tp.experts.rowCount())},
+                    timeout=10_000)
+    tiers = {tp.experts.item(r, 2).text() for r in range(tp.experts.rowCount())}
+    assert tiers <= {"cpu/pool", "loading into cpu/pool", "disk"}
+    assert any("pool" in name for name in tp.pool_bars)
+    assert sum(int(tp.experts.item(r, 4).text()) for r in range(tp.experts.rowCount())) > 0  # hits
+
+    # Pause: no new boards are taken (those inside finish); resume
+    qtbot.mouseClick(line.pause_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.last.get("state") == "paused", timeout=10_000)
+    qtbot.waitUntil(lambda: window.last.get("in_flight") == 0, timeout=WAIT)
+    held = _boards(window)
+    qtbot.wait(1500)
+    assert _boards(window) == held and line.pause_btn.text() == "Resume"
+    qtbot.mouseClick(line.pause_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _boards(window) > held, timeout=WAIT)
+
+    # Routing rules: an error shown at its line, nothing applied; a valid edit applied live and saved; rollback
+    rules = window.rules
+    qtbot.waitUntil(lambda: rules.valid is not None, timeout=10_000)
+    original = rules.valid.version
+    text = rules.editor.toPlainText()
+    bad = text.replace("shape: resistor", "shape: resistorr", 1)
+    rules.editor.setPlainText(bad)
+    qtbot.waitUntil(lambda: rules.error_line is not None, timeout=5_000)
+    expected_line = bad.splitlines().index(next(s for s in bad.splitlines() if "resistorr" in s)) + 1
+    assert rules.error_line == expected_line
+    assert f"line {expected_line}:" in rules.status.text() and "resistorr" in rules.status.text()
+    assert not rules.apply_btn.isEnabled()
+    assert rules.editor.extraSelections()[0].cursor.blockNumber() == expected_line - 1
+    edited = text.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
+    assert edited != text
+    rules.editor.setPlainText(edited)
+    qtbot.waitUntil(lambda: rules.apply_btn.isEnabled(), timeout=5_000)
+    qtbot.mouseClick(rules.apply_btn, Qt.MouseButton.LeftButton)
+    new_version = rules.valid.version
+    assert "applied" in rules.status.text(), rules.status.text()
+    assert Path(backend.setup.rules_path).read_text(encoding="utf-8") == edited
+    qtbot.waitUntil(lambda: window.last["line"]["ruleset_version"] == new_version, timeout=5_000)
+    boards_then = _boards(window)
+    qtbot.waitUntil(lambda: _boards(window) > boards_then + 1, timeout=WAIT)  # the line kept going
+    qtbot.waitUntil(lambda: rules.history.count() == 2, timeout=5_000)
+    rules.history.setCurrentRow(0)
+    qtbot.mouseClick(rules.rollback_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.last["line"]["ruleset_version"] == original, timeout=5_000)
+    assert rules.history.count() == 3 and rules.editor.toPlainText() == text
+
+    # Memory: the expected effect before applying; a smaller pool applies live; new executors restart the line
+    memory = window.memory
+    qtbot.waitUntil(lambda: memory.pool_mb.value() > 0, timeout=5_000)
+    assert memory.pool_mb.value() == pytest.approx(30.0)  # 75% of 40 MiB
+    memory.pool_mb.setValue(24)
+    assert "live" in memory.how.text()
+    memory.estimate()
+    qtbot.waitUntil(lambda: memory.estimate_btn.isEnabled() and memory.effect.item(0, 1) is not None,
+                    timeout=WAIT)
+    assert "throughput" in memory.status.text()
+    qtbot.mouseClick(memory.apply_btn, Qt.MouseButton.LeftButton)
+    assert memory.status.text() == "Applied live."
+    qtbot.waitUntil(lambda: window.last["engine"]["pools"][0]["capacity_bytes"] == 24 * 2**20, timeout=5_000)
+    assert window.last["allocation"]["expert_pool_mb"] == 24
+    memory.count.setValue(1)
+    assert "restart" in memory.how.text()
+    before = backend.controller.service
+    qtbot.mouseClick(memory.apply_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: backend.controller.service is not before and backend.controller.phase == "running",
+                    timeout=WAIT)
+    qtbot.waitUntil(lambda: len(window.last["engine"]["executors"]) == 1 and _boards(window) >= 1, timeout=WAIT)
+    assert window.last["allocation"]["executors"] == 1
+
+    # History: filter, open a crop, export exactly the filtered rows
+    history = window.history
+    assert history.search() > 0
+    history.verdict.setCurrentText("fail")
+    fails = history.search()
+    assert fails > 0, "the defect rate should have made failed parts"
+    assert {history.table.item(r, 5).text() for r in range(history.table.rowCount())} == {"fail"}
+    dialog = history.open_crop(0)
+    assert dialog is not None and dialog.isVisible()
+    history.table.setCurrentCell(0, 0)
+    assert history.preview.pixmap() is not None and not history.preview.pixmap().isNull()
+    out = tmp_path / "fails.csv"
+    assert history.export(str(out)) == fails
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == fails and {r["verdict"] for r in rows} == {"fail"}
+    component = rows[0]["component_type"]
+    history.component.setCurrentText(component)
+    n = history.search()
+    assert 0 < n <= fails
+    assert {history.table.item(r, 4).text() for r in range(history.table.rowCount())} == {component}
+    qtbot.waitUntil(lambda: line.defects.count() > 0, timeout=10_000)
+
+    # Stop: drains, everything inspected is stored, the controls follow
+    qtbot.mouseClick(line.stop_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: backend.controller.phase == "stopped", timeout=WAIT)
+    svc = backend.controller.service
+    assert svc.writer.status().written == svc.line.stats.boards
+    qtbot.waitUntil(lambda: line.start_btn.isEnabled(), timeout=5_000)
+    assert not line.pause_btn.isEnabled()
+
+
+def test_closing_the_window_drains_and_flushes_like_sigterm(qtbot, demo, tmp_path: Path) -> None:
+    window, backend = _line_window(qtbot, demo, tmp_path)
+    backend.start()
+    qtbot.waitUntil(lambda: _boards(window) >= 2, timeout=WAIT)
+    window.close()
+    ctl = backend.controller
+    assert not ctl.busy and ctl.phase == "stopped"
+    svc = ctl.service
+    boards = svc.line.stats.boards
+    assert svc.writer.status().written == boards and svc.writer.status().pending == 0
+    store = ResultStore(ctl.db_url)
+    try:
+        assert store.count()[0] == boards
+    finally:
+        store.close()
+
+
+def test_a_bad_rule_file_or_source_is_reported_and_the_gui_stays_up(qtbot, demo, tmp_path: Path) -> None:
+    window, backend = _line_window(qtbot, demo, tmp_path)
+    window.line.source.setText("floppy:A")
+    qtbot.mouseClick(window.line.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: backend.controller.phase == "failed", timeout=WAIT)
+    qtbot.waitUntil(lambda: "unknown source" in window.line.message.text(), timeout=5_000)
+    assert window.line.start_btn.isEnabled()
+    window.line.source.setText("synthetic")
+    qtbot.mouseClick(window.line.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: _boards(window) >= 1, timeout=WAIT)
+    window.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_moe(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    return build_demo(TINY, root=tmp_path_factory.mktemp("llm"), corpus=stdlib_corpus(10, corpus_dir),
+                      log=lambda line: None).path
+
+
+def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_path: Path) -> None:
+    from ui.tabs.llm import LlmTab
+
+    tab = LlmTab(tmp_path / "models", tiny_moe)
+    qtbot.addWidget(tab)
+    tab.show()
+    assert not tab.send_btn.isEnabled()
+    tab.policy.setCurrentText("daop")
+    tab.max_new.setValue(12)
+    tab.ratio.setValue(0.5)  # 2 of 4 experts per layer: the tiny model is top-2
+    job = tab.load()
+    qtbot.waitUntil(lambda: tab.session is not None or not job.running, timeout=WAIT)
+    assert tab.session is not None, tab.model_state.text()
+    assert "daop" in tab.model_state.text() and tab.send_btn.isEnabled()
+    assert tab.layers.rowCount() == TINY.layers
+
+    tab.prompt.setPlainText("def add(a, b):\n    return")
+    qtbot.mouseClick(tab.send_btn, Qt.MouseButton.LeftButton)
+    assert tab.stop_btn.isEnabled()
+    qtbot.waitUntil(lambda: not tab.busy and tab.send_btn.isEnabled(), timeout=WAIT)
+    text = tab.transcript.toPlainText()
+    assert text.startswith("> def add(a, b):")
+    assert len(text) > len("> def add(a, b):\n    return\n")
+    assert int(tab.stats.item(0, 0).text()) == 12  # tokens
+    assert float(tab.stats.item(1, 0).text()) > 0  # tokens/s
+    assert 0.0 <= float(tab.stats.item(3, 0).text()) <= 1.0  # hit rate
+    assert tab.stats.item(5, 0).text() != "—"  # daop predicts the next layer's experts
+    assert tab.pieces_received >= 2  # the answer came token by token, not as one block
+    bars = [tab.layers.cellWidget(r, 1) for r in range(tab.layers.rowCount())]
+    assert all(b.value() <= b.maximum() and b.value() >= 1 for b in bars)
+    tab.close_session()
+    assert tab.session is None
+
+
+def test_a_missing_model_is_reported_in_the_tab(qtbot, tmp_path: Path) -> None:
+    from ui.tabs.llm import LlmTab
+
+    tab = LlmTab(tmp_path / "models", tmp_path / "nowhere")
+    qtbot.addWidget(tab)
+    job = tab.load()
+    qtbot.waitUntil(lambda: not job.running and tab.load_btn.isEnabled(), timeout=30_000)
+    assert tab.session is None and "nowhere" in tab.model_state.text()

@@ -1,0 +1,47 @@
+"""`inspector gui`: the operator dashboard, on a line of its own or attached to a running kiosk."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from PySide6.QtWidgets import QApplication
+
+from inspector.app.controller import LineController, LineSetup
+from inspector.app.line import LineConfig
+from inspector.app.run import RULES_DIR
+from inspector.app.service import ServiceConfig
+
+from .backend import AttachedBackend, LocalBackend
+from .qt_env import qt_environment
+from .window import MainWindow
+
+
+def local_backend(args: argparse.Namespace) -> LocalBackend:
+    models = Path(args.models or os.environ.get("INSPECTOR_MODELS", "models"))
+    data = Path(args.data or os.environ.get("INSPECTOR_DATA", "inspector-data"))
+    zoo = None
+    if args.zoo:
+        from inspector.experts.zoo import Zoo
+
+        zoo = Zoo.load(Path(args.zoo))
+    line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb)
+    setup = LineSetup(rules_path=Path(args.rules) if args.rules else RULES_DIR / "board_a.yaml", source=args.source,
+                      boards=args.boards, seed=args.seed, interval_s=args.interval, defect_rate=args.defect_rate,
+                      service=ServiceConfig(line, keep_crops=args.keep_crops))
+    return LocalBackend(LineController(models, data, args.db, zoo, say=lambda m: print(m, flush=True)), setup)
+
+
+def run(args: argparse.Namespace) -> int:
+    qt_environment()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Inspection dashboard")
+    backend = AttachedBackend(args.attach, args.db) if args.attach else local_backend(args)
+    models = Path(args.models or os.environ.get("INSPECTOR_MODELS", "models"))
+    window = MainWindow(backend, models, Path(args.llm_model) if args.llm_model else None)
+    window.resize(1600, 960)
+    window.show()
+    if args.start and backend.can_control:
+        backend.start()
+    return app.exec()

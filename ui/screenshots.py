@@ -1,0 +1,140 @@
+"""Screenshots of every dashboard tab at 1920x1080, in a real window under Xvfb, while the demo line runs.
+
+    python -m ui.screenshots --out screenshots/          # starts Xvfb itself when there is no display
+
+Runs the demo line (board_a, synthetic boards, the demo experts: trained on
+first use), lets the charts fill, estimates an allocation edit and runs the
+planner, searches the history, shows a rule error at its line, chats with
+the demo MoE model when one is built, and saves one PNG of the whole screen
+per tab. With no display set it needs Debian's xvfb and the X libraries Qt's xcb plugin loads:
+    apt-get install -y xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
+        libxcb-shape0 libxcb-xkb1 libxcb-randr0 libxkbcommon-x11-0
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+SIZE = (1920, 1080)
+
+
+def _under_xvfb(argv: list[str]) -> int:
+    xvfb = shutil.which("xvfb-run")
+    if xvfb is None:
+        print("no display and no xvfb-run: install the packages named in `python -m ui.screenshots --help`",
+              file=sys.stderr)
+        return 2
+    cmd = [xvfb, "-a", "-s", f"-screen 0 {SIZE[0]}x{SIZE[1]}x24", sys.executable, "-m", "ui.screenshots", *argv]
+    return subprocess.call(cmd, env={**os.environ, "QT_QPA_PLATFORM": "xcb"})
+
+
+def _wait(app, until: Callable[[], bool], timeout: float) -> bool:  # noqa: ANN001 - the QApplication
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app.processEvents()
+        if until():
+            return True
+        time.sleep(0.03)
+    return until()
+
+
+def shoot(args: argparse.Namespace) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from inspector.app.controller import LineController, LineSetup
+    from inspector.app.line import LineConfig
+    from inspector.app.service import ServiceConfig
+
+    from .backend import LocalBackend
+    from .qt_env import qt_environment
+    from .tabs.llm import demo_model
+    from .window import MainWindow
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    models = Path(args.models)
+    data = Path(args.data or tempfile.mkdtemp(prefix="inspector-shots-"))
+    qt_environment()
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    setup = LineSetup(source="synthetic", boards=0, interval_s=args.interval,
+                      service=ServiceConfig(LineConfig(device_mb=args.device_mb)))
+    backend = LocalBackend(LineController(models, data, say=lambda m: print(m, flush=True)), setup)
+    window = MainWindow(backend, models)
+    window.setGeometry(0, 0, *SIZE)
+    window.showFullScreen()
+    _wait(app, lambda: False, 0.5)
+    backend.start()
+    print(f"line starting; charts fill for {args.seconds:.0f} s", flush=True)
+    if not _wait(app, lambda: window.last.get("boards", 0) >= 3, 1800):
+        print(f"the line did not start: {window.last.get('controller')}", file=sys.stderr)
+        return 1
+    _wait(app, lambda: False, args.seconds)
+
+    memory = window.memory
+    memory.pool_mb.setValue(memory.pool_mb.value() - 40)
+    memory.estimate()
+    memory.run_planner()
+    _wait(app, lambda: memory.estimate_btn.isEnabled() and memory.plan_btn.isEnabled(), 600)
+    window.history.verdict.setCurrentText("fail")
+    window.history.search()
+
+    llm = window.llm
+    model = demo_model(models)
+    if model is not None:
+        llm.model.setText(str(model))
+        job = llm.load()
+        _wait(app, lambda: job is not None and not job.running, 900)
+        llm.prompt.setPlainText('def read_lines(path):\n    """Return the lines of a text file."""')
+        llm.send()
+        _wait(app, lambda: not llm.busy and llm.send_btn.isEnabled(), 300)
+    else:
+        print("no demo MoE model under models/llm (inspector llm build-demo): the LLM tab is shot empty")
+
+    screen = app.primaryScreen()
+    shots = []
+    for i in range(window.tabs.count()):
+        window.tabs.setCurrentIndex(i)
+        _wait(app, lambda: False, 1.2)
+        name = window.tabs.tabText(i).replace("&&", "and").lower().replace(" ", "-")
+        path = out / f"{i + 1}-{name}.png"
+        screen.grabWindow(0).save(str(path))
+        shots.append(path)
+    rules = window.rules
+    rules.editor.setPlainText(rules.editor.toPlainText().replace("shape: diode", "shape: diodee", 1))
+    rules.validate()
+    window.tabs.setCurrentIndex(2)
+    _wait(app, lambda: False, 1.0)
+    path = out / "3b-routing-rules-error.png"
+    screen.grabWindow(0).save(str(path))
+    shots.append(path)
+    window.close()
+    for p in shots:
+        print(p)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(prog="python -m ui.screenshots", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="screenshots", help="folder for the PNGs (default ./screenshots)")
+    p.add_argument("--models", default=os.environ.get("INSPECTOR_MODELS", "models"))
+    p.add_argument("--data", help="data directory for the demo line (default: a new temporary one)")
+    p.add_argument("--seconds", type=float, default=40.0, help="seconds of charts before the shots (default 40)")
+    p.add_argument("--interval", type=float, default=0.0, help="seconds between synthetic boards (default 0)")
+    p.add_argument("--device-mb", type=float, default=160.0)
+    args = p.parse_args(argv)
+    if not os.environ.get("DISPLAY"):
+        return _under_xvfb(argv)
+    return shoot(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

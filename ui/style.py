@@ -1,0 +1,37 @@
+"""Colours and small helpers shared by the tabs: one meaning per colour everywhere."""
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QImage, QPixmap
+from PySide6.QtWidgets import QTableWidget
+
+VERDICT_COLOURS = {"pass": QColor("#2e9d4a"), "fail": QColor("#d93025"), "error": QColor("#f29900")}
+BOARD_GREEN = QColor("#1f4d2b")
+BOX_PASS = QColor("#8cff66")  # a passed part's box: visible on a green board
+
+
+def verdict_colour(verdict: str) -> QColor:
+    return VERDICT_COLOURS.get(verdict, QColor("#777777"))
+
+
+def bgr_pixmap(image: np.ndarray) -> QPixmap:
+    """An OpenCV BGR (or grey) image as a QPixmap (copied: the array may be reused)."""
+    if image.ndim == 2:
+        image = np.repeat(image[:, :, None], 3, axis=2)
+    rgb = np.ascontiguousarray(image[:, :, ::-1])
+    h, w = rgb.shape[:2]
+    return QPixmap.fromImage(QImage(rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy())
+
+
+def mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.1f} MiB"
+
+
+def fit_height(table: QTableWidget) -> None:
+    """A fixed table as tall as its rows: no scroll bar, no empty band below."""
+    table.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    header = table.horizontalHeader()
+    top = 0 if header.isHidden() else header.sizeHint().height()
+    table.setFixedHeight(top + table.verticalHeader().length() + 2 * table.frameWidth() + 2)

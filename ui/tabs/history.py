@@ -1,0 +1,233 @@
+"""Tab 5, history: stored results filtered by time, board, verdict and component; a result's crop; CSV export
+of exactly the filtered rows (the same query and writer as `inspector export`)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import cv2
+from PySide6.QtCore import QDateTime, Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QDateTimeEdit,
+    QDialog,
+    QFileDialog,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inspector.results.export import export_csv
+from inspector.results.store import Filters
+
+from ..style import bgr_pixmap, verdict_colour
+
+COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Crop kept")
+SHOWN = 2000  # rows in the table; the export writes all that match
+PREVIEW = 320  # px, the selected row's crop
+
+
+class HistoryTab(QWidget):
+    def __init__(self, backend: Any) -> None:
+        super().__init__()
+        self.backend = backend
+        now = QDateTime.currentDateTime()
+        self.use_since, self.use_until = QCheckBox("From"), QCheckBox("Until")
+        self.since = QDateTimeEdit(now.addSecs(-3600), calendarPopup=True, displayFormat="yyyy-MM-dd HH:mm:ss")
+        self.until = QDateTimeEdit(now.addSecs(3600), calendarPopup=True, displayFormat="yyyy-MM-dd HH:mm:ss")
+        self.board = QLineEdit(placeholderText="board serial")
+        self.verdict = QComboBox()
+        self.verdict.addItems(("any verdict", "pass", "fail", "error"))
+        self.component = QComboBox()
+        self.component.addItem("any component")
+        self.search_btn, self.export_btn = QPushButton("Search"), QPushButton("Export CSV…")
+        self.search_btn.clicked.connect(self.search)
+        self.export_btn.clicked.connect(lambda: self.export())
+        self.board.returnPressed.connect(self.search)
+        filters = QGroupBox("Filter")
+        g = QGridLayout(filters)
+        g.addWidget(self.use_since, 0, 0)
+        g.addWidget(self.since, 0, 1)
+        g.addWidget(self.use_until, 0, 2)
+        g.addWidget(self.until, 0, 3)
+        g.addWidget(self.board, 0, 4)
+        g.addWidget(self.verdict, 0, 5)
+        g.addWidget(self.component, 0, 6)
+        g.addWidget(self.search_btn, 0, 7)
+        g.addWidget(self.export_btn, 0, 8)
+        g.setColumnStretch(4, 1)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setAlternatingRowColors(True)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.cellDoubleClicked.connect(lambda row, _col: self.open_crop(row))
+        self.table.currentCellChanged.connect(lambda row, *_: self.preview_crop(row))
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.preview = QLabel("select a row to see its crop")
+        self.preview.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.preview.setMinimumSize(PREVIEW, PREVIEW)
+        self.preview_text = QLabel("")
+        self.preview_text.setWordWrap(True)
+        self.preview_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        crop = QGroupBox("Crop")
+        cv = QVBoxLayout(crop)
+        cv.addWidget(self.preview)
+        cv.addWidget(self.preview_text)
+        cv.addStretch(1)
+        body = QHBoxLayout()
+        body.addWidget(self.table, 1)
+        body.addWidget(crop)
+        v = QVBoxLayout(self)
+        v.addWidget(filters)
+        v.addLayout(body, 1)
+        v.addWidget(self.status)
+        self.crop_paths: list[str | None] = []
+        self.dialog: QDialog | None = None
+        self.searched: Filters | None = None
+
+    def _with_until(self, f: Filters) -> Filters:
+        """`f` with the last search's time bound when it has none of its own (to compare filters)."""
+        return f if f.until is not None or self.searched is None else replace(f, until=self.searched.until)
+
+    def filters(self) -> Filters:
+        verdict = self.verdict.currentText()
+        component = self.component.currentText()
+        return Filters(since=_utc(self.since.dateTime()) if self.use_since.isChecked() else None,
+                       until=_utc(self.until.dateTime()) if self.use_until.isChecked() else None,
+                       board=self.board.text().strip() or None,
+                       verdict=None if verdict == "any verdict" else verdict,
+                       component=None if component == "any component" else component)
+
+    def search(self) -> int:
+        """Fill the table with the newest matching rows; returns how many match in all."""
+        store = self.backend.store()
+        if store is None:
+            self.status.setText("no results database yet: start the line, or attach with --db URL")
+            return 0
+        self._components(store.component_types())
+        f = self.filters()
+        if f.until is None:  # the export writes what this search found, not rows stored since
+            f = replace(f, until=datetime.now(timezone.utc))
+        self.searched = f
+        rows = list(store.component_rows(f))
+        shown = rows[-SHOWN:][::-1]
+        self.table.setRowCount(len(shown))
+        self.crop_paths = []
+        for r, (insp, part) in enumerate(shown):
+            values = (_local(insp.started_at), insp.board_serial, insp.verdict, part.ref, part.component_type,
+                      part.verdict, part.defect_class, "" if part.score is None else f"{part.score:.3f}",
+                      part.expert, "yes" if part.crop_path else "")
+            for c, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                if c in (2, 5):
+                    item.setForeground(verdict_colour(value))
+                self.table.setItem(r, c, item)
+            self.crop_paths.append(part.crop_path)
+        more = f" (the newest {SHOWN} shown)" if len(rows) > SHOWN else ""
+        self.status.setText(f"{len(rows)} component results match{more}; double-click a row to open its crop")
+        return len(rows)
+
+    def _components(self, names: list[str]) -> None:
+        current = self.component.currentText()
+        have = [self.component.itemText(i) for i in range(1, self.component.count())]
+        if have != names:
+            self.component.blockSignals(True)
+            self.component.clear()
+            self.component.addItem("any component")
+            self.component.addItems(names)
+            self.component.setCurrentText(current)
+            self.component.blockSignals(False)
+
+    def export(self, path: str | None = None) -> int:
+        """Write the rows the last search matched (all of them, not only those shown) to a CSV file."""
+        store = self.backend.store()
+        if store is None:
+            self.status.setText("no results database to export from")
+            return 0
+        if self.searched is None or self.searched != self._with_until(self.filters()):
+            self.search()
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export the filtered results", "results.csv", "CSV (*.csv)")
+            if not path:
+                return 0
+        try:
+            with open(path, "w", newline="", encoding="utf-8") as out:
+                n = export_csv(store, out, self.searched)
+        except OSError as exc:
+            self.status.setText(f"cannot write {path}: {exc.strerror}; choose another place")
+            return 0
+        self.status.setText(f"{n} component results exported to {path}")
+        return n
+
+    def _crop_image(self, row: int):  # noqa: ANN202 - an OpenCV image or None
+        path = self.crop_paths[row] if 0 <= row < len(self.crop_paths) else None
+        if not path:
+            return path, None
+        return path, cv2.imread(path, cv2.IMREAD_COLOR) if Path(path).is_file() else None
+
+    def preview_crop(self, row: int) -> None:
+        path, image = self._crop_image(row)
+        if image is None:
+            self.preview.clear()
+            self.preview.setText("no crop kept for this result" if not path else f"crop file missing:\n{path}")
+            self.preview_text.setText("")
+            return
+        self.preview.setPixmap(bgr_pixmap(image).scaled(PREVIEW, PREVIEW, Qt.AspectRatioMode.KeepAspectRatio,
+                                                        Qt.TransformationMode.FastTransformation))
+        t = self.table
+        self.preview_text.setText(f"<b>{t.item(row, 3).text()}</b> ({t.item(row, 4).text()}) on board "
+                                  f"{t.item(row, 1).text()}: {t.item(row, 6).text()}, score {t.item(row, 7).text()}"
+                                  f"<br><small>{path}</small>")
+
+    def open_crop(self, row: int) -> QDialog | None:
+        path, image = self._crop_image(row)
+        if not path:
+            self.status.setText("no crop was kept for this result (--keep-crops failed keeps failed parts only)")
+            return None
+        if image is None:
+            self.status.setText(f"the crop file {path} is missing or unreadable")
+            return None
+        dialog = QDialog(self)
+        dialog.setWindowTitle(f"{self.table.item(row, 3).text()} on board {self.table.item(row, 1).text()}")
+        label = QLabel()
+        label.setPixmap(bgr_pixmap(image).scaled(320, 320, Qt.AspectRatioMode.KeepAspectRatio,
+                                                 Qt.TransformationMode.FastTransformation))
+        v = QVBoxLayout(dialog)
+        v.addWidget(label)
+        v.addWidget(QLabel(f"{self.table.item(row, 6).text()} ({self.table.item(row, 5).text()}), "
+                           f"score {self.table.item(row, 7).text()}\n{path}"))
+        dialog.show()
+        self.dialog = dialog
+        return dialog
+
+    def refresh(self, _snap: dict[str, Any]) -> None:  # searched on demand, not on the timer
+        pass
+
+
+def _utc(dt: QDateTime) -> datetime:
+    """The edit's local time as UTC, which is what the database stores."""
+    return datetime.fromtimestamp(dt.toSecsSinceEpoch(), tz=timezone.utc)
+
+
+def _local(ts: datetime) -> str:
+    aware = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return aware.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+

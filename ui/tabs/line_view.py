@@ -1,0 +1,237 @@
+"""Tab 1, the line: the newest board with its parts coloured by verdict, recent defects with crops, controls."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import cv2
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QFont, QIcon, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..backend import BoardPicture
+from ..style import BOARD_GREEN, BOX_PASS, bgr_pixmap, verdict_colour
+
+CROP_ICON = 72  # px, the defect list's thumbnails
+DEFECTS_SHOWN = 30
+
+
+class BoardView(QWidget):
+    """The board scaled to fit, every part's box in its verdict's colour, failed parts labelled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.picture: BoardPicture | None = None
+        self._pixmap: QPixmap | None = None
+        self.setMinimumSize(480, 300)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+
+    def show_board(self, picture: BoardPicture | None) -> None:
+        self.picture = picture
+        self._pixmap = bgr_pixmap(picture.image) if picture is not None and picture.image is not None else None
+        self.update()
+
+    def paintEvent(self, _event: Any) -> None:  # noqa: N802 - Qt's name
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.fillRect(self.rect(), self.palette().window())
+        pic = self.picture
+        if pic is None:
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "no board inspected yet")
+            return
+        w, h = pic.size
+        scale = min(self.width() / w, (self.height() - 4) / h)
+        ox, oy = (self.width() - w * scale) / 2, (self.height() - h * scale) / 2
+        target = QRectF(ox, oy, w * scale, h * scale)
+        if self._pixmap is not None:
+            p.drawPixmap(target, self._pixmap, QRectF(0, 0, w, h))
+        else:
+            p.fillRect(target, BOARD_GREEN)
+            p.setPen(Qt.GlobalColor.white)
+            p.drawText(target.adjusted(8, 6, -8, -6), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom,
+                       "schematic: the kiosk keeps no board images")
+        font = QFont(self.font())
+        font.setPointSizeF(max(7.0, 9.0 * min(1.6, scale)))
+        font.setBold(True)
+        p.setFont(font)
+        for box in pic.boxes:
+            x0, y0, x1, y1 = box.box
+            rect = QRectF(ox + x0 * scale, oy + y0 * scale, (x1 - x0) * scale, (y1 - y0) * scale)
+            colour = verdict_colour(box.verdict)
+            p.setPen(QPen(BOX_PASS if box.verdict == "pass" else colour, 3 if box.verdict != "pass" else 1.5))
+            p.drawRect(rect)
+            if box.verdict != "pass":
+                label = f"{box.ref} {box.defect}"
+                tw = p.fontMetrics().horizontalAdvance(label) + 8
+                th = p.fontMetrics().height() + 2
+                tag = QRectF(rect.left(), rect.top() - th - 1, tw, th)
+                if tag.top() < oy:
+                    tag.moveTop(rect.bottom() + 1)
+                p.fillRect(tag, colour)
+                p.setPen(Qt.GlobalColor.white)
+                p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
+
+
+class LineViewTab(QWidget):
+    def __init__(self, backend: Any) -> None:
+        super().__init__()
+        self.backend = backend
+        self.board = BoardView()
+        self.caption = QLabel("")
+        self.caption.setObjectName("boardCaption")
+        f = self.caption.font()
+        f.setPointSizeF(f.pointSizeF() * 1.3)
+        f.setBold(True)
+        self.caption.setFont(f)
+
+        self.source = QLineEdit(getattr(getattr(backend, "setup", None), "source", "") or "")
+        self.source.setPlaceholderText("synthetic | folder:DIR | watch:DIR | replay:FILE | camera:URI")
+        self.start_btn, self.pause_btn, self.stop_btn = QPushButton("Start"), QPushButton("Pause"), QPushButton("Stop")
+        for b in (self.start_btn, self.pause_btn, self.stop_btn):
+            b.setMinimumWidth(96)
+        self.start_btn.clicked.connect(self._start)
+        self.pause_btn.clicked.connect(self._pause)
+        self.stop_btn.clicked.connect(backend.stop if backend.can_control else (lambda: None))
+        self.state = QLabel("idle")
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+
+        controls = QGroupBox("Line")
+        g = QGridLayout(controls)
+        g.addWidget(QLabel("Source"), 0, 0)
+        g.addWidget(self.source, 0, 1, 1, 4)
+        g.addWidget(self.start_btn, 1, 1)
+        g.addWidget(self.pause_btn, 1, 2)
+        g.addWidget(self.stop_btn, 1, 3)
+        g.addWidget(self.state, 1, 4)
+        g.addWidget(self.message, 2, 0, 1, 5)
+        g.setColumnStretch(4, 1)
+        if not backend.can_control:
+            for w in (self.source, self.start_btn, self.pause_btn, self.stop_btn):
+                w.setEnabled(False)
+            self.message.setText(backend.label)
+
+        self.counters = QLabel("")
+        self.counters.setTextFormat(Qt.TextFormat.RichText)
+        self.counters.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        counts = QGroupBox("Counts")
+        QVBoxLayout(counts).addWidget(self.counters)
+
+        self.defects = QListWidget()
+        self.defects.setIconSize(QSize(CROP_ICON, CROP_ICON))
+        self.defects.setSpacing(2)
+        defects = QGroupBox("Recent defects (newest first)")
+        QVBoxLayout(defects).addWidget(self.defects)
+
+        left = QVBoxLayout()
+        left.addWidget(self.caption)
+        left.addWidget(self.board, 1)
+        left.addWidget(controls)
+        right = QVBoxLayout()
+        right.addWidget(counts)
+        right.addWidget(defects, 1)
+        root = QHBoxLayout(self)
+        root.addLayout(left, 3)
+        root.addLayout(right, 1)
+        self._shown_serial: str | None = None
+        self._shown_defect: int | None = None
+        self._crop_cache: dict[str, QPixmap] = {}
+
+    def _start(self) -> None:
+        try:
+            self.backend.start(self.source.text().strip() or None)
+        except (RuntimeError, ValueError) as exc:
+            self.message.setText(str(exc))
+
+    def _pause(self) -> None:
+        if self.pause_btn.text() == "Pause":
+            self.backend.pause()
+        else:
+            self.backend.resume()
+
+    def refresh(self, snap: dict[str, Any]) -> None:
+        ctl = snap.get("controller") or {}
+        state = snap.get("state", "idle")
+        phase = ctl.get("phase", state)
+        shown = state if phase in ("running",) else phase
+        self.state.setText(f"<b>{shown}</b>" + (f" — {ctl.get('source')}" if ctl.get("source") else ""))
+        if self.backend.can_control:
+            running = phase == "running"
+            self.start_btn.setEnabled(phase in ("idle", "stopped", "failed"))
+            self.pause_btn.setEnabled(running)
+            self.pause_btn.setText("Resume" if state == "paused" else "Pause")
+            self.stop_btn.setEnabled(phase in ("running", "preparing"))
+            self.source.setEnabled(self.start_btn.isEnabled())
+            log = ctl.get("log") or []
+            self.message.setText(ctl.get("error") or (log[-1] if log else ""))
+        elif ctl.get("error"):
+            self.message.setText(ctl["error"])
+        if "engine" in snap:
+            v = snap.get("verdicts", {})
+            tp = snap["throughput"]
+            self.counters.setText(
+                f"<table cellspacing=4>"
+                f"<tr><td>Boards</td><td align=right><b>{snap['boards']}</b></td></tr>"
+                f"<tr><td>Parts</td><td align=right><b>{snap['parts']}</b></td></tr>"
+                f"<tr><td>Pass / fail / error</td><td align=right><b>{v.get('pass', 0)} / {v.get('fail', 0)} / "
+                f"{v.get('error', 0)}</b></td></tr>"
+                f"<tr><td>Parts/s</td><td align=right><b>{tp['parts_per_s']:.1f}</b></td></tr>"
+                f"<tr><td>Expert switches</td><td align=right><b>{snap['engine']['switches']}</b></td></tr>"
+                f"<tr><td>Stored</td><td align=right><b>{snap['results']['written']}</b></td></tr>"
+                f"<tr><td>Recipe</td><td align=right><b>{snap['line']['recipe']}</b> "
+                f"{snap['line']['ruleset_version']}</td></tr></table>")
+
+    def refresh_slow(self) -> None:
+        """Once a second: the newest board and the defect list (database reads)."""
+        pic = self.backend.board()
+        if pic is not None and pic.serial != self._shown_serial:
+            self._shown_serial = pic.serial
+            self.board.show_board(pic)
+            bad = sum(1 for b in pic.boxes if b.verdict != "pass")
+            self.caption.setText(f"Board {pic.serial}: {pic.verdict.upper()}"
+                                 + (f" ({bad} part{'s' if bad != 1 else ''} flagged)" if bad else ""))
+            self.caption.setStyleSheet(f"color: {verdict_colour(pic.verdict).name()}")
+        store = self.backend.store()
+        if store is None:
+            return
+        rows = store.recent_parts(limit=DEFECTS_SHOWN)
+        newest = rows[0][1].id if rows else None
+        if newest == self._shown_defect:
+            return
+        self._shown_defect = newest
+        self.defects.clear()
+        for insp, part in rows:
+            item = QListWidgetItem(f"{part.ref} ({part.component_type}): {part.defect_class}\n"
+                                   f"board {insp.board_serial}  {insp.started_at:%H:%M:%S}")
+            item.setForeground(verdict_colour(part.verdict))
+            pix = self._crop(part.crop_path)
+            if pix is not None:
+                item.setIcon(QIcon(pix))
+            item.setToolTip(part.crop_path or "no crop kept")
+            self.defects.addItem(item)
+
+    def _crop(self, path: str | None) -> QPixmap | None:
+        if not path:
+            return None
+        if path not in self._crop_cache:
+            image = cv2.imread(path, cv2.IMREAD_COLOR) if Path(path).is_file() else None
+            if image is None:
+                return None
+            pix = bgr_pixmap(image).scaled(CROP_ICON, CROP_ICON, Qt.AspectRatioMode.KeepAspectRatio,
+                                           Qt.TransformationMode.FastTransformation)
+            if len(self._crop_cache) > 200:
+                self._crop_cache.clear()
+            self._crop_cache[path] = pix
+        return self._crop_cache[path]

@@ -1,0 +1,218 @@
+"""Tab 3, the routing rules: YAML with errors at their line (the CLI's validator), the routes as a table,
+save and apply to the running line, every applied version kept for rollback."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QListWidget,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inspector.routing.rules import RuleSet, parse_rules
+from inspector.yamlio import ConfigError
+
+from ..code_editor import CodeEditor
+
+ROUTE_COLUMNS = ("Component", "Shape", "Parts", "Classifier", "Detector", "Pass rate")
+ERROR_BG = QColor("#ffd7d5")
+
+
+class RulesTab(QWidget):
+    def __init__(self, backend: Any) -> None:
+        super().__init__()
+        self.backend = backend
+        self.path: Path | None = None
+        self.valid: RuleSet | None = None
+        self.error_line: int | None = None
+
+        self.editor = CodeEditor()
+        self.editor.textChanged.connect(lambda: self._debounce.start())
+        self._debounce = QTimer(self, singleShot=True, interval=300)
+        self._debounce.timeout.connect(self.validate)
+        self.file_label = QLabel("")
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.open_btn, self.reload_btn = QPushButton("Open…"), QPushButton("Reload file")
+        self.apply_btn = QPushButton("Save && apply to the line")
+        self.open_btn.clicked.connect(self._open)
+        self.reload_btn.clicked.connect(lambda: self.load(self.path) if self.path else None)
+        self.apply_btn.clicked.connect(self.apply)
+        buttons = QHBoxLayout()
+        for b in (self.open_btn, self.reload_btn, self.apply_btn):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.file_label)
+        lv.addWidget(self.editor, 1)
+        lv.addWidget(self.status)
+        lv.addLayout(buttons)
+
+        self.table = QTableWidget(0, len(ROUTE_COLUMNS))
+        self.table.setHorizontalHeaderLabels(ROUTE_COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        routes = QGroupBox("Routes: component → classifier → detector (the last valid text)")
+        QVBoxLayout(routes).addWidget(self.table)
+
+        self.history = QListWidget()
+        self.rollback_btn = QPushButton("Roll back to the selected version")
+        self.rollback_btn.clicked.connect(self.rollback)
+        self.counts = QLabel("")
+        versions = QGroupBox("Applied versions (newest last)")
+        hv = QVBoxLayout(versions)
+        hv.addWidget(self.history)
+        hv.addWidget(self.counts)
+        hv.addWidget(self.rollback_btn)
+
+        right = QWidget()
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        rv.addWidget(routes, 3)
+        rv.addWidget(versions, 2)
+        split = QSplitter()
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        QVBoxLayout(self).addWidget(split)
+        self._history_key: tuple | None = None
+
+    # -- file -------------------------------------------------------------------------------------
+    def load(self, path: Path | None) -> None:
+        if path is None:
+            return
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            self._say(f"cannot read {path}: {exc.strerror}", error=True)
+            return
+        self.path = Path(path)
+        self.file_label.setText(f"<b>{self.path}</b>")
+        self.editor.setPlainText(text)
+        self.validate()
+
+    def _open(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Open a rule set", str(self.path.parent if self.path else ""),
+                                              "Rule sets (*.yaml *.yml)")
+        if name:
+            self.load(Path(name))
+
+    # -- validation -------------------------------------------------------------------------------
+    def validate(self) -> bool:
+        """Parse with the CLI's validator; mark the error's line; fill the routes table from a valid set."""
+        self._debounce.stop()
+        text = self.editor.toPlainText()
+        try:
+            self.valid = parse_rules(text, str(self.path or "<editor>"))
+        except ConfigError as exc:
+            self.valid, self.error_line = None, exc.line
+            self._mark(exc.line)
+            where = f"line {exc.line}: " if exc.line else ""
+            self._say(f"{where}{str(exc).split(': ', 1)[-1]}", error=True)
+            self.apply_btn.setEnabled(False)
+            return False
+        except ValueError as exc:
+            self.valid, self.error_line = None, None
+            self._mark(None)
+            self._say(str(exc), error=True)
+            self.apply_btn.setEnabled(False)
+            return False
+        self.error_line = None
+        self._mark(None)
+        r = self.valid
+        self._say(f"valid: {r.recipe}, {len(r.components)} component types, {len(r.placements())} parts, "
+                  f"version {r.version}")
+        self.apply_btn.setEnabled(True)
+        self._fill_table(r)
+        return True
+
+    def _mark(self, line: int | None) -> None:
+        selections = []
+        if line:
+            sel = QTextEdit.ExtraSelection()
+            sel.format.setBackground(ERROR_BG)
+            sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+            block = self.editor.document().findBlockByNumber(line - 1)
+            sel.cursor = QTextCursor(block)
+            selections.append(sel)
+            if not self.editor.hasFocus():
+                self.editor.setTextCursor(QTextCursor(block))
+                self.editor.centerCursor()
+        self.editor.setExtraSelections(selections)
+
+    def _fill_table(self, r: RuleSet) -> None:
+        self.table.setRowCount(len(r.components))
+        for i, c in enumerate(r.components):
+            for j, value in enumerate((c.name, c.shape, str(len(c.placements)), c.classifier,
+                                       c.detector or "—", f"{c.expected_pass_rate:.2f}")):
+                item = QTableWidgetItem(value)
+                if j in (2, 5):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(i, j, item)
+
+    # -- apply, rollback ---------------------------------------------------------------------------
+    def apply(self) -> None:
+        if not self.validate():
+            return
+        try:
+            self._say(self.backend.apply_rules(self.editor.toPlainText()))
+        except (RuntimeError, ValueError, OSError) as exc:
+            self._say(str(exc), error=True)
+
+    def rollback(self) -> None:
+        row = self.history.currentRow()
+        if row < 0:
+            self._say("select a version in the list first", error=True)
+            return
+        try:
+            self._say(self.backend.rollback(row))
+        except (RuntimeError, ValueError, OSError) as exc:
+            self._say(str(exc), error=True)
+            return
+        if self.path:
+            self.load(self.path)
+
+    def refresh(self, snap: dict[str, Any]) -> None:
+        if self.path is None:
+            path = self.backend.rules_path()
+            if path is not None:
+                self.load(path)
+        rules = snap.get("rules") or {}
+        self.counts.setText(f"applied {rules.get('applied', 0)}, refused {rules.get('refused', 0)}"
+                            + (f"; last refusal: {rules['last_error']}" if rules.get("last_error") else ""))
+        self.counts.setWordWrap(True)
+        history = self.backend.rules_history()
+        key = tuple(history)
+        if key != self._history_key:
+            self._history_key = key
+            self.history.clear()
+            for i, (at, recipe, version) in enumerate(history):
+                label = f"{at}  {recipe}  {version}" + ("   (running)" if i == len(history) - 1 else "")
+                self.history.addItem(label)
+        self.rollback_btn.setEnabled(self.backend.can_control and len(history) > 1)
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.status.setText(text)
+        self.status.setStyleSheet("color: #b3261e; font-weight: bold" if error else "color: #1e6b34")

@@ -1,0 +1,83 @@
+"""The dashboard window: six tabs over one backend, one timer reading one snapshot per tick.
+
+The GUI never waits on the line: the line runs on its own threads and the
+timer (5 Hz) reads a snapshot of plain counters; slower reads (the database,
+the experts table) happen once a second. Closing the window stops the line
+the way SIGTERM stops the kiosk: no new boards, what was accepted is
+inspected, the engine drains and the results are flushed, then the window goes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QTabWidget
+
+from .tabs.history import HistoryTab
+from .tabs.line_view import LineViewTab
+from .tabs.llm import LlmTab
+from .tabs.memory import MemoryTab
+from .tabs.rules import RulesTab
+from .tabs.throughput import ThroughputTab
+
+TICK_MS = 200  # 5 Hz
+SLOW_EVERY = 5  # ticks: once a second
+CLOSE_TIMEOUT_S = 120.0
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, backend: Any, models_dir: Path, llm_model: Path | None = None) -> None:
+        super().__init__()
+        self.backend = backend
+        self.setWindowTitle("Inspection dashboard — " + backend.label)
+        self.tabs = QTabWidget()
+        self.line = LineViewTab(backend)
+        self.throughput = ThroughputTab()
+        self.rules = RulesTab(backend)
+        self.memory = MemoryTab(backend)
+        self.history = HistoryTab(backend)
+        self.llm = LlmTab(models_dir, llm_model)
+        for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
+                          (self.rules, "Routing rules"), (self.memory, "Memory && executors"),
+                          (self.history, "History"), (self.llm, "Language model")):
+            self.tabs.addTab(tab, name)
+        self.setCentralWidget(self.tabs)
+        self.state = QLabel("")
+        self.statusBar().addPermanentWidget(self.state)
+        self._ticks = 0
+        self.timer = QTimer(self, interval=TICK_MS)
+        self.timer.timeout.connect(self.tick)
+        self.last: dict[str, Any] = {}
+        self.tick()  # the controls' state from the first frame on
+        self.timer.start()
+
+    def tick(self) -> None:
+        snap = self.backend.snapshot()
+        self.last = snap
+        self.line.refresh(snap)
+        if "engine" in snap:
+            self.throughput.refresh(snap)
+            self.memory.refresh(snap)
+        self.rules.refresh(snap)
+        self._ticks += 1
+        if self._ticks % SLOW_EVERY == 1:
+            self.line.refresh_slow()
+            if "engine" in snap:
+                self.throughput.refresh_slow(snap)
+        ctl = snap.get("controller") or {}
+        tp = (snap.get("throughput") or {}).get("parts_per_s")
+        self.state.setText(f"{ctl.get('phase', snap.get('state', '?'))}"
+                           + (f" · {snap.get('boards', 0)} boards · {tp:.1f} parts/s" if tp is not None else ""))
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
+        """Drain and flush like the kiosk's SIGTERM before the window goes."""
+        self.timer.stop()
+        if self.backend.can_control and self.backend.controller.busy:
+            self.statusBar().showMessage("stopping: inspecting the accepted boards and flushing the results…")
+            QApplication.processEvents()
+        self.llm.close_session()
+        if not self.backend.close(CLOSE_TIMEOUT_S):
+            self.statusBar().showMessage("the line did not drain in time; results not yet written stay spooled")
+        event.accept()

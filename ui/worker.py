@@ -1,0 +1,36 @@
+"""Slow calls off the GUI thread: a plain thread runs the call, a queued Qt signal brings the answer back."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+
+class Job(QObject):
+    """`Job(fn).start()`; connect `done(result)` and `failed(message)`; they arrive on the GUI thread."""
+
+    done = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, fn: Callable[[], Any], name: str = "gui-job") -> None:
+        super().__init__()
+        self.fn = fn
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> Job:
+        self.thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            result = self.fn()
+        except Exception as exc:  # noqa: BLE001 - shown to the operator
+            self.failed.emit(f"{exc.__class__.__name__}: {exc}")
+            return
+        self.done.emit(result)
