@@ -251,3 +251,88 @@ def test_a_missing_model_is_reported_in_the_tab(qtbot, tmp_path: Path) -> None:
     job = tab.load()
     qtbot.waitUntil(lambda: not job.running and tab.load_btn.isEnabled(), timeout=30_000)
     assert tab.session is None and "nowhere" in tab.model_state.text()
+
+
+def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo, tmp_path: Path) -> None:
+    """`inspector gui --attach URL`: the kiosk's /status and its results database; its rule file edited in place."""
+    import threading
+
+    from inspector.app.run import line_profiles, open_source
+    from inspector.app.service import LineService
+    from inspector.kiosk.service import Kiosk, KioskConfig
+    from inspector.results.store import sqlite_url
+    from inspector.routing.rules import load_rules
+    from ui.backend import AttachedBackend
+
+    from .services import free_port
+
+    root, zoo = demo
+    rules_path = tmp_path / "mini.yaml"
+    rules_path.write_text(GOOD, encoding="utf-8")
+    rules = load_rules(rules_path)
+    data = tmp_path / "kiosk-data"
+    data.mkdir()
+    store = ResultStore(sqlite_url(data / "results.sqlite"))
+    source = open_source("synthetic", rules, 0, 1000, 0.05, 0.05)
+    service = LineService(rules, zoo, line_profiles(zoo, root / "models", lambda _m: None),
+                          ServiceConfig(LineConfig(device_mb=40)), store, data, source)
+    port = free_port()
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", rules_poll_s=0.2), rules_path=str(rules_path))
+    serving = threading.Thread(target=kiosk.serve, daemon=True)
+    serving.start()
+    backend = AttachedBackend(f"http://127.0.0.1:{port}", poll_s=0.2)
+    window = MainWindow(backend, tmp_path / "no-models")
+    qtbot.addWidget(window)
+    window.show()
+    try:
+        assert not window.line.start_btn.isEnabled() and not window.memory.apply_btn.isEnabled()
+        qtbot.waitUntil(lambda: _boards(window) >= 3, timeout=WAIT)
+        first = _boards(window)
+        qtbot.waitUntil(lambda: _boards(window) > first, timeout=WAIT)
+        qtbot.waitUntil(lambda: window.throughput.experts.rowCount() == len(zoo.entries), timeout=10_000)
+        assert len(window.throughput.series.t) >= 2
+        # the newest stored board, drawn as a schematic from the kiosk's rule file (no images cross)
+        qtbot.waitUntil(lambda: window.line.board.picture is not None, timeout=10_000)
+        pic = window.line.board.picture
+        assert pic.image is None and len(pic.boxes) == len(rules.placements())
+        assert window.history.search() > 0
+        # a rule edit is validated here, written to the watched file, and applied by the kiosk
+        qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)
+        edited = GOOD.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
+        window.rules.editor.setPlainText(edited)
+        qtbot.waitUntil(lambda: window.rules.apply_btn.isEnabled(), timeout=5_000)
+        qtbot.mouseClick(window.rules.apply_btn, Qt.MouseButton.LeftButton)
+        assert "saved" in window.rules.status.text()
+        qtbot.waitUntil(lambda: (window.last.get("rules") or {}).get("applied") == 1, timeout=10_000)
+        assert window.last["line"]["ruleset_version"] == window.rules.valid.version
+        qtbot.waitUntil(lambda: window.rules.history.count() == 2, timeout=5_000)
+        assert not window.rules.rollback_btn.isEnabled()
+        # closing the attached window leaves the kiosk running
+        window.close()
+        assert serving.is_alive()
+    finally:
+        kiosk.stop("test done")
+        serving.join(60)
+    assert not serving.is_alive()
+
+
+def test_the_core_never_imports_qt() -> None:
+    """inspector/ is the engine's room: the dashboard imports it, never the other way round."""
+    import subprocess
+    import sys
+
+    code = ("import pkgutil, importlib, sys, inspector\n"
+            "for m in pkgutil.walk_packages(inspector.__path__, 'inspector.'):\n"
+            "    if '.migrations' not in m.name: importlib.import_module(m.name)\n"
+            "bad = [n for n in sys.modules if n.startswith(('PySide6', 'pyqtgraph', 'ui'))]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_inspector_gui_is_a_command(capsys) -> None:
+    from inspector.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["gui", "--help"])
+    out = capsys.readouterr().out
+    assert "--attach" in out and "--source" in out
