@@ -84,6 +84,7 @@ def shoot(args: argparse.Namespace) -> int:
     _wait(app, lambda: memory.estimate_btn.isEnabled() and memory.plan_btn.isEnabled(), 600)
     window.history.verdict.setCurrentText("fail")
     window.history.search()
+    window.history.table.setCurrentCell(0, 0)
 
     llm = window.llm
     model = demo_model(models)
