@@ -68,6 +68,7 @@ class Filters:
     board: str | None = None
     verdict: str | None = None  # of the component result
     component: str | None = None  # component type (R0402, ...)
+    stored_upto: int | None = None  # boards stored up to this row id: what a search saw, for its export
 
 
 class ResultStore:
@@ -127,6 +128,11 @@ class ResultStore:
             q = _board_filters(q, filters or Filters()).where(ComponentResult.verdict.in_(verdicts))
             return [tuple(r) for r in s.execute(q.order_by(ComponentResult.id.desc()).limit(limit))]
 
+    def last_id(self) -> int:
+        """The newest stored board's row id (0 when empty): a bound that makes a query repeatable."""
+        with Session(self.engine) as s:
+            return s.scalar(select(func.max(Inspection.id))) or 0
+
     def latest(self) -> Inspection | None:
         """The newest stored board with its parts."""
         with Session(self.engine) as s:
@@ -148,6 +154,8 @@ def _board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any sha
         q = q.where(Inspection.started_at < f.until)
     if f.board:
         q = q.where(Inspection.board_serial == f.board)
+    if f.stored_upto is not None:
+        q = q.where(Inspection.id <= f.stored_upto)
     return q
 
 

@@ -102,10 +102,6 @@ class HistoryTab(QWidget):
         self.dialog: QDialog | None = None
         self.searched: Filters | None = None
 
-    def _with_until(self, f: Filters) -> Filters:
-        """`f` with the last search's time bound when it has none of its own (to compare filters)."""
-        return f if f.until is not None or self.searched is None else replace(f, until=self.searched.until)
-
     def filters(self) -> Filters:
         verdict = self.verdict.currentText()
         component = self.component.currentText()
@@ -122,9 +118,7 @@ class HistoryTab(QWidget):
             self.status.setText("no results database yet: start the line, or attach with --db URL")
             return 0
         self._components(store.component_types())
-        f = self.filters()
-        if f.until is None:  # the export writes what this search found, not rows stored since
-            f = replace(f, until=datetime.now(timezone.utc))
+        f = replace(self.filters(), stored_upto=store.last_id())  # the export writes what this search found
         self.searched = f
         rows = list(store.component_rows(f))
         shown = rows[-SHOWN:][::-1]
@@ -161,7 +155,7 @@ class HistoryTab(QWidget):
         if store is None:
             self.status.setText("no results database to export from")
             return 0
-        if self.searched is None or self.searched != self._with_until(self.filters()):
+        if self.searched is None or replace(self.searched, stored_upto=None) != self.filters():
             self.search()
         if path is None:
             path, _ = QFileDialog.getSaveFileName(self, "Export the filtered results", "results.csv", "CSV (*.csv)")

@@ -79,6 +79,8 @@ class BoardView(QWidget):
                 tag = QRectF(rect.left(), rect.top() - th - 1, tw, th)
                 if tag.top() < oy:
                     tag.moveTop(rect.bottom() + 1)
+                if tag.right() > target.right():  # keep the label on the board
+                    tag.moveRight(target.right())
                 p.fillRect(tag, colour)
                 p.setPen(Qt.GlobalColor.white)
                 p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
