@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from inspector.app.controller import LineController, LineSetup
@@ -44,4 +46,8 @@ def run(args: argparse.Namespace) -> int:
     window.show()
     if args.start and backend.can_control:
         backend.start()
+    # Ctrl+C in the terminal or a SIGTERM: close the window, which drains and flushes like the kiosk.
+    # (Python runs signal handlers between Qt events; the window's 5 Hz timer provides them.)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: QTimer.singleShot(0, window.close))
     return app.exec()
