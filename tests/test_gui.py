@@ -68,6 +68,8 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
 
     # Throughput & experts: the series grow, the experts table lists the zoo with tiers, pools have bars
     tp = window.throughput
+    assert not tp.experts.rowCount()  # a hidden tab is not drawn
+    window.tabs.setCurrentWidget(tp)
     assert len(tp.series.t) >= 3 and max(tp.series.parts_per_s) > 0
     qtbot.waitUntil(lambda: tp.experts.rowCount() == len(demo[1].entries), timeout=10_000)
     qtbot.waitUntil(lambda: any(e["tier"] == "cpu/pool" for e in window.last["experts"]), timeout=10_000)
@@ -79,6 +81,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert sum(int(tp.experts.item(r, 4).text()) for r in range(tp.experts.rowCount())) > 0  # hits
 
     # Pause: no new boards are taken (those inside finish); resume
+    window.tabs.setCurrentWidget(line)
     qtbot.mouseClick(line.pause_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.last.get("state") == "paused", timeout=10_000)
     qtbot.waitUntil(lambda: window.last.get("in_flight") == 0, timeout=WAIT)
@@ -90,6 +93,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
 
     # Routing rules: an error shown at its line, nothing applied; a valid edit applied live and saved; rollback
     rules = window.rules
+    window.tabs.setCurrentWidget(rules)
     qtbot.waitUntil(lambda: rules.valid is not None, timeout=10_000)
     original = rules.valid.version
     text = rules.editor.toPlainText()
@@ -120,6 +124,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
 
     # Memory: the expected effect before applying; a smaller pool applies live; new executors restart the line
     memory = window.memory
+    window.tabs.setCurrentWidget(memory)
     qtbot.waitUntil(lambda: memory.pool_mb.value() > 0, timeout=5_000)
     assert memory.pool_mb.value() == pytest.approx(30.0)  # 75% of 40 MiB
     memory.pool_mb.setValue(24)
@@ -162,6 +167,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     n = history.search()
     assert 0 < n <= fails
     assert {history.table.item(r, 4).text() for r in range(history.table.rowCount())} == {component}
+    window.tabs.setCurrentWidget(line)
     qtbot.waitUntil(lambda: line.defects.count() > 0, timeout=10_000)
 
     # Stop: drains, everything inspected is stored, the controls follow
@@ -289,14 +295,17 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         qtbot.waitUntil(lambda: _boards(window) >= 3, timeout=WAIT)
         first = _boards(window)
         qtbot.waitUntil(lambda: _boards(window) > first, timeout=WAIT)
+        window.tabs.setCurrentWidget(window.throughput)
         qtbot.waitUntil(lambda: window.throughput.experts.rowCount() == len(zoo.entries), timeout=10_000)
         assert len(window.throughput.series.t) >= 2
+        window.tabs.setCurrentWidget(window.line)
         # the newest stored board, drawn as a schematic from the kiosk's rule file (no images cross)
         qtbot.waitUntil(lambda: window.line.board.picture is not None, timeout=10_000)
         pic = window.line.board.picture
         assert pic.image is None and len(pic.boxes) == len(rules.placements())
         assert window.history.search() > 0
         # a rule edit is validated here, written to the watched file, and applied by the kiosk
+        window.tabs.setCurrentWidget(window.rules)
         qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)
         edited = GOOD.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
         window.rules.editor.setPlainText(edited)

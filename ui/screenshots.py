@@ -78,10 +78,13 @@ def shoot(args: argparse.Namespace) -> int:
     _wait(app, lambda: False, args.seconds)
 
     memory = window.memory
+    window.tabs.setCurrentWidget(memory)  # a tab reads the line when it is on screen
+    _wait(app, lambda: memory.pool_mb.value() > 1, 10)
     memory.pool_mb.setValue(memory.pool_mb.value() - 40)
     memory.estimate()
     memory.run_planner()
     _wait(app, lambda: memory.estimate_btn.isEnabled() and memory.plan_btn.isEnabled(), 600)
+    window.tabs.setCurrentWidget(window.line)
     window.history.verdict.setCurrentText("fail")
     window.history.search()
     window.history.table.setCurrentCell(0, 0)

@@ -109,11 +109,12 @@ class ThroughputTab(QWidget):
         split.setSizes([560, 440])
         QVBoxLayout(self).addWidget(split)
 
-    def refresh(self, snap: dict[str, Any]) -> None:
+    def refresh(self, snap: dict[str, Any], draw: bool = True) -> None:
+        """Every tick: add the sample; redraw only when on screen (`draw`)."""
         self.series.add(snap)
         s = self.series
         t = list(s.t)
-        if not t:
+        if not t or not draw:
             return
         self.c_rate.setData(t, list(s.parts_per_s))
         self.c_p50.setData(t, list(s.latency_p50), connect="finite")
