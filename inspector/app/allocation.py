@@ -90,5 +90,9 @@ def expected_effect(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile]
 
 
 def planned(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig) -> Plan:
-    """The offline planner (executor search, then the decay window) over this rule set, on the simulator."""
-    return make_plan(rules_workload(rules, config), zoo, profiles, sim_evaluator(zoo, profiles))
+    """The offline planner (executor search, then the decay window) over this rule set, on the simulator.
+
+    The rule set's workload is one board; the planner samples several (its own cap), not one cold start.
+    """
+    workload = dataclasses.replace(rules_workload(rules, config), requests=SIM_BOARDS * len(rules.placements()))
+    return make_plan(workload, zoo, profiles, sim_evaluator(zoo, profiles))

@@ -195,10 +195,12 @@ class Engine:
         return True
 
     def stop(self) -> None:
-        for ex in self.executors:
-            ex.stop()
-        for ex in self.executors:
-            ex.join()
+        """Stop the executors (if started) and the pools' loaders; safe on an engine that never started."""
+        if self._started:
+            for ex in self.executors:
+                ex.stop()
+            for ex in self.executors:
+                ex.join()
         for manager in self.managers.values():
             manager.close()
 
