@@ -345,3 +345,17 @@ def test_inspector_gui_is_a_command(capsys) -> None:
         main(["gui", "--help"])
     out = capsys.readouterr().out
     assert "--attach" in out and "--source" in out
+
+
+def test_attaching_to_nothing_says_so_and_keeps_trying(qtbot, tmp_path: Path) -> None:
+    from ui.backend import AttachedBackend
+
+    from .services import free_port
+
+    backend = AttachedBackend(f"http://127.0.0.1:{free_port()}", poll_s=0.1)
+    window = MainWindow(backend, tmp_path / "no-models")
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: "cannot read" in window.line.message.text(), timeout=10_000)
+    assert "is the kiosk running" in window.line.message.text()
+    assert window.history.search() == 0 and "no results database" in window.history.status.text()
+    window.close()
