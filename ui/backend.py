@@ -13,7 +13,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 from inspector.app.allocation import Allocation
 from inspector.app.controller import LineController, LineSetup
 from inspector.results.store import ResultStore, StoreUnavailable
-from inspector.routing.rules import RuleSet, body_box, load_rules
+from inspector.routing.rules import RuleSet, body_box, load_rules, parse_rules
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class LocalBackend:
 
     def start(self, source: str | None = None) -> None:
         if source:
-            self.setup = LineSetup(**{**self.setup.__dict__, "source": source})
+            self.setup = replace(self.setup, source=source)
         self.controller.start(self.setup)
 
     def pause(self) -> None:
@@ -215,8 +215,6 @@ class AttachedBackend:
         path = self.rules_path()
         if path is None:
             raise RuntimeError("the kiosk reports no rule file it watches; edit its --rules file on the box")
-        from inspector.routing.rules import parse_rules
-
         rules = parse_rules(text, str(path))
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
