@@ -13,8 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..coserve.bench import simulate_policy
+from ..coserve.engine import pool_shortfall
 from ..coserve.executor_plan import build_plan
-from ..coserve.planner import Plan, make_plan, sim_evaluator
+from ..coserve.planner import Plan, make_plan, placement, sim_evaluator
 from ..coserve.policies import get_policy
 from ..coserve.profile import DeviceProfile
 from ..coserve.simulation import rate_oracle
@@ -51,7 +52,7 @@ class Effect:
 
     executors: int
     batch_mb: float  # per executor
-    experts_fit: int  # of the most used experts, how many the pool holds
+    experts_fit: int  # experts the pool holds at start: most used first, as the engine places them
     experts_total: int
     usage_covered: float  # their share of the usage probability: the hit rate's ceiling
     parts_per_s: float  # simulated on this box's profile
@@ -62,29 +63,21 @@ class Effect:
 def expected_effect(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig,
                     boards: int = SIM_BOARDS) -> Effect:
     """Raises ValueError (with what to change) when the allocation cannot run at all."""
-    workload = rules_workload(rules, config)
+    workload = rules_workload(rules, config, profiles)
+    short = pool_shortfall(zoo, workload.expert_pool_bytes)
+    if short:
+        raise ValueError(short)
     policy = get_policy(config.policy)
     plan = build_plan(workload, policy, profiles)
     main = plan.executors[0].device
     batch = plan.executors[0].batch_bytes
-    largest = max(e.weight_bytes for e in zoo.entries.values())
-    if workload.expert_pool_bytes < largest:
-        raise ValueError(f"an expert pool of {config.pool_mb:.1f} MiB cannot hold the largest expert "
-                         f"({largest / MiB:.1f} MiB)")
     usage = rules.usage()
-    ranked = usage.ranked(zoo.entries)
-    room, fit, covered = workload.expert_pool_bytes, 0, 0.0
-    for name in ranked:
-        need = zoo.entries[name].weight_bytes
-        if need > room:
-            break
-        room -= need
-        fit += 1
-        covered += usage.p(name)
+    held = placement(workload, zoo, [workload.expert_pool_bytes])[0]  # what the engine places at start (§4.1)
     sample = dataclasses.replace(workload, requests=boards * len(rules.placements()))
     report, _ = simulate_policy(sample, zoo, policy, profiles, rate_oracle(sample, sample.seed), plan=plan)
     return Effect(executors=sum(1 for s in plan.executors if s.device == main), batch_mb=batch / MiB,
-                  experts_fit=fit, experts_total=len(ranked), usage_covered=covered,
+                  experts_fit=len(held), experts_total=len(zoo.entries),
+                  usage_covered=sum(usage.p(name) for name in held),
                   parts_per_s=report.throughput_rps, switches_per_board=report.switches / boards,
                   failed=report.failed)
 
@@ -94,5 +87,6 @@ def planned(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config
 
     The rule set's workload is one board; the planner samples several (its own cap), not one cold start.
     """
-    workload = dataclasses.replace(rules_workload(rules, config), requests=SIM_BOARDS * len(rules.placements()))
+    workload = dataclasses.replace(rules_workload(rules, config, profiles),
+                                   requests=SIM_BOARDS * len(rules.placements()))
     return make_plan(workload, zoo, profiles, sim_evaluator(zoo, profiles))

@@ -54,9 +54,11 @@ class LineConfig:
         return self.expert_pool_mb if self.expert_pool_mb is not None else 0.75 * self.device_mb
 
 
-def rules_workload(rules: RuleSet, config: LineConfig, main_is_cuda: bool = False) -> Workload:
-    """The engine's view of a rule set: component types, counts per board, routes, budget, executors."""
+def rules_workload(rules: RuleSet, config: LineConfig, profiles: dict[str, DeviceProfile]) -> Workload:
+    """The engine's view of a rule set: component types, counts per board, routes, budget, executors
+    (a count in the config is for the main device of `profiles`)."""
     pool, device_mb = config.pool_mb, config.device_mb
+    main_is_cuda = bool(profiles) and devices_of(profiles)[0].is_cuda
     if pool >= device_mb:
         raise ValueError(f"an expert pool of {pool:.0f} MiB leaves no batch memory in a device of {device_mb:.0f} MiB; "
                          f"make the pool smaller or the device memory larger")
@@ -95,8 +97,7 @@ class Line:
         self._check_experts(rules, zoo)
         self.rules, self.zoo, self.config = rules, zoo, config
         self.sinks = list(sinks or [])
-        workload = rules_workload(rules, config, bool(profiles) and devices_of(profiles)[0].is_cuda)
-        self.workload = workload
+        workload = rules_workload(rules, config, profiles)
         policy = get_policy(config.policy)
         self.engine = Engine(zoo, rules.usage(), policy, build_plan(workload, policy, profiles), profiles)
         self.engine.on_result = self._on_result

@@ -24,6 +24,7 @@ from .profile import DeviceProfile
 from .request import Request, RequestResult
 from .scheduler import Scheduler
 from .usage import ExpertUsage
+from .workload import MiB
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,15 @@ class ExpertView:
     loads: int
     last_used: float | None  # time.time()
     size_mb: float
+
+
+def pool_shortfall(zoo: Zoo, pool_bytes: int) -> str | None:
+    """Why an expert pool of this size cannot serve the zoo (it cannot hold its largest expert), or None."""
+    largest = max(e.weight_bytes for e in zoo.entries.values())
+    if pool_bytes >= largest:
+        return None
+    return (f"an expert pool of {pool_bytes / MiB:.1f} MiB cannot hold the largest expert "
+            f"({largest / MiB:.1f} MiB); give the pool at least that")
 
 
 class Engine:
@@ -163,18 +173,16 @@ class Engine:
         main = self.executors[0].device
         mine = [i for i, ex in enumerate(self.executors) if ex.device == main]
         total = self.budgets[main].total
-        largest = max(e.weight_bytes for e in self.zoo.entries.values())
         sample = max(p.act_bytes_per_sample for p in self.executors[mine[0]].profile.archs.values())
-        mib = 2**20
-        if pool_bytes < largest:
-            raise ValueError(f"an expert pool of {pool_bytes / mib:.1f} MiB cannot hold the largest expert "
-                             f"({largest / mib:.1f} MiB); give the pool at least that")
+        short = pool_shortfall(self.zoo, pool_bytes)
+        if short:
+            raise ValueError(short)
         if batch_bytes < sample:
-            raise ValueError(f"{batch_bytes / mib:.2f} MiB per executor cannot hold one sample's activations "
-                             f"({sample / mib:.2f} MiB); give the batches more or the pool less")
+            raise ValueError(f"{batch_bytes / MiB:.2f} MiB per executor cannot hold one sample's activations "
+                             f"({sample / MiB:.2f} MiB); give the batches more or the pool less")
         if pool_bytes + len(mine) * batch_bytes > total:
-            raise ValueError(f"pool {pool_bytes / mib:.1f} MiB + {len(mine)} x {batch_bytes / mib:.1f} MiB of batches "
-                             f"exceeds the device's {total / mib:.1f} MiB")
+            raise ValueError(f"pool {pool_bytes / MiB:.1f} MiB + {len(mine)} x {batch_bytes / MiB:.1f} MiB of batches "
+                             f"exceeds the device's {total / MiB:.1f} MiB")
         ledgers = self.budgets[main].ledgers()
         with self._lock:
             for i in mine:
@@ -292,26 +300,21 @@ class Engine:
         """
         host = set(self.store.host_resident())
         with self._lock:
-            where: dict[str, str] = {}
-            sums: dict[str, ExpertView] = {}
-            for manager in self.managers.values():
-                for name in manager.resident():
-                    where.setdefault(name, manager.ledger.name)
+            views = {name: ExpertView(name, e.role, "host" if name in host else "disk", self.usage.p(name), 0, 0,
+                                      None, e.weight_bytes / MiB) for name, e in self.zoo.entries.items()}
+            for manager in reversed(list(self.managers.values())):  # the first pool holding it names the tier
                 for name in manager.loading():
-                    where.setdefault(name, f"loading into {manager.ledger.name}")
+                    views[name].tier = f"loading into {manager.ledger.name}"
+                for name in manager.resident():
+                    views[name].tier = manager.ledger.name
+            for manager in self.managers.values():
                 for name, c in manager.per_expert.items():
-                    v = sums.setdefault(name, ExpertView(name, "", "", 0.0, 0, 0, None, 0.0))
+                    v = views[name]
                     v.hits += c.hits
                     v.loads += c.loads
-                    if c.last_used is not None and (v.last_used is None or c.last_used > v.last_used):
-                        v.last_used = c.last_used
-            views = []
-            for name, entry in self.zoo.entries.items():
-                v = sums.get(name) or ExpertView(name, "", "", 0.0, 0, 0, None, 0.0)
-                v.role, v.usage, v.size_mb = entry.role, self.usage.p(name), entry.weight_bytes / 2**20
-                v.tier = where.get(name, "host" if name in host else "disk")
-                views.append(v)
-            return views
+                    if c.last_used is not None:
+                        v.last_used = max(v.last_used or 0.0, c.last_used)
+            return list(views.values())
 
     def stats(self) -> EngineStats:
         with self._lock:

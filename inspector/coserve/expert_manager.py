@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -108,7 +109,7 @@ class ExpertManager:
         self._failed: dict[str, str] = {}
         self._seq = 0
         self.stats = ManagerStats()
-        self.per_expert: dict[str, ExpertCounters] = {}
+        self.per_expert: defaultdict[str, ExpertCounters] = defaultdict(ExpertCounters)
         self.loads: list[tuple[str, str, float, float]] = []  # (expert, tier, start, seconds) of each switch
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-prefetch")
 
@@ -148,7 +149,7 @@ class ExpertManager:
         slot.used_seq = self._seq
         slot.in_use += 1
         self.stats.hits += 1
-        counters = self._counters(expert)
+        counters = self.per_expert[expert]
         counters.hits += 1
         counters.last_used = time.time()
         if slot.prefetched:
@@ -200,7 +201,7 @@ class ExpertManager:
         else:
             self.stats.switches += 1
             self.stats.record_load(tier, seconds)
-            counters = self._counters(expert)
+            counters = self.per_expert[expert]
             counters.loads += 1
             counters.last_used = time.time()
             self.loads.append((expert, tier, time.perf_counter() - seconds, seconds))
@@ -213,12 +214,6 @@ class ExpertManager:
                         if s.in_use == 0],
             resident=frozenset(self._slots), next_use=self._next_use(), usage=self.usage)
         return self.evictor.order(view)
-
-    def _counters(self, expert: str) -> ExpertCounters:
-        c = self.per_expert.get(expert)
-        if c is None:
-            c = self.per_expert[expert] = ExpertCounters()
-        return c
 
     def resize(self, capacity: int) -> None:
         """A new pool size, live (the dashboard's allocation): evicts in the policy's order down to it.

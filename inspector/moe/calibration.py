@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +75,19 @@ def calibrate(root: str | Path, prompts: list[list[int]], new_tokens: int = 32,
         tmp.write_text(json.dumps(result.to_json()))
         tmp.replace(path)
     return result
+
+
+def calibrate_on_texts(root: str | Path, tokenizer, cache_dir: Path | None = CALIBRATION_DIR,  # noqa: ANN001
+                       log: Callable[[str], None] | None = None) -> Calibration:
+    """`calibrate` on the default calibration texts, encoded as prompts are; says how long it took when it ran."""
+    from .text import encode_prompt
+
+    t0 = time.perf_counter()
+    cal = calibrate(root, [encode_prompt(tokenizer, t) for t in calibration_texts()], cache_dir=cache_dir)
+    if log is not None and time.perf_counter() - t0 > 1:
+        log(f"calibrated expert popularity on {cal.texts} texts, {cal.tokens} decode tokens "
+            f"({time.perf_counter() - t0:.0f} s, cached)")
+    return cal
 
 
 def calibration_texts(count: int = 16, chars: int = 800) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 from .policies import POLICIES
@@ -52,46 +51,16 @@ def _prompt_ids(tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 def _calibration(model: Path, tokenizer, args: argparse.Namespace):
-    from .calibration import calibrate, calibration_texts
+    from .calibration import calibrate_on_texts
 
-    t0 = time.perf_counter()
-    cal = calibrate(model, _prompt_ids(tokenizer, calibration_texts()), cache_dir=_llm_root(args) / "calibration")
-    if time.perf_counter() - t0 > 1:
-        _say(f"calibrated expert popularity on {cal.texts} texts, {cal.tokens} decode tokens "
-             f"({time.perf_counter() - t0:.0f} s, cached)")
-    return cal
-
-
-def _complete(lm, tokenizer, text: str, max_new_tokens: int):
-    """Stream one completion to the terminal; returns the final statistics."""
-    from .text import encode_prompt, stream_text
-
-    last = None
-
-    def tokens():
-        nonlocal last
-        for token, stats in lm.generate(encode_prompt(tokenizer, text), max_new_tokens,
-                                        eos_token_id=tokenizer.eos_token_id, truncate=True):
-            last = stats
-            yield token
-
-    for piece in stream_text(tokenizer, tokens()):
-        sys.stdout.write(piece)
-        sys.stdout.flush()
-    return last
+    return calibrate_on_texts(model, tokenizer, _llm_root(args) / "calibration", _say)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .checkpoint import MoECheckpoint
-    from .engine import OffloadedLM, pool_slots
-    from .policies import get_policy
-    from .text import load_tokenizer
+    from .session import ChatSession
 
-    model = resolve_model(args)
-    pool_slots(MoECheckpoint.open(model), args.cache_ratio)  # a ratio below one layer's top-k: refused first
-    tokenizer = load_tokenizer(model)
-    policy = get_policy(args.policy, _calibration(model, tokenizer, args))
-    lm = OffloadedLM.load(model, policy, cache_ratio=args.cache_ratio, device=args.device)
+    session = ChatSession(resolve_model(args), args.policy, args.cache_ratio, _llm_root(args) / "calibration",
+                          args.device, log=_say)
     try:
         while True:
             if args.prompt is not None:
@@ -102,16 +71,19 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 except EOFError:
                     return 0
             if text.strip():
-                s = _complete(lm, tokenizer, text, args.max_new_tokens)
+                for piece, _ in session.complete(text, args.max_new_tokens):
+                    sys.stdout.write(piece)
+                    sys.stdout.flush()
+                s = session.stats
                 acc = f", prediction {s.prediction_accuracy:.2f}" if s.prediction_accuracy is not None else ""
                 cut = f", {s.truncated} oldest prompt tokens dropped to fit the context" if s.truncated else ""
-                print(f"\n[{policy.name}: {s.tokens} tokens, {s.tokens_per_s:.1f} tokens/s, first after "
+                print(f"\n[{session.policy.name}: {s.tokens} tokens, {s.tokens_per_s:.1f} tokens/s, first after "
                       f"{s.ttft_s:.2f} s, hit rate {s.hit_rate:.2f}, {s.expert_loads} expert loads{acc}{cut}]",
                       flush=True)
             if args.prompt is not None:
                 return 0
     finally:
-        lm.close()
+        session.close()
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

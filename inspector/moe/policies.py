@@ -55,6 +55,7 @@ class MoEPolicy:
     prefetches: bool = False  # wants the background read thread
     predicts: bool = False  # predicts the next layer's experts (accuracy is reported)
     approximate: bool = False  # changes outputs; never on unless asked for
+    calibrated: bool = False  # places experts by a calibration run (build it before the policy)
     calibration: Calibration | None = field(default=None, repr=False)
 
     def initial(self, pool: PoolView) -> list[ExpertKey]:
@@ -113,7 +114,7 @@ class LRU(MoEPolicy):
 class Fiddler(MoEPolicy):
     def __init__(self, calibration: Calibration | None = None) -> None:
         super().__init__("fiddler", "popular experts stay; others computed where they lie (Fiddler)",
-                         caches=False, calibration=calibration)
+                         caches=False, calibrated=True, calibration=calibration)
 
     def initial(self, pool: PoolView) -> list[ExpertKey]:
         return calibrated_placement(pool, self.calibration)
@@ -130,7 +131,8 @@ class DAOP(MoEPolicy):
                  predict_from: int = 0, prefetch_min_prob: float = 0.0) -> None:
         name = "daop+degrade" if degrade else "daop"
         super().__init__(name, "calibrated placement, prefill allocation, next-layer prediction (DAOP)",
-                         prefetches=True, predicts=True, approximate=degrade, calibration=calibration)
+                         prefetches=True, predicts=True, approximate=degrade, calibrated=True,
+                         calibration=calibration)
         self.degrade = degrade
         self.predict_from = predict_from  # DAOP predicts from block 4 of Mixtral's 32; ours from this block
         # a read ahead of need costs a disk read when the prediction is wrong; below this gate probability

@@ -6,11 +6,11 @@ generating are slow, so a front end calls them off its UI thread.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .calibration import CALIBRATION_DIR, calibrate, calibration_texts
+from .calibration import CALIBRATION_DIR, calibrate_on_texts
 from .checkpoint import MoECheckpoint
 from .engine import GenStats, OffloadedLM, pool_slots
 from .policies import get_policy
@@ -27,36 +27,35 @@ class LayerResidency:
 
 class ChatSession:
     def __init__(self, model: str | Path, policy: str = "daop", cache_ratio: float = 0.25,
-                 calibration_dir: str | Path | None = None, device: str = "cpu") -> None:
+                 calibration_dir: str | Path | None = None, device: str = "cpu",
+                 log: Callable[[str], None] | None = None) -> None:
         """Raises FileNotFoundError/ValueError (CheckpointError, BudgetTooSmall) naming what to fix."""
         self.model = Path(model)
         ckpt = MoECheckpoint.open(self.model)
         pool_slots(ckpt, cache_ratio)  # a ratio below one layer's top-k is refused before anything loads
         self.tokenizer = load_tokenizer(self.model)
         calibration = None
-        if policy.split("+")[0] in ("fiddler", "daop"):
-            ids = [encode_prompt(self.tokenizer, t) for t in calibration_texts()]
+        if get_policy(policy).calibrated:
             cache = Path(calibration_dir) if calibration_dir else CALIBRATION_DIR
-            calibration = calibrate(self.model, ids, cache_dir=cache)
+            calibration = calibrate_on_texts(self.model, self.tokenizer, cache, log)
         self.policy = get_policy(policy, calibration)
         self.lm = OffloadedLM.load(self.model, self.policy, cache_ratio=cache_ratio, device=device)
+        self.stats: GenStats | None = None  # of the newest answer, up to its last token
 
     def complete(self, text: str, max_new_tokens: int) -> Iterator[tuple[str, GenStats]]:
         """(new text, statistics so far) as tokens arrive; a too-long prompt loses its oldest tokens."""
-        last: list[GenStats] = []
-
         def tokens() -> Iterator[int]:
             for token, stats in self.lm.generate(encode_prompt(self.tokenizer, text), max_new_tokens,
                                                  eos_token_id=self.tokenizer.eos_token_id, truncate=True):
-                last[:] = [stats]
+                self.stats = stats
                 yield token
 
         for piece in stream_text(self.tokenizer, tokens()):
-            yield piece, last[0]
+            yield piece, self.stats
 
     def residency(self) -> list[LayerResidency]:
         rt = self.lm.runtime
-        return [LayerResidency(layer, len(rt.resident_in(layer)), rt.slots_per_layer, self.lm.ckpt.num_experts)
+        return [LayerResidency(layer, rt.store.count_in(layer), rt.slots_per_layer, self.lm.ckpt.num_experts)
                 for layer in self.lm.ckpt.moe_layers]
 
     def close(self) -> None:

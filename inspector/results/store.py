@@ -109,24 +109,28 @@ class ResultStore:
                 q = q.limit(limit)
             return list(s.scalars(q))
 
-    def component_rows(self, filters: Filters | None = None) -> Iterator[tuple[Inspection, ComponentResult]]:
-        filters = filters or Filters()
+    def component_rows(self, filters: Filters | None = None,
+                       newest: int | None = None) -> Iterator[tuple[Inspection, ComponentResult]]:
+        """Matching component results in the order they were stored, or only the `newest` N, newest first."""
         with Session(self.engine) as s:
-            q = select(Inspection, ComponentResult).join(ComponentResult.inspection)
-            q = _board_filters(q, filters)
-            if filters.verdict:
-                q = q.where(ComponentResult.verdict == filters.verdict)
-            if filters.component:
-                q = q.where(ComponentResult.component_type == filters.component)
-            yield from s.execute(q.order_by(Inspection.id, ComponentResult.id).execution_options(yield_per=500))
+            q = _component_filters(select(Inspection, ComponentResult).join(ComponentResult.inspection), filters)
+            if newest is not None:
+                yield from s.execute(q.order_by(ComponentResult.id.desc()).limit(newest))
+            else:
+                yield from s.execute(q.order_by(Inspection.id, ComponentResult.id).execution_options(yield_per=500))
 
-    def recent_parts(self, verdicts: tuple[str, ...] = ("fail", "error"), limit: int = 20,
-                     filters: Filters | None = None) -> list[tuple[Inspection, ComponentResult]]:
-        """The newest component results with these verdicts, newest first (the dashboard's defect list)."""
+    def count_components(self, filters: Filters | None = None) -> int:
+        with Session(self.engine) as s:
+            q = select(func.count()).select_from(ComponentResult).join(ComponentResult.inspection)
+            return s.scalar(_component_filters(q, filters)) or 0
+
+    def recent_parts(self, verdicts: tuple[str, ...] = ("fail", "error"),
+                     limit: int = 20) -> list[tuple[Inspection, ComponentResult]]:
+        """The newest component results with any of these verdicts, newest first (the dashboard's defect list)."""
         with Session(self.engine) as s:
             q = select(Inspection, ComponentResult).join(ComponentResult.inspection)
-            q = _board_filters(q, filters or Filters()).where(ComponentResult.verdict.in_(verdicts))
-            return [tuple(r) for r in s.execute(q.order_by(ComponentResult.id.desc()).limit(limit))]
+            q = q.where(ComponentResult.verdict.in_(verdicts)).order_by(ComponentResult.id.desc()).limit(limit)
+            return [tuple(r) for r in s.execute(q)]
 
     def last_id(self) -> int:
         """The newest stored board's row id (0 when empty): a bound that makes a query repeatable."""
@@ -145,6 +149,16 @@ class ResultStore:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _component_filters(q, f: Filters | None):  # noqa: ANN001, ANN202 - a Select joined to ComponentResult
+    f = f or Filters()
+    q = _board_filters(q, f)
+    if f.verdict:
+        q = q.where(ComponentResult.verdict == f.verdict)
+    if f.component:
+        q = q.where(ComponentResult.component_type == f.component)
+    return q
 
 
 def _board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shape

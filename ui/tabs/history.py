@@ -120,8 +120,8 @@ class HistoryTab(QWidget):
         self._components(store.component_types())
         f = replace(self.filters(), stored_upto=store.last_id())  # the export writes what this search found
         self.searched = f
-        rows = list(store.component_rows(f))
-        shown = rows[-SHOWN:][::-1]
+        total = store.count_components(f)
+        shown = list(store.component_rows(f, newest=SHOWN))
         self.table.setRowCount(len(shown))
         self.crop_paths = []
         for r, (insp, part) in enumerate(shown):
@@ -134,9 +134,9 @@ class HistoryTab(QWidget):
                     item.setForeground(verdict_colour(value))
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
-        more = f" (the newest {SHOWN} shown)" if len(rows) > SHOWN else ""
-        self.status.setText(f"{len(rows)} component results match{more}; double-click a row to open its crop")
-        return len(rows)
+        more = f" (the newest {SHOWN} shown)" if total > SHOWN else ""
+        self.status.setText(f"{total} component results match{more}; double-click a row to open its crop")
+        return total
 
     def _components(self, names: list[str]) -> None:
         current = self.component.currentText()
@@ -210,9 +210,6 @@ class HistoryTab(QWidget):
         dialog.show()
         self.dialog = dialog
         return dialog
-
-    def refresh(self, _snap: dict[str, Any]) -> None:  # searched on demand, not on the timer
-        pass
 
 
 def _utc(dt: QDateTime) -> datetime:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import queue
 import threading
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontDatabase, QTextCursor
@@ -257,9 +256,6 @@ class LlmTab(QWidget):
             bar.setValue(r.resident)
             bar.setFormat(f"{r.resident} of {r.experts} (slots {r.slots})")
             self.layers.setItem(i, 2, QTableWidgetItem(str(r.experts - r.resident)))
-
-    def refresh(self, _snap: dict[str, Any]) -> None:  # streams on its own pump
-        pass
 
     def close_session(self, timeout: float = 30.0) -> None:
         self._stop.set()
