@@ -22,6 +22,7 @@ DEFECTS = ("missing", "shifted", "rotated", "polarity", "bridge", "damaged")
 DEFAULT_RATES = {"missing": 0.01, "shifted": 0.012, "rotated": 0.01, "polarity": 0.012, "bridge": 0.01,
                  "damaged": 0.01}
 MASK_BGR = (38, 96, 30)
+FIDUCIAL_BGR = (170, 190, 200)
 
 
 def rates_for(total: float) -> dict[str, float]:
@@ -60,6 +61,7 @@ def render_board(rules: RuleSet, serial: str, rng: np.random.Generator,
     rates = DEFAULT_RATES if rates is None else rates
     width, height = rules.board_size
     image = _background(rng, width, height)
+    draw_fiducials(image, rules)
     board = Board(serial, image)
     for comp, place in rules.placements():
         x0, y0, x1, y1 = body_box(comp, place, 3)
@@ -81,9 +83,25 @@ def _background(rng: np.random.Generator, width: int, height: int) -> np.ndarray
         x, y = int(rng.integers(0, width)), int(rng.integers(0, height))
         dx, dy = (int(rng.integers(20, 120)), 0) if rng.random() < 0.5 else (0, int(rng.integers(20, 120)))
         cv2.line(image, (x, y), (x + dx, y + dy), (30, 118, 40), int(rng.integers(1, 3)))
-    for cx, cy in ((8, 8), (width - 9, height - 9)):  # fiducials
-        cv2.circle(image, (cx, cy), 4, (170, 190, 200), -1)
     return image
+
+
+def draw_fiducials(image: np.ndarray, rules: RuleSet) -> None:
+    """The recipe's fiducial marks, bare copper in a ring of bare mask; a recipe without any gets the two
+    corner dots boards always carry (nothing registers on them)."""
+    if rules.fiducials is None:
+        height, width = image.shape[:2]
+        for cx, cy in ((8, 8), (width - 9, height - 9)):
+            cv2.circle(image, (cx, cy), 4, FIDUCIAL_BGR, -1)
+        return
+    for m in rules.fiducials.marks:
+        cv2.circle(image, (m.x, m.y), int(round(m.reach)), MASK_BGR, -1)
+        if m.shape == "circle":
+            cv2.circle(image, (m.x, m.y), m.size // 2, FIDUCIAL_BGR, -1)  # symmetric: its centroid is (x, y)
+        else:
+            half = (m.size - 1) / 2
+            cv2.rectangle(image, (int(m.x - half), int(m.y - half)), (int(m.x + half), int(m.y + half)),
+                          FIDUCIAL_BGR, -1)
 
 
 def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: str,

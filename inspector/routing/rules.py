@@ -19,6 +19,7 @@ from ..coserve.workload import ComponentType, DetectorSpec
 from ..experts.base import UnknownArchitecture
 from ..experts.registry import architecture_from_spec
 from ..yamlio import ConfigError, Fields, LinedDict, line_of, load_yaml
+from .fiducials import FiducialRules, parse_fiducials
 from .shapes import SHAPES
 
 CLASSIFIER_CLASSES = ("ok", "missing", "shifted", "rotated", "bridge", "damaged")
@@ -75,6 +76,7 @@ class RuleSet:
     components: tuple[ComponentRule, ...]
     version: str  # sha256 of the file's text, first 12 hex digits
     source: str = "<memory>"
+    fiducials: FiducialRules | None = None  # None: boards are cut at their nominal positions (no registration)
 
     def component(self, name: str) -> ComponentRule:
         for c in self.components:
@@ -110,7 +112,7 @@ class RuleSet:
         return specs
 
 
-_TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components"}
+_TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "at"}
 
 
@@ -143,8 +145,10 @@ def parse_rules(text: str, source: str) -> RuleSet:
         board_size=(width, height), crop_margin=doc.number("crop_margin", 4, minimum=0, integer=True),
         classifier_spec=classifier, detectors=detectors, components=components,
         version=hashlib.sha256(text.encode()).hexdigest()[:12], source=source,
+        fiducials=parse_fiducials(doc.sub("fiducials"), (width, height)) if doc.has("fiducials") else None,
     )
     _check_overlaps(ruleset, comps)
+    _check_fiducials_clear(ruleset, doc)
     return ruleset
 
 
@@ -245,3 +249,17 @@ def _check_overlaps(rules: RuleSet, comps: dict) -> None:
                 at = comps[c.name]["at"] if isinstance(comps.get(c.name), dict) else None
                 raise ConfigError(rules.source, line_of(at, p.ref) if at is not None else None,
                                   f"components.{c.name}.at.{p.ref} overlaps {q.ref} ({d.name}); move one of them")
+
+
+def _check_fiducials_clear(rules: RuleSet, doc: Fields) -> None:
+    """A mark and its bare ring must not touch a part's body, or the part would hide or mimic the mark."""
+    if rules.fiducials is None:
+        return
+    marks = doc.sub("fiducials").sub("marks")
+    for m in rules.fiducials.marks:
+        r = m.reach
+        for c, p in rules.placements():
+            x0, y0, x1, y1 = body_box(c, p, 1)
+            if x0 - r < m.x < x1 + r and y0 - r < m.y < y1 + r:
+                raise marks.error(m.name, f"the mark at ({m.x}, {m.y}) and its bare ring of {r:.0f} px touch "
+                                          f"{p.ref} ({c.name}); move the mark to free board space")
