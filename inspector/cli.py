@@ -149,10 +149,11 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
     models, data = _models_dir(args.models), _data_dir(args.data)
     data.mkdir(parents=True, exist_ok=True)
     rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
-    source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate)
+    source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera)
     zoo = demo_zoo(models, _say) if args.zoo is None else _load_zoo(args.zoo)
     store = ResultStore(args.db or sqlite_url(data / "results.sqlite"))
-    line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb)
+    line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
+                      register=not args.no_register)
     overflow = args.overflow or ("drop-oldest" if args.source.startswith("camera:") else "wait")
     config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops)
     publisher = None
@@ -218,6 +219,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_accuracy(args: argparse.Namespace) -> int:
+    from .app.accuracy import CONDITIONS, format_table, run_suite
+    from .app.line import LineConfig
+    from .app.run import RULES_DIR, demo_zoo
+    from .routing.rules import load_rules
+
+    rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
+    if rules.fiducials is None and not args.no_register:
+        _say(f"note: rule set {rules.recipe} declares no fiducials: boards are cut at their nominal positions")
+    zoo = demo_zoo(_models_dir(args.models), _say) if args.zoo is None else _load_zoo(args.zoo)
+    names = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions else list(CONDITIONS)
+    config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register)
+    results = run_suite(rules, zoo, _models_dir(args.models), names, args.boards, config, args.seed, say=_say)
+    print(f"rule set {rules.recipe} ({rules.version}), zoo {zoo.root}, policy {args.policy}, registration "
+          f"{'off' if args.no_register else 'on'}, seed {args.seed}")
+    print(format_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1), encoding="utf-8")
+        _say(f"wrote {args.json}")
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     """The dashboard lives in the ui package (the only one that imports Qt); imported here by name only."""
     import importlib
@@ -242,6 +265,12 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--seed", type=int, default=1000, help="synthetic source seed (held out from training)")
     p.add_argument("--defect-rate", type=float, default=0.005,
                    help="fraction of synthetic parts with a defect (default 0.005; the demo zoo trains at ~0.4)")
+    p.add_argument("--camera", help="render synthetic boards as a camera sees them: a preset (realistic: placement "
+                                    "within 6 px and 0.4 deg, light, a soft lens, noise, JPEG) or settings "
+                                    "shift=PX,rotation=DEG,scale=FRAC,gain=LO:HI,contrast=LO:HI,gradient=FRAC,"
+                                    "blur=SIGMA,noise=SIGMA,jpeg=QUALITY (README)")
+    p.add_argument("--no-register", action="store_true",
+                   help="cut boards at the recipe's nominal positions, without registering them on their fiducials")
     p.add_argument("--interval", type=float, default=0.0,
                    help="seconds between synthetic boards, like a conveyor (default 0: as fast as the line takes)")
     p.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
@@ -329,6 +358,21 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--workload", help="workload YAML (default: the built-in one)")
     prof.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
     prof.set_defaults(func=cmd_profile)
+
+    from .app.accuracy import CONDITIONS, HELD_OUT_SEED
+
+    acc = sub.add_parser("accuracy", help="recall and false alarms on held-out boards under camera conditions")
+    acc.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    acc.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
+    acc.add_argument("--boards", type=int, help="boards per condition (default: enough for 2000 good parts and 100 "
+                                                "defects at 5%% defective parts)")
+    acc.add_argument("--conditions", help="comma list (default: all): " + ", ".join(CONDITIONS))
+    acc.add_argument("--json", help="also write the results as JSON to this path")
+    acc.add_argument("--seed", type=int, default=HELD_OUT_SEED, help=f"held-out board seed (default {HELD_OUT_SEED})")
+    acc.add_argument("--policy", default="coserve", help="engine policy (verdicts do not depend on it)")
+    acc.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    acc.add_argument("--no-register", action="store_true", help="cut boards at nominal positions (to compare)")
+    acc.set_defaults(func=cmd_accuracy)
 
     gui = sub.add_parser("gui", help="the operator dashboard (PySide6): run a line here, or --attach to a kiosk")
     _line_flags(gui, boards=0)

@@ -15,8 +15,12 @@ class Detection:
     good: int = 0
     false_alarms: int = 0
     by_class: dict[str, list[int]] = field(default_factory=dict)  # defect -> [parts, caught]
+    rejected_boards: int = 0  # boards with a board-level error (registration failed): no part verdicts to score
 
     def add(self, truth: dict[str, str], record: BoardRecord) -> None:
+        if record.error is not None:
+            self.rejected_boards += 1
+            return
         for part in record.parts:
             real = truth.get(part.ref, "ok")
             flagged = part.verdict != "pass"
@@ -36,4 +40,6 @@ class Detection:
         out = [f"defect detection rate {rate:.3f} ({self.caught}/{self.defective}), "
                f"false-alarm rate {fa:.4f} ({self.false_alarms}/{self.good})"]
         out += [f"  {d:<9} {c}/{n} caught" for d, (n, c) in sorted(self.by_class.items())]
+        if self.rejected_boards:
+            out.append(f"  {self.rejected_boards} board(s) not scored: registration failed (board-level error)")
         return out

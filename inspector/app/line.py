@@ -30,7 +30,9 @@ from ..coserve.profile import DeviceProfile
 from ..coserve.request import Request, RequestResult
 from ..coserve.workload import MiB, Workload
 from ..experts.zoo import Zoo
-from ..ingest.crops import Crop, cut_board
+from ..ingest.crops import Crop, check_board, cut_board
+from ..ingest.photometric import INPUT_VERSION
+from ..ingest.registration import Registration, RegistrationFailed, register
 from ..results.records import BoardRecord
 from ..routing.rules import RuleSet
 from .verdict import part_verdict
@@ -48,6 +50,7 @@ class LineConfig:
     max_in_flight: int = 4  # boards inside the engine at once
     expert_pool_mb: float | None = None  # None: 75% of device_mb (the casual split); the rest is batches
     executors: int | None = None  # executors on the main device; None: one per core on a CPU box
+    register: bool = True  # register boards on their recipe's fiducials (False: cut at nominal positions)
 
     @property
     def pool_mb(self) -> float:
@@ -88,7 +91,11 @@ class LineStats:
     parts: int = 0
     board_verdicts: Counter = field(default_factory=Counter)
     defects: Counter = field(default_factory=Counter)
-    rejected_boards: int = 0
+    rejected_boards: int = 0  # images refused before inspection (wrong size)
+    registration_failed: int = 0  # boards stored with one board-level error instead of part verdicts
+    residual_px_max: float = 0.0  # the largest registration residual of a board inspected
+    residual_px_sum: float = 0.0  # over the boards registered, for the mean
+    registered: int = 0
 
 
 class Line:
@@ -120,6 +127,10 @@ class Line:
 
     @staticmethod
     def _check_experts(rules: RuleSet, zoo: Zoo) -> None:
+        if zoo.input_version != INPUT_VERSION:
+            raise ValueError(f"the zoo at {zoo.root} was trained on crops of input version {zoo.input_version} but "
+                             f"this line feeds version {INPUT_VERSION} (registered, normalised per crop); rebuild it "
+                             f"with `inspector zoo build --demo` or retrain its experts")
         missing = sorted(set(rules.expert_specs()) - set(zoo.entries))
         if missing:
             raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
@@ -140,18 +151,34 @@ class Line:
     def inspect(self, image: np.ndarray, serial: str, source: str = "") -> None:
         """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
 
-        Raises BoardSizeMismatch (nothing submitted) when the image does not fit the layout.
+        Raises BoardSizeMismatch (nothing submitted) when the image does not fit the layout. A board that
+        cannot be registered on its fiducials is finished at once with one board-level error and no part verdicts.
         """
         rules = self.rules
-        crops = cut_board(image, rules)
+        check_board(image, rules)
+        started = datetime.now(timezone.utc)
+        registration: Registration | None = None
+        if rules.fiducials is not None and self.config.register:
+            try:
+                registration = register(image, rules.fiducials)
+            except RegistrationFailed as exc:
+                self._finish_unregistered(rules, serial, source, started, str(exc))
+                return
+        crops = cut_board(image, rules, registration)
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight)
             if not self._boards_in:
                 self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
             self._boards_in += 1
-            now = datetime.now(timezone.utc)
-            pending = _Pending(BoardRecord(serial, rules.recipe, rules.version, now, now,
-                                           self.config.line, self.config.station, source), len(crops), rules)
+            record = BoardRecord(serial, rules.recipe, rules.version, started, started, self.config.line,
+                                 self.config.station, source)
+            if registration is not None:
+                record.transform, record.residual_px = registration.matrix, registration.residual_px
+                record.fiducials = dict(registration.found)
+                self.stats.registered += 1
+                self.stats.residual_px_sum += registration.residual_px
+                self.stats.residual_px_max = max(self.stats.residual_px_max, registration.residual_px)
+            pending = _Pending(record, len(crops), rules)
             requests = []
             for crop in crops:
                 rid = next(self._ids)
@@ -161,6 +188,20 @@ class Line:
                                         arrival=time.perf_counter()))
         for r in requests:
             self.engine.submit(r)
+
+    def _finish_unregistered(self, rules: RuleSet, serial: str, source: str, started: datetime, reason: str) -> None:
+        """One board-level `error` record, never a flood of false part failures."""
+        record = BoardRecord(serial, rules.recipe, rules.version, started, datetime.now(timezone.utc),
+                             self.config.line, self.config.station, source, error=reason)
+        with self._lock:
+            self.stats.boards += 1
+            self.stats.registration_failed += 1
+            self.stats.board_verdicts["error"] += 1
+            self.stats.defects["registration"] += 1
+            if not self._boards_in:
+                self.last_progress = time.monotonic()
+        for sink in self.sinks:
+            sink(record)
 
     def _on_result(self, result: RequestResult) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..coserve.profile import DeviceProfile
 from ..coserve.profiler import load_or_profile
 from ..experts.zoo import Zoo
+from ..ingest.camera_model import parse_camera
 from ..ingest.sources import CameraSource, FolderSource, ReplaySource, Source, SyntheticSource
 from ..ingest.synthetic import rates_for
 from ..results.store import ResultStore
@@ -39,12 +40,16 @@ def demo_zoo(models_dir: Path, say: Say) -> Zoo:
 
 
 def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: float = 0.0,  # noqa: ANN201
-                defect_rate: float | None = None):
-    """A source from its command-line spelling; the other arguments apply to synthetic ones."""
+                defect_rate: float | None = None, camera: str | None = None):
+    """A source from its command-line spelling; the other arguments apply to synthetic ones (`camera`: a camera
+    model's preset or settings, ingest/camera_model.py)."""
     kind, _, arg = spec.partition(":")
     if kind == "synthetic":
         rates = None if defect_rate is None else rates_for(defect_rate)
-        return SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s)
+        return SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s,
+                               camera=parse_camera(camera) if camera else None)
+    if camera:
+        raise ValueError(f"--camera renders synthetic boards as a camera sees them; source {spec!r} is a real one")
     if kind in ("folder", "watch"):
         return FolderSource(arg, watch=kind == "watch")
     if kind == "replay":

@@ -120,14 +120,16 @@ class Architecture(ABC):
     def preprocess(self, image: torch.Tensor) -> torch.Tensor:
         """Validate a 3xHxW crop (uint8 or float) and resize it to this architecture's input."""
         self.check(image)
-        if not image.is_floating_point():
-            image = image.float() / 255.0
-        if image.shape[1:] != (self.input_size, self.input_size):
-            image = F.interpolate(
-                image.unsqueeze(0), size=(self.input_size, self.input_size), mode="bilinear",
-                align_corners=False,
-            ).squeeze(0)
-        return image.contiguous()
+        return self.preprocess_batch(image.unsqueeze(0)).squeeze(0).contiguous()
+
+    def preprocess_batch(self, images: torch.Tensor) -> torch.Tensor:
+        """`preprocess` for N crops of one size at once (training): the same arithmetic, one call."""
+        if not images.is_floating_point():
+            images = images.float() / 255.0
+        if images.shape[2:] != (self.input_size, self.input_size):
+            images = F.interpolate(images, size=(self.input_size, self.input_size), mode="bilinear",
+                                   align_corners=False)
+        return images.contiguous()
 
     @abstractmethod
     def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:

@@ -61,6 +61,7 @@ class Zoo:
     root: Path
     build_key: str
     entries: dict[str, ExpertEntry]
+    input_version: int | None = None  # the crops its trained experts expect (ingest/photometric.py); None: untrained
     unavailable: dict[str, str] = field(default_factory=dict)
     _archs: dict[str, Architecture] = field(default_factory=dict, repr=False)
 
@@ -76,7 +77,7 @@ class Zoo:
         if not manifest.is_file():
             raise ZooMissing(f"no zoo manifest at {manifest}; build one with `inspector zoo build`")
         data = json.loads(manifest.read_text(encoding="utf-8"))
-        zoo = cls(root=Path(root), build_key=data["build_key"], entries={})
+        zoo = cls(root=Path(root), build_key=data["build_key"], entries={}, input_version=data.get("input_version"))
         for raw in data["experts"]:
             entry = ExpertEntry(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None})
             zoo.entries[entry.name] = entry

@@ -68,7 +68,8 @@ def crop_matrix(comp: ComponentRule, place: Placement, margin: int, to_image: np
     return m, ((w, h) if k % 2 == 0 else (h, w))
 
 
-def _check(image: np.ndarray, rules: RuleSet) -> None:
+def check_board(image: np.ndarray, rules: RuleSet) -> None:
+    """Raise BoardSizeMismatch unless `image` is a colour image of the layout's board size."""
     if image.ndim != 3 or image.shape[2] != 3:
         raise BoardSizeMismatch(f"a board image must be HxWx3 colour, got shape {image.shape}")
     expect_w, expect_h = rules.board_size
@@ -81,7 +82,7 @@ def _check(image: np.ndarray, rules: RuleSet) -> None:
 def cut_board(image: np.ndarray, rules: RuleSet, registration: Registration | None = None,
               warp: str = "crop") -> list[Crop]:
     """Every part's crop in scan order; the image must match the layout's board size."""
-    _check(image, rules)
+    check_board(image, rules)
     parts = rules.placements()
     margin = rules.crop_margin
     if registration is None:

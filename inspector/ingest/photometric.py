@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+INPUT_VERSION = 2  # what a trained expert's crops are: 2 normalised per crop (1: raw pixels, before registration)
 MEAN, SPREAD = 128.0, 42.0  # grey level and standard deviation of every normalised crop
 MIN_STD = 3.0  # a nearly flat crop (a missing part on bare mask) is not stretched into noise
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from ..routing.rules import RuleSet
+from .camera_model import CameraModel
 from .synthetic import DEFAULT_RATES, render_board
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
@@ -28,6 +29,7 @@ class Frame:
     serial: str
     source: str
     truth: dict[str, str] | None = None  # synthetic boards know their defects
+    placement: np.ndarray | None = None  # ... and, seen through a camera model, where the camera put them
 
 
 @dataclass
@@ -63,13 +65,18 @@ class Source:
 
 
 class SyntheticSource(Source):
-    """Rendered boards of a rule set, with their true defects (the built-in demo stream)."""
+    """Rendered boards of a rule set, with their true defects (the built-in demo stream), optionally as a
+    camera sees them (placement, light, lens, sensor, JPEG: ingest/camera_model.py)."""
 
     def __init__(self, rules: RuleSet, boards: int, seed: int = 1000, rates: dict[str, float] | None = None,
-                 interval_s: float = 0.0) -> None:
-        """`boards` 0 renders boards until `stop`; `interval_s` paces them like a conveyor."""
+                 interval_s: float = 0.0, camera: CameraModel | None = None,
+                 forced: Callable[[int, np.random.Generator], dict[str, str]] | None = None) -> None:
+        """`boards` 0 renders boards until `stop`; `interval_s` paces them like a conveyor; `forced(i, rng)` sets
+        defects of board i by designator (the accuracy suite places an exact number of defects)."""
         self.rules, self.boards, self.seed, self.interval_s = rules, boards, seed, interval_s
         self.rates = DEFAULT_RATES if rates is None else rates
+        self.camera = camera if camera is not None and not camera.is_identity else None
+        self.forced = forced
         super().__init__(f"synthetic:{rules.recipe}")
 
     def __iter__(self) -> Iterator[Frame]:
@@ -79,9 +86,14 @@ class SyntheticSource(Source):
                 return
             if i and self.interval_s:
                 time.sleep(self.interval_s)
-            board = render_board(self.rules, f"{self.rules.recipe.upper()}-{self.seed}-{i:05d}", rng, self.rates)
+            forced = self.forced(i, rng) if self.forced else None
+            board = render_board(self.rules, f"{self.rules.recipe.upper()}-{self.seed}-{i:05d}", rng, self.rates,
+                                 forced)
+            image, placement = board.image, None
+            if self.camera is not None:
+                image, placement = self.camera.view(board.image, rng)
             self.counters.frames += 1
-            yield Frame(board.image, board.serial, self.name, board.truth)
+            yield Frame(image, board.serial, self.name, board.truth, placement)
 
 
 def _read(path: Path, counters: SourceCounters) -> np.ndarray | None:

@@ -33,13 +33,17 @@ class BoardRecord:
     station: str = "aoi-1"
     source: str = ""
     parts: list[PartRecord] = field(default_factory=list)
+    error: str | None = None  # a board-level failure (registration failed: ...); such a board has no part verdicts
+    transform: tuple[float, ...] | None = None  # registration, 2x3 row-major: recipe px -> image px
+    residual_px: float | None = None  # how far the fiducials lie from the fitted transform, at most
+    fiducials: dict[str, tuple[float, float]] = field(default_factory=dict)  # fiducials found, image px
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def verdict(self) -> str:
-        if any(p.verdict == "error" for p in self.parts):
+        if self.error is not None or any(p.verdict == "error" for p in self.parts):
             return "error"
         return "fail" if any(p.verdict == "fail" for p in self.parts) else "pass"
 
@@ -56,5 +60,8 @@ class BoardRecord:
         data = dict(data)
         data.pop("verdict", None)
         parts = [PartRecord(**{**p, "box": tuple(p["box"]) if p.get("box") else None}) for p in data.pop("parts")]
+        if data.get("transform") is not None:
+            data["transform"] = tuple(data["transform"])
+        data["fiducials"] = {k: tuple(v) for k, v in (data.get("fiducials") or {}).items()}
         return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"]),
                       "finished_at": datetime.fromisoformat(data["finished_at"])}, parts=parts)

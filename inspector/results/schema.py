@@ -25,6 +25,10 @@ class Inspection(Base):
     ruleset_version: Mapped[str] = mapped_column(String(64))
     verdict: Mapped[str] = mapped_column(String(16), index=True)
     source: Mapped[str] = mapped_column(String(512), default="")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # board-level: registration failed, ...
+    reg_transform: Mapped[str | None] = mapped_column(String(256), nullable=True)  # JSON 2x3, recipe px -> image px
+    reg_residual_px: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reg_fiducials: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON {name: [x, y]} found, image px
     parts: Mapped[list[ComponentResult]] = relationship(back_populates="inspection", cascade="all, delete-orphan")
 
 

@@ -1,6 +1,7 @@
 """The results database: any SQLAlchemy URL, migrated to head on open; SQLite in WAL mode by default."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -177,7 +178,9 @@ def _row(b: BoardRecord) -> Inspection:
     return Inspection(
         started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
         board_serial=b.board_serial, recipe=b.recipe, ruleset_version=b.ruleset_version, verdict=b.verdict,
-        source=b.source[:512],
+        source=b.source[:512], error=b.error, reg_residual_px=b.residual_px,
+        reg_transform=json.dumps([round(v, 6) for v in b.transform]) if b.transform else None,
+        reg_fiducials=json.dumps({k: [round(v, 3) for v in xy] for k, xy in b.fiducials.items()}) if b.fiducials else None,
         parts=[ComponentResult(
             ref=p.ref, component_type=p.component_type, expert=p.expert, weights_sha256=p.weights_sha256,
             verdict=p.verdict, defect_class=p.defect_class, score=p.score,

@@ -5,14 +5,18 @@ uses at inspection time, so there is no train/serve skew.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torchvision.transforms import v2
 
 from ..experts.resnet import ResNetClassifier
 from ..ingest.crops import crop_tensor
+from ..ingest.photometric import normalize_crop
 from ..ingest.synthetic import classifier_label
+from .augment import augment_stack, camera_augmentation
 from .samples import PartSample
 
 
@@ -23,34 +27,47 @@ class TrainedClassifier:
     train_samples: int
 
 
-def to_batch(arch: ResNetClassifier, samples: list[PartSample]) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.stack([arch.preprocess(crop_tensor(s.crop))
-                     for s in samples])
+def to_batch(arch: ResNetClassifier, samples: list[PartSample],
+             pipeline: v2.Compose | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Crops as the engine feeds them (normalised, preprocessed), first augmented when a pipeline is given.
+
+    Crops are stacked by size (an expert's crops share one) so augmentation and preprocessing run per stack."""
+    x = torch.empty(len(samples), 3, arch.input_size, arch.input_size)
+    by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for i, s in enumerate(samples):
+        by_shape[s.crop.shape].append(i)
+    for idx in by_shape.values():
+        stack = torch.stack([crop_tensor(samples[i].crop) for i in idx])
+        if pipeline is not None:
+            stack = augment_stack(stack, pipeline)
+        x[idx] = arch.preprocess_batch(normalize_crop(stack))
     y = torch.tensor([classifier_label(s.defect) for s in samples])
     return x, y
 
 
 def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[PartSample], epochs: int = 12,
-                     seed: int = 0) -> TrainedClassifier:
+                     seed: int = 0, augment: float = 1.0) -> TrainedClassifier:
+    """`augment` is the camera augmentation's strength (0: none); every epoch draws it afresh for every crop."""
     torch.manual_seed(seed)
     model = arch.build()
-    x, y = to_batch(arch, train)
+    pipeline = camera_augmentation(augment) if augment > 0 else None
+    y = torch.tensor([classifier_label(s.defect) for s in train])
     # balance the classes: the rare defects weigh as much as "ok"
     counts = torch.bincount(y, minlength=arch.classes).clamp(min=1).float()
     loss_fn = nn.CrossEntropyLoss(weight=(counts.sum() / counts) / arch.classes)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
-    steps = epochs * max(1, (len(x) + 63) // 64)
+    steps = epochs * max(1, (len(train) + 63) // 64)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
     model.train()
+    x = None if pipeline else to_batch(arch, train)[0]
     for _ in range(epochs):
+        if pipeline:
+            x = to_batch(arch, train, pipeline)[0]
         order = torch.randperm(len(x))
         for i in range(0, len(x), 64):
             idx = order[i:i + 64]
-            xb = x[idx]
-            if torch.rand(()) < 0.5:  # lighting jitter
-                xb = (xb * torch.empty(len(xb), 1, 1, 1).uniform_(0.85, 1.15)).clamp(0, 1)
             opt.zero_grad()
-            loss_fn(model(xb), y[idx]).backward()
+            loss_fn(model(x[idx]), y[idx]).backward()
             opt.step()
             sched.step()
     model.eval()

@@ -13,17 +13,22 @@ from pathlib import Path
 
 from ..experts.registry import architecture_from_spec
 from ..experts.zoo import ZOO_FORMAT, ExpertEntry, Zoo, current_zoo, write_expert, write_manifest
+from ..ingest.camera_model import describe
+from ..ingest.photometric import INPUT_VERSION
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, RuleSet
 from .classifier import TrainedClassifier, train_classifier
 from .detector import TrainedDetector, train_detector
-from .samples import TRAINING_RATES, collect
+from .samples import TRAINING_CAMERA, TRAINING_RATES, collect
 
 RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 12, "detector_cap": 1500,
-          "detector_epochs": 20, "val_per_type": 100, "rates": TRAINING_RATES, "version": 1}
+          "detector_epochs": 20, "detector_copies": 2, "val_per_type": 100, "rates": TRAINING_RATES, "augment": 1.0,
+          "camera": describe(TRAINING_CAMERA), "version": 2}
 
 
 def demo_key(rule_sets: list[RuleSet], seed: int, recipe: dict) -> str:
-    payload = {"format": ZOO_FORMAT, "rules": sorted(r.version for r in rule_sets), "seed": seed, "recipe": recipe}
+    """What the zoo's weights depend on; code that changes what experts see bumps INPUT_VERSION or the recipe."""
+    payload = {"format": ZOO_FORMAT, "input": INPUT_VERSION, "rules": sorted(r.version for r in rule_sets),
+               "seed": seed, "recipe": recipe}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -63,7 +68,7 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     for name in sorted(train.by_classifier):
         t = time.perf_counter()
         trained = train_classifier(arch, train.by_classifier[name], val.by_classifier[name],
-                                   recipe["classifier_epochs"], seed)
+                                   recipe["classifier_epochs"], seed, recipe.get("augment", 1.0))
         entries.append(_write(root, name, arch.role, spec, trained, CLASSIFIER_CLASSES, key))
         say(f"trained {name}: validation accuracy {trained.val_accuracy:.3f} "
             f"({trained.train_samples} crops, {time.perf_counter() - t:.0f} s)")
@@ -72,12 +77,13 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
         arch = architecture_from_spec(detectors[name])
         t = time.perf_counter()
         trained = train_detector(arch, det_train.by_detector[name], val.by_detector[name],
-                                 recipe["detector_epochs"], seed)
+                                 recipe["detector_epochs"], seed, recipe.get("detector_copies", 1),
+                                 recipe.get("augment", 1.0))
         entries.append(_write(root, name, arch.role, detectors[name], trained, DETECTOR_CLASSES, key))
         say(f"trained {name}: validation accuracy {trained.val_accuracy:.3f} "
             f"({trained.train_samples} crops, {time.perf_counter() - t:.0f} s)")
     build_s = round(time.perf_counter() - t0, 1)
-    zoo = write_manifest(root, key, seed, entries, recipe=recipe,
+    zoo = write_manifest(root, key, seed, entries, recipe=recipe, input_version=INPUT_VERSION,
                          rule_sets={r.recipe: r.version for r in rule_sets}, build_seconds=build_s)
     say(f"demo zoo built in {build_s:.0f} s: {root}")
     return zoo

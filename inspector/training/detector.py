@@ -1,24 +1,30 @@
 """A shared YOLO detector trained with ultralytics' own trainer, from a model yaml, offline.
 
-Crops are written as a YOLO dataset already squashed to the detector's input
-size, the way the engine's `preprocess` squashes them at inspection time, so
-the trainer's letterboxing is a no-op. Augmentations that would change the
-answer are off: no left-right flips (polarity is left vs right), no mosaic.
+Crops are written as a YOLO dataset already normalised and squashed to the
+detector's input size, the way the line normalises them and the engine's
+`preprocess` squashes them, so the trainer's letterboxing is a no-op. Each
+training crop is written `copies` times, each through a fresh draw of the camera
+augmentation (training/augment.py). Augmentations that would change the answer
+are off: no left-right flips (polarity is left vs right), no mosaic.
 """
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
+import numpy as np
 import torch
 
 from ..experts.yolo import YoloDetector
 from ..ingest.crops import crop_tensor
+from ..ingest.photometric import normalize_crop
 from ..routing.rules import DETECTOR_CLASSES
+from .augment import augment_stack, camera_augmentation
 from .samples import PartSample, body_label
 
 
@@ -33,23 +39,36 @@ def detector_class(sample: PartSample) -> int:
     return DETECTOR_CLASSES.index("reversed" if sample.defect == "polarity" else "in_place")
 
 
-def write_dataset(root: Path, split: str, samples: list[PartSample], size: int) -> None:
+def write_dataset(root: Path, split: str, samples: list[PartSample], size: int, copies: int = 1,
+                  augment: float = 0.0) -> None:
     images, labels = root / "images" / split, root / "labels" / split
     images.mkdir(parents=True, exist_ok=True)
     labels.mkdir(parents=True, exist_ok=True)
+    pipeline = camera_augmentation(augment) if augment > 0 else None
+    by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for i, s in enumerate(samples):
-        cv2.imwrite(str(images / f"{i:06d}.png"), cv2.resize(s.crop, (size, size), interpolation=cv2.INTER_LINEAR))
-        cx, cy, w, h = body_label(s)
-        (labels / f"{i:06d}.txt").write_text(f"{detector_class(s)} {cx:.5f} {cy:.5f} {w:.5f} {h:.5f}\n")
+        by_shape[s.crop.shape].append(i)
+    for idx in by_shape.values():
+        stack = torch.stack([crop_tensor(samples[i].crop) for i in idx])
+        for k in range(copies):
+            seen = normalize_crop(augment_stack(stack, pipeline) if pipeline is not None else stack)
+            for i, t in zip(idx, seen):
+                image = np.ascontiguousarray(t.numpy().transpose(1, 2, 0)[:, :, ::-1])  # as the line sees it, BGR
+                cv2.imwrite(str(images / f"{i:06d}-{k}.png"), cv2.resize(image, (size, size),
+                                                                        interpolation=cv2.INTER_LINEAR))
+                cx, cy, w, h = body_label(samples[i])
+                (labels / f"{i:06d}-{k}.txt").write_text(f"{detector_class(samples[i])} {cx:.5f} {cy:.5f} {w:.5f} "
+                                                         f"{h:.5f}\n")
 
 
 def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSample], epochs: int = 12,
-                   seed: int = 0) -> TrainedDetector:
+                   seed: int = 0, copies: int = 1, augment: float = 1.0) -> TrainedDetector:
     from ultralytics import YOLO  # heavy import, only when training
 
     with tempfile.TemporaryDirectory(prefix="inspector-yolo-") as tmp:
         root = Path(tmp)
-        write_dataset(root, "train", train, arch.input_size)
+        torch.manual_seed(seed)
+        write_dataset(root, "train", train, arch.input_size, copies, augment)
         write_dataset(root, "val", val, arch.input_size)
         names = "\n".join(f"  {i}: {n}" for i, n in enumerate(DETECTOR_CLASSES))
         (root / "data.yaml").write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n{names}\n")
@@ -59,7 +78,7 @@ def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSa
         model.train(data=str(root / "data.yaml"), epochs=epochs, imgsz=arch.input_size, batch=64, device="cpu",
                     workers=0, amp=False, plots=False, seed=seed, deterministic=True, project=str(root / "runs"),
                     name="train", exist_ok=True, verbose=False, mosaic=0.0, fliplr=0.0, flipud=0.0, mixup=0.0,
-                    translate=0.0, scale=0.1, degrees=0.0, hsv_h=0.0, hsv_s=0.3, hsv_v=0.3, val=False,
+                    translate=0.0, scale=0.1, degrees=0.0, hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, val=False,
                     close_mosaic=0, warmup_epochs=1, patience=0, save=True, cache=False, optimizer="AdamW",
                     lr0=0.004)
         weights = Path(model.trainer.last if model.trainer.best is None or not Path(model.trainer.best).is_file()
@@ -74,8 +93,7 @@ def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSa
 def accuracy(arch: YoloDetector, module: torch.nn.Module, samples: list[PartSample]) -> float:
     if not samples:
         return float("nan")
-    x = torch.stack([arch.preprocess(crop_tensor(s.crop))
-                     for s in samples])
+    x = torch.stack([arch.preprocess(normalize_crop(crop_tensor(s.crop))) for s in samples])
     right = 0
     for i in range(0, len(x), 128):
         for p, s in zip(arch.run(module, x[i:i + 128]), samples[i:i + 128]):

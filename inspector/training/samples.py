@@ -1,8 +1,11 @@
 """Labelled crops from rendered boards: the same renderer and cropper the line uses.
 
 Training boards carry defects far more often than the line (so every class is
-seen); held-out boards use other serials. Crops are cut by `cut_board`, exactly
-as at inspection time, so training and serving see the same pixels.
+seen); held-out boards use other serials. Half the boards are seen through a
+wide training camera (placement, light, lens, sensor, JPEG) and cut through
+their true placement plus a registration error of a fraction of a pixel, the
+way the line cuts a registered board; the other half are clean renders. Crops
+are cut by `cut_board`, exactly as at inspection time.
 """
 from __future__ import annotations
 
@@ -11,11 +14,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ingest.camera_model import CameraModel
 from ..ingest.crops import cut_board
+from ..ingest.registration import Registration
 from ..ingest.synthetic import DEFECTS, render_board
 from ..routing.rules import RuleSet
 
 TRAINING_RATES = {d: 0.07 for d in DEFECTS}  # ~40% of parts defective, each class alike
+# Wider than any camera the line should meet, so the experts have seen worse than the accuracy suite's conditions.
+TRAINING_CAMERA = CameraModel(shift_px=4, rotation_deg=0.6, scale=0.006, gain=(0.55, 1.45), contrast=(0.65, 1.1),
+                              gradient=0.3, blur_sigma=(0.0, 1.4), noise_sigma=(0.0, 7.0), jpeg_quality=(50, 98))
+REGISTRATION_ERROR_PX = 0.25  # what registration leaves at a part, each axis (measured: ~0.15 px at worst)
 
 
 @dataclass
@@ -42,15 +51,20 @@ def boards_for(rules: RuleSet, per_type: int, most: int = 600) -> int:
 
 
 def collect(rule_sets: list[RuleSet], per_type: int, seed: int, rates: dict[str, float] | None = None,
-            cap: int | None = None) -> SampleSet:
-    """Render boards of each rule set until every type has ~`per_type` crops; keep at most `cap` per expert."""
+            cap: int | None = None, camera: CameraModel | None = TRAINING_CAMERA) -> SampleSet:
+    """Render boards of each rule set until every type has ~`per_type` crops; keep at most `cap` per expert.
+    Every other board is seen through `camera` (None: all clean)."""
     out = SampleSet()
     rates = TRAINING_RATES if rates is None else rates
     for rules in rule_sets:
         rng = np.random.default_rng([seed, rules.seed])
         for i in range(boards_for(rules, per_type)):
             board = render_board(rules, f"{rules.recipe}-{seed}-{i}", rng, rates)
-            for crop in cut_board(board.image, rules):
+            image, registration = board.image, None
+            if camera is not None and i % 2:
+                image, placement = camera.view(board.image, rng)
+                registration = _registered(placement, rng)
+            for crop in cut_board(image, rules, registration):
                 comp = crop.component
                 sample = PartSample(crop.image, board.truth[crop.ref], board.offsets[crop.ref], comp.size,
                                     rules.crop_margin)
@@ -74,3 +88,12 @@ def body_label(sample: PartSample) -> tuple[float, float, float, float]:
     cx = (w // 2 + sample.margin + sample.offset[0]) / cw
     cy = (h // 2 + sample.margin + sample.offset[1]) / ch
     return cx, cy, 0.78 * w / cw, h / ch
+
+
+def _registered(placement: np.ndarray, rng: np.random.Generator) -> Registration:
+    """The true placement as registration would find it: off by a small shift and rotation."""
+    m = placement.copy()
+    m[:, 2] += rng.uniform(-REGISTRATION_ERROR_PX, REGISTRATION_ERROR_PX, 2)
+    a = rng.uniform(-1, 1) * 2e-4  # radians: ~0.06 px at the board's far corner
+    m[:, :2] = m[:, :2] @ np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    return Registration(tuple(float(v) for v in m.reshape(-1)), 0.0)  # type: ignore[arg-type]

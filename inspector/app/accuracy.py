@@ -1,0 +1,165 @@
+"""`inspector accuracy`: how the line does on held-out boards under a suite of camera conditions.
+
+Each condition renders the same number of held-out boards (a seed the demo zoo's
+training never uses) with an exact number of defects, shows them to a camera
+model (ingest/camera_model.py), and runs them through the real line: rules,
+registration, engine, verdicts and a results database. The line's verdicts are
+scored part by part against the truth the renderer knows. Boards that fail
+registration get one board-level error and are counted apart (their parts have
+no verdicts to score).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..experts.zoo import Zoo
+from ..ingest.camera_model import CameraModel, describe
+from ..ingest.sources import SyntheticSource
+from ..ingest.synthetic import DEFECTS
+from ..results.store import ResultStore, sqlite_url
+from ..routing.rules import RuleSet
+from .line import LineConfig
+from .run import run_line
+from .service import ServiceConfig
+
+HELD_OUT_SEED = 7919  # the demo zoo trains on seeds 0, 1 and 2 (training/demo_zoo.py); the line's demo uses 1000
+MIN_GOOD, MIN_DEFECTS = 2000, 100  # per condition at the default number of boards
+DEFECT_SHARE = 0.05
+
+PLACEMENT = CameraModel(shift_px=10, rotation_deg=1.0, scale=0.01)
+CONDITIONS: dict[str, CameraModel] = {
+    "clean": CameraModel(),
+    "gain-0.6": CameraModel(gain=(0.6, 0.6)),
+    "gain-1.4": CameraModel(gain=(1.4, 1.4)),
+    "contrast-0.7": CameraModel(contrast=(0.7, 0.7)),
+    "uneven-light": CameraModel(gradient=0.25),
+    "blur-1.2": CameraModel(blur_sigma=(1.2, 1.2)),
+    "noise-6": CameraModel(noise_sigma=(6.0, 6.0)),
+    "jpeg-60": CameraModel(jpeg_quality=(60, 60)),
+    "placement": PLACEMENT,
+    "combined": CameraModel(shift_px=10, rotation_deg=1.0, scale=0.01, gain=(0.6, 1.4), contrast=(0.7, 0.7),
+                            gradient=0.25, blur_sigma=(1.2, 1.2), noise_sigma=(6.0, 6.0), jpeg_quality=(60, 60)),
+}
+
+
+@dataclass
+class ConditionResult:
+    condition: str
+    camera: str
+    boards: int = 0
+    parts: int = 0
+    defects: int = 0
+    caught: int = 0
+    good: int = 0
+    false_alarms: int = 0
+    by_class: dict[str, list[int]] = field(default_factory=dict)  # defect -> [parts, caught]
+    rejected: int = 0  # boards refused by registration
+    residual_mean_px: float | None = None
+    residual_max_px: float | None = None
+    stored: int = 0  # boards the results database holds afterwards
+    parts_per_s: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.caught / self.defects if self.defects else float("nan")
+
+    @property
+    def false_alarm_rate(self) -> float:
+        return self.false_alarms / self.good if self.good else float("nan")
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "recall": self.recall, "false_alarm_rate": self.false_alarm_rate,
+                "false_alarm_ppm": self.false_alarm_rate * 1e6}
+
+
+def default_boards(rules: RuleSet, share: float = DEFECT_SHARE) -> int:
+    """Boards for at least MIN_GOOD good parts and MIN_DEFECTS defects at `share` defects per board."""
+    parts = len(rules.placements())
+    k = defects_per_board(rules, share)
+    return max(math.ceil(MIN_GOOD / max(1, parts - k)), math.ceil(MIN_DEFECTS / k))
+
+
+def defects_per_board(rules: RuleSet, share: float = DEFECT_SHARE) -> int:
+    return max(1, round(share * len(rules.placements())))
+
+
+def exact_defects(rules: RuleSet, share: float = DEFECT_SHARE) -> Callable[[int, np.random.Generator], dict[str, str]]:
+    """Board i gets exactly `share` of its parts defective, the classes taken in turn (polarity on polarized parts)."""
+    k = defects_per_board(rules, share)
+    parts = rules.placements()
+    turn = itertools.count()
+
+    def forced(i: int, rng: np.random.Generator) -> dict[str, str]:
+        out = {}
+        for j in rng.choice(len(parts), k, replace=False):
+            comp, place = parts[int(j)]
+            classes = [d for d in DEFECTS if d != "polarity" or comp.polarized]
+            out[place.ref] = classes[next(turn) % len(classes)]
+        return {p.ref: out.get(p.ref, "ok") for _, p in parts}  # "ok" too: no random defects besides these
+    return forced
+
+
+def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int,
+                  config: LineConfig, seed: int = HELD_OUT_SEED, share: float = DEFECT_SHARE,
+                  say: Callable[[str], None] = lambda _m: None) -> ConditionResult:
+    """One condition through the real line into a throwaway SQLite database, scored against the truth."""
+    source = SyntheticSource(rules, boards, seed=seed, camera=camera, forced=exact_defects(rules, share))
+    out = ConditionResult(name, describe(camera))
+    with tempfile.TemporaryDirectory(prefix="inspector-accuracy-") as tmp:
+        store = ResultStore(sqlite_url(Path(tmp) / "results.sqlite"))
+        service, seconds = run_line(rules, zoo, models_dir, source, ServiceConfig(config, keep_crops="none"), store,
+                                    Path(tmp), say, every=10**9)
+        out.stored = store.count()[0]
+        store.close()
+    d, stats = service.detection, service.line.stats
+    out.boards, out.seconds = stats.boards, seconds
+    out.parts = d.good + d.defective
+    out.defects, out.caught, out.good, out.false_alarms = d.defective, d.caught, d.good, d.false_alarms
+    out.by_class = {k: list(v) for k, v in d.by_class.items()}
+    out.rejected = d.rejected_boards
+    if stats.registered:
+        out.residual_mean_px = stats.residual_px_sum / stats.registered
+        out.residual_max_px = stats.residual_px_max
+    out.parts_per_s = stats.parts / max(seconds, 1e-9)
+    return out
+
+
+def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boards: int | None, config: LineConfig,
+              seed: int = HELD_OUT_SEED, say: Callable[[str], None] = lambda _m: None) -> list[ConditionResult]:
+    unknown = [n for n in names if n not in CONDITIONS]
+    if unknown:
+        raise ValueError(f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(CONDITIONS)}")
+    n = boards or default_boards(rules)
+    results = []
+    for name in names:
+        t = time.perf_counter()
+        results.append(run_condition(name, CONDITIONS[name], rules, zoo, models_dir, n, config, seed, say=say))
+        r = results[-1]
+        say(f"{name}: recall {r.recall:.4f}, false alarms {r.false_alarms}/{r.good}, rejected {r.rejected} "
+            f"({time.perf_counter() - t:.0f} s)")
+    return results
+
+
+def format_table(results: list[ConditionResult]) -> str:
+    classes = [c for c in DEFECTS if any(c in r.by_class for r in results)]
+    head = (f"{'condition':<14}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
+            f"{'rejected':>9}{'resid mean':>11}{'resid max':>10}" + "".join(f"{c:>9}" for c in classes))
+    lines = [head, "-" * len(head)]
+    for r in results:
+        fa = f"{r.false_alarms}/{r.good} {100 * r.false_alarm_rate:.3f}% {r.false_alarm_rate * 1e6:.0f}ppm"
+        res = (f"{r.residual_mean_px:>11.3f}{r.residual_max_px:>10.3f}" if r.residual_mean_px is not None
+               else f"{'-':>11}{'-':>10}")
+        per = "".join(f"{(r.by_class[c][1] / r.by_class[c][0]) if c in r.by_class else float('nan'):>9.3f}"
+                      for c in classes)
+        lines.append(f"{r.condition:<14}{r.boards:>7}{r.parts:>7}{r.defects:>8}{r.recall:>8.4f}  {fa:<22}"
+                     f"{r.rejected:>9}{res}{per}")
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""Training augmentation of crops (torchvision.transforms.v2): what a real camera does to a crop.
+
+The line sees crops through a camera: exposure and contrast drift, light falls
+off across the board, lenses are soft, sensors are noisy, frames are JPEG, and
+registration leaves a fraction of a pixel and a fraction of a degree. Each
+training crop gets a fresh draw of all of that every epoch. Nothing here flips
+or turns a crop: the polarity classes are left against right.
+
+Crops are 3xHxW uint8 RGB in, uint8 out, before photometric normalisation
+(inspector/ingest/photometric.py), exactly where the line's crops are.
+`augment_stack` runs the pipeline over an expert's crops (all of one size) in
+small groups: v2 draws one set of parameters per call, so each group of
+GROUP crops shares a draw and the next group gets a fresh one; per crop, the
+call overhead would make training several times slower.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F
+
+
+class SubpixelJitter(v2.Transform):
+    """A small shift (a fraction of a pixel), rotation and scale, sampled from an edge-padded crop (no black rim)."""
+
+    def __init__(self, shift_px: float = 0.6, degrees: float = 0.6, scale: float = 0.012) -> None:
+        super().__init__()
+        self.shift_px, self.degrees, self.scale = shift_px, degrees, scale
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        u = torch.empty(4).uniform_(-1.0, 1.0).tolist()
+        return {"translate": [u[0] * self.shift_px, u[1] * self.shift_px], "angle": u[2] * self.degrees,
+                "scale": 1.0 + u[3] * self.scale}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        pad = 2 + math.ceil(self.shift_px)
+        h, w = inpt.shape[-2:]
+        x = F.pad(inpt.float(), [pad, pad, pad, pad], padding_mode="edge")
+        x = F.affine(x, angle=params["angle"], translate=params["translate"], scale=params["scale"], shear=[0.0, 0.0],
+                     interpolation=v2.InterpolationMode.BILINEAR)
+        return x[..., pad:pad + h, pad:pad + w].round_().clamp_(0, 255).to(inpt.dtype)
+
+
+class Illumination(v2.Transform):
+    """Exposure (gain), contrast around the crop's mean, and a light gradient across the crop."""
+
+    def __init__(self, gain: tuple[float, float] = (0.5, 1.5), contrast: tuple[float, float] = (0.6, 1.2),
+                 gradient: float = 0.06) -> None:
+        super().__init__()
+        self.gain, self.contrast, self.gradient = gain, contrast, gradient
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        return {"gain": float(torch.empty(()).uniform_(*self.gain)),
+                "contrast": float(torch.empty(()).uniform_(*self.contrast)),
+                "slope": torch.empty(2).uniform_(-self.gradient, self.gradient).tolist()}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        x = inpt.float()
+        h, w = x.shape[-2:]
+        ys = torch.linspace(-1, 1, h).view(h, 1)
+        xs = torch.linspace(-1, 1, w).view(1, w)
+        x = x * (1 + params["slope"][0] * xs + params["slope"][1] * ys) * params["gain"]
+        mean = x.mean(dim=(-3, -2, -1), keepdim=True)  # per crop
+        x = mean + params["contrast"] * (x - mean)
+        return x.round_().clamp_(0, 255).to(inpt.dtype)
+
+
+class SensorNoise(v2.Transform):
+    """Gaussian noise of a sigma (grey levels) drawn per crop."""
+
+    def __init__(self, sigma: tuple[float, float] = (0.0, 9.0)) -> None:
+        super().__init__()
+        self.sigma = sigma
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        return {"sigma": float(torch.empty(()).uniform_(*self.sigma))}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        x = inpt.float() + torch.randn(inpt.shape) * params["sigma"]
+        return x.round_().clamp_(0, 255).to(inpt.dtype)
+
+
+GROUP = 8
+
+
+def augment_stack(crops: torch.Tensor, pipeline: v2.Compose, group: int = GROUP) -> torch.Tensor:
+    """An Nx3xHxW uint8 stack through `pipeline`, a fresh draw for every `group` crops."""
+    return torch.cat([pipeline(crops[i:i + group]) for i in range(0, len(crops), group)]) if len(crops) else crops
+
+
+def camera_augmentation(strength: float = 1.0) -> v2.Compose:
+    """The training pipeline for one uint8 crop; `strength` 0 returns it unchanged."""
+    p = min(1.0, strength)
+    return v2.Compose([
+        v2.RandomApply([SubpixelJitter()], p=0.7 * p),
+        v2.RandomApply([Illumination()], p=0.8 * p),
+        v2.RandomApply([v2.GaussianBlur(kernel_size=7, sigma=(0.2, 1.6))], p=0.6 * p),
+        v2.RandomApply([SensorNoise()], p=0.6 * p),
+        v2.RandomApply([v2.JPEG(quality=(45, 95))], p=0.5 * p),
+    ])
