@@ -138,6 +138,15 @@ def _data_dir(path: str | None) -> Path:
     return Path(path or os.environ.get("INSPECTOR_DATA", "inspector-data"))
 
 
+def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
+    """Say when boards will be cut at their nominal positions: right only on a fixture that places them exactly."""
+    if off:
+        _say("note: registration is off (--no-register): boards are cut at their recipe's nominal positions")
+    elif rules.fiducials is None:
+        _say(f"note: rule set {rules.recipe} declares no fiducials, so boards are cut at their nominal positions; "
+             f"add fiducials (routing_rules/README.md) unless a fixture places every board to the pixel")
+
+
 def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by run and kiosk
     """(rules, zoo, store, source, service config, MQTT publisher or None, data dir) from the common flags."""
     from .app.line import LineConfig
@@ -149,6 +158,7 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
     models, data = _models_dir(args.models), _data_dir(args.data)
     data.mkdir(parents=True, exist_ok=True)
     rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
+    note_registration(rules, args.no_register)
     source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera)
     zoo = demo_zoo(models, _say) if args.zoo is None else _load_zoo(args.zoo)
     store = ResultStore(args.db or sqlite_url(data / "results.sqlite"))
@@ -226,8 +236,14 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     from .routing.rules import load_rules
 
     rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
-    if rules.fiducials is None and not args.no_register:
-        _say(f"note: rule set {rules.recipe} declares no fiducials: boards are cut at their nominal positions")
+    note_registration(rules, args.no_register)
+    if args.timing:
+        from .app.accuracy import cut_timing
+
+        print(f"rule set {rules.recipe}: {len(rules.placements())} parts a board, ms per board (best of 5)")
+        for what, ms in cut_timing(rules).items():
+            print(f"  {what:<20}{ms:>8.2f} ms")
+        return 0
     zoo = demo_zoo(_models_dir(args.models), _say) if args.zoo is None else _load_zoo(args.zoo)
     names = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions else list(CONDITIONS)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register)
@@ -372,6 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--policy", default="coserve", help="engine policy (verdicts do not depend on it)")
     acc.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
     acc.add_argument("--no-register", action="store_true", help="cut boards at nominal positions (to compare)")
+    acc.add_argument("--timing", action="store_true",
+                     help="only time registration and cutting (nominal, one warp per crop, one per board) per board")
     acc.set_defaults(func=cmd_accuracy)
 
     gui = sub.add_parser("gui", help="the operator dashboard (PySide6): run a line here, or --attach to a kiosk")

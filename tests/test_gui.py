@@ -105,8 +105,15 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert f"line {expected_line}:" in rules.status.text() and "resistorr" in rules.status.text()
     assert not rules.apply_btn.isEnabled()
     assert rules.editor.extraSelections()[0].cursor.blockNumber() == expected_line - 1
+    # the fiducials round-trip too: a mark on a part is refused at its line; a new tolerance applies live
+    on_part = text.replace("F2: {at: [176, 24]}", "F2: {at: [120, 60]}", 1)
+    rules.editor.setPlainText(on_part)
+    qtbot.waitUntil(lambda: rules.error_line is not None and "F2" in rules.status.text(), timeout=5_000)
+    assert rules.error_line == next(i for i, s in enumerate(on_part.splitlines(), 1) if "F2:" in s)
+    assert "D1" in rules.status.text() and not rules.apply_btn.isEnabled()
     edited = text.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
-    assert edited != text
+    edited = edited.replace("max_residual_px: 1.0", "max_residual_px: 1.5", 1)
+    assert edited != text and "max_residual_px: 1.5" in edited
     rules.editor.setPlainText(edited)
     qtbot.waitUntil(lambda: rules.apply_btn.isEnabled(), timeout=5_000)
     qtbot.mouseClick(rules.apply_btn, Qt.MouseButton.LeftButton)
@@ -114,6 +121,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert "applied" in rules.status.text(), rules.status.text()
     assert Path(backend.setup.rules_path).read_text(encoding="utf-8") == edited
     qtbot.waitUntil(lambda: window.last["line"]["ruleset_version"] == new_version, timeout=5_000)
+    assert backend.controller.service.line.rules.fiducials.max_residual_px == 1.5
     boards_then = _boards(window)
     qtbot.waitUntil(lambda: _boards(window) > boards_then + 1, timeout=WAIT)  # the line kept going
     qtbot.waitUntil(lambda: rules.history.count() == 2, timeout=5_000)

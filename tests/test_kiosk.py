@@ -131,6 +131,9 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
         _, metrics = get(f"{base}/metrics")
         text = metrics.decode()
         assert "inspector_parts_total 9.0" in text and "inspector_expert_switches_total" in text
+        assert "inspector_boards_registered_total 3.0" in text  # the mini recipe has fiducials
+        assert "inspector_boards_registration_failed_total 0.0" in text
+        assert status["registration"]["registered"] == 3 and status["registration"]["residual_px_max"] < 1.0
         assert 'inspector_pool_capacity_bytes{pool="cpu/pool"}' in text
         assert notify.wait_for("WATCHDOG=1", 5)  # work is flowing: the watchdog is pinged
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -48,9 +49,53 @@ def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardReco
 
 
 def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
-    assert current_revision(store.engine) == "0001"
+    assert current_revision(store.engine) == "0002"
     tables = set(inspect(store.engine).get_table_names())
     assert {"inspections", "component_results", "alembic_version"} <= tables
+
+
+def test_a_database_of_the_first_schema_is_upgraded_keeping_its_boards(tmp_path: Path) -> None:
+    from inspector.results.store import migrate, open_engine
+
+    url = sqlite_url(tmp_path / "old.sqlite")
+    engine = open_engine(url)
+    migrate(engine, "0001")
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO inspections (started_at, finished_at, line, station, board_serial, recipe, "
+                       "ruleset_version, verdict, source) VALUES ('2026-11-01 08:00:00', '2026-11-01 08:00:01', "
+                       "'line-1', 'aoi-1', 'OLD1', 'board_a', 'abc', 'pass', '')"))
+    engine.dispose()
+    store = ResultStore(url)  # opening migrates to head
+    assert current_revision(store.engine) == "0002"
+    (old,) = store.inspections()
+    assert old.board_serial == "OLD1" and old.error is None and old.reg_residual_px is None
+    store.write([registered("NEW1")])
+    assert [i.board_serial for i in store.inspections()] == ["OLD1", "NEW1"]
+
+
+def registered(serial: str, error: str | None = None) -> BoardRecord:
+    """A board as the line stores it after registration, or with a board-level error and no parts."""
+    if error:
+        return BoardRecord(serial, "board_a", "e7eba0041ecb", T0, T0, error=error)
+    b = board(serial)
+    b.transform, b.residual_px = (1.001, -0.017, 3.25, 0.017, 1.001, -2.5), 0.043
+    b.fiducials = {"F1": (33.2, 50.6), "F2": (612.0, 27.9)}
+    return b
+
+
+def test_registration_and_board_level_errors_round_trip(store: ResultStore) -> None:
+    reason = "registration failed: fiducial F2 not found (best match 0.21 of 0.55 needed)"
+    store.write([registered("R1"), registered("E1", error=reason)])
+    r1, e1 = store.inspections()
+    assert json.loads(r1.reg_transform) == [1.001, -0.017, 3.25, 0.017, 1.001, -2.5]
+    assert r1.reg_residual_px == pytest.approx(0.043) and json.loads(r1.reg_fiducials)["F1"] == [33.2, 50.6]
+    assert (e1.verdict, e1.error, e1.parts) == ("error", reason, [])
+    again = BoardRecord.from_json(json.loads(json.dumps(registered("R2").to_json())))  # the spool's round trip
+    assert again.transform == registered("R2").transform and again.fiducials["F2"] == (612.0, 27.9)
+    bare = BoardRecord.from_json(json.loads(json.dumps(registered("E2", error=reason).to_json())))
+    assert bare.verdict == "error" and bare.error == reason
+    only_errors = io.StringIO()
+    assert export_csv(store, only_errors, Filters(verdict="error")) == 1
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

@@ -24,6 +24,12 @@ components:
     size: [18, 10]
     detector: det-p
     at: {D1: [120, 60]}
+fiducials:
+  max_residual_px: 1.0
+  marks:
+    F1: {at: [24, 96]}
+    F2: {at: [176, 24]}
+    F3: {at: [176, 96], shape: square, size: 7}
 """
 
 

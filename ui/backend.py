@@ -10,6 +10,7 @@ start, pause or stop the kiosk (systemd does that).
 from __future__ import annotations
 
 import json
+import math
 import threading
 import urllib.error
 import urllib.request
@@ -34,6 +35,23 @@ class PartBox:
     defect: str
 
 
+@dataclass(frozen=True)
+class FiducialMark:
+    name: str
+    at: tuple[float, float]  # where it was found (image px), or its nominal place when it was not
+    found: bool
+
+
+@dataclass(frozen=True)
+class BoardRegistration:
+    """How the board was registered, as stored with it: what the line view draws."""
+
+    transform: tuple[float, ...] | None = None  # 2x3 row-major, recipe px -> image px
+    residual_px: float | None = None
+    fiducials: dict[str, tuple[float, float]] = field(default_factory=dict)  # found, image px
+    error: str | None = None  # board-level: registration failed ...
+
+
 @dataclass
 class BoardPicture:
     """The newest board as the line view draws it: the image when this process has it, else a schematic."""
@@ -43,13 +61,32 @@ class BoardPicture:
     size: tuple[int, int]
     image: np.ndarray | None
     boxes: list[PartBox] = field(default_factory=list)
+    marks: list[FiducialMark] = field(default_factory=list)
+    registration: BoardRegistration = BoardRegistration()
+
+    def to_view(self, x: float, y: float) -> tuple[float, float]:
+        """A recipe point where the picture shows it: through the registration on a camera image, else as is."""
+        t = self.registration.transform
+        if self.image is None or t is None:
+            return x, y
+        return t[0] * x + t[1] * y + t[2], t[3] * x + t[4] * y + t[5]
+
+    def describe_registration(self) -> str:
+        reg = self.registration
+        if reg.error:
+            return reg.error
+        if reg.transform is None:
+            return "not registered (the recipe has no fiducials, or registration is off)"
+        t = reg.transform
+        return (f"registered on {len(reg.fiducials)} fiducials: residual {reg.residual_px:.2f} px, shift "
+                f"({t[2]:+.1f}, {t[5]:+.1f}) px, rotation {math.degrees(math.atan2(t[3], t[0])):+.2f} deg")
 
 
 def board_picture(rules: RuleSet | None, serial: str, verdict: str, parts: list[tuple[str, str, str]],
-                  image: np.ndarray | None) -> BoardPicture:
-    """Boxes at the rule set's placements, coloured later by each part's (ref, verdict, defect)."""
+                  image: np.ndarray | None, registration: BoardRegistration | None = None) -> BoardPicture:
+    """Boxes at the rule set's placements, coloured later by each part's (ref, verdict, defect), and the fiducials."""
     size = (image.shape[1], image.shape[0]) if image is not None else (rules.board_size if rules else (640, 400))
-    pic = BoardPicture(serial, verdict, size, image)
+    pic = BoardPicture(serial, verdict, size, image, registration=registration or BoardRegistration())
     if rules is None:
         return pic
     where = {p.ref: (c, p) for c, p in rules.placements()}
@@ -57,6 +94,13 @@ def board_picture(rules: RuleSet | None, serial: str, verdict: str, parts: list[
         if ref in where:
             c, p = where[ref]
             pic.boxes.append(PartBox(ref, c.name, body_box(c, p, 2), part_verdict, defect))
+    found = pic.registration.fiducials
+    for m in rules.fiducials.marks if rules.fiducials else ():
+        if m.name in found:
+            at = found[m.name] if image is not None else (float(m.x), float(m.y))
+            pic.marks.append(FiducialMark(m.name, at, True))
+        else:
+            pic.marks.append(FiducialMark(m.name, (float(m.x), float(m.y)), False))
     return pic
 
 
@@ -107,8 +151,9 @@ class LocalBackend:
         if last is None:
             return None
         image, record = last
+        reg = BoardRegistration(record.transform, record.residual_px, record.fiducials, record.error)
         return board_picture(service.line.rules, record.board_serial, record.verdict,
-                             [(p.ref, p.verdict, p.defect_class) for p in record.parts], image)
+                             [(p.ref, p.verdict, p.defect_class) for p in record.parts], image, reg)
 
     # rules
     def rules_path(self) -> Path:
@@ -203,8 +248,12 @@ class AttachedBackend:
         latest = store.latest() if store is not None else None
         if latest is None:
             return None
+        reg = BoardRegistration(
+            tuple(json.loads(latest.reg_transform)) if latest.reg_transform else None, latest.reg_residual_px,
+            {k: tuple(v) for k, v in json.loads(latest.reg_fiducials).items()} if latest.reg_fiducials else {},
+            latest.error)
         return board_picture(self._rule_set(), latest.board_serial, latest.verdict,
-                             [(p.ref, p.verdict, p.defect_class) for p in latest.parts], None)
+                             [(p.ref, p.verdict, p.defect_class) for p in latest.parts], None, reg)
 
     def rules_path(self) -> Path | None:
         watching = (self._latest.get("rules") or {}).get("watching")

@@ -9,6 +9,8 @@ from PySide6.QtWidgets import QTableWidget
 VERDICT_COLOURS = {"pass": QColor("#2e9d4a"), "fail": QColor("#d93025"), "error": QColor("#f29900")}
 BOARD_GREEN = QColor("#1f4d2b")
 BOX_PASS = QColor("#8cff66")  # a passed part's box: visible on a green board
+FIDUCIAL_FOUND = QColor("#00e5ff")  # a fiducial registration found
+FIDUCIAL_MISSING = QColor("#ff1744")  # one it did not (the board got a board-level error)
 
 
 def verdict_colour(verdict: str) -> QColor:

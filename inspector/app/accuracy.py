@@ -30,7 +30,7 @@ from .line import LineConfig
 from .run import run_line
 from .service import ServiceConfig
 
-HELD_OUT_SEED = 7919  # the demo zoo trains on seeds 0, 1 and 2 (training/demo_zoo.py); the line's demo uses 1000
+HELD_OUT_SEED = 7919  # the demo zoo trains and validates on seeds 0 and 1 (training/demo_zoo.py); the demo line: 1000
 MIN_GOOD, MIN_DEFECTS = 2000, 100  # per condition at the default number of boards
 DEFECT_SHARE = 0.05
 
@@ -110,14 +110,16 @@ def exact_defects(rules: RuleSet, share: float = DEFECT_SHARE) -> Callable[[int,
 
 def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int,
                   config: LineConfig, seed: int = HELD_OUT_SEED, share: float = DEFECT_SHARE,
-                  say: Callable[[str], None] = lambda _m: None) -> ConditionResult:
-    """One condition through the real line into a throwaway SQLite database, scored against the truth."""
-    source = SyntheticSource(rules, boards, seed=seed, camera=camera, forced=exact_defects(rules, share))
+                  say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None) -> ConditionResult:
+    """One condition through the real line into a SQLite database (under `data_dir`, else a throwaway one),
+    scored against the truth."""
+    source = condition_source(rules, camera, boards, seed, share)
     out = ConditionResult(name, describe(camera))
     with tempfile.TemporaryDirectory(prefix="inspector-accuracy-") as tmp:
-        store = ResultStore(sqlite_url(Path(tmp) / "results.sqlite"))
+        data = Path(data_dir or tmp)
+        store = ResultStore(sqlite_url(data / "results.sqlite"))
         service, seconds = run_line(rules, zoo, models_dir, source, ServiceConfig(config, keep_crops="none"), store,
-                                    Path(tmp), say, every=10**9)
+                                    data, say, every=10**9)
         out.stored = store.count()[0]
         store.close()
     d, stats = service.detection, service.line.stats
@@ -131,6 +133,12 @@ def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, mode
         out.residual_max_px = stats.residual_px_max
     out.parts_per_s = stats.parts / max(seconds, 1e-9)
     return out
+
+
+def condition_source(rules: RuleSet, camera: CameraModel, boards: int, seed: int = HELD_OUT_SEED,
+                     share: float = DEFECT_SHARE) -> SyntheticSource:
+    """The held-out boards of a condition; the same arguments render the same boards."""
+    return SyntheticSource(rules, boards, seed=seed, camera=camera, forced=exact_defects(rules, share))
 
 
 def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boards: int | None, config: LineConfig,
@@ -163,3 +171,29 @@ def format_table(results: list[ConditionResult]) -> str:
         lines.append(f"{r.condition:<14}{r.boards:>7}{r.parts:>7}{r.defects:>8}{r.recall:>8.4f}  {fa:<22}"
                      f"{r.rejected:>9}{res}{per}")
     return "\n".join(lines)
+
+
+def cut_timing(rules: RuleSet, boards: int = 20, repeats: int = 5, seed: int = HELD_OUT_SEED) -> dict[str, float]:
+    """Milliseconds per board: registration, and cutting every crop at nominal pixels, through the transform one
+    warp per crop, and through one warp of the whole board (placed boards, best of `repeats`)."""
+    from ..ingest.crops import cut_board
+    from ..ingest.registration import register
+
+    frames = list(condition_source(rules, PLACEMENT, boards, seed))
+    regs = [register(f.image, rules.fiducials) for f in frames] if rules.fiducials else [None] * len(frames)
+
+    def best(fn: Callable[[], object]) -> float:
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return 1000 * min(times) / len(frames)
+
+    out = {"cut nominal": best(lambda: [cut_board(f.image, rules) for f in frames])}
+    if rules.fiducials:
+        out["register"] = best(lambda: [register(f.image, rules.fiducials) for f in frames])
+        for warp in ("crop", "board"):
+            out[f"cut warp per {warp}"] = best(lambda w=warp: [cut_board(f.image, rules, r, w)
+                                                              for f, r in zip(frames, regs)])
+    return out

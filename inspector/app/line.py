@@ -197,7 +197,6 @@ class Line:
             self.stats.boards += 1
             self.stats.registration_failed += 1
             self.stats.board_verdicts["error"] += 1
-            self.stats.defects["registration"] += 1
             if not self._boards_in:
                 self.last_progress = time.monotonic()
         for sink in self.sinks:

@@ -44,6 +44,13 @@ class LineCollector(Collector):
         yield _counter("inspector_parts", "Component results produced", s["parts"])
         yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
         yield _counter("inspector_boards_rejected", "Board images that did not fit the layout", s["rejected_boards"])
+        reg = s["registration"]
+        yield _counter("inspector_boards_registered", "Boards registered on their fiducials", reg["registered"])
+        yield _counter("inspector_boards_registration_failed",
+                       "Boards not inspected: a fiducial not found or the fiducials disagree", reg["failed"])
+        if reg["residual_px_max"] is not None:
+            yield _gauge("inspector_registration_residual_max_px", "Largest registration residual so far, px",
+                         reg["residual_px_max"])
         yield _gauge("inspector_boards_in_flight", "Boards inside the engine now", s["in_flight"])
         if s["last_board_age_s"] is not None:
             yield _gauge("inspector_last_board_age_seconds", "Seconds since the last board finished",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, func, select
+from sqlalchemy import Engine, create_engine, event, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
@@ -110,11 +110,18 @@ class ResultStore:
                 q = q.limit(limit)
             return list(s.scalars(q))
 
-    def component_rows(self, filters: Filters | None = None,
-                       newest: int | None = None) -> Iterator[tuple[Inspection, ComponentResult]]:
-        """Matching component results in the order they were stored, or only the `newest` N, newest first."""
+    def component_rows(self, filters: Filters | None = None, newest: int | None = None,
+                       bare_boards: bool = False) -> Iterator[tuple[Inspection, ComponentResult | None]]:
+        """Matching component results in the order they were stored, or only the `newest` N, newest first.
+
+        `bare_boards` also yields (board, None) for each matching board stored without part results (a board-level
+        error such as a failed registration), so an export loses no board."""
         with Session(self.engine) as s:
-            q = _component_filters(select(Inspection, ComponentResult).join(ComponentResult.inspection), filters)
+            if bare_boards:
+                q = select(Inspection, ComponentResult).outerjoin(ComponentResult, ComponentResult.inspection)
+                q = _component_filters(q, filters, bare_boards=True)
+            else:
+                q = _component_filters(select(Inspection, ComponentResult).join(ComponentResult.inspection), filters)
             if newest is not None:
                 yield from s.execute(q.order_by(ComponentResult.id.desc()).limit(newest))
             else:
@@ -152,11 +159,14 @@ class ResultStore:
         self.engine.dispose()
 
 
-def _component_filters(q, f: Filters | None):  # noqa: ANN001, ANN202 - a Select joined to ComponentResult
+def _component_filters(q, f: Filters | None, bare_boards: bool = False):  # noqa: ANN001, ANN202 - a Select
+    """Part filters; with `bare_boards` a board without parts matches a verdict filter by its board verdict."""
     f = f or Filters()
     q = _board_filters(q, f)
+    bare = ComponentResult.id.is_(None)
     if f.verdict:
-        q = q.where(ComponentResult.verdict == f.verdict)
+        match = ComponentResult.verdict == f.verdict
+        q = q.where(or_(match, bare & (Inspection.verdict == f.verdict)) if bare_boards else match)
     if f.component:
         q = q.where(ComponentResult.component_type == f.component)
     return q
@@ -180,7 +190,8 @@ def _row(b: BoardRecord) -> Inspection:
         board_serial=b.board_serial, recipe=b.recipe, ruleset_version=b.ruleset_version, verdict=b.verdict,
         source=b.source[:512], error=b.error, reg_residual_px=b.residual_px,
         reg_transform=json.dumps([round(v, 6) for v in b.transform]) if b.transform else None,
-        reg_fiducials=json.dumps({k: [round(v, 3) for v in xy] for k, xy in b.fiducials.items()}) if b.fiducials else None,
+        reg_fiducials=(json.dumps({k: [round(v, 3) for v in xy] for k, xy in b.fiducials.items()})
+                       if b.fiducials else None),
         parts=[ComponentResult(
             ref=p.ref, component_type=p.component_type, expert=p.expert, weights_sha256=p.weights_sha256,
             verdict=p.verdict, defect_class=p.defect_class, score=p.score,

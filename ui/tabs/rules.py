@@ -142,7 +142,9 @@ class RulesTab(QWidget):
         self.error_line = None
         self._mark(None)
         r = self.valid
-        self._say(f"valid: {r.recipe}, {len(r.components)} component types, {len(r.placements())} parts, "
+        marks = (f"registered on {len(r.fiducials.marks)} fiducials ({r.fiducials.transform})" if r.fiducials else
+                 "no fiducials: boards will be cut at their nominal positions, unregistered")
+        self._say(f"valid: {r.recipe}, {len(r.components)} component types, {len(r.placements())} parts, {marks}, "
                   f"version {r.version}")
         self.apply_btn.setEnabled(True)
         self._fill_table(r)

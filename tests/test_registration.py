@@ -1,0 +1,140 @@
+"""Registration on fiducials: known transforms recovered, bad marks left out, covered marks fail the board,
+crops cut through the transform, and the schema's errors at their lines. Fixed seeds, no timing."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inspector.ingest.camera_model import CameraModel, parse_camera
+from inspector.ingest.crops import crop_matrix, crop_part, cut_board
+from inspector.ingest.registration import Registration, RegistrationFailed, register
+from inspector.ingest.synthetic import FIDUCIAL_BGR, MASK_BGR, render_board
+from inspector.routing.rules import load_rules, parse_rules
+from inspector.yamlio import ConfigError
+
+from .test_routing_rules import GOOD, RULES
+
+BOARD_A = load_rules(RULES / "board_a.yaml")
+MINI = parse_rules(GOOD, "mini.yaml")
+
+
+def _part_error(rules, placement: np.ndarray, reg: Registration) -> float:
+    """Largest distance, over every part centre, between where the camera put it and where registration says."""
+    pts = np.array([(p.x, p.y) for _, p in rules.placements()], float)
+    true = pts @ placement[:, :2].T + placement[:, 2]
+    est = pts @ reg.array[:, :2].T + reg.array[:, 2]
+    return float(np.hypot(*(true - est).T).max())
+
+
+@pytest.mark.parametrize("rules", [BOARD_A, MINI], ids=["board_a", "mini"])
+@pytest.mark.parametrize("camera", ["shift=10,rotation=1,scale=0.01", "shift=6,rotation=0.5,blur=1.2,noise=6,jpeg=60",
+                                    "shift=8,gain=0.6,contrast=0.7,gradient=0.25"])
+def test_registration_recovers_known_transforms_within_a_third_of_a_pixel(rules, camera: str) -> None:
+    rng = np.random.default_rng(5)
+    model = parse_camera(camera)
+    for i in range(6):
+        board = render_board(rules, f"b{i}", rng)
+        image, placement = model.view(board.image, rng)
+        reg = register(image, rules.fiducials)
+        assert _part_error(rules, placement, reg) <= 0.3, (camera, i, reg)
+        assert reg.residual_px <= rules.fiducials.max_residual_px and not reg.left_out
+        assert set(reg.found) == {m.name for m in rules.fiducials.marks}
+
+
+def test_an_affine_recipe_fits_shear_and_two_scales() -> None:
+    rules = parse_rules(GOOD.replace("fiducials:\n", "fiducials:\n  transform: affine\n"), "affine.yaml")
+    rng = np.random.default_rng(2)
+    board = render_board(rules, "a", rng)
+    placement = np.array([[1.006, 0.004, 3.3], [-0.002, 0.995, -2.6]])
+    import cv2
+
+    image = cv2.warpAffine(board.image, placement, (200, 120), flags=cv2.INTER_LINEAR)
+    reg = register(image, rules.fiducials)
+    assert _part_error(rules, placement, reg) <= 0.3
+
+
+def _paint_over(image: np.ndarray, x: int, y: int, r: int = 8) -> None:
+    import cv2
+
+    cv2.rectangle(image, (x - r, y - r), (x + r, y + r), (40, 40, 40), -1)  # a label or a finger over the mark
+
+
+def test_a_covered_fiducial_fails_registration_with_its_name() -> None:
+    board = render_board(BOARD_A, "c", np.random.default_rng(1))
+    f2 = BOARD_A.fiducials.marks[1]
+    _paint_over(board.image, f2.x, f2.y)
+    with pytest.raises(RegistrationFailed, match=rf"registration failed: fiducial {f2.name} not found"):
+        register(board.image, BOARD_A.fiducials)
+
+
+def test_one_misplaced_mark_is_left_out_and_the_others_still_register() -> None:
+    import cv2
+
+    rng = np.random.default_rng(3)
+    board = render_board(BOARD_A, "m", rng)
+    image, placement = CameraModel(shift_px=5, rotation_deg=0.5).view(board.image, rng)
+    f3 = BOARD_A.fiducials.marks[2]
+    x, y = placement @ (f3.x, f3.y, 1.0)
+    cv2.circle(image, (int(round(x)), int(round(y))), 12, MASK_BGR, -1)  # the real mark gone ...
+    cv2.circle(image, (int(round(x)) + 4, int(round(y)) - 3), f3.size // 2, FIDUCIAL_BGR, -1)  # ... a lookalike
+    reg = register(image, BOARD_A.fiducials)
+    assert reg.left_out == (f3.name,)
+    assert _part_error(BOARD_A, placement, reg) <= 0.3
+
+
+def test_marks_that_disagree_beyond_the_tolerance_fail_the_board() -> None:
+    rules = MINI  # three marks for a similarity: leaving one out leaves nothing to check it against
+    board = render_board(rules, "d", np.random.default_rng(4))
+    import cv2
+
+    f1 = rules.fiducials.marks[0]
+    cv2.circle(board.image, (f1.x, f1.y), 12, MASK_BGR, -1)
+    cv2.circle(board.image, (f1.x + 6, f1.y + 4), f1.size // 2, FIDUCIAL_BGR, -1)
+    with pytest.raises(RegistrationFailed, match="fiducials disagree by"):
+        register(board.image, rules.fiducials)
+
+
+@pytest.mark.parametrize("rotation", [0, 90, 180, 270])
+def test_crops_through_the_identity_are_the_nominal_crops_and_through_a_shift_follow_it(rotation: int) -> None:
+    rules = parse_rules(GOOD.replace("R2: [70, 30, 90]", f"R2: [70, 30, {rotation}]"), "rot.yaml")
+    image = render_board(rules, "r", np.random.default_rng(6)).image
+    ident = Registration((1.0, 0.0, 0.0, 0.0, 1.0, 0.0), 0.0)
+    for warp in ("crop", "board"):
+        for a, b in zip(cut_board(image, rules), cut_board(image, rules, ident, warp)):
+            assert np.array_equal(a.image, b.image), (warp, a.ref)
+    # the whole board moved by whole pixels: crops through the registration equal the unmoved board's
+    moved = np.zeros_like(image)
+    moved[3:, 5:] = image[:-3, :-5]
+    shifted = Registration((1.0, 0.0, 5.0, 0.0, 1.0, 3.0), 0.0)
+    comp, place = next((c, p) for c, p in rules.placements() if p.ref == "R2")
+    m, size = crop_matrix(comp, place, rules.crop_margin, shifted.array)
+    import cv2
+
+    got = cv2.warpAffine(moved, m, size, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+    assert np.array_equal(got, crop_part(image, comp, place, rules.crop_margin))
+
+
+def test_fiducial_schema_errors_name_their_line() -> None:
+    cases = {
+        "F2: {at: [176, 24]}": ("F2: {at: [120, 60]}", "touch D1"),  # on a part
+        "F3: {at: [176, 96], shape: square, size: 7}": ("F3: {at: [176, 96], shape: star}", "shape"),
+        "F1: {at: [24, 96]}": ("F1: {at: [2, 96]}", "does not fit"),
+        "  max_residual_px: 1.0\n": ("  max_residual_px: 1.0\n  transform: projective\n", "transform"),
+    }
+    for old, (new, message) in cases.items():
+        text = GOOD.replace(old, new)
+        with pytest.raises(ConfigError, match=message) as exc:
+            parse_rules(text, "bad.yaml")
+        line = next(i for i, s in enumerate(text.splitlines(), 1) if new.strip().splitlines()[-1] in s)
+        assert exc.value.line == line, (new, str(exc.value))
+    two = GOOD.replace("    F3: {at: [176, 96], shape: square, size: 7}\n", "").replace(
+        "fiducials:\n", "fiducials:\n  transform: affine\n")
+    with pytest.raises(ConfigError, match="at least 3 fiducials"):
+        parse_rules(two, "two.yaml")
+
+
+def test_a_rule_set_without_fiducials_still_loads_and_cuts_at_nominal_positions() -> None:
+    plain = parse_rules(GOOD[:GOOD.index("fiducials:")], "plain.yaml")
+    assert plain.fiducials is None
+    image = render_board(plain, "p", np.random.default_rng(0)).image
+    assert [c.ref for c in cut_board(image, plain)] == [p.ref for _, p in plain.placements()]
