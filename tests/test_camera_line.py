@@ -86,11 +86,12 @@ def test_a_perturbed_batch_is_scored_against_the_truth_part_by_part(demo, tmp_pa
     scored = [(truth[serial][ref], verdict) for serial, parts in stored.items() for ref, verdict in parts.items()]
     defects = [v for t, v in scored if t != "ok"]
     good = [v for t, v in scored if t == "ok"]
-    assert len(defects) == 6 and result.defects == 6  # one defect a board: 34% of 3 parts, rounded
-    assert result.caught == sum(v != "pass" for v in defects)
-    assert result.false_alarms == sum(v != "pass" for v in good) and result.good == len(good)
-    assert sum(n for n, _ in result.by_class.values()) == 6
-    assert result.rejected == 0 and result.residual_max_px is not None and result.residual_max_px < 1.0
+    d = result.detection
+    assert len(defects) == 6 and d.defective == 6  # one defect a board: 34% of 3 parts, rounded
+    assert d.caught == sum(v != "pass" for v in defects)
+    assert d.false_alarms == sum(v != "pass" for v in good) and d.good == len(good)
+    assert sum(n for n, _ in d.by_class.values()) == 6 and result.parts == 18
+    assert d.rejected_boards == 0 and result.residual_max_px is not None and result.residual_max_px < 1.0
     table = format_table([result])
     assert "combined" in table and "recall" in table
 
@@ -145,3 +146,20 @@ def test_a_synthetic_source_through_a_camera_knows_where_it_put_each_board() -> 
     frames = list(condition_source(RULES, CONDITIONS["placement"], 3, seed=59))
     assert all(f.placement is not None and f.placement.shape == (2, 3) for f in frames)
     assert len({tuple(np.round(f.placement.reshape(-1), 4)) for f in frames}) == 3  # each board placed anew
+
+
+def test_camera_settings_parse_presets_ranges_and_refuse_unknowns_with_what_to_write() -> None:
+    from inspector.ingest.camera_model import PRESETS, describe
+
+    model = parse_camera("realistic,jpeg=60,gain=0.6:1.4")
+    assert model.jpeg_quality == (60.0, 60.0) and model.gain == (0.6, 1.4)
+    assert model.shift_px == PRESETS["realistic"].shift_px
+    assert parse_camera(describe(model)) == model  # describe speaks parse_camera's language
+    for bad, message in (("sunny", "unknown camera 'sunny'"), ("focus=2", "unknown camera setting 'focus'"),
+                         ("blur=soft", "must be a number or a range")):
+        with pytest.raises(ValueError, match=message):
+            parse_camera(bad)
+    from inspector.app.run import open_source
+
+    with pytest.raises(ValueError, match="--camera renders synthetic boards"):
+        open_source("folder:/tmp", RULES, 1, 1, camera="realistic")

@@ -38,7 +38,7 @@ def _line_window(qtbot, demo, tmp_path: Path, models: Path | None = None) -> tup
     rules = tmp_path / "mini.yaml"
     rules.write_text(GOOD, encoding="utf-8")
     setup = LineSetup(rules_path=rules, source="synthetic", boards=0, interval_s=0.05, defect_rate=0.05,
-                      service=ServiceConfig(LineConfig(device_mb=40), keep_crops="failed"))
+                      camera="realistic", service=ServiceConfig(LineConfig(device_mb=40), keep_crops="failed"))
     controller = LineController(root / "models", tmp_path / "data", zoo=zoo)
     backend = LocalBackend(controller, setup)
     window = MainWindow(backend, models or tmp_path / "no-models")
@@ -65,6 +65,9 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     pic = line.board.picture
     assert pic.image is not None and len(pic.boxes) == len(backend.controller.service.line.rules.placements())
     assert "Board" in line.caption.text()
+    # the fiducials registration found are drawn, and the residual is said
+    assert [m.name for m in pic.marks] == ["F1", "F2", "F3"] and all(m.found for m in pic.marks)
+    assert "residual" in line.registration.text() and pic.registration.transform is not None
 
     # Throughput & experts: the series grow, the experts table lists the zoo with tiers, pools have bars
     tp = window.throughput

@@ -28,10 +28,11 @@ def local_backend(args: argparse.Namespace) -> LocalBackend:
         from inspector.experts.zoo import Zoo
 
         zoo = Zoo.load(Path(args.zoo))
-    line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb)
+    line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
+                      register=not args.no_register)
     setup = LineSetup(rules_path=Path(args.rules) if args.rules else RULES_DIR / "board_a.yaml", source=args.source,
                       boards=args.boards, seed=args.seed, interval_s=args.interval, defect_rate=args.defect_rate,
-                      service=ServiceConfig(line, keep_crops=args.keep_crops))
+                      camera=args.camera, service=ServiceConfig(line, keep_crops=args.keep_crops))
     return LocalBackend(LineController(models, data, args.db, zoo, say=lambda m: print(m, flush=True)), setup)
 
 

@@ -63,7 +63,7 @@ def shoot(args: argparse.Namespace) -> int:
     data = Path(args.data or tempfile.mkdtemp(prefix="inspector-shots-"))
     qt_environment()
     app = QApplication.instance() or QApplication([sys.argv[0]])
-    setup = LineSetup(source="synthetic", boards=0, interval_s=args.interval,
+    setup = LineSetup(source="synthetic", boards=0, interval_s=args.interval, camera="realistic",
                       service=ServiceConfig(LineConfig(device_mb=args.device_mb)))
     backend = LocalBackend(LineController(models, data, say=lambda m: print(m, flush=True)), setup)
     window = MainWindow(backend, models)

@@ -26,6 +26,7 @@ from ..ingest.sources import SyntheticSource
 from ..ingest.synthetic import DEFECTS
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet
+from .detection import Detection
 from .line import LineConfig
 from .run import run_line
 from .service import ServiceConfig
@@ -55,13 +56,7 @@ class ConditionResult:
     condition: str
     camera: str
     boards: int = 0
-    parts: int = 0
-    defects: int = 0
-    caught: int = 0
-    good: int = 0
-    false_alarms: int = 0
-    by_class: dict[str, list[int]] = field(default_factory=dict)  # defect -> [parts, caught]
-    rejected: int = 0  # boards refused by registration
+    detection: Detection = field(default_factory=Detection)  # part verdicts against the truth; boards refused
     residual_mean_px: float | None = None
     residual_max_px: float | None = None
     stored: int = 0  # boards the results database holds afterwards
@@ -69,16 +64,15 @@ class ConditionResult:
     seconds: float = 0.0
 
     @property
-    def recall(self) -> float:
-        return self.caught / self.defects if self.defects else float("nan")
-
-    @property
-    def false_alarm_rate(self) -> float:
-        return self.false_alarms / self.good if self.good else float("nan")
+    def parts(self) -> int:
+        return self.detection.good + self.detection.defective
 
     def to_json(self) -> dict:
-        return {**asdict(self), "recall": self.recall, "false_alarm_rate": self.false_alarm_rate,
-                "false_alarm_ppm": self.false_alarm_rate * 1e6}
+        d = self.detection
+        out = {k: v for k, v in asdict(self).items() if k != "detection"}
+        return {**out, "parts": self.parts, "defects": d.defective, "caught": d.caught, "good": d.good,
+                "false_alarms": d.false_alarms, "by_class": d.by_class, "rejected": d.rejected_boards,
+                "recall": d.recall, "false_alarm_rate": d.false_alarm_rate, "false_alarm_ppm": d.false_alarm_rate * 1e6}
 
 
 def default_boards(rules: RuleSet, share: float = DEFECT_SHARE) -> int:
@@ -122,12 +116,8 @@ def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, mode
                                     data, say, every=10**9)
         out.stored = store.count()[0]
         store.close()
-    d, stats = service.detection, service.line.stats
-    out.boards, out.seconds = stats.boards, seconds
-    out.parts = d.good + d.defective
-    out.defects, out.caught, out.good, out.false_alarms = d.defective, d.caught, d.good, d.false_alarms
-    out.by_class = {k: list(v) for k, v in d.by_class.items()}
-    out.rejected = d.rejected_boards
+    stats = service.line.stats
+    out.boards, out.seconds, out.detection = stats.boards, seconds, service.detection
     if stats.registered:
         out.residual_mean_px = stats.residual_px_sum / stats.registered
         out.residual_max_px = stats.residual_px_max
@@ -151,25 +141,26 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
     for name in names:
         t = time.perf_counter()
         results.append(run_condition(name, CONDITIONS[name], rules, zoo, models_dir, n, config, seed, say=say))
-        r = results[-1]
-        say(f"{name}: recall {r.recall:.4f}, false alarms {r.false_alarms}/{r.good}, rejected {r.rejected} "
+        d = results[-1].detection
+        say(f"{name}: recall {d.recall:.4f}, false alarms {d.false_alarms}/{d.good}, rejected {d.rejected_boards} "
             f"({time.perf_counter() - t:.0f} s)")
     return results
 
 
 def format_table(results: list[ConditionResult]) -> str:
-    classes = [c for c in DEFECTS if any(c in r.by_class for r in results)]
+    classes = [c for c in DEFECTS if any(c in r.detection.by_class for r in results)]
     head = (f"{'condition':<14}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
             f"{'rejected':>9}{'resid mean':>11}{'resid max':>10}" + "".join(f"{c:>9}" for c in classes))
     lines = [head, "-" * len(head)]
     for r in results:
-        fa = f"{r.false_alarms}/{r.good} {100 * r.false_alarm_rate:.3f}% {r.false_alarm_rate * 1e6:.0f}ppm"
+        d = r.detection
+        fa = f"{d.false_alarms}/{d.good} {100 * d.false_alarm_rate:.3f}% {d.false_alarm_rate * 1e6:.0f}ppm"
         res = (f"{r.residual_mean_px:>11.3f}{r.residual_max_px:>10.3f}" if r.residual_mean_px is not None
                else f"{'-':>11}{'-':>10}")
-        per = "".join(f"{(r.by_class[c][1] / r.by_class[c][0]) if c in r.by_class else float('nan'):>9.3f}"
+        per = "".join(f"{(d.by_class[c][1] / d.by_class[c][0]) if c in d.by_class else float('nan'):>9.3f}"
                       for c in classes)
-        lines.append(f"{r.condition:<14}{r.boards:>7}{r.parts:>7}{r.defects:>8}{r.recall:>8.4f}  {fa:<22}"
-                     f"{r.rejected:>9}{res}{per}")
+        lines.append(f"{r.condition:<14}{r.boards:>7}{r.parts:>7}{d.defective:>8}{d.recall:>8.4f}  {fa:<22}"
+                     f"{d.rejected_boards:>9}{res}{per}")
     return "\n".join(lines)
 
 

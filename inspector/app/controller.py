@@ -39,6 +39,7 @@ class LineSetup:
     seed: int = 1000
     interval_s: float = 0.0
     defect_rate: float | None = 0.005
+    camera: str | None = None  # synthetic boards as a camera sees them (a preset or settings: ingest/camera_model.py)
     service: ServiceConfig = ServiceConfig()
 
 
@@ -191,7 +192,8 @@ class LineController:
         zoo = self.zoo()
         if self.profiles is None:
             self.profiles = line_profiles(zoo, self.models_dir, self.say)
-        source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate)
+        source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate,
+                             setup.camera)
         store = ResultStore(self.db_url)
         try:
             service = LineService(rules, zoo, self.profiles, setup.service, store, self.data_dir, source,

@@ -34,11 +34,17 @@ class Detection:
                 row[0] += 1
                 row[1] += flagged
 
+    @property
+    def recall(self) -> float:
+        return self.caught / self.defective if self.defective else float("nan")
+
+    @property
+    def false_alarm_rate(self) -> float:
+        return self.false_alarms / self.good if self.good else float("nan")
+
     def lines(self) -> list[str]:
-        rate = self.caught / self.defective if self.defective else float("nan")
-        fa = self.false_alarms / self.good if self.good else float("nan")
-        out = [f"defect detection rate {rate:.3f} ({self.caught}/{self.defective}), "
-               f"false-alarm rate {fa:.4f} ({self.false_alarms}/{self.good})"]
+        out = [f"defect detection rate {self.recall:.3f} ({self.caught}/{self.defective}), "
+               f"false-alarm rate {self.false_alarm_rate:.4f} ({self.false_alarms}/{self.good})"]
         out += [f"  {d:<9} {c}/{n} caught" for d, (n, c) in sorted(self.by_class.items())]
         if self.rejected_boards:
             out.append(f"  {self.rejected_boards} board(s) not scored: registration failed (board-level error)")

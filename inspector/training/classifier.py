@@ -45,8 +45,12 @@ def to_batch(arch: ResNetClassifier, samples: list[PartSample],
     return x, y
 
 
-BATCH = 128  # on 2 CPU cores a batch of 128 trains a third faster per crop than 64, to the same accuracy
 LR = 4e-3
+
+
+def batch_size(crops: int) -> int:
+    """128 trains a third faster per crop than 64 on CPU; below 512 crops it leaves too few steps an epoch."""
+    return 128 if crops >= 512 else 64
 
 
 def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[PartSample], epochs: int = 12,
@@ -60,7 +64,8 @@ def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[
     counts = torch.bincount(y, minlength=arch.classes).clamp(min=1).float()
     loss_fn = nn.CrossEntropyLoss(weight=(counts.sum() / counts) / arch.classes)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=1e-4)
-    steps = epochs * max(1, -(-len(train) // BATCH))
+    batch = batch_size(len(train))
+    steps = epochs * max(1, -(-len(train) // batch))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LR, total_steps=steps)
     model.train()
     x = None if pipeline else to_batch(arch, train)[0]
@@ -69,8 +74,8 @@ def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[
             x = to_batch(arch, train, pipeline)[0]
         x = x.contiguous(memory_format=torch.channels_last)
         order = torch.randperm(len(x))
-        for i in range(0, len(x), BATCH):
-            idx = order[i:i + BATCH]
+        for i in range(0, len(x), batch):
+            idx = order[i:i + batch]
             opt.zero_grad()
             loss_fn(model(x[idx]), y[idx]).backward()
             opt.step()

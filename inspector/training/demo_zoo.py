@@ -11,17 +11,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..experts.registry import architecture_from_spec
 from ..experts.zoo import ZOO_FORMAT, ExpertEntry, Zoo, current_zoo, write_expert, write_manifest
 from ..ingest.camera_model import describe
 from ..ingest.photometric import INPUT_VERSION
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, RuleSet
-from .classifier import TrainedClassifier, train_classifier
-from .detector import TrainedDetector, train_detector
+from .classifier import TrainedClassifier
+from .detector import TrainedDetector
+from .jobs import Trained, TrainJob, run_jobs
 from .samples import TRAINING_CAMERA, TRAINING_RATES, collect
 
 RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 14, "detector_cap": 1500,
-          "detector_epochs": 20, "detector_copies": 1, "val_per_type": 100, "rates": TRAINING_RATES, "augment": 1.0,
+          "detector_epochs": 15, "detector_copies": 1, "val_per_type": 100, "rates": TRAINING_RATES, "augment": 1.0,
           "camera": describe(TRAINING_CAMERA), "version": 2}
 
 
@@ -47,7 +47,8 @@ def check_shared_types(rule_sets: list[RuleSet]) -> None:
 
 
 def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: dict | None = None,
-                   progress: Callable[[str], None] | None = None) -> Zoo:
+                   progress: Callable[[str], None] | None = None, workers: int | None = None) -> Zoo:
+    """Train the zoo (cached by `demo_key`); `workers` processes train experts side by side (default: a core each)."""
     recipe = RECIPE if recipe is None else recipe
     say = progress or (lambda _m: None)
     check_shared_types(rule_sets)
@@ -64,26 +65,23 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     val = collect(rule_sets, recipe["val_per_type"], seed + 1, recipe["rates"])
     det_train = train
     say(f"rendered training and held-out boards in {time.perf_counter() - t0:.0f} s")
-    entries = []
     spec = rule_sets[0].classifier_spec  # check_shared_types: all rule sets agree on it
-    arch = architecture_from_spec(spec)
-    for name in sorted(train.by_classifier):
-        t = time.perf_counter()
-        trained = train_classifier(arch, train.by_classifier[name], val.by_classifier[name],
-                                   recipe["classifier_epochs"], seed, recipe.get("augment", 1.0))
-        entries.append(_write(root, name, arch.role, spec, trained, CLASSIFIER_CLASSES, key))
-        say(f"trained {name}: validation accuracy {trained.val_accuracy:.3f} "
-            f"({trained.train_samples} crops, {time.perf_counter() - t:.0f} s)")
     detectors = {d.name: d.spec for r in rule_sets for d in r.detectors}
-    for name in sorted(det_train.by_detector):
-        arch = architecture_from_spec(detectors[name])
-        t = time.perf_counter()
-        trained = train_detector(arch, det_train.by_detector[name], val.by_detector[name],
-                                 recipe["detector_epochs"], seed, recipe.get("detector_copies", 1),
-                                 recipe.get("augment", 1.0))
-        entries.append(_write(root, name, arch.role, detectors[name], trained, DETECTOR_CLASSES, key))
-        say(f"trained {name}: validation accuracy {trained.val_accuracy:.3f} "
-            f"({trained.train_samples} crops, {time.perf_counter() - t:.0f} s)")
+    augment = recipe.get("augment", 1.0)
+    jobs = [TrainJob(name, "classifier", spec, train.by_classifier[name], val.by_classifier[name],
+                     recipe["classifier_epochs"], seed, augment) for name in sorted(train.by_classifier)]
+    jobs += [TrainJob(name, "detector", detectors[name], det_train.by_detector[name], val.by_detector[name],
+                      recipe["detector_epochs"], seed, augment, recipe.get("detector_copies", 1))
+             for name in sorted(det_train.by_detector)]
+    started = time.perf_counter()
+
+    def done(job: TrainJob, trained: Trained) -> None:
+        say(f"trained {job.name}: validation accuracy {trained.val_accuracy:.3f} ({trained.train_samples} crops, "
+            f"{time.perf_counter() - started:.0f} s into training)")
+
+    trained = run_jobs(jobs, workers, done)
+    entries = [_write(root, j.name, j.role, j.spec, trained[j.name],
+                      CLASSIFIER_CLASSES if j.role == "classifier" else DETECTOR_CLASSES, key) for j in jobs]
     build_s = round(time.perf_counter() - t0, 1)
     zoo = write_manifest(root, key, seed, entries, recipe=recipe, input_version=INPUT_VERSION,
                          rule_sets={r.recipe: r.version for r in rule_sets}, build_seconds=build_s)
