@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import configparser
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,10 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = subprocess.run(["bash", str(INSTALLER / "install.sh"), "--dest", str(dest), "--no-apt",
                         "--system-site-packages"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
+    # --system-site-packages stands for the box's image (torch preinstalled); here the image is whatever environment
+    # runs the tests, a virtualenv too: its packages are appended behind the staged venv's own
+    site_dir = next((dest / "opt/inspector/venv/lib").glob("python*/site-packages"))
+    (site_dir / "zz_test_image.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return dest
 
 

@@ -192,8 +192,9 @@ class LineController:
         zoo = self.zoo()
         if self.profiles is None:
             self.profiles = line_profiles(zoo, self.models_dir, self.say)
+        camera = setup.camera if setup.source.startswith("synthetic") else None  # a real source is its own camera
         source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate,
-                             setup.camera)
+                             camera)
         store = ResultStore(self.db_url)
         try:
             service = LineService(rules, zoo, self.profiles, setup.service, store, self.data_dir, source,

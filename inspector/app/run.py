@@ -48,7 +48,7 @@ def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: f
         rates = None if defect_rate is None else rates_for(defect_rate)
         return SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s,
                                camera=parse_camera(camera) if camera else None)
-    if camera:
+    if camera and kind in ("folder", "watch", "replay", "camera"):
         raise ValueError(f"--camera renders synthetic boards as a camera sees them; source {spec!r} is a real one")
     if kind in ("folder", "watch"):
         return FolderSource(arg, watch=kind == "watch")

@@ -118,7 +118,7 @@ class ResultStore:
         error such as a failed registration), so an export loses no board."""
         with Session(self.engine) as s:
             if bare_boards:
-                q = select(Inspection, ComponentResult).outerjoin(ComponentResult, ComponentResult.inspection)
+                q = select(Inspection, ComponentResult).outerjoin(Inspection.parts)
                 q = _component_filters(q, filters, bare_boards=True)
             else:
                 q = _component_filters(select(Inspection, ComponentResult).join(ComponentResult.inspection), filters)
