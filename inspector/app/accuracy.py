@@ -10,6 +10,7 @@ no verdicts to score).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import tempfile
@@ -109,8 +110,8 @@ def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, mode
     scored against the truth."""
     source = condition_source(rules, camera, boards, seed, share)
     out = ConditionResult(name, describe(camera))
-    with tempfile.TemporaryDirectory(prefix="inspector-accuracy-") as tmp:
-        data = Path(data_dir or tmp)
+    with contextlib.ExitStack() as stack:
+        data = Path(data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="inspector-accuracy-")))
         store = ResultStore(sqlite_url(data / "results.sqlite"))
         service, seconds = run_line(rules, zoo, models_dir, source, ServiceConfig(config, keep_crops="none"), store,
                                     data, say, every=10**9)
@@ -118,9 +119,8 @@ def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, mode
         store.close()
     stats = service.line.stats
     out.boards, out.seconds, out.detection = stats.boards, seconds, service.detection
-    if stats.registered:
-        out.residual_mean_px = stats.residual_px_sum / stats.registered
-        out.residual_max_px = stats.residual_px_max
+    out.residual_mean_px = stats.residual_px_mean
+    out.residual_max_px = stats.residual_px_max if stats.registered else None
     out.parts_per_s = stats.parts / max(seconds, 1e-9)
     return out
 

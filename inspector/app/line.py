@@ -98,6 +98,15 @@ class LineStats:
     residual_px_sum: float = 0.0  # over the boards registered, for the mean
     registered: int = 0
 
+    def add_registration(self, registration: Registration) -> None:
+        self.registered += 1
+        self.residual_px_sum += registration.residual_px
+        self.residual_px_max = max(self.residual_px_max, registration.residual_px)
+
+    @property
+    def residual_px_mean(self) -> float | None:
+        return self.residual_px_sum / self.registered if self.registered else None
+
 
 class Line:
     def __init__(self, rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig,
@@ -160,28 +169,26 @@ class Line:
         """
         rules = self.rules
         check_board(image, rules)
-        started = datetime.now(timezone.utc)
+        now = datetime.now(timezone.utc)
+        record = BoardRecord(serial, rules.recipe, rules.version, now, now, self.config.line, self.config.station,
+                             source)
         registration: Registration | None = None
         if rules.fiducials is not None and self.config.register:
             try:
                 registration = register(image, rules.fiducials)
             except RegistrationFailed as exc:
-                self._finish_unregistered(rules, serial, source, started, str(exc))
+                self._finish_unregistered(record, str(exc))
                 return
+            record.transform, record.residual_px = registration.matrix, registration.residual_px
+            record.fiducials = dict(registration.found)
         crops = cut_board(image, rules, registration)
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight)
             if not self._boards_in:
                 self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
             self._boards_in += 1
-            record = BoardRecord(serial, rules.recipe, rules.version, started, started, self.config.line,
-                                 self.config.station, source)
             if registration is not None:
-                record.transform, record.residual_px = registration.matrix, registration.residual_px
-                record.fiducials = dict(registration.found)
-                self.stats.registered += 1
-                self.stats.residual_px_sum += registration.residual_px
-                self.stats.residual_px_max = max(self.stats.residual_px_max, registration.residual_px)
+                self.stats.add_registration(registration)
             pending = _Pending(record, len(crops), rules)
             requests = []
             for crop in crops:
@@ -193,10 +200,9 @@ class Line:
         for r in requests:
             self.engine.submit(r)
 
-    def _finish_unregistered(self, rules: RuleSet, serial: str, source: str, started: datetime, reason: str) -> None:
+    def _finish_unregistered(self, record: BoardRecord, reason: str) -> None:
         """One board-level `error` record, never a flood of false part failures."""
-        record = BoardRecord(serial, rules.recipe, rules.version, started, datetime.now(timezone.utc),
-                             self.config.line, self.config.station, source, error=reason)
+        record.error, record.finished_at = reason, datetime.now(timezone.utc)
         with self._lock:
             self.stats.boards += 1
             self.stats.registration_failed += 1

@@ -33,8 +33,7 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "verdicts": dict(line.stats.board_verdicts), "defects": dict(line.stats.defects),
         "registration": {"enabled": line.config.register and line.rules.fiducials is not None,
                          "registered": line.stats.registered, "failed": line.stats.registration_failed,
-                         "residual_px_mean": (line.stats.residual_px_sum / line.stats.registered
-                                              if line.stats.registered else None),
+                         "residual_px_mean": line.stats.residual_px_mean,
                          "residual_px_max": line.stats.residual_px_max if line.stats.registered else None},
         "in_flight": line.boards_in_flight,
         "last_board_age_s": None if last is None else time.monotonic() - last,

@@ -16,11 +16,17 @@ call overhead would make training several times slower.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
+
+from ..ingest.crops import crop_tensor
+from ..ingest.photometric import normalize_crop
 
 
 class SubpixelJitter(v2.Transform):
@@ -101,3 +107,15 @@ def camera_augmentation(strength: float = 1.0) -> v2.Compose:
         v2.RandomApply([SensorNoise()], p=0.6 * p),
         v2.RandomApply([v2.JPEG(quality=(45, 95))], p=0.5 * p),
     ])
+
+
+def seen_stacks(crops: list[np.ndarray],
+                pipeline: v2.Compose | None = None) -> Iterator[tuple[list[int], torch.Tensor]]:
+    """HxWx3 BGR crops as the experts see them: (indices, Nx3xHxW uint8 stack) per crop size, each stack first
+    augmented when a pipeline is given, then photometrically normalised like the line's crops."""
+    by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for i, crop in enumerate(crops):
+        by_shape[crop.shape].append(i)
+    for idx in by_shape.values():
+        stack = torch.stack([crop_tensor(crops[i]) for i in idx])
+        yield idx, normalize_crop(augment_stack(stack, pipeline) if pipeline is not None else stack)

@@ -5,7 +5,6 @@ uses at inspection time, so there is no train/serve skew.
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 import torch
@@ -13,10 +12,8 @@ from torch import nn
 from torchvision.transforms import v2
 
 from ..experts.resnet import ResNetClassifier
-from ..ingest.crops import crop_tensor
-from ..ingest.photometric import normalize_crop
 from ..ingest.synthetic import classifier_label
-from .augment import augment_stack, camera_augmentation
+from .augment import camera_augmentation, seen_stacks
 from .samples import PartSample
 
 
@@ -33,14 +30,8 @@ def to_batch(arch: ResNetClassifier, samples: list[PartSample],
 
     Crops are stacked by size (an expert's crops share one) so augmentation and preprocessing run per stack."""
     x = torch.empty(len(samples), 3, arch.input_size, arch.input_size)
-    by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
-    for i, s in enumerate(samples):
-        by_shape[s.crop.shape].append(i)
-    for idx in by_shape.values():
-        stack = torch.stack([crop_tensor(samples[i].crop) for i in idx])
-        if pipeline is not None:
-            stack = augment_stack(stack, pipeline)
-        x[idx] = arch.preprocess_batch(normalize_crop(stack))
+    for idx, stack in seen_stacks([s.crop for s in samples], pipeline):
+        x[idx] = arch.preprocess_batch(stack)
     y = torch.tensor([classifier_label(s.defect) for s in samples])
     return x, y
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from ..experts.yolo import YoloDetector
 from ..ingest.crops import crop_tensor
 from ..ingest.photometric import normalize_crop
 from ..routing.rules import DETECTOR_CLASSES
-from .augment import augment_stack, camera_augmentation
+from .augment import camera_augmentation, seen_stacks
 from .samples import PartSample, body_label
 
 
@@ -45,13 +44,8 @@ def write_dataset(root: Path, split: str, samples: list[PartSample], size: int, 
     images.mkdir(parents=True, exist_ok=True)
     labels.mkdir(parents=True, exist_ok=True)
     pipeline = camera_augmentation(augment) if augment > 0 else None
-    by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
-    for i, s in enumerate(samples):
-        by_shape[s.crop.shape].append(i)
-    for idx in by_shape.values():
-        stack = torch.stack([crop_tensor(samples[i].crop) for i in idx])
-        for k in range(copies):
-            seen = normalize_crop(augment_stack(stack, pipeline) if pipeline is not None else stack)
+    for k in range(copies):
+        for idx, seen in seen_stacks([s.crop for s in samples], pipeline):
             for i, t in zip(idx, seen):
                 image = np.ascontiguousarray(t.numpy().transpose(1, 2, 0)[:, :, ::-1])  # as the line sees it, BGR
                 cv2.imwrite(str(images / f"{i:06d}-{k}.png"), cv2.resize(image, (size, size),
@@ -59,7 +53,6 @@ def write_dataset(root: Path, split: str, samples: list[PartSample], size: int, 
                 cx, cy, w, h = body_label(samples[i])
                 (labels / f"{i:06d}-{k}.txt").write_text(f"{detector_class(samples[i])} {cx:.5f} {cy:.5f} {w:.5f} "
                                                          f"{h:.5f}\n")
-
 
 def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSample], epochs: int = 12,
                    seed: int = 0, copies: int = 1, augment: float = 1.0) -> TrainedDetector:
