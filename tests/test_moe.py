@@ -12,6 +12,8 @@ from transformers import AutoModelForCausalLM
 
 from inspector.moe.checkpoint import CheckpointError, MoECheckpoint
 from inspector.moe.engine import BudgetTooSmall, ContextTooLong, OffloadedLM
+from inspector.moe.offline.collect import calibrate
+from inspector.moe.policies import get_policy
 from inspector.runtime.memory import DeviceBudget, OverBudget
 
 from .moe_models import save_tiny, tiny_configs
@@ -20,10 +22,23 @@ ARCHS = sorted(tiny_configs())
 PROMPT = [0, 5, 17, 60, 3, 42, 8, 77, 11, 30]
 
 
+CAL_PROMPTS = [[0, 5, 17, 60, 3, 42, 8, 77], [0, 33, 34, 35, 90, 4, 4, 4, 61], [0, 7, 8, 9, 10, 11, 12, 13],
+               [0, 50, 51, 52, 53, 20, 21, 22], [0, 88, 14, 2, 70, 6]]
+EXACT_POLICIES = ["ondemand", "lru", "fiddler", "moesys", "daop", "fmoe", "firm", "firm:parts=1", "duoserve"]
+PREDICTING = {"daop", "fmoe", "firm", "firm:parts=1", "duoserve"}
+
+
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("moe")
     return {name: save_tiny(name, root) for name in ARCHS}
+
+
+@pytest.fixture(scope="module")
+def calibrations(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Each checkpoint's calibration (counts, routing trace) on prompts other than the test's."""
+    cache = tmp_path_factory.mktemp("moe-cal")
+    return {name: calibrate(path, CAL_PROMPTS, new_tokens=10, cache_dir=cache) for name, path in checkpoints.items()}
 
 
 def plain_greedy(root: Path, n: int) -> tuple[list[int], torch.Tensor]:
@@ -37,10 +52,11 @@ def plain_greedy(root: Path, n: int) -> tuple[list[int], torch.Tensor]:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("policy", ["ondemand", "lru", "fiddler", "daop"])
-def test_exact_mode_matches_plain_transformers(checkpoints: dict[str, Path], arch: str, policy: str) -> None:
+@pytest.mark.parametrize("policy", EXACT_POLICIES)
+def test_exact_mode_matches_plain_transformers(checkpoints: dict[str, Path], calibrations: dict, arch: str,
+                                               policy: str) -> None:
     want_tokens, want_logits = plain_greedy(checkpoints[arch], 16)
-    lm = OffloadedLM.load(checkpoints[arch], policy, cache_ratio=0.25)
+    lm = OffloadedLM.load(checkpoints[arch], get_policy(policy, calibrations[arch]), cache_ratio=0.25)
     got = list(lm.generate(PROMPT, 16))
     assert [t for t, _ in got] == want_tokens
     with torch.inference_mode():
@@ -48,14 +64,22 @@ def test_exact_mode_matches_plain_transformers(checkpoints: dict[str, Path], arc
     torch.testing.assert_close(logits, want_logits, rtol=1e-5, atol=1e-5)  # fp32 rounding at most
     stats = got[-1][1]
     assert stats.tokens == 16 and stats.expert_loads > 0
-    if policy == "ondemand":
-        assert stats.hit_rate == 0.0 and all(n == 0 for n in stats.residency.values())
+    if policy in ("ondemand", "duoserve", "moesys"):  # nothing stays resident
+        assert all(n == 0 for n in stats.residency.values())
     else:
-        assert 0.0 < stats.hit_rate < 1.0 and all(n <= 2 for n in stats.residency.values())
+        assert all(n <= 2 for n in stats.residency.values())
+    if policy == "ondemand":
+        assert stats.hit_rate == 0.0
+    elif policy != "duoserve":
+        assert 0.0 < stats.hit_rate < 1.0
     if policy == "daop":  # predicted every next layer, prefetched what was away, judged against the real routing
         assert stats.predicted == 15 * 2 * 2 and stats.prefetches > 0 and stats.prediction_accuracy is not None
+    elif policy in PREDICTING:
+        assert stats.predicted > 0 and stats.prediction_accuracy is not None and stats.utilisation is not None
     else:
-        assert stats.predicted == 0 and stats.prefetches == 0
+        assert stats.predicted == 0
+    if policy == "duoserve":
+        assert stats.pipelined > 0
     assert stats.peak_pool_bytes <= lm.runtime.store.ledger.capacity
     lm.close()
     assert lm.runtime.store.ledger.used == 0

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from inspector.moe.bench import bench
-from inspector.moe.calibration import Calibration, calibrate
+from inspector.moe.calibration import Calibration
 from inspector.moe.checkpoint import CheckpointError, ExpertKey
 from inspector.moe.engine import OffloadedLM
+from inspector.moe.offline.collect import calibrate
 from inspector.moe.policies import DAOP, Fiddler, get_policy
 
 from .moe_models import save_tiny
@@ -82,12 +83,28 @@ def test_daop_predicts_with_the_next_gate_and_prefetches_what_is_away(mixtral: P
     assert ledger.used == 0
 
 
-def test_graceful_degradation_is_off_by_default_and_changes_picks_when_on(mixtral: Path) -> None:
+def test_graceful_degradation_is_off_by_default_and_substitutes_only_mispredicted_away_picks(mixtral: Path) -> None:
     assert not get_policy("daop").approximate and get_policy("daop+degrade").approximate
-    exact = [t for t, _ in OffloadedLM.load(mixtral, "daop", cache_ratio=0.25).generate(PROMPTS[1], 12)]
     lm = OffloadedLM.load(mixtral, "daop+degrade", cache_ratio=0.25)
+    rt, pol = lm.runtime, lm.runtime.policy
+    resident = sorted(k.expert for k in rt.resident_in(1))
+    away = [e for e in range(8) if e not in resident]
+    hidden = torch.randn(1, 32)
+
+    def degrade(picks: list[int], guess: set[int] | None) -> list[int]:
+        index = torch.tensor([picks])
+        pol.adjust_route(rt, 1, hidden, index, torch.ones(1, 2), guess)
+        return index[0].tolist()
+
+    assert degrade([away[0], away[1]], None) == [away[0], away[1]]  # no guess for the layer: nothing to replace
+    assert degrade([away[0], away[1]], {away[0], away[1]}) == [away[0], away[1]]  # both foreseen: kept
+    assert degrade([away[0], resident[0]], set()) == [away[0], resident[0]]  # one away pick: kept
+    logits = rt.router_logits(1, hidden)[0]
+    got = degrade([away[0], away[1]], {away[0]})  # away[1] was mispredicted: it alone may go
+    assert got[0] == away[0] and got[1] == max(resident, key=lambda e: float(logits[e]))
+    assert rt.counters.degraded == 1
+    exact = [t for t, _ in OffloadedLM.load(mixtral, "daop", cache_ratio=0.25).generate(PROMPTS[1], 12)]
     out = list(lm.generate(PROMPTS[1], 12))
-    assert out[-1][1].degraded > 0  # steps where two picks were away: the weaker one became a resident expert
     assert len(out) == len(exact)
     lm.close()
 
@@ -128,7 +145,7 @@ def test_a_prefetched_expert_is_staged_used_once_admitted_and_unused_ones_give_t
     rt.release(used)
     rt.layer_done(1, torch.zeros(1, 32))
     assert not rt.is_resident(unused) and not ledger.holds(f"buffer:{unused}")
-    assert len(rt.resident_in(1)) == rt.slots_per_layer
+    assert len(rt.resident_in(1)) == rt.slots[1]
     lm.close()
     assert ledger.used == 0
 

@@ -1,21 +1,31 @@
-"""`inspector llm bench`: one prompt set, several policies at one expert cache ratio, side by side.
+"""`inspector llm bench`: one prompt set, several policies at one or more expert cache ratios, side by side.
 
-Each policy gets a freshly loaded model (its own initial placement, a cold
-pool) and decodes every prompt greedily; tokens/s is all new tokens over all
-wall time, prefill included. The all-resident ceiling is the same model with
-every expert in the pool. Exact policies must produce the same tokens; the
-report says whether they did, and for an approximate policy how many tokens
-it changed (its accuracy cost).
+Each policy run gets a freshly loaded model (its own initial placement, a cold
+pool; a trained predictor or calibration is built before the clock starts) and
+decodes every prompt greedily; tokens/s is all new tokens over all wall time,
+prefill included. With `repeat` > 1 each policy runs that many times and every
+figure is the median. The all-resident ceiling is the same model with every
+expert in the pool. Exact policies must produce the same tokens; the report says
+whether they did, and for an approximate policy how many tokens it changed.
 """
 from __future__ import annotations
 
+import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .calibration import Calibration
 from .engine import OffloadedLM
 from .policies import get_policy
+from .policies.firm import FIRM
+
+# FIRM-MoE's ablation (its Table 1): the baseline is next-gate prefetch of whole experts into an LRU cache
+FIRM_ABLATION = ("firm:fine=false:mol=false:heop=false", "firm:mol=false:heop=false", "firm:heop=false", "firm")
+ABLATIONS = {"firm": FIRM_ABLATION}
+ABLATION_LABELS = {FIRM_ABLATION[0]: "firm base", FIRM_ABLATION[1]: "+fine-grained", FIRM_ABLATION[2]: "+MoL",
+                   FIRM_ABLATION[3]: "+HEOP"}
 
 
 @dataclass
@@ -25,16 +35,23 @@ class BenchRun:
     ttft_s: float
     expert_loads: int
     hit_rate: float
-    peak_device_bytes: int
-    prediction_accuracy: float | None
+    peak_device_bytes: int  # non-expert weights + the pool's peak
+    prediction_accuracy: float | None  # |S∩A| / |A|
     new_tokens: int = 0
     seconds: float = 0.0
+    utilisation: float | None = None  # |S∩A| / |S|
+    bytes_read: int = 0
+    peak_expert_bytes: int = 0  # the pool's peak: resident experts, reads in flight and staged
     prefetches: int = 0
+    prefetch_unused: int = 0
     prefetch_waits: int = 0
+    pipelined: int = 0
     swaps: int = 0
     degraded: int = 0
     approximate: bool = False
     same_tokens: float | None = None  # share of generated tokens equal to the first exact policy's
+    repeats: int = 1
+    details: dict = field(default_factory=dict)  # policy-specific: HEOP's choice and trail, the predictor's report
     tokens: list[list[int]] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
@@ -52,20 +69,24 @@ class BenchReport:
     prompts: int
     max_new_tokens: int
     device: str
+    repeat: int = 1
 
     def to_json(self) -> dict:
-        return {"model": self.model, "cache_ratio": self.cache_ratio,
+        return {"model": self.model, "cache_ratio": self.cache_ratio, "repeat": self.repeat,
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "runs": [r.to_json() for r in self.runs],
                 "prompts": self.prompts, "max_new_tokens": self.max_new_tokens, "device": self.device}
 
 
 def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[list[int]], max_new_tokens: int,
-               calibration: Calibration | None, device: str = "cpu") -> BenchRun:
-    pol = get_policy(policy, calibration)
+               calibration: Calibration | None, device: str = "cpu",
+               log: Callable[[str], None] | None = None) -> BenchRun:
+    pol = get_policy(policy, calibration, log)
     lm = OffloadedLM.load(root, pol, cache_ratio=cache_ratio, device=device)
     try:
         tokens, ttfts, seconds = [], [], 0.0
-        loads = hits = misses = prefetches = waits = swaps = degraded = predicted = right = 0
+        sums: dict[str, int] = {}
+        keys = ("expert_loads", "hits", "misses", "prefetches", "prefetch_unused", "prefetch_waits", "pipelined",
+                "swaps", "degraded", "predicted", "predicted_right", "guessed", "bytes_read")
         for ids in prompts:
             t0 = time.perf_counter()
             out = list(lm.generate(ids, max_new_tokens, truncate=True))
@@ -73,38 +94,75 @@ def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[
             s = out[-1][1]
             tokens.append([t for t, _ in out])
             ttfts.append(s.ttft_s)
-            loads += s.expert_loads
-            hits, misses = hits + s.hits, misses + s.misses
-            prefetches, waits, swaps, degraded = (prefetches + s.prefetches, waits + s.prefetch_waits,
-                                                  swaps + s.swaps, degraded + s.degraded)
-            predicted, right = predicted + s.predicted, right + s.predicted_right
+            for k in keys:
+                sums[k] = sums.get(k, 0) + getattr(s, k)
         n = sum(len(t) for t in tokens)
-        return BenchRun(policy, n / seconds, sum(ttfts) / len(ttfts), loads, hits / max(1, hits + misses),
-                        lm.non_expert_bytes + lm.runtime.store.ledger.peak, right / predicted if predicted else None,
-                        n, seconds, prefetches, waits, swaps, degraded, pol.approximate, tokens=tokens)
+        lookups = sums["hits"] + sums["misses"]
+        return BenchRun(policy, n / seconds, sum(ttfts) / len(ttfts), sums["expert_loads"],
+                        sums["hits"] / max(1, lookups), lm.non_expert_bytes + lm.runtime.store.ledger.peak,
+                        sums["predicted_right"] / sums["predicted"] if sums["predicted"] else None, n, seconds,
+                        sums["predicted_right"] / sums["guessed"] if sums["guessed"] else None, sums["bytes_read"],
+                        lm.runtime.store.ledger.peak, sums["prefetches"], sums["prefetch_unused"],
+                        sums["prefetch_waits"], sums["pipelined"], sums["swaps"], sums["degraded"], pol.approximate,
+                        details=_details(pol), tokens=tokens)
     finally:
         lm.close()
 
 
+def _details(pol: object) -> dict:
+    if isinstance(pol, FIRM) and pol.mol:
+        heop = pol.heop
+        if heop is None:
+            return {}
+        return {"k_p": {g: list(heop.config(g)) for g in heop.groups}, "heop_done": heop.done,
+                "trail": [asdict(t) for t in heop.trail]}
+    report = getattr(pol, "report", None)
+    return {"predictor": asdict(report)} if report is not None else {}
+
+
+def _median_run(runs: list[BenchRun]) -> BenchRun:
+    """Every numeric figure the median of the repeats; tokens and details from the first run."""
+    first = runs[0]
+    if len(runs) == 1:
+        return first
+    out = BenchRun(**{f.name: getattr(first, f.name) for f in fields(BenchRun)})
+    for f in fields(BenchRun):
+        values = [getattr(r, f.name) for r in runs]
+        if f.name in ("tokens", "details", "policy", "approximate", "same_tokens", "repeats"):
+            continue
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            med = statistics.median(values)
+            setattr(out, f.name, type(getattr(first, f.name))(med) if isinstance(getattr(first, f.name), int)
+                    else med)
+    out.repeats = len(runs)
+    return out
+
+
 def bench(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
           max_new_tokens: int, calibration: Calibration | None, device: str = "cpu",
-          log=lambda line: None) -> BenchReport:
+          log: Callable[[str], None] = lambda line: None, repeat: int = 1) -> BenchReport:
     ceiling = run_policy(root, "fiddler", 1.0, prompts, max_new_tokens, calibration, device)  # warms torch, too
     log(f"ceiling (every expert resident): {ceiling.tokens_per_s:.2f} tokens/s")
     runs = []
     reference: list[list[int]] | None = None
     for name in policies:
-        run = run_policy(root, name, cache_ratio, prompts, max_new_tokens, calibration, device)
+        repeats = []
+        for i in range(max(1, repeat)):
+            repeats.append(run_policy(root, name, cache_ratio, prompts, max_new_tokens, calibration, device, log))
+            if repeats[-1].tokens != repeats[0].tokens:
+                log(f"WARNING: {name} gave different tokens on repeat {i + 1}")
+        run = _median_run(repeats)
         if reference is None and not run.approximate:
             reference = run.tokens
         if reference is not None:
-            run.same_tokens = _agreement(reference, run.tokens)
+            run.same_tokens = min(_agreement(reference, r.tokens) for r in repeats)
         runs.append(run)
-        log(f"{name}: {run.tokens_per_s:.2f} tokens/s")
+        log(f"{name} @ {cache_ratio:g}: {run.tokens_per_s:.2f} tokens/s")
     for run in runs:  # an approximate policy run before the first exact one is compared now
         if run.same_tokens is None and reference is not None:
             run.same_tokens = _agreement(reference, run.tokens)
-    return BenchReport(str(root), cache_ratio, ceiling.tokens_per_s, runs, len(prompts), max_new_tokens, device)
+    return BenchReport(str(root), cache_ratio, ceiling.tokens_per_s, runs, len(prompts), max_new_tokens, device,
+                       max(1, repeat))
 
 
 def _agreement(want: list[list[int]], got: list[list[int]]) -> float:
@@ -118,16 +176,30 @@ def _agreement(want: list[list[int]], got: list[list[int]]) -> float:
 
 def format_report(report: BenchReport, base: str = "ondemand") -> str:
     base_rate = next((r.tokens_per_s for r in report.runs if r.policy == base), report.runs[0].tokens_per_s)
-    lines = [f"model {report.model} on {report.device}: cache ratio {report.cache_ratio:.2f}, {report.prompts} "
-             f"prompts x {report.max_new_tokens} new tokens; all-resident ceiling "
+    base_name = base if any(r.policy == base for r in report.runs) else report.runs[0].policy
+    med = f", median of {report.repeat}" if report.repeat > 1 else ""
+    lines = [f"model {report.model} on {report.device}: cache ratio {report.cache_ratio:g}, {report.prompts} "
+             f"prompts x {report.max_new_tokens} new tokens{med}; all-resident ceiling "
              f"{report.ceiling_tokens_per_s:.2f} tokens/s",
-             f"{'policy':<14}{'tok/s':>8}{'x ' + base:>12}{'ttft s':>8}{'loads':>7}{'hit':>7}{'pred acc':>9}"
-             f"{'prefetch':>9}{'waits':>7}{'swaps':>7}{'peak MiB':>9}{'same tok':>9}"]
+             f"{'policy':<16}{'tok/s':>7}{'x ' + base_name[:8]:>11}{'ttft s':>8}{'hit':>6}{'pred acc':>9}"
+             f"{'util':>6}{'loads':>7}{'MiB read':>9}{'unused':>7}{'exp MiB':>8}{'tot MiB':>8}{'same tok':>9}"]
     lines.append("-" * len(lines[-1]))
     for r in report.runs:
         acc = f"{r.prediction_accuracy:.3f}" if r.prediction_accuracy is not None else "-"
+        util = f"{r.utilisation:.3f}" if r.utilisation is not None else "-"
         same = f"{r.same_tokens:.3f}" if r.same_tokens is not None else "-"
-        lines.append(f"{r.policy:<14}{r.tokens_per_s:>8.2f}{r.tokens_per_s / base_rate:>11.2f}x{r.ttft_s:>8.3f}"
-                     f"{r.expert_loads:>7}{r.hit_rate:>7.3f}{acc:>9}{r.prefetches:>9}{r.prefetch_waits:>7}"
-                     f"{r.swaps:>7}{r.peak_device_bytes / 2**20:>9.1f}{same:>9}")
+        name = ABLATION_LABELS.get(r.policy, r.policy)
+        lines.append(f"{name[:16]:<16}{r.tokens_per_s:>7.2f}{r.tokens_per_s / base_rate:>10.2f}x{r.ttft_s:>8.3f}"
+                     f"{r.hit_rate:>6.3f}{acc:>9}{util:>6}{r.expert_loads:>7}{r.bytes_read / 2**20:>9.1f}"
+                     f"{r.prefetch_unused:>7}{r.peak_expert_bytes / 2**20:>8.2f}{r.peak_device_bytes / 2**20:>8.1f}"
+                     f"{same:>9}")
+    for r in report.runs:
+        if r.details.get("k_p"):
+            kp = ", ".join(f"{g} K={k} P={p}" for g, (k, p) in r.details["k_p"].items())
+            lines.append(f"{ABLATION_LABELS.get(r.policy, r.policy)}: HEOP chose {kp} after "
+                         f"{len(r.details['trail'])} judged windows")
+        if r.details.get("predictor"):
+            p = r.details["predictor"]
+            lines.append(f"{r.policy}: predictor held-out accuracy {p['accuracy']:.3f} vs popularity alone "
+                         f"{p['popularity_accuracy']:.3f} ({p['train_samples']} training samples)")
     return "\n".join(lines)

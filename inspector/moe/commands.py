@@ -6,9 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from .policies import POLICIES
+from .policies import ALIASES, POLICIES, parse_spec
 
-DEFAULT_POLICIES = "ondemand,lru,fiddler,daop"
+DEFAULT_POLICIES = "ondemand,lru,fiddler,moesys,daop,fmoe,firm,duoserve"
 
 
 def _say(line: str) -> None:
@@ -51,7 +51,7 @@ def _prompt_ids(tokenizer, texts: list[str]) -> list[list[int]]:
 
 
 def _calibration(model: Path, tokenizer, args: argparse.Namespace):
-    from .calibration import calibrate_on_texts
+    from .offline.collect import calibrate_on_texts
 
     return calibrate_on_texts(model, tokenizer, _llm_root(args) / "calibration", _say)
 
@@ -86,28 +86,71 @@ def cmd_chat(args: argparse.Namespace) -> int:
         session.close()
 
 
+def _ratios(args: argparse.Namespace) -> list[float]:
+    if args.cache_ratios:
+        try:
+            return [float(r) for r in args.cache_ratios.split(",") if r.strip()]
+        except ValueError:
+            raise ValueError(f"--cache-ratios wants numbers separated by commas, got {args.cache_ratios!r}") from None
+    return [args.cache_ratio]
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import bench, format_report
+    from .bench import ABLATIONS, bench, format_report
     from .checkpoint import MoECheckpoint
     from .engine import pool_slots
     from .text import load_tokenizer, read_prompts
 
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if args.ablation:
+        policies = ["ondemand", *ABLATIONS[args.ablation]]
+    else:
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if args.degrade and "daop+degrade" not in policies:
         policies.append("daop+degrade")
+    for spec in policies:
+        parse_spec(spec)  # a typo is refused before anything loads
     model = resolve_model(args)
-    pool_slots(MoECheckpoint.open(model), args.cache_ratio)  # a ratio below one layer's top-k: refused first
+    ratios = _ratios(args)
+    ckpt = MoECheckpoint.open(model)
+    for ratio in ratios:
+        pool_slots(ckpt, ratio)  # a ratio below one layer's top-k: refused first
     tokenizer = load_tokenizer(model)
     prompts = _prompt_ids(tokenizer, read_prompts(args.prompts))
     cal = _calibration(model, tokenizer, args)
-    report = bench(model, policies, args.cache_ratio, prompts, args.max_new_tokens, cal, args.device, log=_say)
-    print(format_report(report))
-    exact = [r for r in report.runs if not r.approximate]
-    if exact and any(r.same_tokens != 1.0 for r in exact):
-        print("WARNING: exact policies disagree on the tokens; this is a bug, please report it")
+    reports = []
+    for ratio in ratios:
+        report = bench(model, policies, ratio, prompts, args.max_new_tokens, cal, args.device, log=_say,
+                       repeat=args.repeat)
+        print(format_report(report), flush=True)
+        reports.append(report)
+        exact = [r for r in report.runs if not r.approximate]
+        if exact and any(r.same_tokens != 1.0 for r in exact):
+            print("WARNING: exact policies disagree on the tokens; this is a bug, please report it")
     if args.json:
-        Path(args.json).write_text(json.dumps(report.to_json(), indent=2))
+        doc = reports[0].to_json() if len(reports) == 1 else {"reports": [r.to_json() for r in reports]}
+        Path(args.json).write_text(json.dumps(doc, indent=2))
         print(f"report written to {args.json}")
+    return 0
+
+
+def cmd_train_predictor(args: argparse.Namespace) -> int:
+    from .checkpoint import MoECheckpoint
+    from .offline.predictor import PredictorRecipe, predictor_path, train_predictor
+    from .text import load_tokenizer
+
+    model = resolve_model(args)
+    ckpt = MoECheckpoint.open(model)
+    cal = _calibration(model, load_tokenizer(model), args)
+    recipe = PredictorRecipe(epochs=args.epochs) if args.epochs else PredictorRecipe()
+    path = predictor_path(cal.path, recipe)
+    if path.is_file() and not args.force:
+        _say(f"predictor already trained: {path} (--force trains it again)")
+        return 0
+    predictor, report = train_predictor(cal.trace, ckpt.num_experts, ckpt.top_k, recipe, log=_say)
+    predictor.save(path, recipe, report)
+    _say(f"DuoServe predictor trained on {report.train_samples} samples from {cal.texts} calibration texts in "
+         f"{report.seconds:.1f} s: held-out accuracy {report.accuracy:.3f}, popularity alone "
+         f"{report.popularity_accuracy:.3f} ({report.heldout_samples} held-out samples); saved to {path}")
     return 0
 
 
@@ -130,17 +173,30 @@ def add_llm_parser(sub: argparse._SubParsersAction) -> None:
 
     chat = llm_sub.add_parser("chat", help="stream a completion in the terminal (a prompt per line, or --prompt)")
     model_flags(chat)
-    chat.add_argument("--policy", default="daop", choices=[*POLICIES, "daop+degrade"])
+    chat.add_argument("--policy", default="daop", help="a policy spec: " + ", ".join([*POLICIES, *ALIASES]) +
+                      ", optionally with options as name:option=value (default daop)")
     chat.add_argument("--prompt", help="complete this one prompt and exit")
     chat.set_defaults(func=cmd_chat, max_new_tokens=96)
 
     bench = llm_sub.add_parser("bench", help="several policies at one cache ratio, side by side, with the ceiling")
     model_flags(bench)
     bench.add_argument("--policies", default=DEFAULT_POLICIES,
-                       help="comma list of: " + ", ".join(POLICIES) + ", daop+degrade (approximate)")
+                       help="comma list of policy specs: " + ", ".join(POLICIES) + ", daop+degrade (approximate); "
+                            "options as name:option=value, e.g. daop:predict_from=4 or firm:parts=1")
+    bench.add_argument("--cache-ratios", help="comma list of cache ratios, one table each (e.g. 0.125,0.25,0.5)")
+    bench.add_argument("--repeat", type=int, default=1, help="run each policy N times and report medians")
+    bench.add_argument("--ablation", choices=["firm"],
+                       help="instead of --policies: FIRM-MoE's ablation (base, +fine-grained, +MoL, +HEOP)")
     bench.add_argument("--prompts", help="prompt file, prompts separated by lines holding only --- "
                                          "(default: the built-in set)")
     bench.add_argument("--degrade", action="store_true",
                        help="also run DAOP with graceful degradation and report its accuracy cost")
     bench.add_argument("--json", help="also write the report as JSON to this path")
     bench.set_defaults(func=cmd_bench, max_new_tokens=48)
+
+    train = llm_sub.add_parser("train-predictor", help="calibrate (cached) and train DuoServe-MoE's expert predictor "
+                                                       "from the routing trace; prints its held-out accuracy")
+    train.add_argument("--model", help="a local Hugging Face MoE checkpoint directory (default: the demo model)")
+    train.add_argument("--epochs", type=int, help="training epochs (default: the recipe's)")
+    train.add_argument("--force", action="store_true", help="train again even when a trained predictor is cached")
+    train.set_defaults(func=cmd_train_predictor)

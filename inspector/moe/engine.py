@@ -52,6 +52,10 @@ class GenStats:
     prefetches: int = 0
     prefetch_waits: int = 0
     prefetch_used: int = 0
+    prefetch_unused: int = 0
+    pipelined: int = 0
+    guessed: int = 0
+    bytes_read: int = 0
     swaps: int = 0
     degraded: int = 0
     predicted: int = 0
@@ -60,6 +64,10 @@ class GenStats:
     @property
     def prediction_accuracy(self) -> float | None:
         return self.predicted_right / self.predicted if self.predicted else None
+
+    @property
+    def utilisation(self) -> float | None:
+        return self.predicted_right / self.guessed if self.guessed else None
 
     @property
     def tokens_per_s(self) -> float:
@@ -72,13 +80,33 @@ class GenStats:
 
 
 def pool_slots(ckpt: MoECheckpoint, cache_ratio: float) -> int:
-    slots = int(round(cache_ratio * ckpt.num_experts))
+    """Slots every layer gets: the ratio of its experts, rounded down (never more than the ratio allows)."""
+    slots = int(cache_ratio * ckpt.num_experts + 1e-9)
     if slots < ckpt.top_k:
         smallest = ckpt.top_k / ckpt.num_experts
         raise BudgetTooSmall(f"cache ratio {cache_ratio:.3f} gives {slots} expert slot(s) per layer, fewer than the "
                              f"{ckpt.top_k} experts a token needs in one layer; the smallest ratio that works is "
                              f"{smallest:.3f} ({ckpt.top_k} of {ckpt.num_experts} experts per layer)")
     return min(slots, ckpt.num_experts)
+
+
+def layer_slots(ckpt: MoECheckpoint, cache_ratio: float, calibration: Calibration | None = None) -> dict[int, int]:
+    """Slots per layer: the floor everywhere, and the leftover of the whole pool (ratio x all experts, rounded
+    down) one slot each to the layers whose calibrated popularity is least concentrated (their top experts
+    cover the smallest share of selections), or to the first layers without a calibration."""
+    base = pool_slots(ckpt, cache_ratio)
+    layers = list(ckpt.moe_layers)
+    total = min(int(cache_ratio * ckpt.num_experts * len(layers) + 1e-9), ckpt.num_experts * len(layers))
+    leftover = max(0, total - base * len(layers)) if base < ckpt.num_experts else 0
+
+    def coverage(layer: int) -> float:
+        row = calibration.counts.get(layer) if calibration is not None else None
+        if not row or not sum(row):
+            return 0.0
+        return sum(sorted(row, reverse=True)[:base]) / sum(row)
+
+    extra = set(sorted(layers, key=lambda layer: (coverage(layer), layers.index(layer)))[:leftover])
+    return {layer: base + (layer in extra) for layer in layers}
 
 
 class OffloadedLM:
@@ -91,15 +119,16 @@ class OffloadedLM:
     def load(cls, root: str | Path, policy: str | MoEPolicy = "lru", cache_ratio: float = 0.25,
              device: torch.device | str = "cpu", budget: DeviceBudget | None = None,
              drop_page_cache: bool = True, calibration: Calibration | None = None) -> OffloadedLM:
-        """The pool holds `cache_ratio` of each layer's experts, plus read buffers: one for a miss, and
-        top_k more for reads a predicting policy starts ahead."""
+        """The pool holds `cache_ratio` of the experts (`layer_slots`), plus read buffers: one for a miss, and
+        those the policy reads ahead into (its staging; two for a prefill pipeline)."""
         ckpt = MoECheckpoint.open(root)
         device = torch.device(device)
         pol = get_policy(policy, calibration) if isinstance(policy, str) else policy
-        slots = pool_slots(ckpt, cache_ratio)
+        slots = layer_slots(ckpt, cache_ratio, calibration if calibration is not None else pol.calibration)
         expert_bytes = max(s.nbytes for s in ckpt.experts.values())
-        buffers = 1 + (ckpt.top_k if pol.prefetches else 0)
-        pool_bytes = (slots * len(ckpt.moe_layers) + buffers) * expert_bytes
+        ahead = pol.staging(ckpt.top_k, ckpt.num_experts) if pol.prefetches else 0
+        buffers = 1 + max(ahead, 2 if pol.pipelines_prefill else 0)
+        pool_bytes = (sum(slots.values()) + buffers) * expert_bytes
         if budget is None:
             budget = DeviceBudget(f"{device}", pool_bytes)
         ledger = budget.open(POOL_LEDGER, pool_bytes)  # OverBudget when the inspection pools left too little
@@ -144,7 +173,9 @@ class OffloadedLM:
             ids = ids[:, dropped:]
         stats = GenStats(prompt_tokens=ids.shape[1], truncated=dropped)
         rt = self.runtime
-        rt.begin_sequence()
+        with torch.inference_mode():  # the prompt's semantic embedding (fMoE matches expert maps by it)
+            embedding = self.model.get_input_embeddings()(ids)[0].float().mean(0).cpu()
+        rt.begin_sequence(embedding)
         cache = DynamicCache(config=self.model.config)
         try:
             yield from self._decode(ids, max_new_tokens, eos_token_id, cache, stats)
@@ -155,7 +186,7 @@ class OffloadedLM:
     def _decode(self, ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | None, cache: DynamicCache,
                 stats: GenStats) -> Iterator[tuple[int, GenStats]]:
         rt = self.runtime
-        c0, l0 = dataclasses.replace(rt.counters), rt.store.stats.loads
+        c0, l0, b0 = dataclasses.replace(rt.counters), rt.store.stats.loads, rt.store.stats.bytes_read
         t0 = time.perf_counter()
         rt.prefill = True
         out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
@@ -171,6 +202,7 @@ class OffloadedLM:
             for f in dataclasses.fields(c):  # this sequence's share of the runtime's counters
                 setattr(stats, f.name, getattr(c, f.name) - getattr(c0, f.name))
             stats.expert_loads = rt.store.stats.loads - l0
+            stats.bytes_read = rt.store.stats.bytes_read - b0
             stats.residency = {layer: len(rt.resident_in(layer)) for layer in rt.moe_layers}
             stats.peak_pool_bytes = rt.store.ledger.peak
             yield token, stats

@@ -71,7 +71,9 @@ class OffloadedExperts(nn.Module):
         w = self.source.acquire(key)
         try:
             gate, up = F.linear(current, w.gate_up).chunk(2, dim=-1)
-            out = F.linear(self.act_fn(gate) * up, w.down) * weight
+            inner = self.act_fn(gate) * up
+            w.wait()  # a sub-expert read: the down projection may still be landing
+            out = F.linear(inner, w.down) * weight
             final.index_add_(0, token_idx, out.to(final.dtype))
         finally:
             self.source.release(key)

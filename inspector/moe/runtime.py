@@ -1,16 +1,23 @@
-"""The mechanics every MoE policy shares: pool slots per layer, reads, prefetch, and the counting.
+"""The mechanics every MoE policy shares: pool slots per layer, reads, prefetch, pipelines, and the counting.
 
-A policy (policies.py) only decides; this object does. It is the experts
+A policy (policies/) only decides; this object does. It is the experts
 modules' `ExpertSource`: told each layer's routing before the experts run,
 asked for each expert's weights, told when the layer is done. Reads that a
-prediction asks for run on background threads (disk reads release the GIL,
-so they overlap the main thread's compute); an expert whose read is in flight
-is waited for, never read twice.
+policy asks for ahead of need run on background threads (disk reads release
+the GIL, so they overlap the main thread's compute); an expert whose read is
+in flight is waited for, never read twice.
 
-A predicted expert lands in a staging area, not in the pool: a wrong
+A read ahead of need lands in a staging area, not in the pool: a wrong
 prediction then costs its read but evicts nothing. When the layer uses it,
 the policy's `admit` decides whether it stays; when the layer passes without
-it, its bytes are given back.
+it, its bytes are given back (and counted as an unused prefetch).
+
+Three ways to read ahead, each asked for by the policy:
+- `lookahead`: the policy's guess for later layers (DAOP, fMoE, FIRM, DuoServe decode, MoESys);
+- `prefetch_parts`: a guess reads only the first n projections of each expert (FIRM's sub-experts);
+  the rest is read when the expert is used, the down projection while gate/up compute;
+- `pipelines_prefill`: in prefill, each used expert of a layer is read once, in compute order, with the
+  next read in flight while one computes (DuoServe's prefill pipeline).
 
 Every read's bytes are reserved in the pool's ledger before the read starts
 (`buffer:` entries), so the budget holds the experts in flight too, and the
@@ -19,6 +26,7 @@ peak the benchmark reports is what the pool really used.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -27,51 +35,72 @@ from torch.nn import functional as F
 
 from ..runtime.memory import OverBudget
 from .checkpoint import ExpertKey, MoECheckpoint
-from .policies import MoEPolicy
-from .store import ExpertStore, ExpertWeights
+from .policies.base import MoEPolicy
+from .store import PARTS, ExpertStore, ExpertWeights
 
 
 @dataclass
 class PoolCounters:
-    hits: int = 0  # selected expert resident when its layer ran
+    hits: int = 0  # selected expert in memory (resident, or staged by a guess) when its layer ran
     misses: int = 0
-    prefetches: int = 0  # reads a prediction started ahead of need
+    prefetches: int = 0  # reads a guess started ahead of need
     prefetch_waits: int = 0  # a layer waited for a read already under way
     prefetch_used: int = 0  # a staged (prefetched) expert was used by the layer it was read for
+    prefetch_unused: int = 0  # a staged expert its layer passed without using (the read was wasted)
+    pipelined: int = 0  # prefill reads started in compute order (DuoServe): counted as misses, overlapped
     swaps: int = 0  # sequence-specific allocation moves (DAOP Algorithm 1)
-    predicted: int = 0  # predicted (layer, expert) picks checked against the real routing
-    predicted_right: int = 0
+    predicted: int = 0  # |A|: real picks of layers a guess was made for
+    predicted_right: int = 0  # |S ∩ A|
+    guessed: int = 0  # |S|: experts guessed
     degraded: int = 0  # picks replaced by a resident expert (graceful degradation)
 
     @property
     def prediction_accuracy(self) -> float | None:
+        """|S∩A| / |A| (Eliseev and Mazur; FIRM-MoE eq. 7)."""
         return self.predicted_right / self.predicted if self.predicted else None
+
+    @property
+    def utilisation(self) -> float | None:
+        """|S∩A| / |S| (FIRM-MoE eq. 8): how much of what was guessed was used."""
+        return self.predicted_right / self.guessed if self.guessed else None
 
 
 class MoERuntime:
-    def __init__(self, ckpt: MoECheckpoint, store: ExpertStore, policy: MoEPolicy, slots_per_layer: int,
+    def __init__(self, ckpt: MoECheckpoint, store: ExpertStore, policy: MoEPolicy, slots: dict[int, int],
                  routers: dict[int, torch.Tensor]) -> None:
         self.ckpt, self.store, self.policy = ckpt, store, policy
-        self.slots_per_layer = slots_per_layer
+        self.slots = slots  # layer -> experts the pool keeps resident for it
         self.num_experts = ckpt.num_experts
         self.top_k = ckpt.top_k
         self.moe_layers = ckpt.moe_layers
         self._next = dict(zip(ckpt.moe_layers, ckpt.moe_layers[1:]))
-        self.routers = routers  # layer -> gate weight [E, H]: DAOP's next-layer prediction
+        self.routers = routers  # layer -> gate weight [E, H]: the other layers' gates predict a layer's picks
         self.prefill = False
         self.counters = PoolCounters()
         self.activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # this sequence
         self.decode_activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # all decodes
+        self.embedding: torch.Tensor | None = None  # this sequence's prompt embedding (mean of its input embeddings)
+        self.trajectory: dict[int, torch.Tensor] = {}  # this decode step: layer -> router probabilities so far
+        self.path: dict[int, list[int]] = {}  # this decode step: layer -> picks so far
+        self.trace: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # (probs [L,E], picks [L,k]) per step
         self._predicted: dict[int, set[int]] = {}
         self._inflight: dict[ExpertKey, Future] = {}
         self._staged: dict[ExpertKey, ExpertWeights] = {}
+        self._pipeline: dict[int, deque[ExpertKey]] = {}  # prefill: layer -> experts still to read, in order
+        self._pipelined: set[ExpertKey] = set()
         self._visits = dict.fromkeys(ckpt.moe_layers, 0)  # forward passes through each layer so far
         self._room = threading.RLock()  # make room + install, from either thread
-        self.max_inflight = ckpt.top_k  # one layer's picks read in parallel
-        self._io = ThreadPoolExecutor(self.max_inflight, thread_name_prefix="moe-prefetch") \
-            if policy.prefetches else None
+        self.max_staged = policy.staging(ckpt.top_k, ckpt.num_experts)  # reads ahead held at once
+        workers = max(self.max_staged, 2 if policy.pipelines_prefill else 0, 1 if policy.fine_grained else 0)
+        self._io = ThreadPoolExecutor(workers, thread_name_prefix="moe-read") \
+            if (policy.prefetches or policy.pipelines_prefill or policy.fine_grained) else None
 
     # -- PoolView (what policies read) ------------------------------------------------------------------
+    @property
+    def slots_per_layer(self) -> int:
+        """The fewest slots any layer has (a layer may hold one more: the leftover of the ratio)."""
+        return min(self.slots.values())
+
     def resident_in(self, layer: int) -> list[ExpertKey]:
         """The layer's resident experts, least recently used first."""
         return self.store.resident_in(layer)
@@ -96,19 +125,22 @@ class MoERuntime:
         self._fetch_async(hot, force=True) if self._io else self._install(hot, self.store.load(hot), pin=False)
 
     def prefetch(self, key: ExpertKey) -> None:
-        """Start reading an expert a prediction says is coming; skipped when the pool has no room for it."""
+        """Start reading an expert a guess says is coming; skipped when the staging area is full."""
         if self._io is None or self.store.is_resident(key) or key in self._inflight or key in self._staged:
             return
-        if len(self._inflight) + len(self._staged) >= self.max_inflight:
+        if len(self._inflight) + len(self._staged) >= self.max_staged:
             return
-        self._fetch_async(key, force=False)
+        self._fetch_async(key, force=False, parts=self.policy.prefetch_parts)
 
     # -- ExpertSource (what the experts modules call) ---------------------------------------------------
-    def begin_sequence(self) -> None:
+    def begin_sequence(self, embedding: torch.Tensor | None = None) -> None:
         for counts in self.activity.values():
             counts.zero_()
         self._predicted.clear()
         self.drop_staged()
+        self.embedding = embedding
+        self.trajectory, self.path = {}, {}
+        self._ask_ahead(self.policy.on_sequence(self, embedding))
 
     def drop_staged(self) -> None:
         """Give back what was read ahead for a sequence that ended (or failed) before using it."""
@@ -118,28 +150,38 @@ class MoERuntime:
             for key in self._staged:
                 self.store.release_buffer(key)
             self._staged.clear()
+            self._pipeline.clear()
+            self._pipelined.clear()
 
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
               top_k_weights: torch.Tensor) -> None:
+        decode = not self.prefill
         guess = self._predicted.pop(layer, None)
-        if guess is not None and not self.prefill:  # judged against the model's own routing, before any change
+        if guess is not None and decode:  # judged against the model's own routing, before any change
             actual = set(top_k_index[-1].tolist())
             self.counters.predicted += len(actual)
             self.counters.predicted_right += len(actual & guess)
-        if not self.prefill:
-            self.policy.adjust_route(self, layer, hidden, top_k_index, top_k_weights)
+            self.counters.guessed += len(guess)
+        if decode:
+            self.policy.adjust_route(self, layer, hidden, top_k_index, top_k_weights, guess)
         counts = torch.bincount(top_k_index.flatten().cpu(), minlength=self.num_experts)[:self.num_experts]
         self.activity[layer] += counts
-        if not self.prefill:
+        if decode:
             self.decode_activity[layer] += counts
+            if layer == self.moe_layers[0]:
+                self.trajectory, self.path = {}, {}
+            picks = top_k_index[-1].tolist()
+            self.path[layer] = picks
+            if self.policy.wants_probs or self.trace is not None:
+                logits = self.router_logits(layer, hidden[-1:])[0].float()
+                self.trajectory[layer] = torch.softmax(logits, dim=-1).cpu()
+            self.policy.on_decode(self, layer, hidden, picks, guess)
         self.policy.on_route(self, layer, counts, self.prefill)
-        if not self.prefill:
-            nxt = self.next_layer(layer)
-            if nxt is not None and self.policy.predicts:
-                want = self.policy.predict(self, nxt, hidden)
-                self._predicted[nxt] = {k.expert for k in want}
-                for key in self.policy.to_prefetch(self, nxt, hidden, want):
-                    self.prefetch(key)
+        if self.prefill and self.policy.pipelines_prefill:
+            self._start_pipeline(layer, top_k_index)
+        self._ask_ahead(self.policy.lookahead(self, layer, hidden, self.prefill))
+        if decode and layer == self.moe_layers[-1]:
+            self._end_step()
 
     def acquire(self, key: ExpertKey) -> ExpertWeights:
         w = self.store.pin_resident(key)
@@ -149,45 +191,60 @@ class MoERuntime:
         pending = self._inflight.get(key)
         if pending is not None:
             self.counters.prefetch_waits += 1
-            pending.exception()  # wait; a failed prefetch falls through to a read of our own
+            pending.exception()  # wait; a failed read falls through to a read of our own
             w = self.store.pin_resident(key)
             if w is not None:
                 self.counters.misses += 1
                 return w
         with self._room:
             w = self._staged.pop(key, None)
-        if w is not None:  # read ahead by a prediction: in device memory when needed
-            self.counters.hits += 1
-            self.counters.prefetch_used += 1
+            pipelined = key in self._pipelined
+            self._pipelined.discard(key)
+        if w is not None:  # read ahead: in memory when needed (a pipelined prefill read is this use's own read)
+            if pipelined:
+                self.counters.misses += 1
+            else:
+                self.counters.hits += 1
+                self.counters.prefetch_used += 1
+            if not w.complete:  # a sub-expert prefetch: the rest now
+                w = self._complete(key, w)
             if self.policy.admit(self, key, self.prefill):
+                w.wait()
                 self._install(key, w, pin=True)
             return w
         self.counters.misses += 1
         self._reserve_buffer(key)
         try:
-            w = self.store.load(key)
+            w = self._read_for_use(key)
         except BaseException:
             self.store.release_buffer(key)  # a failed read leaves the pool as it was
             raise
         if self.policy.admit(self, key, self.prefill):
+            w.wait()
             self._install(key, w, pin=True)
         return w  # not admitted: its buffer is given back at release
 
     def release(self, key: ExpertKey) -> None:
         self.store.release(key)
+        queue = self._pipeline.get(key.layer)
+        if queue:  # DuoServe prefill: the expert computed, its buffer free, the one after next starts reading
+            self._pipeline_next(key.layer)
 
     def layer_done(self, layer: int, hidden: torch.Tensor) -> None:
         """The layer has run: what was staged for it and not used gives its bytes back."""
         with self._room:
             self._visits[layer] += 1
+            self._pipeline.pop(layer, None)
             for key in [k for k in self._staged if k.layer == layer]:
                 del self._staged[key]
+                self._pipelined.discard(key)
                 self.store.release_buffer(key)
+                self.counters.prefetch_unused += 1
 
     # -- mechanics --------------------------------------------------------------------------------------
     def make_room(self, layer: int, n: int) -> None:
         with self._room:
-            while self.store.count_in(layer) + n > self.slots_per_layer:
+            while self.store.count_in(layer) + n > self.slots[layer]:
                 protect = set(self.store.pinned) | {ExpertKey(layer, e) for e in self._predicted.get(layer, ())}
                 victim = self.policy.victim(self, layer, protect=protect)
                 self.store.evict(victim)
@@ -195,8 +252,65 @@ class MoERuntime:
     def place(self, keys: list[ExpertKey]) -> None:
         """Initial placement: fill each layer's slots in the order given, never evicting."""
         for key in keys:
-            if self.store.count_in(key.layer) < self.slots_per_layer and not self.store.is_resident(key):
+            if self.store.count_in(key.layer) < self.slots[key.layer] and not self.store.is_resident(key):
                 self.store.install(key, self.store.load(key))
+
+    def _ask_ahead(self, guesses: dict[int, list[ExpertKey]] | None) -> None:
+        """A policy's guesses for later layers: recorded (to judge them) when it predicts, then read ahead."""
+        for target, keys in (guesses or {}).items():
+            if self.policy.predicts:
+                self._predicted[target] = {k.expert for k in keys}
+            for key in self.policy.to_prefetch(self, target, keys):
+                self.prefetch(key)
+
+    def _end_step(self) -> None:
+        """Every layer of a decode step has routed: the policy and the trace recorder see the whole step."""
+        self.policy.on_step(self)
+        if self.trace is not None and len(self.trajectory) == len(self.moe_layers):
+            probs = torch.stack([self.trajectory[layer] for layer in self.moe_layers])
+            picks = torch.tensor([self.path[layer] for layer in self.moe_layers], dtype=torch.int16)
+            self.trace.append((probs.to(torch.float16), picks))
+
+    def _read_for_use(self, key: ExpertKey) -> ExpertWeights:
+        """A miss's read. Fine-grained: gate and up first, the down projection read in the background while
+        they compute (FIRM-MoE: computation starts once each weight finishes loading)."""
+        if not (self.policy.fine_grained and self._io is not None):
+            return self.store.load(key)
+        w = self.store.load_parts(key, PARTS[:2])
+        return self._complete(key, w)
+
+    def _complete(self, key: ExpertKey, w: ExpertWeights) -> ExpertWeights:
+        """Read what a partial expert lacks: gate/up now when missing, down in the background when allowed."""
+        first = [p for p in PARTS[:2] if p not in w.landed]
+        if first:
+            w = self.store.load_parts(key, first, into=w)
+        if w.complete:
+            return w
+        if not (self.policy.fine_grained and self._io is not None) or self.store.device.type != "cpu":
+            return self.store.load_parts(key, PARTS, into=w)
+        out = ExpertWeights(w.gate_up, w.down, w.landed)
+        out.pending = self._io.submit(self.store.load_parts, key, PARTS, w)
+        return out
+
+    def _start_pipeline(self, layer: int, top_k_index: torch.Tensor) -> None:
+        """DuoServe prefill: every expert the layer's tokens use, in the experts loop's order (ascending),
+        read once; two buffers, one computing and one reading."""
+        used = sorted(set(top_k_index.flatten().tolist()) - {self.num_experts})
+        todo = deque(ExpertKey(layer, e) for e in used if not self.store.is_resident(ExpertKey(layer, e)))
+        self._pipeline[layer] = todo
+        for _ in range(2):
+            self._pipeline_next(layer)
+
+    def _pipeline_next(self, layer: int) -> None:
+        queue = self._pipeline.get(layer)
+        while queue:
+            key = queue.popleft()
+            if self.store.is_resident(key) or key in self._inflight or key in self._staged:
+                continue
+            self._pipelined.add(key)
+            self.counters.pipelined += 1
+            self._fetch_async(key, force=True, install=False)
+            return
 
     def _install(self, key: ExpertKey, w: ExpertWeights, pin: bool) -> None:
         with self._room:
@@ -206,7 +320,7 @@ class MoERuntime:
             self.store.install(key, w, pin=pin)
 
     def _reserve_buffer(self, key: ExpertKey) -> None:
-        """A read must have its bytes; when prefetches hold them, wait for those to land first."""
+        """A read must have its bytes; when reads ahead hold them, wait for those to land first."""
         while True:
             try:
                 self.store.reserve_buffer(key)
@@ -217,7 +331,9 @@ class MoERuntime:
                     raise
                 pending.exception()
 
-    def _fetch_async(self, key: ExpertKey, force: bool) -> None:
+    def _fetch_async(self, key: ExpertKey, force: bool, parts: int = len(PARTS), install: bool = True) -> None:
+        """A background read. `force` waits for room (a swap or a pipelined read must happen; a guess is
+        dropped when the budget is full); `install` puts it in the pool (a swap) instead of staging it."""
         try:
             self.store.reserve_buffer(key)
         except OverBudget:
@@ -232,8 +348,8 @@ class MoERuntime:
         def read() -> None:
             try:
                 done.wait()
-                w = self.store.load(key)
-                if force:  # a swap: the expert takes the slot its cold partner left
+                w = self.store.load_parts(key, PARTS[:parts])
+                if force and install:  # a swap: the expert takes the slot its cold partner left
                     self._install(key, w, pin=False)
                     return
                 with self._room:
@@ -241,6 +357,8 @@ class MoERuntime:
                         self._staged[key] = w
                     else:  # landed after its layer ran
                         self.store.release_buffer(key)
+                        self._pipelined.discard(key)
+                        self.counters.prefetch_unused += 1
             except BaseException:
                 self.store.release_buffer(key)
                 raise

@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .calibration import CALIBRATION_DIR, calibrate_on_texts
+from .calibration import CALIBRATION_DIR
 from .checkpoint import MoECheckpoint
 from .engine import GenStats, OffloadedLM, pool_slots
+from .offline.collect import calibrate_on_texts
 from .policies import get_policy
 from .text import encode_prompt, load_tokenizer, stream_text
 
@@ -38,7 +39,7 @@ class ChatSession:
         if get_policy(policy).calibrated:
             cache = Path(calibration_dir) if calibration_dir else CALIBRATION_DIR
             calibration = calibrate_on_texts(self.model, self.tokenizer, cache, log)
-        self.policy = get_policy(policy, calibration)
+        self.policy = get_policy(policy, calibration, log)
         self.lm = OffloadedLM.load(self.model, self.policy, cache_ratio=cache_ratio, device=device)
         self.stats: GenStats | None = None  # of the newest answer, up to its last token
 
@@ -55,7 +56,7 @@ class ChatSession:
 
     def residency(self) -> list[LayerResidency]:
         rt = self.lm.runtime
-        return [LayerResidency(layer, rt.store.count_in(layer), rt.slots_per_layer, self.lm.ckpt.num_experts)
+        return [LayerResidency(layer, rt.store.count_in(layer), rt.slots[layer], self.lm.ckpt.num_experts)
                 for layer in self.lm.ckpt.moe_layers]
 
     def close(self) -> None:

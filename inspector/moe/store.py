@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 import torch
 
@@ -19,15 +20,33 @@ from ..runtime.memory import MemoryLedger
 from ..runtime.safetensors_io import CorruptWeights
 from .checkpoint import CheckpointError, ExpertKey, ExpertSpans, MoECheckpoint
 
+PARTS = ("gate", "up", "down")  # an expert's sub-experts (FIRM-MoE): its three projections, in compute order
+
 
 @dataclass
 class ExpertWeights:
+    """One expert's weights. Its buffers exist whole from the start; `landed` says which projections are read
+    into them (a sub-expert prefetch reads some), and `pending` is a read of the rest still in flight, which
+    compute waits for only when it needs the down projection."""
+
     gate_up: torch.Tensor  # [2I, H]: gate rows then up rows, as transformers' fused layout
     down: torch.Tensor  # [H, I]
+    landed: frozenset[str] = frozenset(PARTS)
+    pending: Future | None = field(default=None, repr=False, compare=False)
 
     @property
     def nbytes(self) -> int:
         return self.gate_up.numel() * self.gate_up.element_size() + self.down.numel() * self.down.element_size()
+
+    @property
+    def complete(self) -> bool:
+        return self.landed == frozenset(PARTS)
+
+    def wait(self) -> None:
+        """Until every projection has landed (a failed read raises here, in the computing thread)."""
+        if self.pending is not None:
+            self.pending.result()
+            self.pending = None
 
 
 @dataclass
@@ -35,38 +54,60 @@ class StoreStats:
     loads: int = 0  # expert reads from disk (the switches)
     bytes_read: int = 0
     load_s: float = 0.0
+    part_reads: int = 0  # sub-expert reads (a whole expert is three)
 
 
 def _bytes_of(t: torch.Tensor) -> memoryview:
     return memoryview(t.view(-1).view(torch.uint8).numpy())
 
 
-def _read(spans: ExpertSpans, drop_cache: bool) -> ExpertWeights:
-    """Read one expert straight into its final tensors: gate and up into the two halves of the fused
-    gate_up, down into its own; one open per file, no copy after the read."""
+def _empty(spans: ExpertSpans) -> ExpertWeights:
     if spans.fused_index is None:
         gate, up, down = spans.gate, spans.up, spans.down
-        gate_up = torch.empty((gate.shape[0] + up.shape[0], *gate.shape[1:]), dtype=gate.dtype)
-        out = torch.empty(down.shape, dtype=down.dtype)
-        halves = _bytes_of(gate_up)
-        for span, dest in ((gate, halves[:gate.nbytes]), (up, halves[gate.nbytes:]), (down, _bytes_of(out))):
-            if len(dest) != span.nbytes:
-                raise CorruptWeights(f"{span.path}: a {span.nbytes}-byte projection where {len(dest)} bytes "
-                                     "were expected; the checkpoint does not match its config")
-        by_file: dict[str, list[tuple[int, memoryview]]] = {}
-        by_file.setdefault(gate.path, []).append((gate.offset, halves[:gate.nbytes]))
-        by_file.setdefault(up.path, []).append((up.offset, halves[gate.nbytes:]))
-        by_file.setdefault(down.path, []).append((down.offset, _bytes_of(out)))
-        for path, ranges in by_file.items():
-            read_ranges_into(path, ranges, drop_cache)
-        return ExpertWeights(gate_up, out)
-    e = spans.fused_index
-    gate_up = torch.empty(spans.gate.shape[1:], dtype=spans.gate.dtype)  # gate_up_proj [E, 2I, H]
-    down = torch.empty(spans.down.shape[1:], dtype=spans.down.dtype)  # down_proj [E, H, I]
-    for span, t in ((spans.gate, gate_up), (spans.down, down)):
-        row = span.nbytes // span.shape[0]
-        read_ranges_into(span.path, [(span.offset + e * row, _bytes_of(t))], drop_cache)
-    return ExpertWeights(gate_up, down)
+        if gate.shape != up.shape:
+            raise CorruptWeights(f"{gate.path}: gate {gate.shape} and up {up.shape} projections differ in shape; "
+                                 "the checkpoint does not match its config")
+        return ExpertWeights(torch.empty((gate.shape[0] * 2, *gate.shape[1:]), dtype=gate.dtype),
+                             torch.empty(down.shape, dtype=down.dtype), frozenset())
+    return ExpertWeights(torch.empty(spans.gate.shape[1:], dtype=spans.gate.dtype),  # gate_up_proj [E, 2I, H]
+                         torch.empty(spans.down.shape[1:], dtype=spans.down.dtype), frozenset())  # [E, H, I]
+
+
+def _targets(spans: ExpertSpans, w: ExpertWeights) -> dict[str, tuple[str, int, memoryview]]:
+    """Each projection's (file, offset, destination): gate and up into the two halves of the fused gate_up,
+    down into its own tensor; a fused checkpoint's expert is one row block of each fused tensor."""
+    halves = _bytes_of(w.gate_up)
+    half = len(halves) // 2
+    if spans.fused_index is None:
+        out = {"gate": (spans.gate.path, spans.gate.offset, halves[:half]),
+               "up": (spans.up.path, spans.up.offset, halves[half:]),
+               "down": (spans.down.path, spans.down.offset, _bytes_of(w.down))}
+        sizes = {"gate": spans.gate.nbytes, "up": spans.up.nbytes, "down": spans.down.nbytes}
+    else:
+        e = spans.fused_index
+        row = spans.gate.nbytes // spans.gate.shape[0]
+        drow = spans.down.nbytes // spans.down.shape[0]
+        out = {"gate": (spans.gate.path, spans.gate.offset + e * row, halves[:half]),
+               "up": (spans.gate.path, spans.gate.offset + e * row + half, halves[half:]),
+               "down": (spans.down.path, spans.down.offset + e * drow, _bytes_of(w.down))}
+        sizes = {"gate": row // 2, "up": row - row // 2, "down": drow}
+    for part, (path, _, dest) in out.items():
+        if len(dest) != sizes[part]:
+            raise CorruptWeights(f"{path}: a {sizes[part]}-byte {part} projection where {len(dest)} bytes were "
+                                 "expected; the checkpoint does not match its config")
+    return out
+
+
+def _read_parts(spans: ExpertSpans, w: ExpertWeights, parts: list[str], drop_cache: bool) -> int:
+    """Read the named projections into `w`'s buffers, one open per file; returns the bytes read."""
+    targets = _targets(spans, w)
+    by_file: dict[str, list[tuple[int, memoryview]]] = {}
+    for part in parts:
+        path, offset, dest = targets[part]
+        by_file.setdefault(path, []).append((offset, dest))
+    for path, ranges in by_file.items():
+        read_ranges_into(path, sorted(ranges, key=lambda r: r[0]), drop_cache)
+    return sum(len(targets[p][2]) for p in parts)
 
 
 class ExpertStore:
@@ -84,18 +125,31 @@ class ExpertStore:
 
     def load(self, key: ExpertKey) -> ExpertWeights:
         """The expert's weights read from disk onto the pool's device (not installed), counted."""
+        return self.load_parts(key, PARTS)
+
+    def load_parts(self, key: ExpertKey, parts: tuple[str, ...] | list[str],
+                   into: ExpertWeights | None = None) -> ExpertWeights:
+        """Read some of an expert's projections (all three: the whole expert) into fresh buffers, or into
+        `into`, a partly read expert, to complete it. A fresh read counts as one load (a switch); every
+        projection read counts its bytes. On a GPU the buffers are read on the host and copied whole once
+        complete (a partial expert stays on the host until then)."""
         t0 = time.perf_counter()
         spans = self.ckpt.experts[key]
+        w = into if into is not None else _empty(spans)
+        todo = [p for p in PARTS if p in parts and p not in w.landed]
         try:
-            w = _read(spans, self.drop_page_cache)
+            nbytes = _read_parts(spans, w, todo, self.drop_page_cache) if todo else 0
         except (OSError, EOFError) as e:
             raise CheckpointError(f"expert {key} could not be read from {spans.gate.path} ({e}); the checkpoint "
                                   "changed or is damaged since it was opened: copy it again") from e
-        if self.device.type != "cpu":
+        landed = w.landed | frozenset(todo)
+        if landed == frozenset(PARTS) and self.device.type != "cpu":
             w = ExpertWeights(w.gate_up.to(self.device, non_blocking=True), w.down.to(self.device, non_blocking=True))
+        w = ExpertWeights(w.gate_up, w.down, landed)
         with self.lock:
-            self.stats.loads += 1
-            self.stats.bytes_read += w.nbytes
+            self.stats.loads += into is None
+            self.stats.part_reads += len(todo)
+            self.stats.bytes_read += nbytes
             self.stats.load_s += time.perf_counter() - t0
         return w
 

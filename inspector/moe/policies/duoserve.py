@@ -1,0 +1,55 @@
+"""DuoServe-MoE (shared/papers/duoserve-moe.txt): separate expert scheduling for prefill and decode.
+
+- prefill (§5.2): the layer's tokens are grouped by expert (the experts loop does that) and every used expert
+  is read once, in compute order, with the next read in flight while one computes: two buffers, one computing
+  and one reading (the runtime's prefill pipeline; background threads on a CPU box);
+- decode (§5.3): after a layer routes, the trained ExpertMLP (offline/predictor.py) guesses the next layer's
+  top-k from this token's path, popularity and affinity, and those are read ahead; a wrong guess is read
+  again when the layer routes (the runtime's miss path);
+- memory (§5.1): the expert cache is k experts in total, the paper's provisioning: nothing stays resident,
+  only the guesses (k) and the expert computing.
+`predictor=popularity` guesses each layer's most popular experts instead (the comparison the paper implies).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..calibration import Calibration
+from ..checkpoint import ExpertKey
+from ..offline.predictor import ExpertPredictor, PredictorReport, load_or_train
+from .base import MoEPolicy, PoolView
+
+
+class DuoServe(MoEPolicy):
+    def __init__(self, calibration: Calibration | None = None, predictor: str = "mlp",
+                 log: Callable[[str], None] | None = None) -> None:
+        if predictor not in ("mlp", "popularity"):
+            raise ValueError(f"duoserve predictor must be mlp or popularity, got {predictor!r}")
+        super().__init__("duoserve", "prefill read pipeline; trained next-layer predictor in decode (DuoServe-MoE)",
+                         caches=False, prefetches=True, predicts=True, pipelines_prefill=True, calibrated=True,
+                         calibration=calibration)
+        self.kind = predictor
+        self.log = log
+        self.model: ExpertPredictor | None = None
+        self.report: PredictorReport | None = None
+
+    def _model(self, pool: PoolView) -> ExpertPredictor:
+        if self.model is None:
+            if self.calibration is None:
+                raise ValueError("duoserve needs a calibration (its predictor learns from the routing trace)")
+            self.model, self.report = load_or_train(self.calibration, pool.num_experts, pool.top_k, log=self.log)
+        return self.model
+
+    def initial(self, pool: PoolView) -> list[ExpertKey]:
+        self._model(pool)  # trained (or loaded) before the first request, not inside it
+        return []
+
+    def predict(self, pool: PoolView, layer: int, hidden: torch.Tensor) -> list[ExpertKey] | None:
+        t = pool.moe_layers.index(layer)
+        model = self._model(pool)
+        if self.kind == "popularity":
+            return [ExpertKey(layer, e) for e in model.popularity_guess(t)]
+        path = [pool.path[x] for x in pool.moe_layers[:t]]
+        return [ExpertKey(layer, e) for e in model.predict(path, t)]
