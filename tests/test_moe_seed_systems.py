@@ -283,3 +283,33 @@ def test_bench_reports_every_seed_system_with_medians_and_exact_tokens(mixtral: 
     duo = doc["runs"][5]
     assert duo["details"]["predictor"]["heldout_samples"] > 0 and duo["pipelined"] > 0
     assert doc["runs"][1]["bytes_read"] > doc["runs"][0]["bytes_read"]  # MoESys reads whole layers
+
+
+# -- tiers: host RAM between the pool and the disk; computing where an expert lies --------------------------
+
+def test_a_host_tier_serves_experts_without_disk_reads_and_stays_in_its_budget(mixtral: Path) -> None:
+    lm = OffloadedLM.load(mixtral, "ondemand", cache_ratio=0.25, host_ratio=1.0)
+    first = list(lm.generate(PROMPTS[0], 6))
+    again = list(lm.generate(PROMPTS[0], 6))
+    assert [t for t, _ in again] == [t for t, _ in first]
+    assert first[-1][1].bytes_read > 0 and again[-1][1].bytes_read == 0  # every expert came from host RAM
+    assert again[-1][1].host_hits == again[-1][1].misses > 0
+    lm.close()
+    small = OffloadedLM.load(mixtral, "ondemand", cache_ratio=0.25, host_ratio=0.25)
+    list(small.generate(PROMPTS[0], 6))
+    host = small.runtime.store.host
+    assert 0 < host.ledger.used <= host.ledger.capacity and len(host.held) <= 6  # a quarter of 24 experts
+    small.close()
+    assert host.ledger.used == 0
+    plain = OffloadedLM.load(mixtral, "ondemand", cache_ratio=0.25)  # a CPU-only box: no host tier by default
+    assert plain.runtime.store.host is None
+    plain.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the CPU-compute path moves work off a GPU")
+@pytest.mark.parametrize("policy", ["fiddler", "daop"])
+def test_on_a_gpu_away_experts_compute_on_the_cpu_where_they_lie(mixtral: Path, cal, policy: str) -> None:
+    lm = OffloadedLM.load(mixtral, get_policy(policy, cal), cache_ratio=0.25, device="cuda")
+    stats = list(lm.generate(PROMPTS[0], 8))[-1][1]
+    assert stats.host_computed > 0 and all(w.gate_up.is_cuda for w in lm.runtime.store.resident.values())
+    lm.close()

@@ -48,6 +48,8 @@ class BenchRun:
     pipelined: int = 0
     swaps: int = 0
     degraded: int = 0
+    host_hits: int = 0  # whole experts served by the host-RAM tier instead of the disk
+    host_computed: int = 0  # away experts computed on the CPU where they lie (GPU boxes)
     approximate: bool = False
     same_tokens: float | None = None  # share of generated tokens equal to the first exact policy's
     repeats: int = 1
@@ -79,14 +81,15 @@ class BenchReport:
 
 def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[list[int]], max_new_tokens: int,
                calibration: Calibration | None, device: str = "cpu",
-               log: Callable[[str], None] | None = None) -> BenchRun:
+               log: Callable[[str], None] | None = None, host_ratio: float | None = None) -> BenchRun:
     pol = get_policy(policy, calibration, log)
-    lm = OffloadedLM.load(root, pol, cache_ratio=cache_ratio, device=device)
+    lm = OffloadedLM.load(root, pol, cache_ratio=cache_ratio, device=device, host_ratio=host_ratio)
     try:
         tokens, ttfts, seconds = [], [], 0.0
         sums: dict[str, int] = {}
         keys = ("expert_loads", "hits", "misses", "prefetches", "prefetch_unused", "prefetch_waits", "pipelined",
-                "swaps", "degraded", "predicted", "predicted_right", "guessed", "bytes_read")
+                "swaps", "degraded", "predicted", "predicted_right", "guessed", "bytes_read", "host_hits",
+                "host_computed")
         for ids in prompts:
             t0 = time.perf_counter()
             out = list(lm.generate(ids, max_new_tokens, truncate=True))
@@ -103,8 +106,9 @@ def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[
                         sums["predicted_right"] / sums["predicted"] if sums["predicted"] else None, n, seconds,
                         sums["predicted_right"] / sums["guessed"] if sums["guessed"] else None, sums["bytes_read"],
                         lm.runtime.store.ledger.peak, sums["prefetches"], sums["prefetch_unused"],
-                        sums["prefetch_waits"], sums["pipelined"], sums["swaps"], sums["degraded"], pol.approximate,
-                        details=_details(pol), tokens=tokens)
+                        sums["prefetch_waits"], sums["pipelined"], sums["swaps"], sums["degraded"],
+                        sums["host_hits"], sums["host_computed"], pol.approximate, details=_details(pol),
+                        tokens=tokens)
     finally:
         lm.close()
 
@@ -140,7 +144,8 @@ def _median_run(runs: list[BenchRun]) -> BenchRun:
 
 def bench(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
           max_new_tokens: int, calibration: Calibration | None, device: str = "cpu",
-          log: Callable[[str], None] = lambda line: None, repeat: int = 1) -> BenchReport:
+          log: Callable[[str], None] = lambda line: None, repeat: int = 1,
+          host_ratio: float | None = None) -> BenchReport:
     ceiling = run_policy(root, "fiddler", 1.0, prompts, max_new_tokens, calibration, device)  # warms torch, too
     log(f"ceiling (every expert resident): {ceiling.tokens_per_s:.2f} tokens/s")
     runs = []
@@ -148,7 +153,8 @@ def bench(root: str | Path, policies: list[str], cache_ratio: float, prompts: li
     for name in policies:
         repeats = []
         for i in range(max(1, repeat)):
-            repeats.append(run_policy(root, name, cache_ratio, prompts, max_new_tokens, calibration, device, log))
+            repeats.append(run_policy(root, name, cache_ratio, prompts, max_new_tokens, calibration, device, log,
+                                      host_ratio))
             if repeats[-1].tokens != repeats[0].tokens:
                 log(f"WARNING: {name} gave different tokens on repeat {i + 1}")
         run = _median_run(repeats)

@@ -60,7 +60,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from .session import ChatSession
 
     session = ChatSession(resolve_model(args), args.policy, args.cache_ratio, _llm_root(args) / "calibration",
-                          args.device, log=_say)
+                          args.device, log=_say, host_ratio=args.host_ratio)
     try:
         while True:
             if args.prompt is not None:
@@ -120,7 +120,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     reports = []
     for ratio in ratios:
         report = bench(model, policies, ratio, prompts, args.max_new_tokens, cal, args.device, log=_say,
-                       repeat=args.repeat)
+                       repeat=args.repeat, host_ratio=args.host_ratio)
         print(format_report(report), flush=True)
         reports.append(report)
         exact = [r for r in report.runs if not r.approximate]
@@ -170,6 +170,9 @@ def add_llm_parser(sub: argparse._SubParsersAction) -> None:
                        help="experts resident in the pool / all experts (default 0.25)")
         p.add_argument("--max-new-tokens", type=int, default=None)
         p.add_argument("--device", default="cpu", help="the pool's device: cpu or cuda (default cpu)")
+        p.add_argument("--host-ratio", type=float, default=None,
+                       help="experts held in a host-RAM tier between the pool and the disk / all experts "
+                            "(default: all on a GPU box, none on a CPU-only box)")
 
     chat = llm_sub.add_parser("chat", help="stream a completion in the terminal (a prompt per line, or --prompt)")
     model_flags(chat)

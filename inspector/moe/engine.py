@@ -24,9 +24,10 @@ from .checkpoint import CheckpointError, MoECheckpoint
 from .offloaded import OffloadedExperts
 from .policies import MoEPolicy, get_policy
 from .runtime import MoERuntime
-from .store import ExpertStore
+from .store import ExpertStore, HostTier
 
 POOL_LEDGER = "moe-pool"
+HOST_LEDGER = "moe-host"
 
 
 class ContextTooLong(ValueError):
@@ -55,6 +56,8 @@ class GenStats:
     prefetch_unused: int = 0
     pipelined: int = 0
     guessed: int = 0
+    host_computed: int = 0
+    host_hits: int = 0
     bytes_read: int = 0
     swaps: int = 0
     degraded: int = 0
@@ -118,9 +121,14 @@ class OffloadedLM:
     @classmethod
     def load(cls, root: str | Path, policy: str | MoEPolicy = "lru", cache_ratio: float = 0.25,
              device: torch.device | str = "cpu", budget: DeviceBudget | None = None,
-             drop_page_cache: bool = True, calibration: Calibration | None = None) -> OffloadedLM:
+             drop_page_cache: bool = True, calibration: Calibration | None = None,
+             host_ratio: float | None = None) -> OffloadedLM:
         """The pool holds `cache_ratio` of the experts (`layer_slots`), plus read buffers: one for a miss, and
-        those the policy reads ahead into (its staging; two for a prefill pipeline)."""
+        those the policy reads ahead into (its staging; two for a prefill pipeline).
+
+        `host_ratio` of all experts may wait in a host-RAM tier between the pool and the disk (HostTier):
+        default every expert when the pool is on a GPU (the papers' CPU memory), none on a CPU-only box,
+        where the pool is host RAM already and the disk is the tier below it."""
         ckpt = MoECheckpoint.open(root)
         device = torch.device(device)
         pol = get_policy(policy, calibration) if isinstance(policy, str) else policy
@@ -132,9 +140,16 @@ class OffloadedLM:
         if budget is None:
             budget = DeviceBudget(f"{device}", pool_bytes)
         ledger = budget.open(POOL_LEDGER, pool_bytes)  # OverBudget when the inspection pools left too little
+        if host_ratio is None:
+            host_ratio = 0.0 if device.type == "cpu" else 1.0
+        host = None
+        if host_ratio > 0:
+            all_bytes = sum(s.nbytes for s in ckpt.experts.values())
+            host = HostTier(DeviceBudget("host", all_bytes).open(HOST_LEDGER, int(host_ratio * all_bytes)),
+                            pin=device.type == "cuda")
         try:
             model = _build(ckpt, device)
-            store = ExpertStore(ckpt, device, ledger, drop_page_cache)
+            store = ExpertStore(ckpt, device, ledger, drop_page_cache, host)
             blocks = {layer: model.model.layers[layer].mlp for layer in ckpt.moe_layers}
             runtime = MoERuntime(ckpt, store, pol, slots, {layer: _router_weight(b, ckpt) for layer, b in
                                                            blocks.items()})
@@ -187,6 +202,8 @@ class OffloadedLM:
                 stats: GenStats) -> Iterator[tuple[int, GenStats]]:
         rt = self.runtime
         c0, l0, b0 = dataclasses.replace(rt.counters), rt.store.stats.loads, rt.store.stats.bytes_read
+        host = rt.store.host
+        h0 = host.hits if host is not None else 0
         t0 = time.perf_counter()
         rt.prefill = True
         out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
@@ -203,6 +220,7 @@ class OffloadedLM:
                 setattr(stats, f.name, getattr(c, f.name) - getattr(c0, f.name))
             stats.expert_loads = rt.store.stats.loads - l0
             stats.bytes_read = rt.store.stats.bytes_read - b0
+            stats.host_hits = (host.hits - h0) if host is not None else 0
             stats.residency = {layer: len(rt.resident_in(layer)) for layer in rt.moe_layers}
             stats.peak_pool_bytes = rt.store.ledger.peak
             yield token, stats

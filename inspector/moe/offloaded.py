@@ -70,10 +70,12 @@ class OffloadedExperts(nn.Module):
         key = ExpertKey(self.layer, e)
         w = self.source.acquire(key)
         try:
+            if w.gate_up.device != current.device:  # computed where it lies (host RAM): the hidden state goes there
+                current, weight = current.to(w.gate_up.device), weight.to(w.gate_up.device)
             gate, up = F.linear(current, w.gate_up).chunk(2, dim=-1)
             inner = self.act_fn(gate) * up
             w.wait()  # a sub-expert read: the down projection may still be landing
             out = F.linear(inner, w.down) * weight
-            final.index_add_(0, token_idx, out.to(final.dtype))
+            final.index_add_(0, token_idx, out.to(final.dtype).to(final.device))
         finally:
             self.source.release(key)

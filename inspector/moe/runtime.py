@@ -53,6 +53,7 @@ class PoolCounters:
     predicted_right: int = 0  # |S ∩ A|
     guessed: int = 0  # |S|: experts guessed
     degraded: int = 0  # picks replaced by a resident expert (graceful degradation)
+    host_computed: int = 0  # away experts computed on the CPU where they lie instead of moved (GPU boxes)
 
     @property
     def prediction_accuracy(self) -> float | None:
@@ -88,6 +89,8 @@ class MoERuntime:
         self._staged: dict[ExpertKey, ExpertWeights] = {}
         self._pipeline: dict[int, deque[ExpertKey]] = {}  # prefill: layer -> experts still to read, in order
         self._pipelined: set[ExpertKey] = set()
+        self._deferred: deque[ExpertKey] = deque()  # guesses waiting for a buffer of a bounded expert cache
+        self._used_now: dict[int, set[int]] = {}  # layers routed in this pass -> the experts they use
         self._visits = dict.fromkeys(ckpt.moe_layers, 0)  # forward passes through each layer so far
         self._room = threading.RLock()  # make room + install, from either thread
         self.max_staged = policy.staging(ckpt.top_k, ckpt.num_experts)  # reads ahead held at once
@@ -125,12 +128,30 @@ class MoERuntime:
         self._fetch_async(hot, force=True) if self._io else self._install(hot, self.store.load(hot), pin=False)
 
     def prefetch(self, key: ExpertKey) -> None:
-        """Start reading an expert a guess says is coming; skipped when the staging area is full."""
+        """Start reading an expert a guess says is coming; skipped when the staging area is full. With a bounded
+        expert cache (DuoServe: k experts in all) a guess with no free buffer waits for one instead."""
         if self._io is None or self.store.is_resident(key) or key in self._inflight or key in self._staged:
+            return
+        cap = self.policy.expert_cache(self.top_k)
+        if cap is not None and self._buffers_in_use() >= cap:
+            if key not in self._deferred:
+                self._deferred.append(key)
             return
         if len(self._inflight) + len(self._staged) >= self.max_staged:
             return
         self._fetch_async(key, force=False, parts=self.policy.prefetch_parts)
+
+    def _buffers_in_use(self) -> int:
+        return sum(1 for name in self.store.ledger.keys() if name.startswith("buffer:"))
+
+    def _issue_deferred(self) -> None:
+        while self._deferred:
+            cap = self.policy.expert_cache(self.top_k)
+            if cap is not None and self._buffers_in_use() >= cap:
+                return
+            key = self._deferred.popleft()
+            if key.layer not in self._used_now:  # its layer has not routed yet: still worth reading
+                self.prefetch(key)
 
     # -- ExpertSource (what the experts modules call) ---------------------------------------------------
     def begin_sequence(self, embedding: torch.Tensor | None = None) -> None:
@@ -152,6 +173,8 @@ class MoERuntime:
             self._staged.clear()
             self._pipeline.clear()
             self._pipelined.clear()
+            self._deferred.clear()
+            self._used_now.clear()
 
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
               top_k_weights: torch.Tensor) -> None:
@@ -165,6 +188,7 @@ class MoERuntime:
         if decode:
             self.policy.adjust_route(self, layer, hidden, top_k_index, top_k_weights, guess)
         counts = torch.bincount(top_k_index.flatten().cpu(), minlength=self.num_experts)[:self.num_experts]
+        self._drop_wrong(layer, {int(e) for e in torch.nonzero(counts).flatten()})
         self.activity[layer] += counts
         if decode:
             self.decode_activity[layer] += counts
@@ -213,6 +237,9 @@ class MoERuntime:
                 self._install(key, w, pin=True)
             return w
         self.counters.misses += 1
+        if self.store.device.type != "cpu" and self.policy.computes_on_host(self, key, self.prefill):
+            self.counters.host_computed += 1  # host RAM is where it lies: no device buffer, nothing admitted
+            return self.store.load_host(key)
         self._reserve_buffer(key)
         try:
             w = self._read_for_use(key)
@@ -229,11 +256,14 @@ class MoERuntime:
         queue = self._pipeline.get(key.layer)
         if queue:  # DuoServe prefill: the expert computed, its buffer free, the one after next starts reading
             self._pipeline_next(key.layer)
+        if self._deferred:  # a bounded cache: the freed buffer takes the next layer's guess
+            self._issue_deferred()
 
     def layer_done(self, layer: int, hidden: torch.Tensor) -> None:
         """The layer has run: what was staged for it and not used gives its bytes back."""
         with self._room:
             self._visits[layer] += 1
+            self._used_now.pop(layer, None)
             self._pipeline.pop(layer, None)
             for key in [k for k in self._staged if k.layer == layer]:
                 del self._staged[key]
@@ -254,6 +284,19 @@ class MoERuntime:
         for key in keys:
             if self.store.count_in(key.layer) < self.slots[key.layer] and not self.store.is_resident(key):
                 self.store.install(key, self.store.load(key))
+
+    def _drop_wrong(self, layer: int, used: set[int]) -> None:
+        """The layer's routing is known: what was read ahead for it and is not used gives its buffer back now
+        (not when the layer ends), so the read of a missed expert finds room; guesses still waiting are void."""
+        with self._room:
+            self._used_now[layer] = used
+            for key in [k for k in self._staged if k.layer == layer and k.expert not in used]:
+                del self._staged[key]
+                self._pipelined.discard(key)
+                self.store.release_buffer(key)
+                self.counters.prefetch_unused += 1
+            if self._deferred:
+                self._deferred = deque(k for k in self._deferred if k.layer != layer)
 
     def _ask_ahead(self, guesses: dict[int, list[ExpertKey]] | None) -> None:
         """A policy's guesses for later layers: recorded (to judge them) when it predicts, then read ahead."""
@@ -353,9 +396,10 @@ class MoERuntime:
                     self._install(key, w, pin=False)
                     return
                 with self._room:
-                    if self._visits[key.layer] == visit:
+                    used = self._used_now.get(key.layer)
+                    if self._visits[key.layer] == visit and (used is None or key.expert in used):
                         self._staged[key] = w
-                    else:  # landed after its layer ran
+                    else:  # landed after its layer ran, or after its routing showed it is not needed
                         self.store.release_buffer(key)
                         self._pipelined.discard(key)
                         self.counters.prefetch_unused += 1

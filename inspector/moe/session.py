@@ -29,7 +29,7 @@ class LayerResidency:
 class ChatSession:
     def __init__(self, model: str | Path, policy: str = "daop", cache_ratio: float = 0.25,
                  calibration_dir: str | Path | None = None, device: str = "cpu",
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, host_ratio: float | None = None) -> None:
         """Raises FileNotFoundError/ValueError (CheckpointError, BudgetTooSmall) naming what to fix."""
         self.model = Path(model)
         ckpt = MoECheckpoint.open(self.model)
@@ -40,7 +40,8 @@ class ChatSession:
             cache = Path(calibration_dir) if calibration_dir else CALIBRATION_DIR
             calibration = calibrate_on_texts(self.model, self.tokenizer, cache, log)
         self.policy = get_policy(policy, calibration, log)
-        self.lm = OffloadedLM.load(self.model, self.policy, cache_ratio=cache_ratio, device=device)
+        self.lm = OffloadedLM.load(self.model, self.policy, cache_ratio=cache_ratio, device=device,
+                                   host_ratio=host_ratio)
         self.stats: GenStats | None = None  # of the newest answer, up to its last token
 
     def complete(self, text: str, max_new_tokens: int) -> Iterator[tuple[str, GenStats]]:

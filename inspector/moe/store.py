@@ -110,12 +110,57 @@ def _read_parts(spans: ExpertSpans, w: ExpertWeights, parts: list[str], drop_cac
     return sum(len(targets[p][2]) for p in parts)
 
 
+class HostTier:
+    """Experts held in host RAM between the pool and the disk, least recently used out first.
+
+    On a box with a GPU this is the papers' CPU memory: experts wait here in pinned pages (a copy to the device
+    is one DMA), and a policy that computes on the CPU (Fiddler, DAOP in decode) computes them here without
+    moving them. On a CPU-only box it is a RAM cache in front of the disk beside the pool (the pool is host RAM
+    too, so an expert in both is counted in both ledgers: the accounting errs on the safe side). Its bytes are
+    a ledger of the host budget.
+    """
+
+    def __init__(self, ledger: MemoryLedger, pin: bool) -> None:
+        self.ledger, self.pin = ledger, pin
+        self.held: OrderedDict[ExpertKey, ExpertWeights] = OrderedDict()
+        self.hits = 0
+        self.lock = threading.RLock()
+
+    def get(self, key: ExpertKey) -> ExpertWeights | None:
+        with self.lock:
+            w = self.held.get(key)
+            if w is not None:
+                self.held.move_to_end(key)
+                self.hits += 1
+            return w
+
+    def put(self, key: ExpertKey, w: ExpertWeights) -> None:
+        """Keep a complete host copy, making room by dropping the least recently used; too big: not kept."""
+        with self.lock:
+            if key in self.held or w.nbytes > self.ledger.capacity:
+                return
+            while self.ledger.free < w.nbytes and self.held:
+                old, _ = self.held.popitem(last=False)
+                self.ledger.release(f"host:{old}")
+            if self.pin and torch.cuda.is_available():
+                w = ExpertWeights(w.gate_up.pin_memory(), w.down.pin_memory())
+            self.ledger.reserve(f"host:{key}", w.nbytes)
+            self.held[key] = ExpertWeights(w.gate_up, w.down)
+
+    def close(self) -> None:
+        with self.lock:
+            for key in self.held:
+                self.ledger.release(f"host:{key}")
+            self.held.clear()
+
+
 class ExpertStore:
     """The pool's contents and its byte accounting; pinned experts (in use by a running layer) never leave."""
 
     def __init__(self, ckpt: MoECheckpoint, device: torch.device, ledger: MemoryLedger,
-                 drop_page_cache: bool = True) -> None:
+                 drop_page_cache: bool = True, host: HostTier | None = None) -> None:
         self.ckpt, self.device, self.ledger = ckpt, device, ledger
+        self.host = host
         self.drop_page_cache = drop_page_cache
         self.resident: dict[ExpertKey, ExpertWeights] = {}
         self.recency: dict[int, OrderedDict[ExpertKey, None]] = {}  # per layer, least recently used first
@@ -128,11 +173,15 @@ class ExpertStore:
         return self.load_parts(key, PARTS)
 
     def load_parts(self, key: ExpertKey, parts: tuple[str, ...] | list[str],
-                   into: ExpertWeights | None = None) -> ExpertWeights:
+                   into: ExpertWeights | None = None, on_host: bool = False) -> ExpertWeights:
         """Read some of an expert's projections (all three: the whole expert) into fresh buffers, or into
-        `into`, a partly read expert, to complete it. A fresh read counts as one load (a switch); every
-        projection read counts its bytes. On a GPU the buffers are read on the host and copied whole once
-        complete (a partial expert stays on the host until then)."""
+        `into`, a partly read expert, to complete it. A whole expert held by the host tier comes from there (no
+        disk read); a fresh disk read counts as one load (a switch); every projection read counts its bytes.
+        On a GPU the buffers are read on the host and copied whole once complete (`on_host`: left there)."""
+        if into is None and self.host is not None and set(parts) >= set(PARTS):
+            held = self.host.get(key)
+            if held is not None:
+                return held if on_host else self._to_device(held)
         t0 = time.perf_counter()
         spans = self.ckpt.experts[key]
         w = into if into is not None else _empty(spans)
@@ -142,16 +191,26 @@ class ExpertStore:
         except (OSError, EOFError) as e:
             raise CheckpointError(f"expert {key} could not be read from {spans.gate.path} ({e}); the checkpoint "
                                   "changed or is damaged since it was opened: copy it again") from e
-        landed = w.landed | frozenset(todo)
-        if landed == frozenset(PARTS) and self.device.type != "cpu":
-            w = ExpertWeights(w.gate_up.to(self.device, non_blocking=True), w.down.to(self.device, non_blocking=True))
-        w = ExpertWeights(w.gate_up, w.down, landed)
+        w = ExpertWeights(w.gate_up, w.down, w.landed | frozenset(todo))
         with self.lock:
             self.stats.loads += into is None
             self.stats.part_reads += len(todo)
             self.stats.bytes_read += nbytes
             self.stats.load_s += time.perf_counter() - t0
-        return w
+        if not w.complete:
+            return w
+        if self.host is not None:
+            self.host.put(key, w)
+        return w if on_host else self._to_device(w)
+
+    def load_host(self, key: ExpertKey) -> ExpertWeights:
+        """The expert in host RAM, to compute on the CPU where it lies (from the host tier, else read)."""
+        return self.load_parts(key, PARTS, on_host=True)
+
+    def _to_device(self, w: ExpertWeights) -> ExpertWeights:
+        if self.device.type == "cpu":
+            return ExpertWeights(w.gate_up, w.down)
+        return ExpertWeights(w.gate_up.to(self.device, non_blocking=True), w.down.to(self.device, non_blocking=True))
 
     def resident_in(self, layer: int) -> list[ExpertKey]:
         """The layer's resident experts, least recently used first."""
@@ -219,6 +278,8 @@ class ExpertStore:
             self.ledger.release(str(key))
 
     def close(self) -> None:
+        if self.host is not None:
+            self.host.close()
         with self.lock:
             for key in list(self.resident):
                 self.ledger.release(str(key))

@@ -59,6 +59,11 @@ class MoEPolicy:
         """How many reads ahead may be held at once (each a buffer in the pool's budget)."""
         return top_k
 
+    def expert_cache(self, top_k: int) -> int | None:
+        """A bound on expert buffers in use at once, computing and read ahead together (None: no bound beyond
+        the staging). A guess with no free buffer waits until a computed expert frees one."""
+        return None
+
     def initial(self, pool: PoolView) -> list[ExpertKey]:
         """Experts to place before the first token; most wanted first."""
         return []
@@ -66,6 +71,11 @@ class MoEPolicy:
     def admit(self, pool: PoolView, key: ExpertKey, prefill: bool) -> bool:
         """Keep a missed expert resident after its read (else it is used once and dropped)."""
         return self.caches
+
+    def computes_on_host(self, pool: PoolView, key: ExpertKey, prefill: bool) -> bool:
+        """On a box with a GPU: compute this away expert on the CPU from host RAM instead of moving it to the
+        device (Fiddler, DAOP). Never asked on a CPU-only box, where the CPU is where every expert computes."""
+        return False
 
     def victim(self, pool: PoolView, layer: int, protect: Iterable[ExpertKey]) -> ExpertKey:
         """Which resident expert of `layer` leaves to make room; default: the least recently used."""

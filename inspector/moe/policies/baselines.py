@@ -3,8 +3,8 @@
 - ondemand: load each selected expert when its layer needs it, drop it after (Accelerate-style; DuoServe's ACC)
 - lru:      a per-layer LRU expert cache (Mixtral-offloading style)
 - fiddler:  the most popular experts (calibration) stay resident and never move; any other expert is computed
-            where it lies (Fiddler). On a CPU-only box "where it lies" is the disk, so the expert is read for
-            its one use and dropped.
+            where it lies (Fiddler): on a GPU box on the CPU from host RAM (the host tier); on a CPU-only box
+            "where it lies" is the host tier when one is configured, else the disk, read for its one use.
 - moesys:   every expert of the next layer read while this layer computes, used, dropped (MoESys, DuoServe's
             second baseline): no waiting on a miss, at the price of reading the whole layer.
 """
@@ -35,6 +35,9 @@ class Fiddler(MoEPolicy):
 
     def initial(self, pool: PoolView) -> list[ExpertKey]:
         return calibrated_placement(pool, self.calibration)
+
+    def computes_on_host(self, pool: PoolView, key: ExpertKey, prefill: bool) -> bool:
+        return True
 
 
 class MoESys(MoEPolicy):

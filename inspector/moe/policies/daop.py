@@ -9,9 +9,11 @@
   mispredicted away pick (one the guess did not foresee, so nothing was pre-calculated for it) is replaced by
   the best-scoring resident expert not already picked (§III-C b).
 
-Where the paper computes an away expert on the CPU instead of moving it, this runtime reads it into the pool
-(on a CPU-only box the CPU *is* where experts compute, and an away expert lies on disk: the read is the cost
-either way); having paid for the read, the expert is kept in place of the sequence's least active one.
+Tiers: on a GPU box a decode step's away expert (one no guess staged) is computed on the CPU from host RAM
+where it lies, as the paper's, and nothing moves; in prefill Algorithm 1 moves experts. On a CPU-only box the
+CPU is where every expert computes and an away expert lies on disk (or in the host tier when one is
+configured): the read cannot be avoided, so having paid for it the expert is kept in place of the sequence's
+least active one (a documented deviation: it turns DAOP's CPU execution into a cache admission).
 """
 from __future__ import annotations
 
@@ -48,6 +50,9 @@ class DAOP(MoEPolicy):
 
     def admit(self, pool: PoolView, key: ExpertKey, prefill: bool) -> bool:
         return not prefill  # in prefill Algorithm 1 has placed what the sequence needs most
+
+    def computes_on_host(self, pool: PoolView, key: ExpertKey, prefill: bool) -> bool:
+        return not prefill
 
     def victim(self, pool: PoolView, layer: int, protect: Iterable[ExpertKey]) -> ExpertKey:
         keep = set(protect)

@@ -6,8 +6,9 @@
 - decode (§5.3): after a layer routes, the trained ExpertMLP (offline/predictor.py) guesses the next layer's
   top-k from this token's path, popularity and affinity, and those are read ahead; a wrong guess is read
   again when the layer routes (the runtime's miss path);
-- memory (§5.1): the expert cache is k experts in total, the paper's provisioning: nothing stays resident,
-  only the guesses (k) and the expert computing.
+- memory (§5.1): the expert cache is k experts in total, the paper's provisioning: nothing stays resident;
+  the next layer's guesses are read into buffers as this layer's experts finish with them, and a wrong guess
+  gives its buffer back as soon as the routing shows it wrong, so the correct expert's read finds room.
 `predictor=popularity` guesses each layer's most popular experts instead (the comparison the paper implies).
 """
 from __future__ import annotations
@@ -34,6 +35,9 @@ class DuoServe(MoEPolicy):
         self.log = log
         self.model: ExpertPredictor | None = None
         self.report: PredictorReport | None = None
+
+    def expert_cache(self, top_k: int) -> int | None:
+        return top_k  # §5.1: the GPU expert cache holds k experts; the next layer's guesses take freed buffers
 
     def _model(self, pool: PoolView) -> ExpertPredictor:
         if self.model is None:
