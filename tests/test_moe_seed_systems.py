@@ -3,6 +3,7 @@ the prefill pipeline, the expert-map store, Meeting-of-Layers, HEOP, the DuoServ
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -95,15 +96,29 @@ def test_the_prefill_pipeline_reads_each_used_expert_once_in_compute_order(mixtr
         return real(key, parts, into)
 
     store.load_parts = spy
+    started: dict[int, list[int]] = {}
+    real_next = lm.runtime._pipeline_next
+
+    def next_read(layer: int) -> None:  # the order reads start in (two run at once, so they may land in any)
+        before = set(lm.runtime._inflight)
+        real_next(layer)
+        started.setdefault(layer, []).extend(k.expert for k in set(lm.runtime._inflight) - before)
+
+    lm.runtime._pipeline_next = next_read
     out = list(lm.generate(PROMPTS[0], 1))  # prefill only
+    assert started and all(order == sorted(order) for order in started.values())  # compute order: ascending
     used = {layer: [e for e in range(8) if lm.runtime.activity[layer][e] > 0] for layer in range(3)}
-    assert sorted(reads, key=lambda k: (k.layer, k.expert)) == [ExpertKey(layer, e) for layer in range(3)
-                                                               for e in used[layer]]
-    for layer in range(3):  # in compute order: ascending within each layer
-        assert [k.expert for k in reads if k.layer == layer] == used[layer]
+    wanted = [ExpertKey(layer, e) for layer in range(3) for e in used[layer]]
+    assert Counter(k for k in reads if k in set(wanted)) == Counter(wanted)  # each used expert read exactly once
+    for layer in range(3):
+        assert sorted(k.expert for k in reads if k.layer == layer and k.expert in used[layer]) == used[layer]
     stats = out[-1][1]
-    assert stats.pipelined == len(reads) and stats.misses == len(reads) and stats.hits == 0
-    assert store.ledger.peak <= 2 * store.expert_bytes(ExpertKey(0, 0))  # one computing, one reading
+    # layer 0's experts are read by the pipeline; a later layer's first ones while the layer before finishes
+    # (its gate on this layer's hidden states names them: a wrong one is a wasted read, counted unused)
+    assert len(reads) == len(wanted) + stats.prefetch_unused and stats.prefetch_unused <= 2 * 2
+    assert stats.pipelined + stats.prefetch_used == len(wanted) and stats.hits == stats.prefetch_used
+    assert stats.pipelined >= len(used[0])
+    assert store.ledger.peak <= 2 * store.expert_bytes(ExpertKey(0, 0))  # the k = 2 expert cache: never more
     lm.close()
     assert store.ledger.used == 0
 
@@ -185,7 +200,7 @@ def test_heop_finds_the_minimum_of_a_cost_landscape_per_group() -> None:
 
 
 def test_firm_searches_k_p_online_and_logs_its_trail(mixtral: Path) -> None:
-    pol = get_policy("firm:heop_steps=16:n_update=4", None)
+    pol = get_policy("firm:heop_steps=16:n_update=4", None)  # four windows per group
     lm = OffloadedLM.load(mixtral, pol, cache_ratio=0.25)
     stats = list(lm.generate(PROMPTS[0], 20))[-1][1]
     # four windows judged in the groups with a guessed layer (a 3-layer model's shallow third is layer 0 alone,

@@ -180,7 +180,9 @@ def _agreement(want: list[list[int]], got: list[list[int]]) -> float:
     return same / total if total else 1.0
 
 
-def format_report(report: BenchReport, base: str = "ondemand") -> str:
+def format_report(report: BenchReport, base: str = "ondemand", labels: dict[str, str] | None = None) -> str:
+    """The table as printed; `labels` renames rows (the ablation's steps)."""
+    labels = labels or {}
     base_rate = next((r.tokens_per_s for r in report.runs if r.policy == base), report.runs[0].tokens_per_s)
     base_name = base if any(r.policy == base for r in report.runs) else report.runs[0].policy
     med = f", median of {report.repeat}" if report.repeat > 1 else ""
@@ -194,7 +196,7 @@ def format_report(report: BenchReport, base: str = "ondemand") -> str:
         acc = f"{r.prediction_accuracy:.3f}" if r.prediction_accuracy is not None else "-"
         util = f"{r.utilisation:.3f}" if r.utilisation is not None else "-"
         same = f"{r.same_tokens:.3f}" if r.same_tokens is not None else "-"
-        name = ABLATION_LABELS.get(r.policy, r.policy)
+        name = labels.get(r.policy, r.policy)
         lines.append(f"{name[:16]:<16}{r.tokens_per_s:>7.2f}{r.tokens_per_s / base_rate:>10.2f}x{r.ttft_s:>8.3f}"
                      f"{r.hit_rate:>6.3f}{acc:>9}{util:>6}{r.expert_loads:>7}{r.bytes_read / 2**20:>9.1f}"
                      f"{r.prefetch_unused:>7}{r.peak_expert_bytes / 2**20:>8.2f}{r.peak_device_bytes / 2**20:>8.1f}"
@@ -202,7 +204,7 @@ def format_report(report: BenchReport, base: str = "ondemand") -> str:
     for r in report.runs:
         if r.details.get("k_p"):
             kp = ", ".join(f"{g} K={k} P={p}" for g, (k, p) in r.details["k_p"].items())
-            lines.append(f"{ABLATION_LABELS.get(r.policy, r.policy)}: HEOP chose {kp} after "
+            lines.append(f"{labels.get(r.policy, r.policy)}: HEOP chose {kp} after "
                          f"{len(r.details['trail'])} judged windows")
         if r.details.get("predictor"):
             p = r.details["predictor"]

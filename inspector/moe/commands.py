@@ -96,7 +96,7 @@ def _ratios(args: argparse.Namespace) -> list[float]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import ABLATIONS, bench, format_report
+    from .bench import ABLATION_LABELS, ABLATIONS, bench, format_report
     from .checkpoint import MoECheckpoint
     from .engine import pool_slots
     from .text import load_tokenizer, read_prompts
@@ -121,7 +121,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for ratio in ratios:
         report = bench(model, policies, ratio, prompts, args.max_new_tokens, cal, args.device, log=_say,
                        repeat=args.repeat, host_ratio=args.host_ratio)
-        print(format_report(report), flush=True)
+        print(format_report(report, labels=ABLATION_LABELS if args.ablation else None), flush=True)
         reports.append(report)
         exact = [r for r in report.runs if not r.approximate]
         if exact and any(r.same_tokens != 1.0 for r in exact):

@@ -337,11 +337,13 @@ class MoERuntime:
 
     def _start_pipeline(self, layer: int, top_k_index: torch.Tensor) -> None:
         """DuoServe prefill: every expert the layer's tokens use, in the experts loop's order (ascending),
-        read once; two buffers, one computing and one reading."""
+        read once; two buffers, one computing and one reading (each computed expert's release starts the next)."""
         used = sorted(set(top_k_index.flatten().tolist()) - {self.num_experts})
-        todo = deque(ExpertKey(layer, e) for e in used if not self.store.is_resident(ExpertKey(layer, e)))
+        with self._room:  # what is resident, staged or already reading is not read again
+            have = set(self._staged) | set(self._inflight)
+        todo = deque(k for k in (ExpertKey(layer, e) for e in used) if not self.store.is_resident(k) and k not in have)
         self._pipeline[layer] = todo
-        for _ in range(2):
+        for _ in range(max(0, 2 - self._buffers_in_use())):  # experts read ahead for this layer hold buffers too
             self._pipeline_next(layer)
 
     def _pipeline_next(self, layer: int) -> None:

@@ -20,7 +20,7 @@ import torch
 from ..calibration import Calibration
 from ..checkpoint import ExpertKey
 from ..offline.predictor import ExpertPredictor, PredictorReport, load_or_train
-from .base import MoEPolicy, PoolView
+from .base import Guesses, MoEPolicy, PoolView
 
 
 class DuoServe(MoEPolicy):
@@ -49,6 +49,19 @@ class DuoServe(MoEPolicy):
     def initial(self, pool: PoolView) -> list[ExpertKey]:
         self._model(pool)  # trained (or loaded) before the first request, not inside it
         return []
+
+    def lookahead(self, pool: PoolView, layer: int, hidden: torch.Tensor, prefill: bool) -> Guesses:
+        """Decode: the predictor's guess for the next layer. Prefill (§5.2): the next layer's first experts in
+        compute order are read while this layer finishes and the next one's attention runs (its gate applied to
+        this layer's hidden states says which experts the prompt will use; they wait for free buffers)."""
+        if not prefill:
+            return super().lookahead(pool, layer, hidden, prefill)
+        nxt = pool.next_layer(layer)
+        if nxt is None:
+            return {}
+        picks = torch.topk(pool.router_logits(nxt, hidden), pool.top_k, dim=-1).indices
+        first = sorted(set(picks.flatten().tolist()))[:2]
+        return {nxt: [ExpertKey(nxt, e) for e in first]}
 
     def predict(self, pool: PoolView, layer: int, hidden: torch.Tensor) -> list[ExpertKey] | None:
         t = pool.moe_layers.index(layer)

@@ -8,7 +8,9 @@
   own hidden state (eq. 5); the guess is their intersection (eq. 6). P = 1, K = top-k is DAOP's guess;
 - HEOP (heop.py): (K, P) per layer group searched online by hill-climbing the loss of eq. 11 over the first
   `heop_steps` decode steps, then fixed; its trail is kept for the log;
-- the cache is LRU, as the paper's.
+- the cache "retains the most frequently activated experts" with LRU order (the paper's wording, §Overview): it
+  starts from the calibrated most popular experts when a calibration is given, and evicts the expert this
+  sequence has used least, the least recently used among equals.
 """
 from __future__ import annotations
 
@@ -16,14 +18,16 @@ import torch
 
 from ..calibration import Calibration
 from ..checkpoint import ExpertKey
-from .base import Guesses, MoEPolicy, PoolView
+from collections.abc import Iterable
+
+from .base import Guesses, MoEPolicy, PoolView, calibrated_placement
 from .heop import HEOP, TrailStep
 
 
 class FIRM(MoEPolicy):
     def __init__(self, calibration: Calibration | None = None, parts: int = 2, k: int = 0, p: int = 2,
                  fine: bool = True, mol: bool = True, heop: bool = True, alpha: float = 0.5, beta: float = 0.5,
-                 n_update: int = 8, patience: int = 2, heop_steps: int = 256) -> None:
+                 n_update: int = 4, patience: int = 2, heop_steps: int = 96) -> None:
         if not 1 <= parts <= 3:
             raise ValueError(f"firm prefetch granularity parts must be 1, 2 or 3 projections, got {parts}")
         super().__init__("firm", "sub-expert prefetch, Meeting-of-Layers guess, HEOP (K, P) search (FIRM-MoE)",
@@ -36,6 +40,17 @@ class FIRM(MoEPolicy):
 
     def staging(self, top_k: int, num_experts: int) -> int:
         return min(num_experts, 2 * top_k)
+
+    def initial(self, pool: PoolView) -> list[ExpertKey]:
+        return calibrated_placement(pool, self.calibration) if self.calibration is not None else []
+
+    def victim(self, pool: PoolView, layer: int, protect: Iterable[ExpertKey]) -> ExpertKey:
+        keep = set(protect)
+        candidates = [k for k in pool.resident_in(layer) if k not in keep]  # least recent first
+        if not candidates:
+            raise LookupError(f"every resident expert of layer {layer} is in use")
+        counts = pool.activity[layer]
+        return min(candidates, key=lambda k: float(counts[k.expert]))  # stable: ties go to the least recent
 
     def _search(self, pool: PoolView) -> HEOP:
         if self.heop is None:
