@@ -14,12 +14,12 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
 from ..calibration import Calibration
 from ..checkpoint import ExpertKey
-from collections.abc import Iterable
-
 from .base import Guesses, MoEPolicy, PoolView, calibrated_placement
 from .heop import HEOP, TrailStep
 
