@@ -24,8 +24,8 @@ PROMPT = [0, 5, 17, 60, 3, 42, 8, 77, 11, 30]
 
 CAL_PROMPTS = [[0, 5, 17, 60, 3, 42, 8, 77], [0, 33, 34, 35, 90, 4, 4, 4, 61], [0, 7, 8, 9, 10, 11, 12, 13],
                [0, 50, 51, 52, 53, 20, 21, 22], [0, 88, 14, 2, 70, 6]]
-EXACT_POLICIES = ["ondemand", "lru", "fiddler", "moesys", "daop", "fmoe", "firm", "firm:parts=1", "duoserve"]
-PREDICTING = {"daop", "fmoe", "firm", "firm:parts=1", "duoserve"}
+EXACT_POLICIES = ["ondemand", "lru", "fiddler", "moesys", "daop", "fmoe", "firm", "firm:parts=2", "duoserve"]
+PREDICTING = {"daop", "fmoe", "firm", "firm:parts=2", "duoserve"}
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def calibrate_on_texts(root: str | Path, tokenizer, cache_dir: Path | None = CAL
     return cal
 
 
-def calibration_texts(count: int = 16, chars: int = 800) -> list[str]:
+def calibration_texts(count: int = 64, chars: int = 800) -> list[str]:
     """The default calibration set: the openings of `count` evenly spaced files of the standard library's
     training split (the benchmark's prompts are not among them)."""
     from ..demo.corpus import Corpus, stdlib_corpus

@@ -25,9 +25,9 @@ from .heop import HEOP, TrailStep
 
 
 class FIRM(MoEPolicy):
-    def __init__(self, calibration: Calibration | None = None, parts: int = 2, k: int = 0, p: int = 2,
+    def __init__(self, calibration: Calibration | None = None, parts: int = 1, k: int = 0, p: int = 2,
                  fine: bool = True, mol: bool = True, heop: bool = True, alpha: float = 0.5, beta: float = 0.5,
-                 n_update: int = 4, patience: int = 2, heop_steps: int = 96) -> None:
+                 n_update: int = 4, patience: int = 2, heop_steps: int = 48) -> None:
         if not 1 <= parts <= 3:
             raise ValueError(f"firm prefetch granularity parts must be 1, 2 or 3 projections, got {parts}")
         super().__init__("firm", "sub-expert prefetch, Meeting-of-Layers guess, HEOP (K, P) search (FIRM-MoE)",
@@ -54,7 +54,7 @@ class FIRM(MoEPolicy):
 
     def _search(self, pool: PoolView) -> HEOP:
         if self.heop is None:
-            k = self.k0 or pool.top_k + 1
+            k = self.k0 or pool.top_k  # HEOP starts from top-k candidates voted on by two layers
             k_max = self.staging(pool.top_k, pool.num_experts)
             p_max = max(1, min(4, len(pool.moe_layers) - 1))
             start = {g: (min(k, k_max), min(self.p0, p_max)) for g in HEOP.GROUPS}
