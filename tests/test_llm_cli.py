@@ -101,3 +101,34 @@ def test_bench_refuses_a_budget_below_one_layer_topk(demo: Path, tmp_path: Path,
     rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--cache-ratio", "0.25",
                "--max-new-tokens", "2"])
     assert rc == 2 and "smallest ratio that works is 0.500" in capsys.readouterr().err
+
+
+def test_bench_runs_ratios_repeats_and_the_firm_ablation(demo: Path, tmp_path: Path, capsys) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def f(x):\n    return\n---\nimport sys\nclass A:\n")
+    path = tmp_path / "ratios.json"
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "ondemand,firm,duoserve",
+               "--prompts", str(prompts), "--max-new-tokens", "4", "--cache-ratios", "0.5,1.0", "--repeat", "2",
+               "--json", str(path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.count("all-resident ceiling") == 2 and "median of 2" in out and "WARNING" not in out
+    doc = json.loads(path.read_text())
+    assert [r["cache_ratio"] for r in doc["reports"]] == [0.5, 1.0]
+    assert all(run["repeats"] == 2 and run["same_tokens"] == 1.0 for r in doc["reports"] for run in r["runs"])
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--ablation", "firm",
+               "--prompts", str(prompts), "--max-new-tokens", "4", "--cache-ratio", "0.5"])
+    out = capsys.readouterr().out
+    assert rc == 0 and all(label in out for label in ("firm base", "+fine-grained", "+MoL", "+HEOP"))
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "firm:depth=2"])
+    assert rc == 2 and "bad option 'depth=2'" in capsys.readouterr().err
+
+
+def test_train_predictor_reports_its_accuracy_against_popularity_and_caches(demo: Path, tmp_path: Path,
+                                                                             capsys) -> None:
+    args = ["--models", str(tmp_path), "llm", "train-predictor", "--model", str(demo), "--epochs", "5"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "held-out accuracy" in out and "popularity alone" in out
+    (saved,) = (tmp_path / "llm" / "calibration").glob("*.predictor-*.pt")
+    assert main(args) == 0 and "already trained" in capsys.readouterr().out
+    assert saved.is_file()

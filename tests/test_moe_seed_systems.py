@@ -113,9 +113,9 @@ def test_the_prefill_pipeline_reads_each_used_expert_once_in_compute_order(mixtr
     for layer in range(3):
         assert sorted(k.expert for k in reads if k.layer == layer and k.expert in used[layer]) == used[layer]
     stats = out[-1][1]
-    # layer 0's experts are read by the pipeline; a later layer's first ones while the layer before finishes
+    # layer 0's experts are read by the pipeline; a later layer's first one while the layer before finishes
     # (its gate on this layer's hidden states names them: a wrong one is a wasted read, counted unused)
-    assert len(reads) == len(wanted) + stats.prefetch_unused and stats.prefetch_unused <= 2 * 2
+    assert len(reads) == len(wanted) + stats.prefetch_unused and stats.prefetch_unused <= 2
     assert stats.pipelined + stats.prefetch_used == len(wanted) and stats.hits == stats.prefetch_used
     assert stats.pipelined >= len(used[0])
     assert store.ledger.peak <= 2 * store.expert_bytes(ExpertKey(0, 0))  # the k = 2 expert cache: never more
@@ -327,4 +327,14 @@ def test_on_a_gpu_away_experts_compute_on_the_cpu_where_they_lie(mixtral: Path, 
     lm = OffloadedLM.load(mixtral, get_policy(policy, cal), cache_ratio=0.25, device="cuda")
     stats = list(lm.generate(PROMPTS[0], 8))[-1][1]
     assert stats.host_computed > 0 and all(w.gate_up.is_cuda for w in lm.runtime.store.resident.values())
+    lm.close()
+
+
+def test_duoserve_holds_k_experts_in_all_through_prefill_and_decode(mixtral: Path, cal) -> None:
+    lm = OffloadedLM.load(mixtral, get_policy("duoserve", cal), cache_ratio=0.25)
+    for prompt in PROMPTS:
+        stats = list(lm.generate(prompt, 10))[-1][1]
+        assert stats.prefetch_used > 0 and stats.misses > 0  # guesses used, wrong ones read again
+    store = lm.runtime.store
+    assert store.ledger.peak <= 2 * store.expert_bytes(ExpertKey(0, 0))  # top-k = 2: the paper's provisioning
     lm.close()

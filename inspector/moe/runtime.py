@@ -91,6 +91,7 @@ class MoERuntime:
         self._pipelined: set[ExpertKey] = set()
         self._deferred: deque[ExpertKey] = deque()  # guesses waiting for a buffer of a bounded expert cache
         self._used_now: dict[int, set[int]] = {}  # layers routed in this pass -> the experts they use
+        self._owed: set[ExpertKey] = set()  # routed, needed, not in memory and no read started yet
         self._visits = dict.fromkeys(ckpt.moe_layers, 0)  # forward passes through each layer so far
         self._room = threading.RLock()  # make room + install, from either thread
         self.max_staged = policy.staging(ckpt.top_k, ckpt.num_experts)  # reads ahead held at once
@@ -141,8 +142,24 @@ class MoERuntime:
             return
         self._fetch_async(key, force=False, parts=self.policy.prefetch_parts)
 
-    def _buffers_in_use(self) -> int:
+    def _held_buffers(self) -> int:
         return sum(1 for name in self.store.ledger.keys() if name.startswith("buffer:"))
+
+    def _buffers_in_use(self) -> int:
+        """Expert buffers held (reads and staged experts), plus those the routed layer still owes a read: a
+        bounded cache serves the layer that is running before it reads ahead for the next one."""
+        return self._held_buffers() + len(self._owed)
+
+    def _wait_for_room(self) -> None:
+        """A bounded cache full of reads under way (a wrong guess still landing): let them land first; a wrong
+        one gives its buffer back as it lands."""
+        cap = self.policy.expert_cache(self.top_k)
+        if cap is None:
+            return
+        for future in list(self._inflight.values()):
+            if self._held_buffers() < cap:
+                return
+            future.exception()
 
     def _issue_deferred(self) -> None:
         while self._deferred:
@@ -175,6 +192,7 @@ class MoERuntime:
             self._pipelined.clear()
             self._deferred.clear()
             self._used_now.clear()
+            self._owed.clear()
 
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
               top_k_weights: torch.Tensor) -> None:
@@ -237,9 +255,11 @@ class MoERuntime:
                 self._install(key, w, pin=True)
             return w
         self.counters.misses += 1
+        self._owed.discard(key)
         if self.store.device.type != "cpu" and self.policy.computes_on_host(self, key, self.prefill):
             self.counters.host_computed += 1  # host RAM is where it lies: no device buffer, nothing admitted
             return self.store.load_host(key)
+        self._wait_for_room()
         self._reserve_buffer(key)
         try:
             w = self._read_for_use(key)
@@ -254,7 +274,7 @@ class MoERuntime:
     def release(self, key: ExpertKey) -> None:
         self.store.release(key)
         queue = self._pipeline.get(key.layer)
-        if queue:  # DuoServe prefill: the expert computed, its buffer free, the one after next starts reading
+        while queue and self._pipeline_reads() < 2:  # DuoServe prefill: one computing, the next reading
             self._pipeline_next(key.layer)
         if self._deferred:  # a bounded cache: the freed buffer takes the next layer's guess
             self._issue_deferred()
@@ -297,6 +317,10 @@ class MoERuntime:
                 self.counters.prefetch_unused += 1
             if self._deferred:
                 self._deferred = deque(k for k in self._deferred if k.layer != layer)
+            if self.policy.expert_cache(self.top_k) is not None:
+                have = set(self._staged) | set(self._inflight)
+                self._owed = {k for k in (ExpertKey(layer, e) for e in used)
+                              if k not in have and not self.store.is_resident(k)}
 
     def _ask_ahead(self, guesses: dict[int, list[ExpertKey]] | None) -> None:
         """A policy's guesses for later layers: recorded (to judge them) when it predicts, then read ahead."""
@@ -343,8 +367,12 @@ class MoERuntime:
             have = set(self._staged) | set(self._inflight)
         todo = deque(k for k in (ExpertKey(layer, e) for e in used) if not self.store.is_resident(k) and k not in have)
         self._pipeline[layer] = todo
-        for _ in range(max(0, 2 - self._buffers_in_use())):  # experts read ahead for this layer hold buffers too
+        while todo and self._pipeline_reads() < 2:
             self._pipeline_next(layer)
+
+    def _pipeline_reads(self) -> int:
+        """Expert buffers held: the one computing, reads under way, experts landed and waiting (two in all)."""
+        return self._held_buffers()
 
     def _pipeline_next(self, layer: int) -> None:
         queue = self._pipeline.get(layer)
@@ -353,6 +381,7 @@ class MoERuntime:
             if self.store.is_resident(key) or key in self._inflight or key in self._staged:
                 continue
             self._pipelined.add(key)
+            self._owed.discard(key)
             self.counters.pipelined += 1
             self._fetch_async(key, force=True, install=False)
             return

@@ -51,16 +51,16 @@ class DuoServe(MoEPolicy):
         return []
 
     def lookahead(self, pool: PoolView, layer: int, hidden: torch.Tensor, prefill: bool) -> Guesses:
-        """Decode: the predictor's guess for the next layer. Prefill (§5.2): the next layer's first experts in
-        compute order are read while this layer finishes and the next one's attention runs (its gate applied to
-        this layer's hidden states says which experts the prompt will use; they wait for free buffers)."""
+        """Decode: the predictor's guess for the next layer. Prefill (§5.2): the next layer's first expert in
+        compute order is read while this layer finishes and the next one's attention runs (its gate applied to
+        this layer's hidden states says which experts the prompt will use; the read waits for a free buffer)."""
         if not prefill:
             return super().lookahead(pool, layer, hidden, prefill)
         nxt = pool.next_layer(layer)
         if nxt is None:
             return {}
         picks = torch.topk(pool.router_logits(nxt, hidden), pool.top_k, dim=-1).indices
-        first = sorted(set(picks.flatten().tolist()))[:2]
+        first = sorted(set(picks.flatten().tolist()))[:1]
         return {nxt: [ExpertKey(nxt, e) for e in first]}
 
     def predict(self, pool: PoolView, layer: int, hidden: torch.Tensor) -> list[ExpertKey] | None:
