@@ -142,34 +142,6 @@ class MoERuntime:
             return
         self._fetch_async(key, force=False, parts=self.policy.prefetch_parts)
 
-    def _held_buffers(self) -> int:
-        return sum(1 for name in self.store.ledger.keys() if name.startswith("buffer:"))
-
-    def _buffers_in_use(self) -> int:
-        """Expert buffers held (reads and staged experts), plus those the routed layer still owes a read: a
-        bounded cache serves the layer that is running before it reads ahead for the next one."""
-        return self._held_buffers() + len(self._owed)
-
-    def _wait_for_room(self) -> None:
-        """A bounded cache full of reads under way (a wrong guess still landing): let them land first; a wrong
-        one gives its buffer back as it lands."""
-        cap = self.policy.expert_cache(self.top_k)
-        if cap is None:
-            return
-        for future in list(self._inflight.values()):
-            if self._held_buffers() < cap:
-                return
-            future.exception()
-
-    def _issue_deferred(self) -> None:
-        while self._deferred:
-            cap = self.policy.expert_cache(self.top_k)
-            if cap is not None and self._buffers_in_use() >= cap:
-                return
-            key = self._deferred.popleft()
-            if key.layer not in self._used_now:  # its layer has not routed yet: still worth reading
-                self.prefetch(key)
-
     # -- ExpertSource (what the experts modules call) ---------------------------------------------------
     def begin_sequence(self, embedding: torch.Tensor | None = None) -> None:
         for counts in self.activity.values():
@@ -304,6 +276,34 @@ class MoERuntime:
         for key in keys:
             if self.store.count_in(key.layer) < self.slots[key.layer] and not self.store.is_resident(key):
                 self.store.install(key, self.store.load(key))
+
+    def _held_buffers(self) -> int:
+        return sum(1 for name in self.store.ledger.keys() if name.startswith("buffer:"))
+
+    def _buffers_in_use(self) -> int:
+        """Expert buffers held (reads and staged experts), plus those the routed layer still owes a read: a
+        bounded cache serves the layer that is running before it reads ahead for the next one."""
+        return self._held_buffers() + len(self._owed)
+
+    def _wait_for_room(self) -> None:
+        """A bounded cache full of reads under way (a wrong guess still landing): let them land first; a wrong
+        one gives its buffer back as it lands."""
+        cap = self.policy.expert_cache(self.top_k)
+        if cap is None:
+            return
+        for future in list(self._inflight.values()):
+            if self._held_buffers() < cap:
+                return
+            future.exception()
+
+    def _issue_deferred(self) -> None:
+        while self._deferred:
+            cap = self.policy.expert_cache(self.top_k)
+            if cap is not None and self._buffers_in_use() >= cap:
+                return
+            key = self._deferred.popleft()
+            if key.layer not in self._used_now:  # its layer has not routed yet: still worth reading
+                self.prefetch(key)
 
     def _drop_wrong(self, layer: int, used: set[int]) -> None:
         """The layer's routing is known: what was read ahead for it and is not used gives its buffer back now
