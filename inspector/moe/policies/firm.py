@@ -5,7 +5,8 @@
   gate and up compute. A wrong guess costs n/3 of an expert's read. Compute stays exact: the projections land
   in the same fused buffers the plain model multiplies;
 - Meeting-of-Layers: for layer l, each of the P layers before it proposes the top K of layer l's gate on its
-  own hidden state (eq. 5); the guess is their intersection (eq. 6). P = 1, K = top-k is DAOP's guess;
+  own hidden state (eq. 5); the guess is their intersection (eq. 6). P = 1, K = top-k is DAOP's guess. A layer
+  with fewer than P layers before it is not guessed for (the paper's P < l); HEOP still sees what that cost;
 - HEOP (heop.py): (K, P) per layer group searched online by hill-climbing the loss of eq. 11 over the first
   `heop_steps` decode steps, then fixed; its trail is kept for the log;
 - the cache "retains the most frequently activated experts" with LRU order (the paper's wording, §Overview): it
@@ -37,6 +38,7 @@ class FIRM(MoEPolicy):
         self.heop_args = dict(alpha=alpha, beta=beta, n_update=n_update, patience=patience, steps=heop_steps)
         self.heop: HEOP | None = None
         self.hiddens: dict[int, torch.Tensor] = {}  # MoE layer index -> this step's routing input there
+        self.skipped: set[int] = set()  # layer indices left unguessed this step for want of P voters
 
     def staging(self, top_k: int, num_experts: int) -> int:
         return min(num_experts, 2 * top_k)
@@ -77,9 +79,12 @@ class FIRM(MoEPolicy):
         i = pool.moe_layers.index(layer)
         if i == 0:
             self.hiddens.clear()
+            self.skipped.clear()
         self.hiddens[i] = hidden[-1:]
-        if guess is None:
+        if guess is None and i not in self.skipped:
             return
+        guess = guess or set()  # left unguessed: HEOP still sees what prefetching nothing cost there
+        self.skipped.discard(i)
         actual = set(picks)
         hit = {e for e in actual if pool.is_resident(ExpertKey(layer, e))}
         self._search(pool).record(HEOP.group_of(i, len(pool.moe_layers)), unused=len(guess - actual),
@@ -95,7 +100,8 @@ class FIRM(MoEPolicy):
         t = pool.moe_layers.index(target)
         k, p = self.config(pool, t)
         voters = [m for m in range(t - p, t) if m in self.hiddens]
-        if not voters:
+        if not voters or (self.mol and len(voters) < p):  # eq. 5-6 ask P < l: P layers before it to meet
+            self.skipped.add(t)
             return {}
         guess: list[ExpertKey] | None = None
         for m in reversed(voters):  # the nearest layer first: its order ranks the intersection
