@@ -237,7 +237,8 @@ def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_
     tab.max_new.setValue(12)
     tab.ratio.setValue(0.5)  # 2 of 4 experts per layer: the tiny model is top-2
     job = tab.load()
-    qtbot.waitUntil(lambda: tab.session is not None or not job.running, timeout=WAIT)
+    # the answer arrives as a queued signal after the job's thread ends: wait for the tab to have handled it
+    qtbot.waitUntil(lambda: not job.running and tab.load_btn.isEnabled(), timeout=WAIT)
     assert tab.session is not None, tab.model_state.text()
     assert "daop" in tab.model_state.text() and tab.send_btn.isEnabled()
     assert tab.layers.rowCount() == TINY.layers
