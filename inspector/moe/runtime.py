@@ -95,6 +95,7 @@ class MoERuntime:
         self._visits = dict.fromkeys(ckpt.moe_layers, 0)  # forward passes through each layer so far
         self._room = threading.RLock()  # make room + install, from either thread
         self.max_staged = policy.staging(ckpt.top_k, ckpt.num_experts)  # reads ahead held at once
+        self.expert_cap = policy.expert_cache(ckpt.top_k)  # expert buffers in use at once (None: no bound)
         workers = max(self.max_staged, 2 if policy.pipelines_prefill else 0, 1 if policy.fine_grained else 0)
         self._io = ThreadPoolExecutor(workers, thread_name_prefix="moe-read") \
             if (policy.prefetches or policy.pipelines_prefill or policy.fine_grained) else None
@@ -133,8 +134,7 @@ class MoERuntime:
         expert cache (DuoServe: k experts in all) a guess with no free buffer waits for one instead."""
         if self._io is None or self.store.is_resident(key) or key in self._inflight or key in self._staged:
             return
-        cap = self.policy.expert_cache(self.top_k)
-        if cap is not None and self._buffers_in_use() >= cap:
+        if self.expert_cap is not None and self._buffers_in_use() >= self.expert_cap:
             if key not in self._deferred:
                 self._deferred.append(key)
             return
@@ -246,7 +246,7 @@ class MoERuntime:
     def release(self, key: ExpertKey) -> None:
         self.store.release(key)
         queue = self._pipeline.get(key.layer)
-        while queue and self._pipeline_reads() < 2:  # DuoServe prefill: one computing, the next reading
+        while queue and self._held_buffers() < 2:  # DuoServe prefill: one computing, the next reading
             self._pipeline_next(key.layer)
         if self._deferred:  # a bounded cache: the freed buffer takes the next layer's guess
             self._issue_deferred()
@@ -259,9 +259,7 @@ class MoERuntime:
             self._pipeline.pop(layer, None)
             for key in [k for k in self._staged if k.layer == layer]:
                 del self._staged[key]
-                self._pipelined.discard(key)
-                self.store.release_buffer(key)
-                self.counters.prefetch_unused += 1
+                self._give_back(key)
 
     # -- mechanics --------------------------------------------------------------------------------------
     def make_room(self, layer: int, n: int) -> None:
@@ -277,6 +275,12 @@ class MoERuntime:
             if self.store.count_in(key.layer) < self.slots[key.layer] and not self.store.is_resident(key):
                 self.store.install(key, self.store.load(key))
 
+    def _give_back(self, key: ExpertKey) -> None:
+        """A read ahead that its layer did not use: its buffer returns to the budget, counted as unused."""
+        self.store.release_buffer(key)
+        self._pipelined.discard(key)
+        self.counters.prefetch_unused += 1
+
     def _held_buffers(self) -> int:
         return sum(1 for name in self.store.ledger.keys() if name.startswith("buffer:"))
 
@@ -288,18 +292,16 @@ class MoERuntime:
     def _wait_for_room(self) -> None:
         """A bounded cache full of reads under way (a wrong guess still landing): let them land first; a wrong
         one gives its buffer back as it lands."""
-        cap = self.policy.expert_cache(self.top_k)
-        if cap is None:
+        if self.expert_cap is None:
             return
         for future in list(self._inflight.values()):
-            if self._held_buffers() < cap:
+            if self._held_buffers() < self.expert_cap:
                 return
             future.exception()
 
     def _issue_deferred(self) -> None:
         while self._deferred:
-            cap = self.policy.expert_cache(self.top_k)
-            if cap is not None and self._buffers_in_use() >= cap:
+            if self.expert_cap is not None and self._buffers_in_use() >= self.expert_cap:
                 return
             key = self._deferred.popleft()
             if key.layer not in self._used_now:  # its layer has not routed yet: still worth reading
@@ -312,12 +314,10 @@ class MoERuntime:
             self._used_now[layer] = used
             for key in [k for k in self._staged if k.layer == layer and k.expert not in used]:
                 del self._staged[key]
-                self._pipelined.discard(key)
-                self.store.release_buffer(key)
-                self.counters.prefetch_unused += 1
+                self._give_back(key)
             if self._deferred:
                 self._deferred = deque(k for k in self._deferred if k.layer != layer)
-            if self.policy.expert_cache(self.top_k) is not None:
+            if self.expert_cap is not None:
                 have = set(self._staged) | set(self._inflight)
                 self._owed = {k for k in (ExpertKey(layer, e) for e in used)
                               if k not in have and not self.store.is_resident(k)}
@@ -367,12 +367,8 @@ class MoERuntime:
             have = set(self._staged) | set(self._inflight)
         todo = deque(k for k in (ExpertKey(layer, e) for e in used) if not self.store.is_resident(k) and k not in have)
         self._pipeline[layer] = todo
-        while todo and self._pipeline_reads() < 2:
+        while todo and self._held_buffers() < 2:
             self._pipeline_next(layer)
-
-    def _pipeline_reads(self) -> int:
-        """Expert buffers held: the one computing, reads under way, experts landed and waiting (two in all)."""
-        return self._held_buffers()
 
     def _pipeline_next(self, layer: int) -> None:
         queue = self._pipeline.get(layer)
@@ -431,9 +427,7 @@ class MoERuntime:
                     if self._visits[key.layer] == visit and (used is None or key.expert in used):
                         self._staged[key] = w
                     else:  # landed after its layer ran, or after its routing showed it is not needed
-                        self.store.release_buffer(key)
-                        self._pipelined.discard(key)
-                        self.counters.prefetch_unused += 1
+                        self._give_back(key)
             except BaseException:
                 self.store.release_buffer(key)
                 raise

@@ -131,6 +131,17 @@ def calibrated_placement(pool: PoolView, calibration: Calibration | None) -> lis
     return keys
 
 
+def least_active(pool: PoolView, layer: int, protect: Iterable[ExpertKey]) -> ExpertKey:
+    """The resident expert this sequence has used least (the least recently used among equals): DAOP's victim,
+    and FIRM's cache that retains the most frequently activated experts."""
+    keep = set(protect)
+    candidates = [k for k in pool.resident_in(layer) if k not in keep]  # least recent first
+    if not candidates:
+        raise LookupError(f"every resident expert of layer {layer} is in use")
+    counts = pool.activity[layer]
+    return min(candidates, key=lambda k: float(counts[k.expert]))  # min is stable: ties go to the LRU one
+
+
 def next_gate_topk(pool: PoolView, layer: int, hidden: torch.Tensor, k: int) -> list[ExpertKey]:
     """`layer`'s gate applied to an earlier layer's hidden state: its top k (DAOP; FIRM-MoE eq. 4-5)."""
     logits = pool.router_logits(layer, hidden[-1:])[0]

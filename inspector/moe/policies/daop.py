@@ -23,7 +23,7 @@ import torch
 
 from ..calibration import Calibration
 from ..checkpoint import ExpertKey
-from .base import MoEPolicy, PoolView, calibrated_placement, next_gate_topk
+from .base import MoEPolicy, PoolView, calibrated_placement, least_active, next_gate_topk
 
 
 class DAOP(MoEPolicy):
@@ -55,12 +55,7 @@ class DAOP(MoEPolicy):
         return not prefill
 
     def victim(self, pool: PoolView, layer: int, protect: Iterable[ExpertKey]) -> ExpertKey:
-        keep = set(protect)
-        candidates = [k for k in pool.resident_in(layer) if k not in keep]  # least recent first
-        if not candidates:
-            raise LookupError(f"every resident expert of layer {layer} is in use")
-        counts = pool.activity[layer]
-        return min(candidates, key=lambda k: float(counts[k.expert]))  # min is stable: ties go to the LRU one
+        return least_active(pool, layer, protect)
 
     def on_route(self, pool: PoolView, layer: int, counts: torch.Tensor, prefill: bool) -> None:
         """Algorithm 1: swap the sequence's hottest non-resident experts with its coldest resident ones."""

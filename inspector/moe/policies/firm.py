@@ -21,7 +21,7 @@ import torch
 
 from ..calibration import Calibration
 from ..checkpoint import ExpertKey
-from .base import Guesses, MoEPolicy, PoolView, calibrated_placement
+from .base import Guesses, MoEPolicy, PoolView, calibrated_placement, least_active
 from .heop import HEOP, TrailStep
 
 
@@ -47,12 +47,7 @@ class FIRM(MoEPolicy):
         return calibrated_placement(pool, self.calibration) if self.calibration is not None else []
 
     def victim(self, pool: PoolView, layer: int, protect: Iterable[ExpertKey]) -> ExpertKey:
-        keep = set(protect)
-        candidates = [k for k in pool.resident_in(layer) if k not in keep]  # least recent first
-        if not candidates:
-            raise LookupError(f"every resident expert of layer {layer} is in use")
-        counts = pool.activity[layer]
-        return min(candidates, key=lambda k: float(counts[k.expert]))  # stable: ties go to the least recent
+        return least_active(pool, layer, protect)
 
     def _search(self, pool: PoolView) -> HEOP:
         if self.heop is None:
