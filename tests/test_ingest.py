@@ -65,8 +65,10 @@ def test_folder_source_reads_in_order_and_counts_unreadable(tmp_path: Path) -> N
     (tmp_path / "board-9.png").write_bytes(b"not a png")
     source = FolderSource(tmp_path)
     frames = list(source)
-    assert [f.serial for f in frames] == ["board-0", "board-1", "board-2"]
-    assert frames[0].image.shape == (120, 200, 3)
+    # the bad file is a frame too, carrying why: the line stores it as a board-level error, nothing goes unseen
+    assert [f.serial for f in frames] == ["board-0", "board-1", "board-2", "board-9"]
+    assert frames[0].image.shape == (120, 200, 3) and frames[0].error is None
+    assert frames[3].image is None and "not an image" in frames[3].error
     assert source.counters.unreadable == 1 and "board-9.png" in source.counters.last_error
 
 
@@ -76,9 +78,41 @@ def test_watched_folder_picks_up_new_files(tmp_path: Path) -> None:
     source = FolderSource(tmp_path, watch=True, poll_s=0.05, idle_stop_s=1.0)
     img = _boards(tmp_path, 1)[0]
     threading.Timer(0.2, lambda: cv2.imwrite(str(tmp_path / "late.png"), img)).start()
-    assert [f.serial for f in source] == ["late"]
-    # read images move aside, so a restarted kiosk does not inspect them again
+    frames = list(source)
+    assert [f.serial for f in frames] == ["late"]
+    # an image stays until its result is safe (a kill before then inspects it again, under the same id) ...
+    assert (tmp_path / "late.png").is_file() and source.unarchived == 1
+    again = list(FolderSource(tmp_path))
+    assert again[0].inspection_id == frames[0].inspection_id
+    # ... then moves aside, so a restarted kiosk does not inspect it again
+    frames[0].on_stored()
     assert not (tmp_path / "late.png").exists() and (tmp_path / "inspected" / "late.png").is_file()
+    assert source.unarchived == 0
+
+
+def _encoded(img: np.ndarray, ext: str) -> bytes:
+    ok, data = cv2.imencode(ext, img)
+    assert ok
+    return data.tobytes()
+
+
+@pytest.mark.parametrize("case", ["empty", "text", "truncated-jpeg", "truncated-png", "damaged-header", "too-large"])
+def test_bad_image_files_are_refused_with_the_reason(case: str) -> None:
+    from inspector.ingest.images import BadImage, read_image
+
+    img = _boards(Path("."), 1)[0]
+    jpeg, png = _encoded(img, ".jpg"), _encoded(img, ".png")
+    data, limit, why = {
+        "empty": (b"", 10**9, "empty file"),
+        "text": (b"hello, this is not a picture", 10**9, "not an image"),
+        "truncated-jpeg": (jpeg[: len(jpeg) * 2 // 3], 10**9, "truncated JPEG"),
+        "truncated-png": (png[: len(png) - 20], 10**9, "truncated PNG"),
+        "damaged-header": (png[:8] + b"\0" * 40 + png[48:], 10**9, "damaged PNG header"),
+        "too-large": (png, 1000, "over the limit"),
+    }[case]
+    with pytest.raises(BadImage, match=why):
+        read_image(data, "x", max_pixels=limit)
+    assert read_image(jpeg, "x").shape == img.shape and np.array_equal(read_image(png, "x"), img)
 
 
 def test_replay_list(tmp_path: Path) -> None:
@@ -87,7 +121,9 @@ def test_replay_list(tmp_path: Path) -> None:
         cv2.imwrite(str(tmp_path / f"b{i}.png"), img)
     (tmp_path / "list.txt").write_text("# replay\nb1.png\nb0.png\nmissing.png\n")
     source = ReplaySource(tmp_path / "list.txt")
-    assert [f.serial for f in source] == ["b1", "b0"] and source.counters.unreadable == 1
+    frames = list(source)
+    assert [f.serial for f in frames] == ["b1", "b0", "missing"] and source.counters.unreadable == 1
+    assert "cannot read the file" in frames[2].error
 
 
 def test_camera_path_with_a_video_file(tmp_path: Path) -> None:

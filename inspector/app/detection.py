@@ -47,5 +47,6 @@ class Detection:
                f"false-alarm rate {self.false_alarm_rate:.4f} ({self.false_alarms}/{self.good})"]
         out += [f"  {d:<9} {c}/{n} caught" for d, (n, c) in sorted(self.by_class.items())]
         if self.rejected_boards:
-            out.append(f"  {self.rejected_boards} board(s) not scored: registration failed (board-level error)")
+            out.append(f"  {self.rejected_boards} board(s) not scored: a board-level error (registration failed, "
+                       "unreadable image)")
         return out

@@ -31,7 +31,7 @@ from ..coserve.profile import DeviceProfile
 from ..coserve.request import Request, RequestResult
 from ..coserve.workload import MiB, Workload
 from ..experts.zoo import Zoo
-from ..ingest.crops import Crop, check_board, cut_board
+from ..ingest.crops import BoardSizeMismatch, Crop, check_board, cut_board
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
 from ..results.records import BoardRecord
@@ -92,7 +92,7 @@ class LineStats:
     parts: int = 0
     board_verdicts: Counter = field(default_factory=Counter)
     defects: Counter = field(default_factory=Counter)
-    rejected_boards: int = 0  # images refused before inspection (wrong size)
+    rejected_boards: int = 0  # images refused before inspection (unreadable, wrong size): board-level errors
     registration_failed: int = 0  # boards stored with one board-level error instead of part verdicts
     residual_px_max: float = 0.0  # the largest registration residual of a board inspected
     residual_px_sum: float = 0.0  # over the boards registered, for the mean
@@ -161,23 +161,35 @@ class Line:
         self.engine.start()
         self.started = time.perf_counter()
 
-    def inspect(self, image: np.ndarray, serial: str, source: str = "") -> None:
-        """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
-
-        Raises BoardSizeMismatch (nothing submitted) when the image does not fit the layout. A board that
-        cannot be registered on its fiducials is finished at once with one board-level error and no part verdicts.
-        """
-        rules = self.rules
-        check_board(image, rules)
-        now = datetime.now(timezone.utc)
+    def _record(self, serial: str, source: str, inspection_id: str | None) -> BoardRecord:
+        rules, now = self.rules, datetime.now(timezone.utc)
         record = BoardRecord(serial, rules.recipe, rules.version, now, now, self.config.line, self.config.station,
                              source)
+        if inspection_id:
+            record.inspection_id = inspection_id
+        return record
+
+    def inspect(self, image: np.ndarray, serial: str, source: str = "", inspection_id: str | None = None) -> None:
+        """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
+
+        An image that does not fit the layout, or a board that cannot be registered on its fiducials, is
+        finished at once with one board-level error and no part verdicts.
+        """
+        rules = self.rules
+        record = self._record(serial, source, inspection_id)
+        try:
+            check_board(image, rules)
+        except BoardSizeMismatch as exc:
+            self.stats.rejected_boards += 1
+            self._finish_with_error(record, str(exc))
+            return
         registration: Registration | None = None
         if rules.fiducials is not None and self.config.register:
             try:
                 registration = register(image, rules.fiducials)
             except RegistrationFailed as exc:
-                self._finish_unregistered(record, str(exc))
+                self.stats.registration_failed += 1
+                self._finish_with_error(record, str(exc))
                 return
             record.transform, record.residual_px = registration.matrix, registration.residual_px
             record.fiducials = dict(registration.found)
@@ -200,12 +212,16 @@ class Line:
         for r in requests:
             self.engine.submit(r)
 
-    def _finish_unregistered(self, record: BoardRecord, reason: str) -> None:
+    def refuse(self, serial: str, source: str, reason: str, inspection_id: str | None = None) -> None:
+        """A board that came in but cannot be inspected (an unreadable file): stored as a board-level error."""
+        self.stats.rejected_boards += 1
+        self._finish_with_error(self._record(serial, source, inspection_id), reason)
+
+    def _finish_with_error(self, record: BoardRecord, reason: str) -> None:
         """One board-level `error` record, never a flood of false part failures."""
         record.error, record.finished_at = reason, datetime.now(timezone.utc)
         with self._lock:
             self.stats.boards += 1
-            self.stats.registration_failed += 1
             self.stats.board_verdicts["error"] += 1
             if not self._boards_in:
                 self.last_progress = time.monotonic()

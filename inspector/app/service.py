@@ -16,7 +16,6 @@ import numpy as np
 
 from ..coserve.profile import DeviceProfile
 from ..experts.zoo import Zoo
-from ..ingest.crops import BoardSizeMismatch
 from ..ingest.queue import IngestQueue, feed
 from ..ingest.sources import Frame, Source
 from ..results.crops import CropKeeper
@@ -37,6 +36,7 @@ class ServiceConfig:
     queue_capacity: int = 8
     overflow: str = "wait"  # wait | drop-oldest | drop-newest (see ingest/queue.py)
     keep_crops: str = "failed"  # failed | all | none
+    writer_capacity: int = 256  # boards waiting in memory for the result writer before the line waits
 
 
 class LineService:
@@ -47,16 +47,19 @@ class LineService:
         self.queue = IngestQueue(config.queue_capacity, config.overflow)
         self.crops = CropKeeper(data_dir / "crops", config.keep_crops)
         self.published = list(published or [])
-        self.writer = ResultWriter(store, data_dir / "spool.jsonl", prepare=self.crops, on_written=self._written)
+        self.writer = ResultWriter(store, data_dir / "spool.jsonl", prepare=self.crops, on_written=self._written,
+                                   on_durable=self._durable, capacity=config.writer_capacity)
         self.detection = Detection()
-        self._truths: dict[str, dict[str, str]] = {}
+        self._truths: dict[str, dict[str, str]] = {}  # inspection id -> true defects (synthetic boards)
+        self._on_stored: dict[str, Callable[[], None]] = {}  # inspection id -> the source's hook (archive the file)
+        self._hooks = threading.Lock()
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
         self._feeder = threading.Thread(target=feed, args=(source, self.queue), name="ingest", daemon=True)
         self.running = False
         self.stopped = threading.Event()
         self._resumed = threading.Event()  # cleared while paused
         self._resumed.set()
-        self._images: dict[str, np.ndarray] = {}  # serial -> image, for boards inside the line
+        self._images: dict[str, np.ndarray] = {}  # inspection id -> image, for boards inside the line
         self.last_board: tuple[np.ndarray, BoardRecord] | None = None  # the newest finished board, for a display
 
     @property
@@ -100,25 +103,34 @@ class LineService:
         self.resume()
 
     def _inspect(self, frame: Frame) -> None:
+        key = frame.inspection_id
+        if frame.on_stored is not None:
+            with self._hooks:
+                self._on_stored[key] = frame.on_stored
+        if frame.image is None:
+            self.line.refuse(frame.serial, frame.source, frame.error or "no image", key)
+            self.say(f"board {frame.serial} not inspected: {frame.error}")
+            return
         if frame.truth is not None:
-            self._truths[frame.serial] = frame.truth
-        self._images[frame.serial] = frame.image
-        try:
-            self.line.inspect(frame.image, frame.serial, frame.source)
-        except BoardSizeMismatch as exc:
-            self._images.pop(frame.serial, None)
-            self._truths.pop(frame.serial, None)
-            self.line.stats.rejected_boards += 1
-            self.say(f"skipped {frame.serial}: {exc}")
+            self._truths[key] = frame.truth
+        self._images[key] = frame.image
+        self.line.inspect(frame.image, frame.serial, frame.source, key)
 
     def _finished(self, record: BoardRecord) -> None:
-        image = self._images.pop(record.board_serial, None)
+        image = self._images.pop(record.inspection_id, None)
         if image is not None:
             self.last_board = (image, record)
         self.writer.put(record)
-        truth = self._truths.pop(record.board_serial, None)
+        truth = self._truths.pop(record.inspection_id, None)
         if truth is not None:
             self.detection.add(truth, record)
+
+    def _durable(self, record: BoardRecord) -> None:
+        """Its result is stored or spooled: the source may let go of the board (move the file away)."""
+        with self._hooks:
+            hook = self._on_stored.pop(record.inspection_id, None)
+        if hook is not None:
+            hook()
 
     def _written(self, record: BoardRecord) -> None:
         for sink in self.published:

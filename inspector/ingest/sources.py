@@ -2,15 +2,27 @@
 
 Every source yields `Frame`s; a camera is whatever OpenCV's VideoCapture
 opens (device index, RTSP/HTTP URL, video file), so a video file exercises
-the camera's code path. Unreadable images are counted and skipped with the
-reason; a camera that stops delivering is reopened with backoff, counted.
+the camera's code path. A file that is not a whole, readable image of a sane
+size becomes a frame with an `error` (stored as a board-level error, so the
+operator sees every file that came in); a camera that stops delivering is
+reopened with backoff, counted.
+
+Every frame carries its inspection id. A file's id comes from its name, its
+modification time and its content, so a watched file inspected again after a
+crash (its result stored, the kill came before it was moved away) is the same
+inspection and the database keeps one result.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import cv2
@@ -18,18 +30,23 @@ import numpy as np
 
 from ..routing.rules import RuleSet
 from .camera_model import CameraModel
+from .images import DEFAULT_MAX_PIXELS, BadImage, read_image
 from .synthetic import DEFAULT_RATES, render_board
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
+FILE_IDS = uuid.UUID("6f1c2b7e-3d52-4c1a-9a57-1f0e5b8d2c40")  # the namespace of content-derived inspection ids
 
 
 @dataclass
 class Frame:
-    image: np.ndarray  # HxWx3 BGR uint8
+    image: np.ndarray | None  # HxWx3 BGR uint8; None when the file was not a usable image (see `error`)
     serial: str
     source: str
     truth: dict[str, str] | None = None  # synthetic boards know their defects
     placement: np.ndarray | None = None  # ... and, seen through a camera model, where the camera put them
+    inspection_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    error: str | None = None  # why this file is not inspected (empty, truncated, not an image, too large)
+    on_stored: Callable[[], None] | None = None  # called once its result is stored or spooled (archive the file)
 
 
 @dataclass
@@ -96,88 +113,141 @@ class SyntheticSource(Source):
             yield Frame(image, board.serial, self.name, board.truth, placement)
 
 
-def _read(path: Path, counters: SourceCounters) -> np.ndarray | None:
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
+def file_id(path: Path, data: bytes, mtime_ns: int) -> str:
+    """The inspection id of an image file: the same file (name, time, bytes) is the same inspection."""
+    digest = hashlib.sha256(data).hexdigest()
+    return str(uuid.uuid5(FILE_IDS, f"{path.name}\0{mtime_ns}\0{digest}"))
+
+
+def _read_frame(path: Path, counters: SourceCounters, source: str, max_pixels: int) -> Frame:
+    """A frame of one file; a bad file becomes a frame with the reason, never an exception."""
+    try:
+        data = path.read_bytes()
+        mtime = path.stat().st_mtime_ns
+    except OSError as exc:
+        data, mtime = b"", 0
+        error: str | None = f"{path}: cannot read the file ({exc.strerror})"
+        image = None
+    else:
+        try:
+            image, error = read_image(data, path.name, max_pixels), None
+        except BadImage as exc:
+            image, error = None, f"{path.name}: {exc}"
+    fid = file_id(path, data, mtime)
+    if error is not None:
         counters.unreadable += 1
-        counters.fail(f"{path}: not a readable image (skipped); check the file or remove it")
-    return image
+        counters.fail(error)
+    else:
+        counters.frames += 1
+    return Frame(image, path.stem, f"{source}:{path}", inspection_id=fid, error=error)
 
 
 class FolderSource(Source):
     """Images in a folder in name order; with `watch`, keeps waiting for new ones (a scanner's drop folder).
 
-    Watching, each image read is moved into `archive` (a subfolder, default
-    `inspected/`), so a restarted kiosk does not inspect the same boards again.
+    Watching, each image is moved into `archive` (a subfolder, default `inspected/`) once its result is
+    stored or spooled (`Frame.on_stored`), never before: a kiosk killed at any moment finds every image
+    whose result is not safe still in the folder, and inspects it again under the same inspection id.
     """
 
     def __init__(self, folder: str | Path, watch: bool = False, poll_s: float = 0.5,
-                 idle_stop_s: float | None = None, archive: str | None = "inspected") -> None:
+                 idle_stop_s: float | None = None, archive: str | None = "inspected",
+                 max_pixels: int = DEFAULT_MAX_PIXELS, empty_grace_s: float = 5.0) -> None:
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise FileNotFoundError(f"image folder {self.folder} does not exist; create it or pass another")
         self.watch, self.poll_s, self.idle_stop_s = watch, poll_s, idle_stop_s
+        self.max_pixels, self.empty_grace_s = max_pixels, empty_grace_s
         self.archive = self.folder / archive if watch and archive else None
+        self._lock = threading.Lock()
+        self._pending: set[Path] = set()  # handed to the line; in the folder until their result is safe
+        self._sizes: dict[Path, tuple[int, float]] = {}  # watching: last size seen and since when
+        self._seen: set[Path] = set()  # watching without an archive: read already (pruned to what is present)
         super().__init__(f"folder:{self.folder}")
 
-    def _ready(self, seen: set[Path], sizes: dict[Path, int]) -> list[Path]:
-        """New images in name order; watching, only those whose size held still since the last poll,
-        so a file the scanner is still writing is not read half-written."""
-        new = sorted(p for p in self.folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p not in seen)
+    def _listing(self) -> list[Path]:
+        try:
+            return sorted(p for p in self.folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        except OSError as exc:
+            self.counters.fail(f"cannot list {self.folder}: {exc.strerror}")
+            return []
+
+    def _ready(self, present: list[Path]) -> list[Path]:
+        """New images in name order; watching, only those whose size held still since the last poll (so a
+        file the scanner is still writing is not read half-written; an empty one after `empty_grace_s`)."""
+        with self._lock:
+            busy = self._pending | self._seen
+        new = [p for p in present if p not in busy]
         if not self.watch:
             return new
-        ready = []
+        now, ready = time.monotonic(), []
+        keep = set(present)
+        self._sizes = {p: v for p, v in self._sizes.items() if p in keep}
+        self._seen &= keep
         for path in new:
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
                 continue
-            if size and sizes.get(path) == size:
+            last = self._sizes.get(path)
+            if last is not None and last[0] == size and (size or now - last[1] >= self.empty_grace_s):
                 ready.append(path)
-            sizes[path] = size
+            if last is None or last[0] != size:
+                self._sizes[path] = (size, now)
         return ready
 
     def __iter__(self) -> Iterator[Frame]:
-        seen: set[Path] = set()
-        sizes: dict[Path, int] = {}
         idle_since = time.monotonic()
         while not self._stop:
-            new = self._ready(seen, sizes)
+            present = self._listing()
+            new = self._ready(present)
             for path in new:
                 if self._stop:
                     return
-                seen.add(path)
-                image = _read(path, self.counters)
-                if image is not None:
-                    self.counters.frames += 1
-                    yield Frame(image, path.stem, f"folder:{path}")
-                self._archive(path)
+                frame = _read_frame(path, self.counters, "folder", self.max_pixels)
+                self._sizes.pop(path, None)
+                if self.archive is not None:
+                    with self._lock:
+                        self._pending.add(path)
+                    frame.on_stored = functools.partial(self._archive, path)
+                elif self.watch:
+                    self._seen.add(path)
+                yield frame
             if not self.watch:
                 return
-            if new or len(sizes) > len(seen):  # something arrived or is still arriving
+            if new or self._sizes:  # something arrived or is still arriving
                 idle_since = time.monotonic()
             elif self.idle_stop_s is not None and time.monotonic() - idle_since > self.idle_stop_s:
                 return
             time.sleep(self.poll_s)
 
+    @property
+    def unarchived(self) -> int:
+        """Images handed to the line whose results are not stored or spooled yet."""
+        with self._lock:
+            return len(self._pending)
 
     def _archive(self, path: Path) -> None:
-        if self.archive is None:
-            return
+        """Move an image whose result is safe; on failure it stays (and is not read again this run)."""
+        assert self.archive is not None
         try:
             self.archive.mkdir(exist_ok=True)
             path.replace(self.archive / path.name)
         except OSError as exc:
             self.counters.fail(f"cannot move {path} to {self.archive}: {exc.strerror}; it stays in the folder")
+            return
+        with self._lock:
+            self._pending.discard(path)
 
 
 class ReplaySource(Source):
     """A text file listing image paths, one per line (relative to the list), replayed in order."""
 
-    def __init__(self, listing: str | Path) -> None:
+    def __init__(self, listing: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         self.listing = Path(listing)
         if not self.listing.is_file():
             raise FileNotFoundError(f"replay list {self.listing} does not exist")
+        self.max_pixels = max_pixels
         super().__init__(f"replay:{self.listing}")
 
     def __iter__(self) -> Iterator[Frame]:
@@ -188,10 +258,9 @@ class ReplaySource(Source):
                 continue
             path = Path(line.strip())
             path = path if path.is_absolute() else self.listing.parent / path
-            image = _read(path, self.counters)
-            if image is not None:
-                self.counters.frames += 1
-                yield Frame(image, path.stem, f"replay:{path}")
+            frame = _read_frame(path, self.counters, "replay", self.max_pixels)
+            frame.inspection_id = str(uuid.uuid4())  # a replay is a deliberate re-inspection: a new one each time
+            yield frame
 
 
 class CameraSource(Source):
@@ -214,6 +283,7 @@ class CameraSource(Source):
     def __iter__(self) -> Iterator[Frame]:
         cap = self._open()
         failures, n = 0, 0
+        run = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")  # serials of this run differ from the last
         try:
             while (self.frames is None or n < self.frames) and not self._stop:
                 ok, image = cap.read() if cap.isOpened() else (False, None)
@@ -221,7 +291,7 @@ class CameraSource(Source):
                     failures = 0
                     n += 1
                     self.counters.frames += 1
-                    yield Frame(image, f"cam-{n:06d}", self.name)
+                    yield Frame(image, f"cam-{run}-{n:06d}", self.name)
                     continue
                 if self.is_file and cap.isOpened():
                     return  # end of the video file

@@ -43,7 +43,8 @@ class LineCollector(Collector):
                         {v: s["verdicts"].get(v, 0) for v in ("pass", "fail", "error")})
         yield _counter("inspector_parts", "Component results produced", s["parts"])
         yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
-        yield _counter("inspector_boards_rejected", "Board images that did not fit the layout", s["rejected_boards"])
+        yield _counter("inspector_boards_rejected", "Board images refused before inspection (unreadable, wrong size)",
+                       s["rejected_boards"])
         reg = s["registration"]
         yield _counter("inspector_boards_registered", "Boards registered on their fiducials", reg["registered"])
         yield _counter("inspector_boards_registration_failed",

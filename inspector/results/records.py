@@ -1,11 +1,17 @@
 """Board and part results as the line hands them to the results room."""
 from __future__ import annotations
 
+import uuid
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import numpy as np
+
+
+def new_inspection_id() -> str:
+    """A fresh inspection id (UUID4), for a board that has no id of its own content."""
+    return str(uuid.uuid4())
 
 
 @dataclass
@@ -37,6 +43,8 @@ class BoardRecord:
     transform: tuple[float, ...] | None = None  # registration, 2x3 row-major: recipe px -> image px
     residual_px: float | None = None  # how far the fiducials lie from the fitted transform, at most
     fiducials: dict[str, tuple[float, float]] = field(default_factory=dict)  # fiducials found, image px
+    # given at ingest and unique in the database: what makes a replayed spool or a re-sent commit store it once
+    inspection_id: str = field(default_factory=new_inspection_id)
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)

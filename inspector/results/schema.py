@@ -1,23 +1,53 @@
-"""The results tables (SQLAlchemy 2 declarative). Change them only with a new Alembic revision."""
+"""The results tables (SQLAlchemy 2 declarative). Change them only with a new Alembic revision.
+
+Times are stored as UTC and read back with their offset on every backend (`UtcDateTime`): SQLite
+keeps no offset of its own, so a filter written with `+02:00` would otherwise compare wall clocks.
+Keys are 64-bit where the backend distinguishes (PostgreSQL); SQLite's integer keys already are.
+"""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
-from sqlalchemy import DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING = {"ix": "ix_%(table_name)s_%(column_0_N_name)s", "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+          "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s", "pk": "pk_%(table_name)s",
+          "ck": "ck_%(table_name)s_%(constraint_name)s"}
+Key = BigInteger().with_variant(Integer, "sqlite")  # SQLite's autoincrement needs INTEGER PRIMARY KEY (64-bit)
+
+
+class UtcDateTime(TypeDecorator):
+    """Aware datetimes in, aware UTC datetimes out; a naive value going in is taken as UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:  # noqa: ANN001
+        if value is None:
+            return None
+        value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:  # noqa: ANN001
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 class Base(DeclarativeBase):
-    pass
+    metadata = MetaData(naming_convention=NAMING)
 
 
 class Inspection(Base):
     """One board through the line."""
 
     __tablename__ = "inspections"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
-    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)  # the inspection id given at ingest
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    finished_at: Mapped[datetime] = mapped_column(UtcDateTime)
     line: Mapped[str] = mapped_column(String(64))
     station: Mapped[str] = mapped_column(String(64))
     board_serial: Mapped[str] = mapped_column(String(128), index=True)
@@ -29,15 +59,16 @@ class Inspection(Base):
     reg_transform: Mapped[str | None] = mapped_column(String(256), nullable=True)  # JSON 2x3, recipe px -> image px
     reg_residual_px: Mapped[float | None] = mapped_column(Float, nullable=True)
     reg_fiducials: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON {name: [x, y]} found, image px
-    parts: Mapped[list[ComponentResult]] = relationship(back_populates="inspection", cascade="all, delete-orphan")
+    parts: Mapped[list[ComponentResult]] = relationship(back_populates="inspection", cascade="all, delete-orphan",
+                                                        passive_deletes=True)
 
 
 class ComponentResult(Base):
     """One reference designator's verdict on one board."""
 
     __tablename__ = "component_results"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    inspection_id: Mapped[int] = mapped_column(ForeignKey("inspections.id", ondelete="CASCADE"))
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    inspection_id: Mapped[int] = mapped_column(Key, ForeignKey("inspections.id", ondelete="CASCADE"), index=True)
     ref: Mapped[str] = mapped_column(String(32))
     component_type: Mapped[str] = mapped_column(String(128))
     expert: Mapped[str] = mapped_column(String(128))
@@ -53,4 +84,16 @@ class ComponentResult(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     inspection: Mapped[Inspection] = relationship(back_populates="parts")
 
-    __table_args__ = (Index("ix_component_results_inspection", "inspection_id"),)
+    __table_args__ = (Index("ix_component_results_component_type_verdict", "component_type", "verdict"),)
+
+
+class DeadLetter(Base):
+    """A board result the database refused (a value too long for its column, ...), kept whole with the reason,
+    so one bad row never blocks the results behind it and nothing refused is thrown away."""
+
+    __tablename__ = "dead_letters"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    uuid: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    reason: Mapped[str] = mapped_column(Text)
+    payload: Mapped[str] = mapped_column(Text)  # the board as JSON (records.BoardRecord.to_json)

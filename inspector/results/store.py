@@ -1,27 +1,45 @@
-"""The results database: any SQLAlchemy URL, migrated to head on open; SQLite in WAL mode by default."""
+"""The results database: any SQLAlchemy URL, migrated to head on open; SQLite in WAL mode by default.
+
+Writes are idempotent by inspection id: a batch whose commit acknowledgement was lost, or a spool replayed
+after a crash, stores each board once. Errors are sorted into two kinds the writer treats differently:
+`StoreUnavailable` (the database cannot be reached or written now: keep the results and retry) and
+`StoreRejected` (the database refuses these rows: set them aside with the reason, store the rest).
+"""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, func, or_, select
-from sqlalchemy.exc import SQLAlchemyError
+from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy import Engine, create_engine, delete, event, func, or_, select
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from .records import BoardRecord
-from .schema import ComponentResult, Inspection
+from .schema import ComponentResult, DeadLetter, Inspection
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 DEFAULT_DB = "results.sqlite"
+CONNECT_TIMEOUT_S = 5
 
 
 class StoreUnavailable(RuntimeError):
     """The database cannot be reached or written now; the writer keeps results and retries."""
+
+
+class StoreRejected(RuntimeError):
+    """The database refused these rows (a value too long, a constraint); retrying will not help."""
+
+
+class SchemaTooNew(StoreUnavailable):
+    """The database was migrated by a newer release than this one; this program must not write to it."""
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -37,17 +55,40 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DB-API conne
     cur.close()
 
 
-def open_engine(url: str) -> Engine:
-    engine = create_engine(url, pool_pre_ping=True, future=True)
+def open_engine(url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Engine:
+    """An engine whose connection attempts give up after `connect_timeout_s` (a dead server must not hang a
+    thread for the kernel's TCP timeout)."""
+    connect_args: dict[str, object] = {}
+    if url.startswith("postgresql"):
+        connect_args["connect_timeout"] = max(1, int(connect_timeout_s))
+    engine = create_engine(url, pool_pre_ping=True, future=True, connect_args=connect_args, pool_timeout=30)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
 
 
-def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` with Alembic (creates it on an empty database)."""
+def _config() -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(_config()).get_current_head() or "base"
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` with Alembic (creates it on an empty database); SchemaTooNew when the
+    database is at a revision this release does not know."""
+    cfg = _config()
+    current = current_revision(engine)
+    if current is not None:
+        try:
+            ScriptDirectory.from_config(cfg).get_revision(current)
+        except CommandError:
+            raise SchemaTooNew(f"the results database is at schema revision {current}, which this release does not "
+                               f"know (it knows up to {head_revision()}): a newer release migrated it; run that "
+                               "release, or point --db at another database") from None
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
@@ -58,6 +99,15 @@ def current_revision(engine: Engine) -> str | None:
 
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """Anything but a refused value (a connection, the server, a missing table: retry later). Only the
+    database's verdict on the rows themselves (DataError: too long, out of range; IntegrityError) is a
+    rejection, so a schema problem never sends every result to the dead letters."""
+    if isinstance(exc, (DataError, IntegrityError)):
+        return isinstance(exc, DBAPIError) and exc.connection_invalidated
+    return True
 
 
 @dataclass(frozen=True)
@@ -73,27 +123,76 @@ class Filters:
 
 
 class ResultStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, connect: bool = True, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        """`connect=False` opens nothing yet: the first write connects and migrates (a line that starts while
+        the database is down spools from its first board)."""
         self.url = url
-        try:
-            self.engine = open_engine(url)
-            migrate(self.engine)
-        except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"cannot open the results database {self.safe_url}: {exc.__class__.__name__}: "
-                                   f"{str(exc).splitlines()[0]}") from None
+        self.engine = open_engine(url, connect_timeout_s)
+        self._ready = False
+        self._ready_lock = threading.Lock()
+        if connect:
+            self.ready()
 
     @property
     def safe_url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True) if hasattr(self, "engine") else self.url
+        return self.engine.url.render_as_string(hide_password=True)
 
-    def write(self, boards: Sequence[BoardRecord]) -> None:
-        """All of `boards` in one transaction, or none (StoreUnavailable)."""
+    def ready(self) -> None:
+        """Connect and migrate to head once; StoreUnavailable (SchemaTooNew for a newer schema) otherwise."""
+        with self._ready_lock:
+            if self._ready:
+                return
+            try:
+                migrate(self.engine)
+            except SQLAlchemyError as exc:
+                raise StoreUnavailable(f"cannot open the results database {self.safe_url}: "
+                                       f"{exc.__class__.__name__}: {_first_line(exc)}") from None
+            self._ready = True
+
+    def write(self, boards: Sequence[BoardRecord]) -> int:
+        """All of `boards` in one transaction, or none; boards already stored (by inspection id) are skipped.
+        Returns how many were new. StoreUnavailable: try again later; StoreRejected: these rows never will go."""
+        self.ready()
         try:
             with Session(self.engine) as session, session.begin():
-                session.add_all(_row(b) for b in boards)
+                ids = [b.inspection_id for b in boards]
+                have = set(session.scalars(select(Inspection.uuid).where(Inspection.uuid.in_(ids))))
+                new = [b for b in _unique(boards) if b.inspection_id not in have]
+                session.add_all(_row(b) for b in new)
+            return len(new)
         except SQLAlchemyError as exc:
-            raise StoreUnavailable(f"writing {len(boards)} board(s) to {self.safe_url} failed: "
-                                   f"{str(exc).splitlines()[0]}") from None
+            message = f"writing {len(boards)} board(s) to {self.safe_url} failed: {_first_line(exc)}"
+            raise (StoreUnavailable if _unavailable(exc) else StoreRejected)(message) from None
+
+    def dead_letter(self, board: BoardRecord, reason: str) -> None:
+        """Keep a refused board whole, with the reason, in the dead_letters table (StoreUnavailable if not)."""
+        self.ready()
+        try:
+            with Session(self.engine) as session, session.begin():
+                session.add(DeadLetter(at=datetime.now(timezone.utc), uuid=board.inspection_id[:64], reason=reason,
+                                       payload=json.dumps(board.to_json())))
+        except SQLAlchemyError as exc:
+            raise StoreUnavailable(f"cannot set a refused board aside in {self.safe_url}: {_first_line(exc)}") from None
+
+    def dead_letters(self) -> list[DeadLetter]:
+        self.ready()
+        with Session(self.engine) as s:
+            return list(s.scalars(select(DeadLetter).order_by(DeadLetter.id)))
+
+    def prune(self, older_than: datetime, batch: int = 1000) -> int:
+        """Delete boards (with their parts) inspected before `older_than`, in small transactions so a big prune
+        never holds the line's writer off for long; returns the boards deleted."""
+        self.ready()
+        deleted = 0
+        while True:
+            with Session(self.engine) as s, s.begin():
+                ids = list(s.scalars(select(Inspection.id).where(Inspection.started_at < older_than)
+                                     .order_by(Inspection.id).limit(batch)))
+                if not ids:
+                    return deleted
+                s.execute(delete(ComponentResult).where(ComponentResult.inspection_id.in_(ids)))
+                s.execute(delete(Inspection).where(Inspection.id.in_(ids)))
+                deleted += len(ids)
 
     def count(self) -> tuple[int, int]:
         """(boards, component results) stored."""
@@ -159,6 +258,20 @@ class ResultStore:
         self.engine.dispose()
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [exc.__class__.__name__])[0]
+
+
+def _unique(boards: Sequence[BoardRecord]) -> list[BoardRecord]:
+    """The first of each inspection id (a batch can hold a board twice only if a replay overlapped it)."""
+    seen: set[str] = set()
+    return [b for b in boards if not (b.inspection_id in seen or seen.add(b.inspection_id))]
+
+
+def older_than_days(days: float) -> datetime:
+    return datetime.now(timezone.utc) - timedelta(days=days)
+
+
 def _component_filters(q, f: Filters | None, bare_boards: bool = False):  # noqa: ANN001, ANN202 - a Select
     """Part filters; with `bare_boards` a board without parts matches a verdict filter by its board verdict."""
     f = f or Filters()
@@ -186,7 +299,7 @@ def _board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any sha
 
 def _row(b: BoardRecord) -> Inspection:
     return Inspection(
-        started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
+        uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
         board_serial=b.board_serial, recipe=b.recipe, ruleset_version=b.ruleset_version, verdict=b.verdict,
         source=b.source[:512], error=b.error, reg_residual_px=b.residual_px,
         reg_transform=json.dumps([round(v, 6) for v in b.transform]) if b.transform else None,

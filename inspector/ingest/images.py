@@ -1,0 +1,53 @@
+"""Reading one board image from bytes, refusing what is not a whole image of a sane size, with the reason.
+
+OpenCV decodes a truncated JPEG without complaint (the missing rows come out grey) and decodes any size it
+is given, so the checks come first: the format from its signature, the size from its header (Pillow reads
+headers without decoding), the format's end marker for the two formats a camera or scanner writes (JPEG's
+EOI, PNG's IEND), and only then the decode.
+"""
+from __future__ import annotations
+
+import io
+
+import cv2
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+DEFAULT_MAX_PIXELS = 40_000_000  # 40 MP: larger than any line camera's frame, small enough to decode safely
+SIGNATURES = {b"\xff\xd8\xff": "JPEG", b"\x89PNG\r\n\x1a\n": "PNG", b"BM": "BMP", b"II*\x00": "TIFF",
+              b"MM\x00*": "TIFF"}
+TAIL = 64  # bytes at the end searched for the end marker (some writers pad)
+
+
+class BadImage(ValueError):
+    """This file is not a usable board image; the message says why and what to do."""
+
+
+def image_format(data: bytes) -> str | None:
+    return next((name for sig, name in SIGNATURES.items() if data.startswith(sig)), None)
+
+
+def read_image(data: bytes, name: str = "image", max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
+    """HxWx3 BGR uint8, or BadImage."""
+    if not data:
+        raise BadImage("empty file (0 bytes); the scanner or camera wrote nothing")
+    fmt = image_format(data)
+    if fmt is None:
+        raise BadImage(f"not an image (starts with {data[:8]!r}); drop only PNG, JPEG, BMP or TIFF files here")
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            width, height = im.size
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise BadImage(f"a damaged {fmt} header ({exc})") from None
+    if width * height > max_pixels:
+        raise BadImage(f"{width}x{height} px is over the limit of {max_pixels / 1e6:.0f} MP; send smaller frames or "
+                       "raise --max-pixels")
+    tail = data[-TAIL:]
+    if fmt == "JPEG" and b"\xff\xd9" not in tail:
+        raise BadImage("truncated JPEG (no end-of-image marker): the file was cut short; resend it")
+    if fmt == "PNG" and b"IEND" not in tail:
+        raise BadImage("truncated PNG (no IEND chunk): the file was cut short; resend it")
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if image is None:
+        raise BadImage(f"a damaged {fmt} image that cannot be decoded; resend it")
+    return image
