@@ -138,6 +138,13 @@ def _data_dir(path: str | None) -> Path:
     return Path(path or os.environ.get("INSPECTOR_DATA", "inspector-data"))
 
 
+def _db_url(args: argparse.Namespace) -> str:
+    from .results.credentials import database_url
+    from .results.store import sqlite_url
+
+    return database_url(args.db, sqlite_url(_data_dir(args.data) / "results.sqlite"))
+
+
 def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
     """Say when boards will be cut at their nominal positions: right only on a fixture that places them exactly."""
     if off:
@@ -152,7 +159,7 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
     from .app.line import LineConfig
     from .app.run import RULES_DIR, demo_zoo, open_source
     from .app.service import ServiceConfig
-    from .results.store import ResultStore, sqlite_url
+    from .results.store import ResultStore, SchemaTooNew, StoreUnavailable
     from .routing.rules import load_rules
 
     models, data = _models_dir(args.models), _data_dir(args.data)
@@ -161,16 +168,25 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
     note_registration(rules, args.no_register)
     source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera)
     zoo = demo_zoo(models, _say) if args.zoo is None else _load_zoo(args.zoo)
-    store = ResultStore(args.db or sqlite_url(data / "results.sqlite"))
+    store = ResultStore(_db_url(args), connect=False)
+    try:
+        store.ready()
+    except SchemaTooNew:
+        raise
+    except StoreUnavailable as exc:  # the line starts anyway and spools from its first board
+        _say(f"warning: {exc}; results are spooled in {data} and stored when the database is back")
     line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
                       register=not args.no_register)
     overflow = args.overflow or ("drop-oldest" if args.source.startswith("camera:") else "wait")
     config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops)
     publisher = None
     if args.mqtt:
+        from .results.credentials import MQTT_CREDENTIAL, MQTT_PASSWORD_ENV, credential
         from .results.mqtt import MqttPublisher
 
-        publisher = MqttPublisher(args.mqtt, args.line, args.station, prefix=args.mqtt_prefix)
+        publisher = MqttPublisher(args.mqtt, args.line, args.station, prefix=args.mqtt_prefix,
+                                  username=args.mqtt_username, password=credential(MQTT_PASSWORD_ENV, MQTT_CREDENTIAL),
+                                  tls=args.mqtt_tls, ca_file=args.mqtt_ca)
         publisher.start()
     return rules, zoo, store, source, config, publisher, data
 
@@ -211,14 +227,12 @@ def _load_zoo(path: str):  # noqa: ANN202
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from datetime import datetime
-
     from .results.export import export_csv
-    from .results.store import Filters, ResultStore, sqlite_url
+    from .results.store import Filters, ResultStore, parse_when
 
-    store = ResultStore(args.db or sqlite_url(_data_dir(args.data) / "results.sqlite"))
-    filters = Filters(since=datetime.fromisoformat(args.since) if args.since else None,
-                      until=datetime.fromisoformat(args.until) if args.until else None,
+    store = ResultStore(_db_url(args))
+    filters = Filters(since=parse_when(args.since) if args.since else None,
+                      until=parse_when(args.until) if args.until else None,
                       board=args.board, verdict=args.verdict, component=args.component)
     if args.csv == "-":
         n = export_csv(store, sys.stdout, filters)
@@ -291,7 +305,8 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                    help="seconds between synthetic boards, like a conveyor (default 0: as fast as the line takes)")
     p.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
     p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
-    p.add_argument("--db", help="SQLAlchemy URL (default: SQLite in the data directory)")
+    p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "
+                                "db-url, or SQLite in the data directory)")
     p.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
     p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
     p.add_argument("--line", default="line-1")
@@ -303,6 +318,10 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--keep-crops", default="failed", choices=KEEP_MODES, help="crops kept as PNG (default: failed)")
     p.add_argument("--mqtt", help="publish per-board results to this MQTT broker (HOST[:PORT])")
     p.add_argument("--mqtt-prefix", default="inspector", help="MQTT topic prefix (default inspector)")
+    p.add_argument("--mqtt-username", help="MQTT user; the password comes from $INSPECTOR_MQTT_PASSWORD or the "
+                                           "systemd credential mqtt-password, never the command line")
+    p.add_argument("--mqtt-tls", action="store_true", help="connect to the broker over TLS (port 8883 usually)")
+    p.add_argument("--mqtt-ca", help="CA certificate file the broker's certificate is checked against (implies TLS)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,12 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", help="export results")
     export.add_argument("--csv", required=True, help="output file, or - for standard output")
-    export.add_argument("--since", help="ISO time, inclusive")
-    export.add_argument("--until", help="ISO time, exclusive")
+    export.add_argument("--since", help="ISO time, inclusive; with an offset (+02:00, Z) or else the box's local time")
+    export.add_argument("--until", help="ISO time, exclusive; with an offset (+02:00, Z) or else the box's local time")
     export.add_argument("--board", help="one board serial")
     export.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
     export.add_argument("--component", help="one component type (R0402, ...)")
-    export.add_argument("--db", help="SQLAlchemy URL (default: SQLite in the data directory)")
+    export.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the credential "
+                                     "db-url, or SQLite in the data directory)")
     export.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
     export.set_defaults(func=cmd_export)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -10,9 +11,11 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 
 from inspector.coserve.bench import prepare  # noqa: E402
 from inspector.coserve.workload import Workload, parse_workload  # noqa: E402
+from inspector.results.store import ResultStore, sqlite_url  # noqa: E402
 from inspector.routing.rules import parse_rules  # noqa: E402
 from inspector.training.demo_zoo import RECIPE, build_demo_zoo  # noqa: E402
 
+from .services import Postgres  # noqa: E402
 from .test_routing_rules import GOOD  # noqa: E402
 
 TINY = """\
@@ -66,3 +69,24 @@ def demo(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("line")
     zoo = build_demo_zoo(root / "models" / "demo", [DEMO_RULES], recipe=TINY_RECIPE)
     return root, zoo
+
+
+# -- results databases: a SQLite file and a real PostgreSQL server -------------------------------
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster for the whole session."""
+    server = Postgres()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path: Path):
+    """A migrated results store on a SQLite file and on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        s = ResultStore(sqlite_url(tmp_path / "results.sqlite"))
+    else:
+        server = request.getfixturevalue("postgres")
+        s = ResultStore(server.create_db("r" + uuid.uuid4().hex[:10]))
+    yield s
+    s.close()

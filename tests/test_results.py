@@ -22,24 +22,6 @@ from .services import Postgres
 T0 = datetime(2026, 11, 22, 8, 0, tzinfo=timezone.utc)
 
 
-@pytest.fixture(scope="session")
-def postgres():
-    server = Postgres()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request, tmp_path: Path):
-    if request.param == "sqlite":
-        s = ResultStore(sqlite_url(tmp_path / "results.sqlite"))
-    else:
-        server = request.getfixturevalue("postgres")
-        s = ResultStore(server.create_db("r" + uuid.uuid4().hex[:10]))
-    yield s
-    s.close()
-
-
 def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardRecord:
     parts = [PartRecord("R1", "R0402", "cls-R0402", "ab" * 32, "pass", "ok", 0.99),
              PartRecord("D1", "D-SOD123", "det-polarity", "cd" * 32, "fail" if defect else "pass", defect or "ok",
@@ -243,7 +225,8 @@ def test_crops_of_flagged_parts_are_kept_and_a_full_disk_only_costs_the_picture(
     keeper(b)
     assert b.parts[0].crop_path is None  # passed: not kept
     kept = Path(b.parts[1].crop_path)
-    assert kept.is_file() and kept.name == "D1.png" and kept.parent.name == "SN_1" and b.crops == {}
+    assert kept.is_file() and kept.name == "D1.png" and b.crops == {}
+    assert kept.parent.name == f"SN_1-{b.inspection_id[:8]}"  # one folder per inspection, never shared
 
     full = CropKeeper(small_disk / "crops")
     fill(small_disk)

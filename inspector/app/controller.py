@@ -20,6 +20,7 @@ from typing import Any
 from ..coserve.profile import DeviceProfile
 from ..coserve.workload import MiB
 from ..experts.zoo import Zoo
+from ..results.credentials import database_url
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet, load_rules
 from .allocation import Allocation
@@ -48,7 +49,7 @@ class LineController:
                  say: Callable[[str], None] = lambda _m: None) -> None:
         self.models_dir, self.data_dir = Path(models_dir), Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.db_url = db_url or sqlite_url(self.data_dir / "results.sqlite")
+        self.db_url = database_url(db_url, sqlite_url(self.data_dir / "results.sqlite"))
         self._zoo, self._say = zoo, say
         self.profiles: dict[str, DeviceProfile] | None = None
         self.log: deque[str] = deque(maxlen=200)
@@ -195,7 +196,7 @@ class LineController:
         camera = setup.camera if setup.source.startswith("synthetic") else None  # a real source is its own camera
         source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate,
                              camera)
-        store = ResultStore(self.db_url)
+        store = ResultStore(self.db_url, connect=False)  # the line spools while the database is down
         try:
             service = LineService(rules, zoo, self.profiles, setup.service, store, self.data_dir, source,
                                   say=self.say)

@@ -39,7 +39,10 @@ class CropKeeper:
     def __call__(self, board: BoardRecord) -> None:
         """Write the wanted crops of one board and set their parts' crop_path; drops the in-memory crops."""
         crops, board.crops = board.crops, {}
-        folder = self.root / board.started_at.strftime("%Y-%m-%d") / _safe(board.board_serial)
+        # one folder per inspection: a board inspected twice (or a camera's serials after a restart) never
+        # overwrites the crops of another inspection
+        folder = (self.root / board.started_at.strftime("%Y-%m-%d")
+                  / f"{_safe(board.board_serial)}-{_safe(board.inspection_id)[:8]}")
         for part in board.parts:
             image = crops.get(part.ref)
             if image is None or not self.wanted(part.verdict):

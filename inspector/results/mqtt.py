@@ -6,8 +6,11 @@ Topics, under a prefix (default `inspector`):
                                       appliance disappears without saying goodbye.
 Boards are published only once the database has acknowledged them, so a
 subscriber never sees a result the quality record lacks. While the broker is
-unreachable paho keeps QoS-1 messages queued and the client reconnects with
-backoff; what is queued and what the broker acknowledged are counted.
+unreachable paho keeps QoS-1 messages queued (up to `max_queued`; beyond
+that a message is dropped and counted: the database is the record, MQTT a
+copy) and the client reconnects with backoff; what is queued, dropped and
+acknowledged is counted. Every message carries the board's inspection id, so
+a subscriber can drop a re-sent one (QoS 1 is at least once).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ class MqttStatus:
     published: int  # acknowledged by the broker
     queued: int  # handed to the client, not yet acknowledged
     last_error: str | None
+    dropped: int = 0  # not queued: the queue was full while the broker was away
 
 
 def parse_broker(spec: str) -> tuple[str, int]:
@@ -43,7 +47,9 @@ def parse_broker(spec: str) -> tuple[str, int]:
 
 class MqttPublisher:
     def __init__(self, broker: str, line: str, station: str, prefix: str = "inspector",
-                 client_id: str | None = None, username: str | None = None, password: str | None = None) -> None:
+                 client_id: str | None = None, username: str | None = None, password: str | None = None,
+                 tls: bool = False, ca_file: str | None = None, max_queued: int = 10_000) -> None:
+        """`tls` encrypts the connection (verifying the broker against `ca_file`, or the system's CAs)."""
         self.host, self.port = parse_broker(broker)
         self.base = f"{prefix}/{line}/{station}"
         self._lock = threading.Lock()
@@ -52,14 +58,17 @@ class MqttPublisher:
         self._early: set[int] = set()  # acknowledgements that overtook their publish() call
         self._status_mids: set[int] = set()
         self._connected = False
+        self._dropped = 0
         self._last_error: str | None = None
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
                                   client_id=client_id or f"inspector-{line}-{station}", clean_session=False)
         if username:
             self.client.username_pw_set(username, password)
+        if tls or ca_file:
+            self.client.tls_set(ca_certs=ca_file)
         self.client.will_set(f"{self.base}/status", "offline", qos=1, retain=True)
         self.client.reconnect_delay_set(min_delay=1, max_delay=30)
-        self.client.max_queued_messages_set(0)  # unlimited: results are not dropped while the broker is away
+        self.client.max_queued_messages_set(max_queued)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_publish = self._on_publish
@@ -76,6 +85,10 @@ class MqttPublisher:
         """Publish one stored board (a ResultWriter `on_written` sink); never blocks on the network."""
         info = self.client.publish(self.board_topic, json.dumps(board.to_json()), qos=1)
         with self._lock:
+            if info.rc == mqtt.MQTT_ERR_QUEUE_SIZE:
+                self._dropped += 1
+                self._last_error = f"MQTT queue full while the broker is away: board {board.board_serial} not sent"
+                return
             if info.mid in self._early:
                 self._early.discard(info.mid)
                 self._published += 1
@@ -108,7 +121,7 @@ class MqttPublisher:
 
     def status(self) -> MqttStatus:
         with self._lock:
-            return MqttStatus(self._connected, self._published, len(self._pending), self._last_error)
+            return MqttStatus(self._connected, self._published, len(self._pending), self._last_error, self._dropped)
 
     # -- paho callbacks (its network thread) --------------------------------------------------------
     def _on_connect(self, client, _userdata, _flags, reason, _props) -> None:  # noqa: ANN001

@@ -110,6 +110,19 @@ def _unavailable(exc: BaseException) -> bool:
     return True
 
 
+def parse_when(text: str) -> datetime:
+    """An ISO time for a filter: with an offset (`2026-11-23T11:00+02:00`, `...Z`) as written; without one,
+    in this box's local time zone (what an operator at the line means). Returned in UTC."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"time {text!r} is not ISO 8601: write e.g. 2026-11-23T11:00, 2026-11-23T11:00+02:00 "
+                         "or 2026-11-23T09:00Z") from None
+    if when.tzinfo is None:
+        when = when.astimezone()  # local
+    return when.astimezone(timezone.utc)
+
+
 @dataclass(frozen=True)
 class Filters:
     """What `export` and queries select: a time range, a board serial, a part verdict, a component type."""
