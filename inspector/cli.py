@@ -166,7 +166,8 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
     data.mkdir(parents=True, exist_ok=True)
     rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
     note_registration(rules, args.no_register)
-    source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera)
+    source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera,
+                         int(args.max_pixels))
     zoo = demo_zoo(models, _say) if args.zoo is None else _load_zoo(args.zoo)
     store = ResultStore(_db_url(args), connect=False)
     try:
@@ -178,7 +179,8 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
     line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
                       register=not args.no_register)
     overflow = args.overflow or ("drop-oldest" if args.source.startswith("camera:") else "wait")
-    config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops)
+    config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops,
+                           min_free_mb=args.min_free_mb)
     publisher = None
     if args.mqtt:
         from .results.credentials import MQTT_CREDENTIAL, MQTT_PASSWORD_ENV, credential
@@ -207,16 +209,28 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_kiosk(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from .app.run import line_profiles
     from .app.service import LineService
+    from .kiosk.control import ALLOCATION_FILE, saved_allocation
+    from .kiosk.http import read_token
     from .kiosk.service import Kiosk, KioskConfig
 
+    token = read_token(args.token_file or os.environ.get("INSPECTOR_TOKEN_FILE") or None)
     rules, zoo, store, source, config, publisher, data = _line_setup(args)
+    saved = saved_allocation(data)
+    if saved is not None:
+        config = replace(config, line=saved.applied_to(config.line))
+        _say(f"allocation from {data / ALLOCATION_FILE} (saved over the API): device {saved.device_mb:g} MiB, "
+             f"expert pool {saved.expert_pool_mb:g} MiB, executors {saved.executors or 'default'}")
     profiles = line_profiles(zoo, _models_dir(args.models), _say)
     service = LineService(rules, zoo, profiles, config, store, data, source,
                           [publisher] if publisher else None, _say)
-    kiosk = Kiosk(service, KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every),
-                  rules_path=rules.source, publisher=publisher, say=_say)  # the file the rules were read from
+    kiosk_config = KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every,
+                               silent_s=args.silent_s, token=token)
+    kiosk = Kiosk(service, kiosk_config, rules_path=rules.source, publisher=publisher, say=_say,
+                  data_dir=data)  # rules_path: the file the rules were read from
     return kiosk.serve()
 
 
@@ -316,6 +330,10 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                    help="when the ingest queue is full: wait (folders, replay), drop-oldest (cameras) or drop-newest; "
                         "default: drop-oldest for a camera, wait otherwise")
     p.add_argument("--keep-crops", default="failed", choices=KEEP_MODES, help="crops kept as PNG (default: failed)")
+    p.add_argument("--min-free-mb", type=float, default=512.0,
+                   help="free disk below which crops are not kept (default 512 MiB; the spool and database need it)")
+    p.add_argument("--max-pixels", type=float, default=40e6,
+                   help="images larger than this many pixels are refused as board-level errors (default 40e6)")
     p.add_argument("--mqtt", help="publish per-board results to this MQTT broker (HOST[:PORT])")
     p.add_argument("--mqtt-prefix", default="inspector", help="MQTT topic prefix (default inspector)")
     p.add_argument("--mqtt-username", help="MQTT user; the password comes from $INSPECTOR_MQTT_PASSWORD or the "
@@ -368,6 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
     kiosk.add_argument("--stall-s", type=float, default=60.0,
                        help="boards inside and none finished this long counts as stalled (default 60)")
     kiosk.add_argument("--log-every", type=float, default=30.0, help="seconds between progress lines (default 30)")
+    kiosk.add_argument("--silent-s", type=float, default=None,
+                       help="no image for this many seconds makes health degraded (default: off)")
+    kiosk.add_argument("--token-file", help="API token file (mode 0600) that POST /rules and /allocation require "
+                                            "(default $INSPECTOR_TOKEN_FILE; none: the kiosk takes no changes)")
     kiosk.set_defaults(func=cmd_kiosk)
 
     export = sub.add_parser("export", help="export results")
@@ -414,8 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     gui = sub.add_parser("gui", help="the operator dashboard (PySide6): run a line here, or --attach to a kiosk")
     _line_flags(gui, boards=0)
-    gui.add_argument("--attach", metavar="URL", help="show a running kiosk (its /status and results database, "
-                                                      "--db to name the database) instead of running a line")
+    gui.add_argument("--attach", metavar="URL", help="show a running kiosk (its /status; --db names its results "
+                                                      "database) instead of running a line")
+    gui.add_argument("--token-file", help="with --attach: the kiosk's API token file, to edit its rules and memory")
     gui.add_argument("--start", action="store_true", help="start the line at once")
     gui.add_argument("--llm-model", help="the LLM tab's checkpoint directory (default: the built demo model)")
     gui.set_defaults(func=cmd_gui)

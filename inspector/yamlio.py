@@ -22,7 +22,10 @@ class LinedDict(dict):
     """A mapping that remembers the line of itself and of each key (1-based)."""
 
     line: int = 0
-    key_lines: dict[str, int]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key_lines: dict[str, int] = {}
 
 
 class LinedList(list):

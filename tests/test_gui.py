@@ -272,7 +272,8 @@ def test_a_missing_model_is_reported_in_the_tab(qtbot, tmp_path: Path) -> None:
 
 
 def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo, tmp_path: Path) -> None:
-    """`inspector gui --attach URL`: the kiosk's /status and its results database; its rule file edited in place."""
+    """`inspector gui --attach URL --db URL --token-file F`: the kiosk's /status, the results database named here,
+    rule edits through the kiosk's API (the kiosk validates, writes its file and applies)."""
     import threading
 
     from inspector.app.run import line_profiles, open_source
@@ -295,15 +296,17 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
     service = LineService(rules, zoo, line_profiles(zoo, root / "models", lambda _m: None),
                           ServiceConfig(LineConfig(device_mb=40)), store, data, source)
     port = free_port()
-    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", rules_poll_s=0.2), rules_path=str(rules_path))
+    token = "t0ken-" + "x" * 30
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", rules_poll_s=0.2, token=token),
+                  rules_path=str(rules_path), data_dir=data)
     serving = threading.Thread(target=kiosk.serve, daemon=True)
     serving.start()
-    backend = AttachedBackend(f"http://127.0.0.1:{port}", poll_s=0.2)
+    backend = AttachedBackend(f"http://127.0.0.1:{port}", sqlite_url(data / "results.sqlite"), poll_s=0.2, token=token)
     window = MainWindow(backend, tmp_path / "no-models")
     qtbot.addWidget(window)
     window.show()
     try:
-        assert not window.line.start_btn.isEnabled() and not window.memory.apply_btn.isEnabled()
+        assert not window.line.start_btn.isEnabled() and window.memory.apply_btn.isEnabled()
         qtbot.waitUntil(lambda: _boards(window) >= 3, timeout=WAIT)
         first = _boards(window)
         qtbot.waitUntil(lambda: _boards(window) > first, timeout=WAIT)
@@ -316,18 +319,20 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         pic = window.line.board.picture
         assert pic.image is None and len(pic.boxes) == len(rules.placements())
         assert window.history.search() > 0
-        # a rule edit is validated here, written to the watched file, and applied by the kiosk
+        # a rule edit goes to the kiosk's API, which validates it, writes its own file and applies it
         window.tabs.setCurrentWidget(window.rules)
         qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)
+        assert window.rules.editor.toPlainText() == GOOD  # the running set's text, from GET /rules
         edited = GOOD.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
         window.rules.editor.setPlainText(edited)
         qtbot.waitUntil(lambda: window.rules.apply_btn.isEnabled(), timeout=5_000)
         qtbot.mouseClick(window.rules.apply_btn, Qt.MouseButton.LeftButton)
-        assert "saved" in window.rules.status.text()
+        assert "the kiosk applied" in window.rules.status.text(), window.rules.status.text()
+        assert rules_path.read_text(encoding="utf-8") == edited
         qtbot.waitUntil(lambda: (window.last.get("rules") or {}).get("applied") == 1, timeout=10_000)
         assert window.last["line"]["ruleset_version"] == window.rules.valid.version
         qtbot.waitUntil(lambda: window.rules.history.count() == 2, timeout=5_000)
-        assert not window.rules.rollback_btn.isEnabled()
+        assert window.rules.rollback_btn.isEnabled()
         # closing the attached window leaves the kiosk running
         window.close()
         assert serving.is_alive()
@@ -367,7 +372,7 @@ def test_attaching_to_nothing_says_so_and_keeps_trying(qtbot, tmp_path: Path) ->
     backend = AttachedBackend(f"http://127.0.0.1:{free_port()}", poll_s=0.1)
     window = MainWindow(backend, tmp_path / "no-models")
     qtbot.addWidget(window)
-    qtbot.waitUntil(lambda: "cannot read" in window.line.message.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: "cannot reach" in window.line.message.text(), timeout=10_000)
     assert "is the kiosk running" in window.line.message.text()
     assert window.history.search() == 0 and "no results database" in window.history.status.text()
     window.close()

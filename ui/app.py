@@ -40,7 +40,12 @@ def run(args: argparse.Namespace) -> int:
     qt_environment()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Inspection dashboard")
-    backend = AttachedBackend(args.attach, args.db) if args.attach else local_backend(args)
+    if args.attach:
+        from inspector.kiosk.http import read_token
+
+        backend = AttachedBackend(args.attach, args.db, token=read_token(args.token_file))
+    else:
+        backend = local_backend(args)
     models = Path(args.models or os.environ.get("INSPECTOR_MODELS", "models"))
     window = MainWindow(backend, models, Path(args.llm_model) if args.llm_model else None)
     window.resize(1600, 960)

@@ -4,8 +4,11 @@ The tabs never touch the engine directly; they read plain snapshots (see
 inspector/app/snapshot.py) and call the few verbs here. `LocalBackend`
 drives a LineController in this process; `AttachedBackend` polls a running
 kiosk's /status on a thread of its own (the GUI thread never waits on the
-network) and reads its results database; it runs no inference and cannot
-start, pause or stop the kiosk (systemd does that).
+network) and reads the results database named on its own command line; it
+runs no inference and cannot start, pause or stop the kiosk (systemd does
+that). It changes the kiosk's rules and memory only through the kiosk's API,
+with the kiosk's token, and the kiosk validates before it writes anything; it
+never writes the kiosk's files and takes no path or URL from /status.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import numpy as np
 from inspector.app.allocation import Allocation
 from inspector.app.controller import LineController, LineSetup
 from inspector.results.store import ResultStore, StoreUnavailable
-from inspector.routing.rules import RuleSet, body_box, load_rules, parse_rules
+from inspector.routing.rules import RuleSet, body_box, parse_rules
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class LocalBackend:
     """A line run by this process (the dashboard's Start button)."""
 
     can_control = True
+    can_edit = True
 
     def __init__(self, controller: LineController, setup: LineSetup) -> None:
         self.controller, self.setup = controller, setup
@@ -159,6 +163,13 @@ class LocalBackend:
     def rules_path(self) -> Path:
         return self.setup.rules_path
 
+    def rules_document(self) -> tuple[str, str] | None:
+        """(what to call it, its text): the rule file this line runs."""
+        try:
+            return str(self.setup.rules_path), self.setup.rules_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
     def apply_rules(self, text: str) -> str:
         rules = self.controller.apply_rules(text)
         return f"applied {rules.recipe} {rules.version} to the running line and saved it to {self.setup.rules_path}"
@@ -180,47 +191,65 @@ class LocalBackend:
 
 
 class AttachedBackend:
-    """A kiosk's state over HTTP, and its results database; no inference here."""
+    """A kiosk's state over HTTP, and a results database named here; no inference here."""
 
     can_control = False
 
-    def __init__(self, url: str, db_url: str | None = None, poll_s: float = 0.5) -> None:
-        self.url, self._db_url, self.poll_s = url.rstrip("/"), db_url, poll_s
+    def __init__(self, url: str, db_url: str | None = None, poll_s: float = 0.5, token: str | None = None) -> None:
+        self.url, self._db_url, self.poll_s, self._token = url.rstrip("/"), db_url, poll_s, token
+        self.can_edit = token is not None
         self._latest: dict[str, Any] = {"state": "connecting", "controller": {"phase": "attaching", "log": []}}
         self._store: ResultStore | None = None
-        self._rules: tuple[str, RuleSet | None] | None = None
+        self._rules: tuple[str, RuleSet | None] | None = None  # (text, its rule set) of the kiosk's running set
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="attach-poll", daemon=True)
         self._thread.start()
 
     @property
     def label(self) -> str:
-        return f"attached to {self.url} (read-only: the kiosk runs the line)"
+        edits = "rules and memory through its API" if self.can_edit else "read-only: no --token-file"
+        return f"attached to {self.url} ({edits})"
 
     def _poll(self) -> None:
         while not self._stop.is_set():
             try:
-                with urllib.request.urlopen(self.url + "/status", timeout=2) as r:
-                    snap = json.loads(r.read())
+                snap = self._call("GET", "/status")
                 snap["controller"] = {"phase": snap.get("state", "?"), "error": None, "log": [],
                                       "source": (snap.get("ingest") or {}).get("source", {}).get("name")}
-            except (OSError, ValueError, urllib.error.URLError) as exc:
-                snap = {"state": "unreachable", "controller": {
-                    "phase": "unreachable", "log": [],
-                    "error": f"cannot read {self.url}/status ({exc}); is the kiosk running and listening there?"}}
+            except RuntimeError as exc:
+                snap = {"state": "unreachable", "controller": {"phase": "unreachable", "log": [], "error": str(exc)}}
             self._latest = snap
             self._stop.wait(self.poll_s)
+
+    def _call(self, method: str, path: str, body: bytes | None = None, timeout: float = 5.0) -> dict[str, Any]:
+        """One request to the kiosk; RuntimeError with the kiosk's own words when it refuses."""
+        request = urllib.request.Request(self.url + path, data=body, method=method)
+        if body is not None:
+            if self._token is None:
+                raise RuntimeError("this dashboard has no API token for the kiosk: start it with --token-file "
+                                   "(the kiosk's /etc/inspector/api-token)")
+            request.add_header("Authorization", f"Bearer {self._token}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", str(exc))
+            except ValueError:
+                message = str(exc)
+            raise (ValueError if exc.code == 422 else RuntimeError)(message) from None
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"cannot reach {self.url}{path} ({exc}); is the kiosk running and listening "
+                               "there?") from None
 
     def snapshot(self) -> dict[str, Any]:
         return self._latest
 
     def store(self) -> ResultStore | None:
-        if self._store is None:
-            url = self._db_url or (self._latest.get("results") or {}).get("database")
-            if not url:
-                return None
+        """The results database given with --db (never a URL the kiosk reports); None without one."""
+        if self._store is None and self._db_url:
             try:
-                self._store = ResultStore(url)
+                self._store = ResultStore(self._db_url)
             except StoreUnavailable:
                 return None
         return self._store
@@ -233,14 +262,15 @@ class AttachedBackend:
         return True
 
     def _rule_set(self) -> RuleSet | None:
-        source = (self._latest.get("line") or {}).get("rules_source")
-        if not source:
+        doc = self.rules_document()
+        if doc is None:
             return None
-        if self._rules is None or self._rules[0] != source:
+        text = doc[1]
+        if self._rules is None or self._rules[0] != text:
             try:
-                self._rules = (source, load_rules(source))
+                self._rules = (text, parse_rules(text, doc[0]))
             except ValueError:
-                self._rules = (source, None)
+                self._rules = (text, None)
         return self._rules[1]
 
     def board(self) -> BoardPicture | None:
@@ -256,29 +286,31 @@ class AttachedBackend:
                              [(p.ref, p.verdict, p.defect_class) for p in latest.parts], None, reg)
 
     def rules_path(self) -> Path | None:
-        watching = (self._latest.get("rules") or {}).get("watching")
-        return Path(watching) if watching else None
+        return None  # the kiosk's files are its own; the text comes over its API
+
+    def rules_document(self) -> tuple[str, str] | None:
+        """(the kiosk's name for it, its text) from GET /rules; None when unreachable or it has no text."""
+        try:
+            doc = self._call("GET", "/rules")
+        except RuntimeError:
+            return None
+        text = doc.get("text")
+        return (f"{self.url}: {doc.get('name', 'rules')}", text) if isinstance(text, str) else None
 
     def apply_rules(self, text: str) -> str:
-        """The kiosk re-reads its rule file on change: validate here, write the file, and it applies it."""
-        path = self.rules_path()
-        if path is None:
-            raise RuntimeError("the kiosk reports no rule file it watches; edit its --rules file on the box")
-        rules = parse_rules(text, str(path))
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        return (f"saved {rules.recipe} {rules.version} to {path}; the kiosk applies it at its next look "
-                f"(within seconds; its applied and refused counts are below)")
+        """POST the edit; the kiosk validates it against its zoo, writes its file atomically and applies it."""
+        answer = self._call("POST", "/rules", text.encode("utf-8"))
+        return f"the kiosk applied {answer['recipe']} {answer['version']} (validated, saved and running)"
 
     def rules_history(self) -> list[tuple[str, str, str]]:
         hist = (self._latest.get("rules") or {}).get("history") or []
         return [(h["at"][11:19], h["recipe"], h["version"]) for h in hist]
 
     def rollback(self, index: int) -> str:
-        raise RuntimeError("rollback of an attached kiosk: open the version's file and save it; the kiosk keeps "
-                           "no texts of its earlier versions")
+        answer = self._call("POST", "/rules/rollback", json.dumps({"index": index}).encode())
+        return f"the kiosk rolled back to {answer['recipe']} {answer['version']} (applied and saved)"
 
     def apply_allocation(self, allocation: Allocation) -> str:
-        raise RuntimeError("an attached kiosk's memory is set by its flags (--device-mb in INSPECTOR_ARGS of "
-                           "/etc/inspector/kiosk.env) and applies when the service restarts")
+        body = json.dumps({"device_mb": allocation.device_mb, "expert_pool_mb": allocation.expert_pool_mb,
+                           "executors": allocation.executors}).encode()
+        return self._call("POST", "/allocation", body)["applied"]

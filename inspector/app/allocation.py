@@ -22,7 +22,7 @@ from ..coserve.simulation import rate_oracle
 from ..coserve.workload import MiB
 from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet
-from .line import LineConfig, rules_workload
+from .line import Line, LineConfig, rules_workload
 
 SIM_BOARDS = 8  # boards per simulated run: enough for the pool to reach its steady state
 
@@ -44,6 +44,18 @@ class Allocation:
     def live_over(self, running: Allocation) -> bool:
         """True when only the pool/batch split changes: the engine applies it without a restart."""
         return self.device_mb == running.device_mb and self.executors == running.executors
+
+
+def reallocate_live(line: Line, new: Allocation) -> float:
+    """Apply a split over the same device and executors to a running line; the MiB of batches per executor.
+    ValueError (nothing changed) when it does not fit."""
+    engine = line.engine
+    main = engine.executors[0].device
+    count = sum(1 for ex in engine.executors if ex.device == main)
+    batch = int((new.device_mb - new.expert_pool_mb) * MiB) // count
+    engine.reallocate(int(new.expert_pool_mb * MiB), batch)
+    line.config = new.applied_to(line.config)
+    return batch / MiB
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ..coserve.profile import DeviceProfile
-from ..coserve.workload import MiB
 from ..experts.zoo import Zoo
 from ..results.credentials import database_url
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet, load_rules
-from .allocation import Allocation
+from .allocation import Allocation, reallocate_live
 from .rules_watch import RulesWatcher
 from .run import RULES_DIR, demo_zoo, line_profiles, open_source
 from .service import LineService, ServiceConfig
@@ -135,14 +134,9 @@ class LineController:
             raise RuntimeError("no line is running; the allocation applies when it starts")
         running = Allocation.of(service.line.config)
         if new.live_over(running):
-            engine = service.line.engine
-            main = engine.executors[0].device
-            count = sum(1 for ex in engine.executors if ex.device == main)
-            batch = int((new.device_mb - new.expert_pool_mb) * MiB) // count
-            engine.reallocate(int(new.expert_pool_mb * MiB), batch)
-            service.line.config = new.applied_to(service.line.config)
+            batch_mb = reallocate_live(service.line, new)
             self.say(f"allocation applied live: expert pool {new.expert_pool_mb:.0f} MiB, "
-                     f"{batch / MiB:.1f} MiB of batches per executor")
+                     f"{batch_mb:.1f} MiB of batches per executor")
             return "live"
         assert self.setup is not None
         config = replace(self.setup.service, line=new.applied_to(service.line.config))

@@ -138,6 +138,10 @@ class Line:
         with self._lock:
             return time.monotonic() - self.last_progress if self._boards_in else 0.0
 
+    def check_rules(self, rules: RuleSet) -> None:
+        """ValueError when this line's zoo lacks an expert `rules` names (nothing is applied)."""
+        self._check_experts(rules, self.zoo)
+
     @staticmethod
     def _check_experts(rules: RuleSet, zoo: Zoo) -> None:
         if zoo.input_version != INPUT_VERSION:

@@ -3,18 +3,28 @@
 The kiosk polls the file's modification time; the dashboard calls `apply_text`
 after its editor validates. Either way a malformed file or one naming experts
 the zoo lacks is refused with file:line, counted, and the line goes on with the
-set it had. Each applied version is remembered (newest last) for rollback.
+set it had. Each applied version is remembered (the newest `MAX_HISTORY`,
+newest last) for rollback. The watcher's thread outlives any file: whatever
+it reads (not UTF-8, YAML of any shape, a file that vanishes) is refused with
+the reason, and the running set stays.
+
+The kiosk's API edits through `submit`: validate first, then write the file
+atomically, then apply, so a refused edit never reaches the disk (where it
+would be what the next start reads).
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..routing.rules import RuleSet, parse_rules
+from ..routing.rules import RuleSet, decode_rules, parse_rules
 from .line import Line
+
+MAX_HISTORY = 20
 
 
 @dataclass(frozen=True)
@@ -44,35 +54,65 @@ class RulesWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def apply_text(self, text: str, source: str) -> RuleSet:
-        """Validate and apply; raises ValueError (ConfigError with file:line) and keeps the running set."""
+    @property
+    def alive(self) -> bool:
+        """The polling thread runs (True too when there is no file to watch)."""
+        return self.path is None or (self._thread is not None and self._thread.is_alive()) or self._stop.is_set()
+
+    def validate(self, text: str, source: str) -> RuleSet:
+        """Parse and check against the zoo without applying; ValueError (file:line) when refused (counted)."""
         try:
             rules = parse_rules(text, source)
-            self.line.apply_rules(rules)
+            self.line.check_rules(rules)
         except ValueError as exc:
             self.state.refused += 1
             self.state.last_error = str(exc)
             raise
+        return rules
+
+    def apply_text(self, text: str, source: str) -> RuleSet:
+        """Validate and apply; raises ValueError (ConfigError with file:line) and keeps the running set."""
+        rules = self.validate(text, source)
+        self._apply(rules, text)
+        return rules
+
+    def submit(self, text: str) -> RuleSet:
+        """An edit from the API: validate, write the watched file atomically, apply. A refused edit touches
+        nothing on disk."""
+        rules = self.validate(text, str(self.path) if self.path else "edit")
+        if self.path is not None:
+            self.save(text)
+        self._apply(rules, text)
+        return rules
+
+    def _apply(self, rules: RuleSet, text: str | None) -> None:
+        self.line.apply_rules(rules)
         self.state.applied += 1
         self.state.last_error = None
         self.state.history.append(AppliedRules(rules, text, datetime.now(timezone.utc)))
-        return rules
+        del self.state.history[:-MAX_HISTORY]
 
     def rollback(self, index: int, write_file: bool = True) -> RuleSet:
         """Apply history entry `index` again (it becomes the newest); also writes it to the watched file
         when asked, so the file on disk and the running set agree."""
+        if not -len(self.state.history) <= index < len(self.state.history):
+            raise ValueError(f"there is no version {index}: the history holds {len(self.state.history)}")
         entry = self.state.history[index]
         if entry.text is None:
             raise ValueError(f"version {entry.rules.version} was not read from a file; there is no text to restore")
         if write_file and self.path is not None:
-            self.save(entry.text)
+            return self.submit(entry.text)
         return self.apply_text(entry.text, entry.rules.source)
 
     def save(self, text: str) -> None:
-        """Write the watched file without the poller taking it as a new edit (the caller applies it)."""
+        """Write the watched file atomically (fsynced, then renamed over it) without the poller taking it as a
+        new edit (the caller applies it)."""
         assert self.path is not None
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         tmp.replace(self.path)
         self._mtime = self.path.stat().st_mtime_ns
 
@@ -85,17 +125,25 @@ class RulesWatcher:
             if mtime == self._mtime:
                 return False
             self._mtime = mtime
-            text = self.path.read_text(encoding="utf-8")
+            data = self.path.read_bytes()
         except OSError as exc:
             self.state.last_error = f"{self.path}: cannot read the rule file ({exc.strerror}); the running set stays"
             return False
         try:
-            rules = self.apply_text(text, str(self.path))
+            rules = self.apply_text(self._decode(data), str(self.path))
         except ValueError as exc:
             self.say(f"rule file refused, still running {self.line.rules.recipe} {self.line.rules.version}: {exc}")
             return False
         self.say(f"rules applied: {rules.recipe} {rules.version} from {self.path}")
         return True
+
+    def _decode(self, data: bytes) -> str:
+        try:
+            return decode_rules(data, str(self.path))
+        except ValueError as exc:
+            self.state.refused += 1
+            self.state.last_error = str(exc)
+            raise
 
     def start(self) -> None:
         if self.path is None:
@@ -108,7 +156,12 @@ class RulesWatcher:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):
-            self.check()
+            try:
+                self.check()
+            except Exception as exc:  # noqa: BLE001 - whatever the file holds, the watcher keeps watching
+                self.state.refused += 1
+                self.state.last_error = f"{self.path}: refused ({type(exc).__name__}: {exc}); the running set stays"
+                self.say(self.state.last_error)
 
 
 def _text_of(rules: RuleSet) -> str | None:

@@ -10,6 +10,7 @@ from ..coserve.profile import DeviceProfile
 from ..coserve.profiler import load_or_profile
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
+from ..ingest.images import DEFAULT_MAX_PIXELS
 from ..ingest.sources import CameraSource, FolderSource, ReplaySource, Source, SyntheticSource
 from ..ingest.synthetic import rates_for
 from ..results.store import ResultStore
@@ -40,9 +41,10 @@ def demo_zoo(models_dir: Path, say: Say) -> Zoo:
 
 
 def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: float = 0.0,  # noqa: ANN201
-                defect_rate: float | None = None, camera: str | None = None):
+                defect_rate: float | None = None, camera: str | None = None,
+                max_pixels: int = DEFAULT_MAX_PIXELS):
     """A source from its command-line spelling; the other arguments apply to synthetic ones (`camera`: a camera
-    model's preset or settings, ingest/camera_model.py)."""
+    model's preset or settings, ingest/camera_model.py), `max_pixels` to files."""
     kind, _, arg = spec.partition(":")
     if kind == "synthetic":
         rates = None if defect_rate is None else rates_for(defect_rate)
@@ -51,9 +53,9 @@ def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: f
     if camera and kind in ("folder", "watch", "replay", "camera"):
         raise ValueError(f"--camera renders synthetic boards as a camera sees them; source {spec!r} is a real one")
     if kind in ("folder", "watch"):
-        return FolderSource(arg, watch=kind == "watch")
+        return FolderSource(arg, watch=kind == "watch", max_pixels=max_pixels)
     if kind == "replay":
-        return ReplaySource(arg)
+        return ReplaySource(arg, max_pixels=max_pixels)
     if kind == "camera":
         return CameraSource(arg)
     raise ValueError(f"unknown source {spec!r}: use synthetic[:N], folder:DIR, watch:DIR, replay:FILE or camera:URI")

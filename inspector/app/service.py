@@ -8,6 +8,7 @@ published results are flushed, and only then does `stop` return.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,7 @@ class ServiceConfig:
     overflow: str = "wait"  # wait | drop-oldest | drop-newest (see ingest/queue.py)
     keep_crops: str = "failed"  # failed | all | none
     writer_capacity: int = 256  # boards waiting in memory for the result writer before the line waits
+    min_free_mb: float = 512.0  # below this much free disk, crops are not kept (the spool and database need it)
 
 
 class LineService:
@@ -45,7 +47,7 @@ class LineService:
                  say: Say = lambda _m: None) -> None:
         self.config, self.store, self.source, self.say = config, store, source, say
         self.queue = IngestQueue(config.queue_capacity, config.overflow)
-        self.crops = CropKeeper(data_dir / "crops", config.keep_crops)
+        self.crops = CropKeeper(data_dir / "crops", config.keep_crops, config.min_free_mb)
         self.published = list(published or [])
         self.writer = ResultWriter(store, data_dir / "spool.jsonl", prepare=self.crops, on_written=self._written,
                                    on_durable=self._durable, capacity=config.writer_capacity)
@@ -56,6 +58,7 @@ class LineService:
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
         self._feeder = threading.Thread(target=feed, args=(source, self.queue), name="ingest", daemon=True)
         self.running = False
+        self.started_at = time.monotonic()
         self.stopped = threading.Event()
         self._resumed = threading.Event()  # cleared while paused
         self._resumed.set()
@@ -74,6 +77,7 @@ class LineService:
         self._resumed.set()
 
     def start(self) -> None:
+        self.started_at = time.monotonic()
         self.writer.start()
         self.line.start()
         self._feeder.start()

@@ -59,13 +59,17 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
                               "unreadable": src.unreadable, "reconnects": src.reconnects,
                               "last_error": src.last_error,
                               "last_error_age_s": None if src.last_error_at is None
-                              else time.monotonic() - src.last_error_at}},
+                              else time.monotonic() - src.last_error_at,
+                              "last_frame_age_s": time.monotonic() - (src.last_frame_at or service.started_at)}},
         "results": {"written": w.written, "pending": w.pending, "spooled": w.spooled, "last_error": w.last_error,
-                    "database": service.store.safe_url, "crops_kept": service.crops.kept,
-                    "crops_failed": service.crops.failed, "crops_error": service.crops.last_error},
+                    "duplicates": w.duplicates, "dead_letters": w.dead_letters, "disk_full": w.disk_full,
+                    "writer_alive": w.alive, "database": service.store.safe_url, "crops_kept": service.crops.kept,
+                    "crops_failed": service.crops.failed, "crops_error": service.crops.last_error,
+                    "crops_skipped_low_disk": service.crops.skipped_low_disk, "low_disk": service.crops.low_disk},
         "allocation": {"device_mb": line.config.device_mb, "expert_pool_mb": line.config.pool_mb,
                        "executors": line.config.executors, "policy": line.config.policy},
         "experts": expert_rows(engine),
+        "failed_experts": engine.failed_experts(),
         "mqtt": None,
         "rules": None,
     }
@@ -73,7 +77,7 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         m = publisher.status()
         out["mqtt"] = {"broker": f"{publisher.host}:{publisher.port}", **asdict(m)}
     if rules is not None:
-        out["rules"] = {"applied": rules.state.applied, "refused": rules.state.refused,
+        out["rules"] = {"applied": rules.state.applied, "refused": rules.state.refused, "watcher_alive": rules.alive,
                         "last_error": rules.state.last_error, "watching": str(rules.path) if rules.path else None,
                         "history": [{"version": h.rules.version, "recipe": h.rules.recipe, "at": h.at.isoformat()}
                                     for h in rules.state.history]}

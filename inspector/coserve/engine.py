@@ -109,7 +109,7 @@ class Engine:
             host = MemoryLedger("host-cache", plan.host_cache_bytes)
         self.store = TieredStore(host, pin_host=has_cuda, drop_page_cache=plan.drop_page_cache)
         for name in zoo.entries:
-            self.store.register(name, zoo.path_of(name))
+            self.store.register(name, zoo.path_of(name), zoo.entries[name].weights_sha256)
         self.executors: list[Executor] = []
         self.managers: dict[Device, ExpertManager] = {}
         for device, pool_bytes in plan.pool_bytes.items():
@@ -292,6 +292,13 @@ class Engine:
         self._stats.failures[kind] = self._stats.failures.get(kind, 0) + 1
 
     # -- reporting ----------------------------------------------------------------------------------
+    def failed_experts(self) -> dict[str, str]:
+        """Every expert that failed to load on some device, with the reason (the others keep serving)."""
+        out: dict[str, str] = {}
+        for manager in self.managers.values():
+            out.update(manager.failed())
+        return out
+
     def expert_views(self) -> list[ExpertView]:
         """Every expert of the zoo: where it is now, its usage probability, its pools' counters summed.
 

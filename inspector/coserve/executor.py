@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,7 @@ import torch
 
 from ..experts.base import BadInput, Prediction
 from ..runtime.devices import Device
-from .expert_manager import ExpertManager, ExpertUnavailable
+from .expert_manager import HISTORY, ExpertManager, ExpertUnavailable
 from .profile import ArchProfile, DeviceProfile
 from .queue import ExecutorQueue
 
@@ -90,7 +91,8 @@ class Executor(ExecutorCore):
         self._lock = lock
         self._on_done = on_done
         self._stopping = False
-        self.served: list[tuple[str, int, float]] = []  # (architecture key, batch size, seconds computing)
+        # (architecture key, batch size, seconds computing) of the newest batches; bounded for a line's months
+        self.served: deque[tuple[str, int, float]] = deque(maxlen=HISTORY)
         self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
 
     def start(self) -> None:

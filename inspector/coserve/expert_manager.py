@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,6 +26,8 @@ from ..runtime.memory import MemoryLedger
 from ..runtime.store import TieredStore, WeightsUnavailable
 from .policies import EvictionView, Evictor, Resident
 from .usage import ExpertUsage
+
+HISTORY = 100_000  # switches and batches remembered for the offline refit (a bench run holds far fewer)
 
 
 class ExpertUnavailable(RuntimeError):
@@ -110,7 +112,9 @@ class ExpertManager:
         self._seq = 0
         self.stats = ManagerStats()
         self.per_expert: defaultdict[str, ExpertCounters] = defaultdict(ExpertCounters)
-        self.loads: list[tuple[str, str, float, float]] = []  # (expert, tier, start, seconds) of each switch
+        # (expert, tier, start, seconds) of the newest switches: what the simulator check refits; bounded, since a
+        # line runs for months
+        self.loads: deque[tuple[str, str, float, float]] = deque(maxlen=HISTORY)
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-prefetch")
 
     # -- queries (under the engine lock) ---------------------------------------------------------
@@ -135,6 +139,11 @@ class ExpertManager:
                 f"executor's pool holds at least {need / 2**20:.0f} MiB"
             )
         return self._failed.get(expert)
+
+    def failed(self) -> dict[str, str]:
+        """Experts whose load failed (missing, corrupt or swapped weights), with the reason; their requests fail."""
+        with self._cv:
+            return dict(self._failed)
 
     # -- mechanics shared by every driver (executor threads, the simulator); under the lock --------
     def try_pin(self, expert: str) -> nn.Module | None:

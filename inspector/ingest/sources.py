@@ -53,11 +53,19 @@ class Frame:
 class SourceCounters:
     frames: int = 0
     unreadable: int = 0
+    last_frame_at: float | None = None  # time.monotonic() of the last image delivered (good or not)
     reconnects: int = 0
     last_error: str | None = None
     last_error_at: float | None = None  # time.monotonic() of the last error
     gave_up: str | None = None  # why the source ended for good (a camera out of reconnects)
     errors: list[str] = field(default_factory=list)
+
+    def delivered(self, good: bool = True) -> None:
+        self.last_frame_at = time.monotonic()
+        if good:
+            self.frames += 1
+        else:
+            self.unreadable += 1
 
     def fail(self, message: str) -> None:
         self.last_error = message
@@ -109,7 +117,7 @@ class SyntheticSource(Source):
             image, placement = board.image, None
             if self.camera is not None:
                 image, placement = self.camera.view(board.image, rng)
-            self.counters.frames += 1
+            self.counters.delivered()
             yield Frame(image, board.serial, self.name, board.truth, placement)
 
 
@@ -134,11 +142,9 @@ def _read_frame(path: Path, counters: SourceCounters, source: str, max_pixels: i
         except BadImage as exc:
             image, error = None, f"{path.name}: {exc}"
     fid = file_id(path, data, mtime)
+    counters.delivered(error is None)
     if error is not None:
-        counters.unreadable += 1
         counters.fail(error)
-    else:
-        counters.frames += 1
     return Frame(image, path.stem, f"{source}:{path}", inspection_id=fid, error=error)
 
 
@@ -290,7 +296,7 @@ class CameraSource(Source):
                 if ok and image is not None:
                     failures = 0
                     n += 1
-                    self.counters.frames += 1
+                    self.counters.delivered()
                     yield Frame(image, f"cam-{run}-{n:06d}", self.name)
                     continue
                 if self.is_file and cap.isOpened():

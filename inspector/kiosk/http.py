@@ -1,19 +1,30 @@
-"""The kiosk's endpoints on localhost: /metrics (Prometheus), /health and /status (JSON).
+"""The kiosk's endpoints: /metrics (Prometheus), /health, /status and /rules to read; POSTs to change.
 
-A small threading HTTP server from the standard library: three read-only
-routes do not justify a web framework on the line box. Bound to 127.0.0.1 by
-default; a plant that scrapes from another host sets --listen explicitly.
+A small HTTP server from the standard library: a handful of routes do not justify a web framework on the
+line box. It binds 127.0.0.1 by default (a plant that scrapes from another host sets --listen). Every
+connection gets a socket timeout and is served from a bounded pool; when the pool is busy the connection is
+answered 503 at once, so a flood of slow clients cannot take threads or memory from the line. Reading is
+open; anything that changes state (rules, allocation) needs `Authorization: Bearer <token>`, the token in
+the kiosk's token file (created at install, mode 0600), compared in constant time.
 """
 from __future__ import annotations
 
+import hmac
 import json
+import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
+
+SOCKET_TIMEOUT_S = 5.0
+WORKERS = 4
+MAX_BODY = 1 << 20  # a rule file is kilobytes; anything near a megabyte is not one
 
 
 def parse_listen(spec: str) -> tuple[str, int]:
@@ -24,28 +35,92 @@ def parse_listen(spec: str) -> tuple[str, int]:
         raise ValueError(f"--listen {spec!r}: use HOST:PORT, for example 127.0.0.1:9108") from None
 
 
+def read_token(path: str | Path | None) -> str | None:
+    """The API token from its file; refuses a file others may read (the token guards rule edits)."""
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"API token file {p} does not exist; create it (installer/install.sh does) or leave "
+                                "--token-file out to keep the kiosk read-only")
+    if p.stat().st_mode & 0o077:
+        raise ValueError(f"API token file {p} is readable by others (mode {p.stat().st_mode & 0o777:o}); "
+                         f"run: chmod 600 {p}")
+    token = p.read_text(encoding="utf-8").strip()
+    if len(token) < 16:
+        raise ValueError(f"API token in {p} is shorter than 16 characters; write a long random one")
+    return token
+
+
+class HttpError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+Post = Callable[[bytes], dict[str, Any]]  # request body -> JSON answer; raises ValueError (422) when refused
+
+
+class _BoundedServer(HTTPServer):
+    """One request at a time per worker, at most WORKERS at once; a busy server answers 503 at once."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="kiosk-http")
+        self.slots = threading.BoundedSemaphore(WORKERS)
+
+    def process_request(self, request: socket.socket, client_address: Any) -> None:  # noqa: ANN401
+        if not self.slots.acquire(blocking=False):
+            try:
+                request.settimeout(1.0)
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n"
+                                b"Retry-After: 1\r\n\r\nbusy\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        self.pool.submit(self._serve, request, client_address)
+
+    def _serve(self, request: socket.socket, client_address: Any) -> None:  # noqa: ANN401
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - a broken client is its own problem
+            pass
+        finally:
+            self.shutdown_request(request)
+            self.slots.release()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 class Endpoints:
     def __init__(self, listen: str, registry: CollectorRegistry, status: Callable[[], dict[str, Any]],
-                 health: Callable[[], dict[str, Any]]) -> None:
+                 health: Callable[[], dict[str, Any]], reads: dict[str, Callable[[], dict[str, Any]]] | None = None,
+                 posts: dict[str, Post] | None = None, token: str | None = None) -> None:
         host, port = parse_listen(listen)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = SOCKET_TIMEOUT_S  # a client that stalls mid-request loses its connection, not a thread
+            protocol_version = "HTTP/1.1"
+
             def do_GET(self) -> None:  # noqa: N802 - the standard library's name
-                try:
-                    outer._route(self)
-                except Exception as exc:  # noqa: BLE001 - a probe gets a 500, the kiosk keeps running
-                    outer._send(self, 500, "text/plain; charset=utf-8", f"error: {exc}\n".encode())
+                outer._handle(self, outer._get)
+
+            def do_POST(self) -> None:  # noqa: N802
+                outer._handle(self, outer._post)
 
             def log_message(self, *_args: Any) -> None:  # probes every few seconds would flood the journal
                 pass
 
         self.registry, self.status, self.health = registry, status, health
+        self.reads, self.posts, self.token = dict(reads or {}), dict(posts or {}), token
         try:
-            self.server = ThreadingHTTPServer((host, port), Handler)
+            self.server = _BoundedServer((host, port), Handler)
         except OSError as exc:
             raise RuntimeError(f"cannot listen on {host}:{port} ({exc.strerror}); pick another --listen port") from None
-        self.server.daemon_threads = True
         self._thread = threading.Thread(target=self.server.serve_forever, name="kiosk-http", daemon=True)
 
     @property
@@ -60,23 +135,62 @@ class Endpoints:
         self.server.shutdown()
         self.server.server_close()
 
-    def _route(self, h: BaseHTTPRequestHandler) -> None:
-        path = h.path.split("?", 1)[0]
+    # -- routing ------------------------------------------------------------------------------------
+    def _handle(self, h: BaseHTTPRequestHandler, route: Callable[[BaseHTTPRequestHandler, str], None]) -> None:
+        try:
+            route(h, h.path.split("?", 1)[0])
+        except HttpError as exc:
+            self._json(h, exc.code, {"error": str(exc)})
+        except ValueError as exc:  # refused by validation: nothing changed
+            self._json(h, 422, {"error": str(exc)})
+        except (OSError, TimeoutError):
+            pass  # the client went away
+        except Exception as exc:  # noqa: BLE001 - a caller gets a 500, the kiosk keeps running
+            self._json(h, 500, {"error": f"{type(exc).__name__}: {exc}"})
+
+    def _get(self, h: BaseHTTPRequestHandler, path: str) -> None:
         if path == "/metrics":
             self._send(h, 200, CONTENT_TYPE_LATEST, generate_latest(self.registry))
         elif path == "/health":
             body = self.health()
-            code = 200 if body["status"] in ("ok", "degraded") else 503
-            self._send(h, code, "application/json", json.dumps(body).encode())
+            self._json(h, 200 if body["status"] in ("ok", "degraded") else 503, body)
         elif path == "/status":
-            self._send(h, 200, "application/json", json.dumps(self.status(), default=str).encode())
+            self._json(h, 200, self.status())
+        elif path in self.reads:
+            self._json(h, 200, self.reads[path]())
         else:
-            self._send(h, 404, "text/plain; charset=utf-8", b"routes: /metrics /health /status\n")
+            routes = " ".join(["/metrics", "/health", "/status", *self.reads])
+            self._send(h, 404, "text/plain; charset=utf-8", f"routes: {routes}\n".encode())
+
+    def _post(self, h: BaseHTTPRequestHandler, path: str) -> None:
+        if path not in self.posts:
+            raise HttpError(404, f"no POST route {path}; POST routes: {' '.join(self.posts) or 'none'}")
+        self._authorise(h)
+        length = h.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            raise HttpError(411, "send a Content-Length")
+        if int(length) > MAX_BODY:
+            raise HttpError(413, f"body of {length} bytes is over the limit of {MAX_BODY}")
+        body = h.rfile.read(int(length))
+        self._json(h, 200, self.posts[path](body))
+
+    def _authorise(self, h: BaseHTTPRequestHandler) -> None:
+        if self.token is None:
+            raise HttpError(403, "this kiosk has no API token, so it takes no changes over HTTP; start it with "
+                                 "--token-file (the installer creates /etc/inspector/api-token)")
+        given = h.headers.get("Authorization", "")
+        if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip().encode(), self.token.encode())):
+            raise HttpError(401, "missing or wrong API token: send Authorization: Bearer <the kiosk's token>")
+
+    def _json(self, h: BaseHTTPRequestHandler, code: int, body: dict[str, Any]) -> None:
+        self._send(h, code, "application/json", json.dumps(body, default=str).encode())
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, code: int, ctype: str, body: bytes) -> None:
         h.send_response(code)
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(body)))
+        h.send_header("Connection", "close")
         h.end_headers()
         h.wfile.write(body)
+        h.close_connection = True

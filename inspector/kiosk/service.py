@@ -16,12 +16,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..app.rules_watch import RulesWatcher
 from ..app.run import progress_line
 from ..app.service import LineService
 from ..app.snapshot import snapshot
+from .control import Control
 from .health import health
 from .http import Endpoints
 from .metrics import line_registry
@@ -34,16 +36,24 @@ class KioskConfig:
     stall_s: float = 60.0  # boards inside and none finished this long: stalled (503, no watchdog ping)
     log_every_s: float = 30.0
     rules_poll_s: float = 2.0
+    silent_s: float | None = None  # no image for this long: degraded (a camera's feed, a scanner gone quiet)
+    token: str | None = None  # the API token; None: the endpoints take no changes
 
 
 class Kiosk:
     def __init__(self, service: LineService, config: KioskConfig, rules_path: str | None = None,
                  publisher: Any = None, notifier: Notifier | None = None,
-                 say: Callable[[str], None] = lambda _m: None) -> None:
+                 say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None) -> None:
         self.service, self.config, self.publisher, self.say = service, config, publisher, say
         self.notifier = notifier or Notifier()
         self.rules = RulesWatcher(service.line, rules_path, config.rules_poll_s, say)
-        self.endpoints = Endpoints(config.listen, line_registry(self.snapshot), self.snapshot, self.health)
+        self.control = Control(service, self.rules, data_dir or Path("."), say)
+        self.endpoints = Endpoints(
+            config.listen, line_registry(self.snapshot), self.snapshot, self.health,
+            reads={"/rules": self.control.rules_document},
+            posts={"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
+                   "/allocation": self.control.allocation},
+            token=config.token)
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False
@@ -52,7 +62,7 @@ class Kiosk:
         return snapshot(self.service, self.rules, self.publisher)
 
     def health(self) -> dict[str, Any]:
-        return health(self.snapshot(), self.service.line.stalled_for(), self.config.stall_s)
+        return health(self.snapshot(), self.service.line.stalled_for(), self.config.stall_s, self.config.silent_s)
 
     def stop(self, reason: str = "stop requested") -> None:
         """Begin the clean stop (safe from any thread); `serve` returns once drained and flushed."""
@@ -70,8 +80,9 @@ class Kiosk:
         self.service.start()
         self.rules.start()
         self.endpoints.start()
+        changes = "with the API token" if self.config.token else "off: no token"
         self.say(f"kiosk serving {self.service.line.rules.recipe} on {self.endpoints.url} "
-                 f"(/metrics /health /status)")
+                 f"(/metrics /health /status /rules; changes {changes})")
         self.notifier.ready(f"inspecting {self.service.line.rules.recipe}")
         beat = threading.Thread(target=self._heartbeat, name="kiosk-heartbeat", daemon=True)
         beat.start()

@@ -119,13 +119,33 @@ _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_
 def load_rules(path: str | Path) -> RuleSet:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(str(path), None, f"cannot read the rule file: {exc.strerror}") from None
-    return parse_rules(text, str(path))
+    return parse_rules(decode_rules(data, str(path)), str(path))
+
+
+def decode_rules(data: bytes, source: str) -> str:
+    """UTF-8 text, or a ConfigError naming the line of the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(source, line, f"not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8") from None
 
 
 def parse_rules(text: str, source: str) -> RuleSet:
+    """A rule set from YAML text; any malformed file gives ConfigError with file:line, never another error."""
+    try:
+        return _parse_rules(text, source)
+    except ConfigError:
+        raise
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        raise ConfigError(source, None, f"a value of an unexpected shape ({type(exc).__name__}: {exc}); compare "
+                          f"the file with routing_rules/README.md") from None
+
+
+def _parse_rules(text: str, source: str) -> RuleSet:
     doc = Fields(load_yaml(text, source), source)
     doc.unknown(_TOP)
     board = doc.sub("board")
@@ -197,7 +217,7 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
     if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v >= 4 for v in size)):
         raise f.error("size", f"must be [width, height] in board pixels, each an integer >= 4, got {size!r}")
     detector = f.get("detector")
-    if detector is not None and detector not in detectors:
+    if detector is not None and (not isinstance(detector, str) or detector not in detectors):
         known = ", ".join(sorted(detectors)) or "none are defined under detectors"
         raise f.error("detector", f"names detector {detector!r}, which is not defined; defined: {known}")
     at = f.get("at")

@@ -5,9 +5,14 @@ experts' business and deciding what stays in a device pool is a policy's.
 Host RAM is an LRU cache in front of the disk when a host ledger is given
 (the Samba-CoE arrangement on a GPU box); on a CPU-only box the device pool
 *is* host RAM and the store reads straight from disk.
+
+An expert registered with the sha256 of its trained weights is checked the
+first time its file is read (then trusted until its size or time changes): a
+file swapped or damaged on disk fails that expert only, with both digests.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import OrderedDict
@@ -69,14 +74,19 @@ class TieredStore:
         drop_page_cache: bool = True,
     ) -> None:
         self._paths: dict[str, Path] = {}
+        self._sha256: dict[str, str] = {}
+        self._verified: dict[str, tuple[int, int]] = {}  # expert -> (size, mtime_ns) of the file that matched
         self._host: OrderedDict[str, StateDict] = OrderedDict()
         self._host_ledger = host_ledger
         self._pin = pin_host
         self.drop_page_cache = drop_page_cache
         self._lock = threading.Lock()
 
-    def register(self, name: str, path: Path) -> None:
+    def register(self, name: str, path: Path, sha256: str | None = None) -> None:
+        """`sha256`: the digest the weights were recorded with; the file must match it to be served."""
         self._paths[name] = Path(path)
+        if sha256:
+            self._sha256[name] = sha256.lower()
 
     def path_of(self, name: str) -> Path:
         return self._paths[name]
@@ -121,10 +131,28 @@ class TieredStore:
             raise WeightsUnavailable(name, path, "missing") from None
         except OSError as exc:
             raise WeightsUnavailable(name, path, f"unreadable ({exc.strerror})") from None
+        self._verify(name, path, raw)
         try:
             return parse(raw)
         except CorruptWeights as exc:
             raise WeightsUnavailable(name, path, f"corrupt ({exc})") from None
+
+    def _verify(self, name: str, path: Path, raw: bytes) -> None:
+        expected = self._sha256.get(name)
+        if expected is None:
+            return
+        try:
+            st = path.stat()
+            stamp = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = (-1, -1)
+        if self._verified.get(name) == stamp:
+            return
+        got = hashlib.sha256(raw).hexdigest()
+        if got != expected:
+            raise WeightsUnavailable(name, path, f"not the weights this expert was trained with (sha256 {got[:16]}..., "
+                                                 f"the zoo records {expected[:16]}...)")
+        self._verified[name] = stamp
 
     def _admit_host(self, name: str, state: StateDict) -> StateDict:
         """Keep a (pinned) host copy, evicting least recently used copies to fit."""

@@ -118,10 +118,14 @@ class MemoryTab(QWidget):
         root.addLayout(left, 1)
         root.addWidget(plan, 1)
         if not backend.can_control:
-            for w in (self.device_mb, self.pool_mb, self.count, self.apply_btn, self.estimate_btn, self.plan_btn):
+            editable = backend.can_edit
+            for w in (self.device_mb, self.pool_mb, self.count, self.apply_btn):
+                w.setEnabled(editable)
+            for w in (self.estimate_btn, self.plan_btn):  # they simulate this box's zoo: a local line's
                 w.setEnabled(False)
-            self.status.setText("Attached to a kiosk: its memory is set by its flags (--device-mb in INSPECTOR_ARGS "
-                                "of /etc/inspector/kiosk.env) and changes when the service restarts.")
+            self.status.setText("Attached to a kiosk: Apply sends the split to its API; the kiosk applies a new pool "
+                                "size live and saves anything else for its next start." if editable else
+                                "Attached read-only (no --token-file): the kiosk's memory is set by its flags.")
 
     # -- what runs --------------------------------------------------------------------------------
     def refresh(self, snap: dict[str, Any]) -> None:
@@ -223,7 +227,8 @@ class MemoryTab(QWidget):
             self._failed(str(exc))
             return
         self.status.setText("Applied live." if how == "live" else
-                            "Draining the line to restart it with the new executors…")
+                            "Draining the line to restart it with the new executors…" if self.backend.can_control else
+                            "Saved on the kiosk: it applies at the kiosk's next start (systemctl restart).")
         self._loaded = how == "live"
 
     # -- planner --------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ class RulesTab(QWidget):
         super().__init__()
         self.backend = backend
         self.path: Path | None = None
+        self.loaded = False
         self.valid: RuleSet | None = None
         self.error_line: int | None = None
 
@@ -53,7 +54,7 @@ class RulesTab(QWidget):
         self.open_btn, self.reload_btn = QPushButton("Open…"), QPushButton("Reload file")
         self.apply_btn = QPushButton("Save && apply to the line")
         self.open_btn.clicked.connect(self._open)
-        self.reload_btn.clicked.connect(lambda: self.load(self.path) if self.path else None)
+        self.reload_btn.clicked.connect(self._reload)
         self.apply_btn.clicked.connect(self.apply)
         buttons = QHBoxLayout()
         for b in (self.open_btn, self.reload_btn, self.apply_btn):
@@ -105,13 +106,26 @@ class RulesTab(QWidget):
             return
         try:
             text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            self._say(f"cannot read {path}: {exc.strerror}", error=True)
+        except (OSError, UnicodeDecodeError) as exc:
+            self._say(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}", error=True)
             return
         self.path = Path(path)
-        self.file_label.setText(f"<b>{self.path}</b>")
+        self.show_text(str(self.path), text)
+
+    def show_text(self, name: str, text: str) -> None:
+        """Put a rule set's text in the editor (a file here, or a kiosk's running set over its API)."""
+        self.loaded = True
+        self.file_label.setText(f"<b>{name}</b>")
         self.editor.setPlainText(text)
         self.validate()
+
+    def _reload(self) -> None:
+        if self.path is not None:
+            self.load(self.path)
+            return
+        doc = self.backend.rules_document()
+        if doc is not None:
+            self.show_text(*doc)
 
     def _open(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Open a rule set", str(self.path.parent if self.path else ""),
@@ -193,14 +207,17 @@ class RulesTab(QWidget):
         except (RuntimeError, ValueError, OSError) as exc:
             self._say(str(exc), error=True)
             return
-        if self.path:
-            self.load(self.path)
+        self._reload()
 
     def refresh(self, snap: dict[str, Any]) -> None:
-        if self.path is None:
+        if not self.loaded:
             path = self.backend.rules_path()
             if path is not None:
                 self.load(path)
+            else:
+                doc = self.backend.rules_document()
+                if doc is not None:
+                    self.show_text(*doc)
         rules = snap.get("rules") or {}
         self.counts.setText(f"applied {rules.get('applied', 0)}, refused {rules.get('refused', 0)}"
                             + (f"; last refusal: {rules['last_error']}" if rules.get("last_error") else ""))
@@ -213,7 +230,7 @@ class RulesTab(QWidget):
             for i, (at, recipe, version) in enumerate(history):
                 label = f"{at}  {recipe}  {version}" + ("   (running)" if i == len(history) - 1 else "")
                 self.history.addItem(label)
-        self.rollback_btn.setEnabled(self.backend.can_control and len(history) > 1)
+        self.rollback_btn.setEnabled(self.backend.can_edit and len(history) > 1)
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setText(text)

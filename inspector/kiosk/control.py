@@ -1,0 +1,101 @@
+"""What the kiosk lets an authorised client change: its rule set and its memory split.
+
+Each verb validates before anything is written or applied, and answers what it did, so the dashboard
+attached to a kiosk never writes the kiosk's files itself and never needs a path from it.
+- rules: the text is parsed and checked against the zoo, then the watched file is replaced atomically,
+  then the line takes it (app/rules_watch.py `submit`); a refused edit leaves the disk as it was.
+- allocation: a new pool/batch split over the same device and executors applies live; anything else is
+  saved to `allocation.json` in the data directory and applies at the kiosk's next start.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..app.allocation import Allocation, reallocate_live
+from ..app.rules_watch import RulesWatcher
+from ..app.service import LineService
+from ..routing.rules import decode_rules
+
+ALLOCATION_FILE = "allocation.json"
+
+
+def saved_allocation(data_dir: Path) -> Allocation | None:
+    """The allocation an operator saved for the next start, if any (ValueError when the file is damaged)."""
+    path = data_dir / ALLOCATION_FILE
+    if not path.is_file():
+        return None
+    try:
+        return parse_allocation(path.read_bytes())
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}; fix or delete the file") from None
+
+
+def parse_allocation(body: bytes) -> Allocation:
+    try:
+        doc = json.loads(body)
+        device, pool = float(doc["device_mb"]), float(doc["expert_pool_mb"])
+        executors = doc.get("executors")
+        executors = None if executors is None else int(executors)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"an allocation is JSON {{\"device_mb\": N, \"expert_pool_mb\": N, \"executors\": N or "
+                         f"null}} ({type(exc).__name__}: {exc})") from None
+    if not 0 < pool < device:
+        raise ValueError(f"the expert pool ({pool:g} MiB) must be more than 0 and less than the device "
+                         f"({device:g} MiB)")
+    if executors is not None and executors < 1:
+        raise ValueError(f"executors must be at least 1, got {executors}")
+    return Allocation(device, pool, executors)
+
+
+class Control:
+    def __init__(self, service: LineService, rules: RulesWatcher, data_dir: Path,
+                 say: Callable[[str], None] = lambda _m: None) -> None:
+        self.service, self.rules, self.data_dir, self.say = service, rules, data_dir, say
+
+    def rules_document(self) -> dict[str, Any]:
+        """The running set and the text it came from (what the dashboard's editor shows)."""
+        running = self.service.line.rules
+        history = self.rules.state.history
+        return {"recipe": running.recipe, "version": running.version, "name": Path(running.source).name,
+                "text": history[-1].text if history else None, "editable": self.rules.path is not None}
+
+    def submit_rules(self, body: bytes) -> dict[str, Any]:
+        rules = self.rules.submit(decode_rules(body, "the posted rule set"))
+        self.say(f"rules applied over the API: {rules.recipe} {rules.version}")
+        return {"applied": True, "recipe": rules.recipe, "version": rules.version}
+
+    def rollback(self, body: bytes) -> dict[str, Any]:
+        try:
+            index = int(json.loads(body)["index"])
+        except (ValueError, KeyError, TypeError):
+            raise ValueError('a rollback is JSON {"index": N}, N a position in /status rules.history') from None
+        rules = self.rules.rollback(index)
+        self.say(f"rules rolled back over the API to {rules.recipe} {rules.version}")
+        return {"applied": True, "recipe": rules.recipe, "version": rules.version}
+
+    def allocation(self, body: bytes) -> dict[str, Any]:
+        new = parse_allocation(body)
+        line = self.service.line
+        if new.live_over(Allocation.of(line.config)):
+            batch_mb = reallocate_live(line, new)
+            self._save(new)
+            self.say(f"allocation applied live over the API: pool {new.expert_pool_mb:g} MiB")
+            return {"applied": "live", "batch_mb_per_executor": batch_mb}
+        self._save(new)
+        return {"applied": "restart", "saved": ALLOCATION_FILE,
+                "note": "a new device total or executor count applies at the kiosk's next start "
+                        "(sudo systemctl restart inspector-kiosk)"}
+
+    def _save(self, new: Allocation) -> None:
+        path = self.data_dir / ALLOCATION_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump({"device_mb": new.device_mb, "expert_pool_mb": new.expert_pool_mb,
+                       "executors": new.executors}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
