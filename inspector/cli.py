@@ -180,7 +180,7 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
                       register=not args.no_register)
     overflow = args.overflow or ("drop-oldest" if args.source.startswith("camera:") else "wait")
     config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops,
-                           min_free_mb=args.min_free_mb)
+                           min_free_mb=args.min_free_mb, db_retry_max_s=args.db_retry_max_s)
     publisher = None
     if args.mqtt:
         from .results.credentials import MQTT_CREDENTIAL, MQTT_PASSWORD_ENV, credential
@@ -322,6 +322,9 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "
                                 "db-url, or SQLite in the data directory)")
     p.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
+    p.add_argument("--db-retry-max-s", type=float, default=30.0,
+                   help="longest wait between retries while the database is down (default 30; the first is 1 s, "
+                        "then doubling)")
     p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
     p.add_argument("--line", default="line-1")
     p.add_argument("--station", default="aoi-1")

@@ -90,3 +90,13 @@ def store(request, tmp_path: Path):
         s = ResultStore(server.create_db("r" + uuid.uuid4().hex[:10]))
     yield s
     s.close()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's reporter
+    """The fault table of the fault-injection suite (tests/test_faults.py), when it ran."""
+    from .faults import FAULT_TABLE, format_table, save_table
+
+    if FAULT_TABLE:
+        terminalreporter.section("fault table")
+        terminalreporter.write_line(format_table(FAULT_TABLE))
+        save_table()

@@ -54,9 +54,17 @@ class Postgres:
             shutil.chown(self.root, "postgres")
         data = self.root / "data"
         self._run(_pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self._run(_pg_bin("pg_ctl"), "-D", str(data), "-l", str(self.root / "log"), "-w", "-o",
-                  f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
         self.data = data
+        self.start()
+
+    def start(self) -> None:
+        """Start (again, after `outage`): the same cluster, data and port."""
+        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-o",
+                  f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+
+    def outage(self) -> None:
+        """Stop the server the way a crash or a pulled cable does (immediate: no clean shutdown)."""
+        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def _run(self, *cmd: str) -> None:
         subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, cwd=self.root)

@@ -38,6 +38,7 @@ class ServiceConfig:
     overflow: str = "wait"  # wait | drop-oldest | drop-newest (see ingest/queue.py)
     keep_crops: str = "failed"  # failed | all | none
     writer_capacity: int = 256  # boards waiting in memory for the result writer before the line waits
+    db_retry_max_s: float = 30.0  # the longest wait between retries of an unreachable database
     min_free_mb: float = 512.0  # below this much free disk, crops are not kept (the spool and database need it)
 
 
@@ -50,7 +51,8 @@ class LineService:
         self.crops = CropKeeper(data_dir / "crops", config.keep_crops, config.min_free_mb)
         self.published = list(published or [])
         self.writer = ResultWriter(store, data_dir / "spool.jsonl", prepare=self.crops, on_written=self._written,
-                                   on_durable=self._durable, capacity=config.writer_capacity)
+                                   on_durable=self._durable, capacity=config.writer_capacity,
+                                   max_retry_s=config.db_retry_max_s)
         self.detection = Detection()
         self._truths: dict[str, dict[str, str]] = {}  # inspection id -> true defects (synthetic boards)
         self._on_stored: dict[str, Callable[[], None]] = {}  # inspection id -> the source's hook (archive the file)

@@ -46,15 +46,17 @@ class WriterStatus:
 class ResultWriter:
     def __init__(self, store: ResultStore, spool: Path, batch: int = 64, max_wait_s: float = 0.2,
                  retry_s: float = 1.0, on_written: Sink | None = None, prepare: Sink | None = None,
-                 on_durable: Sink | None = None, capacity: int = 256) -> None:
+                 on_durable: Sink | None = None, capacity: int = 256, max_retry_s: float = MAX_RETRY_S) -> None:
         """`prepare` runs on this thread for each board before it is stored (the crop keeper); `on_durable`
         once it is stored or spooled; `on_written` after its transaction commits (MQTT and other
-        acknowledged-only sinks). `capacity` bounds the boards waiting in memory."""
+        acknowledged-only sinks). `capacity` bounds the boards waiting in memory; retries back off from `retry_s`
+        doubling up to `max_retry_s`."""
         self.store = store
         self.spool = Spool(spool)
         self.batch = batch
         self.max_wait_s = max_wait_s
         self.retry_s = retry_s
+        self.max_retry_s = max_retry_s
         self.on_written = on_written
         self.on_durable = on_durable
         self.prepare = prepare
@@ -146,7 +148,7 @@ class ResultWriter:
     def _backoff(self) -> float:
         with self._lock:
             self._failures += 1
-            return min(MAX_RETRY_S, self.retry_s * 2 ** (self._failures - 1))
+            return min(self.max_retry_s, self.retry_s * 2 ** (self._failures - 1))
 
     def _take(self) -> tuple[list[BoardRecord], bool]:
         """Up to `batch` boards: those held back first (oldest), then new ones; True once `close` was called."""
