@@ -257,6 +257,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_db_prune(args: argparse.Namespace) -> int:
+    from .results.retention import prune
+    from .results.store import ResultStore
+
+    data = _data_dir(args.data)
+    store = ResultStore(_db_url(args))
+    report = prune(store, data / "crops", Path(args.archive) if args.archive else None, args.retain_days)
+    print(report.line(args.retain_days))
+    return 1 if report.errors else 0
+
+
 def cmd_accuracy(args: argparse.Namespace) -> int:
     from .app.accuracy import CONDITIONS, format_table, run_suite
     from .app.line import LineConfig
@@ -406,6 +417,16 @@ def build_parser() -> argparse.ArgumentParser:
                                      "db-url, or SQLite in the data directory)")
     export.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
     export.set_defaults(func=cmd_export)
+
+    db = sub.add_parser("db", help="the results database: retention")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    prune = db_sub.add_parser("prune", help="delete boards, kept crops and archived images older than the retention")
+    prune.add_argument("--retain-days", type=float, required=True, help="keep this many days")
+    prune.add_argument("--archive", help="a watched folder's archive (its inspected/ folder) to prune too")
+    prune.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the credential "
+                                    "db-url, or SQLite in the data directory)")
+    prune.add_argument("--data", help="data directory holding crops/ (default: ./inspector-data or $INSPECTOR_DATA)")
+    prune.set_defaults(func=cmd_db_prune)
 
     plan = sub.add_parser("plan", help="offline configuration: executor counts, memory split, placement")
     plan.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")

@@ -13,16 +13,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import cv2
-import numpy as np
 import pytest
 
-from inspector.ingest.synthetic import render_board
 from inspector.kiosk.health import health
 from inspector.kiosk.systemd import Notifier
 from inspector.results.store import ResultStore, sqlite_url
 
-from .conftest import DEMO_RULES
+from .faults import drop
 from .services import Mosquitto, free_port
 from .test_mqtt import Subscriber
 from .test_routing_rules import GOOD
@@ -84,15 +81,6 @@ class NotifySocket:
         self.sock.close()
 
 
-def drop_boards(folder: Path, names: list[str], seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    for name in names:
-        image = render_board(DEMO_RULES, name, rng).image
-        tmp = folder / f".{name}.tmp.png"
-        cv2.imwrite(str(tmp), image)
-        tmp.rename(folder / f"{name}.png")
-
-
 def wait_until(check, timeout: float = 30.0, every: float = 0.1):  # noqa: ANN001, ANN201
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -125,7 +113,7 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
         code, body = get(f"{base}/health")
         assert code == 200 and json.loads(body)["status"] == "ok"
 
-        drop_boards(inbox, ["K0", "K1", "K2"], seed=5)
+        drop(inbox, ["K0", "K1", "K2"], seed=5)
         status = wait_until(lambda: (s := json.loads(get(f"{base}/status")[1]))["results"]["written"] >= 3 and s)
         assert status["boards"] == 3 and status["parts"] == 9 and status["line"]["recipe"] == "mini"
         _, metrics = get(f"{base}/metrics")
@@ -149,7 +137,7 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
         status = wait_until(lambda: (s := json.loads(get(f"{base}/status")[1]))["rules"]["applied"] and s, 20)
         assert status["line"]["ruleset_version"] != first_version and status["rules"]["last_error"] is None
 
-        drop_boards(inbox, ["K3", "K4", "K5", "K6"], seed=6)
+        drop(inbox, ["K3", "K4", "K5", "K6"], seed=6)
         if not wait_until(lambda: json.loads(get(f"{base}/status")[1])["boards"] >= 4, 60):
             proc.send_signal(signal.SIGUSR1)  # every thread's stack to stderr, for the failure message
             time.sleep(1)

@@ -160,3 +160,31 @@ def test_a_database_password_never_comes_from_the_command_line(tmp_path: Path, m
     (tmp_path / "db-url").write_text("postgresql+psycopg2://u:cred@h/db\n")
     monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path))
     assert database_url(None, "d") == "postgresql+psycopg2://u:cred@h/db"
+
+
+def test_db_prune_deletes_what_is_older_than_the_retention(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    import os
+
+    from inspector.cli import main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    store = ResultStore(sqlite_url(data / "results.sqlite"))
+    now = datetime.now(timezone.utc)
+    old, new = now - timedelta(days=40), now - timedelta(days=2)
+    store.write([BoardRecord("OLD", "a", "v", old, old), board("NEW", 0)])
+    with store.engine.begin() as c:
+        c.execute(text("UPDATE inspections SET started_at = :t WHERE board_serial = 'NEW'"),
+                  {"t": new.replace(tzinfo=None)})
+    for day in (old, new):
+        (data / "crops" / day.strftime("%Y-%m-%d") / "B-1").mkdir(parents=True)
+    archive = tmp_path / "inbox" / "inspected"
+    archive.mkdir(parents=True)
+    for name, when in (("old.png", old), ("new.png", new)):
+        (archive / name).write_bytes(b"x")
+        os.utime(archive / name, (when.timestamp(), when.timestamp()))
+    assert main(["db", "prune", "--retain-days", "30", "--data", str(data), "--archive", str(archive)]) == 0
+    assert "1 boards, 1 day(s) of crops, 1 archived image(s)" in capsys.readouterr().out
+    assert [i.board_serial for i in store.inspections()] == ["NEW"] and store.count() == (1, 2)
+    assert [p.name for p in (data / "crops").iterdir()] == [new.strftime("%Y-%m-%d")]
+    assert [p.name for p in archive.iterdir()] == ["new.png"]
