@@ -268,6 +268,25 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    from .app.line import LineConfig
+    from .app.run import RULES_DIR, demo_zoo, line_profiles
+    from .app.service import ServiceConfig
+    from .app.soak import soak
+    from .routing.rules import load_rules
+
+    rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
+    zoo = demo_zoo(_models_dir(args.models), _say) if args.zoo is None else _load_zoo(args.zoo)
+    profiles = line_profiles(zoo, _models_dir(args.models), _say)
+    config = ServiceConfig(LineConfig(policy=args.policy, device_mb=args.device_mb))
+    report = soak(rules, zoo, profiles, config, args.parts, Path(args.data) if args.data else None, _say)
+    print(f"soak: rule set {rules.recipe}, policy {args.policy}, {report.samples[-1].parts} parts, "
+          f"{report.stored} boards stored")
+    print(report.table())
+    print(f"RSS growth after warm-up: {report.growth * 100:+.2f}%")
+    return 0
+
+
 def cmd_accuracy(args: argparse.Namespace) -> int:
     from .app.accuracy import CONDITIONS, format_table, run_suite
     from .app.line import LineConfig
@@ -427,6 +446,15 @@ def build_parser() -> argparse.ArgumentParser:
                                     "db-url, or SQLite in the data directory)")
     prune.add_argument("--data", help="data directory holding crops/ (default: ./inspector-data or $INSPECTOR_DATA)")
     prune.set_defaults(func=cmd_db_prune)
+
+    soak_p = sub.add_parser("soak", help="run the line on synthetic boards for a long time and report memory (RSS)")
+    soak_p.add_argument("--parts", type=int, default=100_000, help="parts to inspect (default 100000)")
+    soak_p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    soak_p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
+    soak_p.add_argument("--policy", default="coserve", help="engine policy")
+    soak_p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    soak_p.add_argument("--data", help="where the soak's database and crops go (default: a temporary folder)")
+    soak_p.set_defaults(func=cmd_soak)
 
     plan = sub.add_parser("plan", help="offline configuration: executor counts, memory split, placement")
     plan.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")

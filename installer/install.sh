@@ -93,10 +93,17 @@ for f in "$SRC"/routing_rules/*.yaml; do
   [ -e "$R$CONF/routing_rules/$(basename "$f")" ] || install -m 0664 "$f" "$R$CONF/routing_rules/"
 done
 [ -e "$R$CONF/kiosk.env" ] || { render "$SRC/installer/kiosk.env" "$R$CONF/kiosk.env"; chmod 0640 "$R$CONF/kiosk.env"; }
+# the API token that rule and memory edits over HTTP need: random, readable by the service user only
+if [ ! -e "$R$CONF/api-token" ]; then
+  (umask 077; "$R$PREFIX/venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))' > "$R$CONF/api-token")
+fi
+chmod 0600 "$R$CONF/api-token"
 
-say "systemd unit and desktop entry"
+say "systemd units (kiosk, daily retention) and desktop entry"
 install -d "$R/etc/systemd/system" "$R/usr/share/applications"
 render "$SRC/installer/inspector-kiosk.service" "$R/etc/systemd/system/inspector-kiosk.service"
+render "$SRC/installer/inspector-prune.service" "$R/etc/systemd/system/inspector-prune.service"
+render "$SRC/installer/inspector-prune.timer" "$R/etc/systemd/system/inspector-prune.timer"
 render "$SRC/installer/inspector-dashboard.desktop" "$R/usr/share/applications/inspector-dashboard.desktop"
 
 if [ "$MAKE_USER" = 1 ]; then
@@ -104,6 +111,7 @@ if [ "$MAKE_USER" = 1 ]; then
   # operators in the group may edit the rules the kiosk watches
   chown -R "root:$USER_NAME" "$CONF"
   chmod 2775 "$CONF/routing_rules"
+  chown "$USER_NAME:$USER_NAME" "$CONF/api-token"  # the kiosk reads it; an operator attaching uses sudo
 fi
 
 if [ "$DEMO_ZOO" = 1 ]; then
@@ -117,7 +125,7 @@ fi
 if [ "$SYSTEMD" = 1 ]; then
   need_root "enabling the service"
   systemctl daemon-reload
-  systemctl enable --now inspector-kiosk.service
+  systemctl enable --now inspector-kiosk.service inspector-prune.timer
   say "inspector-kiosk is running: systemctl status inspector-kiosk; curl -s 127.0.0.1:9108/health"
 else
   say "staged under ${DEST:-/}; start with: systemctl daemon-reload && systemctl enable --now inspector-kiosk"

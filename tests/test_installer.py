@@ -37,6 +37,13 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     assert "ExecStart=/opt/inspector/venv/bin/inspector kiosk $INSPECTOR_ARGS" in unit
     assert "--rules /etc/inspector/routing_rules/board_a.yaml --source watch:/var/lib/inspector/inbox" in env
     assert (staged / "etc/inspector/routing_rules/board_a.yaml").is_file()
+    assert "INSPECTOR_TOKEN_FILE=/etc/inspector/api-token" in unit
+    token = staged / "etc/inspector/api-token"
+    assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text().strip()) >= 32
+    assert "SECRET" not in env.split("# Examples:")[0] and "INSPECTOR_RETAIN_DAYS=90" in env
+    prune = (staged / "etc/systemd/system/inspector-prune.service").read_text()
+    assert "db prune --retain-days ${INSPECTOR_RETAIN_DAYS} --archive /var/lib/inspector/inbox/inspected" in prune
+    assert "OnCalendar=daily" in (staged / "etc/systemd/system/inspector-prune.timer").read_text()
     assert (staged / "var/lib/inspector/inbox").is_dir()
     # the installed program runs outside the checkout and finds its shipped rule sets
     py = staged / "opt/inspector/venv/bin/python"
@@ -55,11 +62,13 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
     rules = staged / "etc/inspector/routing_rules/board_a.yaml"
     env.write_text("INSPECTOR_ARGS=--source camera:0\n")
     rules.write_text(rules.read_text() + "\n# tuned on line 3\n")
+    token = (staged / "etc/inspector/api-token").read_text()
     r = subprocess.run(["bash", str(INSTALLER / "install.sh"), "--dest", str(staged), "--no-apt",
                         "--system-site-packages"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert env.read_text() == "INSPECTOR_ARGS=--source camera:0\n"
     assert rules.read_text().endswith("# tuned on line 3\n")
+    assert (staged / "etc/inspector/api-token").read_text() == token  # attached dashboards keep working
 
 
 def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
@@ -70,15 +79,19 @@ def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
     prefix = tmp_path / "opt"
     (prefix / "venv/bin").mkdir(parents=True)
     (prefix / "venv/bin/inspector").symlink_to(exe if exe.exists() else sys.executable)
-    text = (INSTALLER / "inspector-kiosk.service").read_text()
-    for key, value in {"@PREFIX@": str(prefix), "@DATA@": str(tmp_path), "@CONF@": str(tmp_path),
-                       "@USER@": "root"}.items():
-        text = text.replace(key, value)
-    unit = tmp_path / "inspector-kiosk.service"
-    unit.write_text(text)
-    r = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True)
-    complaints = [ln for ln in (r.stdout + r.stderr).splitlines() if unit.name in ln]
+    units = {}
+    for name in ("inspector-kiosk.service", "inspector-prune.service", "inspector-prune.timer"):
+        text = (INSTALLER / name).read_text()
+        for key, value in {"@PREFIX@": str(prefix), "@DATA@": str(tmp_path), "@CONF@": str(tmp_path),
+                           "@USER@": "root"}.items():
+            text = text.replace(key, value)
+        units[name] = tmp_path / name
+        units[name].write_text(text)
+    (tmp_path / "kiosk.env").write_text("INSPECTOR_RETAIN_DAYS=30\n")
+    r = subprocess.run([analyze, "verify", *map(str, units.values())], capture_output=True, text=True)
+    complaints = [ln for ln in (r.stdout + r.stderr).splitlines() if any(u in ln for u in units)]
     assert r.returncode == 0 and not complaints, complaints
+    text = units["inspector-kiosk.service"].read_text()
     service = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
     assert service["Type"] == "notify" and service["Restart"] == "on-failure"
     assert service["WatchdogSec"] == "60" and service["KillSignal"] == "SIGTERM"
