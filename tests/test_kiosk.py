@@ -206,6 +206,26 @@ def test_health_names_what_needs_attention() -> None:
     assert health(old, 0.0, 60)["status"] == "ok"  # an old hiccup no longer counts
 
 
+def test_health_is_critical_when_results_are_at_risk_and_names_the_rest() -> None:
+    base = {"spooled": 0, "last_error": "spool: No space left on device", "crops_failed": 0, "crops_error": None,
+            "pending": 40}
+    full = health(_snap(results={**base, "disk_full": True}), 0.0, 60)
+    assert full["status"] == "critical" and "disk full: 40 board result(s) held" in full["reasons"][0]
+    dead = health(_snap(results={**base, "writer_alive": False}), 0.0, 60)
+    assert dead["status"] == "critical" and "result writer has stopped" in dead["reasons"][0]
+    quiet = {"source_error": None, "source": {"name": "camera:0", "last_error": None, "last_error_age_s": None,
+                                              "last_frame_age_s": 95.0}}
+    many = health(_snap(results={**base, "last_error": None, "dead_letters": 2, "low_disk": "300 MiB free"},
+                        failed_experts={"cls-R0402": "weights ... not the weights this expert was trained with"},
+                        ingest=quiet, rules={"watcher_alive": False, "last_error": None}), 0.0, 60, silent_limit_s=60)
+    text = " | ".join(many["reasons"])
+    assert many["status"] == "degraded"
+    for expected in ("2 board result(s) refused", "300 MiB free", "expert cls-R0402 failed", "camera:0 silent",
+                     "rule watcher has stopped"):
+        assert expected in text, text
+    assert health(_snap(ingest=quiet), 0.0, 60)["status"] == "ok"  # no --silent-s: silence is allowed
+
+
 @pytest.mark.parametrize("listen", ["localhost", "127.0.0.1:http"])
 def test_bad_listen_address_says_how_to_write_it(listen: str) -> None:
     from inspector.kiosk.http import parse_listen

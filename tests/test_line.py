@@ -83,3 +83,33 @@ def test_a_rule_set_naming_experts_the_zoo_lacks_is_refused(demo, tmp_path: Path
 
     with pytest.raises(ValueError, match="cls-D2N"):
         Line(other, zoo, {}, LineConfig())
+
+
+def test_an_expert_whose_weights_were_swapped_fails_alone(demo, tmp_path: Path) -> None:
+    """Weights are checked against the sha256 recorded at training on first read: a swapped file fails that
+    expert only (its parts get `error` with both digests), every other part is inspected, health names it."""
+    import shutil
+
+    from inspector.experts.zoo import Zoo
+    from inspector.kiosk.health import health
+
+    root, zoo = demo
+    copy = tmp_path / "zoo"
+    shutil.copytree(zoo.root, copy)
+    swapped = Zoo.load(copy)
+    a, b = (swapped.path_of(n) for n in ("cls-R1K", "cls-D1N"))  # the same architecture: it loads, but wrong
+    shutil.copyfile(b, a)
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    service, _ = run_line(RULES, swapped, root / "models", SyntheticSource(RULES, 3, seed=78),
+                          ServiceConfig(LineConfig(device_mb=40)), store, tmp_path / "data", lambda _m: None)
+    parts = [p for i in store.inspections() for p in i.parts]
+    bad = [p for p in parts if p.expert == "cls-R1K"]
+    assert bad and all(p.verdict == "error" and "not the weights this expert was trained with" in p.error for p in bad)
+    assert all(p.verdict != "error" for p in parts if p.component_type != bad[0].component_type)
+    assert set(service.line.engine.failed_experts()) == {"cls-R1K"}
+    from inspector.app.snapshot import snapshot
+
+    snap = snapshot(service)
+    snap["state"] = "running"
+    reasons = health(snap, 0.0, 60)["reasons"]
+    assert any("expert cls-R1K failed" in r for r in reasons), reasons
