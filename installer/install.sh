@@ -12,11 +12,12 @@ CONF=/etc/inspector
 USER_NAME=inspector
 DEST=""           # stage into DEST (a package build or a test) instead of the live system
 APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0
+PYTHON=python3    # the interpreter the virtual environment is made from
 
 usage() {
   cat <<USAGE
 usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest DIR]
-                  [--no-apt] [--no-systemd] [--no-user] [--system-site-packages] [--demo-zoo]
+                  [--no-apt] [--no-systemd] [--no-user] [--system-site-packages] [--demo-zoo] [--python PY]
   --prefix DIR             program files and virtual environment (default $PREFIX)
   --data DIR               results database, spool, crops, models, inbox (default $DATA)
   --conf DIR               kiosk.env and routing rules (default $CONF)
@@ -27,6 +28,7 @@ usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest
   --no-user                do not create the service user
   --system-site-packages   let the venv use Python packages already installed (torch from the box's image)
   --demo-zoo               train the demo experts now (about 15 minutes on 2 cores) instead of on first start
+  --python PY              the Python the virtual environment is made from (default python3)
 USAGE
 }
 
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --no-user) MAKE_USER=0; shift ;;
     --system-site-packages) SITE_PACKAGES=1; shift ;;
     --demo-zoo) DEMO_ZOO=1; shift ;;
+    --python) PYTHON="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -75,7 +78,7 @@ install -d "$R$PREFIX" "$R$DATA" "$R$DATA/inbox" "$R$DATA/models" "$R$CONF" "$R$
 say "virtual environment $PREFIX/venv"
 VENV_FLAGS=()
 [ "$SITE_PACKAGES" = 1 ] && VENV_FLAGS+=(--system-site-packages)
-python3 -m venv "${VENV_FLAGS[@]}" "$R$PREFIX/venv"
+"$PYTHON" -m venv "${VENV_FLAGS[@]}" "$R$PREFIX/venv"
 PIP=("$R$PREFIX/venv/bin/python" -m pip install -q)
 if [ "$SITE_PACKAGES" = 1 ]; then
   "${PIP[@]}" --no-deps "$SRC"

@@ -12,19 +12,27 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALLER = REPO / "installer"
+# the staged venv is made from the interpreter running the tests (same Python version as the packages it borrows)
+INSTALL_FLAGS = ("--no-apt", "--system-site-packages", "--python", sys.executable)
 
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("stage")
-    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), "--dest", str(dest), "--no-apt",
-                        "--system-site-packages"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), *INSTALL_FLAGS, "--dest", str(dest)],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
     # --system-site-packages stands for the box's image (torch preinstalled); here the image is whatever environment
-    # runs the tests, a virtualenv too: its packages are appended behind the staged venv's own
+    # runs the tests (a fresh virtualenv, the interpreter's own site-packages, a user site): every site-packages
+    # folder on this process's path is appended behind the staged venv's own, so it finds what the tests find
     site_dir = next((dest / "opt/inspector/venv/lib").glob("python*/site-packages"))
-    (site_dir / "zz_test_image.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    (site_dir / "zz_test_image.pth").write_text("\n".join(image_site_packages()) + "\n")
     return dest
+
+
+def image_site_packages() -> list[str]:
+    dirs = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
+    return list(dict.fromkeys([*site.getsitepackages(), *dirs]))
 
 
 def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Path, tmp_path: Path) -> None:
@@ -63,8 +71,8 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
     env.write_text("INSPECTOR_ARGS=--source camera:0\n")
     rules.write_text(rules.read_text() + "\n# tuned on line 3\n")
     token = (staged / "etc/inspector/api-token").read_text()
-    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), "--dest", str(staged), "--no-apt",
-                        "--system-site-packages"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), *INSTALL_FLAGS, "--dest", str(staged)],
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert env.read_text() == "INSPECTOR_ARGS=--source camera:0\n"
     assert rules.read_text().endswith("# tuned on line 3\n")
