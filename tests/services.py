@@ -86,13 +86,14 @@ class Postgres:
 class Mosquitto:
     """A mosquitto broker on a free localhost port; `restart` keeps its persisted sessions (like a real outage)."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, settings: str = "allow_anonymous true\n") -> None:
+        """`settings`: the listener's access lines (passwords, TLS certificates); anonymous by default."""
         ensure_debian_packages("mosquitto", ["mosquitto"])
         self.binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
         self.root = Path(tempfile.mkdtemp(prefix="inspector-mqtt-"))
         self.port = port or free_port()
         conf = self.root / "mosquitto.conf"
-        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+        conf.write_text(f"listener {self.port} 127.0.0.1\n{settings}persistence true\n"
                         f"persistence_location {self.root}/\nlog_dest file {self.root}/log\n"
                         + ("user root\n" if os.geteuid() == 0 else ""))
         self.conf = conf

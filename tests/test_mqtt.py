@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import threading
 import time
+from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -58,6 +62,7 @@ def test_each_stored_board_reaches_a_subscriber_with_its_parts(broker: Mosquitto
     assert pub.wait_published(10)
     got = sub.wait_for(3)
     assert [b["board_serial"] for b in got] == ["B0", "B1", "B2"]
+    assert len({b["inspection_id"] for b in got}) == 3  # a subscriber can drop a re-sent message by its id
     assert [b["verdict"] for b in got] == ["pass", "fail", "pass"]
     assert got[1]["parts"][1]["defect_class"] == "polarity" and len(got[1]["parts"]) == 2
     assert {t for t, _, _ in sub.messages} >= {"inspector/line-7/aoi-2/board", "inspector/line-7/aoi-2/status"}
@@ -96,3 +101,45 @@ def test_broker_addresses_are_checked() -> None:
     assert parse_broker("broker") == ("broker", 1883)
     with pytest.raises(ValueError, match="not a number"):
         parse_broker("broker:eighty")
+
+
+def _certificates(folder: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 (openssl, as a plant's PKI would issue)."""
+    def ssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+        "-subj", "/CN=inspector test CA")
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    ssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+        "server.crt", "-days", "2", "-extfile", "san.ext")
+    return folder / "ca.crt", folder / "server.crt", folder / "server.key"
+
+
+def test_a_broker_with_passwords_over_tls(tmp_path: Path) -> None:
+    if not shutil.which("openssl") or not shutil.which("mosquitto_passwd"):
+        pytest.skip("openssl or mosquitto_passwd is not installed")
+    ca, crt, key = _certificates(tmp_path)
+    passwords = tmp_path / "passwords"
+    subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwords), "aoi", "s3cret"], check=True, capture_output=True)
+    os.chmod(passwords, 0o600)
+    broker = Mosquitto(settings=f"cafile {ca}\ncertfile {crt}\nkeyfile {key}\nallow_anonymous false\n"
+                                f"password_file {passwords}\n")
+    good = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1", username="aoi", password="s3cret",
+                         ca_file=str(ca), client_id="good")
+    wrong = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1", username="aoi", password="guess",
+                          ca_file=str(ca), client_id="wrong")
+    try:
+        good.start()
+        wrong.start()
+        good(board("T1"))
+        assert good.wait_published(10) and good.status().published == 1 and good.status().connected
+        deadline = time.monotonic() + 10
+        while "refused" not in (wrong.status().last_error or "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not wrong.status().connected and "refused" in wrong.status().last_error
+    finally:
+        good.close(1)
+        wrong.close(0.5)
+        broker.close()

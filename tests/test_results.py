@@ -228,7 +228,7 @@ def test_crops_of_flagged_parts_are_kept_and_a_full_disk_only_costs_the_picture(
     assert kept.is_file() and kept.name == "D1.png" and b.crops == {}
     assert kept.parent.name == f"SN_1-{b.inspection_id[:8]}"  # one folder per inspection, never shared
 
-    full = CropKeeper(small_disk / "crops")
+    full = CropKeeper(small_disk / "crops", min_free_mb=0)  # no floor: the write itself meets ENOSPC
     fill(small_disk)
     b2 = board("B2", defect="missing")
     b2.crops = {"D1": np.random.default_rng(0).integers(0, 255, (256, 256, 3), dtype=np.uint8)}
@@ -240,3 +240,10 @@ def test_crops_of_flagged_parts_are_kept_and_a_full_disk_only_costs_the_picture(
     assert full.failed == 1 and "No space left" in full.last_error
     [stored] = store.inspections()
     assert stored.board_serial == "B2" and stored.parts[1].crop_path is None
+    # with a floor, crops stop before the disk is full: skipped, counted and said, the result stored all the same
+    floored = CropKeeper(small_disk / "crops", min_free_mb=64)
+    b3 = board("B3", defect="missing")
+    b3.crops = dict(b2.crops) if b2.crops else {"D1": np.zeros((8, 8, 3), np.uint8)}
+    floored(b3)
+    assert floored.skipped_low_disk == 1 and floored.failed == 0 and "below the floor of 64 MiB" in floored.low_disk
+    assert b3.parts[1].crop_path is None

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from ..coserve.profile import DeviceProfile
 from ..coserve.profiler import load_or_profile
 from ..experts.zoo import Zoo
@@ -98,13 +100,18 @@ def summary(service: LineService, seconds: float) -> str:
     st = line.engine.stats()
     defects = ", ".join(f"{k} {n}" for k, n in line.stats.defects.most_common()) or "none"
     w = service.writer.status()
-    boards, parts = store.count()
+    try:
+        held = "it holds {} boards, {} parts".format(*store.count())
+    except SQLAlchemyError as exc:
+        held = f"it cannot be read now: {type(exc).__name__}"
     out = [f"policy {line.config.policy}: {line.stats.boards} boards, {line.stats.parts} parts in {seconds:.1f} s: "
            f"{line.stats.parts / max(seconds, 1e-9):.1f} parts/s, {line.stats.boards / max(seconds, 1e-9):.2f} "
            f"boards/s, {st.experts.switches} expert switches",
            f"flagged parts: {defects}",
-           f"results: {w.written} boards written to {store.safe_url} (it holds {boards} boards, {parts} parts); "
-           f"{w.spooled} spooled" + (f"; last error: {w.last_error}" if w.last_error else "")]
+           f"results: {w.written} boards written to {store.safe_url} ({held}); {w.spooled} spooled"
+           + (f", {w.duplicates} already stored" if w.duplicates else "")
+           + (f", {w.dead_letters} set aside as dead letters" if w.dead_letters else "")
+           + (f"; last error: {w.last_error}" if w.last_error else "")]
     q, src, crops = service.queue.counters, service.source.counters, service.crops
     if q.dropped:
         out.append(f"ingest: {q.dropped} boards dropped (queue full, policy {service.queue.overflow}); "

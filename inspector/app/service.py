@@ -24,6 +24,7 @@ from ..results.records import BoardRecord
 from ..results.store import ResultStore
 from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet
+from ..runtime.heap import Trimmer
 from .detection import Detection
 from .line import Line, LineConfig
 
@@ -64,6 +65,7 @@ class LineService:
         self.stopped = threading.Event()
         self._resumed = threading.Event()  # cleared while paused
         self._resumed.set()
+        self._trimmer = Trimmer()  # freed image and tensor buffers back to the OS, so RSS stays flat for months
         self._images: dict[str, np.ndarray] = {}  # inspection id -> image, for boards inside the line
         self.last_board: tuple[np.ndarray, BoardRecord] | None = None  # the newest finished board, for a display
 
@@ -91,12 +93,16 @@ class LineService:
             while True:
                 if not self._resumed.wait(0.25) and not self.queue.closed:
                     continue
+                if self.writer.disk_full and not self.queue.closed:
+                    time.sleep(0.25)  # ingest waits while results cannot be stored or spooled (health: critical)
+                    continue
                 frame = self.queue.get(timeout=0.25)
                 if frame is None:
                     if self.queue.closed and not len(self.queue):
                         break
                     continue
                 self._inspect(frame)
+                self._trimmer.maybe()
                 if on_board:
                     on_board()
         finally:

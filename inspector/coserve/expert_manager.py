@@ -27,7 +27,7 @@ from ..runtime.store import TieredStore, WeightsUnavailable
 from .policies import EvictionView, Evictor, Resident
 from .usage import ExpertUsage
 
-HISTORY = 100_000  # switches and batches remembered for the offline refit (a bench run holds far fewer)
+HISTORY = 20_000  # switches and batches remembered for the offline refit (a bench run holds far fewer)
 
 
 class ExpertUnavailable(RuntimeError):

@@ -118,7 +118,13 @@ class Kiosk:
         interval = self.notifier.watchdog_s / 2 if self.notifier.watchdog_s else 1.0
         last_log = time.monotonic()
         while not self._done.wait(interval):
-            if self.service.line.stalled_for() <= self.config.stall_s:
+            # a line waiting for disk space is not hung: a restart would not free the disk, and would drop the
+            # results held in memory (the folder's images stay, a camera's frames would not)
+            if self.service.writer.disk_full:
+                if self.notifier.watchdog_s:
+                    self.notifier.watchdog()
+                self.notifier.status(f"CRITICAL: {self.health()['reasons'][0]}")
+            elif self.service.line.stalled_for() <= self.config.stall_s:
                 if self.notifier.watchdog_s:
                     self.notifier.watchdog()
             else:

@@ -59,6 +59,7 @@ class MqttPublisher:
         self._status_mids: set[int] = set()
         self._connected = False
         self._dropped = 0
+        self._refused: str | None = None  # why the broker refused the last connection attempt
         self._last_error: str | None = None
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2,
                                   client_id=client_id or f"inspector-{line}-{station}", clean_session=False)
@@ -128,8 +129,10 @@ class MqttPublisher:
         with self._lock:
             self._connected = not reason.is_failure
             if reason.is_failure:
-                self._last_error = f"broker {self.host}:{self.port} refused the connection: {reason}"
+                self._refused = f"broker {self.host}:{self.port} refused the connection: {reason}"
+                self._last_error = self._refused
                 return
+            self._refused = None
         mid = client.publish(f"{self.base}/status", "online", qos=1, retain=True).mid
         with self._lock:
             self._status_mids.add(mid)  # its acknowledgement comes later on this same thread
@@ -137,8 +140,8 @@ class MqttPublisher:
     def _on_disconnect(self, _client, _userdata, _flags, reason, _props) -> None:  # noqa: ANN001
         with self._lock:
             self._connected = False
-            if reason.is_failure:
-                self._last_error = f"lost broker {self.host}:{self.port} ({reason}); reconnecting"
+            if reason.is_failure:  # after a refusal, the refusal is what the operator must read (credentials)
+                self._last_error = self._refused or f"lost broker {self.host}:{self.port} ({reason}); reconnecting"
 
     def _on_publish(self, _client, _userdata, mid, _reason, _props) -> None:  # noqa: ANN001
         with self._lock:

@@ -89,7 +89,12 @@ class ResultWriter:
             except queue.Full:
                 if self._started and not self._thread.is_alive():
                     with self._lock:
-                        self.spool.append([board])
+                        try:
+                            self.spool.append([board])
+                        except OSError as exc:  # and the disk is full: keep it in memory, say so
+                            self._held.append(board)
+                            self._disk_full = True
+                            self._last_error = f"cannot spool board {board.board_serial}: {exc.strerror or exc}"
                     return
 
     def close(self, timeout: float | None = 30.0) -> WriterStatus:
@@ -104,6 +109,12 @@ class ResultWriter:
                 continue
         self._thread.join(max(0.0, deadline - time.monotonic()))
         return self.status()
+
+    @property
+    def disk_full(self) -> bool:
+        """Results are held in memory because neither the database nor the spool takes them."""
+        with self._lock:
+            return self._disk_full
 
     def status(self) -> WriterStatus:
         with self._lock:
@@ -227,6 +238,8 @@ class ResultWriter:
             self._duplicates += len(batch) - new
             self._last_error = None
             self._failures = 0
+            if not self._held:
+                self._disk_full = False  # whatever was held found its way to the database
         for board in batch:
             if self.on_durable and not durable_already:
                 self.on_durable(board)
