@@ -11,11 +11,13 @@ import io
 
 import cv2
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import BmpImagePlugin, JpegImagePlugin, PngImagePlugin, TiffImagePlugin
 
 DEFAULT_MAX_PIXELS = 40_000_000  # 40 MP: larger than any line camera's frame, small enough to decode safely
 SIGNATURES = {b"\xff\xd8\xff": "JPEG", b"\x89PNG\r\n\x1a\n": "PNG", b"BM": "BMP", b"II*\x00": "TIFF",
               b"MM\x00*": "TIFF"}
+READERS = {"JPEG": JpegImagePlugin.JpegImageFile, "PNG": PngImagePlugin.PngImageFile,
+           "BMP": BmpImagePlugin.BmpImageFile, "TIFF": TiffImagePlugin.TiffImageFile}
 TAIL = 64  # bytes at the end searched for the end marker (some writers pad)
 
 
@@ -34,11 +36,12 @@ def read_image(data: bytes, name: str = "image", max_pixels: int = DEFAULT_MAX_P
     fmt = image_format(data)
     if fmt is None:
         raise BadImage(f"not an image (starts with {data[:8]!r}); drop only PNG, JPEG, BMP or TIFF files here")
-    try:
-        with Image.open(io.BytesIO(data)) as im:
+    try:  # the header of the format the signature names, through its own reader: never Image.open, which a
+        # library may wrap (ultralytics' wrapper tries to install a HEIF plugin on an unidentified image)
+        with READERS[fmt](io.BytesIO(data)) as im:
             width, height = im.size
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise BadImage(f"a damaged {fmt} header ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - PIL raises SyntaxError, OSError, ValueError... for a bad header
+        raise BadImage(f"a damaged {fmt} header ({type(exc).__name__}: {exc})") from None
     if width * height > max_pixels:
         raise BadImage(f"{width}x{height} px is over the limit of {max_pixels / 1e6:.0f} MP; send smaller frames or "
                        "raise --max-pixels")
