@@ -22,6 +22,7 @@ from inspector.results.spool import Spool
 from inspector.results.store import Filters, ResultStore, SchemaTooNew, parse_when, sqlite_url
 from inspector.results.writer import ResultWriter
 
+from .faults import record
 from .test_results import board
 
 
@@ -58,6 +59,7 @@ def test_a_spool_replayed_after_a_crash_stores_each_board_once(tmp_path: Path) -
     status = writer.close()
     assert (status.written, status.duplicates, status.spooled) == (2, 3, 0)
     assert [i.board_serial for i in store.inspections()] == [f"B{i}" for i in range(5)]
+    record("spool replayed over boards already stored (3 of 5)", 1, [f"B{i}" for i in range(5)], store)
     assert not (tmp_path / "spool.jsonl").exists()
 
 
@@ -99,6 +101,7 @@ def test_a_row_the_database_refuses_is_set_aside_and_the_rest_is_stored(postgres
     assert [i.board_serial for i in store.inspections()] == ["B0", "B2"]
     (dead,) = store.dead_letters()
     assert dead.uuid == bad.inspection_id and "too long" in dead.reason
+    record("row refused by PostgreSQL (1 set aside, not lost)", 1, ["B0", "B2"], store)
     assert BoardRecord.from_json(json.loads(dead.payload)).board_serial == bad.board_serial
     assert status.dead_letters == 1 and status.spooled == 0
 
