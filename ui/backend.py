@@ -3,8 +3,9 @@
 The tabs never touch the engine directly; they read plain snapshots (see
 inspector/app/snapshot.py) and call the few verbs here. `LocalBackend`
 drives a LineController in this process; `AttachedBackend` polls a running
-kiosk's /status on a thread of its own (the GUI thread never waits on the
-network) and reads the results database named on its own command line; it
+kiosk's /status and /rules on a thread of its own (the GUI thread waits on
+the network only for an operator's Apply or Rollback, a local request with a
+5 s timeout) and reads the results database named on its own command line; it
 runs no inference and cannot start, pause or stop the kiosk (systemd does
 that). It changes the kiosk's rules and memory only through the kiosk's API,
 with the kiosk's token, and the kiosk validates before it writes anything; it
@@ -201,6 +202,8 @@ class AttachedBackend:
         self._latest: dict[str, Any] = {"state": "connecting", "controller": {"phase": "attaching", "log": []}}
         self._store: ResultStore | None = None
         self._rules: tuple[str, RuleSet | None] | None = None  # (text, its rule set) of the kiosk's running set
+        self._document: tuple[str, str] | None = None  # GET /rules as of the running version (the poll thread's)
+        self._document_version: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="attach-poll", daemon=True)
         self._thread.start()
@@ -216,6 +219,10 @@ class AttachedBackend:
                 snap = self._call("GET", "/status")
                 snap["controller"] = {"phase": snap.get("state", "?"), "error": None, "log": [],
                                       "source": (snap.get("ingest") or {}).get("source", {}).get("name")}
+                version = (snap.get("line") or {}).get("ruleset_version")
+                if version != self._document_version:  # the running set changed: fetch its text once
+                    self._document = self._fetch_document()
+                    self._document_version = version if self._document is not None else None
             except RuntimeError as exc:
                 snap = {"state": "unreachable", "controller": {"phase": "unreachable", "log": [], "error": str(exc)}}
             self._latest = snap
@@ -289,7 +296,11 @@ class AttachedBackend:
         return None  # the kiosk's files are its own; the text comes over its API
 
     def rules_document(self) -> tuple[str, str] | None:
-        """(the kiosk's name for it, its text) from GET /rules; None when unreachable or it has no text."""
+        """(the kiosk's name for it, its text) of the running set, as the poll thread last fetched it from
+        GET /rules (the GUI thread never waits on the network); None before that or when it has no text."""
+        return self._document
+
+    def _fetch_document(self) -> tuple[str, str] | None:
         try:
             doc = self._call("GET", "/rules")
         except RuntimeError:

@@ -8,4 +8,5 @@
 - snapshot.py     the live state as plain data (kiosk /status and metrics, the dashboard)
 - detection.py    verdicts scored against a synthetic source's truth
 - run.py          `inspector run`: a whole source through a LineService, with progress and a summary
+- soak.py         `inspector soak`: the line for a long time, RSS after warm-up, middle and end
 """

@@ -1,6 +1,8 @@
 """Ingest (the camera room): where board images come from and how they wait for the line.
 
-- sources.py    synthetic boards, a folder (watched or not), a replay list, a camera (OpenCV VideoCapture)
+- sources.py    synthetic boards, a folder (watched or not), a replay list, a camera (OpenCV VideoCapture);
+                every frame with its inspection id
+- images.py     one image file's bytes -> pixels, or the reason it is refused (empty, truncated, too big)
 - synthetic.py  the demo board renderer with known defects (also the training data)
 - crops.py      a board image cut into component crops by the rule set's layout
 - queue.py      the bounded hand-over between a source thread and the line: wait or drop, counted

@@ -1,5 +1,6 @@
 """Runtime shared by the inspection engine and the MoE language-model engine.
 
-Devices, memory ledgers with byte budgets, and the tiered weight store
-(disk -> host RAM -> device pool). Imports nothing else of ours.
+Devices, memory ledgers with byte budgets, the tiered weight store
+(disk -> host RAM -> device pool, weights checked against their sha256) and
+giving freed heap back to the OS (heap.py). Imports nothing else of ours.
 """
