@@ -19,29 +19,29 @@ def _say(msg: str) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .coserve.bench import format_table, run_bench
-    from .coserve.policies import get_policy
-    from .coserve.workload import load_workload
+    from .coserve.evaluation.bench import format_table, run_bench
+    from .coserve.online.policies import get_policy
+    from .coserve.online.workload import load_workload
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     for p in policies:
         get_policy(p)
     workload = load_workload(Path(args.workload) if args.workload else None)
     if args.check_sim:
-        from .coserve.bench import prepare
-        from .coserve.simcheck import compare, format_agreement
+        from .coserve.evaluation.bench import prepare
+        from .coserve.evaluation.simcheck import compare, format_agreement
 
         zoo, profiles = prepare(workload, _models_dir(args.models), progress=_say)
         print(format_agreement(compare(workload, zoo, profiles, policies, progress=_say)))
         return 0
     if args.planned:
-        from .coserve.planner import make_plan
+        from .coserve.offline.planner import make_plan
 
         _, zoo, profiles, evaluate = _planning_inputs(args, workload)
         workload = make_plan(workload, zoo, profiles, evaluate).workload
         _say(f"planned: executors {workload.executors}, experts {workload.expert_pool_bytes / 2**20:.0f} MiB")
     if args.simulate:
-        from .coserve.bench import run_simulated_bench
+        from .coserve.evaluation.bench import run_simulated_bench
 
         report = run_simulated_bench(workload, policies, _models_dir(args.models), box=args.box, progress=_say,
                                      ceiling=not args.no_ceiling)
@@ -57,8 +57,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def _planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202 - CLI glue
     """(label, zoo, profiles, evaluate) for this box (real engine) or a box profile (simulated)."""
-    from .coserve.bench import box_profiles, prepare
-    from .coserve.planner import engine_evaluator, sim_evaluator
+    from .coserve.evaluation.bench import box_profiles, prepare
+    from .coserve.offline.planner import engine_evaluator, sim_evaluator
 
     if args.box or args.simulate:
         label, zoo, profiles = box_profiles(args.box, _models_dir(args.models), workload, _say)
@@ -68,11 +68,11 @@ def _planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN20
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .coserve.bench import format_table, run_policy, simulate_policy
-    from .coserve.planner import format_plan, make_plan
-    from .coserve.policies import get_policy
-    from .coserve.simulation import rate_oracle
-    from .coserve.workload import load_workload
+    from .coserve.evaluation.bench import format_table, run_policy, simulate_policy
+    from .coserve.evaluation.simulation import rate_oracle
+    from .coserve.offline.planner import format_plan, make_plan
+    from .coserve.online.policies import get_policy
+    from .coserve.online.workload import load_workload
 
     workload = load_workload(Path(args.workload) if args.workload else None)
     label, zoo, profiles, evaluate = _planning_inputs(args, workload)
@@ -80,7 +80,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = make_plan(workload, zoo, profiles, evaluate)
     print(format_plan(plan))
     if args.compare:
-        from .coserve.bench import BenchReport
+        from .coserve.evaluation.bench import BenchReport
 
         runs = []
         for name, w in (("casual", workload), ("planned", plan.workload)):
@@ -97,8 +97,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_build(args: argparse.Namespace) -> int:
-    from .coserve.bench import prepare
-    from .coserve.workload import load_workload
+    from .coserve.evaluation.bench import prepare
+    from .coserve.online.workload import load_workload
 
     if args.demo:
         from .app.run import demo_zoo
@@ -116,9 +116,9 @@ def cmd_zoo_build(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from .coserve.bench import zoo_for
-    from .coserve.profiler import load_or_profile
-    from .coserve.workload import load_workload
+    from .coserve.evaluation.bench import zoo_for
+    from .coserve.offline.profiler import load_or_profile
+    from .coserve.online.workload import load_workload
     from .runtime.devices import available_devices
 
     workload = load_workload(Path(args.workload) if args.workload else None)
@@ -376,7 +376,7 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .coserve.policies import POLICY_NAMES, get_policy
+    from .coserve.online.policies import POLICY_NAMES, get_policy
 
     parser = argparse.ArgumentParser(prog="inspector", description="Circuit-board inspection appliance")
     parser.add_argument("--models", help="models directory (default: ./models or $INSPECTOR_MODELS)")

@@ -9,8 +9,8 @@ import pytest
 
 os.environ.setdefault("YOLO_OFFLINE", "1")
 
-from inspector.coserve.bench import prepare  # noqa: E402
-from inspector.coserve.workload import Workload, parse_workload  # noqa: E402
+from inspector.coserve.evaluation.bench import prepare  # noqa: E402
+from inspector.coserve.online.workload import Workload, parse_workload  # noqa: E402
 from inspector.results.store import ResultStore, sqlite_url  # noqa: E402
 from inspector.routing.rules import parse_rules  # noqa: E402
 from inspector.training.demo_zoo import RECIPE, build_demo_zoo  # noqa: E402

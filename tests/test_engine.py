@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from inspector.coserve.bench import check_budget, run_policy
-from inspector.coserve.engine import Engine
-from inspector.coserve.executor_plan import build_plan
-from inspector.coserve.expert_manager import ExpertManager
-from inspector.coserve.policies import POLICY_NAMES, get_policy
-from inspector.coserve.request import Request, Route
+from inspector.coserve.evaluation.bench import check_budget, run_policy
+from inspector.coserve.online.engine import Engine
+from inspector.coserve.online.executor_plan import build_plan
+from inspector.coserve.online.expert_manager import ExpertManager
+from inspector.coserve.online.policies import POLICY_NAMES, get_policy
+from inspector.coserve.online.request import Request, Route
 from inspector.experts.zoo import Zoo
 from inspector.runtime.devices import Device
 from inspector.runtime.memory import MemoryLedger

@@ -6,16 +6,16 @@ import random
 
 import pytest
 
-from inspector.coserve.planner import (
+from inspector.coserve.evaluation.simulation import simulated_zoo
+from inspector.coserve.offline.planner import (
     decay_window,
     make_plan,
     placement,
     ranked_experts,
     search_executors,
 )
-from inspector.coserve.profile import ArchProfile, DeviceProfile
-from inspector.coserve.simulation import simulated_zoo
-from inspector.coserve.workload import MiB, Workload, parse_workload
+from inspector.coserve.online.profile import ArchProfile, DeviceProfile
+from inspector.coserve.online.workload import MiB, Workload, parse_workload
 
 BIG = """\
 name: synthetic

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from inspector.coserve.policies import (
+from inspector.coserve.online.policies import (
     FIFO,
     LRU,
     DependencyAware,
@@ -14,9 +14,9 @@ from inspector.coserve.policies import (
     RoundRobin,
     get_policy,
 )
-from inspector.coserve.queue import MAX_BYPASS, ExecutorQueue
-from inspector.coserve.request import Request, Route
-from inspector.coserve.usage import ExpertUsage, RouteUse
+from inspector.coserve.online.queue import MAX_BYPASS, ExecutorQueue
+from inspector.coserve.online.request import Request, Route
+from inspector.coserve.online.usage import ExpertUsage, RouteUse
 
 
 def req(i: int, expert: str) -> Request:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inspector.coserve.profile import DeviceProfile, ProfileMismatch, fit_linear
-from inspector.coserve.profiler import load_or_profile, plateau_batch, profile_path
+from inspector.coserve.offline.profiler import load_or_profile, plateau_batch, profile_path
+from inspector.coserve.online.profile import DeviceProfile, ProfileMismatch, fit_linear
 from inspector.runtime.devices import Device
 
 
@@ -52,7 +52,7 @@ def test_foreign_profile_is_detected(tiny, models_dir: Path, tmp_path: Path) -> 
 
 
 def test_busy_share_discounts_overlapping_loads() -> None:
-    from inspector.coserve.profile import busy_share
+    from inspector.coserve.online.profile import busy_share
 
     assert busy_share([(0.0, 1.0), (2.0, 1.0)]) == 1.0
     assert busy_share([(0.0, 2.0), (1.0, 2.0)]) == 0.75
@@ -60,7 +60,7 @@ def test_busy_share_discounts_overlapping_loads() -> None:
 
 
 def test_served_profile_refits_batches_and_loads() -> None:
-    from inspector.coserve.profile import ArchProfile, DeviceProfile, served_profile
+    from inspector.coserve.online.profile import ArchProfile, DeviceProfile, served_profile
 
     base = ArchProfile("a", 0.001, 0.001, 8, 100, 10, {"disk": 0.01}, threads=2)
     prof = DeviceProfile({"device": "cpu"}, {DeviceProfile.entry("a", 2): base})

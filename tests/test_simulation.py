@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from inspector.coserve.bench import run_simulated_bench, simulate_policy
-from inspector.coserve.policies import get_policy
-from inspector.coserve.simcheck import compare
-from inspector.coserve.simulation import rate_oracle
-from inspector.coserve.workload import load_workload
+from inspector.coserve.evaluation.bench import run_simulated_bench, simulate_policy
+from inspector.coserve.evaluation.simcheck import compare
+from inspector.coserve.evaluation.simulation import rate_oracle
+from inspector.coserve.online.policies import get_policy
+from inspector.coserve.online.workload import load_workload
 
 
 def test_simulation_is_deterministic_and_uses_the_policies(tiny) -> None:

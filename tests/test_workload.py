@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from inspector.coserve.workload import load_workload, parse_workload
+from inspector.coserve.online.workload import load_workload, parse_workload
 from inspector.yamlio import ConfigError
 
 from .conftest import TINY

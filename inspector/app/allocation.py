@@ -12,14 +12,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..coserve.bench import simulate_policy
-from ..coserve.engine import pool_shortfall
-from ..coserve.executor_plan import build_plan
-from ..coserve.planner import Plan, make_plan, placement, sim_evaluator
-from ..coserve.policies import get_policy
-from ..coserve.profile import DeviceProfile
-from ..coserve.simulation import rate_oracle
-from ..coserve.workload import MiB
+from ..coserve.evaluation.bench import simulate_policy
+from ..coserve.evaluation.simulation import rate_oracle
+from ..coserve.offline.planner import Plan, make_plan, placement, sim_evaluator
+from ..coserve.online.engine import pool_shortfall
+from ..coserve.online.executor_plan import build_plan
+from ..coserve.online.policies import get_policy
+from ..coserve.online.profile import DeviceProfile
+from ..coserve.online.workload import MiB
 from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet
 from .line import Line, LineConfig, rules_workload

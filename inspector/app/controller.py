@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..coserve.profile import DeviceProfile
+from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..results.credentials import database_url
 from ..results.store import ResultStore, sqlite_url

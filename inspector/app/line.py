@@ -24,12 +24,12 @@ from datetime import datetime, timezone
 import cv2
 import numpy as np
 
-from ..coserve.engine import Engine
-from ..coserve.executor_plan import build_plan, devices_of
-from ..coserve.policies import get_policy
-from ..coserve.profile import DeviceProfile
-from ..coserve.request import Request, RequestResult
-from ..coserve.workload import MiB, Workload
+from ..coserve.online.engine import Engine
+from ..coserve.online.executor_plan import build_plan, devices_of
+from ..coserve.online.policies import get_policy
+from ..coserve.online.profile import DeviceProfile
+from ..coserve.online.request import Request, RequestResult
+from ..coserve.online.workload import MiB, Workload
 from ..experts.zoo import Zoo
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, cut_board
 from ..ingest.photometric import INPUT_VERSION

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..coserve.profile import DeviceProfile
-from ..coserve.profiler import load_or_profile
+from ..coserve.offline.profiler import load_or_profile
+from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
 from ..ingest.images import DEFAULT_MAX_PIXELS

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..coserve.profile import DeviceProfile
+from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.queue import IngestQueue, feed
 from ..ingest.sources import Frame, Source

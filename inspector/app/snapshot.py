@@ -10,7 +10,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
-from ..coserve.engine import Engine
+from ..coserve.online.engine import Engine
 from .rules_watch import RulesWatcher
 from .service import LineService
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..coserve.profile import DeviceProfile
+from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.sources import SyntheticSource
 from ..results.store import ResultStore, sqlite_url

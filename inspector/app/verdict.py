@@ -8,7 +8,7 @@ the line could not confirm is never passed.
 """
 from __future__ import annotations
 
-from ..coserve.request import RequestResult
+from ..coserve.online.request import RequestResult
 from ..experts.zoo import Zoo
 from ..results.records import PartRecord
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, ComponentRule

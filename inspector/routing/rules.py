@@ -13,9 +13,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..coserve.request import Route
-from ..coserve.usage import ExpertUsage, RouteUse
-from ..coserve.workload import ComponentType, DetectorSpec
+from ..coserve.online.request import Route
+from ..coserve.online.usage import ExpertUsage, RouteUse
+from ..coserve.online.workload import ComponentType, DetectorSpec
 from ..experts.base import UnknownArchitecture
 from ..experts.registry import architecture_from_spec
 from ..yamlio import ConfigError, Fields, LinedDict, line_of, load_yaml

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.app.allocation import Allocation, Effect, expected_effect, planned
-from inspector.coserve.planner import format_plan
+from inspector.coserve.offline.planner import format_plan
 
 from ..style import fit_height
 from ..worker import Job

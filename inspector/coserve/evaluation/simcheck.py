@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..experts.zoo import Zoo
+from ...experts.zoo import Zoo
+from ..online.engine import Engine
+from ..online.executor_plan import build_plan
+from ..online.policies import get_policy
+from ..online.profile import DeviceProfile, served_profile
+from ..online.workload import Workload
 from .bench import run_policy, simulate_policy
-from .engine import Engine
-from .executor_plan import build_plan
-from .policies import get_policy
-from .profile import DeviceProfile, served_profile
 from .simulation import replay_oracle
-from .workload import Workload
 
 TOLERANCE = 0.15
 

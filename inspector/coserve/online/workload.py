@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from ..experts.registry import architecture_from_spec
-from ..experts.zoo import ZooItem
-from ..yamlio import ConfigError, Fields, load_yaml
+from ...experts.registry import architecture_from_spec
+from ...experts.zoo import ZooItem
+from ...yamlio import ConfigError, Fields, load_yaml
 from .request import Request, Route
 from .usage import ExpertUsage, RouteUse
 

@@ -12,13 +12,13 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..experts.zoo import Zoo
-from .bench import run_policy, simulate_policy
-from .executor_plan import box_cores, devices_of
-from .policies import get_policy
-from .profile import DeviceProfile
-from .simulation import rate_oracle
-from .workload import MiB, Workload
+from ...experts.zoo import Zoo
+from ..evaluation.bench import run_policy, simulate_policy
+from ..evaluation.simulation import rate_oracle
+from ..online.executor_plan import box_cores, devices_of
+from ..online.policies import get_policy
+from ..online.profile import DeviceProfile
+from ..online.workload import MiB, Workload
 
 Evaluate = Callable[[Workload], float]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import torch
 
-from ..experts.base import Architecture
-from ..experts.zoo import Zoo
-from ..runtime.devices import Device, cpu_cores, fingerprint
-from ..runtime.memory import MemoryLedger
-from ..runtime.store import Tier, TieredStore
-from .profile import ArchProfile, DeviceProfile, fit_linear
+from ...experts.base import Architecture
+from ...experts.zoo import Zoo
+from ...runtime.devices import Device, cpu_cores, fingerprint
+from ...runtime.memory import MemoryLedger
+from ...runtime.store import Tier, TieredStore
+from ..online.profile import ArchProfile, DeviceProfile, fit_linear
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 PLATEAU = 0.05  # doubling the batch must cut the average latency by 5% to count

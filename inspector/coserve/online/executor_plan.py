@@ -5,8 +5,8 @@ all three run the same configuration for the same inputs.
 """
 from __future__ import annotations
 
-from ..experts.registry import architecture_from_spec
-from ..runtime.devices import Device, available_devices, cpu_cores
+from ...experts.registry import architecture_from_spec
+from ...runtime.devices import Device, available_devices, cpu_cores
 from .engine import EnginePlan, ExecutorSpec
 from .policies import Policy
 from .profile import DeviceProfile

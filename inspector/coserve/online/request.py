@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..experts.base import Prediction
+from ...experts.base import Prediction
 
 
 @dataclass(frozen=True)

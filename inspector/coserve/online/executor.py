@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..experts.base import BadInput, Prediction
-from ..runtime.devices import Device
+from ...experts.base import BadInput, Prediction
+from ...runtime.devices import Device
 from .expert_manager import HISTORY, ExpertManager, ExpertUnavailable
 from .profile import ArchProfile, DeviceProfile
 from .queue import ExecutorQueue

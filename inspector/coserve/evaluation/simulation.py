@@ -21,21 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..experts.base import Prediction
-from ..experts.registry import architecture_from_spec
-from ..experts.zoo import ExpertEntry, Zoo
-from ..runtime.devices import Device
-from ..runtime.memory import DeviceBudget, MemoryLedger
-from ..runtime.store import Tier
-from .engine import EnginePlan
-from .executor import ExecutorCore, next_use
-from .expert_manager import ExpertManager, ManagerStats
-from .policies import Policy
-from .profile import DeviceProfile
-from .request import Request, RequestResult
-from .scheduler import Scheduler
-from .usage import ExpertUsage
-from .workload import Workload
+from ...experts.base import Prediction
+from ...experts.registry import architecture_from_spec
+from ...experts.zoo import ExpertEntry, Zoo
+from ...runtime.devices import Device
+from ...runtime.memory import DeviceBudget, MemoryLedger
+from ...runtime.store import Tier
+from ..online.engine import EnginePlan
+from ..online.executor import ExecutorCore, next_use
+from ..online.expert_manager import ExpertManager, ManagerStats
+from ..online.policies import Policy
+from ..online.profile import DeviceProfile
+from ..online.request import Request, RequestResult
+from ..online.scheduler import Scheduler
+from ..online.usage import ExpertUsage
+from ..online.workload import Workload
 
 PassOracle = Callable[[Request], bool]
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from ..experts.zoo import Zoo
-from ..runtime.devices import Device
-from ..runtime.memory import MemoryLedger
-from ..runtime.store import TieredStore, WeightsUnavailable
+from ...experts.zoo import Zoo
+from ...runtime.devices import Device
+from ...runtime.memory import MemoryLedger
+from ...runtime.store import TieredStore, WeightsUnavailable
 from .policies import EvictionView, Evictor, Resident
 from .usage import ExpertUsage
 

@@ -13,18 +13,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..experts.registry import architecture_from_spec
-from ..experts.zoo import Zoo, build_random_zoo
-from ..runtime.devices import available_devices
-from .engine import Engine, EnginePlan
-from .executor_plan import build_plan, devices_of, primary_device
-from .expert_manager import ManagerStats
-from .policies import Policy, get_policy
-from .profile import DeviceProfile, load_box
-from .profiler import load_or_profile
-from .request import RequestResult
+from ...experts.registry import architecture_from_spec
+from ...experts.zoo import Zoo, build_random_zoo
+from ...runtime.devices import available_devices
+from ..offline.profiler import load_or_profile
+from ..online.engine import Engine, EnginePlan
+from ..online.executor_plan import build_plan, devices_of, primary_device
+from ..online.expert_manager import ManagerStats
+from ..online.policies import Policy, get_policy
+from ..online.profile import DeviceProfile, load_box
+from ..online.request import RequestResult
+from ..online.workload import Workload
 from .simulation import PassOracle, Simulator, rate_oracle, simulated_zoo
-from .workload import Workload
 
 Progress = Callable[[str], None]
 
@@ -255,7 +255,7 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
     return "\n".join(lines)
 
 
-SHIPPED_BOXES = Path(__file__).resolve().parent.parent / "profiles"
+SHIPPED_BOXES = Path(__file__).resolve().parents[2] / "profiles"
 
 
 def box_profiles(box: str | None, models_dir: Path, workload: Workload,

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..experts.base import BadInput, Prediction
-from ..experts.zoo import Zoo
-from ..runtime.devices import Device
-from ..runtime.memory import DeviceBudget, MemoryLedger
-from ..runtime.store import TieredStore
+from ...experts.base import BadInput, Prediction
+from ...experts.zoo import Zoo
+from ...runtime.devices import Device
+from ...runtime.memory import DeviceBudget, MemoryLedger
+from ...runtime.store import TieredStore
 from .executor import Executor, next_use
 from .expert_manager import ExpertManager, ManagerStats
 from .policies import Policy
