@@ -327,6 +327,13 @@ def cmd_gui(args: argparse.Namespace) -> int:
     return app.run(args)
 
 
+def _database_flags(p: argparse.ArgumentParser, data: str = "data directory") -> None:
+    """--db and --data, the same for every command that reads or writes results."""
+    p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "
+                                "db-url, or SQLite in the data directory)")
+    p.add_argument("--data", help=f"{data} (default: ./inspector-data or $INSPECTOR_DATA)")
+
+
 def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     from .ingest.queue import OVERFLOW_POLICIES
     from .results.crops import KEEP_MODES
@@ -349,9 +356,7 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                    help="seconds between synthetic boards, like a conveyor (default 0: as fast as the line takes)")
     p.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
     p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
-    p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "
-                                "db-url, or SQLite in the data directory)")
-    p.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
+    _database_flags(p)
     p.add_argument("--db-retry-max-s", type=float, default=30.0,
                    help="longest wait between retries while the database is down (default 30; the first is 1 s, "
                         "then doubling)")
@@ -432,9 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--board", help="one board serial")
     export.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
     export.add_argument("--component", help="one component type (R0402, ...)")
-    export.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the credential "
-                                     "db-url, or SQLite in the data directory)")
-    export.add_argument("--data", help="data directory (default: ./inspector-data or $INSPECTOR_DATA)")
+    _database_flags(export)
     export.set_defaults(func=cmd_export)
 
     db = sub.add_parser("db", help="the results database: retention")
@@ -442,9 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     prune = db_sub.add_parser("prune", help="delete boards, kept crops and archived images older than the retention")
     prune.add_argument("--retain-days", type=float, required=True, help="keep this many days")
     prune.add_argument("--archive", help="a watched folder's archive (its inspected/ folder) to prune too")
-    prune.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the credential "
-                                    "db-url, or SQLite in the data directory)")
-    prune.add_argument("--data", help="data directory holding crops/ (default: ./inspector-data or $INSPECTOR_DATA)")
+    _database_flags(prune, "data directory holding crops/")
     prune.set_defaults(func=cmd_db_prune)
 
     soak_p = sub.add_parser("soak", help="run the line on synthetic boards for a long time and report memory (RSS)")

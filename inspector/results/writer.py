@@ -88,13 +88,11 @@ class ResultWriter:
                 return
             except queue.Full:
                 if self._started and not self._thread.is_alive():
-                    with self._lock:
-                        try:
+                    try:
+                        with self._lock:
                             self.spool.append([board])
-                        except OSError as exc:  # and the disk is full: keep it in memory, say so
-                            self._held.append(board)
-                            self._disk_full = True
-                            self._last_error = f"cannot spool board {board.board_serial}: {exc.strerror or exc}"
+                    except OSError as exc:
+                        self._hold([board], exc)
                     return
 
     def close(self, timeout: float | None = 30.0) -> WriterStatus:
@@ -256,17 +254,21 @@ class ResultWriter:
             with self._lock:
                 self.spool.append(batch)
                 self._disk_full = False
-        except OSError as exc:  # disk full too: hold them in memory, first in line, and say so
-            self._fail(f"cannot spool {len(batch)} board(s) to {self.spool.path}: {exc.strerror or exc}; held in "
-                       "memory and ingest waits until space returns")
-            with self._lock:
-                self._disk_full = True
-                self._held.extendleft(reversed(batch))
+        except OSError as exc:
+            self._hold(batch, exc)
             time.sleep(self.retry_s)
             return
         if self.on_durable:
             for board in batch:
                 self.on_durable(board)
+
+    def _hold(self, batch: list[BoardRecord], exc: OSError) -> None:
+        """Neither stored nor spooled (disk full): keep them in memory, first in line, and say so."""
+        with self._lock:
+            self._last_error = (f"cannot spool {len(batch)} board(s) to {self.spool.path}: {exc.strerror or exc}; "
+                                "held in memory and ingest waits until space returns")
+            self._disk_full = True
+            self._held.extendleft(reversed(batch))
 
     def _drain_spool(self) -> bool:
         """Store spooled boards, oldest first, a few chunks a turn; True when the spool is empty afterwards."""
