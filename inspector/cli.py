@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-none,coserve-em,coserve-em-ra,coserve"
+DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-paper,coserve"
 
 
 def _models_dir(arg: str | None) -> Path:
@@ -19,7 +19,7 @@ def _say(msg: str) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .coserve.evaluation.bench import format_table, run_bench
+    from .coserve.evaluation.bench import format_table, format_time_shares, run_bench
     from .coserve.online.policies import get_policy
     from .coserve.online.workload import load_workload
 
@@ -37,7 +37,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.planned:
         from .coserve.offline.planner import make_plan
 
-        _, zoo, profiles, evaluate = _planning_inputs(args, workload)
+        _, zoo, profiles, evaluate, workload = _planning_inputs(args, workload)
         workload = make_plan(workload, zoo, profiles, evaluate).workload
         _say(f"planned: executors {workload.executors}, experts {workload.expert_pool_bytes / 2**20:.0f} MiB")
     if args.simulate:
@@ -49,6 +49,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         report = run_bench(workload, policies, _models_dir(args.models), progress=_say,
                            ceiling=not args.no_ceiling, drop_page_cache=not args.keep_page_cache)
     print(format_table(report))
+    print(format_time_shares(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
         _say(f"wrote {args.json}")
@@ -56,15 +57,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202 - CLI glue
-    """(label, zoo, profiles, evaluate) for this box (real engine) or a box profile (simulated)."""
-    from .coserve.evaluation.bench import box_profiles, prepare
+    """(label, zoo, profiles, evaluate, workload as the box runs it), on this box or a box profile (simulated)."""
+    from .coserve.evaluation.bench import prepare
+    from .coserve.evaluation.boxes import box_profiles
     from .coserve.offline.planner import engine_evaluator, sim_evaluator
 
     if args.box or args.simulate:
-        label, zoo, profiles = box_profiles(args.box, _models_dir(args.models), workload, _say)
-        return label, zoo, profiles, sim_evaluator(zoo, profiles)
+        label, zoo, profiles, workload = box_profiles(args.box, _models_dir(args.models), workload, _say)
+        return label, zoo, profiles, sim_evaluator(zoo, profiles), workload
     zoo, profiles = prepare(workload, _models_dir(args.models), progress=_say)
-    return "this box", zoo, profiles, engine_evaluator(zoo, profiles)
+    return "this box", zoo, profiles, engine_evaluator(zoo, profiles), workload
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -75,7 +77,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .coserve.online.workload import load_workload
 
     workload = load_workload(Path(args.workload) if args.workload else None)
-    label, zoo, profiles, evaluate = _planning_inputs(args, workload)
+    label, zoo, profiles, evaluate, workload = _planning_inputs(args, workload)
     _say(f"planning {workload.name} on {label}")
     plan = make_plan(workload, zoo, profiles, evaluate)
     print(format_plan(plan))

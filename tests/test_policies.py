@@ -130,8 +130,9 @@ def test_figure10_two_stage_eviction() -> None:
 def test_queued_experts_are_evicted_last_furthest_first() -> None:
     usage = ExpertUsage({"a": 0.1, "b": 0.2, "c": 0.3})
     residents = [Resident("a", 1, 1, 1), Resident("b", 1, 2, 2), Resident("c", 1, 3, 3)]
-    order = DependencyAware().order(_view(residents, usage, next_use={"a": 0, "c": 4}))
-    assert order == ["b", "c", "a"]
+    view = _view(residents, usage, next_use={"a": 0, "c": 4})
+    assert DependencyAware(queue_aware=True).order(view) == ["b", "c", "a"]
+    assert DependencyAware().order(view) == ["a", "b", "c"]  # the paper's: the queues play no part
 
 
 def test_usage_probabilities_from_routes_and_counts() -> None:

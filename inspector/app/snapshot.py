@@ -49,9 +49,9 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
                           for ex in engine.executors],
             "devices": [{"device": d.device_key, "total_bytes": d.total, "allocated_bytes": d.allocated}
                         for d in engine.budgets.values()],
-            "pools": [{"name": m.ledger.name, "device": d.key, "used_bytes": m.ledger.used,
+            "pools": [{"name": m.ledger.name, "device": m.device.key, "used_bytes": m.ledger.used,
                        "capacity_bytes": m.ledger.capacity, "resident": len(m.resident())}
-                      for d, m in engine.managers.items()],
+                      for m in engine.managers.values()],
         },
         "ingest": {"capacity": service.queue.capacity, "overflow": service.queue.overflow,
                    "depth": len(service.queue), **asdict(q),

@@ -18,13 +18,14 @@ from ...experts.zoo import Zoo, build_random_zoo
 from ...runtime.devices import available_devices
 from ..offline.profiler import load_or_profile
 from ..online.engine import Engine, EnginePlan
-from ..online.executor_plan import build_plan, devices_of, primary_device
+from ..online.executor_plan import build_plan, primary_device
 from ..online.expert_manager import ManagerStats
 from ..online.policies import Policy, get_policy
-from ..online.profile import DeviceProfile, load_box
+from ..online.profile import DeviceProfile
 from ..online.request import RequestResult
+from ..online.timeline import KINDS, ExecutorTime
 from ..online.workload import Workload
-from .simulation import PassOracle, Simulator, rate_oracle, simulated_zoo
+from .simulation import PassOracle, Simulator, rate_oracle
 
 Progress = Callable[[str], None]
 
@@ -50,6 +51,14 @@ class RunReport:
     loads_by_tier: dict[str, int] = field(default_factory=dict)
     mean_load_ms_by_tier: dict[str, float] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
+    time_shares: dict[str, float] = field(default_factory=dict)  # of executors x makespan (timeline.KINDS)
+    floor: int = 0  # switches no policy can avoid here: experts the run used that no pool held at the start
+
+
+def switch_floor(results: dict[int, RequestResult], resident_at_start: set[str]) -> int:
+    """Experts touched by the run minus those resident at its start: each must be loaded at least once."""
+    touched = {expert for r in results.values() for expert, _ in r.steps}
+    return len(touched - resident_at_start)
 
 
 @dataclass
@@ -68,7 +77,8 @@ class BenchReport:
 
 
 def make_report(name: str, results: dict[int, RequestResult], t0: float, end: float, pools: ManagerStats,
-                executors: int, completed: int, failed: int, sched_s: float | None) -> RunReport:
+                executors: int, completed: int, failed: int, sched_s: float | None,
+                spent: ExecutorTime | None = None) -> RunReport:
     """One run's row, the same for a measured and a simulated run (overheads: measured runs only)."""
     done = [r for r in results.values() if r.error is None]
     makespan = max(end - t0, 1e-9)
@@ -92,6 +102,7 @@ def make_report(name: str, results: dict[int, RequestResult], t0: float, end: fl
         initial_loads=pools.initial_loads,
         loads_by_tier=dict(pools.loads_by_tier),
         mean_load_ms_by_tier={t: 1000 * pools.load_s_by_tier[t] / n for t, n in pools.loads_by_tier.items()},
+        time_shares=spent.shares(makespan * executors) if spent is not None else {},
     )
 
 
@@ -109,6 +120,7 @@ def run_policy(
         engine.preload(list(zoo.entries), every_pool=True)
     else:
         engine.place_by_usage()  # the same warm start for every policy
+    at_start = {e for m in engine.managers.values() for e in m.resident()}
     engine.start()
     stream = workload.stream()
     t0 = time.perf_counter()
@@ -126,8 +138,9 @@ def run_policy(
     end = max((r.finished for r in engine.results.values()), default=t0)
     name = policy.name + (" (all resident)" if all_resident else "")
     report = make_report(name, engine.results, t0, end, stats.experts, len(plan.executors), stats.completed,
-                         stats.failed, stats.sched_overhead_s)
+                         stats.failed, stats.sched_overhead_s, stats.time)
     report.failures = dict(stats.failures)
+    report.floor = switch_floor(engine.results, at_start)
     return report, engine.results
 
 
@@ -147,7 +160,8 @@ def simulate_policy(
     failed = sum(1 for r in run.results.values() if r.error is not None)
     name = policy.name + (" (all resident)" if all_resident else "")
     report = make_report(name, run.results, 0.0, run.makespan_s, run.experts, run.executors,
-                         len(run.results) - failed, failed, None)
+                         len(run.results) - failed, failed, None, run.time)
+    report.floor = switch_floor(run.results, run.resident_at_start)
     return report, run.results
 
 
@@ -230,7 +244,7 @@ def feed_rate_rps(workload: dict[str, Any]) -> float:
 
 def format_table(report: BenchReport, baseline: str = "samba") -> str:
     base = next((r for r in report.runs if r.policy == baseline), None)
-    head = (f"{'policy':<16}{'req/s':>8}{'x base':>9}{'switches':>9}{'fewer':>9}{'done':>6}{'fail':>5}"
+    head = (f"{'policy':<26}{'req/s':>8}{'x base':>9}{'switches':>9}{'floor':>6}{'fewer':>9}{'done':>6}{'fail':>5}"
             f"{'mean s':>8}{'p99 s':>8}{'sched%':>8}{'em%':>7}{'disk ms':>9}{'host ms':>9}{'prefetch':>10}")
     lines = [f"workload {report.workload['name']} on {report.device} (base: {baseline}): "
              f"{report.workload['component_types']} component types, {report.workload['requests']} requests, "
@@ -242,10 +256,11 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
         disk = r.mean_load_ms_by_tier.get("disk", math.nan)
         host = r.mean_load_ms_by_tier.get("host", math.nan)
         lines.append(
-            f"{r.policy:<16.16}{r.throughput_rps:>8.2f}{ratio:>8.2f}x{r.switches:>9}{fewer:>8.1f}%{r.completed:>6}"
+            f"{r.policy:<26.26}{r.throughput_rps:>8.2f}{ratio:>8.2f}x{r.switches:>9}{r.floor:>6}{fewer:>8.1f}%{r.completed:>6}"
             f"{r.failed:>5}{r.mean_latency_s:>8.2f}{r.p99_latency_s:>8.2f}{r.sched_overhead_pct:>8.2f}"
             f"{r.em_overhead_pct:>7.3f}{disk:>9.1f}{host:>9.1f}{f'{r.prefetch_used}/{r.prefetches}':>10}"
         )
+    lines.append("floor: experts the run used that no pool held at its start; no policy switches fewer times")
     lines.append(f"all-resident ceiling: {report.ceiling_rps:.2f} req/s")
     feed = feed_rate_rps(report.workload)
     if feed and report.ceiling_rps >= FEED_LIMITED_SHARE * feed:
@@ -255,30 +270,24 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
     return "\n".join(lines)
 
 
-SHIPPED_BOXES = Path(__file__).resolve().parents[2] / "profiles"
-
-
-def box_profiles(box: str | None, models_dir: Path, workload: Workload,
-                 progress: Progress | None = None) -> tuple[str, Zoo, dict[str, DeviceProfile]]:
-    """Profiles to simulate with: a shipped or given box file, or this machine's measured ones."""
-    if box is None:
-        zoo, profiles = prepare(workload, models_dir, progress)
-        return primary_device().describe() + " (simulated)", zoo, profiles
-    path = Path(box)
-    if not path.is_file():
-        path = SHIPPED_BOXES / f"{box}.json"
-    if not path.is_file():
-        shipped = ", ".join(sorted(p.stem for p in SHIPPED_BOXES.glob("*.json")))
-        raise ValueError(f"no box profile {box!r}: give a file or one of: {shipped}")
-    name, profiles, _ = load_box(path)
-    main = devices_of(profiles)[0]
-    return f"{name} (simulated)", simulated_zoo(workload, profiles[main.key]), profiles
+def format_time_shares(report: BenchReport) -> str:
+    """Where each policy's executor time went, in % of executors x makespan."""
+    head = f"{'policy':<26}" + "".join(f"{k + '%':>10}" for k in KINDS) + f"{'sched%':>10}"
+    lines = ["where the executors' time goes (% of executors x makespan; sched: the scheduler's own time)",
+             head, "-" * len(head)]
+    for r in report.runs:
+        if r.time_shares:
+            lines.append(f"{r.policy:<26.26}" + "".join(f"{100 * r.time_shares[k]:>10.1f}" for k in KINDS)
+                         + f"{r.sched_overhead_pct:>10.2f}")
+    return "\n".join(lines)
 
 
 def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir: Path, box: str | None = None,
                         progress: Progress | None = None, ceiling: bool = True) -> BenchReport:
     """The bench on a virtual clock: same scheduler, pools and policies, times from the profiles."""
-    device, zoo, profiles = box_profiles(box, models_dir, workload, progress)
+    from .boxes import box_profiles  # boxes builds on this module's prepare
+
+    device, zoo, profiles, workload = box_profiles(box, models_dir, workload, progress)
     passes = rate_oracle(workload, workload.seed)
     runs, ceiling_rps, same = _side_by_side(
         policies, lambda p, top: simulate_policy(workload, zoo, p, profiles, passes, all_resident=top),

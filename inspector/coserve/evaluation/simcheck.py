@@ -71,9 +71,10 @@ def compare(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], po
 def served_profiles(engine: Engine, zoo: Zoo, profiles: dict[str, DeviceProfile]) -> dict[str, DeviceProfile]:
     """This box's profiles with K, B and loads refit from what `engine` really served."""
     out = dict(profiles)
-    for device, manager in engine.managers.items():
+    for device in {ex.device for ex in engine.executors}:
         execs = [ex for ex in engine.executors if ex.device == device]
-        loads = [(zoo.architecture(e).key, tier, start, sec) for e, tier, start, sec in manager.loads]
+        loads = [(zoo.architecture(e).key, tier, start, sec)
+                 for m in engine.managers.values() if m.device == device for e, tier, start, sec in m.loads]
         for threads in {ex.threads for ex in execs}:
             batches = [b for ex in execs if ex.threads == threads for b in ex.served]
             out[device.key] = served_profile(out[device.key], batches, loads, threads)

@@ -5,7 +5,9 @@ are cut by the executors' own `batch_limit`, evictions are the policy's via
 `ExpertManager.begin_load`. What the simulator replaces is time: a batch takes
 K*n + B from the device profile, a switch takes the profiled load latency of
 the tier it comes from, loads from disk share one disk (they queue), loads
-from host RAM share the device's link. Verdicts come from a pass oracle
+from host RAM share the device's link, and executors computing on one device
+share its compute: k of them together run at the profiled concurrency
+speedup(k), each at speedup(k)/k of its solo speed (processor sharing). Verdicts come from a pass oracle
 (the component's pass rate, or a real run's verdicts for validation), since
 no model runs. A paper-scale task (hundreds of experts, thousands of
 requests) runs in seconds.
@@ -31,9 +33,11 @@ from ..online.engine import EnginePlan
 from ..online.executor import ExecutorCore, next_use
 from ..online.expert_manager import ExpertManager, ManagerStats
 from ..online.policies import Policy
+from ..online.pools import pool_layout
 from ..online.profile import DeviceProfile
 from ..online.request import Request, RequestResult
 from ..online.scheduler import Scheduler
+from ..online.timeline import ExecutorTime
 from ..online.usage import ExpertUsage
 from ..online.workload import Workload
 
@@ -77,6 +81,9 @@ class SimExecutor(ExecutorCore):
     busy = False
     expert: str | None = None
     batch: list[Request]
+    segment: tuple[str, float] = ("idle", 0.0)  # what it is waiting for now, since when (virtual seconds)
+    token = 0  # the current finish event's; a re-shared device reschedules and older events are void
+    started = 0.0  # when its batch began computing
 
 
 @dataclass
@@ -85,6 +92,8 @@ class SimRun:
     results: dict[int, RequestResult]
     experts: ManagerStats
     executors: int
+    time: ExecutorTime
+    resident_at_start: set[str]
 
 
 def rate_oracle(workload: Workload, seed: int = 0) -> PassOracle:
@@ -130,14 +139,17 @@ class Simulator:
         self._lock = threading.RLock()
         self.store = SimStore(plan.host_cache_bytes if any(s.device.is_cuda for s in plan.executors) else 0)
         budgets = {d: DeviceBudget(d.key, total) for d, total in plan.device_totals().items()}
-        self.managers: dict[Device, ExpertManager] = {
-            d: ExpertManager(f"{d.key}-pool", d, budgets[d].open("pool", b), self.store, zoo,  # type: ignore[arg-type]
-                             policy.evictor, usage, self._lock, next_use=lambda d=d: next_use(self.executors, d))
-            for d, b in plan.pool_bytes.items()
-        }
+        self.managers: dict[str, ExpertManager] = {}
+        owner: dict[int, ExpertManager] = {}
+        for pool in pool_layout([s.device for s in plan.executors], plan.pool_bytes, policy.shared_pool):
+            key = f"{pool.device.key}/{pool.name}"
+            self.managers[key] = ExpertManager(
+                key, pool.device, budgets[pool.device].open(pool.name, pool.nbytes), self.store,  # type: ignore[arg-type]
+                zoo, policy.evictor, usage, self._lock, next_use=lambda k=key: next_use(self.executors, k))
+            owner.update((i, self.managers[key]) for i in pool.executors)
         self.executors: list[SimExecutor] = []
         for i, spec in enumerate(plan.executors):
-            ex = SimExecutor(i, spec.device, self.managers[spec.device], profiles[spec.device.key],
+            ex = SimExecutor(i, spec.device, owner[i], profiles[spec.device.key],
                              spec.batch_bytes, spec.threads, policy.prefetch)
             ex.wake = _Wake(self, ex)  # type: ignore[attr-defined]
             ex.batch = []
@@ -145,9 +157,13 @@ class Simulator:
         self.scheduler = Scheduler(self.executors, policy, self._lock)  # type: ignore[arg-type]
         self._disk_free = 0.0
         self._link_free: dict[Device, float] = defaultdict(float)
-        self._load_waiters: dict[tuple[Device, str], list[SimExecutor]] = defaultdict(list)
+        self._load_waiters: dict[tuple[str, str], list[SimExecutor]] = defaultdict(list)
         self._pin_waiters: list[SimExecutor] = []
         self.results: dict[int, RequestResult] = {}
+        # per device: the executors computing there -> solo seconds of work left; the per-executor rate and since when
+        self._computing: dict[Device, dict[SimExecutor, float]] = defaultdict(dict)
+        self._rate: dict[Device, tuple[float, float]] = {}
+        self._tokens = 0
 
     # -- the virtual clock ------------------------------------------------------------------------
     def _at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
@@ -158,14 +174,18 @@ class Simulator:
         with self._lock:  # one thread; the managers' bookkeeping expects its lock held
             if place:
                 self._place()
+            at_start = {e for m in self.managers.values() for e in m.resident()}
             for i, request in enumerate(stream):
                 self._at(i * interval_s, self._arrive, request)
             while self._events:
                 self.now, _, fn, args = heapq.heappop(self._events)
                 fn(*args)
         end = max((r.finished for r in self.results.values()), default=0.0)
+        spent = ExecutorTime()
+        for ex in self.executors:
+            spent.add(ex.time)
         return SimRun(end, self.results, ManagerStats.merged([m.stats for m in self.managers.values()]),
-                      len(self.executors))
+                      len(self.executors), spent, at_start)
 
     def _place(self) -> None:
         """The engine's placement (paper §4.1): descending usage, round-robin over pools, no eviction."""
@@ -191,6 +211,13 @@ class Simulator:
             return
         self.scheduler.submit(request)
 
+    def _now_waiting(self, ex: SimExecutor, kind: str) -> None:
+        """Close the executor's current wait (load or blocked seconds count; idle is the rest), open `kind`."""
+        was, since = ex.segment
+        if was in ("load", "blocked"):
+            setattr(ex.time, was, getattr(ex.time, was) + self.now - since)
+        ex.segment = (kind, self.now)
+
     def kick(self, ex: SimExecutor) -> None:
         if not ex.busy:
             self._start(ex)
@@ -198,6 +225,7 @@ class Simulator:
     def _start(self, ex: SimExecutor) -> None:
         if not ex.queue.groups:
             ex.busy = False
+            self._now_waiting(ex, "idle")
             return
         ex.busy = True
         head = ex.queue.groups[0].expert
@@ -219,10 +247,13 @@ class Simulator:
             m.try_pin(expert)
             self._compute(ex)
         elif m.is_loading(expert):
-            self._load_waiters[(ex.device, expert)].append(ex)
+            self._now_waiting(ex, "load")
+            self._load_waiters[(m.name, expert)].append(ex)
         elif m.begin_load(expert) is None:
+            self._now_waiting(ex, "blocked")
             self._pin_waiters.append(ex)
         else:
+            self._now_waiting(ex, "load")
             self._load(m, expert, pin_for=ex)
 
     def _load(self, m: ExpertManager, expert: str, pin_for: SimExecutor | None) -> None:
@@ -244,7 +275,7 @@ class Simulator:
             self._compute(pin_for)
         else:  # a prefetched expert is unpinned now: room for whoever waited on pins
             self._retry_pin_waiters()
-        for waiter in self._load_waiters.pop((m.device, expert), []):
+        for waiter in self._load_waiters.pop((m.name, expert), []):
             self._acquire(waiter)
 
     def _retry_pin_waiters(self) -> None:
@@ -255,15 +286,43 @@ class Simulator:
     def _compute(self, ex: SimExecutor) -> None:
         expert = ex.expert
         assert expert is not None
+        self._now_waiting(ex, "compute")
         if ex.prefetch:
             nxt = ex.next_expert_to_prefetch(expert)
             m = ex.manager
             if nxt and not m.has(nxt) and not m.unavailable_reason(nxt) and m.begin_load(nxt) is not None:
                 m.stats.prefetches += 1
                 self._load(m, nxt, pin_for=None)
-        self._at(self.now + ex.profile_for(expert).exec_s(len(ex.batch)), self._done, ex)
+        ex.started = self.now
+        self._advance(ex.device)
+        self._computing[ex.device][ex] = ex.profile_for(expert).exec_s(len(ex.batch))
+        self._reschedule(ex.device)
 
-    def _done(self, ex: SimExecutor) -> None:
+    def _advance(self, device: Device) -> None:
+        """Charge the work done since the device's last change at its per-executor rate."""
+        rate, since = self._rate.get(device, (1.0, self.now))
+        running = self._computing[device]
+        for ex in running:
+            running[ex] -= (self.now - since) * rate
+
+    def _reschedule(self, device: Device) -> None:
+        """A new share: every computing executor's finish moves to now + work left / new rate."""
+        running = self._computing[device]
+        k = len(running)
+        rate = self.profiles[device.key].speedup(k) / k if k else 1.0
+        self._rate[device] = (rate, self.now)
+        for ex, left in running.items():
+            self._tokens += 1
+            ex.token = self._tokens
+            self._at(self.now + max(0.0, left) / rate, self._done, ex, ex.token)
+
+    def _done(self, ex: SimExecutor, token: int) -> None:
+        if token != ex.token:
+            return  # superseded by a re-share of the device
+        self._advance(ex.device)
+        del self._computing[ex.device][ex]
+        self._reschedule(ex.device)
+        ex.time.compute += self.now - ex.started
         expert, batch = ex.expert, ex.batch
         assert expert is not None
         ex.manager.unpin(expert)

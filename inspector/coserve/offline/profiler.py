@@ -124,6 +124,58 @@ def _cuda_activation_bytes(arch: Architecture, module: torch.nn.Module, x: torch
     return max(1, peak // x.shape[0])
 
 
+def measure_concurrency(arch: Architecture, device: Device, weight_path: Path, most: int, batch: int,
+                        repeats: int = 6) -> list[float]:
+    """The device's throughput with 1..`most` executors running batches at once, relative to one alone.
+
+    Each executor is a worker thread with one CPU thread (and its own CUDA
+    stream on a GPU), running `repeats` batches of `batch` crops, as the
+    engine's executors do; what the simulator uses to share a device's compute.
+    """
+    store = TieredStore(host_ledger=None, pin_host=False, drop_page_cache=False)
+    store.register("__concurrency__", weight_path)
+    state, _ = store.fetch("__concurrency__", device)
+    module = arch.materialize(state, device.torch)
+    crops = torch.stack([arch.preprocess(torch.rand(3, arch.input_size, arch.input_size)) for _ in range(batch)])
+    arch.run(module, crops.to(device.torch))  # warm-up
+    rates: list[float] = []
+    for k in range(1, most + 1):
+        start = threading.Barrier(k + 1)
+        errors: list[BaseException] = []
+
+        def work(start: threading.Barrier = start, errors: list[BaseException] = errors) -> None:
+            torch.set_num_threads(1)
+            stream = torch.cuda.Stream(device.torch) if device.is_cuda else None
+            try:
+                start.wait()
+                for _ in range(repeats):
+                    if stream is not None:
+                        with torch.cuda.stream(stream):
+                            arch.run(module, crops.to(device.torch))
+                    else:
+                        arch.run(module, crops.to(device.torch))
+            except BaseException as exc:  # re-raised below
+                errors.append(exc)
+
+        workers = [threading.Thread(target=work, name=f"concurrency-{k}-{i}") for i in range(k)]
+        for w in workers:
+            w.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for w in workers:
+            w.join()
+        device.synchronize()
+        if errors:
+            raise errors[0]
+        rates.append(k * repeats / (time.perf_counter() - t0))
+    return [round(r / rates[0], 3) for r in rates]
+
+
+def concurrency_counts(device: Device) -> int:
+    """How many concurrent executors to measure: past the cores (CPU) or a GPU's usual 3-4, to see the decline."""
+    return cpu_cores() + 2 if not device.is_cuda else 6
+
+
 PROFILE_FORMAT = 2
 
 
@@ -166,6 +218,26 @@ def load_or_profile(
         if progress:
             progress(f"profiling {arch.key} on {device.key} with {threads} thread(s)")
         prof.archs[entry] = profile_architecture(arch, device, weights, threads, drop_page_cache=drop_page_cache)
-    if todo:
+    measured = False
+    if not prof.concurrency:
+        measured = _measure_device_concurrency(zoo, device, prof, progress)
+    if todo or measured:
         prof.save(path)
     return prof
+
+
+def _measure_device_concurrency(zoo: Zoo, device: Device, prof: DeviceProfile,
+                                progress: Callable[[str], None] | None) -> bool:
+    """Fill `prof.concurrency` with the zoo's most common architecture (its classifiers'), at its max batch."""
+    names = [n for n, e in zoo.entries.items() if n not in zoo.unavailable and zoo.path_of(n).is_file()]
+    if not names:
+        return False
+    keys = [zoo.architecture(n).key for n in names]
+    key = max(set(keys), key=keys.count)
+    name = names[keys.index(key)]
+    most = concurrency_counts(device)
+    if progress:
+        progress(f"profiling 1..{most} concurrent executors on {device.key} ({key})")
+    batch = prof.get(key, 1).max_batch
+    prof.concurrency = measure_concurrency(zoo.architecture(name), device, zoo.path_of(name), most, batch)
+    return True

@@ -20,9 +20,11 @@ from ...runtime.store import TieredStore
 from .executor import Executor, next_use
 from .expert_manager import ExpertManager, ManagerStats
 from .policies import Policy
+from .pools import pool_layout
 from .profile import DeviceProfile
 from .request import Request, RequestResult
 from .scheduler import Scheduler
+from .timeline import Concurrency, ExecutorTime
 from .usage import ExpertUsage
 from .workload import MiB
 
@@ -38,7 +40,7 @@ class ExecutorSpec:
 
 @dataclass
 class EnginePlan:
-    """Executors and, per device, the bytes of the pool its executors share."""
+    """Executors and, per device, the bytes of expert memory (one shared pool or split, as the policy says)."""
 
     executors: list[ExecutorSpec]
     pool_bytes: dict[Device, int]
@@ -62,6 +64,7 @@ class EngineStats:
     failures: dict[str, int] = field(default_factory=dict)
     sched_overhead_s: float = 0.0
     experts: ManagerStats = field(default_factory=ManagerStats)
+    time: ExecutorTime = field(default_factory=ExecutorTime)  # summed over the executors
 
 
 @dataclass
@@ -111,19 +114,26 @@ class Engine:
         for name in zoo.entries:
             self.store.register(name, zoo.path_of(name), zoo.entries[name].weights_sha256)
         self.executors: list[Executor] = []
-        self.managers: dict[Device, ExpertManager] = {}
-        for device, pool_bytes in plan.pool_bytes.items():
-            self.managers[device] = ExpertManager(
-                name=f"{device.key}-pool", device=device, ledger=self.budgets[device].open("pool", pool_bytes),
+        # pools by "<device>/<pool>" name: one per device, or one per executor (the policy's shared_pool)
+        self.managers: dict[str, ExpertManager] = {}
+        owner: dict[int, ExpertManager] = {}
+        for pool in pool_layout([s.device for s in plan.executors], plan.pool_bytes, policy.shared_pool):
+            key = f"{pool.device.key}/{pool.name}"
+            manager = self.managers[key] = ExpertManager(
+                name=key, device=pool.device, ledger=self.budgets[pool.device].open(pool.name, pool.nbytes),
                 store=self.store, zoo=zoo, evictor=policy.evictor, usage=usage, lock=self._lock,
-                next_use=lambda d=device: next_use(self.executors, d),
+                next_use=lambda k=key: next_use(self.executors, k),
             )
+            owner.update((i, manager) for i in pool.executors)
         for i, spec in enumerate(plan.executors):
             self.budgets[spec.device].open(f"batch-{i}", spec.batch_bytes)
             self.executors.append(Executor(
-                i, spec.device, self.managers[spec.device], profiles[spec.device.key], spec.batch_bytes,
+                i, spec.device, owner[i], profiles[spec.device.key], spec.batch_bytes,
                 spec.threads, policy.prefetch, self._lock, self._batch_done,
             ))
+        shared = {d: Concurrency() for d in plan.pool_bytes}  # executors of one device share its compute
+        for ex in self.executors:
+            ex.concurrency = shared.setdefault(ex.device, Concurrency())
         self.scheduler = Scheduler(self.executors, policy, self._lock)
         self.results: dict[int, RequestResult] = {}
         # A long-running line sets this: each finished result is handed over (outside the engine's
@@ -142,7 +152,7 @@ class Engine:
             self._started = True
 
     def preload(self, experts: list[str], every_pool: bool = False) -> None:
-        """Place experts before serving: round-robin over device pools, or into every pool.
+        """Place experts before serving: round-robin over the pools (paper §4.1), or into every pool.
 
         An expert that does not fit where its turn falls is skipped; placement
         never evicts.
@@ -172,11 +182,12 @@ class Engine:
         """
         main = self.executors[0].device
         mine = [i for i, ex in enumerate(self.executors) if ex.device == main]
+        pools = [m for m in self.managers.values() if m.device == main]
         total = self.budgets[main].total
         sample = max(p.act_bytes_per_sample for p in self.executors[mine[0]].profile.archs.values())
-        short = pool_shortfall(self.zoo, pool_bytes)
+        short = pool_shortfall(self.zoo, pool_bytes // len(pools))
         if short:
-            raise ValueError(short)
+            raise ValueError(short if len(pools) == 1 else f"split over {len(pools)} executors' pools, {short}")
         if batch_bytes < sample:
             raise ValueError(f"{batch_bytes / MiB:.2f} MiB per executor cannot hold one sample's activations "
                              f"({sample / MiB:.2f} MiB); give the batches more or the pool less")
@@ -189,7 +200,8 @@ class Engine:
                 ledgers[f"batch-{i}"].capacity = batch_bytes
                 self.executors[i].batch_bytes = batch_bytes
             self.plan.pool_bytes[main] = pool_bytes
-        self.managers[main].resize(pool_bytes)
+        for manager in pools:
+            manager.resize(pool_bytes // len(pools))
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until every accepted request has a result; False on timeout."""
@@ -324,9 +336,12 @@ class Engine:
             return list(views.values())
 
     def stats(self) -> EngineStats:
+        spent = ExecutorTime()
+        for ex in self.executors:
+            spent.add(ex.time)
         with self._lock:
             return EngineStats(
                 accepted=self._stats.accepted, completed=self._stats.completed, failed=self._stats.failed,
                 failures=dict(self._stats.failures), sched_overhead_s=self.scheduler.overhead_s,
-                experts=ManagerStats.merged([m.stats for m in self.managers.values()]),
+                experts=ManagerStats.merged([m.stats for m in self.managers.values()]), time=spent,
             )

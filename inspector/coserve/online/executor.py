@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ...experts.base import BadInput, Prediction
+from ...experts.base import Architecture, BadInput, Prediction
 from ...runtime.devices import Device
 from .expert_manager import HISTORY, ExpertManager, ExpertUnavailable
 from .profile import ArchProfile, DeviceProfile
 from .queue import ExecutorQueue
+from .timeline import Concurrency, ExecutorTime
 
 if TYPE_CHECKING:
     from .request import Request
@@ -38,6 +39,8 @@ class ExecutorCore:
         self.threads = threads
         self.prefetch = prefetch
         self.queue = ExecutorQueue()
+        self.time = ExecutorTime()  # written by the executor's own thread (or the simulator) only
+        self.concurrency = Concurrency()  # the engine gives the executors of one device one counter
 
     @property
     def name(self) -> str:
@@ -58,14 +61,14 @@ class ExecutorCore:
         return upcoming[0] if upcoming else None
 
 
-def next_use(executors: Iterable[ExecutorCore], device: Device) -> dict[str, int]:
-    """Experts waiting on `device`'s executors -> how many groups run before their first one.
+def next_use(executors: Iterable[ExecutorCore], pool: str) -> dict[str, int]:
+    """Experts waiting on the executors that draw on `pool` -> how many groups run before their first one.
 
     What queue-aware eviction consults; call under the engine lock.
     """
     ahead: dict[str, int] = {}
     for ex in executors:
-        if ex.device == device:
+        if ex.manager.name == pool:
             for pos, expert in enumerate(ex.queue.upcoming_experts()):
                 ahead[expert] = min(pos, ahead.get(expert, pos))
     return ahead
@@ -91,8 +94,10 @@ class Executor(ExecutorCore):
         self._lock = lock
         self._on_done = on_done
         self._stopping = False
-        # (architecture key, batch size, seconds computing) of the newest batches; bounded for a line's months
-        self.served: deque[tuple[str, int, float]] = deque(maxlen=HISTORY)
+        # (architecture key, batch size, seconds computing, executors computing on the device meanwhile) of the
+        # newest batches; bounded for a line's months
+        self.served: deque[tuple[str, int, float, float]] = deque(maxlen=HISTORY)
+        self._stream: torch.cuda.Stream | None = None  # made by the executor's thread on first use (GPU only)
         self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
 
     def start(self) -> None:
@@ -108,16 +113,21 @@ class Executor(ExecutorCore):
 
     def _next_batch(self) -> tuple[str, list[Request]] | None:
         with self._lock:
+            t0 = time.perf_counter()
             while not self.queue.groups:
                 if self._stopping:
                     return None
                 self.wake.wait()
+            t1 = time.perf_counter()
+            self.time.idle += t1 - t0
             head = self.queue.groups[0].expert
             try:
                 limit = self.batch_limit(head)
             except KeyError:
                 limit = 1  # unprofiled or unknown: fails at acquire with its reason
-            return self.queue.take_batch(limit)
+            batch = self.queue.take_batch(limit)
+            self.time.other += time.perf_counter() - t1
+            return batch
 
     def _loop(self) -> None:
         torch.set_num_threads(self.threads)
@@ -130,7 +140,7 @@ class Executor(ExecutorCore):
 
     def _serve(self, expert: str, batch: list[Request]) -> None:
         try:
-            module = self.manager.acquire(expert)
+            module = self.manager.acquire(expert, self.time)
         except ExpertUnavailable as exc:
             self._on_done(self, batch, None, str(exc))
             return
@@ -141,16 +151,39 @@ class Executor(ExecutorCore):
                 self._prefetch_next(expert)
             arch = self.manager.zoo.architecture(expert)
             t_run = time.perf_counter()
-            x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
-            preds = arch.run(module, x)
-            self.served.append((arch.key, len(batch), time.perf_counter() - t_run))
+            beside = self.concurrency.enter()
+            try:
+                preds = self._run(arch, module, batch)
+            finally:
+                beside = (beside + self.concurrency.leave()) / 2
+            ran = time.perf_counter() - t_run
+            self.time.compute += ran
+            self.served.append((arch.key, len(batch), ran, beside))
         except BadInput as exc:
             error = str(exc)
         except Exception as exc:  # a failing expert must not take the executor down
             error = f"expert {expert!r} failed: {type(exc).__name__}: {exc}"
         finally:
             self.manager.release(expert)
+        t_done = time.perf_counter()
         self._on_done(self, batch, preds, error)
+        self.time.other += time.perf_counter() - t_done
+
+    def _run(self, arch: Architecture, module: torch.nn.Module, batch: list[Request]) -> list[Prediction]:
+        """One batch: preprocess, forward, predictions; on a GPU on this executor's own CUDA stream.
+
+        One stream per executor lets the executors of one GPU overlap their
+        kernels (the paper's executors are processes, each with its own
+        context); the predictions are read back on that stream.
+        """
+        if self.device.is_cuda:
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(self.device.torch)
+            with torch.cuda.stream(self._stream):
+                x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
+                return arch.run(module, x)
+        x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
+        return arch.run(module, x)
 
     def _prefetch_next(self, current: str) -> None:
         """Load the next group's expert while this batch runs (beyond the paper)."""

@@ -1,8 +1,7 @@
-"""Expert management for one device's pool, shared by that device's executors (paper §4.3 plus prefetch).
+"""Expert management for one expert pool (paper §4.3, plus our prefetch).
 
-The paper gives every executor its own model pool because its executors are
-processes; ours are threads of one process, so executors on one device share
-one pool: a resident expert serves all of them and is never loaded twice.
+A pool belongs to one executor (the paper's layout) or to all executors of
+a device (ours); `pools.py` says which, the manager works the same either way.
 
 Mechanics only: residency, byte accounting through the pool's ledger,
 pinning (an expert in use or being loaded is never evicted), loads through
@@ -25,6 +24,7 @@ from ...runtime.devices import Device
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import TieredStore, WeightsUnavailable
 from .policies import EvictionView, Evictor, Resident
+from .timeline import ExecutorTime
 from .usage import ExpertUsage
 
 HISTORY = 20_000  # switches and batches remembered for the offline refit (a bench run holds far fewer)
@@ -254,8 +254,13 @@ class ExpertManager:
         return slot.module
 
     # -- the executor threads' side: blocking waits and real loads -----------------------------------
-    def acquire(self, expert: str) -> nn.Module:
-        """The expert's module, resident and pinned; loads (switches) it if needed."""
+    def acquire(self, expert: str, clock: ExecutorTime | None = None) -> nn.Module:
+        """The expert's module, resident and pinned; loads (switches) it if needed.
+
+        `clock` gets the seconds spent waiting: on a load (this one's or
+        another executor's) or blocked behind pinned experts.
+        """
+        clock = clock if clock is not None else ExecutorTime()
         with self._cv:
             while True:
                 reason = self.unavailable_reason(expert)
@@ -264,16 +269,21 @@ class ExpertManager:
                 module = self.try_pin(expert)
                 if module is not None:
                     return module
+                t0 = time.perf_counter()
                 if expert in self._loading:
                     self._cv.wait()
+                    clock.load += time.perf_counter() - t0
                     continue
                 evicted = self.begin_load(expert)
                 if evicted is None:  # only pinned experts in the way: wait for one to unpin
                     self._cv.wait()
+                    clock.blocked += time.perf_counter() - t0
                     continue
                 break
         del evicted  # free evicted weights outside the lock
+        t0 = time.perf_counter()
         self._load(expert, pin=True)
+        clock.load += time.perf_counter() - t0
         with self._cv:
             slot = self._slots.get(expert)
             if slot is None:

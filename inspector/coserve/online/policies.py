@@ -1,12 +1,16 @@
 """Policies: the decisions that distinguish CoServe from the Samba-CoE baselines.
 
-A policy is four small answers over one engine's mechanics:
+A policy is five small answers over one engine's mechanics:
   assign   which executor queue gets a new request      (round-robin | min-makespan)
   arrange  where in that queue it goes                   (fcfs | group | resident-first)
-  evict    which residents leave a full pool first       (lru | fifo | dependency-aware)
+  evict    which residents leave a full pool first       (lru | fifo | two-stage | two-stage + queue-aware)
   prefetch whether to load the next group's expert while the current batch runs
+  pools    one pool per executor (the paper, §4.1) or one per device shared by its executors
 Baselines and ours run through the same queues, executors and loads, which
 is what makes the side-by-side benchmark fair.
+
+`coserve-paper` is the paper's mechanisms and nothing else; the rows after it
+add our extras one at a time and end at `coserve` (ABLATION is that ladder).
 """
 from __future__ import annotations
 
@@ -94,27 +98,27 @@ class FCFS:
 
 
 class GroupBySameExpert:
-    """Paper §4.2, request arranging: behind queued requests of the same expert."""
+    """Paper §4.2, request arranging: behind queued requests of the same expert, else at the end."""
 
     name = "group"
 
     def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
-        queue.join(request)
+        queue.join(request, behind_running=False)
 
 
 class ResidentFirst:
     """Group by expert, and start groups of already-resident experts in a front lane.
 
-    Beyond the paper: a group for an expert that is in the pool now runs
-    before groups that need a switch, which meanwhile grow, so one switch
-    serves more requests. The queue bounds how long the main lane can be
-    passed (MAX_BYPASS batches).
+    Beyond the paper: a group for an expert that is in the pool now (or
+    running on this executor) runs before groups that need a switch, which
+    meanwhile grow, so one switch serves more requests. The queue bounds how
+    long the main lane can be passed (MAX_BYPASS batches).
     """
 
     name = "resident-first"
 
     def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
-        queue.join(request, front=resident)
+        queue.join(request, front=resident, behind_running=True)
 
 
 # --- evict ----------------------------------------------------------------------------------
@@ -163,18 +167,23 @@ class DependencyAware:
 
     Stage 1: subsequent experts none of whose preliminary experts are resident
     (they cannot run until one is loaded), largest first.
-    Stage 2: the rest by ascending usage probability (LRU breaks ties).
+    Stage 2: the rest by ascending usage probability. The paper names no tie
+    rule; the least recently used goes first.
 
-    Beyond the paper, the queues say which experts are needed next: an expert
-    with requests waiting is left out of stage 1 and goes last in stage 2,
-    the one whose group runs furthest back first (Belady's rule on what the
-    queue already knows). Evicting it would buy a certain reload.
+    With `queue_aware` (beyond the paper), the queues say which experts are
+    needed next: an expert with requests waiting is left out of stage 1 and
+    goes last in stage 2, the one whose group runs furthest back first
+    (Belady's rule on what the queue already knows). Evicting it would buy a
+    certain reload.
     """
 
-    name = "dependency-aware"
+    def __init__(self, queue_aware: bool = False) -> None:
+        self.queue_aware = queue_aware
+        self.name = "two-stage" + (" + queue-aware" if queue_aware else "")
 
     def order(self, view: EvictionView) -> list[str]:
-        usage, waiting = view.usage, view.next_use
+        usage = view.usage
+        waiting = view.next_use if self.queue_aware else {}
         stage1 = [
             r for r in view.candidates
             if usage.is_subsequent(r.name)
@@ -202,25 +211,40 @@ class Policy:
     evictor: Evictor
     prefetch: bool = False
     single_executor: bool = False
+    shared_pool: bool = False  # one pool per device for its executors (ours) instead of one per executor (§4.1)
 
+
+_PAPER_EVICT = DependencyAware()
+_QUEUE_EVICT = DependencyAware(queue_aware=True)
 
 _POLICIES: dict[str, Policy] = {
     p.name: p
     for p in [
+        # the Samba-CoE baselines (§5.1)
         Policy("samba", "Samba-CoE: one executor per device, FCFS, LRU", RoundRobin, FCFS(), LRU(),
                single_executor=True),
         Policy("samba-fifo", "Samba-CoE with FIFO eviction", RoundRobin, FCFS(), FIFO(), single_executor=True),
-        Policy("samba-parallel", "Samba-CoE on CoServe's executors, round-robin, FCFS, LRU", RoundRobin,
-               FCFS(), LRU()),
-        Policy("coserve-none", "CoServe ablation: round-robin, FCFS, FIFO eviction", RoundRobin, FCFS(),
-               FIFO()),
-        Policy("coserve-em", "+ dependency-aware expert management", RoundRobin, FCFS(), DependencyAware()),
-        Policy("coserve-em-ra", "+ request arranging", RoundRobin, GroupBySameExpert(), DependencyAware()),
-        Policy("coserve", "+ request assigning (min makespan), resident-first lane, next-group prefetch",
-               MinMakespan, ResidentFirst(), DependencyAware(), prefetch=True),
+        Policy("samba-parallel", "Samba-CoE on CoServe's executors (each its own pool), round-robin, FCFS, LRU",
+               RoundRobin, FCFS(), LRU()),
+        # the paper's ablation (§5.3, Figure 15), its mechanisms only
+        Policy("coserve-none", "CoServe None: round-robin, FCFS, FIFO eviction", RoundRobin, FCFS(), FIFO()),
+        Policy("coserve-em", "+ two-stage eviction (§4.3)", RoundRobin, FCFS(), _PAPER_EVICT),
+        Policy("coserve-em-ra", "+ request arranging (§4.2)", RoundRobin, GroupBySameExpert(), _PAPER_EVICT),
+        Policy("coserve-paper", "+ request assigning (§4.2): the paper's CoServe", MinMakespan, GroupBySameExpert(),
+               _PAPER_EVICT),
+        # our extras, one at a time
+        Policy("coserve-paper+qe", "+ queue-aware eviction (ours)", MinMakespan, GroupBySameExpert(), _QUEUE_EVICT),
+        Policy("coserve-paper+qe+lane", "+ resident-first lane (ours)", MinMakespan, ResidentFirst(), _QUEUE_EVICT),
+        Policy("coserve-paper+qe+lane+pf", "+ next-group prefetch (ours)", MinMakespan, ResidentFirst(),
+               _QUEUE_EVICT, prefetch=True),
+        Policy("coserve", "+ one pool per device shared by its executors (ours): the product's policy",
+               MinMakespan, ResidentFirst(), _QUEUE_EVICT, prefetch=True, shared_pool=True),
     ]
 }
 
+BASELINES = ("samba", "samba-fifo", "samba-parallel")
+ABLATION = ("coserve-none", "coserve-em", "coserve-em-ra", "coserve-paper", "coserve-paper+qe",
+            "coserve-paper+qe+lane", "coserve-paper+qe+lane+pf", "coserve")
 POLICY_NAMES = tuple(_POLICIES)
 
 

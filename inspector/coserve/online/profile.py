@@ -67,6 +67,29 @@ class DeviceProfile:
 
     fingerprint: dict[str, Any]
     archs: dict[str, ArchProfile] = field(default_factory=dict)
+    # concurrency[k-1]: the device's throughput with k executors computing at once, in units of one alone
+    # (measured by the profiler; how executors on one device share its compute). Empty: not measured.
+    concurrency: list[float] = field(default_factory=list)
+
+    def speedup(self, k: float) -> float:
+        """Throughput of k concurrent executors relative to one; flat past the last count measured.
+
+        A fractional k (an average over a batch) interpolates. Unmeasured (an
+        old profile), executors are taken as independent (k).
+        """
+        if k <= 1:
+            return max(0.0, k)
+        if not self.concurrency:
+            return float(k)
+        curve = [0.0, *self.concurrency]
+        if k >= len(curve) - 1:
+            return curve[-1]
+        lo = int(k)
+        return curve[lo] + (k - lo) * (curve[lo + 1] - curve[lo])
+
+    def solo_s(self, seconds: float, k: float) -> float:
+        """What a batch that took `seconds` beside k - 1 others would take alone."""
+        return seconds * self.speedup(k) / k if k > 1 else seconds
 
     @staticmethod
     def entry(key: str, threads: int) -> str:
@@ -87,7 +110,8 @@ class DeviceProfile:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"fingerprint": self.fingerprint, "archs": {k: asdict(v) for k, v in self.archs.items()}}
+        data = {"fingerprint": self.fingerprint, "archs": {k: asdict(v) for k, v in self.archs.items()},
+                "concurrency": self.concurrency}
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
         tmp.replace(path)
@@ -95,7 +119,8 @@ class DeviceProfile:
     @classmethod
     def load(cls, path: Path, expect: dict[str, Any] | None = None) -> DeviceProfile:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        prof = cls(data["fingerprint"], {k: ArchProfile.from_json(v) for k, v in data["archs"].items()})
+        prof = cls(data["fingerprint"], {k: ArchProfile.from_json(v) for k, v in data["archs"].items()},
+                   [float(x) for x in data.get("concurrency", [])])
         if expect is not None and prof.fingerprint != expect:
             diff = {k: (prof.fingerprint.get(k), v) for k, v in expect.items() if prof.fingerprint.get(k) != v}
             raise ProfileMismatch(
@@ -110,7 +135,8 @@ def load_box(path: Path) -> tuple[str, dict[str, DeviceProfile], dict[str, Any]]
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     try:
         devices = {
-            key: DeviceProfile(dev["fingerprint"], {k: ArchProfile.from_json(v) for k, v in dev["archs"].items()})
+            key: DeviceProfile(dev["fingerprint"], {k: ArchProfile.from_json(v) for k, v in dev["archs"].items()},
+                               [float(x) for x in dev.get("concurrency", [])])
             for key, dev in data["devices"].items()
         }
     except (KeyError, TypeError) as exc:
@@ -130,23 +156,27 @@ def busy_share(intervals: Sequence[tuple[float, float]]) -> float:
     return covered / total
 
 
-def served_profile(profile: DeviceProfile, batches: list[tuple[str, int, float]],
+def served_profile(profile: DeviceProfile, batches: Sequence[tuple[str, int, float] | tuple[str, int, float, float]],
                    loads: list[tuple[str, str, float, float]], threads: int) -> DeviceProfile:
     """A copy of `profile` whose K, B and load latencies are refit from what a run really cost.
 
-    `batches` are (architecture key, batch size, seconds) as executors ran them at `threads`;
+    `batches` are (architecture key, batch size, seconds[, executors computing on the device
+    meanwhile]) as executors ran them at `threads`; seconds shared with others are turned
+    back into solo seconds through the profile's concurrency curve (the simulator shares
+    the device itself);
     `loads` are (architecture key, tier, start, seconds) of its switches. Loads that
     overlapped waited for each other; the simulator queues them on one disk itself, so
     each tier's durations are scaled by its busy share to get the disk's service time.
     Entries without observations keep the profiled values.
     """
     archs = {k: ArchProfile.from_json(asdict(v)) for k, v in profile.archs.items()}
-    out = DeviceProfile(dict(profile.fingerprint), archs)
-    for key in {k for k, _, _ in batches}:
+    out = DeviceProfile(dict(profile.fingerprint), archs, list(profile.concurrency))
+    solo = [(b[0], b[1], profile.solo_s(b[2], b[3] if len(b) > 3 else 1.0)) for b in batches]
+    for key in {k for k, _, _ in solo}:
         base = out.get(key, threads)
         entry = out.archs[DeviceProfile.entry(base.key, base.threads)]
         by_n: dict[int, list[float]] = {}
-        for k, n, sec in batches:
+        for k, n, sec in solo:
             if k == key:
                 by_n.setdefault(n, []).append(sec)
         points = [(n, sum(v) / len(v)) for n, v in sorted(by_n.items())]

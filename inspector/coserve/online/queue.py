@@ -58,20 +58,20 @@ class ExecutorQueue:
         else:
             self.groups.append(Group(request.expert, deque([request])))
 
-    def join(self, request: Request, front: bool = False) -> None:
+    def join(self, request: Request, front: bool = False, behind_running: bool = True) -> None:
         """Arrange behind queued requests of the same expert (paper §4.2), else start a group.
 
-        The batch being executed counts as queued: a request for the running
-        expert starts a group right behind it, while that expert is resident.
-        With `front`, a new group goes to the end of the front lane instead of
-        the end of the queue.
+        With `behind_running`, the batch being executed counts as queued: a
+        request for the running expert starts a group right behind it, while
+        that expert is resident. With `front`, a new group goes to the end of
+        the front lane instead of the end of the queue.
         """
         group = self.group_for(request.expert)
         if group is not None:
             group.requests.append(request)
             return
         new = Group(request.expert, deque([request]))
-        if self.running == request.expert or front:
+        if (behind_running and self.running == request.expert) or front:
             new.front = True
             pos = 0
             while pos < len(self.groups) and self.groups[pos].front:

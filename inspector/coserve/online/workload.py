@@ -44,6 +44,23 @@ class ComponentType:
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """One board variant of the product family: which component types it carries, how many of each.
+
+    A plant builds lots of one recipe, then changes over; the stream follows
+    the lots, so a run touches the types of the recipes it passes through,
+    not every type of the family (paper §5.1: a board's 352 types).
+    """
+
+    name: str
+    parts: tuple[tuple[str, int], ...]  # (component type, parts of it per board)
+
+    @property
+    def parts_per_board(self) -> int:
+        return sum(n for _, n in self.parts)
+
+
+@dataclass(frozen=True)
 class DetectorSpec:
     name: str
     spec: dict[str, Any]
@@ -67,6 +84,8 @@ class Workload:
     device_bytes: int | None = None  # experts + batches on the main device, what the planner splits
     pool_fixed: bool = True  # expert_pool_mb was given: an override the planner keeps
     executors_fixed: bool = True  # executors were given: an override the planner keeps
+    recipes: tuple[Recipe, ...] = ()  # none: one board carrying every component type `count` times
+    boards_per_lot: int = 1  # boards of one recipe before the line changes over to the next
 
     # -- derived ---------------------------------------------------------------------------------
     @property
@@ -78,6 +97,7 @@ class Workload:
         return items + [ZooItem(d.name, dict(d.spec)) for d in self.detectors]
 
     def usage(self) -> ExpertUsage:
+        """Usage probabilities from the parts counts over the recipe mix (each recipe's lots alike)."""
         return ExpertUsage.from_routes(RouteUse(c.route, c.count, c.pass_rate) for c in self.components)
 
     def executor_counts(self, has_cuda: bool, cores: int) -> dict[str, int]:
@@ -87,11 +107,28 @@ class Workload:
             return {"cuda": 3 if cuda is None else cuda, "cpu": 1 if cpu is None else cpu}
         return {"cuda": 0, "cpu": max(1, cores) if cpu is None else cpu}
 
-    def board_layout(self) -> list[ComponentType]:
-        """The scan order of one board: every part of every type, placed once by the seed."""
-        parts = [c for c in self.components for _ in range(c.count)]
-        random.Random(self.seed).shuffle(parts)
+    def board_recipes(self) -> tuple[Recipe, ...]:
+        """The recipes; without any, one that carries every component type `count` times."""
+        return self.recipes or (Recipe("board", tuple((c.name, c.count) for c in self.components)),)
+
+    def board_layout(self, recipe: Recipe | None = None) -> list[ComponentType]:
+        """The scan order of one board of `recipe` (the first by default): every part, placed once by the seed."""
+        recipe = recipe or self.board_recipes()[0]
+        by_name = {c.name: c for c in self.components}
+        parts = [by_name[name] for name, n in recipe.parts for _ in range(n)]
+        random.Random(_stable_seed(self.seed, recipe.name) if self.recipes else self.seed).shuffle(parts)
         return parts
+
+    def board_plan(self) -> list[Recipe]:
+        """The recipe of each board the stream passes through, in order (lots of `boards_per_lot`)."""
+        recipes = self.board_recipes()
+        plan: list[Recipe] = []
+        parts = 0
+        while parts < self.requests:
+            recipe = recipes[(len(plan) // self.boards_per_lot) % len(recipes)]
+            plan.append(recipe)
+            parts += recipe.parts_per_board
+        return plan
 
     def image(self, component: ComponentType, index: int) -> torch.Tensor:
         """A deterministic crop: the component's tint plus per-part noise."""
@@ -107,12 +144,15 @@ class Workload:
         return torch.stack([self.image(comp, -1 - i) for i in range(n)])
 
     def stream(self) -> list[Request]:
-        """`requests` component requests in board-scan order, board after board."""
-        layout = self.board_layout()
-        out = []
-        for i in range(self.requests):
-            comp = layout[i % len(layout)]
-            out.append(Request(i, comp.name, comp.route, self.image(comp, i), arrival=0.0))
+        """`requests` component requests in board-scan order, board after board, lot after lot."""
+        layouts = {r.name: self.board_layout(r) for r in self.board_recipes()}
+        out: list[Request] = []
+        for recipe in self.board_plan():
+            for comp in layouts[recipe.name]:
+                if len(out) == self.requests:
+                    return out
+                i = len(out)
+                out.append(Request(i, comp.name, comp.route, self.image(comp, i), arrival=0.0))
         return out
 
     def total_weight_bytes(self) -> int:
@@ -125,7 +165,9 @@ class Workload:
         return {
             "name": self.name, "source": self.source, "seed": self.seed,
             "component_types": len(self.components), "detectors": [d.name for d in self.detectors],
-            "parts_per_board": sum(c.count for c in self.components), "requests": self.requests,
+            "parts_per_board": round(sum(r.parts_per_board for r in self.board_recipes())
+                                     / len(self.board_recipes())),
+            "recipes": len(self.board_recipes()), "boards_per_lot": self.boards_per_lot, "requests": self.requests,
             "arrival_interval_ms": self.arrival_interval_s * 1000, "classifier": self.classifier,
             "expert_pool_mb": round(self.expert_pool_bytes / MiB, 1),
             "experts_total_mb": round(total / MiB, 1),
@@ -158,12 +200,15 @@ def parse_workload(text: str, source: str) -> Workload:
     if architecture_from_spec(classifier).role != "classifier":
         raise cls_fields.error("arch", "the classifier must be a ResNet (e.g. resnet18)")
     detectors = _detectors(doc)
-    components = _components(doc, [d.name for d in detectors], seed)
-    per_board = sum(c.count for c in components)
+    components, recipes, lot = _components(doc, [d.name for d in detectors], seed)
+    boards = recipes or (Recipe("board", tuple((c.name, c.count) for c in components)),)
     if doc.has("requests") and doc.has("boards"):
         raise doc.error("boards", "give either requests or boards, not both")
-    requests = (doc.number("boards", minimum=1, integer=True) * per_board if doc.has("boards")
-                else doc.number("requests", 1000, minimum=1, integer=True))
+    if doc.has("boards"):
+        n = doc.number("boards", minimum=1, integer=True)
+        requests = sum(boards[(b // lot) % len(boards)].parts_per_board for b in range(n))
+    else:
+        requests = doc.number("requests", 1000, minimum=1, integer=True)
     mem = doc.sub("memory")
     mem.unknown({"device_mb", "expert_pool_mb", "cpu_pool_mb", "host_cache_mb", "batch_mb"})
     device = mem.number("device_mb", minimum=1) if mem.has("device_mb") else None
@@ -194,6 +239,8 @@ def parse_workload(text: str, source: str) -> Workload:
         device_bytes=int(device * MiB) if device is not None else None,
         pool_fixed=mem.has("expert_pool_mb"),
         executors_fixed=doc.has("executors"),
+        recipes=recipes,
+        boards_per_lot=lot,
     )
 
 
@@ -229,7 +276,7 @@ def _detectors(doc: Fields) -> list[DetectorSpec]:
     return out
 
 
-def _components(doc: Fields, detectors: list[str], seed: int) -> list[ComponentType]:
+def _components(doc: Fields, detectors: list[str], seed: int) -> tuple[list[ComponentType], tuple[Recipe, ...], int]:
     raw = doc.get("components")
     if isinstance(raw, dict):
         return _generated(Fields(raw, doc.source, "components"), detectors, seed)
@@ -248,28 +295,59 @@ def _components(doc: Fields, detectors: list[str], seed: int) -> list[ComponentT
             raise f.error("detector", f"unknown detector {det!r}; defined: {', '.join(detectors) or 'none'}")
         out.append(ComponentType(name, f.number("count", 1, minimum=1, integer=True), det,
                                  f.number("pass_rate", 0.9, minimum=0, maximum=1)))
-    return out
+    return out, (), 1
 
 
-def _generated(f: Fields, detectors: list[str], seed: int) -> list[ComponentType]:
-    """Zipf-skewed counts: a few types (resistors, capacitors) fill most of a board."""
-    f.unknown({"generate", "parts_per_board", "zipf", "with_detector", "pass_rate"})
+def _generated(f: Fields, detectors: list[str], seed: int) -> tuple[list[ComponentType], tuple[Recipe, ...], int]:
+    """Zipf-skewed counts: a few types (resistors, capacitors) fill most of a board.
+
+    With `recipes`, the family's types are spread over that many board
+    variants of `types_per_recipe` types each, drawn by the same Zipf weight
+    (common types recur on most variants, rare ones on few); each variant's
+    board holds `parts_per_board` parts over its own types.
+    """
+    f.unknown({"generate", "parts_per_board", "zipf", "with_detector", "pass_rate", "recipes", "types_per_recipe",
+               "boards_per_lot"})
     n = f.number("generate", minimum=1, integer=True)
-    parts = f.number("parts_per_board", 3 * n, minimum=n, integer=True)
+    n_recipes = f.number("recipes", 0, minimum=0, integer=True)
+    per_recipe = f.number("types_per_recipe", n, minimum=1, maximum=n, integer=True) if n_recipes else n
+    parts = f.number("parts_per_board", 3 * per_recipe, minimum=per_recipe, integer=True)
+    lot = f.number("boards_per_lot", 1, minimum=1, integer=True)
     s = f.number("zipf", 1.0, minimum=0)
     share = f.number("with_detector", 0.5, minimum=0, maximum=1)
     pass_rate = f.number("pass_rate", 0.9, minimum=0, maximum=1)
     if share > 0 and not detectors:
         raise f.error("with_detector", "is above 0 but no detectors are defined")
+    if not n_recipes and (f.has("types_per_recipe") or f.has("boards_per_lot")):
+        raise f.error("recipes", "types_per_recipe and boards_per_lot need recipes: N (how many board variants)")
     weights = [1.0 / (i + 1) ** s for i in range(n)]
-    counts = [max(1, round(parts * w / sum(weights))) for w in weights]
     rng = random.Random(seed)
     with_det = set(rng.sample(range(n), round(n * share)))
+    names = [f"C{i:03d}" for i in range(n)]
+
+    def board(members: list[int]) -> list[int]:
+        total = sum(weights[i] for i in members)
+        return [max(1, round(parts * weights[i] / total)) for i in members]
+
+    recipes: list[Recipe] = []
+    totals = [0] * n
+    if n_recipes:
+        for r in range(n_recipes):
+            pick = random.Random(_stable_seed(seed, "recipe", r))
+            # weighted sampling without replacement (Efraimidis-Spirakis): a key of u ** (1 / w), the largest win
+            keyed = sorted(range(n), key=lambda i: pick.random() ** (1.0 / weights[i]), reverse=True)
+            members = sorted(keyed[:per_recipe])
+            counts = board(members)
+            recipes.append(Recipe(f"recipe-{r + 1}", tuple((names[i], c) for i, c in zip(members, counts))))
+            for i, c in zip(members, counts):
+                totals[i] += c
+    else:
+        totals = board(list(range(n)))
     out = []
     for i in range(n):
         det = detectors[i % len(detectors)] if i in with_det else None
-        out.append(ComponentType(f"C{i:03d}", counts[i], det, pass_rate))
-    return out
+        out.append(ComponentType(names[i], totals[i], det, pass_rate))
+    return out, tuple(recipes), lot
 
 
 def load_workload(path: Path | None = None) -> Workload:

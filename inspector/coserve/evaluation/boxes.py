@@ -1,0 +1,75 @@
+"""Boxes to simulate on: a shipped or given box profile, or this machine's measured profiles.
+
+A box file carries its devices' profiles and, optionally, its memory:
+    "memory": {"host_mb": 16384}                       separate host RAM (NUMA): CPU pool + cache must fit
+    "memory": {"unified_mb": 24576, "reserved_mb": 6144}  one memory for CPU and GPU (UMA)
+    "executors": {"cuda": 2, "cpu": 1}                 the box's casual executor counts (§5.2)
+On a unified box there is no host cache in front of the disk for anyone
+(paper §5.1: on UMA "tiered caching is not used, and experts are loaded
+directly from SSD"), and the GPU's and the CPU's pools and batches come out
+of one budget. The task (board, requests, feed) is the workload's; the
+memory is the box's, so the box's rules are applied to the workload here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ...experts.zoo import Zoo
+from ..online.executor_plan import devices_of, primary_device
+from ..online.profile import DeviceProfile, load_box
+from ..online.workload import MiB, Workload
+from .bench import Progress, prepare
+from .simulation import simulated_zoo
+
+SHIPPED_BOXES = Path(__file__).resolve().parents[2] / "profiles"
+
+
+def find_box(box: str) -> Path:
+    path = Path(box)
+    if not path.is_file():
+        path = SHIPPED_BOXES / f"{box}.json"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in SHIPPED_BOXES.glob("*.json")))
+        raise ValueError(f"no box profile {box!r}: give a file or one of: {shipped}")
+    return path
+
+
+def fit_to_box(workload: Workload, doc: dict[str, Any], box: str) -> Workload:
+    """The workload with the box's memory rules and casual executor counts applied; ValueError naming what does not fit.
+
+    A box may name its casual executors (`"executors": {"cuda": 2, "cpu": 1}`, the
+    paper's UMA setting, §5.2); they apply where the workload leaves executors open.
+    """
+    memory = doc.get("memory", {})
+    if not workload.executors_fixed and isinstance(doc.get("executors"), dict):
+        workload = dataclasses.replace(workload, executors={k: doc["executors"].get(k) for k in ("cpu", "cuda")})
+    device = workload.device_bytes or workload.expert_pool_bytes
+    if "unified_mb" in memory:
+        usable = (memory["unified_mb"] - memory.get("reserved_mb", 0)) * MiB
+        need = device + workload.cpu_pool_bytes
+        if need > usable:
+            raise ValueError(f"{box}: the GPU's {device / MiB:.0f} MiB and the CPU pool's "
+                             f"{workload.cpu_pool_bytes / MiB:.0f} MiB exceed the {usable / MiB:.0f} MiB of unified "
+                             "memory left to the engine; lower memory.device_mb or memory.cpu_pool_mb")
+        return dataclasses.replace(workload, host_cache_bytes=0)
+    if "host_mb" in memory:
+        host = workload.cpu_pool_bytes + workload.host_cache_bytes
+        if host > memory["host_mb"] * MiB:
+            raise ValueError(f"{box}: the CPU pool ({workload.cpu_pool_bytes / MiB:.0f} MiB) and the host cache "
+                             f"({workload.host_cache_bytes / MiB:.0f} MiB) exceed the box's {memory['host_mb']} MiB "
+                             "of host RAM; lower memory.cpu_pool_mb or memory.host_cache_mb")
+    return workload
+
+
+def box_profiles(box: str | None, models_dir: Path, workload: Workload, progress: Progress | None = None,
+                 ) -> tuple[str, Zoo, dict[str, DeviceProfile], Workload]:
+    """(label, zoo, profiles, workload as the box runs it) to simulate with."""
+    if box is None:
+        zoo, profiles = prepare(workload, models_dir, progress)
+        return primary_device().describe() + " (simulated)", zoo, profiles, workload
+    name, profiles, doc = load_box(find_box(box))
+    main = devices_of(profiles)[0]
+    workload = fit_to_box(workload, doc, name)
+    return f"{name} (simulated)", simulated_zoo(workload, profiles[main.key]), profiles, workload

@@ -1,0 +1,42 @@
+"""Which expert pools exist and which executors draw on each: the paper's or ours.
+
+The paper (§4.1) runs every executor as a process with its own model pool:
+a device's expert memory is split between its executors, an expert can sit
+in two pools at once, and initial placement deals experts round-robin over
+the executors. Ours are threads of one process, so they may share one pool
+per device instead: a resident expert serves every executor of the device
+and is never loaded twice. The policy says which (`Policy.shared_pool`); the
+engine and the simulator both build their pools from this layout.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ...runtime.devices import Device
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One expert pool: its name (ledger and dashboard), device, bytes and the executors it serves."""
+
+    name: str
+    device: Device
+    nbytes: int
+    executors: tuple[int, ...]
+
+
+def pool_layout(executor_devices: Sequence[Device], pool_bytes: dict[Device, int], shared: bool) -> list[PoolSpec]:
+    """One pool per device (shared) or one per executor with an equal share of its device's bytes."""
+    by_device: dict[Device, list[int]] = {}
+    for i, device in enumerate(executor_devices):
+        by_device.setdefault(device, []).append(i)
+    pools: list[PoolSpec] = []
+    for device, nbytes in pool_bytes.items():
+        members = by_device.get(device, [])
+        if shared or not members:
+            pools.append(PoolSpec("pool", device, nbytes, tuple(members)))
+        else:
+            share = nbytes // len(members)
+            pools += [PoolSpec(f"pool-{i}", device, share, (i,)) for i in members]
+    return pools

@@ -1,0 +1,60 @@
+"""Where an executor's time goes: computing, waiting for a load, blocked with work queued, idle.
+
+Every executor (threaded or simulated) adds its seconds here as it goes; the
+benchmark divides by executors x makespan to print each policy's shares. The
+scheduler's own time is measured by the scheduler (`Scheduler.overhead_s`).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, fields
+
+KINDS = ("compute", "load", "blocked", "idle", "other")
+
+
+@dataclass
+class ExecutorTime:
+    compute: float = 0.0  # running batches (preprocessing included)
+    load: float = 0.0  # its expert on its way: a switch it started or one another executor started
+    blocked: float = 0.0  # work queued, but only pinned experts stand in the way of the load
+    idle: float = 0.0  # nothing queued
+    other: float = 0.0  # cutting batches, handing results back
+
+    def add(self, other: ExecutorTime) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    @property
+    def total(self) -> float:
+        return sum(getattr(self, k) for k in KINDS)
+
+    def shares(self, span_s: float) -> dict[str, float]:
+        """Each kind as a share of `span_s` (executors x makespan).
+
+        Idle is the rest: the executors also idle before the first request
+        and after the last result, outside the measured span.
+        """
+        span = max(span_s, 1e-12)
+        out = {k: getattr(self, k) / span for k in KINDS if k != "idle"}
+        out["idle"] = max(0.0, 1.0 - sum(out.values()))
+        return out
+
+
+class Concurrency:
+    """How many executors compute on one device right now (the engine's executors share one per device)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def enter(self) -> int:
+        """Start computing; the count including this one."""
+        with self._lock:
+            self._n += 1
+            return self._n
+
+    def leave(self) -> int:
+        """Stop computing; the count before leaving (this one included)."""
+        with self._lock:
+            self._n -= 1
+            return self._n + 1
