@@ -19,13 +19,18 @@ def _say(msg: str) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .coserve.evaluation.bench import format_table, format_time_shares, run_bench
-    from .coserve.online.policies import get_policy
+    from .coserve.evaluation.report import format_table, format_time_shares
+    from .coserve.online.policies import ABLATION, BASELINES, get_policy
     from .coserve.online.workload import load_workload
 
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if args.ablation:
+        policies = [BASELINES[0], *ABLATION]
+    else:
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     for p in policies:
         get_policy(p)
+    if args.repeat < 1:
+        raise ValueError("--repeat must be 1 or more")
     workload = load_workload(Path(args.workload) if args.workload else None)
     if args.check_sim:
         from .coserve.evaluation.bench import prepare
@@ -40,16 +45,53 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _, zoo, profiles, evaluate, workload = _planning_inputs(args, workload)
         workload = make_plan(workload, zoo, profiles, evaluate).workload
         _say(f"planned: executors {workload.executors}, experts {workload.expert_pool_bytes / 2**20:.0f} MiB")
-    if args.simulate:
-        from .coserve.evaluation.bench import run_simulated_bench
 
-        report = run_simulated_bench(workload, policies, _models_dir(args.models), box=args.box, progress=_say,
-                                     ceiling=not args.no_ceiling)
-    else:
-        report = run_bench(workload, policies, _models_dir(args.models), progress=_say,
-                           ceiling=not args.no_ceiling, drop_page_cache=not args.keep_page_cache)
+    def bench(w):  # noqa: ANN001, ANN202 - one side-by-side bench of workload w
+        if args.simulate:
+            from .coserve.evaluation.bench import run_simulated_bench
+
+            return run_simulated_bench(w, policies, _models_dir(args.models), box=args.box, progress=_say,
+                                       ceiling=not args.no_ceiling)
+        from .coserve.evaluation.bench import run_bench
+
+        return run_bench(w, policies, _models_dir(args.models), progress=_say, ceiling=not args.no_ceiling,
+                         drop_page_cache=not args.keep_page_cache, repeat=args.repeat)
+
+    if args.paper_tasks:
+        from .coserve.evaluation.paper import format_tasks, run_tasks
+
+        if not args.simulate or args.box not in ("paper-numa", "paper-uma"):
+            raise ValueError("--paper-tasks needs --simulate --box paper-numa or --box paper-uma")
+        reports, rows = run_tasks(bench)
+        for report in reports:
+            print(format_table(report))
+        print(format_tasks(rows, args.box))
+        return 0
+    if args.sweep:
+        from .coserve.evaluation.sweep import format_sweep, parse_sweep, run_sweep
+
+        parameter, values = parse_sweep(args.sweep)
+        sweep = run_sweep(workload, parameter, values, bench)
+        for report in sweep.reports:
+            print(format_table(report))
+        print(format_sweep(sweep))
+        if args.plot:
+            from .coserve.evaluation.plots import plot_sweep
+
+            _say(f"wrote {plot_sweep(sweep, Path(args.plot))}")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"parameter": parameter, "values": values,
+                                                   "reports": [r.to_json() for r in sweep.reports]}, indent=1),
+                                       encoding="utf-8")
+            _say(f"wrote {args.json}")
+        return 0
+    report = bench(workload)
     print(format_table(report))
     print(format_time_shares(report))
+    if args.plot:
+        from .coserve.evaluation.plots import plot_bench
+
+        _say(f"wrote {plot_bench(report, Path(args.plot))}")
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
         _say(f"wrote {args.json}")
@@ -70,7 +112,8 @@ def _planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN20
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .coserve.evaluation.bench import format_table, run_policy, simulate_policy
+    from .coserve.evaluation.bench import run_policy, simulate_policy
+    from .coserve.evaluation.report import format_table
     from .coserve.evaluation.simulation import rate_oracle
     from .coserve.offline.planner import format_plan, make_plan
     from .coserve.online.policies import get_policy
@@ -82,7 +125,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = make_plan(workload, zoo, profiles, evaluate)
     print(format_plan(plan))
     if args.compare:
-        from .coserve.evaluation.bench import BenchReport
+        from .coserve.evaluation.report import BenchReport
 
         runs = []
         for name, w in (("casual", workload), ("planned", plan.workload)):
@@ -403,6 +446,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="plan executors and memory first (inspector plan) and bench the planned configuration")
     bench.add_argument("--check-sim", action="store_true",
                        help="run each policy for real and simulated, and print how well they agree")
+    bench.add_argument("--ablation", action="store_true",
+                       help="the ablation ladder instead of --policies: samba, the paper's steps up to coserve-paper, "
+                            "then our extras one at a time up to coserve")
+    bench.add_argument("--repeat", type=int, default=1, metavar="N",
+                       help="run every policy N times, interleaved run by run; report medians and the spread")
+    bench.add_argument("--sweep", metavar="PARAM=V1,V2,...",
+                       help="a whole bench at each memory size: device_mb=... or expert_pool_mb=... (MiB)")
+    bench.add_argument("--paper-tasks", action="store_true",
+                       help="with --simulate --box paper-numa|paper-uma: tasks A1-B2 against the paper's bands")
+    bench.add_argument("--plot", metavar="PNG", help="write a chart: the policies' bars, or the sweep's curves")
     bench.add_argument("--keep-page-cache", action="store_true",
                        help="let expert files stay in the OS page cache (disk switches then read RAM)")
     bench.set_defaults(func=cmd_bench)

@@ -1,5 +1,5 @@
 """The bench table: ratios against the baseline and the warning when the feed, not the engine, limits."""
-from inspector.coserve.evaluation.bench import BenchReport, RunReport, format_table
+from inspector.coserve.evaluation.report import BenchReport, RunReport, format_table
 
 WORKLOAD = {"name": "w", "component_types": 3, "requests": 100, "expert_pool_mb": 1.0,
             "experts_total_mb": 4.0, "arrival_interval_ms": 4.0}

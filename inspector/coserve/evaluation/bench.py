@@ -1,17 +1,17 @@
 """`inspector bench`: one workload, several policies, one process, one after another.
 
 Same request stream, same budget, same devices for every policy; the
-all-resident ceiling runs the same stream with every expert preloaded.
+all-resident ceiling runs the same stream with every expert preloaded. With
+repeats, the policies are interleaved run by run (samba, coserve, ceiling,
+samba, coserve, ceiling, ...) so that a slow minute of a noisy box falls on
+every policy alike, and each figure is the median of its runs.
 """
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ...experts.registry import architecture_from_spec
 from ...experts.zoo import Zoo, build_random_zoo
@@ -19,91 +19,14 @@ from ...runtime.devices import available_devices
 from ..offline.profiler import load_or_profile
 from ..online.engine import Engine, EnginePlan
 from ..online.executor_plan import build_plan, primary_device
-from ..online.expert_manager import ManagerStats
 from ..online.policies import Policy, get_policy
 from ..online.profile import DeviceProfile
 from ..online.request import RequestResult
-from ..online.timeline import KINDS, ExecutorTime
 from ..online.workload import Workload
+from .report import BenchReport, RunReport, make_report, median_report, switch_floor
 from .simulation import PassOracle, Simulator, rate_oracle
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class RunReport:
-    policy: str
-    throughput_rps: float
-    switches: int
-    completed: int
-    failed: int
-    mean_latency_s: float
-    p99_latency_s: float
-    sched_overhead_pct: float
-    em_overhead_pct: float
-    makespan_s: float = 0.0
-    executors: int = 0
-    hits: int = 0
-    prefetches: int = 0
-    prefetch_used: int = 0
-    evictions: int = 0
-    initial_loads: int = 0
-    loads_by_tier: dict[str, int] = field(default_factory=dict)
-    mean_load_ms_by_tier: dict[str, float] = field(default_factory=dict)
-    failures: dict[str, int] = field(default_factory=dict)
-    time_shares: dict[str, float] = field(default_factory=dict)  # of executors x makespan (timeline.KINDS)
-    floor: int = 0  # switches no policy can avoid here: experts the run used that no pool held at the start
-
-
-def switch_floor(results: dict[int, RequestResult], resident_at_start: set[str]) -> int:
-    """Experts touched by the run minus those resident at its start: each must be loaded at least once."""
-    touched = {expert for r in results.values() for expert, _ in r.steps}
-    return len(touched - resident_at_start)
-
-
-@dataclass
-class BenchReport:
-    workload: dict[str, Any]
-    device: str
-    ceiling_rps: float
-    runs: list[RunReport]
-    verdicts_identical: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload, "device": self.device, "ceiling_rps": self.ceiling_rps,
-            "verdicts_identical": self.verdicts_identical, "runs": [asdict(r) for r in self.runs],
-        }
-
-
-def make_report(name: str, results: dict[int, RequestResult], t0: float, end: float, pools: ManagerStats,
-                executors: int, completed: int, failed: int, sched_s: float | None,
-                spent: ExecutorTime | None = None) -> RunReport:
-    """One run's row, the same for a measured and a simulated run (overheads: measured runs only)."""
-    done = [r for r in results.values() if r.error is None]
-    makespan = max(end - t0, 1e-9)
-    lat = sorted(r.latency for r in done)
-    return RunReport(
-        policy=name,
-        throughput_rps=len(done) / makespan,
-        switches=pools.switches,
-        completed=completed,
-        failed=failed,
-        mean_latency_s=statistics.fmean(lat) if lat else math.nan,
-        p99_latency_s=lat[min(len(lat) - 1, math.ceil(0.99 * len(lat)) - 1)] if lat else math.nan,
-        sched_overhead_pct=100 * sched_s / makespan if sched_s is not None else math.nan,
-        em_overhead_pct=100 * pools.decision_s / (makespan * executors) if sched_s is not None else math.nan,
-        makespan_s=makespan,
-        executors=executors,
-        hits=pools.hits,
-        prefetches=pools.prefetches,
-        prefetch_used=pools.prefetch_used,
-        evictions=pools.evictions,
-        initial_loads=pools.initial_loads,
-        loads_by_tier=dict(pools.loads_by_tier),
-        mean_load_ms_by_tier={t: 1000 * pools.load_s_by_tier[t] / n for t, n in pools.loads_by_tier.items()},
-        time_shares=spent.shares(makespan * executors) if spent is not None else {},
-    )
 
 
 def run_policy(
@@ -198,88 +121,47 @@ def check_budget(workload: Workload) -> None:
 
 def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
               progress: Progress | None = None, ceiling: bool = True,
-              drop_page_cache: bool = True) -> BenchReport:
+              drop_page_cache: bool = True, repeat: int = 1) -> BenchReport:
     """Every policy on the same stream; `drop_page_cache=False` lets "disk" loads hit the page cache."""
     check_budget(workload)
     zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache)
-    runs, ceiling_rps, same = _side_by_side(
+    return side_by_side(
         policies, lambda p, top: run_policy(workload, zoo, p, profiles, all_resident=top,
-                                            drop_page_cache=drop_page_cache), progress, ceiling)
-    return BenchReport(workload.describe(), primary_device().describe(), ceiling_rps, runs, same)
+                                            drop_page_cache=drop_page_cache),
+        workload.describe(), primary_device().describe(), progress, ceiling, repeat)
 
 
 RunOne = Callable[[Policy, bool], tuple[RunReport, dict[int, RequestResult]]]
 
 
-def _side_by_side(policies: Sequence[str], run_one: RunOne, progress: Progress | None,
-                  ceiling: bool) -> tuple[list[RunReport], float, bool]:
-    """Each policy in turn on the same stream, then the all-resident ceiling; are verdicts all equal?"""
-    runs: list[RunReport] = []
+def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, device: str,
+                 progress: Progress | None = None, ceiling: bool = True, repeat: int = 1) -> BenchReport:
+    """Each policy in turn on the same stream, then the all-resident ceiling, `repeat` rounds; medians.
+
+    Verdicts are compared across every run of every policy.
+    """
+    samples: dict[str, list[RunReport]] = {name: [] for name in policies}
+    tops: list[RunReport] = []
     verdicts: dict[str, dict[int, str]] = {}
-    for name in policies:
-        if progress:
-            progress(f"running {name}")
-        report, results = run_one(get_policy(name), False)
-        runs.append(report)
-        verdicts[name] = {i: r.verdict for i, r in results.items()}
-        if progress:
-            progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches")
-    ceiling_rps = math.nan
-    if ceiling:
-        if progress:
-            progress("running the all-resident ceiling")
-        ceiling_rps = run_one(get_policy("coserve"), True)[0].throughput_rps
+    for round_ in range(repeat):
+        tag = f" (round {round_ + 1} of {repeat})" if repeat > 1 else ""
+        for name in policies:
+            if progress:
+                progress(f"running {name}{tag}")
+            report, results = run_one(get_policy(name), False)
+            samples[name].append(report)
+            verdicts[f"{name}#{round_}"] = {i: r.verdict for i, r in results.items()}
+            if progress:
+                progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches")
+        if ceiling:
+            if progress:
+                progress(f"running the all-resident ceiling{tag}")
+            tops.append(run_one(get_policy("coserve"), True)[0])
     first = next(iter(verdicts.values()), {})
-    return runs, ceiling_rps, all(v == first for v in verdicts.values())
-
-
-FEED_LIMITED_SHARE = 0.8
-
-
-def feed_rate_rps(workload: dict[str, Any]) -> float:
-    """Requests per second the workload's stream offers (0 when it arrives all at once)."""
-    interval_ms = workload.get("arrival_interval_ms") or 0
-    return 1000 / interval_ms if interval_ms else 0.0
-
-
-def format_table(report: BenchReport, baseline: str = "samba") -> str:
-    base = next((r for r in report.runs if r.policy == baseline), None)
-    head = (f"{'policy':<26}{'req/s':>8}{'x base':>9}{'switches':>9}{'floor':>6}{'fewer':>9}{'done':>6}{'fail':>5}"
-            f"{'mean s':>8}{'p99 s':>8}{'sched%':>8}{'em%':>7}{'disk ms':>9}{'host ms':>9}{'prefetch':>10}")
-    lines = [f"workload {report.workload['name']} on {report.device} (base: {baseline}): "
-             f"{report.workload['component_types']} component types, {report.workload['requests']} requests, "
-             f"pool {report.workload['expert_pool_mb']} MiB of {report.workload['experts_total_mb']} MiB experts",
-             head, "-" * len(head)]
-    for r in report.runs:
-        ratio = r.throughput_rps / base.throughput_rps if base and base.throughput_rps else math.nan
-        fewer = 100 * (1 - r.switches / base.switches) if base and base.switches else math.nan
-        disk = r.mean_load_ms_by_tier.get("disk", math.nan)
-        host = r.mean_load_ms_by_tier.get("host", math.nan)
-        lines.append(
-            f"{r.policy:<26.26}{r.throughput_rps:>8.2f}{ratio:>8.2f}x{r.switches:>9}{r.floor:>6}{fewer:>8.1f}%{r.completed:>6}"
-            f"{r.failed:>5}{r.mean_latency_s:>8.2f}{r.p99_latency_s:>8.2f}{r.sched_overhead_pct:>8.2f}"
-            f"{r.em_overhead_pct:>7.3f}{disk:>9.1f}{host:>9.1f}{f'{r.prefetch_used}/{r.prefetches}':>10}"
-        )
-    lines.append("floor: experts the run used that no pool held at its start; no policy switches fewer times")
-    lines.append(f"all-resident ceiling: {report.ceiling_rps:.2f} req/s")
-    feed = feed_rate_rps(report.workload)
-    if feed and report.ceiling_rps >= FEED_LIMITED_SHARE * feed:
-        lines.append(f"warning: the feed offers {feed:.0f} req/s, within {100 * (1 - FEED_LIMITED_SHARE):.0f}% of the "
-                     "ceiling: fast policies are limited by arrivals, not by the engine; lower arrival_interval_ms")
-    lines.append("verdicts identical across policies: " + ("yes" if report.verdicts_identical else "NO"))
-    return "\n".join(lines)
-
-
-def format_time_shares(report: BenchReport) -> str:
-    """Where each policy's executor time went, in % of executors x makespan."""
-    head = f"{'policy':<26}" + "".join(f"{k + '%':>10}" for k in KINDS) + f"{'sched%':>10}"
-    lines = ["where the executors' time goes (% of executors x makespan; sched: the scheduler's own time)",
-             head, "-" * len(head)]
-    for r in report.runs:
-        if r.time_shares:
-            lines.append(f"{r.policy:<26.26}" + "".join(f"{100 * r.time_shares[k]:>10.1f}" for k in KINDS)
-                         + f"{r.sched_overhead_pct:>10.2f}")
-    return "\n".join(lines)
+    top = median_report(tops) if tops else None
+    return BenchReport(workload, device, top.throughput_rps if top else math.nan,
+                       [median_report(samples[name]) for name in policies],
+                       all(v == first for v in verdicts.values()), top, repeat)
 
 
 def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir: Path, box: str | None = None,
@@ -289,8 +171,7 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
 
     device, zoo, profiles, workload = box_profiles(box, models_dir, workload, progress)
     passes = rate_oracle(workload, workload.seed)
-    runs, ceiling_rps, same = _side_by_side(
-        policies, lambda p, top: simulate_policy(workload, zoo, p, profiles, passes, all_resident=top),
-        progress, ceiling)
     total = sum(e.weight_bytes for e in zoo.entries.values())
-    return BenchReport(workload.describe(total), device, ceiling_rps, runs, same)
+    return side_by_side(
+        policies, lambda p, top: simulate_policy(workload, zoo, p, profiles, passes, all_resident=top),
+        workload.describe(total), device, progress, ceiling)

@@ -1,13 +1,14 @@
 """Boxes to simulate on: a shipped or given box profile, or this machine's measured profiles.
 
 A box file carries its devices' profiles and, optionally, its memory:
-    "memory": {"host_mb": 16384}                       separate host RAM (NUMA): CPU pool + cache must fit
-    "memory": {"unified_mb": 24576, "reserved_mb": 6144}  one memory for CPU and GPU (UMA)
-    "executors": {"cuda": 2, "cpu": 1}                 the box's casual executor counts (§5.2)
+    "memory": {"host_mb": 16384}                           separate host RAM (NUMA): CPU pool + cache fit
+    "memory": {"unified_mb": 24576, "reserved_mb": 6144}   one memory for CPU and GPU (UMA)
+    "executors": {"cuda": 2, "cpu": 1}                     the box's casual executor counts (§5.2)
 On a unified box there is no host cache in front of the disk for anyone
 (paper §5.1: on UMA "tiered caching is not used, and experts are loaded
 directly from SSD"), and the GPU's and the CPU's pools and batches come out
-of one budget. The task (board, requests, feed) is the workload's; the
+of one budget: unless the workload fixes its expert pool, the GPU gets what
+the reserve and the CPU pool leave (75% of it for experts, §5.2 casual). The task (board, requests, feed) is the workload's; the
 memory is the box's, so the box's rules are applied to the workload here.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from ...experts.zoo import Zoo
 from ..online.executor_plan import devices_of, primary_device
 from ..online.profile import DeviceProfile, load_box
-from ..online.workload import MiB, Workload
+from ..online.workload import CASUAL_EXPERT_SHARE, MiB, Workload
 from .bench import Progress, prepare
 from .simulation import simulated_zoo
 
@@ -48,6 +49,10 @@ def fit_to_box(workload: Workload, doc: dict[str, Any], box: str) -> Workload:
     device = workload.device_bytes or workload.expert_pool_bytes
     if "unified_mb" in memory:
         usable = (memory["unified_mb"] - memory.get("reserved_mb", 0)) * MiB
+        if not workload.pool_fixed:  # the GPU may use what the OS and the CPU pool leave of the one memory
+            device = usable - workload.cpu_pool_bytes
+            workload = dataclasses.replace(workload, device_bytes=device,
+                                           expert_pool_bytes=int(CASUAL_EXPERT_SHARE * device))
         need = device + workload.cpu_pool_bytes
         if need > usable:
             raise ValueError(f"{box}: the GPU's {device / MiB:.0f} MiB and the CPU pool's "

@@ -323,6 +323,8 @@ class Simulator:
         del self._computing[ex.device][ex]
         self._reschedule(ex.device)
         ex.time.compute += self.now - ex.started
+        ex.time.batches += 1
+        ex.time.requests += len(ex.batch)
         expert, batch = ex.expert, ex.batch
         assert expert is not None
         ex.manager.unpin(expert)

@@ -158,6 +158,8 @@ class Executor(ExecutorCore):
                 beside = (beside + self.concurrency.leave()) / 2
             ran = time.perf_counter() - t_run
             self.time.compute += ran
+            self.time.batches += 1
+            self.time.requests += len(batch)
             self.served.append((arch.key, len(batch), ran, beside))
         except BadInput as exc:
             error = str(exc)

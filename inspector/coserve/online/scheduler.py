@@ -39,8 +39,9 @@ class Scheduler:
         return exec_s + prof.switch_s(executor.manager.store.tier_of(request.expert).value)
 
     def submit(self, request: Request) -> Executor:
-        t0 = time.perf_counter()
+        """Assign and arrange one request; the time counted is the decision's (inside the engine lock)."""
         with self._lock:
+            t0 = time.perf_counter()
             estimates = self.assigner.needs_estimates
             options = [
                 QueueOption(i, ex.queue.pending_s, self.added_latency(ex, request) if estimates else 0.0)
@@ -51,5 +52,5 @@ class Scheduler:
             chosen.queue.pending_s += request.predicted_s
             self.policy.arranger.place(chosen.queue, request, chosen.manager.has(request.expert))
             chosen.wake.notify()
-        self.overhead_s += time.perf_counter() - t0
+            self.overhead_s += time.perf_counter() - t0
         return chosen

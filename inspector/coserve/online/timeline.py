@@ -19,6 +19,8 @@ class ExecutorTime:
     blocked: float = 0.0  # work queued, but only pinned experts stand in the way of the load
     idle: float = 0.0  # nothing queued
     other: float = 0.0  # cutting batches, handing results back
+    batches: int = 0  # batches computed, and the requests in them (their mean size: how well grouping works)
+    requests: int = 0
 
     def add(self, other: ExecutorTime) -> None:
         for f in fields(self):

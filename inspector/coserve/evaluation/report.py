@@ -1,0 +1,184 @@
+"""Bench reports: one run's row, a bench's table, where the time goes, medians over repeats.
+
+The same rows for measured and simulated runs, so that every table reads alike.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from ..online.expert_manager import ManagerStats
+from ..online.request import RequestResult
+from ..online.timeline import KINDS, ExecutorTime
+
+
+@dataclass
+class RunReport:
+    policy: str
+    throughput_rps: float
+    switches: int
+    completed: int
+    failed: int
+    mean_latency_s: float
+    p99_latency_s: float
+    sched_overhead_pct: float
+    em_overhead_pct: float
+    makespan_s: float = 0.0
+    executors: int = 0
+    hits: int = 0
+    prefetches: int = 0
+    prefetch_used: int = 0
+    evictions: int = 0
+    initial_loads: int = 0
+    loads_by_tier: dict[str, int] = field(default_factory=dict)
+    mean_load_ms_by_tier: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    time_shares: dict[str, float] = field(default_factory=dict)  # of executors x makespan (timeline.KINDS)
+    mean_batch: float = math.nan  # requests per batch computed
+    floor: int = 0  # switches no policy can avoid here: experts the run used that no pool held at the start
+    rps_samples: list[float] = field(default_factory=list)  # each run's throughput, when repeated
+
+
+def median_report(runs: list[RunReport]) -> RunReport:
+    """One row from repeated runs of one policy: the median of every figure, the throughputs kept."""
+    if len(runs) == 1:
+        runs[0].rps_samples = [runs[0].throughput_rps]
+        return runs[0]
+    out = RunReport(**asdict(runs[0]))
+    for f in fields(RunReport):
+        values = [getattr(r, f.name) for r in runs]
+        if isinstance(values[0], bool) or not isinstance(values[0], (int, float)):
+            continue
+        med = statistics.median(values)
+        setattr(out, f.name, round(med) if isinstance(values[0], int) else med)
+    for name in ("time_shares", "mean_load_ms_by_tier"):
+        keys = set().union(*(getattr(r, name) for r in runs))
+        setattr(out, name, {k: statistics.median(getattr(r, name).get(k, 0.0) for r in runs) for k in keys})
+    out.rps_samples = [r.throughput_rps for r in runs]
+    return out
+
+
+def switch_floor(results: dict[int, RequestResult], resident_at_start: set[str]) -> int:
+    """Experts touched by the run minus those resident at its start: each must be loaded at least once."""
+    touched = {expert for r in results.values() for expert, _ in r.steps}
+    return len(touched - resident_at_start)
+
+
+@dataclass
+class BenchReport:
+    workload: dict[str, Any]
+    device: str
+    ceiling_rps: float
+    runs: list[RunReport]
+    verdicts_identical: bool
+    ceiling: RunReport | None = None  # the all-resident run itself
+    repeat: int = 1  # runs per policy; each figure is their median
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "device": self.device, "ceiling_rps": self.ceiling_rps,
+            "verdicts_identical": self.verdicts_identical, "runs": [asdict(r) for r in self.runs],
+            "ceiling": asdict(self.ceiling) if self.ceiling else None, "repeat": self.repeat,
+        }
+
+
+def make_report(name: str, results: dict[int, RequestResult], t0: float, end: float, pools: ManagerStats,
+                executors: int, completed: int, failed: int, sched_s: float | None,
+                spent: ExecutorTime | None = None) -> RunReport:
+    """One run's row, the same for a measured and a simulated run (overheads: measured runs only)."""
+    done = [r for r in results.values() if r.error is None]
+    makespan = max(end - t0, 1e-9)
+    lat = sorted(r.latency for r in done)
+    return RunReport(
+        policy=name,
+        throughput_rps=len(done) / makespan,
+        switches=pools.switches,
+        completed=completed,
+        failed=failed,
+        mean_latency_s=statistics.fmean(lat) if lat else math.nan,
+        p99_latency_s=lat[min(len(lat) - 1, math.ceil(0.99 * len(lat)) - 1)] if lat else math.nan,
+        sched_overhead_pct=100 * sched_s / makespan if sched_s is not None else math.nan,
+        em_overhead_pct=100 * pools.decision_s / (makespan * executors) if sched_s is not None else math.nan,
+        makespan_s=makespan,
+        executors=executors,
+        hits=pools.hits,
+        prefetches=pools.prefetches,
+        prefetch_used=pools.prefetch_used,
+        evictions=pools.evictions,
+        initial_loads=pools.initial_loads,
+        loads_by_tier=dict(pools.loads_by_tier),
+        mean_load_ms_by_tier={t: 1000 * pools.load_s_by_tier[t] / n for t, n in pools.loads_by_tier.items()},
+        time_shares=spent.shares(makespan * executors) if spent is not None else {},
+        mean_batch=spent.requests / spent.batches if spent is not None and spent.batches else math.nan,
+    )
+
+
+FEED_LIMITED_SHARE = 0.8
+
+
+def feed_rate_rps(workload: dict[str, Any]) -> float:
+    """Requests per second the workload's stream offers (0 when it arrives all at once)."""
+    interval_ms = workload.get("arrival_interval_ms") or 0
+    return 1000 / interval_ms if interval_ms else 0.0
+
+
+def format_table(report: BenchReport, baseline: str = "samba") -> str:
+    base = next((r for r in report.runs if r.policy == baseline), None)
+    spread = report.repeat > 1
+    head = (f"{'policy':<26}{'req/s':>8}" + (f"{'spread':>8}" if spread else "")
+            + f"{'x base':>9}{'switches':>9}{'floor':>6}{'fewer':>9}{'done':>6}{'fail':>5}"
+            f"{'mean s':>8}{'p99 s':>8}{'sched%':>8}{'em%':>7}{'disk ms':>9}{'host ms':>9}{'prefetch':>10}")
+    medians = f", medians of {report.repeat} interleaved runs" if spread else ""
+    lines = [f"workload {report.workload['name']} on {report.device} (base: {baseline}{medians}): "
+             f"{report.workload['component_types']} component types, {report.workload['requests']} requests, "
+             f"pool {report.workload['expert_pool_mb']} MiB of {report.workload['experts_total_mb']} MiB experts",
+             head, "-" * len(head)]
+    for r in report.runs:
+        ratio = r.throughput_rps / base.throughput_rps if base and base.throughput_rps else math.nan
+        fewer = 100 * (1 - r.switches / base.switches) if base and base.switches else math.nan
+        disk = r.mean_load_ms_by_tier.get("disk", math.nan)
+        host = r.mean_load_ms_by_tier.get("host", math.nan)
+        rps = r.rps_samples or [r.throughput_rps]
+        lines.append(
+            f"{r.policy:<26.26}{r.throughput_rps:>8.2f}"
+            + (f"{'±' + format(spread_pct(rps), '.1f') + '%':>8}" if spread else "")
+            + f"{ratio:>8.2f}x{r.switches:>9}{r.floor:>6}{fewer:>8.1f}%{r.completed:>6}"
+            f"{r.failed:>5}{r.mean_latency_s:>8.2f}{r.p99_latency_s:>8.2f}{r.sched_overhead_pct:>8.2f}"
+            f"{r.em_overhead_pct:>7.3f}{disk:>9.1f}{host:>9.1f}{f'{r.prefetch_used}/{r.prefetches}':>10}"
+        )
+    lines.append("floor: experts the run used that no pool held at its start; no policy switches fewer times")
+    if spread:
+        lines.append("spread: half the range of the runs' throughputs, in % of the median")
+    ceiling = f"all-resident ceiling: {report.ceiling_rps:.2f} req/s"
+    product = next((r for r in report.runs if r.policy == "coserve"), None)
+    if product and report.ceiling_rps == report.ceiling_rps:
+        ceiling += f" (coserve reaches {100 * product.throughput_rps / report.ceiling_rps:.0f}% of it)"
+    lines.append(ceiling)
+    feed = feed_rate_rps(report.workload)
+    if feed and report.ceiling_rps >= FEED_LIMITED_SHARE * feed:
+        lines.append(f"warning: the feed offers {feed:.0f} req/s, within {100 * (1 - FEED_LIMITED_SHARE):.0f}% of the "
+                     "ceiling: fast policies are limited by arrivals, not by the engine; lower arrival_interval_ms")
+    lines.append("verdicts identical across policies: " + ("yes" if report.verdicts_identical else "NO"))
+    return "\n".join(lines)
+
+
+def spread_pct(values: list[float]) -> float:
+    """Half the range of `values` in % of their median (0 for one value)."""
+    med = statistics.median(values)
+    return 100 * (max(values) - min(values)) / 2 / med if med else 0.0
+
+
+def format_time_shares(report: BenchReport) -> str:
+    """Where each policy's executor time went, in % of executors x makespan."""
+    head = f"{'policy':<26}" + "".join(f"{k + '%':>10}" for k in KINDS) + f"{'sched%':>10}{'batch':>8}"
+    lines = ["where the executors' time goes (% of executors x makespan; sched: the scheduler's own time, "
+             "% of makespan; batch: mean requests per batch)", head, "-" * len(head)]
+    for r in report.runs + ([report.ceiling] if report.ceiling else []):
+        if r.time_shares:
+            lines.append(f"{r.policy:<26.26}" + "".join(f"{100 * r.time_shares[k]:>10.1f}" for k in KINDS)
+                         + f"{r.sched_overhead_pct:>10.2f}{r.mean_batch:>8.2f}")
+    return "\n".join(lines)
+
+
