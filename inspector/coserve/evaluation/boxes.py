@@ -8,8 +8,9 @@ On a unified box there is no host cache in front of the disk for anyone
 (paper §5.1: on UMA "tiered caching is not used, and experts are loaded
 directly from SSD"), and the GPU's and the CPU's pools and batches come out
 of one budget: unless the workload fixes its expert pool, the GPU gets what
-the reserve and the CPU pool leave (75% of it for experts, §5.2 casual). The task (board, requests, feed) is the workload's; the
-memory is the box's, so the box's rules are applied to the workload here.
+the reserve and the CPU pool leave (75% of it for experts, §5.2 casual).
+The task (board, requests, feed) is the workload's; the memory is the box's,
+so the box's rules are applied to the workload here.
 """
 from __future__ import annotations
 

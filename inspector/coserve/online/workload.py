@@ -310,6 +310,8 @@ def _generated(f: Fields, detectors: list[str], seed: int) -> tuple[list[Compone
                "boards_per_lot"})
     n = f.number("generate", minimum=1, integer=True)
     n_recipes = f.number("recipes", 0, minimum=0, integer=True)
+    if not n_recipes and (f.has("types_per_recipe") or f.has("boards_per_lot")):
+        raise f.error("recipes", "types_per_recipe and boards_per_lot need recipes: N (how many board variants)")
     per_recipe = f.number("types_per_recipe", n, minimum=1, maximum=n, integer=True) if n_recipes else n
     parts = f.number("parts_per_board", 3 * per_recipe, minimum=per_recipe, integer=True)
     lot = f.number("boards_per_lot", 1, minimum=1, integer=True)
@@ -318,8 +320,6 @@ def _generated(f: Fields, detectors: list[str], seed: int) -> tuple[list[Compone
     pass_rate = f.number("pass_rate", 0.9, minimum=0, maximum=1)
     if share > 0 and not detectors:
         raise f.error("with_detector", "is above 0 but no detectors are defined")
-    if not n_recipes and (f.has("types_per_recipe") or f.has("boards_per_lot")):
-        raise f.error("recipes", "types_per_recipe and boards_per_lot need recipes: N (how many board variants)")
     weights = [1.0 / (i + 1) ** s for i in range(n)]
     rng = random.Random(seed)
     with_det = set(rng.sample(range(n), round(n * share)))
