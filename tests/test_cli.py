@@ -63,3 +63,29 @@ def test_plan_and_simulated_bench_commands(models_dir: Path, tmp_path: Path, tin
                models_dir, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "(simulated)" in proc.stdout and "coserve" in proc.stdout
+
+
+def test_bench_repeats_plots_sweeps_and_the_ablation(models_dir: Path, tmp_path: Path, tiny) -> None:
+    wl = tmp_path / "tiny.yaml"
+    wl.write_text(TINY.replace("requests: 48", "requests: 24"))
+    png = tmp_path / "bench.png"
+    proc = run(["bench", "--workload", str(wl), "--policies", "samba,coserve-paper,coserve", "--repeat", "2",
+                "--no-ceiling", "--plot", str(png)], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "medians of 2 interleaved runs" in proc.stdout and "spread" in proc.stdout
+    assert "where the executors' time goes" in proc.stdout and "(round 2 of 2)" in proc.stderr
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--ablation", "--no-ceiling"], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[0] for line in proc.stdout.splitlines() if line.startswith(("samba", "coserve"))]
+    assert rows[:10] == ["samba", "coserve-none", "coserve-em", "coserve-em-ra", "coserve-paper", "coserve-paper+qe",
+                         "coserve-paper+qe+lane", "coserve-paper+qe+lane+pf", "coserve", "samba"]
+    sweep_png = tmp_path / "sweep.png"
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--policies", "samba,coserve", "--sweep",
+                "expert_pool_mb=40,60", "--plot", str(sweep_png)], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "sweep of expert_pool_mb (MiB)" in proc.stdout and sweep_png.is_file()
+    for args, message in ((["--sweep", "pool=3"], "PARAMETER one of"), (["--paper-tasks"], "needs --simulate"),
+                          (["--repeat", "0"], "--repeat must be 1 or more")):
+        proc = run(["bench", "--workload", str(wl), *args], models_dir, tmp_path)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr

@@ -54,6 +54,26 @@ def test_yolo_from_yaml_loads_exactly_and_keeps_strides() -> None:
     assert all(p.box is not None and len(p.box) == 4 and 0 <= p.label < 3 for p in preds)
 
 
+@pytest.mark.parametrize("spec", [{"arch": "resnet10", "input_size": 32, "classes": 2},
+                                  {"arch": "yolov8n.yaml", "input_size": 32, "classes": 3}])
+def test_a_retired_shell_serves_the_next_expert_exactly_and_holds_no_weights(spec: dict) -> None:
+    arch = architecture_from_spec(spec)
+    first, second = arch.random_state(seed=1), arch.random_state(seed=2)
+    module = arch.materialize(first, CPU)
+    arch.retire(module, CPU)
+    assert all(p.is_meta for p in module.parameters())  # the evicted expert's weights are not kept alive
+    reused = arch.materialize(second, CPU)
+    assert reused is module
+    real = arch.build().eval()
+    real.load_state_dict(second)
+    x = torch.rand(2, 3, 32, 32)
+    with torch.inference_mode():
+        got, want = reused(x), real(x)
+    got, want = (got[0], want[0]) if isinstance(got, (tuple, list)) else (got, want)
+    assert torch.equal(got, want)
+    assert arch.materialize(first, CPU) is not module  # no spare shell left: a new one
+
+
 def test_yolo_from_local_pt(tmp_path: Path) -> None:
     source = YoloDetector("yolov8n.yaml", input_size=32, classes=2)
     model = source.build().eval()

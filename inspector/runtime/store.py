@@ -7,8 +7,10 @@ Host RAM is an LRU cache in front of the disk when a host ledger is given
 *is* host RAM and the store reads straight from disk.
 
 An expert registered with the sha256 of its trained weights is checked the
-first time its file is read (then trusted until its size or time changes): a
-file swapped or damaged on disk fails that expert only, with both digests.
+first time its file is read in this process (then trusted until its size,
+time or inode changes): a file swapped or damaged on disk fails that expert
+only, with both digests. `verify` checks files ahead of serving, so that the
+check is not paid inside the first switch to each expert.
 """
 from __future__ import annotations
 
@@ -28,6 +30,19 @@ from .memory import MemoryLedger
 from .safetensors_io import CorruptWeights, parse
 
 StateDict = dict[str, torch.Tensor]
+
+# (path, sha256) -> (size, mtime_ns, inode) of the file that matched: process-wide, since every engine of a
+# process (a bench runs several) reads the same files
+_VERIFIED: dict[tuple[str, str], tuple[int, int, int]] = {}
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    try:
+        st = path.stat()
+        return st.st_size, st.st_mtime_ns, st.st_ino
+    except OSError:
+        return -1, -1, -1
 
 
 class Tier(str, Enum):
@@ -75,7 +90,6 @@ class TieredStore:
     ) -> None:
         self._paths: dict[str, Path] = {}
         self._sha256: dict[str, str] = {}
-        self._verified: dict[str, tuple[int, int]] = {}  # expert -> (size, mtime_ns) of the file that matched
         self._host: OrderedDict[str, StateDict] = OrderedDict()
         self._host_ledger = host_ledger
         self._pin = pin_host
@@ -141,18 +155,38 @@ class TieredStore:
         expected = self._sha256.get(name)
         if expected is None:
             return
-        try:
-            st = path.stat()
-            stamp = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamp = (-1, -1)
-        if self._verified.get(name) == stamp:
-            return
+        key, stamp = (str(path), expected), _stamp(path)
+        with _VERIFIED_LOCK:
+            if _VERIFIED.get(key) == stamp:
+                return
         got = hashlib.sha256(raw).hexdigest()
         if got != expected:
             raise WeightsUnavailable(name, path, f"not the weights this expert was trained with (sha256 {got[:16]}..., "
                                                  f"the zoo records {expected[:16]}...)")
-        self._verified[name] = stamp
+        with _VERIFIED_LOCK:
+            _VERIFIED[key] = stamp
+
+    def verify(self, names: list[str] | None = None) -> dict[str, str]:
+        """Check the registered experts' files now (all, or `names`); the failures, with their reasons.
+
+        A file that fails is not remembered: its expert fails again, with the
+        same reason, when a request first needs it.
+        """
+        failed: dict[str, str] = {}
+        for name in names if names is not None else list(self._paths):
+            path = self._paths[name]
+            if self._sha256.get(name) is None:
+                continue
+            with _VERIFIED_LOCK:
+                if _VERIFIED.get((str(path), self._sha256[name])) == _stamp(path):
+                    continue
+            try:
+                self._verify(name, path, read_bytes(path, drop_cache=self.drop_page_cache))
+            except WeightsUnavailable as exc:
+                failed[name] = str(exc)
+            except OSError as exc:
+                failed[name] = f"{path}: {exc.strerror or exc}"
+        return failed
 
     def _admit_host(self, name: str, state: StateDict) -> StateDict:
         """Keep a (pinned) host copy, evicting least recently used copies to fit."""

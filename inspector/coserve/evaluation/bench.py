@@ -16,6 +16,7 @@ from pathlib import Path
 from ...experts.registry import architecture_from_spec
 from ...experts.zoo import Zoo, build_random_zoo
 from ...runtime.devices import available_devices
+from ...runtime.store import TieredStore
 from ..offline.profiler import load_or_profile
 from ..online.engine import Engine, EnginePlan
 from ..online.executor_plan import build_plan, primary_device
@@ -99,8 +100,17 @@ def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = No
 
 def prepare(workload: Workload, models_dir: Path, progress: Progress | None = None,
             drop_page_cache: bool = True) -> tuple[Zoo, dict[str, DeviceProfile]]:
-    """The workload's zoo and a profile of every device that will run it (measuring what is missing)."""
+    """The workload's zoo, its weights checked, and a profile of every device that will run it.
+
+    The weights' digests are checked here, once per process, so that no
+    policy pays the check inside its first switch to each expert (the
+    all-resident ceiling never did: it loads everything before the clock).
+    """
     zoo = zoo_for(workload, models_dir, progress)
+    store = TieredStore(drop_page_cache=False)
+    for name, entry in zoo.entries.items():
+        store.register(name, zoo.path_of(name), entry.weights_sha256)
+    store.verify()
     profiles = {}
     for device in available_devices():
         profiles[device.key] = load_or_profile(zoo, device, Path(models_dir) / "profiles", progress=progress,

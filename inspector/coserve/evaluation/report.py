@@ -172,13 +172,16 @@ def spread_pct(values: list[float]) -> float:
 
 def format_time_shares(report: BenchReport) -> str:
     """Where each policy's executor time went, in % of executors x makespan."""
-    head = f"{'policy':<26}" + "".join(f"{k + '%':>10}" for k in KINDS) + f"{'sched%':>10}{'batch':>8}"
-    lines = ["where the executors' time goes (% of executors x makespan; sched: the scheduler's own time, "
-             "% of makespan; batch: mean requests per batch)", head, "-" * len(head)]
+    head = (f"{'policy':<26}" + "".join(f"{k + '%':>10}" for k in KINDS)
+            + f"{'slowed%':>10}{'sched%':>10}{'batch':>8}")
+    lines = ["where the executors' time goes (% of executors x makespan; slowed: the part of compute beyond what the "
+             "profile predicts, executor sharing included; sched: the scheduler's own time, % of makespan; "
+             "batch: mean requests per batch)", head, "-" * len(head)]
     for r in report.runs + ([report.ceiling] if report.ceiling else []):
         if r.time_shares:
+            slowed = r.time_shares.get("slowed", math.nan)
             lines.append(f"{r.policy:<26.26}" + "".join(f"{100 * r.time_shares[k]:>10.1f}" for k in KINDS)
-                         + f"{r.sched_overhead_pct:>10.2f}{r.mean_batch:>8.2f}")
+                         + f"{100 * slowed:>10.1f}{r.sched_overhead_pct:>10.2f}{r.mean_batch:>8.2f}")
     return "\n".join(lines)
 
 

@@ -87,14 +87,19 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
         state, _ = store.fetch(name, device)
         return arch.materialize(state, device.torch)
 
+    def switch() -> None:
+        """A load as the engine does it in steady state: into the shell an eviction handed back."""
+        arch.retire(load_from_store(), device.torch)
+
     # disk: every fetch drops the file from the page cache again, so each read is a disk read.
+    switch()  # the first load builds a shell; the timed ones reuse it
     if host is not None:
-        disk_s = _time(lambda: (load_from_store(), store.forget_host(name)), device, repeats)
+        disk_s = _time(lambda: (switch(), store.forget_host(name)), device, repeats)
         load_from_store()
-        host_s = _time(load_from_store, device, repeats)
+        host_s = _time(switch, device, repeats)
         load_s = {Tier.DISK.value: disk_s, Tier.HOST.value: host_s}
     else:
-        load_s = {Tier.DISK.value: _time(load_from_store, device, repeats)}
+        load_s = {Tier.DISK.value: _time(switch, device, repeats)}
     module = load_from_store()
     crops = [torch.rand(3, arch.input_size, arch.input_size) for _ in range(max(batch_sizes))]
 
@@ -176,7 +181,7 @@ def concurrency_counts(device: Device) -> int:
     return cpu_cores() + 2 if not device.is_cuda else 6
 
 
-PROFILE_FORMAT = 2
+PROFILE_FORMAT = 3  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve
 
 
 def thread_counts(device: Device) -> list[int]:
@@ -202,10 +207,17 @@ def load_or_profile(
     """
     path = profile_path(root, device)
     expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
+    prof = DeviceProfile(expect)
     if path.is_file() and not force:
-        prof = DeviceProfile.load(path, expect=expect)
-    else:
-        prof = DeviceProfile(expect)
+        old = DeviceProfile.load(path)
+        if old.fingerprint.get("profile_format") != PROFILE_FORMAT and \
+                {k: v for k, v in old.fingerprint.items() if k != "profile_format"} == \
+                {k: v for k, v in expect.items() if k != "profile_format"}:
+            if progress:
+                progress(f"{path} was measured the older way (format {old.fingerprint.get('profile_format')}): "
+                         "measuring again")
+        else:
+            prof = DeviceProfile.load(path, expect=expect)
     todo: dict[str, tuple[Architecture, Path, int]] = {}
     for name in zoo.entries:
         if name in zoo.unavailable or not zoo.path_of(name).is_file():

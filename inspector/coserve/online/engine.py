@@ -146,7 +146,19 @@ class Engine:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the executors; first every architecture gets a spare module shell per loading thread.
+
+        Deep-copying a module is slow (a YOLO: a third of a second here); done
+        now, at start, no switch while serving pays it.
+        """
         if not self._started:
+            loaders: dict[Device, int] = {}
+            for ex in self.executors:
+                loaders[ex.device] = loaders.get(ex.device, 0) + 1
+            for device, n in loaders.items():
+                for arch in {id(a): a for a in (self.zoo.architecture(e) for e in self.zoo.entries
+                                                 if e not in self.zoo.unavailable)}.values():
+                    arch.keep_shells(device.torch, n + 1)  # + the prefetcher
             for ex in self.executors:
                 ex.start()
             self._started = True

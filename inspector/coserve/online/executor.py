@@ -39,6 +39,7 @@ class ExecutorCore:
         self.threads = threads
         self.prefetch = prefetch
         self.queue = ExecutorQueue()
+        self._profiles: dict[str, ArchProfile] = {}  # expert -> its architecture's profile here (asked per request)
         self.time = ExecutorTime()  # written by the executor's own thread (or the simulator) only
         self.concurrency = Concurrency()  # the engine gives the executors of one device one counter
 
@@ -47,7 +48,10 @@ class ExecutorCore:
         return f"{self.device.key}#{self.index}"
 
     def profile_for(self, expert: str) -> ArchProfile:
-        return self.profile.get(self.manager.zoo.architecture(expert).key, self.threads)
+        prof = self._profiles.get(expert)
+        if prof is None:
+            prof = self._profiles[expert] = self.profile.get(self.manager.zoo.architecture(expert).key, self.threads)
+        return prof
 
     def batch_limit(self, expert: str) -> int:
         """min(memory-feasible, profiled max batch): the batch splitter's cut (§4.2)."""
@@ -158,6 +162,7 @@ class Executor(ExecutorCore):
                 beside = (beside + self.concurrency.leave()) / 2
             ran = time.perf_counter() - t_run
             self.time.compute += ran
+            self.time.profiled += self._expected_s(expert, len(batch), beside)
             self.time.batches += 1
             self.time.requests += len(batch)
             self.served.append((arch.key, len(batch), ran, beside))
@@ -170,6 +175,14 @@ class Executor(ExecutorCore):
         t_done = time.perf_counter()
         self._on_done(self, batch, preds, error)
         self.time.other += time.perf_counter() - t_done
+
+    def _expected_s(self, expert: str, n: int, beside: float) -> float:
+        """What the profile says this batch takes, shared with `beside` - 1 other executors of the device."""
+        try:
+            solo = self.profile_for(expert).exec_s(n)
+        except KeyError:
+            return 0.0
+        return solo * beside / self.profile.speedup(beside) if beside > 1 else solo
 
     def _run(self, arch: Architecture, module: torch.nn.Module, batch: list[Request]) -> list[Prediction]:
         """One batch: preprocess, forward, predictions; on a GPU on this executor's own CUDA stream.

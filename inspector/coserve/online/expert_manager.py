@@ -176,21 +176,22 @@ class ExpertManager:
         self._slots[expert].in_use -= 1
         self._cv.notify_all()
 
-    def begin_load(self, expert: str, evict: bool = True) -> list[nn.Module] | None:
+    def begin_load(self, expert: str, evict: bool = True) -> list[tuple[str, nn.Module]] | None:
         """Make room in the policy's eviction order and reserve `expert`'s bytes.
 
-        Returns the evicted modules, for the caller to drop once it has left
-        the lock (freeing weights is not a decision), or None when only pinned
-        experts stand in the way. The time spent here is the EM overhead.
+        Returns the evicted (expert, module) pairs, for the caller to retire
+        once it has left the lock (freeing weights is not a decision), or None
+        when only pinned experts stand in the way. The time spent here is the
+        EM overhead.
         """
         t0 = time.perf_counter()
         need = self.zoo.entries[expert].weight_bytes
-        evicted: list[nn.Module] = []
+        evicted: list[tuple[str, nn.Module]] = []
         if self.ledger.free < need and evict:
             for victim in self._eviction_order():
                 if self.ledger.free >= need:
                     break
-                evicted.append(self._evict(victim))
+                evicted.append((victim, self._evict(victim)))
         fits = self.ledger.free >= need
         if fits:
             self.ledger.reserve(expert, need)
@@ -230,6 +231,7 @@ class ExpertManager:
         Experts pinned by a running batch stay; the pool is then over its size
         until they finish, and the next load evicts the rest.
         """
+        evicted: list[tuple[str, nn.Module]] = []
         with self._cv:
             self.ledger.capacity = capacity
             if self.ledger.free >= 0:
@@ -237,8 +239,9 @@ class ExpertManager:
             for victim in self._eviction_order():
                 if self.ledger.free >= 0:
                     break
-                self._evict(victim)
+                evicted.append((victim, self._evict(victim)))
             self._cv.notify_all()
+        self._retire(evicted)
 
     def abort_load(self, expert: str, reason: str) -> None:
         """A load begun with `begin_load` failed: give its bytes back, remember why."""
@@ -246,6 +249,12 @@ class ExpertManager:
         self._loading.discard(expert)
         self.ledger.release(expert)
         self._cv.notify_all()
+
+    def _retire(self, evicted: list[tuple[str, nn.Module]]) -> None:
+        """Hand evicted modules' shells back to their architectures (outside the lock: it is not a decision)."""
+        for name, module in evicted:
+            if module is not None:  # the simulator's residents have none
+                self.zoo.architecture(name).retire(module, self.device.torch)
 
     def _evict(self, expert: str) -> nn.Module:
         slot = self._slots.pop(expert)
@@ -280,7 +289,7 @@ class ExpertManager:
                     clock.blocked += time.perf_counter() - t0
                     continue
                 break
-        del evicted  # free evicted weights outside the lock
+        self._retire(evicted)  # free evicted weights outside the lock
         t0 = time.perf_counter()
         self._load(expert, pin=True)
         clock.load += time.perf_counter() - t0
@@ -303,9 +312,12 @@ class ExpertManager:
             if evicted is None:
                 return False
             self.stats.prefetches += 1
-        del evicted
-        self._loader.submit(self._load, expert, False, True)
+        self._loader.submit(self._prefetch_load, expert, evicted)
         return True
+
+    def _prefetch_load(self, expert: str, evicted: list[tuple[str, nn.Module]]) -> None:
+        self._retire(evicted)
+        self._load(expert, False, True)
 
     def preload(self, expert: str) -> None:
         """Initial placement before serving: a load into free space, not counted as a switch."""

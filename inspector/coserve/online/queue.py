@@ -32,6 +32,7 @@ MAX_BYPASS = 32
 class ExecutorQueue:
     def __init__(self) -> None:
         self.groups: deque[Group] = deque()
+        self._by_expert: dict[str, Group] = {}  # the queued group of each expert (at most one in a grouped queue)
         self.pending_s = 0.0  # predicted seconds of queued + running work
         self.running: str | None = None  # expert of the batch being executed
 
@@ -43,20 +44,30 @@ class ExecutorQueue:
 
     def has_expert(self, expert: str) -> bool:
         """Queued (or running): its switch is already paid for on this executor."""
-        return self.running == expert or any(g.expert == expert for g in self.groups)
+        return self.running == expert or expert in self._by_expert
 
     def group_for(self, expert: str) -> Group | None:
-        for g in self.groups:
-            if g.expert == expert:
-                return g
-        return None
+        """The queued group of `expert` (the first one, in an FCFS queue that holds several)."""
+        return self._by_expert.get(expert)
+
+    def _index(self, group: Group) -> None:
+        self._by_expert.setdefault(group.expert, group)
+
+    def _unindex(self, group: Group) -> None:
+        if self._by_expert.get(group.expert) is group:
+            del self._by_expert[group.expert]
+            later = next((g for g in self.groups if g.expert == group.expert), None)  # FCFS: a later group
+            if later is not None:
+                self._by_expert[group.expert] = later
 
     def append(self, request: Request) -> None:
         """First come, first served: behind everything, batched only with an identical tail."""
         if self.groups and self.groups[-1].expert == request.expert:
             self.groups[-1].requests.append(request)
         else:
-            self.groups.append(Group(request.expert, deque([request])))
+            group = Group(request.expert, deque([request]))
+            self.groups.append(group)
+            self._index(group)
 
     def join(self, request: Request, front: bool = False, behind_running: bool = True) -> None:
         """Arrange behind queued requests of the same expert (paper §4.2), else start a group.
@@ -79,6 +90,7 @@ class ExecutorQueue:
             self.groups.insert(pos, new)
         else:
             self.groups.append(new)
+        self._index(new)
 
     def take_batch(self, limit: int) -> tuple[str, list[Request]] | None:
         """Pop up to `limit` requests of the head group (the batch splitter's cut)."""
@@ -97,6 +109,7 @@ class ExecutorQueue:
         batch = [head.requests.popleft() for _ in range(min(limit, len(head.requests)))]
         if not head.requests:
             self.groups.popleft()
+            self._unindex(head)
         self.running = head.expert
         return head.expert, batch
 

@@ -21,6 +21,8 @@ class ExecutorTime:
     other: float = 0.0  # cutting batches, handing results back
     batches: int = 0  # batches computed, and the requests in them (their mean size: how well grouping works)
     requests: int = 0
+    profiled: float = 0.0  # what the profile predicts for those batches, executor sharing included: compute beyond
+    # it is compute slowed by something else on the box (loads' CPU and memory traffic, other processes)
 
     def add(self, other: ExecutorTime) -> None:
         for f in fields(self):
@@ -39,6 +41,8 @@ class ExecutorTime:
         span = max(span_s, 1e-12)
         out = {k: getattr(self, k) / span for k in KINDS if k != "idle"}
         out["idle"] = max(0.0, 1.0 - sum(out.values()))
+        if self.profiled > 0:
+            out["slowed"] = max(0.0, self.compute - self.profiled) / span  # part of compute, not beside it
         return out
 
 
