@@ -197,9 +197,10 @@ def test_charts_are_written_as_png(tmp_path: Path) -> None:
 
 
 def test_paper_task_summary_names_the_band_and_the_floor() -> None:
-    report = BenchReport({"name": "paper-a1"}, "paper-numa", float("nan"),
+    report = BenchReport({"name": "paper-a1"}, "paper-numa", 300.0,
                          [row("samba", 10, 600, 40), row("coserve-paper", 80, 100, 40), row("coserve", 200, 60, 44)],
                          True)
     text = format_tasks(summarise("paper-a1", report, ("coserve-paper", "coserve")), "paper-numa")
     assert "8.00x     in 4.5-10.5" in text and "20.00x  above 4.5-10.5" in text
+    assert text.splitlines()[3].endswith("40           30.00x")  # the ceiling, 30x samba: no policy passes it
     assert "coserve-paper: throughput in the paper's band on 1 of 1 tasks, switch reduction on 1 of 1" in text

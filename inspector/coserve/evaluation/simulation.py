@@ -7,7 +7,8 @@ K*n + B from the device profile, a switch takes the profiled load latency of
 the tier it comes from, loads from disk share one disk (they queue), loads
 from host RAM share the device's link, and executors computing on one device
 share its compute: k of them together run at the profiled concurrency
-speedup(k), each at speedup(k)/k of its solo speed (processor sharing). Verdicts come from a pass oracle
+speedup(k), each at speedup(k)/k of its solo speed (processor sharing); on
+a CPU, a load in service is one more of the k. Verdicts come from a pass oracle
 (the component's pass rate, or a real run's verdicts for validation), since
 no model runs. A paper-scale task (hundreds of experts, thousands of
 requests) runs in seconds.
@@ -163,6 +164,7 @@ class Simulator:
         # per device: the executors computing there -> solo seconds of work left; the per-executor rate and since when
         self._computing: dict[Device, dict[SimExecutor, float]] = defaultdict(dict)
         self._rate: dict[Device, tuple[float, float]] = {}
+        self._cpu_loads: dict[Device, int] = defaultdict(int)  # loads in service on a CPU device: they share it
         self._tokens = 0
 
     # -- the virtual clock ------------------------------------------------------------------------
@@ -265,10 +267,19 @@ class Simulator:
         else:
             start = self._link_free[m.device] = max(self.now, self._link_free[m.device])
             self._link_free[m.device] += duration
+        if not m.device.is_cuda:  # on a CPU the load's reading and copying take a share of the cores
+            self._at(start, self._cpu_loads_change, m.device, 1)
         self._at(start + duration, self._loaded, m, expert, tier, duration, pin_for)
+
+    def _cpu_loads_change(self, device: Device, delta: int) -> None:
+        self._advance(device)
+        self._cpu_loads[device] += delta
+        self._reschedule(device)
 
     def _loaded(self, m: ExpertManager, expert: str, tier: Tier, duration: float,
                 pin_for: SimExecutor | None) -> None:
+        if not m.device.is_cuda:
+            self._cpu_loads_change(m.device, -1)
         self.store.fetched(expert, self.zoo.entries[expert].weight_bytes)
         m.install(expert, None, tier.value, duration, pin=pin_for is not None, prefetched=pin_for is None)
         if pin_for is not None:
@@ -306,9 +317,14 @@ class Simulator:
             running[ex] -= (self.now - since) * rate
 
     def _reschedule(self, device: Device) -> None:
-        """A new share: every computing executor's finish moves to now + work left / new rate."""
+        """A new share: every computing executor's finish moves to now + work left / new rate.
+
+        On a CPU device a load in service counts as one more participant: it
+        reads and copies on the same cores (and holds the interpreter) while
+        the executors compute.
+        """
         running = self._computing[device]
-        k = len(running)
+        k = len(running) + self._cpu_loads[device]
         rate = self.profiles[device.key].speedup(k) / k if k else 1.0
         self._rate[device] = (rate, self.now)
         for ex, left in running.items():
