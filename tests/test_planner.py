@@ -103,15 +103,16 @@ def test_limited_compute_rule_reserves_the_max_batch(setup) -> None:
 
 def test_executor_search_cpu_box_picks_the_best(setup) -> None:
     w, _, _ = setup
-    trials = search_executors(w, lambda x: {1: 10, 2: 30, 3: 25, 4: 20}[x.executors["cpu"]], has_cuda=False, cores=4)
-    assert [(t.cpu, t.throughput_rps) for t in trials] == [(1, 10), (2, 30), (3, 25), (4, 20)]
+    score = {1: 10, 2: 30, 3: 25, 4: 20, 5: 18, 6: 15}
+    trials = search_executors(w, lambda x: score[x.executors["cpu"]], has_cuda=False, cores=4)
+    assert [(t.cpu, t.throughput_rps) for t in trials] == list(score.items())  # two past the cores: the decline
 
 
 def test_executor_search_gpu_keeps_best_gpu_count_then_adds_cpu(setup) -> None:
     w, _, _ = setup
-    score = {(1, 0): 5, (2, 0): 9, (3, 0): 12, (4, 0): 11, (3, 1): 13, (3, 2): 12.5}
+    score = {(1, 0): 5, (2, 0): 9, (3, 0): 12, (4, 0): 11, (5, 0): 10, (6, 0): 9, (3, 1): 13, (3, 2): 12.5}
     trials = search_executors(w, lambda x: score[(x.executors["cuda"], x.executors["cpu"])], has_cuda=True, cores=8)
-    assert [(t.cuda, t.cpu) for t in trials] == [(1, 0), (2, 0), (3, 0), (4, 0), (3, 1), (3, 2)]
+    assert [(t.cuda, t.cpu) for t in trials] == list(score)
     assert max(trials, key=lambda t: t.throughput_rps).cpu == 1
 
 

@@ -113,8 +113,12 @@ def search_executors(workload: Workload, evaluate: Evaluate, has_cuda: bool, cor
 
     if has_cuda:
         best_g = max(range(1, GPU_EXECUTORS + 1), key=lambda g: trial(g, 0))
-        for c in (1, 2, 3):
-            trial(best_g, c)
+        best = max(t.throughput_rps for t in trials)
+        for c in range(1, max(1, cores) + 1):  # CPU executors beside them, until one more loses
+            rps = trial(best_g, c)
+            if rps < best:
+                break
+            best = rps
     else:
         for c in range(1, max(1, cores) + 3):  # two past the cores
             trial(0, c)
