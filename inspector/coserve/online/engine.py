@@ -134,6 +134,8 @@ class Engine:
         shared = {d: Concurrency() for d in plan.pool_bytes}  # executors of one device share its compute
         for ex in self.executors:
             ex.concurrency = shared.setdefault(ex.device, Concurrency())
+        for manager in self.managers.values():
+            manager.concurrency = shared.setdefault(manager.device, Concurrency())
         self.scheduler = Scheduler(self.executors, policy, self._lock)
         self.results: dict[int, RequestResult] = {}
         # A long-running line sets this: each finished result is handed over (outside the engine's

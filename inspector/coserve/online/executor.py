@@ -98,8 +98,8 @@ class Executor(ExecutorCore):
         self._lock = lock
         self._on_done = on_done
         self._stopping = False
-        # (architecture key, batch size, seconds computing, executors computing on the device meanwhile) of the
-        # newest batches; bounded for a line's months
+        # (architecture key, batch size, seconds computing, executors computing on the device meanwhile, a CPU
+        # load in progress counted as one) of the newest batches; bounded for a line's months
         self.served: deque[tuple[str, int, float, float]] = deque(maxlen=HISTORY)
         self._stream: torch.cuda.Stream | None = None  # made by the executor's thread on first use (GPU only)
         self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
@@ -155,14 +155,15 @@ class Executor(ExecutorCore):
                 self._prefetch_next(expert)
             arch = self.manager.zoo.architecture(expert)
             t_run = time.perf_counter()
-            beside = self.concurrency.enter()
+            execs0, all0 = self.concurrency.enter()
             try:
                 preds = self._run(arch, module, batch)
             finally:
-                beside = (beside + self.concurrency.leave()) / 2
+                execs1, all1 = self.concurrency.leave()
+            executors, beside = (execs0 + execs1) / 2, (all0 + all1) / 2
             ran = time.perf_counter() - t_run
             self.time.compute += ran
-            self.time.profiled += self._expected_s(expert, len(batch), beside)
+            self.time.profiled += self._expected_s(expert, len(batch), executors)
             self.time.batches += 1
             self.time.requests += len(batch)
             self.served.append((arch.key, len(batch), ran, beside))

@@ -24,7 +24,7 @@ from ...runtime.devices import Device
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import TieredStore, WeightsUnavailable
 from .policies import EvictionView, Evictor, Resident
-from .timeline import ExecutorTime
+from .timeline import Concurrency, ExecutorTime
 from .usage import ExpertUsage
 
 HISTORY = 20_000  # switches and batches remembered for the offline refit (a bench run holds far fewer)
@@ -116,6 +116,9 @@ class ExpertManager:
         # line runs for months
         self.loads: deque[tuple[str, str, float, float]] = deque(maxlen=HISTORY)
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-prefetch")
+        # on a CPU, the device's compute counter: a load in progress reads and copies on the executors' cores, so it
+        # counts beside them (what the simulator models; the engine sets it)
+        self.concurrency: Concurrency | None = None
 
     # -- queries (under the engine lock) ---------------------------------------------------------
     def has(self, expert: str) -> bool:
@@ -332,6 +335,16 @@ class ExpertManager:
         self._loader.shutdown(wait=True)
 
     def _load(self, expert: str, pin: bool, prefetched: bool = False, initial: bool = False) -> None:
+        sharing = self.concurrency if not self.device.is_cuda else None
+        if sharing is not None:
+            sharing.load_started()
+        try:
+            self._load_counted(expert, pin, prefetched, initial)
+        finally:
+            if sharing is not None:
+                sharing.load_ended()
+
+    def _load_counted(self, expert: str, pin: bool, prefetched: bool, initial: bool) -> None:
         t0 = time.perf_counter()
         try:
             state, record = self.store.fetch(expert, self.device)

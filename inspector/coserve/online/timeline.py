@@ -47,20 +47,30 @@ class ExecutorTime:
 
 
 class Concurrency:
-    """How many executors compute on one device right now (the engine's executors share one per device)."""
+    """What shares one device's compute right now: executors computing and, on a CPU, loads in progress."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._n = 0
+        self._computing = 0
+        self._loading = 0
 
-    def enter(self) -> int:
-        """Start computing; the count including this one."""
+    def enter(self) -> tuple[int, int]:
+        """An executor starts computing: (executors computing, executors + loads), this one included."""
         with self._lock:
-            self._n += 1
-            return self._n
+            self._computing += 1
+            return self._computing, self._computing + self._loading
 
-    def leave(self) -> int:
-        """Stop computing; the count before leaving (this one included)."""
+    def leave(self) -> tuple[int, int]:
+        """It stops: the same counts just before it left."""
         with self._lock:
-            self._n -= 1
-            return self._n + 1
+            out = self._computing, self._computing + self._loading
+            self._computing -= 1
+            return out
+
+    def load_started(self) -> None:
+        with self._lock:
+            self._loading += 1
+
+    def load_ended(self) -> None:
+        with self._lock:
+            self._loading -= 1
