@@ -1,5 +1,5 @@
 """The offline phase (§4.1, §4.4): measuring a box and planning a configuration before serving.
 
-    profiler.py        the microbenchmarks that fill a profile (online/profile.py holds the data)
+    profiler.py        the microbenchmarks that fill a profile (online/profile.py holds the data), concurrency
     planner.py         executor counts, memory split, placement; evaluates candidates on the simulator
 """
