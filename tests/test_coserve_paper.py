@@ -86,6 +86,16 @@ RECIPES = TINY.split("components:")[0] + (
 )
 
 
+def test_a_bench_refuses_per_executor_pools_smaller_than_the_largest_expert(tiny) -> None:
+    from inspector.coserve.evaluation.bench import check_budget
+
+    workload, _, profiles = tiny
+    small = dataclasses.replace(workload, expert_pool_bytes=30 * MiB)  # 15 MiB each: the 18.7 MiB classifier fits not
+    check_budget(small, ["samba", "coserve"], profiles)  # one pool (samba) or one shared pool: fine
+    with pytest.raises(ValueError, match="coserve-paper gives each of its 2 executors its own pool: 15 MiB each"):
+        check_budget(small, ["coserve", "coserve-paper"], profiles)
+
+
 def test_recipes_carry_subsets_and_the_stream_follows_the_lots() -> None:
     w = parse_workload(RECIPES, "recipes.yaml")
     recipes = w.board_recipes()

@@ -21,6 +21,7 @@ from ..offline.profiler import load_or_profile
 from ..online.engine import Engine, EnginePlan
 from ..online.executor_plan import build_plan, primary_device
 from ..online.policies import Policy, get_policy
+from ..online.pools import pool_layout
 from ..online.profile import DeviceProfile
 from ..online.request import RequestResult
 from ..online.workload import Workload
@@ -118,8 +119,13 @@ def prepare(workload: Workload, models_dir: Path, progress: Progress | None = No
     return zoo, profiles
 
 
-def check_budget(workload: Workload) -> None:
-    """A pool smaller than the largest expert serves nothing: refuse before running."""
+def check_budget(workload: Workload, policies: Sequence[str] = (),
+                 profiles: dict[str, DeviceProfile] | None = None) -> None:
+    """A pool smaller than the largest expert serves nothing: refuse before running.
+
+    With policies and profiles, each policy's own pools are checked too: one
+    that gives every executor its own pool splits the device's memory.
+    """
     largest = max(architecture_from_spec(s).weight_bytes()
                   for s in [workload.classifier] + [d.spec for d in workload.detectors])
     if workload.expert_pool_bytes < largest:
@@ -127,6 +133,17 @@ def check_budget(workload: Workload) -> None:
             f"memory.expert_pool_mb = {workload.expert_pool_bytes / 2**20:.0f} is less than the largest expert "
             f"({largest / 2**20:.0f} MiB); raise it to at least {math.ceil(largest / 2**20)}"
         )
+    for name in policies if profiles else ():
+        policy = get_policy(name)
+        plan = build_plan(workload, policy, profiles)  # type: ignore[arg-type]
+        pools = pool_layout([s.device for s in plan.executors], plan.pool_bytes, policy.shared_pool)
+        main = next(p for p in pools if p.device == plan.executors[0].device)
+        if main.nbytes < largest:
+            n = sum(1 for p in pools if p.device == main.device)
+            raise ValueError(
+                f"{name} gives each of its {n} executors its own pool: {main.nbytes / 2**20:.0f} MiB each, less "
+                f"than the largest expert ({largest / 2**20:.0f} MiB); raise memory.expert_pool_mb to at least "
+                f"{math.ceil(n * largest / 2**20)} or give fewer executors")
 
 
 def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
@@ -135,6 +152,7 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
     """Every policy on the same stream; `drop_page_cache=False` lets "disk" loads hit the page cache."""
     check_budget(workload)
     zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache)
+    check_budget(workload, policies, profiles)
     return side_by_side(
         policies, lambda p, top: run_policy(workload, zoo, p, profiles, all_resident=top,
                                             drop_page_cache=drop_page_cache),
@@ -180,6 +198,7 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
     from .boxes import box_profiles  # boxes builds on this module's prepare
 
     device, zoo, profiles, workload = box_profiles(box, models_dir, workload, progress)
+    check_budget(workload, policies, profiles)
     passes = rate_oracle(workload, workload.seed)
     total = sum(e.weight_bytes for e in zoo.entries.values())
     return side_by_side(
