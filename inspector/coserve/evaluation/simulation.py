@@ -143,7 +143,7 @@ class Simulator:
         self.managers: dict[str, ExpertManager] = {}
         owner: dict[int, ExpertManager] = {}
         for pool in pool_layout([s.device for s in plan.executors], plan.pool_bytes, policy.shared_pool):
-            key = f"{pool.device.key}/{pool.name}"
+            key = pool.key
             self.managers[key] = ExpertManager(
                 key, pool.device, budgets[pool.device].open(pool.name, pool.nbytes), self.store,  # type: ignore[arg-type]
                 zoo, policy.evictor, usage, self._lock, next_use=lambda k=key: next_use(self.executors, k))

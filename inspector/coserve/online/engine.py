@@ -118,7 +118,7 @@ class Engine:
         self.managers: dict[str, ExpertManager] = {}
         owner: dict[int, ExpertManager] = {}
         for pool in pool_layout([s.device for s in plan.executors], plan.pool_bytes, policy.shared_pool):
-            key = f"{pool.device.key}/{pool.name}"
+            key = pool.key
             manager = self.managers[key] = ExpertManager(
                 name=key, device=pool.device, ledger=self.budgets[pool.device].open(pool.name, pool.nbytes),
                 store=self.store, zoo=zoo, evictor=policy.evictor, usage=usage, lock=self._lock,
@@ -157,9 +157,10 @@ class Engine:
             loaders: dict[Device, int] = {}
             for ex in self.executors:
                 loaders[ex.device] = loaders.get(ex.device, 0) + 1
+            archs = {id(a): a for a in (self.zoo.architecture(e) for e in self.zoo.entries
+                                        if e not in self.zoo.unavailable)}
             for device, n in loaders.items():
-                for arch in {id(a): a for a in (self.zoo.architecture(e) for e in self.zoo.entries
-                                                 if e not in self.zoo.unavailable)}.values():
+                for arch in archs.values():
                     arch.keep_shells(device.torch, n + 1)  # + the prefetcher
             for ex in self.executors:
                 ex.start()

@@ -1,6 +1,7 @@
 """An executor: one worker thread on one device with its own queue and model pool."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -192,14 +193,11 @@ class Executor(ExecutorCore):
         kernels (the paper's executors are processes, each with its own
         context); the predictions are read back on that stream.
         """
-        if self.device.is_cuda:
-            if self._stream is None:
-                self._stream = torch.cuda.Stream(self.device.torch)
-            with torch.cuda.stream(self._stream):
-                x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
-                return arch.run(module, x)
-        x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
-        return arch.run(module, x)
+        if self.device.is_cuda and self._stream is None:
+            self._stream = torch.cuda.Stream(self.device.torch)
+        with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
+            x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
+            return arch.run(module, x)
 
     def _prefetch_next(self, current: str) -> None:
         """Load the next group's expert while this batch runs (beyond the paper)."""

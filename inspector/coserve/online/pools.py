@@ -25,6 +25,11 @@ class PoolSpec:
     nbytes: int
     executors: tuple[int, ...]
 
+    @property
+    def key(self) -> str:
+        """The pool's name across devices ("cpu/pool-0"): its manager's and its ledger's."""
+        return f"{self.device.key}/{self.name}"
+
 
 def pool_layout(executor_devices: Sequence[Device], pool_bytes: dict[Device, int], shared: bool) -> list[PoolSpec]:
     """One pool per device (shared) or one per executor with an equal share of its device's bytes."""
