@@ -45,3 +45,21 @@ def test_paper_scale_task_on_the_shipped_numa_profile(models_dir) -> None:
 def test_unknown_box_lists_the_shipped_ones(models_dir) -> None:
     with pytest.raises(ValueError, match="paper-numa, paper-uma"):
         run_simulated_bench(load_workload("paper-a1"), ["coserve"], models_dir, box="paper-zzz")
+
+
+@pytest.mark.parametrize("box", ["paper-numa", "paper-uma"])
+def test_shipped_boxes_keep_the_papers_stated_switch_proportions(box: str) -> None:
+    """Figure 1's text: an SSD->GPU switch is over 90% of inference latency on both boxes, and even a CPU->GPU
+    switch is over 60%; the estimated costs in the box files must not contradict the paper."""
+    import json
+
+    from inspector.coserve.evaluation.boxes import find_box
+
+    doc = json.loads(find_box(box).read_text(encoding="utf-8"))
+    archs = [a for name, dev in doc["devices"].items() if name.startswith("cuda") for a in dev["archs"].values()]
+    assert archs
+    for arch in archs:
+        batch1 = arch["k_s"] + arch["b_s"]
+        loads = arch["load_s"]
+        assert loads["disk"] / (loads["disk"] + batch1) > 0.90, arch["key"]
+        assert loads["host"] / (loads["host"] + batch1) > 0.60, arch["key"]
