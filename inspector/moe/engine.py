@@ -167,6 +167,70 @@ class OffloadedLM:
         return sum(p.numel() * p.element_size() for p in self.model.parameters())
 
     # -- generation -------------------------------------------------------------------------------------
+    @property
+    def context(self) -> int:
+        """The model's context in tokens (0: the config names none)."""
+        return int(getattr(self.ckpt.config, "max_position_embeddings", 0) or 0)
+
+    def fit_prompt(self, input_ids: list[int] | torch.Tensor, max_new_tokens: int,
+                   truncate: bool = False) -> tuple[torch.Tensor, int]:
+        """The prompt as a [1, T] tensor on the device, and how many of its oldest tokens were dropped.
+
+        A prompt that leaves no room for `max_new_tokens` in the context is refused (ContextTooLong), or with
+        `truncate` loses its oldest tokens."""
+        ids = torch.as_tensor(input_ids, dtype=torch.long).reshape(1, -1).to(self.device)
+        if ids.shape[1] == 0:
+            raise ValueError("the prompt is empty: give at least one token")
+        context = self.context
+        room = context - max_new_tokens
+        if context and ids.shape[1] > room:
+            if not truncate or room < 1:
+                raise ContextTooLong(f"prompt of {ids.shape[1]} tokens plus {max_new_tokens} new ones exceeds the "
+                                     f"model's context of {context}; shorten the prompt, ask for fewer tokens, or "
+                                     "let it truncate the oldest tokens")
+            dropped = ids.shape[1] - room
+            return ids[:, dropped:], dropped
+        return ids, 0
+
+    @torch.inference_mode()
+    def prefill(self, ids: torch.Tensor, joining: bool = False) -> tuple[torch.Tensor, DynamicCache]:
+        """Run a prompt ([1, T]) through the model: the last position's logits and the sequence's KV cache.
+        `joining`: other sequences are mid-decode beside this one (see MoERuntime.begin_sequence)."""
+        rt = self.runtime
+        embedding = self.model.get_input_embeddings()(ids)[0].float().mean(0).cpu()  # fMoE's semantic key
+        rt.begin_sequence(embedding, joining=joining)
+        cache = DynamicCache(config=self.model.config)
+        rt.prefill = True
+        try:
+            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
+        except BaseException:
+            rt.drop_staged()  # a failed request leaves no read-ahead bytes behind
+            raise
+        finally:
+            rt.prefill = False
+        return out.logits[0, -1], cache
+
+    @torch.inference_mode()
+    def step(self, tokens: torch.Tensor, cache: DynamicCache, attention_mask: torch.Tensor | None = None,
+             position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """One decode step for every row of `tokens` ([B, 1]); the next logits [B, V]. With one row and no mask
+        this is exactly `generate`'s step; rows of unequal length need the padding mask and their positions."""
+        rt = self.runtime
+        rt.decode_rows = tokens.shape[0]
+        try:
+            out = self.model(input_ids=tokens, past_key_values=cache, use_cache=True, attention_mask=attention_mask,
+                             position_ids=position_ids)
+        except BaseException:
+            rt.drop_staged()
+            raise
+        finally:
+            rt.decode_rows = 1
+        return out.logits[:, -1]
+
+    def meter(self) -> Meter:
+        """A reading of the runtime's counters, to charge what happens from now on to one or more sequences."""
+        return Meter(self.runtime)
+
     @torch.inference_mode()
     def generate(self, input_ids: list[int] | torch.Tensor, max_new_tokens: int,
                  eos_token_id: int | None = None, truncate: bool = False) -> Iterator[tuple[int, GenStats]]:
@@ -175,59 +239,23 @@ class OffloadedLM:
         A prompt that leaves no room for `max_new_tokens` in the context is refused (ContextTooLong), or with
         `truncate` loses its oldest tokens, and `stats.truncated` says how many.
         """
-        ids = torch.as_tensor(input_ids, dtype=torch.long).reshape(1, -1).to(self.device)
-        context = int(getattr(self.ckpt.config, "max_position_embeddings", 0) or 0)
-        room = context - max_new_tokens
-        dropped = 0
-        if context and ids.shape[1] > room:
-            if not truncate or room < 1:
-                raise ContextTooLong(f"prompt of {ids.shape[1]} tokens plus {max_new_tokens} new ones exceeds the "
-                                     f"model's context of {context}; shorten the prompt, ask for fewer tokens, or "
-                                     "let it truncate the oldest tokens")
-            dropped = ids.shape[1] - room
-            ids = ids[:, dropped:]
+        ids, dropped = self.fit_prompt(input_ids, max_new_tokens, truncate)
         stats = GenStats(prompt_tokens=ids.shape[1], truncated=dropped)
-        rt = self.runtime
-        with torch.inference_mode():  # the prompt's semantic embedding (fMoE matches expert maps by it)
-            embedding = self.model.get_input_embeddings()(ids)[0].float().mean(0).cpu()
-        rt.begin_sequence(embedding)
-        cache = DynamicCache(config=self.model.config)
-        try:
-            yield from self._decode(ids, max_new_tokens, eos_token_id, cache, stats)
-        except BaseException:
-            rt.drop_staged()  # a failed request leaves no read-ahead bytes behind
-            raise
-
-    def _decode(self, ids: torch.Tensor, max_new_tokens: int, eos_token_id: int | None, cache: DynamicCache,
-                stats: GenStats) -> Iterator[tuple[int, GenStats]]:
-        rt = self.runtime
-        c0, l0, b0 = dataclasses.replace(rt.counters), rt.store.stats.loads, rt.store.stats.bytes_read
-        host = rt.store.host
-        h0 = host.hits if host is not None else 0
+        meter = self.meter()
         t0 = time.perf_counter()
-        rt.prefill = True
-        out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
-        rt.prefill = False
+        logits, cache = self.prefill(ids)
         for i in range(max_new_tokens):
-            token = int(out.logits[0, -1].argmax())
+            token = int(logits.argmax())
             now = time.perf_counter()
             if i == 0:
                 stats.ttft_s = now - t0
             stats.tokens += 1
             stats.seconds = now - t0
-            c = rt.counters
-            for f in dataclasses.fields(c):  # this sequence's share of the runtime's counters
-                setattr(stats, f.name, getattr(c, f.name) - getattr(c0, f.name))
-            stats.expert_loads = rt.store.stats.loads - l0
-            stats.bytes_read = rt.store.stats.bytes_read - b0
-            stats.host_hits = (host.hits - h0) if host is not None else 0
-            stats.residency = {layer: len(rt.resident_in(layer)) for layer in rt.moe_layers}
-            stats.peak_pool_bytes = rt.store.ledger.peak
+            meter.charge([stats])
             yield token, stats
             if token == eos_token_id or i + 1 == max_new_tokens:
                 return
-            out = self.model(input_ids=torch.tensor([[token]], device=self.device), past_key_values=cache,
-                             use_cache=True)
+            logits = self.step(torch.tensor([[token]], device=self.device), cache)[0]
 
     def close(self) -> None:
         """Stop the read thread and give the pool's bytes back to the device budget."""
@@ -236,6 +264,35 @@ class OffloadedLM:
         if self.budget is not None:
             self.budget.close(POOL_LEDGER)
             self.budget = None
+
+
+class Meter:
+    """Charges the runtime's counters since the last reading to the sequences that shared those steps (one
+    sequence alone, or every row of a batched decode step), and records the pool's state in their stats."""
+
+    def __init__(self, runtime: MoERuntime) -> None:
+        self.runtime = runtime
+        self._last = self._read()
+
+    def _read(self) -> dict[str, int]:
+        rt = self.runtime
+        out = dataclasses.asdict(rt.counters)
+        out["expert_loads"] = rt.store.stats.loads
+        out["bytes_read"] = rt.store.stats.bytes_read
+        out["host_hits"] = rt.store.host.hits if rt.store.host is not None else 0
+        return out
+
+    def charge(self, stats: list[GenStats]) -> None:
+        now = self._read()
+        delta = {k: v - self._last[k] for k, v in now.items()}
+        self._last = now
+        rt = self.runtime
+        residency = {layer: len(rt.resident_in(layer)) for layer in rt.moe_layers}
+        for s in stats:
+            for k, v in delta.items():
+                setattr(s, k, getattr(s, k) + v)
+            s.residency = residency
+            s.peak_pool_bytes = rt.store.ledger.peak
 
 
 def _router_weight(block: torch.nn.Module, ckpt: MoECheckpoint) -> torch.Tensor:

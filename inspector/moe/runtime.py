@@ -77,6 +77,7 @@ class MoERuntime:
         self._next = dict(zip(ckpt.moe_layers, ckpt.moe_layers[1:]))
         self.routers = routers  # layer -> gate weight [E, H]: the other layers' gates predict a layer's picks
         self.prefill = False
+        self.decode_rows = 1  # sequences sharing this decode step (the batcher sets it)
         self.counters = PoolCounters()
         self.activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # this sequence
         self.decode_activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # all decodes
@@ -143,9 +144,12 @@ class MoERuntime:
         self._fetch_async(key, force=False, parts=self.policy.prefetch_parts)
 
     # -- ExpertSource (what the experts modules call) ---------------------------------------------------
-    def begin_sequence(self, embedding: torch.Tensor | None = None) -> None:
-        for counts in self.activity.values():
-            counts.zero_()
+    def begin_sequence(self, embedding: torch.Tensor | None = None, joining: bool = False) -> None:
+        """A new sequence's prefill comes next. `joining`: others are mid-decode beside it (a batch), so the
+        activity record stays the batch's rather than starting again."""
+        if not joining:
+            for counts in self.activity.values():
+                counts.zero_()
         self._predicted.clear()
         self.drop_staged()
         self.embedding = embedding
@@ -171,7 +175,7 @@ class MoERuntime:
         decode = not self.prefill
         guess = self._predicted.pop(layer, None)
         if guess is not None and decode:  # judged against the model's own routing, before any change
-            actual = set(top_k_index[-1].tolist())
+            actual = set(top_k_index[-self.decode_rows:].flatten().tolist())
             self.counters.predicted += len(actual)
             self.counters.predicted_right += len(actual & guess)
             self.counters.guessed += len(guess)

@@ -29,6 +29,7 @@ class PoolView(Protocol):
     path: dict[int, list[int]]  # this decode step: layer -> its picks so far
     embedding: torch.Tensor | None  # this sequence's prompt embedding
     counters: PoolCounters
+    decode_rows: int  # sequences in this decode step (one token each); 1 outside a batch
 
     def resident_in(self, layer: int) -> list[ExpertKey]: ...  # least recently used first
     def is_resident(self, key: ExpertKey) -> bool: ...
@@ -53,6 +54,8 @@ class MoEPolicy:
     pipelines_prefill: bool = False  # prefill reads each used expert once in compute order, next in flight
     fine_grained: bool = False  # a miss reads gate/up, then down in the background while they compute
     prefetch_parts: int = 3  # projections a guess reads ahead (FIRM's n); the rest when the expert is used
+    batches: bool = True  # several sequences may share a decode step (its guesses cover every row); False where
+    # the policy keeps per-sequence state (expert maps, trajectories, a predictor over one path, degradation)
     calibration: Calibration | None = field(default=None, repr=False)
 
     def staging(self, top_k: int, num_experts: int) -> int:
@@ -143,6 +146,16 @@ def least_active(pool: PoolView, layer: int, protect: Iterable[ExpertKey]) -> Ex
 
 
 def next_gate_topk(pool: PoolView, layer: int, hidden: torch.Tensor, k: int) -> list[ExpertKey]:
-    """`layer`'s gate applied to an earlier layer's hidden state: its top k (DAOP; FIRM-MoE eq. 4-5)."""
-    logits = pool.router_logits(layer, hidden[-1:])[0]
-    return [ExpertKey(layer, int(e)) for e in torch.topk(logits, min(k, logits.numel())).indices]
+    """`layer`'s gate applied to an earlier layer's hidden state: its top k (DAOP; FIRM-MoE eq. 4-5). In a
+    decode step of several sequences, every row's top k, the most probable first (a row's best probability)."""
+    rows = max(1, getattr(pool, "decode_rows", 1))
+    logits = pool.router_logits(layer, hidden[-rows:])
+    top = torch.topk(logits, min(k, logits.shape[-1]), dim=-1)
+    if rows == 1:
+        return [ExpertKey(layer, int(e)) for e in top.indices[0]]
+    best: dict[int, float] = {}
+    probs = torch.softmax(logits.float(), dim=-1)
+    for r in range(rows):
+        for e in top.indices[r].tolist():
+            best[e] = max(best.get(e, 0.0), float(probs[r, e]))
+    return [ExpertKey(layer, e) for e in sorted(best, key=lambda e: -best[e])]

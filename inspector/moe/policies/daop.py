@@ -35,7 +35,7 @@ class DAOP(MoEPolicy):
         name = "daop+degrade" if degrade else "daop"
         super().__init__(name, "calibrated placement, prefill allocation, next-layer prediction (DAOP)",
                          prefetches=True, predicts=True, approximate=degrade, calibrated=True,
-                         calibration=calibration)
+                         calibration=calibration, batches=not degrade)
         self.degrade = degrade
         self.predict_from = predict_from  # None: the paper's block 4 of 32, scaled to the model's depth
 

@@ -30,7 +30,7 @@ class DuoServe(MoEPolicy):
             raise ValueError(f"duoserve predictor must be mlp or popularity, got {predictor!r}")
         super().__init__("duoserve", "prefill read pipeline; trained next-layer predictor in decode (DuoServe-MoE)",
                          caches=False, prefetches=True, predicts=True, pipelines_prefill=True, calibrated=True,
-                         calibration=calibration)
+                         calibration=calibration, batches=False)
         self.kind = predictor
         self.log = log
         self.model: ExpertPredictor | None = None

@@ -33,7 +33,7 @@ class FIRM(MoEPolicy):
             raise ValueError(f"firm prefetch granularity parts must be 1, 2 or 3 projections, got {parts}")
         super().__init__("firm", "sub-expert prefetch, Meeting-of-Layers guess, HEOP (K, P) search (FIRM-MoE)",
                          prefetches=True, predicts=True, fine_grained=fine, prefetch_parts=parts if fine else 3,
-                         calibration=calibration)
+                         calibration=calibration, batches=False)
         self.k0, self.p0, self.mol, self.use_heop = k, p, mol, heop
         self.heop_args = dict(alpha=alpha, beta=beta, n_update=n_update, patience=patience, steps=heop_steps)
         self.heop: HEOP | None = None

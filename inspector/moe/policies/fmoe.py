@@ -30,7 +30,8 @@ class FMoE(MoEPolicy):
     def __init__(self, calibration: Calibration | None = None, distance: int = 1, capacity: int = 1024,
                  similar: float = 0.9, mass: float = 0.9) -> None:
         super().__init__("fmoe", "expert maps matched by prompt and trajectory guide prefetch and eviction (fMoE)",
-                         prefetches=True, predicts=True, calibrated=True, wants_probs=True, calibration=calibration)
+                         prefetches=True, predicts=True, calibrated=True, wants_probs=True, calibration=calibration,
+                         batches=False)
         if distance < 1:
             raise ValueError(f"fmoe prefetch distance must be at least 1 layer, got {distance}")
         self.distance, self.capacity, self.similar, self.mass = distance, capacity, similar, mass
