@@ -258,8 +258,8 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
 
     from .app.run import line_profiles
     from .app.service import LineService
+    from .endpoint import read_token
     from .kiosk.control import ALLOCATION_FILE, saved_allocation
-    from .kiosk.http import read_token
     from .kiosk.service import Kiosk, KioskConfig
 
     token = read_token(args.token_file or os.environ.get("INSPECTOR_TOKEN_FILE") or None)

@@ -45,6 +45,33 @@ def tiny_workload(**changes: object) -> Workload:
 
 
 @pytest.fixture(scope="session")
+def llm_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Twenty real standard-library modules: a corpus the tokenizer and the split can work on."""
+    import shutil
+    import sysconfig
+
+    root = tmp_path_factory.mktemp("corpus")
+    src = Path(sysconfig.get_paths()["stdlib"])
+    for name in ["abc", "bisect", "colorsys", "copy", "csv", "fnmatch", "functools", "glob", "heapq", "keyword",
+                 "linecache", "numbers", "operator", "queue", "random", "shlex", "string", "textwrap", "token",
+                 "types"]:
+        shutil.copy(src / f"{name}.py", root / f"{name}.py")
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_llm(llm_corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny demo MoE language model (Mixtral, 2 layers x 4 experts) trained here, with its tokenizer."""
+    from inspector.moe.demo.build import build_demo
+    from inspector.moe.demo.corpus import stdlib_corpus
+
+    from .moe_models import TINY_DEMO
+
+    return build_demo(TINY_DEMO, root=tmp_path_factory.mktemp("llm"), corpus=stdlib_corpus(10, llm_corpus_dir),
+                      log=lambda line: None).path
+
+
+@pytest.fixture(scope="session")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("models")
 

@@ -6,6 +6,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, MixtralConfig, OlmoeConfig, PhimoeConfig, Qwen2MoeConfig, Qwen3MoeConfig
 
+from inspector.moe.demo.build import DemoRecipe
+
+# the demo model's recipe at test size: Mixtral, 2 layers x 4 experts, trained for 3 steps with its tokenizer
+TINY_DEMO = DemoRecipe(layers=2, experts=4, top_k=2, hidden=32, intermediate=48, heads=2, kv_heads=1, vocab=320,
+                       seq_len=64, batch=2, steps=3, warmup=1, eval_windows=2)
+
 COMMON = dict(vocab_size=96, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
               max_position_embeddings=128, eos_token_id=1, bos_token_id=0, pad_token_id=0)
 

@@ -254,7 +254,8 @@ def test_hostile_rule_files_and_unauthenticated_edits_change_nothing(demo, tmp_p
 def test_the_endpoints_bound_their_threads_and_time_out_slow_clients(tmp_path: Path) -> None:
     from prometheus_client.registry import CollectorRegistry
 
-    from inspector.kiosk.http import SOCKET_TIMEOUT_S, WORKERS, Endpoints, read_token
+    from inspector.endpoint import read_token
+    from inspector.kiosk.http import SOCKET_TIMEOUT_S, WORKERS, Endpoints
 
     from .services import free_port
 

@@ -228,7 +228,7 @@ def test_health_is_critical_when_results_are_at_risk_and_names_the_rest() -> Non
 
 @pytest.mark.parametrize("listen", ["localhost", "127.0.0.1:http"])
 def test_bad_listen_address_says_how_to_write_it(listen: str) -> None:
-    from inspector.kiosk.http import parse_listen
+    from inspector.endpoint import parse_listen
 
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_listen(listen)

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -12,31 +10,22 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from inspector.cli import main
-from inspector.moe.demo.build import DemoRecipe, build_demo
+from inspector.moe.demo.build import build_demo
 from inspector.moe.demo.corpus import stdlib_corpus
 from inspector.moe.engine import OffloadedLM
 from inspector.moe.text import encode_prompt, load_tokenizer, read_prompts
 
-TINY = DemoRecipe(layers=2, experts=4, top_k=2, hidden=32, intermediate=48, heads=2, kv_heads=1, vocab=320,
-                  seq_len=64, batch=2, steps=3, warmup=1, eval_windows=2)
+from .moe_models import TINY_DEMO
 
 
 @pytest.fixture(scope="module")
-def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Twenty real standard-library modules: a corpus the tokenizer and the split can work on."""
-    root = tmp_path_factory.mktemp("corpus")
-    src = Path(sysconfig.get_paths()["stdlib"])
-    for name in ["abc", "bisect", "colorsys", "copy", "csv", "fnmatch", "functools", "glob", "heapq", "keyword",
-                 "linecache", "numbers", "operator", "queue", "random", "shlex", "string", "textwrap", "token",
-                 "types"]:
-        shutil.copy(src / f"{name}.py", root / f"{name}.py")
-    return root
+def corpus_dir(llm_corpus_dir: Path) -> Path:
+    return llm_corpus_dir
 
 
 @pytest.fixture(scope="module")
-def demo(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_demo(TINY, root=tmp_path_factory.mktemp("llm"), corpus=stdlib_corpus(10, corpus_dir),
-                      log=lambda line: None).path
+def demo(tiny_llm: Path) -> Path:
+    return tiny_llm
 
 
 def test_the_demo_build_is_a_normal_checkpoint_with_its_tokenizer_and_record(demo: Path, corpus_dir: Path) -> None:
@@ -44,7 +33,7 @@ def test_the_demo_build_is_a_normal_checkpoint_with_its_tokenizer_and_record(dem
     assert math.isfinite(record["held_out_perplexity"]) and record["held_out_perplexity"] > 1
     assert record["tokens_seen"] == 3 * 2 * 64 and record["recipe"]["experts"] == 4
     assert not list(demo.parent.glob("*.partial"))
-    again = build_demo(TINY, root=demo.parent, corpus=stdlib_corpus(10, corpus_dir), log=lambda line: None)
+    again = build_demo(TINY_DEMO, root=demo.parent, corpus=stdlib_corpus(10, corpus_dir), log=lambda line: None)
     assert again.cached and again.path == demo and again.perplexity == record["held_out_perplexity"]
     tok = load_tokenizer(demo)
     ids = encode_prompt(tok, "def add(a, b):\n    return a + b\n")

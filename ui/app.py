@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Inspection dashboard")
     if args.attach:
-        from inspector.kiosk.http import read_token
+        from inspector.endpoint import read_token
 
         backend = AttachedBackend(args.attach, args.db, token=read_token(args.token_file))
     else:

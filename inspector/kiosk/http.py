@@ -16,40 +16,16 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from ..endpoint import parse_listen
+
 SOCKET_TIMEOUT_S = 5.0
 WORKERS = 4
 MAX_BODY = 1 << 20  # a rule file is kilobytes; anything near a megabyte is not one
-
-
-def parse_listen(spec: str) -> tuple[str, int]:
-    host, _, port = spec.rpartition(":")
-    try:
-        return host or "127.0.0.1", int(port)
-    except ValueError:
-        raise ValueError(f"--listen {spec!r}: use HOST:PORT, for example 127.0.0.1:9108") from None
-
-
-def read_token(path: str | Path | None) -> str | None:
-    """The API token from its file; refuses a file others may read (the token guards rule edits)."""
-    if path is None:
-        return None
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"API token file {p} does not exist; create it (installer/install.sh does) or leave "
-                                "--token-file out to keep the kiosk read-only")
-    if p.stat().st_mode & 0o077:
-        raise ValueError(f"API token file {p} is readable by others (mode {p.stat().st_mode & 0o777:o}); "
-                         f"run: chmod 600 {p}")
-    token = p.read_text(encoding="utf-8").strip()
-    if len(token) < 16:
-        raise ValueError(f"API token in {p} is shorter than 16 characters; write a long random one")
-    return token
 
 
 class HttpError(Exception):

@@ -161,17 +161,17 @@ def bench(root: str | Path, policies: list[str], cache_ratio: float, prompts: li
         if reference is None and not run.approximate:
             reference = run.tokens
         if reference is not None:
-            run.same_tokens = min(_agreement(reference, r.tokens) for r in repeats)
+            run.same_tokens = min(agreement(reference, r.tokens) for r in repeats)
         runs.append(run)
         log(f"{name} @ {cache_ratio:g}: {run.tokens_per_s:.2f} tokens/s")
     for run in runs:  # an approximate policy run before the first exact one is compared now
         if run.same_tokens is None and reference is not None:
-            run.same_tokens = _agreement(reference, run.tokens)
+            run.same_tokens = agreement(reference, run.tokens)
     return BenchReport(str(root), cache_ratio, ceiling.tokens_per_s, runs, len(prompts), max_new_tokens, device,
                        max(1, repeat))
 
 
-def _agreement(want: list[list[int]], got: list[list[int]]) -> float:
+def agreement(want: list[list[int]], got: list[list[int]]) -> float:
     """Share of positions where the tokens agree, each sequence compared up to its first difference onward."""
     same = total = 0
     for a, b in zip(want, got):

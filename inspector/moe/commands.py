@@ -86,6 +86,15 @@ def cmd_chat(args: argparse.Namespace) -> int:
         session.close()
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .service.server import ServeConfig, serve
+
+    cfg = ServeConfig(resolve_model(args), args.policy, args.cache_ratio, args.device, args.host_ratio,
+                      _llm_root(args) / "calibration", args.listen, args.token_file, args.name, args.threads,
+                      args.nice, args.max_batch, args.max_waiting)
+    return serve(cfg, _say)
+
+
 def _ratios(args: argparse.Namespace) -> list[float]:
     if args.cache_ratios:
         try:
@@ -117,6 +126,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     tokenizer = load_tokenizer(model)
     prompts = _prompt_ids(tokenizer, read_prompts(args.prompts))
     cal = _calibration(model, tokenizer, args)
+    if args.concurrency:
+        return _bench_concurrency(args, model, policies, ratios, prompts, cal)
     reports = []
     for ratio in ratios:
         report = bench(model, policies, ratio, prompts, args.max_new_tokens, cal, args.device, log=_say,
@@ -129,6 +140,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         doc = reports[0].to_json() if len(reports) == 1 else {"reports": [r.to_json() for r in reports]}
         Path(args.json).write_text(json.dumps(doc, indent=2))
+        print(f"report written to {args.json}")
+    return 0
+
+
+def _levels(spec: str) -> list[int]:
+    try:
+        levels = [int(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--concurrency wants client counts separated by commas (e.g. 1,4), got {spec!r}") from None
+    if not levels or min(levels) < 1:
+        raise ValueError(f"--concurrency wants client counts of at least 1, got {spec!r}")
+    return levels
+
+
+def _bench_concurrency(args: argparse.Namespace, model: Path, policies: list[str], ratios: list[float],
+                       prompts: list[list[int]], cal) -> int:  # noqa: ANN001 - Calibration
+    from .bench_concurrency import bench_concurrency, format_concurrency
+
+    levels = _levels(args.concurrency)
+    docs = []
+    for ratio in ratios:
+        runs = bench_concurrency(model, policies, ratio, prompts, args.max_new_tokens, levels, cal, args.device,
+                                 args.host_ratio, log=_say)
+        print(format_concurrency(runs, str(model), ratio, len(prompts), args.max_new_tokens, args.device),
+              flush=True)
+        docs.append({"cache_ratio": ratio, "runs": [r.to_json() for r in runs]})
+    if args.json:
+        Path(args.json).write_text(json.dumps(docs[0] if len(docs) == 1 else {"reports": docs}, indent=2))
         print(f"report written to {args.json}")
     return 0
 
@@ -181,6 +220,21 @@ def add_llm_parser(sub: argparse._SubParsersAction) -> None:
     chat.add_argument("--prompt", help="complete this one prompt and exit")
     chat.set_defaults(func=cmd_chat, max_new_tokens=96)
 
+    srv = llm_sub.add_parser("serve", help="an OpenAI-compatible endpoint (/v1/completions, /v1/chat/completions) "
+                                           "in this process, with its own thread count")
+    model_flags(srv)
+    srv.add_argument("--policy", default="daop", help="a policy spec (default daop)")
+    srv.add_argument("--listen", default="127.0.0.1:8000", help="HOST:PORT (default 127.0.0.1:8000)")
+    srv.add_argument("--token-file", help="a file (mode 0600) holding the bearer token every /v1 request must "
+                                          "send; required to listen beyond 127.0.0.1")
+    srv.add_argument("--name", help="the model's name in the API (default: the checkpoint directory's name)")
+    srv.add_argument("--threads", type=int, help="torch threads for this process (default: torch's)")
+    srv.add_argument("--nice", type=int, default=0, help="lower this process's CPU priority by N (beside the line)")
+    srv.add_argument("--max-batch", type=int, default=8, help="sequences decoding together at most (default 8)")
+    srv.add_argument("--max-waiting", type=int, default=64,
+                     help="requests waiting beyond that before new ones get 429 (default 64)")
+    srv.set_defaults(func=cmd_serve)
+
     bench = llm_sub.add_parser("bench", help="several policies at one cache ratio, side by side, with the ceiling")
     model_flags(bench)
     bench.add_argument("--policies", default=DEFAULT_POLICIES,
@@ -194,6 +248,8 @@ def add_llm_parser(sub: argparse._SubParsersAction) -> None:
                                          "(default: the built-in set)")
     bench.add_argument("--degrade", action="store_true",
                        help="also run DAOP with graceful degradation and report its accuracy cost")
+    bench.add_argument("--concurrency", help="instead of one prompt at a time: N clients at once through the "
+                                             "serving engine, for each N of a comma list (e.g. 1,4)")
     bench.add_argument("--json", help="also write the report as JSON to this path")
     bench.set_defaults(func=cmd_bench, max_new_tokens=48)
 

@@ -25,17 +25,31 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
     return [bos, *ids] if bos is not None and (not ids or ids[0] != bos) else ids
 
 
-def stream_text(tokenizer, tokens: Iterable[int]) -> Iterator[str]:
-    """New text as tokens arrive; byte-level pieces that do not yet form a character wait for the next token."""
-    ids: list[int] = []
-    shown = ""
-    for token in tokens:
-        ids.append(token)
-        text = tokenizer.decode(ids, skip_special_tokens=True)
+class Detokenizer:
+    """Text as tokens arrive: each push returns what is new, or None while byte-level pieces do not yet form a
+    character (they wait for the next token)."""
+
+    def __init__(self, tokenizer) -> None:  # noqa: ANN001 - a transformers tokenizer
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+
+    def push(self, token: int) -> str | None:
+        self.ids.append(token)
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
         if text.endswith("\ufffd"):
-            continue
-        yield text[len(shown):]
-        shown = text
+            return None
+        new, self.text = text[len(self.text):], text
+        return new
+
+
+def stream_text(tokenizer, tokens: Iterable[int]) -> Iterator[str]:
+    """New text as tokens arrive (see Detokenizer)."""
+    detok = Detokenizer(tokenizer)
+    for token in tokens:
+        piece = detok.push(token)
+        if piece is not None:
+            yield piece
 
 
 def read_prompts(path: str | Path | None = None) -> list[str]:

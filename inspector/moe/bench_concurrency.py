@@ -1,0 +1,144 @@
+"""`inspector llm bench --concurrency 1,4`: the serving engine under N clients at once, per policy.
+
+Each (policy, N) run loads the model afresh (a cold pool, as `llm bench`) and
+starts the same engine thread `inspector llm serve` runs (service/batcher.py).
+N client threads each submit a prompt, wait for its last token, and take the
+next prompt, until the prompt set is done. Aggregate tokens/s is every new
+token over the wall time from the first request to the last token; a
+request's tokens/s is its tokens over its own time from submit to last token,
+queueing included (what its client saw); time to first token includes
+queueing too. Greedy tokens are compared with each policy's N = 1 run.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .bench import agreement
+from .calibration import Calibration
+from .engine import OffloadedLM
+from .policies import get_policy
+from .service.batcher import Batcher, Event, Job
+from .service.sampling import Sampling
+
+
+@dataclass
+class ConcurrencyRun:
+    policy: str
+    concurrency: int
+    tokens_per_s: float  # aggregate
+    request_tokens_per_s: float  # mean over requests
+    ttft_s: float  # mean, queueing included
+    ttft_p90_s: float
+    mean_batch: float  # rows per decode step
+    new_tokens: int
+    seconds: float
+    same_tokens: float | None = None  # vs this policy's concurrency-1 run
+    tokens: list[list[int]] = field(default_factory=list, repr=False)
+
+    def to_json(self) -> dict:
+        out = dict(self.__dict__)
+        out.pop("tokens")
+        return out
+
+
+def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: list[list[int]],
+                   max_new_tokens: int, concurrency: int, calibration: Calibration | None, device: str = "cpu",
+                   host_ratio: float | None = None, max_batch: int = 8) -> ConcurrencyRun:
+    lm = OffloadedLM.load(root, get_policy(policy, calibration), cache_ratio=cache_ratio, device=device,
+                          host_ratio=host_ratio)
+    batcher = Batcher(lm, max_batch=max_batch, max_waiting=max(64, concurrency))
+    results: list[tuple[list[int], float, float] | None] = [None] * len(prompts)
+    errors: list[BaseException] = []
+    nxt = iter(range(len(prompts)))
+    lock = threading.Lock()
+
+    def client() -> None:
+        while True:
+            with lock:
+                i = next(nxt, None)
+            if i is None:
+                return
+            tokens: list[int] = []
+            done = threading.Event()
+            end: list[Event] = []
+
+            def emit(ev: Event, tokens: list[int] = tokens, done: threading.Event = done,
+                     end: list[Event] = end) -> None:
+                if ev.token is not None:
+                    tokens.append(ev.token)
+                if ev.finish is not None:
+                    end.append(ev)
+                    done.set()
+
+            ids, _ = lm.fit_prompt(prompts[i], max_new_tokens, truncate=True)
+            t0 = time.perf_counter()
+            batcher.submit(Job(ids, max_new_tokens, Sampling(), emit))
+            done.wait()
+            if end[0].finish == "error":
+                errors.append(end[0].error or RuntimeError("request failed"))
+                return
+            results[i] = (tokens, end[0].stats.ttft_s, time.perf_counter() - t0)
+
+    try:
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=client, name=f"client-{c}") for c in range(concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        stats = batcher.stats
+    finally:
+        batcher.close()
+        lm.close()
+    if errors:
+        raise RuntimeError(f"{policy} at concurrency {concurrency}: {errors[0]}") from errors[0]
+    done = [r for r in results if r is not None]
+    n = sum(len(t) for t, _, _ in done)
+    ttfts = sorted(ttft for _, ttft, _ in done)
+    return ConcurrencyRun(policy, concurrency, n / wall, statistics.mean(len(t) / s for t, _, s in done),
+                          statistics.mean(ttfts), ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))],
+                          stats.rows_stepped / max(1, stats.steps), n, wall, tokens=[t for t, _, _ in done])
+
+
+def bench_concurrency(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
+                      max_new_tokens: int, levels: list[int], calibration: Calibration | None, device: str = "cpu",
+                      host_ratio: float | None = None, log: Callable[[str], None] = lambda line: None,
+                      max_batch: int = 8) -> list[ConcurrencyRun]:
+    torch.manual_seed(0)
+    runs: list[ConcurrencyRun] = []
+    for policy in policies:
+        first: ConcurrencyRun | None = None
+        for level in levels:
+            run = run_concurrent(root, policy, cache_ratio, prompts, max_new_tokens, level, calibration, device,
+                                 host_ratio, max_batch)
+            if first is None:
+                first = run
+            run.same_tokens = agreement(first.tokens, run.tokens)
+            runs.append(run)
+            log(f"{policy} x{level}: {run.tokens_per_s:.2f} tokens/s aggregate, mean batch {run.mean_batch:.2f}")
+    return runs
+
+
+def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: float, prompts: int,
+                       max_new_tokens: int, device: str) -> str:
+    lines = [f"model {model} on {device}: cache ratio {cache_ratio:g}, {prompts} prompts x {max_new_tokens} new "
+             "tokens, N clients at once (the serving engine: decode steps batched where the policy allows)",
+             f"{'policy':<16}{'N':>3}{'agg tok/s':>10}{'x N=1':>7}{'req tok/s':>10}{'ttft s':>8}{'p90 s':>7}"
+             f"{'batch':>7}{'same tok':>9}"]
+    lines.append("-" * len(lines[-1]))
+    base: dict[str, float] = {}
+    for r in runs:
+        base.setdefault(r.policy, r.tokens_per_s)
+        same = f"{r.same_tokens:.3f}" if r.same_tokens is not None else "-"
+        lines.append(f"{r.policy[:16]:<16}{r.concurrency:>3}{r.tokens_per_s:>10.2f}"
+                     f"{r.tokens_per_s / base[r.policy]:>6.2f}x{r.request_tokens_per_s:>10.2f}{r.ttft_s:>8.3f}"
+                     f"{r.ttft_p90_s:>7.3f}{r.mean_batch:>7.2f}{same:>9}")
+    return "\n".join(lines)

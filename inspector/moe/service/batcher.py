@@ -1,0 +1,208 @@
+"""Serving several requests on one offloaded model: one engine thread, continuous batching of decode steps.
+
+Requests wait in a bounded first-come queue. Between decode steps the engine
+thread takes the next waiting request, runs its prefill alone and, when the
+policy allows (`MoEPolicy.batches`) and the model's cache can be padded, adds it
+as a row to the running batch; every decode step then serves every row at once,
+so an expert read for one sequence serves all of them. A policy that keeps
+per-sequence state serves one request after another in arrival order.
+
+Only this thread touches the model and the runtime, so requests never share a
+policy's per-sequence state by accident. A request that fails (its prefill
+raises) fails alone; a decode step that raises fails the rows in it, and the
+engine goes on with the next request.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ..engine import GenStats, OffloadedLM
+from .kvbatch import KVBatch, batchable
+from .sampling import Sampling, next_token
+
+
+class QueueFull(RuntimeError):
+    """More requests are waiting than the server takes; try again shortly."""
+
+
+@dataclass
+class Event:
+    """What a request hears from the engine: a token, or its end (`finish`: stop, length, cancelled, error)."""
+
+    token: int | None
+    stats: GenStats
+    finish: str | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class Job:
+    prompt: torch.Tensor  # [1, T], already fitted to the context
+    max_new_tokens: int
+    sampling: Sampling
+    emit: Callable[[Event], None]  # called on the engine thread; must not block
+    eos: frozenset[int] = frozenset()
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    stats: GenStats = field(default_factory=GenStats)
+    submitted: float = field(default_factory=time.perf_counter)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        """The client has gone or has what it wanted (a stop string): free the row at the next step."""
+        self.cancelled.set()
+
+
+@dataclass
+class _Row:
+    job: Job
+    last: int  # the newest token, fed at the next step
+    generator: torch.Generator | None
+    started: float
+
+
+@dataclass
+class BatcherStats:
+    requests: int = 0
+    failed: int = 0
+    steps: int = 0
+    rows_stepped: int = 0  # sum over steps of the rows in them (mean batch = rows_stepped / steps)
+    peak_rows: int = 0
+
+
+class Batcher:
+    def __init__(self, lm: OffloadedLM, max_batch: int = 8, max_waiting: int = 64) -> None:
+        self.lm = lm
+        self.max_batch = max(1, max_batch) if lm.runtime.policy.batches else 1
+        self.max_waiting = max_waiting
+        self.stats = BatcherStats()
+        self._waiting: deque[Job] = deque()
+        self._rows: list[_Row] = []
+        self._kv = KVBatch()
+        self._cond = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="llm-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def active(self) -> int:
+        return len(self._rows)
+
+    def submit(self, job: Job) -> None:
+        with self._cond:
+            if self._stop:
+                raise RuntimeError("the language model is shutting down")
+            if len(self._waiting) >= self.max_waiting:
+                raise QueueFull(f"{len(self._waiting)} requests are already waiting; retry in a moment")
+            self._waiting.append(job)
+            self._cond.notify()
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Finish nothing new; requests still waiting end as cancelled."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    # -- the engine thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        meter = self.lm.meter()
+        while True:
+            with self._cond:
+                while not self._stop and not self._waiting and not self._rows:
+                    self._cond.wait()
+                if self._stop:
+                    break
+                job = self._waiting.popleft() if self._waiting and len(self._rows) < self.max_batch else None
+            if job is not None:
+                self._start(job, meter)
+            if self._rows:
+                self._step(meter)
+        for row in self._rows:
+            self._end(row.job, "cancelled")
+        for job in self._waiting:
+            self._end(job, "cancelled")
+
+    def _start(self, job: Job, meter) -> None:  # noqa: ANN001 - engine.Meter
+        self.stats.requests += 1
+        if job.cancelled.is_set():
+            self._end(job, "cancelled")
+            return
+        job.stats.prompt_tokens = job.prompt.shape[1]
+        started = time.perf_counter()
+        meter.charge([])
+        try:
+            logits, cache = self.lm.prefill(job.prompt, joining=bool(self._rows))
+        except Exception as exc:  # noqa: BLE001 - this request fails alone; the engine goes on
+            self.stats.failed += 1
+            self._end(job, "error", exc)
+            return
+        meter.charge([job.stats])
+        row = _Row(job, 0, job.sampling.generator(), started)
+        if not batchable(cache):  # this model's cache cannot be padded: one sequence at a time
+            self.max_batch = 1
+        if self._emit(row, logits):
+            self._rows.append(row)
+            self._kv.join(cache)
+
+    def _step(self, meter) -> None:  # noqa: ANN001 - engine.Meter
+        rows = self._rows
+        tokens = torch.tensor([[r.last] for r in rows], dtype=torch.long, device=self.lm.device)
+        mask, positions = self._kv.step_inputs()
+        meter.charge([])
+        try:
+            logits = self.lm.step(tokens, self._kv.cache, mask, positions)
+        except Exception as exc:  # noqa: BLE001 - the rows of this step fail; the engine goes on
+            for r in rows:
+                self.stats.failed += 1
+                self._end(r.job, "error", exc)
+            self._rows, self._kv = [], KVBatch()
+            return
+        meter.charge([r.job.stats for r in rows])
+        self.stats.steps += 1
+        self.stats.rows_stepped += len(rows)
+        self.stats.peak_rows = max(self.stats.peak_rows, len(rows))
+        keep = [i for i, r in enumerate(rows) if self._emit(r, logits[i])]
+        self._rows = [rows[i] for i in keep]
+        self._kv.keep(keep)
+
+    def _emit(self, row: _Row, logits: torch.Tensor) -> bool:
+        """Pick and send the row's next token; whether the row goes on."""
+        job = row.job
+        if job.cancelled.is_set():
+            self._end(job, "cancelled")
+            return False
+        token = next_token(logits, job.sampling, row.generator)
+        now = time.perf_counter()
+        s = job.stats
+        if s.tokens == 0:
+            s.ttft_s = now - job.submitted  # what the client waited, queueing included
+        s.tokens += 1
+        s.seconds = now - row.started
+        row.last = token
+        job.emit(Event(token, s))
+        if token in job.eos:
+            self._end(job, "stop")
+            return False
+        if s.tokens >= job.max_new_tokens:
+            self._end(job, "length")
+            return False
+        return True
+
+    @staticmethod
+    def _end(job: Job, finish: str, error: BaseException | None = None) -> None:
+        job.emit(Event(None, job.stats, finish, error))

@@ -1,0 +1,102 @@
+"""`inspector llm serve`: the language model in its own process, behind the OpenAI-compatible endpoint.
+
+The process sets its own torch thread count (`--threads`) and may lower its CPU
+priority (`--nice`), so a model beside the line takes what the line leaves.
+It binds 127.0.0.1 unless told otherwise, and refuses to listen beyond the box
+without a token file. SIGTERM or Ctrl+C ends waiting requests as cancelled,
+stops the engine thread and gives the pool back.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ...endpoint import is_loopback, parse_listen, read_token
+from ..engine import OffloadedLM
+from ..offline.collect import calibrate_on_texts
+from ..policies import get_policy
+from ..text import load_tokenizer
+from .api import Service, create_app
+from .batcher import Batcher
+
+
+@dataclass
+class ServeConfig:
+    model: Path
+    policy: str = "daop"
+    cache_ratio: float = 0.25
+    device: str = "cpu"
+    host_ratio: float | None = None
+    calibration_dir: Path | None = None
+    listen: str = "127.0.0.1:8000"
+    token_file: str | None = None
+    name: str | None = None
+    threads: int | None = None
+    nice: int = 0
+    max_batch: int = 8
+    max_waiting: int = 64
+
+
+def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
+    """Model, tokenizer, calibration (cached) and engine thread; raises with what to fix before anything binds."""
+    host, _ = parse_listen(cfg.listen)
+    token = read_token(cfg.token_file)
+    if not is_loopback(host) and token is None:
+        raise ValueError(f"--listen {cfg.listen} reaches beyond this box: give --token-file (a file of mode 0600 "
+                         "holding a long random token) so that only its holders can use the model")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if cfg.nice:
+        os.nice(cfg.nice)
+    tokenizer = load_tokenizer(cfg.model)
+    calibration = None
+    if get_policy(cfg.policy).calibrated:
+        cache = cfg.calibration_dir or cfg.model.parent / "calibration"
+        calibration = calibrate_on_texts(cfg.model, tokenizer, cache, log)
+    policy = get_policy(cfg.policy, calibration, log)
+    lm = OffloadedLM.load(cfg.model, policy, cache_ratio=cfg.cache_ratio, device=cfg.device,
+                          host_ratio=cfg.host_ratio)
+    batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting)
+    return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token)
+
+
+def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn re-raises SIGTERM after its shutdown, which would kill the process before the engine thread
+        stops and the pool is given back: here a signal only asks the server to exit."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):  # noqa: ANN202 - uvicorn's signature
+            def stop(signum: int, frame: object) -> None:
+                self.should_exit = True
+
+            old = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in old.items():
+                    signal.signal(sig, handler)
+
+    service = build_service(cfg, log)
+    host, port = parse_listen(cfg.listen)
+    try:
+        server = Server(uvicorn.Config(create_app(service), host=host, port=port, log_level="warning",
+                                       timeout_keep_alive=5, limit_concurrency=256))
+        mode = f"decode batches of up to {service.batcher.max_batch}" if service.batcher.max_batch > 1 else \
+            "one sequence at a time (the policy keeps per-sequence state)"
+        log(f"serving {service.name!r} at http://{host}:{port}/v1 with {service.lm.runtime.policy.name}, "
+            f"{mode}, {torch.get_num_threads()} torch thread(s)" + (", token required" if service.token else ""))
+        server.run()
+        log("stopped")
+    finally:
+        service.batcher.close()
+        service.lm.close()
+    return 0

@@ -1,0 +1,200 @@
+"""`inspector llm serve` as a real process on a tiny trained demo model, spoken to by the real `openai` client
+and by plain HTTP: exact greedy output, streaming, chat, sampling, stops, concurrency, errors, the token."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import openai
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from inspector.cli import main
+from inspector.moe.session import ChatSession
+from inspector.moe.text import encode_prompt, load_tokenizer
+
+from .services import free_port
+
+PROMPTS = ["def add(a, b):\n", "import os\nimport sys\n", "class Queue:\n    def", "for i in range("]
+
+
+class Server:
+    def __init__(self, model: Path, root: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = secrets.token_hex(16)
+        self.token_file = root / "llm-token"
+        self.token_file.write_text(self.token)
+        self.token_file.chmod(0o600)
+        self.log = root / f"serve-{self.port}.log"
+        cmd = [sys.executable, "-m", "inspector.cli", "--models", str(root / "models"), "llm", "serve", "--model",
+               str(model), "--policy", "daop", "--cache-ratio", "0.5", "--listen", f"127.0.0.1:{self.port}",
+               "--token-file", str(self.token_file), "--threads", "1", *extra]
+        self.proc = subprocess.Popen(cmd, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"the server did not come up:\n{self.log.read_text()}")
+
+    def post(self, path: str, body: bytes | dict, token: str | None = "") -> tuple[int, dict]:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, headers={"Content-Type": "application/json"})
+        if token is not None:
+            req.add_header("Authorization", f"Bearer {token or self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    def stop(self) -> int:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def server(tiny_llm: Path, tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("serve")
+    s = Server(tiny_llm, root)
+    yield s
+    assert s.stop() == 0, s.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=server.token, max_retries=0, timeout=60)
+
+
+def transformers_greedy(model: Path, ids: list[int], n: int) -> list[int]:
+    """Plain transformers, greedy, stopping at the model's end-of-text as the server does."""
+    ref = AutoModelForCausalLM.from_pretrained(model).eval()
+    x = torch.tensor([ids])
+    with torch.inference_mode():
+        out = ref.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
+                           pad_token_id=ref.config.eos_token_id)
+    return out[0, len(ids):].tolist()
+
+
+def test_greedy_completion_equals_transformers_and_llm_chat(server: Server, client: openai.OpenAI,
+                                                            tiny_llm: Path, tmp_path: Path) -> None:
+    name = client.models.list().data[0].id
+    assert name == tiny_llm.name
+    tok = load_tokenizer(tiny_llm)
+    got = client.completions.create(model=name, prompt=PROMPTS[0], max_tokens=12, temperature=0)
+    want_ids = transformers_greedy(tiny_llm, encode_prompt(tok, PROMPTS[0]), 12)
+    eos = tok.eos_token_id
+    if eos in want_ids:
+        want_ids = want_ids[:want_ids.index(eos) + 1]
+    # bytes that never completed a character at the end are not sent (as `inspector llm chat` prints them)
+    assert got.choices[0].text == tok.decode(want_ids, skip_special_tokens=True).rstrip("\ufffd")
+    assert got.usage.prompt_tokens == len(encode_prompt(tok, PROMPTS[0]))
+    assert got.usage.completion_tokens == len(want_ids)
+    session = ChatSession(tiny_llm, "daop", 0.5, tmp_path / "cal")
+    try:
+        chat_text = "".join(piece for piece, _ in session.complete(PROMPTS[0], 12))
+    finally:
+        session.close()
+    assert got.choices[0].text == chat_text
+    ext = got.model_extra["inspector"]
+    assert ext["policy"] == "daop" and 0.0 <= ext["hit_rate"] <= 1.0 and ext["residency"]
+
+
+def test_streamed_equals_unstreamed_for_completions_and_chat(client: openai.OpenAI, tiny_llm: Path) -> None:
+    name = tiny_llm.name
+    whole = client.completions.create(model=name, prompt=PROMPTS[1], max_tokens=10, temperature=0)
+    pieces = [c.choices[0].text for c in client.completions.create(model=name, prompt=PROMPTS[1], max_tokens=10,
+                                                                   temperature=0, stream=True)]
+    assert "".join(pieces) == whole.choices[0].text
+
+    messages = [{"role": "system", "content": "You write Python."}, {"role": "user", "content": "a loop"}]
+    chat = client.chat.completions.create(model=name, messages=messages, max_tokens=10, temperature=0)
+    assert chat.choices[0].message.role == "assistant" and chat.usage.completion_tokens >= 1
+    text, usage, finish = [], None, None
+    for chunk in client.chat.completions.create(model=name, messages=messages, max_tokens=10, temperature=0,
+                                                stream=True, stream_options={"include_usage": True}):
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text.append(choice.delta.content or "")
+            finish = choice.finish_reason or finish
+    assert "".join(text) == chat.choices[0].message.content
+    assert usage is not None and usage.total_tokens == chat.usage.total_tokens
+    assert finish in ("stop", "length")
+
+
+def test_sampling_is_seeded_and_stop_strings_end_the_text(client: openai.OpenAI, tiny_llm: Path) -> None:
+    name = tiny_llm.name
+    a, b = (client.completions.create(model=name, prompt=PROMPTS[2], max_tokens=16, temperature=1.2, top_p=0.9,
+                                      seed=7, extra_body={"top_k": 20}) for _ in range(2))
+    assert a.choices[0].text == b.choices[0].text
+    greedy = client.completions.create(model=name, prompt=PROMPTS[3], max_tokens=16, temperature=0).choices[0].text
+    if len(greedy) > 2:
+        stop = greedy[1:3]
+        cut = client.completions.create(model=name, prompt=PROMPTS[3], max_tokens=16, temperature=0, stop=[stop])
+        assert cut.choices[0].text == greedy[:greedy.index(stop)]
+        assert cut.choices[0].finish_reason == "stop"
+
+
+def test_concurrent_requests_batch_and_give_each_its_own_answer(client: openai.OpenAI, tiny_llm: Path,
+                                                                server: Server) -> None:
+    name = tiny_llm.name
+    alone = [client.completions.create(model=name, prompt=p, max_tokens=10, temperature=0).choices[0].text
+             for p in PROMPTS]
+    together: list[str | None] = [None] * len(PROMPTS)
+
+    def ask(i: int) -> None:
+        together[i] = client.completions.create(model=name, prompt=PROMPTS[i], max_tokens=10,
+                                                temperature=0).choices[0].text
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(PROMPTS))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert together == alone
+    with urllib.request.urlopen(server.url + "/metrics", timeout=5) as r:
+        metrics = r.read().decode()
+    assert "inspector_llm_requests_total" in metrics and "inspector_llm_expert_hits_total" in metrics
+
+
+def test_errors_are_clear_4xx_and_the_server_stays_up(server: Server, tiny_llm: Path) -> None:
+    name = tiny_llm.name
+    code, body = server.post("/v1/completions", b"{not json")
+    assert code == 400 and "JSON" in body["error"]["message"]
+    code, body = server.post("/v1/completions", {"model": "gpt-4", "prompt": "x"})
+    assert code == 404 and body["error"]["code"] == "model_not_found" and name in body["error"]["message"]
+    code, body = server.post("/v1/completions", {"model": name, "prompt": "x " * 400, "max_tokens": 8})
+    assert code == 400 and body["error"]["code"] == "context_length_exceeded"
+    code, body = server.post("/v1/completions", {"model": name, "prompt": "x", "temperature": 3})
+    assert code == 400 and "temperature" in body["error"]["message"]
+    code, body = server.post("/v1/chat/completions", {"model": name, "messages": [{"role": "robot", "content": "x"}]})
+    assert code == 400 and "role" in body["error"]["message"]
+    code, body = server.post("/v1/completions", {"model": name, "prompt": "x"}, token=None)
+    assert code == 401 and body["error"]["type"] == "authentication_error"
+    code, body = server.post("/v1/completions", {"model": name, "prompt": "x"}, token="wrong" * 4)
+    assert code == 401
+    code, body = server.post("/v1/completions", {"model": name, "prompt": "def f():", "max_tokens": 3,
+                                                 "temperature": 0})
+    assert code == 200 and body["usage"]["completion_tokens"] >= 1
+
+
+def test_listening_beyond_the_box_needs_a_token(tiny_llm: Path, tmp_path: Path, capsys) -> None:
+    rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--listen", "0.0.0.0:1"])
+    assert rc != 0 and "--token-file" in capsys.readouterr().err
