@@ -332,6 +332,47 @@ def cmd_soak(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_beside(args: argparse.Namespace) -> int:
+    from .app.beside import beside
+    from .app.line import LineConfig
+    from .app.run import RULES_DIR, demo_zoo, line_profiles
+    from .app.service import ServiceConfig
+    from .moe.text import read_prompts
+    from .routing.rules import load_rules
+
+    rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
+    zoo = demo_zoo(_models_dir(args.models), _say) if args.zoo is None else _load_zoo(args.zoo)
+    profiles = line_profiles(zoo, _models_dir(args.models), _say)
+    config = ServiceConfig(LineConfig(policy=args.policy, device_mb=args.device_mb))
+    serve = ["--policy", args.llm_policy, "--cache-ratio", str(args.cache_ratio), "--threads", str(args.threads),
+             "--nice", str(args.nice)] + (["--model", args.model] if args.model else [])
+    report = beside(rules, zoo, profiles, config, _models_dir(args.models), serve, read_prompts(args.prompts),
+                    args.seconds, args.line_load, args.max_tokens, _say)
+    print(report.table())
+    return 0
+
+
+def add_beside_parser(llm_sub: argparse._SubParsersAction) -> None:
+    p = llm_sub.add_parser("beside-line", help="the line and the model on this box: each one's rate alone and "
+                                               "beside the other (the model in its own process)")
+    p.add_argument("--seconds", type=float, default=20.0, help="measured seconds per phase (default 20)")
+    p.add_argument("--line-load", type=float, default=0.5,
+                   help="the line's production rate as a share of its capacity measured alone (default 0.5)")
+    p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    p.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
+    p.add_argument("--policy", default="coserve", help="the line's engine policy")
+    p.add_argument("--device-mb", type=float, default=160.0, help="the line's expert + batch memory")
+    p.add_argument("--model", help="a local MoE checkpoint (default: the demo model)")
+    p.add_argument("--llm-policy", default="daop", help="the model's offloading policy (default daop)")
+    p.add_argument("--cache-ratio", type=float, default=0.25, help="the model's expert cache ratio")
+    p.add_argument("--threads", type=int, default=1, help="the model process's torch threads (default 1)")
+    p.add_argument("--nice", type=int, default=10, help="how much lower the model process's CPU priority is "
+                                                          "(default 10: the line comes first)")
+    p.add_argument("--max-tokens", type=int, default=16, help="tokens per completion the client asks for")
+    p.add_argument("--prompts", help="prompt file (default: the built-in set)")
+    p.set_defaults(func=cmd_beside)
+
+
 def cmd_accuracy(args: argparse.Namespace) -> int:
     from .app.accuracy import CONDITIONS, format_table, run_suite
     from .app.line import LineConfig
@@ -553,7 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .moe.commands import add_llm_parser
 
-    add_llm_parser(sub)
+    llm_sub = add_llm_parser(sub)
+    add_beside_parser(llm_sub)
     return parser
 
 

@@ -76,14 +76,34 @@ def test_bench_prints_the_table_and_writes_the_issue_json(demo: Path, tmp_path: 
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("def f(x):\n    return\n---\nimport sys\nclass A:\n")
     path = tmp_path / "bench.json"
-    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "ondemand,lru,daop",
-               "--prompts", str(prompts), "--max-new-tokens", "5", "--cache-ratio", "0.5", "--json", str(path)])
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies",
+               "ondemand,accelerate,lru,daop", "--prompts", str(prompts), "--max-new-tokens", "5", "--cache-ratio",
+               "0.5", "--json", str(path)])
     out = capsys.readouterr().out
     assert rc == 0 and "all-resident ceiling" in out and "WARNING" not in out
     doc = json.loads(path.read_text())
     assert doc["cache_ratio"] == 0.5 and doc["model"] == str(demo)
-    assert [r["policy"] for r in doc["runs"]] == ["ondemand", "lru", "daop"]
+    assert [r["policy"] for r in doc["runs"]] == ["ondemand", "accelerate", "lru", "daop"]
     assert all(r["same_tokens"] == 1.0 for r in doc["runs"])
+    runs = {r["policy"]: r for r in doc["runs"]}
+    # accelerate reads every expert of a layer for every token; ondemand only the ones routed to
+    assert runs["accelerate"]["bytes_read"] > runs["ondemand"]["bytes_read"] > 0
+
+
+def test_bench_concurrency_serves_clients_at_once_with_the_same_tokens(demo: Path, tmp_path: Path, capsys) -> None:
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def f(x):\n    return\n---\nimport sys\n---\nclass A:\n---\nfor i in")
+    path = tmp_path / "conc.json"
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "daop,fmoe",
+               "--prompts", str(prompts), "--max-new-tokens", "6", "--cache-ratio", "0.5", "--concurrency", "1,4",
+               "--json", str(path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "agg tok/s" in out
+    runs = {(r["policy"], r["concurrency"]): r for r in json.loads(path.read_text())["runs"]}
+    assert set(runs) == {("daop", 1), ("daop", 4), ("fmoe", 1), ("fmoe", 4)}
+    assert all(r["same_tokens"] == 1.0 and r["new_tokens"] == 4 * 6 for r in runs.values())
+    assert runs[("daop", 4)]["mean_batch"] > 1.0  # daop batches decode steps
+    assert runs[("fmoe", 4)]["mean_batch"] == 1.0  # fMoE keeps per-sequence state: one at a time
 
 
 def test_bench_refuses_a_budget_below_one_layer_topk(demo: Path, tmp_path: Path, capsys) -> None:

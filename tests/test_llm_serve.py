@@ -198,3 +198,24 @@ def test_errors_are_clear_4xx_and_the_server_stays_up(server: Server, tiny_llm: 
 def test_listening_beyond_the_box_needs_a_token(tiny_llm: Path, tmp_path: Path, capsys) -> None:
     rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--listen", "0.0.0.0:1"])
     assert rc != 0 and "--token-file" in capsys.readouterr().err
+
+
+def test_beside_line_prints_the_line_and_the_model_alone_and_together(demo, tiny_llm: Path, tmp_path: Path,
+                                                                    capsys) -> None:
+    from .test_routing_rules import GOOD
+
+    root, zoo = demo
+    rules = tmp_path / "mini.yaml"
+    rules.write_text(GOOD, encoding="utf-8")
+    prompts = tmp_path / "prompts.txt"  # short: the tiny model's context is 64 tokens
+    prompts.write_text("def f(x):\n---\nimport os\n")
+    rc = main(["--models", str(root / "models"), "llm", "beside-line", "--seconds", "1.5", "--rules", str(rules),
+               "--zoo", str(zoo.root), "--device-mb", "40", "--model", str(tiny_llm), "--cache-ratio", "0.5",
+               "--prompts", str(prompts), "--max-tokens", "8"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    rows = {line.split("  ")[0]: line.split() for line in out.splitlines() if line.startswith(("line (", "model ("))}
+    assert set(rows) == {"line (parts/s)", "model (tokens/s)"}
+    for cells in rows.values():
+        alone, beside = float(cells[2]), float(cells[3])
+        assert alone > 0 and beside > 0

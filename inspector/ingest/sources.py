@@ -96,8 +96,9 @@ class SyntheticSource(Source):
     def __init__(self, rules: RuleSet, boards: int, seed: int = 1000, rates: dict[str, float] | None = None,
                  interval_s: float = 0.0, camera: CameraModel | None = None,
                  forced: Callable[[int, np.random.Generator], dict[str, str]] | None = None) -> None:
-        """`boards` 0 renders boards until `stop`; `interval_s` paces them like a conveyor; `forced(i, rng)` sets
-        defects of board i by designator (the accuracy suite places an exact number of defects)."""
+        """`boards` 0 renders boards until `stop`; `interval_s` paces them like a conveyor (one board every
+        interval, rendering included); `forced(i, rng)` sets defects of board i by designator (the accuracy
+        suite places an exact number of defects)."""
         self.rules, self.boards, self.seed, self.interval_s = rules, boards, seed, interval_s
         self.rates = DEFAULT_RATES if rates is None else rates
         self.camera = camera if camera is not None and not camera.is_identity else None
@@ -106,11 +107,12 @@ class SyntheticSource(Source):
 
     def __iter__(self) -> Iterator[Frame]:
         rng = np.random.default_rng([self.seed, self.rules.seed])
+        start = time.monotonic()
         for i in itertools.count() if self.boards == 0 else range(self.boards):
             if self._stop:
                 return
-            if i and self.interval_s:
-                time.sleep(self.interval_s)
+            if self.interval_s:  # a conveyor: board i arrives at start + i x interval, however long rendering took
+                time.sleep(max(0.0, start + i * self.interval_s - time.monotonic()))
             forced = self.forced(i, rng) if self.forced else None
             board = render_board(self.rules, f"{self.rules.recipe.upper()}-{self.seed}-{i:05d}", rng, self.rates,
                                  forced)

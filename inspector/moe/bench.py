@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from .accelerate_baseline import NAME as ACCELERATE
+from .accelerate_baseline import AccelerateOffload
 from .calibration import Calibration
 from .engine import OffloadedLM
 from .policies import get_policy
@@ -79,9 +81,29 @@ class BenchReport:
                 "prompts": self.prompts, "max_new_tokens": self.max_new_tokens, "device": self.device}
 
 
+def run_accelerate(root: str | Path, prompts: list[list[int]], max_new_tokens: int, device: str = "cpu") -> BenchRun:
+    """The real accelerate disk offload (accelerate_baseline.py): every expert of a layer read per forward."""
+    acc = AccelerateOffload(root, device)
+    try:
+        tokens, ttfts, seconds = [], [], 0.0
+        for ids in prompts:
+            t0 = time.perf_counter()
+            out, ttft = acc.generate(ids, max_new_tokens)
+            seconds += time.perf_counter() - t0
+            tokens.append(out)
+            ttfts.append(ttft)
+        n = sum(len(t) for t in tokens)
+        return BenchRun(ACCELERATE, n / seconds, sum(ttfts) / len(ttfts), acc.loads, 0.0, acc.resident_bytes, None,
+                        n, seconds, bytes_read=acc.bytes_read, tokens=tokens)
+    finally:
+        acc.close()
+
+
 def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[list[int]], max_new_tokens: int,
                calibration: Calibration | None, device: str = "cpu",
                log: Callable[[str], None] | None = None, host_ratio: float | None = None) -> BenchRun:
+    if policy == ACCELERATE:
+        return run_accelerate(root, prompts, max_new_tokens, device)
     pol = get_policy(policy, calibration, log)
     lm = OffloadedLM.load(root, pol, cache_ratio=cache_ratio, device=device, host_ratio=host_ratio)
     try:

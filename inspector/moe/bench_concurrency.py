@@ -113,6 +113,8 @@ def bench_concurrency(root: str | Path, policies: list[str], cache_ratio: float,
                       host_ratio: float | None = None, log: Callable[[str], None] = lambda line: None,
                       max_batch: int = 8) -> list[ConcurrencyRun]:
     torch.manual_seed(0)
+    # a throwaway run first: the process's first model pays one-time costs (kernels, allocator, page tables)
+    run_concurrent(root, policies[0], 1.0, prompts[:2], min(8, max_new_tokens), 1, calibration, device, host_ratio)
     runs: list[ConcurrencyRun] = []
     for policy in policies:
         first: ConcurrencyRun | None = None

@@ -117,7 +117,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.degrade and "daop+degrade" not in policies:
         policies.append("daop+degrade")
     for spec in policies:
-        parse_spec(spec)  # a typo is refused before anything loads
+        if spec != "accelerate":  # the real accelerate disk offload: a bench row, not a policy of our runtime
+            parse_spec(spec)  # a typo is refused before anything loads
     model = resolve_model(args)
     ratios = _ratios(args)
     ckpt = MoECheckpoint.open(model)
@@ -193,7 +194,8 @@ def cmd_train_predictor(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_llm_parser(sub: argparse._SubParsersAction) -> None:
+def add_llm_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The `inspector llm` commands; their subparsers, for commands that also need the line (cli.py)."""
     llm = sub.add_parser("llm", help="the Mixture-of-Experts language model on the shared runtime")
     llm_sub = llm.add_subparsers(dest="llm_command", required=True)
 
@@ -239,7 +241,8 @@ def add_llm_parser(sub: argparse._SubParsersAction) -> None:
     model_flags(bench)
     bench.add_argument("--policies", default=DEFAULT_POLICIES,
                        help="comma list of policy specs: " + ", ".join(POLICIES) + ", daop+degrade (approximate); "
-                            "options as name:option=value, e.g. daop:predict_from=4 or firm:parts=1")
+                            "options as name:option=value, e.g. daop:predict_from=4 or firm:parts=1; and "
+                            "accelerate: the real accelerate disk offload (transformers' device map, experts on disk)")
     bench.add_argument("--cache-ratios", help="comma list of cache ratios, one table each (e.g. 0.125,0.25,0.5)")
     bench.add_argument("--repeat", type=int, default=1, help="run each policy N times and report medians")
     bench.add_argument("--ablation", choices=["firm"],
@@ -259,3 +262,4 @@ def add_llm_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--epochs", type=int, help="training epochs (default: the recipe's)")
     train.add_argument("--force", action="store_true", help="train again even when a trained predictor is cached")
     train.set_defaults(func=cmd_train_predictor)
+    return llm_sub

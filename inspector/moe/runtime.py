@@ -195,8 +195,8 @@ class MoERuntime:
                 self.trajectory[layer] = torch.softmax(logits, dim=-1).cpu()
             self.policy.on_decode(self, layer, hidden, picks, guess)
         self.policy.on_route(self, layer, counts, self.prefill)
-        if self.prefill and self.policy.pipelines_prefill:
-            self._start_pipeline(layer, top_k_index)
+        if (self.prefill and self.policy.pipelines_prefill) or (self.decode_rows > 1 and self._io is not None):
+            self._start_pipeline(layer, top_k_index)  # a batched step uses many experts: read them in compute order
         self._ask_ahead(self.policy.lookahead(self, layer, hidden, self.prefill))
         if decode and layer == self.moe_layers[-1]:
             self._end_step()
