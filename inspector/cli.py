@@ -273,7 +273,7 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
     service = LineService(rules, zoo, profiles, config, store, data, source,
                           [publisher] if publisher else None, _say)
     kiosk_config = KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every,
-                               silent_s=args.silent_s, token=token)
+                               silent_s=args.silent_s, token=token, llm_mb=args.llm_mb, lease_s=args.grant_lease_s)
     kiosk = Kiosk(service, kiosk_config, rules_path=rules.source, publisher=publisher, say=_say,
                   data_dir=data)  # rules_path: the file the rules were read from
     return kiosk.serve()
@@ -524,6 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no image for this many seconds makes health degraded (default: off)")
     kiosk.add_argument("--token-file", help="API token file (mode 0600) that POST /rules and /allocation require "
                                             "(default $INSPECTOR_TOKEN_FILE; none: the kiosk takes no changes)")
+    kiosk.add_argument("--llm-mb", type=float, default=0.0,
+                       help="memory set aside for a language model beside the line, lent to `inspector llm serve "
+                            "--ledger` on a lease over the API (default 0: none)")
+    kiosk.add_argument("--grant-lease-s", type=float, default=15.0,
+                       help="a memory grant not renewed for this long is taken back (default 15)")
     kiosk.set_defaults(func=cmd_kiosk)
 
     export = sub.add_parser("export", help="export results")

@@ -28,17 +28,22 @@ from .services import free_port
 PROMPTS = ["def add(a, b):\n", "import os\nimport sys\n", "class Queue:\n    def", "for i in range("]
 
 
+def token_file(path: Path) -> str:
+    token = secrets.token_hex(16)
+    path.write_text(token)
+    path.chmod(0o600)
+    return token
+
+
 class Server:
-    def __init__(self, model: Path, root: Path, *extra: str) -> None:
+    def __init__(self, model: Path, root: Path, *extra: str, policy: str = "daop") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.token = secrets.token_hex(16)
-        self.token_file = root / "llm-token"
-        self.token_file.write_text(self.token)
-        self.token_file.chmod(0o600)
+        self.token_file = root / f"llm-token-{self.port}"
+        self.token = token_file(self.token_file)
         self.log = root / f"serve-{self.port}.log"
         cmd = [sys.executable, "-m", "inspector.cli", "--models", str(root / "models"), "llm", "serve", "--model",
-               str(model), "--policy", "daop", "--cache-ratio", "0.5", "--listen", f"127.0.0.1:{self.port}",
+               str(model), "--policy", policy, "--cache-ratio", "0.5", "--listen", f"127.0.0.1:{self.port}",
                "--token-file", str(self.token_file), "--threads", "1", *extra]
         self.proc = subprocess.Popen(cmd, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -219,3 +224,49 @@ def test_beside_line_prints_the_line_and_the_model_alone_and_together(demo, tiny
     for cells in rows.values():
         alone, beside = float(cells[2]), float(cells[3])
         assert alone > 0 and beside > 0
+
+
+def test_the_kiosk_lends_the_model_its_memory_on_a_lease(demo, tiny_llm: Path, tmp_path: Path, capsys) -> None:
+    """The kiosk owns the box's ledger (--llm-mb); the model's process borrows its bytes, a second model is
+    refused with what is free, and a model killed with -9 loses its grant when the lease runs out."""
+    from inspector.moe.checkpoint import MoECheckpoint
+    from inspector.moe.engine import pool_plan
+    from inspector.moe.policies import get_policy
+
+    from .faults import KioskProcess, http
+    from .test_routing_rules import GOOD
+
+    root, zoo = demo
+    ckpt = MoECheckpoint.open(tiny_llm)
+    need = pool_plan(ckpt, get_policy("lru"), 0.5)[1] + ckpt.non_expert_bytes
+    rules, inbox, data = tmp_path / "mini.yaml", tmp_path / "inbox", tmp_path / "data"
+    rules.write_text(GOOD, encoding="utf-8")
+    inbox.mkdir()
+    data.mkdir()
+    kiosk_token = tmp_path / "kiosk-token"
+    token_file(kiosk_token)
+    kiosk = KioskProcess(root, zoo.root, rules, inbox, data, "--token-file", str(kiosk_token), "--llm-mb",
+                         f"{1.5 * need / 2**20:.6f}", "--grant-lease-s", "2")
+    kiosk.start()
+    try:
+        server = Server(tiny_llm, tmp_path, "--ledger", kiosk.url, "--ledger-token-file", str(kiosk_token),
+                        policy="lru")
+        ledger = kiosk.status()["ledger"]
+        assert [g["bytes"] for g in ledger["grants"]] == [need] and ledger["lent_bytes"] == need
+        assert "inspector llm serve" in ledger["grants"][0]["holder"]
+        code, body = server.post("/v1/completions", {"model": tiny_llm.name, "prompt": "def f():", "max_tokens": 3})
+        assert code == 200, body
+        rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--policy", "lru",
+                   "--cache-ratio", "0.5", "--ledger", kiosk.url, "--ledger-token-file", str(kiosk_token)])
+        assert rc == 2 and "MiB set aside are free" in capsys.readouterr().err  # a second model does not fit
+        code, body = http(kiosk.url + "/ledger/grant", json.dumps({"holder": "x", "bytes": 1}).encode())  # no token
+        assert code == 401
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(10)
+        deadline = time.monotonic() + 15
+        while kiosk.status()["ledger"]["grants"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert kiosk.status()["ledger"]["grants"] == []  # the lease ran out: the memory is the kiosk's again
+        assert kiosk.stop() == 0, kiosk.tail()
+    finally:
+        kiosk.close()

@@ -26,6 +26,7 @@ from ..app.snapshot import snapshot
 from .control import Control
 from .health import health
 from .http import Endpoints
+from .lending import Lender
 from .metrics import line_registry
 from .systemd import Notifier
 
@@ -38,6 +39,8 @@ class KioskConfig:
     rules_poll_s: float = 2.0
     silent_s: float | None = None  # no image for this long: degraded (a camera's feed, a scanner gone quiet)
     token: str | None = None  # the API token; None: the endpoints take no changes
+    llm_mb: float = 0.0  # memory set aside for a language model beside the line, lent on a lease (runtime/grants)
+    lease_s: float = 15.0  # a grant not renewed for this long is taken back
 
 
 class Kiosk:
@@ -48,18 +51,25 @@ class Kiosk:
         self.notifier = notifier or Notifier()
         self.rules = RulesWatcher(service.line, rules_path, config.rules_poll_s, say)
         self.control = Control(service, self.rules, data_dir or Path("."), say)
+        self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
+            if config.llm_mb > 0 else None
+        lending = self.lender.routes() if self.lender is not None else {}
         self.endpoints = Endpoints(
             config.listen, line_registry(self.snapshot), self.snapshot, self.health,
-            reads={"/rules": self.control.rules_document},
+            reads={"/rules": self.control.rules_document,
+                   **({"/ledger": self.lender.snapshot} if self.lender is not None else {})},
             posts={"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
-                   "/allocation": self.control.allocation},
+                   "/allocation": self.control.allocation, **lending},
             token=config.token)
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False
 
     def snapshot(self) -> dict[str, Any]:
-        return snapshot(self.service, self.rules, self.publisher)
+        out = snapshot(self.service, self.rules, self.publisher)
+        if self.lender is not None:
+            out["ledger"] = self.lender.snapshot()
+        return out
 
     def health(self) -> dict[str, Any]:
         return health(self.snapshot(), self.service.line.stalled_for(), self.config.stall_s, self.config.silent_s)

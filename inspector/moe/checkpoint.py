@@ -151,6 +151,11 @@ class MoECheckpoint:
     def is_expert_tensor(self, name: str) -> bool:
         return ".experts." in name and ".shared_expert" not in name
 
+    @property
+    def non_expert_bytes(self) -> int:
+        """Bytes of every tensor that is not a routed expert's (read from the shards' headers)."""
+        return sum(span.nbytes for name, span in self.spans.items() if not self.is_expert_tensor(name))
+
     def non_expert_state(self) -> dict[str, torch.Tensor]:
         """Every weight but the routed experts, under the model's parameter names (read once, at load)."""
         out = {}

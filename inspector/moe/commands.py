@@ -91,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     cfg = ServeConfig(resolve_model(args), args.policy, args.cache_ratio, args.device, args.host_ratio,
                       _llm_root(args) / "calibration", args.listen, args.token_file, args.name, args.threads,
-                      args.nice, args.max_batch, args.max_waiting)
+                      args.nice, args.max_batch, args.max_waiting, args.ledger, args.ledger_token_file)
     return serve(cfg, _say)
 
 
@@ -235,6 +235,9 @@ def add_llm_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersActio
     srv.add_argument("--max-batch", type=int, default=8, help="sequences decoding together at most (default 8)")
     srv.add_argument("--max-waiting", type=int, default=64,
                      help="requests waiting beyond that before new ones get 429 (default 64)")
+    srv.add_argument("--ledger", help="the kiosk that owns this box's memory (its API, e.g. http://127.0.0.1:9108): "
+                                      "the model borrows its bytes from the kiosk's --llm-mb on a lease")
+    srv.add_argument("--ledger-token-file", help="the kiosk's API token file (asking for memory changes its state)")
     srv.set_defaults(func=cmd_serve)
 
     bench = llm_sub.add_parser("bench", help="several policies at one cache ratio, side by side, with the ceiling")

@@ -112,6 +112,17 @@ def layer_slots(ckpt: MoECheckpoint, cache_ratio: float, calibration: Calibratio
     return {layer: base + (layer in extra) for layer in layers}
 
 
+def pool_plan(ckpt: MoECheckpoint, policy: MoEPolicy, cache_ratio: float,
+              calibration: Calibration | None = None) -> tuple[dict[int, int], int]:
+    """Slots per layer and the pool's bytes: the resident experts plus read buffers, one for a miss and those
+    the policy reads ahead into (its staging; two for a prefill pipeline). What a memory grant must cover."""
+    slots = layer_slots(ckpt, cache_ratio, calibration if calibration is not None else policy.calibration)
+    expert_bytes = max(s.nbytes for s in ckpt.experts.values())
+    ahead = policy.staging(ckpt.top_k, ckpt.num_experts) if policy.prefetches else 0
+    buffers = 1 + max(ahead, 2 if policy.pipelines_prefill else 0)
+    return slots, (sum(slots.values()) + buffers) * expert_bytes
+
+
 class OffloadedLM:
     def __init__(self, ckpt: MoECheckpoint, model: torch.nn.Module, runtime: MoERuntime,
                  device: torch.device, budget: DeviceBudget | None = None) -> None:
@@ -132,11 +143,7 @@ class OffloadedLM:
         ckpt = MoECheckpoint.open(root)
         device = torch.device(device)
         pol = get_policy(policy, calibration) if isinstance(policy, str) else policy
-        slots = layer_slots(ckpt, cache_ratio, calibration if calibration is not None else pol.calibration)
-        expert_bytes = max(s.nbytes for s in ckpt.experts.values())
-        ahead = pol.staging(ckpt.top_k, ckpt.num_experts) if pol.prefetches else 0
-        buffers = 1 + max(ahead, 2 if pol.pipelines_prefill else 0)
-        pool_bytes = (sum(slots.values()) + buffers) * expert_bytes
+        slots, pool_bytes = pool_plan(ckpt, pol, cache_ratio, calibration)
         if budget is None:
             budget = DeviceBudget(f"{device}", pool_bytes)
         ledger = budget.open(POOL_LEDGER, pool_bytes)  # OverBudget when the inspection pools left too little

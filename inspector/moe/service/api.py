@@ -28,6 +28,7 @@ from ..engine import ContextTooLong, GenStats, OffloadedLM
 from ..text import Detokenizer, encode_prompt
 from .batcher import Batcher, Event, Job, QueueFull
 from .chat_format import BadMessages, chat_prompt_ids
+from .lease import Lease
 from .sampling import BadSampling, Sampling
 from .stops import StopScanner
 
@@ -91,6 +92,7 @@ class Service:
     tokenizer: Any
     batcher: Batcher
     token: str | None = None
+    lease: Lease | None = None  # the memory grant from the kiosk, when it lends this process its memory
     created: int = field(default_factory=lambda: int(time.time()))
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
@@ -157,6 +159,9 @@ def _check(req: _Sampled, service: Service) -> list[str]:
 
 
 async def _run(service: Service, prompt: list[int], req: _Sampled) -> tuple[Job, asyncio.Queue[Event]]:
+    if service.lease is not None and service.lease.lost:
+        raise ApiError(503, f"the model does not hold its memory grant now ({service.lease.lost}); retry shortly",
+                       kind="server_error")
     sampling = sampling_of(req)
     max_tokens = req.max_completion_tokens or req.max_tokens
     if max_tokens is None:  # not asked: up to DEFAULT_MAX_TOKENS, as far as the context leaves room
@@ -344,10 +349,15 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        alive = service.batcher.alive
-        return JSONResponse({"status": "ok" if alive else "critical", "model": service.name,
-                             "policy": service.lm.runtime.policy.name, "active": service.batcher.active,
-                             "waiting": service.batcher.waiting}, status_code=200 if alive else 503)
+        reasons = [] if service.batcher.alive else ["the engine thread has stopped"]
+        if service.lease is not None and service.lease.lost:
+            reasons.append(f"memory grant lost: {service.lease.lost}")
+        body = {"status": "critical" if reasons else "ok", "reasons": reasons, "model": service.name,
+                "policy": service.lm.runtime.policy.name, "active": service.batcher.active,
+                "waiting": service.batcher.waiting}
+        if service.lease is not None:
+            body["grant"] = {"bytes": service.lease.nbytes, "device": service.lease.device, "from": service.lease.url}
+        return JSONResponse(body, status_code=503 if reasons else 200)
 
     return app
 

@@ -18,12 +18,15 @@ from pathlib import Path
 import torch
 
 from ...endpoint import is_loopback, parse_listen, read_token
-from ..engine import OffloadedLM
+from ...runtime.memory import DeviceBudget
+from ..checkpoint import MoECheckpoint
+from ..engine import OffloadedLM, pool_plan
 from ..offline.collect import calibrate_on_texts
 from ..policies import get_policy
 from ..text import load_tokenizer
 from .api import Service, create_app
 from .batcher import Batcher
+from .lease import Lease
 
 
 @dataclass
@@ -41,6 +44,8 @@ class ServeConfig:
     nice: int = 0
     max_batch: int = 8
     max_waiting: int = 64
+    ledger: str | None = None  # the kiosk that lends this process its memory (URL of its API)
+    ledger_token_file: str | None = None
 
 
 def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
@@ -60,10 +65,23 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
         cache = cfg.calibration_dir or cfg.model.parent / "calibration"
         calibration = calibrate_on_texts(cfg.model, tokenizer, cache, log)
     policy = get_policy(cfg.policy, calibration, log)
-    lm = OffloadedLM.load(cfg.model, policy, cache_ratio=cfg.cache_ratio, device=cfg.device,
-                          host_ratio=cfg.host_ratio)
+    budget, lease = None, None
+    if cfg.ledger:  # the kiosk owns the device ledger: borrow the pool's bytes and the fixed weights' from it
+        ckpt = MoECheckpoint.open(cfg.model)
+        _, pool_bytes = pool_plan(ckpt, policy, cfg.cache_ratio, calibration)
+        lease = Lease(cfg.ledger, read_token(cfg.ledger_token_file), pool_bytes + ckpt.non_expert_bytes, log)
+        log(f"the kiosk lends {lease.nbytes / 2**20:.1f} MiB on {lease.device} (lease {lease.lease_s:g} s)")
+        budget = DeviceBudget(f"{cfg.device} (lent by {cfg.ledger})", lease.nbytes)
+        budget.open("fixed weights", ckpt.non_expert_bytes)
+    try:
+        lm = OffloadedLM.load(cfg.model, policy, cache_ratio=cfg.cache_ratio, device=cfg.device,
+                              host_ratio=cfg.host_ratio, budget=budget)
+    except BaseException:
+        if lease is not None:
+            lease.close()
+        raise
     batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting)
-    return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token)
+    return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token, lease=lease)
 
 
 def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:
@@ -99,4 +117,6 @@ def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:
     finally:
         service.batcher.close()
         service.lm.close()
+        if service.lease is not None:
+            service.lease.close()
     return 0
