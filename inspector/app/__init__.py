@@ -9,4 +9,5 @@
 - detection.py    verdicts scored against a synthetic source's truth
 - run.py          `inspector run`: a whole source through a LineService, with progress and a summary
 - soak.py         `inspector soak`: the line for a long time, RSS after warm-up, middle and end
+- beside.py       `inspector llm beside-line`: the line and the model (its own process), each alone and together
 """

@@ -5,5 +5,6 @@
 - metrics.py  a Prometheus collector that reads the snapshot at scrape time (nothing counted twice)
 - http.py     /metrics, /health, /status, /rules on localhost; token-guarded POSTs; a bounded pool
 - control.py  the verbs behind the token: rules (validate, write atomically, apply), rollback, allocation
+- lending.py  the memory set aside for a language model (--llm-mb), lent on a lease (/ledger/grant, renew, release)
 - service.py  the Kiosk: line + rules watcher + endpoints + watchdog + SIGTERM drain
 """

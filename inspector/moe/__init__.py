@@ -18,5 +18,9 @@ Offline (calibration.py is its data; offline/ runs the model to produce it):
 - offline/collect.py    calibration runs: popularity and the routing trace, cached
 - offline/predictor.py  DuoServe's ExpertMLP, trained from the trace
 
-Evaluation: bench.py (`inspector llm bench`).
+Serving (service/): `inspector llm serve`, the OpenAI-compatible endpoint over an engine thread that batches
+decode steps, and the lease on memory the kiosk lends.
+
+Evaluation: bench.py (`inspector llm bench`), bench_concurrency.py (`--concurrency`), accelerate_baseline.py
+(the real accelerate disk offload as a bench row).
 """
