@@ -19,14 +19,12 @@ from PySide6.QtCore import Qt  # noqa: E402
 from inspector.app.controller import LineController, LineSetup  # noqa: E402
 from inspector.app.line import LineConfig  # noqa: E402
 from inspector.app.service import ServiceConfig  # noqa: E402
-from inspector.moe.demo.build import build_demo  # noqa: E402
-from inspector.moe.demo.corpus import stdlib_corpus  # noqa: E402
 from inspector.results.store import ResultStore  # noqa: E402
 from ui.backend import LocalBackend  # noqa: E402
 from ui.qt_env import qt_environment  # noqa: E402
 from ui.window import MainWindow  # noqa: E402
 
-from .test_llm_cli import TINY, corpus_dir  # noqa: E402, F401 - corpus_dir is a fixture
+from .moe_models import TINY_DEMO  # noqa: E402
 from .test_routing_rules import GOOD  # noqa: E402
 
 qt_environment()
@@ -222,9 +220,8 @@ def test_a_bad_rule_file_or_source_is_reported_and_the_gui_stays_up(qtbot, demo,
 
 
 @pytest.fixture(scope="module")
-def tiny_moe(corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
-    return build_demo(TINY, root=tmp_path_factory.mktemp("llm"), corpus=stdlib_corpus(10, corpus_dir),
-                      log=lambda line: None).path
+def tiny_moe(tiny_llm: Path) -> Path:
+    return tiny_llm
 
 
 def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_path: Path) -> None:
@@ -242,7 +239,7 @@ def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_
     qtbot.waitUntil(lambda: not job.running and tab.load_btn.isEnabled(), timeout=WAIT)
     assert tab.session is not None, tab.model_state.text()
     assert "daop" in tab.model_state.text() and tab.send_btn.isEnabled()
-    assert tab.layers.rowCount() == TINY.layers
+    assert tab.layers.rowCount() == TINY_DEMO.layers
 
     tab.prompt.setPlainText("def add(a, b):\n    return")
     qtbot.mouseClick(tab.send_btn, Qt.MouseButton.LeftButton)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..engine import GenStats, OffloadedLM
+from ..engine import GenStats, Meter, OffloadedLM
 from .kvbatch import KVBatch, batchable
 from .sampling import Sampling, next_token
 
@@ -137,7 +137,7 @@ class Batcher:
         for job in self._waiting:
             self._end(job, "cancelled")
 
-    def _start(self, job: Job, meter) -> None:  # noqa: ANN001 - engine.Meter
+    def _start(self, job: Job, meter: Meter) -> None:
         self.stats.requests += 1
         if job.cancelled.is_set():
             self._end(job, "cancelled")
@@ -159,7 +159,7 @@ class Batcher:
             self._rows.append(row)
             self._kv.join(cache)
 
-    def _step(self, meter) -> None:  # noqa: ANN001 - engine.Meter
+    def _step(self, meter: Meter) -> None:
         rows = self._rows
         tokens = torch.tensor([[r.last] for r in rows], dtype=torch.long, device=self.lm.device)
         mask, positions = self._kv.step_inputs()
@@ -194,7 +194,8 @@ class Batcher:
         s.tokens += 1
         s.seconds = now - row.started
         row.last = token
-        job.emit(Event(token, s))
+        if not _send(job, Event(token, s)):
+            return False
         if token in job.eos:
             self._end(job, "stop")
             return False
@@ -205,4 +206,15 @@ class Batcher:
 
     @staticmethod
     def _end(job: Job, finish: str, error: BaseException | None = None) -> None:
-        job.emit(Event(None, job.stats, finish, error))
+        _send(job, Event(None, job.stats, finish, error))
+
+
+def _send(job: Job, event: Event) -> bool:
+    """Hand an event to the request's listener; one that cannot take it (its client's loop has closed) cancels
+    that request only, never the engine thread."""
+    try:
+        job.emit(event)
+        return True
+    except Exception:  # noqa: BLE001 - the listener's failure is its request's end
+        job.cancel()
+        return False
