@@ -259,6 +259,43 @@ def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_
     assert tab.session is None
 
 
+def test_the_llm_tab_talks_to_a_running_server(qtbot, tiny_moe: Path, tmp_path: Path, monkeypatch) -> None:
+    """Given the URL of `inspector llm serve` (a real process) instead of a checkpoint, the tab chats through the
+    endpoint: the same greedy answer as in-process, the statistics from the response's `inspector` field."""
+    from inspector.moe.session import ChatSession
+    from ui.tabs.llm import LlmTab
+
+    from .test_llm_serve import Server
+
+    server = Server(tiny_moe, tmp_path)
+    try:
+        monkeypatch.setenv("INSPECTOR_LLM_TOKEN_FILE", str(server.token_file))
+        tab = LlmTab(tmp_path / "models", None)
+        qtbot.addWidget(tab)
+        tab.model.setText(server.url)
+        tab.max_new.setValue(12)
+        job = tab.load()
+        qtbot.waitUntil(lambda: not job.running and tab.load_btn.isEnabled(), timeout=WAIT)
+        assert tab.session is not None, tab.model_state.text()
+        assert "daop" in tab.model_state.text() and server.url in tab.model_state.text()
+        assert tab.layers.rowCount() == TINY_DEMO.layers
+        tab.prompt.setPlainText("def add(a, b):\n    return")
+        qtbot.mouseClick(tab.send_btn, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: not tab.busy and tab.send_btn.isEnabled(), timeout=WAIT)
+        answer = tab.transcript.toPlainText().split("return\n", 1)[1].strip("\n")
+        local = ChatSession(tiny_moe, "daop", 0.5, tmp_path / "cal")
+        try:
+            want = "".join(piece for piece, _ in local.complete("def add(a, b):\n    return", 12))
+        finally:
+            local.close()
+        assert answer == want.strip("\n")
+        assert int(tab.stats.item(0, 0).text()) >= 1 and 0.0 <= float(tab.stats.item(3, 0).text()) <= 1.0
+        assert tab.stats.item(5, 0).text() != "—"  # the server's daop predicted
+        tab.close_session()
+    finally:
+        assert server.stop() == 0
+
+
 def test_a_missing_model_is_reported_in_the_tab(qtbot, tmp_path: Path) -> None:
     from ui.tabs.llm import LlmTab
 

@@ -55,6 +55,13 @@ class ChatSession:
         for piece in stream_text(self.tokenizer, tokens()):
             yield piece, self.stats
 
+    def describe(self) -> str:
+        """One line (rich text) on what is loaded: the model, its shape, the policy, the pool."""
+        ck = self.lm.ckpt
+        return (f"<b>{self.model.name}</b>: {ck.config.model_type}, {len(ck.moe_layers)} MoE layers × "
+                f"{ck.num_experts} experts, top-{ck.top_k}; policy <b>{self.policy.name}</b>, "
+                f"{self.lm.runtime.slots_per_layer} experts per layer in the pool")
+
     def residency(self) -> list[LayerResidency]:
         rt = self.lm.runtime
         return [LayerResidency(layer, rt.store.count_in(layer), rt.slots[layer], self.lm.ckpt.num_experts)

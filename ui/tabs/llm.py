@@ -2,6 +2,7 @@
 (tokens/s, expert-cache hit rate, loads, prediction accuracy) and each layer's residency by tier."""
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from pathlib import Path
@@ -29,8 +30,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inspector.endpoint import read_token
 from inspector.moe.engine import GenStats
 from inspector.moe.policies import POLICIES
+from inspector.moe.service.client import EndpointChat
 from inspector.moe.session import ChatSession
 
 from ..style import fit_height
@@ -49,7 +52,7 @@ def demo_model(models_dir: Path) -> Path | None:
 class LlmTab(QWidget):
     def __init__(self, models_dir: Path, model: Path | None = None) -> None:
         super().__init__()
-        self.session: ChatSession | None = None
+        self.session: ChatSession | EndpointChat | None = None  # in this process, or a server's (a URL)
         self._loading: Job | None = None
         self._tokens: queue.Queue = queue.Queue()
         self._stop = threading.Event()
@@ -59,7 +62,8 @@ class LlmTab(QWidget):
 
         model = model or demo_model(models_dir)
         self.model = QLineEdit(str(model) if model else "")
-        self.model.setPlaceholderText("a local Hugging Face MoE checkpoint directory (inspector llm build-demo)")
+        self.model.setPlaceholderText("a local MoE checkpoint directory (inspector llm build-demo), or the URL of "
+                                      "a running `inspector llm serve` (http://127.0.0.1:8000)")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
         self.policy = QComboBox()
@@ -154,22 +158,23 @@ class LlmTab(QWidget):
         policy, ratio = self.policy.currentText(), self.ratio.value()
         self.load_btn.setEnabled(False)
         self.send_btn.setEnabled(False)
-        self.model_state.setText(f"loading {path} with {policy} (calibrating on first use)…")
-        job = Job(lambda: ChatSession(path, policy, ratio, self.calibration_dir), "llm-load")
+        if path.startswith(("http://", "https://")):  # a server in its own process: it has its policy and pool
+            self.model_state.setText(f"connecting to {path}…")
+            token = os.environ.get("INSPECTOR_LLM_TOKEN_FILE")
+            job = Job(lambda: EndpointChat(path, read_token(token) if token else None), "llm-load")
+        else:
+            self.model_state.setText(f"loading {path} with {policy} (calibrating on first use)…")
+            job = Job(lambda: ChatSession(path, policy, ratio, self.calibration_dir), "llm-load")
         job.done.connect(self._loaded)
         job.failed.connect(self._load_failed)
         self._loading = job.start()
         return job
 
-    def _loaded(self, session: ChatSession) -> None:
+    def _loaded(self, session: ChatSession | EndpointChat) -> None:
         self.session = session
         self.load_btn.setEnabled(True)
         self.send_btn.setEnabled(True)
-        ck = session.lm.ckpt
-        self.model_state.setText(f"<b>{session.model.name}</b>: {ck.config.model_type}, {len(ck.moe_layers)} MoE "
-                                 f"layers × {ck.num_experts} experts, top-{ck.top_k}; policy "
-                                 f"<b>{session.policy.name}</b>, {session.lm.runtime.slots_per_layer} experts per "
-                                 "layer in the pool")
+        self.model_state.setText(session.describe())
         self._show_layers()
 
     def _load_failed(self, message: str) -> None:

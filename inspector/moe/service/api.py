@@ -132,7 +132,9 @@ class Service:
         return {"policy": self.lm.runtime.policy.name, "hit_rate": round(stats.hit_rate, 4),
                 "prediction_accuracy": stats.prediction_accuracy, "expert_loads": stats.expert_loads,
                 "bytes_read": stats.bytes_read, "ttft_s": round(stats.ttft_s, 4),
-                "tokens_per_s": round(stats.tokens_per_s, 3),
+                "tokens_per_s": round(stats.tokens_per_s, 3), "prefetches": stats.prefetches,
+                "prefetch_used": stats.prefetch_used, "peak_pool_bytes": stats.peak_pool_bytes, "hits": stats.hits,
+                "misses": stats.misses, "predicted": stats.predicted, "predicted_right": stats.predicted_right,
                 "residency": {str(k): v for k, v in stats.residency.items()}}
 
 
@@ -352,9 +354,12 @@ def create_app(service: Service) -> FastAPI:
         reasons = [] if service.batcher.alive else ["the engine thread has stopped"]
         if service.lease is not None and service.lease.lost:
             reasons.append(f"memory grant lost: {service.lease.lost}")
+        ck, rt = service.lm.ckpt, service.lm.runtime
         body = {"status": "critical" if reasons else "ok", "reasons": reasons, "model": service.name,
-                "policy": service.lm.runtime.policy.name, "active": service.batcher.active,
-                "waiting": service.batcher.waiting}
+                "policy": rt.policy.name, "active": service.batcher.active, "waiting": service.batcher.waiting,
+                "architecture": {"type": ck.config.model_type, "moe_layers": list(ck.moe_layers),
+                                 "experts": ck.num_experts, "top_k": ck.top_k,
+                                 "slots": {str(k): v for k, v in rt.slots.items()}}}
         if service.lease is not None:
             body["grant"] = {"bytes": service.lease.nbytes, "device": service.lease.device, "from": service.lease.url}
         return JSONResponse(body, status_code=503 if reasons else 200)
