@@ -96,6 +96,7 @@ for f in "$SRC"/routing_rules/*.yaml; do
   [ -e "$R$CONF/routing_rules/$(basename "$f")" ] || install -m 0664 "$f" "$R$CONF/routing_rules/"
 done
 [ -e "$R$CONF/kiosk.env" ] || { render "$SRC/installer/kiosk.env" "$R$CONF/kiosk.env"; chmod 0640 "$R$CONF/kiosk.env"; }
+[ -e "$R$CONF/llm.env" ] || { render "$SRC/installer/llm.env" "$R$CONF/llm.env"; chmod 0640 "$R$CONF/llm.env"; }
 # the API token that rule and memory edits over HTTP need: random, readable by the service user only
 if [ ! -e "$R$CONF/api-token" ]; then
   (umask 077; "$R$PREFIX/venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))' > "$R$CONF/api-token")
@@ -107,6 +108,7 @@ install -d "$R/etc/systemd/system" "$R/usr/share/applications"
 render "$SRC/installer/inspector-kiosk.service" "$R/etc/systemd/system/inspector-kiosk.service"
 render "$SRC/installer/inspector-prune.service" "$R/etc/systemd/system/inspector-prune.service"
 render "$SRC/installer/inspector-prune.timer" "$R/etc/systemd/system/inspector-prune.timer"
+render "$SRC/installer/inspector-llm.service" "$R/etc/systemd/system/inspector-llm.service"  # not enabled here
 render "$SRC/installer/inspector-dashboard.desktop" "$R/usr/share/applications/inspector-dashboard.desktop"
 
 if [ "$MAKE_USER" = 1 ]; then

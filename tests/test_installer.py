@@ -52,6 +52,10 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     prune = (staged / "etc/systemd/system/inspector-prune.service").read_text()
     assert "db prune --retain-days ${INSPECTOR_RETAIN_DAYS} --archive /var/lib/inspector/inbox/inspected" in prune
     assert "OnCalendar=daily" in (staged / "etc/systemd/system/inspector-prune.timer").read_text()
+    llm = (staged / "etc/systemd/system/inspector-llm.service").read_text()
+    assert "llm serve --ledger http://127.0.0.1:9108 --ledger-token-file /etc/inspector/api-token" in llm
+    assert not [p for p in ("@PREFIX@", "@DATA@", "@CONF@", "@USER@") if p in llm]
+    assert (staged / "etc/inspector/llm.env").is_file()
     assert (staged / "var/lib/inspector/inbox").is_dir()
     # the installed program runs outside the checkout and finds its shipped rule sets
     py = staged / "opt/inspector/venv/bin/python"
@@ -88,7 +92,8 @@ def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
     (prefix / "venv/bin").mkdir(parents=True)
     (prefix / "venv/bin/inspector").symlink_to(exe if exe.exists() else sys.executable)
     units = {}
-    for name in ("inspector-kiosk.service", "inspector-prune.service", "inspector-prune.timer"):
+    for name in ("inspector-kiosk.service", "inspector-prune.service", "inspector-prune.timer",
+                 "inspector-llm.service"):
         text = (INSTALLER / name).read_text()
         for key, value in {"@PREFIX@": str(prefix), "@DATA@": str(tmp_path), "@CONF@": str(tmp_path),
                            "@USER@": "root"}.items():
@@ -96,6 +101,7 @@ def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
         units[name] = tmp_path / name
         units[name].write_text(text)
     (tmp_path / "kiosk.env").write_text("INSPECTOR_RETAIN_DAYS=30\n")
+    (tmp_path / "llm.env").write_text("INSPECTOR_LLM_ARGS=--threads 1\n")
     r = subprocess.run([analyze, "verify", *map(str, units.values())], capture_output=True, text=True)
     complaints = [ln for ln in (r.stdout + r.stderr).splitlines() if any(u in ln for u in units)]
     assert r.returncode == 0 and not complaints, complaints
