@@ -160,6 +160,9 @@ def _bench_concurrency(args: argparse.Namespace, model: Path, policies: list[str
     from .bench_concurrency import bench_concurrency, format_concurrency
 
     levels = _levels(args.concurrency)
+    if "accelerate" in policies:
+        raise ValueError("accelerate is not a policy of the serving engine, so it has no --concurrency run; leave "
+                         "it out of --policies here")
     docs = []
     for ratio in ratios:
         runs = bench_concurrency(model, policies, ratio, prompts, args.max_new_tokens, levels, cal, args.device,
