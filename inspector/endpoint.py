@@ -1,12 +1,18 @@
 """A local HTTP endpoint's address and bearer token: shared by the kiosk's API and the language model's server.
 
 Both bind loopback unless told otherwise, and both guard what they must with a
-token kept in a file only its owner may read.
+token kept in a file only its owner may read. Their clients (the model's lease,
+the dashboard's chat, `llm beside-line`) speak JSON to them through `open_url`.
 """
 from __future__ import annotations
 
 import ipaddress
+import json
+import urllib.error
+import urllib.request
+from http.client import HTTPResponse
 from pathlib import Path
+from typing import Any
 
 
 def parse_listen(spec: str) -> tuple[str, int]:
@@ -41,3 +47,41 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+class EndpointError(ConnectionError):
+    """A local endpoint refused a request (`status`, its own message) or did not answer (`status` None)."""
+
+    def __init__(self, url: str, status: int | None, message: str) -> None:
+        super().__init__(f"{url}: {status} {message}" if status is not None else f"{url}: {message}")
+        self.url, self.status, self.message = url, status, message
+
+
+def open_url(url: str, body: dict[str, Any] | None = None, token: str | None = None,
+             timeout: float = 10.0) -> HTTPResponse:
+    """GET (no body) or POST a JSON body, with the bearer token when given; the open response (for streaming).
+    Raises EndpointError with the endpoint's own error message (OpenAI's `error.message` or the kiosk's `error`)."""
+    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        return urllib.request.urlopen(req, timeout=timeout)
+    except urllib.error.HTTPError as e:
+        raise EndpointError(url, e.code, _error_message(e.read()) or str(e.reason)) from None
+    except OSError as e:
+        raise EndpointError(url, None, str(e)) from None
+
+
+def request_json(url: str, body: dict[str, Any] | None = None, token: str | None = None,
+                 timeout: float = 10.0) -> dict[str, Any]:
+    with open_url(url, body, token, timeout) as r:
+        return json.loads(r.read())
+
+
+def _error_message(raw: bytes) -> str:
+    try:
+        err = json.loads(raw).get("error", "")
+    except (ValueError, AttributeError):
+        return ""
+    return str(err.get("message", "")) if isinstance(err, dict) else str(err)

@@ -72,13 +72,18 @@ def test_chat_streams_a_completion_and_its_statistics(demo: Path, tmp_path: Path
     assert "[lru: " in out and "tokens/s" in out and "hit rate" in out
 
 
-def test_bench_prints_the_table_and_writes_the_issue_json(demo: Path, tmp_path: Path, capsys) -> None:
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text("def f(x):\n    return\n---\nimport sys\nclass A:\n")
+def bench_cli(demo: Path, tmp_path: Path, prompts: str, *flags: str) -> tuple[int, Path]:
+    """`inspector llm bench --json` on the tiny demo with these prompts and flags: its exit code and the JSON's path."""
+    (tmp_path / "prompts.txt").write_text(prompts)
     path = tmp_path / "bench.json"
-    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies",
-               "ondemand,accelerate,lru,daop", "--prompts", str(prompts), "--max-new-tokens", "5", "--cache-ratio",
-               "0.5", "--json", str(path)])
+    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--prompts",
+               str(tmp_path / "prompts.txt"), "--json", str(path), *flags])
+    return rc, path
+
+
+def test_bench_prints_the_table_and_writes_the_issue_json(demo: Path, tmp_path: Path, capsys) -> None:
+    rc, path = bench_cli(demo, tmp_path, "def f(x):\n    return\n---\nimport sys\nclass A:\n", "--policies",
+                         "ondemand,accelerate,lru,daop", "--max-new-tokens", "5", "--cache-ratio", "0.5")
     out = capsys.readouterr().out
     assert rc == 0 and "all-resident ceiling" in out and "WARNING" not in out
     doc = json.loads(path.read_text())
@@ -91,12 +96,9 @@ def test_bench_prints_the_table_and_writes_the_issue_json(demo: Path, tmp_path: 
 
 
 def test_bench_concurrency_serves_clients_at_once_with_the_same_tokens(demo: Path, tmp_path: Path, capsys) -> None:
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text("def f(x):\n    return\n---\nimport sys\n---\nclass A:\n---\nfor i in")
-    path = tmp_path / "conc.json"
-    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "daop,fmoe",
-               "--prompts", str(prompts), "--max-new-tokens", "6", "--cache-ratio", "0.5", "--concurrency", "1,4",
-               "--json", str(path)])
+    rc, path = bench_cli(demo, tmp_path, "def f(x):\n    return\n---\nimport sys\n---\nclass A:\n---\nfor i in",
+                         "--policies", "daop,fmoe", "--max-new-tokens", "6", "--cache-ratio", "0.5",
+                         "--concurrency", "1,4")
     out = capsys.readouterr().out
     assert rc == 0 and "agg tok/s" in out
     runs = {(r["policy"], r["concurrency"]): r for r in json.loads(path.read_text())["runs"]}
@@ -113,19 +115,16 @@ def test_bench_refuses_a_budget_below_one_layer_topk(demo: Path, tmp_path: Path,
 
 
 def test_bench_runs_ratios_repeats_and_the_firm_ablation(demo: Path, tmp_path: Path, capsys) -> None:
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_text("def f(x):\n    return\n---\nimport sys\nclass A:\n")
-    path = tmp_path / "ratios.json"
-    rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "ondemand,firm,duoserve",
-               "--prompts", str(prompts), "--max-new-tokens", "4", "--cache-ratios", "0.5,1.0", "--repeat", "2",
-               "--json", str(path)])
+    rc, path = bench_cli(demo, tmp_path, "def f(x):\n    return\n---\nimport sys\nclass A:\n", "--policies",
+                         "ondemand,firm,duoserve", "--max-new-tokens", "4", "--cache-ratios", "0.5,1.0",
+                         "--repeat", "2")
     out = capsys.readouterr().out
     assert rc == 0 and out.count("all-resident ceiling") == 2 and "median of 2" in out and "WARNING" not in out
     doc = json.loads(path.read_text())
     assert [r["cache_ratio"] for r in doc["reports"]] == [0.5, 1.0]
     assert all(run["repeats"] == 2 and run["same_tokens"] == 1.0 for r in doc["reports"] for run in r["runs"])
     rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--ablation", "firm",
-               "--prompts", str(prompts), "--max-new-tokens", "4", "--cache-ratio", "0.5"])
+               "--prompts", str(tmp_path / "prompts.txt"), "--max-new-tokens", "4", "--cache-ratio", "0.5"])
     out = capsys.readouterr().out
     assert rc == 0 and all(label in out for label in ("firm base", "+fine-grained", "+MoL", "+HEOP"))
     rc = main(["--models", str(tmp_path), "llm", "bench", "--model", str(demo), "--policies", "firm:depth=2"])

@@ -10,7 +10,6 @@ the model's tokens/s alone and beside the line.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,13 +17,12 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..coserve.online.profile import DeviceProfile
+from ..endpoint import EndpointError, request_json
 from ..experts.zoo import Zoo
 from ..ingest.sources import SyntheticSource
 from ..results.store import ResultStore, sqlite_url
@@ -77,24 +75,19 @@ class ModelServer:
                 raise RuntimeError(f"inspector llm serve exited with {self.proc.returncode}: "
                                    f"{log.read_text(errors='replace')[-2000:]}")
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
-                    self.name = json.loads(r.read())["model"]
-                    return
-            except OSError:
+                self.name = request_json(self.url + "/health", timeout=1)["model"]
+                return
+            except EndpointError:
                 time.sleep(0.3)
         self.stop()
         raise RuntimeError("inspector llm serve did not come up in 10 minutes")
 
     def complete(self, prompt: str, max_tokens: int) -> int:
-        body = json.dumps({"model": self.name, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
-        req = urllib.request.Request(self.url + "/v1/completions", data=body.encode(),
-                                     headers={"Content-Type": "application/json"})
+        body = {"model": self.name, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
         try:
-            with urllib.request.urlopen(req, timeout=300) as r:
-                return int(json.loads(r.read())["usage"]["completion_tokens"])
-        except urllib.error.HTTPError as e:
-            raise RuntimeError(f"the model refused a prompt ({e.code}): "
-                               f"{json.loads(e.read()).get('error', {}).get('message')}") from None
+            return int(request_json(self.url + "/v1/completions", body, timeout=300)["usage"]["completion_tokens"])
+        except EndpointError as e:
+            raise RuntimeError(f"the model refused a prompt ({e.status}): {e.message}") from None
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -14,7 +14,6 @@ page cache after each experts forward, so every read is a disk read.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ..runtime.diskio import fsync_and_drop
+from ..runtime.diskio import drop_pages, fsync_and_drop
 
 NAME = "accelerate"
 
@@ -76,13 +75,9 @@ class AccelerateOffload:
         def hook(module: torch.nn.Module, args: object, output: object) -> None:
             self.loads += experts
             self.bytes_read += nbytes
-            if drop and hasattr(os, "posix_fadvise"):
+            if drop:
                 for f in files:
-                    fd = os.open(f, os.O_RDONLY)
-                    try:
-                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                    finally:
-                        os.close(fd)
+                    drop_pages(f)
         return hook
 
     @torch.inference_mode()

@@ -116,6 +116,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if args.degrade and "daop+degrade" not in policies:
         policies.append("daop+degrade")
+    if args.concurrency and "accelerate" in policies:
+        raise ValueError("accelerate is not a policy of the serving engine, so it has no --concurrency run; leave "
+                         "it out of --policies here")
     for spec in policies:
         if spec != "accelerate":  # the real accelerate disk offload: a bench row, not a policy of our runtime
             parse_spec(spec)  # a typo is refused before anything loads
@@ -160,9 +163,6 @@ def _bench_concurrency(args: argparse.Namespace, model: Path, policies: list[str
     from .bench_concurrency import bench_concurrency, format_concurrency
 
     levels = _levels(args.concurrency)
-    if "accelerate" in policies:
-        raise ValueError("accelerate is not a policy of the serving engine, so it has no --concurrency run; leave "
-                         "it out of --policies here")
     docs = []
     for ratio in ratios:
         runs = bench_concurrency(model, policies, ratio, prompts, args.max_new_tokens, levels, cal, args.device,

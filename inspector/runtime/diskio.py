@@ -19,6 +19,17 @@ def read_bytes(path: Path | str, drop_cache: bool = True) -> bytes:
     return data
 
 
+def drop_pages(path: Path | str) -> None:
+    """Drop a file's clean pages from the page cache, so that its next read is a disk read."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def fsync_and_drop(path: Path | str) -> None:
     """After writing weights: flush them so that DONTNEED can really drop them."""
     fd = os.open(path, os.O_RDONLY)

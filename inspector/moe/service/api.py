@@ -223,6 +223,16 @@ def _usage(stats: GenStats) -> dict[str, int]:
             "total_tokens": stats.prompt_tokens + stats.tokens}
 
 
+def _envelope(service: Service, rid: str, created: int, obj: str, choices: list[dict[str, Any]],
+              stats: GenStats | None) -> dict[str, Any]:
+    """A response or chunk: its id and kind, the choices, and with the request's statistics its usage and the
+    `inspector` extension."""
+    out = {"id": rid, "object": obj, "created": created, "model": service.name, "choices": choices}
+    if stats is not None:
+        out["usage"], out["inspector"] = _usage(stats), service.extension(stats)
+    return out
+
+
 def _sse(obj: dict[str, Any] | str) -> bytes:
     return f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
 
@@ -280,11 +290,7 @@ def create_app(service: Service) -> FastAPI:
         rid, created = f"cmpl-{job.id}", int(time.time())
 
         def body(choices: list[dict[str, Any]], stats: GenStats | None) -> dict[str, Any]:
-            out = {"id": rid, "object": "text_completion", "created": created, "model": service.name,
-                   "choices": choices}
-            if stats is not None:
-                out["usage"], out["inspector"] = _usage(stats), service.extension(stats)
-            return out
+            return _envelope(service, rid, created, "text_completion", choices, stats)
 
         if req.stream:
             async def events() -> AsyncIterator[bytes]:
@@ -313,10 +319,7 @@ def create_app(service: Service) -> FastAPI:
         rid, created = f"chatcmpl-{job.id}", int(time.time())
 
         def body(obj: str, choices: list[dict[str, Any]], stats: GenStats | None) -> dict[str, Any]:
-            out = {"id": rid, "object": obj, "created": created, "model": service.name, "choices": choices}
-            if stats is not None:
-                out["usage"], out["inspector"] = _usage(stats), service.extension(stats)
-            return out
+            return _envelope(service, rid, created, obj, choices, stats)
 
         if req.stream:
             usage_chunk = bool((req.stream_options or {}).get("include_usage"))

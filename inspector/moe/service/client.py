@@ -7,11 +7,11 @@ dashboard needs no HTTP package of its own. Greedy, as the in-process chat.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
+from http.client import HTTPResponse
 from typing import Any
 
+from ...endpoint import EndpointError, open_url
 from ..engine import GenStats
 from ..session import LayerResidency
 
@@ -19,31 +19,20 @@ from ..session import LayerResidency
 class EndpointChat:
     def __init__(self, url: str, token: str | None = None, timeout: float = 300.0) -> None:
         """Raises ConnectionError naming the URL when no server answers there."""
-        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
-        for suffix in ("/v1",):
-            if self.url.endswith(suffix):
-                self.url = self.url[: -len(suffix)]
+        self.url, self.token, self.timeout = url.rstrip("/").removesuffix("/v1"), token, timeout
         self.health = self._get("/health")
         self.name = self.health["model"]
         self.stats: GenStats | None = None
         self._last: dict[str, Any] = {}
 
-    def _request(self, path: str, body: dict[str, Any] | None = None, timeout: float = 10.0):  # noqa: ANN202
-        req = urllib.request.Request(self.url + path, data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
+    def _request(self, path: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> HTTPResponse:
         try:
-            return urllib.request.urlopen(req, timeout=timeout)
-        except urllib.error.HTTPError as e:
-            try:
-                message = json.loads(e.read())["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = e.reason
-            raise ConnectionError(f"{self.url}{path}: {e.code} {message}") from None
-        except OSError as e:
-            raise ConnectionError(f"no language model server answers at {self.url} ({e}); start one with "
-                                  "`inspector llm serve`") from None
+            return open_url(self.url + path, body, self.token, timeout)
+        except EndpointError as e:
+            if e.status is None:
+                raise ConnectionError(f"no language model server answers at {self.url} ({e.message}); start one "
+                                      "with `inspector llm serve`") from None
+            raise
 
     def _get(self, path: str) -> dict[str, Any]:
         with self._request(path) as r:

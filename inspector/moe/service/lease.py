@@ -7,13 +7,12 @@ its health says why, since memory it does not hold is not its to use.
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
+
+from ...endpoint import EndpointError, request_json
 
 
 class GrantError(RuntimeError):
@@ -32,21 +31,13 @@ class Lease:
         self._thread.start()
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(req, timeout=5) as r:
-                return json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            try:
-                reason = json.loads(e.read()).get("error", "")
-            except ValueError:
-                reason = ""
-            raise GrantError(f"the kiosk at {self.url} answered {e.code} to {path}: {reason}") from None
-        except OSError as e:
-            raise GrantError(f"cannot reach the kiosk at {self.url} ({e}); is it running with --llm-mb?") from None
+            return request_json(self.url + path, body, self.token, timeout=5)
+        except EndpointError as e:
+            if e.status is None:
+                raise GrantError(f"cannot reach the kiosk at {self.url} ({e.message}); is it running with "
+                                 "--llm-mb?") from None
+            raise GrantError(f"the kiosk at {self.url} answered {e.status} to {path}: {e.message}") from None
 
     def _ask(self) -> dict[str, Any]:
         return self._post("/ledger/grant", {"holder": self.holder, "bytes": self.nbytes})
