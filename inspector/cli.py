@@ -212,7 +212,7 @@ def _line_setup(args: argparse.Namespace):  # noqa: ANN202 - CLI glue shared by 
     rules = load_rules(args.rules or RULES_DIR / "board_a.yaml")
     note_registration(rules, args.no_register)
     source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera,
-                         int(args.max_pixels))
+                         int(args.max_pixels), args.glare)
     zoo = demo_zoo(models, _say) if args.zoo is None else _load_zoo(args.zoo)
     store = ResultStore(_db_url(args), connect=False)
     try:
@@ -436,6 +436,9 @@ def _line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                                     "within 6 px and 0.4 deg, light, a soft lens, noise, JPEG) or settings "
                                     "shift=PX,rotation=DEG,scale=FRAC,gain=LO:HI,contrast=LO:HI,gradient=FRAC,"
                                     "blur=SIGMA,noise=SIGMA,jpeg=QUALITY (README)")
+    p.add_argument("--glare", metavar="TYPE[:STRENGTH]",
+                   help="synthetic boards under a light the experts never saw: a highlight on every body of one "
+                        "component type (strength 0.5 of full scale by default): a systematic false call to review")
     p.add_argument("--no-register", action="store_true",
                    help="cut boards at the recipe's nominal positions, without registering them on their fiducials")
     p.add_argument("--interval", type=float, default=0.0,
@@ -508,6 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--demo", action="store_true",
                        help="train the demo experts of routing_rules/board_a and board_b on synthetic boards")
     build.set_defaults(func=cmd_zoo_build)
+    from .app.loop_commands import add_parsers as add_loop_parsers
+
+    add_loop_parsers(sub, zoo_sub, _db_url, _models_dir, _database_flags)
 
     run = sub.add_parser("run", help="the main job: inspect a board stream into the results database")
     _line_flags(run)

@@ -9,7 +9,9 @@ boards are inside at once, so a fast source waits instead of filling memory.
 
 A new rule set applies between boards without a restart (`apply_rules`):
 boards already inside finish under the set they were cut with, the engine
-keeps its resident experts and takes the new usage probabilities.
+keeps its resident experts and takes the new usage probabilities. New weights
+of one expert (a retrained version, a rollback) apply the same way
+(`swap_weights`).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from ..coserve.online.policies import get_policy
 from ..coserve.online.profile import DeviceProfile
 from ..coserve.online.request import Request, RequestResult
 from ..coserve.online.workload import MiB, Workload
-from ..experts.zoo import Zoo
+from ..experts.zoo import ExpertEntry, Zoo
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, cut_board
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
@@ -126,6 +128,7 @@ class Line:
         self._lock = threading.Condition()
         self._pending: dict[int, _Pending] = {}  # request id -> its board
         self._boards_in = 0
+        self._held = 0  # swaps waiting at a board boundary: no new board goes in meanwhile
         self.stats = LineStats()
         self.started = time.perf_counter()
         self.last_progress = time.monotonic()  # last board finished, or work arriving at an idle line
@@ -160,6 +163,33 @@ class Line:
         with self._lock:
             self.rules = rules
             self.engine.set_usage(rules.usage())
+
+    def swap_weights(self, entry: ExpertEntry, timeout: float = 60.0) -> None:
+        """Serve `entry` (a new version of one expert's weights) from the next board on, without a restart.
+
+        At a board boundary: new boards wait while the boards inside that still have a part for this expert
+        finish under the old weights; then the engine drops the old weights and the held boards go in. So every
+        board is inspected by one version of each expert, and each result names the hash it was given with.
+        TimeoutError (nothing changed, boards flow again) when those boards do not finish within `timeout`.
+        """
+        name = entry.name
+        with self._lock:
+            self._held += 1
+        try:
+            with self._lock:
+                if not self._lock.wait_for(lambda: not self._routes_to(name), timeout):
+                    raise TimeoutError(f"boards using {name} did not finish within {timeout:g} s; weights not swapped")
+            # outside the line's lock: results of other boards keep arriving while the engine lets go of the expert
+            self.engine.replace_weights(name, entry, timeout)
+        finally:
+            with self._lock:
+                self._held -= 1
+                self._lock.notify_all()
+
+    def _routes_to(self, expert: str) -> bool:
+        """A part still inside routes to `expert` (under the lock)."""
+        return any(expert in (p.parts[rid].component.classifier, p.parts[rid].component.detector)
+                   for rid, p in self._pending.items())
 
     def start(self) -> None:
         self.engine.start()
@@ -199,7 +229,7 @@ class Line:
             record.fiducials = dict(registration.found)
         crops = cut_board(image, rules, registration)
         with self._lock:
-            self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight)
+            self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
             if not self._boards_in:
                 self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
             self._boards_in += 1

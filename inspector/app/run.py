@@ -12,6 +12,7 @@ from ..coserve.offline.profiler import load_or_profile
 from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
+from ..ingest.glare import Glare
 from ..ingest.images import DEFAULT_MAX_PIXELS
 from ..ingest.sources import CameraSource, FolderSource, ReplaySource, Source, SyntheticSource
 from ..ingest.synthetic import rates_for
@@ -44,14 +45,17 @@ def demo_zoo(models_dir: Path, say: Say) -> Zoo:
 
 def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: float = 0.0,  # noqa: ANN201
                 defect_rate: float | None = None, camera: str | None = None,
-                max_pixels: int = DEFAULT_MAX_PIXELS):
+                max_pixels: int = DEFAULT_MAX_PIXELS, glare: str | None = None):
     """A source from its command-line spelling; the other arguments apply to synthetic ones (`camera`: a camera
     model's preset or settings, ingest/camera_model.py), `max_pixels` to files."""
     kind, _, arg = spec.partition(":")
     if kind == "synthetic":
         rates = None if defect_rate is None else rates_for(defect_rate)
         return SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s,
-                               camera=parse_camera(camera) if camera else None)
+                               camera=parse_camera(camera) if camera else None,
+                               glare=Glare.parse(glare) if glare else None)
+    if glare and kind != "synthetic":
+        raise ValueError(f"--glare lights synthetic boards; source {spec!r} is a real one")
     if camera and kind in ("folder", "watch", "replay", "camera"):
         raise ValueError(f"--camera renders synthetic boards as a camera sees them; source {spec!r} is a real one")
     if kind in ("folder", "watch"):

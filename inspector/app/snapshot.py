@@ -93,5 +93,7 @@ def _state(service: LineService) -> str:
 def expert_rows(engine: Engine) -> list[dict[str, Any]]:
     """Every expert of the zoo with its tier, usage probability and counters, as plain rows."""
     now = time.time()
-    return [{**asdict(v), "last_use_s": None if v.last_used is None else max(0.0, now - v.last_used)}
+    entries = engine.zoo.entries
+    return [{**asdict(v), "last_use_s": None if v.last_used is None else max(0.0, now - v.last_used),
+             "weights_sha256": entries[v.name].weights_sha256 if v.name in entries else None}
             for v in engine.expert_views()]

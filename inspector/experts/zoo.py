@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,6 +53,10 @@ class ExpertEntry:
     data_hash: str | None = None  # trained experts: hash of the training data's recipe
     val_accuracy: float | None = None
     train_samples: int | None = None
+    # trained experts retrained from reviews (experts/versions.py): every version's weights kept beside the first,
+    # and the order they were put into service (the last is this entry's file; rollback steps back one)
+    versions: tuple[dict[str, Any], ...] = ()
+    served: tuple[str, ...] = ()
 
 
 @dataclass
@@ -79,7 +84,9 @@ class Zoo:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         zoo = cls(root=Path(root), build_key=data["build_key"], entries={}, input_version=data.get("input_version"))
         for raw in data["experts"]:
-            entry = ExpertEntry(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None})
+            entry = ExpertEntry(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None,
+                                   "versions": tuple(raw.get("versions") or ()),
+                                   "served": tuple(raw.get("served") or ())})
             zoo.entries[entry.name] = entry
             try:
                 zoo._archs[entry.name] = architecture_from_spec(entry.spec)
@@ -159,5 +166,20 @@ def write_expert(root: Path, name: str, role: str, spec: dict[str, Any], state: 
 def write_manifest(root: Path, key: str, seed: int, entries: Sequence[ExpertEntry], **extra: Any) -> Zoo:
     manifest = {"format": ZOO_FORMAT, "build_key": key, "seed": seed, **extra,
                 "experts": [asdict(e) for e in entries]}
-    (root / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    write_atomically(root / MANIFEST, json.dumps(manifest, indent=1).encode())
     return Zoo.load(root)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` whole or not at all (a power cut mid-write leaves the old manifest, never half of one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

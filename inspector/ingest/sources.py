@@ -30,6 +30,7 @@ import numpy as np
 
 from ..routing.rules import RuleSet
 from .camera_model import CameraModel
+from .glare import Glare
 from .images import DEFAULT_MAX_PIXELS, BadImage, read_image
 from .synthetic import DEFAULT_RATES, render_board
 
@@ -95,11 +96,14 @@ class SyntheticSource(Source):
 
     def __init__(self, rules: RuleSet, boards: int, seed: int = 1000, rates: dict[str, float] | None = None,
                  interval_s: float = 0.0, camera: CameraModel | None = None,
-                 forced: Callable[[int, np.random.Generator], dict[str, str]] | None = None) -> None:
+                 forced: Callable[[int, np.random.Generator], dict[str, str]] | None = None,
+                 glare: Glare | None = None) -> None:
         """`boards` 0 renders boards until `stop`; `interval_s` paces them like a conveyor (one board every
         interval, rendering included); `forced(i, rng)` sets defects of board i by designator (the accuracy
-        suite places an exact number of defects)."""
-        self.rules, self.boards, self.seed, self.interval_s = rules, boards, seed, interval_s
+        suite places an exact number of defects); `glare` lights one component type's bodies (ingest/glare.py)."""
+        if glare is not None:
+            glare.check(rules)
+        self.rules, self.boards, self.seed, self.interval_s, self.glare = rules, boards, seed, interval_s, glare
         self.rates = DEFAULT_RATES if rates is None else rates
         self.camera = camera if camera is not None and not camera.is_identity else None
         self.forced = forced
@@ -117,6 +121,8 @@ class SyntheticSource(Source):
             board = render_board(self.rules, f"{self.rules.recipe.upper()}-{self.seed}-{i:05d}", rng, self.rates,
                                  forced)
             image, placement = board.image, None
+            if self.glare is not None:
+                image = self.glare.apply(image, self.rules, rng)
             if self.camera is not None:
                 image, placement = self.camera.view(board.image, rng)
             self.counters.delivered()

@@ -6,6 +6,8 @@ attached to a kiosk never writes the kiosk's files itself and never needs a path
   then the line takes it (app/rules_watch.py `submit`); a refused edit leaves the disk as it was.
 - allocation: a new pool/batch split over the same device and executors applies live; anything else is
   saved to `allocation.json` in the data directory and applies at the kiosk's next start.
+- reviews: an operator's word on a stored part's call (results/reviews.py), checked against its verdict.
+- experts: a version of one expert's weights into service at a board boundary, or back (app/expert_swap.py).
 """
 from __future__ import annotations
 
@@ -16,9 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ..app.allocation import Allocation, reallocate_live
+from ..app.expert_swap import expert_versions, swap_live
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
+from ..results.reviews import RatesCache, ReviewRequest, record_review, review_rates
+from ..results.store import StoreUnavailable
 from ..routing.rules import decode_rules
+from .http import HttpError
 
 ALLOCATION_FILE = "allocation.json"
 
@@ -55,6 +61,39 @@ class Control:
     def __init__(self, service: LineService, rules: RulesWatcher, data_dir: Path,
                  say: Callable[[str], None] = lambda _m: None) -> None:
         self.service, self.rules, self.data_dir, self.say = service, rules, data_dir, say
+        self.rates = RatesCache(lambda: review_rates(service.store))
+
+    def review(self, body: bytes) -> dict[str, Any]:
+        try:
+            stored = record_review(self.service.store, ReviewRequest.parse(body))
+        except StoreUnavailable as exc:
+            raise HttpError(503, f"{exc}; the review was not stored, send it again") from None
+        self.rates.invalidate()
+        return stored
+
+    def review_document(self) -> dict[str, Any]:
+        """Per component type: parts, flagged, confirmed, false calls, escapes and the two rates."""
+        return {"component_types": [r.to_json() for r in self.rates.get().values()]}
+
+    def experts_document(self) -> dict[str, Any]:
+        return expert_versions(self.service.line.zoo)
+
+    def swap_expert(self, body: bytes) -> dict[str, Any]:
+        doc = _object(body, '{"expert": NAME, "weights_sha256": HASH (8+ hex digits)} or {"expert": NAME, '
+                            '"rollback": true}')
+        if not isinstance(doc.get("expert"), str):
+            raise ValueError('name the expert: {"expert": NAME, ...}')
+        rollback = bool(doc.get("rollback"))
+        sha = doc.get("weights_sha256")
+        if not rollback and not isinstance(sha, str):
+            raise ValueError('name the version: {"expert": NAME, "weights_sha256": HASH} (or "rollback": true)')
+        try:
+            done = swap_live(self.service.line, doc["expert"], None if rollback else sha, rollback)
+        except TimeoutError as exc:  # an OSError: the server would take it for a client gone away
+            raise HttpError(503, str(exc)) from None
+        self.say(f"expert {done['expert']} now serves {done['to'][:12]} (was {str(done['from'])[:12]})"
+                 f"{', a rollback' if rollback else ''}, over the API")
+        return {"applied": True, **done}
 
     def rules_document(self) -> dict[str, Any]:
         """The running set and the text it came from (what the dashboard's editor shows)."""
@@ -99,3 +138,13 @@ class Control:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+
+def _object(body: bytes, shape: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise ValueError(f"send JSON {shape}")
+    return doc

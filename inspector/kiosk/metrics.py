@@ -96,6 +96,32 @@ class LineCollector(Collector):
             yield _counter("inspector_rules_applied", "Rule files applied while running", s["rules"]["applied"])
             yield _counter("inspector_rules_refused", "Rule files refused (the running set stayed)",
                            s["rules"]["refused"])
+        if s.get("reviews") is not None:
+            yield from _review_metrics(s["reviews"])
+        weights = InfoMetricFamily("inspector_expert_weights", "The weights version each trained expert serves",
+                                   labels=["expert"])
+        for row in s["experts"]:
+            if row.get("weights_sha256"):
+                weights.add_metric([row["name"]], {"sha256": row["weights_sha256"]})
+        yield weights
+
+
+def _review_metrics(reviews: dict[str, dict[str, Any]]) -> Iterator[Any]:
+    """Operators' reviews per component type, and the false-call and escape rates they give (per part stored)."""
+    calls = CounterMetricFamily("inspector_reviews", "Reviewed parts by component type and call",
+                                labels=["component_type", "call"])
+    false_rate = GaugeMetricFamily("inspector_false_call_rate", "Reviewed false calls per part stored",
+                                   labels=["component_type"])
+    escape_rate = GaugeMetricFamily("inspector_escape_rate", "Reviewed escapes (missed defects) per part stored",
+                                    labels=["component_type"])
+    for ctype, r in sorted(reviews.items()):
+        for call, key in (("confirmed", "confirmed"), ("false_call", "false_calls"), ("escape", "escapes")):
+            calls.add_metric([ctype, call], r[key])
+        false_rate.add_metric([ctype], r["false_call_rate"])
+        escape_rate.add_metric([ctype], r["escape_rate"])
+    yield calls
+    yield false_rate
+    yield escape_rate
 
 
 def line_registry(snap: Snapshot) -> CollectorRegistry:

@@ -56,10 +56,12 @@ class Kiosk:
         lending = self.lender.routes() if self.lender is not None else {}
         self.endpoints = Endpoints(
             config.listen, line_registry(self.snapshot), self.snapshot, self.health,
-            reads={"/rules": self.control.rules_document,
+            reads={"/rules": self.control.rules_document, "/reviews": self.control.review_document,
+                   "/experts": self.control.experts_document,
                    **({"/ledger": self.lender.snapshot} if self.lender is not None else {})},
             posts={"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
-                   "/allocation": self.control.allocation, **lending},
+                   "/allocation": self.control.allocation, "/reviews": self.control.review,
+                   "/experts/swap": self.control.swap_expert, **lending},
             token=config.token)
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
@@ -67,6 +69,7 @@ class Kiosk:
 
     def snapshot(self) -> dict[str, Any]:
         out = snapshot(self.service, self.rules, self.publisher)
+        out["reviews"] = {name: r.to_json() for name, r in self.control.rates.get().items()}
         if self.lender is not None:
             out["ledger"] = self.lender.snapshot()
         return out

@@ -2,19 +2,25 @@
 
 A board stored without part results (a board-level error: registration failed) is one row with the part
 columns empty and the reason in `board_error`, so no inspected board is missing from an export. Times are
-UTC with their offset. A text cell that a spreadsheet would run as a formula (it starts with = + - @, a tab
-or a carriage return: a board serial from a hostile barcode) is written with a leading apostrophe.
+UTC with their offset. An operator's review of a part (results/reviews.py) rides on its row. A text cell
+that a spreadsheet would run as a formula (it starts with = + - @, a tab or a carriage return: a board
+serial from a hostile barcode) is written with a leading apostrophe.
 """
 from __future__ import annotations
 
 import csv
 from typing import TextIO
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .schema import Review
 from .store import Filters, ResultStore
 
 COLUMNS = ("inspection_id", "board_serial", "started_at", "line", "station", "recipe", "ruleset_version",
            "board_verdict", "ref", "component_type", "verdict", "defect_class", "score", "expert", "weights_sha256",
-           "box_x0", "box_y0", "box_x1", "box_y1", "crop_path", "error", "registration_residual_px", "board_error")
+           "box_x0", "box_y0", "box_x1", "box_y1", "crop_path", "error", "registration_residual_px", "board_error",
+           "review_call", "review_class", "reviewer", "reviewed_at")
 
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -30,18 +36,26 @@ def export_csv(store: ResultStore, out: TextIO, filters: Filters | None = None) 
     filters = filters or Filters()
     w = csv.writer(out)
     w.writerow(COLUMNS)
+    with Session(store.engine) as s:  # reviews are a person's work: few beside the parts, read once
+        reviews = {r.component_result_id: r for r in s.scalars(select(Review))}
     n = 0
     for insp, part in store.component_rows(filters, bare_boards=True):
         board = (insp.uuid, cell(insp.board_serial), insp.started_at.isoformat(), cell(insp.line), cell(insp.station),
                  cell(insp.recipe), cell(insp.ruleset_version), insp.verdict)
         tail = ("" if insp.reg_residual_px is None else f"{insp.reg_residual_px:.3f}", cell(insp.error or ""))
         if part is None:
-            w.writerow((*board, *[""] * 13, *tail))
+            w.writerow((*board, *[""] * 13, *tail, "", "", "", ""))
         else:
             w.writerow((*board, cell(part.ref), cell(part.component_type), part.verdict, cell(part.defect_class),
                         "" if part.score is None else f"{part.score:.4f}", cell(part.expert), part.weights_sha256 or "",
                         *("" if v is None else f"{v:.1f}"
                           for v in (part.box_x0, part.box_y0, part.box_x1, part.box_y1)),
-                        cell(part.crop_path or ""), cell(part.error or ""), *tail))
+                        cell(part.crop_path or ""), cell(part.error or ""), *tail, *_review(reviews.get(part.id))))
         n += 1
     return n
+
+
+def _review(r: Review | None) -> tuple[str, str, str, str]:
+    if r is None:
+        return "", "", "", ""
+    return r.call, r.correct_class or "", cell(r.reviewer), r.at.isoformat()

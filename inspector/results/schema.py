@@ -97,3 +97,24 @@ class DeadLetter(Base):
     uuid: Mapped[str | None] = mapped_column(String(64), nullable=True)
     reason: Mapped[str] = mapped_column(Text)
     payload: Mapped[str] = mapped_column(Text)  # the board as JSON (records.BoardRecord.to_json)
+
+
+class Review(Base):
+    """An operator's word on one part's call: a confirmed defect, a false call, or an escape (a missed defect),
+    optionally with the class the part really has. One review a part; reviewing again replaces it. The expert and
+    weights hash are copied from the part, so a review still names what it judged after the expert is retrained."""
+
+    __tablename__ = "reviews"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    component_result_id: Mapped[int] = mapped_column(
+        Key, ForeignKey("component_results.id", ondelete="CASCADE"), unique=True)
+    inspection_uuid: Mapped[str] = mapped_column(String(36), index=True)
+    ref: Mapped[str] = mapped_column(String(32))
+    component_type: Mapped[str] = mapped_column(String(128), index=True)
+    expert: Mapped[str] = mapped_column(String(128))
+    weights_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    call: Mapped[str] = mapped_column(String(16))  # confirmed | false_call | escape
+    correct_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    reviewer: Mapped[str] = mapped_column(String(64), default="")
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)

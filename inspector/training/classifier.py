@@ -45,19 +45,24 @@ def batch_size(crops: int) -> int:
 
 
 def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[PartSample], epochs: int = 12,
-                     seed: int = 0, augment: float = 1.0) -> TrainedClassifier:
-    """`augment` is the camera augmentation's strength (0: none); every epoch draws it afresh for every crop."""
+                     seed: int = 0, augment: float = 1.0, init: dict[str, torch.Tensor] | None = None,
+                     lr: float = LR) -> TrainedClassifier:
+    """`augment` is the camera augmentation's strength (0: none); every epoch draws it afresh for every crop.
+    `init`: start from these weights (fine-tuning an expert in service) instead of from scratch."""
     torch.manual_seed(seed)
-    model = arch.build().to(memory_format=torch.channels_last)  # faster convolutions on CPU, same arithmetic
+    model = arch.build()
+    if init is not None:
+        model.load_state_dict(init)
+    model = model.to(memory_format=torch.channels_last)  # faster convolutions on CPU, same arithmetic
     pipeline = camera_augmentation(augment) if augment > 0 else None
     y = torch.tensor([classifier_label(s.defect) for s in train])
     # balance the classes: the rare defects weigh as much as "ok"
     counts = torch.bincount(y, minlength=arch.classes).clamp(min=1).float()
     loss_fn = nn.CrossEntropyLoss(weight=(counts.sum() / counts) / arch.classes)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     batch = batch_size(len(train))
     steps = epochs * max(1, -(-len(train) // batch))
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LR, total_steps=steps)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
     model.train()
     x = None if pipeline else to_batch(arch, train)[0]
     for _ in range(epochs):

@@ -44,22 +44,25 @@ class SampleSet:
     by_detector: dict[str, list[PartSample]] = field(default_factory=lambda: defaultdict(list))
 
 
-def boards_for(rules: RuleSet, per_type: int, most: int = 600) -> int:
-    """Boards to render so that the rarest component type has about `per_type` crops."""
-    rarest = min(len(c.placements) for c in rules.components)
+def boards_for(rules: RuleSet, per_type: int, most: int = 600, types: set[str] | None = None) -> int:
+    """Boards to render so that the rarest component type (of `types`, default all) has about `per_type` crops."""
+    rarest = min(len(c.placements) for c in rules.components if types is None or c.name in types)
     return min(most, -(-per_type // rarest))
 
 
 def collect(rule_sets: list[RuleSet], per_type: int, seed: int, rates: dict[str, float] | None = None,
             cap: int | None = None, camera: CameraModel | None = TRAINING_CAMERA,
-            detector_cap: int | None = None) -> SampleSet:
+            detector_cap: int | None = None, types: set[str] | None = None) -> SampleSet:
     """Render boards of each rule set until every type has ~`per_type` crops; keep at most `cap` per classifier
-    and `detector_cap` (default: `cap`) per detector. Every other board is seen through `camera` (None: all clean)."""
+    and `detector_cap` (default: `cap`) per detector. Every other board is seen through `camera` (None: all clean).
+    `types`: only these component types (retraining one expert), else all."""
     out = SampleSet()
     rates = TRAINING_RATES if rates is None else rates
     for rules in rule_sets:
+        if types is not None and not any(c.name in types for c in rules.components):
+            continue
         rng = np.random.default_rng([seed, rules.seed])
-        for i in range(boards_for(rules, per_type)):
+        for i in range(boards_for(rules, per_type, types=types)):
             board = render_board(rules, f"{rules.recipe}-{seed}-{i}", rng, rates)
             image, registration = board.image, None
             if camera is not None and i % 2:
@@ -67,6 +70,8 @@ def collect(rule_sets: list[RuleSet], per_type: int, seed: int, rates: dict[str,
                 registration = _registered(placement, rng)
             for crop in cut_board(image, rules, registration):
                 comp = crop.component
+                if types is not None and comp.name not in types:
+                    continue
                 sample = PartSample(crop.image, board.truth[crop.ref], board.offsets[crop.ref], comp.size,
                                     rules.crop_margin)
                 out.by_classifier[comp.classifier].append(sample)

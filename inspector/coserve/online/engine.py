@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...experts.base import BadInput, Prediction
-from ...experts.zoo import Zoo
+from ...experts.zoo import ExpertEntry, Zoo
 from ...runtime.devices import Device
 from ...runtime.memory import DeviceBudget, MemoryLedger
 from ...runtime.store import TieredStore
@@ -317,6 +317,35 @@ class Engine:
         self._stats.failed += 1
         kind = reason.split(":")[0][:80]
         self._stats.failures[kind] = self._stats.failures.get(kind, 0) + 1
+
+    def replace_weights(self, name: str, entry: ExpertEntry, timeout: float | None = None) -> None:
+        """Serve `entry`'s weights for expert `name` from the next load on (a retrained version, a rollback).
+
+        The caller sends no request for `name` meanwhile (the line holds boards at a board boundary); this waits
+        for batches running on it and loads in flight to end, drops every pool's copy and the host cache's, and
+        registers the new file and hash with the store. Same architecture only: a new spec is a new zoo.
+        TimeoutError when it stays busy past `timeout`; nothing is changed then.
+        """
+        old = self.zoo.entries.get(name)
+        if old is None:
+            raise KeyError(f"the engine serves no expert {name!r}")
+        if entry.spec != old.spec or entry.weight_bytes != old.weight_bytes:
+            raise ValueError(f"the new weights of {name} are for another architecture ({entry.spec}, not "
+                             f"{old.spec}); change architectures by building a new zoo")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        evicted: list[tuple[ExpertManager, list]] = []
+        with self._lock:
+            while any(m.busy_with(name) for m in self.managers.values()):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"expert {name} stayed busy for {timeout:g} s; its weights were not replaced")
+                self._idle.wait(0.02)  # batches end and loads install under this lock; a short poll is enough
+            for manager in self.managers.values():
+                evicted.append((manager, manager.forget(name)))
+            self.store.forget_host(name)
+            self.store.register(name, self.zoo.root / entry.file, entry.weights_sha256)
+            self.zoo.entries[name] = entry
+        for manager, gone in evicted:
+            manager.retire(gone)
 
     # -- reporting ----------------------------------------------------------------------------------
     def failed_experts(self) -> dict[str, str]:

@@ -244,7 +244,7 @@ class ExpertManager:
                     break
                 evicted.append((victim, self._evict(victim)))
             self._cv.notify_all()
-        self._retire(evicted)
+        self.retire(evicted)
 
     def abort_load(self, expert: str, reason: str) -> None:
         """A load begun with `begin_load` failed: give its bytes back, remember why."""
@@ -253,7 +253,20 @@ class ExpertManager:
         self.ledger.release(expert)
         self._cv.notify_all()
 
-    def _retire(self, evicted: list[tuple[str, nn.Module]]) -> None:
+    def busy_with(self, expert: str) -> bool:
+        """A batch runs on `expert` here, or it is being loaded (its weights cannot be replaced now)."""
+        slot = self._slots.get(expert)
+        return expert in self._loading or (slot is not None and slot.in_use > 0)
+
+    def forget(self, expert: str) -> list[tuple[str, nn.Module]]:
+        """Drop `expert` (resident and idle) and its failure: its weights were replaced, the next use loads the
+        new ones. Under the lock; the caller retires what is returned, outside it."""
+        self._failed.pop(expert, None)
+        if expert not in self._slots:
+            return []
+        return [(expert, self._evict(expert))]
+
+    def retire(self, evicted: list[tuple[str, nn.Module]]) -> None:
         """Hand evicted modules' shells back to their architectures (outside the lock: it is not a decision)."""
         for name, module in evicted:
             if module is not None:  # the simulator's residents have none
@@ -292,7 +305,7 @@ class ExpertManager:
                     clock.blocked += time.perf_counter() - t0
                     continue
                 break
-        self._retire(evicted)  # free evicted weights outside the lock
+        self.retire(evicted)  # free evicted weights outside the lock
         t0 = time.perf_counter()
         self._load(expert, pin=True)
         clock.load += time.perf_counter() - t0
@@ -319,7 +332,7 @@ class ExpertManager:
         return True
 
     def _prefetch_load(self, expert: str, evicted: list[tuple[str, nn.Module]]) -> None:
-        self._retire(evicted)
+        self.retire(evicted)
         self._load(expert, False, True)
 
     def preload(self, expert: str) -> None:

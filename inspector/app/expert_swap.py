@@ -1,0 +1,43 @@
+"""Put a version of one expert's weights into service on a running line, or roll it back; and say what runs.
+
+The zoo's manifest on disk holds every version (experts/versions.py). A swap reads it fresh, works out the
+entry, swaps the running line at a board boundary (Line.swap_weights), and only then writes the manifest: a swap
+that times out changes neither the line nor the disk, and a kiosk restarted after a swap serves what it served.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..experts.versions import activation, entry_of, rollback_of, save_entry, served_history, versions_of
+from ..experts.zoo import Zoo
+from .line import Line
+
+
+def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = False,
+              timeout: float = 60.0) -> dict[str, Any]:
+    """Serve version `sha` of expert `name` (or, with `rollback`, the version served before); what changed."""
+    on_disk = Zoo.load(line.zoo.root)
+    current = entry_of(on_disk, name)
+    if rollback:
+        entry = rollback_of(current)
+    elif sha is None:
+        raise ValueError("name the version to serve (its weights hash, 8+ hex digits) or ask for a rollback")
+    else:
+        entry = activation(current, sha)
+    before = line.zoo.entries[name].weights_sha256
+    line.swap_weights(entry, timeout)
+    save_entry(on_disk, entry)
+    return {"expert": name, "from": before, "to": entry.weights_sha256, "file": entry.file,
+            "rolled_back": rollback}
+
+
+def expert_versions(zoo: Zoo) -> dict[str, Any]:
+    """Every trained expert's serving hash and known versions (GET /experts, the dashboard's experts table)."""
+    out = {}
+    for name, entry in sorted(zoo.entries.items()):
+        if entry.weights_sha256 is None:
+            continue
+        out[name] = {"serving": entry.weights_sha256, "role": entry.role,
+                     "served": served_history(entry),
+                     "versions": [{k: v for k, v in ver.items() if k != "eval"} for ver in versions_of(entry)]}
+    return {"zoo": str(zoo.root), "experts": out}

@@ -1,0 +1,283 @@
+"""`inspector retrain-demo`: the review-and-retrain loop, scripted end to end on the demo line.
+
+1. **Before.** Boards of board_a under glare on one component type (ingest/glare.py: a light its expert never
+   saw) run through the real line into a SQLite database; that type's false-call rate is measured against
+   the renderer's truth.
+2. **Review.** An operator (scripted, with the truth an operator would see on the part) reviews N of the
+   type's flagged parts: a false call, or a confirmed defect with its class.
+3. **Dataset and retrain.** `dataset export` of the reviewed crops; `zoo train` fine-tunes that type's
+   classifier and scores old against new on held-out crops; the new weights become a version in the zoo.
+4. **Live swap.** A second stream of glared boards runs; once a third of it is stored, the new version is
+   swapped in at a board boundary while boards keep coming. The results are split by the weights hash each
+   part records: the false-call rate before and after, every board stored once, no board inspected by two
+   versions, every other expert's hash unchanged.
+
+Everything works on a copy of the zoo in the work directory: the shipped demo zoo is never changed.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..experts.zoo import Zoo
+from ..ingest.glare import Glare
+from ..ingest.sources import SyntheticSource
+from ..ingest.synthetic import rates_for
+from ..results.dataset import export_dataset
+from ..results.reviews import ReviewRequest, record_review
+from ..results.store import Filters, ResultStore, sqlite_url
+from ..routing.rules import load_rules
+from ..training.retrain import Retrained, format_scores, retrain_classifier
+from .expert_swap import swap_live
+from .line import LineConfig
+from .run import DEMO_RULES, RULES_DIR, demo_zoo, line_profiles
+from .service import LineService, ServiceConfig
+
+Say = Callable[[str], None]
+DEFECT_RATE = 0.02  # enough defective parts of one type in a few dozen boards to see recall too
+
+
+@dataclass(frozen=True)
+class DemoLoop:
+    component: str = "R0603"
+    glare: float = 0.5
+    boards: int = 40
+    reviews: int = 50
+    epochs: int = 6
+    policy: str = "coserve"
+    data: Path | None = None
+    seed: int = 4242
+
+
+@dataclass
+class Phase:
+    """One weights version's results for the glared type and for every other type."""
+
+    label: str
+    sha: str
+    boards: int = 0
+    parts: int = 0
+    good: int = 0
+    false_calls: int = 0
+    defects: int = 0
+    caught: int = 0
+    others_good: int = 0
+    others_false: int = 0
+
+    @property
+    def false_call_rate(self) -> float | None:
+        return self.false_calls / self.good if self.good else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.caught / self.defects if self.defects else None
+
+
+@dataclass
+class LoopReport:
+    loop: DemoLoop
+    expert: str
+    phases: list[Phase] = field(default_factory=list)
+    retrained: Retrained | None = None
+    reviewed: Counter = field(default_factory=Counter)
+    delivered: int = 0
+    stored: int = 0
+    mixed_boards: int = 0
+    others_changed: list[str] = field(default_factory=list)
+    swap_s: float = 0.0
+    swap_at_board: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def improvement(self) -> float | None:
+        before, after = self.phases[0].false_call_rate, self.phases[-1].false_call_rate
+        if before is None or after is None:
+            return None
+        return float("inf") if after == 0 else before / after
+
+    @property
+    def ok(self) -> bool:
+        return self.delivered == self.stored and not self.mixed_boards and not self.others_changed
+
+    def table(self) -> str:
+        def pct(v: float | None) -> str:
+            return "-" if v is None else f"{100 * v:.2f}%"
+
+        c = self.loop.component
+        out = [f"glare {self.loop.glare:g} on {c} (expert {self.expert}), defect rate {DEFECT_RATE:g}, "
+               f"policy {self.loop.policy}", "",
+               f"{'phase':34} {'weights':>12} {'boards':>6} {c + ' good':>10} {'false calls':>12} {'rate':>8} "
+               f"{'defects':>8} {'recall':>8} {'other types: false calls':>26}", "-" * 132]
+        for p in self.phases:
+            rate = p.others_false / p.others_good if p.others_good else None
+            others = f"{p.others_false}/{p.others_good} {pct(rate)}"
+            out.append(f"{p.label:34} {p.sha[:12]:>12} {p.boards:>6} {p.good:>10} {p.false_calls:>12} "
+                       f"{pct(p.false_call_rate):>8} {p.defects:>8} {pct(p.recall):>8} {others:>26}")
+        imp = self.improvement
+        times = "-" if imp is None else ("inf" if imp == float("inf") else f"{imp:.0f}")
+        out += ["", f"false-call rate of {c}: {times}x lower after the swap", "",
+                f"reviews: {dict(self.reviewed)}"]
+        if self.retrained is not None:
+            out += ["", f"retraining {self.expert} (old against new on crops neither trained on):",
+                    format_scores(self.retrained)]
+        out += ["", f"swap at board {self.swap_at_board} of {self.loop.boards} while boards flowed, "
+                    f"{self.swap_s * 1000:.0f} ms from asking to serving; boards delivered {self.delivered}, stored "
+                    f"{self.stored}; boards inspected by two versions of {self.expert}: {self.mixed_boards}; other "
+                    f"experts whose weights changed: {', '.join(self.others_changed) or 'none'}",
+                "times: " + ", ".join(f"{k} {v:.0f} s" for k, v in self.seconds.items())]
+        return "\n".join(out)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"component": self.loop.component, "expert": self.expert, "glare": self.loop.glare,
+                "phases": [{**p.__dict__, "false_call_rate": p.false_call_rate, "recall": p.recall}
+                           for p in self.phases],
+                "improvement": self.improvement, "reviews": dict(self.reviewed), "delivered": self.delivered,
+                "stored": self.stored, "mixed_boards": self.mixed_boards, "others_changed": self.others_changed,
+                "swap_s": self.swap_s, "seconds": self.seconds,
+                "retrain": None if self.retrained is None else self.retrained.version}
+
+
+def run_loop(loop: DemoLoop, models_dir: Path, say: Say) -> LoopReport:
+    t_all = time.perf_counter()
+    work = Path(loop.data) if loop.data else Path(tempfile.mkdtemp(prefix="retrain-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rules = load_rules(RULES_DIR / DEMO_RULES[0])
+    rule_sets = [load_rules(RULES_DIR / n) for n in DEMO_RULES]
+    comp = next((c for c in rules.components if c.name == loop.component), None)
+    if comp is None:
+        raise ValueError(f"board {rules.recipe} has no component type {loop.component}")
+    shipped = demo_zoo(models_dir, say)
+    zoo_dir = work / "zoo"
+    if zoo_dir.exists():
+        shutil.rmtree(zoo_dir)
+    shutil.copytree(shipped.root, zoo_dir)  # the loop versions a copy; the shipped zoo stays as built
+    zoo = Zoo.load(zoo_dir)
+    profiles = line_profiles(zoo, models_dir, say)
+    report = LoopReport(loop, comp.classifier)
+    glare = Glare(loop.component, loop.glare)
+
+    def source(seed: int, boards: int) -> SyntheticSource:
+        return SyntheticSource(rules, boards, seed=seed, rates=rates_for(DEFECT_RATE), glare=glare)
+
+    config = ServiceConfig(LineConfig(policy=loop.policy), keep_crops="failed", min_free_mb=64)
+
+    # 1. before
+    t0 = time.perf_counter()
+    store = ResultStore(sqlite_url(work / "before.sqlite"))
+    before_src = source(loop.seed, loop.boards)
+    service = LineService(rules, zoo, profiles, config, store, work / "before", before_src, say=say)
+    service.start()
+    service.run()
+    truth = {f.serial: f.truth for f in source(loop.seed, loop.boards)}  # the same boards, rendered again
+    report.seconds["before"] = time.perf_counter() - t0
+    say(f"before: {service.line.stats.boards} boards inspected")
+
+    # 2. review
+    t0 = time.perf_counter()
+    flagged = [(insp, part) for insp in store.inspections(Filters(component=loop.component))
+               for part in insp.parts if part.component_type == loop.component and part.verdict == "fail"]
+    pick = np.random.default_rng(loop.seed).permutation(len(flagged))[:loop.reviews]
+    for i in sorted(pick.tolist()):
+        insp, part = flagged[i]
+        real = truth[insp.board_serial].get(part.ref, "ok")
+        call = "false_call" if real == "ok" else "confirmed"
+        record_review(store, ReviewRequest(insp.uuid, part.ref, call, None if real == "ok" else real, "demo"))
+        report.reviewed[call] += 1
+    report.seconds["review"] = time.perf_counter() - t0
+
+    # 3. dataset and retrain
+    t0 = time.perf_counter()
+    dataset = work / "dataset"
+    export_dataset(store, dataset, rule_sets, filters=Filters(component=loop.component))
+    t_train = time.perf_counter()
+    report.retrained = retrain_classifier(Zoo.load(zoo_dir), comp.classifier, dataset, rule_sets, loop.epochs,
+                                          say=say)
+    report.seconds["retrain"] = time.perf_counter() - t_train
+    report.seconds["export"] = t_train - t0
+    say(format_scores(report.retrained))
+
+    # 4. live swap while boards flow
+    t0 = time.perf_counter()
+    after_store = ResultStore(sqlite_url(work / "after.sqlite"))
+    after_src = source(loop.seed + 1, loop.boards)
+    live = LineService(rules, Zoo.load(zoo_dir), profiles, config, after_store, work / "after", after_src, say=say)
+    others_before = {n: e.weights_sha256 for n, e in live.line.zoo.entries.items() if n != comp.classifier}
+    swap_done = threading.Event()
+
+    def swap_when_due() -> None:
+        due = max(1, loop.boards // 3)
+        while live.line.stats.boards < due and not live.stopped.is_set():
+            time.sleep(0.02)
+        t_swap = time.perf_counter()
+        report.swap_at_board = live.line.stats.boards
+        swap_live(live.line, comp.classifier, report.retrained.version["weights_sha256"])
+        report.swap_s = time.perf_counter() - t_swap
+        swap_done.set()
+
+    swapper = threading.Thread(target=swap_when_due, name="swap", daemon=True)
+    live.start()
+    swapper.start()
+    live.run()
+    swapper.join(120)
+    after_truth = {f.serial: f.truth for f in source(loop.seed + 1, loop.boards)}
+    report.seconds["after"] = time.perf_counter() - t0
+    if not swap_done.is_set():
+        raise RuntimeError("the swap did not happen while the boards flowed")
+    report.delivered = after_src.counters.frames
+    report.stored = after_store.count()[0]
+    others_after = {n: e.weights_sha256 for n, e in Zoo.load(zoo_dir).entries.items() if n != comp.classifier}
+    report.others_changed = sorted(n for n in others_before if others_before[n] != others_after.get(n))
+    old_sha = zoo.entries[comp.classifier].weights_sha256 or ""
+    report.phases = [_phase("before (old weights)", old_sha, store, truth, loop.component, comp.classifier)]
+    by_sha = _phases_by_sha(after_store, after_truth, loop.component, comp.classifier, report)
+    for sha, label in ((old_sha, "after, boards before the swap"),
+                       (report.retrained.version["weights_sha256"], "after, boards after the swap")):
+        if sha in by_sha:
+            by_sha[sha].label = label
+            report.phases.append(by_sha[sha])
+    report.seconds["total"] = time.perf_counter() - t_all
+    store.close()
+    after_store.close()
+    return report
+
+
+def _phase(label: str, sha: str, store: ResultStore, truth: dict[str, dict[str, str]], ctype: str,
+           expert: str) -> Phase:
+    return _phases_by_sha(store, truth, ctype, expert, None, label).get(sha) or Phase(label, sha)
+
+
+def _phases_by_sha(store: ResultStore, truth: dict[str, dict[str, str]], ctype: str, expert: str,
+                   report: LoopReport | None, label: str = "") -> dict[str, Phase]:
+    """Each board scored against the truth, grouped by the hash of `expert` its parts of `ctype` were given with."""
+    phases: dict[str, Phase] = {}
+    for insp in store.inspections():
+        shas = {p.weights_sha256 for p in insp.parts if p.component_type == ctype and p.expert == expert}
+        if len(shas) > 1 and report is not None:
+            report.mixed_boards += 1
+        sha = next(iter(shas), None) or ""
+        phase = phases.setdefault(sha, Phase(label, sha))
+        phase.boards += 1
+        real = truth.get(insp.board_serial, {})
+        for part in insp.parts:
+            defective = real.get(part.ref, "ok") != "ok"
+            flagged = part.verdict != "pass"
+            if part.component_type == ctype:
+                phase.parts += 1
+                phase.good += not defective
+                phase.false_calls += flagged and not defective
+                phase.defects += defective
+                phase.caught += flagged and defective
+            elif not defective:
+                phase.others_good += 1
+                phase.others_false += flagged
+    return phases
+

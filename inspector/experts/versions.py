@@ -1,0 +1,126 @@
+"""Versions of one expert's weights in a zoo: added beside the first, put into service, rolled back.
+
+A retrained expert's weights are written as `<name>@<sha12>.safetensors` next to the zoo's first file and
+recorded in its manifest entry's `versions`; nothing serves them until they are **activated**, which makes
+them the entry's file and hash and appends the hash to `served`. Rollback activates the hash served before.
+Every manifest change is one atomic replace, so a power cut leaves the old manifest or the new one. A version's
+file is never deleted here: a rollback must find it, and results name the hash they were given with.
+
+The running line takes the same change live through app/expert_swap.py; this module only writes the zoo.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+from safetensors.torch import save
+
+from ..runtime.diskio import fsync_and_drop
+from .zoo import MANIFEST, ExpertEntry, Zoo, write_atomically
+
+
+class VersionError(ValueError):
+    """A version that does not exist, or a rollback with nothing to roll back to."""
+
+
+def versions_of(entry: ExpertEntry) -> list[dict[str, Any]]:
+    """Every version of an expert, the first (the zoo build's) included, oldest first."""
+    first = {"weights_sha256": entry.weights_sha256, "file": f"{entry.name}.safetensors", "origin": "zoo build",
+             "val_accuracy": entry.val_accuracy}
+    known = list(entry.versions)
+    if not any(v["weights_sha256"] == first["weights_sha256"] for v in known):
+        known.insert(0, first)
+    return known
+
+
+def served_history(entry: ExpertEntry) -> list[str]:
+    """The hashes put into service, oldest first; the last is the one the entry serves."""
+    return list(entry.served) if entry.served else [entry.weights_sha256 or ""]
+
+
+def add_version(zoo: Zoo, name: str, state: dict[str, torch.Tensor], **meta: Any) -> dict[str, Any]:
+    """Write new weights of `name` beside its others and record them (not served yet); the version record."""
+    entry = entry_of(zoo, name)
+    data = save({k: v.contiguous() for k, v in state.items()})
+    sha = hashlib.sha256(data).hexdigest()
+    file = f"{name}@{sha[:12]}.safetensors"
+    path = zoo.root / file
+    if not path.is_file():
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        fsync_and_drop(tmp)
+        tmp.replace(path)
+    version = {"weights_sha256": sha, "file": file, "created": datetime.now(timezone.utc).isoformat(), **meta}
+    known = [v for v in versions_of(entry) if v["weights_sha256"] != sha]
+    save_entry(zoo, replace(entry, versions=(*known, version), served=tuple(served_history(entry))))
+    return version
+
+
+def activation(entry: ExpertEntry, sha: str) -> ExpertEntry:
+    """`entry` serving version `sha` (a prefix of 8+ hex digits will do); nothing is written."""
+    version = find_version(entry, sha)
+    history = served_history(entry)
+    if history[-1] != version["weights_sha256"]:
+        history.append(version["weights_sha256"])
+    return _serving(entry, version, history)
+
+
+def rollback_of(entry: ExpertEntry) -> ExpertEntry:
+    """`entry` serving the version served before its current one; VersionError when there is none."""
+    history = served_history(entry)
+    if len(history) < 2:
+        raise VersionError(f"expert {entry.name} has served only one version ({history[-1][:12]}): nothing to roll "
+                           "back to")
+    history.pop()
+    return _serving(entry, find_version(entry, history[-1]), history)
+
+
+def activate(zoo: Zoo, name: str, sha: str) -> ExpertEntry:
+    """Make version `sha` the one `name` serves, on disk (the running line: app/expert_swap.py)."""
+    return save_entry(zoo, activation(entry_of(zoo, name), sha))
+
+
+def rollback(zoo: Zoo, name: str) -> ExpertEntry:
+    """Serve the version served before the current one, on disk."""
+    return save_entry(zoo, rollback_of(entry_of(zoo, name)))
+
+
+def find_version(entry: ExpertEntry, sha: str) -> dict[str, Any]:
+    sha = sha.strip().lower()
+    if len(sha) < 8:
+        raise VersionError(f"give at least 8 hex digits of the weights hash, not {sha!r}")
+    found = [v for v in versions_of(entry) if (v["weights_sha256"] or "").startswith(sha)]
+    if len(found) != 1:
+        names = ", ".join(v["weights_sha256"][:12] for v in versions_of(entry))
+        raise VersionError(f"expert {entry.name} has {'no' if not found else 'more than one'} version {sha}; "
+                           f"its versions: {names}")
+    return found[0]
+
+
+def _serving(entry: ExpertEntry, version: dict[str, Any], history: list[str]) -> ExpertEntry:
+    return replace(entry, file=version["file"], weights_sha256=version["weights_sha256"],
+                   versions=tuple(versions_of(entry)), served=tuple(history))
+
+
+def entry_of(zoo: Zoo, name: str) -> ExpertEntry:
+    if name not in zoo.entries:
+        raise VersionError(f"the zoo at {zoo.root} has no expert {name!r}; its experts: "
+                           f"{', '.join(sorted(zoo.entries))}")
+    entry = zoo.entries[name]
+    if entry.weights_sha256 is None:
+        raise VersionError(f"expert {name} has no recorded weights hash (an untrained benchmark expert); "
+                           "only trained experts have versions")
+    return entry
+
+
+def save_entry(zoo: Zoo, entry: ExpertEntry) -> ExpertEntry:
+    """The manifest with `entry` replaced (read fresh from disk: another process may have changed another entry)."""
+    path = zoo.root / MANIFEST
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["experts"] = [asdict(entry) if e["name"] == entry.name else e for e in doc["experts"]]
+    write_atomically(path, json.dumps(doc, indent=1).encode())
+    return entry

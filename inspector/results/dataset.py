@@ -1,0 +1,191 @@
+"""`inspector dataset export`: reviewed crops (or all kept crops) as training sets, with a manifest.
+
+Layout under the output directory, one tree per expert (the rule sets say which classifier and detector a
+component type routes to):
+
+    classifiers/<expert>/{train,heldout}/<class>/<inspection>_<ref>.png         torchvision ImageFolder
+    detectors/<expert>/images/{train,heldout}/<inspection>_<ref>.png            YOLO (Ultralytics) layout
+    detectors/<expert>/labels/{train,heldout}/<inspection>_<ref>.txt            class cx cy w h, normalised
+    detectors/<expert>/data.yaml, coco_{train,heldout}.json                     COCO instances beside it
+    manifest.json      the source inspection ids, rule-set hashes, the weights hashes that made the calls,
+                       every item with its label, where the label came from and its split, and every part
+                       left out with the reason
+
+Labels come from the review: a false call is a good part ("ok"); a confirmed defect is the class called or
+the one the reviewer corrected it to; an escape is the class the reviewer named (an escape without one is left
+out: it cannot label a crop). Unreviewed parts (`include_all`) carry the line's own call and say so. The split
+is fixed by each part's identity (a hash of inspection id and designator), so exporting again after more
+reviews keeps every earlier part on its side: a held-out crop never leaks into training.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import cv2
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
+from .schema import ComponentResult, Inspection, Review
+from .store import Filters, ResultStore, _board_filters
+
+HELDOUT_PERCENT = 30
+DETECTOR_NAMES = ("in_place", "reversed")
+
+
+def split_of(inspection_id: str, ref: str, heldout_percent: int = HELDOUT_PERCENT) -> str:
+    digest = hashlib.sha256(f"{inspection_id}/{ref}".encode()).digest()
+    return "heldout" if int.from_bytes(digest[:4], "big") % 100 < heldout_percent else "train"
+
+
+@dataclass
+class ExportReport:
+    out: Path
+    items: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """expert -> 'split/label' -> crops."""
+        out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for item in self.items:
+            out[item["expert"]][f"{item['split']}/{item['label']}"] += 1
+        return {k: dict(v) for k, v in sorted(out.items())}
+
+
+def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], include_all: bool = False,
+                   filters: Filters | None = None, heldout_percent: int = HELDOUT_PERCENT) -> ExportReport:
+    """Write the dataset under `out` (replacing a dataset written there before); what was written and left out."""
+    components = {c.name: (c, r) for r in rule_sets for c in r.components}
+    out = Path(out)
+    if (out / "manifest.json").is_file():
+        shutil.rmtree(out)  # a dataset is exported whole; stale crops of an earlier export must not linger
+    elif out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty and holds no dataset manifest; export into a new directory")
+    out.mkdir(parents=True, exist_ok=True)
+    report = ExportReport(out)
+    coco: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: {"images": [], "annotations": []})
+    rulesets: set[str] = set()
+    weights: dict[str, set[str]] = defaultdict(set)
+    store.ready()
+    with Session(store.engine) as s:
+        q = select(Inspection, ComponentResult, Review).join(ComponentResult.inspection) \
+            .outerjoin(Review, Review.component_result_id == ComponentResult.id)
+        if not include_all:
+            q = q.where(Review.id.is_not(None))
+        q = _board_filters(q, filters or Filters())
+        if filters is not None and filters.component:
+            q = q.where(ComponentResult.component_type == filters.component)
+        for insp, part, review in s.execute(q.order_by(ComponentResult.id)):
+            why = _export_part(out, insp, part, review, components, heldout_percent, report, coco)
+            if why:
+                report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "reason": why})
+                continue
+            rulesets.add(f"{insp.recipe}:{insp.ruleset_version}")
+            if part.weights_sha256:
+                weights[part.expert].add(part.weights_sha256)
+    for (expert, split), doc in coco.items():
+        doc["categories"] = [{"id": i, "name": n} for i, n in enumerate(DETECTOR_NAMES)]
+        (out / "detectors" / expert / f"coco_{split}.json").write_text(json.dumps(doc), encoding="utf-8")
+    for expert in {e for e, _ in coco}:
+        (out / "detectors" / expert / "data.yaml").write_text(
+            f"path: .\ntrain: images/train\nval: images/heldout\nnames:\n  0: {DETECTOR_NAMES[0]}\n"
+            f"  1: {DETECTOR_NAMES[1]}\n", encoding="utf-8")
+    manifest = {"format": 1, "created": datetime.now(timezone.utc).isoformat(), "database": store.safe_url,
+                "reviewed_only": not include_all, "heldout_percent": heldout_percent,
+                "rule_sets": sorted(rulesets), "weights": {k: sorted(v) for k, v in sorted(weights.items())},
+                "inspections": sorted({i["inspection_id"] for i in report.items}),
+                "items": report.items, "skipped": report.skipped}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    return report
+
+
+def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Review | None,
+                 components: dict[str, tuple[ComponentRule, RuleSet]], heldout_percent: int, report: ExportReport,
+                 coco: dict[tuple[str, str], dict[str, list]]) -> str | None:
+    """Write one part's crop where its labels put it; the reason it was left out, or None."""
+    if part.component_type not in components:
+        return f"component type {part.component_type} is in none of the rule sets given (--rules)"
+    comp, rules = components[part.component_type]
+    truth, source = _truth(part, review)
+    if truth is None:
+        return source
+    if not part.crop_path or not Path(part.crop_path).is_file():
+        return ("no crop was kept of this part (the line keeps failed parts' crops; run it with --keep-crops all "
+                "to review passes)")
+    image = cv2.imread(part.crop_path, cv2.IMREAD_COLOR)
+    if image is None:
+        return f"the crop {part.crop_path} cannot be read as an image"
+    split = split_of(insp.uuid, part.ref, heldout_percent)
+    stem = f"{insp.uuid}_{part.ref}"
+    common = {"inspection_id": insp.uuid, "ref": part.ref, "component_type": part.component_type,
+              "split": split, "source": source, "called": part.defect_class, "weights_sha256": part.weights_sha256}
+    cls_label = "ok" if truth == "polarity" else truth
+    if cls_label in CLASSIFIER_CLASSES:
+        path = out / "classifiers" / comp.classifier / split / cls_label / f"{stem}.png"
+        _write_png(path, image)
+        report.items.append({**common, "expert": comp.classifier, "role": "classifier", "label": cls_label,
+                             "file": str(path.relative_to(out))})
+    if comp.detector and truth in ("ok", "polarity"):
+        box = _detector_box(part, comp, rules.crop_margin, image.shape[1], image.shape[0], truth)
+        label = DETECTOR_NAMES[1] if truth == "polarity" else DETECTOR_NAMES[0]
+        root = out / "detectors" / comp.detector
+        img_path = root / "images" / split / f"{stem}.png"
+        _write_png(img_path, image)
+        lbl = root / "labels" / split / f"{stem}.txt"
+        lbl.parent.mkdir(parents=True, exist_ok=True)
+        lbl.write_text(f"{DETECTOR_NAMES.index(label)} {' '.join(f'{v:.6f}' for v in box)}\n", encoding="utf-8")
+        doc = coco[(comp.detector, split)]
+        h, w = image.shape[:2]
+        image_id = len(doc["images"]) + 1
+        doc["images"].append({"id": image_id, "file_name": str(img_path.relative_to(root)), "width": w, "height": h})
+        cx, cy, bw, bh = box
+        doc["annotations"].append({"id": image_id, "image_id": image_id, "category_id": DETECTOR_NAMES.index(label),
+                                   "bbox": [(cx - bw / 2) * w, (cy - bh / 2) * h, bw * w, bh * h],
+                                   "area": bw * w * bh * h, "iscrowd": 0})
+        report.items.append({**common, "expert": comp.detector, "role": "detector", "label": label,
+                             "file": str(img_path.relative_to(out))})
+    return None
+
+
+def _truth(part: ComponentResult, review: Review | None) -> tuple[str | None, str]:
+    """(what the part really is, where that comes from), or (None, why it cannot be labelled)."""
+    if part.verdict == "error":
+        return None, "the part was not inspected (error)"
+    if review is None:
+        return ("ok" if part.verdict == "pass" else part.defect_class), "line"
+    if review.call == "false_call":
+        return "ok", "review"
+    if review.call == "escape":
+        if review.correct_class is None:
+            return None, "an escape without its class cannot label a crop: review it again with correct_class"
+        return review.correct_class, "review"
+    called = review.correct_class or part.defect_class
+    if called == "unverified":
+        return None, "a confirmed 'unverified' part names no class: review it again with correct_class"
+    return called, "review"
+
+
+def _detector_box(part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
+                  truth: str) -> tuple[float, float, float, float]:
+    """The body's box, normalised: the detector's own box when its call was right, else the body where the
+    recipe puts it (a part judged in place is within its tolerance of there)."""
+    called_right = (truth == "polarity" and part.defect_class == "polarity") or \
+                   (truth == "ok" and part.verdict == "pass")
+    if called_right and part.box_x0 is not None:
+        x0, y0, x1, y1 = part.box_x0, part.box_y0, part.box_x1, part.box_y1
+        return ((x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w, (y1 - y0) / h)
+    bw, bh = comp.size
+    return ((bw // 2 + margin) / w, (bh // 2 + margin) / h, 0.78 * bw / w, bh / h)
+
+
+def _write_png(path: Path, image: Any) -> None:  # noqa: ANN401 - an OpenCV image
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not cv2.imwrite(str(path), image):
+        raise OSError(f"cannot write {path}")

@@ -1,0 +1,188 @@
+"""Operators' reviews of the line's calls, and the rates they give per component type.
+
+A review says what a part really was: the line's `fail` was a **confirmed** defect or a **false call** (the part
+was good), or its `pass` was an **escape** (a missed defect). The class is optional: a confirmed defect may be
+of another class than the one called, an escape names the defect it had when the operator knows it. Reviews
+are what the retraining loop learns from (training/dataset.py), so a review that contradicts the stored call
+(an escape of a failed part) is refused with the reason instead of stored.
+
+Rates are over the parts stored of each type: false calls per part inspected and escapes per part inspected,
+so a type that is reviewed more is not made to look worse per review.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from ..routing.rules import CLASSIFIER_CLASSES
+from .schema import ComponentResult, Inspection, Review
+from .store import ResultStore, StoreUnavailable
+
+CALLS = ("confirmed", "false_call", "escape")
+# what a part can really be: the classifier's classes and the detector's (polarity is a reversed part)
+PART_CLASSES = (*CLASSIFIER_CLASSES, "polarity")
+REVIEWER_MAX = 64
+
+
+class ReviewRefused(ValueError):
+    """A review that cannot be stored as asked (no such part, a call that contradicts the part's verdict)."""
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    inspection_id: str
+    ref: str
+    call: str
+    correct_class: str | None = None
+    reviewer: str = ""
+    note: str | None = None
+
+    @classmethod
+    def parse(cls, body: bytes | dict[str, Any]) -> ReviewRequest:
+        """From the API's JSON; ReviewRefused naming the field when it is not a review."""
+        try:
+            doc = json.loads(body) if isinstance(body, (bytes, str)) else body
+            if not isinstance(doc, dict):
+                raise TypeError("not an object")
+            req = cls(str(doc["inspection_id"]), str(doc["ref"]), str(doc["call"]),
+                      None if doc.get("correct_class") in (None, "") else str(doc["correct_class"]),
+                      str(doc.get("reviewer") or ""), None if doc.get("note") is None else str(doc["note"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ReviewRefused(
+                'a review is JSON {"inspection_id": UUID, "ref": "R12", "call": "confirmed|false_call|escape", '
+                f'"correct_class": optional, "reviewer": optional, "note": optional}} ({type(exc).__name__}: {exc})'
+            ) from None
+        req.check()
+        return req
+
+    def check(self) -> None:
+        if self.call not in CALLS:
+            raise ReviewRefused(f"call {self.call!r} is not one of {', '.join(CALLS)}")
+        if self.correct_class is not None and self.correct_class not in PART_CLASSES:
+            raise ReviewRefused(f"correct_class {self.correct_class!r} is not one of {', '.join(PART_CLASSES)}")
+        if self.call == "false_call" and self.correct_class not in (None, "ok"):
+            raise ReviewRefused("a false call says the part was good: leave correct_class out (or 'ok'); a defect "
+                                "of another class than called is a confirmed defect with its correct_class")
+        if self.call in ("confirmed", "escape") and self.correct_class == "ok":
+            raise ReviewRefused(f"a {self.call} is a defect: its correct_class cannot be 'ok'")
+        if len(self.reviewer) > REVIEWER_MAX:
+            raise ReviewRefused(f"reviewer is longer than {REVIEWER_MAX} characters")
+
+
+def record_review(store: ResultStore, req: ReviewRequest) -> dict[str, Any]:
+    """Store (or replace) the review of one part; what was stored. ReviewRefused when the part is not stored or
+    the call contradicts its verdict; StoreUnavailable when the database cannot be reached."""
+    req.check()
+    store.ready()
+    try:
+        with Session(store.engine) as s, s.begin():
+            part = s.execute(select(ComponentResult).join(ComponentResult.inspection)
+                             .where(Inspection.uuid == req.inspection_id, ComponentResult.ref == req.ref)).scalar()
+            if part is None:
+                raise ReviewRefused(f"no part {req.ref} in inspection {req.inspection_id} is stored; review parts "
+                                    "the line has stored (the history tab, GET /status) ")
+            wants = "pass" if req.call == "escape" else "fail"
+            if part.verdict != wants:
+                raise ReviewRefused(f"part {req.ref} of inspection {req.inspection_id} was called {part.verdict}: "
+                                    f"a {req.call} reviews a part called {wants}")
+            review = s.scalar(select(Review).where(Review.component_result_id == part.id))
+            if review is None:
+                review = Review(component_result_id=part.id)
+                s.add(review)
+            review.inspection_uuid, review.ref, review.component_type = req.inspection_id, part.ref, \
+                part.component_type
+            review.expert, review.weights_sha256 = part.expert, part.weights_sha256
+            review.call, review.correct_class, review.reviewer = req.call, req.correct_class, req.reviewer
+            review.note, review.at = req.note, datetime.now(timezone.utc)
+            return {"stored": True, **asdict(req), "component_type": part.component_type, "verdict": part.verdict,
+                    "defect_class": part.defect_class}
+    except SQLAlchemyError as exc:
+        raise StoreUnavailable(f"cannot store the review in {store.safe_url}: {exc.__class__.__name__}") from None
+
+
+def reviews_of(store: ResultStore, uuids: list[str]) -> dict[tuple[str, str], Review]:
+    """(inspection id, ref) -> review, for the parts of these boards that have one (the dashboard's history)."""
+    if not uuids:
+        return {}
+    with Session(store.engine) as s:
+        rows = s.scalars(select(Review).where(Review.inspection_uuid.in_(uuids)))
+        return {(r.inspection_uuid, r.ref): r for r in rows}
+
+
+@dataclass
+class TypeRates:
+    """One component type's reviewed calls against its parts inspected."""
+
+    component_type: str
+    parts: int = 0
+    flagged: int = 0
+    confirmed: int = 0
+    false_calls: int = 0
+    escapes: int = 0
+
+    @property
+    def false_call_rate(self) -> float:
+        return self.false_calls / self.parts if self.parts else 0.0
+
+    @property
+    def escape_rate(self) -> float:
+        return self.escapes / self.parts if self.parts else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "false_call_rate": self.false_call_rate, "escape_rate": self.escape_rate}
+
+
+def review_rates(store: ResultStore) -> dict[str, TypeRates]:
+    """Per component type: parts stored, flagged, and the reviews of each call."""
+    store.ready()
+    out: dict[str, TypeRates] = defaultdict(lambda: TypeRates(""))
+    with Session(store.engine) as s:
+        q = select(ComponentResult.component_type, ComponentResult.verdict, func.count()) \
+            .group_by(ComponentResult.component_type, ComponentResult.verdict)
+        for ctype, verdict, n in s.execute(q):
+            rates = out[ctype]
+            rates.parts += n
+            rates.flagged += n if verdict == "fail" else 0
+        for ctype, call, n in s.execute(select(Review.component_type, Review.call, func.count())
+                                        .group_by(Review.component_type, Review.call)):
+            rates = out[ctype]
+            field = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}[call]
+            setattr(rates, field, getattr(rates, field) + n)
+    for name, rates in out.items():
+        rates.component_type = name
+    return dict(sorted(out.items()))
+
+
+class RatesCache:
+    """The review rates at most `max_age_s` old: a Prometheus scrape every few seconds must not run two
+    GROUP BYs over months of results each time. A database that cannot be read gives the last rates."""
+
+    def __init__(self, read: Callable[[], dict[str, TypeRates]], max_age_s: float = 30.0) -> None:
+        self._read, self.max_age_s = read, max_age_s
+        self._value: dict[str, TypeRates] = {}
+        self._at = float("-inf")
+        self._lock = threading.Lock()
+
+    def get(self) -> dict[str, TypeRates]:
+        with self._lock:
+            if time.monotonic() - self._at >= self.max_age_s:
+                try:
+                    self._value = self._read()
+                except (StoreUnavailable, SQLAlchemyError):
+                    pass
+                self._at = time.monotonic()
+            return self._value
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._at = float("-inf")

@@ -1,0 +1,146 @@
+"""`inspector zoo train --expert NAME --from DATASET`: fine-tune one classifier on reviewed crops, check it.
+
+The expert in service is the starting point. Its training set is the dataset's reviewed crops of the `train`
+split, repeated so that they are about a third of what it sees each epoch, plus freshly rendered synthetic
+crops of its component types (so it keeps what it knew: the reviewed crops are few and mostly of one kind of
+mistake), all through the camera augmentation, drawn afresh every epoch. The old and the new expert are then
+scored on crops neither was trained on: the dataset's `heldout` split (the plant's own parts, labelled by its
+operators) and held-out synthetic boards (every defect class, the renderer's truth). The new weights are added
+to the zoo as a version, not served: `inspector zoo activate` or the kiosk's POST /experts/swap does that.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import torch
+
+from ..experts.resnet import ResNetClassifier
+from ..experts.versions import add_version
+from ..experts.zoo import Zoo
+from ..routing.rules import RuleSet
+from ..runtime.safetensors_io import parse
+from .classifier import LR, to_batch, train_classifier
+from .samples import TRAINING_RATES, PartSample, collect
+
+FINE_TUNE_LR = LR / 4  # from weights that already work: a smaller step keeps what they knew
+REVIEWED_SHARE = 1 / 3
+
+
+@dataclass(frozen=True)
+class Score:
+    crops: int
+    defects: int
+    found: int  # defective crops flagged
+    good: int
+    false_calls: int  # good crops flagged
+
+    @property
+    def recall(self) -> float | None:
+        return self.found / self.defects if self.defects else None
+
+    @property
+    def false_call_rate(self) -> float | None:
+        return self.false_calls / self.good if self.good else None
+
+
+@dataclass
+class Retrained:
+    expert: str
+    version: dict[str, Any]
+    scores: dict[str, tuple[Score, Score]]  # held-out set -> (old, new)
+    reviewed_train: int
+    synthetic_train: int
+    seconds: float
+
+
+def reviewed_samples(dataset: Path, expert: str) -> dict[str, list[PartSample]]:
+    """The dataset's crops of one classifier by split; ValueError when the dataset has none."""
+    manifest_path = Path(dataset) / "manifest.json"
+    if not manifest_path.is_file():
+        raise ValueError(f"{dataset} holds no dataset manifest; write one with `inspector dataset export`")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    out: dict[str, list[PartSample]] = {"train": [], "heldout": []}
+    for item in manifest["items"]:
+        if item["expert"] != expert or item["role"] != "classifier":
+            continue
+        image = cv2.imread(str(Path(dataset) / item["file"]), cv2.IMREAD_COLOR)
+        if image is None:
+            raise ValueError(f"{Path(dataset) / item['file']} is listed in the manifest but cannot be read")
+        out[item["split"]].append(PartSample(image, item["label"], (0.0, 0.0), (0, 0), 0))
+    if not out["train"]:
+        experts = sorted({i["expert"] for i in manifest["items"] if i["role"] == "classifier"})
+        raise ValueError(f"the dataset {dataset} has no training crops of {expert}; it has crops of "
+                         f"{', '.join(experts) or 'no classifier'} (review more parts, export again)")
+    return out
+
+
+def score(arch: ResNetClassifier, state: dict[str, torch.Tensor], samples: list[PartSample]) -> Score:
+    if not samples:
+        return Score(0, 0, 0, 0, 0)
+    model = arch.materialize(state, torch.device("cpu"))
+    x, y = to_batch(arch, samples)
+    flagged = [not p.passed for p in arch.run(model, x)]
+    defective = [int(t) != 0 for t in y.tolist()]  # label 0 is "ok"
+    return Score(len(samples), sum(defective), sum(f and d for f, d in zip(flagged, defective)),
+                 len(samples) - sum(defective), sum(f and not d for f, d in zip(flagged, defective)))
+
+
+def retrain_classifier(zoo: Zoo, expert: str, dataset: Path, rule_sets: list[RuleSet], epochs: int = 6,
+                       synthetic: int = 300, seed: int = 0, say: Any = lambda _m: None) -> Retrained:  # noqa: ANN401
+    """Fine-tune `expert` on the dataset's reviewed crops plus synthetic ones; score old and new; add the version."""
+    t0 = time.perf_counter()
+    if expert not in zoo.entries:
+        raise ValueError(f"the zoo at {zoo.root} has no expert {expert!r}")
+    arch = zoo.architecture(expert)
+    if not isinstance(arch, ResNetClassifier):
+        raise ValueError(f"{expert} is a {zoo.entries[expert].role}; retraining from reviews covers classifiers "
+                         "(a detector's reviewed crops export in YOLO and COCO form for its own training)")
+    types = {c.name for r in rule_sets for c in r.components if c.classifier == expert}
+    if not types:
+        raise ValueError(f"no component type of the rule sets given routes to {expert}; pass the rule set that "
+                         "uses it (--rules)")
+    reviewed = reviewed_samples(dataset, expert)
+    old = parse(zoo.path_of(expert).read_bytes())
+    say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out; "
+        f"rendering {synthetic} synthetic crops of {', '.join(sorted(types))}")
+    synth = collect(rule_sets, synthetic, seed + 7, TRAINING_RATES, cap=synthetic, types=types).by_classifier[expert]
+    synth_val = collect(rule_sets, max(100, synthetic // 3), seed + 8, TRAINING_RATES, types=types,
+                        cap=max(100, synthetic // 3)).by_classifier[expert]
+    repeat = max(1, round(REVIEWED_SHARE / (1 - REVIEWED_SHARE) * len(synth) / len(reviewed["train"])))
+    train = synth + reviewed["train"] * repeat
+    say(f"fine-tuning {expert} for {epochs} epochs on {len(train)} crops (the reviewed ones x{repeat})")
+    trained = train_classifier(arch, train, synth_val, epochs, seed, init=old, lr=FINE_TUNE_LR)
+    scores = {"reviewed held-out": (score(arch, old, reviewed["heldout"]), score(arch, trained.state,
+                                                                                 reviewed["heldout"])),
+              "synthetic held-out": (score(arch, old, synth_val), score(arch, trained.state, synth_val))}
+    seconds = time.perf_counter() - t0
+    version = add_version(zoo, expert, trained.state, origin="retrained from reviews", dataset=str(dataset),
+                          trained_from=zoo.entries[expert].weights_sha256, seconds=round(seconds, 1),
+                          reviewed_train=len(reviewed["train"]), synthetic_train=len(synth),
+                          eval={k: {"old": _js(o), "new": _js(n)} for k, (o, n) in scores.items()})
+    return Retrained(expert, version, scores, len(reviewed["train"]), len(synth), seconds)
+
+
+def _js(s: Score) -> dict[str, Any]:
+    return {"crops": s.crops, "recall": s.recall, "false_call_rate": s.false_call_rate,
+            "false_calls": s.false_calls, "good": s.good, "found": s.found, "defects": s.defects}
+
+
+def format_scores(r: Retrained) -> str:
+    """The old-against-new table the command prints."""
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    rows = [f"{'held-out set':20} {'crops':>6} {'defects':>8} {'recall old':>11} {'recall new':>11} "
+            f"{'false calls old':>16} {'false calls new':>16}", "-" * 94]
+    for name, (o, n) in r.scores.items():
+        rows.append(f"{name:20} {n.crops:>6} {n.defects:>8} {pct(o.recall):>11} {pct(n.recall):>11} "
+                    f"{f'{o.false_calls}/{o.good} {pct(o.false_call_rate)}':>16} "
+                    f"{f'{n.false_calls}/{n.good} {pct(n.false_call_rate)}':>16}")
+    return "\n".join(rows)
+

@@ -1,0 +1,309 @@
+"""The review-and-retrain loop with real parts: reviews in SQLite and PostgreSQL and through the kiosk's API,
+a dataset exported from a real line's crops, one expert fine-tuned and scored, versions swapped into a line
+while boards flow (and rolled back), every result naming the weights it was given with."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+from inspector.app.expert_swap import swap_live
+from inspector.app.line import LineConfig
+from inspector.app.run import line_profiles, open_source
+from inspector.app.service import LineService, ServiceConfig
+from inspector.experts.versions import VersionError, activate, add_version, rollback, served_history
+from inspector.experts.zoo import Zoo
+from inspector.results.dataset import export_dataset, split_of
+from inspector.results.export import export_csv
+from inspector.results.reviews import ReviewRefused, ReviewRequest, record_review, review_rates, reviews_of
+from inspector.results.store import ResultStore, sqlite_url
+from inspector.routing.rules import parse_rules
+from inspector.runtime.safetensors_io import parse
+from inspector.training.retrain import format_scores, retrain_classifier
+
+from .test_results import board
+from .test_routing_rules import GOOD
+
+RULES = parse_rules(GOOD, "mini.yaml")
+
+
+def test_reviews_round_trip_through_the_database(store: ResultStore) -> None:
+    store.write([board("B1", defect="polarity"), board("B2"), board("B3", defect="polarity")])
+    ids = {i.board_serial: i.uuid for i in store.inspections()}
+    stored = record_review(store, ReviewRequest(ids["B1"], "D1", "false_call", reviewer="anna"))
+    assert stored["component_type"] == "D-SOD123" and stored["defect_class"] == "polarity"
+    record_review(store, ReviewRequest(ids["B2"], "R1", "escape", "damaged", "anna", "chip on the corner"))
+    record_review(store, ReviewRequest(ids["B3"], "D1", "confirmed"))
+    # a review contradicting the stored verdict, a part not stored, a call that is not one: refused, nothing stored
+    with pytest.raises(ReviewRefused, match="called pass: a confirmed reviews a part called fail"):
+        record_review(store, ReviewRequest(ids["B2"], "D1", "confirmed"))
+    with pytest.raises(ReviewRefused, match="no part R9"):
+        record_review(store, ReviewRequest(ids["B2"], "R9", "escape", "missing"))
+    with pytest.raises(ReviewRefused, match="not one of"):
+        ReviewRequest.parse(json.dumps({"inspection_id": ids["B1"], "ref": "D1", "call": "wrong"}).encode())
+    with pytest.raises(ReviewRefused, match="a false call says the part was good"):
+        ReviewRequest.parse({"inspection_id": ids["B1"], "ref": "D1", "call": "false_call", "correct_class": "bridge"})
+    # reviewing again replaces the review
+    record_review(store, ReviewRequest(ids["B3"], "D1", "false_call", reviewer="ben"))
+    rates = review_rates(store)
+    assert (rates["D-SOD123"].parts, rates["D-SOD123"].flagged) == (3, 2)
+    assert (rates["D-SOD123"].false_calls, rates["D-SOD123"].confirmed) == (2, 0)
+    assert rates["D-SOD123"].false_call_rate == pytest.approx(2 / 3)
+    assert rates["R0402"].escapes == 1 and rates["R0402"].escape_rate == pytest.approx(1 / 3)
+    assert reviews_of(store, [ids["B3"]])[(ids["B3"], "D1")].reviewer == "ben"
+    out = io.StringIO()
+    export_csv(store, out)
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    by = {(r["board_serial"], r["ref"]): r for r in rows}
+    assert by[("B2", "R1")]["review_call"] == "escape" and by[("B2", "R1")]["review_class"] == "damaged"
+    assert by[("B1", "D1")]["review_call"] == "false_call" and by[("B1", "D1")]["reviewer"] == "anna"
+    assert by[("B1", "R1")]["review_call"] == "" and by[("B1", "R1")]["reviewed_at"] == ""
+
+
+@pytest.fixture()
+def own_zoo(demo, tmp_path: Path) -> Zoo:
+    """A copy of the session's demo zoo: these tests add versions and swap them."""
+    _, zoo = demo
+    shutil.copytree(zoo.root, tmp_path / "zoo")
+    return Zoo.load(tmp_path / "zoo")
+
+
+def _service(root: Path, zoo: Zoo, data: Path, source, keep: str = "all") -> LineService:  # noqa: ANN001
+    data.mkdir(parents=True, exist_ok=True)
+    store = ResultStore(sqlite_url(data / "results.sqlite"))
+    return LineService(RULES, zoo, line_profiles(zoo, root / "models", lambda _m: None),
+                       ServiceConfig(LineConfig(device_mb=40), keep_crops=keep, min_free_mb=1), store, data, source)
+
+
+def _run(service: LineService) -> LineService:
+    service.start()
+    service.run()
+    return service
+
+
+def test_export_then_train_then_evaluate_one_expert(demo, own_zoo: Zoo, tmp_path: Path) -> None:
+    root, _ = demo
+    source = open_source("synthetic", RULES, 24, 77, defect_rate=0.05, glare="R1K:0.6")
+    service = _run(_service(root, own_zoo, tmp_path / "data", source))
+    store = service.store
+    truth = {f.serial: f.truth for f in open_source("synthetic", RULES, 24, 77, defect_rate=0.05, glare="R1K:0.6")}
+    reviewed = 0
+    for insp in store.inspections():
+        for part in insp.parts:
+            real = truth[insp.board_serial].get(part.ref, "ok")
+            if part.verdict == "fail":
+                call = ("false_call", None) if real == "ok" else ("confirmed", real)
+            elif real != "ok":
+                call = ("escape", real)
+            else:
+                continue
+            record_review(store, ReviewRequest(insp.uuid, part.ref, call[0], call[1], "test"))
+            reviewed += 1
+    assert reviewed > 0
+    out = tmp_path / "dataset"
+    report = export_dataset(store, out, [RULES])
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["reviewed_only"] and len(manifest["items"]) >= reviewed  # a detector part adds a second item
+    assert manifest["rule_sets"] == [f"mini:{RULES.version}"]
+    assert set(manifest["inspections"]) <= {i.uuid for i in store.inspections()}
+    for item in manifest["items"]:
+        assert (out / item["file"]).is_file() and item["split"] == split_of(item["inspection_id"], item["ref"])
+        assert item["weights_sha256"] in {e.weights_sha256 for e in own_zoo.entries.values()}
+    cls_items = [i for i in report.items if i["role"] == "classifier"]
+    for item in cls_items:  # ImageFolder: classifiers/<expert>/<split>/<class>/<file>
+        assert Path(item["file"]).parts[:4] == ("classifiers", item["expert"], item["split"], item["label"])
+    # everything, reviewed or not, labelled with the line's call where nobody reviewed it; detectors as YOLO + COCO
+    every = export_dataset(store, out, [RULES], include_all=True)
+    assert len(every.items) > len(report.items)
+    det = out / "detectors" / "det-p"
+    labels = sorted((det / "labels").rglob("*.txt"))
+    assert labels and (det / "data.yaml").is_file()
+    cls, *box = labels[0].read_text().split()
+    assert cls in ("0", "1") and all(0.0 < float(v) <= 1.0 for v in box)
+    coco = json.loads(next(det.glob("coco_*.json")).read_text())
+    assert coco["images"] and len(coco["annotations"]) == len(coco["images"])
+    with pytest.raises(ValueError, match="not empty and holds no dataset manifest"):
+        (tmp_path / "busy").mkdir()
+        (tmp_path / "busy" / "keep.txt").write_text("mine")
+        export_dataset(store, tmp_path / "busy", [RULES])
+
+    # fine-tune cls-R1K from the reviewed crops only; old against new on the held-out splits
+    export_dataset(store, out, [RULES], heldout_percent=30)
+    torch.set_num_threads(2)
+    r = retrain_classifier(Zoo.load(own_zoo.root), "cls-R1K", out, [RULES], epochs=2, synthetic=60)
+    table = format_scores(r)
+    assert "reviewed held-out" in table and "synthetic held-out" in table
+    old, new = r.scores["synthetic held-out"]
+    assert old.crops == new.crops > 0
+    assert r.version["trained_from"] == own_zoo.entries["cls-R1K"].weights_sha256
+    after = Zoo.load(own_zoo.root)
+    assert after.entries["cls-R1K"].weights_sha256 == own_zoo.entries["cls-R1K"].weights_sha256  # not serving yet
+    new_file = own_zoo.root / r.version["file"]
+    assert new_file.is_file() and parse(new_file.read_bytes()).keys() == parse(own_zoo.path_of("cls-R1K")
+                                                                                    .read_bytes()).keys()
+    with pytest.raises(ValueError, match="is a detector"):
+        retrain_classifier(after, "det-p", out, [RULES])
+    with pytest.raises(ValueError, match="has no training crops of cls-D1N"):
+        retrain_classifier(after, "cls-D1N", _only(out, "cls-R1K", tmp_path), [RULES])
+    with pytest.raises(ValueError, match="holds no dataset manifest"):
+        retrain_classifier(after, "cls-R1K", tmp_path / "busy", [RULES])
+
+
+def _only(dataset: Path, expert: str, tmp: Path) -> Path:
+    """A copy of the dataset's manifest holding only one expert's items."""
+    copy = tmp / f"only-{expert}"
+    shutil.copytree(dataset, copy)
+    doc = json.loads((copy / "manifest.json").read_text())
+    doc["items"] = [i for i in doc["items"] if i["expert"] == expert]
+    (copy / "manifest.json").write_text(json.dumps(doc))
+    return copy
+
+
+def _failing_version(zoo: Zoo, name: str) -> dict:
+    """A version of a classifier that calls every part a defect: its results are unmistakable."""
+    state = parse(zoo.path_of(name).read_bytes())
+    state = {k: v.clone() for k, v in state.items()}
+    state["fc.bias"][0] -= 1e4
+    return add_version(zoo, name, state, origin="test")
+
+
+def _verdicts(store: ResultStore) -> dict[str, tuple]:
+    return {i.board_serial: tuple((p.ref, p.verdict, p.defect_class, p.weights_sha256) for p in i.parts)
+            for i in store.inspections()}
+
+
+def test_versions_activate_and_roll_back_on_disk(own_zoo: Zoo) -> None:
+    first = own_zoo.entries["cls-R1K"].weights_sha256
+    version = _failing_version(own_zoo, "cls-R1K")
+    entry = activate(Zoo.load(own_zoo.root), "cls-R1K", version["weights_sha256"][:10])
+    reread = Zoo.load(own_zoo.root)
+    assert reread.entries["cls-R1K"].weights_sha256 == entry.weights_sha256 == version["weights_sha256"]
+    assert reread.path_of("cls-R1K").name == version["file"]
+    assert served_history(reread.entries["cls-R1K"]) == [first, version["weights_sha256"]]
+    assert rollback(reread, "cls-R1K").weights_sha256 == first
+    with pytest.raises(VersionError, match="nothing to roll back to"):
+        rollback(Zoo.load(own_zoo.root), "cls-R1K")
+    with pytest.raises(VersionError, match="no version deadbeef"):
+        activate(Zoo.load(own_zoo.root), "cls-R1K", "deadbeef")
+    assert Zoo.load(own_zoo.root).entries["cls-D1N"] == own_zoo.entries["cls-D1N"]  # the others untouched
+
+
+def test_a_live_swap_while_boards_flow_loses_nothing_and_changes_no_started_board(demo, own_zoo: Zoo,
+                                                                                 tmp_path: Path) -> None:
+    root, _ = demo
+    boards = 30
+    reference = _verdicts(_run(_service(root, Zoo.load(own_zoo.root), tmp_path / "ref",
+                                        open_source("synthetic", RULES, boards, 5, defect_rate=0.05))).store)
+    old = own_zoo.entries["cls-R1K"].weights_sha256
+    new = _failing_version(own_zoo, "cls-R1K")["weights_sha256"]
+    source = open_source("synthetic", RULES, boards, 5, interval_s=0.05, defect_rate=0.05)
+    service = _service(root, Zoo.load(own_zoo.root), tmp_path / "live", source)
+    swaps: list[dict] = []
+
+    def swap_twice() -> None:
+        while service.line.stats.boards < 8:
+            time.sleep(0.01)
+        swaps.append(swap_live(service.line, "cls-R1K", new[:12]))
+        while service.line.stats.boards < 20:
+            time.sleep(0.01)
+        swaps.append(swap_live(service.line, "cls-R1K", rollback=True))
+
+    t = threading.Thread(target=swap_twice, daemon=True)
+    service.start()
+    t.start()
+    service.run()
+    t.join(60)
+    assert [s["to"] for s in swaps] == [new, old] and swaps[1]["rolled_back"]
+    got = _verdicts(service.store)
+    assert sorted(got) == sorted(reference) and len(got) == boards  # every board stored, once
+    phases = []
+    for serial in sorted(got):
+        shas = {sha for ref, _, _, sha in got[serial] if ref in ("R1", "R2")}
+        assert len(shas) == 1, f"board {serial} was inspected by two versions of cls-R1K"
+        phases.append(shas.pop())
+        if phases[-1] == old:  # a board under the old weights is exactly what the line gave without any swap
+            assert got[serial] == reference[serial]
+        else:
+            assert all(v == "fail" for ref, v, _, _ in got[serial] if ref in ("R1", "R2"))
+            others = [p for p in got[serial] if p[0] not in ("R1", "R2")]
+            assert others == [p for p in reference[serial] if p[0] not in ("R1", "R2")]  # other experts untouched
+    # boards went in order: old weights, then the new ones, then the old ones again after the rollback
+    runs = [phases[0]] + [b for a, b in zip(phases, phases[1:]) if a != b]
+    assert runs == [old, new, old]
+    assert Zoo.load(own_zoo.root).entries["cls-R1K"].weights_sha256 == old  # the manifest follows the line
+
+
+def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo, tmp_path: Path) -> None:
+    from inspector.kiosk.service import Kiosk, KioskConfig
+
+    from .services import free_port
+
+    root, _ = demo
+    new = _failing_version(own_zoo, "cls-R1K")["weights_sha256"]
+    source = open_source("synthetic", RULES, 0, 11, interval_s=0.05, defect_rate=0.05)
+    service = _service(root, Zoo.load(own_zoo.root), tmp_path / "kiosk", source)
+    port, token = free_port(), "t0ken-" + "y" * 30
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token=token), data_dir=tmp_path / "kiosk")
+    serving = threading.Thread(target=kiosk.serve, daemon=True)
+    serving.start()
+    base = f"http://127.0.0.1:{port}"
+
+    def call(path: str, body: dict | None = None, auth: bool = True) -> tuple[int, dict]:
+        req = urllib.request.Request(base + path, None if body is None else json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        if auth:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=90) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    try:
+        deadline = time.monotonic() + 60
+        while service.store.count()[0] < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        insp = service.store.inspections(limit=1)[0]
+        part = insp.parts[0]
+        call_name = "escape" if part.verdict == "pass" else "false_call"
+        body = {"inspection_id": insp.uuid, "ref": part.ref, "call": call_name,
+                **({"correct_class": "damaged"} if call_name == "escape" else {}), "reviewer": "op"}
+        assert call("/reviews", body, auth=False)[0] == 401
+        code, answer = call("/reviews", body)
+        assert code == 200 and answer["stored"], answer
+        wrong = {**body, "call": "confirmed" if call_name == "escape" else "escape", "correct_class": "missing"}
+        code, answer = call("/reviews", wrong)
+        assert code == 422 and "reviews a part called" in answer["error"]
+        code, rates = call("/reviews")
+        row = next(r for r in rates["component_types"] if r["component_type"] == part.component_type)
+        assert row["escapes" if call_name == "escape" else "false_calls"] == 1
+        metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+        assert f'inspector_reviews_total{{call="{call_name}",component_type="{part.component_type}"}} 1.0' in metrics
+        assert 'inspector_false_call_rate{component_type=' in metrics
+        assert f'inspector_expert_weights_info{{expert="cls-R1K",sha256="{own_zoo.entries["cls-R1K"].weights_sha256}"}}' \
+            in metrics
+        code, experts = call("/experts")
+        assert experts["experts"]["cls-R1K"]["serving"] == own_zoo.entries["cls-R1K"].weights_sha256
+        assert new in [v["weights_sha256"] for v in experts["experts"]["cls-R1K"]["versions"]]
+        assert call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": new}, auth=False)[0] == 401
+        code, done = call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": "feedface00"})
+        assert code == 422 and "no version feedface00" in done["error"]
+        code, done = call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": new[:16]})
+        assert code == 200 and done["to"] == new, done
+        status = call("/status")[1]
+        assert next(e for e in status["experts"] if e["name"] == "cls-R1K")["weights_sha256"] == new
+        code, done = call("/experts/swap", {"expert": "cls-R1K", "rollback": True})
+        assert code == 200 and done["to"] == own_zoo.entries["cls-R1K"].weights_sha256
+    finally:
+        kiosk.stop("test done")
+        serving.join(60)
+    assert not serving.is_alive()
