@@ -289,8 +289,8 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
         metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
         assert f'inspector_reviews_total{{call="{call_name}",component_type="{part.component_type}"}} 1.0' in metrics
         assert 'inspector_false_call_rate{component_type=' in metrics
-        assert f'inspector_expert_weights_info{{expert="cls-R1K",sha256="{own_zoo.entries["cls-R1K"].weights_sha256}"}}' \
-            in metrics
+        first = own_zoo.entries["cls-R1K"].weights_sha256
+        assert f'inspector_expert_weights_info{{expert="cls-R1K",sha256="{first}"}}' in metrics
         code, experts = call("/experts")
         assert experts["experts"]["cls-R1K"]["serving"] == own_zoo.entries["cls-R1K"].weights_sha256
         assert new in [v["weights_sha256"] for v in experts["experts"]["cls-R1K"]["versions"]]
@@ -300,7 +300,7 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
         code, done = call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": new[:16]})
         assert code == 200 and done["to"] == new, done
         status = call("/status")[1]
-        assert next(e for e in status["experts"] if e["name"] == "cls-R1K")["weights_sha256"] == new
+        assert next(e for e in status["experts"] if e["expert"] == "cls-R1K")["weights_sha256"] == new
         code, done = call("/experts/swap", {"expert": "cls-R1K", "rollback": True})
         assert code == 200 and done["to"] == own_zoo.entries["cls-R1K"].weights_sha256
     finally:

@@ -95,5 +95,5 @@ def expert_rows(engine: Engine) -> list[dict[str, Any]]:
     now = time.time()
     entries = engine.zoo.entries
     return [{**asdict(v), "last_use_s": None if v.last_used is None else max(0.0, now - v.last_used),
-             "weights_sha256": entries[v.name].weights_sha256 if v.name in entries else None}
+             "weights_sha256": entries[v.expert].weights_sha256 if v.expert in entries else None}
             for v in engine.expert_views()]

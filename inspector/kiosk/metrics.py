@@ -102,7 +102,7 @@ class LineCollector(Collector):
                                    labels=["expert"])
         for row in s["experts"]:
             if row.get("weights_sha256"):
-                weights.add_metric([row["name"]], {"sha256": row["weights_sha256"]})
+                weights.add_metric([row["expert"]], {"sha256": row["weights_sha256"]})
         yield weights
 
 
