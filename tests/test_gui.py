@@ -177,8 +177,26 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert n > 0
     assert {history.table.item(r, 4).text() for r in range(history.table.rowCount())} == {component}
     assert {history.table.item(r, 5).text() for r in range(history.table.rowCount())} == {"fail"}
+    # Review: the selected row's call is a false call; a contradicting review (an escape of a failed part) is refused
+    history.table.setCurrentCell(0, 0)
+    bar = history.review_bar
+    assert bar.false_btn.isEnabled() and not bar.escape_btn.isEnabled()
+    qtbot.mouseClick(bar.false_btn, Qt.MouseButton.LeftButton)
+    assert bar.status.text().startswith("stored:"), bar.status.text()
+    assert history.table.item(0, 11).text() == "false call"
+    uuid, ref, _ = history.parts[0]
+    assert bar.review("escape").startswith("not stored:")
+    from inspector.results.reviews import review_rates, reviews_of
+
+    store = backend.store()
+    assert reviews_of(store, [uuid])[(uuid, ref)].call == "false_call"
+    assert review_rates(store)[component].false_calls == 1
     window.tabs.setCurrentWidget(line)
     qtbot.waitUntil(lambda: line.defects.count() > 0, timeout=10_000)
+    line.defects.setCurrentRow(0)
+    line.review_bar.correct.setCurrentText("bridge")
+    qtbot.mouseClick(line.review_bar.confirm_btn, Qt.MouseButton.LeftButton)
+    assert line.review_bar.status.text().startswith("stored:"), line.review_bar.status.text()
 
     # Stop: drains, everything inspected is stored, the controls follow
     qtbot.mouseClick(line.stop_btn, Qt.MouseButton.LeftButton)
@@ -354,6 +372,13 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         pic = window.line.board.picture
         assert pic.image is None and len(pic.boxes) == len(rules.placements())
         assert window.history.search() > 0
+        # a review from the attached dashboard goes to the kiosk's POST /reviews, with its token
+        window.history.verdict.setCurrentText("pass")
+        assert window.history.search() > 0
+        window.history.table.setCurrentCell(0, 0)
+        window.history.review_bar.correct.setCurrentText("missing")
+        assert window.history.review_bar.review("escape").startswith("the kiosk stored:")
+        assert window.history.table.item(0, 11).text() == "escape: missing"
         # a rule edit goes to the kiosk's API, which validates it, writes its own file and applies it
         window.tabs.setCurrentWidget(window.rules)
         qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)

@@ -26,6 +26,7 @@ import numpy as np
 
 from inspector.app.allocation import Allocation
 from inspector.app.controller import LineController, LineSetup
+from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.store import ResultStore, StoreUnavailable
 from inspector.routing.rules import RuleSet, body_box, parse_rules
 
@@ -190,6 +191,14 @@ class LocalBackend:
     def apply_allocation(self, allocation: Allocation) -> str:
         return self.controller.apply_allocation(allocation)
 
+    def review(self, req: ReviewRequest) -> str:
+        """Store an operator's review in this line's database (ReviewRefused when it contradicts the call)."""
+        store = self.store()
+        if store is None:
+            raise RuntimeError("no results database yet: start the line first")
+        stored = record_review(store, req)
+        return f"stored: {req.ref} {req.call.replace('_', ' ')} ({stored['component_type']})"
+
 
 class AttachedBackend:
     """A kiosk's state over HTTP, and a results database named here; no inference here."""
@@ -320,6 +329,11 @@ class AttachedBackend:
     def rollback(self, index: int) -> str:
         answer = self._call("POST", "/rules/rollback", json.dumps({"index": index}).encode())
         return f"the kiosk rolled back to {answer['recipe']} {answer['version']} (applied and saved)"
+
+    def review(self, req: ReviewRequest) -> str:
+        """POST /reviews: the kiosk checks the part and its verdict and stores the review in its database."""
+        answer = self._call("POST", "/reviews", json.dumps(req.__dict__).encode())
+        return f"the kiosk stored: {req.ref} {req.call.replace('_', ' ')} ({answer['component_type']})"
 
     def apply_allocation(self, allocation: Allocation) -> str:
         body = json.dumps({"device_mb": allocation.device_mb, "expert_pool_mb": allocation.expert_pool_mb,

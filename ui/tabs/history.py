@@ -1,5 +1,6 @@
-"""Tab 5, history: stored results filtered by time, board, verdict and component; a result's crop; CSV export
-of exactly the filtered rows (the same query and writer as `inspector export`)."""
+"""Tab 5, history: stored results filtered by time, board, verdict and component; a result's crop and the
+operator's review of its call; CSV export of exactly the filtered rows (the same query and writer as
+`inspector export`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -30,11 +31,14 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.results.export import export_csv
+from inspector.results.reviews import reviews_of
 from inspector.results.store import Filters
 
+from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
 
-COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Crop kept")
+COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Weights",
+           "Crop kept", "Review")
 SHOWN = 2000  # rows in the table; the export writes all that match
 PREVIEW = 320  # px, the selected row's crop
 
@@ -91,6 +95,9 @@ class HistoryTab(QWidget):
         cv.addWidget(self.preview)
         cv.addWidget(self.preview_text)
         cv.addStretch(1)
+        self.review_bar = ReviewBar(backend)
+        self.review_bar.on_stored = self._reviewed
+        cv.addWidget(self.review_bar)
         body = QHBoxLayout()
         body.addWidget(self.table, 1)
         body.addWidget(crop)
@@ -99,6 +106,7 @@ class HistoryTab(QWidget):
         v.addLayout(body, 1)
         v.addWidget(self.status)
         self.crop_paths: list[str | None] = []
+        self.parts: list[tuple[str, str, str]] = []  # inspection id, ref, verdict of each row
         self.dialog: QDialog | None = None
         self.searched: Filters | None = None
 
@@ -123,17 +131,21 @@ class HistoryTab(QWidget):
         total = store.count_components(f)
         shown = list(store.component_rows(f, newest=SHOWN))
         self.table.setRowCount(len(shown))
-        self.crop_paths = []
+        self.crop_paths, self.parts = [], []
+        reviews = reviews_of(store, list({insp.uuid for insp, _ in shown}))
         for r, (insp, part) in enumerate(shown):
+            review = reviews.get((insp.uuid, part.ref))
             values = (_local(insp.started_at), insp.board_serial, insp.verdict, part.ref, part.component_type,
                       part.verdict, part.defect_class, "" if part.score is None else f"{part.score:.3f}",
-                      part.expert, "yes" if part.crop_path else "")
+                      part.expert, (part.weights_sha256 or "")[:12], "yes" if part.crop_path else "",
+                      _review_text(review))
             for c, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 if c in (2, 5):
                     item.setForeground(verdict_colour(value))
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
+            self.parts.append((insp.uuid, part.ref, part.verdict))
         more = f" (the newest {SHOWN} shown)" if total > SHOWN else ""
         self.status.setText(f"{total} component results match{more}; double-click a row to open its crop")
         return total
@@ -176,7 +188,14 @@ class HistoryTab(QWidget):
             return path, None
         return path, cv2.imread(path, cv2.IMREAD_COLOR) if Path(path).is_file() else None
 
+    def _reviewed(self, text: str) -> None:
+        row = self.table.currentRow()
+        if 0 <= row < self.table.rowCount():
+            self.table.setItem(row, 11, QTableWidgetItem(text))
+
     def preview_crop(self, row: int) -> None:
+        if 0 <= row < len(self.parts):
+            self.review_bar.set_part(self.parts[row], self.table.item(row, 11).text() or None)
         path, image = self._crop_image(row)
         if image is None:
             self.preview.clear()
@@ -210,6 +229,13 @@ class HistoryTab(QWidget):
         dialog.show()
         self.dialog = dialog
         return dialog
+
+
+def _review_text(review: Any) -> str:  # noqa: ANN401 - a Review row or None
+    if review is None:
+        return ""
+    text = review.call.replace("_", " ")
+    return f"{text}: {review.correct_class}" if review.correct_class else text
 
 
 def _utc(dt: QDateTime) -> datetime:

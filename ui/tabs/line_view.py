@@ -1,4 +1,5 @@
-"""Tab 1, the line: the newest board with its parts coloured by verdict, recent defects with crops, controls."""
+"""Tab 1, the line: the newest board with its parts coloured by verdict, recent defects with crops (each call
+reviewable: confirmed, false call), controls."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..backend import BoardPicture
+from ..review_bar import ReviewBar
 from ..style import BOARD_GREEN, BOX_PASS, FIDUCIAL_FOUND, FIDUCIAL_MISSING, bgr_pixmap, verdict_colour
 
 CROP_ICON = 72  # px, the defect list's thumbnails
@@ -156,7 +158,12 @@ class LineViewTab(QWidget):
         self.defects.setIconSize(QSize(CROP_ICON, CROP_ICON))
         self.defects.setSpacing(2)
         defects = QGroupBox("Recent defects (newest first)")
-        QVBoxLayout(defects).addWidget(self.defects)
+        dv = QVBoxLayout(defects)
+        dv.addWidget(self.defects)
+        self.review_bar = ReviewBar(backend)
+        dv.addWidget(self.review_bar)
+        self.defects.currentItemChanged.connect(
+            lambda item, _prev: self.review_bar.set_part(item.data(Qt.ItemDataRole.UserRole) if item else None))
 
         left = QVBoxLayout()
         left.addWidget(self.caption)
@@ -237,6 +244,9 @@ class LineViewTab(QWidget):
         if newest == self._shown_defect:
             return
         self._shown_defect = newest
+        current = self.defects.currentItem()
+        keep = current.data(Qt.ItemDataRole.UserRole) if current is not None else None
+        self.defects.blockSignals(True)  # a rebuilt list keeps the part under review selected
         self.defects.clear()
         for insp, part in rows:
             item = QListWidgetItem(f"{part.ref} ({part.component_type}): {part.defect_class}\n"
@@ -246,7 +256,11 @@ class LineViewTab(QWidget):
             if pix is not None:
                 item.setIcon(QIcon(pix))
             item.setToolTip(part.crop_path or "no crop kept")
+            item.setData(Qt.ItemDataRole.UserRole, (insp.uuid, part.ref, part.verdict))
             self.defects.addItem(item)
+            if keep is not None and tuple(keep) == (insp.uuid, part.ref, part.verdict):
+                self.defects.setCurrentItem(item)
+        self.defects.blockSignals(False)
 
     def _crop(self, path: str | None) -> QPixmap | None:
         if not path:

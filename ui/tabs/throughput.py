@@ -25,7 +25,7 @@ from ..series import LiveSeries
 from ..style import mib
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-EXPERT_COLUMNS = ("Expert", "Role", "Tier", "Usage p", "Hits", "Loads", "Last use", "MiB")
+EXPERT_COLUMNS = ("Expert", "Role", "Tier", "Usage p", "Hits", "Loads", "Last use", "MiB", "Weights")
 
 
 class _Number(QTableWidgetItem):
@@ -142,7 +142,8 @@ class ThroughputTab(QWidget):
                      _Number(f"{e['usage']:.3f}", e["usage"]), _Number(str(e["hits"]), e["hits"]),
                      _Number(str(e["loads"]), e["loads"]),
                      _Number("never" if last is None else _ago(last), math.inf if last is None else last),
-                     _Number(f"{e['size_mb']:.1f}", e["size_mb"])]
+                     _Number(f"{e['size_mb']:.1f}", e["size_mb"]),
+                     QTableWidgetItem((e.get("weights_sha256") or "untrained")[:12])]
             for c, item in enumerate(cells):
                 table.setItem(r, c, item)
         table.setSortingEnabled(True)

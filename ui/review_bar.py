@@ -1,0 +1,78 @@
+"""The operator's review of one part's call, shared by the line and history tabs: confirmed defect, false call
+or escape, optionally with the correct class. The backend stores it (the local database, or the kiosk's
+POST /reviews with its token); a review that contradicts the part's verdict is refused with the reason."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout
+
+from inspector.results.reviews import PART_CLASSES, ReviewRefused, ReviewRequest
+
+SAME_CLASS = "class as called"
+
+
+class ReviewBar(QGroupBox):
+    def __init__(self, backend: Any) -> None:  # noqa: ANN401 - a Local- or AttachedBackend
+        super().__init__("Review this call")
+        self.backend = backend
+        self.part: tuple[str, str, str] | None = None  # inspection id, ref, verdict
+        self.on_stored: Callable[[str], None] | None = None  # the review as a table shows it, once stored
+        self.confirm_btn = QPushButton("Confirmed defect")
+        self.false_btn = QPushButton("False call")
+        self.escape_btn = QPushButton("Escape (missed)")
+        self.correct = QComboBox()
+        self.correct.addItem(SAME_CLASS)
+        self.correct.addItems([c for c in PART_CLASSES if c != "ok"])
+        self.reviewer = QLineEdit(placeholderText="reviewer")
+        self.reviewer.setMaximumWidth(110)
+        self.status = QLabel("select a part to review its call")
+        self.status.setWordWrap(True)
+        self.confirm_btn.clicked.connect(lambda: self.review("confirmed"))
+        self.false_btn.clicked.connect(lambda: self.review("false_call"))
+        self.escape_btn.clicked.connect(lambda: self.review("escape"))
+        buttons = QHBoxLayout()
+        for w in (self.confirm_btn, self.false_btn, self.escape_btn):
+            buttons.addWidget(w)
+        details = QHBoxLayout()
+        details.addWidget(QLabel("really:"))
+        details.addWidget(self.correct, 1)
+        details.addWidget(self.reviewer)
+        v = QVBoxLayout(self)
+        v.addLayout(buttons)
+        v.addLayout(details)
+        v.addWidget(self.status)
+        self.set_part(None)
+
+    def set_part(self, part: tuple[str, str, str] | None, reviewed: str | None = None) -> None:
+        """The part the buttons act on: a failed part can be confirmed or a false call, a passed one an escape."""
+        self.part = part
+        verdict = part[2] if part else None
+        self.confirm_btn.setEnabled(verdict == "fail")
+        self.false_btn.setEnabled(verdict == "fail")
+        self.escape_btn.setEnabled(verdict == "pass")
+        if part is None:
+            self.status.setText("select a part to review its call")
+        elif verdict == "error":
+            self.status.setText(f"{part[1]} was not inspected (error): nothing to review")
+        else:
+            self.status.setText(f"{part[1]}: called {verdict}" + (f"; reviewed: {reviewed}" if reviewed else ""))
+
+    def review(self, call: str) -> str:
+        if self.part is None:
+            return ""
+        chosen = self.correct.currentText()
+        correct = None if chosen == SAME_CLASS or call == "false_call" else chosen
+        try:
+            req = ReviewRequest(self.part[0], self.part[1], call, correct, self.reviewer.text().strip())
+            req.check()
+            text = self.backend.review(req)
+        except (ReviewRefused, ValueError, RuntimeError) as exc:
+            text = f"not stored: {exc}"
+        else:
+            if self.on_stored is not None:
+                shown = call.replace("_", " ")
+                self.on_stored(f"{shown}: {correct}" if correct else shown)
+        self.status.setText(text)
+        return text
