@@ -108,6 +108,18 @@ class LoopReport:
     def ok(self) -> bool:
         return self.delivered == self.stored and not self.mixed_boards and not self.others_changed
 
+    def verdict_line(self) -> str:
+        """How much lower the glared type's false-call rate is; with none left, the least it can be."""
+        c, before, after = self.loop.component, self.phases[0], self.phases[-1]
+        imp = self.improvement
+        if imp is None:
+            return f"false-call rate of {c}: not measured (no good parts of it in a phase)"
+        if after.false_calls == 0:
+            bound = (before.false_call_rate or 0.0) * after.good
+            return (f"false-call rate of {c}: none left after the swap (0 of {after.good} good parts); at least "
+                    f"{bound:.0f}x lower (one false call would have been {100 / after.good:.2f}%)")
+        return f"false-call rate of {c}: {imp:.1f}x lower after the swap"
+
     def table(self) -> str:
         def pct(v: float | None) -> str:
             return "-" if v is None else f"{100 * v:.2f}%"
@@ -122,9 +134,7 @@ class LoopReport:
             others = f"{p.others_false}/{p.others_good} {pct(rate)}"
             out.append(f"{p.label:34} {p.sha[:12]:>12} {p.boards:>6} {p.good:>10} {p.false_calls:>12} "
                        f"{pct(p.false_call_rate):>8} {p.defects:>8} {pct(p.recall):>8} {others:>26}")
-        imp = self.improvement
-        times = "-" if imp is None else ("inf" if imp == float("inf") else f"{imp:.0f}")
-        out += ["", f"false-call rate of {c}: {times}x lower after the swap", "",
+        out += ["", self.verdict_line(), "",
                 f"reviews: {dict(self.reviewed)}"]
         if self.retrained is not None:
             out += ["", f"retraining {self.expert} (old against new on crops neither trained on):",
@@ -140,7 +150,8 @@ class LoopReport:
         return {"component": self.loop.component, "expert": self.expert, "glare": self.loop.glare,
                 "phases": [{**p.__dict__, "false_call_rate": p.false_call_rate, "recall": p.recall}
                            for p in self.phases],
-                "improvement": self.improvement, "reviews": dict(self.reviewed), "delivered": self.delivered,
+                "improvement": None if self.improvement in (None, float("inf")) else self.improvement,
+                "verdict": self.verdict_line(), "reviews": dict(self.reviewed), "delivered": self.delivered,
                 "stored": self.stored, "mixed_boards": self.mixed_boards, "others_changed": self.others_changed,
                 "swap_s": self.swap_s, "seconds": self.seconds,
                 "retrain": None if self.retrained is None else self.retrained.version}

@@ -131,6 +131,17 @@ def _js(s: Score) -> dict[str, Any]:
             "false_calls": s.false_calls, "good": s.good, "found": s.found, "defects": s.defects}
 
 
+def warnings(r: Retrained) -> list[str]:
+    """What an engineer must read before serving the new version: recall lost on a held-out set."""
+    out = []
+    for name, (o, n) in r.scores.items():
+        if o.recall is not None and n.recall is not None and n.recall < o.recall:
+            out.append(f"warning: recall on the {name} crops fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}% "
+                       f"({n.found} of {n.defects} defects found): review more defective parts of this type and "
+                       "retrain before serving this version, or serve it knowing that")
+    return out
+
+
 def format_scores(r: Retrained) -> str:
     """The old-against-new table the command prints."""
     def pct(v: float | None) -> str:
@@ -142,5 +153,5 @@ def format_scores(r: Retrained) -> str:
         rows.append(f"{name:20} {n.crops:>6} {n.defects:>8} {pct(o.recall):>11} {pct(n.recall):>11} "
                     f"{f'{o.false_calls}/{o.good} {pct(o.false_call_rate)}':>16} "
                     f"{f'{n.false_calls}/{n.good} {pct(n.false_call_rate)}':>16}")
-    return "\n".join(rows)
+    return "\n".join(rows + warnings(r))
 
