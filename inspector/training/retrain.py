@@ -132,13 +132,17 @@ def _js(s: Score) -> dict[str, Any]:
 
 
 def warnings(r: Retrained) -> list[str]:
-    """What an engineer must read before serving the new version: recall lost on a held-out set."""
+    """What an engineer must read before serving the new version: recall lost or false calls gained on a held-out
+    set."""
     out = []
     for name, (o, n) in r.scores.items():
         if o.recall is not None and n.recall is not None and n.recall < o.recall:
             out.append(f"warning: recall on the {name} crops fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}% "
                        f"({n.found} of {n.defects} defects found): review more defective parts of this type and "
                        "retrain before serving this version, or serve it knowing that")
+        if o.false_call_rate is not None and n.false_call_rate is not None and n.false_call_rate > o.false_call_rate:
+            out.append(f"warning: false calls on the {name} crops rose from {o.false_calls}/{o.good} to "
+                       f"{n.false_calls}/{n.good}: the new version has drifted from what the old one got right")
     return out
 
 
