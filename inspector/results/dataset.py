@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
 from .schema import ComponentResult, Inspection, Review
-from .store import Filters, ResultStore, _board_filters
+from .store import Filters, ResultStore, board_filters
 
 HELDOUT_PERCENT = 30
 DETECTOR_NAMES = ("in_place", "reversed")
@@ -79,7 +79,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
             .outerjoin(Review, Review.component_result_id == ComponentResult.id)
         if not include_all:
             q = q.where(Review.id.is_not(None))
-        q = _board_filters(q, filters or Filters())
+        q = board_filters(q, filters or Filters())
         if filters is not None and filters.component:
             q = q.where(ComponentResult.component_type == filters.component)
         for insp, part, review in s.execute(q.order_by(ComponentResult.id)):

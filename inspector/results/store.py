@@ -217,7 +217,7 @@ class ResultStore:
         filters = filters or Filters()
         with Session(self.engine) as s:
             q = select(Inspection).options(selectinload(Inspection.parts)).order_by(Inspection.id)
-            q = _board_filters(q, filters)
+            q = board_filters(q, filters)
             if limit:
                 q = q.limit(limit)
             return list(s.scalars(q))
@@ -288,7 +288,7 @@ def older_than_days(days: float) -> datetime:
 def _component_filters(q, f: Filters | None, bare_boards: bool = False):  # noqa: ANN001, ANN202 - a Select
     """Part filters; with `bare_boards` a board without parts matches a verdict filter by its board verdict."""
     f = f or Filters()
-    q = _board_filters(q, f)
+    q = board_filters(q, f)
     bare = ComponentResult.id.is_(None)
     if f.verdict:
         match = ComponentResult.verdict == f.verdict
@@ -298,7 +298,8 @@ def _component_filters(q, f: Filters | None, bare_boards: bool = False):  # noqa
     return q
 
 
-def _board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shape
+def board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shape
+    """A query narrowed to the boards `f` selects (time, serial, stored-up-to): shared by exports and datasets."""
     if f.since:
         q = q.where(Inspection.started_at >= f.since)
     if f.until:
