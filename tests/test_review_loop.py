@@ -9,7 +9,6 @@ import json
 import shutil
 import threading
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from inspector.app.expert_swap import swap_live
 from inspector.app.line import LineConfig
 from inspector.app.run import line_profiles, open_source
 from inspector.app.service import LineService, ServiceConfig
+from inspector.endpoint import EndpointError, request_json
 from inspector.experts.versions import VersionError, activate, add_version, rollback, served_history
 from inspector.experts.zoo import Zoo
 from inspector.results.dataset import export_dataset, split_of
@@ -258,15 +258,10 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
     base = f"http://127.0.0.1:{port}"
 
     def call(path: str, body: dict | None = None, auth: bool = True) -> tuple[int, dict]:
-        req = urllib.request.Request(base + path, None if body is None else json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-        if auth:
-            req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=90) as r:
-                return r.status, json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read())
+            return 200, request_json(base + path, body, token if auth else None, timeout=90)
+        except EndpointError as e:
+            return e.status, {"error": e.message}
 
     try:
         deadline = time.monotonic() + 60

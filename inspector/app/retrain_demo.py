@@ -248,34 +248,31 @@ def run_loop(loop: DemoLoop, models_dir: Path, say: Say) -> LoopReport:
     others_after = {n: e.weights_sha256 for n, e in Zoo.load(zoo_dir).entries.items() if n != comp.classifier}
     report.others_changed = sorted(n for n in others_before if others_before[n] != others_after.get(n))
     old_sha = zoo.entries[comp.classifier].weights_sha256 or ""
-    report.phases = [_phase("before (old weights)", old_sha, store, truth, loop.component, comp.classifier)]
-    by_sha = _phases_by_sha(after_store, after_truth, loop.component, comp.classifier, report)
-    for sha, label in ((old_sha, "after, boards before the swap"),
-                       (report.retrained.version["weights_sha256"], "after, boards after the swap")):
-        if sha in by_sha:
-            by_sha[sha].label = label
-            report.phases.append(by_sha[sha])
+    before, _ = _phases_by_sha(store, truth, loop.component, comp.classifier)
+    after, report.mixed_boards = _phases_by_sha(after_store, after_truth, loop.component, comp.classifier)
+    for phases, sha, label in ((before, old_sha, "before (old weights)"),
+                               (after, old_sha, "after, boards before the swap"),
+                               (after, report.retrained.version["weights_sha256"], "after, boards after the swap")):
+        if sha in phases:
+            phases[sha].label = label
+            report.phases.append(phases[sha])
     report.seconds["total"] = time.perf_counter() - t_all
     store.close()
     after_store.close()
     return report
 
 
-def _phase(label: str, sha: str, store: ResultStore, truth: dict[str, dict[str, str]], ctype: str,
-           expert: str) -> Phase:
-    return _phases_by_sha(store, truth, ctype, expert, None, label).get(sha) or Phase(label, sha)
-
-
-def _phases_by_sha(store: ResultStore, truth: dict[str, dict[str, str]], ctype: str, expert: str,
-                   report: LoopReport | None, label: str = "") -> dict[str, Phase]:
-    """Each board scored against the truth, grouped by the hash of `expert` its parts of `ctype` were given with."""
+def _phases_by_sha(store: ResultStore, truth: dict[str, dict[str, str]], ctype: str,
+                   expert: str) -> tuple[dict[str, Phase], int]:
+    """Each board scored against the truth, grouped by the hash of `expert` its parts of `ctype` were given with;
+    and how many boards were given with more than one hash."""
     phases: dict[str, Phase] = {}
+    mixed = 0
     for insp in store.inspections():
         shas = {p.weights_sha256 for p in insp.parts if p.component_type == ctype and p.expert == expert}
-        if len(shas) > 1 and report is not None:
-            report.mixed_boards += 1
+        mixed += len(shas) > 1
         sha = next(iter(shas), None) or ""
-        phase = phases.setdefault(sha, Phase(label, sha))
+        phase = phases.setdefault(sha, Phase("", sha))
         phase.boards += 1
         real = truth.get(insp.board_serial, {})
         for part in insp.parts:
@@ -290,5 +287,5 @@ def _phases_by_sha(store: ResultStore, truth: dict[str, dict[str, str]], ctype: 
             elif not defective:
                 phase.others_good += 1
                 phase.others_false += flagged
-    return phases
+    return phases, mixed
 

@@ -14,7 +14,6 @@ would be what the next start reads).
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..routing.rules import RuleSet, decode_rules, parse_rules
+from ..runtime.diskio import write_atomically
 from .line import Line
 
 MAX_HISTORY = 20
@@ -108,12 +108,7 @@ class RulesWatcher:
         """Write the watched file atomically (fsynced, then renamed over it) without the poller taking it as a
         new edit (the caller applies it)."""
         assert self.path is not None
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self.path)
+        write_atomically(self.path, text.encode("utf-8"))
         self._mtime = self.path.stat().st_mtime_ns
 
     def check(self) -> bool:

@@ -54,7 +54,7 @@ def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: f
         return SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s,
                                camera=parse_camera(camera) if camera else None,
                                glare=Glare.parse(glare) if glare else None)
-    if glare and kind != "synthetic":
+    if glare:
         raise ValueError(f"--glare lights synthetic boards; source {spec!r} is a real one")
     if camera and kind in ("folder", "watch", "replay", "camera"):
         raise ValueError(f"--camera renders synthetic boards as a camera sees them; source {spec!r} is a real one")

@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from safetensors.torch import save
 
-from ..runtime.diskio import fsync_and_drop
-from .zoo import MANIFEST, ExpertEntry, Zoo, write_atomically
+from ..runtime.diskio import drop_pages, write_atomically
+from .zoo import MANIFEST, ExpertEntry, Zoo
 
 
 class VersionError(ValueError):
@@ -50,10 +50,8 @@ def add_version(zoo: Zoo, name: str, state: dict[str, torch.Tensor], **meta: Any
     file = f"{name}@{sha[:12]}.safetensors"
     path = zoo.root / file
     if not path.is_file():
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        fsync_and_drop(tmp)
-        tmp.replace(path)
+        write_atomically(path, data)
+        drop_pages(path)  # out of the page cache, like every expert file: its first load is a disk read
     version = {"weights_sha256": sha, "file": file, "created": datetime.now(timezone.utc).isoformat(), **meta}
     known = [v for v in versions_of(entry) if v["weights_sha256"] != sha]
     save_entry(zoo, replace(entry, versions=(*known, version), served=tuple(served_history(entry))))

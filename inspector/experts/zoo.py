@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 import torch
 from safetensors.torch import save
 
-from ..runtime.diskio import fsync_and_drop
+from ..runtime.diskio import fsync_and_drop, write_atomically
 from .base import Architecture
 from .registry import architecture_from_spec
 from .resnet import ResNetClassifier
@@ -169,17 +168,3 @@ def write_manifest(root: Path, key: str, seed: int, entries: Sequence[ExpertEntr
     write_atomically(root / MANIFEST, json.dumps(manifest, indent=1).encode())
     return Zoo.load(root)
 
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` whole or not at all (a power cut mid-write leaves the old manifest, never half of one)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

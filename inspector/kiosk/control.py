@@ -12,7 +12,6 @@ attached to a kiosk never writes the kiosk's files itself and never needs a path
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,8 @@ from ..app.service import LineService
 from ..results.reviews import RatesCache, ReviewRequest, record_review, review_rates
 from ..results.store import StoreUnavailable
 from ..routing.rules import decode_rules
-from .http import HttpError
+from ..runtime.diskio import write_atomically
+from .http import HttpError, json_object
 
 ALLOCATION_FILE = "allocation.json"
 
@@ -79,7 +79,7 @@ class Control:
         return expert_versions(self.service.line.zoo)
 
     def swap_expert(self, body: bytes) -> dict[str, Any]:
-        doc = _object(body, '{"expert": NAME, "weights_sha256": HASH (8+ hex digits)} or {"expert": NAME, '
+        doc = json_object(body, 'JSON {"expert": NAME, "weights_sha256": HASH (8+ hex digits)} or {"expert": NAME, '
                             '"rollback": true}')
         if not isinstance(doc.get("expert"), str):
             raise ValueError('name the expert: {"expert": NAME, ...}')
@@ -130,21 +130,5 @@ class Control:
                         "(sudo systemctl restart inspector-kiosk)"}
 
     def _save(self, new: Allocation) -> None:
-        path = self.data_dir / ALLOCATION_FILE
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            json.dump({"device_mb": new.device_mb, "expert_pool_mb": new.expert_pool_mb,
-                       "executors": new.executors}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-
-
-def _object(body: bytes, shape: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict):
-        raise ValueError(f"send JSON {shape}")
-    return doc
+        write_atomically(self.data_dir / ALLOCATION_FILE, json.dumps(
+            {"device_mb": new.device_mb, "expert_pool_mb": new.expert_pool_mb, "executors": new.executors}).encode())

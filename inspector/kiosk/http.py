@@ -34,6 +34,17 @@ class HttpError(Exception):
         self.code = code
 
 
+def json_object(body: bytes, shape: str = "a JSON object") -> dict[str, Any]:
+    """A POST body as a JSON object; ValueError (422) naming what to send when it is not one."""
+    try:
+        doc = json.loads(body or b"{}")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the body is not JSON ({e.msg}); send {shape}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"send {shape}")
+    return doc
+
+
 Post = Callable[[bytes], dict[str, Any]]  # request body -> JSON answer; raises ValueError (422) when refused
 
 

@@ -2,13 +2,12 @@
 (`--llm-mb`) and lends it over its token-guarded API (runtime/grants.py has the protocol)."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from ..runtime.grants import GrantBook, GrantRefused, GrantUnknown, MiB
 from ..runtime.memory import DeviceBudget
-from .http import HttpError
+from .http import HttpError, json_object
 
 
 class Lender:
@@ -24,7 +23,7 @@ class Lender:
         return self.book.snapshot()
 
     def grant(self, body: bytes) -> dict[str, Any]:
-        req = _json(body)
+        req = json_object(body)
         holder, nbytes = str(req.get("holder") or "unnamed"), req.get("bytes")
         if not isinstance(nbytes, int):
             raise ValueError('send {"holder": "...", "bytes": N} with N a whole number of bytes')
@@ -37,7 +36,7 @@ class Lender:
         return {"grant": g.id, "bytes": g.nbytes, "device": self.book.budget.device_key, "lease_s": self.book.lease_s}
 
     def renew(self, body: bytes) -> dict[str, Any]:
-        gid = str(_json(body).get("grant"))
+        gid = str(json_object(body).get("grant"))
         try:
             g = self.book.renew(gid)
         except GrantUnknown:
@@ -45,7 +44,7 @@ class Lender:
         return {"grant": g.id, "lease_s": self.book.lease_s}
 
     def release(self, body: bytes) -> dict[str, Any]:
-        gid = str(_json(body).get("grant"))
+        gid = str(json_object(body).get("grant"))
         released = self.book.release(gid)
         if released:
             self.say(f"grant {gid[:8]} given back")
@@ -55,12 +54,3 @@ class Lender:
         for g in self.book.sweep():
             self.say(f"took back {g.nbytes / MiB:.1f} MiB from {g.holder}: its lease ran out (grant {g.id[:8]})")
 
-
-def _json(body: bytes) -> dict[str, Any]:
-    try:
-        doc = json.loads(body or b"{}")
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the body is not JSON ({e.msg})") from None
-    if not isinstance(doc, dict):
-        raise ValueError("send a JSON object")
-    return doc

@@ -12,6 +12,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from ..results.reviews import CALL_COUNTS
+
 Snapshot = Callable[[], dict[str, Any]]
 
 
@@ -115,7 +117,7 @@ def _review_metrics(reviews: dict[str, dict[str, Any]]) -> Iterator[Any]:
     escape_rate = GaugeMetricFamily("inspector_escape_rate", "Reviewed escapes (missed defects) per part stored",
                                     labels=["component_type"])
     for ctype, r in sorted(reviews.items()):
-        for call, key in (("confirmed", "confirmed"), ("false_call", "false_calls"), ("escape", "escapes")):
+        for call, key in CALL_COUNTS.items():
             calls.add_metric([ctype, call], r[key])
         false_rate.add_metric([ctype], r["false_call_rate"])
         escape_rate.add_metric([ctype], r["escape_rate"])

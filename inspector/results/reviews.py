@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -29,6 +28,7 @@ from .schema import ComponentResult, Inspection, Review
 from .store import ResultStore, StoreUnavailable
 
 CALLS = ("confirmed", "false_call", "escape")
+CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}  # call -> TypeRates field
 # what a part can really be: the classifier's classes and the detector's (polarity is a reversed part)
 PART_CLASSES = (*CLASSIFIER_CLASSES, "polarity")
 REVIEWER_MAX = 64
@@ -145,23 +145,19 @@ class TypeRates:
 def review_rates(store: ResultStore) -> dict[str, TypeRates]:
     """Per component type: parts stored, flagged, and the reviews of each call."""
     store.ready()
-    out: dict[str, TypeRates] = defaultdict(lambda: TypeRates(""))
+    out: dict[str, TypeRates] = {}
     with Session(store.engine) as s:
         q = select(ComponentResult.component_type, ComponentResult.verdict, func.count()) \
             .group_by(ComponentResult.component_type, ComponentResult.verdict)
         for ctype, verdict, n in s.execute(q):
-            rates = out[ctype]
+            rates = out.setdefault(ctype, TypeRates(ctype))
             rates.parts += n
             rates.flagged += n if verdict == "fail" else 0
         for ctype, call, n in s.execute(select(Review.component_type, Review.call, func.count())
                                         .group_by(Review.component_type, Review.call)):
-            rates = out[ctype]
-            field = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}[call]
-            setattr(rates, field, getattr(rates, field) + n)
-    for name, rates in out.items():
-        rates.component_type = name
+            rates = out.setdefault(ctype, TypeRates(ctype))
+            setattr(rates, CALL_COUNTS[call], getattr(rates, CALL_COUNTS[call]) + n)
     return dict(sorted(out.items()))
-
 
 class RatesCache:
     """The review rates at most `max_age_s` old: a Prometheus scrape every few seconds must not run two

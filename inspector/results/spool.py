@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..runtime.diskio import write_atomically
 from .records import BoardRecord
 
 
@@ -152,12 +153,7 @@ class Spool:
             self.pos_path.unlink(missing_ok=True)
             self._pos, self.count = 0, 0
             return
-        tmp = self.pos_path.with_name(self.pos_path.name + ".tmp")
-        with tmp.open("w", encoding="ascii") as f:
-            f.write(str(self._pos))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.pos_path)
+        write_atomically(self.pos_path, str(self._pos).encode("ascii"))
 
     # -- dead letters -------------------------------------------------------------------------------
     def dead_letter(self, raw: bytes, reason: str) -> bool:

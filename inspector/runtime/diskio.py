@@ -63,3 +63,20 @@ def read_ranges_into(path: Path | str, ranges: list[tuple[int, memoryview]], dro
         if drop_cache and hasattr(os, "posix_fadvise"):
             for offset, dest in ranges:
                 os.posix_fadvise(f.fileno(), offset, len(dest), os.POSIX_FADV_DONTNEED)
+
+
+def write_atomically(path: Path | str, data: bytes) -> None:
+    """Replace `path` whole or not at all: written beside it, fsynced, renamed over it, the directory fsynced (a
+    power cut leaves the old file or the new one, never half of one)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
