@@ -11,6 +11,5 @@
 - soak.py         `inspector soak`: the line for a long time, RSS after warm-up, middle and end
 - beside.py       `inspector llm beside-line`: the line and the model (its own process), each alone and together
 - expert_swap.py  a version of one expert's weights into the running line at a board boundary, or back
-- loop_commands.py  the review loop's commands: review, dataset export, zoo train/versions/activate/rollback
 - retrain_demo.py `inspector retrain-demo`: the whole loop scripted on the demo line
 """

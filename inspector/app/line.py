@@ -38,6 +38,7 @@ from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
 from ..results.records import BoardRecord
 from ..routing.rules import RuleSet
+from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram
 from .verdict import part_verdict
 
 BoardSink = Callable[[BoardRecord], None]
@@ -135,6 +136,8 @@ class Line:
         self.last_finished: float | None = None  # time.monotonic() of the last board finished
         self._part_latency: deque[float] = deque(maxlen=LATENCY_WINDOW)  # seconds, arrival -> result
         self._board_latency: deque[float] = deque(maxlen=LATENCY_WINDOW)  # seconds, cut -> last part's result
+        self._part_hist, self._board_hist = Histogram(PART_BUCKETS_S), Histogram(BOARD_BUCKETS_S)
+        self.last_finished_at: float | None = None  # time.time() of the last board finished (a timestamp)
 
     def stalled_for(self) -> float:
         """Seconds boards have been inside without one finishing; 0 when idle or flowing."""
@@ -266,6 +269,7 @@ class Line:
         with self._lock:
             pending = self._pending.pop(result.id)
             self._part_latency.append(result.latency)
+            self._part_hist.observe(result.latency)
             crop = pending.parts[result.id]
             pending.record.parts.append(part_verdict(result, crop.ref, crop.component, self.zoo,
                                                      pending.rules.crop_margin))
@@ -274,7 +278,10 @@ class Line:
                 return
             record = pending.record
             record.finished_at = datetime.now(timezone.utc)
-            self._board_latency.append((record.finished_at - record.started_at).total_seconds())
+            board_s = (record.finished_at - record.started_at).total_seconds()
+            self._board_latency.append(board_s)
+            self._board_hist.observe(board_s)
+            self.last_finished_at = record.finished_at.timestamp()
             scan = pending.rules.scan_index()
             record.parts.sort(key=lambda p: scan[p.ref])
             record.crops = {c.ref: c.image for c in pending.parts.values()}
@@ -310,6 +317,11 @@ class Line:
             return 1000 * xs[min(len(xs) - 1, int(f * len(xs)))] if xs else None
         return {"part_p50": q(parts, 0.5), "part_p95": q(parts, 0.95),
                 "board_p50": q(boards, 0.5), "board_p95": q(boards, 0.95)}
+
+    def latency_histograms(self) -> dict[str, dict]:
+        """Every board's and part's latency since the start, bucketed (histogram.py)."""
+        with self._lock:
+            return {"part": self._part_hist.to_json(), "board": self._board_hist.to_json()}
 
     def throughput(self) -> tuple[float, float]:
         """(boards/s, parts/s) since start."""

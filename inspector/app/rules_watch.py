@@ -127,10 +127,18 @@ class RulesWatcher:
         try:
             rules = self.apply_text(self._decode(data), str(self.path))
         except ValueError as exc:
-            self.say(f"rule file refused, still running {self.line.rules.recipe} {self.line.rules.version}: {exc}")
+            self.say(f"warning: rule file refused, still running {self.line.rules.recipe} "
+                     f"{self.line.rules.version}: {exc}")
             return False
         self.say(f"rules applied: {rules.recipe} {rules.version} from {self.path}")
         return True
+
+    def reload(self, path: Path | None = None) -> bool:
+        """Read the rule file now, changed or not (SIGHUP); `path` points the watcher at another file first."""
+        if path is not None:
+            self.path = Path(path)
+        self._mtime = None
+        return self.check()
 
     def _decode(self, data: bytes) -> str:
         try:
@@ -156,7 +164,7 @@ class RulesWatcher:
             except Exception as exc:  # noqa: BLE001 - whatever the file holds, the watcher keeps watching
                 self.state.refused += 1
                 self.state.last_error = f"{self.path}: refused ({type(exc).__name__}: {exc}); the running set stays"
-                self.say(self.state.last_error)
+                self.say(f"warning: {self.state.last_error}")
 
 
 def _text_of(rules: RuleSet) -> str | None:

@@ -37,8 +37,10 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
                          "residual_px_max": line.stats.residual_px_max if line.stats.registered else None},
         "in_flight": line.boards_in_flight,
         "last_board_age_s": None if last is None else time.monotonic() - last,
+        "last_board_at": line.last_finished_at,  # unix time, for the metrics' timestamp
         "throughput": {"boards_per_s": boards_s, "parts_per_s": parts_s},
         "latency_ms": line.latency_ms(),
+        "latency_histograms": line.latency_histograms(),
         "engine": {
             "accepted": st.accepted, "completed": st.completed, "failed": st.failed, "failures": st.failures,
             "sched_overhead_s": st.sched_overhead_s, "switches": st.experts.switches, "hits": st.experts.hits,

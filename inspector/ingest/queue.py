@@ -11,8 +11,10 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .sources import Frame
+if TYPE_CHECKING:  # a type only: choosing the policy (the CLI's flags) needs no OpenCV
+    from .sources import Frame
 
 OVERFLOW_POLICIES = ("wait", "drop-oldest", "drop-newest")
 

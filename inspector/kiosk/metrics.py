@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client import PlatformCollector, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..results.reviews import CALL_COUNTS
@@ -55,9 +56,15 @@ class LineCollector(Collector):
             yield _gauge("inspector_registration_residual_max_px", "Largest registration residual so far, px",
                          reg["residual_px_max"])
         yield _gauge("inspector_boards_in_flight", "Boards inside the engine now", s["in_flight"])
-        if s["last_board_age_s"] is not None:
-            yield _gauge("inspector_last_board_age_seconds", "Seconds since the last board finished",
-                         s["last_board_age_s"])
+        if s.get("last_board_at") is not None:  # a timestamp: time() - it is the age, and it survives a missed scrape
+            yield _gauge("inspector_last_board_timestamp_seconds", "Unix time the last board finished",
+                         s["last_board_at"])
+        for what, doc in (("board", "Seconds from a board's cut to its last part's result"),
+                          ("part", "Seconds from a part's request to its result")):
+            h = s["latency_histograms"][what]
+            yield HistogramMetricFamily(f"inspector_{what}_latency_seconds", doc, sum_value=h["sum"],
+                                        buckets=[(repr(float(le)), n) for le, n in h["buckets"]]
+                                        + [("+Inf", h["count"])])
         e = s["engine"]
         yield _counter("inspector_requests_failed", "Component requests that ended in an error", e["failed"])
         yield _counter("inspector_expert_switches", "Expert loads into a device pool while serving", e["switches"])
@@ -126,7 +133,32 @@ def _review_metrics(reviews: dict[str, dict[str, Any]]) -> Iterator[Any]:
     yield escape_rate
 
 
+class BuildCollector(Collector):
+    """inspector_build_info: what this box runs (the product, Python, torch), to tell boxes apart on one board."""
+
+    def collect(self) -> Iterator[Any]:
+        yield InfoMetricFamily("inspector_build", "The product's version and what it runs on", value=build_info())
+
+
+def build_info() -> dict[str, str]:
+    import platform
+    from importlib import metadata
+
+    import torch
+
+    try:
+        version = metadata.version("inspector")
+    except metadata.PackageNotFoundError:  # a source tree on PYTHONPATH
+        from .. import __version__ as version
+    return {"version": version, "python": platform.python_version(), "torch": torch.__version__,
+            "cuda": torch.version.cuda or "none"}
+
+
 def line_registry(snap: Snapshot) -> CollectorRegistry:
+    """The line's metrics, the build, and the process's (CPU seconds, resident memory, open files: process_*)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LineCollector(snap))
+    registry.register(BuildCollector())
+    registry.register(ProcessCollector(registry=None))
+    registry.register(PlatformCollector(registry=None))
     return registry

@@ -3,7 +3,8 @@
 Lifecycle: start the line, the rule watcher and the endpoints, tell systemd
 READY; ping the watchdog every half interval while the line is not stalled
 (boards inside and none finishing), so a hung engine gets the service
-restarted and an idle line does not; on SIGTERM or SIGINT stop the source,
+restarted and an idle line does not; on SIGHUP re-read the config file and the
+rule file (what cannot change live is named, and waits for a restart); on SIGTERM or SIGINT stop the source,
 inspect what was accepted, drain, flush, tell systemd STOPPING, exit 0. A
 source that fails for good (a camera gone after its reconnects) exits 1 so
 that systemd restarts the service.
@@ -15,7 +16,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,25 @@ class KioskConfig:
     lease_s: float = 15.0  # a grant not renewed for this long is taken back
 
 
+LIVE_FIELDS = ("stall_s", "log_every_s", "silent_s")  # what a reload (SIGHUP) changes in a running kiosk
+
+
+@dataclass(frozen=True)
+class Reread:
+    """The configuration as the files say now (SIGHUP): the kiosk's part, the rule file, what needs a restart."""
+
+    config: KioskConfig
+    rules_path: str | None
+    restart: tuple[str, ...] = ()  # options that changed but take effect only at the next start
+
+
 class Kiosk:
     def __init__(self, service: LineService, config: KioskConfig, rules_path: str | None = None,
                  publisher: Any = None, notifier: Notifier | None = None,
-                 say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None) -> None:
+                 say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None,
+                 reread: Callable[[], Reread] | None = None) -> None:
         self.service, self.config, self.publisher, self.say = service, config, publisher, say
+        self.reread = reread
         self.notifier = notifier or Notifier()
         self.rules = RulesWatcher(service.line, rules_path, config.rules_poll_s, say)
         self.control = Control(service, self.rules, data_dir or Path("."), say)
@@ -87,6 +102,30 @@ class Kiosk:
         self.notifier.stopping(f"draining: {reason}")
         self.service.request_stop()
 
+    def reload(self) -> None:
+        """SIGHUP (systemctl reload): the config file and the rule file again; what cannot change live is named."""
+        self.notifier.reloading("reloading the config and the rules")
+        try:
+            if self.reread is not None:
+                fresh = self.reread()
+                live = {f: getattr(fresh.config, f) for f in LIVE_FIELDS if getattr(fresh.config, f) != getattr(
+                    self.config, f)}
+                self.config = replace(self.config, **live)
+                for name, value in live.items():
+                    self.say(f"reload: {name} is now {value}")
+                for name in fresh.restart:
+                    self.say(f"warning: reload: {name} changed; it takes effect at the next start "
+                             f"(systemctl restart inspector-kiosk)")
+                if fresh.rules_path and fresh.rules_path != str(self.rules.path):
+                    self.say(f"reload: rules from {fresh.rules_path}")
+                    self.rules.reload(Path(fresh.rules_path))
+                    return
+            self.rules.reload()
+        except (ValueError, OSError) as exc:  # a bad config file: the running configuration stays
+            self.say(f"error: reload refused, the running configuration stays: {exc}")
+        finally:
+            self.notifier.ready(f"inspecting {self.service.line.rules.recipe}")
+
     def serve(self) -> int:
         """Run until stopped or the source ends; the exit code for the process."""
         self._install_signals()
@@ -111,7 +150,7 @@ class Kiosk:
         self.say(f"stopped: {self.service.line.stats.boards} boards, {status.written} stored, "
                  f"{status.spooled} spooled for the next start")
         if error:
-            self.say(f"source failed: {error}")
+            self.say(f"error: source failed: {error}")
             return 1
         return 0
 
@@ -126,6 +165,7 @@ class Kiosk:
 
         signal.signal(signal.SIGTERM, handle)
         signal.signal(signal.SIGINT, handle)
+        signal.signal(signal.SIGHUP, lambda _s, _f: threading.Thread(target=self.reload, daemon=True).start())
 
     def _heartbeat(self) -> None:
         interval = self.notifier.watchdog_s / 2 if self.notifier.watchdog_s else 1.0

@@ -16,9 +16,9 @@ def _say(line: str) -> None:
 
 
 def _llm_root(args: argparse.Namespace) -> Path:
-    import os
+    from ..paths import models_dir
 
-    return Path(args.models or os.environ.get("INSPECTOR_MODELS", "models")) / "llm"
+    return models_dir(args.models) / "llm"
 
 
 def resolve_model(args: argparse.Namespace) -> Path:
@@ -197,9 +197,8 @@ def cmd_train_predictor(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_llm_parser(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """The `inspector llm` commands; their subparsers, for commands that also need the line (cli.py)."""
-    llm = sub.add_parser("llm", help="the Mixture-of-Experts language model on the shared runtime")
+def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """The `inspector llm` commands under `llm`; their subparsers, for commands that also need the line (cli/)."""
     llm_sub = llm.add_subparsers(dest="llm_command", required=True)
 
     build = llm_sub.add_parser("build-demo", help="train the demo MoE (Mixtral, 8 layers x 16 experts) on the "

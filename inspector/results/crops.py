@@ -16,8 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-import cv2
-
 from .records import BoardRecord
 
 KEEP_MODES = ("failed", "all", "none")
@@ -79,6 +77,8 @@ class CropKeeper:
             image = crops[part.ref]
             path = folder / f"{_safe(part.ref)}.png"
             try:
+                import cv2  # here: the CLI reads KEEP_MODES without OpenCV
+
                 ok, png = cv2.imencode(".png", image)
                 if not ok:
                     raise OSError(f"PNG encoding failed for a {image.shape} crop")

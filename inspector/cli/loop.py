@@ -8,32 +8,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
-Db = Callable[[argparse.Namespace], str]
-Models = Callable[[str | None], Path]
-
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+from .common import database_flags, db_url, models_of, say
 
 
 def _rule_sets(paths: list[str] | None) -> list:  # noqa: ANN202 - RuleSets
+    from ..app.run import DEMO_RULES, RULES_DIR
     from ..routing.rules import load_rules
-    from .run import DEMO_RULES, RULES_DIR
 
     return [load_rules(p) for p in paths] if paths else [load_rules(RULES_DIR / n) for n in DEMO_RULES]
 
 
-def _zoo(args: argparse.Namespace, models: Models):  # noqa: ANN202 - a Zoo
+def _zoo(args: argparse.Namespace):  # noqa: ANN202 - a Zoo
     from ..experts.zoo import Zoo
 
-    return Zoo.load(Path(args.zoo) if args.zoo else models(args.models) / "demo")
+    return Zoo.load(Path(args.zoo) if args.zoo else models_of(args) / "demo")
 
 
-def cmd_review(args: argparse.Namespace, db: Db) -> int:
+def cmd_review(args: argparse.Namespace) -> int:
     from ..endpoint import read_token, request_json
     from ..results.reviews import ReviewRequest, record_review
     from ..results.store import ResultStore
@@ -43,18 +36,18 @@ def cmd_review(args: argparse.Namespace, db: Db) -> int:
     if args.kiosk:
         answer = request_json(args.kiosk.rstrip("/") + "/reviews", req.__dict__, read_token(args.token_file))
     else:
-        answer = record_review(ResultStore(db(args)), req)
+        answer = record_review(ResultStore(db_url(args)), req)
     print(json.dumps(answer, default=str))
     return 0
 
 
-def cmd_dataset_export(args: argparse.Namespace, db: Db) -> int:
+def cmd_dataset_export(args: argparse.Namespace) -> int:
     from ..results.dataset import export_dataset
     from ..results.store import Filters, ResultStore, parse_when
 
     filters = Filters(since=parse_when(args.since) if args.since else None,
                       until=parse_when(args.until) if args.until else None, component=args.component)
-    report = export_dataset(ResultStore(db(args)), Path(args.out), _rule_sets(args.rules), args.all, filters,
+    report = export_dataset(ResultStore(db_url(args)), Path(args.out), _rule_sets(args.rules), args.all, filters,
                             args.heldout_percent)
     for expert, counts in report.counts().items():
         print(f"{expert:16} " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items())))
@@ -63,16 +56,16 @@ def cmd_dataset_export(args: argparse.Namespace, db: Db) -> int:
     return 0 if report.items else 1
 
 
-def cmd_zoo_train(args: argparse.Namespace, models: Models) -> int:
+def cmd_zoo_train(args: argparse.Namespace) -> int:
     import torch
 
     from ..training.retrain import format_scores, retrain_classifier
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    zoo = _zoo(args, models)
+    zoo = _zoo(args)
     r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs,
-                           args.synthetic, args.seed, _say)
+                           args.synthetic, args.seed, say)
     print(format_scores(r))
     print(f"new version of {r.expert}: {r.version['weights_sha256'][:12]} ({r.version['file']}), trained in "
           f"{r.seconds:.0f} s on {r.reviewed_train} reviewed + {r.synthetic_train} synthetic crops; not serving yet: "
@@ -81,10 +74,10 @@ def cmd_zoo_train(args: argparse.Namespace, models: Models) -> int:
     return 0
 
 
-def cmd_zoo_versions(args: argparse.Namespace, models: Models) -> int:
+def cmd_zoo_versions(args: argparse.Namespace) -> int:
     from ..experts.versions import served_history, versions_of
 
-    zoo = _zoo(args, models)
+    zoo = _zoo(args)
     for name, entry in sorted(zoo.entries.items()):
         if args.expert and name != args.expert or entry.weights_sha256 is None:
             continue
@@ -99,7 +92,7 @@ def cmd_zoo_versions(args: argparse.Namespace, models: Models) -> int:
     return 0
 
 
-def cmd_zoo_swap(args: argparse.Namespace, models: Models) -> int:
+def cmd_zoo_swap(args: argparse.Namespace) -> int:
     """activate / rollback: through a running kiosk (live, at a board boundary), else in the zoo on disk."""
     from ..endpoint import read_token, request_json
     from ..experts.versions import activate, rollback
@@ -110,50 +103,51 @@ def cmd_zoo_swap(args: argparse.Namespace, models: Models) -> int:
         done = request_json(args.kiosk.rstrip("/") + "/experts/swap", body, read_token(args.token_file), timeout=90)
         print(f"{done['expert']} now serves {done['to'][:12]} on the running line (was {str(done['from'])[:12]})")
         return 0
-    zoo = _zoo(args, models)
+    zoo = _zoo(args)
     entry = rollback(zoo, args.expert) if rolling else activate(zoo, args.expert, args.version)
     print(f"{args.expert} serves {entry.weights_sha256[:12]} from the next start of a line on {zoo.root} "
           "(a running kiosk: pass --kiosk URL to swap it live)")
     return 0
 
 
-def cmd_retrain_demo(args: argparse.Namespace, models: Models) -> int:
-    from .retrain_demo import DemoLoop, run_loop
+def cmd_retrain_demo(args: argparse.Namespace) -> int:
+    from ..app.retrain_demo import DemoLoop, run_loop
 
     report = run_loop(DemoLoop(component=args.component, glare=args.glare, boards=args.boards, reviews=args.reviews,
                                epochs=args.epochs, policy=args.policy, data=Path(args.data) if args.data else None),
-                      models(args.models), _say)
+                      models_of(args), say)
     print(report.table())
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
     return 0 if report.ok else 1
 
 
-def add_parsers(sub: argparse._SubParsersAction, zoo_sub: argparse._SubParsersAction, db: Db, models: Models,
-                database_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-    def kiosk_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--kiosk", metavar="URL", help="a running kiosk (http://127.0.0.1:9108): through its API")
-        p.add_argument("--token-file", help="the kiosk's API token file (with --kiosk)")
+def _kiosk_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kiosk", metavar="URL", help="a running kiosk (http://127.0.0.1:9108): through its API")
+    p.add_argument("--token-file", help="the kiosk's API token file (with --kiosk)")
 
-    def rules_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--rules", action="append", metavar="FILE",
-                       help="a rule set naming the component types (repeatable; default: the demo rule sets)")
 
+def _rules_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rules", action="append", metavar="FILE",
+                   help="a rule set naming the component types (repeatable; default: the demo rule sets)")
+
+
+def add_review(p: argparse.ArgumentParser) -> None:
     from ..results.reviews import CALLS, PART_CLASSES
 
-    rev = sub.add_parser("review", help="mark a stored part's call: confirmed, false_call or escape")
-    rev.add_argument("--inspection", required=True, help="the board's inspection id (UUID)")
-    rev.add_argument("--ref", required=True, help="the part's designator (R12)")
-    rev.add_argument("--call", required=True, choices=CALLS)
-    rev.add_argument("--correct-class", choices=PART_CLASSES, help="what the part really is (escapes: its defect)")
-    rev.add_argument("--reviewer", help="who reviewed it")
-    rev.add_argument("--note")
-    database_flags(rev)
-    kiosk_flags(rev)
-    rev.set_defaults(func=lambda a: cmd_review(a, db))
+    p.add_argument("--inspection", required=True, help="the board's inspection id (UUID)")
+    p.add_argument("--ref", required=True, help="the part's designator (R12)")
+    p.add_argument("--call", required=True, choices=CALLS)
+    p.add_argument("--correct-class", choices=PART_CLASSES, help="what the part really is (escapes: its defect)")
+    p.add_argument("--reviewer", help="who reviewed it")
+    p.add_argument("--note")
+    database_flags(p)
+    _kiosk_flags(p)
+    p.set_defaults(func=cmd_review)
 
-    ds = sub.add_parser("dataset", help="training sets from reviewed crops")
-    ds_sub = ds.add_subparsers(dest="dataset_command", required=True)
+
+def add_dataset(p: argparse.ArgumentParser) -> None:
+    ds_sub = p.add_subparsers(dest="dataset_command", required=True)
     exp = ds_sub.add_parser("export", help="reviewed crops as ImageFolder (classifiers) and YOLO/COCO (detectors)")
     exp.add_argument("--out", required=True, help="a new directory (or one a dataset was exported to before)")
     exp.add_argument("--all", action="store_true", help="also parts nobody reviewed, labelled with the line's call")
@@ -161,10 +155,13 @@ def add_parsers(sub: argparse._SubParsersAction, zoo_sub: argparse._SubParsersAc
     exp.add_argument("--since", help="boards inspected from (ISO time)")
     exp.add_argument("--until", help="boards inspected before (ISO time)")
     exp.add_argument("--heldout-percent", type=int, default=30, help="parts held out for evaluation (default 30)")
-    rules_flag(exp)
+    _rules_flag(exp)
     database_flags(exp)
-    exp.set_defaults(func=lambda a: cmd_dataset_export(a, db))
+    exp.set_defaults(func=cmd_dataset_export)
 
+
+def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
+    """zoo train, versions, activate, rollback (beside zoo build)."""
     tr = zoo_sub.add_parser("train", help="fine-tune one classifier on a reviewed dataset; old against new")
     tr.add_argument("--expert", required=True, help="the expert (cls-R0603)")
     tr.add_argument("--from", dest="from_dataset", required=True, metavar="DATASET",
@@ -174,13 +171,13 @@ def add_parsers(sub: argparse._SubParsersAction, zoo_sub: argparse._SubParsersAc
     tr.add_argument("--synthetic", type=int, default=300, help="synthetic crops rendered beside the reviewed ones")
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    rules_flag(tr)
-    tr.set_defaults(func=lambda a: cmd_zoo_train(a, models))
+    _rules_flag(tr)
+    tr.set_defaults(func=cmd_zoo_train)
 
     ver = zoo_sub.add_parser("versions", help="the weights versions of retrained experts (* serving)")
     ver.add_argument("--expert")
     ver.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
-    ver.set_defaults(func=lambda a: cmd_zoo_versions(a, models))
+    ver.set_defaults(func=cmd_zoo_versions)
 
     for verb, text in (("activate", "serve a version of one expert's weights"),
                        ("rollback", "serve the version one expert served before")):
@@ -189,16 +186,17 @@ def add_parsers(sub: argparse._SubParsersAction, zoo_sub: argparse._SubParsersAc
         if verb == "activate":
             p.add_argument("--version", required=True, help="its weights hash (8+ hex digits)")
         p.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
-        kiosk_flags(p)
-        p.set_defaults(func=lambda a: cmd_zoo_swap(a, models))
+        _kiosk_flags(p)
+        p.set_defaults(func=cmd_zoo_swap)
 
-    demo = sub.add_parser("retrain-demo", help="the whole loop on the demo line: glare, reviews, retrain, live swap")
-    demo.add_argument("--component", default="R0603", help="the component type the glare falls on (default R0603)")
-    demo.add_argument("--glare", type=float, default=0.5, help="its strength (default 0.5)")
-    demo.add_argument("--boards", type=int, default=40, help="boards before and after the swap (default 40)")
-    demo.add_argument("--reviews", type=int, default=50, help="flagged parts the operator reviews (default 50)")
-    demo.add_argument("--epochs", type=int, default=6)
-    demo.add_argument("--policy", default="coserve")
-    demo.add_argument("--data", help="work directory (default: a temporary one)")
-    demo.add_argument("--json", help="also write the report as JSON here")
-    demo.set_defaults(func=lambda a: cmd_retrain_demo(a, models))
+
+def add_retrain_demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--component", default="R0603", help="the component type the glare falls on (default R0603)")
+    p.add_argument("--glare", type=float, default=0.5, help="its strength (default 0.5)")
+    p.add_argument("--boards", type=int, default=40, help="boards before and after the swap (default 40)")
+    p.add_argument("--reviews", type=int, default=50, help="flagged parts the operator reviews (default 50)")
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--policy", default="coserve")
+    p.add_argument("--data", help="work directory (default: a temporary one)")
+    p.add_argument("--json", help="also write the report as JSON here")
+    p.set_defaults(func=cmd_retrain_demo)

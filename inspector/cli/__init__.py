@@ -1,0 +1,150 @@
+"""`inspector` command line: argument parsing only; the work lives in the rooms below.
+
+Commands are registered by name with a one-line help and the function that adds their options; only the
+command being run gets its options (and imports what they need), so `inspector --help` starts in a blink
+and a headless box never imports the dashboard's or the language model's packages.
+
+    common.py   paths, the results database, the line's setup shared by run, kiosk and gui
+    line.py     run, kiosk, gui, soak, accuracy, llm beside-line
+    engine.py   bench, plan, profile, zoo build
+    loop.py     review, dataset export, zoo train / versions / activate / rollback, retrain-demo
+    results.py  export, db prune
+    setup.py    config check / paths
+    config.py   the config file: its values become the parsers' defaults, flags win
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable
+
+from ..extras import MissingExtra, missing_extra
+
+# name -> (help, "module:function" adding its options to its parser)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("the main job: inspect a board stream into the results database", "line:add_run"),
+    "kiosk": ("run the line as a headless service (systemd notify, metrics, health)", "line:add_kiosk"),
+    "gui": ("the operator dashboard (PySide6): run a line here, or --attach to a kiosk [gui]", "line:add_gui"),
+    "export": ("export results", "results:add_export"),
+    "db": ("the results database: retention", "results:add_db"),
+    "review": ("mark a stored part's call: confirmed, false_call or escape", "loop:add_review"),
+    "dataset": ("training sets from reviewed crops", "loop:add_dataset"),
+    "zoo": ("expert zoos: build, train, versions, activate, rollback", "engine:add_zoo"),
+    "retrain-demo": ("the whole loop on the demo line: glare, reviews, retrain, live swap", "loop:add_retrain_demo"),
+    "bench": ("run one workload under several policies side by side", "engine:add_bench"),
+    "plan": ("offline configuration: executor counts, memory split, placement", "engine:add_plan"),
+    "profile": ("profile the workload's architectures on every device", "engine:add_profile"),
+    "accuracy": ("recall and false alarms on held-out boards under camera conditions", "line:add_accuracy"),
+    "soak": ("run the line on synthetic boards for a long time and report memory (RSS)", "line:add_soak"),
+    "llm": ("the Mixture-of-Experts language model on the shared runtime [llm]", "line:add_llm"),
+    "config": ("the config file: check it, show where things are", "setup:add_config"),
+}
+GLOBAL_VALUE_FLAGS = ("--models", "--config", "--log-level")
+
+
+def _adder(spec: str) -> Callable[[argparse.ArgumentParser], None]:
+    module, function = spec.split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+
+
+def selected(argv: list[str]) -> str | None:
+    """The command argv names (the first word that is one), skipping the global flags' values."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in GLOBAL_VALUE_FLAGS:
+            skip = True
+        elif token in COMMANDS:
+            return token
+    return None
+
+
+def build_parser(only: str | None = None, every: bool = True) -> argparse.ArgumentParser:
+    """The parser; with `only`, just that command gets its options (the others keep their help line)."""
+    from ..logs import LEVELS
+
+    parser = argparse.ArgumentParser(prog="inspector", description="Circuit-board inspection appliance")
+    parser.add_argument("--models", help="models directory (default: $INSPECTOR_MODELS, or models/ in the data "
+                                         "directory; `inspector config paths` prints it)")
+    parser.add_argument("--config", help="config file (default: $INSPECTOR_CONFIG, ~/.config/inspector/"
+                                         "inspector.yaml, /etc/inspector/inspector.yaml)")
+    parser.add_argument("--log-level", default="info", choices=LEVELS, help="least important messages shown "
+                                                                         "(default info)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (text, spec) in COMMANDS.items():
+        p = sub.add_parser(name, help=text)
+        if name == only:
+            _adder(spec)(p)
+        elif every and only is None:  # the whole tree (config check, tests): a command whose extra is missing
+            try:                       # keeps its help line and says what to install when it is run
+                _adder(spec)(p)
+            except (MissingExtra, ModuleNotFoundError) as exc:
+                if isinstance(exc, ModuleNotFoundError) and missing_extra(exc) is None:
+                    raise
+    return parser
+
+
+def _configured(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Apply the config file in force (if any) as defaults; `--config` is read before anything else is parsed."""
+    from ..paths import config_file
+    from .config import apply_config, load_config
+
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--config")
+    known, _ = early.parse_known_args(argv)
+    path = config_file(known.config)
+    if path is not None:
+        apply_config(load_config(path), str(path), parser, argv)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """argv over the config file's values over the defaults; the Namespace keeps argv (a reload parses it again)."""
+    parser = build_parser(only=selected(argv), every=False)
+    _configured(parser, argv)
+    args = parser.parse_args(argv)
+    args.argv = list(argv)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..logs import setup
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    try:
+        args = parse(argv)
+    except MissingExtra as exc:
+        print(f"inspector: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        return _missing(exc)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"inspector: error: {exc}", file=sys.stderr)
+        return 2
+    setup(args.log_level)
+    try:
+        return args.func(args)
+    except MissingExtra as exc:
+        print(f"inspector: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        return _missing(exc)
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
+        print(f"inspector: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _missing(exc: ModuleNotFoundError) -> int:
+    """A package of an extra that is not installed: say which extra; anything else is a real bug, re-raised."""
+    extra = missing_extra(exc)
+    if extra is None:
+        raise exc
+    print(f"inspector: error: {extra}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

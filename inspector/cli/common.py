@@ -1,0 +1,103 @@
+"""What several commands share: where things are, the results database, the line's flags and its setup."""
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from ..logs import Say, say_for
+from ..paths import data_dir, models_dir
+
+log = logging.getLogger("inspector.cli")
+say = say_for(log)
+
+
+def models_of(args: argparse.Namespace) -> Path:
+    return models_dir(args.models)
+
+
+def data_of(args: argparse.Namespace) -> Path:
+    return data_dir(getattr(args, "data", None))
+
+
+def db_url(args: argparse.Namespace) -> str:
+    from ..results.credentials import database_url
+    from ..results.store import sqlite_url
+
+    return database_url(args.db, sqlite_url(data_of(args) / "results.sqlite"))
+
+
+def default_rules() -> Path:
+    from ..app.run import RULES_DIR
+
+    return RULES_DIR / "board_a.yaml"
+
+
+def load_zoo(path: str):  # noqa: ANN201 - a Zoo
+    from ..experts.zoo import Zoo
+
+    return Zoo.load(Path(path))
+
+
+def zoo_of(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - --zoo, or the demo zoo (trained on first use)
+    from ..app.run import demo_zoo
+
+    return demo_zoo(models_of(args), step) if args.zoo is None else load_zoo(args.zoo)
+
+
+def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
+    """Say when boards will be cut at their nominal positions: right only on a fixture that places them exactly."""
+    if off:
+        say("note: registration is off (--no-register): boards are cut at their recipe's nominal positions")
+    elif rules.fiducials is None:
+        say(f"note: rule set {rules.recipe} declares no fiducials, so boards are cut at their nominal positions; "
+            f"add fiducials (routing_rules/README.md) unless a fixture places every board to the pixel")
+
+
+def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - shared by run, kiosk and the dashboard
+    """(rules, zoo, store, source, service config, MQTT publisher or None, data dir) from the common flags;
+    `step` hears the long parts (training the demo zoo on first use)."""
+    from ..app.line import LineConfig
+    from ..app.run import open_source
+    from ..app.service import ServiceConfig
+    from ..results.store import ResultStore, SchemaTooNew, StoreUnavailable
+    from ..routing.rules import load_rules
+
+    data = data_of(args)
+    data.mkdir(parents=True, exist_ok=True)
+    rules = load_rules(args.rules or default_rules())
+    note_registration(rules, args.no_register)
+    source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera,
+                         int(args.max_pixels), args.glare)
+    zoo = zoo_of(args, step)
+    store = ResultStore(db_url(args), connect=False)
+    try:
+        store.ready()
+    except SchemaTooNew:
+        raise
+    except StoreUnavailable as exc:  # the line starts anyway and spools from its first board
+        log.warning(f"warning: {exc}; results are spooled in {data} and stored when the database is back")
+    line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
+                      register=not args.no_register)
+    overflow = args.overflow or ("drop-oldest" if args.source.startswith("camera:") else "wait")
+    config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops,
+                           min_free_mb=args.min_free_mb, db_retry_max_s=args.db_retry_max_s)
+    publisher = None
+    if args.mqtt:
+        from ..results.credentials import MQTT_CREDENTIAL, MQTT_PASSWORD_ENV, credential
+        from ..results.mqtt import MqttPublisher
+
+        publisher = MqttPublisher(args.mqtt, args.line, args.station, prefix=args.mqtt_prefix,
+                                  username=args.mqtt_username, password=credential(MQTT_PASSWORD_ENV, MQTT_CREDENTIAL),
+                                  tls=args.mqtt_tls, ca_file=args.mqtt_ca)
+        publisher.start()
+    return rules, zoo, store, source, config, publisher, data
+
+
+def database_flags(p: argparse.ArgumentParser, data: str = "data directory") -> None:
+    """--db and --data, the same for every command that reads or writes results."""
+    p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "
+                                "db-url, or SQLite in the data directory)")
+    p.add_argument("--data", help=f"{data} (default: $INSPECTOR_DATA, systemd's state directory, or the user's data "
+                                  f"directory; `inspector paths` prints it)")
+

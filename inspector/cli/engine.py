@@ -1,0 +1,231 @@
+"""The engine's commands: bench (policies side by side), plan, profile, and the expert zoos."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .common import models_of, say
+
+DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-paper,coserve"
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..coserve.evaluation.report import format_table, format_time_shares
+    from ..coserve.online.policies import ABLATION, BASELINES, get_policy
+    from ..coserve.online.workload import load_workload
+
+    if args.ablation:
+        policies = [BASELINES[0], *ABLATION]
+    else:
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    for p in policies:
+        get_policy(p)
+    if args.repeat < 1:
+        raise ValueError("--repeat must be 1 or more")
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    if args.check_sim:
+        from ..coserve.evaluation.bench import prepare
+        from ..coserve.evaluation.simcheck import compare, format_agreement
+
+        zoo, profiles = prepare(workload, models_of(args), progress=say)
+        print(format_agreement(compare(workload, zoo, profiles, policies, progress=say)))
+        return 0
+    if args.planned:
+        from ..coserve.offline.planner import make_plan
+
+        _, zoo, profiles, evaluate, workload = planning_inputs(args, workload)
+        workload = make_plan(workload, zoo, profiles, evaluate).workload
+        say(f"planned: executors {workload.executors}, experts {workload.expert_pool_bytes / 2**20:.0f} MiB")
+
+    def bench(w):  # noqa: ANN001, ANN202 - one side-by-side bench of workload w
+        if args.simulate:
+            from ..coserve.evaluation.bench import run_simulated_bench
+
+            return run_simulated_bench(w, policies, models_of(args), box=args.box, progress=say,
+                                       ceiling=not args.no_ceiling)
+        from ..coserve.evaluation.bench import run_bench
+
+        return run_bench(w, policies, models_of(args), progress=say, ceiling=not args.no_ceiling,
+                         drop_page_cache=not args.keep_page_cache, repeat=args.repeat)
+
+    if args.paper_tasks:
+        from ..coserve.evaluation.paper import format_tasks, run_tasks
+
+        if not args.simulate or args.box not in ("paper-numa", "paper-uma"):
+            raise ValueError("--paper-tasks needs --simulate --box paper-numa or --box paper-uma")
+        reports, rows = run_tasks(bench)
+        for report in reports:
+            print(format_table(report))
+        print(format_tasks(rows, args.box))
+        return 0
+    if args.sweep:
+        from ..coserve.evaluation.sweep import format_sweep, parse_sweep, run_sweep
+
+        parameter, values = parse_sweep(args.sweep)
+        sweep = run_sweep(workload, parameter, values, bench)
+        for report in sweep.reports:
+            print(format_table(report))
+        print(format_sweep(sweep))
+        if args.plot:
+            from ..coserve.evaluation.plots import plot_sweep
+
+            say(f"wrote {plot_sweep(sweep, Path(args.plot))}")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"parameter": parameter, "values": values,
+                                                   "reports": [r.to_json() for r in sweep.reports]}, indent=1),
+                                       encoding="utf-8")
+            say(f"wrote {args.json}")
+        return 0
+    report = bench(workload)
+    print(format_table(report))
+    print(format_time_shares(report))
+    if args.plot:
+        from ..coserve.evaluation.plots import plot_bench
+
+        say(f"wrote {plot_bench(report, Path(args.plot))}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
+        say(f"wrote {args.json}")
+    return 0
+
+
+def planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202 - CLI glue
+    """(label, zoo, profiles, evaluate, workload as the box runs it), on this box or a box profile (simulated)."""
+    from ..coserve.evaluation.bench import prepare
+    from ..coserve.evaluation.boxes import box_profiles
+    from ..coserve.offline.planner import engine_evaluator, sim_evaluator
+
+    if args.box or args.simulate:
+        label, zoo, profiles, workload = box_profiles(args.box, models_of(args), workload, say)
+        return label, zoo, profiles, sim_evaluator(zoo, profiles), workload
+    zoo, profiles = prepare(workload, models_of(args), progress=say)
+    return "this box", zoo, profiles, engine_evaluator(zoo, profiles), workload
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ..coserve.evaluation.bench import run_policy, simulate_policy
+    from ..coserve.evaluation.report import format_table
+    from ..coserve.evaluation.simulation import rate_oracle
+    from ..coserve.offline.planner import format_plan, make_plan
+    from ..coserve.online.policies import get_policy
+    from ..coserve.online.workload import load_workload
+
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    label, zoo, profiles, evaluate, workload = planning_inputs(args, workload)
+    say(f"planning {workload.name} on {label}")
+    plan = make_plan(workload, zoo, profiles, evaluate)
+    print(format_plan(plan))
+    if args.compare:
+        from ..coserve.evaluation.report import BenchReport
+
+        runs = []
+        for name, w in (("casual", workload), ("planned", plan.workload)):
+            if args.box or args.simulate:
+                report, _ = simulate_policy(w, zoo, get_policy("coserve"), profiles, rate_oracle(w, w.seed))
+            else:
+                report, _ = run_policy(w, zoo, get_policy("coserve"), profiles)
+            report.policy = f"coserve {name}"
+            runs.append(report)
+        total = sum(e.weight_bytes for e in zoo.entries.values())
+        print(format_table(BenchReport(workload.describe(total), label, float("nan"), runs, True),
+                           baseline="coserve casual"))
+    return 0
+
+
+def cmd_zoo_build(args: argparse.Namespace) -> int:
+    from ..coserve.evaluation.bench import prepare
+    from ..coserve.online.workload import load_workload
+
+    if args.demo:
+        from ..app.run import demo_zoo
+
+        zoo = demo_zoo(models_of(args), say)
+        for e in zoo.entries.values():
+            print(f"  {e.name:<18} {e.role:<10} validation accuracy {e.val_accuracy:.3f} ({e.train_samples} crops)")
+        return 0
+
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    zoo, _ = prepare(workload, models_of(args), progress=say)
+    total = sum(e.weight_bytes for e in zoo.entries.values())
+    print(f"zoo {zoo.root}: {len(zoo.entries)} experts, {total / 2**20:.0f} MiB")
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from ..coserve.evaluation.bench import zoo_for
+    from ..coserve.offline.profiler import load_or_profile
+    from ..coserve.online.workload import load_workload
+    from ..runtime.devices import available_devices
+
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    zoo = zoo_for(workload, models_of(args), progress=say)
+    for device in available_devices():
+        prof = load_or_profile(zoo, device, models_of(args) / "profiles", force=args.force, progress=say)
+        print(f"{device.key}: {prof.fingerprint.get('name')}")
+        print(f"  {'architecture':<28}{'K ms':>8}{'B ms':>8}{'max batch':>10}{'load ms':>22}{'MiB':>8}")
+        for key, p in prof.archs.items():
+            loads = " ".join(f"{t}={s * 1000:.1f}" for t, s in p.load_s.items())
+            print(f"  {key:<28}{p.k_s * 1000:>8.2f}{p.b_s * 1000:>8.2f}{p.max_batch:>10}{loads:>22}"
+                  f"{p.weight_bytes / 2**20:>8.1f}")
+    return 0
+
+
+def add_bench(p: argparse.ArgumentParser) -> None:
+    from ..coserve.online.policies import POLICY_NAMES, get_policy
+
+    p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma list of: " + "; ".join(
+        f"{name} ({get_policy(name).summary})" for name in POLICY_NAMES))
+    p.add_argument("--workload", help="workload YAML (default: the built-in task-a-small)")
+    p.add_argument("--json", help="also write the report as JSON to this path")
+    p.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")
+    p.add_argument("--simulate", action="store_true",
+                   help="run the same scheduler and policies on a virtual clock instead of running models")
+    p.add_argument("--box", help="with --simulate: a box profile file or a shipped one (paper-numa, paper-uma); "
+                                 "default: this machine's measured profile")
+    p.add_argument("--planned", action="store_true",
+                   help="plan executors and memory first (inspector plan) and bench the planned configuration")
+    p.add_argument("--check-sim", action="store_true",
+                   help="run each policy for real and simulated, and print how well they agree")
+    p.add_argument("--ablation", action="store_true",
+                   help="the ablation ladder instead of --policies: samba, the paper's steps up to coserve-paper, "
+                        "then our extras one at a time up to coserve")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run every policy N times, interleaved run by run; report medians and the spread")
+    p.add_argument("--sweep", metavar="PARAM=V1,V2,...",
+                   help="a whole bench at each memory size: device_mb=... or expert_pool_mb=... (MiB)")
+    p.add_argument("--paper-tasks", action="store_true",
+                   help="with --simulate --box paper-numa|paper-uma: tasks A1-B2 against the paper's bands")
+    p.add_argument("--plot", metavar="PNG", help="write a chart: the policies' bars, or the sweep's curves")
+    p.add_argument("--keep-page-cache", action="store_true",
+                   help="let expert files stay in the OS page cache (disk switches then read RAM)")
+    p.set_defaults(func=cmd_bench)
+
+
+def add_zoo(p: argparse.ArgumentParser) -> None:
+    zoo_sub = p.add_subparsers(dest="zoo_command", required=True)
+    build = zoo_sub.add_parser("build", help="write a workload's benchmark experts to disk (cached)")
+    build.add_argument("--workload", help="workload YAML (default: the built-in one)")
+    build.add_argument("--demo", action="store_true",
+                       help="train the demo experts of routing_rules/board_a and board_b on synthetic boards")
+    build.set_defaults(func=cmd_zoo_build)
+    from .loop import add_zoo_parsers
+
+    add_zoo_parsers(zoo_sub)
+
+
+def add_plan(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")
+    p.add_argument("--simulate", action="store_true", help="evaluate candidates on the simulator")
+    p.add_argument("--box", help="plan for a box profile (paper-numa, paper-uma or a file); implies --simulate")
+    p.add_argument("--compare", action="store_true",
+                   help="then run the whole workload with the casual and the planned configuration")
+    p.set_defaults(func=cmd_plan)
+
+
+def add_profile(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workload", help="workload YAML (default: the built-in one)")
+    p.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
+    p.set_defaults(func=cmd_profile)
+
+

@@ -1,0 +1,309 @@
+"""The line's commands: run, kiosk, gui (the dashboard), soak, accuracy, and the model beside the line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from ..extras import missing_extra, require
+from ..ingest.queue import OVERFLOW_POLICIES
+from ..results.crops import KEEP_MODES
+from .common import (
+    database_flags,
+    default_rules,
+    line_setup,
+    models_of,
+    note_registration,
+    say,
+    zoo_of,
+)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..app.run import run_line, summary
+
+    rules, zoo, store, source, config, publisher, data = line_setup(args)
+    say(f"inspecting {source.name} with rule set {rules.recipe} ({rules.version}), policy {args.policy}")
+    service, seconds = run_line(rules, zoo, models_of(args), source, config, store, data, say,
+                                published=[publisher] if publisher else None)
+    print(summary(service, seconds))
+    if publisher:
+        st = publisher.status()
+        print(f"mqtt: {st.published} boards acknowledged by {publisher.host}:{publisher.port}"
+              + (f", {st.queued} not delivered: {st.last_error}" if st.queued else ""))
+    return 0
+
+
+def cmd_kiosk(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from ..app.run import line_profiles
+    from ..app.service import LineService
+    from ..endpoint import read_token
+    from ..kiosk.control import ALLOCATION_FILE, saved_allocation
+    from ..kiosk.service import Kiosk
+    from ..kiosk.systemd import Notifier, StartupKeeper
+
+    token = read_token(args.token_file or os.environ.get("INSPECTOR_TOKEN_FILE") or None)
+    notifier = Notifier()
+    # training the zoo or profiling on a first start takes minutes: systemd hears each step (STATUS) and
+    # gives more time while steps keep coming (EXTEND_TIMEOUT_USEC); a start that stops moving times out
+    with StartupKeeper(notifier) as keeper:
+        def step(message: str) -> None:
+            say(message)
+            keeper.progress(message)
+
+        rules, zoo, store, source, config, publisher, data = line_setup(args, step)
+        saved = saved_allocation(data)
+        if saved is not None:
+            config = replace(config, line=saved.applied_to(config.line))
+            say(f"allocation from {data / ALLOCATION_FILE} (saved over the API): device {saved.device_mb:g} MiB, "
+                f"expert pool {saved.expert_pool_mb:g} MiB, executors {saved.executors or 'default'}")
+        profiles = line_profiles(zoo, models_of(args), step)
+        service = LineService(rules, zoo, profiles, config, store, data, source,
+                              [publisher] if publisher else None, say)
+    kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,
+                  data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token))
+    return kiosk.serve()
+
+
+def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a KioskConfig
+    from ..kiosk.service import KioskConfig
+
+    return KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every, silent_s=args.silent_s,
+                       token=token, llm_mb=args.llm_mb, lease_s=args.grant_lease_s)
+
+
+def reread_kiosk(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a Reread
+    """The kiosk's options as the config file says now, the command line still winning (SIGHUP)."""
+    from ..kiosk.service import Reread
+    from ..logs import setup
+    from . import parse
+
+    fresh = parse(args.argv)
+    if fresh.log_level != args.log_level:
+        setup(fresh.log_level)
+    live = {"stall_s", "log_every", "silent_s", "rules", "log_level", "func", "argv"}
+    restart = tuple(sorted(f"--{k.replace('_', '-')}" for k, v in vars(fresh).items()
+                           if k not in live and getattr(args, k, None) != v))
+    return Reread(kiosk_config(fresh, token), fresh.rules, restart)
+
+
+def cmd_soak(args: argparse.Namespace) -> int:
+    from ..app.line import LineConfig
+    from ..app.run import line_profiles
+    from ..app.service import ServiceConfig
+    from ..app.soak import soak
+    from ..routing.rules import load_rules
+
+    rules = load_rules(args.rules or default_rules())
+    zoo = zoo_of(args)
+    profiles = line_profiles(zoo, models_of(args), say)
+    config = ServiceConfig(LineConfig(policy=args.policy, device_mb=args.device_mb))
+    report = soak(rules, zoo, profiles, config, args.parts, Path(args.data) if args.data else None, say)
+    print(f"soak: rule set {rules.recipe}, policy {args.policy}, {report.samples[-1].parts} parts, "
+          f"{report.stored} boards stored")
+    print(report.table())
+    print(f"RSS growth after warm-up: {report.growth * 100:+.2f}%")
+    return 0
+
+
+def cmd_beside(args: argparse.Namespace) -> int:
+    from ..app.beside import beside
+    from ..app.line import LineConfig
+    from ..app.run import line_profiles
+    from ..app.service import ServiceConfig
+    from ..moe.text import read_prompts
+    from ..routing.rules import load_rules
+
+    rules = load_rules(args.rules or default_rules())
+    zoo = zoo_of(args)
+    profiles = line_profiles(zoo, models_of(args), say)
+    config = ServiceConfig(LineConfig(policy=args.policy, device_mb=args.device_mb))
+    serve = ["--policy", args.llm_policy, "--cache-ratio", str(args.cache_ratio), "--threads", str(args.threads),
+             "--nice", str(args.nice)] + (["--model", args.model] if args.model else [])
+    report = beside(rules, zoo, profiles, config, models_of(args), serve, read_prompts(args.prompts),
+                    args.seconds, args.line_load, args.max_tokens, say)
+    print(report.table())
+    return 0
+
+
+def add_beside(llm_sub: argparse._SubParsersAction) -> None:
+    p = llm_sub.add_parser("beside-line", help="the line and the model on this box: each one's rate alone and "
+                                               "beside the other (the model in its own process)")
+    p.add_argument("--seconds", type=float, default=20.0, help="measured seconds per phase (default 20)")
+    p.add_argument("--line-load", type=float, default=0.5,
+                   help="the line's production rate as a share of its capacity measured alone (default 0.5)")
+    p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    p.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
+    p.add_argument("--policy", default="coserve", help="the line's engine policy")
+    p.add_argument("--device-mb", type=float, default=160.0, help="the line's expert + batch memory")
+    p.add_argument("--model", help="a local MoE checkpoint (default: the demo model)")
+    p.add_argument("--llm-policy", default="daop", help="the model's offloading policy (default daop)")
+    p.add_argument("--cache-ratio", type=float, default=0.25, help="the model's expert cache ratio")
+    p.add_argument("--threads", type=int, default=1, help="the model process's torch threads (default 1)")
+    p.add_argument("--nice", type=int, default=10, help="how much lower the model process's CPU priority is "
+                                                          "(default 10: the line comes first)")
+    p.add_argument("--max-tokens", type=int, default=16, help="tokens per completion the client asks for")
+    p.add_argument("--prompts", help="prompt file (default: the built-in set)")
+    p.set_defaults(func=cmd_beside)
+
+
+def cmd_accuracy(args: argparse.Namespace) -> int:
+    from ..app.accuracy import CONDITIONS, format_table, run_suite
+    from ..app.line import LineConfig
+    from ..routing.rules import load_rules
+
+    rules = load_rules(args.rules or default_rules())
+    note_registration(rules, args.no_register)
+    if args.timing:
+        from ..app.accuracy import cut_timing
+
+        print(f"rule set {rules.recipe}: {len(rules.placements())} parts a board, ms per board (best of 5)")
+        for what, ms in cut_timing(rules).items():
+            print(f"  {what:<20}{ms:>8.2f} ms")
+        return 0
+    zoo = zoo_of(args)
+    names = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions else list(CONDITIONS)
+    config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register)
+    results = run_suite(rules, zoo, models_of(args), names, args.boards, config, args.seed, say=say)
+    print(f"rule set {rules.recipe} ({rules.version}), zoo {zoo.root}, policy {args.policy}, registration "
+          f"{'off' if args.no_register else 'on'}, seed {args.seed}")
+    print(format_table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1), encoding="utf-8")
+        say(f"wrote {args.json}")
+    return 0
+
+
+def cmd_gui(args: argparse.Namespace) -> int:
+    """The dashboard lives in the ui package (the only one that imports Qt); imported here by name only."""
+    import importlib
+
+    require("gui")
+    try:
+        app = importlib.import_module("ui.app")
+    except ImportError as exc:
+        if missing_extra(exc) if isinstance(exc, ModuleNotFoundError) else None:
+            raise
+        raise RuntimeError(f"the dashboard cannot start: {exc}; on a box without a screen run it under Xvfb "
+                           "(QT_QPA_PLATFORM=offscreen for no window at all)") from None
+    return app.run(args)
+
+
+def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
+    p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    p.add_argument("--source", default="synthetic",
+                   help="synthetic[:N] (default), folder:DIR, watch:DIR, replay:FILE, camera:URI (index, URL, file)")
+    p.add_argument("--boards", type=int, default=boards,
+                   help=f"boards of the synthetic source (default {boards}; 0: endless)")
+    p.add_argument("--seed", type=int, default=1000, help="synthetic source seed (held out from training)")
+    p.add_argument("--defect-rate", type=float, default=0.005,
+                   help="fraction of synthetic parts with a defect (default 0.005; the demo zoo trains at ~0.4)")
+    p.add_argument("--camera", help="render synthetic boards as a camera sees them: a preset (realistic: placement "
+                                    "within 6 px and 0.4 deg, light, a soft lens, noise, JPEG) or settings "
+                                    "shift=PX,rotation=DEG,scale=FRAC,gain=LO:HI,contrast=LO:HI,gradient=FRAC,"
+                                    "blur=SIGMA,noise=SIGMA,jpeg=QUALITY (README)")
+    p.add_argument("--glare", metavar="TYPE[:STRENGTH]",
+                   help="synthetic boards under a light the experts never saw: a highlight on every body of one "
+                        "component type (strength 0.5 of full scale by default): a systematic false call to review")
+    p.add_argument("--no-register", action="store_true",
+                   help="cut boards at the recipe's nominal positions, without registering them on their fiducials")
+    p.add_argument("--interval", type=float, default=0.0,
+                   help="seconds between synthetic boards, like a conveyor (default 0: as fast as the line takes)")
+    p.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
+    p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    database_flags(p)
+    p.add_argument("--db-retry-max-s", type=float, default=30.0,
+                   help="longest wait between retries while the database is down (default 30; the first is 1 s, "
+                        "then doubling)")
+    p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
+    p.add_argument("--line", default="line-1")
+    p.add_argument("--station", default="aoi-1")
+    p.add_argument("--queue", type=int, default=8, help="boards the ingest queue holds (default 8)")
+    p.add_argument("--overflow", default=None, choices=OVERFLOW_POLICIES,
+                   help="when the ingest queue is full: wait (folders, replay), drop-oldest (cameras) or drop-newest; "
+                        "default: drop-oldest for a camera, wait otherwise")
+    p.add_argument("--keep-crops", default="failed", choices=KEEP_MODES, help="crops kept as PNG (default: failed)")
+    p.add_argument("--min-free-mb", type=float, default=512.0,
+                   help="free disk below which crops are not kept (default 512 MiB; the spool and database need it)")
+    p.add_argument("--max-pixels", type=float, default=40e6,
+                   help="images larger than this many pixels are refused as board-level errors (default 40e6)")
+    p.add_argument("--mqtt", help="publish per-board results to this MQTT broker (HOST[:PORT])")
+    p.add_argument("--mqtt-prefix", default="inspector", help="MQTT topic prefix (default inspector)")
+    p.add_argument("--mqtt-username", help="MQTT user; the password comes from $INSPECTOR_MQTT_PASSWORD or the "
+                                           "systemd credential mqtt-password, never the command line")
+    p.add_argument("--mqtt-tls", action="store_true", help="connect to the broker over TLS (port 8883 usually)")
+    p.add_argument("--mqtt-ca", help="CA certificate file the broker's certificate is checked against (implies TLS)")
+
+
+def add_run(p: argparse.ArgumentParser) -> None:
+    line_flags(p)
+    p.set_defaults(func=cmd_run)
+
+
+def add_kiosk(p: argparse.ArgumentParser) -> None:
+    line_flags(p, boards=0)
+    p.add_argument("--listen", default="127.0.0.1:9108", help="metrics/health/status address (default "
+                                                                "127.0.0.1:9108)")
+    p.add_argument("--stall-s", type=float, default=60.0,
+                   help="boards inside and none finished this long counts as stalled (default 60)")
+    p.add_argument("--log-every", type=float, default=30.0, help="seconds between progress lines (default 30)")
+    p.add_argument("--silent-s", type=float, default=None,
+                   help="no image for this many seconds makes health degraded (default: off)")
+    p.add_argument("--token-file", help="API token file (mode 0600) that POST /rules and /allocation require "
+                                        "(default $INSPECTOR_TOKEN_FILE; none: the kiosk takes no changes)")
+    p.add_argument("--llm-mb", type=float, default=0.0,
+                   help="memory set aside for a language model beside the line, lent to `inspector llm serve "
+                        "--ledger` on a lease over the API (default 0: none)")
+    p.add_argument("--grant-lease-s", type=float, default=15.0,
+                   help="a memory grant not renewed for this long is taken back (default 15)")
+    p.set_defaults(func=cmd_kiosk)
+
+
+def add_soak(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--parts", type=int, default=100_000, help="parts to inspect (default 100000)")
+    p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
+    p.add_argument("--policy", default="coserve", help="engine policy")
+    p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    p.add_argument("--data", help="where the soak's database and crops go (default: a temporary folder)")
+    p.set_defaults(func=cmd_soak)
+
+
+def add_accuracy(p: argparse.ArgumentParser) -> None:
+    from ..app.accuracy import CONDITIONS, HELD_OUT_SEED
+
+    p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
+    p.add_argument("--boards", type=int, help="boards per condition (default: enough for 2000 good parts and 100 "
+                                              "defects at 5%% defective parts)")
+    p.add_argument("--conditions", help="comma list (default: all): " + ", ".join(CONDITIONS))
+    p.add_argument("--json", help="also write the results as JSON to this path")
+    p.add_argument("--seed", type=int, default=HELD_OUT_SEED, help=f"held-out board seed (default {HELD_OUT_SEED})")
+    p.add_argument("--policy", default="coserve", help="engine policy (verdicts do not depend on it)")
+    p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    p.add_argument("--no-register", action="store_true", help="cut boards at nominal positions (to compare)")
+    p.add_argument("--timing", action="store_true",
+                   help="only time registration and cutting (nominal, one warp per crop, one per board) per board")
+    p.set_defaults(func=cmd_accuracy)
+
+
+def add_gui(p: argparse.ArgumentParser) -> None:
+    line_flags(p, boards=0)
+    p.add_argument("--attach", metavar="URL", help="show a running kiosk (its /status; --db names its results "
+                                                    "database) instead of running a line")
+    p.add_argument("--token-file", help="with --attach: the kiosk's API token file, to edit its rules and memory")
+    p.add_argument("--start", action="store_true", help="start the line at once")
+    p.add_argument("--llm-model", help="the LLM tab's checkpoint directory (default: the built demo model)")
+    p.set_defaults(func=cmd_gui)
+
+
+
+
+def add_llm(p: argparse.ArgumentParser) -> None:
+    require("llm")
+    from ..moe.commands import add_llm_commands
+
+    add_beside(add_llm_commands(p))
