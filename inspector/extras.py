@@ -40,5 +40,9 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
 def require(extra: str) -> None:
     """Raise MissingExtra unless every package of `extra` can be imported (nothing is imported here)."""
     for module in EXTRAS[extra]:
-        if importlib.util.find_spec(module) is None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a broken or half-removed install counts as missing
+            found = False
+        if not found:
             raise MissingExtra(_message(extra, module))

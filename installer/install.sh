@@ -11,16 +11,18 @@ DATA=/var/lib/inspector
 CONF=/etc/inspector
 USER_NAME=inspector
 DEST=""           # stage into DEST (a package build or a test) instead of the live system
-APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0
+APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0 DESKTOP=1
+EXTRAS=gui,postgres  # the dashboard and the PostgreSQL driver; the headless line needs neither
 PYTHON=python3    # the interpreter the virtual environment is made from
 
 usage() {
   cat <<USAGE
 usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest DIR]
                   [--no-apt] [--no-systemd] [--no-user] [--system-site-packages] [--demo-zoo] [--python PY]
+                  [--extras LIST] [--headless]
   --prefix DIR             program files and virtual environment (default $PREFIX)
   --data DIR               results database, spool, crops, models, inbox (default $DATA)
-  --conf DIR               kiosk.env and routing rules (default $CONF)
+  --conf DIR               inspector.yaml, kiosk.env (secrets), the API token (default $CONF)
   --user NAME              service user (default $USER_NAME)
   --dest DIR               stage everything under DIR; implies --no-systemd --no-user
   --no-apt                 do not install Debian packages
@@ -29,6 +31,8 @@ usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest
   --system-site-packages   let the venv use Python packages already installed (torch from the box's image)
   --demo-zoo               train the demo experts now (about 15 minutes on 2 cores) instead of on first start
   --python PY              the Python the virtual environment is made from (default python3)
+  --extras LIST            optional parts: gui, llm, postgres, all (default $EXTRAS; "" for none)
+  --headless               a line box without a screen: no extras, no desktop entry
 USAGE
 }
 
@@ -45,6 +49,8 @@ while [ $# -gt 0 ]; do
     --system-site-packages) SITE_PACKAGES=1; shift ;;
     --demo-zoo) DEMO_ZOO=1; shift ;;
     --python) PYTHON="$2"; shift 2 ;;
+    --extras) EXTRAS="$2"; shift 2 ;;
+    --headless) EXTRAS=""; DESKTOP=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -73,7 +79,9 @@ if [ "$MAKE_USER" = 1 ] && ! id "$USER_NAME" >/dev/null 2>&1; then
 fi
 
 R="$DEST"
-install -d "$R$PREFIX" "$R$DATA" "$R$DATA/inbox" "$R$DATA/models" "$R$CONF" "$R$CONF/routing_rules"
+install -d "$R$PREFIX" "$R$DATA" "$R$DATA/inbox" "$R$DATA/models" "$R$DATA/routing_rules" "$R$CONF"
+TARGET="$SRC"
+[ -n "$EXTRAS" ] && TARGET="$SRC[$EXTRAS]"
 
 say "virtual environment $PREFIX/venv"
 VENV_FLAGS=()
@@ -83,7 +91,7 @@ PIP=("$R$PREFIX/venv/bin/python" -m pip install -q)
 if [ "$SITE_PACKAGES" = 1 ]; then
   "${PIP[@]}" --no-deps "$SRC"
 else
-  "${PIP[@]}" "$SRC"
+  "${PIP[@]}" "$TARGET"
 fi
 install -m 0644 "$SRC/README.md" "$R$PREFIX/README.md"
 
@@ -91,10 +99,12 @@ render() {  # template -> target, with this install's paths
   sed -e "s|@PREFIX@|$PREFIX|g" -e "s|@DATA@|$DATA|g" -e "s|@CONF@|$CONF|g" -e "s|@USER@|$USER_NAME|g" "$1" > "$2"
 }
 
-say "configuration $CONF (existing files are kept)"
+say "configuration $CONF, rules $DATA/routing_rules (existing files are kept)"
+# the rules are edited over the API and the dashboard, so they live where the kiosk may write: the data directory
 for f in "$SRC"/routing_rules/*.yaml; do
-  [ -e "$R$CONF/routing_rules/$(basename "$f")" ] || install -m 0664 "$f" "$R$CONF/routing_rules/"
+  [ -e "$R$DATA/routing_rules/$(basename "$f")" ] || install -m 0664 "$f" "$R$DATA/routing_rules/"
 done
+[ -e "$R$CONF/inspector.yaml" ] || { render "$SRC/installer/inspector.yaml" "$R$CONF/inspector.yaml"; chmod 0644 "$R$CONF/inspector.yaml"; }
 [ -e "$R$CONF/kiosk.env" ] || { render "$SRC/installer/kiosk.env" "$R$CONF/kiosk.env"; chmod 0640 "$R$CONF/kiosk.env"; }
 [ -e "$R$CONF/llm.env" ] || { render "$SRC/installer/llm.env" "$R$CONF/llm.env"; chmod 0640 "$R$CONF/llm.env"; }
 # the API token that rule and memory edits over HTTP need: random, readable by the service user only
@@ -109,13 +119,15 @@ render "$SRC/installer/inspector-kiosk.service" "$R/etc/systemd/system/inspector
 render "$SRC/installer/inspector-prune.service" "$R/etc/systemd/system/inspector-prune.service"
 render "$SRC/installer/inspector-prune.timer" "$R/etc/systemd/system/inspector-prune.timer"
 render "$SRC/installer/inspector-llm.service" "$R/etc/systemd/system/inspector-llm.service"  # not enabled here
-render "$SRC/installer/inspector-dashboard.desktop" "$R/usr/share/applications/inspector-dashboard.desktop"
+[ "$DESKTOP" = 1 ] && render "$SRC/installer/inspector-dashboard.desktop" "$R/usr/share/applications/inspector-dashboard.desktop"
+install -d "$R$PREFIX/share"
+install -m 0644 "$SRC/installer/grafana-inspector.json" "$R$PREFIX/share/grafana-inspector.json"
 
 if [ "$MAKE_USER" = 1 ]; then
   chown -R "$USER_NAME:$USER_NAME" "$DATA"
-  # operators in the group may edit the rules the kiosk watches
+  # operators in the group may edit the rules the kiosk watches; the config is root's, readable by the service
   chown -R "root:$USER_NAME" "$CONF"
-  chmod 2775 "$CONF/routing_rules"
+  chmod 2775 "$DATA/routing_rules"
   chown "$USER_NAME:$USER_NAME" "$CONF/api-token"  # the kiosk reads it; an operator attaching uses sudo
 fi
 
@@ -123,8 +135,8 @@ if [ "$DEMO_ZOO" = 1 ]; then
   say "training the demo experts (about 15 minutes)"
   run_as=()
   [ "$MAKE_USER" = 1 ] && run_as=(runuser -u "$USER_NAME" --)
-  (cd "$R$DATA" && "${run_as[@]}" env INSPECTOR_MODELS="$R$DATA/models" YOLO_OFFLINE=1 \
-    "$R$PREFIX/venv/bin/inspector" zoo build --demo)
+  (cd "$R$DATA" && "${run_as[@]}" env INSPECTOR_CONFIG="$R$CONF/inspector.yaml" YOLO_OFFLINE=1 \
+    "$R$PREFIX/venv/bin/inspector" --models "$R$DATA/models" zoo build --demo)
 fi
 
 if [ "$SYSTEMD" = 1 ]; then

@@ -9,12 +9,15 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from ..experts.zoo import ZOO_FORMAT, ExpertEntry, Zoo, current_zoo, write_expert, write_manifest
 from ..ingest.camera_model import describe
 from ..ingest.photometric import INPUT_VERSION
+from ..logs import progress as progress_of
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, RuleSet
+from ..runtime.diskio import write_atomically
 from .classifier import TrainedClassifier
 from .detector import TrainedDetector
 from .jobs import Trained, TrainJob, run_jobs
@@ -59,6 +62,9 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
         return existing
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    done_before = resumable(root, key)
+    if done_before:
+        say(f"resuming the demo zoo: {len(done_before)} experts trained before are kept ({', '.join(done_before)})")
     # one set of training boards for both kinds of expert (rendering is a tenth of the build); held-out boards apart
     train = collect(rule_sets, recipe["per_type"], seed, recipe["rates"], cap=recipe["classifier_cap"],
                     detector_cap=recipe["detector_cap"])
@@ -73,20 +79,52 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     jobs += [TrainJob(name, "detector", detectors[name], det_train.by_detector[name], val.by_detector[name],
                       recipe["detector_epochs"], seed, augment, recipe.get("detector_copies", 1))
              for name in sorted(det_train.by_detector)]
+    entries = {name: e for name, e in done_before.items() if name in {j.name for j in jobs}}
+    todo = [j for j in jobs if j.name not in entries]
     started = time.perf_counter()
 
-    def done(job: TrainJob, trained: Trained) -> None:
-        say(f"trained {job.name}: validation accuracy {trained.val_accuracy:.3f} ({trained.train_samples} crops, "
-            f"{time.perf_counter() - started:.0f} s into training)")
+    with progress_of(len(todo), "training experts", say) as bar:
+        def done(job: TrainJob, trained: Trained) -> None:
+            # written as each finishes: an interrupted build resumes from here (partial_path)
+            entries[job.name] = _write(root, job.name, job.role, job.spec, trained,
+                                       CLASSIFIER_CLASSES if job.role == "classifier" else DETECTOR_CLASSES, key)
+            write_atomically(partial_path(root, key), json.dumps(
+                {"build_key": key, "experts": [asdict(e) for e in entries.values()]}, indent=1).encode())
+            bar.write(f"trained {job.name}: validation accuracy {trained.val_accuracy:.3f} "
+                      f"({trained.train_samples} crops, {time.perf_counter() - started:.0f} s into training)")
+            bar.step(note=job.name)
 
-    trained = run_jobs(jobs, workers, done)
-    entries = [_write(root, j.name, j.role, j.spec, trained[j.name],
-                      CLASSIFIER_CLASSES if j.role == "classifier" else DETECTOR_CLASSES, key) for j in jobs]
+        run_jobs(todo, workers, done)
+    ordered = [entries[j.name] for j in jobs]
     build_s = round(time.perf_counter() - t0, 1)
-    zoo = write_manifest(root, key, seed, entries, recipe=recipe, input_version=INPUT_VERSION,
+    zoo = write_manifest(root, key, seed, ordered, recipe=recipe, input_version=INPUT_VERSION,
                          rule_sets={r.recipe: r.version for r in rule_sets}, build_seconds=build_s)
+    partial_path(root, key).unlink(missing_ok=True)
     say(f"demo zoo built in {build_s:.0f} s: {root}")
     return zoo
+
+
+def partial_path(root: Path, key: str) -> Path:
+    return root / f"partial-{key}.json"
+
+
+def resumable(root: Path, key: str) -> dict[str, ExpertEntry]:
+    """Experts an interrupted build of the same key finished, whose files are whole (their SHA-256 matches)."""
+    try:
+        data = json.loads(partial_path(root, key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, ExpertEntry] = {}
+    for raw in data.get("experts", []) if data.get("build_key") == key else []:
+        entry = ExpertEntry(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None,
+                               "versions": tuple(raw.get("versions") or ()), "served": tuple(raw.get("served") or ())})
+        try:
+            whole = hashlib.sha256((root / entry.file).read_bytes()).hexdigest() == entry.weights_sha256
+        except OSError:
+            whole = False
+        if whole:
+            out[entry.name] = entry
+    return out
 
 
 def _write(root: Path, name: str, role: str, spec: dict, trained: TrainedClassifier | TrainedDetector,

@@ -74,10 +74,19 @@ def run_jobs(jobs: Iterable[TrainJob], workers: int | None = None,
             out[job.name] = run_job(job)
             done(job, out[job.name])
         return out
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_one_thread) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_one_thread)
+    try:
         futures = {pool.submit(run_job, job): job for job in ordered}
         for future in as_completed(futures):
             job = futures[future]
             out[job.name] = future.result()
             done(job, out[job.name])
+    except BaseException:
+        # Ctrl+C, SIGTERM or a failed job: stop the workers now instead of waiting out their epochs; what was
+        # done() is on disk already and a later build resumes from it
+        for process in list(getattr(pool, "_processes", {}).values()):  # no public terminate before Python 3.14
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return out
