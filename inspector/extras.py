@@ -33,6 +33,9 @@ def extra_of(module: str) -> str | None:
 
 def missing_extra(exc: ModuleNotFoundError) -> str | None:
     """The install hint for an import that failed because an extra is missing, else None."""
+    if (exc.name or "").split(".")[0] == "psycopg":  # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3
+        return ("a postgresql:// URL without a driver means psycopg 3, which is not installed: write "
+                "postgresql+psycopg2://USER@HOST/DB (the driver pip install 'inspector[postgres]' installs)")
     extra = extra_of(exc.name or "")
     return _message(extra, exc.name) if extra else None
 

@@ -39,8 +39,16 @@ class Subscriber:
         self.client.loop_start()
         assert self.subscribed.wait(5)
 
+    def messages_of(self, kind: str = "board") -> list[dict]:
+        return [json.loads(p) for t, p, _ in self.messages if t.endswith(f"/{kind}")]
+
     def boards(self) -> list[dict]:
-        return [json.loads(p) for t, p, _ in self.messages if t.endswith("/board")]
+        """The stored records the board messages carry (schema 2: beside the UnitsInspected body)."""
+        out = []
+        for message in self.messages_of():
+            assert message["SchemaVersion"] == 2 and message["UniqueID"] == message["Record"]["inspection_id"]
+            out.append(message["Record"])
+        return out
 
     def wait_for(self, n: int, timeout: float = 10) -> list[dict]:
         deadline = time.monotonic() + timeout
@@ -65,6 +73,20 @@ def test_each_stored_board_reaches_a_subscriber_with_its_parts(broker: Mosquitto
     assert len({b["inspection_id"] for b in got}) == 3  # a subscriber can drop a re-sent message by its id
     assert [b["verdict"] for b in got] == ["pass", "fail", "pass"]
     assert got[1]["parts"][1]["defect_class"] == "polarity" and len(got[1]["parts"]) == 2
+    # the UnitsInspected shape (IPC-CFX) a plant's MES reads: overall result, an inspection per part, its defects
+    cfx = sub.messages_of()[1]
+    assert cfx["MessageName"] == "CFX.Production.TestAndInspection.UnitsInspected"
+    body = cfx["MessageBody"]
+    assert body["TransactionId"] == got[1]["inspection_id"] and body["InspectionMethod"] == "AOI"
+    (unit,) = body["InspectedUnits"]
+    assert unit["UnitIdentifier"] == "B1" and unit["OverallResult"] == "Failed"
+    results = {i["InspectionName"]: i["Result"] for i in unit["Inspections"]}
+    failed = [i for i in unit["Inspections"] if i["Result"] == "Failed"]
+    assert len(results) == 2 and len(failed) == 1
+    (defect,) = failed[0]["DefectsFound"]
+    assert defect["DefectCode"] == "polarity" and defect["ComponentOfInterest"]["ReferenceDesignator"] == \
+        got[1]["parts"][1]["ref"]
+    assert sub.messages_of()[0]["MessageBody"]["InspectedUnits"][0]["OverallResult"] == "Passed"
     assert {t for t, _, _ in sub.messages} >= {"inspector/line-7/aoi-2/board", "inspector/line-7/aoi-2/status"}
     status = pub.close()
     assert status.published == 3 and status.queued == 0

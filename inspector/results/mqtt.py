@@ -1,7 +1,8 @@
 """Per-board results to an MQTT broker, for the plant's MES and dashboards (paho-mqtt).
 
 Topics, under a prefix (default `inspector`):
-- `<prefix>/<line>/<station>/board`   one JSON message per stored board (QoS 1), parts included;
+- `<prefix>/<line>/<station>/board`   one JSON message per stored board (QoS 1), parts included, shaped
+                                      after IPC-CFX UnitsInspected (cfx.py: its schema version and layout);
 - `<prefix>/<line>/<station>/status`  retained `online`, and `offline` as the last will when the
                                       appliance disappears without saying goodbye.
 Boards are published only once the database has acknowledged them, so a
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import paho.mqtt.client as mqtt
 
+from .cfx import units_inspected
 from .records import BoardRecord
 
 
@@ -84,7 +86,7 @@ class MqttPublisher:
 
     def __call__(self, board: BoardRecord) -> None:
         """Publish one stored board (a ResultWriter `on_written` sink); never blocks on the network."""
-        info = self.client.publish(self.board_topic, json.dumps(board.to_json()), qos=1)
+        info = self.client.publish(self.board_topic, json.dumps(units_inspected(board)), qos=1)
         with self._lock:
             if info.rc == mqtt.MQTT_ERR_QUEUE_SIZE:
                 self._dropped += 1

@@ -1,0 +1,71 @@
+"""A stored board as the MQTT message: shaped after IPC-CFX's UnitsInspected, with our record beside it.
+
+IPC-2591 (CFX) is the electronics-assembly convention for machine-to-MES messages; its
+`CFX.Production.TestAndInspection.UnitsInspected` carries one inspected unit's overall result, an
+inspection per component and the defects found. We send that shape as JSON over MQTT (not the CFX AMQP
+transport, and not validated against the CFX SDK), plus:
+- `SchemaVersion` (ours; 2 since this shape, 1 was the bare record), so a subscriber can tell the layouts apart;
+- `UniqueID` and `MessageBody.TransactionId`: the board's inspection id, unique in the database, so a
+  subscriber drops a message QoS 1 delivered twice;
+- `Record`: the board as the results database stores it (every field, for subscribers of version 1).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .records import BoardRecord, PartRecord
+
+SCHEMA_VERSION = 2
+MESSAGE_NAME = "CFX.Production.TestAndInspection.UnitsInspected"
+RESULT = {"pass": "Passed", "fail": "Failed", "error": "Aborted"}
+
+
+def _id(inspection_id: str, *names: str) -> str:
+    """A stable id for a part of a message: a re-sent board gets the same ids."""
+    return str(uuid.uuid5(uuid.UUID(inspection_id) if _is_uuid(inspection_id) else uuid.NAMESPACE_URL,
+                          "/".join((inspection_id, *names))))
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _inspection(board: BoardRecord, part: PartRecord) -> dict[str, Any]:
+    component = {"ReferenceDesignator": part.ref, "UnitPosition": None, "PartNumber": part.component_type}
+    defects = []
+    if part.verdict == "fail":
+        defects.append({
+            "UniqueIdentifier": _id(board.inspection_id, part.ref, "defect"),
+            "DefectCode": part.defect_class, "DefectCategory": "Component",
+            "Description": f"{part.defect_class} on {part.ref} ({part.component_type})",
+            "Comments": None, "ComponentOfInterest": component,
+            "Priority": 1, "ConfidenceLevel": None if part.score is None else round(100.0 * part.score, 2),
+        })
+    return {"UniqueIdentifier": _id(board.inspection_id, part.ref), "InspectionName": f"INSPECT_{part.ref}",
+            "InspectionStartTime": board.started_at.isoformat(), "InspectionEndTime": board.finished_at.isoformat(),
+            "TestProcedure": part.expert, "Comments": None, "Result": RESULT[part.verdict], "Error": part.error,
+            "DefectsFound": defects, "Symptoms": None, "Measurements": []}
+
+
+def units_inspected(board: BoardRecord) -> dict[str, Any]:
+    """The MQTT message for one stored board (SCHEMA_VERSION)."""
+    body = {
+        "TransactionId": board.inspection_id,
+        "InspectionMethod": "AOI",
+        "SamplingInformation": {"SamplingMethod": "NoSampling", "LotSize": None, "SampleSize": None},
+        "Inspector": None,  # a machine's call; an operator's review is a later message of its own
+        "InspectedUnits": [{
+            "UnitIdentifier": board.board_serial, "UnitPositionNumber": 1,
+            "OverallResult": RESULT[board.verdict],
+            "Error": board.error,
+            "Inspections": [_inspection(board, p) for p in board.parts],
+        }],
+    }
+    return {"MessageName": MESSAGE_NAME, "SchemaVersion": SCHEMA_VERSION, "UniqueID": board.inspection_id,
+            "TimeStamp": board.finished_at.isoformat(), "Source": f"inspector.{board.line}.{board.station}",
+            "MessageBody": body, "Record": board.to_json()}
