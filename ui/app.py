@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import argparse
-import os
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +14,8 @@ from inspector.app.controller import LineController, LineSetup
 from inspector.app.line import LineConfig
 from inspector.app.run import RULES_DIR
 from inspector.app.service import ServiceConfig
+from inspector.logs import say_for
+from inspector.paths import data_dir, models_dir
 
 from .backend import AttachedBackend, LocalBackend
 from .qt_env import qt_environment
@@ -21,8 +23,7 @@ from .window import MainWindow
 
 
 def local_backend(args: argparse.Namespace) -> LocalBackend:
-    models = Path(args.models or os.environ.get("INSPECTOR_MODELS", "models"))
-    data = Path(args.data or os.environ.get("INSPECTOR_DATA", "inspector-data"))
+    models, data = models_dir(args.models), data_dir(args.data)
     zoo = None
     if args.zoo:
         from inspector.experts.zoo import Zoo
@@ -33,7 +34,8 @@ def local_backend(args: argparse.Namespace) -> LocalBackend:
     setup = LineSetup(rules_path=Path(args.rules) if args.rules else RULES_DIR / "board_a.yaml", source=args.source,
                       boards=args.boards, seed=args.seed, interval_s=args.interval, defect_rate=args.defect_rate,
                       camera=args.camera, service=ServiceConfig(line, keep_crops=args.keep_crops))
-    return LocalBackend(LineController(models, data, args.db, zoo, say=lambda m: print(m, flush=True)), setup)
+    return LocalBackend(LineController(models, data, args.db, zoo, say=say_for(logging.getLogger("inspector.gui"))),
+                        setup)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,10 +48,9 @@ def run(args: argparse.Namespace) -> int:
         backend = AttachedBackend(args.attach, args.db, token=read_token(args.token_file))
     else:
         backend = local_backend(args)
-    models = Path(args.models or os.environ.get("INSPECTOR_MODELS", "models"))
-    window = MainWindow(backend, models, Path(args.llm_model) if args.llm_model else None)
-    window.resize(1600, 960)
-    window.show()
+    app.setOrganizationName("inspector")
+    window = MainWindow(backend, models_dir(args.models), Path(args.llm_model) if args.llm_model else None)
+    window.show()  # at the size and tab of the last start, or fitted to this screen (window_state.py)
     if args.start and backend.can_control:
         backend.start()
     # Ctrl+C in the terminal or a SIGTERM: close the window, which drains and flushes like the kiosk.

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QRect, QSize, Qt
-from PySide6.QtGui import QColor, QFontDatabase, QPainter
+from PySide6.QtGui import QFontDatabase, QPainter, QPalette
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
 
@@ -47,8 +47,9 @@ class CodeEditor(QPlainTextEdit):
 
     def paint_gutter(self, event: Any) -> None:
         p = QPainter(self.gutter)
-        p.fillRect(event.rect(), QColor("#f0f0f0"))
-        p.setPen(QColor("#888888"))
+        palette = self.palette()  # the theme's colours: a dark theme gets a dark gutter
+        p.fillRect(event.rect(), palette.color(QPalette.ColorRole.AlternateBase))
+        p.setPen(palette.color(QPalette.ColorRole.PlaceholderText))
         block = self.firstVisibleBlock()
         top = round(self.blockBoundingGeometry(block).translated(self.contentOffset()).top())
         height = self.fontMetrics().height()

@@ -1,9 +1,10 @@
-"""Screenshots of every dashboard tab at 1920x1080, in a real window under Xvfb, while the demo line runs.
+"""Screenshots of every dashboard tab at 1366x768 (a panel PC), in a real window under Xvfb, while the demo line runs.
 
     python -m ui.screenshots --out screenshots/          # starts Xvfb itself when there is no display
 
-Runs the demo line (board_a, synthetic boards, the demo experts: trained on
-first use), lets the charts fill, estimates an allocation edit and runs the
+Builds the demo experts first when they are not there yet (it says so; about 14 minutes on 2 cores,
+once; Ctrl+C stops the training at once and the next run resumes from the experts already trained),
+then runs the demo line (board_a, synthetic boards), lets the charts fill, estimates an allocation edit and runs the
 planner, searches the history, shows a rule error at its line, chats with
 the demo MoE model when one is built, and saves one PNG of the whole screen
 per tab. With no display set it needs Debian's xvfb and the X libraries Qt's xcb plugin loads:
@@ -22,7 +23,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-SIZE = (1920, 1080)
+from inspector.paths import models_dir
+
+SIZE = (1366, 768)
 
 
 def _under_xvfb(argv: list[str]) -> int:
@@ -61,14 +64,23 @@ def shoot(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     models = Path(args.models)
     data = Path(args.data or tempfile.mkdtemp(prefix="inspector-shots-"))
+    # the experts before the window: a line started on an untrained zoo would wait for the build behind the GUI
+    from inspector.app.run import demo_zoo
+    from inspector.training.demo_zoo import RECIPE
+
+    say = lambda m: print(m, flush=True)  # noqa: E731
+    say(f"demo experts under {models / 'demo'} (trained now if missing: about 14 minutes on 2 cores, once; "
+        f"recipe version {RECIPE['version']})")
+    demo_zoo(models, say)
+    # a throwaway settings file: the shots start from the default layout, not from this user's last session
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="inspector-shots-settings-")
     qt_environment()
     app = QApplication.instance() or QApplication([sys.argv[0]])
     setup = LineSetup(source="synthetic", boards=0, interval_s=args.interval, camera="realistic",
                       service=ServiceConfig(LineConfig(device_mb=args.device_mb)))
-    backend = LocalBackend(LineController(models, data, say=lambda m: print(m, flush=True)), setup)
+    backend = LocalBackend(LineController(models, data, say=say), setup)
     window = MainWindow(backend, models)
-    window.setGeometry(0, 0, *SIZE)
-    window.showFullScreen()
+    window.showMaximized()  # the whole 1366x768 screen, title bar and menus included
     _wait(app, lambda: False, 0.5)
     backend.start()
     print(f"line starting; charts fill for {args.seconds:.0f} s", flush=True)
@@ -129,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ui.screenshots", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="screenshots", help="folder for the PNGs (default ./screenshots)")
-    p.add_argument("--models", default=os.environ.get("INSPECTOR_MODELS", "models"))
+    p.add_argument("--models", default=str(models_dir()), help="models directory (default: the product's)")
     p.add_argument("--data", help="data directory for the demo line (default: a new temporary one)")
     p.add_argument("--seconds", type=float, default=40.0, help="seconds of charts before the shots (default 40)")
     p.add_argument("--interval", type=float, default=0.0, help="seconds between synthetic boards (default 0)")
@@ -137,7 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not os.environ.get("DISPLAY"):
         return _under_xvfb(argv)
-    return shoot(args)
+    rc = shoot(args)
+    # the PNGs are written and the line is stopped; skip the interpreter's teardown, where PySide6 and pyqtgraph
+    # objects freed in an arbitrary order can abort (none_dealloc) after everything that matters is done
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
 
 
 if __name__ == "__main__":

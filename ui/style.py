@@ -11,6 +11,13 @@ BOARD_GREEN = QColor("#1f4d2b")
 BOX_PASS = QColor("#8cff66")  # a passed part's box: visible on a green board
 FIDUCIAL_FOUND = QColor("#00e5ff")  # a fiducial registration found
 FIDUCIAL_MISSING = QColor("#ff1744")  # one it did not (the board got a board-level error)
+# status text: mid-tones that read on a light and on a dark theme alike
+ERROR_TEXT, OK_TEXT = "#e5484d", "#30a46c"
+ERROR_BG = QColor(229, 72, 77, 70)  # a line the rules editor marks: translucent, so the theme's text stays legible
+
+
+def status_style(error: bool, bold_error: bool = True) -> str:
+    return f"color: {ERROR_TEXT}" + ("; font-weight: bold" if bold_error else "") if error else f"color: {OK_TEXT}"
 
 
 def verdict_colour(verdict: str) -> QColor:

@@ -16,6 +16,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QTabWidget
 
+from . import menus, window_state
 from .tabs.history import HistoryTab
 from .tabs.line_view import LineViewTab
 from .tabs.llm import LlmTab
@@ -53,8 +54,33 @@ class MainWindow(QMainWindow):
         self.last: dict[str, Any] = {}
         self._switched = False
         self.tabs.currentChanged.connect(self._tab_changed)
+        self.actions_by_name = menus.install(self)
+        window_state.restore(self)
         self.tick()  # the controls' state from the first frame on
         self.timer.start()
+
+    def save_rules(self) -> None:
+        """Ctrl+S: the rules tab's text saved and applied (the tab comes forward, so its answer is seen)."""
+        self.tabs.setCurrentWidget(self.rules)
+        if self.backend.can_edit:
+            self.rules.apply()
+
+    def export_results(self) -> None:
+        self.tabs.setCurrentWidget(self.history)
+        self.history.export()
+
+    def refresh_now(self) -> None:
+        """F5: read everything now, the slow parts (database, experts) included."""
+        self._switched = True
+        self.tick()
+        if self.tabs.currentWidget() is self.history:
+            self.history.search()
+
+    def about_text(self) -> str:
+        from inspector import __version__
+
+        return (f"Board inspection appliance {__version__}\n{self.backend.label}\n\nCtrl+S save and apply rules · "
+                f"F5 refresh · Ctrl+1..{self.tabs.count()} tabs · Ctrl+Q quit")
 
     def tick(self) -> None:
         """Read one snapshot; redraw only the tab on screen (drawing hidden charts costs the line CPU)."""
@@ -86,6 +112,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt's name
         """Drain and flush like the kiosk's SIGTERM before the window goes."""
+        window_state.save(self)
         self.timer.stop()
         if self.backend.can_control and self.backend.controller.busy:
             self.statusBar().showMessage("stopping: inspecting the accepted boards and flushing the results…")

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from ..backend import BoardPicture
 from ..review_bar import ReviewBar
-from ..style import BOARD_GREEN, BOX_PASS, FIDUCIAL_FOUND, FIDUCIAL_MISSING, bgr_pixmap, verdict_colour
+from ..style import BOARD_GREEN, BOX_PASS, ERROR_TEXT, FIDUCIAL_FOUND, FIDUCIAL_MISSING, bgr_pixmap, verdict_colour
 
 CROP_ICON = 72  # px, the defect list's thumbnails
 DEFECTS_SHOWN = 30
@@ -234,7 +234,7 @@ class LineViewTab(QWidget):
             self.caption.setText(f"Board {pic.serial}: {pic.verdict.upper()}"
                                  + (f" ({bad} part{'s' if bad != 1 else ''} flagged)" if bad else ""))
             self.registration.setText(pic.describe_registration())
-            self.registration.setStyleSheet("color: #b00020" if pic.registration.error else "")
+            self.registration.setStyleSheet(f"color: {ERROR_TEXT}" if pic.registration.error else "")
             self.caption.setStyleSheet(f"color: {verdict_colour(pic.verdict).name()}")
         store = self.backend.store()
         if store is None:

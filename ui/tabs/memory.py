@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
+    QScrollArea,
     QHeaderView,
     QLabel,
     QPlainTextEdit,
@@ -26,7 +27,7 @@ from PySide6.QtWidgets import (
 from inspector.app.allocation import Allocation, Effect, expected_effect, planned
 from inspector.coserve.offline.planner import format_plan
 
-from ..style import fit_height
+from ..style import ERROR_TEXT, fit_height
 from ..worker import Job
 
 EFFECT_ROWS = (("executors", "Executors", "{}"), ("batch_mb", "Batch memory per executor", "{:.1f} MiB"),
@@ -111,11 +112,15 @@ class MemoryTab(QWidget):
         self._plan = None
         self._live_rate = 0.0
 
-        left = QVBoxLayout()
+        column = QWidget()  # scrolls on a short screen (768 px) instead of squeezing the effect table
+        left = QVBoxLayout(column)
+        left.setContentsMargins(0, 0, 0, 0)
         left.addWidget(now)
         left.addWidget(edit, 1)
+        scroll = QScrollArea(widgetResizable=True, frameShape=QScrollArea.Shape.NoFrame)
+        scroll.setWidget(column)
         root = QHBoxLayout(self)
-        root.addLayout(left, 1)
+        root.addWidget(scroll, 1)
         root.addWidget(plan, 1)
         if not backend.can_control:
             editable = backend.can_edit
@@ -217,7 +222,7 @@ class MemoryTab(QWidget):
         self.estimate_btn.setEnabled(True)
         self.plan_btn.setEnabled(self.backend.can_control)
         self.status.setText(message)
-        self.status.setStyleSheet("color: #b3261e")
+        self.status.setStyleSheet(f"color: {ERROR_TEXT}")
 
     def apply(self) -> None:
         self.status.setStyleSheet("")

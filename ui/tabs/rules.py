@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QTextCursor, QTextFormat
+from PySide6.QtGui import QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -28,9 +28,9 @@ from inspector.routing.rules import RuleSet, parse_rules
 from inspector.yamlio import ConfigError
 
 from ..code_editor import CodeEditor
+from ..style import ERROR_BG, status_style
 
 ROUTE_COLUMNS = ("Component", "Shape", "Parts", "Classifier", "Detector", "Pass rate")
-ERROR_BG = QColor("#ffd7d5")
 
 
 class RulesTab(QWidget):
@@ -234,4 +234,4 @@ class RulesTab(QWidget):
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setText(text)
-        self.status.setStyleSheet("color: #b3261e; font-weight: bold" if error else "color: #1e6b34")
+        self.status.setStyleSheet(status_style(error))
