@@ -31,6 +31,14 @@ qt_environment()
 WAIT = 180_000  # ms: generous, the box is shared
 
 
+@pytest.fixture(autouse=True)
+def own_settings(tmp_path: Path) -> None:
+    """Each test's dashboard remembers into its own folder: no window opens where another test left it."""
+    from PySide6.QtCore import QSettings
+
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
+
+
 def _line_window(qtbot, demo, tmp_path: Path, models: Path | None = None) -> tuple[MainWindow, LocalBackend]:  # noqa: ANN001
     root, zoo = demo
     rules = tmp_path / "mini.yaml"
@@ -409,10 +417,43 @@ def test_the_core_never_imports_qt() -> None:
 
     code = ("import pkgutil, importlib, sys, inspector\n"
             "for m in pkgutil.walk_packages(inspector.__path__, 'inspector.'):\n"
-            "    if '.migrations' not in m.name: importlib.import_module(m.name)\n"
+            "    if '.migrations' not in m.name and not m.name.endswith('__main__'):\n"  # __main__ runs the CLI
+            "        importlib.import_module(m.name)\n"
             "bad = [n for n in sys.modules if n.startswith(('PySide6', 'pyqtgraph', 'ui'))]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_the_window_fits_a_panel_pc_remembers_where_it_was_and_has_shortcuts(qtbot, tmp_path: Path) -> None:
+    from PySide6.QtGui import QKeySequence
+
+    from ui.backend import AttachedBackend
+
+    from .services import free_port
+
+    def window() -> MainWindow:
+        w = MainWindow(AttachedBackend(f"http://127.0.0.1:{free_port()}"), tmp_path / "no-models")
+        qtbot.addWidget(w)
+        w.show()
+        return w
+
+    first = window()
+    assert first.width() <= 1366 and first.height() <= 768 and first.tabs.currentIndex() == 0
+    keys = {name: a.shortcut() for name, a in first.actions_by_name.items()}
+    assert keys["save_rules"] == QKeySequence("Ctrl+S")
+    assert keys["quit"] == QKeySequence("Ctrl+Q") and keys["refresh"] == QKeySequence("F5")
+    first.actions_by_name["tab5"].trigger()  # Ctrl+5: history
+    assert first.tabs.currentWidget() is first.history
+    first.history.board.setText("B-17")
+    first.history.verdict.setCurrentText("fail")
+    first.resize(first.width() - 40, first.height() - 30)
+    size = first.size()
+    first.close()
+    second = window()  # the next start: the same tab, size and filters
+    assert second.tabs.currentWidget() is second.history
+    assert second.size() == size
+    assert second.history.board.text() == "B-17" and second.history.verdict.currentText() == "fail"
+    second.close()
 
 
 def test_inspector_gui_is_a_command(capsys) -> None:

@@ -21,13 +21,13 @@ def install(window: Any) -> dict[str, QAction]:
     bar = window.menuBar()
     out: dict[str, QAction] = {}
     file = bar.addMenu("&File")
-    out["save_rules"] = _action(window, file, "&Save and apply rules", QKeySequence.StandardKey.Save,
+    out["save_rules"] = _action(window, file, "&Save and apply rules", "Ctrl+S",
                                 window.save_rules)
     out["export"] = _action(window, file, "&Export the filtered results…", "Ctrl+E", window.export_results)
     file.addSeparator()
-    out["quit"] = _action(window, file, "&Quit", QKeySequence.StandardKey.Quit, window.close)
+    out["quit"] = _action(window, file, "&Quit", "Ctrl+Q", window.close)
     view = bar.addMenu("&View")
-    out["refresh"] = _action(window, view, "&Refresh", QKeySequence.StandardKey.Refresh, window.refresh_now)
+    out["refresh"] = _action(window, view, "&Refresh", "F5", window.refresh_now)
     view.addSeparator()
     for i in range(window.tabs.count()):
         name = window.tabs.tabText(i).replace("&&", "&")

@@ -130,6 +130,9 @@ class HistoryTab(QWidget):
         self.searched = f
         total = store.count_components(f)
         shown = list(store.component_rows(f, newest=SHOWN))
+        # new rows: nothing is selected, so the review bar never acts on a part of the previous search
+        self.table.setCurrentCell(-1, -1)
+        self.review_bar.set_part(None)
         self.table.setRowCount(len(shown))
         self.crop_paths, self.parts = [], []
         reviews = reviews_of(store, list({insp.uuid for insp, _ in shown}))
