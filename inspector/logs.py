@@ -89,12 +89,12 @@ def bars_wanted(stream: TextIO | None = None) -> bool:
 class Progress:
     """Steps of a long job: a tqdm bar at a terminal, else a plain line at most every `every_s` seconds."""
 
-    def __init__(self, total: int, what: str, say: Say, every_s: float = 30.0, bar: bool | None = None) -> None:
+    def __init__(self, total: int, what: str, say: Say, every_s: float = 30.0) -> None:
         self.total, self.what, self.say, self.every_s = total, what, say, every_s
         self.done = 0
         self._last = time.monotonic()
         self._bar = None
-        if bar if bar is not None else bars_wanted():
+        if bars_wanted():
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, desc=what, unit="step", leave=False, dynamic_ncols=True)

@@ -43,8 +43,8 @@ def config_candidates(arg: str | None = None) -> list[tuple[Path, bool]]:
     if os.environ.get("INSPECTOR_CONFIG"):
         return [(Path(os.environ["INSPECTOR_CONFIG"]), True)]
     out = []
-    if _first_of("CONFIGURATION_DIRECTORY"):
-        out.append((Path(_first_of("CONFIGURATION_DIRECTORY")) / CONFIG_NAME, False))
+    if systemd := _first_of("CONFIGURATION_DIRECTORY"):
+        out.append((Path(systemd) / CONFIG_NAME, False))
     out.append((Path(platformdirs.user_config_dir(APP, appauthor=False)) / CONFIG_NAME, False))
     out.append((SYSTEM_CONFIG, False))
     return out

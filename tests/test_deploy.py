@@ -19,8 +19,7 @@ from inspector.yamlio import ConfigError
 
 from .faults import drop
 from .services import free_port
-from .test_kiosk import NotifySocket, get, wait_until
-from .test_routing_rules import GOOD
+from .test_kiosk import NotifySocket, get, kiosk_files, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 EXTRAS = ("PySide6", "pyqtgraph", "transformers", "fastapi", "uvicorn", "accelerate", "psycopg2")
@@ -97,10 +96,7 @@ def test_startup_keeper_extends_the_start_only_while_it_moves(tmp_path: Path) ->
 
 def test_headless_kiosk_without_the_extras_serves_reloads_and_logs_for_journald(demo, tmp_path: Path) -> None:
     root, zoo = demo
-    rules = tmp_path / "mini.yaml"
-    rules.write_text(GOOD)
-    inbox, data = tmp_path / "inbox", tmp_path / "data"
-    inbox.mkdir()
+    rules, inbox, data = kiosk_files(tmp_path)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     config = tmp_path / "inspector.yaml"

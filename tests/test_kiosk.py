@@ -91,12 +91,18 @@ def wait_until(check, timeout: float = 30.0, every: float = 0.1):  # noqa: ANN00
     return check()
 
 
-def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) -> None:
-    root, zoo = demo
+def kiosk_files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(rule file, watched inbox, data directory) for a kiosk started by a test."""
     rules = tmp_path / "mini.yaml"
     rules.write_text(GOOD)
     inbox, data = tmp_path / "inbox", tmp_path / "data"
     inbox.mkdir()
+    return rules, inbox, data
+
+
+def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) -> None:
+    root, zoo = demo
+    rules, inbox, data = kiosk_files(tmp_path)
     notify = NotifySocket(tmp_path / "notify.sock")
     broker = Mosquitto()
     mes = Subscriber(broker.port)

@@ -116,34 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("YOLO_OFFLINE", "1")
     try:
         args = parse(argv)
-    except MissingExtra as exc:
-        print(f"inspector: error: {exc}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as exc:
-        return _missing(exc)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"inspector: error: {exc}", file=sys.stderr)
-        return 2
-    setup(args.log_level)
-    try:
+        setup(args.log_level)
         return args.func(args)
-    except MissingExtra as exc:
+    except ModuleNotFoundError as exc:  # a package of an extra that is not installed: say which extra to add
+        extra = missing_extra(exc)
+        if extra is None:
+            raise  # anything else is a real bug
+        print(f"inspector: error: {extra}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:  # MissingExtra is a RuntimeError
         print(f"inspector: error: {exc}", file=sys.stderr)
         return 2
-    except ModuleNotFoundError as exc:
-        return _missing(exc)
-    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
-        print(f"inspector: error: {exc}", file=sys.stderr)
-        return 2
-
-
-def _missing(exc: ModuleNotFoundError) -> int:
-    """A package of an extra that is not installed: say which extra; anything else is a real bug, re-raised."""
-    extra = missing_extra(exc)
-    if extra is None:
-        raise exc
-    print(f"inspector: error: {extra}", file=sys.stderr)
-    return 2
 
 
 if __name__ == "__main__":

@@ -99,5 +99,5 @@ def database_flags(p: argparse.ArgumentParser, data: str = "data directory") -> 
     p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "
                                 "db-url, or SQLite in the data directory)")
     p.add_argument("--data", help=f"{data} (default: $INSPECTOR_DATA, systemd's state directory, or the user's data "
-                                  f"directory; `inspector paths` prints it)")
+                                  f"directory; `inspector config paths` prints it)")
 

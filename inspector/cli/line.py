@@ -185,8 +185,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
     try:
         app = importlib.import_module("ui.app")
     except ImportError as exc:
-        if missing_extra(exc) if isinstance(exc, ModuleNotFoundError) else None:
-            raise
+        if isinstance(exc, ModuleNotFoundError) and missing_extra(exc):
+            raise  # main() names the extra to install
         raise RuntimeError(f"the dashboard cannot start: {exc}; on a box without a screen run it under Xvfb "
                            "(QT_QPA_PLATFORM=offscreen for no window at all)") from None
     return app.run(args)
@@ -298,8 +298,6 @@ def add_gui(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start", action="store_true", help="start the line at once")
     p.add_argument("--llm-model", help="the LLM tab's checkpoint directory (default: the built demo model)")
     p.set_defaults(func=cmd_gui)
-
-
 
 
 def add_llm(p: argparse.ArgumentParser) -> None:

@@ -57,6 +57,12 @@ class ExpertEntry:
     versions: tuple[dict[str, Any], ...] = ()
     served: tuple[str, ...] = ()
 
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> ExpertEntry:
+        """An entry as a manifest stores it (lists where the dataclass keeps tuples)."""
+        return cls(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None,
+                      "versions": tuple(raw.get("versions") or ()), "served": tuple(raw.get("served") or ())})
+
 
 @dataclass
 class Zoo:
@@ -83,9 +89,7 @@ class Zoo:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         zoo = cls(root=Path(root), build_key=data["build_key"], entries={}, input_version=data.get("input_version"))
         for raw in data["experts"]:
-            entry = ExpertEntry(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None,
-                                   "versions": tuple(raw.get("versions") or ()),
-                                   "served": tuple(raw.get("served") or ())})
+            entry = ExpertEntry.from_json(raw)
             zoo.entries[entry.name] = entry
             try:
                 zoo._archs[entry.name] = architecture_from_spec(entry.spec)

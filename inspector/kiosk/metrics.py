@@ -134,10 +134,14 @@ def _review_metrics(reviews: dict[str, dict[str, Any]]) -> Iterator[Any]:
 
 
 class BuildCollector(Collector):
-    """inspector_build_info: what this box runs (the product, Python, torch), to tell boxes apart on one board."""
+    """inspector_build_info: what this box runs (the product, Python, torch), to tell boxes apart on one board;
+    read once (package metadata is files on disk), not at every scrape."""
+
+    def __init__(self) -> None:
+        self.info = build_info()
 
     def collect(self) -> Iterator[Any]:
-        yield InfoMetricFamily("inspector_build", "The product's version and what it runs on", value=build_info())
+        yield InfoMetricFamily("inspector_build", "The product's version and what it runs on", value=self.info)
 
 
 def build_info() -> dict[str, str]:

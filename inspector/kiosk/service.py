@@ -106,10 +106,11 @@ class Kiosk:
         """SIGHUP (systemctl reload): the config file and the rule file again; what cannot change live is named."""
         self.notifier.reloading("reloading the config and the rules")
         try:
+            moved = None  # the rule file, when the config now names another one
             if self.reread is not None:
                 fresh = self.reread()
-                live = {f: getattr(fresh.config, f) for f in LIVE_FIELDS if getattr(fresh.config, f) != getattr(
-                    self.config, f)}
+                live = {f: getattr(fresh.config, f) for f in LIVE_FIELDS
+                        if getattr(fresh.config, f) != getattr(self.config, f)}
                 self.config = replace(self.config, **live)
                 for name, value in live.items():
                     self.say(f"reload: {name} is now {value}")
@@ -118,9 +119,8 @@ class Kiosk:
                              f"(systemctl restart inspector-kiosk)")
                 if fresh.rules_path and fresh.rules_path != str(self.rules.path):
                     self.say(f"reload: rules from {fresh.rules_path}")
-                    self.rules.reload(Path(fresh.rules_path))
-                    return
-            self.rules.reload()
+                    moved = Path(fresh.rules_path)
+            self.rules.reload(moved)
         except (ValueError, OSError) as exc:  # a bad config file: the running configuration stays
             self.say(f"error: reload refused, the running configuration stays: {exc}")
         finally:

@@ -79,7 +79,8 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     jobs += [TrainJob(name, "detector", detectors[name], det_train.by_detector[name], val.by_detector[name],
                       recipe["detector_epochs"], seed, augment, recipe.get("detector_copies", 1))
              for name in sorted(det_train.by_detector)]
-    entries = {name: e for name, e in done_before.items() if name in {j.name for j in jobs}}
+    names = {j.name for j in jobs}
+    entries = {name: e for name, e in done_before.items() if name in names}
     todo = [j for j in jobs if j.name not in entries]
     started = time.perf_counter()
 
@@ -116,8 +117,7 @@ def resumable(root: Path, key: str) -> dict[str, ExpertEntry]:
         return {}
     out: dict[str, ExpertEntry] = {}
     for raw in data.get("experts", []) if data.get("build_key") == key else []:
-        entry = ExpertEntry(**{**raw, "classes": tuple(raw["classes"]) if raw.get("classes") else None,
-                               "versions": tuple(raw.get("versions") or ()), "served": tuple(raw.get("served") or ())})
+        entry = ExpertEntry.from_json(raw)
         try:
             whole = hashlib.sha256((root / entry.file).read_bytes()).hexdigest() == entry.weights_sha256
         except OSError:
