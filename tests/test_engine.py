@@ -15,13 +15,21 @@ from inspector.coserve.online.engine import Engine
 from inspector.coserve.online.executor_plan import build_plan
 from inspector.coserve.online.expert_manager import ExpertManager
 from inspector.coserve.online.policies import POLICY_NAMES, get_policy
+from inspector.coserve.online.pools import PoolSpec, pool_arena
 from inspector.coserve.online.request import Request, Route
 from inspector.experts.zoo import Zoo
+from inspector.runtime.arena import aligned
 from inspector.runtime.devices import Device
 from inspector.runtime.memory import MemoryLedger
 from inspector.runtime.store import TieredStore
 
 from .conftest import tiny_workload
+
+
+def _plain_state(zoo: Zoo, name: str) -> dict[str, torch.Tensor]:
+    store = TieredStore()
+    store.register(name, zoo.path_of(name))
+    return store.fetch(name, Device("cpu"))[0]
 
 
 def test_follow_up_requests_go_to_the_shared_detector(tiny) -> None:
@@ -65,13 +73,37 @@ def test_switches_differ_but_every_policy_completes(tiny) -> None:
     assert reports["coserve"].switches < reports["samba"].switches
 
 
-def _manager(zoo: Zoo, pool_bytes: int, policy: str = "coserve") -> ExpertManager:
+def _manager(zoo: Zoo, pool_bytes: int, policy: str = "coserve", arena: bool = False) -> ExpertManager:
     store = TieredStore()
     for name in zoo.entries:
         store.register(name, zoo.path_of(name))
     usage = tiny_workload().usage()
+    spec = PoolSpec("pool", Device("cpu"), pool_bytes, (0,))
     return ExpertManager("pool", Device("cpu"), MemoryLedger("pool", pool_bytes), store, zoo,
-                         get_policy(policy).evictor, usage, threading.RLock(), next_use=dict)
+                         get_policy(policy).evictor, usage, threading.RLock(), next_use=dict,
+                         arena=pool_arena(spec, zoo) if arena else None)
+
+
+def test_switches_read_into_the_pools_own_memory_and_give_it_back(tiny) -> None:
+    """Slots are reused switch after switch: no leak, no fresh buffer, and no expert reads another's weights."""
+    _, zoo, _ = tiny
+    names = [n for n in zoo.entries if n.startswith("cls-")]
+    one = max(zoo.entries[n].weight_bytes for n in names)
+    manager = _manager(zoo, 2 * one, arena=True)
+    assert manager.arena is not None
+    x = torch.rand(2, 3, 32, 32)
+    reference = {}
+    with torch.inference_mode():
+        for n in names:  # each alone, through the store's plain path
+            reference[n] = zoo.architecture(n).materialize(_plain_state(zoo, n), torch.device("cpu"))(x)
+        for n in names * 3:  # a pool of two: every acquire past the second is a switch into a freed slot
+            out = manager.acquire(n)(x)
+            manager.release(n)
+            assert torch.equal(out, reference[n]), f"{n} computed with weights not its own"
+    assert manager.stats.switches >= 3 * len(names) - 2 and manager.stats.unpooled_loads == 0
+    held = sum(aligned(zoo.path_of(n).stat().st_size) for n in manager.resident())
+    assert len(manager.resident()) == 2 and manager.arena.used == held  # only the residents hold slots
+    manager.close()
 
 
 def test_prefetch_loads_in_the_background_while_a_batch_runs(tiny) -> None:

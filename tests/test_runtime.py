@@ -7,8 +7,9 @@ import pytest
 import torch
 from safetensors.torch import load, save_file
 
+from inspector.runtime.arena import ALIGN, HostArena, aligned
 from inspector.runtime.devices import Device, available_devices, fingerprint
-from inspector.runtime.diskio import fsync_and_drop, read_bytes
+from inspector.runtime.diskio import _NO_DIRECT, _address, _read_direct, fsync_and_drop, read_bytes, read_into
 from inspector.runtime.memory import DeviceBudget, MemoryLedger, OverBudget
 from inspector.runtime.safetensors_io import CorruptWeights, parse
 from inspector.runtime.store import Tier, TieredStore, WeightsUnavailable
@@ -80,12 +81,17 @@ def test_corrupt_safetensors_is_reported(tmp_path: Path, damage: str) -> None:
         parse(bad)
 
 
-def test_store_serves_disk_then_host_tier_with_accounting(tmp_path: Path) -> None:
+def _store_with_host_tier(tmp_path: Path) -> tuple[TieredStore, MemoryLedger, dict[str, torch.Tensor]]:
     path = tmp_path / "e.safetensors"
     state = _weights(path)
     host = MemoryLedger("host", 1 << 20)
     store = TieredStore(host_ledger=host)
     store.register("e", path)
+    return store, host, state
+
+
+def test_store_serves_disk_then_host_tier_with_accounting(tmp_path: Path) -> None:
+    store, host, state = _store_with_host_tier(tmp_path)
     assert store.tier_of("e") is Tier.DISK
     got, rec = store.fetch("e", Device("cpu"))
     assert rec.tier is Tier.DISK and rec.nbytes == sum(t.numel() * t.element_size() for t in state.values())
@@ -124,3 +130,78 @@ def test_missing_and_corrupt_weights_raise_with_advice(tmp_path: Path) -> None:
     store.register("bad", bad)
     with pytest.raises(WeightsUnavailable, match="corrupt"):
         store.fetch("bad", Device("cpu"))
+
+
+def test_arena_gives_aligned_slots_best_fit_and_merges_what_is_freed() -> None:
+    arena = HostArena("pool", 10 * ALIGN)
+    a = arena.alloc("a", 1)  # rounded up to a page
+    b = arena.alloc("b", 3 * ALIGN)
+    c = arena.alloc("c", 2 * ALIGN - 5)
+    assert a is not None and b is not None and c is not None
+    assert [len(v) for v in (a, b, c)] == [ALIGN, 3 * ALIGN, 2 * ALIGN]
+    assert all(_address(v) % ALIGN == 0 for v in (a, b, c))
+    assert arena.used == 6 * ALIGN and arena.largest_free == 4 * ALIGN
+    with pytest.raises(KeyError, match="already holds"):
+        arena.alloc("a", 1)
+    assert arena.alloc("too big", 5 * ALIGN) is None  # the caller reads into memory of its own
+    b[:] = b"\x01" * len(b)
+    assert arena.free("b") and not arena.free("b")
+    d = arena.alloc("d", ALIGN)  # best fit: b's hole (3 pages) beats the tail (4 pages)
+    assert d is not None and _address(d) == _address(b)
+    assert arena.free("a") and arena.free("c") and arena.free("d")
+    assert arena.used == 0 and arena.largest_free == 10 * ALIGN  # every neighbour merged back into one extent
+    arena.trim()  # free pages go back to the OS and read as zeros when used again
+    e = arena.alloc("e", 10 * ALIGN)
+    assert e is not None and bytes(e[ALIGN : 2 * ALIGN]) == b"\x00" * ALIGN
+
+
+@pytest.mark.parametrize("drop_cache", [True, False])
+def test_read_into_fills_a_slot_exactly(tmp_path: Path, drop_cache: bool) -> None:
+    path = tmp_path / "x.bin"
+    data = bytes(range(256)) * 50 + b"tail"  # not a whole number of blocks
+    path.write_bytes(data)
+    fsync_and_drop(path)
+    arena = HostArena("pool", aligned(len(data)) + ALIGN)
+    slot = arena.alloc("x", len(data))
+    assert slot is not None
+    assert read_into(path, slot, drop_cache=drop_cache) == len(data)
+    assert bytes(slot[: len(data)]) == data
+    unaligned = memoryview(bytearray(len(data) + 1))[1:]  # a buffer O_DIRECT cannot take: read buffered
+    assert read_into(path, unaligned) == len(data) and bytes(unaligned) == data
+    with pytest.raises(ValueError, match="do not fit"):
+        read_into(path, memoryview(bytearray(10)))
+
+
+def test_direct_reads_work_here_or_are_remembered_as_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"z" * (3 * ALIGN + 17))
+    fsync_and_drop(path)
+    slot = HostArena("pool", 4 * ALIGN).alloc("x", 4 * ALIGN)
+    assert slot is not None
+    if _read_direct(path, slot, 3 * ALIGN + 17):
+        assert bytes(slot[: 3 * ALIGN + 17]) == b"z" * (3 * ALIGN + 17)
+    else:  # this filesystem refuses O_DIRECT (tmpfs): every later read here goes buffered, without trying again
+        assert path.stat().st_dev in _NO_DIRECT
+
+
+def test_store_reads_into_the_pools_slot_and_keeps_no_host_copy(tmp_path: Path) -> None:
+    store, host, state = _store_with_host_tier(tmp_path)
+    arena = HostArena("pool", 1 << 16)
+    slots: list[memoryview] = []
+
+    def slot(nbytes: int) -> memoryview | None:
+        view = arena.alloc("e#0", nbytes)
+        slots.append(view)
+        return view
+
+    got, rec = store.fetch("e", Device("cpu"), slot)
+    assert rec.tier is Tier.DISK and arena.holds("e#0")
+    base, size = _address(slots[0]), len(slots[0])
+    for key, ref in state.items():
+        assert torch.equal(got[key], ref)
+        if ref.numel():  # a view of the slot: the read was the only copy
+            assert base <= got[key].data_ptr() < base + size
+    assert store.tier_of("e") is Tier.DISK and host.used == 0  # the slot is the pool's, not the cache's
+    full = HostArena("full", ALIGN)
+    got, _ = store.fetch("e", Device("cpu"), lambda n: full.alloc("e#1", n))  # no room: a buffer of its own
+    assert torch.equal(got["w"], state["w"]) and not full.holds("e#1")

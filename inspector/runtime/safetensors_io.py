@@ -60,7 +60,7 @@ def header_index(path: str | Path) -> dict[str, TensorSpan]:
     return _spans(raw, hlen, size, str(path))
 
 
-def parse(buf: bytes) -> dict[str, torch.Tensor]:
+def parse(buf: bytes | memoryview) -> dict[str, torch.Tensor]:
     """Every tensor of a whole safetensors file in memory, as views of `buf`."""
     if len(buf) < 8:
         raise CorruptWeights(f"file is {len(buf)} bytes, too short for a safetensors header")
@@ -68,7 +68,7 @@ def parse(buf: bytes) -> dict[str, torch.Tensor]:
     spans = _spans(bytes(buf[8 : 8 + hlen]) if hlen <= len(buf) - 8 else b"", hlen, len(buf), "")
     out: dict[str, torch.Tensor] = {}
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # read-only buffer: weights are never written
+        warnings.simplefilter("ignore", UserWarning)  # a read-only bytes buffer: weights are never written
         for name, span in spans.items():
             count = math.prod(span.shape)
             if count == 0:

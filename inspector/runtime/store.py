@@ -4,7 +4,9 @@ The store moves *weights* (state dicts); turning them into modules is the
 experts' business and deciding what stays in a device pool is a policy's.
 Host RAM is an LRU cache in front of the disk when a host ledger is given
 (the Samba-CoE arrangement on a GPU box); on a CPU-only box the device pool
-*is* host RAM and the store reads straight from disk.
+*is* host RAM and the store reads straight from disk, into a slot of the
+pool's own memory when the pool offers one (`arena.py`: no fresh buffer, and
+an O_DIRECT read that costs the executors' cores almost nothing).
 
 An expert registered with the sha256 of its trained weights is checked the
 first time its file is read in this process (then trusted until its size,
@@ -15,9 +17,11 @@ check is not paid inside the first switch to each expert.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -25,11 +29,13 @@ from pathlib import Path
 import torch
 
 from .devices import Device
-from .diskio import read_bytes
+from .diskio import read_bytes, read_into
 from .memory import MemoryLedger
 from .safetensors_io import CorruptWeights, parse
 
 StateDict = dict[str, torch.Tensor]
+# given a file's size, a writable page-aligned buffer of at least that many bytes, or None (read into a fresh one)
+SlotSource = Callable[[int], "memoryview | None"]
 
 # (path, sha256) -> (size, mtime_ns, inode) of the file that matched: process-wide, since every engine of a
 # process (a bench runs several) reads the same files
@@ -113,8 +119,14 @@ class TieredStore:
     def host_ledger(self) -> MemoryLedger | None:
         return self._host_ledger
 
-    def fetch(self, name: str, device: Device) -> tuple[StateDict, LoadRecord]:
-        """Weights of `name` on `device`, and where they came from."""
+    def fetch(self, name: str, device: Device, slot: SlotSource | None = None) -> tuple[StateDict, LoadRecord]:
+        """Weights of `name` on `device`, and where they came from.
+
+        `slot`: on a CPU device, where a disk read may land (the pool's
+        memory); the returned tensors are then views of that slot, so the
+        caller owns it for as long as they live, and the host cache keeps no
+        copy of them (the slot is the pool's, not the cache's).
+        """
         start = time.perf_counter()
         with self._lock:
             cached = self._host.get(name)
@@ -125,8 +137,9 @@ class TieredStore:
             host_state = cached
         else:
             tier = Tier.DISK
-            host_state = self._read_disk(name)
-            if self._host_ledger is not None:
+            into = slot if slot is not None and not device.is_cuda else None
+            host_state = self._read_disk(name, into)
+            if self._host_ledger is not None and into is None:
                 host_state = self._admit_host(name, host_state)
         if device.is_cuda:
             state = {k: v.to(device.torch, non_blocking=self._pin) for k, v in host_state.items()}
@@ -135,23 +148,31 @@ class TieredStore:
             state = host_state
         return state, LoadRecord(tier, time.perf_counter() - start, state_dict_bytes(state))
 
-    def _read_disk(self, name: str) -> StateDict:
+    def _read_disk(self, name: str, slot: SlotSource | None = None) -> StateDict:
         path = self._paths.get(name)
         if path is None:
             raise KeyError(f"expert {name!r} is not registered in the weight store")
         try:
-            raw = read_bytes(path, drop_cache=self.drop_page_cache)
+            raw = self._read_file(path, slot)
         except FileNotFoundError:
             raise WeightsUnavailable(name, path, "missing") from None
         except OSError as exc:
             raise WeightsUnavailable(name, path, f"unreadable ({exc.strerror})") from None
+        except (EOFError, ValueError) as exc:  # its size changed between the stat and the read
+            raise WeightsUnavailable(name, path, f"changed while being read ({exc})") from None
         self._verify(name, path, raw)
         try:
             return parse(raw)
         except CorruptWeights as exc:
             raise WeightsUnavailable(name, path, f"corrupt ({exc})") from None
 
-    def _verify(self, name: str, path: Path, raw: bytes) -> None:
+    def _read_file(self, path: Path, slot: SlotSource | None) -> bytes | memoryview:
+        dest = slot(os.stat(path).st_size) if slot is not None else None
+        if dest is None:
+            return read_bytes(path, drop_cache=self.drop_page_cache)
+        return dest[: read_into(path, dest, drop_cache=self.drop_page_cache)]
+
+    def _verify(self, name: str, path: Path, raw: bytes | memoryview) -> None:
         expected = self._sha256.get(name)
         if expected is None:
             return

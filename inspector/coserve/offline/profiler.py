@@ -11,6 +11,7 @@ import torch
 
 from ...experts.base import Architecture
 from ...experts.zoo import Zoo
+from ...runtime.arena import HostArena, aligned
 from ...runtime.devices import Device, cpu_cores, fingerprint
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import Tier, TieredStore
@@ -82,14 +83,19 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
     host = MemoryLedger("profile-host", 1 << 40) if device.is_cuda else None
     store = TieredStore(host_ledger=host, pin_host=device.is_cuda, drop_page_cache=drop_page_cache)
     store.register(name, weight_path)
+    # on a CPU the engine's pools read into memory of their own (`runtime/arena.py`): so does the profile
+    arena = None if device.is_cuda else HostArena("profile", aligned(weight_path.stat().st_size))
 
     def load_from_store() -> torch.nn.Module:
-        state, _ = store.fetch(name, device)
+        slot = None if arena is None else (lambda nbytes: arena.alloc(name, nbytes))
+        state, _ = store.fetch(name, device, slot)
         return arch.materialize(state, device.torch)
 
     def switch() -> None:
-        """A load as the engine does it in steady state: into the shell an eviction handed back."""
+        """A load as the engine does it in steady state: into the shell and the slot an eviction handed back."""
         arch.retire(load_from_store(), device.torch)
+        if arena is not None:
+            arena.free(name)
 
     # disk: every fetch drops the file from the page cache again, so each read is a disk read.
     switch()  # the first load builds a shell; the timed ones reuse it
@@ -181,7 +187,8 @@ def concurrency_counts(device: Device) -> int:
     return cpu_cores() + 2 if not device.is_cuda else 6
 
 
-PROFILE_FORMAT = 3  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve
+PROFILE_FORMAT = 4  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
+# loads into a pool's own memory (runtime/arena.py)
 
 
 def thread_counts(device: Device) -> list[int]:

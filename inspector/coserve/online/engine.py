@@ -20,7 +20,7 @@ from ...runtime.store import TieredStore
 from .executor import Executor, next_use
 from .expert_manager import ExpertManager, ManagerStats
 from .policies import Policy
-from .pools import pool_layout
+from .pools import pool_arena, pool_layout
 from .profile import DeviceProfile
 from .request import Request, RequestResult
 from .scheduler import Scheduler
@@ -122,7 +122,7 @@ class Engine:
             manager = self.managers[key] = ExpertManager(
                 name=key, device=pool.device, ledger=self.budgets[pool.device].open(pool.name, pool.nbytes),
                 store=self.store, zoo=zoo, evictor=policy.evictor, usage=usage, lock=self._lock,
-                next_use=lambda k=key: next_use(self.executors, k),
+                next_use=lambda k=key: next_use(self.executors, k), arena=pool_arena(pool, zoo),
             )
             owner.update((i, manager) for i in pool.executors)
         for i, spec in enumerate(plan.executors):

@@ -5,11 +5,13 @@ a device (ours); `pools.py` says which, the manager works the same either way.
 
 Mechanics only: residency, byte accounting through the pool's ledger,
 pinning (an expert in use or being loaded is never evicted), loads through
-the tiered store, and a background loader for prefetches. *Which* residents
+the tiered store (on a CPU, into slots of the pool's own memory, `arena`),
+and a background loader for prefetches. *Which* residents
 leave a full pool is the policy's evictor's answer.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import defaultdict, deque
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from ...experts.zoo import Zoo
+from ...runtime.arena import HostArena
 from ...runtime.devices import Device
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import TieredStore, WeightsUnavailable
@@ -54,6 +57,7 @@ class ManagerStats:
     prefetches: int = 0
     prefetch_used: int = 0
     initial_loads: int = 0
+    unpooled_loads: int = 0  # disk reads the arena had no slot for (fragmented, or the pool grew past it)
     loads_by_tier: dict[str, int] = field(default_factory=dict)
     load_s_by_tier: dict[str, float] = field(default_factory=dict)
     decision_s: float = 0.0  # eviction decisions and bookkeeping: the EM overhead
@@ -68,7 +72,7 @@ class ManagerStats:
         total = cls()
         for part in parts:
             for name in ("hits", "switches", "evictions", "prefetches", "prefetch_used", "initial_loads",
-                         "decision_s"):
+                         "unpooled_loads", "decision_s"):
                 setattr(total, name, getattr(total, name) + getattr(part, name))
             for tier, n in part.loads_by_tier.items():
                 total.record_load(tier, part.load_s_by_tier[tier], n)
@@ -96,6 +100,7 @@ class ExpertManager:
         usage: ExpertUsage,
         lock: threading.RLock,
         next_use: Callable[[], Mapping[str, int]],
+        arena: HostArena | None = None,
     ) -> None:
         self.name = name
         self.device = device
@@ -106,6 +111,11 @@ class ExpertManager:
         self.usage = usage
         self._cv = threading.Condition(lock)
         self._next_use = next_use
+        # the pool's own memory that disk reads land in (CPU pools); slots are keyed per load, since an evicted
+        # expert's slot is given back only after its module let go of it, possibly after the expert loads again
+        self.arena = arena
+        self._arena_keys: dict[int, str] = {}  # id(module) -> its slot's key
+        self._load_ids = itertools.count()
         self._slots: dict[str, _Slot] = {}
         self._loading: set[str] = set()
         self._failed: dict[str, str] = {}
@@ -236,15 +246,16 @@ class ExpertManager:
         """
         evicted: list[tuple[str, nn.Module]] = []
         with self._cv:
+            shrunk = capacity < self.ledger.capacity
             self.ledger.capacity = capacity
-            if self.ledger.free >= 0:
-                return
-            for victim in self._eviction_order():
+            for victim in self._eviction_order() if self.ledger.free < 0 else []:
                 if self.ledger.free >= 0:
                     break
                 evicted.append((victim, self._evict(victim)))
             self._cv.notify_all()
         self.retire(evicted)
+        if shrunk and self.arena is not None:
+            self.arena.trim()  # a smaller pool gives its memory back, not just its ledger bytes
 
     def abort_load(self, expert: str, reason: str) -> None:
         """A load begun with `begin_load` failed: give its bytes back, remember why."""
@@ -271,6 +282,9 @@ class ExpertManager:
         for name, module in evicted:
             if module is not None:  # the simulator's residents have none
                 self.zoo.architecture(name).retire(module, self.device.torch)
+                key = self._arena_keys.pop(id(module), None)
+                if key is not None:  # its tensors are meta now: the slot may be overwritten
+                    self.arena.free(key)
 
     def _evict(self, expert: str) -> nn.Module:
         slot = self._slots.pop(expert)
@@ -359,13 +373,26 @@ class ExpertManager:
 
     def _load_counted(self, expert: str, pin: bool, prefetched: bool, initial: bool) -> None:
         t0 = time.perf_counter()
+        key = f"{expert}#{next(self._load_ids)}"
+        slot = None if self.arena is None else (lambda nbytes: self._slot(key, nbytes))
         try:
-            state, record = self.store.fetch(expert, self.device)
+            state, record = self.store.fetch(expert, self.device, slot)
             module = self.zoo.architecture(expert).materialize(state, self.device.torch)
             seconds = time.perf_counter() - t0  # the whole switch: fetch and module build
-        except (WeightsUnavailable, RuntimeError, KeyError) as exc:
+        except (WeightsUnavailable, RuntimeError, KeyError, ValueError, OSError) as exc:
+            if self.arena is not None:
+                self.arena.free(key)
             with self._cv:
                 self.abort_load(expert, str(exc))
             return
+        if self.arena is not None and self.arena.holds(key):
+            self._arena_keys[id(module)] = key
         with self._cv:
             self.install(expert, module, record.tier.value, seconds, pin, prefetched, initial)
+
+    def _slot(self, key: str, nbytes: int) -> memoryview | None:
+        assert self.arena is not None
+        view = self.arena.alloc(key, nbytes)
+        if view is None:
+            self.stats.unpooled_loads += 1
+        return view

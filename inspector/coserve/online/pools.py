@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ...experts.zoo import Zoo
+from ...runtime.arena import ALIGN, HostArena
 from ...runtime.devices import Device
 
 
@@ -45,3 +47,24 @@ def pool_layout(executor_devices: Sequence[Device], pool_bytes: dict[Device, int
             share = nbytes // len(members)
             pools += [PoolSpec(f"pool-{i}", device, share, (i,)) for i in members]
     return pools
+
+
+def pool_arena(pool: PoolSpec, zoo: Zoo) -> HostArena | None:
+    """A CPU pool's own memory for its disk reads (`runtime/arena.py`); None for a GPU pool.
+
+    Sized to the pool's bytes plus what its files carry beyond their weights
+    (headers, page rounding) for as many experts as the pool can hold at once.
+    """
+    if pool.device.is_cuda:
+        return None
+    entries = [e for n, e in zoo.entries.items() if n not in zoo.unavailable]
+    if not entries:
+        return None
+    overhead = 0
+    for name, entry in zoo.entries.items():
+        try:
+            overhead = max(overhead, zoo.path_of(name).stat().st_size - entry.weight_bytes)
+        except OSError:
+            continue  # a missing file fails its expert at load time, with the reason
+    most = pool.nbytes // max(1, min(e.weight_bytes for e in entries)) + 1
+    return HostArena(pool.key, pool.nbytes + most * (overhead + ALIGN))
