@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from inspector.experts import BadInput, UnknownArchitecture, architecture_from_spec
+from inspector.experts.assign import assign, places
 from inspector.experts.resnet import ResNetClassifier
 from inspector.experts.yolo import YoloDetector
 
@@ -128,3 +129,19 @@ def test_pass_rate_calibration_moves_the_ok_logit() -> None:
     calibrated = arch.materialize(state, CPU)
     passed = sum(p.passed for p in arch.run(calibrated, samples))
     assert 40 <= passed <= 56  # 75% of 64 = 48, quantile ties allowed
+
+
+@pytest.mark.parametrize("spec", [{"arch": "resnet18", "input_size": 32, "classes": 2},
+                                  {"arch": "yolov8n.yaml", "input_size": 32, "classes": 3}])
+def test_fast_assignment_refuses_what_load_state_dict_refuses(spec: dict) -> None:
+    arch = architecture_from_spec(spec)
+    state = arch.random_state(seed=3)
+    shell = arch.materialize(state, CPU)
+    assert list(places(shell)) == list(arch.build().state_dict())  # the same keys, in the same order
+    key = next(iter(state))
+    with pytest.raises(RuntimeError, match=f"missing keys \\['{key}'\\]"):
+        assign(shell, {k: v for k, v in state.items() if k != key})
+    with pytest.raises(RuntimeError, match="unexpected keys \\['extra'\\]"):
+        assign(shell, {**{k: v for k, v in state.items() if k != key}, "extra": state[key]})
+    with pytest.raises(RuntimeError, match=f"size mismatch for {key}"):
+        assign(shell, {**state, key: torch.zeros(3, 1)})

@@ -2,8 +2,9 @@
 
 Loading must be cheap: each architecture keeps one skeleton on the meta
 device and a switch deep-copies it (no allocation, no init) and then assigns
-the fetched tensors (`load_state_dict(..., assign=True)`), so a load costs
-the read, not construction plus a copy. Deep-copying a module is itself slow
+the fetched tensors (`assign.py`: what `load_state_dict(..., assign=True)`
+does, without its per-tensor Python walk), so a load costs the read, not
+construction plus a copy. Deep-copying a module is itself slow
 in Python (40 ms for a ResNet-10, 340 ms for a YOLOv8n on this project's
 2-core box, against 3 ms for the assignment), so the shell of an evicted
 expert is kept (its tensors dropped to meta) and the next load of the same
@@ -20,6 +21,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .assign import assign
 
 StateDict = dict[str, torch.Tensor]
 SPARE_SHELLS = 8  # per architecture and device: enough for the evictions of a burst of switches
@@ -100,9 +103,8 @@ class Architecture(ABC):
             spare = self._shells.get(str(device))
             module = spare.pop() if spare else None
         if module is None:
-            module = copy.deepcopy(self.skeleton())
-        module.load_state_dict(state, strict=True, assign=True)
-        module.eval()
+            module = copy.deepcopy(self.skeleton()).eval()
+        assign(module, state)
         if device.type != "cpu":
             module.to(device)  # parameters already there; moves non-parameter tensors
         return module
@@ -132,7 +134,7 @@ class Architecture(ABC):
             meta = self._meta_state
         if meta is None:  # skeleton() takes the lock itself
             meta = self._meta_state = dict(self.skeleton().state_dict())
-        module.load_state_dict(meta, strict=True, assign=True)
+        assign(module, meta)
         with self._lock:
             self._shells.setdefault(str(device), []).append(module)
 

@@ -188,7 +188,7 @@ def concurrency_counts(device: Device) -> int:
 
 
 PROFILE_FORMAT = 4  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
-# loads into a pool's own memory (runtime/arena.py)
+# loads into a pool's own memory (runtime/arena.py), tensors put in place by experts/assign.py
 
 
 def thread_counts(device: Device) -> list[int]:
