@@ -251,9 +251,13 @@ def tiny_moe(tiny_llm: Path) -> Path:
 
 
 def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_path: Path) -> None:
+    """The in-process model runs on memory the dashboard set aside beside the line (--llm-mb), not a pool of its
+    own: the loan is booked while the model is loaded and given back when it is closed."""
+    from inspector.moe.loans import SetAside
     from ui.tabs.llm import LlmTab
 
-    tab = LlmTab(tmp_path / "models", tiny_moe)
+    set_aside = SetAside("cpu", 64 * 2**20)
+    tab = LlmTab(tmp_path / "models", tiny_moe, borrow=set_aside)
     qtbot.addWidget(tab)
     tab.show()
     assert not tab.send_btn.isEnabled()
@@ -265,6 +269,7 @@ def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_
     qtbot.waitUntil(lambda: not job.running and tab.load_btn.isEnabled(), timeout=WAIT)
     assert tab.session is not None, tab.model_state.text()
     assert "daop" in tab.model_state.text() and tab.send_btn.isEnabled()
+    assert "of the 64.0 MiB set aside" in tab.model_state.text() and set_aside.free < 64 * 2**20
     assert tab.layers.rowCount() == TINY_DEMO.layers
 
     tab.prompt.setPlainText("def add(a, b):\n    return")
@@ -282,7 +287,28 @@ def test_the_llm_tab_streams_tokens_and_engine_stats(qtbot, tiny_moe: Path, tmp_
     bars = [tab.layers.cellWidget(r, 1) for r in range(tab.layers.rowCount())]
     assert all(b.value() <= b.maximum() and b.value() >= 1 for b in bars)
     tab.close_session()
+    assert tab.session is None and set_aside.free == 64 * 2**20
+
+
+def test_the_llm_tab_refuses_a_model_larger_than_the_memory_set_aside(qtbot, tiny_moe: Path, tmp_path: Path) -> None:
+    from inspector.moe.checkpoint import MoECheckpoint
+    from inspector.moe.loans import SetAside, model_bytes
+    from inspector.moe.policies import get_policy
+    from ui.tabs.llm import LlmTab
+
+    need = sum(model_bytes(MoECheckpoint.open(tiny_moe), get_policy("lru"), 0.5, None))
+    set_aside = SetAside("cpu", need // 2, flag="inspector gui --llm-mb")
+    tab = LlmTab(tmp_path / "models", tiny_moe, borrow=set_aside)
+    qtbot.addWidget(tab)
+    tab.policy.setCurrentText("lru")
+    tab.ratio.setValue(0.5)
+    job = tab.load()
+    qtbot.waitUntil(lambda: not job.running and tab.load_btn.isEnabled(), timeout=WAIT)
     assert tab.session is None
+    message = tab.model_state.text()
+    assert f"the model needs {need / 2**20:.1f} MiB" in message and "MiB set aside are free" in message
+    assert "inspector gui --llm-mb" in message
+    assert set_aside.free == need // 2  # nothing stays booked for a model that never loaded
 
 
 def test_the_llm_tab_talks_to_a_running_server(qtbot, tiny_moe: Path, tmp_path: Path, monkeypatch) -> None:

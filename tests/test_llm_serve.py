@@ -229,9 +229,12 @@ def test_beside_line_prints_the_line_and_the_model_alone_and_together(demo, tiny
 def test_the_kiosk_lends_the_model_its_memory_on_a_lease(demo, tiny_llm: Path, tmp_path: Path, capsys) -> None:
     """The kiosk owns the box's ledger (--llm-mb); the model's process borrows its bytes, a second model is
     refused with what is free, and a model killed with -9 loses its grant when the lease runs out."""
+    from inspector.endpoint import read_token
     from inspector.moe.checkpoint import MoECheckpoint
     from inspector.moe.engine import pool_plan
+    from inspector.moe.loans import from_kiosk
     from inspector.moe.policies import get_policy
+    from inspector.moe.session import ChatSession
 
     from .faults import KioskProcess, http
     from .test_routing_rules import GOOD
@@ -267,6 +270,14 @@ def test_the_kiosk_lends_the_model_its_memory_on_a_lease(demo, tiny_llm: Path, t
         while kiosk.status()["ledger"]["grants"] and time.monotonic() < deadline:
             time.sleep(0.5)
         assert kiosk.status()["ledger"]["grants"] == []  # the lease ran out: the memory is the kiosk's again
+        # the attached dashboard's in-process model borrows the same way, and gives the bytes back when closed
+        session = ChatSession(tiny_llm, "lru", 0.5, tmp_path / "cal",
+                              borrow=from_kiosk(kiosk.url, read_token(str(kiosk_token))))
+        ledger = kiosk.status()["ledger"]
+        assert [g["bytes"] for g in ledger["grants"]] == [need] and "dashboard" in ledger["grants"][0]["holder"]
+        assert "lent by the kiosk" in session.describe()
+        session.close()
+        assert kiosk.status()["ledger"]["grants"] == []
         assert kiosk.stop() == 0, kiosk.tail()
     finally:
         kiosk.close()

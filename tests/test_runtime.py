@@ -7,6 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load, save_file
 
+from inspector.runtime import diskio
 from inspector.runtime.arena import ALIGN, HostArena, aligned
 from inspector.runtime.devices import Device, available_devices, fingerprint
 from inspector.runtime.diskio import _NO_DIRECT, _address, _read_direct, fsync_and_drop, read_bytes, read_into
@@ -205,3 +206,22 @@ def test_store_reads_into_the_pools_slot_and_keeps_no_host_copy(tmp_path: Path) 
     full = HostArena("full", ALIGN)
     got, _ = store.fetch("e", Device("cpu"), lambda n: full.alloc("e#1", n))  # no room: a buffer of its own
     assert torch.equal(got["w"], state["w"]) and not full.holds("e#1")
+
+
+@pytest.mark.parametrize("drop_cache", [True, False])
+def test_ranges_at_any_offset_read_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, drop_cache: bool) -> None:
+    """A checkpoint's tensors sit at unaligned offsets: the O_DIRECT path reads the blocks around them and copies
+    them out, in chunks when a range is larger than one request."""
+    monkeypatch.setattr(diskio, "DIRECT_CHUNK", ALIGN)  # every range above a page goes in several requests
+    path = tmp_path / "shard.bin"
+    data = torch.randint(0, 256, (3 * ALIGN + 100,), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    path.write_bytes(bytes(data.tolist()))
+    fsync_and_drop(path)
+    raw = path.read_bytes()
+    spans = [(5, 10), (ALIGN - 6, ALIGN + 5000 % ALIGN + 7), (len(raw) - 7, 7)]
+    dests = [memoryview(bytearray(n)) for _, n in spans]
+    diskio.read_ranges_into(path, [(off, d) for (off, _), d in zip(spans, dests)], drop_cache)
+    for (off, n), d in zip(spans, dests):
+        assert bytes(d) == raw[off : off + n]
+    with pytest.raises(EOFError, match="the file ends"):
+        diskio.read_ranges_into(path, [(len(raw) - 3, memoryview(bytearray(10)))], drop_cache)

@@ -115,9 +115,19 @@ class LocalBackend:
     can_control = True
     can_edit = True
 
-    def __init__(self, controller: LineController, setup: LineSetup) -> None:
+    def __init__(self, controller: LineController, setup: LineSetup, llm_mb: float = 0.0) -> None:
         self.controller, self.setup = controller, setup
         self._store: ResultStore | None = None
+        self.llm_mb = llm_mb  # set aside for the LLM tab's in-process model, beside the line's own budget
+        self._set_aside: Any = None
+
+    def llm_loan(self, nbytes: int) -> Any:
+        """Memory for the LLM tab's in-process model, from what `--llm-mb` set aside (inspector/moe/loans.py)."""
+        if self._set_aside is None:
+            from inspector.moe.loans import SetAside
+
+            self._set_aside = SetAside("cpu", int(self.llm_mb * 2**20), flag="inspector gui --llm-mb")
+        return self._set_aside(nbytes)
 
     @property
     def label(self) -> str:
@@ -216,6 +226,15 @@ class AttachedBackend:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="attach-poll", daemon=True)
         self._thread.start()
+
+    def llm_loan(self, nbytes: int) -> Any:
+        """Memory for the LLM tab's in-process model, lent by the kiosk (its --llm-mb) on a lease."""
+        if self._token is None:
+            raise PermissionError("the kiosk lends memory to a model only with its API token: attach with "
+                                  "--token-file, or point the Model field at a running `inspector llm serve`")
+        from inspector.moe.loans import from_kiosk
+
+        return from_kiosk(self.url, self._token)(nbytes)
 
     @property
     def label(self) -> str:

@@ -40,7 +40,7 @@ class MainWindow(QMainWindow):
         self.rules = RulesTab(backend)
         self.memory = MemoryTab(backend)
         self.history = HistoryTab(backend)
-        self.llm = LlmTab(models_dir, llm_model)
+        self.llm = LlmTab(models_dir, llm_model, borrow=getattr(backend, "llm_loan", None))
         for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
                           (self.rules, "Routing rules"), (self.memory, "Memory && executors"),
                           (self.history, "History"), (self.llm, "Language model")):

@@ -13,6 +13,7 @@ from pathlib import Path
 from .calibration import CALIBRATION_DIR
 from .checkpoint import MoECheckpoint
 from .engine import GenStats, OffloadedLM, pool_slots
+from .loans import Borrow, borrow_for
 from .offline.collect import calibrate_on_texts
 from .policies import get_policy
 from .text import encode_prompt, load_tokenizer, stream_text
@@ -29,8 +30,12 @@ class LayerResidency:
 class ChatSession:
     def __init__(self, model: str | Path, policy: str = "daop", cache_ratio: float = 0.25,
                  calibration_dir: str | Path | None = None, device: str = "cpu",
-                 log: Callable[[str], None] | None = None, host_ratio: float | None = None) -> None:
-        """Raises FileNotFoundError/ValueError (CheckpointError, BudgetTooSmall) naming what to fix."""
+                 log: Callable[[str], None] | None = None, host_ratio: float | None = None,
+                 borrow: Borrow | None = None) -> None:
+        """Raises FileNotFoundError/ValueError (CheckpointError, BudgetTooSmall) naming what to fix.
+
+        `borrow`: where the memory comes from when a line shares the box (loans.py): the pool's ledger opens in
+        the loan, which a refusal (GrantRefused, GrantError) stops before anything loads."""
         self.model = Path(model)
         ckpt = MoECheckpoint.open(self.model)
         pool_slots(ckpt, cache_ratio)  # a ratio below one layer's top-k is refused before anything loads
@@ -40,8 +45,14 @@ class ChatSession:
             cache = Path(calibration_dir) if calibration_dir else CALIBRATION_DIR
             calibration = calibrate_on_texts(self.model, self.tokenizer, cache, log)
         self.policy = get_policy(policy, calibration, log)
-        self.lm = OffloadedLM.load(self.model, self.policy, cache_ratio=cache_ratio, device=device,
-                                   host_ratio=host_ratio)
+        self.loan = borrow_for(ckpt, self.policy, cache_ratio, calibration, borrow) if borrow else None
+        try:
+            self.lm = OffloadedLM.load(self.model, self.policy, cache_ratio=cache_ratio, device=device,
+                                       host_ratio=host_ratio, budget=self.loan.budget if self.loan else None)
+        except BaseException:
+            if self.loan is not None:
+                self.loan.close()
+            raise
         self.stats: GenStats | None = None  # of the newest answer, up to its last token
 
     def complete(self, text: str, max_new_tokens: int) -> Iterator[tuple[str, GenStats]]:
@@ -60,7 +71,8 @@ class ChatSession:
         ck = self.lm.ckpt
         return (f"<b>{self.model.name}</b>: {ck.config.model_type}, {len(ck.moe_layers)} MoE layers × "
                 f"{ck.num_experts} experts, top-{ck.top_k}; policy <b>{self.policy.name}</b>, "
-                f"{self.lm.runtime.slots_per_layer} experts per layer in the pool")
+                f"{self.lm.runtime.slots_per_layer} experts per layer in the pool"
+                + (f"; memory: {self.loan.source}" if self.loan else ""))
 
     def residency(self) -> list[LayerResidency]:
         rt = self.lm.runtime
@@ -69,3 +81,5 @@ class ChatSession:
 
     def close(self) -> None:
         self.lm.close()
+        if self.loan is not None:
+            self.loan.close()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 import os
+import threading
 from pathlib import Path
 
 DIRECT_CHUNK = 8 * 2**20  # one O_DIRECT request: large enough that the per-request cost vanishes
@@ -55,8 +57,18 @@ def read_range(path: Path | str, offset: int, length: int, drop_cache: bool = Tr
 
 
 def read_ranges_into(path: Path | str, ranges: list[tuple[int, memoryview]], drop_cache: bool = True) -> None:
-    """Read each (offset, destination) of one file straight into its destination: no intermediate buffer,
-    no copy; with drop_cache the pages read leave RAM afterwards."""
+    """Read each (offset, destination) of one file into its destination.
+
+    With drop_cache the reads are O_DIRECT where the filesystem allows: the
+    aligned blocks around each range land in this thread's bounce buffer (the
+    ranges of a checkpoint shard sit at any offset) and the range is copied
+    out, which costs a quarter of the CPU of a page-cache read and its
+    dropping, and a third of the time here. Otherwise buffered reads straight
+    into each destination, their pages dropped afterwards when asked.
+    """
+    if drop_cache and hasattr(os, "O_DIRECT") and os.stat(path).st_dev not in _NO_DIRECT \
+            and _read_ranges_direct(path, ranges):
+        return
     with open(path, "rb", buffering=0) as f:
         for offset, dest in ranges:
             f.seek(offset)
@@ -69,6 +81,49 @@ def read_ranges_into(path: Path | str, ranges: list[tuple[int, memoryview]], dro
         if drop_cache and hasattr(os, "posix_fadvise"):
             for offset, dest in ranges:
                 os.posix_fadvise(f.fileno(), offset, len(dest), os.POSIX_FADV_DONTNEED)
+
+
+_BOUNCE = threading.local()  # each reading thread's aligned buffer for O_DIRECT reads of unaligned ranges
+
+
+def _bounce() -> memoryview:
+    view = getattr(_BOUNCE, "view", None)
+    if view is None:
+        view = _BOUNCE.view = memoryview(mmap.mmap(-1, DIRECT_CHUNK + 2 * DIRECT_ALIGN))
+    return view
+
+
+def _read_ranges_direct(path: Path | str, ranges: list[tuple[int, memoryview]]) -> bool:
+    """O_DIRECT reads of unaligned ranges through the bounce buffer; False (remembered) where unsupported."""
+    fd = _open_direct(path)
+    if fd is None:
+        return False
+    bounce = _bounce()
+    try:
+        first = True
+        for offset, dest in ranges:
+            got, length = 0, len(dest)
+            while got < length:
+                start = offset + got
+                lead = start % DIRECT_ALIGN
+                want = min(length - got, DIRECT_CHUNK)
+                span = -(-(lead + want) // DIRECT_ALIGN) * DIRECT_ALIGN
+                try:
+                    n = os.preadv(fd, [bounce[:span]], start - lead)
+                except OSError as exc:
+                    if exc.errno != errno.EINVAL or not first:
+                        raise
+                    _NO_DIRECT.add(os.fstat(fd).st_dev)
+                    return False
+                first = False
+                have = min(n - lead, want)
+                if have <= 0:
+                    raise EOFError(f"{path}: wanted {length} bytes at {offset}, the file ends after {got}")
+                dest[got : got + have] = bounce[lead : lead + have]
+                got += have
+        return True
+    finally:
+        os.close(fd)
 
 
 def read_into(path: Path | str, dest: memoryview, drop_cache: bool = True) -> int:
@@ -99,18 +154,25 @@ def read_into(path: Path | str, dest: memoryview, drop_cache: bool = True) -> in
         os.close(fd)
 
 
+def _open_direct(path: Path | str) -> int | None:
+    """The file opened for O_DIRECT, or None (remembered for its filesystem) where that is refused."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        _NO_DIRECT.add(os.stat(path).st_dev)
+        return None
+
+
 def _address(buf: memoryview) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
 
 def _read_direct(path: Path | str, dest: memoryview, size: int) -> bool:
     """O_DIRECT into an aligned `dest`; False (and remembered per filesystem) where it is not supported."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:
-            raise
-        _NO_DIRECT.add(os.stat(path).st_dev)
+    fd = _open_direct(path)
+    if fd is None:
         return False
     try:
         got = 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFontDatabase, QTextCursor
@@ -50,8 +52,11 @@ def demo_model(models_dir: Path) -> Path | None:
 
 
 class LlmTab(QWidget):
-    def __init__(self, models_dir: Path, model: Path | None = None) -> None:
+    def __init__(self, models_dir: Path, model: Path | None = None,
+                 borrow: Callable[[int], Any] | None = None) -> None:
         super().__init__()
+        # where an in-process model's memory comes from: the line's side (set aside here, or the kiosk's lease)
+        self.borrow = borrow
         self.session: ChatSession | EndpointChat | None = None  # in this process, or a server's (a URL)
         self._loading: Job | None = None
         self._tokens: queue.Queue = queue.Queue()
@@ -164,7 +169,7 @@ class LlmTab(QWidget):
             job = Job(lambda: EndpointChat(path, read_token(token) if token else None), "llm-load")
         else:
             self.model_state.setText(f"loading {path} with {policy} (calibrating on first use)…")
-            job = Job(lambda: ChatSession(path, policy, ratio, self.calibration_dir), "llm-load")
+            job = Job(lambda: ChatSession(path, policy, ratio, self.calibration_dir, borrow=self.borrow), "llm-load")
         job.done.connect(self._loaded)
         job.failed.connect(self._load_failed)
         self._loading = job.start()

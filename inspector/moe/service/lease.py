@@ -20,9 +20,10 @@ class GrantError(RuntimeError):
 
 
 class Lease:
-    def __init__(self, url: str, token: str | None, nbytes: int, log: Callable[[str], None] = lambda m: None) -> None:
+    def __init__(self, url: str, token: str | None, nbytes: int, log: Callable[[str], None] = lambda m: None,
+                 holder: str = "inspector llm serve") -> None:
         self.url, self.token, self.nbytes, self.log = url.rstrip("/"), token, nbytes, log
-        self.holder = f"inspector llm serve (pid {os.getpid()})"
+        self.holder = f"{holder} (pid {os.getpid()})"
         self.lost: str | None = None  # why the grant is not held now
         self._stop = threading.Event()
         doc = self._ask()

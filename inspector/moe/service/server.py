@@ -20,7 +20,8 @@ import torch
 from ...endpoint import is_loopback, parse_listen, read_token
 from ...runtime.memory import DeviceBudget
 from ..checkpoint import MoECheckpoint
-from ..engine import OffloadedLM, pool_plan
+from ..engine import OffloadedLM
+from ..loans import FIXED, model_bytes
 from ..offline.collect import calibrate_on_texts
 from ..policies import get_policy
 from ..text import load_tokenizer
@@ -68,11 +69,11 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
     budget, lease = None, None
     if cfg.ledger:  # the kiosk owns the device ledger: borrow the pool's bytes and the fixed weights' from it
         ckpt = MoECheckpoint.open(cfg.model)
-        _, pool_bytes = pool_plan(ckpt, policy, cfg.cache_ratio, calibration)
-        lease = Lease(cfg.ledger, read_token(cfg.ledger_token_file), pool_bytes + ckpt.non_expert_bytes, log)
+        pool_bytes, fixed_bytes = model_bytes(ckpt, policy, cfg.cache_ratio, calibration)
+        lease = Lease(cfg.ledger, read_token(cfg.ledger_token_file), pool_bytes + fixed_bytes, log)
         log(f"the kiosk lends {lease.nbytes / 2**20:.1f} MiB on {lease.device} (lease {lease.lease_s:g} s)")
         budget = DeviceBudget(f"{cfg.device} (lent by {cfg.ledger})", lease.nbytes)
-        budget.open("fixed weights", ckpt.non_expert_bytes)
+        budget.open(FIXED, fixed_bytes)
     try:
         lm = OffloadedLM.load(cfg.model, policy, cache_ratio=cfg.cache_ratio, device=cfg.device,
                               host_ratio=cfg.host_ratio, budget=budget)
