@@ -105,6 +105,9 @@ def test_bench_concurrency_serves_clients_at_once_with_the_same_tokens(demo: Pat
     assert set(runs) == {("daop", 1), ("daop", 4), ("fmoe", 1), ("fmoe", 4)}
     assert all(r["same_tokens"] == 1.0 and r["new_tokens"] == 4 * 6 for r in runs.values())
     assert runs[("daop", 4)]["mean_batch"] > 1.0  # daop batches decode steps
+    # a batch's rows pick experts of their own: a step of several runs more distinct experts than a step of one
+    assert runs[("daop", 4)]["step_experts"] > runs[("daop", 1)]["step_experts"] > 0
+    assert "exp/step" in out
     assert runs[("fmoe", 4)]["mean_batch"] == 1.0  # fMoE keeps per-sequence state: one at a time
 
 

@@ -152,3 +152,25 @@ def test_a_prompt_over_the_context_is_refused_or_truncated_and_said_so(checkpoin
     out = list(lm.generate(long_prompt, 8, truncate=True))
     assert len(out) == 8 and out[-1][1].truncated == 5 and out[-1][1].prompt_tokens == 120
     assert [t for t, _ in out] == [t for t, _ in lm.generate(long_prompt[5:], 8)]
+
+
+def test_row_kernels_choose_a_form_by_measuring_and_keep_lone_rows_exact() -> None:
+    """A batched decode step's expert products go the way measured faster on this box; both forms compute the
+    same product, and a single row (a prefill's or a lone sequence's) is always F.linear, bit for bit."""
+    from torch.nn import functional as F
+
+    from inspector.moe.kernels import RowKernels
+
+    g = torch.Generator().manual_seed(0)
+    weights = [torch.randn(96, 32, generator=g) for _ in range(6)] + [torch.randn(32, 48, generator=g)]
+    kernels = RowKernels()
+    ratios = kernels.tune(weights, range(1, 5))
+    assert set(ratios) == {(r, o, i) for r in (2, 3, 4) for o, i in ((96, 32), (32, 48))}
+    assert all(r > 0 for r in ratios.values())
+    assert set(kernels.flip) == set(ratios)
+    x = torch.randn(3, 32, generator=g)
+    for flip in (False, True):
+        kernels.flip[(3, 96, 32)] = flip
+        assert torch.allclose(kernels.linear(x, weights[0]), F.linear(x, weights[0]), atol=1e-5)
+    assert not any(r == 1 for r, _, _ in kernels.flip)  # one row is never flipped: tune() starts at two
+    assert torch.equal(kernels.linear(x[:1], weights[0]), F.linear(x[:1], weights[0]))

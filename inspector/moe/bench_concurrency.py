@@ -37,6 +37,7 @@ class ConcurrencyRun:
     ttft_s: float  # mean, queueing included
     ttft_p90_s: float
     mean_batch: float  # rows per decode step
+    step_experts: float  # distinct experts a decode step runs, over all its MoE layers: what a CPU step costs
     new_tokens: int
     seconds: float
     same_tokens: float | None = None  # vs this policy's concurrency-1 run
@@ -95,6 +96,7 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
             t.join()
         wall = time.perf_counter() - t0
         stats = batcher.stats
+        step_experts = lm.runtime.counters.step_experts / max(1, stats.steps)
     finally:
         batcher.close()
         lm.close()
@@ -105,7 +107,8 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
     ttfts = sorted(ttft for _, ttft, _ in done)
     return ConcurrencyRun(policy, concurrency, n / wall, statistics.mean(len(t) / s for t, _, s in done),
                           statistics.mean(ttfts), ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))],
-                          stats.rows_stepped / max(1, stats.steps), n, wall, tokens=[t for t, _, _ in done])
+                          stats.rows_stepped / max(1, stats.steps), step_experts, n, wall,
+                          tokens=[t for t, _, _ in done])
 
 
 def bench_concurrency(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
@@ -134,7 +137,7 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
     lines = [f"model {model} on {device}: cache ratio {cache_ratio:g}, {prompts} prompts x {max_new_tokens} new "
              "tokens, N clients at once (the serving engine: decode steps batched where the policy allows)",
              f"{'policy':<16}{'N':>3}{'agg tok/s':>10}{'x N=1':>7}{'req tok/s':>10}{'ttft s':>8}{'p90 s':>7}"
-             f"{'batch':>7}{'same tok':>9}"]
+             f"{'batch':>7}{'exp/step':>9}{'same tok':>9}"]
     lines.append("-" * len(lines[-1]))
     base: dict[str, float] = {}
     for r in runs:
@@ -142,5 +145,7 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
         same = f"{r.same_tokens:.3f}" if r.same_tokens is not None else "-"
         lines.append(f"{r.policy[:16]:<16}{r.concurrency:>3}{r.tokens_per_s:>10.2f}"
                      f"{r.tokens_per_s / base[r.policy]:>6.2f}x{r.request_tokens_per_s:>10.2f}{r.ttft_s:>8.3f}"
-                     f"{r.ttft_p90_s:>7.3f}{r.mean_batch:>7.2f}{same:>9}")
+                     f"{r.ttft_p90_s:>7.3f}{r.mean_batch:>7.2f}{r.step_experts:>9.1f}{same:>9}")
+    lines.append("exp/step: distinct experts a decode step runs over its MoE layers; rows of a batch share few, and "
+                 "on a CPU each one is a pass over its weights")
     return "\n".join(lines)

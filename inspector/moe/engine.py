@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, DynamicCache
 from ..runtime.memory import DeviceBudget
 from .calibration import Calibration
 from .checkpoint import CheckpointError, MoECheckpoint
+from .kernels import RowKernels
 from .offloaded import OffloadedExperts
 from .policies import MoEPolicy, get_policy
 from .runtime import MoERuntime
@@ -63,6 +64,7 @@ class GenStats:
     degraded: int = 0
     predicted: int = 0
     predicted_right: int = 0
+    step_experts: int = 0  # distinct experts the decode steps it was in ran (a batch's rows are charged alike)
 
     @property
     def prediction_accuracy(self) -> float | None:
@@ -125,9 +127,17 @@ def pool_plan(ckpt: MoECheckpoint, policy: MoEPolicy, cache_ratio: float,
 
 class OffloadedLM:
     def __init__(self, ckpt: MoECheckpoint, model: torch.nn.Module, runtime: MoERuntime,
-                 device: torch.device, budget: DeviceBudget | None = None) -> None:
+                 device: torch.device, budget: DeviceBudget | None = None, kernels: RowKernels | None = None) -> None:
         self.ckpt, self.model, self.runtime, self.device = ckpt, model, runtime, device
         self.budget = budget  # the pool's ledger is open in it until close()
+        self.kernels = kernels or RowKernels()  # what the experts modules use in a batched decode step
+
+    def tune_batched(self, max_rows: int) -> dict[tuple[int, int, int], float]:
+        """Before serving batches: time both forms of a batched step's expert products on the resident experts
+        (kernels.py); the flipped form's time over F.linear's per (rows, out, in)."""
+        weights = [t for w in self.runtime.store.resident.values() for t in (w.gate_up, w.down)]
+        with torch.inference_mode():
+            return self.kernels.tune(weights, range(2, max_rows + 1))
 
     @classmethod
     def load(cls, root: str | Path, policy: str | MoEPolicy = "lru", cache_ratio: float = 0.25,
@@ -161,13 +171,14 @@ class OffloadedLM:
             runtime = MoERuntime(ckpt, store, pol, slots, {layer: _router_weight(b, ckpt) for layer, b in
                                                            blocks.items()})
             act = _act_fn(ckpt)
+            kernels = RowKernels()
             for layer, block in blocks.items():
-                block.experts = OffloadedExperts(layer, ckpt.num_experts, act, runtime)
+                block.experts = OffloadedExperts(layer, ckpt.num_experts, act, runtime, kernels)
             runtime.place(pol.initial(runtime))
         except BaseException:
             budget.close(POOL_LEDGER)
             raise
-        return cls(ckpt, model, runtime, device, budget)
+        return cls(ckpt, model, runtime, device, budget, kernels)
 
     @property
     def non_expert_bytes(self) -> int:

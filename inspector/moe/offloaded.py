@@ -15,10 +15,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from .checkpoint import ExpertKey
+from .kernels import RowKernels
 from .store import ExpertWeights
 
 
 class ExpertSource(Protocol):
+    decode_rows: int  # sequences in the running decode step (1: prefill, or one sequence alone)
+
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
               top_k_weights: torch.Tensor) -> None: ...
     def acquire(self, key: ExpertKey) -> ExpertWeights: ...
@@ -27,10 +30,12 @@ class ExpertSource(Protocol):
 
 
 class OffloadedExperts(nn.Module):
-    def __init__(self, layer: int, num_experts: int, act_fn: nn.Module, source: ExpertSource) -> None:
+    def __init__(self, layer: int, num_experts: int, act_fn: nn.Module, source: ExpertSource,
+                 kernels: RowKernels | None = None) -> None:
         super().__init__()
         self.layer, self.num_experts, self.act_fn = layer, num_experts, act_fn
         self.source = source
+        self.kernels = kernels  # a batched decode step's products, the way measured faster (kernels.py)
 
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
@@ -72,10 +77,12 @@ class OffloadedExperts(nn.Module):
         try:
             if w.gate_up.device != current.device:  # computed where it lies (host RAM): the hidden state goes there
                 current, weight = current.to(w.gate_up.device), weight.to(w.gate_up.device)
-            gate, up = F.linear(current, w.gate_up).chunk(2, dim=-1)
+            batched = self.kernels is not None and self.source.decode_rows > 1  # never a prefill or a lone row
+            linear = self.kernels.linear if batched else F.linear
+            gate, up = linear(current, w.gate_up).chunk(2, dim=-1)
             inner = self.act_fn(gate) * up
             w.wait()  # a sub-expert read: the down projection may still be landing
-            out = F.linear(inner, w.down) * weight
+            out = linear(inner, w.down) * weight
             final.index_add_(0, token_idx, out.to(final.dtype).to(final.device))
         finally:
             self.source.release(key)

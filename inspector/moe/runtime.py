@@ -54,6 +54,7 @@ class PoolCounters:
     guessed: int = 0  # |S|: experts guessed
     degraded: int = 0  # picks replaced by a resident expert (graceful degradation)
     host_computed: int = 0  # away experts computed on the CPU where they lie instead of moved (GPU boxes)
+    step_experts: int = 0  # distinct experts the decode steps' layers ran (rows of a batch share some)
 
     @property
     def prediction_accuracy(self) -> float | None:
@@ -186,6 +187,7 @@ class MoERuntime:
         self.activity[layer] += counts
         if decode:
             self.decode_activity[layer] += counts
+            self.counters.step_experts += int(torch.count_nonzero(counts))
             if layer == self.moe_layers[0]:
                 self.trajectory, self.path = {}, {}
             picks = top_k_index[-1].tolist()

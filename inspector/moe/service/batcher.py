@@ -80,6 +80,8 @@ class Batcher:
     def __init__(self, lm: OffloadedLM, max_batch: int = 8, max_waiting: int = 64) -> None:
         self.lm = lm
         self.max_batch = max(1, max_batch) if lm.runtime.policy.batches else 1
+        if self.max_batch > 1:  # how this box multiplies a batched step's few rows by an expert (moe/kernels.py)
+            lm.tune_batched(self.max_batch)
         self.max_waiting = max_waiting
         self.stats = BatcherStats()
         self._waiting: deque[Job] = deque()
