@@ -98,9 +98,9 @@ def test_bench_prints_the_table_and_writes_the_issue_json(demo: Path, tmp_path: 
 def test_bench_concurrency_serves_clients_at_once_with_the_same_tokens(demo: Path, tmp_path: Path, capsys) -> None:
     rc, path = bench_cli(demo, tmp_path, "def f(x):\n    return\n---\nimport sys\n---\nclass A:\n---\nfor i in",
                          "--policies", "daop,fmoe", "--max-new-tokens", "6", "--cache-ratio", "0.5",
-                         "--concurrency", "1,4")
+                         "--concurrency", "1,4", "--repeat", "2")
     out = capsys.readouterr().out
-    assert rc == 0 and "agg tok/s" in out
+    assert rc == 0 and "agg tok/s" in out and "medians of 2 interleaved runs" in out
     runs = {(r["policy"], r["concurrency"]): r for r in json.loads(path.read_text())["runs"]}
     assert set(runs) == {("daop", 1), ("daop", 4), ("fmoe", 1), ("fmoe", 4)}
     assert all(r["same_tokens"] == 1.0 and r["new_tokens"] == 4 * 6 for r in runs.values())

@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -114,28 +114,47 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
 def bench_concurrency(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
                       max_new_tokens: int, levels: list[int], calibration: Calibration | None, device: str = "cpu",
                       host_ratio: float | None = None, log: Callable[[str], None] = lambda line: None,
-                      max_batch: int = 8) -> list[ConcurrencyRun]:
+                      max_batch: int = 8, repeat: int = 1) -> list[ConcurrencyRun]:
+    """Each policy at each level; with `repeat`, every (policy, level) run that many times, the rounds
+    interleaved (a slow minute of a noisy box falls on all of them), and each figure the median of its runs."""
     torch.manual_seed(0)
     # a throwaway run first: the process's first model pays one-time costs (kernels, allocator, page tables)
     run_concurrent(root, policies[0], 1.0, prompts[:2], min(8, max_new_tokens), 1, calibration, device, host_ratio)
+    samples: dict[tuple[str, int], list[ConcurrencyRun]] = {}
+    for round_ in range(max(1, repeat)):
+        for policy in policies:
+            for level in levels:
+                run = run_concurrent(root, policy, cache_ratio, prompts, max_new_tokens, level, calibration, device,
+                                     host_ratio, max_batch)
+                samples.setdefault((policy, level), []).append(run)
+                log(f"{policy} x{level}" + (f" (round {round_ + 1} of {repeat})" if repeat > 1 else "")
+                    + f": {run.tokens_per_s:.2f} tokens/s aggregate, mean batch {run.mean_batch:.2f}")
     runs: list[ConcurrencyRun] = []
     for policy in policies:
         first: ConcurrencyRun | None = None
         for level in levels:
-            run = run_concurrent(root, policy, cache_ratio, prompts, max_new_tokens, level, calibration, device,
-                                 host_ratio, max_batch)
-            if first is None:
-                first = run
-            run.same_tokens = agreement(first.tokens, run.tokens)
+            run = _median(samples[(policy, level)])
+            first = first or run
+            run.same_tokens = min(agreement(first.tokens, r.tokens) for r in samples[(policy, level)])
             runs.append(run)
-            log(f"{policy} x{level}: {run.tokens_per_s:.2f} tokens/s aggregate, mean batch {run.mean_batch:.2f}")
     return runs
 
 
+def _median(runs: list[ConcurrencyRun]) -> ConcurrencyRun:
+    """Every figure the median of the runs; the tokens of the first (each run's are compared to it)."""
+    if len(runs) == 1:
+        return runs[0]
+    med = {f: statistics.median(getattr(r, f) for r in runs)
+           for f in ("tokens_per_s", "request_tokens_per_s", "ttft_s", "ttft_p90_s", "mean_batch", "step_experts",
+                     "seconds")}
+    return replace(runs[0], **med, tokens=runs[0].tokens)
+
+
 def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: float, prompts: int,
-                       max_new_tokens: int, device: str) -> str:
+                       max_new_tokens: int, device: str, repeat: int = 1) -> str:
+    medians = f", medians of {repeat} interleaved runs" if repeat > 1 else ""
     lines = [f"model {model} on {device}: cache ratio {cache_ratio:g}, {prompts} prompts x {max_new_tokens} new "
-             "tokens, N clients at once (the serving engine: decode steps batched where the policy allows)",
+             f"tokens, N clients at once (the serving engine: decode steps batched where the policy allows){medians}",
              f"{'policy':<16}{'N':>3}{'agg tok/s':>10}{'x N=1':>7}{'req tok/s':>10}{'ttft s':>8}{'p90 s':>7}"
              f"{'batch':>7}{'exp/step':>9}{'same tok':>9}"]
     lines.append("-" * len(lines[-1]))

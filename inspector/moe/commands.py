@@ -166,9 +166,9 @@ def _bench_concurrency(args: argparse.Namespace, model: Path, policies: list[str
     docs = []
     for ratio in ratios:
         runs = bench_concurrency(model, policies, ratio, prompts, args.max_new_tokens, levels, cal, args.device,
-                                 args.host_ratio, log=_say)
-        print(format_concurrency(runs, str(model), ratio, len(prompts), args.max_new_tokens, args.device),
-              flush=True)
+                                 args.host_ratio, log=_say, repeat=args.repeat)
+        print(format_concurrency(runs, str(model), ratio, len(prompts), args.max_new_tokens, args.device,
+                                 args.repeat), flush=True)
         docs.append({"cache_ratio": ratio, "runs": [r.to_json() for r in runs]})
     if args.json:
         Path(args.json).write_text(json.dumps(docs[0] if len(docs) == 1 else {"reports": docs}, indent=2))
@@ -249,7 +249,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                             "options as name:option=value, e.g. daop:predict_from=4 or firm:parts=1; and "
                             "accelerate: the real accelerate disk offload (transformers' device map, experts on disk)")
     bench.add_argument("--cache-ratios", help="comma list of cache ratios, one table each (e.g. 0.125,0.25,0.5)")
-    bench.add_argument("--repeat", type=int, default=1, help="run each policy N times and report medians")
+    bench.add_argument("--repeat", type=int, default=1,
+                       help="run each policy (and concurrency level) N times, interleaved; report medians")
     bench.add_argument("--ablation", choices=["firm"],
                        help="instead of --policies: FIRM-MoE's ablation (base, +fine-grained, +MoL, +HEOP)")
     bench.add_argument("--prompts", help="prompt file, prompts separated by lines holding only --- "
