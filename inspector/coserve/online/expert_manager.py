@@ -283,7 +283,7 @@ class ExpertManager:
             if module is not None:  # the simulator's residents have none
                 self.zoo.architecture(name).retire(module, self.device.torch)
                 key = self._arena_keys.pop(id(module), None)
-                if key is not None:  # its tensors are meta now: the slot may be overwritten
+                if key is not None:  # evicted and unpinned, it serves nothing any more: its slot may be overwritten
                     self.arena.free(key)
 
     def _evict(self, expert: str) -> nn.Module:
