@@ -35,7 +35,7 @@ def local_backend(args: argparse.Namespace) -> LocalBackend:
                       boards=args.boards, seed=args.seed, interval_s=args.interval, defect_rate=args.defect_rate,
                       camera=args.camera, service=ServiceConfig(line, keep_crops=args.keep_crops))
     return LocalBackend(LineController(models, data, args.db, zoo, say=say_for(logging.getLogger("inspector.gui"))),
-                        setup, llm_mb=args.llm_mb)
+                        setup, **({"llm_mb": args.llm_mb} if args.llm_mb is not None else {}))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -109,13 +109,16 @@ def board_picture(rules: RuleSet | None, serial: str, verdict: str, parts: list[
     return pic
 
 
+LLM_MB = 512.0  # what the dashboard sets aside for its in-process language model unless told (--llm-mb)
+
+
 class LocalBackend:
     """A line run by this process (the dashboard's Start button)."""
 
     can_control = True
     can_edit = True
 
-    def __init__(self, controller: LineController, setup: LineSetup, llm_mb: float = 0.0) -> None:
+    def __init__(self, controller: LineController, setup: LineSetup, llm_mb: float = LLM_MB) -> None:
         self.controller, self.setup = controller, setup
         self._store: ResultStore | None = None
         self.llm_mb = llm_mb  # set aside for the LLM tab's in-process model, beside the line's own budget

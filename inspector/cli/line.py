@@ -297,7 +297,7 @@ def add_gui(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", help="with --attach: the kiosk's API token file, to edit its rules and memory")
     p.add_argument("--start", action="store_true", help="start the line at once")
     p.add_argument("--llm-model", help="the LLM tab's checkpoint directory (default: the built demo model)")
-    p.add_argument("--llm-mb", type=float, default=512.0,
+    p.add_argument("--llm-mb", type=float, default=None,
                    help="memory set aside beside the line for the LLM tab's in-process model (default 512 MiB); "
                         "attached, the kiosk lends it (its own --llm-mb)")
     p.set_defaults(func=cmd_gui)
