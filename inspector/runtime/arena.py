@@ -18,13 +18,14 @@ import bisect
 import mmap
 import threading
 
-PAGE = mmap.PAGESIZE
-ALIGN = max(PAGE, 4096)  # what O_DIRECT asks of a buffer's address and length on any block size up to 4 KiB
+from .diskio import DIRECT_ALIGN, round_up
+
+ALIGN = max(mmap.PAGESIZE, DIRECT_ALIGN)  # whole pages, and what O_DIRECT asks of an address and a length
 
 
 def aligned(nbytes: int) -> int:
     """`nbytes` rounded up to whole aligned pages: the size a slot for it takes."""
-    return -(-nbytes // ALIGN) * ALIGN
+    return round_up(nbytes, ALIGN)
 
 
 class HostArena:

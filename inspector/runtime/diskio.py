@@ -1,8 +1,10 @@
-"""Disk reads that stay honest: a file read for a switch leaves the page cache.
+"""Disk reads that stay honest: a file read for a switch does not come from, or stay in, the page cache.
 
 Without this, the second "disk" load of an expert is a memory copy and a
-benchmark of switches measures nothing. posix_fadvise(DONTNEED) drops the
-file's clean pages after each read; `drop_cache=False` turns it off.
+benchmark of switches measures nothing. Reads are O_DIRECT where the
+filesystem allows (the page cache is bypassed, and the CPU copies little);
+elsewhere posix_fadvise(DONTNEED) drops the file's clean pages after each
+read. `drop_cache=False` turns both off.
 """
 from __future__ import annotations
 
@@ -16,6 +18,15 @@ from pathlib import Path
 DIRECT_CHUNK = 8 * 2**20  # one O_DIRECT request: large enough that the per-request cost vanishes
 DIRECT_ALIGN = 4096  # buffer address, offset and length: covers logical blocks up to 4 KiB
 _NO_DIRECT: set[int] = set()  # filesystems (st_dev) that refused O_DIRECT once (tmpfs, some overlays)
+
+
+def round_up(nbytes: int, to: int = DIRECT_ALIGN) -> int:
+    return -(-nbytes // to) * to
+
+
+def _direct_wanted(drop_cache: bool, st_dev: int) -> bool:
+    """Whether to try O_DIRECT: a disk read asked for, on a filesystem that has not refused it."""
+    return drop_cache and hasattr(os, "O_DIRECT") and st_dev not in _NO_DIRECT
 
 
 def read_bytes(path: Path | str, drop_cache: bool = True) -> bytes:
@@ -66,8 +77,7 @@ def read_ranges_into(path: Path | str, ranges: list[tuple[int, memoryview]], dro
     dropping, and a third of the time here. Otherwise buffered reads straight
     into each destination, their pages dropped afterwards when asked.
     """
-    if drop_cache and hasattr(os, "O_DIRECT") and os.stat(path).st_dev not in _NO_DIRECT \
-            and _read_ranges_direct(path, ranges):
+    if _direct_wanted(drop_cache, os.stat(path).st_dev) and _read_ranges_direct(path, ranges):
         return
     with open(path, "rb", buffering=0) as f:
         for offset, dest in ranges:
@@ -107,13 +117,8 @@ def _read_ranges_direct(path: Path | str, ranges: list[tuple[int, memoryview]]) 
                 start = offset + got
                 lead = start % DIRECT_ALIGN
                 want = min(length - got, DIRECT_CHUNK)
-                span = -(-(lead + want) // DIRECT_ALIGN) * DIRECT_ALIGN
-                try:
-                    n = os.preadv(fd, [bounce[:span]], start - lead)
-                except OSError as exc:
-                    if exc.errno != errno.EINVAL or not first:
-                        raise
-                    _NO_DIRECT.add(os.fstat(fd).st_dev)
+                n = _pread_direct(fd, bounce[: round_up(lead + want)], start - lead, first)
+                if n is None:
                     return False
                 first = False
                 have = min(n - lead, want)
@@ -142,9 +147,9 @@ def read_into(path: Path | str, dest: memoryview, drop_cache: bool = True) -> in
         size = st.st_size
         if len(dest) < size:
             raise ValueError(f"{path}: {size} bytes do not fit a {len(dest)}-byte buffer")
-        rounded = -(-size // DIRECT_ALIGN) * DIRECT_ALIGN
-        if (drop_cache and hasattr(os, "O_DIRECT") and st.st_dev not in _NO_DIRECT and len(dest) >= rounded
-                and _address(dest) % DIRECT_ALIGN == 0 and _read_direct(path, dest[:rounded], size)):
+        rounded = round_up(size)
+        if (_direct_wanted(drop_cache, st.st_dev) and len(dest) >= rounded and _address(dest) % DIRECT_ALIGN == 0
+                and _read_direct(path, dest[:rounded], size)):
             return size
         _read_buffered(fd, path, dest, size)
         if drop_cache and hasattr(os, "posix_fadvise"):
@@ -165,6 +170,17 @@ def _open_direct(path: Path | str) -> int | None:
         return None
 
 
+def _pread_direct(fd: int, view: memoryview, offset: int, first: bool) -> int | None:
+    """One O_DIRECT read; None (remembered for the filesystem) when its very first read is refused."""
+    try:
+        return os.preadv(fd, [view], offset)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL or not first:
+            raise
+        _NO_DIRECT.add(os.fstat(fd).st_dev)
+        return None
+
+
 def _address(buf: memoryview) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
@@ -177,12 +193,8 @@ def _read_direct(path: Path | str, dest: memoryview, size: int) -> bool:
     try:
         got = 0
         while got < size:
-            try:
-                n = os.preadv(fd, [dest[got : got + DIRECT_CHUNK]], got)
-            except OSError as exc:
-                if exc.errno != errno.EINVAL or got:
-                    raise
-                _NO_DIRECT.add(os.fstat(fd).st_dev)
+            n = _pread_direct(fd, dest[got : got + DIRECT_CHUNK], got, got == 0)
+            if n is None:
                 return False
             if not n:
                 raise EOFError(f"{path}: the file ended after {got} of its {size} bytes while being read")

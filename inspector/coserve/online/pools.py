@@ -57,14 +57,14 @@ def pool_arena(pool: PoolSpec, zoo: Zoo) -> HostArena | None:
     """
     if pool.device.is_cuda:
         return None
-    entries = [e for n, e in zoo.entries.items() if n not in zoo.unavailable]
+    entries = {n: e for n, e in zoo.entries.items() if n not in zoo.unavailable}
     if not entries:
         return None
     overhead = 0
-    for name, entry in zoo.entries.items():
+    for name, entry in entries.items():
         try:
             overhead = max(overhead, zoo.path_of(name).stat().st_size - entry.weight_bytes)
         except OSError:
             continue  # a missing file fails its expert at load time, with the reason
-    most = pool.nbytes // max(1, min(e.weight_bytes for e in entries)) + 1
+    most = pool.nbytes // max(1, min(e.weight_bytes for e in entries.values())) + 1
     return HostArena(pool.key, pool.nbytes + most * (overhead + ALIGN))
