@@ -174,3 +174,77 @@ def test_row_kernels_choose_a_form_by_measuring_and_keep_lone_rows_exact() -> No
         assert torch.allclose(kernels.linear(x, weights[0]), F.linear(x, weights[0]), atol=1e-5)
     assert not any(r == 1 for r, _, _ in kernels.flip)  # one row is never flipped: tune() starts at two
     assert torch.equal(kernels.linear(x[:1], weights[0]), F.linear(x[:1], weights[0]))
+
+
+PROMPTS = [[0, 5, 17, 60, 3], [0, 33, 34, 35, 90, 4, 4, 4, 61, 9, 12], [0, 7, 8], [0, 88, 14, 2, 70, 6, 50]]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_prompts_prefilled_together_answer_as_each_alone(checkpoints: dict[str, Path], calibrations: dict,
+                                                        arch: str) -> None:
+    """Prompts of unequal length prefilled in one pass (left-padded, padding masked and routed to no expert),
+    then decoded as a batch: every prompt's greedy tokens are its tokens alone."""
+    from inspector.moe.service.kvbatch import KVBatch, batchable
+
+    lm = OffloadedLM.load(checkpoints[arch], get_policy("daop", calibrations[arch]), cache_ratio=0.5)
+    alone = [[t for t, _ in lm.generate(p, 8)] for p in PROMPTS]
+    ids = [lm.fit_prompt(p, 8)[0] for p in PROMPTS]
+    logits, cache, pads = lm.prefill_many(ids)
+    if not batchable(cache):  # sliding-window layers: the serving engine prefills this model one at a time
+        pytest.skip(f"{arch}'s cache cannot be padded")
+    assert pads == [6, 0, 8, 4]
+    kv = KVBatch()
+    kv.join(cache, pads)
+    loads = lm.runtime.store.stats.loads
+    together = [[int(t)] for t in logits.argmax(-1)]
+    for _ in range(7):
+        mask, positions = kv.step_inputs()
+        tokens = torch.tensor([[row[-1]] for row in together])
+        for row, t in zip(together, lm.step(tokens, kv.cache, mask, positions).argmax(-1).tolist()):
+            row.append(t)
+    assert together == alone
+    assert lm.runtime.store.stats.loads > loads
+    lm.close()
+
+
+def test_the_serving_engine_prefills_waiting_requests_in_one_pass(checkpoints: dict[str, Path],
+                                                                  calibrations: dict) -> None:
+    """Requests waiting together share a prefill; one that makes a shared prefill fail fails alone."""
+    import threading
+
+    from inspector.moe.service.batcher import Batcher, Event, Job
+    from inspector.moe.service.sampling import Sampling
+
+    lm = OffloadedLM.load(checkpoints["mixtral"], get_policy("daop", calibrations["mixtral"]), cache_ratio=0.5)
+    alone = [[t for t, _ in lm.generate(p, 6)] for p in PROMPTS]
+    batcher = Batcher(lm, max_batch=4)
+
+    def ask(prompt: torch.Tensor) -> tuple[Job, list[int], threading.Event, list[Event]]:
+        tokens: list[int] = []
+        done, end = threading.Event(), []
+
+        def emit(ev: Event) -> None:
+            if ev.token is not None:
+                tokens.append(ev.token)
+            if ev.finish is not None:
+                end.append(ev)
+                done.set()
+        return Job(prompt, 6, Sampling(), emit), tokens, done, end
+
+    first = ask(lm.fit_prompt(PROMPTS[0], 6)[0])  # the first prefill runs alone: it learns the cache pads
+    batcher.submit(first[0])
+    assert first[2].wait(60) and first[1] == alone[0]
+    asks = [ask(lm.fit_prompt(p, 6)[0]) for p in PROMPTS]
+    broken = ask(torch.tensor([[0, 5, 10 ** 6]]))  # a token the vocabulary lacks: its prefill raises
+    with batcher._cond:  # all waiting before the engine looks: they share one prefill
+        for job, *_ in [*asks[:2], broken, *asks[2:]]:
+            batcher.submit(job)
+    for _, tokens, done, end in asks:
+        assert done.wait(60) and end[0].finish == "length"
+    assert [tokens for _, tokens, _, _ in asks] == alone
+    assert broken[2].wait(60) and broken[3][0].finish == "error"
+    stats = batcher.stats
+    assert stats.requests == 6 and stats.failed == 1
+    assert stats.prefills == 1 + 4  # the lone first; the five together failed, then each alone (one failing)
+    batcher.close()
+    lm.close()

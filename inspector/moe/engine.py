@@ -120,9 +120,7 @@ def pool_plan(ckpt: MoECheckpoint, policy: MoEPolicy, cache_ratio: float,
     the policy reads ahead into (its staging; two for a prefill pipeline). What a memory grant must cover."""
     slots = layer_slots(ckpt, cache_ratio, calibration if calibration is not None else policy.calibration)
     expert_bytes = max(s.nbytes for s in ckpt.experts.values())
-    ahead = policy.staging(ckpt.top_k, ckpt.num_experts) if policy.prefetches else 0
-    buffers = 1 + max(ahead, 2 if policy.pipelines_prefill else 0)
-    return slots, (sum(slots.values()) + buffers) * expert_bytes
+    return slots, (sum(slots.values()) + policy.read_buffers(ckpt.top_k, ckpt.num_experts)) * expert_bytes
 
 
 class OffloadedLM:
@@ -227,6 +225,40 @@ class OffloadedLM:
         finally:
             rt.prefill = False
         return out.logits[0, -1], cache
+
+    @torch.inference_mode()
+    def prefill_many(self, prompts: list[torch.Tensor], joining: bool = False
+                     ) -> tuple[torch.Tensor, DynamicCache, list[int]]:
+        """Several prompts ([1, T_i] each) in one forward pass: the last logits per prompt [B, V], their KV
+        cache as rows left-padded to the longest, and each row's padding (what `KVBatch.join` takes).
+
+        Each expert is then read and run once for every prompt's tokens instead of once per prompt. Padding
+        is masked out of attention, positions count each prompt's own tokens, and the experts skip padding
+        (`MoERuntime.skip_tokens`), so no read is spent on it. One prompt is exactly `prefill`."""
+        if len(prompts) == 1:
+            logits, cache = self.prefill(prompts[0], joining)
+            return logits[None], cache, [0]
+        width = max(p.shape[1] for p in prompts)
+        pads = [width - p.shape[1] for p in prompts]
+        ids = torch.zeros(len(prompts), width, dtype=torch.long, device=self.device)
+        mask = torch.zeros(len(prompts), width, dtype=torch.long, device=self.device)
+        for r, (p, pad) in enumerate(zip(prompts, pads)):
+            ids[r, pad:], mask[r, pad:] = p[0], 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        embedding = self.model.get_input_embeddings()(ids)[mask.bool()].float().mean(0).cpu()
+        rt = self.runtime
+        rt.begin_sequence(embedding, joining=joining)
+        cache = DynamicCache(config=self.model.config)
+        rt.prefill, rt.skip_tokens = True, ~mask.bool().flatten()
+        try:
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                             use_cache=True)
+        except BaseException:
+            rt.drop_staged()
+            raise
+        finally:
+            rt.prefill, rt.skip_tokens = False, None
+        return out.logits[:, -1], cache, pads
 
     @torch.inference_mode()
     def step(self, tokens: torch.Tensor, cache: DynamicCache, attention_mask: torch.Tensor | None = None,

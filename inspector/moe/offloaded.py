@@ -21,6 +21,7 @@ from .store import ExpertWeights
 
 class ExpertSource(Protocol):
     decode_rows: int  # sequences in the running decode step (1: prefill, or one sequence alone)
+    skip_tokens: torch.Tensor | None  # flattened positions that are padding (a batched prefill): run no expert
 
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
               top_k_weights: torch.Tensor) -> None: ...
@@ -40,6 +41,9 @@ class OffloadedExperts(nn.Module):
     def forward(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                 top_k_weights: torch.Tensor) -> torch.Tensor:
         final = torch.zeros_like(hidden_states)
+        skip = self.source.skip_tokens
+        if skip is not None and skip.shape[0] == top_k_index.shape[0]:  # padding routes nowhere: num_experts
+            top_k_index = top_k_index.masked_fill(skip[:, None].to(top_k_index.device), self.num_experts)
         self.source.route(self.layer, hidden_states, top_k_index, top_k_weights)  # may change it (degradation)
         if hidden_states.shape[0] == 1:
             return self._one_token(hidden_states, top_k_index, top_k_weights, final)

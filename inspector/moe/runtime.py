@@ -79,6 +79,7 @@ class MoERuntime:
         self.routers = routers  # layer -> gate weight [E, H]: the other layers' gates predict a layer's picks
         self.prefill = False
         self.decode_rows = 1  # sequences sharing this decode step (the batcher sets it)
+        self.skip_tokens: torch.Tensor | None = None  # a batched prefill's padding [B*T]: no expert runs for it
         self.counters = PoolCounters()
         self.activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # this sequence
         self.decode_activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # all decodes
@@ -93,10 +94,12 @@ class MoERuntime:
         self._pipelined: set[ExpertKey] = set()
         self._deferred: deque[ExpertKey] = deque()  # guesses waiting for a buffer of a bounded expert cache
         self._used_now: dict[int, set[int]] = {}  # layers routed in this pass -> the experts they use
+        self._to_run: dict[int, set[int]] = {}  # layers routed in this pass -> the experts not yet run: kept
         self._owed: set[ExpertKey] = set()  # routed, needed, not in memory and no read started yet
         self._visits = dict.fromkeys(ckpt.moe_layers, 0)  # forward passes through each layer so far
         self._room = threading.RLock()  # make room + install, from either thread
         self.max_staged = policy.staging(ckpt.top_k, ckpt.num_experts)  # reads ahead held at once
+        self.read_buffers = policy.read_buffers(ckpt.top_k, ckpt.num_experts)  # what the pool's plan allows
         self.expert_cap = policy.expert_cache(ckpt.top_k)  # expert buffers in use at once (None: no bound)
         workers = max(self.max_staged, 2 if policy.pipelines_prefill else 0, 1 if policy.fine_grained else 0)
         self._io = ThreadPoolExecutor(workers, thread_name_prefix="moe-read") \
@@ -169,6 +172,7 @@ class MoERuntime:
             self._pipelined.clear()
             self._deferred.clear()
             self._used_now.clear()
+            self._to_run.clear()
             self._owed.clear()
 
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
@@ -204,6 +208,7 @@ class MoERuntime:
             self._end_step()
 
     def acquire(self, key: ExpertKey) -> ExpertWeights:
+        self._to_run.get(key.layer, set()).discard(key.expert)
         w = self.store.pin_resident(key)
         if w is not None:
             self.counters.hits += 1
@@ -252,7 +257,7 @@ class MoERuntime:
     def release(self, key: ExpertKey) -> None:
         self.store.release(key)
         queue = self._pipeline.get(key.layer)
-        while queue and self._held_buffers() < 2:  # DuoServe prefill: one computing, the next reading
+        while queue and self._held_buffers() < self._pipeline_depth():
             self._pipeline_next(key.layer)
         if self._deferred:  # a bounded cache: the freed buffer takes the next layer's guess
             self._issue_deferred()
@@ -262,6 +267,7 @@ class MoERuntime:
         with self._room:
             self._visits[layer] += 1
             self._used_now.pop(layer, None)
+            self._to_run.pop(layer, None)
             self._pipeline.pop(layer, None)
             for key in [k for k in self._staged if k.layer == layer]:
                 del self._staged[key]
@@ -269,9 +275,13 @@ class MoERuntime:
 
     # -- mechanics --------------------------------------------------------------------------------------
     def make_room(self, layer: int, n: int) -> None:
+        """Evict the policy's victims until n more fit. Never one the running layer still has to run (a batched
+        step's later experts: evicting one costs a second read within the step); LookupError when every
+        resident expert is in use or still needed."""
         with self._room:
             while self.store.count_in(layer) + n > self.slots[layer]:
                 protect = set(self.store.pinned) | {ExpertKey(layer, e) for e in self._predicted.get(layer, ())}
+                protect |= {ExpertKey(layer, e) for e in self._to_run.get(layer, ())}
                 victim = self.policy.victim(self, layer, protect=protect)
                 self.store.evict(victim)
 
@@ -318,6 +328,7 @@ class MoERuntime:
         (not when the layer ends), so the read of a missed expert finds room; guesses still waiting are void."""
         with self._room:
             self._used_now[layer] = used
+            self._to_run[layer] = set(used)
             for key in [k for k in self._staged if k.layer == layer and k.expert not in used]:
                 del self._staged[key]
                 self._give_back(key)
@@ -373,8 +384,14 @@ class MoERuntime:
             have = set(self._staged) | set(self._inflight)
         todo = deque(k for k in (ExpertKey(layer, e) for e in used) if not self.store.is_resident(k) and k not in have)
         self._pipeline[layer] = todo
-        while todo and self._held_buffers() < 2:
+        while todo and self._held_buffers() < self._pipeline_depth():
             self._pipeline_next(layer)
+
+    def _pipeline_depth(self) -> int:
+        """Buffers a pipeline may hold at once. Prefill (DuoServe): two, one computing and the next reading. A
+        batched decode step: every read buffer the pool was planned with, so the disk is still reading the
+        layer's later experts while the earlier ones compute (reads, not compute, bound such a step), all but one."""
+        return 2 if self.prefill else max(2, self.read_buffers - 1)  # one left for a miss no read foresaw
 
     def _pipeline_next(self, layer: int) -> None:
         queue = self._pipeline.get(layer)
@@ -388,12 +405,19 @@ class MoERuntime:
             self._fetch_async(key, force=True, install=False)
             return
 
-    def _install(self, key: ExpertKey, w: ExpertWeights, pin: bool) -> None:
+    def _install(self, key: ExpertKey, w: ExpertWeights, pin: bool) -> bool:
+        """Keep a read expert in the pool; False when no resident expert may leave for it (all in use or still
+        needed by the running layer): it is then used from its read buffer once and that buffer given back."""
         with self._room:
-            self.store.release_buffer(key)
             if not self.store.is_resident(key):
-                self.make_room(key.layer, 1)
-            self.store.install(key, w, pin=pin)
+                try:
+                    self.make_room(key.layer, 1)
+                except LookupError:
+                    if not pin:  # a swap's read with nowhere to go: nobody will release its buffer
+                        self.store.release_buffer(key)
+                    return False
+            self.store.install(key, w, pin=pin)  # its read buffer becomes the resident bytes
+            return True
 
     def _reserve_buffer(self, key: ExpertKey) -> None:
         """A read must have its bytes; when reads ahead hold them, wait for those to land first."""

@@ -62,6 +62,12 @@ class MoEPolicy:
         """How many reads ahead may be held at once (each a buffer in the pool's budget)."""
         return top_k
 
+    def read_buffers(self, top_k: int, num_experts: int) -> int:
+        """Expert-sized read buffers the pool is planned with beside its resident experts: one for a miss, and
+        those reads ahead land in (the staging; two for a prefill pipeline)."""
+        ahead = self.staging(top_k, num_experts) if self.prefetches else 0
+        return 1 + max(ahead, 2 if self.pipelines_prefill else 0)
+
     def expert_cache(self, top_k: int) -> int | None:
         """A bound on expert buffers in use at once, computing and read ahead together (None: no bound beyond
         the staging). A guess with no free buffer waits until a computed expert frees one."""

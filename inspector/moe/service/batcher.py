@@ -1,15 +1,18 @@
 """Serving several requests on one offloaded model: one engine thread, continuous batching of decode steps.
 
 Requests wait in a bounded first-come queue. Between decode steps the engine
-thread takes the next waiting request, runs its prefill alone and, when the
-policy allows (`MoEPolicy.batches`) and the model's cache can be padded, adds it
-as a row to the running batch; every decode step then serves every row at once,
-so an expert read for one sequence serves all of them. A policy that keeps
-per-sequence state serves one request after another in arrival order.
+thread takes what is waiting, as many as the batch has room for, prefills them
+in one pass and, when the policy allows (`MoEPolicy.batches`) and the model's
+cache can be padded, adds them as rows to the running batch; every decode step
+then serves every row at once, so an expert read for one sequence serves all of
+them. A policy that keeps per-sequence state serves one request after another
+in arrival order. The first prefill runs alone: it tells whether this model's
+cache can be padded at all.
 
 Only this thread touches the model and the runtime, so requests never share a
 policy's per-sequence state by accident. A request that fails (its prefill
-raises) fails alone; a decode step that raises fails the rows in it, and the
+raises) fails alone: a prefill of several that raises is tried again one
+request at a time. A decode step that raises fails the rows in it, and the
 engine goes on with the next request.
 """
 from __future__ import annotations
@@ -71,6 +74,7 @@ class _Row:
 class BatcherStats:
     requests: int = 0
     failed: int = 0
+    prefills: int = 0  # prefill passes (several requests may share one: requests / prefills)
     steps: int = 0
     rows_stepped: int = 0  # sum over steps of the rows in them (mean batch = rows_stepped / steps)
     peak_rows: int = 0
@@ -87,6 +91,7 @@ class Batcher:
         self._waiting: deque[Job] = deque()
         self._rows: list[_Row] = []
         self._kv = KVBatch()
+        self._prefill_together = False  # set once a prefill showed this model's cache can be padded
         self._cond = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._run, name="llm-engine", daemon=True)
@@ -129,9 +134,13 @@ class Batcher:
                     self._cond.wait()
                 if self._stop:
                     break
-                job = self._waiting.popleft() if self._waiting and len(self._rows) < self.max_batch else None
-            if job is not None:
-                self._start(job, meter)
+                jobs: list[Job] = []
+                while self._waiting and len(self._rows) + len(jobs) < self.max_batch \
+                        and (not jobs or self._prefill_together):
+                    jobs.append(self._waiting.popleft())
+            self.stats.requests += len(jobs)
+            if jobs:
+                self._start(jobs, meter)
             if self._rows:
                 self._step(meter)
         for row in self._rows:
@@ -139,27 +148,43 @@ class Batcher:
         for job in self._waiting:
             self._end(job, "cancelled")
 
-    def _start(self, job: Job, meter: Meter) -> None:
-        self.stats.requests += 1
-        if job.cancelled.is_set():
-            self._end(job, "cancelled")
+    def _start(self, jobs: list[Job], meter: Meter) -> None:
+        """Prefill these requests together, send each its first token, and add those that go on as rows."""
+        for job in jobs:
+            if job.cancelled.is_set():
+                self._end(job, "cancelled")
+        jobs = [job for job in jobs if not job.cancelled.is_set()]
+        if not jobs:
             return
-        job.stats.prompt_tokens = job.prompt.shape[1]
+        for job in jobs:
+            job.stats.prompt_tokens = job.prompt.shape[1]
         started = time.perf_counter()
         meter.charge([])
         try:
-            logits, cache = self.lm.prefill(job.prompt, joining=bool(self._rows))
-        except Exception as exc:  # noqa: BLE001 - this request fails alone; the engine goes on
+            logits, cache, pads = self.lm.prefill_many([job.prompt for job in jobs], joining=bool(self._rows))
+        except Exception as exc:  # noqa: BLE001 - the request fails alone; the engine goes on
+            if len(jobs) > 1:  # which one? each alone, so the others still run
+                for job in jobs:
+                    self._start([job], meter)
+                return
             self.stats.failed += 1
-            self._end(job, "error", exc)
+            self._end(jobs[0], "error", exc)
             return
-        meter.charge([job.stats])
-        row = _Row(job, 0, job.sampling.generator(), started)
+        self.stats.prefills += 1
+        meter.charge([job.stats for job in jobs])  # a shared prefill is charged to each of its requests
         if not batchable(cache):  # this model's cache cannot be padded: one sequence at a time
             self.max_batch = 1
-        if self._emit(row, logits):
-            self._rows.append(row)
-            self._kv.join(cache)
+        else:
+            self._prefill_together = self.max_batch > 1
+        rows = [_Row(job, 0, job.sampling.generator(), started) for job in jobs]
+        keep = [i for i, row in enumerate(rows) if self._emit(row, logits[i])]
+        if not keep:
+            return
+        fresh = KVBatch()
+        fresh.join(cache, pads)
+        fresh.keep(keep)  # those that ended at their first token leave no row
+        self._rows += [rows[i] for i in keep]
+        self._kv.join(fresh.cache, fresh.pads)
 
     def _step(self, meter: Meter) -> None:
         rows = self._rows

@@ -1,7 +1,7 @@
 """The KV cache of sequences that decode together: one cache, rows left-padded to a common length.
 
-A sequence joins after its own prefill (its cache becomes a new row, the
-shorter side padded on the left) and leaves when it finishes (its row is
+Sequences join after their prefill (alone or several at once; their cache
+becomes new rows, the shorter side padded on the left) and leaves when it finishes (its row is
 dropped, then padding every row shares is trimmed). Each step passes the
 padding mask and every row's own next position, so a row attends only to its
 own tokens and sees the positions it would see alone.
@@ -35,18 +35,19 @@ class KVBatch:
         """Positions each row holds, padding included."""
         return self.cache.get_seq_length() if self.cache is not None else 0
 
-    def join(self, cache: DynamicCache) -> int:
-        """Add a prefilled sequence's cache as the last row; its row index."""
+    def join(self, cache: DynamicCache, pads: list[int] | None = None) -> None:
+        """Add prefilled sequences' cache as the last rows: one sequence, or a batched prefill's rows with
+        their own left padding (`pads`)."""
+        pads = pads if pads is not None else [0]
         if self.cache is None:
-            self.cache, self.pads = cache, [0]
-            return 0
+            self.cache, self.pads = cache, list(pads)
+            return
         have, new = self.width, cache.get_seq_length()
         grow = max(0, new - have)
         for mine, theirs in zip(self.cache.layers, cache.layers):
             mine.keys = torch.cat([_left_pad(mine.keys, grow), _left_pad(theirs.keys, have + grow - new)])
             mine.values = torch.cat([_left_pad(mine.values, grow), _left_pad(theirs.values, have + grow - new)])
-        self.pads = [p + grow for p in self.pads] + [have + grow - new]
-        return len(self.pads) - 1
+        self.pads = [p + grow for p in self.pads] + [p + have + grow - new for p in pads]
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows (in this order); the rest have finished."""
