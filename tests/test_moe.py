@@ -239,7 +239,7 @@ def test_the_serving_engine_prefills_waiting_requests_in_one_pass(checkpoints: d
     with batcher._cond:  # all waiting before the engine looks: they share one prefill
         for job, *_ in [*asks[:2], broken, *asks[2:]]:
             batcher.submit(job)
-    for _, tokens, done, end in asks:
+    for _, _, done, end in asks:
         assert done.wait(60) and end[0].finish == "length"
     assert [tokens for _, tokens, _, _ in asks] == alone
     assert broken[2].wait(60) and broken[3][0].finish == "error"
