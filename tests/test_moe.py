@@ -154,9 +154,10 @@ def test_a_prompt_over_the_context_is_refused_or_truncated_and_said_so(checkpoin
     assert [t for t, _ in out] == [t for t, _ in lm.generate(long_prompt[5:], 8)]
 
 
-def test_row_kernels_choose_a_form_by_measuring_and_keep_lone_rows_exact() -> None:
-    """A batched decode step's expert products go the way measured faster on this box; both forms compute the
-    same product, and a single row (a prefill's or a lone sequence's) is always F.linear, bit for bit."""
+def test_row_kernels_choose_a_form_by_measuring_and_compute_the_same_product(checkpoints: dict[str, Path]) -> None:
+    """A batched decode step's expert products go the way measured faster on this box, one row included (paired
+    with itself); every form computes the same product, and a lone sequence never uses them: it stays exact
+    with every form switched on."""
     from torch.nn import functional as F
 
     from inspector.moe.kernels import RowKernels
@@ -165,15 +166,24 @@ def test_row_kernels_choose_a_form_by_measuring_and_keep_lone_rows_exact() -> No
     weights = [torch.randn(96, 32, generator=g) for _ in range(6)] + [torch.randn(32, 48, generator=g)]
     kernels = RowKernels()
     ratios = kernels.tune(weights, range(1, 5))
-    assert set(ratios) == {(r, o, i) for r in (2, 3, 4) for o, i in ((96, 32), (32, 48))}
+    assert set(ratios) == {(r, o, i) for r in (1, 2, 3, 4) for o, i in ((96, 32), (32, 48))}
     assert all(r > 0 for r in ratios.values())
     assert set(kernels.flip) == set(ratios)
-    x = torch.randn(3, 32, generator=g)
-    for flip in (False, True):
-        kernels.flip[(3, 96, 32)] = flip
-        assert torch.allclose(kernels.linear(x, weights[0]), F.linear(x, weights[0]), atol=1e-5)
-    assert not any(r == 1 for r, _, _ in kernels.flip)  # one row is never flipped: tune() starts at two
-    assert torch.equal(kernels.linear(x[:1], weights[0]), F.linear(x[:1], weights[0]))
+    for rows in (1, 3):
+        x = torch.randn(rows, 32, generator=g)
+        for flip in (False, True):
+            kernels.flip[(rows, 96, 32)] = flip
+            got = kernels.linear(x, weights[0])
+            assert got.shape == (rows, 96)
+            assert torch.allclose(got, F.linear(x, weights[0]), atol=1e-5)
+    lm = OffloadedLM.load(checkpoints["mixtral"], "lru", 0.5)
+    lm.tune_batched(4)
+    lm.kernels.flip = dict.fromkeys(lm.kernels.flip, True)
+    want_tokens, want_logits = plain_greedy(checkpoints["mixtral"], 8)
+    assert [t for t, _ in lm.generate(PROMPT, 8)] == want_tokens
+    with torch.inference_mode():
+        torch.testing.assert_close(lm.model(torch.tensor([PROMPT])).logits, want_logits, rtol=1e-5, atol=1e-5)
+    lm.close()
 
 
 PROMPTS = [[0, 5, 17, 60, 3], [0, 33, 34, 35, 90, 4, 4, 4, 61, 9, 12], [0, 7, 8], [0, 88, 14, 2, 70, 6, 50]]

@@ -131,11 +131,12 @@ class OffloadedLM:
         self.kernels = kernels or RowKernels()  # what the experts modules use in a batched decode step
 
     def tune_batched(self, max_rows: int) -> dict[tuple[int, int, int], float]:
-        """Before serving batches: time both forms of a batched step's expert products on the resident experts
-        (kernels.py); the flipped form's time over F.linear's per (rows, out, in)."""
+        """Before serving batches: time both forms of a batched step's expert products (1..max_rows rows: an
+        expert one row of the batch picked is a product too) on the resident experts (kernels.py); the flipped
+        form's time over F.linear's per (rows, out, in)."""
         weights = [t for w in self.runtime.store.resident.values() for t in (w.gate_up, w.down)]
         with torch.inference_mode():
-            return self.kernels.tune(weights, range(2, max_rows + 1))
+            return self.kernels.tune(weights, range(1, max_rows + 1))
 
     @classmethod
     def load(cls, root: str | Path, policy: str | MoEPolicy = "lru", cache_ratio: float = 0.25,

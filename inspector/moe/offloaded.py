@@ -47,6 +47,8 @@ class OffloadedExperts(nn.Module):
         self.source.route(self.layer, hidden_states, top_k_index, top_k_weights)  # may change it (degradation)
         if hidden_states.shape[0] == 1:
             return self._one_token(hidden_states, top_k_index, top_k_weights, final)
+        if self.source.decode_rows > 1:
+            return self._few_tokens(hidden_states, top_k_index, top_k_weights, final)
         with torch.no_grad():
             mask = F.one_hot(top_k_index, num_classes=self.num_experts + 1).permute(2, 1, 0)
             hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()
@@ -73,6 +75,25 @@ class OffloadedExperts(nn.Module):
         self.source.layer_done(self.layer, hidden_states)
         return final
 
+    def _few_tokens(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
+                    final: torch.Tensor) -> torch.Tensor:
+        """A batched decode step (one token per row): the loop's experts in the same ascending order, each on its
+        tokens in the loop's order (by pick position, then token), grouped from a list instead of the one-hot
+        mask, whose building and per-expert searches cost more than a few rows' products."""
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for token, picks in enumerate(top_k_index.tolist()):
+            for pos, e in enumerate(picks):
+                if e != self.num_experts:
+                    groups.setdefault(e, []).append((pos, token))
+        device = hidden_states.device
+        for e in sorted(groups):
+            pos, token = zip(*sorted(groups[e]))
+            token_idx = torch.tensor(token, device=device)
+            weight = top_k_weights[token_idx, torch.tensor(pos, device=device), None]
+            self._expert(e, hidden_states[token_idx], token_idx, weight, final)
+        self.source.layer_done(self.layer, hidden_states)
+        return final
+
     def _expert(self, e: int, current: torch.Tensor, token_idx: torch.Tensor, weight: torch.Tensor,
                 final: torch.Tensor) -> None:
         """One expert on its tokens, added into `final` (transformers' eager arithmetic)."""
@@ -87,6 +108,8 @@ class OffloadedExperts(nn.Module):
             inner = self.act_fn(gate) * up
             w.wait()  # a sub-expert read: the down projection may still be landing
             out = linear(inner, w.down) * weight
-            final.index_add_(0, token_idx, out.to(final.dtype).to(final.device))
+            if out.dtype != final.dtype or out.device != final.device:
+                out = out.to(final.device, final.dtype)
+            final.index_add_(0, token_idx, out)
         finally:
             self.source.release(key)
