@@ -19,6 +19,12 @@ Three ways to read ahead, each asked for by the policy:
 - `pipelines_prefill`: in prefill, each used expert of a layer is read once, in compute order, with the
   next read in flight while one computes (DuoServe's prefill pipeline).
 
+A batched decode step (several sequences) pipelines the same way, every read buffer of the pool's plan
+but one in flight, since its rows use many experts per layer.
+
+An expert kept after its read never evicts one the running layer has still to run; with no other victim it
+is used once from its read buffer and dropped.
+
 Every read's bytes are reserved in the pool's ledger before the read starts
 (`buffer:` entries), so the budget holds the experts in flight too, and the
 peak the benchmark reports is what the pool really used.
