@@ -213,19 +213,9 @@ class OffloadedLM:
     def prefill(self, ids: torch.Tensor, joining: bool = False) -> tuple[torch.Tensor, DynamicCache]:
         """Run a prompt ([1, T]) through the model: the last position's logits and the sequence's KV cache.
         `joining`: other sequences are mid-decode beside this one (see MoERuntime.begin_sequence)."""
-        rt = self.runtime
         embedding = self.model.get_input_embeddings()(ids)[0].float().mean(0).cpu()  # fMoE's semantic key
-        rt.begin_sequence(embedding, joining=joining)
-        cache = DynamicCache(config=self.model.config)
-        rt.prefill = True
-        try:
-            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True)
-        except BaseException:
-            rt.drop_staged()  # a failed request leaves no read-ahead bytes behind
-            raise
-        finally:
-            rt.prefill = False
-        return out.logits[0, -1], cache
+        logits, cache = self._prefill_pass(ids, embedding, joining)
+        return logits[0, -1], cache
 
     @torch.inference_mode()
     def prefill_many(self, prompts: list[torch.Tensor], joining: bool = False
@@ -245,21 +235,28 @@ class OffloadedLM:
         mask = torch.zeros(len(prompts), width, dtype=torch.long, device=self.device)
         for r, (p, pad) in enumerate(zip(prompts, pads)):
             ids[r, pad:], mask[r, pad:] = p[0], 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         embedding = self.model.get_input_embeddings()(ids)[mask.bool()].float().mean(0).cpu()
+        logits, cache = self._prefill_pass(ids, embedding, joining, mask)
+        return logits[:, -1], cache, pads
+
+    def _prefill_pass(self, ids: torch.Tensor, embedding: torch.Tensor, joining: bool,
+                      mask: torch.Tensor | None = None) -> tuple[torch.Tensor, DynamicCache]:
+        """Prompt tokens through the model with the runtime in prefill: the logits and a fresh KV cache. With a
+        padding `mask` ([B, T], left padding), positions count each row's own tokens and padding runs no expert."""
         rt = self.runtime
         rt.begin_sequence(embedding, joining=joining)
         cache = DynamicCache(config=self.model.config)
-        rt.prefill, rt.skip_tokens = True, ~mask.bool().flatten()
+        positions = None if mask is None else (mask.cumsum(-1) - 1).clamp(min=0)
+        rt.prefill, rt.skip_tokens = True, None if mask is None else ~mask.bool().flatten()
         try:
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                              use_cache=True)
         except BaseException:
-            rt.drop_staged()
+            rt.drop_staged()  # a failed request leaves no read-ahead bytes behind
             raise
         finally:
             rt.prefill, rt.skip_tokens = False, None
-        return out.logits[:, -1], cache, pads
+        return out.logits, cache
 
     @torch.inference_mode()
     def step(self, tokens: torch.Tensor, cache: DynamicCache, attention_mask: torch.Tensor | None = None,

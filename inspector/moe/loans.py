@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..runtime.grants import GrantBook, GrantRefused, MiB
 from ..runtime.memory import DeviceBudget
@@ -19,6 +20,9 @@ from .calibration import Calibration
 from .checkpoint import MoECheckpoint
 from .engine import pool_plan
 from .policies import MoEPolicy
+
+if TYPE_CHECKING:
+    from .service.lease import Lease
 
 FIXED = "fixed weights"  # the ledger for the model's non-expert weights, opened first in a loan's budget
 
@@ -28,6 +32,7 @@ class Loan:
     budget: DeviceBudget  # the lent bytes: the pool's ledger opens in it
     source: str  # who lent them, for the operator
     release: Callable[[], None]
+    lease: Lease | None = None  # a kiosk's loan: whether the grant is still held (a server reports it)
 
     def close(self) -> None:
         self.release()
@@ -79,13 +84,14 @@ class SetAside:
                     lambda: self.book.release(grant.id))
 
 
-def from_kiosk(url: str, token: str | None, log: Callable[[str], None] = lambda m: None) -> Borrow:
+def from_kiosk(url: str, token: str | None, log: Callable[[str], None] = lambda m: None,
+               holder: str = "the dashboard's language model") -> Borrow:
     """Loans from a kiosk's ledger on a lease, renewed until the loan is closed."""
     from .service.lease import Lease
 
     def borrow(nbytes: int) -> Loan:
-        lease = Lease(url, token, nbytes, log, holder="the dashboard's language model")
+        lease = Lease(url, token, nbytes, log, holder=holder)
         return Loan(DeviceBudget(f"{lease.device} (lent by {url})", nbytes),
-                    f"{nbytes / MiB:.1f} MiB lent by the kiosk at {url}", lease.close)
+                    f"{nbytes / MiB:.1f} MiB lent by the kiosk at {url}", lease.close, lease)
 
     return borrow

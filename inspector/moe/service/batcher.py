@@ -150,10 +150,9 @@ class Batcher:
 
     def _start(self, jobs: list[Job], meter: Meter) -> None:
         """Prefill these requests together, send each its first token, and add those that go on as rows."""
-        for job in jobs:
-            if job.cancelled.is_set():
-                self._end(job, "cancelled")
-        jobs = [job for job in jobs if not job.cancelled.is_set()]
+        for job in [job for job in jobs if job.cancelled.is_set()]:
+            jobs.remove(job)
+            self._end(job, "cancelled")
         if not jobs:
             return
         for job in jobs:

@@ -18,16 +18,14 @@ from pathlib import Path
 import torch
 
 from ...endpoint import is_loopback, parse_listen, read_token
-from ...runtime.memory import DeviceBudget
 from ..checkpoint import MoECheckpoint
 from ..engine import OffloadedLM
-from ..loans import FIXED, model_bytes
+from ..loans import borrow_for, from_kiosk
 from ..offline.collect import calibrate_on_texts
 from ..policies import get_policy
 from ..text import load_tokenizer
 from .api import Service, create_app
 from .batcher import Batcher
-from .lease import Lease
 
 
 @dataclass
@@ -66,23 +64,21 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
         cache = cfg.calibration_dir or cfg.model.parent / "calibration"
         calibration = calibrate_on_texts(cfg.model, tokenizer, cache, log)
     policy = get_policy(cfg.policy, calibration, log)
-    budget, lease = None, None
+    loan = None
     if cfg.ledger:  # the kiosk owns the device ledger: borrow the pool's bytes and the fixed weights' from it
-        ckpt = MoECheckpoint.open(cfg.model)
-        pool_bytes, fixed_bytes = model_bytes(ckpt, policy, cfg.cache_ratio, calibration)
-        lease = Lease(cfg.ledger, read_token(cfg.ledger_token_file), pool_bytes + fixed_bytes, log)
+        loan = borrow_for(MoECheckpoint.open(cfg.model), policy, cfg.cache_ratio, calibration,
+                          from_kiosk(cfg.ledger, read_token(cfg.ledger_token_file), log, "inspector llm serve"))
+        lease = loan.lease
         log(f"the kiosk lends {lease.nbytes / 2**20:.1f} MiB on {lease.device} (lease {lease.lease_s:g} s)")
-        budget = DeviceBudget(f"{cfg.device} (lent by {cfg.ledger})", lease.nbytes)
-        budget.open(FIXED, fixed_bytes)
     try:
         lm = OffloadedLM.load(cfg.model, policy, cache_ratio=cfg.cache_ratio, device=cfg.device,
-                              host_ratio=cfg.host_ratio, budget=budget)
+                              host_ratio=cfg.host_ratio, budget=loan.budget if loan else None)
     except BaseException:
-        if lease is not None:
-            lease.close()
+        if loan is not None:
+            loan.close()
         raise
     batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting)
-    return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token, lease=lease)
+    return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token, lease=loan.lease if loan else None)
 
 
 def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:
