@@ -113,3 +113,35 @@ def test_an_expert_whose_weights_were_swapped_fails_alone(demo, tmp_path: Path) 
     snap["state"] = "running"
     reasons = health(snap, 0.0, 60)["reasons"]
     assert any("expert cls-R1K failed" in r for r in reasons), reasons
+
+
+def test_an_api_edit_is_applied_once_while_the_watcher_polls(demo, tmp_path: Path) -> None:
+    """An API edit writes the watched file and applies it; the watcher polling the same file at that moment
+    must not take the new file for an edit of its own and apply it a second time."""
+    import threading
+
+    from inspector.app.line import Line
+    from inspector.app.rules_watch import RulesWatcher
+    from inspector.app.run import line_profiles
+
+    root, zoo = demo
+    path = tmp_path / "rules.yaml"
+    path.write_text(GOOD)
+    profiles = line_profiles(zoo, root / "models", lambda _m: None)
+    watcher = RulesWatcher(Line(parse_rules(GOOD, str(path)), zoo, profiles, LineConfig(device_mb=40)), path,
+                           poll_s=0)
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            watcher.check()
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for i in range(20):
+            watcher.submit(f"{GOOD}\n# edit {i}\n")
+    finally:
+        stop.set()
+        poller.join()
+    assert watcher.state.applied == 20 and watcher.state.refused == 0

@@ -10,7 +10,9 @@ the reason, and the running set stays.
 
 The kiosk's API edits through `submit`: validate first, then write the file
 atomically, then apply, so a refused edit never reaches the disk (where it
-would be what the next start reads).
+would be what the next start reads). A submit and the watcher's look at the
+file take one lock, so the watcher never takes the file a submit is writing
+for an edit of its own and applies it a second time.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class RulesWatcher:
         self._mtime = self.path.stat().st_mtime_ns if self.path and self.path.exists() else None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._writing = threading.RLock()  # a submit's write and apply, or the watcher's check: one at a time
 
     @property
     def alive(self) -> bool:
@@ -80,9 +83,10 @@ class RulesWatcher:
         """An edit from the API: validate, write the watched file atomically, apply. A refused edit touches
         nothing on disk."""
         rules = self.validate(text, str(self.path) if self.path else "edit")
-        if self.path is not None:
-            self.save(text)
-        self._apply(rules, text)
+        with self._writing:
+            if self.path is not None:
+                self.save(text)
+            self._apply(rules, text)
         return rules
 
     def _apply(self, rules: RuleSet, text: str | None) -> None:
@@ -108,13 +112,19 @@ class RulesWatcher:
         """Write the watched file atomically (fsynced, then renamed over it) without the poller taking it as a
         new edit (the caller applies it)."""
         assert self.path is not None
-        write_atomically(self.path, text.encode("utf-8"))
-        self._mtime = self.path.stat().st_mtime_ns
+        with self._writing:
+            write_atomically(self.path, text.encode("utf-8"))
+            self._mtime = self.path.stat().st_mtime_ns
 
     def check(self) -> bool:
         """Apply the watched file if it changed since the last look; True when a new set was applied."""
         if self.path is None:
             return False
+        with self._writing:
+            return self._check()
+
+    def _check(self) -> bool:
+        assert self.path is not None
         try:
             mtime = self.path.stat().st_mtime_ns
             if mtime == self._mtime:
