@@ -4,7 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, MixtralConfig, OlmoeConfig, PhimoeConfig, Qwen2MoeConfig, Qwen3MoeConfig
+from transformers import (
+    AutoModelForCausalLM,
+    MixtralConfig,
+    OlmoeConfig,
+    PhimoeConfig,
+    PretrainedConfig,
+    Qwen2MoeConfig,
+    Qwen3MoeConfig,
+)
 
 from inspector.moe.demo.build import DemoRecipe
 
@@ -28,9 +36,11 @@ def tiny_configs() -> dict:
     }
 
 
-def save_tiny(name: str, root: Path, seed: int = 0, max_shard_size: str | None = None) -> Path:
+def save_tiny(name: str, root: Path, seed: int = 0, max_shard_size: str | None = None,
+              config: PretrainedConfig | None = None) -> Path:
+    """Save architecture `name` (or `config`, under that name) with a spread of random weights."""
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(tiny_configs()[name])
+    model = AutoModelForCausalLM.from_config(config or tiny_configs()[name])
     with torch.no_grad():  # a spread of router weights, so routing differs token to token
         for p in model.parameters():
             p.normal_(0, 0.3)

@@ -258,3 +258,52 @@ def test_the_serving_engine_prefills_waiting_requests_in_one_pass(checkpoints: d
     assert stats.prefills == 1 + 4  # the lone first; the five together failed, then each alone (one failing)
     batcher.close()
     lm.close()
+
+
+def test_a_decode_step_computes_what_is_in_memory_first_and_adds_as_the_loop_does(tmp_path: Path) -> None:
+    """Experts are computed in the order their weights are ready (in memory before those still to read), and
+    whatever that order, a step's output is bit for bit the ascending loop's: with four picks per token, where
+    the order of the adds would show, alone and in a batch."""
+    from transformers import OlmoeConfig
+
+    from inspector.moe.offloaded import OffloadedExperts
+    from inspector.moe.service.kvbatch import KVBatch
+
+    from .moe_models import COMMON
+
+    root = save_tiny("olmoe", tmp_path, config=OlmoeConfig(**COMMON, intermediate_size=24, num_experts=8,
+                                                            num_experts_per_tok=4))
+    lm = OffloadedLM.load(root, "lru", cache_ratio=0.5)
+    list(lm.generate(PROMPT, 2))  # misses fill the pool
+    layer = lm.runtime.moe_layers[0]
+    resident = sorted(k.expert for k in lm.runtime.resident_in(layer))
+    away = sorted(set(range(8)) - set(resident))
+    assert lm.runtime.next_expert(layer, sorted([away[0], resident[-1]])) == resident[-1]
+    assert lm.runtime.next_expert(layer, away[:2]) == away[0]  # nothing in memory, nothing reading: the lowest
+    lm.close()
+
+    def outputs(order: str) -> tuple[list[int], list[list[int]], list[torch.Tensor]]:
+        lm = OffloadedLM.load(root, "lru", cache_ratio=1.0)
+        if order == "reversed":
+            lm.runtime.next_expert = lambda layer, remaining: remaining[-1]
+        seen: list[torch.Tensor] = []
+        for module in lm.model.modules():
+            if isinstance(module, OffloadedExperts):
+                module.register_forward_hook(lambda m, args, out: seen.append(out.clone()))
+        alone = [t for t, _ in lm.generate(PROMPT, 6)]
+        logits, cache, pads = lm.prefill_many([lm.fit_prompt(p, 4)[0] for p in PROMPTS[:3]])
+        kv = KVBatch()
+        kv.join(cache, pads)
+        rows = [[int(t)] for t in logits.argmax(-1)]
+        for _ in range(3):
+            mask, positions = kv.step_inputs()
+            step = lm.step(torch.tensor([[r[-1]] for r in rows]), kv.cache, mask, positions).argmax(-1)
+            for r, t in zip(rows, step.tolist()):
+                r.append(t)
+        lm.close()
+        return alone, rows, seen
+
+    ascending, backwards = outputs("ascending"), outputs("reversed")
+    assert ascending[:2] == backwards[:2]
+    assert len(ascending[2]) == len(backwards[2]) > 0
+    assert all(torch.equal(a, b) for a, b in zip(ascending[2], backwards[2]))

@@ -5,6 +5,14 @@ order, gate/up/act/down, weighted index_add), so with no approximation enabled
 the output equals the plain model's eager path; only where the weights come
 from differs. Routing stays transformers' own (softmax top-k, sparsemixer,
 shared experts, normalisation), because only `mlp.experts` is replaced.
+
+A decode step computes its experts in the order their weights are ready (the
+source says which: in memory first, then reads in the order they started), so
+the reads of missed experts overlap the compute of the others instead of
+waiting their turn in ascending order. Each expert's product is independent;
+only the sum into the output depends on order, and those adds still happen in
+ascending order once the layer's products are all done, so the output is
+bit-for-bit the loop's.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ class ExpertSource(Protocol):
     def route(self, layer: int, hidden: torch.Tensor, top_k_index: torch.Tensor,
               top_k_weights: torch.Tensor) -> None: ...
     def acquire(self, key: ExpertKey) -> ExpertWeights: ...
+    def next_expert(self, layer: int, remaining: list[int]) -> int: ...
     def release(self, key: ExpertKey) -> None: ...
     def layer_done(self, layer: int, hidden: torch.Tensor) -> None: ...
 
@@ -63,40 +72,55 @@ class OffloadedExperts(nn.Module):
 
     def _one_token(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
                    final: torch.Tensor) -> torch.Tensor:
-        """A decode step: the same operations in the same order (experts ascending, added into zeros) as the
-        loop above, without building the one-hot mask that dominates a one-token step's overhead."""
-        picks = top_k_index[0].tolist()
+        """A decode step: the loop's products and adds without building the one-hot mask that dominates a
+        one-token step's overhead."""
         row = torch.zeros(1, dtype=torch.long, device=hidden_states.device)
-        for pos in sorted(range(len(picks)), key=picks.__getitem__):
-            e = picks[pos]
-            if e == self.num_experts:
-                continue
-            self._expert(e, hidden_states, row, top_k_weights[row, pos, None], final)
-        self.source.layer_done(self.layer, hidden_states)
-        return final
+        jobs = {e: (hidden_states, row, top_k_weights[row, pos, None])
+                for pos, e in enumerate(top_k_index[0].tolist()) if e != self.num_experts}
+        return self._ready_first(jobs, final, hidden_states)
 
     def _few_tokens(self, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
                     final: torch.Tensor) -> torch.Tensor:
-        """A batched decode step (one token per row): the loop's experts in the same ascending order, each on its
-        tokens in the loop's order (by pick position, then token), grouped from a list instead of the one-hot
-        mask, whose building and per-expert searches cost more than a few rows' products."""
+        """A batched decode step (one token per row): each expert on its tokens in the loop's order (by pick
+        position, then token), grouped from a list instead of the one-hot mask, whose building and per-expert
+        searches cost more than a few rows' products."""
         groups: dict[int, list[tuple[int, int]]] = {}
         for token, picks in enumerate(top_k_index.tolist()):
             for pos, e in enumerate(picks):
                 if e != self.num_experts:
                     groups.setdefault(e, []).append((pos, token))
         device = hidden_states.device
-        for e in sorted(groups):
-            pos, token = zip(*sorted(groups[e]))
+        jobs = {}
+        for e, members in groups.items():
+            pos, token = zip(*sorted(members))
             token_idx = torch.tensor(token, device=device)
             weight = top_k_weights[token_idx, torch.tensor(pos, device=device), None]
-            self._expert(e, hidden_states[token_idx], token_idx, weight, final)
+            jobs[e] = (hidden_states[token_idx], token_idx, weight)
+        return self._ready_first(jobs, final, hidden_states)
+
+    def _ready_first(self, jobs: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]], final: torch.Tensor,
+                     hidden_states: torch.Tensor) -> torch.Tensor:
+        """Each expert's product as soon as its weights are ready (the source picks), then the adds in ascending
+        expert order, as the loop makes them: the same sums, so the same output, bit for bit."""
+        outs: dict[int, torch.Tensor] = {}
+        remaining = sorted(jobs)
+        while remaining:
+            e = self.source.next_expert(self.layer, remaining)
+            remaining.remove(e)
+            current, _, weight = jobs[e]
+            outs[e] = self._product(e, current, weight, final)
+        for e in sorted(outs):
+            final.index_add_(0, jobs[e][1], outs[e])
         self.source.layer_done(self.layer, hidden_states)
         return final
 
     def _expert(self, e: int, current: torch.Tensor, token_idx: torch.Tensor, weight: torch.Tensor,
                 final: torch.Tensor) -> None:
         """One expert on its tokens, added into `final` (transformers' eager arithmetic)."""
+        final.index_add_(0, token_idx, self._product(e, current, weight, final))
+
+    def _product(self, e: int, current: torch.Tensor, weight: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """One expert's weighted output for its tokens, in `like`'s dtype and on its device."""
         key = ExpertKey(self.layer, e)
         w = self.source.acquire(key)
         try:
@@ -108,8 +132,8 @@ class OffloadedExperts(nn.Module):
             inner = self.act_fn(gate) * up
             w.wait()  # a sub-expert read: the down projection may still be landing
             out = linear(inner, w.down) * weight
-            if out.dtype != final.dtype or out.device != final.device:
-                out = out.to(final.device, final.dtype)
-            final.index_add_(0, token_idx, out)
+            if out.dtype != like.dtype or out.device != like.device:
+                out = out.to(like.device, like.dtype)
+            return out
         finally:
             self.source.release(key)

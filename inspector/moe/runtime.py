@@ -20,7 +20,9 @@ Three ways to read ahead, each asked for by the policy:
   next read in flight while one computes (DuoServe's prefill pipeline).
 
 A batched decode step (several sequences) pipelines the same way, every read buffer of the pool's plan
-but one in flight, since its rows use many experts per layer.
+but one in flight, since its rows use many experts per layer. A decode step computes its experts in the order
+their weights are ready (`next_expert`: in memory first, then reads in the order they started), so its missed
+experts are read while the others compute; the experts module still adds their outputs in ascending order.
 
 An expert kept after its read never evicts one the running layer has still to run; with no other victim it
 is used once from its read buffer and dropped.
@@ -259,6 +261,18 @@ class MoERuntime:
             w.wait()
             self._install(key, w, pin=True)
         return w  # not admitted: its buffer is given back at release
+
+    def next_expert(self, layer: int, remaining: list[int]) -> int:
+        """Which of the layer's remaining experts to compute next: one in memory (resident, or read ahead and
+        landed) first, else the one whose read started first, else the lowest (read on the spot). A decode step
+        so computes what it has while its missed experts are still being read."""
+        with self._room:
+            for e in remaining:
+                key = ExpertKey(layer, e)
+                if key in self._staged or self.store.is_resident(key):
+                    return e
+            reading = [k.expert for k in list(self._inflight) if k.layer == layer and k.expert in remaining]
+        return reading[0] if reading else remaining[0]
 
     def release(self, key: ExpertKey) -> None:
         self.store.release(key)
