@@ -307,3 +307,60 @@ def test_a_decode_step_computes_what_is_in_memory_first_and_adds_as_the_loop_doe
     assert ascending[:2] == backwards[:2]
     assert len(ascending[2]) == len(backwards[2]) > 0
     assert all(torch.equal(a, b) for a, b in zip(ascending[2], backwards[2]))
+
+
+def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoints: dict[str, Path]) -> None:
+    """Without a count from the operator the engine tries 1, 2, ... cores on its first decode steps, keeps the
+    count whose steps took least per row, and runs every later step with it; the tokens are each prompt's alone.
+    A count given is used from the first step, and the process's count is back as it was when the engine ends."""
+    import threading
+
+    from inspector.moe.service.batcher import Batcher, Event, Job
+    from inspector.moe.service.sampling import Sampling
+    from inspector.moe.service.threads import ComputeThreads, candidates
+
+    assert candidates(2) == [1, 2] and candidates(6) == [1, 2, 4, 6] and candidates(1) == [1]
+    with pytest.raises(ValueError, match="at least 1"):
+        ComputeThreads([0])
+    lm = OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.5)
+    alone = [t for t, _ in lm.generate(PROMPTS[1], 40)]
+    before = torch.get_num_threads()
+    seen: list[int] = []
+    lm.model.register_forward_pre_hook(lambda m, args, kwargs: seen.append(torch.get_num_threads()), with_kwargs=True)
+
+    def run(batcher: Batcher) -> list[int]:
+        tokens: list[int] = []
+        done = threading.Event()
+
+        def emit(ev: Event) -> None:
+            if ev.token is not None:
+                tokens.append(ev.token)
+            if ev.finish is not None:
+                done.set()
+        batcher.submit(Job(lm.fit_prompt(PROMPTS[1], 40)[0], 40, Sampling(), emit))
+        assert done.wait(120)
+        return tokens
+
+    measured = Batcher(lm, max_batch=2, threads=None)
+    options = measured.threads.options
+    assert options == candidates()
+    assert run(measured) == alone
+    chosen = measured.threads.chosen
+    assert chosen in options
+    if len(options) > 1:  # every count tried as often before the choice; the rest of the steps ran with it
+        trials = measured.threads.trials * len(options)
+        per_row = measured.threads.per_row_ms
+        assert sorted(per_row) == options and all(v > 0 for v in per_row.values())
+        decode = seen[1:]  # the first forward is the prefill
+        assert sorted(set(decode[:trials])) == options and set(decode[trials:]) == {chosen}
+    measured.close()
+    seen.clear()
+    given = Batcher(lm, max_batch=2, threads=1)
+    assert run(given) == alone and given.threads.chosen == 1 and set(seen) == {1}
+    given.close()
+    probe: list[int] = []
+    t = threading.Thread(target=lambda: probe.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert probe == [before]  # a new thread (the next engine) starts from the process's count
+    lm.close()

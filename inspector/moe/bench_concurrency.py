@@ -40,6 +40,7 @@ class ConcurrencyRun:
     step_experts: float  # distinct experts a decode step runs, over all its MoE layers: what a CPU step costs
     new_tokens: int
     seconds: float
+    threads: int | None = None  # the engine's torch threads (measured on its first steps unless given)
     same_tokens: float | None = None  # vs this policy's concurrency-1 run
     tokens: list[list[int]] = field(default_factory=list, repr=False)
 
@@ -51,10 +52,10 @@ class ConcurrencyRun:
 
 def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: list[list[int]],
                    max_new_tokens: int, concurrency: int, calibration: Calibration | None, device: str = "cpu",
-                   host_ratio: float | None = None, max_batch: int = 8) -> ConcurrencyRun:
+                   host_ratio: float | None = None, max_batch: int = 8, threads: int | None = None) -> ConcurrencyRun:
     lm = OffloadedLM.load(root, get_policy(policy, calibration), cache_ratio=cache_ratio, device=device,
                           host_ratio=host_ratio)
-    batcher = Batcher(lm, max_batch=max_batch, max_waiting=max(64, concurrency))
+    batcher = Batcher(lm, max_batch=max_batch, max_waiting=max(64, concurrency), threads=threads)
     results: list[tuple[list[int], float, float] | None] = [None] * len(prompts)
     errors: list[BaseException] = []
     nxt = iter(range(len(prompts)))
@@ -97,6 +98,7 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
         wall = time.perf_counter() - t0
         stats = batcher.stats
         step_experts = lm.runtime.counters.step_experts / max(1, stats.steps)
+        chosen = batcher.threads.chosen
     finally:
         batcher.close()
         lm.close()
@@ -107,28 +109,30 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
     ttfts = sorted(ttft for _, ttft, _ in done)
     return ConcurrencyRun(policy, concurrency, n / wall, statistics.mean(len(t) / s for t, _, s in done),
                           statistics.mean(ttfts), ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))],
-                          stats.rows_stepped / max(1, stats.steps), step_experts, n, wall,
+                          stats.rows_stepped / max(1, stats.steps), step_experts, n, wall, chosen,
                           tokens=[t for t, _, _ in done])
 
 
 def bench_concurrency(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
                       max_new_tokens: int, levels: list[int], calibration: Calibration | None, device: str = "cpu",
                       host_ratio: float | None = None, log: Callable[[str], None] = lambda line: None,
-                      max_batch: int = 8, repeat: int = 1) -> list[ConcurrencyRun]:
+                      max_batch: int = 8, repeat: int = 1, threads: int | None = None) -> list[ConcurrencyRun]:
     """Each policy at each level; with `repeat`, every (policy, level) run that many times, the rounds
     interleaved (a slow minute of a noisy box falls on all of them), and each figure the median of its runs."""
     torch.manual_seed(0)
     # a throwaway run first: the process's first model pays one-time costs (kernels, allocator, page tables)
-    run_concurrent(root, policies[0], 1.0, prompts[:2], min(8, max_new_tokens), 1, calibration, device, host_ratio)
+    run_concurrent(root, policies[0], 1.0, prompts[:2], min(8, max_new_tokens), 1, calibration, device, host_ratio,
+                   threads=threads)
     samples: dict[tuple[str, int], list[ConcurrencyRun]] = {}
     for round_ in range(max(1, repeat)):
         for policy in policies:
             for level in levels:
                 run = run_concurrent(root, policy, cache_ratio, prompts, max_new_tokens, level, calibration, device,
-                                     host_ratio, max_batch)
+                                     host_ratio, max_batch, threads)
                 samples.setdefault((policy, level), []).append(run)
                 log(f"{policy} x{level}" + (f" (round {round_ + 1} of {repeat})" if repeat > 1 else "")
-                    + f": {run.tokens_per_s:.2f} tokens/s aggregate, mean batch {run.mean_batch:.2f}")
+                    + f": {run.tokens_per_s:.2f} tokens/s aggregate, mean batch {run.mean_batch:.2f}, "
+                    f"{run.threads} thread(s)")
     runs: list[ConcurrencyRun] = []
     for policy in policies:
         first: ConcurrencyRun | None = None
@@ -147,7 +151,8 @@ def _median(runs: list[ConcurrencyRun]) -> ConcurrencyRun:
     med = {f: statistics.median(getattr(r, f) for r in runs)
            for f in ("tokens_per_s", "request_tokens_per_s", "ttft_s", "ttft_p90_s", "mean_batch", "step_experts",
                      "seconds")}
-    return replace(runs[0], **med, tokens=runs[0].tokens)
+    chosen = [r.threads for r in runs if r.threads is not None]
+    return replace(runs[0], **med, threads=statistics.mode(chosen) if chosen else None, tokens=runs[0].tokens)
 
 
 def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: float, prompts: int,
@@ -156,7 +161,7 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
     lines = [f"model {model} on {device}: cache ratio {cache_ratio:g}, {prompts} prompts x {max_new_tokens} new "
              f"tokens, N clients at once (the serving engine: decode steps batched where the policy allows){medians}",
              f"{'policy':<16}{'N':>3}{'agg tok/s':>10}{'x N=1':>7}{'req tok/s':>10}{'ttft s':>8}{'p90 s':>7}"
-             f"{'batch':>7}{'exp/step':>9}{'same tok':>9}"]
+             f"{'batch':>7}{'exp/step':>9}{'thr':>4}{'same tok':>9}"]
     lines.append("-" * len(lines[-1]))
     base: dict[str, float] = {}
     for r in runs:
@@ -164,7 +169,8 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
         same = f"{r.same_tokens:.3f}" if r.same_tokens is not None else "-"
         lines.append(f"{r.policy[:16]:<16}{r.concurrency:>3}{r.tokens_per_s:>10.2f}"
                      f"{r.tokens_per_s / base[r.policy]:>6.2f}x{r.request_tokens_per_s:>10.2f}{r.ttft_s:>8.3f}"
-                     f"{r.ttft_p90_s:>7.3f}{r.mean_batch:>7.2f}{r.step_experts:>9.1f}{same:>9}")
+                     f"{r.ttft_p90_s:>7.3f}{r.mean_batch:>7.2f}{r.step_experts:>9.1f}{r.threads or '-':>4}{same:>9}")
     lines.append("exp/step: distinct experts a decode step runs over its MoE layers; rows of a batch share few, and "
-                 "on a CPU each one is a pass over its weights")
+                 "on a CPU each one is a pass over its weights; thr: the engine's torch threads (measured on its first "
+                 "decode steps unless --threads; the most common choice over the runs)")
     return "\n".join(lines)

@@ -166,7 +166,7 @@ def _bench_concurrency(args: argparse.Namespace, model: Path, policies: list[str
     docs = []
     for ratio in ratios:
         runs = bench_concurrency(model, policies, ratio, prompts, args.max_new_tokens, levels, cal, args.device,
-                                 args.host_ratio, log=_say, repeat=args.repeat)
+                                 args.host_ratio, log=_say, repeat=args.repeat, threads=args.threads)
         print(format_concurrency(runs, str(model), ratio, len(prompts), args.max_new_tokens, args.device,
                                  args.repeat), flush=True)
         docs.append({"cache_ratio": ratio, "runs": [r.to_json() for r in runs]})
@@ -232,7 +232,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
     srv.add_argument("--token-file", help="a file (mode 0600) holding the bearer token every /v1 request must "
                                           "send; required to listen beyond 127.0.0.1")
     srv.add_argument("--name", help="the model's name in the API (default: the checkpoint directory's name)")
-    srv.add_argument("--threads", type=int, help="torch threads for this process (default: torch's)")
+    srv.add_argument("--threads", type=int, help="torch threads for this process (default: the fastest of 1, 2, 4, "
+                                                 "... cores, measured on the first decode steps)")
     srv.add_argument("--nice", type=int, default=0, help="lower this process's CPU priority by N (beside the line)")
     srv.add_argument("--max-batch", type=int, default=8, help="sequences decoding together at most (default 8)")
     srv.add_argument("--max-waiting", type=int, default=64,
@@ -259,6 +260,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                        help="also run DAOP with graceful degradation and report its accuracy cost")
     bench.add_argument("--concurrency", help="instead of one prompt at a time: N clients at once through the "
                                              "serving engine, for each N of a comma list (e.g. 1,4)")
+    bench.add_argument("--threads", type=int, help="with --concurrency: the serving engine's torch threads (default: "
+                                                  "measured by each engine on its first decode steps)")
     bench.add_argument("--json", help="also write the report as JSON to this path")
     bench.set_defaults(func=cmd_bench, max_new_tokens=48)
 

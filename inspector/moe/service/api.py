@@ -360,6 +360,8 @@ def create_app(service: Service) -> FastAPI:
         ck, rt = service.lm.ckpt, service.lm.runtime
         body = {"status": "critical" if reasons else "ok", "reasons": reasons, "model": service.name,
                 "policy": rt.policy.name, "active": service.batcher.active, "waiting": service.batcher.waiting,
+                "threads": {"chosen": service.batcher.threads.chosen,  # null while still being measured
+                            "per_row_ms": {str(n): round(v, 3) for n, v in service.batcher.threads.per_row_ms.items()}},
                 "architecture": {"type": ck.config.model_type, "moe_layers": list(ck.moe_layers),
                                  "experts": ck.num_experts, "top_k": ck.top_k,
                                  "slots": {str(k): v for k, v in rt.slots.items()}}}

@@ -9,6 +9,12 @@ them. A policy that keeps per-sequence state serves one request after another
 in arrival order. The first prefill runs alone: it tells whether this model's
 cache can be padded at all.
 
+The engine thread's torch thread count is the operator's, or measured on its
+first decode steps (threads.py). All of the model's compute runs on this
+thread, the batched-step kernel timing included: a second thread that once ran
+a parallel torch op keeps an OpenMP team, and two teams on a small box make
+libgomp stop spin-waiting, so every op of the engine then pays a wake-up.
+
 Only this thread touches the model and the runtime, so requests never share a
 policy's per-sequence state by accident. A request that fails (its prefill
 raises) fails alone: a prefill of several that raises is tried again one
@@ -29,6 +35,7 @@ import torch
 from ..engine import GenStats, Meter, OffloadedLM
 from .kvbatch import KVBatch, batchable
 from .sampling import Sampling, next_token
+from .threads import ComputeThreads, candidates
 
 
 class QueueFull(RuntimeError):
@@ -81,11 +88,13 @@ class BatcherStats:
 
 
 class Batcher:
-    def __init__(self, lm: OffloadedLM, max_batch: int = 8, max_waiting: int = 64) -> None:
+    def __init__(self, lm: OffloadedLM, max_batch: int = 8, max_waiting: int = 64,
+                 threads: int | None = None) -> None:
+        """`threads`: the engine's torch thread count; None: the fastest of 1, 2, 4, ... cores, measured."""
         self.lm = lm
+        self.threads = ComputeThreads([threads] if threads else candidates())
+        self._threads_before = torch.get_num_threads()
         self.max_batch = max(1, max_batch) if lm.runtime.policy.batches else 1
-        if self.max_batch > 1:  # how this box multiplies a batched step's few rows by an expert (moe/kernels.py)
-            lm.tune_batched(self.max_batch)
         self.max_waiting = max_waiting
         self.stats = BatcherStats()
         self._waiting: deque[Job] = deque()
@@ -128,6 +137,13 @@ class Batcher:
     # -- the engine thread ------------------------------------------------------------------------------
     def _run(self) -> None:
         meter = self.lm.meter()
+        if self.threads.chosen is not None:  # the operator's count, from the first prefill on
+            torch.set_num_threads(self.threads.chosen)
+        if self.max_batch > 1:  # how this box multiplies a batched step's few rows by an expert (moe/kernels.py)
+            try:  # timed here, not by the caller: this thread's OpenMP team is to be the process's only one
+                self.lm.tune_batched(self.max_batch)
+            except Exception:  # noqa: BLE001 - untuned products are F.linear's: slower, never wrong
+                pass
         while True:
             with self._cond:
                 while not self._stop and not self._waiting and not self._rows:
@@ -147,6 +163,7 @@ class Batcher:
             self._end(row.job, "cancelled")
         for job in self._waiting:
             self._end(job, "cancelled")
+        torch.set_num_threads(self._threads_before)  # the process as it was (a bench runs engines one by one)
 
     def _start(self, jobs: list[Job], meter: Meter) -> None:
         """Prefill these requests together, send each its first token, and add those that go on as rows."""
@@ -190,8 +207,10 @@ class Batcher:
         tokens = torch.tensor([[r.last] for r in rows], dtype=torch.long, device=self.lm.device)
         mask, positions = self._kv.step_inputs()
         meter.charge([])
+        self.threads.begin_step()
         try:
             logits = self.lm.step(tokens, self._kv.cache, mask, positions)
+            self.threads.end_step(len(rows))
         except Exception as exc:  # noqa: BLE001 - the rows of this step fail; the engine goes on
             for r in rows:
                 self.stats.failed += 1

@@ -1,7 +1,8 @@
 """`inspector llm serve`: the language model in its own process, behind the OpenAI-compatible endpoint.
 
-The process sets its own torch thread count (`--threads`) and may lower its CPU
-priority (`--nice`), so a model beside the line takes what the line leaves.
+The process sets its own torch thread count (`--threads`; without it the engine
+measures the fastest, service/threads.py) and may lower its CPU priority
+(`--nice`), so a model beside the line takes what the line leaves.
 It binds 127.0.0.1 unless told otherwise, and refuses to listen beyond the box
 without a token file. SIGTERM or Ctrl+C ends waiting requests as cancelled,
 stops the engine thread and gives the pool back.
@@ -77,8 +78,14 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
         if loan is not None:
             loan.close()
         raise
-    batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting)
+    batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting, cfg.threads)
     return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token, lease=loan.lease if loan else None)
+
+
+def _threads(cfg: ServeConfig) -> str:
+    if cfg.threads:
+        return f"{cfg.threads} torch thread(s)"
+    return "torch threads measured on the first decode steps (/health says the choice)"
 
 
 def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:
@@ -108,7 +115,7 @@ def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:
         mode = f"decode batches of up to {service.batcher.max_batch}" if service.batcher.max_batch > 1 else \
             "one sequence at a time (the policy keeps per-sequence state)"
         log(f"serving {service.name!r} at http://{host}:{port}/v1 with {service.lm.runtime.policy.name}, "
-            f"{mode}, {torch.get_num_threads()} torch thread(s)" + (", token required" if service.token else ""))
+            f"{mode}, {_threads(cfg)}" + (", token required" if service.token else ""))
         server.run()
         log("stopped")
     finally:
