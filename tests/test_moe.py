@@ -310,8 +310,9 @@ def test_a_decode_step_computes_what_is_in_memory_first_and_adds_as_the_loop_doe
 
 
 def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoints: dict[str, Path]) -> None:
-    """Without a count from the operator the engine tries 1, 2, ... cores on its first decode steps, keeps the
-    count whose steps took least per row, and runs every later step with it; the tokens are each prompt's alone.
+    """Without a count from the operator the engine tries 1, 2, ... cores on its first decode steps of each batch
+    size, keeps the count whose steps took least, and runs every later step of that size with it; the tokens are
+    the prompt's alone.
     A count given is used from the first step, and the process's count is back as it was when the engine ends."""
     import threading
 
@@ -345,18 +346,18 @@ def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoin
     options = measured.threads.options
     assert options == candidates()
     assert run(measured) == alone
-    chosen = measured.threads.chosen
-    assert chosen in options
+    chosen = measured.threads.chosen.get(1)  # one request: every decode step had one row
+    assert chosen in options and measured.threads.usual == chosen and measured.threads.steps[1] == 39
     if len(options) > 1:  # every count tried as often before the choice; the rest of the steps ran with it
         trials = measured.threads.trials * len(options)
-        per_row = measured.threads.per_row_ms
-        assert sorted(per_row) == options and all(v > 0 for v in per_row.values())
+        step_ms = measured.threads.step_ms
+        assert list(step_ms) == [1] and sorted(step_ms[1]) == options and all(v > 0 for v in step_ms[1].values())
         decode = seen[1:]  # the first forward is the prefill
         assert sorted(set(decode[:trials])) == options and set(decode[trials:]) == {chosen}
     measured.close()
     seen.clear()
     given = Batcher(lm, max_batch=2, threads=1)
-    assert run(given) == alone and given.threads.chosen == 1 and set(seen) == {1}
+    assert run(given) == alone and given.threads.given == given.threads.usual == 1 and set(seen) == {1}
     given.close()
     probe: list[int] = []
     t = threading.Thread(target=lambda: probe.append(torch.get_num_threads()))

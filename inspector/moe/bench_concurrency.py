@@ -40,7 +40,7 @@ class ConcurrencyRun:
     step_experts: float  # distinct experts a decode step runs, over all its MoE layers: what a CPU step costs
     new_tokens: int
     seconds: float
-    threads: int | None = None  # the engine's torch threads (measured on its first steps unless given)
+    threads: int | None = None  # the engine's torch threads for its most frequent batch size
     same_tokens: float | None = None  # vs this policy's concurrency-1 run
     tokens: list[list[int]] = field(default_factory=list, repr=False)
 
@@ -98,7 +98,7 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
         wall = time.perf_counter() - t0
         stats = batcher.stats
         step_experts = lm.runtime.counters.step_experts / max(1, stats.steps)
-        chosen = batcher.threads.chosen
+        chosen = batcher.threads.usual
     finally:
         batcher.close()
         lm.close()
@@ -171,6 +171,6 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
                      f"{r.tokens_per_s / base[r.policy]:>6.2f}x{r.request_tokens_per_s:>10.2f}{r.ttft_s:>8.3f}"
                      f"{r.ttft_p90_s:>7.3f}{r.mean_batch:>7.2f}{r.step_experts:>9.1f}{r.threads or '-':>4}{same:>9}")
     lines.append("exp/step: distinct experts a decode step runs over its MoE layers; rows of a batch share few, and "
-                 "on a CPU each one is a pass over its weights; thr: the engine's torch threads (measured on its first "
-                 "decode steps unless --threads; the most common choice over the runs)")
+                 "on a CPU each one is a pass over its weights; thr: the engine's torch threads for its usual batch "
+                 "size (measured per batch size on its first steps unless --threads; the most common over the runs)")
     return "\n".join(lines)

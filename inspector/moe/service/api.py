@@ -360,8 +360,7 @@ def create_app(service: Service) -> FastAPI:
         ck, rt = service.lm.ckpt, service.lm.runtime
         body = {"status": "critical" if reasons else "ok", "reasons": reasons, "model": service.name,
                 "policy": rt.policy.name, "active": service.batcher.active, "waiting": service.batcher.waiting,
-                "threads": {"chosen": service.batcher.threads.chosen,  # null while still being measured
-                            "per_row_ms": {str(n): round(v, 3) for n, v in service.batcher.threads.per_row_ms.items()}},
+                "threads": _threads(service),
                 "architecture": {"type": ck.config.model_type, "moe_layers": list(ck.moe_layers),
                                  "experts": ck.num_experts, "top_k": ck.top_k,
                                  "slots": {str(k): v for k, v in rt.slots.items()}}}
@@ -370,6 +369,14 @@ def create_app(service: Service) -> FastAPI:
         return JSONResponse(body, status_code=503 if reasons else 200)
 
     return app
+
+
+def _threads(service: Service) -> dict:
+    """The engine's torch threads: the operator's count, or per decode-step row count the one measured fastest
+    (absent while still being tried) and each tried count's median step time."""
+    t = service.batcher.threads
+    return {"given": t.given, "chosen": {str(r): n for r, n in sorted(t.chosen.items())},
+            "step_ms": {str(r): {str(n): round(v, 3) for n, v in by.items()} for r, by in t.step_ms.items()}}
 
 
 async def _collect(service: Service, job: Job, queue: asyncio.Queue[Event],

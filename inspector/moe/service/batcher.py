@@ -137,8 +137,8 @@ class Batcher:
     # -- the engine thread ------------------------------------------------------------------------------
     def _run(self) -> None:
         meter = self.lm.meter()
-        if self.threads.chosen is not None:  # the operator's count, from the first prefill on
-            torch.set_num_threads(self.threads.chosen)
+        if self.threads.given is not None:  # the operator's count, from the first prefill on
+            torch.set_num_threads(self.threads.given)
         if self.max_batch > 1:  # how this box multiplies a batched step's few rows by an expert (moe/kernels.py)
             try:  # timed here, not by the caller: this thread's OpenMP team is to be the process's only one
                 self.lm.tune_batched(self.max_batch)
@@ -207,7 +207,7 @@ class Batcher:
         tokens = torch.tensor([[r.last] for r in rows], dtype=torch.long, device=self.lm.device)
         mask, positions = self._kv.step_inputs()
         meter.charge([])
-        self.threads.begin_step()
+        self.threads.begin_step(len(rows))
         try:
             logits = self.lm.step(tokens, self._kv.cache, mask, positions)
             self.threads.end_step(len(rows))

@@ -8,9 +8,10 @@ with two for a lone sequence, two were faster for a batch of four, and when a
 second thread of the process held an OpenMP team of its own, two threads fell
 to 60% of one (libgomp stops spin-waiting once its teams outnumber the cores).
 A large model's products favour more threads. So the engine measures, on the
-thread that serves and on real steps: its first decode steps take the candidate
-counts in turn, each step's time per row is recorded, and once every candidate
-has its trials the one with the lowest median is kept for the rest of the
+thread that serves and on real steps, for each batch size apart (a step of four
+rows is not a step of one): the first steps of each row count take the
+candidate counts in turn, and once every candidate has its trials the one whose
+steps took least (median) is kept for that row count for the rest of the
 engine's life (`/health` and `inspector llm bench --concurrency` show it).
 
 A count given by the operator (`inspector llm serve --threads N`) is used as is.
@@ -21,10 +22,11 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections import Counter
 
 import torch
 
-TRIALS = 6  # decode steps timed per candidate before choosing (interleaved, so a noisy second falls on all)
+TRIALS = 6  # decode steps timed per candidate and row count before choosing (interleaved)
 
 
 def candidates(cores: int | None = None) -> list[int]:
@@ -39,39 +41,60 @@ def candidates(cores: int | None = None) -> list[int]:
 
 
 class ComputeThreads:
-    """The engine thread's torch thread count: fixed, or chosen from `options` by timing decode steps."""
+    """The engine thread's torch thread count per decode-step row count: given, or chosen from `options` by
+    timing that many rows' steps."""
 
     def __init__(self, options: list[int], trials: int = TRIALS) -> None:
         if not options or any(n < 1 for n in options):
             raise ValueError(f"thread counts must be at least 1, got {options}")
         self.options = sorted(set(options))
         self.trials = trials
-        self.samples: dict[int, list[float]] = {n: [] for n in self.options}  # seconds per row
-        self.chosen: int | None = self.options[0] if len(self.options) == 1 else None
-        self._turn = 0
+        self.given = self.options[0] if len(self.options) == 1 else None
+        self.samples: dict[int, dict[int, list[float]]] = {}  # rows -> thread count -> step seconds
+        self.chosen: dict[int, int] = {}  # rows -> thread count
+        self.steps: Counter[int] = Counter()  # decode steps per row count
+        self._current: int | None = None
         self._started: float | None = None
-        self._current = self.chosen
+
+    def count_for(self, rows: int) -> int | None:
+        """The count kept for steps of `rows` rows; None while it is still being tried."""
+        return self.given if self.given is not None else self.chosen.get(rows)
 
     @property
-    def per_row_ms(self) -> dict[int, float]:
-        """Each tried count's median decode-step time per row, in ms (what the choice was made on)."""
-        return {n: 1e3 * statistics.median(s) for n, s in self.samples.items() if s}
+    def usual(self) -> int | None:
+        """The count kept for the row count stepped most often (what the engine mostly ran with)."""
+        if self.given is not None:
+            return self.given
+        for rows, _ in self.steps.most_common():
+            if rows in self.chosen:
+                return self.chosen[rows]
+        return None
 
-    def begin_step(self) -> None:
-        """Before a decode step: set the count this step runs with (the next candidate while still trying)."""
-        want = self.chosen if self.chosen is not None else self.options[self._turn % len(self.options)]
+    @property
+    def step_ms(self) -> dict[int, dict[int, float]]:
+        """Per row count, each tried thread count's median step time in ms (what the choices were made on)."""
+        return {rows: {n: 1e3 * statistics.median(s) for n, s in by.items() if s}
+                for rows, by in sorted(self.samples.items())}
+
+    def begin_step(self, rows: int) -> None:
+        """Before a decode step: set the count it runs with (while trying: the candidate tried least so far)."""
+        want = self.count_for(rows)
+        if want is None:
+            tried = self.samples.setdefault(rows, {n: [] for n in self.options})
+            want = min(self.options, key=lambda n: len(tried[n]))
         if want != self._current or torch.get_num_threads() != want:
             torch.set_num_threads(want)
             self._current = want
         self._started = time.perf_counter()
 
     def end_step(self, rows: int) -> None:
-        """After the step: its time per row counts for the count it ran with; the last trial makes the choice."""
-        if self._started is None or self.chosen is not None:
+        """After the step: its time counts for the count it ran with; a row count's last trial makes its choice."""
+        self.steps[rows] += 1
+        started, self._started = self._started, None
+        if started is None or self.count_for(rows) is not None:
             return
-        self.samples[self._current].append((time.perf_counter() - self._started) / max(1, rows))
-        self._started = None
-        self._turn += 1
-        if all(len(s) >= self.trials for s in self.samples.values()):
-            times = self.per_row_ms
-            self.chosen = min(times, key=times.__getitem__)
+        tried = self.samples[rows]
+        tried[self._current].append(time.perf_counter() - started)
+        if all(len(s) >= self.trials for s in tried.values()):
+            times = {n: statistics.median(s) for n, s in tried.items()}
+            self.chosen[rows] = min(times, key=times.__getitem__)
