@@ -92,7 +92,7 @@ class Batcher:
                  threads: int | None = None) -> None:
         """`threads`: the engine's torch thread count; None: the fastest of 1, 2, 4, ... cores, measured."""
         self.lm = lm
-        self.threads = ComputeThreads([threads] if threads else candidates())
+        self.threads = ComputeThreads(candidates(), given=threads or None)
         self._threads_before = torch.get_num_threads()
         self.max_batch = max(1, max_batch) if lm.runtime.policy.batches else 1
         self.max_waiting = max_waiting

@@ -41,15 +41,16 @@ def candidates(cores: int | None = None) -> list[int]:
 
 
 class ComputeThreads:
-    """The engine thread's torch thread count per decode-step row count: given, or chosen from `options` by
-    timing that many rows' steps."""
+    """The engine thread's torch thread count per decode-step row count: the operator's (`given`), or chosen
+    from `options` by timing that many rows' steps (one option: that one, untried)."""
 
-    def __init__(self, options: list[int], trials: int = TRIALS) -> None:
-        if not options or any(n < 1 for n in options):
-            raise ValueError(f"thread counts must be at least 1, got {options}")
-        self.options = sorted(set(options))
+    def __init__(self, options: list[int], given: int | None = None, trials: int = TRIALS) -> None:
+        counts = list(options) if given is None else [given]
+        if not counts or min(counts) < 1:
+            raise ValueError(f"thread counts must be at least 1, got {counts}")
+        self.options = sorted(set(counts))
         self.trials = trials
-        self.given = self.options[0] if len(self.options) == 1 else None
+        self.given = given
         self.samples: dict[int, dict[int, list[float]]] = {}  # rows -> thread count -> step seconds
         self.chosen: dict[int, int] = {}  # rows -> thread count
         self.steps: Counter[int] = Counter()  # decode steps per row count
@@ -58,13 +59,15 @@ class ComputeThreads:
 
     def count_for(self, rows: int) -> int | None:
         """The count kept for steps of `rows` rows; None while it is still being tried."""
-        return self.given if self.given is not None else self.chosen.get(rows)
+        if len(self.options) == 1:
+            return self.options[0]
+        return self.chosen.get(rows)
 
     @property
     def usual(self) -> int | None:
         """The count kept for the row count stepped most often (what the engine mostly ran with)."""
-        if self.given is not None:
-            return self.given
+        if len(self.options) == 1:
+            return self.options[0]
         for rows, _ in self.steps.most_common():
             if rows in self.chosen:
                 return self.chosen[rows]
@@ -82,7 +85,7 @@ class ComputeThreads:
         if want is None:
             tried = self.samples.setdefault(rows, {n: [] for n in self.options})
             want = min(self.options, key=lambda n: len(tried[n]))
-        if want != self._current or torch.get_num_threads() != want:
+        if want != self._current:
             torch.set_num_threads(want)
             self._current = want
         self._started = time.perf_counter()
