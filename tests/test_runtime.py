@@ -225,3 +225,35 @@ def test_ranges_at_any_offset_read_exactly(tmp_path: Path, monkeypatch: pytest.M
         assert bytes(d) == raw[off : off + n]
     with pytest.raises(EOFError, match="the file ends"):
         diskio.read_ranges_into(path, [(len(raw) - 3, memoryview(bytearray(10)))], drop_cache)
+
+
+def test_neighbouring_ranges_share_one_disk_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An expert's three projections lie side by side in a shard: they are read in one O_DIRECT request (one seek
+    and one completion, not three); a range past the gap gets its own, and a run that runs off the file's end
+    says so."""
+    path = tmp_path / "shard.bin"
+    data = torch.randint(0, 256, (6 * ALIGN + 300_000,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    path.write_bytes(bytes(data.tolist()))
+    fsync_and_drop(path)
+    raw = path.read_bytes()
+    requests: list[int] = []
+    real = diskio._pread_direct
+
+    def counted(fd: int, view: memoryview, offset: int, first: bool) -> int | None:
+        requests.append(offset)
+        return real(fd, view, offset, first)
+
+    monkeypatch.setattr(diskio, "_pread_direct", counted)
+    far = 3 * ALIGN + 7 + diskio.COALESCE_GAP + 1000
+    spans = [(ALIGN + 3, 2 * ALIGN), (37, ALIGN), (3 * ALIGN + 7, 100), (far, 5000)]  # unsorted, two overlap
+    dests = [memoryview(bytearray(n)) for _, n in spans]
+    diskio.read_ranges_into(path, [(off, d) for (off, _), d in zip(spans, dests)])
+    for (off, n), d in zip(spans, dests):
+        assert bytes(d) == raw[off : off + n]
+    if path.stat().st_dev in _NO_DIRECT:
+        pytest.skip("this filesystem refuses O_DIRECT: reads go buffered, one per range")
+    assert requests == [0, far - far % ALIGN]  # the first three as one request from block 0, the far one alone
+    requests.clear()
+    with pytest.raises(EOFError, match="the file ends"):
+        diskio.read_ranges_into(path, [(len(raw) - 50, memoryview(bytearray(10))),
+                                       (len(raw) - 20, memoryview(bytearray(30)))])
