@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -257,6 +258,54 @@ def test_the_serving_engine_prefills_waiting_requests_in_one_pass(checkpoints: d
     assert stats.requests == 6 and stats.failed == 1
     assert stats.prefills == 1 + 4  # the lone first; the five together failed, then each alone (one failing)
     batcher.close()
+    lm.close()
+
+
+def test_a_fault_in_the_engine_code_ends_its_requests_not_the_engine(checkpoints: dict[str, Path],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault between the model's calls (here: choosing a token raises once) ends the requests the engine held,
+    each with one error; the engine thread lives on and serves the next request exactly."""
+    import threading
+
+    from inspector.moe.service import batcher as batcher_mod
+    from inspector.moe.service.batcher import Batcher, Event, Job
+    from inspector.moe.service.sampling import Sampling
+
+    lm = OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.5)
+    alone = [t for t, _ in lm.generate(PROMPTS[0], 5)]
+    real, calls = batcher_mod.next_token, []
+
+    def faulty(*args: object) -> int:
+        calls.append(1)
+        if len(calls) == 3:  # mid-decode, after two tokens were sent
+            raise RuntimeError("a fault in the engine's own code")
+        return real(*args)
+
+    monkeypatch.setattr(batcher_mod, "next_token", faulty)
+    batcher = Batcher(lm, max_batch=2)
+
+    def ask() -> tuple[list[int], list[Event], threading.Event]:
+        tokens: list[int] = []
+        ends: list[Event] = []
+        done = threading.Event()
+
+        def emit(ev: Event) -> None:
+            if ev.token is not None:
+                tokens.append(ev.token)
+            if ev.finish is not None:
+                ends.append(ev)
+                done.set()
+        batcher.submit(Job(lm.fit_prompt(PROMPTS[0], 5)[0], 5, Sampling(), emit))
+        return tokens, ends, done
+
+    tokens, ends, done = ask()
+    assert done.wait(60) and [e.finish for e in ends] == ["error"] and "own code" in str(ends[0].error)
+    assert tokens == alone[:2] and batcher.alive and batcher.stats.failed == 1
+    tokens, ends, done = ask()
+    assert done.wait(60) and [e.finish for e in ends] == ["length"] and tokens == alone
+    batcher.close()
+    time.sleep(0.05)
+    assert [e.finish for e in ends] == ["length"]  # ended once, not again as cancelled at close
     lm.close()
 
 

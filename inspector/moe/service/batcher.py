@@ -19,7 +19,8 @@ Only this thread touches the model and the runtime, so requests never share a
 policy's per-sequence state by accident. A request that fails (its prefill
 raises) fails alone: a prefill of several that raises is tried again one
 request at a time. A decode step that raises fails the rows in it, and the
-engine goes on with the next request.
+engine goes on with the next request. A fault in the engine's own code between
+the model's calls ends the requests it held, never the thread.
 """
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ class Job:
     stats: GenStats = field(default_factory=GenStats)
     submitted: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    ended: bool = False  # its finish was sent: a request ends once
 
     def cancel(self) -> None:
         """The client has gone or has what it wanted (a stop string): free the row at the next step."""
@@ -155,15 +157,28 @@ class Batcher:
                         and (not jobs or self._prefill_together):
                     jobs.append(self._waiting.popleft())
             self.stats.requests += len(jobs)
-            if jobs:
-                self._start(jobs, meter)
-            if self._rows:
-                self._step(meter)
+            try:
+                if jobs:
+                    self._start(jobs, meter)
+                if self._rows:
+                    self._step(meter)
+            except Exception as exc:  # noqa: BLE001 - a fault outside the model's calls: its requests end, not
+                self._fault(jobs, exc)  # the thread (a dead engine thread would leave every client waiting)
         for row in self._rows:
             self._end(row.job, "cancelled")
         for job in self._waiting:
             self._end(job, "cancelled")
         torch.set_num_threads(self._threads_before)  # the process as it was (a bench runs engines one by one)
+
+    def _fault(self, jobs: list[Job], exc: Exception) -> None:
+        """The engine's own code raised between the model's calls: the requests it held end with the error (once
+        each), the batch starts empty, and the engine goes on with those still waiting."""
+        for job in [*jobs, *(r.job for r in self._rows)]:
+            if not job.ended:
+                self.stats.failed += 1
+                self._end(job, "error", exc)
+        self._rows, self._kv = [], KVBatch()
+        self.lm.runtime.drop_staged()
 
     def _start(self, jobs: list[Job], meter: Meter) -> None:
         """Prefill these requests together, send each its first token, and add those that go on as rows."""
@@ -251,7 +266,9 @@ class Batcher:
 
     @staticmethod
     def _end(job: Job, finish: str, error: BaseException | None = None) -> None:
-        _send(job, Event(None, job.stats, finish, error))
+        if not job.ended:
+            job.ended = True
+            _send(job, Event(None, job.stats, finish, error))
 
 
 def _send(job: Job, event: Event) -> bool:
