@@ -372,6 +372,15 @@ def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoin
     assert candidates(2) == [1, 2] and candidates(6) == [1, 2, 4, 6] and candidates(1) == [1]
     with pytest.raises(ValueError, match="at least 1"):
         ComputeThreads([0])
+    before = torch.get_num_threads()
+    timing = ComputeThreads([1, 2], trials=1)  # a step's waits for reads are no thread count's doing
+    for count, sleep, waited in ((1, 0.2, 0.2), (2, 0.1, 0.0)):
+        timing.begin_step(4)
+        assert torch.get_num_threads() == count
+        time.sleep(sleep)
+        timing.end_step(4, waited=waited)
+    assert timing.chosen == {4: 1} and timing.step_ms[4][1] < timing.step_ms[4][2]
+    torch.set_num_threads(before)
     lm = OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.5)
     alone = [t for t, _ in lm.generate(PROMPTS[1], 40)]
     before = torch.get_num_threads()

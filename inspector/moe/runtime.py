@@ -34,6 +34,7 @@ peak the benchmark reports is what the pool really used.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ class MoERuntime:
         self.decode_rows = 1  # sequences sharing this decode step (the batcher sets it)
         self.skip_tokens: torch.Tensor | None = None  # a batched prefill's padding [B*T]: no expert runs for it
         self.counters = PoolCounters()
+        self.stall_s = 0.0  # seconds the computing thread waited for experts not in the pool (reads, landings)
         self.activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # this sequence
         self.decode_activity = {layer: torch.zeros(ckpt.num_experts) for layer in ckpt.moe_layers}  # all decodes
         self.embedding: torch.Tensor | None = None  # this sequence's prompt embedding (mean of its input embeddings)
@@ -221,6 +223,14 @@ class MoERuntime:
         if w is not None:
             self.counters.hits += 1
             return w
+        started = time.perf_counter()
+        try:
+            return self._acquire_away(key)
+        finally:
+            self.stall_s += time.perf_counter() - started
+
+    def _acquire_away(self, key: ExpertKey) -> ExpertWeights:
+        """An expert not resident: staged, still reading (waited for), or read now."""
         pending = self._inflight.get(key)
         if pending is not None:
             self.counters.prefetch_waits += 1

@@ -223,9 +223,10 @@ class Batcher:
         mask, positions = self._kv.step_inputs()
         meter.charge([])
         self.threads.begin_step(len(rows))
+        stalled = self.lm.runtime.stall_s
         try:
             logits = self.lm.step(tokens, self._kv.cache, mask, positions)
-            self.threads.end_step(len(rows))
+            self.threads.end_step(len(rows), waited=self.lm.runtime.stall_s - stalled)
         except Exception as exc:  # noqa: BLE001 - the rows of this step fail; the engine goes on
             for r in rows:
                 self.stats.failed += 1

@@ -13,6 +13,10 @@ rows is not a step of one): the first steps of each row count take the
 candidate counts in turn, and once every candidate has its trials the one whose
 steps took least (median) is kept for that row count for the rest of the
 engine's life (`/health` and `inspector llm bench --concurrency` show it).
+A step's time is its compute: the seconds it waited for expert reads are taken
+out, since no thread count shortens them, and at a low cache ratio their noise
+was larger than the difference between counts (four rows at ratio 0.25 chose
+one thread, and ran at 49 tokens/s against 60 with two).
 
 A count given by the operator (`inspector llm serve --threads N`) is used as is.
 The count changes no token a request sees (tested).
@@ -75,7 +79,8 @@ class ComputeThreads:
 
     @property
     def step_ms(self) -> dict[int, dict[int, float]]:
-        """Per row count, each tried thread count's median step time in ms (what the choices were made on)."""
+        """Per row count, each tried thread count's median step compute time in ms (read waits excluded): what the
+        choices were made on."""
         return {rows: {n: 1e3 * statistics.median(s) for n, s in by.items() if s}
                 for rows, by in sorted(self.samples.items())}
 
@@ -90,14 +95,16 @@ class ComputeThreads:
             self._current = want
         self._started = time.perf_counter()
 
-    def end_step(self, rows: int) -> None:
-        """After the step: its time counts for the count it ran with; a row count's last trial makes its choice."""
+    def end_step(self, rows: int, waited: float = 0.0) -> None:
+        """After the step: its compute time (the step's, less `waited`: seconds spent waiting for expert reads,
+        which no thread count shortens and whose noise would swamp the difference) counts for the count it ran
+        with; a row count's last trial makes its choice."""
         self.steps[rows] += 1
         started, self._started = self._started, None
         if started is None or self.count_for(rows) is not None:
             return
         tried = self.samples[rows]
-        tried[self._current].append(time.perf_counter() - started)
+        tried[self._current].append(max(0.0, time.perf_counter() - started - waited))
         if all(len(s) >= self.trials for s in tried.values()):
             times = {n: statistics.median(s) for n, s in tried.items()}
             self.chosen[rows] = min(times, key=times.__getitem__)
