@@ -76,8 +76,9 @@ def read_ranges_into(path: Path | str, ranges: list[tuple[int, memoryview]], dro
     ranges of a checkpoint shard sit at any offset) and the range is copied
     out, which costs a quarter of the CPU of a page-cache read and its
     dropping, and a third of the time here. Neighbouring ranges share one
-    request (`_runs`): an expert's three projections are one read, not three. Otherwise buffered reads straight
-    into each destination, their pages dropped afterwards when asked.
+    request (`_runs`): an expert's three projections are one read, not three.
+    Otherwise buffered reads straight into each destination, their pages
+    dropped afterwards when asked.
     """
     if _direct_wanted(drop_cache, os.stat(path).st_dev) and _read_ranges_direct(path, ranges):
         return
@@ -167,9 +168,9 @@ def _read_run(fd: int, path: Path | str, run: list[tuple[int, memoryview]], boun
         n = _pread_direct(fd, bounce[got:want], base + got, first and got == 0)
         if n is None:
             return False
-        if not n:
-            break
         got += n
+        if not n or n % DIRECT_ALIGN:  # the file ended (a short read ends at the file's end)
+            break
     for offset, dest in run:
         lead = offset - base
         if lead + len(dest) > got:
