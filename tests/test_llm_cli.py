@@ -107,7 +107,9 @@ def test_bench_concurrency_serves_clients_at_once_with_the_same_tokens(demo: Pat
     assert runs[("daop", 4)]["mean_batch"] > 1.0  # daop batches decode steps
     # a batch's rows pick experts of their own: a step of several runs more distinct experts than a step of one
     assert runs[("daop", 4)]["step_experts"] > runs[("daop", 1)]["step_experts"] > 0
-    assert "exp/step" in out
+    assert "exp/step" in out and "reads/tok" in out
+    # half the experts resident: every run reads some from disk, and waits for some of those reads
+    assert all(r["reads_per_token"] > 0 and 0 < r["waiting"] < 1 for r in runs.values())
     assert runs[("fmoe", 4)]["mean_batch"] == 1.0  # fMoE keeps per-sequence state: one at a time
 
 
