@@ -177,6 +177,7 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
                      f"{r.waiting:>6.0%}{r.threads or '-':>4}{same:>9}")
     lines.append("exp/step: distinct experts a decode step runs over its MoE layers; rows of a batch share few, and "
                  "on a CPU each one is a pass over its weights; reads/tok: experts read from disk per new token; "
-                 "wait: share of the run the engine waited for those reads; thr: the engine's torch threads for its usual batch "
-                 "size (measured per batch size on its first steps unless --threads; the most common over the runs)")
+                 "wait: share of the run the engine waited for those reads; thr: the engine's torch threads for its "
+                 "usual batch size (measured per batch size on its first steps unless --threads; the most common over "
+                 "the runs)")
     return "\n".join(lines)
