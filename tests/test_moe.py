@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +28,22 @@ CAL_PROMPTS = [[0, 5, 17, 60, 3, 42, 8, 77], [0, 33, 34, 35, 90, 4, 4, 4, 61], [
                [0, 50, 51, 52, 53, 20, 21, 22], [0, 88, 14, 2, 70, 6]]
 EXACT_POLICIES = ["ondemand", "lru", "fiddler", "moesys", "daop", "fmoe", "firm", "firm:parts=2", "duoserve"]
 PREDICTING = {"daop", "fmoe", "firm", "firm:parts=2", "duoserve"}
+
+
+class Listener:
+    """A request's listener for the serving engine: the tokens it heard, its end events, and when it ended."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.ends: list = []
+        self.done = threading.Event()
+
+    def __call__(self, ev) -> None:  # noqa: ANN001 - a batcher Event (the service is imported by its tests)
+        if ev.token is not None:
+            self.tokens.append(ev.token)
+        if ev.finish is not None:
+            self.ends.append(ev)
+            self.done.set()
 
 
 @pytest.fixture(scope="module")
@@ -221,39 +238,30 @@ def test_prompts_prefilled_together_answer_as_each_alone(checkpoints: dict[str, 
 def test_the_serving_engine_prefills_waiting_requests_in_one_pass(checkpoints: dict[str, Path],
                                                                   calibrations: dict) -> None:
     """Requests waiting together share a prefill; one that makes a shared prefill fail fails alone."""
-    import threading
 
-    from inspector.moe.service.batcher import Batcher, Event, Job
+    from inspector.moe.service.batcher import Batcher, Job
     from inspector.moe.service.sampling import Sampling
 
     lm = OffloadedLM.load(checkpoints["mixtral"], get_policy("daop", calibrations["mixtral"]), cache_ratio=0.5)
     alone = [[t for t, _ in lm.generate(p, 6)] for p in PROMPTS]
     batcher = Batcher(lm, max_batch=4)
 
-    def ask(prompt: torch.Tensor) -> tuple[Job, list[int], threading.Event, list[Event]]:
-        tokens: list[int] = []
-        done, end = threading.Event(), []
+    def ask(prompt: torch.Tensor) -> tuple[Job, Listener]:
+        heard = Listener()
+        return Job(prompt, 6, Sampling(), heard), heard
 
-        def emit(ev: Event) -> None:
-            if ev.token is not None:
-                tokens.append(ev.token)
-            if ev.finish is not None:
-                end.append(ev)
-                done.set()
-        return Job(prompt, 6, Sampling(), emit), tokens, done, end
-
-    first = ask(lm.fit_prompt(PROMPTS[0], 6)[0])  # the first prefill runs alone: it learns the cache pads
-    batcher.submit(first[0])
-    assert first[2].wait(60) and first[1] == alone[0]
+    first, heard = ask(lm.fit_prompt(PROMPTS[0], 6)[0])  # the first prefill runs alone: it learns the cache pads
+    batcher.submit(first)
+    assert heard.done.wait(60) and heard.tokens == alone[0]
     asks = [ask(lm.fit_prompt(p, 6)[0]) for p in PROMPTS]
     broken = ask(torch.tensor([[0, 5, 10 ** 6]]))  # a token the vocabulary lacks: its prefill raises
     with batcher._cond:  # all waiting before the engine looks: they share one prefill
-        for job, *_ in [*asks[:2], broken, *asks[2:]]:
+        for job, _ in [*asks[:2], broken, *asks[2:]]:
             batcher.submit(job)
-    for _, _, done, end in asks:
-        assert done.wait(60) and end[0].finish == "length"
-    assert [tokens for _, tokens, _, _ in asks] == alone
-    assert broken[2].wait(60) and broken[3][0].finish == "error"
+    for _, heard in asks:
+        assert heard.done.wait(60) and heard.ends[0].finish == "length"
+    assert [heard.tokens for _, heard in asks] == alone
+    assert broken[1].done.wait(60) and broken[1].ends[0].finish == "error"
     stats = batcher.stats
     assert stats.requests == 6 and stats.failed == 1
     assert stats.prefills == 1 + 4  # the lone first; the five together failed, then each alone (one failing)
@@ -265,10 +273,9 @@ def test_a_fault_in_the_engine_code_ends_its_requests_not_the_engine(checkpoints
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A fault between the model's calls (here: choosing a token raises once) ends the requests the engine held,
     each with one error; the engine thread lives on and serves the next request exactly."""
-    import threading
 
     from inspector.moe.service import batcher as batcher_mod
-    from inspector.moe.service.batcher import Batcher, Event, Job
+    from inspector.moe.service.batcher import Batcher, Job
     from inspector.moe.service.sampling import Sampling
 
     lm = OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.5)
@@ -284,28 +291,20 @@ def test_a_fault_in_the_engine_code_ends_its_requests_not_the_engine(checkpoints
     monkeypatch.setattr(batcher_mod, "next_token", faulty)
     batcher = Batcher(lm, max_batch=2)
 
-    def ask() -> tuple[list[int], list[Event], threading.Event]:
-        tokens: list[int] = []
-        ends: list[Event] = []
-        done = threading.Event()
+    def ask() -> Listener:
+        heard = Listener()
+        batcher.submit(Job(lm.fit_prompt(PROMPTS[0], 5)[0], 5, Sampling(), heard))
+        return heard
 
-        def emit(ev: Event) -> None:
-            if ev.token is not None:
-                tokens.append(ev.token)
-            if ev.finish is not None:
-                ends.append(ev)
-                done.set()
-        batcher.submit(Job(lm.fit_prompt(PROMPTS[0], 5)[0], 5, Sampling(), emit))
-        return tokens, ends, done
-
-    tokens, ends, done = ask()
-    assert done.wait(60) and [e.finish for e in ends] == ["error"] and "own code" in str(ends[0].error)
-    assert tokens == alone[:2] and batcher.alive and batcher.stats.failed == 1
-    tokens, ends, done = ask()
-    assert done.wait(60) and [e.finish for e in ends] == ["length"] and tokens == alone
+    heard = ask()
+    assert heard.done.wait(60) and [e.finish for e in heard.ends] == ["error"]
+    assert "own code" in str(heard.ends[0].error)
+    assert heard.tokens == alone[:2] and batcher.alive and batcher.stats.failed == 1
+    heard = ask()
+    assert heard.done.wait(60) and [e.finish for e in heard.ends] == ["length"] and heard.tokens == alone
     batcher.close()
     time.sleep(0.05)
-    assert [e.finish for e in ends] == ["length"]  # ended once, not again as cancelled at close
+    assert [e.finish for e in heard.ends] == ["length"]  # ended once, not again as cancelled at close
     lm.close()
 
 
@@ -363,9 +362,7 @@ def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoin
     size, keeps the count whose steps took least, and runs every later step of that size with it; the tokens are
     the prompt's alone.
     A count given is used from the first step, and the process's count is back as it was when the engine ends."""
-    import threading
-
-    from inspector.moe.service.batcher import Batcher, Event, Job
+    from inspector.moe.service.batcher import Batcher, Job
     from inspector.moe.service.sampling import Sampling
     from inspector.moe.service.threads import ComputeThreads, candidates
 
@@ -383,22 +380,14 @@ def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoin
     torch.set_num_threads(before)
     lm = OffloadedLM.load(checkpoints["mixtral"], "lru", cache_ratio=0.5)
     alone = [t for t, _ in lm.generate(PROMPTS[1], 40)]
-    before = torch.get_num_threads()
     seen: list[int] = []
     lm.model.register_forward_pre_hook(lambda m, args, kwargs: seen.append(torch.get_num_threads()), with_kwargs=True)
 
     def run(batcher: Batcher) -> list[int]:
-        tokens: list[int] = []
-        done = threading.Event()
-
-        def emit(ev: Event) -> None:
-            if ev.token is not None:
-                tokens.append(ev.token)
-            if ev.finish is not None:
-                done.set()
-        batcher.submit(Job(lm.fit_prompt(PROMPTS[1], 40)[0], 40, Sampling(), emit))
-        assert done.wait(120)
-        return tokens
+        heard = Listener()
+        batcher.submit(Job(lm.fit_prompt(PROMPTS[1], 40)[0], 40, Sampling(), heard))
+        assert heard.done.wait(120)
+        return heard.tokens
 
     measured = Batcher(lm, max_batch=2, threads=None)
     options = measured.threads.options
