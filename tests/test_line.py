@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from inspector.ingest.sources import SyntheticSource
 from inspector.results.store import ResultStore, sqlite_url
 from inspector.routing.rules import parse_rules
 from inspector.training.demo_zoo import build_demo_zoo
+from inspector.training.jobs import SEED_STEP, TrainJob, run_job
+from inspector.training.samples import collect
 
 from .conftest import DEMO_RULES as RULES
 from .conftest import TINY_RECIPE
@@ -26,7 +29,24 @@ def test_demo_zoo_manifest_records_training(demo) -> None:
     for e in zoo.entries.values():
         assert e.val_accuracy is not None and 0.0 <= e.val_accuracy <= 1.0
         assert e.weights_sha256 and len(e.weights_sha256) == 64 and e.train_samples > 0
+        assert e.train_seed == 0  # one run each: no floor in the tiny recipe
     assert zoo.entries["det-p"].classes == ("in_place", "reversed")
+
+
+def test_an_expert_short_of_its_floor_is_trained_again_with_another_seed_and_the_best_run_kept() -> None:
+    samples = collect([RULES], 24, seed=5, cap=48)
+    name = sorted(samples.by_classifier)[0]
+    crops = samples.by_classifier[name]
+    job = TrainJob(name, "classifier", RULES.classifier_spec, crops[:16], crops[16:], epochs=1, seed=3,
+                   augment=0.0, floor=1.01, attempts=3)  # a floor no run reaches: every attempt is made
+    best = run_job(job)
+    runs = sorted([best.val_accuracy, *best.other_runs])
+    assert len(best.other_runs) == 2 and best.val_accuracy == runs[-1]
+    assert best.seed in (3, 3 + SEED_STEP, 3 + 2 * SEED_STEP)
+    once = run_job(replace(job, floor=0.0))  # any run reaches it: trained once, with the job's own seed
+    assert once.other_runs == () and once.seed == 3
+    unjudged = run_job(replace(job, val=[]))  # no held-out crops: nothing to judge a run by, so one run
+    assert unjudged.other_runs == () and unjudged.seed == 3
 
 
 def test_demo_zoo_is_cached(demo) -> None:

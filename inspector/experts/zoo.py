@@ -52,6 +52,7 @@ class ExpertEntry:
     data_hash: str | None = None  # trained experts: hash of the training data's recipe
     val_accuracy: float | None = None
     train_samples: int | None = None
+    train_seed: int | None = None  # the seed of the training run kept (a run short of its floor is tried again)
     # trained experts retrained from reviews (experts/versions.py): every version's weights kept beside the first,
     # and the order they were put into service (the last is this entry's file; rollback steps back one)
     versions: tuple[dict[str, Any], ...] = ()

@@ -22,6 +22,8 @@ class TrainedClassifier:
     state: dict[str, torch.Tensor]
     val_accuracy: float
     train_samples: int
+    seed: int = 0  # the training run's seed (jobs.run_job may try more than one)
+    other_runs: tuple[float, ...] = ()  # validation accuracy of the other runs tried (each below the floor)
 
 
 def to_batch(arch: ResNetClassifier, samples: list[PartSample],
@@ -79,7 +81,7 @@ def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[
     model.eval()
     model = model.to(memory_format=torch.contiguous_format)
     return TrainedClassifier({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
-                             accuracy(arch, model, val), len(train))
+                             accuracy(arch, model, val), len(train), seed)
 
 
 def accuracy(arch: ResNetClassifier, model: nn.Module, samples: list[PartSample]) -> float:

@@ -25,7 +25,8 @@ from .samples import TRAINING_CAMERA, TRAINING_RATES, collect
 
 RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 14, "detector_cap": 1500,
           "detector_epochs": 15, "detector_copies": 1, "val_per_type": 100, "rates": TRAINING_RATES, "augment": 1.0,
-          "camera": describe(TRAINING_CAMERA), "version": 2}
+          "camera": describe(TRAINING_CAMERA), "version": 2,
+          "retrain_below": 0.99, "attempts": 3}  # an expert short of this validation accuracy trains again (jobs.py)
 
 
 def demo_key(rule_sets: list[RuleSet], seed: int, recipe: dict) -> str:
@@ -74,10 +75,11 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     spec = rule_sets[0].classifier_spec  # check_shared_types: all rule sets agree on it
     detectors = {d.name: d.spec for r in rule_sets for d in r.detectors}
     augment = recipe.get("augment", 1.0)
+    retry = {"floor": recipe.get("retrain_below"), "attempts": recipe.get("attempts", 1)}
     jobs = [TrainJob(name, "classifier", spec, train.by_classifier[name], val.by_classifier[name],
-                     recipe["classifier_epochs"], seed, augment) for name in sorted(train.by_classifier)]
+                     recipe["classifier_epochs"], seed, augment, **retry) for name in sorted(train.by_classifier)]
     jobs += [TrainJob(name, "detector", detectors[name], det_train.by_detector[name], val.by_detector[name],
-                      recipe["detector_epochs"], seed, augment, recipe.get("detector_copies", 1))
+                      recipe["detector_epochs"], seed, augment, recipe.get("detector_copies", 1), **retry)
              for name in sorted(det_train.by_detector)]
     names = {j.name for j in jobs}
     entries = {name: e for name, e in done_before.items() if name in names}
@@ -92,7 +94,8 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
             write_atomically(partial_path(root, key), json.dumps(
                 {"build_key": key, "experts": [asdict(e) for e in entries.values()]}, indent=1).encode())
             bar.write(f"trained {job.name}: validation accuracy {trained.val_accuracy:.3f} "
-                      f"({trained.train_samples} crops, {time.perf_counter() - started:.0f} s into training)")
+                      f"({trained.train_samples} crops, {time.perf_counter() - started:.0f} s into training)"
+                      + _retries(job, trained))
             bar.step(note=job.name)
 
         run_jobs(todo, workers, done)
@@ -103,6 +106,18 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     partial_path(root, key).unlink(missing_ok=True)
     say(f"demo zoo built in {build_s:.0f} s: {root}")
     return zoo
+
+
+def _retries(job: TrainJob, trained: Trained) -> str:
+    """What the build log says of runs trained again (jobs.run_job), and of an expert still short of its floor."""
+    if not trained.other_runs:
+        return ""
+    others = ", ".join(f"{a:.3f}" for a in trained.other_runs)
+    note = f"; {len(trained.other_runs) + 1} runs (the others reached {others}), seed {trained.seed} kept"
+    if job.floor is not None and trained.val_accuracy < job.floor:
+        note += (f"; WARNING: still below {job.floor:.3f}, so it will flag good parts: give it more training crops "
+                 "(per_type, classifier_cap) or review its crops")
+    return note
 
 
 def partial_path(root: Path, key: str) -> Path:
@@ -131,4 +146,5 @@ def _write(root: Path, name: str, role: str, spec: dict, trained: TrainedClassif
            classes: tuple[str, ...], data_hash: str) -> ExpertEntry:
     state = {k: v.contiguous() for k, v in trained.state.items()}
     return write_expert(root, name, role, spec, state, digest=True, classes=classes, data_hash=data_hash,
-                        val_accuracy=round(trained.val_accuracy, 4), train_samples=trained.train_samples)
+                        val_accuracy=round(trained.val_accuracy, 4), train_samples=trained.train_samples,
+                        train_seed=trained.seed)

@@ -32,6 +32,8 @@ class TrainedDetector:
     state: dict[str, torch.Tensor]
     val_accuracy: float  # share of held-out crops whose best box has the right class and confidence
     train_samples: int
+    seed: int = 0  # the training run's seed (jobs.run_job may try more than one)
+    other_runs: tuple[float, ...] = ()  # validation accuracy of the other runs tried (each below the floor)
 
 
 def detector_class(sample: PartSample) -> int:
@@ -80,7 +82,7 @@ def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSa
         net = (ckpt.get("ema") or ckpt["model"]).float()
         state = {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}
     module = arch.materialize(state, torch.device("cpu"))
-    return TrainedDetector(state, accuracy(arch, module, val), len(train))
+    return TrainedDetector(state, accuracy(arch, module, val), len(train), seed)
 
 
 def accuracy(arch: YoloDetector, module: torch.nn.Module, samples: list[PartSample]) -> float:
