@@ -14,7 +14,7 @@ from inspector.cli import main
 from inspector.ingest.sources import SyntheticSource
 from inspector.results.store import ResultStore, sqlite_url
 from inspector.routing.rules import parse_rules
-from inspector.training.demo_zoo import build_demo_zoo
+from inspector.training.demo_zoo import _retries, build_demo_zoo
 from inspector.training.jobs import SEED_STEP, TrainJob, run_job
 from inspector.training.samples import collect
 
@@ -47,6 +47,9 @@ def test_an_expert_short_of_its_floor_is_trained_again_with_another_seed_and_the
     assert once.other_runs == () and once.seed == 3
     unjudged = run_job(replace(job, val=[]))  # no held-out crops: nothing to judge a run by, so one run
     assert unjudged.other_runs == () and unjudged.seed == 3
+    said = _retries(replace(job, floor=0.99), replace(best, val_accuracy=0.95, other_runs=(0.9, 0.93)))
+    assert "3 runs (the others reached 0.900, 0.930)" in said and "WARNING: still below 0.990" in said
+    assert _retries(job, once) == ""  # one run: the usual log line only
 
 
 def test_demo_zoo_is_cached(demo) -> None:

@@ -116,7 +116,7 @@ def _retries(job: TrainJob, trained: Trained) -> str:
     note = f"; {len(trained.other_runs) + 1} runs (the others reached {others}), seed {trained.seed} kept"
     if job.floor is not None and trained.val_accuracy < job.floor:
         note += (f"; WARNING: still below {job.floor:.3f}, so it will flag good parts: give it more training crops "
-                 "(per_type, classifier_cap) or review its crops")
+                 "(the recipe's per_type and caps) or review its crops")
     return note
 
 
