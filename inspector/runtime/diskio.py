@@ -133,12 +133,13 @@ def _read_ranges_direct(path: Path | str, ranges: list[tuple[int, memoryview]]) 
     try:
         first = True
         for run in _runs(ranges):
-            if len(run) > 1:
+            offset, dest = run[0]
+            if len(run) > 1 or round_up(offset % DIRECT_ALIGN + len(dest)) <= DIRECT_CHUNK:  # one request covers it
                 if not _read_run(fd, path, run, bounce, first):
                     return False
                 first = False
                 continue
-            offset, dest = run[0]
+            # a range larger than the bounce buffer: request by request
             got, length = 0, len(dest)
             while got < length:
                 start = offset + got
