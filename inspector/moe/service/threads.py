@@ -67,7 +67,6 @@ class ComputeThreads:
         self._current: int | None = None
         self._started: float | None = None
         self._switched = False  # the running step is the first at a new count: warm-up, not timed
-        self._runs: dict[int, tuple[int, int]] = {}  # rows -> (candidate in its run, timed steps left in the run)
 
     def count_for(self, rows: int) -> int | None:
         """The count kept for steps of `rows` rows; None while it is still being tried."""
@@ -98,10 +97,9 @@ class ComputeThreads:
         want = self.count_for(rows)
         if want is None:
             tried = self.samples.setdefault(rows, {n: [] for n in self.options})
-            want, left = self._runs.get(rows, (0, 0))
-            if not left:
-                want = min(self.options, key=lambda n: len(tried[n]))
-                self._runs[rows] = (want, min(BLOCK, self.trials - len(tried[want])))
+            # a candidate part-way through its run of timed steps goes on; otherwise the one tried least
+            running = [n for n in self.options if len(tried[n]) % BLOCK and len(tried[n]) < self.trials]
+            want = running[0] if running else min(self.options, key=lambda n: len(tried[n]))
         self._switched = want != self._current
         if self._switched:
             torch.set_num_threads(want)
@@ -120,8 +118,6 @@ class ComputeThreads:
             return
         tried = self.samples[rows]
         tried[self._current].append(max(0.0, time.perf_counter() - started - waited))
-        count, left = self._runs[rows]
-        self._runs[rows] = (count, left - 1)
         if all(len(s) >= self.trials for s in tried.values()):
             times = {n: statistics.median(s) for n, s in tried.items()}
             self.chosen[rows] = min(times, key=times.__getitem__)
