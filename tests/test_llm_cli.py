@@ -110,6 +110,11 @@ def test_bench_concurrency_serves_clients_at_once_with_the_same_tokens(demo: Pat
     assert "exp/step" in out and "reads/tok" in out
     # half the experts resident: every run reads some from disk, and waits for some of those reads
     assert all(r["reads_per_token"] > 0 and 0 < r["waiting"] < 1 for r in runs.values())
+    # the disk was busy part of each run (reads at once counted once), and the overlap bound is no lower than
+    # what the run reached: it takes the larger of the disk's busy time and the run less its waits
+    assert all(0 < r["disk_busy"] <= 1.01 and r["bound_tokens_per_s"] >= 0.99 * r["tokens_per_s"]
+               for r in runs.values())
+    assert "bound" in out
     assert runs[("fmoe", 4)]["mean_batch"] == 1.0  # fMoE keeps per-sequence state: one at a time
 
 

@@ -44,6 +44,8 @@ class ConcurrencyRun:
     same_tokens: float | None = None  # vs this policy's concurrency-1 run
     reads_per_token: float = 0.0  # experts read from disk per new token (prefills included, placement not)
     waiting: float = 0.0  # share of the run's wall time the engine thread waited for expert reads
+    disk_busy: float = 0.0  # share of the run's wall time at least one expert read was under way
+    bound_tokens_per_s: float = 0.0  # if reads and the rest overlapped perfectly: tokens / max(disk busy, not waiting)
     tokens: list[list[int]] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict:
@@ -90,7 +92,8 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
                 return
             results[i] = (tokens, end[0].stats.ttft_s, time.perf_counter() - t0)
 
-    loads0, stall0 = lm.runtime.store.stats.loads, lm.runtime.stall_s  # after the initial placement
+    store = lm.runtime.store
+    loads0, stall0, busy0 = store.stats.loads, lm.runtime.stall_s, store.stats.busy_s  # after the placement
     try:
         t0 = time.perf_counter()
         threads = [threading.Thread(target=client, name=f"client-{c}") for c in range(concurrency)]
@@ -102,7 +105,8 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
         stats = batcher.stats
         step_experts = lm.runtime.counters.step_experts / max(1, stats.steps)
         chosen = batcher.threads.usual
-        reads, stalled = lm.runtime.store.stats.loads - loads0, lm.runtime.stall_s - stall0
+        reads, stalled = store.stats.loads - loads0, lm.runtime.stall_s - stall0
+        busy = store.stats.busy_s - busy0
     finally:
         batcher.close()
         lm.close()
@@ -114,7 +118,8 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
     return ConcurrencyRun(policy, concurrency, n / wall, statistics.mean(len(t) / s for t, _, s in done),
                           statistics.mean(ttfts), ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))],
                           stats.rows_stepped / max(1, stats.steps), step_experts, n, wall, chosen,
-                          reads_per_token=reads / max(1, n), waiting=stalled / wall, tokens=[t for t, _, _ in done])
+                          reads_per_token=reads / max(1, n), waiting=stalled / wall, disk_busy=busy / wall,
+                          bound_tokens_per_s=n / max(busy, wall - stalled, 1e-9), tokens=[t for t, _, _ in done])
 
 
 def bench_concurrency(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
@@ -154,7 +159,8 @@ def _median(runs: list[ConcurrencyRun]) -> ConcurrencyRun:
         return runs[0]
     med = {f: statistics.median(getattr(r, f) for r in runs)
            for f in ("tokens_per_s", "request_tokens_per_s", "ttft_s", "ttft_p90_s", "mean_batch", "step_experts",
-                     "seconds", "reads_per_token", "waiting")}
+                     "seconds", "reads_per_token", "waiting", "disk_busy",
+                     "bound_tokens_per_s")}
     chosen = [r.threads for r in runs if r.threads is not None]
     return replace(runs[0], **med, threads=statistics.mode(chosen) if chosen else None, tokens=runs[0].tokens)
 
@@ -165,7 +171,7 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
     lines = [f"model {model} on {device}: cache ratio {cache_ratio:g}, {prompts} prompts x {max_new_tokens} new "
              f"tokens, N clients at once (the serving engine: decode steps batched where the policy allows){medians}",
              f"{'policy':<16}{'N':>3}{'agg tok/s':>10}{'x N=1':>7}{'req tok/s':>10}{'ttft s':>8}{'p90 s':>7}"
-             f"{'batch':>7}{'exp/step':>9}{'reads/tok':>10}{'wait':>6}{'thr':>4}{'same tok':>9}"]
+             f"{'batch':>7}{'exp/step':>9}{'reads/tok':>10}{'wait':>6}{'disk':>6}{'bound':>8}{'thr':>4}{'same tok':>9}"]
     lines.append("-" * len(lines[-1]))
     base: dict[str, float] = {}
     for r in runs:
@@ -174,10 +180,14 @@ def format_concurrency(runs: list[ConcurrencyRun], model: str, cache_ratio: floa
         lines.append(f"{r.policy[:16]:<16}{r.concurrency:>3}{r.tokens_per_s:>10.2f}"
                      f"{r.tokens_per_s / base[r.policy]:>6.2f}x{r.request_tokens_per_s:>10.2f}{r.ttft_s:>8.3f}"
                      f"{r.ttft_p90_s:>7.3f}{r.mean_batch:>7.2f}{r.step_experts:>9.1f}{r.reads_per_token:>10.2f}"
-                     f"{r.waiting:>6.0%}{r.threads or '-':>4}{same:>9}")
+                     f"{r.waiting:>6.0%}{r.disk_busy:>6.0%}{r.bound_tokens_per_s:>8.1f}{r.threads or '-':>4}"
+                     f"{same:>9}")
     lines.append("exp/step: distinct experts a decode step runs over its MoE layers; rows of a batch share few, and "
                  "on a CPU each one is a pass over its weights; reads/tok: experts read from disk per new token; "
-                 "wait: share of the run the engine waited for those reads; thr: the engine's torch threads for its "
+                 "wait: share of the run the engine waited for those reads; disk: share of the run a read was under "
+                 "way; bound: tokens/s had every read overlapped the engine's other work (tokens over the larger of "
+                 "the disk's busy time and the run less its waits: what better read scheduling alone could "
+                 "reach, the same reads at the same pace); thr: the engine's torch threads for its "
                  "usual batch size (measured per batch size on its first steps unless --threads; the most common over "
                  "the runs)")
     return "\n".join(lines)

@@ -53,7 +53,8 @@ class ExpertWeights:
 class StoreStats:
     loads: int = 0  # expert reads from disk (the switches)
     bytes_read: int = 0
-    load_s: float = 0.0
+    load_s: float = 0.0  # summed over reads (two at once count twice)
+    busy_s: float = 0.0  # wall seconds with at least one read under way: how long the disk was kept busy
     part_reads: int = 0  # sub-expert reads (a whole expert is three)
 
 
@@ -167,6 +168,8 @@ class ExpertStore:
         self.pinned: dict[ExpertKey, int] = {}
         self.stats = StoreStats()
         self.lock = threading.RLock()
+        self._reading = 0  # reads under way, and since when one has been (for `stats.busy_s`)
+        self._busy_since = 0.0
 
     def load(self, key: ExpertKey) -> ExpertWeights:
         """The expert's weights read from disk onto the pool's device (not installed), counted."""
@@ -186,11 +189,14 @@ class ExpertStore:
         spans = self.ckpt.experts[key]
         w = into if into is not None else _empty(spans)
         todo = [p for p in PARTS if p in parts and p not in w.landed]
+        self._reading_starts()
         try:
             nbytes = _read_parts(spans, w, todo, self.drop_page_cache) if todo else 0
         except (OSError, EOFError) as e:
             raise CheckpointError(f"expert {key} could not be read from {spans.gate.path} ({e}); the checkpoint "
                                   "changed or is damaged since it was opened: copy it again") from e
+        finally:
+            self._reading_ends()
         w = ExpertWeights(w.gate_up, w.down, w.landed | frozenset(todo))
         with self.lock:
             self.stats.loads += into is None
@@ -202,6 +208,18 @@ class ExpertStore:
         if self.host is not None:
             self.host.put(key, w)
         return w if on_host else self._to_device(w)
+
+    def _reading_starts(self) -> None:
+        with self.lock:
+            if self._reading == 0:
+                self._busy_since = time.perf_counter()
+            self._reading += 1
+
+    def _reading_ends(self) -> None:
+        with self.lock:
+            self._reading -= 1
+            if self._reading == 0:
+                self.stats.busy_s += time.perf_counter() - self._busy_since
 
     def load_host(self, key: ExpertKey) -> ExpertWeights:
         """The expert in host RAM, to compute on the CPU where it lies (from the host tier, else read)."""
