@@ -177,6 +177,9 @@ def test_concurrent_requests_batch_and_give_each_its_own_answer(client: openai.O
     with urllib.request.urlopen(server.url + "/metrics", timeout=5) as r:
         metrics = r.read().decode()
     assert "inspector_llm_requests_total" in metrics and "inspector_llm_expert_hits_total" in metrics
+    with urllib.request.urlopen(server.url + "/health", timeout=5) as r:
+        threads = json.loads(r.read())["threads"]
+    assert threads["given"] == 1 and threads["remeasure_s"] == 600 and threads["remeasuring"] == []
 
 
 def test_errors_are_clear_4xx_and_the_server_stays_up(server: Server, tiny_llm: Path) -> None:

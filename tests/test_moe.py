@@ -358,6 +358,43 @@ def test_a_decode_step_computes_what_is_in_memory_first_and_adds_as_the_loop_doe
     assert all(torch.equal(a, b) for a, b in zip(ascending[2], backwards[2]))
 
 
+def test_a_measured_thread_count_is_measured_again_once_it_is_old() -> None:
+    """What else runs on the box changes over a server's life: a choice older than `remeasure_s` is tried again on
+    its row count's next steps (the old choice still shown meanwhile), and may change; never when switched off."""
+    from inspector.moe.service.threads import ComputeThreads
+
+    before = torch.get_num_threads()
+    now = [0.0]
+
+    def steps(timing: ComputeThreads, plan: list[tuple[int, float]]) -> None:
+        for count, seconds in plan:
+            timing.begin_step(4)
+            assert torch.get_num_threads() == count
+            time.sleep(seconds)
+            timing.end_step(4)
+
+    timing = ComputeThreads([1, 2], trials=1, remeasure_s=60, clock=lambda: now[0])
+    never = ComputeThreads([1, 2], trials=1, remeasure_s=0, clock=lambda: now[0])
+    for t in (timing, never):  # first at each count untimed, then one timed step: two is slower now
+        steps(t, [(1, 0.0), (1, 0.0), (2, 0.0), (2, 0.15)])
+        assert t.chosen == {4: 1} and t.trying == [] and t.remeasured == 0
+    now[0] = 59.0
+    steps(timing, [(1, 0.0)])
+    assert timing.trying == [] and timing.chosen == {4: 1}
+    now[0] = 60.0  # old enough: the counts in turn again, the old choice shown until the new one is made
+    steps(timing, [(1, 0.15)])  # still at one thread: this step is timed (no change of count before it)
+    assert timing.trying == [4] and timing.chosen == {4: 1} and timing.remeasured == 1
+    steps(timing, [(2, 0.0), (2, 0.0)])  # the change to two is not timed; the next step is
+    assert timing.chosen == {4: 2} and timing.trying == [] and timing.step_ms[4][2] < timing.step_ms[4][1]
+    now[0] = 100.0
+    steps(timing, [(2, 0.0)])  # the new choice is 40 s old: kept
+    assert timing.trying == []
+    now[0] = 1e6
+    steps(never, [(1, 0.0)])
+    assert never.trying == [] and never.remeasured == 0 and never.remeasure_s is None
+    torch.set_num_threads(before)
+
+
 def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoints: dict[str, Path]) -> None:
     """Without a count from the operator the engine tries 1, 2, ... cores on its first decode steps of each batch
     size, keeps the count whose steps took least, and runs every later step of that size with it; the tokens are

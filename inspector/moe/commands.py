@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .policies import ALIASES, POLICIES, parse_spec
+from .service.threads import REMEASURE_S
 
 DEFAULT_POLICIES = "ondemand,lru,fiddler,moesys,daop,fmoe,firm,duoserve"
 
@@ -91,7 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     cfg = ServeConfig(resolve_model(args), args.policy, args.cache_ratio, args.device, args.host_ratio,
                       _llm_root(args) / "calibration", args.listen, args.token_file, args.name, args.threads,
-                      args.nice, args.max_batch, args.max_waiting, args.ledger, args.ledger_token_file)
+                      args.nice, args.max_batch, args.max_waiting, args.ledger, args.ledger_token_file,
+                      args.remeasure_threads)
     return serve(cfg, _say)
 
 
@@ -234,6 +236,9 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
     srv.add_argument("--name", help="the model's name in the API (default: the checkpoint directory's name)")
     srv.add_argument("--threads", type=int, help="torch threads for this process (default: the fastest of 1, 2, 4, "
                                                  "... cores, measured on the first decode steps)")
+    srv.add_argument("--remeasure-threads", type=float, default=REMEASURE_S, metavar="S",
+                     help=f"without --threads: try the thread counts again once a choice is S seconds old (what "
+                          f"else runs on the box changes; default {REMEASURE_S:g}, 0: never)")
     srv.add_argument("--nice", type=int, default=0, help="lower this process's CPU priority by N (beside the line)")
     srv.add_argument("--max-batch", type=int, default=8, help="sequences decoding together at most (default 8)")
     srv.add_argument("--max-waiting", type=int, default=64,

@@ -373,9 +373,11 @@ def create_app(service: Service) -> FastAPI:
 
 def _threads(service: Service) -> dict:
     """The engine's torch threads: the operator's count, or per decode-step row count the one measured fastest
-    (absent while still being tried) and each tried count's median step time."""
+    (absent while first tried; the previous one while tried again, those row counts under `remeasuring`) and each
+    tried count's median step time in the latest trials."""
     t = service.batcher.threads
     return {"given": t.given, "chosen": {str(r): n for r, n in sorted(t.chosen.items())},
+            "remeasure_s": t.remeasure_s, "remeasuring": t.trying, "remeasured": t.remeasured,
             "step_ms": {str(r): {str(n): round(v, 3) for n, v in by.items()} for r, by in t.step_ms.items()}}
 
 

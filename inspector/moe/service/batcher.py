@@ -36,7 +36,7 @@ import torch
 from ..engine import GenStats, Meter, OffloadedLM
 from .kvbatch import KVBatch, batchable
 from .sampling import Sampling, next_token
-from .threads import ComputeThreads, candidates
+from .threads import REMEASURE_S, ComputeThreads, candidates
 
 
 class QueueFull(RuntimeError):
@@ -91,10 +91,11 @@ class BatcherStats:
 
 class Batcher:
     def __init__(self, lm: OffloadedLM, max_batch: int = 8, max_waiting: int = 64,
-                 threads: int | None = None) -> None:
-        """`threads`: the engine's torch thread count; None: the fastest of 1, 2, 4, ... cores, measured."""
+                 threads: int | None = None, remeasure_s: float | None = REMEASURE_S) -> None:
+        """`threads`: the engine's torch thread count; None: the fastest of 1, 2, 4, ... cores, measured (and
+        measured again once a choice is `remeasure_s` old)."""
         self.lm = lm
-        self.threads = ComputeThreads(candidates(), given=threads or None)
+        self.threads = ComputeThreads(candidates(), given=threads or None, remeasure_s=remeasure_s)
         self._threads_before = torch.get_num_threads()
         self.max_batch = max(1, max_batch) if lm.runtime.policy.batches else 1
         self.max_waiting = max_waiting

@@ -27,6 +27,7 @@ from ..policies import get_policy
 from ..text import load_tokenizer
 from .api import Service, create_app
 from .batcher import Batcher
+from .threads import REMEASURE_S
 
 
 @dataclass
@@ -46,6 +47,7 @@ class ServeConfig:
     max_waiting: int = 64
     ledger: str | None = None  # the kiosk that lends this process its memory (URL of its API)
     ledger_token_file: str | None = None
+    remeasure_s: float | None = REMEASURE_S  # a measured thread count is tried again once this old; 0: never
 
 
 def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
@@ -78,14 +80,15 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
         if loan is not None:
             loan.close()
         raise
-    batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting, cfg.threads)
+    batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting, cfg.threads, cfg.remeasure_s)
     return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token, lease=loan.lease if loan else None)
 
 
 def _threads(cfg: ServeConfig) -> str:
     if cfg.threads:
         return f"{cfg.threads} torch thread(s)"
-    return "torch threads measured on the first decode steps (/health says the choice)"
+    again = f", again every {cfg.remeasure_s:g} s" if cfg.remeasure_s else ""
+    return f"torch threads measured on the first decode steps{again} (/health says the choice)"
 
 
 def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:

@@ -1,4 +1,4 @@
-"""How many torch threads the engine thread computes fastest with: tried on its first decode steps, then kept.
+"""How many torch threads the engine thread computes fastest with: tried on its first decode steps, kept, retried.
 
 A decode step of a small expert model is hundreds of small products, and each
 torch op fans out to an OpenMP team and joins it again. Whether a second core
@@ -11,9 +11,12 @@ A large model's products favour more threads. So the engine measures, on the
 thread that serves and on real steps, for each batch size apart (a step of four
 rows is not a step of one): the first steps of each row count take the
 candidate counts in turn, a few steps each, and once every candidate has its
-trials the one whose steps took least (median) is kept for that row count for
-the rest of the engine's life (`/health` and `inspector llm bench --concurrency`
-show it). A candidate runs several steps in a row and the first of them, right
+trials the one whose steps took least (median) is kept for that row count
+(`/health` and `inspector llm bench --concurrency` show it). What else runs on
+the box changes over a server's life (a line started beside it takes a core),
+so a choice older than `remeasure_s` (ten minutes unless the operator says) is
+tried again on that row count's next steps, the old choice shown meanwhile.
+A candidate runs several steps in a row and the first of them, right
 after the count changed, is not timed: taken one step each in turn, every timed
 step was the first after a change, unlike the steps the count then serves, and
 four rows at ratio 0.25 chose two threads in 9 of 16 runs; in runs of three
@@ -32,10 +35,12 @@ import os
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import torch
 
 TRIALS = 6  # decode steps timed per candidate and row count before choosing
+REMEASURE_S = 600.0  # a row count's choice is tried again once it is this old (seconds); None or 0: never
 BLOCK = 3  # a candidate's trials come in runs of this many timed steps, after one untimed step at the new count
 
 
@@ -54,7 +59,8 @@ class ComputeThreads:
     """The engine thread's torch thread count per decode-step row count: the operator's (`given`), or chosen
     from `options` by timing that many rows' steps (one option: that one, untried)."""
 
-    def __init__(self, options: list[int], given: int | None = None, trials: int = TRIALS) -> None:
+    def __init__(self, options: list[int], given: int | None = None, trials: int = TRIALS,
+                 remeasure_s: float | None = REMEASURE_S, clock: Callable[[], float] = time.monotonic) -> None:
         counts = list(options) if given is None else [given]
         if not counts or min(counts) < 1:
             raise ValueError(f"thread counts must be at least 1, got {counts}")
@@ -62,7 +68,12 @@ class ComputeThreads:
         self.trials = trials
         self.given = given
         self.samples: dict[int, dict[int, list[float]]] = {}  # rows -> thread count -> step seconds
-        self.chosen: dict[int, int] = {}  # rows -> thread count
+        self.chosen: dict[int, int] = {}  # rows -> thread count (while tried again: the previous choice)
+        self.remeasure_s = remeasure_s or None
+        self.remeasured = 0  # choices tried again since the engine started
+        self._clock = clock
+        self._chosen_at: dict[int, float] = {}  # rows -> when its choice was made (clock seconds)
+        self._trying: set[int] = set()  # row counts whose choice is being tried again
         self.steps: Counter[int] = Counter()  # decode steps per row count
         self._current: int | None = None
         self._started: float | None = None
@@ -72,7 +83,12 @@ class ComputeThreads:
         """The count kept for steps of `rows` rows; None while it is still being tried."""
         if len(self.options) == 1:
             return self.options[0]
-        return self.chosen.get(rows)
+        return None if rows in self._trying else self.chosen.get(rows)
+
+    @property
+    def trying(self) -> list[int]:
+        """Row counts whose earlier choice is being measured again."""
+        return sorted(self._trying)
 
     @property
     def usual(self) -> int | None:
@@ -86,14 +102,15 @@ class ComputeThreads:
 
     @property
     def step_ms(self) -> dict[int, dict[int, float]]:
-        """Per row count, each tried thread count's median step compute time in ms (read waits excluded): what the
-        choices were made on."""
+        """Per row count, each tried thread count's median step compute time in ms (read waits excluded) in the
+        latest trials: what the choice was made on (part of them while it is tried again)."""
         return {rows: {n: 1e3 * statistics.median(s) for n, s in by.items() if s}
                 for rows, by in sorted(self.samples.items())}
 
     def begin_step(self, rows: int) -> None:
         """Before a decode step: set the count it runs with (while trying: the candidate in its run of steps, or
         the one tried least so far)."""
+        self._maybe_remeasure(rows)
         want = self.count_for(rows)
         if want is None:
             tried = self.samples.setdefault(rows, {n: [] for n in self.options})
@@ -121,3 +138,14 @@ class ComputeThreads:
         if all(len(s) >= self.trials for s in tried.values()):
             times = {n: statistics.median(s) for n, s in tried.items()}
             self.chosen[rows] = min(times, key=times.__getitem__)
+            self._chosen_at[rows] = self._clock()
+            self._trying.discard(rows)
+
+    def _maybe_remeasure(self, rows: int) -> None:
+        """A choice older than `remeasure_s`: its row count's steps take the candidates in turn again."""
+        if self.remeasure_s is None or len(self.options) == 1 or rows in self._trying or rows not in self.chosen:
+            return
+        if self._clock() - self._chosen_at[rows] >= self.remeasure_s:
+            self._trying.add(rows)
+            self.samples[rows] = {n: [] for n in self.options}
+            self.remeasured += 1
