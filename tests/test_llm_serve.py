@@ -206,6 +206,8 @@ def test_errors_are_clear_4xx_and_the_server_stays_up(server: Server, tiny_llm: 
 def test_listening_beyond_the_box_needs_a_token(tiny_llm: Path, tmp_path: Path, capsys) -> None:
     rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--listen", "0.0.0.0:1"])
     assert rc != 0 and "--token-file" in capsys.readouterr().err
+    rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--remeasure-threads", "-5"])
+    assert rc != 0 and "--remeasure-threads wants seconds" in capsys.readouterr().err
 
 
 def test_beside_line_prints_the_line_and_the_model_alone_and_together(demo, tiny_llm: Path, tmp_path: Path,

@@ -373,6 +373,8 @@ def test_a_measured_thread_count_is_measured_again_once_it_is_old() -> None:
             time.sleep(seconds)
             timing.end_step(4)
 
+    with pytest.raises(ValueError, match="0: never"):
+        ComputeThreads([1, 2], remeasure_s=-1)
     timing = ComputeThreads([1, 2], trials=1, remeasure_s=60, clock=lambda: now[0])
     never = ComputeThreads([1, 2], trials=1, remeasure_s=0, clock=lambda: now[0])
     for t in (timing, never):  # first at each count untimed, then one timed step: two is slower now

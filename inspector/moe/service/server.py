@@ -53,6 +53,8 @@ class ServeConfig:
 def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
     """Model, tokenizer, calibration (cached) and engine thread; raises with what to fix before anything binds."""
     host, _ = parse_listen(cfg.listen)
+    if cfg.remeasure_s is not None and cfg.remeasure_s < 0:
+        raise ValueError(f"--remeasure-threads wants seconds (0: never), got {cfg.remeasure_s:g}")
     token = read_token(cfg.token_file)
     if not is_loopback(host) and token is None:
         raise ValueError(f"--listen {cfg.listen} reaches beyond this box: give --token-file (a file of mode 0600 "

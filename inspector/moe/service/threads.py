@@ -64,6 +64,8 @@ class ComputeThreads:
         counts = list(options) if given is None else [given]
         if not counts or min(counts) < 1:
             raise ValueError(f"thread counts must be at least 1, got {counts}")
+        if remeasure_s is not None and remeasure_s < 0:
+            raise ValueError(f"a thread count is measured again after seconds >= 0 (0: never), got {remeasure_s}")
         self.options = sorted(set(counts))
         self.trials = trials
         self.given = given
