@@ -359,8 +359,9 @@ def test_a_decode_step_computes_what_is_in_memory_first_and_adds_as_the_loop_doe
 
 
 def test_a_measured_thread_count_is_measured_again_once_it_is_old() -> None:
-    """What else runs on the box changes over a server's life: a choice older than `remeasure_s` is tried again on
-    its row count's next steps (the old choice still shown meanwhile), and may change; never when switched off."""
+    """What else runs on the box changes over a server's life: a choice older than `remeasure_s`, or whose steps
+    have slowed well past its trials, is tried again on its row count's next steps (the old choice still shown
+    meanwhile), and may change; never when switched off."""
     from inspector.moe.service.threads import ComputeThreads
 
     before = torch.get_num_threads()
@@ -391,8 +392,14 @@ def test_a_measured_thread_count_is_measured_again_once_it_is_old() -> None:
     now[0] = 100.0
     steps(timing, [(2, 0.0)])  # the new choice is 40 s old: kept
     assert timing.trying == []
+    # its steps become far slower than when it was chosen (a process beside took a core): tried again at once,
+    # once the median of the last 2 x trials + 1 steps says so (one slow step is not enough)
+    steps(timing, [(2, 0.02)])
+    assert timing.trying == []
+    steps(timing, [(2, 0.02), (1, 0.0)])
+    assert timing.trying == [4] and timing.remeasured == 2
     now[0] = 1e6
-    steps(never, [(1, 0.0)])
+    steps(never, [(1, 0.02)] * 4)
     assert never.trying == [] and never.remeasured == 0 and never.remeasure_s is None
     torch.set_num_threads(before)
 
@@ -431,7 +438,7 @@ def test_the_serving_engine_measures_its_thread_count_on_its_own_steps(checkpoin
         assert heard.done.wait(120)
         return heard.tokens
 
-    measured = Batcher(lm, max_batch=2, threads=None)
+    measured = Batcher(lm, max_batch=2, threads=None, remeasure_s=0)  # the first choice, kept for this short run
     options = measured.threads.options
     assert options == candidates()
     assert run(measured) == alone

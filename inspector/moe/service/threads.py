@@ -15,7 +15,9 @@ trials the one whose steps took least (median) is kept for that row count
 (`/health` and `inspector llm bench --concurrency` show it). What else runs on
 the box changes over a server's life (a line started beside it takes a core),
 so a choice older than `remeasure_s` (ten minutes unless the operator says) is
-tried again on that row count's next steps, the old choice shown meanwhile.
+tried again on that row count's next steps, the old choice shown meanwhile;
+sooner when the chosen count's steps have become half as slow again as when it
+was chosen (median of the last 2 x TRIALS + 1 steps against the chosen median).
 A candidate runs several steps in a row and the first of them, right
 after the count changed, is not timed: taken one step each in turn, every timed
 step was the first after a change, unlike the steps the count then serves, and
@@ -34,13 +36,14 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 import torch
 
 TRIALS = 6  # decode steps timed per candidate and row count before choosing
 REMEASURE_S = 600.0  # a row count's choice is tried again once it is this old (seconds); None or 0: never
+SLOWER = 1.5  # ... or sooner, once its last 2 x TRIALS + 1 steps' median is this many times the chosen median
 BLOCK = 3  # a candidate's trials come in runs of this many timed steps, after one untimed step at the new count
 
 
@@ -76,6 +79,9 @@ class ComputeThreads:
         self._clock = clock
         self._chosen_at: dict[int, float] = {}  # rows -> when its choice was made (clock seconds)
         self._trying: set[int] = set()  # row counts whose choice is being tried again
+        self._chosen_s: dict[int, float] = {}  # rows -> the chosen count's median step when it was chosen
+        self._recent: dict[int, deque[float]] = {}  # rows -> its latest steps at the chosen count
+        self._slowed: set[int] = set()  # row counts whose steps became SLOWER times as slow: tried again next
         self.steps: Counter[int] = Counter()  # decode steps per row count
         self._current: int | None = None
         self._started: float | None = None
@@ -131,23 +137,42 @@ class ComputeThreads:
         with, unless the step was the first at that count; a row count's last trial makes its choice."""
         self.steps[rows] += 1
         started, self._started = self._started, None
-        if started is None or self.count_for(rows) is not None:
+        if started is None or len(self.options) == 1:
             return
         if self._switched:  # the first step after a change is not like the steps the count would serve
             return
+        took = max(0.0, time.perf_counter() - started - waited)
+        if self.count_for(rows) is not None:
+            self._watch(rows, took)
+            return
         tried = self.samples[rows]
-        tried[self._current].append(max(0.0, time.perf_counter() - started - waited))
+        tried[self._current].append(took)
         if all(len(s) >= self.trials for s in tried.values()):
             times = {n: statistics.median(s) for n, s in tried.items()}
-            self.chosen[rows] = min(times, key=times.__getitem__)
-            self._chosen_at[rows] = self._clock()
+            best = min(times, key=times.__getitem__)
+            self.chosen[rows], self._chosen_s[rows], self._chosen_at[rows] = best, times[best], self._clock()
             self._trying.discard(rows)
+            self._recent.pop(rows, None)
+
+    def _watch(self, rows: int, took: float) -> None:
+        """A step at the chosen count: when its row count's recent steps have become SLOWER times as slow as when
+        the count was chosen (a process beside took a core), the choice is tried again at the next step rather
+        than when it is `remeasure_s` old."""
+        if self.remeasure_s is None:
+            return
+        recent = self._recent.setdefault(rows, deque(maxlen=2 * self.trials + 1))
+        recent.append(took)
+        if len(recent) == recent.maxlen and statistics.median(recent) > SLOWER * max(self._chosen_s[rows], 1e-3):
+            self._slowed.add(rows)
+            recent.clear()
 
     def _maybe_remeasure(self, rows: int) -> None:
-        """A choice older than `remeasure_s`: its row count's steps take the candidates in turn again."""
+        """A choice older than `remeasure_s`, or whose steps have slowed: its row count's steps take the candidates
+        in turn again."""
         if self.remeasure_s is None or len(self.options) == 1 or rows in self._trying or rows not in self.chosen:
             return
-        if self._clock() - self._chosen_at[rows] >= self.remeasure_s:
+        if rows in self._slowed or self._clock() - self._chosen_at[rows] >= self.remeasure_s:
+            self._slowed.discard(rows)
             self._trying.add(rows)
             self.samples[rows] = {n: [] for n in self.options}
             self.remeasured += 1
