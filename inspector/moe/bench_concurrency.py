@@ -159,8 +159,7 @@ def _median(runs: list[ConcurrencyRun]) -> ConcurrencyRun:
         return runs[0]
     med = {f: statistics.median(getattr(r, f) for r in runs)
            for f in ("tokens_per_s", "request_tokens_per_s", "ttft_s", "ttft_p90_s", "mean_batch", "step_experts",
-                     "seconds", "reads_per_token", "waiting", "disk_busy",
-                     "bound_tokens_per_s")}
+                     "seconds", "reads_per_token", "waiting", "disk_busy", "bound_tokens_per_s")}
     chosen = [r.threads for r in runs if r.threads is not None]
     return replace(runs[0], **med, threads=statistics.mode(chosen) if chosen else None, tokens=runs[0].tokens)
 

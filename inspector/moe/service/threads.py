@@ -81,7 +81,6 @@ class ComputeThreads:
         self._trying: set[int] = set()  # row counts whose choice is being tried again
         self._chosen_s: dict[int, float] = {}  # rows -> the chosen count's median step when it was chosen
         self._recent: dict[int, deque[float]] = {}  # rows -> its latest steps at the chosen count
-        self._slowed: set[int] = set()  # row counts whose steps became SLOWER times as slow: tried again next
         self.steps: Counter[int] = Counter()  # decode steps per row count
         self._current: int | None = None
         self._started: float | None = None
@@ -152,27 +151,28 @@ class ComputeThreads:
             best = min(times, key=times.__getitem__)
             self.chosen[rows], self._chosen_s[rows], self._chosen_at[rows] = best, times[best], self._clock()
             self._trying.discard(rows)
-            self._recent.pop(rows, None)
 
     def _watch(self, rows: int, took: float) -> None:
         """A step at the chosen count: when its row count's recent steps have become SLOWER times as slow as when
-        the count was chosen (a process beside took a core), the choice is tried again at the next step rather
+        the count was chosen (a process beside took a core), the choice is tried again from the next step rather
         than when it is `remeasure_s` old."""
         if self.remeasure_s is None:
             return
         recent = self._recent.setdefault(rows, deque(maxlen=2 * self.trials + 1))
         recent.append(took)
         if len(recent) == recent.maxlen and statistics.median(recent) > SLOWER * max(self._chosen_s[rows], 1e-3):
-            self._slowed.add(rows)
-            recent.clear()
+            self._retry(rows)
 
     def _maybe_remeasure(self, rows: int) -> None:
-        """A choice older than `remeasure_s`, or whose steps have slowed: its row count's steps take the candidates
-        in turn again."""
+        """A choice older than `remeasure_s`: its row count's steps take the candidates in turn again."""
         if self.remeasure_s is None or len(self.options) == 1 or rows in self._trying or rows not in self.chosen:
             return
-        if rows in self._slowed or self._clock() - self._chosen_at[rows] >= self.remeasure_s:
-            self._slowed.discard(rows)
-            self._trying.add(rows)
-            self.samples[rows] = {n: [] for n in self.options}
-            self.remeasured += 1
+        if self._clock() - self._chosen_at[rows] >= self.remeasure_s:
+            self._retry(rows)
+
+    def _retry(self, rows: int) -> None:
+        """The row count's next steps take the candidates in turn again, on fresh samples."""
+        self._trying.add(rows)
+        self.samples[rows] = {n: [] for n in self.options}
+        self._recent.pop(rows, None)
+        self.remeasured += 1
