@@ -7,7 +7,8 @@ import pytest
 
 from inspector.ingest.crops import BoardSizeMismatch, cut_board
 from inspector.ingest.queue import IngestQueue, feed
-from inspector.ingest.sources import CameraSource, FolderSource, Frame, ReplaySource, SyntheticSource
+from inspector.camera.opencv import CameraSource
+from inspector.ingest.sources import FolderSource, Frame, ReplaySource, SyntheticSource
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import body_box, parse_rules
 

@@ -73,7 +73,9 @@ class ConditionResult:
         out = {k: v for k, v in asdict(self).items() if k != "detection"}
         return {**out, "parts": self.parts, "defects": d.defective, "caught": d.caught, "good": d.good,
                 "false_alarms": d.false_alarms, "by_class": d.by_class, "rejected": d.rejected_boards,
-                "recall": d.recall, "false_alarm_rate": d.false_alarm_rate, "false_alarm_ppm": d.false_alarm_rate * 1e6}
+                "recall": d.recall, "false_alarm_rate": d.false_alarm_rate, "false_alarm_ppm": d.false_alarm_rate * 1e6,
+                "serials": d.serials, "serials_read": d.serials_read, "serial_misreads": d.misreads,
+                "serial_read_rate": d.read_rate}
 
 
 def default_boards(rules: RuleSet, share: float = DEFECT_SHARE) -> int:
@@ -150,7 +152,7 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
 def format_table(results: list[ConditionResult]) -> str:
     classes = [c for c in DEFECTS if any(c in r.detection.by_class for r in results)]
     head = (f"{'condition':<14}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
-            f"{'rejected':>9}{'resid mean':>11}{'resid max':>10}" + "".join(f"{c:>9}" for c in classes))
+            f"{'rejected':>9}{'serial read':>16}{'resid mean':>11}{'resid max':>10}" + "".join(f"{c:>9}" for c in classes))
     lines = [head, "-" * len(head)]
     for r in results:
         d = r.detection
@@ -159,8 +161,11 @@ def format_table(results: list[ConditionResult]) -> str:
                else f"{'-':>11}{'-':>10}")
         per = "".join(f"{(d.by_class[c][1] / d.by_class[c][0]) if c in d.by_class else float('nan'):>9.3f}"
                       for c in classes)
+        serial = f"{d.serials_read}/{d.serials} {d.read_rate:.3f}" if d.serials else "-"
+        if d.misreads:
+            serial += f" {d.misreads}!"
         lines.append(f"{r.condition:<14}{r.boards:>7}{r.parts:>7}{d.defective:>8}{d.recall:>8.4f}  {fa:<22}"
-                     f"{d.rejected_boards:>9}{res}{per}")
+                     f"{d.rejected_boards:>9}{serial:>16}{res}{per}")
     return "\n".join(lines)
 
 

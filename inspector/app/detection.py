@@ -16,8 +16,16 @@ class Detection:
     false_alarms: int = 0
     by_class: dict[str, list[int]] = field(default_factory=dict)  # defect -> [parts, caught]
     rejected_boards: int = 0  # boards with a board-level error (registration failed): no part verdicts to score
+    serials: int = 0  # boards whose true serial is known and printed on them as a code
+    serials_read: int = 0  # ... stored under exactly that serial
+    misreads: int = 0  # ... stored under another serial that is not a NOREAD (never acceptable)
 
-    def add(self, truth: dict[str, str], record: BoardRecord) -> None:
+    def add(self, truth: dict[str, str], record: BoardRecord, serial: str | None = None) -> None:
+        """Score one board; `serial`: its true serial when its code was printed (the read is scored too)."""
+        if serial is not None:
+            self.serials += 1
+            self.serials_read += record.board_serial == serial
+            self.misreads += record.serial_source == "code" and record.board_serial != serial
         if record.error is not None:
             self.rejected_boards += 1
             return
@@ -39,6 +47,10 @@ class Detection:
         return self.caught / self.defective if self.defective else float("nan")
 
     @property
+    def read_rate(self) -> float:
+        return self.serials_read / self.serials if self.serials else float("nan")
+
+    @property
     def false_alarm_rate(self) -> float:
         return self.false_alarms / self.good if self.good else float("nan")
 
@@ -46,6 +58,9 @@ class Detection:
         out = [f"defect detection rate {self.recall:.3f} ({self.caught}/{self.defective}), "
                f"false-alarm rate {self.false_alarm_rate:.4f} ({self.false_alarms}/{self.good})"]
         out += [f"  {d:<9} {c}/{n} caught" for d, (n, c) in sorted(self.by_class.items())]
+        if self.serials:
+            out.append(f"serials read from the boards' codes: {self.serials_read}/{self.serials} ({self.read_rate:.4f})"
+                       + (f"; {self.misreads} read WRONG" if self.misreads else ""))
         if self.rejected_boards:
             out.append(f"  {self.rejected_boards} board(s) not scored: a board-level error (registration failed, "
                        "unreadable image)")

@@ -34,6 +34,7 @@ from ..coserve.online.request import Request, RequestResult
 from ..coserve.online.workload import MiB, Workload
 from ..experts.zoo import ExpertEntry, Zoo
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, cut_board
+from ..ingest.identity import CodeRead, noread_serial, read_code
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
 from ..results.records import BoardRecord
@@ -42,6 +43,7 @@ from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram
 from .verdict import part_verdict
 
 BoardSink = Callable[[BoardRecord], None]
+AUTHORITATIVE = ("sidecar", "filename", "upstream")  # serial origins the line keeps without reading the code
 LATENCY_WINDOW = 512  # results the latency percentiles are taken over
 
 
@@ -100,6 +102,9 @@ class LineStats:
     residual_px_max: float = 0.0  # the largest registration residual of a board inspected
     residual_px_sum: float = 0.0  # over the boards registered, for the mean
     registered: int = 0
+    serials_read: int = 0  # boards whose serial was read from their own code
+    noreads: int = 0  # boards whose code could not be read (NOREAD)
+    noread_refused: int = 0  # ... of which refused by the rule set's on_noread
 
     def add_registration(self, registration: Registration) -> None:
         self.registered += 1
@@ -206,30 +211,46 @@ class Line:
             record.inspection_id = inspection_id
         return record
 
-    def inspect(self, image: np.ndarray, serial: str, source: str = "", inspection_id: str | None = None) -> None:
+    def inspect(self, image: np.ndarray, serial: str, source: str = "", inspection_id: str | None = None,
+                serial_origin: str = "synthetic", registration: Registration | None = None,
+                code: CodeRead | None = None, rules_version: str | None = None) -> None:
         """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
 
         An image that does not fit the layout, or a board that cannot be registered on its fiducials, is
-        finished at once with one board-level error and no part verdicts.
+        finished at once with one board-level error and no part verdicts. The board's serial is read from its
+        code when the rule set has one (identity.py), unless the source vouches for its own (a sidecar, a file
+        name pattern). `registration` and `code`, when a board gate already worked them out under the rule set
+        of version `rules_version`, are used as they are.
         """
         rules = self.rules
         record = self._record(serial, source, inspection_id)
+        record.serial_source = serial_origin
+        fresh = rules_version == rules.version
         try:
             check_board(image, rules)
         except BoardSizeMismatch as exc:
             self.stats.rejected_boards += 1
+            self._identify(record, image, rules, None, None, serial_origin)
             self._finish_with_error(record, str(exc))
             return
-        registration: Registration | None = None
-        if rules.fiducials is not None and self.config.register:
+        if not (fresh and registration is not None) and rules.fiducials is not None and self.config.register:
             try:
                 registration = register(image, rules.fiducials)
             except RegistrationFailed as exc:
                 self.stats.registration_failed += 1
+                self._identify(record, image, rules, None, None, serial_origin)  # read where it should lie
                 self._finish_with_error(record, str(exc))
                 return
+        if not self.config.register or rules.fiducials is None:
+            registration = None
+        if registration is not None:
             record.transform, record.residual_px = registration.matrix, registration.residual_px
             record.fiducials = dict(registration.found)
+        refused = self._identify(record, image, rules, registration, code if fresh else None, serial_origin)
+        if refused:
+            self.stats.noread_refused += 1
+            self._finish_with_error(record, refused)
+            return
         crops = cut_board(image, rules, registration)
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
@@ -249,10 +270,30 @@ class Line:
         for r in requests:
             self.engine.submit(r)
 
+    def _identify(self, record: BoardRecord, image: np.ndarray, rules: RuleSet, registration: Registration | None,
+                  code: CodeRead | None, origin: str) -> str | None:
+        """Set the record's serial and where it came from; the reason when the rule set refuses a NOREAD board."""
+        if origin in AUTHORITATIVE or rules.serial_code is None:
+            if origin == "none" or not record.board_serial:
+                record.board_serial, record.serial_source = noread_serial(record.inspection_id), "none"
+            return None
+        if code is None:
+            code = read_code(image, rules.serial_code, registration.array if registration is not None else None)
+        if code.ok:
+            record.board_serial, record.serial_source = code.text, "code"  # type: ignore[assignment]
+            self.stats.serials_read += 1
+            return None
+        self.stats.noreads += 1
+        record.board_serial, record.serial_source = noread_serial(record.inspection_id), "noread"
+        return f"NOREAD: {code.reason}" if rules.serial_code.on_noread == "refuse" else None
+
     def refuse(self, serial: str, source: str, reason: str, inspection_id: str | None = None) -> None:
         """A board that came in but cannot be inspected (an unreadable file): stored as a board-level error."""
         self.stats.rejected_boards += 1
-        self._finish_with_error(self._record(serial, source, inspection_id), reason)
+        record = self._record(serial, source, inspection_id)
+        if not serial:
+            record.board_serial, record.serial_source = noread_serial(record.inspection_id), "none"
+        self._finish_with_error(record, reason)
 
     def _finish_with_error(self, record: BoardRecord, reason: str) -> None:
         """One board-level `error` record, never a flood of false part failures."""

@@ -14,7 +14,9 @@ from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
 from ..ingest.glare import Glare
 from ..ingest.images import DEFAULT_MAX_PIXELS
-from ..ingest.sources import CameraSource, FolderSource, ReplaySource, Source, SyntheticSource
+from ..camera.gate import GatedSource
+from ..ingest.sources import FolderSource, ReplaySource, Source, SyntheticSource
+from ..ingest.sources import serial_pattern as serial_pattern_of
 from ..ingest.synthetic import rates_for
 from ..results.store import ResultStore
 from ..routing.rules import RuleSet, load_rules
@@ -43,28 +45,51 @@ def demo_zoo(models_dir: Path, say: Say) -> Zoo:
     return build_demo_zoo(models_dir / "demo", rule_sets, progress=say)
 
 
+GATES = ("auto", "on", "off")
+
+
 def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: float = 0.0,  # noqa: ANN201
                 defect_rate: float | None = None, camera: str | None = None,
-                max_pixels: int = DEFAULT_MAX_PIXELS, glare: str | None = None):
+                max_pixels: int = DEFAULT_MAX_PIXELS, glare: str | None = None, gate: str = "auto",
+                reconnects: int = 5, serial_pattern: str | None = None, camera_settings: dict | None = None):
     """A source from its command-line spelling; the other arguments apply to synthetic ones (`camera`: a camera
-    model's preset or settings, ingest/camera_model.py), `max_pixels` to files."""
+    model's preset or settings, ingest/camera_model.py), `max_pixels` and `serial_pattern` to files, `reconnects`
+    and `camera_settings` to cameras. `gate`: auto puts a board gate (camera/gate.py) on free-running cameras."""
     kind, _, arg = spec.partition(":")
+    if gate not in GATES:
+        raise ValueError(f"--gate must be one of {', '.join(GATES)}, got {gate!r}")
     if kind == "synthetic":
         rates = None if defect_rate is None else rates_for(defect_rate)
-        return SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s,
-                               camera=parse_camera(camera) if camera else None,
-                               glare=Glare.parse(glare) if glare else None)
+        source = SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s,
+                                 camera=parse_camera(camera) if camera else None,
+                                 glare=Glare.parse(glare) if glare else None)
+        return GatedSource(source, rules) if gate == "on" else source
     if glare:
         raise ValueError(f"--glare lights synthetic boards; source {spec!r} is a real one")
-    if camera and kind in ("folder", "watch", "replay", "camera"):
+    if camera and kind in ("folder", "watch", "replay", "camera", "genicam"):
         raise ValueError(f"--camera renders synthetic boards as a camera sees them; source {spec!r} is a real one")
+    pattern = serial_pattern_of(serial_pattern)
     if kind in ("folder", "watch"):
-        return FolderSource(arg, watch=kind == "watch", max_pixels=max_pixels)
+        source = FolderSource(arg, watch=kind == "watch", max_pixels=max_pixels, pattern=pattern)
+        return GatedSource(source, rules) if gate == "on" else source
     if kind == "replay":
-        return ReplaySource(arg, max_pixels=max_pixels)
+        source = ReplaySource(arg, max_pixels=max_pixels, pattern=pattern)
+        return GatedSource(source, rules) if gate == "on" else source
     if kind == "camera":
-        return CameraSource(arg)
-    raise ValueError(f"unknown source {spec!r}: use synthetic[:N], folder:DIR, watch:DIR, replay:FILE or camera:URI")
+        from ..camera.opencv import CameraSource
+
+        source = CameraSource(arg, max_reconnects=reconnects)
+        return source if gate == "off" else GatedSource(source, rules)
+    if kind == "genicam":
+        from ..camera.genicam import GenICamSource
+        from ..camera.settings import parse_settings
+
+        settings = parse_settings(camera_settings or {}, "camera settings")
+        source = GenICamSource(arg, settings, max_reconnects=reconnects, board_size=rules.board_size)
+        free_running = not settings.triggered
+        return GatedSource(source, rules) if gate == "on" or (gate == "auto" and free_running) else source
+    raise ValueError(f"unknown source {spec!r}: use synthetic[:N], folder:DIR, watch:DIR, replay:FILE, camera:URI or "
+                     "genicam:SERIAL|INDEX")
 
 
 def line_profiles(zoo: Zoo, models_dir: Path, say: Say) -> dict[str, DeviceProfile]:

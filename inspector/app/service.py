@@ -55,10 +55,14 @@ class LineService:
                                    on_durable=self._durable, capacity=config.writer_capacity,
                                    max_retry_s=config.db_retry_max_s)
         self.detection = Detection()
-        self._truths: dict[str, dict[str, str]] = {}  # inspection id -> true defects (synthetic boards)
+        # inspection id -> (true defects, true printed serial or None) of synthetic boards
+        self._truths: dict[str, tuple[dict[str, str], str | None]] = {}
         self._on_stored: dict[str, Callable[[], None]] = {}  # inspection id -> the source's hook (archive the file)
         self._hooks = threading.Lock()
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
+        follow = getattr(source, "follow", None)
+        if follow is not None:  # a board gate judges frames by the rule set in force, which a changeover switches
+            follow(lambda: self.line.rules)
         self._feeder = threading.Thread(target=feed, args=(source, self.queue), name="ingest", daemon=True)
         self.running = False
         self.started_at = time.monotonic()
@@ -120,13 +124,15 @@ class LineService:
             with self._hooks:
                 self._on_stored[key] = frame.on_stored
         if frame.image is None:
-            self.line.refuse(frame.serial, frame.source, frame.error or "no image", key)
+            self.line.refuse(frame.serial or "", frame.source, frame.error or "no image", key)
             self.say(f"board {frame.serial} not inspected: {frame.error}")
             return
         if frame.truth is not None:
-            self._truths[key] = frame.truth
+            printed = self.line.rules.serial_code is not None and self.line.rules.serial_code.at is not None
+            self._truths[key] = (frame.truth, frame.serial if printed and frame.serial_origin == "synthetic" else None)
         self._images[key] = frame.image
-        self.line.inspect(frame.image, frame.serial, frame.source, key)
+        self.line.inspect(frame.image, frame.serial, frame.source, key, frame.serial_origin, frame.registration,
+                          frame.code, frame.rules_version)
 
     def _finished(self, record: BoardRecord) -> None:
         image = self._images.pop(record.inspection_id, None)
@@ -135,7 +141,7 @@ class LineService:
         self.writer.put(record)
         truth = self._truths.pop(record.inspection_id, None)
         if truth is not None:
-            self.detection.add(truth, record)
+            self.detection.add(truth[0], record, truth[1])
 
     def _durable(self, record: BoardRecord) -> None:
         """Its result is stored or spooled: the source may let go of the board (move the file away)."""

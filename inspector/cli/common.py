@@ -67,8 +67,14 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
     data.mkdir(parents=True, exist_ok=True)
     rules = load_rules(args.rules or default_rules())
     note_registration(rules, args.no_register)
+    camera_settings = None
+    if args.camera_settings:
+        from ..yamlio import load_yaml
+
+        camera_settings = load_yaml(Path(args.camera_settings).read_text(encoding="utf-8"), args.camera_settings) or {}
     source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera,
-                         int(args.max_pixels), args.glare)
+                         int(args.max_pixels), args.glare, gate=args.gate, reconnects=args.reconnects,
+                         serial_pattern=args.serial_pattern, camera_settings=camera_settings)
     zoo = zoo_of(args, step)
     store = ResultStore(db_url(args), connect=False)
     try:
@@ -79,7 +85,7 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
         log.warning(f"warning: {exc}; results are spooled in {data} and stored when the database is back")
     line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
                       register=not args.no_register)
-    overflow = args.overflow or ("drop-oldest" if args.source.startswith("camera:") else "wait")
+    overflow = args.overflow or ("drop-oldest" if args.source.startswith(("camera:", "genicam:")) else "wait")
     config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops,
                            min_free_mb=args.min_free_mb, db_retry_max_s=args.db_retry_max_s)
     publisher = None

@@ -195,7 +195,20 @@ def cmd_gui(args: argparse.Namespace) -> int:
 def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
     p.add_argument("--source", default="synthetic",
-                   help="synthetic[:N] (default), folder:DIR, watch:DIR, replay:FILE, camera:URI (index, URL, file)")
+                   help="synthetic[:N] (default), folder:DIR, watch:DIR, replay:FILE, camera:URI (index, URL, file), "
+                        "genicam:SERIAL|INDEX (an industrial camera through pypylon; `inspector camera list`)")
+    p.add_argument("--camera-settings", metavar="FILE",
+                   help="genicam: the camera's settings, a YAML file of GenICam SFNC names (ExposureTime, Gain, "
+                        "PixelFormat, TriggerMode, TriggerSource, ...; README)")
+    p.add_argument("--gate", default="auto", choices=("auto", "on", "off"),
+                   help="the board gate: one inspection per board from a free-running stream, empty frames counted "
+                        "and dropped (default auto: on for free-running cameras, off for triggered ones and files)")
+    p.add_argument("--reconnects", type=int, default=5,
+                   help="a camera that vanishes is reopened this many times in a row, with backoff, before the "
+                        "source gives up (default 5)")
+    p.add_argument("--serial-pattern", metavar="REGEX",
+                   help="folders: the board serial from the file name, a regular expression with a `serial` group "
+                        "(a sidecar NAME.json with {\"serial\": ...} beside an image wins over it)")
     p.add_argument("--boards", type=int, default=boards,
                    help=f"boards of the synthetic source (default {boards}; 0: endless)")
     p.add_argument("--seed", type=int, default=1000, help="synthetic source seed (held out from training)")

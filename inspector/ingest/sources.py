@@ -1,11 +1,8 @@
-"""Where board images come from: synthetic boards, a folder (watched or not), a replay list, a camera.
+"""Where board images come from: synthetic boards, a folder (watched or not), a replay list.
 
-Every source yields `Frame`s; a camera is whatever OpenCV's VideoCapture
-opens (device index, RTSP/HTTP URL, video file), so a video file exercises
-the camera's code path. A file that is not a whole, readable image of a sane
-size becomes a frame with an `error` (stored as a board-level error, so the
-operator sees every file that came in); a camera that stops delivering is
-reopened with backoff, counted.
+Every source yields `Frame`s; cameras live in their own room (inspector/camera/: OpenCV streams, GenICam
+cameras, the board gate). A file that is not a whole, readable image of a sane size becomes a frame with an
+`error` (stored as a board-level error, so the operator sees every file that came in).
 
 Every frame carries its inspection id. A file's id comes from its name, its
 modification time and its content, so a watched file inspected again after a
@@ -17,21 +14,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import json
+import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from ..routing.rules import RuleSet
 from .camera_model import CameraModel
 from .glare import Glare
+from .identity import CodeRead
 from .images import DEFAULT_MAX_PIXELS, BadImage, read_image
+from .registration import Registration
 from .synthetic import DEFAULT_RATES, render_board
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
@@ -48,6 +47,15 @@ class Frame:
     inspection_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     error: str | None = None  # why this file is not inspected (empty, truncated, not an image, too large)
     on_stored: Callable[[], None] | None = None  # called once its result is stored or spooled (archive the file)
+    # where `serial` came from: sidecar / filename (the source vouches for it: kept), file (an image's name),
+    # synthetic (the renderer's truth: the line still reads the printed code), none (a camera frame: no identity)
+    serial_origin: str = "synthetic"
+    # what a board gate already worked out for this frame under rule set `rules_version` (camera/gate.py)
+    registration: Registration | None = None
+    code: CodeRead | None = None
+    rules_version: str | None = None
+    triggered_at: float | None = None  # time.monotonic() of the trigger that took this frame (a triggered camera)
+    camera_frame: int | None = None  # the camera's own frame number (GenICam BlockID)
 
 
 @dataclass
@@ -135,7 +143,45 @@ def file_id(path: Path, data: bytes, mtime_ns: int) -> str:
     return str(uuid.uuid5(FILE_IDS, f"{path.name}\0{mtime_ns}\0{digest}"))
 
 
-def _read_frame(path: Path, counters: SourceCounters, source: str, max_pixels: int) -> Frame:
+def sidecar_of(path: Path) -> Path:
+    """The JSON beside an image that may carry its board's serial (`{"serial": "..."}`), from an upstream reader."""
+    return path.with_suffix(".json")
+
+
+def given_serial(path: Path, pattern: re.Pattern[str] | None) -> tuple[str, str]:
+    """(serial, origin) of an image file: its sidecar JSON's `serial`, else the file name's `serial` group (or its
+    first group) under `pattern`, else the file's name (origin "file": the line reads the board's code if it has
+    one). A sidecar that is not JSON with a `serial` string is ignored with no guess made."""
+    side = sidecar_of(path)
+    if side.is_file():
+        try:
+            serial = json.loads(side.read_text(encoding="utf-8")).get("serial")
+        except (OSError, ValueError, AttributeError):
+            serial = None
+        if isinstance(serial, str) and serial.strip():
+            return serial.strip(), "sidecar"
+    if pattern is not None:
+        m = pattern.search(path.name)
+        if m:
+            serial = m.groupdict().get("serial") or (m.group(1) if m.groups() else m.group(0))
+            if serial:
+                return serial, "filename"
+    return path.stem, "file"
+
+
+def serial_pattern(text: str | None) -> re.Pattern[str] | None:
+    """A file-name pattern (a regular expression with a `serial` group, or one group); ValueError when malformed."""
+    if not text:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"--serial-pattern {text!r} is not a regular expression ({exc}); e.g. "
+                         r"'(?P<serial>SN\d+)_' takes SN12345 from SN12345_top.png") from None
+
+
+def _read_frame(path: Path, counters: SourceCounters, source: str, max_pixels: int,
+                pattern: re.Pattern[str] | None = None) -> Frame:
     """A frame of one file; a bad file becomes a frame with the reason, never an exception."""
     try:
         data = path.read_bytes()
@@ -153,7 +199,8 @@ def _read_frame(path: Path, counters: SourceCounters, source: str, max_pixels: i
     counters.delivered(error is None)
     if error is not None:
         counters.fail(error)
-    return Frame(image, path.stem, f"{source}:{path}", inspection_id=fid, error=error)
+    serial, origin = given_serial(path, pattern)
+    return Frame(image, serial, f"{source}:{path}", inspection_id=fid, error=error, serial_origin=origin)
 
 
 class FolderSource(Source):
@@ -166,8 +213,10 @@ class FolderSource(Source):
 
     def __init__(self, folder: str | Path, watch: bool = False, poll_s: float = 0.5,
                  idle_stop_s: float | None = None, archive: str | None = "inspected",
-                 max_pixels: int = DEFAULT_MAX_PIXELS, empty_grace_s: float = 5.0) -> None:
+                 max_pixels: int = DEFAULT_MAX_PIXELS, empty_grace_s: float = 5.0,
+                 pattern: re.Pattern[str] | None = None) -> None:
         self.folder = Path(folder)
+        self.pattern = pattern
         if not self.folder.is_dir():
             raise FileNotFoundError(f"image folder {self.folder} does not exist; create it or pass another")
         self.watch, self.poll_s, self.idle_stop_s = watch, poll_s, idle_stop_s
@@ -218,7 +267,7 @@ class FolderSource(Source):
             for path in new:
                 if self._stop:
                     return
-                frame = _read_frame(path, self.counters, "folder", self.max_pixels)
+                frame = _read_frame(path, self.counters, "folder", self.max_pixels, self.pattern)
                 self._sizes.pop(path, None)
                 if self.archive is not None:
                     with self._lock:
@@ -246,6 +295,9 @@ class FolderSource(Source):
         assert self.archive is not None
         try:
             self.archive.mkdir(exist_ok=True)
+            side = sidecar_of(path)
+            if side.is_file():
+                side.replace(self.archive / side.name)
             path.replace(self.archive / path.name)
         except OSError as exc:
             self.counters.fail(f"cannot move {path} to {self.archive}: {exc.strerror}; it stays in the folder")
@@ -257,8 +309,10 @@ class FolderSource(Source):
 class ReplaySource(Source):
     """A text file listing image paths, one per line (relative to the list), replayed in order."""
 
-    def __init__(self, listing: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+    def __init__(self, listing: str | Path, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 pattern: re.Pattern[str] | None = None) -> None:
         self.listing = Path(listing)
+        self.pattern = pattern
         if not self.listing.is_file():
             raise FileNotFoundError(f"replay list {self.listing} does not exist")
         self.max_pixels = max_pixels
@@ -272,53 +326,6 @@ class ReplaySource(Source):
                 continue
             path = Path(line.strip())
             path = path if path.is_absolute() else self.listing.parent / path
-            frame = _read_frame(path, self.counters, "replay", self.max_pixels)
+            frame = _read_frame(path, self.counters, "replay", self.max_pixels, self.pattern)
             frame.inspection_id = str(uuid.uuid4())  # a replay is a deliberate re-inspection: a new one each time
             yield frame
-
-
-class CameraSource(Source):
-    """OpenCV VideoCapture: a device index ("0"), an RTSP/HTTP URL or a video file.
-
-    When a live camera stops delivering it is reopened with exponential backoff
-    (up to `max_reconnects`, counted); a video file simply ends.
-    """
-
-    def __init__(self, uri: str, max_reconnects: int = 5, backoff_s: float = 0.5, frames: int | None = None) -> None:
-        self.uri = uri
-        self.max_reconnects, self.backoff_s, self.frames = max_reconnects, backoff_s, frames
-        super().__init__(f"camera:{uri}")
-        self.is_file = Path(uri).is_file()
-
-    def _open(self) -> cv2.VideoCapture:
-        target: int | str = int(self.uri) if self.uri.isdigit() else self.uri
-        return cv2.VideoCapture(target)
-
-    def __iter__(self) -> Iterator[Frame]:
-        cap = self._open()
-        failures, n = 0, 0
-        run = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")  # serials of this run differ from the last
-        try:
-            while (self.frames is None or n < self.frames) and not self._stop:
-                ok, image = cap.read() if cap.isOpened() else (False, None)
-                if ok and image is not None:
-                    failures = 0
-                    n += 1
-                    self.counters.delivered()
-                    yield Frame(image, f"cam-{run}-{n:06d}", self.name)
-                    continue
-                if self.is_file and cap.isOpened():
-                    return  # end of the video file
-                if failures >= self.max_reconnects:
-                    self.counters.fail(f"camera {self.uri} gave no frame after {failures} reconnects; check the "
-                                       "cable, the URL or the device index")
-                    self.counters.gave_up = self.counters.last_error
-                    return
-                failures += 1
-                self.counters.reconnects += 1
-                self.counters.fail(f"camera {self.uri} delivered no frame; reconnect {failures}")
-                cap.release()
-                time.sleep(self.backoff_s * 2 ** (failures - 1))
-                cap = self._open()
-        finally:
-            cap.release()

@@ -15,7 +15,9 @@ import cv2
 import numpy as np
 
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, Placement, RuleSet, body_box
+from ..routing.identity import SerialCode
 from ..routing.shapes import SHAPES
+from .identity import code_image
 
 DEFECTS = ("missing", "shifted", "rotated", "polarity", "bridge", "damaged")
 # Per-part rates on the demo line (polarity only on polarized parts): ~6% of parts are defective.
@@ -23,6 +25,7 @@ DEFAULT_RATES = {"missing": 0.01, "shifted": 0.012, "rotated": 0.01, "polarity":
                  "damaged": 0.01}
 MASK_BGR = (38, 96, 30)
 FIDUCIAL_BGR = (170, 190, 200)
+SILKSCREEN_BGR = (225, 230, 225)
 
 
 def rates_for(total: float) -> dict[str, float]:
@@ -70,10 +73,25 @@ def render_board(rules: RuleSet, serial: str, rng: np.random.Generator,
         defect = (forced or {}).get(place.ref) or draw_defect(rng, comp, rates)
         board.offsets[place.ref] = draw_part(image, comp, place, defect, rng)
         board.truth[place.ref] = defect
+    if rules.serial_code is not None and rules.serial_code.at is not None:
+        draw_code(image, rules.serial_code, serial)
     gain = rng.uniform(0.85, 1.15)
     noisy = image.astype(np.float32) * gain + rng.normal(0, 4.0, image.shape)
     board.image = np.clip(noisy, 0, 255).astype(np.uint8)
     return board
+
+
+def draw_code(image: np.ndarray, code: SerialCode, serial: str) -> None:
+    """The board's serial as its code, in white silkscreen on the mask, centred where the rule set puts it."""
+    modules = code_image(serial, code) < 128  # dark modules of the symbol: printed as silkscreen
+    h, w = modules.shape
+    if max(h, w) > code.size:
+        raise ValueError(f"serial {serial!r} needs a {w}x{h} px code at {code.module_px} px per module, larger than the "
+                         f"rule set's code region of {code.size} px; make serial_code.size larger or module_px smaller")
+    x0, y0 = code.at[0] - w // 2, code.at[1] - h // 2  # type: ignore[index]
+    patch = image[y0:y0 + h, x0:x0 + w]
+    patch[:] = MASK_BGR
+    patch[modules] = SILKSCREEN_BGR
 
 
 def _background(rng: np.random.Generator, width: int, height: int) -> np.ndarray:

@@ -45,6 +45,9 @@ class BoardRecord:
     fiducials: dict[str, tuple[float, float]] = field(default_factory=dict)  # fiducials found, image px
     # given at ingest and unique in the database: what makes a replayed spool or a re-sent commit store it once
     inspection_id: str = field(default_factory=new_inspection_id)
+    # where board_serial came from: code (read from the board's own code), noread (NOREAD-<id>: the code was not
+    # read), sidecar / filename (the source said), file (an image's name), synthetic, none (no identity at all)
+    serial_source: str | None = None
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)

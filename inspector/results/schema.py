@@ -51,6 +51,8 @@ class Inspection(Base):
     line: Mapped[str] = mapped_column(String(64))
     station: Mapped[str] = mapped_column(String(64))
     board_serial: Mapped[str] = mapped_column(String(128), index=True)
+    # where the serial came from: code (read from the board), noread (NOREAD-<id>), sidecar, filename, file, ...
+    serial_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
     recipe: Mapped[str] = mapped_column(String(128))
     ruleset_version: Mapped[str] = mapped_column(String(64))
     verdict: Mapped[str] = mapped_column(String(16), index=True)

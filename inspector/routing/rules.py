@@ -8,6 +8,7 @@ The rule set's version is the hash of its text, stored with every result.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +21,8 @@ from ..experts.base import UnknownArchitecture
 from ..experts.registry import architecture_from_spec
 from ..yamlio import ConfigError, Fields, LinedDict, line_of, load_yaml
 from .fiducials import FiducialRules, parse_fiducials
+from .gate import GateRules, parse_gate
+from .identity import SerialCode, parse_serial_code
 from .shapes import SHAPES
 
 CLASSIFIER_CLASSES = ("ok", "missing", "shifted", "rotated", "bridge", "damaged")
@@ -77,6 +80,8 @@ class RuleSet:
     version: str  # sha256 of the file's text, first 12 hex digits
     source: str = "<memory>"
     fiducials: FiducialRules | None = None  # None: boards are cut at their nominal positions (no registration)
+    serial_code: SerialCode | None = None  # None: the board carries no code; its serial comes from the source
+    gate: GateRules = GateRules()  # when a frame of a free-running camera is a board (camera/gate.py)
 
     def component(self, name: str) -> ComponentRule:
         for c in self.components:
@@ -106,13 +111,25 @@ class RuleSet:
         kinds = [c.kind for c in self.components]
         return ExpertUsage.from_routes(RouteUse(k.route, k.count, k.pass_rate) for k in kinds)
 
+    @cached_property
+    def training_version(self) -> str:
+        """The hash of what a trained expert depends on: the recipe's boards, parts and experts, not how its boards
+        are gated or identified (`serial_code` and `gate` change no crop: the validator keeps codes out of them)."""
+        fid = self.fiducials
+        payload = {"seed": self.seed, "board": self.board_size, "crop_margin": self.crop_margin,
+                   "classifier": self.classifier_spec, "detectors": [(d.name, d.spec) for d in self.detectors],
+                   "components": [repr(c) for c in self.components],
+                   "fiducials": None if fid is None else [repr(m) for m in fid.marks]}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
     def expert_specs(self) -> dict[str, dict[str, Any]]:
         specs = {c.classifier: self.classifier_spec for c in self.components}
         specs.update({d.name: d.spec for d in self.detectors})
         return specs
 
 
-_TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials"}
+_TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
+        "gate"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "at"}
 
 
@@ -166,9 +183,12 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         classifier_spec=classifier, detectors=detectors, components=components,
         version=hashlib.sha256(text.encode()).hexdigest()[:12], source=source,
         fiducials=parse_fiducials(doc.sub("fiducials"), (width, height)) if doc.has("fiducials") else None,
+        serial_code=parse_serial_code(doc.sub("serial_code"), (width, height)) if doc.has("serial_code") else None,
+        gate=parse_gate(doc.sub("gate")),
     )
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)
+    _check_code_clear(ruleset, doc)
     return ruleset
 
 
@@ -283,3 +303,22 @@ def _check_fiducials_clear(rules: RuleSet, doc: Fields) -> None:
             if x0 - r < m.x < x1 + r and y0 - r < m.y < y1 + r:
                 raise marks.error(m.name, f"the mark at ({m.x}, {m.y}) and its bare ring of {r:.0f} px touch "
                                           f"{p.ref} ({c.name}); move the mark to free board space")
+
+
+def _check_code_clear(rules: RuleSet, doc: Fields) -> None:
+    """The code's region must lie outside every crop (a crop showing part of a code would look like a defect to
+    its expert) and outside every fiducial's bare ring."""
+    box = rules.serial_code.box() if rules.serial_code is not None else None
+    if box is None:
+        return
+    f = doc.sub("serial_code")
+    x0, y0, x1, y1 = box
+    for c, p in rules.placements():
+        a = body_box(c, p, rules.crop_margin)
+        if a[0] < x1 and x0 < a[2] and a[1] < y1 and y0 < a[3]:
+            raise f.error("at", f"the code's region {box} overlaps the crop of {p.ref} ({c.name}); move the code to "
+                                f"free board space or make its size smaller")
+    for m in rules.fiducials.marks if rules.fiducials is not None else ():
+        r = m.reach
+        if x0 - r < m.x < x1 + r and y0 - r < m.y < y1 + r:
+            raise f.error("at", f"the code's region {box} touches fiducial {m.name}'s bare ring; move the code")

@@ -1,6 +1,6 @@
 """`inspector zoo build --demo`: train every expert the demo rule sets name, cache, write a manifest.
 
-The cache key is the rule sets' versions, the training recipe and the seed:
+The cache key is the rule sets' training versions (what their crops depend on), the training recipe and the seed:
 the same inputs give the zoo already on disk, any change retrains it.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 14, "dete
 
 def demo_key(rule_sets: list[RuleSet], seed: int, recipe: dict) -> str:
     """What the zoo's weights depend on; code that changes what experts see bumps INPUT_VERSION or the recipe."""
-    payload = {"format": ZOO_FORMAT, "input": INPUT_VERSION, "rules": sorted(r.version for r in rule_sets),
+    payload = {"format": ZOO_FORMAT, "input": INPUT_VERSION, "rules": sorted(r.training_version for r in rule_sets),
                "seed": seed, "recipe": recipe}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -1,0 +1,254 @@
+"""An industrial camera (GigE Vision, USB3 Vision, any GenTL producer) through Basler's pylon binding pypylon.
+
+The device is named by its serial number or its index in the enumeration (`genicam:40012345`, `genicam:0`).
+Its settings (camera/settings.py, GenICam SFNC names) are written on every open, so a camera swapped on the
+line comes up as the recipe wants it. Free running, every frame goes to the board gate; triggered, every frame
+is one board: a pulse on `Line1` (a board-present sensor) or a software trigger (`trigger()`, which the PLC's
+Trigger tag or the line calls). Mono and Bayer formats are converted to BGR; a frame of another size than the
+recipe's is mapped by the stated `Scale`. A camera that vanishes (cable pulled, power cut) is reopened with
+exponential backoff, each attempt counted and named; after `max_reconnects` attempts in a row the source ends
+and says why (the kiosk exits 1 and systemd restarts it). pypylon's wheel ships the transport layers and the
+camera emulator (`PYLON_CAMEMU=N`) the tests drive.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..ingest.sources import Frame, Source
+from .settings import CameraSettings
+
+try:  # the base install carries pypylon; a box without it still runs every other source
+    from pypylon import genicam, pylon
+except ImportError:  # pragma: no cover - exercised only where the wheel is missing
+    genicam = pylon = None  # type: ignore[assignment]
+
+
+class CameraNotFound(RuntimeError):
+    """No camera answers to the name; the message lists the ones that do."""
+
+
+def list_cameras() -> list[dict[str, str]]:
+    """Every camera the transport layers see: serial, model, vendor, class (what `genicam:` takes)."""
+    _need_pylon()
+    return [{"serial": d.GetSerialNumber(), "model": d.GetModelName(), "vendor": d.GetVendorName(),
+             "class": d.GetDeviceClass(), "name": d.GetFriendlyName()}
+            for d in pylon.TlFactory.GetInstance().EnumerateDevices()]
+
+
+def _need_pylon() -> None:
+    if pylon is None:
+        raise RuntimeError("genicam sources need pypylon (Basler's pylon binding): pip install pypylon")
+
+
+class GenICamSource(Source):
+    def __init__(self, device: str, settings: CameraSettings, max_reconnects: int = 5, backoff_s: float = 0.5,
+                 board_size: tuple[int, int] | None = None, frames: int | None = None) -> None:
+        _need_pylon()
+        if max_reconnects < 0:
+            raise ValueError(f"camera reconnects must be 0 or more, got {max_reconnects}")
+        self.device, self.settings = device, settings
+        self.max_reconnects, self.backoff_s, self.frames = max_reconnects, backoff_s, frames
+        self.board_size = board_size
+        self.camera: Any = None  # the open pylon.InstantCamera, or None
+        self.connected = False
+        self.triggers = 0  # software triggers fired
+        self._trigger_times: deque[float] = deque(maxlen=64)  # monotonic times of triggers not yet answered
+        self._lock = threading.Lock()
+        self.info: dict[str, str] = {}
+        super().__init__(f"genicam:{device}")
+
+    # -- the camera ------------------------------------------------------------------------------------------
+    def _find(self) -> Any:
+        factory = pylon.TlFactory.GetInstance()
+        devices = factory.EnumerateDevices()
+        for d in devices:
+            if d.GetSerialNumber() == self.device:
+                return factory.CreateDevice(d)
+        if self.device.isdigit() and len(self.device) < 4 and int(self.device) < len(devices):
+            return factory.CreateDevice(devices[int(self.device)])
+        seen = ", ".join(f"{d.GetSerialNumber()} ({d.GetModelName()})" for d in devices) or "none"
+        raise CameraNotFound(f"no camera with serial or index {self.device!r}; cameras seen: {seen}. Check the cable "
+                             "and power, and that the camera's network is this box's (GigE Vision)")
+
+    def _open(self) -> None:
+        camera = pylon.InstantCamera(self._find())
+        camera.Open()
+        try:
+            self._configure(camera)
+            camera.StartGrabbing(pylon.GrabStrategy_OneByOne)
+        except Exception:
+            camera.Close()
+            raise
+        info = camera.GetDeviceInfo()
+        self.info = {"serial": info.GetSerialNumber(), "model": info.GetModelName(), "vendor": info.GetVendorName()}
+        with self._lock:
+            self.camera, self.connected = camera, True
+
+    def _configure(self, camera: Any) -> None:
+        s = self.settings
+        nodes = camera.GetNodeMap()
+        if s.ImageFilename is not None:  # the emulator's test images
+            _set(nodes, "ImageFilename", s.ImageFilename)
+            _set(nodes, "ImageFileMode", "On")
+            _set(nodes, "TestImageSelector", "Off", optional=True)
+        for name, value in s.camera_features():
+            if name == "PixelFormat" and value in ("BGR8", "RGB8") and not _has_symbol(nodes, name, value):
+                value += "Packed"  # older SFNC spelling (the emulator, GigE cameras)
+            if name == "Gain" and not _writable(nodes, "Gain") and _writable(nodes, "GainRaw"):
+                continue  # a camera with raw gain steps only: leave its gain
+            _set(nodes, name, value)
+
+    def _close(self) -> None:
+        with self._lock:
+            camera, self.camera, self.connected = self.camera, None, False
+        if camera is None:
+            return
+        try:
+            camera.StopGrabbing()
+            camera.Close()
+        except Exception:  # noqa: BLE001 - a vanished camera fails to close; it is gone either way
+            pass
+
+    def trigger(self) -> bool:
+        """Fire one software trigger (the PLC asked, or the line); False when the camera cannot take it now."""
+        if not self.settings.software_trigger:
+            raise RuntimeError(f"camera {self.device} is not in software-trigger mode (TriggerMode "
+                               f"{self.settings.TriggerMode}, TriggerSource {self.settings.TriggerSource})")
+        with self._lock:
+            camera = self.camera
+            if camera is None:
+                return False
+            try:
+                if not camera.WaitForFrameTriggerReady(1000, pylon.TimeoutHandling_Return):
+                    return False
+                self._trigger_times.append(time.monotonic())
+                camera.ExecuteSoftwareTrigger()
+            except Exception as exc:  # noqa: BLE001 - a camera going away under a trigger
+                self.counters.fail(f"software trigger on camera {self.device} failed: {exc}")
+                return False
+            self.triggers += 1
+            return True
+
+    # -- frames ----------------------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Frame]:
+        failures, n, opened = 0, 0, False
+        converter = pylon.ImageFormatConverter()
+        converter.OutputPixelFormat = pylon.PixelType_BGR8packed
+        converter.OutputBitAlignment = pylon.OutputBitAlignment_MsbAligned
+        try:
+            while not self._stop and (self.frames is None or n < self.frames):
+                if self.camera is None:
+                    if opened:
+                        self.counters.reconnects += 1  # every attempt after the first open is a reconnect
+                    opened = True
+                    try:
+                        self._open()
+                    except Exception as exc:  # noqa: BLE001 - not found, in use, gone again: counted and retried
+                        if failures >= self.max_reconnects:
+                            self.counters.fail(f"camera {self.device} lost for good after {failures} reconnects: "
+                                               f"{exc}")
+                            self.counters.gave_up = self.counters.last_error
+                            return
+                        failures += 1
+                        self.counters.fail(f"camera {self.device} not available ({_short(exc)}); reconnect "
+                                           f"{failures} of {self.max_reconnects}")
+                        self._sleep(self.backoff_s * 2 ** (failures - 1))
+                        continue
+                frame, lost = self._grab(converter)
+                if lost is not None:
+                    self.counters.fail(f"camera {self.device} lost: {lost}")
+                    self._close()
+                    continue
+                if frame is None:
+                    continue  # triggered and waiting for the next board
+                failures = 0
+                n += 1
+                self.counters.delivered()
+                yield frame
+        finally:
+            self._close()
+
+    def _grab(self, converter: Any) -> tuple[Frame | None, str | None]:
+        """(frame, None), (None, None) while a triggered camera waits, or (None, why the camera is lost)."""
+        camera = self.camera
+        wait = self.settings.FrameTimeoutMs if not self.settings.triggered else min(self.settings.FrameTimeoutMs, 250)
+        try:
+            result = camera.RetrieveResult(wait, pylon.TimeoutHandling_Return)
+        except Exception as exc:  # noqa: BLE001 - RuntimeException when the device is removed or closed
+            return None, _short(exc)
+        if result is None or not result.IsValid():
+            if camera.IsCameraDeviceRemoved() or not camera.IsGrabbing():
+                return None, "the device was removed (cable, power)"
+            if self.settings.triggered:
+                return None, None
+            return None, f"no frame within {self.settings.FrameTimeoutMs} ms while free running"
+        try:
+            if not result.GrabSucceeded():
+                self.counters.fail(f"camera {self.device}: a grab failed ({result.GetErrorDescription()})")
+                return None, None
+            image = self._bgr(result, converter)
+            block = result.BlockID
+        finally:
+            result.Release()
+        with self._lock:
+            trigger_at = self._trigger_times.popleft() if self._trigger_times else None
+        return Frame(image, "", self.name, serial_origin="none", triggered_at=trigger_at, camera_frame=int(block)), None
+
+    def _bgr(self, result: Any, converter: Any) -> np.ndarray:
+        if result.GetPixelType() == pylon.PixelType_BGR8packed:
+            image = np.array(result.Array, copy=True)
+        else:
+            image = np.array(converter.Convert(result).GetArray(), copy=True)
+        if image.ndim == 2:
+            image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+        scale = self.settings.Scale
+        if scale != 1.0:
+            h, w = image.shape[:2]
+            size = (round(w / scale), round(h / scale)) if self.board_size is None else self.board_size
+            image = cv2.resize(image, size, interpolation=cv2.INTER_AREA if scale > 1 else cv2.INTER_LINEAR)
+        return image
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self._stop and time.monotonic() < end:
+            time.sleep(min(0.05, end - time.monotonic()))
+
+    def status(self) -> dict[str, Any]:
+        """What /status and the dashboard show of the camera."""
+        return {"device": self.device, "connected": self.connected, **self.info, "triggers": self.triggers,
+                "reconnects": self.counters.reconnects, "settings": self.settings.to_json()}
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
+
+
+def _writable(nodes: Any, name: str) -> bool:
+    node = nodes.GetNode(name)
+    return node is not None and genicam.IsWritable(node)
+
+
+def _has_symbol(nodes: Any, name: str, value: str) -> bool:
+    node = nodes.GetNode(name)
+    return node is not None and value in node.Symbolics
+
+
+def _set(nodes: Any, name: str, value: Any, optional: bool = False) -> None:
+    """Write one feature; ValueError naming the feature, the value and why the camera refused it."""
+    node = nodes.GetNode(name)
+    if node is None or not genicam.IsWritable(node):
+        if optional:
+            return
+        raise ValueError(f"the camera has no writable feature {name}; remove it from the camera settings")
+    try:
+        node.SetValue(value)
+    except genicam.GenericException as exc:
+        raise ValueError(f"the camera refused {name} = {value!r}: {_short(exc)}") from None

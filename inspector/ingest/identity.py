@@ -1,0 +1,84 @@
+"""The board's serial, read from its own DataMatrix or QR code (zxing-cpp), or NOREAD with the reason.
+
+The code's region comes from the rule set (routing/identity.py) and is cut through the board's registration,
+so a board placed off its nominal spot is read where its code really lies. A code that does not decode at
+first is tried again the way a code reader's retries go: enlarged (a soft lens blurs 3 px modules together),
+then with a global threshold (uneven light). The raw decoded text is the serial; nothing is ever guessed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import zxingcpp
+
+from ..routing.identity import NOREAD, SerialCode
+
+FORMATS = {"datamatrix": zxingcpp.BarcodeFormat.DataMatrix, "qr": zxingcpp.BarcodeFormat.QRCode}
+GROW = 1.25  # the region is cut this much larger than the rule set says, for placement and registration error
+
+
+@dataclass(frozen=True)
+class CodeRead:
+    """What the reader made of one board: the text, or None and why not."""
+
+    text: str | None
+    reason: str = ""  # why there is no text (NOREAD)
+    attempts: int = 1  # 1: the first try read it
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+
+def noread_serial(inspection_id: str) -> str:
+    """The serial a board is inspected under when its code cannot be read: NOREAD and its inspection id."""
+    return f"{NOREAD}-{inspection_id[:8]}"
+
+
+def code_region(image: np.ndarray, code: SerialCode, matrix: np.ndarray | None) -> np.ndarray:
+    """The code's region as a grey image upright in recipe px, cut through `matrix` (recipe -> image px)."""
+    gray = image if image.ndim == 2 else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
+    box = code.box()
+    if box is None:
+        return gray
+    side = int(round(code.size * GROW))
+    x0 = code.at[0] - side / 2  # type: ignore[index]
+    y0 = code.at[1] - side / 2  # type: ignore[index]
+    a = np.eye(3)
+    if matrix is not None:
+        a[:2] = matrix
+    shift = np.array([[1, 0, x0], [0, 1, y0], [0, 0, 1]], np.float64)
+    region_to_image = (a @ shift)[:2]
+    return cv2.warpAffine(gray, region_to_image, (side, side), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                          borderMode=cv2.BORDER_REPLICATE)
+
+
+def read_code(image: np.ndarray, code: SerialCode, matrix: np.ndarray | None = None) -> CodeRead:
+    """Read the board's code; `matrix` is its registration (2x3, recipe px -> image px) or None (as placed)."""
+    region = code_region(image, code, matrix)
+    fmt = FORMATS[code.symbology]
+    tries = (lambda r: r,
+             lambda r: cv2.resize(r, None, fx=2, fy=2, interpolation=cv2.INTER_CUBIC),
+             lambda r: cv2.threshold(cv2.GaussianBlur(r, (3, 3), 0), 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)[1])
+    texts: set[str] = set()
+    for n, prepare in enumerate(tries, 1):
+        found = zxingcpp.read_barcodes(np.ascontiguousarray(prepare(region)), formats=fmt)
+        texts = {b.text for b in found if b.valid and b.text}
+        if len(texts) == 1:
+            return CodeRead(texts.pop(), attempts=n)
+        if len(texts) > 1:
+            return CodeRead(None, f"{len(texts)} different {code.symbology} codes in the region "
+                                  f"({', '.join(sorted(texts))}); one board, one code", n)
+    where = "the whole board" if code.at is None else f"the region around {code.at}"
+    return CodeRead(None, f"no {code.symbology} code decoded in {where}; check that it is printed, clean and in "
+                          "focus", len(tries))
+
+
+def code_image(text: str, code: SerialCode) -> np.ndarray:
+    """The code of `text` as a grey image (dark modules on white, its quiet zone included), printed at
+    `module_px` per module: what the synthetic renderer puts on a board."""
+    options = {"force_square": True} if code.symbology == "datamatrix" else {}
+    barcode = zxingcpp.create_barcode(text, FORMATS[code.symbology], **options)
+    return np.asarray(barcode.to_image(scale=code.module_px, add_quiet_zones=True), np.uint8)
