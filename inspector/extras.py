@@ -1,8 +1,8 @@
 """The optional parts of the install, and what to say when one is missing.
 
 The base install is the headless line: engine, results, kiosk. `inspector[gui]` adds the dashboard,
-`inspector[llm]` the language model and its endpoint, `inspector[postgres]` the PostgreSQL driver
-(`inspector[all]` all three). A command that needs a missing part stops with the pip line that adds it.
+`inspector[llm]` the language model and its endpoint, `inspector[postgres]` the PostgreSQL driver,
+`inspector[genicam]` Basler's pylon binding for industrial cameras (`inspector[all]` all four). A command that needs a missing part stops with the pip line that adds it.
 A leaf module: it imports nothing of ours.
 """
 from __future__ import annotations
@@ -13,8 +13,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "gui": ("PySide6", "pyqtgraph"),
     "llm": ("transformers", "fastapi", "uvicorn", "accelerate"),
     "postgres": ("psycopg2",),
+    "genicam": ("pypylon",),
 }
-PURPOSE = {"gui": "the dashboard", "llm": "the language model", "postgres": "a PostgreSQL results database"}
+PURPOSE = {"gui": "the dashboard", "llm": "the language model", "postgres": "a PostgreSQL results database",
+           "genicam": "an industrial (GenICam) camera"}
 
 
 class MissingExtra(RuntimeError):

@@ -22,7 +22,7 @@ from .services import free_port
 from .test_kiosk import NotifySocket, get, kiosk_files, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
-EXTRAS = ("PySide6", "pyqtgraph", "transformers", "fastapi", "uvicorn", "accelerate", "psycopg2")
+EXTRAS = ("PySide6", "pyqtgraph", "transformers", "fastapi", "uvicorn", "accelerate", "psycopg2", "pypylon")
 # a base install: the optional parts cannot be imported (a meta-path finder refuses them, as if not installed)
 BLOCKER = """
 import importlib.abc, os, sys

@@ -108,6 +108,17 @@ class RulesWatcher:
             return self.submit(entry.text)
         return self.apply_text(entry.text, entry.rules.source)
 
+    @property
+    def writing(self):  # noqa: ANN201 - the lock an edit holds while it writes and applies a file
+        return self._writing
+
+    def mark_read(self) -> None:
+        """The watched file as it is now counts as applied (a caller applied it itself)."""
+        try:
+            self._mtime = self.path.stat().st_mtime_ns if self.path else None
+        except OSError:
+            self._mtime = None
+
     def save(self, text: str) -> None:
         """Write the watched file atomically (fsynced, then renamed over it) without the poller taking it as a
         new edit (the caller applies it)."""

@@ -23,6 +23,9 @@ from ..routing.rules import RuleSet, load_rules
 from ..runtime.devices import available_devices
 from ..training.demo_zoo import build_demo_zoo
 from .line import Line
+from .plc_link import PlcLink
+from .recipes import RecipeBook
+from .rules_watch import RulesWatcher
 from .service import LineService, ServiceConfig, Sink
 
 
@@ -99,10 +102,17 @@ def line_profiles(zoo: Zoo, models_dir: Path, say: Say) -> dict[str, DeviceProfi
 
 def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config: ServiceConfig,
              store: ResultStore, data_dir: Path, say: Say, every: int = 5,
-             published: list[Sink] | None = None) -> tuple[LineService, float]:
-    """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored."""
+             published: list[Sink] | None = None, plc: PlcLink | None = None) -> tuple[LineService, float]:
+    """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored.
+    `plc`: the line controller's link, told of every verdict as it is decided (started and stopped here)."""
     profiles = line_profiles(zoo, models_dir, say)
     service = LineService(rules, zoo, profiles, config, store, data_dir, source, published, say)
+    if plc is not None:
+        watcher = RulesWatcher(service.line, rules.source if Path(rules.source).is_file() else None, say=say)
+        folders = [Path(rules.source).parent] if Path(rules.source).is_file() else []
+        plc.attach(service, RecipeBook(watcher, folders))
+        plc.start()
+        plc.station.set_health("ok", True)
     last = [0]
 
     def progress() -> None:
@@ -112,7 +122,11 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
 
     t0 = time.perf_counter()
     service.start()
-    service.run(progress)
+    try:
+        service.run(progress)
+    finally:
+        if plc is not None:
+            plc.stop()
     return service, time.perf_counter() - t0
 
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,8 @@ class LineService:
         self._trimmer = Trimmer()  # freed image and tensor buffers back to the OS, so RSS stays flat for months
         self._images: dict[str, np.ndarray] = {}  # inspection id -> image, for boards inside the line
         self.last_board: tuple[np.ndarray, BoardRecord] | None = None  # the newest finished board, for a display
+        self.station: Any = None  # the line controller's station (plc/station.py), told of each verdict at once
+        self._plc_keys: dict[str, Any] = {}  # inspection id -> the station's key (the trigger's time, or the id)
 
     @property
     def paused(self) -> bool:
@@ -120,6 +123,10 @@ class LineService:
 
     def _inspect(self, frame: Frame) -> None:
         key = frame.inspection_id
+        if self.station is not None:  # the PLC waits for this board's verdict from its trigger (or frame) on
+            plc_key = frame.triggered_at if frame.triggered_at is not None else key
+            self._plc_keys[key] = plc_key
+            self.station.board_in(plc_key, since=frame.triggered_at or frame.acquired_at)
         if frame.on_stored is not None:
             with self._hooks:
                 self._on_stored[key] = frame.on_stored
@@ -135,6 +142,10 @@ class LineService:
                           frame.code, frame.rules_version)
 
     def _finished(self, record: BoardRecord) -> None:
+        plc_key = self._plc_keys.pop(record.inspection_id, None)
+        if self.station is not None and plc_key is not None:  # the verdict to the PLC first, the database after
+            self.station.verdict(plc_key, record.inspection_id, record.board_serial, record.verdict,
+                                 noread=record.serial_source == "noread")
         image = self._images.pop(record.inspection_id, None)
         if image is not None:
             self.last_board = (image, record)

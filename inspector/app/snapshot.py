@@ -35,6 +35,8 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
                          "registered": line.stats.registered, "failed": line.stats.registration_failed,
                          "residual_px_mean": line.stats.residual_px_mean,
                          "residual_px_max": line.stats.residual_px_max if line.stats.registered else None},
+        "identity": {"code": line.rules.serial_code is not None, "read": line.stats.serials_read,
+                     "noreads": line.stats.noreads, "noread_refused": line.stats.noread_refused},
         "in_flight": line.boards_in_flight,
         "last_board_age_s": None if last is None else time.monotonic() - last,
         "last_board_at": line.last_finished_at,  # unix time, for the metrics' timestamp
@@ -75,6 +77,10 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "mqtt": None,
         "rules": None,
     }
+    gate = getattr(service.source, "gate", None)
+    out["gate"] = gate.counters.to_json() if gate is not None else None
+    camera = getattr(service.source, "inner", service.source)
+    out["camera"] = camera.status() if hasattr(camera, "status") else None
     if publisher is not None:
         m = publisher.status()
         out["mqtt"] = {"broker": f"{publisher.host}:{publisher.port}", **asdict(m)}

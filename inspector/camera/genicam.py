@@ -24,7 +24,9 @@ import numpy as np
 from ..ingest.sources import Frame, Source
 from .settings import CameraSettings
 
-try:  # the base install carries pypylon; a box without it still runs every other source
+from ..extras import require
+
+try:  # the genicam extra (240 MB of transport layers): a box without it still runs every other source
     from pypylon import genicam, pylon
 except ImportError:  # pragma: no cover - exercised only where the wheel is missing
     genicam = pylon = None  # type: ignore[assignment]
@@ -44,7 +46,7 @@ def list_cameras() -> list[dict[str, str]]:
 
 def _need_pylon() -> None:
     if pylon is None:
-        raise RuntimeError("genicam sources need pypylon (Basler's pylon binding): pip install pypylon")
+        require("genicam")  # MissingExtra with the pip line
 
 
 class GenICamSource(Source):
@@ -116,32 +118,33 @@ class GenICamSource(Source):
         except Exception:  # noqa: BLE001 - a vanished camera fails to close; it is gone either way
             pass
 
-    def trigger(self) -> bool:
-        """Fire one software trigger (the PLC asked, or the line); False when the camera cannot take it now."""
+    def trigger(self) -> float | None:
+        """Fire one software trigger (the PLC asked, or the line): its time.monotonic(), which the frame it takes
+        carries as `triggered_at`; None when the camera cannot take one now (not open, not ready in 1 s)."""
         if not self.settings.software_trigger:
             raise RuntimeError(f"camera {self.device} is not in software-trigger mode (TriggerMode "
                                f"{self.settings.TriggerMode}, TriggerSource {self.settings.TriggerSource})")
         with self._lock:
             camera = self.camera
             if camera is None:
-                return False
+                return None
             try:
                 if not camera.WaitForFrameTriggerReady(1000, pylon.TimeoutHandling_Return):
-                    return False
-                self._trigger_times.append(time.monotonic())
+                    return None
+                at = time.monotonic()
                 camera.ExecuteSoftwareTrigger()
+                self._trigger_times.append(at)  # under the lock: the grab cannot take the frame before this
             except Exception as exc:  # noqa: BLE001 - a camera going away under a trigger
-                self.counters.fail(f"software trigger on camera {self.device} failed: {exc}")
-                return False
+                self.counters.fail(f"software trigger on camera {self.device} failed: {_short(exc)}")
+                return None
             self.triggers += 1
-            return True
+            return at
 
     # -- frames ----------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Frame]:
         failures, n, opened = 0, 0, False
         converter = pylon.ImageFormatConverter()
         converter.OutputPixelFormat = pylon.PixelType_BGR8packed
-        converter.OutputBitAlignment = pylon.OutputBitAlignment_MsbAligned
         try:
             while not self._stop and (self.frames is None or n < self.frames):
                 if self.camera is None:

@@ -100,6 +100,42 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
     return rules, zoo, store, source, config, publisher, data
 
 
+def plc_of(args: argparse.Namespace, data: Path):  # noqa: ANN201 - a PlcLink or None
+    """The line controller's link from the --opcua / --modbus flags (None when neither is given)."""
+    if not (getattr(args, "opcua", None) or getattr(args, "modbus", None)):
+        return None
+    from ..app.plc_link import PlcConfig, PlcLink
+    from ..plc.station import FailSafe
+    from ..results.credentials import credential
+
+    if args.deadline_ms <= 0:
+        raise ValueError(f"--deadline-ms must be positive, got {args.deadline_ms:g}")
+    config = PlcConfig(opcua=args.opcua, opcua_user=args.opcua_user,
+                       opcua_password=credential("INSPECTOR_OPCUA_PASSWORD", "opcua-password"),
+                       opcua_anonymous=args.opcua_anonymous, opcua_insecure=args.opcua_insecure, modbus=args.modbus,
+                       fail_safe=FailSafe(args.deadline_ms, not args.no_reject_on_error, args.reject_noread),
+                       cert_dir=data / "opcua")
+    return PlcLink(config, args.station)
+
+
+def plc_flags(p: argparse.ArgumentParser) -> None:
+    """The line controller: OPC UA and Modbus TCP servers, the verdict's deadline and fail-safe rules."""
+    p.add_argument("--opcua", metavar="URL", help="serve the station to the PLC/MES as an OPC UA server, e.g. "
+                                                  "opc.tcp://0.0.0.0:4840/inspector (OPC 40100 Machine Vision's shape)")
+    p.add_argument("--opcua-user", help="the OPC UA user; the password comes from $INSPECTOR_OPCUA_PASSWORD or the "
+                                        "systemd credential opcua-password")
+    p.add_argument("--opcua-anonymous", action="store_true", help="let OPC UA clients in without a user (off)")
+    p.add_argument("--opcua-insecure", action="store_true",
+                   help="also offer the unencrypted OPC UA endpoint (off: Basic256Sha256 only)")
+    p.add_argument("--modbus", metavar="HOST:PORT", help="serve the station's register map over Modbus TCP "
+                                                          "(README: the register map)")
+    p.add_argument("--deadline-ms", type=float, default=2000.0,
+                   help="a board with no verdict this long after its trigger (or frame) is rejected (default 2000)")
+    p.add_argument("--no-reject-on-error", action="store_true",
+                   help="an `error` verdict does not reject the board (default: it does)")
+    p.add_argument("--reject-noread", action="store_true", help="a board whose code did not read is rejected")
+
+
 def database_flags(p: argparse.ArgumentParser, data: str = "data directory") -> None:
     """--db and --data, the same for every command that reads or writes results."""
     p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "

@@ -11,6 +11,8 @@ from ..ingest.queue import OVERFLOW_POLICIES
 from ..results.crops import KEEP_MODES
 from .common import (
     database_flags,
+    plc_flags,
+    plc_of,
     default_rules,
     line_setup,
     models_of,
@@ -24,9 +26,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..app.run import run_line, summary
 
     rules, zoo, store, source, config, publisher, data = line_setup(args)
+    plc = plc_of(args, data)
     say(f"inspecting {source.name} with rule set {rules.recipe} ({rules.version}), policy {args.policy}")
     service, seconds = run_line(rules, zoo, models_of(args), source, config, store, data, say,
-                                published=[publisher] if publisher else None)
+                                published=[publisher] if publisher else None, plc=plc)
     print(summary(service, seconds))
     if publisher:
         st = publisher.status()
@@ -64,7 +67,7 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
         service = LineService(rules, zoo, profiles, config, store, data, source,
                               [publisher] if publisher else None, say)
     kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,
-                  data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token))
+                  data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token), plc=plc_of(args, data))
     return kiosk.serve()
 
 
@@ -249,6 +252,7 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                                            "systemd credential mqtt-password, never the command line")
     p.add_argument("--mqtt-tls", action="store_true", help="connect to the broker over TLS (port 8883 usually)")
     p.add_argument("--mqtt-ca", help="CA certificate file the broker's certificate is checked against (implies TLS)")
+    plc_flags(p)
 
 
 def add_run(p: argparse.ArgumentParser) -> None:

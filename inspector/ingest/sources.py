@@ -56,6 +56,7 @@ class Frame:
     rules_version: str | None = None
     triggered_at: float | None = None  # time.monotonic() of the trigger that took this frame (a triggered camera)
     camera_frame: int | None = None  # the camera's own frame number (GenICam BlockID)
+    acquired_at: float = field(default_factory=time.monotonic)  # when the source made this frame
 
 
 @dataclass

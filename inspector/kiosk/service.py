@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..app.plc_link import PlcLink
+from ..app.recipes import RecipeBook
 from ..app.rules_watch import RulesWatcher
 from ..app.run import progress_line
 from ..app.service import LineService
@@ -60,12 +62,16 @@ class Kiosk:
     def __init__(self, service: LineService, config: KioskConfig, rules_path: str | None = None,
                  publisher: Any = None, notifier: Notifier | None = None,
                  say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None,
-                 reread: Callable[[], Reread] | None = None) -> None:
+                 reread: Callable[[], Reread] | None = None, plc: PlcLink | None = None) -> None:
         self.service, self.config, self.publisher, self.say = service, config, publisher, say
+        self.plc = plc
         self.reread = reread
         self.notifier = notifier or Notifier()
         self.rules = RulesWatcher(service.line, rules_path, config.rules_poll_s, say)
         self.control = Control(service, self.rules, data_dir or Path("."), say)
+        if plc is not None:
+            folders = [Path(rules_path).parent] if rules_path and Path(rules_path).is_file() else []
+            plc.attach(service, RecipeBook(self.rules, folders))
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
             if config.llm_mb > 0 else None
         lending = self.lender.routes() if self.lender is not None else {}
@@ -84,6 +90,8 @@ class Kiosk:
 
     def snapshot(self) -> dict[str, Any]:
         out = snapshot(self.service, self.rules, self.publisher)
+        if self.plc is not None:
+            out["plc"] = self.plc.snapshot()
         out["reviews"] = {name: r.to_json() for name, r in self.control.rates.get().items()}
         if self.lender is not None:
             out["ledger"] = self.lender.snapshot()
@@ -129,7 +137,10 @@ class Kiosk:
     def serve(self) -> int:
         """Run until stopped or the source ends; the exit code for the process."""
         self._install_signals()
+        if self.plc is not None:
+            self.plc.start()
         self.service.start()
+        self._tell_plc()
         self.rules.start()
         self.endpoints.start()
         changes = "with the API token" if self.config.token else "off: no token"
@@ -145,6 +156,8 @@ class Kiosk:
             self.rules.stop()
             self.endpoints.stop()
             beat.join(2.0)
+            if self.plc is not None:  # after the drain: the PLC heard every verdict of the boards accepted
+                self.plc.stop()
         error = self.service.queue.counters.source_error or self.service.source.counters.gave_up
         status = self.service.writer.status()
         self.say(f"stopped: {self.service.line.stats.boards} boards, {status.written} stored, "
@@ -167,10 +180,20 @@ class Kiosk:
         signal.signal(signal.SIGINT, handle)
         signal.signal(signal.SIGHUP, lambda _s, _f: threading.Thread(target=self.reload, daemon=True).start())
 
+    def _tell_plc(self) -> None:
+        """The station's Health, Ready and Recipe tags follow the line's."""
+        if self.plc is None:
+            return
+        status = self.health()["status"]
+        self.plc.station.set_health(status, self.service.running and not self.service.paused
+                                    and status in ("ok", "degraded"))
+        self.plc.station.set_recipe(self.service.line.rules.recipe)
+
     def _heartbeat(self) -> None:
         interval = self.notifier.watchdog_s / 2 if self.notifier.watchdog_s else 1.0
         last_log = time.monotonic()
         while not self._done.wait(interval):
+            self._tell_plc()
             # a line waiting for disk space is not hung: a restart would not free the disk, and would drop the
             # results held in memory (the folder's images stay, a camera's frames would not)
             if self.service.writer.disk_full:

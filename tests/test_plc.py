@@ -1,0 +1,277 @@
+"""The verdict at the PLC: the station's handshake and fail-safe, OPC UA and Modbus with real clients, the whole
+line triggered by a PLC through the emulated camera, the database down, recipe changeover, kill -9."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from asyncua import ua
+from asyncua.crypto.cert_gen import setup_self_signed_certificate
+from cryptography.x509.oid import ExtendedKeyUsageOID
+from pymodbus.client import ModbusTcpClient
+
+from inspector.app.line import LineConfig
+from inspector.app.plc_link import PlcConfig, PlcLink
+from inspector.app.run import open_source, run_line
+from inspector.app.service import ServiceConfig
+from inspector.plc.modbus import SERIAL, SERIAL_CHARS, ModbusServer, registers_text
+from inspector.plc.opcua import TAGS, OpcUaConfig, OpcUaServer
+from inspector.plc.station import FailSafe, Station
+from inspector.results.store import ResultStore, sqlite_url
+
+from .faults import KioskProcess
+from .plc_clients import Loop, PlcClient
+from .services import free_port
+from .test_board_gate import CODE
+from .test_genicam import emulator_images
+from .test_routing_rules import GOOD
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_each_verdict_is_one_step_of_the_sequence_and_a_missing_one_fails_safe_at_the_deadline() -> None:
+    clock = Clock()
+    st = Station(FailSafe(deadline_ms=500), clock=clock)
+    heard = []
+    st.listen(lambda tags, p: heard.append(p) if p else None)
+    st.board_in("a", since=100.0)
+    clock.t = 100.2
+    p = st.verdict("a", "a", "SN-A", "pass")
+    assert (p.sequence, p.verdict, p.reject, round(p.latency_ms)) == (1, "pass", False, 200)
+    st.board_in("b", since=100.2)
+    st.board_in("c", since=100.3)
+    clock.t = 100.75  # b's deadline passed, c's not yet
+    (safe,) = st.expire()
+    assert (safe.sequence, safe.verdict, safe.reject, safe.inspection_id) == (2, "error", True, "b")
+    assert "no verdict within 500 ms" in safe.reason
+    assert st.verdict("b", "b", "SN-B", "pass") is None  # late: the PLC already acted on the fail-safe
+    p = st.verdict("c", "c", "SN-C", "fail")
+    assert (p.sequence, p.reject) == (3, True)
+    assert (st.counters.deadline_missed, st.counters.late, st.counters.published) == (1, 1, 3)
+    assert [h.sequence for h in heard] == [1, 2, 3]
+    assert st.counters.unacknowledged == 2  # the PLC acknowledged nothing
+    st.acknowledge(3)
+    st.board_in("d")
+    st.verdict("d", "d", "SN-D", "pass")
+    assert st.counters.unacknowledged == 2
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        st.verdict("e", "e", "x", "maybe")
+
+
+def test_an_error_rejects_by_default_and_a_noread_only_when_asked() -> None:
+    st = Station(FailSafe())
+    assert st.verdict("a", "a", "S", "error").reject
+    assert not st.verdict("b", "b", "NOREAD-1", "pass", noread=True).reject
+    st = Station(FailSafe(reject_on_error=False, reject_on_noread=True))
+    assert not st.verdict("a", "a", "S", "error").reject
+    p = st.verdict("b", "b", "NOREAD-1", "pass", noread=True)
+    assert p.reject and p.reason == "noread"
+
+
+@pytest.fixture
+def loop():
+    lp = Loop()
+    yield lp
+    lp.close()
+
+
+def _client_cert(folder: Path) -> str:
+    key, cert = folder / "plc-key.pem", folder / "plc-cert.der"
+    asyncio.run(setup_self_signed_certificate(key, cert, "urn:test:plc", "localhost",
+                                              [ExtendedKeyUsageOID.CLIENT_AUTH], {"commonName": "plc"}))
+    return f"Basic256Sha256,SignAndEncrypt,{cert},{key}"
+
+
+def test_every_node_reads_over_an_encrypted_session_and_anonymous_or_a_wrong_password_is_refused(
+        loop, tmp_path: Path) -> None:
+    st = Station()
+    url = f"opc.tcp://127.0.0.1:{free_port()}/inspector"
+    server = OpcUaServer(st, OpcUaConfig(url, "aoi-7", tmp_path / "srv", "plc", "s3cret"))
+    server.start()
+    try:
+        security = _client_cert(tmp_path)
+        plc = PlcClient(loop, url, "aoi-7", "plc", "s3cret", security).connect()
+        assert set(plc.nodes) == {name for name, _t, _w in TAGS.values()}
+        for name in plc.nodes:
+            plc.read(name)
+        st.set_health("ok", True)
+        st.set_recipe("mini")
+        time.sleep(0.2)
+        assert (plc.read("Health"), plc.read("Ready"), plc.read("Recipe")) == ("ok", True, "mini")
+        state = loop.run(plc.vision("VisionStateMachine").get_child(
+            f"{loop.run(plc.client.get_namespace_index('http://opcfoundation.org/UA/MachineVision'))}:CurrentState"))
+        assert loop.run(state.read_value()).Text == "Operational"
+        with pytest.raises(ua.UaStatusCodeError):  # a tag the PLC only reads
+            plc.write("LastVerdict", "pass", ua.VariantType.String)
+        plc.close()
+        for user, password, sec in ((None, None, security), ("plc", "wrong", security), ("plc", "s3cret", None)):
+            intruder = PlcClient(loop, url, "aoi-7", user, password, sec)
+            with pytest.raises(Exception):  # noqa: B017 - refused: identity, password or the missing encryption
+                intruder.connect()
+            intruder.close()
+    finally:
+        server.stop()
+    with pytest.raises(ValueError, match="needs a user and a password"):
+        OpcUaServer(st, OpcUaConfig(url, "aoi-7", tmp_path / "srv"))
+
+
+def test_the_modbus_register_map_with_a_real_client() -> None:
+    st = Station()
+    fired = []
+    st.on_trigger = lambda: fired.append(time.monotonic()) or fired[-1]
+    port = free_port()
+    server = ModbusServer(st, "127.0.0.1", port)
+    server.start()
+    client = ModbusTcpClient("127.0.0.1", port=port)
+    try:
+        assert client.connect()
+        assert client.write_register(7, 1).registers == [0]  # Trigger: taken, reads 0 again
+        assert len(fired) == 1 and st.counters.triggers == 1
+        st.verdict(fired[0], "id-1", "MINI-SN-4711", "fail")
+        regs = client.read_holding_registers(0, count=58).registers
+        assert regs[1:4] == [1, 2, 1]  # sequence 1, fail, reject
+        assert registers_text(regs[SERIAL:SERIAL + SERIAL_CHARS // 2]) == "MINI-SN-4711"
+        assert client.write_register(6, 1).registers == [1] and st.tags.acknowledge == 1
+        assert client.write_register(2, 5).isError()  # the verdict is the box's to write
+        client.write_register(8, 1)
+        assert st.tags.board_present
+    finally:
+        client.close()
+        server.stop()
+
+
+def _rules_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "mini.yaml").write_text(GOOD + CODE)
+    (folder / "mini-b.yaml").write_text(GOOD.replace("recipe: mini", "recipe: mini-b") + CODE)
+    return folder
+
+
+def _plc_line(demo, tmp_path: Path, loop, db_url: str | None = None, boards: int = 6):  # noqa: ANN001, ANN202
+    """The line on the emulated camera in software-trigger mode, served over OPC UA; a PLC client triggering."""
+    import threading
+
+    from inspector.routing.rules import load_rules
+
+    root, zoo = demo
+    rules = load_rules(_rules_folder(tmp_path) / "mini.yaml")
+    serials = emulator_images(tmp_path / "img", 3, seed=5)
+    source = open_source("genicam:0", rules, 0, 0, camera_settings={
+        "ImageFilename": str(tmp_path / "img"), "Width": 200, "Height": 120, "TriggerMode": "On",
+        "TriggerSource": "Software", "PixelFormat": "BayerRG8"})
+    url = f"opc.tcp://127.0.0.1:{free_port()}/inspector"
+    link = PlcLink(PlcConfig(opcua=url, opcua_anonymous=True, opcua_insecure=True, cert_dir=tmp_path / "opcua",
+                             fail_safe=FailSafe(deadline_ms=3000)), "aoi-1")
+    store = ResultStore(db_url or sqlite_url(tmp_path / "r.sqlite"), connect=False)
+    out: dict = {}
+
+    def run() -> None:
+        out["service"], _ = run_line(rules, zoo, root / "models", source, ServiceConfig(LineConfig(device_mb=40)),
+                                     store, tmp_path, lambda _m: None, plc=link)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 120
+    while (link.opcua is None or link.opcua.server is None or source.camera is None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    plc = PlcClient(loop, url).connect()
+    return plc, link, source, store, serials, t, out
+
+
+def _trigger_and_wait(plc: PlcClient, watch, n: int) -> list[float]:  # noqa: ANN001
+    """Trigger one board at a time, as a PLC does; the latency from each trigger to the new Sequence."""
+    latencies = []
+    for _ in range(n):
+        seen = len(watch.changes)
+        t0 = time.monotonic()
+        plc.write("Trigger", True, ua.VariantType.Boolean)
+        assert watch.wait(lambda w, s=seen: len(w.changes) > s, 60)
+        latencies.append(watch.changes[seen][0] - t0)
+        plc.write("Acknowledge", watch.changes[seen][1], ua.VariantType.UInt32)
+    return latencies
+
+
+def test_a_plc_trigger_over_opcua_takes_one_board_and_sees_its_verdict_serial_and_result_event(
+        demo, tmp_path: Path, loop) -> None:
+    plc, link, source, store, serials, t, out = _plc_line(demo, tmp_path, loop)
+    try:
+        seq = plc.subscribe("Sequence")
+        assert seq.wait(lambda w: w.changes)  # the initial value
+        seq.changes.clear()
+        events = plc.subscribe_results()
+        _trigger_and_wait(plc, seq, 3)
+        assert [v for _t, v in seq.changes] == [1, 2, 3]
+        assert plc.read("LastSerial") == serials[2] and plc.read("LastVerdict") in ("pass", "fail")
+        assert events.wait(lambda w: len(w.events) == 3)
+        assert [e.ProductId for e in events.events] == serials
+        # recipe changeover at a board boundary: refused by name with the reason, then taken
+        status, message = plc.select_recipe("nope")
+        assert status == -1 and "no rule set for recipe 'nope'" in message and "mini-b" in message
+        assert plc.read("RecipeError").startswith("recipe 'nope' refused")
+        assert plc.select_recipe("mini-b")[0] == 0 and plc.read("Recipe") == "mini-b"
+        _trigger_and_wait(plc, seq, 1)
+        plc.write("Recipe", "ghost", ua.VariantType.String)
+        assert seq.wait(lambda w: plc.read("Recipe") == "mini-b" and "ghost" in plc.read("RecipeError"), 10)
+    finally:
+        plc.close()
+        source.stop()
+        t.join(60)
+    stored = store.inspections()
+    assert [i.board_serial for i in stored] == serials + serials[:1]
+    assert [i.recipe for i in stored] == ["mini"] * 3 + ["mini-b"]
+    assert link.station.counters.deadline_missed == 0 and link.station.counters.unacknowledged == 0
+
+
+def test_with_the_database_down_every_reject_still_reaches_the_plc_before_its_deadline(
+        demo, tmp_path: Path, loop) -> None:
+    down = f"postgresql+psycopg2://nobody@127.0.0.1:{free_port()}/none"
+    plc, link, source, store, serials, t, out = _plc_line(demo, tmp_path, loop, db_url=down)
+    try:
+        seq = plc.subscribe("Sequence")
+        assert seq.wait(lambda w: w.changes)
+        seq.changes.clear()
+        latencies = _trigger_and_wait(plc, seq, 4)
+    finally:
+        plc.close()
+        source.stop()
+        t.join(60)
+    assert max(latencies) < link.config.fail_safe.deadline_ms / 1000
+    assert link.station.counters.published == 4 and link.station.counters.deadline_missed == 0
+    status = out["service"].writer.status()
+    assert status.written == 0 and status.spooled == 4  # the database was down the whole time
+
+
+def test_kill_9_of_the_kiosk_is_seen_by_the_plc_as_a_stopped_heartbeat(demo, tmp_path: Path, loop) -> None:
+    root, zoo = demo
+    folder = _rules_folder(tmp_path)
+    emulator_images(tmp_path / "img", 2, seed=5)
+    (tmp_path / "camera.yaml").write_text(f"ImageFilename: {tmp_path / 'img'}\nWidth: 200\nHeight: 120\n"
+                                          "TriggerMode: On\nTriggerSource: Software\n")
+    (tmp_path / "inbox").mkdir()
+    url = f"opc.tcp://127.0.0.1:{free_port()}/inspector"
+    kiosk = KioskProcess(root, zoo.root, folder / "mini.yaml", tmp_path / "inbox", tmp_path / "data",
+                         "--source", "genicam:0", "--camera-settings", str(tmp_path / "camera.yaml"),
+                         "--opcua", url, "--opcua-anonymous", "--opcua-insecure", env={"PYLON_CAMEMU": "1"})
+    try:
+        kiosk.start()
+        plc = PlcClient(loop, url).connect()
+        beat = plc.subscribe("Heartbeat", period_ms=50)
+        assert beat.wait(lambda w: len({v for _t, v in w.changes}) >= 3, 15)  # it beats
+        assert plc.read("Health") in ("ok", "degraded") and plc.read("Ready")
+        kiosk.kill9()
+        killed = time.monotonic()
+        time.sleep(3.0)
+        assert all(at < killed + 0.2 for at, _v in beat.changes)  # not one beat after the kill
+        with pytest.raises(Exception):  # noqa: B017 - the server is gone
+            plc.read("Heartbeat")
+        plc.close()
+    finally:
+        kiosk.close()
