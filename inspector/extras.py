@@ -2,7 +2,8 @@
 
 The base install is the headless line: engine, results, kiosk. `inspector[gui]` adds the dashboard,
 `inspector[llm]` the language model and its endpoint, `inspector[postgres]` the PostgreSQL driver,
-`inspector[genicam]` Basler's pylon binding for industrial cameras (`inspector[all]` all four). A command that needs a missing part stops with the pip line that adds it.
+`inspector[genicam]` Basler's pylon binding for industrial cameras (`inspector[all]` all four). A command
+that needs a missing part stops with the pip line that adds it.
 A leaf module: it imports nothing of ours.
 """
 from __future__ import annotations

@@ -14,6 +14,7 @@ import pytest
 from inspector.app.line import LineConfig
 from inspector.app.run import open_source, run_line
 from inspector.app.service import ServiceConfig
+from inspector.camera.conveyor import conveyor_frames, write_video
 from inspector.camera.gate import BoardGate, GatedSource
 from inspector.camera.opencv import CameraSource
 from inspector.ingest.identity import code_region, read_code
@@ -25,7 +26,6 @@ from inspector.routing.rules import parse_rules
 from inspector.yamlio import ConfigError
 
 from .conftest import DEMO_RULES
-from .conveyor import conveyor_frames, write_video
 from .test_camera_line import Frames
 from .test_routing_rules import GOOD
 

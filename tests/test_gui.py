@@ -503,3 +503,53 @@ def test_attaching_to_nothing_says_so_and_keeps_trying(qtbot, tmp_path: Path) ->
     assert "is the kiosk running" in window.line.message.text()
     assert window.history.search() == 0 and "no results database" in window.history.status.text()
     window.close()
+
+
+def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_and_sets_the_camera(
+        qtbot, demo, tmp_path: Path) -> None:
+    import cv2
+
+    from inspector.app.plc_link import PlcConfig
+    from inspector.camera.conveyor import conveyor_frames
+
+    from .services import free_port
+    from .test_board_gate import CODE
+
+    root, zoo = demo
+    rules = tmp_path / "mini.yaml"
+    rules.write_text(GOOD + CODE, encoding="utf-8")
+    from inspector.routing.rules import load_rules
+
+    frames, serials = conveyor_frames(load_rules(rules), 3, seed=12, still=3, slide=1, gap=2)
+    (tmp_path / "conveyor").mkdir()
+    for i, frame in enumerate(frames):
+        cv2.imwrite(str(tmp_path / "conveyor" / f"{i:03d}.png"), frame)
+    camera = {"ImageFilename": str(tmp_path / "conveyor"), "Width": 200, "Height": 120, "PixelFormat": "BGR8",
+              "AcquisitionFrameRate": 12, "ExposureTime": 1000}
+    plc = PlcConfig(opcua=f"opc.tcp://127.0.0.1:{free_port()}/inspector", opcua_anonymous=True,
+                    cert_dir=tmp_path / "opcua")
+    setup = LineSetup(rules_path=rules, source="genicam:0", camera_settings=camera, plc=plc,
+                      service=ServiceConfig(LineConfig(device_mb=40), overflow="drop-oldest"))
+    backend = LocalBackend(LineController(root / "models", tmp_path / "data", zoo=zoo), setup)
+    window = MainWindow(backend, tmp_path / "no-models")
+    qtbot.addWidget(window)
+    window.show()
+    backend.start()
+    tab = window.io
+    window.tabs.setCurrentWidget(tab)
+    qtbot.waitUntil(lambda: (window.last.get("gate") or {}).get("boards", 0) >= 3, timeout=WAIT)
+    qtbot.waitUntil(lambda: tab.view.pixmap() is not None and not tab.view.pixmap().isNull(), timeout=WAIT)
+    assert "connected" in tab.camera_state.text() and "Emulation" in tab.camera_state.text()
+    assert "boards" in tab.gate_state.text() and "serials read" in tab.gate_state.text()
+    qtbot.waitUntil(lambda: tab.handshakes.rowCount() >= 3, timeout=WAIT)
+    assert {tab.handshakes.item(r, 1).text() for r in range(tab.handshakes.rowCount())} <= set(serials)
+    assert "opc.tcp://127.0.0.1" in tab.plc_state.text()
+    tab.exposure.setValue(1500)
+    tab.apply.click()
+    assert tab.answer.text() == "the camera took the settings"
+    assert backend._camera().settings.ExposureTime == 1500
+    with pytest.raises(ValueError, match="refused the settings.*ExposureTime.*the previous settings stay"):
+        backend.apply_camera({"ExposureTime": 1e12})  # beyond the camera's range: the camera as it was
+    assert backend._camera().settings.ExposureTime == 1500
+    qtbot.waitUntil(lambda: backend._camera().connected, timeout=WAIT)
+    backend.close(60)

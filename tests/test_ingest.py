@@ -5,9 +5,9 @@ import cv2
 import numpy as np
 import pytest
 
+from inspector.camera.opencv import CameraSource
 from inspector.ingest.crops import BoardSizeMismatch, cut_board
 from inspector.ingest.queue import IngestQueue, feed
-from inspector.camera.opencv import CameraSource
 from inspector.ingest.sources import FolderSource, Frame, ReplaySource, SyntheticSource
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import body_box, parse_rules

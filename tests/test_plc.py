@@ -16,13 +16,13 @@ from inspector.app.line import LineConfig
 from inspector.app.plc_link import PlcConfig, PlcLink
 from inspector.app.run import open_source, run_line
 from inspector.app.service import ServiceConfig
+from inspector.plc.client import Loop, PlcClient
 from inspector.plc.modbus import SERIAL, SERIAL_CHARS, ModbusServer, registers_text
 from inspector.plc.opcua import TAGS, OpcUaConfig, OpcUaServer
 from inspector.plc.station import FailSafe, Station
 from inspector.results.store import ResultStore, sqlite_url
 
 from .faults import KioskProcess
-from .plc_clients import Loop, PlcClient
 from .services import free_port
 from .test_board_gate import CODE
 from .test_genicam import emulator_images

@@ -22,6 +22,20 @@ from .qt_env import qt_environment
 from .window import MainWindow
 
 
+def _camera_settings(path: str | None) -> dict | None:
+    if not path:
+        return None
+    from inspector.yamlio import load_yaml
+
+    return load_yaml(Path(path).read_text(encoding="utf-8"), path) or {}
+
+
+def _plc(args: argparse.Namespace, data: Path):  # noqa: ANN202 - the PlcConfig of --opcua / --modbus, or None
+    from inspector.cli.common import plc_config_of
+
+    return plc_config_of(args, data)
+
+
 def local_backend(args: argparse.Namespace) -> LocalBackend:
     models, data = models_dir(args.models), data_dir(args.data)
     zoo = None
@@ -33,7 +47,8 @@ def local_backend(args: argparse.Namespace) -> LocalBackend:
                       register=not args.no_register)
     setup = LineSetup(rules_path=Path(args.rules) if args.rules else RULES_DIR / "board_a.yaml", source=args.source,
                       boards=args.boards, seed=args.seed, interval_s=args.interval, defect_rate=args.defect_rate,
-                      camera=args.camera, service=ServiceConfig(line, keep_crops=args.keep_crops))
+                      camera=args.camera, service=ServiceConfig(line, keep_crops=args.keep_crops),
+                      camera_settings=_camera_settings(args.camera_settings), gate=args.gate, plc=_plc(args, data))
     return LocalBackend(LineController(models, data, args.db, zoo, say=say_for(logging.getLogger("inspector.gui"))),
                         setup, **({"llm_mb": args.llm_mb} if args.llm_mb is not None else {}))
 

@@ -204,6 +204,27 @@ class LocalBackend:
     def apply_allocation(self, allocation: Allocation) -> str:
         return self.controller.apply_allocation(allocation)
 
+    # camera
+    def _camera(self) -> Any:
+        service = self.controller.service
+        source = service.source if service is not None else None
+        return getattr(source, "inner", source)
+
+    def camera_frame(self) -> np.ndarray | None:
+        """The newest frame the camera delivered, board or not (None: no camera, or no frame yet)."""
+        return getattr(self._camera(), "last_image", None)
+
+    def apply_camera(self, settings: dict[str, Any]) -> str:
+        camera = self._camera()
+        if not hasattr(camera, "apply"):
+            raise RuntimeError("this line's source has no camera settings (a GenICam camera has)")
+        from inspector.camera.settings import parse_settings
+
+        refused = camera.apply(parse_settings({**camera.settings.to_json(), **settings}, "the camera form"))
+        if refused:
+            raise ValueError(refused)
+        return "the camera took the settings"
+
     def review(self, req: ReviewRequest) -> str:
         """Store an operator's review in this line's database (ReviewRefused when it contradicts the call)."""
         store = self.store()
@@ -282,6 +303,23 @@ class AttachedBackend:
 
     def snapshot(self) -> dict[str, Any]:
         return self._latest
+
+    def camera_frame(self) -> np.ndarray | None:
+        """The kiosk's newest camera frame (GET /camera/frame), None when it has none or is unreachable."""
+        import base64
+
+        import cv2
+
+        try:
+            doc = self._call("GET", "/camera/frame", timeout=2.0)
+        except (RuntimeError, ValueError):
+            return None
+        data = np.frombuffer(base64.b64decode(doc["jpeg_base64"]), np.uint8)
+        return cv2.imdecode(data, cv2.IMREAD_COLOR)
+
+    def apply_camera(self, settings: dict[str, Any]) -> str:
+        self._call("POST", "/camera/settings", json.dumps(settings).encode(), timeout=20.0)
+        return "the kiosk's camera took the settings (and saved them for its next start)"
 
     def store(self) -> ResultStore | None:
         """The results database given with --db (never a URL the kiosk reports); None without one."""

@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from inspector.paths import models_dir
@@ -46,6 +48,33 @@ def _wait(app, until: Callable[[], bool], timeout: float) -> bool:  # noqa: ANN0
             return True
         time.sleep(0.03)
     return until()
+
+
+def _camera_line(setup, data: Path, say: Callable[[str], None]):  # noqa: ANN001, ANN202 - a LineSetup
+    """The setup on pypylon's emulated camera running free over a conveyor of the demo board (frames written
+    for the emulator to play), with the board gate and an OPC UA server on loopback."""
+    import cv2
+
+    from inspector.app.plc_link import PlcConfig
+    from inspector.camera.conveyor import conveyor_frames
+    from inspector.routing.rules import load_rules
+
+    os.environ.setdefault("PYLON_CAMEMU", "1")
+    rules = load_rules(setup.rules_path)
+    folder = data / "conveyor"
+    folder.mkdir(parents=True, exist_ok=True)
+    frames, _ = conveyor_frames(rules, 10, seed=11, still=3, slide=1, gap=1)
+    for i, frame in enumerate(frames):
+        cv2.imwrite(str(folder / f"{i:04d}.png"), frame)
+    say(f"an emulated GenICam camera plays {len(frames)} conveyor frames of {rules.recipe} at 15 fps")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = {"ImageFilename": str(folder), "Width": rules.board_size[0], "Height": rules.board_size[1],
+                "PixelFormat": "BayerRG8", "AcquisitionFrameRate": 15, "ExposureTime": 2000}
+    plc = PlcConfig(opcua=f"opc.tcp://127.0.0.1:{port}/inspector", opcua_anonymous=True, cert_dir=data / "opcua")
+    return replace(setup, source="genicam:0", camera=None, camera_settings=settings, plc=plc,
+                   service=replace(setup.service, overflow="drop-oldest"))
 
 
 def shoot(args: argparse.Namespace) -> int:
@@ -78,6 +107,8 @@ def shoot(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication([sys.argv[0]])
     setup = LineSetup(source="synthetic", boards=0, interval_s=args.interval, camera="realistic",
                       service=ServiceConfig(LineConfig(device_mb=args.device_mb)))
+    if not args.synthetic:  # the line as it runs on a conveyor: an emulated GenICam camera, the gate, OPC UA
+        setup = _camera_line(setup, data, say)
     backend = LocalBackend(LineController(models, data, say=say), setup)
     window = MainWindow(backend, models)
     window.showMaximized()  # the whole 1366x768 screen, title bar and menus included
@@ -146,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=40.0, help="seconds of charts before the shots (default 40)")
     p.add_argument("--interval", type=float, default=0.0, help="seconds between synthetic boards (default 0)")
     p.add_argument("--device-mb", type=float, default=160.0)
+    p.add_argument("--synthetic", action="store_true",
+                   help="feed the line synthetic boards (default: an emulated GenICam camera over a conveyor)")
     args = p.parse_args(argv)
     if not os.environ.get("DISPLAY"):
         return _under_xvfb(argv)

@@ -1,4 +1,4 @@
-"""The dashboard window: six tabs over one backend, one timer reading one snapshot per tick.
+"""The dashboard window: seven tabs over one backend, one timer reading one snapshot per tick.
 
 The GUI never waits on the line: the line runs on its own threads and the
 timer (5 Hz) reads a snapshot of plain counters; slower reads (the database,
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QTabWidget
 
 from . import menus, window_state
 from .tabs.history import HistoryTab
+from .tabs.line_io import LineIoTab
 from .tabs.line_view import LineViewTab
 from .tabs.llm import LlmTab
 from .tabs.memory import MemoryTab
@@ -40,10 +41,11 @@ class MainWindow(QMainWindow):
         self.rules = RulesTab(backend)
         self.memory = MemoryTab(backend)
         self.history = HistoryTab(backend)
+        self.io = LineIoTab(backend)
         self.llm = LlmTab(models_dir, llm_model, borrow=getattr(backend, "llm_loan", None))
         for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
                           (self.rules, "Routing rules"), (self.memory, "Memory && executors"),
-                          (self.history, "History"), (self.llm, "Language model")):
+                          (self.history, "History"), (self.llm, "Language model"), (self.io, "Camera && PLC")):
             self.tabs.addTab(tab, name)
         self.setCentralWidget(self.tabs)
         self.state = QLabel("")
@@ -94,6 +96,8 @@ class MainWindow(QMainWindow):
                 self.memory.refresh(snap)
         if shown is self.rules:
             self.rules.refresh(snap)
+        if shown is self.io:
+            self.io.refresh(snap)
         self._ticks += 1
         if self._ticks % SLOW_EVERY == 1 or self._switched:
             self._switched = False
@@ -101,6 +105,8 @@ class MainWindow(QMainWindow):
                 self.line.refresh_slow()
             if shown is self.throughput and "engine" in snap:
                 self.throughput.refresh_slow(snap)
+            if shown is self.io:
+                self.io.refresh_slow()
         ctl = snap.get("controller") or {}
         tp = (snap.get("throughput") or {}).get("parts_per_s")
         self.state.setText(f"{ctl.get('phase', snap.get('state', '?'))}"

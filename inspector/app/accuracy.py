@@ -152,7 +152,8 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
 def format_table(results: list[ConditionResult]) -> str:
     classes = [c for c in DEFECTS if any(c in r.detection.by_class for r in results)]
     head = (f"{'condition':<14}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
-            f"{'rejected':>9}{'serial read':>16}{'resid mean':>11}{'resid max':>10}" + "".join(f"{c:>9}" for c in classes))
+            f"{'rejected':>9}{'serial read':>16}{'resid mean':>11}{'resid max':>10}"
+            + "".join(f"{c:>9}" for c in classes))
     lines = [head, "-" * len(head)]
     for r in results:
         d = r.detection

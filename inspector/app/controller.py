@@ -23,6 +23,8 @@ from ..results.credentials import database_url
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet, load_rules
 from .allocation import Allocation, reallocate_live
+from .plc_link import PlcConfig, PlcLink
+from .recipes import RecipeBook
 from .rules_watch import RulesWatcher
 from .run import RULES_DIR, demo_zoo, line_profiles, open_source
 from .service import LineService, ServiceConfig
@@ -41,6 +43,9 @@ class LineSetup:
     defect_rate: float | None = 0.005
     camera: str | None = None  # synthetic boards as a camera sees them (a preset or settings: ingest/camera_model.py)
     service: ServiceConfig = ServiceConfig()
+    camera_settings: dict | None = None  # a GenICam camera's settings (SFNC names: camera/settings.py)
+    gate: str = "auto"  # the board gate (camera/gate.py): auto, on, off
+    plc: PlcConfig | None = None  # serve the line controller (OPC UA, Modbus) while the line runs
 
 
 class LineController:
@@ -58,6 +63,7 @@ class LineController:
         self.rules: RulesWatcher | None = None
         self.setup: LineSetup | None = None
         self._thread: threading.Thread | None = None
+        self.plc: PlcLink | None = None  # the line controller's link, when the setup asks for one
         self._lock = threading.Lock()
         self._restart: LineSetup | None = None
 
@@ -151,6 +157,8 @@ class LineController:
         """The running line's snapshot (see snapshot.py) plus the controller's phase, error and log."""
         service = self.service
         out: dict[str, Any] = snapshot(service, self.rules) if service is not None else {"state": "idle"}
+        if self.plc is not None and service is not None:
+            out["plc"] = self.plc.snapshot()
         out["controller"] = {"phase": self.phase, "error": self.error, "log": list(self.log)[-50:],
                              "rules_path": str(self.setup.rules_path) if self.setup else None,
                              "source": self.setup.source if self.setup else None}
@@ -189,13 +197,19 @@ class LineController:
             self.profiles = line_profiles(zoo, self.models_dir, self.say)
         camera = setup.camera if setup.source.startswith("synthetic") else None  # a real source is its own camera
         source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate,
-                             camera)
+                             camera, gate=setup.gate, camera_settings=setup.camera_settings)
         store = ResultStore(self.db_url, connect=False)  # the line spools while the database is down
         try:
             service = LineService(rules, zoo, self.profiles, setup.service, store, self.data_dir, source,
                                   say=self.say)
             watcher = RulesWatcher(service.line, setup.rules_path, say=self.say)
             self.service, self.rules = service, watcher
+            if setup.plc is not None and setup.plc.enabled:
+                plc = PlcLink(setup.plc, setup.service.line.station)
+                plc.attach(service, RecipeBook(watcher, [Path(setup.rules_path).parent]))
+                plc.start()
+                plc.station.set_health("ok", True)
+                self.plc = plc
             service.start()
             watcher.start()
             with self._lock:
@@ -207,6 +221,8 @@ class LineController:
                      f"{setup.service.line.policy}")
             service.run()
             watcher.stop()
+            if self.plc is not None:
+                self.plc.stop()
             w = service.writer.status()
             self.say(f"line stopped: {service.line.stats.boards} boards, {w.written} stored, {w.spooled} spooled")
         finally:

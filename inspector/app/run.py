@@ -8,13 +8,13 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..camera.gate import GatedSource
 from ..coserve.offline.profiler import load_or_profile
 from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
 from ..ingest.glare import Glare
 from ..ingest.images import DEFAULT_MAX_PIXELS
-from ..camera.gate import GatedSource
 from ..ingest.sources import FolderSource, ReplaySource, Source, SyntheticSource
 from ..ingest.sources import serial_pattern as serial_pattern_of
 from ..ingest.synthetic import rates_for

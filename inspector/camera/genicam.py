@@ -21,10 +21,9 @@ from typing import Any
 import cv2
 import numpy as np
 
+from ..extras import require
 from ..ingest.sources import Frame, Source
 from .settings import CameraSettings
-
-from ..extras import require
 
 try:  # the genicam extra (240 MB of transport layers): a box without it still runs every other source
     from pypylon import genicam, pylon
@@ -64,6 +63,11 @@ class GenICamSource(Source):
         self._trigger_times: deque[float] = deque(maxlen=64)  # monotonic times of triggers not yet answered
         self._lock = threading.Lock()
         self.info: dict[str, str] = {}
+        self.last_image: np.ndarray | None = None  # the newest frame, board or not (the live view)
+        self.last_image_at: float | None = None
+        self._next: CameraSettings | None = None  # settings asked for, taken between two frames
+        self._applied = threading.Condition()
+        self._apply_result: str | None = None
         super().__init__(f"genicam:{device}")
 
     # -- the camera ------------------------------------------------------------------------------------------
@@ -140,6 +144,38 @@ class GenICamSource(Source):
             self.triggers += 1
             return at
 
+    def apply(self, settings: CameraSettings, timeout: float = 15.0) -> str | None:
+        """New settings for the running camera, taken between two frames (the camera is reopened with them);
+        the reason when the camera refused them (the previous settings stay in force), None when applied."""
+        if settings.triggered != self.settings.triggered:
+            return ("switching between free running and triggered changes how frames become boards (the gate); "
+                    "save the settings and restart the line")
+        with self._applied:
+            self._next, self._apply_result = settings, None
+            if not self._applied.wait_for(lambda: self._next is None, timeout):
+                self._next = None
+                return f"the camera did not take the settings within {timeout:g} s"
+            return self._apply_result
+
+    def _take_settings(self) -> None:
+        """Between two frames: reopen with the settings asked for; back to the old ones when refused."""
+        with self._applied:
+            new, old = self._next, self.settings
+        if new is None:
+            return
+        self._close()
+        self.settings = new
+        try:
+            self._open()
+            result = None
+        except Exception as exc:  # noqa: BLE001 - a feature the camera refuses: the old settings come back
+            self.settings = old
+            result = f"the camera refused the settings ({_short(exc)}); the previous settings stay"
+            self.counters.fail(f"camera {self.device}: {result}")
+        with self._applied:
+            self._next, self._apply_result = None, result
+            self._applied.notify_all()
+
     # -- frames ----------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Frame]:
         failures, n, opened = 0, 0, False
@@ -147,6 +183,8 @@ class GenICamSource(Source):
         converter.OutputPixelFormat = pylon.PixelType_BGR8packed
         try:
             while not self._stop and (self.frames is None or n < self.frames):
+                if self._next is not None:
+                    self._take_settings()
                 if self.camera is None:
                     if opened:
                         self.counters.reconnects += 1  # every attempt after the first open is a reconnect
@@ -174,6 +212,7 @@ class GenICamSource(Source):
                 failures = 0
                 n += 1
                 self.counters.delivered()
+                self.last_image, self.last_image_at = frame.image, time.monotonic()
                 yield frame
         finally:
             self._close()

@@ -10,6 +10,7 @@ and a headless box never imports the dashboard's or the language model's package
     loop.py     review, dataset export, zoo train / versions / activate / rollback, retrain-demo
     results.py  export, db prune
     setup.py    config check / paths
+    lineio.py   camera list / video, bench-io
     config.py   the config file: its values become the parsers' defaults, flags win
 """
 from __future__ import annotations
@@ -40,6 +41,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "soak": ("run the line on synthetic boards for a long time and report memory (RSS)", "line:add_soak"),
     "llm": ("the Mixture-of-Experts language model on the shared runtime [llm]", "line:add_llm"),
     "config": ("the config file: check it, show where things are", "setup:add_config"),
+    "camera": ("industrial cameras (list) and conveyor streams (video) [genicam]", "lineio:add_camera"),
+    "bench-io": ("the PLC's trigger to the verdict at the PLC, through an emulated camera and the line",
+                 "lineio:add_bench_io"),
 }
 GLOBAL_VALUE_FLAGS = ("--models", "--config", "--log-level")
 

@@ -102,9 +102,16 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
 
 def plc_of(args: argparse.Namespace, data: Path):  # noqa: ANN201 - a PlcLink or None
     """The line controller's link from the --opcua / --modbus flags (None when neither is given)."""
+    from ..app.plc_link import PlcLink
+
+    config = plc_config_of(args, data)
+    return PlcLink(config, args.station) if config is not None else None
+
+
+def plc_config_of(args: argparse.Namespace, data: Path):  # noqa: ANN201 - a PlcConfig or None
     if not (getattr(args, "opcua", None) or getattr(args, "modbus", None)):
         return None
-    from ..app.plc_link import PlcConfig, PlcLink
+    from ..app.plc_link import PlcConfig
     from ..plc.station import FailSafe
     from ..results.credentials import credential
 
@@ -115,7 +122,12 @@ def plc_of(args: argparse.Namespace, data: Path):  # noqa: ANN201 - a PlcLink or
                        opcua_anonymous=args.opcua_anonymous, opcua_insecure=args.opcua_insecure, modbus=args.modbus,
                        fail_safe=FailSafe(args.deadline_ms, not args.no_reject_on_error, args.reject_noread),
                        cert_dir=data / "opcua")
-    return PlcLink(config, args.station)
+    from ..plc.opcua import OpcUaConfig
+
+    if config.opcua:  # refused now, with what to do, rather than when the line starts
+        OpcUaConfig(config.opcua, args.station, anonymous=config.opcua_anonymous, user=config.opcua_user,
+                    password=config.opcua_password).check()
+    return config
 
 
 def plc_flags(p: argparse.ArgumentParser) -> None:

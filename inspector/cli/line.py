@@ -11,12 +11,12 @@ from ..ingest.queue import OVERFLOW_POLICIES
 from ..results.crops import KEEP_MODES
 from .common import (
     database_flags,
-    plc_flags,
-    plc_of,
     default_rules,
     line_setup,
     models_of,
     note_registration,
+    plc_flags,
+    plc_of,
     say,
     zoo_of,
 )
@@ -75,7 +75,8 @@ def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 -
     from ..kiosk.service import KioskConfig
 
     return KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every, silent_s=args.silent_s,
-                       token=token, llm_mb=args.llm_mb, lease_s=args.grant_lease_s)
+                       token=token, llm_mb=args.llm_mb, lease_s=args.grant_lease_s,
+                       camera_settings=args.camera_settings)
 
 
 def reread_kiosk(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a Reread

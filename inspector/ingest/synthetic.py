@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, Placement, RuleSet, body_box
 from ..routing.identity import SerialCode
+from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, Placement, RuleSet, body_box
 from ..routing.shapes import SHAPES
 from .identity import code_image
 
@@ -86,8 +86,9 @@ def draw_code(image: np.ndarray, code: SerialCode, serial: str) -> None:
     modules = code_image(serial, code) < 128  # dark modules of the symbol: printed as silkscreen
     h, w = modules.shape
     if max(h, w) > code.size:
-        raise ValueError(f"serial {serial!r} needs a {w}x{h} px code at {code.module_px} px per module, larger than the "
-                         f"rule set's code region of {code.size} px; make serial_code.size larger or module_px smaller")
+        raise ValueError(f"serial {serial!r} needs a {w}x{h} px code at {code.module_px} px per module, larger "
+                         f"than the rule set's code region of {code.size} px; make serial_code.size larger or "
+                         "module_px smaller")
     x0, y0 = code.at[0] - w // 2, code.at[1] - h // 2  # type: ignore[index]
     patch = image[y0:y0 + h, x0:x0 + w]
     patch[:] = MASK_BGR

@@ -26,6 +26,7 @@ from ..app.rules_watch import RulesWatcher
 from ..app.run import progress_line
 from ..app.service import LineService
 from ..app.snapshot import snapshot
+from .camera_control import CameraControl
 from .control import Control
 from .health import health
 from .http import Endpoints
@@ -44,6 +45,7 @@ class KioskConfig:
     token: str | None = None  # the API token; None: the endpoints take no changes
     llm_mb: float = 0.0  # memory set aside for a language model beside the line, lent on a lease (runtime/grants)
     lease_s: float = 15.0  # a grant not renewed for this long is taken back
+    camera_settings: str | None = None  # the camera's settings file, rewritten when settings change over the API
 
 
 LIVE_FIELDS = ("stall_s", "log_every_s", "silent_s")  # what a reload (SIGHUP) changes in a running kiosk
@@ -75,14 +77,17 @@ class Kiosk:
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
             if config.llm_mb > 0 else None
         lending = self.lender.routes() if self.lender is not None else {}
+        self.camera = CameraControl(service, config.camera_settings)
         self.endpoints = Endpoints(
             config.listen, line_registry(self.snapshot), self.snapshot, self.health,
             reads={"/rules": self.control.rules_document, "/reviews": self.control.review_document,
-                   "/experts": self.control.experts_document,
+                   "/experts": self.control.experts_document, "/camera": self.camera.document,
+                   "/camera/frame": self.camera.frame,
                    **({"/ledger": self.lender.snapshot} if self.lender is not None else {})},
             posts={"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
                    "/allocation": self.control.allocation, "/reviews": self.control.review,
-                   "/experts/swap": self.control.swap_expert, **lending},
+                   "/experts/swap": self.control.swap_expert, "/camera/settings": self.camera.apply_settings,
+                   **lending},
             token=config.token)
         self._done = threading.Event()
         self._stop_lock = threading.Lock()

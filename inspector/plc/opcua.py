@@ -80,9 +80,9 @@ class OpcUaConfig:
         if url.scheme != "opc.tcp" or not url.port:
             raise ValueError(f"OPC UA endpoint {self.endpoint!r} must be opc.tcp://HOST:PORT[/PATH]")
         if not self.anonymous and not (self.user and self.password):
-            raise ValueError("the OPC UA server needs a user and a password (--opcua-user and $INSPECTOR_OPCUA_PASSWORD "
-                             "or the systemd credential opcua-password), or anonymous access allowed on purpose "
-                             "(--opcua-anonymous)")
+            raise ValueError("the OPC UA server needs a user and a password (--opcua-user and "
+                             "$INSPECTOR_OPCUA_PASSWORD or the systemd credential opcua-password), or anonymous "
+                             "access allowed on purpose (--opcua-anonymous)")
 
 
 class _Users(UserManager):

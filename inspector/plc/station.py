@@ -159,7 +159,8 @@ class Station:
             heapq.heappush(self._due, _Due(start + self.fail_safe.deadline_ms / 1000, key))
         self._wake.set()
 
-    def verdict(self, key: Any, inspection_id: str, serial: str, verdict: str, noread: bool = False) -> Published | None:
+    def verdict(self, key: Any, inspection_id: str, serial: str, verdict: str,
+                noread: bool = False) -> Published | None:
         """The line decided: publish it now (None when its deadline already passed and was published)."""
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")

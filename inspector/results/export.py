@@ -17,8 +17,9 @@ from sqlalchemy.orm import Session
 from .schema import Review
 from .store import Filters, ResultStore
 
-COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line", "station", "recipe", "ruleset_version",
-           "board_verdict", "ref", "component_type", "verdict", "defect_class", "score", "expert", "weights_sha256",
+COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line", "station", "recipe",
+           "ruleset_version", "board_verdict", "ref", "component_type", "verdict", "defect_class", "score", "expert",
+           "weights_sha256",
            "box_x0", "box_y0", "box_x1", "box_y1", "crop_path", "error", "registration_residual_px", "board_error",
            "review_call", "review_class", "reviewer", "reviewed_at")
 
@@ -40,7 +41,8 @@ def export_csv(store: ResultStore, out: TextIO, filters: Filters | None = None) 
         reviews = {r.component_result_id: r for r in s.scalars(select(Review))}
     n = 0
     for insp, part in store.component_rows(filters, bare_boards=True):
-        board = (insp.uuid, cell(insp.board_serial), insp.serial_source or "", insp.started_at.isoformat(), cell(insp.line), cell(insp.station),
+        board = (insp.uuid, cell(insp.board_serial), insp.serial_source or "", insp.started_at.isoformat(),
+                 cell(insp.line), cell(insp.station),
                  cell(insp.recipe), cell(insp.ruleset_version), insp.verdict)
         tail = ("" if insp.reg_residual_px is None else f"{insp.reg_residual_px:.3f}", cell(insp.error or ""))
         if part is None:

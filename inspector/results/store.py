@@ -314,7 +314,8 @@ def board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shap
 def _row(b: BoardRecord) -> Inspection:
     return Inspection(
         uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
-        board_serial=b.board_serial, serial_source=b.serial_source, recipe=b.recipe, ruleset_version=b.ruleset_version, verdict=b.verdict,
+        board_serial=b.board_serial, serial_source=b.serial_source, recipe=b.recipe,
+        ruleset_version=b.ruleset_version, verdict=b.verdict,
         source=b.source[:512], error=b.error, reg_residual_px=b.residual_px,
         reg_transform=json.dumps([round(v, 6) for v in b.transform]) if b.transform else None,
         reg_fiducials=(json.dumps({k: [round(v, 3) for v in xy] for k, xy in b.fiducials.items()})

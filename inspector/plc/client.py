@@ -1,4 +1,6 @@
-"""Real OPC UA clients (asyncua) for the PLC tests, run on an event loop of their own in a thread."""
+"""A PLC's side of the station's OPC UA server (asyncua), callable from plain threads: what `inspector
+bench-io` triggers and watches with, and what the tests drive the station with. Its event loop runs on a
+thread of its own."""
 from __future__ import annotations
 
 import asyncio
@@ -9,8 +11,7 @@ from typing import Any
 
 from asyncua import Client, ua
 
-NAMESPACE = "urn:inspector:station"
-MV_NAMESPACE = "http://opcfoundation.org/UA/MachineVision"
+from .opcua import MV_NAMESPACE, NAMESPACE
 
 
 class Loop:

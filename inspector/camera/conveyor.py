@@ -1,4 +1,9 @@
-"""A camera over a conveyor, for tests: boards slide in, lie still, slide out, with empty conveyor between."""
+"""A synthetic camera over a conveyor: boards slide in, lie still, slide out, with empty conveyor between.
+
+What a fixed camera over a line delivers when it runs free: the stream the board gate (gate.py) is for.
+`inspector camera video` writes one to try the gate and the line on (`inspector run --source camera:FILE`);
+the tests and benchmarks use it too.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,9 +11,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from inspector.ingest.camera_model import CONVEYOR_BGR
-from inspector.ingest.synthetic import render_board
-from inspector.routing.rules import RuleSet
+from ..ingest.camera_model import CONVEYOR_BGR
+from ..ingest.synthetic import render_board
+from ..routing.rules import RuleSet
 
 
 def conveyor_frames(rules: RuleSet, boards: int, seed: int = 5, still: int = 6, slide: int = 3, gap: int = 6,

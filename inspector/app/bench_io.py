@@ -1,0 +1,200 @@
+"""`inspector bench-io`: from the PLC's trigger to the verdict at the PLC, through the camera and the whole line.
+
+A PLC client (asyncua, over an encrypted session with a user, as on a line) writes the station's Trigger; the
+emulated industrial camera (pypylon's emulator, serving pre-rendered boards of the recipe, so rendering is not
+in the measured process's way) takes one frame; the line registers it, reads its code, inspects every part and
+decides; the station publishes the verdict; the client's subscription sees Sequence change. The latency is
+from the write to that notification, as the PLC sees it; the PLC acknowledges and triggers the next board
+(closed loop: the boards/min is what one station sustains). The same is run with the results database down
+(an unreachable PostgreSQL server: results spool), which must not move the verdict.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..experts.zoo import Zoo
+from ..results.store import ResultStore, sqlite_url
+from ..routing.rules import RuleSet
+from .line import LineConfig
+from .plc_link import PlcConfig, PlcLink
+from .service import ServiceConfig
+
+Say = Callable[[str], None]
+WARMUP = 3  # boards before the measured ones (experts loaded, caches warm)
+
+
+@dataclass
+class PhaseResult:
+    phase: str
+    latencies_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    deadline_missed: int = 0
+    stored: int = 0
+    spooled: int = 0
+    serials_right: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
+
+    def quantile(self, q: float) -> float:
+        xs = sorted(self.latencies_ms)
+        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+    @property
+    def boards_per_min(self) -> float:
+        return 60 * len(self.latencies_ms) / self.seconds if self.seconds else 0.0
+
+    def to_json(self) -> dict:
+        return {"phase": self.phase, "boards": len(self.latencies_ms), "p50_ms": self.quantile(0.5),
+                "p99_ms": self.quantile(0.99), "max_ms": max(self.latencies_ms, default=float("nan")),
+                "boards_per_min": self.boards_per_min, "deadline_missed": self.deadline_missed,
+                "stored": self.stored, "spooled": self.spooled, "serials_right": self.serials_right,
+                "verdicts": self.verdicts}
+
+
+def render_folder(rules: RuleSet, folder: Path, n: int, seed: int = 4242) -> list[str]:
+    """`n` boards of the recipe as the emulator's images, in the order it serves them; their serials."""
+    from ..ingest.synthetic import render_board
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng([seed, rules.seed])
+    serials = []
+    for i in range(n):
+        board = render_board(rules, f"{rules.recipe.upper()}-IO-{i:04d}", rng)
+        cv2.imwrite(str(folder / f"{i:04d}.png"), board.image)
+        serials.append(board.serial)
+    return serials
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _client_certificate(folder: Path) -> str:
+    from asyncua.crypto.cert_gen import setup_self_signed_certificate
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    key, cert = folder / "plc-key.pem", folder / "plc-cert.der"
+    await setup_self_signed_certificate(key, cert, "urn:inspector:bench-plc", "localhost",
+                                        [ExtendedKeyUsageOID.CLIENT_AUTH], {"commonName": "bench plc"})
+    return f"Basic256Sha256,SignAndEncrypt,{cert},{key}"
+
+
+def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Path, serials: list[str],
+              boards: int, db_url: str | None, work: Path, config: LineConfig, deadline_ms: float,
+              say: Say) -> PhaseResult:
+    from ..plc.client import Loop, PlcClient
+    from ..plc.station import FailSafe
+    from .run import open_source, run_line
+
+    work.mkdir(parents=True, exist_ok=True)
+    source = open_source("genicam:0", rules, 0, 0, camera_settings={
+        "ImageFilename": str(images), "Width": rules.board_size[0], "Height": rules.board_size[1],
+        "PixelFormat": "BayerRG8", "TriggerMode": "On", "TriggerSource": "Software"})
+    url = f"opc.tcp://127.0.0.1:{_free_port()}/inspector"
+    password = os.urandom(12).hex()
+    link = PlcLink(PlcConfig(opcua=url, opcua_user="plc", opcua_password=password, cert_dir=work / "opcua",
+                             fail_safe=FailSafe(deadline_ms=deadline_ms)), config.station)
+    store = ResultStore(db_url or sqlite_url(work / "results.sqlite"), connect=False)
+    out: dict = {}
+
+    def line() -> None:
+        out["service"], _ = run_line(rules, zoo, models_dir, source, ServiceConfig(config, keep_crops="none"), store,
+                                     work, lambda _m: None, plc=link)
+    thread = threading.Thread(target=line, name="bench-io-line", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 300
+    while (link.opcua is None or link.opcua.server is None or source.camera is None) and time.monotonic() < deadline:
+        if not thread.is_alive():
+            raise RuntimeError("the line stopped before the camera and the OPC UA server were up")
+        time.sleep(0.05)
+    loop = Loop()
+    result = PhaseResult(phase)
+    try:
+        security = loop.run(_client_certificate(work))
+        plc = PlcClient(loop, url, config.station, "plc", password, security).connect()
+        watch = plc.subscribe("Sequence", period_ms=5)
+        watch.wait(lambda w: w.changes, 10)
+        watch.changes.clear()
+        t_start = None
+        for i in range(WARMUP + boards):
+            if i == WARMUP:
+                t_start = time.monotonic()
+            seen = len(watch.changes)
+            t0 = time.monotonic()
+            plc.write("Trigger", True, _boolean())
+            if not watch.wait(lambda w, s=seen: len(w.changes) > s, 30):
+                raise RuntimeError(f"no verdict for board {i} within 30 s")
+            at, sequence = watch.changes[seen]
+            plc.write("Acknowledge", sequence, _uint32())
+            if i >= WARMUP:
+                result.latencies_ms.append(1000 * (at - t0))
+        result.seconds = time.monotonic() - (t_start or time.monotonic())
+        plc.close()
+    finally:
+        source.stop()
+        thread.join(120)
+        loop.close()
+    service = out.get("service")
+    st = link.station.counters
+    result.deadline_missed = st.deadline_missed
+    if service is not None:
+        w = service.writer.status()
+        result.stored, result.spooled = w.written, w.spooled
+        result.verdicts = dict(service.line.stats.board_verdicts)
+        result.serials_right = service.line.stats.serials_read
+    store.close()
+    say(f"{phase}: p50 {result.quantile(0.5):.1f} ms, p99 {result.quantile(0.99):.1f} ms over "
+        f"{len(result.latencies_ms)} boards")
+    return result
+
+
+def _boolean():  # noqa: ANN202
+    from asyncua import ua
+
+    return ua.VariantType.Boolean
+
+
+def _uint32():  # noqa: ANN202
+    from asyncua import ua
+
+    return ua.VariantType.UInt32
+
+
+def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: LineConfig, deadline_ms: float,
+             phases: tuple[str, ...] = ("up", "down"), say: Say = lambda _m: None) -> list[PhaseResult]:
+    os.environ.setdefault("PYLON_CAMEMU", "1")  # before pylon starts: the emulated camera
+    results = []
+    with tempfile.TemporaryDirectory(prefix="inspector-bench-io-") as tmp:
+        root = Path(tmp)
+        serials = render_folder(rules, root / "images", min(boards + WARMUP, 24))
+        for phase in phases:
+            down = f"postgresql+psycopg2://nobody@127.0.0.1:{_free_port()}/down" if phase == "down" else None
+            name = "database down" if down else "database up"
+            results.append(run_phase(name, rules, zoo, models_dir, root / "images", serials, boards, down,
+                                     root / phase, config, deadline_ms, say))
+    return results
+
+
+def format_table(results: list[PhaseResult], deadline_ms: float) -> str:
+    head = (f"{'phase':<16}{'boards':>7}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'boards/min':>12}"
+            f"{'missed':>8}{'stored':>8}{'spooled':>9}{'serials read':>14}")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        n = len(r.latencies_ms)
+        lines.append(f"{r.phase:<16}{n:>7}{r.quantile(0.5):>9.1f}{r.quantile(0.99):>9.1f}"
+                     f"{max(r.latencies_ms, default=float('nan')):>9.1f}{r.boards_per_min:>12.1f}"
+                     f"{r.deadline_missed:>8}{r.stored:>8}{r.spooled:>9}{r.serials_right:>9}/{n + WARMUP}")
+    lines.append(f"latency: the PLC's Trigger write to its Sequence notification (OPC UA, Basic256Sha256 "
+                 f"SignAndEncrypt); deadline {deadline_ms:g} ms; {WARMUP} warm-up boards before each phase")
+    return "\n".join(lines)

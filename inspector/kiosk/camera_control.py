@@ -1,0 +1,72 @@
+"""The camera over the kiosk's API: its state and live view for anyone who may read /status, its settings for
+a client with the token.
+
+- `GET /camera`: the camera's state and settings (SFNC names), the board gate's counters, the serials read.
+- `GET /camera/frame`: the newest frame the camera delivered, board or not, as a JPEG (base64 in JSON).
+- `POST /camera/settings`: new settings (JSON of SFNC names), taken by the running camera between two frames;
+  refused settings leave the camera as it was; applied settings replace the settings file atomically, so a
+  restarted kiosk starts with them.
+"""
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import yaml
+
+from ..app.service import LineService
+from ..camera.settings import parse_settings
+from ..runtime.diskio import write_atomically
+from .http import HttpError, json_object
+
+
+class CameraControl:
+    def __init__(self, service: LineService, settings_path: str | None = None) -> None:
+        self.service = service
+        self.settings_path = Path(settings_path) if settings_path else None
+
+    @property
+    def camera(self) -> Any:
+        source = self.service.source
+        return getattr(source, "inner", source)
+
+    def document(self) -> dict[str, Any]:
+        camera = self.camera
+        gate = getattr(self.service.source, "gate", None)
+        stats = self.service.line.stats
+        return {"source": self.service.source.name,
+                "camera": camera.status() if hasattr(camera, "status") else None,
+                "gate": gate.counters.to_json() if gate is not None else None,
+                "identity": {"read": stats.serials_read, "noreads": stats.noreads},
+                "settings_file": self.settings_path.name if self.settings_path else None}
+
+    def frame(self) -> dict[str, Any]:
+        camera = self.camera
+        image = getattr(camera, "last_image", None)
+        if image is None:
+            raise HttpError(404, f"source {self.service.source.name} has delivered no camera frame yet")
+        ok, jpeg = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 80])
+        if not ok:
+            raise HttpError(500, "the frame could not be encoded")
+        at = getattr(camera, "last_image_at", None)
+        return {"width": int(image.shape[1]), "height": int(image.shape[0]),
+                "age_s": None if at is None else time.monotonic() - at,
+                "jpeg_base64": base64.b64encode(jpeg.tobytes()).decode("ascii")}
+
+    def apply_settings(self, body: bytes) -> dict[str, Any]:
+        camera = self.camera
+        if not hasattr(camera, "apply"):
+            raise HttpError(409, f"source {self.service.source.name} has no settings to change (a GenICam camera "
+                                 "has: --source genicam:SERIAL)")
+        doc = json_object(body, 'JSON of GenICam SFNC names, e.g. {"ExposureTime": 800, "Gain": 6}')
+        settings = parse_settings({**camera.settings.to_json(), **doc}, "the posted camera settings")
+        refused = camera.apply(settings)
+        if refused:
+            raise HttpError(422, refused)
+        if self.settings_path is not None:
+            kept = {k: v for k, v in settings.to_json().items() if v is not None}
+            write_atomically(self.settings_path, yaml.safe_dump(kept, sort_keys=False).encode("utf-8"))
+        return {"applied": True, "settings": settings.to_json()}
