@@ -3,9 +3,12 @@ line triggered by a PLC through the emulated camera, the database down, recipe c
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
 from asyncua import ua
 from asyncua.crypto.cert_gen import setup_self_signed_certificate
@@ -22,7 +25,7 @@ from inspector.plc.opcua import TAGS, OpcUaConfig, OpcUaServer
 from inspector.plc.station import FailSafe, Station
 from inspector.results.store import ResultStore, sqlite_url
 
-from .faults import KioskProcess
+from .faults import KioskProcess, http
 from .services import free_port
 from .test_board_gate import CODE
 from .test_genicam import emulator_images
@@ -249,7 +252,8 @@ def test_with_the_database_down_every_reject_still_reaches_the_plc_before_its_de
     assert status.written == 0 and status.spooled == 4  # the database was down the whole time
 
 
-def test_kill_9_of_the_kiosk_is_seen_by_the_plc_as_a_stopped_heartbeat(demo, tmp_path: Path, loop) -> None:
+def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_stops_the_heartbeat(
+        demo, tmp_path: Path, loop) -> None:
     root, zoo = demo
     folder = _rules_folder(tmp_path)
     emulator_images(tmp_path / "img", 2, seed=5)
@@ -257,15 +261,38 @@ def test_kill_9_of_the_kiosk_is_seen_by_the_plc_as_a_stopped_heartbeat(demo, tmp
                                           "TriggerMode: On\nTriggerSource: Software\n")
     (tmp_path / "inbox").mkdir()
     url = f"opc.tcp://127.0.0.1:{free_port()}/inspector"
+    token = tmp_path / "token"
+    token.write_text("kiosk-token-0123456789abcdef\n")
+    token.chmod(0o600)
     kiosk = KioskProcess(root, zoo.root, folder / "mini.yaml", tmp_path / "inbox", tmp_path / "data",
                          "--source", "genicam:0", "--camera-settings", str(tmp_path / "camera.yaml"),
-                         "--opcua", url, "--opcua-anonymous", "--opcua-insecure", env={"PYLON_CAMEMU": "1"})
+                         "--opcua", url, "--opcua-anonymous", "--opcua-insecure", "--token-file", str(token),
+                         env={"PYLON_CAMEMU": "1"})
     try:
         kiosk.start()
         plc = PlcClient(loop, url).connect()
         beat = plc.subscribe("Heartbeat", period_ms=50)
         assert beat.wait(lambda w: len({v for _t, v in w.changes}) >= 3, 15)  # it beats
         assert plc.read("Health") in ("ok", "degraded") and plc.read("Ready")
+        code, body = http(kiosk.url + "/camera/frame")
+        assert code == 404 and "no camera frame yet" in body["error"]  # triggered: no frame before a trigger
+        seq = plc.subscribe("Sequence")
+        plc.write("Trigger", True, ua.VariantType.Boolean)
+        assert seq.wait(lambda w: any(v == 1 for _t, v in w.changes), 60)
+        code, doc = http(kiosk.url + "/camera")
+        assert code == 200 and doc["camera"]["connected"] and doc["camera"]["triggers"] == 1
+        assert doc["identity"]["read"] == 1 and doc["gate"] is None  # triggered: one frame, one board
+        code, frame = http(kiosk.url + "/camera/frame")
+        image = cv2.imdecode(np.frombuffer(base64.b64decode(frame["jpeg_base64"]), np.uint8), cv2.IMREAD_COLOR)
+        assert code == 200 and image.shape == (120, 200, 3)
+        assert kiosk.status()["plc"]["counters"]["published"] == 1
+        assert http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}')[0] == 401  # no token
+        code, done = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token="kiosk-token-0123456789abcdef")
+        assert code == 200 and done["settings"]["ExposureTime"] == 900
+        assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()  # kept for the next start
+        code, refused = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 1e12}', token="kiosk-token-0123456789abcdef")
+        assert code == 422 and "previous settings stay" in refused["error"]
+        assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()
         kiosk.kill9()
         killed = time.monotonic()
         time.sleep(3.0)

@@ -155,6 +155,15 @@ def summary(service: LineService, seconds: float) -> str:
            + (f", {w.duplicates} already stored" if w.duplicates else "")
            + (f", {w.dead_letters} set aside as dead letters" if w.dead_letters else "")
            + (f"; last error: {w.last_error}" if w.last_error else "")]
+    gate = getattr(service.source, "gate", None)
+    if gate is not None:
+        g = gate.counters
+        out.append(f"board gate: {g.frames} frames -> {g.boards} boards; {g.moving} moving, {g.empty} empty, "
+                   f"{g.held} more of a board already inspected (none stored)")
+    if line.rules.serial_code is not None:
+        s = line.stats
+        out.append(f"serials: {s.serials_read} read from the boards' codes, {s.noreads} NOREAD"
+                   + (f" ({s.noread_refused} refused)" if s.noread_refused else ""))
     q, src, crops = service.queue.counters, service.source.counters, service.crops
     if q.dropped:
         out.append(f"ingest: {q.dropped} boards dropped (queue full, policy {service.queue.overflow}); "

@@ -168,15 +168,27 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         for what, ms in cut_timing(rules).items():
             print(f"  {what:<20}{ms:>8.2f} ms")
         return 0
-    zoo = zoo_of(args)
     names = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions else list(CONDITIONS)
+    identity = []
+    if args.identity_boards:
+        from ..app.identity_check import format_identity, identity_suite
+
+        identity = identity_suite(rules, CONDITIONS, names, args.identity_boards, say)
+        print(f"serial codes of rule set {rules.recipe}: {args.identity_boards} held-out boards per condition")
+        print(format_identity(identity))
+        if args.identity_only:
+            return 0
+    zoo = zoo_of(args)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register)
     results = run_suite(rules, zoo, models_of(args), names, args.boards, config, args.seed, say=say)
     print(f"rule set {rules.recipe} ({rules.version}), zoo {zoo.root}, policy {args.policy}, registration "
           f"{'off' if args.no_register else 'on'}, seed {args.seed}")
     print(format_table(results))
     if args.json:
-        Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1), encoding="utf-8")
+        doc = [r.to_json() for r in results]
+        if identity:
+            doc = {"conditions": doc, "identity": [r.to_json() for r in identity]}
+        Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
         say(f"wrote {args.json}")
     return 0
 
@@ -303,6 +315,10 @@ def add_accuracy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default="coserve", help="engine policy (verdicts do not depend on it)")
     p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
     p.add_argument("--no-register", action="store_true", help="cut boards at nominal positions (to compare)")
+    p.add_argument("--identity-boards", type=int, default=0,
+                   help="also read the serial code of this many more held-out boards per condition (a 99.9%% read "
+                        "rate needs thousands to show; default 0: only the inspected boards' codes)")
+    p.add_argument("--identity-only", action="store_true", help="with --identity-boards: only the code reads")
     p.add_argument("--timing", action="store_true",
                    help="only time registration and cutting (nominal, one warp per crop, one per board) per board")
     p.set_defaults(func=cmd_accuracy)

@@ -1,0 +1,83 @@
+"""`inspector accuracy --identity-boards N`: the serial read on many more boards than the inspection suite scores.
+
+Reading a board's code is cheap next to inspecting its parts, and a 99.9% read rate needs thousands of boards to
+show, so the identity check renders its own held-out boards per condition, shows them to the condition's camera,
+registers them as the line does and reads their code (ingest/identity.py): read right, NOREAD, or read wrong
+(a misread: another board's identity, never acceptable).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..ingest.camera_model import CameraModel
+from ..ingest.identity import read_code
+from ..ingest.registration import RegistrationFailed, register
+from ..routing.rules import RuleSet
+from .accuracy import HELD_OUT_SEED, condition_source
+
+
+@dataclass
+class IdentityResult:
+    condition: str
+    boards: int = 0
+    read: int = 0
+    noread: int = 0
+    misread: int = 0
+    retried: int = 0  # read on a second or third try (enlarged, thresholded)
+    ms_per_read: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.read / self.boards if self.boards else float("nan")
+
+    def to_json(self) -> dict:
+        return {**vars(self), "read_rate": self.rate}
+
+
+def check_identity(rules: RuleSet, camera: CameraModel, name: str, boards: int, seed: int = HELD_OUT_SEED + 1) -> \
+        IdentityResult:
+    if rules.serial_code is None or rules.serial_code.at is None:
+        raise ValueError(f"rule set {rules.recipe} places no serial code (serial_code.at): nothing to read")
+    out = IdentityResult(name)
+    spent = 0.0
+    for frame in condition_source(rules, camera, boards, seed):
+        matrix = None
+        if rules.fiducials is not None:
+            try:
+                matrix = register(frame.image, rules.fiducials).array
+            except RegistrationFailed:
+                matrix = None  # the line reads such a board where its code should lie
+        t = time.perf_counter()
+        code = read_code(frame.image, rules.serial_code, matrix)
+        spent += time.perf_counter() - t
+        out.boards += 1
+        if code.text == frame.serial:
+            out.read += 1
+            out.retried += code.attempts > 1
+        elif code.ok:
+            out.misread += 1
+        else:
+            out.noread += 1
+    out.ms_per_read = 1000 * spent / max(1, out.boards)
+    return out
+
+
+def identity_suite(rules: RuleSet, conditions: dict[str, CameraModel], names: list[str], boards: int,
+                   say: Callable[[str], None] = lambda _m: None) -> list[IdentityResult]:
+    results = []
+    for name in names:
+        results.append(check_identity(rules, conditions[name], name, boards))
+        r = results[-1]
+        say(f"{name}: serial read {r.read}/{r.boards}, NOREAD {r.noread}, misread {r.misread}")
+    return results
+
+
+def format_identity(results: list[IdentityResult]) -> str:
+    head = (f"{'condition':<14}{'boards':>8}{'read':>8}{'rate':>9}{'NOREAD':>8}{'misread':>9}{'retried':>9}"
+            f"{'ms/read':>9}")
+    lines = [head, "-" * len(head)]
+    lines += [f"{r.condition:<14}{r.boards:>8}{r.read:>8}{r.rate:>9.4f}{r.noread:>8}{r.misread:>9}{r.retried:>9}"
+              f"{r.ms_per_read:>9.2f}" for r in results]
+    return "\n".join(lines)
