@@ -31,6 +31,8 @@ from .test_board_gate import CODE
 from .test_genicam import emulator_images
 from .test_routing_rules import GOOD
 
+TOKEN = "kiosk-token-0123456789abcdef"
+
 
 class Clock:
     def __init__(self) -> None:
@@ -262,7 +264,7 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
     (tmp_path / "inbox").mkdir()
     url = f"opc.tcp://127.0.0.1:{free_port()}/inspector"
     token = tmp_path / "token"
-    token.write_text("kiosk-token-0123456789abcdef\n")
+    token.write_text(TOKEN + "\n")
     token.chmod(0o600)
     kiosk = KioskProcess(root, zoo.root, folder / "mini.yaml", tmp_path / "inbox", tmp_path / "data",
                          "--source", "genicam:0", "--camera-settings", str(tmp_path / "camera.yaml"),
@@ -287,10 +289,10 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         assert code == 200 and image.shape == (120, 200, 3)
         assert kiosk.status()["plc"]["counters"]["published"] == 1
         assert http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}')[0] == 401  # no token
-        code, done = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token="kiosk-token-0123456789abcdef")
+        code, done = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token=TOKEN)
         assert code == 200 and done["settings"]["ExposureTime"] == 900
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()  # kept for the next start
-        code, refused = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 1e12}', token="kiosk-token-0123456789abcdef")
+        code, refused = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 1e12}', token=TOKEN)
         assert code == 422 and "previous settings stay" in refused["error"]
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()
         kiosk.kill9()
