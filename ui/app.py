@@ -44,7 +44,7 @@ def local_backend(args: argparse.Namespace) -> LocalBackend:
 
         zoo = Zoo.load(Path(args.zoo))
     line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
-                      register=not args.no_register)
+                      register=not args.no_register, backend=args.backend)
     setup = LineSetup(rules_path=Path(args.rules) if args.rules else RULES_DIR / "board_a.yaml", source=args.source,
                       boards=args.boards, seed=args.seed, interval_s=args.interval, defect_rate=args.defect_rate,
                       camera=args.camera, service=ServiceConfig(line, keep_crops=args.keep_crops),

@@ -32,6 +32,7 @@ from ..coserve.online.policies import get_policy
 from ..coserve.online.profile import DeviceProfile
 from ..coserve.online.request import Request, RequestResult
 from ..coserve.online.workload import MiB, Workload
+from ..experts.backends import get_backend
 from ..experts.zoo import ExpertEntry, Zoo
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, cut_board
 from ..ingest.identity import CodeRead, noread_serial, read_code
@@ -57,6 +58,7 @@ class LineConfig:
     expert_pool_mb: float | None = None  # None: 75% of device_mb (the casual split); the rest is batches
     executors: int | None = None  # executors on the main device; None: one per core on a CPU box
     register: bool = True  # register boards on their recipe's fiducials (False: cut at nominal positions)
+    backend: str = "torch"  # what runs a loaded expert: torch, or onnxruntime (experts/backends)
 
     @property
     def pool_mb(self) -> float:
@@ -127,7 +129,9 @@ class Line:
         self.sinks = list(sinks or [])
         workload = rules_workload(rules, config, profiles)
         policy = get_policy(config.policy)
-        self.engine = Engine(zoo, rules.usage(), policy, build_plan(workload, policy, profiles), profiles)
+        plan = build_plan(workload, policy, profiles)
+        backend = get_backend(config.backend, threads=max((s.threads for s in plan.executors), default=1))
+        self.engine = Engine(zoo, rules.usage(), policy, plan, profiles, backend)
         self.engine.on_result = self._on_result
         self.engine.place_by_usage()
         self._ids = itertools.count()

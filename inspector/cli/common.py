@@ -84,7 +84,7 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
     except StoreUnavailable as exc:  # the line starts anyway and spools from its first board
         log.warning(f"warning: {exc}; results are spooled in {data} and stored when the database is back")
     line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
-                      register=not args.no_register)
+                      register=not args.no_register, backend=args.backend)
     overflow = args.overflow or ("drop-oldest" if args.source.startswith(("camera:", "genicam:")) else "wait")
     config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops,
                            min_free_mb=args.min_free_mb, db_retry_max_s=args.db_retry_max_s)

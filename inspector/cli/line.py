@@ -179,9 +179,11 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         if args.identity_only:
             return 0
     zoo = zoo_of(args)
-    config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register)
+    config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register,
+                        backend=args.backend)
     results = run_suite(rules, zoo, models_of(args), names, args.boards, config, args.seed, say=say)
-    print(f"rule set {rules.recipe} ({rules.version}), zoo {zoo.root}, policy {args.policy}, registration "
+    print(f"rule set {rules.recipe} ({rules.version}), zoo {zoo.root}, policy {args.policy}, backend "
+          f"{args.backend}, registration "
           f"{'off' if args.no_register else 'on'}, seed {args.seed}")
     print(format_table(results))
     if args.json:
@@ -243,6 +245,7 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                    help="seconds between synthetic boards, like a conveyor (default 0: as fast as the line takes)")
     p.add_argument("--policy", default="coserve", help="engine policy (coserve, samba, ...)")
     p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
+    backend_flag(p)
     database_flags(p)
     p.add_argument("--db-retry-max-s", type=float, default=30.0,
                    help="longest wait between retries while the database is down (default 30; the first is 1 s, "
@@ -266,6 +269,14 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--mqtt-tls", action="store_true", help="connect to the broker over TLS (port 8883 usually)")
     p.add_argument("--mqtt-ca", help="CA certificate file the broker's certificate is checked against (implies TLS)")
     plc_flags(p)
+
+
+def backend_flag(p: argparse.ArgumentParser) -> None:
+    from ..experts.backends import BACKENDS
+
+    p.add_argument("--backend", default="torch", choices=BACKENDS,
+                   help="what runs the experts: torch (default) or onnxruntime (exported, checked against torch on "
+                        "first use, sessions kept in host memory)")
 
 
 def add_run(p: argparse.ArgumentParser) -> None:
@@ -315,6 +326,7 @@ def add_accuracy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default="coserve", help="engine policy (verdicts do not depend on it)")
     p.add_argument("--device-mb", type=float, default=160.0, help="expert + batch memory of the main device")
     p.add_argument("--no-register", action="store_true", help="cut boards at nominal positions (to compare)")
+    backend_flag(p)
     p.add_argument("--identity-boards", type=int, default=0,
                    help="also read the serial code of this many more held-out boards per condition (a 99.9%% read "
                         "rate needs thousands to show; default 0: only the inspected boards' codes)")

@@ -41,10 +41,11 @@ def cmd_bench_io(args: argparse.Namespace) -> int:
 
     rules = load_rules(args.rules or default_rules())
     zoo = zoo_of(args)
-    config = LineConfig(policy=args.policy, device_mb=args.device_mb)
+    config = LineConfig(policy=args.policy, device_mb=args.device_mb, backend=args.backend)
     phases = ("up",) if args.db_up_only else ("up", "down")
     results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say)
-    print(f"rule set {rules.recipe} ({len(rules.placements())} parts a board), policy {args.policy}, emulated "
+    print(f"rule set {rules.recipe} ({len(rules.placements())} parts a board), policy {args.policy}, backend "
+          f"{args.backend}, {args.device_mb:g} MiB, emulated "
           f"GenICam camera (software trigger, BayerRG8 {rules.board_size[0]}x{rules.board_size[1]})")
     print(format_table(results, args.deadline_ms))
     if args.json:
@@ -76,5 +77,8 @@ def add_bench_io(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-mb", type=float, default=160.0)
     p.add_argument("--deadline-ms", type=float, default=2000.0, help="the station's fail-safe deadline")
     p.add_argument("--db-up-only", action="store_true", help="skip the phase with the database down")
+    from .line import backend_flag
+
+    backend_flag(p)
     p.add_argument("--json", help="also write the results as JSON here")
     p.set_defaults(func=cmd_bench_io)

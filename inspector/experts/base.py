@@ -173,9 +173,21 @@ class Architecture(ABC):
                                    align_corners=False)
         return images.contiguous()
 
-    @abstractmethod
     def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
         """Predictions for a preprocessed batch (N x 3 x S x S) on the module's device."""
+        return self.decode(self.forward(module, batch))
+
+    @abstractmethod
+    def forward(self, module: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        """The module's raw output for a batch: the one tensor an exported runtime model returns too."""
+
+    @abstractmethod
+    def decode(self, raw: torch.Tensor) -> list[Prediction]:
+        """Predictions from the raw output (whichever backend computed it)."""
+
+    def export_module(self, module: nn.Module) -> nn.Module:
+        """The module as a runtime exports it: one input, the raw output tensor (`forward`'s)."""
+        return module
 
     # -- sizing ----------------------------------------------------------------------------
     def activation_bytes(self, batch: int) -> int:

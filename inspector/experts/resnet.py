@@ -42,9 +42,13 @@ class ResNetClassifier(Architecture):
         block, layers = DEPTHS[self.depth]
         return ResNet(block, layers, num_classes=self.classes)
 
-    def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
+    def forward(self, module: nn.Module, batch: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
-            probs = torch.softmax(module(batch).float(), dim=1).cpu()
+            return module(batch).float()
+
+    def decode(self, raw: torch.Tensor) -> list[Prediction]:
+        """Logits (N x classes) -> the top class and its softmax probability per crop."""
+        probs = torch.softmax(raw.float(), dim=1).cpu()
         top, label = probs.max(dim=1)
         return [
             Prediction(label=int(lbl), score=float(p), passed=int(lbl) == 0)

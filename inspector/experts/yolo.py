@@ -53,10 +53,16 @@ class YoloDetector(Architecture):
         except FileNotFoundError as exc:
             raise UnknownArchitecture(f"YOLO model yaml {self.model!r} not found: {exc}") from None
 
-    def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
+    def forward(self, module: nn.Module, batch: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             out = module(batch)
-            preds = (out[0] if isinstance(out, (list, tuple)) else out).float().cpu()
+            return (out[0] if isinstance(out, (list, tuple)) else out).float()
+
+    def export_module(self, module: nn.Module) -> nn.Module:
+        return _FirstOutput(module)
+
+    def decode(self, raw: torch.Tensor) -> list[Prediction]:
+        preds = raw.float().cpu()
         # preds: N x (4 + classes) x anchors; boxes are xywh in input pixels.
         boxes, scores = preds[:, :4, :], preds[:, 4:, :]
         best_cls_score, best_cls = scores.max(dim=1)  # N x anchors
@@ -68,3 +74,16 @@ class YoloDetector(Architecture):
             s, label = float(score[i]), int(best_cls[i, a])
             results.append(Prediction(label=label, score=s, passed=s >= self.threshold and label == 0, box=box))
         return results
+
+
+class _FirstOutput(nn.Module):
+    """The detection head's decoded predictions only (N x (4 + classes) x anchors): what an exported runtime
+    model returns, so every backend decodes the same tensor."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.model(x)
+        return out[0] if isinstance(out, (list, tuple)) else out

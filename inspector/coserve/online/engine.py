@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...experts.backends import Backend, TorchBackend
 from ...experts.base import BadInput, Prediction
 from ...experts.zoo import ExpertEntry, Zoo
 from ...runtime.devices import Device
@@ -98,8 +99,10 @@ class Engine:
         policy: Policy,
         plan: EnginePlan,
         profiles: dict[str, DeviceProfile],
+        backend: Backend | None = None,
     ) -> None:
         self.zoo = zoo
+        self.backend = backend or TorchBackend()
         self.usage = usage
         self.policy = policy
         self.plan = plan
@@ -123,6 +126,7 @@ class Engine:
                 name=key, device=pool.device, ledger=self.budgets[pool.device].open(pool.name, pool.nbytes),
                 store=self.store, zoo=zoo, evictor=policy.evictor, usage=usage, lock=self._lock,
                 next_use=lambda k=key: next_use(self.executors, k), arena=pool_arena(pool, zoo),
+                backend=self.backend,
             )
             owner.update((i, manager) for i in pool.executors)
         for i, spec in enumerate(plan.executors):
@@ -159,7 +163,7 @@ class Engine:
                 loaders[ex.device] = loaders.get(ex.device, 0) + 1
             archs = {id(a): a for a in (self.zoo.architecture(e) for e in self.zoo.entries
                                         if e not in self.zoo.unavailable)}
-            for device, n in loaders.items():
+            for device, n in (loaders.items() if self.backend.name == "torch" else ()):
                 for arch in archs.values():
                     arch.keep_shells(device.torch, n + 1)  # + the prefetcher
             for ex in self.executors:

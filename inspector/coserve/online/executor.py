@@ -197,7 +197,7 @@ class Executor(ExecutorCore):
             self._stream = torch.cuda.Stream(self.device.torch)
         with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
             x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
-            return arch.run(module, x)
+            return self.manager.backend.run(arch, module, x)
 
     def _prefetch_next(self, current: str) -> None:
         """Load the next group's expert while this batch runs (beyond the paper)."""

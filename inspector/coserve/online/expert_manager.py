@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+from ...experts.backends import Backend, TorchBackend
 from ...experts.zoo import Zoo
 from ...runtime.arena import HostArena
 from ...runtime.devices import Device
@@ -101,8 +102,10 @@ class ExpertManager:
         lock: threading.RLock,
         next_use: Callable[[], Mapping[str, int]],
         arena: HostArena | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.name = name
+        self.backend = backend or TorchBackend()  # what a loaded expert is and how it runs (experts/backends)
         self.device = device
         self.ledger = ledger
         self.store = store
@@ -273,6 +276,7 @@ class ExpertManager:
         """Drop `expert` (resident and idle) and its failure: its weights were replaced, the next use loads the
         new ones. Under the lock; the caller retires what is returned, outside it."""
         self._failed.pop(expert, None)
+        self.backend.forget(expert)
         if expert not in self._slots:
             return []
         return [(expert, self._evict(expert))]
@@ -281,7 +285,7 @@ class ExpertManager:
         """Hand evicted modules' shells back to their architectures (outside the lock: it is not a decision)."""
         for name, module in evicted:
             if module is not None:  # the simulator's residents have none
-                self.zoo.architecture(name).retire(module, self.device.torch)
+                self.backend.retire(self.zoo.architecture(name), module, self.device.torch)
                 key = self._arena_keys.pop(id(module), None)
                 if key is not None:  # evicted and unpinned, it serves nothing any more: its slot may be overwritten
                     self.arena.free(key)
@@ -375,9 +379,14 @@ class ExpertManager:
         t0 = time.perf_counter()
         key = f"{expert}#{next(self._load_ids)}"
         slot = None if self.arena is None else (lambda nbytes: self._slot(key, nbytes))
+        arch, sha = self.zoo.architecture(expert), self.zoo.entries[expert].weights_sha256
         try:
-            state, record = self.store.fetch(expert, self.device, slot)
-            module = self.zoo.architecture(expert).materialize(state, self.device.torch)
+            module = self.backend.cached(expert, sha, self.device.torch)  # a runtime session kept in the host tier
+            tier = "host"
+            if module is None:
+                state, record = self.store.fetch(expert, self.device, slot)
+                module = self.backend.load(arch, expert, sha, state, self.device.torch, self.zoo.root / "runtime")
+                tier = record.tier.value
             seconds = time.perf_counter() - t0  # the whole switch: fetch and module build
         except (WeightsUnavailable, RuntimeError, KeyError, ValueError, OSError) as exc:
             if self.arena is not None:
@@ -386,9 +395,12 @@ class ExpertManager:
                 self.abort_load(expert, str(exc))
             return
         if self.arena is not None and self.arena.holds(key):
-            self._arena_keys[id(module)] = key
+            if self.backend.name == "torch":
+                self._arena_keys[id(module)] = key
+            else:
+                self.arena.free(key)  # a runtime copied the weights into its session: the slot is free again
         with self._cv:
-            self.install(expert, module, record.tier.value, seconds, pin, prefetched, initial)
+            self.install(expert, module, tier, seconds, pin, prefetched, initial)
 
     def _slot(self, key: str, nbytes: int) -> memoryview | None:
         assert self.arena is not None

@@ -1,0 +1,93 @@
+"""An expert exported for a runtime: ONNX from its torch module, checked against torch before it is trusted.
+
+The file lives beside the zoo's weights (`runtime/<expert>-<weights sha12>.onnx`) with a JSON note of its own
+sha256, the weights it was made from and how closely it agreed with torch; a file whose hash no longer matches
+is made again. The check runs the same seeded batch through torch and the runtime: the raw outputs must agree to
+`TOLERANCE` (relative to their scale) and every decoded verdict must be the same, else the export is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...runtime.diskio import write_atomically
+from ..base import Architecture, StateDict
+from .base import BackendUnavailable
+
+OPSET = 17
+CHECK_BATCH = 16
+TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class Exported:
+    path: Path
+    sha256: str
+    max_abs_diff: float  # runtime against torch on the check batch
+    made: bool  # made now (False: the file from an earlier export)
+
+
+def runtime_path(home: Path, expert: str, weights_sha256: str | None) -> Path:
+    return home / f"{expert}-{(weights_sha256 or 'unversioned')[:12]}.onnx"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def exported(arch: Architecture, expert: str, weights_sha256: str | None, state: StateDict, home: Path,
+             session_of) -> Exported:  # noqa: ANN001 - session_of(bytes or path) -> a runtime session
+    """The expert's ONNX file, made and checked now when missing or damaged."""
+    path = runtime_path(home, expert, weights_sha256)
+    note = path.with_suffix(".json")
+    if path.is_file() and note.is_file():
+        try:
+            meta = json.loads(note.read_text(encoding="utf-8"))
+            if meta.get("onnx_sha256") == file_sha256(path) and meta.get("weights_sha256") == weights_sha256:
+                return Exported(path, meta["onnx_sha256"], float(meta["max_abs_diff"]), False)
+        except (OSError, ValueError, KeyError):
+            pass  # a damaged note: export again
+    data, diff = export_checked(arch, expert, state, session_of)
+    home.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, data)
+    sha = hashlib.sha256(data).hexdigest()
+    write_atomically(note, json.dumps({"expert": expert, "weights_sha256": weights_sha256, "onnx_sha256": sha,
+                                       "opset": OPSET, "max_abs_diff": diff, "checked_on": CHECK_BATCH}).encode())
+    return Exported(path, sha, diff, True)
+
+
+def export_checked(arch: Architecture, expert: str, state: StateDict, session_of) -> tuple[bytes, float]:  # noqa: ANN001
+    """(ONNX bytes, max |runtime - torch|) or BackendUnavailable naming the disagreement."""
+    module = arch.build().eval()
+    module.load_state_dict(state)
+    wrapped = arch.export_module(module).eval()
+    size = arch.input_size
+    x = torch.rand(CHECK_BATCH, 3, size, size, generator=torch.Generator().manual_seed(1234))
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on the detection head's constant shapes
+        torch.onnx.export(wrapped, (x,), buf, input_names=["images"], output_names=["raw"],
+                          dynamic_axes={"images": {0: "batch"}, "raw": {0: "batch"}}, opset_version=OPSET,
+                          dynamo=False)
+    data = buf.getvalue()
+    reference = arch.forward(module, x)
+    session = session_of(data)
+    got = torch.from_numpy(np.asarray(session.run(None, {"images": x.numpy()})[0]))
+    diff = float((got - reference).abs().max())
+    scale = max(1.0, float(reference.abs().max()))
+    same = [(a.label, a.passed) for a in arch.decode(reference)] == [(b.label, b.passed) for b in arch.decode(got)]
+    if diff > TOLERANCE * scale or not same:
+        raise BackendUnavailable(f"{expert}: the ONNX export disagrees with torch (max difference {diff:.2e}, "
+                                 f"verdicts {'equal' if same else 'differ'}); it is not served on the runtime")
+    return data, diff
