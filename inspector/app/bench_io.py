@@ -100,7 +100,7 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
     work.mkdir(parents=True, exist_ok=True)
     source = open_source("genicam:0", rules, 0, 0, camera_settings={
         "ImageFilename": str(images), "Width": rules.board_size[0], "Height": rules.board_size[1],
-        "PixelFormat": "BayerRG8", "TriggerMode": "On", "TriggerSource": "Software"})
+        "PixelFormat": "BayerRG8", "ExposureTime": 1000, "TriggerMode": "On", "TriggerSource": "Software"})
     url = f"opc.tcp://127.0.0.1:{_free_port()}/inspector"
     password = os.urandom(12).hex()
     link = PlcLink(PlcConfig(opcua=url, opcua_user="plc", opcua_password=password, cert_dir=work / "opcua",

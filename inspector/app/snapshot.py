@@ -27,6 +27,8 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "time": datetime.now(timezone.utc).isoformat(),
         "state": _state(service),
         "uptime_s": time.perf_counter() - line.started,
+        "backend": {"name": engine.backend.name, **(engine.backend.counters() if hasattr(engine.backend, "counters")
+                                                     else {})},
         "line": {"line": line.config.line, "station": line.config.station, "policy": line.config.policy,
                  "recipe": line.rules.recipe, "ruleset_version": line.rules.version, "rules_source": line.rules.source},
         "boards": line.stats.boards, "parts": line.stats.parts, "rejected_boards": line.stats.rejected_boards,

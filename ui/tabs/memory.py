@@ -140,7 +140,9 @@ class MemoryTab(QWidget):
         eng = snap["engine"]
         pools = ", ".join(f"{p['name']} {p['capacity_bytes'] / 2**20:.0f} MiB" for p in eng["pools"])
         devices = ", ".join(f"{d['device']} {d['total_bytes'] / 2**20:.0f} MiB" for d in eng.get("devices", []))
-        self.running.setText(f"Policy <b>{alloc['policy']}</b>; device memory {devices}; expert pool {pools}.")
+        backend = (snap.get("backend") or {}).get("name", "torch")
+        self.running.setText(f"Policy <b>{alloc['policy']}</b>, experts on <b>{backend}</b>; device memory {devices}; "
+                             f"expert pool {pools}.")
         self.executors.setRowCount(len(eng["executors"]))
         for i, ex in enumerate(eng["executors"]):
             for j, v in enumerate((ex["name"], ex["device"], str(ex.get("threads", "")),
