@@ -147,7 +147,8 @@ def summary(service: LineService, seconds: float) -> str:
         held = "it holds {} boards, {} parts".format(*store.count())
     except SQLAlchemyError as exc:
         held = f"it cannot be read now: {type(exc).__name__}"
-    out = [f"policy {line.config.policy}, backend {line.config.backend}: {line.stats.boards} boards, {line.stats.parts} parts in {seconds:.1f} s: "
+    out = [f"policy {line.config.policy}, backend {line.config.backend}: {line.stats.boards} boards, "
+           f"{line.stats.parts} parts in {seconds:.1f} s: "
            f"{line.stats.parts / max(seconds, 1e-9):.1f} parts/s, {line.stats.boards / max(seconds, 1e-9):.2f} "
            f"boards/s, {st.experts.switches} expert switches",
            f"flagged parts: {defects}",
