@@ -19,16 +19,9 @@ from .test_routing_rules import GOOD  # noqa: F401 - the mini board's rule set t
 
 def emulator_images(folder: Path, n: int = 3, seed: int = 2) -> list[str]:
     """Rendered coded boards as the emulator's test images (served in name order, round and round)."""
-    from inspector.ingest.synthetic import render_board
+    from inspector.app.bench_io import render_folder
 
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    serials = []
-    for i in range(n):
-        board = render_board(CODED, f"EMU-{seed}-{i:03d}", rng)
-        cv2.imwrite(str(folder / f"{i:03d}.png"), board.image)
-        serials.append(board.serial)
-    return serials
+    return render_folder(CODED, folder, n, seed)
 
 
 def settings(folder: Path, **extra: object):  # noqa: ANN201
@@ -74,7 +67,7 @@ def test_software_trigger_gives_one_frame_per_trigger_in_every_pixel_format(tmp_
     assert all(f is not None for f in fired) and len(got) == 2
     assert [f.triggered_at for f in got] == fired
     assert all(f.image.shape == (120, 200, 3) and f.image.dtype == np.uint8 for f in got)
-    reference = cv2.imread(str(tmp_path / "img" / "000.png"))
+    reference = cv2.imread(str(tmp_path / "img" / "0000.png"))
     if fmt != "Mono8":  # Bayer is demosaiced, colour survives; Mono is grey by nature
         assert np.abs(got[0].image.astype(int) - reference).mean() < 12
     assert source.triggers == 2 and source.counters.frames == 2
@@ -127,8 +120,8 @@ def test_frames_of_another_size_are_mapped_by_the_stated_scale(tmp_path: Path) -
     emulator_images(tmp_path / "img", 1)
     big = tmp_path / "big"
     big.mkdir()
-    image = cv2.imread(str(tmp_path / "img" / "000.png"))
-    cv2.imwrite(str(big / "000.png"), cv2.resize(image, (400, 240), interpolation=cv2.INTER_CUBIC))
+    image = cv2.imread(str(tmp_path / "img" / "0000.png"))
+    cv2.imwrite(str(big / "0000.png"), cv2.resize(image, (400, 240), interpolation=cv2.INTER_CUBIC))
     s = parse_settings({"ImageFilename": str(big), "Width": 400, "Height": 240, "Scale": 2.0,
                         "TriggerMode": "On"}, "t")
     source = GenICamSource("0", s, board_size=(200, 120))

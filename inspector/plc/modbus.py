@@ -21,14 +21,13 @@ at that moment, so a poll never sees half of a verdict.
 from __future__ import annotations
 
 import asyncio
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pymodbus.constants import ExcCodes
 from pymodbus.server import ModbusTcpServer
 from pymodbus.simulator import DataType, SimData, SimDevice
 
+from .serving import ServerThread
 from .station import Station, Tags
 
 REGISTERS = 58
@@ -67,42 +66,23 @@ def register_map(tags: Tags) -> list[int]:
     return regs
 
 
-class ModbusServer:
+class ModbusServer(ServerThread):
     """The register map served on HOST:PORT from a thread and event loop of its own."""
 
+    what = "Modbus TCP server"
+
     def __init__(self, station: Station, host: str = "127.0.0.1", port: int = 5020) -> None:
+        super().__init__(1, "modbus-server")  # a trigger blocks briefly
         self.station, self.host, self.port = station, host, port
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: ModbusTcpServer | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="modbus-plc")  # a trigger blocks briefly
         self.writes = 0
 
-    def start(self, timeout: float = 10.0) -> None:
-        self._thread = threading.Thread(target=self._main, name="modbus-server", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout) or self._error is not None:
-            raise RuntimeError(f"the Modbus TCP server cannot listen on {self.host}:{self.port}: "
-                               f"{self._error or 'no answer'}")
+    def where(self) -> str:
+        return f"{self.host}:{self.port}"
 
-    def stop(self) -> None:
-        if self._loop is not None and self._server is not None:
-            asyncio.run_coroutine_threadsafe(self._server.shutdown(), self._loop)
-        if self._thread is not None:
-            self._thread.join(5.0)
-        self._pool.shutdown(wait=False)
-
-    def _main(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        try:
-            self._loop.run_until_complete(self._serve())
-        except BaseException as exc:  # noqa: BLE001 - start() raises it
-            self._error = exc
-            self._ready.set()
-        finally:
-            self._loop.close()
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            await self._server.shutdown()
 
     async def _serve(self) -> None:
         device = SimDevice(0, simdata=[SimData(0, count=REGISTERS, values=0, datatype=DataType.REGISTERS)],

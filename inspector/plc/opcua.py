@@ -24,8 +24,6 @@ import asyncio
 import hmac
 import logging
 import socket
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from asyncua.crypto.cert_gen import setup_self_signed_certificate
 from asyncua.server.user_managers import User, UserManager, UserRole
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from .serving import ServerThread
 from .station import Published, Station, Tags
 
 MV_NAMESPACE = "http://opcfoundation.org/UA/MachineVision"
@@ -101,51 +100,30 @@ class _Users(UserManager):
         return User(role=UserRole.User, name=username) if ok else None
 
 
-class OpcUaServer:
+class OpcUaServer(ServerThread):
     """The asyncua server on a thread and event loop of its own, mirroring a Station both ways."""
+
+    what = "OPC UA server"
 
     def __init__(self, station: Station, config: OpcUaConfig) -> None:
         config.check()
+        super().__init__(2, "opcua-server")  # triggers and recipe changes block briefly
         self.station, self.config = station, config
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
         self._stopped: asyncio.Event | None = None
-        self._error: BaseException | None = None
         self._nodes: dict[str, Any] = {}  # tag attribute -> node
         self._writable: dict[Any, str] = {}  # node id -> tag attribute
         self._result_nodes: dict[str, Any] = {}
         self._states: dict[str, Any] = {}
         self._events: Any = None
-        self._pool = ThreadPoolExecutor(2, thread_name_prefix="opcua-plc")  # triggers and recipes block briefly
         self.server: Server | None = None
         self.clients_writes = 0
 
-    # -- lifecycle -------------------------------------------------------------------------------------------
-    def start(self, timeout: float = 30.0) -> None:
-        self._thread = threading.Thread(target=self._main, name="opcua-server", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout):
-            raise RuntimeError(f"the OPC UA server did not start within {timeout:g} s")
-        if self._error is not None:
-            raise RuntimeError(f"the OPC UA server cannot start on {self.config.endpoint}: {self._error}")
+    def where(self) -> str:
+        return self.config.endpoint
 
-    def stop(self) -> None:
-        if self._loop is not None and self._stopped is not None:
-            self._loop.call_soon_threadsafe(self._stopped.set)
-        if self._thread is not None:
-            self._thread.join(10.0)
-        self._pool.shutdown(wait=False)
-
-    def _main(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        try:
-            self._loop.run_until_complete(self._serve())
-        except BaseException as exc:  # noqa: BLE001 - told to start(), which raises it
-            self._error = exc
-            self._ready.set()
-        finally:
-            self._loop.close()
+    async def _shutdown(self) -> None:
+        if self._stopped is not None:
+            self._stopped.set()
 
     async def _serve(self) -> None:
         self._stopped = asyncio.Event()
