@@ -71,6 +71,15 @@ def test_each_verdict_is_one_step_of_the_sequence_and_a_missing_one_fails_safe_a
         st.verdict("e", "e", "x", "maybe")
 
 
+def test_a_fail_safe_reject_names_the_board_when_its_serial_was_known() -> None:
+    clock = Clock()
+    st = Station(FailSafe(deadline_ms=100), clock=clock)
+    st.board_in("id-9", since=100.0, serial="SN-9", inspection_id="id-9")
+    clock.t = 100.5
+    (safe,) = st.expire()
+    assert (safe.serial, safe.inspection_id, safe.reject) == ("SN-9", "id-9", True)
+
+
 def test_an_error_rejects_by_default_and_a_noread_only_when_asked() -> None:
     st = Station(FailSafe())
     assert st.verdict("a", "a", "S", "error").reject

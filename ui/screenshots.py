@@ -66,12 +66,13 @@ def _camera_line(setup, data: Path, say: Callable[[str], None]):  # noqa: ANN001
     frames, _ = conveyor_frames(rules, 10, seed=11, still=3, slide=1, gap=1)
     for i, frame in enumerate(frames):
         cv2.imwrite(str(folder / f"{i:04d}.png"), frame)
-    say(f"an emulated GenICam camera plays {len(frames)} conveyor frames of {rules.recipe} at 15 fps")
+    say(f"an emulated GenICam camera plays {len(frames)} conveyor frames of {rules.recipe} at 6 fps (a board a "
+        "second, which this box's line keeps up with beside the dashboard)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     settings = {"ImageFilename": str(folder), "Width": rules.board_size[0], "Height": rules.board_size[1],
-                "PixelFormat": "BayerRG8", "AcquisitionFrameRate": 15, "ExposureTime": 2000}
+                "PixelFormat": "BGR8", "AcquisitionFrameRate": 6, "ExposureTime": 2000}
     plc = PlcConfig(opcua=f"opc.tcp://127.0.0.1:{port}/inspector", opcua_anonymous=True, cert_dir=data / "opcua")
     return replace(setup, source="genicam:0", camera=None, camera_settings=settings, plc=plc,
                    service=replace(setup.service, overflow="drop-oldest"))

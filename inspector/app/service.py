@@ -126,7 +126,9 @@ class LineService:
         if self.station is not None:  # the PLC waits for this board's verdict from its trigger (or frame) on
             plc_key = frame.triggered_at if frame.triggered_at is not None else key
             self._plc_keys[key] = plc_key
-            self.station.board_in(plc_key, since=frame.triggered_at or frame.acquired_at)
+            serial = frame.code.text if frame.code is not None and frame.code.ok else ""
+            self.station.board_in(plc_key, since=frame.triggered_at or frame.acquired_at, serial=serial,
+                                  inspection_id=key)
         if frame.on_stored is not None:
             with self._hooks:
                 self._on_stored[key] = frame.on_stored

@@ -103,6 +103,7 @@ class Station:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._expired: OrderedDict[Any, None] = OrderedDict()  # failed safe, their verdict not yet come (bounded)
+        self._known: dict[Any, tuple[str, str]] = {}  # key -> (serial, inspection id) known before the verdict
         # what the PLC's writes do (set by whoever owns the camera and the rules)
         self.on_trigger: Callable[[], float | None] | None = None  # fires the camera: the trigger's time, or None
         self.on_recipe: Callable[[str], str | None] | None = None  # returns the reason when refused
@@ -148,13 +149,18 @@ class Station:
             self._wake.clear()
 
     # -- the line's side -------------------------------------------------------------------------------------
-    def board_in(self, key: Any, since: float | None = None) -> None:
-        """A board (or a trigger that should make one) whose verdict the PLC waits for, from `since`."""
+    def board_in(self, key: Any, since: float | None = None, serial: str = "", inspection_id: str = "") -> None:
+        """A board (or a trigger that should make one) whose verdict the PLC waits for, from `since`; its serial
+        and inspection id when already known (a fail-safe reject names them)."""
         start = self.clock() if since is None else since
         with self._lock:
             if key in self._pending:
+                if serial or inspection_id:
+                    self._known[key] = (serial, inspection_id)
                 return
             self._pending[key] = start
+            if serial or inspection_id:
+                self._known[key] = (serial, inspection_id)
             self.counters.boards += 1
             heapq.heappush(self._due, _Due(start + self.fail_safe.deadline_ms / 1000, key))
         self._wake.set()
@@ -166,6 +172,7 @@ class Station:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
         with self._lock:
             start = self._pending.pop(key, None)
+            self._known.pop(key, None)
             if start is None and key in self._expired:
                 del self._expired[key]
                 self.counters.late += 1
@@ -189,8 +196,8 @@ class Station:
                 while len(self._expired) > 1024:  # a trigger that never became a board is forgotten in time
                     self._expired.popitem(last=False)
                 self.counters.deadline_missed += 1
-                inspection = due.key if isinstance(due.key, str) else ""
-                out.append(self._publish(inspection, "", "error", True,
+                serial, inspection = self._known.pop(due.key, ("", due.key if isinstance(due.key, str) else ""))
+                out.append(self._publish(inspection, serial, "error", True,
                                          f"no verdict within {self.fail_safe.deadline_ms:g} ms", start))
         return out
 
