@@ -60,15 +60,16 @@ class PhaseResult:
                 "verdicts": self.verdicts}
 
 
-def render_folder(rules: RuleSet, folder: Path, n: int, seed: int = 4242) -> list[str]:
-    """`n` boards of the recipe as the emulator's images, in the order it serves them; their serials."""
-    from ..ingest.synthetic import render_board
+def render_folder(rules: RuleSet, folder: Path, n: int, seed: int = 4242, defect_rate: float = 0.005) -> list[str]:
+    """`n` boards of the recipe as the emulator's images, in the order it serves them; their serials. Parts are
+    defective at the demo line's rate (most boards pass, as on a line)."""
+    from ..ingest.synthetic import rates_for, render_board
 
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng([seed, rules.seed])
     serials = []
     for i in range(n):
-        board = render_board(rules, f"{rules.recipe.upper()}-IO-{i:04d}", rng)
+        board = render_board(rules, f"{rules.recipe.upper()}-IO-{i:04d}", rng, rates_for(defect_rate))
         cv2.imwrite(str(folder / f"{i:04d}.png"), board.image)
         serials.append(board.serial)
     return serials
@@ -100,7 +101,7 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
     work.mkdir(parents=True, exist_ok=True)
     source = open_source("genicam:0", rules, 0, 0, camera_settings={
         "ImageFilename": str(images), "Width": rules.board_size[0], "Height": rules.board_size[1],
-        "PixelFormat": "BayerRG8", "ExposureTime": 1000, "TriggerMode": "On", "TriggerSource": "Software"})
+        "PixelFormat": "BGR8", "ExposureTime": 1000, "TriggerMode": "On", "TriggerSource": "Software"})
     url = f"opc.tcp://127.0.0.1:{_free_port()}/inspector"
     password = os.urandom(12).hex()
     link = PlcLink(PlcConfig(opcua=url, opcua_user="plc", opcua_password=password, cert_dir=work / "opcua",

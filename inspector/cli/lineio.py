@@ -46,7 +46,7 @@ def cmd_bench_io(args: argparse.Namespace) -> int:
     results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say)
     print(f"rule set {rules.recipe} ({len(rules.placements())} parts a board), policy {args.policy}, backend "
           f"{args.backend}, {args.device_mb:g} MiB, emulated "
-          f"GenICam camera (software trigger, BayerRG8 {rules.board_size[0]}x{rules.board_size[1]})")
+          f"GenICam camera (software trigger, BGR8 {rules.board_size[0]}x{rules.board_size[1]})")
     print(format_table(results, args.deadline_ms))
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1), encoding="utf-8")
