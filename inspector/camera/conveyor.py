@@ -12,15 +12,17 @@ import cv2
 import numpy as np
 
 from ..ingest.camera_model import CONVEYOR_BGR
-from ..ingest.synthetic import render_board
+from ..ingest.synthetic import rates_for, render_board
 from ..routing.rules import RuleSet
 
 
 def conveyor_frames(rules: RuleSet, boards: int, seed: int = 5, still: int = 6, slide: int = 3, gap: int = 6,
-                    noise: float = 3.0, back_to_back: bool = False) -> tuple[list[np.ndarray], list[str]]:
+                    noise: float = 3.0, back_to_back: bool = False,
+                    defect_rate: float = 0.005) -> tuple[list[np.ndarray], list[str]]:
     """(frames, the serials of the boards shown in order). Each board slides in over `slide` frames, lies still for
     `still` frames (sensor noise differs frame to frame), slides out, then `gap` frames of empty conveyor follow
-    (none with `back_to_back`: the next board pushes in as this one leaves)."""
+    (none with `back_to_back`: the next board pushes in as this one leaves). Parts are defective at `defect_rate`
+    (the demo line's 0.5%: most boards pass)."""
     rng = np.random.default_rng(seed)
     w, h = rules.board_size
     empty = np.empty((h, w, 3), np.uint8)
@@ -38,7 +40,7 @@ def conveyor_frames(rules: RuleSet, boards: int, seed: int = 5, still: int = 6, 
         return out
 
     for i in range(boards):
-        board = render_board(rules, f"{rules.recipe.upper()}-{seed}-{i:05d}", rng)
+        board = render_board(rules, f"{rules.recipe.upper()}-{seed}-{i:05d}", rng, rates_for(defect_rate))
         serials.append(board.serial)
         step = w // (slide + 1)
         for k in range(slide, 0, -1):  # in from the left
