@@ -10,7 +10,8 @@ import pytest
 from inspector.app.line import LineConfig
 from inspector.app.run import run_line
 from inspector.app.service import ServiceConfig
-from inspector.experts.backends import BackendUnavailable, get_backend
+from inspector.experts.backends import get_backend
+from inspector.experts.backends.base import BackendUnavailable
 from inspector.experts.backends.export import export_checked, exported, runtime_path
 from inspector.ingest.synthetic import render_board
 from inspector.results.store import ResultStore, sqlite_url

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from inspector.experts import BadInput, UnknownArchitecture, architecture_from_spec
 from inspector.experts.assign import assign, places
+from inspector.experts.base import BadInput, UnknownArchitecture
+from inspector.experts.registry import architecture_from_spec
 from inspector.experts.resnet import ResNetClassifier
 from inspector.experts.yolo import YoloDetector
 

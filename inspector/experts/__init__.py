@@ -1,5 +1,3 @@
-"""Expert architectures (ResNet classifiers, YOLO detectors) behind one interface, and zoo building."""
-from .base import Architecture, BadInput, Prediction, UnknownArchitecture
-from .registry import architecture_from_spec
-
-__all__ = ["Architecture", "BadInput", "Prediction", "UnknownArchitecture", "architecture_from_spec"]
+"""Expert architectures (ResNet classifiers, YOLO detectors) behind one interface (base.py, registry.py), the
+backends that run them (backends/), and zoo building. Nothing is imported here, so naming a backend on the command
+line does not load torch."""

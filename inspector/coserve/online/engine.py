@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ...experts.backends import Backend, TorchBackend
+from ...experts.backends.base import Backend
+from ...experts.backends.torch_backend import TorchBackend
 from ...experts.base import BadInput, Prediction
 from ...experts.zoo import ExpertEntry, Zoo
 from ...runtime.devices import Device

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from ...experts.backends import Backend, TorchBackend
+from ...experts.backends.base import Backend
+from ...experts.backends.torch_backend import TorchBackend
 from ...experts.zoo import Zoo
 from ...runtime.arena import HostArena
 from ...runtime.devices import Device
