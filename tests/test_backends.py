@@ -88,3 +88,10 @@ def test_an_evicted_expert_comes_back_from_its_kept_session(demo, tmp_path: Path
 def test_an_unknown_backend_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="unknown backend 'tensorrt'.*torch, onnxruntime"):
         get_backend("tensorrt")
+
+
+def test_the_zoo_build_exports_every_expert_for_the_runtime(demo) -> None:
+    zoo = demo[1]
+    runtime = zoo.root / "runtime"
+    made = {p.name for p in runtime.glob("*.onnx")}
+    assert made >= {runtime_path(runtime, name, e.weights_sha256).name for name, e in zoo.entries.items()}

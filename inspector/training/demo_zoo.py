@@ -105,7 +105,35 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
                          rule_sets={r.recipe: r.version for r in rule_sets}, build_seconds=build_s)
     partial_path(root, key).unlink(missing_ok=True)
     say(f"demo zoo built in {build_s:.0f} s: {root}")
+    export_runtime(zoo, say)
     return zoo
+
+
+def export_runtime(zoo: Zoo, say: Callable[[str], None]) -> int:
+    """Every expert exported for the runtime backend now, checked against torch (experts/backends/export.py), so no
+    line pays it on first use; skipped where ONNX Runtime is not installed. The number exported."""
+    try:
+        from ..experts.backends import get_backend
+        from ..experts.backends.export import exported
+
+        backend = get_backend("onnxruntime")
+    except (ImportError, RuntimeError):
+        return 0
+    from safetensors.torch import load_file
+
+    t0, made = time.perf_counter(), 0
+    for name, entry in zoo.entries.items():
+        if name in zoo.unavailable:
+            continue
+        try:
+            done = exported(zoo.architecture(name), name, entry.weights_sha256, load_file(str(zoo.path_of(name))),
+                            zoo.root / "runtime", backend.session)
+        except (RuntimeError, OSError, ValueError) as exc:  # served on torch; the line says why on first use
+            say(f"warning: {name} not exported for the runtime: {exc}")
+            continue
+        made += done.made
+    say(f"exported {made} experts to ONNX for --backend onnxruntime in {time.perf_counter() - t0:.0f} s")
+    return made
 
 
 def _retries(job: TrainJob, trained: Trained) -> str:
