@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 
-def parse_listen(spec: str) -> tuple[str, int]:
+def parse_listen(spec: str, flag: str = "--listen", example: str = "127.0.0.1:9108") -> tuple[str, int]:
     host, _, port = spec.rpartition(":")
     try:
         return host or "127.0.0.1", int(port)
     except ValueError:
-        raise ValueError(f"--listen {spec!r}: use HOST:PORT, for example 127.0.0.1:9108") from None
+        raise ValueError(f"{flag} {spec!r}: use HOST:PORT, for example {example}") from None
 
 
 def read_token(path: str | Path | None) -> str | None:

@@ -11,15 +11,13 @@ import cv2
 import numpy as np
 import pytest
 from asyncua import ua
-from asyncua.crypto.cert_gen import setup_self_signed_certificate
-from cryptography.x509.oid import ExtendedKeyUsageOID
 from pymodbus.client import ModbusTcpClient
 
 from inspector.app.line import LineConfig
 from inspector.app.plc_link import PlcConfig, PlcLink
 from inspector.app.run import open_source, run_line
 from inspector.app.service import ServiceConfig
-from inspector.plc.client import Loop, PlcClient
+from inspector.plc.client import Loop, PlcClient, client_certificate
 from inspector.plc.modbus import SERIAL, SERIAL_CHARS, ModbusServer, registers_text
 from inspector.plc.opcua import TAGS, OpcUaConfig, OpcUaServer
 from inspector.plc.station import FailSafe, Station
@@ -97,13 +95,6 @@ def loop():
     lp.close()
 
 
-def _client_cert(folder: Path) -> str:
-    key, cert = folder / "plc-key.pem", folder / "plc-cert.der"
-    asyncio.run(setup_self_signed_certificate(key, cert, "urn:test:plc", "localhost",
-                                              [ExtendedKeyUsageOID.CLIENT_AUTH], {"commonName": "plc"}))
-    return f"Basic256Sha256,SignAndEncrypt,{cert},{key}"
-
-
 def test_every_node_reads_over_an_encrypted_session_and_anonymous_or_a_wrong_password_is_refused(
         loop, tmp_path: Path) -> None:
     st = Station()
@@ -111,7 +102,7 @@ def test_every_node_reads_over_an_encrypted_session_and_anonymous_or_a_wrong_pas
     server = OpcUaServer(st, OpcUaConfig(url, "aoi-7", tmp_path / "srv", "plc", "s3cret"))
     server.start()
     try:
-        security = _client_cert(tmp_path)
+        security = asyncio.run(client_certificate(tmp_path))
         plc = PlcClient(loop, url, "aoi-7", "plc", "s3cret", security).connect()
         assert set(plc.nodes) == {name for name, _t, _w in TAGS.values()}
         for name in plc.nodes:

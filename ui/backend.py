@@ -207,8 +207,7 @@ class LocalBackend:
     # camera
     def _camera(self) -> Any:
         service = self.controller.service
-        source = service.source if service is not None else None
-        return getattr(source, "inner", source)
+        return service.source.origin if service is not None else None
 
     def camera_frame(self) -> np.ndarray | None:
         """The newest frame the camera delivered, board or not (None: no camera, or no frame yet)."""

@@ -25,6 +25,7 @@ import numpy as np
 from ..experts.zoo import Zoo
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet
+from .histogram import nearest_rank
 from .line import LineConfig
 from .plc_link import PlcConfig, PlcLink
 from .service import ServiceConfig
@@ -41,12 +42,12 @@ class PhaseResult:
     deadline_missed: int = 0
     stored: int = 0
     spooled: int = 0
-    serials_right: int = 0
+    serials_read: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
 
     def quantile(self, q: float) -> float:
-        xs = sorted(self.latencies_ms)
-        return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+        value = nearest_rank(sorted(self.latencies_ms), q)
+        return float("nan") if value is None else value
 
     @property
     def boards_per_min(self) -> float:
@@ -56,7 +57,7 @@ class PhaseResult:
         return {"phase": self.phase, "boards": len(self.latencies_ms), "p50_ms": self.quantile(0.5),
                 "p99_ms": self.quantile(0.99), "max_ms": max(self.latencies_ms, default=float("nan")),
                 "boards_per_min": self.boards_per_min, "deadline_missed": self.deadline_missed,
-                "stored": self.stored, "spooled": self.spooled, "serials_right": self.serials_right,
+                "stored": self.stored, "spooled": self.spooled, "serials_read": self.serials_read,
                 "verdicts": self.verdicts}
 
 
@@ -81,20 +82,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _client_certificate(folder: Path) -> str:
-    from asyncua.crypto.cert_gen import setup_self_signed_certificate
-    from cryptography.x509.oid import ExtendedKeyUsageOID
+def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Path, boards: int, db_url: str | None,
+              work: Path, config: LineConfig, deadline_ms: float, say: Say) -> PhaseResult:
+    from asyncua import ua
 
-    key, cert = folder / "plc-key.pem", folder / "plc-cert.der"
-    await setup_self_signed_certificate(key, cert, "urn:inspector:bench-plc", "localhost",
-                                        [ExtendedKeyUsageOID.CLIENT_AUTH], {"commonName": "bench plc"})
-    return f"Basic256Sha256,SignAndEncrypt,{cert},{key}"
-
-
-def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Path, serials: list[str],
-              boards: int, db_url: str | None, work: Path, config: LineConfig, deadline_ms: float,
-              say: Say) -> PhaseResult:
-    from ..plc.client import Loop, PlcClient
+    from ..plc.client import Loop, PlcClient, client_certificate
     from ..plc.station import FailSafe
     from .run import open_source, run_line
 
@@ -122,7 +114,7 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
     loop = Loop()
     result = PhaseResult(phase)
     try:
-        security = loop.run(_client_certificate(work))
+        security = loop.run(client_certificate(work, "bench-plc"))
         plc = PlcClient(loop, url, config.station, "plc", password, security).connect()
         watch = plc.subscribe("Sequence", period_ms=5)
         watch.wait(lambda w: w.changes, 10)
@@ -134,11 +126,11 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
                 missed_before = link.station.counters.deadline_missed
             seen = len(watch.changes)
             t0 = time.monotonic()
-            plc.write("Trigger", True, _boolean())
+            plc.write("Trigger", True, ua.VariantType.Boolean)
             if not watch.wait(lambda w, s=seen: len(w.changes) > s, 30):
                 raise RuntimeError(f"no verdict for board {i} within 30 s")
             at, sequence = watch.changes[seen]
-            plc.write("Acknowledge", sequence, _uint32())
+            plc.write("Acknowledge", sequence, ua.VariantType.UInt32)
             if i >= WARMUP:
                 result.latencies_ms.append(1000 * (at - t0))
         result.seconds = time.monotonic() - (t_start or time.monotonic())
@@ -154,23 +146,11 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
         w = service.writer.status()
         result.stored, result.spooled = w.written, w.spooled
         result.verdicts = dict(service.line.stats.board_verdicts)
-        result.serials_right = service.line.stats.serials_read
+        result.serials_read = service.line.stats.serials_read
     store.close()
     say(f"{phase}: p50 {result.quantile(0.5):.1f} ms, p99 {result.quantile(0.99):.1f} ms over "
         f"{len(result.latencies_ms)} boards")
     return result
-
-
-def _boolean():  # noqa: ANN202
-    from asyncua import ua
-
-    return ua.VariantType.Boolean
-
-
-def _uint32():  # noqa: ANN202
-    from asyncua import ua
-
-    return ua.VariantType.UInt32
 
 
 def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: LineConfig, deadline_ms: float,
@@ -179,11 +159,11 @@ def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: Li
     results = []
     with tempfile.TemporaryDirectory(prefix="inspector-bench-io-") as tmp:
         root = Path(tmp)
-        serials = render_folder(rules, root / "images", min(boards + WARMUP, 24))
+        render_folder(rules, root / "images", min(boards + WARMUP, 24))
         for phase in phases:
             down = f"postgresql+psycopg2://nobody@127.0.0.1:{_free_port()}/down" if phase == "down" else None
             name = "database down" if down else "database up"
-            results.append(run_phase(name, rules, zoo, models_dir, root / "images", serials, boards, down,
+            results.append(run_phase(name, rules, zoo, models_dir, root / "images", boards, down,
                                      root / phase, config, deadline_ms, say))
     return results
 
@@ -196,7 +176,7 @@ def format_table(results: list[PhaseResult], deadline_ms: float) -> str:
         n = len(r.latencies_ms)
         lines.append(f"{r.phase:<16}{n:>7}{r.quantile(0.5):>9.1f}{r.quantile(0.99):>9.1f}"
                      f"{max(r.latencies_ms, default=float('nan')):>9.1f}{r.boards_per_min:>12.1f}"
-                     f"{r.deadline_missed:>8}{r.stored:>8}{r.spooled:>9}{r.serials_right:>9}/{n + WARMUP}")
+                     f"{r.deadline_missed:>8}{r.stored:>8}{r.spooled:>9}{r.serials_read:>9}/{n + WARMUP}")
     lines.append(f"latency: the PLC's Trigger write to its Sequence notification (OPC UA, Basic256Sha256 "
                  f"SignAndEncrypt); deadline {deadline_ms:g} ms; {WARMUP} warm-up boards before each phase")
     return "\n".join(lines)

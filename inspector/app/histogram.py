@@ -16,6 +16,11 @@ PART_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BOARD_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
+def nearest_rank(ordered: list[float], q: float) -> float | None:
+    """The q-quantile of sorted values by nearest rank (with 100 values, q=0.99 is the largest); None when empty."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
+
+
 @dataclass
 class Histogram:
     """Counts per bucket (upper bounds, inclusive), their sum and count; the caller holds the lock."""

@@ -40,7 +40,7 @@ from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
 from ..results.records import BoardRecord
 from ..routing.rules import RuleSet
-from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram
+from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram, nearest_rank
 from .verdict import part_verdict
 
 BoardSink = Callable[[BoardRecord], None]
@@ -359,7 +359,8 @@ class Line:
             parts, boards = sorted(self._part_latency), sorted(self._board_latency)
 
         def q(xs: list[float], f: float) -> float | None:
-            return 1000 * xs[min(len(xs) - 1, int(f * len(xs)))] if xs else None
+            v = nearest_rank(xs, f)
+            return None if v is None else 1000 * v
         return {"part_p50": q(parts, 0.5), "part_p95": q(parts, 0.95),
                 "board_p50": q(boards, 0.5), "board_p95": q(boards, 0.95)}
 

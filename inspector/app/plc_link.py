@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..endpoint import parse_listen
 from ..plc.modbus import ModbusServer
 from ..plc.opcua import OpcUaConfig, OpcUaServer
 from ..plc.station import FailSafe, Station
@@ -34,14 +35,6 @@ class PlcConfig:
         return bool(self.opcua or self.modbus)
 
 
-def parse_hostport(text: str, default_port: int) -> tuple[str, int]:
-    host, _, port = text.rpartition(":") if ":" in text else (text, "", str(default_port))
-    try:
-        return host or "127.0.0.1", int(port)
-    except ValueError:
-        raise ValueError(f"{text!r} is not HOST:PORT") from None
-
-
 class PlcLink:
     def __init__(self, config: PlcConfig, station_name: str) -> None:
         self.config = config
@@ -49,13 +42,14 @@ class PlcLink:
         self.opcua = OpcUaServer(self.station, OpcUaConfig(
             config.opcua, station_name, config.cert_dir, config.opcua_user, config.opcua_password,
             config.opcua_anonymous, config.opcua_insecure)) if config.opcua else None
-        self.modbus = ModbusServer(self.station, *parse_hostport(config.modbus, 502)) if config.modbus else None
+        self.modbus = ModbusServer(self.station, *parse_listen(config.modbus, "--modbus", "0.0.0.0:5020")) \
+            if config.modbus else None
         self.camera: Any = None
 
     def attach(self, service: LineService, recipes: RecipeBook | None = None) -> None:
         """Hear the line's boards and verdicts; let the PLC trigger its camera and switch its recipe."""
         service.station = self.station
-        camera = getattr(service.source, "inner", service.source)
+        camera = service.source.origin
         settings = getattr(camera, "settings", None)
         if settings is not None and getattr(settings, "software_trigger", False):
             self.camera = camera

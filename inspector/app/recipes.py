@@ -19,44 +19,44 @@ class RecipeBook:
         self.watcher = watcher
         self.folders = [f for f in folders if f.is_dir()]
 
-    def files(self) -> dict[str, Path]:
-        """Recipe name -> its rule file (a file name counts as a name too; the first folder wins)."""
-        out: dict[str, Path] = {}
+    def index(self) -> tuple[dict[str, Path], dict[str, Path], dict[str, str]]:
+        """(recipe -> its rule file, file name -> its rule file, file name -> why that file does not load), each
+        file read once; the first folder wins."""
+        recipes: dict[str, Path] = {}
+        stems: dict[str, Path] = {}
+        broken: dict[str, str] = {}
         for folder in self.folders:
             for path in sorted(folder.glob("*.yaml")):
                 try:
                     recipe = load_rules(path).recipe
-                except ValueError:
-                    continue  # a broken file is no recipe; selecting it by name says why below
-                out.setdefault(recipe, path)
-                out.setdefault(path.stem, path)
-        return out
+                except ValueError as exc:
+                    broken.setdefault(path.stem, str(exc))
+                    continue
+                recipes.setdefault(recipe, path)
+                stems.setdefault(path.stem, path)
+        return recipes, stems, broken
 
     def select(self, name: str) -> str | None:
         """Switch to recipe `name` from the next board; the reason when refused (nothing changes)."""
         name = name.strip()
-        known = self.files()
-        path = known.get(name)
+        recipes, stems, broken = self.index()
+        path = recipes.get(name) or stems.get(name)
         if path is None:
-            broken = [p for f in self.folders for p in f.glob(f"{name}.yaml")]
-            if broken:
-                try:
-                    load_rules(broken[0])
-                except ValueError as exc:
-                    return f"its rule file does not load: {exc}"
+            if name in broken:
+                return f"its rule file does not load: {broken[name]}"
             where = ", ".join(str(f) for f in self.folders) or "no rule folder"
-            names = ", ".join(sorted({load_rules(p).recipe for p in set(known.values())})) or "none"
+            names = ", ".join(sorted(recipes)) or "none"
             return f"no rule set for recipe {name!r} in {where} (recipes there: {names})"
         if self.watcher.path is not None and path.resolve() == Path(self.watcher.path).resolve() \
                 and self.watcher.line.rules.recipe == name:
             return None  # already in force
         try:
-            rules: RuleSet = self.watcher.validate(path.read_text(encoding="utf-8"), str(path))
+            text = path.read_text(encoding="utf-8")
+            with self.watcher.writing:
+                rules: RuleSet = self.watcher.apply_text(text, str(path))  # validated against the zoo, then applied
+                self.watcher.path = path
+                self.watcher.mark_read()
         except (ValueError, OSError) as exc:
             return str(exc)
-        with self.watcher.writing:
-            self.watcher.path = path
-            self.watcher.apply_text(path.read_text(encoding="utf-8"), str(path))
-            self.watcher.mark_read()
         self.watcher.say(f"recipe changeover: {rules.recipe} {rules.version} from {path}, from the next board on")
         return None

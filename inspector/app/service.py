@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from ..routing.rules import RuleSet
 from ..runtime.heap import Trimmer
 from .detection import Detection
 from .line import Line, LineConfig
+
+if TYPE_CHECKING:  # a type only: the line imports nothing of the PLC room at run time
+    from ..plc.station import Station
 
 Say = Callable[[str], None]
 Sink = Callable[[BoardRecord], None]
@@ -73,7 +76,7 @@ class LineService:
         self._trimmer = Trimmer()  # freed image and tensor buffers back to the OS, so RSS stays flat for months
         self._images: dict[str, np.ndarray] = {}  # inspection id -> image, for boards inside the line
         self.last_board: tuple[np.ndarray, BoardRecord] | None = None  # the newest finished board, for a display
-        self.station: Any = None  # the line controller's station (plc/station.py), told of each verdict at once
+        self.station: Station | None = None  # the line controller's station, told of each verdict at once
         self._plc_keys: dict[str, Any] = {}  # inspection id -> the station's key (the trigger's time, or the id)
 
     @property

@@ -37,8 +37,7 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
                          "registered": line.stats.registered, "failed": line.stats.registration_failed,
                          "residual_px_mean": line.stats.residual_px_mean,
                          "residual_px_max": line.stats.residual_px_max if line.stats.registered else None},
-        "identity": {"code": line.rules.serial_code is not None, "read": line.stats.serials_read,
-                     "noreads": line.stats.noreads, "noread_refused": line.stats.noread_refused},
+        **camera_state(service),
         "in_flight": line.boards_in_flight,
         "last_board_age_s": None if last is None else time.monotonic() - last,
         "last_board_at": line.last_finished_at,  # unix time, for the metrics' timestamp
@@ -79,10 +78,6 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "mqtt": None,
         "rules": None,
     }
-    gate = getattr(service.source, "gate", None)
-    out["gate"] = gate.counters.to_json() if gate is not None else None
-    camera = getattr(service.source, "inner", service.source)
-    out["camera"] = camera.status() if hasattr(camera, "status") else None
     if publisher is not None:
         m = publisher.status()
         out["mqtt"] = {"broker": f"{publisher.host}:{publisher.port}", **asdict(m)}
@@ -92,6 +87,16 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
                         "history": [{"version": h.rules.version, "recipe": h.rules.recipe, "at": h.at.isoformat()}
                                     for h in rules.state.history]}
     return out
+
+
+def camera_state(service: LineService) -> dict[str, Any]:
+    """The camera's state and settings, the board gate's counters, the serials read (None where there is none)."""
+    line, camera = service.line, service.source.origin
+    gate = getattr(service.source, "gate", None)
+    return {"camera": camera.status() if hasattr(camera, "status") else None,
+            "gate": gate.counters.to_json() if gate is not None else None,
+            "identity": {"code": line.rules.serial_code is not None, "read": line.stats.serials_read,
+                         "noreads": line.stats.noreads, "noread_refused": line.stats.noread_refused}}
 
 
 def _state(service: LineService) -> str:

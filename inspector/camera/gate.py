@@ -71,11 +71,6 @@ class BoardGate:
         self._lock = threading.Lock()
         check_gate(rules())
 
-    def rearm(self) -> None:
-        """Take the next settled board even if it looks like the last (a recipe changed, the operator asked)."""
-        with self._lock:
-            self._inspected = None
-
     def offer(self, frame: Frame) -> Frame | None:
         """The frame as a board to inspect (its registration and code attached), or None."""
         if frame.image is None:
@@ -96,7 +91,7 @@ class BoardGate:
             if inspected is None and not settled:
                 self.counters.moving += 1
                 return None
-        look = _look(frame.image, rules)
+        look = _look(frame.image, rules, settled)
         with self._lock:
             if isinstance(look, str):
                 self._inspected = None  # no board in view: the next one is new
@@ -138,8 +133,9 @@ def check_gate(rules: RuleSet) -> None:
                          "README.md) or trigger the camera once per board (--gate off)")
 
 
-def _look(image: np.ndarray, rules: RuleSet) -> tuple[Registration | None, CodeRead | None] | str:
-    """(registration, code read) of a board in view, or why there is none."""
+def _look(image: np.ndarray, rules: RuleSet, settled: bool) -> tuple[Registration | None, CodeRead | None] | str:
+    """(registration, code read) of a board in view, or why there is none. A moving board's code is not read
+    (its registration alone says whether a board is still there), unless the code is how a board is seen."""
     registration = None
     if rules.fiducials is not None:
         try:
@@ -147,7 +143,7 @@ def _look(image: np.ndarray, rules: RuleSet) -> tuple[Registration | None, CodeR
         except RegistrationFailed as exc:
             return str(exc)
     code = None
-    if rules.serial_code is not None:
+    if rules.serial_code is not None and (settled or registration is None):
         code = read_code(image, rules.serial_code, registration.array if registration is not None else None)
         if registration is None and not code.ok:
             return code.reason
@@ -162,6 +158,10 @@ class GatedSource(Source):
         self.inner = inner
         self.counters = inner.counters
         self.gate = BoardGate(rules if callable(rules) else (lambda: rules))
+
+    @property
+    def origin(self) -> Source:
+        return self.inner
 
     def follow(self, rules: Callable[[], RuleSet]) -> None:
         """Take the rule set in force from `rules` (the running line's, which a recipe changeover switches)."""

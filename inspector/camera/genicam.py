@@ -236,12 +236,11 @@ class GenICamSource(Source):
                 self.counters.fail(f"camera {self.device}: a grab failed ({result.GetErrorDescription()})")
                 return None, None
             image = self._bgr(result, converter)
-            block = result.BlockID
         finally:
             result.Release()
         with self._lock:
             trigger_at = self._trigger_times.popleft() if self._trigger_times else None
-        return Frame(image, "", self.name, serial_origin="none", triggered_at=trigger_at, camera_frame=int(block)), None
+        return Frame(image, "", self.name, serial_origin="none", triggered_at=trigger_at), None
 
     def _bgr(self, result: Any, converter: Any) -> np.ndarray:
         if result.GetPixelType() == pylon.PixelType_BGR8packed:

@@ -55,7 +55,6 @@ class Frame:
     code: CodeRead | None = None
     rules_version: str | None = None
     triggered_at: float | None = None  # time.monotonic() of the trigger that took this frame (a triggered camera)
-    camera_frame: int | None = None  # the camera's own frame number (GenICam BlockID)
     acquired_at: float = field(default_factory=time.monotonic)  # when the source made this frame
 
 
@@ -94,6 +93,11 @@ class Source:
     def stop(self) -> None:
         """Stop delivering after the current image (SIGTERM, the Stop button)."""
         self._stop = True
+
+    @property
+    def origin(self) -> Source:
+        """The source that makes the frames: itself, or the camera behind a board gate (camera/gate.py)."""
+        return self
 
     def __iter__(self) -> Iterator[Frame]:
         raise NotImplementedError

@@ -18,6 +18,7 @@ import cv2
 import yaml
 
 from ..app.service import LineService
+from ..app.snapshot import camera_state
 from ..camera.settings import parse_settings
 from ..runtime.diskio import write_atomically
 from .http import HttpError, json_object
@@ -30,17 +31,10 @@ class CameraControl:
 
     @property
     def camera(self) -> Any:
-        source = self.service.source
-        return getattr(source, "inner", source)
+        return self.service.source.origin
 
     def document(self) -> dict[str, Any]:
-        camera = self.camera
-        gate = getattr(self.service.source, "gate", None)
-        stats = self.service.line.stats
-        return {"source": self.service.source.name,
-                "camera": camera.status() if hasattr(camera, "status") else None,
-                "gate": gate.counters.to_json() if gate is not None else None,
-                "identity": {"read": stats.serials_read, "noreads": stats.noreads},
+        return {"source": self.service.source.name, **camera_state(self.service),
                 "settings_file": self.settings_path.name if self.settings_path else None}
 
     def frame(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 from asyncua import Client, ua
@@ -123,3 +124,15 @@ class PlcClient:
             self.loop.run(self.client.disconnect(), timeout=10)
         except Exception:  # noqa: BLE001 - a server already gone
             pass
+
+
+async def client_certificate(folder: Path, name: str = "plc") -> str:
+    """A self-signed client certificate and key made under `folder`, as asyncua's security string for an
+    encrypted session (Basic256Sha256, SignAndEncrypt)."""
+    from asyncua.crypto.cert_gen import setup_self_signed_certificate
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    key, cert = folder / f"{name}-key.pem", folder / f"{name}-cert.der"
+    await setup_self_signed_certificate(key, cert, f"urn:inspector:{name}", "localhost",
+                                        [ExtendedKeyUsageOID.CLIENT_AUTH], {"commonName": name})
+    return f"Basic256Sha256,SignAndEncrypt,{cert},{key}"

@@ -75,7 +75,6 @@ class ModbusServer(ServerThread):
         super().__init__(1, "modbus-server")  # a trigger blocks briefly
         self.station, self.host, self.port = station, host, port
         self._server: ModbusTcpServer | None = None
-        self.writes = 0
 
     def where(self) -> str:
         return f"{self.host}:{self.port}"
@@ -102,7 +101,6 @@ class ModbusServer(ServerThread):
             touched = range(address, address + len(set_values))
             if any(a not in WRITABLE for a in touched):
                 return ExcCodes.ILLEGAL_ADDRESS
-            self.writes += 1
             for a, value in zip(touched, set_values):
                 await asyncio.get_running_loop().run_in_executor(self._pool, self._apply, a, int(value))
         regs = register_map(self.station.tags)

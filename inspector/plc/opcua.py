@@ -116,7 +116,6 @@ class OpcUaServer(ServerThread):
         self._states: dict[str, Any] = {}
         self._events: Any = None
         self.server: Server | None = None
-        self.clients_writes = 0
 
     def where(self) -> str:
         return self.config.endpoint
@@ -217,7 +216,6 @@ class OpcUaServer(ServerThread):
             attr = self._writable.get(write.NodeId)
             if attr is None or not status.is_good() or write.AttributeId != ua.AttributeIds.Value:
                 continue
-            self.clients_writes += 1
             value = write.Value.Value.Value if write.Value and write.Value.Value else None
             asyncio.get_running_loop().run_in_executor(self._pool, self._apply, attr, value)
 
@@ -230,15 +228,9 @@ class OpcUaServer(ServerThread):
             elif attr == "acknowledge" and value is not None:
                 self.station.acknowledge(int(value))
             elif attr == "recipe" and value:
-                self.station.select_recipe(str(value))
-                self._station_changed(self.station_tags(), None)  # a refused name reads back the recipe in force
+                self.station.select_recipe(str(value))  # its change notice writes back the recipe in force
         except Exception:  # noqa: BLE001 - a PLC write must never take the server down
             log.exception("applying the PLC's write of %s = %r failed", attr, value)
-
-    def station_tags(self) -> Tags:
-        from dataclasses import replace
-
-        return replace(self.station.tags)
 
     async def _select_recipe_method(self, _parent: Any, external_id: ua.Variant) -> list[ua.Variant]:
         name = external_id.Value if isinstance(external_id, ua.Variant) else external_id
