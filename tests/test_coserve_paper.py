@@ -66,8 +66,14 @@ def test_paper_arranging_never_groups_behind_the_running_batch() -> None:
         assert q.upcoming_experts() == expected
 
 
+def cpu_only(profiles: dict) -> dict:
+    """The CPU's profile alone: these tests count the tiny workload's two CPU executors (a GPU box adds its own)."""
+    return {k: v for k, v in profiles.items() if k == "cpu"}
+
+
 def test_coserve_paper_serves_from_per_executor_pools_with_the_same_verdicts(tiny) -> None:
     workload, zoo, profiles = tiny
+    profiles = cpu_only(profiles)
     seen = []
     report, results = run_policy(workload, zoo, get_policy("coserve-paper"), profiles, observe=seen.append)
     engine = seen[0]
@@ -90,6 +96,7 @@ def test_a_bench_refuses_per_executor_pools_smaller_than_the_largest_expert(tiny
     from inspector.coserve.evaluation.bench import check_budget
 
     workload, _, profiles = tiny
+    profiles = cpu_only(profiles)
     small = dataclasses.replace(workload, expert_pool_bytes=30 * MiB)  # 15 MiB each: the 18.7 MiB classifier fits not
     check_budget(small, ["samba", "coserve"], profiles)  # one pool (samba) or one shared pool: fine
     with pytest.raises(ValueError, match="coserve-paper gives each of its 2 executors its own pool: 15 MiB each"):

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .assign import assign
+from .invariance import fixed_shape
 
 StateDict = dict[str, torch.Tensor]
 SPARE_SHELLS = 8  # per architecture and device: enough for the evictions of a burst of switches
@@ -106,7 +107,7 @@ class Architecture(ABC):
             module = copy.deepcopy(self.skeleton()).eval()
         assign(module, state)
         if device.type != "cpu":
-            module.to(device)  # parameters already there; moves non-parameter tensors
+            _move_real(module, device)  # parameters already there; moves non-parameter tensors
         return module
 
     def keep_shells(self, device: torch.device, count: int) -> None:
@@ -118,7 +119,7 @@ class Architecture(ABC):
                     return
             shell = copy.deepcopy(self.skeleton())
             if device.type != "cpu":
-                shell.to(device)  # non-parameter tensors (strides) live where the module runs
+                _move_real(shell, device)  # non-parameter tensors (strides) live where the module runs
             with self._lock:
                 self._shells.setdefault(str(device), []).append(shell)
 
@@ -174,7 +175,13 @@ class Architecture(ABC):
         return images.contiguous()
 
     def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
-        """Predictions for a preprocessed batch (N x 3 x S x S) on the module's device."""
+        """Predictions for a preprocessed batch (N x 3 x S x S) on the module's device.
+
+        On a GPU at one fixed batch shape (invariance.py), so a crop's verdict
+        does not depend on its batch-mates.
+        """
+        if batch.is_cuda:
+            return self.decode(fixed_shape(lambda part: self.forward(module, part), batch))
         return self.decode(self.forward(module, batch))
 
     @abstractmethod
@@ -230,3 +237,12 @@ def _hooked_peak_bytes(module: nn.Module, size: int) -> int:
         for h in handles:
             h.remove()
     return peak_pair + largest_out
+
+
+def _move_real(module: nn.Module, device: torch.device) -> None:
+    """`module.to(device)` for a shell whose weights may still be on meta: moves only the real tensors.
+
+    Through the module's own `_apply`, so ultralytics' override also moves the
+    detection head's plain tensor attributes (strides, anchors).
+    """
+    module._apply(lambda t: t if t.is_meta else t.to(device))

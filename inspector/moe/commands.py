@@ -38,7 +38,7 @@ def cmd_build_demo(args: argparse.Namespace) -> int:
     from .demo.build import DemoRecipe, build_demo
 
     recipe = DemoRecipe(steps=args.steps) if args.steps else DemoRecipe()
-    build = build_demo(recipe, root=_llm_root(args), force=args.force, log=_say)
+    build = build_demo(recipe, root=_llm_root(args), force=args.force, log=_say, device=args.device)
     state = "cached, built earlier" if build.cached else "built"
     _say(f"demo model {state} in {build.seconds:.0f} s: {build.path}")
     _say(f"held-out perplexity {build.perplexity:.2f}")
@@ -207,6 +207,7 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                                                   "standard library and save it under models/llm (cached)")
     build.add_argument("--steps", type=int, help="training steps (default: the recipe's)")
     build.add_argument("--force", action="store_true", help="build again even when a cached model exists")
+    build.add_argument("--device", default="cpu", help="train on cpu or cuda (default cpu)")
     build.set_defaults(func=cmd_build_demo)
 
     def model_flags(p: argparse.ArgumentParser) -> None:

@@ -149,6 +149,10 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
             f"{r.em_overhead_pct:>7.3f}{disk:>9.1f}{host:>9.1f}{f'{r.prefetch_used}/{r.prefetches}':>10}"
         )
     lines.append("floor: experts the run used that no pool held at its start; no policy switches fewer times")
+    for r in report.runs:  # a failed request says why, so a row with failures can be read
+        if r.failures:
+            lines.append(f"{r.policy} failed: " + "; ".join(
+                f"{kind} (x{n})" for kind, n in sorted(r.failures.items(), key=lambda kv: -kv[1])[:3]))
     if spread:
         lines.append("spread: half the range of the runs' throughputs, in % of the median")
     ceiling = f"all-resident ceiling: {report.ceiling_rps:.2f} req/s"

@@ -7,6 +7,7 @@ reason and is counted; the engine keeps serving the rest.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -320,7 +321,7 @@ class Engine:
         result.finished = time.perf_counter()
         self._finished.append(result)
         self._stats.failed += 1
-        kind = reason.split(":")[0][:80]
+        kind = re.sub(r"'[^']*'", "'…'", reason)[:160]  # one kind per cause, whichever expert it hit
         self._stats.failures[kind] = self._stats.failures.get(kind, 0) + 1
 
     def replace_weights(self, name: str, entry: ExpertEntry, timeout: float | None = None) -> None:

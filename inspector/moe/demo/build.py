@@ -86,7 +86,7 @@ def _stream(tokenizer, texts: list[str]) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
-def perplexity(model, stream: torch.Tensor, seq_len: int, windows: int) -> float:
+def perplexity(model, stream: torch.Tensor, seq_len: int, windows: int, device: str = "cpu") -> float:
     """exp(mean next-token loss) over the first `windows` non-overlapping windows of the held-out stream."""
     n = min(windows, (len(stream) - 1) // seq_len)
     if n < 1:
@@ -95,7 +95,7 @@ def perplexity(model, stream: torch.Tensor, seq_len: int, windows: int) -> float
     model.eval()
     with torch.inference_mode():
         for i in range(0, n, 8):
-            batch = torch.stack([stream[j * seq_len:(j + 1) * seq_len] for j in range(i, min(i + 8, n))])
+            batch = torch.stack([stream[j * seq_len:(j + 1) * seq_len] for j in range(i, min(i + 8, n))]).to(device)
             out = model(input_ids=batch, labels=batch, output_router_logits=False)
             tokens = batch.numel() - batch.shape[0]
             total += float(out.loss) * tokens
@@ -105,7 +105,8 @@ def perplexity(model, stream: torch.Tensor, seq_len: int, windows: int) -> float
 
 
 def build_demo(recipe: DemoRecipe | None = None, root: Path | None = None, corpus: Corpus | None = None,
-               force: bool = False, log: Callable[[str], None] = print) -> DemoBuild:
+               force: bool = False, log: Callable[[str], None] = print, device: str = "cpu") -> DemoBuild:
+    """Train (on `device`: a GPU trains the recipe in seconds, the CPU in minutes) and save; cached by the key."""
     from transformers import MixtralForCausalLM
 
     recipe = recipe or DemoRecipe()
@@ -123,7 +124,7 @@ def build_demo(recipe: DemoRecipe | None = None, root: Path | None = None, corpu
     log(f"tokenizer: {len(tokenizer)} tokens; {len(train)} train tokens, {len(held)} held-out tokens "
         f"({time.perf_counter() - t0:.0f} s)")
     config = recipe.config(tokenizer)
-    model = MixtralForCausalLM(config)  # transformers' default grouped experts kernel: several times its eager loop
+    model = MixtralForCausalLM(config).to(device)  # transformers' grouped experts kernel: several times its loop
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95), weight_decay=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / recipe.warmup) * 0.5 * (
@@ -133,7 +134,7 @@ def build_demo(recipe: DemoRecipe | None = None, root: Path | None = None, corpu
     t_train = time.perf_counter()
     for step in range(recipe.steps):
         starts = torch.randint(0, len(train) - recipe.seq_len - 1, (recipe.batch,), generator=gen)
-        batch = torch.stack([train[s:s + recipe.seq_len] for s in starts.tolist()])
+        batch = torch.stack([train[s:s + recipe.seq_len] for s in starts.tolist()]).to(device)
         loss = model(input_ids=batch, labels=batch, output_router_logits=True).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -145,7 +146,8 @@ def build_demo(recipe: DemoRecipe | None = None, root: Path | None = None, corpu
             rate = (time.perf_counter() - t_train) / (step + 1)
             log(f"step {step + 1}/{recipe.steps}: loss {sum(losses[-20:]) / len(losses[-20:]):.3f}, "
                 f"{rate:.2f} s/step, {rate * (recipe.steps - step - 1) / 60:.1f} min left")
-    ppl = perplexity(model, held, recipe.seq_len, recipe.eval_windows)
+    ppl = perplexity(model, held, recipe.seq_len, recipe.eval_windows, device)
+    model = model.cpu()
     seconds = time.perf_counter() - t0
     log(f"held-out perplexity {ppl:.2f} over {min(recipe.eval_windows, (len(held) - 1) // recipe.seq_len)} windows "
         f"of {recipe.seq_len} tokens; built in {seconds:.0f} s")
@@ -157,7 +159,8 @@ def build_demo(recipe: DemoRecipe | None = None, root: Path | None = None, corpu
     record = {"recipe": dataclasses.asdict(recipe), "corpus": str(corpus.root), "corpus_fingerprint":
               corpus.fingerprint(), "train_tokens": len(train), "held_out_tokens": len(held),
               "tokens_seen": recipe.steps * recipe.batch * recipe.seq_len, "final_train_loss": losses[-1],
-              "held_out_perplexity": ppl, "build_seconds": seconds, "torch": torch.__version__}
+              "held_out_perplexity": ppl, "build_seconds": seconds, "torch": torch.__version__,
+              "device": str(device)}
     (tmp / BUILD_RECORD).write_text(json.dumps(record, indent=2))
     for f in tmp.glob("*.safetensors"):
         fsync_and_drop(f)  # the benchmark's disk reads must come from disk, not from pages left by this write
