@@ -2,12 +2,15 @@
 crops cut through the transform, and the schema's errors at their lines. Fixed seeds, no timing."""
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 
 from inspector.ingest.camera_model import CameraModel, parse_camera
 from inspector.ingest.crops import crop_matrix, crop_part, cut_board
-from inspector.ingest.registration import Registration, RegistrationFailed, register
+from inspector.ingest.registration import Registration, RegistrationFailed, map_points, register, warp_inverse
 from inspector.ingest.synthetic import FIDUCIAL_BGR, MASK_BGR, render_board
 from inspector.routing.rules import load_rules, parse_rules
 from inspector.yamlio import ConfigError
@@ -21,9 +24,7 @@ MINI = parse_rules(GOOD, "mini.yaml")
 def _part_error(rules, placement: np.ndarray, reg: Registration) -> float:
     """Largest distance, over every part centre, between where the camera put it and where registration says."""
     pts = np.array([(p.x, p.y) for _, p in rules.placements()], float)
-    true = pts @ placement[:, :2].T + placement[:, 2]
-    est = pts @ reg.array[:, :2].T + reg.array[:, 2]
-    return float(np.hypot(*(true - est).T).max())
+    return float(np.hypot(*(map_points(placement, pts) - map_points(reg.homography, pts)).T).max())
 
 
 @pytest.mark.parametrize("rules", [BOARD_A, MINI], ids=["board_a", "mini"])
@@ -74,7 +75,7 @@ def test_one_misplaced_mark_is_left_out_and_the_others_still_register() -> None:
     board = render_board(BOARD_A, "m", rng)
     image, placement = CameraModel(shift_px=5, rotation_deg=0.5).view(board.image, rng)
     f3 = BOARD_A.fiducials.marks[2]
-    x, y = placement @ (f3.x, f3.y, 1.0)
+    x, y = map_points(placement, np.array([(f3.x, f3.y)], float))[0]
     cv2.circle(image, (int(round(x)), int(round(y))), 12, MASK_BGR, -1)  # the real mark gone ...
     cv2.circle(image, (int(round(x)) + 4, int(round(y)) - 3), f3.size // 2, FIDUCIAL_BGR, -1)  # ... a lookalike
     reg = register(image, BOARD_A.fiducials)
@@ -108,9 +109,7 @@ def test_crops_through_the_identity_are_the_nominal_crops_and_through_a_shift_fo
     shifted = Registration((1.0, 0.0, 5.0, 0.0, 1.0, 3.0), 0.0)
     comp, place = next((c, p) for c, p in rules.placements() if p.ref == "R2")
     m, size = crop_matrix(comp, place, rules.crop_margin, shifted.array)
-    import cv2
-
-    got = cv2.warpAffine(moved, m, size, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP)
+    got = warp_inverse(moved, m, size)
     assert np.array_equal(got, crop_part(image, comp, place, rules.crop_margin))
 
 
@@ -138,3 +137,51 @@ def test_a_rule_set_without_fiducials_still_loads_and_cuts_at_nominal_positions(
     assert plain.fiducials is None
     image = render_board(plain, "p", np.random.default_rng(0)).image
     assert [c.ref for c in cut_board(image, plain)] == [p.ref for _, p in plain.placements()]
+
+
+HOMOGRAPHY = load_rules(RULES / "board_a.yaml")
+HOMOGRAPHY = dataclasses.replace(HOMOGRAPHY, fiducials=dataclasses.replace(HOMOGRAPHY.fiducials,
+                                                                           transform="homography"))
+
+
+def test_a_homography_recipe_follows_a_tilted_camera_that_a_similarity_refuses() -> None:
+    rng = np.random.default_rng(11)
+    camera = parse_camera("tilt=2:-1.5,shift=8,rotation=0.8")
+    for i in range(4):
+        board = render_board(HOMOGRAPHY, f"t{i}", rng)
+        image, placement = camera.view(board.image, rng)
+        reg = register(image, HOMOGRAPHY.fiducials)
+        assert _part_error(HOMOGRAPHY, placement, reg) <= 0.3, (i, reg)
+        with pytest.raises(RegistrationFailed, match="fiducials disagree"):
+            register(image, BOARD_A.fiducials)  # similarity: the tilt is over its residual
+
+
+def test_four_marks_that_need_more_perspective_than_a_tilt_fail_the_board() -> None:
+    import cv2
+
+    board = render_board(HOMOGRAPHY, "p", np.random.default_rng(12))
+    f4 = HOMOGRAPHY.fiducials.marks[3]
+    cv2.circle(board.image, (f4.x, f4.y), 12, MASK_BGR, -1)
+    cv2.circle(board.image, (f4.x - 16, f4.y - 12), f4.size // 2, FIDUCIAL_BGR, -1)  # a lookalike 20 px off
+    with pytest.raises(RegistrationFailed, match=r"need 5\.\d px of perspective.*one of F1, F2, F3, F4"):
+        register(board.image, HOMOGRAPHY.fiducials)
+
+
+def test_a_board_beyond_the_search_radius_is_found_by_the_coarse_search() -> None:
+    import cv2
+
+    rng = np.random.default_rng(13)
+    board = render_board(BOARD_A, "far", rng)
+    placement = np.array([[1.0, 0.0, 52.0], [0.0, 1.0, 37.0], [0.0, 0.0, 1.0]])  # 64 px off; search_px is 24
+    image = cv2.warpAffine(board.image, placement[:2], (760, 520), borderValue=(58, 58, 62))
+    big = image  # a wider field of view than the board: the whole board is still in it
+    rules = dataclasses.replace(BOARD_A, board_size=(760, 520))
+    reg = register(big, rules.fiducials)
+    assert reg.coarse_shift is not None and math.dist(reg.coarse_shift, (52, 37)) < 3
+    assert _part_error(rules, placement, reg) <= 0.3
+
+
+def test_a_board_nowhere_near_says_the_coarse_search_found_nothing() -> None:
+    blank = np.full((400, 640, 3), (58, 58, 62), np.uint8)
+    with pytest.raises(RegistrationFailed, match="coarse search over .* found no position most marks agree on"):
+        register(blank, BOARD_A.fiducials)

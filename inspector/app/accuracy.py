@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..camera.correction import CorrectedSource
+from ..camera.targets import needs_correction, synthetic_correction
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import CameraModel, describe
 from ..ingest.sources import SyntheticSource
@@ -37,6 +39,9 @@ MIN_GOOD, MIN_DEFECTS = 2000, 100  # per condition at the default number of boar
 DEFECT_SHARE = 0.05
 
 PLACEMENT = CameraModel(shift_px=10, rotation_deg=1.0, scale=0.01)
+REAL_LENS = CameraModel(shift_px=10, rotation_deg=1.0, scale=0.01, tilt_deg=(2.0, -1.5), distortion=(-0.1, -0.1),
+                        vignette=(0.3, 0.3), cast=(0.15, 0.15), motion_px=(1.5, 1.5), gain=(0.9, 1.2),
+                        noise_sigma=(4.0, 4.0), blur_sigma=(0.6, 0.6), jpeg_quality=(85, 85))
 CONDITIONS: dict[str, CameraModel] = {
     "clean": CameraModel(),
     "gain-0.6": CameraModel(gain=(0.6, 0.6)),
@@ -49,7 +54,18 @@ CONDITIONS: dict[str, CameraModel] = {
     "placement": PLACEMENT,
     "combined": CameraModel(shift_px=10, rotation_deg=1.0, scale=0.01, gain=(0.6, 1.4), contrast=(0.7, 0.7),
                             gradient=0.25, blur_sigma=(1.2, 1.2), noise_sigma=(6.0, 6.0), jpeg_quality=(60, 60)),
+    # a real camera: what calibration and a reference capture correct (tilt, lens, vignetting, cast), what training
+    # must cover (motion blur along the conveyor, noise at high gain), each alone and all together
+    "tilt-2": CameraModel(tilt_deg=(2.0, -1.5)),
+    "lens-k1": CameraModel(distortion=(-0.1, -0.1)),
+    "vignette-0.3": CameraModel(vignette=(0.3, 0.3)),
+    "cast-0.15": CameraModel(cast=(0.15, 0.15)),
+    "motion-2": CameraModel(motion_px=(2.0, 2.0)),
+    "high-gain": CameraModel(gain=(1.3, 1.3), noise_sigma=(10.0, 10.0)),
+    "real-lens": REAL_LENS,
+    "real-lens-raw": REAL_LENS,  # the same camera without its correction file: what the line did before
 }
+UNCORRECTED = {"real-lens-raw"}  # conditions run without the camera's correction though it needs one
 
 
 @dataclass
@@ -61,6 +77,7 @@ class ConditionResult:
     residual_mean_px: float | None = None
     residual_max_px: float | None = None
     stored: int = 0  # boards the results database holds afterwards
+    corrected: bool = False  # frames went through the camera's correction (calibrated lens and tilt, flat field)
     parts_per_s: float = 0.0
     seconds: float = 0.0
 
@@ -107,11 +124,15 @@ def exact_defects(rules: RuleSet, share: float = DEFECT_SHARE) -> Callable[[int,
 
 def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int,
                   config: LineConfig, seed: int = HELD_OUT_SEED, share: float = DEFECT_SHARE,
-                  say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None) -> ConditionResult:
+                  say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None,
+                  correct: bool = True) -> ConditionResult:
     """One condition through the real line into a SQLite database (under `data_dir`, else a throwaway one),
-    scored against the truth."""
+    scored against the truth. A camera that needs it is calibrated first, as at a line's install (`correct`)."""
     source = condition_source(rules, camera, boards, seed, share)
     out = ConditionResult(name, describe(camera))
+    if correct and needs_correction(camera):
+        source = CorrectedSource(source, synthetic_correction(camera, rules.board_size, seed))
+        out.corrected = True
     with contextlib.ExitStack() as stack:
         data = Path(data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="inspector-accuracy-")))
         store = ResultStore(sqlite_url(data / "results.sqlite"))
@@ -142,7 +163,8 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
     results = []
     for name in names:
         t = time.perf_counter()
-        results.append(run_condition(name, CONDITIONS[name], rules, zoo, models_dir, n, config, seed, say=say))
+        results.append(run_condition(name, CONDITIONS[name], rules, zoo, models_dir, n, config, seed, say=say,
+                                     correct=name not in UNCORRECTED))
         d = results[-1].detection
         say(f"{name}: recall {d.recall:.4f}, false alarms {d.false_alarms}/{d.good}, rejected {d.rejected_boards} "
             f"({time.perf_counter() - t:.0f} s)")
@@ -151,7 +173,7 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
 
 def format_table(results: list[ConditionResult]) -> str:
     classes = [c for c in DEFECTS if any(c in r.detection.by_class for r in results)]
-    head = (f"{'condition':<14}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
+    head = (f"{'condition':<14}{'fix':>4}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
             f"{'rejected':>9}{'serial read':>16}{'resid mean':>11}{'resid max':>10}"
             + "".join(f"{c:>9}" for c in classes))
     lines = [head, "-" * len(head)]
@@ -165,7 +187,8 @@ def format_table(results: list[ConditionResult]) -> str:
         serial = f"{d.serials_read}/{d.serials} {d.read_rate:.3f}" if d.serials else "-"
         if d.misreads:
             serial += f" {d.misreads}!"
-        lines.append(f"{r.condition:<14}{r.boards:>7}{r.parts:>7}{d.defective:>8}{d.recall:>8.4f}  {fa:<22}"
+        fix = "yes" if r.corrected else "-"
+        lines.append(f"{r.condition:<14}{fix:>4}{r.boards:>7}{r.parts:>7}{d.defective:>8}{d.recall:>8.4f}  {fa:<22}"
                      f"{d.rejected_boards:>9}{serial:>16}{res}{per}")
     return "\n".join(lines)
 

@@ -46,7 +46,7 @@ def check_identity(rules: RuleSet, camera: CameraModel, name: str, boards: int, 
         matrix = None
         if rules.fiducials is not None:
             try:
-                matrix = register(frame.image, rules.fiducials).array
+                matrix = register(frame.image, rules.fiducials).homography
             except RegistrationFailed:
                 matrix = None  # the line reads such a board where its code should lie
         t = time.perf_counter()

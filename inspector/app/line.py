@@ -282,7 +282,7 @@ class Line:
                 record.board_serial, record.serial_source = noread_serial(record.inspection_id), "none"
             return None
         if code is None:
-            code = read_code(image, rules.serial_code, registration.array if registration is not None else None)
+            code = read_code(image, rules.serial_code, registration.homography if registration is not None else None)
         if code.ok:
             record.board_serial, record.serial_source = code.text, "code"  # type: ignore[assignment]
             self.stats.serials_read += 1

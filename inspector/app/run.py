@@ -54,45 +54,55 @@ GATES = ("auto", "on", "off")
 def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: float = 0.0,  # noqa: ANN201
                 defect_rate: float | None = None, camera: str | None = None,
                 max_pixels: int = DEFAULT_MAX_PIXELS, glare: str | None = None, gate: str = "auto",
-                reconnects: int = 5, serial_pattern: str | None = None, camera_settings: dict | None = None):
+                reconnects: int = 5, serial_pattern: str | None = None, camera_settings: dict | None = None,
+                correction: str | Path | None = None):
     """A source from its command-line spelling; the other arguments apply to synthetic ones (`camera`: a camera
     model's preset or settings, ingest/camera_model.py), `max_pixels` and `serial_pattern` to files, `reconnects`
-    and `camera_settings` to cameras. `gate`: auto puts a board gate (camera/gate.py) on free-running cameras."""
+    and `camera_settings` to cameras. `gate`: auto puts a board gate (camera/gate.py) on free-running cameras.
+    `correction`: the camera's correction file (lens, flat field; camera/correction.py), applied to every frame
+    before the gate and the line."""
     kind, _, arg = spec.partition(":")
     if gate not in GATES:
         raise ValueError(f"--gate must be one of {', '.join(GATES)}, got {gate!r}")
+    fix = None
+    if correction is not None:
+        from ..camera.correction import CameraCorrection
+
+        fix = CameraCorrection.load(correction)
+    free_running = False
     if kind == "synthetic":
         rates = None if defect_rate is None else rates_for(defect_rate)
         source = SyntheticSource(rules, int(arg) if arg else boards, seed=seed, rates=rates, interval_s=interval_s,
                                  camera=parse_camera(camera) if camera else None,
                                  glare=Glare.parse(glare) if glare else None)
-        return GatedSource(source, rules) if gate == "on" else source
-    if glare:
+    elif glare:
         raise ValueError(f"--glare lights synthetic boards; source {spec!r} is a real one")
-    if camera and kind in ("folder", "watch", "replay", "camera", "genicam"):
+    elif camera and kind in ("folder", "watch", "replay", "camera", "genicam"):
         raise ValueError(f"--camera renders synthetic boards as a camera sees them; source {spec!r} is a real one")
-    pattern = serial_pattern_of(serial_pattern)
-    if kind in ("folder", "watch"):
-        source = FolderSource(arg, watch=kind == "watch", max_pixels=max_pixels, pattern=pattern)
-        return GatedSource(source, rules) if gate == "on" else source
-    if kind == "replay":
-        source = ReplaySource(arg, max_pixels=max_pixels, pattern=pattern)
-        return GatedSource(source, rules) if gate == "on" else source
-    if kind == "camera":
+    elif kind in ("folder", "watch"):
+        source = FolderSource(arg, watch=kind == "watch", max_pixels=max_pixels,
+                              pattern=serial_pattern_of(serial_pattern))
+    elif kind == "replay":
+        source = ReplaySource(arg, max_pixels=max_pixels, pattern=serial_pattern_of(serial_pattern))
+    elif kind == "camera":
         from ..camera.opencv import CameraSource
 
-        source = CameraSource(arg, max_reconnects=reconnects)
-        return source if gate == "off" else GatedSource(source, rules)
-    if kind == "genicam":
+        source, free_running = CameraSource(arg, max_reconnects=reconnects), True
+    elif kind == "genicam":
         from ..camera.genicam import GenICamSource
         from ..camera.settings import parse_settings
 
         settings = parse_settings(camera_settings or {}, "camera settings")
         source = GenICamSource(arg, settings, max_reconnects=reconnects, board_size=rules.board_size)
         free_running = not settings.triggered
-        return GatedSource(source, rules) if gate == "on" or (gate == "auto" and free_running) else source
-    raise ValueError(f"unknown source {spec!r}: use synthetic[:N], folder:DIR, watch:DIR, replay:FILE, camera:URI or "
-                     "genicam:SERIAL|INDEX")
+    else:
+        raise ValueError(f"unknown source {spec!r}: use synthetic[:N], folder:DIR, watch:DIR, replay:FILE, "
+                         "camera:URI or genicam:SERIAL|INDEX")
+    if fix is not None:
+        from ..camera.correction import CorrectedSource
+
+        source = CorrectedSource(source, fix)
+    return GatedSource(source, rules) if gate == "on" or (gate == "auto" and free_running) else source
 
 
 def line_profiles(zoo: Zoo, models_dir: Path, say: Say) -> dict[str, DeviceProfile]:

@@ -144,7 +144,7 @@ def _look(image: np.ndarray, rules: RuleSet, settled: bool) -> tuple[Registratio
             return str(exc)
     code = None
     if rules.serial_code is not None and (settled or registration is None):
-        code = read_code(image, rules.serial_code, registration.array if registration is not None else None)
+        code = read_code(image, rules.serial_code, registration.homography if registration is not None else None)
         if registration is None and not code.ok:
             return code.reason
     return registration, code

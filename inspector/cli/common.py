@@ -74,7 +74,8 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
         camera_settings = load_yaml(Path(args.camera_settings).read_text(encoding="utf-8"), args.camera_settings) or {}
     source = open_source(args.source, rules, args.boards, args.seed, args.interval, args.defect_rate, args.camera,
                          int(args.max_pixels), args.glare, gate=args.gate, reconnects=args.reconnects,
-                         serial_pattern=args.serial_pattern, camera_settings=camera_settings)
+                         serial_pattern=args.serial_pattern, camera_settings=camera_settings,
+                         correction=args.correction)
     zoo = zoo_of(args, step)
     store = ResultStore(db_url(args), connect=False)
     try:

@@ -218,6 +218,9 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--camera-settings", metavar="FILE",
                    help="genicam: the camera's settings, a YAML file of GenICam SFNC names (ExposureTime, Gain, "
                         "PixelFormat, TriggerMode, TriggerSource, ...; README)")
+    p.add_argument("--correction", metavar="FILE",
+                   help="the camera's correction file: its lens undistorted and its light flattened on every frame "
+                        "before registration (inspector camera calibrate / inspector camera reference)")
     p.add_argument("--gate", default="auto", choices=("auto", "on", "off"),
                    help="the board gate: one inspection per board from a free-running stream, empty frames counted "
                         "and dropped (default auto: on for free-running cameras, off for triggered ones and files)")
@@ -235,7 +238,8 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--camera", help="render synthetic boards as a camera sees them: a preset (realistic: placement "
                                     "within 6 px and 0.4 deg, light, a soft lens, noise, JPEG) or settings "
                                     "shift=PX,rotation=DEG,scale=FRAC,gain=LO:HI,contrast=LO:HI,gradient=FRAC,"
-                                    "blur=SIGMA,noise=SIGMA,jpeg=QUALITY (README)")
+                                    "blur=SIGMA,noise=SIGMA,jpeg=QUALITY and a real lens's tilt=DEG,k1=K,vignette=FRAC,"
+                                    "cast=FRAC,motion=PX (README)")
     p.add_argument("--glare", metavar="TYPE[:STRENGTH]",
                    help="synthetic boards under a light the experts never saw: a highlight on every body of one "
                         "component type (strength 0.5 of full scale by default): a systematic false call to review")

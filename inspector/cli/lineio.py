@@ -34,6 +34,95 @@ def cmd_camera_video(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pattern(text: str) -> tuple[int, int]:
+    cols, _, rows = text.lower().partition("x")
+    try:
+        pattern = int(cols), int(rows)
+    except ValueError:
+        raise ValueError(f"--pattern wants the target's inner corners as COLSxROWS (e.g. 9x6), got {text!r}") from None
+    if min(pattern) < 3:
+        raise ValueError(f"--pattern {text}: a chessboard target has at least 3x3 inner corners")
+    return pattern
+
+
+def _views(args: argparse.Namespace, synthetic) -> tuple[list, list[str]]:  # noqa: ANN001
+    """Images from the files given, or made by the synthetic camera `--synthetic SPEC` (ingest/camera_model.py)."""
+    import numpy as np
+
+    from ..camera.lens import load_views
+    from ..ingest.camera_model import parse_camera
+    from ..routing.rules import load_rules
+
+    if args.synthetic is not None:
+        if args.images:
+            raise ValueError("give image files or --synthetic, not both")
+        size = load_rules(args.rules or default_rules()).board_size
+        images = synthetic(parse_camera(args.synthetic), size, np.random.default_rng(args.seed))
+        return images, [f"synthetic {i + 1}" for i in range(len(images))]
+    if not args.images:
+        raise ValueError("give the captures as image files (or --synthetic SPEC to try it on the synthetic camera)")
+    return load_views([Path(p) for p in args.images])
+
+
+def cmd_camera_calibrate(args: argparse.Namespace) -> int:
+    import cv2
+    import numpy as np
+
+    from ..camera.correction import CameraCorrection
+    from ..camera.lens import CalibrationFailed, calibrate
+    from ..camera.targets import plane_view, target_views
+    from ..ingest.camera_model import parse_camera
+    from ..routing.rules import load_rules
+
+    pattern = _pattern(args.pattern)
+    images, names = _views(args, lambda cam, size, rng: target_views(cam, size, pattern, args.views, rng))
+    plane = None
+    if args.plane:
+        plane = cv2.imread(args.plane, cv2.IMREAD_COLOR)
+        if plane is None:
+            raise CalibrationFailed(f"{args.plane}: not a readable image (the target lying flat where boards lie)")
+    elif args.synthetic is not None:
+        size = load_rules(args.rules or default_rules()).board_size
+        plane = plane_view(parse_camera(args.synthetic), size, pattern, np.random.default_rng(args.seed + 1))
+    lens = calibrate(images, pattern, names, plane)
+    out = Path(args.out)
+    correction = CameraCorrection.load_or_new(out)
+    correction.lens = lens
+    correction.save(out)
+    k = lens.camera_matrix
+    print(f"{out}: lens from {lens.views} of {len(images)} views, reprojection {lens.rms_px:.3f} px rms; focal "
+          f"{k[0][0]:.1f} x {k[1][1]:.1f} px, centre ({k[0][2]:.1f}, {k[1][2]:.1f}), k1 {lens.distortion[0]:+.4f}, "
+          f"k2 {lens.distortion[1]:+.4f}; inspector run --correction {out}")
+    if lens.rectify is not None:
+        print(f"the camera's tilt to the conveyor from the flat view: rectified, the target's corners lie "
+              f"{lens.plane_rms_px:.3f} px rms from a square grid")
+    else:
+        print("no --plane view: the lens is corrected, the camera's tilt is not (a rule set then needs transform: "
+              "homography)")
+    if lens.rms_px > 0.5:
+        print(f"warning: {lens.rms_px:.2f} px rms is high; check that the target is flat and in focus in every view")
+    return 0
+
+
+def cmd_camera_reference(args: argparse.Namespace) -> int:
+    from ..camera.correction import CameraCorrection
+    from ..camera.flatfield import FlatField
+    from ..camera.targets import grey_card_views
+
+    images, _ = _views(args, lambda cam, size, rng: grey_card_views(cam, size, args.views, rng))
+    out = Path(args.out)
+    correction = CameraCorrection.load_or_new(out)
+    if correction.lens is not None:
+        images = [correction.lens.undistort(im) for im in images]
+    correction.flat = FlatField.from_reference(images)
+    correction.save(out)
+    g = correction.flat.gains_small
+    print(f"{out}: white balance and flat field from {len(images)} capture(s) at level {correction.flat.level:.0f}; "
+          f"gains {g.min():.2f} to {g.max():.2f} (blue {g[..., 0].mean():.2f}, green {g[..., 1].mean():.2f}, red "
+          f"{g[..., 2].mean():.2f} on average); inspector run --correction {out}")
+    return 0
+
+
 def cmd_bench_io(args: argparse.Namespace) -> int:
     from ..app.bench_io import bench_io, format_table
     from ..app.line import LineConfig
@@ -67,6 +156,26 @@ def add_camera(p: argparse.ArgumentParser) -> None:
     video.add_argument("--fps", type=int, default=18)
     video.add_argument("--seed", type=int, default=5)
     video.set_defaults(func=cmd_camera_video)
+    cal = sub.add_parser("calibrate", help="the lens (intrinsics, distortion) from views of a chessboard target, into "
+                                           "the camera's correction file (inspector run --correction FILE)")
+    cal.add_argument("images", nargs="*", help="the target's views: image files, the target tilted and moved about")
+    cal.add_argument("--pattern", default="9x6", help="the target's inner corners, COLSxROWS (default 9x6)")
+    cal.add_argument("--plane", metavar="IMAGE", help="a view of the target lying flat where boards lie: the camera's "
+                                                      "tilt is then rectified too (boards stay similarity fits)")
+    cal.add_argument("--out", required=True, help="the camera's correction file (JSON; a flat field in it is kept)")
+    ref = sub.add_parser("reference", help="white balance and flat field (vignetting, uneven light) from captures of "
+                                           "a grey card filling the view, into the camera's correction file")
+    ref.add_argument("images", nargs="*", help="captures of a grey card filling the view, under the line's light")
+    ref.add_argument("--out", required=True, help="the camera's correction file (JSON; a lens in it is applied "
+                                                  "first and kept)")
+    for q, views in ((cal, 15), (ref, 4)):
+        q.add_argument("--synthetic", metavar="SPEC", help="instead of files: the synthetic camera SPEC's captures "
+                                                           "(e.g. tilt=2,k1=-0.1,vignette=0.3,cast=0.15)")
+        q.add_argument("--rules", help="with --synthetic: the rule set whose board size the frames have")
+        q.add_argument("--views", type=int, default=views, help=f"with --synthetic: captures (default {views})")
+        q.add_argument("--seed", type=int, default=0)
+    cal.set_defaults(func=cmd_camera_calibrate)
+    ref.set_defaults(func=cmd_camera_reference)
 
 
 def add_bench_io(p: argparse.ArgumentParser) -> None:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 import torch
 
 from ..routing.rules import ComponentRule, Placement, RuleSet, body_box
 from .photometric import normalize_crop
-from .registration import Registration
+from .registration import Registration, as_homography, warp_inverse
 
 
 class BoardSizeMismatch(ValueError):
@@ -53,19 +52,17 @@ def crop_part(image: np.ndarray, comp: ComponentRule, place: Placement, margin: 
 
 def crop_matrix(comp: ComponentRule, place: Placement, margin: int, to_image: np.ndarray) -> tuple[np.ndarray,
                                                                                                       tuple[int, int]]:
-    """(2x3 map from a crop pixel to an image pixel, (width, height) of the crop), the same pixels as crop_part
-    when `to_image` is the identity."""
+    """(3x3 map from a crop pixel to an image pixel, (width, height) of the crop), the same pixels as crop_part
+    when `to_image` (2x3 or 3x3, recipe px -> image px) is the identity."""
     x0, y0, x1, y1 = body_box(comp, place, margin)
     w, h = x1 - x0, y1 - y0
     k = (place.rotation // 90) % 4
     # crop (u, v) -> window (i, j), undoing np.rot90(window, -k)
     uv_to_ij = {0: ((1, 0, 0), (0, 1, 0)), 1: ((0, 1, 0), (-1, 0, h - 1)),
                 2: ((-1, 0, w - 1), (0, -1, h - 1)), 3: ((0, -1, w - 1), (1, 0, 0))}[k]
-    a = np.array(uv_to_ij, np.float64)
-    a[:, 2] += (x0, y0)  # window -> recipe px
-    m = to_image[:, :2] @ a  # then recipe px -> image px
-    m[:, 2] += to_image[:, 2]
-    return m, ((w, h) if k % 2 == 0 else (h, w))
+    a = np.vstack([np.array(uv_to_ij, np.float64), [0.0, 0.0, 1.0]])
+    a[:2, 2] += (x0, y0)  # window -> recipe px
+    return as_homography(to_image) @ a, ((w, h) if k % 2 == 0 else (h, w))  # then recipe px -> image px
 
 
 def check_board(image: np.ndarray, rules: RuleSet) -> None:
@@ -87,17 +84,14 @@ def cut_board(image: np.ndarray, rules: RuleSet, registration: Registration | No
     margin = rules.crop_margin
     if registration is None:
         return [Crop(p.ref, c, crop_part(image, c, p, margin)) for c, p in parts]
-    to_image = registration.array
+    to_image = registration.homography
     if warp == "board":
-        w, h = rules.board_size
-        board = cv2.warpAffine(image, to_image, (w, h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                               borderMode=cv2.BORDER_CONSTANT)
+        board = warp_inverse(image, to_image, rules.board_size)
         return [Crop(p.ref, c, crop_part(board, c, p, margin)) for c, p in parts]
     if warp != "crop":
         raise ValueError(f"warp must be crop or board, got {warp!r}")
     crops = []
     for c, p in parts:
         m, size = crop_matrix(c, p, margin, to_image)
-        crops.append(Crop(p.ref, c, cv2.warpAffine(image, m, size, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                                                   borderMode=cv2.BORDER_CONSTANT)))
+        crops.append(Crop(p.ref, c, warp_inverse(image, m, size)))
     return crops

@@ -15,6 +15,7 @@ import numpy as np
 import zxingcpp
 
 from ..routing.identity import NOREAD, SerialCode
+from .registration import as_homography, warp_inverse
 
 FORMATS = {"datamatrix": zxingcpp.BarcodeFormat.DataMatrix, "qr": zxingcpp.BarcodeFormat.QRCode}
 GROW = 1.25  # the region is cut this much larger than the rule set says, for placement and registration error
@@ -48,17 +49,14 @@ def code_region(image: np.ndarray, code: SerialCode, matrix: np.ndarray | None) 
     side = int(round(code.size * GROW))
     x0 = code.at[0] - side / 2  # type: ignore[index]
     y0 = code.at[1] - side / 2  # type: ignore[index]
-    a = np.eye(3)
-    if matrix is not None:
-        a[:2] = matrix
+    a = np.eye(3) if matrix is None else as_homography(matrix)
     shift = np.array([[1, 0, x0], [0, 1, y0], [0, 0, 1]], np.float64)
-    region_to_image = (a @ shift)[:2]
-    return cv2.warpAffine(gray, region_to_image, (side, side), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                          borderMode=cv2.BORDER_REPLICATE)
+    return warp_inverse(gray, a @ shift, (side, side), border=cv2.BORDER_REPLICATE)
 
 
 def read_code(image: np.ndarray, code: SerialCode, matrix: np.ndarray | None = None) -> CodeRead:
-    """Read the board's code; `matrix` is its registration (2x3, recipe px -> image px) or None (as placed)."""
+    """Read the board's code; `matrix` is its registration (2x3 or 3x3, recipe px -> image px) or None (as
+    placed)."""
     region = code_region(image, code, matrix)
     fmt = FORMATS[code.symbology]
     best = max(1.0, MODULE_PX / code.module_px)

@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from ..yamlio import Fields
 
 FIDUCIAL_SHAPES = ("circle", "square")
-TRANSFORMS = {"similarity": 2, "affine": 3}  # model -> fiducials needed to fit it at all
+TRANSFORMS = {"similarity": 2, "affine": 3, "homography": 4}  # model -> fiducials needed to fit it at all
 DEFAULT_SEARCH_PX = 24
 DEFAULT_MAX_RESIDUAL_PX = 1.0
+# a homography on four marks: their bend from an affine fit (3.2 px for a 2 deg tilt of the demo board about both
+# axes; one mark off by d bends them d/4). A calibrated camera (inspector camera calibrate --plane) needs no
+# homography; five marks or more let a bad one be named and left out instead
+DEFAULT_MAX_PERSPECTIVE_PX = 4.0
 CLEARANCE = 1.0  # a mark's bare ring is this many diameters wide around it (solder mask only)
 
 
@@ -38,8 +42,10 @@ class Fiducial:
 @dataclass(frozen=True)
 class FiducialRules:
     marks: tuple[Fiducial, ...]
-    transform: str = "similarity"  # similarity: shift, rotation, one scale; affine: also shear and two scales
+    transform: str = "similarity"  # similarity: shift, rotation, one scale; affine: also shear and two scales;
+    # homography: also perspective (a camera not square to the board)
     max_residual_px: float = DEFAULT_MAX_RESIDUAL_PX
+    max_perspective_px: float = DEFAULT_MAX_PERSPECTIVE_PX
 
     @property
     def minimum(self) -> int:
@@ -47,7 +53,7 @@ class FiducialRules:
         return TRANSFORMS[self.transform]
 
 
-_TOP = {"transform", "max_residual_px", "search_px", "marks"}
+_TOP = {"transform", "max_residual_px", "max_perspective_px", "search_px", "marks"}
 _MARK = {"at", "shape", "size", "search_px"}
 
 
@@ -67,7 +73,8 @@ def parse_fiducials(f: Fields, board: tuple[int, int]) -> FiducialRules:
     if len(marks) < need:
         raise f.error("marks", f"a {transform} transform needs at least {need} fiducials, {len(marks)} given; "
                                f"add marks (one more than {need} also lets a bad one be left out)")
-    return FiducialRules(marks, transform, f.number("max_residual_px", DEFAULT_MAX_RESIDUAL_PX, minimum=0.05))
+    return FiducialRules(marks, transform, f.number("max_residual_px", DEFAULT_MAX_RESIDUAL_PX, minimum=0.05),
+                         f.number("max_perspective_px", DEFAULT_MAX_PERSPECTIVE_PX, minimum=0.5))
 
 
 def _mark(f: Fields, name: str, search: float, board: tuple[int, int]) -> Fiducial:

@@ -97,8 +97,8 @@ def body_label(sample: PartSample) -> tuple[float, float, float, float]:
 
 def _registered(placement: np.ndarray, rng: np.random.Generator) -> Registration:
     """The true placement as registration would find it: off by a small shift and rotation."""
-    m = placement.copy()
-    m[:, 2] += rng.uniform(-REGISTRATION_ERROR_PX, REGISTRATION_ERROR_PX, 2)
+    m = placement.copy()  # 3x3
+    m[:2, 2] += rng.uniform(-REGISTRATION_ERROR_PX, REGISTRATION_ERROR_PX, 2)
     a = rng.uniform(-1, 1) * 2e-4  # radians: ~0.06 px at the board's far corner
-    m[:, :2] = m[:, :2] @ np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
-    return Registration(tuple(float(v) for v in m.reshape(-1)), 0.0)  # type: ignore[arg-type]
+    m[:2, :2] = m[:2, :2] @ np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]])
+    return Registration(tuple(float(v) for v in m.reshape(-1)), 0.0)
