@@ -19,6 +19,7 @@ from inspector.app.run import run_line
 from inspector.app.service import ServiceConfig
 from inspector.cli import main
 from inspector.ingest.camera_model import parse_camera
+from inspector.ingest.registration import map_points
 from inspector.ingest.sources import Frame, Source
 from inspector.results.export import export_csv
 from inspector.results.store import ResultStore, current_revision, head_revision, sqlite_url
@@ -49,7 +50,7 @@ def test_a_board_with_a_covered_fiducial_gets_one_board_level_error_and_no_part_
     source = condition_source(RULES, CAMERA, 3, seed=41)
     frames = list(source)
     f2 = RULES.fiducials.marks[1]
-    x, y = frames[1].placement @ (f2.x, f2.y, 1.0)
+    x, y = map_points(frames[1].placement, np.array([(f2.x, f2.y)], float))[0]
     cv2.rectangle(frames[1].image, (int(x) - 10, int(y) - 10), (int(x) + 10, int(y) + 10), (40, 40, 40), -1)
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
     service, _ = run_line(RULES, zoo, root / "models", Frames(frames), ServiceConfig(LineConfig(device_mb=40)),
@@ -144,7 +145,7 @@ def test_inspector_accuracy_prints_its_table_and_json(demo, tmp_path: Path, caps
 
 def test_a_synthetic_source_through_a_camera_knows_where_it_put_each_board() -> None:
     frames = list(condition_source(RULES, CONDITIONS["placement"], 3, seed=59))
-    assert all(f.placement is not None and f.placement.shape == (2, 3) for f in frames)
+    assert all(f.placement is not None and f.placement.shape == (3, 3) for f in frames)
     assert len({tuple(np.round(f.placement.reshape(-1), 4)) for f in frames}) == 3  # each board placed anew
 
 

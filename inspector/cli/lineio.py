@@ -34,6 +34,26 @@ def cmd_camera_video(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_camera_render(args: argparse.Namespace) -> int:
+    import cv2
+
+    from ..ingest.camera_model import parse_camera
+    from ..ingest.sources import SyntheticSource
+    from ..routing.rules import load_rules
+
+    rules = load_rules(args.rules or default_rules())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    source = SyntheticSource(rules, args.boards, seed=args.seed, camera=parse_camera(args.camera or "none"))
+    for i, frame in enumerate(source):
+        name = out / f"{i:05d}.png"
+        if not cv2.imwrite(str(name), frame.image):
+            raise OSError(f"{name}: OpenCV could not write it (disk full or not writable?)")
+    print(f"{out}: {args.boards} boards of {rules.recipe} as camera {args.camera or 'none'} sees them (PNG; each "
+          f"board's serial is printed on it as its code); inspector run --source folder:{out}")
+    return 0
+
+
 def _pattern(text: str) -> tuple[int, int]:
     cols, _, rows = text.lower().partition("x")
     try:
@@ -156,6 +176,14 @@ def add_camera(p: argparse.ArgumentParser) -> None:
     video.add_argument("--fps", type=int, default=18)
     video.add_argument("--seed", type=int, default=5)
     video.set_defaults(func=cmd_camera_video)
+    render = sub.add_parser("render", help="synthetic boards as a camera sees them, into a folder of frames "
+                                           "(benchmarks read frames, not the renderer)")
+    render.add_argument("--out", required=True, help="the folder to write (NNNNN.png)")
+    render.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
+    render.add_argument("--boards", type=int, default=30)
+    render.add_argument("--camera", help="camera settings as `inspector run --camera` takes them (default none)")
+    render.add_argument("--seed", type=int, default=1000)
+    render.set_defaults(func=cmd_camera_render)
     cal = sub.add_parser("calibrate", help="the lens (intrinsics, distortion) from views of a chessboard target, into "
                                            "the camera's correction file (inspector run --correction FILE)")
     cal.add_argument("images", nargs="*", help="the target's views: image files, the target tilted and moved about")
@@ -168,7 +196,7 @@ def add_camera(p: argparse.ArgumentParser) -> None:
     ref.add_argument("images", nargs="*", help="captures of a grey card filling the view, under the line's light")
     ref.add_argument("--out", required=True, help="the camera's correction file (JSON; a lens in it is applied "
                                                   "first and kept)")
-    for q, views in ((cal, 15), (ref, 4)):
+    for q, views in ((cal, 25), (ref, 4)):
         q.add_argument("--synthetic", metavar="SPEC", help="instead of files: the synthetic camera SPEC's captures "
                                                            "(e.g. tilt=2,k1=-0.1,vignette=0.3,cast=0.15)")
         q.add_argument("--rules", help="with --synthetic: the rule set whose board size the frames have")
