@@ -143,7 +143,10 @@ def test_export_then_train_then_evaluate_one_expert(demo, own_zoo: Zoo, tmp_path
     torch.set_num_threads(2)
     r = retrain_classifier(Zoo.load(own_zoo.root), "cls-R1K", out, [RULES], epochs=2, synthetic=60)
     table = format_scores(r)
-    assert "reviewed held-out" in table and "synthetic held-out" in table
+    assert "reviewed held-out" in table and "synthetic held-out" in table and "recall gate:" in table
+    look_old, look_new = r.scores["new-look defects"]  # defects made from the held-out reviewed good crops
+    assert look_new.defects == look_old.defects and r.new_look_train > 0
+    assert r.gate is not None and r.version["gate"] == r.gate
     old, new = r.scores["synthetic held-out"]
     assert old.crops == new.crops > 0
     assert r.version["trained_from"] == own_zoo.entries["cls-R1K"].weights_sha256
@@ -181,6 +184,20 @@ def _failing_version(zoo: Zoo, name: str) -> dict:
 def _verdicts(store: ResultStore) -> dict[str, tuple]:
     return {i.board_serial: tuple((p.ref, p.verdict, p.defect_class, p.weights_sha256) for p in i.parts)
             for i in store.inspections()}
+
+
+def test_a_version_its_recall_gate_refused_is_served_only_when_forced(own_zoo: Zoo) -> None:
+    state = {k: v.clone() for k, v in parse(own_zoo.path_of("cls-R1K").read_bytes()).items()}
+    state["fc.bias"][1] += 0.5
+    refused = add_version(own_zoo, "cls-R1K", state, origin="test",
+                          gate={"passed": False, "reasons": ["recall on 40 held-out defects under the new look is "
+                                                             "60.0%, under the floor of 95%"]})
+    with pytest.raises(VersionError, match=r"refused by its recall gate \(recall on 40 .*--force"):
+        activate(Zoo.load(own_zoo.root), "cls-R1K", refused["weights_sha256"])
+    assert Zoo.load(own_zoo.root).entries["cls-R1K"].weights_sha256 == own_zoo.entries["cls-R1K"].weights_sha256
+    forced = activate(Zoo.load(own_zoo.root), "cls-R1K", refused["weights_sha256"], force=True)
+    assert forced.weights_sha256 == refused["weights_sha256"]
+    rollback(Zoo.load(own_zoo.root), "cls-R1K")
 
 
 def test_versions_activate_and_roll_back_on_disk(own_zoo: Zoo) -> None:

@@ -14,7 +14,7 @@ from .line import Line
 
 
 def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = False,
-              timeout: float = 60.0) -> dict[str, Any]:
+              timeout: float = 60.0, force: bool = False) -> dict[str, Any]:
     """Serve version `sha` of expert `name` (or, with `rollback`, the version served before); what changed."""
     on_disk = Zoo.load(line.zoo.root)
     current = entry_of(on_disk, name)
@@ -23,7 +23,7 @@ def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = Fa
     elif sha is None:
         raise ValueError("name the version to serve (its weights hash, 8+ hex digits) or ask for a rollback")
     else:
-        entry = activation(current, sha)
+        entry = activation(current, sha, force)
     before = line.zoo.entries[name].weights_sha256
     line.swap_weights(entry, timeout)
     save_entry(on_disk, entry)

@@ -29,14 +29,17 @@ from typing import Any
 import numpy as np
 
 from ..experts.zoo import Zoo
+from ..ingest.crops import cut_board
 from ..ingest.glare import Glare
 from ..ingest.sources import SyntheticSource
-from ..ingest.synthetic import rates_for
+from ..ingest.synthetic import rates_for, render_board
 from ..results.dataset import export_dataset
 from ..results.reviews import ReviewRequest, record_review
 from ..results.store import Filters, ResultStore, sqlite_url
-from ..routing.rules import load_rules
-from ..training.retrain import Retrained, format_scores, retrain_classifier
+from ..routing.rules import CLASSIFIER_CLASSES, load_rules
+from ..runtime.safetensors_io import parse
+from ..training.retrain import Retrained, Score, _js, format_scores, retrain_classifier, score
+from ..training.samples import PartSample
 from .expert_swap import swap_live
 from .line import LineConfig
 from .run import DEMO_RULES, RULES_DIR, demo_zoo, line_profiles
@@ -44,6 +47,7 @@ from .service import LineService, ServiceConfig
 
 Say = Callable[[str], None]
 DEFECT_RATE = 0.02  # enough defective parts of one type in a few dozen boards to see recall too
+CONDITION_DEFECTS = 40  # rendered defects of the glared type the old and new versions are scored on
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class DemoLoop:
     glare: float = 0.5
     boards: int = 40
     reviews: int = 50
-    epochs: int = 6
+    epochs: int = 10
     policy: str = "coserve"
     data: Path | None = None
     seed: int = 4242
@@ -96,13 +100,20 @@ class LoopReport:
     swap_s: float = 0.0
     swap_at_board: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    condition: tuple[Score, Score] | None = None  # old, new on rendered defects of the type under the glare
 
     @property
     def improvement(self) -> float | None:
+        if not self.swapped or not self.phases:
+            return None
         before, after = self.phases[0].false_call_rate, self.phases[-1].false_call_rate
         if before is None or after is None:
             return None
         return float("inf") if after == 0 else before / after
+
+    @property
+    def swapped(self) -> bool:
+        return self.retrained is None or bool((self.retrained.gate or {}).get("passed", True))
 
     @property
     def ok(self) -> bool:
@@ -111,6 +122,8 @@ class LoopReport:
     def verdict_line(self) -> str:
         """How much lower the glared type's false-call rate is; with none left, the least it can be."""
         c, before, after = self.loop.component, self.phases[0], self.phases[-1]
+        if not self.swapped:
+            return f"false-call rate of {c}: unchanged, the new version was not served"
         imp = self.improvement
         if imp is None:
             return f"false-call rate of {c}: not measured (no good parts of it in a phase)"
@@ -139,6 +152,16 @@ class LoopReport:
         if self.retrained is not None:
             out += ["", f"retraining {self.expert} (old against new on crops neither trained on):",
                     format_scores(self.retrained)]
+        if self.condition is not None:
+            o, n = self.condition
+            out += ["", f"recall under glare {self.loop.glare:g} on {n.defects} rendered defects of {c} (every "
+                        f"classifier class in turn; crops neither version trained on): old "
+                        f"{100 * (o.recall or 0):.1f}% ({o.found}/{o.defects}), new {100 * (n.recall or 0):.1f}% "
+                        f"({n.found}/{n.defects})"]
+        if not self.swapped:
+            out += ["", f"not swapped: the recall gate refused the new version of {self.expert}; the line kept the "
+                        "old one"]
+            return "\n".join(out)
         out += ["", f"swap at board {self.swap_at_board} of {self.loop.boards} while boards flowed, "
                     f"{self.swap_s * 1000:.0f} ms from asking to serving; boards delivered {self.delivered}, stored "
                     f"{self.stored}; boards inspected by two versions of {self.expert}: {self.mixed_boards}; other "
@@ -153,7 +176,9 @@ class LoopReport:
                 "improvement": None if self.improvement in (None, float("inf")) else self.improvement,
                 "verdict": self.verdict_line(), "reviews": dict(self.reviewed), "delivered": self.delivered,
                 "stored": self.stored, "mixed_boards": self.mixed_boards, "others_changed": self.others_changed,
-                "swap_s": self.swap_s, "seconds": self.seconds,
+                "swap_s": self.swap_s, "seconds": self.seconds, "swapped": self.swapped,
+                "condition": None if self.condition is None else {"old": _js(self.condition[0]),
+                                                                  "new": _js(self.condition[1])},
                 "retrain": None if self.retrained is None else self.retrained.version}
 
 
@@ -215,6 +240,20 @@ def run_loop(loop: DemoLoop, models_dir: Path, say: Say) -> LoopReport:
     report.seconds["retrain"] = time.perf_counter() - t_train
     report.seconds["export"] = t_train - t0
     say(format_scores(report.retrained))
+    arch = zoo.architecture(comp.classifier)
+    held = condition_defects(rules, loop.component, glare, CONDITION_DEFECTS, loop.seed + 2)
+    new_state = parse((zoo_dir / report.retrained.version["file"]).read_bytes())
+    report.condition = (score(arch, parse(zoo.path_of(comp.classifier).read_bytes()), held),
+                        score(arch, new_state, held))
+    if not report.swapped:  # the gate refused it: the line keeps the old version, nothing to swap
+        before, _ = _phases_by_sha(store, truth, loop.component, comp.classifier)
+        old_sha = zoo.entries[comp.classifier].weights_sha256 or ""
+        if old_sha in before:
+            before[old_sha].label = "before (old weights)"
+            report.phases.append(before[old_sha])
+        report.seconds["total"] = time.perf_counter() - t_all
+        store.close()
+        return report
 
     # 4. live swap while boards flow
     t0 = time.perf_counter()
@@ -289,3 +328,27 @@ def _phases_by_sha(store: ResultStore, truth: dict[str, dict[str, str]], ctype: 
                 phase.others_false += flagged
     return phases, mixed
 
+
+def condition_defects(rules, component: str, glare: Glare, count: int, seed: int) -> list[PartSample]:  # noqa: ANN001
+    """`count` defective crops of `component` under `glare`, rendered (the classifier's classes in turn, every part
+    of the type defective) and cut as the line cuts them."""
+    classes = [c for c in CLASSIFIER_CLASSES if c != "ok"]
+    rng = np.random.default_rng(seed)
+    out: list[PartSample] = []
+    turn = 0
+    i = 0
+    while len(out) < count:
+        forced = {}
+        for comp, place in rules.placements():
+            if comp.name == component:
+                forced[place.ref] = classes[turn % len(classes)]
+                turn += 1
+            else:
+                forced[place.ref] = "ok"
+        board = render_board(rules, f"recall-{seed}-{i}", rng, forced=forced)
+        image = glare.apply(board.image, rules, rng)
+        for crop in cut_board(image, rules):
+            if crop.component.name == component and len(out) < count:
+                out.append(PartSample(crop.image, board.truth[crop.ref], (0.0, 0.0), crop.component.size, 0))
+        i += 1
+    return out

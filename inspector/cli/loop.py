@@ -99,12 +99,13 @@ def cmd_zoo_swap(args: argparse.Namespace) -> int:
 
     rolling = args.zoo_command == "rollback"
     if args.kiosk:
-        body = {"expert": args.expert, **({"rollback": True} if rolling else {"weights_sha256": args.version})}
+        body = {"expert": args.expert, **({"rollback": True} if rolling else {"weights_sha256": args.version,
+                                                                             "force": args.force})}
         done = request_json(args.kiosk.rstrip("/") + "/experts/swap", body, read_token(args.token_file), timeout=90)
         print(f"{done['expert']} now serves {done['to'][:12]} on the running line (was {str(done['from'])[:12]})")
         return 0
     zoo = _zoo(args)
-    entry = rollback(zoo, args.expert) if rolling else activate(zoo, args.expert, args.version)
+    entry = rollback(zoo, args.expert) if rolling else activate(zoo, args.expert, args.version, args.force)
     print(f"{args.expert} serves {entry.weights_sha256[:12]} from the next start of a line on {zoo.root} "
           "(a running kiosk: pass --kiosk URL to swap it live)")
     return 0
@@ -167,7 +168,7 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--from", dest="from_dataset", required=True, metavar="DATASET",
                     help="a directory written by `inspector dataset export`")
     tr.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
-    tr.add_argument("--epochs", type=int, default=6)
+    tr.add_argument("--epochs", type=int, default=10)
     tr.add_argument("--synthetic", type=int, default=300, help="synthetic crops rendered beside the reviewed ones")
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--threads", type=int, help="torch threads (default: torch's)")
@@ -185,6 +186,8 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
         p.add_argument("--expert", required=True)
         if verb == "activate":
             p.add_argument("--version", required=True, help="its weights hash (8+ hex digits)")
+            p.add_argument("--force", action="store_true", help="serve it even though its retraining's recall gate "
+                                                                "refused it")
         p.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
         _kiosk_flags(p)
         p.set_defaults(func=cmd_zoo_swap)
@@ -195,7 +198,7 @@ def add_retrain_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--glare", type=float, default=0.5, help="its strength (default 0.5)")
     p.add_argument("--boards", type=int, default=40, help="boards before and after the swap (default 40)")
     p.add_argument("--reviews", type=int, default=50, help="flagged parts the operator reviews (default 50)")
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--policy", default="coserve")
     p.add_argument("--data", help="work directory (default: a temporary one)")
     p.add_argument("--json", help="also write the report as JSON here")

@@ -58,9 +58,15 @@ def add_version(zoo: Zoo, name: str, state: dict[str, torch.Tensor], **meta: Any
     return version
 
 
-def activation(entry: ExpertEntry, sha: str) -> ExpertEntry:
-    """`entry` serving version `sha` (a prefix of 8+ hex digits will do); nothing is written."""
+def activation(entry: ExpertEntry, sha: str, force: bool = False) -> ExpertEntry:
+    """`entry` serving version `sha` (a prefix of 8+ hex digits will do); nothing is written. A version its
+    retraining's recall gate refused (training/retrain.py) is served only with `force`."""
     version = find_version(entry, sha)
+    gate = version.get("gate")
+    if gate and not gate.get("passed", True) and not force:
+        raise VersionError(f"version {version['weights_sha256'][:12]} of {entry.name} was refused by its recall gate "
+                           f"({'; '.join(gate.get('reasons', []))}); review more parts and retrain, or serve it "
+                           "anyway with --force (API: \"force\": true)")
     history = served_history(entry)
     if history[-1] != version["weights_sha256"]:
         history.append(version["weights_sha256"])
@@ -77,9 +83,9 @@ def rollback_of(entry: ExpertEntry) -> ExpertEntry:
     return _serving(entry, find_version(entry, history[-1]), history)
 
 
-def activate(zoo: Zoo, name: str, sha: str) -> ExpertEntry:
+def activate(zoo: Zoo, name: str, sha: str, force: bool = False) -> ExpertEntry:
     """Make version `sha` the one `name` serves, on disk (the running line: app/expert_swap.py)."""
-    return save_entry(zoo, activation(entry_of(zoo, name), sha))
+    return save_entry(zoo, activation(entry_of(zoo, name), sha, force))
 
 
 def rollback(zoo: Zoo, name: str) -> ExpertEntry:

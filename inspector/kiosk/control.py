@@ -88,7 +88,8 @@ class Control:
         if not rollback and not isinstance(sha, str):
             raise ValueError('name the version: {"expert": NAME, "weights_sha256": HASH} (or "rollback": true)')
         try:
-            done = swap_live(self.service.line, doc["expert"], None if rollback else sha, rollback)
+            done = swap_live(self.service.line, doc["expert"], None if rollback else sha, rollback,
+                             force=doc.get("force") is True)
         except TimeoutError as exc:  # an OSError: the server would take it for a client gone away
             raise HttpError(503, str(exc)) from None
         self.say(f"expert {done['expert']} now serves {done['to'][:12]} (was {str(done['from'])[:12]})"
