@@ -185,7 +185,7 @@ def _plc_line(demo, tmp_path: Path, loop, db_url: str | None = None, boards: int
     t = threading.Thread(target=run, daemon=True)
     t.start()
     deadline = time.monotonic() + 120
-    while (link.opcua is None or link.opcua.server is None or source.camera is None) and time.monotonic() < deadline:
+    while (link.opcua is None or link.opcua.server is None or source.origin.camera is None) and time.monotonic() < deadline:
         time.sleep(0.05)
     plc = PlcClient(loop, url).connect()
     return plc, link, source, store, serials, t, out
@@ -284,6 +284,8 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         code, doc = http(kiosk.url + "/camera")
         assert code == 200 and doc["camera"]["connected"] and doc["camera"]["triggers"] == 1
         assert doc["identity"]["read"] == 1 and doc["gate"] is None  # triggered: one frame, one board
+        assert doc["correction"] == "none"  # no correction file: frames pass as taken, their exposure watched
+        assert doc["exposure"] is None or "exposed" in doc["exposure"]
         code, frame = http(kiosk.url + "/camera/frame")
         image = cv2.imdecode(np.frombuffer(base64.b64decode(frame["jpeg_base64"]), np.uint8), cv2.IMREAD_COLOR)
         assert code == 200 and image.shape == (120, 200, 3)

@@ -98,10 +98,10 @@ def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: f
     else:
         raise ValueError(f"unknown source {spec!r}: use synthetic[:N], folder:DIR, watch:DIR, replay:FILE, "
                          "camera:URI or genicam:SERIAL|INDEX")
-    if fix is not None:
-        from ..camera.correction import CorrectedSource
+    if fix is not None or kind in ("camera", "genicam"):  # a camera's frames are always watched for exposure
+        from ..camera.correction import CameraCorrection, CorrectedSource
 
-        source = CorrectedSource(source, fix)
+        source = CorrectedSource(source, fix or CameraCorrection())
     return GatedSource(source, rules) if gate == "on" or (gate == "auto" and free_running) else source
 
 

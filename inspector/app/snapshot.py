@@ -10,6 +10,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Any
 
+from ..camera.correction import CorrectedSource
 from ..coserve.online.engine import Engine
 from .rules_watch import RulesWatcher
 from .service import LineService
@@ -93,10 +94,22 @@ def camera_state(service: LineService) -> dict[str, Any]:
     """The camera's state and settings, the board gate's counters, the serials read (None where there is none)."""
     line, camera = service.line, service.source.origin
     gate = getattr(service.source, "gate", None)
+    fix = _corrected(service.source)
     return {"camera": camera.status() if hasattr(camera, "status") else None,
+            "correction": fix.correction.describe() if fix is not None else None,
+            "exposure": fix.exposure if fix is not None else None,
             "gate": gate.counters.to_json() if gate is not None else None,
             "identity": {"code": line.rules.serial_code is not None, "read": line.stats.serials_read,
                          "noreads": line.stats.noreads, "noread_refused": line.stats.noread_refused}}
+
+
+def _corrected(source: object) -> CorrectedSource | None:
+    """The corrected source in a chain of wrappers (a board gate over it), or None."""
+    while source is not None:
+        if isinstance(source, CorrectedSource):
+            return source
+        source = getattr(source, "inner", None)
+    return None
 
 
 def _state(service: LineService) -> str:

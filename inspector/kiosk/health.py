@@ -6,8 +6,8 @@
 - stalled:  boards are inside and none finished for `stall_s` (503; the watchdog stops pinging)
 - degraded: serving, but something needs attention: results spooled because the database is unreachable,
             boards set aside as dead letters, experts that failed to load, crops not written or not kept
-            (low disk), the broker away, the source failing or silent, the rule watcher refusing a file or
-            dead (200)
+            (low disk), the broker away, the source failing or silent, the camera's frames over- or
+            under-exposed, the rule watcher refusing a file or dead (200)
 - ok
 """
 from __future__ import annotations
@@ -63,6 +63,8 @@ def _degraded(snap: dict[str, Any], silent_limit_s: float | None) -> list[str]:
     silent = src.get("last_frame_age_s")
     if silent_limit_s and silent is not None and silent > silent_limit_s:
         reasons.append(f"source {src['name']} silent: no image for {silent:.0f} s (limit {silent_limit_s:.0f} s)")
+    if snap.get("exposure"):
+        reasons.append(f"camera exposure: {snap['exposure']}")
     mqtt = snap.get("mqtt")
     if mqtt and not mqtt["connected"]:
         reasons.append(f"MQTT broker {mqtt['broker']} not connected ({mqtt['queued']} queued): {mqtt['last_error']}")
