@@ -185,7 +185,8 @@ def _plc_line(demo, tmp_path: Path, loop, db_url: str | None = None, boards: int
     t = threading.Thread(target=run, daemon=True)
     t.start()
     deadline = time.monotonic() + 120
-    while (link.opcua is None or link.opcua.server is None or source.origin.camera is None) and time.monotonic() < deadline:
+    while (link.opcua is None or link.opcua.server is None or source.origin.camera is None) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
     plc = PlcClient(loop, url).connect()
     return plc, link, source, store, serials, t, out

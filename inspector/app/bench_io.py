@@ -107,7 +107,8 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
     thread = threading.Thread(target=line, name="bench-io-line", daemon=True)
     thread.start()
     deadline = time.monotonic() + 300
-    while (link.opcua is None or link.opcua.server is None or source.origin.camera is None) and time.monotonic() < deadline:
+    while (link.opcua is None or link.opcua.server is None or source.origin.camera is None) \
+            and time.monotonic() < deadline:
         if not thread.is_alive():
             raise RuntimeError("the line stopped before the camera and the OPC UA server were up")
         time.sleep(0.05)
