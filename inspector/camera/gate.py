@@ -161,7 +161,7 @@ class GatedSource(Source):
 
     @property
     def origin(self) -> Source:
-        return self.inner
+        return self.inner.origin  # through any wrapper between (the camera's correction) to the camera itself
 
     def follow(self, rules: Callable[[], RuleSet]) -> None:
         """Take the rule set in force from `rules` (the running line's, which a recipe changeover switches)."""
