@@ -540,6 +540,7 @@ def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_
     qtbot.waitUntil(lambda: (window.last.get("gate") or {}).get("boards", 0) >= 3, timeout=WAIT)
     qtbot.waitUntil(lambda: tab.view.pixmap() is not None and not tab.view.pixmap().isNull(), timeout=WAIT)
     assert "connected" in tab.camera_state.text() and "Emulation" in tab.camera_state.text()
+    assert "correction: none · exposure:" in tab.camera_state.text()  # no correction file; its exposure watched
     assert "boards" in tab.gate_state.text() and "serials read" in tab.gate_state.text()
     qtbot.waitUntil(lambda: tab.handshakes.rowCount() >= 3, timeout=WAIT)
     assert {tab.handshakes.item(r, 1).text() for r in range(tab.handshakes.rowCount())} <= set(serials)

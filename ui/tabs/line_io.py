@@ -98,10 +98,13 @@ class LineIoTab(QWidget):
         if camera:
             state = "connected" if camera.get("connected") else "NOT CONNECTED"
             model = " ".join(x for x in (camera.get("vendor"), camera.get("model"), camera.get("serial")) if x)
-            self.camera_state.setText(f"{source}: {state}{' · ' + model if model else ''} · triggers "
-                                      f"{camera.get('triggers', 0)} · reconnects {camera.get('reconnects', 0)}")
+            text = (f"{source}: {state}{' · ' + model if model else ''} · triggers {camera.get('triggers', 0)} · "
+                    f"reconnects {camera.get('reconnects', 0)}")
         else:
-            self.camera_state.setText(f"source {source}: not a camera")
+            text = f"source {source}: not a camera"
+        if snap.get("correction") is not None:  # the camera's correction file and its frames' exposure
+            text += f"\ncorrection: {snap['correction']} · exposure: {snap.get('exposure') or 'fine'}"
+        self.camera_state.setText(text)
         gate, ident = snap.get("gate"), snap.get("identity") or {}
         text = (f"board gate: {gate['frames']} frames -> {gate['boards']} boards; moving {gate['moving']}, empty "
                 f"{gate['empty']}, held {gate['held']}" if gate else "board gate: off (one frame, one board)")
