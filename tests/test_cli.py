@@ -38,6 +38,8 @@ def test_bench_prints_table_and_writes_json(models_dir: Path, tmp_path: Path, ti
 def test_unknown_policy_and_bad_workload_are_clear_errors(models_dir: Path, tmp_path: Path) -> None:
     proc = run(["bench", "--policies", "samba,fastest"], models_dir, tmp_path)
     assert proc.returncode == 2 and "unknown policy 'fastest'" in proc.stderr
+    proc = run(["bench", "--policies", "samba,coserve,samba"], models_dir, tmp_path)
+    assert proc.returncode == 2 and "names samba more than once" in proc.stderr and "--repeat" in proc.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text(TINY.replace("requests: 48", "requests: -1"))
     proc = run(["bench", "--workload", str(bad)], models_dir, tmp_path)

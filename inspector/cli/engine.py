@@ -21,6 +21,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     for p in policies:
         get_policy(p)
+    twice = sorted({p for p in policies if policies.count(p) > 1})
+    if twice:
+        raise ValueError(f"--policies names {', '.join(twice)} more than once; name each once and use --repeat N to "
+                         "run every policy N times (medians and spread)")
     if args.repeat < 1:
         raise ValueError("--repeat must be 1 or more")
     workload = load_workload(Path(args.workload) if args.workload else None)
