@@ -108,7 +108,7 @@ def test_crops_through_the_identity_are_the_nominal_crops_and_through_a_shift_fo
     moved[3:, 5:] = image[:-3, :-5]
     shifted = Registration((1.0, 0.0, 5.0, 0.0, 1.0, 3.0), 0.0)
     comp, place = next((c, p) for c, p in rules.placements() if p.ref == "R2")
-    m, size = crop_matrix(comp, place, rules.crop_margin, shifted.array)
+    m, size = crop_matrix(comp, place, rules.crop_margin, shifted.homography)
     got = warp_inverse(moved, m, size)
     assert np.array_equal(got, crop_part(image, comp, place, rules.crop_margin))
 

@@ -24,6 +24,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..ingest.registration import fit_transform, map_points
+
 MIN_VIEWS = 4  # views of the target found: fewer cannot separate focal length from distortion
 
 
@@ -93,8 +95,6 @@ def _maps(k: np.ndarray, dist: np.ndarray, rectify: np.ndarray | None,
 def _plane(corners: np.ndarray, grid: np.ndarray, k: np.ndarray, dist: np.ndarray) -> tuple[np.ndarray, float]:
     """(3x3 from undistorted px to a square-on view of the flat target at its own scale and place, its rms px)."""
     und = cv2.undistortPoints(corners, k, dist, P=k).reshape(-1, 2).astype(np.float64)
-    from ..ingest.registration import fit_transform, map_points
-
     square = map_points(fit_transform(grid, und, "similarity"), grid)  # where a square-on camera would see them
     hm, _ = cv2.findHomography(und, square, 0)
     err = np.hypot(*(map_points(hm, und) - square).T)

@@ -85,11 +85,10 @@ def _views(args: argparse.Namespace, synthetic) -> tuple[list, list[str]]:  # no
 
 
 def cmd_camera_calibrate(args: argparse.Namespace) -> int:
-    import cv2
     import numpy as np
 
     from ..camera.correction import CameraCorrection
-    from ..camera.lens import CalibrationFailed, calibrate
+    from ..camera.lens import calibrate, load_views
     from ..camera.targets import plane_view, target_views
     from ..ingest.camera_model import parse_camera
     from ..routing.rules import load_rules
@@ -98,9 +97,7 @@ def cmd_camera_calibrate(args: argparse.Namespace) -> int:
     images, names = _views(args, lambda cam, size, rng: target_views(cam, size, pattern, args.views, rng))
     plane = None
     if args.plane:
-        plane = cv2.imread(args.plane, cv2.IMREAD_COLOR)
-        if plane is None:
-            raise CalibrationFailed(f"{args.plane}: not a readable image (the target lying flat where boards lie)")
+        plane = load_views([Path(args.plane)])[0][0]
     elif args.synthetic is not None:
         size = load_rules(args.rules or default_rules()).board_size
         plane = plane_view(parse_camera(args.synthetic), size, pattern, np.random.default_rng(args.seed + 1))

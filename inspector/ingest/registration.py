@@ -50,11 +50,6 @@ class Registration:
         return as_homography(self.matrix)
 
     @property
-    def array(self) -> np.ndarray:
-        """The 2x3 affine part (exact for similarity and affine fits; a homography's linearisation at the origin)."""
-        return self.homography[:2] / self.homography[2, 2]
-
-    @property
     def shift(self) -> tuple[float, float]:
         return self.matrix[2], self.matrix[5]
 
