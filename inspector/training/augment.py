@@ -2,8 +2,13 @@
 
 The line sees crops through a camera: exposure and contrast drift, light falls
 off across the board, lenses are soft, sensors are noisy, frames are JPEG, and
-registration leaves a fraction of a pixel and a fraction of a degree. Each
-training crop gets a fresh draw of all of that every epoch. Nothing here flips
+registration leaves a fraction of a pixel and a fraction of a degree. The
+line's correction (inspector/camera) undoes the lens, vignetting and the
+colour cast only as well as its reference capture allows, and nothing undoes
+motion blur: so training also smears crops along the conveyor (x or y in a
+crop, since crops are cut with the part's rotation undone) and leaves a small
+residual cast per channel. Each training crop gets a fresh draw of all of
+that every epoch. Nothing here flips
 or turns a crop: the polarity classes are left against right.
 
 Crops are 3xHxW uint8 RGB in, uint8 out, before photometric normalisation
@@ -25,6 +30,7 @@ import torch
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+from ..ingest.camera_model import motion_kernel
 from ..ingest.crops import crop_tensor
 from ..ingest.photometric import normalize_crop
 
@@ -89,6 +95,46 @@ class SensorNoise(v2.Transform):
         return x.round_().clamp_(0, 255).to(inpt.dtype)
 
 
+class MotionBlur(v2.Transform):
+    """The board's travel while the shutter is open: a line kernel up to `max_px` long, along a crop's x or y."""
+
+    def __init__(self, max_px: float = 5.0) -> None:
+        super().__init__()
+        self.max_px = max_px
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        return {"length": float(torch.empty(()).uniform_(1.0, self.max_px)), "vertical": bool(torch.rand(()) < 0.5)}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        line = torch.from_numpy(motion_kernel(params["length"]))[0]
+        n = len(line)
+        kernel = line.view(1, 1, n, 1) if params["vertical"] else line.view(1, 1, 1, n)
+        x = inpt.float()
+        shape = x.shape
+        flat = x.reshape(-1, 1, *shape[-2:])
+        pad = [0, 0, n // 2, n // 2] if params["vertical"] else [n // 2, n // 2, 0, 0]
+        flat = torch.nn.functional.conv2d(torch.nn.functional.pad(flat, pad, mode="replicate"), kernel)
+        return flat.reshape(shape).round_().clamp_(0, 255).to(inpt.dtype)
+
+
+class ResidualCast(v2.Transform):
+    """What white balance leaves: red and blue pulled apart by up to `cast`, and each channel off by up to `jitter`
+    (RGB order, as the crops are here)."""
+
+    def __init__(self, cast: float = 0.06, jitter: float = 0.03) -> None:
+        super().__init__()
+        self.cast, self.jitter = cast, jitter
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        c = float(torch.empty(()).uniform_(-self.cast, self.cast))
+        gains = torch.tensor([1.0 + c, 1.0, 1.0 - c]) * (1.0 + torch.empty(3).uniform_(-self.jitter, self.jitter))
+        return {"gains": gains}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        x = inpt.float() * params["gains"].view(3, 1, 1)
+        return x.round_().clamp_(0, 255).to(inpt.dtype)
+
+
 GROUP = 8
 
 
@@ -103,6 +149,8 @@ def camera_augmentation(strength: float = 1.0) -> v2.Compose:
     return v2.Compose([
         v2.RandomApply([SubpixelJitter()], p=0.7 * p),
         v2.RandomApply([Illumination()], p=0.8 * p),
+        v2.RandomApply([ResidualCast()], p=0.5 * p),
+        v2.RandomApply([MotionBlur()], p=0.4 * p),
         v2.RandomApply([v2.GaussianBlur(kernel_size=7, sigma=(0.2, 1.6))], p=0.6 * p),
         v2.RandomApply([SensorNoise()], p=0.6 * p),
         v2.RandomApply([v2.JPEG(quality=(45, 95))], p=0.5 * p),

@@ -23,7 +23,8 @@ from ..routing.rules import RuleSet
 TRAINING_RATES = {d: 0.07 for d in DEFECTS}  # ~40% of parts defective, each class alike
 # Wider than any camera the line should meet, so the experts have seen worse than the accuracy suite's conditions.
 TRAINING_CAMERA = CameraModel(shift_px=4, rotation_deg=0.6, scale=0.006, gain=(0.55, 1.45), contrast=(0.65, 1.1),
-                              gradient=0.3, blur_sigma=(0.0, 1.4), noise_sigma=(0.0, 7.0), jpeg_quality=(50, 98))
+                              gradient=0.3, blur_sigma=(0.0, 1.4), noise_sigma=(0.0, 7.0), jpeg_quality=(50, 98),
+                              motion_px=(0.0, 3.0), cast=(-0.05, 0.05))
 REGISTRATION_ERROR_PX = 0.25  # what registration leaves at a part, each axis (measured: ~0.15 px at worst)
 
 
