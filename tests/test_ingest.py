@@ -4,9 +4,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from inspector.camera.opencv import CameraSource
-from inspector.ingest.crops import BoardSizeMismatch, cut_board
+from inspector.ingest.crops import BoardSizeMismatch, crop_tensors, cut_board
 from inspector.ingest.queue import IngestQueue, feed
 from inspector.ingest.sources import FolderSource, Frame, ReplaySource, SyntheticSource
 from inspector.ingest.synthetic import render_board
@@ -35,6 +36,17 @@ def test_crops_undo_rotation_and_follow_the_layout() -> None:
     assert np.array_equal(crops["R1"].image, board.image[y0:y1, x0:x1])
     t = crops["D1"].tensor()
     assert t.shape == (3, 10 + 2 * margin, 18 + 2 * margin) and t.dtype.is_floating_point is False
+
+
+def test_a_board_normalised_in_stacks_gives_each_crop_its_own_tensor() -> None:
+    crops = []
+    for seed in range(4):
+        board = render_board(RULES, f"S{seed}", np.random.default_rng(seed))
+        crops += cut_board(board.image, RULES)
+    stacked = crop_tensors(crops)
+    assert len(stacked) == len(crops) and len({c.image.shape for c in crops}) > 1
+    for crop, tensor in zip(crops, stacked):
+        assert torch.equal(tensor, crop.tensor())  # the same numbers as one crop at a time
 
 
 def test_a_missing_part_changes_its_crop_only() -> None:

@@ -34,7 +34,7 @@ from ..coserve.online.request import Request, RequestResult
 from ..coserve.online.workload import MiB, Workload
 from ..experts.backends import get_backend
 from ..experts.zoo import ExpertEntry, Zoo
-from ..ingest.crops import BoardSizeMismatch, Crop, check_board, cut_board
+from ..ingest.crops import BoardSizeMismatch, Crop, check_board, crop_tensors, cut_board
 from ..ingest.identity import CodeRead, noread_serial, read_code
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
@@ -256,6 +256,7 @@ class Line:
             self._finish_with_error(record, refused)
             return
         crops = cut_board(image, rules, registration)
+        tensors = crop_tensors(crops)
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
             if not self._boards_in:
@@ -265,11 +266,11 @@ class Line:
                 self.stats.add_registration(registration)
             pending = _Pending(record, len(crops), rules)
             requests = []
-            for crop in crops:
+            for crop, tensor in zip(crops, tensors):
                 rid = next(self._ids)
                 pending.parts[rid] = crop
                 self._pending[rid] = pending
-                requests.append(Request(rid, crop.component.name, crop.component.route, crop.tensor(),
+                requests.append(Request(rid, crop.component.name, crop.component.route, tensor,
                                         arrival=time.perf_counter()))
         for r in requests:
             self.engine.submit(r)

