@@ -146,3 +146,20 @@ def test_fast_assignment_refuses_what_load_state_dict_refuses(spec: dict) -> Non
         assign(shell, {**{k: v for k, v in state.items() if k != key}, "extra": state[key]})
     with pytest.raises(RuntimeError, match=f"size mismatch for {key}"):
         assign(shell, {**state, key: torch.zeros(3, 1)})
+
+
+def test_a_batch_of_mixed_crops_preprocesses_as_each_crop_alone() -> None:
+    """The executor resizes a batch's crops a group per size; each must come out as it would alone, or a verdict
+    would depend on which crops a schedule put beside it."""
+    torch.manual_seed(0)
+    arch = ResNetClassifier(10, 32, 2)
+    crops = [torch.randint(0, 256, (3, h, w), dtype=torch.uint8) for h, w in ((20, 30), (32, 32), (20, 30),
+                                                                            (41, 17), (32, 32), (20, 30))]
+    crops.append(torch.rand(3, 20, 30))  # a float crop of a size the uint8 ones have: its own group
+    many = arch.preprocess_many(crops)
+    assert many.shape == (len(crops), 3, 32, 32)
+    for crop, row in zip(crops, many):
+        assert torch.equal(row, arch.preprocess(crop))
+    assert torch.equal(arch.preprocess_many(crops[:1] * 3), torch.stack([arch.preprocess(crops[0])] * 3))
+    with pytest.raises(BadInput):
+        arch.preprocess_many([crops[0], torch.zeros(3, 4, 4)])

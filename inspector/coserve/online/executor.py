@@ -196,7 +196,7 @@ class Executor(ExecutorCore):
         if self.device.is_cuda and self._stream is None:
             self._stream = torch.cuda.Stream(self.device.torch)
         with torch.cuda.stream(self._stream) if self._stream is not None else contextlib.nullcontext():
-            x = torch.stack([arch.preprocess(r.image) for r in batch]).to(self.device.torch)
+            x = arch.preprocess_many([r.image for r in batch]).to(self.device.torch)
             return self.manager.backend.run(arch, module, x)
 
     def _prefetch_next(self, current: str) -> None:
