@@ -36,9 +36,9 @@ from ..ingest.synthetic import rates_for, render_board
 from ..results.dataset import export_dataset
 from ..results.reviews import ReviewRequest, record_review
 from ..results.store import Filters, ResultStore, sqlite_url
-from ..routing.rules import CLASSIFIER_CLASSES, load_rules
+from ..routing.rules import CLASSIFIER_CLASSES, RuleSet, load_rules
 from ..runtime.safetensors_io import parse
-from ..training.retrain import Retrained, Score, _js, format_scores, retrain_classifier, score
+from ..training.retrain import Retrained, Score, format_scores, retrain_classifier, score
 from ..training.samples import PartSample
 from .expert_swap import swap_live
 from .line import LineConfig
@@ -177,8 +177,8 @@ class LoopReport:
                 "verdict": self.verdict_line(), "reviews": dict(self.reviewed), "delivered": self.delivered,
                 "stored": self.stored, "mixed_boards": self.mixed_boards, "others_changed": self.others_changed,
                 "swap_s": self.swap_s, "seconds": self.seconds, "swapped": self.swapped,
-                "condition": None if self.condition is None else {"old": _js(self.condition[0]),
-                                                                  "new": _js(self.condition[1])},
+                "condition": None if self.condition is None else {"old": self.condition[0].to_json(),
+                                                                  "new": self.condition[1].to_json()},
                 "retrain": None if self.retrained is None else self.retrained.version}
 
 
@@ -329,7 +329,7 @@ def _phases_by_sha(store: ResultStore, truth: dict[str, dict[str, str]], ctype: 
     return phases, mixed
 
 
-def condition_defects(rules, component: str, glare: Glare, count: int, seed: int) -> list[PartSample]:  # noqa: ANN001
+def condition_defects(rules: RuleSet, component: str, glare: Glare, count: int, seed: int) -> list[PartSample]:
     """`count` defective crops of `component` under `glare`, rendered (the classifier's classes in turn, every part
     of the type defective) and cut as the line cuts them."""
     classes = [c for c in CLASSIFIER_CLASSES if c != "ok"]

@@ -121,9 +121,8 @@ def cut_board(image: np.ndarray, rules: RuleSet, registration: Registration | No
         raise ValueError(f"warp must be crop or board, got {warp!r}")
     windows, sizes = _windows(rules)
     matrices = as_homography(to_image) @ windows  # every crop pixel -> image pixel, one product per board
+    affine = is_affine(matrices[0])  # every crop's matrix is the board's transform after a rigid window
     flags = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
-    if is_affine(matrices[0]):
-        return [Crop(p.ref, c, cv2.warpAffine(image, m[:2], size, flags=flags, borderMode=cv2.BORDER_CONSTANT))
-                for (c, p), m, size in zip(parts, matrices, sizes)]
-    return [Crop(p.ref, c, cv2.warpPerspective(image, m, size, flags=flags, borderMode=cv2.BORDER_CONSTANT))
+    return [Crop(p.ref, c, cv2.warpAffine(image, m[:2], size, flags=flags) if affine else
+                 cv2.warpPerspective(image, m, size, flags=flags))
             for (c, p), m, size in zip(parts, matrices, sizes)]

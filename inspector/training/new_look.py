@@ -78,11 +78,10 @@ def synthesize(crop: np.ndarray, defect: str, size: tuple[int, int], margin: int
         y = y0 - 1 if rng.random() < 0.5 else y1
         if bw < bh:
             x = x0 - 1 if rng.random() < 0.5 else x1
-            cv2.line(out, (x, max(0, y0 - 2)), (x, min(crop.shape[0] - 1, y1 + 1)), (200, 200, 205),
-                     max(2, round(min(bw, bh) / 5)))
+            ends = (x, max(0, y0 - 2)), (x, min(crop.shape[0] - 1, y1 + 1))
         else:
-            cv2.line(out, (max(0, x0 - 2), y), (min(crop.shape[1] - 1, x1 + 1), y), (200, 200, 205),
-                     max(2, round(min(bw, bh) / 5)))
+            ends = (max(0, x0 - 2), y), (min(crop.shape[1] - 1, x1 + 1), y)
+        cv2.line(out, *ends, (200, 200, 205), max(2, round(min(bw, bh) / 5)))
     elif defect not in ("missing",):
         raise ValueError(f"cannot make a {defect!r} defect from a crop; one of {', '.join(NEW_LOOK_DEFECTS)}")
     return out
@@ -93,12 +92,7 @@ def _paste_masked(dst: np.ndarray, patch: np.ndarray, mask: np.ndarray, x: int, 
     region = dst.copy()
     _paste(region, patch, x, y)
     where = np.zeros(dst.shape[:2], bool)
-    h, w = mask.shape
-    sx0, sy0 = max(0, -x), max(0, -y)
-    dx0, dy0 = max(0, x), max(0, y)
-    dx1, dy1 = min(dst.shape[1], x + w), min(dst.shape[0], y + h)
-    if dx1 > dx0 and dy1 > dy0:
-        where[dy0:dy1, dx0:dx1] = mask[sy0:sy0 + dy1 - dy0, sx0:sx0 + dx1 - dx0]
+    _paste(where, mask, x, y)
     dst[where] = region[where]
 
 

@@ -52,6 +52,10 @@ class Score:
     def false_call_rate(self) -> float | None:
         return self.false_calls / self.good if self.good else None
 
+    def to_json(self) -> dict[str, Any]:
+        return {"crops": self.crops, "recall": self.recall, "false_call_rate": self.false_call_rate,
+                "false_calls": self.false_calls, "good": self.good, "found": self.found, "defects": self.defects}
+
 
 @dataclass
 class Retrained:
@@ -142,7 +146,7 @@ def retrain_classifier(zoo: Zoo, expert: str, dataset: Path, rule_sets: list[Rul
                           trained_from=zoo.entries[expert].weights_sha256, seconds=round(seconds, 1),
                           reviewed_train=len(reviewed["train"]), synthetic_train=len(synth),
                           new_look_train=len(made), gate=gate,
-                          eval={k: {"old": _js(o), "new": _js(n)} for k, (o, n) in scores.items()})
+                          eval={k: {"old": o.to_json(), "new": n.to_json()} for k, (o, n) in scores.items()})
     return Retrained(expert, version, scores, len(reviewed["train"]), len(synth), seconds, len(made), gate)
 
 
@@ -162,11 +166,6 @@ def recall_gate(scores: dict[str, tuple[Score, Score]]) -> dict[str, Any]:
         reasons.append(f"recall on the renderer's held-out defects fell from {100 * old.recall:.1f}% to "
                        f"{100 * new.recall:.1f}%")
     return {"passed": not reasons, "reasons": reasons}
-
-
-def _js(s: Score) -> dict[str, Any]:
-    return {"crops": s.crops, "recall": s.recall, "false_call_rate": s.false_call_rate,
-            "false_calls": s.false_calls, "good": s.good, "found": s.found, "defects": s.defects}
 
 
 def warnings(r: Retrained) -> list[str]:
