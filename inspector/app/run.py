@@ -10,6 +10,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..camera.gate import GatedSource
 from ..coserve.offline.profiler import load_or_profile
+from ..experts.backends import get_backend
+from ..experts.backends.ahead import prepare_zoo
 from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
@@ -105,9 +107,14 @@ def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: f
     return GatedSource(source, rules) if gate == "on" or (gate == "auto" and free_running) else source
 
 
-def line_profiles(zoo: Zoo, models_dir: Path, say: Say) -> dict[str, DeviceProfile]:
-    """The engine's device profiles, measured once per zoo and device (before any clock starts)."""
-    return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say) for d in available_devices()}
+def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch") -> dict[str, DeviceProfile]:
+    """The engine's device profiles for `backend`, measured once per zoo, device and backend (before any clock
+    starts); a runtime's model files are made first, so no switch on the line pays an export."""
+    runtime = get_backend(backend)
+    if backend != "torch":
+        prepare_zoo(zoo, runtime, say)
+    return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say, backend=runtime)
+            for d in available_devices()}
 
 
 def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config: ServiceConfig,
@@ -115,7 +122,7 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
              published: list[Sink] | None = None, plc: PlcLink | None = None) -> tuple[LineService, float]:
     """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored.
     `plc`: the line controller's link, told of every verdict as it is decided (started and stopped here)."""
-    profiles = line_profiles(zoo, models_dir, say)
+    profiles = line_profiles(zoo, models_dir, say, config.line.backend)
     service = LineService(rules, zoo, profiles, config, store, data_dir, source, published, say)
     if plc is not None:
         watcher = RulesWatcher(service.line, rules.source if Path(rules.source).is_file() else None, say=say)

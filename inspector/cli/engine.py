@@ -11,7 +11,7 @@ DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-paper,coserve"
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..coserve.evaluation.report import format_table, format_time_shares
+    from ..coserve.evaluation.report import format_backends, format_costs, format_table, format_time_shares
     from ..coserve.online.policies import ABLATION, BASELINES, get_policy
     from ..coserve.online.workload import load_workload
 
@@ -28,6 +28,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise ValueError("--repeat must be 1 or more")
     workload = load_workload(Path(args.workload) if args.workload else None)
+    backends = backends_of(args)
+    simulated = [f for f, on in (("--simulate", args.simulate), ("--check-sim", args.check_sim),
+                                 ("--sweep", args.sweep), ("--paper-tasks", args.paper_tasks)) if on]
+    if simulated and backends != ["torch"]:
+        raise ValueError(f"{simulated[0]} runs on torch's profile only; leave --backend out, or bench the backends "
+                         "for real: inspector bench --backend " + ",".join(backends))
+    if len(backends) > 1 and args.planned:
+        raise ValueError("--planned plans for one backend: name one with --backend")
     if args.check_sim:
         from ..coserve.evaluation.bench import prepare
         from ..coserve.evaluation.simcheck import compare, format_agreement
@@ -42,7 +50,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         workload = make_plan(workload, zoo, profiles, evaluate).workload
         say(f"planned: executors {workload.executors}, experts {workload.expert_pool_bytes / 2**20:.0f} MiB")
 
-    def bench(w):  # noqa: ANN001, ANN202 - one side-by-side bench of workload w
+    def bench(w, backend: str = backends[0]):  # noqa: ANN001, ANN202 - one side-by-side bench of workload w
         if args.simulate:
             from ..coserve.evaluation.bench import run_simulated_bench
 
@@ -51,7 +59,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from ..coserve.evaluation.bench import run_bench
 
         return run_bench(w, policies, models_of(args), progress=say, ceiling=not args.no_ceiling,
-                         drop_page_cache=not args.keep_page_cache, repeat=args.repeat)
+                         drop_page_cache=not args.keep_page_cache, repeat=args.repeat, backend=backend)
 
     if args.paper_tasks:
         from ..coserve.evaluation.paper import format_tasks, run_tasks
@@ -81,15 +89,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                        encoding="utf-8")
             say(f"wrote {args.json}")
         return 0
-    report = bench(workload)
-    print(format_table(report))
-    print(format_time_shares(report))
+    reports = []
+    for backend in backends:
+        report = bench(workload, backend)
+        reports.append(report)
+        print(format_table(report))
+        print(format_time_shares(report))
+        print(format_costs(report))
+    if len(reports) > 1:
+        print(format_backends(reports))
     if args.plot:
         from ..coserve.evaluation.plots import plot_bench
 
-        say(f"wrote {plot_bench(report, Path(args.plot))}")
+        for report in reports:
+            path = Path(args.plot) if len(reports) == 1 else Path(args.plot).with_stem(
+                f"{Path(args.plot).stem}-{report.backend}")
+            say(f"wrote {plot_bench(report, path)}")
     if args.json:
-        Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
+        data = reports[0].to_json() if len(reports) == 1 else {"backends": [r.to_json() for r in reports]}
+        Path(args.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
         say(f"wrote {args.json}")
     return 0
 
@@ -103,8 +121,23 @@ def planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202
     if args.box or args.simulate:
         label, zoo, profiles, workload = box_profiles(args.box, models_of(args), workload, say)
         return label, zoo, profiles, sim_evaluator(zoo, profiles), workload
-    zoo, profiles = prepare(workload, models_of(args), progress=say)
-    return "this box", zoo, profiles, engine_evaluator(zoo, profiles), workload
+    backend = backends_of(args)[0]
+    zoo, profiles = prepare(workload, models_of(args), progress=say, backend=backend)
+    return "this box", zoo, profiles, engine_evaluator(zoo, profiles, backend=backend), workload
+
+
+def backends_of(args: argparse.Namespace) -> list[str]:
+    """The --backend list, each name checked (one at most where the command measures no real runs)."""
+    from ..experts.backends import BACKENDS
+
+    names = [b.strip() for b in getattr(args, "backend", "torch").split(",") if b.strip()] or ["torch"]
+    for name in names:
+        if name not in BACKENDS:
+            raise ValueError(f"--backend {name!r} is not a backend; use one or more of {', '.join(BACKENDS)}, "
+                             "comma-separated")
+    if len(set(names)) < len(names):
+        raise ValueError("--backend names a backend twice; name each once")
+    return names
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -162,16 +195,25 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from ..coserve.online.workload import load_workload
     from ..runtime.devices import available_devices
 
+    from ..experts.backends import get_backend
+    from ..experts.backends.ahead import prepare_zoo
+
     workload = load_workload(Path(args.workload) if args.workload else None)
     zoo = zoo_for(workload, models_of(args), progress=say)
-    for device in available_devices():
-        prof = load_or_profile(zoo, device, models_of(args) / "profiles", force=args.force, progress=say)
-        print(f"{device.key}: {prof.fingerprint.get('name')}")
-        print(f"  {'architecture':<28}{'K ms':>8}{'B ms':>8}{'max batch':>10}{'load ms':>22}{'MiB':>8}")
-        for key, p in prof.archs.items():
-            loads = " ".join(f"{t}={s * 1000:.1f}" for t, s in p.load_s.items())
-            print(f"  {key:<28}{p.k_s * 1000:>8.2f}{p.b_s * 1000:>8.2f}{p.max_batch:>10}{loads:>22}"
-                  f"{p.weight_bytes / 2**20:>8.1f}")
+    for name in backends_of(args):
+        backend = get_backend(name)
+        if name != "torch":
+            prepare_zoo(zoo, backend, say)
+        for device in available_devices():
+            prof = load_or_profile(zoo, device, models_of(args) / "profiles", force=args.force, progress=say,
+                                   backend=backend)
+            print(f"{device.key}, backend {name}: {prof.fingerprint.get('name')}")
+            print(f"  {'architecture':<28}{'K ms':>8}{'B ms':>8}{'max batch':>10}{'load ms':>26}{'MiB':>8}"
+                  f"{'pool MiB':>10}")
+            for key, p in prof.archs.items():
+                loads = " ".join(f"{t}={s * 1000:.1f}" for t, s in p.load_s.items())
+                print(f"  {key:<28}{p.k_s * 1000:>8.2f}{p.b_s * 1000:>8.2f}{p.max_batch:>10}{loads:>26}"
+                      f"{p.weight_bytes / 2**20:>8.1f}{p.pool_bytes() / 2**20:>10.1f}")
     return 0
 
 
@@ -201,6 +243,9 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paper-tasks", action="store_true",
                    help="with --simulate --box paper-numa|paper-uma: tasks A1-B2 against the paper's bands")
     p.add_argument("--plot", metavar="PNG", help="write a chart: the policies' bars, or the sweep's curves")
+    p.add_argument("--backend", default="torch", metavar="B[,B...]",
+                   help="what runs the experts: torch, onnxruntime, or several (comma-separated: a whole bench per "
+                        "backend in one process, then the backends side by side)")
     p.add_argument("--keep-page-cache", action="store_true",
                    help="let expert files stay in the OS page cache (disk switches then read RAM)")
     p.set_defaults(func=cmd_bench)
@@ -222,6 +267,8 @@ def add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")
     p.add_argument("--simulate", action="store_true", help="evaluate candidates on the simulator")
     p.add_argument("--box", help="plan for a box profile (paper-numa, paper-uma or a file); implies --simulate")
+    p.add_argument("--backend", default="torch", choices=("torch", "onnxruntime"),
+                   help="plan for experts on this backend (its profile: switch, batch and memory costs)")
     p.add_argument("--compare", action="store_true",
                    help="then run the whole workload with the casual and the planned configuration")
     p.set_defaults(func=cmd_plan)
@@ -230,6 +277,8 @@ def add_plan(p: argparse.ArgumentParser) -> None:
 def add_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", help="workload YAML (default: the built-in one)")
     p.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
+    p.add_argument("--backend", default="torch", metavar="B[,B...]",
+                   help="profile on these backends (torch, onnxruntime): a runtime's switch is a session's creation")
     p.set_defaults(func=cmd_profile)
 
 

@@ -114,26 +114,14 @@ def export_runtime(zoo: Zoo, say: Callable[[str], None]) -> int:
     line pays it on first use; skipped where ONNX Runtime is not installed. The number exported."""
     try:
         from ..experts.backends import get_backend
-        from ..experts.backends.export import exported
+        from ..experts.backends.ahead import prepare_zoo
 
         backend = get_backend("onnxruntime")
     except (ImportError, RuntimeError):
         return 0
-    from safetensors.torch import load_file
-
-    t0, made = time.perf_counter(), 0
-    for name, entry in zoo.entries.items():
-        if name in zoo.unavailable:
-            continue
-        try:
-            done = exported(zoo.architecture(name), name, entry.weights_sha256, load_file(str(zoo.path_of(name))),
-                            zoo.root / "runtime", backend.session)
-        except (RuntimeError, OSError, ValueError) as exc:  # served on torch; the line says why on first use
-            say(f"warning: {name} not exported for the runtime: {exc}")
-            continue
-        made += done.made
-    say(f"exported {made} experts to ONNX for --backend onnxruntime in {time.perf_counter() - t0:.0f} s")
-    return made
+    done = prepare_zoo(zoo, backend, say)  # a refused expert is served on torch; the line says why on first use
+    say(f"exported {done.made} experts to ONNX for --backend onnxruntime in {done.seconds:.0f} s")
+    return done.made
 
 
 def _retries(job: TrainJob, trained: Trained) -> str:

@@ -13,6 +13,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ...experts.backends import get_backend
+from ...experts.backends.ahead import prepare_zoo
+from ...experts.base import Architecture
 from ...experts.registry import architecture_from_spec
 from ...experts.zoo import Zoo, build_random_zoo
 from ...runtime.devices import available_devices
@@ -25,7 +28,7 @@ from ..online.pools import pool_layout
 from ..online.profile import DeviceProfile
 from ..online.request import RequestResult
 from ..online.workload import Workload
-from .report import BenchReport, RunReport, make_report, median_report, switch_floor
+from .report import ArchCosts, BenchReport, RunReport, make_report, median_report, switch_floor
 from .simulation import PassOracle, Simulator, rate_oracle
 
 Progress = Callable[[str], None]
@@ -34,13 +37,16 @@ Progress = Callable[[str], None]
 def run_policy(
     workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile],
     all_resident: bool = False, drop_page_cache: bool = True, observe: Callable[[Engine], None] | None = None,
+    backend: str = "torch",
 ) -> tuple[RunReport, dict[int, RequestResult]]:
     """Feed the workload's stream at its arrival interval and measure until the last result.
 
     `observe` sees the stopped engine (its executors' served batches, its pools' loads).
     """
     plan = build_plan(workload, policy, profiles, all_resident, drop_page_cache)
-    engine = Engine(zoo, workload.usage(), policy, plan, profiles)
+    # a fresh backend per run: nothing one policy's run kept (a runtime's sessions) serves the next
+    engine = Engine(zoo, workload.usage(), policy, plan, profiles,
+                    get_backend(backend, threads=max((s.threads for s in plan.executors), default=1)))
     if all_resident:
         engine.preload(list(zoo.entries), every_pool=True)
     else:
@@ -100,23 +106,36 @@ def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = No
 
 
 def prepare(workload: Workload, models_dir: Path, progress: Progress | None = None,
-            drop_page_cache: bool = True) -> tuple[Zoo, dict[str, DeviceProfile]]:
-    """The workload's zoo, its weights checked, and a profile of every device that will run it.
+            drop_page_cache: bool = True, backend: str = "torch") -> tuple[Zoo, dict[str, DeviceProfile]]:
+    """The workload's zoo, its weights checked, ready for `backend`, and a profile of every device that will run
+    it on that backend.
 
     The weights' digests are checked here, once per process, so that no
     policy pays the check inside its first switch to each expert (the
-    all-resident ceiling never did: it loads everything before the clock).
+    all-resident ceiling never did: it loads everything before the clock);
+    a runtime's model files are made here too (the zoo build's work, not a switch's).
     """
     zoo = zoo_for(workload, models_dir, progress)
     store = TieredStore(drop_page_cache=False)
     for name, entry in zoo.entries.items():
         store.register(name, zoo.path_of(name), entry.weights_sha256)
     store.verify()
+    runtime = get_backend(backend)
+    if backend != "torch":
+        done = prepare_zoo(zoo, runtime, progress)
+        if progress and done.made:
+            progress(f"made {done.made} model files for {backend} in {done.seconds:.0f} s")
     profiles = {}
     for device in available_devices():
         profiles[device.key] = load_or_profile(zoo, device, Path(models_dir) / "profiles", progress=progress,
-                                               drop_page_cache=drop_page_cache)
+                                               drop_page_cache=drop_page_cache, backend=runtime)
     return zoo, profiles
+
+
+def resident_bytes(arch: Architecture, profiles: dict[str, DeviceProfile] | None) -> int:
+    """What one resident expert of `arch` holds in a pool: as its backend's profile measured it, else its weights."""
+    measured = [p.pool_bytes() for prof in (profiles or {}).values() for p in prof.archs.values() if p.key == arch.key]
+    return max(measured, default=arch.weight_bytes())
 
 
 def check_budget(workload: Workload, policies: Sequence[str] = (),
@@ -126,12 +145,12 @@ def check_budget(workload: Workload, policies: Sequence[str] = (),
     With policies and profiles, each policy's own pools are checked too: one
     that gives every executor its own pool splits the device's memory.
     """
-    largest = max(architecture_from_spec(s).weight_bytes()
+    largest = max(resident_bytes(architecture_from_spec(s), profiles)
                   for s in [workload.classifier] + [d.spec for d in workload.detectors])
     if workload.expert_pool_bytes < largest:
         raise ValueError(
             f"memory.expert_pool_mb = {workload.expert_pool_bytes / 2**20:.0f} is less than the largest expert "
-            f"({largest / 2**20:.0f} MiB); raise it to at least {math.ceil(largest / 2**20)}"
+            f"({largest / 2**20:.0f} MiB resident); raise it to at least {math.ceil(largest / 2**20)}"
         )
     for name in policies if profiles else ():
         policy = get_policy(name)
@@ -148,15 +167,29 @@ def check_budget(workload: Workload, policies: Sequence[str] = (),
 
 def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
               progress: Progress | None = None, ceiling: bool = True,
-              drop_page_cache: bool = True, repeat: int = 1) -> BenchReport:
+              drop_page_cache: bool = True, repeat: int = 1, backend: str = "torch") -> BenchReport:
     """Every policy on the same stream; `drop_page_cache=False` lets "disk" loads hit the page cache."""
     check_budget(workload)
-    zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache)
+    zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache, backend)
     check_budget(workload, policies, profiles)
-    return side_by_side(
+    report = side_by_side(
         policies, lambda p, top: run_policy(workload, zoo, p, profiles, all_resident=top,
-                                            drop_page_cache=drop_page_cache),
+                                            drop_page_cache=drop_page_cache, backend=backend),
         workload.describe(), primary_device().describe(), progress, ceiling, repeat)
+    report.backend = backend
+    report.costs = arch_costs(profiles[primary_device().key])
+    return report
+
+
+def arch_costs(profile: DeviceProfile) -> list[ArchCosts]:
+    """Every architecture's profiled switch, batch and memory costs, at each thread count measured."""
+    out = []
+    for p in profile.archs.values():
+        top = p.batch_latency_s.get(p.max_batch, p.exec_s(p.max_batch))
+        out.append(ArchCosts(p.key, p.threads, 1000 * p.switch_s("disk"), 1000 * p.load_s.get("host", math.nan),
+                             1000 * p.batch_latency_s.get(1, p.exec_s(1)), p.max_batch, 1000 * top,
+                             p.pool_bytes() / 2**20, p.weight_bytes / 2**20))
+    return out
 
 
 RunOne = Callable[[Policy, bool], tuple[RunReport, dict[int, RequestResult]]]
@@ -187,9 +220,11 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
             tops.append(run_one(get_policy("coserve"), True)[0])
     first = next(iter(verdicts.values()), {})
     top = median_report(tops) if tops else None
-    return BenchReport(workload, device, top.throughput_rps if top else math.nan,
-                       [median_report(samples[name]) for name in policies],
-                       all(v == first for v in verdicts.values()), top, repeat)
+    report = BenchReport(workload, device, top.throughput_rps if top else math.nan,
+                         [median_report(samples[name]) for name in policies],
+                         all(v == first for v in verdicts.values()), top, repeat)
+    report.verdicts = first
+    return report
 
 
 def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir: Path, box: str | None = None,

@@ -75,13 +75,33 @@ class BenchReport:
     verdicts_identical: bool
     ceiling: RunReport | None = None  # the all-resident run itself
     repeat: int = 1  # runs per policy; each figure is their median
+    backend: str = "torch"  # what ran the experts (experts/backends)
+    costs: list[ArchCosts] = field(default_factory=list)  # the backend's profiled costs on the main device
+    # request id -> verdict of the first run (to compare backends; not written to JSON)
+    verdicts: dict[int, str] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "workload": self.workload, "device": self.device, "ceiling_rps": self.ceiling_rps,
             "verdicts_identical": self.verdicts_identical, "runs": [asdict(r) for r in self.runs],
             "ceiling": asdict(self.ceiling) if self.ceiling else None, "repeat": self.repeat,
+            "backend": self.backend, "costs": [asdict(c) for c in self.costs],
         }
+
+
+@dataclass(frozen=True)
+class ArchCosts:
+    """One architecture's profiled costs on a backend: what a switch, a batch and a resident expert cost."""
+
+    key: str
+    threads: int
+    switch_ms: float  # from disk: a weight load (torch) or a session's creation from its model file (a runtime)
+    host_ms: float  # from the host tier (nan: none measured)
+    batch1_ms: float
+    max_batch: int
+    batch_max_ms: float
+    resident_mib: float  # what a resident expert holds in its pool
+    weights_mib: float
 
 
 def make_report(name: str, results: dict[int, RequestResult], t0: float, end: float, pools: ManagerStats,
@@ -131,7 +151,8 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
             + f"{'x base':>9}{'switches':>9}{'floor':>6}{'fewer':>9}{'done':>6}{'fail':>5}"
             f"{'mean s':>8}{'p99 s':>8}{'sched%':>8}{'em%':>7}{'disk ms':>9}{'host ms':>9}{'prefetch':>10}")
     medians = f", medians of {report.repeat} interleaved runs" if spread else ""
-    lines = [f"workload {report.workload['name']} on {report.device} (base: {baseline}{medians}): "
+    backend = f", backend {report.backend}" if report.backend != "torch" else ""
+    lines = [f"workload {report.workload['name']} on {report.device}{backend} (base: {baseline}{medians}): "
              f"{report.workload['component_types']} component types, {report.workload['requests']} requests, "
              f"pool {report.workload['expert_pool_mb']} MiB of {report.workload['experts_total_mb']} MiB experts",
              head, "-" * len(head)]
@@ -189,3 +210,42 @@ def format_time_shares(report: BenchReport) -> str:
     return "\n".join(lines)
 
 
+
+
+def format_costs(report: BenchReport) -> str:
+    """The backend's profiled costs per architecture: a switch against a batch, and the memory a resident holds."""
+    head = (f"{'architecture':<28}{'threads':>8}{'switch ms':>10}{'host ms':>9}{'batch 1 ms':>11}{'max batch':>10}"
+            f"{'at max ms':>10}{'switch/crop':>12}{'pool MiB':>9}{'weights MiB':>12}")
+    lines = [f"profiled costs on {report.device}, backend {report.backend} (switch/crop: a switch in crops' worth "
+             "of inference at the max batch)", head, "-" * len(head)]
+    for c in report.costs:
+        per_crop = c.batch_max_ms / c.max_batch if c.max_batch else math.nan
+        lines.append(f"{c.key:<28.28}{c.threads:>8}{c.switch_ms:>10.2f}{c.host_ms:>9.2f}{c.batch1_ms:>11.2f}"
+                     f"{c.max_batch:>10}{c.batch_max_ms:>10.2f}{c.switch_ms / per_crop:>12.1f}"
+                     f"{c.resident_mib:>9.1f}{c.weights_mib:>12.1f}")
+    return "\n".join(lines)
+
+
+def format_backends(reports: list[BenchReport], baseline: str = "samba", ours: str = "coserve") -> str:
+    """Backends side by side: each one's ceiling, baseline and ours, and the ratios the issue of each asks for."""
+    head = (f"{'backend':<14}{'ceiling':>9}{baseline:>9}{ours:>9}{ours + '/' + baseline:>15}"
+            f"{ours + '/ceiling':>16}{'switches':>10}{'x ceiling of first':>20}")
+    lines = ["backends side by side (req/s; one process, the same stream and memory)", head, "-" * len(head)]
+    first = reports[0].ceiling_rps if reports else math.nan
+    for rep in reports:
+        base = next((r for r in rep.runs if r.policy == baseline), None)
+        mine = next((r for r in rep.runs if r.policy == ours), None)
+        b = base.throughput_rps if base else math.nan
+        m = mine.throughput_rps if mine else math.nan
+        lines.append(f"{rep.backend:<14}{rep.ceiling_rps:>9.2f}{b:>9.2f}{m:>9.2f}{m / b if b else math.nan:>14.2f}x"
+                     f"{100 * m / rep.ceiling_rps if rep.ceiling_rps else math.nan:>15.0f}%"
+                     f"{mine.switches if mine else 0:>10}{rep.ceiling_rps / first if first else math.nan:>19.2f}x")
+    same = all(r.verdicts_identical for r in reports)
+    lines.append("verdicts identical across policies within each backend: " + ("yes" if same else "NO"))
+    ref = reports[0].verdicts if reports else {}
+    for rep in reports[1:]:
+        both = [i for i in ref if i in rep.verdicts]
+        agree = sum(ref[i] == rep.verdicts[i] for i in both)
+        lines.append(f"verdicts of {rep.backend} equal to {reports[0].backend}'s: {agree}/{len(both)} requests "
+                     f"({100 * agree / len(both) if both else math.nan:.2f}%)")
+    return "\n".join(lines)

@@ -30,7 +30,7 @@ SAMPLE_REQUESTS = 300
 
 
 def engine_evaluator(zoo: Zoo, profiles: dict[str, DeviceProfile], sample: int = SAMPLE_REQUESTS,
-                     repeats: int = 3) -> Evaluate:
+                     repeats: int = 3, backend: str = "torch") -> Evaluate:
     """Throughput of coserve on the first `sample` requests, measured with the real engine.
 
     The median of `repeats` runs: one short run on a shared box can miss by more
@@ -39,7 +39,8 @@ def engine_evaluator(zoo: Zoo, profiles: dict[str, DeviceProfile], sample: int =
     def evaluate(w: Workload) -> float:
         small = dataclasses.replace(w, requests=min(w.requests, sample))
         return statistics.median(
-            run_policy(small, zoo, get_policy("coserve"), profiles)[0].throughput_rps for _ in range(repeats))
+            run_policy(small, zoo, get_policy("coserve"), profiles, backend=backend)[0].throughput_rps
+            for _ in range(repeats))
     return evaluate
 
 

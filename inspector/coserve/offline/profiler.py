@@ -5,10 +5,12 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from ...experts.backends.base import Backend
 from ...experts.base import Architecture
 from ...experts.zoo import Zoo
 from ...runtime.arena import HostArena, aligned
@@ -16,6 +18,7 @@ from ...runtime.devices import Device, cpu_cores, fingerprint
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import Tier, TieredStore
 from ..online.profile import ArchProfile, DeviceProfile, fit_linear
+from .runtime_profile import profile_on_runtime, runtime_concurrency
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 PLATEAU = 0.05  # doubling the batch must cut the average latency by 5% to count
@@ -51,6 +54,7 @@ def profile_architecture(
     batch_sizes: Sequence[int] = BATCH_SIZES,
     repeats: int = 5,
     drop_page_cache: bool = True,
+    runtime: RuntimeTarget | None = None,
 ) -> ArchProfile:
     """Measure one architecture at `threads` CPU threads: batch latencies, K/B, max batch, loads per tier.
 
@@ -65,7 +69,13 @@ def profile_architecture(
     def work() -> None:
         torch.set_num_threads(threads)
         try:
-            out.append(_profile(arch, device, weight_path, threads, batch_sizes, repeats, drop_page_cache))
+            if runtime is None:
+                out.append(_profile(arch, device, weight_path, threads, batch_sizes, repeats, drop_page_cache))
+            else:
+                out.append(profile_on_runtime(
+                    arch, device, runtime.backend, runtime.expert, runtime.sha256, weight_path, runtime.home,
+                    threads, batch_sizes, repeats, drop_page_cache, lambda fn, n: _time(fn, device, n),
+                    plateau_batch))
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
 
@@ -196,8 +206,21 @@ def thread_counts(device: Device) -> list[int]:
     return [1] if device.is_cuda else sorted({1, cpu_cores()})
 
 
-def profile_path(root: Path, device: Device) -> Path:
-    return Path(root) / f"{device.key.replace(':', '-')}.json"
+@dataclass(frozen=True)
+class RuntimeTarget:
+    """Profile through an inference runtime: the backend, and the expert whose model files stand for its
+    architecture (made ahead under `home`, the zoo's runtime folder)."""
+
+    backend: Backend
+    expert: str
+    sha256: str | None
+    home: Path
+
+
+def profile_path(root: Path, device: Device, backend: str = "torch") -> Path:
+    """One file per device and backend: torch's keeps the name it always had."""
+    suffix = "" if backend == "torch" else f"-{backend}"
+    return Path(root) / f"{device.key.replace(':', '-')}{suffix}.json"
 
 
 def load_or_profile(
@@ -207,13 +230,18 @@ def load_or_profile(
     force: bool = False,
     progress: Callable[[str], None] | None = None,
     drop_page_cache: bool = True,
+    backend: Backend | None = None,
 ) -> DeviceProfile:
-    """The device's profile with every architecture of `zoo` in it, measuring what is missing.
+    """The device's profile with every architecture of `zoo` in it, measuring what is missing, for `backend`
+    (torch when None; a runtime's switches, batches and memory are its own).
 
     A profile measured elsewhere raises ProfileMismatch unless `force`.
     """
-    path = profile_path(root, device)
+    on_runtime = backend is not None and backend.name != "torch"
+    path = profile_path(root, device, backend.name if on_runtime else "torch")
     expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
+    if on_runtime:
+        expect.update({"backend": backend.name, **backend.versions()})
     prof = DeviceProfile(expect)
     if path.is_file() and not force:
         old = DeviceProfile.load(path)
@@ -225,28 +253,32 @@ def load_or_profile(
                          "measuring again")
         else:
             prof = DeviceProfile.load(path, expect=expect)
-    todo: dict[str, tuple[Architecture, Path, int]] = {}
+    todo: dict[str, tuple[Architecture, str, int]] = {}
     for name in zoo.entries:
         if name in zoo.unavailable or not zoo.path_of(name).is_file():
             continue
         arch = zoo.architecture(name)
         for threads in thread_counts(device):
             if not prof.has(arch.key, threads):
-                todo.setdefault(DeviceProfile.entry(arch.key, threads), (arch, zoo.path_of(name), threads))
-    for entry, (arch, weights, threads) in todo.items():
+                todo.setdefault(DeviceProfile.entry(arch.key, threads), (arch, name, threads))
+    label = f" on {backend.name}" if on_runtime else ""
+    for entry, (arch, name, threads) in todo.items():
         if progress:
-            progress(f"profiling {arch.key} on {device.key} with {threads} thread(s)")
-        prof.archs[entry] = profile_architecture(arch, device, weights, threads, drop_page_cache=drop_page_cache)
+            progress(f"profiling {arch.key} on {device.key}{label} with {threads} thread(s)")
+        target = RuntimeTarget(backend, name, zoo.entries[name].weights_sha256, zoo.root / "runtime") \
+            if on_runtime else None
+        prof.archs[entry] = profile_architecture(arch, device, zoo.path_of(name), threads,
+                                                 drop_page_cache=drop_page_cache, runtime=target)
     measured = False
     if not prof.concurrency:
-        measured = _measure_device_concurrency(zoo, device, prof, progress)
+        measured = _measure_device_concurrency(zoo, device, prof, progress, backend if on_runtime else None)
     if todo or measured:
         prof.save(path)
     return prof
 
 
 def _measure_device_concurrency(zoo: Zoo, device: Device, prof: DeviceProfile,
-                                progress: Callable[[str], None] | None) -> bool:
+                                progress: Callable[[str], None] | None, backend: Backend | None = None) -> bool:
     """Fill `prof.concurrency` with the zoo's most common architecture (its classifiers'), at its max batch."""
     names = [n for n, e in zoo.entries.items() if n not in zoo.unavailable and zoo.path_of(n).is_file()]
     if not names:
@@ -258,5 +290,10 @@ def _measure_device_concurrency(zoo: Zoo, device: Device, prof: DeviceProfile,
     if progress:
         progress(f"profiling 1..{most} concurrent executors on {device.key} ({key})")
     batch = prof.get(key, 1).max_batch
-    prof.concurrency = measure_concurrency(zoo.architecture(name), device, zoo.path_of(name), most, batch)
+    if backend is not None:
+        prof.concurrency = runtime_concurrency(zoo.architecture(name), device, backend, name,
+                                               zoo.entries[name].weights_sha256, zoo.path_of(name),
+                                               zoo.root / "runtime", most, batch)
+    else:
+        prof.concurrency = measure_concurrency(zoo.architecture(name), device, zoo.path_of(name), most, batch)
     return True

@@ -71,8 +71,19 @@ def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DevicePro
             batch = max(1, (workload.device_bytes - pool) // count)  # what the experts leave, per executor
         else:  # limited-compute rule (§4.4): room for the profiled max batch
             batch = max(p.act_bytes_per_sample * p.max_batch for p in prof.archs.values())
-        pools[device] = workload.total_weight_bytes() if all_resident else pool
+        pools[device] = resident_total(workload, prof) if all_resident else pool
         threads = 1 if device.is_cuda else cpu_threads(prof, workload, cores // max(1, cpu_execs))
         specs += [ExecutorSpec(device, batch, threads) for _ in range(count)]
     return EnginePlan(specs, pools, host_cache_bytes=workload.host_cache_bytes,
                       drop_page_cache=drop_page_cache and not all_resident)
+
+
+def resident_total(workload: Workload, profile: DeviceProfile) -> int:
+    """What every expert of the workload holds resident on a device: its weights, or what its backend's profile
+    measured a loaded one to hold (a runtime session)."""
+    total = 0
+    for spec, count in [(workload.classifier, len(workload.components))] + [(d.spec, 1) for d in workload.detectors]:
+        arch = architecture_from_spec(spec)
+        measured = [p.pool_bytes() for p in profile.archs.values() if p.key == arch.key]
+        total += count * max(measured, default=arch.weight_bytes())
+    return total

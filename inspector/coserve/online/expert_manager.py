@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from ...experts.backends.base import Backend
+from ...experts.backends.base import Backend, Weights
 from ...experts.backends.torch_backend import TorchBackend
+from ...experts.base import StateDict
 from ...experts.zoo import Zoo
 from ...runtime.arena import HostArena
 from ...runtime.devices import Device
@@ -133,11 +134,20 @@ class ExpertManager:
         # on a CPU, the device's compute counter: a load in progress reads and copies on the executors' cores, so it
         # counts beside them (what the simulator models; the engine sets it)
         self.concurrency: Concurrency | None = None
+        # what a resident expert really holds, per architecture key, where the backend's profile measured it (a
+        # runtime session's memory is not its weights'); the rest are charged their weights
+        self.resident_bytes: dict[str, int] = {}
 
     # -- queries (under the engine lock) ---------------------------------------------------------
     def has(self, expert: str) -> bool:
         """Resident or on its way: a request for it pays no further switch here."""
         return expert in self._slots or expert in self._loading
+
+    def need(self, expert: str) -> int:
+        """The pool bytes `expert` takes once resident: measured for its backend, else its weights."""
+        entry = self.zoo.entries[expert]
+        return self.resident_bytes.get(self.zoo.architecture(expert).key, entry.weight_bytes) \
+            if self.resident_bytes else entry.weight_bytes
 
     def resident(self) -> list[str]:
         return list(self._slots)
@@ -148,7 +158,7 @@ class ExpertManager:
     def unavailable_reason(self, expert: str) -> str | None:
         if expert in self.zoo.unavailable:
             return f"expert {expert!r} cannot be built: {self.zoo.unavailable[expert]}"
-        need = self.zoo.entries[expert].weight_bytes
+        need = self.need(expert)
         if need > self.ledger.capacity:
             return (
                 f"expert {expert!r} needs {need / 2**20:.1f} MiB but the pool {self.ledger.name} has only "
@@ -202,7 +212,7 @@ class ExpertManager:
         EM overhead.
         """
         t0 = time.perf_counter()
-        need = self.zoo.entries[expert].weight_bytes
+        need = self.need(expert)
         evicted: list[tuple[str, nn.Module]] = []
         if self.ledger.free < need and evict:
             for victim in self._eviction_order():
@@ -381,13 +391,17 @@ class ExpertManager:
         key = f"{expert}#{next(self._load_ids)}"
         slot = None if self.arena is None else (lambda nbytes: self._slot(key, nbytes))
         arch, sha = self.zoo.architecture(expert), self.zoo.entries[expert].weights_sha256
+
+        def fetch() -> tuple[StateDict, str]:
+            state, record = self.store.fetch(expert, self.device, slot)
+            return state, record.tier.value
+
         try:
             module = self.backend.cached(expert, sha, self.device.torch)  # a runtime session kept in the host tier
             tier = "host"
             if module is None:
-                state, record = self.store.fetch(expert, self.device, slot)
-                module = self.backend.load(arch, expert, sha, state, self.device.torch, self.zoo.root / "runtime")
-                tier = record.tier.value
+                module, tier = self.backend.load(arch, expert, sha, Weights(fetch, self.store.drop_page_cache),
+                                                 self.device.torch, self.zoo.root / "runtime")
             seconds = time.perf_counter() - t0  # the whole switch: fetch and module build
         except (WeightsUnavailable, RuntimeError, KeyError, ValueError, OSError) as exc:
             if self.arena is not None:

@@ -47,6 +47,12 @@ class ArchProfile:
     load_s: dict[str, float]
     batch_latency_s: dict[int, float] = field(default_factory=dict)
     threads: int = 1  # CPU threads the batches ran with (1 on a GPU: the launching thread)
+    # what one resident expert holds, measured, where its backend's loaded form is not its weights (a runtime
+    # session: weights, prepacked kernels, graph); 0: its weights
+    resident_bytes: int = 0
+
+    def pool_bytes(self) -> int:
+        return self.resident_bytes or self.weight_bytes
 
     def exec_s(self, n: int) -> float:
         return self.k_s * n + self.b_s

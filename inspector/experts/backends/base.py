@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +16,44 @@ class BackendUnavailable(RuntimeError):
     """The backend's runtime is missing or refuses this expert; the message says what to do."""
 
 
+@dataclass(frozen=True)
+class Weights:
+    """An expert's weights as the engine's tiered store serves them, fetched only when a backend reads them.
+
+    torch always reads them (the module is built from them); a runtime reads its own model file and fetches the
+    weights only to make that file. `fetch` returns the state and the tier it came from (disk, host).
+    `drop_cache`: reads of the backend's own files leave no pages behind, so a "disk" switch is one (the store's
+    rule for weights).
+    """
+
+    fetch: Callable[[], tuple[StateDict, str]]
+    drop_cache: bool = True
+
+
 class Backend(ABC):
     name: str = ""
+
+    def versions(self) -> dict[str, str]:
+        """What a profile of this backend depends on beyond the device (its runtime's version)."""
+        return {}
 
     def cached(self, expert: str, weights_sha256: str | None, device: torch.device) -> Any | None:
         """A loaded expert kept from an earlier load (a runtime session in the host tier), or None."""
         return None
 
+    def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                home: Path) -> None:  # noqa: B027 - optional
+        """Ahead of serving: make whatever files a load will read (a runtime's exported model), so no switch pays it."""
+
+    def resident_bytes(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                       home: Path, batch: int) -> int:
+        """What one loaded expert holds in memory, measured, where that is not its weights (0: its weights)."""
+        return 0
+
     @abstractmethod
-    def load(self, arch: Architecture, expert: str, weights_sha256: str | None, state: StateDict,
-             device: torch.device, home: Path | None = None) -> Any:
-        """A runnable expert from its weights (`home`: where runtime files of this zoo live)."""
+    def load(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+             device: torch.device, home: Path | None = None) -> tuple[Any, str]:
+        """A runnable expert and the tier its load read from (`home`: where runtime files of this zoo live)."""
 
     @abstractmethod
     def run(self, arch: Architecture, loaded: Any, batch: torch.Tensor) -> list[Prediction]:
@@ -35,3 +64,6 @@ class Backend(ABC):
 
     def forget(self, expert: str) -> None:  # noqa: B027 - optional
         """New weights for `expert`: drop whatever was kept of the old ones (the default keeps nothing)."""
+
+    def keep(self, nbytes: int) -> None:  # noqa: B027 - optional
+        """The host memory this backend may keep evicted experts in (the engine's host tier; 0: keep none)."""

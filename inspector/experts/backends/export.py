@@ -4,13 +4,16 @@ The file lives beside the zoo's weights (`runtime/<expert>-<weights sha12>.onnx`
 sha256, the weights it was made from and how closely it agreed with torch; a file whose hash no longer matches
 is made again. The check runs the same seeded batch through torch and the runtime: the raw outputs must agree to
 `TOLERANCE` (relative to their scale) and every decoded verdict must be the same, else the export is refused.
+A file is hashed once per process while its size and times stay (`verified`): a switch reads it, not hashes it.
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,19 +49,41 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def exported(arch: Architecture, expert: str, weights_sha256: str | None, state: StateDict, home: Path,
-             session_of) -> Exported:  # noqa: ANN001 - session_of(bytes or path) -> a runtime session
-    """The expert's ONNX file, made and checked now when missing or damaged."""
+_VERIFIED: dict[str, tuple[int, int, int, str]] = {}  # path -> (size, mtime ns, ctime ns, sha256) hashed by us
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def verified_sha256(path: Path) -> str:
+    """The file's sha256, hashed again only when its size or times changed since this process last hashed it."""
+    stamp = _stamp(path)
+    with _VERIFIED_LOCK:
+        seen = _VERIFIED.get(str(path))
+    if seen is not None and seen[:3] == stamp:
+        return seen[3]
+    sha = file_sha256(path)
+    with _VERIFIED_LOCK:
+        _VERIFIED[str(path)] = (*stamp, sha)
+    return sha
+
+
+def exported(arch: Architecture, expert: str, weights_sha256: str | None, state_of: Callable[[], StateDict],
+             home: Path, session_of) -> Exported:  # noqa: ANN001 - session_of(bytes or path) -> a runtime session
+    """The expert's ONNX file, made and checked now when missing or damaged (only then are the weights read)."""
     path = runtime_path(home, expert, weights_sha256)
     note = path.with_suffix(".json")
     if path.is_file() and note.is_file():
         try:
             meta = json.loads(note.read_text(encoding="utf-8"))
-            if meta.get("onnx_sha256") == file_sha256(path) and meta.get("weights_sha256") == weights_sha256:
+            if meta.get("onnx_sha256") == verified_sha256(path) and meta.get("weights_sha256") == weights_sha256:
                 return Exported(path, meta["onnx_sha256"], float(meta["max_abs_diff"]), False)
         except (OSError, ValueError, KeyError):
             pass  # a damaged note: export again
-    data, diff = export_checked(arch, expert, state, session_of)
+    data, diff = export_checked(arch, expert, state_of(), session_of)
     home.mkdir(parents=True, exist_ok=True)
     write_atomically(path, data)
     sha = hashlib.sha256(data).hexdigest()

@@ -1,27 +1,39 @@
 """ONNX Runtime: each loaded expert is an InferenceSession over its exported, checked model (export.py).
 
-A session costs far more to create than a torch load (tens of ms: the graph is optimised and its kernels
-chosen), so an evicted expert's session is kept in the host tier (`keep_bytes`, least recently used first out)
-and a later switch to it costs nothing but the bookkeeping; new weights for an expert drop its kept sessions.
+A switch is a session's creation, which costs far more than a torch load (the graph is optimised and its kernels
+chosen), so the work is moved out of the switch where the runtime allows, each way measured by the profiler:
+- the model is optimised once, at export, into a pre-optimised ORT-format file (`<model>.<tag>.ort`, tagged with
+  the runtime's version and the CPU's features, since a layout-optimised graph is only valid where it was made);
+  a switch reads it and creates the session with no optimisation pass (about half the creation time);
+- sessions are created from the file's path, not from bytes (given bytes, a session keeps a copy of them: twice
+  the weights resident) and run without a memory arena of their own (an arena keeps the largest batch's
+  activations for as long as the session lives, i.e. for every resident expert); the executors' batch memory is
+  where activations belong. A session then holds about its weights (the profiler measures it);
+- an evicted expert's session may be kept in the host tier (`keep`, the engine's host budget; least recently used
+  out), and a switch back to it costs nothing but the bookkeeping.
 Sessions run with the executor's thread count and the CPU execution provider (CUDA's where a GPU is and the
-onnxruntime-gpu wheel is installed).
+onnxruntime-gpu wheel is installed; there the plain model is loaded and optimised for CUDA at creation).
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import platform
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..base import Architecture, Prediction, StateDict
-from .base import Backend, BackendUnavailable
-from .export import exported
-
-KEEP_BYTES = 2 << 30  # sessions kept in the host tier
+from ...runtime.diskio import drop_pages, write_atomically
+from ..base import Architecture, Prediction
+from .base import Backend, BackendUnavailable, Weights
+from .export import exported, verified_sha256
 
 
 @dataclass
@@ -32,10 +44,24 @@ class Session:
     nbytes: int
 
 
+@lru_cache(maxsize=1)
+def cpu_tag() -> str:
+    """The CPU's architecture and instruction-set features, short: what a layout-optimised graph depends on."""
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = " ".join(sorted(line.split(":", 1)[1].split()))
+                break
+    except OSError:
+        flags = platform.processor()
+    return f"{platform.machine()}-{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
+
+
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
-    def __init__(self, threads: int = 1, keep_bytes: int = KEEP_BYTES) -> None:
+    def __init__(self, threads: int = 1, keep_bytes: int = 0, preoptimised: bool = True, arena: bool = False) -> None:
         try:
             import onnxruntime
         except ImportError:
@@ -43,22 +69,89 @@ class OnnxRuntimeBackend(Backend):
                                      "(or run with --backend torch)") from None
         self.ort = onnxruntime
         self.threads, self.keep_bytes = threads, keep_bytes
+        self.preoptimised, self.arena = preoptimised, arena
+        self.providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
+                          if p in onnxruntime.get_available_providers()]
         self._kept: OrderedDict[tuple[str, str | None], Session] = OrderedDict()
         self._lock = threading.Lock()
         self.exports = 0  # models exported (and checked) by this process
         self.created = 0  # sessions created
         self.reused = 0  # switches served by a kept session
 
-    def session(self, model: bytes | str) -> Any:
+    @property
+    def tag(self) -> str:
+        return f"ort{self.ort.__version__}-{cpu_tag()}"
+
+    def versions(self) -> dict[str, str]:
+        return {"onnxruntime": self.ort.__version__, "providers": ",".join(self.providers),
+                "preoptimised": str(self.preoptimised and self._cpu_only), "arena": str(self.arena)}
+
+    @property
+    def _cpu_only(self) -> bool:
+        return self.providers == ["CPUExecutionProvider"]
+
+    def options(self, optimise: bool = True, save_to: Path | None = None) -> Any:
         so = self.ort.SessionOptions()
         so.intra_op_num_threads = self.threads
         so.inter_op_num_threads = 1
-        so.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.graph_optimization_level = (self.ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimise
+                                       else self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+        so.enable_cpu_mem_arena = self.arena
         so.log_severity_level = 3
-        providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
-                     if p in self.ort.get_available_providers()]
-        return self.ort.InferenceSession(model, so, providers=providers)
+        if save_to is not None:
+            so.optimized_model_filepath = str(save_to)
+        return so
 
+    def session(self, model: bytes | str, optimise: bool = True) -> Any:
+        """A session over a model (bytes or a path); `optimise=False` for a pre-optimised ORT-format file."""
+        return self.ort.InferenceSession(model, self.options(optimise), providers=self.providers)
+
+    # -- the files a switch reads ------------------------------------------------------------------
+    def model_file(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                   home: Path) -> tuple[Path, bool]:
+        """(the file a switch reads, whether it is pre-optimised), made now when missing or damaged."""
+        made = exported(arch, expert, weights_sha256, lambda: weights.fetch()[0], home, self.session)
+        self.exports += made.made
+        if not (self.preoptimised and self._cpu_only):
+            return made.path, False
+        ort_path = made.path.with_name(f"{made.path.stem}.{self.tag}.ort")
+        note = ort_path.with_suffix(".json")
+        try:
+            meta = json.loads(note.read_text(encoding="utf-8"))
+            if meta.get("from_onnx_sha256") == made.sha256 and meta.get("sha256") == verified_sha256(ort_path):
+                return ort_path, True
+        except (OSError, ValueError):
+            pass  # missing or damaged: made again below
+        tmp = ort_path.with_suffix(".tmp.ort")
+        self.ort.InferenceSession(str(made.path), self.options(True, save_to=tmp), providers=self.providers)
+        data = tmp.read_bytes()
+        tmp.unlink(missing_ok=True)
+        write_atomically(ort_path, data)
+        write_atomically(note, json.dumps({"expert": expert, "from_onnx_sha256": made.sha256, "tag": self.tag,
+                                           "sha256": hashlib.sha256(data).hexdigest()}).encode())
+        return ort_path, True
+
+    def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                home: Path) -> None:
+        self.model_file(arch, expert, weights_sha256, weights, home)
+
+    def resident_bytes(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                       home: Path, batch: int) -> int:
+        """What one resident session of `expert` holds, measured in a fresh process (this one's heap reuses what
+        earlier work freed, which would hide it); never less than its model file."""
+        import subprocess
+        import sys
+
+        path, optimised = self.model_file(arch, expert, weights_sha256, weights, home)
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}  # glibc: large frees go back to the OS
+        done = subprocess.run([sys.executable, "-m", __name__, str(path), "1" if optimised else "0",
+                               str(self.threads), str(arch.input_size), str(batch)],
+                              capture_output=True, text=True, timeout=300, env=env)
+        if done.returncode != 0:
+            raise BackendUnavailable(f"measuring a session of {expert} failed: {done.stderr.strip()[-400:]}")
+        return max(int(done.stdout.split()[-1]), path.stat().st_size)
+
+    # -- the engine's side -----------------------------------------------------------------------
     def cached(self, expert: str, weights_sha256: str | None, device: torch.device) -> Any | None:
         with self._lock:
             kept = self._kept.pop((expert, weights_sha256), None)
@@ -66,27 +159,40 @@ class OnnxRuntimeBackend(Backend):
             self.reused += 1
         return kept
 
-    def load(self, arch: Architecture, expert: str, weights_sha256: str | None, state: StateDict,
-             device: torch.device, home: Path | None = None) -> Any:
+    def load(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+             device: torch.device, home: Path | None = None) -> tuple[Any, str]:
         if home is None:
             raise BackendUnavailable(f"{expert}: the runtime backend needs the zoo's folder for its exported models")
-        made = exported(arch, expert, weights_sha256, state, home, self.session)
-        self.exports += made.made
-        session = self.session(str(made.path))
+        path, optimised = self.model_file(arch, expert, weights_sha256, weights, home)
+        if weights.drop_cache:
+            drop_pages(path)  # the runtime reads the file itself: from the disk, as a switch from disk does
+        session = self.session(str(path), optimise=not optimised)  # from a path: given bytes, a session keeps a copy
+        if weights.drop_cache:
+            drop_pages(path)
         self.created += 1
-        return Session(expert, weights_sha256, session, made.path.stat().st_size)
+        return Session(expert, weights_sha256, session, path.stat().st_size), "disk"
 
     def run(self, arch: Architecture, loaded: Any, batch: torch.Tensor) -> list[Prediction]:
         x = np.ascontiguousarray(batch.detach().cpu().numpy(), dtype=np.float32)
         raw = loaded.session.run(None, {"images": x})[0]
         return arch.decode(torch.from_numpy(np.asarray(raw)))
 
+    def keep(self, nbytes: int) -> None:
+        with self._lock:
+            self.keep_bytes = nbytes
+            self._trim()
+
     def retire(self, arch: Architecture, loaded: Any, device: torch.device) -> None:
+        if self.keep_bytes <= 0:
+            return
         with self._lock:
             self._kept[(loaded.expert, loaded.weights_sha256)] = loaded
             self._kept.move_to_end((loaded.expert, loaded.weights_sha256))
-            while sum(s.nbytes for s in self._kept.values()) > self.keep_bytes and self._kept:
-                self._kept.popitem(last=False)
+            self._trim()
+
+    def _trim(self) -> None:
+        while self._kept and sum(s.nbytes for s in self._kept.values()) > self.keep_bytes:
+            self._kept.popitem(last=False)
 
     def forget(self, expert: str) -> None:
         with self._lock:
@@ -98,3 +204,32 @@ class OnnxRuntimeBackend(Backend):
             kept = len(self._kept)
         return {"exports": self.exports, "sessions_created": self.created, "sessions_reused": self.reused,
                 "sessions_kept": kept}
+
+
+
+def session_bytes(path: Path, optimised: bool, threads: int, input_size: int, batch: int, count: int = 8) -> int:
+    """Resident bytes one more live session of `path` adds after running `batch` crops, measured in this process
+    (a fresh one, started with a fixed mmap threshold so that freed buffers leave RSS): the RSS growth from the
+    2nd to the `count`-th session, over their number, so one-off growth around the first is charged to none."""
+    import gc
+
+    import psutil
+
+    backend = OnnxRuntimeBackend(threads=threads)
+    x = np.random.default_rng(0).random((batch, 3, input_size, input_size), dtype=np.float32)
+    proc = psutil.Process()
+    live, rss = [], []
+    for _ in range(count):
+        s = backend.session(str(path), optimise=not optimised)
+        s.run(None, {"images": x})
+        live.append(s)
+        gc.collect()
+        rss.append(proc.memory_info().rss)
+    return max(0, (rss[-1] - rss[1]) // (count - 2))
+
+
+if __name__ == "__main__":  # python -m ...onnxruntime_backend PATH OPTIMISED THREADS INPUT_SIZE BATCH
+    import sys
+
+    a = sys.argv[1:]
+    print(session_bytes(Path(a[0]), a[1] == "1", int(a[2]), int(a[3]), int(a[4])))

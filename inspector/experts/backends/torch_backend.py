@@ -6,16 +6,20 @@ from typing import Any
 
 import torch
 
-from ..base import Architecture, Prediction, StateDict
-from .base import Backend
+from ..base import Architecture, Prediction
+from .base import Backend, Weights
 
 
 class TorchBackend(Backend):
     name = "torch"
 
-    def load(self, arch: Architecture, expert: str, weights_sha256: str | None, state: StateDict,
-             device: torch.device, home: Path | None = None) -> Any:
-        return arch.materialize(state, device)
+    def versions(self) -> dict[str, str]:
+        return {}  # the device fingerprint already names torch's version
+
+    def load(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+             device: torch.device, home: Path | None = None) -> tuple[Any, str]:
+        state, tier = weights.fetch()
+        return arch.materialize(state, device), tier
 
     def run(self, arch: Architecture, loaded: Any, batch: torch.Tensor) -> list[Prediction]:
         return arch.run(loaded, batch)

@@ -1,0 +1,103 @@
+"""Profiling an architecture on an inference runtime (a backend other than torch): what a switch, a batch and a
+resident expert cost there, measured through the backend exactly as the engine drives it.
+
+On a runtime a switch is a session's creation from the backend's own model file (read from disk with its pages
+dropped, as the engine reads it), a batch is a session run, and a resident expert holds the session's memory,
+measured in a fresh process. An evicted session the backend keeps in the host tier comes back as a "host" load.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+from ...experts.backends import get_backend
+from ...experts.backends.base import Backend, Weights
+from ...experts.base import Architecture
+from ...runtime.devices import Device
+from ...runtime.store import Tier
+from ..online.profile import ArchProfile, fit_linear
+
+
+def runtime_weights(weight_path: Path, drop_cache: bool) -> Weights:
+    def fetch() -> tuple[dict[str, torch.Tensor], str]:
+        from safetensors.torch import load_file
+
+        return load_file(str(weight_path)), Tier.DISK.value
+
+    return Weights(fetch, drop_cache)
+
+
+def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, expert: str, sha: str | None,
+                       weight_path: Path, home: Path, threads: int, batch_sizes: Sequence[int], repeats: int,
+                       drop_page_cache: bool, timer: Callable[[Callable[[], object], int], float],
+                       plateau: Callable[[dict[int, float]], int]) -> ArchProfile:
+    """One architecture at `threads` on `backend`'s runtime (in the calling worker thread, as executors run)."""
+    runtime = get_backend(backend.name, threads=threads)
+    weights = runtime_weights(weight_path, drop_page_cache)
+    runtime.prepare(arch, expert, sha, weights, home)  # the export is the zoo's build, not a switch
+    runtime.keep(1 << 40)
+
+    def load() -> object:
+        return runtime.load(arch, expert, sha, weights, device.torch, home)[0]
+
+    load()  # the runtime's first session in a process pays one-off set-up
+    disk_s = timer(load, repeats)
+
+    def back_from_host() -> None:
+        runtime.retire(arch, runtime.cached(expert, sha, device.torch) or load(), device.torch)
+
+    runtime.retire(arch, load(), device.torch)
+    host_s = timer(back_from_host, repeats)
+    loaded = runtime.cached(expert, sha, device.torch) or load()
+    crops = [torch.rand(3, arch.input_size, arch.input_size) for _ in range(max(batch_sizes))]
+
+    def batch(n: int) -> object:
+        return runtime.run(arch, loaded, torch.stack([arch.preprocess(c) for c in crops[:n]]))
+
+    batch(1)
+    latency = {b: timer(lambda b=b: batch(b), repeats) for b in batch_sizes}
+    max_batch = plateau(latency)
+    k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
+    resident = runtime.resident_bytes(arch, expert, sha, weights, home, max_batch)
+    return ArchProfile(key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
+                       act_bytes_per_sample=arch.activation_bytes(1),
+                       load_s={Tier.DISK.value: disk_s, Tier.HOST.value: host_s}, batch_latency_s=latency,
+                       threads=threads, resident_bytes=resident)
+
+
+def runtime_concurrency(arch: Architecture, device: Device, backend: Backend, expert: str, sha: str | None,
+                        weight_path: Path, home: Path, most: int, batch: int, repeats: int = 6) -> list[float]:
+    """Throughput with 1..`most` executors running one session at once (one thread each), relative to one."""
+    runtime = get_backend(backend.name, threads=1)
+    weights = runtime_weights(weight_path, False)
+    loaded = runtime.load(arch, expert, sha, weights, device.torch, home)[0]
+    crops = torch.stack([arch.preprocess(torch.rand(3, arch.input_size, arch.input_size)) for _ in range(batch)])
+    runtime.run(arch, loaded, crops)
+    rates: list[float] = []
+    for k in range(1, most + 1):
+        start = threading.Barrier(k + 1)
+        errors: list[BaseException] = []
+
+        def work(start: threading.Barrier = start, errors: list[BaseException] = errors) -> None:
+            try:
+                start.wait()
+                for _ in range(repeats):
+                    runtime.run(arch, loaded, crops)
+            except BaseException as exc:  # re-raised below
+                errors.append(exc)
+
+        workers = [threading.Thread(target=work, name=f"concurrency-{k}-{i}") for i in range(k)]
+        for w in workers:
+            w.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for w in workers:
+            w.join()
+        if errors:
+            raise errors[0]
+        rates.append(k * repeats / (time.perf_counter() - t0))
+    return [round(r / rates[0], 3) for r in rates]
