@@ -6,12 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from inspector.app.line import LineConfig
 from inspector.app.run import run_line
 from inspector.app.service import ServiceConfig
 from inspector.experts.backends import get_backend
-from inspector.experts.backends.base import BackendUnavailable
+from inspector.experts.backends.base import BackendUnavailable, Weights
 from inspector.experts.backends.export import export_checked, exported, runtime_path
 from inspector.ingest.synthetic import render_board
 from inspector.results.store import ResultStore, sqlite_url
@@ -47,7 +48,9 @@ def test_the_runtime_gives_the_verdicts_torch_gives_part_by_part(demo, tmp_path:
     backend = service.line.engine.backend
     assert backend.name == "onnxruntime" and backend.counters()["sessions_created"] >= 1
     runtime = demo[1].root / "runtime"
-    assert len(list(runtime.glob("*.onnx"))) == len(list(runtime.glob("*.json"))) >= 1
+    onnx, ort = list(runtime.glob("*.onnx")), list(runtime.glob("*.ort"))
+    assert len(onnx) == len(ort) == len(demo[1].entries)  # each checked export and its pre-optimised file
+    assert len(list(runtime.glob("*.json"))) == 2 * len(onnx)  # each with its note
 
 
 def _arch_state(zoo, name: str):  # noqa: ANN001, ANN202
@@ -61,14 +64,14 @@ def test_a_damaged_export_is_made_again_and_a_disagreeing_one_is_refused(demo, t
     zoo = demo[1]
     backend = get_backend("onnxruntime")
     arch, sha, state = _arch_state(zoo, "cls-R1K")
-    first = exported(arch, "cls-R1K", sha, state, tmp_path, backend.session)
+    first = exported(arch, "cls-R1K", sha, lambda: state, tmp_path, backend.session)
     assert first.made and first.max_abs_diff < 1e-3
-    assert not exported(arch, "cls-R1K", sha, state, tmp_path, backend.session).made  # kept
+    assert not exported(arch, "cls-R1K", sha, lambda: state, tmp_path, backend.session).made  # kept
     path = runtime_path(tmp_path, "cls-R1K", sha)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF  # a flipped byte on disk
     path.write_bytes(bytes(data))
-    again = exported(arch, "cls-R1K", sha, state, tmp_path, backend.session)
+    again = exported(arch, "cls-R1K", sha, lambda: state, tmp_path, backend.session)
     assert again.made and again.sha256 == first.sha256
     other_arch, _, other_state = _arch_state(zoo, "cls-D1N")
     other = export_checked(other_arch, "cls-D1N", other_state, backend.session)[0]
@@ -76,13 +79,64 @@ def test_a_damaged_export_is_made_again_and_a_disagreeing_one_is_refused(demo, t
         export_checked(arch, "cls-R1K", state, lambda _data: backend.session(other))
 
 
-def test_an_evicted_expert_comes_back_from_its_kept_session(demo, tmp_path: Path) -> None:
-    _, service = _verdicts(demo, tmp_path, "onnxruntime", device_mb=40)  # room for one classifier at a time
-    backend = service.line.engine.backend
-    st = service.line.engine.stats()
-    assert st.experts.switches > 3
-    assert backend.counters()["sessions_reused"] > 0
-    assert backend.counters()["sessions_created"] < st.experts.switches + len(demo[1].entries)
+def _weights(zoo, name: str) -> Weights:  # noqa: ANN001
+    from safetensors.torch import load_file
+
+    return Weights(lambda: (load_file(str(zoo.path_of(name))), "disk"))
+
+
+def test_an_evicted_session_is_kept_within_the_host_budget_and_comes_back(demo) -> None:
+    zoo = demo[1]
+    backend = get_backend("onnxruntime")
+    arch, sha, _ = _arch_state(zoo, "cls-R1K")
+    loaded, tier = backend.load(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), torch.device("cpu"),
+                                zoo.root / "runtime")
+    assert tier == "disk" and backend.counters()["sessions_created"] == 1
+    backend.retire(arch, loaded, torch.device("cpu"))  # no host budget: nothing is kept
+    assert backend.cached("cls-R1K", sha, torch.device("cpu")) is None
+    backend.keep(loaded.nbytes)  # room for one session
+    backend.retire(arch, loaded, torch.device("cpu"))
+    assert backend.cached("cls-R1K", sha, torch.device("cpu")) is loaded
+    assert backend.counters()["sessions_reused"] == 1
+    backend.retire(arch, loaded, torch.device("cpu"))
+    backend.forget("cls-R1K")  # new weights: the old session is never served again
+    assert backend.cached("cls-R1K", sha, torch.device("cpu")) is None
+
+
+def test_a_switch_reads_the_preoptimised_file_and_the_export_is_not_read_again(demo) -> None:
+    zoo = demo[1]
+    backend = get_backend("onnxruntime")
+    arch, sha, _ = _arch_state(zoo, "cls-D1N")
+    fetched = []
+
+    def fetch():  # noqa: ANN202
+        fetched.append(1)
+        return _weights(zoo, "cls-D1N").fetch()
+
+    path, optimised = backend.model_file(arch, "cls-D1N", sha, Weights(fetch), zoo.root / "runtime")
+    assert optimised and path.suffix == ".ort" and backend.tag in path.name
+    assert fetched == []  # the zoo build exported it: a switch never reads the weights
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # damaged on disk: made again from the checked ONNX file
+    path.write_bytes(bytes(data))
+    again, _ = backend.model_file(arch, "cls-D1N", sha, Weights(fetch), zoo.root / "runtime")
+    assert again == path and path.read_bytes() != bytes(data) and fetched == []
+    x = torch.rand(4, 3, arch.input_size, arch.input_size)
+    module = arch.build().eval()
+    module.load_state_dict(_weights(zoo, "cls-D1N").fetch()[0])
+    loaded, _ = backend.load(arch, "cls-D1N", sha, Weights(fetch), torch.device("cpu"), zoo.root / "runtime")
+    assert [(p.label, p.passed) for p in backend.run(arch, loaded, x)] == \
+        [(p.label, p.passed) for p in arch.run(module, x)]
+
+
+def test_a_session_holds_about_its_weights_as_measured(demo) -> None:
+    """Sessions from the file's path and without an arena: what the pool is charged is what a session holds."""
+    zoo = demo[1]
+    backend = get_backend("onnxruntime")
+    arch, sha, _ = _arch_state(zoo, "cls-R1K")
+    held = backend.resident_bytes(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), zoo.root / "runtime", 8)
+    weights = zoo.entries["cls-R1K"].weight_bytes
+    assert weights <= held < 1.5 * weights
 
 
 def test_an_unknown_backend_is_refused_with_the_choices() -> None:

@@ -91,3 +91,27 @@ def test_bench_repeats_plots_sweeps_and_the_ablation(models_dir: Path, tmp_path:
                           (["--repeat", "0"], "--repeat must be 1 or more")):
         proc = run(["bench", "--workload", str(wl), *args], models_dir, tmp_path)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_bench_runs_each_backend_and_sets_them_side_by_side(models_dir: Path, tmp_path: Path, tiny) -> None:
+    """One process, the same stream and memory: a whole bench per backend, the backend's profiled costs (a
+    runtime's switch is a session's creation), then the backends side by side with their verdicts compared."""
+    wl = tmp_path / "tiny.yaml"
+    wl.write_text(TINY.replace("requests: 48", "requests: 24"))
+    out = tmp_path / "bench.json"
+    proc = run(["bench", "--workload", str(wl), "--policies", "samba,coserve", "--backend", "torch,onnxruntime",
+                "--json", str(out)], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "backend onnxruntime (base: samba)" in proc.stdout
+    assert "profiled costs on" in proc.stdout and "backends side by side" in proc.stdout
+    assert "verdicts of onnxruntime equal to torch's: 24/24 requests (100.00%)" in proc.stdout
+    data = json.loads(out.read_text())
+    assert [b["backend"] for b in data["backends"]] == ["torch", "onnxruntime"]
+    for b in data["backends"]:
+        assert all(r["completed"] == 24 and r["failed"] == 0 for r in b["runs"]) and b["ceiling_rps"] > 0
+    ort = {c["key"]: c for c in data["backends"][1]["costs"] if c["threads"] == 1}
+    assert ort["resnet10@32/c2"]["switch_ms"] > 0 and ort["resnet10@32/c2"]["resident_mib"] > 0
+    proc = run(["bench", "--workload", str(wl), "--backend", "torch,tensorrt"], models_dir, tmp_path)
+    assert proc.returncode == 2 and "--backend 'tensorrt' is not a backend" in proc.stderr
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--backend", "onnxruntime"], models_dir, tmp_path)
+    assert proc.returncode == 2 and "--simulate runs on torch's profile only" in proc.stderr

@@ -72,3 +72,33 @@ def test_served_profile_refits_batches_and_loads() -> None:
     assert served.k_s == pytest.approx(0.002) and served.b_s == pytest.approx(0.010)
     assert served.load_s["disk"] == pytest.approx(0.03)
     assert prof.get("a", 2).k_s == 0.001  # the original is untouched
+
+
+def test_a_runtime_is_profiled_on_its_own_sessions_in_a_file_of_its_own(tiny, models_dir: Path) -> None:
+    """On ONNX Runtime a switch is a session's creation (from disk; a kept session comes back from the host
+    tier), batches run through the session, and a resident expert is charged the session's measured memory."""
+    pytest.importorskip("onnxruntime")
+    from inspector.experts.backends import get_backend
+    from inspector.experts.backends.ahead import prepare_zoo
+
+    _, zoo, profiles = tiny
+    backend = get_backend("onnxruntime")
+    prepare_zoo(zoo, backend)
+    prof = load_or_profile(zoo, Device("cpu"), models_dir / "profiles", backend=backend)
+    path = profile_path(models_dir / "profiles", Device("cpu"), "onnxruntime")
+    assert path.is_file() and path != profile_path(models_dir / "profiles", Device("cpu"))
+    assert prof.fingerprint["backend"] == "onnxruntime" and prof.fingerprint["onnxruntime"]
+    assert set(prof.archs) == set(profiles["cpu"].archs) and prof.concurrency
+    for p in prof.archs.values():
+        assert p.load_s["disk"] > p.load_s["host"] >= 0
+        assert p.weight_bytes <= p.resident_bytes < 2 * p.weight_bytes  # the session, not a copy of its bytes too
+        assert all(s > 0 for s in p.batch_latency_s.values())
+    again = load_or_profile(zoo, Device("cpu"), models_dir / "profiles", backend=backend)
+    assert again.archs.keys() == prof.archs.keys()
+    changed = dict(prof.fingerprint, onnxruntime="0.0.0")  # another runtime version: measured again, not trusted
+    data = json.loads(path.read_text())
+    data["fingerprint"] = changed
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProfileMismatch):
+        load_or_profile(zoo, Device("cpu"), models_dir / "profiles", backend=backend)
+    path.unlink()
