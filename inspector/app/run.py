@@ -114,7 +114,7 @@ def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch") 
     if backend != "torch":
         prepare_zoo(zoo, runtime, say)
     return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say, backend=runtime)
-            for d in available_devices()}
+            for d in available_devices() if runtime.runs_on(d.torch)}  # a runtime without its GPU provider: CPU
 
 
 def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config: ServiceConfig,

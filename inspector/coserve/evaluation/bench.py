@@ -22,7 +22,7 @@ from ...runtime.devices import available_devices
 from ...runtime.store import TieredStore
 from ..offline.profiler import load_or_profile
 from ..online.engine import Engine, EnginePlan
-from ..online.executor_plan import build_plan, primary_device
+from ..online.executor_plan import build_plan, devices_of
 from ..online.policies import Policy, get_policy
 from ..online.pools import pool_layout
 from ..online.profile import DeviceProfile
@@ -127,6 +127,10 @@ def prepare(workload: Workload, models_dir: Path, progress: Progress | None = No
             progress(f"made {done.made} model files for {backend} in {done.seconds:.0f} s")
     profiles = {}
     for device in available_devices():
+        if not runtime.runs_on(device.torch):  # a runtime without its GPU provider serves the CPU alone
+            if progress:
+                progress(f"{backend} cannot run on {device.key} here: its experts are served on the CPU")
+            continue
         profiles[device.key] = load_or_profile(zoo, device, Path(models_dir) / "profiles", progress=progress,
                                                drop_page_cache=drop_page_cache, backend=runtime)
     return zoo, profiles
@@ -175,9 +179,9 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
     report = side_by_side(
         policies, lambda p, top: run_policy(workload, zoo, p, profiles, all_resident=top,
                                             drop_page_cache=drop_page_cache, backend=backend),
-        workload.describe(), primary_device().describe(), progress, ceiling, repeat)
+        workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat)
     report.backend = backend
-    report.costs = arch_costs(profiles[primary_device().key])
+    report.costs = arch_costs(profiles[devices_of(profiles)[0].key])
     return report
 
 

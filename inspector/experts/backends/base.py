@@ -37,6 +37,10 @@ class Backend(ABC):
         """What a profile of this backend depends on beyond the device (its runtime's version)."""
         return {}
 
+    def runs_on(self, device: torch.device) -> bool:
+        """Whether this backend can serve a pool on `device` (a runtime without its GPU provider cannot)."""
+        return True
+
     def cached(self, expert: str, weights_sha256: str | None, device: torch.device) -> Any | None:
         """A loaded expert kept from an earlier load (a runtime session in the host tier), or None."""
         return None

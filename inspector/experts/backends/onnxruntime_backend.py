@@ -70,8 +70,7 @@ class OnnxRuntimeBackend(Backend):
         self.ort = onnxruntime
         self.threads, self.keep_bytes = threads, keep_bytes
         self.preoptimised, self.arena = preoptimised, arena
-        self.providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider")
-                          if p in onnxruntime.get_available_providers()]
+        self.has_cuda = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
         self._kept: OrderedDict[tuple[str, str | None], Session] = OrderedDict()
         self._lock = threading.Lock()
         self.exports = 0  # models exported (and checked) by this process
@@ -83,12 +82,15 @@ class OnnxRuntimeBackend(Backend):
         return f"ort{self.ort.__version__}-{cpu_tag()}"
 
     def versions(self) -> dict[str, str]:
-        return {"onnxruntime": self.ort.__version__, "providers": ",".join(self.providers),
-                "preoptimised": str(self.preoptimised and self._cpu_only), "arena": str(self.arena)}
+        return {"onnxruntime": self.ort.__version__, "cuda_provider": str(self.has_cuda),
+                "preoptimised": str(self.preoptimised), "arena": str(self.arena)}
 
-    @property
-    def _cpu_only(self) -> bool:
-        return self.providers == ["CPUExecutionProvider"]
+    def runs_on(self, device: torch.device) -> bool:
+        return device.type == "cpu" or (device.type == "cuda" and self.has_cuda)
+
+    @staticmethod
+    def providers(cuda: bool) -> list[str]:
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
 
     def options(self, optimise: bool = True, save_to: Path | None = None) -> Any:
         so = self.ort.SessionOptions()
@@ -102,17 +104,18 @@ class OnnxRuntimeBackend(Backend):
             so.optimized_model_filepath = str(save_to)
         return so
 
-    def session(self, model: bytes | str, optimise: bool = True) -> Any:
+    def session(self, model: bytes | str, optimise: bool = True, cuda: bool = False) -> Any:
         """A session over a model (bytes or a path); `optimise=False` for a pre-optimised ORT-format file."""
-        return self.ort.InferenceSession(model, self.options(optimise), providers=self.providers)
+        return self.ort.InferenceSession(model, self.options(optimise), providers=self.providers(cuda))
 
     # -- the files a switch reads ------------------------------------------------------------------
     def model_file(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
-                   home: Path) -> tuple[Path, bool]:
-        """(the file a switch reads, whether it is pre-optimised), made now when missing or damaged."""
+                   home: Path, cuda: bool = False) -> tuple[Path, bool]:
+        """(the file a switch reads, whether it is pre-optimised), made now when missing or damaged; a CUDA session
+        reads the plain model and is optimised for the GPU at creation."""
         made = exported(arch, expert, weights_sha256, lambda: weights.fetch()[0], home, self.session)
         self.exports += made.made
-        if not (self.preoptimised and self._cpu_only):
+        if cuda or not self.preoptimised:
             return made.path, False
         ort_path = made.path.with_name(f"{made.path.stem}.{self.tag}.ort")
         note = ort_path.with_suffix(".json")
@@ -123,7 +126,7 @@ class OnnxRuntimeBackend(Backend):
         except (OSError, ValueError):
             pass  # missing or damaged: made again below
         tmp = ort_path.with_suffix(".tmp.ort")
-        self.ort.InferenceSession(str(made.path), self.options(True, save_to=tmp), providers=self.providers)
+        self.ort.InferenceSession(str(made.path), self.options(True, save_to=tmp), providers=self.providers(False))
         data = tmp.read_bytes()
         tmp.unlink(missing_ok=True)
         write_atomically(ort_path, data)
@@ -163,10 +166,14 @@ class OnnxRuntimeBackend(Backend):
              device: torch.device, home: Path | None = None) -> tuple[Any, str]:
         if home is None:
             raise BackendUnavailable(f"{expert}: the runtime backend needs the zoo's folder for its exported models")
-        path, optimised = self.model_file(arch, expert, weights_sha256, weights, home)
+        cuda = device.type == "cuda"
+        if not self.runs_on(device):
+            raise BackendUnavailable(f"{expert}: ONNX Runtime here has no CUDA execution provider (pip install "
+                                     "onnxruntime-gpu), so it cannot serve a GPU pool; run with --backend torch")
+        path, optimised = self.model_file(arch, expert, weights_sha256, weights, home, cuda)
         if weights.drop_cache:
             drop_pages(path)  # the runtime reads the file itself: from the disk, as a switch from disk does
-        session = self.session(str(path), optimise=not optimised)  # from a path: given bytes, a session keeps a copy
+        session = self.session(str(path), not optimised, cuda)  # from a path: given bytes, a session keeps a copy
         if weights.drop_cache:
             drop_pages(path)
         self.created += 1
