@@ -2,7 +2,8 @@
 
 The base install is the headless line: engine, results, kiosk. `inspector[gui]` adds the dashboard,
 `inspector[llm]` the language model and its endpoint, `inspector[postgres]` the PostgreSQL driver,
-`inspector[genicam]` Basler's pylon binding for industrial cameras (`inspector[all]` all four). A command
+`inspector[genicam]` Basler's pylon binding for industrial cameras, `inspector[openvino]` the OpenVINO backend
+(`inspector[all]` all five). A command
 that needs a missing part stops with the pip line that adds it.
 A leaf module: it imports nothing of ours.
 """
@@ -15,9 +16,10 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "llm": ("transformers", "fastapi", "uvicorn", "accelerate"),
     "postgres": ("psycopg2",),
     "genicam": ("pypylon",),
+    "openvino": ("openvino",),
 }
 PURPOSE = {"gui": "the dashboard", "llm": "the language model", "postgres": "a PostgreSQL results database",
-           "genicam": "an industrial (GenICam) camera"}
+           "genicam": "an industrial (GenICam) camera", "openvino": "the openvino backend"}
 
 
 class MissingExtra(RuntimeError):

@@ -149,3 +149,19 @@ def test_the_zoo_build_exports_every_expert_for_the_runtime(demo) -> None:
     runtime = zoo.root / "runtime"
     made = {p.name for p in runtime.glob("*.onnx")}
     assert made >= {runtime_path(runtime, name, e.weights_sha256).name for name, e in zoo.entries.items()}
+
+
+def test_openvino_gives_the_verdicts_torch_gives_part_by_part(demo, tmp_path: Path) -> None:
+    """The same exports compiled by OpenVINO (f32, checked through OpenVINO itself): the same verdicts, switches
+    import a pre-compiled blob with its own note."""
+    pytest.importorskip("openvino")
+    torch_v, _ = _verdicts(demo, tmp_path / "torch", "torch")
+    # an imported model holds its weights and its activation buffers (measured: about 2.2x the weights), so the
+    # pool is sized for that; verdicts do not depend on the pool
+    ov_v, service = _verdicts(demo, tmp_path / "ov", "openvino", device_mb=160)
+    assert ov_v == torch_v and any(v != "pass" for v, _d in torch_v.values())
+    backend = service.line.engine.backend
+    assert backend.name == "openvino" and backend.counters()["models_imported"] >= 1
+    home = demo[1].root / "runtime" / "openvino"
+    assert len(list(home.glob("*.blob"))) == len(list(home.glob("*.onnx"))) == len(demo[1].entries)
+    assert not backend.runs_on(torch.device("cuda"))

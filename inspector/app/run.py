@@ -10,9 +10,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..camera.gate import GatedSource
 from ..coserve.offline.profiler import load_or_profile
+from ..coserve.online.profile import DeviceProfile
 from ..experts.backends import get_backend
 from ..experts.backends.ahead import prepare_zoo
-from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
 from ..ingest.glare import Glare

@@ -193,10 +193,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from ..coserve.evaluation.bench import zoo_for
     from ..coserve.offline.profiler import load_or_profile
     from ..coserve.online.workload import load_workload
-    from ..runtime.devices import available_devices
-
     from ..experts.backends import get_backend
     from ..experts.backends.ahead import prepare_zoo
+    from ..runtime.devices import available_devices
 
     workload = load_workload(Path(args.workload) if args.workload else None)
     zoo = zoo_for(workload, models_of(args), progress=say)
@@ -267,7 +266,9 @@ def add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")
     p.add_argument("--simulate", action="store_true", help="evaluate candidates on the simulator")
     p.add_argument("--box", help="plan for a box profile (paper-numa, paper-uma or a file); implies --simulate")
-    p.add_argument("--backend", default="torch", choices=("torch", "onnxruntime"),
+    from ..experts.backends import BACKENDS
+
+    p.add_argument("--backend", default="torch", choices=BACKENDS,
                    help="plan for experts on this backend (its profile: switch, batch and memory costs)")
     p.add_argument("--compare", action="store_true",
                    help="then run the whole workload with the casual and the planned configuration")

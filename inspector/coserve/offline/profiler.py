@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ...experts.backends.base import Backend
+from ...experts.backends.base import Backend, BackendUnavailable
 from ...experts.base import Architecture
 from ...experts.zoo import Zoo
 from ...runtime.arena import HostArena, aligned
@@ -265,10 +265,21 @@ def load_or_profile(
     for entry, (arch, name, threads) in todo.items():
         if progress:
             progress(f"profiling {arch.key} on {device.key}{label} with {threads} thread(s)")
-        target = RuntimeTarget(backend, name, zoo.entries[name].weights_sha256, zoo.root / "runtime") \
-            if on_runtime else None
-        prof.archs[entry] = profile_architecture(arch, device, zoo.path_of(name), threads,
-                                                 drop_page_cache=drop_page_cache, runtime=target)
+        if not on_runtime:
+            prof.archs[entry] = profile_architecture(arch, device, zoo.path_of(name), threads,
+                                                     drop_page_cache=drop_page_cache)
+            continue
+        refused: dict[str, str] = {}
+        for other in [n for n in zoo.entries if zoo.architecture(n).key == arch.key and n not in zoo.unavailable]:
+            target = RuntimeTarget(backend, other, zoo.entries[other].weights_sha256, zoo.root / "runtime")
+            try:  # an expert the runtime refuses (its export disagrees with torch) cannot stand for its shape
+                prof.archs[entry] = profile_architecture(arch, device, zoo.path_of(other), threads,
+                                                         drop_page_cache=drop_page_cache, runtime=target)
+                break
+            except BackendUnavailable as exc:
+                refused[other] = str(exc)
+        else:
+            raise BackendUnavailable(f"{backend.name} serves no expert of {arch.key}: " + "; ".join(refused.values()))
     measured = False
     if not prof.concurrency:
         measured = _measure_device_concurrency(zoo, device, prof, progress, backend if on_runtime else None)
@@ -286,6 +297,9 @@ def _measure_device_concurrency(zoo: Zoo, device: Device, prof: DeviceProfile,
     keys = [zoo.architecture(n).key for n in names]
     key = max(set(keys), key=keys.count)
     name = names[keys.index(key)]
+    if backend is not None:  # a shape's expert the runtime serves (one it refused has no model files)
+        ready = [n for n, k in zip(names, keys) if k == key and _served(backend, zoo, n)]
+        name = ready[0] if ready else name
     most = concurrency_counts(device)
     if progress:
         progress(f"profiling 1..{most} concurrent executors on {device.key} ({key})")
@@ -297,3 +311,14 @@ def _measure_device_concurrency(zoo: Zoo, device: Device, prof: DeviceProfile,
     else:
         prof.concurrency = measure_concurrency(zoo.architecture(name), device, zoo.path_of(name), most, batch)
     return True
+
+
+def _served(backend: Backend, zoo: Zoo, name: str) -> bool:
+    from .runtime_profile import runtime_weights
+
+    try:
+        backend.prepare(zoo.architecture(name), name, zoo.entries[name].weights_sha256,
+                        runtime_weights(zoo.path_of(name), False), zoo.root / "runtime")
+        return True
+    except BackendUnavailable:
+        return False

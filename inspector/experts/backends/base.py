@@ -45,8 +45,8 @@ class Backend(ABC):
         """A loaded expert kept from an earlier load (a runtime session in the host tier), or None."""
         return None
 
-    def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
-                home: Path) -> None:  # noqa: B027 - optional
+    def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,  # noqa: B027
+                home: Path) -> None:
         """Ahead of serving: make whatever files a load will read (a runtime's exported model), so no switch pays it."""
 
     def resident_bytes(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,

@@ -116,3 +116,20 @@ def export_checked(arch: Architecture, expert: str, state: StateDict, session_of
         raise BackendUnavailable(f"{expert}: the ONNX export disagrees with torch (max difference {diff:.2e}, "
                                  f"verdicts {'equal' if same else 'differ'}); it is not served on the runtime")
     return data, diff
+
+
+def derived(path: Path, made: Exported, tag: str, make: Callable[[], bytes]) -> Path:
+    """A file a runtime derives from the checked export (a pre-optimised or pre-compiled model), at `path` with a
+    JSON note of its own sha256 and the export it came from; made again when missing, damaged or stale."""
+    note = path.with_suffix(".json")
+    try:
+        meta = json.loads(note.read_text(encoding="utf-8"))
+        if meta.get("from_onnx_sha256") == made.sha256 and meta.get("sha256") == verified_sha256(path):
+            return path
+    except (OSError, ValueError):
+        pass  # missing or damaged: made again below
+    data = make()
+    write_atomically(path, data)
+    write_atomically(note, json.dumps({"from": made.path.name, "from_onnx_sha256": made.sha256, "tag": tag,
+                                       "sha256": hashlib.sha256(data).hexdigest()}).encode())
+    return path

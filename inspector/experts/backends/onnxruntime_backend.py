@@ -17,8 +17,6 @@ onnxruntime-gpu wheel is installed; there the plain model is loaded and optimise
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import platform
 import threading
 from collections import OrderedDict
@@ -30,10 +28,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...runtime.diskio import drop_pages, write_atomically
+from ...runtime.diskio import drop_pages
 from ..base import Architecture, Prediction
 from .base import Backend, BackendUnavailable, Weights
-from .export import exported, verified_sha256
+from .export import derived, exported
+from .footprint import marginal_rss, measured_in_fresh_process
 
 
 @dataclass
@@ -117,22 +116,16 @@ class OnnxRuntimeBackend(Backend):
         self.exports += made.made
         if cuda or not self.preoptimised:
             return made.path, False
-        ort_path = made.path.with_name(f"{made.path.stem}.{self.tag}.ort")
-        note = ort_path.with_suffix(".json")
-        try:
-            meta = json.loads(note.read_text(encoding="utf-8"))
-            if meta.get("from_onnx_sha256") == made.sha256 and meta.get("sha256") == verified_sha256(ort_path):
-                return ort_path, True
-        except (OSError, ValueError):
-            pass  # missing or damaged: made again below
-        tmp = ort_path.with_suffix(".tmp.ort")
-        self.ort.InferenceSession(str(made.path), self.options(True, save_to=tmp), providers=self.providers(False))
-        data = tmp.read_bytes()
-        tmp.unlink(missing_ok=True)
-        write_atomically(ort_path, data)
-        write_atomically(note, json.dumps({"expert": expert, "from_onnx_sha256": made.sha256, "tag": self.tag,
-                                           "sha256": hashlib.sha256(data).hexdigest()}).encode())
-        return ort_path, True
+        def optimise() -> bytes:
+            tmp = made.path.with_name(f"{made.path.stem}.{self.tag}.tmp.ort")
+            try:
+                self.ort.InferenceSession(str(made.path), self.options(True, save_to=tmp),
+                                          providers=self.providers(False))
+                return tmp.read_bytes()
+            finally:
+                tmp.unlink(missing_ok=True)
+
+        return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.ort"), made, self.tag, optimise), True
 
     def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                 home: Path) -> None:
@@ -142,17 +135,10 @@ class OnnxRuntimeBackend(Backend):
                        home: Path, batch: int) -> int:
         """What one resident session of `expert` holds, measured in a fresh process (this one's heap reuses what
         earlier work freed, which would hide it); never less than its model file."""
-        import subprocess
-        import sys
-
         path, optimised = self.model_file(arch, expert, weights_sha256, weights, home)
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}  # glibc: large frees go back to the OS
-        done = subprocess.run([sys.executable, "-m", __name__, str(path), "1" if optimised else "0",
-                               str(self.threads), str(arch.input_size), str(batch)],
-                              capture_output=True, text=True, timeout=300, env=env)
-        if done.returncode != 0:
-            raise BackendUnavailable(f"measuring a session of {expert} failed: {done.stderr.strip()[-400:]}")
-        return max(int(done.stdout.split()[-1]), path.stat().st_size)
+        held = measured_in_fresh_process(__name__, [str(path), "1" if optimised else "0", str(self.threads),
+                                                    str(arch.input_size), str(batch)], f"a session of {expert}")
+        return max(held, path.stat().st_size)
 
     # -- the engine's side -----------------------------------------------------------------------
     def cached(self, expert: str, weights_sha256: str | None, device: torch.device) -> Any | None:
@@ -214,25 +200,12 @@ class OnnxRuntimeBackend(Backend):
 
 
 
-def session_bytes(path: Path, optimised: bool, threads: int, input_size: int, batch: int, count: int = 8) -> int:
-    """Resident bytes one more live session of `path` adds after running `batch` crops, measured in this process
-    (a fresh one, started with a fixed mmap threshold so that freed buffers leave RSS): the RSS growth from the
-    2nd to the `count`-th session, over their number, so one-off growth around the first is charged to none."""
-    import gc
-
-    import psutil
-
+def session_bytes(path: Path, optimised: bool, threads: int, input_size: int, batch: int) -> int:
+    """Resident bytes one more live session of `path` adds after running `batch` crops (footprint.py)."""
     backend = OnnxRuntimeBackend(threads=threads)
     x = np.random.default_rng(0).random((batch, 3, input_size, input_size), dtype=np.float32)
-    proc = psutil.Process()
-    live, rss = [], []
-    for _ in range(count):
-        s = backend.session(str(path), optimise=not optimised)
-        s.run(None, {"images": x})
-        live.append(s)
-        gc.collect()
-        rss.append(proc.memory_info().rss)
-    return max(0, (rss[-1] - rss[1]) // (count - 2))
+    return marginal_rss(lambda: backend.session(str(path), optimise=not optimised),
+                        lambda s: s.run(None, {"images": x}))
 
 
 if __name__ == "__main__":  # python -m ...onnxruntime_backend PATH OPTIMISED THREADS INPUT_SIZE BATCH
