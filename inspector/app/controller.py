@@ -196,7 +196,7 @@ class LineController:
         zoo = self.zoo()
         backend = setup.service.line.backend
         if self.profiles is None or self._profiled_for != backend:
-            self.profiles = line_profiles(zoo, self.models_dir, self.say, backend)
+            self.profiles = line_profiles(zoo, self.models_dir, self.say, backend, rules)
             self._profiled_for = backend
         camera = setup.camera if setup.source.startswith("synthetic") else None  # a real source is its own camera
         source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate,

@@ -24,6 +24,7 @@ from ..results.store import ResultStore
 from ..routing.rules import RuleSet, load_rules
 from ..runtime.devices import available_devices
 from ..training.demo_zoo import build_demo_zoo
+from ..training.int8_crops import rules_calibration
 from .line import Line
 from .plc_link import PlcLink
 from .recipes import RecipeBook
@@ -107,12 +108,15 @@ def open_source(spec: str, rules: RuleSet, boards: int, seed: int, interval_s: f
     return GatedSource(source, rules) if gate == "on" or (gate == "auto" and free_running) else source
 
 
-def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch") -> dict[str, DeviceProfile]:
+def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch",
+                  rules: RuleSet | None = None) -> dict[str, DeviceProfile]:
     """The engine's device profiles for `backend`, measured once per zoo, device and backend (before any clock
-    starts); a runtime's model files are made first, so no switch on the line pays an export."""
+    starts); a runtime's model files are made first, so no switch on the line pays an export (an INT8 runtime
+    calibrates on crops of `rules`' boards)."""
     runtime = get_backend(backend)
     if backend != "torch":
-        prepare_zoo(zoo, runtime, say)
+        calibration = rules_calibration([rules], zoo) if rules is not None else None
+        prepare_zoo(zoo, runtime, say, calibration)
     return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say, backend=runtime)
             for d in available_devices() if runtime.runs_on(d.torch)}  # a runtime without its GPU provider: CPU
 
@@ -122,7 +126,7 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
              published: list[Sink] | None = None, plc: PlcLink | None = None) -> tuple[LineService, float]:
     """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored.
     `plc`: the line controller's link, told of every verdict as it is decided (started and stopped here)."""
-    profiles = line_profiles(zoo, models_dir, say, config.line.backend)
+    profiles = line_profiles(zoo, models_dir, say, config.line.backend, rules)
     service = LineService(rules, zoo, profiles, config, store, data_dir, source, published, say)
     if plc is not None:
         watcher = RulesWatcher(service.line, rules.source if Path(rules.source).is_file() else None, say=say)

@@ -63,7 +63,7 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
             config = replace(config, line=saved.applied_to(config.line))
             say(f"allocation from {data / ALLOCATION_FILE} (saved over the API): device {saved.device_mb:g} MiB, "
                 f"expert pool {saved.expert_pool_mb:g} MiB, executors {saved.executors or 'default'}")
-        profiles = line_profiles(zoo, models_of(args), step, config.line.backend)
+        profiles = line_profiles(zoo, models_of(args), step, config.line.backend, rules)
         service = LineService(rules, zoo, profiles, config, store, data, source,
                               [publisher] if publisher else None, say)
     kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,

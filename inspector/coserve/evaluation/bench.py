@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import torch
+
 from ...experts.backends import get_backend
 from ...experts.backends.ahead import prepare_zoo
 from ...experts.base import Architecture
@@ -122,7 +124,11 @@ def prepare(workload: Workload, models_dir: Path, progress: Progress | None = No
     store.verify()
     runtime = get_backend(backend)
     if backend != "torch":
-        done = prepare_zoo(zoo, runtime, progress)
+        def calibration(name: str) -> torch.Tensor | None:
+            raw = workload.calibration_inputs(name)
+            return None if raw is None else zoo.architecture(name).preprocess_batch(raw)
+
+        done = prepare_zoo(zoo, runtime, progress, calibration)
         if progress and done.made:
             progress(f"made {done.made} model files for {backend} in {done.seconds:.0f} s")
     profiles = {}

@@ -143,6 +143,14 @@ class Workload:
         comp = next(c for c in self.components if c.classifier == expert)
         return torch.stack([self.image(comp, -1 - i) for i in range(n)])
 
+    def calibration_inputs(self, expert: str, n: int = 64) -> torch.Tensor | None:
+        """Raw crops like the ones `expert` sees: a classifier's own type's, a detector's from the types routed to
+        it in turn (an INT8 runtime calibrates on them); None for an expert no component routes to."""
+        comps = [c for c in self.components if expert in (c.classifier, c.detector)]
+        if not comps:
+            return None
+        return torch.stack([self.image(comps[i % len(comps)], -1 - i) for i in range(n)])
+
     def stream(self) -> list[Request]:
         """`requests` component requests in board-scan order, board after board, lot after lot."""
         layouts = {r.name: self.board_layout(r) for r in self.board_recipes()}

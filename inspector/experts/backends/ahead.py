@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
+
 from ..zoo import Zoo
 from .base import Backend, Weights
 
@@ -15,10 +17,13 @@ class Ahead:
     made: int = 0  # files made now (the rest were there and intact)
     seconds: float = 0.0
     refused: dict[str, str] = field(default_factory=dict)  # expert -> why the runtime will not serve it
+    in_fp32: dict[str, str] = field(default_factory=dict)  # an INT8 runtime's experts kept in fp32, and why
 
 
-def prepare_zoo(zoo: Zoo, backend: Backend, say: Callable[[str], None] | None = None) -> Ahead:
-    """`backend.prepare` for every expert that can be built; a refused one is named (its requests fail with it)."""
+def prepare_zoo(zoo: Zoo, backend: Backend, say: Callable[[str], None] | None = None,
+                calibration: Callable[[str], torch.Tensor | None] | None = None) -> Ahead:
+    """`backend.prepare` for every expert that can be built; a refused one is named (its requests fail with it).
+    `calibration(expert)`: preprocessed crops like the ones it serves (an INT8 runtime calibrates on them)."""
     from safetensors.torch import load_file
 
     before = getattr(backend, "exports", 0)
@@ -27,11 +32,17 @@ def prepare_zoo(zoo: Zoo, backend: Backend, say: Callable[[str], None] | None = 
         if name in zoo.unavailable or not zoo.path_of(name).is_file():
             continue
         try:
+            crops = None if calibration is None else (lambda n=name: calibration(n))
             backend.prepare(zoo.architecture(name), name, entry.weights_sha256,
-                            Weights(lambda n=name: (load_file(str(zoo.path_of(n))), "disk")), zoo.root / "runtime")
+                            Weights(lambda n=name: (load_file(str(zoo.path_of(n))), "disk"), calibration=crops),
+                            zoo.root / "runtime")
         except (RuntimeError, OSError, ValueError) as exc:
             out.refused[name] = str(exc)
             if say:
                 say(f"warning: {name} not ready for --backend {backend.name}: {exc}")
     out.made, out.seconds = getattr(backend, "exports", 0) - before, time.perf_counter() - t0
+    out.in_fp32 = dict(getattr(backend, "in_fp32", {}))
+    if say and out.in_fp32:
+        say(f"{len(out.in_fp32)} of {len(zoo.entries)} experts stay in fp32 on {backend.name}: "
+            + "; ".join(sorted(out.in_fp32.values())[:4]) + (" ..." if len(out.in_fp32) > 4 else ""))
     return out

@@ -28,6 +28,9 @@ class Weights:
 
     fetch: Callable[[], tuple[StateDict, str]]
     drop_cache: bool = True
+    # preprocessed crops like the ones this expert will see (N x 3 x S x S): what an INT8 runtime calibrates its
+    # activation ranges on and checks its verdicts against; None where the caller has none
+    calibration: Callable[[], torch.Tensor] | None = None
 
 
 class Backend(ABC):

@@ -33,6 +33,7 @@ from ..base import Architecture, Prediction
 from .base import Backend, BackendUnavailable, Weights
 from .export import derived, exported
 from .footprint import marginal_rss, measured_in_fresh_process
+from .int8 import quantised
 
 
 @dataclass
@@ -60,7 +61,12 @@ def cpu_tag() -> str:
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
-    def __init__(self, threads: int = 1, keep_bytes: int = 0, preoptimised: bool = True, arena: bool = False) -> None:
+    def __init__(self, threads: int = 1, keep_bytes: int = 0, preoptimised: bool = True, arena: bool = False,
+                 precision: str = "fp32") -> None:
+        if precision not in ("fp32", "int8"):
+            raise ValueError(f"precision {precision!r}: fp32 or int8")
+        self.precision = precision
+        self.name = "onnxruntime" if precision == "fp32" else "onnxruntime-int8"
         try:
             import onnxruntime
         except ImportError:
@@ -72,6 +78,7 @@ class OnnxRuntimeBackend(Backend):
         self.has_cuda = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
         self._kept: OrderedDict[tuple[str, str | None], Session] = OrderedDict()
         self._lock = threading.Lock()
+        self.in_fp32: dict[str, str] = {}  # INT8 backend: experts served in fp32, and why (int8.py's check)
         self.exports = 0  # models exported (and checked) by this process
         self.created = 0  # sessions created
         self.reused = 0  # switches served by a kept session
@@ -82,7 +89,7 @@ class OnnxRuntimeBackend(Backend):
 
     def versions(self) -> dict[str, str]:
         return {"onnxruntime": self.ort.__version__, "cuda_provider": str(self.has_cuda),
-                "preoptimised": str(self.preoptimised), "arena": str(self.arena)}
+                "preoptimised": str(self.preoptimised), "arena": str(self.arena), "precision": self.precision}
 
     def runs_on(self, device: torch.device) -> bool:
         return device.type == "cpu" or (device.type == "cuda" and self.has_cuda)
@@ -114,6 +121,13 @@ class OnnxRuntimeBackend(Backend):
         reads the plain model and is optimised for the GPU at creation."""
         made = exported(arch, expert, weights_sha256, lambda: weights.fetch()[0], home, self.session)
         self.exports += made.made
+        if self.precision == "int8":
+            try:
+                made = quantised(arch, made, weights.calibration, self.session)
+                self.exports += made.made
+            except BackendUnavailable as exc:  # INT8 where it holds; this expert is served in fp32 and says why
+                with self._lock:
+                    self.in_fp32[expert] = str(exc)
         if cuda or not self.preoptimised:
             return made.path, False
         def optimise() -> bytes:
@@ -196,7 +210,7 @@ class OnnxRuntimeBackend(Backend):
         with self._lock:
             kept = len(self._kept)
         return {"exports": self.exports, "sessions_created": self.created, "sessions_reused": self.reused,
-                "sessions_kept": kept}
+                "sessions_kept": kept, **({"experts_in_fp32": len(self.in_fp32)} if self.precision == "int8" else {})}
 
 
 
