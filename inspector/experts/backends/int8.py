@@ -51,10 +51,11 @@ def quantised(arch: Architecture, made: Exported, calibration: Callable[[], torc
             return Exported(path, meta["sha256"], float(meta["max_abs_diff"]), False)
     except (OSError, ValueError, KeyError):
         pass  # missing or damaged: made again below
-    if calibration is None:
+    given = calibration() if calibration is not None else None
+    if given is None or len(given) == 0:
         raise BackendUnavailable(f"{made.path.stem}: INT8 needs calibration crops (the line's rule set or the "
-                                 "workload gives them); it is served in fp32")
-    crops = np.ascontiguousarray(calibration()[:MOST_CROPS].numpy(), dtype=np.float32)
+                                 "workload gives them; this expert is in neither); it is served in fp32")
+    crops = np.ascontiguousarray(given[:MOST_CROPS].numpy(), dtype=np.float32)
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
