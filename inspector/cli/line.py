@@ -284,8 +284,9 @@ def backend_flag(p: argparse.ArgumentParser) -> None:
     from ..experts.backends import BACKENDS
 
     p.add_argument("--backend", default="torch", choices=BACKENDS,
-                   help="what runs the experts: torch (default) or onnxruntime (exported, checked against torch on "
-                        "first use, sessions kept in host memory)")
+                   help="what runs the experts: torch (default), onnxruntime (exported and checked against torch "
+                        "ahead of the line, a switch a session's creation), onnxruntime-int8 (the same, quantised "
+                        "per expert where its verdicts hold, calibrated on the rule set's boards) or openvino")
 
 
 def add_run(p: argparse.ArgumentParser) -> None:
