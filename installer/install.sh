@@ -31,7 +31,7 @@ usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest
   --system-site-packages   let the venv use Python packages already installed (torch from the box's image)
   --demo-zoo               train the demo experts now (about 15 minutes on 2 cores) instead of on first start
   --python PY              the Python the virtual environment is made from (default python3)
-  --extras LIST            optional parts: gui, llm, postgres, all (default $EXTRAS; "" for none)
+  --extras LIST            optional parts: gui, llm, postgres, genicam, openvino, all (default $EXTRAS; "" for none)
   --headless               a line box without a screen: no extras, no desktop entry
 USAGE
 }

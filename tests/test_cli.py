@@ -1,6 +1,7 @@
 """The real `inspector` command: bench with JSON output, zoo build, profile, errors."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -115,3 +116,18 @@ def test_bench_runs_each_backend_and_sets_them_side_by_side(models_dir: Path, tm
     assert proc.returncode == 2 and "--backend 'tensorrt' is not a backend" in proc.stderr
     proc = run(["bench", "--workload", str(wl), "--simulate", "--backend", "onnxruntime"], models_dir, tmp_path)
     assert proc.returncode == 2 and "--simulate runs on torch's profile only" in proc.stderr
+
+
+def test_profile_measures_a_switch_each_way_the_runtimes_allow(models_dir: Path, tmp_path: Path, tiny) -> None:
+    wl = tmp_path / "tiny.yaml"
+    wl.write_text(TINY)
+    backends = "torch,onnxruntime,openvino"
+    proc = run(["profile", "--workload", str(wl), "--switch-ways", "--backend", backends], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line[:66].strip(): float(line[66:]) for line in proc.stdout.splitlines()[3:]}
+    assert rows["torch         weights read into a reused shell *"] > 0
+    assert rows["onnxruntime   pre-optimised ORT file *"] > 0
+    assert rows["onnxruntime   plain ONNX, optimised at creation"] > 0
+    assert rows["onnxruntime   a session kept in the host tier"] < rows["onnxruntime   pre-optimised ORT file *"]
+    if importlib.util.find_spec("openvino"):
+        assert rows["openvino      pre-compiled blob imported *"] > 0

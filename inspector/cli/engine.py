@@ -199,6 +199,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     workload = load_workload(Path(args.workload) if args.workload else None)
     zoo = zoo_for(workload, models_of(args), progress=say)
+    if args.switch_ways:
+        from ..experts.backends.switch_ways import format_ways, switch_ways
+
+        expert = next(n for n in zoo.entries if zoo.entries[n].role == "classifier")
+        print(format_ways(switch_ways(zoo, expert, backends_of(args)), expert))
+        return 0
     for name in backends_of(args):
         backend = get_backend(name)
         if name != "torch":
@@ -279,7 +285,11 @@ def add_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", help="workload YAML (default: the built-in one)")
     p.add_argument("--force", action="store_true", help="re-profile even if a profile exists")
     p.add_argument("--backend", default="torch", metavar="B[,B...]",
-                   help="profile on these backends (torch, onnxruntime): a runtime's switch is a session's creation")
+                   help="profile on these backends (torch, onnxruntime, onnxruntime-int8, openvino): a runtime's "
+                        "switch is a session's creation")
+    p.add_argument("--switch-ways", action="store_true",
+                   help="instead: a switch of one classifier from disk on each --backend, each way the runtime "
+                        "allows (plain or pre-optimised model files, a model cache, kept sessions)")
     p.set_defaults(func=cmd_profile)
 
 

@@ -1,0 +1,134 @@
+"""A switch on each backend, each way the runtime allows, measured from disk (pages dropped before every load):
+what each way of moving work out of the switch buys, on one expert of a zoo (`inspector profile --switch-ways`).
+
+Ways: torch reads the weights (O_DIRECT) into a reused module shell; ONNX Runtime creates a session from the plain
+ONNX file (optimised at creation), from the pre-optimised ORT file (what the engine does), or from that file's
+bytes (a session then keeps a copy), or takes back a session kept in the host tier; OpenVINO compiles the ONNX file,
+compiles it through its own model cache, or imports the pre-compiled blob (what the engine does).
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...runtime.devices import Device
+from ...runtime.diskio import drop_pages, read_bytes
+from ...runtime.store import TieredStore
+from ..zoo import Zoo
+from .base import BackendUnavailable, Weights
+
+
+@dataclass(frozen=True)
+class Way:
+    backend: str
+    way: str
+    ms: float  # median of the loads
+    engine: bool  # the way the engine switches
+
+
+def _median_ms(load: Callable[[], object], before: Callable[[], None], repeats: int) -> float:
+    load()  # the first in a process pays one-off set-up
+    samples = []
+    for _ in range(repeats):
+        before()
+        t0 = time.perf_counter()
+        load()
+        samples.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(samples)
+
+
+def switch_ways(zoo: Zoo, expert: str, backends: list[str], repeats: int = 7) -> list[Way]:
+    """Every way of every backend in `backends` that is installed here, for `expert`."""
+    from . import get_backend
+
+    arch, entry = zoo.architecture(expert), zoo.entries[expert]
+    cpu = torch.device("cpu")
+    out: list[Way] = []
+    if "torch" in backends:
+        store = TieredStore(drop_page_cache=True)
+        store.register(expert, zoo.path_of(expert), entry.weights_sha256)
+        arch.keep_shells(cpu, 2)
+
+        def torch_load() -> None:
+            arch.retire(arch.materialize(store.fetch(expert, Device("cpu"))[0], cpu), cpu)
+
+        out.append(Way("torch", "weights read into a reused shell", _median_ms(torch_load, lambda: None, repeats),
+                       True))
+    weights = Weights(lambda: (_state(zoo, expert), "disk"))
+    for name, ways in (("onnxruntime", _ort_ways), ("openvino", _ov_ways)):
+        if name in backends:
+            try:
+                backend = get_backend(name)
+            except BackendUnavailable:
+                continue  # not installed here
+            out += ways(backend, zoo, expert, weights, repeats)
+    return out
+
+
+def _ort_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: int) -> list[Way]:
+    arch, sha, home, cpu = zoo.architecture(expert), zoo.entries[expert].weights_sha256, zoo.root / "runtime", \
+        torch.device("cpu")
+    ort_file, _ = backend.model_file(arch, expert, sha, weights, home)
+    plain = home / f"{expert}-{(sha or 'unversioned')[:12]}.onnx"
+    out = [
+        Way(backend.name, "plain ONNX, optimised at creation",
+            _median_ms(lambda: backend.session(str(plain)), lambda: drop_pages(plain), repeats), False),
+        Way(backend.name, "pre-optimised ORT file", _median_ms(lambda: backend.session(str(ort_file), False),
+                                                              lambda: drop_pages(ort_file), repeats), True),
+        Way(backend.name, "pre-optimised, from its bytes (kept: 2x memory)",
+            _median_ms(lambda: backend.session(read_bytes(ort_file), False), lambda: None, repeats), False),
+    ]
+    backend.keep(1 << 40)
+    backend.retire(arch, backend.load(arch, expert, sha, weights, cpu, home)[0], cpu)
+
+    def back() -> None:
+        backend.retire(arch, backend.cached(expert, sha, cpu), cpu)
+
+    return out + [Way(backend.name, "a session kept in the host tier", _median_ms(back, lambda: None, repeats), False)]
+
+
+def _ov_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: int) -> list[Way]:
+    import openvino
+
+    arch, sha, home, cpu = zoo.architecture(expert), zoo.entries[expert].weights_sha256, zoo.root / "runtime", \
+        torch.device("cpu")
+    blob = backend.model_file(arch, expert, sha, weights, home)
+    onnx = blob.with_name(blob.name.split(f".{backend.tag}")[0] + ".onnx")
+    with tempfile.TemporaryDirectory() as cache:
+        core = openvino.Core()
+        core.set_property({"CACHE_DIR": cache})
+
+        def cold() -> None:
+            drop_pages(onnx)
+            for f in Path(cache).iterdir():
+                drop_pages(f)
+
+        return [
+            Way(backend.name, "ONNX read and compiled",
+                _median_ms(lambda: backend.compiled(str(onnx)), lambda: drop_pages(onnx), repeats), False),
+            Way(backend.name, "compiled through its model cache",
+                _median_ms(lambda: core.compile_model(str(onnx), "CPU", backend.config), cold, repeats), False),
+            Way(backend.name, "pre-compiled blob imported",
+                _median_ms(lambda: backend.load(arch, expert, sha, weights, cpu, home), lambda: None, repeats), True),
+        ]
+
+
+def _state(zoo: Zoo, expert: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(zoo.path_of(expert)))
+
+
+def format_ways(ways: list[Way], expert: str) -> str:
+    head = f"{'backend':<14}{'way':<52}{'ms':>9}"
+    lines = [f"a switch of {expert} from disk, each way (median; *: the way the engine switches)", head,
+             "-" * len(head)]
+    lines += [f"{w.backend:<14}{w.way + (' *' if w.engine else ''):<52}{w.ms:>9.2f}" for w in ways]
+    return "\n".join(lines)
