@@ -165,3 +165,32 @@ def test_openvino_gives_the_verdicts_torch_gives_part_by_part(demo, tmp_path: Pa
     home = demo[1].root / "runtime" / "openvino"
     assert len(list(home.glob("*.blob"))) == len(list(home.glob("*.onnx"))) == len(demo[1].entries)
     assert not backend.runs_on(torch.device("cuda"))
+
+
+def test_int8_is_calibrated_on_the_rule_sets_crops_and_kept_only_where_it_agrees(demo, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """onnxruntime-int8 on the line: each expert quantised on crops of its own rendered boards, its note saying how
+    far its verdicts agree with fp32's; an expert below the bar stays fp32 and says why; every part is served."""
+    import json
+
+    from inspector.experts.backends import int8
+
+    torch_v, _ = _verdicts(demo, tmp_path / "torch", "torch")
+    q_v, service = _verdicts(demo, tmp_path / "int8", "onnxruntime-int8")
+    assert set(q_v) == set(torch_v) and all(v != "error" for v, _d in q_v.values())
+    agree = sum(q_v[k] == torch_v[k] for k in torch_v) / len(torch_v)
+    assert agree >= 0.9, agree
+    backend = service.line.engine.backend
+    runtime = demo[1].root / "runtime"
+    notes = [json.loads(p.read_text()) for p in runtime.glob("*.int8.json")]
+    assert len(notes) == len(demo[1].entries)  # every expert had crops of its own boards: quantised or refused
+    kept = [n for n in notes if "refused" not in n]
+    assert all(n["agreement"] >= int8.AGREEMENT and n["crops"] > 0 for n in kept)
+    assert len(backend.in_fp32) == len(notes) - len(kept)
+    for p in runtime.glob("*.int8.*"):
+        p.unlink()
+    monkeypatch.setattr(int8, "AGREEMENT", 1.01)  # no expert can agree that well: every one stays fp32
+    q_v, service = _verdicts(demo, tmp_path / "strict", "onnxruntime-int8")
+    reasons = service.line.engine.backend.in_fp32
+    assert len(reasons) == len(demo[1].entries) and all("agrees with fp32 on" in r for r in reasons.values())
+    assert not list(runtime.glob("*.int8.onnx")) and all(v != "error" for v, _d in q_v.values())

@@ -187,14 +187,15 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
                                             drop_page_cache=drop_page_cache, backend=backend),
         workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat)
     report.backend = backend
-    report.costs = arch_costs(profiles[devices_of(profiles)[0].key])
+    report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report
 
 
-def arch_costs(profile: DeviceProfile) -> list[ArchCosts]:
-    """Every architecture's profiled switch, batch and memory costs, at each thread count measured."""
+def arch_costs(profile: DeviceProfile, keys: set[str]) -> list[ArchCosts]:
+    """The profiled switch, batch and memory costs of the architectures `keys`, at each thread count measured (a
+    device's profile also holds other zoos' architectures)."""
     out = []
-    for p in profile.archs.values():
+    for p in (p for p in profile.archs.values() if p.key in keys):
         top = p.batch_latency_s.get(p.max_batch, p.exec_s(p.max_batch))
         out.append(ArchCosts(p.key, p.threads, 1000 * p.switch_s("disk"), 1000 * p.load_s.get("host", math.nan),
                              1000 * p.batch_latency_s.get(1, p.exec_s(1)), p.max_batch, 1000 * top,

@@ -228,7 +228,7 @@ def format_costs(report: BenchReport) -> str:
 
 def format_backends(reports: list[BenchReport], baseline: str = "samba", ours: str = "coserve") -> str:
     """Backends side by side: each one's ceiling, baseline and ours, and the ratios the issue of each asks for."""
-    head = (f"{'backend':<14}{'ceiling':>9}{baseline:>9}{ours:>9}{ours + '/' + baseline:>15}"
+    head = (f"{'backend':<18}{'ceiling':>9}{baseline:>9}{ours:>9}{ours + '/' + baseline:>15}"
             f"{ours + '/ceiling':>16}{'switches':>10}{'x ceiling of first':>20}")
     lines = ["backends side by side (req/s; one process, the same stream and memory)", head, "-" * len(head)]
     first = reports[0].ceiling_rps if reports else math.nan
@@ -237,7 +237,7 @@ def format_backends(reports: list[BenchReport], baseline: str = "samba", ours: s
         mine = next((r for r in rep.runs if r.policy == ours), None)
         b = base.throughput_rps if base else math.nan
         m = mine.throughput_rps if mine else math.nan
-        lines.append(f"{rep.backend:<14}{rep.ceiling_rps:>9.2f}{b:>9.2f}{m:>9.2f}{m / b if b else math.nan:>14.2f}x"
+        lines.append(f"{rep.backend:<18}{rep.ceiling_rps:>9.2f}{b:>9.2f}{m:>9.2f}{m / b if b else math.nan:>14.2f}x"
                      f"{100 * m / rep.ceiling_rps if rep.ceiling_rps else math.nan:>15.0f}%"
                      f"{mine.switches if mine else 0:>10}{rep.ceiling_rps / first if first else math.nan:>19.2f}x")
     same = all(r.verdicts_identical for r in reports)

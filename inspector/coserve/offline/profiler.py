@@ -18,6 +18,7 @@ from ...runtime.devices import Device, cpu_cores, fingerprint
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import Tier, TieredStore
 from ..online.profile import ArchProfile, DeviceProfile, fit_linear
+from .concurrency import concurrency_curve
 from .runtime_profile import profile_on_runtime, runtime_concurrency
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
@@ -159,37 +160,20 @@ def measure_concurrency(arch: Architecture, device: Device, weight_path: Path, m
     module = arch.materialize(state, device.torch)
     crops = torch.stack([arch.preprocess(torch.rand(3, arch.input_size, arch.input_size)) for _ in range(batch)])
     arch.run(module, crops.to(device.torch))  # warm-up
-    rates: list[float] = []
-    for k in range(1, most + 1):
-        start = threading.Barrier(k + 1)
-        errors: list[BaseException] = []
 
-        def work(start: threading.Barrier = start, errors: list[BaseException] = errors) -> None:
-            torch.set_num_threads(1)
-            stream = torch.cuda.Stream(device.torch) if device.is_cuda else None
-            try:
-                start.wait()
-                for _ in range(repeats):
-                    if stream is not None:
-                        with torch.cuda.stream(stream):
-                            arch.run(module, crops.to(device.torch))
-                    else:
-                        arch.run(module, crops.to(device.torch))
-            except BaseException as exc:  # re-raised below
-                errors.append(exc)
+    def batch_in() -> Callable[[], object]:
+        torch.set_num_threads(1)
+        if not device.is_cuda:
+            return lambda: arch.run(module, crops.to(device.torch))
+        stream = torch.cuda.Stream(device.torch)
 
-        workers = [threading.Thread(target=work, name=f"concurrency-{k}-{i}") for i in range(k)]
-        for w in workers:
-            w.start()
-        start.wait()
-        t0 = time.perf_counter()
-        for w in workers:
-            w.join()
-        device.synchronize()
-        if errors:
-            raise errors[0]
-        rates.append(k * repeats / (time.perf_counter() - t0))
-    return [round(r / rates[0], 3) for r in rates]
+        def on_stream() -> object:
+            with torch.cuda.stream(stream):
+                return arch.run(module, crops.to(device.torch))
+
+        return on_stream
+
+    return concurrency_curve(most, batch_in, repeats, device.synchronize)
 
 
 def concurrency_counts(device: Device) -> int:

@@ -7,8 +7,6 @@ measured in a fresh process. An evicted session the backend keeps in the host ti
 """
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from ...experts.base import Architecture
 from ...runtime.devices import Device
 from ...runtime.store import Tier
 from ..online.profile import ArchProfile, fit_linear
+from .concurrency import concurrency_curve
 
 
 def runtime_weights(weight_path: Path, drop_cache: bool) -> Weights:
@@ -80,27 +79,4 @@ def runtime_concurrency(arch: Architecture, device: Device, backend: Backend, ex
     loaded = runtime.load(arch, expert, sha, weights, device.torch, home)[0]
     crops = torch.stack([arch.preprocess(torch.rand(3, arch.input_size, arch.input_size)) for _ in range(batch)])
     runtime.run(arch, loaded, crops)
-    rates: list[float] = []
-    for k in range(1, most + 1):
-        start = threading.Barrier(k + 1)
-        errors: list[BaseException] = []
-
-        def work(start: threading.Barrier = start, errors: list[BaseException] = errors) -> None:
-            try:
-                start.wait()
-                for _ in range(repeats):
-                    runtime.run(arch, loaded, crops)
-            except BaseException as exc:  # re-raised below
-                errors.append(exc)
-
-        workers = [threading.Thread(target=work, name=f"concurrency-{k}-{i}") for i in range(k)]
-        for w in workers:
-            w.start()
-        start.wait()
-        t0 = time.perf_counter()
-        for w in workers:
-            w.join()
-        if errors:
-            raise errors[0]
-        rates.append(k * repeats / (time.perf_counter() - t0))
-    return [round(r / rates[0], 3) for r in rates]
+    return concurrency_curve(most, lambda: (lambda: runtime.run(arch, loaded, crops)), repeats)

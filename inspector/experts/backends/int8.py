@@ -3,7 +3,8 @@
 Activation ranges are calibrated on crops like the ones the expert serves (`Weights.calibration`), and the
 quantised model is trusted only where it agrees with the fp32 one: the decoded verdicts on those crops must be
 the same for at least `AGREEMENT` of them, else the expert is served in fp32 and the backend says why. The agreement and
-the largest output difference go in the file's note, so what INT8 costs each expert can be read back.
+the largest output difference go in the file's note, so what INT8 costs each expert can be read back; a refusal
+goes in the note too, kept until the weights change.
 """
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ def quantised(arch: Architecture, made: Exported, calibration: Callable[[], torc
     note = path.with_suffix(".json")
     try:
         meta = json.loads(note.read_text(encoding="utf-8"))
+        if meta.get("from_onnx_sha256") == made.sha256 and meta.get("refused"):
+            raise BackendUnavailable(meta["refused"])  # refused for these weights before: until they change
         if meta.get("from_onnx_sha256") == made.sha256 and meta.get("sha256") == verified_sha256(path):
             return Exported(path, meta["sha256"], float(meta["max_abs_diff"]), False)
     except (OSError, ValueError, KeyError):
@@ -76,8 +79,13 @@ def quantised(arch: Architecture, made: Exported, calibration: Callable[[], torc
     sha = hashlib.sha256(data).hexdigest()
     if agreement < AGREEMENT:
         path.unlink(missing_ok=True)
-        raise BackendUnavailable(f"{made.path.stem}: INT8 agrees with fp32 on {agreement:.1%} of {len(same)} "
-                                 f"calibration crops (at least {AGREEMENT:.0%} needed); it is served in fp32 only")
+        reason = (f"{made.path.stem}: INT8 agrees with fp32 on {agreement:.1%} of {len(same)} calibration crops (at "
+                  f"least {AGREEMENT:.0%} needed); it is served in fp32 only")
+        # the refusal is kept with the weights it was made for, so every process serving them knows why (and no
+        # start quantises it again); new weights, or deleting the note, try again
+        write_atomically(note, json.dumps({"from_onnx_sha256": made.sha256, "refused": reason,
+                                           "agreement": agreement, "crops": len(same)}).encode())
+        raise BackendUnavailable(reason)
     write_atomically(note, json.dumps({"from_onnx_sha256": made.sha256, "sha256": sha, "max_abs_diff": diff,
                                        "agreement": agreement, "crops": len(same)}).encode())
     return Exported(path, sha, diff, True)

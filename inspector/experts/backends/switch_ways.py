@@ -1,5 +1,6 @@
-"""A switch on each backend, each way the runtime allows, measured from disk (pages dropped before every load):
-what each way of moving work out of the switch buys, on one expert of a zoo (`inspector profile --switch-ways`).
+"""A switch on each backend, each way the runtime allows, measured from disk (pages dropped before every load) and
+from the page cache: what each way of moving work out of the switch buys, on one expert of a zoo
+(`inspector profile --switch-ways`).
 
 Ways: torch reads the weights (O_DIRECT) into a reused module shell; ONNX Runtime creates a session from the plain
 ONNX file (optimised at creation), from the pre-optimised ORT file (what the engine does), or from that file's
@@ -29,8 +30,13 @@ from .base import BackendUnavailable, Weights
 class Way:
     backend: str
     way: str
-    ms: float  # median of the loads
+    cold_ms: float  # median of the loads, the file's pages dropped before each (a switch from disk)
+    warm_ms: float  # the same with the file in the page cache (nan: the way has no file to read)
     engine: bool  # the way the engine switches
+
+
+def _cold_warm(load: Callable[[], object], drop: Callable[[], None], repeats: int) -> tuple[float, float]:
+    return _median_ms(load, drop, repeats), _median_ms(load, lambda: None, repeats)
 
 
 def _median_ms(load: Callable[[], object], before: Callable[[], None], repeats: int) -> float:
@@ -59,8 +65,10 @@ def switch_ways(zoo: Zoo, expert: str, backends: list[str], repeats: int = 7) ->
         def torch_load() -> None:
             arch.retire(arch.materialize(store.fetch(expert, Device("cpu"))[0], cpu), cpu)
 
-        out.append(Way("torch", "weights read into a reused shell", _median_ms(torch_load, lambda: None, repeats),
-                       True))
+        cold = _median_ms(torch_load, lambda: None, repeats)  # the store drops the pages after every read
+        store.drop_page_cache = False
+        out.append(Way("torch", "weights read into a reused shell", cold, _median_ms(torch_load, lambda: None,
+                                                                                    repeats), True))
     weights = Weights(lambda: (_state(zoo, expert), "disk"))
     for name, ways in (("onnxruntime", _ort_ways), ("openvino", _ov_ways)):
         if name in backends:
@@ -79,11 +87,13 @@ def _ort_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: in
     plain = home / f"{expert}-{(sha or 'unversioned')[:12]}.onnx"
     out = [
         Way(backend.name, "plain ONNX, optimised at creation",
-            _median_ms(lambda: backend.session(str(plain)), lambda: drop_pages(plain), repeats), False),
-        Way(backend.name, "pre-optimised ORT file", _median_ms(lambda: backend.session(str(ort_file), False),
-                                                              lambda: drop_pages(ort_file), repeats), True),
+            *_cold_warm(lambda: backend.session(str(plain)), lambda: drop_pages(plain), repeats), False),
+        Way(backend.name, "pre-optimised ORT file", *_cold_warm(lambda: backend.session(str(ort_file), False),
+                                                               lambda: drop_pages(ort_file), repeats), True),
         Way(backend.name, "pre-optimised, from its bytes (kept: 2x memory)",
-            _median_ms(lambda: backend.session(read_bytes(ort_file), False), lambda: None, repeats), False),
+            _median_ms(lambda: backend.session(read_bytes(ort_file), False), lambda: None, repeats),
+            _median_ms(lambda: backend.session(read_bytes(ort_file, drop_cache=False), False), lambda: None,
+                       repeats), False),
     ]
     backend.keep(1 << 40)
     backend.retire(arch, backend.load(arch, expert, sha, weights, cpu, home)[0], cpu)
@@ -91,7 +101,8 @@ def _ort_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: in
     def back() -> None:
         backend.retire(arch, backend.cached(expert, sha, cpu), cpu)
 
-    return out + [Way(backend.name, "a session kept in the host tier", _median_ms(back, lambda: None, repeats), False)]
+    kept = _median_ms(back, lambda: None, repeats)
+    return out + [Way(backend.name, "a session kept in the host tier", kept, float("nan"), False)]
 
 
 def _ov_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: int) -> list[Way]:
@@ -100,6 +111,7 @@ def _ov_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: int
     arch, sha, home, cpu = zoo.architecture(expert), zoo.entries[expert].weights_sha256, zoo.root / "runtime", \
         torch.device("cpu")
     blob = backend.model_file(arch, expert, sha, weights, home)
+    warm = Weights(weights.fetch, drop_cache=False)
     onnx = blob.with_name(blob.name.split(f".{backend.tag}")[0] + ".onnx")
     with tempfile.TemporaryDirectory() as cache:
         core = openvino.Core()
@@ -112,11 +124,12 @@ def _ov_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: int
 
         return [
             Way(backend.name, "ONNX read and compiled",
-                _median_ms(lambda: backend.compiled(str(onnx)), lambda: drop_pages(onnx), repeats), False),
+                *_cold_warm(lambda: backend.compiled(str(onnx)), lambda: drop_pages(onnx), repeats), False),
             Way(backend.name, "compiled through its model cache",
-                _median_ms(lambda: core.compile_model(str(onnx), "CPU", backend.config), cold, repeats), False),
+                *_cold_warm(lambda: core.compile_model(str(onnx), "CPU", backend.config), cold, repeats), False),
             Way(backend.name, "pre-compiled blob imported",
-                _median_ms(lambda: backend.load(arch, expert, sha, weights, cpu, home), lambda: None, repeats), True),
+                _median_ms(lambda: backend.load(arch, expert, sha, weights, cpu, home), lambda: None, repeats),
+                _median_ms(lambda: backend.load(arch, expert, sha, warm, cpu, home), lambda: None, repeats), True),
         ]
 
 
@@ -127,8 +140,9 @@ def _state(zoo: Zoo, expert: str) -> dict[str, torch.Tensor]:
 
 
 def format_ways(ways: list[Way], expert: str) -> str:
-    head = f"{'backend':<14}{'way':<52}{'ms':>9}"
-    lines = [f"a switch of {expert} from disk, each way (median; *: the way the engine switches)", head,
-             "-" * len(head)]
-    lines += [f"{w.backend:<14}{w.way + (' *' if w.engine else ''):<52}{w.ms:>9.2f}" for w in ways]
+    head = f"{'backend':<14}{'way':<52}{'disk ms':>9}{'cached ms':>11}"
+    lines = [f"a switch of {expert}, each way (median; disk: its file's pages dropped before each load; cached: "
+             "the file in the page cache; *: the way the engine switches)", head, "-" * len(head)]
+    lines += [f"{w.backend:<14}{w.way + (' *' if w.engine else ''):<52}{w.cold_ms:>9.2f}{w.warm_ms:>11.2f}"
+              for w in ways]
     return "\n".join(lines)
