@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("PYLON_CAMEMU", "2")  # pypylon's camera emulator: two GenICam cameras (read when pylon starts)
 
-from inspector.coserve.evaluation.bench import prepare  # noqa: E402
+from inspector.coserve.evaluation.preparation import prepare  # noqa: E402
 from inspector.coserve.online.workload import Workload, parse_workload  # noqa: E402
 from inspector.results.store import ResultStore, sqlite_url  # noqa: E402
 from inspector.routing.rules import parse_rules  # noqa: E402

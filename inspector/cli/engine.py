@@ -37,7 +37,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if len(backends) > 1 and args.planned:
         raise ValueError("--planned plans for one backend: name one with --backend")
     if args.check_sim:
-        from ..coserve.evaluation.bench import prepare
+        from ..coserve.evaluation.preparation import prepare
         from ..coserve.evaluation.simcheck import compare, format_agreement
 
         zoo, profiles = prepare(workload, models_of(args), progress=say)
@@ -114,8 +114,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202 - CLI glue
     """(label, zoo, profiles, evaluate, workload as the box runs it), on this box or a box profile (simulated)."""
-    from ..coserve.evaluation.bench import prepare
     from ..coserve.evaluation.boxes import box_profiles
+    from ..coserve.evaluation.preparation import prepare
     from ..coserve.offline.planner import engine_evaluator, sim_evaluator
 
     if args.box or args.simulate:
@@ -171,7 +171,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_build(args: argparse.Namespace) -> int:
-    from ..coserve.evaluation.bench import prepare
+    from ..coserve.evaluation.preparation import prepare
     from ..coserve.online.workload import load_workload
 
     if args.demo:
@@ -190,7 +190,7 @@ def cmd_zoo_build(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from ..coserve.evaluation.bench import zoo_for
+    from ..coserve.evaluation.preparation import zoo_for
     from ..coserve.offline.profiler import load_or_profile
     from ..coserve.online.workload import load_workload
     from ..experts.backends import get_backend

@@ -13,16 +13,10 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import torch
-
 from ...experts.backends import get_backend
-from ...experts.backends.ahead import prepare_zoo
 from ...experts.base import Architecture
 from ...experts.registry import architecture_from_spec
-from ...experts.zoo import Zoo, build_random_zoo
-from ...runtime.devices import available_devices
-from ...runtime.store import TieredStore
-from ..offline.profiler import load_or_profile
+from ...experts.zoo import Zoo
 from ..online.engine import Engine, EnginePlan
 from ..online.executor_plan import build_plan, devices_of
 from ..online.policies import Policy, get_policy
@@ -30,10 +24,10 @@ from ..online.pools import pool_layout
 from ..online.profile import DeviceProfile
 from ..online.request import RequestResult
 from ..online.workload import Workload
+from .boxes import box_profiles
+from .preparation import Progress, prepare
 from .report import ArchCosts, BenchReport, RunReport, make_report, median_report, switch_floor
 from .simulation import PassOracle, Simulator, rate_oracle
-
-Progress = Callable[[str], None]
 
 
 def run_policy(
@@ -96,50 +90,6 @@ def simulate_policy(
                          len(run.results) - failed, failed, None, run.time)
     report.floor = switch_floor(run.results, run.resident_at_start)
     return report, run.results
-
-
-def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = None) -> Zoo:
-    """The workload's benchmark zoo, built on first use and cached under models/zoo."""
-    zoo_dir = Path(models_dir) / "zoo" / f"{workload.name}-{workload.zoo_fingerprint()}"
-    if progress:
-        progress(f"zoo: {zoo_dir}")
-    return build_random_zoo(zoo_dir, workload.zoo_items(), seed=workload.seed,
-                            sample_inputs=workload.sample_inputs, progress=progress)
-
-
-def prepare(workload: Workload, models_dir: Path, progress: Progress | None = None,
-            drop_page_cache: bool = True, backend: str = "torch") -> tuple[Zoo, dict[str, DeviceProfile]]:
-    """The workload's zoo, its weights checked, ready for `backend`, and a profile of every device that will run
-    it on that backend.
-
-    The weights' digests are checked here, once per process, so that no
-    policy pays the check inside its first switch to each expert (the
-    all-resident ceiling never did: it loads everything before the clock);
-    a runtime's model files are made here too (the zoo build's work, not a switch's).
-    """
-    zoo = zoo_for(workload, models_dir, progress)
-    store = TieredStore(drop_page_cache=False)
-    for name, entry in zoo.entries.items():
-        store.register(name, zoo.path_of(name), entry.weights_sha256)
-    store.verify()
-    runtime = get_backend(backend)
-    if backend != "torch":
-        def calibration(name: str) -> torch.Tensor | None:
-            raw = workload.calibration_inputs(name)
-            return None if raw is None else zoo.architecture(name).preprocess_batch(raw)
-
-        done = prepare_zoo(zoo, runtime, progress, calibration)
-        if progress and done.made:
-            progress(f"made {done.made} model files for {backend} in {done.seconds:.0f} s")
-    profiles = {}
-    for device in available_devices():
-        if not runtime.runs_on(device.torch):  # a runtime without its GPU provider serves the CPU alone
-            if progress:
-                progress(f"{backend} cannot run on {device.key} here: its experts are served on the CPU")
-            continue
-        profiles[device.key] = load_or_profile(zoo, device, Path(models_dir) / "profiles", progress=progress,
-                                               drop_page_cache=drop_page_cache, backend=runtime)
-    return zoo, profiles
 
 
 def resident_bytes(arch: Architecture, profiles: dict[str, DeviceProfile] | None) -> int:
@@ -241,8 +191,6 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
 def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir: Path, box: str | None = None,
                         progress: Progress | None = None, ceiling: bool = True) -> BenchReport:
     """The bench on a virtual clock: same scheduler, pools and policies, times from the profiles."""
-    from .boxes import box_profiles  # boxes builds on this module's prepare
-
     device, zoo, profiles, workload = box_profiles(box, models_dir, workload, progress)
     check_budget(workload, policies, profiles)
     passes = rate_oracle(workload, workload.seed)

@@ -22,7 +22,7 @@ from ...experts.zoo import Zoo
 from ..online.executor_plan import devices_of, primary_device
 from ..online.profile import DeviceProfile, load_box
 from ..online.workload import CASUAL_EXPERT_SHARE, MiB, Workload
-from .bench import Progress, prepare
+from .preparation import Progress, prepare
 from .simulation import simulated_zoo
 
 SHIPPED_BOXES = Path(__file__).resolve().parents[2] / "profiles"
