@@ -56,7 +56,6 @@ class LineController:
         self.db_url = database_url(db_url, sqlite_url(self.data_dir / "results.sqlite"))
         self._zoo, self._say = zoo, say
         self.profiles: dict[str, DeviceProfile] | None = None
-        self._profiled_for = "torch"  # the backend self.profiles were measured for
         self.log: deque[str] = deque(maxlen=200)
         self.phase = "idle"  # idle | preparing | running | stopping | stopped | failed
         self.error: str | None = None
@@ -195,9 +194,9 @@ class LineController:
         rules = load_rules(setup.rules_path)
         zoo = self.zoo()
         backend = setup.service.line.backend
-        if self.profiles is None or self._profiled_for != backend:
+        measured_for = {prof.fingerprint.get("backend", "torch") for prof in (self.profiles or {}).values()}
+        if measured_for != {backend}:  # none yet, or another backend's: each backend has profiles of its own
             self.profiles = line_profiles(zoo, self.models_dir, self.say, backend, rules)
-            self._profiled_for = backend
         camera = setup.camera if setup.source.startswith("synthetic") else None  # a real source is its own camera
         source = open_source(setup.source, rules, setup.boards, setup.seed, setup.interval_s, setup.defect_rate,
                              camera, gate=setup.gate, camera_settings=setup.camera_settings)

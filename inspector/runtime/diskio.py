@@ -30,6 +30,16 @@ def _direct_wanted(drop_cache: bool, st_dev: int) -> bool:
     return drop_cache and hasattr(os, "O_DIRECT") and st_dev not in _NO_DIRECT
 
 
+def file_stamp(path: Path | str) -> tuple[int, int, int]:
+    """(size, mtime ns, inode) of a file, (-1, -1, -1) when it cannot be read: what a hash checked once is keyed
+    on, so that a file replaced or rewritten is hashed again."""
+    try:
+        st = os.stat(path)
+        return st.st_size, st.st_mtime_ns, st.st_ino
+    except OSError:
+        return -1, -1, -1
+
+
 def read_bytes(path: Path | str, drop_cache: bool = True) -> bytes:
     """Read a whole file; with drop_cache its pages do not linger in RAM afterwards."""
     with open(path, "rb", buffering=0) as f:

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from .devices import Device
-from .diskio import read_bytes, read_into
+from .diskio import file_stamp, read_bytes, read_into
 from .memory import MemoryLedger
 from .safetensors_io import CorruptWeights, parse
 
@@ -41,14 +41,6 @@ SlotSource = Callable[[int], "memoryview | None"]
 # process (a bench runs several) reads the same files
 _VERIFIED: dict[tuple[str, str], tuple[int, int, int]] = {}
 _VERIFIED_LOCK = threading.Lock()
-
-
-def _stamp(path: Path) -> tuple[int, int, int]:
-    try:
-        st = path.stat()
-        return st.st_size, st.st_mtime_ns, st.st_ino
-    except OSError:
-        return -1, -1, -1
 
 
 class Tier(str, Enum):
@@ -176,7 +168,7 @@ class TieredStore:
         expected = self._sha256.get(name)
         if expected is None:
             return
-        key, stamp = (str(path), expected), _stamp(path)
+        key, stamp = (str(path), expected), file_stamp(path)
         with _VERIFIED_LOCK:
             if _VERIFIED.get(key) == stamp:
                 return
@@ -199,7 +191,7 @@ class TieredStore:
             if self._sha256.get(name) is None:
                 continue
             with _VERIFIED_LOCK:
-                if _VERIFIED.get((str(path), self._sha256[name])) == _stamp(path):
+                if _VERIFIED.get((str(path), self._sha256[name])) == file_stamp(path):
                     continue
             try:
                 self._verify(name, path, read_bytes(path, drop_cache=self.drop_page_cache))

@@ -94,8 +94,8 @@ def simulate_policy(
 
 def resident_bytes(arch: Architecture, profiles: dict[str, DeviceProfile] | None) -> int:
     """What one resident expert of `arch` holds in a pool: as its backend's profile measured it, else its weights."""
-    measured = [p.pool_bytes() for prof in (profiles or {}).values() for p in prof.archs.values() if p.key == arch.key]
-    return max(measured, default=arch.weight_bytes())
+    weights = arch.weight_bytes()
+    return max((prof.pool_bytes_of(arch.key, weights) for prof in (profiles or {}).values()), default=weights)
 
 
 def check_budget(workload: Workload, policies: Sequence[str] = (),

@@ -210,8 +210,6 @@ def format_time_shares(report: BenchReport) -> str:
     return "\n".join(lines)
 
 
-
-
 def format_costs(report: BenchReport) -> str:
     """The backend's profiled costs per architecture: a switch against a batch, and the memory a resident holds."""
     head = (f"{'architecture':<28}{'threads':>8}{'switch ms':>10}{'host ms':>9}{'batch 1 ms':>11}{'max batch':>10}"

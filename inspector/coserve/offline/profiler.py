@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ...experts.backends.base import Backend, BackendUnavailable
+from ...experts.backends.base import Backend, BackendUnavailable, Weights
 from ...experts.base import Architecture
 from ...experts.zoo import Zoo
 from ...runtime.arena import HostArena, aligned
@@ -298,11 +298,9 @@ def _measure_device_concurrency(zoo: Zoo, device: Device, prof: DeviceProfile,
 
 
 def _served(backend: Backend, zoo: Zoo, name: str) -> bool:
-    from .runtime_profile import runtime_weights
-
     try:
         backend.prepare(zoo.architecture(name), name, zoo.entries[name].weights_sha256,
-                        runtime_weights(zoo.path_of(name), False), zoo.root / "runtime")
+                        Weights.of_file(zoo.path_of(name), False), zoo.root / "runtime")
         return True
     except BackendUnavailable:
         return False

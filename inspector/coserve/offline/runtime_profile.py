@@ -21,22 +21,13 @@ from ..online.profile import ArchProfile, fit_linear
 from .concurrency import concurrency_curve
 
 
-def runtime_weights(weight_path: Path, drop_cache: bool) -> Weights:
-    def fetch() -> tuple[dict[str, torch.Tensor], str]:
-        from safetensors.torch import load_file
-
-        return load_file(str(weight_path)), Tier.DISK.value
-
-    return Weights(fetch, drop_cache)
-
-
 def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, expert: str, sha: str | None,
                        weight_path: Path, home: Path, threads: int, batch_sizes: Sequence[int], repeats: int,
                        drop_page_cache: bool, timer: Callable[[Callable[[], object], int], float],
                        plateau: Callable[[dict[int, float]], int]) -> ArchProfile:
     """One architecture at `threads` on `backend`'s runtime (in the calling worker thread, as executors run)."""
     runtime = get_backend(backend.name, threads=threads)
-    weights = runtime_weights(weight_path, drop_page_cache)
+    weights = Weights.of_file(weight_path, drop_page_cache)
     runtime.prepare(arch, expert, sha, weights, home)  # the export is the zoo's build, not a switch
     runtime.keep(1 << 40)
 
@@ -75,7 +66,7 @@ def runtime_concurrency(arch: Architecture, device: Device, backend: Backend, ex
                         weight_path: Path, home: Path, most: int, batch: int, repeats: int = 6) -> list[float]:
     """Throughput with 1..`most` executors running one session at once (one thread each), relative to one."""
     runtime = get_backend(backend.name, threads=1)
-    weights = runtime_weights(weight_path, False)
+    weights = Weights.of_file(weight_path, False)
     loaded = runtime.load(arch, expert, sha, weights, device.torch, home)[0]
     crops = torch.stack([arch.preprocess(torch.rand(3, arch.input_size, arch.input_size)) for _ in range(batch)])
     runtime.run(arch, loaded, crops)

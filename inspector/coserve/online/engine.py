@@ -130,8 +130,7 @@ class Engine:
                 next_use=lambda k=key: next_use(self.executors, k), arena=pool_arena(pool, zoo),
                 backend=self.backend,
             )
-            manager.resident_bytes = {p.key: p.resident_bytes for p in profiles[pool.device.key].archs.values()
-                                      if p.resident_bytes} if pool.device.key in profiles else {}
+            manager.profile = profiles.get(pool.device.key)
             owner.update((i, manager) for i in pool.executors)
         # a runtime keeps evicted experts' sessions in the host tier, within the host budget, on the boxes that have
         # one (a GPU box, as for torch's host copies); on a CPU box the pool is the host's memory and holds them all

@@ -81,9 +81,6 @@ def build_plan(workload: Workload, policy: Policy, profiles: dict[str, DevicePro
 def resident_total(workload: Workload, profile: DeviceProfile) -> int:
     """What every expert of the workload holds resident on a device: its weights, or what its backend's profile
     measured a loaded one to hold (a runtime session)."""
-    total = 0
-    for spec, count in [(workload.classifier, len(workload.components))] + [(d.spec, 1) for d in workload.detectors]:
-        arch = architecture_from_spec(spec)
-        measured = [p.pool_bytes() for p in profile.archs.values() if p.key == arch.key]
-        total += count * max(measured, default=arch.weight_bytes())
-    return total
+    pairs = [(workload.classifier, len(workload.components))] + [(d.spec, 1) for d in workload.detectors]
+    return sum(count * profile.pool_bytes_of(arch.key, arch.weight_bytes())
+               for arch, count in ((architecture_from_spec(spec), n) for spec, n in pairs))

@@ -30,6 +30,7 @@ from ...runtime.devices import Device
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import TieredStore, WeightsUnavailable
 from .policies import EvictionView, Evictor, Resident
+from .profile import DeviceProfile
 from .timeline import Concurrency, ExecutorTime
 from .usage import ExpertUsage
 
@@ -134,9 +135,9 @@ class ExpertManager:
         # on a CPU, the device's compute counter: a load in progress reads and copies on the executors' cores, so it
         # counts beside them (what the simulator models; the engine sets it)
         self.concurrency: Concurrency | None = None
-        # what a resident expert really holds, per architecture key, where the backend's profile measured it (a
-        # runtime session's memory is not its weights'); the rest are charged their weights
-        self.resident_bytes: dict[str, int] = {}
+        # the backend's profile of this pool's device: what a resident expert really holds where it was measured (a
+        # runtime session's memory is not its weights'); without one, experts are charged their weights
+        self.profile: DeviceProfile | None = None
 
     # -- queries (under the engine lock) ---------------------------------------------------------
     def has(self, expert: str) -> bool:
@@ -145,9 +146,9 @@ class ExpertManager:
 
     def need(self, expert: str) -> int:
         """The pool bytes `expert` takes once resident: measured for its backend, else its weights."""
-        entry = self.zoo.entries[expert]
-        return self.resident_bytes.get(self.zoo.architecture(expert).key, entry.weight_bytes) \
-            if self.resident_bytes else entry.weight_bytes
+        weights = self.zoo.entries[expert].weight_bytes
+        return weights if self.profile is None else self.profile.pool_bytes_of(self.zoo.architecture(expert).key,
+                                                                                weights)
 
     def resident(self) -> list[str]:
         return list(self._slots)

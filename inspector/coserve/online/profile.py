@@ -111,6 +111,12 @@ class DeviceProfile:
             raise KeyError(f"architecture {key} is not profiled on {self.fingerprint.get('device')}")
         return min(measured, key=lambda p: abs(p.threads - threads))
 
+    def pool_bytes_of(self, key: str, weight_bytes: int) -> int:
+        """What one resident expert of architecture `key` holds in a pool: the most any thread count of it was
+        measured to hold (a runtime session's memory), else `weight_bytes` (its weights)."""
+        return max((p.resident_bytes for p in self.archs.values() if p.key == key and p.resident_bytes),
+                   default=weight_bytes)
+
     def has(self, key: str, threads: int) -> bool:
         return self.entry(key, threads) in self.archs
 

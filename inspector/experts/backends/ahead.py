@@ -24,8 +24,6 @@ def prepare_zoo(zoo: Zoo, backend: Backend, say: Callable[[str], None] | None = 
                 calibration: Callable[[str], torch.Tensor | None] | None = None) -> Ahead:
     """`backend.prepare` for every expert that can be built; a refused one is named (its requests fail with it).
     `calibration(expert)`: preprocessed crops like the ones it serves (an INT8 runtime calibrates on them)."""
-    from safetensors.torch import load_file
-
     before = getattr(backend, "exports", 0)
     out, t0 = Ahead(), time.perf_counter()
     for name, entry in zoo.entries.items():
@@ -34,7 +32,7 @@ def prepare_zoo(zoo: Zoo, backend: Backend, say: Callable[[str], None] | None = 
         try:
             crops = None if calibration is None else (lambda n=name: calibration(n))
             backend.prepare(zoo.architecture(name), name, entry.weights_sha256,
-                            Weights(lambda n=name: (load_file(str(zoo.path_of(n))), "disk"), calibration=crops),
+                            Weights.of_file(zoo.path_of(name), calibration=crops),
                             zoo.root / "runtime")
         except (RuntimeError, OSError, ValueError) as exc:
             out.refused[name] = str(exc)

@@ -32,6 +32,17 @@ class Weights:
     # activation ranges on and checks its verdicts against; None where the caller has none
     calibration: Callable[[], torch.Tensor] | None = None
 
+    @classmethod
+    def of_file(cls, path: Path, drop_cache: bool = True,
+                calibration: Callable[[], torch.Tensor] | None = None) -> Weights:
+        """An expert's weights straight from its safetensors file (outside the engine: zoo builds, profiles)."""
+        def fetch() -> tuple[StateDict, str]:
+            from safetensors.torch import load_file
+
+            return load_file(str(path)), "disk"
+
+        return cls(fetch, drop_cache, calibration)
+
 
 class Backend(ABC):
     name: str = ""

@@ -16,11 +16,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from ...runtime.diskio import write_atomically
+from ...runtime.diskio import file_stamp, write_atomically
 from ..base import Architecture, StateDict
 from .base import BackendUnavailable
 
@@ -49,25 +50,20 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-_VERIFIED: dict[str, tuple[int, int, int, str]] = {}  # path -> (size, mtime ns, ctime ns, sha256) hashed by us
+_VERIFIED: dict[str, tuple[tuple[int, int, int], str]] = {}  # path -> (its stamp, sha256) when we hashed it
 _VERIFIED_LOCK = threading.Lock()
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
 def verified_sha256(path: Path) -> str:
-    """The file's sha256, hashed again only when its size or times changed since this process last hashed it."""
-    stamp = _stamp(path)
+    """The file's sha256, hashed again only when its size, time or inode changed since this process hashed it."""
+    stamp = file_stamp(path)
     with _VERIFIED_LOCK:
         seen = _VERIFIED.get(str(path))
-    if seen is not None and seen[:3] == stamp:
-        return seen[3]
+    if seen is not None and seen[0] == stamp:
+        return seen[1]
     sha = file_sha256(path)
     with _VERIFIED_LOCK:
-        _VERIFIED[str(path)] = (*stamp, sha)
+        _VERIFIED[str(path)] = (stamp, sha)
     return sha
 
 
@@ -118,18 +114,46 @@ def export_checked(arch: Architecture, expert: str, state: StateDict, session_of
     return data, diff
 
 
-def derived(path: Path, made: Exported, tag: str, make: Callable[[], bytes]) -> Path:
-    """A file a runtime derives from the checked export (a pre-optimised or pre-compiled model), at `path` with a
-    JSON note of its own sha256 and the export it came from; made again when missing, damaged or stale."""
+class Refused(BackendUnavailable):
+    """A derived file its maker made but would not trust: the reason, and figures for the note."""
+
+    def __init__(self, reason: str, notes: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.notes = notes
+
+
+@dataclass(frozen=True)
+class Derived:
+    path: Path
+    note: dict[str, Any]  # what its note says (its sha256, and the figures its maker added)
+    made: bool  # made now
+
+
+def derived(path: Path, made: Exported, tag: str, make: Callable[[], bytes | tuple[bytes, dict[str, Any]]]) -> Derived:
+    """A file a runtime derives from the checked export (a pre-optimised, pre-compiled or quantised model), at `path`
+    with a JSON note of its own sha256, the export it came from and any figures `make` returns with its bytes;
+    made again when missing, damaged or stale. A `Refused` file is not written, and its reason is kept in the note
+    with the export it was refused for, so every process knows why and none makes it again until the export
+    changes."""
     note = path.with_suffix(".json")
     try:
         meta = json.loads(note.read_text(encoding="utf-8"))
-        if meta.get("from_onnx_sha256") == made.sha256 and meta.get("sha256") == verified_sha256(path):
-            return path
+        if meta.get("from_onnx_sha256") == made.sha256:
+            if meta.get("refused"):
+                raise BackendUnavailable(meta["refused"])
+            if meta.get("sha256") == verified_sha256(path):
+                return Derived(path, meta, False)
     except (OSError, ValueError):
         pass  # missing or damaged: made again below
-    data = make()
+    head = {"from": made.path.name, "from_onnx_sha256": made.sha256, "tag": tag}
+    try:
+        out = make()
+    except Refused as exc:
+        path.unlink(missing_ok=True)
+        write_atomically(note, json.dumps({**head, "refused": str(exc), **exc.notes}).encode())
+        raise
+    data, notes = out if isinstance(out, tuple) else (out, {})
     write_atomically(path, data)
-    write_atomically(note, json.dumps({"from": made.path.name, "from_onnx_sha256": made.sha256, "tag": tag,
-                                       "sha256": hashlib.sha256(data).hexdigest()}).encode())
-    return path
+    meta = {**head, "sha256": hashlib.sha256(data).hexdigest(), **notes}
+    write_atomically(note, json.dumps(meta).encode())
+    return Derived(path, meta, True)

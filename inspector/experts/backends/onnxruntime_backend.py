@@ -130,6 +130,7 @@ class OnnxRuntimeBackend(Backend):
                     self.in_fp32[expert] = str(exc)
         if cuda or not self.preoptimised:
             return made.path, False
+
         def optimise() -> bytes:
             tmp = made.path.with_name(f"{made.path.stem}.{self.tag}.tmp.ort")
             try:
@@ -139,7 +140,7 @@ class OnnxRuntimeBackend(Backend):
             finally:
                 tmp.unlink(missing_ok=True)
 
-        return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.ort"), made, self.tag, optimise), True
+        return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.ort"), made, self.tag, optimise).path, True
 
     def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                 home: Path) -> None:

@@ -93,7 +93,7 @@ class OpenVinoBackend(Backend):
             blob = self.compiled(str(made.path)).export_model()
             return blob.getvalue() if hasattr(blob, "getvalue") else bytes(blob)
 
-        return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.blob"), made, self.tag, compile_blob)
+        return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.blob"), made, self.tag, compile_blob).path
 
     def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                 home: Path) -> None:

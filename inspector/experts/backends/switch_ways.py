@@ -69,7 +69,7 @@ def switch_ways(zoo: Zoo, expert: str, backends: list[str], repeats: int = 7) ->
         store.drop_page_cache = False
         out.append(Way("torch", "weights read into a reused shell", cold, _median_ms(torch_load, lambda: None,
                                                                                     repeats), True))
-    weights = Weights(lambda: (_state(zoo, expert), "disk"))
+    weights = Weights.of_file(zoo.path_of(expert))
     for name, ways in (("onnxruntime", _ort_ways), ("openvino", _ov_ways)):
         if name in backends:
             try:
@@ -131,12 +131,6 @@ def _ov_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: int
                 _median_ms(lambda: backend.load(arch, expert, sha, weights, cpu, home), lambda: None, repeats),
                 _median_ms(lambda: backend.load(arch, expert, sha, warm, cpu, home), lambda: None, repeats), True),
         ]
-
-
-def _state(zoo: Zoo, expert: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    return load_file(str(zoo.path_of(expert)))
 
 
 def format_ways(ways: list[Way], expert: str) -> str:
