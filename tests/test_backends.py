@@ -2,6 +2,7 @@
 kept in the host tier so a switch back costs no new session."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +47,36 @@ def test_the_runtime_gives_the_verdicts_torch_gives_part_by_part(demo, tmp_path:
     assert len(torch_v) == 12 * 3 and ort_v == torch_v
     assert any(v != "pass" for v, _d in torch_v.values())  # defects were there to be called
     backend = service.line.engine.backend
-    assert backend.name == "onnxruntime" and backend.counters()["sessions_created"] >= 1
-    runtime = demo[1].root / "runtime"
-    onnx, ort = list(runtime.glob("*.onnx")), list(runtime.glob("*.ort"))
-    assert len(onnx) == len(ort) == len(demo[1].entries)  # each checked export and its pre-optimised file
-    assert len(list(runtime.glob("*.json"))) == 2 * len(onnx)  # each with its note
+    counters = backend.counters()
+    assert backend.name == "onnxruntime" and counters["weights_read"] >= 1 and counters["sessions_created"] == 0
+    assert counters["experts_on_own_graph"] == 0
+    runtime, entries = demo[1].root / "runtime", demo[1].entries
+    exports = [runtime_path(runtime, n, e.weights_sha256) for n, e in entries.items()]
+    weights = [p.with_name(f"{p.stem}.{backend.tag}.weights.safetensors") for p in exports]
+    assert all(p.is_file() and p.with_suffix(".json").is_file() for p in exports + weights)  # each with its note
+    graphs = {json.loads(p.with_suffix(".json").read_text())["graph"] for p in weights}
+    archs = {(e.role, json.dumps(e.spec, sort_keys=True), len(e.classes or ())) for e in entries.values()}
+    assert len(graphs) == len(archs) < len(weights)  # one graph an architecture, its experts' weights its inputs
+    assert all((runtime / g).is_file() for g in graphs)
+
+
+def test_own_sessions_give_the_verdicts_the_shared_graph_gives(demo) -> None:
+    """The two ways ONNX Runtime serves an expert (its weights fed to its architecture's shared graph, a session of
+    its own from the pre-optimised file) and torch: the same verdicts on the same crops."""
+    from inspector.experts.backends.onnxruntime_backend import OnnxRuntimeBackend
+
+    zoo = demo[1]
+    shared, own = OnnxRuntimeBackend(), OnnxRuntimeBackend(shared_graph=False)
+    for name in ("cls-R1K", "cls-D1N", *[n for n, e in zoo.entries.items() if e.role == "detector"][:1]):
+        arch, sha, state = _arch_state(zoo, name)
+        module = arch.build().eval()
+        module.load_state_dict(state)
+        x = torch.rand(6, 3, arch.input_size, arch.input_size, generator=torch.Generator().manual_seed(5))
+        want = [(p.label, p.passed) for p in arch.run(module, x)]
+        for backend in (shared, own):
+            loaded, _ = backend.load(arch, name, sha, _weights(zoo, name), torch.device("cpu"), zoo.root / "runtime")
+            assert [(p.label, p.passed) for p in backend.run(arch, loaded, x)] == want, (name, backend.shared_graph)
+    assert shared.counters()["sessions_created"] == 0 and own.counters()["weights_read"] == 0
 
 
 def _arch_state(zoo, name: str):  # noqa: ANN001, ANN202
@@ -91,7 +117,7 @@ def test_an_evicted_session_is_kept_within_the_host_budget_and_comes_back(demo) 
     arch, sha, _ = _arch_state(zoo, "cls-R1K")
     loaded, tier = backend.load(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), torch.device("cpu"),
                                 zoo.root / "runtime")
-    assert tier == "disk" and backend.counters()["sessions_created"] == 1
+    assert tier == "disk" and backend.counters()["weights_read"] == 1
     backend.retire(arch, loaded, torch.device("cpu"))  # no host budget: nothing is kept
     assert backend.cached("cls-R1K", sha, torch.device("cpu")) is None
     backend.keep(loaded.nbytes)  # room for one session
@@ -104,8 +130,10 @@ def test_an_evicted_session_is_kept_within_the_host_budget_and_comes_back(demo) 
 
 
 def test_a_switch_reads_the_preoptimised_file_and_the_export_is_not_read_again(demo) -> None:
+    from inspector.experts.backends.onnxruntime_backend import OnnxRuntimeBackend
+
     zoo = demo[1]
-    backend = get_backend("onnxruntime")
+    backend = OnnxRuntimeBackend(shared_graph=False)  # a session of its own
     arch, sha, _ = _arch_state(zoo, "cls-D1N")
     fetched = []
 
@@ -129,10 +157,14 @@ def test_a_switch_reads_the_preoptimised_file_and_the_export_is_not_read_again(d
         [(p.label, p.passed) for p in arch.run(module, x)]
 
 
-def test_a_session_holds_about_its_weights_as_measured(demo) -> None:
-    """Sessions from the file's path and without an arena: what the pool is charged is what a session holds."""
+@pytest.mark.parametrize("shared_graph", [True, False])
+def test_a_session_holds_about_its_weights_as_measured(demo, shared_graph: bool) -> None:
+    """Sessions from the file's path and without an arena, or weights fed to a shared graph: what the pool is
+    charged is what a loaded expert holds."""
+    from inspector.experts.backends.onnxruntime_backend import OnnxRuntimeBackend
+
     zoo = demo[1]
-    backend = get_backend("onnxruntime")
+    backend = OnnxRuntimeBackend(shared_graph=shared_graph)
     arch, sha, _ = _arch_state(zoo, "cls-R1K")
     held = backend.resident_bytes(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), zoo.root / "runtime", 8)
     weights = zoo.entries["cls-R1K"].weight_bytes
@@ -194,3 +226,44 @@ def test_int8_is_calibrated_on_the_rule_sets_crops_and_kept_only_where_it_agrees
     reasons = service.line.engine.backend.in_fp32
     assert len(reasons) == len(demo[1].entries) and all("agrees with fp32 on" in r for r in reasons.values())
     assert not list(runtime.glob("*.int8.onnx")) and all(v != "error" for v, _d in q_v.values())
+
+
+def test_a_shared_graph_is_made_again_when_gone_and_a_split_that_does_not_reproduce_is_refused(
+        demo, tmp_path: Path, monkeypatch) -> None:
+    """The graph every expert of an architecture reads is made again when removed; a split whose outputs are not
+    the export's is refused, the reason kept in the note, and the expert served by a session of its own."""
+    from inspector.experts.backends import shared_graph
+    from inspector.experts.backends.onnxruntime_backend import OnnxRuntimeBackend
+
+    zoo = demo[1]
+    arch, sha, state = _arch_state(zoo, "cls-R1K")
+    backend = OnnxRuntimeBackend()
+    path = backend.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path)
+    graph = tmp_path / json.loads(path.with_suffix(".json").read_text())["graph"]
+    graph.unlink()
+    assert backend.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) == path
+    assert graph.is_file()
+    for made in [p for p in tmp_path.iterdir() if p.suffix != ".onnx" or p.name.startswith("graph-")]:
+        made.unlink()  # the checked export stays; what is derived from it goes
+
+    real = shared_graph.split
+
+    def wrong(model: bytes):  # noqa: ANN202 - the split loses a weight's scale
+        graph, weights = real(model)
+        first = next(iter(weights))
+        return graph, {**weights, first: weights[first] * 3}
+
+    monkeypatch.setattr(shared_graph, "split", wrong)
+    module = arch.build().eval()
+    module.load_state_dict(state)
+    x = torch.rand(6, 3, arch.input_size, arch.input_size, generator=torch.Generator().manual_seed(3))
+    refusing = OnnxRuntimeBackend()
+    loaded, _ = refusing.load(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), torch.device("cpu"), tmp_path)
+    assert "served by a session of its own" in refusing.own_graph["cls-R1K"]
+    assert refusing.counters()["sessions_created"] == 1
+    assert [(p.label, p.passed) for p in refusing.run(arch, loaded, x)] == \
+        [(p.label, p.passed) for p in arch.run(module, x)]
+    monkeypatch.setattr(shared_graph, "split", real)
+    again = OnnxRuntimeBackend()  # another process reads the refusal from the note and does not split again
+    assert again.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) is None
+    assert "do not give the export's outputs" in again.own_graph["cls-R1K"]

@@ -75,8 +75,9 @@ def test_served_profile_refits_batches_and_loads() -> None:
 
 
 def test_a_runtime_is_profiled_on_its_own_sessions_in_a_file_of_its_own(tiny, models_dir: Path) -> None:
-    """On ONNX Runtime a switch is a session's creation (from disk; a kept session comes back from the host
-    tier), batches run through the session, and a resident expert is charged the session's measured memory."""
+    """On ONNX Runtime a switch reads an expert's weights for its shared graph (from disk; kept weights come back
+    from the host tier), batches run through the graph, and a resident expert is charged what it was measured to
+    hold."""
     pytest.importorskip("onnxruntime")
     from inspector.experts.backends import get_backend
     from inspector.experts.backends.ahead import prepare_zoo
@@ -91,7 +92,9 @@ def test_a_runtime_is_profiled_on_its_own_sessions_in_a_file_of_its_own(tiny, mo
     assert set(prof.archs) == set(profiles["cpu"].archs) and prof.concurrency
     for p in prof.archs.values():
         assert p.load_s["disk"] > p.load_s["host"] >= 0
-        assert p.weight_bytes <= p.resident_bytes < 2 * p.weight_bytes  # the session, not a copy of its bytes too
+        # the optimised graph's weights (batch norms folded into the convolutions: a little less than torch's),
+        # not a copy of a file's bytes too
+        assert 0.9 * p.weight_bytes <= p.resident_bytes < 2 * p.weight_bytes
         assert all(s > 0 for s in p.batch_latency_s.values())
     again = load_or_profile(zoo, Device("cpu"), models_dir / "profiles", backend=backend)
     assert again.archs.keys() == prof.archs.keys()

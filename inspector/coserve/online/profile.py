@@ -135,9 +135,10 @@ class DeviceProfile:
                    [float(x) for x in data.get("concurrency", [])])
         if expect is not None and prof.fingerprint != expect:
             diff = {k: (prof.fingerprint.get(k), v) for k, v in expect.items() if prof.fingerprint.get(k) != v}
+            backend = expect.get("backend", "torch")
             raise ProfileMismatch(
                 f"profile {path} was measured on another device or software ({diff}); "
-                "re-profile with `inspector profile --force`"
+                f"re-profile with `inspector profile --force{'' if backend == 'torch' else ' --backend ' + backend}`"
             )
         return prof
 

@@ -18,6 +18,7 @@ class Ahead:
     seconds: float = 0.0
     refused: dict[str, str] = field(default_factory=dict)  # expert -> why the runtime will not serve it
     in_fp32: dict[str, str] = field(default_factory=dict)  # an INT8 runtime's experts kept in fp32, and why
+    own_graph: dict[str, str] = field(default_factory=dict)  # experts a shared graph refused (own sessions), why
 
 
 def prepare_zoo(zoo: Zoo, backend: Backend, say: Callable[[str], None] | None = None,
@@ -40,7 +41,9 @@ def prepare_zoo(zoo: Zoo, backend: Backend, say: Callable[[str], None] | None = 
                 say(f"warning: {name} not ready for --backend {backend.name}: {exc}")
     out.made, out.seconds = getattr(backend, "exports", 0) - before, time.perf_counter() - t0
     out.in_fp32 = dict(getattr(backend, "in_fp32", {}))
-    if say and out.in_fp32:
-        say(f"{len(out.in_fp32)} of {len(zoo.entries)} experts stay in fp32 on {backend.name}: "
-            + "; ".join(sorted(out.in_fp32.values())[:4]) + (" ..." if len(out.in_fp32) > 4 else ""))
+    out.own_graph = dict(getattr(backend, "own_graph", {}))
+    for kept, what in ((out.in_fp32, "stay in fp32"), (out.own_graph, "run sessions of their own")):
+        if say and kept:
+            say(f"{len(kept)} of {len(zoo.entries)} experts {what} on {backend.name}: "
+                + "; ".join(sorted(kept.values())[:4]) + (" ..." if len(kept) > 4 else ""))
     return out

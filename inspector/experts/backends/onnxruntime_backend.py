@@ -1,7 +1,10 @@
-"""ONNX Runtime: each loaded expert is an InferenceSession over its exported, checked model (export.py).
+"""ONNX Runtime: each loaded expert runs its exported, checked model (export.py).
 
-A switch is a session's creation, which costs far more than a torch load (the graph is optimised and its kernels
-chosen), so the work is moved out of the switch where the runtime allows, each way measured by the profiler:
+On the CPU (fp32) an expert's weights are the inputs of a graph its architecture shares (shared_graph.py): a switch
+reads its weights, as a torch load does. Otherwise (INT8, whose kernels need weights fixed at creation; the CUDA
+provider; `shared_graph=False`; an expert the split does not reproduce) each loaded expert is an InferenceSession of
+its own. Its creation costs far more than a torch load (the graph is optimised and its kernels chosen), so the
+work is moved out of that switch where the runtime allows, each way measured by the profiler:
 - the model is optimised once, at export, into a pre-optimised ORT-format file (`<model>.<tag>.ort`, tagged with
   the runtime's version and the CPU's features, since a layout-optimised graph is only valid where it was made);
   a switch reads it and creates the session with no optimisation pass (about half the creation time);
@@ -17,6 +20,7 @@ onnxruntime-gpu wheel is installed; there the plain model is loaded and optimise
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import threading
 from collections import OrderedDict
@@ -34,6 +38,7 @@ from .base import Backend, BackendUnavailable, Weights
 from .export import derived, exported
 from .footprint import marginal_rss, measured_in_fresh_process
 from .int8 import quantised
+from .shared_graph import SharedWeights, Shells, read_weights, shared_files
 
 
 @dataclass
@@ -62,7 +67,7 @@ class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
     def __init__(self, threads: int = 1, keep_bytes: int = 0, preoptimised: bool = True, arena: bool = False,
-                 precision: str = "fp32") -> None:
+                 precision: str = "fp32", shared_graph: bool = True) -> None:
         if precision not in ("fp32", "int8"):
             raise ValueError(f"precision {precision!r}: fp32 or int8")
         self.precision = precision
@@ -75,12 +80,16 @@ class OnnxRuntimeBackend(Backend):
         self.ort = onnxruntime
         self.threads, self.keep_bytes = threads, keep_bytes
         self.preoptimised, self.arena = preoptimised, arena
+        self.shared_graph = shared_graph and precision == "fp32"  # INT8's kernels prepack weights fixed at creation
+        self.shells = Shells(lambda graph: self.session(graph, optimise=False))
+        self.own_graph: dict[str, str] = {}  # experts a shared graph refused, served by sessions of their own; why
         self.has_cuda = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
         self._kept: OrderedDict[tuple[str, str | None], Session] = OrderedDict()
         self._lock = threading.Lock()
         self.in_fp32: dict[str, str] = {}  # INT8 backend: experts served in fp32, and why (int8.py's check)
         self.exports = 0  # models exported (and checked) by this process
         self.created = 0  # sessions created
+        self.read = 0  # switches served by reading an expert's weights for a shared graph
         self.reused = 0  # switches served by a kept session
 
     @property
@@ -89,7 +98,8 @@ class OnnxRuntimeBackend(Backend):
 
     def versions(self) -> dict[str, str]:
         return {"onnxruntime": self.ort.__version__, "cuda_provider": str(self.has_cuda),
-                "preoptimised": str(self.preoptimised), "arena": str(self.arena), "precision": self.precision}
+                "preoptimised": str(self.preoptimised), "arena": str(self.arena), "precision": self.precision,
+                "graph": "shared" if self.shared_graph else "own"}
 
     def runs_on(self, device: torch.device) -> bool:
         return device.type == "cpu" or (device.type == "cuda" and self.has_cuda)
@@ -142,14 +152,43 @@ class OnnxRuntimeBackend(Backend):
 
         return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.ort"), made, self.tag, optimise).path, True
 
+    def shared_file(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                    home: Path) -> Path | None:
+        """The expert's weights file for its architecture's shared graph, made now when missing; None where this
+        backend shares no graph or the split was refused (the reason kept in `own_graph`)."""
+        if not self.shared_graph:
+            return None
+        made = exported(arch, expert, weights_sha256, lambda: weights.fetch()[0], home, self.session)
+        self.exports += made.made
+
+        def optimise(src: Path, dst: Path) -> None:
+            self.ort.InferenceSession(str(src), self.options(True, save_to=dst), providers=self.providers(False))
+
+        try:
+            done = shared_files(arch, made, self.tag, optimise, self.session)
+        except BackendUnavailable as exc:
+            with self._lock:
+                self.own_graph[expert] = str(exc)
+            return None
+        self.exports += done.made
+        return done.path
+
     def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                 home: Path) -> None:
-        self.model_file(arch, expert, weights_sha256, weights, home)
+        if self.shared_file(arch, expert, weights_sha256, weights, home) is None:
+            self.model_file(arch, expert, weights_sha256, weights, home)
 
     def resident_bytes(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                        home: Path, batch: int) -> int:
         """What one resident session of `expert` holds, measured in a fresh process (this one's heap reuses what
-        earlier work freed, which would hide it); never less than its model file."""
+        earlier work freed, which would hide it); never less than its model file (on a shared graph: its weights)."""
+        shared = self.shared_file(arch, expert, weights_sha256, weights, home)
+        if shared is not None:
+            graph = shared.parent / json.loads(shared.with_suffix(".json").read_text(encoding="utf-8"))["graph"]
+            held = measured_in_fresh_process(f"{__package__}.shared_graph", [str(graph), str(shared),
+                                             str(self.threads), str(arch.input_size), str(batch)],
+                                             f"the weights of {expert}")
+            return max(held, shared.stat().st_size)
         path, optimised = self.model_file(arch, expert, weights_sha256, weights, home)
         held = measured_in_fresh_process(__name__, [str(path), "1" if optimised else "0", str(self.threads),
                                                     str(arch.input_size), str(batch)], f"a session of {expert}")
@@ -171,6 +210,12 @@ class OnnxRuntimeBackend(Backend):
         if not self.runs_on(device):
             raise BackendUnavailable(f"{expert}: ONNX Runtime here has no CUDA execution provider (pip install "
                                      "onnxruntime-gpu), so it cannot serve a GPU pool; run with --backend torch")
+        shared = None if cuda else self.shared_file(arch, expert, weights_sha256, weights, home)
+        if shared is not None:
+            graph = shared.parent / json.loads(shared.with_suffix(".json").read_text(encoding="utf-8"))["graph"]
+            feeds = read_weights(shared, weights.drop_cache)
+            self.read += 1
+            return SharedWeights(expert, weights_sha256, graph, feeds, sum(a.nbytes for a in feeds.values())), "disk"
         path, optimised = self.model_file(arch, expert, weights_sha256, weights, home, cuda)
         if weights.drop_cache:
             drop_pages(path)  # the runtime reads the file itself: from the disk, as a switch from disk does
@@ -182,7 +227,10 @@ class OnnxRuntimeBackend(Backend):
 
     def run(self, arch: Architecture, loaded: Any, batch: torch.Tensor) -> list[Prediction]:
         x = np.ascontiguousarray(batch.detach().cpu().numpy(), dtype=np.float32)
-        raw = loaded.session.run(None, {"images": x})[0]
+        if isinstance(loaded, SharedWeights):
+            raw = self.shells.of(loaded.graph).run(None, {**loaded.feeds, "images": x})[0]
+        else:
+            raw = loaded.session.run(None, {"images": x})[0]
         return arch.decode(torch.from_numpy(np.asarray(raw)))
 
     def keep(self, nbytes: int) -> None:
@@ -211,7 +259,9 @@ class OnnxRuntimeBackend(Backend):
         with self._lock:
             kept = len(self._kept)
         return {"exports": self.exports, "sessions_created": self.created, "sessions_reused": self.reused,
-                "sessions_kept": kept, **({"experts_in_fp32": len(self.in_fp32)} if self.precision == "int8" else {})}
+                "sessions_kept": kept, "weights_read": self.read, "shared_graphs_opened": self.shells.opened,
+                **({"experts_on_own_graph": len(self.own_graph)} if self.shared_graph else {}),
+                **({"experts_in_fp32": len(self.in_fp32)} if self.precision == "int8" else {})}
 
 
 

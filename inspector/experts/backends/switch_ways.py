@@ -3,12 +3,14 @@ from the page cache: what each way of moving work out of the switch buys, on one
 (`inspector profile --switch-ways`).
 
 Ways: torch reads the weights (O_DIRECT) into a reused module shell; ONNX Runtime creates a session from the plain
-ONNX file (optimised at creation), from the pre-optimised ORT file (what the engine does), or from that file's
-bytes (a session then keeps a copy), or takes back a session kept in the host tier; OpenVINO compiles the ONNX file,
+ONNX file (optimised at creation), from the pre-optimised ORT file, or from that file's bytes (a session then keeps
+a copy), reads the expert's weights for its architecture's shared graph (what the engine does on the CPU), or takes
+back a session kept in the host tier; OpenVINO compiles the ONNX file,
 compiles it through its own model cache, or imports the pre-compiled blob (what the engine does).
 """
 from __future__ import annotations
 
+import json
 import statistics
 import tempfile
 import time
@@ -24,6 +26,7 @@ from ...runtime.diskio import drop_pages, read_bytes
 from ...runtime.store import TieredStore
 from ..zoo import Zoo
 from .base import BackendUnavailable, Weights
+from .shared_graph import read_weights
 
 
 @dataclass(frozen=True)
@@ -84,17 +87,24 @@ def _ort_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: in
     arch, sha, home, cpu = zoo.architecture(expert), zoo.entries[expert].weights_sha256, zoo.root / "runtime", \
         torch.device("cpu")
     ort_file, _ = backend.model_file(arch, expert, sha, weights, home)
+    shared = backend.shared_file(arch, expert, sha, weights, home)
     plain = home / f"{expert}-{(sha or 'unversioned')[:12]}.onnx"
     out = [
         Way(backend.name, "plain ONNX, optimised at creation",
             *_cold_warm(lambda: backend.session(str(plain)), lambda: drop_pages(plain), repeats), False),
         Way(backend.name, "pre-optimised ORT file", *_cold_warm(lambda: backend.session(str(ort_file), False),
-                                                               lambda: drop_pages(ort_file), repeats), True),
+                                                               lambda: drop_pages(ort_file), repeats),
+            shared is None),
         Way(backend.name, "pre-optimised, from its bytes (kept: 2x memory)",
             _median_ms(lambda: backend.session(read_bytes(ort_file), False), lambda: None, repeats),
             _median_ms(lambda: backend.session(read_bytes(ort_file, drop_cache=False), False), lambda: None,
                        repeats), False),
     ]
+    if shared is not None:
+        graph = home / json.loads(shared.with_suffix(".json").read_text(encoding="utf-8"))["graph"]
+        backend.shells.of(graph)  # opened once a process and thread, as the engine does
+        out.append(Way(backend.name, "weights read for the shared graph", *_cold_warm(
+            lambda: read_weights(shared, drop_cache=False), lambda: drop_pages(shared), repeats), True))
     backend.keep(1 << 40)
     backend.retire(arch, backend.load(arch, expert, sha, weights, cpu, home)[0], cpu)
 

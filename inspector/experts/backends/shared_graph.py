@@ -1,0 +1,155 @@
+"""ONNX Runtime with one session per architecture: an expert's weights are the graph's inputs, so a switch reads
+its weights (as a torch load does) instead of creating a session.
+
+Creating a session optimises the graph, chooses kernels and reorders weights (about 45 ms for a demo classifier on
+this box, against a few ms to read its weights): the switch the engine makes most. Experts of one architecture
+differ only in their weights, so the checked export is optimised once, at the runtime's full level (the CPU's
+blocked layout included, whose reordered weights are themselves initializers), and split in two:
+- the graph with its float weights turned into inputs (`graph-<sha12>.<tag>.onnx`), the same bytes for every
+  expert of that architecture, so the zoo holds it once and each executor thread opens one session of it;
+- the expert's weights as the optimised graph holds them (`<expert>-<sha12>.<tag>.weights.safetensors`), with a
+  note of their hash, the graph's, and how closely graph and weights together agreed with the checked export.
+A switch is then a read of that file; what the expert holds resident is those arrays. The runtime cannot prepack
+weights it is handed per run, which costs some compute (measured by the profiler like every cost); an expert the
+split does not reproduce is refused here, kept in its note, and served by a session of its own.
+"""
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...runtime.diskio import drop_pages, read_bytes, write_atomically
+from ..base import Architecture
+from .base import BackendUnavailable
+from .export import Derived, Exported, Refused, agreement, check_batch, derived, verified_sha256
+
+
+@dataclass
+class SharedWeights:
+    """A loaded expert: its weights, fed to its architecture's shared graph on every run."""
+
+    expert: str
+    weights_sha256: str | None
+    graph: Path
+    feeds: dict[str, np.ndarray]
+    nbytes: int
+
+
+def split(model: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
+    """(the graph with its float weights as inputs, serialised; those weights by name). Small and non-float
+    initializers (shapes, axes) stay in the graph: they are its structure, not an expert's weights."""
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load_from_string(model)
+    weights: dict[str, np.ndarray] = {}
+    kept = []
+    for init in proto.graph.initializer:
+        array = numpy_helper.to_array(init)
+        if array.dtype == np.float32 and array.ndim >= 1 and array.size >= 2:
+            weights[init.name] = np.ascontiguousarray(array)
+            proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type,
+                                                                        list(array.shape)))
+        else:
+            kept.append(init)
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept)
+    return proto.SerializeToString(), weights
+
+
+def graph_path(home: Path, graph: bytes, tag: str) -> Path:
+    return home / f"graph-{hashlib.sha256(graph).hexdigest()[:12]}.{tag}.onnx"
+
+
+def shared_files(arch: Architecture, made: Exported, tag: str,
+                 optimise: Callable[[Path, Path], None], session_of: Callable[[bytes | str], Any]) -> Derived:
+    """The expert's weights file beside `made` (its note names the shared graph), made and checked now when missing,
+    damaged or stale; `Refused` (kept in the note) where graph and weights together do not give the export's
+    outputs. `optimise(src, dst)` writes the runtime's fully optimised ONNX of `src` to `dst`."""
+    from safetensors.numpy import save
+
+    home = made.path.parent
+
+    def make() -> tuple[bytes, dict[str, Any]]:
+        with tempfile.TemporaryDirectory() as tmp:
+            full = Path(tmp) / "optimised.onnx"
+            optimise(made.path, full)
+            graph, weights = split(full.read_bytes())
+        x = check_batch(arch)
+        reference = torch.from_numpy(np.asarray(session_of(str(made.path)).run(None, {"images": x.numpy()})[0]))
+        got = torch.from_numpy(np.asarray(session_of(graph).run(None, {**weights, "images": x.numpy()})[0]))
+        diff, why = agreement(arch, reference, got)
+        if why or not weights:
+            raise Refused(f"{made.path.stem}: its weights as inputs of a shared graph do not give the export's "
+                          f"outputs ({why or 'no weights to split out'}); it is served by a session of its own",
+                          {"max_abs_diff": diff})
+        path = graph_path(home, graph, tag)
+        if not path.is_file() or verified_sha256(path) != hashlib.sha256(graph).hexdigest():
+            write_atomically(path, graph)
+        return save(weights), {"graph": path.name, "graph_sha256": hashlib.sha256(graph).hexdigest(),
+                               "max_abs_diff": diff, "weights": len(weights)}
+
+    weights_file = made.path.with_name(f"{made.path.stem}.{tag}.weights.safetensors")
+    done = derived(weights_file, made, tag, make)
+    graph = home / done.note["graph"]
+    if not graph.is_file() or verified_sha256(graph) != done.note["graph_sha256"]:
+        weights_file.with_suffix(".json").unlink(missing_ok=True)  # the shared graph is gone or damaged: again
+        done = derived(weights_file, made, tag, make)
+    return done
+
+
+def read_weights(path: Path, drop_cache: bool) -> dict[str, np.ndarray]:
+    """An expert's weights from its file (from the disk when `drop_cache`, as every switch from disk reads)."""
+    from safetensors.numpy import load
+
+    weights = load(read_bytes(path, drop_cache=drop_cache))
+    if drop_cache:
+        drop_pages(path)
+    return weights
+
+
+class Shells:
+    """One session of each shared graph per executor thread: a thread's runs never queue on another's thread pool,
+    and a graph's session is made once (about a millisecond) and kept for the process."""
+
+    def __init__(self, open_graph: Callable[[str], Any]) -> None:
+        self.open_graph = open_graph
+        self._local = threading.local()
+        self.opened = 0
+
+    def of(self, graph: Path) -> Any:
+        sessions = self._local.__dict__.setdefault("sessions", {})
+        session = sessions.get(graph)
+        if session is None:
+            if not graph.is_file():
+                raise BackendUnavailable(f"the shared graph {graph} was removed while its experts were loaded; the "
+                                         "next load of one of them makes it again")
+            session = sessions[graph] = self.open_graph(str(graph))
+            self.opened += 1
+        return session
+
+
+def weights_bytes(graph: Path, weights: Path, threads: int, input_size: int, batch: int) -> int:
+    """Resident bytes one more loaded expert adds on a shared graph after running `batch` crops (footprint.py)."""
+    from .footprint import marginal_rss
+    from .onnxruntime_backend import OnnxRuntimeBackend
+
+    session = OnnxRuntimeBackend(threads=threads).session(str(graph), optimise=False)
+    x = np.random.default_rng(0).random((batch, 3, input_size, input_size), dtype=np.float32)
+    return marginal_rss(lambda: read_weights(weights, drop_cache=False),
+                        lambda feeds: session.run(None, {**feeds, "images": x}))
+
+
+if __name__ == "__main__":  # python -m ...shared_graph GRAPH WEIGHTS THREADS INPUT_SIZE BATCH
+    import sys
+
+    a = sys.argv[1:]
+    print(weights_bytes(Path(a[0]), Path(a[1]), int(a[2]), int(a[3]), int(a[4])))
