@@ -167,8 +167,8 @@ def test_a_session_holds_about_its_weights_as_measured(demo, shared_graph: bool)
     backend = OnnxRuntimeBackend(shared_graph=shared_graph)
     arch, sha, _ = _arch_state(zoo, "cls-R1K")
     held = backend.resident_bytes(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), zoo.root / "runtime", 8)
-    weights = zoo.entries["cls-R1K"].weight_bytes
-    assert weights <= held < 1.5 * weights
+    weights = zoo.entries["cls-R1K"].weight_bytes  # torch's; the optimised graph's fold the batch norms in
+    assert 0.9 * weights <= held < 1.5 * weights
 
 
 def test_an_unknown_backend_is_refused_with_the_choices() -> None:

@@ -62,6 +62,8 @@ def split(model: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
             kept.append(init)
     del proto.graph.initializer[:]
     proto.graph.initializer.extend(kept)
+    for i, node in enumerate(proto.graph.node):  # the optimiser numbers the nodes it adds in an order that varies
+        node.name = f"n{i}"  # between processes; a node's name changes nothing it computes, and the bytes stay one
     return proto.SerializeToString(), weights
 
 
