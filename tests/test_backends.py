@@ -243,6 +243,12 @@ def test_a_shared_graph_is_made_again_when_gone_and_a_split_that_does_not_reprod
     graph.unlink()
     assert backend.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) == path
     assert graph.is_file()
+    good = path.read_bytes()
+    damaged = bytearray(good)
+    damaged[-5] ^= 0xFF  # a flipped byte in the weights on disk: made again, never served
+    path.write_bytes(bytes(damaged))
+    assert backend.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) == path
+    assert path.read_bytes() == good
     for made in [p for p in tmp_path.iterdir() if p.suffix != ".onnx" or p.name.startswith("graph-")]:
         made.unlink()  # the checked export stays; what is derived from it goes
 
