@@ -5,6 +5,7 @@ import json
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -73,14 +74,15 @@ def test_switches_differ_but_every_policy_completes(tiny) -> None:
     assert reports["coserve"].switches < reports["samba"].switches
 
 
-def _manager(zoo: Zoo, pool_bytes: int, policy: str = "coserve", arena: bool = False) -> ExpertManager:
+def _manager(zoo: Zoo, pool_bytes: int, policy: str = "coserve", arena: bool = False,
+             next_use: Callable[[], dict[str, int]] = dict) -> ExpertManager:
     store = TieredStore()
     for name in zoo.entries:
         store.register(name, zoo.path_of(name))
     usage = tiny_workload().usage()
     spec = PoolSpec("pool", Device("cpu"), pool_bytes, (0,))
     return ExpertManager("pool", Device("cpu"), MemoryLedger("pool", pool_bytes), store, zoo,
-                         get_policy(policy).evictor, usage, threading.RLock(), next_use=dict,
+                         get_policy(policy).evictor, usage, threading.RLock(), next_use=next_use,
                          arena=pool_arena(spec, zoo) if arena else None)
 
 
@@ -119,6 +121,28 @@ def test_prefetch_loads_in_the_background_while_a_batch_runs(tiny) -> None:
     manager.acquire("cls-C")  # waits for the prefetch if needed; no second load
     manager.release("cls-C")
     assert manager.stats.switches == 2 and manager.stats.prefetches == 1 and manager.stats.prefetch_used == 1
+    manager.close()
+
+
+def test_a_prefetch_evicts_only_experts_needed_after_the_one_it_loads(tiny) -> None:
+    """Belady's rule on what the queues know: a prefetch for a group two places back may evict an expert no queue
+    waits for, or one whose group runs later, never one whose group runs first."""
+    _, zoo, _ = tiny
+    names = sorted(n for n in zoo.entries if n.startswith("cls-"))[:3]
+    one = max(zoo.entries[n].weight_bytes for n in names)
+    waiting: dict[str, int] = {}
+    manager = _manager(zoo, 2 * one, next_use=lambda: dict(waiting))  # the executors' queues, as the engine has them
+    first, second, later = names
+    for n in (first, second):
+        manager.acquire(n)
+        manager.release(n)
+    waiting.update({first: 0, second: 1, later: 2})  # both residents run before `later`
+    assert not manager.prefetch(later) and set(manager.resident()) == {first, second}  # nothing evicted either
+    waiting.update({second: 3})  # `second` now runs after `later`: it may make room
+    assert manager.prefetch(later)
+    manager.acquire(later)
+    manager.release(later)
+    assert set(manager.resident()) == {first, later} and manager.stats.prefetch_used == 1
     manager.close()
 
 

@@ -74,7 +74,7 @@ def test_served_profile_refits_batches_and_loads() -> None:
     assert prof.get("a", 2).k_s == 0.001  # the original is untouched
 
 
-def test_a_runtime_is_profiled_on_its_own_sessions_in_a_file_of_its_own(tiny, models_dir: Path) -> None:
+def test_a_runtime_is_profiled_through_its_backend_in_a_file_of_its_own(tiny, models_dir: Path) -> None:
     """On ONNX Runtime a switch reads an expert's weights for its shared graph (from disk; kept weights come back
     from the host tier), batches run through the graph, and a resident expert is charged what it was measured to
     hold."""
@@ -98,10 +98,16 @@ def test_a_runtime_is_profiled_on_its_own_sessions_in_a_file_of_its_own(tiny, mo
         assert all(s > 0 for s in p.batch_latency_s.values())
     again = load_or_profile(zoo, Device("cpu"), models_dir / "profiles", backend=backend)
     assert again.archs.keys() == prof.archs.keys()
-    changed = dict(prof.fingerprint, onnxruntime="0.0.0")  # another runtime version: measured again, not trusted
     data = json.loads(path.read_text())
-    data["fingerprint"] = changed
+    data["fingerprint"] = dict(prof.fingerprint, onnxruntime="0.0.0")  # an upgrade: measured again, not trusted
     path.write_text(json.dumps(data))
-    with pytest.raises(ProfileMismatch):
+    said: list[str] = []
+    upgraded = load_or_profile(zoo, Device("cpu"), models_dir / "profiles", backend=backend, progress=said.append)
+    assert upgraded.fingerprint == prof.fingerprint and upgraded.archs.keys() == prof.archs.keys()
+    assert any("onnxruntime 0.0.0 -> " in line and "measuring again" in line for line in said)
+    assert json.loads(path.read_text())["fingerprint"] == prof.fingerprint  # saved for the next start
+    data["fingerprint"] = dict(prof.fingerprint, name="some other CPU")  # another box's: refused, as for torch
+    path.write_text(json.dumps(data))
+    with pytest.raises(ProfileMismatch, match="--backend onnxruntime"):
         load_or_profile(zoo, Device("cpu"), models_dir / "profiles", backend=backend)
     path.unlink()

@@ -301,7 +301,7 @@ class Simulator:
         if ex.prefetch:
             nxt = ex.next_expert_to_prefetch(expert)
             m = ex.manager
-            if nxt and not m.has(nxt) and not m.unavailable_reason(nxt) and m.begin_load(nxt) is not None:
+            if nxt and not m.has(nxt) and not m.unavailable_reason(nxt) and m.begin_prefetch(nxt) is not None:
                 m.stats.prefetches += 1
                 self._load(m, nxt, pin_for=None)
         ex.started = self.now

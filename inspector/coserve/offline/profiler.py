@@ -219,22 +219,26 @@ def load_or_profile(
     """The device's profile with every architecture of `zoo` in it, measuring what is missing, for `backend`
     (torch when None; a runtime's switches, batches and memory are its own).
 
-    A profile measured elsewhere raises ProfileMismatch unless `force`.
+    A profile of this box under other software (the profile's format, torch's or the runtime's version, the way the
+    backend switches: what an upgrade changes) is measured again, saying why, so an upgraded line comes back up on
+    its own; one measured on another device raises ProfileMismatch unless `force`.
     """
     on_runtime = backend is not None and backend.name != "torch"
     path = profile_path(root, device, backend.name if on_runtime else "torch")
     expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
+    software = {"profile_format", "torch"}
     if on_runtime:
         expect.update({"backend": backend.name, **backend.versions()})
+        software |= set(backend.versions())
     prof = DeviceProfile(expect)
     if path.is_file() and not force:
         old = DeviceProfile.load(path)
-        if old.fingerprint.get("profile_format") != PROFILE_FORMAT and \
-                {k: v for k, v in old.fingerprint.items() if k != "profile_format"} == \
-                {k: v for k, v in expect.items() if k != "profile_format"}:
+        changed = {k for k in set(old.fingerprint) | set(expect) if old.fingerprint.get(k) != expect.get(k)}
+        if changed and changed <= software:
             if progress:
-                progress(f"{path} was measured the older way (format {old.fingerprint.get('profile_format')}): "
-                         "measuring again")
+                progress(f"{path} was measured under other software ("
+                         + ", ".join(f"{k} {old.fingerprint.get(k)} -> {expect.get(k)}" for k in sorted(changed))
+                         + "): measuring again")
         else:
             prof = DeviceProfile.load(path, expect=expect)
     todo: dict[str, tuple[Architecture, str, int]] = {}

@@ -204,28 +204,43 @@ class ExpertManager:
         self._slots[expert].in_use -= 1
         self._cv.notify_all()
 
-    def begin_load(self, expert: str, evict: bool = True) -> list[tuple[str, nn.Module]] | None:
+    def begin_load(self, expert: str, evict: bool = True,
+                   needed_at: int | None = None) -> list[tuple[str, nn.Module]] | None:
         """Make room in the policy's eviction order and reserve `expert`'s bytes.
 
         Returns the evicted (expert, module) pairs, for the caller to retire
         once it has left the lock (freeing weights is not a decision), or None
-        when only pinned experts stand in the way. The time spent here is the
-        EM overhead.
+        when only pinned experts stand in the way (then nothing is evicted).
+        `needed_at` (a prefetch: how many queued groups run before `expert`'s):
+        no expert whose group runs no later is evicted for it, so a prefetch
+        never buys a reload sooner than the load it saves. The time spent here
+        is the EM overhead.
         """
         t0 = time.perf_counter()
         need = self.need(expert)
         evicted: list[tuple[str, nn.Module]] = []
         if self.ledger.free < need and evict:
+            waiting = self._next_use() if needed_at is not None else {}
+            free, victims = self.ledger.free, []
             for victim in self._eviction_order():
-                if self.ledger.free >= need:
+                if free >= need:
                     break
-                evicted.append((victim, self._evict(victim)))
+                if needed_at is not None and waiting.get(victim, needed_at + 1) <= needed_at:
+                    break  # the order puts queued experts last, furthest use first: the rest are needed sooner
+                victims.append(victim)
+                free += self.ledger.size_of(victim)
+            if free >= need:
+                evicted = [(victim, self._evict(victim)) for victim in victims]
         fits = self.ledger.free >= need
         if fits:
             self.ledger.reserve(expert, need)
             self._loading.add(expert)
         self.stats.decision_s += time.perf_counter() - t0
         return evicted if fits else None
+
+    def begin_prefetch(self, expert: str) -> list[tuple[str, nn.Module]] | None:
+        """`begin_load` for a prefetch: room made only from experts needed after `expert` or not queued at all."""
+        return self.begin_load(expert, needed_at=self._next_use().get(expert, 0))
 
     def install(self, expert: str, module: nn.Module | None, tier: str, seconds: float, pin: bool,
                 prefetched: bool = False, initial: bool = False) -> None:
@@ -350,11 +365,12 @@ class ExpertManager:
             self.unpin(expert)
 
     def prefetch(self, expert: str) -> bool:
-        """Start loading `expert` in the background if room can be made without waiting."""
+        """Start loading `expert` in the background if room can be made without waiting and without evicting an
+        expert whose queued group runs before `expert`'s."""
         with self._cv:
             if self.has(expert) or self.unavailable_reason(expert):
                 return False
-            evicted = self.begin_load(expert)
+            evicted = self.begin_prefetch(expert)
             if evicted is None:
                 return False
             self.stats.prefetches += 1
