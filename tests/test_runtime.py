@@ -1,6 +1,7 @@
 """Runtime: ledgers, honest disk reads, the tiered store, zero-copy safetensors."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,29 @@ def test_store_serves_disk_then_host_tier_with_accounting(tmp_path: Path) -> Non
     assert rec2.tier is Tier.HOST
     store.forget_host("e")
     assert host.used == 0 and store.tier_of("e") is Tier.DISK
+
+
+def test_two_pools_reading_one_expert_from_disk_at_once_keep_one_host_copy(tmp_path: Path, monkeypatch) -> None:
+    """Found on an H200 (coserve-paper, 5 of 1000 requests failed with 'host-cache: ... is already reserved'): two
+    executors' pools missed the host tier for the same expert at once and both admitted their read."""
+    store, host, state = _store_with_host_tier(tmp_path)
+    both_read = threading.Barrier(2)
+    read = store._read_disk  # noqa: SLF001 - held back until both fetches have missed the host tier
+
+    def read_together(name: str, slot=None):  # noqa: ANN001, ANN202
+        got = read(name, slot)
+        both_read.wait(5)
+        return got
+
+    monkeypatch.setattr(store, "_read_disk", read_together)
+    out: list[object] = []
+    fetchers = [threading.Thread(target=lambda: out.append(store.fetch("e", Device("cpu"))[0])) for _ in range(2)]
+    for t in fetchers:
+        t.start()
+    for t in fetchers:
+        t.join(10)
+    assert len(out) == 2 and all(torch.equal(s["w"], state["w"]) for s in out)  # both served
+    assert store.host_resident() == ["e"] and host.used == sum(t.numel() * t.element_size() for t in state.values())
 
 
 def test_host_tier_evicts_least_recently_used(tmp_path: Path) -> None:

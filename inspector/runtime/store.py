@@ -210,6 +210,10 @@ class TieredStore:
         if self._pin:
             state = {k: v.pin_memory() for k, v in state.items()}
         with self._lock:
+            kept = self._host.get(name)
+            if kept is not None:  # two pools read it from disk at once (a GPU box's pools): one copy is kept
+                self._host.move_to_end(name)
+                return kept
             while self._host_ledger.free < nbytes and self._host:
                 old, _ = self._host.popitem(last=False)
                 self._host_ledger.release(old)

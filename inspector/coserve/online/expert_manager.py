@@ -423,8 +423,8 @@ class ExpertManager:
         except (WeightsUnavailable, RuntimeError, KeyError, ValueError, OSError) as exc:
             if self.arena is not None:
                 self.arena.free(key)
-            with self._cv:
-                self.abort_load(expert, str(exc))
+            with self._cv:  # a KeyError's text is only its key: name the error, or the failure reads as '...'
+                self.abort_load(expert, f"KeyError: {exc}" if isinstance(exc, KeyError) else str(exc))
             return
         if self.arena is not None and self.arena.holds(key):
             if self.backend.name == "torch":
