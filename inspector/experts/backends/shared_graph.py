@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...runtime.diskio import drop_pages, read_bytes, write_atomically
+from ...runtime.diskio import DIRECT_ALIGN, drop_pages, read_into, round_up, write_atomically
 from ..base import Architecture
 from .base import BackendUnavailable
 from .export import Derived, Exported, Refused, agreement, check_batch, derived, verified_sha256
@@ -118,11 +118,15 @@ def read_weights(path: Path, drop_cache: bool) -> dict[str, np.ndarray]:
     of memory traffic a classifier's switch spends while the other executors compute)."""
     if drop_cache:
         drop_pages(path)  # pages its making or another reader left behind: this read comes from the disk
-    data = read_bytes(path, drop_cache=drop_cache)
+    size = path.stat().st_size
+    raw = np.empty(round_up(size) + DIRECT_ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % DIRECT_ALIGN  # aligned, so a disk read is O_DIRECT: DMA fills it, no CPU copy
+    data = raw[start:start + round_up(size)]
+    data = data[:read_into(path, memoryview(data), drop_cache=drop_cache)]
     try:
-        size = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8:8 + size])
-        start = 8 + size
+        head = int.from_bytes(data[:8].tobytes(), "little")
+        header = json.loads(data[8:8 + head].tobytes())
+        start = 8 + head
         return {name: np.frombuffer(data, dtype=_DTYPES[t["dtype"]], count=int(np.prod(t["shape"], dtype=np.int64)),
                                     offset=start + t["data_offsets"][0]).reshape(t["shape"])
                 for name, t in header.items() if name != "__metadata__"}
