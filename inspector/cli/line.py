@@ -281,12 +281,15 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
 
 
 def backend_flag(p: argparse.ArgumentParser) -> None:
-    from ..experts.backends import BACKENDS
+    from ..experts.backends import AUTO, BACKENDS, resolve
 
-    p.add_argument("--backend", default="torch", choices=BACKENDS,
-                   help="what runs the experts: torch (default), onnxruntime (exported and checked against torch "
-                        "ahead of the line, a switch a session's creation), onnxruntime-int8 (the same, quantised "
-                        "per expert where its verdicts hold, calibrated on the rule set's boards) or openvino")
+    p.add_argument("--backend", default=AUTO, type=resolve, choices=BACKENDS,
+                   metavar="{" + ",".join((AUTO, *BACKENDS)) + "}",
+                   help="what runs the experts: auto (default: onnxruntime on a CPU-only box where it is installed, "
+                        "else torch), torch, onnxruntime (exported and checked against torch ahead of the line; on "
+                        "the CPU one graph an architecture, a switch reads the expert's weights), onnxruntime-int8 "
+                        "(quantised per expert where its verdicts hold, calibrated on the rule set's boards) or "
+                        "openvino")
 
 
 def add_run(p: argparse.ArgumentParser) -> None:

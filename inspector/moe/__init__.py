@@ -6,6 +6,7 @@ Online (serving a request):
 - store.py        expert weights by (layer, expert): read whole or by projection (sub-experts) from the
                   shards, a pool under the shared runtime budget, and the host-RAM tier below it
 - runtime.py      the mechanics every policy shares: slots, reads ahead, staging, the prefill pipeline
+- counters.py     what a pool counts (hits, misses, prefetches, guesses), read by policies and reports
 - offloaded.py    the experts module put in place of transformers' fused one: same math, weights
                   fetched through the runtime
 - engine.py       build the model on the meta device, load the non-expert weights, put the offloaded

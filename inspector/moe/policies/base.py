@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import torch
 
 from ..calibration import Calibration
 from ..checkpoint import ExpertKey
-
-if TYPE_CHECKING:
-    from ..runtime import PoolCounters
+from ..counters import PoolCounters
 
 
 class PoolView(Protocol):
