@@ -185,7 +185,7 @@ def test_the_zoo_build_exports_every_expert_for_the_runtime(demo) -> None:
 
 def test_openvino_gives_the_verdicts_torch_gives_part_by_part(demo, tmp_path: Path) -> None:
     """The same exports compiled by OpenVINO (f32, checked through OpenVINO itself): the same verdicts, switches
-    import a pre-compiled blob with its own note."""
+    compile through a model cache of the expert's own, noted; a damaged cache is made again."""
     pytest.importorskip("openvino")
     torch_v, _ = _verdicts(demo, tmp_path / "torch", "torch")
     # an imported model holds its weights and its activation buffers (measured: about 2.2x the weights), so the
@@ -193,10 +193,20 @@ def test_openvino_gives_the_verdicts_torch_gives_part_by_part(demo, tmp_path: Pa
     ov_v, service = _verdicts(demo, tmp_path / "ov", "openvino", device_mb=160)
     assert ov_v == torch_v and any(v != "pass" for v, _d in torch_v.values())
     backend = service.line.engine.backend
-    assert backend.name == "openvino" and backend.counters()["models_imported"] >= 1
+    assert backend.name == "openvino" and backend.counters()["models_compiled"] >= 1
     home = demo[1].root / "runtime" / "openvino"
-    assert len(list(home.glob("*.blob"))) == len(list(home.glob("*.onnx"))) == len(demo[1].entries)
+    folders = [f for f in (home / "cache").iterdir() if f.is_dir()]
+    assert len(folders) == len(list(home.glob("*.onnx"))) == len(demo[1].entries)  # a model cache an expert
+    assert all(any(f.iterdir()) and f.with_name(f.name + ".json").is_file() for f in folders)  # with its note
     assert not backend.runs_on(torch.device("cuda"))
+    blob = next(next(f for f in folders if "cls-R1K" in f.name).iterdir())
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a damaged cache on disk: compiled into a fresh one, never served
+    blob.write_bytes(bytes(data))
+    arch, sha, _ = _arch_state(demo[1], "cls-R1K")
+    _onnx, folder = backend.model_file(arch, "cls-R1K", sha, _weights(demo[1], "cls-R1K"), demo[1].root / "runtime")
+    assert not blob.exists() or blob.read_bytes() != bytes(data)
+    assert any(folder.iterdir())
 
 
 def test_int8_is_calibrated_on_the_rule_sets_crops_and_kept_only_where_it_agrees(demo, tmp_path: Path,

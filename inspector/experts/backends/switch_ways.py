@@ -6,7 +6,7 @@ Ways: torch reads the weights (O_DIRECT) into a reused module shell; ONNX Runtim
 ONNX file (optimised at creation), from the pre-optimised ORT file, or from that file's bytes (a session then keeps
 a copy), reads the expert's weights for its architecture's shared graph (what the engine does on the CPU), or takes
 back a session kept in the host tier; OpenVINO compiles the ONNX file,
-compiles it through its own model cache, or imports the pre-compiled blob (what the engine does).
+compiles it through its own model cache (what the engine does), or imports a blob exported from a compiled model.
 """
 from __future__ import annotations
 
@@ -116,28 +116,25 @@ def _ort_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: in
 
 
 def _ov_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: int) -> list[Way]:
-    import openvino
-
     arch, sha, home, cpu = zoo.architecture(expert), zoo.entries[expert].weights_sha256, zoo.root / "runtime", \
         torch.device("cpu")
-    blob = backend.model_file(arch, expert, sha, weights, home)
+    onnx, _folder = backend.model_file(arch, expert, sha, weights, home)
     warm = Weights(weights.fetch, drop_cache=False)
-    onnx = blob.with_name(blob.name.split(f".{backend.tag}")[0] + ".onnx")
-    with tempfile.TemporaryDirectory() as cache:
-        core = openvino.Core()
-        core.set_property({"CACHE_DIR": cache})
+    with tempfile.TemporaryDirectory() as tmp:
+        blob = Path(tmp) / "model.blob"
+        exported = backend.compiled(str(onnx)).export_model()
+        blob.write_bytes(exported.getvalue() if hasattr(exported, "getvalue") else bytes(exported))
 
-        def cold() -> None:
-            drop_pages(onnx)
-            for f in Path(cache).iterdir():
-                drop_pages(f)
+        def imported(drop: bool) -> Any:
+            return backend.core.import_model(read_bytes(blob, drop_cache=drop), "CPU", backend.config)
 
         return [
             Way(backend.name, "ONNX read and compiled",
                 *_cold_warm(lambda: backend.compiled(str(onnx)), lambda: drop_pages(onnx), repeats), False),
+            Way(backend.name, "a blob exported from a compiled model, imported",
+                _median_ms(lambda: imported(True), lambda: drop_pages(blob), repeats),
+                _median_ms(lambda: imported(False), lambda: None, repeats), False),
             Way(backend.name, "compiled through its model cache",
-                *_cold_warm(lambda: core.compile_model(str(onnx), "CPU", backend.config), cold, repeats), False),
-            Way(backend.name, "pre-compiled blob imported",
                 _median_ms(lambda: backend.load(arch, expert, sha, weights, cpu, home), lambda: None, repeats),
                 _median_ms(lambda: backend.load(arch, expert, sha, warm, cpu, home), lambda: None, repeats), True),
         ]
