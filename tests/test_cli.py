@@ -13,7 +13,7 @@ from .conftest import TINY
 
 def run(args: list[str], models: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, INSPECTOR_MODELS=str(models), YOLO_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, encoding="utf-8",
                           env=env, cwd=cwd, timeout=600)
 
 
@@ -134,3 +134,16 @@ def test_profile_measures_a_switch_each_way_the_runtimes_allow(models_dir: Path,
     assert float(cached["torch         weights read into a reused shell *"]) > 0  # and from the page cache
     if importlib.util.find_spec("openvino"):
         assert rows["openvino      compiled through its model cache *"] > 0
+
+
+def test_a_table_prints_on_a_plain_ascii_locale(tmp_path: Path) -> None:
+    """A service or terminal with LC_ALL=C (no UTF-8, Python not coercing it): `±` comes out as `?`, the command
+    does not stop."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "LANG", "PYTHONUTF8", "PYTHONIOENC"))}
+    env.update(LC_ALL="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
+    code = "from inspector.cli import printable_anywhere; printable_anywhere(); import sys; " \
+           "print(sys.stdout.encoding, 'spread \\u00b11.7%')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode("ascii")
+    assert "utf" not in out.lower() and "spread ?1.7%" in out

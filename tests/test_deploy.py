@@ -49,7 +49,7 @@ def test_help_builds_no_command_and_imports_nothing_heavy() -> None:
     code = ("import sys\nfrom inspector.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in ('torch', 'transformers', 'PySide6', 'sqlalchemy', 'cv2', 'numpy') "
             "if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, encoding="utf-8", cwd=REPO)
     assert r.returncode == 0 and r.stdout.strip().endswith("[]"), r.stdout + r.stderr
     assert "kiosk" in r.stdout and "llm" in r.stdout
 
@@ -58,7 +58,8 @@ def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
     env = base_env(tmp_path)
     for argv, extra in ((["llm", "chat"], "llm"), (["gui"], "gui"),
                         (["export", "--csv", "-", "--db", "postgresql+psycopg2://u@127.0.0.1:1/x"], "postgres")):
-        r = subprocess.run([sys.executable, "-m", "inspector.cli", *argv], capture_output=True, text=True, env=env)
+        r = subprocess.run([sys.executable, "-m", "inspector.cli", *argv], capture_output=True, encoding="utf-8",
+                           env=env)
         assert r.returncode == 2 and f"pip install 'inspector[{extra}]'" in r.stderr, (argv, r.stderr)
 
 
@@ -109,7 +110,7 @@ def test_headless_kiosk_without_the_extras_serves_reloads_and_logs_for_journald(
     env = base_env(tmp_path, INSPECTOR_CONFIG=str(config), NOTIFY_SOCKET=str(notify.path),
                    JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}")
     proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "kiosk"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=log, text=True)
+                            stderr=log, encoding="utf-8")
     try:
         assert notify.wait_for("READY=1", 120), Path(log.name).read_text()[-4000:]
         drop(inbox, ["D0", "D1"], seed=3)
@@ -164,15 +165,15 @@ def test_an_interrupted_zoo_build_resumes_from_the_experts_it_finished(tmp_path:
         "recipe = {**TINY_RECIPE, 'per_type': 40, 'classifier_cap': 40, 'classifier_epochs': 1, 'detector_cap': 16,"
         " 'detector_epochs': 1, 'val_per_type': 6}\n"
         "build_demo_zoo(Path(sys.argv[1]), [DEMO_RULES], recipe=recipe, progress=print, workers=1)\n")
-    first = subprocess.Popen([sys.executable, "-c", script, str(root)], cwd=REPO, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "YOLO_OFFLINE": "1"})
+    first = subprocess.Popen([sys.executable, "-c", script, str(root)], cwd=REPO, stdout=subprocess.PIPE,
+                             encoding="utf-8", env={**os.environ, "YOLO_OFFLINE": "1"})
     partial = wait_until(lambda: next(iter(root.glob("partial-*.json")), None), 300, 0.05)
     assert partial is not None, "no expert finished"
     first.send_signal(signal.SIGKILL)  # a power cut in the middle of the next expert
     first.wait(30)
     kept = {e["name"]: e["weights_sha256"] for e in json.loads(partial.read_text())["experts"]}
     assert kept and not (root / "manifest.json").exists()
-    second = subprocess.run([sys.executable, "-c", script, str(root)], cwd=REPO, capture_output=True, text=True,
+    second = subprocess.run([sys.executable, "-c", script, str(root)], cwd=REPO, capture_output=True, encoding="utf-8",
                             env={**os.environ, "YOLO_OFFLINE": "1"}, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"{len(kept)} experts trained before are kept" in second.stdout

@@ -20,7 +20,7 @@ INSTALL_FLAGS = ("--no-apt", "--system-site-packages", "--python", sys.executabl
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("stage")
     r = subprocess.run(["bash", str(INSTALLER / "install.sh"), *INSTALL_FLAGS, "--dest", str(dest)],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, encoding="utf-8", timeout=600)
     assert r.returncode == 0, r.stderr + r.stdout
     # --system-site-packages stands for the box's image (torch preinstalled); here the image is whatever environment
     # runs the tests (a fresh virtualenv, the interpreter's own site-packages, a user site): every site-packages
@@ -65,18 +65,18 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     # the installed program runs outside the checkout and finds its shipped rule sets
     py = staged / "opt/inspector/venv/bin/python"
     r = subprocess.run([str(py), "-c", "from inspector.app.run import RULES_DIR; print(RULES_DIR)"],
-                       capture_output=True, text=True, cwd=tmp_path)
+                       capture_output=True, encoding="utf-8", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rules_dir = Path(r.stdout.strip())
     assert REPO not in rules_dir.parents and (rules_dir / "board_a.yaml").is_file()
     r = subprocess.run([str(staged / "opt/inspector/venv/bin/inspector"), "kiosk", "--help"],
-                       capture_output=True, text=True, cwd=tmp_path)
+                       capture_output=True, encoding="utf-8", cwd=tmp_path)
     assert r.returncode == 0 and "--listen" in r.stdout
     # the rendered config file is valid for the installed program (paths rewritten into the staging tree)
     staged_config = tmp_path / "inspector.yaml"
     staged_config.write_text(config.replace("/var/lib/inspector", str(staged / "var/lib/inspector")))
     r = subprocess.run([str(staged / "opt/inspector/venv/bin/inspector"), "--config", str(staged_config), "config",
-                        "check"], capture_output=True, text=True, cwd=tmp_path)
+                        "check"], capture_output=True, encoding="utf-8", cwd=tmp_path)
     assert r.returncode == 0 and ": ok (kiosk, gui, db prune)" in r.stdout, r.stdout + r.stderr
 
 
@@ -89,7 +89,7 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
     rules.write_text(rules.read_text() + "\n# tuned on line 3\n")
     token = (staged / "etc/inspector/api-token").read_text()
     r = subprocess.run(["bash", str(INSTALLER / "install.sh"), *INSTALL_FLAGS, "--dest", str(staged)],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, encoding="utf-8", timeout=600)
     assert r.returncode == 0, r.stderr
     assert env.read_text() == "INSPECTOR_ARGS=--source camera:0\n"
     assert rules.read_text().endswith("# tuned on line 3\n") and config.read_text().endswith("# line 3\n")
@@ -115,7 +115,7 @@ def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
         units[name].write_text(text)
     (tmp_path / "kiosk.env").write_text("INSPECTOR_RETAIN_DAYS=30\n")
     (tmp_path / "llm.env").write_text("INSPECTOR_LLM_ARGS=--threads 1\n")
-    r = subprocess.run([analyze, "verify", *map(str, units.values())], capture_output=True, text=True)
+    r = subprocess.run([analyze, "verify", *map(str, units.values())], capture_output=True, encoding="utf-8")
     complaints = [ln for ln in (r.stdout + r.stderr).splitlines() if any(u in ln for u in units)]
     assert r.returncode == 0 and not complaints, complaints
     text = units["inspector-kiosk.service"].read_text()
@@ -136,7 +136,7 @@ def test_units_are_hardened(name: str, tmp_path: Path) -> None:
         text = text.replace(key, value)
     (tmp_path / name).write_text(text)
     r = subprocess.run([analyze, "security", "--offline=true", "--threshold=30", str(tmp_path / name)],
-                       capture_output=True, text=True)
+                       capture_output=True, encoding="utf-8")
     if "--offline" in r.stderr and "unrecognized" in r.stderr:
         pytest.skip("this systemd-analyze cannot score a unit file offline (systemd < 252)")
     score = float(r.stdout.rsplit("exposure level for", 1)[1].split(":")[1].split()[0])

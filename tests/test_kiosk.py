@@ -113,7 +113,7 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
         [sys.executable, "-m", "inspector.cli", "--models", str(root / "models"), "kiosk", "--rules", str(rules),
          "--zoo", str(zoo.root), "--source", f"watch:{inbox}", "--data", str(data), "--device-mb", "40",
          "--listen", f"127.0.0.1:{port}", "--mqtt", f"127.0.0.1:{broker.port}", "--log-every", "1"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8")
     try:
         assert notify.wait_for("READY=1", 120), proc.stderr.read() if proc.poll() is not None else "no READY"
         code, body = get(f"{base}/health")

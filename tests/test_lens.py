@@ -113,14 +113,14 @@ def test_the_calibrate_and_reference_commands_write_one_file(tmp_path: Path) -> 
     out = tmp_path / "cam.json"
     spec = "tilt=1:-1,k1=-0.06,vignette=0.25,cast=0.1"
     cal = subprocess.run([sys.executable, "-m", "inspector.cli", "camera", "calibrate", "--synthetic", spec,
-                          "--out", str(out)], capture_output=True, text=True, timeout=300)
+                          "--out", str(out)], capture_output=True, encoding="utf-8", timeout=300)
     assert cal.returncode == 0, cal.stderr
     assert "rectified" in cal.stdout and "k1 -0.0" in cal.stdout
     ref = subprocess.run([sys.executable, "-m", "inspector.cli", "camera", "reference", "--synthetic", spec,
-                          "--out", str(out)], capture_output=True, text=True, timeout=300)
+                          "--out", str(out)], capture_output=True, encoding="utf-8", timeout=300)
     assert ref.returncode == 0, ref.stderr
     doc = json.loads(out.read_text())
     assert doc["lens"]["rectify"] is not None and doc["flat_field"]["level"] > 100
     bad = subprocess.run([sys.executable, "-m", "inspector.cli", "camera", "calibrate", "--pattern", "9by6",
-                          "--out", str(out), "x.png"], capture_output=True, text=True, timeout=300)
+                          "--out", str(out), "x.png"], capture_output=True, encoding="utf-8", timeout=300)
     assert bad.returncode != 0 and "COLSxROWS" in bad.stderr

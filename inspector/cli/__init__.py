@@ -114,9 +114,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def printable_anywhere() -> None:
+    """Tables print `±` and `…`: on a terminal or service whose locale is plain ASCII (LC_ALL=C), a character the
+    stream cannot encode becomes `?` instead of stopping the command."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if encoding != "utf8" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..logs import setup
 
+    printable_anywhere()
     argv = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("YOLO_OFFLINE", "1")
     try:

@@ -36,7 +36,8 @@ def marginal_rss(make: Callable[[], Any], run: Callable[[Any], None], count: int
 def measured_in_fresh_process(module: str, args: list[str], what: str) -> int:
     """Run `python -m module args...` (whose last printed word is a byte count) with glibc's mmap threshold fixed."""
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(1 << 20)}
-    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, encoding="utf-8", timeout=300,
+                          env=env)
     if done.returncode != 0:
         raise BackendUnavailable(f"measuring {what} failed: {done.stderr.strip()[-400:]}")
     return int(done.stdout.split()[-1])
