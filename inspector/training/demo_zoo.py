@@ -120,7 +120,8 @@ def export_runtime(zoo: Zoo, say: Callable[[str], None]) -> int:
     except (ImportError, RuntimeError):
         return 0
     done = prepare_zoo(zoo, backend, say)  # a refused expert is served on torch; the line says why on first use
-    say(f"exported {done.made} experts to ONNX for --backend onnxruntime in {done.seconds:.0f} s")
+    say(f"made {done.made} ONNX Runtime files for {len(zoo.entries) - len(done.refused)} experts (checked exports, "
+        f"shared graphs' weights) in {done.seconds:.0f} s")
     return done.made
 
 
