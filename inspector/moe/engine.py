@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, DynamicCache
 from ..runtime.memory import DeviceBudget
 from .calibration import Calibration
 from .checkpoint import CheckpointError, MoECheckpoint
+from .counters import GuessRates
 from .kernels import RowKernels
 from .offloaded import OffloadedExperts
 from .policies import MoEPolicy, get_policy
@@ -40,7 +41,7 @@ class BudgetTooSmall(ValueError):
 
 
 @dataclass
-class GenStats:
+class GenStats(GuessRates):
     tokens: int = 0
     prompt_tokens: int = 0
     ttft_s: float = 0.0
@@ -65,14 +66,6 @@ class GenStats:
     predicted: int = 0
     predicted_right: int = 0
     step_experts: int = 0  # distinct experts the decode steps it was in ran (a batch's rows are charged alike)
-
-    @property
-    def prediction_accuracy(self) -> float | None:
-        return self.predicted_right / self.predicted if self.predicted else None
-
-    @property
-    def utilisation(self) -> float | None:
-        return self.predicted_right / self.guessed if self.guessed else None
 
     @property
     def tokens_per_s(self) -> float:

@@ -20,7 +20,6 @@ onnxruntime-gpu wheel is installed; there the plain model is loaded and optimise
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import threading
 from collections import OrderedDict
@@ -35,10 +34,10 @@ import torch
 from ...runtime.diskio import drop_pages
 from ..base import Architecture, Prediction
 from .base import Backend, BackendUnavailable, Weights
-from .export import derived, exported
+from .export import Exported, derived, exported
 from .footprint import marginal_rss, measured_in_fresh_process
 from .int8 import quantised
-from .shared_graph import SharedWeights, Shells, read_weights, shared_files
+from .shared_graph import SharedFiles, SharedWeights, Shells, read_weights, shared_files
 
 
 @dataclass
@@ -129,8 +128,7 @@ class OnnxRuntimeBackend(Backend):
                    home: Path, cuda: bool = False) -> tuple[Path, bool]:
         """(the file a switch reads, whether it is pre-optimised), made now when missing or damaged; a CUDA session
         reads the plain model and is optimised for the GPU at creation."""
-        made = exported(arch, expert, weights_sha256, lambda: weights.fetch()[0], home, self.session)
-        self.exports += made.made
+        made = self.exported(arch, expert, weights_sha256, weights, home)
         if self.precision == "int8":
             try:
                 made = quantised(arch, made, weights.calibration, self.session)
@@ -152,43 +150,54 @@ class OnnxRuntimeBackend(Backend):
 
         return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.ort"), made, self.tag, optimise).path, True
 
-    def shared_file(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
-                    home: Path) -> Path | None:
-        """The expert's weights file for its architecture's shared graph, made now when missing; None where this
+    def exported(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                 home: Path) -> Exported:
+        """The expert's checked ONNX export, made now when missing or damaged (only then are its weights read)."""
+        made = exported(arch, expert, weights_sha256, lambda: weights.fetch()[0], home, self.session)
+        self.exports += made.made
+        return made
+
+    def shared(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+               home: Path) -> SharedFiles | None:
+        """The expert's weights file and its architecture's shared graph, made now when missing; None where this
         backend shares no graph or the split was refused (the reason kept in `own_graph`)."""
         if not self.shared_graph:
             return None
-        made = exported(arch, expert, weights_sha256, lambda: weights.fetch()[0], home, self.session)
-        self.exports += made.made
+        made = self.exported(arch, expert, weights_sha256, weights, home)
 
         def optimise(src: Path, dst: Path) -> None:
             self.ort.InferenceSession(str(src), self.options(True, save_to=dst), providers=self.providers(False))
 
         try:
-            done = shared_files(arch, made, self.tag, optimise, self.session)
+            files = shared_files(arch, made, self.tag, optimise, self.session)
         except BackendUnavailable as exc:
             with self._lock:
                 self.own_graph[expert] = str(exc)
             return None
-        self.exports += done.made
-        return done.path
+        self.exports += files.made
+        return files
+
+    def shared_file(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
+                    home: Path) -> Path | None:
+        """The expert's weights file for its shared graph (`shared`), or None."""
+        files = self.shared(arch, expert, weights_sha256, weights, home)
+        return None if files is None else files.weights
 
     def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                 home: Path) -> None:
-        if self.shared_file(arch, expert, weights_sha256, weights, home) is None:
+        if self.shared(arch, expert, weights_sha256, weights, home) is None:
             self.model_file(arch, expert, weights_sha256, weights, home)
 
     def resident_bytes(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                        home: Path, batch: int) -> int:
         """What one resident session of `expert` holds, measured in a fresh process (this one's heap reuses what
         earlier work freed, which would hide it); never less than its model file (on a shared graph: its weights)."""
-        shared = self.shared_file(arch, expert, weights_sha256, weights, home)
+        shared = self.shared(arch, expert, weights_sha256, weights, home)
         if shared is not None:
-            graph = shared.parent / json.loads(shared.with_suffix(".json").read_text(encoding="utf-8"))["graph"]
-            held = measured_in_fresh_process(f"{__package__}.shared_graph", [str(graph), str(shared),
+            held = measured_in_fresh_process(f"{__package__}.shared_graph", [str(shared.graph), str(shared.weights),
                                              str(self.threads), str(arch.input_size), str(batch)],
                                              f"the weights of {expert}")
-            return max(held, shared.stat().st_size)
+            return max(held, shared.weights.stat().st_size)
         path, optimised = self.model_file(arch, expert, weights_sha256, weights, home)
         held = measured_in_fresh_process(__name__, [str(path), "1" if optimised else "0", str(self.threads),
                                                     str(arch.input_size), str(batch)], f"a session of {expert}")
@@ -210,12 +219,12 @@ class OnnxRuntimeBackend(Backend):
         if not self.runs_on(device):
             raise BackendUnavailable(f"{expert}: ONNX Runtime here has no CUDA execution provider (pip install "
                                      "onnxruntime-gpu), so it cannot serve a GPU pool; run with --backend torch")
-        shared = None if cuda else self.shared_file(arch, expert, weights_sha256, weights, home)
+        shared = None if cuda else self.shared(arch, expert, weights_sha256, weights, home)
         if shared is not None:
-            graph = shared.parent / json.loads(shared.with_suffix(".json").read_text(encoding="utf-8"))["graph"]
-            feeds = read_weights(shared, weights.drop_cache)
+            feeds = read_weights(shared.weights, weights.drop_cache)
             self.read += 1
-            return SharedWeights(expert, weights_sha256, graph, feeds, sum(a.nbytes for a in feeds.values())), "disk"
+            return SharedWeights(expert, weights_sha256, shared.graph, feeds,
+                                 sum(a.nbytes for a in feeds.values())), "disk"
         path, optimised = self.model_file(arch, expert, weights_sha256, weights, home, cuda)
         if weights.drop_cache:
             drop_pages(path)  # the runtime reads the file itself: from the disk, as a switch from disk does

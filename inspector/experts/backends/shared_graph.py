@@ -16,7 +16,6 @@ split does not reproduce is refused here, kept in its note, and served by a sess
 from __future__ import annotations
 
 import hashlib
-import json
 import tempfile
 import threading
 from collections.abc import Callable
@@ -28,9 +27,10 @@ import numpy as np
 import torch
 
 from ...runtime.diskio import DIRECT_ALIGN, drop_pages, read_into, round_up, write_atomically
+from ...runtime.safetensors_io import CorruptWeights, parse
 from ..base import Architecture
 from .base import BackendUnavailable
-from .export import Derived, Exported, Refused, agreement, check_batch, derived, verified_sha256
+from .export import Exported, Refused, agreement, check_batch, derived, verified_sha256
 
 
 @dataclass
@@ -72,8 +72,17 @@ def graph_path(home: Path, graph: bytes, tag: str) -> Path:
     return home / f"graph-{hashlib.sha256(graph).hexdigest()[:12]}.{tag}.onnx"
 
 
+@dataclass(frozen=True)
+class SharedFiles:
+    """What a switch reads for an expert on a shared graph: its weights file, and its architecture's graph."""
+
+    weights: Path
+    graph: Path
+    made: int  # files made now
+
+
 def shared_files(arch: Architecture, made: Exported, tag: str,
-                 optimise: Callable[[Path, Path], None], session_of: Callable[[bytes | str], Any]) -> Derived:
+                 optimise: Callable[[Path, Path], None], session_of: Callable[[bytes | str], Any]) -> SharedFiles:
     """The expert's weights file beside `made` (its note names the shared graph), made and checked now when missing,
     damaged or stale; `Refused` (kept in the note) where graph and weights together do not give the export's
     outputs. `optimise(src, dst)` writes the runtime's fully optimised ONNX of `src` to `dst`."""
@@ -106,16 +115,12 @@ def shared_files(arch: Architecture, made: Exported, tag: str,
     if not graph.is_file() or verified_sha256(graph) != done.note["graph_sha256"]:
         weights_file.with_suffix(".json").unlink(missing_ok=True)  # the shared graph is gone or damaged: again
         done = derived(weights_file, made, tag, make)
-    return done
-
-
-_DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32, "I8": np.int8, "U8": np.uint8}
+    return SharedFiles(done.path, home / done.note["graph"], int(done.made))
 
 
 def read_weights(path: Path, drop_cache: bool) -> dict[str, np.ndarray]:
     """An expert's weights from its file (from the disk when `drop_cache`, as every switch from disk reads): views
-    into the one buffer read, not copies of it (safetensors' own loader copies every tensor out of the bytes, 19 MiB
-    of memory traffic a classifier's switch spends while the other executors compute)."""
+    into the one buffer read (runtime/safetensors_io.py), not copies of it."""
     if drop_cache:
         drop_pages(path)  # pages its making or another reader left behind: this read comes from the disk
     size = path.stat().st_size
@@ -124,13 +129,8 @@ def read_weights(path: Path, drop_cache: bool) -> dict[str, np.ndarray]:
     data = raw[start:start + round_up(size)]
     data = data[:read_into(path, memoryview(data), drop_cache=drop_cache)]
     try:
-        head = int.from_bytes(data[:8].tobytes(), "little")
-        header = json.loads(data[8:8 + head].tobytes())
-        start = 8 + head
-        return {name: np.frombuffer(data, dtype=_DTYPES[t["dtype"]], count=int(np.prod(t["shape"], dtype=np.int64)),
-                                    offset=start + t["data_offsets"][0]).reshape(t["shape"])
-                for name, t in header.items() if name != "__metadata__"}
-    except (ValueError, KeyError, TypeError) as exc:
+        return {name: tensor.numpy() for name, tensor in parse(memoryview(data)).items()}
+    except CorruptWeights as exc:
         raise BackendUnavailable(f"{path}: not a weights file this backend wrote ({exc}); delete it and its .json "
                                  "note, and the next load makes it again") from None
 

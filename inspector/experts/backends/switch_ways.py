@@ -10,7 +10,6 @@ compiles it through its own model cache (what the engine does), or imports a blo
 """
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
 import time
@@ -87,7 +86,7 @@ def _ort_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: in
     arch, sha, home, cpu = zoo.architecture(expert), zoo.entries[expert].weights_sha256, zoo.root / "runtime", \
         torch.device("cpu")
     ort_file, _ = backend.model_file(arch, expert, sha, weights, home)
-    shared = backend.shared_file(arch, expert, sha, weights, home)
+    shared = backend.shared(arch, expert, sha, weights, home)
     plain = home / f"{expert}-{(sha or 'unversioned')[:12]}.onnx"
     out = [
         Way(backend.name, "plain ONNX, optimised at creation",
@@ -101,10 +100,10 @@ def _ort_ways(backend: Any, zoo: Zoo, expert: str, weights: Weights, repeats: in
                        repeats), False),
     ]
     if shared is not None:
-        graph = home / json.loads(shared.with_suffix(".json").read_text(encoding="utf-8"))["graph"]
-        backend.shells.of(graph)  # opened once a process and thread, as the engine does
+        backend.shells.of(shared.graph)  # opened once a process and thread, as the engine does
         out.append(Way(backend.name, "weights read for the shared graph", *_cold_warm(
-            lambda: read_weights(shared, drop_cache=False), lambda: drop_pages(shared), repeats), True))
+            lambda: read_weights(shared.weights, drop_cache=False), lambda: drop_pages(shared.weights), repeats),
+            True))
     backend.keep(1 << 40)
     backend.retire(arch, backend.load(arch, expert, sha, weights, cpu, home)[0], cpu)
 
