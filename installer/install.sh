@@ -122,6 +122,8 @@ render "$SRC/installer/inspector-llm.service" "$R/etc/systemd/system/inspector-l
 [ "$DESKTOP" = 1 ] && render "$SRC/installer/inspector-dashboard.desktop" "$R/usr/share/applications/inspector-dashboard.desktop"
 install -d "$R$PREFIX/share"
 install -m 0644 "$SRC/installer/grafana-inspector.json" "$R$PREFIX/share/grafana-inspector.json"
+install -m 0644 "$SRC/installer/prometheus-alerts.yml" "$R$PREFIX/share/prometheus-alerts.yml"
+install -m 0644 "$SRC/installer/postgres-roles.sql" "$R$PREFIX/share/postgres-roles.sql"
 
 if [ "$MAKE_USER" = 1 ]; then
   chown -R "$USER_NAME:$USER_NAME" "$DATA"

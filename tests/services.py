@@ -72,9 +72,28 @@ class Postgres:
     def url(self, db: str = "postgres") -> str:
         return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{db}"
 
-    def create_db(self, name: str) -> str:
+    def create_db(self, name: str, upgraded: bool = True) -> str:
+        """A new database, brought to this release's schema as a plant's deploy step does (`inspector db
+        upgrade`: a shared database's schema is never changed by the boxes that use it), or left empty."""
         self._run(_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        if upgraded:
+            from inspector.results.revisions import upgrade
+            from inspector.results.store import open_engine
+
+            engine = open_engine(self.url(name))
+            upgrade(engine)
+            engine.dispose()
         return self.url(name)
+
+    def psql(self, db: str, *args: str, user: str = "postgres") -> str:
+        """psql on `db` (as the superuser by default): `-c SQL` or `-f FILE`; its output."""
+        done = subprocess.run([_pg_bin("psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", user, "-d", db,
+                               "-v", "ON_ERROR_STOP=1", "-q", "-X", *args], check=True, capture_output=True,
+                              text=True)
+        return done.stdout
+
+    def url_as(self, user: str, db: str) -> str:
+        return f"postgresql+psycopg2://{user}@127.0.0.1:{self.port}/{db}"
 
     def stop(self) -> None:
         subprocess.run([*self.as_user, _pg_bin("pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],

@@ -198,7 +198,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
 
     store = backend.store()
     assert reviews_of(store, [uuid])[(uuid, ref)].call == "false_call"
-    assert review_rates(store)[component].false_calls == 1
+    assert review_rates(store, backend.scope())[component].false_calls == 1
     window.tabs.setCurrentWidget(line)
     qtbot.waitUntil(lambda: line.defects.count() > 0, timeout=10_000)
     line.defects.setCurrentRow(0)

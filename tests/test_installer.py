@@ -50,6 +50,8 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     assert "INSPECTOR_TOKEN_FILE=/etc/inspector/api-token" in unit
     assert "INSPECTOR_CONFIG=/etc/inspector/inspector.yaml" in unit and "ExecReload=/bin/kill -HUP $MAINPID" in unit
     assert (staged / "opt/inspector/share/grafana-inspector.json").is_file()
+    assert (staged / "opt/inspector/share/postgres-roles.sql").is_file()
+    assert (staged / "opt/inspector/share/prometheus-alerts.yml").is_file()
     token = staged / "etc/inspector/api-token"
     assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text().strip()) >= 32
     secrets = [ln for ln in env.splitlines() if "SECRET" in ln and not ln.startswith("#")]

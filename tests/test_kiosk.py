@@ -81,6 +81,17 @@ class NotifySocket:
         self.sock.close()
 
 
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of the sample `name` whose labels include `labels`, in a /metrics page (None: no such sample)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                return sample.value
+    return None
+
+
 def wait_until(check, timeout: float = 30.0, every: float = 0.1):  # noqa: ANN001, ANN201
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -124,11 +135,13 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
         assert status["boards"] == 3 and status["parts"] == 9 and status["line"]["recipe"] == "mini"
         _, metrics = get(f"{base}/metrics")
         text = metrics.decode()
-        assert "inspector_parts_total 9.0" in text and "inspector_expert_switches_total" in text
-        assert "inspector_boards_registered_total 3.0" in text  # the mini recipe has fiducials
-        assert "inspector_boards_registration_failed_total 0.0" in text
+        here = {"line": "line-1", "station": "aoi-1"}  # every sample says which line and station it is of
+        assert metric(text, "inspector_parts_total", **here) == 9.0 and "inspector_expert_switches_total" in text
+        assert metric(text, "inspector_boards_registered_total", **here) == 3.0  # the mini recipe has fiducials
+        assert metric(text, "inspector_boards_registration_failed_total", **here) == 0.0
+        assert metric(text, "process_resident_memory_bytes", **here) is not None
         assert status["registration"]["registered"] == 3 and status["registration"]["residual_px_max"] < 1.0
-        assert 'inspector_pool_capacity_bytes{pool="cpu/pool"}' in text
+        assert metric(text, "inspector_pool_capacity_bytes", pool="cpu/pool", **here) is not None
         assert notify.wait_for("WATCHDOG=1", 5)  # work is flowing: the watchdog is pinged
 
         # a broken edit is refused with its line; the running set stays in force

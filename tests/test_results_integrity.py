@@ -17,7 +17,9 @@ from sqlalchemy import text
 from inspector.results.credentials import database_url
 from inspector.results.export import export_csv
 from inspector.results.records import BoardRecord
+from inspector.results.revisions import read_state
 from inspector.results.schema import Base
+from inspector.results.scope import Scope
 from inspector.results.spool import Spool
 from inspector.results.store import Filters, ResultStore, SchemaTooNew, parse_when, sqlite_url
 from inspector.results.writer import ResultWriter
@@ -127,7 +129,18 @@ def test_a_newer_schema_names_both_revisions(tmp_path: Path) -> None:
     s = ResultStore(url)
     with s.engine.begin() as c:
         c.execute(text("UPDATE alembic_version SET version_num = '0099'"))
-    with pytest.raises(SchemaTooNew, match="revision 0099, which this release does not know .*up to 0005"):
+    with pytest.raises(SchemaTooNew, match="revision 0099, which this release does not know .*up to 0006"):
+        ResultStore(url)
+    # a newer release's additive revision, recorded by its `db upgrade`: this release keeps running on it
+    with s.engine.begin() as c:
+        c.execute(text("UPDATE schema_record SET revision = '0099', runs_with = '0005', release = '9.9'"))
+    ResultStore(url).write([board("ON-0099", 0)])
+    assert "a newer release (9.9) upgraded it; its code runs with releases from revision 0005; this release runs " \
+           "on it" in read_state(s.engine).describe()
+    # ... but not on a contracting one (runs only with its own release's code)
+    with s.engine.begin() as c:
+        c.execute(text("UPDATE schema_record SET runs_with = '0099'"))
+    with pytest.raises(SchemaTooNew, match="runs only with releases from revision 0099: upgrade this box"):
         ResultStore(url)
 
 
@@ -166,6 +179,8 @@ def test_a_database_password_never_comes_from_the_command_line(tmp_path: Path, m
 
 
 def test_db_prune_deletes_what_is_older_than_the_retention(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """Of its own line only: a plant's shared database holds other lines' boards, pruned by their own boxes (or
+    by a plant-wide prune asked for with --all-lines)."""
     import os
 
     from inspector.cli import main
@@ -175,7 +190,9 @@ def test_db_prune_deletes_what_is_older_than_the_retention(tmp_path: Path, capsy
     store = ResultStore(sqlite_url(data / "results.sqlite"))
     now = datetime.now(timezone.utc)
     old, new = now - timedelta(days=40), now - timedelta(days=2)
-    store.write([BoardRecord("OLD", "a", "v", old, old), board("NEW", 0)])
+    store.write([BoardRecord("OLD", "a", "v", old, old), board("NEW", 0),
+                 BoardRecord("OTHER-LINE", "a", "v", old, old, line="line-2"),
+                 BoardRecord("OTHER-STATION", "a", "v", old, old, station="aoi-2")])
     with store.engine.begin() as c:
         c.execute(text("UPDATE inspections SET started_at = :t WHERE board_serial = 'NEW'"),
                   {"t": new.replace(tzinfo=None)})
@@ -187,7 +204,13 @@ def test_db_prune_deletes_what_is_older_than_the_retention(tmp_path: Path, capsy
         (archive / name).write_bytes(b"x")
         os.utime(archive / name, (when.timestamp(), when.timestamp()))
     assert main(["db", "prune", "--retain-days", "30", "--data", str(data), "--archive", str(archive)]) == 0
-    assert "1 boards, 1 day(s) of crops, 1 archived image(s)" in capsys.readouterr().out
+    assert "1 boards (line line-1, station aoi-1), 1 day(s) of crops, 1 archived image(s)" in capsys.readouterr().out
+    assert [i.board_serial for i in store.inspections()] == ["NEW", "OTHER-LINE", "OTHER-STATION"]
+    assert store.count() == (3, 2) and store.count(Scope("line-2", "aoi-1")) == (1, 0)
+    assert main(["db", "prune", "--retain-days", "30", "--data", str(data), "--station", "aoi-2"]) == 0
+    assert [i.board_serial for i in store.inspections()] == ["NEW", "OTHER-LINE"]
+    assert main(["db", "prune", "--retain-days", "30", "--data", str(data), "--all-lines"]) == 0
+    assert "1 boards (every line)" in capsys.readouterr().out
     assert [i.board_serial for i in store.inspections()] == ["NEW"] and store.count() == (1, 2)
     assert [p.name for p in (data / "crops").iterdir()] == [new.strftime("%Y-%m-%d")]
     assert [p.name for p in archive.iterdir()] == ["new.png"]

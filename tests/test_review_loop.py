@@ -25,11 +25,13 @@ from inspector.experts.zoo import Zoo
 from inspector.results.dataset import export_dataset, split_of
 from inspector.results.export import export_csv
 from inspector.results.reviews import ReviewRefused, ReviewRequest, record_review, review_rates, reviews_of
+from inspector.results.scope import PLANT
 from inspector.results.store import ResultStore, sqlite_url
 from inspector.routing.rules import parse_rules
 from inspector.runtime.safetensors_io import parse
 from inspector.training.retrain import format_scores, retrain_classifier
 
+from .test_kiosk import metric
 from .test_results import board
 from .test_routing_rules import GOOD
 
@@ -54,7 +56,7 @@ def test_reviews_round_trip_through_the_database(store: ResultStore) -> None:
         ReviewRequest.parse({"inspection_id": ids["B1"], "ref": "D1", "call": "false_call", "correct_class": "bridge"})
     # reviewing again replaces the review
     record_review(store, ReviewRequest(ids["B3"], "D1", "false_call", reviewer="ben"))
-    rates = review_rates(store)
+    rates = review_rates(store, PLANT)
     assert (rates["D-SOD123"].parts, rates["D-SOD123"].flagged) == (3, 2)
     assert (rates["D-SOD123"].false_calls, rates["D-SOD123"].confirmed) == (2, 0)
     assert rates["D-SOD123"].false_call_rate == pytest.approx(2 / 3)
@@ -301,10 +303,12 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
         row = next(r for r in rates["component_types"] if r["component_type"] == part.component_type)
         assert row["escapes" if call_name == "escape" else "false_calls"] == 1
         metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-        assert f'inspector_reviews_total{{call="{call_name}",component_type="{part.component_type}"}} 1.0' in metrics
+        here = {"line": "line-1", "station": "aoi-1"}
+        assert metric(metrics, "inspector_reviewed_parts", call=call_name, component_type=part.component_type,
+                      **here) == 1.0
         assert 'inspector_false_call_rate{component_type=' in metrics
         first = own_zoo.entries["cls-R1K"].weights_sha256
-        assert f'inspector_expert_weights_info{{expert="cls-R1K",sha256="{first}"}}' in metrics
+        assert metric(metrics, "inspector_expert_weights_info", expert="cls-R1K", sha256=first, **here) == 1.0
         code, experts = call("/experts")
         assert experts["experts"]["cls-R1K"]["serving"] == own_zoo.entries["cls-R1K"].weights_sha256
         assert new in [v["weights_sha256"] for v in experts["experts"]["cls-R1K"]["versions"]]

@@ -27,6 +27,7 @@ import numpy as np
 from inspector.app.allocation import Allocation
 from inspector.app.controller import LineController, LineSetup
 from inspector.results.reviews import ReviewRequest, record_review
+from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
 from inspector.routing.rules import RuleSet, body_box, parse_rules
 
@@ -143,6 +144,10 @@ class LocalBackend:
         if self._store is None:
             self._store = ResultStore(self.controller.db_url)
         return self._store
+
+    def scope(self) -> Scope:
+        """The line this dashboard runs: its results are the ones shown, whoever else shares the database."""
+        return self.setup.service.line.scope
 
     def start(self, source: str | None = None) -> None:
         if source:
@@ -320,6 +325,14 @@ class AttachedBackend:
         self._call("POST", "/camera/settings", json.dumps(settings).encode(), timeout=20.0)
         return "the kiosk's camera took the settings (and saved them for its next start)"
 
+    def scope(self) -> Scope | None:
+        """The kiosk's line and station, as its /status says; None until it has answered (nothing is shown
+        before: in a plant's shared database another line's newest board is not this kiosk's)."""
+        line = self._latest.get("line") or {}
+        if not line.get("line"):
+            return None
+        return Scope(str(line["line"]), str(line.get("station") or "") or None)
+
     def store(self) -> ResultStore | None:
         """The results database given with --db (never a URL the kiosk reports); None without one."""
         if self._store is None and self._db_url:
@@ -349,8 +362,8 @@ class AttachedBackend:
         return self._rules[1]
 
     def board(self) -> BoardPicture | None:
-        store = self.store()
-        latest = store.latest() if store is not None else None
+        store, scope = self.store(), self.scope()
+        latest = store.latest(scope) if store is not None and scope is not None else None
         if latest is None:
             return None
         reg = BoardRegistration(

@@ -39,6 +39,7 @@ from ..ingest.identity import CodeRead, noread_serial, read_code
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
 from ..results.records import BoardRecord
+from ..results.scope import Scope
 from ..routing.rules import RuleSet
 from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram, nearest_rank
 from .verdict import part_verdict
@@ -59,6 +60,11 @@ class LineConfig:
     executors: int | None = None  # executors on the main device; None: one per core on a CPU box
     register: bool = True  # register boards on their recipe's fiducials (False: cut at nominal positions)
     backend: str = "torch"  # what runs a loaded expert: torch, or onnxruntime (experts/backends)
+
+    @property
+    def scope(self) -> Scope:
+        """This line's and station's boards in a database other lines may share."""
+        return Scope(self.line, self.station)
 
     @property
     def pool_mb(self) -> float:

@@ -165,7 +165,7 @@ def summary(service: LineService, seconds: float) -> str:
     defects = ", ".join(f"{k} {n}" for k, n in line.stats.defects.most_common()) or "none"
     w = service.writer.status()
     try:
-        held = "it holds {} boards, {} parts".format(*store.count())
+        held = "it holds {} boards, {} parts of this line".format(*store.count(line.config.scope))
     except SQLAlchemyError as exc:
         held = f"it cannot be read now: {type(exc).__name__}"
     out = [f"policy {line.config.policy}, backend {line.config.backend}: {line.stats.boards} boards, "

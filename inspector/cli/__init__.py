@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kiosk": ("run the line as a headless service (systemd notify, metrics, health)", "line:add_kiosk"),
     "gui": ("the operator dashboard (PySide6): run a line here, or --attach to a kiosk [gui]", "line:add_gui"),
     "export": ("export results", "results:add_export"),
-    "db": ("the results database: retention", "results:add_db"),
+    "db": ("the results database: retention, schema upgrade and status", "results:add_db"),
     "review": ("mark a stored part's call: confirmed, false_call or escape", "loop:add_review"),
     "dataset": ("training sets from reviewed crops", "loop:add_dataset"),
     "zoo": ("expert zoos: build, train, versions, activate, rollback", "engine:add_zoo"),

@@ -149,6 +149,29 @@ def plc_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reject-noread", action="store_true", help="a board whose code did not read is rejected")
 
 
+DEFAULT_LINE, DEFAULT_STATION = "line-1", "aoi-1"
+
+
+def station_flags(p: argparse.ArgumentParser) -> None:
+    """--line and --station: which line and station this box is (its results are stored under them)."""
+    p.add_argument("--line", default=DEFAULT_LINE, help=f"this box's line (default {DEFAULT_LINE})")
+    p.add_argument("--station", default=DEFAULT_STATION, help=f"this box's station (default {DEFAULT_STATION})")
+
+
+def scope_flags(p: argparse.ArgumentParser) -> None:
+    """Which boards a read, export or prune is about: the box's own line and station, or the whole plant."""
+    station_flags(p)
+    p.add_argument("--all-lines", action="store_true",
+                   help="every line and station in the database (a plant's shared database holds them all); "
+                        "default: only --line/--station")
+
+
+def scope_of_args(args: argparse.Namespace):  # noqa: ANN201 - a results.scope.Scope
+    from ..results.scope import scope_of
+
+    return scope_of(args.line, args.station, args.all_lines)
+
+
 def database_flags(p: argparse.ArgumentParser, data: str = "data directory") -> None:
     """--db and --data, the same for every command that reads or writes results."""
     p.add_argument("--db", help="SQLAlchemy URL without a password (default: $INSPECTOR_DB_URL, the systemd credential "

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..yamlio import ConfigError, LinedDict, line_of, load_yaml
 
-GLOBAL_KEYS = ("models", "data", "db", "log_level")  # keys outside a section: every command that has the option
+GLOBAL_KEYS = ("models", "data", "db", "log_level", "line", "station")  # outside a section: every command that has it
 
 
 def load_config(path: Path) -> LinedDict:

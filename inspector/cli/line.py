@@ -18,6 +18,7 @@ from .common import (
     plc_flags,
     plc_of,
     say,
+    station_flags,
     zoo_of,
 )
 
@@ -260,8 +261,7 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                    help="longest wait between retries while the database is down (default 30; the first is 1 s, "
                         "then doubling)")
     p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")
-    p.add_argument("--line", default="line-1")
-    p.add_argument("--station", default="aoi-1")
+    station_flags(p)
     p.add_argument("--queue", type=int, default=8, help="boards the ingest queue holds (default 8)")
     p.add_argument("--overflow", default=None, choices=OVERFLOW_POLICIES,
                    help="when the ingest queue is full: wait (folders, replay), drop-oldest (cameras) or drop-newest; "

@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import database_flags, db_url, models_of, say
+from .common import database_flags, db_url, models_of, say, scope_flags, scope_of_args
 
 
 def _rule_sets(paths: list[str] | None) -> list:  # noqa: ANN202 - RuleSets
@@ -46,7 +46,8 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
     from ..results.store import Filters, ResultStore, parse_when
 
     filters = Filters(since=parse_when(args.since) if args.since else None,
-                      until=parse_when(args.until) if args.until else None, component=args.component)
+                      until=parse_when(args.until) if args.until else None, component=args.component,
+                      scope=scope_of_args(args))
     report = export_dataset(ResultStore(db_url(args)), Path(args.out), _rule_sets(args.rules), args.all, filters,
                             args.heldout_percent)
     for expert, counts in report.counts().items():
@@ -156,6 +157,7 @@ def add_dataset(p: argparse.ArgumentParser) -> None:
     exp.add_argument("--since", help="boards inspected from (ISO time)")
     exp.add_argument("--until", help="boards inspected before (ISO time)")
     exp.add_argument("--heldout-percent", type=int, default=30, help="parts held out for evaluation (default 30)")
+    scope_flags(exp)
     _rules_flag(exp)
     database_flags(exp)
     exp.set_defaults(func=cmd_dataset_export)

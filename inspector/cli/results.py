@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import data_of, database_flags, db_url
+from .common import data_of, database_flags, db_url, scope_flags, scope_of_args
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -15,13 +15,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = ResultStore(db_url(args))
     filters = Filters(since=parse_when(args.since) if args.since else None,
                       until=parse_when(args.until) if args.until else None,
-                      board=args.board, verdict=args.verdict, component=args.component)
+                      board=args.board, verdict=args.verdict, component=args.component, scope=scope_of_args(args))
     if args.csv == "-":
         n = export_csv(store, sys.stdout, filters)
     else:
         with open(args.csv, "w", newline="", encoding="utf-8") as out:
             n = export_csv(store, out, filters)
-    print(f"{n} component results exported to {args.csv}", file=sys.stderr)
+    print(f"{n} component results of {filters.scope.label()} exported to {args.csv}", file=sys.stderr)
     return 0
 
 
@@ -31,9 +31,68 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
 
     data = data_of(args)
     store = ResultStore(db_url(args))
-    report = prune(store, data / "crops", Path(args.archive) if args.archive else None, args.retain_days)
+    report = prune(store, data / "crops", Path(args.archive) if args.archive else None, args.retain_days,
+                   scope_of_args(args))
     print(report.line(args.retain_days))
     return 1 if report.errors else 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from ..results.revisions import read_state, upgrade
+    from ..results.store import open_engine
+
+    engine = open_engine(db_url(args))
+    try:
+        before, after = upgrade(engine, args.to)
+        state = read_state(engine)
+    finally:
+        engine.dispose()
+    safe = engine.url.render_as_string(hide_password=True)
+    if before == after:
+        print(f"{safe}: already at schema revision {after}; nothing to do")
+    else:
+        print(f"{safe}: schema {before or 'empty'} -> {after}")
+    print(state.describe())
+    return 0
+
+
+def cmd_db_status(args: argparse.Namespace) -> int:
+    from ..results.revisions import read_state
+    from ..results.store import open_engine
+
+    engine = open_engine(db_url(args))
+    try:
+        state = read_state(engine)
+    finally:
+        engine.dispose()
+    print(f"{engine.url.render_as_string(hide_password=True)}: {state.describe()}")
+    return 0 if state.runnable else 1
+
+
+def cmd_db_bench(args: argparse.Namespace) -> int:
+    from ..results.bench_db import FillPlan, busiest_scope, fill, measure, table
+    from ..results.store import ResultStore
+
+    store = ResultStore(db_url(args))
+    try:
+        if not args.reuse:
+            plan = FillPlan(parts=int(args.parts), lines=args.lines)
+            took = fill(store, plan, lambda m: print(m, file=sys.stderr))
+            print(f"filled {store.safe_url}: {plan.boards} boards, {plan.boards * plan.parts_per_board} parts of "
+                  f"{plan.lines} lines in {took:.0f} s")
+        boards, parts = store.count()
+        scope = busiest_scope(store)
+        timings = measure(store, scope, args.repeats)
+        print(f"{boards} boards, {parts} parts in the database; reads of {scope.label()} ({store.count(scope)[1]} "
+              "parts):")
+        print(table(timings, args.repeats))
+        if args.plans:
+            for t in timings:
+                for plan in t.plans:
+                    print(f"\n-- {t.name}\n{plan}")
+    finally:
+        store.close()
+    return 0
 
 
 def add_export(p: argparse.ArgumentParser) -> None:
@@ -43,6 +102,7 @@ def add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--board", help="one board serial")
     p.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
     p.add_argument("--component", help="one component type (R0402, ...)")
+    scope_flags(p)
     database_flags(p)
     p.set_defaults(func=cmd_export)
 
@@ -52,7 +112,26 @@ def add_db(p: argparse.ArgumentParser) -> None:
     prune = db_sub.add_parser("prune", help="delete boards, kept crops and archived images older than the retention")
     prune.add_argument("--retain-days", type=float, required=True, help="keep this many days")
     prune.add_argument("--archive", help="a watched folder's archive (its inspected/ folder) to prune too")
+    scope_flags(prune)
     database_flags(prune, "data directory holding crops/")
     prune.set_defaults(func=cmd_db_prune)
+    up = db_sub.add_parser("upgrade", help="bring the schema to this release's (the deploy step of a shared "
+                                           "database; needs the owner's rights)")
+    up.add_argument("--to", default="head", help="a revision (default: this release's newest)")
+    database_flags(up)
+    up.set_defaults(func=cmd_db_upgrade)
+    st = db_sub.add_parser("status", help="the schema's revision and whether this release runs on it (exit 1 "
+                                          "when it does not)")
+    database_flags(st)
+    st.set_defaults(func=cmd_db_status)
+    bench = db_sub.add_parser("bench", help="fill an empty PostgreSQL database with a plant's millions of parts and "
+                                            "time one line's reads (EXPLAIN ANALYZE)")
+    bench.add_argument("--parts", type=float, default=10e6, help="parts to generate (default 10e6)")
+    bench.add_argument("--lines", type=int, default=20, help="lines they come from (default 20)")
+    bench.add_argument("--reuse", action="store_true", help="time the reads on what the database holds, fill nothing")
+    bench.add_argument("--repeats", type=int, default=7, help="timed runs of each read (default 7)")
+    bench.add_argument("--plans", action="store_true", help="print each statement's whole plan")
+    database_flags(bench)
+    bench.set_defaults(func=cmd_db_bench)
 
 

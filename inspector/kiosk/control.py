@@ -61,7 +61,7 @@ class Control:
     def __init__(self, service: LineService, rules: RulesWatcher, data_dir: Path,
                  say: Callable[[str], None] = lambda _m: None) -> None:
         self.service, self.rules, self.data_dir, self.say = service, rules, data_dir, say
-        self.rates = RatesCache(lambda: review_rates(service.store))
+        self.rates = RatesCache(lambda: review_rates(service.store, service.line.config.scope))
 
     def review(self, body: bytes) -> dict[str, Any]:
         try:

@@ -13,7 +13,7 @@ from prometheus_client import PlatformCollector, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..results.reviews import CALL_COUNTS
+from ..results.reviews import CALL_COUNTS, RATE_BOARDS
 
 Snapshot = Callable[[], dict[str, Any]]
 
@@ -31,6 +31,19 @@ def _labelled(name: str, doc: str, label: str, values: dict[str, float]) -> Coun
     for key, n in sorted(values.items()):
         family.add_metric([key], n)
     return family
+
+
+class Labelled(Collector):
+    """Another collector's samples with the box's `line` and `station` added: a plant's Prometheus scrapes many
+    boxes, and its Grafana selects and sums by line (nothing a box serves is plant-wide: each reports its own)."""
+
+    def __init__(self, inner: Collector, labels: dict[str, str]) -> None:
+        self.inner, self.labels = inner, labels
+
+    def collect(self) -> Iterator[Any]:
+        for family in self.inner.collect():
+            family.samples = [sample._replace(labels={**sample.labels, **self.labels}) for sample in family.samples]
+            yield family
 
 
 class LineCollector(Collector):
@@ -116,12 +129,15 @@ class LineCollector(Collector):
 
 
 def _review_metrics(reviews: dict[str, dict[str, Any]]) -> Iterator[Any]:
-    """Operators' reviews per component type, and the false-call and escape rates they give (per part stored)."""
-    calls = CounterMetricFamily("inspector_reviews", "Reviewed parts by component type and call",
-                                labels=["component_type", "call"])
-    false_rate = GaugeMetricFamily("inspector_false_call_rate", "Reviewed false calls per part stored",
+    """Operators' reviews per component type, and the false-call and escape rates they give (per part stored),
+    over this line's last boards (results/reviews.py RATE_BOARDS): gauges, since old boards leave the window."""
+    window = f"among this line's last {RATE_BOARDS} boards"
+    calls = GaugeMetricFamily("inspector_reviewed_parts", f"Reviewed parts by component type and call, {window}",
+                              labels=["component_type", "call"])
+    false_rate = GaugeMetricFamily("inspector_false_call_rate", f"Reviewed false calls per part stored, {window}",
                                    labels=["component_type"])
-    escape_rate = GaugeMetricFamily("inspector_escape_rate", "Reviewed escapes (missed defects) per part stored",
+    escape_rate = GaugeMetricFamily("inspector_escape_rate",
+                                    f"Reviewed escapes (missed defects) per part stored, {window}",
                                     labels=["component_type"])
     for ctype, r in sorted(reviews.items()):
         for call, key in CALL_COUNTS.items():
@@ -158,11 +174,12 @@ def build_info() -> dict[str, str]:
             "cuda": torch.version.cuda or "none"}
 
 
-def line_registry(snap: Snapshot) -> CollectorRegistry:
-    """The line's metrics, the build, and the process's (CPU seconds, resident memory, open files: process_*)."""
+def line_registry(snap: Snapshot, line: str, station: str) -> CollectorRegistry:
+    """The line's metrics, the build, and the process's (CPU seconds, resident memory, open files: process_*),
+    every sample labelled with the box's line and station."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(LineCollector(snap))
-    registry.register(BuildCollector())
-    registry.register(ProcessCollector(registry=None))
-    registry.register(PlatformCollector(registry=None))
+    where = {"line": line, "station": station}
+    for collector in (LineCollector(snap), BuildCollector(), ProcessCollector(registry=None),
+                      PlatformCollector(registry=None)):
+        registry.register(Labelled(collector, where))
     return registry

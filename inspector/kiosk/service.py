@@ -79,7 +79,8 @@ class Kiosk:
         lending = self.lender.routes() if self.lender is not None else {}
         self.camera = CameraControl(service, config.camera_settings)
         self.endpoints = Endpoints(
-            config.listen, line_registry(self.snapshot), self.snapshot, self.health,
+            config.listen, line_registry(self.snapshot, service.line.config.line, service.line.config.station),
+            self.snapshot, self.health,
             reads={"/rules": self.control.rules_document, "/reviews": self.control.review_document,
                    "/experts": self.control.experts_document, "/camera": self.camera.document,
                    "/camera/frame": self.camera.frame,

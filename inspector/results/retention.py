@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+from .scope import Scope
 from .store import ResultStore
 
 
@@ -23,19 +24,25 @@ class PruneReport:
     errors: int = 0
     last_error: str | None = None
 
+    scope: str = ""
+
     def line(self, days: float) -> str:
-        out = (f"pruned what is older than {days:g} days: {self.boards} boards, {self.crop_days} day(s) of crops, "
+        out = (f"pruned what is older than {days:g} days: {self.boards} boards ({self.scope}), "
+               f"{self.crop_days} day(s) of crops, "
                f"{self.images} archived image(s)")
         return out + (f"; {self.errors} not removed, last: {self.last_error}" if self.errors else "")
 
 
-def prune(store: ResultStore | None, crops: Path | None, archive: Path | None, days: float) -> PruneReport:
+def prune(store: ResultStore | None, crops: Path | None, archive: Path | None, days: float,
+          scope: Scope) -> PruneReport:
+    """Boards of `scope` (the box's own line by default: a shared database holds other lines' boards too), and
+    this box's own crops and archived images, older than `days`."""
     if days <= 0:
         raise ValueError(f"--retain-days must be more than 0, got {days:g}")
     cutoff = datetime.now(timezone.utc) - timedelta(days=days)
-    report = PruneReport()
+    report = PruneReport(scope=scope.label())
     if store is not None:
-        report.boards = store.prune(cutoff)
+        report.boards = store.prune(cutoff, scope)
     if crops is not None and crops.is_dir():
         for folder in sorted(crops.iterdir()):
             day = _day(folder.name)

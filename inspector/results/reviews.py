@@ -6,8 +6,8 @@ of another class than the one called, an escape names the defect it had when the
 are what the retraining loop learns from (training/dataset.py), so a review that contradicts the stored call
 (an escape of a failed part) is refused with the reason instead of stored.
 
-Rates are over the parts stored of each type: false calls per part inspected and escapes per part inspected,
-so a type that is reviewed more is not made to look worse per review.
+Rates are over the parts stored of each type in a line's last boards (RATE_BOARDS): false calls per part
+inspected and escapes per part inspected, so a type that is reviewed more is not made to look worse per review.
 """
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..routing.rules import CLASSIFIER_CLASSES
+from .errors import StoreUnavailable
 from .schema import ComponentResult, Inspection, Review
-from .store import ResultStore, StoreUnavailable
+from .scope import Scope
+from .store import ResultStore
 
 CALLS = ("confirmed", "false_call", "escape")
 CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}  # call -> TypeRates field
@@ -142,22 +144,42 @@ class TypeRates:
         return {**asdict(self), "false_call_rate": self.false_call_rate, "escape_rate": self.escape_rate}
 
 
-def review_rates(store: ResultStore) -> dict[str, TypeRates]:
-    """Per component type: parts stored, flagged, and the reviews of each call."""
+RATE_BOARDS = 1000  # the rates a kiosk reports are over its line's last this many boards
+
+
+def review_rates(store: ResultStore, scope: Scope, boards: int | None = RATE_BOARDS) -> dict[str, TypeRates]:
+    """Per component type, over the scope's last `boards` boards (None: all stored): parts stored, flagged, and
+    the reviews of each call. A kiosk reports its own line's, so a plant's sum over its kiosks counts every part
+    once; a window of boards keeps the cost of a read the same after years of results, and shows a jump in the
+    false-call rate where a lifetime rate would hide it."""
     store.ready()
     out: dict[str, TypeRates] = {}
     with Session(store.engine) as s:
-        q = select(ComponentResult.component_type, ComponentResult.verdict, func.count()) \
-            .group_by(ComponentResult.component_type, ComponentResult.verdict)
-        for ctype, verdict, n in s.execute(q):
+        floor = _window_floor(s, scope, boards)
+        q = scope.where(select(ComponentResult.component_type, ComponentResult.verdict, func.count())
+                        .join(ComponentResult.inspection).where(Inspection.id >= floor))
+        for ctype, verdict, n in s.execute(q.group_by(ComponentResult.component_type, ComponentResult.verdict)):
             rates = out.setdefault(ctype, TypeRates(ctype))
             rates.parts += n
             rates.flagged += n if verdict == "fail" else 0
-        for ctype, call, n in s.execute(select(Review.component_type, Review.call, func.count())
-                                        .group_by(Review.component_type, Review.call)):
+        q = scope.where(select(Review.component_type, Review.call, func.count())
+                        .join(ComponentResult, Review.component_result_id == ComponentResult.id)
+                        .join(ComponentResult.inspection).where(Inspection.id >= floor))
+        for ctype, call, n in s.execute(q.group_by(Review.component_type, Review.call)):
             rates = out.setdefault(ctype, TypeRates(ctype))
             setattr(rates, CALL_COUNTS[call], getattr(rates, CALL_COUNTS[call]) + n)
     return dict(sorted(out.items()))
+
+
+def _window_floor(s: Session, scope: Scope, boards: int | None) -> int:
+    """The row id of the scope's `boards`-th newest board (0: every board), found on the line's index."""
+    if boards is None:
+        return 0
+    if boards < 1:
+        raise ValueError(f"a rate window is at least 1 board, got {boards}")
+    q = scope.where(select(Inspection.id)).order_by(Inspection.id.desc()).offset(boards - 1).limit(1)
+    return s.scalar(q) or 0
+
 
 class RatesCache:
     """The review rates at most `max_age_s` old: a Prometheus scrape every few seconds must not run two

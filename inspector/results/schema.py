@@ -64,6 +64,10 @@ class Inspection(Base):
     parts: Mapped[list[ComponentResult]] = relationship(back_populates="inspection", cascade="all, delete-orphan",
                                                         passive_deletes=True)
 
+    # one line's reads on a plant's shared database: its newest boards, its time ranges, its prune
+    __table_args__ = (Index("ix_inspections_line_station_id", "line", "station", "id"),
+                      Index("ix_inspections_line_station_started_at", "line", "station", "started_at"))
+
 
 class ComponentResult(Base):
     """One reference designator's verdict on one board."""
@@ -120,3 +124,16 @@ class Review(Base):
     reviewer: Mapped[str] = mapped_column(String(64), default="")
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+
+
+class SchemaRecord(Base):
+    """What `inspector db upgrade` last did: the revision, the oldest release schema whose code still runs on it
+    (results/revisions.py), which release upgraded it and when. A box of an older release reads this to know it
+    may keep running on a schema it has never seen."""
+
+    __tablename__ = "schema_record"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    revision: Mapped[str] = mapped_column(String(32))
+    runs_with: Mapped[str] = mapped_column(String(32))
+    release: Mapped[str] = mapped_column(String(64))
+    upgraded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

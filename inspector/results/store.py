@@ -1,4 +1,4 @@
-"""The results database: any SQLAlchemy URL, migrated to head on open; SQLite in WAL mode by default.
+"""The results database: any SQLAlchemy URL; SQLite in WAL mode by default. Its schema: results/revisions.py.
 
 Writes are idempotent by inspection id: a batch whose commit acknowledgement was lost, or a spool replayed
 after a crash, stores each board once. Errors are sorted into two kinds the writer treats differently:
@@ -14,32 +14,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
+from .errors import SchemaNotReady, SchemaTooNew, StoreRejected, StoreUnavailable
 from .records import BoardRecord, PartRecord
+from .revisions import check, current_revision, head_revision, upgrade
 from .schema import ComponentResult, DeadLetter, Inspection
+from .scope import PLANT, Scope
 
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 DEFAULT_DB = "results.sqlite"
 CONNECT_TIMEOUT_S = 5
-
-
-class StoreUnavailable(RuntimeError):
-    """The database cannot be reached or written now; the writer keeps results and retries."""
-
-
-class StoreRejected(RuntimeError):
-    """The database refused these rows (a value too long, a constraint); retrying will not help."""
-
-
-class SchemaTooNew(StoreUnavailable):
-    """The database was migrated by a newer release than this one; this program must not write to it."""
+COUNT_CAP = 10_000  # a history search counts its matches this far (ResultStore.count_components)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -67,40 +54,6 @@ def open_engine(url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Engin
     return engine
 
 
-def _config() -> Config:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    return cfg
-
-
-def head_revision() -> str:
-    return ScriptDirectory.from_config(_config()).get_current_head() or "base"
-
-
-def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` with Alembic (creates it on an empty database); SchemaTooNew when the
-    database is at a revision this release does not know."""
-    cfg = _config()
-    current = current_revision(engine)
-    if current is not None:
-        try:
-            ScriptDirectory.from_config(cfg).get_revision(current)
-        except CommandError:
-            raise SchemaTooNew(f"the results database is at schema revision {current}, which this release does not "
-                               f"know (it knows up to {head_revision()}): a newer release migrated it; run that "
-                               "release, or point --db at another database") from None
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, revision)
-
-
-def current_revision(engine: Engine) -> str | None:
-    from alembic.runtime.migration import MigrationContext
-
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
-
-
 def _unavailable(exc: BaseException) -> bool:
     """Anything but a refused value (a connection, the server, a missing table: retry later). Only the
     database's verdict on the rows themselves (DataError: too long, out of range; IntegrityError) is a
@@ -125,7 +78,8 @@ def parse_when(text: str) -> datetime:
 
 @dataclass(frozen=True)
 class Filters:
-    """What `export` and queries select: a time range, a board serial, a part verdict, a component type."""
+    """What `export` and queries select: a line (and station), a time range, a board serial, a part verdict, a
+    component type. The scope defaults to the whole plant here; the commands pass the box's own line."""
 
     since: datetime | None = None
     until: datetime | None = None
@@ -133,6 +87,7 @@ class Filters:
     verdict: str | None = None  # of the component result
     component: str | None = None  # component type (R0402, ...)
     stored_upto: int | None = None  # boards stored up to this row id: what a search saw, for its export
+    scope: Scope = PLANT
 
 
 class ResultStore:
@@ -150,13 +105,21 @@ class ResultStore:
     def safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
+    @property
+    def owned(self) -> bool:
+        """A SQLite file is the box's own and is upgraded on open; a server database is shared by the plant and
+        changes only through `inspector db upgrade`."""
+        return self.engine.dialect.name == "sqlite"
+
     def ready(self) -> None:
-        """Connect and migrate to head once; StoreUnavailable (SchemaTooNew for a newer schema) otherwise."""
+        """Connect and check the schema once (a SQLite file is brought to head); StoreUnavailable otherwise:
+        SchemaNotReady for a shared database `inspector db upgrade` must bring on, SchemaTooNew for a newer
+        release's schema this code cannot run on."""
         with self._ready_lock:
             if self._ready:
                 return
             try:
-                migrate(self.engine)
+                check(self.engine, owns=self.owned)
             except SQLAlchemyError as exc:
                 raise StoreUnavailable(f"cannot open the results database {self.safe_url}: "
                                        f"{exc.__class__.__name__}: {_first_line(exc)}") from None
@@ -199,26 +162,30 @@ class ResultStore:
         with Session(self.engine) as s:
             return list(s.scalars(select(DeadLetter).order_by(DeadLetter.id)))
 
-    def prune(self, older_than: datetime, batch: int = 1000) -> int:
-        """Delete boards (with their parts) inspected before `older_than`, in small transactions so a big prune
-        never holds the line's writer off for long; returns the boards deleted."""
+    def prune(self, older_than: datetime, scope: Scope, batch: int = 1000) -> int:
+        """Delete the scope's boards (with their parts) inspected before `older_than`, in small transactions so a
+        big prune never holds the line's writer off for long; returns the boards deleted. The scope is required:
+        on a plant's shared database one box's retention must not delete another line's boards."""
         self.ready()
         deleted = 0
         while True:
             with Session(self.engine) as s, s.begin():
-                ids = list(s.scalars(select(Inspection.id).where(Inspection.started_at < older_than)
-                                     .order_by(Inspection.id).limit(batch)))
+                q = scope.where(select(Inspection.id).where(Inspection.started_at < older_than))
+                ids = list(s.scalars(q.order_by(Inspection.id).limit(batch)))
                 if not ids:
                     return deleted
                 s.execute(delete(ComponentResult).where(ComponentResult.inspection_id.in_(ids)))
                 s.execute(delete(Inspection).where(Inspection.id.in_(ids)))
                 deleted += len(ids)
 
-    def count(self) -> tuple[int, int]:
-        """(boards, component results) stored."""
+    def count(self, scope: Scope = PLANT) -> tuple[int, int]:
+        """(boards, component results) stored for the scope."""
         with Session(self.engine) as s:
-            return (s.scalar(select(func.count()).select_from(Inspection)) or 0,
-                    s.scalar(select(func.count()).select_from(ComponentResult)) or 0)
+            boards = scope.where(select(func.count()).select_from(Inspection))
+            parts = select(func.count()).select_from(ComponentResult)
+            if not scope.is_plant:
+                parts = scope.where(parts.join(ComponentResult.inspection))
+            return s.scalar(boards) or 0, s.scalar(parts) or 0
 
     def inspections(self, filters: Filters | None = None, limit: int | None = None) -> list[Inspection]:
         filters = filters or Filters()
@@ -241,38 +208,49 @@ class ResultStore:
                 q = _component_filters(q, filters, bare_boards=True)
             else:
                 q = _component_filters(select(Inspection, ComponentResult).join(ComponentResult.inspection), filters)
-            if newest is not None:
-                yield from s.execute(q.order_by(ComponentResult.id.desc()).limit(newest))
+            if newest is not None:  # newest boards first: a line's index (line, station, id) walks them in order
+                yield from s.execute(q.order_by(Inspection.id.desc(), ComponentResult.id.desc()).limit(newest))
             else:
                 yield from s.execute(q.order_by(Inspection.id, ComponentResult.id).execution_options(yield_per=500))
 
-    def count_components(self, filters: Filters | None = None) -> int:
+    def count_components(self, filters: Filters | None = None, cap: int | None = None) -> int:
+        """How many component results match; with `cap`, counted no further than cap + 1 (a history page says
+        "over N" rather than count a line's years of parts on every search)."""
         with Session(self.engine) as s:
-            q = select(func.count()).select_from(ComponentResult).join(ComponentResult.inspection)
-            return s.scalar(_component_filters(q, filters)) or 0
+            if cap is None:
+                q = select(func.count()).select_from(ComponentResult).join(ComponentResult.inspection)
+                return s.scalar(_component_filters(q, filters)) or 0
+            q = _component_filters(select(ComponentResult.id).join(ComponentResult.inspection), filters)
+            return s.scalar(select(func.count()).select_from(q.limit(cap + 1).subquery())) or 0
 
-    def recent_parts(self, verdicts: tuple[str, ...] = ("fail", "error"),
+    def recent_parts(self, scope: Scope = PLANT, verdicts: tuple[str, ...] = ("fail", "error"),
                      limit: int = 20) -> list[tuple[Inspection, ComponentResult]]:
-        """The newest component results with any of these verdicts, newest first (the dashboard's defect list)."""
+        """The scope's newest component results with any of these verdicts, newest first (the dashboard's defect
+        list)."""
         with Session(self.engine) as s:
-            q = select(Inspection, ComponentResult).join(ComponentResult.inspection)
-            q = q.where(ComponentResult.verdict.in_(verdicts)).order_by(ComponentResult.id.desc()).limit(limit)
+            q = scope.where(select(Inspection, ComponentResult).join(ComponentResult.inspection))
+            q = q.where(ComponentResult.verdict.in_(verdicts))
+            q = q.order_by(Inspection.id.desc(), ComponentResult.id.desc()).limit(limit)
             return [tuple(r) for r in s.execute(q)]
 
-    def last_id(self) -> int:
-        """The newest stored board's row id (0 when empty): a bound that makes a query repeatable."""
+    def last_id(self, scope: Scope = PLANT) -> int:
+        """The scope's newest stored board's row id (0 when empty): a bound that makes a query repeatable."""
         with Session(self.engine) as s:
-            return s.scalar(select(func.max(Inspection.id))) or 0
+            return s.scalar(scope.where(select(func.max(Inspection.id)))) or 0
 
-    def latest(self) -> Inspection | None:
-        """The newest stored board with its parts."""
+    def latest(self, scope: Scope = PLANT) -> Inspection | None:
+        """The scope's newest stored board with its parts."""
         with Session(self.engine) as s:
-            q = select(Inspection).options(selectinload(Inspection.parts)).order_by(Inspection.id.desc()).limit(1)
-            return s.scalars(q).first()
+            q = scope.where(select(Inspection).options(selectinload(Inspection.parts)))
+            return s.scalars(q.order_by(Inspection.id.desc()).limit(1)).first()
 
-    def component_types(self) -> list[str]:
+    def component_types(self, scope: Scope = PLANT) -> list[str]:
+        """The component types the scope's boards have had (the history tab's choice)."""
         with Session(self.engine) as s:
-            return sorted(s.scalars(select(ComponentResult.component_type).distinct()))
+            if scope.is_plant:
+                return sorted(s.scalars(select(ComponentResult.component_type).distinct()))
+            q = scope.where(select(ComponentResult.component_type).join(ComponentResult.inspection).distinct())
+            return sorted(s.scalars(q))
 
     def close(self) -> None:
         self.engine.dispose()
@@ -306,7 +284,9 @@ def _component_filters(q, f: Filters | None, bare_boards: bool = False):  # noqa
 
 
 def board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shape
-    """A query narrowed to the boards `f` selects (time, serial, stored-up-to): shared by exports and datasets."""
+    """A query narrowed to the boards `f` selects (scope, time, serial, stored-up-to): shared by exports and
+    datasets."""
+    q = f.scope.where(q)
     if f.since:
         q = q.where(Inspection.started_at >= f.since)
     if f.until:
@@ -334,3 +314,12 @@ def _part_row(p: PartRecord, inspection_key: int) -> dict:
     return dict(inspection_id=inspection_key, ref=p.ref, component_type=p.component_type, expert=p.expert,
                 weights_sha256=p.weights_sha256, verdict=p.verdict, defect_class=p.defect_class, score=p.score,
                 box_x0=box[0], box_y0=box[1], box_x1=box[2], box_y1=box[3], crop_path=p.crop_path, error=p.error)
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to `revision` (what `inspector db upgrade` does)."""
+    upgrade(engine, revision)
+
+
+__all__ = ["COUNT_CAP", "Filters", "ResultStore", "SchemaNotReady", "SchemaTooNew", "StoreRejected", "StoreUnavailable",
+           "current_revision", "head_revision", "migrate", "open_engine", "parse_when", "sqlite_url"]

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from inspector.results.export import export_csv
 from inspector.results.reviews import reviews_of
-from inspector.results.store import Filters
+from inspector.results.store import COUNT_CAP, Filters
 
 from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
@@ -121,14 +121,18 @@ class HistoryTab(QWidget):
 
     def search(self) -> int:
         """Fill the table with the newest matching rows; returns how many match in all."""
-        store = self.backend.store()
+        store, scope = self.backend.store(), self.backend.scope()
         if store is None:
             self.status.setText("no results database yet: start the line, or attach with --db URL")
             return 0
-        self._components(store.component_types())
-        f = replace(self.filters(), stored_upto=store.last_id())  # the export writes what this search found
+        if scope is None:
+            self.status.setText("waiting for the kiosk to say which line it is (its /status)")
+            return 0
+        self._components(store.component_types(scope))
+        # the export writes what this search found: this line's boards stored up to now
+        f = replace(self.filters(), scope=scope, stored_upto=store.last_id(scope))
         self.searched = f
-        total = store.count_components(f)
+        total = store.count_components(f, cap=COUNT_CAP)
         shown = list(store.component_rows(f, newest=SHOWN))
         # new rows: nothing is selected, so the review bar never acts on a part of the previous search
         self.table.setCurrentCell(-1, -1)
@@ -150,7 +154,9 @@ class HistoryTab(QWidget):
             self.crop_paths.append(part.crop_path)
             self.parts.append((insp.uuid, part.ref, part.verdict))
         more = f" (the newest {SHOWN} shown)" if total > SHOWN else ""
-        self.status.setText(f"{total} component results match{more}; double-click a row to open its crop")
+        many = f"over {COUNT_CAP}" if total > COUNT_CAP else str(total)
+        self.status.setText(f"{many} component results of {scope.label()} match{more}; double-click a row to open "
+                            "its crop")
         return total
 
     def _components(self, names: list[str]) -> None:

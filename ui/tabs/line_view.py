@@ -236,10 +236,10 @@ class LineViewTab(QWidget):
             self.registration.setText(pic.describe_registration())
             self.registration.setStyleSheet(f"color: {ERROR_TEXT}" if pic.registration.error else "")
             self.caption.setStyleSheet(f"color: {verdict_colour(pic.verdict).name()}")
-        store = self.backend.store()
-        if store is None:
+        store, scope = self.backend.store(), self.backend.scope()
+        if store is None or scope is None:
             return
-        rows = store.recent_parts(limit=DEFECTS_SHOWN)
+        rows = store.recent_parts(scope, limit=DEFECTS_SHOWN)
         newest = rows[0][1].id if rows else None
         if newest == self._shown_defect:
             return

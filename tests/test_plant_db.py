@@ -1,0 +1,121 @@
+"""A plant's shared results database on a real PostgreSQL server: lines kept apart, roles with least rights, the
+schema changed only by `inspector db upgrade`, and boxes of two releases running on it at once."""
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from inspector.cli import main
+from inspector.results.errors import SchemaNotReady
+from inspector.results.records import BoardRecord, PartRecord
+from inspector.results.reviews import ReviewRequest, record_review, review_rates
+from inspector.results.revisions import current_revision, head_revision, read_state, upgrade
+from inspector.results.scope import PLANT, Scope
+from inspector.results.store import Filters, ResultStore, StoreUnavailable, open_engine
+
+from .test_results import T0
+
+ROLES = Path(__file__).resolve().parents[1] / "installer" / "postgres-roles.sql"
+
+
+def line_board(line: str, station: str, serial: str, minutes: int, fail: bool = False) -> BoardRecord:
+    at = T0 + timedelta(minutes=minutes)
+    parts = [PartRecord("R1", "R0402", "cls-R0402", "ab" * 32, "pass", "ok", 0.99),
+             PartRecord("C1", "C0603", "cls-C0603", "cd" * 32, "fail" if fail else "pass",
+                        "missing" if fail else "ok", 0.9)]
+    return BoardRecord(serial, "board_a", "v1", at, at + timedelta(seconds=1), line=line, station=station,
+                       parts=parts)
+
+
+def test_every_read_is_about_one_line_unless_the_plant_is_asked_for(store: ResultStore, tmp_path: Path,
+                                                                     capsys) -> None:  # noqa: ANN001
+    """Two lines (and a second station of one) write to one database; each box's reads, rates and exports see its
+    own boards, newest first; --all-lines sees them all."""
+    boards = [line_board("line-1", "aoi-1", "L1-A", 0), line_board("line-2", "aoi-1", "L2-A", 1, fail=True),
+              line_board("line-1", "aoi-2", "L1S2-A", 2, fail=True), line_board("line-1", "aoi-1", "L1-B", 3),
+              line_board("line-2", "aoi-1", "L2-B", 4)]
+    store.write(boards)
+    l1, l2 = Scope("line-1", "aoi-1"), Scope("line-2", "aoi-1")
+    assert store.latest(l1).board_serial == "L1-B" and store.latest(l2).board_serial == "L2-B"
+    assert store.latest().board_serial == "L2-B"  # the plant's newest
+    assert store.latest(Scope("line-1")).board_serial == "L1-B"  # every station of line 1
+    assert [i.board_serial for i, _ in store.recent_parts(l2)] == ["L2-A"]
+    assert store.recent_parts(l1) == []
+    assert [i.board_serial for i, _ in store.recent_parts(Scope("line-1"))] == ["L1S2-A"]
+    assert [(i.board_serial, p.ref) for i, p in store.component_rows(Filters(scope=l1), newest=3)] == \
+        [("L1-B", "C1"), ("L1-B", "R1"), ("L1-A", "C1")]
+    assert store.count(l1) == (2, 4) and store.count(PLANT) == (5, 10)
+    assert store.last_id(l1) < store.last_id()
+    record_review(store, ReviewRequest(boards[1].inspection_id, "C1", "false_call"))
+    assert review_rates(store, l2)["C0603"].false_calls == 1 and review_rates(store, l2)["C0603"].parts == 2
+    assert review_rates(store, l1)["C0603"].false_calls == 0 and review_rates(store, l1)["C0603"].parts == 2
+    assert review_rates(store, PLANT)["C0603"].parts == 5
+    # over a window of the line's last boards: L2-B only, whose part nobody reviewed
+    last = review_rates(store, l2, boards=1)["C0603"]
+    assert (last.parts, last.flagged, last.false_calls) == (1, 0, 0)
+    out = tmp_path / "l2.csv"
+    assert main(["export", "--csv", str(out), "--db", store.url, "--line", "line-2"]) == 0
+    assert {r["board_serial"] for r in csv.DictReader(io.StringIO(out.read_text()))} == {"L2-A", "L2-B"}
+    assert "of line line-2, station aoi-1 exported" in capsys.readouterr().err
+    assert main(["export", "--csv", str(out), "--db", store.url, "--all-lines"]) == 0
+    assert len({r["board_serial"] for r in csv.DictReader(io.StringIO(out.read_text()))}) == 5
+
+
+@pytest.fixture
+def plant_db(postgres):  # noqa: ANN001, ANN201 - the session's server
+    """An empty database with the installer's three roles."""
+    name = "plant" + uuid.uuid4().hex[:8]
+    postgres.create_db(name, upgraded=False)
+    postgres.psql(name, "-c", "DROP ROLE IF EXISTS inspector_owner, inspector_writer, inspector_reader")
+    postgres.psql(name, "-f", str(ROLES))
+    yield name
+    postgres.psql("postgres", "-c", f"DROP DATABASE {name} WITH (FORCE)")
+    postgres.psql("postgres", "-c", "DROP ROLE inspector_owner, inspector_writer, inspector_reader")
+
+
+def test_the_schema_changes_only_by_db_upgrade_and_each_role_does_only_its_part(postgres, plant_db: str,
+                                                                              capsys) -> None:  # noqa: ANN001
+    owner, writer, reader = (postgres.url_as(f"inspector_{r}", plant_db) for r in ("owner", "writer", "reader"))
+    # a box on an empty shared database: told what to run, and nothing made
+    kiosk = ResultStore(writer, connect=False)
+    with pytest.raises(SchemaNotReady, match="has no schema yet.*run `inspector db upgrade`"):
+        kiosk.ready()
+    assert current_revision(kiosk.engine) is None
+    assert main(["db", "status", "--db", writer]) == 1
+    assert "cannot run on it yet: run `inspector db upgrade`" in capsys.readouterr().out
+    # a box's role cannot do the deploy step
+    with pytest.raises(Exception, match="permission denied"):
+        upgrade(open_engine(writer))
+    # the previous revision first, as a plant that ran the previous release has it
+    engine = open_engine(owner)
+    upgrade(engine, "0005")
+    assert main(["db", "status", "--db", reader]) == 0
+    assert "schema revision 0005" in capsys.readouterr().out
+    # both releases' code runs on the previous revision: the writer stores, the reader reads, no DDL from either
+    kiosk = ResultStore(writer)
+    kiosk.write([line_board("line-1", "aoi-1", "ON-0005", 0)])
+    dashboard = ResultStore(reader)
+    assert dashboard.latest(Scope("line-1", "aoi-1")).board_serial == "ON-0005"
+    assert main(["db", "upgrade", "--db", owner]) == 0
+    assert f"schema 0005 -> {head_revision()}" in capsys.readouterr().out
+    kiosk.write([line_board("line-1", "aoi-1", "ON-HEAD", 1)])
+    assert [i.board_serial for i in ResultStore(reader).inspections()] == ["ON-0005", "ON-HEAD"]
+    state = read_state(engine)
+    assert (state.revision, state.runnable, state.behind) == (head_revision(), True, False)
+    # the reader cannot write, the writer cannot change the schema
+    with pytest.raises(StoreUnavailable, match="permission denied"):
+        dashboard.write([line_board("line-1", "aoi-1", "NOT-STORED", 2)])
+    with pytest.raises(Exception, match="permission denied|must be owner"):
+        with kiosk.engine.begin() as c:
+            c.execute(text("ALTER TABLE inspections ADD COLUMN x integer"))
+    # a box's retention deletes with the writer's rights
+    assert kiosk.prune(T0 + timedelta(days=1), Scope("line-1", "aoi-1")) == 2
+    for s in (kiosk, dashboard):
+        s.close()
+    engine.dispose()
