@@ -113,6 +113,19 @@ class Box:
         return self.proc.returncode
 
 
+def plant_status(url: str, boxes: list[Box], cwd: Path) -> dict:
+    """`inspector plant status` over the boxes, printed as the plant sees it; its JSON."""
+    argv = [sys.executable, "-m", "inspector.cli", "plant", "status", "--db", url,
+            "--kiosks", ",".join(f"http://127.0.0.1:{b.port}" for b in boxes)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    shown = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, encoding="utf-8")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    print("\n" + shown.stdout)
+    done = subprocess.run([*argv, "--json"], cwd=cwd, env=env, capture_output=True, encoding="utf-8")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
 def stored_serials(store: ResultStore, line: str) -> list[str]:
     with store.engine.connect() as c:
         return list(c.scalars(Scope(line).where(select(Inspection.board_serial))))
@@ -144,6 +157,11 @@ def test_a_plant_upgrades_its_schema_and_boxes_while_three_lines_run(demo, postg
         for seed, box in enumerate(boxes):
             box.send(3, seed)
         assert wait_until(all_stored, 120)
+        plant = plant_status(url, boxes, tmp_path)
+        assert [(r["line"], r["state"], r["health"]) for r in plant["lines"]] == \
+            [(b.line, "running", "ok") for b in boxes]
+        assert len({r["experts"] for r in plant["lines"]}) == 1  # every line serves the same expert versions
+        assert all(r["boards_per_min"] > 0 and r["yield_percent"] is not None for r in plant["lines"])
         # the deploy step, from the next release, while every line runs
         done = subprocess.run([sys.executable, "-m", "inspector.cli", "db", "upgrade", "--db", url],
                               env={**os.environ, "PYTHONPATH": str(nxt)}, cwd=tmp_path, capture_output=True,
@@ -199,3 +217,111 @@ def test_a_plant_upgrades_its_schema_and_boxes_while_three_lines_run(demo, postg
         after = dict(c.execute(select(Inspection.line, func.count()).group_by(Inspection.line)).all())
     assert after == {k: v for k, v in before.items() if k != "line-2"}
     store.close()
+
+
+def _versions(zoo_root: Path, expert: str) -> tuple[str, str]:
+    """(a version that calls what the serving one calls, a version that calls every part a defect) of `expert`,
+    added to the zoo at `zoo_root`: a harmless release and one whose flag rate jumps."""
+    from inspector.experts.versions import add_version
+    from inspector.experts.zoo import Zoo
+    from inspector.runtime.safetensors_io import parse
+
+    zoo = Zoo.load(zoo_root)
+    state = {k: v.clone() for k, v in parse(zoo.path_of(expert).read_bytes()).items()}
+    same = dict(state, **{"fc.bias": state["fc.bias"] + 1e-6})
+    bad = dict(state, **{"fc.bias": state["fc.bias"].clone()})
+    bad["fc.bias"][0] -= 1e4  # "ok" can no longer win
+    first = add_version(zoo, expert, same, origin="test: same calls")["weights_sha256"]
+    return first, add_version(Zoo.load(zoo_root), expert, bad, origin="test: flags every part")["weights_sha256"]
+
+
+def test_a_release_rolls_out_line_by_line_and_a_worse_one_is_rolled_back_after_the_first(
+        demo, postgres, tmp_path: Path) -> None:
+    import threading
+
+    from inspector.results.rollouts import history
+
+    root, zoo = demo
+    url = postgres.create_db("rollout" + os.urandom(4).hex())
+    rules = tmp_path / "mini.yaml"
+    rules.write_text(GOOD)
+    token_file = tmp_path / "api-token"
+    token_file.write_text("rollout-token-" + "x" * 24)
+    token_file.chmod(0o600)
+    release_zoo = tmp_path / "release-zoo"
+    shutil.copytree(zoo.root, release_zoo)
+    same, bad = _versions(release_zoo, "cls-R1K")
+    cli = [sys.executable, "-m", "inspector.cli"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "YOLO_OFFLINE": "1"}
+    for version in (same, bad):
+        done = subprocess.run([*cli, "zoo", "publish", "--zoo", str(release_zoo), "--expert", "cls-R1K", "--version",
+                               version[:12], "--db", url, "--by", "qa"], cwd=tmp_path, env=env, capture_output=True,
+                              encoding="utf-8")
+        assert done.returncode == 0 and f"released cls-R1K {version[:12]}" in done.stdout, done.stderr
+    boxes = []
+    for i in range(3):
+        (tmp_path / f"l{i}" / "inbox").mkdir(parents=True)
+        shutil.copytree(zoo.root, tmp_path / f"l{i}" / "zoo")  # each box's own zoo, as on a plant's boxes
+        boxes.append(Box(f"line-{i + 1}", tmp_path / f"l{i}" / "inbox", tmp_path / f"l{i}" / "data", free_port()))
+    store = ResultStore(url)
+    feeding = threading.Event()
+
+    def feed() -> None:  # boards keep coming to every line, as on a running plant
+        seed = 100
+        while not feeding.wait(0.4):
+            for box in boxes:
+                box.send(1, seed)
+                seed += 1
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    try:
+        for i, box in enumerate(boxes):
+            box.start(["--models", str(root / "models"), "kiosk", "--rules", str(rules), "--zoo",
+                       str(tmp_path / f"l{i}" / "zoo"), "--device-mb", "40", "--db", url, "--token-file",
+                       str(token_file)], REPO)
+        assert wait_until(lambda: all(b.ready() for b in boxes), 240)
+        for seed, box in enumerate(boxes):
+            box.send(8, seed)
+        assert wait_until(lambda: all(len(stored_serials(store, b.line)) >= 8 for b in boxes), 120)
+        feeder.start()
+        kiosks = ",".join(f"http://127.0.0.1:{b.port}" for b in boxes)
+        rollout = [*cli, "zoo", "rollout", "--expert", "cls-R1K", "--kiosks", kiosks, "--boards", "6", "--poll-s",
+                   "0.3", "--timeout-s", "120", "--token-file", str(token_file), "--db", url, "--by", "qa"]
+        good = subprocess.run([*rollout, "--version", same[:12]], cwd=tmp_path, env=env, capture_output=True,
+                              encoding="utf-8")
+        print("\n" + good.stdout)
+        assert good.returncode == 0, good.stdout + good.stderr
+        assert all(b.status()["experts"] and _serving(b, "cls-R1K") == same for b in boxes)
+        worse = subprocess.run([*rollout, "--version", bad[:12], "--lines", "line-2,line-1,line-3"], cwd=tmp_path,
+                               env=env, capture_output=True, encoding="utf-8")
+        print(worse.stdout)
+        assert worse.returncode == 1, worse.stdout + worse.stderr
+        assert "line-2/aoi-1: rolled_back: flag rate rose from" in worse.stdout
+        assert [_serving(b, "cls-R1K") for b in boxes] == [same, same, same]  # line 2 back; 1 and 3 never moved
+        feeding.set()
+        feeder.join(5)
+        codes = [box.stop() for box in boxes]
+    finally:
+        feeding.set()
+        for box in boxes:
+            if box.proc is not None and box.proc.poll() is None:
+                box.proc.kill()
+    assert codes == [0, 0, 0]
+    steps = history(store)
+    outcomes = [(s.line, s.outcome, s.to_sha256 == bad) for s in steps]
+    assert outcomes == [("line-1", "switched", False), ("line-1", "kept", False),
+                        ("line-2", "switched", False), ("line-2", "kept", False),
+                        ("line-3", "switched", False), ("line-3", "kept", False),
+                        ("line-2", "switched", True), ("line-2", "rolled_back", True),
+                        ("line-1", "not_reached", True), ("line-3", "not_reached", True)]
+    assert {s.by for s in steps} == {"qa"} and len({s.rollout for s in steps}) == 2
+    judged = steps[7].detail
+    assert judged["after"]["flagged"] == judged["after"]["parts"] > 0  # the bad release flagged every part
+    print("rollout steps as recorded (inspector zoo rollouts):")
+    for s in steps:
+        print(f"  {s.rollout[:8]} {s.line} {(s.from_sha256 or '-')[:12]} -> {s.to_sha256[:12]} {s.outcome}")
+    store.close()
+
+
+def _serving(box: Box, expert: str) -> str | None:
+    return next(r["weights_sha256"] for r in box.status()["experts"] if r["expert"] == expert)

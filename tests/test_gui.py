@@ -389,7 +389,7 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
     serving = threading.Thread(target=kiosk.serve, daemon=True)
     serving.start()
     backend = AttachedBackend(f"http://127.0.0.1:{port}", sqlite_url(data / "results.sqlite"), poll_s=0.2, token=token)
-    window = MainWindow(backend, tmp_path / "no-models")
+    window = MainWindow(backend, tmp_path / "no-models", plant_kiosks=[f"http://127.0.0.1:{port}"])
     qtbot.addWidget(window)
     window.show()
     try:
@@ -427,6 +427,13 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         assert window.last["line"]["ruleset_version"] == window.rules.valid.version
         qtbot.waitUntil(lambda: window.rules.history.count() == 2, timeout=5_000)
         assert window.rules.rollback_btn.isEnabled()
+        # the plant tab: the kiosk's own answer beside what the database says of its line
+        window.tabs.setCurrentWidget(window.plant)
+        qtbot.waitUntil(lambda: window.plant.table.rowCount() == 1 and window.plant.table.item(0, 2) is not None
+                        and window.plant.table.item(0, 2).text() == "running", timeout=10_000)
+        row = window.plant.rows[0]
+        assert (row.line, row.station, row.kiosk) == ("line-1", "aoi-1", f"http://127.0.0.1:{port}")
+        assert row.boards_per_min > 0 and row.experts.startswith(f"{len(zoo.entries)}@")
         # closing the attached window leaves the kiosk running
         window.close()
         assert serving.is_alive()

@@ -119,3 +119,33 @@ def test_the_schema_changes_only_by_db_upgrade_and_each_role_does_only_its_part(
     for s in (kiosk, dashboard):
         s.close()
     engine.dispose()
+
+
+def test_a_release_is_served_only_as_published(store: ResultStore) -> None:
+    """The plant's release of an expert version: found by its hash, published once, and refused when its bytes
+    no longer hash to it (a damaged row is never installed)."""
+    from inspector.results.releases import ReleaseError, fetch, find, publish, releases
+
+    data = b"weights " * 1000
+    first = publish(store, "cls-R0402", data, "qa", "retrained on line 2's reviews")
+    assert publish(store, "cls-R0402", data, "someone else") == first  # the same bytes: the same release
+    sha = first.weights_sha256
+    assert find(store, "cls-R0402", sha[:8]).published_by == "qa" and fetch(store, "cls-R0402", sha)[1] == data
+    assert [r.weights_sha256 for r in releases(store, "cls-R0402")] == [sha]
+    with pytest.raises(ReleaseError, match="no release 00000000 of cls-R0402; publish it first"):
+        find(store, "cls-R0402", "00000000")
+    with store.engine.begin() as c:
+        c.execute(text("UPDATE expert_releases SET weights = :w"), {"w": data[:-1] + b"!"})
+    with pytest.raises(ReleaseError, match=f"release {sha[:12]} of cls-R0402 is damaged"):
+        fetch(store, "cls-R0402", sha)
+
+
+def test_a_worse_rate_is_one_chance_would_seldom_give() -> None:
+    from inspector.app.rollout import Judged, one_sided_p, worse
+
+    assert one_sided_p(1, 100, 1, 100) == pytest.approx(0.5)
+    assert one_sided_p(1, 100, 10, 100) < 0.01 < one_sided_p(1, 100, 4, 100)
+    assert one_sided_p(0, 0, 5, 10) == 1.0  # nothing to compare with: no evidence
+    before, after = Judged(50, 100, 2, 1, 0), Judged(50, 100, 2, 1, 6)
+    assert worse(before, before, 0.01) is None
+    assert worse(before, after, 0.01).startswith("escape rate rose from 0.00% (0/100) to 6.00% (6/100)")

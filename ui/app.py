@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         backend = local_backend(args)
     app.setOrganizationName("inspector")
-    window = MainWindow(backend, models_dir(args.models), Path(args.llm_model) if args.llm_model else None)
+    kiosks = [u.strip() for u in (args.plant_kiosks or "").split(",") if u.strip()]
+    window = MainWindow(backend, models_dir(args.models), Path(args.llm_model) if args.llm_model else None,
+                        plant_kiosks=kiosks)
     window.show()  # at the size and tab of the last start, or fitted to this screen (window_state.py)
     if args.start and backend.can_control:
         backend.start()

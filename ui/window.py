@@ -1,4 +1,4 @@
-"""The dashboard window: seven tabs over one backend, one timer reading one snapshot per tick.
+"""The dashboard window: eight tabs over one backend, one timer reading one snapshot per tick.
 
 The GUI never waits on the line: the line runs on its own threads and the
 timer (5 Hz) reads a snapshot of plain counters; slower reads (the database,
@@ -22,6 +22,7 @@ from .tabs.line_io import LineIoTab
 from .tabs.line_view import LineViewTab
 from .tabs.llm import LlmTab
 from .tabs.memory import MemoryTab
+from .tabs.plant import PlantTab
 from .tabs.rules import RulesTab
 from .tabs.throughput import ThroughputTab
 
@@ -31,7 +32,8 @@ CLOSE_TIMEOUT_S = 120.0
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, backend: Any, models_dir: Path, llm_model: Path | None = None) -> None:
+    def __init__(self, backend: Any, models_dir: Path, llm_model: Path | None = None,
+                 plant_kiosks: list[str] | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.setWindowTitle("Inspection dashboard — " + backend.label)
@@ -42,10 +44,12 @@ class MainWindow(QMainWindow):
         self.memory = MemoryTab(backend)
         self.history = HistoryTab(backend)
         self.io = LineIoTab(backend)
+        self.plant = PlantTab(backend, plant_kiosks or [])
         self.llm = LlmTab(models_dir, llm_model, borrow=getattr(backend, "llm_loan", None))
         for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
                           (self.rules, "Routing rules"), (self.memory, "Memory && executors"),
-                          (self.history, "History"), (self.llm, "Language model"), (self.io, "Camera && PLC")):
+                          (self.history, "History"), (self.llm, "Language model"), (self.io, "Camera && PLC"),
+                          (self.plant, "Plant")):
             self.tabs.addTab(tab, name)
         self.setCentralWidget(self.tabs)
         self.state = QLabel("")
@@ -107,6 +111,8 @@ class MainWindow(QMainWindow):
                 self.throughput.refresh_slow(snap)
             if shown is self.io:
                 self.io.refresh_slow()
+            if shown is self.plant:
+                self.plant.refresh_slow()
         ctl = snap.get("controller") or {}
         tp = (snap.get("throughput") or {}).get("parts_per_s")
         self.state.setText(f"{ctl.get('phase', snap.get('state', '?'))}"

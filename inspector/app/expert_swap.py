@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..experts.versions import activation, entry_of, rollback_of, save_entry, served_history, versions_of
+from ..experts.versions import (
+    activation,
+    add_version_file,
+    entry_of,
+    rollback_of,
+    save_entry,
+    served_history,
+    versions_of,
+)
 from ..experts.zoo import Zoo
+from ..results.releases import fetch
+from ..results.store import ResultStore
 from .line import Line
 
 
@@ -29,6 +39,15 @@ def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = Fa
     save_entry(on_disk, entry)
     return {"expert": name, "from": before, "to": entry.weights_sha256, "file": entry.file,
             "rolled_back": rollback}
+
+
+def install_release(line: Line, store: ResultStore, name: str, sha: str, timeout: float = 60.0) -> dict[str, Any]:
+    """Serve the plant's release `sha` of expert `name` (results/releases.py): its bytes, checked against their
+    hash, become a version in this box's zoo, then are swapped in like any version; what changed."""
+    release, data = fetch(store, name, sha)
+    add_version_file(Zoo.load(line.zoo.root), name, data, origin="plant release",
+                     published_by=release.published_by, published_at=release.published_at.isoformat())
+    return swap_live(line, name, release.weights_sha256, timeout=timeout)
 
 
 def expert_versions(zoo: Zoo) -> dict[str, Any]:

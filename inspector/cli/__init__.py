@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gui": ("the operator dashboard (PySide6): run a line here, or --attach to a kiosk [gui]", "line:add_gui"),
     "export": ("export results", "results:add_export"),
     "db": ("the results database: retention, schema upgrade and status", "results:add_db"),
+    "plant": ("every line of the plant at a glance (the shared database and each kiosk)", "plant:add_plant"),
     "review": ("mark a stored part's call: confirmed, false_call or escape", "loop:add_review"),
     "dataset": ("training sets from reviewed crops", "loop:add_dataset"),
     "zoo": ("expert zoos: build, train, versions, activate, rollback", "engine:add_zoo"),

@@ -264,8 +264,10 @@ def add_zoo(p: argparse.ArgumentParser) -> None:
                        help="train the demo experts of routing_rules/board_a and board_b on synthetic boards")
     build.set_defaults(func=cmd_zoo_build)
     from .loop import add_zoo_parsers
+    from .rollout import add_rollout_parsers
 
     add_zoo_parsers(zoo_sub)
+    add_rollout_parsers(zoo_sub)
 
 
 def add_plan(p: argparse.ArgumentParser) -> None:

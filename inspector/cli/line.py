@@ -358,6 +358,8 @@ def add_gui(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attach", metavar="URL", help="show a running kiosk (its /status; --db names its results "
                                                     "database) instead of running a line")
     p.add_argument("--token-file", help="with --attach: the kiosk's API token file, to edit its rules and memory")
+    p.add_argument("--plant-kiosks", help="the plant tab's kiosks, comma-separated URLs (as `plant status "
+                                          "--kiosks`)")
     p.add_argument("--start", action="store_true", help="start the line at once")
     p.add_argument("--llm-model", help="the LLM tab's checkpoint directory (default: the built demo model)")
     p.add_argument("--llm-mb", type=float, default=None,

@@ -44,8 +44,12 @@ def served_history(entry: ExpertEntry) -> list[str]:
 
 def add_version(zoo: Zoo, name: str, state: dict[str, torch.Tensor], **meta: Any) -> dict[str, Any]:
     """Write new weights of `name` beside its others and record them (not served yet); the version record."""
+    return add_version_file(zoo, name, save({k: v.contiguous() for k, v in state.items()}), **meta)
+
+
+def add_version_file(zoo: Zoo, name: str, data: bytes, **meta: Any) -> dict[str, Any]:
+    """A weights file's bytes (a plant's release, already checked against its hash) as a version of `name`."""
     entry = entry_of(zoo, name)
-    data = save({k: v.contiguous() for k, v in state.items()})
     sha = hashlib.sha256(data).hexdigest()
     file = f"{name}@{sha[:12]}.safetensors"
     path = zoo.root / file

@@ -7,7 +7,8 @@ attached to a kiosk never writes the kiosk's files itself and never needs a path
 - allocation: a new pool/batch split over the same device and executors applies live; anything else is
   saved to `allocation.json` in the data directory and applies at the kiosk's next start.
 - reviews: an operator's word on a stored part's call (results/reviews.py), checked against its verdict.
-- experts: a version of one expert's weights into service at a board boundary, or back (app/expert_swap.py).
+- experts: a version of one expert's weights into service at a board boundary, or back (app/expert_swap.py);
+  or a release of the plant's, read from the results database and checked against its hash (`zoo rollout`).
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ..app.allocation import Allocation, reallocate_live
-from ..app.expert_swap import expert_versions, swap_live
+from ..app.expert_swap import expert_versions, install_release, swap_live
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
+from ..experts.versions import VersionError
+from ..results.releases import ReleaseError
 from ..results.reviews import RatesCache, ReviewRequest, record_review, review_rates
 from ..results.store import StoreUnavailable
 from ..routing.rules import decode_rules
@@ -94,6 +97,21 @@ class Control:
             raise HttpError(503, str(exc)) from None
         self.say(f"expert {done['expert']} now serves {done['to'][:12]} (was {str(done['from'])[:12]})"
                  f"{', a rollback' if rollback else ''}, over the API")
+        return {"applied": True, **done}
+
+    def install_expert(self, body: bytes) -> dict[str, Any]:
+        """POST /experts/install: serve a release of the plant's (from the results database, its hash checked)."""
+        doc = json_object(body, 'JSON {"expert": NAME, "weights_sha256": HASH (8+ hex digits)}')
+        if not isinstance(doc.get("expert"), str) or not isinstance(doc.get("weights_sha256"), str):
+            raise ValueError('name the expert and the release: {"expert": NAME, "weights_sha256": HASH}')
+        try:
+            done = install_release(self.service.line, self.service.store, doc["expert"], doc["weights_sha256"])
+        except (ReleaseError, VersionError) as exc:
+            raise ValueError(str(exc)) from None
+        except (TimeoutError, StoreUnavailable) as exc:
+            raise HttpError(503, str(exc)) from None
+        self.say(f"expert {done['expert']} now serves the plant's release {done['to'][:12]} "
+                 f"(was {str(done['from'])[:12]}), over the API")
         return {"applied": True, **done}
 
     def rules_document(self) -> dict[str, Any]:

@@ -87,7 +87,8 @@ class Kiosk:
                    **({"/ledger": self.lender.snapshot} if self.lender is not None else {})},
             posts={"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
                    "/allocation": self.control.allocation, "/reviews": self.control.review,
-                   "/experts/swap": self.control.swap_expert, "/camera/settings": self.camera.apply_settings,
+                   "/experts/swap": self.control.swap_expert, "/experts/install": self.control.install_expert,
+                   "/camera/settings": self.camera.apply_settings,
                    **lending},
             token=config.token)
         self._done = threading.Event()

@@ -147,38 +147,46 @@ class TypeRates:
 RATE_BOARDS = 1000  # the rates a kiosk reports are over its line's last this many boards
 
 
-def review_rates(store: ResultStore, scope: Scope, boards: int | None = RATE_BOARDS) -> dict[str, TypeRates]:
+def review_rates(store: ResultStore, scope: Scope, boards: int | None = RATE_BOARDS, after: int | None = None,
+                 upto: int | None = None) -> dict[str, TypeRates]:
     """Per component type, over the scope's last `boards` boards (None: all stored): parts stored, flagged, and
     the reviews of each call. A kiosk reports its own line's, so a plant's sum over its kiosks counts every part
     once; a window of boards keeps the cost of a read the same after years of results, and shows a jump in the
-    false-call rate where a lifetime rate would hide it."""
+    false-call rate where a lifetime rate would hide it. `after` and `upto` bound the boards by row id (a rollout
+    compares the boards before a switch with those after it)."""
     store.ready()
     out: dict[str, TypeRates] = {}
     with Session(store.engine) as s:
-        floor = _window_floor(s, scope, boards)
+        bounds = scope.where(select(Inspection.id))
+        bounds = bounds.where(Inspection.id > after) if after is not None else bounds
+        bounds = bounds.where(Inspection.id <= upto) if upto is not None else bounds
+        floor = _window_floor(s, bounds, boards)
         q = scope.where(select(ComponentResult.component_type, ComponentResult.verdict, func.count())
                         .join(ComponentResult.inspection).where(Inspection.id >= floor))
+        q = q.where(Inspection.id > after) if after is not None else q
+        q = q.where(Inspection.id <= upto) if upto is not None else q
         for ctype, verdict, n in s.execute(q.group_by(ComponentResult.component_type, ComponentResult.verdict)):
             rates = out.setdefault(ctype, TypeRates(ctype))
             rates.parts += n
             rates.flagged += n if verdict == "fail" else 0
+        # reviews by their board's inspection id (indexed): the window's boards find their few reviews
         q = scope.where(select(Review.component_type, Review.call, func.count())
-                        .join(ComponentResult, Review.component_result_id == ComponentResult.id)
-                        .join(ComponentResult.inspection).where(Inspection.id >= floor))
+                        .join(Inspection, Review.inspection_uuid == Inspection.uuid).where(Inspection.id >= floor))
+        q = q.where(Inspection.id > after) if after is not None else q
+        q = q.where(Inspection.id <= upto) if upto is not None else q
         for ctype, call, n in s.execute(q.group_by(Review.component_type, Review.call)):
             rates = out.setdefault(ctype, TypeRates(ctype))
             setattr(rates, CALL_COUNTS[call], getattr(rates, CALL_COUNTS[call]) + n)
     return dict(sorted(out.items()))
 
 
-def _window_floor(s: Session, scope: Scope, boards: int | None) -> int:
-    """The row id of the scope's `boards`-th newest board (0: every board), found on the line's index."""
+def _window_floor(s: Session, ids, boards: int | None) -> int:  # noqa: ANN001 - a Select of board ids
+    """The row id of the `boards`-th newest of these boards (0: every board), found on the line's index."""
     if boards is None:
         return 0
     if boards < 1:
         raise ValueError(f"a rate window is at least 1 board, got {boards}")
-    q = scope.where(select(Inspection.id)).order_by(Inspection.id.desc()).offset(boards - 1).limit(1)
-    return s.scalar(q) or 0
+    return s.scalar(ids.order_by(Inspection.id.desc()).offset(boards - 1).limit(1)) or 0
 
 
 class RatesCache:

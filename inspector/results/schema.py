@@ -8,7 +8,19 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import BigInteger, DateTime, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -62,7 +74,7 @@ class Inspection(Base):
     reg_residual_px: Mapped[float | None] = mapped_column(Float, nullable=True)
     reg_fiducials: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON {name: [x, y]} found, image px
     parts: Mapped[list[ComponentResult]] = relationship(back_populates="inspection", cascade="all, delete-orphan",
-                                                        passive_deletes=True)
+                                                        passive_deletes=True, order_by="ComponentResult.id")
 
     # one line's reads on a plant's shared database: its newest boards, its time ranges, its prune
     __table_args__ = (Index("ix_inspections_line_station_id", "line", "station", "id"),
@@ -74,7 +86,7 @@ class ComponentResult(Base):
 
     __tablename__ = "component_results"
     id: Mapped[int] = mapped_column(Key, primary_key=True)
-    inspection_id: Mapped[int] = mapped_column(Key, ForeignKey("inspections.id", ondelete="CASCADE"), index=True)
+    inspection_id: Mapped[int] = mapped_column(Key, ForeignKey("inspections.id", ondelete="CASCADE"))
     ref: Mapped[str] = mapped_column(String(32))
     component_type: Mapped[str] = mapped_column(String(128))
     expert: Mapped[str] = mapped_column(String(128))
@@ -90,7 +102,10 @@ class ComponentResult(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     inspection: Mapped[Inspection] = relationship(back_populates="parts")
 
-    __table_args__ = (Index("ix_component_results_component_type_verdict", "component_type", "verdict"),)
+    # a board's parts, and what a line's rates count, read from the index alone
+    __table_args__ = (Index("ix_component_results_component_type_verdict", "component_type", "verdict"),
+                      Index("ix_component_results_inspection_id_type_verdict", "inspection_id", "component_type",
+                            "verdict"))
 
 
 class DeadLetter(Base):
@@ -137,3 +152,39 @@ class SchemaRecord(Base):
     runs_with: Mapped[str] = mapped_column(String(32))
     release: Mapped[str] = mapped_column(String(64))
     upgraded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ExpertRelease(Base):
+    """A version of an expert's weights the plant has released to its lines: the file itself, kept where every
+    box can read it (the plant's database), under its sha256. A box installs a release only after checking the
+    bytes against the hash (`inspector zoo publish` puts one here, `zoo rollout` serves it line by line)."""
+
+    __tablename__ = "expert_releases"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    expert: Mapped[str] = mapped_column(String(128))
+    weights_sha256: Mapped[str] = mapped_column(String(64))
+    weights: Mapped[bytes] = mapped_column(LargeBinary)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    published_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    published_by: Mapped[str] = mapped_column(String(64))
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    __table_args__ = (UniqueConstraint("expert", "weights_sha256"),)
+
+
+class RolloutStep(Base):
+    """One step of rolling an expert's version out to the plant's lines: who, when, which line, from and to which
+    version, and what came of it (switched, kept, rolled_back, failed, not_reached), with the rates it judged by."""
+
+    __tablename__ = "rollout_steps"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    rollout: Mapped[str] = mapped_column(String(36), index=True)  # one rollout's id, shared by its steps
+    at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    by: Mapped[str] = mapped_column(String(64))
+    expert: Mapped[str] = mapped_column(String(128))
+    line: Mapped[str] = mapped_column(String(64))
+    station: Mapped[str] = mapped_column(String(64))
+    from_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    to_sha256: Mapped[str] = mapped_column(String(64))
+    outcome: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON: rates before and after, the reason

@@ -1,0 +1,50 @@
+"""What a plant tool asks of a line's kiosk over its API: reads without a token, changes with it."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from ..endpoint import EndpointError, request_json
+
+
+class KioskClient:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 5.0) -> None:
+        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+
+    def status(self) -> dict[str, Any]:
+        return self._get("/status")
+
+    def health(self) -> dict[str, Any]:
+        """/health's answer, also when it is not ok (it answers 503 with its reasons then)."""
+        return self._get("/health")
+
+    def rules_text(self) -> str | None:
+        return self._get("/rules").get("text")
+
+    def serving(self, expert: str) -> str | None:
+        """The weights hash the kiosk's line serves for `expert` (None: no such expert there)."""
+        rows = self.status().get("experts") or []
+        return next((r.get("weights_sha256") for r in rows if r.get("expert") == expert), None)
+
+    def install(self, expert: str, sha: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Serve the plant's release `sha` of `expert` (POST /experts/install: the kiosk checks its hash)."""
+        return request_json(self.url + "/experts/install", {"expert": expert, "weights_sha256": sha}, self.token,
+                            timeout)
+
+    def rollback(self, expert: str, timeout: float = 120.0) -> dict[str, Any]:
+        return request_json(self.url + "/experts/swap", {"expert": expert, "rollback": True}, self.token, timeout)
+
+    def _get(self, path: str) -> dict[str, Any]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=self.timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            body = exc.read()
+            try:
+                return json.loads(body)
+            except ValueError:
+                raise EndpointError(self.url + path, exc.code, str(exc.reason)) from None
+        except (OSError, ValueError) as exc:
+            raise EndpointError(self.url + path, None, str(exc)) from None
