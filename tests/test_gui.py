@@ -434,6 +434,12 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         row = window.plant.rows[0]
         assert (row.line, row.station, row.kiosk) == ("line-1", "aoi-1", f"http://127.0.0.1:{port}")
         assert row.boards_per_min > 0 and row.experts.startswith(f"{len(zoo.entries)}@")
+        # a dashboard on another machine: no database URL, the kiosk's results and crops over its API
+        remote = AttachedBackend(f"http://127.0.0.1:{port}", None, poll_s=0.2, token=token)
+        try:
+            _remote_results(remote, store, port)
+        finally:
+            remote.close()
         # closing the attached window leaves the kiosk running
         window.close()
         assert serving.is_alive()
@@ -441,6 +447,48 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         kiosk.stop("test done")
         serving.join(60)
     assert not serving.is_alive()
+
+
+def _remote_results(remote, store: ResultStore, port: int) -> None:  # noqa: ANN001 - an AttachedBackend
+    """The kiosk's /results routes read like its database: boards, parts, counts, reviews, export, crops."""
+    import csv
+    import io
+    import urllib.error
+    import urllib.request
+
+    from inspector.app.kiosk_results import KioskResults
+    from inspector.results.scope import Scope
+    from inspector.results.store import Filters
+
+    with pytest.raises(urllib.error.HTTPError) as refused:  # product images: only with the token
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/results/latest", timeout=5)
+    assert refused.value.code == 401
+    from .test_kiosk import wait_until
+
+    assert wait_until(lambda: remote.scope() is not None, 5)  # the kiosk said which line it is
+    results = remote.store()
+    assert isinstance(results, KioskResults) and remote.scope() == Scope("line-1", "aoi-1")
+    upto = store.last_id(remote.scope())
+    here = Filters(scope=remote.scope(), stored_upto=upto)
+    assert results.last_id() >= upto and results.count_components(here) == store.count_components(here)
+    mine = [(b.uuid, p.ref, p.verdict) for b, p in store.component_rows(here, newest=50)]
+    theirs = [(b.uuid, p.ref, p.verdict) for b, p in results.component_rows(here, newest=50)]
+    assert theirs == mine and theirs
+    assert results.latest().uuid == store.latest(remote.scope()).uuid
+    assert results.component_types() == store.component_types(remote.scope())
+    reviewed = store.reviews_of([u for u, _, _ in mine])
+    assert {k: r.call for k, r in results.reviews_of([u for u, _, _ in mine]).items()} == \
+        {k: r.call for k, r in reviewed.items()}
+    out = io.StringIO()
+    n = results.export_csv(out, Filters(verdict="fail", stored_upto=upto))
+    assert n == len(list(csv.DictReader(io.StringIO(out.getvalue())))) == \
+        store.count_components(Filters(verdict="fail", stored_upto=upto, scope=remote.scope()))
+    kept = next((b, p) for b, p in store.recent_parts(remote.scope(), limit=50) if p.crop_path)
+    board, part = kept
+    assert results.crop(board.uuid, part.ref) == Path(part.crop_path).read_bytes()
+    image = remote.crop_image(board.uuid, part.ref, "/not/on/this/machine.png")  # fetched from the kiosk
+    assert image is not None and image.shape[2] == 3
+    assert results.crop(board.uuid, "NOPE") is None
 
 
 def test_the_core_never_imports_qt() -> None:

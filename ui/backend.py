@@ -26,10 +26,20 @@ import numpy as np
 
 from inspector.app.allocation import Allocation
 from inspector.app.controller import LineController, LineSetup
+from inspector.app.kiosk_results import KioskResults
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
 from inspector.routing.rules import RuleSet, body_box, parse_rules
+
+
+def read_crop(path: str | None) -> np.ndarray | None:
+    """A crop file on this machine, or None."""
+    if not path or not Path(path).is_file():
+        return None
+    import cv2
+
+    return cv2.imread(path, cv2.IMREAD_COLOR)
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,10 @@ class LocalBackend:
             self._store = ResultStore(self.controller.db_url)
         return self._store
 
+    def crop_image(self, uuid: str, ref: str, path: str | None) -> np.ndarray | None:
+        """A kept crop: a file on this machine."""
+        return read_crop(path)
+
     def scope(self) -> Scope:
         """The line this dashboard runs: its results are the ones shown, whoever else shares the database."""
         return self.setup.service.line.scope
@@ -248,6 +262,7 @@ class AttachedBackend:
         self.can_edit = token is not None
         self._latest: dict[str, Any] = {"state": "connecting", "controller": {"phase": "attaching", "log": []}}
         self._store: ResultStore | None = None
+        self._remote: KioskResults | None = None
         self._rules: tuple[str, RuleSet | None] | None = None  # (text, its rule set) of the kiosk's running set
         self._document: tuple[str, str] | None = None  # GET /rules as of the running version (the poll thread's)
         self._document_version: str | None = None
@@ -333,14 +348,31 @@ class AttachedBackend:
             return None
         return Scope(str(line["line"]), str(line.get("station") or "") or None)
 
-    def store(self) -> ResultStore | None:
-        """The results database given with --db (never a URL the kiosk reports); None without one."""
+    def store(self) -> ResultStore | KioskResults | None:
+        """The results database given with --db (never a URL the kiosk reports); without one, the kiosk's own
+        results over its API (needs the token); None with neither."""
         if self._store is None and self._db_url:
             try:
                 self._store = ResultStore(self._db_url)
             except StoreUnavailable:
                 return None
+        if self._store is None and self._db_url is None and self._token is not None:
+            self._remote = self._remote or KioskResults(self.url, self._token)
+            return self._remote
         return self._store
+
+    def crop_image(self, uuid: str, ref: str, path: str | None) -> np.ndarray | None:
+        """A kept crop: the file when this machine has it, else the kiosk's copy over its API."""
+        image = read_crop(path)
+        if image is not None or not path or self._token is None:
+            return image
+        import cv2
+
+        try:
+            data = KioskResults(self.url, self._token).crop(uuid, ref)
+        except (OSError, ValueError):
+            return None
+        return None if data is None else cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
 
     def close(self, timeout: float | None = None) -> bool:
         self._stop.set()

@@ -355,8 +355,9 @@ def add_accuracy(p: argparse.ArgumentParser) -> None:
 
 def add_gui(p: argparse.ArgumentParser) -> None:
     line_flags(p, boards=0)
-    p.add_argument("--attach", metavar="URL", help="show a running kiosk (its /status; --db names its results "
-                                                    "database) instead of running a line")
+    p.add_argument("--attach", metavar="URL", help="show a running kiosk instead of running a line: its /status, "
+                                                    "and its results and crops over its API (with --token-file) or "
+                                                    "from --db")
     p.add_argument("--token-file", help="with --attach: the kiosk's API token file, to edit its rules and memory")
     p.add_argument("--plant-kiosks", help="the plant tab's kiosks, comma-separated URLs (as `plant status "
                                           "--kiosks`)")

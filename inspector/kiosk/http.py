@@ -1,4 +1,5 @@
-"""The kiosk's endpoints: /metrics (Prometheus), /health, /status and /rules to read; POSTs to change.
+"""The kiosk's endpoints: /metrics (Prometheus), /health, /status and /rules to read; POSTs to change; the
+line's stored results under /results/ (behind the token: they hold the plant's product images).
 
 A small HTTP server from the standard library: a handful of routes do not justify a web framework on the
 line box. It binds 127.0.0.1 by default (a plant that scrapes from another host sets --listen). Every
@@ -46,6 +47,8 @@ def json_object(body: bytes, shape: str = "a JSON object") -> dict[str, Any]:
 
 
 Post = Callable[[bytes], dict[str, Any]]  # request body -> JSON answer; raises ValueError (422) when refused
+# (path below the prefix, query string) -> JSON, or (content type, bytes); behind the token
+Guarded = Callable[[str, str], dict[str, Any] | tuple[str, bytes]]
 
 
 class _BoundedServer(HTTPServer):
@@ -85,7 +88,8 @@ class _BoundedServer(HTTPServer):
 class Endpoints:
     def __init__(self, listen: str, registry: CollectorRegistry, status: Callable[[], dict[str, Any]],
                  health: Callable[[], dict[str, Any]], reads: dict[str, Callable[[], dict[str, Any]]] | None = None,
-                 posts: dict[str, Post] | None = None, token: str | None = None) -> None:
+                 posts: dict[str, Post] | None = None, token: str | None = None,
+                 guarded: dict[str, Guarded] | None = None) -> None:
         host, port = parse_listen(listen)
         outer = self
 
@@ -104,6 +108,7 @@ class Endpoints:
 
         self.registry, self.status, self.health = registry, status, health
         self.reads, self.posts, self.token = dict(reads or {}), dict(posts or {}), token
+        self.guarded = dict(guarded or {})  # path prefix (ending in /) -> reader
         try:
             self.server = _BoundedServer((host, port), Handler)
         except OSError as exc:
@@ -126,6 +131,8 @@ class Endpoints:
     def _handle(self, h: BaseHTTPRequestHandler, route: Callable[[BaseHTTPRequestHandler, str], None]) -> None:
         try:
             route(h, h.path.split("?", 1)[0])
+        except PermissionError as exc:
+            self._json(h, 403, {"error": str(exc)})
         except HttpError as exc:
             self._json(h, exc.code, {"error": str(exc)})
         except ValueError as exc:  # refused by validation: nothing changed
@@ -145,8 +152,15 @@ class Endpoints:
             self._json(h, 200, self.status())
         elif path in self.reads:
             self._json(h, 200, self.reads[path]())
+        elif prefix := next((p for p in self.guarded if path.startswith(p)), None):
+            self._authorise(h)
+            answer = self.guarded[prefix](path[len(prefix):], h.path.partition("?")[2])
+            if isinstance(answer, tuple):
+                self._send(h, 200, *answer)
+            else:
+                self._json(h, 200, answer)
         else:
-            routes = " ".join(["/metrics", "/health", "/status", *self.reads])
+            routes = " ".join(["/metrics", "/health", "/status", *self.reads, *(p + "..." for p in self.guarded)])
             self._send(h, 404, "text/plain; charset=utf-8", f"routes: {routes}\n".encode())
 
     def _post(self, h: BaseHTTPRequestHandler, path: str) -> None:

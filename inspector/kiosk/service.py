@@ -32,6 +32,7 @@ from .health import health
 from .http import Endpoints
 from .lending import Lender
 from .metrics import line_registry
+from .results_api import ResultsApi
 from .systemd import Notifier
 
 
@@ -90,7 +91,8 @@ class Kiosk:
                    "/experts/swap": self.control.swap_expert, "/experts/install": self.control.install_expert,
                    "/camera/settings": self.camera.apply_settings,
                    **lending},
-            token=config.token)
+            token=config.token,
+            guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get})
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False

@@ -88,6 +88,7 @@ class Filters:
     component: str | None = None  # component type (R0402, ...)
     stored_upto: int | None = None  # boards stored up to this row id: what a search saw, for its export
     scope: Scope = PLANT
+    uuid: str | None = None  # one board by its inspection id
 
 
 class ResultStore:
@@ -252,6 +253,18 @@ class ResultStore:
             q = scope.where(select(ComponentResult.component_type).join(ComponentResult.inspection).distinct())
             return sorted(s.scalars(q))
 
+    def reviews_of(self, uuids: list[str]) -> dict:
+        """(inspection id, ref) -> review, of these boards' reviewed parts (results/reviews.py)."""
+        from .reviews import reviews_of
+
+        return reviews_of(self, uuids)
+
+    def export_csv(self, out, filters: Filters | None = None) -> int:  # noqa: ANN001 - a text stream
+        """The matching results as CSV (results/export.py); the rows written."""
+        from .export import export_csv
+
+        return export_csv(self, out, filters)
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -293,6 +306,8 @@ def board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shap
         q = q.where(Inspection.started_at < f.until)
     if f.board:
         q = q.where(Inspection.board_serial == f.board)
+    if f.uuid:
+        q = q.where(Inspection.uuid == f.uuid)
     if f.stored_upto is not None:
         q = q.where(Inspection.id <= f.stored_upto)
     return q

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-import cv2
 from PySide6.QtCore import QDateTime, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -30,8 +28,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.results.export import export_csv
-from inspector.results.reviews import reviews_of
 from inspector.results.store import COUNT_CAP, Filters
 
 from ..review_bar import ReviewBar
@@ -139,7 +135,7 @@ class HistoryTab(QWidget):
         self.review_bar.set_part(None)
         self.table.setRowCount(len(shown))
         self.crop_paths, self.parts = [], []
-        reviews = reviews_of(store, list({insp.uuid for insp, _ in shown}))
+        reviews = store.reviews_of(list({insp.uuid for insp, _ in shown}))
         for r, (insp, part) in enumerate(shown):
             review = reviews.get((insp.uuid, part.ref))
             values = (_local(insp.started_at), insp.board_serial, insp.verdict, part.ref, part.component_type,
@@ -184,18 +180,19 @@ class HistoryTab(QWidget):
                 return 0
         try:
             with open(path, "w", newline="", encoding="utf-8") as out:
-                n = export_csv(store, out, self.searched)
+                n = store.export_csv(out, self.searched)
         except OSError as exc:
             self.status.setText(f"cannot write {path}: {exc.strerror}; choose another place")
             return 0
         self.status.setText(f"{n} component results exported to {path}")
         return n
 
-    def _crop_image(self, row: int):  # noqa: ANN202 - an OpenCV image or None
+    def _crop_image(self, row: int):  # noqa: ANN202 - (its path, an OpenCV image or None)
         path = self.crop_paths[row] if 0 <= row < len(self.crop_paths) else None
         if not path:
             return path, None
-        return path, cv2.imread(path, cv2.IMREAD_COLOR) if Path(path).is_file() else None
+        uuid, ref, _ = self.parts[row]
+        return path, self.backend.crop_image(uuid, ref, path)
 
     def _reviewed(self, text: str) -> None:
         row = self.table.currentRow()

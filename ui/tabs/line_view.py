@@ -2,10 +2,8 @@
 reviewable: confirmed, false call), controls."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import cv2
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QIcon, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
@@ -252,7 +250,7 @@ class LineViewTab(QWidget):
             item = QListWidgetItem(f"{part.ref} ({part.component_type}): {part.defect_class}\n"
                                    f"board {insp.board_serial}  {insp.started_at:%H:%M:%S}")
             item.setForeground(verdict_colour(part.verdict))
-            pix = self._crop(part.crop_path)
+            pix = self._crop(insp.uuid, part.ref, part.crop_path)
             if pix is not None:
                 item.setIcon(QIcon(pix))
             item.setToolTip(part.crop_path or "no crop kept")
@@ -262,11 +260,11 @@ class LineViewTab(QWidget):
                 self.defects.setCurrentItem(item)
         self.defects.blockSignals(False)
 
-    def _crop(self, path: str | None) -> QPixmap | None:
+    def _crop(self, uuid: str, ref: str, path: str | None) -> QPixmap | None:
         if not path:
             return None
         if path not in self._crop_cache:
-            image = cv2.imread(path, cv2.IMREAD_COLOR) if Path(path).is_file() else None
+            image = self.backend.crop_image(uuid, ref, path)
             if image is None:
                 return None
             pix = bgr_pixmap(image).scaled(CROP_ICON, CROP_ICON, Qt.AspectRatioMode.KeepAspectRatio,

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.app.plant import LineRow, plant_status, table_cells
+from inspector.results.store import ResultStore
 
 from ..worker import Job
 
@@ -64,6 +65,7 @@ class PlantTab(QWidget):
         if self._job is not None and self._job.running:
             return
         store = self.backend.store()
+        store = store if isinstance(store, ResultStore) else None  # a kiosk's API has its line only: no database
         self._job = Job(lambda: plant_status(store, self.kiosks), name="plant-status")
         self._job.done.connect(self.show_rows)
         self._job.failed.connect(lambda m: self.status.setText(f"cannot read the plant: {m}"))

@@ -1,0 +1,147 @@
+"""A kiosk's stored results over its API (kiosk/results_api.py), read the way the dashboard reads the results
+database (results/reader.py): a dashboard on another machine needs the kiosk's URL and token, no database URL.
+
+Rows come back as plain objects with the tables' attribute names; every answer is of the kiosk's own line (the
+scope a caller passes is the kiosk's anyway). Crops are fetched as PNG bytes.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TextIO
+from urllib.parse import quote, urlencode
+
+from ..endpoint import open_url, request_json
+from ..results.scope import Scope
+from ..results.store import Filters
+
+
+@dataclass
+class PartView:
+    id: int
+    ref: str
+    component_type: str
+    expert: str
+    weights_sha256: str | None
+    verdict: str
+    defect_class: str
+    score: float | None
+    box_x0: float | None = None
+    box_y0: float | None = None
+    box_x1: float | None = None
+    box_y1: float | None = None
+    crop_path: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class BoardView:
+    id: int
+    uuid: str
+    started_at: datetime
+    finished_at: datetime
+    line: str
+    station: str
+    board_serial: str
+    serial_source: str | None
+    recipe: str
+    ruleset_version: str
+    verdict: str
+    source: str
+    error: str | None
+    reg_transform: str | None
+    reg_residual_px: float | None
+    reg_fiducials: str | None
+    parts: list[PartView] = field(default_factory=list)
+
+
+@dataclass
+class ReviewView:
+    inspection_uuid: str
+    ref: str
+    component_type: str
+    call: str
+    correct_class: str | None
+    reviewer: str
+    note: str | None
+    at: datetime
+
+
+def _board(doc: dict[str, Any]) -> BoardView:
+    parts = [PartView(**p) for p in doc.pop("parts", [])]
+    doc["started_at"], doc["finished_at"] = (datetime.fromisoformat(doc[k]) for k in ("started_at", "finished_at"))
+    return BoardView(**doc, parts=parts)
+
+
+class KioskResults:
+    def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
+        self.url, self.token, self.timeout = url.rstrip("/") + "/results", token, timeout
+
+    def _get(self, path: str, query: dict[str, Any] | list[tuple[str, Any]] | None = None) -> dict[str, Any]:
+        return request_json(self._url(path, query), None, self.token, self.timeout)
+
+    def _url(self, path: str, query: dict[str, Any] | list[tuple[str, Any]] | None) -> str:
+        return f"{self.url}/{path}" + (f"?{urlencode(query)}" if query else "")
+
+    @staticmethod
+    def _query(f: Filters | None) -> dict[str, Any]:
+        f = f or Filters()
+        q = {"since": f.since.isoformat() if f.since else None, "until": f.until.isoformat() if f.until else None,
+             "board": f.board, "verdict": f.verdict, "component": f.component, "upto": f.stored_upto}
+        return {k: v for k, v in q.items() if v is not None}
+
+    def latest(self, scope: Scope | None = None) -> BoardView | None:
+        doc = self._get("latest")["board"]
+        return None if doc is None else _board(doc)
+
+    def recent_parts(self, scope: Scope | None = None, verdicts: tuple[str, ...] = ("fail", "error"),
+                     limit: int = 20) -> list[tuple[BoardView, PartView]]:
+        rows = self._get("defects", {"verdicts": ",".join(verdicts), "limit": limit})["rows"]
+        return [(_board(b), PartView(**p)) for b, p in rows]
+
+    def component_types(self, scope: Scope | None = None) -> list[str]:
+        return list(self._get("types")["types"])
+
+    def last_id(self, scope: Scope | None = None) -> int:
+        return int(self._get("last-id")["last_id"])
+
+    def count_components(self, filters: Filters | None = None, cap: int | None = None) -> int:
+        return int(self._get("count", {**self._query(filters), **({"cap": cap} if cap else {})})["count"])
+
+    def component_rows(self, filters: Filters | None = None, newest: int | None = None,
+                       bare_boards: bool = False) -> Iterator[tuple[BoardView, PartView]]:
+        rows = self._get("rows", {**self._query(filters), "newest": newest or 200})["rows"]
+        for b, p in rows:
+            yield _board(b), PartView(**p)
+
+    def reviews_of(self, uuids: list[str]) -> dict[tuple[str, str], ReviewView]:
+        if not uuids:
+            return {}
+        docs = self._get("reviews", [("uuid", u) for u in uuids])["reviews"]
+        out = {}
+        for d in docs:
+            d["at"] = datetime.fromisoformat(d["at"])
+            out[(d["inspection_uuid"], d["ref"])] = ReviewView(**d)
+        return out
+
+    def export_csv(self, out: TextIO, filters: Filters | None = None) -> int:
+        """The kiosk's CSV of the matching results, written to `out`; the rows written."""
+        with open_url(self._url("export.csv", self._query(filters)), None, self.token, 120.0) as r:
+            text = r.read().decode("utf-8")
+        out.write(text)
+        return max(0, sum(1 for _ in csv.reader(io.StringIO(text))) - 1)
+
+    def crop(self, uuid: str, ref: str) -> bytes | None:
+        """The PNG of a kept crop (None when none was kept)."""
+        from ..endpoint import EndpointError
+
+        try:
+            with open_url(f"{self.url}/crops/{quote(uuid)}/{quote(ref)}", None, self.token, self.timeout) as r:
+                return r.read()
+        except EndpointError as exc:
+            if exc.status == 404:
+                return None
+            raise

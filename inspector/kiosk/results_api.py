@@ -1,0 +1,134 @@
+"""The kiosk's results over its API, for a dashboard on another machine: its line's stored boards, parts,
+reviews, a CSV export and the crops it kept, behind the API token (they are the plant's product images).
+
+Every answer is of this kiosk's own line and station (a plant's shared database holds other lines too), and a
+crop is served only from the kiosk's crop folder. The dashboard reads these through app/kiosk_results.py in the
+shape it reads the database (results/reader.py), so it needs the kiosk's URL and token and no database URL.
+"""
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from ..results.schema import ComponentResult, Inspection, Review
+from ..results.scope import Scope
+from ..results.store import Filters, ResultStore, parse_when
+from .http import HttpError
+
+BOARD_FIELDS = ("id", "uuid", "started_at", "finished_at", "line", "station", "board_serial", "serial_source",
+                "recipe", "ruleset_version", "verdict", "source", "error", "reg_transform", "reg_residual_px",
+                "reg_fiducials")
+PART_FIELDS = ("id", "ref", "component_type", "expert", "weights_sha256", "verdict", "defect_class", "score",
+               "box_x0", "box_y0", "box_x1", "box_y1", "crop_path", "error")
+REVIEW_FIELDS = ("inspection_uuid", "ref", "component_type", "call", "correct_class", "reviewer", "note", "at")
+MAX_ROWS = 5000
+Answer = tuple[str, bytes] | dict[str, Any]
+
+
+def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
+    out = {k: getattr(b, k) for k in BOARD_FIELDS}
+    out["started_at"], out["finished_at"] = b.started_at.isoformat(), b.finished_at.isoformat()
+    if parts:
+        out["parts"] = [part_json(p) for p in b.parts]
+    return out
+
+
+def part_json(p: ComponentResult) -> dict[str, Any]:
+    return {k: getattr(p, k) for k in PART_FIELDS}
+
+
+def review_json(r: Review) -> dict[str, Any]:
+    return {**{k: getattr(r, k) for k in REVIEW_FIELDS}, "at": r.at.isoformat()}
+
+
+class ResultsApi:
+    """GET /results/... routes of one kiosk's line."""
+
+    def __init__(self, store: ResultStore, scope: Scope, crops: Path) -> None:
+        self.store, self.scope, self.crops = store, scope, crops.resolve()
+        self.routes: dict[str, Callable[[list[str], dict[str, list[str]]], Answer]] = {
+            "latest": self._latest, "boards": self._board, "rows": self._rows, "count": self._count,
+            "types": self._types, "last-id": self._last_id, "defects": self._defects, "reviews": self._reviews,
+            "export.csv": self._export, "crops": self._crop}
+
+    def get(self, path: str, query: str) -> Answer:
+        """`path` below /results/ ('latest', 'crops/<id>/<ref>', ...)."""
+        parts = [unquote(p) for p in path.strip("/").split("/") if p]
+        if not parts or parts[0] not in self.routes:
+            raise HttpError(404, f"no results route /results/{path}; routes: "
+                                 + " ".join(f"/results/{r}" for r in self.routes))
+        return self.routes[parts[0]](parts[1:], parse_qs(query))
+
+    def filters(self, q: dict[str, list[str]]) -> Filters:
+        one = {k: v[-1] for k, v in q.items() if v}
+        try:
+            return Filters(since=parse_when(one["since"]) if one.get("since") else None,
+                           until=parse_when(one["until"]) if one.get("until") else None,
+                           board=one.get("board") or None, verdict=one.get("verdict") or None,
+                           component=one.get("component") or None,
+                           stored_upto=int(one["upto"]) if one.get("upto") else None, scope=self.scope)
+        except ValueError as exc:
+            raise ValueError(f"a results filter is off: {exc}") from None
+
+    def _latest(self, _rest: list[str], _q: dict[str, list[str]]) -> Answer:
+        b = self.store.latest(self.scope)
+        return {"board": None if b is None else board_json(b, parts=True)}
+
+    def _board(self, rest: list[str], _q: dict[str, list[str]]) -> Answer:
+        if len(rest) != 1:
+            raise HttpError(404, "ask for /results/boards/<inspection id>")
+        with_parts = self.store.inspections(Filters(scope=self.scope, uuid=rest[0]))
+        if not with_parts:
+            raise HttpError(404, f"no board {rest[0]} of {self.scope.label()} is stored")
+        return {"board": board_json(with_parts[0], parts=True)}
+
+    def _rows(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
+        newest = min(_int(q, "newest", 200), MAX_ROWS)
+        rows = self.store.component_rows(self.filters(q), newest=newest)
+        return {"rows": [[board_json(b), part_json(p)] for b, p in rows]}
+
+    def _count(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
+        cap = _int(q, "cap", 0) or None
+        return {"count": self.store.count_components(self.filters(q), cap=cap)}
+
+    def _types(self, _rest: list[str], _q: dict[str, list[str]]) -> Answer:
+        return {"types": self.store.component_types(self.scope)}
+
+    def _last_id(self, _rest: list[str], _q: dict[str, list[str]]) -> Answer:
+        return {"last_id": self.store.last_id(self.scope)}
+
+    def _defects(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
+        verdicts = tuple((q.get("verdicts") or ["fail,error"])[-1].split(","))
+        rows = self.store.recent_parts(self.scope, verdicts, min(_int(q, "limit", 20), MAX_ROWS))
+        return {"rows": [[board_json(b), part_json(p)] for b, p in rows]}
+
+    def _reviews(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
+        uuids = (q.get("uuid") or [])[:MAX_ROWS]
+        return {"reviews": [review_json(r) for r in self.store.reviews_of(uuids).values()]}
+
+    def _export(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
+        out = io.StringIO()
+        self.store.export_csv(out, self.filters(q))
+        return "text/csv; charset=utf-8", out.getvalue().encode("utf-8")
+
+    def _crop(self, rest: list[str], _q: dict[str, list[str]]) -> Answer:
+        if len(rest) != 2:
+            raise HttpError(404, "ask for /results/crops/<inspection id>/<ref>")
+        rows = self.store.component_rows(Filters(scope=self.scope, uuid=rest[0]))
+        part = next((p for _b, p in rows if p is not None and p.ref == rest[1]), None)
+        if part is None or not part.crop_path:
+            raise HttpError(404, f"no crop of {rest[1]} on board {rest[0]} was kept")
+        path = Path(part.crop_path).resolve()
+        if not path.is_relative_to(self.crops) or not path.is_file():
+            raise HttpError(404, f"the crop of {rest[1]} on board {rest[0]} is not in this kiosk's crop folder")
+        return "image/png", path.read_bytes()
+
+
+def _int(q: dict[str, list[str]], key: str, default: int) -> int:
+    try:
+        return int((q.get(key) or [default])[-1])
+    except ValueError:
+        raise ValueError(f"{key} must be a whole number") from None
