@@ -149,3 +149,16 @@ def test_a_worse_rate_is_one_chance_would_seldom_give() -> None:
     before, after = Judged(50, 100, 2, 1, 0), Judged(50, 100, 2, 1, 6)
     assert worse(before, before, 0.01) is None
     assert worse(before, after, 0.01).startswith("escape rate rose from 0.00% (0/100) to 6.00% (6/100)")
+
+
+def test_db_bench_fills_only_an_empty_database_and_times_one_lines_reads(postgres, capsys) -> None:  # noqa: ANN001
+    url = postgres.create_db("bench" + uuid.uuid4().hex[:8])
+    assert main(["db", "bench", "--db", url, "--parts", "20000", "--lines", "4", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "filled" in out and "208 boards, 19968 parts of 4 lines" in out and "reads of line line-" in out
+    for read in ("latest board of the line", "history page", "history count", "recent defects", "review rates",
+                 "plant status"):
+        assert f"| {read}" in out, out
+    assert main(["db", "bench", "--db", url, "--parts", "20000"]) == 2  # never into a database that holds boards
+    assert "holds 208 boards: db bench fills only an empty database" in capsys.readouterr().err
+    assert main(["db", "bench", "--db", url, "--reuse", "--repeats", "1"]) == 0

@@ -14,11 +14,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import case, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..endpoint import EndpointError
-from ..results.schema import Inspection
+from ..results.activity import Activity, activity
 from ..results.store import ResultStore
 from .kiosk_client import KioskClient
 
@@ -41,36 +40,6 @@ class LineRow:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Activity:
-    boards: int
-    passed: int
-    last_at: datetime | None
-
-
-def activity(store: ResultStore, window: timedelta) -> dict[tuple[str, str], Activity]:
-    """Per (line, station): boards and passes in the window, and its last board ever (two index scans)."""
-    since = datetime.now(timezone.utc) - window
-    out: dict[tuple[str, str], Activity] = {}
-    with store.engine.connect() as c:
-        recent = c.execute(select(Inspection.line, Inspection.station, func.count(),
-                                  func.sum(case((Inspection.verdict == "pass", 1), else_=0)))
-                           .where(Inspection.started_at >= since).group_by(Inspection.line, Inspection.station))
-        counts = {(line, station): (int(n), int(p or 0)) for line, station, n, p in recent}
-        for line, station, last in c.execute(select(Inspection.line, Inspection.station,
-                                                    func.max(Inspection.started_at))
-                                             .group_by(Inspection.line, Inspection.station)):
-            n, p = counts.get((line, station), (0, 0))
-            out[(line, station)] = Activity(n, p, _utc(last))
-    return out
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def ask_kiosk(url: str, timeout: float = KIOSK_TIMEOUT_S) -> dict[str, Any]:
@@ -132,7 +101,11 @@ def _from_kiosk(url: str, answer: dict[str, Any]) -> LineRow:
 
 
 def _from_database(row: LineRow, act: Activity, window: timedelta) -> None:
-    row.boards_per_min = act.boards / (window.total_seconds() / 60)
+    """Boards per minute since the window began, or since the line's first board in it when that is later (a line
+    started ten minutes ago is not shown at a sixth of its pace)."""
+    now = datetime.now(timezone.utc)
+    since = max(now - window, act.first_at) if act.first_at is not None else now - window
+    row.boards_per_min = act.boards / max((now - since).total_seconds() / 60, 1.0)
     row.yield_percent = 100.0 * act.passed / act.boards if act.boards else None
     if act.last_at is not None:
         row.last_board_age_s = max(0.0, (datetime.now(timezone.utc) - act.last_at).total_seconds())
@@ -152,8 +125,13 @@ def table(rows: list[LineRow]) -> str:
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(b, widths)).rstrip() for b in body]
-    lines += [f"{r.line}/{r.station}: {r.detail}" for r in rows if r.detail]
+    lines += [f"{where(r)}: {r.detail}" for r in rows if r.detail]
     return "\n".join(lines)
+
+
+def where(r: LineRow) -> str:
+    """A row's name in a note: its line and station, or its kiosk's URL when the kiosk did not say."""
+    return f"{r.line}/{r.station}" if r.line != "?" else str(r.kiosk)
 
 
 def _num(value: float | None, fmt: str) -> str:

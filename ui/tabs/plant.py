@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from inspector.app.plant import LineRow, plant_status, table_cells
+from inspector.app.plant import LineRow, plant_status, table_cells, where
 from inspector.results.store import ResultStore
 
 from ..worker import Job
@@ -80,5 +80,5 @@ class PlantTab(QWidget):
                 if c in (2, 3) and value in BAD:
                     item.setForeground(QColor("#c62828"))
                 self.table.setItem(r, c, item)
-        notes = [f"{r.line}/{r.station}: {r.detail}" for r in rows if r.detail]
+        notes = [f"{where(r)}: {r.detail}" for r in rows if r.detail]
         self.status.setText("\n".join(notes) if notes else f"{len(rows)} line(s), all answering")
