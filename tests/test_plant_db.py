@@ -156,9 +156,9 @@ def test_db_bench_fills_only_an_empty_database_and_times_one_lines_reads(postgre
     assert main(["db", "bench", "--db", url, "--parts", "20000", "--lines", "4", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "filled" in out and "208 boards, 19968 parts of 4 lines" in out and "reads of line line-" in out
-    for read in ("latest board of the line", "history page", "history count", "recent defects", "review rates",
-                 "plant status"):
+    for read in ("latest board of a line stopped", "latest board of the line", "history page", "history count",
+                 "recent defects", "review rates", "plant status"):
         assert f"| {read}" in out, out
     assert main(["db", "bench", "--db", url, "--parts", "20000"]) == 2  # never into a database that holds boards
-    assert "holds 208 boards: db bench fills only an empty database" in capsys.readouterr().err
+    assert "holds 258 boards: db bench fills only an empty database" in capsys.readouterr().err
     assert main(["db", "bench", "--db", url, "--reuse", "--repeats", "1"]) == 0

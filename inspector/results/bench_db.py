@@ -22,6 +22,7 @@ from .schema import Inspection
 from .scope import Scope
 from .store import COUNT_CAP, Filters, ResultStore
 
+IDLE_LINE = "line-idle"
 TYPES = ("R0402", "R0603", "C0402", "C0603", "D-SOD123", "U-SOIC8", "Q-SOT23", "L0805")
 
 
@@ -62,6 +63,14 @@ def fill(store: ResultStore, plan: FillPlan, say: Callable[[str], None]) -> floa
     started = time.perf_counter()
     types = "ARRAY[" + ",".join(f"'{t}'" for t in TYPES) + "]"
     with store.engine.begin() as c:
+        # a line that ran first and then stopped: its boards have the oldest row ids, so "its newest board" is
+        # the read a planner walking row ids newest first would take longest to find
+        c.execute(text(
+            "INSERT INTO inspections (uuid, started_at, finished_at, line, station, board_serial, serial_source, "
+            "recipe, ruleset_version, verdict, source) "
+            "SELECT md5('idle' || g)::uuid::text, now() - interval '90 days' + g * interval '2 seconds', "
+            "now() - interval '90 days' + g * interval '2 seconds', :idle, 'aoi-1', 'IDLE' || g, 'code', "
+            "'board_a', 'v1', 'pass', '' FROM generate_series(1, 50) g"), {"idle": IDLE_LINE})
         say(f"generating {plan.boards} boards of {plan.lines} lines ...")
         c.execute(text(
             "INSERT INTO inspections (uuid, started_at, finished_at, line, station, board_serial, serial_source, "
@@ -97,7 +106,9 @@ def fill(store: ResultStore, plan: FillPlan, say: Callable[[str], None]) -> floa
 def reads(scope: Scope) -> list[tuple[str, Callable[[ResultStore], Any]]]:
     """The reads one line's dashboard and kiosk make, as the product makes them."""
     line = Filters(scope=scope)
+    idle = Scope(IDLE_LINE, "aoi-1")
     return [
+        ("latest board of a line stopped 90 days ago", lambda s: s.latest(idle)),
         ("latest board of the line (line view)", lambda s: s.latest(scope)),
         ("history page: newest 200 parts", lambda s: list(s.component_rows(line, newest=200))),
         (f"history count (capped at {COUNT_CAP})", lambda s: s.count_components(line, cap=COUNT_CAP)),

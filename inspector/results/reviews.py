@@ -160,7 +160,7 @@ def review_rates(store: ResultStore, scope: Scope, boards: int | None = RATE_BOA
         bounds = scope.where(select(Inspection.id))
         bounds = bounds.where(Inspection.id > after) if after is not None else bounds
         bounds = bounds.where(Inspection.id <= upto) if upto is not None else bounds
-        floor = _window_floor(s, bounds, boards)
+        floor = _window_floor(s, bounds, scope, boards)
         q = scope.where(select(ComponentResult.component_type, ComponentResult.verdict, func.count())
                         .join(ComponentResult.inspection).where(Inspection.id >= floor))
         q = q.where(Inspection.id > after) if after is not None else q
@@ -180,13 +180,13 @@ def review_rates(store: ResultStore, scope: Scope, boards: int | None = RATE_BOA
     return dict(sorted(out.items()))
 
 
-def _window_floor(s: Session, ids, boards: int | None) -> int:  # noqa: ANN001 - a Select of board ids
+def _window_floor(s: Session, ids, scope: Scope, boards: int | None) -> int:  # noqa: ANN001 - a Select of ids
     """The row id of the `boards`-th newest of these boards (0: every board), found on the line's index."""
     if boards is None:
         return 0
     if boards < 1:
         raise ValueError(f"a rate window is at least 1 board, got {boards}")
-    return s.scalar(ids.order_by(Inspection.id.desc()).offset(boards - 1).limit(1)) or 0
+    return s.scalar(ids.order_by(*scope.newest_first()).offset(boards - 1).limit(1)) or 0
 
 
 class RatesCache:

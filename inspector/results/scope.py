@@ -32,6 +32,14 @@ class Scope:
             q = q.where(Inspection.station == self.station)
         return q
 
+    def newest_first(self) -> list:
+        """ORDER BY for the scope's boards, newest first, in the order of the index that serves it: one line and
+        station walk (line, station, id) backwards, so a line idle for months is found as fast as a busy one (by
+        the row id alone the planner may walk every newer board of the other lines)."""
+        if self.line is not None and self.station is not None:
+            return [Inspection.line.desc(), Inspection.station.desc(), Inspection.id.desc()]
+        return [Inspection.id.desc()]
+
     def label(self) -> str:
         if self.is_plant:
             return "every line"

@@ -210,7 +210,8 @@ class ResultStore:
             else:
                 q = _component_filters(select(Inspection, ComponentResult).join(ComponentResult.inspection), filters)
             if newest is not None:  # newest boards first: a line's index (line, station, id) walks them in order
-                yield from s.execute(q.order_by(Inspection.id.desc(), ComponentResult.id.desc()).limit(newest))
+                order = [*(filters or Filters()).scope.newest_first(), ComponentResult.id.desc()]
+                yield from s.execute(q.order_by(*order).limit(newest))
             else:
                 yield from s.execute(q.order_by(Inspection.id, ComponentResult.id).execution_options(yield_per=500))
 
@@ -231,7 +232,7 @@ class ResultStore:
         with Session(self.engine) as s:
             q = scope.where(select(Inspection, ComponentResult).join(ComponentResult.inspection))
             q = q.where(ComponentResult.verdict.in_(verdicts))
-            q = q.order_by(Inspection.id.desc(), ComponentResult.id.desc()).limit(limit)
+            q = q.order_by(*scope.newest_first(), ComponentResult.id.desc()).limit(limit)
             return [tuple(r) for r in s.execute(q)]
 
     def last_id(self, scope: Scope = PLANT) -> int:
@@ -243,7 +244,7 @@ class ResultStore:
         """The scope's newest stored board with its parts."""
         with Session(self.engine) as s:
             q = scope.where(select(Inspection).options(selectinload(Inspection.parts)))
-            return s.scalars(q.order_by(Inspection.id.desc()).limit(1)).first()
+            return s.scalars(q.order_by(*scope.newest_first()).limit(1)).first()
 
     def component_types(self, scope: Scope = PLANT) -> list[str]:
         """The component types the scope's boards have had (the history tab's choice)."""
