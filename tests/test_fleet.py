@@ -298,23 +298,38 @@ def test_a_release_rolls_out_line_by_line_and_a_worse_one_is_rolled_back_after_t
         assert worse.returncode == 1, worse.stdout + worse.stderr
         assert "line-2/aoi-1: rolled_back: flag rate rose from" in worse.stdout
         assert [_serving(b, "cls-R1K") for b in boxes] == [same, same, same]  # line 2 back; 1 and 3 never moved
+        # a kiosk killed while its line is watched: no rollback can reach it, so the step says to roll back by hand
+        dying = subprocess.Popen([*rollout, "--version", bad[:12], "--lines", "line-3", "--boards", "1000"],
+                                 cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 encoding="utf-8")
+        assert wait_until(lambda: any(s.outcome == "switched" and s.line == "line-3" and s.to_sha256 == bad
+                                      for s in history(store)), 60)
+        boxes[2].proc.kill()
+        out, err = dying.communicate(timeout=120)
+        print(out)
+        assert dying.returncode == 1 and "line-3/aoi-1: failed: the kiosk does not answer" in out, out + err
+        assert "the rollback failed" in out and "roll the line back by hand" in out
         feeding.set()
         feeder.join(5)
-        codes = [box.stop() for box in boxes]
+        codes = [box.stop() for box in boxes[:2]]
     finally:
         feeding.set()
         for box in boxes:
             if box.proc is not None and box.proc.poll() is None:
                 box.proc.kill()
-    assert codes == [0, 0, 0]
+    assert codes == [0, 0]
     steps = history(store)
     outcomes = [(s.line, s.outcome, s.to_sha256 == bad) for s in steps]
     assert outcomes == [("line-1", "switched", False), ("line-1", "kept", False),
                         ("line-2", "switched", False), ("line-2", "kept", False),
                         ("line-3", "switched", False), ("line-3", "kept", False),
                         ("line-2", "switched", True), ("line-2", "rolled_back", True),
-                        ("line-1", "not_reached", True), ("line-3", "not_reached", True)]
-    assert {s.by for s in steps} == {"qa"} and len({s.rollout for s in steps}) == 2
+                        ("line-1", "not_reached", True), ("line-3", "not_reached", True),
+                        ("line-3", "switched", True), ("line-3", "failed", True)]
+    assert {s.by for s in steps} == {"qa"} and len({s.rollout for s in steps}) == 3
+    listed = subprocess.run([*cli, "zoo", "rollouts", "--db", url, "--json"], cwd=tmp_path, env=env,
+                            capture_output=True, encoding="utf-8")
+    assert listed.returncode == 0 and [d["outcome"] for d in json.loads(listed.stdout)] == [s.outcome for s in steps]
     judged = steps[7].detail
     assert judged["after"]["flagged"] == judged["after"]["parts"] > 0  # the bad release flagged every part
     print("rollout steps as recorded (inspector zoo rollouts):")

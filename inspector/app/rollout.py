@@ -164,7 +164,8 @@ class Rollout:
             kiosk.rollback(c.expert)
         except EndpointError as exc:
             return self._done(result, f"{reason}; the rollback failed ({exc.message}): roll the line back by hand "
-                                      f"(inspector zoo rollback --expert {c.expert} --kiosk {target.kiosk})")
+                                      f"(inspector zoo rollback --expert {c.expert} --kiosk {target.kiosk} "
+                                      "--token-file F)")
         result.outcome = "rolled_back"
         return self._done(result, reason)
 
