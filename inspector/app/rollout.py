@@ -79,6 +79,33 @@ class LineResult:
     reason: str = ""
 
 
+def targets_of(kiosks: list[str], lines: list[str] | None) -> list[Target]:
+    """Which line and station each named kiosk serves (its /status), in the order of `lines` (every station of a
+    line, in the order of `kiosks`; default: every kiosk, in the order given)."""
+    if not kiosks:
+        raise ValueError("name the plant's kiosks: --kiosks http://line1-box:9108,http://line2-box:9108")
+    found: dict[tuple[str, str], Target] = {}
+    for url in kiosks:
+        try:
+            line = KioskClient(url).status().get("line") or {}
+        except EndpointError as exc:
+            raise ValueError(f"kiosk {url} does not answer ({exc.message}); start it, or leave it out of --kiosks") \
+                from None
+        target = Target(str(line.get("line")), str(line.get("station")), url.rstrip("/"))
+        key = (target.line, target.station)
+        if key in found:
+            raise ValueError(f"kiosks {found[key].kiosk} and {url} both say they are line {target.line}, station "
+                             f"{target.station}; give each box its own --line and --station")
+        found[key] = target
+    if lines is None:
+        return list(found.values())
+    missing = [name for name in lines if not any(t.line == name for t in found.values())]
+    if missing:
+        raise ValueError(f"no kiosk of --kiosks is line {', '.join(missing)}; the kiosks are lines "
+                         f"{', '.join(sorted({t.line for t in found.values()}))}")
+    return [t for name in lines for t in found.values() if t.line == name]
+
+
 def one_sided_p(k1: int, n1: int, k2: int, n2: int) -> float:
     """How likely a second proportion k2/n2 this much above k1/n1 is by chance (pooled two-proportion z-test)."""
     if n1 == 0 or n2 == 0:

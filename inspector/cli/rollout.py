@@ -31,11 +31,10 @@ def cmd_zoo_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_rollout(args: argparse.Namespace) -> int:
-    from ..app.rollout import Rollout, RolloutConfig
+    from ..app.rollout import Rollout, RolloutConfig, targets_of
     from ..endpoint import read_token
     from ..results.releases import find
     from ..results.store import ResultStore
-    from .plant_targets import targets_of
 
     store = ResultStore(db_url(args))
     release = find(store, args.expert, args.version)

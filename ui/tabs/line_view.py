@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..backend import BoardPicture
+from ..picture import BoardPicture
 from ..review_bar import ReviewBar
 from ..style import BOARD_GREEN, BOX_PASS, ERROR_TEXT, FIDUCIAL_FOUND, FIDUCIAL_MISSING, bgr_pixmap, verdict_colour
 
