@@ -82,8 +82,10 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert len(tp.series.t) >= 3 and max(tp.series.parts_per_s) > 0
     qtbot.waitUntil(lambda: tp.experts.rowCount() == len(demo[1].entries), timeout=10_000)
     qtbot.waitUntil(lambda: any(e["tier"] == "cpu/pool" for e in window.last["experts"]), timeout=10_000)
+    # the table is redrawn once a second and an expert's tier changes between redraws: on a loaded 2-core CI box
+    # ten seconds once passed with none of the redraws catching one resident (not reproduced)
     qtbot.waitUntil(lambda: "cpu/pool" in {tp.experts.item(r, 2).text() for r in range(tp.experts.rowCount())},
-                    timeout=10_000)
+                    timeout=60_000)
     tiers = {tp.experts.item(r, 2).text() for r in range(tp.experts.rowCount())}
     assert tiers <= {"cpu/pool", "loading into cpu/pool", "disk"}
     assert any("pool" in name for name in tp.pool_bars)
