@@ -119,8 +119,8 @@ class HistoryTab(QWidget):
         """Fill the table with the newest matching rows; returns how many match in all."""
         store, scope = self.backend.store(), self.backend.scope()
         if store is None:
-            self.status.setText("no results yet: start the line; attached, give --token-file (the kiosk's results over "
-                                "its API) or --db URL")
+            self.status.setText("no results database yet: start the line; attached, give --db URL, or --token-file "
+                                "for the kiosk's results over its API")
             return 0
         if scope is None:
             self.status.setText("waiting for the kiosk to say which line it is (its /status)")
