@@ -248,16 +248,16 @@ def test_a_shared_graph_is_made_again_when_gone_and_a_split_that_does_not_reprod
     zoo = demo[1]
     arch, sha, state = _arch_state(zoo, "cls-R1K")
     backend = OnnxRuntimeBackend()
-    path = backend.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path)
+    path = backend.shared(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path).weights
     graph = tmp_path / json.loads(path.with_suffix(".json").read_text())["graph"]
     graph.unlink()
-    assert backend.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) == path
+    assert backend.shared(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path).weights == path
     assert graph.is_file()
     good = path.read_bytes()
     damaged = bytearray(good)
     damaged[-5] ^= 0xFF  # a flipped byte in the weights on disk: made again, never served
     path.write_bytes(bytes(damaged))
-    assert backend.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) == path
+    assert backend.shared(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path).weights == path
     assert path.read_bytes() == good
     for made in [p for p in tmp_path.iterdir() if p.suffix != ".onnx" or p.name.startswith("graph-")]:
         made.unlink()  # the checked export stays; what is derived from it goes
@@ -281,5 +281,5 @@ def test_a_shared_graph_is_made_again_when_gone_and_a_split_that_does_not_reprod
         [(p.label, p.passed) for p in arch.run(module, x)]
     monkeypatch.setattr(shared_graph, "split", real)
     again = OnnxRuntimeBackend()  # another process reads the refusal from the note and does not split again
-    assert again.shared_file(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) is None
+    assert again.shared(arch, "cls-R1K", sha, _weights(zoo, "cls-R1K"), tmp_path) is None
     assert "do not give the export's outputs" in again.own_graph["cls-R1K"]

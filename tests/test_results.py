@@ -37,11 +37,12 @@ def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
 
 
 def test_a_database_of_the_first_schema_is_upgraded_keeping_its_boards(tmp_path: Path) -> None:
-    from inspector.results.store import migrate, open_engine
+    from inspector.results.revisions import upgrade
+    from inspector.results.store import open_engine
 
     url = sqlite_url(tmp_path / "old.sqlite")
     engine = open_engine(url)
-    migrate(engine, "0001")
+    upgrade(engine, "0001")
     with engine.begin() as c:
         c.execute(text("INSERT INTO inspections (started_at, finished_at, line, station, board_serial, recipe, "
                        "ruleset_version, verdict, source) VALUES ('2026-11-01 08:00:00', '2026-11-01 08:00:01', "

@@ -14,6 +14,7 @@ from inspector.app.controller import LineController, LineSetup
 from inspector.app.line import LineConfig
 from inspector.app.run import RULES_DIR
 from inspector.app.service import ServiceConfig
+from inspector.cli.common import comma_list
 from inspector.logs import say_for
 from inspector.paths import data_dir, models_dir
 
@@ -64,9 +65,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         backend = local_backend(args)
     app.setOrganizationName("inspector")
-    kiosks = [u.strip() for u in (args.plant_kiosks or "").split(",") if u.strip()]
     window = MainWindow(backend, models_dir(args.models), Path(args.llm_model) if args.llm_model else None,
-                        plant_kiosks=kiosks)
+                        plant_kiosks=comma_list(args.plant_kiosks))
     window.show()  # at the size and tab of the last start, or fitted to this screen (window_state.py)
     if args.start and backend.can_control:
         backend.start()

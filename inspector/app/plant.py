@@ -108,7 +108,7 @@ def _from_database(row: LineRow, act: Activity, window: timedelta) -> None:
     row.boards_per_min = act.boards / max((now - since).total_seconds() / 60, 1.0)
     row.yield_percent = 100.0 * act.passed / act.boards if act.boards else None
     if act.last_at is not None:
-        row.last_board_age_s = max(0.0, (datetime.now(timezone.utc) - act.last_at).total_seconds())
+        row.last_board_age_s = max(0.0, (now - act.last_at).total_seconds())
 
 
 def table_cells(r: LineRow) -> tuple[str, ...]:

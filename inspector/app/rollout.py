@@ -215,7 +215,7 @@ class Rollout:
                 return why
             first_new = first_new or self._first_new(target.scope, switch_id)
             start = first_new if first_new is not None else switch_id + 1
-            done = self._boards_since(target.scope, start)
+            done = self.store.count_boards(target.scope, after=start - 1)
             if done >= c.boards:
                 result.after = self._judge(target.scope, types, boards=None, after=start - 1)
                 return worse(result.before, result.after, c.alpha)
@@ -231,20 +231,11 @@ class Rollout:
                                                                  Inspection.id))
             return conn.scalar(q.where(Inspection.id > switch_id, ComponentResult.weights_sha256 == self.config.sha))
 
-    def _boards_since(self, scope: Scope, start: int) -> int:
-        with self.store.engine.connect() as conn:
-            return conn.scalar(scope.where(select(func.count()).select_from(Inspection))
-                               .where(Inspection.id >= start)) or 0
-
     def _judge(self, scope: Scope, types: set[str], boards: int | None, after: int | None = None,
                upto: int | None = None) -> Judged:
         rates = review_rates(self.store, scope, boards, after=after, upto=upto)
         picked = [r for name, r in rates.items() if name in types]
-        with self.store.engine.connect() as conn:
-            q = scope.where(select(func.count()).select_from(Inspection))
-            q = q.where(Inspection.id > after) if after is not None else q
-            q = q.where(Inspection.id <= upto) if upto is not None else q
-            n = conn.scalar(q) or 0
+        n = self.store.count_boards(scope, after, upto)
         return Judged(min(n, boards) if boards else n, sum(r.parts for r in picked), sum(r.flagged for r in picked),
                       sum(r.false_calls for r in picked), sum(r.escapes for r in picked))
 

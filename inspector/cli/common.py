@@ -152,6 +152,11 @@ def plc_flags(p: argparse.ArgumentParser) -> None:
 DEFAULT_LINE, DEFAULT_STATION = "line-1", "aoi-1"
 
 
+def comma_list(text: str | None) -> list[str]:
+    """A flag's comma-separated items (URLs, names), blanks dropped."""
+    return [item.strip() for item in (text or "").split(",") if item.strip()]
+
+
 def station_flags(p: argparse.ArgumentParser) -> None:
     """--line and --station: which line and station this box is (its results are stored under them)."""
     p.add_argument("--line", default=DEFAULT_LINE, help=f"this box's line (default {DEFAULT_LINE})")

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import models_of, say
+from .common import comma_list, models_of, say
 
 DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-paper,coserve"
 
@@ -18,7 +18,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.ablation:
         policies = [BASELINES[0], *ABLATION]
     else:
-        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        policies = comma_list(args.policies)
     for p in policies:
         get_policy(p)
     twice = sorted({p for p in policies if policies.count(p) > 1})
@@ -130,7 +130,7 @@ def backends_of(args: argparse.Namespace) -> list[str]:
     """The --backend list, each name checked (one at most where the command measures no real runs)."""
     from ..experts.backends import BACKENDS
 
-    names = [b.strip() for b in getattr(args, "backend", "torch").split(",") if b.strip()] or ["torch"]
+    names = comma_list(getattr(args, "backend", "torch")) or ["torch"]
     for name in names:
         if name not in BACKENDS:
             raise ValueError(f"--backend {name!r} is not a backend; use one or more of {', '.join(BACKENDS)}, "

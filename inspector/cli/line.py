@@ -10,6 +10,7 @@ from ..extras import missing_extra, require
 from ..ingest.queue import OVERFLOW_POLICIES
 from ..results.crops import KEEP_MODES
 from .common import (
+    comma_list,
     database_flags,
     default_rules,
     line_setup,
@@ -171,7 +172,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         return 0
     from ..ingest.camera_model import parse_camera
 
-    names = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions else list(CONDITIONS)
+    names = comma_list(args.conditions) if args.conditions else list(CONDITIONS)
     if args.camera and not args.conditions:
         names = []  # only the cameras asked for
     cameras = {spec: parse_camera(spec) for spec in args.camera or []}

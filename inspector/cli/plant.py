@@ -6,14 +6,14 @@ import json
 import time
 from datetime import timedelta
 
-from .common import database_flags, db_url
+from .common import comma_list, database_flags, db_url
 
 
 def cmd_plant_status(args: argparse.Namespace) -> int:
     from ..app.plant import plant_status, table
     from ..results.store import ResultStore, StoreUnavailable
 
-    kiosks = [u.strip() for u in (args.kiosks or "").split(",") if u.strip()]
+    kiosks = comma_list(args.kiosks)
     if args.window_min <= 0:
         raise ValueError(f"--window-min must be positive, got {args.window_min:g}")
     started = time.perf_counter()

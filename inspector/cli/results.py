@@ -70,7 +70,7 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 
 
 def cmd_db_bench(args: argparse.Namespace) -> int:
-    from ..results.bench_db import FillPlan, busiest_scope, fill, measure, table
+    from ..results.bench_db import IDLE_BOARDS, FillPlan, busiest_scope, fill, measure, table
     from ..results.store import ResultStore
 
     store = ResultStore(db_url(args))
@@ -79,7 +79,7 @@ def cmd_db_bench(args: argparse.Namespace) -> int:
             plan = FillPlan(parts=int(args.parts), lines=args.lines)
             took = fill(store, plan, lambda m: print(m, file=sys.stderr))
             print(f"filled {store.safe_url}: {plan.boards} boards, {plan.boards * plan.parts_per_board} parts of "
-                  f"{plan.lines} lines, and 50 boards of a line stopped 90 days ago, in {took:.0f} s")
+                  f"{plan.lines} lines, and {IDLE_BOARDS} boards of a line stopped 90 days ago, in {took:.0f} s")
         boards, parts = store.count()
         scope = busiest_scope(store)
         timings = measure(store, scope, args.repeats)

@@ -7,7 +7,7 @@ import getpass
 import json
 import sys
 
-from .common import database_flags, db_url, say
+from .common import comma_list, database_flags, db_url, say
 
 
 def _who(args: argparse.Namespace) -> str:
@@ -38,8 +38,7 @@ def cmd_zoo_rollout(args: argparse.Namespace) -> int:
 
     store = ResultStore(db_url(args))
     release = find(store, args.expert, args.version)
-    targets = targets_of([u.strip() for u in args.kiosks.split(",") if u.strip()],
-                         [x.strip() for x in args.lines.split(",") if x.strip()] if args.lines else None)
+    targets = targets_of(comma_list(args.kiosks), comma_list(args.lines) if args.lines else None)
     config = RolloutConfig(args.expert, release.weights_sha256, boards=args.boards, timeout_s=args.timeout_s,
                            alpha=args.alpha, poll_s=args.poll_s, by=_who(args))
     say(f"rollout of {args.expert} {release.weights_sha256[:12]} to {', '.join(t.line for t in targets)}: "

@@ -2,7 +2,15 @@
 
 - records.py     what crosses into this room: BoardRecord / PartRecord dataclasses (no ORM objects)
 - schema.py      SQLAlchemy 2 tables; migrations/ holds their Alembic history
-- store.py       open any SQLAlchemy URL (SQLite in WAL mode by default), migrate to head, write, query
+- store.py       open any SQLAlchemy URL (SQLite in WAL mode by default), check its schema, write, query
+- errors.py      how the database fails a write (unavailable, rejected) and why a release may not run on it
+- revisions.py   which schema revisions this release runs on; `db upgrade` (the only change to a shared schema)
+- scope.py       which line and station a read, export, prune or rate is about
+- activity.py    what each line of a shared database did lately (plant status)
+- reader.py      what a dashboard reads of a line's results (the database, or a kiosk's API)
+- releases.py    expert versions released to the plant's lines, checked against their sha256
+- rollouts.py    the record of every rollout step
+- bench_db.py    `inspector db bench`: millions of generated parts, one line's reads timed
 - writer.py      one batched writer thread behind a bounded queue; idempotent, spools while the DB is down,
                  sets refused rows aside as dead letters
 - spool.py       the on-disk spool: fsynced appends, a saved read position, torn lines to the dead letters

@@ -22,7 +22,7 @@ from .schema import Inspection
 from .scope import Scope
 from .store import COUNT_CAP, Filters, ResultStore
 
-IDLE_LINE = "line-idle"
+IDLE_LINE, IDLE_BOARDS = "line-idle", 50  # a line that ran first and stopped 90 days ago
 TYPES = ("R0402", "R0603", "C0402", "C0603", "D-SOD123", "U-SOIC8", "Q-SOT23", "L0805")
 
 
@@ -70,7 +70,7 @@ def fill(store: ResultStore, plan: FillPlan, say: Callable[[str], None]) -> floa
             "recipe, ruleset_version, verdict, source) "
             "SELECT md5('idle' || g)::uuid::text, now() - interval '90 days' + g * interval '2 seconds', "
             "now() - interval '90 days' + g * interval '2 seconds', :idle, 'aoi-1', 'IDLE' || g, 'code', "
-            "'board_a', 'v1', 'pass', '' FROM generate_series(1, 50) g"), {"idle": IDLE_LINE})
+            "'board_a', 'v1', 'pass', '' FROM generate_series(1, :n) g"), {"idle": IDLE_LINE, "n": IDLE_BOARDS})
         say(f"generating {plan.boards} boards of {plan.lines} lines ...")
         c.execute(text(
             "INSERT INTO inspections (uuid, started_at, finished_at, line, station, board_serial, serial_source, "

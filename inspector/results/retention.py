@@ -23,8 +23,7 @@ class PruneReport:
     images: int = 0
     errors: int = 0
     last_error: str | None = None
-
-    scope: str = ""
+    scope: str = ""  # which line's boards: its label
 
     def line(self, days: float) -> str:
         out = (f"pruned what is older than {days:g} days: {self.boards} boards ({self.scope}), "

@@ -27,7 +27,7 @@ from ..routing.rules import CLASSIFIER_CLASSES
 from .errors import StoreUnavailable
 from .schema import ComponentResult, Inspection, Review
 from .scope import Scope
-from .store import ResultStore
+from .store import ResultStore, board_range
 
 CALLS = ("confirmed", "false_call", "escape")
 CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}  # call -> TypeRates field
@@ -157,23 +157,20 @@ def review_rates(store: ResultStore, scope: Scope, boards: int | None = RATE_BOA
     store.ready()
     out: dict[str, TypeRates] = {}
     with Session(store.engine) as s:
-        bounds = scope.where(select(Inspection.id))
-        bounds = bounds.where(Inspection.id > after) if after is not None else bounds
-        bounds = bounds.where(Inspection.id <= upto) if upto is not None else bounds
-        floor = _window_floor(s, bounds, scope, boards)
-        q = scope.where(select(ComponentResult.component_type, ComponentResult.verdict, func.count())
-                        .join(ComponentResult.inspection).where(Inspection.id >= floor))
-        q = q.where(Inspection.id > after) if after is not None else q
-        q = q.where(Inspection.id <= upto) if upto is not None else q
+        floor = _window_floor(s, board_range(scope.where(select(Inspection.id)), after, upto), scope, boards)
+
+        def window(q):  # noqa: ANN001, ANN202 - a Select joined to inspections
+            return board_range(scope.where(q).where(Inspection.id >= floor), after, upto)
+
+        q = window(select(ComponentResult.component_type, ComponentResult.verdict, func.count())
+                   .join(ComponentResult.inspection))
         for ctype, verdict, n in s.execute(q.group_by(ComponentResult.component_type, ComponentResult.verdict)):
             rates = out.setdefault(ctype, TypeRates(ctype))
             rates.parts += n
             rates.flagged += n if verdict == "fail" else 0
         # reviews by their board's inspection id (indexed): the window's boards find their few reviews
-        q = scope.where(select(Review.component_type, Review.call, func.count())
-                        .join(Inspection, Review.inspection_uuid == Inspection.uuid).where(Inspection.id >= floor))
-        q = q.where(Inspection.id > after) if after is not None else q
-        q = q.where(Inspection.id <= upto) if upto is not None else q
+        q = window(select(Review.component_type, Review.call, func.count())
+                   .join(Inspection, Review.inspection_uuid == Inspection.uuid))
         for ctype, call, n in s.execute(q.group_by(Review.component_type, Review.call)):
             rates = out.setdefault(ctype, TypeRates(ctype))
             setattr(rates, CALL_COUNTS[call], getattr(rates, CALL_COUNTS[call]) + n)

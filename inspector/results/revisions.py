@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Engine, delete, insert, inspect, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from .errors import SchemaNotReady, SchemaTooNew
@@ -37,7 +37,9 @@ def _config() -> Config:
     return cfg
 
 
+@cache
 def _scripts() -> ScriptDirectory:
+    """This release's migration scripts, read once a process (a box opens its database often; they never change)."""
     return ScriptDirectory.from_config(_config())
 
 
@@ -45,9 +47,10 @@ def head_revision() -> str:
     return _scripts().get_current_head() or "base"
 
 
-def known_revisions() -> list[str]:
+@cache
+def known_revisions() -> tuple[str, ...]:
     """This release's revisions, oldest first."""
-    return [r.revision for r in reversed(list(_scripts().walk_revisions()))]
+    return tuple(r.revision for r in reversed(list(_scripts().walk_revisions())))
 
 
 def runs_with(revision: str) -> str:
@@ -133,10 +136,7 @@ def check(engine: Engine, owns: bool) -> SchemaState:
     if state.runnable:
         return state
     if state.revision is not None and not state.known:
-        raise SchemaTooNew(f"the results database is at schema revision {state.revision}, which this release does "
-                           f"not know (it knows up to {state.head}), and it runs only with releases from revision "
-                           f"{state.runs_with or state.revision}: upgrade this box, or point --db at another "
-                           "database")
+        raise _too_new(state.revision, state.runs_with or state.revision)
     where = "has no schema yet" if state.revision is None else f"is at schema revision {state.revision}"
     raise SchemaNotReady(f"the results database {where}; this release needs {state.needs} or later: run "
                          "`inspector db upgrade` with the database owner's rights (a deploy step: installer/README.md, "
@@ -149,25 +149,22 @@ def upgrade(engine: Engine, to: str = "head") -> tuple[str | None, str]:
     from .. import __version__
 
     before = current_revision(engine)
-    if before is not None:
-        try:
-            _scripts().get_revision(before)
-        except CommandError:
-            raise SchemaTooNew(f"the results database is at schema revision {before}, which this release does not "
-                               f"know (it knows up to {head_revision()}): a newer release migrated it; run that "
-                               "release, or point --db at another database") from None
+    if before is not None and before not in known_revisions():
+        raise _too_new(before, None)
     cfg = _config()
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, to)
         after = MigrationContext.configure(conn).get_current_revision() or "base"
-        if after in known_revisions() and _has_record_table(after):
+        if after in known_revisions() and inspect(conn).has_table(SchemaRecord.__tablename__):
             conn.execute(delete(SchemaRecord))
             conn.execute(insert(SchemaRecord).values(revision=after, runs_with=runs_with(after),
                                                      release=__version__, upgraded_at=datetime.now(timezone.utc)))
     return before, after
 
 
-def _has_record_table(revision: str) -> bool:
-    order = known_revisions()
-    return order.index(revision) >= order.index("0006")
+def _too_new(revision: str, runs_with: str | None) -> SchemaTooNew:
+    since = f", and it runs only with releases from revision {runs_with}" if runs_with else ""
+    return SchemaTooNew(f"the results database is at schema revision {revision}, which this release does not know "
+                        f"(it knows up to {head_revision()}){since}: upgrade this box to the release that migrated it, "
+                        "or point --db at another database")

@@ -151,7 +151,7 @@ class SchemaRecord(Base):
     revision: Mapped[str] = mapped_column(String(32))
     runs_with: Mapped[str] = mapped_column(String(32))
     release: Mapped[str] = mapped_column(String(64))
-    upgraded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    upgraded_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class ExpertRelease(Base):

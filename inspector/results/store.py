@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from .errors import SchemaNotReady, SchemaTooNew, StoreRejected, StoreUnavailable
 from .records import BoardRecord, PartRecord
-from .revisions import check, current_revision, head_revision, upgrade
+from .revisions import check, current_revision, head_revision
 from .schema import ComponentResult, DeadLetter, Inspection
 from .scope import PLANT, Scope
 
@@ -179,6 +179,11 @@ class ResultStore:
                 s.execute(delete(Inspection).where(Inspection.id.in_(ids)))
                 deleted += len(ids)
 
+    def count_boards(self, scope: Scope, after: int | None = None, upto: int | None = None) -> int:
+        """The scope's boards stored, within a row-id range (board_range)."""
+        with Session(self.engine) as s:
+            return s.scalar(board_range(scope.where(select(func.count()).select_from(Inspection)), after, upto)) or 0
+
     def count(self, scope: Scope = PLANT) -> tuple[int, int]:
         """(boards, component results) stored for the scope."""
         with Session(self.engine) as s:
@@ -314,6 +319,13 @@ def board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shap
     return q
 
 
+def board_range(q, after: int | None = None, upto: int | None = None):  # noqa: ANN001, ANN202 - a Select
+    """A query narrowed to boards stored after row id `after` and up to `upto` (either open): what a rollout
+    compares before and after a switch, and what a rate window counts."""
+    q = q.where(Inspection.id > after) if after is not None else q
+    return q.where(Inspection.id <= upto) if upto is not None else q
+
+
 def _board_row(b: BoardRecord) -> dict:
     return dict(
         uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
@@ -332,10 +344,5 @@ def _part_row(p: PartRecord, inspection_key: int) -> dict:
                 box_x0=box[0], box_y0=box[1], box_x1=box[2], box_y1=box[3], crop_path=p.crop_path, error=p.error)
 
 
-def migrate(engine: Engine, revision: str = "head") -> None:
-    """Bring the schema to `revision` (what `inspector db upgrade` does)."""
-    upgrade(engine, revision)
-
-
 __all__ = ["COUNT_CAP", "Filters", "ResultStore", "SchemaNotReady", "SchemaTooNew", "StoreRejected", "StoreUnavailable",
-           "current_revision", "head_revision", "migrate", "open_engine", "parse_when", "sqlite_url"]
+           "board_range", "current_revision", "head_revision", "open_engine", "parse_when", "sqlite_url"]

@@ -177,12 +177,6 @@ class OnnxRuntimeBackend(Backend):
         self.exports += files.made
         return files
 
-    def shared_file(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
-                    home: Path) -> Path | None:
-        """The expert's weights file for its shared graph (`shared`), or None."""
-        files = self.shared(arch, expert, weights_sha256, weights, home)
-        return None if files is None else files.weights
-
     def prepare(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                 home: Path) -> None:
         if self.shared(arch, expert, weights_sha256, weights, home) is None:
