@@ -162,3 +162,18 @@ def test_db_bench_fills_only_an_empty_database_and_times_one_lines_reads(postgre
     assert main(["db", "bench", "--db", url, "--parts", "20000"]) == 2  # never into a database that holds boards
     assert "holds 258 boards: db bench fills only an empty database" in capsys.readouterr().err
     assert main(["db", "bench", "--db", url, "--reuse", "--repeats", "1"]) == 0
+
+
+def test_a_dashboard_reads_a_newer_kiosks_rows_leaving_out_what_it_does_not_know() -> None:
+    """Boxes are upgraded one at a time: a kiosk of the next release may send a column this dashboard lacks."""
+    from inspector.app.kiosk_results import PartView, _board
+
+    doc = {"id": 1, "uuid": "u", "started_at": "2026-11-26T10:00:00+00:00", "finished_at": "2026-11-26T10:00:01+00:00",
+           "line": "line-1", "station": "aoi-1", "board_serial": "B1", "serial_source": "code", "recipe": "r",
+           "ruleset_version": "v", "verdict": "pass", "source": "", "error": None, "reg_transform": None,
+           "reg_residual_px": None, "reg_fiducials": None, "operator_note": "a newer column",
+           "parts": [{"id": 2, "ref": "R1", "component_type": "R0402", "expert": "cls-R0402", "weights_sha256": None,
+                      "verdict": "pass", "defect_class": "ok", "score": 0.9, "lighting": "a newer column"}]}
+    board = _board(doc)
+    assert board.board_serial == "B1" and board.parts == [PartView(2, "R1", "R0402", "cls-R0402", None, "pass", "ok",
+                                                                   0.9)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, TextIO
 from urllib.parse import quote, urlencode
@@ -70,10 +70,17 @@ class ReviewView:
     at: datetime
 
 
+def _view(cls: type, doc: dict[str, Any]) -> Any:  # noqa: ANN401 - an instance of cls
+    """A row from the kiosk's JSON; fields a newer kiosk sends that this release does not know are left out (the
+    plant upgrades its boxes one at a time)."""
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in doc.items() if k in known})
+
+
 def _board(doc: dict[str, Any]) -> BoardView:
-    parts = [PartView(**p) for p in doc.pop("parts", [])]
+    parts = [_view(PartView, p) for p in doc.pop("parts", [])]
     doc["started_at"], doc["finished_at"] = (datetime.fromisoformat(doc[k]) for k in ("started_at", "finished_at"))
-    return BoardView(**doc, parts=parts)
+    return _view(BoardView, {**doc, "parts": parts})
 
 
 class KioskResults:
@@ -100,7 +107,7 @@ class KioskResults:
     def recent_parts(self, scope: Scope | None = None, verdicts: tuple[str, ...] = ("fail", "error"),
                      limit: int = 20) -> list[tuple[BoardView, PartView]]:
         rows = self._get("defects", {"verdicts": ",".join(verdicts), "limit": limit})["rows"]
-        return [(_board(b), PartView(**p)) for b, p in rows]
+        return [(_board(b), _view(PartView, p)) for b, p in rows]
 
     def component_types(self, scope: Scope | None = None) -> list[str]:
         return list(self._get("types")["types"])
@@ -115,7 +122,7 @@ class KioskResults:
                        bare_boards: bool = False) -> Iterator[tuple[BoardView, PartView]]:
         rows = self._get("rows", {**self._query(filters), "newest": newest or 200})["rows"]
         for b, p in rows:
-            yield _board(b), PartView(**p)
+            yield _board(b), _view(PartView, p)
 
     def reviews_of(self, uuids: list[str]) -> dict[tuple[str, str], ReviewView]:
         if not uuids:
@@ -124,7 +131,7 @@ class KioskResults:
         out = {}
         for d in docs:
             d["at"] = datetime.fromisoformat(d["at"])
-            out[(d["inspection_uuid"], d["ref"])] = ReviewView(**d)
+            out[(d["inspection_uuid"], d["ref"])] = _view(ReviewView, d)
         return out
 
     def export_csv(self, out: TextIO, filters: Filters | None = None) -> int:
