@@ -407,7 +407,11 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         qtbot.waitUntil(lambda: window.line.board.picture is not None, timeout=10_000)
         pic = window.line.board.picture
         assert pic.image is None and len(pic.boxes) == len(rules.placements())
-        assert window.history.search() > 0
+        searched = window.history.search()
+        assert searched > 0
+        # boards keep coming; the export writes what that search found, no more
+        qtbot.waitUntil(lambda: store.last_id() > window.history.searched.stored_upto, timeout=WAIT)
+        assert window.history.export(str(tmp_path / "searched.csv")) == searched
         # a review from the attached dashboard goes to the kiosk's POST /reviews, with its token
         window.history.verdict.setCurrentText("pass")
         assert window.history.search() > 0

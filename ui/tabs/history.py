@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inspector.results.scope import PLANT
 from inspector.results.store import COUNT_CAP, Filters
 
 from ..review_bar import ReviewBar
@@ -173,7 +174,9 @@ class HistoryTab(QWidget):
         if store is None:
             self.status.setText("no results database to export from")
             return 0
-        if self.searched is None or replace(self.searched, stored_upto=None) != self.filters():
+        # the widgets' filters against those the last search ran with (it added the line and a stored-up-to bound):
+        # unchanged, the export writes exactly the rows that search found
+        if self.searched is None or replace(self.searched, stored_upto=None, scope=PLANT) != self.filters():
             self.search()
         if path is None:
             path, _ = QFileDialog.getSaveFileName(self, "Export the filtered results", "results.csv", "CSV (*.csv)")
