@@ -1,18 +1,29 @@
 """A local HTTP endpoint's address and bearer token: shared by the kiosk's API and the language model's server.
 
-Both bind loopback unless told otherwise, and both guard what they must with a
-token kept in a file only its owner may read. Their clients (the model's lease,
-the dashboard's chat, `llm beside-line`) speak JSON to them through `open_url`.
+Both bind loopback unless told otherwise (off loopback they serve HTTPS only), and both guard what they must
+with a token. Their clients (the model's lease, the dashboard, `plant status`, `zoo rollout`, `llm beside-line`)
+speak JSON to them through `open_url`, which checks an HTTPS server against the process's trust: a CA file or a
+pinned certificate fingerprint ($INSPECTOR_TLS_CA / $INSPECTOR_TLS_PIN, set by the global --tls-ca / --tls-pin;
+access/tls.py), else the system's CAs.
 """
 from __future__ import annotations
 
-import ipaddress
 import json
+import os
+import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
+from functools import cache
 from http.client import HTTPResponse
 from pathlib import Path
 from typing import Any
+
+from .access.tls import ClientTrust
+from .access.tls import is_loopback as is_loopback  # re-exported: where the callers have always found it
+
+TRUST_ENV = {"ca": "INSPECTOR_TLS_CA", "pin": "INSPECTOR_TLS_PIN", "cert": "INSPECTOR_TLS_CLIENT_CERT",
+             "key": "INSPECTOR_TLS_CLIENT_KEY"}
 
 
 def parse_listen(spec: str, flag: str = "--listen", example: str = "127.0.0.1:9108") -> tuple[str, int]:
@@ -40,13 +51,25 @@ def read_token(path: str | Path | None) -> str | None:
     return token
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def client_trust() -> ClientTrust:
+    """How this process checks HTTPS servers (the environment, which the global flags set)."""
+    return ClientTrust(**{k: os.environ.get(v) or None for k, v in TRUST_ENV.items()})
+
+
+@cache
+def _context(trust: ClientTrust) -> ssl.SSLContext:
+    return trust.context()
+
+
+def tls_context() -> ssl.SSLContext:
+    return _context(client_trust())
+
+
+def urlopen(request: urllib.request.Request | str, timeout: float) -> HTTPResponse:
+    """urllib's urlopen, with this process's trust for an https URL."""
+    url = request if isinstance(request, str) else request.full_url
+    context = tls_context() if url.startswith("https:") else None
+    return urllib.request.urlopen(request, timeout=timeout, context=context)
 
 
 class EndpointError(ConnectionError):
@@ -58,15 +81,18 @@ class EndpointError(ConnectionError):
 
 
 def open_url(url: str, body: dict[str, Any] | None = None, token: str | None = None,
-             timeout: float = 10.0) -> HTTPResponse:
-    """GET (no body) or POST a JSON body, with the bearer token when given; the open response (for streaming).
-    Raises EndpointError with the endpoint's own error message (OpenAI's `error.message` or the kiosk's `error`)."""
+             timeout: float = 10.0, reason: str | None = None) -> HTTPResponse:
+    """GET (no body) or POST a JSON body, with the bearer token when given (and the change's reason); the open
+    response (for streaming). Raises EndpointError with the endpoint's own error message (OpenAI's
+    `error.message` or the kiosk's `error`)."""
     req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     if token:
         req.add_header("Authorization", f"Bearer {token}")
+    if reason:
+        req.add_header("X-Change-Reason", urllib.parse.quote(reason))
     try:
-        return urllib.request.urlopen(req, timeout=timeout)
+        return urlopen(req, timeout=timeout)
     except urllib.error.HTTPError as e:
         raise EndpointError(url, e.code, _error_message(e.read()) or str(e.reason)) from None
     except OSError as e:
@@ -74,8 +100,8 @@ def open_url(url: str, body: dict[str, Any] | None = None, token: str | None = N
 
 
 def request_json(url: str, body: dict[str, Any] | None = None, token: str | None = None,
-                 timeout: float = 10.0) -> dict[str, Any]:
-    with open_url(url, body, token, timeout) as r:
+                 timeout: float = 10.0, reason: str | None = None) -> dict[str, Any]:
+    with open_url(url, body, token, timeout, reason) as r:
         return json.loads(r.read())
 
 

@@ -22,6 +22,7 @@ from inspector.results.store import ResultStore, sqlite_url
 
 from .conftest import DEMO_RULES
 from .faults import KioskProcess, drop, http, inbox_empty, record, wait_until
+from .people import person
 from .services import Postgres
 from .test_routing_rules import GOOD
 
@@ -207,9 +208,11 @@ def test_hostile_rule_files_and_unauthenticated_edits_change_nothing(demo, tmp_p
     root, zoo = demo
     rules, inbox, data = setup(tmp_path)
     token_file = tmp_path / "api-token"
-    token = "k" * 40
-    token_file.write_text(token)
+    service_token = "k" * 40
+    token_file.write_text(service_token)
     os.chmod(token_file, 0o600)
+    data.mkdir(parents=True, exist_ok=True)
+    token = person(sqlite_url(data / "results.sqlite"), "eve", "engineer")
     kiosk = KioskProcess(root, zoo.root, rules, inbox, data, "--token-file", str(token_file))
     names: list[str] = []
     try:
@@ -219,6 +222,7 @@ def test_hostile_rule_files_and_unauthenticated_edits_change_nothing(demo, tmp_p
         edited = GOOD.replace("threshold: 0.5", "threshold: 0.45")
         assert http(kiosk.url + "/rules", edited.encode())[0] == 401
         assert http(kiosk.url + "/rules", edited.encode(), token="x" * 40)[0] == 401
+        assert http(kiosk.url + "/rules", edited.encode(), token=service_token)[0] == 403  # the box's token: no edits
         code, body = http(kiosk.url + "/rules", GOOD.replace("shape: resistor", "shape: [").encode(), token=token)
         assert code == 422 and "mini.yaml" in body["error"] and rules.read_text() == GOOD
         code, body = http(kiosk.url + "/allocation", b'{"device_mb": 40, "expert_pool_mb": 90}', token=token)
@@ -254,6 +258,7 @@ def test_hostile_rule_files_and_unauthenticated_edits_change_nothing(demo, tmp_p
 def test_the_endpoints_bound_their_threads_and_time_out_slow_clients(tmp_path: Path) -> None:
     from prometheus_client.registry import CollectorRegistry
 
+    from inspector.access.roles import Permission
     from inspector.endpoint import read_token
     from inspector.kiosk.http import SOCKET_TIMEOUT_S, WORKERS, Endpoints
 
@@ -261,10 +266,11 @@ def test_the_endpoints_bound_their_threads_and_time_out_slow_clients(tmp_path: P
 
     port = free_port()
     endpoints = Endpoints(f"127.0.0.1:{port}", CollectorRegistry(), lambda: {"state": "running"},
-                          lambda: {"status": "ok", "reasons": []}, posts={"/x": lambda body: {"ok": True}})
+                          lambda: {"status": "ok", "reasons": []},
+                          posts={"/x": (Permission.RULES, lambda call: {"ok": True})})
     endpoints.start()
     try:
-        assert http(f"http://127.0.0.1:{port}/x", b"{}")[0] == 403  # no token configured: no changes at all
+        assert http(f"http://127.0.0.1:{port}/x", b"{}")[0] == 401  # neither users nor a token: no changes at all
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(WORKERS + 4)]  # say nothing
         time.sleep(0.3)
         code, _ = http(f"http://127.0.0.1:{port}/health", timeout=2)

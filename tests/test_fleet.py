@@ -24,6 +24,7 @@ from inspector.results.scope import Scope
 from inspector.results.store import ResultStore
 
 from .faults import drop
+from .people import person
 from .services import Mosquitto, free_port
 from .test_kiosk import get, wait_until
 from .test_mqtt import Subscriber
@@ -258,6 +259,9 @@ def test_a_release_rolls_out_line_by_line_and_a_worse_one_is_rolled_back_after_t
                                version[:12], "--db", url, "--by", "qa"], cwd=tmp_path, env=env, capture_output=True,
                               encoding="utf-8")
         assert done.returncode == 0 and f"released cls-R1K {version[:12]}" in done.stdout, done.stderr
+    engineer_file = tmp_path / "engineer-token"  # a rollout changes lines: an engineer's token, not the boxes'
+    engineer_file.write_text(person(url, "quinn", "engineer") + "\n")
+    engineer_file.chmod(0o600)
     boxes = []
     for i in range(3):
         (tmp_path / f"l{i}" / "inbox").mkdir(parents=True)
@@ -286,7 +290,7 @@ def test_a_release_rolls_out_line_by_line_and_a_worse_one_is_rolled_back_after_t
         feeder.start()
         kiosks = ",".join(f"http://127.0.0.1:{b.port}" for b in boxes)
         rollout = [*cli, "zoo", "rollout", "--expert", "cls-R1K", "--kiosks", kiosks, "--boards", "6", "--poll-s",
-                   "0.3", "--timeout-s", "120", "--token-file", str(token_file), "--db", url, "--by", "qa"]
+                   "0.3", "--timeout-s", "120", "--token-file", str(engineer_file), "--db", url, "--by", "qa"]
         good = subprocess.run([*rollout, "--version", same[:12]], cwd=tmp_path, env=env, capture_output=True,
                               encoding="utf-8")
         print("\n" + good.stdout)

@@ -7,6 +7,7 @@ stop, and closing drains. The LLM tab chats with a tiny MoE model built by the p
 from __future__ import annotations
 
 import csv
+import json
 import os
 from pathlib import Path
 
@@ -14,13 +15,17 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtCore import Qt, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from inspector.access.identity import Identity  # noqa: E402
 
 from inspector.app.controller import LineController, LineSetup  # noqa: E402
 from inspector.app.line import LineConfig  # noqa: E402
 from inspector.app.service import ServiceConfig  # noqa: E402
 from inspector.results.store import ResultStore  # noqa: E402
 from ui.backend import LocalBackend  # noqa: E402
+from ui.confirm import ConfirmChange  # noqa: E402
 from ui.qt_env import qt_environment  # noqa: E402
 from ui.window import MainWindow  # noqa: E402
 
@@ -39,7 +44,25 @@ def own_settings(tmp_path: Path) -> None:
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
 
 
-def _line_window(qtbot, demo, tmp_path: Path, models: Path | None = None) -> tuple[MainWindow, LocalBackend]:  # noqa: ANN001
+ENGINEER = Identity("erin", "engineer", "the GUI tests")
+
+
+def confirm_with(reason: str) -> None:
+    """Answer the next confirmation dialog as a person would: OK is off until a reason is typed, then pressed."""
+    def fill() -> None:
+        dialog = QApplication.activeModalWidget()
+        if not isinstance(dialog, ConfirmChange):
+            QTimer.singleShot(50, fill)
+            return
+        assert not dialog.ok.isEnabled()
+        dialog.reason.setText(reason)
+        dialog.ok.click()
+
+    QTimer.singleShot(0, fill)
+
+
+def _line_window(qtbot, demo, tmp_path: Path, models: Path | None = None,  # noqa: ANN001
+                 identity: Identity | None = ENGINEER, idle_s: float = 300.0) -> tuple[MainWindow, LocalBackend]:
     root, zoo = demo
     rules = tmp_path / "mini.yaml"
     rules.write_text(GOOD, encoding="utf-8")
@@ -47,7 +70,7 @@ def _line_window(qtbot, demo, tmp_path: Path, models: Path | None = None) -> tup
                       camera="realistic", service=ServiceConfig(LineConfig(device_mb=40), keep_crops="failed"))
     controller = LineController(root / "models", tmp_path / "data", zoo=zoo)
     backend = LocalBackend(controller, setup)
-    window = MainWindow(backend, models or tmp_path / "no-models")
+    window = MainWindow(backend, models or tmp_path / "no-models", identity=identity, idle_s=idle_s)
     qtbot.addWidget(window)
     window.show()
     return window, backend
@@ -127,9 +150,13 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert edited != text and "max_residual_px: 1.5" in edited
     rules.editor.setPlainText(edited)
     qtbot.waitUntil(lambda: rules.apply_btn.isEnabled(), timeout=5_000)
+    confirm_with("ECN-7: looser residual")  # the diff is shown, the reason asked
     qtbot.mouseClick(rules.apply_btn, Qt.MouseButton.LeftButton)
     new_version = rules.valid.version
     assert "applied" in rules.status.text(), rules.status.text()
+    applied = backend.audit().events("rules.apply")[0]
+    assert (applied.actor, applied.reason, applied.origin) == ("erin", "ECN-7: looser residual", "the GUI tests")
+    assert new_version in applied.after and original in applied.before
     assert Path(backend.setup.rules_path).read_text(encoding="utf-8") == edited
     qtbot.waitUntil(lambda: window.last["line"]["ruleset_version"] == new_version, timeout=5_000)
     assert backend.controller.service.line.rules.fiducials.max_residual_px == 1.5
@@ -137,6 +164,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     qtbot.waitUntil(lambda: _boards(window) > boards_then + 1, timeout=WAIT)  # the line kept going
     qtbot.waitUntil(lambda: rules.history.count() == 2, timeout=5_000)
     rules.history.setCurrentRow(0)
+    confirm_with("back to the released set")
     qtbot.mouseClick(rules.rollback_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: window.last["line"]["ruleset_version"] == original, timeout=5_000)
     assert rules.history.count() == 3 and rules.editor.toPlainText() == text
@@ -215,6 +243,71 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert svc.writer.status().written == svc.line.stats.boards
     qtbot.waitUntil(lambda: line.start_btn.isEnabled(), timeout=5_000)
     assert not line.pause_btn.isEnabled()
+
+
+def test_the_dashboard_asks_who_is_there_and_offers_only_what_their_role_may(qtbot, demo, tmp_path: Path) -> None:
+    """No tabs before a sign-in; the first admin on an empty database; an operator reviews but edits nothing; a
+    wrong password is refused and recorded; an idle panel locks itself; a rule edit shows its diff and wants a
+    reason before OK."""
+    from inspector.access.users import UserBook
+
+    window, backend = _line_window(qtbot, demo, tmp_path, identity=None, idle_s=1.0)
+    page = window.sign_in
+    assert window.pages.currentWidget() is page and backend.identity is None
+    assert page.first and page.again.isVisible() and "first admin" in page.title.text()
+    page.name.setText("ada")
+    page.password.setText("admin-pass-1")
+    page.again.setText("admin-pass-2")
+    qtbot.mouseClick(page.button, Qt.MouseButton.LeftButton)
+    assert "differ" in page.message.text() and window.pages.currentWidget() is page
+    page.password.setText("admin-pass-1")
+    page.again.setText("admin-pass-1")
+    qtbot.mouseClick(page.button, Qt.MouseButton.LeftButton)
+    assert window.pages.currentWidget() is window.tabs and window.who.text() == "signed in: ada (admin)"
+    assert not window.rules.editor.isReadOnly() and window.memory.apply_btn.isEnabled()
+    # idle for a second: locked, the tabs hidden; the page is a plain sign-in now that a user exists
+    qtbot.waitUntil(lambda: window.pages.currentWidget() is page, timeout=10_000)
+    assert backend.identity is None and not page.first and "ada was idle" in page.note.text()
+    window.idle.timer.setInterval(300_000)
+    users = UserBook(backend.store().engine, backend.audit())
+    users.add(Identity("ada", "admin", "the GUI tests"), "otto", "operator", "operator-pass")
+    page.name.setText("otto")
+    page.password.setText("wrong-password")
+    qtbot.mouseClick(page.button, Qt.MouseButton.LeftButton)
+    assert "wrong name or password" in page.message.text() and backend.identity is None
+    page.password.setText("operator-pass")
+    qtbot.mouseClick(page.button, Qt.MouseButton.LeftButton)
+    assert window.who.text() == "signed in: otto (operator)"
+    # an operator: the rules are read-only, memory cannot be applied, a failed part can be reviewed
+    window.tabs.setCurrentWidget(window.rules)
+    qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)
+    assert window.rules.editor.isReadOnly() and not window.rules.apply_btn.isEnabled()
+    assert not window.memory.apply_btn.isEnabled() and "engineer" in window.memory.status.text()
+    bar = window.history.review_bar
+    bar.set_part(("some-board", "R1", "fail"))
+    assert bar.confirm_btn.isEnabled() and bar.reviewer.text() == "otto" and bar.reviewer.isReadOnly()
+    window.save_rules()  # Ctrl+S does nothing for an operator (no dialog opens: this would block)
+    with pytest.raises(PermissionError, match="otto \\(operator\\) may not change rules"):
+        backend.apply_rules(GOOD, "trying anyway")
+    # every sign-in, the refused one too, is in the trail; the audit tab shows it
+    kinds = [(e.actor, e.kind) for e in backend.audit().events()]
+    assert ("otto", "sign_in.refused") in kinds and ("otto", "sign_in") in kinds and ("ada", "user.add") in kinds
+    window.tabs.setCurrentWidget(window.audit)
+    qtbot.waitUntil(lambda: len(window.audit.events) >= 5, timeout=10_000)
+    window.audit.verify()
+    qtbot.waitUntil(lambda: "chain intact" in window.audit.status.text(), timeout=10_000)
+    # the confirmation: the diff against the running text, OK only with a reason
+    dialog = ConfirmChange(window, "Apply", "what", "--- a\n+++ b\n-old line\n+new line\n")
+    qtbot.addWidget(dialog)
+    assert not dialog.ok.isEnabled() and "+new line" in dialog.view.toPlainText()
+    dialog.reason.setText("   ")
+    assert not dialog.ok.isEnabled()
+    dialog.reason.setText("ECN-9")
+    assert dialog.ok.isEnabled()
+    # Ctrl+L locks at once
+    window.actions_by_name["lock"].trigger()
+    assert window.pages.currentWidget() is page and window.who.text() == "locked"
+    window.close()
 
 
 def test_closing_the_window_drains_and_flushes_like_sigterm(qtbot, demo, tmp_path: Path) -> None:
@@ -372,6 +465,7 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
     from inspector.routing.rules import load_rules
     from ui.backend import AttachedBackend
 
+    from .people import PASSWORD, person
     from .services import free_port
 
     root, zoo = demo
@@ -386,6 +480,7 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
                           ServiceConfig(LineConfig(device_mb=40)), store, data, source)
     port = free_port()
     token = "t0ken-" + "x" * 30
+    person(sqlite_url(data / "results.sqlite"), "kim", "engineer")
     kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", rules_poll_s=0.2, token=token),
                   rules_path=str(rules_path), data_dir=data)
     serving = threading.Thread(target=kiosk.serve, daemon=True)
@@ -395,6 +490,16 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
     qtbot.addWidget(window)
     window.show()
     try:
+        # nobody sees the line before signing in; a wrong password is refused, the right one signs in at the kiosk
+        assert window.pages.currentWidget() is window.sign_in and not window.memory.apply_btn.isEnabled()
+        window.sign_in.name.setText("kim")
+        window.sign_in.password.setText("not it at all")
+        qtbot.mouseClick(window.sign_in.button, Qt.MouseButton.LeftButton)
+        assert "wrong name or password" in window.sign_in.message.text()
+        assert window.pages.currentWidget() is window.sign_in
+        window.sign_in.password.setText(PASSWORD)
+        qtbot.mouseClick(window.sign_in.button, Qt.MouseButton.LeftButton)
+        assert window.pages.currentWidget() is window.tabs and window.who.text() == "signed in: kim (engineer)"
         assert not window.line.start_btn.isEnabled() and window.memory.apply_btn.isEnabled()
         qtbot.waitUntil(lambda: _boards(window) >= 3, timeout=WAIT)
         first = _boards(window)
@@ -418,6 +523,7 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         window.history.table.setCurrentCell(0, 0)
         window.history.review_bar.correct.setCurrentText("missing")
         assert window.history.review_bar.review("escape").startswith("the kiosk stored:")
+        assert window.history.review_bar.reviewer.text() == "kim"
         assert window.history.table.item(0, 11).text() == "escape: missing"
         # a rule edit goes to the kiosk's API, which validates it, writes its own file and applies it
         window.tabs.setCurrentWidget(window.rules)
@@ -426,8 +532,15 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         edited = GOOD.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
         window.rules.editor.setPlainText(edited)
         qtbot.waitUntil(lambda: window.rules.apply_btn.isEnabled(), timeout=5_000)
+        confirm_with("a diode's pass rate per ECN-12")
         qtbot.mouseClick(window.rules.apply_btn, Qt.MouseButton.LeftButton)
         assert "the kiosk applied" in window.rules.status.text(), window.rules.status.text()
+        # the kiosk recorded it under kim, with the reason; the audit tab reads it over the API
+        window.tabs.setCurrentWidget(window.audit)
+        qtbot.waitUntil(lambda: any(e.kind == "rules.apply" for e in window.audit.events), timeout=10_000)
+        event = next(e for e in window.audit.events if e.kind == "rules.apply")
+        assert (event.actor, event.reason) == ("kim", "a diode's pass rate per ECN-12")
+        assert "via the kiosk API" in event.origin
         assert rules_path.read_text(encoding="utf-8") == edited
         qtbot.waitUntil(lambda: (window.last.get("rules") or {}).get("applied") == 1, timeout=10_000)
         assert window.last["line"]["ruleset_version"] == window.rules.valid.version
@@ -592,7 +705,7 @@ def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_
     setup = LineSetup(rules_path=rules, source="genicam:0", camera_settings=camera, plc=plc,
                       service=ServiceConfig(LineConfig(device_mb=40), overflow="drop-oldest"))
     backend = LocalBackend(LineController(root / "models", tmp_path / "data", zoo=zoo), setup)
-    window = MainWindow(backend, tmp_path / "no-models")
+    window = MainWindow(backend, tmp_path / "no-models", identity=ENGINEER)
     qtbot.addWidget(window)
     window.show()
     backend.start()
@@ -610,6 +723,9 @@ def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_
     tab.apply.click()
     assert tab.answer.text() == "the camera took the settings"
     assert backend._camera().settings.ExposureTime == 1500
+    change = backend.audit().events("camera")[0]
+    assert change.actor == "erin" and json.loads(change.after)["ExposureTime"] == 1500
+    assert json.loads(change.before)["ExposureTime"] == 1000
     with pytest.raises(ValueError, match="refused the settings.*ExposureTime.*the previous settings stay"):
         backend.apply_camera({"ExposureTime": 1e12})  # beyond the camera's range: the camera as it was
     assert backend._camera().settings.ExposureTime == 1500

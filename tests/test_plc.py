@@ -24,6 +24,7 @@ from inspector.plc.station import FailSafe, Station
 from inspector.results.store import ResultStore, sqlite_url
 
 from .faults import KioskProcess, http
+from .people import person
 from .services import free_port
 from .test_board_gate import CODE
 from .test_genicam import emulator_images
@@ -267,6 +268,8 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)
+    (tmp_path / "data").mkdir()
+    engineer = person(sqlite_url(tmp_path / "data" / "results.sqlite"), "carl", "engineer")
     kiosk = KioskProcess(root, zoo.root, folder / "mini.yaml", tmp_path / "inbox", tmp_path / "data",
                          "--source", "genicam:0", "--camera-settings", str(tmp_path / "camera.yaml"),
                          "--opcua", url, "--opcua-anonymous", "--opcua-insecure", "--token-file", str(token),
@@ -292,10 +295,11 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         assert code == 200 and image.shape == (120, 200, 3)
         assert kiosk.status()["plc"]["counters"]["published"] == 1
         assert http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}')[0] == 401  # no token
-        code, done = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token=TOKEN)
+        assert http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token=TOKEN)[0] == 403  # service
+        code, done = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token=engineer)
         assert code == 200 and done["settings"]["ExposureTime"] == 900
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()  # kept for the next start
-        code, refused = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 1e12}', token=TOKEN)
+        code, refused = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 1e12}', token=engineer)
         assert code == 422 and "previous settings stay" in refused["error"]
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()
         kiosk.kill9()

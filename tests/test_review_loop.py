@@ -266,14 +266,16 @@ def test_a_live_swap_while_boards_flow_loses_nothing_and_changes_no_started_boar
 def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo, tmp_path: Path) -> None:
     from inspector.kiosk.service import Kiosk, KioskConfig
 
+    from .people import person
     from .services import free_port
 
     root, _ = demo
     new = _failing_version(own_zoo, "cls-R1K")["weights_sha256"]
     source = open_source("synthetic", RULES, 0, 11, interval_s=0.05, defect_rate=0.05)
     service = _service(root, Zoo.load(own_zoo.root), tmp_path / "kiosk", source)
-    port, token = free_port(), "t0ken-" + "y" * 30
-    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token=token), data_dir=tmp_path / "kiosk")
+    port, service_token = free_port(), "t0ken-" + "y" * 30
+    token = person(str(service.store.engine.url), "rita", "engineer")
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token=service_token), data_dir=tmp_path / "kiosk")
     serving = threading.Thread(target=kiosk.serve, daemon=True)
     serving.start()
     base = f"http://127.0.0.1:{port}"
@@ -295,7 +297,7 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
                 **({"correct_class": "damaged"} if call_name == "escape" else {}), "reviewer": "op"}
         assert call("/reviews", body, auth=False)[0] == 401
         code, answer = call("/reviews", body)
-        assert code == 200 and answer["stored"], answer
+        assert code == 200 and answer["stored"] and answer["reviewer"] == "rita", answer  # the signed-in name
         wrong = {**body, "call": "confirmed" if call_name == "escape" else "escape", "correct_class": "missing"}
         code, answer = call("/reviews", wrong)
         assert code == 422 and "reviews a part called" in answer["error"]

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         backend = local_backend(args)
     app.setOrganizationName("inspector")
     window = MainWindow(backend, models_dir(args.models), Path(args.llm_model) if args.llm_model else None,
-                        plant_kiosks=comma_list(args.plant_kiosks))
+                        plant_kiosks=comma_list(args.plant_kiosks), idle_s=args.idle_lock_min * 60)
     window.show()  # at the size and tab of the last start, or fitted to this screen (window_state.py)
     if args.start and backend.can_control:
         backend.start()

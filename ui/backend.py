@@ -18,16 +18,23 @@ from __future__ import annotations
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from inspector.access.audit import AuditTrail, Change
+from inspector.access.identity import Identity, Unauthenticated
+from inspector.access.roles import Permission
+from inspector.access.users import UserBook
 from inspector.app.allocation import Allocation
+from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
 from inspector.app.kiosk_results import KioskResults
+from inspector.endpoint import urlopen
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
@@ -36,17 +43,37 @@ from inspector.routing.rules import RuleSet, parse_rules
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
 
 LLM_MB = 512.0  # what the dashboard sets aside for its in-process language model unless told (--llm-mb)
+ORIGIN = f"dashboard on {HOST}"
 
 
-class LocalBackend:
+class Signed:
+    """Who is signed in at this dashboard; what the tabs may offer follows from their role."""
+
+    identity: Identity | None = None
+
+    def may(self, permission: Permission) -> bool:
+        return self.identity is not None and self.identity.may(permission)
+
+    def _require(self, permission: Permission) -> Identity:
+        if self.identity is None:
+            raise PermissionError("nobody is signed in: sign in first")
+        self.identity.require(permission)
+        return self.identity
+
+    @property
+    def can_edit(self) -> bool:
+        return self.may(Permission.RULES)
+
+
+class LocalBackend(Signed):
     """A line run by this process (the dashboard's Start button)."""
 
     can_control = True
-    can_edit = True
 
     def __init__(self, controller: LineController, setup: LineSetup, llm_mb: float = LLM_MB) -> None:
         self.controller, self.setup = controller, setup
         self._store: ResultStore | None = None
+        self._log: ChangeLog | None = None
         self.llm_mb = llm_mb  # set aside for the LLM tab's in-process model, beside the line's own budget
         self._set_aside: Any = None
 
@@ -61,6 +88,37 @@ class LocalBackend:
     @property
     def label(self) -> str:
         return f"local line, results in {self.controller.db_url}"
+
+    # people
+    def _users(self) -> UserBook:
+        store = self.store()
+        store.ready()
+        line = self.setup.service.line
+        return UserBook(store.engine, AuditTrail(store.engine, line.line, line.station))
+
+    def has_users(self) -> bool:
+        return bool(self._users().users())
+
+    def sign_in(self, name: str, password: str) -> Identity:
+        self.identity = self._users().sign_in(name, password, ORIGIN)
+        return self.identity
+
+    def first_admin(self, name: str, password: str) -> Identity:
+        """The first user of an empty database, an admin, made at this dashboard (refused once anyone exists)."""
+        users = self._users()
+        if users.users():
+            raise PermissionError("this database has users already: sign in")
+        users.add(Identity(name, "admin", ORIGIN), name, "admin", password)
+        return self.sign_in(name, password)
+
+    def change_log(self) -> ChangeLog:
+        if self._log is None:
+            line = self.setup.service.line
+            self._log = ChangeLog(self.store(), line.line, line.station, self.controller.say)
+        return self._log
+
+    def audit(self) -> AuditTrail:
+        return self.change_log().trail
 
     def snapshot(self) -> dict[str, Any]:
         return self.controller.snapshot()
@@ -119,12 +177,24 @@ class LocalBackend:
         except (OSError, UnicodeDecodeError):
             return None
 
-    def apply_rules(self, text: str) -> str:
+    def apply_rules(self, text: str, reason: str | None = None) -> str:
+        who = self._require(Permission.RULES)
+        log = self.change_log()
+        log.ready()
+        old = self.controller.service.line.rules if self.controller.service is not None else None
         rules = self.controller.apply_rules(text)
+        if old is not None:
+            log.rules(who, "rules.apply", old, rules, reason)
         return f"applied {rules.recipe} {rules.version} to the running line and saved it to {self.setup.rules_path}"
 
-    def rollback(self, index: int) -> str:
+    def rollback(self, index: int, reason: str | None = None) -> str:
+        who = self._require(Permission.RULES)
+        log = self.change_log()
+        log.ready()
+        old = self.controller.service.line.rules if self.controller.service is not None else None
         rules = self.controller.rollback(index)
+        if old is not None:
+            log.rules(who, "rules.rollback", old, rules, reason)
         return f"rolled back to {rules.recipe} {rules.version} (applied and saved)"
 
     def rules_history(self) -> list[tuple[str, str, str]]:
@@ -135,8 +205,15 @@ class LocalBackend:
         return [(h.at.strftime("%H:%M:%S"), h.rules.recipe, h.rules.version) for h in watcher.state.history]
 
     # memory
-    def apply_allocation(self, allocation: Allocation) -> str:
-        return self.controller.apply_allocation(allocation)
+    def apply_allocation(self, allocation: Allocation, reason: str | None = None) -> str:
+        who = self._require(Permission.ALLOCATION)
+        log = self.change_log()
+        log.ready()
+        before = self.controller.allocation()
+        how = self.controller.apply_allocation(allocation)
+        log.record(who, Change("allocation", f"{self.setup.service.line.line}/{self.setup.service.line.station}",
+                               None if before is None else asdict(before), asdict(allocation), reason))
+        return how
 
     # camera
     def _camera(self) -> Any:
@@ -153,28 +230,42 @@ class LocalBackend:
             raise RuntimeError("this line's source has no camera settings (a GenICam camera has)")
         from inspector.camera.settings import parse_settings
 
-        refused = camera.apply(parse_settings({**camera.settings.to_json(), **settings}, "the camera form"))
+        who = self._require(Permission.CAMERA)
+        log = self.change_log()
+        log.ready()
+        before = camera.settings.to_json()
+        new = parse_settings({**before, **settings}, "the camera form")
+        refused = camera.apply(new)
         if refused:
             raise ValueError(refused)
+        log.record(who, Change("camera", self.controller.service.source.name, before, new.to_json()))
         return "the camera took the settings"
 
     def review(self, req: ReviewRequest) -> str:
         """Store an operator's review in this line's database (ReviewRefused when it contradicts the call)."""
+        who = self._require(Permission.REVIEW)
         store = self.store()
         if store is None:
             raise RuntimeError("no results database yet: start the line first")
+        log = self.change_log()
+        log.ready()
+        req = replace(req, reviewer=who.name)  # under the signed-in name, whatever the field said
         stored = record_review(store, req)
+        log.record(who, Change("review", f"{req.inspection_id}/{req.ref}", stored.get("before"),
+                               {"call": req.call, "correct_class": req.correct_class, "note": req.note}))
         return f"stored: {req.ref} {req.call.replace('_', ' ')} ({stored['component_type']})"
 
 
-class AttachedBackend:
-    """A kiosk's state over HTTP, and a results database named here; no inference here."""
+class AttachedBackend(Signed):
+    """A kiosk's state over HTTP, and a results database named here; no inference here. A person signs in at the
+    kiosk (POST /auth/sign-in) and changes go with their session token; `token` (the box's service token, from
+    --token-file) reads results and borrows memory, and changes nothing."""
 
     can_control = False
 
     def __init__(self, url: str, db_url: str | None = None, poll_s: float = 0.5, token: str | None = None) -> None:
-        self.url, self._db_url, self.poll_s, self._token = url.rstrip("/"), db_url, poll_s, token
-        self.can_edit = token is not None
+        self.url, self._db_url, self.poll_s, self._service_token = url.rstrip("/"), db_url, poll_s, token
+        self._session: str | None = None
         self._latest: dict[str, Any] = {"state": "connecting", "controller": {"phase": "attaching", "log": []}}
         self._store: ResultStore | None = None
         self._remote: KioskResults | None = None
@@ -185,19 +276,45 @@ class AttachedBackend:
         self._thread = threading.Thread(target=self._poll, name="attach-poll", daemon=True)
         self._thread.start()
 
+    @property
+    def _token(self) -> str | None:
+        """For reads: the person's session, else the box's service token."""
+        return self._session or self._service_token
+
+    def has_users(self) -> bool:
+        return True  # the kiosk's database says at sign-in; a first admin is made with `inspector user add`
+
+    def sign_in(self, name: str, password: str) -> Identity:
+        try:
+            doc = self._call("POST", "/auth/sign-in", json.dumps({"user": name, "password": password}).encode(),
+                             person=False)
+        except RuntimeError as exc:
+            raise Unauthenticated(str(exc)) from None
+        self._session = doc["token"]
+        self._remote = None
+        self.identity = Identity(doc["name"], doc["role"], f"{ORIGIN}, signed in at {self.url}")
+        return self.identity
+
+    def first_admin(self, name: str, password: str) -> Identity:
+        raise PermissionError("the kiosk's first admin is made on its database: `inspector user add NAME --role "
+                              "admin`")
+
+    def audit(self) -> Any:
+        """The kiosk's trail over its API (GET /audit/...)."""
+        return RemoteAudit(self)
+
     def llm_loan(self, nbytes: int) -> Any:
         """Memory for the LLM tab's in-process model, lent by the kiosk (its --llm-mb) on a lease."""
-        if self._token is None:
+        if self._service_token is None:
             raise PermissionError("the kiosk lends memory to a model only with its API token: attach with "
                                   "--token-file, or point the Model field at a running `inspector llm serve`")
         from inspector.moe.loans import from_kiosk
 
-        return from_kiosk(self.url, self._token)(nbytes)
+        return from_kiosk(self.url, self._service_token)(nbytes)
 
     @property
     def label(self) -> str:
-        edits = "rules and memory through its API" if self.can_edit else "read-only: no --token-file"
-        return f"attached to {self.url} ({edits})"
+        return f"attached to {self.url} (changes through its API, as the person signed in)"
 
     def _poll(self) -> None:
         while not self._stop.is_set():
@@ -214,16 +331,20 @@ class AttachedBackend:
             self._latest = snap
             self._stop.wait(self.poll_s)
 
-    def _call(self, method: str, path: str, body: bytes | None = None, timeout: float = 5.0) -> dict[str, Any]:
-        """One request to the kiosk; RuntimeError with the kiosk's own words when it refuses."""
+    def _call(self, method: str, path: str, body: bytes | None = None, timeout: float = 5.0,
+              person: bool = True, reason: str | None = None) -> dict[str, Any]:
+        """One request to the kiosk; RuntimeError with the kiosk's own words when it refuses. A POST goes with the
+        signed-in person's token (their change, in their name); a GET with whatever token there is."""
         request = urllib.request.Request(self.url + path, data=body, method=method)
-        if body is not None:
-            if self._token is None:
-                raise RuntimeError("this dashboard has no API token for the kiosk: start it with --token-file "
-                                   "(the kiosk's /etc/inspector/api-token)")
-            request.add_header("Authorization", f"Bearer {self._token}")
+        token = (self._session if body is not None else self._token) if person else None
+        if body is not None and person and token is None:
+            raise RuntimeError("nobody is signed in at this dashboard: sign in first")
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        if reason:
+            request.add_header("X-Change-Reason", urllib.parse.quote(reason))
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as r:
+            with urlopen(request, timeout=timeout) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as exc:
             try:
@@ -336,17 +457,17 @@ class AttachedBackend:
         text = doc.get("text")
         return (f"{self.url}: {doc.get('name', 'rules')}", text) if isinstance(text, str) else None
 
-    def apply_rules(self, text: str) -> str:
+    def apply_rules(self, text: str, reason: str | None = None) -> str:
         """POST the edit; the kiosk validates it against its zoo, writes its file atomically and applies it."""
-        answer = self._call("POST", "/rules", text.encode("utf-8"))
+        answer = self._call("POST", "/rules", text.encode("utf-8"), reason=reason)
         return f"the kiosk applied {answer['recipe']} {answer['version']} (validated, saved and running)"
 
     def rules_history(self) -> list[tuple[str, str, str]]:
         hist = (self._latest.get("rules") or {}).get("history") or []
         return [(h["at"][11:19], h["recipe"], h["version"]) for h in hist]
 
-    def rollback(self, index: int) -> str:
-        answer = self._call("POST", "/rules/rollback", json.dumps({"index": index}).encode())
+    def rollback(self, index: int, reason: str | None = None) -> str:
+        answer = self._call("POST", "/rules/rollback", json.dumps({"index": index}).encode(), reason=reason)
         return f"the kiosk rolled back to {answer['recipe']} {answer['version']} (applied and saved)"
 
     def review(self, req: ReviewRequest) -> str:
@@ -354,7 +475,29 @@ class AttachedBackend:
         answer = self._call("POST", "/reviews", json.dumps(req.__dict__).encode())
         return f"the kiosk stored: {req.ref} {req.call.replace('_', ' ')} ({answer['component_type']})"
 
-    def apply_allocation(self, allocation: Allocation) -> str:
+    def apply_allocation(self, allocation: Allocation, reason: str | None = None) -> str:
         body = json.dumps({"device_mb": allocation.device_mb, "expert_pool_mb": allocation.expert_pool_mb,
                            "executors": allocation.executors}).encode()
-        return self._call("POST", "/allocation", body)["applied"]
+        return self._call("POST", "/allocation", body, reason=reason)["applied"]
+
+
+class RemoteAudit:
+    """The few reads of an AuditTrail the dashboard makes, over a kiosk's API."""
+
+    def __init__(self, backend: AttachedBackend) -> None:
+        self.backend = backend
+
+    def events(self, kind: str | None = None, actor: str | None = None, limit: int | None = None) -> list[Any]:
+        from datetime import datetime
+        from types import SimpleNamespace
+
+        query = urllib.parse.urlencode({k: v for k, v in (("kind", kind), ("actor", actor), ("limit", limit)) if v})
+        rows = self.backend._call("GET", "/audit/events" + (f"?{query}" if query else ""))["events"]
+        return [SimpleNamespace(**{**r, "at": datetime.fromisoformat(r["at"])}) for r in rows]
+
+    def verify(self) -> Any:
+        from types import SimpleNamespace
+
+        doc = self.backend._call("GET", "/audit/verify")
+        return SimpleNamespace(rows=doc["rows"], head=doc["head"], intact=doc["intact"],
+                               broken=tuple(SimpleNamespace(row_id=b["id"], why=b["why"]) for b in doc["broken"]))

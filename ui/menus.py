@@ -25,6 +25,7 @@ def install(window: Any) -> dict[str, QAction]:
                                 window.save_rules)
     out["export"] = _action(window, file, "&Export the filtered results…", "Ctrl+E", window.export_results)
     file.addSeparator()
+    out["lock"] = _action(window, file, "&Lock (sign out)", "Ctrl+L", window.lock)
     out["quit"] = _action(window, file, "&Quit", "Ctrl+Q", window.close)
     view = bar.addMenu("&View")
     out["refresh"] = _action(window, view, "&Refresh", "F5", window.refresh_now)

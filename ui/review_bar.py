@@ -1,6 +1,7 @@
 """The operator's review of one part's call, shared by the line and history tabs: confirmed defect, false call
 or escape, optionally with the correct class. The backend stores it (the local database, or the kiosk's
-POST /reviews with its token); a review that contradicts the part's verdict is refused with the reason."""
+POST /reviews with the signed-in person's token) under the signed-in name; a review that contradicts the part's
+verdict is refused with the reason."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,6 +9,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout
 
+from inspector.access.roles import Permission
 from inspector.results.reviews import PART_CLASSES, ReviewRefused, ReviewRequest
 
 SAME_CLASS = "class as called"
@@ -25,7 +27,8 @@ class ReviewBar(QGroupBox):
         self.correct = QComboBox()
         self.correct.addItem(SAME_CLASS)
         self.correct.addItems([c for c in PART_CLASSES if c != "ok"])
-        self.reviewer = QLineEdit(placeholderText="reviewer")
+        self.reviewer = QLineEdit(placeholderText="reviewer")  # the signed-in name, not free text
+        self.reviewer.setReadOnly(True)
         self.reviewer.setMaximumWidth(110)
         self.status = QLabel("select a part to review its call")
         self.status.setWordWrap(True)
@@ -49,15 +52,22 @@ class ReviewBar(QGroupBox):
         """The part the buttons act on: a failed part can be confirmed or a false call, a passed one an escape."""
         self.part = part
         verdict = part[2] if part else None
-        self.confirm_btn.setEnabled(verdict == "fail")
-        self.false_btn.setEnabled(verdict == "fail")
-        self.escape_btn.setEnabled(verdict == "pass")
+        allowed = self.backend.may(Permission.REVIEW)
+        self.confirm_btn.setEnabled(allowed and verdict == "fail")
+        self.false_btn.setEnabled(allowed and verdict == "fail")
+        self.escape_btn.setEnabled(allowed and verdict == "pass")
         if part is None:
             self.status.setText("select a part to review its call")
         elif verdict == "error":
             self.status.setText(f"{part[1]} was not inspected (error): nothing to review")
         else:
             self.status.setText(f"{part[1]}: called {verdict}" + (f"; reviewed: {reviewed}" if reviewed else ""))
+
+    def permit(self) -> None:
+        """The signed-in person reviews under their own name."""
+        who = self.backend.identity
+        self.reviewer.setText(who.name if who else "")
+        self.set_part(self.part)
 
     def review(self, call: str) -> str:
         if self.part is None:

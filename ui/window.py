@@ -1,4 +1,8 @@
-"""The dashboard window: eight tabs over one backend, one timer reading one snapshot per tick.
+"""The dashboard window: nine tabs over one backend, one timer reading one snapshot per tick, behind a sign-in.
+
+Nobody sees the tabs before signing in (session.py); what the tabs offer follows from the signed-in role (an
+operator reviews, an engineer also changes rules, memory, experts and the camera), and every change goes into the
+audit trail under that name. After IDLE_S without input the window locks; the line runs on meanwhile.
 
 The GUI never waits on the line: the line runs on its own threads and the
 timer (5 Hz) reads a snapshot of plain counters; slower reads (the database,
@@ -14,9 +18,14 @@ from typing import Any
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QTabWidget
+from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QStackedWidget, QTabWidget
+
+from inspector.access.identity import Identity
 
 from . import menus, window_state
+from .review_bar import ReviewBar
+from .session import IDLE_S, IdleLock, SignInPage
+from .tabs.audit import AuditTab
 from .tabs.history import HistoryTab
 from .tabs.line_io import LineIoTab
 from .tabs.line_view import LineViewTab
@@ -33,7 +42,8 @@ CLOSE_TIMEOUT_S = 120.0
 
 class MainWindow(QMainWindow):
     def __init__(self, backend: Any, models_dir: Path, llm_model: Path | None = None,
-                 plant_kiosks: list[str] | None = None) -> None:
+                 plant_kiosks: list[str] | None = None, identity: Identity | None = None,
+                 idle_s: float = IDLE_S) -> None:
         super().__init__()
         self.backend = backend
         self.setWindowTitle("Inspection dashboard — " + backend.label)
@@ -46,14 +56,22 @@ class MainWindow(QMainWindow):
         self.io = LineIoTab(backend)
         self.plant = PlantTab(backend, plant_kiosks or [])
         self.llm = LlmTab(models_dir, llm_model, borrow=getattr(backend, "llm_loan", None))
+        self.audit = AuditTab(backend)
         for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
                           (self.rules, "Routing rules"), (self.memory, "Memory && executors"),
                           (self.history, "History"), (self.llm, "Language model"), (self.io, "Camera && PLC"),
-                          (self.plant, "Plant")):
+                          (self.plant, "Plant"), (self.audit, "Audit")):
             self.tabs.addTab(tab, name)
-        self.setCentralWidget(self.tabs)
+        self.sign_in = SignInPage(backend, self.signed_in)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.sign_in)
+        self.pages.addWidget(self.tabs)
+        self.setCentralWidget(self.pages)
+        self.who = QLabel("nobody signed in")
         self.state = QLabel("")
+        self.statusBar().addPermanentWidget(self.who)
         self.statusBar().addPermanentWidget(self.state)
+        self.idle = IdleLock(QApplication.instance(), idle_s, self.lock)
         self._ticks = 0
         self.timer = QTimer(self, interval=TICK_MS)
         self.timer.timeout.connect(self.tick)
@@ -62,11 +80,38 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(self._tab_changed)
         self.actions_by_name = menus.install(self)
         window_state.restore(self)
+        if identity is not None:
+            self.signed_in(identity)
+        else:
+            self.pages.setCurrentWidget(self.sign_in)
         self.tick()  # the controls' state from the first frame on
         self.timer.start()
 
+    # -- who is at the panel ------------------------------------------------------------------------
+    def signed_in(self, who: Identity) -> None:
+        """Show the tabs with what `who` may do."""
+        self.backend.identity = who
+        self.who.setText(f"signed in: {who.name} ({who.role})")
+        for part in (self.rules, self.memory, *self.findChildren(ReviewBar)):
+            part.permit()
+        self.pages.setCurrentWidget(self.tabs)
+        self.idle.arm()
+        self.statusBar().showMessage(f"{who.name} signed in as {who.role}", 5000)
+
+    def lock(self) -> None:
+        """Hide the tabs until someone signs in (idle, or Ctrl+L); the line runs on."""
+        who = self.backend.identity
+        self.backend.identity = None
+        self.idle.disarm()
+        self.who.setText("locked" if who else "nobody signed in")
+        self.sign_in.reset(locked_by=who.name if who else None)
+        self.pages.setCurrentWidget(self.sign_in)
+
     def save_rules(self) -> None:
-        """Ctrl+S: the rules tab's text saved and applied (the tab comes forward, so its answer is seen)."""
+        """Ctrl+S: the rules tab's text saved and applied after its diff is confirmed with a reason (the tab comes
+        forward, so its answer is seen)."""
+        if self.pages.currentWidget() is not self.tabs:
+            return
         self.tabs.setCurrentWidget(self.rules)
         if self.backend.can_edit:
             self.rules.apply()
@@ -92,7 +137,7 @@ class MainWindow(QMainWindow):
         """Read one snapshot; redraw only the tab on screen (drawing hidden charts costs the line CPU)."""
         snap = self.backend.snapshot()
         self.last = snap
-        shown = self.tabs.currentWidget()
+        shown = self.tabs.currentWidget() if self.pages.currentWidget() is self.tabs else None
         self.line.refresh(snap)
         if "engine" in snap:
             self.throughput.refresh(snap, draw=shown is self.throughput)
@@ -113,6 +158,8 @@ class MainWindow(QMainWindow):
                 self.io.refresh_slow()
             if shown is self.plant:
                 self.plant.refresh_slow()
+            if shown is self.audit and not self.audit.events:
+                self.audit.read()
         ctl = snap.get("controller") or {}
         tp = (snap.get("throughput") or {}).get("parts_per_s")
         self.state.setText(f"{ctl.get('phase', snap.get('state', '?'))}"

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import json
 import urllib.error
-import urllib.request
 from typing import Any
 
-from ..endpoint import EndpointError, request_json
+from ..endpoint import EndpointError, request_json, urlopen
 
 
 class KioskClient:
@@ -38,7 +37,7 @@ class KioskClient:
 
     def _get(self, path: str) -> dict[str, Any]:
         try:
-            with urllib.request.urlopen(self.url + path, timeout=self.timeout) as r:
+            with urlopen(self.url + path, timeout=self.timeout) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as exc:
             body = exc.read()

@@ -133,6 +133,7 @@ class Line:
         cv2.setNumThreads(1)
         self.rules, self.zoo, self.config = rules, zoo, config
         self.sinks = list(sinks or [])
+        self.on_rules: list[Callable[[RuleSet], None]] = []  # told of each set before its first board (its text kept)
         workload = rules_workload(rules, config, profiles)
         policy = get_policy(config.policy)
         plan = build_plan(workload, policy, profiles)
@@ -178,6 +179,8 @@ class Line:
         """Use `rules` for every board from now on; raises ValueError (and keeps the running set) when the
         zoo lacks one of its experts."""
         self._check_experts(rules, self.zoo)
+        for hook in self.on_rules:
+            hook(rules)
         with self._lock:
             self.rules = rules
             self.engine.set_usage(rules.usage())

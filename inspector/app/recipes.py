@@ -50,6 +50,7 @@ class RecipeBook:
         if self.watcher.path is not None and path.resolve() == Path(self.watcher.path).resolve() \
                 and self.watcher.line.rules.recipe == name:
             return None  # already in force
+        old = self.watcher.line.rules
         try:
             text = path.read_text(encoding="utf-8")
             with self.watcher.writing:
@@ -59,4 +60,6 @@ class RecipeBook:
         except (ValueError, OSError) as exc:
             return str(exc)
         self.watcher.say(f"recipe changeover: {rules.recipe} {rules.version} from {path}, from the next board on")
+        self.watcher.witnessed("rules.changeover", "line controller", f"recipe changeover to {name} asked by the PLC",
+                               old, rules)
         return None

@@ -56,6 +56,8 @@ class RulesWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._writing = threading.RLock()  # a submit's write and apply, or the watcher's check: one at a time
+        # told of a change nobody signed for here: (kind, who, where from, old set, new set); the kiosk records it
+        self.witness: Callable[[str, str, str, RuleSet, RuleSet], None] | None = None
 
     @property
     def alive(self) -> bool:
@@ -145,6 +147,7 @@ class RulesWatcher:
         except OSError as exc:
             self.state.last_error = f"{self.path}: cannot read the rule file ({exc.strerror}); the running set stays"
             return False
+        old = self.line.rules
         try:
             rules = self.apply_text(self._decode(data), str(self.path))
         except ValueError as exc:
@@ -152,7 +155,15 @@ class RulesWatcher:
                      f"{self.line.rules.version}: {exc}")
             return False
         self.say(f"rules applied: {rules.recipe} {rules.version} from {self.path}")
+        self.witnessed("rules.file", "rule file", f"{self.path} edited on disk", old, rules)
         return True
+
+    def witnessed(self, kind: str, who: str, origin: str, old: RuleSet, new: RuleSet) -> None:
+        if self.witness is not None and old.version != new.version:
+            try:
+                self.witness(kind, who, origin, old, new)
+            except Exception as exc:  # noqa: BLE001 - the record's failure is said by the recorder; the line runs on
+                self.say(f"error: the rules change was not recorded: {exc}")
 
     def reload(self, path: Path | None = None) -> bool:
         """Read the rule file now, changed or not (SIGHUP); `path` points the watcher at another file first."""

@@ -22,6 +22,7 @@ from ..ingest.queue import IngestQueue, feed
 from ..ingest.sources import Frame, Source
 from ..results.crops import CropKeeper
 from ..results.records import BoardRecord
+from ..results.rule_texts import RuleArchive
 from ..results.store import ResultStore
 from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet
@@ -55,15 +56,18 @@ class LineService:
         self.queue = IngestQueue(config.queue_capacity, config.overflow)
         self.crops = CropKeeper(data_dir / "crops", config.keep_crops, config.min_free_mb)
         self.published = list(published or [])
+        self.rule_archive = RuleArchive(data_dir / "rulesets")  # every set's text, for the results that name it
+        self.rule_archive.keep(rules.recipe, rules.text)
         self.writer = ResultWriter(store, data_dir / "spool.jsonl", prepare=self.crops, on_written=self._written,
                                    on_durable=self._durable, capacity=config.writer_capacity,
-                                   max_retry_s=config.db_retry_max_s)
+                                   max_retry_s=config.db_retry_max_s, rule_text=self.rule_archive.text)
         self.detection = Detection()
         # inspection id -> (true defects, true printed serial or None) of synthetic boards
         self._truths: dict[str, tuple[dict[str, str], str | None]] = {}
         self._on_stored: dict[str, Callable[[], None]] = {}  # inspection id -> the source's hook (archive the file)
         self._hooks = threading.Lock()
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
+        self.line.on_rules.append(lambda r: self.rule_archive.keep(r.recipe, r.text))
         follow = getattr(source, "follow", None)
         if follow is not None:  # a board gate judges frames by the rule set in force, which a changeover switches
             follow(lambda: self.line.rules)

@@ -9,6 +9,7 @@ and a headless box never imports the dashboard's or the language model's package
     engine.py   bench, plan, profile, zoo build
     loop.py     review, dataset export, zoo train / versions / activate / rollback, retrain-demo
     results.py  export, db prune
+    access.py   user, audit, tls
     setup.py    config check / paths
     lineio.py   camera list / video, bench-io
     config.py   the config file: its values become the parsers' defaults, flags win
@@ -44,10 +45,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("the config file: check it, show where things are", "setup:add_config"),
     "camera": ("industrial cameras (list), conveyor streams (video), frames (render), lens and light correction "
                "(calibrate, reference)", "lineio:add_camera"),
+    "user": ("users, roles and API tokens (admins only)", "access:add_user"),
+    "audit": ("the audit trail of every change: list, verify, export; rule sets by version", "access:add_audit"),
+    "tls": ("certificates for the kiosk's and the model server's HTTPS", "access:add_tls"),
     "bench-io": ("the PLC's trigger to the verdict at the PLC, through an emulated camera and the line",
                  "lineio:add_bench_io"),
 }
-GLOBAL_VALUE_FLAGS = ("--models", "--config", "--log-level")
+GLOBAL_VALUE_FLAGS = ("--models", "--config", "--log-level", "--tls-ca", "--tls-pin")
 
 
 def _adder(spec: str) -> Callable[[argparse.ArgumentParser], None]:
@@ -79,6 +83,11 @@ def build_parser(only: str | None = None, every: bool = True) -> argparse.Argume
                                          "inspector.yaml, /etc/inspector/inspector.yaml)")
     parser.add_argument("--log-level", default="info", choices=LEVELS, help="least important messages shown "
                                                                          "(default info)")
+    parser.add_argument("--tls-ca", help="trust HTTPS kiosks and model servers signed by this CA file (a self-signed "
+                                         "certificate is its own CA; default $INSPECTOR_TLS_CA, else the system's)")
+    parser.add_argument("--tls-pin", help="trust exactly the HTTPS server with this certificate fingerprint "
+                                          "(SHA256:AB:..., as `inspector tls make` prints it; default "
+                                          "$INSPECTOR_TLS_PIN)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (text, spec) in COMMANDS.items():
         p = sub.add_parser(name, help=text)
@@ -133,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
         setup(args.log_level)
+        for flag, env in (("tls_ca", "INSPECTOR_TLS_CA"), ("tls_pin", "INSPECTOR_TLS_PIN")):
+            if getattr(args, flag, None):  # the environment carries it to every client here and to child processes
+                os.environ[env] = getattr(args, flag)
         return args.func(args)
     except ModuleNotFoundError as exc:  # a package of an extra that is not installed: say which extra to add
         extra = missing_extra(exc)
@@ -143,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:  # MissingExtra is a RuntimeError
         print(f"inspector: error: {exc}", file=sys.stderr)
         return 2
+    except PermissionError as exc:  # a sign-in refused, a role that may not (inspector/access)
+        print(f"inspector: refused: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -78,7 +78,10 @@ def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 -
 
     return KioskConfig(listen=args.listen, stall_s=args.stall_s, log_every_s=args.log_every, silent_s=args.silent_s,
                        token=token, llm_mb=args.llm_mb, lease_s=args.grant_lease_s,
-                       camera_settings=args.camera_settings)
+                       camera_settings=args.camera_settings,
+                       tls_cert=args.tls_cert or os.environ.get("INSPECTOR_TLS_CERT") or None,
+                       tls_key=args.tls_key or os.environ.get("INSPECTOR_TLS_KEY") or None,
+                       tls_client_ca=args.tls_client_ca, session_hours=args.session_hours)
 
 
 def reread_kiosk(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a Reread
@@ -307,8 +310,15 @@ def add_kiosk(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-every", type=float, default=30.0, help="seconds between progress lines (default 30)")
     p.add_argument("--silent-s", type=float, default=None,
                    help="no image for this many seconds makes health degraded (default: off)")
-    p.add_argument("--token-file", help="API token file (mode 0600) that POST /rules and /allocation require "
-                                        "(default $INSPECTOR_TOKEN_FILE; none: the kiosk takes no changes)")
+    p.add_argument("--token-file", help="the box's service token file (mode 0600): the machine routes (a model "
+                                        "server's memory lease, results reads); people use their own tokens or sign "
+                                        "in (`inspector user`) (default $INSPECTOR_TOKEN_FILE)")
+    p.add_argument("--tls-cert", help="serve the API over HTTPS with this certificate (PEM; required off loopback; "
+                                      "default $INSPECTOR_TLS_CERT; `inspector tls make` makes a pair)")
+    p.add_argument("--tls-key", help="... and its private key (default $INSPECTOR_TLS_KEY)")
+    p.add_argument("--tls-client-ca", help="also demand client certificates signed by this CA")
+    p.add_argument("--session-hours", type=float, default=12.0,
+                   help="how long a dashboard's sign-in lasts (default 12)")
     p.add_argument("--llm-mb", type=float, default=0.0,
                    help="memory set aside for a language model beside the line, lent to `inspector llm serve "
                         "--ledger` on a lease over the API (default 0: none)")
@@ -359,7 +369,10 @@ def add_gui(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attach", metavar="URL", help="show a running kiosk instead of running a line: its /status, "
                                                     "and its results and crops over its API (with --token-file) or "
                                                     "from --db")
-    p.add_argument("--token-file", help="with --attach: the kiosk's API token file, to edit its rules and memory")
+    p.add_argument("--token-file", help="with --attach: the kiosk's service token file (its results and crops, memory "
+                                        "for the LLM tab); changes go in the signed-in person's name")
+    p.add_argument("--idle-lock-min", type=float, default=5.0,
+                   help="lock the dashboard after this many minutes without input (default 5)")
     p.add_argument("--plant-kiosks", help="the plant tab's kiosks, comma-separated URLs (as `plant status "
                                           "--kiosks`)")
     p.add_argument("--start", action="store_true", help="start the line at once")

@@ -1,5 +1,5 @@
 """The camera over the kiosk's API: its state and live view for anyone who may read /status, its settings for
-a client with the token.
+an engineer's token; each change recorded in the audit trail.
 
 - `GET /camera`: the camera's state and settings (SFNC names), the board gate's counters, the serials read.
 - `GET /camera/frame`: the newest frame the camera delivered, board or not, as a JPEG (base64 in JSON).
@@ -17,16 +17,19 @@ from typing import Any
 import cv2
 import yaml
 
+from ..access.audit import Change
+from ..app.changes import ChangeLog
 from ..app.service import LineService
 from ..app.snapshot import camera_state
 from ..camera.settings import parse_settings
+from ..results.errors import StoreUnavailable
 from ..runtime.diskio import write_atomically
-from .http import HttpError, json_object
+from .http import Call, HttpError, json_object
 
 
 class CameraControl:
-    def __init__(self, service: LineService, settings_path: str | None = None) -> None:
-        self.service = service
+    def __init__(self, service: LineService, settings_path: str | None = None, log: ChangeLog | None = None) -> None:
+        self.service, self.log = service, log
         self.settings_path = Path(settings_path) if settings_path else None
 
     @property
@@ -50,17 +53,25 @@ class CameraControl:
                 "age_s": None if at is None else time.monotonic() - at,
                 "jpeg_base64": base64.b64encode(jpeg.tobytes()).decode("ascii")}
 
-    def apply_settings(self, body: bytes) -> dict[str, Any]:
+    def apply_settings(self, call: Call) -> dict[str, Any]:
         camera = self.camera
         if not hasattr(camera, "apply"):
             raise HttpError(409, f"source {self.service.source.name} has no settings to change (a GenICam camera "
                                  "has: --source genicam:SERIAL)")
-        doc = json_object(body, 'JSON of GenICam SFNC names, e.g. {"ExposureTime": 800, "Gain": 6}')
-        settings = parse_settings({**camera.settings.to_json(), **doc}, "the posted camera settings")
+        doc = json_object(call.body, 'JSON of GenICam SFNC names, e.g. {"ExposureTime": 800, "Gain": 6}')
+        before = camera.settings.to_json()
+        settings = parse_settings({**before, **doc}, "the posted camera settings")
+        if self.log is not None:
+            try:
+                self.log.ready()
+            except StoreUnavailable as exc:
+                raise HttpError(503, str(exc)) from None
         refused = camera.apply(settings)
         if refused:
             raise HttpError(422, refused)
         if self.settings_path is not None:
             kept = {k: v for k, v in settings.to_json().items() if v is not None}
             write_atomically(self.settings_path, yaml.safe_dump(kept, sort_keys=False).encode("utf-8"))
-        return {"applied": True, "settings": settings.to_json()}
+        recorded = {} if self.log is None else self.log.record(
+            call.who, Change("camera", self.service.source.name, before, settings.to_json(), call.reason))
+        return {"applied": True, "settings": settings.to_json(), **recorded}

@@ -9,15 +9,23 @@ attached to a kiosk never writes the kiosk's files itself and never needs a path
 - reviews: an operator's word on a stored part's call (results/reviews.py), checked against its verdict.
 - experts: a version of one expert's weights into service at a board boundary, or back (app/expert_swap.py);
   or a release of the plant's, read from the results database and checked against its hash (`zoo rollout`).
+
+Each verb gets the Call (body, the checked Identity, the stated reason); a verb refuses before it changes anything
+when the audit trail cannot be written, and records who changed what, before and after, once it is done
+(app/changes.py). A review is stored under the signed-in name, whatever the body says.
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..access.audit import Change
+from ..access.identity import Identity
 from ..app.allocation import Allocation, reallocate_live
+from ..app.changes import ChangeLog
 from ..app.expert_swap import expert_versions, install_release, swap_live
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
@@ -27,7 +35,7 @@ from ..results.reviews import RatesCache, ReviewRequest, record_review, review_r
 from ..results.store import StoreUnavailable
 from ..routing.rules import decode_rules
 from ..runtime.diskio import write_atomically
-from .http import HttpError, json_object
+from .http import Call, HttpError, json_object
 
 ALLOCATION_FILE = "allocation.json"
 
@@ -65,14 +73,27 @@ class Control:
                  say: Callable[[str], None] = lambda _m: None) -> None:
         self.service, self.rules, self.data_dir, self.say = service, rules, data_dir, say
         self.rates = RatesCache(lambda: review_rates(service.store, service.line.config.scope))
+        config = service.line.config
+        self.log = ChangeLog(service.store, config.line, config.station, say)
+        rules.witness = lambda kind, who, origin, old, new: self.log.rules(Identity(who, "-", origin), kind, old, new)
 
-    def review(self, body: bytes) -> dict[str, Any]:
+    def _ready(self) -> None:
         try:
-            stored = record_review(self.service.store, ReviewRequest.parse(body))
+            self.log.ready()
+        except StoreUnavailable as exc:
+            raise HttpError(503, str(exc)) from None
+
+    def review(self, call: Call) -> dict[str, Any]:
+        req = replace(ReviewRequest.parse(call.body), reviewer=call.who.name)
+        self._ready()
+        try:
+            stored = record_review(self.service.store, req)
         except StoreUnavailable as exc:
             raise HttpError(503, f"{exc}; the review was not stored, send it again") from None
         self.rates.invalidate()
-        return stored
+        after = {"call": req.call, "correct_class": req.correct_class, "note": req.note}
+        return {**stored, **self.log.record(call.who, Change("review", f"{req.inspection_id}/{req.ref}",
+                                                              stored.get("before"), after, call.reason))}
 
     def review_document(self) -> dict[str, Any]:
         """Per component type: parts, flagged, confirmed, false calls, escapes and the two rates."""
@@ -81,15 +102,16 @@ class Control:
     def experts_document(self) -> dict[str, Any]:
         return expert_versions(self.service.line.zoo)
 
-    def swap_expert(self, body: bytes) -> dict[str, Any]:
-        doc = json_object(body, 'JSON {"expert": NAME, "weights_sha256": HASH (8+ hex digits)} or {"expert": NAME, '
-                            '"rollback": true}')
+    def swap_expert(self, call: Call) -> dict[str, Any]:
+        doc = json_object(call.body, 'JSON {"expert": NAME, "weights_sha256": HASH (8+ hex digits)} or '
+                                     '{"expert": NAME, "rollback": true}')
         if not isinstance(doc.get("expert"), str):
             raise ValueError('name the expert: {"expert": NAME, ...}')
         rollback = bool(doc.get("rollback"))
         sha = doc.get("weights_sha256")
         if not rollback and not isinstance(sha, str):
             raise ValueError('name the version: {"expert": NAME, "weights_sha256": HASH} (or "rollback": true)')
+        self._ready()
         try:
             done = swap_live(self.service.line, doc["expert"], None if rollback else sha, rollback,
                              force=doc.get("force") is True)
@@ -97,13 +119,16 @@ class Control:
             raise HttpError(503, str(exc)) from None
         self.say(f"expert {done['expert']} now serves {done['to'][:12]} (was {str(done['from'])[:12]})"
                  f"{', a rollback' if rollback else ''}, over the API")
-        return {"applied": True, **done}
+        change = Change("expert.rollback" if rollback else "expert.swap", done["expert"],
+                        {"weights_sha256": done["from"]}, {"weights_sha256": done["to"]}, call.reason)
+        return {"applied": True, **done, **self.log.record(call.who, change)}
 
-    def install_expert(self, body: bytes) -> dict[str, Any]:
+    def install_expert(self, call: Call) -> dict[str, Any]:
         """POST /experts/install: serve a release of the plant's (from the results database, its hash checked)."""
-        doc = json_object(body, 'JSON {"expert": NAME, "weights_sha256": HASH (8+ hex digits)}')
+        doc = json_object(call.body, 'JSON {"expert": NAME, "weights_sha256": HASH (8+ hex digits)}')
         if not isinstance(doc.get("expert"), str) or not isinstance(doc.get("weights_sha256"), str):
             raise ValueError('name the expert and the release: {"expert": NAME, "weights_sha256": HASH}')
+        self._ready()
         try:
             done = install_release(self.service.line, self.service.store, doc["expert"], doc["weights_sha256"])
         except (ReleaseError, VersionError) as exc:
@@ -112,7 +137,9 @@ class Control:
             raise HttpError(503, str(exc)) from None
         self.say(f"expert {done['expert']} now serves the plant's release {done['to'][:12]} "
                  f"(was {str(done['from'])[:12]}), over the API")
-        return {"applied": True, **done}
+        change = Change("expert.install", done["expert"], {"weights_sha256": done["from"]},
+                        {"weights_sha256": done["to"]}, call.reason)
+        return {"applied": True, **done, **self.log.record(call.who, change)}
 
     def rules_document(self) -> dict[str, Any]:
         """The running set and the text it came from (what the dashboard's editor shows)."""
@@ -121,33 +148,47 @@ class Control:
         return {"recipe": running.recipe, "version": running.version, "name": Path(running.source).name,
                 "text": history[-1].text if history else None, "editable": self.rules.path is not None}
 
-    def submit_rules(self, body: bytes) -> dict[str, Any]:
-        rules = self.rules.submit(decode_rules(body, "the posted rule set"))
-        self.say(f"rules applied over the API: {rules.recipe} {rules.version}")
-        return {"applied": True, "recipe": rules.recipe, "version": rules.version}
+    def submit_rules(self, call: Call) -> dict[str, Any]:
+        text = decode_rules(call.body, "the posted rule set")
+        self._ready()
+        old = self.service.line.rules
+        rules = self.rules.submit(text)
+        self.say(f"rules applied over the API by {call.who.name}: {rules.recipe} {rules.version}")
+        return {"applied": True, "recipe": rules.recipe, "version": rules.version,
+                **self.log.rules(call.who, "rules.apply", old, rules, call.reason)}
 
-    def rollback(self, body: bytes) -> dict[str, Any]:
+    def rollback(self, call: Call) -> dict[str, Any]:
         try:
-            index = int(json.loads(body)["index"])
+            index = int(json.loads(call.body)["index"])
         except (ValueError, KeyError, TypeError):
             raise ValueError('a rollback is JSON {"index": N}, N a position in /status rules.history') from None
+        self._ready()
+        old = self.service.line.rules
         rules = self.rules.rollback(index)
-        self.say(f"rules rolled back over the API to {rules.recipe} {rules.version}")
-        return {"applied": True, "recipe": rules.recipe, "version": rules.version}
+        self.say(f"rules rolled back over the API by {call.who.name} to {rules.recipe} {rules.version}")
+        return {"applied": True, "recipe": rules.recipe, "version": rules.version,
+                **self.log.rules(call.who, "rules.rollback", old, rules, call.reason)}
 
-    def allocation(self, body: bytes) -> dict[str, Any]:
-        new = parse_allocation(body)
+    def allocation(self, call: Call) -> dict[str, Any]:
+        new = parse_allocation(call.body)
         line = self.service.line
-        if new.live_over(Allocation.of(line.config)):
+        self._ready()
+        before = Allocation.of(line.config)
+        change = Change("allocation", f"{line.config.line}/{line.config.station}", _allocation_json(before),
+                        _allocation_json(new), call.reason)
+        if new.live_over(before):
             batch_mb = reallocate_live(line, new)
             self._save(new)
-            self.say(f"allocation applied live over the API: pool {new.expert_pool_mb:g} MiB")
-            return {"applied": "live", "batch_mb_per_executor": batch_mb}
+            self.say(f"allocation applied live over the API by {call.who.name}: pool {new.expert_pool_mb:g} MiB")
+            return {"applied": "live", "batch_mb_per_executor": batch_mb, **self.log.record(call.who, change)}
         self._save(new)
         return {"applied": "restart", "saved": ALLOCATION_FILE,
                 "note": "a new device total or executor count applies at the kiosk's next start "
-                        "(sudo systemctl restart inspector-kiosk)"}
+                        "(sudo systemctl restart inspector-kiosk)", **self.log.record(call.who, change)}
 
     def _save(self, new: Allocation) -> None:
-        write_atomically(self.data_dir / ALLOCATION_FILE, json.dumps(
-            {"device_mb": new.device_mb, "expert_pool_mb": new.expert_pool_mb, "executors": new.executors}).encode())
+        write_atomically(self.data_dir / ALLOCATION_FILE, json.dumps(_allocation_json(new)).encode())
+
+
+def _allocation_json(a: Allocation) -> dict[str, Any]:
+    return {"device_mb": a.device_mb, "expert_pool_mb": a.expert_pool_mb, "executors": a.executors}

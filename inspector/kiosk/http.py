@@ -1,27 +1,37 @@
 """The kiosk's endpoints: /metrics (Prometheus), /health, /status and /rules to read; POSTs to change; the
-line's stored results under /results/ (behind the token: they hold the plant's product images).
+line's stored results under /results/ (behind a token: they hold the plant's product images).
 
 A small HTTP server from the standard library: a handful of routes do not justify a web framework on the
-line box. It binds 127.0.0.1 by default (a plant that scrapes from another host sets --listen). Every
-connection gets a socket timeout and is served from a bounded pool; when the pool is busy the connection is
-answered 503 at once, so a flood of slow clients cannot take threads or memory from the line. Reading is
-open; anything that changes state (rules, allocation) needs `Authorization: Bearer <token>`, the token in
-the kiosk's token file (created at install, mode 0600), compared in constant time.
+line box. It binds 127.0.0.1 by default; off loopback it serves TLS only (access/tls.py), so no token crosses
+the plant network in clear. Every connection gets a socket timeout and is served from a bounded pool (the TLS
+handshake too, on the pool's thread); when the pool is busy the connection is answered 503 at once, so a flood
+of slow clients cannot take threads or memory from the line. Reading the line's state is open; every POST
+names the permission it needs and the gate (access/gate.py) turns `Authorization: Bearer <token>` into an
+Identity that must hold it: a person's token, or the box's service token for the machine routes. The handler
+gets the Identity and the client's stated reason (`X-Change-Reason`, percent-encoded) with the body, so every
+change is recorded by who made it. POST /auth/sign-in is the one route without a token: a name and password
+for a session token (the dashboard's sign-in).
 """
 from __future__ import annotations
 
-import hmac
 import json
 import socket
+import ssl
 import threading
+import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from ..access.gate import Gate
+from ..access.identity import Forbidden, Identity, Unauthenticated
+from ..access.roles import Permission
+from ..access.tls import require_tls_off_loopback
 from ..endpoint import parse_listen
 
 SOCKET_TIMEOUT_S = 5.0
@@ -46,7 +56,17 @@ def json_object(body: bytes, shape: str = "a JSON object") -> dict[str, Any]:
     return doc
 
 
-Post = Callable[[bytes], dict[str, Any]]  # request body -> JSON answer; raises ValueError (422) when refused
+@dataclass(frozen=True)
+class Call:
+    """One POST as its handler sees it: the body, who sent it (checked), and why (their words, or None)."""
+
+    body: bytes
+    who: Identity
+    reason: str | None = None
+
+
+Post = Callable[[Call], dict[str, Any]]  # a call -> JSON answer; raises ValueError (422) when refused
+Route = tuple[Permission | None, Post]  # the permission a POST needs (None: none, the sign-in) and its handler
 # (path below the prefix, query string) -> JSON, or (content type, bytes); behind the token
 Guarded = Callable[[str, str], dict[str, Any] | tuple[str, bytes]]
 
@@ -54,10 +74,18 @@ Guarded = Callable[[str, str], dict[str, Any] | tuple[str, bytes]]
 class _BoundedServer(HTTPServer):
     """One request at a time per worker, at most WORKERS at once; a busy server answers 503 at once."""
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 tls: ssl.SSLContext | None = None) -> None:
         super().__init__(address, handler)
+        self.tls = tls
         self.pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="kiosk-http")
         self.slots = threading.BoundedSemaphore(WORKERS)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, addr = super().get_request()
+        if self.tls is not None:  # the handshake runs on the pool's thread, under the socket timeout
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
 
     def process_request(self, request: socket.socket, client_address: Any) -> None:  # noqa: ANN401
         if not self.slots.acquire(blocking=False):
@@ -73,6 +101,9 @@ class _BoundedServer(HTTPServer):
 
     def _serve(self, request: socket.socket, client_address: Any) -> None:  # noqa: ANN401
         try:
+            if isinstance(request, ssl.SSLSocket):
+                request.settimeout(SOCKET_TIMEOUT_S)
+                request.do_handshake()
             self.finish_request(request, client_address)
         except Exception:  # noqa: BLE001 - a broken client is its own problem
             pass
@@ -88,9 +119,10 @@ class _BoundedServer(HTTPServer):
 class Endpoints:
     def __init__(self, listen: str, registry: CollectorRegistry, status: Callable[[], dict[str, Any]],
                  health: Callable[[], dict[str, Any]], reads: dict[str, Callable[[], dict[str, Any]]] | None = None,
-                 posts: dict[str, Post] | None = None, token: str | None = None,
-                 guarded: dict[str, Guarded] | None = None) -> None:
+                 posts: dict[str, Route] | None = None, gate: Gate | None = None,
+                 guarded: dict[str, Guarded] | None = None, tls: ssl.SSLContext | None = None) -> None:
         host, port = parse_listen(listen)
+        require_tls_off_loopback(host, tls is not None)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -107,10 +139,10 @@ class Endpoints:
                 pass
 
         self.registry, self.status, self.health = registry, status, health
-        self.reads, self.posts, self.token = dict(reads or {}), dict(posts or {}), token
-        self.guarded = dict(guarded or {})  # path prefix (ending in /) -> reader
+        self.reads, self.posts, self.gate = dict(reads or {}), dict(posts or {}), gate or Gate(None)
+        self.guarded = dict(guarded or {})  # path prefix (ending in /) -> reader (needs Permission.VIEW)
         try:
-            self.server = _BoundedServer((host, port), Handler)
+            self.server = _BoundedServer((host, port), Handler, tls)
         except OSError as exc:
             raise RuntimeError(f"cannot listen on {host}:{port} ({exc.strerror}); pick another --listen port") from None
         self._thread = threading.Thread(target=self.server.serve_forever, name="kiosk-http", daemon=True)
@@ -118,7 +150,7 @@ class Endpoints:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.server.tls is not None else 'http'}://{host}:{port}"
 
     def start(self) -> None:
         self._thread.start()
@@ -131,7 +163,9 @@ class Endpoints:
     def _handle(self, h: BaseHTTPRequestHandler, route: Callable[[BaseHTTPRequestHandler, str], None]) -> None:
         try:
             route(h, h.path.split("?", 1)[0])
-        except PermissionError as exc:
+        except Unauthenticated as exc:
+            self._json(h, 401, {"error": str(exc)})
+        except (Forbidden, PermissionError) as exc:
             self._json(h, 403, {"error": str(exc)})
         except HttpError as exc:
             self._json(h, exc.code, {"error": str(exc)})
@@ -153,7 +187,7 @@ class Endpoints:
         elif path in self.reads:
             self._json(h, 200, self.reads[path]())
         elif prefix := next((p for p in self.guarded if path.startswith(p)), None):
-            self._authorise(h)
+            self._identify(h, Permission.VIEW)
             answer = self.guarded[prefix](path[len(prefix):], h.path.partition("?")[2])
             if isinstance(answer, tuple):
                 self._send(h, 200, *answer)
@@ -166,22 +200,22 @@ class Endpoints:
     def _post(self, h: BaseHTTPRequestHandler, path: str) -> None:
         if path not in self.posts:
             raise HttpError(404, f"no POST route {path}; POST routes: {' '.join(self.posts) or 'none'}")
-        self._authorise(h)
+        permission, handler = self.posts[path]
+        who = self._identify(h, permission)
         length = h.headers.get("Content-Length")
         if length is None or not length.isdigit():
             raise HttpError(411, "send a Content-Length")
         if int(length) > MAX_BODY:
             raise HttpError(413, f"body of {length} bytes is over the limit of {MAX_BODY}")
         body = h.rfile.read(int(length))
-        self._json(h, 200, self.posts[path](body))
+        reason = urllib.parse.unquote(h.headers.get("X-Change-Reason", "")).strip() or None
+        self._json(h, 200, handler(Call(body, who, reason)))
 
-    def _authorise(self, h: BaseHTTPRequestHandler) -> None:
-        if self.token is None:
-            raise HttpError(403, "this kiosk has no API token, so it takes no changes over HTTP; start it with "
-                                 "--token-file (the installer creates /etc/inspector/api-token)")
-        given = h.headers.get("Authorization", "")
-        if not (given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip().encode(), self.token.encode())):
-            raise HttpError(401, "missing or wrong API token: send Authorization: Bearer <the kiosk's token>")
+    def _identify(self, h: BaseHTTPRequestHandler, permission: Permission | None) -> Identity:
+        origin = f"{h.client_address[0]} via the kiosk API"
+        if permission is None:
+            return Identity("-", "-", origin)
+        return self.gate.check(h.headers.get("Authorization"), origin, permission)
 
     def _json(self, h: BaseHTTPRequestHandler, code: int, body: dict[str, Any]) -> None:
         self._send(h, code, "application/json", json.dumps(body, default=str).encode())

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..runtime.grants import GrantBook, GrantRefused, GrantUnknown, MiB
 from ..runtime.memory import DeviceBudget
-from .http import HttpError, json_object
+from .http import Call, HttpError, json_object
 
 
 class Lender:
@@ -15,15 +15,15 @@ class Lender:
         self.book = GrantBook(DeviceBudget(f"{device_key} (set aside for a model)", int(llm_mb * MiB)), lease_s)
         self.say = say
 
-    def routes(self) -> dict[str, Callable[[bytes], dict[str, Any]]]:
+    def routes(self) -> dict[str, Callable[[Call], dict[str, Any]]]:
         return {"/ledger/grant": self.grant, "/ledger/renew": self.renew, "/ledger/release": self.release}
 
     def snapshot(self) -> dict[str, Any]:
         self._sweep()
         return self.book.snapshot()
 
-    def grant(self, body: bytes) -> dict[str, Any]:
-        req = json_object(body)
+    def grant(self, call: Call) -> dict[str, Any]:
+        req = json_object(call.body)
         holder, nbytes = str(req.get("holder") or "unnamed"), req.get("bytes")
         if not isinstance(nbytes, int):
             raise ValueError('send {"holder": "...", "bytes": N} with N a whole number of bytes')
@@ -35,16 +35,16 @@ class Lender:
         self.say(f"lent {g.nbytes / MiB:.1f} MiB to {holder} (grant {g.id[:8]}, lease {self.book.lease_s:g} s)")
         return {"grant": g.id, "bytes": g.nbytes, "device": self.book.budget.device_key, "lease_s": self.book.lease_s}
 
-    def renew(self, body: bytes) -> dict[str, Any]:
-        gid = str(json_object(body).get("grant"))
+    def renew(self, call: Call) -> dict[str, Any]:
+        gid = str(json_object(call.body).get("grant"))
         try:
             g = self.book.renew(gid)
         except GrantUnknown:
             raise HttpError(404, f"no grant {gid!r}: it expired or was released; ask for a new one") from None
         return {"grant": g.id, "lease_s": self.book.lease_s}
 
-    def release(self, body: bytes) -> dict[str, Any]:
-        gid = str(json_object(body).get("grant"))
+    def release(self, call: Call) -> dict[str, Any]:
+        gid = str(json_object(call.body).get("grant"))
         released = self.book.release(gid)
         if released:
             self.say(f"grant {gid[:8]} given back")

@@ -20,12 +20,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ..access.gate import Gate
+from ..access.roles import Permission
+from ..access.tls import server_context
+from ..access.users import UserBook
 from ..app.plc_link import PlcLink
 from ..app.recipes import RecipeBook
 from ..app.rules_watch import RulesWatcher
 from ..app.run import progress_line
 from ..app.service import LineService
 from ..app.snapshot import snapshot
+from .audit_api import AuditApi
 from .camera_control import CameraControl
 from .control import Control
 from .health import health
@@ -33,6 +38,7 @@ from .http import Endpoints
 from .lending import Lender
 from .metrics import line_registry
 from .results_api import ResultsApi
+from .sign_in import SignIn
 from .systemd import Notifier
 
 
@@ -43,7 +49,11 @@ class KioskConfig:
     log_every_s: float = 30.0
     rules_poll_s: float = 2.0
     silent_s: float | None = None  # no image for this long: degraded (a camera's feed, a scanner gone quiet)
-    token: str | None = None  # the API token; None: the endpoints take no changes
+    token: str | None = None  # the box's service token (machine routes only); people sign in with their own
+    tls_cert: str | None = None  # certificate and key: the API serves HTTPS (required off loopback)
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # also demand client certificates signed by this CA
+    session_hours: float = 12.0  # how long a dashboard's sign-in lasts
     llm_mb: float = 0.0  # memory set aside for a language model beside the line, lent on a lease (runtime/grants)
     lease_s: float = 15.0  # a grant not renewed for this long is taken back
     camera_settings: str | None = None  # the camera's settings file, rewritten when settings change over the API
@@ -78,7 +88,13 @@ class Kiosk:
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
             if config.llm_mb > 0 else None
         lending = self.lender.routes() if self.lender is not None else {}
-        self.camera = CameraControl(service, config.camera_settings)
+        self.camera = CameraControl(service, config.camera_settings, self.control.log)
+        users = UserBook(service.store.engine, self.control.log.trail)
+        tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca) \
+            if config.tls_cert and config.tls_key else None
+        if bool(config.tls_cert) != bool(config.tls_key):
+            raise ValueError("give both --tls-cert and --tls-key (or neither)")
+        p = Permission
         self.endpoints = Endpoints(
             config.listen, line_registry(self.snapshot, service.line.config.line, service.line.config.station),
             self.snapshot, self.health,
@@ -86,13 +102,16 @@ class Kiosk:
                    "/experts": self.control.experts_document, "/camera": self.camera.document,
                    "/camera/frame": self.camera.frame,
                    **({"/ledger": self.lender.snapshot} if self.lender is not None else {})},
-            posts={"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
-                   "/allocation": self.control.allocation, "/reviews": self.control.review,
-                   "/experts/swap": self.control.swap_expert, "/experts/install": self.control.install_expert,
-                   "/camera/settings": self.camera.apply_settings,
-                   **lending},
-            token=config.token,
-            guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get})
+            posts={"/rules": (p.RULES, self.control.submit_rules), "/rules/rollback": (p.RULES, self.control.rollback),
+                   "/allocation": (p.ALLOCATION, self.control.allocation), "/reviews": (p.REVIEW, self.control.review),
+                   "/experts/swap": (p.EXPERTS, self.control.swap_expert),
+                   "/experts/install": (p.EXPERTS, self.control.install_expert),
+                   "/camera/settings": (p.CAMERA, self.camera.apply_settings),
+                   "/auth/sign-in": (None, SignIn(users, config.session_hours)),
+                   **{path: (p.LEDGER, verb) for path, verb in lending.items()}},
+            gate=Gate(users, config.token), tls=tls,
+            guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get,
+                     "/audit/": AuditApi(self.control.log.trail).get})
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False
@@ -152,7 +171,7 @@ class Kiosk:
         self._tell_plc()
         self.rules.start()
         self.endpoints.start()
-        changes = "with the API token" if self.config.token else "off: no token"
+        changes = "signed-in users' tokens" + (", the service token" if self.config.token else "")
         self.say(f"kiosk serving {self.service.line.rules.recipe} on {self.endpoints.url} "
                  f"(/metrics /health /status /rules; changes {changes})")
         self.notifier.ready(f"inspecting {self.service.line.rules.recipe}")

@@ -93,7 +93,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cfg = ServeConfig(resolve_model(args), args.policy, args.cache_ratio, args.device, args.host_ratio,
                       _llm_root(args) / "calibration", args.listen, args.token_file, args.name, args.threads,
                       args.nice, args.max_batch, args.max_waiting, args.ledger, args.ledger_token_file,
-                      args.remeasure_threads)
+                      remeasure_s=args.remeasure_threads, db=args.db, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                      tls_client_ca=args.tls_client_ca)
     return serve(cfg, _say)
 
 
@@ -232,8 +233,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
     model_flags(srv)
     srv.add_argument("--policy", default="daop", help="a policy spec (default daop)")
     srv.add_argument("--listen", default="127.0.0.1:8000", help="HOST:PORT (default 127.0.0.1:8000)")
-    srv.add_argument("--token-file", help="a file (mode 0600) holding the bearer token every /v1 request must "
-                                          "send; required to listen beyond 127.0.0.1")
+    srv.add_argument("--token-file", help="a file (mode 0600) holding a service bearer token /v1 requests may "
+                                          "send (people use their own: --db)")
     srv.add_argument("--name", help="the model's name in the API (default: the checkpoint directory's name)")
     srv.add_argument("--threads", type=int, help="torch threads for this process (default: the fastest of 1, 2, 4, "
                                                  "... cores, measured on the first decode steps)")
@@ -246,7 +247,12 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                      help="requests waiting beyond that before new ones get 429 (default 64)")
     srv.add_argument("--ledger", help="the kiosk that owns this box's memory (its API, e.g. http://127.0.0.1:9108): "
                                       "the model borrows its bytes from the kiosk's --llm-mb on a lease")
-    srv.add_argument("--ledger-token-file", help="the kiosk's API token file (asking for memory changes its state)")
+    srv.add_argument("--ledger-token-file", help="the kiosk's service token file (asking for memory changes its state)")
+    srv.add_argument("--db", help="the results database whose users may use the model with their API tokens "
+                                  "(`inspector user token`); with --token-file, the service token works too")
+    srv.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM; required beyond 127.0.0.1)")
+    srv.add_argument("--tls-key", help="... and its private key")
+    srv.add_argument("--tls-client-ca", help="also demand client certificates signed by this CA")
     srv.set_defaults(func=cmd_serve)
 
     bench = llm_sub.add_parser("bench", help="several policies at one cache ratio, side by side, with the ceiling")

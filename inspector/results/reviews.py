@@ -98,6 +98,8 @@ def record_review(store: ResultStore, req: ReviewRequest) -> dict[str, Any]:
                 raise ReviewRefused(f"part {req.ref} of inspection {req.inspection_id} was called {part.verdict}: "
                                     f"a {req.call} reviews a part called {wants}")
             review = s.scalar(select(Review).where(Review.component_result_id == part.id))
+            before = None if review is None else {"call": review.call, "correct_class": review.correct_class,
+                                                  "note": review.note, "reviewer": review.reviewer}
             if review is None:
                 review = Review(component_result_id=part.id)
                 s.add(review)
@@ -107,7 +109,7 @@ def record_review(store: ResultStore, req: ReviewRequest) -> dict[str, Any]:
             review.call, review.correct_class, review.reviewer = req.call, req.correct_class, req.reviewer
             review.note, review.at = req.note, datetime.now(timezone.utc)
             return {"stored": True, **asdict(req), "component_type": part.component_type, "verdict": part.verdict,
-                    "defect_class": part.defect_class}
+                    "defect_class": part.defect_class, "before": before}
     except SQLAlchemyError as exc:
         raise StoreUnavailable(f"cannot store the review in {store.safe_url}: {exc.__class__.__name__}") from None
 

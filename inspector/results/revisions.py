@@ -28,7 +28,7 @@ from .errors import SchemaNotReady, SchemaTooNew
 from .schema import SchemaRecord
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-NEEDS = "0005"  # the oldest schema this release's code runs on (0006 only adds indexes and schema_record)
+NEEDS = "0007"  # the oldest schema this release's code runs on (0007: users, tokens, the audit trail)
 
 
 def _config() -> Config:

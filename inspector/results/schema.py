@@ -188,3 +188,65 @@ class RolloutStep(Base):
     to_sha256: Mapped[str] = mapped_column(String(64))
     outcome: Mapped[str] = mapped_column(String(16))
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON: rates before and after, the reason
+
+
+class User(Base):
+    """A person who signs in: the dashboard and the APIs know them by name and role (inspector/access). The
+    password is an argon2 hash; a disabled user keeps their rows (the audit trail names them) but signs in no more."""
+
+    __tablename__ = "users"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))  # operator | engineer | admin (inspector/access/roles.py)
+    password_hash: Mapped[str] = mapped_column(String(256))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    disabled_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class ApiToken(Base):
+    """One user's bearer token for the APIs (or a dashboard's session): only its sha256 is kept; `key` is the
+    token's public prefix, so a request finds its row without scanning. Revocable and expiring."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    key: Mapped[str] = mapped_column(String(16), unique=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[int] = mapped_column(Key, ForeignKey("users.id"))
+    label: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class AuditEvent(Base):
+    """One change to the line, append-only: who, when, from where, what, before and after, why. Each row carries
+    the hash of the one before and its own hash over both (inspector/access/audit.py), so an edited, inserted or
+    deleted row breaks the chain where it happened. `prev_sha256` is unique: two writers cannot fork the chain."""
+
+    __tablename__ = "audit_events"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    actor: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(16))
+    origin: Mapped[str] = mapped_column(String(256))  # where from: the client's address and the way in
+    line: Mapped[str] = mapped_column(String(64))
+    station: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(32), index=True)
+    subject: Mapped[str] = mapped_column(String(256))
+    before: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON
+    after: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    prev_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+
+
+class RuleText(Base):
+    """Every rule set a line ran, its text kept once under its hash, so each stored result (its
+    `ruleset_version`: the text's sha256, first 12 hex digits) resolves to the rules that produced it."""
+
+    __tablename__ = "rule_texts"
+    version: Mapped[str] = mapped_column(String(12), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    recipe: Mapped[str] = mapped_column(String(128))
+    text: Mapped[str] = mapped_column(Text)
+    first_seen: Mapped[datetime] = mapped_column(UtcDateTime)

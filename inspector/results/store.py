@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 from .errors import SchemaNotReady, SchemaTooNew, StoreRejected, StoreUnavailable
 from .records import BoardRecord, PartRecord
 from .revisions import check, current_revision, head_revision
+from .rule_texts import TextOf, store_texts
 from .schema import ComponentResult, DeadLetter, Inspection
 from .scope import PLANT, Scope
 
@@ -98,6 +99,7 @@ class ResultStore:
         self.url = url
         self.engine = open_engine(url, connect_timeout_s)
         self._ready = False
+        self._rules_stored: set[str] = set()  # rule-set versions whose text the database has (rule_texts.py)
         self._ready_lock = threading.Lock()
         if connect:
             self.ready()
@@ -126,8 +128,9 @@ class ResultStore:
                                        f"{exc.__class__.__name__}: {_first_line(exc)}") from None
             self._ready = True
 
-    def write(self, boards: Sequence[BoardRecord]) -> int:
+    def write(self, boards: Sequence[BoardRecord], rule_text: TextOf | None = None) -> int:
         """All of `boards` in one transaction, or none; boards already stored (by inspection id) are skipped.
+        With `rule_text`, the text of each rule set the new boards name goes in with them (rule_texts.py).
         Returns how many were new. StoreUnavailable: try again later; StoreRejected: these rows never will go."""
         self.ready()
         try:
@@ -135,6 +138,7 @@ class ResultStore:
                 ids = [b.inspection_id for b in boards]
                 have = set(session.scalars(select(Inspection.uuid).where(Inspection.uuid.in_(ids))))
                 new = [b for b in _unique(boards) if b.inspection_id not in have]
+                stored: set[str] = set()
                 if new:
                     # Core inserts, not ORM objects: a board's 96 part rows through the unit of work cost ~17 ms of
                     # CPU a board (measured), the line's whole budget for a board on 2 cores is ~230 ms
@@ -143,6 +147,10 @@ class ResultStore:
                     parts = [_part_row(p, key) for b, key in zip(new, keys) for p in b.parts]
                     if parts:
                         session.execute(insert(ComponentResult), parts)
+                    versions = {b.ruleset_version for b in new} - self._rules_stored
+                    if rule_text is not None and versions:
+                        stored = store_texts(session.connection(), versions, rule_text)
+            self._rules_stored |= stored
             return len(new)
         except SQLAlchemyError as exc:
             message = f"writing {len(boards)} board(s) to {self.safe_url} failed: {_first_line(exc)}"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .records import BoardRecord
+from .rule_texts import TextOf
 from .spool import Spool, SpoolEntry
 from .store import ResultStore, StoreRejected, StoreUnavailable
 
@@ -46,12 +47,14 @@ class WriterStatus:
 class ResultWriter:
     def __init__(self, store: ResultStore, spool: Path, batch: int = 64, max_wait_s: float = 0.2,
                  retry_s: float = 1.0, on_written: Sink | None = None, prepare: Sink | None = None,
-                 on_durable: Sink | None = None, capacity: int = 256, max_retry_s: float = MAX_RETRY_S) -> None:
+                 on_durable: Sink | None = None, capacity: int = 256, max_retry_s: float = MAX_RETRY_S,
+                 rule_text: TextOf | None = None) -> None:
         """`prepare` runs on this thread for each board before it is stored (the crop keeper); `on_durable`
         once it is stored or spooled; `on_written` after its transaction commits (MQTT and other
         acknowledged-only sinks). `capacity` bounds the boards waiting in memory; retries back off from `retry_s`
-        doubling up to `max_retry_s`."""
+        doubling up to `max_retry_s`. `rule_text` gives the text of a rule-set version, stored with its first board."""
         self.store = store
+        self.rule_text = rule_text
         self.spool = Spool(spool)
         self.batch = batch
         self.max_wait_s = max_wait_s
@@ -189,7 +192,7 @@ class ResultWriter:
         """Store a batch; refused boards are set aside one by one. False (and the rest spooled, unless they
         are already on disk) when the database is unavailable."""
         try:
-            new = self.store.write(batch)
+            new = self.store.write(batch, self.rule_text)
         except StoreUnavailable as exc:
             self._fail(str(exc))
             if not durable_already:
@@ -203,7 +206,7 @@ class ResultWriter:
     def _store_one_by_one(self, batch: list[BoardRecord], durable_already: bool) -> bool:
         for i, board in enumerate(batch):
             try:
-                new = self.store.write([board])
+                new = self.store.write([board], self.rule_text)
             except StoreUnavailable as exc:
                 self._fail(str(exc))
                 if not durable_already:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,7 @@ class RuleSet:
     fiducials: FiducialRules | None = None  # None: boards are cut at their nominal positions (no registration)
     serial_code: SerialCode | None = None  # None: the board carries no code; its serial comes from the source
     gate: GateRules = GateRules()  # when a frame of a free-running camera is a board (camera/gate.py)
+    text: str = field(default="", repr=False, compare=False)  # what it was parsed from: kept by `version` with results
 
     def component(self, name: str) -> ComponentRule:
         for c in self.components:
@@ -184,7 +185,7 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         version=hashlib.sha256(text.encode()).hexdigest()[:12], source=source,
         fiducials=parse_fiducials(doc.sub("fiducials"), (width, height)) if doc.has("fiducials") else None,
         serial_code=parse_serial_code(doc.sub("serial_code"), (width, height)) if doc.has("serial_code") else None,
-        gate=parse_gate(doc.sub("gate")),
+        gate=parse_gate(doc.sub("gate")), text=text,
     )
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inspector.access.roles import Permission
 from inspector.camera.settings import PIXEL_FORMATS, TRIGGER_SOURCES
 
 HANDSHAKE_COLUMNS = ("Seq", "Serial", "Verdict", "Reject", "Latency ms", "Why")
@@ -123,9 +124,9 @@ class LineIoTab(QWidget):
                                                   Qt.TransformationMode.SmoothTransformation))
 
     def _show_settings(self, settings: dict[str, Any] | None) -> None:
-        editable = bool(settings) and getattr(self.backend, "can_edit", False)
+        editable = bool(settings) and self.backend.may(Permission.CAMERA)
         self.settings_box.setEnabled(editable)
-        self.apply.setToolTip("" if editable else "a GenICam camera's settings, with the kiosk's token when attached")
+        self.apply.setToolTip("" if editable else "a GenICam camera's settings: an engineer's change")
         if not settings or settings == self._settings_shown:
             return
         self._settings_shown = settings

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inspector.access.roles import Permission
 from inspector.app.allocation import Allocation, Effect, expected_effect, planned
 from inspector.coserve.offline.planner import format_plan
 
@@ -123,14 +124,22 @@ class MemoryTab(QWidget):
         root.addWidget(scroll, 1)
         root.addWidget(plan, 1)
         if not backend.can_control:
-            editable = backend.can_edit
-            for w in (self.device_mb, self.pool_mb, self.count, self.apply_btn):
-                w.setEnabled(editable)
             for w in (self.estimate_btn, self.plan_btn):  # they simulate this box's zoo: a local line's
                 w.setEnabled(False)
+        self.permit()
+
+    def permit(self) -> None:
+        """The signed-in role: an engineer moves memory, anyone else sees the split."""
+        allowed = self.backend.may(Permission.ALLOCATION)
+        self.apply_btn.setEnabled(allowed)
+        if not self.backend.can_control:
+            for w in (self.device_mb, self.pool_mb, self.count):
+                w.setEnabled(allowed)
             self.status.setText("Attached to a kiosk: Apply sends the split to its API; the kiosk applies a new pool "
-                                "size live and saves anything else for its next start." if editable else
-                                "Attached read-only (no --token-file): the kiosk's memory is set by its flags.")
+                                "size live and saves anything else for its next start." if allowed else
+                                "Read-only: the memory split is an engineer's change.")
+        elif not allowed:
+            self.status.setText("Read-only: the memory split is an engineer's change (estimates are open to all).")
 
     # -- what runs --------------------------------------------------------------------------------
     def refresh(self, snap: dict[str, Any]) -> None:

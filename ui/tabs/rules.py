@@ -28,6 +28,7 @@ from inspector.routing.rules import RuleSet, parse_rules
 from inspector.yamlio import ConfigError
 
 from ..code_editor import CodeEditor
+from ..confirm import ConfirmChange, unified
 from ..style import ERROR_BG, status_style
 
 ROUTE_COLUMNS = ("Component", "Shape", "Parts", "Classifier", "Detector", "Pass rate")
@@ -160,7 +161,7 @@ class RulesTab(QWidget):
                  "no fiducials: boards will be cut at their nominal positions, unregistered")
         self._say(f"valid: {r.recipe}, {len(r.components)} component types, {len(r.placements())} parts, {marks}, "
                   f"version {r.version}")
-        self.apply_btn.setEnabled(True)
+        self.apply_btn.setEnabled(self.backend.can_edit)
         self._fill_table(r)
         return True
 
@@ -189,11 +190,27 @@ class RulesTab(QWidget):
                 self.table.setItem(i, j, item)
 
     # -- apply, rollback ---------------------------------------------------------------------------
+    def permit(self) -> None:
+        """The signed-in role: an engineer edits and applies, anyone else reads."""
+        self.editor.setReadOnly(not self.backend.can_edit)
+        self.validate()
+        self.rollback_btn.setEnabled(self.backend.can_edit and self.history.count() > 1)
+
     def apply(self) -> None:
+        """After the diff against the running set is confirmed with a reason (the audit trail keeps both)."""
         if not self.validate():
             return
+        text = self.editor.toPlainText()
+        running = self.backend.rules_document()
+        what = (f"{self.valid.recipe} {self.valid.version} replaces the running set on the line from the next "
+                f"board on, recorded under your name with the reason below.") if self.valid else ""
+        reason = self.confirm("Apply the edited rule set", what,
+                              unified(running[1] if running else None, text, Path(str(self.path or "rules")).name))
+        if reason is None:
+            self._say("not applied: cancelled; the line runs the set it had")
+            return
         try:
-            self._say(self.backend.apply_rules(self.editor.toPlainText()))
+            self._say(self.backend.apply_rules(text, reason))
         except (RuntimeError, ValueError, OSError) as exc:
             self._say(str(exc), error=True)
 
@@ -202,12 +219,23 @@ class RulesTab(QWidget):
         if row < 0:
             self._say("select a version in the list first", error=True)
             return
+        target = self.history.item(row).text()
+        reason = self.confirm("Roll back the rule set", f"Roll the line back to {target.split('   ')[0]}, recorded "
+                              "under your name with the reason below.", "(the version's text is kept by its hash "
+                              "in the audit trail: `inspector audit rule-text VERSION`)")
+        if reason is None:
+            self._say("not rolled back: cancelled")
+            return
         try:
-            self._say(self.backend.rollback(row))
+            self._say(self.backend.rollback(row, reason))
         except (RuntimeError, ValueError, OSError) as exc:
             self._say(str(exc), error=True)
             return
         self._reload()
+
+    def confirm(self, title: str, what: str, diff: str) -> str | None:
+        """The reason given in the confirmation dialog, or None when cancelled."""
+        return ConfirmChange(self, title, what, diff).ask()
 
     def refresh(self, snap: dict[str, Any]) -> None:
         if not self.loaded:

@@ -6,12 +6,13 @@ Every response carries `usage` and, as a documented extension, `inspector`: the
 offloading statistics of that request (policy, hit rate, prediction accuracy,
 expert loads, bytes read, time to first token, tokens/s, experts resident per
 layer). `/metrics` is Prometheus text; `/health` says whether the engine runs.
-With a token configured every /v1 route wants `Authorization: Bearer TOKEN`.
+With a gate (inspector/access/gate.py) every /v1 route wants `Authorization: Bearer TOKEN` of a user whose role
+may use the model (or the box's service token): 401 for no, a wrong, an expired or a revoked token, 403 for a role
+that may not.
 """
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
 from collections.abc import AsyncIterator
@@ -23,7 +24,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
+from ...access.gate import Gate
+from ...access.identity import Forbidden, Unauthenticated
+from ...access.roles import Permission
 from ..engine import ContextTooLong, GenStats, OffloadedLM
 from ..text import Detokenizer, encode_prompt
 from .batcher import Batcher, Event, Job, QueueFull
@@ -91,7 +96,7 @@ class Service:
     lm: OffloadedLM
     tokenizer: Any
     batcher: Batcher
-    token: str | None = None
+    gate: Gate | None = None  # None: open (loopback only; the server refuses to listen further without one)
     lease: Lease | None = None  # the memory grant from the kiosk, when it lends this process its memory
     created: int = field(default_factory=lambda: int(time.time()))
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
@@ -256,12 +261,16 @@ def create_app(service: Service) -> FastAPI:
 
     @app.middleware("http")
     async def _auth(request: Request, call_next):  # noqa: ANN001, ANN202 - starlette's middleware signature
-        if service.token and request.url.path.startswith("/v1/"):
-            given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {service.token}".encode()):
-                return ApiError(401, "missing or wrong bearer token: send Authorization: Bearer <token> "
-                                     "(the token file the server was started with)",
+        if service.gate is not None and request.url.path.startswith("/v1/"):
+            origin = f"{request.client.host if request.client else '?'} via the model server"
+            try:  # a user's token may need the database: off the event loop
+                await run_in_threadpool(service.gate.check, request.headers.get("authorization"), origin,
+                                        Permission.LLM)
+            except Unauthenticated as exc:
+                return ApiError(401, f"{exc} (or the service token file the server was started with)",
                                 kind="authentication_error", code="invalid_api_key").response()
+            except Forbidden as exc:
+                return ApiError(403, str(exc), kind="permission_error", code="forbidden").response()
         return await call_next(request)
 
     def model_card() -> dict[str, Any]:

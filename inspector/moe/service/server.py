@@ -4,7 +4,8 @@ The process sets its own torch thread count (`--threads`; without it the engine
 measures the fastest, service/threads.py) and may lower its CPU priority
 (`--nice`), so a model beside the line takes what the line leaves.
 It binds 127.0.0.1 unless told otherwise, and refuses to listen beyond the box
-without a token file. SIGTERM or Ctrl+C ends waiting requests as cancelled,
+without TLS (a certificate and key) and a gate (users from the results database, --db,
+or a token file). SIGTERM or Ctrl+C ends waiting requests as cancelled,
 stops the engine thread and gives the pool back.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from ...access.gate import Gate
+from ...access.tls import require_tls_off_loopback, server_context
 from ...endpoint import is_loopback, parse_listen, read_token
 from ..checkpoint import MoECheckpoint
 from ..engine import OffloadedLM
@@ -47,6 +50,10 @@ class ServeConfig:
     max_waiting: int = 64
     ledger: str | None = None  # the kiosk that lends this process its memory (URL of its API)
     ledger_token_file: str | None = None
+    db: str | None = None  # the results database whose users may use the model (their tokens; inspector/access)
+    tls_cert: str | None = None  # serve HTTPS with this certificate and key
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # ... and demand client certificates signed by this CA
     remeasure_s: float | None = REMEASURE_S  # a measured thread count is tried again once this old; 0: never
 
 
@@ -56,9 +63,13 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
     if cfg.remeasure_s is not None and cfg.remeasure_s < 0:
         raise ValueError(f"--remeasure-threads wants seconds (0: never), got {cfg.remeasure_s:g}")
     token = read_token(cfg.token_file)
-    if not is_loopback(host) and token is None:
-        raise ValueError(f"--listen {cfg.listen} reaches beyond this box: give --token-file (a file of mode 0600 "
-                         "holding a long random token) so that only its holders can use the model")
+    require_tls_off_loopback(host, bool(cfg.tls_cert and cfg.tls_key))
+    if bool(cfg.tls_cert) != bool(cfg.tls_key):
+        raise ValueError("give both --tls-cert and --tls-key (or neither)")
+    gate = gate_of(cfg.db, token)
+    if not is_loopback(host) and gate is None:
+        raise ValueError(f"--listen {cfg.listen} reaches beyond this box: give --db (the plant's users sign in with "
+                         "their tokens) or --token-file, so that only they can use the model")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.nice:
@@ -83,7 +94,23 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
             loan.close()
         raise
     batcher = Batcher(lm, cfg.max_batch, cfg.max_waiting, cfg.threads, cfg.remeasure_s)
-    return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, token, lease=loan.lease if loan else None)
+    return Service(cfg.name or cfg.model.name, lm, tokenizer, batcher, gate, lease=loan.lease if loan else None)
+
+
+def gate_of(db: str | None, token: str | None) -> Gate | None:
+    """Who may use the model: the users of the results database `db` (by their tokens), the service token."""
+    if db is None and token is None:
+        return None
+    users = None
+    if db is not None:
+        from ...access.audit import AuditTrail
+        from ...access.users import UserBook
+        from ...results.store import ResultStore
+
+        store = ResultStore(db)
+        store.ready()
+        users = UserBook(store.engine, AuditTrail(store.engine))
+    return Gate(users, token)
 
 
 def _threads(cfg: ServeConfig) -> str:
@@ -115,12 +142,20 @@ def serve(cfg: ServeConfig, log: Callable[[str], None]) -> int:
     service = build_service(cfg, log)
     host, port = parse_listen(cfg.listen)
     try:
+        tls = {"ssl_certfile": cfg.tls_cert, "ssl_keyfile": cfg.tls_key} if cfg.tls_cert else {}
+        if cfg.tls_cert and cfg.tls_client_ca:
+            import ssl
+
+            tls.update(ssl_ca_certs=cfg.tls_client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+        if cfg.tls_cert:
+            server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca)  # a bad pair says so before uvicorn starts
         server = Server(uvicorn.Config(create_app(service), host=host, port=port, log_level="warning",
-                                       timeout_keep_alive=5, limit_concurrency=256))
+                                       timeout_keep_alive=5, limit_concurrency=256, **tls))
         mode = f"decode batches of up to {service.batcher.max_batch}" if service.batcher.max_batch > 1 else \
             "one sequence at a time (the policy keeps per-sequence state)"
-        log(f"serving {service.name!r} at http://{host}:{port}/v1 with {service.lm.runtime.policy.name}, "
-            f"{mode}, {_threads(cfg)}" + (", token required" if service.token else ""))
+        scheme = "https" if cfg.tls_cert else "http"
+        log(f"serving {service.name!r} at {scheme}://{host}:{port}/v1 with {service.lm.runtime.policy.name}, "
+            f"{mode}, {_threads(cfg)}" + (", token required" if service.gate else ""))
         server.run()
         log("stopped")
     finally:
