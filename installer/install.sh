@@ -11,7 +11,7 @@ DATA=/var/lib/inspector
 CONF=/etc/inspector
 USER_NAME=inspector
 DEST=""           # stage into DEST (a package build or a test) instead of the live system
-APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0 DESKTOP=1
+APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0 DESKTOP=1 TLS_CERT= TLS_KEY= TLS_HOSTS=
 EXTRAS=gui,postgres  # the dashboard and the PostgreSQL driver; the headless line needs neither
 PYTHON=python3    # the interpreter the virtual environment is made from
 
@@ -30,6 +30,8 @@ usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest
   --no-user                do not create the service user
   --system-site-packages   let the venv use Python packages already installed (torch from the box's image)
   --demo-zoo               train the demo experts now (about 15 minutes on 2 cores) instead of on first start
+  --tls-cert F --tls-key F  the plant's certificate and key for the APIs (default: a self-signed pair, made here)
+  --tls-host NAME          a name or address clients reach the box by, for the self-signed pair (repeat)
   --python PY              the Python the virtual environment is made from (default python3)
   --extras LIST            optional parts: gui, llm, postgres, genicam, openvino, all (default $EXTRAS; "" for none)
   --headless               a line box without a screen: no extras, no desktop entry
@@ -48,6 +50,9 @@ while [ $# -gt 0 ]; do
     --no-user) MAKE_USER=0; shift ;;
     --system-site-packages) SITE_PACKAGES=1; shift ;;
     --demo-zoo) DEMO_ZOO=1; shift ;;
+    --tls-cert) TLS_CERT="$2"; shift 2 ;;
+    --tls-key) TLS_KEY="$2"; shift 2 ;;
+    --tls-host) TLS_HOSTS="$TLS_HOSTS --host $2"; shift 2 ;;
     --python) PYTHON="$2"; shift 2 ;;
     --extras) EXTRAS="$2"; shift 2 ;;
     --headless) EXTRAS=""; DESKTOP=0; shift ;;
@@ -112,6 +117,18 @@ if [ ! -e "$R$CONF/api-token" ]; then
   (umask 077; "$R$PREFIX/venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(32))' > "$R$CONF/api-token")
 fi
 chmod 0600 "$R$CONF/api-token"
+# TLS for the kiosk's API and the model server: the plant's own pair when given (--tls-cert/--tls-key copied to
+# $CONF/tls), else a self-signed one made here; clients pin its fingerprint (printed now, and by
+# `inspector tls fingerprint $CONF/tls/cert.pem`). Plain HTTP is served on loopback only.
+if [ -n "$TLS_CERT" ]; then
+  install -d -m 0750 "$R$CONF/tls"
+  install -m 0644 "$TLS_CERT" "$R$CONF/tls/cert.pem"
+  install -m 0600 "$TLS_KEY" "$R$CONF/tls/key.pem"
+else
+  "$R$PREFIX/venv/bin/inspector" tls make --out "$R$CONF/tls" --host "$(hostname)" ${TLS_HOSTS:+$TLS_HOSTS} | sed 's/^/  /'
+fi
+say "TLS certificate $CONF/tls/cert.pem, fingerprint $("$R$PREFIX/venv/bin/inspector" tls fingerprint "$R$CONF/tls/cert.pem")"
+say "  dashboards and CLIs elsewhere trust it with: --tls-pin <that fingerprint> (or --tls-ca cert.pem)"
 
 say "systemd units (kiosk, daily retention) and desktop entry"
 install -d "$R/etc/systemd/system" "$R/usr/share/applications"
@@ -130,7 +147,8 @@ if [ "$MAKE_USER" = 1 ]; then
   # operators in the group may edit the rules the kiosk watches; the config is root's, readable by the service
   chown -R "root:$USER_NAME" "$CONF"
   chmod 2775 "$DATA/routing_rules"
-  chown "$USER_NAME:$USER_NAME" "$CONF/api-token"  # the kiosk reads it; an operator attaching uses sudo
+  chown "$USER_NAME:$USER_NAME" "$CONF/api-token"  # the kiosk's service token: the model server's lease
+  chown "$USER_NAME:$USER_NAME" "$CONF/tls/key.pem"  # the kiosk and the model server read it
 fi
 
 if [ "$DEMO_ZOO" = 1 ]; then
@@ -145,7 +163,8 @@ if [ "$SYSTEMD" = 1 ]; then
   need_root "enabling the service"
   systemctl daemon-reload
   systemctl enable --now inspector-kiosk.service inspector-prune.timer
-  say "inspector-kiosk is running: systemctl status inspector-kiosk; curl -s 127.0.0.1:9108/health"
+  say "inspector-kiosk is running: systemctl status inspector-kiosk; curl -sk https://127.0.0.1:9108/health"
+  say "make the first admin: sudo -u $USER_NAME $PREFIX/venv/bin/inspector user add NAME --role admin"
 else
   say "staged under ${DEST:-/}; start with: systemctl daemon-reload && systemctl enable --now inspector-kiosk"
 fi

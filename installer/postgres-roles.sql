@@ -22,3 +22,6 @@ ALTER DEFAULT PRIVILEGES FOR ROLE inspector_owner IN SCHEMA public
     GRANT USAGE, SELECT ON SEQUENCES TO inspector_writer;
 ALTER DEFAULT PRIVILEGES FOR ROLE inspector_owner IN SCHEMA public
     GRANT SELECT ON TABLES TO inspector_reader;
+-- The audit trail (audit_events) is append-only for inspector_writer: `inspector db upgrade` (revision 0007)
+-- takes UPDATE, DELETE and TRUNCATE on it from that role; only the owner could edit it, and `inspector audit
+-- verify` would show where.

@@ -73,11 +73,16 @@ def drop(folder: Path, names: list[str], seed: int) -> None:
 
 
 def http(url: str, data: bytes | None = None, token: str | None = None, timeout: float = 5.0) -> tuple[int, dict]:
+    """One request; an https URL is checked against this process's trust ($INSPECTOR_TLS_CA / _PIN)."""
+    from inspector.endpoint import urlopen
+
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read() or b"{}")
     except urllib.error.HTTPError as exc:
         body = exc.read()
@@ -93,7 +98,7 @@ class KioskProcess:
     def __init__(self, root: Path, zoo_root: Path, rules: Path, inbox: Path, data: Path, *extra: str,
                  env: dict[str, str] | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if '--tls-cert' in extra else 'http'}://127.0.0.1:{self.port}"
         self.cmd = [sys.executable, "-m", "inspector.cli", "--models", str(root / "models"), "kiosk",
                     "--rules", str(rules), "--zoo", str(zoo_root), "--source", f"watch:{inbox}", "--data", str(data),
                     "--device-mb", "40", "--listen", f"127.0.0.1:{self.port}", "--log-every", "1", *extra]

@@ -19,7 +19,6 @@ from PySide6.QtCore import Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from inspector.access.identity import Identity  # noqa: E402
-
 from inspector.app.controller import LineController, LineSetup  # noqa: E402
 from inspector.app.line import LineConfig  # noqa: E402
 from inspector.app.service import ServiceConfig  # noqa: E402
@@ -535,17 +534,17 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         confirm_with("a diode's pass rate per ECN-12")
         qtbot.mouseClick(window.rules.apply_btn, Qt.MouseButton.LeftButton)
         assert "the kiosk applied" in window.rules.status.text(), window.rules.status.text()
+        assert rules_path.read_text(encoding="utf-8") == edited
+        qtbot.waitUntil(lambda: (window.last.get("rules") or {}).get("applied") == 1, timeout=10_000)
+        assert window.last["line"]["ruleset_version"] == window.rules.valid.version
+        qtbot.waitUntil(lambda: window.rules.history.count() == 2, timeout=5_000)
+        assert window.rules.rollback_btn.isEnabled()
         # the kiosk recorded it under kim, with the reason; the audit tab reads it over the API
         window.tabs.setCurrentWidget(window.audit)
         qtbot.waitUntil(lambda: any(e.kind == "rules.apply" for e in window.audit.events), timeout=10_000)
         event = next(e for e in window.audit.events if e.kind == "rules.apply")
         assert (event.actor, event.reason) == ("kim", "a diode's pass rate per ECN-12")
         assert "via the kiosk API" in event.origin
-        assert rules_path.read_text(encoding="utf-8") == edited
-        qtbot.waitUntil(lambda: (window.last.get("rules") or {}).get("applied") == 1, timeout=10_000)
-        assert window.last["line"]["ruleset_version"] == window.rules.valid.version
-        qtbot.waitUntil(lambda: window.rules.history.count() == 2, timeout=5_000)
-        assert window.rules.rollback_btn.isEnabled()
         # the plant tab: the kiosk's own answer beside what the database says of its line
         window.tabs.setCurrentWidget(window.plant)
         qtbot.waitUntil(lambda: window.plant.table.rowCount() == 1 and window.plant.table.item(0, 2) is not None

@@ -54,6 +54,10 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     assert (staged / "opt/inspector/share/prometheus-alerts.yml").is_file()
     token = staged / "etc/inspector/api-token"
     assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text().strip()) >= 32
+    # a self-signed TLS pair for the APIs, the key the owner's only; kiosk.env points the kiosk at it
+    cert, key = staged / "etc/inspector/tls/cert.pem", staged / "etc/inspector/tls/key.pem"
+    assert cert.read_text().startswith("-----BEGIN CERTIFICATE") and key.stat().st_mode & 0o777 == 0o600
+    assert "INSPECTOR_TLS_CERT=/etc/inspector/tls/cert.pem" in env and "INSPECTOR_TLS_KEY=" in env
     secrets = [ln for ln in env.splitlines() if "SECRET" in ln and not ln.startswith("#")]
     assert not secrets and "INSPECTOR_RETAIN_DAYS=90" in env
     prune = (staged / "etc/systemd/system/inspector-prune.service").read_text()
@@ -90,9 +94,12 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
     env.write_text("INSPECTOR_ARGS=--source camera:0\n")
     rules.write_text(rules.read_text() + "\n# tuned on line 3\n")
     token = (staged / "etc/inspector/api-token").read_text()
+    cert = (staged / "etc/inspector/tls/cert.pem").read_text()
     r = subprocess.run(["bash", str(INSTALLER / "install.sh"), *INSTALL_FLAGS, "--dest", str(staged)],
                        capture_output=True, encoding="utf-8", timeout=600)
     assert r.returncode == 0, r.stderr
+    assert (staged / "etc/inspector/tls/cert.pem").read_text() == cert  # pinned clients keep trusting it
+    assert "fingerprint SHA256:" in r.stdout + r.stderr
     assert env.read_text() == "INSPECTOR_ARGS=--source camera:0\n"
     assert rules.read_text().endswith("# tuned on line 3\n") and config.read_text().endswith("# line 3\n")
     assert (staged / "etc/inspector/api-token").read_text() == token  # attached dashboards keep working

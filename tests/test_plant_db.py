@@ -95,17 +95,22 @@ def test_the_schema_changes_only_by_db_upgrade_and_each_role_does_only_its_part(
     # the previous revision first, as a plant that ran the previous release has it
     engine = open_engine(owner)
     upgrade(engine, "0005")
-    assert main(["db", "status", "--db", reader]) == 0
+    assert main(["db", "status", "--db", reader]) == 1  # this release needs 0007
     assert "schema revision 0005" in capsys.readouterr().out
-    # both releases' code runs on the previous revision: the writer stores, the reader reads, no DDL from either
-    kiosk = ResultStore(writer)
-    kiosk.write([line_board("line-1", "aoi-1", "ON-0005", 0)])
-    dashboard = ResultStore(reader)
-    assert dashboard.latest(Scope("line-1", "aoi-1")).board_serial == "ON-0005"
+    # the previous release's code runs on it (its boxes keep storing); this release's needs 0007 (users, the audit
+    # trail) and says so instead of running without them
+    with open_engine(writer).begin() as c:  # what a box of the previous release writes
+        c.execute(text("INSERT INTO inspections (uuid, started_at, finished_at, line, station, board_serial, recipe, "
+                       "ruleset_version, verdict, source) VALUES ('u-0005', now(), now(), 'line-1', 'aoi-1', "
+                       "'ON-0005', 'r', 'v', 'pass', 's')"))
+    with pytest.raises(SchemaNotReady, match="run `inspector db upgrade`"):
+        ResultStore(writer).ready()
     assert main(["db", "upgrade", "--db", owner]) == 0
     assert f"schema 0005 -> {head_revision()}" in capsys.readouterr().out
+    kiosk = ResultStore(writer)
     kiosk.write([line_board("line-1", "aoi-1", "ON-HEAD", 1)])
-    assert [i.board_serial for i in ResultStore(reader).inspections()] == ["ON-0005", "ON-HEAD"]
+    dashboard = ResultStore(reader)
+    assert [i.board_serial for i in dashboard.inspections()] == ["ON-0005", "ON-HEAD"]
     state = read_state(engine)
     assert (state.revision, state.runnable, state.behind) == (head_revision(), True, False)
     # the reader cannot write, the writer cannot change the schema
@@ -114,6 +119,16 @@ def test_the_schema_changes_only_by_db_upgrade_and_each_role_does_only_its_part(
     with pytest.raises(Exception, match="permission denied|must be owner"):
         with kiosk.engine.begin() as c:
             c.execute(text("ALTER TABLE inspections ADD COLUMN x integer"))
+    # the audit trail is append-only for the boxes' role: it appends, it cannot edit or delete
+    from inspector.access.audit import AuditTrail, Change
+    from inspector.access.identity import Identity
+
+    AuditTrail(kiosk.engine, "line-1", "aoi-1").record(Identity("erin", "engineer", "t"), Change("review", "x"))
+    for statement in ("UPDATE audit_events SET actor = 'mallory'", "DELETE FROM audit_events"):
+        with pytest.raises(Exception, match="permission denied"):
+            with kiosk.engine.begin() as c:
+                c.execute(text(statement))
+    assert AuditTrail(dashboard.engine).verify().intact
     # a box's retention deletes with the writer's rights
     assert kiosk.prune(T0 + timedelta(days=1), Scope("line-1", "aoi-1")) == 2
     for s in (kiosk, dashboard):

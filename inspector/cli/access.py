@@ -163,6 +163,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_tls(args: argparse.Namespace) -> int:
     from ..access.tls import fingerprint, make_self_signed
 
+    if args.tls_command == "bench":
+        import json
+
+        from ..access.tls_bench import compare, table
+        from ..endpoint import read_token
+
+        body = json.loads(args.body) if args.body else None
+        plain, tls = compare(args.plain.rstrip("/"), args.tls.rstrip("/"), args.path, args.requests,
+                             read_token(args.token_file), body)
+        print(table(f"{args.path}", plain, tls))
+        return 0
     if args.tls_command == "fingerprint":
         print(fingerprint(args.cert))
         return 0
@@ -247,6 +258,15 @@ def add_tls(p: argparse.ArgumentParser) -> None:
     mk.add_argument("--days", type=int, default=825)
     mk.add_argument("--force", action="store_true", help="replace an existing pair")
     mk.set_defaults(func=cmd_tls)
+    bench = sub.add_parser("bench", help="one route's latency over plain HTTP and over TLS, side by side (two "
+                                         "listeners of the same kind; --tls-pin/--tls-ca for the TLS one)")
+    bench.add_argument("--plain", required=True, help="the plain listener's base URL (http://127.0.0.1:PORT)")
+    bench.add_argument("--tls", required=True, help="the TLS listener's base URL (https://127.0.0.1:PORT)")
+    bench.add_argument("--path", default="/status", help="the route (default /status)")
+    bench.add_argument("--body", help="JSON to POST (default: a GET)")
+    bench.add_argument("--token-file", help="a token file for a guarded route")
+    bench.add_argument("--requests", type=int, default=300, help="timed requests per listener (default 300)")
+    bench.set_defaults(func=cmd_tls)
     fp = sub.add_parser("fingerprint", help="a certificate's sha256 fingerprint, as clients pin it")
     fp.add_argument("cert")
     fp.set_defaults(func=cmd_tls)

@@ -61,6 +61,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("prev_sha256", name="uq_audit_events_prev_sha256"),
     )
     op.create_index("ix_audit_events_at", "audit_events", ["at"])
+    if op.get_bind().dialect.name == "postgresql":  # append-only for the boxes' role (installer/postgres-roles.sql)
+        op.execute("DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'inspector_writer') THEN "
+                   "REVOKE UPDATE, DELETE, TRUNCATE ON audit_events FROM inspector_writer; END IF; END $$")
     op.create_index("ix_audit_events_kind", "audit_events", ["kind"])
     op.create_table(
         "rule_texts",
