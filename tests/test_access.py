@@ -86,6 +86,14 @@ def test_passwords_are_argon2_and_tokens_are_hashed_expire_revoke_and_stop_with_
         gate.check(f"Bearer {emil}", "x", Permission.USERS)
     with pytest.raises(Unauthenticated, match="no credential"):
         gate.check(None, "x", Permission.VIEW)
+    # guessing: after five refusals in a quarter of an hour a name is refused without a try, even the right password
+    users.add(ADMIN, "gus", "operator", PASSWORD)
+    for _ in range(5):
+        with pytest.raises(Unauthenticated, match="wrong name or password"):
+            users.sign_in("gus", "guess-guess", "10.9.9.9 via the kiosk API")
+    with pytest.raises(Unauthenticated, match="5 failed sign-ins of gus"):
+        users.sign_in("gus", PASSWORD, "here")
+    assert users.sign_in("emil", PASSWORD, "here").name == "emil"  # others are not locked out
     kinds = [e.kind for e in trail.events(newest_first=False)]
     for kind in ("user.add", "sign_in", "sign_in.refused", "token.issue", "token.revoke", "user.disable"):
         assert kind in kinds, kind
@@ -275,6 +283,8 @@ def test_every_mutating_route_answers_every_caller_as_its_role_says(demo, tiny_l
         assert code == 200 and signed["role"] == "operator" and signed["token"].startswith("insp_")
         assert http(kiosk.url + "/auth/sign-in", b'{"user": "matrix-operator", "password": "nope"}')[0] == 401
         assert http(kiosk.url + "/allocation", b'{"device_mb": 40, "expert_pool_mb": 26}', signed["token"])[0] == 403
+        assert http(kiosk.url + "/auth/sign-out", b"{}", signed["token"])[0] == 200  # the session ends: revoked
+        assert http(kiosk.url + "/audit/events", None, signed["token"])[0] == 401
         code, trail = http(kiosk.url + "/audit/events?limit=100", None, tokens["operator"])
         assert code == 200
         assert kiosk.stop() == 0
@@ -435,3 +445,24 @@ def test_every_stored_result_resolves_to_its_rule_text_across_a_rules_change_and
     assert again.text(version_of(edited)) == (rules.recipe, edited)
     (data / "rulesets" / f"{version_of(edited)}.yaml").write_text("# recipe: x\nsomething else\n")
     assert RuleArchive(data / "rulesets").text(version_of(edited)) is None  # a damaged copy is no text at all
+
+
+def test_a_review_from_the_cli_is_stored_and_recorded_under_who_made_it(tmp_path: Path, capsys,
+                                                                        monkeypatch) -> None:
+    from .test_plant_db import line_board
+
+    store, users, trail = _book(tmp_path)
+    board = line_board("line-1", "aoi-1", "CLI-1", 0, fail=True)
+    store.write([board])
+    users.add(ADMIN, "rosa", "operator", PASSWORD)
+    db = ["--db", sqlite_url(tmp_path / "r.sqlite")]
+    review = ["review", "--inspection", board.inspection_id, "--ref", "C1", "--call", "confirmed", *db]
+    monkeypatch.setenv("INSPECTOR_PASSWORD", PASSWORD)
+    assert main([*review, "--as", "rosa", "--reason", "seen under the scope"]) == 0
+    assert json.loads(capsys.readouterr().out)["reviewer"] == "rosa"  # the signed-in name, not free text
+    monkeypatch.setenv("INSPECTOR_PASSWORD", "not it")
+    assert main([*review, "--as", "rosa"]) == 3  # a wrong password changes nothing
+    assert main(review) == 0  # no --as: recorded under the system account that ran it
+    events = trail.events("review")
+    assert [e.actor.split(":")[0] for e in events] == ["system", "rosa"]
+    assert events[1].reason == "seen under the scope" and json.loads(events[0].before)["reviewer"] == "rosa"

@@ -336,6 +336,15 @@ def test_a_release_rolls_out_line_by_line_and_a_worse_one_is_rolled_back_after_t
     assert listed.returncode == 0 and [d["outcome"] for d in json.loads(listed.stdout)] == [s.outcome for s in steps]
     judged = steps[7].detail
     assert judged["after"]["flagged"] == judged["after"]["parts"] > 0  # the bad release flagged every part
+    # every install and rollback the rollouts made is in the plant's trail, under the engineer whose token it used,
+    # by the line that made it
+    from inspector.access.audit import AuditTrail
+
+    trail = AuditTrail(store.engine)
+    changes = [(e.kind, e.actor, e.line) for e in trail.events(newest_first=False) if e.kind.startswith("expert.")]
+    assert changes.count(("expert.install", "quinn", "line-2")) == 2 and ("expert.rollback", "quinn", "line-2") in \
+        changes and {actor for _, actor, _ in changes} == {"quinn"}
+    assert trail.verify().intact
     print("rollout steps as recorded (inspector zoo rollouts):")
     for s in steps:
         print(f"  {s.rollout[:8]} {s.line} {(s.from_sha256 or '-')[:12]} -> {s.to_sha256[:12]} {s.outcome}")

@@ -203,9 +203,16 @@ def test_errors_are_clear_4xx_and_the_server_stays_up(server: Server, tiny_llm: 
     assert code == 200 and body["usage"]["completion_tokens"] >= 1
 
 
-def test_listening_beyond_the_box_needs_a_token(tiny_llm: Path, tmp_path: Path, capsys) -> None:
+def test_listening_beyond_the_box_needs_tls_and_a_gate(tiny_llm: Path, tmp_path: Path, capsys) -> None:
+    from inspector.access.tls import make_self_signed
+
     rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--listen", "0.0.0.0:1"])
-    assert rc != 0 and "--token-file" in capsys.readouterr().err
+    assert rc != 0 and "plain HTTP is served on loopback only" in capsys.readouterr().err
+    cert, key, _ = make_self_signed(tmp_path / "tls", ["box"])
+    rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--listen", "0.0.0.0:1",
+               "--tls-cert", str(cert), "--tls-key", str(key)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "give --db" in err and "--token-file" in err
     rc = main(["--models", str(tmp_path), "llm", "serve", "--model", str(tiny_llm), "--remeasure-threads", "-5"])
     assert rc != 0 and "--remeasure-threads wants seconds" in capsys.readouterr().err
 

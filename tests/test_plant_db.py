@@ -101,8 +101,8 @@ def test_the_schema_changes_only_by_db_upgrade_and_each_role_does_only_its_part(
     # trail) and says so instead of running without them
     with open_engine(writer).begin() as c:  # what a box of the previous release writes
         c.execute(text("INSERT INTO inspections (uuid, started_at, finished_at, line, station, board_serial, recipe, "
-                       "ruleset_version, verdict, source) VALUES ('u-0005', now(), now(), 'line-1', 'aoi-1', "
-                       "'ON-0005', 'r', 'v', 'pass', 's')"))
+                       "ruleset_version, verdict, source) VALUES ('u-0005', :t, :t, 'line-1', 'aoi-1', "
+                       "'ON-0005', 'r', 'v', 'pass', 's')"), {"t": T0})
     with pytest.raises(SchemaNotReady, match="run `inspector db upgrade`"):
         ResultStore(writer).ready()
     assert main(["db", "upgrade", "--db", owner]) == 0

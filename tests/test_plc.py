@@ -301,6 +301,10 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()  # kept for the next start
         code, refused = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 1e12}', token=engineer)
         assert code == 422 and "previous settings stay" in refused["error"]
+        from inspector.access.audit import AuditTrail
+
+        changes = AuditTrail(ResultStore(sqlite_url(tmp_path / "data" / "results.sqlite")).engine).events("camera")
+        assert len(changes) == 1 and changes[0].actor == "carl" and '"ExposureTime": 900' in changes[0].after
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()
         kiosk.kill9()
         killed = time.monotonic()

@@ -323,6 +323,13 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
         assert next(e for e in status["experts"] if e["expert"] == "cls-R1K")["weights_sha256"] == new
         code, done = call("/experts/swap", {"expert": "cls-R1K", "rollback": True})
         assert code == 200 and done["to"] == own_zoo.entries["cls-R1K"].weights_sha256
+        # each change is in the audit trail under the person who made it, with before and after
+        from inspector.access.audit import AuditTrail
+
+        trail = {e.kind: e for e in AuditTrail(service.store.engine).events()}
+        assert trail["expert.swap"].actor == trail["expert.rollback"].actor == trail["review"].actor == "rita"
+        assert new in trail["expert.swap"].after and new in trail["expert.rollback"].before
+        assert f"{insp.uuid}/{part.ref}" == trail["review"].subject
     finally:
         kiosk.stop("test done")
         serving.join(60)

@@ -74,6 +74,8 @@ class LocalBackend(Signed):
         self.controller, self.setup = controller, setup
         self._store: ResultStore | None = None
         self._log: ChangeLog | None = None
+        controller.witness = lambda kind, who, origin, old, new: self.change_log().rules(
+            Identity(who, "-", origin), kind, old, new)
         self.llm_mb = llm_mb  # set aside for the LLM tab's in-process model, beside the line's own budget
         self._set_aside: Any = None
 
@@ -295,6 +297,16 @@ class AttachedBackend(Signed):
         self.identity = Identity(doc["name"], doc["role"], f"{ORIGIN}, signed in at {self.url}")
         return self.identity
 
+    def sign_out(self) -> None:
+        """Revoke this dashboard's session at the kiosk (locking or closing): the token is worth nothing after."""
+        session, self._session, self.identity = self._session, None, None
+        self._remote = None
+        if session is not None:
+            try:
+                self._call("POST", "/auth/sign-out", b"{}", person=False, token=session)
+            except (RuntimeError, ValueError):
+                pass  # the kiosk is gone: the session expires on its own
+
     def first_admin(self, name: str, password: str) -> Identity:
         raise PermissionError("the kiosk's first admin is made on its database: `inspector user add NAME --role "
                               "admin`")
@@ -332,11 +344,11 @@ class AttachedBackend(Signed):
             self._stop.wait(self.poll_s)
 
     def _call(self, method: str, path: str, body: bytes | None = None, timeout: float = 5.0,
-              person: bool = True, reason: str | None = None) -> dict[str, Any]:
+              person: bool = True, reason: str | None = None, token: str | None = None) -> dict[str, Any]:
         """One request to the kiosk; RuntimeError with the kiosk's own words when it refuses. A POST goes with the
         signed-in person's token (their change, in their name); a GET with whatever token there is."""
         request = urllib.request.Request(self.url + path, data=body, method=method)
-        token = (self._session if body is not None else self._token) if person else None
+        token = token or ((self._session if body is not None else self._token) if person else None)
         if body is not None and person and token is None:
             raise RuntimeError("nobody is signed in at this dashboard: sign in first")
         if token is not None:
@@ -411,6 +423,7 @@ class AttachedBackend(Signed):
         return None if data is None else cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
 
     def close(self, timeout: float | None = None) -> bool:
+        self.sign_out()
         self._stop.set()
         self._thread.join(timeout)
         if self._store is not None:

@@ -114,6 +114,16 @@ def shoot(args: argparse.Namespace) -> int:
     window = MainWindow(backend, models)
     window.showMaximized()  # the whole 1366x768 screen, title bar and menus included
     _wait(app, lambda: False, 0.5)
+    screen = app.primaryScreen()
+    shots = []
+    page = window.sign_in  # a fresh data directory: nobody yet, so the first admin is made here
+    page.name.setText("ada")
+    _wait(app, lambda: False, 0.5)
+    shots.append(out / "0-sign-in.png")
+    screen.grabWindow(0).save(str(shots[-1]))
+    page.password.setText("shots-admin-1")
+    page.again.setText("shots-admin-1")
+    page.submit()
     backend.start()
     print(f"line starting; charts fill for {args.seconds:.0f} s", flush=True)
     if not _wait(app, lambda: window.last.get("boards", 0) >= 3, 1800):
@@ -128,10 +138,12 @@ def shoot(args: argparse.Namespace) -> int:
     memory.estimate()
     memory.run_planner()
     _wait(app, lambda: memory.estimate_btn.isEnabled() and memory.plan_btn.isEnabled(), 600)
+    memory.apply()  # a change for the audit tab to show, under the signed-in name
     window.tabs.setCurrentWidget(window.line)
     window.history.verdict.setCurrentText("fail")
     window.history.search()
     window.history.table.setCurrentCell(0, 0)
+    window.history.review_bar.review("confirmed")
 
     llm = window.llm
     model = demo_model(models)
@@ -145,8 +157,6 @@ def shoot(args: argparse.Namespace) -> int:
     else:
         print("no demo MoE model under models/llm (inspector llm build-demo): the LLM tab is shot empty")
 
-    screen = app.primaryScreen()
-    shots = []
     for i in range(window.tabs.count()):
         window.tabs.setCurrentIndex(i)
         _wait(app, lambda: False, 1.2)
@@ -162,6 +172,22 @@ def shoot(args: argparse.Namespace) -> int:
     path = out / "3b-routing-rules-error.png"
     screen.grabWindow(0).save(str(path))
     shots.append(path)
+    # what Save and apply asks first: the diff against the running set, and a reason
+    from .confirm import ConfirmChange, unified
+
+    running = backend.rules_document()
+    fixed = rules.editor.toPlainText().replace("shape: diodee", "shape: diode", 1)
+    edited = fixed.replace("threshold: 0.5", "threshold: 0.45", 1)
+    dialog = ConfirmChange(window, "Apply the edited rule set", "the edited set replaces the running one on the "
+                           "line from the next board on, recorded under your name with the reason below.",
+                           unified(running[1] if running else None, edited, "board_a.yaml"))
+    dialog.reason.setText("ECN-12: fewer false calls on the diodes")
+    dialog.show()
+    _wait(app, lambda: False, 1.0)
+    path = out / "3c-routing-rules-confirm.png"
+    screen.grabWindow(0).save(str(path))
+    shots.append(path)
+    dialog.reject()
     window.close()
     for p in shots:
         print(p)

@@ -101,6 +101,9 @@ class MainWindow(QMainWindow):
     def lock(self) -> None:
         """Hide the tabs until someone signs in (idle, or Ctrl+L); the line runs on."""
         who = self.backend.identity
+        sign_out = getattr(self.backend, "sign_out", None)
+        if sign_out is not None:
+            sign_out()  # attached: the session token is revoked at the kiosk
         self.backend.identity = None
         self.idle.disarm()
         self.who.setText("locked" if who else "nobody signed in")

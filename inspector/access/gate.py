@@ -14,7 +14,7 @@ import time
 
 from .identity import Identity, Unauthenticated
 from .roles import Permission
-from .users import UserBook
+from .users import UserBook, token_key
 
 CACHE_S = 2.0
 SERVICE = "service"
@@ -23,7 +23,7 @@ SERVICE = "service"
 class Gate:
     def __init__(self, users: UserBook | None, service_token: str | None = None, cache_s: float = CACHE_S) -> None:
         self.users, self.service_token, self.cache_s = users, service_token, cache_s
-        self._seen: dict[str, tuple[float, str, str]] = {}
+        self._seen: dict[str, tuple[float, str, str, str | None]] = {}  # sha256 -> (until, name, role, key)
         self._lock = threading.Lock()
 
     @property
@@ -43,18 +43,23 @@ class Gate:
             return Identity(SERVICE, SERVICE, origin)
         if self.users is None:
             raise Unauthenticated("wrong token: this server knows only its service token (no --db for users)")
-        key = hashlib.sha256(token.encode()).hexdigest()
+        digest = hashlib.sha256(token.encode()).hexdigest()
         now = time.monotonic()
         with self._lock:
-            hit = self._seen.get(key)
+            hit = self._seen.get(digest)
         if hit is not None and hit[0] > now:
-            return Identity(hit[1], hit[2], origin)
+            return Identity(hit[1], hit[2], origin, token_key(token))
         name, role = self.users.holder(token)
         with self._lock:
             if len(self._seen) > 1000:
                 self._seen.clear()
-            self._seen[key] = (now + self.cache_s, name, role)
-        return Identity(name, role, origin)
+            self._seen[digest] = (now + self.cache_s, name, role, token_key(token))
+        return Identity(name, role, origin, token_key(token))
+
+    def forget(self, key: str) -> None:
+        """A token revoked here is refused at once here (other processes: within `cache_s`)."""
+        with self._lock:
+            self._seen = {d: v for d, v in self._seen.items() if v[3] != key}
 
     def check(self, authorization: str | None, origin: str, permission: Permission) -> Identity:
         who = self.identify(authorization, origin)

@@ -1,7 +1,7 @@
 """Who a request or a click comes from, and the two ways a gate says no."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .roles import Permission, allows
 
@@ -14,6 +14,7 @@ class Identity:
     name: str
     role: str
     origin: str
+    token_key: str | None = field(default=None, compare=False)  # the person's token that made the request, if any
 
     def may(self, permission: Permission) -> bool:
         return allows(self.role, permission)

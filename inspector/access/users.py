@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Engine, func, insert, select, update
 
-from ..results.schema import ApiToken, User
+from ..results.schema import ApiToken, AuditEvent, User
 from .audit import AuditTrail, Change
 from .identity import Identity, Unauthenticated
 from .passwords import hash_password, needs_rehash, verify_password
@@ -25,6 +25,8 @@ from .roles import check_role
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 TOKEN = re.compile(r"^insp_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
 _DUMMY = hash_password("not-a-real-password")  # an unknown name costs a sign-in as long as a known one
+MAX_REFUSED = 5  # failed sign-ins of one name within LOCKOUT_S before it is refused without a try
+LOCKOUT_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,12 @@ class TokenRow:
 
 def _sha(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_key(token: str) -> str | None:
+    """A person's token's public key (what `user tokens` lists and `user revoke` takes); None for anything else."""
+    m = TOKEN.match(token)
+    return m.group(1) if m else None
 
 
 class UserBook:
@@ -120,9 +128,17 @@ class UserBook:
 
     def sign_in(self, name: str, password: str, origin: str) -> Identity:
         """The person behind a name and password (Unauthenticated when wrong or disabled; the refusal is
-        recorded, the password never)."""
+        recorded, the password never). After MAX_REFUSED refusals of a name within LOCKOUT_S, the name is refused
+        without a try until they age out (counted in the shared trail: across every box of the plant)."""
+        since = datetime.now(timezone.utc) - timedelta(seconds=LOCKOUT_S)
         with self.engine.connect() as c:
+            refused = c.execute(select(func.count()).select_from(AuditEvent).where(
+                AuditEvent.kind == "sign_in.refused", AuditEvent.subject == name[:64],
+                AuditEvent.at >= since)).scalar()
             row = c.execute(select(User).where(User.name == name)).first()
+        if refused >= MAX_REFUSED:
+            raise Unauthenticated(f"{refused} failed sign-ins of {name} in the last {LOCKOUT_S / 60:.0f} minutes: "
+                                  f"wait, or ask an admin to set a new password (inspector user password)")
         ok = verify_password(row.password_hash if row is not None else _DUMMY, password)
         if row is None or not ok or row.disabled_at is not None:
             why = "disabled" if row is not None and ok else "wrong name or password"

@@ -64,6 +64,8 @@ class LineController:
         self.setup: LineSetup | None = None
         self._thread: threading.Thread | None = None
         self.plc: PlcLink | None = None  # the line controller's link, when the setup asks for one
+        # told of rule changes nobody signed for here (RulesWatcher.witness); the dashboard records them
+        self.witness: Callable[[str, str, str, RuleSet, RuleSet], None] | None = None
         self._lock = threading.Lock()
         self._restart: LineSetup | None = None
 
@@ -205,6 +207,7 @@ class LineController:
             service = LineService(rules, zoo, self.profiles, setup.service, store, self.data_dir, source,
                                   say=self.say)
             watcher = RulesWatcher(service.line, setup.rules_path, say=self.say)
+            watcher.witness = self.witness  # a rule file edited on disk, a PLC's changeover: recorded by the owner
             self.service, self.rules = service, watcher
             if setup.plc is not None and setup.plc.enabled:
                 plc = PlcLink(setup.plc, setup.service.line.station)

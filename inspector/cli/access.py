@@ -47,6 +47,44 @@ def _admin(args: argparse.Namespace, users, bootstrap: bool = False):  # noqa: A
     return who
 
 
+def acting(args: argparse.Namespace, users=None):  # noqa: ANN001, ANN201 - (UserBook | None) -> an Identity
+    """Who runs a command that changes something: the person of `--as` (signed in here, password from
+    $INSPECTOR_PASSWORD or asked), else the system account running it (a shell on the box is that account)."""
+    from ..access.identity import Identity
+    from ..app.changes import HOST
+
+    origin = f"cli: {getpass.getuser()} on {HOST}"
+    if getattr(args, "as_user", None) is None:
+        return Identity(f"system:{getpass.getuser()}", "system", origin)
+    if users is None:
+        store, users, _ = _open(args)
+    password = os.environ.get("INSPECTOR_PASSWORD") or getpass.getpass(f"password of {args.as_user}: ")
+    return users.sign_in(args.as_user, password, origin)
+
+
+def record_here(args: argparse.Namespace, who, change) -> None:  # noqa: ANN001 - an Identity, a Change
+    """Put a change made by this command into the audit trail of its results database; said, never hidden,
+    when it cannot be."""
+    from ..access.audit import AuditTrail
+    from ..results.store import ResultStore
+
+    try:
+        store = ResultStore(db_url(args))
+        store.ready()
+        AuditTrail(store.engine, getattr(args, "line", "") or "", getattr(args, "station", "") or "").record(
+            who, change)
+        store.close()
+    except Exception as exc:  # noqa: BLE001 - the change is made; its record must not vanish silently
+        print(f"inspector: warning: the change was made but NOT recorded in the audit trail: {exc}",
+              file=sys.stderr)
+
+
+def as_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as", dest="as_user", metavar="NAME",
+                   help="make the change as this user (password from $INSPECTOR_PASSWORD, or asked); default: "
+                        "recorded under the system account running the command")
+
+
 def _new_password(args: argparse.Namespace) -> str:
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")

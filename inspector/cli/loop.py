@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import database_flags, db_url, models_of, say, scope_flags, scope_of_args
+from .common import database_flags, db_url, models_of, say, scope_flags, scope_of_args, station_flags
 
 
 def _rule_sets(paths: list[str] | None) -> list:  # noqa: ANN202 - RuleSets
@@ -27,16 +27,26 @@ def _zoo(args: argparse.Namespace):  # noqa: ANN202 - a Zoo
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    """Through a kiosk (stored under the token's person), or into the database here (under --as, else the system
+    account running it); either way recorded in the audit trail."""
+    from ..access.audit import Change
     from ..endpoint import read_token, request_json
     from ..results.reviews import ReviewRequest, record_review
     from ..results.store import ResultStore
+    from .access import acting, record_here
 
-    req = ReviewRequest(args.inspection, args.ref, args.call, args.correct_class, args.reviewer or "", args.note)
+    req = ReviewRequest(args.inspection, args.ref, args.call, args.correct_class, "", args.note)
     req.check()
     if args.kiosk:
-        answer = request_json(args.kiosk.rstrip("/") + "/reviews", req.__dict__, read_token(args.token_file))
+        answer = request_json(args.kiosk.rstrip("/") + "/reviews", req.__dict__, read_token(args.token_file),
+                              reason=args.reason)
     else:
+        who = acting(args)
+        req = ReviewRequest(req.inspection_id, req.ref, req.call, req.correct_class, who.name, req.note)
         answer = record_review(ResultStore(db_url(args)), req)
+        record_here(args, who, Change("review", f"{req.inspection_id}/{req.ref}", answer.get("before"),
+                                      {"call": req.call, "correct_class": req.correct_class, "note": req.note},
+                                      args.reason))
     print(json.dumps(answer, default=str))
     return 0
 
@@ -102,11 +112,20 @@ def cmd_zoo_swap(args: argparse.Namespace) -> int:
     if args.kiosk:
         body = {"expert": args.expert, **({"rollback": True} if rolling else {"weights_sha256": args.version,
                                                                              "force": args.force})}
-        done = request_json(args.kiosk.rstrip("/") + "/experts/swap", body, read_token(args.token_file), timeout=90)
+        done = request_json(args.kiosk.rstrip("/") + "/experts/swap", body, read_token(args.token_file), timeout=90,
+                            reason=args.reason)
         print(f"{done['expert']} now serves {done['to'][:12]} on the running line (was {str(done['from'])[:12]})")
         return 0
+    from ..access.audit import Change
+    from .access import acting, record_here
+
+    who = acting(args)
     zoo = _zoo(args)
+    before = zoo.entries[args.expert].weights_sha256 if args.expert in zoo.entries else None
     entry = rollback(zoo, args.expert) if rolling else activate(zoo, args.expert, args.version, args.force)
+    record_here(args, who, Change("expert.rollback" if rolling else "expert.swap", args.expert,
+                                  {"weights_sha256": before, "zoo": str(zoo.root)},
+                                  {"weights_sha256": entry.weights_sha256, "next_start": True}, args.reason))
     print(f"{args.expert} serves {entry.weights_sha256[:12]} from the next start of a line on {zoo.root} "
           "(a running kiosk: pass --kiosk URL to swap it live)")
     return 0
@@ -125,8 +144,13 @@ def cmd_retrain_demo(args: argparse.Namespace) -> int:
 
 
 def _kiosk_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kiosk", metavar="URL", help="a running kiosk (http://127.0.0.1:9108): through its API")
-    p.add_argument("--token-file", help="the kiosk's API token file (with --kiosk)")
+    from .access import as_flag
+
+    p.add_argument("--kiosk", metavar="URL", help="a running kiosk (https://line-box:9108): through its API, as the "
+                                                  "person whose token --token-file holds")
+    p.add_argument("--token-file", help="your API token file (`inspector user token NAME --out F`; with --kiosk)")
+    p.add_argument("--reason", help="why (goes into the audit trail with the change)")
+    as_flag(p)
 
 
 def _rules_flag(p: argparse.ArgumentParser) -> None:
@@ -141,9 +165,9 @@ def add_review(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ref", required=True, help="the part's designator (R12)")
     p.add_argument("--call", required=True, choices=CALLS)
     p.add_argument("--correct-class", choices=PART_CLASSES, help="what the part really is (escapes: its defect)")
-    p.add_argument("--reviewer", help="who reviewed it")
     p.add_argument("--note")
     database_flags(p)
+    station_flags(p)
     _kiosk_flags(p)
     p.set_defaults(func=cmd_review)
 
@@ -192,6 +216,8 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
                                                                 "refused it")
         p.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
         _kiosk_flags(p)
+        database_flags(p)
+        station_flags(p)
         p.set_defaults(func=cmd_zoo_swap)
 
 

@@ -7,6 +7,7 @@ import getpass
 import json
 import sys
 
+from .access import as_flag
 from .common import comma_list, database_flags, db_url, say
 
 
@@ -23,7 +24,14 @@ def cmd_zoo_publish(args: argparse.Namespace) -> int:
     zoo = zoo_of(args)
     version = find_version(entry_of(zoo, args.expert), args.version)
     data = (zoo.root / version["file"]).read_bytes()
-    release = publish(ResultStore(db_url(args)), args.expert, data, _who(args), args.note)
+    from ..access.audit import Change
+    from .access import acting, record_here
+
+    who = acting(args)
+    release = publish(ResultStore(db_url(args)), args.expert, data, args.by or who.name, args.note)
+    record_here(args, who, Change("expert.publish", args.expert, None,
+                                  {"weights_sha256": release.weights_sha256, "size_bytes": release.size_bytes},
+                                  args.note))
     print(f"released {args.expert} {release.weights_sha256[:12]} ({release.size_bytes} bytes) to the plant's "
           f"database, by {release.published_by}: `inspector zoo rollout --expert {args.expert} --version "
           f"{release.weights_sha256[:12]} --kiosks ...` serves it line by line")
@@ -77,6 +85,7 @@ def add_rollout_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     pub.add_argument("--note", help="what it is (retrained on ..., for ...)")
     pub.add_argument("--by", help="who releases it (default: the login name)")
     database_flags(pub)
+    as_flag(pub)
     pub.set_defaults(func=cmd_zoo_publish)
 
     ro = zoo_sub.add_parser("rollout", help="serve a released version on the lines one at a time, each watched "

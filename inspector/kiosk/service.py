@@ -95,6 +95,8 @@ class Kiosk:
         if bool(config.tls_cert) != bool(config.tls_key):
             raise ValueError("give both --tls-cert and --tls-key (or neither)")
         p = Permission
+        gate = Gate(users, config.token)
+        sign_in = SignIn(users, config.session_hours, gate)
         self.endpoints = Endpoints(
             config.listen, line_registry(self.snapshot, service.line.config.line, service.line.config.station),
             self.snapshot, self.health,
@@ -107,9 +109,9 @@ class Kiosk:
                    "/experts/swap": (p.EXPERTS, self.control.swap_expert),
                    "/experts/install": (p.EXPERTS, self.control.install_expert),
                    "/camera/settings": (p.CAMERA, self.camera.apply_settings),
-                   "/auth/sign-in": (None, SignIn(users, config.session_hours)),
+                   "/auth/sign-in": (None, sign_in), "/auth/sign-out": (p.VIEW, sign_in.sign_out),
                    **{path: (p.LEDGER, verb) for path, verb in lending.items()}},
-            gate=Gate(users, config.token), tls=tls,
+            gate=gate, tls=tls,
             guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get,
                      "/audit/": AuditApi(self.control.log.trail).get})
         self._done = threading.Event()
