@@ -8,9 +8,11 @@ access/tls.py), else the system's CAs.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import ssl
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -99,8 +101,65 @@ def open_url(url: str, body: dict[str, Any] | None = None, token: str | None = N
         raise EndpointError(url, None, str(e)) from None
 
 
+class KeptConnections:
+    """One kept-alive connection per server and thread, for reads a client repeats (a dashboard's poll, the
+    history tab's pages): the TLS handshake is paid once, not per read. A connection the server has closed in the
+    meantime is opened again, once; only GETs go this way (a POST that met a closed connection could not tell
+    whether the server acted on it)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _connection(self, parts: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
+        conns = self._local.__dict__.setdefault("conns", {})
+        key = (parts.scheme, parts.netloc)
+        conn = conns.get(key)
+        if conn is None:
+            conn = (http.client.HTTPSConnection(parts.netloc, timeout=timeout, context=tls_context())
+                    if parts.scheme == "https" else http.client.HTTPConnection(parts.netloc, timeout=timeout))
+            conns[key] = conn
+        conn.timeout = timeout
+        return conn
+
+    def _drop(self, parts: urllib.parse.SplitResult) -> None:
+        conn = self._local.__dict__.get("conns", {}).pop((parts.scheme, parts.netloc), None)
+        if conn is not None:
+            conn.close()
+
+    def get(self, url: str, token: str | None, timeout: float) -> tuple[int, bytes]:
+        parts = urllib.parse.urlsplit(url)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        for attempt in (0, 1):
+            conn = self._connection(parts, timeout)
+            try:
+                conn.request("GET", path or "/", headers=headers)
+                r = conn.getresponse()
+                data = r.read()
+                if r.will_close:
+                    self._drop(parts)
+                return r.status, data
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+                    http.client.CannotSendRequest, http.client.ResponseNotReady) as exc:
+                self._drop(parts)
+                if attempt:
+                    raise EndpointError(url, None, str(exc)) from None
+            except OSError as exc:
+                self._drop(parts)
+                raise EndpointError(url, None, str(exc)) from None
+        raise AssertionError("unreachable")
+
+
+KEPT = KeptConnections()
+
+
 def request_json(url: str, body: dict[str, Any] | None = None, token: str | None = None,
                  timeout: float = 10.0, reason: str | None = None) -> dict[str, Any]:
+    if body is None:  # a read: on this thread's kept connection to that server
+        status, data = KEPT.get(url, token, timeout)
+        if status >= 400:
+            raise EndpointError(url, status, _error_message(data) or f"HTTP {status}")
+        return json.loads(data)
     with open_url(url, body, token, timeout, reason) as r:
         return json.loads(r.read())
 

@@ -163,7 +163,7 @@ if [ "$SYSTEMD" = 1 ]; then
   need_root "enabling the service"
   systemctl daemon-reload
   systemctl enable --now inspector-kiosk.service inspector-prune.timer
-  say "inspector-kiosk is running: systemctl status inspector-kiosk; curl -sk https://127.0.0.1:9108/health"
+  say "inspector-kiosk is running: systemctl status inspector-kiosk; curl -s 127.0.0.1:9107/health"
   say "make the first admin: sudo -u $USER_NAME $PREFIX/venv/bin/inspector user add NAME --role admin"
 else
   say "staged under ${DEST:-/}; start with: systemctl daemon-reload && systemctl enable --now inspector-kiosk"

@@ -64,7 +64,8 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     assert "db prune --retain-days ${INSPECTOR_RETAIN_DAYS}" in prune and "archive: /var/lib/inspector/inbox" in config
     assert "OnCalendar=daily" in (staged / "etc/systemd/system/inspector-prune.timer").read_text()
     llm = (staged / "etc/systemd/system/inspector-llm.service").read_text()
-    assert "llm serve --ledger http://127.0.0.1:9108 --ledger-token-file /etc/inspector/api-token" in llm
+    assert "llm serve --ledger http://127.0.0.1:9107 --ledger-token-file /etc/inspector/api-token" in llm
+    assert "INSPECTOR_PLAIN_LISTEN=127.0.0.1:9107" in env  # the kiosk's loopback listener the lease talks to
     assert not [p for p in ("@PREFIX@", "@DATA@", "@CONF@", "@USER@") if p in llm]
     assert (staged / "etc/inspector/llm.env").is_file()
     assert (staged / "var/lib/inspector/inbox").is_dir()

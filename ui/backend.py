@@ -34,7 +34,7 @@ from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
 from inspector.app.kiosk_results import KioskResults
-from inspector.endpoint import urlopen
+from inspector.endpoint import KEPT, EndpointError, urlopen
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
@@ -355,6 +355,16 @@ class AttachedBackend(Signed):
             request.add_header("Authorization", f"Bearer {token}")
         if reason:
             request.add_header("X-Change-Reason", urllib.parse.quote(reason))
+        if body is None:  # a read (the poll, /rules, /audit): this thread's kept connection to the kiosk
+            try:
+                status, data = KEPT.get(self.url + path, token, timeout)
+                doc = json.loads(data)
+            except (EndpointError, ValueError) as exc:
+                raise RuntimeError(f"cannot reach {self.url}{path} ({exc}); is the kiosk running and listening "
+                                   "there?") from None
+            if status >= 400:
+                raise (ValueError if status == 422 else RuntimeError)(doc.get("error", f"HTTP {status}"))
+            return doc
         try:
             with urlopen(request, timeout=timeout) as r:
                 return json.loads(r.read())

@@ -208,9 +208,10 @@ def cmd_tls(args: argparse.Namespace) -> int:
         from ..endpoint import read_token
 
         body = json.loads(args.body) if args.body else None
-        plain, tls = compare(args.plain.rstrip("/"), args.tls.rstrip("/"), args.path, args.requests,
-                             read_token(args.token_file), body)
-        print(table(f"{args.path}", plain, tls))
+        token = read_token(args.token_file)
+        rows = [(how, *compare(args.plain_url.rstrip("/"), args.tls_url.rstrip("/"), args.path, args.requests, token,
+                               body, keep)) for how, keep in (("new per request", False), ("kept alive", True))]
+        print(table(args.path, rows))
         return 0
     if args.tls_command == "fingerprint":
         print(fingerprint(args.cert))
@@ -298,8 +299,8 @@ def add_tls(p: argparse.ArgumentParser) -> None:
     mk.set_defaults(func=cmd_tls)
     bench = sub.add_parser("bench", help="one route's latency over plain HTTP and over TLS, side by side (two "
                                          "listeners of the same kind; --tls-pin/--tls-ca for the TLS one)")
-    bench.add_argument("--plain", required=True, help="the plain listener's base URL (http://127.0.0.1:PORT)")
-    bench.add_argument("--tls", required=True, help="the TLS listener's base URL (https://127.0.0.1:PORT)")
+    bench.add_argument("--plain-url", required=True, help="the plain listener's base URL (http://127.0.0.1:PORT)")
+    bench.add_argument("--tls-url", required=True, help="the TLS listener's base URL (https://127.0.0.1:PORT)")
     bench.add_argument("--path", default="/status", help="the route (default /status)")
     bench.add_argument("--body", help="JSON to POST (default: a GET)")
     bench.add_argument("--token-file", help="a token file for a guarded route")

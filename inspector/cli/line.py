@@ -81,7 +81,8 @@ def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 -
                        camera_settings=args.camera_settings,
                        tls_cert=args.tls_cert or os.environ.get("INSPECTOR_TLS_CERT") or None,
                        tls_key=args.tls_key or os.environ.get("INSPECTOR_TLS_KEY") or None,
-                       tls_client_ca=args.tls_client_ca, session_hours=args.session_hours)
+                       tls_client_ca=args.tls_client_ca, session_hours=args.session_hours,
+                       plain_listen=args.plain_listen or os.environ.get("INSPECTOR_PLAIN_LISTEN") or None)
 
 
 def reread_kiosk(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a Reread
@@ -317,6 +318,8 @@ def add_kiosk(p: argparse.ArgumentParser) -> None:
                                       "default $INSPECTOR_TLS_CERT; `inspector tls make` makes a pair)")
     p.add_argument("--tls-key", help="... and its private key (default $INSPECTOR_TLS_KEY)")
     p.add_argument("--tls-client-ca", help="also demand client certificates signed by this CA")
+    p.add_argument("--plain-listen", help="also serve the API in plain HTTP here, loopback only, for this box's own "
+                                          "clients beside a TLS --listen (default $INSPECTOR_PLAIN_LISTEN)")
     p.add_argument("--session-hours", type=float, default=12.0,
                    help="how long a dashboard's sign-in lasts (default 12)")
     p.add_argument("--llm-mb", type=float, default=0.0,

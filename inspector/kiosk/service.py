@@ -54,6 +54,7 @@ class KioskConfig:
     tls_key: str | None = None
     tls_client_ca: str | None = None  # also demand client certificates signed by this CA
     session_hours: float = 12.0  # how long a dashboard's sign-in lasts
+    plain_listen: str | None = None  # also plain HTTP here (loopback only), for this box's own clients
     llm_mb: float = 0.0  # memory set aside for a language model beside the line, lent on a lease (runtime/grants)
     lease_s: float = 15.0  # a grant not renewed for this long is taken back
     camera_settings: str | None = None  # the camera's settings file, rewritten when settings change over the API
@@ -97,9 +98,8 @@ class Kiosk:
         p = Permission
         gate = Gate(users, config.token)
         sign_in = SignIn(users, config.session_hours, gate)
-        self.endpoints = Endpoints(
-            config.listen, line_registry(self.snapshot, service.line.config.line, service.line.config.station),
-            self.snapshot, self.health,
+        registry = line_registry(self.snapshot, service.line.config.line, service.line.config.station)
+        routes = dict(
             reads={"/rules": self.control.rules_document, "/reviews": self.control.review_document,
                    "/experts": self.control.experts_document, "/camera": self.camera.document,
                    "/camera/frame": self.camera.frame,
@@ -111,9 +111,14 @@ class Kiosk:
                    "/camera/settings": (p.CAMERA, self.camera.apply_settings),
                    "/auth/sign-in": (None, sign_in), "/auth/sign-out": (p.VIEW, sign_in.sign_out),
                    **{path: (p.LEDGER, verb) for path, verb in lending.items()}},
-            gate=gate, tls=tls,
+            gate=gate,
             guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get,
                      "/audit/": AuditApi(self.control.log.trail).get})
+        self.endpoints = Endpoints(config.listen, registry, self.snapshot, self.health, tls=tls, **routes)
+        # the same routes in plain HTTP on loopback, for this box's own clients (the model server's lease, a local
+        # scrape) beside a TLS listener; refused anywhere but loopback
+        self.local = Endpoints(config.plain_listen, registry, self.snapshot, self.health, **routes) \
+            if config.plain_listen else None
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False
@@ -173,8 +178,11 @@ class Kiosk:
         self._tell_plc()
         self.rules.start()
         self.endpoints.start()
+        if self.local is not None:
+            self.local.start()
         changes = "signed-in users' tokens" + (", the service token" if self.config.token else "")
-        self.say(f"kiosk serving {self.service.line.rules.recipe} on {self.endpoints.url} "
+        self.say(f"kiosk serving {self.service.line.rules.recipe} on {self.endpoints.url}"
+                 f"{f' and {self.local.url}' if self.local is not None else ''} "
                  f"(/metrics /health /status /rules; changes {changes})")
         self.notifier.ready(f"inspecting {self.service.line.rules.recipe}")
         beat = threading.Thread(target=self._heartbeat, name="kiosk-heartbeat", daemon=True)
@@ -185,6 +193,8 @@ class Kiosk:
             self._done.set()
             self.rules.stop()
             self.endpoints.stop()
+            if self.local is not None:
+                self.local.stop()
             beat.join(2.0)
             if self.plc is not None:  # after the drain: the PLC heard every verdict of the boards accepted
                 self.plc.stop()
