@@ -462,7 +462,7 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
     from inspector.kiosk.service import Kiosk, KioskConfig
     from inspector.results.store import sqlite_url
     from inspector.routing.rules import load_rules
-    from ui.backend import AttachedBackend
+    from ui.attached import AttachedBackend
 
     from .people import PASSWORD, person
     from .services import free_port
@@ -626,7 +626,7 @@ def test_the_core_never_imports_qt() -> None:
 def test_the_window_fits_a_panel_pc_remembers_where_it_was_and_has_shortcuts(qtbot, tmp_path: Path) -> None:
     from PySide6.QtGui import QKeySequence
 
-    from ui.backend import AttachedBackend
+    from ui.attached import AttachedBackend
 
     from .services import free_port
 
@@ -665,7 +665,7 @@ def test_inspector_gui_is_a_command(capsys) -> None:
 
 
 def test_attaching_to_nothing_says_so_and_keeps_trying(qtbot, tmp_path: Path) -> None:
-    from ui.backend import AttachedBackend
+    from ui.attached import AttachedBackend
 
     from .services import free_port
 

@@ -18,7 +18,8 @@ from inspector.cli.common import comma_list
 from inspector.logs import say_for
 from inspector.paths import data_dir, models_dir
 
-from .backend import AttachedBackend, LocalBackend
+from .attached import AttachedBackend
+from .backend import LocalBackend
 from .qt_env import qt_environment
 from .window import MainWindow
 
