@@ -94,8 +94,15 @@ def test_passwords_are_argon2_and_tokens_are_hashed_expire_revoke_and_stop_with_
     with pytest.raises(Unauthenticated, match="5 failed sign-ins of gus"):
         users.sign_in("gus", PASSWORD, "here")
     assert users.sign_in("emil", PASSWORD, "here").name == "emil"  # others are not locked out
+    users.set_role(ADMIN, "emil", "operator", "moved to the line")
+    users.set_password(ADMIN, "emil", "a new password")
+    assert users.sign_in("emil", "a new password", "here").role == "operator"
     kinds = [e.kind for e in trail.events(newest_first=False)]
-    for kind in ("user.add", "sign_in", "sign_in.refused", "token.issue", "token.revoke", "user.disable"):
+    role = trail.events("user.role")[0]
+    assert (json.loads(role.before), json.loads(role.after)) == ({"role": "engineer"}, {"role": "operator"})
+    assert "a new password" not in str([(e.before, e.after) for e in trail.events("user.password")])
+    for kind in ("user.add", "sign_in", "sign_in.refused", "token.issue", "token.revoke", "user.disable",
+                 "user.role", "user.password"):
         assert kind in kinds, kind
     assert trail.verify().intact
 

@@ -235,6 +235,11 @@ def test_a_plc_trigger_over_opcua_takes_one_board_and_sees_its_verdict_serial_an
     assert [i.board_serial for i in stored] == serials + serials[:1]
     assert [i.recipe for i in stored] == ["mini"] * 3 + ["mini-b"]
     assert link.station.counters.deadline_missed == 0 and link.station.counters.unacknowledged == 0
+    from inspector.access.audit import AuditTrail
+
+    (changeover,) = AuditTrail(store.engine).events("rules.changeover")  # the PLC's switch, in the trail
+    assert changeover.actor == "line controller" and "mini-b" in changeover.after and "asked by the PLC" in \
+        changeover.origin
 
 
 def test_with_the_database_down_every_reject_still_reaches_the_plc_before_its_deadline(

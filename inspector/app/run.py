@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from ..access.identity import Identity
 from ..camera.gate import GatedSource
 from ..coserve.offline.profiler import load_or_profile
 from ..coserve.online.profile import DeviceProfile
@@ -25,6 +26,7 @@ from ..routing.rules import RuleSet, load_rules
 from ..runtime.devices import available_devices
 from ..training.demo_zoo import build_demo_zoo
 from ..training.int8_crops import rules_calibration
+from .changes import ChangeLog
 from .line import Line
 from .plc_link import PlcLink
 from .recipes import RecipeBook
@@ -130,6 +132,8 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
     service = LineService(rules, zoo, profiles, config, store, data_dir, source, published, say)
     if plc is not None:
         watcher = RulesWatcher(service.line, rules.source if Path(rules.source).is_file() else None, say=say)
+        log = ChangeLog(store, config.line.line, config.line.station, say)  # a PLC's changeover, in the trail
+        watcher.witness = lambda kind, who, origin, old, new: log.rules(Identity(who, "-", origin), kind, old, new)
         folders = [Path(rules.source).parent] if Path(rules.source).is_file() else []
         plc.attach(service, RecipeBook(watcher, folders))
         plc.start()

@@ -41,6 +41,8 @@ class AuditTab(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        for column, width in ((0, 150), (4, 200), (5, 220), (6, 220), (7, 200)):
+            self.table.setColumnWidth(column, width)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         top = QHBoxLayout()
@@ -75,7 +77,9 @@ class AuditTab(QWidget):
             cells = (f"{e.at:%Y-%m-%d %H:%M:%S}", e.actor, e.role, e.kind, e.subject, e.before or "", e.after or "",
                      e.reason or "", f"{e.line}/{e.station}", e.origin)
             for c, value in enumerate(cells):
-                self.table.setItem(r, c, QTableWidgetItem(str(value)))
+                item = QTableWidgetItem(str(value))
+                item.setToolTip(str(value))  # before and after are JSON: the whole of it on hover
+                self.table.setItem(r, c, item)
         self.status.setText(f"{len(events)} change(s), newest first" + (" (the newest shown)" if len(events) >= LIMIT
                                                                         else ""))
 
