@@ -101,7 +101,8 @@ def add_rollout_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     ro.add_argument("--alpha", type=float, default=0.01,
                     help="how unlikely by chance a rise in a rate must be to count as worse (0.01)")
     ro.add_argument("--poll-s", type=float, default=2.0, help="seconds between looks at a line (2)")
-    ro.add_argument("--token-file", required=True, help="the kiosks' API token file")
+    ro.add_argument("--token-file", required=True,
+                    help="an engineer's API token file (`inspector user token NAME --out F`)")
     ro.add_argument("--by", help="who rolls it out (default: the login name)")
     database_flags(ro)
     ro.set_defaults(func=cmd_zoo_rollout)
