@@ -294,6 +294,19 @@ def test_every_mutating_route_answers_every_caller_as_its_role_says(demo, tiny_l
         assert http(kiosk.url + "/audit/events", None, signed["token"])[0] == 401
         code, trail = http(kiosk.url + "/audit/events?limit=100", None, tokens["operator"])
         assert code == 200
+        # the chain's end leaves the box: Prometheus keeps the rows and the head hash a cut could not take back
+        from inspector.endpoint import urlopen
+
+        def metrics() -> str:
+            with urlopen(kiosk.url + "/metrics", timeout=5) as r:
+                return r.read().decode()
+
+        def audit_rows() -> float:
+            lines = [ln for ln in metrics().splitlines() if ln.startswith("inspector_audit_rows{")]
+            return float(lines[0].split()[-1]) if lines else -1.0
+
+        assert wait_until(lambda: audit_rows() >= len(trail["events"]), 40)  # read at most every 15 s
+        assert "inspector_audit_head_info{" in metrics()
         assert kiosk.stop() == 0
     finally:
         kiosk.close()

@@ -130,6 +130,14 @@ class AuditTrail:
         with self.engine.connect() as c:
             return int(c.execute(select(func.count()).select_from(AuditEvent)).scalar() or 0)
 
+    def head(self) -> tuple[int, str]:
+        """(rows, the newest row's hash): what a box publishes (metrics, its journal) so that a copy of the chain's
+        end lives outside the database: a trail cut short shows as fewer rows than Prometheus saw before."""
+        with self.engine.connect() as c:
+            rows = int(c.execute(select(func.count()).select_from(AuditEvent)).scalar() or 0)
+            sha = c.execute(select(AuditEvent.sha256).order_by(AuditEvent.id.desc()).limit(1)).scalar()
+        return rows, sha or GENESIS
+
     def _walk(self, chunk: int = 5000) -> Iterator[AuditEvent]:
         last = 0
         while True:

@@ -17,6 +17,7 @@ when the audit trail cannot be written, and records who changed what, before and
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +39,7 @@ from ..runtime.diskio import write_atomically
 from .http import Call, HttpError, json_object
 
 ALLOCATION_FILE = "allocation.json"
+AUDIT_HEAD_S = 15.0
 
 
 def saved_allocation(data_dir: Path) -> Allocation | None:
@@ -76,6 +78,18 @@ class Control:
         config = service.line.config
         self.log = ChangeLog(service.store, config.line, config.station, say)
         rules.witness = lambda kind, who, origin, old, new: self.log.rules(Identity(who, "-", origin), kind, old, new)
+        self._head: tuple[float, dict[str, Any] | None] | None = None
+
+    def audit_head(self) -> dict[str, Any] | None:
+        """The trail's rows and head for /status and the metrics, read at most every AUDIT_HEAD_S."""
+        now = time.monotonic()
+        if self._head is None or now - self._head[0] > AUDIT_HEAD_S:
+            try:
+                rows, sha = self.log.trail.head()
+                self._head = (now, {"rows": rows, "head": sha})
+            except Exception:  # noqa: BLE001 - the database away: no figure rather than a wrong one
+                self._head = (now, None)
+        return self._head[1]
 
     def _ready(self) -> None:
         try:

@@ -120,12 +120,22 @@ class LineCollector(Collector):
                            s["rules"]["refused"])
         if s.get("reviews") is not None:
             yield from _review_metrics(s["reviews"])
+        yield from _audit_metrics(s.get("audit"))
         weights = InfoMetricFamily("inspector_expert_weights", "The weights version each trained expert serves",
                                    labels=["expert"])
         for row in s["experts"]:
             if row.get("weights_sha256"):
                 weights.add_metric([row["expert"]], {"sha256": row["weights_sha256"]})
         yield weights
+
+
+def _audit_metrics(audit: dict[str, Any] | None) -> Iterator[Any]:
+    """The plant's audit trail as this box sees it: its rows never go down (a drop is rows deleted)."""
+    if not audit:
+        return
+    yield _gauge("inspector_audit_rows", "Rows of the plant's audit trail (never fewer than before)", audit["rows"])
+    yield InfoMetricFamily("inspector_audit_head", "The newest audit row's hash (the chain's end, kept by Prometheus)",
+                           value={"sha256": str(audit["head"])})
 
 
 def _review_metrics(reviews: dict[str, dict[str, Any]]) -> Iterator[Any]:

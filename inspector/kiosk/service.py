@@ -128,6 +128,7 @@ class Kiosk:
         if self.plc is not None:
             out["plc"] = self.plc.snapshot()
         out["reviews"] = {name: r.to_json() for name, r in self.control.rates.get().items()}
+        out["audit"] = self.control.audit_head()
         if self.lender is not None:
             out["ledger"] = self.lender.snapshot()
         return out
