@@ -486,3 +486,26 @@ def test_a_review_from_the_cli_is_stored_and_recorded_under_who_made_it(tmp_path
     events = trail.events("review")
     assert [e.actor.split(":")[0] for e in events] == ["system", "rosa"]
     assert events[1].reason == "seen under the scope" and json.loads(events[0].before)["reviewer"] == "rosa"
+
+
+def test_an_address_that_keeps_failing_to_sign_in_is_told_to_wait(tmp_path: Path) -> None:
+    """Many names from one address: each name's own lockout never trips, the address's does (429)."""
+    from inspector.kiosk import sign_in as sign_in_module
+    from inspector.kiosk.http import Call, HttpError
+    from inspector.kiosk.sign_in import SignIn
+
+    _, users, _ = _book(tmp_path)
+    users.add(ADMIN, "vera", "operator", PASSWORD)
+    door = SignIn(users, 1.0)
+    nobody = Identity("-", "-", "10.1.1.1 via the kiosk API")
+
+    def attempt(name: str, password: str, address: str = "10.1.1.1") -> dict:
+        return door(Call(json.dumps({"user": name, "password": password}).encode(), nobody, None, address))
+
+    for i in range(sign_in_module.ADDRESS_REFUSALS):
+        with pytest.raises(Unauthenticated):
+            attempt(f"guess-{i}", "guess-guess")
+    with pytest.raises(HttpError) as told:
+        attempt("vera", PASSWORD)  # even the right password, from that address, waits
+    assert told.value.code == 429 and "10.1.1.1" in str(told.value)
+    assert attempt("vera", PASSWORD, "10.1.1.2")["role"] == "operator"  # another address is not held up

@@ -68,6 +68,7 @@ class Call:
     body: bytes
     who: Identity
     reason: str | None = None
+    address: str = ""  # the client's IP address
 
 
 Post = Callable[[Call], dict[str, Any]]  # a call -> JSON answer; raises ValueError (422) when refused
@@ -237,7 +238,7 @@ class Endpoints:
         body = h.rfile.read(int(length))
         h.body_read = len(body) == int(length)  # type: ignore[attr-defined]
         reason = urllib.parse.unquote(h.headers.get("X-Change-Reason", "")).strip() or None
-        self._json(h, 200, handler(Call(body, who, reason)))
+        self._json(h, 200, handler(Call(body, who, reason, h.client_address[0])))
 
     def _identify(self, h: BaseHTTPRequestHandler, permission: Permission | None) -> Identity:
         origin = f"{h.client_address[0]} via the kiosk API"
