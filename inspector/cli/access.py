@@ -22,29 +22,8 @@ def _open(args: argparse.Namespace):  # noqa: ANN202 - (ResultStore, UserBook, A
 
     store = ResultStore(db_url(args))
     store.ready()
-    trail = AuditTrail(store.engine, args.line, args.station)
+    trail = AuditTrail(store.engine, getattr(args, "line", "") or "", getattr(args, "station", "") or "")
     return store, UserBook(store.engine, trail), trail
-
-
-def _admin(args: argparse.Namespace, users, bootstrap: bool = False):  # noqa: ANN001, ANN202 - an Identity
-    """The admin making this change (signed in here), or, for the first admin of an empty database, the system
-    account running the command."""
-    from ..access.identity import Forbidden
-    from ..access.roles import Permission
-    from ..app.changes import HOST
-
-    origin = f"cli: {getpass.getuser()} on {HOST}"
-    if args.as_user is None:
-        if bootstrap and not users.any_admin():
-            from ..access.identity import Identity
-
-            return Identity(f"system:{getpass.getuser()}", "admin", origin)
-        raise Forbidden("changing users and tokens needs an admin: add --as NAME (their password from "
-                        "$INSPECTOR_PASSWORD or asked here)")
-    password = os.environ.get("INSPECTOR_PASSWORD") or getpass.getpass(f"password of {args.as_user}: ")
-    who = users.sign_in(args.as_user, password, origin)
-    who.require(Permission.USERS)
-    return who
 
 
 def acting(args: argparse.Namespace, users=None):  # noqa: ANN001, ANN201 - (UserBook | None) -> an Identity
@@ -83,6 +62,23 @@ def as_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="as_user", metavar="NAME",
                    help="make the change as this user (password from $INSPECTOR_PASSWORD, or asked); default: "
                         "recorded under the system account running the command")
+
+
+def _admin(args: argparse.Namespace, users, bootstrap: bool = False):  # noqa: ANN001, ANN202 - an Identity
+    """The admin making this change (signed in here), or, for the first admin of an empty database, the system
+    account running the command."""
+    from ..access.identity import Forbidden, Identity
+    from ..access.roles import Permission
+
+    if args.as_user is None:
+        if bootstrap and not users.any_admin():
+            system = acting(args)
+            return Identity(system.name, "admin", system.origin)
+        raise Forbidden("changing users and tokens needs an admin: add --as NAME (their password from "
+                        "$INSPECTOR_PASSWORD or asked here)")
+    who = acting(args, users)
+    who.require(Permission.USERS)
+    return who
 
 
 def _new_password(args: argparse.Namespace) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,8 +188,8 @@ class Control:
         line = self.service.line
         self._ready()
         before = Allocation.of(line.config)
-        change = Change("allocation", f"{line.config.line}/{line.config.station}", _allocation_json(before),
-                        _allocation_json(new), call.reason)
+        change = Change("allocation", f"{line.config.line}/{line.config.station}", asdict(before), asdict(new),
+                        call.reason)
         if new.live_over(before):
             batch_mb = reallocate_live(line, new)
             self._save(new)
@@ -201,8 +201,4 @@ class Control:
                         "(sudo systemctl restart inspector-kiosk)", **self.log.record(call.who, change)}
 
     def _save(self, new: Allocation) -> None:
-        write_atomically(self.data_dir / ALLOCATION_FILE, json.dumps(_allocation_json(new)).encode())
-
-
-def _allocation_json(a: Allocation) -> dict[str, Any]:
-    return {"device_mb": a.device_mb, "expert_pool_mb": a.expert_pool_mb, "executors": a.executors}
+        write_atomically(self.data_dir / ALLOCATION_FILE, json.dumps(asdict(new)).encode())
