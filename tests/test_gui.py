@@ -264,11 +264,15 @@ def test_the_dashboard_asks_who_is_there_and_offers_only_what_their_role_may(qtb
     qtbot.mouseClick(page.button, Qt.MouseButton.LeftButton)
     assert window.pages.currentWidget() is window.tabs and window.who.text() == "signed in: ada (admin)"
     assert not window.rules.editor.isReadOnly() and window.memory.apply_btn.isEnabled()
+    session = backend.session_token  # her own token for this sign-in (a model server with --db takes it)
+    users = UserBook(backend.store().engine, backend.audit())
+    assert users.holder(session) == ("ada", "admin")
     # idle for a second: locked, the tabs hidden; the page is a plain sign-in now that a user exists
     qtbot.waitUntil(lambda: window.pages.currentWidget() is page, timeout=10_000)
     assert backend.identity is None and not page.first and "ada was idle" in page.note.text()
+    with pytest.raises(Exception, match="revoked"):  # locking ended her session
+        users.holder(session)
     window.idle.timer.setInterval(300_000)
-    users = UserBook(backend.store().engine, backend.audit())
     users.add(Identity("ada", "admin", "the GUI tests"), "otto", "operator", "operator-pass")
     page.name.setText("otto")
     page.password.setText("wrong-password")
@@ -438,6 +442,42 @@ def test_the_llm_tab_talks_to_a_running_server(qtbot, tiny_moe: Path, tmp_path: 
         assert int(tab.stats.item(0, 0).text()) >= 1 and 0.0 <= float(tab.stats.item(3, 0).text()) <= 1.0
         assert tab.stats.item(5, 0).text() != "—"  # the server's daop predicted
         tab.close_session()
+    finally:
+        assert server.stop() == 0
+
+
+def test_the_llm_tab_speaks_to_a_model_server_as_the_person_signed_in(qtbot, tiny_moe: Path, tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    """A model server that knows the plant's users (`llm serve --db`): the tab sends the signed-in person's own
+    token, no token file needed; without one the server refuses and the tab says so."""
+    from inspector.results.store import sqlite_url
+    from ui.tabs.llm import LlmTab
+
+    from .people import person
+    from .test_llm_serve import Server
+
+    db = sqlite_url(tmp_path / "users.sqlite")
+    token = person(db, "lena", "operator")
+    server = Server(tiny_moe, tmp_path, "--db", db)
+    monkeypatch.delenv("INSPECTOR_LLM_TOKEN_FILE", raising=False)
+    try:
+        for given, works in ((None, False), (token, True)):
+            tab = LlmTab(tmp_path / "models", None, person_token=lambda t=given: t)
+            qtbot.addWidget(tab)
+            tab.model.setText(server.url)
+            tab.max_new.setValue(4)
+            job = tab.load()  # /health is open: the tab connects either way
+            qtbot.waitUntil(lambda j=job, t=tab: not j.running and t.load_btn.isEnabled(), timeout=WAIT)
+            assert tab.session is not None, tab.model_state.text()
+            tab.prompt.setPlainText("def add(a, b):")
+            qtbot.mouseClick(tab.send_btn, Qt.MouseButton.LeftButton)
+            qtbot.waitUntil(lambda t=tab: not t.busy and t.send_btn.isEnabled(), timeout=WAIT)
+            said = tab.transcript.toPlainText()
+            if works:
+                assert "[failed" not in said and int(tab.stats.item(0, 0).text()) >= 1, said
+            else:  # no token: /v1 refuses, the tab says why and stays usable
+                assert "[failed:" in said and "401" in said, said
+            tab.close_session()
     finally:
         assert server.stop() == 0
 

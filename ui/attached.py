@@ -47,6 +47,10 @@ class AttachedBackend(Signed):
         self._thread.start()
 
     @property
+    def session_token(self) -> str | None:  # type: ignore[override] - the kiosk's session for the signed-in person
+        return self._session
+
+    @property
     def _token(self) -> str | None:
         """For reads: the person's session, else the box's service token."""
         return self._session or self._service_token

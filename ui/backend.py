@@ -27,7 +27,7 @@ import numpy as np
 from inspector.access.audit import AuditTrail, Change
 from inspector.access.identity import Identity
 from inspector.access.roles import Permission
-from inspector.access.users import UserBook
+from inspector.access.users import UserBook, token_key
 from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
@@ -38,6 +38,7 @@ from inspector.results.store import ResultStore
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
 
 LLM_MB = 512.0  # what the dashboard sets aside for its in-process language model unless told (--llm-mb)
+SESSION_HOURS = 12.0  # a local sign-in's token lasts this long at most (revoked when the panel locks)
 ORIGIN = f"dashboard on {HOST}"
 
 
@@ -45,6 +46,7 @@ class Signed:
     """Who is signed in at this dashboard; what the tabs may offer follows from their role."""
 
     identity: Identity | None = None
+    session_token: str | None = None  # the signed-in person's own token: a model server with --db knows it too
 
     def may(self, permission: Permission) -> bool:
         return self.identity is not None and self.identity.may(permission)
@@ -97,8 +99,23 @@ class LocalBackend(Signed):
         return bool(self._users().users())
 
     def sign_in(self, name: str, password: str) -> Identity:
-        self.identity = self._users().sign_in(name, password, ORIGIN)
+        users = self._users()
+        self.identity = users.sign_in(name, password, ORIGIN)
+        # a session token, as the kiosk gives an attached dashboard: the LLM tab shows it to a model server that
+        # knows this database's users; the sign-in is the record, revoked when the panel locks
+        self.session_token = users.issue(self.identity, name, f"session from {ORIGIN}", SESSION_HOURS / 24,
+                                         audit=False)
         return self.identity
+
+    def sign_out(self) -> None:
+        token, self.session_token = self.session_token, None
+        key = token_key(token) if token else None
+        if key is not None and self.identity is not None:
+            try:
+                self._users().revoke(self.identity, key, "signed out")
+            except Exception as exc:  # noqa: BLE001 - the database away: the session expires on its own
+                self.controller.say(f"warning: the session could not be revoked now ({exc}); it expires by itself")
+        self.identity = None
 
     def first_admin(self, name: str, password: str) -> Identity:
         """The first user of an empty database, an admin, made at this dashboard (refused once anyone exists)."""
@@ -149,6 +166,8 @@ class LocalBackend(Signed):
 
     def close(self, timeout: float | None = None) -> bool:
         done = self.controller.close(timeout)
+        if self.session_token is not None:
+            self.sign_out()  # the window goes: its session with it
         if self._store is not None:
             self._store.close()
         return done

@@ -55,7 +55,8 @@ class MainWindow(QMainWindow):
         self.history = HistoryTab(backend)
         self.io = LineIoTab(backend)
         self.plant = PlantTab(backend, plant_kiosks or [])
-        self.llm = LlmTab(models_dir, llm_model, borrow=getattr(backend, "llm_loan", None))
+        self.llm = LlmTab(models_dir, llm_model, borrow=getattr(backend, "llm_loan", None),
+                          person_token=lambda: getattr(backend, "session_token", None))
         self.audit = AuditTab(backend)
         for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
                           (self.rules, "Routing rules"), (self.memory, "Memory && executors"),

@@ -53,8 +53,12 @@ def demo_model(models_dir: Path) -> Path | None:
 
 class LlmTab(QWidget):
     def __init__(self, models_dir: Path, model: Path | None = None,
-                 borrow: Callable[[int], Any] | None = None) -> None:
+                 borrow: Callable[[int], Any] | None = None,
+                 person_token: Callable[[], str | None] | None = None) -> None:
         super().__init__()
+        # a model server's token: $INSPECTOR_LLM_TOKEN_FILE when set, else the signed-in person's own (a server
+        # started with --db knows the plant's users)
+        self.person_token = person_token
         # where an in-process model's memory comes from: the line's side (set aside here, or the kiosk's lease)
         self.borrow = borrow
         self.session: ChatSession | EndpointChat | None = None  # in this process, or a server's (a URL)
@@ -165,8 +169,9 @@ class LlmTab(QWidget):
         self.send_btn.setEnabled(False)
         if path.startswith(("http://", "https://")):  # a server in its own process: it has its policy and pool
             self.model_state.setText(f"connecting to {path}…")
-            token = os.environ.get("INSPECTOR_LLM_TOKEN_FILE")
-            job = Job(lambda: EndpointChat(path, read_token(token) if token else None), "llm-load")
+            file = os.environ.get("INSPECTOR_LLM_TOKEN_FILE")
+            token = read_token(file) if file else (self.person_token() if self.person_token else None)
+            job = Job(lambda: EndpointChat(path, token), "llm-load")
         else:
             self.model_state.setText(f"loading {path} with {policy} (calibrating on first use)…")
             job = Job(lambda: ChatSession(path, policy, ratio, self.calibration_dir, borrow=self.borrow), "llm-load")
