@@ -34,6 +34,7 @@ from inspector.app.controller import LineController, LineSetup
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore
+from inspector.routing.rules import RuleSet
 
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
 
@@ -193,24 +194,19 @@ class LocalBackend(Signed):
         except (OSError, UnicodeDecodeError):
             return None
 
+    def _running_rules(self) -> RuleSet | None:
+        return self.controller.service.line.rules if self.controller.service is not None else None
+
     def apply_rules(self, text: str, reason: str | None = None) -> str:
         who = self._require(Permission.RULES)
-        log = self.change_log()
-        log.ready()
-        old = self.controller.service.line.rules if self.controller.service is not None else None
-        rules = self.controller.apply_rules(text)
-        if old is not None:
-            log.rules(who, "rules.apply", old, rules, reason)
+        rules, _ = self.change_log().rules_change(who, "rules.apply", self._running_rules,
+                                                  lambda: self.controller.apply_rules(text), reason)
         return f"applied {rules.recipe} {rules.version} to the running line and saved it to {self.setup.rules_path}"
 
     def rollback(self, index: int, reason: str | None = None) -> str:
         who = self._require(Permission.RULES)
-        log = self.change_log()
-        log.ready()
-        old = self.controller.service.line.rules if self.controller.service is not None else None
-        rules = self.controller.rollback(index)
-        if old is not None:
-            log.rules(who, "rules.rollback", old, rules, reason)
+        rules, _ = self.change_log().rules_change(who, "rules.rollback", self._running_rules,
+                                                  lambda: self.controller.rollback(index), reason)
         return f"rolled back to {rules.recipe} {rules.version} (applied and saved)"
 
     def rules_history(self) -> list[tuple[str, str, str]]:

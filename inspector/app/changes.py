@@ -50,6 +50,15 @@ class ChangeLog:
                  f"head {event.sha256[:16]}")
         return {"audit": event.id}
 
+    def rules_change(self, who: Identity, kind: str, running: Callable[[], RuleSet | None],
+                     change: Callable[[], RuleSet], reason: str | None = None) -> tuple[RuleSet, dict[str, Any]]:
+        """A rules change made by a person: refused before anything when the trail cannot be written (StoreUnavailable),
+        then made, then recorded with the set that ran before it."""
+        self.ready()
+        old = running()
+        new = change()
+        return new, (self.rules(who, kind, old, new, reason) if old is not None else {})
+
     def rules(self, who: Identity, kind: str, old: RuleSet, new: RuleSet, reason: str | None = None) -> dict[str, Any]:
         """A rule-set change: both texts kept by their versions, the versions in the row."""
         texts = {r.version: (r.recipe, r.text) for r in (old, new) if r.text}

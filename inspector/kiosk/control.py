@@ -34,7 +34,7 @@ from ..experts.versions import VersionError
 from ..results.releases import ReleaseError
 from ..results.reviews import RatesCache, ReviewRequest, record_review, review_rates
 from ..results.store import StoreUnavailable
-from ..routing.rules import decode_rules
+from ..routing.rules import RuleSet, decode_rules
 from ..runtime.diskio import write_atomically
 from .http import Call, HttpError, json_object
 
@@ -164,24 +164,23 @@ class Control:
 
     def submit_rules(self, call: Call) -> dict[str, Any]:
         text = decode_rules(call.body, "the posted rule set")
-        self._ready()
-        old = self.service.line.rules
-        rules = self.rules.submit(text)
-        self.say(f"rules applied over the API by {call.who.name}: {rules.recipe} {rules.version}")
-        return {"applied": True, "recipe": rules.recipe, "version": rules.version,
-                **self.log.rules(call.who, "rules.apply", old, rules, call.reason)}
+        return self._rules_change(call, "rules.apply", lambda: self.rules.submit(text), "applied")
 
     def rollback(self, call: Call) -> dict[str, Any]:
         try:
             index = int(json.loads(call.body)["index"])
         except (ValueError, KeyError, TypeError):
             raise ValueError('a rollback is JSON {"index": N}, N a position in /status rules.history') from None
-        self._ready()
-        old = self.service.line.rules
-        rules = self.rules.rollback(index)
-        self.say(f"rules rolled back over the API by {call.who.name} to {rules.recipe} {rules.version}")
-        return {"applied": True, "recipe": rules.recipe, "version": rules.version,
-                **self.log.rules(call.who, "rules.rollback", old, rules, call.reason)}
+        return self._rules_change(call, "rules.rollback", lambda: self.rules.rollback(index), "rolled back to")
+
+    def _rules_change(self, call: Call, kind: str, change: Callable[[], RuleSet], said: str) -> dict[str, Any]:
+        try:
+            rules, recorded = self.log.rules_change(call.who, kind, lambda: self.service.line.rules, change,
+                                                    call.reason)
+        except StoreUnavailable as exc:
+            raise HttpError(503, str(exc)) from None
+        self.say(f"rules {said} over the API by {call.who.name}: {rules.recipe} {rules.version}")
+        return {"applied": True, "recipe": rules.recipe, "version": rules.version, **recorded}
 
     def allocation(self, call: Call) -> dict[str, Any]:
         new = parse_allocation(call.body)
