@@ -6,6 +6,8 @@ from pathlib import Path
 import torch
 from transformers import (
     AutoModelForCausalLM,
+    DeepseekV2Config,
+    DeepseekV3Config,
     MixtralConfig,
     OlmoeConfig,
     PhimoeConfig,
@@ -23,6 +25,12 @@ TINY_DEMO = DemoRecipe(layers=2, experts=4, top_k=2, hidden=32, intermediate=48,
 COMMON = dict(vocab_size=96, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
               max_position_embeddings=128, eos_token_id=1, bos_token_id=0, pad_token_id=0)
 
+# DeepSeek: multi-head latent attention (no grouped KV heads), a dense first layer, shared experts, and top-2
+# limited to the best 2 of 4 expert groups
+MLA = dict(COMMON, num_key_value_heads=4, intermediate_size=64, moe_intermediate_size=24, n_routed_experts=8,
+           n_shared_experts=1, num_experts_per_tok=2, first_k_dense_replace=1, kv_lora_rank=16, qk_rope_head_dim=8,
+           qk_nope_head_dim=8, v_head_dim=8)
+
 
 def tiny_configs() -> dict:
     return {
@@ -33,6 +41,9 @@ def tiny_configs() -> dict:
                                     num_experts=8, num_experts_per_tok=2),
         "olmoe": OlmoeConfig(**COMMON, intermediate_size=24, num_experts=8, num_experts_per_tok=2),
         "phimoe": PhimoeConfig(**COMMON, intermediate_size=24, num_local_experts=8, num_experts_per_tok=2),
+        "deepseek_v2": DeepseekV2Config(**MLA, n_group=4, topk_group=2, topk_method="group_limited_greedy",
+                                        q_lora_rank=None),
+        "deepseek_v3": DeepseekV3Config(**MLA, n_group=4, topk_group=2, q_lora_rank=24),
     }
 
 

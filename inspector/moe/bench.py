@@ -22,6 +22,7 @@ from .calibration import Calibration
 from .engine import OffloadedLM
 from .policies import get_policy
 from .policies.firm import FIRM
+from .quant.copy import QUANT_DIR
 
 # FIRM-MoE's ablation (its Table 1): the baseline is next-gate prefetch of whole experts into an LRU cache
 FIRM_ABLATION = ("firm:fine=false:mol=false:heop=false", "firm:mol=false:heop=false", "firm:heop=false", "firm")
@@ -52,6 +53,7 @@ class BenchRun:
     degraded: int = 0
     host_hits: int = 0  # whole experts served by the host-RAM tier instead of the disk
     host_computed: int = 0  # away experts computed on the CPU where they lie (GPU boxes)
+    disk_busy_s: float = 0.0  # wall seconds with at least one expert read under way
     approximate: bool = False
     same_tokens: float | None = None  # share of generated tokens equal to the first exact policy's
     repeats: int = 1
@@ -74,9 +76,11 @@ class BenchReport:
     max_new_tokens: int
     device: str
     repeat: int = 1
+    expert_dtype: str = "native"
 
     def to_json(self) -> dict:
         return {"model": self.model, "cache_ratio": self.cache_ratio, "repeat": self.repeat,
+                "expert_dtype": self.expert_dtype,
                 "ceiling_tokens_per_s": self.ceiling_tokens_per_s, "runs": [r.to_json() for r in self.runs],
                 "prompts": self.prompts, "max_new_tokens": self.max_new_tokens, "device": self.device}
 
@@ -101,11 +105,14 @@ def run_accelerate(root: str | Path, prompts: list[list[int]], max_new_tokens: i
 
 def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[list[int]], max_new_tokens: int,
                calibration: Calibration | None, device: str = "cpu",
-               log: Callable[[str], None] | None = None, host_ratio: float | None = None) -> BenchRun:
+               log: Callable[[str], None] | None = None, host_ratio: float | None = None,
+               expert_dtype: str = "native", quant_dir: Path = QUANT_DIR) -> BenchRun:
     if policy == ACCELERATE:
         return run_accelerate(root, prompts, max_new_tokens, device)
     pol = get_policy(policy, calibration, log)
-    lm = OffloadedLM.load(root, pol, cache_ratio=cache_ratio, device=device, host_ratio=host_ratio)
+    lm = OffloadedLM.load(root, pol, cache_ratio=cache_ratio, device=device, host_ratio=host_ratio,
+                          expert_dtype=expert_dtype, quant_dir=quant_dir, log=log)
+    busy0 = lm.runtime.store.stats.busy_s  # the initial placement's reads are not the run's
     try:
         tokens, ttfts, seconds = [], [], 0.0
         sums: dict[str, int] = {}
@@ -129,8 +136,8 @@ def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[
                         sums["predicted_right"] / sums["guessed"] if sums["guessed"] else None, sums["bytes_read"],
                         lm.runtime.store.ledger.peak, sums["prefetches"], sums["prefetch_unused"],
                         sums["prefetch_waits"], sums["pipelined"], sums["swaps"], sums["degraded"],
-                        sums["host_hits"], sums["host_computed"], pol.approximate, details=_details(pol),
-                        tokens=tokens)
+                        sums["host_hits"], sums["host_computed"], lm.runtime.store.stats.busy_s - busy0,
+                        pol.approximate, details=_details(pol), tokens=tokens)
     finally:
         lm.close()
 
@@ -167,16 +174,20 @@ def _median_run(runs: list[BenchRun]) -> BenchRun:
 def bench(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
           max_new_tokens: int, calibration: Calibration | None, device: str = "cpu",
           log: Callable[[str], None] = lambda line: None, repeat: int = 1,
-          host_ratio: float | None = None) -> BenchReport:
-    ceiling = run_policy(root, "fiddler", 1.0, prompts, max_new_tokens, calibration, device)  # warms torch, too
-    log(f"ceiling (every expert resident): {ceiling.tokens_per_s:.2f} tokens/s")
+          host_ratio: float | None = None, expert_dtype: str = "native", quant_dir: Path = QUANT_DIR,
+          ceiling: bool = True) -> BenchReport:
+    """Each policy at one cache ratio; `ceiling`: first the same model with every expert resident (warms torch)."""
+    top = run_policy(root, "fiddler", 1.0, prompts, max_new_tokens, calibration, device, expert_dtype=expert_dtype,
+                     quant_dir=quant_dir) if ceiling else None
+    if top is not None:
+        log(f"ceiling (every expert resident): {top.tokens_per_s:.2f} tokens/s")
     runs = []
     reference: list[list[int]] | None = None
     for name in policies:
         repeats = []
         for i in range(max(1, repeat)):
             repeats.append(run_policy(root, name, cache_ratio, prompts, max_new_tokens, calibration, device, log,
-                                      host_ratio))
+                                      host_ratio, expert_dtype, quant_dir))
             if repeats[-1].tokens != repeats[0].tokens:
                 log(f"WARNING: {name} gave different tokens on repeat {i + 1}")
         run = _median_run(repeats)
@@ -189,8 +200,8 @@ def bench(root: str | Path, policies: list[str], cache_ratio: float, prompts: li
     for run in runs:  # an approximate policy run before the first exact one is compared now
         if run.same_tokens is None and reference is not None:
             run.same_tokens = agreement(reference, run.tokens)
-    return BenchReport(str(root), cache_ratio, ceiling.tokens_per_s, runs, len(prompts), max_new_tokens, device,
-                       max(1, repeat))
+    return BenchReport(str(root), cache_ratio, top.tokens_per_s if top else 0.0, runs, len(prompts), max_new_tokens,
+                       device, max(1, repeat), expert_dtype)
 
 
 def agreement(want: list[list[int]], got: list[list[int]]) -> float:
@@ -208,7 +219,8 @@ def format_report(report: BenchReport, base: str = "ondemand", labels: dict[str,
     base_rate = next((r.tokens_per_s for r in report.runs if r.policy == base), report.runs[0].tokens_per_s)
     base_name = base if any(r.policy == base for r in report.runs) else report.runs[0].policy
     med = f", median of {report.repeat}" if report.repeat > 1 else ""
-    lines = [f"model {report.model} on {report.device}: cache ratio {report.cache_ratio:g}, {report.prompts} "
+    form = f", {report.expert_dtype} experts" if report.expert_dtype != "native" else ""
+    lines = [f"model {report.model} on {report.device}{form}: cache ratio {report.cache_ratio:g}, {report.prompts} "
              f"prompts x {report.max_new_tokens} new tokens{med}; all-resident ceiling "
              f"{report.ceiling_tokens_per_s:.2f} tokens/s",
              f"{'policy':<16}{'tok/s':>7}{'x ' + base_name[:8]:>11}{'ttft s':>8}{'hit':>6}{'pred acc':>9}"

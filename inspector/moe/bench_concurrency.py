@@ -24,6 +24,7 @@ from .bench import agreement
 from .calibration import Calibration
 from .engine import OffloadedLM
 from .policies import get_policy
+from .quant.copy import QUANT_DIR
 from .service.batcher import Batcher, Event, Job
 from .service.sampling import Sampling
 
@@ -56,9 +57,10 @@ class ConcurrencyRun:
 
 def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: list[list[int]],
                    max_new_tokens: int, concurrency: int, calibration: Calibration | None, device: str = "cpu",
-                   host_ratio: float | None = None, max_batch: int = 8, threads: int | None = None) -> ConcurrencyRun:
+                   host_ratio: float | None = None, max_batch: int = 8, threads: int | None = None,
+                   expert_dtype: str = "native", quant_dir: Path = QUANT_DIR) -> ConcurrencyRun:
     lm = OffloadedLM.load(root, get_policy(policy, calibration), cache_ratio=cache_ratio, device=device,
-                          host_ratio=host_ratio)
+                          host_ratio=host_ratio, expert_dtype=expert_dtype, quant_dir=quant_dir)
     batcher = Batcher(lm, max_batch=max_batch, max_waiting=max(64, concurrency), threads=threads)
     results: list[tuple[list[int], float, float] | None] = [None] * len(prompts)
     errors: list[BaseException] = []
@@ -125,19 +127,20 @@ def run_concurrent(root: str | Path, policy: str, cache_ratio: float, prompts: l
 def bench_concurrency(root: str | Path, policies: list[str], cache_ratio: float, prompts: list[list[int]],
                       max_new_tokens: int, levels: list[int], calibration: Calibration | None, device: str = "cpu",
                       host_ratio: float | None = None, log: Callable[[str], None] = lambda line: None,
-                      max_batch: int = 8, repeat: int = 1, threads: int | None = None) -> list[ConcurrencyRun]:
+                      max_batch: int = 8, repeat: int = 1, threads: int | None = None,
+                      expert_dtype: str = "native", quant_dir: Path = QUANT_DIR) -> list[ConcurrencyRun]:
     """Each policy at each level; with `repeat`, every (policy, level) run that many times, the rounds
     interleaved (a slow minute of a noisy box falls on all of them), and each figure the median of its runs."""
     torch.manual_seed(0)
     # a throwaway run first: the process's first model pays one-time costs (kernels, allocator, page tables)
     run_concurrent(root, policies[0], 1.0, prompts[:2], min(8, max_new_tokens), 1, calibration, device, host_ratio,
-                   threads=threads)
+                   threads=threads, expert_dtype=expert_dtype, quant_dir=quant_dir)
     samples: dict[tuple[str, int], list[ConcurrencyRun]] = {}
     for round_ in range(max(1, repeat)):
         for policy in policies:
             for level in levels:
                 run = run_concurrent(root, policy, cache_ratio, prompts, max_new_tokens, level, calibration, device,
-                                     host_ratio, max_batch, threads)
+                                     host_ratio, max_batch, threads, expert_dtype, quant_dir)
                 samples.setdefault((policy, level), []).append(run)
                 log(f"{policy} x{level}" + (f" (round {round_ + 1} of {repeat})" if repeat > 1 else "")
                     + f": {run.tokens_per_s:.2f} tokens/s aggregate, mean batch {run.mean_batch:.2f}, "

@@ -71,7 +71,7 @@ class Calibration:
 
 def checkpoint_fingerprint(ckpt: MoECheckpoint) -> str:
     h = hashlib.sha256(json.dumps(ckpt.config.to_dict(), sort_keys=True, default=str).encode())
-    for path in sorted({s.gate.path for s in ckpt.experts.values()}):
+    for path in sorted({s.path for s in ckpt.spans.values()}):
         h.update(f"{Path(path).name}:{Path(path).stat().st_size}:{Path(path).stat().st_mtime_ns}".encode())
     return h.hexdigest()[:16]
 

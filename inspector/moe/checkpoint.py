@@ -8,6 +8,7 @@ all at once. Non-expert weights are renamed to the model's parameter names.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
@@ -44,6 +45,10 @@ ARCHS: dict[str, ArchSpec] = {
     "qwen2_moe": ArchSpec("qwen2_moe"),
     "qwen3_moe": ArchSpec("qwen3_moe"),
     "olmoe": ArchSpec("olmoe"),
+    # DeepSeek: routed experts under mlp.experts, shared experts beside them (kept with the non-expert weights),
+    # group-limited top-k in transformers' own router; the first layers are dense MLPs with no experts at all
+    "deepseek_v2": ArchSpec("deepseek_v2"),
+    "deepseek_v3": ArchSpec("deepseek_v3"),
 }
 
 
@@ -84,6 +89,16 @@ class MoECheckpoint:
     moe_layers: tuple[int, ...] = ()
     num_experts: int = 0
     top_k: int = 0
+    expert_dtype: str = "native"  # how the experts are served: as stored, or from a quantized copy (quant/)
+
+    @property
+    def stored_dtype(self) -> torch.dtype:
+        """The dtype the checkpoint stores its experts in."""
+        return next(iter(self.experts.values())).gate.dtype
+
+    def served_as(self, expert_dtype: str, experts: dict) -> MoECheckpoint:
+        """The same checkpoint with its experts read from elsewhere (a quantized copy's spans)."""
+        return dataclasses.replace(self, experts=experts, expert_dtype=expert_dtype)
 
     @classmethod
     def open(cls, root: str | Path) -> MoECheckpoint:
@@ -130,7 +145,8 @@ class MoECheckpoint:
                 self.experts[ExpertKey(layer, e)] = ExpertSpans(parts["gate_up_proj"], parts["gate_up_proj"],
                                                                 parts["down_proj"], fused_index=e)
         cfg = self.config
-        self.num_experts = int(getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", 0))
+        self.num_experts = int(getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+                               or getattr(cfg, "n_routed_experts", 0))
         self.top_k = int(cfg.num_experts_per_tok)
         self.moe_layers = tuple(sorted({k.layer for k in self.experts}))
         if not self.moe_layers:
@@ -143,6 +159,24 @@ class MoECheckpoint:
                                       "or truncated: copy the whole checkpoint again")
 
     # -- weights --------------------------------------------------------------------------------------
+    def expert_tensors(self, key: ExpertKey) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One expert's gate [I, H], up [I, H] and down [H, I] as stored, read alone (a copy, not the page cache's)."""
+        spans = self.experts[key]
+
+        def read(span: TensorSpan) -> torch.Tensor:
+            return span.from_bytes(read_range(span.path, span.offset, span.nbytes, False))
+
+        if spans.fused_index is None:
+            return read(spans.gate), read(spans.up), read(spans.down)
+        e = spans.fused_index
+        fused, down = spans.gate, spans.down
+        row, drow = fused.nbytes // fused.shape[0], down.nbytes // down.shape[0]
+        gate_up = TensorSpan(fused.path, fused.dtype, fused.shape[1:], fused.offset + e * row, row)
+        gu = read(gate_up)
+        half = gu.shape[0] // 2
+        return gu[:half], gu[half:], read(TensorSpan(down.path, down.dtype, down.shape[1:], down.offset + e * drow,
+                                                     drow))
+
     def model_key(self, disk_key: str) -> str:
         for old, new in self.arch.renames:
             disk_key = disk_key.replace(old, new)

@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from .policies import ALIASES, POLICIES, parse_spec
+from .quant import EXPERT_DTYPES
 from .service.threads import REMEASURE_S
 
 DEFAULT_POLICIES = "ondemand,lru,fiddler,moesys,daop,fmoe,firm,duoserve"
@@ -57,11 +59,17 @@ def _calibration(model: Path, tokenizer, args: argparse.Namespace):
     return calibrate_on_texts(model, tokenizer, _llm_root(args) / "calibration", _say)
 
 
+def _quant_dir(args: argparse.Namespace) -> Path:
+    return _llm_root(args) / "quantized"
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     from .session import ChatSession
 
+    _check_plan(args, resolve_model(args), 1)
     session = ChatSession(resolve_model(args), args.policy, args.cache_ratio, _llm_root(args) / "calibration",
-                          args.device, log=_say, host_ratio=args.host_ratio)
+                          args.device, log=_say, host_ratio=args.host_ratio, expert_dtype=args.expert_dtype,
+                          quant_dir=_quant_dir(args))
     try:
         while True:
             if args.prompt is not None:
@@ -90,12 +98,96 @@ def cmd_chat(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .service.server import ServeConfig, serve
 
+    _check_plan(args, resolve_model(args), args.max_batch)
     cfg = ServeConfig(resolve_model(args), args.policy, args.cache_ratio, args.device, args.host_ratio,
                       _llm_root(args) / "calibration", args.listen, args.token_file, args.name, args.threads,
                       args.nice, args.max_batch, args.max_waiting, args.ledger, args.ledger_token_file,
                       remeasure_s=args.remeasure_threads, db=args.db, tls_cert=args.tls_cert, tls_key=args.tls_key,
-                      tls_client_ca=args.tls_client_ca)
+                      tls_client_ca=args.tls_client_ca, expert_dtype=args.expert_dtype, quant_dir=_quant_dir(args))
     return serve(cfg, _say)
+
+
+def _check_plan(args: argparse.Namespace, model: Path, sequences: int) -> None:
+    """Before loading: refuse choices whose plan cannot fit the device (always on a GPU; on the CPU when
+    --memory is given), naming the figure."""
+    if args.memory is None and not args.device.startswith("cuda"):
+        return
+    from .plan import check_fits, parse_size
+
+    memory = parse_size(args.memory) if args.memory else None
+    check_fits(model, args.device, memory, args.expert_dtype, args.policy, args.cache_ratio, sequences,
+               args.host_ratio, args.context)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .plan import device_memory, format_plan, make_plan, model_shape, parse_size
+
+    model = resolve_model(args)
+    shape = model_shape(model)
+    memory = parse_size(args.memory) if args.memory else device_memory(args.device)
+    plan = make_plan(shape, args.device, memory, args.expert_dtype, args.policy, args.context, args.sequences,
+                     args.host_ratio)
+    print(format_plan(plan, shape, model.name), flush=True)
+    return 0 if plan.fits else 3
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    """Write the quantized copy (once) and say what it costs: size, and held-out perplexity beside native."""
+    from .checkpoint import MoECheckpoint
+    from .quant.copy import open_quantized
+
+    model = resolve_model(args)
+    ckpt = MoECheckpoint.open(model)
+    copy = open_quantized(ckpt, args.expert_dtype, args.device, _quant_dir(args), _say)
+    native = sum(s.nbytes for s in ckpt.experts.values())
+    _say(f"{args.expert_dtype} experts: {copy.nbytes / 2**20:.1f} MiB ({copy.nbytes / native:.3f} of "
+         f"{native / 2**20:.1f} MiB as stored) in {copy.path}")
+    if args.windows:
+        from .demo.corpus import Corpus, stdlib_corpus
+        from .quality import compare, held_out_stream, quality_table
+        from .text import load_tokenizer
+
+        stream = held_out_stream(load_tokenizer(model), Corpus.read(stdlib_corpus().held_out))
+        seq_len = min(256, int(getattr(ckpt.config, "max_position_embeddings", 0) or 256))
+        rows = compare(model, ["native", args.expert_dtype], stream, seq_len, args.windows, args.device,
+                       _quant_dir(args))
+        print(quality_table(rows), flush=True)
+    return 0
+
+
+def cmd_bench_realsize(args: argparse.Namespace) -> int:
+    import multiprocessing
+    import random
+    import resource
+
+    from .bench_realsize import bench_realsize, build_realsize, format_realsize
+    from .checkpoint import MoECheckpoint
+    from .offline.collect import calibrate
+
+    root = Path(args.out) if args.out else _llm_root(args) / f"realsize-mixtral-{args.layers}l"
+    if not root.is_dir():  # built in a child process: the build holds the whole model, the bench must not
+        ctx = multiprocessing.get_context("spawn")
+        child = ctx.Process(target=build_realsize, args=(root, args.layers, None, print))
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"building the real-size checkpoint failed (exit {child.exitcode})")
+    ckpt = MoECheckpoint.open(root)
+    experts = sum(s.nbytes for s in ckpt.experts.values())
+    rng = random.Random(0)
+    vocab = int(ckpt.config.vocab_size)
+    prompts = [[1] + [rng.randrange(3, vocab) for _ in range(args.prompt_tokens)] for _ in range(args.prompts)]
+    t0 = time.perf_counter()
+    cal = calibrate(root, prompts, new_tokens=args.max_new_tokens, cache_dir=_llm_root(args) / "calibration")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    _say(f"calibration ({time.perf_counter() - t0:.0f} s, or cached): peak RSS {rss / 2**30:.2f} GiB, the experts "
+         f"{experts / 2**30:.2f} GiB ({rss / experts:.2f} of them)")
+    dtypes = [d.strip() for d in args.expert_dtypes.split(",") if d.strip()]
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    bandwidth, rows = bench_realsize(root, dtypes, policies, args.cache_ratio, prompts, args.max_new_tokens, cal,
+                                     _quant_dir(args), _say)
+    print(format_realsize(root, bandwidth, rows, args.cache_ratio, len(prompts), args.max_new_tokens), flush=True)
+    return 0
 
 
 def _ratios(args: argparse.Namespace) -> list[float]:
@@ -138,7 +230,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     reports = []
     for ratio in ratios:
         report = bench(model, policies, ratio, prompts, args.max_new_tokens, cal, args.device, log=_say,
-                       repeat=args.repeat, host_ratio=args.host_ratio)
+                       repeat=args.repeat, host_ratio=args.host_ratio, expert_dtype=args.expert_dtype,
+                       quant_dir=_quant_dir(args))
         print(format_report(report, labels=ABLATION_LABELS if args.ablation else None), flush=True)
         reports.append(report)
         exact = [r for r in report.runs if not r.approximate]
@@ -169,7 +262,8 @@ def _bench_concurrency(args: argparse.Namespace, model: Path, policies: list[str
     docs = []
     for ratio in ratios:
         runs = bench_concurrency(model, policies, ratio, prompts, args.max_new_tokens, levels, cal, args.device,
-                                 args.host_ratio, log=_say, repeat=args.repeat, threads=args.threads)
+                                 args.host_ratio, log=_say, repeat=args.repeat, threads=args.threads,
+                                 expert_dtype=args.expert_dtype, quant_dir=_quant_dir(args))
         print(format_concurrency(runs, str(model), ratio, len(prompts), args.max_new_tokens, args.device,
                                  args.repeat), flush=True)
         docs.append({"cache_ratio": ratio, "runs": [r.to_json() for r in runs]})
@@ -217,12 +311,56 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                        help="experts resident in the pool / all experts (default 0.25)")
         p.add_argument("--max-new-tokens", type=int, default=None)
         p.add_argument("--device", default="cpu", help="the pool's device: cpu or cuda (default cpu)")
+        p.add_argument("--expert-dtype", choices=EXPERT_DTYPES, default="native",
+                       help="serve the routed experts as stored (native) or from a copy quantized once to bf16, "
+                            "int8 (per channel) or int4 (groups of 128): fewer bytes per switch")
         p.add_argument("--host-ratio", type=float, default=None,
                        help="experts held in a host-RAM tier between the pool and the disk / all experts "
                             "(default: all on a GPU box, none on a CPU-only box)")
 
+    def plan_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--memory", help="the device memory to plan for (e.g. 24G; default: the device's own, or "
+                                        "this box's RAM less 4 GiB for the system)")
+        p.add_argument("--context", type=int, help="tokens per sequence to plan the KV cache for (default 4096 or "
+                                                   "the model's context, the smaller)")
+
+    plan = llm_sub.add_parser("plan", help="what fits where before loading: non-expert weights, KV cache, "
+                                           "activations, the expert pool and its cache ratio, the host tier")
+    plan.add_argument("model", nargs="?", help="a checkpoint directory (only its config.json is read)")
+    plan.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    plan.add_argument("--expert-dtype", choices=EXPERT_DTYPES, default="native")
+    plan.add_argument("--policy", default="daop", help="its read buffers are part of the pool (default daop)")
+    plan.add_argument("--sequences", type=int, default=1, help="sequences decoding together (default 1)")
+    plan.add_argument("--host-ratio", type=float, default=None, help="experts wanted in pinned host RAM (GPU)")
+    plan_flags(plan)
+    plan.set_defaults(func=cmd_plan)
+
+    quant = llm_sub.add_parser("quantize", help="write the experts' quantized copy once (int8, int4 or bf16) and "
+                                                "compare its held-out perplexity with the experts as stored")
+    quant.add_argument("--model", help="a local Hugging Face MoE checkpoint directory (default: the demo model)")
+    quant.add_argument("--expert-dtype", choices=EXPERT_DTYPES[1:], default="int4")
+    quant.add_argument("--device", default="cpu", help="the device it will be served on: cpu or cuda (the int4 "
+                                                       "layout differs)")
+    quant.add_argument("--windows", type=int, default=16, help="held-out windows of the demo corpus to compare "
+                                                               "perplexity on (0: skip)")
+    quant.set_defaults(func=cmd_quantize)
+
+    real = llm_sub.add_parser("bench-realsize", help="a Mixtral-shaped checkpoint with real-size experts (4096 x "
+                                                     "14336, 8 per layer, top-2; random weights, built once): "
+                                                     "each expert dtype and policy against the disk's bandwidth")
+    real.add_argument("--layers", type=int, default=3, help="decoder layers (default 3: 8.3 GiB of bf16 experts)")
+    real.add_argument("--out", help="where the checkpoint is built (default: models/llm/realsize-mixtral-<N>l)")
+    real.add_argument("--expert-dtypes", default="bf16,int8,int4")
+    real.add_argument("--policies", default="ondemand,lru,daop,firm,duoserve")
+    real.add_argument("--cache-ratio", type=float, default=0.25)
+    real.add_argument("--prompts", type=int, default=2)
+    real.add_argument("--prompt-tokens", type=int, default=16)
+    real.add_argument("--max-new-tokens", type=int, default=12)
+    real.set_defaults(func=cmd_bench_realsize)
+
     chat = llm_sub.add_parser("chat", help="stream a completion in the terminal (a prompt per line, or --prompt)")
     model_flags(chat)
+    plan_flags(chat)
     chat.add_argument("--policy", default="daop", help="a policy spec: " + ", ".join([*POLICIES, *ALIASES]) +
                       ", optionally with options as name:option=value (default daop)")
     chat.add_argument("--prompt", help="complete this one prompt and exit")
@@ -231,6 +369,7 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
     srv = llm_sub.add_parser("serve", help="an OpenAI-compatible endpoint (/v1/completions, /v1/chat/completions) "
                                            "in this process, with its own thread count")
     model_flags(srv)
+    plan_flags(srv)
     srv.add_argument("--policy", default="daop", help="a policy spec (default daop)")
     srv.add_argument("--listen", default="127.0.0.1:8000", help="HOST:PORT (default 127.0.0.1:8000)")
     srv.add_argument("--token-file", help="a file (mode 0600) holding a service bearer token /v1 requests may "

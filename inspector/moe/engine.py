@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,8 +25,9 @@ from .counters import GuessRates
 from .kernels import RowKernels
 from .offloaded import OffloadedExperts
 from .policies import MoEPolicy, get_policy
+from .quant.copy import QUANT_DIR, open_quantized
 from .runtime import MoERuntime
-from .store import ExpertStore, HostTier
+from .store import ExpertStore, HostTier, pinnable_share
 
 POOL_LEDGER = "moe-pool"
 HOST_LEDGER = "moe-host"
@@ -116,6 +117,16 @@ def pool_plan(ckpt: MoECheckpoint, policy: MoEPolicy, cache_ratio: float,
     return slots, (sum(slots.values()) + policy.read_buffers(ckpt.top_k, ckpt.num_experts)) * expert_bytes
 
 
+def serving_checkpoint(root: str | Path, expert_dtype: str = "native", device: torch.device | str = "cpu",
+                       quant_dir: Path = QUANT_DIR, log: Callable[[str], None] | None = None) -> MoECheckpoint:
+    """The checkpoint with its experts as they will be served: as stored, or from the quantized copy."""
+    ckpt = MoECheckpoint.open(root)
+    if expert_dtype == "native" or (expert_dtype == "bf16" and ckpt.stored_dtype == torch.bfloat16):
+        return ckpt
+    copy = open_quantized(ckpt, expert_dtype, device, quant_dir, log)
+    return ckpt.served_as(expert_dtype, copy.experts)
+
+
 class OffloadedLM:
     def __init__(self, ckpt: MoECheckpoint, model: torch.nn.Module, runtime: MoERuntime,
                  device: torch.device, budget: DeviceBudget | None = None, kernels: RowKernels | None = None) -> None:
@@ -127,7 +138,8 @@ class OffloadedLM:
         """Before serving batches: time both forms of a batched step's expert products (1..max_rows rows: an
         expert one row of the batch picked is a product too) on the resident experts (kernels.py); the flipped
         form's time over F.linear's per (rows, out, in)."""
-        weights = [t for w in self.runtime.store.resident.values() for t in (w.gate_up, w.down)]
+        weights = [t for w in self.runtime.store.resident.values() for t in (w.gate_up, w.down)
+                   if isinstance(t, torch.Tensor)]  # quantized experts use their own kernel, untuned
         with torch.inference_mode():
             return self.kernels.tune(weights, range(1, max_rows + 1))
 
@@ -135,25 +147,29 @@ class OffloadedLM:
     def load(cls, root: str | Path, policy: str | MoEPolicy = "lru", cache_ratio: float = 0.25,
              device: torch.device | str = "cpu", budget: DeviceBudget | None = None,
              drop_page_cache: bool = True, calibration: Calibration | None = None,
-             host_ratio: float | None = None) -> OffloadedLM:
+             host_ratio: float | None = None, expert_dtype: str = "native", quant_dir: Path = QUANT_DIR,
+             log: Callable[[str], None] | None = None) -> OffloadedLM:
         """The pool holds `cache_ratio` of the experts (`layer_slots`), plus read buffers: one for a miss, and
         those the policy reads ahead into (its staging; two for a prefill pipeline).
 
         `host_ratio` of all experts may wait in a host-RAM tier between the pool and the disk (HostTier):
         default every expert when the pool is on a GPU (the papers' CPU memory), none on a CPU-only box,
-        where the pool is host RAM already and the disk is the tier below it."""
-        ckpt = MoECheckpoint.open(root)
+        where the pool is host RAM already and the disk is the tier below it.
+
+        `expert_dtype` other than native serves the experts from a quantized copy (quant/; written on first use
+        under `quant_dir`, which `log` is told of), so the pool holds and the disk reads fewer bytes per expert."""
         device = torch.device(device)
+        ckpt = serving_checkpoint(root, expert_dtype, device, quant_dir, log)
         pol = get_policy(policy, calibration) if isinstance(policy, str) else policy
         slots, pool_bytes = pool_plan(ckpt, pol, cache_ratio, calibration)
         if budget is None:
             budget = DeviceBudget(f"{device}", pool_bytes)
         ledger = budget.open(POOL_LEDGER, pool_bytes)  # OverBudget when the inspection pools left too little
-        if host_ratio is None:
-            host_ratio = 0.0 if device.type == "cpu" else 1.0
+        all_bytes = sum(s.nbytes for s in ckpt.experts.values())
+        if host_ratio is None:  # on a GPU: every expert pinned, as far as this box's RAM allows
+            host_ratio = 0.0 if device.type == "cpu" else pinnable_share(all_bytes, ckpt.non_expert_bytes)
         host = None
         if host_ratio > 0:
-            all_bytes = sum(s.nbytes for s in ckpt.experts.values())
             host = HostTier(DeviceBudget("host", all_bytes).open(HOST_LEDGER, int(host_ratio * all_bytes)),
                             pin=device.type == "cuda")
         try:
@@ -359,7 +375,7 @@ def _build(ckpt: MoECheckpoint, device: torch.device) -> torch.nn.Module:
         model = AutoModelForCausalLM.from_config(ckpt.config, dtype=dtype)
     if getattr(ckpt.config, "tie_word_embeddings", False) and "lm_head.weight" not in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    expected = {n for n, _ in model.named_parameters()}
+    expected = set(model.state_dict())  # parameters and persistent buffers (DeepSeek-V3's router bias)
     unknown = sorted(set(state) - expected)
     if unknown:
         raise CheckpointError(f"{ckpt.root}: tensors {unknown[:5]} match no parameter of {ckpt.config.model_type}; "

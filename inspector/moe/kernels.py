@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch.nn import functional as F
 
+from .quant.weights import QPair, QWeight
+
 MARGIN = 0.9  # the flipped form must take under 90% of F.linear's time to be chosen: no flapping on noise
 SAMPLES = 24  # distinct weight tensors timed per shape (more than a cache holds, as serving sees them)
 
@@ -32,8 +34,11 @@ class RowKernels:
     def __init__(self) -> None:
         self.flip: dict[tuple[int, int, int], bool] = {}  # (rows, out features, in features) -> use W @ x.T
 
-    def linear(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """x [r, in] times w [out, in]^T, the way measured faster for r rows (F.linear unless told otherwise)."""
+    def linear(self, x: torch.Tensor, w: torch.Tensor | QWeight | QPair) -> torch.Tensor:
+        """x [r, in] times w [out, in]^T, the way measured faster for r rows (F.linear unless told otherwise); a
+        quantized weight always through its own kernel."""
+        if not isinstance(w, torch.Tensor):
+            return w.linear(x)
         if self.flip.get((x.shape[0], w.shape[0], w.shape[1])):
             return _flipped(x, w)
         return F.linear(x, w)

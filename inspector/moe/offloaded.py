@@ -24,6 +24,7 @@ from torch.nn import functional as F
 
 from .checkpoint import ExpertKey
 from .kernels import RowKernels
+from .quant.weights import expert_linear
 from .store import ExpertWeights
 
 
@@ -127,7 +128,7 @@ class OffloadedExperts(nn.Module):
             if w.gate_up.device != current.device:  # computed where it lies (host RAM): the hidden state goes there
                 current, weight = current.to(w.gate_up.device), weight.to(w.gate_up.device)
             batched = self.kernels is not None and self.source.decode_rows > 1  # never a prefill or a lone row
-            linear = self.kernels.linear if batched else F.linear
+            linear = self.kernels.linear if batched else expert_linear
             gate, up = linear(current, w.gate_up).chunk(2, dim=-1)
             inner = self.act_fn(gate) * up
             w.wait()  # a sub-expert read: the down projection may still be landing

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .calibration import CALIBRATION_DIR
-from .checkpoint import MoECheckpoint
-from .engine import GenStats, OffloadedLM, pool_slots
+from .engine import GenStats, OffloadedLM, pool_slots, serving_checkpoint
 from .loans import Borrow, borrow_for
 from .offline.collect import calibrate_on_texts
 from .policies import get_policy
+from .quant.copy import QUANT_DIR
 from .text import encode_prompt, load_tokenizer, stream_text
 
 
@@ -31,13 +31,15 @@ class ChatSession:
     def __init__(self, model: str | Path, policy: str = "daop", cache_ratio: float = 0.25,
                  calibration_dir: str | Path | None = None, device: str = "cpu",
                  log: Callable[[str], None] | None = None, host_ratio: float | None = None,
-                 borrow: Borrow | None = None) -> None:
+                 borrow: Borrow | None = None, expert_dtype: str = "native", quant_dir: str | Path | None = None
+                 ) -> None:
         """Raises FileNotFoundError/ValueError (CheckpointError, BudgetTooSmall) naming what to fix.
 
         `borrow`: where the memory comes from when a line shares the box (loans.py): the pool's ledger opens in
         the loan, which a refusal (GrantRefused, GrantError) stops before anything loads."""
         self.model = Path(model)
-        ckpt = MoECheckpoint.open(self.model)
+        quant_dir = Path(quant_dir) if quant_dir else QUANT_DIR
+        ckpt = serving_checkpoint(self.model, expert_dtype, device, quant_dir, log)  # quantized first when asked
         pool_slots(ckpt, cache_ratio)  # a ratio below one layer's top-k is refused before anything loads
         self.tokenizer = load_tokenizer(self.model)
         calibration = None
@@ -48,7 +50,8 @@ class ChatSession:
         self.loan = borrow_for(ckpt, self.policy, cache_ratio, calibration, borrow) if borrow else None
         try:
             self.lm = OffloadedLM.load(self.model, self.policy, cache_ratio=cache_ratio, device=device,
-                                       host_ratio=host_ratio, budget=self.loan.budget if self.loan else None)
+                                       host_ratio=host_ratio, budget=self.loan.budget if self.loan else None,
+                                       expert_dtype=expert_dtype, quant_dir=quant_dir)
         except BaseException:
             if self.loan is not None:
                 self.loan.close()

@@ -7,6 +7,7 @@ Which experts stay is the policy's decision; the store only moves and counts.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -19,6 +20,8 @@ from ..runtime.diskio import read_ranges_into
 from ..runtime.memory import MemoryLedger
 from ..runtime.safetensors_io import CorruptWeights
 from .checkpoint import CheckpointError, ExpertKey, ExpertSpans, MoECheckpoint
+from .quant.copy import QuantSpans
+from .quant.weights import QPair, QWeight
 
 PARTS = ("gate", "up", "down")  # an expert's sub-experts (FIRM-MoE): its three projections, in compute order
 
@@ -29,14 +32,24 @@ class ExpertWeights:
     into them (a sub-expert prefetch reads some), and `pending` is a read of the rest still in flight, which
     compute waits for only when it needs the down projection."""
 
-    gate_up: torch.Tensor  # [2I, H]: gate rows then up rows, as transformers' fused layout
-    down: torch.Tensor  # [H, I]
+    gate_up: torch.Tensor | QPair  # [2I, H]: gate rows then up rows, as transformers' fused layout (or quantized)
+    down: torch.Tensor | QWeight  # [H, I]
     landed: frozenset[str] = frozenset(PARTS)
     pending: Future | None = field(default=None, repr=False, compare=False)
 
     @property
     def nbytes(self) -> int:
-        return self.gate_up.numel() * self.gate_up.element_size() + self.down.numel() * self.down.element_size()
+        return _nbytes(self.gate_up) + _nbytes(self.down)
+
+    @property
+    def device(self) -> torch.device:
+        return self.gate_up.device
+
+    def to(self, device: torch.device) -> ExpertWeights:
+        return ExpertWeights(self.gate_up.to(device, non_blocking=True), self.down.to(device, non_blocking=True))
+
+    def pinned(self) -> ExpertWeights:
+        return ExpertWeights(self.gate_up.pin_memory(), self.down.pin_memory())
 
     @property
     def complete(self) -> bool:
@@ -58,11 +71,18 @@ class StoreStats:
     part_reads: int = 0  # sub-expert reads (a whole expert is three)
 
 
+def _nbytes(w: torch.Tensor | QPair | QWeight) -> int:
+    return w.numel() * w.element_size() if isinstance(w, torch.Tensor) else w.nbytes
+
+
 def _bytes_of(t: torch.Tensor) -> memoryview:
-    return memoryview(t.view(-1).view(torch.uint8).numpy())
+    return memoryview(t.reshape(-1).view(torch.uint8).numpy())
 
 
-def _empty(spans: ExpertSpans) -> ExpertWeights:
+def _empty(spans: ExpertSpans | QuantSpans) -> ExpertWeights:
+    if isinstance(spans, QuantSpans):
+        gate_up, down = spans.empty()
+        return ExpertWeights(gate_up, down, frozenset())
     if spans.fused_index is None:
         gate, up, down = spans.gate, spans.up, spans.down
         if gate.shape != up.shape:
@@ -74,9 +94,28 @@ def _empty(spans: ExpertSpans) -> ExpertWeights:
                          torch.empty(spans.down.shape[1:], dtype=spans.down.dtype), frozenset())  # [E, H, I]
 
 
-def _targets(spans: ExpertSpans, w: ExpertWeights) -> dict[str, tuple[str, int, memoryview]]:
-    """Each projection's (file, offset, destination): gate and up into the two halves of the fused gate_up,
+def _quant_targets(spans: QuantSpans, w: ExpertWeights) -> dict[str, list[tuple[str, int, memoryview]]]:
+    """A quantized expert: each projection's data and scales, from the copy into the expert's buffers."""
+    held = {"gate": w.gate_up.gate, "up": w.gate_up.up, "down": w.down}
+    out = {}
+    for part, (data, scales) in spans.parts.items():
+        out[part] = []
+        for span, dest in ((data, held[part].data), (scales, held[part].scales)):
+            if span.nbytes == 0:  # a bf16 copy has no scales
+                continue
+            view = _bytes_of(dest)
+            if len(view) != span.nbytes:
+                raise CorruptWeights(f"{span.path}: a {span.nbytes}-byte {part} tensor where {len(view)} bytes were "
+                                     "expected; delete the quantized copy to write it again")
+            out[part].append((span.path, span.offset, view))
+    return out
+
+
+def _targets(spans: ExpertSpans | QuantSpans, w: ExpertWeights) -> dict[str, list[tuple[str, int, memoryview]]]:
+    """Each projection's (file, offset, destination) ranges: gate and up into the two halves of the fused gate_up,
     down into its own tensor; a fused checkpoint's expert is one row block of each fused tensor."""
+    if isinstance(spans, QuantSpans):
+        return _quant_targets(spans, w)
     halves = _bytes_of(w.gate_up)
     half = len(halves) // 2
     if spans.fused_index is None:
@@ -96,19 +135,33 @@ def _targets(spans: ExpertSpans, w: ExpertWeights) -> dict[str, tuple[str, int, 
         if len(dest) != sizes[part]:
             raise CorruptWeights(f"{path}: a {sizes[part]}-byte {part} projection where {len(dest)} bytes were "
                                  "expected; the checkpoint does not match its config")
-    return out
+    return {part: [target] for part, target in out.items()}
 
 
-def _read_parts(spans: ExpertSpans, w: ExpertWeights, parts: list[str], drop_cache: bool) -> int:
+def _read_parts(spans: ExpertSpans | QuantSpans, w: ExpertWeights, parts: list[str], drop_cache: bool) -> int:
     """Read the named projections into `w`'s buffers, one open per file; returns the bytes read."""
     targets = _targets(spans, w)
     by_file: dict[str, list[tuple[int, memoryview]]] = {}
     for part in parts:
-        path, offset, dest = targets[part]
-        by_file.setdefault(path, []).append((offset, dest))
+        for path, offset, dest in targets[part]:
+            by_file.setdefault(path, []).append((offset, dest))
     for path, ranges in by_file.items():
         read_ranges_into(path, sorted(ranges, key=lambda r: r[0]), drop_cache)
-    return sum(len(targets[p][2]) for p in parts)
+    return sum(len(dest) for p in parts for _, _, dest in targets[p])
+
+
+HOST_RESERVE = 4 * 2**30  # host RAM kept for the OS, the process and the line's own software
+
+
+def physical_ram() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def pinnable_share(all_expert_bytes: int, other_bytes: int = 0, ram: int | None = None) -> float:
+    """The share of all experts pinned host RAM can hold beside `other_bytes`, in hundredths (pinned pages
+    cannot be swapped: asking for more than the box has fails the load or starves the system)."""
+    free = max(0, (ram if ram is not None else physical_ram()) - HOST_RESERVE - other_bytes)
+    return 1.0 if all_expert_bytes <= 0 else min(1.0, int(100 * free / all_expert_bytes) / 100)
 
 
 class HostTier:
@@ -144,7 +197,7 @@ class HostTier:
                 old, _ = self.held.popitem(last=False)
                 self.ledger.release(f"host:{old}")
             if self.pin and torch.cuda.is_available():
-                w = ExpertWeights(w.gate_up.pin_memory(), w.down.pin_memory())
+                w = w.pinned()
             self.ledger.reserve(f"host:{key}", w.nbytes)
             self.held[key] = ExpertWeights(w.gate_up, w.down)
 
@@ -228,7 +281,7 @@ class ExpertStore:
     def _to_device(self, w: ExpertWeights) -> ExpertWeights:
         if self.device.type == "cpu":
             return ExpertWeights(w.gate_up, w.down)
-        return ExpertWeights(w.gate_up.to(self.device, non_blocking=True), w.down.to(self.device, non_blocking=True))
+        return w.to(self.device)
 
     def resident_in(self, layer: int) -> list[ExpertKey]:
         """The layer's resident experts, least recently used first."""

@@ -1,6 +1,8 @@
 """Calibration runs: the decode-phase routing of a text set, counted and traced, cached.
 
-Exact mode (every expert resident), so any policy's calibration counts the same.
+The model runs through the same offloaded engine at the smallest cache ratio (top-k of each layer's experts
+resident, the rest read as needed), so calibrating never needs every expert in RAM; the engine is exact, so
+the routing it records is the model's own, whatever the pool holds.
 The trace (router probabilities and picks per decode step, and each prompt's
 embedding) is saved beside the counts as a .pt file.
 """
@@ -29,7 +31,7 @@ def calibrate(root: str | Path, prompts: list[list[int]], new_tokens: int = 32,
     path = Path(cache_dir) / f"{key}.json" if cache_dir else None
     if path is not None and path.is_file() and path.with_suffix(".pt").is_file():
         return Calibration.from_json(json.loads(path.read_text()), RoutingTrace.load(path.with_suffix(".pt")), path)
-    lm = OffloadedLM.load(root, "lru", cache_ratio=1.0)
+    lm = OffloadedLM.load(root, "lru", cache_ratio=ckpt.top_k / ckpt.num_experts)  # streams the experts
     rt = lm.runtime
     rt.trace = []
     embeddings, step_seq, tokens = [], [], 0

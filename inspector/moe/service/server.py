@@ -22,8 +22,7 @@ import torch
 from ...access.gate import Gate
 from ...access.tls import require_tls_off_loopback, server_context
 from ...endpoint import is_loopback, parse_listen, read_token
-from ..checkpoint import MoECheckpoint
-from ..engine import OffloadedLM
+from ..engine import OffloadedLM, serving_checkpoint
 from ..loans import borrow_for, from_kiosk
 from ..offline.collect import calibrate_on_texts
 from ..policies import get_policy
@@ -54,6 +53,8 @@ class ServeConfig:
     tls_cert: str | None = None  # serve HTTPS with this certificate and key
     tls_key: str | None = None
     tls_client_ca: str | None = None  # ... and demand client certificates signed by this CA
+    expert_dtype: str = "native"  # native, bf16, int8 or int4 (quant/: a quantized copy, written once)
+    quant_dir: Path | None = None  # where quantized copies are kept (default: beside the calibration cache)
     remeasure_s: float | None = REMEASURE_S  # a measured thread count is tried again once this old; 0: never
 
 
@@ -80,15 +81,18 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
         cache = cfg.calibration_dir or cfg.model.parent / "calibration"
         calibration = calibrate_on_texts(cfg.model, tokenizer, cache, log)
     policy = get_policy(cfg.policy, calibration, log)
+    quant_dir = cfg.quant_dir or (cfg.calibration_dir or cfg.model.parent / "calibration").parent / "quantized"
+    ckpt = serving_checkpoint(cfg.model, cfg.expert_dtype, cfg.device, quant_dir, log)
     loan = None
     if cfg.ledger:  # the kiosk owns the device ledger: borrow the pool's bytes and the fixed weights' from it
-        loan = borrow_for(MoECheckpoint.open(cfg.model), policy, cfg.cache_ratio, calibration,
+        loan = borrow_for(ckpt, policy, cfg.cache_ratio, calibration,
                           from_kiosk(cfg.ledger, read_token(cfg.ledger_token_file), log, "inspector llm serve"))
         lease = loan.lease
         log(f"the kiosk lends {lease.nbytes / 2**20:.1f} MiB on {lease.device} (lease {lease.lease_s:g} s)")
     try:
         lm = OffloadedLM.load(cfg.model, policy, cache_ratio=cfg.cache_ratio, device=cfg.device,
-                              host_ratio=cfg.host_ratio, budget=loan.budget if loan else None)
+                              host_ratio=cfg.host_ratio, budget=loan.budget if loan else None,
+                              expert_dtype=cfg.expert_dtype, quant_dir=quant_dir)
     except BaseException:
         if loan is not None:
             loan.close()
