@@ -149,6 +149,15 @@ class MoECheckpoint:
                                or getattr(cfg, "n_routed_experts", 0))
         self.top_k = int(cfg.num_experts_per_tok)
         self.moe_layers = tuple(sorted({k.layer for k in self.experts}))
+        if not self.moe_layers and any(n.endswith(".qweight") for n in self.spans):
+            raise CheckpointError(f"{self.root} holds AWQ/GPTQ-packed weights (qweight tensors), which this engine "
+                                  "does not read; serve the original bf16 checkpoint with --expert-dtype int4 (it is "
+                                  "quantized here, once)")
+        fp8 = {s.dtype for s in self.spans.values() if s.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)}
+        if fp8:
+            raise CheckpointError(f"{self.root} stores FP8 weights ({', '.join(sorted(map(str, fp8)))}); this engine "
+                                  "has no FP8 kernel and does not dequantize block-scaled FP8 yet: serve the bf16 "
+                                  "release of the model (with --expert-dtype int8 or int4 to shrink it)")
         if not self.moe_layers:
             raise CheckpointError(f"{self.root}: no expert tensors found (expected names like "
                                   f"model.layers.0.{self.arch.block}.experts.0.{gate_n}.weight)")
