@@ -93,7 +93,8 @@ def test_exact_mode_matches_plain_transformers(checkpoints: dict[str, Path], cal
         assert 0.0 < stats.hit_rate < 1.0
     if policy == "daop":  # predicted every next layer, prefetched what was away, judged against the real routing
         predicted_layers = len(lm.ckpt.moe_layers) - 1  # every MoE layer after the first (DeepSeek: one is dense)
-        assert stats.predicted == 15 * predicted_layers * 2 and stats.prefetches > 0 and stats.prediction_accuracy is not None
+        assert stats.predicted == 15 * predicted_layers * 2
+        assert stats.prefetches > 0 and stats.prediction_accuracy is not None
     elif policy in PREDICTING:
         assert stats.predicted > 0 and stats.prediction_accuracy is not None and stats.utilisation is not None
     else:

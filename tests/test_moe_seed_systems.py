@@ -163,6 +163,26 @@ def test_fmoe_builds_its_store_from_the_trace_and_updates_it_online(mixtral: Pat
     lm.close()
 
 
+def test_fmoe_guesses_every_layer_up_to_its_distance_and_reads_by_p_over_layers_ahead(mixtral: Path, cal) -> None:
+    plain = OffloadedLM.load(mixtral, "lru", cache_ratio=0.25)
+    want = [t for t, _ in plain.generate(PROMPTS[0], 8)]
+    plain.close()
+    pol = get_policy("fmoe:distance=2", cal)
+    lm = OffloadedLM.load(mixtral, pol, cache_ratio=0.25)
+    seen: list[dict] = []
+    ask = pol.lookahead
+    pol.lookahead = lambda pool, layer, hidden, prefill: seen.append(ask(pool, layer, hidden, prefill)) or seen[-1]
+    assert [t for t, _ in lm.generate(PROMPTS[0], 8)] == want  # exact, whatever it reads ahead
+    decode = [g for g in seen if g]
+    assert decode and all(len(g) == 2 for g in decode)  # layers l + 1 and l + 2, each step of 3 layers
+    lm.close()
+    # the order across layers: p / (l - l_now), so a sure expert two layers ahead beats an unsure one next
+    pol.guide = {1: torch.tensor([0.3, 0.1, 0.0, 0.6]), 2: torch.tensor([0.9, 0.05, 0.05, 0.0])}
+    pol.ahead = {1: 1, 2: 2}
+    keys = [ExpertKey(1, 3), ExpertKey(1, 0), ExpertKey(2, 0), ExpertKey(2, 1)]
+    assert pol.prefetch_order(None, keys) == [ExpertKey(1, 3), ExpertKey(2, 0), ExpertKey(1, 0), ExpertKey(2, 1)]
+
+
 # -- FIRM-MoE: Meeting-of-Layers and HEOP -------------------------------------------------------------------
 
 def test_mol_with_one_layer_and_top_k_candidates_is_daops_guess(mixtral: Path) -> None:

@@ -125,6 +125,7 @@ class OffloadedExperts(nn.Module):
         key = ExpertKey(self.layer, e)
         w = self.source.acquire(key)
         try:
+            w.for_compute()  # a GPU copy on the copy stream: this stream waits for it on the device
             if w.gate_up.device != current.device:  # computed where it lies (host RAM): the hidden state goes there
                 current, weight = current.to(w.gate_up.device), weight.to(w.gate_up.device)
             batched = self.kernels is not None and self.source.decode_rows > 1  # never a prefill or a lone row

@@ -343,11 +343,13 @@ class MoERuntime:
 
     def _ask_ahead(self, guesses: dict[int, list[ExpertKey]] | None) -> None:
         """A policy's guesses for later layers: recorded (to judge them) when it predicts, then read ahead."""
+        wanted: list[ExpertKey] = []
         for target, keys in (guesses or {}).items():
             if self.policy.predicts:
                 self._predicted[target] = {k.expert for k in keys}
-            for key in self.policy.to_prefetch(self, target, keys):
-                self.prefetch(key)
+            wanted += self.policy.to_prefetch(self, target, keys)
+        for key in self.policy.prefetch_order(self, wanted):
+            self.prefetch(key)
 
     def _end_step(self) -> None:
         """Every layer of a decode step has routed: the policy and the trace recorder see the whole step."""

@@ -36,6 +36,7 @@ class ExpertWeights:
     down: torch.Tensor | QWeight  # [H, I]
     landed: frozenset[str] = frozenset(PARTS)
     pending: Future | None = field(default=None, repr=False, compare=False)
+    ready: object | None = field(default=None, repr=False, compare=False)  # a CUDA event: its copy has landed
 
     @property
     def nbytes(self) -> int:
@@ -47,6 +48,27 @@ class ExpertWeights:
 
     def to(self, device: torch.device) -> ExpertWeights:
         return ExpertWeights(self.gate_up.to(device, non_blocking=True), self.down.to(device, non_blocking=True))
+
+    def tensors(self) -> list[torch.Tensor]:
+        out = []
+        for w in (self.gate_up, self.down):
+            if isinstance(w, torch.Tensor):
+                out.append(w)
+            elif isinstance(w, QPair):
+                out += [*w.gate.buffers(), *w.up.buffers()]
+            else:
+                out += list(w.buffers())
+        return out
+
+    def for_compute(self) -> None:
+        """On a GPU, make the computing stream wait (on the device, not the host) for this expert's copy, and
+        tell the allocator that stream uses its memory (so a release cannot hand it out while still in use)."""
+        if self.ready is None:
+            return
+        stream = torch.cuda.current_stream(self.device)
+        stream.wait_event(self.ready)
+        for t in self.tensors():
+            t.record_stream(stream)
 
     def pinned(self) -> ExpertWeights:
         return ExpertWeights(self.gate_up.pin_memory(), self.down.pin_memory())
@@ -79,7 +101,13 @@ def _bytes_of(t: torch.Tensor) -> memoryview:
     return memoryview(t.reshape(-1).view(torch.uint8).numpy())
 
 
-def _empty(spans: ExpertSpans | QuantSpans) -> ExpertWeights:
+def _empty(spans: ExpertSpans | QuantSpans, pin: bool = False) -> ExpertWeights:
+    """Buffers for one expert's read; `pin`: in page-locked memory, so the copy to a GPU is one async DMA."""
+    w = _empty_pageable(spans)
+    return w.pinned() if pin else w
+
+
+def _empty_pageable(spans: ExpertSpans | QuantSpans) -> ExpertWeights:
     if isinstance(spans, QuantSpans):
         gate_up, down = spans.empty()
         return ExpertWeights(gate_up, down, frozenset())
@@ -221,6 +249,7 @@ class ExpertStore:
         self.pinned: dict[ExpertKey, int] = {}
         self.stats = StoreStats()
         self.lock = threading.RLock()
+        self.copy_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self._reading = 0  # reads under way, and since when one has been (for `stats.busy_s`)
         self._busy_since = 0.0
 
@@ -240,7 +269,7 @@ class ExpertStore:
                 return held if on_host else self._to_device(held)
         t0 = time.perf_counter()
         spans = self.ckpt.experts[key]
-        w = into if into is not None else _empty(spans)
+        w = into if into is not None else _empty(spans, pin=self.copy_stream is not None)
         todo = [p for p in PARTS if p in parts and p not in w.landed]
         self._reading_starts()
         try:
@@ -279,9 +308,18 @@ class ExpertStore:
         return self.load_parts(key, PARTS, on_host=True)
 
     def _to_device(self, w: ExpertWeights) -> ExpertWeights:
+        """Onto the pool's device. On a GPU the copy runs on the store's copy stream with an event recorded
+        after it, so reads ahead (on the read threads) overlap the compute stream; compute waits for the event
+        on the device (`ExpertWeights.for_compute`), never with a device-wide synchronize."""
         if self.device.type == "cpu":
             return ExpertWeights(w.gate_up, w.down)
-        return w.to(self.device)
+        if self.copy_stream is None:
+            return w.to(self.device)
+        with torch.cuda.stream(self.copy_stream):
+            out = w.to(self.device)
+            out.ready = torch.cuda.Event()
+            out.ready.record(self.copy_stream)
+        return out
 
     def resident_in(self, layer: int) -> list[ExpertKey]:
         """The layer's resident experts, least recently used first."""

@@ -128,6 +128,11 @@ class MoEPolicy:
         """Which guessed experts are worth a read ahead of need (those resident are skipped anyway)."""
         return predicted
 
+    def prefetch_order(self, pool: PoolView, keys: list[ExpertKey]) -> list[ExpertKey]:
+        """The order the reads ahead of one lookahead start in, across the layers guessed (default: as guessed);
+        the staging area's bound cuts the tail."""
+        return keys
+
 
 def calibrated_placement(pool: PoolView, calibration: Calibration | None) -> list[ExpertKey]:
     """Each layer's most frequently activated experts (decode phase of the calibration set) first."""
