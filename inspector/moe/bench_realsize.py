@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from ..runtime.diskio import fsync_and_drop, read_ranges_into
-from .bench import BenchRun, run_policy
+from .bench import BenchRun, agreement, run_policy
 from .calibration import Calibration
 
 SHAPE = dict(hidden_size=4096, intermediate_size=14336, num_local_experts=8, num_experts_per_tok=2,
@@ -87,11 +87,24 @@ def read_bandwidth(paths: list[Path], chunk: int = 64 << 20, limit: int = 4 << 3
     return done / (time.perf_counter() - t0)
 
 
+def ratio_for(ckpt, policy: str, pool_bytes: int, calibration: Calibration | None) -> float | None:  # noqa: ANN001
+    """The largest cache ratio whose pool (resident experts and the policy's read buffers) fits `pool_bytes`."""
+    from .engine import pool_plan
+    from .policies import get_policy
+
+    pol = get_policy(policy)
+    for n in range(ckpt.num_experts, ckpt.top_k - 1, -1):
+        if pool_plan(ckpt, pol, n / ckpt.num_experts, calibration)[1] <= pool_bytes:
+            return n / ckpt.num_experts
+    return None
+
+
 @dataclass
 class RealsizeRow:
     expert_dtype: str
     expert_mib: float
     run: BenchRun
+    cache_ratio: float = 0.0
 
     @property
     def bytes_per_token(self) -> float:
@@ -103,7 +116,9 @@ class RealsizeRow:
 
 def bench_realsize(root: Path, dtypes: list[str], policies: list[str], cache_ratio: float,
                    prompts: list[list[int]], new_tokens: int, calibration: Calibration | None, quant_dir: Path,
-                   log: Callable[[str], None]) -> tuple[float, list[RealsizeRow]]:
+                   log: Callable[[str], None], pool_bytes: int | None = None) -> tuple[float, list[RealsizeRow]]:
+    """Every dtype x policy at `cache_ratio`; with `pool_bytes`, each at the largest ratio whose pool fits it
+    (the same memory budget: fewer bytes per expert hold more experts)."""
     from .engine import serving_checkpoint
 
     bandwidth = read_bandwidth(sorted(root.glob("*.safetensors")))
@@ -113,19 +128,25 @@ def bench_realsize(root: Path, dtypes: list[str], policies: list[str], cache_rat
         ckpt = serving_checkpoint(root, dtype, "cpu", quant_dir, log)
         mib = max(s.nbytes for s in ckpt.experts.values()) / 2**20
         for policy in policies:
-            run = run_policy(root, policy, cache_ratio, prompts, new_tokens, calibration, "cpu", log,
+            ratio = cache_ratio if pool_bytes is None else ratio_for(ckpt, policy, pool_bytes, calibration)
+            if ratio is None:
+                log(f"{dtype} {policy}: no pool fits {pool_bytes / 2**30:.2f} GiB; skipped")
+                continue
+            run = run_policy(root, policy, ratio, prompts, new_tokens, calibration, "cpu", log,
                              expert_dtype=dtype, quant_dir=quant_dir)
-            rows.append(RealsizeRow(dtype, mib, run))
+            first = next((r.run for r in rows if r.expert_dtype == dtype), run)
+            run.same_tokens = agreement(first.tokens, run.tokens)  # exact: every policy of a dtype agrees
+            rows.append(RealsizeRow(dtype, mib, run, ratio))
             log(f"{dtype} {policy}: {run.tokens_per_s:.3f} tokens/s")
     return bandwidth, rows
 
 
-def format_realsize(root: Path, bandwidth: float, rows: list[RealsizeRow], cache_ratio: float, prompts: int,
+def format_realsize(root: Path, bandwidth: float, rows: list[RealsizeRow], budget: str, prompts: int,
                     new_tokens: int) -> str:
-    lines = [f"model {root} (Mixtral-shaped, random weights) on cpu: cache ratio {cache_ratio:g}, {prompts} prompts "
+    lines = [f"model {root} (Mixtral-shaped, random weights) on cpu: {budget}, {prompts} prompts "
              f"x {new_tokens} new tokens; disk {bandwidth / 2**20:.0f} MiB/s; peak RSS "
              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB",
-             f"{'experts':<7}{'MiB/exp':>8}{'policy':>10}{'tok/s':>8}{'MiB/tok':>9}{'disk busy':>10}"
+             f"{'experts':<7}{'MiB/exp':>8}{'policy':>10}{'ratio':>6}{'tok/s':>8}{'MiB/tok':>9}{'disk busy':>10}"
              f"{'bound tok/s':>12}{'of bound':>9}{'x bf16':>8}{'same tok':>9}"]
     lines.append("-" * len(lines[-1]))
     base = {r.run.policy: r.run.tokens_per_s for r in rows if r.expert_dtype in ("native", "bf16")}
@@ -134,7 +155,8 @@ def format_realsize(root: Path, bandwidth: float, rows: list[RealsizeRow], cache
         busy = r.run.disk_busy_s / r.run.seconds if r.run.seconds else 0.0
         ratio = r.run.tokens_per_s / base[r.run.policy] if base.get(r.run.policy) else float("nan")
         same = f"{r.run.same_tokens:.3f}" if r.run.same_tokens is not None else "-"
-        lines.append(f"{r.expert_dtype:<7}{r.expert_mib:>8.1f}{r.run.policy:>10}{r.run.tokens_per_s:>8.3f}"
+        lines.append(f"{r.expert_dtype:<7}{r.expert_mib:>8.1f}{r.run.policy:>10}{r.cache_ratio:>6.3f}"
+                     f"{r.run.tokens_per_s:>8.3f}"
                      f"{r.bytes_per_token / 2**20:>9.1f}{busy:>10.2f}{b:>12.3f}{r.run.tokens_per_s / b:>9.2f}"
                      f"{ratio:>7.2f}x{same:>9}")
     return "\n".join(lines)

@@ -184,9 +184,16 @@ def cmd_bench_realsize(args: argparse.Namespace) -> int:
          f"{experts / 2**30:.2f} GiB ({rss / experts:.2f} of them)")
     dtypes = [d.strip() for d in args.expert_dtypes.split(",") if d.strip()]
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    pool_bytes = None
+    if args.pool_memory:
+        from .plan import parse_size
+
+        pool_bytes = parse_size(args.pool_memory)
     bandwidth, rows = bench_realsize(root, dtypes, policies, args.cache_ratio, prompts, args.max_new_tokens, cal,
-                                     _quant_dir(args), _say)
-    print(format_realsize(root, bandwidth, rows, args.cache_ratio, len(prompts), args.max_new_tokens), flush=True)
+                                     _quant_dir(args), _say, pool_bytes)
+    budget = f"cache ratio {args.cache_ratio:g}" if pool_bytes is None else \
+        f"expert pool {pool_bytes / 2**30:.2f} GiB for every dtype"
+    print(format_realsize(root, bandwidth, rows, budget, len(prompts), args.max_new_tokens), flush=True)
     return 0
 
 
@@ -352,7 +359,9 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
     real.add_argument("--out", help="where the checkpoint is built (default: models/llm/realsize-mixtral-<N>l)")
     real.add_argument("--expert-dtypes", default="bf16,int8,int4")
     real.add_argument("--policies", default="ondemand,lru,daop,firm,duoserve")
-    real.add_argument("--cache-ratio", type=float, default=0.25)
+    real.add_argument("--cache-ratio", type=float, default=0.25, help="the same cache ratio for every dtype")
+    real.add_argument("--pool-memory", help="instead: the same pool bytes for every dtype (e.g. 3G), each at the "
+                                            "largest cache ratio that fits")
     real.add_argument("--prompts", type=int, default=2)
     real.add_argument("--prompt-tokens", type=int, default=16)
     real.add_argument("--max-new-tokens", type=int, default=12)
