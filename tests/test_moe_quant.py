@@ -147,3 +147,26 @@ def test_awq_and_fp8_checkpoints_are_named_for_what_they_are(tiny: dict[str, Pat
         save_file(changed, str(out / "model.safetensors"))
         with pytest.raises(CheckpointError, match=said):
             OffloadedLM.load(out, "lru", cache_ratio=0.25)
+
+
+def test_moving_or_pinning_an_expert_keeps_what_has_landed() -> None:
+    from inspector.moe.store import ExpertWeights
+
+    empty = ExpertWeights(torch.zeros(4, 2), torch.zeros(2, 2), frozenset())
+    assert empty.to(torch.device("cpu")).landed == frozenset()  # an unread buffer is never taken for a read one
+    if torch.cuda.is_available():
+        assert empty.pinned().landed == frozenset()
+
+
+def test_a_killed_quantizers_leftovers_are_cleared_by_the_next_one(tiny: dict[str, Path], tmp_path: Path) -> None:
+    from inspector.moe.checkpoint import MoECheckpoint
+    from inspector.moe.quant.copy import copy_dir, open_quantized
+
+    ckpt = MoECheckpoint.open(tiny["mixtral"])
+    out = copy_dir(ckpt, "int8", torch.device("cpu"), tmp_path)
+    dead = out.with_name(f"{out.name}.partial-2147483646")  # no such process
+    (dead / "experts-00000.safetensors").parent.mkdir(parents=True)
+    (dead / "experts-00000.safetensors").write_bytes(b"half written")
+    copy = open_quantized(ckpt, "int8", "cpu", tmp_path)
+    assert not dead.exists() and copy.path == out and set(copy.experts) == set(ckpt.experts)
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]

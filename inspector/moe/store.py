@@ -47,7 +47,8 @@ class ExpertWeights:
         return self.gate_up.device
 
     def to(self, device: torch.device) -> ExpertWeights:
-        return ExpertWeights(self.gate_up.to(device, non_blocking=True), self.down.to(device, non_blocking=True))
+        return ExpertWeights(self.gate_up.to(device, non_blocking=True), self.down.to(device, non_blocking=True),
+                             self.landed)
 
     def tensors(self) -> list[torch.Tensor]:
         out = []
@@ -71,7 +72,8 @@ class ExpertWeights:
             t.record_stream(stream)
 
     def pinned(self) -> ExpertWeights:
-        return ExpertWeights(self.gate_up.pin_memory(), self.down.pin_memory())
+        """The same buffers in page-locked memory (what has landed stays landed: an empty one stays empty)."""
+        return ExpertWeights(self.gate_up.pin_memory(), self.down.pin_memory(), self.landed)
 
     @property
     def complete(self) -> bool:

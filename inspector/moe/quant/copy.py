@@ -77,9 +77,11 @@ class QuantizedCopy:
         """Quantize every routed expert, one at a time, into sharded safetensors at `out` (atomically)."""
         if kind not in EXPERT_DTYPES[1:]:
             raise ValueError(f"unknown expert dtype {kind!r}: choose one of {', '.join(EXPERT_DTYPES[1:])}")
-        tmp = out.with_name(out.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        tmp = out.with_name(f"{out.name}.partial-{os.getpid()}")  # two processes may quantize at once
+        for left in out.parent.glob(f"{out.name}.partial-*"):  # a killed writer's gigabytes
+            if left == tmp or not _alive(left.name.rsplit("-", 1)[-1]):
+                shutil.rmtree(left, ignore_errors=True)
+        tmp.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         shard: dict[str, torch.Tensor] = {}
         shard_bytes, shards, meta = 0, 0, {}
@@ -112,7 +114,10 @@ class QuantizedCopy:
                     "fingerprint": checkpoint_fingerprint(ckpt), "projections": meta, "shards": shards,
                     "probe": packing_probe(), "torch": torch.__version__}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        shutil.rmtree(out, ignore_errors=True)
+        if (out / MANIFEST).is_file():  # another process finished the same copy first: keep theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+            return cls.open(out)
+        shutil.rmtree(out, ignore_errors=True)  # a copy without a manifest is an interrupted one
         os.replace(tmp, out)
         return cls.open(out)
 
@@ -137,6 +142,16 @@ class QuantizedCopy:
         out = {key: QuantSpans({p: (parts[p]["data"], parts[p]["scales"]) for p in PARTS}, meta)
                for key, parts in experts.items()}
         return cls(path, manifest, out)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def open_quantized(ckpt: MoECheckpoint, kind: str, device: torch.device | str = "cpu", root: Path = QUANT_DIR,
