@@ -251,6 +251,39 @@ def test_ranges_at_any_offset_read_exactly(tmp_path: Path, monkeypatch: pytest.M
         diskio.read_ranges_into(path, [(len(raw) - 3, memoryview(bytearray(10)))], drop_cache)
 
 
+def test_large_ranges_read_in_place_into_buffers_lined_up_with_the_file(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A buffer whose address matches its tensor's file offset (buffers.empty_for_read) takes the aligned middle
+    of an O_DIRECT read in place; only the partial end blocks pass through the bounce buffer. Exact bytes at
+    any offset, lined up or not, and a file that ends early is an EOFError."""
+    from inspector.runtime.buffers import empty_for_read
+
+    monkeypatch.setattr(diskio, "DIRECT_CHUNK", ALIGN)  # every range here is "large"
+    monkeypatch.setattr(diskio, "IN_PLACE_CHUNK", 2 * ALIGN)  # and the in-place middle takes several requests
+    in_place = []
+    real = diskio._read_in_place
+    monkeypatch.setattr(diskio, "_read_in_place", lambda *a: in_place.append(a[2]) or real(*a))
+    path = tmp_path / "shard.bin"
+    raw = bytes(torch.randint(0, 256, (9 * ALIGN + 300,), dtype=torch.uint8,
+                              generator=torch.Generator().manual_seed(1)).tolist())
+    path.write_bytes(raw)
+    fsync_and_drop(path)
+    end = len(raw) - 2 * ALIGN - 8
+    spans = [(2, 5 * ALIGN + 6), (ALIGN, 3 * ALIGN), (ALIGN + 100, 2 * ALIGN), (end, 2 * ALIGN + 8)]
+    for offset, n in spans:
+        lined_up = empty_for_read((n,), torch.uint8, offset)
+        plain = torch.empty(n + 1, dtype=torch.uint8)[1:]  # never lined up with an aligned offset
+        for dest in (lined_up, plain):
+            view = memoryview(dest.numpy())
+            diskio.read_ranges_into(path, [(offset, view)], True)
+            assert bytes(view) == raw[offset:offset + n]
+    if path.stat().st_dev not in _NO_DIRECT:  # O_DIRECT here: the lined-up buffers were read in place
+        assert sorted(set(in_place)) == sorted({offset for offset, _ in spans})
+    short = empty_for_read((3 * ALIGN,), torch.uint8, len(raw) - 2 * ALIGN)
+    with pytest.raises(EOFError, match="the file ends"):
+        diskio.read_ranges_into(path, [(len(raw) - 2 * ALIGN, memoryview(short.numpy()))], True)
+
+
 def test_neighbouring_ranges_share_one_disk_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An expert's three projections lie side by side in a shard: they are read in one O_DIRECT request (one seek
     and one completion, not three); a range past the gap gets its own, and a run that runs off the file's end

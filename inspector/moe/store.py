@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..runtime.buffers import empty_for_read
 from ..runtime.diskio import read_ranges_into
 from ..runtime.memory import MemoryLedger
 from ..runtime.safetensors_io import CorruptWeights
@@ -118,10 +119,15 @@ def _empty_pageable(spans: ExpertSpans | QuantSpans) -> ExpertWeights:
         if gate.shape != up.shape:
             raise CorruptWeights(f"{gate.path}: gate {gate.shape} and up {up.shape} projections differ in shape; "
                                  "the checkpoint does not match its config")
-        return ExpertWeights(torch.empty((gate.shape[0] * 2, *gate.shape[1:]), dtype=gate.dtype),
-                             torch.empty(down.shape, dtype=down.dtype), frozenset())
-    return ExpertWeights(torch.empty(spans.gate.shape[1:], dtype=spans.gate.dtype),  # gate_up_proj [E, 2I, H]
-                         torch.empty(spans.down.shape[1:], dtype=spans.down.dtype), frozenset())  # [E, H, I]
+        # lined up with the file (buffers.py), so the disk reads in place: gate's half always, up's too when the
+        # checkpoint's tensor sizes are multiples of the alignment (real checkpoints' are)
+        return ExpertWeights(empty_for_read((gate.shape[0] * 2, *gate.shape[1:]), gate.dtype, gate.offset),
+                             empty_for_read(down.shape, down.dtype, down.offset), frozenset())
+    e, fused, down = spans.fused_index, spans.gate, spans.down
+    return ExpertWeights(empty_for_read(fused.shape[1:], fused.dtype,  # gate_up_proj [E, 2I, H]
+                                        fused.offset + e * (fused.nbytes // fused.shape[0])),
+                         empty_for_read(down.shape[1:], down.dtype,  # down_proj [E, H, I]
+                                        down.offset + e * (down.nbytes // down.shape[0])), frozenset())
 
 
 def _quant_targets(spans: QuantSpans, w: ExpertWeights) -> dict[str, list[tuple[str, int, memoryview]]]:

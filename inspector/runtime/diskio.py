@@ -17,6 +17,7 @@ from pathlib import Path
 
 DIRECT_CHUNK = 8 * 2**20  # one O_DIRECT request: large enough that the per-request cost vanishes
 DIRECT_ALIGN = 4096  # buffer address, offset and length: covers logical blocks up to 4 KiB
+IN_PLACE_CHUNK = 64 * 2**20  # one request straight into a destination (no bounce buffer bounds it)
 COALESCE_GAP = 64 * 2**10  # ranges this close share one request: reading the gap costs less than a request
 _NO_DIRECT: set[int] = set()  # filesystems (st_dev) that refused O_DIRECT once (tmpfs, some overlays)
 
@@ -149,6 +150,11 @@ def _read_ranges_direct(path: Path | str, ranges: list[tuple[int, memoryview]]) 
                     return False
                 first = False
                 continue
+            if (_address(dest) - offset) % DIRECT_ALIGN == 0:  # its buffer lines up with the file: no bounce
+                if not _read_in_place(fd, path, offset, dest, bounce, first):
+                    return False
+                first = False
+                continue
             # a range larger than the bounce buffer: request by request
             got, length = 0, len(dest)
             while got < length:
@@ -167,6 +173,34 @@ def _read_ranges_direct(path: Path | str, ranges: list[tuple[int, memoryview]]) 
         return True
     finally:
         os.close(fd)
+
+
+def _read_in_place(fd: int, path: Path | str, offset: int, dest: memoryview, bounce: memoryview,
+                   first: bool) -> bool:
+    """A large range whose destination address matches its file offset modulo the alignment (buffers.py makes
+    them so): the aligned middle is read by the disk straight into `dest` in large requests; only the partial
+    blocks at either end pass through the bounce buffer. A bounce copy serialised with each request halves a
+    large read's speed here (a 336 MiB expert: 800 MiB/s through the bounce, the disk gives 1.5 GB/s)."""
+    length = len(dest)
+    head = min(length, (-offset) % DIRECT_ALIGN)
+    body = (length - head) // DIRECT_ALIGN * DIRECT_ALIGN
+    ends = [(offset, dest[:head])] if head else []
+    if length - head - body:
+        ends.append((offset + head + body, dest[head + body:]))
+    for end_offset, end_dest in ends:  # each end lies within one aligned block
+        if not _read_run(fd, path, [(end_offset, end_dest)], bounce, first):
+            return False
+        first = False
+    got = 0
+    while got < body:
+        want = min(body - got, IN_PLACE_CHUNK)
+        n = _pread_direct(fd, dest[head + got : head + got + want], offset + head + got, first and got == 0)
+        if n is None:
+            return False
+        if n <= 0 or n % DIRECT_ALIGN:  # a short, unaligned read ends at the file's end
+            raise EOFError(f"{path}: wanted {length} bytes at {offset}, the file ends after {head + got + max(0, n)}")
+        got += n
+    return True
 
 
 def _read_run(fd: int, path: Path | str, run: list[tuple[int, memoryview]], bounce: memoryview,

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from ...runtime.buffers import empty_for_read
 from ...runtime.diskio import fsync_and_drop
 from ...runtime.safetensors_io import TensorSpan, header_index
 from ..calibration import checkpoint_fingerprint
@@ -31,6 +32,7 @@ MANIFEST = "manifest.json"
 SHARD_BYTES = 1 << 30
 PARTS = ("gate", "up", "down")
 FORMAT = 1
+KERNEL_ALIGN = 64
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,10 @@ class QuantSpans:
         made = {}
         for part, (data, scales) in self.parts.items():
             m = self.meta[part]
-            made[part] = QWeight(m["kind"], tuple(m["shape"]), torch.empty(data.shape, dtype=data.dtype),
-                                 torch.empty(scales.shape, dtype=scales.dtype), m["group"], m["layout"])
+            made[part] = QWeight(m["kind"], tuple(m["shape"]),  # the packed kernels want 64-byte aligned buffers
+                                 empty_for_read(data.shape, data.dtype, data.offset, KERNEL_ALIGN),
+                                 empty_for_read(scales.shape, scales.dtype, scales.offset, KERNEL_ALIGN),
+                                 m["group"], m["layout"])
         return QPair(made["gate"], made["up"]), made["down"]
 
 
