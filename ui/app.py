@@ -20,6 +20,7 @@ from inspector.paths import data_dir, models_dir
 
 from .attached import AttachedBackend
 from .backend import LocalBackend
+from .garbage import GuiThreadCollector
 from .qt_env import qt_environment
 from .window import MainWindow
 
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     qt_environment()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Inspection dashboard")
+    GuiThreadCollector(app).start()  # Qt objects are freed in the GUI thread, never in a line thread
     if args.attach:
         from inspector.endpoint import read_token
 
