@@ -143,11 +143,12 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     _say(f"{args.expert_dtype} experts: {copy.nbytes / 2**20:.1f} MiB ({copy.nbytes / native:.3f} of "
          f"{native / 2**20:.1f} MiB as stored) in {copy.path}")
     if args.windows:
+        from .demo.build import token_stream
         from .demo.corpus import Corpus, stdlib_corpus
-        from .quality import compare, held_out_stream, quality_table
+        from .quality import compare, quality_table
         from .text import load_tokenizer
 
-        stream = held_out_stream(load_tokenizer(model), Corpus.read(stdlib_corpus().held_out))
+        stream = token_stream(load_tokenizer(model), Corpus.read(stdlib_corpus().held_out))
         seq_len = min(256, int(getattr(ckpt.config, "max_position_embeddings", 0) or 256))
         rows = compare(model, ["native", args.expert_dtype], stream, seq_len, args.windows, args.device,
                        _quant_dir(args))

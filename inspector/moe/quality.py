@@ -25,15 +25,6 @@ class Quality:
     tokens: int
 
 
-def held_out_stream(tokenizer, texts: list[str]) -> torch.Tensor:  # noqa: ANN001 - a transformers tokenizer
-    """The texts as one token stream, each between BOS and EOS (as the demo model was trained)."""
-    ids: list[int] = []
-    for enc in tokenizer(texts, add_special_tokens=False)["input_ids"]:
-        ids += [t for t in (tokenizer.bos_token_id,) if t is not None] + enc
-        ids += [t for t in (tokenizer.eos_token_id,) if t is not None]
-    return torch.tensor(ids, dtype=torch.long)
-
-
 @torch.inference_mode()
 def perplexity(lm: OffloadedLM, stream: torch.Tensor, seq_len: int, windows: int) -> tuple[float, int]:
     """exp(mean next-token loss) over the first `windows` non-overlapping windows; and the tokens scored."""

@@ -78,11 +78,12 @@ def demo_dir(recipe: DemoRecipe | None = None, root: Path | None = None, corpus:
     return Path(root or DEFAULT_ROOT) / f"demo-mixtral-{recipe.key(corpus)}"
 
 
-def _stream(tokenizer, texts: list[str]) -> torch.Tensor:
-    """All texts as one token stream, each file between BOS and EOS."""
+def token_stream(tokenizer, texts: list[str]) -> torch.Tensor:  # noqa: ANN001 - a transformers tokenizer
+    """All texts as one token stream, each file between BOS and EOS (where the tokenizer has them)."""
     ids: list[int] = []
     for enc in tokenizer(texts, add_special_tokens=False)["input_ids"]:
-        ids += [tokenizer.bos_token_id, *enc, tokenizer.eos_token_id]
+        ids += [t for t in (tokenizer.bos_token_id,) if t is not None] + enc
+        ids += [t for t in (tokenizer.eos_token_id,) if t is not None]
     return torch.tensor(ids, dtype=torch.long)
 
 
@@ -120,7 +121,7 @@ def build_demo(recipe: DemoRecipe | None = None, root: Path | None = None, corpu
     train_texts, held_texts = Corpus.read(corpus.train), Corpus.read(corpus.held_out)
     log(f"corpus: {len(train_texts)} train files, {len(held_texts)} held-out files from {corpus.root}")
     tokenizer = train_tokenizer(train_texts, recipe.vocab)
-    train, held = _stream(tokenizer, train_texts), _stream(tokenizer, held_texts)
+    train, held = token_stream(tokenizer, train_texts), token_stream(tokenizer, held_texts)
     log(f"tokenizer: {len(tokenizer)} tokens; {len(train)} train tokens, {len(held)} held-out tokens "
         f"({time.perf_counter() - t0:.0f} s)")
     config = recipe.config(tokenizer)
