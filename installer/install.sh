@@ -11,14 +11,15 @@ DATA=/var/lib/inspector
 CONF=/etc/inspector
 USER_NAME=inspector
 DEST=""           # stage into DEST (a package build or a test) instead of the live system
-APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0 DESKTOP=1 TLS_CERT= TLS_KEY= TLS_HOSTS=
+APT=1 SYSTEMD=1 MAKE_USER=1 DEMO_ZOO=0 SITE_PACKAGES=0 IMAGE_ONLY=0 DESKTOP=1 TLS_CERT= TLS_KEY= TLS_HOSTS=
 EXTRAS=gui,postgres  # the dashboard and the PostgreSQL driver; the headless line needs neither
 PYTHON=python3    # the interpreter the virtual environment is made from
 
 usage() {
   cat <<USAGE
 usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest DIR]
-                  [--no-apt] [--no-systemd] [--no-user] [--system-site-packages] [--demo-zoo] [--python PY]
+                  [--no-apt] [--no-systemd] [--no-user] [--system-site-packages [--image-only]] [--demo-zoo]
+                  [--python PY]
                   [--extras LIST] [--headless]
   --prefix DIR             program files and virtual environment (default $PREFIX)
   --data DIR               results database, spool, crops, models, inbox (default $DATA)
@@ -28,11 +29,15 @@ usage: install.sh [--prefix DIR] [--data DIR] [--conf DIR] [--user NAME] [--dest
   --no-apt                 do not install Debian packages
   --no-systemd             do not reload, enable or start the unit
   --no-user                do not create the service user
-  --system-site-packages   let the venv use Python packages already installed (torch from the box's image)
+  --system-site-packages   let the venv use the Python packages of the interpreter --python names (the box's
+                           image: its torch build above all); what the image lacks is checked before anything is
+                           touched and added to the venv, never replacing the image's torch and torchvision
+  --image-only             with --system-site-packages: add nothing; stop, naming what the image lacks
   --demo-zoo               train the demo experts now (about 15 minutes on 2 cores) instead of on first start
   --tls-cert F --tls-key F  the plant's certificate and key for the APIs (default: a self-signed pair, made here)
   --tls-host NAME          a name or address clients reach the box by, for the self-signed pair (repeat)
-  --python PY              the Python the virtual environment is made from (default python3)
+  --python PY              the Python the virtual environment is made from (default python3); with
+                           --system-site-packages it may be a venv's or a conda env's (its packages are used)
   --extras LIST            optional parts: gui, llm, postgres, genicam, openvino, all (default $EXTRAS; "" for none)
   --headless               a line box without a screen: no extras, no desktop entry
 USAGE
@@ -49,6 +54,7 @@ while [ $# -gt 0 ]; do
     --no-systemd) SYSTEMD=0; shift ;;
     --no-user) MAKE_USER=0; shift ;;
     --system-site-packages) SITE_PACKAGES=1; shift ;;
+    --image-only) IMAGE_ONLY=1; shift ;;
     --demo-zoo) DEMO_ZOO=1; shift ;;
     --tls-cert) TLS_CERT="$2"; shift 2 ;;
     --tls-key) TLS_KEY="$2"; shift 2 ;;
@@ -77,6 +83,62 @@ if [ "$APT" = 1 ]; then
     libxcb-randr0 libfontconfig1 libdbus-1-3 fonts-dejavu-core >/dev/null
 fi
 
+# A venv: with --system-site-packages it borrows the packages of the interpreter --python names. Python chains a
+# venv to its base interpreter only, so when that interpreter is itself a venv (an image kept in one), its
+# site-packages are added here by a .pth file, in its order and with its own .pth files, ahead of the base's. The
+# image's own pip installs into the venv when it has one: a bundled pip and setuptools would shadow the image's.
+make_venv() {  # DIR
+  if [ "$SITE_PACKAGES" != 1 ]; then
+    "$PYTHON" -m venv "$1"
+    return 0
+  fi
+  "$PYTHON" -m venv --system-site-packages --without-pip "$1"
+  local site
+  site="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  "$PYTHON" - "$site" <<'PTH'
+import site, sys
+from pathlib import Path
+if sys.prefix != sys.base_prefix:  # a venv: pass its site-packages on
+    own = Path(sys.prefix).resolve()
+    dirs = [d for d in site.getsitepackages() if Path(d).resolve().is_relative_to(own)]
+    line = "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs)
+    Path(sys.argv[1], "_inspector_image.pth").write_text(line + "\n")
+PTH
+  "$1/bin/python" -m pip --version >/dev/null 2>&1 || "$1/bin/python" -m ensurepip -q --default-pip
+}
+
+CHECK_DIR=""
+if [ "$SITE_PACKAGES" = 1 ]; then
+  # before anything is touched: a throwaway venv made the same way says what the image lacks
+  CHECK_DIR="$(mktemp -d)"
+  trap 'rm -rf "$CHECK_DIR"' EXIT
+  make_venv "$CHECK_DIR/venv"
+  say "what the image ($PYTHON) provides"
+  set +e
+  "$CHECK_DIR/venv/bin/python" "$SRC/installer/check_image.py" --pyproject "$SRC/pyproject.toml" \
+    --extras "$EXTRAS" --image "$PYTHON" --missing-out "$CHECK_DIR/missing.txt" --pins-out "$CHECK_DIR/pins.txt" | sed 's/^/  /'
+  CHECK=${PIPESTATUS[0]}
+  set -e
+  MISSING="$(tr '\n' ' ' < "$CHECK_DIR/missing.txt" 2>/dev/null || true)"
+  if [ "$CHECK" = 2 ]; then
+    echo "install.sh: the image's torch does not meet the product's needs (above), and the installer never replaces" \
+      "the image's build. Install a torch (and torchvision) that does into the image ($PYTHON), or run without" \
+      "--system-site-packages to take the generic wheels from the package index. Nothing was installed." >&2
+    exit 1
+  elif [ "$CHECK" = 1 ] && [ "$IMAGE_ONLY" = 1 ]; then
+    echo "install.sh: the image lacks what the product needs (above): $MISSING" >&2
+    echo "  add them to the image:  $PYTHON -m pip install $(sed "s/.*/'&'/" "$CHECK_DIR/missing.txt" | tr '\n' ' ')" >&2
+    echo "  or run without --image-only: the installer adds them to $PREFIX/venv (the image's torch stays as it is)." >&2
+    echo "  Nothing was installed." >&2
+    exit 1
+  elif [ "$CHECK" = 1 ]; then
+    say "  adding to the venv what the image lacks: $MISSING(the image's torch and torchvision are kept as they are)"
+  elif [ "$CHECK" != 0 ]; then
+    echo "install.sh: the check of the image failed (exit $CHECK, above); nothing was installed" >&2
+    exit 1
+  fi
+fi
+
 if [ "$MAKE_USER" = 1 ] && ! id "$USER_NAME" >/dev/null 2>&1; then
   need_root "creating the service user"
   say "service user $USER_NAME"
@@ -89,12 +151,11 @@ TARGET="$SRC"
 [ -n "$EXTRAS" ] && TARGET="$SRC[$EXTRAS]"
 
 say "virtual environment $PREFIX/venv"
-VENV_FLAGS=()
-[ "$SITE_PACKAGES" = 1 ] && VENV_FLAGS+=(--system-site-packages)
-"$PYTHON" -m venv "${VENV_FLAGS[@]}" "$R$PREFIX/venv"
+make_venv "$R$PREFIX/venv"
 PIP=("$R$PREFIX/venv/bin/python" -m pip install -q)
 if [ "$SITE_PACKAGES" = 1 ]; then
-  "${PIP[@]}" --no-deps "$SRC"
+  # the image's packages stay as they are (pins); what it lacks (checked above) comes from the index into the venv
+  "${PIP[@]}" -c "$CHECK_DIR/pins.txt" "$TARGET"
 else
   "${PIP[@]}" "$TARGET"
 fi

@@ -12,27 +12,43 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 INSTALLER = REPO / "installer"
-# the staged venv is made from the interpreter running the tests (same Python version as the packages it borrows)
+# --system-site-packages stands for the box's image (its torch build preinstalled); the image here is the environment
+# that runs the tests (a fresh virtualenv with the product's dependencies, or an interpreter with them): the installer
+# borrows its packages through a chain file when it is a venv, so nothing depends on what the base interpreter holds
 INSTALL_FLAGS = ("--no-apt", "--system-site-packages", "--python", sys.executable)
+
+
+def install(*flags: str, dest: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(INSTALLER / "install.sh"), *flags, "--dest", str(dest)],
+                          capture_output=True, encoding="utf-8", timeout=900)
 
 
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("stage")
-    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), *INSTALL_FLAGS, "--dest", str(dest)],
-                       capture_output=True, encoding="utf-8", timeout=600)
+    r = install(*INSTALL_FLAGS, dest=dest)
     assert r.returncode == 0, r.stderr + r.stdout
-    # --system-site-packages stands for the box's image (torch preinstalled); here the image is whatever environment
-    # runs the tests (a fresh virtualenv, the interpreter's own site-packages, a user site): every site-packages
-    # folder on this process's path is appended behind the staged venv's own, so it finds what the tests find
-    site_dir = next((dest / "opt/inspector/venv/lib").glob("python*/site-packages"))
-    (site_dir / "zz_test_image.pth").write_text("\n".join(image_site_packages()) + "\n")
+    assert "provides" in r.stdout and "missing:" not in r.stdout, r.stdout  # the tests' environment lacks nothing
     return dest
 
 
 def image_site_packages() -> list[str]:
     dirs = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()]
     return list(dict.fromkeys([*site.getsitepackages(), *dirs]))
+
+
+def make_image(root: Path, shadows: dict[str, str]) -> Path:
+    """An image kept in a venv of its own: the tests' packages, with `shadows` (name -> version) installed in front of
+    them as metadata only, so the image holds that version of the package and not the one the product needs."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    site_dir = next(root.glob("lib/python*/site-packages"))
+    for name, version in shadows.items():
+        info = site_dir / f"{name}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (site_dir / "zz_image.pth").write_text("import site; " + "; ".join(
+        f"site.addsitedir({d!r})" for d in image_site_packages()) + "\n")
+    return root / "bin/python"
 
 
 def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Path, tmp_path: Path) -> None:
@@ -96,14 +112,49 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
     rules.write_text(rules.read_text() + "\n# tuned on line 3\n")
     token = (staged / "etc/inspector/api-token").read_text()
     cert = (staged / "etc/inspector/tls/cert.pem").read_text()
-    r = subprocess.run(["bash", str(INSTALLER / "install.sh"), *INSTALL_FLAGS, "--dest", str(staged)],
-                       capture_output=True, encoding="utf-8", timeout=600)
+    r = install(*INSTALL_FLAGS, dest=staged)
     assert r.returncode == 0, r.stderr
     assert (staged / "etc/inspector/tls/cert.pem").read_text() == cert  # pinned clients keep trusting it
     assert "fingerprint SHA256:" in r.stdout + r.stderr
     assert env.read_text() == "INSPECTOR_ARGS=--source camera:0\n"
     assert rules.read_text().endswith("# tuned on line 3\n") and config.read_text().endswith("# line 3\n")
     assert (staged / "etc/inspector/api-token").read_text() == token  # attached dashboards keep working
+
+
+@pytest.mark.parametrize(("shadows", "flags", "named"), [
+    ({"platformdirs": "0.1"}, ("--image-only",), ("platformdirs>=4.0", "0.1 installed", "pip install 'platformdirs>=4.0'",
+                                                  "without --image-only")),
+    ({"torch": "0.1"}, (), ("torch>=2.4", "0.1 installed", "never replaces", "without --system-site-packages")),
+])
+def test_an_image_that_falls_short_is_named_before_anything_is_touched(
+        tmp_path: Path, shadows: dict[str, str], flags: tuple[str, ...], named: tuple[str, ...]) -> None:
+    image = make_image(tmp_path / "image", shadows)
+    dest = tmp_path / "stage"
+    r = install("--no-apt", "--system-site-packages", *flags, "--python", str(image), dest=dest)
+    assert r.returncode == 1, r.stdout + r.stderr
+    said = r.stdout + r.stderr
+    assert all(n in said for n in named), said
+    assert "Nothing was installed" in r.stderr and "Traceback" not in said
+    assert not dest.exists() or not any(dest.iterdir()), sorted(dest.rglob("*"))
+
+
+def test_what_the_image_lacks_is_added_to_the_venv_and_its_torch_kept(tmp_path: Path) -> None:
+    """The plant's path on an image without platformdirs: the installer adds it to the venv, leaves torch alone."""
+    image = make_image(tmp_path / "image", {"platformdirs": "0.1"})
+    dest = tmp_path / "stage"
+    r = install("--no-apt", "--system-site-packages", "--headless", "--python", str(image), dest=dest)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "adding to the venv what the image lacks: platformdirs>=4.0" in r.stdout, r.stdout
+    venv_site = next((dest / "opt/inspector/venv/lib").glob("python*/site-packages"))
+    assert list(venv_site.glob("platformdirs-*.dist-info")) and not list(venv_site.glob("torch*"))
+    py = dest / "opt/inspector/venv/bin/python"
+    r = subprocess.run([str(py), "-c", "import platformdirs, torch, importlib.metadata as m; "
+                        "print(m.version('platformdirs'), torch.__file__)"],
+                       capture_output=True, encoding="utf-8", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    version, torch_file = r.stdout.split()
+    assert int(version.split(".")[0]) >= 4 and not Path(torch_file).is_relative_to(dest)
+    assert (dest / "etc/inspector/tls/cert.pem").is_file()  # `inspector tls make` ran in the finished venv
 
 
 def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
