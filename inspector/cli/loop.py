@@ -68,6 +68,10 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_train(args: argparse.Namespace) -> int:
+    if args.new:
+        from .labelled import cmd_train_new
+
+        return cmd_train_new(args)
     import torch
 
     from ..training.retrain import format_scores, retrain_classifier
@@ -75,7 +79,7 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     zoo = _zoo(args)
-    r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs,
+    r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
                            args.synthetic, args.seed, say)
     print(format_scores(r))
     print(f"new version of {r.expert}: {r.version['weights_sha256'][:12]} ({r.version['file']}), trained in "
@@ -185,21 +189,31 @@ def add_dataset(p: argparse.ArgumentParser) -> None:
     _rules_flag(exp)
     database_flags(exp)
     exp.set_defaults(func=cmd_dataset_export)
+    from .labelled import add_dataset_windows
+
+    add_dataset_windows(ds_sub)
 
 
 def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     """zoo train, versions, activate, rollback (beside zoo build)."""
-    tr = zoo_sub.add_parser("train", help="fine-tune one classifier on a reviewed dataset; old against new")
-    tr.add_argument("--expert", required=True, help="the expert (cls-R0603)")
-    tr.add_argument("--from", dest="from_dataset", required=True, metavar="DATASET",
-                    help="a directory written by `inspector dataset export`")
-    tr.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
-    tr.add_argument("--epochs", type=int, default=10)
+    from .labelled import add_evaluate, add_new_flags
+
+    tr = zoo_sub.add_parser("train", help="fine-tune one classifier on a reviewed dataset (--expert), or teach a new "
+                                          "one from a labelled folder (--new)")
+    which = tr.add_mutually_exclusive_group(required=True)
+    which.add_argument("--expert", help="the expert to fine-tune on reviews (cls-R0603)")
+    which.add_argument("--new", metavar="EXPERT", help="a new expert's name, taught from the labelled folder --from")
+    tr.add_argument("--from", dest="from_dataset", required=True, metavar="DIR",
+                    help="--expert: a directory written by `inspector dataset export`; --new: a labelled folder")
+    tr.add_argument("--zoo", help="zoo directory (default: the demo zoo; --new makes one where there is none)")
+    tr.add_argument("--epochs", type=int, help="at most (default 10 to fine-tune, 30 to teach, early-stopped)")
     tr.add_argument("--synthetic", type=int, default=300, help="synthetic crops rendered beside the reviewed ones")
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     _rules_flag(tr)
+    add_new_flags(tr)
     tr.set_defaults(func=cmd_zoo_train)
+    add_evaluate(zoo_sub)
 
     ver = zoo_sub.add_parser("versions", help="the weights versions of retrained experts (* serving)")
     ver.add_argument("--expert")

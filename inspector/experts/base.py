@@ -27,6 +27,11 @@ from .invariance import fixed_shape
 
 StateDict = dict[str, torch.Tensor]
 SPARE_SHELLS = 8  # per architecture and device: enough for the evictions of a burst of switches
+# How a crop becomes the square input. squash: stretched to SxS (parts of one type share one aspect, so nothing is
+# lost; every demo expert). letterbox: the crop's aspect kept, padded to a square with the normalised crops' mean
+# grey (photometric.MEAN) before the resize, for experts whose crops come in many aspects (labelled real data).
+FITS = ("squash", "letterbox")
+LETTERBOX_GREY = 128.0 / 255.0
 
 
 class UnknownArchitecture(ValueError):
@@ -57,11 +62,14 @@ class Architecture(ABC):
 
     role: str = ""
 
-    def __init__(self, input_size: int, classes: int) -> None:
+    def __init__(self, input_size: int, classes: int, fit: str = "squash") -> None:
         if input_size <= 0 or classes <= 0:
             raise ValueError(f"input_size and classes must be positive, got {input_size}, {classes}")
+        if fit not in FITS:
+            raise UnknownArchitecture(f"unknown resize policy fit={fit!r}; use one of {', '.join(FITS)}")
         self.input_size = input_size
         self.classes = classes
+        self.fit = fit
         self._skeleton: nn.Module | None = None
         self._meta_state: StateDict | None = None
         self._shells: dict[str, list[nn.Module]] = {}  # device -> spare shells, their tensors on meta
@@ -80,7 +88,10 @@ class Architecture(ABC):
         return f"{self.name}@{self.input_size}/c{self.classes}"
 
     def spec(self) -> dict[str, Any]:
-        return {"arch": self.name, "input_size": self.input_size, "classes": self.classes}
+        spec: dict[str, Any] = {"arch": self.name, "input_size": self.input_size, "classes": self.classes}
+        if self.fit != "squash":  # the demo experts' specs (and so their build keys) stay as they were
+            spec["fit"] = self.fit
+        return spec
 
     # -- building and loading ---------------------------------------------------------------
     @abstractmethod
@@ -185,6 +196,11 @@ class Architecture(ABC):
         """`preprocess` for N crops of one size at once (training): the same arithmetic, one call."""
         if not images.is_floating_point():
             images = images.float() / 255.0
+        h, w = images.shape[2:]
+        if self.fit == "letterbox" and h != w:
+            side = max(h, w)
+            left, top = (side - w) // 2, (side - h) // 2
+            images = F.pad(images, (left, side - w - left, top, side - h - top), value=LETTERBOX_GREY)
         if images.shape[2:] != (self.input_size, self.input_size):
             images = F.interpolate(images, size=(self.input_size, self.input_size), mode="bilinear",
                                    align_corners=False)

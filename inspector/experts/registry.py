@@ -34,7 +34,10 @@ def _build(spec: dict[str, Any]) -> Architecture:
     size = int(spec.get("input_size", 64))
     m = _RESNET.match(name)
     if m:
-        return ResNetClassifier(int(m.group(1)), input_size=size, classes=int(spec.get("classes", 2)))
+        threshold = spec.get("good_threshold")
+        return ResNetClassifier(int(m.group(1)), input_size=size, classes=int(spec.get("classes", 2)),
+                                fit=str(spec.get("fit", "squash")),
+                                good_threshold=None if threshold is None else float(threshold))
     if name.endswith((".yaml", ".yml", ".pt")):
         return YoloDetector(
             name, input_size=size, classes=int(spec.get("classes", 4)),

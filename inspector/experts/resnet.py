@@ -23,7 +23,10 @@ class ResNetClassifier(Architecture):
 
     role = "classifier"
 
-    def __init__(self, depth: int, input_size: int = 64, classes: int = 2) -> None:
+    def __init__(self, depth: int, input_size: int = 64, classes: int = 2, fit: str = "squash",
+                 good_threshold: float | None = None) -> None:
+        """`good_threshold`: the operating point, chosen on held-out crops when the expert was taught (training/
+        labelled): a part passes when the probability of class 0 reaches it. None: when class 0 is the top class."""
         if depth not in DEPTHS:
             raise UnknownArchitecture(
                 f"resnet{depth} is not a known depth; use one of "
@@ -31,12 +34,21 @@ class ResNetClassifier(Architecture):
             )
         if classes < 2:
             raise ValueError("a classifier needs at least 2 classes (0 = ok, others = defects)")
-        super().__init__(input_size, classes)
+        if good_threshold is not None and not 0.0 <= good_threshold <= 1.0:
+            raise ValueError(f"good_threshold must lie between 0 and 1, got {good_threshold}")
+        super().__init__(input_size, classes, fit)
         self.depth = depth
+        self.good_threshold = good_threshold
 
     @property
     def name(self) -> str:
         return f"resnet{self.depth}"
+
+    def spec(self) -> dict:
+        spec = super().spec()
+        if self.good_threshold is not None:
+            spec["good_threshold"] = self.good_threshold
+        return spec
 
     def build(self) -> nn.Module:
         block, layers = DEPTHS[self.depth]
@@ -47,9 +59,16 @@ class ResNetClassifier(Architecture):
             return module(batch).float()
 
     def decode(self, raw: torch.Tensor) -> list[Prediction]:
-        """Logits (N x classes) -> the top class and its softmax probability per crop."""
+        """Logits (N x classes) -> the top class and its softmax probability per crop; with an operating threshold,
+        class 0 when its probability reaches it, else the likeliest other class."""
         probs = torch.softmax(raw.float(), dim=1).cpu()
-        top, label = probs.max(dim=1)
+        if self.good_threshold is not None:
+            other, label = probs[:, 1:].max(dim=1)
+            good = probs[:, 0] >= self.good_threshold
+            label = torch.where(good, 0, label + 1)
+            top = torch.where(good, probs[:, 0], other)
+        else:
+            top, label = probs.max(dim=1)
         return [
             Prediction(label=int(lbl), score=float(p), passed=int(lbl) == 0)
             for p, lbl in zip(top.tolist(), label.tolist())

@@ -1,0 +1,146 @@
+"""`zoo train --new` and `zoo evaluate`: experts from a plant's own labelled crops (training/labelled/)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .common import models_of, say
+
+
+def _zoo_root(args: argparse.Namespace) -> Path:
+    return Path(args.zoo) if args.zoo else models_of(args) / "demo"
+
+
+def cmd_train_new(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..training.labelled.folder import FolderError
+    from ..training.labelled.teach import TeachPlan, teach
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    depth = int(args.arch.removeprefix("resnet"))
+    plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
+                     args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
+                     args.epoch_size)
+    try:
+        done = teach(plan, say)
+    except FolderError as exc:
+        say(f"error: {exc}")
+        return 2
+    print(done.summary())
+    print(f"\n{plan.expert} serves {done.entry.weights_sha256[:12]} in the zoo at {plan.zoo}; route parts to it by "
+          f"naming it as a component type's classifier in the rule set")
+    if args.json:
+        Path(args.json).write_text(json.dumps(done.to_json(), indent=1), encoding="utf-8")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ..experts.zoo import Zoo
+    from ..training.labelled.evaluate import evaluate_expert
+    from ..training.labelled.folder import FolderError
+    from ..training.labelled.metrics import table
+
+    try:
+        result = evaluate_expert(Zoo.load(_zoo_root(args)), args.expert, Path(args.on), args.good)
+    except FolderError as exc:
+        say(f"error: {exc}")
+        return 2
+    print(f"{args.expert} ({(result.weights_sha256 or '-')[:12]}) on {args.on}")
+    print(table(result.evaluation))
+    print("defect recall at a false-call budget chosen on these crops: " + ", ".join(
+        f"{100 * b:g}% -> {100 * r:.1f}%" for b, r in result.recall_at.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
+    return 0
+
+
+def add_new_flags(tr: argparse.ArgumentParser) -> None:
+    """The options of `zoo train --new` (beside the retraining's, which share --from, --zoo, --epochs, --seed)."""
+    from ..experts.resnet import DEPTHS
+
+    tr.add_argument("--kind", choices=["classifier"], default="classifier",
+                    help="what to teach from the folder (classifier: an ImageFolder, class = folder name)")
+    tr.add_argument("--good", help="the folder of good parts (default: the one named good or ok)")
+    tr.add_argument("--arch", default="resnet10", choices=[f"resnet{d}" for d in DEPTHS])
+    tr.add_argument("--input-size", type=int, help="input side in px (default: from the crops' sizes)")
+    tr.add_argument("--heldout", type=float, default=0.2,
+                    help="share of identities held out to choose the epoch and the threshold (default 0.2)")
+    tr.add_argument("--patience", type=int, default=6, help="epochs without a better held-out recall before "
+                                                            "stopping (default 6)")
+    tr.add_argument("--augment", type=float, default=1.0, help="camera augmentation strength, 0 for none")
+    tr.add_argument("--false-calls", type=float, default=0.01,
+                    help="false-call budget the operating threshold is chosen for (default 0.01)")
+    tr.add_argument("--epoch-size", type=int, help="crops drawn an epoch (default: the training set's size)")
+    tr.add_argument("--json", help="also write the report as JSON here")
+
+
+def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
+    ev = zoo_sub.add_parser("evaluate", help="score a trained classifier on a labelled folder it never saw")
+    ev.add_argument("--expert", required=True)
+    ev.add_argument("--on", required=True, metavar="DIR", help="an ImageFolder: one sub-folder a class")
+    ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
+    ev.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
+    ev.add_argument("--json", help="also write the scores as JSON here")
+    ev.set_defaults(func=cmd_evaluate)
+
+
+def cmd_dataset_windows(args: argparse.Namespace) -> int:
+    import numpy as np
+    from tqdm import tqdm
+
+    from ..training.deeppcb import CLASSES, DatasetError, read_pairs
+    from ..training.labelled.windows import WindowCounts, write_windows
+
+    missing: list[str] = []
+    try:
+        pairs = read_pairs(Path(args.deeppcb), Path(args.list) if args.list else None, missing)
+    except DatasetError as exc:
+        say(f"error: {exc}")
+        return 2
+    for line in missing:
+        say(f"left out: {line}")
+    only = set(args.groups.split(",")) if args.groups else None
+    leave = set(args.exclude_groups.split(",")) if args.exclude_groups else set()
+    pairs = [p for p in pairs if (only is None or p.group in only) and p.group not in leave]
+    if not pairs:
+        say("error: no pairs left after --groups / --exclude-groups")
+        return 2
+    from ..training.labelled.folder import split_of
+
+    rng = np.random.default_rng(args.seed)
+    sides = {"": pairs} if not args.heldout else {
+        side: [p for p in pairs if split_of(p.name, args.heldout) == side] for side in ("train", "heldout")}
+    counts = {side: WindowCounts() for side in sides}
+    where = {p.name: side for side, members in sides.items() for p in members}
+    for pair in tqdm(pairs, desc="cutting windows", unit="pair", disable=None):
+        test, _ = pair.images()
+        side = where[pair.name]
+        write_windows(Path(args.out) / side, pair.name, test, [(d.box, CLASSES[d.kind]) for d in pair.defects],
+                      args.window, counts[side], args.keep_good, rng, CLASSES)
+    for side, members in sides.items():
+        c = counts[side]
+        defects = sum(v for k, v in c.written.items() if k != "good")
+        print(f"{Path(args.out) / side}: {len(members)} pairs of groups {', '.join(sorted({p.group for p in members}))}"
+              f": {c.line()}; good to defect windows {c.written['good'] / max(1, defects):.1f} to 1")
+        if side == "heldout":
+            print(f"  held-out pairs: {' '.join(sorted(p.name for p in members))}")
+    return 0
+
+
+def add_dataset_windows(ds_sub: argparse._SubParsersAction) -> None:
+    w = ds_sub.add_parser("windows", help="a labelled folder of grid windows cut from DeepPCB's tested images "
+                                          "(class: the defect whose box is centred in it, or good)")
+    w.add_argument("--deeppcb", required=True, metavar="DIR", help="the dataset's folder (with trainval.txt)")
+    w.add_argument("--list", help="the list of pairs (default DIR/trainval.txt)")
+    w.add_argument("--out", required=True, help="the folder to write: OUT/<class>/<pair>__x<i>y<j>.png")
+    w.add_argument("--window", type=int, default=64, help="window side in px (default 64)")
+    w.add_argument("--groups", help="only these board groups (comma-separated, e.g. 20085,44000)")
+    w.add_argument("--exclude-groups", help="all but these board groups")
+    w.add_argument("--heldout", type=float, default=0.0,
+                   help="also split: OUT/train and OUT/heldout, this share of the pairs held out (by the pair's name)")
+    w.add_argument("--keep-good", type=float, default=1.0, help="share of good windows written (default all)")
+    w.add_argument("--seed", type=int, default=0)
+    w.set_defaults(func=cmd_dataset_windows)

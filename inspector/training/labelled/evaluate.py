@@ -1,0 +1,64 @@
+"""`inspector zoo evaluate --expert E --on DIR`: an expert's calls on a labelled folder, scored (metrics.py).
+
+The folder's classes must be among the expert's (it may lack some); `good`: the folder's name for the expert's
+good class, when it differs. The crops go through the line's normalisation and the expert's own preprocessing
+and operating threshold: the calls are the ones the line would make.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...experts.resnet import ResNetClassifier
+from ...experts.zoo import Zoo
+from ...runtime.safetensors_io import parse
+from .folder import FolderError, LabelledCrop, LabelledFolder, read_folder
+from .metrics import Evaluation, evaluate, recall_at_false_calls
+from .teach import read_crops
+from .trainer import probabilities
+
+BUDGETS = (0.001, 0.005, 0.01, 0.02, 0.05)
+
+
+@dataclass
+class ExpertEvaluation:
+    expert: str
+    weights_sha256: str | None
+    evaluation: Evaluation
+    recall_at: dict[float, float]  # false-call budget -> the defect recall it allows on this folder
+    probs: np.ndarray
+    truth: np.ndarray
+
+    def to_json(self) -> dict:
+        return {"expert": self.expert, "weights_sha256": self.weights_sha256, **self.evaluation.to_json(),
+                "recall_at_false_calls": {str(k): v for k, v in self.recall_at.items()}}
+
+
+def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None) -> ExpertEvaluation:
+    if expert not in zoo.entries:
+        raise ValueError(f"the zoo at {zoo.root} has no expert {expert!r}; its experts: {', '.join(sorted(zoo.entries))}")
+    if expert in zoo.unavailable:
+        raise ValueError(f"{expert} cannot be loaded: {zoo.unavailable[expert]}")
+    entry, arch = zoo.entries[expert], zoo.architecture(expert)
+    if not isinstance(arch, ResNetClassifier) or not entry.classes:
+        raise ValueError(f"{expert} is a {entry.role} without class names; zoo evaluate scores trained classifiers")
+    classes = tuple(entry.classes)
+    folder = read_folder(source, classes=classes if good is None else _renamed(classes, good))
+    if good is not None and good != classes[0]:
+        folder = LabelledFolder(folder.root, classes, [LabelledCrop(c.path, classes[0] if c.label == good else c.label,
+                                                                     c.identity) for c in folder.crops])
+    crops = read_crops(folder, folder.crops, "reading crops")
+    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu"))
+    probs, _ = probabilities(arch, model, crops)
+    ev = evaluate(classes, crops.labels, probs, arch.good_threshold)
+    return ExpertEvaluation(expert, entry.weights_sha256, ev, recall_at_false_calls(crops.labels, probs[:, 0], BUDGETS),
+                            probs, crops.labels)
+
+
+def _renamed(classes: tuple[str, ...], good: str) -> tuple[str, ...]:
+    if good in classes[1:]:
+        raise FolderError(f"--good {good} names one of the expert's defect classes ({', '.join(classes[1:])})")
+    return (good, *classes[1:])

@@ -1,0 +1,119 @@
+"""A labelled folder of crops, ImageFolder's layout: one sub-folder a class, the class its name.
+
+    DIR/good/p0042__r12.png
+    DIR/solder_bridge/p0107__u3.jpg
+
+One class is the good one (a part to pass): `--good NAME`, or the folder named `good` or `ok` when there is one.
+The others are defect classes, in name order after it (the expert's label 0 is always the good class).
+
+**Identity.** Crops of one physical part, or one board, must fall on one side of a split, else the held-out
+figures are measured on near-copies of training crops. A crop's identity is its file name up to the first `__`
+(`p0042__r12.png` -> `p0042`), or the whole stem when the name has none; files of one board or part named with one
+prefix therefore stay together. The split hashes the identity, so it does not change from run to run or when
+crops are added (a crop added later never moves one already held out into training).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
+GOOD_NAMES = ("good", "ok")
+IDENTITY_SEPARATOR = "__"
+
+
+class FolderError(ValueError):
+    """A labelled folder that cannot be used as it is; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class LabelledCrop:
+    path: Path
+    label: str
+    identity: str
+
+
+@dataclass
+class LabelledFolder:
+    root: Path
+    classes: tuple[str, ...]  # the good class first, then the defect classes by name
+    crops: list[LabelledCrop]
+
+    @property
+    def good(self) -> str:
+        return self.classes[0]
+
+    def index(self, label: str) -> int:
+        return self.classes.index(label)
+
+    def counts(self) -> dict[str, int]:
+        c = Counter(x.label for x in self.crops)
+        return {k: c.get(k, 0) for k in self.classes}
+
+
+def identity_of(path: Path) -> str:
+    stem = path.stem
+    return stem.split(IDENTITY_SEPARATOR, 1)[0] if IDENTITY_SEPARATOR in stem else stem
+
+
+def split_of(identity: str, heldout_share: float) -> str:
+    """'heldout' for about `heldout_share` of identities, 'train' for the rest; fixed by the identity alone."""
+    h = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big") / 2 ** 64
+    return "heldout" if h < heldout_share else "train"
+
+
+def read_folder(root: Path, good: str | None = None, classes: tuple[str, ...] | None = None) -> LabelledFolder:
+    """The folder's crops (paths only; `load` reads them). `classes`: an expert's classes, which the folder's must
+    be among (evaluation); the folder may lack some of them."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FolderError(f"{root} is not a directory; give a folder with one sub-folder of images per class")
+    folders = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
+    found = {d.name: sorted(f for f in d.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file())
+             for d in folders}
+    empty = [n for n, files in found.items() if not files]
+    found = {n: f for n, f in found.items() if f}
+    if not found:
+        raise FolderError(f"{root} has no class folders with images ({', '.join(sorted(IMAGE_SUFFIXES))}); lay it "
+                          "out as DIR/<class>/<image>, one folder per class")
+    if classes is not None:
+        unknown = sorted(set(found) - set(classes))
+        if unknown:
+            raise FolderError(f"{root} has classes the expert does not know: {', '.join(unknown)}; its classes are "
+                              f"{', '.join(classes)} (rename the folders, or teach a new expert with them)")
+        order = tuple(classes)
+    else:
+        good = good or _conventional_good(found, root)
+        if good not in found:
+            raise FolderError(f"the good class {good!r} is not a folder of {root} with images; its classes: "
+                              f"{', '.join(sorted(found))}" + (f" (empty: {', '.join(empty)})" if empty else ""))
+        if len(found) < 2:
+            raise FolderError(f"{root} has only the class {good!r}; an expert needs at least one defect class beside "
+                              "the good one")
+        order = (good, *sorted(n for n in found if n != good))
+    crops = [LabelledCrop(f, label, identity_of(f)) for label in order for f in found.get(label, [])]
+    return LabelledFolder(root, order, crops)
+
+
+def _conventional_good(found: dict[str, list[Path]], root: Path) -> str:
+    named = [n for n in found if n.lower() in GOOD_NAMES]
+    if len(named) == 1:
+        return named[0]
+    raise FolderError(f"which class of {root} is the good one? Its classes: {', '.join(sorted(found))}; say it with "
+                      "--good CLASS (a folder named good or ok is taken without asking)")
+
+
+def load(crop: LabelledCrop) -> np.ndarray:
+    """The crop as HxWx3 BGR uint8, the way the line's crops are (grey images repeated over three channels)."""
+    data = np.fromfile(str(crop.path), dtype=np.uint8)
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise FolderError(f"{crop.path} cannot be read as an image (corrupt or not an image); remove or replace it")
+    if min(image.shape[:2]) < 8:
+        raise FolderError(f"{crop.path} is {image.shape[1]}x{image.shape[0]} px; crops must be at least 8 px a side")
+    return image

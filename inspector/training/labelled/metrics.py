@@ -1,0 +1,129 @@
+"""How a classifier's calls score against labels, the way an inspection engineer reads them.
+
+Label 0 is the good class. A **defect recall** counts a defect called anything but good (a short called a spur is
+still stopped); the **false-call rate** is the share of good parts called a defect. Per class: precision, recall
+and F1 of the exact class; macro F1 is their mean over the classes present. The **operating threshold** is the
+probability of good a part needs to pass: chosen on held-out crops as the highest one whose false calls stay within
+a budget, so recall is as high as the budget allows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+def calls(probs: np.ndarray, threshold: float | None) -> np.ndarray:
+    """Class per crop: good when P(good) reaches the threshold (None: when good is the top class), else the likeliest
+    defect class. The same rule as ResNetClassifier.decode."""
+    if threshold is None:
+        return probs.argmax(axis=1)
+    return np.where(probs[:, 0] >= threshold, 0, probs[:, 1:].argmax(axis=1) + 1)
+
+
+def choose_threshold(p_good_of_good: np.ndarray, false_call_budget: float) -> float:
+    """The highest threshold that flags at most `false_call_budget` of these good crops (P(good) < threshold flags;
+    a crop exactly at it passes). With no good crops, 0.5."""
+    if len(p_good_of_good) == 0:
+        return 0.5
+    p = np.sort(p_good_of_good.astype(np.float64))
+    allowed = int(np.floor(false_call_budget * len(p)))  # crops that may fall below the threshold
+    return float(p[allowed]) if allowed < len(p) else 1.0
+
+
+@dataclass
+class ClassScore:
+    name: str
+    support: int
+    precision: float | None
+    recall: float | None
+    f1: float | None
+
+
+@dataclass
+class Evaluation:
+    classes: tuple[str, ...]
+    threshold: float | None
+    confusion: np.ndarray  # true x called
+    per_class: list[ClassScore]
+
+    @property
+    def defects(self) -> int:
+        return int(self.confusion[1:].sum())
+
+    @property
+    def good(self) -> int:
+        return int(self.confusion[0].sum())
+
+    @property
+    def defect_recall(self) -> float | None:
+        return None if not self.defects else float(self.confusion[1:, 1:].sum() / self.defects)
+
+    @property
+    def false_call_rate(self) -> float | None:
+        return None if not self.good else float(self.confusion[0, 1:].sum() / self.good)
+
+    @property
+    def macro_f1(self) -> float | None:
+        f = [c.f1 for c in self.per_class if c.support and c.f1 is not None]
+        return float(np.mean(f)) if f else None
+
+    @property
+    def accuracy(self) -> float:
+        return float(np.trace(self.confusion) / max(1, self.confusion.sum()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"classes": list(self.classes), "threshold": self.threshold, "crops": int(self.confusion.sum()),
+                "good": self.good, "defects": self.defects, "defect_recall": self.defect_recall,
+                "false_call_rate": self.false_call_rate, "macro_f1": self.macro_f1, "accuracy": self.accuracy,
+                "per_class": {c.name: {"support": c.support, "precision": c.precision, "recall": c.recall,
+                                       "f1": c.f1} for c in self.per_class},
+                "confusion": self.confusion.tolist()}
+
+
+def evaluate(classes: tuple[str, ...], truth: np.ndarray, probs: np.ndarray, threshold: float | None) -> Evaluation:
+    called = calls(probs, threshold)
+    n = len(classes)
+    confusion = np.zeros((n, n), dtype=np.int64)
+    np.add.at(confusion, (truth, called), 1)
+    per_class = []
+    for k, name in enumerate(classes):
+        tp, support, said = int(confusion[k, k]), int(confusion[k].sum()), int(confusion[:, k].sum())
+        precision = tp / said if said else None
+        recall = tp / support if support else None
+        f1 = (2 * precision * recall / (precision + recall) if precision and recall else
+              (0.0 if precision is not None and recall is not None else None))
+        per_class.append(ClassScore(name, support, precision, recall, f1))
+    return Evaluation(tuple(classes), threshold, confusion, per_class)
+
+
+def recall_at_false_calls(truth: np.ndarray, p_good: np.ndarray, budgets: tuple[float, ...]) -> dict[float, float]:
+    """Defect recall each false-call budget allows on these crops (the budget's threshold chosen on them)."""
+    goods, defects = p_good[truth == 0], p_good[truth != 0]
+    out = {}
+    for b in budgets:
+        t = choose_threshold(goods, b)
+        out[b] = float(np.mean(defects < t)) if len(defects) else float("nan")
+    return out
+
+
+def table(ev: Evaluation) -> str:
+    """The per-class table, the confusion matrix and the line's two figures, as `zoo evaluate` prints them."""
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.1f}%"
+
+    width = max(12, *(len(c) for c in ev.classes))
+    rows = [f"{'class':{width}} {'crops':>6} {'precision':>10} {'recall':>8} {'F1':>7}", "-" * (width + 35)]
+    for c in ev.per_class:
+        rows.append(f"{c.name:{width}} {c.support:>6} {pct(c.precision):>10} {pct(c.recall):>8} {pct(c.f1):>7}")
+    rows += ["", "confusion (rows: true class, columns: called)",
+             " " * width + "".join(f" {name[:8]:>8}" for name in ev.classes)]
+    for name, row in zip(ev.classes, ev.confusion):
+        rows.append(f"{name:{width}}" + "".join(f" {v:>8}" for v in row))
+    t = "top class" if ev.threshold is None else f"P(good) >= {ev.threshold:.4f}"
+    rows += ["", f"operating threshold: {t}",
+             f"defect recall {pct(ev.defect_recall)} ({ev.confusion[1:, 1:].sum()} of {ev.defects} defects stopped), "
+             f"false calls {pct(ev.false_call_rate)} ({ev.confusion[0, 1:].sum()} of {ev.good} good parts), "
+             f"macro F1 {pct(ev.macro_f1)}"]
+    return "\n".join(rows)

@@ -1,0 +1,158 @@
+"""`inspector zoo train --new EXPERT --from DIR`: a new classifier taught from a labelled folder, added to a zoo.
+
+The folder is split by identity (folder.py), the input sized from the training crops (sizing.py), the classifier
+trained with its own classes (trainer.py), and its operating threshold chosen on the held-out crops under a
+false-call budget. The expert enters the zoo (made here when there is none) serving that version, its record
+naming the folder, the split, the threshold and the held-out scores; a rule set routes parts to it by name.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from ...experts.resnet import ResNetClassifier
+from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, write_expert, write_manifest
+from ...ingest.photometric import INPUT_VERSION
+from ...runtime.diskio import write_atomically
+from .folder import FolderError, LabelledFolder, load, read_folder, split_of
+from .metrics import table
+from .sizing import InputFit, choose_input
+from .trainer import Crops, Taught, train
+
+ZOO_KEY = "labelled"  # the build key of a zoo made by teaching (nothing rebuilds it)
+
+
+@dataclass
+class TeachPlan:
+    expert: str
+    source: Path
+    zoo: Path
+    good: str | None = None
+    depth: int = 10
+    input_size: int | None = None  # None: from the data
+    heldout_share: float = 0.2
+    epochs: int = 30
+    patience: int = 6
+    seed: int = 0
+    augment: float = 1.0
+    false_call_budget: float = 0.01
+    epoch_size: int | None = None
+
+
+@dataclass
+class TaughtExpert:
+    plan: TeachPlan
+    classes: tuple[str, ...]
+    counts: dict[str, dict[str, int]]  # split -> class -> crops
+    fit: InputFit
+    taught: Taught
+    entry: ExpertEntry
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
+                "classes": list(self.classes), "counts": self.counts, "input": asdict(self.fit),
+                "threshold": self.taught.threshold, "best_epoch": self.taught.best_epoch,
+                "epochs_run": self.taught.epochs_run, "seconds": round(self.taught.seconds, 1),
+                "weights_sha256": self.entry.weights_sha256, "heldout": self.taught.heldout.to_json(),
+                "history": self.taught.history, "seed": self.plan.seed}
+
+    def summary(self) -> str:
+        c = self.counts
+        lines = [f"{self.plan.expert}: {len(self.classes)} classes ({', '.join(self.classes)}; good: "
+                 f"{self.classes[0]}), input {self.fit.describe()}",
+                 f"split by identity: {sum(c['train'].values())} crops to train on, {sum(c['heldout'].values())} "
+                 f"held out ({', '.join(f'{k} {v}' for k, v in c['heldout'].items())})",
+                 f"kept epoch {self.taught.best_epoch} of {self.taught.epochs_run} run "
+                 f"({self.taught.seconds:.0f} s); operating threshold P(good) >= {self.taught.threshold:.4f} "
+                 f"(false calls within {100 * self.plan.false_call_budget:.1f}% on the held-out good crops)",
+                 "", "held-out crops (they chose the epoch and the threshold, so read these as optimistic; "
+                 "`inspector zoo evaluate` on crops the expert never met gives the figures to trust):",
+                 table(self.taught.heldout)]
+        return "\n".join(lines)
+
+
+def split(folder: LabelledFolder, share: float) -> dict[str, list]:
+    out: dict[str, list] = {"train": [], "heldout": []}
+    for crop in folder.crops:
+        out[split_of(crop.identity, share)].append(crop)
+    for side in ("train", "heldout"):
+        labels = {c.label for c in out[side]}
+        if folder.good not in labels or len(labels) < 2:
+            raise FolderError(f"the {side} side of the split of {folder.root} has "
+                              f"{', '.join(sorted(labels)) or 'no crops'}: it needs good crops and defects. "
+                              f"{len({c.identity for c in folder.crops})} identities in all: add crops of more parts "
+                              "or boards (file names up to `__` name the part or board), or change --heldout")
+    return out
+
+
+def data_hash(folder: LabelledFolder) -> str:
+    """What the expert was taught from: every crop's class, name and size (a crop changed or added changes it)."""
+    h = hashlib.sha256()
+    for c in folder.crops:
+        h.update(f"{c.label}/{c.path.relative_to(folder.root)}:{c.path.stat().st_size}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def read_crops(folder: LabelledFolder, items: list, desc: str) -> Crops:
+    images = [load(c) for c in tqdm(items, desc=desc, unit="crop", disable=None, leave=False)]
+    return Crops(images, np.array([folder.index(c.label) for c in items], dtype=np.int64))
+
+
+def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
+    zoo = _open_zoo(plan.zoo)
+    if zoo is not None and plan.expert in zoo.entries:
+        raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name and "
+                         "route its parts to it in the rule set (its old results keep naming the old one)")
+    folder = read_folder(plan.source, plan.good)
+    sides = split(folder, plan.heldout_share)
+    counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
+              for side, items in sides.items()}
+    say(f"{plan.source}: classes {', '.join(f'{k} {v}' for k, v in folder.counts().items())}; "
+        f"{len(sides['train'])} crops to train on, {len(sides['heldout'])} held out")
+    train_set = read_crops(folder, sides["train"], "reading training crops")
+    heldout = read_crops(folder, sides["heldout"], "reading held-out crops")
+    fit = choose_input([im.shape[:2] for im in train_set.images], plan.input_size)
+    say(f"input: {fit.describe()}")
+    arch = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit)
+    taught = train(arch, folder.classes, train_set, heldout, plan.epochs, plan.patience, plan.seed, plan.augment,
+                   plan.false_call_budget, plan.epoch_size, say)
+    served = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, taught.threshold)
+    plan.zoo.mkdir(parents=True, exist_ok=True)
+    entry = write_expert(plan.zoo, plan.expert, "classifier", served.spec(), taught.state, digest=True,
+                         classes=folder.classes, data_hash=data_hash(folder), val_accuracy=taught.heldout.accuracy,
+                         train_samples=len(train_set), train_seed=plan.seed)
+    version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled crops",
+               "dataset": str(plan.source), "threshold": taught.threshold, "heldout_share": plan.heldout_share,
+               "eval": {"heldout": taught.heldout.to_json()}}
+    entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
+    _add_entry(plan.zoo, zoo, entry, plan.seed)
+    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry)
+
+
+def _open_zoo(root: Path) -> Zoo | None:
+    try:
+        zoo = Zoo.load(root)
+    except ZooMissing:
+        return None
+    if zoo.input_version not in (None, INPUT_VERSION):
+        raise ValueError(f"the zoo at {root} holds experts of crops of input version {zoo.input_version}; this "
+                         f"release teaches input version {INPUT_VERSION}: teach into another zoo (--zoo)")
+    return zoo
+
+
+def _add_entry(root: Path, zoo: Zoo | None, entry: ExpertEntry, seed: int) -> None:
+    if zoo is None:
+        write_manifest(root, ZOO_KEY, seed, [entry], input_version=INPUT_VERSION)
+        return
+    path = root / MANIFEST
+    doc = json.loads(path.read_text(encoding="utf-8"))  # fresh: another process may have changed another entry
+    doc["experts"].append(asdict(entry))
+    doc.setdefault("input_version", INPUT_VERSION)
+    write_atomically(path, json.dumps(doc, indent=1).encode())

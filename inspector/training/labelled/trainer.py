@@ -1,0 +1,147 @@
+"""Training a classifier with the folder's own classes, from scratch, on real crops.
+
+Real crops are few and lopsided (good parts ten to a hundred times as common as any defect), so each epoch draws
+its crops with **balanced sampling**: half good, half defects shared equally among the defect classes present,
+every draw through a fresh **camera augmentation** (training/augment.py: exposure, light gradient, blur, noise,
+JPEG, sub-pixel jitter) and then the line's own photometric normalisation and the expert's `preprocess`, so what
+the expert learns on is what it is served. After every epoch the held-out crops pick the model: the epoch whose
+defect recall, at the threshold that keeps false calls within the budget, is highest (the lower held-out loss
+breaks ties) is kept, and training stops when `patience` epochs bring nothing better. Every draw is seeded.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ...experts.resnet import ResNetClassifier
+from ..augment import camera_augmentation, seen_stacks
+from .metrics import Evaluation, choose_threshold, evaluate
+
+LR = 4e-3
+BATCH = 64
+CHUNK = 2048  # crops augmented and preprocessed at once (memory: CHUNK x 3 x S x S floats)
+
+
+@dataclass
+class Crops:
+    """Crops in memory (HxWx3 BGR uint8, any sizes) and their labels (0 = good)."""
+
+    images: list[np.ndarray]
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+
+@dataclass
+class Taught:
+    state: dict[str, torch.Tensor]
+    threshold: float
+    heldout: Evaluation  # at the threshold, on the held-out crops that chose the model
+    best_epoch: int
+    epochs_run: int
+    seconds: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def balanced_draw(labels: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` indices: half of good crops, half of defect crops spread equally over the defect classes present
+    (only good or only defects present: all of what there is)."""
+    present = [k for k in np.unique(labels)]
+    defect_classes = [k for k in present if k != 0]
+    weight = np.zeros(len(labels))
+    for k in present:
+        members = labels == k
+        share = (0.5 if defect_classes else 1.0) if k == 0 else (0.5 if 0 in present else 1.0) / len(defect_classes)
+        weight[members] = share / members.sum()
+    return rng.choice(len(labels), size=count, replace=True, p=weight / weight.sum())
+
+
+def to_inputs(arch: ResNetClassifier, images: list[np.ndarray], pipeline: Any = None) -> torch.Tensor:  # noqa: ANN401
+    """Crops as the expert is served them: (augmented,) normalised, fitted to its input."""
+    x = torch.empty(len(images), 3, arch.input_size, arch.input_size)
+    for idx, stack in seen_stacks(images, pipeline):
+        x[idx] = arch.preprocess_batch(stack)
+    return x
+
+
+def probabilities(arch: ResNetClassifier, model: nn.Module, crops: Crops) -> tuple[np.ndarray, float]:
+    """Softmax per crop (N x classes) and the mean cross-entropy, in chunks."""
+    out, loss = [], 0.0
+    model.eval()
+    with torch.inference_mode():
+        for i in range(0, len(crops), CHUNK):
+            x = to_inputs(arch, crops.images[i:i + CHUNK])
+            logits = torch.cat([model(x[j:j + 256]).float() for j in range(0, len(x), 256)])
+            y = torch.from_numpy(crops.labels[i:i + CHUNK]).long()
+            loss += float(nn.functional.cross_entropy(logits, y, reduction="sum"))
+            out.append(torch.softmax(logits, dim=1).numpy())
+    return np.concatenate(out), loss / max(1, len(crops))
+
+
+def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, heldout: Crops, epochs: int = 30,
+          patience: int = 6, seed: int = 0, augment: float = 1.0, false_call_budget: float = 0.01,
+          epoch_size: int | None = None, say: Callable[[str], None] = lambda _m: None) -> Taught:
+    """Train from scratch; keep the epoch the held-out crops prefer. `epoch_size`: crops drawn an epoch (default:
+    as many as the training set has)."""
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = arch.build().to(memory_format=torch.channels_last)
+    pipeline = camera_augmentation(augment) if augment > 0 else None
+    per_epoch = epoch_size or len(train_set)
+    steps = math.ceil(per_epoch / BATCH)
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LR, total_steps=epochs * steps)
+    best: tuple[float, float] | None = None
+    best_state, best_epoch, history = None, 0, []
+    bar = tqdm(total=epochs * steps, unit="batch", desc="training", disable=None, dynamic_ncols=True)
+    epoch = 0
+    for epoch in range(1, epochs + 1):
+        model.train()
+        draw = balanced_draw(train_set.labels, per_epoch, rng)
+        for c in range(0, len(draw), CHUNK):
+            chunk = draw[c:c + CHUNK]
+            x = to_inputs(arch, [train_set.images[i] for i in chunk], pipeline).contiguous(
+                memory_format=torch.channels_last)
+            y = torch.from_numpy(train_set.labels[chunk]).long()
+            for i in range(0, len(chunk), BATCH):
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x[i:i + BATCH]), y[i:i + BATCH]).backward()
+                opt.step()
+                sched.step()
+                bar.update(1)
+        probs, loss = probabilities(arch, model, heldout)
+        t = choose_threshold(probs[heldout.labels == 0, 0], false_call_budget)
+        ev = evaluate(classes, heldout.labels, probs, t)
+        score = (ev.defect_recall or 0.0, -loss)
+        history.append({"epoch": epoch, "heldout_loss": loss, "defect_recall": ev.defect_recall,
+                        "false_call_rate": ev.false_call_rate, "macro_f1": ev.macro_f1, "threshold": t})
+        better = best is None or score > best
+        if better:
+            best, best_epoch = score, epoch
+            best_state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+        say(f"epoch {epoch}/{epochs}: held-out loss {loss:.4f}, defect recall {100 * (ev.defect_recall or 0):.2f}% "
+            f"at {100 * (ev.false_call_rate or 0):.2f}% false calls, macro F1 {100 * (ev.macro_f1 or 0):.1f}%"
+            + (" (best so far)" if better else f" (best: epoch {best_epoch})"))
+        bar.set_postfix(recall=f"{ev.defect_recall or 0:.3f}", best=best_epoch)
+        if epoch - best_epoch >= patience:
+            say(f"no better held-out recall for {patience} epochs: stopped early, keeping epoch {best_epoch}")
+            break
+    bar.close()
+    assert best_state is not None
+    model.load_state_dict(best_state)
+    model = model.to(memory_format=torch.contiguous_format)
+    probs, _ = probabilities(arch, model, heldout)
+    threshold = choose_threshold(probs[heldout.labels == 0, 0], false_call_budget)
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    return Taught(state, threshold, evaluate(classes, heldout.labels, probs, threshold), best_epoch, epoch,
+                  time.perf_counter() - t0, history)

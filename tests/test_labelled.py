@@ -1,0 +1,197 @@
+"""New experts from labelled folders (training/labelled/): teach, evaluate, and what bad folders are told."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import torch
+
+from inspector.experts.registry import architecture_from_spec
+from inspector.experts.resnet import ResNetClassifier
+from inspector.experts.zoo import Zoo
+from inspector.ingest.photometric import normalize_crops
+from inspector.runtime.safetensors_io import parse
+from inspector.training.deeppcb import DatasetError, read_annotations, read_pairs
+from inspector.training.labelled.folder import FolderError, read_folder, split_of
+from inspector.training.labelled.metrics import calls, choose_threshold, evaluate
+from inspector.training.labelled.sizing import choose_input
+from inspector.training.labelled.windows import GOOD, window_label
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def crop(rng: np.random.Generator, kind: str) -> np.ndarray:
+    """A copper-on-laminate crop of a random size and aspect; `blob`: a round void in the copper, `nick`: a bar cut
+    across it. The defects are small against the crop, as real ones are."""
+    h, w = int(rng.integers(22, 34)), int(rng.integers(22, 46))
+    image = np.full((h, w, 3), 40, np.uint8)
+    image[:, :, 1] = 90
+    top = int(rng.integers(4, h // 2 - 2))
+    image[top:top + h // 2, :] = (60, 170, 210)  # a trace across the crop
+    if kind == "blob":
+        cv2.circle(image, (int(rng.integers(6, w - 6)), top + h // 4), 3, (40, 90, 40), -1)
+    elif kind == "nick":
+        x = int(rng.integers(4, w - 8))
+        image[top:top + h // 2, x:x + 3] = (40, 90, 40)
+    noise = rng.normal(0, 6, image.shape)
+    return np.clip(image + noise, 0, 255).astype(np.uint8)
+
+
+def make_folder(root: Path, boards: int, per_board: dict[str, int], seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    for b in range(boards):
+        for kind, n in per_board.items():
+            (root / kind).mkdir(parents=True, exist_ok=True)
+            for i in range(n):
+                cv2.imwrite(str(root / kind / f"s{seed}b{b:03d}__{i}.png"), crop(rng, kind))
+    return root
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, encoding="utf-8",
+                          cwd=cwd, timeout=600)
+
+
+def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_line_would_call(
+        tmp_path: Path) -> None:
+    train = make_folder(tmp_path / "train", 30, {"ok": 10, "blob": 2, "nick": 2}, seed=1)
+    test = make_folder(tmp_path / "test", 8, {"ok": 10, "blob": 2, "nick": 2}, seed=2)
+    zoo_dir = tmp_path / "zoo"
+    r = cli("zoo", "train", "--new", "cls-trace", "--from", str(train), "--zoo", str(zoo_dir), "--epochs", "8",
+            "--epoch-size", "512", "--threads", "2", "--json", str(tmp_path / "taught.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "good: ok" in r.stdout and "letterboxed" in r.stdout and "operating threshold" in r.stdout
+    taught = json.loads((tmp_path / "taught.json").read_text())
+    assert taught["classes"] == ["ok", "blob", "nick"] and taught["input"]["fit"] == "letterbox"
+    assert sum(taught["counts"]["heldout"].values()) > 0 and taught["history"]
+
+    zoo = Zoo.load(zoo_dir)
+    entry = zoo.entries["cls-trace"]
+    assert entry.classes == ("ok", "blob", "nick") and entry.served == (entry.weights_sha256,)
+    assert entry.versions[0]["origin"] == "taught from labelled crops" and entry.data_hash
+    arch = zoo.architecture("cls-trace")
+    assert isinstance(arch, ResNetClassifier) and arch.fit == "letterbox"
+    assert arch.good_threshold == pytest.approx(taught["threshold"])
+
+    r = cli("zoo", "evaluate", "--expert", "cls-trace", "--on", str(test), "--zoo", str(zoo_dir), "--json",
+            str(tmp_path / "eval.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "confusion" in r.stdout and "defect recall" in r.stdout
+    scores = json.loads((tmp_path / "eval.json").read_text())
+    for key in ("defect_recall", "false_call_rate", "macro_f1", "per_class", "confusion", "threshold"):
+        assert key in scores
+    assert scores["defects"] == 32 and scores["good"] == 80
+    assert scores["defect_recall"] >= 0.9 and scores["false_call_rate"] <= 0.1, scores
+
+    # the line's path (normalize_crops, preprocess_many, decode with the threshold) calls each crop the same
+    folder = read_folder(test, classes=entry.classes)
+    images = [cv2.imread(str(c.path)) for c in folder.crops]
+    model = arch.materialize(parse(zoo.path_of("cls-trace").read_bytes()), torch.device("cpu"))
+    line_calls = [p.label for p in arch.run(model, arch.preprocess_many(normalize_crops(images)))]
+    confusion = np.zeros((3, 3), np.int64)
+    for c, called in zip(folder.crops, line_calls):
+        confusion[folder.index(c.label), called] += 1
+    assert confusion.tolist() == scores["confusion"]
+
+    r = cli("zoo", "train", "--new", "cls-trace", "--from", str(train), "--zoo", str(zoo_dir), cwd=tmp_path)
+    assert r.returncode != 0 and "already has an expert 'cls-trace'" in r.stderr
+
+
+def test_a_folder_that_cannot_be_used_says_what_to_change(tmp_path: Path) -> None:
+    make_folder(tmp_path / "f", 2, {"pass": 2, "blob": 1}, seed=3)
+    with pytest.raises(FolderError, match=r"which class .* is the good one\? Its classes: blob, pass; say it with --good"):
+        read_folder(tmp_path / "f")
+    assert read_folder(tmp_path / "f", good="pass").classes == ("pass", "blob")
+    with pytest.raises(FolderError, match="the good class 'okay' is not a folder"):
+        read_folder(tmp_path / "f", good="okay")
+    with pytest.raises(FolderError, match="classes the expert does not know: blob"):
+        read_folder(tmp_path / "f", classes=("pass", "nick"))
+    make_folder(tmp_path / "one", 1, {"ok": 2}, seed=4)
+    with pytest.raises(FolderError, match="only the class 'ok'"):
+        read_folder(tmp_path / "one")
+    make_folder(tmp_path / "g", 12, {"ok": 2, "blob": 1}, seed=6)
+    (tmp_path / "g" / "blob" / "s6b011__broken.png").write_bytes(b"not a png")
+    r = cli("zoo", "train", "--new", "x", "--from", str(tmp_path / "g"), "--heldout", "0.5", "--zoo",
+            str(tmp_path / "zoo"), cwd=tmp_path)
+    assert r.returncode == 2 and "s6b011__broken.png cannot be read as an image" in r.stderr, r.stderr
+    assert not (tmp_path / "zoo").exists()  # nothing written
+
+
+def test_the_split_follows_identity_and_does_not_move_when_crops_are_added(tmp_path: Path) -> None:
+    ids = [f"board{i}" for i in range(2000)]
+    sides = {i: split_of(i, 0.2) for i in ids}
+    assert 0.17 < sum(s == "heldout" for s in sides.values()) / len(ids) < 0.23
+    assert all(split_of(i, 0.2) == s for i, s in sides.items())  # the same tomorrow, whatever else is there
+    make_folder(tmp_path / "f", 3, {"ok": 3, "blob": 1}, seed=5)
+    folder = read_folder(tmp_path / "f")
+    assert {c.identity for c in folder.crops} == {"s5b000", "s5b001", "s5b002"}
+
+
+def test_letterbox_keeps_a_crops_aspect_and_squash_stretches_it() -> None:
+    image = torch.zeros(1, 3, 16, 32)
+    boxed = architecture_from_spec({"arch": "resnet10", "input_size": 32, "classes": 2, "fit": "letterbox"})
+    squashed = architecture_from_spec({"arch": "resnet10", "input_size": 32, "classes": 2})
+    x = boxed.preprocess_batch(image)
+    assert torch.allclose(x[0, :, :8], torch.full((3, 8, 32), 128 / 255)) and float(x[0, :, 8:24].max()) == 0.0
+    assert float(squashed.preprocess_batch(image).max()) == 0.0
+    assert "fit" not in squashed.spec() and boxed.spec()["fit"] == "letterbox"
+    with pytest.raises(ValueError, match="unknown resize policy"):
+        architecture_from_spec({"arch": "resnet10", "input_size": 32, "classes": 2, "fit": "crop"})
+    fit = choose_input([(30, 30), (31, 30), (30, 29)])
+    assert fit.fit == "squash" and fit.input_size == 32
+    assert choose_input([(20, 40), (40, 20), (30, 30)]).fit == "letterbox"
+
+
+def test_the_operating_threshold_decides_good_and_the_scores_count_as_the_line_does() -> None:
+    arch = ResNetClassifier(10, 32, 3, good_threshold=0.9)
+    logits = torch.log(torch.tensor([[0.95, 0.03, 0.02], [0.85, 0.05, 0.10], [0.2, 0.7, 0.1]]))
+    assert [(p.label, p.passed) for p in arch.decode(logits)] == [(0, True), (2, False), (1, False)]
+    probs = torch.softmax(logits, 1).numpy()
+    assert calls(probs, 0.9).tolist() == [0, 2, 1] and calls(probs, None).tolist() == [0, 0, 1]
+    assert choose_threshold(np.array([0.2, 0.9, 0.95, 0.99]), 0.25) == pytest.approx(0.9)
+    ev = evaluate(("ok", "a", "b"), np.array([0, 2, 2]), probs, 0.9)
+    assert ev.defect_recall == 1.0 and ev.false_call_rate == 0.0  # a "b" called "a" is still stopped
+    assert ev.per_class[2].recall == 0.5 and ev.confusion.tolist() == [[1, 0, 0], [0, 0, 0], [0, 1, 1]]
+
+
+def test_windows_are_labelled_by_the_defect_centred_in_them_and_grazed_ones_left_out() -> None:
+    boxes = [((10, 10, 30, 30), "short")]
+    assert window_label(0, 0, 64, boxes) == "short"
+    assert window_label(0, 0, 16, boxes) is None  # touched, centre elsewhere
+    assert window_label(64, 0, 64, boxes) == GOOD
+    assert window_label(0, 0, 64, boxes + [((40, 40, 50, 50), "spur")]) is None  # two classes
+
+
+def test_deeppcb_files_that_are_wrong_are_named_with_their_line(tmp_path: Path) -> None:
+    notes = tmp_path / "1_not.txt"
+    notes.write_text("1 2 30 40 3\n5,5,9,9,2\n1 2 3 x 1\n")
+    with pytest.raises(DatasetError, match=r"1_not.txt:3: expected `x1 y1 x2 y2 type`"):
+        read_annotations(notes)
+    notes.write_text("1 2 30 40 9\n")
+    with pytest.raises(DatasetError, match=r":1: defect type 9 is not one of 1..6"):
+        read_annotations(notes)
+    (tmp_path / "list.txt").write_text("g/1/1.jpg g/1_not/1.txt\n")
+    with pytest.raises(DatasetError, match=r"list.txt:1: .*1_test.jpg is missing"):
+        read_pairs(tmp_path, tmp_path / "list.txt")
+    missing: list[str] = []
+    with pytest.raises(DatasetError, match="names no pairs"):
+        read_pairs(tmp_path, tmp_path / "list.txt", missing)
+    assert missing and "list.txt:1" in missing[0]
+
+
+def test_the_shared_deeppcb_pairs_read_with_every_defect() -> None:
+    root = SHARED / "deeppcb-trainval"
+    if not (root / "trainval.txt").is_file():
+        pytest.skip(f"DeepPCB is not at {root} (../shared/data/deeppcb-trainval, see its README)")
+    missing: list[str] = []
+    pairs = read_pairs(root, None, missing)
+    lines = sum(len([ln for ln in p.test.parent.with_name(p.test.parent.name + "_not").joinpath(
+        p.name + ".txt").read_text().splitlines() if ln.strip()]) for p in pairs)
+    assert len(pairs) >= 900 and sum(len(p.defects) for p in pairs) == lines
+    test, template = pairs[0].images()
+    assert test.shape == template.shape == (640, 640, 3)
