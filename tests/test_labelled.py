@@ -76,7 +76,7 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
     assert entry.versions[0]["origin"] == "taught from labelled crops" and entry.data_hash
     arch = zoo.architecture("cls-trace")
     assert isinstance(arch, ResNetClassifier) and arch.fit == "letterbox"
-    assert arch.good_threshold == pytest.approx(taught["threshold"])
+    assert arch.good_margin == pytest.approx(taught["threshold"])
 
     r = cli("zoo", "evaluate", "--expert", "cls-trace", "--on", str(test), "--zoo", str(zoo_dir), "--json",
             str(tmp_path / "eval.json"), cwd=tmp_path)
@@ -148,13 +148,17 @@ def test_letterbox_keeps_a_crops_aspect_and_squash_stretches_it() -> None:
 
 
 def test_the_operating_threshold_decides_good_and_the_scores_count_as_the_line_does() -> None:
-    arch = ResNetClassifier(10, 32, 3, good_threshold=0.9)
+    margin = float(np.log(0.9 / 0.1))  # P(good) >= 0.9
+    arch = ResNetClassifier(10, 32, 3, good_margin=margin)
     logits = torch.log(torch.tensor([[0.95, 0.03, 0.02], [0.85, 0.05, 0.10], [0.2, 0.7, 0.1]]))
     assert [(p.label, p.passed) for p in arch.decode(logits)] == [(0, True), (2, False), (1, False)]
-    probs = torch.softmax(logits, 1).numpy()
-    assert calls(probs, 0.9).tolist() == [0, 2, 1] and calls(probs, None).tolist() == [0, 0, 1]
-    assert choose_threshold(np.array([0.2, 0.9, 0.95, 0.99]), 0.25) == pytest.approx(0.9)
-    ev = evaluate(("ok", "a", "b"), np.array([0, 2, 2]), probs, 0.9)
+    assert calls(logits.numpy(), margin).tolist() == [0, 2, 1] and calls(logits.numpy(), None).tolist() == [0, 0, 1]
+    # saturated crops (a float32 softmax says 1.0 for all of them) still order by their log-odds
+    assert calls(np.array([[40.0, 0.0], [30.0, 0.0]]), 35.0).tolist() == [0, 1]
+    # one good crop of four may be flagged: the threshold lies midway between the defect at 1.0 and the good at 2.0
+    assert choose_threshold(np.array([-3.0, 2.0, 5.0, 9.0]), np.array([-8.0, 1.0, 4.0]), 0.25) == pytest.approx(1.5)
+    assert choose_threshold(np.array([2.0, 5.0]), np.array([-1.0]), 0.0) == pytest.approx(0.5)
+    ev = evaluate(("ok", "a", "b"), np.array([0, 2, 2]), logits.numpy(), margin)
     assert ev.defect_recall == 1.0 and ev.false_call_rate == 0.0  # a "b" called "a" is still stopped
     assert ev.per_class[2].recall == 0.5 and ev.confusion.tolist() == [[1, 0, 0], [0, 0, 0], [0, 1, 1]]
 
@@ -195,3 +199,67 @@ def test_the_shared_deeppcb_pairs_read_with_every_defect() -> None:
     assert len(pairs) >= 900 and sum(len(p.defects) for p in pairs) == lines
     test, template = pairs[0].images()
     assert test.shape == template.shape == (640, 640, 3)
+
+
+def squares(rng: np.random.Generator, n: int, size: int = 32) -> np.ndarray:
+    image = np.full((size, size, 3), 30, np.uint8)
+    for _ in range(n):
+        x, y = rng.integers(0, size - 6, 2)
+        image[y:y + 6, x:x + 6] = 200
+    return image
+
+
+def make_golden_pairs(live: Path, golden: Path, boards: int, seed: int) -> None:
+    """Each board its own pattern of squares; a defect is one square more than its golden board has. A square more
+    looks like any other square: only the golden crop tells."""
+    rng = np.random.default_rng(seed)
+    for b in range(boards):
+        for i in range(6):
+            kind = "extra" if i % 3 == 0 else "ok"
+            ref = squares(rng, int(rng.integers(2, 5)))
+            image = ref.copy()
+            while kind == "extra":  # on bare laminate, where the golden board has nothing
+                x, y = rng.integers(0, 26, 2)
+                if ref[max(0, y - 1):y + 7, max(0, x - 1):x + 7].max() < 100:
+                    image[y:y + 6, x:x + 6] = 200
+                    break
+            noisy = np.clip(image + rng.normal(0, 4, image.shape), 0, 255).astype(np.uint8)
+            for root, picture in ((live, noisy), (golden, ref)):
+                (root / kind).mkdir(parents=True, exist_ok=True)
+                cv2.imwrite(str(root / kind / f"g{seed}b{b:03d}__{i}.png"), picture)
+
+
+def test_a_golden_comparison_expert_reads_the_golden_crop_beside_the_live_one(tmp_path: Path) -> None:
+    make_golden_pairs(tmp_path / "live", tmp_path / "golden", 40, seed=7)
+    make_golden_pairs(tmp_path / "live-test", tmp_path / "golden-test", 10, seed=8)
+    r = cli("zoo", "train", "--new", "cls-golden", "--from", str(tmp_path / "live"), "--reference",
+            str(tmp_path / "golden"), "--zoo", str(tmp_path / "zoo"), "--epochs", "10", "--epoch-size", "512",
+            "--augment", "0.3", "--false-calls", "0.05", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "beside the golden crops" in r.stdout
+    zoo = Zoo.load(tmp_path / "zoo")
+    assert zoo.architecture("cls-golden").reference == "composite"
+    r = cli("zoo", "evaluate", "--expert", "cls-golden", "--on", str(tmp_path / "live-test"), "--zoo",
+            str(tmp_path / "zoo"), cwd=tmp_path)
+    assert r.returncode == 2 and "pass the golden crops (--reference" in r.stderr
+    r = cli("zoo", "evaluate", "--expert", "cls-golden", "--on", str(tmp_path / "live-test"), "--reference",
+            str(tmp_path / "golden-test"), "--zoo", str(tmp_path / "zoo"), "--json", str(tmp_path / "e.json"),
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    scores = json.loads((tmp_path / "e.json").read_text())
+    assert scores["defect_recall"] >= 0.9 and scores["false_call_rate"] <= 0.1, r.stdout
+
+
+def test_the_composite_is_the_live_grey_the_golden_grey_and_their_difference() -> None:
+    from inspector.ingest.golden import compose
+
+    rng = np.random.default_rng(0)
+    golden = torch.from_numpy(squares(rng, 3).transpose(2, 0, 1).copy()).unsqueeze(0)
+    live = (golden.float() * 0.6 + 20).to(torch.uint8)  # darker light, same board
+    out = compose(live, golden)
+    assert out.shape == (1, 3, 32, 32) and out.dtype == torch.uint8
+    assert int(out[0, 2].max()) <= 2 and torch.equal(out[0, 0], out[0, 1])  # standardised: the light is gone
+    live[0, :, 0:4, 0:4] = 255
+    assert int(compose(live, golden)[0, 2, 0:4, 0:4].min()) > 60
+    with pytest.raises(ValueError, match="must be one window"):
+        compose(live[:, :, :16], golden)

@@ -23,7 +23,7 @@ def cmd_train_new(args: argparse.Namespace) -> int:
     depth = int(args.arch.removeprefix("resnet"))
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
                      args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
-                     args.epoch_size)
+                     args.epoch_size, Path(args.reference) if args.reference else None)
     try:
         done = teach(plan, say)
     except FolderError as exc:
@@ -44,7 +44,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from ..training.labelled.metrics import table
 
     try:
-        result = evaluate_expert(Zoo.load(_zoo_root(args)), args.expert, Path(args.on), args.good)
+        result = evaluate_expert(Zoo.load(_zoo_root(args)), args.expert, Path(args.on), args.good,
+                                 Path(args.reference) if args.reference else None)
     except FolderError as exc:
         say(f"error: {exc}")
         return 2
@@ -74,6 +75,8 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--false-calls", type=float, default=0.01,
                     help="false-call budget the operating threshold is chosen for (default 0.01)")
     tr.add_argument("--epoch-size", type=int, help="crops drawn an epoch (default: the training set's size)")
+    tr.add_argument("--reference", metavar="DIR", help="golden comparison: the golden board's crop of every crop, at "
+                                                       "the same path under DIR; the expert reads both")
     tr.add_argument("--json", help="also write the report as JSON here")
 
 
@@ -82,6 +85,7 @@ def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--expert", required=True)
     ev.add_argument("--on", required=True, metavar="DIR", help="an ImageFolder: one sub-folder a class")
     ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
+    ev.add_argument("--reference", metavar="DIR", help="the golden crops (a golden-comparison expert)")
     ev.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
     ev.add_argument("--json", help="also write the scores as JSON here")
     ev.set_defaults(func=cmd_evaluate)
@@ -116,10 +120,11 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
     counts = {side: WindowCounts() for side in sides}
     where = {p.name: side for side, members in sides.items() for p in members}
     for pair in tqdm(pairs, desc="cutting windows", unit="pair", disable=None):
-        test, _ = pair.images()
+        test, template = pair.images()
         side = where[pair.name]
         write_windows(Path(args.out) / side, pair.name, test, [(d.box, CLASSES[d.kind]) for d in pair.defects],
-                      args.window, counts[side], args.keep_good, rng, CLASSES)
+                      args.window, counts[side], args.keep_good, rng, CLASSES,
+                      golden=(Path(args.golden_out) / side, template) if args.golden_out else None)
     for side, members in sides.items():
         c = counts[side]
         defects = sum(v for k, v in c.written.items() if k != "good")
@@ -141,6 +146,8 @@ def add_dataset_windows(ds_sub: argparse._SubParsersAction) -> None:
     w.add_argument("--exclude-groups", help="all but these board groups")
     w.add_argument("--heldout", type=float, default=0.0,
                    help="also split: OUT/train and OUT/heldout, this share of the pairs held out (by the pair's name)")
+    w.add_argument("--golden-out", metavar="DIR", help="also write each window of the template (the golden board) "
+                                                       "here, the labelled tree mirrored (zoo train --reference DIR)")
     w.add_argument("--keep-good", type=float, default=1.0, help="share of good windows written (default all)")
     w.add_argument("--seed", type=int, default=0)
     w.set_defaults(func=cmd_dataset_windows)

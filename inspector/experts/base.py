@@ -32,6 +32,9 @@ SPARE_SHELLS = 8  # per architecture and device: enough for the evictions of a b
 # grey (photometric.MEAN) before the resize, for experts whose crops come in many aspects (labelled real data).
 FITS = ("squash", "letterbox")
 LETTERBOX_GREY = 128.0 / 255.0
+# What an expert reads beside the live crop. None: the live crop alone. composite: the live crop, the same window of
+# the golden board and their difference, as three greys (ingest/golden.py); the line must have a golden image.
+REFERENCES = ("composite",)
 
 
 class UnknownArchitecture(ValueError):
@@ -62,14 +65,17 @@ class Architecture(ABC):
 
     role: str = ""
 
-    def __init__(self, input_size: int, classes: int, fit: str = "squash") -> None:
+    def __init__(self, input_size: int, classes: int, fit: str = "squash", reference: str | None = None) -> None:
         if input_size <= 0 or classes <= 0:
             raise ValueError(f"input_size and classes must be positive, got {input_size}, {classes}")
         if fit not in FITS:
             raise UnknownArchitecture(f"unknown resize policy fit={fit!r}; use one of {', '.join(FITS)}")
+        if reference is not None and reference not in REFERENCES:
+            raise UnknownArchitecture(f"unknown reference={reference!r}; use one of {', '.join(REFERENCES)} or none")
         self.input_size = input_size
         self.classes = classes
         self.fit = fit
+        self.reference = reference
         self._skeleton: nn.Module | None = None
         self._meta_state: StateDict | None = None
         self._shells: dict[str, list[nn.Module]] = {}  # device -> spare shells, their tensors on meta
@@ -91,6 +97,8 @@ class Architecture(ABC):
         spec: dict[str, Any] = {"arch": self.name, "input_size": self.input_size, "classes": self.classes}
         if self.fit != "squash":  # the demo experts' specs (and so their build keys) stay as they were
             spec["fit"] = self.fit
+        if self.reference is not None:
+            spec["reference"] = self.reference
         return spec
 
     # -- building and loading ---------------------------------------------------------------

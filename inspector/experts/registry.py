@@ -34,10 +34,11 @@ def _build(spec: dict[str, Any]) -> Architecture:
     size = int(spec.get("input_size", 64))
     m = _RESNET.match(name)
     if m:
-        threshold = spec.get("good_threshold")
+        margin = spec.get("good_margin")
         return ResNetClassifier(int(m.group(1)), input_size=size, classes=int(spec.get("classes", 2)),
                                 fit=str(spec.get("fit", "squash")),
-                                good_threshold=None if threshold is None else float(threshold))
+                                good_margin=None if margin is None else float(margin),
+                                reference=spec.get("reference"))
     if name.endswith((".yaml", ".yml", ".pt")):
         return YoloDetector(
             name, input_size=size, classes=int(spec.get("classes", 4)),

@@ -24,9 +24,11 @@ class ResNetClassifier(Architecture):
     role = "classifier"
 
     def __init__(self, depth: int, input_size: int = 64, classes: int = 2, fit: str = "squash",
-                 good_threshold: float | None = None) -> None:
-        """`good_threshold`: the operating point, chosen on held-out crops when the expert was taught (training/
-        labelled): a part passes when the probability of class 0 reaches it. None: when class 0 is the top class."""
+                 good_margin: float | None = None, reference: str | None = None) -> None:
+        """`good_margin`: the operating point, chosen on held-out crops when the expert was taught (training/
+        labelled): a part passes when the log-odds of class 0 (its logit less the log-sum-exp of the others')
+        reaches it. Log-odds, not a probability: a float32 softmax rounds every confident crop to exactly 1.0, and a
+        threshold among equal numbers would choose nothing. None: a part passes when class 0 is the top class."""
         if depth not in DEPTHS:
             raise UnknownArchitecture(
                 f"resnet{depth} is not a known depth; use one of "
@@ -34,11 +36,11 @@ class ResNetClassifier(Architecture):
             )
         if classes < 2:
             raise ValueError("a classifier needs at least 2 classes (0 = ok, others = defects)")
-        if good_threshold is not None and not 0.0 <= good_threshold <= 1.0:
-            raise ValueError(f"good_threshold must lie between 0 and 1, got {good_threshold}")
-        super().__init__(input_size, classes, fit)
+        if good_margin is not None and not -1e6 < good_margin < 1e6:
+            raise ValueError(f"good_margin must be a finite log-odds, got {good_margin}")
+        super().__init__(input_size, classes, fit, reference)
         self.depth = depth
-        self.good_threshold = good_threshold
+        self.good_margin = good_margin
 
     @property
     def name(self) -> str:
@@ -46,8 +48,8 @@ class ResNetClassifier(Architecture):
 
     def spec(self) -> dict:
         spec = super().spec()
-        if self.good_threshold is not None:
-            spec["good_threshold"] = self.good_threshold
+        if self.good_margin is not None:
+            spec["good_margin"] = self.good_margin
         return spec
 
     def build(self) -> nn.Module:
@@ -59,12 +61,13 @@ class ResNetClassifier(Architecture):
             return module(batch).float()
 
     def decode(self, raw: torch.Tensor) -> list[Prediction]:
-        """Logits (N x classes) -> the top class and its softmax probability per crop; with an operating threshold,
-        class 0 when its probability reaches it, else the likeliest other class."""
-        probs = torch.softmax(raw.float(), dim=1).cpu()
-        if self.good_threshold is not None:
+        """Logits (N x classes) -> the top class and its softmax probability per crop; with an operating point,
+        class 0 when its log-odds reach it, else the likeliest other class."""
+        raw = raw.float().cpu()
+        probs = torch.softmax(raw, dim=1)
+        if self.good_margin is not None:
             other, label = probs[:, 1:].max(dim=1)
-            good = probs[:, 0] >= self.good_threshold
+            good = good_logodds(raw) >= self.good_margin
             label = torch.where(good, 0, label + 1)
             top = torch.where(good, probs[:, 0], other)
         else:
@@ -85,3 +88,8 @@ class ResNetClassifier(Architecture):
         margin = logits[:, 0] - logits[:, 1:].max(dim=1).values
         q = torch.quantile(margin, min(max(1.0 - pass_rate, 0.0), 1.0))
         return float(-q)
+
+
+def good_logodds(logits: torch.Tensor) -> torch.Tensor:
+    """log(P(class 0) / P(any other)) per row of N x classes logits, without rounding through a softmax."""
+    return logits[:, 0] - torch.logsumexp(logits[:, 1:], dim=1)

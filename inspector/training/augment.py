@@ -157,13 +157,21 @@ def camera_augmentation(strength: float = 1.0) -> v2.Compose:
     ])
 
 
-def seen_stacks(crops: list[np.ndarray],
-                pipeline: v2.Compose | None = None) -> Iterator[tuple[list[int], torch.Tensor]]:
-    """HxWx3 BGR crops as the experts see them: (indices, Nx3xHxW uint8 stack) per crop size, each stack first
-    augmented when a pipeline is given, then photometrically normalised like the line's crops."""
+def augmented_stacks(crops: list[np.ndarray],
+                     pipeline: v2.Compose | None = None) -> Iterator[tuple[list[int], torch.Tensor]]:
+    """HxWx3 BGR crops as (indices, Nx3xHxW uint8 RGB stack) per crop size, each stack augmented when a pipeline is
+    given; not yet normalised (a golden comparison composes first: ingest/golden.py)."""
     by_shape: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for i, crop in enumerate(crops):
         by_shape[crop.shape].append(i)
     for idx in by_shape.values():
         stack = torch.stack([crop_tensor(crops[i]) for i in idx])
-        yield idx, normalize_crop(augment_stack(stack, pipeline) if pipeline is not None else stack)
+        yield idx, augment_stack(stack, pipeline) if pipeline is not None else stack
+
+
+def seen_stacks(crops: list[np.ndarray],
+                pipeline: v2.Compose | None = None) -> Iterator[tuple[list[int], torch.Tensor]]:
+    """HxWx3 BGR crops as the experts see them: (indices, Nx3xHxW uint8 stack) per crop size, each stack first
+    augmented when a pipeline is given, then photometrically normalised like the line's crops."""
+    for idx, stack in augmented_stacks(crops, pipeline):
+        yield idx, normalize_crop(stack)

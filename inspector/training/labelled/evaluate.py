@@ -18,7 +18,7 @@ from ...runtime.safetensors_io import parse
 from .folder import FolderError, LabelledCrop, LabelledFolder, read_folder
 from .metrics import Evaluation, evaluate, recall_at_false_calls
 from .teach import read_crops
-from .trainer import probabilities
+from .trainer import logits_of
 
 BUDGETS = (0.001, 0.005, 0.01, 0.02, 0.05)
 
@@ -29,7 +29,7 @@ class ExpertEvaluation:
     weights_sha256: str | None
     evaluation: Evaluation
     recall_at: dict[float, float]  # false-call budget -> the defect recall it allows on this folder
-    probs: np.ndarray
+    logits: np.ndarray
     truth: np.ndarray
 
     def to_json(self) -> dict:
@@ -37,7 +37,10 @@ class ExpertEvaluation:
                 "recall_at_false_calls": {str(k): v for k, v in self.recall_at.items()}}
 
 
-def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None) -> ExpertEvaluation:
+def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None,
+                    reference: Path | None = None) -> ExpertEvaluation:
+    """`reference`: the golden crops, `source`'s tree mirrored (an expert taught with a golden comparison needs them,
+    any other refuses them)."""
     if expert not in zoo.entries:
         raise ValueError(f"the zoo at {zoo.root} has no expert {expert!r}; its experts: {', '.join(sorted(zoo.entries))}")
     if expert in zoo.unavailable:
@@ -46,16 +49,21 @@ def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None
     if not isinstance(arch, ResNetClassifier) or not entry.classes:
         raise ValueError(f"{expert} is a {entry.role} without class names; zoo evaluate scores trained classifiers")
     classes = tuple(entry.classes)
+    if arch.reference is not None and reference is None:
+        raise FolderError(f"{expert} compares each crop with the golden board's: pass the golden crops (--reference "
+                          "DIR, the labelled folder's tree mirrored)")
+    if arch.reference is None and reference is not None:
+        raise FolderError(f"{expert} reads the live crop alone; it was not taught with golden crops (drop --reference)")
     folder = read_folder(source, classes=classes if good is None else _renamed(classes, good))
     if good is not None and good != classes[0]:
         folder = LabelledFolder(folder.root, classes, [LabelledCrop(c.path, classes[0] if c.label == good else c.label,
                                                                      c.identity) for c in folder.crops])
-    crops = read_crops(folder, folder.crops, "reading crops")
+    crops = read_crops(folder, folder.crops, "reading crops", reference)
     model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu"))
-    probs, _ = probabilities(arch, model, crops)
-    ev = evaluate(classes, crops.labels, probs, arch.good_threshold)
-    return ExpertEvaluation(expert, entry.weights_sha256, ev, recall_at_false_calls(crops.labels, probs[:, 0], BUDGETS),
-                            probs, crops.labels)
+    logits, _ = logits_of(arch, model, crops)
+    ev = evaluate(classes, crops.labels, logits, arch.good_margin)
+    return ExpertEvaluation(expert, entry.weights_sha256, ev, recall_at_false_calls(crops.labels, logits, BUDGETS),
+                            logits, crops.labels)
 
 
 def _renamed(classes: tuple[str, ...], good: str) -> tuple[str, ...]:

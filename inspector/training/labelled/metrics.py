@@ -3,8 +3,9 @@
 Label 0 is the good class. A **defect recall** counts a defect called anything but good (a short called a spur is
 still stopped); the **false-call rate** is the share of good parts called a defect. Per class: precision, recall
 and F1 of the exact class; macro F1 is their mean over the classes present. The **operating threshold** is the
-probability of good a part needs to pass: chosen on held-out crops as the highest one whose false calls stay within
-a budget, so recall is as high as the budget allows.
+log-odds of good a part needs to pass (experts/resnet.py good_margin). It is chosen on held-out crops: the highest
+recall whose false calls stay within a budget, and of the thresholds that give it, the one midway between the
+defect it must still stop and the good part it must still pass, so neither side sits on the edge.
 """
 from __future__ import annotations
 
@@ -14,22 +15,32 @@ from typing import Any
 import numpy as np
 
 
-def calls(probs: np.ndarray, threshold: float | None) -> np.ndarray:
-    """Class per crop: good when P(good) reaches the threshold (None: when good is the top class), else the likeliest
-    defect class. The same rule as ResNetClassifier.decode."""
+def logodds(logits: np.ndarray) -> np.ndarray:
+    """log(P(good) / P(any defect)) per crop, from N x classes logits (experts/resnet.py good_logodds)."""
+    others = logits[:, 1:]
+    top = others.max(axis=1)
+    return logits[:, 0] - (top + np.log(np.exp(others - top[:, None]).sum(axis=1)))
+
+
+def calls(logits: np.ndarray, threshold: float | None) -> np.ndarray:
+    """Class per crop: good when its log-odds of good reach the threshold (None: when good is the top class), else
+    the likeliest defect class. The same rule as ResNetClassifier.decode."""
     if threshold is None:
-        return probs.argmax(axis=1)
-    return np.where(probs[:, 0] >= threshold, 0, probs[:, 1:].argmax(axis=1) + 1)
+        return logits.argmax(axis=1)
+    return np.where(logodds(logits) >= threshold, 0, logits[:, 1:].argmax(axis=1) + 1)
 
 
-def choose_threshold(p_good_of_good: np.ndarray, false_call_budget: float) -> float:
-    """The highest threshold that flags at most `false_call_budget` of these good crops (P(good) < threshold flags;
-    a crop exactly at it passes). With no good crops, 0.5."""
-    if len(p_good_of_good) == 0:
-        return 0.5
-    p = np.sort(p_good_of_good.astype(np.float64))
-    allowed = int(np.floor(false_call_budget * len(p)))  # crops that may fall below the threshold
-    return float(p[allowed]) if allowed < len(p) else 1.0
+def choose_threshold(good: np.ndarray, defects: np.ndarray, false_call_budget: float) -> float:
+    """A log-odds threshold flagging at most `false_call_budget` of the good crops (log-odds below it are flagged)
+    and stopping as many defects as that allows, midway in the gap it falls in."""
+    if len(good) == 0:
+        return 0.0
+    g = np.sort(good.astype(np.float64))
+    allowed = int(np.floor(false_call_budget * len(g)))  # good crops that may fall below
+    upper = float(g[allowed]) if allowed < len(g) else float(g[-1]) + 1.0
+    below = defects[defects < upper]
+    lower = float(below.max()) if len(below) else (float(g[allowed - 1]) if allowed > 0 else upper - 1.0)
+    return (lower + upper) / 2 if lower < upper else upper
 
 
 @dataclass
@@ -82,8 +93,8 @@ class Evaluation:
                 "confusion": self.confusion.tolist()}
 
 
-def evaluate(classes: tuple[str, ...], truth: np.ndarray, probs: np.ndarray, threshold: float | None) -> Evaluation:
-    called = calls(probs, threshold)
+def evaluate(classes: tuple[str, ...], truth: np.ndarray, logits: np.ndarray, threshold: float | None) -> Evaluation:
+    called = calls(logits, threshold)
     n = len(classes)
     confusion = np.zeros((n, n), dtype=np.int64)
     np.add.at(confusion, (truth, called), 1)
@@ -98,12 +109,13 @@ def evaluate(classes: tuple[str, ...], truth: np.ndarray, probs: np.ndarray, thr
     return Evaluation(tuple(classes), threshold, confusion, per_class)
 
 
-def recall_at_false_calls(truth: np.ndarray, p_good: np.ndarray, budgets: tuple[float, ...]) -> dict[float, float]:
+def recall_at_false_calls(truth: np.ndarray, logits: np.ndarray, budgets: tuple[float, ...]) -> dict[float, float]:
     """Defect recall each false-call budget allows on these crops (the budget's threshold chosen on them)."""
-    goods, defects = p_good[truth == 0], p_good[truth != 0]
+    lo = logodds(logits)
+    goods, defects = lo[truth == 0], lo[truth != 0]
     out = {}
     for b in budgets:
-        t = choose_threshold(goods, b)
+        t = choose_threshold(goods, defects, b)
         out[b] = float(np.mean(defects < t)) if len(defects) else float("nan")
     return out
 
@@ -121,7 +133,7 @@ def table(ev: Evaluation) -> str:
              " " * width + "".join(f" {name[:8]:>8}" for name in ev.classes)]
     for name, row in zip(ev.classes, ev.confusion):
         rows.append(f"{name:{width}}" + "".join(f" {v:>8}" for v in row))
-    t = "top class" if ev.threshold is None else f"P(good) >= {ev.threshold:.4f}"
+    t = "top class" if ev.threshold is None else f"log-odds of good >= {ev.threshold:.3f}"
     rows += ["", f"operating threshold: {t}",
              f"defect recall {pct(ev.defect_recall)} ({ev.confusion[1:, 1:].sum()} of {ev.defects} defects stopped), "
              f"false calls {pct(ev.false_call_rate)} ({ev.confusion[0, 1:].sum()} of {ev.good} good parts), "

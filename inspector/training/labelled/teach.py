@@ -21,7 +21,7 @@ from ...experts.resnet import ResNetClassifier
 from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, write_expert, write_manifest
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
-from .folder import FolderError, LabelledFolder, load, read_folder, split_of
+from .folder import FolderError, LabelledCrop, LabelledFolder, load, read_folder, split_of
 from .metrics import table
 from .sizing import InputFit, choose_input
 from .trainer import Crops, Taught, train
@@ -44,6 +44,7 @@ class TeachPlan:
     augment: float = 1.0
     false_call_budget: float = 0.01
     epoch_size: int | None = None
+    reference: Path | None = None  # golden crops, the folder's tree mirrored: a golden-comparison expert
 
 
 @dataclass
@@ -65,12 +66,13 @@ class TaughtExpert:
 
     def summary(self) -> str:
         c = self.counts
+        golden = f", beside the golden crops of {self.plan.reference}" if self.plan.reference else ""
         lines = [f"{self.plan.expert}: {len(self.classes)} classes ({', '.join(self.classes)}; good: "
-                 f"{self.classes[0]}), input {self.fit.describe()}",
+                 f"{self.classes[0]}), input {self.fit.describe()}{golden}",
                  f"split by identity: {sum(c['train'].values())} crops to train on, {sum(c['heldout'].values())} "
                  f"held out ({', '.join(f'{k} {v}' for k, v in c['heldout'].items())})",
                  f"kept epoch {self.taught.best_epoch} of {self.taught.epochs_run} run "
-                 f"({self.taught.seconds:.0f} s); operating threshold P(good) >= {self.taught.threshold:.4f} "
+                 f"({self.taught.seconds:.0f} s); operating threshold: log-odds of good >= {self.taught.threshold:.3f} "
                  f"(false calls within {100 * self.plan.false_call_budget:.1f}% on the held-out good crops)",
                  "", "held-out crops (they chose the epoch and the threshold, so read these as optimistic; "
                  "`inspector zoo evaluate` on crops the expert never met gives the figures to trust):",
@@ -100,9 +102,22 @@ def data_hash(folder: LabelledFolder) -> str:
     return h.hexdigest()[:16]
 
 
-def read_crops(folder: LabelledFolder, items: list, desc: str) -> Crops:
+def read_crops(folder: LabelledFolder, items: list, desc: str, reference: Path | None = None) -> Crops:
+    """The crops in memory; with `reference`, each one's golden crop too, at the same path under that folder."""
     images = [load(c) for c in tqdm(items, desc=desc, unit="crop", disable=None, leave=False)]
-    return Crops(images, np.array([folder.index(c.label) for c in items], dtype=np.int64))
+    refs = None
+    if reference is not None:
+        paths = [Path(reference) / c.path.relative_to(folder.root) for c in items]
+        lacking = [p for p in paths if not p.is_file()]
+        if lacking:
+            raise FolderError(f"{len(lacking)} crops have no golden crop under {reference} (the first: {lacking[0]}); "
+                              "the golden folder mirrors the labelled one, file for file")
+        refs = [load(LabelledCrop(p, c.label, c.identity)) for p, c in zip(paths, items)]
+        for p, image, ref in zip(paths, images, refs):
+            if image.shape != ref.shape:
+                raise FolderError(f"{p} is {ref.shape[1]}x{ref.shape[0]} px but its live crop is "
+                                  f"{image.shape[1]}x{image.shape[0]}: a golden crop is the same window")
+    return Crops(images, np.array([folder.index(c.label) for c in items], dtype=np.int64), refs)
 
 
 def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
@@ -116,20 +131,22 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
               for side, items in sides.items()}
     say(f"{plan.source}: classes {', '.join(f'{k} {v}' for k, v in folder.counts().items())}; "
         f"{len(sides['train'])} crops to train on, {len(sides['heldout'])} held out")
-    train_set = read_crops(folder, sides["train"], "reading training crops")
-    heldout = read_crops(folder, sides["heldout"], "reading held-out crops")
+    train_set = read_crops(folder, sides["train"], "reading training crops", plan.reference)
+    heldout = read_crops(folder, sides["heldout"], "reading held-out crops", plan.reference)
+    reference = "composite" if plan.reference is not None else None
     fit = choose_input([im.shape[:2] for im in train_set.images], plan.input_size)
     say(f"input: {fit.describe()}")
-    arch = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit)
+    arch = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, reference=reference)
     taught = train(arch, folder.classes, train_set, heldout, plan.epochs, plan.patience, plan.seed, plan.augment,
                    plan.false_call_budget, plan.epoch_size, say)
-    served = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, taught.threshold)
+    served = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, taught.threshold, reference)
     plan.zoo.mkdir(parents=True, exist_ok=True)
     entry = write_expert(plan.zoo, plan.expert, "classifier", served.spec(), taught.state, digest=True,
                          classes=folder.classes, data_hash=data_hash(folder), val_accuracy=taught.heldout.accuracy,
                          train_samples=len(train_set), train_seed=plan.seed)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled crops",
-               "dataset": str(plan.source), "threshold": taught.threshold, "heldout_share": plan.heldout_share,
+               "dataset": str(plan.source), "reference": None if plan.reference is None else str(plan.reference),
+               "threshold": taught.threshold, "heldout_share": plan.heldout_share,
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
     _add_entry(plan.zoo, zoo, entry, plan.seed)

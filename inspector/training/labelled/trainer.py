@@ -22,8 +22,10 @@ from torch import nn
 from tqdm import tqdm
 
 from ...experts.resnet import ResNetClassifier
-from ..augment import camera_augmentation, seen_stacks
-from .metrics import Evaluation, choose_threshold, evaluate
+from ...ingest.golden import compose
+from ...ingest.photometric import normalize_crop
+from ..augment import augmented_stacks, camera_augmentation
+from .metrics import Evaluation, choose_threshold, evaluate, logodds
 
 LR = 4e-3
 BATCH = 64
@@ -36,6 +38,7 @@ class Crops:
 
     images: list[np.ndarray]
     labels: np.ndarray
+    references: list[np.ndarray] | None = None  # the golden board's window of each crop (golden comparison)
 
     def __len__(self) -> int:
         return len(self.images)
@@ -65,26 +68,45 @@ def balanced_draw(labels: np.ndarray, count: int, rng: np.random.Generator) -> n
     return rng.choice(len(labels), size=count, replace=True, p=weight / weight.sum())
 
 
-def to_inputs(arch: ResNetClassifier, images: list[np.ndarray], pipeline: Any = None) -> torch.Tensor:  # noqa: ANN401
-    """Crops as the expert is served them: (augmented,) normalised, fitted to its input."""
+def to_inputs(arch: ResNetClassifier, images: list[np.ndarray], pipeline: Any = None,  # noqa: ANN401
+              references: list[np.ndarray] | None = None) -> torch.Tensor:
+    """Crops as the expert is served them: the live crop (augmented: the camera varies, the golden photo does not),
+    composed with its golden crop when there is one, normalised, fitted to its input."""
     x = torch.empty(len(images), 3, arch.input_size, arch.input_size)
-    for idx, stack in seen_stacks(images, pipeline):
-        x[idx] = arch.preprocess_batch(stack)
+    for idx, stack in augmented_stacks(images, pipeline):
+        if references is not None:
+            golden = torch.stack([torch.from_numpy(np.ascontiguousarray(references[i][:, :, ::-1].transpose(2, 0, 1)))
+                                  for i in idx])
+            stack = compose(stack, golden)
+        x[idx] = arch.preprocess_batch(normalize_crop(stack))
     return x
 
 
-def probabilities(arch: ResNetClassifier, model: nn.Module, crops: Crops) -> tuple[np.ndarray, float]:
-    """Softmax per crop (N x classes) and the mean cross-entropy, in chunks."""
+def part(crops: Crops, idx: Any) -> tuple[list[np.ndarray], list[np.ndarray] | None]:  # noqa: ANN401
+    """The images and (with a golden comparison) references at these indices (a slice or an index array)."""
+    if isinstance(idx, slice):
+        return crops.images[idx], None if crops.references is None else crops.references[idx]
+    return [crops.images[i] for i in idx], None if crops.references is None else [crops.references[i] for i in idx]
+
+
+def logits_of(arch: ResNetClassifier, model: nn.Module, crops: Crops) -> tuple[np.ndarray, float]:
+    """Logits per crop (N x classes) and the mean cross-entropy, in chunks."""
     out, loss = [], 0.0
     model.eval()
     with torch.inference_mode():
         for i in range(0, len(crops), CHUNK):
-            x = to_inputs(arch, crops.images[i:i + CHUNK])
+            images, refs = part(crops, slice(i, i + CHUNK))
+            x = to_inputs(arch, images, None, refs)
             logits = torch.cat([model(x[j:j + 256]).float() for j in range(0, len(x), 256)])
             y = torch.from_numpy(crops.labels[i:i + CHUNK]).long()
             loss += float(nn.functional.cross_entropy(logits, y, reduction="sum"))
-            out.append(torch.softmax(logits, dim=1).numpy())
+            out.append(logits.numpy())
     return np.concatenate(out), loss / max(1, len(crops))
+
+
+def operating_point(logits: np.ndarray, labels: np.ndarray, false_call_budget: float) -> float:
+    lo = logodds(logits)
+    return choose_threshold(lo[labels == 0], lo[labels != 0], false_call_budget)
 
 
 def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, heldout: Crops, epochs: int = 30,
@@ -110,8 +132,8 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
         draw = balanced_draw(train_set.labels, per_epoch, rng)
         for c in range(0, len(draw), CHUNK):
             chunk = draw[c:c + CHUNK]
-            x = to_inputs(arch, [train_set.images[i] for i in chunk], pipeline).contiguous(
-                memory_format=torch.channels_last)
+            images, refs = part(train_set, chunk)
+            x = to_inputs(arch, images, pipeline, refs).contiguous(memory_format=torch.channels_last)
             y = torch.from_numpy(train_set.labels[chunk]).long()
             for i in range(0, len(chunk), BATCH):
                 opt.zero_grad()
@@ -119,9 +141,9 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
                 opt.step()
                 sched.step()
                 bar.update(1)
-        probs, loss = probabilities(arch, model, heldout)
-        t = choose_threshold(probs[heldout.labels == 0, 0], false_call_budget)
-        ev = evaluate(classes, heldout.labels, probs, t)
+        logits, loss = logits_of(arch, model, heldout)
+        t = operating_point(logits, heldout.labels, false_call_budget)
+        ev = evaluate(classes, heldout.labels, logits, t)
         score = (ev.defect_recall or 0.0, -loss)
         history.append({"epoch": epoch, "heldout_loss": loss, "defect_recall": ev.defect_recall,
                         "false_call_rate": ev.false_call_rate, "macro_f1": ev.macro_f1, "threshold": t})
@@ -140,8 +162,8 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
     assert best_state is not None
     model.load_state_dict(best_state)
     model = model.to(memory_format=torch.contiguous_format)
-    probs, _ = probabilities(arch, model, heldout)
-    threshold = choose_threshold(probs[heldout.labels == 0, 0], false_call_budget)
+    logits, _ = logits_of(arch, model, heldout)
+    threshold = operating_point(logits, heldout.labels, false_call_budget)
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-    return Taught(state, threshold, evaluate(classes, heldout.labels, probs, threshold), best_epoch, epoch,
+    return Taught(state, threshold, evaluate(classes, heldout.labels, logits, threshold), best_epoch, epoch,
                   time.perf_counter() - t0, history)

@@ -50,11 +50,14 @@ def window_label(x: int, y: int, size: int, boxes: Sequence[tuple[tuple[int, int
 def write_windows(out: Path, identity: str, image: np.ndarray,
                   boxes: Sequence[tuple[tuple[int, int, int, int], str]], size: int, counts: WindowCounts,
                   keep_good: float = 1.0, rng: np.random.Generator | None = None,
-                  classes: Iterable[str] = ()) -> None:
+                  classes: Iterable[str] = (), golden: tuple[Path, np.ndarray] | None = None) -> None:
     """Every whole window of `image` on the grid of `size`, into OUT/<class>/. `keep_good`: the share of good
-    windows written (drawn with `rng`)."""
+    windows written (drawn with `rng`). `golden`: (folder, golden image): the same window of the golden image is
+    written there under the same class and name."""
     for name in (GOOD, *classes):
         (out / name).mkdir(parents=True, exist_ok=True)
+        if golden is not None:
+            (golden[0] / name).mkdir(parents=True, exist_ok=True)
     h, w = image.shape[:2]
     for y in range(0, h - size + 1, size):
         for x in range(0, w - size + 1, size):
@@ -65,5 +68,8 @@ def write_windows(out: Path, identity: str, image: np.ndarray,
             if label == GOOD and keep_good < 1.0 and (rng or np.random.default_rng()).random() >= keep_good:
                 counts.thinned += 1
                 continue
-            cv2.imwrite(str(out / label / f"{identity}__x{x // size}y{y // size}.png"), image[y:y + size, x:x + size])
+            name = f"{identity}__x{x // size}y{y // size}.png"
+            cv2.imwrite(str(out / label / name), image[y:y + size, x:x + size])
+            if golden is not None:
+                cv2.imwrite(str(golden[0] / label / name), golden[1][y:y + size, x:x + size])
             counts.written[label] += 1
