@@ -79,8 +79,10 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
     assert arch.good_margin == pytest.approx(taught["threshold"])
 
     r = cli("zoo", "evaluate", "--expert", "cls-trace", "--on", str(test), "--zoo", str(zoo_dir), "--json",
-            str(tmp_path / "eval.json"), cwd=tmp_path)
+            str(tmp_path / "eval.json"), "--plots", str(tmp_path / "plots"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
+    for name in ("confusion.png", "pr.png"):
+        assert cv2.imread(str(tmp_path / "plots" / name)) is not None
     assert "confusion" in r.stdout and "defect recall" in r.stdout
     scores = json.loads((tmp_path / "eval.json").read_text())
     for key in ("defect_recall", "false_call_rate", "macro_f1", "per_class", "confusion", "threshold"):
@@ -127,6 +129,9 @@ def test_the_split_follows_identity_and_does_not_move_when_crops_are_added(tmp_p
     sides = {i: split_of(i, 0.2) for i in ids}
     assert 0.17 < sum(s == "heldout" for s in sides.values()) / len(ids) < 0.23
     assert all(split_of(i, 0.2) == s for i, s in sides.items())  # the same tomorrow, whatever else is there
+    # a test set split off first and then split again for model selection: the two splits are independent
+    test_side = [i for i in ids if split_of(i, 0.1, "test") == "train"]
+    assert 0.17 < sum(split_of(i, 0.2) == "heldout" for i in test_side) / len(test_side) < 0.23
     make_folder(tmp_path / "f", 3, {"ok": 3, "blob": 1}, seed=5)
     folder = read_folder(tmp_path / "f")
     assert {c.identity for c in folder.crops} == {"s5b000", "s5b001", "s5b002"}
@@ -263,3 +268,26 @@ def test_the_composite_is_the_live_grey_the_golden_grey_and_their_difference() -
     assert int(compose(live, golden)[0, 2, 0:4, 0:4].min()) > 60
     with pytest.raises(ValueError, match="must be one window"):
         compose(live[:, :, :16], golden)
+
+
+def test_a_bayer_camera_samples_one_colour_a_pixel_and_its_demosaic_fringes_edges() -> None:
+    from inspector.ingest.bayer import demosaic, mosaic, through_bayer
+    from inspector.ingest.camera_model import CameraModel, describe, parse_camera
+
+    flat = np.zeros((8, 8, 3), np.uint8)
+    flat[:] = (30, 120, 220)  # BGR
+    for pattern in ("RG", "GR", "GB", "BG"):
+        assert (demosaic(mosaic(flat, pattern), pattern)[2:6, 2:6] == flat[2:6, 2:6]).all(), pattern
+    raw = mosaic(flat, "RG")
+    assert raw[0, 0] == 220 and raw[0, 1] == 120 and raw[1, 1] == 30  # R G / G B at the top left
+    edge = np.zeros((16, 16, 3), np.uint8)
+    edge[:, 8:] = 255  # white against black: grey on both sides, so any colour is the demosaic's
+    seen = through_bayer(edge, "RG").astype(int)
+    assert np.abs(seen[:, 6:10, 0] - seen[:, 6:10, 2]).max() > 40 and (seen[:, :5] == 0).all()
+    camera = parse_camera("bayer=rg,noise=3")
+    assert camera.bayer == "RG" and describe(camera) == "noise=3,bayer=RG" and parse_camera("bayer").bayer == "RG"
+    frame, _ = camera.view(np.full((32, 32, 3), 128, np.uint8), np.random.default_rng(0))
+    assert frame.shape == (32, 32, 3) and 120 < frame.mean() < 136
+    with pytest.raises(ValueError, match="unknown Bayer pattern 'XY'"):
+        parse_camera("bayer=XY")
+    assert CameraModel(bayer="GB") != CameraModel()

@@ -178,11 +178,11 @@ def _plc_line(demo, tmp_path: Path, loop, db_url: str | None = None, boards: int
     link = PlcLink(PlcConfig(opcua=url, opcua_anonymous=True, opcua_insecure=True, cert_dir=tmp_path / "opcua",
                              fail_safe=FailSafe(deadline_ms=3000)), "aoi-1")
     store = ResultStore(db_url or sqlite_url(tmp_path / "r.sqlite"), connect=False)
-    out: dict = {}
+    out: dict = {"said": []}
 
-    def run() -> None:
+    def run() -> None:  # what the line says is kept: a failed assertion shows it
         out["service"], _ = run_line(rules, zoo, root / "models", source, ServiceConfig(LineConfig(device_mb=40)),
-                                     store, tmp_path, lambda _m: None, plc=link)
+                                     store, tmp_path, out["said"].append, plc=link)
     t = threading.Thread(target=run, daemon=True)
     t.start()
     deadline = time.monotonic() + 120
@@ -237,7 +237,9 @@ def test_a_plc_trigger_over_opcua_takes_one_board_and_sees_its_verdict_serial_an
     assert link.station.counters.deadline_missed == 0 and link.station.counters.unacknowledged == 0
     from inspector.access.audit import AuditTrail
 
-    (changeover,) = AuditTrail(store.engine).events("rules.changeover")  # the PLC's switch, in the trail
+    changeovers = AuditTrail(store.engine).events("rules.changeover")  # the PLC's switch, in the trail
+    assert len(changeovers) == 1, [m for m in out["said"] if "audit" in m.lower() or "recipe" in m or "error" in m]
+    (changeover,) = changeovers
     assert changeover.actor == "line controller" and "mini-b" in changeover.after and "asked by the PLC" in \
         changeover.origin
 

@@ -62,6 +62,7 @@ CONDITIONS: dict[str, CameraModel] = {
     "cast-0.15": CameraModel(cast=(0.15, 0.15)),
     "motion-2": CameraModel(motion_px=(2.0, 2.0)),
     "high-gain": CameraModel(gain=(1.3, 1.3), noise_sigma=(10.0, 10.0)),
+    "bayer": CameraModel(bayer="RG"),  # a colour sensor's mosaic, demosaicked bilinearly by its driver
     "real-lens": REAL_LENS,
     "real-lens-raw": REAL_LENS,  # the same camera without its correction file: what the line did before
 }

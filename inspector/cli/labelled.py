@@ -55,6 +55,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         f"{100 * b:g}% -> {100 * r:.1f}%" for b, r in result.recall_at.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
+    if args.plots:
+        from ..training.labelled.plots import write_plots
+
+        for path in write_plots(result.evaluation, result.truth, result.logits, Path(args.plots), args.expert):
+            print(f"wrote {path}")
     return 0
 
 
@@ -88,6 +93,8 @@ def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--reference", metavar="DIR", help="the golden crops (a golden-comparison expert)")
     ev.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
     ev.add_argument("--json", help="also write the scores as JSON here")
+    ev.add_argument("--plots", metavar="DIR", help="also draw the confusion matrix and precision-recall curves "
+                                                   "(confusion.png, pr.png) into DIR")
     ev.set_defaults(func=cmd_evaluate)
 
 
@@ -116,7 +123,7 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
 
     rng = np.random.default_rng(args.seed)
     sides = {"": pairs} if not args.heldout else {
-        side: [p for p in pairs if split_of(p.name, args.heldout) == side] for side in ("train", "heldout")}
+        side: [p for p in pairs if split_of(p.name, args.heldout, "test") == side] for side in ("train", "heldout")}
     counts = {side: WindowCounts() for side in sides}
     where = {p.name: side for side, members in sides.items() for p in members}
     for pair in tqdm(pairs, desc="cutting windows", unit="pair", disable=None):

@@ -21,6 +21,8 @@ from functools import lru_cache
 import cv2
 import numpy as np
 
+from .bayer import check_pattern, demosaic, mosaic
+
 CONVEYOR_BGR = (58, 58, 62)
 FOCAL = 1.2  # the synthetic lens's focal length in units of the frame's larger side (a normal lens)
 Range = tuple[float, float]
@@ -87,6 +89,7 @@ class CameraModel:
     vignette: Range = (0.0, 0.0)  # corners darker by this fraction (falling off with the radius squared)
     cast: Range = (0.0, 0.0)  # colour cast: red x (1 + c), blue x (1 - c) (negative: a cool light)
     motion_px: Range = (0.0, 0.0)  # the board's travel along the conveyor (x) while the shutter is open
+    bayer: str | None = None  # a colour sensor's Bayer pattern (RG, GR, GB, BG; ingest/bayer.py), demosaicked
 
     @property
     def is_identity(self) -> bool:
@@ -125,7 +128,8 @@ class CameraModel:
                                                                      "vignette", "cast", "motion_px")}
         light = (draws["gain"] != 1.0 or self.gradient or draws["contrast"] != 1.0 or draws["vignette"]
                  or draws["cast"])
-        if not (light or draws["blur_sigma"] or draws["noise_sigma"] or draws["motion_px"] or self.jpeg_quality):
+        if not (light or draws["blur_sigma"] or draws["noise_sigma"] or draws["motion_px"] or self.jpeg_quality
+                or self.bayer):
             return frame
         img = frame.astype(np.float32)
         if draws["vignette"]:
@@ -148,9 +152,15 @@ class CameraModel:
             img = cv2.filter2D(img, -1, motion_kernel(draws["motion_px"]), borderType=cv2.BORDER_REFLECT)
         if draws["blur_sigma"] > 0:
             img = cv2.GaussianBlur(img, (0, 0), draws["blur_sigma"])
-        if draws["noise_sigma"] > 0:
-            img += rng.normal(0.0, draws["noise_sigma"], img.shape).astype(np.float32)
-        out = np.clip(np.rint(img), 0, 255).astype(np.uint8)
+        if self.bayer:  # the sensor sees one colour a pixel; its noise is on that one; the driver interpolates
+            raw = mosaic(img, self.bayer)
+            if draws["noise_sigma"] > 0:
+                raw += rng.normal(0.0, draws["noise_sigma"], raw.shape).astype(np.float32)
+            out = demosaic(np.clip(np.rint(raw), 0, 255).astype(np.uint8), self.bayer)
+        else:
+            if draws["noise_sigma"] > 0:
+                img += rng.normal(0.0, draws["noise_sigma"], img.shape).astype(np.float32)
+            out = np.clip(np.rint(img), 0, 255).astype(np.uint8)
         if self.jpeg_quality is not None:
             quality = int(round(_draw(rng, self.jpeg_quality)))
             ok, data = cv2.imencode(".jpg", out, [cv2.IMWRITE_JPEG_QUALITY, quality])
@@ -188,6 +198,7 @@ def _draw(rng: np.random.Generator, r: Range | None) -> float:
 # Named cameras for `--camera`: what a plant's camera does on a normal day, and the accuracy suite's conditions.
 PRESETS: dict[str, CameraModel] = {
     "none": CameraModel(),
+    "bayer": CameraModel(bayer="RG"),  # a colour camera's raw mosaic (GenICam BayerRG8), demosaicked by its driver
     "realistic": CameraModel(shift_px=6, rotation_deg=0.4, scale=0.005, gain=(0.8, 1.2), contrast=(0.85, 1.1),
                              gradient=0.1, blur_sigma=(0.0, 0.8), noise_sigma=(0.0, 4.0), jpeg_quality=(75, 95)),
 }
@@ -202,7 +213,7 @@ def parse_camera(spec: str) -> CameraModel:
     lens's `tilt=2,k1=-0.1,vignette=0.3,cast=0.15,motion=3`); a preset may start the list (`realistic,jpeg=60`).
     Ranges are `lo:hi`."""
     model = CameraModel()
-    keys = {v: k for k, v in {**_SCALARS, **_RANGES}.items()}
+    keys = {v: k for k, v in {**_SCALARS, **_RANGES, "bayer": "bayer"}.items()}
     for i, item in enumerate(p.strip() for p in spec.split(",") if p.strip()):
         if "=" not in item:
             if i == 0 and item in PRESETS:
@@ -214,6 +225,9 @@ def parse_camera(spec: str) -> CameraModel:
         name = keys.get(key.strip())
         if name is None:
             raise ValueError(f"unknown camera setting {key!r}; known: {', '.join(keys)}")
+        if name == "bayer":
+            model = replace(model, bayer=check_pattern(value.strip().upper()))
+            continue
         try:
             lo, _, hi = value.partition(":")
             pair = (float(lo), float(hi or lo))
@@ -230,8 +244,10 @@ def describe(model: CameraModel) -> str:
         value = getattr(model, f.name)
         if value == getattr(base, f.name):
             continue
-        key = _SCALARS.get(f.name) or _RANGES[f.name]
-        if isinstance(value, tuple):
+        key = _SCALARS.get(f.name) or _RANGES.get(f.name, f.name)
+        if isinstance(value, str):
+            out.append(f"{key}={value}")
+        elif isinstance(value, tuple):
             out.append(f"{key}={value[0]:g}" + ("" if value[0] == value[1] else f":{value[1]:g}"))
         else:
             out.append(f"{key}={value:g}")

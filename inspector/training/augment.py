@@ -7,7 +7,8 @@ line's correction (inspector/camera) undoes the lens, vignetting and the
 colour cast only as well as its reference capture allows, and nothing undoes
 motion blur: so training also smears crops along the conveyor (x or y in a
 crop, since crops are cut with the part's rotation undone) and leaves a small
-residual cast per channel. Each training crop gets a fresh draw of all of
+residual cast per channel, and puts some crops through a colour camera's
+Bayer mosaic and demosaic. Each training crop gets a fresh draw of all of
 that every epoch. Nothing here flips
 or turns a crop: the polarity classes are left against right.
 
@@ -30,6 +31,7 @@ import torch
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+from ..ingest.bayer import PATTERNS, through_bayer
 from ..ingest.camera_model import motion_kernel
 from ..ingest.crops import crop_tensor
 from ..ingest.photometric import normalize_crop
@@ -117,6 +119,22 @@ class MotionBlur(v2.Transform):
         return flat.reshape(shape).round_().clamp_(0, 255).to(inpt.dtype)
 
 
+class BayerMosaic(v2.Transform):
+    """A colour camera's Bayer filter and its driver's demosaic (ingest/bayer.py), at one of the four phases a crop
+    can start on: the colour fringes along edges that no render has."""
+
+    def make_params(self, flat_inputs: list[Any]) -> dict[str, Any]:
+        return {"pattern": PATTERNS[int(torch.randint(len(PATTERNS), ()))]}
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        flat = inpt.reshape(-1, *inpt.shape[-3:])  # N x 3 x H x W, RGB
+        out = torch.empty_like(flat)
+        for i, crop in enumerate(flat):
+            bgr = np.ascontiguousarray(crop.numpy().transpose(1, 2, 0)[:, :, ::-1])
+            out[i] = torch.from_numpy(through_bayer(bgr, params["pattern"])[:, :, ::-1].transpose(2, 0, 1).copy())
+        return out.reshape(inpt.shape)
+
+
 class ResidualCast(v2.Transform):
     """What white balance leaves: red and blue pulled apart by up to `cast`, and each channel off by up to `jitter`
     (RGB order, as the crops are here)."""
@@ -153,6 +171,7 @@ def camera_augmentation(strength: float = 1.0) -> v2.Compose:
         v2.RandomApply([MotionBlur()], p=0.4 * p),
         v2.RandomApply([v2.GaussianBlur(kernel_size=7, sigma=(0.2, 1.6))], p=0.6 * p),
         v2.RandomApply([SensorNoise()], p=0.6 * p),
+        v2.RandomApply([BayerMosaic()], p=0.3 * p),
         v2.RandomApply([v2.JPEG(quality=(45, 95))], p=0.5 * p),
     ])
 

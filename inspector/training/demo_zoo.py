@@ -25,7 +25,7 @@ from .samples import TRAINING_CAMERA, TRAINING_RATES, collect
 
 RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 14, "detector_cap": 1500,
           "detector_epochs": 15, "detector_copies": 1, "val_per_type": 100, "rates": TRAINING_RATES, "augment": 1.0,
-          "camera": describe(TRAINING_CAMERA), "version": 3,
+          "camera": describe(TRAINING_CAMERA), "version": 4,  # 4: Bayer in the augmentation
           "retrain_below": 0.99, "attempts": 3}  # an expert short of this validation accuracy trains again (jobs.py)
 
 

@@ -61,9 +61,11 @@ def identity_of(path: Path) -> str:
     return stem.split(IDENTITY_SEPARATOR, 1)[0] if IDENTITY_SEPARATOR in stem else stem
 
 
-def split_of(identity: str, heldout_share: float) -> str:
-    """'heldout' for about `heldout_share` of identities, 'train' for the rest; fixed by the identity alone."""
-    h = int.from_bytes(hashlib.sha256(identity.encode()).digest()[:8], "big") / 2 ** 64
+def split_of(identity: str, heldout_share: float, purpose: str = "model selection") -> str:
+    """'heldout' for about `heldout_share` of identities, 'train' for the rest; fixed by the identity and `purpose`.
+    Each purpose splits on its own hash: a folder that was itself cut from a split (a test set held back first) is
+    split again independently, not along the same line."""
+    h = int.from_bytes(hashlib.sha256(f"{purpose}\0{identity}".encode()).digest()[:8], "big") / 2 ** 64
     return "heldout" if h < heldout_share else "train"
 
 
