@@ -113,6 +113,9 @@ def test_a_folder_that_cannot_be_used_says_what_to_change(tmp_path: Path) -> Non
         read_folder(tmp_path / "f", good="okay")
     with pytest.raises(FolderError, match="classes the expert does not know: blob"):
         read_folder(tmp_path / "f", classes=("pass", "nick"))
+    make_folder(tmp_path / "long", 1, {"ok": 1, "x" * 33: 1}, seed=4)
+    with pytest.raises(FolderError, match="longer than the 32 characters a result stores"):
+        read_folder(tmp_path / "long")
     make_folder(tmp_path / "one", 1, {"ok": 2}, seed=4)
     with pytest.raises(FolderError, match="only the class 'ok'"):
         read_folder(tmp_path / "one")
@@ -291,3 +294,41 @@ def test_a_bayer_camera_samples_one_colour_a_pixel_and_its_demosaic_fringes_edge
     with pytest.raises(ValueError, match="unknown Bayer pattern 'XY'"):
         parse_camera("bayer=XY")
     assert CameraModel(bayer="GB") != CameraModel()
+
+
+TAUGHT_RULES = """\
+recipe: taught
+board: {width: 160, height: 100}
+classifier: {arch: resnet10, input_size: 32}
+components:
+  TR:
+    shape: resistor
+    size: [24, 12]
+    at: {R1: [40, 30], R2: [110, 30], R3: [40, 70], R4: [110, 70]}
+"""
+
+
+def test_a_taught_expert_serves_on_the_line_and_its_calls_carry_its_own_class_names(tmp_path: Path) -> None:
+    """A rule set routes a component type to the taught classifier by name (cls-<type>); the verdicts name the
+    taught classes, never the demo's six."""
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.app.verdict import class_name
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.teach import TeachPlan, teach
+
+    make_folder(tmp_path / "crops", 12, {"ok": 6, "blob": 2, "nick": 2}, seed=11)
+    done = teach(TeachPlan("cls-TR", tmp_path / "crops", tmp_path / "zoo", epochs=2, epoch_size=128, heldout_share=0.3))
+    zoo = Zoo.load(tmp_path / "zoo")
+    assert class_name(zoo, "cls-TR", 2) == "nick" and class_name(zoo, "cls-TR", 9) == "class 9"
+    rules = parse_rules(TAUGHT_RULES, str(tmp_path / "taught.yaml"))
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    source = open_source("synthetic", rules, 4, 3, defect_rate=0.5)
+    run_line(rules, zoo, tmp_path / "models", source, ServiceConfig(LineConfig(device_mb=40)), store, tmp_path,
+             lambda _m: None)
+    parts = [p for insp in store.inspections() for p in insp.parts]
+    assert len(parts) == 16 and {p.expert for p in parts} == {"cls-TR"}
+    assert {p.weights_sha256 for p in parts} == {done.entry.weights_sha256}
+    assert {p.defect_class for p in parts} <= {"ok", "blob", "nick"}, {p.defect_class for p in parts}

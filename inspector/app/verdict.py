@@ -26,7 +26,7 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
         return rec_
     expert, cls = result.steps[0]
     if not cls.passed:
-        return rec(expert, "fail", CLASSIFIER_CLASSES[cls.label], cls.score)
+        return rec(expert, "fail", class_name(zoo, expert, cls.label), cls.score)
     if len(result.steps) < 2:
         return rec(expert, "pass", "ok", cls.score)
     expert, det = result.steps[1]
@@ -47,3 +47,11 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
     if abs(cx - expect_x) > comp.align_tolerance_px or abs(cy - expect_y) > comp.align_tolerance_px:
         return rec(expert, "fail", "shifted", det.score, box)
     return rec(expert, "pass", "ok", det.score, box)
+
+
+def class_name(zoo: Zoo, expert: str, label: int) -> str:
+    """A classifier's label by its own classes (a taught expert has the plant's: training/labelled), else the demo
+    experts' six."""
+    entry = zoo.entries.get(expert)
+    names = entry.classes if entry is not None and entry.classes else CLASSIFIER_CLASSES
+    return names[label] if 0 <= label < len(names) else f"class {label}"

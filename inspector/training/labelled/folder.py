@@ -25,6 +25,7 @@ import numpy as np
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 GOOD_NAMES = ("good", "ok")
 IDENTITY_SEPARATOR = "__"
+MAX_CLASS_NAME = 32  # a result's defect class column (results/schema.py)
 
 
 class FolderError(ValueError):
@@ -83,6 +84,10 @@ def read_folder(root: Path, good: str | None = None, classes: tuple[str, ...] | 
     if not found:
         raise FolderError(f"{root} has no class folders with images ({', '.join(sorted(IMAGE_SUFFIXES))}); lay it "
                           "out as DIR/<class>/<image>, one folder per class")
+    long = [n for n in found if len(n) > MAX_CLASS_NAME]
+    if long:
+        raise FolderError(f"class folder {long[0]!r} of {root} is longer than the {MAX_CLASS_NAME} characters a result "
+                          "stores as its defect class; rename the folder")
     if classes is not None:
         unknown = sorted(set(found) - set(classes))
         if unknown:
