@@ -332,3 +332,62 @@ def test_a_taught_expert_serves_on_the_line_and_its_calls_carry_its_own_class_na
     assert len(parts) == 16 and {p.expert for p in parts} == {"cls-TR"}
     assert {p.weights_sha256 for p in parts} == {done.entry.weights_sha256}
     assert {p.defect_class for p in parts} <= {"ok", "blob", "nick"}, {p.defect_class for p in parts}
+
+
+def test_the_line_feeds_a_golden_comparison_expert_the_golden_boards_window_beside_each_part(tmp_path: Path) -> None:
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.ingest.crops import cut_board
+    from inspector.ingest.golden import GoldenMissing, composed_tensors
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.teach import TeachPlan, teach
+
+    make_golden_pairs(tmp_path / "live", tmp_path / "golden", 10, seed=12)
+    teach(TeachPlan("cls-TR", tmp_path / "live", tmp_path / "zoo", epochs=2, epoch_size=128, heldout_share=0.3,
+                    reference=tmp_path / "golden"))
+    zoo = Zoo.load(tmp_path / "zoo")
+    plain = parse_rules(TAUGHT_RULES, str(tmp_path / "taught.yaml"))
+    golden_board = next(iter(open_source("synthetic", plain, 1, 5, defect_rate=0.0))).image
+    cv2.imwrite(str(tmp_path / "golden.png"), golden_board)
+    rules = parse_rules(TAUGHT_RULES + "golden: golden.png\n", str(tmp_path / "taught.yaml"))
+    assert rules.golden == str(tmp_path / "golden.png")
+
+    source = open_source("synthetic", rules, 3, 6, defect_rate=0.5)
+    frames = list(source)
+    crops = cut_board(frames[0].image, rules)
+    tensors = composed_tensors(crops, [torch.zeros(1)] * len(crops), rules, {"TR"})
+    assert all(t.shape == (3, *c.image.shape[:2]) for t, c in zip(tensors, crops))
+    # the golden window of an unchanged part differs from the live one by nothing: the third grey is flat
+    same = composed_tensors(cut_board(golden_board, rules), [torch.zeros(1)] * len(crops), rules, {"TR"})
+    assert all(float(t[2].float().std()) < 1.0 for t in same)
+
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, tmp_path / "models", open_source("synthetic", rules, 3, 6, defect_rate=0.5),
+             ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None)
+    parts = [p for insp in store.inspections() for p in insp.parts]
+    assert len(parts) == 12 and {p.defect_class for p in parts} <= {"ok", "extra"}
+
+    from dataclasses import asdict
+
+    from inspector.experts.yolo import YoloDetector
+    from inspector.experts.zoo import write_expert
+
+    det = YoloDetector("yolov8n.yaml", 64, 2)  # a real detector beside it (random weights: only its name is read)
+    entry = write_expert(tmp_path / "zoo", "det-p", "detector", det.spec(), det.random_state(0))
+    manifest = json.loads((tmp_path / "zoo" / "manifest.json").read_text())
+    manifest["experts"].append(asdict(entry))
+    (tmp_path / "zoo" / "manifest.json").write_text(json.dumps(manifest))
+    zoo = Zoo.load(tmp_path / "zoo")
+    for text, why in ((TAUGHT_RULES, "add `golden: FILE`"),
+                      (TAUGHT_RULES + "golden: nowhere.png\n", "cannot be read"),
+                      (TAUGHT_RULES.replace("classifier: {arch: resnet10, input_size: 32}",
+                                            "classifier: {arch: resnet10, input_size: 32}\ndetectors:\n  det-p: "
+                                            "{arch: yolov8n.yaml, input_size: 64}").replace(
+                          "size: [24, 12]", "size: [24, 12]\n    detector: det-p") + "golden: golden.png\n",
+                       "route it to the golden comparison alone")):
+        bad = parse_rules(text, str(tmp_path / "taught.yaml"))
+        with pytest.raises((GoldenMissing, ValueError), match=r"(?s)" + why.replace("(", r"\(").replace("`", ".")):
+            run_line(bad, zoo, tmp_path / "models", open_source("synthetic", bad, 1, 6),
+                     ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None)

@@ -35,6 +35,7 @@ from ..coserve.online.workload import MiB, Workload
 from ..experts.backends import get_backend
 from ..experts.zoo import ExpertEntry, Zoo
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, crop_tensors, cut_board
+from ..ingest.golden import composed_tensors, golden_image
 from ..ingest.identity import CodeRead, noread_serial, read_code
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
@@ -174,6 +175,15 @@ class Line:
         if missing:
             raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
                              f"{', '.join(missing)}; build them with `inspector zoo build --demo` or fix the rules")
+        composite = golden_types(rules, zoo)
+        for name in sorted(composite):
+            comp = rules.component(name)
+            if comp.detector:
+                raise ValueError(f"component type {name} routes to {comp.classifier}, which compares with the golden "
+                                 f"board, and then to {comp.detector}, which reads the live crop: a part is one "
+                                 "request with one image; route it to the golden comparison alone")
+        if composite:
+            golden_image(rules)  # GoldenMissing (a ValueError) names what to add or fix
 
     def apply_rules(self, rules: RuleSet) -> None:
         """Use `rules` for every board from now on; raises ValueError (and keeps the running set) when the
@@ -265,7 +275,7 @@ class Line:
             self._finish_with_error(record, refused)
             return
         crops = cut_board(image, rules, registration)
-        tensors = crop_tensors(crops)
+        tensors = composed_tensors(crops, crop_tensors(crops), rules, golden_types(rules, self.zoo))
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
             if not self._boards_in:
@@ -383,3 +393,9 @@ class Line:
         """(boards/s, parts/s) since start."""
         dt = max(time.perf_counter() - self.started, 1e-9)
         return self.stats.boards / dt, self.stats.parts / dt
+
+
+def golden_types(rules: RuleSet, zoo: Zoo) -> set[str]:
+    """The component types whose classifier compares each crop with the golden board's (ingest/golden.py)."""
+    return {c.name for c in rules.components if c.classifier in zoo.entries and c.classifier not in zoo.unavailable
+            and getattr(zoo.architecture(c.classifier), "reference", None) is not None}

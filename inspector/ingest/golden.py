@@ -10,9 +10,15 @@ Colour is given up for it: a golden comparison is about shape.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+import cv2
+import numpy as np
 import torch
 
-from .photometric import MEAN, MIN_STD, SPREAD
+from ..routing.rules import RuleSet
+from .crops import Crop, crop_part, crop_tensor
+from .photometric import MEAN, MIN_STD, SPREAD, normalize_crop
 
 _GREY = torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)  # RGB order, as crop tensors are
 
@@ -33,3 +39,51 @@ def compose(live: torch.Tensor, golden: torch.Tensor) -> torch.Tensor:
     a, b = _standard_grey(live), _standard_grey(golden)
     out = torch.stack([a, b, (a - b).abs()], dim=1)
     return out.round_().clamp_(0, 255).to(torch.uint8)
+
+
+class GoldenMissing(ValueError):
+    """A rule set whose golden-comparison experts have no usable golden image; the message says what to do."""
+
+
+_LOADED: dict[tuple[str, int, int], np.ndarray] = {}
+
+
+def golden_image(rules: RuleSet) -> np.ndarray:
+    """The rule set's golden board (HxWx3 BGR, the board's size), read once per file version."""
+    if rules.golden is None:
+        raise GoldenMissing(f"rule set {rules.recipe} has experts that compare with the golden board but no golden "
+                            f"image: add `golden: FILE` (the golden board in the recipe's {rules.board_size[0]}x"
+                            f"{rules.board_size[1]} px, relative to {rules.source})")
+    path = Path(rules.golden)
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise GoldenMissing(f"rule set {rules.recipe}: the golden image {path} cannot be read ({exc.strerror})") from None
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _LOADED:
+        image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if image is None:
+            raise GoldenMissing(f"rule set {rules.recipe}: {path} is not an image OpenCV can read")
+        if (image.shape[1], image.shape[0]) != rules.board_size:
+            raise GoldenMissing(f"rule set {rules.recipe}: the golden image {path} is {image.shape[1]}x"
+                                f"{image.shape[0]} px but the recipe lays out a {rules.board_size[0]}x"
+                                f"{rules.board_size[1]} board; cut it to the recipe's pixels")
+        _LOADED.clear()  # one golden board per rule set in force: keep memory flat across changeovers
+        _LOADED[key] = image
+    return _LOADED[key]
+
+
+def composed_tensors(crops: list[Crop], tensors: list[torch.Tensor], rules: RuleSet,
+                     composite: set[str]) -> list[torch.Tensor]:
+    """`tensors` (the crops normalised) with the crops of `composite` component types replaced by their golden
+    comparison: the live crop composed with the same window of the golden board, then normalised."""
+    if not composite:
+        return tensors
+    golden = golden_image(rules)
+    out = list(tensors)
+    place = {p.ref: p for _c, p in rules.placements()}
+    for i, crop in enumerate(crops):
+        if crop.component.name in composite:
+            window = crop_part(golden, crop.component, place[crop.ref], rules.crop_margin)
+            out[i] = normalize_crop(compose(crop_tensor(crop.image)[None], crop_tensor(window)[None])[0])
+    return out

@@ -81,6 +81,7 @@ class RuleSet:
     source: str = "<memory>"
     fiducials: FiducialRules | None = None  # None: boards are cut at their nominal positions (no registration)
     serial_code: SerialCode | None = None  # None: the board carries no code; its serial comes from the source
+    golden: str | None = None  # the golden board's image in recipe pixels (absolute path): golden-comparison experts
     gate: GateRules = GateRules()  # when a frame of a free-running camera is a board (camera/gate.py)
     text: str = field(default="", repr=False, compare=False)  # what it was parsed from: kept by `version` with results
 
@@ -130,7 +131,7 @@ class RuleSet:
 
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
-        "gate"}
+        "gate", "golden"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "at"}
 
 
@@ -186,11 +187,22 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         fiducials=parse_fiducials(doc.sub("fiducials"), (width, height)) if doc.has("fiducials") else None,
         serial_code=parse_serial_code(doc.sub("serial_code"), (width, height)) if doc.has("serial_code") else None,
         gate=parse_gate(doc.sub("gate")), text=text,
+        golden=_golden(doc, source) if doc.has("golden") else None,
     )
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)
     _check_code_clear(ruleset, doc)
     return ruleset
+
+
+def _golden(doc: Fields, source: str) -> str:
+    """`golden: FILE`, relative to the rule file's folder: the golden board photographed square-on and cut to the
+    recipe's pixels (ingest/golden.py reads it when an expert needs it)."""
+    name = doc.text("golden")
+    path = Path(name)
+    if not path.is_absolute():
+        path = Path(source).parent / path
+    return str(path)
 
 
 def _classifier(f: Fields) -> dict[str, Any]:
