@@ -37,10 +37,13 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
         x, y, w, h = det.box
         sx, sy = crop_w / arch.input_size, crop_h / arch.input_size
         box = ((x - w / 2) * sx, (y - h / 2) * sy, (x + w / 2) * sx, (y + h / 2) * sy)
+    if getattr(arch, "mode", "verify") == "find":  # every class a defect: a confident box fails the part
+        return rec(expert, "pass", "ok", det.score, box) if det.passed else \
+            rec(expert, "fail", class_name(zoo, expert, det.label, DETECTOR_CLASSES), det.score, box)
     threshold = getattr(arch, "threshold", 0.5)
     if det.score < threshold:
         return rec(expert, "fail", "unverified", det.score, box)
-    if DETECTOR_CLASSES[det.label] == "reversed":
+    if class_name(zoo, expert, det.label, DETECTOR_CLASSES) == "reversed":
         return rec(expert, "fail", "polarity", det.score, box)
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     expect_x, expect_y = comp.size[0] // 2 + margin, comp.size[1] // 2 + margin
@@ -49,9 +52,9 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
     return rec(expert, "pass", "ok", det.score, box)
 
 
-def class_name(zoo: Zoo, expert: str, label: int) -> str:
-    """A classifier's label by its own classes (a taught expert has the plant's: training/labelled), else the demo
-    experts' six."""
+def class_name(zoo: Zoo, expert: str, label: int, demo: tuple[str, ...] = CLASSIFIER_CLASSES) -> str:
+    """An expert's label by its own classes (a taught expert has the plant's: training/labelled), else the demo
+    experts' (`demo`)."""
     entry = zoo.entries.get(expert)
-    names = entry.classes if entry is not None and entry.classes else CLASSIFIER_CLASSES
+    names = entry.classes if entry is not None and entry.classes else demo
     return names[label] if 0 <= label < len(names) else f"class {label}"

@@ -15,36 +15,73 @@ def _zoo_root(args: argparse.Namespace) -> Path:
 def cmd_train_new(args: argparse.Namespace) -> int:
     import torch
 
-    from ..training.labelled.folder import FolderError
     from ..training.labelled.teach import TeachPlan, teach
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.kind == "detector":
+        return _train_detector(args)
+    if not args.arch.startswith("resnet") or not args.arch.removeprefix("resnet").isdigit():
+        say(f"error: a classifier is a ResNet (resnet10, resnet18, ...), not {args.arch!r}")
+        return 2
     depth = int(args.arch.removeprefix("resnet"))
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
                      args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
                      args.epoch_size, Path(args.reference) if args.reference else None)
+    return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
+                                                    "classifier in the rule set")
+
+
+def _taught(run, args: argparse.Namespace, hint: str = "") -> int:  # noqa: ANN001 - () -> TaughtExpert | ...Detector
+    """Teach (FolderError: exit 2 with the reason), print the report and where the expert now serves, write --json."""
+    from ..training.labelled.folder import FolderError
+
     try:
-        done = teach(plan, say)
+        done = run()
     except FolderError as exc:
         say(f"error: {exc}")
         return 2
     print(done.summary())
-    print(f"\n{plan.expert} serves {done.entry.weights_sha256[:12]} in the zoo at {plan.zoo}; route parts to it by "
-          f"naming it as a component type's classifier in the rule set")
+    print(f"\n{done.plan.expert} serves {done.entry.weights_sha256[:12]} in the zoo at {done.plan.zoo}{hint}")
     if args.json:
         Path(args.json).write_text(json.dumps(done.to_json(), indent=1), encoding="utf-8")
     return 0
 
 
+def _train_detector(args: argparse.Namespace) -> int:
+    from ..training.labelled.teach_detector import DetectorPlan, teach_detector
+
+    if args.reference:
+        say("error: a detector is taught from its images alone (--reference is for classifiers)")
+        return 2
+    plan = DetectorPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good,
+                        args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
+                        args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou)
+    return _taught(lambda: teach_detector(plan, say), args)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ..experts.zoo import Zoo
-    from ..training.labelled.evaluate import evaluate_expert
+    from ..training.labelled.evaluate import evaluate_detector, evaluate_expert
     from ..training.labelled.folder import FolderError
     from ..training.labelled.metrics import table
 
+    zoo = Zoo.load(_zoo_root(args))
+    if args.expert in zoo.entries and zoo.entries[args.expert].role == "detector":
+        from ..training.labelled.detection import table as detection_table
+
+        try:
+            scored = evaluate_detector(zoo, args.expert, Path(args.on), args.iou)
+        except FolderError as exc:
+            say(f"error: {exc}")
+            return 2
+        print(f"{args.expert} ({(zoo.entries[args.expert].weights_sha256 or '-')[:12]}) on {args.on}")
+        print(detection_table(scored))
+        if args.json:
+            Path(args.json).write_text(json.dumps(scored.to_json(), indent=1), encoding="utf-8")
+        return 0
     try:
-        result = evaluate_expert(Zoo.load(_zoo_root(args)), args.expert, Path(args.on), args.good,
+        result = evaluate_expert(zoo, args.expert, Path(args.on), args.good,
                                  Path(args.reference) if args.reference else None)
     except FolderError as exc:
         say(f"error: {exc}")
@@ -67,10 +104,15 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     """The options of `zoo train --new` (beside the retraining's, which share --from, --zoo, --epochs, --seed)."""
     from ..experts.resnet import DEPTHS
 
-    tr.add_argument("--kind", choices=["classifier"], default="classifier",
-                    help="what to teach from the folder (classifier: an ImageFolder, class = folder name)")
-    tr.add_argument("--good", help="the folder of good parts (default: the one named good or ok)")
-    tr.add_argument("--arch", default="resnet10", choices=[f"resnet{d}" for d in DEPTHS])
+    tr.add_argument("--kind", choices=["classifier", "detector"], default="classifier",
+                    help="classifier: from an ImageFolder (class = folder name); detector: from a YOLO set (data.yaml, "
+                         "images/, labels/) or a COCO set (one .json beside its images)")
+    tr.add_argument("--good", help="classifier: the folder of good parts (default: the one named good or ok); "
+                                   "detector: the class meaning in place (it then verifies; without, it finds defects)")
+    tr.add_argument("--arch", default="resnet10", help=f"classifier: one of {', '.join(f'resnet{d}' for d in DEPTHS)}"
+                                                       " (default resnet10); detector: a YOLO model yaml "
+                                                       "(default yolov8n.yaml)")
+    tr.add_argument("--iou", type=float, default=0.5, help="detector: IoU a box must exceed to count (default 0.5)")
     tr.add_argument("--input-size", type=int, help="input side in px (default: from the crops' sizes)")
     tr.add_argument("--heldout", type=float, default=0.2,
                     help="share of identities held out to choose the epoch and the threshold (default 0.2)")
@@ -91,6 +133,8 @@ def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--on", required=True, metavar="DIR", help="an ImageFolder: one sub-folder a class")
     ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
     ev.add_argument("--reference", metavar="DIR", help="the golden crops (a golden-comparison expert)")
+    ev.add_argument("--iou", type=float, default=0.5, help="detector: IoU a box must exceed to count (default 0.5; "
+                                                           "DeepPCB's protocol: 0.33)")
     ev.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
     ev.add_argument("--json", help="also write the scores as JSON here")
     ev.add_argument("--plots", metavar="DIR", help="also draw the confusion matrix and precision-recall curves "

@@ -42,7 +42,8 @@ def _build(spec: dict[str, Any]) -> Architecture:
     if name.endswith((".yaml", ".yml", ".pt")):
         return YoloDetector(
             name, input_size=size, classes=int(spec.get("classes", 4)),
-            threshold=float(spec.get("threshold", 0.25)),
+            threshold=float(spec.get("threshold", 0.25)), mode=str(spec.get("mode", "verify")),
+            fit=str(spec.get("fit", "squash")),
         )
     known = ", ".join(f"resnet{d}" for d in DEPTHS)
     raise UnknownArchitecture(

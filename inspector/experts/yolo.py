@@ -10,17 +10,26 @@ from torch import nn
 from .base import Architecture, Prediction, UnknownArchitecture
 
 
+MODES = ("verify", "find")
+
+
 class YoloDetector(Architecture):
-    """A detector shared by many component types; it verifies alignment and polarity.
+    """A detector shared by many component types.
 
     Its verdict is the best detection over the crop: the class, the confidence
-    and the box (x, y, w, h in input pixels). The part passes when the best
-    class is 0 (in place) and its confidence reaches `threshold`.
+    and the box (x, y, w, h in input pixels). `mode` verify (the demo's: it
+    checks alignment and polarity): the part passes when the best class is 0
+    (in place) and its confidence reaches `threshold`. `mode` find (a detector
+    taught from labelled defects, every class a defect): the part passes when
+    no detection reaches `threshold`.
     """
 
     role = "detector"
 
-    def __init__(self, model: str, input_size: int = 64, classes: int = 4, threshold: float = 0.25) -> None:
+    def __init__(self, model: str, input_size: int = 64, classes: int = 4, threshold: float = 0.25,
+                 mode: str = "verify", fit: str = "squash") -> None:
+        if mode not in MODES:
+            raise UnknownArchitecture(f"unknown detector mode {mode!r}; one of {', '.join(MODES)}")
         if input_size % 32:
             raise ValueError(f"YOLO input size must be a multiple of 32, got {input_size}")
         if model.endswith(".pt") and not Path(model).is_file():
@@ -30,13 +39,20 @@ class YoloDetector(Architecture):
             )
         if not model.endswith((".yaml", ".yml", ".pt")):
             raise UnknownArchitecture(f"YOLO model must be a .yaml or a local .pt, got {model!r}")
-        super().__init__(input_size, classes)
+        super().__init__(input_size, classes, fit)
         self.model = model
         self.threshold = threshold
+        self.mode = mode
 
     @property
     def name(self) -> str:
         return self.model
+
+    def spec(self) -> dict:
+        spec = super().spec()
+        if self.mode != "verify":  # the demo detectors' specs stay as they were
+            spec.update(mode=self.mode, threshold=self.threshold)
+        return spec
 
     def build(self) -> nn.Module:
         if self.model.endswith(".pt"):
@@ -72,7 +88,8 @@ class YoloDetector(Architecture):
             a = int(anchor[i])
             box = tuple(float(v) for v in boxes[i, :, a].tolist())
             s, label = float(score[i]), int(best_cls[i, a])
-            results.append(Prediction(label=label, score=s, passed=s >= self.threshold and label == 0, box=box))
+            passed = s < self.threshold if self.mode == "find" else s >= self.threshold and label == 0
+            results.append(Prediction(label=label, score=s, passed=passed, box=box))
         return results
 
 

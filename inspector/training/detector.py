@@ -58,31 +58,41 @@ def write_dataset(root: Path, split: str, samples: list[PartSample], size: int, 
 
 def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSample], epochs: int = 12,
                    seed: int = 0, copies: int = 1, augment: float = 1.0) -> TrainedDetector:
-    from ultralytics import YOLO  # heavy import, only when training
-
     with tempfile.TemporaryDirectory(prefix="inspector-yolo-") as tmp:
         root = Path(tmp)
         torch.manual_seed(seed)
         write_dataset(root, "train", train, arch.input_size, copies, augment)
         write_dataset(root, "val", val, arch.input_size)
-        names = "\n".join(f"  {i}: {n}" for i, n in enumerate(DETECTOR_CLASSES))
-        (root / "data.yaml").write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n{names}\n")
-        os.environ.setdefault("YOLO_OFFLINE", "1")
-        logging.getLogger("ultralytics").setLevel(logging.WARNING)
-        model = YOLO(arch.model)
-        model.train(data=str(root / "data.yaml"), epochs=epochs, imgsz=arch.input_size, batch=64, device="cpu",
-                    workers=0, amp=False, plots=False, seed=seed, deterministic=True, project=str(root / "runs"),
-                    name="train", exist_ok=True, verbose=False, mosaic=0.0, fliplr=0.0, flipud=0.0, mixup=0.0,
-                    translate=0.0, scale=0.1, degrees=0.0, hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, val=False,
-                    close_mosaic=0, warmup_epochs=1, patience=0, save=True, cache=False, optimizer="AdamW",
-                    lr0=0.004)
-        weights = Path(model.trainer.last if model.trainer.best is None or not Path(model.trainer.best).is_file()
-                       else model.trainer.best)
-        ckpt = torch.load(weights, map_location="cpu", weights_only=False)
-        net = (ckpt.get("ema") or ckpt["model"]).float()
-        state = {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}
+        state = ultralytics_train(arch, root, DETECTOR_CLASSES, epochs, seed, batch=64)
     module = arch.materialize(state, torch.device("cpu"))
     return TrainedDetector(state, accuracy(arch, module, val), len(train), seed)
+
+
+def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | list[str], epochs: int, seed: int,
+                      batch: int = 64, patience: int = 0, validate: bool = False) -> dict[str, torch.Tensor]:
+    """Ultralytics' own trainer on the YOLO set under `root` (images/train, images/val, labels/...), offline, on the
+    CPU, from the model yaml; the weights of its best epoch (by its validation fitness when `validate`), else the
+    last. Its images are already what the expert is served (normalised, fitted to the input), so the trainer's
+    letterbox is a no-op; augmentations that would change the answer are off (flips, mosaic, colour). `patience`:
+    epochs without a better validation fitness before stopping (0: never)."""
+    from ultralytics import YOLO  # heavy import, only when training
+
+    listed = "\n".join(f"  {i}: {n}" for i, n in enumerate(names))
+    (root / "data.yaml").write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n{listed}\n")
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    logging.getLogger("ultralytics").setLevel(logging.WARNING)
+    model = YOLO(arch.model)
+    model.train(data=str(root / "data.yaml"), epochs=epochs, imgsz=arch.input_size, batch=batch, device="cpu",
+                workers=0, amp=False, plots=False, seed=seed, deterministic=True, project=str(root / "runs"),
+                name="train", exist_ok=True, verbose=False, mosaic=0.0, fliplr=0.0, flipud=0.0, mixup=0.0,
+                translate=0.0, scale=0.1, degrees=0.0, hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, val=validate,
+                close_mosaic=0, warmup_epochs=1, patience=patience, save=True, cache=False,
+                optimizer="AdamW", lr0=0.004)
+    weights = Path(model.trainer.last if model.trainer.best is None or not Path(model.trainer.best).is_file()
+                   else model.trainer.best)
+    ckpt = torch.load(weights, map_location="cpu", weights_only=False)
+    net = (ckpt.get("ema") or ckpt["model"]).float()
+    return {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}
 
 
 def accuracy(arch: YoloDetector, module: torch.nn.Module, samples: list[PartSample]) -> float:

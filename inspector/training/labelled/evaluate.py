@@ -13,8 +13,11 @@ import numpy as np
 import torch
 
 from ...experts.resnet import ResNetClassifier
+from ...experts.yolo import YoloDetector
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
+from .boxes import Box, read_boxes
+from .detection import DetectionScore, detect, score
 from .folder import FolderError, LabelledCrop, LabelledFolder, read_folder
 from .metrics import Evaluation, evaluate, recall_at_false_calls
 from .teach import read_crops
@@ -70,3 +73,27 @@ def _renamed(classes: tuple[str, ...], good: str) -> tuple[str, ...]:
     if good in classes[1:]:
         raise FolderError(f"--good {good} names one of the expert's defect classes ({', '.join(classes[1:])})")
     return (good, *classes[1:])
+
+
+def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5) -> DetectionScore:
+    """A detector's boxes on a YOLO or COCO set, scored at its own threshold (detection.py)."""
+    import cv2
+
+    entry, arch = zoo.entries[expert], zoo.architecture(expert)
+    if not isinstance(arch, YoloDetector) or not entry.classes:
+        raise ValueError(f"{expert} is not a detector with class names")
+    boxes = read_boxes(source)
+    unknown = [c for c in boxes.classes if c not in entry.classes]
+    if unknown:
+        raise FolderError(f"{source} labels classes the expert does not know: {', '.join(unknown)}; its classes are "
+                          f"{', '.join(entry.classes)}")
+    order = [entry.classes.index(c) for c in boxes.classes]
+    truth = [tuple(Box(order[b.kind], b.x1, b.y1, b.x2, b.y2) for b in im.boxes) for im in boxes.images]
+    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu"))
+    pictures = []
+    for im in boxes.images:
+        picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
+        if picture is None:
+            raise FolderError(f"{im.path} cannot be read as an image")
+        pictures.append(picture)
+    return score(tuple(entry.classes), truth, detect(arch, model, pictures), arch.threshold, iou)

@@ -121,7 +121,7 @@ def read_crops(folder: LabelledFolder, items: list, desc: str, reference: Path |
 
 
 def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
-    zoo = _open_zoo(plan.zoo)
+    zoo = open_zoo(plan.zoo)
     if zoo is not None and plan.expert in zoo.entries:
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name and "
                          "route its parts to it in the rule set (its old results keep naming the old one)")
@@ -149,11 +149,11 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                "threshold": taught.threshold, "heldout_share": plan.heldout_share,
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
-    _add_entry(plan.zoo, zoo, entry, plan.seed)
+    add_entry(plan.zoo, zoo, entry, plan.seed)
     return TaughtExpert(plan, folder.classes, counts, fit, taught, entry)
 
 
-def _open_zoo(root: Path) -> Zoo | None:
+def open_zoo(root: Path) -> Zoo | None:
     try:
         zoo = Zoo.load(root)
     except ZooMissing:
@@ -164,7 +164,7 @@ def _open_zoo(root: Path) -> Zoo | None:
     return zoo
 
 
-def _add_entry(root: Path, zoo: Zoo | None, entry: ExpertEntry, seed: int) -> None:
+def add_entry(root: Path, zoo: Zoo | None, entry: ExpertEntry, seed: int) -> None:
     if zoo is None:
         write_manifest(root, ZOO_KEY, seed, [entry], input_version=INPUT_VERSION)
         return

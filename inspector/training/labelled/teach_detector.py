@@ -1,0 +1,176 @@
+"""`inspector zoo train --new EXPERT --kind detector --from DIR`: a detector taught from a YOLO or COCO set.
+
+Without `--good` every class is a defect and the detector **finds**: a part (or window) with a box over the
+threshold fails, with that box's class. With `--good CLASS` it **verifies**, the way the demo's detectors do: the
+part passes when its best box is of that class and confident. The set is split by identity like a folder of crops;
+the input size comes from the images (a multiple of 32), and so does the fitting (letterbox when aspects differ).
+Ultralytics' own trainer trains it from the model yaml on images written exactly as the line serves them
+(normalised, fitted), keeps its best epoch by its validation fitness on the held-out images and stops after
+`patience` epochs without one. A finding detector's threshold is then chosen on the held-out images: the lowest
+box score that keeps false calls on clean images within the budget, midway in the gap (metrics.choose_threshold).
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+
+from ...experts.yolo import YoloDetector
+from ...experts.zoo import ExpertEntry, write_expert
+from ...ingest.crops import crop_tensor
+from ...ingest.photometric import normalize_crop
+from ..detector import ultralytics_train
+from .boxes import Box, BoxedImage, BoxSet, read_boxes
+from .detection import DetectionScore, detect, score, table, unfit
+from .folder import FolderError, split_of
+from .metrics import choose_threshold
+from .teach import add_entry, open_zoo
+
+MIN_SIDE, MAX_SIDE, STEP = 64, 640, 32
+VERIFY_THRESHOLD = 0.25  # a verifying detector's confidence floor, as the demo detectors'
+
+
+@dataclass
+class DetectorPlan:
+    expert: str
+    source: Path
+    zoo: Path
+    good: str | None = None
+    model: str = "yolov8n.yaml"
+    input_size: int | None = None
+    heldout_share: float = 0.2
+    epochs: int = 30
+    patience: int = 8
+    seed: int = 0
+    false_call_budget: float = 0.01
+    iou: float = 0.5
+    batch: int = 16
+
+
+@dataclass
+class TaughtDetector:
+    plan: DetectorPlan
+    classes: tuple[str, ...]
+    mode: str
+    input_size: int
+    fit: str
+    counts: dict[str, int]
+    heldout: DetectionScore
+    entry: ExpertEntry
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
+                "classes": list(self.classes), "mode": self.mode, "input_size": self.input_size, "fit": self.fit,
+                "counts": self.counts, "weights_sha256": self.entry.weights_sha256, "seconds": round(self.seconds, 1),
+                "heldout": self.heldout.to_json()}
+
+    def summary(self) -> str:
+        how = (f"finds {', '.join(self.classes)}" if self.mode == "find" else
+               f"verifies {self.classes[0]} against {', '.join(self.classes[1:])}")
+        return "\n".join([f"{self.plan.expert}: a detector that {how}; input {self.input_size}x{self.input_size} px "
+                          f"({self.fit}), trained in {self.seconds:.0f} s",
+                          "held-out images (they chose the epoch and the threshold: optimistic; `inspector zoo "
+                          "evaluate` on images it never met gives the figures to trust):", table(self.heldout)])
+
+
+def input_of(images: list[BoxedImage], size: int | None) -> tuple[int, str]:
+    wh = np.array([im.size for im in images], dtype=np.float64)
+    longer = float(np.median(wh.max(axis=1)))
+    aspect = wh[:, 1] / wh[:, 0]
+    fit = "squash" if np.max(np.abs(aspect / np.median(aspect) - 1)) <= 0.05 else "letterbox"
+    return size or int(min(MAX_SIDE, max(MIN_SIDE, STEP * np.ceil(longer / STEP)))), fit
+
+
+def served_image(arch: YoloDetector, image: np.ndarray) -> np.ndarray:
+    """The image as the expert is served it (normalised, fitted to its input), HxWx3 BGR uint8."""
+    x = arch.preprocess_batch(normalize_crop(crop_tensor(image))[None])[0]
+    return np.ascontiguousarray((x * 255).round().clamp(0, 255).byte().numpy().transpose(1, 2, 0)[:, :, ::-1])
+
+
+def yolo_label(arch: YoloDetector, size: tuple[int, int], box: Box, kind: int) -> str:
+    sx, sy, ox, oy = unfit(arch, size)
+    s = arch.input_size
+    x1, y1, x2, y2 = ((box.x1 - ox) / sx / s, (box.y1 - oy) / sy / s, (box.x2 - ox) / sx / s, (box.y2 - oy) / sy / s)
+    x1, y1, x2, y2 = (min(1.0, max(0.0, v)) for v in (x1, y1, x2, y2))
+    return f"{kind} {(x1 + x2) / 2:.6f} {(y1 + y2) / 2:.6f} {x2 - x1:.6f} {y2 - y1:.6f}"
+
+
+def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedImage], order: list[int]) -> None:
+    (root / "images" / side).mkdir(parents=True)
+    (root / "labels" / side).mkdir(parents=True)
+    for n, im in enumerate(images):
+        picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
+        if picture is None:
+            raise FolderError(f"{im.path} cannot be read as an image")
+        cv2.imwrite(str(root / "images" / side / f"{n:06d}.png"), served_image(arch, picture))
+        (root / "labels" / side / f"{n:06d}.txt").write_text(
+            "".join(yolo_label(arch, im.size, b, order[b.kind]) + "\n" for b in im.boxes))
+
+
+def reordered(boxes: BoxSet, good: str | None) -> tuple[tuple[str, ...], list[int], str]:
+    """(classes as the expert names them, the set's class index -> the expert's, mode)."""
+    if good is None:
+        return boxes.classes, list(range(len(boxes.classes))), "find"
+    if good not in boxes.classes:
+        raise FolderError(f"--good {good!r} is not a class of {boxes.root}; its classes: {', '.join(boxes.classes)}")
+    classes = (good, *[c for c in boxes.classes if c != good])
+    return classes, [classes.index(c) for c in boxes.classes], "verify"
+
+
+def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtDetector:
+    import time
+
+    t0 = time.perf_counter()
+    zoo = open_zoo(plan.zoo)
+    if zoo is not None and plan.expert in zoo.entries:
+        raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name")
+    boxes = read_boxes(plan.source)
+    classes, order, mode = reordered(boxes, plan.good)
+    sides = {"train": [], "heldout": []}
+    for im in boxes.images:
+        sides[split_of(im.identity, plan.heldout_share)].append(im)
+    for side, items in sides.items():
+        if not any(im.boxes for im in items):
+            raise FolderError(f"the {side} side of the split of {boxes.root} has no labelled boxes; add images of more "
+                              "boards (file names up to `__` name the board) or change --heldout")
+    size, fit = input_of(sides["train"], plan.input_size)
+    arch = YoloDetector(plan.model, size, len(classes), VERIFY_THRESHOLD, mode, fit)
+    say(f"{plan.source} ({boxes.layout}): {len(boxes.images)} images, boxes {boxes.counts()}; {len(sides['train'])} "
+        f"to train on, {len(sides['heldout'])} held out; input {size}x{size} ({fit}); mode {mode}")
+    torch.manual_seed(plan.seed)
+    with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
+        root = Path(tmp)
+        write_split(root, "train", arch, sides["train"], order)
+        write_split(root, "val", arch, sides["heldout"], order)
+        state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True)
+    module = arch.materialize(state, torch.device("cpu"))
+    pictures = [cv2.imread(str(im.path), cv2.IMREAD_COLOR) for im in sides["heldout"]]
+    found = detect(arch, module, pictures)
+    truth = [tuple(Box(order[b.kind], b.x1, b.y1, b.x2, b.y2) for b in im.boxes) for im in sides["heldout"]]
+    threshold = VERIFY_THRESHOLD
+    dirty = np.array([bool(t) for t in truth])
+    if mode == "find" and (~dirty).any():  # flagged when the image's best box reaches the threshold
+        best = np.array([max((f.score for f in fs), default=0.0) for fs in found])
+        threshold = float(np.clip(-choose_threshold(-best[~dirty], -best[dirty], plan.false_call_budget), 1e-4, 1.0))
+    elif mode == "find":
+        say(f"no clean image held out to choose the threshold by: {VERIFY_THRESHOLD} kept (add images without "
+            "defects to the set)")
+    served = YoloDetector(plan.model, size, len(classes), threshold, mode, fit)
+    plan.zoo.mkdir(parents=True, exist_ok=True)
+    entry = write_expert(plan.zoo, plan.expert, "detector", served.spec(), state, digest=True, classes=classes,
+                         train_samples=len(sides["train"]), train_seed=plan.seed)
+    heldout = score(classes, truth, found, threshold, plan.iou)
+    version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled boxes",
+               "dataset": str(plan.source), "threshold": threshold, "heldout_share": plan.heldout_share,
+               "eval": {"heldout": heldout.to_json()}}
+    entry = ExpertEntry(**{**asdict(entry), "val_accuracy": heldout.map, "versions": (version,),
+                           "served": (entry.weights_sha256,)})
+    add_entry(plan.zoo, zoo, entry, plan.seed)
+    return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0)
