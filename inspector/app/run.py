@@ -48,9 +48,12 @@ DEMO_RULES = ("board_a.yaml", "board_b.yaml")
 Say = Callable[[str], None]
 
 
-def demo_zoo(models_dir: Path, say: Say) -> Zoo:
+def demo_zoo(models_dir: Path, say: Say, seed: int = 0) -> Zoo:
+    """The demo zoo (trained on first use); another `seed` is another build beside it, models/demo-seed<N>, to see
+    how much the training's own chance moves the line's figures."""
     rule_sets = [load_rules(RULES_DIR / name) for name in DEMO_RULES]
-    return build_demo_zoo(models_dir / "demo", rule_sets, progress=say)
+    return build_demo_zoo(models_dir / ("demo" if seed == 0 else f"demo-seed{seed}"), rule_sets, seed=seed,
+                          progress=say)
 
 
 GATES = ("auto", "on", "off")

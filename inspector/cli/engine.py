@@ -177,7 +177,8 @@ def cmd_zoo_build(args: argparse.Namespace) -> int:
     if args.demo:
         from ..app.run import demo_zoo
 
-        zoo = demo_zoo(models_of(args), say)
+        zoo = demo_zoo(models_of(args), say, args.seed)
+        print(f"demo zoo {zoo.root} (seed {args.seed})")
         for e in zoo.entries.values():
             print(f"  {e.name:<18} {e.role:<10} validation accuracy {e.val_accuracy:.3f} ({e.train_samples} crops)")
         return 0
@@ -262,6 +263,8 @@ def add_zoo(p: argparse.ArgumentParser) -> None:
     build.add_argument("--workload", help="workload YAML (default: the built-in one)")
     build.add_argument("--demo", action="store_true",
                        help="train the demo experts of routing_rules/board_a and board_b on synthetic boards")
+    build.add_argument("--seed", type=int, default=0, help="--demo: the training's seed (default 0, the line's zoo "
+                                                           "models/demo; another seed builds models/demo-seed<N>)")
     build.set_defaults(func=cmd_zoo_build)
     from .loop import add_zoo_parsers
     from .rollout import add_rollout_parsers
