@@ -6,9 +6,10 @@ the installer is about to make, walks the product's requirements (pyproject.toml
 found package's own requirements) and reports what is missing or too old. It also writes the pins that keep the
 image's torch as it is: torch, torchvision and everything they need that the image has, at the image's versions.
 
-Standard library only, plus `packaging` (the image's, or the copy vendored in pip): the product is not
-installed yet. Exit 0: nothing missing; 1: something missing (the list is written); 2: the image's torch itself
-does not do, and nothing can be added that would fix it without replacing the image's build; 3: cannot check.
+Standard library only, plus `packaging` (the image's, or the copy vendored in pip; and pip's tomli on Python
+3.10, which has no tomllib): the product is not installed yet. Exit 0: nothing missing; 1: something missing
+(the list is written); 2: the image's torch itself does not do, and nothing can be added that would fix it without
+replacing the image's build; 3: cannot check.
 """
 from __future__ import annotations
 
@@ -16,9 +17,17 @@ import argparse
 import importlib.metadata as metadata
 import re
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (Ubuntu 22.04): pip's own copy of tomli reads the same files
+    try:
+        from pip._vendor import tomli as tomllib  # type: ignore[no-redef]
+    except ImportError:
+        print("check_image: Python 3.10 without pip cannot read pyproject.toml; install python3-pip", file=sys.stderr)
+        sys.exit(3)
 
 try:
     from packaging.requirements import Requirement

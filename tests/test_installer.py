@@ -122,8 +122,8 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
 
 
 @pytest.mark.parametrize(("shadows", "flags", "named"), [
-    ({"platformdirs": "0.1"}, ("--image-only",), ("platformdirs>=4.0", "0.1 installed", "pip install 'platformdirs>=4.0'",
-                                                  "without --image-only")),
+    ({"platformdirs": "0.1"}, ("--image-only",),
+     ("platformdirs>=4.0", "0.1 installed", "pip install 'platformdirs>=4.0'", "without --image-only")),
     ({"torch": "0.1"}, (), ("torch>=2.4", "0.1 installed", "never replaces", "without --system-site-packages")),
 ])
 def test_an_image_that_falls_short_is_named_before_anything_is_touched(

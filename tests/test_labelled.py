@@ -106,7 +106,8 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
 
 def test_a_folder_that_cannot_be_used_says_what_to_change(tmp_path: Path) -> None:
     make_folder(tmp_path / "f", 2, {"pass": 2, "blob": 1}, seed=3)
-    with pytest.raises(FolderError, match=r"which class .* is the good one\? Its classes: blob, pass; say it with --good"):
+    with pytest.raises(FolderError, match=r"which class .* is the good one\? Its classes: blob, pass; say it with "
+                                          r"--good"):
         read_folder(tmp_path / "f")
     assert read_folder(tmp_path / "f", good="pass").classes == ("pass", "blob")
     with pytest.raises(FolderError, match="the good class 'okay' is not a folder"):

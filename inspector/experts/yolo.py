@@ -9,7 +9,6 @@ from torch import nn
 
 from .base import Architecture, Prediction, UnknownArchitecture
 
-
 MODES = ("verify", "find")
 
 

@@ -58,7 +58,8 @@ def golden_image(rules: RuleSet) -> np.ndarray:
     try:
         stat = path.stat()
     except OSError as exc:
-        raise GoldenMissing(f"rule set {rules.recipe}: the golden image {path} cannot be read ({exc.strerror})") from None
+        raise GoldenMissing(f"rule set {rules.recipe}: the golden image {path} cannot be read "
+                            f"({exc.strerror})") from None
     key = (str(path), stat.st_mtime_ns, stat.st_size)
     if key not in _LOADED:
         image = cv2.imread(str(path), cv2.IMREAD_COLOR)

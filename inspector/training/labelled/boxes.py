@@ -72,7 +72,8 @@ def _size(path: Path) -> tuple[int, int]:
         with Image.open(path) as im:
             return im.size
     except OSError:
-        raise FolderError(f"{path} cannot be read as an image (corrupt or not an image); remove or replace it") from None
+        raise FolderError(f"{path} cannot be read as an image (corrupt or not an image); remove or "
+                          "replace it") from None
 
 
 def _yolo(root: Path) -> BoxSet:

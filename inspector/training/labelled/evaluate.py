@@ -45,7 +45,8 @@ def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None
     """`reference`: the golden crops, `source`'s tree mirrored (an expert taught with a golden comparison needs them,
     any other refuses them)."""
     if expert not in zoo.entries:
-        raise ValueError(f"the zoo at {zoo.root} has no expert {expert!r}; its experts: {', '.join(sorted(zoo.entries))}")
+        raise ValueError(f"the zoo at {zoo.root} has no expert {expert!r}; its experts: "
+                         f"{', '.join(sorted(zoo.entries))}")
     if expert in zoo.unavailable:
         raise ValueError(f"{expert} cannot be loaded: {zoo.unavailable[expert]}")
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
