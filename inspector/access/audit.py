@@ -107,7 +107,11 @@ class AuditTrail:
                     key = c.execute(insert(AuditEvent).returning(AuditEvent.id), [full]).scalar_one()
                 return AuditEvent(id=key, **full)
             except (IntegrityError, OperationalError) as exc:  # another writer took this head (or held the lock)
-                if isinstance(exc, OperationalError) and "locked" not in str(exc):
+                # on a SQLite file every OperationalError of a working database is a passing state of another
+                # connection (a lock, a checkpoint, a WAL being recovered): tried again like a lock; on a server,
+                # only a lock is (anything else is the server's own trouble and is raised at once)
+                transient = "locked" in str(exc) or self.engine.dialect.name == "sqlite"
+                if isinstance(exc, OperationalError) and (not transient or attempt == APPEND_TRIES - 1):
                     raise
                 time.sleep(0.01 * (attempt + 1))
         raise RuntimeError(f"could not append to the audit trail after {APPEND_TRIES} tries: the database is "
