@@ -19,6 +19,7 @@ from torchvision.ops import batched_nms
 
 from ...experts.yolo import YoloDetector
 from .boxes import Box
+from .trainer import to_inputs
 
 FLOOR = 0.001  # boxes kept for the precision-recall curve
 NMS_IOU = 0.6
@@ -188,12 +189,9 @@ def table(s: DetectionScore) -> str:
 
 def detect(arch: YoloDetector, module: torch.nn.Module, images: list[np.ndarray], batch: int = 32) -> list[list[Found]]:
     """Every box on each HxWx3 BGR image, through the line's normalisation and the expert's own fitting."""
-    from ...ingest.crops import crop_tensor
-    from ...ingest.photometric import normalize_crop
-
     out: list[list[Found]] = []
     for i in range(0, len(images), batch):
         part = images[i:i + batch]
-        x = torch.cat([arch.preprocess_batch(normalize_crop(crop_tensor(im))[None]) for im in part])
+        x = to_inputs(arch, part)
         out += boxes_of(arch, arch.forward(module, x), [(im.shape[1], im.shape[0]) for im in part])
     return out

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
+
+from ...experts.resnet import good_logodds
 
 
 def logodds(logits: np.ndarray) -> np.ndarray:
-    """log(P(good) / P(any defect)) per crop, from N x classes logits (experts/resnet.py good_logodds)."""
-    others = logits[:, 1:]
-    top = others.max(axis=1)
-    return logits[:, 0] - (top + np.log(np.exp(others - top[:, None]).sum(axis=1)))
+    """log(P(good) / P(any defect)) per crop, from N x classes logits: the line's own arithmetic
+    (experts/resnet.py good_logodds), so an evaluation calls each crop as the line does."""
+    return good_logodds(torch.from_numpy(np.ascontiguousarray(logits))).numpy()
 
 
 def calls(logits: np.ndarray, threshold: float | None) -> np.ndarray:

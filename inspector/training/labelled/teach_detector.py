@@ -12,6 +12,7 @@ box score that keeps false calls on clean images within the budget, midway in th
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,14 +24,13 @@ import torch
 
 from ...experts.yolo import YoloDetector
 from ...experts.zoo import ExpertEntry, write_expert
-from ...ingest.crops import crop_tensor
-from ...ingest.photometric import normalize_crop
 from ..detector import ultralytics_train
 from .boxes import Box, BoxedImage, BoxSet, read_boxes
 from .detection import DetectionScore, detect, score, table, unfit
 from .folder import FolderError, split_of
 from .metrics import choose_threshold
 from .teach import add_entry, open_zoo
+from .trainer import to_inputs
 
 MIN_SIDE, MAX_SIDE, STEP = 64, 640, 32
 VERIFY_THRESHOLD = 0.25  # a verifying detector's confidence floor, as the demo detectors'
@@ -90,7 +90,7 @@ def input_of(images: list[BoxedImage], size: int | None) -> tuple[int, str]:
 
 def served_image(arch: YoloDetector, image: np.ndarray) -> np.ndarray:
     """The image as the expert is served it (normalised, fitted to its input), HxWx3 BGR uint8."""
-    x = arch.preprocess_batch(normalize_crop(crop_tensor(image))[None])[0]
+    x = to_inputs(arch, [image])[0]
     return np.ascontiguousarray((x * 255).round().clamp(0, 255).byte().numpy().transpose(1, 2, 0)[:, :, ::-1])
 
 
@@ -125,8 +125,6 @@ def reordered(boxes: BoxSet, good: str | None) -> tuple[tuple[str, ...], list[in
 
 
 def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtDetector:
-    import time
-
     t0 = time.perf_counter()
     zoo = open_zoo(plan.zoo)
     if zoo is not None and plan.expert in zoo.entries:

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ...experts.base import Architecture
 from ...experts.resnet import ResNetClassifier
 from ...ingest.golden import compose
 from ...ingest.photometric import normalize_crop
@@ -68,7 +69,7 @@ def balanced_draw(labels: np.ndarray, count: int, rng: np.random.Generator) -> n
     return rng.choice(len(labels), size=count, replace=True, p=weight / weight.sum())
 
 
-def to_inputs(arch: ResNetClassifier, images: list[np.ndarray], pipeline: Any = None,  # noqa: ANN401
+def to_inputs(arch: Architecture, images: list[np.ndarray], pipeline: Any = None,  # noqa: ANN401
               references: list[np.ndarray] | None = None) -> torch.Tensor:
     """Crops as the expert is served them: the live crop (augmented: the camera varies, the golden photo does not),
     composed with its golden crop when there is one, normalised, fitted to its input."""
