@@ -170,3 +170,46 @@ def test_a_killed_quantizers_leftovers_are_cleared_by_the_next_one(tiny: dict[st
     copy = open_quantized(ckpt, "int8", "cpu", tmp_path)
     assert not dead.exists() and copy.path == out and set(copy.experts) == set(ckpt.experts)
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+class _Event:
+    """A recorded CUDA event's time, where no GPU exists: the overlap arithmetic is what is tested here (the
+    events themselves are recorded on a GPU, by installer/gpu-window.sh)."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _Event) -> float:
+        return end.ms - self.ms
+
+
+def test_the_copy_streams_hidden_share_is_the_copy_time_compute_did_not_wait_for() -> None:
+    from inspector.moe.store import CopyOverlap, CopyTiming
+
+    log = CopyOverlap()
+    log.add(CopyTiming(_Event(0), _Event(10), _Event(4)))  # asked 4 ms in: compute waited 6 of its 10 ms
+    log.add(CopyTiming(_Event(10), _Event(20), _Event(30)))  # done before compute needed it: all hidden
+    log.add(CopyTiming(_Event(20), _Event(30), _Event(0)))  # asked before it started: the whole copy waited for
+    never = CopyTiming(_Event(30), _Event(40))  # prefetched, never used (yet): not in the share
+    log.add(never)
+    log.fold(wait=True)
+    assert log.copies == 3 and log.pending == [never]
+    assert abs(log.copy_s - 0.030) < 1e-9 and abs(log.waited_s - 0.016) < 1e-9
+    assert abs(log.hidden_share - (1 - 16 / 30)) < 1e-9
+    assert CopyOverlap().hidden_share is None  # no copies: no share, not 100%
+
+
+def test_copies_never_used_are_given_up_past_the_logs_bound() -> None:
+    from inspector.moe.store import CopyOverlap, CopyTiming
+
+    log = CopyOverlap()
+    for i in range(CopyOverlap.KEEP + 1):
+        log.add(CopyTiming(_Event(i), _Event(i + 1)))
+    assert len(log.pending) <= CopyOverlap.KEEP // 2 and log.unused == CopyOverlap.KEEP + 1 - len(log.pending)
+    assert log.copies == 0

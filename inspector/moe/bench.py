@@ -57,6 +57,8 @@ class BenchRun:
     approximate: bool = False
     same_tokens: float | None = None  # share of generated tokens equal to the first exact policy's
     repeats: int = 1
+    copy_s: float = 0.0  # GPU pools: host-to-GPU expert copies that compute used, summed (CUDA events)
+    copy_waited_s: float = 0.0  # ... the part of them compute waited for (the rest was hidden behind compute)
     details: dict = field(default_factory=dict)  # policy-specific: HEOP's choice and trail, the predictor's report
     tokens: list[list[int]] = field(default_factory=list, repr=False)
 
@@ -113,6 +115,7 @@ def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[
     lm = OffloadedLM.load(root, pol, cache_ratio=cache_ratio, device=device, host_ratio=host_ratio,
                           expert_dtype=expert_dtype, quant_dir=quant_dir, log=log)
     busy0 = lm.runtime.store.stats.busy_s  # the initial placement's reads are not the run's
+    lm.runtime.store.copy_overlap(keep_unused=False)  # nor its copies
     try:
         tokens, ttfts, seconds = [], [], 0.0
         sums: dict[str, int] = {}
@@ -130,7 +133,8 @@ def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[
                 sums[k] = sums.get(k, 0) + getattr(s, k)
         n = sum(len(t) for t in tokens)
         lookups = sums["hits"] + sums["misses"]
-        return BenchRun(policy, n / seconds, sum(ttfts) / len(ttfts), sums["expert_loads"],
+        copies = lm.runtime.store.copy_overlap()
+        run = BenchRun(policy, n / seconds, sum(ttfts) / len(ttfts), sums["expert_loads"],
                         sums["hits"] / max(1, lookups), lm.non_expert_bytes + lm.runtime.store.ledger.peak,
                         sums["predicted_right"] / sums["predicted"] if sums["predicted"] else None, n, seconds,
                         sums["predicted_right"] / sums["guessed"] if sums["guessed"] else None, sums["bytes_read"],
@@ -138,6 +142,8 @@ def run_policy(root: str | Path, policy: str, cache_ratio: float, prompts: list[
                         sums["prefetch_waits"], sums["pipelined"], sums["swaps"], sums["degraded"],
                         sums["host_hits"], sums["host_computed"], lm.runtime.store.stats.busy_s - busy0,
                         pol.approximate, details=_details(pol), tokens=tokens)
+        run.copy_s, run.copy_waited_s = copies.copy_s, copies.waited_s
+        return run
     finally:
         lm.close()
 
@@ -244,4 +250,9 @@ def format_report(report: BenchReport, base: str = "ondemand", labels: dict[str,
             p = r.details["predictor"]
             lines.append(f"{r.policy}: predictor held-out accuracy {p['accuracy']:.3f} vs popularity alone "
                          f"{p['popularity_accuracy']:.3f} ({p['train_samples']} training samples)")
+    copied = [r for r in report.runs if r.copy_s > 0]
+    if copied:
+        lines.append("the copy stream (CUDA events; host-to-GPU expert copies compute used): " + "; ".join(
+            f"{labels.get(r.policy, r.policy)} {r.copy_s * 1e3:.0f} ms copied, "
+            f"{1 - r.copy_waited_s / r.copy_s:.0%} hidden behind compute" for r in copied))
     return "\n".join(lines)

@@ -116,7 +116,8 @@ class RealsizeRow:
 
 def bench_realsize(root: Path, dtypes: list[str], policies: list[str], cache_ratio: float,
                    prompts: list[list[int]], new_tokens: int, calibration: Calibration | None, quant_dir: Path,
-                   log: Callable[[str], None], pool_bytes: int | None = None) -> tuple[float, list[RealsizeRow]]:
+                   log: Callable[[str], None], pool_bytes: int | None = None,
+                   device: str = "cpu") -> tuple[float, list[RealsizeRow]]:
     """Every dtype x policy at `cache_ratio`; with `pool_bytes`, each at the largest ratio whose pool fits it
     (the same memory budget: fewer bytes per expert hold more experts)."""
     from .engine import serving_checkpoint
@@ -125,14 +126,14 @@ def bench_realsize(root: Path, dtypes: list[str], policies: list[str], cache_rat
     log(f"disk read bandwidth (O_DIRECT, 64 MiB reads): {bandwidth / 2**20:.0f} MiB/s")
     rows = []
     for dtype in dtypes:
-        ckpt = serving_checkpoint(root, dtype, "cpu", quant_dir, log)
+        ckpt = serving_checkpoint(root, dtype, device, quant_dir, log)
         mib = max(s.nbytes for s in ckpt.experts.values()) / 2**20
         for policy in policies:
             ratio = cache_ratio if pool_bytes is None else ratio_for(ckpt, policy, pool_bytes, calibration)
             if ratio is None:
                 log(f"{dtype} {policy}: no pool fits {pool_bytes / 2**30:.2f} GiB; skipped")
                 continue
-            run = run_policy(root, policy, ratio, prompts, new_tokens, calibration, "cpu", log,
+            run = run_policy(root, policy, ratio, prompts, new_tokens, calibration, device, log,
                              expert_dtype=dtype, quant_dir=quant_dir)
             first = next((r.run for r in rows if r.expert_dtype == dtype), run)
             run.same_tokens = agreement(first.tokens, run.tokens)  # exact: every policy of a dtype agrees
@@ -142,8 +143,8 @@ def bench_realsize(root: Path, dtypes: list[str], policies: list[str], cache_rat
 
 
 def format_realsize(root: Path, bandwidth: float, rows: list[RealsizeRow], budget: str, prompts: int,
-                    new_tokens: int) -> str:
-    lines = [f"model {root} (Mixtral-shaped, random weights) on cpu: {budget}, {prompts} prompts "
+                    new_tokens: int, device: str = "cpu") -> str:
+    lines = [f"model {root} (Mixtral-shaped, random weights) on {device}: {budget}, {prompts} prompts "
              f"x {new_tokens} new tokens; disk {bandwidth / 2**20:.0f} MiB/s; peak RSS "
              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB",
              f"{'experts':<7}{'MiB/exp':>8}{'policy':>10}{'ratio':>6}{'tok/s':>8}{'MiB/tok':>9}{'disk busy':>10}"
@@ -159,4 +160,9 @@ def format_realsize(root: Path, bandwidth: float, rows: list[RealsizeRow], budge
                      f"{r.run.tokens_per_s:>8.3f}"
                      f"{r.bytes_per_token / 2**20:>9.1f}{busy:>10.2f}{b:>12.3f}{r.run.tokens_per_s / b:>9.2f}"
                      f"{ratio:>7.2f}x{same:>9}")
+    for r in rows:
+        if r.run.copy_s > 0:
+            lines.append(f"{r.expert_dtype} {r.run.policy}: the copy stream (CUDA events) copied "
+                         f"{r.run.copy_s * 1e3:.0f} ms of experts compute used, "
+                         f"{1 - r.run.copy_waited_s / r.run.copy_s:.0%} of it hidden behind compute")
     return "\n".join(lines)

@@ -191,10 +191,11 @@ def cmd_bench_realsize(args: argparse.Namespace) -> int:
 
         pool_bytes = parse_size(args.pool_memory)
     bandwidth, rows = bench_realsize(root, dtypes, policies, args.cache_ratio, prompts, args.max_new_tokens, cal,
-                                     _quant_dir(args), _say, pool_bytes)
+                                     _quant_dir(args), _say, pool_bytes, args.device)
     budget = f"cache ratio {args.cache_ratio:g}" if pool_bytes is None else \
         f"expert pool {pool_bytes / 2**30:.2f} GiB for every dtype"
-    print(format_realsize(root, bandwidth, rows, budget, len(prompts), args.max_new_tokens), flush=True)
+    print(format_realsize(root, bandwidth, rows, budget, len(prompts), args.max_new_tokens, args.device),
+          flush=True)
     return 0
 
 
@@ -363,6 +364,7 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
     real.add_argument("--cache-ratio", type=float, default=0.25, help="the same cache ratio for every dtype")
     real.add_argument("--pool-memory", help="instead: the same pool bytes for every dtype (e.g. 3G), each at the "
                                             "largest cache ratio that fits")
+    real.add_argument("--device", default="cpu", help="the pool's device: cpu or cuda (default cpu)")
     real.add_argument("--prompts", type=int, default=2)
     real.add_argument("--prompt-tokens", type=int, default=16)
     real.add_argument("--max-new-tokens", type=int, default=12)

@@ -28,6 +28,68 @@ PARTS = ("gate", "up", "down")  # an expert's sub-experts (FIRM-MoE): its three 
 
 
 @dataclass
+class CopyTiming:
+    """One host-to-GPU copy's CUDA events: its start and end on the copy stream, and the point on the compute stream
+    where compute first needed it. What of the copy ran before that point was hidden behind compute; the rest,
+    compute waited for."""
+
+    started: object
+    ended: object
+    asked: object | None = None
+
+    def done(self) -> bool:
+        return self.asked is not None and self.ended.query() and self.asked.query()
+
+    def seconds(self) -> tuple[float, float]:
+        """(the copy's duration, the part of it compute waited for), from the events (all of them done)."""
+        copy_ms = max(0.0, self.started.elapsed_time(self.ended))
+        waited_ms = min(copy_ms, max(0.0, self.asked.elapsed_time(self.ended)))
+        return copy_ms / 1e3, waited_ms / 1e3
+
+
+@dataclass
+class CopyOverlap:
+    """The copy stream's copies that compute used: how long they ran and how much of that compute waited for."""
+
+    copies: int = 0
+    copy_s: float = 0.0
+    waited_s: float = 0.0
+    unused: int = 0  # copies dropped from the log before compute asked for them (evicted unused, or too old)
+    pending: list[CopyTiming] = field(default_factory=list)
+    KEEP = 4096  # copies kept waiting for their first use; beyond that the oldest unused are given up
+
+    @property
+    def hidden_share(self) -> float | None:
+        return 1.0 - self.waited_s / self.copy_s if self.copy_s > 0 else None
+
+    def add(self, timing: CopyTiming) -> None:
+        self.pending.append(timing)
+        if len(self.pending) > self.KEEP:
+            self.fold(wait=False)
+
+    def fold(self, wait: bool) -> None:
+        """Count the copies whose events are done (`wait`: every used copy, synchronizing on them first)."""
+        keep = []
+        for t in self.pending:
+            if t.asked is not None and wait:
+                t.ended.synchronize()
+                t.asked.synchronize()
+            if t.done():
+                copy_s, waited_s = t.seconds()
+                self.copies += 1
+                self.copy_s += copy_s
+                self.waited_s += waited_s
+            else:
+                keep.append(t)
+        excess = len(keep) - self.KEEP // 2
+        if excess > 0:  # the oldest never asked for (prefetched and not, or not yet, used) are given up
+            drop = {id(t) for t in [t for t in keep if t.asked is None][:excess]}
+            keep = [t for t in keep if id(t) not in drop]
+            self.unused += len(drop)
+        self.pending = keep
+
+
+@dataclass
 class ExpertWeights:
     """One expert's weights. Its buffers exist whole from the start; `landed` says which projections are read
     into them (a sub-expert prefetch reads some), and `pending` is a read of the rest still in flight, which
@@ -38,6 +100,7 @@ class ExpertWeights:
     landed: frozenset[str] = frozenset(PARTS)
     pending: Future | None = field(default=None, repr=False, compare=False)
     ready: object | None = field(default=None, repr=False, compare=False)  # a CUDA event: its copy has landed
+    timing: CopyTiming | None = field(default=None, repr=False, compare=False)  # the copy's events, for its overlap
 
     @property
     def nbytes(self) -> int:
@@ -68,6 +131,9 @@ class ExpertWeights:
         if self.ready is None:
             return
         stream = torch.cuda.current_stream(self.device)
+        if self.timing is not None and self.timing.asked is None:
+            self.timing.asked = torch.cuda.Event(enable_timing=True)
+            self.timing.asked.record(stream)  # where compute stood when it first needed the copy
         stream.wait_event(self.ready)
         for t in self.tensors():
             t.record_stream(stream)
@@ -258,6 +324,7 @@ class ExpertStore:
         self.stats = StoreStats()
         self.lock = threading.RLock()
         self.copy_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.copies = CopyOverlap()  # the copy stream's overlap with compute (GPU pools)
         self._reading = 0  # reads under way, and since when one has been (for `stats.busy_s`)
         self._busy_since = 0.0
 
@@ -324,9 +391,24 @@ class ExpertStore:
         if self.copy_stream is None:
             return w.to(self.device)
         with torch.cuda.stream(self.copy_stream):
+            started = torch.cuda.Event(enable_timing=True)
+            started.record(self.copy_stream)
             out = w.to(self.device)
-            out.ready = torch.cuda.Event()
+            out.ready = torch.cuda.Event(enable_timing=True)
             out.ready.record(self.copy_stream)
+        out.timing = CopyTiming(started, out.ready)
+        with self.lock:
+            self.copies.add(out.timing)
+        return out
+
+    def copy_overlap(self, keep_unused: bool = True) -> CopyOverlap:
+        """The copies so far that compute used (CUDA events, waited for), and the log cleared for the next; copies
+        not used yet stay in it unless not `keep_unused` (a run's start: the placement's copies are not its own)."""
+        with self.lock:
+            self.copies.fold(wait=True)
+            out = self.copies
+            self.copies = CopyOverlap(pending=out.pending if keep_unused else [])
+            out.pending = []
         return out
 
     def resident_in(self, layer: int) -> list[ExpertKey]:
