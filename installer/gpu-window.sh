@@ -40,14 +40,14 @@ else
 fi
 export INSPECTOR_MODELS=${INSPECTOR_MODELS:-$PWD/models}
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo "${GPU_WINDOW_COMMIT:-unknown}")
+commit=${GPU_WINDOW_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU")
 {
     echo "# gpu-window: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
     echo "# machine: $gpu; $(nproc) cores; $($PY -c 'import torch,platform; print(f"python {platform.python_version()}, torch {torch.__version__}, cuda {torch.cuda.is_available()}")' 2>&1)"
 } | tee "$SUMMARY"
 
-inspector() { $PY -m inspector.cli "$@"; }
+INSPECTOR="$PY -m inspector.cli"
 
 # step NAME LIMIT_S COMMAND...: run with the smaller of LIMIT_S and what the window has left; its output to
 # LOGS/NAME.log and the summary
@@ -88,14 +88,14 @@ EOF
 
 step cuda-tests 60 $PY -m pytest -q -p no:cacheprovider -x tests/test_moe_seed_systems.py tests/test_moe_quant.py \
     -k "gpu or pinning"
-step bench 170 inspector bench --workload "$fast" --repeat 3 --json "$LOGS/bench-fast-repeat3.json"
-step llm-build 60 inspector llm build-demo --device cuda
-step llm-bench 60 inspector llm bench --device cuda --json "$LOGS/llm-bench.json"
-step llm-concurrency 60 inspector llm bench --device cuda --concurrency 1,4
-step realsize 120 inspector llm bench-realsize --device cuda --layers 2 --expert-dtypes int4 \
+step bench 170 $INSPECTOR bench --workload "$fast" --repeat 3 --json "$LOGS/bench-fast-repeat3.json"
+step llm-build 60 $INSPECTOR llm build-demo --device cuda
+step llm-bench 60 $INSPECTOR llm bench --device cuda --json "$LOGS/llm-bench.json"
+step llm-concurrency 60 $INSPECTOR llm bench --device cuda --concurrency 1,4
+step realsize 120 $INSPECTOR llm bench-realsize --device cuda --layers 2 --expert-dtypes int4 \
     --policies ondemand,daop,firm,duoserve --cache-ratio 0.25
-step check-sim 60 inspector bench --check-sim --json "$LOGS/bench-check-sim.json"
-step planned 90 inspector bench --workload "$fast" --planned --json "$LOGS/bench-fast-planned.json"
+step check-sim 60 $INSPECTOR bench --check-sim --json "$LOGS/bench-check-sim.json"
+step planned 90 $INSPECTOR bench --workload "$fast" --planned --json "$LOGS/bench-fast-planned.json"
 
 echo "# gpu-window: wall time $(( $(date +%s) - START )) s" | tee -a "$SUMMARY"
 find "$INSPECTOR_MODELS" -path '*profiles*' -name '*.json' -exec cp --backup=numbered {} "$LOGS/" \; 2>/dev/null

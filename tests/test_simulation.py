@@ -63,3 +63,20 @@ def test_shipped_boxes_keep_the_papers_stated_switch_proportions(box: str) -> No
         loads = arch["load_s"]
         assert loads["disk"] / (loads["disk"] + batch1) > 0.90, arch["key"]
         assert loads["host"] / (loads["host"] + batch1) > 0.60, arch["key"]
+
+
+def test_the_measured_gpu_box_simulates_the_gpu_it_was_measured_on(models_dir) -> None:
+    """h200.json is a GPU window's two measured profiles, unchanged: the default task simulated on it."""
+    import dataclasses
+    import json
+
+    from inspector.coserve.evaluation.boxes import find_box
+
+    doc = json.loads(find_box("h200").read_text(encoding="utf-8"))
+    assert "commit" in doc["measured"] and set(doc["devices"]) == {"cuda:0", "cpu"}
+    assert doc["devices"]["cuda:0"]["fingerprint"]["name"] == "NVIDIA H200"
+    fast = dataclasses.replace(load_workload("default"), arrival_interval_s=0.00025)
+    report = run_simulated_bench(fast, ["samba", "coserve"], models_dir, box="h200", ceiling=False)
+    samba, coserve = report.runs
+    assert "h200" in report.device and report.verdicts_identical and samba.completed == coserve.completed == 1000
+    assert coserve.switches < samba.switches and coserve.throughput_rps > 2 * samba.throughput_rps
