@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from ..extras import missing_extra, require
@@ -160,7 +161,29 @@ def add_beside(llm_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_beside)
 
 
+def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
+    """`accuracy --dataset deeppcb:DIR`: a real public dataset scored by its own protocol."""
+    from ..training.deeppcb_bench import report, run_deeppcb, write_json
+
+    kind, _, root = args.dataset.partition(":")
+    if kind != "deeppcb" or not root:
+        raise ValueError(f"--dataset {args.dataset!r}: the datasets known are deeppcb:DIR (a DeepPCB folder, its "
+                         "trainval.txt or test.txt beside the group folders)")
+    if not Path(root).is_dir():
+        raise ValueError(f"--dataset {args.dataset!r}: {root} is not a folder")
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="deeppcb-"))
+    result = run_deeppcb(Path(root), work, Path(args.list) if args.list else None, args.heldout_share,
+                         args.hold_out_group, args.epochs, args.patience, args.seed, say)
+    print(report(result))
+    if args.json:
+        write_json(result, Path(args.json))
+        print(f"wrote {args.json}")
+    return 0
+
+
 def cmd_accuracy(args: argparse.Namespace) -> int:
+    if args.dataset:
+        return cmd_dataset_accuracy(args)
     from ..app.accuracy import CONDITIONS, format_table, run_suite
     from ..app.line import LineConfig
     from ..routing.rules import load_rules
@@ -364,6 +387,22 @@ def add_accuracy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--identity-only", action="store_true", help="with --identity-boards: only the code reads")
     p.add_argument("--timing", action="store_true",
                    help="only time registration and cutting (nominal, one warp per crop, one per board) per board")
+    data = p.add_argument_group("a real dataset instead of the rendered boards")
+    data.add_argument("--dataset", metavar="deeppcb:DIR",
+                      help="DeepPCB pairs (a tested image and its golden template): experts taught on some, scored "
+                           "on the others by the dataset's protocol (IoU > 0.33): per-class AP, mAP, precision, "
+                           "recall, F-score, boards/s")
+    data.add_argument("--list", help="with --dataset: train on the pairs this list names, score every other pair "
+                                     "under DIR (default: DIR's trainval.txt less --heldout-share)")
+    data.add_argument("--heldout-share", type=float, default=0.1,
+                      help="with --dataset and no --list: pairs held out to score on, by a hash of their names "
+                           "(default 0.1)")
+    data.add_argument("--hold-out-group", metavar="G", help="with --dataset: score on board group G, held out whole")
+    data.add_argument("--epochs", type=int, default=30, help="with --dataset: teaching epochs at most (default 30)")
+    data.add_argument("--patience", type=int, default=6, help="with --dataset: stop after N epochs without a better "
+                                                              "held-out score (default 6)")
+    data.add_argument("--work", help="with --dataset: keep the candidates and the taught expert here (default: a "
+                                     "temporary folder)")
     p.set_defaults(func=cmd_accuracy)
 
 

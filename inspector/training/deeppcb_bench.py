@@ -1,0 +1,296 @@
+"""`inspector accuracy --dataset deeppcb:DIR`: the product measured on a real public dataset, by its own protocol.
+
+Each pair is a board and its golden board. The golden image is aligned onto the tested one and every place they
+differ becomes a candidate box (ingest/difference.py; how a difference is boxed is fitted on the training pairs);
+a classifier taught by the product's own trainer (`zoo train --new`, with the golden comparison) names each
+candidate: one of the dataset's six defect classes, or good (a difference that is no defect). Scored as the
+dataset's paper scores: a box counts when its IoU with a ground-truth box of its class is above 0.33; per-class AP,
+mAP, precision, recall and F-score at the expert's operating threshold, and boards per second (alignment,
+candidates and classification, the whole path from two images to boxes).
+
+The experts are trained on the pairs the list names (default: the folder's trainval.txt less a held-out tenth,
+chosen by a hash of each pair's name, or less one whole board group) and scored on the others, which they never see.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..ingest.difference import Boxing, align, candidates, difference_regions, window
+from ..runtime.safetensors_io import parse
+from .deeppcb import CLASSES, IOU_MATCH, DatasetError, Pair, read_annotations, read_pairs
+from .labelled.boxes import Box
+from .labelled.detection import DetectionScore, Found, iou, score, table
+from .labelled.folder import split_of
+from .labelled.metrics import logodds
+from .labelled.trainer import Crops, logits_of
+
+GOOD = "good"
+CONTEXT = 1.5  # a candidate's window: its box's longer side times this (the surround tells a spur from a trace)
+OPENINGS = (1, 3, 5)
+MARGINS = (0, 2, 4, 6, 8, 10, 12, 14, 16, 20)
+PURPOSE = "deeppcb benchmark"  # the split's hash purpose: not the teaching's own model-selection split
+
+
+@dataclass
+class Board:
+    pair: Pair
+    live: np.ndarray
+    aligned: np.ndarray  # the golden image warped onto the live one
+
+    @property
+    def truth(self) -> tuple[Box, ...]:
+        return tuple(Box(d.kind, *map(float, d.box)) for d in self.pair.defects)
+
+
+@dataclass
+class DeepPCBResult:
+    split: str
+    trained_pairs: int
+    scored_pairs: int
+    boxing: Boxing
+    proposal_recall_train: float
+    proposal_recall_scored: float
+    candidates_per_board: float
+    score: DetectionScore
+    boards_per_s: float
+    teach_seconds: float
+    expert: dict[str, Any] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.score.to_json()
+        return {"dataset": "deeppcb", "split": self.split, "pairs_trained": self.trained_pairs,
+                "pairs_scored": self.scored_pairs, "map": s["map"], "f_score": s["f_score"],
+                "precision": s["precision"], "recall": s["recall"], "boards_per_s": self.boards_per_s,
+                "per_class": s["per_class"], "iou": s["iou"], "threshold": s["threshold"],
+                "boxing": self.boxing.__dict__, "proposal_recall": {"trained": self.proposal_recall_train,
+                                                                    "scored": self.proposal_recall_scored},
+                "candidates_per_board": self.candidates_per_board, "teach_seconds": self.teach_seconds,
+                "expert": self.expert, "missing": self.missing}
+
+
+def scan_pairs(root: Path, missing: list[str]) -> list[Pair]:
+    """Every pair under ROOT laid out as the dataset is (`group<G>/<G>/<pair>_test.jpg`, `_temp.jpg`, and
+    `group<G>/<G>_not/<pair>.txt`), whatever list names it; a pair lacking its template or notes is noted."""
+    pairs = []
+    for test in sorted(Path(root).glob("*/*/*_test.jpg")):
+        name = test.name[: -len("_test.jpg")]
+        template = test.with_name(f"{name}_temp.jpg")
+        notes = test.parent.with_name(f"{test.parent.name}_not") / f"{name}.txt"
+        lacking = [p for p in (template, notes) if not p.is_file()]
+        if lacking:
+            missing.append(f"{test}: {', '.join(map(str, lacking))} missing")
+            continue
+        pairs.append(Pair(name, test.parent.name, test, template, read_annotations(notes)))
+    return pairs
+
+
+def choose_split(root: Path, list_file: Path | None, share: float, group: str | None,
+                 missing: list[str]) -> tuple[list[Pair], list[Pair], str]:
+    """(pairs to train on, pairs to score, the split in words). With a list: train on the pairs it names, score
+    every other pair under ROOT. Without: ROOT's own list, less a `share` drawn by the hash of each pair's name, or
+    less the board group `group`."""
+    if list_file is not None:
+        train = read_pairs(root, list_file, missing)
+        named = {p.name for p in train}
+        scored = [p for p in scan_pairs(root, missing) if p.name not in named]
+        if not scored:
+            raise DatasetError(f"every pair under {root} is named by {list_file}: nothing is left to score on")
+        return train, scored, f"trained on the {len(train)} pairs of {list_file}, scored on the other {len(scored)}"
+    every = read_pairs(root, None, missing)
+    if group is not None:
+        groups = sorted({p.group for p in every})
+        if group not in groups:
+            raise DatasetError(f"no board group {group!r} under {root}; its groups: {', '.join(groups)}")
+        train = [p for p in every if p.group != group]
+        scored = [p for p in every if p.group == group]
+        return train, scored, f"board group {group} held out whole ({len(scored)} pairs), {len(train)} trained on"
+    scored = [p for p in every if split_of(p.name, share, PURPOSE) == "heldout"]
+    train = [p for p in every if split_of(p.name, share, PURPOSE) != "heldout"]
+    return train, scored, (f"{len(scored)} pairs held out ({share:.0%} by a hash of each pair's name), "
+                           f"{len(train)} trained on")
+
+
+def load_boards(pairs: list[Pair], desc: str) -> list[Board]:
+    out = []
+    for pair in tqdm(pairs, desc=desc, unit="pair", disable=None, leave=False):
+        live, golden = pair.images()
+        out.append(Board(pair, live, align(live, golden)))
+    return out
+
+
+def _ious(boxes: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """IoU of every candidate (rows) with every labelled box (columns), both N x 4 arrays of x1 y1 x2 y2."""
+    ix = np.clip(np.minimum(boxes[:, None, 2], truth[None, :, 2]) - np.maximum(boxes[:, None, 0], truth[None, :, 0]),
+                 0, None)
+    iy = np.clip(np.minimum(boxes[:, None, 3], truth[None, :, 3]) - np.maximum(boxes[:, None, 1], truth[None, :, 1]),
+                 0, None)
+    inter = ix * iy
+    area = lambda b: (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])  # noqa: E731
+    return inter / np.maximum(area(boxes)[:, None] + area(truth)[None, :] - inter, 1e-9)
+
+
+def _recall(boards: list[Board], regions: list[list[tuple[int, int, int, int]]], boxing: Boxing) -> tuple[float, float]:
+    """(share of ground-truth boxes some candidate matches at the protocol's IoU, their mean best IoU)."""
+    best = []
+    for board, rs in zip(boards, regions):
+        truth = np.array([[b.x1, b.y1, b.x2, b.y2] for b in board.truth], dtype=np.float64).reshape(-1, 4)
+        if not len(truth):
+            continue
+        if not rs:
+            best.append(np.zeros(len(truth)))
+            continue
+        boxes = np.array([boxing.box(*r) for r in rs], dtype=np.float64)
+        best.append(_ious(boxes, truth).max(axis=0))
+    if not best:
+        return 1.0, 1.0
+    every = np.concatenate(best)
+    return float((every > IOU_MATCH).mean()), float(every.mean())
+
+
+def fit_boxing(boards: list[Board], say: Callable[[str], None]) -> tuple[Boxing, float]:
+    """The opening, margin and least side under which the candidates match the most labelled boxes (then the
+    fewest candidates, then the closest boxes), searched on the training boards; the least side from the
+    labelled boxes' own sides."""
+    sides = [min(b.x2 - b.x1, b.y2 - b.y1) for board in boards for b in board.truth]
+    leasts = sorted({0, *(int(np.percentile(sides, q)) for q in (10, 25, 50))}) if sides else [0]
+    best: tuple[tuple[float, float, float], Boxing] | None = None
+    for opening in OPENINGS:
+        regions = [difference_regions(b.live, b.aligned, opening) for b in boards]
+        count = sum(map(len, regions)) / max(1, len(boards))
+        for margin in MARGINS:
+            for least in leasts:
+                boxing = Boxing(opening, margin, least)
+                recall, overlap = _recall(boards, regions, boxing)
+                key = (recall, -count, overlap)
+                if best is None or key > best[0]:
+                    best = (key, boxing)
+    assert best is not None
+    (recall, count, _), boxing = best
+    say(f"candidates: opening {boxing.opening} px, margin {boxing.margin} px, least side {boxing.least_side} px: "
+        f"{recall:.1%} of the training pairs' defects have a candidate, {-count:.1f} candidates a board")
+    return boxing, recall
+
+
+def label_of(box: tuple[float, float, float, float], truth: tuple[Box, ...]) -> str:
+    """The class of the labelled box the candidate matches best above the protocol's IoU, else good."""
+    best, kind = IOU_MATCH, None
+    for b in truth:
+        o = iou(Box(0, *box), b)
+        if o > best:
+            best, kind = o, b.kind
+    return GOOD if kind is None else CLASSES[kind]
+
+
+def write_candidates(boards: list[Board], boxing: Boxing, out: Path, golden_out: Path) -> dict[str, int]:
+    """Every candidate of the boards as an ImageFolder (OUT/<class>/<pair>__c<i>.png), its golden window mirrored
+    under GOLDEN_OUT: what `zoo train --new --reference` teaches from."""
+    counts: dict[str, int] = {}
+    (out / GOOD).mkdir(parents=True, exist_ok=True)  # the declared good class is always there
+    (golden_out / GOOD).mkdir(parents=True, exist_ok=True)
+    for board in tqdm(boards, desc="writing candidates", unit="pair", disable=None, leave=False):
+        for i, box in enumerate(candidates(board.live, board.aligned, boxing)):
+            label = label_of(box, board.truth)
+            least = int(CONTEXT * boxing.least_side)
+            file = f"{board.pair.name}__c{i}.png"
+            if label not in counts:  # a class folder only for the classes the candidates have
+                (out / label).mkdir(parents=True, exist_ok=True)
+                (golden_out / label).mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(out / label / file), window(board.live, box, least))
+            cv2.imwrite(str(golden_out / label / file), window(board.aligned, box, least))
+            counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def find(zoo: Any, expert: str, boards: list[Board], boxing: Boxing) -> tuple[list[list[Found]], float, int]:  # noqa: ANN401
+    """Each board's boxes as the taught expert names them (defect score: P(defect) from its log-odds of good),
+    the seconds the whole path took (alignment included), and the candidates named."""
+    arch = zoo.architecture(expert)
+    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu")).eval()
+    classes = tuple(zoo.entries[expert].classes)
+    kinds = np.array([CLASSES.index(c) if c in CLASSES else -1 for c in classes])
+    found: list[list[Found]] = []
+    named = 0
+    t0 = time.perf_counter()
+    least = int(CONTEXT * boxing.least_side)
+    for board in tqdm(boards, desc="finding defects", unit="pair", disable=None, leave=False):
+        live, golden = board.pair.images()
+        aligned = align(live, golden)  # timed as the line would pay it
+        boxes = candidates(live, aligned, boxing)
+        if not boxes:
+            found.append([])
+            continue
+        crops = Crops([window(live, b, least) for b in boxes], np.zeros(len(boxes), dtype=np.int64),
+                      [window(aligned, b, least) for b in boxes])
+        logits, _ = logits_of(arch, model, crops)
+        defect = 1.0 / (1.0 + np.exp(logodds(logits)))  # P(any defect)
+        kind = kinds[logits[:, 1:].argmax(axis=1) + 1]
+        found.append([Found(int(k), float(p), *b) for k, p, b in zip(kind, defect, boxes) if k >= 0])
+        named += len(boxes)
+    return found, time.perf_counter() - t0, named
+
+
+def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: float = 0.1,
+                group: str | None = None, epochs: int = 30, patience: int = 6, seed: int = 0,
+                say: Callable[[str], None] = print) -> DeepPCBResult:
+    from ..experts.zoo import Zoo
+    from .labelled.teach import TeachPlan, teach
+
+    missing: list[str] = []
+    train_pairs, scored_pairs, split = choose_split(root, list_file, share, group, missing)
+    say(f"DeepPCB at {root}: {split}")
+    for m in missing:
+        say(f"  left out: {m}")
+    boards = load_boards(train_pairs, "aligning training pairs")
+    boxing, recall_train = fit_boxing(boards, say)
+    folder, golden = work / "candidates", work / "candidates-golden"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(golden, ignore_errors=True)
+    counts = write_candidates(boards, boxing, folder, golden)
+    say("training candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    del boards
+    zoo_dir = work / "zoo"
+    shutil.rmtree(zoo_dir, ignore_errors=True)
+    t0 = time.perf_counter()
+    taught = teach(TeachPlan("deeppcb-candidates", folder, zoo_dir, good=GOOD, epochs=epochs, patience=patience,
+                             seed=seed, reference=golden), say)
+    teach_s = time.perf_counter() - t0
+    zoo = Zoo.load(zoo_dir)
+    scored = load_boards(scored_pairs, "aligning scored pairs")
+    regions = [difference_regions(b.live, b.aligned, boxing.opening) for b in scored]
+    recall_scored, _ = _recall(scored, regions, boxing)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    found, seconds, named = find(zoo, "deeppcb-candidates", scored, boxing)
+    threshold = float(1.0 / (1.0 + np.exp(taught.taught.threshold)))
+    result = score(CLASSES, [b.truth for b in scored], found, threshold, IOU_MATCH)
+    return DeepPCBResult(split, len(train_pairs), len(scored), boxing, recall_train, recall_scored,
+                         named / max(1, len(scored)), result, len(scored) / seconds if seconds else 0.0, teach_s,
+                         {"name": "deeppcb-candidates", "zoo": str(zoo_dir), "input": taught.fit.describe(),
+                          "epochs_run": taught.taught.epochs_run, "best_epoch": taught.taught.best_epoch},
+                         missing)
+
+
+def report(r: DeepPCBResult) -> str:
+    lines = [f"DeepPCB: {r.split}",
+             f"candidates: {r.candidates_per_board:.1f} a board; a candidate for {r.proposal_recall_scored:.1%} of the "
+             f"scored pairs' defects ({r.proposal_recall_train:.1%} of the trained ones')",
+             table(r.score),
+             f"boards/s: {r.boards_per_s:.1f} (alignment, candidates and the expert, {torch.get_num_threads()} "
+             f"thread(s), this CPU); teaching took {r.teach_seconds:.0f} s",
+             "the paper (Tang et al. 2019, GPU): mAP 98.6%, F-score 98.2%, 62 boards/s"]
+    return "\n".join(lines)
+
+
+def write_json(r: DeepPCBResult, path: Path) -> None:
+    Path(path).write_text(json.dumps(r.to_json(), indent=1, default=str), encoding="utf-8")
