@@ -6,7 +6,9 @@
 #   bash installer/gpu-window.sh OUT_DIR          (OUT_DIR defaults to $OUT, else ./gpu-window-out)
 #
 # Steps, most wanted first, each with its own time limit cut to what the window has left (GPU_WINDOW_S, default
-# 560 s); a step that fails or runs out is reported and the next one runs:
+# 560 s); a step that fails or runs out is reported and the next one runs. GPU_WINDOW_STEPS="llm-bench realsize"
+# runs only those (a second call on the still-warm machine: what the first one built is still there). A window of
+# 15 minutes fits two calls: "cuda-tests bench llm-build llm-bench" (about 440 s), then the rest.
 #   cuda-tests   the tests that only run where CUDA is (the MoE engine's GPU paths)
 #   bench        inspector bench, a feed 8x the default (one crop every 0.25 ms), --repeat 3, --json
 #   llm          inspector llm build-demo --device cuda, then llm bench --device cuda (every policy, exact tokens,
@@ -48,11 +50,13 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohea
 } | tee "$SUMMARY"
 
 INSPECTOR="$PY -m inspector.cli"
+ALL_STEPS="cuda-tests bench llm-build llm-bench llm-concurrency realsize check-sim planned"
 
 # step NAME LIMIT_S COMMAND...: run with the smaller of LIMIT_S and what the window has left; its output to
 # LOGS/NAME.log and the summary
 step() {
     local name=$1 limit=$2; shift 2
+    case " ${GPU_WINDOW_STEPS:-$ALL_STEPS} " in *" $name "*) ;; *) return ;; esac
     local left=$(( BUDGET - ($(date +%s) - START) ))
     if [ "$left" -lt 20 ]; then
         echo "## $name: skipped, the window has ${left} s left" | tee -a "$SUMMARY"
@@ -90,9 +94,9 @@ step cuda-tests 60 $PY -m pytest -q -p no:cacheprovider -x tests/test_moe_seed_s
     -k "gpu or pinning"
 step bench 170 $INSPECTOR bench --workload "$fast" --repeat 3 --json "$LOGS/bench-fast-repeat3.json"
 step llm-build 60 $INSPECTOR llm build-demo --device cuda
-step llm-bench 60 $INSPECTOR llm bench --device cuda --json "$LOGS/llm-bench.json"
-step llm-concurrency 60 $INSPECTOR llm bench --device cuda --concurrency 1,4
-step realsize 120 $INSPECTOR llm bench-realsize --device cuda --layers 2 --expert-dtypes int4 \
+step llm-bench 150 $INSPECTOR llm bench --device cuda --json "$LOGS/llm-bench.json"
+step llm-concurrency 90 $INSPECTOR llm bench --device cuda --concurrency 1,4
+step realsize 200 $INSPECTOR llm bench-realsize --device cuda --layers 2 --expert-dtypes int4 \
     --policies ondemand,daop,firm,duoserve --cache-ratio 0.25
 step check-sim 60 $INSPECTOR bench --check-sim --json "$LOGS/bench-check-sim.json"
 step planned 90 $INSPECTOR bench --workload "$fast" --planned --json "$LOGS/bench-fast-planned.json"

@@ -21,7 +21,7 @@ from ..engine import OffloadedLM
 
 
 def calibrate(root: str | Path, prompts: list[list[int]], new_tokens: int = 32,
-              cache_dir: Path | None = CALIBRATION_DIR) -> Calibration:
+              cache_dir: Path | None = CALIBRATION_DIR, log: Callable[[str], None] | None = None) -> Calibration:
     """Decode-phase expert selections and the routing trace over the prompts (cached)."""
     ckpt = MoECheckpoint.open(root)
     context = int(getattr(ckpt.config, "max_position_embeddings", 0) or 0)
@@ -31,6 +31,8 @@ def calibrate(root: str | Path, prompts: list[list[int]], new_tokens: int = 32,
     path = Path(cache_dir) / f"{key}.json" if cache_dir else None
     if path is not None and path.is_file() and path.with_suffix(".pt").is_file():
         return Calibration.from_json(json.loads(path.read_text()), RoutingTrace.load(path.with_suffix(".pt")), path)
+    if log is not None:  # minutes on a first run, with nothing else to show meanwhile
+        log(f"calibrating: {len(prompts)} texts x {new_tokens} decode tokens on the CPU, once (cached after)")
     lm = OffloadedLM.load(root, "lru", cache_ratio=ckpt.top_k / ckpt.num_experts)  # streams the experts
     rt = lm.runtime
     rt.trace = []
@@ -66,7 +68,7 @@ def calibrate_on_texts(root: str | Path, tokenizer, cache_dir: Path | None = CAL
     from ..text import encode_prompt
 
     t0 = time.perf_counter()
-    cal = calibrate(root, [encode_prompt(tokenizer, t) for t in calibration_texts()], cache_dir=cache_dir)
+    cal = calibrate(root, [encode_prompt(tokenizer, t) for t in calibration_texts()], cache_dir=cache_dir, log=log)
     if log is not None and time.perf_counter() - t0 > 1:
         log(f"calibrated expert popularity and routing trace on {cal.texts} texts, {cal.tokens} decode tokens "
             f"({time.perf_counter() - t0:.0f} s, cached)")
