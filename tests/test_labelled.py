@@ -392,3 +392,51 @@ def test_the_line_feeds_a_golden_comparison_expert_the_golden_boards_window_besi
         with pytest.raises((GoldenMissing, ValueError), match=r"(?s)" + why.replace("(", r"\(").replace("`", ".")):
             run_line(bad, zoo, tmp_path / "models", open_source("synthetic", bad, 1, 6),
                      ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None)
+
+
+def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tmp_path: Path) -> None:
+    """The loop a demo expert has, for a taught one: reviews name its classes (checked against its zoo), the
+    export writes its crops under them, and `zoo train --expert` retrains it from its folder and the reviews."""
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.app.verdict import classes_of
+    from inspector.results.dataset import export_dataset
+    from inspector.results.reviews import ReviewRefused, ReviewRequest, record_review
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.retrain_taught import retrain_taught
+    from inspector.training.labelled.teach import TeachPlan, teach
+
+    make_folder(tmp_path / "crops", 16, {"ok": 6, "blob": 2, "nick": 2}, seed=12)
+    teach(TeachPlan("cls-TR", tmp_path / "crops", tmp_path / "zoo", epochs=2, epoch_size=128, heldout_share=0.3))
+    zoo = Zoo.load(tmp_path / "zoo")
+    rules = parse_rules(TAUGHT_RULES, str(tmp_path / "taught.yaml"))
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, tmp_path / "models", open_source("synthetic", rules, 8, 5, defect_rate=0.5),
+             ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, tmp_path / "data", lambda _m: None)
+    parts = [(insp.uuid, p) for insp in store.inspections() for p in insp.parts]
+    failed = [(u, p) for u, p in parts if p.verdict == "fail"]
+    passed = [(u, p) for u, p in parts if p.verdict == "pass"]
+    assert failed and passed, "the taught expert must call some parts each way for this test"
+    of = classes_of(zoo)
+    u, p = failed[0]
+    with pytest.raises(ReviewRefused, match="blob, nick"):  # not one of its classes: the refusal names them
+        record_review(store, ReviewRequest(u, p.ref, "confirmed", "scratch", "qa"), of)
+    with pytest.raises(ReviewRefused, match="against its zoo"):  # without its zoo only the demo's are known
+        record_review(store, ReviewRequest(u, p.ref, "confirmed", "nick", "qa"))
+    for i, (u, p) in enumerate(failed):
+        record_review(store, ReviewRequest(u, p.ref, "confirmed", "nick", "qa") if i % 2 else
+                      ReviewRequest(u, p.ref, "false_call", None, "qa"), of)
+    for u, p in passed:
+        record_review(store, ReviewRequest(u, p.ref, "escape", "blob", "qa"), of)
+    report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=of, heldout_percent=30)
+    labels = {item["label"] for item in report.items}
+    assert labels <= {"ok", "blob", "nick"} and "nick" in labels and "blob" in labels
+
+    r = retrain_taught(zoo, "cls-TR", tmp_path / "dataset", 2, 0, lambda _m: None)
+    entry = Zoo.load(tmp_path / "zoo").entries["cls-TR"]
+    assert [v["origin"] for v in entry.versions] == ["taught from labelled crops", "retrained from reviews"]
+    assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
+    assert r.reviewed_train > 0 and set(r.scores) == {"reviewed held-out", "taught held-out"}
+    assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate

@@ -8,6 +8,8 @@ the line could not confirm is never passed.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..coserve.online.request import RequestResult
 from ..experts.zoo import Zoo
 from ..results.records import PartRecord
@@ -50,6 +52,16 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
     if abs(cx - expect_x) > comp.align_tolerance_px or abs(cy - expect_y) > comp.align_tolerance_px:
         return rec(expert, "fail", "shifted", det.score, box)
     return rec(expert, "pass", "ok", det.score, box)
+
+
+def classes_of(zoo: Zoo) -> Callable[[str], tuple[str, ...] | None]:
+    """Each expert's own class names (good first) where it was taught them, else None (the demo's): what a review's
+    correct class is checked against."""
+    def of(expert: str) -> tuple[str, ...] | None:
+        entry = zoo.entries.get(expert)
+        own = tuple(entry.classes) if entry is not None and entry.classes else None
+        return None if own == CLASSIFIER_CLASSES else own  # the demo's: its detector's polarity is a part class too
+    return of
 
 
 def class_name(zoo: Zoo, expert: str, label: int, demo: tuple[str, ...] = CLASSIFIER_CLASSES) -> str:

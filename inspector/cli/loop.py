@@ -26,6 +26,17 @@ def _zoo(args: argparse.Namespace):  # noqa: ANN202 - a Zoo
     return Zoo.load(Path(args.zoo) if args.zoo else models_of(args) / "demo")
 
 
+def _classes_of(args: argparse.Namespace):  # noqa: ANN202 - results.reviews.ClassesOf
+    """The zoo's experts' own classes, for checking a review's class (the line's zoo, else none: the demo's)."""
+    from ..app.verdict import classes_of
+    from ..experts.zoo import ZooMissing
+
+    try:
+        return classes_of(_zoo(args))
+    except ZooMissing:
+        return None
+
+
 def cmd_review(args: argparse.Namespace) -> int:
     """Through a kiosk (stored under the token's person), or into the database here (under --as, else the system
     account running it); either way recorded in the audit trail."""
@@ -43,7 +54,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     else:
         who = acting(args)
         req = ReviewRequest(req.inspection_id, req.ref, req.call, req.correct_class, who.name, req.note)
-        answer = record_review(ResultStore(db_url(args)), req)
+        answer = record_review(ResultStore(db_url(args)), req, _classes_of(args))
         record_here(args, who, Change("review", f"{req.inspection_id}/{req.ref}", answer.get("before"),
                                       {"call": req.call, "correct_class": req.correct_class, "note": req.note},
                                       args.reason))
@@ -59,7 +70,7 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
                       until=parse_when(args.until) if args.until else None, component=args.component,
                       scope=scope_of_args(args))
     report = export_dataset(ResultStore(db_url(args)), Path(args.out), _rule_sets(args.rules), args.all, filters,
-                            args.heldout_percent)
+                            args.heldout_percent, _classes_of(args))
     for expert, counts in report.counts().items():
         print(f"{expert:16} " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print(f"{len(report.items)} crops written to {args.out}, {len(report.skipped)} parts left out "
@@ -78,9 +89,14 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from ..training.labelled.retrain_taught import retrain_taught, taught_version
+
     zoo = _zoo(args)
-    r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
-                           args.synthetic, args.seed, say)
+    if args.expert in zoo.entries and taught_version(zoo, args.expert) is not None:  # its own classes and folder
+        r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say)
+    else:
+        r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
+                               args.synthetic, args.seed, say)
     print(format_scores(r))
     print(f"new version of {r.expert}: {r.version['weights_sha256'][:12]} ({r.version['file']}), trained in "
           f"{r.seconds:.0f} s on {r.reviewed_train} reviewed + {r.synthetic_train} synthetic crops; not serving yet: "
@@ -168,7 +184,11 @@ def add_review(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inspection", required=True, help="the board's inspection id (UUID)")
     p.add_argument("--ref", required=True, help="the part's designator (R12)")
     p.add_argument("--call", required=True, choices=CALLS)
-    p.add_argument("--correct-class", choices=PART_CLASSES, help="what the part really is (escapes: its defect)")
+    p.add_argument("--correct-class", help="what the part really is (escapes: its defect): one of the part's "
+                                           f"expert's classes ('ok' for good; the demo experts': "
+                                           f"{', '.join(PART_CLASSES)})")
+    p.add_argument("--zoo", help="the zoo whose experts made the calls (default: the line's demo zoo): a taught "
+                                 "expert's classes are checked against it")
     p.add_argument("--note")
     database_flags(p)
     station_flags(p)
@@ -185,6 +205,8 @@ def add_dataset(p: argparse.ArgumentParser) -> None:
     exp.add_argument("--since", help="boards inspected from (ISO time)")
     exp.add_argument("--until", help="boards inspected before (ISO time)")
     exp.add_argument("--heldout-percent", type=int, default=30, help="parts held out for evaluation (default 30)")
+    exp.add_argument("--zoo", help="the zoo whose experts made the calls (default: the line's demo zoo): an expert "
+                                   "taught its own classes gets its crops under them")
     scope_flags(exp)
     _rules_flag(exp)
     database_flags(exp)

@@ -30,6 +30,7 @@ from ..app.changes import ChangeLog
 from ..app.expert_swap import expert_versions, install_release, swap_live
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
+from ..app.verdict import classes_of
 from ..experts.versions import VersionError
 from ..results.releases import ReleaseError
 from ..results.reviews import RatesCache, ReviewRequest, record_review, review_rates
@@ -101,7 +102,7 @@ class Control:
         req = replace(ReviewRequest.parse(call.body), reviewer=call.who.name)
         self._ready()
         try:
-            stored = record_review(self.service.store, req)
+            stored = record_review(self.service.store, req, classes_of(self.service.line.zoo))
         except StoreUnavailable as exc:
             raise HttpError(503, f"{exc}; the review was not stored, send it again") from None
         self.rates.invalidate()

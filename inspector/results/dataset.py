@@ -33,6 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
+from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
 from .store import Filters, ResultStore, board_filters
 
@@ -60,8 +61,11 @@ class ExportReport:
 
 
 def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], include_all: bool = False,
-                   filters: Filters | None = None, heldout_percent: int = HELDOUT_PERCENT) -> ExportReport:
-    """Write the dataset under `out` (replacing a dataset written there before); what was written and left out."""
+                   filters: Filters | None = None, heldout_percent: int = HELDOUT_PERCENT,
+                   classes_of: ClassesOf | None = None) -> ExportReport:
+    """Write the dataset under `out` (replacing a dataset written there before); what was written and left out.
+    `classes_of` (from the zoo): an expert taught its own classes gets its crops under them, a good part under its
+    good class; other experts' under the demo's classes."""
     components = {c.name: (c, r) for r in rule_sets for c in r.components}
     out = Path(out)
     if (out / "manifest.json").is_file():
@@ -83,7 +87,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
         if filters is not None and filters.component:
             q = q.where(ComponentResult.component_type == filters.component)
         for insp, part, review in s.execute(q.order_by(ComponentResult.id)):
-            why = _export_part(out, insp, part, review, components, heldout_percent, report, coco)
+            why = _export_part(out, insp, part, review, components, heldout_percent, report, coco, classes_of)
             if why:
                 report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "reason": why})
                 continue
@@ -108,7 +112,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
 
 def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Review | None,
                  components: dict[str, tuple[ComponentRule, RuleSet]], heldout_percent: int, report: ExportReport,
-                 coco: dict[tuple[str, str], dict[str, list]]) -> str | None:
+                 coco: dict[tuple[str, str], dict[str, list]], classes_of: ClassesOf | None = None) -> str | None:
     """Write one part's crop where its labels put it; the reason it was left out, or None."""
     if part.component_type not in components:
         return f"component type {part.component_type} is in none of the rule sets given (--rules)"
@@ -127,7 +131,10 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
     common = {"inspection_id": insp.uuid, "ref": part.ref, "component_type": part.component_type,
               "split": split, "source": source, "called": part.defect_class, "weights_sha256": part.weights_sha256}
     cls_label = "ok" if truth == "polarity" else truth
-    if cls_label in CLASSIFIER_CLASSES:
+    own = classes_of(comp.classifier) if classes_of is not None else None
+    if own:  # a taught expert: its good class for a good part, its own defect classes
+        cls_label = own[0] if cls_label == "ok" else cls_label
+    if cls_label in (own or CLASSIFIER_CLASSES):
         path = out / "classifiers" / comp.classifier / split / cls_label / f"{stem}.png"
         _write_png(path, image)
         report.items.append({**common, "expert": comp.classifier, "role": "classifier", "label": cls_label,

@@ -12,6 +12,7 @@ inspected and escapes per part inspected, so a type that is reviewed more is not
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": 
 # what a part can really be: the classifier's classes and the detector's (polarity is a reversed part)
 PART_CLASSES = (*CLASSIFIER_CLASSES, "polarity")
 REVIEWER_MAX = 64
+CLASS_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")  # an expert taught from labelled images names its own classes
+ClassesOf = Callable[[str], "tuple[str, ...] | None"]  # an expert's own class names (good first), None: the demo's
 
 
 class ReviewRefused(ValueError):
@@ -70,8 +73,9 @@ class ReviewRequest:
     def check(self) -> None:
         if self.call not in CALLS:
             raise ReviewRefused(f"call {self.call!r} is not one of {', '.join(CALLS)}")
-        if self.correct_class is not None and self.correct_class not in PART_CLASSES:
-            raise ReviewRefused(f"correct_class {self.correct_class!r} is not one of {', '.join(PART_CLASSES)}")
+        if self.correct_class is not None and not CLASS_NAME.fullmatch(self.correct_class):
+            raise ReviewRefused(f"correct_class {self.correct_class!r} is not a class name (letters, digits, _ . -, "
+                                f"at most 32); the demo experts' are {', '.join(PART_CLASSES)}")
         if self.call == "false_call" and self.correct_class not in (None, "ok"):
             raise ReviewRefused("a false call says the part was good: leave correct_class out (or 'ok'); a defect "
                                 "of another class than called is a confirmed defect with its correct_class")
@@ -81,9 +85,27 @@ class ReviewRequest:
             raise ReviewRefused(f"reviewer is longer than {REVIEWER_MAX} characters")
 
 
-def record_review(store: ResultStore, req: ReviewRequest) -> dict[str, Any]:
-    """Store (or replace) the review of one part; what was stored. ReviewRefused when the part is not stored or
-    the call contradicts its verdict; StoreUnavailable when the database cannot be reached."""
+def known_class(req: ReviewRequest, expert: str | None, classes_of: ClassesOf | None) -> None:
+    """A correct_class must be one the part's expert knows: its own classes when it was taught them ('ok' standing
+    for its good class), else the demo experts'. Without `classes_of` only the demo's are known."""
+    if req.correct_class is None:
+        return
+    own = classes_of(expert) if classes_of is not None and expert else None
+    known = (*own, "ok") if own else PART_CLASSES
+    if own and req.correct_class == own[0] and req.call != "false_call":
+        raise ReviewRefused(f"{own[0]} is {expert}'s good class: a part that was good is a false call")
+    if req.correct_class not in known:
+        where = f"{expert}'s classes" if own else "the demo experts' classes"
+        raise ReviewRefused(f"correct_class {req.correct_class!r} is not one of {where}: {', '.join(known)}"
+                            + ("" if own or classes_of is not None else
+                               " (an expert taught its own classes is checked against its zoo: review through the "
+                               "kiosk, or pass --zoo)"))
+
+
+def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf | None = None) -> dict[str, Any]:
+    """Store (or replace) the review of one part; what was stored. ReviewRefused when the part is not stored, the
+    call contradicts its verdict or its class is not one the part's expert knows (`classes_of`: from the zoo);
+    StoreUnavailable when the database cannot be reached."""
     req.check()
     store.ready()
     try:
@@ -93,6 +115,7 @@ def record_review(store: ResultStore, req: ReviewRequest) -> dict[str, Any]:
             if part is None:
                 raise ReviewRefused(f"no part {req.ref} in inspection {req.inspection_id} is stored; review parts "
                                     "the line has stored (the history tab, GET /status) ")
+            known_class(req, part.expert, classes_of)
             wants = "pass" if req.call == "escape" else "fail"
             if part.verdict != wants:
                 raise ReviewRefused(f"part {req.ref} of inspection {req.inspection_id} was called {part.verdict}: "

@@ -40,6 +40,7 @@ CONTEXT = 1.5  # a candidate's window: its box's longer side times this (the sur
 OPENINGS = (1, 3, 5)
 MARGINS = (0, 2, 4, 6, 8, 10, 12, 14, 16, 20)
 PURPOSE = "deeppcb benchmark"  # the split's hash purpose: not the teaching's own model-selection split
+SELECTION_BUDGET = 0.05  # model selection: defect recall with at most 5% of the good candidates called defects
 
 
 @dataclass
@@ -213,6 +214,37 @@ def write_candidates(boards: list[Board], boxing: Boxing, out: Path, golden_out:
     return counts
 
 
+def f_threshold(logits: np.ndarray, labels: np.ndarray) -> float:
+    """The log-odds-of-good threshold with the best F-score over candidate crops (a candidate called with its true
+    defect class is a hit; one called a defect otherwise, a false box; a defect not called its class, a miss): the
+    detection's operating point, chosen on the teaching's held-out crops, never on the scored pairs."""
+    lo = logodds(logits)
+    named = logits[:, 1:].argmax(axis=1) + 1
+    defects = int((labels != 0).sum())
+    best_f, best_t = -1.0, 0.0
+    for t in np.unique(np.concatenate([lo, [lo.max() + 1.0]])):
+        called = lo < t
+        hits = int((called & (named == labels) & (labels != 0)).sum())
+        given = int(called.sum())
+        f = 2 * hits / (given + defects) if given + defects else 0.0
+        if f > best_f:
+            best_f, best_t = f, float(t)
+    return best_t
+
+
+def heldout_logits(zoo: Any, expert: str, folder: Path, golden: Path, share: float) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN401
+    """The teaching's own held-out candidates (its split by pair), as the taught expert scores them."""
+    from .labelled.folder import read_folder
+    from .labelled.teach import read_crops, split
+
+    labelled = read_folder(folder, GOOD)
+    crops = read_crops(labelled, split(labelled, share)["heldout"], "reading held-out candidates", golden)
+    arch = zoo.architecture(expert)
+    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu")).eval()
+    logits, _ = logits_of(arch, model, crops)
+    return logits, crops.labels
+
+
 def find(zoo: Any, expert: str, boards: list[Board], boxing: Boxing) -> tuple[list[list[Found]], float, int]:  # noqa: ANN401
     """Each board's boxes as the taught expert names them (defect score: P(defect) from its log-odds of good),
     the seconds the whole path took (alignment included), and the candidates named."""
@@ -263,16 +295,20 @@ def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: fl
     zoo_dir = work / "zoo"
     shutil.rmtree(zoo_dir, ignore_errors=True)
     t0 = time.perf_counter()
-    taught = teach(TeachPlan("deeppcb-candidates", folder, zoo_dir, good=GOOD, epochs=epochs, patience=patience,
-                             seed=seed, reference=golden), say)
+    plan = TeachPlan("deeppcb-candidates", folder, zoo_dir, good=GOOD, epochs=epochs, patience=patience, seed=seed,
+                     reference=golden, false_call_budget=SELECTION_BUDGET)
+    taught = teach(plan, say)
     teach_s = time.perf_counter() - t0
     zoo = Zoo.load(zoo_dir)
+    cut = f_threshold(*heldout_logits(zoo, plan.expert, folder, golden, plan.heldout_share))
+    say(f"operating point: log-odds of good below {cut:.3f} call a defect (the best F-score on the teaching's "
+        "held-out candidates)")
     scored = load_boards(scored_pairs, "aligning scored pairs")
     regions = [difference_regions(b.live, b.aligned, boxing.opening) for b in scored]
     recall_scored, _ = _recall(scored, regions, boxing)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     found, seconds, named = find(zoo, "deeppcb-candidates", scored, boxing)
-    threshold = float(1.0 / (1.0 + np.exp(taught.taught.threshold)))
+    threshold = float(1.0 / (1.0 + np.exp(cut)))
     result = score(CLASSES, [b.truth for b in scored], found, threshold, IOU_MATCH)
     return DeepPCBResult(split, len(train_pairs), len(scored), boxing, recall_train, recall_scored,
                          named / max(1, len(scored)), result, len(scored) / seconds if seconds else 0.0, teach_s,

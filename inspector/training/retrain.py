@@ -26,6 +26,7 @@ from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet
 from ..runtime.safetensors_io import parse
 from .classifier import LR, to_batch, train_classifier
+from .labelled.teach import TAUGHT
 from .new_look import new_look_defects
 from .samples import TRAINING_RATES, PartSample, collect
 
@@ -111,6 +112,9 @@ def retrain_classifier(zoo: Zoo, expert: str, dataset: Path, rule_sets: list[Rul
     if not isinstance(arch, ResNetClassifier):
         raise ValueError(f"{expert} is a {zoo.entries[expert].role}; retraining from reviews covers classifiers "
                          "(a detector's reviewed crops export in YOLO and COCO form for its own training)")
+    if any(v.get("origin") == TAUGHT for v in zoo.entries[expert].versions):
+        raise ValueError(f"{expert} was taught its own classes ({', '.join(zoo.entries[expert].classes)}); it "
+                         "retrains from its folder and reviews (training/labelled/retrain_taught.py), not from renders")
     types = {c.name for r in rule_sets for c in r.components if c.classifier == expert}
     if not types:
         raise ValueError(f"no component type of the rule sets given routes to {expert}; pass the rule set that "
@@ -195,7 +199,8 @@ def format_scores(r: Retrained) -> str:
                     f"{f'{o.false_calls}/{o.good} {pct(o.false_call_rate)}':>16} "
                     f"{f'{n.false_calls}/{n.good} {pct(n.false_call_rate)}':>16}")
     gate = r.gate or {}
-    verdict = ([f"recall gate: passed (recall under the new look at least {100 * RECALL_FLOOR:.0f}%)"]
+    rule = gate.get("rule") or f"recall under the new look at least {100 * RECALL_FLOOR:.0f}%"
+    verdict = ([f"recall gate: passed ({rule})"]
                if gate.get("passed") else
                [f"recall gate: REFUSED, not to be served ({'; '.join(gate.get('reasons', []))}); inspector zoo "
                 "activate --force serves it anyway"] if gate else [])

@@ -27,6 +27,7 @@ from .sizing import InputFit, choose_input
 from .trainer import Crops, Taught, train
 
 ZOO_KEY = "labelled"  # the build key of a zoo made by teaching (nothing rebuilds it)
+TAUGHT = "taught from labelled crops"  # the origin teaching records in an expert's first version
 
 
 @dataclass
@@ -144,7 +145,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
     entry = write_expert(plan.zoo, plan.expert, "classifier", served.spec(), taught.state, digest=True,
                          classes=folder.classes, data_hash=data_hash(folder), val_accuracy=taught.heldout.accuracy,
                          train_samples=len(train_set), train_seed=plan.seed)
-    version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled crops",
+    version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT,
                "dataset": str(plan.source), "reference": None if plan.reference is None else str(plan.reference),
                "threshold": taught.threshold, "heldout_share": plan.heldout_share,
                "eval": {"heldout": taught.heldout.to_json()}}

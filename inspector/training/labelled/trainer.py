@@ -112,18 +112,22 @@ def operating_point(logits: np.ndarray, labels: np.ndarray, false_call_budget: f
 
 def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, heldout: Crops, epochs: int = 30,
           patience: int = 6, seed: int = 0, augment: float = 1.0, false_call_budget: float = 0.01,
-          epoch_size: int | None = None, say: Callable[[str], None] = lambda _m: None) -> Taught:
-    """Train from scratch; keep the epoch the held-out crops prefer. `epoch_size`: crops drawn an epoch (default:
-    as many as the training set has)."""
+          epoch_size: int | None = None, say: Callable[[str], None] = lambda _m: None,
+          init: dict[str, torch.Tensor] | None = None, lr: float = LR) -> Taught:
+    """Train from scratch, or on from `init` (weights that already work: with a smaller `lr`); keep the epoch the
+    held-out crops prefer. `epoch_size`: crops drawn an epoch (default: as many as the training set has)."""
     t0 = time.perf_counter()
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = arch.build().to(memory_format=torch.channels_last)
+    model = arch.build()
+    if init is not None:
+        model.load_state_dict(init)
+    model = model.to(memory_format=torch.channels_last)
     pipeline = camera_augmentation(augment) if augment > 0 else None
     per_epoch = epoch_size or len(train_set)
     steps = math.ceil(per_epoch / BATCH)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LR, total_steps=epochs * steps)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps)
     best: tuple[float, float] | None = None
     best_state, best_epoch, history = None, 0, []
     bar = tqdm(total=epochs * steps, unit="batch", desc="training", disable=None, dynamic_ncols=True)
