@@ -31,6 +31,7 @@ from inspector.access.users import UserBook, token_key
 from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
+from inspector.app.verdict import classes_of
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore
@@ -262,7 +263,8 @@ class LocalBackend(Signed):
         log = self.change_log()
         log.ready()
         req = replace(req, reviewer=who.name)  # under the signed-in name, whatever the field said
-        stored = record_review(store, req)
+        zoo = self.controller.loaded_zoo
+        stored = record_review(store, req, classes_of(zoo) if zoo is not None else None)
         log.record(who, Change("review", f"{req.inspection_id}/{req.ref}", stored.get("before"),
                                {"call": req.call, "correct_class": req.correct_class, "note": req.note}))
         return f"stored: {req.ref} {req.call.replace('_', ' ')} ({stored['component_type']})"

@@ -171,6 +171,11 @@ class LineController:
         self._say(message)
 
     # -- the line thread --------------------------------------------------------------------------
+    @property
+    def loaded_zoo(self) -> Zoo | None:
+        """The zoo when it is loaded (never trains it): what a review's class is checked against."""
+        return self._zoo
+
     def zoo(self) -> Zoo:
         if self._zoo is None:
             self.say("loading the demo experts (trained on first use: about 15 minutes on 2 cores)")

@@ -60,7 +60,8 @@ def classes_of(zoo: Zoo) -> Callable[[str], tuple[str, ...] | None]:
     def of(expert: str) -> tuple[str, ...] | None:
         entry = zoo.entries.get(expert)
         own = tuple(entry.classes) if entry is not None and entry.classes else None
-        return None if own == CLASSIFIER_CLASSES else own  # the demo's: its detector's polarity is a part class too
+        # the demo's experts (their six classes, their detectors' placements): any part class of the demo's
+        return None if own in (CLASSIFIER_CLASSES, DETECTOR_CLASSES) else own
     return of
 
 

@@ -6,7 +6,8 @@ a classifier taught by the product's own trainer (`zoo train --new`, with the go
 candidate: one of the dataset's six defect classes, or good (a difference that is no defect). Scored as the
 dataset's paper scores: a box counts when its IoU with a ground-truth box of its class is above 0.33; per-class AP,
 mAP, precision, recall and F-score at the expert's operating threshold, and boards per second (alignment,
-candidates and classification, the whole path from two images to boxes).
+candidates and classification, the whole path from two images to boxes). Where boxes overlap by more than the
+protocol's IoU the likeliest is kept (one defect often leaves two differences).
 
 The experts are trained on the pairs the list names (default: the folder's trainval.txt less a held-out tenth,
 chosen by a hash of each pair's name, or less one whole board group) and scored on the others, which they never see.
@@ -24,6 +25,7 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
+from torchvision.ops import nms
 from tqdm import tqdm
 
 from ..ingest.difference import Boxing, align, candidates, difference_regions, window
@@ -245,6 +247,17 @@ def heldout_logits(zoo: Any, expert: str, folder: Path, golden: Path, share: flo
     return logits, crops.labels
 
 
+def one_per_place(found: list[Found]) -> list[Found]:
+    """The likeliest box where boxes overlap by more than the protocol's IoU, whatever their classes: one defect
+    often leaves two differences (an open's two ends), and two boxes that would both match one labelled defect
+    cannot both be right. The protocol's own IoU, not one chosen on any scored pairs."""
+    if len(found) < 2:
+        return found
+    boxes = torch.tensor([[f.x1, f.y1, f.x2, f.y2] for f in found], dtype=torch.float32)
+    keep = nms(boxes, torch.tensor([f.score for f in found], dtype=torch.float32), IOU_MATCH)
+    return [found[i] for i in keep.tolist()]
+
+
 def find(zoo: Any, expert: str, boards: list[Board], boxing: Boxing) -> tuple[list[list[Found]], float, int]:  # noqa: ANN401
     """Each board's boxes as the taught expert names them (defect score: P(defect) from its log-odds of good),
     the seconds the whole path took (alignment included), and the candidates named."""
@@ -268,7 +281,7 @@ def find(zoo: Any, expert: str, boards: list[Board], boxing: Boxing) -> tuple[li
         logits, _ = logits_of(arch, model, crops)
         defect = 1.0 / (1.0 + np.exp(logodds(logits)))  # P(any defect)
         kind = kinds[logits[:, 1:].argmax(axis=1) + 1]
-        found.append([Found(int(k), float(p), *b) for k, p, b in zip(kind, defect, boxes) if k >= 0])
+        found.append(one_per_place([Found(int(k), float(p), *b) for k, p, b in zip(kind, defect, boxes) if k >= 0]))
         named += len(boxes)
     return found, time.perf_counter() - t0, named
 
