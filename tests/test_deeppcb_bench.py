@@ -108,3 +108,18 @@ def test_a_dataset_the_command_does_not_know_is_refused_by_name(tmp_path: Path) 
     run = subprocess.run([sys.executable, "-m", "inspector.cli", "accuracy", "--dataset", f"deeppcb:{tmp_path / 'd'}",
                           "--hold-out-group", "99999"], capture_output=True, text=True, timeout=120)
     assert run.returncode != 0 and "no board group '99999'" in run.stderr and "10000" in run.stderr
+
+
+def test_the_held_back_pairs_of_another_folder_are_scored_and_never_trained_on(tmp_path: Path) -> None:
+    from inspector.training.deeppcb_bench import choose_split
+
+    write_pairs(tmp_path / "trainval", {"10000": 4}, seed=3)
+    write_pairs(tmp_path / "test", {"30000": 3}, seed=4)
+    missing: list[str] = []
+    train, scored, how = choose_split(tmp_path / "trainval", None, 0.1, None, missing, tmp_path / "test")
+    assert len(train) == 4 and len(scored) == 3 and {p.group for p in scored} == {"30000"} and not missing
+    assert "scored on the 3 under" in how
+    run = subprocess.run([sys.executable, "-m", "inspector.cli", "accuracy", "--dataset",
+                          f"deeppcb:{tmp_path / 'trainval'}", "--score-on", str(tmp_path / "trainval")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "both trained on and scored" in run.stderr

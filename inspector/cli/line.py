@@ -173,7 +173,8 @@ def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
         raise ValueError(f"--dataset {args.dataset!r}: {root} is not a folder")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="deeppcb-"))
     result = run_deeppcb(Path(root), work, Path(args.list) if args.list else None, args.heldout_share,
-                         args.hold_out_group, args.epochs, args.patience, args.seed, say)
+                         args.hold_out_group, args.epochs, args.patience, args.seed, say,
+                         Path(args.score_on) if args.score_on else None)
     print(report(result))
     if args.json:
         write_json(result, Path(args.json))
@@ -398,6 +399,8 @@ def add_accuracy(p: argparse.ArgumentParser) -> None:
                       help="with --dataset and no --list: pairs held out to score on, by a hash of their names "
                            "(default 0.1)")
     data.add_argument("--hold-out-group", metavar="G", help="with --dataset: score on board group G, held out whole")
+    data.add_argument("--score-on", metavar="DIR", help="with --dataset: train on every pair of DIR's list (or "
+                                                        "--list), score on every pair under this folder instead")
     data.add_argument("--epochs", type=int, default=30, help="with --dataset: teaching epochs at most (default 30)")
     data.add_argument("--patience", type=int, default=6, help="with --dataset: stop after N epochs without a better "
                                                               "held-out score (default 6)")

@@ -100,10 +100,23 @@ def scan_pairs(root: Path, missing: list[str]) -> list[Pair]:
 
 
 def choose_split(root: Path, list_file: Path | None, share: float, group: str | None,
-                 missing: list[str]) -> tuple[list[Pair], list[Pair], str]:
-    """(pairs to train on, pairs to score, the split in words). With a list: train on the pairs it names, score
-    every other pair under ROOT. Without: ROOT's own list, less a `share` drawn by the hash of each pair's name, or
-    less the board group `group`."""
+                 missing: list[str], score_on: Path | None = None) -> tuple[list[Pair], list[Pair], str]:
+    """(pairs to train on, pairs to score, the split in words). With `score_on`: train on every pair of ROOT's list
+    (or `list_file`), score every pair under `score_on` (the dataset's held-back test pairs, say). With a list:
+    train on the pairs it names, score every other pair under ROOT. Without: ROOT's own list, less a `share` drawn
+    by the hash of each pair's name, or less the board group `group`."""
+    if score_on is not None:
+        train = read_pairs(root, list_file, missing)
+        scored = scan_pairs(score_on, missing)
+        if not scored:
+            raise DatasetError(f"no pairs under {score_on} (group<G>/<G>/<pair>_test.jpg, _temp.jpg and "
+                               "group<G>/<G>_not/<pair>.txt)")
+        overlap = {p.name for p in train} & {p.name for p in scored}
+        if overlap:
+            raise DatasetError(f"{len(overlap)} pairs are both trained on and scored (the first: "
+                               f"{sorted(overlap)[0]}); score on pairs the experts never see")
+        return train, scored, (f"trained on the {len(train)} pairs of {root}, scored on the {len(scored)} under "
+                               f"{score_on}")
     if list_file is not None:
         train = read_pairs(root, list_file, missing)
         named = {p.name for p in train}
@@ -288,12 +301,12 @@ def find(zoo: Any, expert: str, boards: list[Board], boxing: Boxing) -> tuple[li
 
 def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: float = 0.1,
                 group: str | None = None, epochs: int = 30, patience: int = 6, seed: int = 0,
-                say: Callable[[str], None] = print) -> DeepPCBResult:
+                say: Callable[[str], None] = print, score_on: Path | None = None) -> DeepPCBResult:
     from ..experts.zoo import Zoo
     from .labelled.teach import TeachPlan, teach
 
     missing: list[str] = []
-    train_pairs, scored_pairs, split = choose_split(root, list_file, share, group, missing)
+    train_pairs, scored_pairs, split = choose_split(root, list_file, share, group, missing, score_on)
     say(f"DeepPCB at {root}: {split}")
     for m in missing:
         say(f"  left out: {m}")
