@@ -246,10 +246,10 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert history.table.item(0, 11).text() == "false call"
     uuid, ref, _ = history.parts[0]
     assert bar.review("escape").startswith("not stored:")
-    from inspector.results.reviews import review_rates, reviews_of
+    from inspector.results.reviews import review_rates
 
     store = backend.store()
-    assert reviews_of(store, [uuid])[(uuid, ref)].call == "false_call"
+    assert store.reviews_of([uuid])[(uuid, ref)].call == "false_call"
     assert review_rates(store, backend.scope())[component].false_calls == 1
     window.tabs.setCurrentWidget(line)
     qtbot.waitUntil(lambda: line.defects.count() > 0, timeout=10_000)

@@ -25,7 +25,7 @@ from inspector.experts.versions import VersionError, activate, add_version, roll
 from inspector.experts.zoo import Zoo
 from inspector.results.dataset import export_dataset, split_of
 from inspector.results.export import export_csv
-from inspector.results.reviews import ReviewRefused, ReviewRequest, record_review, review_rates, reviews_of
+from inspector.results.reviews import ReviewRefused, ReviewRequest, record_review, review_rates
 from inspector.results.scope import PLANT
 from inspector.results.store import ResultStore, sqlite_url
 from inspector.routing.rules import parse_rules
@@ -62,7 +62,7 @@ def test_reviews_round_trip_through_the_database(store: ResultStore) -> None:
     assert (rates["D-SOD123"].false_calls, rates["D-SOD123"].confirmed) == (2, 0)
     assert rates["D-SOD123"].false_call_rate == pytest.approx(2 / 3)
     assert rates["R0402"].escapes == 1 and rates["R0402"].escape_rate == pytest.approx(1 / 3)
-    assert reviews_of(store, [ids["B3"]])[(ids["B3"], "D1")].reviewer == "ben"
+    assert store.reviews_of([ids["B3"]])[(ids["B3"], "D1")].reviewer == "ben"
     out = io.StringIO()
     export_csv(store, out)
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))

@@ -6,6 +6,7 @@
 - errors.py      how the database fails a write (unavailable, rejected) and why a release may not run on it
 - revisions.py   which schema revisions this release runs on; `db upgrade` (the only change to a shared schema)
 - scope.py       which line and station a read, export, prune or rate is about
+- filters.py     what a query or export selects (time, serial, verdict, type, scope)
 - activity.py    what each line of a shared database did lately (plant status)
 - reader.py      what a dashboard reads of a line's results (the database, or a kiosk's API)
 - releases.py    expert versions released to the plant's lines, checked against their sha256

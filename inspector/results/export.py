@@ -9,13 +9,16 @@ serial from a hostile barcode) is written with a leading apostrophe.
 from __future__ import annotations
 
 import csv
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from .filters import Filters
 from .schema import Review
-from .store import Filters, ResultStore
+
+if TYPE_CHECKING:
+    from .store import ResultStore
 
 COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line", "station", "recipe",
            "ruleset_version", "board_verdict", "ref", "component_type", "verdict", "defect_class", "score", "expert",

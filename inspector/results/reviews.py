@@ -137,15 +137,6 @@ def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf 
         raise StoreUnavailable(f"cannot store the review in {store.safe_url}: {exc.__class__.__name__}") from None
 
 
-def reviews_of(store: ResultStore, uuids: list[str]) -> dict[tuple[str, str], Review]:
-    """(inspection id, ref) -> review, for the parts of these boards that have one (the dashboard's history)."""
-    if not uuids:
-        return {}
-    with Session(store.engine) as s:
-        rows = s.scalars(select(Review).where(Review.inspection_uuid.in_(uuids)))
-        return {(r.inspection_uuid, r.ref): r for r in rows}
-
-
 @dataclass
 class TypeRates:
     """One component type's reviewed calls against its parts inspected."""

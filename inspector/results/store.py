@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -19,10 +18,11 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyErro
 from sqlalchemy.orm import Session, selectinload
 
 from .errors import SchemaNotReady, SchemaTooNew, StoreRejected, StoreUnavailable
+from .filters import Filters  # noqa: F401 - where callers have always found it
 from .records import BoardRecord, PartRecord
 from .revisions import check, current_revision, head_revision
 from .rule_texts import TextOf, store_texts
-from .schema import ComponentResult, DeadLetter, Inspection
+from .schema import ComponentResult, DeadLetter, Inspection, Review
 from .scope import PLANT, Scope
 
 DEFAULT_DB = "results.sqlite"
@@ -75,21 +75,6 @@ def parse_when(text: str) -> datetime:
     if when.tzinfo is None:
         when = when.astimezone()  # local
     return when.astimezone(timezone.utc)
-
-
-@dataclass(frozen=True)
-class Filters:
-    """What `export` and queries select: a line (and station), a time range, a board serial, a part verdict, a
-    component type. The scope defaults to the whole plant here; the commands pass the box's own line."""
-
-    since: datetime | None = None
-    until: datetime | None = None
-    board: str | None = None
-    verdict: str | None = None  # of the component result
-    component: str | None = None  # component type (R0402, ...)
-    stored_upto: int | None = None  # boards stored up to this row id: what a search saw, for its export
-    scope: Scope = PLANT
-    uuid: str | None = None  # one board by its inspection id
 
 
 class ResultStore:
@@ -267,14 +252,18 @@ class ResultStore:
             q = scope.where(select(ComponentResult.component_type).join(ComponentResult.inspection).distinct())
             return sorted(s.scalars(q))
 
-    def reviews_of(self, uuids: list[str]) -> dict:
-        """(inspection id, ref) -> review, of these boards' reviewed parts (results/reviews.py)."""
-        from .reviews import reviews_of
-
-        return reviews_of(self, uuids)
+    def reviews_of(self, uuids: list[str]) -> dict[tuple[str, str], Review]:
+        """(inspection id, ref) -> review, for the parts of these boards that have one (the dashboard's history;
+        results/reviews.py stores them)."""
+        if not uuids:
+            return {}
+        with Session(self.engine) as s:
+            rows = s.scalars(select(Review).where(Review.inspection_uuid.in_(uuids)))
+            return {(r.inspection_uuid, r.ref): r for r in rows}
 
     def export_csv(self, out, filters: Filters | None = None) -> int:  # noqa: ANN001 - a text stream
-        """The matching results as CSV (results/export.py); the rows written."""
+        """The matching results as CSV (results/export.py, which reads the store, never the other way round at
+        import); the rows written."""
         from .export import export_csv
 
         return export_csv(self, out, filters)

@@ -188,9 +188,9 @@ class OnnxRuntimeBackend(Backend):
         earlier work freed, which would hide it); never less than its model file (on a shared graph: its weights)."""
         shared = self.shared(arch, expert, weights_sha256, weights, home)
         if shared is not None:
-            held = measured_in_fresh_process(f"{__package__}.shared_graph", [str(shared.graph), str(shared.weights),
-                                             str(self.threads), str(arch.input_size), str(batch)],
-                                             f"the weights of {expert}")
+            held = measured_in_fresh_process(f"{__package__}.shared_weights_rss",
+                                             [str(shared.graph), str(shared.weights), str(self.threads),
+                                              str(arch.input_size), str(batch)], f"the weights of {expert}")
             return max(held, shared.weights.stat().st_size)
         path, optimised = self.model_file(arch, expert, weights_sha256, weights, home)
         held = measured_in_fresh_process(__name__, [str(path), "1" if optimised else "0", str(self.threads),

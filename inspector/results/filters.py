@@ -1,0 +1,23 @@
+"""What exports and queries select: the one filter shape the store, its exports and the dashboard share (its own
+module, so the exports need not import the store)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .scope import PLANT, Scope
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What `export` and queries select: a line (and station), a time range, a board serial, a part verdict, a
+    component type. The scope defaults to the whole plant here; the commands pass the box's own line."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    board: str | None = None
+    verdict: str | None = None  # of the component result
+    component: str | None = None  # component type (R0402, ...)
+    stored_upto: int | None = None  # boards stored up to this row id: what a search saw, for its export
+    scope: Scope = PLANT
+    uuid: str | None = None  # one board by its inspection id
