@@ -9,16 +9,22 @@ serial from a hostile barcode) is written with a leading apostrophe.
 from __future__ import annotations
 
 import csv
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Iterable
+from typing import Any, Protocol, TextIO
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from .filters import Filters
 from .schema import Review
 
-if TYPE_CHECKING:
-    from .store import ResultStore
+
+class ResultRows(Protocol):
+    """What the export reads of a results store (store.ResultStore is one; this module never imports it)."""
+
+    engine: Engine
+
+    def component_rows(self, filters: Filters, bare_boards: bool = False) -> Iterable[tuple[Any, Any]]: ...
 
 COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line", "station", "recipe",
            "ruleset_version", "board_verdict", "ref", "component_type", "verdict", "defect_class", "score", "expert",
@@ -35,7 +41,7 @@ def cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def export_csv(store: ResultStore, out: TextIO, filters: Filters | None = None) -> int:
+def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -> int:
     """Write the header and one row per component result; returns the rows written."""
     filters = filters or Filters()
     w = csv.writer(out)
