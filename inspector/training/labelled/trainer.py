@@ -6,7 +6,9 @@ every draw through a fresh **camera augmentation** (training/augment.py: exposur
 JPEG, sub-pixel jitter) and then the line's own photometric normalisation and the expert's `preprocess`, so what
 the expert learns on is what it is served. After every epoch the held-out crops pick the model: the epoch whose
 defect recall, at the threshold that keeps false calls within the budget, is highest (the lower held-out loss
-breaks ties) is kept, and training stops when `patience` epochs bring nothing better. Every draw is seeded.
+breaks ties) is kept, and training stops when `patience` epochs bring nothing better, counted from the end of the
+learning rate's warm-up at the earliest (while the step still grows, held-out scores jump about: a DeepPCB run once
+stopped at epoch 7 of 30 keeping epoch 1). Every draw is seeded.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from ..augment import augmented_stacks, camera_augmentation
 from .metrics import Evaluation, choose_threshold, evaluate, logodds
 
 LR = 4e-3
+WARM_UP = 0.3  # share of the epochs over which the one-cycle step rises to its peak (torch's default)
 BATCH = 64
 CHUNK = 2048  # crops augmented and preprocessed at once (memory: CHUNK x 3 x S x S floats)
 
@@ -127,7 +130,8 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
     per_epoch = epoch_size or len(train_set)
     steps = math.ceil(per_epoch / BATCH)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps, pct_start=WARM_UP)
+    settled = math.ceil(WARM_UP * epochs)  # the step is largest there: epochs before it say little of what is to come
     best: tuple[float, float] | None = None
     best_state, best_epoch, history = None, 0, []
     bar = tqdm(total=epochs * steps, unit="batch", desc="training", disable=None, dynamic_ncols=True)
@@ -160,7 +164,7 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
             f"at {100 * (ev.false_call_rate or 0):.2f}% false calls, macro F1 {100 * (ev.macro_f1 or 0):.1f}%"
             + (" (best so far)" if better else f" (best: epoch {best_epoch})"))
         bar.set_postfix(recall=f"{ev.defect_recall or 0:.3f}", best=best_epoch)
-        if epoch - best_epoch >= patience:
+        if epoch - max(best_epoch, settled) >= patience:
             say(f"no better held-out recall for {patience} epochs: stopped early, keeping epoch {best_epoch}")
             break
     bar.close()
