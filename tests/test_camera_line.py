@@ -91,6 +91,10 @@ def test_a_perturbed_batch_is_scored_against_the_truth_part_by_part(demo, tmp_pa
     assert len(defects) == 6 and d.defective == 6  # one defect a board: 34% of 3 parts, rounded
     assert d.caught == sum(v != "pass" for v in defects)
     assert d.false_alarms == sum(v != "pass" for v in good) and d.good == len(good)
+    by_type = result.to_json()["false_alarms_by_type"]  # where the false alarms come from, type by type
+    assert sum(r["good"] for r in by_type.values()) == d.good
+    assert sum(r["flagged"] for r in by_type.values()) == d.false_alarms == sum(
+        sum(r["called"].values()) for r in by_type.values())
     assert sum(n for n, _ in d.by_class.values()) == 6 and result.parts == 18
     assert d.rejected_boards == 0 and result.residual_max_px is not None and result.residual_max_px < 1.0
     table = format_table([result])

@@ -90,7 +90,8 @@ class ConditionResult:
         d = self.detection
         out = {k: v for k, v in asdict(self).items() if k != "detection"}
         return {**out, "parts": self.parts, "defects": d.defective, "caught": d.caught, "good": d.good,
-                "false_alarms": d.false_alarms, "by_class": d.by_class, "rejected": d.rejected_boards,
+                "false_alarms": d.false_alarms, "by_class": d.by_class, "false_alarms_by_type": d.false_by_type,
+                "rejected": d.rejected_boards,
                 "recall": d.recall, "false_alarm_rate": d.false_alarm_rate, "false_alarm_ppm": d.false_alarm_rate * 1e6,
                 "serials": d.serials, "serials_read": d.serials_read, "serial_misreads": d.misreads,
                 "serial_read_rate": d.read_rate}
@@ -170,7 +171,9 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
         t = time.perf_counter()
         results.append(run_condition(name, camera, rules, zoo, models_dir, n, config, seed, say=say, correct=correct))
         d = results[-1].detection
-        say(f"{name}: recall {d.recall:.4f}, false alarms {d.false_alarms}/{d.good}, rejected {d.rejected_boards} "
+        worst = "; ".join(f"{t} {r['flagged']}/{r['good']}" for t, r in d.worst_types(3))
+        say(f"{name}: recall {d.recall:.4f}, false alarms {d.false_alarms}/{d.good}"
+            + (f" (most on {worst})" if worst else "") + f", rejected {d.rejected_boards} "
             f"({time.perf_counter() - t:.0f} s)")
     return results
 

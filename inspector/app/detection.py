@@ -15,6 +15,8 @@ class Detection:
     good: int = 0
     false_alarms: int = 0
     by_class: dict[str, list[int]] = field(default_factory=dict)  # defect -> [parts, caught]
+    # component type -> {"good": parts, "flagged": false alarms, "called": {class called: count}}: where they come from
+    false_by_type: dict[str, dict] = field(default_factory=dict)
     rejected_boards: int = 0  # boards with a board-level error (registration failed): no part verdicts to score
     serials: int = 0  # boards whose true serial is known and printed on them as a code
     serials_read: int = 0  # ... stored under exactly that serial
@@ -35,12 +37,23 @@ class Detection:
             if real == "ok":
                 self.good += 1
                 self.false_alarms += flagged
+                row = self.false_by_type.setdefault(part.component_type, {"good": 0, "flagged": 0, "called": {}})
+                row["good"] += 1
+                if flagged:
+                    row["flagged"] += 1
+                    called = part.defect_class or part.verdict
+                    row["called"][called] = row["called"].get(called, 0) + 1
             else:
                 self.defective += 1
                 self.caught += flagged
                 row = self.by_class.setdefault(real, [0, 0])
                 row[0] += 1
                 row[1] += flagged
+
+    def worst_types(self, top: int = 5) -> list[tuple[str, dict]]:
+        """The component types with false alarms, the most first."""
+        flagged = [(t, r) for t, r in self.false_by_type.items() if r["flagged"]]
+        return sorted(flagged, key=lambda tr: (-tr[1]["flagged"], tr[0]))[:top]
 
     @property
     def recall(self) -> float:
@@ -58,6 +71,9 @@ class Detection:
         out = [f"defect detection rate {self.recall:.3f} ({self.caught}/{self.defective}), "
                f"false-alarm rate {self.false_alarm_rate:.4f} ({self.false_alarms}/{self.good})"]
         out += [f"  {d:<9} {c}/{n} caught" for d, (n, c) in sorted(self.by_class.items())]
+        out += [f"  false alarms on {t}: {r['flagged']}/{r['good']} ("
+                + ", ".join(f"{k} {v}" for k, v in sorted(r["called"].items())) + ")"
+                for t, r in self.worst_types()]
         if self.serials:
             out.append(f"serials read from the boards' codes: {self.serials_read}/{self.serials} ({self.read_rate:.4f})"
                        + (f"; {self.misreads} read WRONG" if self.misreads else ""))
