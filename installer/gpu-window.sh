@@ -21,7 +21,14 @@
 # device profiles, for the simulated GPU box).
 #
 # Needs a Python with torch built for CUDA; the product's other packages may come as wheels in .whl/ (installed
-# into a throwaway folder, never into that Python). The commit is read from git, else from GPU_WINDOW_COMMIT.
+# into a throwaway folder, never into that Python). The commit is GPU_WINDOW_COMMIT, else git's.
+# The lent GPU image (Python 3.12, torch, onnxruntime, transformers, accelerate, opencv headless) lacked, on
+# 2026-11-26, these 27 (17 MB; .whl/ ignored through .git/info/exclude, `pip download --no-deps --only-binary=:all:
+# --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 ... -d .whl NAME==VERSION`, the
+# versions of the product's own venv): ultralytics ultralytics-thop ultralytics-platform sqlalchemy alembic mako
+# paho-mqtt platformdirs zxing-cpp asyncua aiosqlite pytz pymodbus argon2-cffi argon2-cffi-bindings cryptography
+# cffi pycparser fastapi starlette pydantic pydantic-core annotated-types typing-inspection uvicorn
+# opentelemetry-api typing-extensions. The device call carries it: carry [".whl"].
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-./gpu-window-out}}
