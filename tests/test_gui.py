@@ -795,3 +795,41 @@ def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_
     assert backend._camera().settings.ExposureTime == 1500
     qtbot.waitUntil(lambda: backend._camera().connected, timeout=WAIT)
     backend.close(60)
+
+
+def test_the_history_shows_the_plots_of_the_expert_version_that_called_a_part(qtbot, tmp_path: Path) -> None:
+    """A taught expert's held-out confusion matrix and precision-recall curves, written by teaching into its zoo,
+    open from any of its parts in the history; a demo expert's part says why it has none."""
+    from inspector.app.run import open_source, run_line
+    from inspector.experts.zoo import Zoo, report_files
+    from inspector.results.store import sqlite_url
+    from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.teach import TeachPlan, teach
+    from ui.tabs.history import HistoryTab
+
+    from .test_labelled import TAUGHT_RULES, make_folder
+
+    make_folder(tmp_path / "crops", 12, {"ok": 6, "blob": 2, "nick": 2}, seed=13)
+    done = teach(TeachPlan("cls-TR", tmp_path / "crops", tmp_path / "zoo", epochs=2, epoch_size=128, heldout_share=0.3))
+    zoo = Zoo.load(tmp_path / "zoo")
+    plots = report_files(zoo.root, "cls-TR", done.entry.weights_sha256)
+    assert [p.name for p in plots] == ["confusion.png", "pr.png"]
+    rules = parse_rules(TAUGHT_RULES, str(tmp_path / "taught.yaml"))
+    service = ServiceConfig(LineConfig(device_mb=40))
+    (tmp_path / "data").mkdir()
+    db = sqlite_url(tmp_path / "data" / "results.sqlite")
+    run_line(rules, zoo, tmp_path / "models", open_source("synthetic", rules, 2, 3, defect_rate=0.5), service,
+             ResultStore(db), tmp_path / "data", lambda _m: None)
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data", db, zoo=zoo),
+                           LineSetup(service=service))
+    tab = HistoryTab(backend)
+    qtbot.addWidget(tab)
+    assert tab.search() == 8
+    tab.table.setCurrentCell(0, 0)
+    dialog = tab.open_report(0)
+    assert dialog is not None and "cls-TR" in dialog.windowTitle()
+    shown = dialog.findChildren(type(tab.preview))
+    assert len(shown) == 2 and all(not label.pixmap().isNull() for label in shown)
+    assert {label.toolTip() for label in shown} == {str(p) for p in plots}
+    tab.table.item(0, 8).setText("cls-R0402")  # a demo expert: no plots, and the reason
+    assert tab.open_report(0) is None and "zoo train --new" in tab.status.text()

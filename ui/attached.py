@@ -191,6 +191,11 @@ class AttachedBackend(Signed):
             return self._remote
         return self._store
 
+    def expert_report(self, expert: str, weights: str) -> tuple[list[Path], str]:
+        """Attached, the zoo is the line box's: its plots are there (<zoo>/reports/<expert>@<version>/)."""
+        return [], (f"the plots of {expert} version {weights[:12]} are in the line box's zoo "
+                    f"(reports/{expert}@{weights[:12]}/)")
+
     def crop_image(self, uuid: str, ref: str, path: str | None) -> np.ndarray | None:
         """A kept crop: the file when this machine has it, else the kiosk's copy over its API."""
         image = read_crop(path)

@@ -32,6 +32,7 @@ from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
 from inspector.app.verdict import classes_of
+from inspector.experts.zoo import report_files
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore
@@ -147,6 +148,15 @@ class LocalBackend(Signed):
     def crop_image(self, uuid: str, ref: str, path: str | None) -> np.ndarray | None:
         """A kept crop: a file on this machine."""
         return read_crop(path)
+
+    def expert_report(self, expert: str, weights: str) -> tuple[list[Path], str]:
+        """The plots of the expert version that called a part (its zoo's reports/), or why there are none."""
+        zoo = self.controller.loaded_zoo
+        if zoo is None:
+            return [], "the experts are not loaded yet: start the line"
+        files = report_files(zoo.root, expert, weights)
+        return files, "" if files else (f"no plots of {expert} version {weights[:12]} in {zoo.root}: an expert taught "
+                                        "from labelled images (zoo train --new) has them, the demo's do not")
 
     def scope(self) -> Scope:
         """The line this dashboard runs: its results are the ones shown, whoever else shares the database."""

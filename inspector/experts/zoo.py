@@ -22,6 +22,17 @@ from .registry import architecture_from_spec
 from .resnet import ResNetClassifier
 
 MANIFEST = "manifest.json"
+REPORTS = "reports"  # <zoo>/reports/<expert>@<sha12>/: a version's evaluation plots
+
+
+def report_dir(root: Path, name: str, weights_sha256: str) -> Path:
+    return Path(root) / REPORTS / f"{name}@{weights_sha256[:12]}"
+
+
+def report_files(root: Path, name: str, weights_sha256: str) -> list[Path]:
+    """The version's plots that exist (a demo expert's versions have none)."""
+    folder = report_dir(root, name, weights_sha256)
+    return [f for f in (folder / "confusion.png", folder / "pr.png") if f.is_file()]
 ZOO_FORMAT = 1
 
 
@@ -75,6 +86,11 @@ class Zoo:
     input_version: int | None = None  # the crops its trained experts expect (ingest/photometric.py); None: untrained
     unavailable: dict[str, str] = field(default_factory=dict)
     _archs: dict[str, Architecture] = field(default_factory=dict, repr=False)
+
+    def report_dir(self, name: str, weights_sha256: str) -> Path:
+        """Where one version's evaluation plots live (confusion.png, pr.png): written by teaching, shown by the
+        dashboard's history for the parts that version called."""
+        return report_dir(self.root, name, weights_sha256)
 
     def path_of(self, name: str) -> Path:
         return self.root / self.entries[name].file

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from PySide6.QtCore import QDateTime, Qt
+from PySide6.QtGui import QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -38,6 +39,7 @@ COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Def
            "Crop kept", "Review")
 SHOWN = 2000  # rows in the table; the export writes all that match
 PREVIEW = 320  # px, the selected row's crop
+REPORT_WIDTH = 560  # px, each plot of an expert report
 
 
 class HistoryTab(QWidget):
@@ -95,6 +97,11 @@ class HistoryTab(QWidget):
         self.review_bar = ReviewBar(backend)
         self.review_bar.on_stored = self._reviewed
         cv.addWidget(self.review_bar)
+        self.report_btn = QPushButton("Expert report…")
+        self.report_btn.setToolTip("the confusion matrix and precision-recall curves of the expert version that "
+                                   "called this part, from its held-out crops")
+        self.report_btn.clicked.connect(lambda: self.open_report(self.table.currentRow()))
+        cv.addWidget(self.report_btn)
         body = QHBoxLayout()
         body.addWidget(self.table, 1)
         body.addWidget(crop)
@@ -236,6 +243,29 @@ class HistoryTab(QWidget):
         v.addWidget(label)
         v.addWidget(QLabel(f"{self.table.item(row, 6).text()} ({self.table.item(row, 5).text()}), "
                            f"score {self.table.item(row, 7).text()}\n{path}"))
+        dialog.show()
+        self.dialog = dialog
+        return dialog
+
+
+    def open_report(self, row: int) -> QDialog | None:
+        """The plots of the expert version that called the row's part, in a dialog (or the reason there are none)."""
+        if not 0 <= row < self.table.rowCount():
+            self.status.setText("select a result first")
+            return None
+        expert, weights = self.table.item(row, 8).text(), self.table.item(row, 9).text()
+        files, why = self.backend.expert_report(expert, weights)
+        if not files:
+            self.status.setText(why)
+            return None
+        dialog = QDialog(self)
+        dialog.setWindowTitle(f"{expert} version {weights}")
+        h = QHBoxLayout(dialog)
+        for path in files:
+            label = QLabel()
+            label.setPixmap(QPixmap(str(path)).scaledToWidth(REPORT_WIDTH, Qt.TransformationMode.SmoothTransformation))
+            label.setToolTip(str(path))
+            h.addWidget(label)
         dialog.show()
         self.dialog = dialog
         return dialog

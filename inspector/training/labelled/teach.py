@@ -15,16 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from ...experts.resnet import ResNetClassifier
-from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, write_expert, write_manifest
+from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, report_dir, write_expert, write_manifest
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
 from .folder import FolderError, LabelledCrop, LabelledFolder, load, read_folder, split_of
 from .metrics import table
+from .plots import write_plots
 from .sizing import InputFit, choose_input
-from .trainer import Crops, Taught, train
+from .trainer import Crops, Taught, logits_of, train
 
 ZOO_KEY = "labelled"  # the build key of a zoo made by teaching (nothing rebuilds it)
 TAUGHT = "taught from labelled crops"  # the origin teaching records in an expert's first version
@@ -151,6 +153,9 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
+    logits, _ = logits_of(served, served.materialize(taught.state, torch.device("cpu")), heldout)
+    write_plots(taught.heldout, heldout.labels, logits, report_dir(plan.zoo, plan.expert, entry.weights_sha256),
+                f"{plan.expert} (held out)")
     return TaughtExpert(plan, folder.classes, counts, fit, taught, entry)
 
 
