@@ -28,11 +28,12 @@ import torch
 from torchvision.ops import nms
 from tqdm import tqdm
 
+from ..experts.resnet import ResNetClassifier
 from ..ingest.difference import Boxing, align, candidates, difference_regions, window
-from ..runtime.safetensors_io import parse
 from .deeppcb import CLASSES, IOU_MATCH, DatasetError, Pair, read_annotations, read_pairs
 from .labelled.boxes import Box
 from .labelled.detection import DetectionScore, Found, iou, score, table
+from .labelled.evaluate import served_module
 from .labelled.folder import split_of
 from .labelled.metrics import logodds
 from .labelled.trainer import Crops, logits_of
@@ -53,7 +54,11 @@ class Board:
 
     @property
     def truth(self) -> tuple[Box, ...]:
-        return tuple(Box(d.kind, *map(float, d.box)) for d in self.pair.defects)
+        return truth_of(self.pair)
+
+
+def truth_of(pair: Pair) -> tuple[Box, ...]:
+    return tuple(Box(d.kind, *map(float, d.box)) for d in pair.defects)
 
 
 @dataclass
@@ -157,18 +162,14 @@ def _ious(boxes: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return inter / np.maximum(area(boxes)[:, None] + area(truth)[None, :] - inter, 1e-9)
 
 
-def _recall(boards: list[Board], regions: list[list[tuple[int, int, int, int]]], boxing: Boxing) -> tuple[float, float]:
+def _recall(truths: list[tuple[Box, ...]], boxes: list[list[tuple[float, float, float, float]]]) -> tuple[float, float]:
     """(share of ground-truth boxes some candidate matches at the protocol's IoU, their mean best IoU)."""
     best = []
-    for board, rs in zip(boards, regions):
-        truth = np.array([[b.x1, b.y1, b.x2, b.y2] for b in board.truth], dtype=np.float64).reshape(-1, 4)
-        if not len(truth):
+    for truth, bs in zip(truths, boxes):
+        t = np.array([[b.x1, b.y1, b.x2, b.y2] for b in truth], dtype=np.float64).reshape(-1, 4)
+        if not len(t):
             continue
-        if not rs:
-            best.append(np.zeros(len(truth)))
-            continue
-        boxes = np.array([boxing.box(*r) for r in rs], dtype=np.float64)
-        best.append(_ious(boxes, truth).max(axis=0))
+        best.append(_ious(np.array(bs, dtype=np.float64), t).max(axis=0) if bs else np.zeros(len(t)))
     if not best:
         return 1.0, 1.0
     every = np.concatenate(best)
@@ -181,6 +182,7 @@ def fit_boxing(boards: list[Board], say: Callable[[str], None]) -> tuple[Boxing,
     labelled boxes' own sides."""
     sides = [min(b.x2 - b.x1, b.y2 - b.y1) for board in boards for b in board.truth]
     leasts = sorted({0, *(int(np.percentile(sides, q)) for q in (10, 25, 50))}) if sides else [0]
+    truths = [b.truth for b in boards]
     best: tuple[tuple[float, float, float], Boxing] | None = None
     for opening in OPENINGS:
         regions = [difference_regions(b.live, b.aligned, opening) for b in boards]
@@ -188,7 +190,7 @@ def fit_boxing(boards: list[Board], say: Callable[[str], None]) -> tuple[Boxing,
         for margin in MARGINS:
             for least in leasts:
                 boxing = Boxing(opening, margin, least)
-                recall, overlap = _recall(boards, regions, boxing)
+                recall, overlap = _recall(truths, [[boxing.box(*r) for r in rs] for rs in regions])
                 key = (recall, -count, overlap)
                 if best is None or key > best[0]:
                     best = (key, boxing)
@@ -247,15 +249,14 @@ def f_threshold(logits: np.ndarray, labels: np.ndarray) -> float:
     return best_t
 
 
-def heldout_logits(zoo: Any, expert: str, folder: Path, golden: Path, share: float) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN401
+def heldout_logits(arch: ResNetClassifier, model: torch.nn.Module, folder: Path, golden: Path,
+                   share: float) -> tuple[np.ndarray, np.ndarray]:
     """The teaching's own held-out candidates (its split by pair), as the taught expert scores them."""
     from .labelled.folder import read_folder
     from .labelled.teach import read_crops, split
 
     labelled = read_folder(folder, GOOD)
     crops = read_crops(labelled, split(labelled, share)["heldout"], "reading held-out candidates", golden)
-    arch = zoo.architecture(expert)
-    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu")).eval()
     logits, _ = logits_of(arch, model, crops)
     return logits, crops.labels
 
@@ -271,21 +272,20 @@ def one_per_place(found: list[Found]) -> list[Found]:
     return [found[i] for i in keep.tolist()]
 
 
-def find(zoo: Any, expert: str, boards: list[Board], boxing: Boxing) -> tuple[list[list[Found]], float, int]:  # noqa: ANN401
-    """Each board's boxes as the taught expert names them (defect score: P(defect) from its log-odds of good),
-    the seconds the whole path took (alignment included), and the candidates named."""
-    arch = zoo.architecture(expert)
-    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu")).eval()
-    classes = tuple(zoo.entries[expert].classes)
+def find(arch: ResNetClassifier, model: torch.nn.Module, classes: tuple[str, ...], pairs: list[Pair],
+         boxing: Boxing) -> tuple[list[list[Found]], float, list[list[tuple[float, float, float, float]]]]:
+    """Each pair's boxes as the taught expert names them (defect score: P(defect) from its log-odds of good), the
+    seconds the whole path took from the two image files on (read, aligned, boxed, named), and every candidate."""
     kinds = np.array([CLASSES.index(c) if c in CLASSES else -1 for c in classes])
     found: list[list[Found]] = []
-    named = 0
+    every: list[list[tuple[float, float, float, float]]] = []
     t0 = time.perf_counter()
     least = int(CONTEXT * boxing.least_side)
-    for board in tqdm(boards, desc="finding defects", unit="pair", disable=None, leave=False):
-        live, golden = board.pair.images()
-        aligned = align(live, golden)  # timed as the line would pay it
+    for pair in tqdm(pairs, desc="finding defects", unit="pair", disable=None, leave=False):
+        live, golden = pair.images()
+        aligned = align(live, golden)
         boxes = candidates(live, aligned, boxing)
+        every.append(boxes)
         if not boxes:
             found.append([])
             continue
@@ -295,8 +295,7 @@ def find(zoo: Any, expert: str, boards: list[Board], boxing: Boxing) -> tuple[li
         defect = 1.0 / (1.0 + np.exp(logodds(logits)))  # P(any defect)
         kind = kinds[logits[:, 1:].argmax(axis=1) + 1]
         found.append(one_per_place([Found(int(k), float(p), *b) for k, p, b in zip(kind, defect, boxes) if k >= 0]))
-        named += len(boxes)
-    return found, time.perf_counter() - t0, named
+    return found, time.perf_counter() - t0, every
 
 
 def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: float = 0.1,
@@ -326,18 +325,18 @@ def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: fl
     taught = teach(plan, say)
     teach_s = time.perf_counter() - t0
     zoo = Zoo.load(zoo_dir)
-    cut = f_threshold(*heldout_logits(zoo, plan.expert, folder, golden, plan.heldout_share))
+    arch, model = served_module(zoo, plan.expert)
+    cut = f_threshold(*heldout_logits(arch, model, folder, golden, plan.heldout_share))
     say(f"operating point: log-odds of good below {cut:.3f} call a defect (the best F-score on the teaching's "
         "held-out candidates)")
-    scored = load_boards(scored_pairs, "aligning scored pairs")
-    regions = [difference_regions(b.live, b.aligned, boxing.opening) for b in scored]
-    recall_scored, _ = _recall(scored, regions, boxing)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    found, seconds, named = find(zoo, "deeppcb-candidates", scored, boxing)
+    found, seconds, boxes = find(arch, model, tuple(zoo.entries[plan.expert].classes), scored_pairs, boxing)
+    truths = [truth_of(p) for p in scored_pairs]
+    recall_scored, _ = _recall(truths, boxes)
     threshold = float(1.0 / (1.0 + np.exp(cut)))
-    result = score(CLASSES, [b.truth for b in scored], found, threshold, IOU_MATCH)
-    return DeepPCBResult(split, len(train_pairs), len(scored), boxing, recall_train, recall_scored,
-                         named / max(1, len(scored)), result, len(scored) / seconds if seconds else 0.0, teach_s,
+    result = score(CLASSES, truths, found, threshold, IOU_MATCH)
+    n = len(scored_pairs)
+    return DeepPCBResult(split, len(train_pairs), n, boxing, recall_train, recall_scored,
+                         sum(map(len, boxes)) / max(1, n), result, n / seconds if seconds else 0.0, teach_s,
                          {"name": "deeppcb-candidates", "zoo": str(zoo_dir), "input": taught.fit.describe(),
                           "epochs_run": taught.taught.epochs_run, "best_epoch": taught.taught.best_epoch},
                          missing)

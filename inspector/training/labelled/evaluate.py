@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,11 +64,17 @@ def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None
         folder = LabelledFolder(folder.root, classes, [LabelledCrop(c.path, classes[0] if c.label == good else c.label,
                                                                      c.identity) for c in folder.crops])
     crops = read_crops(folder, folder.crops, "reading crops", reference)
-    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu"))
+    _, model = served_module(zoo, expert)
     logits, _ = logits_of(arch, model, crops)
     ev = evaluate(classes, crops.labels, logits, arch.good_margin)
     return ExpertEvaluation(expert, entry.weights_sha256, ev, recall_at_false_calls(crops.labels, logits, BUDGETS),
                             logits, crops.labels)
+
+
+def served_module(zoo: Zoo, expert: str) -> tuple[Any, torch.nn.Module]:
+    """(architecture, module) of the expert's served weights on the CPU (in eval mode): what is scored."""
+    arch = zoo.architecture(expert)
+    return arch, arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu"))
 
 
 def _renamed(classes: tuple[str, ...], good: str) -> tuple[str, ...]:
@@ -90,7 +97,7 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5) -> 
                           f"{', '.join(entry.classes)}")
     order = [entry.classes.index(c) for c in boxes.classes]
     truth = [tuple(Box(order[b.kind], b.x1, b.y1, b.x2, b.y2) for b in im.boxes) for im in boxes.images]
-    model = arch.materialize(parse(zoo.path_of(expert).read_bytes()), torch.device("cpu"))
+    _, model = served_module(zoo, expert)
     pictures = []
     for im in boxes.images:
         picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)

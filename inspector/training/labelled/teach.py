@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from ...experts.resnet import ResNetClassifier
@@ -26,7 +25,7 @@ from .folder import FolderError, LabelledCrop, LabelledFolder, load, read_folder
 from .metrics import table
 from .plots import write_plots
 from .sizing import InputFit, choose_input
-from .trainer import Crops, Taught, logits_of, train
+from .trainer import Crops, Taught, train
 
 ZOO_KEY = "labelled"  # the build key of a zoo made by teaching (nothing rebuilds it)
 TAUGHT = "taught from labelled crops"  # the origin teaching records in an expert's first version
@@ -153,8 +152,8 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
-    logits, _ = logits_of(served, served.materialize(taught.state, torch.device("cpu")), heldout)
-    write_plots(taught.heldout, heldout.labels, logits, report_dir(plan.zoo, plan.expert, entry.weights_sha256),
+    write_plots(taught.heldout, heldout.labels, taught.heldout_logits,
+                report_dir(plan.zoo, plan.expert, entry.weights_sha256),
                 f"{plan.expert} (held out)")
     return TaughtExpert(plan, folder.classes, counts, fit, taught, entry)
 

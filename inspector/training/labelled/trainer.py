@@ -57,6 +57,7 @@ class Taught:
     epochs_run: int
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list)
+    heldout_logits: np.ndarray | None = field(default=None, repr=False)  # the kept model's, N x classes
 
 
 def balanced_draw(labels: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -175,4 +176,4 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
     threshold = operating_point(logits, heldout.labels, false_call_budget)
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     return Taught(state, threshold, evaluate(classes, heldout.labels, logits, threshold), best_epoch, epoch,
-                  time.perf_counter() - t0, history)
+                  time.perf_counter() - t0, history, logits)
