@@ -1,6 +1,7 @@
 """Training augmentation: the camera effects correction cannot undo (motion blur, residual colour) reach the crops."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from inspector.training.augment import MotionBlur, ResidualCast, augment_stack, camera_augmentation
@@ -45,3 +46,24 @@ def test_the_pipeline_keeps_every_crop_and_its_type() -> None:
     out = augment_stack(crops, camera_augmentation(1.0))
     assert out.shape == crops.shape and out.dtype == torch.uint8 and not torch.equal(out, crops)
     assert torch.equal(augment_stack(crops, camera_augmentation(0.0)), crops)
+
+
+def test_a_training_set_one_crop_past_a_full_batch_trains() -> None:
+    """65 crops at a batch of 64 once left a batch of one, which batch norm refuses (seen in CI on reviewed crops)."""
+    from inspector.experts.resnet import ResNetClassifier
+    from inspector.training.batches import batch_slices
+    from inspector.training.classifier import batch_size, train_classifier
+    from inspector.training.samples import PartSample
+
+    for n, size in [(1, 64), (64, 64), (65, 64), (129, 64), (130, 64), (7, 3)]:
+        pieces = batch_slices(n, size)
+        covered = [i for p in pieces for i in range(n)[p]]
+        assert covered == list(range(n))
+        assert n == 1 or min(p.stop - p.start for p in pieces) > 1
+    rng = np.random.default_rng(0)
+    n = batch_size(65) + 1
+    samples = [PartSample(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8), "ok" if i % 2 else "missing",
+                          (0.0, 0.0), (12, 12), 4) for i in range(n)]
+    trained = train_classifier(ResNetClassifier(18, input_size=32), samples, samples[:4], epochs=1, augment=0)
+    assert trained.train_samples == n and all(torch.isfinite(v).all() for v in trained.state.values()
+                                              if v.is_floating_point())

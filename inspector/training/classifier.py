@@ -14,6 +14,7 @@ from torchvision.transforms import v2
 from ..experts.resnet import ResNetClassifier
 from ..ingest.synthetic import classifier_label
 from .augment import camera_augmentation, seen_stacks
+from .batches import batch_slices
 from .samples import PartSample
 
 
@@ -72,8 +73,8 @@ def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[
             x = to_batch(arch, train, pipeline)[0]
         x = x.contiguous(memory_format=torch.channels_last)
         order = torch.randperm(len(x))
-        for i in range(0, len(x), batch):
-            idx = order[i:i + batch]
+        for piece in batch_slices(len(x), batch):
+            idx = order[piece]
             opt.zero_grad()
             loss_fn(model(x[idx]), y[idx]).backward()
             opt.step()

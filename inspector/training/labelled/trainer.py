@@ -28,6 +28,7 @@ from ...experts.resnet import ResNetClassifier
 from ...ingest.golden import compose
 from ...ingest.photometric import normalize_crop
 from ..augment import augmented_stacks, camera_augmentation
+from ..batches import batch_slices
 from .metrics import Evaluation, choose_threshold, evaluate, logodds
 
 LR = 4e-3
@@ -145,9 +146,9 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
             images, refs = part(train_set, chunk)
             x = to_inputs(arch, images, pipeline, refs).contiguous(memory_format=torch.channels_last)
             y = torch.from_numpy(train_set.labels[chunk]).long()
-            for i in range(0, len(chunk), BATCH):
+            for piece in batch_slices(len(chunk), BATCH):
                 opt.zero_grad()
-                nn.functional.cross_entropy(model(x[i:i + BATCH]), y[i:i + BATCH]).backward()
+                nn.functional.cross_entropy(model(x[piece]), y[piece]).backward()
                 opt.step()
                 sched.step()
                 bar.update(1)
