@@ -18,7 +18,7 @@ from inspector.ingest.photometric import normalize_crops
 from inspector.runtime.safetensors_io import parse
 from inspector.training.deeppcb import DatasetError, read_annotations, read_pairs
 from inspector.training.labelled.folder import FolderError, read_folder, split_of
-from inspector.training.labelled.metrics import calls, choose_threshold, evaluate
+from inspector.training.labelled.metrics import calls, choose_threshold, evaluate, separating_threshold
 from inspector.training.labelled.sizing import choose_input
 from inspector.training.labelled.windows import GOOD, window_label
 
@@ -167,6 +167,10 @@ def test_the_operating_threshold_decides_good_and_the_scores_count_as_the_line_d
     # one good crop of four may be flagged: the threshold lies midway between the defect at 1.0 and the good at 2.0
     assert choose_threshold(np.array([-3.0, 2.0, 5.0, 9.0]), np.array([-8.0, 1.0, 4.0]), 0.25) == pytest.approx(1.5)
     assert choose_threshold(np.array([2.0, 5.0]), np.array([-1.0]), 0.0) == pytest.approx(0.5)
+    # the demo trainer's operating point: fewest miscalls, then the middle of the widest gap that gives them
+    assert separating_threshold(np.array([0.9, 2.0, 3.0]), np.array([-4.2, -6.0])) == pytest.approx(-1.65)
+    assert separating_threshold(np.array([1.0, 2.0, -3.0]), np.array([-4.0, -2.0, 1.5])) == pytest.approx(-0.5)
+    assert separating_threshold(np.array([1.0]), np.array([])) is None
     ev = evaluate(("ok", "a", "b"), np.array([0, 2, 2]), logits.numpy(), margin)
     assert ev.defect_recall == 1.0 and ev.false_call_rate == 0.0  # a "b" called "a" is still stopped
     assert ev.per_class[2].recall == 0.5 and ev.confusion.tolist() == [[1, 0, 0], [0, 0, 0], [0, 1, 1]]
@@ -440,3 +444,42 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert r.reviewed_train > 0 and set(r.scores) == {"reviewed held-out", "taught held-out"}
     assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate
+
+
+def write_deeppcb_pair(root: Path, name: str, shift: tuple[int, int], rng: np.random.Generator) -> None:
+    """A pair in DeepPCB's layout: traces on a 256 px board, the tested image the template moved by `shift` px (as
+    the dataset's pairs are: a few px apart) with one spur of copper more, annotated."""
+    board = np.zeros((256, 256), np.uint8)
+    for _ in range(40):
+        x, y = rng.integers(0, 240, 2)
+        w, h = (int(rng.integers(20, 120)), 4) if rng.random() < 0.5 else (4, int(rng.integers(20, 120)))
+        board[y:y + h, x:x + w] = 255
+    test = np.roll(board, shift, axis=(0, 1)).copy()
+    test[200:210, 30:40] = 255
+    group = root / "group1" / "1"
+    (root / "group1" / "1_not").mkdir(parents=True, exist_ok=True)
+    group.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(group / f"{name}_test.jpg"), cv2.cvtColor(test, cv2.COLOR_GRAY2BGR))
+    cv2.imwrite(str(group / f"{name}_temp.jpg"), cv2.cvtColor(board, cv2.COLOR_GRAY2BGR))
+    (root / "group1" / "1_not" / f"{name}.txt").write_text("26 196 44 214 4\n")
+    with (root / "trainval.txt").open("a") as f:
+        f.write(f"group1/1/{name}.jpg group1/1_not/{name}.txt\n")
+
+
+def test_window_golden_twins_are_cut_from_the_template_aligned_onto_the_tested_image(tmp_path: Path) -> None:
+    from inspector.cli import main
+
+    rng = np.random.default_rng(3)
+    for i in range(2):
+        write_deeppcb_pair(tmp_path / "dpcb", f"1000{i}", (2, -3), rng)
+    apart = {}
+    for how in ("aligned", "raw"):
+        out, golden = tmp_path / how / "w", tmp_path / how / "g"
+        args = ["dataset", "windows", "--deeppcb", str(tmp_path / "dpcb"), "--out", str(out), "--golden-out",
+                str(golden), "--window", "64"]
+        assert main(args + (["--raw-template"] if how == "raw" else [])) == 0
+        goods = sorted((out / GOOD).glob("*.png"))
+        assert goods and len(list((out / "spur").glob("*.png"))) == 2
+        apart[how] = np.mean([np.abs(cv2.imread(str(p)).astype(int) - cv2.imread(str(golden / GOOD / p.name))).mean()
+                              for p in goods])
+    assert apart["aligned"] < 0.25 * apart["raw"], apart  # what remains is JPEG's noise at the traces' edges

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from inspector.app.line import LineConfig
 from inspector.app.run import run_line
@@ -14,8 +15,11 @@ from inspector.cli import main
 from inspector.ingest.sources import SyntheticSource
 from inspector.results.store import ResultStore, sqlite_url
 from inspector.routing.rules import parse_rules
+from inspector.training.classifier import to_batch
 from inspector.training.demo_zoo import _retries, build_demo_zoo
 from inspector.training.jobs import SEED_STEP, TrainJob, run_job
+from inspector.training.labelled.evaluate import served_module
+from inspector.training.labelled.metrics import calls
 from inspector.training.samples import collect
 
 from .conftest import DEMO_RULES as RULES
@@ -31,6 +35,25 @@ def test_demo_zoo_manifest_records_training(demo) -> None:
         assert e.weights_sha256 and len(e.weights_sha256) == 64 and e.train_samples > 0
         assert e.train_seed == 0  # one run each: no floor in the tiny recipe
     assert zoo.entries["det-p"].classes == ("in_place", "reversed")
+
+
+def test_each_demo_classifier_passes_parts_at_the_margin_its_validation_crops_chose(demo) -> None:
+    """The operating point lies between the validation's good parts and defects (classifier.operating_margin),
+    and miscalls no more of those crops than the top class would."""
+    _, zoo = demo
+    val = collect([RULES], TINY_RECIPE["val_per_type"], 1, TINY_RECIPE["rates"])  # the build's validation boards
+    for name in ("cls-R1K", "cls-D1N"):
+        arch, module = served_module(zoo, name)
+        margin = zoo.entries[name].spec["good_margin"]
+        assert arch.good_margin == margin
+        crops = val.by_classifier[name]
+        x, y = to_batch(arch, crops)
+        with torch.inference_mode():
+            logits = module(x).float().numpy()
+        truth = (y.numpy() != 0)
+        at_margin = (calls(logits, margin) != 0) != truth
+        at_top = (calls(logits, None) != 0) != truth
+        assert at_margin.sum() <= at_top.sum(), name
 
 
 def test_an_expert_short_of_its_floor_is_trained_again_with_another_seed_and_the_best_run_kept() -> None:

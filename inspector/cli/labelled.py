@@ -170,8 +170,12 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
         side: [p for p in pairs if split_of(p.name, args.heldout, "test") == side] for side in ("train", "heldout")}
     counts = {side: WindowCounts() for side in sides}
     where = {p.name: side for side, members in sides.items() for p in members}
+    if args.golden_out and not args.raw_template:
+        from ..ingest.difference import align
     for pair in tqdm(pairs, desc="cutting windows", unit="pair", disable=None):
         test, template = pair.images()
+        if args.golden_out and not args.raw_template:
+            template = align(test, template)  # the pairs sit up to a few px apart: every edge would differ
         side = where[pair.name]
         write_windows(Path(args.out) / side, pair.name, test, [(d.box, CLASSES[d.kind]) for d in pair.defects],
                       args.window, counts[side], args.keep_good, rng, CLASSES,
@@ -199,6 +203,9 @@ def add_dataset_windows(ds_sub: argparse._SubParsersAction) -> None:
                    help="also split: OUT/train and OUT/heldout, this share of the pairs held out (by the pair's name)")
     w.add_argument("--golden-out", metavar="DIR", help="also write each window of the template (the golden board) "
                                                        "here, the labelled tree mirrored (zoo train --reference DIR)")
+    w.add_argument("--raw-template", action="store_true",
+                   help="cut the golden windows from the template as it is (default: aligned onto the tested image "
+                        "first, as the line registers a board before comparing it with its golden one)")
     w.add_argument("--keep-good", type=float, default=1.0, help="share of good windows written (default all)")
     w.add_argument("--seed", type=int, default=0)
     w.set_defaults(func=cmd_dataset_windows)

@@ -11,10 +11,11 @@ import torch
 from torch import nn
 from torchvision.transforms import v2
 
-from ..experts.resnet import ResNetClassifier
+from ..experts.resnet import ResNetClassifier, good_logodds
 from ..ingest.synthetic import classifier_label
 from .augment import camera_augmentation, seen_stacks
 from .batches import batch_slices
+from .labelled.metrics import separating_threshold
 from .samples import PartSample
 
 
@@ -25,6 +26,7 @@ class TrainedClassifier:
     train_samples: int
     seed: int = 0  # the training run's seed (jobs.run_job may try more than one)
     other_runs: tuple[float, ...] = ()  # validation accuracy of the other runs tried (each below the floor)
+    good_margin: float | None = None  # the operating point chosen on the validation crops (operating_margin)
 
 
 def to_batch(arch: ResNetClassifier, samples: list[PartSample],
@@ -82,7 +84,24 @@ def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[
     model.eval()
     model = model.to(memory_format=torch.contiguous_format)
     return TrainedClassifier({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
-                             accuracy(arch, model, val), len(train), seed)
+                             accuracy(arch, model, val), len(train), seed,
+                             good_margin=operating_margin(model, arch, val))
+
+
+def operating_margin(model: nn.Module, arch: ResNetClassifier, val: list[PartSample]) -> float | None:
+    """The log-odds of "ok" a part needs to pass, midway between the validation's good parts and its defects.
+
+    The top class (a margin of 0) sits wherever training happened to leave it: one build's smallest part passed its
+    validation crops with a log-odds of 0.9 for its good parts and -4.2 for its defects, and flagged 1.2% of good
+    parts once a board was turned, dimmed and blurred at once; the middle of that gap (-1.7) keeps both sides as far
+    from the edge as the validation crops allow. None without good and defective validation crops."""
+    if not val:
+        return None
+    x, y = to_batch(arch, val)
+    with torch.inference_mode():
+        logodds = good_logodds(model(x).float()).numpy()
+    labels = y.numpy()
+    return separating_threshold(logodds[labels == 0], logodds[labels != 0])
 
 
 def accuracy(arch: ResNetClassifier, model: nn.Module, samples: list[PartSample]) -> float:

@@ -25,7 +25,7 @@ from .samples import TRAINING_CAMERA, TRAINING_RATES, collect
 
 RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 14, "detector_cap": 1500,
           "detector_epochs": 15, "detector_copies": 1, "val_per_type": 100, "rates": TRAINING_RATES, "augment": 1.0,
-          "camera": describe(TRAINING_CAMERA), "version": 4,  # 4: Bayer in the augmentation
+          "camera": describe(TRAINING_CAMERA), "version": 5,  # 4: Bayer in the augmentation; 5: operating margins
           "retrain_below": 0.99, "attempts": 3}  # an expert short of this validation accuracy trains again (jobs.py)
 
 
@@ -162,6 +162,9 @@ def resumable(root: Path, key: str) -> dict[str, ExpertEntry]:
 def _write(root: Path, name: str, role: str, spec: dict, trained: TrainedClassifier | TrainedDetector,
            classes: tuple[str, ...], data_hash: str) -> ExpertEntry:
     state = {k: v.contiguous() for k, v in trained.state.items()}
+    margin = trained.good_margin if isinstance(trained, TrainedClassifier) else None  # classifier.operating_margin
+    if margin is not None:
+        spec = {**spec, "good_margin": round(margin, 4)}
     return write_expert(root, name, role, spec, state, digest=True, classes=classes, data_hash=data_hash,
                         val_accuracy=round(trained.val_accuracy, 4), train_samples=trained.train_samples,
                         train_seed=trained.seed)

@@ -45,6 +45,24 @@ def choose_threshold(good: np.ndarray, defects: np.ndarray, false_call_budget: f
     return (lower + upper) / 2 if lower < upper else upper
 
 
+
+def separating_threshold(good: np.ndarray, defects: np.ndarray) -> float | None:
+    """The log-odds threshold that miscalls the fewest held-out crops (good ones below it, defects at or above it),
+    midway in the widest gap among those that tie: where good parts and defects do not overlap, the middle of the gap
+    between them. None without both kinds of crop (nothing to separate)."""
+    if len(good) == 0 or len(defects) == 0:
+        return None
+    values = np.unique(np.concatenate([good, defects]).astype(np.float64))
+    cuts = np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2, [values[-1] + 1.0]])
+    g, d = np.sort(good.astype(np.float64)), np.sort(defects.astype(np.float64))
+    errors = np.searchsorted(g, cuts, side="left") + (len(d) - np.searchsorted(d, cuts, side="left"))
+    best = np.flatnonzero(errors == errors.min())
+    lows = np.concatenate([[values[0] - 2.0], values])[best]  # each cut lies between lows and highs
+    highs = np.concatenate([values, [values[-1] + 2.0]])[best]
+    inner = (best > 0) & (best < len(values))  # a cut past every crop has no gap to be the middle of
+    pick = best[inner][np.argmax((highs - lows)[inner])] if inner.any() else best[0]
+    return float(cuts[pick])
+
 @dataclass
 class ClassScore:
     name: str
