@@ -247,11 +247,12 @@ def test_a_golden_comparison_expert_reads_the_golden_crop_beside_the_live_one(tm
     make_golden_pairs(tmp_path / "live-test", tmp_path / "golden-test", 10, seed=8)
     r = cli("zoo", "train", "--new", "cls-golden", "--from", str(tmp_path / "live"), "--reference",
             str(tmp_path / "golden"), "--zoo", str(tmp_path / "zoo"), "--epochs", "10", "--epoch-size", "512",
-            "--augment", "0.3", "--false-calls", "0.05", cwd=tmp_path)
+            "--augment", "0.3", "--false-calls", "0.05", "--any-orientation", cwd=tmp_path)  # a square is a square
     assert r.returncode == 0, r.stderr[-3000:]
     assert "beside the golden crops" in r.stdout
     zoo = Zoo.load(tmp_path / "zoo")
     assert zoo.architecture("cls-golden").reference == "composite"
+    assert zoo.entries["cls-golden"].versions[-1]["any_orientation"] is True
     r = cli("zoo", "evaluate", "--expert", "cls-golden", "--on", str(tmp_path / "live-test"), "--zoo",
             str(tmp_path / "zoo"), cwd=tmp_path)
     assert r.returncode == 2 and "pass the golden crops (--reference" in r.stderr
@@ -483,3 +484,16 @@ def test_window_golden_twins_are_cut_from_the_template_aligned_onto_the_tested_i
         apart[how] = np.mean([np.abs(cv2.imread(str(p)).astype(int) - cv2.imread(str(golden / GOOD / p.name))).mean()
                               for p in goods])
     assert apart["aligned"] < 0.25 * apart["raw"], apart  # what remains is JPEG's noise at the traces' edges
+
+
+def test_an_orientation_free_crop_is_drawn_under_the_squares_symmetries_with_its_golden_crop_alike() -> None:
+    from inspector.training.augment import turned
+    from inspector.training.labelled.trainer import turn_all
+
+    image = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)  # no symmetry of its own
+    seen = {turned(image, k).tobytes() + bytes(turned(image, k).shape) for k in range(8)}
+    assert len(seen) == 8 and np.array_equal(turned(image, 0), image)
+    live = [np.random.default_rng(i).integers(0, 255, (5, 7, 3), dtype=np.uint8) for i in range(20)]
+    lives, goldens = turn_all(live, [im.copy() for im in live], np.random.default_rng(0))
+    assert all(np.array_equal(a, b) for a, b in zip(lives, goldens))  # the same turn for both
+    assert {im.shape for im in lives} == {(5, 7, 3), (7, 5, 3)}

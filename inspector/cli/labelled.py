@@ -27,7 +27,7 @@ def cmd_train_new(args: argparse.Namespace) -> int:
     depth = int(args.arch.removeprefix("resnet"))
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
                      args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
-                     args.epoch_size, Path(args.reference) if args.reference else None)
+                     args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation)
     return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
                                                     "classifier in the rule set")
 
@@ -53,6 +53,9 @@ def _train_detector(args: argparse.Namespace) -> int:
 
     if args.reference:
         say("error: a detector is taught from its images alone (--reference is for classifiers)")
+        return 2
+    if args.any_orientation:
+        say("error: --any-orientation is for classifiers; a detector's boxes would turn with its images")
         return 2
     plan = DetectorPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good,
                         args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
@@ -124,6 +127,9 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--epoch-size", type=int, help="crops drawn an epoch (default: the training set's size)")
     tr.add_argument("--reference", metavar="DIR", help="golden comparison: the golden board's crop of every crop, at "
                                                        "the same path under DIR; the expert reads both")
+    tr.add_argument("--any-orientation", action="store_true",
+                    help="classifier: the classes do not depend on how a crop is turned or mirrored (a short is a "
+                         "short either way; a reversed diode is not), so training also sees each crop turned")
     tr.add_argument("--json", help="also write the report as JSON here")
 
 

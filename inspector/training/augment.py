@@ -194,3 +194,11 @@ def seen_stacks(crops: list[np.ndarray],
     augmented when a pipeline is given, then photometrically normalised like the line's crops."""
     for idx, stack in augmented_stacks(crops, pipeline):
         yield idx, normalize_crop(stack)
+
+
+def turned(image: np.ndarray, k: int) -> np.ndarray:
+    """`image` under the k-th of the square's 8 symmetries (k // 2 quarter turns, mirrored when k is odd): the same
+    part seen from another side, for classes that do not depend on orientation (a short turned is still a short; a
+    reversed diode mirrored is not, so it is the teacher's to declare)."""
+    out = np.rot90(image, k // 2)
+    return np.ascontiguousarray(out[:, ::-1] if k % 2 else out)

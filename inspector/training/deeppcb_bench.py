@@ -321,7 +321,8 @@ def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: fl
     shutil.rmtree(zoo_dir, ignore_errors=True)
     t0 = time.perf_counter()
     plan = TeachPlan("deeppcb-candidates", folder, zoo_dir, good=GOOD, epochs=epochs, patience=patience, seed=seed,
-                     reference=golden, false_call_budget=SELECTION_BUDGET)
+                     reference=golden, false_call_budget=SELECTION_BUDGET,
+                     any_orientation=True)  # DeepPCB's six classes are what they are whichever way a trace runs
     taught = teach(plan, say)
     teach_s = time.perf_counter() - t0
     zoo = Zoo.load(zoo_dir)

@@ -47,6 +47,7 @@ class TeachPlan:
     false_call_budget: float = 0.01
     epoch_size: int | None = None
     reference: Path | None = None  # golden crops, the folder's tree mirrored: a golden-comparison expert
+    any_orientation: bool = False  # the classes do not depend on a crop's orientation: train on it turned too
 
 
 @dataclass
@@ -140,7 +141,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
     say(f"input: {fit.describe()}")
     arch = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, reference=reference)
     taught = train(arch, folder.classes, train_set, heldout, plan.epochs, plan.patience, plan.seed, plan.augment,
-                   plan.false_call_budget, plan.epoch_size, say)
+                   plan.false_call_budget, plan.epoch_size, say, any_orientation=plan.any_orientation)
     served = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, taught.threshold, reference)
     plan.zoo.mkdir(parents=True, exist_ok=True)
     entry = write_expert(plan.zoo, plan.expert, "classifier", served.spec(), taught.state, digest=True,
@@ -149,6 +150,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT,
                "dataset": str(plan.source), "reference": None if plan.reference is None else str(plan.reference),
                "threshold": taught.threshold, "heldout_share": plan.heldout_share,
+               "any_orientation": plan.any_orientation,
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)

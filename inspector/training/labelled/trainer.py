@@ -27,7 +27,7 @@ from ...experts.base import Architecture
 from ...experts.resnet import ResNetClassifier
 from ...ingest.golden import compose
 from ...ingest.photometric import normalize_crop
-from ..augment import augmented_stacks, camera_augmentation
+from ..augment import augmented_stacks, camera_augmentation, turned
 from ..batches import batch_slices
 from .metrics import Evaluation, choose_threshold, evaluate, logodds
 
@@ -88,6 +88,14 @@ def to_inputs(arch: Architecture, images: list[np.ndarray], pipeline: Any = None
     return x
 
 
+def turn_all(images: list[np.ndarray], refs: list[np.ndarray] | None,
+             rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Each crop (and its golden crop, the same way) under a random one of the square's 8 symmetries."""
+    ks = rng.integers(0, 8, len(images))
+    return ([turned(im, int(k)) for im, k in zip(images, ks)],
+            None if refs is None else [turned(r, int(k)) for r, k in zip(refs, ks)])
+
+
 def part(crops: Crops, idx: Any) -> tuple[list[np.ndarray], list[np.ndarray] | None]:  # noqa: ANN401
     """The images and (with a golden comparison) references at these indices (a slice or an index array)."""
     if isinstance(idx, slice):
@@ -118,9 +126,11 @@ def operating_point(logits: np.ndarray, labels: np.ndarray, false_call_budget: f
 def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, heldout: Crops, epochs: int = 30,
           patience: int = 6, seed: int = 0, augment: float = 1.0, false_call_budget: float = 0.01,
           epoch_size: int | None = None, say: Callable[[str], None] = lambda _m: None,
-          init: dict[str, torch.Tensor] | None = None, lr: float = LR) -> Taught:
+          init: dict[str, torch.Tensor] | None = None, lr: float = LR, any_orientation: bool = False) -> Taught:
     """Train from scratch, or on from `init` (weights that already work: with a smaller `lr`); keep the epoch the
-    held-out crops prefer. `epoch_size`: crops drawn an epoch (default: as many as the training set has)."""
+    held-out crops prefer. `epoch_size`: crops drawn an epoch (default: as many as the training set has).
+    `any_orientation`: the classes do not depend on how a crop is turned, so each is drawn turned or mirrored at
+    random (with its golden crop alike): a board design's traces run its own ways, another design's others."""
     t0 = time.perf_counter()
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -144,6 +154,8 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
         for c in range(0, len(draw), CHUNK):
             chunk = draw[c:c + CHUNK]
             images, refs = part(train_set, chunk)
+            if any_orientation:
+                images, refs = turn_all(images, refs, rng)
             x = to_inputs(arch, images, pipeline, refs).contiguous(memory_format=torch.channels_last)
             y = torch.from_numpy(train_set.labels[chunk]).long()
             for piece in batch_slices(len(chunk), BATCH):
