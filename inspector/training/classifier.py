@@ -91,10 +91,10 @@ def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[
 def operating_margin(model: nn.Module, arch: ResNetClassifier, val: list[PartSample]) -> float | None:
     """The log-odds of "ok" a part needs to pass, midway between the validation's good parts and its defects.
 
-    The top class (a margin of 0) sits wherever training happened to leave it: one build's smallest part passed its
-    validation crops with a log-odds of 0.9 for its good parts and -4.2 for its defects, and flagged 1.2% of good
-    parts once a board was turned, dimmed and blurred at once; the middle of that gap (-1.7) keeps both sides as far
-    from the edge as the validation crops allow. None without good and defective validation crops."""
+    The top class (a margin of 0) sits wherever training happened to leave it: one build's smallest part passed
+    fresh renders with a log-odds of 0.9 or more for its good parts and -4.2 or less for its defects, and flagged
+    1.2% of good parts once a board was turned, dimmed and blurred at once; the middle of the gap keeps both sides
+    as far from the edge as the validation crops allow. None without good and defective validation crops."""
     if not val:
         return None
     x, y = to_batch(arch, val)
