@@ -439,9 +439,16 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     labels = {item["label"] for item in report.items}
     assert labels <= {"ok", "blob", "nick"} and "nick" in labels and "blob" in labels
 
+    # as if its teacher had declared its classes orientation-free (a blob is a blob turned): retraining keeps that
+    manifest = tmp_path / "zoo" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["experts"][0]["versions"][0]["any_orientation"] = True
+    manifest.write_text(json.dumps(doc))
+    zoo = Zoo.load(tmp_path / "zoo")
     r = retrain_taught(zoo, "cls-TR", tmp_path / "dataset", 2, 0, lambda _m: None)
     entry = Zoo.load(tmp_path / "zoo").entries["cls-TR"]
     assert [v["origin"] for v in entry.versions] == ["taught from labelled crops", "retrained from reviews"]
+    assert entry.versions[1]["any_orientation"] is True  # retrained the way it was taught
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert r.reviewed_train > 0 and set(r.scores) == {"reviewed held-out", "taught held-out"}
     assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate

@@ -115,8 +115,9 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
         raise ValueError(f"the held-out crops of {expert} need good parts and defects to choose its threshold on; "
                          "review more parts (a share of them is held out)")
     old = parse(zoo.path_of(expert).read_bytes())
+    turn = bool(origin.get("any_orientation"))  # what its teacher declared of its classes holds for its reviews
     taught = train(arch, classes, train_set, heldout, epochs, max(2, epochs // 3), seed, say=say, init=old,
-                   lr=LR / 4)
+                   lr=LR / 4, any_orientation=turn)
     # the line calls with the margin in the expert's spec, which a version swap keeps: both weights scored there
     cut = float(arch.good_margin if arch.good_margin is not None else origin.get("threshold") or 0.0)
     scores = {"reviewed held-out": (score_of(arch, old, reviewed["heldout"], cut),
@@ -131,7 +132,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=cut,
-                          heldout_threshold=taught.threshold,
+                          heldout_threshold=taught.threshold, any_orientation=turn,
                           reviewed_train=len(reviewed["train"]), synthetic_train=0, gate=gate,
                           eval={k: {"old": a.to_json(), "new": b.to_json()} for k, (a, b) in scores.items()})
     return Retrained(expert, version, scores, len(reviewed["train"]), 0, seconds, 0, gate)
