@@ -504,3 +504,17 @@ def test_an_orientation_free_crop_is_drawn_under_the_squares_symmetries_with_its
     lives, goldens = turn_all(live, [im.copy() for im in live], np.random.default_rng(0))
     assert all(np.array_equal(a, b) for a, b in zip(lives, goldens))  # the same turn for both
     assert {im.shape for im in lives} == {(5, 7, 3), (7, 5, 3)}
+
+
+def test_an_image_that_cannot_be_written_says_why_instead_of_going_on(tmp_path: Path) -> None:
+    """cv2.imwrite returns False on a full disk; a dataset cut went on writing nothing and reported success."""
+    from inspector.ingest.images import write_image
+
+    image = np.zeros((8, 8, 3), np.uint8)
+    write_image(tmp_path / "ok.png", image)
+    assert cv2.imread(str(tmp_path / "ok.png")).shape == (8, 8, 3)
+    (tmp_path / "full.png").symlink_to("/dev/full")  # the kernel's own ENOSPC
+    with pytest.raises(OSError, match=r"full.png: No space left on device; free space and run again"):
+        write_image(tmp_path / "full.png", image)
+    with pytest.raises(OSError, match="check the folder exists"):
+        write_image(tmp_path / "missing" / "x.png", image)

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from ..experts.zoo import Zoo
+from ..ingest.images import write_image
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet
 from .histogram import nearest_rank
@@ -71,7 +71,7 @@ def render_folder(rules: RuleSet, folder: Path, n: int, seed: int = 4242, defect
     serials = []
     for i in range(n):
         board = render_board(rules, f"{rules.recipe.upper()}-IO-{i:04d}", rng, rates_for(defect_rate))
-        cv2.imwrite(str(folder / f"{i:04d}.png"), board.image)
+        write_image(folder / f"{i:04d}.png", board.image)
         serials.append(board.serial)
     return serials
 

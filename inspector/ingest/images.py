@@ -7,7 +7,9 @@ EOI, PNG's IEND), and only then the decode.
 """
 from __future__ import annotations
 
+import errno
 import io
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -54,3 +56,18 @@ def read_image(data: bytes, name: str = "image", max_pixels: int = DEFAULT_MAX_P
     if image is None:
         raise BadImage(f"a damaged {fmt} image that cannot be decoded; resend it")
     return image
+
+
+def write_image(path: Path, image: np.ndarray) -> None:
+    """Write `image` (format from the suffix), or raise OSError saying why. OpenCV's imwrite only returns False (and
+    libpng prints to stderr) when the disk is full, so a dataset cut on a full disk went on writing nothing and
+    reported success; encoding in memory and writing from Python keeps the kernel's reason."""
+    ok, data = cv2.imencode(path.suffix or ".png", image)
+    if not ok:
+        raise ValueError(f"cannot encode an image of shape {image.shape} as {path.suffix!r} for {path}")
+    try:
+        with open(path, "wb") as f:
+            f.write(data.tobytes())
+    except OSError as exc:
+        hint = "free space and run again" if exc.errno == errno.ENOSPC else "check the folder exists and is writable"
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}; {hint}") from exc

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 from torchvision.ops import nms
@@ -30,6 +29,7 @@ from tqdm import tqdm
 
 from ..experts.resnet import ResNetClassifier
 from ..ingest.difference import Boxing, align, candidates, difference_regions, window
+from ..ingest.images import write_image
 from .deeppcb import CLASSES, IOU_MATCH, DatasetError, Pair, read_annotations, read_pairs
 from .labelled.boxes import Box
 from .labelled.detection import DetectionScore, Found, iou, score, table
@@ -225,8 +225,8 @@ def write_candidates(boards: list[Board], boxing: Boxing, out: Path, golden_out:
             if label not in counts:  # a class folder only for the classes the candidates have
                 (out / label).mkdir(parents=True, exist_ok=True)
                 (golden_out / label).mkdir(parents=True, exist_ok=True)
-            cv2.imwrite(str(out / label / file), window(board.live, box, least))
-            cv2.imwrite(str(golden_out / label / file), window(board.aligned, box, least))
+            write_image(out / label / file, window(board.live, box, least))
+            write_image(golden_out / label / file, window(board.aligned, box, least))
             counts[label] = counts.get(label, 0) + 1
     return counts
 

@@ -24,6 +24,7 @@ import torch
 
 from ...experts.yolo import YoloDetector
 from ...experts.zoo import ExpertEntry, write_expert
+from ...ingest.images import write_image
 from ..detector import ultralytics_train
 from .boxes import Box, BoxedImage, BoxSet, read_boxes
 from .detection import DetectionScore, detect, score, table, unfit
@@ -109,7 +110,7 @@ def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedIma
         picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
         if picture is None:
             raise FolderError(f"{im.path} cannot be read as an image")
-        cv2.imwrite(str(root / "images" / side / f"{n:06d}.png"), served_image(arch, picture))
+        write_image(root / "images" / side / f"{n:06d}.png", served_image(arch, picture))
         (root / "labels" / side / f"{n:06d}.txt").write_text(
             "".join(yolo_label(arch, im.size, b, order[b.kind]) + "\n" for b in im.boxes))
 

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import cv2
 import numpy as np
+
+from ...ingest.images import write_image
 
 GOOD = "good"
 
@@ -69,7 +70,7 @@ def write_windows(out: Path, identity: str, image: np.ndarray,
                 counts.thinned += 1
                 continue
             name = f"{identity}__x{x // size}y{y // size}.png"
-            cv2.imwrite(str(out / label / name), image[y:y + size, x:x + size])
+            write_image(out / label / name, image[y:y + size, x:x + size])
             if golden is not None:
-                cv2.imwrite(str(golden[0] / label / name), golden[1][y:y + size, x:x + size])
+                write_image(golden[0] / label / name, golden[1][y:y + size, x:x + size])
             counts.written[label] += 1
