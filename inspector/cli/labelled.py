@@ -176,11 +176,12 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
         side: [p for p in pairs if split_of(p.name, args.heldout, "test") == side] for side in ("train", "heldout")}
     counts = {side: WindowCounts() for side in sides}
     where = {p.name: side for side, members in sides.items() for p in members}
-    if args.golden_out and not args.raw_template:
-        from ..ingest.difference import align
+    from ..ingest.difference import align
+
+    aligned = bool(args.golden_out) and not args.raw_template
     for pair in tqdm(pairs, desc="cutting windows", unit="pair", disable=None):
         test, template = pair.images()
-        if args.golden_out and not args.raw_template:
+        if aligned:
             template = align(test, template)  # the pairs sit up to a few px apart: every edge would differ
         side = where[pair.name]
         write_windows(Path(args.out) / side, pair.name, test, [(d.box, CLASSES[d.kind]) for d in pair.defects],

@@ -32,6 +32,7 @@ import cv2
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ..ingest.images import write_image
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
 from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
@@ -194,5 +195,4 @@ def _detector_box(part: ComponentResult, comp: ComponentRule, margin: int, w: in
 
 def _write_png(path: Path, image: Any) -> None:  # noqa: ANN401 - an OpenCV image
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not cv2.imwrite(str(path), image):
-        raise OSError(f"cannot write {path}")
+    write_image(path, image)

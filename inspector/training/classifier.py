@@ -83,30 +83,23 @@ def train_classifier(arch: ResNetClassifier, train: list[PartSample], val: list[
             sched.step()
     model.eval()
     model = model.to(memory_format=torch.contiguous_format)
-    return TrainedClassifier({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
-                             accuracy(arch, model, val), len(train), seed,
-                             good_margin=operating_margin(model, arch, val))
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    if not val:
+        return TrainedClassifier(state, float("nan"), len(train), seed)
+    x, y = to_batch(arch, val)
+    with torch.inference_mode():
+        logits = model(x).float()  # one pass over the validation crops: its accuracy and its operating margin
+    acc = float((logits.argmax(dim=1) == y).float().mean())  # the top class, as arch.run decodes without a margin
+    return TrainedClassifier(state, acc, len(train), seed, good_margin=operating_margin(logits, y))
 
 
-def operating_margin(model: nn.Module, arch: ResNetClassifier, val: list[PartSample]) -> float | None:
+def operating_margin(logits: torch.Tensor, labels: torch.Tensor) -> float | None:
     """The log-odds of "ok" a part needs to pass, midway between the validation's good parts and its defects.
 
     The top class (a margin of 0) sits wherever training happened to leave it: one build's smallest part passed
     fresh renders with a log-odds of 0.9 or more for its good parts and -4.2 or less for its defects, and flagged
     1.2% of good parts once a board was turned, dimmed and blurred at once; the middle of the gap keeps both sides
     as far from the edge as the validation crops allow. None without good and defective validation crops."""
-    if not val:
-        return None
-    x, y = to_batch(arch, val)
-    with torch.inference_mode():
-        logodds = good_logodds(model(x).float()).numpy()
-    labels = y.numpy()
-    return separating_threshold(logodds[labels == 0], logodds[labels != 0])
+    logodds, y = good_logodds(logits).numpy(), labels.numpy()
+    return separating_threshold(logodds[y == 0], logodds[y != 0])
 
-
-def accuracy(arch: ResNetClassifier, model: nn.Module, samples: list[PartSample]) -> float:
-    if not samples:
-        return float("nan")
-    x, y = to_batch(arch, samples)
-    preds = arch.run(model, x)
-    return sum(int(p.label == t) for p, t in zip(preds, y.tolist())) / len(samples)
