@@ -34,6 +34,7 @@ from ..coserve.online.request import Request, RequestResult
 from ..coserve.online.workload import MiB, Workload
 from ..experts.backends import get_backend
 from ..experts.zoo import ExpertEntry, Zoo
+from ..ingest.compare import box_in_crop, cut_differences, difference_tensors
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, crop_tensors, cut_board
 from ..ingest.golden import composed_tensors, golden_image
 from ..ingest.identity import CodeRead, noread_serial, read_code
@@ -274,8 +275,16 @@ class Line:
             self.stats.noread_refused += 1
             self._finish_with_error(record, refused)
             return
-        crops = cut_board(image, rules, registration)
-        tensors = composed_tensors(crops, crop_tensors(crops), rules, golden_types(rules, self.zoo))
+        if rules.compare is not None:  # a bare board: its parts are its differences from the golden board
+            try:
+                crops = cut_differences(image, rules)
+            except ValueError as exc:  # a golden image gone or of another size since the set was applied
+                self._finish_with_error(record, str(exc))
+                return
+            tensors = difference_tensors(crops, golden_types(rules, self.zoo))
+        else:
+            crops = cut_board(image, rules, registration)
+            tensors = composed_tensors(crops, crop_tensors(crops), rules, golden_types(rules, self.zoo))
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
             if not self._boards_in:
@@ -291,6 +300,11 @@ class Line:
                 self._pending[rid] = pending
                 requests.append(Request(rid, crop.component.name, crop.component.route, tensor,
                                         arrival=time.perf_counter()))
+            if not crops:  # a bare board no different from its golden one: nothing for the engine
+                self._finish(pending)
+        if not crops:
+            for sink in self.sinks:
+                sink(record)
         for r in requests:
             self.engine.submit(r)
 
@@ -336,29 +350,36 @@ class Line:
             self._part_latency.append(result.latency)
             self._part_hist.observe(result.latency)
             crop = pending.parts[result.id]
-            pending.record.parts.append(part_verdict(result, crop.ref, crop.component, self.zoo,
-                                                     pending.rules.crop_margin))
+            part = part_verdict(result, crop.ref, crop.component, self.zoo, pending.rules.crop_margin)
+            if crop.at is not None:
+                part.at, part.box = crop.at, box_in_crop(crop)
+            pending.record.parts.append(part)
             pending.remaining -= 1
             if pending.remaining:
                 return
-            record = pending.record
-            record.finished_at = datetime.now(timezone.utc)
-            board_s = (record.finished_at - record.started_at).total_seconds()
-            self._board_latency.append(board_s)
-            self._board_hist.observe(board_s)
-            self.last_finished_at = record.finished_at.timestamp()
-            scan = pending.rules.scan_index()
-            record.parts.sort(key=lambda p: scan[p.ref])
-            record.crops = {c.ref: c.image for c in pending.parts.values()}
-            self._boards_in -= 1
-            self.last_progress = self.last_finished = time.monotonic()
-            self.stats.boards += 1
-            self.stats.parts += len(record.parts)
-            self.stats.board_verdicts[record.verdict] += 1
-            self.stats.defects.update(p.defect_class for p in record.parts if p.verdict != "pass")
-            self._lock.notify_all()
+            record = self._finish(pending)
         for sink in self.sinks:
             sink(record)
+
+    def _finish(self, pending: _Pending) -> BoardRecord:
+        """A board's last part is in (under the lock): its record completed and counted."""
+        record = pending.record
+        record.finished_at = datetime.now(timezone.utc)
+        board_s = (record.finished_at - record.started_at).total_seconds()
+        self._board_latency.append(board_s)
+        self._board_hist.observe(board_s)
+        self.last_finished_at = record.finished_at.timestamp()
+        order = {c.ref: i for i, c in enumerate(pending.parts.values())}  # the crops' scan order, as cut
+        record.parts.sort(key=lambda p: order[p.ref])
+        record.crops = {c.ref: c.image for c in pending.parts.values()}
+        self._boards_in -= 1
+        self.last_progress = self.last_finished = time.monotonic()
+        self.stats.boards += 1
+        self.stats.parts += len(record.parts)
+        self.stats.board_verdicts[record.verdict] += 1
+        self.stats.defects.update(p.defect_class for p in record.parts if p.verdict != "pass")
+        self._lock.notify_all()
+        return record
 
     @property
     def boards_in_flight(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..coserve.online.request import RequestResult
+from ..experts.base import Prediction
 from ..experts.zoo import Zoo
 from ..results.records import PartRecord
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, ComponentRule
@@ -28,9 +29,9 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
         return rec_
     expert, cls = result.steps[0]
     if not cls.passed:
-        return rec(expert, "fail", class_name(zoo, expert, cls.label), cls.score)
+        return ranked(rec(expert, "fail", class_name(zoo, expert, cls.label), cls.score), cls, zoo, expert)
     if len(result.steps) < 2:
-        return rec(expert, "pass", "ok", cls.score)
+        return ranked(rec(expert, "pass", "ok", cls.score), cls, zoo, expert)
     expert, det = result.steps[1]
     arch = zoo.architecture(expert)
     crop_w, crop_h = comp.size[0] + 2 * margin, comp.size[1] + 2 * margin
@@ -52,6 +53,14 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
     if abs(cx - expect_x) > comp.align_tolerance_px or abs(cy - expect_y) > comp.align_tolerance_px:
         return rec(expert, "fail", "shifted", det.score, box)
     return rec(expert, "pass", "ok", det.score, box)
+
+
+def ranked(record: PartRecord, cls: Prediction, zoo: Zoo, expert: str) -> PartRecord:
+    """The record with its classifier's log-odds of good and likeliest defect, where it has an operating point."""
+    if cls.good_logodds is not None:
+        record.good_logodds = cls.good_logodds
+        record.likeliest = class_name(zoo, expert, cls.likeliest_defect if cls.likeliest_defect is not None else -1)
+    return record
 
 
 def classes_of(zoo: Zoo) -> Callable[[str], tuple[str, ...] | None]:

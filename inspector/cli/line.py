@@ -163,7 +163,8 @@ def add_beside(llm_sub: argparse._SubParsersAction) -> None:
 
 def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
     """`accuracy --dataset deeppcb:DIR`: a real public dataset scored by its own protocol."""
-    from ..training.deeppcb_bench import report, run_deeppcb, write_json
+    from ..app.deeppcb_line import run_deeppcb
+    from ..training.deeppcb_bench import report, write_json
 
     kind, _, root = args.dataset.partition(":")
     if kind != "deeppcb" or not root:

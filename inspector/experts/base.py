@@ -58,6 +58,10 @@ class Prediction:
     score: float
     passed: bool
     box: tuple[float, float, float, float] | None = None
+    # a classifier with an operating point (a taught one): its log-odds of class 0 and its likeliest other class,
+    # whatever it called: what ranks its calls on a precision-recall curve
+    good_logodds: float | None = None
+    likeliest_defect: int | None = None
 
 
 class Architecture(ABC):

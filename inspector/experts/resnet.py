@@ -66,12 +66,15 @@ class ResNetClassifier(Architecture):
         raw = raw.float().cpu()
         probs = torch.softmax(raw, dim=1)
         if self.good_margin is not None:
-            other, label = probs[:, 1:].max(dim=1)
-            good = good_logodds(raw) >= self.good_margin
-            label = torch.where(good, 0, label + 1)
+            other, defect = probs[:, 1:].max(dim=1)
+            odds = good_logodds(raw)
+            good = odds >= self.good_margin
+            label = torch.where(good, 0, defect + 1)
             top = torch.where(good, probs[:, 0], other)
-        else:
-            top, label = probs.max(dim=1)
+            return [Prediction(label=int(lbl), score=float(p), passed=int(lbl) == 0, good_logodds=float(o),
+                               likeliest_defect=int(d) + 1)
+                    for p, lbl, o, d in zip(top.tolist(), label.tolist(), odds.tolist(), defect.tolist())]
+        top, label = probs.max(dim=1)
         return [
             Prediction(label=int(lbl), score=float(p), passed=int(lbl) == 0)
             for p, lbl in zip(top.tolist(), label.tolist())

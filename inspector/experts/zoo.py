@@ -189,3 +189,15 @@ def write_manifest(root: Path, key: str, seed: int, entries: Sequence[ExpertEntr
     write_atomically(root / MANIFEST, json.dumps(manifest, indent=1).encode())
     return Zoo.load(root)
 
+
+
+def set_operating_point(zoo: Zoo, name: str, good_margin: float) -> Zoo:
+    """The zoo with classifier `name` serving at `good_margin` (log-odds of good; its weights unchanged): the point
+    a benchmark chose for its own measure on held-out data (a detection's best F-score, say), not the teaching's."""
+    manifest = json.loads((zoo.root / MANIFEST).read_text(encoding="utf-8"))
+    named = [e for e in manifest["experts"] if e["name"] == name]
+    if not named or named[0]["role"] != "classifier":
+        raise ValueError(f"{name} is not a classifier of the zoo at {zoo.root}")
+    named[0]["spec"] = {**named[0]["spec"], "good_margin": float(good_margin)}
+    write_atomically(zoo.root / MANIFEST, json.dumps(manifest, indent=1).encode())
+    return Zoo.load(zoo.root)

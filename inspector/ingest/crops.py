@@ -30,6 +30,10 @@ class Crop:
     ref: str
     component: ComponentRule
     image: np.ndarray  # HxWx3 BGR uint8, rotation undone (as the camera saw it: what an operator looks at)
+    # a bare board's difference (ingest/compare.py): its box on the board (x0, y0, x1, y1, image px), and the same
+    # window of the golden board aligned onto this one
+    at: tuple[float, float, float, float] | None = None
+    golden: np.ndarray | None = None
 
     def tensor(self) -> torch.Tensor:
         """What the engine's experts take: the crop photometrically normalised (training feeds them the same)."""

@@ -61,6 +61,9 @@ def draw_defect(rng: np.random.Generator, component: ComponentRule, rates: dict[
 def render_board(rules: RuleSet, serial: str, rng: np.random.Generator,
                  rates: dict[str, float] | None = None, forced: dict[str, str] | None = None) -> Board:
     """Draw one board; `forced` sets the defect of given designators (training data, tests)."""
+    if rules.compare is not None:
+        raise ValueError(f"rule set {rules.recipe} inspects a bare board against its golden image; the synthetic "
+                         "renderer draws assembled boards only: feed it photographed boards (--source folder:DIR)")
     rates = DEFAULT_RATES if rates is None else rates
     width, height = rules.board_size
     image = _background(rng, width, height)

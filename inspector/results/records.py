@@ -26,6 +26,12 @@ class PartRecord:
     box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 in crop pixels
     crop_path: str | None = None
     error: str | None = None
+    # in memory only (not stored): a bare board's difference, its box on the board (x0, y0, x1, y1, image px), and
+    # a taught classifier's log-odds of good with its likeliest defect class, whatever it called (they rank a
+    # benchmark's precision-recall curve)
+    at: tuple[float, float, float, float] | None = None
+    good_logodds: float | None = None
+    likeliest: str | None = None
 
 
 @dataclass
@@ -70,7 +76,8 @@ class BoardRecord:
     def from_json(cls, data: dict[str, Any]) -> BoardRecord:
         data = dict(data)
         data.pop("verdict", None)
-        parts = [PartRecord(**{**p, "box": tuple(p["box"]) if p.get("box") else None}) for p in data.pop("parts")]
+        parts = [PartRecord(**{**p, "box": tuple(p["box"]) if p.get("box") else None,
+                                "at": tuple(p["at"]) if p.get("at") else None}) for p in data.pop("parts")]
         if data.get("transform") is not None:
             data["transform"] = tuple(data["transform"])
         data["fiducials"] = {k: tuple(v) for k, v in (data.get("fiducials") or {}).items()}

@@ -20,6 +20,7 @@ from ..coserve.online.workload import ComponentType, DetectorSpec
 from ..experts.base import UnknownArchitecture
 from ..experts.registry import architecture_from_spec
 from ..yamlio import ConfigError, Fields, LinedDict, line_of, load_yaml
+from .compare import WINDOW, CompareRules, parse_compare
 from .fiducials import FiducialRules, parse_fiducials
 from .gate import GateRules, parse_gate
 from .identity import SerialCode, parse_serial_code
@@ -65,7 +66,12 @@ class ComponentRule:
 
     @property
     def polarized(self) -> bool:
-        return SHAPES[self.shape].polarized
+        return self.shape != WINDOW and SHAPES[self.shape].polarized
+
+    @property
+    def window(self) -> bool:
+        """A bare-board window (routing/compare.py): its parts are the differences from the golden board in it."""
+        return self.shape == WINDOW
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class RuleSet:
     serial_code: SerialCode | None = None  # None: the board carries no code; its serial comes from the source
     golden: str | None = None  # the golden board's image in recipe pixels (absolute path): golden-comparison experts
     gate: GateRules = GateRules()  # when a frame of a free-running camera is a board (camera/gate.py)
+    compare: CompareRules | None = None  # a bare board: its parts are its differences from the golden board
     text: str = field(default="", repr=False, compare=False)  # what it was parsed from: kept by `version` with results
 
     def component(self, name: str) -> ComponentRule:
@@ -122,6 +129,8 @@ class RuleSet:
                    "classifier": self.classifier_spec, "detectors": [(d.name, d.spec) for d in self.detectors],
                    "components": [repr(c) for c in self.components],
                    "fiducials": None if fid is None else [repr(m) for m in fid.marks]}
+        if self.compare is not None:  # only then: the demo zoos' cache keys stay what they were
+            payload["compare"] = repr(self.compare)
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def expert_specs(self) -> dict[str, dict[str, Any]]:
@@ -131,7 +140,7 @@ class RuleSet:
 
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
-        "gate", "golden"}
+        "gate", "golden", "compare"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "at"}
 
 
@@ -188,7 +197,9 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         serial_code=parse_serial_code(doc.sub("serial_code"), (width, height)) if doc.has("serial_code") else None,
         gate=parse_gate(doc.sub("gate")), text=text,
         golden=_golden(doc, source) if doc.has("golden") else None,
+        compare=parse_compare(doc.sub("compare")) if doc.has("compare") else None,
     )
+    _check_compare(ruleset, doc, comps)
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)
     _check_code_clear(ruleset, doc)
@@ -244,8 +255,8 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
                seen: dict[str, str]) -> ComponentRule:
     f.unknown(_COMPONENT)
     shape = f.text("shape")
-    if shape not in SHAPES:
-        raise f.error("shape", f"unknown shape {shape!r}; known: {', '.join(sorted(SHAPES))}")
+    if shape not in SHAPES and shape != WINDOW:
+        raise f.error("shape", f"unknown shape {shape!r}; known: {', '.join(sorted([*SHAPES, WINDOW]))}")
     size = f.get("size")
     if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v >= 4 for v in size)):
         raise f.error("size", f"must be [width, height] in board pixels, each an integer >= 4, got {size!r}")
@@ -258,7 +269,7 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         raise f.error("at", "must map reference designators to [x, y] or [x, y, rotation] (at least one)")
     placements = []
     for ref, pos in at.items():
-        placements.append(_placement(f, at, str(ref), pos, tuple(size), board))
+        placements.append(_placement(f, at, str(ref), pos, tuple(size), board, shape == WINDOW))
         if str(ref) in seen:
             raise Fields(at, f.source, f"{f.where}.at").error(ref, f"designator {ref} is already used by {seen[ref]}")
         seen[str(ref)] = name
@@ -270,7 +281,10 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
     )
 
 
-def _placement(f: Fields, at: dict, ref: str, pos: Any, size: tuple[int, int], board: tuple[int, int]) -> Placement:
+def _placement(f: Fields, at: dict, ref: str, pos: Any, size: tuple[int, int], board: tuple[int, int],
+               to_edge: bool = False) -> Placement:
+    """`to_edge`: the body may end at the board's last pixel (a window tiling the board); a part's body keeps one
+    pixel of board beyond it."""
     where = Fields(at, f.source, f"{f.where}.at")
     if not (isinstance(pos, list) and len(pos) in (2, 3) and all(isinstance(v, int) for v in pos)):
         raise where.error(ref, f"must be [x, y] or [x, y, rotation] in integer pixels, got {pos!r}")
@@ -279,7 +293,8 @@ def _placement(f: Fields, at: dict, ref: str, pos: Any, size: tuple[int, int], b
     if rotation not in ROTATIONS:
         raise where.error(ref, f"rotation must be one of {ROTATIONS}, got {rotation}")
     w, h = size if rotation in (0, 180) else size[::-1]
-    if x - w // 2 < 0 or y - h // 2 < 0 or x + w // 2 >= board[0] or y + h // 2 >= board[1]:
+    rx, ry = ((w + 1) // 2, (h + 1) // 2) if to_edge else (w // 2 + 1, h // 2 + 1)
+    if x - w // 2 < 0 or y - h // 2 < 0 or x + rx > board[0] or y + ry > board[1]:
         raise where.error(ref, f"body at ({x}, {y}) of {w}x{h} px lies outside the {board[0]}x{board[1]} board")
     return Placement(ref, x, y, rotation)
 
@@ -290,9 +305,38 @@ def body_box(component: ComponentRule, p: Placement, margin: int = 0) -> tuple[i
     return (p.x - w // 2 - margin, p.y - h // 2 - margin, p.x + (w + 1) // 2 + margin, p.y + (h + 1) // 2 + margin)
 
 
+def _check_compare(rules: RuleSet, doc: Fields, comps: dict) -> None:
+    """Windows only in a bare-board rule set, and a bare-board rule set only of windows, with a golden board and
+    no fiducials (the golden image is what each board is aligned on) and no detector (a difference is one request
+    with one image)."""
+    windows = [c for c in rules.components if c.window]
+    if rules.compare is None:
+        if windows:
+            raise Fields(comps, rules.source, "components").error(
+                windows[0].name, f"shape {WINDOW} is a bare-board window: add a `compare:` section (routing_rules/"
+                "README.md) or give the type a part's shape")
+        return
+    parts = [c for c in rules.components if not c.window]
+    if parts:
+        raise Fields(comps, rules.source, "components").error(
+            parts[0].name, f"a bare-board rule set (`compare:`) inspects windows only: give it shape {WINDOW}, or "
+            "inspect the assembled board with its own rule set")
+    if rules.golden is None:
+        raise doc.error("compare", "compares each board with its golden board: add `golden: FILE` (the golden "
+                                   "board, the recipe's size)")
+    if rules.fiducials is not None:
+        raise doc.error("fiducials", "a bare-board rule set aligns each board on its golden image; leave out "
+                                     "`fiducials`")
+    for c in rules.components:
+        if c.detector:
+            raise Fields(comps, rules.source, "components").error(
+                c.name, "a window's differences are named by its own expert alone: leave out `detector`")
+
+
 def _check_overlaps(rules: RuleSet, comps: dict) -> None:
-    """Two bodies on one spot would make each crop show the other: name both designators."""
-    boxes = [(c, p, body_box(c, p, 1)) for c, p in rules.placements()]
+    """Two bodies on one spot would make each crop show the other: name both designators (windows may overlap:
+    a difference belongs to the first that holds it)."""
+    boxes = [(c, p, body_box(c, p, 1)) for c, p in rules.placements() if not c.window]
     boxes.sort(key=lambda t: t[2][0])
     for i, (c, p, a) in enumerate(boxes):
         for d, q, b in boxes[i + 1:]:
@@ -327,6 +371,8 @@ def _check_code_clear(rules: RuleSet, doc: Fields) -> None:
     f = doc.sub("serial_code")
     x0, y0, x1, y1 = box
     for c, p in rules.placements():
+        if c.window:  # a window is no crop: the code's difference from the golden board is nil
+            continue
         a = body_box(c, p, rules.crop_margin)
         if a[0] < x1 and x0 < a[2] and a[1] < y1 and y0 < a[3]:
             raise f.error("at", f"the code's region {box} overlaps the crop of {p.ref} ({c.name}); move the code to "

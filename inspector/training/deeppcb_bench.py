@@ -1,22 +1,17 @@
-"""`inspector accuracy --dataset deeppcb:DIR`: the product measured on a real public dataset, by its own protocol.
+"""`inspector accuracy --dataset deeppcb:DIR`: the pieces of the DeepPCB benchmark that are not the line.
 
-Each pair is a board and its golden board. The golden image is aligned onto the tested one and every place they
-differ becomes a candidate box (ingest/difference.py; how a difference is boxed is fitted on the training pairs);
-a classifier taught by the product's own trainer (`zoo train --new`, with the golden comparison) names each
-candidate: one of the dataset's six defect classes, or good (a difference that is no defect). Scored as the
+Each pair is a board and its golden board. Here: the split (the folder's trainval.txt less a held-out tenth, chosen
+by a hash of each pair's name, or less one whole board group, or a list), how a difference becomes a box (fitted on
+the training pairs: ingest/difference.py), the training pairs' differences written as a labelled folder for the
+product's own trainer (`zoo train --new`, with the golden comparison), the operating point (the best F-score on
+the teaching's held-out differences), one box a place, and the report. The scored pairs then go through the line
+itself (app/deeppcb_line.py: a bare-board rule set a pair, the CoServe engine, one shared expert), scored as the
 dataset's paper scores: a box counts when its IoU with a ground-truth box of its class is above 0.33; per-class AP,
-mAP, precision, recall and F-score at the expert's operating threshold, and boards per second (alignment,
-candidates and classification, the whole path from two images to boxes). Where boxes overlap by more than the
-protocol's IoU the likeliest is kept (one defect often leaves two differences).
-
-The experts are trained on the pairs the list names (default: the folder's trainval.txt less a held-out tenth,
-chosen by a hash of each pair's name, or less one whole board group) and scored on the others, which they never see.
+mAP, precision, recall and F-score at the operating point, and the line's boards per second.
 """
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +27,10 @@ from ..ingest.difference import Boxing, align, candidates, difference_regions, w
 from ..ingest.images import write_image
 from .deeppcb import CLASSES, IOU_MATCH, DatasetError, Pair, read_annotations, read_pairs
 from .labelled.boxes import Box
-from .labelled.detection import DetectionScore, Found, iou, score, table
-from .labelled.evaluate import served_module
+from .labelled.detection import DetectionScore, Found, iou, table
 from .labelled.folder import split_of
 from .labelled.metrics import logodds
-from .labelled.trainer import Crops, logits_of
+from .labelled.trainer import logits_of
 
 GOOD = "good"
 CONTEXT = 1.5  # a candidate's window: its box's longer side times this (the surround tells a spur from a trace)
@@ -162,7 +156,8 @@ def _ious(boxes: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return inter / np.maximum(area(boxes)[:, None] + area(truth)[None, :] - inter, 1e-9)
 
 
-def _recall(truths: list[tuple[Box, ...]], boxes: list[list[tuple[float, float, float, float]]]) -> tuple[float, float]:
+def proposal_recall(truths: list[tuple[Box, ...]],
+                    boxes: list[list[tuple[float, float, float, float]]]) -> tuple[float, float]:
     """(share of ground-truth boxes some candidate matches at the protocol's IoU, their mean best IoU)."""
     best = []
     for truth, bs in zip(truths, boxes):
@@ -190,7 +185,7 @@ def fit_boxing(boards: list[Board], say: Callable[[str], None]) -> tuple[Boxing,
         for margin in MARGINS:
             for least in leasts:
                 boxing = Boxing(opening, margin, least)
-                recall, overlap = _recall(truths, [[boxing.box(*r) for r in rs] for rs in regions])
+                recall, overlap = proposal_recall(truths, [[boxing.box(*r) for r in rs] for rs in regions])
                 key = (recall, -count, overlap)
                 if best is None or key > best[0]:
                     best = (key, boxing)
@@ -272,84 +267,14 @@ def one_per_place(found: list[Found]) -> list[Found]:
     return [found[i] for i in keep.tolist()]
 
 
-def find(arch: ResNetClassifier, model: torch.nn.Module, classes: tuple[str, ...], pairs: list[Pair],
-         boxing: Boxing) -> tuple[list[list[Found]], float, list[list[tuple[float, float, float, float]]]]:
-    """Each pair's boxes as the taught expert names them (defect score: P(defect) from its log-odds of good), the
-    seconds the whole path took from the two image files on (read, aligned, boxed, named), and every candidate."""
-    kinds = np.array([CLASSES.index(c) if c in CLASSES else -1 for c in classes])
-    found: list[list[Found]] = []
-    every: list[list[tuple[float, float, float, float]]] = []
-    t0 = time.perf_counter()
-    least = int(CONTEXT * boxing.least_side)
-    for pair in tqdm(pairs, desc="finding defects", unit="pair", disable=None, leave=False):
-        live, golden = pair.images()
-        aligned = align(live, golden)
-        boxes = candidates(live, aligned, boxing)
-        every.append(boxes)
-        if not boxes:
-            found.append([])
-            continue
-        crops = Crops([window(live, b, least) for b in boxes], np.zeros(len(boxes), dtype=np.int64),
-                      [window(aligned, b, least) for b in boxes])
-        logits, _ = logits_of(arch, model, crops)
-        defect = 1.0 / (1.0 + np.exp(logodds(logits)))  # P(any defect)
-        kind = kinds[logits[:, 1:].argmax(axis=1) + 1]
-        found.append(one_per_place([Found(int(k), float(p), *b) for k, p, b in zip(kind, defect, boxes) if k >= 0]))
-    return found, time.perf_counter() - t0, every
-
-
-def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: float = 0.1,
-                group: str | None = None, epochs: int = 30, patience: int = 6, seed: int = 0,
-                say: Callable[[str], None] = print, score_on: Path | None = None) -> DeepPCBResult:
-    from ..experts.zoo import Zoo
-    from .labelled.teach import TeachPlan, teach
-
-    missing: list[str] = []
-    train_pairs, scored_pairs, split = choose_split(root, list_file, share, group, missing, score_on)
-    say(f"DeepPCB at {root}: {split}")
-    for m in missing:
-        say(f"  left out: {m}")
-    boards = load_boards(train_pairs, "aligning training pairs")
-    boxing, recall_train = fit_boxing(boards, say)
-    folder, golden = work / "candidates", work / "candidates-golden"
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.rmtree(golden, ignore_errors=True)
-    counts = write_candidates(boards, boxing, folder, golden)
-    say("training candidates: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    del boards
-    zoo_dir = work / "zoo"
-    shutil.rmtree(zoo_dir, ignore_errors=True)
-    t0 = time.perf_counter()
-    plan = TeachPlan("deeppcb-candidates", folder, zoo_dir, good=GOOD, epochs=epochs, patience=patience, seed=seed,
-                     reference=golden, false_call_budget=SELECTION_BUDGET,
-                     any_orientation=True)  # DeepPCB's six classes are what they are whichever way a trace runs
-    taught = teach(plan, say)
-    teach_s = time.perf_counter() - t0
-    zoo = Zoo.load(zoo_dir)
-    arch, model = served_module(zoo, plan.expert)
-    cut = f_threshold(*heldout_logits(arch, model, folder, golden, plan.heldout_share))
-    say(f"operating point: log-odds of good below {cut:.3f} call a defect (the best F-score on the teaching's "
-        "held-out candidates)")
-    found, seconds, boxes = find(arch, model, tuple(zoo.entries[plan.expert].classes), scored_pairs, boxing)
-    truths = [truth_of(p) for p in scored_pairs]
-    recall_scored, _ = _recall(truths, boxes)
-    threshold = float(1.0 / (1.0 + np.exp(cut)))
-    result = score(CLASSES, truths, found, threshold, IOU_MATCH)
-    n = len(scored_pairs)
-    return DeepPCBResult(split, len(train_pairs), n, boxing, recall_train, recall_scored,
-                         sum(map(len, boxes)) / max(1, n), result, n / seconds if seconds else 0.0, teach_s,
-                         {"name": "deeppcb-candidates", "zoo": str(zoo_dir), "input": taught.fit.describe(),
-                          "epochs_run": taught.taught.epochs_run, "best_epoch": taught.taught.best_epoch},
-                         missing)
-
-
 def report(r: DeepPCBResult) -> str:
     lines = [f"DeepPCB: {r.split}",
              f"candidates: {r.candidates_per_board:.1f} a board; a candidate for {r.proposal_recall_scored:.1%} of the "
              f"scored pairs' defects ({r.proposal_recall_train:.1%} of the trained ones')",
              table(r.score),
-             f"boards/s: {r.boards_per_s:.1f} (alignment, candidates and the expert, {torch.get_num_threads()} "
-             f"thread(s), this CPU); teaching took {r.teach_seconds:.0f} s",
+             f"boards/s: {r.boards_per_s:.1f} through the line (image read, golden alignment, differences, the "
+             f"CoServe engine serving the shared expert, records; {torch.get_num_threads()} thread(s), this CPU); "
+             f"teaching took {r.teach_seconds:.0f} s",
              "the paper (Tang et al. 2019, GPU): mAP 98.6%, F-score 98.2%, 62 boards/s"]
     return "\n".join(lines)
 
