@@ -114,3 +114,11 @@ def test_a_bare_board_is_not_drawn_by_the_synthetic_renderer(tmp_path: Path) -> 
     rules = parse_rules(rules_text(), str(tmp_path / "bare.yaml"))
     with pytest.raises(ValueError, match="photographed boards"):
         render_board(rules, "S1", np.random.default_rng(0))
+
+
+def test_the_dashboards_board_picture_marks_the_window_a_difference_lies_in(tmp_path: Path) -> None:
+    from ui.picture import board_picture
+
+    rules = parse_rules(rules_text(), str(tmp_path / "bare.yaml"))
+    pic = board_picture(rules, "B1", "fail", [("W3.1", "fail", "copper"), ("W3.2", "pass", "ok")], None)
+    assert [(b.ref, b.box) for b in pic.boxes] == [("W3.1", (-2, 94, 98, 194)), ("W3.2", (-2, 94, 98, 194))]

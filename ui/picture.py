@@ -85,8 +85,9 @@ def board_picture(rules: RuleSet | None, serial: str, verdict: str, parts: list[
         return pic
     where = {p.ref: (c, p) for c, p in rules.placements()}
     for ref, part_verdict, defect in parts:
-        if ref in where:
-            c, p = where[ref]
+        window = ref.rpartition(".")[0]  # a bare board's difference W1-2.1 is drawn as its window W1-2
+        if ref in where or window in where:
+            c, p = where[ref] if ref in where else where[window]
             pic.boxes.append(PartBox(ref, c.name, body_box(c, p, 2), part_verdict, defect))
     found = pic.registration.fiducials
     for m in rules.fiducials.marks if rules.fiducials else ():
