@@ -518,3 +518,21 @@ def test_an_image_that_cannot_be_written_says_why_instead_of_going_on(tmp_path: 
         write_image(tmp_path / "full.png", image)
     with pytest.raises(OSError, match="check the folder exists"):
         write_image(tmp_path / "missing" / "x.png", image)
+
+
+def test_the_served_threshold_keeps_the_budget_over_resamples_of_whole_identities() -> None:
+    from inspector.training.labelled.metrics import guarded_threshold
+
+    rng = np.random.default_rng(4)
+    # 60 boards of 50 good windows each; a board's windows share its offset (its own look), so they move together
+    offsets = rng.normal(0.0, 1.5, 60)
+    good = np.concatenate([rng.normal(6.0 + o, 0.5, 50) for o in offsets])
+    boards = [f"b{i}" for i in range(60) for _ in range(50)]
+    plain = float(np.sort(good)[int(0.01 * len(good))])  # exactly the budget on these crops
+    guarded = guarded_threshold(good, boards, 0.01)
+    assert guarded < plain and (good < guarded).mean() < 0.01  # a margin for the next boards
+    # every window its own identity, the same spread: the resamples barely move, the margin is small
+    alone = guarded_threshold(good, [str(i) for i in range(len(good))], 0.01)
+    assert guarded < alone <= plain and plain - alone < (plain - guarded) / 2
+    with pytest.raises(ValueError, match="identities"):
+        guarded_threshold(good, boards[:10], 0.01)

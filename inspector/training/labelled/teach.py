@@ -76,7 +76,8 @@ class TaughtExpert:
                  f"held out ({', '.join(f'{k} {v}' for k, v in c['heldout'].items())})",
                  f"kept epoch {self.taught.best_epoch} of {self.taught.epochs_run} run "
                  f"({self.taught.seconds:.0f} s); operating threshold: log-odds of good >= {self.taught.threshold:.3f} "
-                 f"(false calls within {100 * self.plan.false_call_budget:.1f}% on the held-out good crops)",
+                 f"(false calls within {100 * self.plan.false_call_budget:.1f}% on the held-out good crops for 95% of "
+                 "the resamples of their identities)",
                  "", "held-out crops (they chose the epoch and the threshold, so read these as optimistic; "
                  "`inspector zoo evaluate` on crops the expert never met gives the figures to trust):",
                  table(self.taught.heldout)]
@@ -120,7 +121,8 @@ def read_crops(folder: LabelledFolder, items: list, desc: str, reference: Path |
             if image.shape != ref.shape:
                 raise FolderError(f"{p} is {ref.shape[1]}x{ref.shape[0]} px but its live crop is "
                                   f"{image.shape[1]}x{image.shape[0]}: a golden crop is the same window")
-    return Crops(images, np.array([folder.index(c.label) for c in items], dtype=np.int64), refs)
+    return Crops(images, np.array([folder.index(c.label) for c in items], dtype=np.int64), refs,
+                 [c.identity for c in items])
 
 
 def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:

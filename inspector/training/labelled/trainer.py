@@ -29,7 +29,7 @@ from ...ingest.golden import compose
 from ...ingest.photometric import normalize_crop
 from ..augment import augmented_stacks, camera_augmentation, turned
 from ..batches import batch_slices
-from .metrics import Evaluation, choose_threshold, evaluate, logodds
+from .metrics import Evaluation, choose_threshold, evaluate, guarded_threshold, logodds
 
 LR = 4e-3
 WARM_UP = 0.3  # share of the epochs over which the one-cycle step rises to its peak (torch's default)
@@ -44,6 +44,7 @@ class Crops:
     images: list[np.ndarray]
     labels: np.ndarray
     references: list[np.ndarray] | None = None  # the golden board's window of each crop (golden comparison)
+    identities: list[str] | None = None  # each crop's identity (folder.py): the served threshold resamples them
 
     def __len__(self) -> int:
         return len(self.images)
@@ -187,6 +188,11 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
     model = model.to(memory_format=torch.contiguous_format)
     logits, _ = logits_of(arch, model, heldout)
     threshold = operating_point(logits, heldout.labels, false_call_budget)
+    if heldout.identities is not None:  # served: the budget held for 95% of resamples of the held-out identities
+        good = heldout.labels == 0
+        threshold = min(threshold, guarded_threshold(logodds(logits)[good],
+                                                     [i for i, g in zip(heldout.identities, good) if g],
+                                                     false_call_budget, seed=seed))
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     return Taught(state, threshold, evaluate(classes, heldout.labels, logits, threshold), best_epoch, epoch,
                   time.perf_counter() - t0, history, logits)
