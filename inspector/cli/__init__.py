@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "user": ("users, roles and API tokens (admins only)", "access:add_user"),
     "audit": ("the audit trail of every change: list, verify, export; rule sets by version", "access:add_audit"),
     "tls": ("certificates for the kiosk's and the model server's HTTPS", "access:add_tls"),
+    "board": ("a plant's own board: a rule set from its CAD or centroid file (import)", "board:add_board"),
     "bench-io": ("the PLC's trigger to the verdict at the PLC, through an emulated camera and the line",
                  "lineio:add_bench_io"),
 }

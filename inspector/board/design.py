@@ -1,0 +1,66 @@
+"""The neutral board design every CAD format is read into.
+
+Millimetres and degrees as the file has them; what differs between formats is made explicit here, once:
+`y_up` says whether the file's y axis points up (Eagle, centroid files: mathematical) or down (KiCad: the screen's),
+and rotations are counter-clockwise as seen from the top with the part's zero as its footprint draws it. Pads and
+the body are in the footprint's own frame at rotation 0 (x right, y in the file's direction), so a part's window
+can cover its body and its joints whatever way it is turned.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Rect = tuple[float, float, float, float]  # x0, y0, x1, y1 in mm
+
+
+@dataclass(frozen=True)
+class Pad:
+    x: float  # centre, footprint frame at rotation 0, mm
+    y: float
+    w: float
+    h: float
+    smd: bool = True
+
+
+@dataclass(frozen=True)
+class PlacedPart:
+    ref: str
+    value: str
+    package: str  # the footprint's name without its library (KiCad `Lib:Name` -> Name)
+    x_mm: float  # the part's origin, board frame
+    y_mm: float
+    rotation: float  # degrees, counter-clockwise seen from the top
+    side: str  # top | bottom
+    pads: tuple[Pad, ...] = ()
+    body: Rect | None = None  # the body's outline in the footprint frame (a fab or courtyard drawing), mm
+    through_hole: bool = False
+    fiducial: bool = False
+    excluded: str | None = None  # why the file itself leaves it out of assembly (dnp, not placed, board only)
+
+    def extent(self) -> Rect | None:
+        """The footprint-frame box holding the body and every pad: what a window must show."""
+        boxes = [(p.x - p.w / 2, p.y - p.h / 2, p.x + p.w / 2, p.y + p.h / 2) for p in self.pads]
+        if self.body is not None:
+            boxes.append(self.body)
+        if not boxes:
+            return None
+        return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+@dataclass
+class BoardDesign:
+    source: str
+    format: str
+    parts: list[PlacedPart]
+    y_up: bool  # the file's y axis points up (Eagle, centroid files) or down (KiCad)
+    outline: Rect | None = None  # the board's edge, bounding box, board frame mm
+    notes: list[str] = field(default_factory=list)  # what the reader met and what it did about it
+
+    def bounds(self) -> Rect:
+        """The outline, or (a centroid file has none) the parts' positions grown by 5 mm."""
+        if self.outline is not None:
+            return self.outline
+        if not self.parts:
+            raise ValueError(f"{self.source}: no parts and no board outline: nothing to lay out")
+        xs, ys = [p.x_mm for p in self.parts], [p.y_mm for p in self.parts]
+        return min(xs) - 5.0, min(ys) - 5.0, max(xs) + 5.0, max(ys) + 5.0

@@ -1,0 +1,167 @@
+"""KiCad boards (`.kicad_pcb`): KiCad 5's `module` to KiCad 9's `footprint`, read with sexpdata.
+
+KiCad's frame: millimetres, y down (the screen's), a footprint's `(at x y angle)` its origin and its rotation in
+degrees counter-clockwise as seen from the top. Pads and drawings sit in the footprint's own frame, unrotated; a
+pad's own angle in the file includes the footprint's, so its turn relative to the footprint is the difference. The
+body is the footprint's fabrication drawing (F.Fab / B.Fab), else its courtyard. Fiducials are footprints of the
+`Fiducial` libraries (or references FID*); parts the file keeps out of assembly (`dnp`, `board_only`, `virtual`,
+`exclude_from_pos_files` without pads to solder) are marked with the reason.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import sexpdata
+
+from .design import BoardDesign, Pad, PlacedPart, Rect
+
+EDGE = "Edge.Cuts"
+
+
+class CadError(ValueError):
+    """A CAD file that cannot be read; the message names the file (and the line where it can)."""
+
+
+def _sym(x: Any) -> str:  # noqa: ANN401
+    return x.value() if isinstance(x, sexpdata.Symbol) else str(x)
+
+
+def _head(node: Any) -> str | None:  # noqa: ANN401
+    return _sym(node[0]) if isinstance(node, list) and node else None
+
+
+def _child(node: list, name: str) -> list | None:
+    return next((c for c in node[1:] if _head(c) == name), None)
+
+
+def _children(node: list, name: str) -> list[list]:
+    return [c for c in node[1:] if _head(c) == name]
+
+
+def _floats(node: list | None, n: int) -> list[float]:
+    if node is None:
+        return []
+    return [float(v) for v in node[1:1 + n] if isinstance(v, (int, float))]
+
+
+def _line_of(text: str, message: str) -> int | None:
+    m = re.search(r"(?:position|at|pos)\D*(\d+)", message)
+    return text.count("\n", 0, int(m.group(1))) + 1 if m and int(m.group(1)) <= len(text) else None
+
+
+def parse(text: str, source: str) -> list:
+    try:
+        tree = sexpdata.loads(text, nil=None, true=None, false=None)
+    except Exception as exc:  # sexpdata raises its own and assorted builtins on malformed input
+        line = _line_of(text, str(exc))
+        where = f"{source}:{line}" if line else source
+        raise CadError(f"{where}: not a well-formed KiCad s-expression ({type(exc).__name__}: {exc}); export the "
+                       "board again from KiCad or check the file was not cut short") from None
+    if _head(tree) != "kicad_pcb":
+        raise CadError(f"{source}: a KiCad board starts with (kicad_pcb ...), this starts with "
+                       f"({_head(tree) or '?'} ...); a schematic or footprint file is not a board")
+    return tree
+
+
+def _text(fp: list, kind: str) -> str:
+    """A footprint's reference or value: KiCad 6+'s (property "Reference" ...), KiCad 5's (fp_text reference ...)."""
+    want = {"reference": "Reference", "value": "Value"}[kind]
+    for p in _children(fp, "property"):
+        if len(p) > 2 and _sym(p[1]) == want:
+            return _sym(p[2])
+    for t in _children(fp, "fp_text"):
+        if len(t) > 2 and _sym(t[1]) == kind:
+            return _sym(t[2])
+    return ""
+
+
+def _points(node: list) -> list[tuple[float, float]]:
+    """Every coordinate pair a drawing names (start, end, mid, center, pts/xy)."""
+    out = []
+    for key in ("start", "end", "mid", "center"):
+        c = _child(node, key)
+        if c is not None and len(_floats(c, 2)) == 2:
+            out.append(tuple(_floats(c, 2)))
+    pts = _child(node, "pts")
+    for xy in _children(pts, "xy") if pts is not None else ():
+        out.append(tuple(_floats(xy, 2)))
+    if _head(node) in ("gr_circle", "fp_circle"):
+        centre, end = _child(node, "center"), _child(node, "end")
+        if centre is not None and end is not None:
+            (cx, cy), (ex, ey) = _floats(centre, 2), _floats(end, 2)
+            r = ((ex - cx) ** 2 + (ey - cy) ** 2) ** 0.5
+            out += [(cx - r, cy - r), (cx + r, cy + r)]
+    return out  # type: ignore[return-value]
+
+
+def _box(points: list[tuple[float, float]]) -> Rect | None:
+    if not points:
+        return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _layer(node: list) -> str:
+    c = _child(node, "layer")
+    return _sym(c[1]) if c is not None and len(c) > 1 else ""
+
+
+def _pad(node: list, fp_angle: float) -> Pad | None:
+    if len(node) < 3:
+        return None
+    kind = _sym(node[2])
+    if kind == "np_thru_hole":  # a hole, nothing soldered
+        return None
+    at, size = _floats(_child(node, "at"), 3), _floats(_child(node, "size"), 2)
+    if len(at) < 2 or len(size) < 2:
+        return None
+    turn = ((at[2] if len(at) > 2 else 0.0) - fp_angle) % 180
+    w, h = size if min(turn, 180 - turn) < 45 else size[::-1]
+    return Pad(at[0], at[1], w, h, smd=kind in ("smd", "connect"))
+
+
+def _part(fp: list) -> PlacedPart:
+    name = _sym(fp[1]) if len(fp) > 1 and not isinstance(fp[1], list) else ""
+    package = name.split(":", 1)[-1]
+    at = _floats(_child(fp, "at"), 3)
+    angle = at[2] if len(at) > 2 else 0.0
+    side = "bottom" if _layer(fp).startswith("B.") else "top"
+    attr = _child(fp, "attr")
+    flags = {_sym(a) for a in attr[1:]} if attr is not None else set()
+    pads = tuple(p for p in (_pad(n, angle) for n in _children(fp, "pad")) if p is not None)
+    drawn = [n for n in fp[1:] if _head(n) in ("fp_line", "fp_rect", "fp_poly", "fp_circle", "fp_arc")]
+    body = None
+    for layer in ("Fab", "CrtYd"):
+        body = _box([pt for n in drawn if _layer(n).endswith(layer) for pt in _points(n)])
+        if body is not None:
+            break
+    ref = _text(fp, "reference")
+    excluded = None
+    if "dnp" in flags:
+        excluded = "not placed (dnp)"
+    elif "board_only" in flags or "virtual" in flags:
+        excluded = "board only (not a placed part)"
+    elif "exclude_from_pos_files" in flags and not any(p.smd for p in pads) and "through_hole" not in flags:
+        excluded = "kept out of the placement files and nothing to solder"
+    fiducial = "fiducial" in name.lower() or ref.upper().startswith("FID")
+    return PlacedPart(ref, _text(fp, "value"), package, at[0] if at else 0.0, at[1] if len(at) > 1 else 0.0, angle,
+                      side, pads, body, through_hole="through_hole" in flags, fiducial=fiducial, excluded=excluded)
+
+
+def read_kicad(path: Path) -> BoardDesign:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CadError(f"{path}: cannot be read as a KiCad board ({exc})") from None
+    tree = parse(text, str(path))
+    version = _floats(_child(tree, "version"), 1)
+    parts = [_part(n) for n in tree[1:] if _head(n) in ("footprint", "module")]
+    edges = [pt for n in tree[1:] if _head(n) in ("gr_line", "gr_rect", "gr_arc", "gr_circle", "gr_poly")
+             and _layer(n) == EDGE for pt in _points(n)]
+    design = BoardDesign(str(path), f"KiCad board (file version {int(version[0]) if version else '?'})", parts,
+                         y_up=False, outline=_box(edges))
+    if design.outline is None:
+        design.notes.append("no Edge.Cuts outline: the board's extent is taken from its parts")
+    return design

@@ -1,0 +1,141 @@
+"""The plant's package library: what each package is and how the line inspects it.
+
+Shared by every board of a plant: a package met once is known for the next board. The product's own library
+(packages.yaml beside this module) knows the common packages by name pattern; a plant's file (same sections) is
+read first and wins. A package neither knows is never guessed: the import stops, lists every unknown package with
+the parts that use it, and writes a file to fill in (`unknown_template`). One convention is used, the IPC
+designators: a package that is only a chip size (`0402`, as Eagle's centroid files give it) is a resistor,
+capacitor or inductor by its reference's letter (R, C, L; FB a ferrite).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..routing.shapes import SHAPES
+from ..yamlio import ConfigError, Fields, load_yaml
+
+BUILT_IN = Path(__file__).with_name("packages.yaml")
+CHIP_SIZE = re.compile(r"^(01005|0201|0402|0603|0805|1008|1206|1210|1812|2010|2512)$")
+# EIA chip bodies, length x width in mm: what a centroid file's bare `0402` looks like from above
+CHIP_BODY = {"01005": (0.4, 0.2), "0201": (0.6, 0.3), "0402": (1.0, 0.5), "0603": (1.6, 0.8), "0805": (2.0, 1.25),
+             "1008": (2.5, 2.0), "1206": (3.2, 1.6), "1210": (3.2, 2.5), "1812": (4.5, 3.2), "2010": (5.0, 2.5),
+             "2512": (6.3, 3.2)}
+CHIP_BY_LETTER = {"R": "chip-resistor", "C": "chip-capacitor", "L": "chip-inductor", "FB": "ferrite",
+                  "F": "chip-fuse"}
+
+
+@dataclass(frozen=True)
+class PackageClass:
+    name: str
+    shape: str | None  # the drawn shape (routing/shapes.py); None when not inspected
+    polarized: bool
+    inspect: bool = True
+    reason: str = ""  # why a class is not inspected
+
+
+@dataclass
+class Library:
+    classes: dict[str, PackageClass]
+    packages: dict[str, str]  # exact package name -> class
+    bodies: dict[str, tuple[float, float]]  # exact package name -> body (w, h) mm at rotation 0, where given
+    patterns: list[tuple[re.Pattern[str], str]]
+    sources: list[str]
+
+    def lookup(self, package: str, ref: str = "") -> PackageClass | None:
+        """The package's class, or None when the library does not know it."""
+        if package in self.packages:
+            return self.classes[self.packages[package]]
+        for pattern, cls in self.patterns:
+            if pattern.search(package):
+                return self.classes[cls]
+        if CHIP_SIZE.match(package):
+            letters = re.match(r"[A-Za-z]+", ref)
+            cls = CHIP_BY_LETTER.get(letters.group(0).upper()) if letters else None
+            if cls is not None and cls in self.classes:
+                return self.classes[cls]
+        return None
+
+
+    def body(self, package: str) -> tuple[float, float] | None:
+        """The package's body in mm (w, h at rotation 0) for a file without footprints (a centroid file)."""
+        return self.bodies.get(package) or CHIP_BODY.get(package)
+
+
+def _read(path: Path, into: Library) -> None:
+    source = str(path)
+    try:
+        doc = Fields(load_yaml(path.read_text(encoding="utf-8"), source), source)
+    except OSError as exc:
+        raise ConfigError(source, None, f"cannot read the package library: {exc.strerror}") from None
+    doc.unknown({"classes", "packages", "patterns"})
+    classes = doc.sub("classes")
+    for name in classes.data:
+        if str(name) in into.classes:
+            continue  # the file read first (the plant's) wins
+        f = classes.sub(str(name))
+        f.unknown({"shape", "polarized", "inspect", "reason"})
+        inspect = bool(f.get("inspect", True))
+        shape = f.get("shape")
+        if inspect and shape not in SHAPES:
+            raise f.error("shape", f"an inspected class needs one of the drawn shapes {', '.join(sorted(SHAPES))}, "
+                                   f"got {shape!r}")
+        if not inspect and not f.get("reason"):
+            raise f.error("reason", "say why parts of this class are not inspected")
+        into.classes[str(name)] = PackageClass(str(name), shape if inspect else None, bool(f.get("polarized", False)),
+                                               inspect, str(f.get("reason") or ""))
+    packages = doc.sub("packages")
+    for name in packages.data:
+        entry = packages.data[name]
+        if str(name) in into.packages:
+            continue
+        if isinstance(entry, dict):
+            f = packages.sub(str(name))
+            f.unknown({"class", "body"})
+            if f.get("class") is None:
+                raise f.error("class", "not filled in: give the package's class (one of the classes: sections, "
+                                       "e.g. chip-resistor, soic, qfn-qfp, connector)")
+            into.packages[str(name)] = f.text("class")
+            body = f.get("body")
+            if body is not None:
+                if not (isinstance(body, list) and len(body) == 2 and all(isinstance(v, (int, float)) and v > 0
+                                                                          for v in body)):
+                    raise f.error("body", f"[width, height] in mm at rotation 0, got {body!r}")
+                into.bodies[str(name)] = (float(body[0]), float(body[1]))
+        else:
+            into.packages[str(name)] = str(entry)
+    for i, item in enumerate(doc.get("patterns") or []):
+        f = Fields(item, source, f"patterns[{i}]")
+        try:
+            pattern = re.compile(f.text("match"))
+        except re.error as exc:
+            raise f.error("match", f"not a regular expression ({exc})") from None
+        into.patterns.append((pattern, f.text("class")))
+    into.sources.append(source)
+
+
+def load_library(plant: Path | None = None) -> Library:
+    """The plant's library (when given) over the product's own."""
+    lib = Library({}, {}, {}, [], [])
+    for path in ([Path(plant)] if plant is not None else []) + [BUILT_IN]:
+        _read(path, lib)
+    named = set(lib.packages.values()) | {c for _p, c in lib.patterns}
+    unknown = sorted(named - set(lib.classes))
+    if unknown:
+        raise ConfigError(lib.sources[0], None, f"names package classes no library defines: {', '.join(unknown)}; "
+                                                "add them under classes:")
+    return lib
+
+
+def unknown_template(unknown: dict[str, list[str]], classes: list[str]) -> str:
+    """A plant library file listing the unknown packages for the engineer to fill in."""
+    lines = ["# Packages the library does not know: give each its class, then import again with",
+             "# `--library THIS_FILE` (keep the file: every later board of the plant reads it too).",
+             f"# Classes: {', '.join(classes)} (or add your own under classes:, as packages.yaml does).",
+             "# A centroid file has no footprints: give such a package its body too, `body: [w, h]` in mm at",
+             "# rotation 0 (a KiCad or Eagle board file has them).", "packages:"]
+    for package, refs in sorted(unknown.items()):
+        shown = ", ".join(refs[:6]) + (f" and {len(refs) - 6} more" if len(refs) > 6 else "")
+        lines.append(f"  {package!r}: {{class: null}}   # {shown}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,238 @@
+"""A board design, the package library and the camera's scale -> a rule set the line runs, and every part's fate.
+
+The image frame is the board's outline seen from the top, x right and y down, at `px_per_mm`: a file whose y
+points up (Eagle, centroid files) is flipped, its footprints with it. A part's window is its body and every pad
+(design.PlacedPart.extent), centred where that box lies, not at the footprint's origin (a connector's origin is
+often pin 1). Rotations are the file's, counter-clockwise seen from the top; the rule set turns crops by quarter
+turns, so a part at another angle is listed, not inspected. Component types are the packages (a part's value
+does not change how its body looks to the camera; a plant that wants it split names the package apart).
+
+The rule set written is validated by the line's own validator before it is kept: a part the validator refuses
+(two windows on one spot, a body off the board) is left out with the validator's words, and the rest written
+again, so what comes out always loads.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, replace
+
+from ..routing.rules import parse_rules
+from ..yamlio import ConfigError
+from .design import BoardDesign, PlacedPart
+from .library import Library, PackageClass
+
+MIN_SIDE_PX = 4  # the validator's least body side
+CROP_MARGIN_PX = 4
+ANGLE_TOLERANCE = 0.5  # degrees from a quarter turn still taken as that quarter turn
+MAX_PASSES = 400
+
+
+class UnknownPackages(ValueError):
+    """Packages the library does not know: `unknown` maps each to the references that use it."""
+
+    def __init__(self, unknown: dict[str, list[str]]) -> None:
+        self.unknown = unknown
+        listed = "; ".join(f"{p} ({', '.join(r[:4])}{' ...' if len(r) > 4 else ''})"
+                           for p, r in sorted(unknown.items()))
+        super().__init__(f"{len(unknown)} packages the library cannot lay out (it does not know them, or, for a "
+                         f"file without footprints, their body size): {listed}")
+
+
+@dataclass
+class PartFate:
+    ref: str
+    package: str
+    value: str
+    type: str | None
+    x_mm: float
+    y_mm: float
+    rotation: float
+    side: str
+    inspected: bool
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Imported:
+    rules_text: str
+    fates: list[PartFate]
+    types: dict[str, int]  # component type -> parts
+    fiducials: list[str]
+    board_px: tuple[int, int]
+    notes: list[str]
+
+    def left_out(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.fates:
+            if not f.inspected:
+                key = re.sub(r" \(.*", "", f.reason)
+                out[key] = out.get(key, 0) + 1
+        return out
+
+
+def type_name(package: str) -> str:
+    """A component type's name from its package: letters, digits and - _ . only."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", package).strip("_") or "package"
+
+
+def _quarter(rotation: float) -> int | None:
+    r = rotation % 360.0
+    q = round(r / 90.0) * 90 % 360
+    return q if min(abs(r - q), 360 - abs(r - q)) <= ANGLE_TOLERANCE else None
+
+
+def _frame(design: BoardDesign) -> tuple[float, float, float, float]:
+    """The outline's box in the image frame (y down), mm."""
+    x0, y0, x1, y1 = design.bounds()
+    return (x0, -y1, x1, -y0) if design.y_up else (x0, y0, x1, y1)
+
+
+def _window(part: PlacedPart, y_up: bool) -> tuple[float, float, float, float] | None:
+    """(centre x, centre y in the image frame, width, height at rotation 0), mm."""
+    ext = part.extent()
+    if ext is None:
+        return None
+    x0, y0, x1, y1 = ext
+    if y_up:
+        y0, y1 = -y1, -y0
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    t = math.radians(part.rotation)
+    # counter-clockwise seen from the top, in a y-down frame
+    dx, dy = cx * math.cos(t) + cy * math.sin(t), -cx * math.sin(t) + cy * math.cos(t)
+    px, py = part.x_mm, (-part.y_mm if y_up else part.y_mm)
+    return px + dx, py + dy, x1 - x0, y1 - y0
+
+
+def import_design(design: BoardDesign, library: Library, px_per_mm: float, side: str = "top",
+                  recipe: str | None = None) -> Imported:
+    if px_per_mm <= 0:
+        raise ValueError(f"px per mm must be positive, got {px_per_mm}")
+    unknown: dict[str, list[str]] = {}
+    classes: dict[str, PackageClass | None] = {}
+    for p in design.parts:
+        cls = library.lookup(p.package, p.ref)
+        classes[p.ref] = cls
+        needed = p.side == side and not p.fiducial and p.excluded is None
+        if needed and (cls is None or (cls.inspect and p.extent() is None and library.body(p.package) is None)):
+            unknown.setdefault(p.package, []).append(p.ref)  # no class, or (a centroid file) no body to window
+    if unknown:
+        raise UnknownPackages(unknown)
+    fx0, fy0, fx1, fy1 = _frame(design)
+    width, height = max(32, math.ceil((fx1 - fx0) * px_per_mm)), max(32, math.ceil((fy1 - fy0) * px_per_mm))
+    fates: list[PartFate] = []
+    placed: dict[str, tuple[str, int, int, int, int, int]] = {}  # ref -> (type, x, y, w, h, rotation)
+    marks: dict[str, tuple[int, int, int]] = {}
+    for p in design.parts:
+        cls = classes[p.ref]
+        fate = PartFate(p.ref, p.package, p.value, None, p.x_mm, p.y_mm, p.rotation, p.side, False)
+        fates.append(fate)
+        body = library.body(p.package)
+        if p.extent() is None and body is not None:  # a centroid file: the library's body, centred on the part
+            p = replace(p, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
+        window = _window(p, design.y_up)
+        if p.side != side:
+            fate.reason = f"on the {p.side} side (this rule set inspects the {side})"
+        elif p.fiducial or (cls is not None and cls.name == "fiducial"):
+            fate.reason = "a fiducial: registration mark, nothing placed"
+            if window is not None:  # the mark is the copper dot (its largest pad), not its mask opening
+                dot = max((min(pad.w, pad.h) for pad in p.pads), default=min(window[2], window[3]))
+                size = max(3, round(dot * px_per_mm))
+                marks[p.ref] = (round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm), size)
+        elif p.excluded is not None:
+            fate.reason = p.excluded
+        elif cls is not None and not cls.inspect:
+            fate.reason = cls.reason
+        elif window is None:
+            fate.reason = "no pads or body in the file: its window is unknown"
+        elif (q := _quarter(p.rotation)) is None:
+            fate.reason = f"rotation {p.rotation:g} deg is not a quarter turn (crops are turned by quarter turns)"
+        else:
+            w, h = round(window[2] * px_per_mm), round(window[3] * px_per_mm)
+            if min(w, h) < MIN_SIDE_PX:
+                fate.reason = (f"{window[2]:.2f} x {window[3]:.2f} mm is under {MIN_SIDE_PX} px at {px_per_mm:g} "
+                               "px/mm: a camera with more px per mm sees it")
+            else:
+                fate.type, fate.inspected = type_name(p.package), True
+                placed[p.ref] = (fate.type, round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm),
+                                 w, h, q)
+    notes = list(design.notes)
+    by_ref = {f.ref: f for f in fates}
+    for _ in range(MAX_PASSES):
+        text = _text(recipe or "board", (width, height), placed, marks, classes)
+        try:
+            parse_rules(text, "<import>")
+            break
+        except ConfigError as exc:
+            ref = _culprit(str(exc), placed, marks)
+            if ref is None:
+                raise ValueError(f"the rule set written for {design.source} does not load: {exc}") from None
+            if ref in marks:
+                del marks[ref]
+                notes.append(f"fiducial {ref} left out: {exc.message if hasattr(exc, 'message') else exc}")
+            else:
+                del placed[ref]
+                by_ref[ref].inspected, by_ref[ref].type = False, None
+                by_ref[ref].reason = f"refused by the rule validator ({_why(str(exc))})"
+    else:
+        raise ValueError(f"the rule set written for {design.source} still does not load after {MAX_PASSES} fixes")
+    if len(marks) < 2:
+        notes.append(f"{len(marks)} fiducial(s) usable: boards of this rule set are cut at their nominal pixels; "
+                     "teach them on golden photos registered on the outline or picked points")
+    types: dict[str, int] = {}
+    for t, *_ in placed.values():
+        types[t] = types.get(t, 0) + 1
+    return Imported(text, fates, types, sorted(marks), (width, height), notes)
+
+
+def _why(message: str) -> str:
+    return message.split(": ", 2)[-1] if ": " in message else message
+
+
+def _culprit(message: str, placed: dict, marks: dict) -> str | None:
+    """The part or mark a validator message is about (the first reference it names that is still in)."""
+    for ref in re.findall(r"[A-Za-z_][A-Za-z0-9_\-]*", message):
+        if ref in marks and ("mark" in message or "fiducial" in message):
+            return ref
+    m = re.search(r"components\.[^.]+\.at\.(\S+?):", message)
+    if m and m.group(1) in placed:
+        return m.group(1)
+    m = re.search(r"marks\.(\S+?)[.:]", message)
+    if m and m.group(1) in marks:
+        return m.group(1)
+    for ref in placed:
+        if re.search(rf"\b{re.escape(ref)}\b", message):
+            return ref
+    return None
+
+
+def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
+          classes: dict[str, PackageClass | None]) -> str:
+    lines = ["# imported by `inspector board import` (inspector/board): routing_rules/README.md",
+             f"recipe: {recipe}", "seed: 0", f"board: {{width: {size[0]}, height: {size[1]}}}",
+             f"crop_margin: {CROP_MARGIN_PX}"]
+    if len(marks) >= 2:
+        lines += ["fiducials:", "  transform: similarity", "  marks:"]
+        lines += [f"    {ref}: {{at: [{x}, {y}], shape: circle, size: {s}}}"
+                  for ref, (x, y, s) in sorted(marks.items())]
+    polar = {t for ref, (t, *_) in placed.items() if classes[ref] is not None and classes[ref].polarized}
+    lines.append("classifier: {arch: resnet10, input_size: 32}")
+    if polar:
+        lines += ["detectors:", "  det-polarity: {arch: yolov8n.yaml, input_size: 64, threshold: 0.5}"]
+    lines.append("components:")
+    by_type: dict[str, list[tuple[str, tuple]]] = {}
+    for ref, v in placed.items():
+        by_type.setdefault(v[0], []).append((ref, v))
+    for t, members in sorted(by_type.items()):
+        cls = classes[members[0][0]]
+        assert cls is not None and cls.shape is not None
+        w, h = members[0][1][3], members[0][1][4]
+        lines += [f"  {t}:", f"    shape: {cls.shape}", f"    size: [{w}, {h}]"]
+        if t in polar:
+            lines.append("    detector: det-polarity")
+        at = ", ".join(f"{ref}: [{x}, {y}{'' if r == 0 else f', {r}'}]" for ref, (_t, x, y, _w, _h, r) in members)
+        lines.append(f"    at: {{{at}}}")
+    return "\n".join(lines) + "\n"

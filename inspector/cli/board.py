@@ -1,0 +1,96 @@
+"""`inspector board`: a plant's own board from its CAD (inspector/board)."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+KICAD = (".kicad_pcb",)
+CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
+
+
+def add_board(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="board_command", required=True)
+    imp = sub.add_parser("import", help="a rule set from a board's CAD: KiCad .kicad_pcb, or a pick-and-place / "
+                                        "centroid file (Eagle .mnt/.mnb, KiCad .pos/.csv, JLC, Altium, any CSV)")
+    imp.add_argument("file", help="the CAD or centroid file")
+    imp.add_argument("--out", required=True, help="the rule set to write (YAML)")
+    imp.add_argument("--side", choices=["top", "bottom"], default="top", help="the side the camera sees")
+    scale = imp.add_mutually_exclusive_group(required=True)
+    scale.add_argument("--px-per-mm", type=float, help="the camera's scale on the board")
+    scale.add_argument("--camera", help="a camera file (JSON) with px_per_mm")
+    imp.add_argument("--library", help="the plant's package library (YAML, inspector/board/packages.yaml's "
+                                       "sections), read before the product's own")
+    imp.add_argument("--profile", help="a centroid file's column profile (YAML: columns, units, y_up)")
+    imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
+    imp.add_argument("--json", help="also write every part, its type and whether (and why not) it is inspected")
+    imp.set_defaults(func=cmd_import)
+
+
+def _px_per_mm(args: argparse.Namespace) -> float:
+    if args.px_per_mm is not None:
+        return float(args.px_per_mm)
+    try:
+        doc = json.loads(Path(args.camera).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--camera {args.camera}: cannot be read as JSON ({exc})") from None
+    value = doc.get("px_per_mm") if isinstance(doc, dict) else None
+    if not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"--camera {args.camera}: no positive px_per_mm in it; give --px-per-mm instead")
+    return float(value)
+
+
+def read_design(file: Path, profile: Path | None):  # noqa: ANN201
+    """The design of `file`, by its kind."""
+    from ..board.centroid import load_profile, read_centroid
+    from ..board.kicad import read_kicad
+
+    suffix = file.suffix.lower()
+    if suffix in KICAD:
+        return read_kicad(file)
+    if suffix in CENTROID or profile is not None:
+        return read_centroid(file, load_profile(profile) if profile is not None else None)
+    raise ValueError(f"{file}: a {suffix or 'suffix-less'} file is not a format `board import` reads; it reads KiCad "
+                     f"boards ({', '.join(KICAD)}) and centroid files ({', '.join(CENTROID)}; any other CSV with "
+                     "--profile)")
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ..board.library import load_library, unknown_template
+    from ..board.to_rules import UnknownPackages, import_design
+
+    file, out = Path(args.file), Path(args.out)
+    t0 = time.perf_counter()
+    design = read_design(file, Path(args.profile) if args.profile else None)
+    library = load_library(Path(args.library) if args.library else None)
+    try:
+        imported = import_design(design, library, _px_per_mm(args), args.side, args.recipe or file.stem)
+    except UnknownPackages as exc:
+        asked = out.with_suffix(".packages.yaml")
+        asked.write_text(unknown_template(exc.unknown, sorted(library.classes)), encoding="utf-8")
+        raise ValueError(f"{exc}. Nothing was written but {asked}: fill in each package's class there and import "
+                         f"again with --library {asked}") from None
+    out.write_text(imported.rules_text, encoding="utf-8")
+    inspected = [f for f in imported.fates if f.inspected]
+    print(f"{file}: {design.format}; {len(design.parts)} parts, {len(inspected)} inspected ({args.side} side), "
+          f"{len(imported.types)} component types, {len(imported.fiducials)} fiducials "
+          f"({', '.join(imported.fiducials) or 'none'}); board {imported.board_px[0]}x{imported.board_px[1]} px")
+    print(f"{'type':<48}{'parts':>6}")
+    for t, n in sorted(imported.types.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"{t:<48}{n:>6}")
+    left = imported.left_out()
+    if left:
+        print("left out:")
+        for why, n in sorted(left.items(), key=lambda kv: -kv[1]):
+            print(f"  {n:>4}  {why}")
+    for note in imported.notes:
+        print(f"note: {note}")
+    print(f"wrote {out} ({time.perf_counter() - t0:.2f} s)")
+    if args.json:
+        doc = {"file": str(file), "format": design.format, "side": args.side, "rules": str(out),
+               "board_px": list(imported.board_px), "types": imported.types, "fiducials": imported.fiducials,
+               "notes": imported.notes, "parts": [f.to_json() for f in imported.fates]}
+        Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0

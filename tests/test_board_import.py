@@ -1,0 +1,189 @@
+"""`inspector board import`: real CAD and centroid files in their own formats -> a rule set the line loads, and
+every part's fate (inspector/board)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from inspector.board.centroid import load_profile, read_centroid
+from inspector.board.kicad import CadError, read_kicad
+from inspector.board.library import load_library
+from inspector.board.to_rules import UnknownPackages, import_design
+from inspector.routing.rules import load_rules, parse_rules
+from inspector.yamlio import ConfigError
+
+BOARDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "boards"
+STM32 = BOARDS / "stm32wb55-dev" / "stm32wb55-dev.kicad_pcb"
+SNAPPER = BOARDS / "snappergps" / "snappergps_1_0_0.mnt"
+needs_boards = pytest.mark.skipif(not STM32.is_file() or not SNAPPER.is_file(),
+                                  reason="the shared boards (../shared/data/boards) are not here")
+
+# a KiCad 5 board as pcbnew 5 writes it: `module`, fp_text for reference and value, pads turned with the module
+KICAD5 = """(kicad_pcb (version 20171130) (host pcbnew 5.1.9)
+  (general (thickness 1.6))
+  (gr_line (start 0 0) (end 40 0) (layer Edge.Cuts) (width 0.05))
+  (gr_line (start 40 0) (end 40 30) (layer Edge.Cuts) (width 0.05))
+  (gr_line (start 40 30) (end 0 30) (layer Edge.Cuts) (width 0.05))
+  (gr_line (start 0 30) (end 0 0) (layer Edge.Cuts) (width 0.05))
+  (module Resistor_SMD:R_0805_2012Metric (layer F.Cu) (tedit 5B36C52B) (tstamp 5C1A2F3E)
+    (at 10 8 90)
+    (attr smd)
+    (fp_text reference R1 (at 0 -1.65 90) (layer F.SilkS) (effects (font (size 1 1) (thickness 0.15))))
+    (fp_text value 10k (at 0 1.65 90) (layer F.Fab) (effects (font (size 1 1) (thickness 0.15))))
+    (fp_line (start -1 0.6) (end -1 -0.6) (layer F.Fab) (width 0.1))
+    (fp_line (start 1 -0.6) (end 1 0.6) (layer F.Fab) (width 0.1))
+    (pad 1 smd roundrect (at -0.9375 0 90) (size 0.975 1.4) (layers F.Cu F.Paste F.Mask) (roundrect_rratio 0.25))
+    (pad 2 smd roundrect (at 0.9375 0 90) (size 0.975 1.4) (layers F.Cu F.Paste F.Mask) (roundrect_rratio 0.25))
+  )
+  (module Package_SO:SOIC-8_3.9x4.9mm_P1.27mm (layer F.Cu) (tedit 5D9F72B1) (tstamp 5C1A2F40)
+    (at 25 15)
+    (attr smd)
+    (fp_text reference U1 (at 0 -3.4) (layer F.SilkS) (effects (font (size 1 1) (thickness 0.15))))
+    (fp_text value NE555 (at 0 3.4) (layer F.Fab) (effects (font (size 1 1) (thickness 0.15))))
+    (fp_line (start -1.95 -2.45) (end 1.95 -2.45) (layer F.Fab) (width 0.1))
+    (fp_line (start 1.95 2.45) (end -1.95 2.45) (layer F.Fab) (width 0.1))
+    (pad 1 smd roundrect (at -2.475 -1.905) (size 1.95 0.6) (layers F.Cu F.Paste F.Mask))
+    (pad 8 smd roundrect (at 2.475 -1.905) (size 1.95 0.6) (layers F.Cu F.Paste F.Mask))
+  )
+  (module Capacitor_SMD:C_0603_1608Metric (layer F.Cu) (tedit 5B301BBE) (tstamp 5C1A2F42)
+    (at 30 25 45)
+    (attr smd)
+    (fp_text reference C1 (at 0 -1.43 45) (layer F.SilkS) (effects (font (size 1 1) (thickness 0.15))))
+    (fp_text value 100n (at 0 1.43 45) (layer F.Fab) (effects (font (size 1 1) (thickness 0.15))))
+    (pad 1 smd roundrect (at -0.7875 0 45) (size 0.875 0.95) (layers F.Cu F.Paste F.Mask))
+    (pad 2 smd roundrect (at 0.7875 0 45) (size 0.875 0.95) (layers F.Cu F.Paste F.Mask))
+  )
+  (module Capacitor_SMD:C_0603_1608Metric (layer B.Cu) (tedit 5B301BBE) (tstamp 5C1A2F44)
+    (at 20 20 180)
+    (attr smd)
+    (fp_text reference C2 (at 0 1.43) (layer B.SilkS) (effects (font (size 1 1) (thickness 0.15)) (justify mirror)))
+    (fp_text value 1u (at 0 -1.43) (layer B.Fab) (effects (font (size 1 1) (thickness 0.15)) (justify mirror)))
+    (pad 1 smd roundrect (at -0.7875 0 180) (size 0.875 0.95) (layers B.Cu B.Paste B.Mask))
+    (pad 2 smd roundrect (at 0.7875 0 180) (size 0.875 0.95) (layers B.Cu B.Paste B.Mask))
+  )
+  (module TestPoint:TestPoint_Pad_D1.0mm (layer F.Cu) (tedit 5A0F774F) (tstamp 5C1A2F46)
+    (at 5 25)
+    (attr virtual)
+    (fp_text reference TP1 (at 0 -1.45) (layer F.SilkS) (effects (font (size 1 1) (thickness 0.15))))
+    (fp_text value TP (at 0 1.55) (layer F.Fab) (effects (font (size 1 1) (thickness 0.15))))
+    (pad 1 smd circle (at 0 0) (size 1 1) (layers F.Cu F.Mask))
+  )
+)
+"""
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_a_kicad5_board_imports_with_every_parts_fate(tmp_path: Path) -> None:
+    (tmp_path / "b.kicad_pcb").write_text(KICAD5)
+    design = read_kicad(tmp_path / "b.kicad_pcb")
+    assert design.outline == (0.0, 0.0, 40.0, 30.0) and not design.y_up
+    r1 = next(p for p in design.parts if p.ref == "R1")
+    assert (r1.value, r1.package, r1.x_mm, r1.y_mm, r1.rotation, r1.side) == ("10k", "R_0805_2012Metric", 10.0, 8.0,
+                                                                              90.0, "top")
+    assert r1.pads[0].w == 0.975 and r1.pads[0].h == 1.4  # the pad turns with its module: not turned against it
+    imported = import_design(design, load_library(), 10.0, recipe="b")
+    fate = {f.ref: f for f in imported.fates}
+    assert fate["R1"].inspected and fate["U1"].inspected and fate["U1"].type == "SOIC-8_3.9x4.9mm_P1.27mm"
+    assert not fate["C1"].inspected and "45 deg is not a quarter turn" in fate["C1"].reason
+    assert not fate["C2"].inspected and "bottom side" in fate["C2"].reason
+    assert not fate["TP1"].inspected and "board only" in fate["TP1"].reason  # KiCad 5: (attr virtual)
+    rules = parse_rules(imported.rules_text, str(tmp_path / "b.yaml"))
+    assert rules.board_size == (400, 300)
+    placed = {p.ref: (c, p) for c, p in rules.placements()}
+    comp, r1p = placed["R1"]
+    # the window: the body (2.0 x 1.2 fab lines) and both pads (x -1.425..1.425), centred on the module's origin
+    assert (r1p.x, r1p.y, r1p.rotation) == (100, 80, 90) and comp.size == (28, 14) and comp.shape == "resistor"
+    assert placed["U1"][0].detector == "det-polarity" and placed["U1"][0].shape == "soic"
+    imported_bottom = import_design(design, load_library(), 10.0, side="bottom")
+    assert [f.ref for f in imported_bottom.fates if f.inspected] == ["C2"]
+
+
+def test_a_malformed_or_foreign_kicad_file_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "cut.kicad_pcb").write_text(KICAD5[: len(KICAD5) // 2])
+    with pytest.raises(CadError, match="cut.kicad_pcb.*not a well-formed KiCad s-expression"):
+        read_kicad(tmp_path / "cut.kicad_pcb")
+    (tmp_path / "s.kicad_pcb").write_text("(kicad_sch (version 20230121))")
+    with pytest.raises(CadError, match="schematic or footprint file is not a board"):
+        read_kicad(tmp_path / "s.kicad_pcb")
+    r = cli("board", "import", str(tmp_path / "x.brd2"), "--out", str(tmp_path / "x.yaml"), "--px-per-mm", "10")
+    assert r.returncode == 2 and "not a format `board import` reads" in r.stderr
+
+
+@needs_boards
+def test_a_kicad9_board_asks_for_the_packages_the_library_lacks_then_imports(tmp_path: Path) -> None:
+    out = tmp_path / "stm.yaml"
+    r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20")
+    assert r.returncode == 2 and not out.exists(), r.stdout
+    asked = tmp_path / "stm.packages.yaml"
+    for package in ("MLPF-WB55-01E3_STM-M", "TO254P942H425-4", "Texas_R-PDSO-G6", "XDCR_SCD41-D-R2"):
+        assert package in r.stderr and package in asked.read_text()
+    r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20", "--library", str(asked))
+    assert r.returncode == 2 and "not filled in" in r.stderr  # an unfilled template is refused, not guessed
+    asked.write_text(asked.read_text().replace("{class: null}", "{class: qfn-qfp}"))
+    r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20", "--library", str(asked),
+            "--json", str(tmp_path / "stm.json"))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "stm.json").read_text())
+    parts = {p["ref"]: p for p in doc["parts"]}
+    assert len(parts) == 139 and (parts["D3"]["x_mm"], parts["D3"]["y_mm"], parts["D3"]["rotation"]) == (133.75,
+                                                                                                         126.5, 90.0)
+    assert parts["C17"]["inspected"] and parts["C17"]["type"] == "C_0603_1608Metric_Pad1.08x0.95mm_HandSolder"
+    assert sum(p["side"] == "bottom" for p in doc["parts"]) == 17 and "left out:" in r.stdout
+    for p in doc["parts"]:
+        assert p["inspected"] == (p["type"] is not None) and (p["inspected"] or p["reason"])
+    rules = load_rules(out)
+    placed = {p.ref: p for _c, p in rules.placements()}
+    assert (placed["C17"].x, placed["C17"].y) == (785, 430)  # (122.2625 - 83) x 20, (121.5 - 100) x 20
+    assert set(placed) == {p["ref"] for p in doc["parts"] if p["inspected"]}
+
+
+@needs_boards
+def test_an_eagle_centroid_file_takes_bodies_from_the_library(tmp_path: Path) -> None:
+    design = read_centroid(SNAPPER)
+    d1 = next(p for p in design.parts if p.ref == "D1")
+    assert (d1.value, d1.package, d1.x_mm, d1.y_mm, d1.rotation) == ("", "LED-0603", 24.13, 17.53, 90.0)
+    c1 = next(p for p in design.parts if p.ref == "C1")
+    assert (c1.value, c1.package) == ("22pF", "0402") and design.y_up
+    with pytest.raises(UnknownPackages) as caught:
+        import_design(design, load_library(), 30.0)
+    assert "LED-0603" in caught.value.unknown and "0402" not in caught.value.unknown  # a chip size knows its body
+    lib = tmp_path / "plant.yaml"
+    lines = [f"  '{p}': {{class: soic, body: [2.0, 1.5]}}" for p in caught.value.unknown]
+    lib.write_text("packages:\n" + "\n".join(lines) + "\n")
+    imported = import_design(design, load_library(lib), 30.0, recipe="snapper")
+    rules = parse_rules(imported.rules_text, str(tmp_path / "s.yaml"))
+    placed = {p.ref: p for _c, p in rules.placements()}
+    top = design.bounds()[3]
+    assert placed["C1"].y == round((top - 26.29) * 30)  # y up in the file, down in the image
+
+
+def test_csv_centroid_files_by_their_headers_or_a_saved_profile(tmp_path: Path) -> None:
+    (tmp_path / "jlc.csv").write_text("Designator,Mid X,Mid Y,Layer,Rotation\nR1,10.5mm,4.2mm,Top,90\n"
+                                      "C1,12mm,4.2mm,Bottom,0\n")
+    design = read_centroid(tmp_path / "jlc.csv")
+    assert [(p.ref, p.x_mm, p.y_mm, p.rotation, p.side) for p in design.parts] == [
+        ("R1", 10.5, 4.2, 90.0, "top"), ("C1", 12.0, 4.2, 0.0, "bottom")]
+    (tmp_path / "alt.csv").write_text('Altium Designer Pick and Place\n\n"Designator","Footprint","Center-X(mil)",'
+                                      '"Center-Y(mil)","Layer","Rotation"\n"U1","SOIC8","1000","500","TopLayer","270"\n')
+    u1 = read_centroid(tmp_path / "alt.csv").parts[0]
+    assert (u1.ref, u1.package, u1.rotation) == ("U1", "SOIC8", 270.0) and u1.x_mm == pytest.approx(25.4)
+    (tmp_path / "odd.csv").write_text("Teil;Xpos;Ypos;Winkel\nR7;1,5;2,5;180\n")
+    with pytest.raises(CadError, match="no header row naming"):
+        read_centroid(tmp_path / "odd.csv")
+    (tmp_path / "odd.yaml").write_text("columns: {ref: Teil, x: Xpos, y: Ypos, rotation: Winkel}\nunits: mm\n")
+    r7 = read_centroid(tmp_path / "odd.csv", load_profile(tmp_path / "odd.yaml")).parts[0]
+    assert (r7.ref, r7.x_mm, r7.y_mm, r7.rotation) == ("R7", 1.5, 2.5, 180.0)
+    (tmp_path / "bad.csv").write_text("Designator,Mid X,Mid Y,Rotation\nR1,ten,4.2,0\n")
+    with pytest.raises(CadError, match=r"bad.csv:2: x 'ten' is not a number"):
+        read_centroid(tmp_path / "bad.csv")
+    (tmp_path / "badprofile.yaml").write_text("columns: {ref: Teil, x: Xpos}\n")
+    with pytest.raises(ConfigError, match="columns.y"):
+        load_profile(tmp_path / "badprofile.yaml")
