@@ -187,3 +187,27 @@ def test_csv_centroid_files_by_their_headers_or_a_saved_profile(tmp_path: Path) 
     (tmp_path / "badprofile.yaml").write_text("columns: {ref: Teil, x: Xpos}\n")
     with pytest.raises(ConfigError, match="columns.y"):
         load_profile(tmp_path / "badprofile.yaml")
+
+
+@needs_boards
+def test_an_eagle_board_brings_its_own_footprints(tmp_path: Path) -> None:
+    from inspector.board.eagle import read_eagle
+
+    brd = SNAPPER.with_suffix(".brd")
+    design = read_eagle(brd)
+    assert design.y_up and design.outline is not None and len(design.parts) == 68
+    d1 = next(p for p in design.parts if p.ref == "D1")
+    assert (d1.package, d1.x_mm, d1.y_mm, d1.rotation, d1.side) == ("LED-0603", 24.13, 17.526, 90.0, "top")
+    assert d1.pads and d1.body is not None  # from the file's own library: no body size asked for
+    assert sum(p.side == "bottom" for p in design.parts) == 5
+    with pytest.raises(UnknownPackages) as caught:
+        import_design(design, load_library(), 30.0)
+    assert "LED-0603" not in caught.value.unknown and "0402" not in caught.value.unknown
+    lib = tmp_path / "plant.yaml"
+    lib.write_text("packages:\n" + "\n".join(f"  '{p}': {{class: soic}}" for p in caught.value.unknown) + "\n")
+    imported = import_design(design, load_library(lib), 30.0)
+    assert imported.types["0402_chip-capacitor"] > 0 and imported.types["0402_chip-resistor"] > 0  # one name, two looks
+    parse_rules(imported.rules_text, str(tmp_path / "s.yaml"))
+    (tmp_path / "cut.brd").write_text(brd.read_text()[:5000])
+    with pytest.raises(CadError, match=r"cut.brd:\d+: not well-formed Eagle XML"):
+        read_eagle(tmp_path / "cut.brd")

@@ -5,7 +5,8 @@ points up (Eagle, centroid files) is flipped, its footprints with it. A part's w
 (design.PlacedPart.extent), centred where that box lies, not at the footprint's origin (a connector's origin is
 often pin 1). Rotations are the file's, counter-clockwise seen from the top; the rule set turns crops by quarter
 turns, so a part at another angle is listed, not inspected. Component types are the packages (a part's value
-does not change how its body looks to the camera; a plant that wants it split names the package apart).
+does not change how its body looks to the camera; a plant that wants it split names the package apart), split by
+class where one package name holds two (Eagle's bare `0402` for resistors and capacitors).
 
 The rule set written is validated by the line's own validator before it is kept: a part the validator refuses
 (two windows on one spot, a body off the board) is left out with the validator's words, and the rest written
@@ -121,6 +122,10 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
             unknown.setdefault(p.package, []).append(p.ref)  # no class, or (a centroid file) no body to window
     if unknown:
         raise UnknownPackages(unknown)
+    # one type a package; a package two classes share (Eagle's bare `0402` for R and C) splits by class
+    pairs = {(p.package, c.name) for p in design.parts if (c := classes[p.ref]) is not None}
+    shared = {pkg for pkg, _ in pairs if sum(1 for q, _c in pairs if q == pkg) > 1}
+    names = {(pkg, c): type_name(f"{pkg}_{c}" if pkg in shared else pkg) for pkg, c in pairs}
     fx0, fy0, fx1, fy1 = _frame(design)
     width, height = max(32, math.ceil((fx1 - fx0) * px_per_mm)), max(32, math.ceil((fy1 - fy0) * px_per_mm))
     fates: list[PartFate] = []
@@ -156,7 +161,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
                 fate.reason = (f"{window[2]:.2f} x {window[3]:.2f} mm is under {MIN_SIDE_PX} px at {px_per_mm:g} "
                                "px/mm: a camera with more px per mm sees it")
             else:
-                fate.type, fate.inspected = type_name(p.package), True
+                fate.type, fate.inspected = names[(p.package, cls.name if cls else "")], True
                 placed[p.ref] = (fate.type, round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm),
                                  w, h, q)
     notes = list(design.notes)

@@ -7,13 +7,15 @@ import time
 from pathlib import Path
 
 KICAD = (".kicad_pcb",)
+EAGLE = (".brd",)
 CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
 
 
 def add_board(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="board_command", required=True)
-    imp = sub.add_parser("import", help="a rule set from a board's CAD: KiCad .kicad_pcb, or a pick-and-place / "
-                                        "centroid file (Eagle .mnt/.mnb, KiCad .pos/.csv, JLC, Altium, any CSV)")
+    imp = sub.add_parser("import", help="a rule set from a board's CAD: KiCad .kicad_pcb, Eagle .brd, or a "
+                                        "pick-and-place / centroid file (Eagle .mnt/.mnb, KiCad .pos/.csv, JLC, "
+                                        "Altium, any CSV)")
     imp.add_argument("file", help="the CAD or centroid file")
     imp.add_argument("--out", required=True, help="the rule set to write (YAML)")
     imp.add_argument("--side", choices=["top", "bottom"], default="top", help="the side the camera sees")
@@ -44,16 +46,19 @@ def _px_per_mm(args: argparse.Namespace) -> float:
 def read_design(file: Path, profile: Path | None):  # noqa: ANN201
     """The design of `file`, by its kind."""
     from ..board.centroid import load_profile, read_centroid
+    from ..board.eagle import read_eagle
     from ..board.kicad import read_kicad
 
     suffix = file.suffix.lower()
     if suffix in KICAD:
         return read_kicad(file)
+    if suffix in EAGLE:
+        return read_eagle(file)
     if suffix in CENTROID or profile is not None:
         return read_centroid(file, load_profile(profile) if profile is not None else None)
     raise ValueError(f"{file}: a {suffix or 'suffix-less'} file is not a format `board import` reads; it reads KiCad "
-                     f"boards ({', '.join(KICAD)}) and centroid files ({', '.join(CENTROID)}; any other CSV with "
-                     "--profile)")
+                     f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}) and centroid files "
+                     f"({', '.join(CENTROID)}; any other CSV with --profile)")
 
 
 def cmd_import(args: argparse.Namespace) -> int:
