@@ -211,3 +211,28 @@ def test_an_eagle_board_brings_its_own_footprints(tmp_path: Path) -> None:
     (tmp_path / "cut.brd").write_text(brd.read_text()[:5000])
     with pytest.raises(CadError, match=r"cut.brd:\d+: not well-formed Eagle XML"):
         read_eagle(tmp_path / "cut.brd")
+
+
+def test_an_imported_board_trains_starter_experts_and_runs_through_the_line(tmp_path: Path) -> None:
+    """The rule set `board import` writes runs unchanged: the renderer draws it, starter experts train on it (a tiny
+    recipe here; `zoo build --rules` and `run --rules` use the full one), and the line inspects its boards."""
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.training.demo_zoo import build_demo_zoo
+    from tests.conftest import TINY_RECIPE
+
+    (tmp_path / "b.kicad_pcb").write_text(KICAD5)
+    r = cli("board", "import", str(tmp_path / "b.kicad_pcb"), "--out", str(tmp_path / "b.yaml"), "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    rules = load_rules(tmp_path / "b.yaml")
+    recipe = {**TINY_RECIPE, "per_type": 40, "classifier_cap": 40, "classifier_epochs": 1, "detector_cap": 16,
+              "detector_epochs": 1, "val_per_type": 6}
+    zoo = build_demo_zoo(tmp_path / "models" / "starter" / "b", [rules], recipe=recipe, workers=1)
+    assert {"cls-R_0805_2012Metric", "cls-SOIC-8_3.9x4.9mm_P1.27mm", "det-polarity"} <= set(zoo.entries)
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, tmp_path / "models", open_source("synthetic", rules, 3, 4), ServiceConfig(LineConfig()),
+             store, tmp_path, lambda _m: None)
+    stored = store.inspections()
+    assert len(stored) == 3 and all({p.ref for p in i.parts} == {"R1", "U1"} for i in stored)

@@ -48,6 +48,24 @@ DEMO_RULES = ("board_a.yaml", "board_b.yaml")
 Say = Callable[[str], None]
 
 
+def starter_zoo(models_dir: Path, rules: RuleSet, say: Say, seed: int = 0) -> Zoo:
+    """Starter experts for a rule set of the plant's own (an imported board, say: `inspector board import`), trained
+    on boards the demo renderer draws of it, in models/starter/<recipe> (cached by the rule set's training version
+    like the demo zoo): what runs the line until the board is taught on golden photos."""
+    return build_demo_zoo(models_dir / "starter" / rules.recipe, [rules], seed=seed, progress=say)
+
+
+def zoo_for(models_dir: Path, rules: RuleSet | None, say: Say) -> Zoo:
+    """The demo zoo when `rules` names only the demo boards' experts (or no rule set is given), else the rule set's
+    own starter zoo."""
+    if rules is not None:
+        demo = [load_rules(RULES_DIR / name) for name in DEMO_RULES]
+        known = {name for r in demo for name in r.expert_specs()}
+        if rules.compare is None and not set(rules.expert_specs()) <= known:
+            return starter_zoo(models_dir, rules, say)
+    return demo_zoo(models_dir, say)
+
+
 def demo_zoo(models_dir: Path, say: Say, seed: int = 0) -> Zoo:
     """The demo zoo (trained on first use); another `seed` is another build beside it, models/demo-seed<N>, to see
     how much the training's own chance moves the line's figures."""

@@ -39,10 +39,11 @@ def load_zoo(path: str):  # noqa: ANN201 - a Zoo
     return Zoo.load(Path(path))
 
 
-def zoo_of(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - --zoo, or the demo zoo (trained on first use)
-    from ..app.run import demo_zoo
+def zoo_of(args: argparse.Namespace, step: Say = say, rules=None):  # noqa: ANN001, ANN201 - rules: a RuleSet
+    """--zoo, or the demo zoo, or (a rule set of the plant's own) its starter zoo: trained on first use."""
+    from ..app.run import zoo_for
 
-    return demo_zoo(models_of(args), step) if args.zoo is None else load_zoo(args.zoo)
+    return zoo_for(models_of(args), rules, step) if args.zoo is None else load_zoo(args.zoo)
 
 
 def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
@@ -76,7 +77,7 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
                          int(args.max_pixels), args.glare, gate=args.gate, reconnects=args.reconnects,
                          serial_pattern=args.serial_pattern, camera_settings=camera_settings,
                          correction=args.correction)
-    zoo = zoo_of(args, step)
+    zoo = zoo_of(args, step, rules)
     store = ResultStore(db_url(args), connect=False)
     try:
         store.ready()

@@ -174,11 +174,16 @@ def cmd_zoo_build(args: argparse.Namespace) -> int:
     from ..coserve.evaluation.preparation import prepare
     from ..coserve.online.workload import load_workload
 
-    if args.demo:
-        from ..app.run import demo_zoo
+    if args.demo or args.rules:
+        from ..app.run import demo_zoo, starter_zoo
+        from ..routing.rules import load_rules
 
-        zoo = demo_zoo(models_of(args), say, args.seed)
-        print(f"demo zoo {zoo.root} (seed {args.seed})")
+        if args.rules:
+            zoo = starter_zoo(models_of(args), load_rules(args.rules), say, args.seed)
+            print(f"starter zoo {zoo.root} (seed {args.seed})")
+        else:
+            zoo = demo_zoo(models_of(args), say, args.seed)
+            print(f"demo zoo {zoo.root} (seed {args.seed})")
         for e in zoo.entries.values():
             print(f"  {e.name:<18} {e.role:<10} validation accuracy {e.val_accuracy:.3f} ({e.train_samples} crops)")
         return 0
@@ -263,6 +268,9 @@ def add_zoo(p: argparse.ArgumentParser) -> None:
     build.add_argument("--workload", help="workload YAML (default: the built-in one)")
     build.add_argument("--demo", action="store_true",
                        help="train the demo experts of routing_rules/board_a and board_b on synthetic boards")
+    build.add_argument("--rules", help="train starter experts for this rule set (a board of the plant's own, "
+                                       "imported by `board import`) on boards the renderer draws of it, into "
+                                       "models/starter/<recipe>")
     build.add_argument("--seed", type=int, default=0, help="--demo: the training's seed (default 0, the line's zoo "
                                                            "models/demo; another seed builds models/demo-seed<N>)")
     build.set_defaults(func=cmd_zoo_build)

@@ -109,7 +109,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
     from ..routing.rules import load_rules
 
     rules = load_rules(args.rules or default_rules())
-    zoo = zoo_of(args)
+    zoo = zoo_of(args, rules=rules)
     profiles = line_profiles(zoo, models_of(args), say)
     config = ServiceConfig(LineConfig(policy=args.policy, device_mb=args.device_mb))
     report = soak(rules, zoo, profiles, config, args.parts, Path(args.data) if args.data else None, say)
@@ -129,7 +129,7 @@ def cmd_beside(args: argparse.Namespace) -> int:
     from ..routing.rules import load_rules
 
     rules = load_rules(args.rules or default_rules())
-    zoo = zoo_of(args)
+    zoo = zoo_of(args, rules=rules)
     profiles = line_profiles(zoo, models_of(args), say)
     config = ServiceConfig(LineConfig(policy=args.policy, device_mb=args.device_mb))
     serve = ["--policy", args.llm_policy, "--cache-ratio", str(args.cache_ratio), "--threads", str(args.threads),
@@ -214,7 +214,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         print(format_identity(identity))
         if args.identity_only:
             return 0
-    zoo = zoo_of(args)
+    zoo = zoo_of(args, rules=rules)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register,
                         backend=args.backend)
     results = run_suite(rules, zoo, models_of(args), names, args.boards, config, args.seed, say=say, cameras=cameras)

@@ -146,7 +146,7 @@ def cmd_bench_io(args: argparse.Namespace) -> int:
     from ..routing.rules import load_rules
 
     rules = load_rules(args.rules or default_rules())
-    zoo = zoo_of(args)
+    zoo = zoo_of(args, rules=rules)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, backend=args.backend)
     phases = ("up",) if args.db_up_only else ("up", "down")
     results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say)
