@@ -1,7 +1,8 @@
 """A board design, the package library and the camera's scale -> a rule set the line runs, and every part's fate.
 
-The image frame is the board's outline seen from the top, x right and y down, at `px_per_mm`: a file whose y
-points up (Eagle, centroid files) is flipped, its footprints with it. A part's window is its body and every pad
+The image frame is the board's outline seen from the top, x right and y down, at `px_per_mm`, grown to take in
+any inspected part hanging over the edge (a connector): a file whose y points up (Eagle, centroid files) is
+flipped, its footprints with it. A part's window is its body and every pad
 (design.PlacedPart.extent), centred where that box lies, not at the footprint's origin (a connector's origin is
 often pin 1). Rotations are the file's, counter-clockwise seen from the top; the rule set turns crops by quarter
 turns, so a part at another angle is listed, not inspected. Component types are the packages (a part's value
@@ -59,7 +60,7 @@ class PartFate:
 
 @dataclass
 class Imported:
-    rules_text: str
+    rules_text: str  # empty when no part is inspected
     fates: list[PartFate]
     types: dict[str, int]  # component type -> parts
     fiducials: list[str]
@@ -127,6 +128,21 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     shared = {pkg for pkg, _ in pairs if sum(1 for q, _c in pairs if q == pkg) > 1}
     names = {(pkg, c): type_name(f"{pkg}_{c}" if pkg in shared else pkg) for pkg, c in pairs}
     fx0, fy0, fx1, fy1 = _frame(design)
+    # a connector often hangs over the board's edge: the image takes in every inspected window and its margin
+    reach = (CROP_MARGIN_PX + 2) / px_per_mm
+    for p in design.parts:
+        cls = classes[p.ref]
+        if p.side != side or p.fiducial or p.excluded is not None or cls is None or not cls.inspect:
+            continue
+        body = library.body(p.package)
+        if p.extent() is None and body is not None:
+            p = replace(p, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
+        window, q = _window(p, design.y_up), _quarter(p.rotation)
+        if window is None or q is None:
+            continue
+        half_w, half_h = (window[2] / 2, window[3] / 2) if q in (0, 180) else (window[3] / 2, window[2] / 2)
+        fx0, fy0 = min(fx0, window[0] - half_w - reach), min(fy0, window[1] - half_h - reach)
+        fx1, fy1 = max(fx1, window[0] + half_w + reach), max(fy1, window[1] + half_h + reach)
     width, height = max(32, math.ceil((fx1 - fx0) * px_per_mm)), max(32, math.ceil((fy1 - fy0) * px_per_mm))
     fates: list[PartFate] = []
     placed: dict[str, tuple[str, int, int, int, int, int]] = {}  # ref -> (type, x, y, w, h, rotation)
@@ -166,6 +182,8 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
                                  w, h, q)
     notes = list(design.notes)
     by_ref = {f.ref: f for f in fates}
+    if not placed:  # nothing a camera above this side could inspect: no rule set, only the parts' fates
+        return Imported("", fates, {}, [], (width, height), notes)
     for _ in range(MAX_PASSES):
         text = _text(recipe or "board", (width, height), placed, marks, classes)
         try:

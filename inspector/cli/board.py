@@ -76,7 +76,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         asked.write_text(unknown_template(exc.unknown, sorted(library.classes)), encoding="utf-8")
         raise ValueError(f"{exc}. Nothing was written but {asked}: fill in each package's class there and import "
                          f"again with --library {asked}") from None
-    out.write_text(imported.rules_text, encoding="utf-8")
+    if imported.rules_text:
+        out.write_text(imported.rules_text, encoding="utf-8")
     inspected = [f for f in imported.fates if f.inspected]
     print(f"{file}: {design.format}; {len(design.parts)} parts, {len(inspected)} inspected ({args.side} side), "
           f"{len(imported.types)} component types, {len(imported.fiducials)} fiducials "
@@ -91,11 +92,15 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"  {n:>4}  {why}")
     for note in imported.notes:
         print(f"note: {note}")
-    print(f"wrote {out} ({time.perf_counter() - t0:.2f} s)")
+    if imported.rules_text:
+        print(f"wrote {out} ({time.perf_counter() - t0:.2f} s)")
     if args.json:
         doc = {"file": str(file), "format": design.format, "side": args.side, "rules": str(out),
                "board_px": list(imported.board_px), "types": imported.types, "fiducials": imported.fiducials,
                "notes": imported.notes, "parts": [f.to_json() for f in imported.fates]}
         Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
+    if not imported.rules_text:
+        raise ValueError(f"no part of {file} is inspected from the {args.side} side (every one is left out, above): "
+                         "there is nothing for a rule set to inspect, and none was written")
     return 0

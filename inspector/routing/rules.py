@@ -333,16 +333,22 @@ def _check_compare(rules: RuleSet, doc: Fields, comps: dict) -> None:
                 c.name, "a window's differences are named by its own expert alone: leave out `detector`")
 
 
+OVERLAP_SHARE = 0.25  # of the smaller body: more is two parts on one spot; less is a dense board's windows touching
+
+
 def _check_overlaps(rules: RuleSet, comps: dict) -> None:
-    """Two bodies on one spot would make each crop show the other: name both designators (windows may overlap:
-    a difference belongs to the first that holds it)."""
+    """Two bodies on one spot would make each crop show the other: name both designators. Windows that only touch
+    (a real board's body-and-joints windows, a quarter of the smaller one or less) are allowed, and a bare board's
+    windows may overlap at will (a difference belongs to the first that holds it)."""
     boxes = [(c, p, body_box(c, p, 1)) for c, p in rules.placements() if not c.window]
     boxes.sort(key=lambda t: t[2][0])
     for i, (c, p, a) in enumerate(boxes):
         for d, q, b in boxes[i + 1:]:
             if b[0] >= a[2]:
                 break
-            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]:
+            ix, iy = min(a[2], b[2]) - max(a[0], b[0]), min(a[3], b[3]) - max(a[1], b[1])
+            smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+            if ix > 0 and iy > 0 and ix * iy > OVERLAP_SHARE * smaller:
                 at = comps[c.name]["at"] if isinstance(comps.get(c.name), dict) else None
                 raise ConfigError(rules.source, line_of(at, p.ref) if at is not None else None,
                                   f"components.{c.name}.at.{p.ref} overlaps {q.ref} ({d.name}); move one of them")
