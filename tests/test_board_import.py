@@ -141,7 +141,9 @@ def test_a_kicad9_board_asks_for_the_packages_the_library_lacks_then_imports(tmp
         assert p["inspected"] == (p["type"] is not None) and (p["inspected"] or p["reason"])
     rules = load_rules(out)
     placed = {p.ref: p for _c, p in rules.placements()}
-    assert (placed["C17"].x, placed["C17"].y) == (785, 430)  # (122.2625 - 83) x 20, (121.5 - 100) x 20
+    ox, oy = doc["image_origin_mm"]  # the outline's corner (83, 100), less what the connectors hang over its edge
+    assert ox <= 83.0 and oy <= 100.0 and not doc["y_up"]
+    assert (placed["C17"].x, placed["C17"].y) == (round((122.2625 - ox) * 20), round((121.5 - oy) * 20))
     assert set(placed) == {p["ref"] for p in doc["parts"] if p["inspected"]}
 
 

@@ -66,6 +66,9 @@ class Imported:
     fiducials: list[str]
     board_px: tuple[int, int]
     notes: list[str]
+    # the image's top-left corner in the file's mm (y flipped where the file's y points up: -y), and its scale
+    origin_mm: tuple[float, float] = (0.0, 0.0)
+    px_per_mm: float = 1.0
 
     def left_out(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -183,7 +186,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     notes = list(design.notes)
     by_ref = {f.ref: f for f in fates}
     if not placed:  # nothing a camera above this side could inspect: no rule set, only the parts' fates
-        return Imported("", fates, {}, [], (width, height), notes)
+        return Imported("", fates, {}, [], (width, height), notes, (fx0, fy0), px_per_mm)
     for _ in range(MAX_PASSES):
         text = _text(recipe or "board", (width, height), placed, marks, classes)
         try:
@@ -208,7 +211,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     types: dict[str, int] = {}
     for t, *_ in placed.values():
         types[t] = types.get(t, 0) + 1
-    return Imported(text, fates, types, sorted(marks), (width, height), notes)
+    return Imported(text, fates, types, sorted(marks), (width, height), notes, (fx0, fy0), px_per_mm)
 
 
 def _why(message: str) -> str:

@@ -96,7 +96,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"wrote {out} ({time.perf_counter() - t0:.2f} s)")
     if args.json:
         doc = {"file": str(file), "format": design.format, "side": args.side, "rules": str(out),
-               "board_px": list(imported.board_px), "types": imported.types, "fiducials": imported.fiducials,
+               "board_px": list(imported.board_px), "px_per_mm": imported.px_per_mm,
+               "image_origin_mm": list(imported.origin_mm), "y_up": design.y_up, "types": imported.types,
+               "fiducials": imported.fiducials,
                "notes": imported.notes, "parts": [f.to_json() for f in imported.fates]}
         Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
