@@ -8,5 +8,6 @@
 - to_rules.py  a design, the library and the camera's scale -> a rule set the line runs (routing_rules/README.md),
                and every part's fate: inspected, or why not.
 
-The room reads files and writes rule sets; it never imports the engine, the line or Qt.
+The room reads files and writes rule sets, checked by the rule-set schema (routing/); it never imports the
+line, the training or Qt.
 """
