@@ -406,10 +406,14 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     from inspector.app.run import open_source, run_line
     from inspector.app.service import ServiceConfig
     from inspector.app.verdict import classes_of
+    from inspector.experts.resnet import good_logodds
+    from inspector.experts.zoo import set_operating_point
+    from inspector.ingest.crops import crop_tensors, cut_board
     from inspector.results.dataset import export_dataset
     from inspector.results.reviews import ReviewRefused, ReviewRequest, record_review
     from inspector.results.store import ResultStore, sqlite_url
     from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.evaluate import served_module
     from inspector.training.labelled.retrain_taught import retrain_taught
     from inspector.training.labelled.teach import TeachPlan, teach
 
@@ -417,6 +421,13 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     teach(TeachPlan("cls-TR", tmp_path / "crops", tmp_path / "zoo", epochs=2, epoch_size=128, heldout_share=0.3))
     zoo = Zoo.load(tmp_path / "zoo")
     rules = parse_rules(TAUGHT_RULES, str(tmp_path / "taught.yaml"))
+    # the tiny expert never saw these renders: serve it at the median of their log-odds, so that it calls some of
+    # them each way whatever its threshold from teaching (the loop under test needs both kinds of call)
+    crops = [c for f in open_source("synthetic", rules, 8, 5, defect_rate=0.5) for c in cut_board(f.image, rules)]
+    arch, model = served_module(zoo, "cls-TR")
+    with torch.inference_mode():
+        odds = good_logodds(model(torch.stack([arch.preprocess(t) for t in crop_tensors(crops)])).float())
+    zoo = set_operating_point(zoo, "cls-TR", float(odds.median()))
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
     run_line(rules, zoo, tmp_path / "models", open_source("synthetic", rules, 8, 5, defect_rate=0.5),
              ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, tmp_path / "data", lambda _m: None)
