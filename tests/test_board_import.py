@@ -210,7 +210,7 @@ def test_an_eagle_board_brings_its_own_footprints(tmp_path: Path) -> None:
     imported = import_design(design, load_library(lib), 30.0)
     assert imported.types["0402_chip-capacitor"] > 0 and imported.types["0402_chip-resistor"] > 0  # one name, two looks
     parse_rules(imported.rules_text, str(tmp_path / "s.yaml"))
-    (tmp_path / "cut.brd").write_text(brd.read_text()[:5000])
+    (tmp_path / "cut.brd").write_bytes(brd.read_bytes()[:5000])
     with pytest.raises(CadError, match=r"cut.brd:\d+: not well-formed Eagle XML"):
         read_eagle(tmp_path / "cut.brd")
 
