@@ -21,6 +21,7 @@ import numpy as np
 
 from ..experts.zoo import Zoo, set_operating_point
 from ..ingest.difference import Boxing
+from ..ingest.images import BadImage, image_size
 from ..results.records import BoardRecord
 from ..routing.compare import WINDOW, tiles
 from ..routing.rules import load_rules
@@ -94,11 +95,12 @@ def inspect_on_line(zoo: Zoo, pairs: list[Pair], boxing: Boxing, context: float,
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for pair in pairs:
-        size = cv2.imread(str(pair.test), cv2.IMREAD_UNCHANGED)
-        if size is None:
-            raise DatasetError(f"{pair.test} cannot be read as an image")
+        try:
+            size = image_size(pair.test)  # the header alone: the image is decoded once, when it is inspected
+        except (BadImage, OSError) as exc:
+            raise DatasetError(f"{pair.test} cannot be read as an image ({exc})") from None
         path = folder / f"{pair.name}.yaml"
-        path.write_text(rule_text(pair, (size.shape[1], size.shape[0]), boxing, context, spec), encoding="utf-8")
+        path.write_text(rule_text(pair, size, boxing, context, spec), encoding="utf-8")
         paths.append(path)
     records: dict[str, BoardRecord] = {}
     done = threading.Lock()

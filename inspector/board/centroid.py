@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..yamlio import Fields, load_yaml
-from .design import BoardDesign, PlacedPart
-from .kicad import CadError
+from .design import BoardDesign, CadError, PlacedPart
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # lower-cased header names, with units and punctuation stripped
     "ref": ("designator", "ref", "reference", "refdes", "ref des", "part", "name", "component"),

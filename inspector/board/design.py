@@ -13,6 +13,18 @@ from dataclasses import dataclass, field
 Rect = tuple[float, float, float, float]  # x0, y0, x1, y1 in mm
 
 
+class CadError(ValueError):
+    """A CAD or centroid file that cannot be read; the message names the file (and the line where it can)."""
+
+
+def bounding(points: list[tuple[float, float]]) -> Rect | None:
+    """The box holding `points` (a drawing's, an outline's), or None when there are none."""
+    if not points:
+        return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
 @dataclass(frozen=True)
 class Pad:
     x: float  # centre, footprint frame at rotation 0, mm

@@ -12,8 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .design import BoardDesign, Pad, PlacedPart, Rect
-from .kicad import CadError
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
 
 DIMENSION = "20"
 BODY_LAYERS = (("51", "52"), ("21", "22"))  # documentation first, then silkscreen
@@ -34,6 +33,20 @@ def _turn(rot: str | None) -> tuple[float, bool]:
     return float(m.group(4)), bool(m.group(2))
 
 
+def _drawn(parent: ET.Element, layers: tuple[str, ...]) -> list[tuple[float, float]]:
+    """The corner points of the wires, rectangles and circles drawn on `layers` under `parent`."""
+    pts: list[tuple[float, float]] = []
+    for node in parent:
+        if node.get("layer") not in layers:
+            continue
+        if node.tag in ("wire", "rectangle"):
+            pts += [(_f(node, "x1"), _f(node, "y1")), (_f(node, "x2"), _f(node, "y2"))]
+        elif node.tag == "circle":
+            x, y, r = _f(node, "x"), _f(node, "y"), _f(node, "radius")
+            pts += [(x - r, y - r), (x + r, y + r)]
+    return pts
+
+
 def _package(pkg: ET.Element) -> tuple[tuple[Pad, ...], Rect | None]:
     pads = []
     for smd in pkg.findall("smd"):
@@ -47,19 +60,8 @@ def _package(pkg: ET.Element) -> tuple[tuple[Pad, ...], Rect | None]:
         pads.append(Pad(_f(pad, "x"), _f(pad, "y"), d, d, smd=False))
     body = None
     for layers in BODY_LAYERS:
-        pts: list[tuple[float, float]] = []
-        for node in pkg:
-            if node.get("layer") not in layers:
-                continue
-            if node.tag == "wire":
-                pts += [(_f(node, "x1"), _f(node, "y1")), (_f(node, "x2"), _f(node, "y2"))]
-            elif node.tag == "rectangle":
-                pts += [(_f(node, "x1"), _f(node, "y1")), (_f(node, "x2"), _f(node, "y2"))]
-            elif node.tag == "circle":
-                x, y, r = _f(node, "x"), _f(node, "y"), _f(node, "radius")
-                pts += [(x - r, y - r), (x + r, y + r)]
-        if pts:
-            body = (min(p[0] for p in pts), min(p[1] for p in pts), max(p[0] for p in pts), max(p[1] for p in pts))
+        body = bounding(_drawn(pkg, layers))
+        if body is not None:
             break
     return tuple(pads), body
 
@@ -94,17 +96,8 @@ def read_eagle(path: Path) -> BoardDesign:
                                 "bottom" if mirrored else "top", pads, body,
                                 through_hole=any(not p.smd for p in pads), fiducial=fiducial,
                                 excluded=None if pads or body else "an element without pads or drawings"))
-    edges: list[tuple[float, float]] = []
-    for w in board.findall("plain/*"):
-        if w.get("layer") != DIMENSION:
-            continue
-        if w.tag in ("wire", "rectangle"):
-            edges += [(_f(w, "x1"), _f(w, "y1")), (_f(w, "x2"), _f(w, "y2"))]
-        elif w.tag == "circle":
-            x, y, r = _f(w, "x"), _f(w, "y"), _f(w, "radius")
-            edges += [(x - r, y - r), (x + r, y + r)]
-    outline = (min(p[0] for p in edges), min(p[1] for p in edges), max(p[0] for p in edges),
-               max(p[1] for p in edges)) if edges else None
+    plain = board.find("plain")
+    outline = bounding(_drawn(plain, (DIMENSION,))) if plain is not None else None
     design = BoardDesign(str(path), f"Eagle board (version {root.get('version', '?')})", parts, y_up=True,
                          outline=outline)
     if outline is None:

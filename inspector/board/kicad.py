@@ -15,13 +15,9 @@ from typing import Any
 
 import sexpdata
 
-from .design import BoardDesign, Pad, PlacedPart, Rect
+from .design import BoardDesign, CadError, Pad, PlacedPart, bounding
 
 EDGE = "Edge.Cuts"
-
-
-class CadError(ValueError):
-    """A CAD file that cannot be read; the message names the file (and the line where it can)."""
 
 
 def _sym(x: Any) -> str:  # noqa: ANN401
@@ -96,13 +92,6 @@ def _points(node: list) -> list[tuple[float, float]]:
     return out  # type: ignore[return-value]
 
 
-def _box(points: list[tuple[float, float]]) -> Rect | None:
-    if not points:
-        return None
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    return min(xs), min(ys), max(xs), max(ys)
-
-
 def _layer(node: list) -> str:
     c = _child(node, "layer")
     return _sym(c[1]) if c is not None and len(c) > 1 else ""
@@ -134,7 +123,7 @@ def _part(fp: list) -> PlacedPart:
     drawn = [n for n in fp[1:] if _head(n) in ("fp_line", "fp_rect", "fp_poly", "fp_circle", "fp_arc")]
     body = None
     for layer in ("Fab", "CrtYd"):
-        body = _box([pt for n in drawn if _layer(n).endswith(layer) for pt in _points(n)])
+        body = bounding([pt for n in drawn if _layer(n).endswith(layer) for pt in _points(n)])
         if body is not None:
             break
     ref = _text(fp, "reference")
@@ -161,7 +150,7 @@ def read_kicad(path: Path) -> BoardDesign:
     edges = [pt for n in tree[1:] if _head(n) in ("gr_line", "gr_rect", "gr_arc", "gr_circle", "gr_poly")
              and _layer(n) == EDGE for pt in _points(n)]
     design = BoardDesign(str(path), f"KiCad board (file version {int(version[0]) if version else '?'})", parts,
-                         y_up=False, outline=_box(edges))
+                         y_up=False, outline=bounding(edges))
     if design.outline is None:
         design.notes.append("no Edge.Cuts outline: the board's extent is taken from its parts")
     return design

@@ -96,6 +96,14 @@ def _frame(design: BoardDesign) -> tuple[float, float, float, float]:
     return (x0, -y1, x1, -y0) if design.y_up else (x0, y0, x1, y1)
 
 
+def _with_body(part: PlacedPart, library: Library) -> PlacedPart:
+    """A part of a file without footprints (a centroid file) given the library's body, centred on it."""
+    body = library.body(part.package)
+    if part.extent() is not None or body is None:
+        return part
+    return replace(part, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
+
+
 def _window(part: PlacedPart, y_up: bool) -> tuple[float, float, float, float] | None:
     """(centre x, centre y in the image frame, width, height at rotation 0), mm."""
     ext = part.extent()
@@ -130,17 +138,16 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     pairs = {(p.package, c.name) for p in design.parts if (c := classes[p.ref]) is not None}
     shared = {pkg for pkg, _ in pairs if sum(1 for q, _c in pairs if q == pkg) > 1}
     names = {(pkg, c): type_name(f"{pkg}_{c}" if pkg in shared else pkg) for pkg, c in pairs}
+    parts = [_with_body(p, library) for p in design.parts]
+    windows = {p.ref: _window(p, design.y_up) for p in parts}
     fx0, fy0, fx1, fy1 = _frame(design)
     # a connector often hangs over the board's edge: the image takes in every inspected window and its margin
     reach = (CROP_MARGIN_PX + 2) / px_per_mm
-    for p in design.parts:
+    for p in parts:
         cls = classes[p.ref]
         if p.side != side or p.fiducial or p.excluded is not None or cls is None or not cls.inspect:
             continue
-        body = library.body(p.package)
-        if p.extent() is None and body is not None:
-            p = replace(p, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
-        window, q = _window(p, design.y_up), _quarter(p.rotation)
+        window, q = windows[p.ref], _quarter(p.rotation)
         if window is None or q is None:
             continue
         half_w, half_h = (window[2] / 2, window[3] / 2) if q in (0, 180) else (window[3] / 2, window[2] / 2)
@@ -150,14 +157,11 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     fates: list[PartFate] = []
     placed: dict[str, tuple[str, int, int, int, int, int]] = {}  # ref -> (type, x, y, w, h, rotation)
     marks: dict[str, tuple[int, int, int]] = {}
-    for p in design.parts:
+    for p in parts:
         cls = classes[p.ref]
         fate = PartFate(p.ref, p.package, p.value, None, p.x_mm, p.y_mm, p.rotation, p.side, False)
         fates.append(fate)
-        body = library.body(p.package)
-        if p.extent() is None and body is not None:  # a centroid file: the library's body, centred on the part
-            p = replace(p, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
-        window = _window(p, design.y_up)
+        window = windows[p.ref]
         if p.side != side:
             fate.reason = f"on the {p.side} side (this rule set inspects the {side})"
         elif p.fiducial or (cls is not None and cls.name == "fiducial"):
@@ -198,7 +202,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
                 raise ValueError(f"the rule set written for {design.source} does not load: {exc}") from None
             if ref in marks:
                 del marks[ref]
-                notes.append(f"fiducial {ref} left out: {exc.message if hasattr(exc, 'message') else exc}")
+                notes.append(f"fiducial {ref} left out: {exc}")
             else:
                 del placed[ref]
                 by_ref[ref].inspected, by_ref[ref].type = False, None

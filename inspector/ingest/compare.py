@@ -18,7 +18,7 @@ import torch
 from ..routing.rules import RuleSet, body_box
 from .crops import Crop, check_board, crop_tensor
 from .difference import Boxing, align, candidates, window
-from .golden import compose, golden_image
+from .golden import composite_tensor, golden_image
 from .photometric import normalize_crop
 
 
@@ -54,14 +54,8 @@ def cut_differences(image: np.ndarray, rules: RuleSet) -> list[Crop]:
 
 def difference_tensors(crops: Sequence[Crop], composite: set[str]) -> list[torch.Tensor]:
     """What the engine's experts take: each difference beside its golden window (composite types), else alone."""
-    out = []
-    for crop in crops:
-        live = crop_tensor(crop.image)[None]
-        if crop.component.name in composite and crop.golden is not None:
-            out.append(normalize_crop(compose(live, crop_tensor(crop.golden)[None])[0]))
-        else:
-            out.append(normalize_crop(live[0]))
-    return out
+    return [composite_tensor(c.image, c.golden) if c.component.name in composite and c.golden is not None
+            else normalize_crop(crop_tensor(c.image)) for c in crops]
 
 
 def box_in_crop(crop: Crop) -> tuple[float, float, float, float] | None:

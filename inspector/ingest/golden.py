@@ -41,6 +41,11 @@ def compose(live: torch.Tensor, golden: torch.Tensor) -> torch.Tensor:
     return out.round_().clamp_(0, 255).to(torch.uint8)
 
 
+def composite_tensor(live: np.ndarray, golden: np.ndarray) -> torch.Tensor:
+    """One HxWx3 BGR live crop and its golden window -> the normalised composite an expert is served."""
+    return normalize_crop(compose(crop_tensor(live)[None], crop_tensor(golden)[None])[0])
+
+
 class GoldenMissing(ValueError):
     """A rule set whose golden-comparison experts have no usable golden image; the message says what to do."""
 
@@ -86,5 +91,5 @@ def composed_tensors(crops: list[Crop], tensors: list[torch.Tensor], rules: Rule
     for i, crop in enumerate(crops):
         if crop.component.name in composite:
             window = crop_part(golden, crop.component, place[crop.ref], rules.crop_margin)
-            out[i] = normalize_crop(compose(crop_tensor(crop.image)[None], crop_tensor(window)[None])[0])
+            out[i] = composite_tensor(crop.image, window)
     return out

@@ -31,6 +31,24 @@ def image_format(data: bytes) -> str | None:
     return next((name for sig, name in SIGNATURES.items() if data.startswith(sig)), None)
 
 
+def _header_size(data: bytes, fmt: str) -> tuple[int, int]:
+    try:  # the header of the format the signature names, through its own reader: never Image.open, which a
+        # library may wrap (ultralytics' wrapper tries to install a HEIF plugin on an unidentified image)
+        with READERS[fmt](io.BytesIO(data)) as im:
+            return im.size
+    except Exception as exc:  # noqa: BLE001 - PIL raises SyntaxError, OSError, ValueError... for a bad header
+        raise BadImage(f"a damaged {fmt} header ({type(exc).__name__}: {exc})") from None
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(width, height) of an image file from its header, nothing decoded; BadImage when it is not one."""
+    data = Path(path).read_bytes()
+    fmt = image_format(data)
+    if fmt is None:
+        raise BadImage(f"{path}: not an image (starts with {data[:8]!r})")
+    return _header_size(data, fmt)
+
+
 def read_image(data: bytes, name: str = "image", max_pixels: int = DEFAULT_MAX_PIXELS) -> np.ndarray:
     """HxWx3 BGR uint8, or BadImage."""
     if not data:
@@ -38,12 +56,7 @@ def read_image(data: bytes, name: str = "image", max_pixels: int = DEFAULT_MAX_P
     fmt = image_format(data)
     if fmt is None:
         raise BadImage(f"not an image (starts with {data[:8]!r}); drop only PNG, JPEG, BMP or TIFF files here")
-    try:  # the header of the format the signature names, through its own reader: never Image.open, which a
-        # library may wrap (ultralytics' wrapper tries to install a HEIF plugin on an unidentified image)
-        with READERS[fmt](io.BytesIO(data)) as im:
-            width, height = im.size
-    except Exception as exc:  # noqa: BLE001 - PIL raises SyntaxError, OSError, ValueError... for a bad header
-        raise BadImage(f"a damaged {fmt} header ({type(exc).__name__}: {exc})") from None
+    width, height = _header_size(data, fmt)
     if width * height > max_pixels:
         raise BadImage(f"{width}x{height} px is over the limit of {max_pixels / 1e6:.0f} MP; send smaller frames or "
                        "raise --max-pixels")
