@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from ..routing.rules import parse_rules
 from ..yamlio import ConfigError
 from .design import BoardDesign, PlacedPart
+from .geometry import BoardGeometry, PxRect
 from .library import Library, PackageClass
 
 MIN_SIDE_PX = 4  # the validator's least body side
@@ -69,6 +70,7 @@ class Imported:
     # the image's top-left corner in the file's mm (y flipped where the file's y points up: -y), and its scale
     origin_mm: tuple[float, float] = (0.0, 0.0)
     px_per_mm: float = 1.0
+    geometry: BoardGeometry | None = None  # the outline and every inspected part's pads, image px (teaching)
 
     def left_out(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -118,6 +120,22 @@ def _window(part: PlacedPart, y_up: bool) -> tuple[float, float, float, float] |
     dx, dy = cx * math.cos(t) + cy * math.sin(t), -cx * math.sin(t) + cy * math.cos(t)
     px, py = part.x_mm, (-part.y_mm if y_up else part.y_mm)
     return px + dx, py + dy, x1 - x0, y1 - y0
+
+
+def _pads_px(part: PlacedPart, y_up: bool, origin: tuple[float, float], scale: float) -> list[PxRect]:
+    """The part's pads in the image frame: each pad's centre turned with the part, its sides swapped on a quarter
+    turn (parts off a quarter turn are not inspected, so their pads are never asked for)."""
+    t = math.radians(part.rotation)
+    px, py = part.x_mm, (-part.y_mm if y_up else part.y_mm)
+    quarter = round(part.rotation / 90.0) % 2 == 1
+    out = []
+    for pad in part.pads:
+        cx, cy = pad.x, (-pad.y if y_up else pad.y)
+        dx, dy = cx * math.cos(t) + cy * math.sin(t), -cx * math.sin(t) + cy * math.cos(t)
+        w, h = (pad.h, pad.w) if quarter else (pad.w, pad.h)
+        x, y = (px + dx - origin[0]) * scale, (py + dy - origin[1]) * scale
+        out.append((x - w * scale / 2, y - h * scale / 2, x + w * scale / 2, y + h * scale / 2))
+    return out
 
 
 def import_design(design: BoardDesign, library: Library, px_per_mm: float, side: str = "top",
@@ -215,7 +233,12 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     types: dict[str, int] = {}
     for t, *_ in placed.values():
         types[t] = types.get(t, 0) + 1
-    return Imported(text, fates, types, sorted(marks), (width, height), notes, (fx0, fy0), px_per_mm)
+    bx0, by0, bx1, by1 = _frame(design)
+    outline = ((bx0 - fx0) * px_per_mm, (by0 - fy0) * px_per_mm, (bx1 - fx0) * px_per_mm, (by1 - fy0) * px_per_mm)
+    by_part = {p.ref: p for p in parts}
+    geometry = BoardGeometry(outline, px_per_mm, {ref: _pads_px(by_part[ref], design.y_up, (fx0, fy0), px_per_mm)
+                                                  for ref in placed}, design.source)
+    return Imported(text, fates, types, sorted(marks), (width, height), notes, (fx0, fy0), px_per_mm, geometry)
 
 
 def _why(message: str) -> str:

@@ -28,6 +28,28 @@ def add_board(p: argparse.ArgumentParser) -> None:
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
     imp.add_argument("--json", help="also write every part, its type and whether (and why not) it is inspected")
     imp.set_defaults(func=cmd_import)
+    teach = sub.add_parser("teach", help="teach an imported board from photos of good boards: registered to the CAD, "
+                                         "made defects from their own crops, a golden-comparison expert per type")
+    teach.add_argument("--rules", required=True, help="the imported rule set (board import's RULES.yaml)")
+    teach.add_argument("--golden", required=True, nargs="+", help="photos of good boards (one is enough to start)")
+    teach.add_argument("--out", help="the taught rule set to write (default: RULES.taught.yaml)")
+    teach.add_argument("--work", help="where the crops, overlays and zoo go (default: RULES.teach/)")
+    teach.add_argument("--defects", help="real defect crops to teach too: DIR/<class>/<REF>__name.png")
+    teach.add_argument("--escape-rate", type=float,
+                       help="give each type the threshold letting at most this share of its held-out defects pass "
+                            "(default: every type serves the teaching's threshold, 1%% false calls)")
+    teach.add_argument("--epochs", type=int, default=30)
+    teach.add_argument("--seed", type=int, default=0)
+    teach.add_argument("--json", help="also write the registrations, crops and validation table as JSON")
+    teach.set_defaults(func=cmd_teach)
+    check = sub.add_parser("check", help="photos of boards registered to a taught rule set and inspected by the line: "
+                                         "what it flags on boards whose answer you know")
+    check.add_argument("photos", nargs="+", help="photos, each holding one board or several")
+    check.add_argument("--rules", required=True, help="the taught rule set (board teach's RULES.taught.yaml)")
+    check.add_argument("--zoo", required=True, help="its zoo (board teach's WORK/zoo)")
+    check.add_argument("--work", help="where overlays and profiles go (default: beside the zoo)")
+    check.add_argument("--json", help="also write every board, its registration and flagged parts as JSON")
+    check.set_defaults(func=cmd_check)
 
 
 def _px_per_mm(args: argparse.Namespace) -> float:
@@ -62,6 +84,7 @@ def read_design(file: Path, profile: Path | None):  # noqa: ANN201
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from ..board.geometry import write_geometry
     from ..board.library import load_library, unknown_template
     from ..board.to_rules import UnknownPackages, import_design
 
@@ -78,6 +101,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                          f"again with --library {asked}") from None
     if imported.rules_text:
         out.write_text(imported.rules_text, encoding="utf-8")
+        if imported.geometry is not None:
+            write_geometry(imported.geometry, out)
     inspected = [f for f in imported.fates if f.inspected]
     print(f"{file}: {design.format}; {len(design.parts)} parts, {len(inspected)} inspected ({args.side} side), "
           f"{len(imported.types)} component types, {len(imported.fiducials)} fiducials "
@@ -105,4 +130,45 @@ def cmd_import(args: argparse.Namespace) -> int:
     if not imported.rules_text:
         raise ValueError(f"no part of {file} is inspected from the {args.side} side (every one is left out, above): "
                          "there is nothing for a rule set to inspect, and none was written")
+    return 0
+
+
+def cmd_teach(args: argparse.Namespace) -> int:
+    from ..app.board_teach import BoardTeachPlan, format_checks, teach_board
+    from .common import say
+
+    rules = Path(args.rules)
+    if args.escape_rate is not None and not 0 <= args.escape_rate < 1:
+        raise ValueError("--escape-rate is a share: 0 or more, below 1 (0.01 lets 1% of defects pass)")
+    out = Path(args.out) if args.out else rules.with_name(rules.stem + ".taught.yaml")
+    work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
+    plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
+                          Path(args.defects) if args.defects else None, args.escape_rate, epochs=args.epochs,
+                          seed=args.seed)
+    taught = teach_board(plan, say)
+    print(format_checks(taught))
+    print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in taught.seconds.items()))
+    print(f"wrote {out} (golden board {out.stem}.golden.png) and the zoo {taught.zoo}: run it with "
+          f"`inspector run --rules {out} --zoo {taught.zoo}`, or check photos first with "
+          f"`inspector board check --rules {out} --zoo {taught.zoo} PHOTO...`")
+    if args.json:
+        Path(args.json).write_text(json.dumps(taught.to_json(), indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from ..app.board_check import check_photos, format_checked
+    from .common import say
+
+    zoo = Path(args.zoo)
+    work = Path(args.work) if args.work else zoo.parent / "check"
+    checked, overlays, seconds = check_photos(Path(args.rules), zoo, [Path(p) for p in args.photos], work, say)
+    print(format_checked(checked))
+    boards = [c for c in checked if c.inspected]
+    print(f"{len(boards)} of {len(checked)} boards registered and inspected ({seconds:.2f} s on the line); "
+          f"overlays: {', '.join(str(o) for o in overlays)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([c.to_json() for c in checked], indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
     return 0

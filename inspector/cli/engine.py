@@ -13,7 +13,6 @@ DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-paper,coserve"
 def cmd_bench(args: argparse.Namespace) -> int:
     from ..coserve.evaluation.report import format_backends, format_costs, format_table, format_time_shares
     from ..coserve.online.policies import ABLATION, BASELINES, get_policy
-    from ..coserve.online.workload import load_workload
 
     if args.ablation:
         policies = [BASELINES[0], *ABLATION]
@@ -27,7 +26,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          "run every policy N times (medians and spread)")
     if args.repeat < 1:
         raise ValueError("--repeat must be 1 or more")
-    workload = load_workload(Path(args.workload) if args.workload else None)
+    workload = bench_workload(args)
     backends = backends_of(args)
     simulated = [f for f, on in (("--simulate", args.simulate), ("--check-sim", args.check_sim),
                                  ("--sweep", args.sweep), ("--paper-tasks", args.paper_tasks)) if on]
@@ -110,6 +109,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
         say(f"wrote {args.json}")
     return 0
+
+
+def bench_workload(args: argparse.Namespace):  # noqa: ANN201 - a Workload
+    """The workload `--workload` names, or the boards of `--rules` (app/rules_workload.py), or the built-in one."""
+    from ..coserve.online.workload import load_workload
+
+    if args.rules:
+        from ..app.rules_workload import workload_of_rules
+        from ..routing.rules import load_rules
+
+        if args.workload:
+            raise ValueError("give --workload or --rules, not both")
+        return workload_of_rules(load_rules(args.rules), args.boards or 20, args.device_mb)
+    if args.boards is not None or args.device_mb is not None:
+        raise ValueError("--boards and --device-mb go with --rules (a workload file sets its own)")
+    return load_workload(Path(args.workload) if args.workload else None)
 
 
 def planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202 - CLI glue
@@ -234,6 +249,11 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", default=DEFAULT_POLICIES, help="comma list of: " + "; ".join(
         f"{name} ({get_policy(name).summary})" for name in POLICY_NAMES))
     p.add_argument("--workload", help="workload YAML (default: the built-in task-a-small)")
+    p.add_argument("--rules", help="bench a rule set's own boards instead (an imported board: its types, counts "
+                                   "and routes; the built-in workload's line rate and memory)")
+    p.add_argument("--boards", type=int, help="with --rules: how many boards (default 20)")
+    p.add_argument("--device-mb", type=float, help="with --rules: the device memory for experts and batches "
+                                                   "(default: the built-in workload's)")
     p.add_argument("--json", help="also write the report as JSON to this path")
     p.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")
     p.add_argument("--simulate", action="store_true",

@@ -1,0 +1,105 @@
+"""`inspector board check`: photos of boards registered to a taught rule set and inspected by the line itself.
+
+Before a taught board goes live its engineer shows it boards whose answer they know: another good board (how
+many parts it flags is the false-call rate to expect) and bad ones (bare boards: every part should be flagged).
+Each board in each photo is registered as teaching registered the golden ones (picked points, else its outline,
+refined on the golden board) and the board in the rule set's frame goes through the line's own engine, experts
+and thresholds; a board that does not register is reported with the reason, never guessed. An overlay PNG per
+photo marks every flagged part red.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..board.geometry import read_geometry
+from ..experts.zoo import Zoo
+from ..ingest.golden import golden_image
+from ..results.records import BoardRecord
+from ..routing.rules import load_rules
+from .board_photos import PhotoBoard, boards_in, overlay, points_path, read_points
+from .line import Line, LineConfig
+from .run import line_profiles
+
+
+@dataclass
+class BoardChecked:
+    board: PhotoBoard
+    inspected: int = 0
+    flagged: list[str] = field(default_factory=list)  # "REF (class)"
+
+    def to_json(self) -> dict:
+        reg = self.board.registration
+        return {"photo": str(self.board.photo), "board": self.board.index, "centre": list(self.board.centre),
+                "registered": reg is not None, "reason": self.board.reason,
+                "registration": reg.to_json() if reg is not None else None, "inspected": self.inspected,
+                "flagged": self.flagged}
+
+
+def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path,
+                 say: Callable[[str], None] = lambda _m: None) -> tuple[list[BoardChecked], list[Path], float]:
+    """(every board of every photo and what the line made of it, the overlay PNGs, seconds on the line)."""
+    rules = load_rules(rules_path)
+    geometry = read_geometry(rules_path)
+    picked = points_path(rules_path)
+    points = read_points(picked) if picked.is_file() else None
+    reference = golden_image(rules) if rules.golden else None
+    zoo = Zoo.load(zoo_root)
+    found: list[PhotoBoard] = []
+    per_photo: dict[Path, list[PhotoBoard]] = {}
+    for photo in photos:
+        boards = boards_in(photo, rules, geometry, points, reference)
+        per_photo[photo] = boards
+        found += boards
+    records: dict[str, BoardRecord] = {}
+    lock = threading.Lock()
+
+    def keep(record: BoardRecord) -> None:
+        with lock:
+            records[record.board_serial] = record
+
+    registered = [b for b in found if b.image is not None]
+    seconds = 0.0
+    if registered:
+        line = Line(rules, zoo, line_profiles(zoo, work / "models", say), LineConfig(), sinks=[keep])
+        line.start()
+        try:
+            t0 = time.perf_counter()
+            for b in registered:
+                line.inspect(b.image, b.name, source=str(b.photo), serial_origin="filename")
+            line.drain()
+            seconds = time.perf_counter() - t0
+        finally:
+            line.stop()
+    out, overlays = [], []
+    for b in found:
+        checked = BoardChecked(b)
+        record = records.get(b.name)
+        if record is not None:
+            if record.error:
+                b.reason = f"the line refused it: {record.error}"
+            checked.inspected = len(record.parts)
+            checked.flagged = [f"{p.ref} ({p.defect_class})" for p in record.parts if p.verdict != "pass"]
+        out.append(checked)
+    for photo, boards in per_photo.items():
+        flagged = {c.board.name: {f.split(" ")[0] for f in c.flagged} for c in out if c.board.photo == photo}
+        overlays.append(overlay(photo, boards, rules, flagged, work / "overlays" / f"{photo.stem}.checked.png"))
+    return out, overlays, seconds
+
+
+def format_checked(checked: list[BoardChecked]) -> str:
+    lines = [f"{'photo':<28}{'board':>6}  {'registered':<34}{'parts':>6}{'flagged':>8}{'share':>8}"]
+    for c in checked:
+        reg = c.board.registration
+        how = f"{reg.method}, {reg.residual_mm:.2f} mm" if reg is not None else "no"
+        share = f"{100 * len(c.flagged) / c.inspected:.1f}%" if c.inspected else "-"
+        lines.append(f"{c.board.photo.name:<28}{'#' + str(c.board.index):>6}  {how:<34}{c.inspected:>6}"
+                     f"{len(c.flagged):>8}{share:>8}")
+        if reg is None:
+            lines.append(f"{'':<36}not registered: {c.board.reason}")
+        elif c.flagged and len(c.flagged) <= 12:
+            lines.append(f"{'':<36}flagged: {', '.join(c.flagged)}")
+    return "\n".join(lines)

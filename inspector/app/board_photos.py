@@ -1,0 +1,139 @@
+"""Photos of a plant's board brought into its rule set's frame: registered, warped, and drawn over for a person.
+
+Shared by teaching (golden photos) and checking (photos of boards to inspect). A photo is registered on picked
+points when the recipe has them (`RULES.points.yaml`: a fixed camera over a fixture sees every board alike), else
+on each board's outline (inspector/board/register.py); with a golden board at hand, the registration is refined on
+its content. A photo may hold several boards (a tray): each board-sized blob is tried, and one that does not
+register is kept with the reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..board.geometry import BoardGeometry
+from ..board.register import (
+    Candidate,
+    Registration,
+    find_boards,
+    refine_on_reference,
+    register_points,
+)
+from ..routing.rules import RuleSet, body_box
+from ..yamlio import load_yaml
+
+POINTS_SUFFIX = ".points.yaml"
+
+
+@dataclass
+class PhotoBoard:
+    """One board of a photo: its registration and the board in the rule set's frame, or why it has none."""
+    photo: Path
+    index: int  # the board's place in the photo (largest blob first)
+    centre: tuple[int, int]  # in the photo, px
+    registration: Registration | None
+    image: np.ndarray | None  # the board warped to the rule set's frame
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.photo.stem}#{self.index}"
+
+
+def points_path(rules: Path) -> Path:
+    return rules.with_name(rules.stem + POINTS_SUFFIX)
+
+
+def read_points(path: Path) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    """Picked points: `points: [[photo_x, photo_y, board_x, board_y], ...]`, the board in the rule set's pixels."""
+    doc = load_yaml(path.read_text(encoding="utf-8"), str(path))
+    rows = doc.get("points") if isinstance(doc, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == 4 and
+                                             all(isinstance(v, (int, float)) for v in r) for r in rows):
+        raise ValueError(f"{path}: write `points: [[photo_x, photo_y, board_x, board_y], ...]` (3 or more rows; "
+                         "board x, y in the rule set's pixels)")
+    return [((float(a), float(b)), (float(c), float(d))) for a, b, c, d in rows]
+
+
+def write_points(path: Path, pairs: list[tuple[tuple[float, float], tuple[float, float]]]) -> Path:
+    rows = "\n".join(f"  - [{p[0]:.1f}, {p[1]:.1f}, {q[0]:.1f}, {q[1]:.1f}]" for p, q in pairs)
+    path.write_text("# picked once: a photo's pixel and the same spot in the rule set's pixels (board teach)\n"
+                    f"points:\n{rows}\n", encoding="utf-8")
+    return path
+
+
+def marks_of(rules: RuleSet, geometry: BoardGeometry | None) -> list[tuple[float, float, float, float]]:
+    """Where the CAD expects edges: every inspected part's pads, or its window where the geometry is unknown."""
+    if geometry is not None and any(geometry.pads.values()):
+        return [p for pads in geometry.pads.values() for p in pads]
+    return [body_box(c, p, 0) for c, p in rules.placements()]
+
+
+def outline_of(rules: RuleSet, geometry: BoardGeometry | None) -> tuple[float, float, float, float]:
+    return geometry.outline if geometry is not None else (0.0, 0.0, *map(float, rules.board_size))
+
+
+def boards_in(photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
+              points: list | None = None, reference: np.ndarray | None = None) -> list[PhotoBoard]:
+    """Every board of the photo, registered (refined on `reference`, the golden board, when given) or not."""
+    photo = cv2.imread(str(photo_path), cv2.IMREAD_COLOR)
+    if photo is None:
+        raise ValueError(f"{photo_path} is not an image OpenCV can read")
+    px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
+    if points is not None:
+        candidates = [Candidate(np.array([p for p, _ in points], np.float64), register_points(points, px_per_mm))]
+    else:
+        candidates = find_boards(photo, rules.board_size, outline_of(rules, geometry), marks_of(rules, geometry),
+                                 px_per_mm)
+        if not candidates:
+            centre = (photo.shape[1] // 2, photo.shape[0] // 2)
+            return [PhotoBoard(photo_path, 0, centre, None, None, "nothing in it stands out from its background as a "
+                               "board")]
+    out = []
+    for i, c in enumerate(candidates):
+        reg = c.registration
+        if reg is not None and reference is not None:
+            reg = refine_on_reference(photo, reg, reference, px_per_mm)
+        image = reg.warp(photo, rules.board_size) if reg is not None else None
+        out.append(PhotoBoard(photo_path, i, c.centre, reg, image, c.reason))
+    return out
+
+
+def overlay(photo_path: Path, boards: list[PhotoBoard], rules: RuleSet, flagged: dict[str, set[str]] | None = None,
+            out: Path | None = None, longer_side: int = 1600) -> Path:
+    """The photo with every registered board's part windows drawn where the CAD puts them (green; red for a part
+    `flagged[board name]` holds), each board's outline, and a board that did not register crossed out with its
+    reason. Written to `out` (PNG)."""
+    photo = cv2.imread(str(photo_path), cv2.IMREAD_COLOR)
+    scale = min(1.0, longer_side / max(photo.shape[:2]))
+    canvas = cv2.resize(photo, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) if scale < 1 else photo.copy()
+    thick = max(1, round(2 * scale * max(photo.shape[:2]) / 1600))
+    for b in boards:
+        if b.registration is None:
+            x, y = (round(v * scale) for v in b.centre)
+            cv2.drawMarker(canvas, (x, y), (0, 0, 255), cv2.MARKER_TILTED_CROSS, 40, thick + 1)
+            cv2.putText(canvas, f"#{b.index} not registered", (x + 24, y), cv2.FONT_HERSHEY_SIMPLEX, 0.6,
+                        (0, 0, 255), 2, cv2.LINE_AA)
+            continue
+        back = np.linalg.inv(b.registration.homography)
+        red = (flagged or {}).get(b.name, set())
+        for comp, place in rules.placements():
+            x0, y0, x1, y1 = body_box(comp, place, 0)
+            quad = cv2.perspectiveTransform(np.array([[[x0, y0]], [[x1, y0]], [[x1, y1]], [[x0, y1]]], np.float64),
+                                            back).reshape(-1, 2) * scale
+            colour = (0, 0, 255) if place.ref in red else (0, 200, 0)
+            cv2.polylines(canvas, [np.round(quad).astype(np.int32)], True, colour, thick, cv2.LINE_AA)
+        w, h = rules.board_size
+        edge = cv2.perspectiveTransform(np.array([[[0, 0]], [[w, 0]], [[w, h]], [[0, h]]], np.float64),
+                                        back).reshape(-1, 2) * scale
+        cv2.polylines(canvas, [np.round(edge).astype(np.int32)], True, (255, 160, 0), thick, cv2.LINE_AA)
+        x, y = np.round(edge[0]).astype(int)
+        cv2.putText(canvas, f"#{b.index}", (int(x), max(14, int(y) - 6)), cv2.FONT_HERSHEY_SIMPLEX, 0.7,
+                    (255, 160, 0), 2, cv2.LINE_AA)
+    out = out or photo_path.with_suffix(".overlay.png")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(out), canvas)
+    return out

@@ -1,0 +1,366 @@
+"""`inspector board teach`: a plant's imported board taught from photos of good boards, the way AOI is programmed.
+
+1. Every golden photo is registered to the CAD (app/board_photos.py: picked points, else the board's outline, the
+   later ones refined on the first) and warped into the rule set's frame; an overlay PNG of every part's window on
+   the photo shows a person where the CAD landed. The golden board the line compares with is the first photo's
+   board, or the per-pixel median of three or more (one board's dust and glare do not become the reference).
+2. Every inspected part's crop is cut from every golden board, as the line cuts it. Good examples are those crops,
+   each cut again a little off (another registration's shift and turn); defects are made from the same real crops
+   (inspector/board/made_defects.py: missing as bare pads in the photo's own colours from the CAD's pads, shifted,
+   rotated, tombstoned, reversed where the part is polarised, bridged) and any real defect crops given.
+3. One golden-comparison classifier (it reads each crop beside the golden board's same window: ingest/golden.py)
+   is taught from them with the trainer for labelled real data (`zoo train --new`, training/labelled/teach.py),
+   split by part so the held-out figures come from parts it never saw. A golden comparison is what lets one board
+   teach dozens of types at once: what it learns is "what changed", not what each package looks like.
+4. Each component type gets its own expert entry (`cls-<type>`, the shared weights) serving its own threshold:
+   the log-odds of good below which a part is called, set so that at most `escape_rate` of the type's held-out
+   made defects pass (pooled over all types where a type has too few held-out defects: said in the table).
+5. The taught rule set (the imported one, with `golden:` and without the render-trained polarity detector: a
+   reversed part is one of the comparison's own classes) runs unchanged on the line with that zoo.
+
+What it cannot know: made defects are not real ones; the validation table says how the expert does on made defects
+of parts it never saw and on those parts' good crops, and `board check` on photos of other boards says the rest.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+import yaml
+
+from ..board.geometry import PxRect, geometry_path, read_geometry
+from ..board.made_defects import made_defects, photo_variant
+from ..experts.zoo import MANIFEST, Zoo
+from ..ingest.crops import crop_part, crop_window
+from ..routing.rules import RuleSet, load_rules
+from ..runtime.diskio import write_atomically
+from ..training.labelled.evaluate import served_module
+from ..training.labelled.folder import IMAGE_SUFFIXES, split_of
+from ..training.labelled.metrics import logodds
+from ..training.labelled.teach import TeachPlan, teach
+from ..training.labelled.trainer import Crops, logits_of
+from .board_photos import PhotoBoard, boards_in, overlay, points_path, read_points
+
+GOOD = "good"
+MIN_TYPE_DEFECTS = 10  # held-out defects a type needs for a threshold of its own
+MEDIAN_FROM = 3  # golden boards from which the reference is their per-pixel median
+
+
+@dataclass
+class BoardTeachPlan:
+    rules: Path
+    goldens: list[Path]
+    work: Path
+    out: Path  # the taught rule set
+    defects: Path | None = None  # real defect crops: DIR/<class>/<REF>__*.png
+    escape_rate: float | None = None  # None: every type serves the teaching's threshold (its false-call budget)
+    false_call_budget: float = 0.01  # the teaching's own threshold (the shared expert's)
+    heldout_share: float = 0.25
+    good_variants: int = 16
+    defect_variants: int = 3
+    epochs: int = 30
+    patience: int = 6
+    seed: int = 0
+    depth: int = 10
+
+
+@dataclass
+class TypeCheck:
+    type: str
+    parts: int
+    heldout_parts: int
+    good: int
+    defects: int
+    threshold: float
+    recall: float
+    false_calls: float
+    pooled: bool  # the threshold came from every type's held-out defects (too few of this type's)
+
+
+@dataclass
+class BoardTaught:
+    plan: BoardTeachPlan
+    expert: str
+    zoo: Path
+    goldens: list[dict]
+    overlays: list[str]
+    counts: dict[str, int]
+    checks: list[TypeCheck]
+    pooled: TypeCheck
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"rules": str(self.plan.out), "from": str(self.plan.rules), "zoo": str(self.zoo),
+                "expert": self.expert, "escape_rate": self.plan.escape_rate, "goldens": self.goldens,
+                "overlays": self.overlays, "crops": self.counts, "types": [asdict(c) for c in self.checks],
+                "all": asdict(self.pooled), "seconds": self.seconds}
+
+
+def expert_name(recipe: str) -> str:
+    return f"cls-golden-{recipe}"
+
+
+def golden_boards(plan: BoardTeachPlan, rules: RuleSet, say: Callable[[str], None]) -> tuple[list[PhotoBoard],
+                                                                                              list[str]]:
+    """Every golden photo's board registered and warped (the first registered board of each photo), and the
+    overlay PNGs written. The first golden board is the reference the later ones are refined on."""
+    geometry = read_geometry(plan.rules)
+    picked = points_path(plan.rules)
+    points = read_points(picked) if picked.is_file() else None
+    if geometry is None and points is None:
+        raise ValueError(f"{plan.rules} has no board geometry beside it ({plan.rules.stem}.board.json, written by "
+                         f"`board import`) and no picked points ({picked.name}): import the board again, or pick 3 "
+                         "points on the golden photo and write them there")
+    boards, overlays, reference = [], [], None
+    for photo in plan.goldens:
+        found = boards_in(photo, rules, geometry, points, reference)
+        registered = [b for b in found if b.registration is not None]
+        path = overlay(photo, found, rules, out=plan.work / "overlays" / f"{photo.stem}.png")
+        overlays.append(str(path))
+        if not registered:
+            why = "; ".join(f"#{b.index}: {b.reason}" for b in found)
+            raise ValueError(f"golden photo {photo} did not register ({why}); see {path}. Pick 3 points on it "
+                             f"({picked.name}) or photograph the board whole against a plain background")
+        board = registered[0]
+        reg = board.registration
+        say(f"{photo.name}: registered on its {reg.method} (residual {reg.residual_px:.1f} px, "
+            f"{reg.residual_mm:.2f} mm){'; ' + reg.note if reg.note else ''}; overlay {path}")
+        boards.append(board)
+        if reference is None:
+            reference = board.image
+    return boards, overlays
+
+
+def reference_board(boards: list[PhotoBoard]) -> np.ndarray:
+    if len(boards) >= MEDIAN_FROM:
+        return np.median(np.stack([b.image for b in boards]), axis=0).astype(np.uint8)
+    return boards[0].image
+
+
+def pads_in_crop(pads: list[PxRect], matrix: np.ndarray) -> list[PxRect]:
+    """The part's pads (image frame px) in its crop's pixels (`matrix`: crop px -> image px)."""
+    back = np.linalg.inv(matrix)
+    out = []
+    for x0, y0, x1, y1 in pads:
+        corners = np.array([[x0, y0, 1], [x1, y0, 1], [x1, y1, 1], [x0, y1, 1]], np.float64) @ back.T
+        xy = corners[:, :2] / corners[:, 2:]
+        out.append((xy[:, 0].min(), xy[:, 1].min(), xy[:, 0].max() + 1, xy[:, 1].max() + 1))
+    return out
+
+
+def write_crops(plan: BoardTeachPlan, rules: RuleSet, boards: list[PhotoBoard], golden: np.ndarray,
+                folder: Path, mirror: Path) -> dict[str, int]:
+    """The labelled folder (class/REF__board_variant.png) and its golden mirror; counts by class."""
+    geometry = read_geometry(plan.rules)
+    rng = np.random.default_rng(plan.seed)
+    counts: dict[str, int] = {}
+    margin = rules.crop_margin
+
+    def put(label: str, name: str, image: np.ndarray, reference: np.ndarray) -> None:
+        for root, im in ((folder, image), (mirror, reference)):
+            (root / label).mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(root / label / name), im)
+        counts[label] = counts.get(label, 0) + 1
+
+    for comp, place in rules.placements():
+        ref_crop = crop_part(golden, comp, place, margin)
+        matrix, _ = crop_window(comp, place, margin)
+        pads = pads_in_crop(geometry.pads.get(place.ref, []), matrix) if geometry is not None else []
+        for k, board in enumerate(boards):
+            crop = crop_part(board.image, comp, place, margin)
+            put(GOOD, f"{place.ref}__b{k}_0.png", crop, ref_crop)
+            for v in range(1, plan.good_variants):
+                put(GOOD, f"{place.ref}__b{k}_{v}.png", photo_variant(crop, rng), ref_crop)
+            for v in range(plan.defect_variants):  # the same photos' variation: a defect is not told by its light
+                for kind, image in made_defects(crop, pads, margin, comp.detector is not None, rng).items():
+                    put(kind, f"{place.ref}__b{k}_{v}.png", photo_variant(image, rng), ref_crop)
+    if plan.defects is not None:
+        add_real_defects(plan.defects, rules, golden, put)
+    return counts
+
+
+def add_real_defects(root: Path, rules: RuleSet, golden: np.ndarray, put: Callable) -> None:
+    """Real defect crops, DIR/<class>/<REF>__anything.png, each beside its part's golden crop."""
+    place = {p.ref: (c, p) for c, p in rules.placements()}
+    if not root.is_dir():
+        raise ValueError(f"--defects {root} is not a folder (DIR/<class>/<REF>__name.png)")
+    for label_dir in sorted(d for d in root.iterdir() if d.is_dir()):
+        if label_dir.name == GOOD:
+            raise ValueError(f"{label_dir}: --defects holds defects only (good crops come from the golden photos)")
+        for path in sorted(p for p in label_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
+            ref = path.stem.split("__")[0]
+            if ref not in place:
+                raise ValueError(f"{path}: no inspected part {ref!r} in {rules.source} (name a defect crop "
+                                 "REF__anything, REF the part's reference)")
+            comp, p = place[ref]
+            reference = crop_part(golden, comp, p, rules.crop_margin)
+            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            if image is None:
+                raise ValueError(f"{path} is not an image OpenCV can read")
+            if image.shape != reference.shape:
+                raise ValueError(f"{path} is {image.shape[1]}x{image.shape[0]} px but {ref}'s crop is "
+                                 f"{reference.shape[1]}x{reference.shape[0]}: cut it as the line does "
+                                 "(`inspector dataset export`)")
+            put(label_dir.name, f"{ref}__real_{path.stem}.png", image, reference)
+
+
+def validate(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, folder: Path,
+             mirror: Path) -> tuple[list[TypeCheck], TypeCheck]:
+    """Per type: the held-out parts' crops scored by the taught expert, a threshold for the escape rate, and the
+    recall and false calls it gives."""
+    type_of = {p.ref: c.name for c, p in rules.placements()}
+    arch, model = served_module(zoo, expert)
+    images, refs, labels, types, idents = [], [], [], [], []
+    for label_dir in sorted(d for d in folder.iterdir() if d.is_dir()):
+        for path in sorted(label_dir.iterdir()):
+            ref = path.stem.split("__")[0]
+            if split_of(ref, plan.heldout_share) != "heldout":
+                continue
+            images.append(cv2.imread(str(path), cv2.IMREAD_COLOR))
+            refs.append(cv2.imread(str(mirror / label_dir.name / path.name), cv2.IMREAD_COLOR))
+            labels.append(0 if label_dir.name == GOOD else 1)
+            types.append(type_of[ref])
+            idents.append(ref)
+    if not images:
+        raise ValueError("no part was held out to validate on: add golden boards or parts, or raise --heldout")
+    logits, _ = logits_of(arch, model, Crops(images, np.array(labels), refs, idents))
+    score, truth, kinds = logodds(logits), np.array(labels), np.array(types)
+    taught_at = float(zoo.entries[expert].spec["good_margin"])
+    pooled = _check("all types", len(type_of), len(set(idents)), score[truth == 0], score[truth == 1],
+                    plan.escape_rate, taught_at)
+    checks = []
+    for comp in rules.components:
+        mine = kinds == comp.name
+        held = {i for i, t in zip(idents, types) if t == comp.name}
+        good, bad = score[mine & (truth == 0)], score[mine & (truth == 1)]
+        own = plan.escape_rate is None or len(bad) >= MIN_TYPE_DEFECTS
+        if plan.escape_rate is None:
+            threshold = taught_at
+        else:
+            threshold = _escape_threshold(bad, plan.escape_rate) if own else pooled.threshold
+        checks.append(TypeCheck(comp.name, len(comp.placements), len(held), len(good), len(bad), threshold,
+                                _share(bad < threshold), _share(good < threshold), not own))
+    return checks, pooled
+
+
+def _escape_threshold(defects: np.ndarray, escape_rate: float) -> float:
+    """The least log-odds threshold letting at most `escape_rate` of `defects` pass (a part passes at or above
+    it): just above the defect that would otherwise be one escape too many."""
+    d = np.sort(defects.astype(np.float64))[::-1]
+    allowed = int(np.floor(escape_rate * len(d)))
+    return float(d[allowed] + 1e-3) if allowed < len(d) else float(d[-1])
+
+
+def _share(flags: np.ndarray) -> float:
+    return float(flags.mean()) if flags.size else float("nan")
+
+
+def _check(name: str, parts: int, held: int, good: np.ndarray, bad: np.ndarray, escape_rate: float | None,
+           taught_at: float) -> TypeCheck:
+    t = taught_at if escape_rate is None else _escape_threshold(bad, escape_rate)
+    return TypeCheck(name, parts, held, len(good), len(bad), t, _share(bad < t), _share(good < t), False)
+
+
+def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck]) -> Zoo:
+    """Each type's own expert entry: the shared weights, the type's threshold (its good_margin)."""
+    doc = json.loads((zoo_root / MANIFEST).read_text(encoding="utf-8"))
+    shared = next(e for e in doc["experts"] if e["name"] == expert)
+    names = {f"cls-{c.type}" for c in checks}
+    doc["experts"] = [e for e in doc["experts"] if e["name"] not in names]
+    for c in checks:
+        doc["experts"].append({**shared, "name": f"cls-{c.type}", "spec": {**shared["spec"],
+                                                                            "good_margin": c.threshold}})
+    write_atomically(zoo_root / MANIFEST, json.dumps(doc, indent=1).encode())
+    return Zoo.load(zoo_root)
+
+
+def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path) -> str:
+    """The imported rule set with the golden board and the taught classifier, polarity left to the comparison."""
+    doc = yaml.safe_load(rules.text)
+    doc["golden"] = str(golden.resolve().relative_to(out.parent.resolve())) \
+        if golden.resolve().is_relative_to(out.parent.resolve()) else str(golden.resolve())
+    doc["classifier"] = {"arch": f"resnet{spec.get('depth', 10)}", "input_size": int(spec["input_size"])}
+    doc.pop("detectors", None)
+    for comp in doc.get("components", {}).values():
+        comp.pop("detector", None)
+    head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
+            "the golden board's (the zoo beside it)\n")
+    return head + yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: None) -> BoardTaught:
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    rules = load_rules(plan.rules)
+    if rules.compare is not None:
+        raise ValueError(f"{plan.rules} is a bare-board rule set: it is taught from labelled pairs, not golden "
+                         "photos (inspector accuracy --dataset)")
+    if not plan.goldens:
+        raise ValueError("give at least one golden photo (--golden IMG)")
+    zoo_root = plan.work / "zoo"
+    if (zoo_root / MANIFEST).exists():
+        raise ValueError(f"{zoo_root} already holds a taught zoo (its results name its experts): teach into a new "
+                         "--work folder")
+    plan.work.mkdir(parents=True, exist_ok=True)
+    boards, overlays = golden_boards(plan, rules, say)
+    golden = reference_board(boards)
+    golden_path = plan.out.with_name(plan.out.stem + ".golden.png")
+    golden_path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(golden_path), golden)
+    seconds["register"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    folder, mirror = plan.work / "crops", plan.work / "golden-crops"
+    for d in (folder, mirror):
+        shutil.rmtree(d, ignore_errors=True)
+    counts = write_crops(plan, rules, boards, golden, folder, mirror)
+    say(f"crops: {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))} from {len(boards)} golden board(s)")
+    seconds["crops"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    expert = expert_name(rules.recipe)
+    taught = teach(TeachPlan(expert, folder, zoo_root, good=GOOD, depth=plan.depth, heldout_share=plan.heldout_share,
+                             epochs=plan.epochs, patience=plan.patience, seed=plan.seed,
+                             false_call_budget=plan.false_call_budget, reference=mirror), say)
+    say(taught.summary())
+    seconds["train"] = time.perf_counter() - t2
+    t3 = time.perf_counter()
+    zoo = Zoo.load(zoo_root)
+    checks, pooled = validate(plan, rules, zoo, expert, folder, mirror)
+    serve_per_type(zoo_root, expert, checks)
+    plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out), encoding="utf-8")
+    load_rules(plan.out)  # what was written loads
+    for source, target in ((geometry_path(plan.rules), geometry_path(plan.out)),
+                           (points_path(plan.rules), points_path(plan.out))):
+        if source.is_file():
+            shutil.copyfile(source, target)  # registering the line's photos needs them beside the taught set
+    seconds["validate"] = time.perf_counter() - t3
+    seconds["total"] = time.perf_counter() - t0
+    goldens = [{"photo": str(b.photo), "board": b.index, **b.registration.to_json()} for b in boards]
+    return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, seconds)
+
+
+def format_checks(taught: BoardTaught) -> str:
+    e = taught.plan.escape_rate
+    how = (f"each type's threshold letting at most {100 * e:.1f}% of its made defects pass" if e is not None else
+           f"every type at the teaching's threshold (false calls within {100 * taught.plan.false_call_budget:.1f}% "
+           "of the held-out good crops; --escape-rate E sets one a type instead)")
+    lines = [f"validation on held-out parts (never trained on: they only chose the epoch), {how}:",
+             f"{'type':<34}{'parts':>6}{'held':>6}{'good':>6}{'defects':>8}{'threshold':>10}{'recall':>9}"
+             f"{'false calls':>12}"]
+    for c in [*taught.checks, taught.pooled]:
+        pooled = " *" if c.pooled else ""
+        lines.append(f"{c.type:<34}{c.parts:>6}{c.heldout_parts:>6}{c.good:>6}{c.defects:>8}{c.threshold:>10.2f}"
+                     f"{_pct(c.recall):>9}{_pct(c.false_calls):>12}{pooled}")
+    if any(c.pooled for c in taught.checks):
+        lines.append(f"* fewer than {MIN_TYPE_DEFECTS} held-out made defects of its own: the threshold of all types "
+                     "together serves it (its own figures, where it has any held-out crops, at that threshold)")
+    return "\n".join(lines)
+
+
+def _pct(v: float) -> str:
+    return "-" if v != v else f"{100 * v:.1f}%"

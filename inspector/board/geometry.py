@@ -1,0 +1,53 @@
+"""What teaching needs of the CAD beside the rule set: the board's outline and every inspected part's pads.
+
+A rule set holds windows, not copper. Registering a photo on the board's outline needs the outline, and a made
+`missing` defect is the part's own pads on bare board, so `board import` writes both beside the rule set
+(`RULES.board.json`), in the rule set's image frame (x right, y down, pixels at its scale). It is read back by
+`board teach`; a rule set without it (hand-written, or imported before this file existed) is taught on picked
+points, and its made defects lay pads at the two ends of each window.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PxRect = tuple[float, float, float, float]  # x0, y0, x1, y1 in the rule set's pixels
+SUFFIX = ".board.json"
+
+
+@dataclass
+class BoardGeometry:
+    outline: PxRect  # the board's edge (its bounding box), image px
+    px_per_mm: float
+    pads: dict[str, list[PxRect]] = field(default_factory=dict)  # inspected part -> its pads, image px
+    source: str = ""
+
+    def to_json(self) -> dict:
+        return {"outline": list(self.outline), "px_per_mm": self.px_per_mm, "source": self.source,
+                "pads": {ref: [list(p) for p in pads] for ref, pads in self.pads.items()}}
+
+
+def geometry_path(rules_path: Path) -> Path:
+    return rules_path.with_name(rules_path.stem + SUFFIX)
+
+
+def write_geometry(geometry: BoardGeometry, rules_path: Path) -> Path:
+    path = geometry_path(rules_path)
+    path.write_text(json.dumps(geometry.to_json(), indent=1), encoding="utf-8")
+    return path
+
+
+def read_geometry(rules_path: Path) -> BoardGeometry | None:
+    """The geometry written beside `rules_path`, or None when there is none."""
+    path = geometry_path(rules_path)
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return BoardGeometry(tuple(float(v) for v in doc["outline"]), float(doc["px_per_mm"]),
+                             {ref: [tuple(float(v) for v in p) for p in pads] for ref, pads in doc["pads"].items()},
+                             str(doc.get("source", "")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not the board geometry `board import` writes ({exc}); import the board again "
+                         "to write it anew") from None

@@ -1,0 +1,286 @@
+"""A photo of a board registered to its CAD: the homography from photo pixels to the rule set's image frame.
+
+Most of a plant's boards carry no fiducials, so a photo is registered the way an operator would line it up: on the
+board's outline, or on three or more points picked once (saved with the recipe).
+
+**Outline.** The board is told from its background by colour: the background is what the photo's border shows
+(the colour clusters covering most of the border strip, Lab), the board whatever lies far from all of them
+(Otsu's threshold on that distance). Each large blob is a candidate board. Its four edges are fitted robustly (a connector hanging over
+an edge or a notch moves a few points, not the line), their corners give a homography to the outline's box, and
+the quarter turn is chosen by what the CAD says is on the board: pads (bare or soldered) have rims a camera sees
+as edges, so the turn whose edge energy correlates best with the CAD's pad rims wins, and a turn that does not win
+clearly is not taken. A blob that is not a whole board (two boards touching, one cut by the photo's edge) fails
+the fit and is reported with the reason, never registered by guess.
+
+**To a reference.** A board photo registered on its outline is then refined on the golden board itself (ECC,
+homography, on standardised greys, so another light does not matter), which brings the board's own content, not
+only its edge, into line; a refinement that does not converge keeps the outline's registration and says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from .geometry import PxRect
+
+SEGMENT_SIDE = 1000  # px: the photo's longer side when telling board from background
+MIN_BACKGROUND_SHARE = 0.2  # of the photo's border a colour must cover to be taken for background
+MIN_AREA_SHARE = 0.01  # of the photo: a smaller blob is not a board
+MIN_FILL = 0.80  # of the outline's box the blob must cover, and of the blob the box (a chamfer, a notch)
+MAX_ASPECT_ERROR = 0.12  # fitted sides' ratio against the outline's
+MIN_AGREEMENT = 0.05  # correlation of the photo's edges with the CAD's pads at the chosen turn
+MIN_TURN_MARGIN = 0.04  # ... over the next turn's
+
+
+class RegistrationError(ValueError):
+    """A photo that could not be registered; the message says why and what to do."""
+
+
+@dataclass
+class Registration:
+    homography: np.ndarray  # 3x3, photo px -> image frame px
+    method: str  # outline | outline+reference | points
+    residual_px: float  # median distance of the evidence from where the CAD puts it, image frame px
+    residual_mm: float
+    contour: np.ndarray | None = None  # the board's blob in the photo (N x 2), outline registration
+    note: str = ""
+
+    def warp(self, photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+        """The photo in the rule set's frame (`size` = width, height): what the line cuts crops from."""
+        return cv2.warpPerspective(photo, self.homography, size, flags=cv2.INTER_AREA,
+                                   borderMode=cv2.BORDER_REPLICATE)
+
+    def to_json(self) -> dict:
+        return {"method": self.method, "residual_px": round(self.residual_px, 2),
+                "residual_mm": round(self.residual_mm, 3), "homography": self.homography.round(6).tolist(),
+                "note": self.note}
+
+
+@dataclass
+class Candidate:
+    """One blob of the photo that may be a board: its outline registration, or why it is not one."""
+    contour: np.ndarray  # N x 2 photo px
+    registration: Registration | None
+    reason: str = ""
+
+    @property
+    def centre(self) -> tuple[int, int]:
+        x, y = self.contour.mean(axis=0)
+        return int(x), int(y)
+
+
+def board_mask(photo: np.ndarray) -> tuple[np.ndarray, float]:
+    """(mask of what is not background at SEGMENT_SIDE scale, that scale's factor from the photo)."""
+    scale = min(1.0, SEGMENT_SIDE / max(photo.shape[:2]))
+    small = cv2.resize(photo, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) if scale < 1 else photo
+    lab = cv2.cvtColor(cv2.GaussianBlur(small, (5, 5), 0), cv2.COLOR_BGR2LAB).astype(np.float32)
+    b = max(4, min(lab.shape[:2]) // 40)
+    border = np.concatenate([lab[:b].reshape(-1, 3), lab[-b:].reshape(-1, 3),
+                             lab[:, :b].reshape(-1, 3), lab[:, -b:].reshape(-1, 3)])
+    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1.0)
+    cv2.setRNGSeed(0)
+    _, labels, centres = cv2.kmeans(border, 3, None, criteria, 3, cv2.KMEANS_PP_CENTERS)
+    share = np.bincount(labels.ravel(), minlength=3) / len(labels)
+    centres = centres[share >= MIN_BACKGROUND_SHARE]  # a board touching the photo's edge is not background
+    distance = np.min(np.stack([np.linalg.norm(lab - c, axis=2) for c in centres]), axis=0)
+    _, mask = cv2.threshold(np.clip(distance * 2, 0, 255).astype(np.uint8), 0, 255,
+                            cv2.THRESH_BINARY + cv2.THRESH_OTSU)
+    k = max(3, round(min(mask.shape) / 150)) | 1
+    mask = cv2.morphologyEx(mask, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    mask = cv2.morphologyEx(mask, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    return mask, scale
+
+
+def _edges(contour: np.ndarray) -> np.ndarray | None:
+    """The blob's four corners (4 x 2, in the order of its minimum-area box) from lines fitted to each side."""
+    box = cv2.boxPoints(cv2.minAreaRect(contour.astype(np.float32)))
+    lines = []
+    for i in range(4):
+        a, b = box[i], box[(i + 1) % 4]
+        d = b - a
+        length = float(np.hypot(*d))
+        if length < 1:
+            return None
+        n = np.array([-d[1], d[0]]) / length
+        off = (contour - a) @ n
+        along = (contour - a) @ (d / length)
+        band = max(3.0, 0.06 * min(np.hypot(*(box[1] - box[0])), np.hypot(*(box[2] - box[1]))))
+        near = contour[(np.abs(off) < band) & (along > 0.1 * length) & (along < 0.9 * length)]
+        if len(near) < 5:
+            return None
+        vx, vy, x0, y0 = cv2.fitLine(near.astype(np.float32), cv2.DIST_HUBER, 0, 0.01, 0.01).ravel()
+        lines.append((np.array([x0, y0]), np.array([vx, vy])))
+    corners = []
+    for i in range(4):  # side i-1 meets side i at box corner i
+        (p, u), (q, v) = lines[i - 1], lines[i]
+        m = np.array([u, -v]).T
+        if abs(np.linalg.det(m)) < 1e-6:
+            return None
+        t = np.linalg.solve(m, q - p)
+        corners.append(p + t[0] * u)
+    return np.array(corners, np.float64)
+
+
+def frame_masks(size: tuple[int, int], outline: PxRect, marks: list[PxRect]) -> tuple[np.ndarray, np.ndarray]:
+    """(the outline's mask, the marks' mask) in the image frame of `size` (width, height)."""
+    w, h = size
+    inside = np.zeros((h, w), np.uint8)
+    x0, y0, x1, y1 = (round(v) for v in outline)
+    inside[max(0, y0):y1, max(0, x0):x1] = 255
+    on = np.zeros((h, w), np.uint8)
+    for mx0, my0, mx1, my1 in marks:
+        on[max(0, round(my0)):round(my1), max(0, round(mx0)):round(mx1)] = 255
+    return inside, on & inside
+
+
+def edge_template(size: tuple[int, int], outline: PxRect, marks: list[PxRect]) -> tuple[np.ndarray, np.ndarray]:
+    """(where the CAD expects edges: the rims of the pads (or windows), blurred; the outline's mask)."""
+    inside, on = frame_masks(size, outline, marks)
+    rim = cv2.dilate(on, np.ones((5, 5), np.uint8)) - cv2.erode(on, np.ones((3, 3), np.uint8))
+    return cv2.GaussianBlur(rim.astype(np.float32), (0, 0), 2), inside
+
+
+def _agreement(warped: np.ndarray, template: np.ndarray, inside: np.ndarray) -> float:
+    """Correlation of the photo's edge energy with the CAD's expected edges, over the board."""
+    e = cv2.GaussianBlur(_edge_energy(warped), (0, 0), 2)[inside > 0]
+    t = template[inside > 0]
+    if e.std() < 1e-6 or t.std() < 1e-6:
+        return 0.0
+    return float(np.corrcoef(e, t)[0, 1])
+
+
+def _edge_energy(image: np.ndarray) -> np.ndarray:
+    grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    return np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1))
+
+
+def register_outline(photo: np.ndarray, contour: np.ndarray, size: tuple[int, int], outline: PxRect,
+                     marks: list[PxRect], px_per_mm: float) -> Registration:
+    """The blob `contour` (photo px) registered to the outline box of a `size` image frame, its turn chosen by
+    where the CAD puts edges (`marks`: the pads, or the parts' windows). Raises RegistrationError when the blob is
+    not one whole board or its turn cannot be told."""
+    corners = _edges(contour)
+    if corners is None:
+        raise RegistrationError("its edges could not be fitted (too few points on a side)")
+    x0, y0, x1, y1 = outline
+    sides = (np.hypot(*(corners[1] - corners[0])), np.hypot(*(corners[2] - corners[1])))
+    ow, oh = x1 - x0, y1 - y0
+    target = np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float64)
+    template, inside = edge_template(size, outline, marks)
+    scored = []
+    for turn in range(4):
+        src = np.roll(corners, -turn, axis=0)
+        a, b = np.hypot(*(src[1] - src[0])), np.hypot(*(src[2] - src[1]))
+        if abs((a / b) / (ow / oh) - 1) > MAX_ASPECT_ERROR:
+            continue
+        h = cv2.getPerspectiveTransform(src.astype(np.float32), target.astype(np.float32))
+        warped = cv2.warpPerspective(photo, h, size, flags=cv2.INTER_AREA)
+        scored.append((_agreement(warped, template, inside), turn, h))
+    if not scored:
+        ratio = max(sides) / max(1e-6, min(sides))
+        raise RegistrationError(f"its sides are {ratio:.2f}:1 where the outline's are "
+                                f"{max(ow, oh) / min(ow, oh):.2f}:1: not one whole board")
+    scored.sort(key=lambda s: -s[0])
+    agreement, _turn, h = scored[0]
+    runner_up = scored[1][0] if len(scored) > 1 else 0.0
+    if agreement < MIN_AGREEMENT or agreement - runner_up < MIN_TURN_MARGIN:
+        raise RegistrationError(f"its turn cannot be told (its edges agree with the CAD's {agreement:.2f}, "
+                                f"{runner_up:.2f} the other way round): pick 3 points on it (--points)")
+    fill = _fill(contour, h, size, inside)
+    if fill < MIN_FILL:
+        raise RegistrationError(f"the blob and the outline overlap only {100 * fill:.0f}% (another board touches "
+                                "it, something covers it, or the photo's edge cuts it)")
+    mapped = cv2.perspectiveTransform(contour.reshape(-1, 1, 2).astype(np.float64), h).reshape(-1, 2)
+    residual = float(np.median(_distance_to_box(mapped, outline)))
+    return Registration(h, "outline", residual, residual / px_per_mm, contour,
+                        f"edges agree with the CAD's {agreement:.2f} ({runner_up:.2f} turned)")
+
+
+def _fill(contour: np.ndarray, h: np.ndarray, size: tuple[int, int], inside: np.ndarray) -> float:
+    """The smaller of: the outline's share covered by the blob, the blob's share inside the outline."""
+    blob = np.zeros(inside.shape, np.uint8)
+    mapped = cv2.perspectiveTransform(contour.reshape(-1, 1, 2).astype(np.float64), h).reshape(-1, 2)
+    cv2.fillPoly(blob, [np.round(mapped).astype(np.int32)], 255)
+    both = np.count_nonzero((blob > 0) & (inside > 0))
+    return min(both / max(1, np.count_nonzero(inside)), both / max(1, np.count_nonzero(blob)))
+
+
+def _distance_to_box(points: np.ndarray, box: PxRect) -> np.ndarray:
+    x0, y0, x1, y1 = box
+    dx = np.minimum(np.abs(points[:, 0] - x0), np.abs(points[:, 0] - x1))
+    dy = np.minimum(np.abs(points[:, 1] - y0), np.abs(points[:, 1] - y1))
+    return np.minimum(dx, dy)
+
+
+def find_boards(photo: np.ndarray, size: tuple[int, int], outline: PxRect, marks: list[PxRect],
+                px_per_mm: float) -> list[Candidate]:
+    """Every board-sized blob of the photo, largest first, each registered or with the reason it is not."""
+    mask, scale = board_mask(photo)
+    contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
+    area = mask.shape[0] * mask.shape[1]
+    out = []
+    for c in sorted(contours, key=cv2.contourArea, reverse=True):
+        if cv2.contourArea(c) < MIN_AREA_SHARE * area:
+            break
+        points = c.reshape(-1, 2).astype(np.float64) / scale
+        try:
+            out.append(Candidate(points, register_outline(photo, points, size, outline, marks, px_per_mm)))
+        except RegistrationError as exc:
+            out.append(Candidate(points, None, str(exc)))
+    return out
+
+
+def register_points(pairs: list[tuple[tuple[float, float], tuple[float, float]]], px_per_mm: float) -> Registration:
+    """Picked points: (photo px, image frame px) pairs; 3 give an affine map, 4 or more a homography. The
+    residual is the median distance of the points from where the map puts them (0 with exactly 3 or 4)."""
+    if len(pairs) < 3:
+        raise RegistrationError(f"{len(pairs)} picked point(s): pick at least 3 (4 or more also undo a tilt)")
+    src = np.array([p for p, _ in pairs], np.float64)
+    dst = np.array([q for _, q in pairs], np.float64)
+    (ax, ay), (bx, by) = src[1] - src[0], src[2] - src[0]
+    if abs(ax * by - ay * bx) < 1e-3 * max(1.0, np.ptp(src) ** 2):
+        raise RegistrationError("the picked points lie on one line: pick points spread over the board")
+    if len(pairs) == 3:
+        h = np.vstack([cv2.getAffineTransform(src.astype(np.float32), dst.astype(np.float32)), [0, 0, 1]])
+    else:
+        h, _ = cv2.findHomography(src, dst, 0)
+        if h is None:
+            raise RegistrationError("the picked points give no homography: pick points spread over the board")
+    mapped = cv2.perspectiveTransform(src.reshape(-1, 1, 2), h).reshape(-1, 2)
+    residual = float(np.median(np.hypot(*(mapped - dst).T)))
+    return Registration(h, "points", residual, residual / px_per_mm)
+
+
+def standard_grey(image: np.ndarray) -> np.ndarray:
+    grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    grey = cv2.GaussianBlur(grey, (0, 0), 1.5)
+    return (grey - grey.mean()) / max(1e-3, grey.std())
+
+
+def refine_on_reference(photo: np.ndarray, registration: Registration, reference: np.ndarray,
+                        px_per_mm: float, mask: np.ndarray | None = None) -> Registration:
+    """`registration` brought into line with the golden board `reference` (image frame) by ECC on the photo's
+    content; kept as it was (noted) where ECC does not converge or moves a corner by more than 5% of the board."""
+    size = (reference.shape[1], reference.shape[0])
+    warped = registration.warp(photo, size)
+    warp = np.eye(3, dtype=np.float32)
+    criteria = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 100, 1e-5)
+    try:
+        cc, warp = cv2.findTransformECC(standard_grey(reference), standard_grey(warped), warp,
+                                        cv2.MOTION_HOMOGRAPHY, criteria, mask, 5)
+    except cv2.error:
+        registration.note += "; refinement on the golden board did not converge (outline kept)"
+        return registration
+    corners = np.array([[0, 0], [size[0], 0], [size[0], size[1]], [0, size[1]]], np.float64).reshape(-1, 1, 2)
+    moved = np.hypot(*(cv2.perspectiveTransform(corners, warp.astype(np.float64)) - corners).reshape(-1, 2).T)
+    if moved.max() > 0.05 * max(size):
+        registration.note += f"; refinement on the golden board moved a corner {moved.max():.0f} px (outline kept)"
+        return registration
+    # warp maps reference px -> warped px; the refined map takes the photo to the reference: inv(warp) @ H
+    h = np.linalg.inv(warp.astype(np.float64)) @ registration.homography
+    return Registration(h / h[2, 2], registration.method + "+reference", registration.residual_px,
+                        registration.residual_mm, registration.contour,
+                        registration.note + f"; refined on the golden board (correlation {cc:.2f}, "
+                                            f"moved up to {moved.max():.1f} px)")

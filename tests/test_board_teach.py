@@ -1,0 +1,185 @@
+"""Teaching an imported board from golden photos: registration to the CAD, made defects, the taught expert per
+type, and checking photos through the line (issue 53, `board teach` / `board check`).
+
+The photos are the product's own renders of a KiCad board (real KiCad text, imported by `board import`), placed
+turned, scaled and tilted on a plain background the way a phone or a bench camera would take them. The shared
+SnapperGPS photos are measured by the commands themselves (README), not asserted here.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from inspector.board.geometry import read_geometry
+from inspector.board.made_defects import KINDS, made_defects, photo_variant
+from inspector.board.register import RegistrationError, find_boards, register_points
+from inspector.ingest.synthetic import render_board
+from inspector.routing.rules import load_rules
+
+PARTS = [("R", "Resistor_SMD:R_0805_2012Metric", 0.9375, 0.975, 1.4),
+         ("C", "Capacitor_SMD:C_0603_1608Metric", 0.7875, 0.875, 0.95)]
+
+
+def kicad_board(n_per_row: int = 5) -> str:
+    """A 40 x 30 mm KiCad 5 board: rows of 0805 resistors and 0603 capacitors, and one SOIC-8."""
+    mods = []
+    for row, (letter, fp, dx, w, h) in enumerate(PARTS):
+        for i in range(n_per_row):
+            turn = 90 * (i % 2)  # pcbnew 5 writes a pad's angle absolute: the module's own
+            at = f"{6 + 6 * i} {6 + 7 * row} {turn}"
+            mods.append(f"""  (module {fp} (layer F.Cu) (at {at}) (attr smd)
+    (fp_text reference {letter}{i + 1} (at 0 -1.6) (layer F.SilkS))
+    (fp_text value 1k (at 0 1.6) (layer F.Fab))
+    (pad 1 smd roundrect (at -{dx} 0 {turn}) (size {w} {h}) (layers F.Cu F.Paste F.Mask))
+    (pad 2 smd roundrect (at {dx} 0 {turn}) (size {w} {h}) (layers F.Cu F.Paste F.Mask)))""")
+    mods.append("""  (module Package_SO:SOIC-8_3.9x4.9mm_P1.27mm (layer F.Cu) (at 30 23) (attr smd)
+    (fp_text reference U1 (at 0 -3.4) (layer F.SilkS))
+    (fp_text value NE555 (at 0 3.4) (layer F.Fab))
+    (fp_line (start -1.95 -2.45) (end 1.95 -2.45) (layer F.Fab) (width 0.1))
+    (fp_line (start 1.95 2.45) (end -1.95 2.45) (layer F.Fab) (width 0.1))
+    (pad 1 smd roundrect (at -2.475 -1.905) (size 1.95 0.6) (layers F.Cu F.Paste F.Mask))
+    (pad 4 smd roundrect (at -2.475 1.905) (size 1.95 0.6) (layers F.Cu F.Paste F.Mask))
+    (pad 5 smd roundrect (at 2.475 1.905) (size 1.95 0.6) (layers F.Cu F.Paste F.Mask))
+    (pad 8 smd roundrect (at 2.475 -1.905) (size 1.95 0.6) (layers F.Cu F.Paste F.Mask)))""")
+    edges = "".join(f"  (gr_line (start {a}) (end {b}) (layer Edge.Cuts) (width 0.05))\n" for a, b in
+                    (("0 0", "40 0"), ("40 0", "40 30"), ("40 30", "0 30"), ("0 30", "0 0")))
+    return "(kicad_pcb (version 20171130) (host pcbnew 5.1.9)\n  (general (thickness 1.6))\n" + edges + \
+        "\n".join(mods) + "\n)\n"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("teach")
+    (root / "b.kicad_pcb").write_text(kicad_board(), encoding="utf-8")
+    r = cli("board", "import", str(root / "b.kicad_pcb"), "--out", str(root / "b.yaml"), "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    return root / "b.yaml"
+
+
+def photo_of(board: np.ndarray, angle: float, scale: float, tilt: float, shift: tuple[int, int],
+             canvas: tuple[int, int] = (900, 760), background: int = 235) -> tuple[np.ndarray, np.ndarray]:
+    """(the board placed on a plain background as a camera would see it, the homography board px -> photo px)."""
+    h, w = board.shape[:2]
+    src = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
+    rot = cv2.getRotationMatrix2D((w / 2, h / 2), angle, scale)
+    dst = cv2.transform(src[None], rot)[0] + np.float32(shift)
+    dst[1] += (0, tilt * h)  # one corner pulled: a tilted camera
+    m = cv2.getPerspectiveTransform(src, dst)
+    photo = cv2.warpPerspective(board, m, canvas, borderValue=(background,) * 3)
+    noise = np.random.default_rng(1).normal(0, 2, photo.shape)
+    return np.clip(photo + noise, 0, 255).astype(np.uint8), m
+
+
+def test_import_writes_the_outline_and_every_inspected_parts_pads_beside_the_rule_set(imported: Path) -> None:
+    rules, geometry = load_rules(imported), read_geometry(imported)
+    assert geometry is not None and geometry.px_per_mm == 10
+    assert geometry.outline == pytest.approx((0, 0, 400, 300), abs=0.01)  # 40 x 30 mm at 10 px/mm
+    assert set(geometry.pads) == {p.ref for _c, p in rules.placements()}
+    # R1 at (6, 6) mm, unturned: pads at x = 6 -+ 0.9375 mm, 0.975 x 1.4 mm
+    r1 = sorted(geometry.pads["R1"])
+    assert r1[0] == pytest.approx((60 - 9.375 - 4.875, 60 - 7, 60 - 9.375 + 4.875, 60 + 7), abs=0.01)
+    # R2 at (12, 6) turned 90 degrees: its pads stack vertically, their sides swapped
+    r2 = sorted(geometry.pads["R2"], key=lambda p: p[1])
+    assert r2[0] == pytest.approx((120 - 7, 60 - 9.375 - 4.875, 120 + 7, 60 - 9.375 + 4.875), abs=0.01)
+
+
+def test_a_photo_registers_on_the_boards_outline_whatever_its_turn_and_tilt(imported: Path) -> None:
+    rules, geometry = load_rules(imported), read_geometry(imported)
+    board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    pads = [p for ps in geometry.pads.values() for p in ps]
+    for angle in (0.0, 17.0, 95.0, 200.0):
+        photo, m = photo_of(board, angle, 1.4, 0.02, (160, 140))
+        found = find_boards(photo, rules.board_size, geometry.outline, pads, geometry.px_per_mm)
+        assert len(found) == 1 and found[0].registration is not None, found[0].reason
+        reg = found[0].registration
+        corners = np.float64([[[0, 0]], [[400, 0]], [[400, 300]], [[0, 300]]])
+        back = cv2.perspectiveTransform(cv2.perspectiveTransform(corners, m), reg.homography)
+        assert np.abs(back - corners).max() < 4.0, (angle, back.reshape(-1, 2))  # px at 10 px/mm: 0.4 mm
+        assert reg.residual_mm < 0.2
+
+
+def test_boards_that_touch_or_a_line_of_points_are_refused_with_the_reason(imported: Path) -> None:
+    rules, geometry = load_rules(imported), read_geometry(imported)
+    board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    pads = [p for ps in geometry.pads.values() for p in ps]
+    photo, _ = photo_of(board, 10.0, 1.0, 0.0, (60, 60), canvas=(1000, 700))
+    second, _ = photo_of(board, 10.0, 1.0, 0.0, (420, 120), canvas=(1000, 700))
+    both = np.minimum(photo, second)  # two boards overlapping: one blob
+    found = find_boards(both, rules.board_size, geometry.outline, pads, geometry.px_per_mm)
+    assert found and all(c.registration is None for c in found)
+    assert any("overlap" in c.reason or "whole board" in c.reason for c in found)
+    with pytest.raises(RegistrationError, match="one line"):
+        register_points([((0, 0), (0, 0)), ((10, 10), (5, 5)), ((20, 20), (10, 10))], 10.0)
+    reg = register_points([((10, 10), (0, 0)), ((210, 10), (100, 0)), ((10, 110), (0, 50))], 10.0)
+    assert cv2.perspectiveTransform(np.float64([[[110, 60]]]), reg.homography)[0, 0] == pytest.approx((50, 25))
+
+
+def test_made_defects_change_the_window_in_the_crops_own_colours(imported: Path) -> None:
+    rules = load_rules(imported)
+    board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    comp, place = next((c, p) for c, p in rules.placements() if p.ref == "U1")
+    from inspector.ingest.crops import crop_part
+
+    crop = crop_part(board, comp, place, rules.crop_margin)
+    rng = np.random.default_rng(0)
+    plain = made_defects(crop, [], rules.crop_margin, polarised=False, rng=rng)
+    assert set(plain) == set(KINDS) - {"reversed"}  # a symmetric part is never made "reversed"
+    assert "reversed" in made_defects(crop, [], rules.crop_margin, polarised=True, rng=rng)
+    m = rules.crop_margin
+    for kind, image in plain.items():
+        assert image.shape == crop.shape
+        assert np.abs(image.astype(int) - crop.astype(int))[m:-m, m:-m].mean() > 3, kind
+    rim = np.concatenate([crop[:m].reshape(-1, 3), crop[-m:].reshape(-1, 3)])
+    body = plain["missing"][crop.shape[0] // 2, crop.shape[1] // 2].astype(int)
+    assert np.abs(body - np.median(rim, axis=0)).max() < 25  # emptied to the board's own colour
+    assert photo_variant(crop, rng).shape == crop.shape
+
+
+def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(imported: Path) -> None:
+    """`board teach` on one golden photo: registration, crops, a golden-comparison expert served per type, a
+    taught rule set the line loads; `board check` registers other photos and inspects them on the line."""
+    root = imported.parent
+    rules = load_rules(imported)
+    rng = np.random.default_rng(3)
+    golden = render_board(rules, "g0", rng, rates={}).image
+    cv2.imwrite(str(root / "golden.png"), photo_of(golden, 12.0, 1.5, 0.02, (150, 120))[0])
+    other = render_board(rules, "g1", rng, rates={}).image
+    cv2.imwrite(str(root / "other.png"), photo_of(other, -8.0, 1.3, 0.0, (200, 200))[0])
+    cv2.imwrite(str(root / "noise.png"), rng.integers(0, 255, (400, 500, 3), dtype=np.uint8))
+    r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "noise.png"), "--work",
+            str(root / "bad"))
+    assert r.returncode != 0 and "did not register" in r.stderr and "points" in r.stderr
+    r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--epochs", "2",
+            "--json", str(root / "teach.json"), "--escape-rate", "0.05")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((root / "teach.json").read_text(encoding="utf-8"))
+    assert doc["goldens"][0]["method"] == "outline" and doc["goldens"][0]["residual_mm"] < 0.2
+    assert {"good", "missing", "shifted", "rotated", "bridge", "tombstone"} <= set(doc["crops"])
+    assert {t["type"] for t in doc["types"]} == {c.name for c in rules.components}
+    assert Path(doc["overlays"][0]).is_file() and "validation on held-out parts" in r.stdout
+    taught = load_rules(root / "b.taught.yaml")
+    assert taught.golden and Path(taught.golden).is_file() and not taught.detectors
+    from inspector.experts.zoo import Zoo
+
+    zoo = Zoo.load(Path(doc["zoo"]))
+    for t in doc["types"]:  # each type served by its own entry at its own threshold
+        assert zoo.entries[f"cls-{t['type']}"].spec["good_margin"] == pytest.approx(t["threshold"])
+    r = cli("board", "check", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], str(root / "other.png"),
+            str(root / "noise.png"), "--json", str(root / "check.json"))
+    assert r.returncode == 0, r.stderr
+    checked = json.loads((root / "check.json").read_text(encoding="utf-8"))
+    other_board = [c for c in checked if c["photo"].endswith("other.png")]
+    assert len(other_board) == 1 and other_board[0]["registered"]
+    assert other_board[0]["inspected"] == len(rules.placements())
+    assert all(not c["registered"] and c["reason"] for c in checked if c["photo"].endswith("noise.png"))
