@@ -3,13 +3,13 @@
 Most of a plant's boards carry no fiducials, so a photo is registered the way an operator would line it up: on the
 board's outline, or on three or more points picked once (saved with the recipe).
 
-**Outline.** The board is told from its background by colour: the background is what the photo's border shows
-(the colour clusters covering most of the border strip, Lab), the board whatever lies far from all of them
-(Otsu's threshold on that distance). Each large blob is a candidate board. Its four edges are fitted robustly
-(a connector hanging over an edge or a notch moves a few points, not the line), their corners give a homography to the outline's box, and
-the quarter turn is chosen by what the CAD says is on the board: pads (bare or soldered) have rims a camera sees
-as edges, so the turn whose edge energy correlates best with the CAD's pad rims wins, and a turn that does not win
-clearly is not taken. A blob that is not a whole board (two boards touching, one cut by the photo's edge) fails
+**Outline.** The board is told from its background by colour: the background is what the photo's border shows (the
+colour clusters covering most of the border strip, Lab), the board whatever lies far from all of them (Otsu's
+threshold on that distance). Each large blob is a candidate board. Its four edges are fitted robustly (a connector
+hanging over an edge or a notch moves a few points, not the line), their corners give a homography to the outline's
+box, and the quarter turn is chosen by what the CAD says is on the board: pads (bare or soldered) have rims a camera
+sees as edges, so the turn whose edge energy correlates best with the CAD's pad rims wins, and a turn that does not
+win clearly is not taken. A blob that is not a whole board (two boards touching, one cut by the photo's edge) fails
 the fit and is reported with the reason, never registered by guess.
 
 **To a reference.** A board photo registered on its outline is then refined on the golden board itself (ECC,
