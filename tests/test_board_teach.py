@@ -183,3 +183,17 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     assert len(other_board) == 1 and other_board[0]["registered"]
     assert other_board[0]["inspected"] == len(rules.placements())
     assert all(not c["registered"] and c["reason"] for c in checked if c["photo"].endswith("noise.png"))
+
+
+def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> None:
+    from inspector.app.rules_workload import workload_of_rules
+
+    rules = load_rules(imported)
+    w = workload_of_rules(rules, boards=3, device_mb=200)
+    assert {c.name: c.count for c in w.components} == {c.name: len(c.placements) for c in rules.components}
+    assert w.requests == 3 * len(rules.placements()) and w.device_bytes == 200 * 2**20
+    assert {c.name for c in w.components if c.detector} == {c.name for c in rules.components if c.detector}
+    with pytest.raises(ValueError, match="1 or more"):
+        workload_of_rules(rules, boards=0)
+    r = cli("bench", "--rules", str(imported), "--workload", "x.yaml")
+    assert r.returncode != 0 and "not both" in r.stderr
