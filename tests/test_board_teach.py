@@ -197,3 +197,20 @@ def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> N
         workload_of_rules(rules, boards=0)
     r = cli("bench", "--rules", str(imported), "--workload", "x.yaml")
     assert r.returncode != 0 and "not both" in r.stderr
+
+
+def test_the_colour_comparison_sees_a_mask_of_another_colour_where_the_grey_one_does_not() -> None:
+    import torch
+
+    from inspector.ingest.golden import compose
+
+    rng = np.random.default_rng(0)
+    pads = rng.integers(0, 2, (1, 1, 24, 32)).astype(bool)
+    def board(mask_rgb: tuple[int, int, int]) -> torch.Tensor:  # bright pads on a mask of this colour
+        x = torch.tensor(mask_rgb, dtype=torch.uint8).view(1, 3, 1, 1).repeat(1, 1, 24, 32)
+        return torch.where(torch.from_numpy(pads), torch.full_like(x, 230), x)
+
+    purple, blue = board((120, 40, 160)), board((23, 59, 196))  # one grey level (0.299 R + 0.587 G + 0.114 B)
+    grey = compose(purple, blue, "composite")[0, 2].float().mean()
+    colour = compose(purple, blue, "colour")[0, 2].float().mean()
+    assert grey < 3 and colour > 40

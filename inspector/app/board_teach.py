@@ -68,6 +68,7 @@ class BoardTeachPlan:
     patience: int = 6
     seed: int = 0
     depth: int = 10
+    comparison: str = "composite"  # the golden comparison's kind (experts/base.py REFERENCES), or none: the live crop
 
 
 @dataclass
@@ -229,6 +230,7 @@ def validate(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, folder
             idents.append(ref)
     if not images:
         raise ValueError("no part was held out to validate on: add golden boards or parts, or raise --heldout")
+    refs = refs if arch.reference is not None else None
     logits, _ = logits_of(arch, model, Crops(images, np.array(labels), refs, idents))
     score, truth, kinds = logodds(logits), np.array(labels), np.array(types)
     taught_at = float(zoo.entries[expert].spec["good_margin"])
@@ -325,7 +327,9 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     expert = expert_name(rules.recipe)
     taught = teach(TeachPlan(expert, folder, zoo_root, good=GOOD, depth=plan.depth, heldout_share=plan.heldout_share,
                              epochs=plan.epochs, patience=plan.patience, seed=plan.seed,
-                             false_call_budget=plan.false_call_budget, reference=mirror), say)
+                             false_call_budget=plan.false_call_budget,
+                             reference=None if plan.comparison == "none" else mirror,
+                             reference_kind=plan.comparison), say)
     say(taught.summary())
     seconds["train"] = time.perf_counter() - t2
     t3 = time.perf_counter()

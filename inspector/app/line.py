@@ -416,7 +416,13 @@ class Line:
         return self.stats.boards / dt, self.stats.parts / dt
 
 
-def golden_types(rules: RuleSet, zoo: Zoo) -> set[str]:
-    """The component types whose classifier compares each crop with the golden board's (ingest/golden.py)."""
-    return {c.name for c in rules.components if c.classifier in zoo.entries and c.classifier not in zoo.unavailable
-            and getattr(zoo.architecture(c.classifier), "reference", None) is not None}
+def golden_types(rules: RuleSet, zoo: Zoo) -> dict[str, str]:
+    """The component types whose classifier compares each crop with the golden board's (ingest/golden.py), each
+    with the kind of comparison it was taught on (composite, colour)."""
+    out = {}
+    for c in rules.components:
+        if c.classifier in zoo.entries and c.classifier not in zoo.unavailable:
+            kind = getattr(zoo.architecture(c.classifier), "reference", None)
+            if kind is not None:
+                out[c.name] = kind
+    return out

@@ -38,6 +38,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--escape-rate", type=float,
                        help="give each type the threshold letting at most this share of its held-out defects pass "
                             "(default: every type serves the teaching's threshold, 1%% false calls)")
+    teach.add_argument("--comparison", choices=["composite", "colour", "none"], default="composite",
+                       help="what each expert reads: the crop beside the golden board's window in grey (composite, "
+                            "the default), the same counting colour changes (colour), or the live crop alone (none)")
     teach.add_argument("--epochs", type=int, default=30)
     teach.add_argument("--seed", type=int, default=0)
     teach.add_argument("--json", help="also write the registrations, crops and validation table as JSON")
@@ -144,7 +147,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
     work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
     plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
                           Path(args.defects) if args.defects else None, args.escape_rate, epochs=args.epochs,
-                          seed=args.seed)
+                          seed=args.seed, comparison=args.comparison)
     taught = teach_board(plan, say)
     print(format_checks(taught))
     print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in taught.seconds.items()))

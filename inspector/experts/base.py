@@ -34,7 +34,8 @@ FITS = ("squash", "letterbox")
 LETTERBOX_GREY = 128.0 / 255.0
 # What an expert reads beside the live crop. None: the live crop alone. composite: the live crop, the same window of
 # the golden board and their difference, as three greys (ingest/golden.py); the line must have a golden image.
-REFERENCES = ("composite",)
+# colour: the same, the difference also counting a change of colour (a bare board's mask beside the golden one's).
+REFERENCES = ("composite", "colour")
 
 
 class UnknownArchitecture(ValueError):

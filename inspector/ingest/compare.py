@@ -52,9 +52,11 @@ def cut_differences(image: np.ndarray, rules: RuleSet) -> list[Crop]:
     return crops
 
 
-def difference_tensors(crops: Sequence[Crop], composite: set[str]) -> list[torch.Tensor]:
-    """What the engine's experts take: each difference beside its golden window (composite types), else alone."""
-    return [composite_tensor(c.image, c.golden) if c.component.name in composite and c.golden is not None
+def difference_tensors(crops: Sequence[Crop], composite: dict[str, str]) -> list[torch.Tensor]:
+    """What the engine's experts take: each difference beside its golden window (composite types: type -> the
+    composite's kind), else alone."""
+    return [composite_tensor(c.image, c.golden, composite[c.component.name])
+            if c.component.name in composite and c.golden is not None
             else normalize_crop(crop_tensor(c.image)) for c in crops]
 
 

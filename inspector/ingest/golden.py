@@ -6,7 +6,9 @@ greys: the live crop, the golden crop, and their absolute difference. Each grey 
 (ingest/photometric.py's numbers), so a golden photo taken under other light still lines up with the live one;
 the difference is what a defect leaves, and the two crops beside it let the expert tell a real change from a
 trace's edge off by a pixel. The same function makes the training crops and the line's, so nothing differs.
-Colour is given up for it: a golden comparison is about shape.
+Colour is given up for it in the plain `composite` (a golden comparison is about shape); the `colour` kind keeps it
+in the difference: the grey difference and the change of chromaticity (two opponent channels, not normalised, so a
+solder mask of another colour or a part of another colour stands out) in one channel.
 """
 from __future__ import annotations
 
@@ -30,20 +32,31 @@ def _standard_grey(x: torch.Tensor) -> torch.Tensor:
     return (g - mean) * (SPREAD / std) + MEAN
 
 
-def compose(live: torch.Tensor, golden: torch.Tensor) -> torch.Tensor:
+def _opponent(x: torch.Tensor) -> torch.Tensor:
+    """N x 3 x H x W RGB -> N x 2 x H x W chromaticity: (R - G) / sqrt 2, (R + G - 2B) / sqrt 6."""
+    r, g, b = x.float().unbind(dim=1)
+    return torch.stack([(r - g) / 2 ** 0.5, (r + g - 2 * b) / 6 ** 0.5], dim=1)
+
+
+def compose(live: torch.Tensor, golden: torch.Tensor, kind: str = "composite") -> torch.Tensor:
     """N x 3 x H x W uint8 RGB live and golden crops (one window each) -> N x 3 x H x W uint8: live grey, golden grey,
-    |live - golden| (channels in that order)."""
+    their difference (channels in that order): |live - golden| of the greys, or with `kind` colour the length of
+    (grey difference, change of chromaticity)."""
     if live.shape != golden.shape:
         raise ValueError(f"a live crop {tuple(live.shape[-2:])} and its golden crop {tuple(golden.shape[-2:])} must "
                          "be one window: the same size")
     a, b = _standard_grey(live), _standard_grey(golden)
-    out = torch.stack([a, b, (a - b).abs()], dim=1)
+    diff = (a - b).abs()
+    if kind == "colour":
+        chroma = (_opponent(live) - _opponent(golden)).pow(2).sum(dim=1)
+        diff = (diff.pow(2) + chroma).sqrt()
+    out = torch.stack([a, b, diff], dim=1)
     return out.round_().clamp_(0, 255).to(torch.uint8)
 
 
-def composite_tensor(live: np.ndarray, golden: np.ndarray) -> torch.Tensor:
+def composite_tensor(live: np.ndarray, golden: np.ndarray, kind: str = "composite") -> torch.Tensor:
     """One HxWx3 BGR live crop and its golden window -> the normalised composite an expert is served."""
-    return normalize_crop(compose(crop_tensor(live)[None], crop_tensor(golden)[None])[0])
+    return normalize_crop(compose(crop_tensor(live)[None], crop_tensor(golden)[None], kind)[0])
 
 
 class GoldenMissing(ValueError):
@@ -80,7 +93,7 @@ def golden_image(rules: RuleSet) -> np.ndarray:
 
 
 def composed_tensors(crops: list[Crop], tensors: list[torch.Tensor], rules: RuleSet,
-                     composite: set[str]) -> list[torch.Tensor]:
+                     composite: dict[str, str]) -> list[torch.Tensor]:
     """`tensors` (the crops normalised) with the crops of `composite` component types replaced by their golden
     comparison: the live crop composed with the same window of the golden board, then normalised."""
     if not composite:
@@ -91,5 +104,5 @@ def composed_tensors(crops: list[Crop], tensors: list[torch.Tensor], rules: Rule
     for i, crop in enumerate(crops):
         if crop.component.name in composite:
             window = crop_part(golden, crop.component, place[crop.ref], rules.crop_margin)
-            out[i] = composite_tensor(crop.image, window)
+            out[i] = composite_tensor(crop.image, window, composite[crop.component.name])
     return out

@@ -48,6 +48,7 @@ class TeachPlan:
     epoch_size: int | None = None
     reference: Path | None = None  # golden crops, the folder's tree mirrored: a golden-comparison expert
     any_orientation: bool = False  # the classes do not depend on a crop's orientation: train on it turned too
+    reference_kind: str = "composite"  # how it compares (experts/base.py REFERENCES): colour keeps colour
 
 
 @dataclass
@@ -138,7 +139,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
         f"{len(sides['train'])} crops to train on, {len(sides['heldout'])} held out")
     train_set = read_crops(folder, sides["train"], "reading training crops", plan.reference)
     heldout = read_crops(folder, sides["heldout"], "reading held-out crops", plan.reference)
-    reference = "composite" if plan.reference is not None else None
+    reference = plan.reference_kind if plan.reference is not None else None
     fit = choose_input([im.shape[:2] for im in train_set.images], plan.input_size)
     say(f"input: {fit.describe()}")
     arch = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, reference=reference)

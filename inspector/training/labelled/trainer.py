@@ -84,7 +84,7 @@ def to_inputs(arch: Architecture, images: list[np.ndarray], pipeline: Any = None
         if references is not None:
             golden = torch.stack([torch.from_numpy(np.ascontiguousarray(references[i][:, :, ::-1].transpose(2, 0, 1)))
                                   for i in idx])
-            stack = compose(stack, golden)
+            stack = compose(stack, golden, getattr(arch, "reference", None) or "composite")
         x[idx] = arch.preprocess_batch(normalize_crop(stack))
     return x
 
