@@ -32,11 +32,11 @@ from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
 from inspector.app.verdict import classes_of
-from inspector.experts.zoo import report_files
+from inspector.experts.zoo import Zoo, report_files
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore
-from inspector.routing.rules import RuleSet
+from inspector.routing.rules import RuleSet, load_rules
 
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
 
@@ -213,6 +213,21 @@ class LocalBackend(Signed):
         rules, _ = self.change_log().rules_change(who, "rules.apply", self._running_rules,
                                                   lambda: self.controller.apply_rules(text), reason)
         return f"applied {rules.recipe} {rules.version} to the running line and saved it to {self.setup.rules_path}"
+
+    def activate_board(self, rules_path: Path, zoo_root: Path, reason: str | None = None) -> str:
+        """A taught board (board teach's rule set and zoo) for the line's next start, recorded in the audit trail."""
+        who = self._require(Permission.RULES)
+        rules, zoo = load_rules(rules_path), Zoo.load(zoo_root)
+        log = self.change_log()
+        log.ready()
+        self.controller.use_zoo(zoo)
+        before = str(self.setup.rules_path)
+        self.setup = replace(self.setup, rules_path=Path(rules_path))
+        log.record(who, Change("rules.activate", f"{self.setup.service.line.line}/{self.setup.service.line.station}",
+                               {"rules": before}, {"rules": str(rules_path), "zoo": str(zoo_root),
+                                                   "recipe": rules.recipe, "version": rules.version}, reason))
+        return (f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board from its "
+                "next start")
 
     def rollback(self, index: int, reason: str | None = None) -> str:
         who = self._require(Permission.RULES)

@@ -1,4 +1,4 @@
-"""The dashboard window: nine tabs over one backend, one timer reading one snapshot per tick, behind a sign-in.
+"""The dashboard window: ten tabs over one backend, one timer reading one snapshot per tick, behind a sign-in.
 
 Nobody sees the tabs before signing in (session.py); what the tabs offer follows from the signed-in role (an
 operator reviews, an engineer also changes rules, memory, experts and the camera), and every change goes into the
@@ -31,6 +31,7 @@ from .tabs.line_io import LineIoTab
 from .tabs.line_view import LineViewTab
 from .tabs.llm import LlmTab
 from .tabs.memory import MemoryTab
+from .tabs.new_board import NewBoardTab
 from .tabs.plant import PlantTab
 from .tabs.rules import RulesTab
 from .tabs.throughput import ThroughputTab
@@ -58,10 +59,11 @@ class MainWindow(QMainWindow):
         self.llm = LlmTab(models_dir, llm_model, borrow=getattr(backend, "llm_loan", None),
                           person_token=lambda: getattr(backend, "session_token", None))
         self.audit = AuditTab(backend)
+        self.new_board = NewBoardTab(backend, Path(models_dir) / "boards")
         for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
                           (self.rules, "Routing rules"), (self.memory, "Memory && executors"),
                           (self.history, "History"), (self.llm, "Language model"), (self.io, "Camera && PLC"),
-                          (self.plant, "Plant"), (self.audit, "Audit")):
+                          (self.plant, "Plant"), (self.new_board, "New board"), (self.audit, "Audit")):
             self.tabs.addTab(tab, name)
         self.sign_in = SignInPage(backend, self.signed_in)
         self.pages = QStackedWidget()
@@ -93,7 +95,7 @@ class MainWindow(QMainWindow):
         """Show the tabs with what `who` may do."""
         self.backend.identity = who
         self.who.setText(f"signed in: {who.name} ({who.role})")
-        for part in (self.rules, self.memory, *self.findChildren(ReviewBar)):
+        for part in (self.rules, self.memory, self.new_board, *self.findChildren(ReviewBar)):
             part.permit()
         self.pages.setCurrentWidget(self.tabs)
         self.idle.arm()

@@ -124,7 +124,7 @@ def overlay(photo_path: Path, boards: list[PhotoBoard], rules: RuleSet, flagged:
             x0, y0, x1, y1 = body_box(comp, place, 0)
             quad = cv2.perspectiveTransform(np.array([[[x0, y0]], [[x1, y0]], [[x1, y1]], [[x0, y1]]], np.float64),
                                             back).reshape(-1, 2) * scale
-            colour = (0, 0, 255) if place.ref in red else (0, 200, 0)
+            colour = (0, 0, 255) if place.ref in red else (0, 220, 255)
             cv2.polylines(canvas, [np.round(quad).astype(np.int32)], True, colour, thick, cv2.LINE_AA)
         w, h = rules.board_size
         edge = cv2.perspectiveTransform(np.array([[[0, 0]], [[w, 0]], [[w, h]], [[0, h]]], np.float64),

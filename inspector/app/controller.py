@@ -170,6 +170,14 @@ class LineController:
         self.log.append(f"{time.strftime('%H:%M:%S')} {message}")
         self._say(message)
 
+    def use_zoo(self, zoo: Zoo) -> None:
+        """Serve `zoo` from the next start (a newly taught board brings its own experts); the line must be stopped:
+        a running engine keeps the experts it profiled and loaded."""
+        with self._lock:
+            if self.busy:
+                raise RuntimeError("stop the line first: a new board's experts are taken when the line starts")
+            self._zoo, self.profiles = zoo, None
+
     # -- the line thread --------------------------------------------------------------------------
     @property
     def loaded_zoo(self) -> Zoo | None:

@@ -6,10 +6,6 @@ import json
 import time
 from pathlib import Path
 
-KICAD = (".kicad_pcb",)
-EAGLE = (".brd",)
-CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
-
 
 def add_board(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="board_command", required=True)
@@ -68,44 +64,14 @@ def _px_per_mm(args: argparse.Namespace) -> float:
     return float(value)
 
 
-def read_design(file: Path, profile: Path | None):  # noqa: ANN201
-    """The design of `file`, by its kind."""
-    from ..board.centroid import load_profile, read_centroid
-    from ..board.eagle import read_eagle
-    from ..board.kicad import read_kicad
-
-    suffix = file.suffix.lower()
-    if suffix in KICAD:
-        return read_kicad(file)
-    if suffix in EAGLE:
-        return read_eagle(file)
-    if suffix in CENTROID or profile is not None:
-        return read_centroid(file, load_profile(profile) if profile is not None else None)
-    raise ValueError(f"{file}: a {suffix or 'suffix-less'} file is not a format `board import` reads; it reads KiCad "
-                     f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}) and centroid files "
-                     f"({', '.join(CENTROID)}; any other CSV with --profile)")
-
-
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..board.geometry import write_geometry
-    from ..board.library import load_library, unknown_template
-    from ..board.to_rules import UnknownPackages, import_design
+    from ..board.importing import import_board
 
     file, out = Path(args.file), Path(args.out)
     t0 = time.perf_counter()
-    design = read_design(file, Path(args.profile) if args.profile else None)
-    library = load_library(Path(args.library) if args.library else None)
-    try:
-        imported = import_design(design, library, _px_per_mm(args), args.side, args.recipe or file.stem)
-    except UnknownPackages as exc:
-        asked = out.with_suffix(".packages.yaml")
-        asked.write_text(unknown_template(exc.unknown, sorted(library.classes)), encoding="utf-8")
-        raise ValueError(f"{exc}. Nothing was written but {asked}: fill in each package's class there and import "
-                         f"again with --library {asked}") from None
-    if imported.rules_text:
-        out.write_text(imported.rules_text, encoding="utf-8")
-        if imported.geometry is not None:
-            write_geometry(imported.geometry, out)
+    design, imported = import_board(file, out, _px_per_mm(args), args.side,
+                                    Path(args.library) if args.library else None,
+                                    Path(args.profile) if args.profile else None, args.recipe)
     inspected = [f for f in imported.fates if f.inspected]
     print(f"{file}: {design.format}; {len(design.parts)} parts, {len(inspected)} inspected ({args.side} side), "
           f"{len(imported.types)} component types, {len(imported.fiducials)} fiducials "

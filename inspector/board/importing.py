@@ -1,0 +1,57 @@
+"""One import, as the command line and the dashboard's New board tab both run it: the file read by its kind, the
+package library consulted, and the rule set with its board geometry written (or, for packages the library lacks,
+only the list to fill in)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .centroid import load_profile, read_centroid
+from .design import BoardDesign
+from .eagle import read_eagle
+from .geometry import write_geometry
+from .kicad import read_kicad
+from .library import load_library, unknown_template
+from .to_rules import Imported, UnknownPackages, import_design
+
+KICAD = (".kicad_pcb",)
+EAGLE = (".brd",)
+CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
+
+
+def read_design(file: Path, profile: Path | None) -> BoardDesign:
+    """The design of `file`, by its kind."""
+    suffix = file.suffix.lower()
+    if suffix in KICAD:
+        return read_kicad(file)
+    if suffix in EAGLE:
+        return read_eagle(file)
+    if suffix in CENTROID or profile is not None:
+        return read_centroid(file, load_profile(profile) if profile is not None else None)
+    raise ValueError(f"{file}: a {suffix or 'suffix-less'} file is not a format `board import` reads; it reads KiCad "
+                     f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}) and centroid files "
+                     f"({', '.join(CENTROID)}; any other CSV with --profile)")
+
+
+def unknown_path(out: Path) -> Path:
+    return out.with_suffix(".packages.yaml")
+
+
+def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", library: Path | None = None,
+                 profile: Path | None = None, recipe: str | None = None) -> tuple[BoardDesign, Imported]:
+    """(the design read, what the import made of it); the rule set and its geometry written to `out` when any part
+    is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and ValueError says so."""
+    design = read_design(file, profile)
+    lib = load_library(library)
+    try:
+        imported = import_design(design, lib, px_per_mm, side, recipe or file.stem)
+    except UnknownPackages as exc:
+        asked = unknown_path(out)
+        asked.write_text(unknown_template(exc.unknown, sorted(lib.classes)), encoding="utf-8")
+        raise ValueError(f"{exc}. Nothing was written but {asked}: fill in each package's class there and import "
+                         f"again with --library {asked}") from None
+    if imported.rules_text:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(imported.rules_text, encoding="utf-8")
+        if imported.geometry is not None:
+            write_geometry(imported.geometry, out)
+    return design, imported

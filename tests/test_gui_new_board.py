@@ -1,0 +1,91 @@
+"""The dashboard's New board tab driven in a real Qt event loop: import a KiCad board, register a golden photo (on
+its outline, then on points picked by clicking the photo and the CAD drawing), teach with a progress bar, read the
+validation table, make it the line's board (recorded in the audit trail)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+pytest.importorskip("PySide6")
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+from PySide6.QtCore import QPoint, Qt  # noqa: E402
+from PySide6.QtTest import QTest  # noqa: E402
+
+from inspector.access.identity import Identity  # noqa: E402
+from inspector.app.controller import LineController, LineSetup  # noqa: E402
+from inspector.app.line import LineConfig  # noqa: E402
+from inspector.app.service import ServiceConfig  # noqa: E402
+from inspector.ingest.synthetic import render_board  # noqa: E402
+from inspector.routing.rules import load_rules  # noqa: E402
+from ui.backend import LocalBackend  # noqa: E402
+from ui.tabs.new_board import NewBoardTab  # noqa: E402
+
+from .test_board_teach import kicad_board, photo_of  # noqa: E402
+from .test_routing_rules import GOOD  # noqa: E402
+
+ENGINEER = Identity("erin", "engineer", "the GUI tests")
+
+
+def click(picture, x: float, y: float) -> None:  # noqa: ANN001 - a ClickPicture
+    """A left click on `picture` at (x, y) of the image it shows."""
+    QTest.mouseClick(picture, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier,
+                     QPoint(round(x * picture.scale), round(y * picture.scale)))
+
+
+def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_path: Path) -> None:
+    (tmp_path / "b.kicad_pcb").write_text(kicad_board(), encoding="utf-8")
+    first = tmp_path / "first.yaml"
+    first.write_text(GOOD, encoding="utf-8")
+    setup = LineSetup(rules_path=first, source="synthetic", boards=0,
+                      service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
+    backend.identity = ENGINEER
+    tab = NewBoardTab(backend, tmp_path / "boards")
+    qtbot.addWidget(tab)
+    tab.show()
+    assert not tab.teach_btn.isEnabled() and not tab.activate_btn.isEnabled()
+
+    tab.cad.setText(str(tmp_path / "nothing.kicad_pcb"))
+    tab.import_btn.click()
+    assert "not a file" in tab.status.text()
+    tab.cad.setText(str(tmp_path / "b.kicad_pcb"))
+    tab.scale.setValue(10.0)
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    rules = load_rules(tab.rules_path)
+    assert "11 inspected" in tab.summary.text() and tab.board.pixmap() is not None
+
+    golden = render_board(rules, "g0", np.random.default_rng(3), rates={}).image
+    photo, m = photo_of(golden, 12.0, 1.5, 0.02, (150, 120))
+    cv2.imwrite(str(tmp_path / "golden.png"), photo)
+    tab.add_photos([tmp_path / "golden.png"])
+    tab.register_btn.click()
+    qtbot.waitUntil(lambda: "registered on its outline" in tab.registration.text(), timeout=30_000)
+    assert not tab.photo.pixmap().isNull()
+
+    # points picked by hand: a spot on the photo, then the same spot on the CAD drawing, three times
+    for bx, by in ((40, 40), (360, 50), (200, 260)):
+        px, py = cv2.perspectiveTransform(np.float64([[[bx, by]]]), m)[0, 0]
+        click(tab.photo, px, py)
+        click(tab.board, bx, by)
+    assert len(tab.points) == 3 and tab.save_points_btn.isEnabled()
+    tab.save_points_btn.click()
+    assert (tab.rules_path.parent / "b.points.yaml").is_file()
+    qtbot.waitUntil(lambda: "registered on its points" in tab.registration.text(), timeout=30_000)
+
+    tab.epochs.setValue(1)
+    tab.teach_btn.click()
+    qtbot.waitUntil(lambda: tab.taught is not None or tab.status.styleSheet() != "", timeout=600_000)
+    assert tab.taught is not None, tab.status.text()
+    assert tab.bar.value() == 100 and tab.table.rowCount() == len(rules.components) + 1
+    assert tab.activate_btn.isEnabled()
+    tab.activate_btn.click()
+    assert backend.setup.rules_path == tab.taught.plan.out
+    assert "next start" in tab.status.text()
+    events = backend.audit().events(kind="rules.activate")
+    assert len(events) == 1 and events[0].actor == "erin", list(backend.controller.log)[-5:]

@@ -1,0 +1,361 @@
+"""New board: a plant's own board from its CAD to the line, the way an AOI is programmed.
+
+Import the CAD (inspector/board), add golden photos and see every part's window drawn where the registration put
+it (click a spot on the photo, then the same spot on the CAD drawing, three times or more, where the outline does
+not register it), teach with a progress bar, read the validation table, and make the taught board the line's
+(from its next start: a new board brings its own experts). The slow steps run off the GUI thread (worker.Job).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import (
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from inspector.access.roles import Permission
+
+from ..style import ERROR_TEXT, bgr_pixmap
+from ..worker import Job
+
+PICTURE_PX = 420  # the longer side of each picture shown
+EPOCH = re.compile(r"^epoch (\d+)/(\d+)")
+STEPS = ("registered", "crops:", "epoch", "validation")  # what teaching says, in order (progress before epochs)
+
+
+class Progress(QObject):
+    """Teaching's messages, from its thread to the GUI's (a queued signal)."""
+    said = Signal(str)
+
+
+class ClickPicture(QLabel):
+    """A picture that reports where it was clicked, in the pixels of the image it shows."""
+
+    clicked = Signal(float, float)
+
+    def __init__(self) -> None:
+        super().__init__("")
+        self.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.setMinimumSize(PICTURE_PX // 2, PICTURE_PX // 2)
+        self.scale = 1.0
+
+    def show_image(self, image: np.ndarray) -> None:
+        self.scale = PICTURE_PX / max(image.shape[:2])
+        shown = cv2.resize(image, None, fx=self.scale, fy=self.scale, interpolation=cv2.INTER_AREA)
+        self.setPixmap(bgr_pixmap(shown))
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt's name
+        if self.pixmap() is not None and not self.pixmap().isNull():
+            p = event.position()
+            self.clicked.emit(p.x() / self.scale, p.y() / self.scale)
+        super().mousePressEvent(event)
+
+
+class NewBoardTab(QWidget):
+    def __init__(self, backend: Any, work_root: Path) -> None:
+        super().__init__()
+        self.backend, self.work_root = backend, Path(work_root)
+        self.rules_path: Path | None = None
+        self.taught: Any = None
+        self.job: Job | None = None
+        self.busy = False  # a job's answer arrives while its thread is still ending: this, not the thread, says
+        self.points: list[tuple[tuple[float, float], tuple[float, float]]] = []
+        self._photo_point: tuple[float, float] | None = None
+        self.progress_signal = Progress()
+        self.progress_signal.said.connect(self._progress)
+
+        self.cad = QLineEdit()
+        self.cad.setPlaceholderText("a KiCad .kicad_pcb, an Eagle .brd or a centroid file")
+        cad_btn = QPushButton("Browse…")
+        cad_btn.clicked.connect(lambda: self._browse(self.cad, "CAD or centroid file"))
+        self.library = QLineEdit()
+        self.library.setPlaceholderText("the plant's package library (optional)")
+        lib_btn = QPushButton("Browse…")
+        lib_btn.clicked.connect(lambda: self._browse(self.library, "package library (YAML)"))
+        self.scale = QDoubleSpinBox(decimals=2, minimum=1.0, maximum=200.0, value=20.0, suffix=" px/mm")
+        self.import_btn = QPushButton("Import")
+        self.import_btn.clicked.connect(self.import_board)
+        self.summary = QLabel("Import a board's CAD to begin.")
+        self.summary.setWordWrap(True)
+
+        self.photos = QListWidget()
+        self.photos.setMaximumHeight(70)
+        add_btn = QPushButton("Add golden photos…")
+        add_btn.clicked.connect(self._add_photos)
+        self.register_btn = QPushButton("Register")
+        self.register_btn.clicked.connect(self.register)
+        self.save_points_btn = QPushButton("Save the picked points")
+        self.save_points_btn.clicked.connect(self.save_points)
+        self.photo = ClickPicture()
+        self.photo.clicked.connect(self._photo_clicked)
+        self.board = ClickPicture()
+        self.board.clicked.connect(self._board_clicked)
+        self.registration = QLabel("")
+        self.registration.setWordWrap(True)
+
+        self.teach_btn = QPushButton("Teach")
+        self.teach_btn.clicked.connect(self.teach)
+        self.epochs = QDoubleSpinBox(decimals=0, minimum=1, maximum=200, value=30, suffix=" epochs")
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 100)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        self.table = QTableWidget(0, 8)
+        self.table.setHorizontalHeaderLabels(["Type", "Parts", "Held out", "Good", "Defects", "Threshold",
+                                              "Recall", "False calls"])
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.activate_btn = QPushButton("Make it the line's board")
+        self.activate_btn.clicked.connect(self.activate)
+
+        form = QFormLayout()
+        row = QHBoxLayout()
+        row.addWidget(self.cad, 1)
+        row.addWidget(cad_btn)
+        form.addRow("CAD", row)
+        row = QHBoxLayout()
+        row.addWidget(self.library, 1)
+        row.addWidget(lib_btn)
+        form.addRow("Library", row)
+        row = QHBoxLayout()
+        row.addWidget(self.scale)
+        row.addWidget(self.import_btn)
+        row.addStretch(1)
+        form.addRow("Camera scale", row)
+        photos = QHBoxLayout()
+        photos.addWidget(self.photos, 1)
+        buttons = QVBoxLayout()
+        for b in (add_btn, self.register_btn, self.save_points_btn):
+            buttons.addWidget(b)
+        photos.addLayout(buttons)
+        pictures = QHBoxLayout()
+        pictures.addWidget(self.photo, 1)
+        pictures.addWidget(self.board, 1)
+        teach = QHBoxLayout()
+        teach.addWidget(self.epochs)
+        teach.addWidget(self.teach_btn)
+        teach.addWidget(self.bar, 1)
+        teach.addWidget(self.activate_btn)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.summary)
+        layout.addLayout(photos)
+        layout.addLayout(pictures, 1)
+        layout.addWidget(self.registration)
+        layout.addLayout(teach)
+        layout.addWidget(self.status)
+        layout.addWidget(self.table, 1)
+        self._enable()
+
+    # -- state --------------------------------------------------------------------------------------
+    def _enable(self) -> None:
+        busy = self.busy
+        imported = self.rules_path is not None
+        self.import_btn.setEnabled(not busy)
+        self.register_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
+        self.teach_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
+        self.save_points_btn.setEnabled(imported and len(self.points) >= 3)
+        self.activate_btn.setEnabled(self.taught is not None and not busy and self.backend.may(Permission.RULES)
+                                     and hasattr(self.backend, "activate_board"))  # attached: the kiosk's own
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.status.setStyleSheet(ERROR_TEXT if error else "")
+        self.status.setText(text)
+
+    def _run(self, fn: Any, done: Any) -> None:
+        self.job = Job(fn, "new-board")
+        self.job.done.connect(lambda result: self._finished(done, result))
+        self.job.failed.connect(lambda message: self._finished(lambda m: self._say(m, error=True), message))
+        self.busy = True
+        self.job.start()
+        self._enable()
+
+    def _finished(self, then: Any, result: Any) -> None:
+        self.busy = False
+        then(result)
+        self._enable()
+
+    def _browse(self, edit: QLineEdit, what: str) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, f"Choose the {what}")
+        if path:
+            edit.setText(path)
+
+    def _add_photos(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Golden photos", "", "Images (*.png *.jpg *.jpeg *.bmp *.tif)")
+        self.add_photos([Path(p) for p in paths])
+
+    def add_photos(self, paths: list[Path]) -> None:
+        for p in paths:
+            self.photos.addItem(str(p))
+        self._enable()
+
+    def golden(self) -> list[Path]:
+        return [Path(self.photos.item(i).text()) for i in range(self.photos.count())]
+
+    # -- import -------------------------------------------------------------------------------------
+    def import_board(self) -> None:
+        from inspector.board.importing import import_board
+
+        cad = Path(self.cad.text().strip())
+        library = Path(self.library.text().strip()) if self.library.text().strip() else None
+        if not cad.is_file():
+            self._say(f"{cad} is not a file: choose the board's CAD or centroid file", error=True)
+            return
+        out = self.work_root / cad.stem / f"{cad.stem}.yaml"
+        scale = self.scale.value()
+        self._say(f"importing {cad.name}…")
+        self._run(lambda: import_board(cad, out, scale, "top", library), lambda r: self._imported(out, *r))
+
+    def _imported(self, out: Path, design: Any, imported: Any) -> None:
+        from inspector.routing.rules import load_rules
+
+        inspected = sum(1 for f in imported.fates if f.inspected)
+        left = "; ".join(f"{n} {why}" for why, n in imported.left_out().items())
+        self.summary.setText(f"{design.source}: {len(design.parts)} parts, {inspected} inspected, "
+                             f"{len(imported.types)} component types, {len(imported.fiducials)} fiducials"
+                             + (f"; left out: {left}" if left else "") + f". Rule set: {out}")
+        if not imported.rules_text:
+            self._say("no part is inspected from the top side: nothing to teach", error=True)
+            return
+        self.rules_path, self.taught, self.points = out, None, []
+        self.board.show_image(cad_drawing(load_rules(out)))
+        self._say("imported: add golden photos and register them")
+
+    # -- registration and picked points ------------------------------------------------------------
+    def register(self) -> None:
+        from inspector.app.board_photos import boards_in, overlay, points_path, read_points
+        from inspector.board.geometry import read_geometry
+        from inspector.routing.rules import load_rules
+
+        rules_path, photo = self.rules_path, self.golden()[0]
+
+        def work() -> tuple[Path, str]:
+            rules = load_rules(rules_path)
+            picked = points_path(rules_path)
+            found = boards_in(photo, rules, read_geometry(rules_path),
+                              read_points(picked) if picked.is_file() else None)
+            path = overlay(photo, found, rules, out=rules_path.parent / "overlays" / f"{photo.stem}.png")
+            reg = next((b.registration for b in found if b.registration is not None), None)
+            why = "; ".join(f"#{b.index}: {b.reason}" for b in found if b.registration is None)
+            text = (f"{photo.name}: registered on its {reg.method}, residual {reg.residual_mm:.2f} mm"
+                    if reg is not None else f"{photo.name} did not register ({why}): click a spot on the photo, "
+                    "then the same spot on the CAD drawing, three times or more, and save the points")
+            return path, text
+
+        self._run(work, self._registered)
+
+    def _registered(self, result: tuple[Path, str]) -> None:
+        path, text = result
+        image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+        if image is not None:
+            self.photo.show_image(image)
+        self.registration.setText(text)
+
+    def _photo_clicked(self, x: float, y: float) -> None:
+        self._photo_point = (x, y)
+        self.registration.setText(f"photo point ({x:.0f}, {y:.0f}): now click the same spot on the CAD drawing")
+
+    def _board_clicked(self, x: float, y: float) -> None:
+        if self._photo_point is None:
+            self.registration.setText("click the photo first, then the same spot on the CAD drawing")
+            return
+        self.points.append((self._overlay_to_photo(self._photo_point), (x, y)))
+        self._photo_point = None
+        self.registration.setText(f"{len(self.points)} point(s) picked" + ("" if len(self.points) >= 3 else
+                                                                         ": pick at least 3"))
+        self._enable()
+
+    def _overlay_to_photo(self, p: tuple[float, float]) -> tuple[float, float]:
+        """The overlay is the photo shrunk to at most 1600 px (board_photos.overlay): back to the photo's pixels."""
+        photo = cv2.imread(str(self.golden()[0]), cv2.IMREAD_COLOR)
+        shrink = min(1.0, 1600 / max(photo.shape[:2])) if photo is not None else 1.0
+        return p[0] / shrink, p[1] / shrink
+
+    def save_points(self) -> None:
+        from inspector.app.board_photos import points_path, write_points
+
+        path = write_points(points_path(self.rules_path), self.points)
+        self._say(f"saved {len(self.points)} points to {path}: every photo of this camera registers on them")
+        self.register()
+
+    # -- teaching -----------------------------------------------------------------------------------
+    def teach(self) -> None:
+        from inspector.app.board_teach import BoardTeachPlan, teach_board
+
+        rules = self.rules_path
+        out = rules.with_name(rules.stem + ".taught.yaml")
+        n = 1
+        while (rules.parent / f"teach-{n}").exists():
+            n += 1  # every teaching its own zoo: results name the experts that gave them
+        plan = BoardTeachPlan(rules, self.golden(), rules.parent / f"teach-{n}", out, epochs=int(self.epochs.value()))
+        self.bar.setValue(0)
+        self._say("teaching…")
+        self._run(lambda: teach_board(plan, self.progress_signal.said.emit), self._taught)
+
+    def _progress(self, message: str) -> None:
+        m = EPOCH.match(message)
+        if m:
+            done, total = int(m.group(1)), int(m.group(2))
+            self.bar.setValue(10 + int(85 * done / max(1, total)))
+        elif message.startswith("crops:"):
+            self.bar.setValue(10)
+        elif "registered" in message:
+            self.bar.setValue(5)
+        self.status.setText(message.splitlines()[0][:200])
+
+    def _taught(self, taught: Any) -> None:
+        self.taught = taught
+        self.bar.setValue(100)
+        rows = [*taught.checks, taught.pooled]
+        self.table.setRowCount(len(rows))
+        for r, c in enumerate(rows):
+            cells = (c.type, c.parts, c.heldout_parts, c.good, c.defects, f"{c.threshold:.2f}", _pct(c.recall),
+                     _pct(c.false_calls))
+            for col, v in enumerate(cells):
+                self.table.setItem(r, col, QTableWidgetItem(str(v)))
+        self._say(f"taught {len(taught.checks)} types in {taught.seconds['total']:.0f} s: {taught.plan.out} and its "
+                  f"zoo {taught.zoo}")
+
+    def activate(self) -> None:
+        try:
+            self._say(self.backend.activate_board(self.taught.plan.out, self.taught.zoo,
+                                                  "taught on the New board tab"))
+        except (RuntimeError, ValueError, PermissionError) as exc:
+            self._say(str(exc), error=True)
+
+    def permit(self) -> None:
+        self._enable()
+
+
+def _pct(v: float) -> str:
+    return "-" if v != v else f"{100 * v:.1f}%"
+
+
+def cad_drawing(rules: Any) -> np.ndarray:
+    """The board as the CAD lays it out: every inspected part's window on a plain board (for picking points)."""
+    from inspector.routing.rules import body_box
+
+    w, h = rules.board_size
+    image = np.full((h, w, 3), (40, 70, 30), np.uint8)
+    for comp, place in rules.placements():
+        x0, y0, x1, y1 = body_box(comp, place, 0)
+        cv2.rectangle(image, (x0, y0), (x1, y1), (200, 220, 200), max(1, round(max(w, h) / 400)))
+    return image
