@@ -9,12 +9,14 @@ from .centroid import load_profile, read_centroid
 from .design import BoardDesign
 from .eagle import read_eagle
 from .geometry import write_geometry
+from .ipc2581 import read_ipc2581
 from .kicad import read_kicad
 from .library import load_library, unknown_template
 from .to_rules import Imported, UnknownPackages, import_design
 
 KICAD = (".kicad_pcb",)
 EAGLE = (".brd",)
+IPC2581 = (".xml", ".cvg")
 CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
 
 
@@ -25,10 +27,13 @@ def read_design(file: Path, profile: Path | None) -> BoardDesign:
         return read_kicad(file)
     if suffix in EAGLE:
         return read_eagle(file)
+    if suffix in IPC2581:
+        return read_ipc2581(file)
     if suffix in CENTROID or profile is not None:
         return read_centroid(file, load_profile(profile) if profile is not None else None)
     raise ValueError(f"{file}: a {suffix or 'suffix-less'} file is not a format `board import` reads; it reads KiCad "
-                     f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}) and centroid files "
+                     f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}), IPC-2581 ({', '.join(IPC2581)}) and "
+                     "centroid files "
                      f"({', '.join(CENTROID)}; any other CSV with --profile)")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def add_board(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="board_command", required=True)
-    imp = sub.add_parser("import", help="a rule set from a board's CAD: KiCad .kicad_pcb, Eagle .brd, or a "
+    imp = sub.add_parser("import", help="a rule set from a board's CAD: KiCad .kicad_pcb, Eagle .brd, IPC-2581 .xml, or a "
                                         "pick-and-place / centroid file (Eagle .mnt/.mnb, KiCad .pos/.csv, JLC, "
                                         "Altium, any CSV)")
     imp.add_argument("file", help="the CAD or centroid file")

@@ -1,0 +1,159 @@
+"""IPC-2581 (revisions B and C, the XML every major CAD tool exports), read with the standard library's XML parser.
+
+What an import needs of it, and where the standard keeps it:
+- units: `Ecad/CadHeader@units` (MILLIMETER, MICRON or INCH); a `DictionaryStandard@units` of its own wins there.
+- the board: the step `Content/StepRef` names (else the first `Step`); its outline is `Step/Profile/Polygon`.
+- parts: `Step/Component` (`refDes`, `packageRef`, `part`, `layerRef`, `mountType`), placed by `Location@x,y` and
+  `Xform@rotation` (degrees counter-clockwise seen from the top, the standard's direction), on the bottom when
+  `Xform@mirror` is true or its layer's `side` is BOTTOM.
+- footprints: `Step/Package` (or `Ecad/CadData/Package`): each `Pin` at `Location`, its shape a
+  `StandardPrimitiveRef` into `DictionaryStandard` (`RectCenter`, `RectRound`, `RectCham`, `Oval`: width and
+  height; `Circle`: diameter), turned by its own `Xform`; the body is the package's `Outline` polygon, else its
+  `AssemblyDrawing`, else its `SilkScreen`.
+- not placed: a `Bom/BomItem/RefDes@populate="false"`.
+Frame: y up (like Eagle). Element names are read with or without the standard's namespace.
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+
+UNITS = {"MILLIMETER": 1.0, "MICRON": 0.001, "INCH": 25.4}
+SIZED = ("RectCenter", "RectRound", "RectCham", "Oval")
+
+
+def _local(root: ET.Element) -> None:
+    """Every tag and attribute without its namespace (files come with and without the standard's)."""
+    for node in root.iter():
+        if "}" in node.tag:
+            node.tag = node.tag.split("}", 1)[1]
+        for key in [k for k in node.attrib if "}" in k]:
+            node.attrib[key.split("}", 1)[1]] = node.attrib.pop(key)
+
+
+def _f(node: ET.Element, key: str, default: float = 0.0) -> float:
+    try:
+        return float(node.get(key, default))
+    except ValueError:
+        raise CadError(f"<{node.tag}> has {key}={node.get(key)!r}, not a number") from None
+
+
+def _scale(node: ET.Element | None, default: float, where: str) -> float:
+    units = node.get("units") if node is not None else None
+    if units is None:
+        return default
+    if units.upper() not in UNITS:
+        raise CadError(f"{where} has units={units!r}; IPC-2581 writes one of {', '.join(UNITS)}")
+    return UNITS[units.upper()]
+
+
+def _polygon_points(parent: ET.Element | None, scale: float) -> list[tuple[float, float]]:
+    """The vertices (and arc centres' extents) of every Polygon under `parent`, mm."""
+    pts: list[tuple[float, float]] = []
+    if parent is None:
+        return pts
+    for poly in parent.iter("Polygon"):
+        for step in poly:
+            if step.tag in ("PolyBegin", "PolyStepSegment", "PolyStepCurve"):
+                pts.append((_f(step, "x") * scale, _f(step, "y") * scale))
+    return pts
+
+
+def _primitives(root: ET.Element, scale: float) -> dict[str, tuple[float, float]]:
+    """DictionaryStandard: primitive id -> (width, height), mm (a circle: its diameter both ways)."""
+    out = {}
+    for d in root.iter("DictionaryStandard"):
+        s = _scale(d, scale, "<DictionaryStandard>")
+        for entry in d.iter("EntryStandard"):
+            for shape in entry:
+                if shape.tag in SIZED:
+                    out[entry.get("id", "")] = (_f(shape, "width") * s, _f(shape, "height") * s)
+                elif shape.tag == "Circle":
+                    out[entry.get("id", "")] = (_f(shape, "diameter") * s,) * 2
+    return out
+
+
+def _turn(node: ET.Element) -> tuple[float, bool]:
+    xf = node.find("Xform")
+    if xf is None:
+        return 0.0, False
+    return _f(xf, "rotation"), xf.get("mirror", "false").lower() == "true"
+
+
+def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float) -> tuple[tuple[Pad, ...],
+                                                                                                 Rect | None]:
+    pads = []
+    for pin in pkg.iter("Pin"):
+        loc = pin.find("Location")
+        ref = pin.find("StandardPrimitiveRef")
+        w, h = primitives.get(ref.get("id", "") if ref is not None else "", (0.0, 0.0))
+        turn, _ = _turn(pin)
+        if round(turn / 90) % 2:
+            w, h = h, w
+        x, y = (_f(loc, "x") * scale, _f(loc, "y") * scale) if loc is not None else (0.0, 0.0)
+        if w > 0 and h > 0:
+            pads.append(Pad(x, y, w, h, smd=pin.get("type", "SURFACE").upper() != "THRU"))
+    body = None
+    for name in ("Outline", "AssemblyDrawing", "SilkScreen"):
+        body = bounding(_polygon_points(pkg.find(name), scale))
+        if body is not None:
+            break
+    return tuple(pads), body
+
+
+def _unpopulated(root: ET.Element) -> set[str]:
+    return {r.get("name", "") for r in root.iter("RefDes") if r.get("populate", "true").lower() == "false"}
+
+
+def read_ipc2581(path: Path) -> BoardDesign:
+    try:
+        root = ET.parse(Path(path)).getroot()
+    except ET.ParseError as exc:
+        raise CadError(f"{path}:{exc.position[0]}: not well-formed IPC-2581 XML ({exc}); export it again from the "
+                       "CAD tool") from None
+    except OSError as exc:
+        raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
+    _local(root)
+    if root.tag != "IPC-2581":
+        raise CadError(f"{path}: an IPC-2581 file's root is <IPC-2581>; this is <{root.tag}>")
+    header = root.find("Ecad/CadHeader")
+    scale = _scale(header, 1.0, f"{path}: <CadHeader>") if header is not None else 1.0
+    if header is None or header.get("units") is None:
+        raise CadError(f"{path}: no <Ecad><CadHeader units=...>: its lengths have no unit; export it again with "
+                       "the Ecad section")
+    steps = list(root.iter("Step"))
+    if not steps:
+        raise CadError(f"{path}: no <Step>: the file holds no board (a BOM-only or stackup-only export?)")
+    wanted = root.find("Content/StepRef")
+    step = next((s for s in steps if wanted is not None and s.get("name") == wanted.get("name")), steps[0])
+    sides = {layer.get("name", ""): layer.get("side", "").upper() for layer in root.iter("Layer")}
+    primitives = _primitives(root, scale)
+    packages = {p.get("name", ""): p for p in root.iter("Package")}
+    unpopulated = _unpopulated(root)
+    parts = []
+    for comp in step.iter("Component"):
+        ref, package = comp.get("refDes", ""), comp.get("packageRef", "")
+        loc = comp.find("Location")
+        if loc is None:
+            raise CadError(f"{path}: component {ref} has no <Location>")
+        turn, mirrored = _turn(comp)
+        side = "bottom" if mirrored or sides.get(comp.get("layerRef", ""), "") == "BOTTOM" else "top"
+        pkg = packages.get(package)
+        pads, body = _package(pkg, primitives, scale) if pkg is not None else ((), None)
+        fiducial = "fiducial" in package.lower() or ref.upper().startswith("FID")
+        excluded = "not placed (its BOM item says populate=false)" if ref in unpopulated else None
+        if excluded is None and not pads and body is None:
+            excluded = "a component whose package has no pins or outline in the file"
+        parts.append(PlacedPart(ref, comp.get("part", ""), package, _f(loc, "x") * scale, _f(loc, "y") * scale,
+                                turn, side, pads, body,
+                                through_hole=comp.get("mountType", "").upper() == "THMT" or
+                                any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
+    outline = bounding(_polygon_points(step.find("Profile"), scale))
+    revision = root.get("revision", "?")
+    design = BoardDesign(str(path), f"IPC-2581 rev {revision} (step {step.get('name', '?')})", parts, y_up=True,
+                         outline=outline)
+    if outline is None:
+        design.notes.append("no <Profile> outline in the step: the board's extent is taken from its parts")
+    return design
