@@ -8,13 +8,25 @@ can cover its body and its joints whatever way it is turned.
 """
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from pathlib import Path
 
 Rect = tuple[float, float, float, float]  # x0, y0, x1, y1 in mm
 
 
 class CadError(ValueError):
     """A CAD or centroid file that cannot be read; the message names the file (and the line where it can)."""
+
+
+def parse_xml(path: Path, kind: str, advice: str) -> ET.Element:
+    """The root of an XML CAD file; CadError naming the line where it is not well-formed, and what to do."""
+    try:
+        return ET.parse(Path(path)).getroot()
+    except ET.ParseError as exc:
+        raise CadError(f"{path}:{exc.position[0]}: not well-formed {kind} XML ({exc}); {advice}") from None
+    except OSError as exc:
+        raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
 
 
 def bounding(points: list[tuple[float, float]]) -> Rect | None:

@@ -12,7 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
 
 DIMENSION = "20"
 BODY_LAYERS = (("51", "52"), ("21", "22"))  # documentation first, then silkscreen
@@ -67,13 +67,8 @@ def _package(pkg: ET.Element) -> tuple[tuple[Pad, ...], Rect | None]:
 
 
 def read_eagle(path: Path) -> BoardDesign:
-    try:
-        root = ET.parse(Path(path)).getroot()
-    except ET.ParseError as exc:
-        raise CadError(f"{path}:{exc.position[0]}: not well-formed Eagle XML ({exc}); save the board again from "
-                       "Eagle (a binary .brd of Eagle 5 or older must be opened and saved in Eagle 6+ first)") from None
-    except OSError as exc:
-        raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
+    root = parse_xml(path, "Eagle", "save the board again from Eagle (a binary .brd of Eagle 5 or older must be "
+                                    "opened and saved in Eagle 6+ first)")
     board = root.find("drawing/board")
     if root.tag != "eagle" or board is None:
         raise CadError(f"{path}: an Eagle board is <eagle><drawing><board>...; this is <{root.tag}> without a board "

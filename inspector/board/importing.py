@@ -32,9 +32,8 @@ def read_design(file: Path, profile: Path | None) -> BoardDesign:
     if suffix in CENTROID or profile is not None:
         return read_centroid(file, load_profile(profile) if profile is not None else None)
     raise ValueError(f"{file}: a {suffix or 'suffix-less'} file is not a format `board import` reads; it reads KiCad "
-                     f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}), IPC-2581 ({', '.join(IPC2581)}) and "
-                     "centroid files "
-                     f"({', '.join(CENTROID)}; any other CSV with --profile)")
+                     f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}), IPC-2581 "
+                     f"({', '.join(IPC2581)}) and centroid files ({', '.join(CENTROID)}; any other CSV with --profile)")
 
 
 def unknown_path(out: Path) -> Path:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
 
 UNITS = {"MILLIMETER": 1.0, "MICRON": 0.001, "INCH": 25.4}
 SIZED = ("RectCenter", "RectRound", "RectCham", "Oval")
@@ -108,13 +108,7 @@ def _unpopulated(root: ET.Element) -> set[str]:
 
 
 def read_ipc2581(path: Path) -> BoardDesign:
-    try:
-        root = ET.parse(Path(path)).getroot()
-    except ET.ParseError as exc:
-        raise CadError(f"{path}:{exc.position[0]}: not well-formed IPC-2581 XML ({exc}); export it again from the "
-                       "CAD tool") from None
-    except OSError as exc:
-        raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
+    root = parse_xml(path, "IPC-2581", "export it again from the CAD tool")
     _local(root)
     if root.tag != "IPC-2581":
         raise CadError(f"{path}: an IPC-2581 file's root is <IPC-2581>; this is <{root.tag}>")
