@@ -183,6 +183,20 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     assert len(other_board) == 1 and other_board[0]["registered"]
     assert other_board[0]["inspected"] == len(rules.placements())
     assert all(not c["registered"] and c["reason"] for c in checked if c["photo"].endswith("noise.png"))
+    # the line itself takes the raw photos: the taught rule set registers each on the board's outline
+    assert taught.photo is not None and Path(taught.photo.geometry).is_file()
+    (root / "frames").mkdir()
+    for name in ("other.png", "noise.png"):
+        (root / "frames" / name).write_bytes((root / name).read_bytes())
+    from inspector.results.store import ResultStore, sqlite_url
+
+    db = sqlite_url(root / "line.sqlite")
+    r = cli("run", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], "--source",
+            f"folder:{root / 'frames'}", "--db", db, "--data", str(root / "data"))
+    assert r.returncode == 0, r.stderr
+    stored = {Path(i.source).name: i for i in ResultStore(db).inspections()}
+    assert len(stored["other.png"].parts) == len(rules.placements()) and stored["other.png"].error is None
+    assert not stored["noise.png"].parts and "registration failed" in stored["noise.png"].error
 
 
 def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> None:

@@ -69,7 +69,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
         try:
             t0 = time.perf_counter()
             for b in registered:
-                line.inspect(b.image, b.name, source=str(b.photo), serial_origin="filename")
+                line.inspect(b.image, b.name, source=str(b.photo), serial_origin="filename", in_frame=True)
             line.drain()
             seconds = time.perf_counter() - t0
         finally:

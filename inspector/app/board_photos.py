@@ -14,10 +14,11 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..board.geometry import BoardGeometry
+from ..board.geometry import BoardGeometry, read_geometry_file
 from ..board.register import (
     Candidate,
     Registration,
+    RegistrationError,
     find_boards,
     refine_on_reference,
     register_points,
@@ -82,6 +83,12 @@ def boards_in(photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
     photo = cv2.imread(str(photo_path), cv2.IMREAD_COLOR)
     if photo is None:
         raise ValueError(f"{photo_path} is not an image OpenCV can read")
+    return boards_of(photo, photo_path, rules, geometry, points, reference)
+
+
+def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
+              points: list | None = None, reference: np.ndarray | None = None) -> list[PhotoBoard]:
+    """`boards_in` for a photo in memory (a camera's frame); `photo_path` names it."""
     px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
     if points is not None:
         candidates = [Candidate(np.array([p for p, _ in points], np.float64), register_points(points, px_per_mm))]
@@ -100,6 +107,40 @@ def boards_in(photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
         image = reg.warp(photo, rules.board_size) if reg is not None else None
         out.append(PhotoBoard(photo_path, i, c.centre, reg, image, c.reason))
     return out
+
+
+_LOADED: dict[tuple, tuple[BoardGeometry | None, list | None]] = {}
+
+
+def photo_registration_of(rules: RuleSet) -> tuple[BoardGeometry | None, list | None]:
+    """The geometry and picked points a rule set's `photo_registration` names, read once per file version."""
+    spec = rules.photo
+    paths = [Path(p) for p in (spec.geometry, spec.points) if p is not None]
+    try:
+        key = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
+    except OSError as exc:
+        raise ValueError(f"rule set {rules.recipe}: {exc.filename} cannot be read ({exc.strerror}); photo "
+                         "registration needs the files `board import` and `board teach` wrote beside it") from None
+    if key not in _LOADED:
+        _LOADED.clear()
+        geometry = read_geometry_file(Path(spec.geometry)) if spec.geometry is not None else None
+        points = read_points(Path(spec.points)) if spec.points is not None else None
+        _LOADED[key] = (geometry, points)
+    return _LOADED[key]
+
+
+def register_photo(photo: np.ndarray, rules: RuleSet, reference: np.ndarray | None) -> tuple[np.ndarray,
+                                                                                           Registration]:
+    """The board of a line's frame in the recipe's pixels, registered as the rule set says (the largest board that
+    registers); RegistrationError with every blob's reason when none does."""
+    geometry, points = photo_registration_of(rules)
+    boards = boards_of(photo, Path("frame"), rules, geometry, points, reference)
+    for b in boards:
+        if b.registration is not None:
+            return b.image, b.registration
+    raise RegistrationError("no board in the frame registers on its "
+                            f"{'picked points' if points is not None else 'outline'}: "
+                            + "; ".join(f"#{b.index}: {b.reason}" for b in boards))
 
 
 def overlay(photo_path: Path, boards: list[PhotoBoard], rules: RuleSet, flagged: dict[str, set[str]] | None = None,

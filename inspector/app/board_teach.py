@@ -282,8 +282,9 @@ def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck]) -> Zoo:
     return Zoo.load(zoo_root)
 
 
-def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path) -> str:
-    """The imported rule set with the golden board and the taught classifier, polarity left to the comparison."""
+def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo: dict[str, str]) -> str:
+    """The imported rule set with the golden board, the taught classifier (polarity left to the comparison) and,
+    unless it has fiducials, photo registration on the files in `photo` (geometry, points: beside `out`)."""
     doc = yaml.safe_load(rules.text)
     doc["golden"] = str(golden.resolve().relative_to(out.parent.resolve())) \
         if golden.resolve().is_relative_to(out.parent.resolve()) else str(golden.resolve())
@@ -291,6 +292,8 @@ def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path) -> st
     doc.pop("detectors", None)
     for comp in doc.get("components", {}).values():
         comp.pop("detector", None)
+    if photo and rules.fiducials is None:
+        doc["photo_registration"] = photo
     head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
             "the golden board's (the zoo beside it)\n")
     return head + yaml.safe_dump(doc, sort_keys=False, width=120)
@@ -336,12 +339,16 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     zoo = Zoo.load(zoo_root)
     checks, pooled = validate(plan, rules, zoo, expert, folder, mirror)
     serve_per_type(zoo_root, expert, checks)
-    plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out), encoding="utf-8")
-    load_rules(plan.out)  # what was written loads
-    for source, target in ((geometry_path(plan.rules), geometry_path(plan.out)),
-                           (points_path(plan.rules), points_path(plan.out))):
+    copied = {}
+    for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),
+                                ("points", points_path(plan.rules), points_path(plan.out))):
         if source.is_file():
-            shutil.copyfile(source, target)  # registering the line's photos needs them beside the taught set
+            if source.resolve() != target.resolve():
+                shutil.copyfile(source, target)  # the line registers its photos on them, beside the taught set
+            copied[key] = target.name
+    plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out, copied),
+                        encoding="utf-8")
+    load_rules(plan.out)  # what was written loads
     seconds["validate"] = time.perf_counter() - t3
     seconds["total"] = time.perf_counter() - t0
     goldens = [{"photo": str(b.photo), "board": b.index, **b.registration.to_json()} for b in boards]

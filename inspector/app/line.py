@@ -43,6 +43,7 @@ from ..ingest.registration import Registration, RegistrationFailed, register
 from ..results.records import BoardRecord
 from ..results.scope import Scope
 from ..routing.rules import RuleSet
+from .board_photos import photo_registration_of, register_photo
 from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram, nearest_rank
 from .verdict import part_verdict
 
@@ -185,6 +186,8 @@ class Line:
                                  "request with one image; route it to the golden comparison alone")
         if composite:
             golden_image(rules)  # GoldenMissing (a ValueError) names what to add or fix
+        if rules.photo is not None:
+            photo_registration_of(rules)  # a ValueError naming the file the rule set needs
 
     def apply_rules(self, rules: RuleSet) -> None:
         """Use `rules` for every board from now on; raises ValueError (and keeps the running set) when the
@@ -237,19 +240,28 @@ class Line:
 
     def inspect(self, image: np.ndarray, serial: str, source: str = "", inspection_id: str | None = None,
                 serial_origin: str = "synthetic", registration: Registration | None = None,
-                code: CodeRead | None = None, rules_version: str | None = None) -> None:
+                code: CodeRead | None = None, rules_version: str | None = None, in_frame: bool = False) -> None:
         """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
 
         An image that does not fit the layout, or a board that cannot be registered on its fiducials, is
         finished at once with one board-level error and no part verdicts. The board's serial is read from its
         code when the rule set has one (identity.py), unless the source vouches for its own (a sidecar, a file
         name pattern). `registration` and `code`, when a board gate already worked them out under the rule set
-        of version `rules_version`, are used as they are.
+        of version `rules_version`, are used as they are. A rule set with photo registration finds the board in the
+        frame first, unless `in_frame` says the image is already in the recipe's pixels (board check's boards).
         """
         rules = self.rules
         record = self._record(serial, source, inspection_id)
         record.serial_source = serial_origin
         fresh = rules_version == rules.version
+        if rules.photo is not None and not in_frame and self.config.register:  # found in the frame, warped
+            try:
+                image, photo = register_photo(image, rules, golden_image(rules) if rules.golden else None)
+            except ValueError as exc:  # RegistrationError, or a file the rule set names gone since it was applied
+                self.stats.registration_failed += 1
+                self._finish_with_error(record, f"registration failed: {exc}")
+                return
+            record.residual_px = photo.residual_px
         try:
             check_board(image, rules)
         except BoardSizeMismatch as exc:

@@ -41,8 +41,10 @@ def write_geometry(geometry: BoardGeometry, rules_path: Path) -> Path:
 def read_geometry(rules_path: Path) -> BoardGeometry | None:
     """The geometry written beside `rules_path`, or None when there is none."""
     path = geometry_path(rules_path)
-    if not path.is_file():
-        return None
+    return read_geometry_file(path) if path.is_file() else None
+
+
+def read_geometry_file(path: Path) -> BoardGeometry:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
         return BoardGeometry(tuple(float(v) for v in doc["outline"]), float(doc["px_per_mm"]),

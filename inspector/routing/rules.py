@@ -24,6 +24,7 @@ from .compare import WINDOW, CompareRules, parse_compare
 from .fiducials import FiducialRules, parse_fiducials
 from .gate import GateRules, parse_gate
 from .identity import SerialCode, parse_serial_code
+from .photo import PhotoRegistration, parse_photo_registration
 from .shapes import SHAPES
 
 CLASSIFIER_CLASSES = ("ok", "missing", "shifted", "rotated", "bridge", "damaged")
@@ -90,6 +91,7 @@ class RuleSet:
     golden: str | None = None  # the golden board's image in recipe pixels (absolute path): golden-comparison experts
     gate: GateRules = GateRules()  # when a frame of a free-running camera is a board (camera/gate.py)
     compare: CompareRules | None = None  # a bare board: its parts are its differences from the golden board
+    photo: PhotoRegistration | None = None  # boards photographed whole: registered on their outline or picked points
     text: str = field(default="", repr=False, compare=False)  # what it was parsed from: kept by `version` with results
 
     def component(self, name: str) -> ComponentRule:
@@ -140,7 +142,7 @@ class RuleSet:
 
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
-        "gate", "golden", "compare"}
+        "gate", "golden", "compare", "photo_registration"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "at"}
 
 
@@ -198,7 +200,13 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         gate=parse_gate(doc.sub("gate")), text=text,
         golden=_golden(doc, source) if doc.has("golden") else None,
         compare=parse_compare(doc.sub("compare")) if doc.has("compare") else None,
+        photo=parse_photo_registration(doc.sub("photo_registration"), source) if doc.has("photo_registration")
+        else None,
     )
+    if ruleset.photo is not None and (ruleset.fiducials is not None or ruleset.compare is not None):
+        raise doc.error("photo_registration", "a board registers one way: on its fiducials, or (photographed whole) "
+                                              "on its outline or picked points; a bare-board comparison aligns on "
+                                              "its golden image. Keep one")
     _check_compare(ruleset, doc, comps)
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)
