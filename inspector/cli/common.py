@@ -50,6 +50,9 @@ def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
     """Say when boards will be cut at their nominal positions: right only on a fixture that places them exactly."""
     if off:
         say("note: registration is off (--no-register): boards are cut at their recipe's nominal positions")
+    elif rules.photo is not None:
+        say(f"note: rule set {rules.recipe} registers each board photographed whole on its "
+            f"{'picked points' if rules.photo.points else 'outline'} (photo_registration)")
     elif rules.fiducials is None:
         say(f"note: rule set {rules.recipe} declares no fiducials, so boards are cut at their nominal positions; "
             f"add fiducials (routing_rules/README.md) unless a fixture places every board to the pixel")
