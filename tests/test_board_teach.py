@@ -228,3 +228,48 @@ def test_the_colour_comparison_sees_a_mask_of_another_colour_where_the_grey_one_
     grey = compose(purple, blue, "composite")[0, 2].float().mean()
     colour = compose(purple, blue, "colour")[0, 2].float().mean()
     assert grey < 3 and colour > 40
+
+
+def test_good_crops_alone_teach_an_anomaly_expert_per_type_that_the_line_serves(imported: Path) -> None:
+    """`--experts anomaly`: each type's own expert, its head fitted on its good crops alone over the features of the
+    classifier this teaching trained; the line loads it and decodes it as any classifier."""
+    import torch
+
+    from inspector.experts.registry import architecture_from_spec
+    from inspector.experts.resnet import AnomalyHead
+    from inspector.experts.zoo import Zoo
+
+    head = AnomalyHead(4)
+    with torch.no_grad():
+        head.proj.weight.copy_(torch.eye(4))
+        head.proj.bias.zero_()
+        head.calib.weight.fill_(-0.5)
+        head.calib.bias.fill_(2.0)
+    logits = head(torch.tensor([[0.0, 0.0, 0.0, 0.0], [4.0, 4.0, 4.0, 4.0]]))
+    assert logits.tolist() == [[2.0, 0.0], [-6.0, 0.0]]  # log-odds of good: 2 - 0.5 x mean squared distance
+
+    root = imported.parent / "anomaly"
+    root.mkdir()
+    rules = load_rules(imported)
+    golden = render_board(rules, "g0", np.random.default_rng(5), rates={}).image
+    cv2.imwrite(str(root / "golden.png"), photo_of(golden, 5.0, 1.4, 0.0, (150, 150))[0])
+    r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--epochs", "1",
+            "--experts", "anomaly", "--work", str(root / "work"), "--out", str(root / "a.taught.yaml"),
+            "--json", str(root / "a.json"))
+    assert r.returncode == 0, r.stderr
+    assert "anomaly experts: 3 types" in r.stderr + r.stdout
+    zoo = Zoo.load(root / "work" / "zoo")
+    files = set()
+    for comp in rules.components:
+        entry = zoo.entries[f"cls-{comp.name}"]
+        assert entry.spec["head"] == "anomaly" and entry.classes == ("good", "anomaly")
+        assert architecture_from_spec(entry.spec).key.endswith("+anomaly")
+        files.add(entry.file)
+    assert len(files) == len(rules.components)  # each type its own head
+    other = render_board(rules, "g1", np.random.default_rng(6), rates={}).image
+    cv2.imwrite(str(root / "other.png"), photo_of(other, -4.0, 1.3, 0.0, (160, 160))[0])
+    r = cli("board", "check", "--rules", str(root / "a.taught.yaml"), "--zoo", str(root / "work" / "zoo"),
+            str(root / "other.png"), "--json", str(root / "c.json"))
+    assert r.returncode == 0, r.stderr
+    checked = json.loads((root / "c.json").read_text(encoding="utf-8"))
+    assert checked[0]["registered"] and checked[0]["inspected"] == len(rules.placements())

@@ -45,6 +45,7 @@ from ..training.labelled.folder import IMAGE_SUFFIXES, split_of
 from ..training.labelled.metrics import logodds
 from ..training.labelled.teach import TeachPlan, teach
 from ..training.labelled.trainer import Crops, logits_of
+from .board_anomaly import anomaly_state, distances, features, threshold_of, whitening, write_anomaly_expert
 from .board_photos import PhotoBoard, boards_in, overlay, points_path, read_points
 
 GOOD = "good"
@@ -68,6 +69,7 @@ class BoardTeachPlan:
     patience: int = 6
     seed: int = 0
     depth: int = 10
+    experts: str = "classifier"  # each type served by the shared classifier, or by an anomaly expert of good crops
     comparison: str = "composite"  # the golden comparison's kind (experts/base.py REFERENCES), or none: the live crop
 
 
@@ -211,35 +213,87 @@ def add_real_defects(root: Path, rules: RuleSet, golden: np.ndarray, put: Callab
             put(label_dir.name, f"{ref}__real_{path.stem}.png", image, reference)
 
 
-def validate(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, folder: Path,
-             mirror: Path) -> tuple[list[TypeCheck], TypeCheck]:
-    """Per type: the held-out parts' crops scored by the taught expert, a threshold for the escape rate, and the
-    recall and false calls it gives."""
+@dataclass
+class FolderCrops:
+    """Every crop of the labelled folder teaching wrote, read once: its golden window, label (0 good, 1 a defect),
+    type, part and side of the split."""
+    images: list[np.ndarray]
+    refs: list[np.ndarray]
+    labels: np.ndarray
+    types: np.ndarray
+    idents: list[str]
+    heldout: np.ndarray
+
+    def subset(self, mask: np.ndarray) -> Crops:
+        idx = np.flatnonzero(mask)
+        return Crops([self.images[i] for i in idx], self.labels[idx], [self.refs[i] for i in idx],
+                     [self.idents[i] for i in idx])
+
+
+def read_folder_crops(plan: BoardTeachPlan, rules: RuleSet, folder: Path, mirror: Path) -> FolderCrops:
     type_of = {p.ref: c.name for c, p in rules.placements()}
-    arch, model = served_module(zoo, expert)
     images, refs, labels, types, idents = [], [], [], [], []
     for label_dir in sorted(d for d in folder.iterdir() if d.is_dir()):
         for path in sorted(label_dir.iterdir()):
             ref = path.stem.split("__")[0]
-            if split_of(ref, plan.heldout_share) != "heldout":
-                continue
             images.append(cv2.imread(str(path), cv2.IMREAD_COLOR))
             refs.append(cv2.imread(str(mirror / label_dir.name / path.name), cv2.IMREAD_COLOR))
             labels.append(0 if label_dir.name == GOOD else 1)
             types.append(type_of[ref])
             idents.append(ref)
-    if not images:
+    heldout = np.array([split_of(i, plan.heldout_share) == "heldout" for i in idents])
+    if not heldout.any():
         raise ValueError("no part was held out to validate on: add golden boards or parts, or raise --heldout")
-    refs = refs if arch.reference is not None else None
-    logits, _ = logits_of(arch, model, Crops(images, np.array(labels), refs, idents))
-    score, truth, kinds = logodds(logits), np.array(labels), np.array(types)
-    taught_at = float(zoo.entries[expert].spec["good_margin"])
-    pooled = _check("all types", len(type_of), len(set(idents)), score[truth == 0], score[truth == 1],
+    return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout)
+
+
+def classifier_scores(zoo: Zoo, expert: str, crops: FolderCrops) -> np.ndarray:
+    """The shared classifier's log-odds of good for the held-out crops."""
+    arch, model = served_module(zoo, expert)
+    held = crops.subset(crops.heldout)
+    if arch.reference is None:
+        held.references = None
+    logits, _ = logits_of(arch, model, held)
+    return logodds(logits)
+
+
+def anomaly_scores(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, crops: FolderCrops,
+                   say: Callable[[str], None]) -> np.ndarray:
+    """Each type's expert from its good crops alone (app/board_anomaly.py), written to the zoo as cls-<type>; the
+    held-out crops' log-odds of good under their type's expert."""
+    arch, model = served_module(zoo, expert)
+    feats = features(arch, model, crops.subset(np.ones(len(crops.idents), bool)))
+    scores = np.zeros(len(crops.idents))
+    entries = []
+    for comp in rules.components:
+        mine = crops.types == comp.name
+        good = mine & (crops.labels == 0)
+        fit = good & ~crops.heldout if (good & ~crops.heldout).any() else good  # a type all held out: fit on all
+        w, b = whitening(feats[fit])
+        tau, spread = threshold_of(distances(w, b, feats[fit]), plan.false_call_budget)
+        scores[mine] = (tau - distances(w, b, feats[mine])) / spread
+        entries.append(write_anomaly_expert(plan.work / "zoo", f"cls-{comp.name}", arch,
+                                            anomaly_state(model, w, b, tau, spread), int(fit.sum()), plan.seed))
+    doc = json.loads((plan.work / "zoo" / MANIFEST).read_text(encoding="utf-8"))
+    names = {e.name for e in entries}
+    doc["experts"] = [e for e in doc["experts"] if e["name"] not in names] + [asdict(e) for e in entries]
+    write_atomically(plan.work / "zoo" / MANIFEST, json.dumps(doc, indent=1).encode())
+    say(f"anomaly experts: {len(entries)} types, each from its good crops alone")
+    return scores[crops.heldout]
+
+
+def validate(plan: BoardTeachPlan, rules: RuleSet, crops: FolderCrops, score: np.ndarray,
+             taught_at: float) -> tuple[list[TypeCheck], TypeCheck]:
+    """Per type: the held-out parts' log-odds of good (`score`), a threshold (the teaching's, `taught_at`, or one for
+    the escape rate), and the recall and false calls it gives."""
+    truth, kinds = crops.labels[crops.heldout], crops.types[crops.heldout]
+    idents = [i for i, h in zip(crops.idents, crops.heldout) if h]
+    pooled = _check("all types", len(rules.placements()), len(set(idents)), score[truth == 0], score[truth == 1],
                     plan.escape_rate, taught_at)
     checks = []
     for comp in rules.components:
         mine = kinds == comp.name
-        held = {i for i, t in zip(idents, types) if t == comp.name}
+        held = {i for i, t in zip(idents, kinds) if t == comp.name}
         good, bad = score[mine & (truth == 0)], score[mine & (truth == 1)]
         own = plan.escape_rate is None or len(bad) >= MIN_TYPE_DEFECTS
         if plan.escape_rate is None:
@@ -270,14 +324,16 @@ def _check(name: str, parts: int, held: int, good: np.ndarray, bad: np.ndarray, 
 
 
 def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck]) -> Zoo:
-    """Each type's own expert entry: the shared weights, the type's threshold (its good_margin)."""
+    """Each type's own expert entry at the type's threshold (its good_margin): the shared classifier's weights, or
+    (anomaly experts, already written) its own."""
     doc = json.loads((zoo_root / MANIFEST).read_text(encoding="utf-8"))
     shared = next(e for e in doc["experts"] if e["name"] == expert)
+    own = {e["name"]: e for e in doc["experts"]}
     names = {f"cls-{c.type}" for c in checks}
     doc["experts"] = [e for e in doc["experts"] if e["name"] not in names]
     for c in checks:
-        doc["experts"].append({**shared, "name": f"cls-{c.type}", "spec": {**shared["spec"],
-                                                                            "good_margin": c.threshold}})
+        base = own.get(f"cls-{c.type}", {**shared, "name": f"cls-{c.type}"})
+        doc["experts"].append({**base, "spec": {**base["spec"], "good_margin": c.threshold}})
     write_atomically(zoo_root / MANIFEST, json.dumps(doc, indent=1).encode())
     return Zoo.load(zoo_root)
 
@@ -337,7 +393,12 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     seconds["train"] = time.perf_counter() - t2
     t3 = time.perf_counter()
     zoo = Zoo.load(zoo_root)
-    checks, pooled = validate(plan, rules, zoo, expert, folder, mirror)
+    crops = read_folder_crops(plan, rules, folder, mirror)
+    if plan.experts == "anomaly":
+        checks, pooled = validate(plan, rules, crops, anomaly_scores(plan, rules, zoo, expert, crops, say), 0.0)
+    else:
+        checks, pooled = validate(plan, rules, crops, classifier_scores(zoo, expert, crops),
+                                  float(zoo.entries[expert].spec["good_margin"]))
     serve_per_type(zoo_root, expert, checks)
     copied = {}
     for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),

@@ -37,6 +37,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--comparison", choices=["composite", "colour", "none"], default="composite",
                        help="what each expert reads: the crop beside the golden board's window in grey (composite, "
                             "the default), the same counting colour changes (colour), or the live crop alone (none)")
+    teach.add_argument("--experts", choices=["classifier", "anomaly"], default="classifier",
+                       help="serve each type the shared classifier taught on made defects (default), or an expert of "
+                            "its good crops alone (an anomaly score over that classifier's features)")
     teach.add_argument("--epochs", type=int, default=30)
     teach.add_argument("--seed", type=int, default=0)
     teach.add_argument("--json", help="also write the registrations, crops and validation table as JSON")
@@ -113,7 +116,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
     work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
     plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
                           Path(args.defects) if args.defects else None, args.escape_rate, epochs=args.epochs,
-                          seed=args.seed, comparison=args.comparison)
+                          seed=args.seed, comparison=args.comparison, experts=args.experts)
     taught = teach_board(plan, say)
     print(format_checks(taught))
     print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in taught.seconds.items()))

@@ -38,7 +38,7 @@ def _build(spec: dict[str, Any]) -> Architecture:
         return ResNetClassifier(int(m.group(1)), input_size=size, classes=int(spec.get("classes", 2)),
                                 fit=str(spec.get("fit", "squash")),
                                 good_margin=None if margin is None else float(margin),
-                                reference=spec.get("reference"))
+                                reference=spec.get("reference"), head=str(spec.get("head", "classes")))
     if name.endswith((".yaml", ".yml", ".pt")):
         return YoloDetector(
             name, input_size=size, classes=int(spec.get("classes", 4)),

@@ -18,17 +18,38 @@ DEPTHS: dict[int, tuple[type[nn.Module], list[int]]] = {
 }
 
 
+HEADS = ("classes", "anomaly")
+
+
+class AnomalyHead(nn.Module):
+    """Good crops alone make it: the pooled features whitened by the good crops' mean and covariance (`proj`), their
+    squared length (a Mahalanobis distance), and a line from it to the log-odds of good (`calib`: zero at the
+    threshold, falling as the crop moves away from every good one). Two logits, [good, anomalous], so the line
+    decodes it as any classifier."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(features, features)
+        self.calib = nn.Linear(1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        distance = self.proj(x).pow(2).mean(dim=1, keepdim=True)
+        return torch.cat([self.calib(distance), torch.zeros_like(distance)], dim=1)
+
+
 class ResNetClassifier(Architecture):
     """A component's classifier; class 0 means the part is fine and the route goes on."""
 
     role = "classifier"
 
     def __init__(self, depth: int, input_size: int = 64, classes: int = 2, fit: str = "squash",
-                 good_margin: float | None = None, reference: str | None = None) -> None:
+                 good_margin: float | None = None, reference: str | None = None, head: str = "classes") -> None:
         """`good_margin`: the operating point, chosen on held-out crops when the expert was taught (training/
         labelled): a part passes when the log-odds of class 0 (its logit less the log-sum-exp of the others')
         reaches it. Log-odds, not a probability: a float32 softmax rounds every confident crop to exactly 1.0, and a
-        threshold among equal numbers would choose nothing. None: a part passes when class 0 is the top class."""
+        threshold among equal numbers would choose nothing. None: a part passes when class 0 is the top class.
+        `head`: classes (a linear layer to the class logits), or anomaly (AnomalyHead: taught from good crops alone,
+        two classes)."""
         if depth not in DEPTHS:
             raise UnknownArchitecture(
                 f"resnet{depth} is not a known depth; use one of "
@@ -36,25 +57,40 @@ class ResNetClassifier(Architecture):
             )
         if classes < 2:
             raise ValueError("a classifier needs at least 2 classes (0 = ok, others = defects)")
+        if head not in HEADS:
+            raise UnknownArchitecture(f"unknown head={head!r}; use one of {', '.join(HEADS)}")
+        if head == "anomaly" and classes != 2:
+            raise ValueError("an anomaly head has two classes: good and anomalous")
         if good_margin is not None and not -1e6 < good_margin < 1e6:
             raise ValueError(f"good_margin must be a finite log-odds, got {good_margin}")
         super().__init__(input_size, classes, fit, reference)
         self.depth = depth
         self.good_margin = good_margin
+        self.head = head
 
     @property
     def name(self) -> str:
         return f"resnet{self.depth}"
 
+    @property
+    def key(self) -> str:
+        base = super().key
+        return base if self.head == "classes" else f"{base}+{self.head}"  # its own weights, its own profile
+
     def spec(self) -> dict:
         spec = super().spec()
         if self.good_margin is not None:
             spec["good_margin"] = self.good_margin
+        if self.head != "classes":
+            spec["head"] = self.head
         return spec
 
     def build(self) -> nn.Module:
         block, layers = DEPTHS[self.depth]
-        return ResNet(block, layers, num_classes=self.classes)
+        net = ResNet(block, layers, num_classes=self.classes)
+        if self.head == "anomaly":
+            net.fc = AnomalyHead(net.fc.in_features)
+        return net
 
     def forward(self, module: nn.Module, batch: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
