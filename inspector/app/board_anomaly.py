@@ -1,13 +1,14 @@
 """Experts from good crops alone: an anomaly score over the features of a ResNet trained here, per component type.
 
-Made defects cannot carry every type (a connector's made bridge is not its real one; a type seen once has no
-held-out part). AOI tools then teach from good boards alone: how far a crop lies from every good crop of its type.
-Here the features are those of the golden-comparison classifier this teaching trained (no pretrained weights can be
-downloaded), pooled before its last layer; each type's good crops (the golden ones as other photos would show
-them) give a mean and a covariance, shrunk towards its own scale (a few dozen crops cannot fill 512 dimensions),
-and a crop's score is its Mahalanobis distance. The type's threshold is the distance that keeps the false-call
-budget on its good crops; the served expert is the same trunk with that head (experts/resnet.py AnomalyHead), two
-classes, good and anomalous, decoded by the line like any classifier.
+Made defects cannot carry every type (a connector's made bridge is not its real one; a type seen once has no held-
+out part). AOI tools then teach from good boards alone: how far a crop lies from every good crop of its type. Here
+the features are those of the golden-comparison classifier this teaching trained (no pretrained weights can be
+downloaded), pooled before its last layer; each type's good crops (the golden ones as other photos would show them)
+give a mean and a covariance, shrunk towards its own scale (a few dozen crops cannot fill 512 dimensions), and a
+crop's score is its Mahalanobis distance. The type's threshold is the distance that keeps the false-call budget on
+the good crops of parts the fit did not see (each part left out in turn; a type of one part takes the ratio the
+board's other types show between unseen and seen distances); the served expert is the same trunk with that head
+(experts/resnet.py AnomalyHead), two classes, good and anomalous, decoded by the line like any classifier.
 """
 from __future__ import annotations
 
@@ -55,6 +56,21 @@ def whitening(good: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def distances(w: np.ndarray, b: np.ndarray, feats: np.ndarray) -> np.ndarray:
     return ((feats @ w.T + b) ** 2).mean(axis=1)
+
+
+def unseen_distances(feats: np.ndarray, parts: np.ndarray) -> np.ndarray | None:
+    """Each good crop's distance under a fit that never saw its part (leave one part out): what a new board's part
+    scores, not what the fitted crops score (those sit closer, and a threshold on them calls every new part).
+    None with fewer than two parts."""
+    names = np.unique(parts)
+    if len(names) < 2:
+        return None
+    out = np.empty(len(feats))
+    for name in names:
+        mine = parts == name
+        w, b = whitening(feats[~mine])
+        out[mine] = distances(w, b, feats[mine])
+    return out
 
 
 def threshold_of(good_distances: np.ndarray, false_call_budget: float) -> tuple[float, float]:

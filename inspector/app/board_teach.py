@@ -45,7 +45,15 @@ from ..training.labelled.folder import IMAGE_SUFFIXES, split_of
 from ..training.labelled.metrics import logodds
 from ..training.labelled.teach import TeachPlan, teach
 from ..training.labelled.trainer import Crops, logits_of
-from .board_anomaly import anomaly_state, distances, features, threshold_of, whitening, write_anomaly_expert
+from .board_anomaly import (
+    anomaly_state,
+    distances,
+    features,
+    threshold_of,
+    unseen_distances,
+    whitening,
+    write_anomaly_expert,
+)
 from .board_photos import PhotoBoard, boards_in, overlay, points_path, read_points
 
 GOOD = "good"
@@ -263,14 +271,27 @@ def anomaly_scores(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, 
     held-out crops' log-odds of good under their type's expert."""
     arch, model = served_module(zoo, expert)
     feats = features(arch, model, crops.subset(np.ones(len(crops.idents), bool)))
+    parts = np.array(crops.idents)
+    fits, ratios = {}, []
+    for comp in rules.components:
+        good = (crops.types == comp.name) & (crops.labels == 0)
+        fit = good & ~crops.heldout if (good & ~crops.heldout).any() else good  # a type all held out: fit on all
+        w, b = whitening(feats[fit])
+        seen = threshold_of(distances(w, b, feats[fit]), plan.false_call_budget)
+        unseen = unseen_distances(feats[fit], parts[fit])
+        if unseen is not None:
+            fits[comp.name] = (fit, w, b, threshold_of(unseen, plan.false_call_budget))
+            ratios.append(fits[comp.name][3][0] / max(seen[0], 1e-9))
+        else:
+            fits[comp.name] = (fit, w, b, seen)
+    ratio = float(np.median(ratios)) if ratios else 1.0
     scores = np.zeros(len(crops.idents))
     entries = []
     for comp in rules.components:
+        fit, w, b, (tau, spread) = fits[comp.name]
+        if unseen_distances(feats[fit], parts[fit]) is None:  # one part: the board's unseen-to-seen ratio
+            tau, spread = tau * ratio, spread * ratio
         mine = crops.types == comp.name
-        good = mine & (crops.labels == 0)
-        fit = good & ~crops.heldout if (good & ~crops.heldout).any() else good  # a type all held out: fit on all
-        w, b = whitening(feats[fit])
-        tau, spread = threshold_of(distances(w, b, feats[fit]), plan.false_call_budget)
         scores[mine] = (tau - distances(w, b, feats[mine])) / spread
         entries.append(write_anomaly_expert(plan.work / "zoo", f"cls-{comp.name}", arch,
                                             anomaly_state(model, w, b, tau, spread), int(fit.sum()), plan.seed))
@@ -278,7 +299,8 @@ def anomaly_scores(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, 
     names = {e.name for e in entries}
     doc["experts"] = [e for e in doc["experts"] if e["name"] not in names] + [asdict(e) for e in entries]
     write_atomically(plan.work / "zoo" / MANIFEST, json.dumps(doc, indent=1).encode())
-    say(f"anomaly experts: {len(entries)} types, each from its good crops alone")
+    say(f"anomaly experts: {len(entries)} types, each from its good crops alone (unseen parts' distances "
+        f"{ratio:.2f}x the fitted ones')")
     return scores[crops.heldout]
 
 
