@@ -4,19 +4,21 @@
    later ones refined on the first) and warped into the rule set's frame; an overlay PNG of every part's window on
    the photo shows a person where the CAD landed. The golden board the line compares with is the first photo's
    board, or the per-pixel median of three or more (one board's dust and glare do not become the reference).
-2. Every inspected part's crop is cut from every golden board, as the line cuts it. Good examples are those crops,
-   each cut again a little off (another registration's shift and turn); defects are made from the same real crops
+2. Every inspected part's crop is cut from every golden board, as the line cuts it. Good examples are those crops
+   as another photo would show them (made_defects.photo_variant); defects are made from the same real crops
    (inspector/board/made_defects.py: missing as bare pads in the photo's own colours from the CAD's pads, shifted,
    rotated, tombstoned, reversed where the part is polarised, bridged) and any real defect crops given.
 3. One golden-comparison classifier (it reads each crop beside the golden board's same window: ingest/golden.py)
    is taught from them with the trainer for labelled real data (`zoo train --new`, training/labelled/teach.py),
    split by part so the held-out figures come from parts it never saw. A golden comparison is what lets one board
    teach dozens of types at once: what it learns is "what changed", not what each package looks like.
-4. Each component type gets its own expert entry (`cls-<type>`, the shared weights) serving its own threshold:
-   the log-odds of good below which a part is called, set so that at most `escape_rate` of the type's held-out
-   made defects pass (pooled over all types where a type has too few held-out defects: said in the table).
-5. The taught rule set (the imported one, with `golden:` and without the render-trained polarity detector: a
-   reversed part is one of the comparison's own classes) runs unchanged on the line with that zoo.
+4. Each component type gets its own expert entry (`cls-<type>`): the shared weights, or with `experts` anomaly an
+   expert of its good crops alone (app/board_anomaly.py). Each serves its own threshold, the log-odds of good
+   below which a part is called: the teaching's (its false-call budget) or, with an `escape_rate`, the one letting
+   at most that share of the type's held-out made defects pass (pooled over all types where a type has too few).
+5. The taught rule set (the imported one, with `golden:`, `photo_registration:` on the board geometry, and without
+   the render-trained polarity detector: a reversed part is one of the comparison's own classes) runs unchanged on
+   the line with that zoo, raw photos included.
 
 What it cannot know: made defects are not real ones; the validation table says how the expert does on made defects
 of parts it never saw and on those parts' good crops, and `board check` on photos of other boards says the rest.
