@@ -95,6 +95,33 @@ def test_each_stored_board_reaches_a_subscriber_with_its_parts(broker: Mosquitto
     sub.close()
 
 
+class SlowToConnect(MqttPublisher):
+    """A publisher on a loaded box: its network thread is held up just after the broker accepted the connection."""
+
+    def _on_connect(self, *args) -> None:  # noqa: ANN002
+        super()._on_connect(*args)
+        time.sleep(0.3)
+
+
+def test_boards_stored_while_the_connection_comes_up_arrive_in_the_order_they_were_stored(broker: Mosquitto) -> None:
+    """paho marks a connection up and lets a new publish through before it re-sends what it queued: a board stored
+    in that moment overtook older ones (seen in CI as B2, B0, B1). The publisher's own outbox keeps the order."""
+    sub = Subscriber(broker.port)
+    pub = SlowToConnect(f"127.0.0.1:{broker.port}", "line-9", "aoi-1")
+    for i in range(3):  # stored before the connection is up
+        pub(board(f"B{i}", i))
+    pub.start()
+    deadline = time.monotonic() + 5
+    while not pub.status().connected and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for i in range(3, 6):  # stored while the network thread is still in the connect callback
+        pub(board(f"B{i}", i))
+    assert pub.wait_published(10)
+    assert [b["board_serial"] for b in sub.wait_for(6)] == [f"B{i}" for i in range(6)]
+    pub.close()
+    sub.close()
+
+
 def test_results_published_during_a_broker_outage_arrive_after_it(broker: Mosquitto) -> None:
     Subscriber(broker.port).close()  # the MES has a persistent subscription
     pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")

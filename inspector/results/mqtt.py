@@ -5,19 +5,21 @@ Topics, under a prefix (default `inspector`):
                                       after IPC-CFX UnitsInspected (cfx.py: its schema version and layout);
 - `<prefix>/<line>/<station>/status`  retained `online`, and `offline` as the last will when the
                                       appliance disappears without saying goodbye.
-Boards are published only once the database has acknowledged them, so a
-subscriber never sees a result the quality record lacks. While the broker is
-unreachable paho keeps QoS-1 messages queued (up to `max_queued`; beyond
-that a message is dropped and counted: the database is the record, MQTT a
-copy) and the client reconnects with backoff; what is queued, dropped and
-acknowledged is counted. Every message carries the board's inspection id, so
-a subscriber can drop a re-sent one (QoS 1 is at least once).
+Boards are published only once the database has acknowledged them, so a subscriber never sees a result the quality
+record lacks, and in the order they were stored: while the broker is unreachable boards wait in the publisher's own
+outbox (up to `max_queued`; beyond that a message is dropped and counted: the database is the record, MQTT a copy),
+never in paho's, because paho marks a connection up and lets a new publish through before it re-sends what it
+queued, so a board stored during the reconnect would overtake the older ones. After a reconnect the outbox is sent
+once paho's re-sent messages are acknowledged. The client reconnects with backoff; what is queued, dropped and
+acknowledged is counted. Every message carries the board's inspection id, so a subscriber can drop a re-sent one
+(QoS 1 is at least once).
 """
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import paho.mqtt.client as mqtt
@@ -30,7 +32,7 @@ from .records import BoardRecord
 class MqttStatus:
     connected: bool
     published: int  # acknowledged by the broker
-    queued: int  # handed to the client, not yet acknowledged
+    queued: int  # waiting in the outbox or handed to the client, not yet acknowledged
     last_error: str | None
     dropped: int = 0  # not queued: the queue was full while the broker was away
 
@@ -60,6 +62,9 @@ class MqttPublisher:
         self._early: set[int] = set()  # acknowledgements that overtook their publish() call
         self._status_mids: set[int] = set()
         self._connected = False
+        self._outbox: deque[tuple[str, str]] = deque()  # (payload, serial) not yet handed to paho, oldest first
+        self._pending_before_reconnect: set[int] = set()  # handed over before a drop, re-sent by paho, unacknowledged
+        self._max_queued = max_queued
         self._dropped = 0
         self._refused: str | None = None  # why the broker refused the last connection attempt
         self._last_error: str | None = None
@@ -86,26 +91,41 @@ class MqttPublisher:
 
     def __call__(self, board: BoardRecord) -> None:
         """Publish one stored board (a ResultWriter `on_written` sink); never blocks on the network."""
-        info = self.client.publish(self.board_topic, json.dumps(units_inspected(board)), qos=1)
+        payload = json.dumps(units_inspected(board))
         with self._lock:
-            if info.rc == mqtt.MQTT_ERR_QUEUE_SIZE:
+            if self._connected and not self._outbox and not self._pending_before_reconnect:
+                self._hand_over(payload, board.board_serial)
+                return
+            if len(self._outbox) + len(self._pending) >= self._max_queued:
                 self._dropped += 1
                 self._last_error = f"MQTT queue full while the broker is away: board {board.board_serial} not sent"
                 return
-            if info.mid in self._early:
-                self._early.discard(info.mid)
-                self._published += 1
-            else:
-                self._pending.add(info.mid)
-            if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
-                self._last_error = f"publish of board {board.board_serial} failed: {mqtt.error_string(info.rc)}"
+            self._outbox.append((payload, board.board_serial))
+
+    def _hand_over(self, payload: str, serial: str) -> None:
+        """One board to paho, under the lock (the order boards were stored is the order they are handed over)."""
+        info = self.client.publish(self.board_topic, payload, qos=1)
+        if info.mid in self._early:
+            self._early.discard(info.mid)
+            self._published += 1
+        else:
+            self._pending.add(info.mid)
+        if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+            self._last_error = f"publish of board {serial} failed: {mqtt.error_string(info.rc)}"
+
+    def _drain(self) -> None:
+        """Hand the outbox over, oldest first, once nothing of an earlier connection awaits its acknowledgement."""
+        if not self._connected or self._pending_before_reconnect:
+            return
+        while self._outbox:
+            self._hand_over(*self._outbox.popleft())
 
     def wait_published(self, timeout: float) -> bool:
         """Wait until the broker has acknowledged everything handed over; False on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if not self._pending:
+                if not self._pending and not self._outbox:
                     return True
             time.sleep(0.02)
         return False
@@ -124,7 +144,8 @@ class MqttPublisher:
 
     def status(self) -> MqttStatus:
         with self._lock:
-            return MqttStatus(self._connected, self._published, len(self._pending), self._last_error, self._dropped)
+            return MqttStatus(self._connected, self._published, len(self._pending) + len(self._outbox),
+                              self._last_error, self._dropped)
 
     # -- paho callbacks (its network thread) --------------------------------------------------------
     def _on_connect(self, client, _userdata, _flags, reason, _props) -> None:  # noqa: ANN001
@@ -138,6 +159,9 @@ class MqttPublisher:
         mid = client.publish(f"{self.base}/status", "online", qos=1, retain=True).mid
         with self._lock:
             self._status_mids.add(mid)  # its acknowledgement comes later on this same thread
+            # boards handed over before a drop are re-sent by paho after this callback: the outbox waits for them
+            self._pending_before_reconnect = set(self._pending)
+            self._drain()
 
     def _on_disconnect(self, _client, _userdata, _flags, reason, _props) -> None:  # noqa: ANN001
         with self._lock:
@@ -152,5 +176,8 @@ class MqttPublisher:
             elif mid in self._pending:
                 self._pending.discard(mid)
                 self._published += 1
+                if self._pending_before_reconnect:
+                    self._pending_before_reconnect.discard(mid)
+                    self._drain()
             else:
                 self._early.add(mid)
