@@ -1,13 +1,19 @@
-"""A plant's own board (issue 53): its CAD imported, its packages looked up, a rule set written for the line.
+"""A plant's own board (issue 53): its CAD imported, its packages looked up, a rule set written for the line, and
+the image work that teaching it from golden photos needs.
 
-- design.py    the neutral design every format is read into: placed parts in the file's own millimetres and
-               degrees (each format's zero and direction made explicit), pads and body, side, outline, fiducials.
-- kicad.py     KiCad boards (.kicad_pcb, KiCad 5's `module` to KiCad 9's `footprint`), read with sexpdata.
-- centroid.py  pick-and-place / centroid files (KiCad .pos/.csv, Altium, JLC, Eagle .mnt/.mnb, saved profiles).
-- library.py   the plant's package library: package -> class, body, polarity, drawn shape; unknown ones asked for.
-- to_rules.py  a design, the library and the camera's scale -> a rule set the line runs (routing_rules/README.md),
-               and every part's fate: inspected, or why not.
+- design.py        the neutral design every format is read into: placed parts in the file's own millimetres and
+                   degrees (each format's zero and direction made explicit), pads and body, side, outline.
+- kicad.py         KiCad boards (.kicad_pcb, KiCad 5's `module` to KiCad 9's `footprint`), read with sexpdata.
+- eagle.py         Eagle boards (.brd, the XML of Eagle 6-9).
+- ipc2581.py       IPC-2581 (revisions B and C).
+- centroid.py      pick-and-place / centroid files (KiCad .pos/.csv, Altium, JLC, Eagle .mnt/.mnb, saved profiles).
+- importing.py     one import as the CLI and the dashboard run it: the file by its kind, the rule set written.
+- library.py       the plant's package library: package -> class, body, polarity, drawn shape; unknown ones asked.
+- to_rules.py      a design, the library and the camera's scale -> a rule set the line runs, and every part's fate.
+- geometry.py      the outline and pads written beside the rule set (RULES.board.json), for teaching.
+- register.py      a photo registered to the CAD: on the board's outline, on picked points, refined by ECC.
+- made_defects.py  defects made from a golden photo's own crops, and good crops as another photo would show them.
 
-The room reads files and writes rule sets, checked by the rule-set schema (routing/); it never imports the
-line, the training or Qt.
+The room reads files and images and writes rule sets, checked by the rule-set schema (routing/); it never imports
+the line, the training or Qt (teaching, which trains, lives in app/board_teach.py).
 """
