@@ -5,6 +5,7 @@ into typed objects; `ConfigError` carries `file:line: message` plus what to do.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -66,6 +67,12 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         raise ConfigError(source, line, f"not valid YAML: {exc.problem}") from None
+
+
+def beside(source: str, name: str) -> str:
+    """A file a config names, relative to the config file's folder unless absolute (as an absolute path)."""
+    path = Path(name)
+    return str(path if path.is_absolute() else Path(source).parent / path)
 
 
 def line_of(container: Any, key: Any) -> int | None:

@@ -15,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..board.geometry import read_geometry
+import numpy as np
+
 from ..experts.zoo import Zoo
 from ..ingest.golden import golden_image
 from ..results.records import BoardRecord
 from ..routing.rules import load_rules
-from .board_photos import PhotoBoard, boards_in, overlay, points_path, read_points
+from .board_photos import PhotoBoard, boards_of, overlay, read_photo, registration_inputs
 from .line import Line, LineConfig
 from .run import line_profiles
 
@@ -29,30 +30,29 @@ from .run import line_profiles
 class BoardChecked:
     board: PhotoBoard
     inspected: int = 0
-    flagged: list[str] = field(default_factory=list)  # "REF (class)"
+    flagged: list[tuple[str, str]] = field(default_factory=list)  # (ref, defect class)
 
     def to_json(self) -> dict:
         reg = self.board.registration
         return {"photo": str(self.board.photo), "board": self.board.index, "centre": list(self.board.centre),
                 "registered": reg is not None, "reason": self.board.reason,
                 "registration": reg.to_json() if reg is not None else None, "inspected": self.inspected,
-                "flagged": self.flagged}
+                "flagged": [f"{ref} ({kind})" for ref, kind in self.flagged]}
 
 
 def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path,
                  say: Callable[[str], None] = lambda _m: None) -> tuple[list[BoardChecked], list[Path], float]:
     """(every board of every photo and what the line made of it, the overlay PNGs, seconds on the line)."""
     rules = load_rules(rules_path)
-    geometry = read_geometry(rules_path)
-    picked = points_path(rules_path)
-    points = read_points(picked) if picked.is_file() else None
+    geometry, points = registration_inputs(rules_path)
     reference = golden_image(rules) if rules.golden else None
     zoo = Zoo.load(zoo_root)
     found: list[PhotoBoard] = []
-    per_photo: dict[Path, list[PhotoBoard]] = {}
-    for photo in photos:
-        boards = boards_in(photo, rules, geometry, points, reference)
-        per_photo[photo] = boards
+    per_photo: dict[Path, tuple[np.ndarray, list[PhotoBoard]]] = {}
+    for path in photos:
+        photo = read_photo(path)
+        boards = list(boards_of(photo, path, rules, geometry, points, reference))
+        per_photo[path] = (photo, boards)
         found += boards
     records: dict[str, BoardRecord] = {}
     lock = threading.Lock()
@@ -82,11 +82,11 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
             if record.error:
                 b.reason = f"the line refused it: {record.error}"
             checked.inspected = len(record.parts)
-            checked.flagged = [f"{p.ref} ({p.defect_class})" for p in record.parts if p.verdict != "pass"]
+            checked.flagged = [(p.ref, p.defect_class) for p in record.parts if p.verdict != "pass"]
         out.append(checked)
-    for photo, boards in per_photo.items():
-        flagged = {c.board.name: {f.split(" ")[0] for f in c.flagged} for c in out if c.board.photo == photo}
-        overlays.append(overlay(photo, boards, rules, flagged, work / "overlays" / f"{photo.stem}.checked.png"))
+    flagged = {c.board.name: {ref for ref, _ in c.flagged} for c in out}
+    for path, (photo, boards) in per_photo.items():
+        overlays.append(overlay(photo, boards, rules, work / "overlays" / f"{path.stem}.checked.png", flagged))
     return out, overlays, seconds
 
 
@@ -101,5 +101,5 @@ def format_checked(checked: list[BoardChecked]) -> str:
         if reg is None:
             lines.append(f"{'':<36}not registered: {c.board.reason}")
         elif c.flagged and len(c.flagged) <= 12:
-            lines.append(f"{'':<36}flagged: {', '.join(c.flagged)}")
+            lines.append(f"{'':<36}flagged: {', '.join(f'{ref} ({kind})' for ref, kind in c.flagged)}")
     return "\n".join(lines)

@@ -8,18 +8,19 @@ register is kept with the reason.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from ..board.geometry import BoardGeometry, read_geometry_file
+from ..board.geometry import BoardGeometry, read_geometry, read_geometry_file
 from ..board.register import (
     Candidate,
     Registration,
     RegistrationError,
-    find_boards,
+    candidates,
     refine_on_reference,
     register_points,
 )
@@ -27,6 +28,7 @@ from ..routing.rules import RuleSet, body_box
 from ..yamlio import load_yaml
 
 POINTS_SUFFIX = ".points.yaml"
+OVERLAY_SIDE = 1600  # px: the longer side of an overlay PNG
 
 
 @dataclass
@@ -66,6 +68,19 @@ def write_points(path: Path, pairs: list[tuple[tuple[float, float], tuple[float,
     return path
 
 
+def registration_inputs(rules_path: Path) -> tuple[BoardGeometry | None, list | None]:
+    """The board geometry and picked points written beside a rule set (either may be missing)."""
+    picked = points_path(rules_path)
+    return read_geometry(rules_path), read_points(picked) if picked.is_file() else None
+
+
+def read_photo(path: Path) -> np.ndarray:
+    photo = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if photo is None:
+        raise ValueError(f"{path} is not an image OpenCV can read")
+    return photo
+
+
 def marks_of(rules: RuleSet, geometry: BoardGeometry | None) -> list[tuple[float, float, float, float]]:
     """Where the CAD expects edges: every inspected part's pads, or its window where the geometry is unknown."""
     if geometry is not None and any(geometry.pads.values()):
@@ -77,36 +92,28 @@ def outline_of(rules: RuleSet, geometry: BoardGeometry | None) -> tuple[float, f
     return geometry.outline if geometry is not None else (0.0, 0.0, *map(float, rules.board_size))
 
 
-def boards_in(photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
-              points: list | None = None, reference: np.ndarray | None = None) -> list[PhotoBoard]:
-    """Every board of the photo, registered (refined on `reference`, the golden board, when given) or not."""
-    photo = cv2.imread(str(photo_path), cv2.IMREAD_COLOR)
-    if photo is None:
-        raise ValueError(f"{photo_path} is not an image OpenCV can read")
-    return boards_of(photo, photo_path, rules, geometry, points, reference)
-
-
 def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
-              points: list | None = None, reference: np.ndarray | None = None) -> list[PhotoBoard]:
-    """`boards_in` for a photo in memory (a camera's frame); `photo_path` names it."""
+              points: list | None = None, reference: np.ndarray | None = None) -> Iterator[PhotoBoard]:
+    """Every board of the photo (`photo_path` names it), largest first, registered (refined on `reference`, the
+    golden board, when given) and warped to the rule set's frame, or with the reason it is not."""
     px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
     if points is not None:
-        candidates = [Candidate(np.array([p for p, _ in points], np.float64), register_points(points, px_per_mm))]
+        found: Iterable[Candidate] = [Candidate(np.array([p for p, _ in points], np.float64),
+                                                register_points(points, px_per_mm))]
     else:
-        candidates = find_boards(photo, rules.board_size, outline_of(rules, geometry), marks_of(rules, geometry),
-                                 px_per_mm)
-        if not candidates:
-            centre = (photo.shape[1] // 2, photo.shape[0] // 2)
-            return [PhotoBoard(photo_path, 0, centre, None, None, "nothing in it stands out from its background as a "
-                               "board")]
-    out = []
-    for i, c in enumerate(candidates):
+        found = candidates(photo, rules.board_size, outline_of(rules, geometry), marks_of(rules, geometry),
+                           px_per_mm)
+    any_found = False
+    for i, c in enumerate(found):
+        any_found = True
         reg = c.registration
         if reg is not None and reference is not None:
-            reg = refine_on_reference(photo, reg, reference, px_per_mm)
+            reg = refine_on_reference(photo, reg, reference)
         image = reg.warp(photo, rules.board_size) if reg is not None else None
-        out.append(PhotoBoard(photo_path, i, c.centre, reg, image, c.reason))
-    return out
+        yield PhotoBoard(photo_path, i, c.centre, reg, image, c.reason)
+    if not any_found:
+        centre = (photo.shape[1] // 2, photo.shape[0] // 2)
+        yield PhotoBoard(photo_path, 0, centre, None, None, "nothing in it stands out from its background as a board")
 
 
 _LOADED: dict[tuple, tuple[BoardGeometry | None, list | None]] = {}
@@ -134,24 +141,28 @@ def register_photo(photo: np.ndarray, rules: RuleSet, reference: np.ndarray | No
     """The board of a line's frame in the recipe's pixels, registered as the rule set says (the largest board that
     registers); RegistrationError with every blob's reason when none does."""
     geometry, points = photo_registration_of(rules)
-    boards = boards_of(photo, Path("frame"), rules, geometry, points, reference)
-    for b in boards:
+    refused = []
+    for b in boards_of(photo, Path("frame"), rules, geometry, points, reference):  # no further than the first
         if b.registration is not None:
             return b.image, b.registration
+        refused.append(f"#{b.index}: {b.reason}")
     raise RegistrationError("no board in the frame registers on its "
-                            f"{'picked points' if points is not None else 'outline'}: "
-                            + "; ".join(f"#{b.index}: {b.reason}" for b in boards))
+                            f"{'picked points' if points is not None else 'outline'}: " + "; ".join(refused))
 
 
-def overlay(photo_path: Path, boards: list[PhotoBoard], rules: RuleSet, flagged: dict[str, set[str]] | None = None,
-            out: Path | None = None, longer_side: int = 1600) -> Path:
-    """The photo with every registered board's part windows drawn where the CAD puts them (green; red for a part
+def overlay_scale(shape: tuple[int, ...]) -> float:
+    """The overlay's size against the photo's: its longer side at most OVERLAY_SIDE px."""
+    return min(1.0, OVERLAY_SIDE / max(shape[:2]))
+
+
+def overlay(photo: np.ndarray, boards: list[PhotoBoard], rules: RuleSet, out: Path,
+            flagged: dict[str, set[str]] | None = None) -> Path:
+    """The photo with every registered board's part windows drawn where the CAD puts them (yellow; red for a part
     `flagged[board name]` holds), each board's outline, and a board that did not register crossed out with its
     reason. Written to `out` (PNG)."""
-    photo = cv2.imread(str(photo_path), cv2.IMREAD_COLOR)
-    scale = min(1.0, longer_side / max(photo.shape[:2]))
+    scale = overlay_scale(photo.shape)
     canvas = cv2.resize(photo, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) if scale < 1 else photo.copy()
-    thick = max(1, round(2 * scale * max(photo.shape[:2]) / 1600))
+    thick = max(1, round(2 * scale * max(photo.shape[:2]) / OVERLAY_SIDE))
     for b in boards:
         if b.registration is None:
             x, y = (round(v * scale) for v in b.centre)
@@ -174,7 +185,6 @@ def overlay(photo_path: Path, boards: list[PhotoBoard], rules: RuleSet, flagged:
         x, y = np.round(edge[0]).astype(int)
         cv2.putText(canvas, f"#{b.index}", (int(x), max(14, int(y) - 6)), cv2.FONT_HERSHEY_SIMPLEX, 0.7,
                     (255, 160, 0), 2, cv2.LINE_AA)
-    out = out or photo_path.with_suffix(".overlay.png")
     out.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(out), canvas)
     return out

@@ -36,14 +36,15 @@ import cv2
 import numpy as np
 import yaml
 
-from ..board.geometry import PxRect, geometry_path, read_geometry
+from ..board.geometry import BoardGeometry, PxRect, geometry_path
 from ..board.made_defects import made_defects, photo_variant
-from ..experts.zoo import MANIFEST, Zoo
+from ..experts.zoo import MANIFEST, ExpertEntry, Zoo
 from ..ingest.crops import crop_part, crop_window
+from ..ingest.registration import map_points
 from ..routing.rules import RuleSet, load_rules
 from ..runtime.diskio import write_atomically
 from ..training.labelled.evaluate import served_module
-from ..training.labelled.folder import IMAGE_SUFFIXES, split_of
+from ..training.labelled.folder import IMAGE_SUFFIXES, identity_of, split_of
 from ..training.labelled.metrics import logodds
 from ..training.labelled.teach import TeachPlan, teach
 from ..training.labelled.trainer import Crops, logits_of
@@ -56,7 +57,7 @@ from .board_anomaly import (
     whitening,
     write_anomaly_expert,
 )
-from .board_photos import PhotoBoard, boards_in, overlay, points_path, read_points
+from .board_photos import PhotoBoard, boards_of, overlay, points_path, read_photo, registration_inputs
 
 GOOD = "good"
 MIN_TYPE_DEFECTS = 10  # held-out defects a type needs for a threshold of its own
@@ -119,31 +120,30 @@ def expert_name(recipe: str) -> str:
     return f"cls-golden-{recipe}"
 
 
-def golden_boards(plan: BoardTeachPlan, rules: RuleSet, say: Callable[[str], None]) -> tuple[list[PhotoBoard],
-                                                                                              list[str]]:
+def golden_boards(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | None, points: list | None,
+                  say: Callable[[str], None]) -> tuple[list[PhotoBoard], list[str]]:
     """Every golden photo's board registered and warped (the first registered board of each photo), and the
     overlay PNGs written. The first golden board is the reference the later ones are refined on."""
-    geometry = read_geometry(plan.rules)
-    picked = points_path(plan.rules)
-    points = read_points(picked) if picked.is_file() else None
+    picked = points_path(plan.rules).name
     if geometry is None and points is None:
         raise ValueError(f"{plan.rules} has no board geometry beside it ({plan.rules.stem}.board.json, written by "
-                         f"`board import`) and no picked points ({picked.name}): import the board again, or pick 3 "
+                         f"`board import`) and no picked points ({picked}): import the board again, or pick 3 "
                          "points on the golden photo and write them there")
     boards, overlays, reference = [], [], None
-    for photo in plan.goldens:
-        found = boards_in(photo, rules, geometry, points, reference)
+    for path in plan.goldens:
+        photo = read_photo(path)
+        found = list(boards_of(photo, path, rules, geometry, points, reference))
         registered = [b for b in found if b.registration is not None]
-        path = overlay(photo, found, rules, out=plan.work / "overlays" / f"{photo.stem}.png")
-        overlays.append(str(path))
+        drawn = overlay(photo, found, rules, plan.work / "overlays" / f"{path.stem}.png")
+        overlays.append(str(drawn))
         if not registered:
             why = "; ".join(f"#{b.index}: {b.reason}" for b in found)
-            raise ValueError(f"golden photo {photo} did not register ({why}); see {path}. Pick 3 points on it "
-                             f"({picked.name}) or photograph the board whole against a plain background")
+            raise ValueError(f"golden photo {path} did not register ({why}); see {drawn}. Pick 3 points on it "
+                             f"({picked}) or photograph the board whole against a plain background")
         board = registered[0]
         reg = board.registration
-        say(f"{photo.name}: registered on its {reg.method} (residual {reg.residual_px:.1f} px, "
-            f"{reg.residual_mm:.2f} mm){'; ' + reg.note if reg.note else ''}; overlay {path}")
+        say(f"{path.name}: registered on its {reg.method} (residual {reg.residual_px:.1f} px, "
+            f"{reg.residual_mm:.2f} mm){'; ' + reg.note if reg.note else ''}; overlay {drawn}")
         boards.append(board)
         if reference is None:
             reference = board.image
@@ -161,66 +161,9 @@ def pads_in_crop(pads: list[PxRect], matrix: np.ndarray) -> list[PxRect]:
     back = np.linalg.inv(matrix)
     out = []
     for x0, y0, x1, y1 in pads:
-        corners = np.array([[x0, y0, 1], [x1, y0, 1], [x1, y1, 1], [x0, y1, 1]], np.float64) @ back.T
-        xy = corners[:, :2] / corners[:, 2:]
+        xy = map_points(back, np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]]))
         out.append((xy[:, 0].min(), xy[:, 1].min(), xy[:, 0].max() + 1, xy[:, 1].max() + 1))
     return out
-
-
-def write_crops(plan: BoardTeachPlan, rules: RuleSet, boards: list[PhotoBoard], golden: np.ndarray,
-                folder: Path, mirror: Path) -> dict[str, int]:
-    """The labelled folder (class/REF__board_variant.png) and its golden mirror; counts by class."""
-    geometry = read_geometry(plan.rules)
-    rng = np.random.default_rng(plan.seed)
-    counts: dict[str, int] = {}
-    margin = rules.crop_margin
-
-    def put(label: str, name: str, image: np.ndarray, reference: np.ndarray) -> None:
-        for root, im in ((folder, image), (mirror, reference)):
-            (root / label).mkdir(parents=True, exist_ok=True)
-            cv2.imwrite(str(root / label / name), im)
-        counts[label] = counts.get(label, 0) + 1
-
-    for comp, place in rules.placements():
-        ref_crop = crop_part(golden, comp, place, margin)
-        matrix, _ = crop_window(comp, place, margin)
-        pads = pads_in_crop(geometry.pads.get(place.ref, []), matrix) if geometry is not None else []
-        for k, board in enumerate(boards):
-            crop = crop_part(board.image, comp, place, margin)
-            put(GOOD, f"{place.ref}__b{k}_0.png", crop, ref_crop)
-            for v in range(1, plan.good_variants):
-                put(GOOD, f"{place.ref}__b{k}_{v}.png", photo_variant(crop, rng), ref_crop)
-            for v in range(plan.defect_variants):  # the same photos' variation: a defect is not told by its light
-                for kind, image in made_defects(crop, pads, margin, comp.detector is not None, rng).items():
-                    put(kind, f"{place.ref}__b{k}_{v}.png", photo_variant(image, rng), ref_crop)
-    if plan.defects is not None:
-        add_real_defects(plan.defects, rules, golden, put)
-    return counts
-
-
-def add_real_defects(root: Path, rules: RuleSet, golden: np.ndarray, put: Callable) -> None:
-    """Real defect crops, DIR/<class>/<REF>__anything.png, each beside its part's golden crop."""
-    place = {p.ref: (c, p) for c, p in rules.placements()}
-    if not root.is_dir():
-        raise ValueError(f"--defects {root} is not a folder (DIR/<class>/<REF>__name.png)")
-    for label_dir in sorted(d for d in root.iterdir() if d.is_dir()):
-        if label_dir.name == GOOD:
-            raise ValueError(f"{label_dir}: --defects holds defects only (good crops come from the golden photos)")
-        for path in sorted(p for p in label_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
-            ref = path.stem.split("__")[0]
-            if ref not in place:
-                raise ValueError(f"{path}: no inspected part {ref!r} in {rules.source} (name a defect crop "
-                                 "REF__anything, REF the part's reference)")
-            comp, p = place[ref]
-            reference = crop_part(golden, comp, p, rules.crop_margin)
-            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-            if image is None:
-                raise ValueError(f"{path} is not an image OpenCV can read")
-            if image.shape != reference.shape:
-                raise ValueError(f"{path} is {image.shape[1]}x{image.shape[0]} px but {ref}'s crop is "
-                                 f"{reference.shape[1]}x{reference.shape[0]}: cut it as the line does "
-                                 "(`inspector dataset export`)")
-            put(label_dir.name, f"{ref}__real_{path.stem}.png", image, reference)
 
 
 @dataclass
@@ -240,21 +183,71 @@ class FolderCrops:
                      [self.idents[i] for i in idx])
 
 
-def read_folder_crops(plan: BoardTeachPlan, rules: RuleSet, folder: Path, mirror: Path) -> FolderCrops:
+def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | None, boards: list[PhotoBoard],
+                golden: np.ndarray, folder: Path, mirror: Path) -> tuple[FolderCrops, dict[str, int]]:
+    """The labelled folder (class/REF__board_variant.png) the trainer reads and its golden mirror, the same crops
+    kept in memory for validation, and the counts by class."""
+    rng = np.random.default_rng(plan.seed)
+    counts: dict[str, int] = {}
+    margin = rules.crop_margin
     type_of = {p.ref: c.name for c, p in rules.placements()}
     images, refs, labels, types, idents = [], [], [], [], []
-    for label_dir in sorted(d for d in folder.iterdir() if d.is_dir()):
-        for path in sorted(label_dir.iterdir()):
-            ref = path.stem.split("__")[0]
-            images.append(cv2.imread(str(path), cv2.IMREAD_COLOR))
-            refs.append(cv2.imread(str(mirror / label_dir.name / path.name), cv2.IMREAD_COLOR))
-            labels.append(0 if label_dir.name == GOOD else 1)
-            types.append(type_of[ref])
-            idents.append(ref)
+
+    def put(label: str, name: str, image: np.ndarray, reference: np.ndarray) -> None:
+        for root, im in ((folder, image), (mirror, reference)):
+            (root / label).mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(root / label / name), im)
+        counts[label] = counts.get(label, 0) + 1
+        ref = identity_of(Path(name))
+        images.append(image)
+        refs.append(reference)
+        labels.append(0 if label == GOOD else 1)
+        types.append(type_of[ref])
+        idents.append(ref)
+
+    for comp, place in rules.placements():
+        ref_crop = crop_part(golden, comp, place, margin)
+        matrix, _ = crop_window(comp, place, margin)
+        pads = pads_in_crop(geometry.pads.get(place.ref, []), matrix) if geometry is not None else []
+        for k, board in enumerate(boards):
+            crop = crop_part(board.image, comp, place, margin)
+            put(GOOD, f"{place.ref}__b{k}_0.png", crop, ref_crop)
+            for v in range(1, plan.good_variants):
+                put(GOOD, f"{place.ref}__b{k}_{v}.png", photo_variant(crop, rng), ref_crop)
+            for v in range(plan.defect_variants):  # the same photos' variation: a defect is not told by its light
+                for kind, image in made_defects(crop, pads, margin, comp.detector is not None, rng).items():
+                    put(kind, f"{place.ref}__b{k}_{v}.png", photo_variant(image, rng), ref_crop)
+    if plan.defects is not None:
+        add_real_defects(plan.defects, rules, golden, put)
     heldout = np.array([split_of(i, plan.heldout_share) == "heldout" for i in idents])
     if not heldout.any():
         raise ValueError("no part was held out to validate on: add golden boards or parts, or raise --heldout")
-    return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout)
+    return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout), counts
+
+
+def add_real_defects(root: Path, rules: RuleSet, golden: np.ndarray, put: Callable) -> None:
+    """Real defect crops, DIR/<class>/<REF>__anything.png, each beside its part's golden crop."""
+    place = {p.ref: (c, p) for c, p in rules.placements()}
+    if not root.is_dir():
+        raise ValueError(f"--defects {root} is not a folder (DIR/<class>/<REF>__name.png)")
+    for label_dir in sorted(d for d in root.iterdir() if d.is_dir()):
+        if label_dir.name == GOOD:
+            raise ValueError(f"{label_dir}: --defects holds defects only (good crops come from the golden photos)")
+        for path in sorted(p for p in label_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
+            ref = identity_of(path)
+            if ref not in place:
+                raise ValueError(f"{path}: no inspected part {ref!r} in {rules.source} (name a defect crop "
+                                 "REF__anything, REF the part's reference)")
+            comp, p = place[ref]
+            reference = crop_part(golden, comp, p, rules.crop_margin)
+            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            if image is None:
+                raise ValueError(f"{path} is not an image OpenCV can read")
+            if image.shape != reference.shape:
+                raise ValueError(f"{path} is {image.shape[1]}x{image.shape[0]} px but {ref}'s crop is "
+                                 f"{reference.shape[1]}x{reference.shape[0]}: cut it as the line does "
+                                 "(`inspector dataset export`)")
+            put(label_dir.name, f"{ref}__real_{path.stem}.png", image, reference)
 
 
 def classifier_scores(zoo: Zoo, expert: str, crops: FolderCrops) -> np.ndarray:
@@ -268,9 +261,9 @@ def classifier_scores(zoo: Zoo, expert: str, crops: FolderCrops) -> np.ndarray:
 
 
 def anomaly_scores(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, crops: FolderCrops,
-                   say: Callable[[str], None]) -> np.ndarray:
-    """Each type's expert from its good crops alone (app/board_anomaly.py), written to the zoo as cls-<type>; the
-    held-out crops' log-odds of good under their type's expert."""
+                   say: Callable[[str], None]) -> tuple[np.ndarray, list[ExpertEntry]]:
+    """Each type's expert from its good crops alone (app/board_anomaly.py), its weights written to the zoo as
+    cls-<type>: (the held-out crops' log-odds of good under their type's expert, the experts' entries)."""
     arch, model = served_module(zoo, expert)
     feats = features(arch, model, crops.subset(np.ones(len(crops.idents), bool)))
     parts = np.array(crops.idents)
@@ -281,29 +274,23 @@ def anomaly_scores(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, 
         w, b = whitening(feats[fit])
         seen = threshold_of(distances(w, b, feats[fit]), plan.false_call_budget)
         unseen = unseen_distances(feats[fit], parts[fit])
-        if unseen is not None:
-            fits[comp.name] = (fit, w, b, threshold_of(unseen, plan.false_call_budget))
-            ratios.append(fits[comp.name][3][0] / max(seen[0], 1e-9))
-        else:
-            fits[comp.name] = (fit, w, b, seen)
+        at = threshold_of(unseen, plan.false_call_budget) if unseen is not None else None
+        if at is not None:
+            ratios.append(at[0] / max(seen[0], 1e-9))
+        fits[comp.name] = (fit, w, b, seen, at)
     ratio = float(np.median(ratios)) if ratios else 1.0
     scores = np.zeros(len(crops.idents))
     entries = []
     for comp in rules.components:
-        fit, w, b, (tau, spread) = fits[comp.name]
-        if unseen_distances(feats[fit], parts[fit]) is None:  # one part: the board's unseen-to-seen ratio
-            tau, spread = tau * ratio, spread * ratio
+        fit, w, b, seen, at = fits[comp.name]
+        tau, spread = at if at is not None else (seen[0] * ratio, seen[1] * ratio)  # one part: the board's ratio
         mine = crops.types == comp.name
         scores[mine] = (tau - distances(w, b, feats[mine])) / spread
         entries.append(write_anomaly_expert(plan.work / "zoo", f"cls-{comp.name}", arch,
                                             anomaly_state(model, w, b, tau, spread), int(fit.sum()), plan.seed))
-    doc = json.loads((plan.work / "zoo" / MANIFEST).read_text(encoding="utf-8"))
-    names = {e.name for e in entries}
-    doc["experts"] = [e for e in doc["experts"] if e["name"] not in names] + [asdict(e) for e in entries]
-    write_atomically(plan.work / "zoo" / MANIFEST, json.dumps(doc, indent=1).encode())
     say(f"anomaly experts: {len(entries)} types, each from its good crops alone (unseen parts' distances "
         f"{ratio:.2f}x the fitted ones')")
-    return scores[crops.heldout]
+    return scores[crops.heldout], entries
 
 
 def validate(plan: BoardTeachPlan, rules: RuleSet, crops: FolderCrops, score: np.ndarray,
@@ -311,22 +298,20 @@ def validate(plan: BoardTeachPlan, rules: RuleSet, crops: FolderCrops, score: np
     """Per type: the held-out parts' log-odds of good (`score`), a threshold (the teaching's, `taught_at`, or one for
     the escape rate), and the recall and false calls it gives."""
     truth, kinds = crops.labels[crops.heldout], crops.types[crops.heldout]
-    idents = [i for i, h in zip(crops.idents, crops.heldout) if h]
-    pooled = _check("all types", len(rules.placements()), len(set(idents)), score[truth == 0], score[truth == 1],
-                    plan.escape_rate, taught_at)
-    checks = []
-    for comp in rules.components:
-        mine = kinds == comp.name
-        held = {i for i, t in zip(idents, kinds) if t == comp.name}
+    idents = np.array(crops.idents)[crops.heldout]
+
+    def check(name: str, parts: int, mine: np.ndarray, pooled: TypeCheck | None) -> TypeCheck:
         good, bad = score[mine & (truth == 0)], score[mine & (truth == 1)]
-        own = plan.escape_rate is None or len(bad) >= MIN_TYPE_DEFECTS
+        own = plan.escape_rate is None or pooled is None or len(bad) >= MIN_TYPE_DEFECTS
         if plan.escape_rate is None:
             threshold = taught_at
         else:
             threshold = _escape_threshold(bad, plan.escape_rate) if own else pooled.threshold
-        checks.append(TypeCheck(comp.name, len(comp.placements), len(held), len(good), len(bad), threshold,
-                                _share(bad < threshold), _share(good < threshold), not own))
-    return checks, pooled
+        return TypeCheck(name, parts, len(set(idents[mine])), len(good), len(bad), threshold,
+                         _share(bad < threshold), _share(good < threshold), not own)
+
+    pooled = check("all types", len(rules.placements()), np.ones(len(truth), bool), None)
+    return [check(c.name, len(c.placements), kinds == c.name, pooled) for c in rules.components], pooled
 
 
 def _escape_threshold(defects: np.ndarray, escape_rate: float) -> float:
@@ -341,22 +326,15 @@ def _share(flags: np.ndarray) -> float:
     return float(flags.mean()) if flags.size else float("nan")
 
 
-def _check(name: str, parts: int, held: int, good: np.ndarray, bad: np.ndarray, escape_rate: float | None,
-           taught_at: float) -> TypeCheck:
-    t = taught_at if escape_rate is None else _escape_threshold(bad, escape_rate)
-    return TypeCheck(name, parts, held, len(good), len(bad), t, _share(bad < t), _share(good < t), False)
-
-
-def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck]) -> Zoo:
-    """Each type's own expert entry at the type's threshold (its good_margin): the shared classifier's weights, or
-    (anomaly experts, already written) its own."""
+def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck], own: list[ExpertEntry]) -> Zoo:
+    """Each type's own expert entry at the type's threshold (its good_margin): its `own` weights (anomaly experts),
+    else the shared classifier's."""
     doc = json.loads((zoo_root / MANIFEST).read_text(encoding="utf-8"))
     shared = next(e for e in doc["experts"] if e["name"] == expert)
-    own = {e["name"]: e for e in doc["experts"]}
-    names = {f"cls-{c.type}" for c in checks}
-    doc["experts"] = [e for e in doc["experts"] if e["name"] not in names]
+    mine = {e.name: asdict(e) for e in own}
     for c in checks:
-        base = own.get(f"cls-{c.type}", {**shared, "name": f"cls-{c.type}"})
+        name = f"cls-{c.type}"
+        base = mine.get(name, {**shared, "name": name})
         doc["experts"].append({**base, "spec": {**base["spec"], "good_margin": c.threshold}})
     write_atomically(zoo_root / MANIFEST, json.dumps(doc, indent=1).encode())
     return Zoo.load(zoo_root)
@@ -393,7 +371,8 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
         raise ValueError(f"{zoo_root} already holds a taught zoo (its results name its experts): teach into a new "
                          "--work folder")
     plan.work.mkdir(parents=True, exist_ok=True)
-    boards, overlays = golden_boards(plan, rules, say)
+    geometry, points = registration_inputs(plan.rules)
+    boards, overlays = golden_boards(plan, rules, geometry, points, say)
     golden = reference_board(boards)
     golden_path = plan.out.with_name(plan.out.stem + ".golden.png")
     golden_path.parent.mkdir(parents=True, exist_ok=True)
@@ -403,7 +382,7 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     folder, mirror = plan.work / "crops", plan.work / "golden-crops"
     for d in (folder, mirror):
         shutil.rmtree(d, ignore_errors=True)
-    counts = write_crops(plan, rules, boards, golden, folder, mirror)
+    crops, counts = write_crops(plan, rules, geometry, boards, golden, folder, mirror)
     say(f"crops: {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))} from {len(boards)} golden board(s)")
     seconds["crops"] = time.perf_counter() - t1
     t2 = time.perf_counter()
@@ -417,13 +396,14 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     seconds["train"] = time.perf_counter() - t2
     t3 = time.perf_counter()
     zoo = Zoo.load(zoo_root)
-    crops = read_folder_crops(plan, rules, folder, mirror)
+    own: list[ExpertEntry] = []
     if plan.experts == "anomaly":
-        checks, pooled = validate(plan, rules, crops, anomaly_scores(plan, rules, zoo, expert, crops, say), 0.0)
+        score, own = anomaly_scores(plan, rules, zoo, expert, crops, say)
+        checks, pooled = validate(plan, rules, crops, score, 0.0)
     else:
         checks, pooled = validate(plan, rules, crops, classifier_scores(zoo, expert, crops),
                                   float(zoo.entries[expert].spec["good_margin"]))
-    serve_per_type(zoo_root, expert, checks)
+    serve_per_type(zoo_root, expert, checks, own)
     copied = {}
     for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),
                                 ("points", points_path(plan.rules), points_path(plan.out))):
@@ -451,12 +431,13 @@ def format_checks(taught: BoardTaught) -> str:
     for c in [*taught.checks, taught.pooled]:
         pooled = " *" if c.pooled else ""
         lines.append(f"{c.type:<34}{c.parts:>6}{c.heldout_parts:>6}{c.good:>6}{c.defects:>8}{c.threshold:>10.2f}"
-                     f"{_pct(c.recall):>9}{_pct(c.false_calls):>12}{pooled}")
+                     f"{percent(c.recall):>9}{percent(c.false_calls):>12}{pooled}")
     if any(c.pooled for c in taught.checks):
         lines.append(f"* fewer than {MIN_TYPE_DEFECTS} held-out made defects of its own: the threshold of all types "
                      "together serves it (its own figures, where it has any held-out crops, at that threshold)")
     return "\n".join(lines)
 
 
-def _pct(v: float) -> str:
+def percent(v: float) -> str:
+    """A share as the validation table prints it ("-" where there was nothing to count)."""
     return "-" if v != v else f"{100 * v:.1f}%"

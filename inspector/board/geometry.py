@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 PxRect = tuple[float, float, float, float]  # x0, y0, x1, y1 in the rule set's pixels
 SUFFIX = ".board.json"
 
@@ -26,6 +28,14 @@ class BoardGeometry:
     def to_json(self) -> dict:
         return {"outline": list(self.outline), "px_per_mm": self.px_per_mm, "source": self.source,
                 "pads": {ref: [list(p) for p in pads] for ref, pads in self.pads.items()}}
+
+
+def rect_mask(shape: tuple[int, int], rects: list[PxRect]) -> np.ndarray:
+    """A uint8 mask of `shape` (height, width), 255 inside every rectangle (pads, windows), clipped to it."""
+    mask = np.zeros(shape, np.uint8)
+    for x0, y0, x1, y1 in rects:
+        mask[max(0, round(y0)):max(0, round(y1)), max(0, round(x0)):max(0, round(x1))] = 255
+    return mask
 
 
 def geometry_path(rules_path: Path) -> Path:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from .geometry import PxRect
+from .geometry import PxRect, rect_mask
 
 KINDS = ("missing", "shifted", "rotated", "tombstone", "reversed", "bridge")
 
@@ -38,17 +38,10 @@ def board_colour(crop: np.ndarray, margin: int) -> tuple[np.ndarray, float]:
 
 def metal_colour(crop: np.ndarray, pads: list[PxRect]) -> np.ndarray:
     """The brightest tenth of the pads' pixels (tinned copper, solder), or of the crop where no pad shows."""
-    mask = pad_mask(crop.shape[:2], pads)
+    mask = rect_mask(crop.shape[:2], pads)
     pixels = crop[mask > 0] if mask.any() else crop.reshape(-1, 3)
     grey = pixels.astype(np.float32).mean(axis=1)
     return np.median(pixels[grey >= np.quantile(grey, 0.9)], axis=0)
-
-
-def pad_mask(shape: tuple[int, int], pads: list[PxRect]) -> np.ndarray:
-    mask = np.zeros(shape, np.uint8)
-    for x0, y0, x1, y1 in pads:
-        mask[max(0, round(y0)):max(0, round(y1)), max(0, round(x0)):max(0, round(x1))] = 255
-    return mask
 
 
 def ends_as_pads(crop: np.ndarray, margin: int) -> list[PxRect]:
@@ -68,7 +61,7 @@ def missing(crop: np.ndarray, pads: list[PxRect], margin: int, rng: np.random.Ge
     x0, y0, x1, y1 = _interior(crop, margin)
     noise = rng.normal(0, max(1.0, spread / 3), (y1 - y0, x1 - x0, 1))
     out[y0:y1, x0:x1] = np.clip(colour + noise, 0, 255).astype(np.uint8)
-    mask = pad_mask(crop.shape[:2], pads)
+    mask = rect_mask(crop.shape[:2], pads)
     out[mask > 0] = np.clip(metal_colour(crop, pads) * rng.uniform(0.85, 1.05), 0, 255).astype(np.uint8)
     return cv2.GaussianBlur(out, (3, 3), 0.6)
 

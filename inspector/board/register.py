@@ -18,12 +18,13 @@ only its edge, into line; a refinement that does not converge keeps the outline'
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
-from .geometry import PxRect
+from .geometry import PxRect, rect_mask
 
 SEGMENT_SIDE = 1000  # px: the photo's longer side when telling board from background
 MIN_BACKGROUND_SHARE = 0.2  # of the photo's border a colour must cover to be taken for background
@@ -44,7 +45,6 @@ class Registration:
     method: str  # outline | outline+reference | points
     residual_px: float  # median distance of the evidence from where the CAD puts it, image frame px
     residual_mm: float
-    contour: np.ndarray | None = None  # the board's blob in the photo (N x 2), outline registration
     note: str = ""
 
     def warp(self, photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -123,21 +123,11 @@ def _edges(contour: np.ndarray) -> np.ndarray | None:
     return np.array(corners, np.float64)
 
 
-def frame_masks(size: tuple[int, int], outline: PxRect, marks: list[PxRect]) -> tuple[np.ndarray, np.ndarray]:
-    """(the outline's mask, the marks' mask) in the image frame of `size` (width, height)."""
-    w, h = size
-    inside = np.zeros((h, w), np.uint8)
-    x0, y0, x1, y1 = (round(v) for v in outline)
-    inside[max(0, y0):y1, max(0, x0):x1] = 255
-    on = np.zeros((h, w), np.uint8)
-    for mx0, my0, mx1, my1 in marks:
-        on[max(0, round(my0)):round(my1), max(0, round(mx0)):round(mx1)] = 255
-    return inside, on & inside
-
-
 def edge_template(size: tuple[int, int], outline: PxRect, marks: list[PxRect]) -> tuple[np.ndarray, np.ndarray]:
-    """(where the CAD expects edges: the rims of the pads (or windows), blurred; the outline's mask)."""
-    inside, on = frame_masks(size, outline, marks)
+    """(where the CAD expects edges: the rims of the pads (or windows), blurred; the outline's mask), in the image
+    frame of `size` (width, height)."""
+    inside = rect_mask((size[1], size[0]), [outline])
+    on = rect_mask((size[1], size[0]), marks) & inside
     rim = cv2.dilate(on, np.ones((5, 5), np.uint8)) - cv2.erode(on, np.ones((3, 3), np.uint8))
     return cv2.GaussianBlur(rim.astype(np.float32), (0, 0), 2), inside
 
@@ -188,20 +178,20 @@ def register_outline(photo: np.ndarray, contour: np.ndarray, size: tuple[int, in
     if agreement < MIN_AGREEMENT or agreement - runner_up < MIN_TURN_MARGIN:
         raise RegistrationError(f"its turn cannot be told (its edges agree with the CAD's {agreement:.2f}, "
                                 f"{runner_up:.2f} the other way round): pick 3 points on it (--points)")
-    fill = _fill(contour, h, size, inside)
+    mapped = cv2.perspectiveTransform(contour.reshape(-1, 1, 2).astype(np.float64), h).reshape(-1, 2)
+    fill = _fill(mapped, inside)
     if fill < MIN_FILL:
         raise RegistrationError(f"the blob and the outline overlap only {100 * fill:.0f}% (another board touches "
                                 "it, something covers it, or the photo's edge cuts it)")
-    mapped = cv2.perspectiveTransform(contour.reshape(-1, 1, 2).astype(np.float64), h).reshape(-1, 2)
     residual = float(np.median(_distance_to_box(mapped, outline)))
-    return Registration(h, "outline", residual, residual / px_per_mm, contour,
+    return Registration(h, "outline", residual, residual / px_per_mm,
                         f"edges agree with the CAD's {agreement:.2f} ({runner_up:.2f} turned)")
 
 
-def _fill(contour: np.ndarray, h: np.ndarray, size: tuple[int, int], inside: np.ndarray) -> float:
-    """The smaller of: the outline's share covered by the blob, the blob's share inside the outline."""
+def _fill(mapped: np.ndarray, inside: np.ndarray) -> float:
+    """The smaller of: the outline's share covered by the blob (`mapped` into the image frame), the blob's share
+    inside the outline."""
     blob = np.zeros(inside.shape, np.uint8)
-    mapped = cv2.perspectiveTransform(contour.reshape(-1, 1, 2).astype(np.float64), h).reshape(-1, 2)
     cv2.fillPoly(blob, [np.round(mapped).astype(np.int32)], 255)
     both = np.count_nonzero((blob > 0) & (inside > 0))
     return min(both / max(1, np.count_nonzero(inside)), both / max(1, np.count_nonzero(blob)))
@@ -217,19 +207,23 @@ def _distance_to_box(points: np.ndarray, box: PxRect) -> np.ndarray:
 def find_boards(photo: np.ndarray, size: tuple[int, int], outline: PxRect, marks: list[PxRect],
                 px_per_mm: float) -> list[Candidate]:
     """Every board-sized blob of the photo, largest first, each registered or with the reason it is not."""
+    return list(candidates(photo, size, outline, marks, px_per_mm))
+
+
+def candidates(photo: np.ndarray, size: tuple[int, int], outline: PxRect, marks: list[PxRect],
+               px_per_mm: float) -> Iterator[Candidate]:
+    """`find_boards` one blob at a time: the line stops at the first that registers."""
     mask, scale = board_mask(photo)
     contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
     area = mask.shape[0] * mask.shape[1]
-    out = []
     for c in sorted(contours, key=cv2.contourArea, reverse=True):
         if cv2.contourArea(c) < MIN_AREA_SHARE * area:
-            break
+            return
         points = c.reshape(-1, 2).astype(np.float64) / scale
         try:
-            out.append(Candidate(points, register_outline(photo, points, size, outline, marks, px_per_mm)))
+            yield Candidate(points, register_outline(photo, points, size, outline, marks, px_per_mm))
         except RegistrationError as exc:
-            out.append(Candidate(points, None, str(exc)))
-    return out
+            yield Candidate(points, None, str(exc))
 
 
 def register_points(pairs: list[tuple[tuple[float, float], tuple[float, float]]], px_per_mm: float) -> Registration:
@@ -259,8 +253,7 @@ def standard_grey(image: np.ndarray) -> np.ndarray:
     return (grey - grey.mean()) / max(1e-3, grey.std())
 
 
-def refine_on_reference(photo: np.ndarray, registration: Registration, reference: np.ndarray,
-                        px_per_mm: float, mask: np.ndarray | None = None) -> Registration:
+def refine_on_reference(photo: np.ndarray, registration: Registration, reference: np.ndarray) -> Registration:
     """`registration` brought into line with the golden board `reference` (image frame) by ECC on the photo's
     content; kept as it was (noted) where ECC does not converge or moves a corner by more than 5% of the board."""
     size = (reference.shape[1], reference.shape[0])
@@ -269,7 +262,7 @@ def refine_on_reference(photo: np.ndarray, registration: Registration, reference
     criteria = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 100, 1e-5)
     try:
         cc, warp = cv2.findTransformECC(standard_grey(reference), standard_grey(warped), warp,
-                                        cv2.MOTION_HOMOGRAPHY, criteria, mask, 5)
+                                        cv2.MOTION_HOMOGRAPHY, criteria, None, 5)
     except cv2.error:
         registration.note += "; refinement on the golden board did not converge (outline kept)"
         return registration
@@ -280,7 +273,6 @@ def refine_on_reference(photo: np.ndarray, registration: Registration, reference
         return registration
     # warp maps reference px -> warped px; the refined map takes the photo to the reference: inv(warp) @ H
     h = np.linalg.inv(warp.astype(np.float64)) @ registration.homography
+    note = f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved.max():.1f} px)"
     return Registration(h / h[2, 2], registration.method + "+reference", registration.residual_px,
-                        registration.residual_mm, registration.contour,
-                        registration.note + f"; refined on the golden board (correlation {cc:.2f}, "
-                                            f"moved up to {moved.max():.1f} px)")
+                        registration.residual_mm, note)

@@ -9,9 +9,8 @@ view. The line then finds the board in each photo, whatever its size, and warps 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..yamlio import Fields
+from ..yamlio import Fields, beside
 
 
 @dataclass(frozen=True)
@@ -22,11 +21,7 @@ class PhotoRegistration:
 
 def parse_photo_registration(f: Fields, source: str) -> PhotoRegistration:
     f.unknown({"geometry", "points"})
-    paths = {}
-    for key in ("geometry", "points"):
-        if f.has(key):
-            path = Path(f.text(key))
-            paths[key] = str(path if path.is_absolute() else Path(source).parent / path)
+    paths = {key: beside(source, f.text(key)) for key in ("geometry", "points") if f.has(key)}
     if not paths:
         raise f.error("geometry", "name the board geometry `board import` wrote (geometry: RULES.board.json) or the "
                                   "picked points (points: RULES.points.yaml)")

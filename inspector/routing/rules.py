@@ -19,7 +19,7 @@ from ..coserve.online.usage import ExpertUsage, RouteUse
 from ..coserve.online.workload import ComponentType, DetectorSpec
 from ..experts.base import UnknownArchitecture
 from ..experts.registry import architecture_from_spec
-from ..yamlio import ConfigError, Fields, LinedDict, line_of, load_yaml
+from ..yamlio import ConfigError, Fields, LinedDict, beside, line_of, load_yaml
 from .compare import WINDOW, CompareRules, parse_compare
 from .fiducials import FiducialRules, parse_fiducials
 from .gate import GateRules, parse_gate
@@ -217,11 +217,7 @@ def _parse_rules(text: str, source: str) -> RuleSet:
 def _golden(doc: Fields, source: str) -> str:
     """`golden: FILE`, relative to the rule file's folder: the golden board photographed square-on and cut to the
     recipe's pixels (ingest/golden.py reads it when an expert needs it)."""
-    name = doc.text("golden")
-    path = Path(name)
-    if not path.is_absolute():
-        path = Path(source).parent / path
-    return str(path)
+    return beside(source, doc.text("golden"))
 
 
 def _classifier(f: Fields) -> dict[str, Any]:

@@ -80,6 +80,7 @@ class NewBoardTab(QWidget):
         self.busy = False  # a job's answer arrives while its thread is still ending: this, not the thread, says
         self.points: list[tuple[tuple[float, float], tuple[float, float]]] = []
         self._photo_point: tuple[float, float] | None = None
+        self._overlay_scale = 1.0  # the photo shown is the overlay: the photo at this scale
         self.progress_signal = Progress()
         self.progress_signal.said.connect(self._progress)
 
@@ -225,7 +226,7 @@ class NewBoardTab(QWidget):
         self._run(lambda: import_board(cad, out, scale, "top", library), lambda r: self._imported(out, *r))
 
     def _imported(self, out: Path, design: Any, imported: Any) -> None:
-        from inspector.routing.rules import load_rules
+        from inspector.routing.rules import parse_rules
 
         inspected = sum(1 for f in imported.fates if f.inspected)
         left = "; ".join(f"{n} {why}" for why, n in imported.left_out().items())
@@ -236,35 +237,33 @@ class NewBoardTab(QWidget):
             self._say("no part is inspected from the top side: nothing to teach", error=True)
             return
         self.rules_path, self.taught, self.points = out, None, []
-        self.board.show_image(cad_drawing(load_rules(out)))
+        self.board.show_image(cad_drawing(parse_rules(imported.rules_text, str(out))))
         self._say("imported: add golden photos and register them")
 
     # -- registration and picked points ------------------------------------------------------------
     def register(self) -> None:
-        from inspector.app.board_photos import boards_in, overlay, points_path, read_points
-        from inspector.board.geometry import read_geometry
+        from inspector.app.board_photos import boards_of, overlay, overlay_scale, read_photo, registration_inputs
         from inspector.routing.rules import load_rules
 
-        rules_path, photo = self.rules_path, self.golden()[0]
+        rules_path, path = self.rules_path, self.golden()[0]
 
-        def work() -> tuple[Path, str]:
+        def work() -> tuple[Path, float, str]:
             rules = load_rules(rules_path)
-            picked = points_path(rules_path)
-            found = boards_in(photo, rules, read_geometry(rules_path),
-                              read_points(picked) if picked.is_file() else None)
-            path = overlay(photo, found, rules, out=rules_path.parent / "overlays" / f"{photo.stem}.png")
+            photo = read_photo(path)
+            found = list(boards_of(photo, path, rules, *registration_inputs(rules_path)))
+            drawn = overlay(photo, found, rules, rules_path.parent / "overlays" / f"{path.stem}.png")
             reg = next((b.registration for b in found if b.registration is not None), None)
             why = "; ".join(f"#{b.index}: {b.reason}" for b in found if b.registration is None)
-            text = (f"{photo.name}: registered on its {reg.method}, residual {reg.residual_mm:.2f} mm"
-                    if reg is not None else f"{photo.name} did not register ({why}): click a spot on the photo, "
+            text = (f"{path.name}: registered on its {reg.method}, residual {reg.residual_mm:.2f} mm"
+                    if reg is not None else f"{path.name} did not register ({why}): click a spot on the photo, "
                     "then the same spot on the CAD drawing, three times or more, and save the points")
-            return path, text
+            return drawn, overlay_scale(photo.shape), text
 
         self._run(work, self._registered)
 
-    def _registered(self, result: tuple[Path, str]) -> None:
-        path, text = result
-        image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    def _registered(self, result: tuple[Path, float, str]) -> None:
+        drawn, self._overlay_scale, text = result
+        image = cv2.imread(str(drawn), cv2.IMREAD_COLOR)
         if image is not None:
             self.photo.show_image(image)
         self.registration.setText(text)
@@ -277,17 +276,12 @@ class NewBoardTab(QWidget):
         if self._photo_point is None:
             self.registration.setText("click the photo first, then the same spot on the CAD drawing")
             return
-        self.points.append((self._overlay_to_photo(self._photo_point), (x, y)))
+        px, py = self._photo_point  # on the overlay, the photo shrunk (board_photos.overlay): back to the photo's px
+        self.points.append(((px / self._overlay_scale, py / self._overlay_scale), (x, y)))
         self._photo_point = None
         self.registration.setText(f"{len(self.points)} point(s) picked" + ("" if len(self.points) >= 3 else
                                                                          ": pick at least 3"))
         self._enable()
-
-    def _overlay_to_photo(self, p: tuple[float, float]) -> tuple[float, float]:
-        """The overlay is the photo shrunk to at most 1600 px (board_photos.overlay): back to the photo's pixels."""
-        photo = cv2.imread(str(self.golden()[0]), cv2.IMREAD_COLOR)
-        shrink = min(1.0, 1600 / max(photo.shape[:2])) if photo is not None else 1.0
-        return p[0] / shrink, p[1] / shrink
 
     def save_points(self) -> None:
         from inspector.app.board_photos import points_path, write_points
@@ -322,13 +316,15 @@ class NewBoardTab(QWidget):
         self.status.setText(message.splitlines()[0][:200])
 
     def _taught(self, taught: Any) -> None:
+        from inspector.app.board_teach import percent
+
         self.taught = taught
         self.bar.setValue(100)
         rows = [*taught.checks, taught.pooled]
         self.table.setRowCount(len(rows))
         for r, c in enumerate(rows):
-            cells = (c.type, c.parts, c.heldout_parts, c.good, c.defects, f"{c.threshold:.2f}", _pct(c.recall),
-                     _pct(c.false_calls))
+            cells = (c.type, c.parts, c.heldout_parts, c.good, c.defects, f"{c.threshold:.2f}", percent(c.recall),
+                     percent(c.false_calls))
             for col, v in enumerate(cells):
                 self.table.setItem(r, col, QTableWidgetItem(str(v)))
         self._say(f"taught {len(taught.checks)} types in {taught.seconds['total']:.0f} s: {taught.plan.out} and its "
@@ -343,10 +339,6 @@ class NewBoardTab(QWidget):
 
     def permit(self) -> None:
         self._enable()
-
-
-def _pct(v: float) -> str:
-    return "-" if v != v else f"{100 * v:.1f}%"
 
 
 def cad_drawing(rules: Any) -> np.ndarray:
