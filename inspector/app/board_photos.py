@@ -16,6 +16,7 @@ import cv2
 import numpy as np
 
 from ..board.geometry import BoardGeometry, read_geometry, read_geometry_file
+from ..board.light import match_light
 from ..board.register import (
     Candidate,
     Registration,
@@ -95,7 +96,8 @@ def outline_of(rules: RuleSet, geometry: BoardGeometry | None) -> tuple[float, f
 def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
               points: list | None = None, reference: np.ndarray | None = None) -> Iterator[PhotoBoard]:
     """Every board of the photo (`photo_path` names it), largest first, registered (refined on `reference`, the
-    golden board, when given) and warped to the rule set's frame, or with the reason it is not."""
+    golden board, when given, and brought to its light) and warped to the rule set's frame, or with the reason it
+    is not."""
     px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
     if points is not None:
         found: Iterable[Candidate] = [Candidate(np.array([p for p, _ in points], np.float64),
@@ -110,6 +112,9 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
         if reg is not None and reference is not None:
             reg = refine_on_reference(photo, reg, reference)
         image = reg.warp(photo, rules.board_size) if reg is not None else None
+        if image is not None and reference is not None:
+            image, note = match_light(image, reference)
+            reg.note += f"; {note}"
         yield PhotoBoard(photo_path, i, c.centre, reg, image, c.reason)
     if not any_found:
         centre = (photo.shape[1] // 2, photo.shape[0] // 2)

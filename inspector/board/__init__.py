@@ -12,6 +12,7 @@ the image work that teaching it from golden photos needs.
 - to_rules.py      a design, the library and the camera's scale -> a rule set the line runs, and every part's fate.
 - geometry.py      the outline and pads written beside the rule set (RULES.board.json), for teaching.
 - register.py      a photo registered to the CAD: on the board's outline, on picked points, refined by ECC.
+- light.py         another photo's exposure and white balance matched to the golden board's, fitted on the board.
 - made_defects.py  defects made from a golden photo's own crops, and good crops as another photo would show them.
 
 The room reads files and images and writes rule sets, checked by the rule-set schema (routing/); it never imports
