@@ -22,7 +22,7 @@ from ..ingest.golden import golden_image
 from ..results.records import BoardRecord
 from ..routing.rules import load_rules
 from .board_photos import PhotoBoard, boards_of, overlay, read_photo, registration_inputs
-from .line import Line, LineConfig
+from .line import Line, LineConfig, golden_types
 from .run import line_profiles
 
 
@@ -47,11 +47,12 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
     geometry, points = registration_inputs(rules_path)
     reference = golden_image(rules) if rules.golden else None
     zoo = Zoo.load(zoo_root)
+    light = bool(golden_types(rules, zoo))  # the line's own choice: light matched for golden comparisons only
     found: list[PhotoBoard] = []
     per_photo: dict[Path, tuple[np.ndarray, list[PhotoBoard]]] = {}
     for path in photos:
         photo = read_photo(path)
-        boards = list(boards_of(photo, path, rules, geometry, points, reference))
+        boards = list(boards_of(photo, path, rules, geometry, points, reference, light))
         per_photo[path] = (photo, boards)
         found += boards
     records: dict[str, BoardRecord] = {}

@@ -23,6 +23,7 @@ from ..board.register import (
     RegistrationError,
     candidates,
     refine_on_reference,
+    register_on_reference,
     register_points,
 )
 from ..routing.rules import RuleSet, body_box
@@ -94,10 +95,12 @@ def outline_of(rules: RuleSet, geometry: BoardGeometry | None) -> tuple[float, f
 
 
 def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
-              points: list | None = None, reference: np.ndarray | None = None) -> Iterator[PhotoBoard]:
+              points: list | None = None, reference: np.ndarray | None = None,
+              light: bool = True) -> Iterator[PhotoBoard]:
     """Every board of the photo (`photo_path` names it), largest first, registered (refined on `reference`, the
-    golden board, when given, and brought to its light) and warped to the rule set's frame, or with the reason it
-    is not."""
+    golden board, when given, and, with `light`, brought to its light) and warped to the rule set's frame, or with
+    the reason it is not. Light matching is for experts that compare a crop with the golden board's: an expert
+    that reads the live crop alone was taught another photo's light, and matching only clips what it knows."""
     px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
     if points is not None:
         found: Iterable[Candidate] = [Candidate(np.array([p for p, _ in points], np.float64),
@@ -112,7 +115,7 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
         if reg is not None and reference is not None:
             reg = refine_on_reference(photo, reg, reference)
         image = reg.warp(photo, rules.board_size) if reg is not None else None
-        if image is not None and reference is not None:
+        if image is not None and reference is not None and light:
             image, note = match_light(image, reference)
             reg.note += f"; {note}"
         yield PhotoBoard(photo_path, i, c.centre, reg, image, c.reason)
@@ -141,13 +144,23 @@ def photo_registration_of(rules: RuleSet) -> tuple[BoardGeometry | None, list | 
     return _LOADED[key]
 
 
-def register_photo(photo: np.ndarray, rules: RuleSet, reference: np.ndarray | None) -> tuple[np.ndarray,
-                                                                                           Registration]:
+def register_photo(photo: np.ndarray, rules: RuleSet, reference: np.ndarray | None,
+                   light: bool = True) -> tuple[np.ndarray, Registration]:
     """The board of a line's frame in the recipe's pixels, registered as the rule set says (the largest board that
-    registers); RegistrationError with every blob's reason when none does."""
+    registers, or the frame aligned on the golden board) and, with `light`, brought to the golden board's light;
+    RegistrationError with every blob's reason when none does."""
     geometry, points = photo_registration_of(rules)
+    if rules.photo.using == "golden":
+        if reference is None:
+            raise RegistrationError("the rule set aligns on its golden board but has no golden image")
+        registration = register_on_reference(photo, reference)
+        image = registration.warp(photo, rules.board_size)
+        if light:
+            image, note = match_light(image, reference)
+            registration.note += f"; {note}"
+        return image, registration
     refused = []
-    for b in boards_of(photo, Path("frame"), rules, geometry, points, reference):  # no further than the first
+    for b in boards_of(photo, Path("frame"), rules, geometry, points, reference, light):  # no further than the first
         if b.registration is not None:
             return b.image, b.registration
         refused.append(f"#{b.index}: {b.reason}")

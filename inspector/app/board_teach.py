@@ -132,7 +132,7 @@ def golden_boards(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry 
     boards, overlays, reference = [], [], None
     for path in plan.goldens:
         photo = read_photo(path)
-        found = list(boards_of(photo, path, rules, geometry, points, reference))
+        found = list(boards_of(photo, path, rules, geometry, points, reference, light=plan.comparison != "none"))
         registered = [b for b in found if b.registration is not None]
         drawn = overlay(photo, found, rules, plan.work / "overlays" / f"{path.stem}.png")
         overlays.append(str(drawn))

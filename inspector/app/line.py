@@ -117,10 +117,12 @@ class LineStats:
     noreads: int = 0  # boards whose code could not be read (NOREAD)
     noread_refused: int = 0  # ... of which refused by the rule set's on_noread
 
-    def add_registration(self, registration: Registration) -> None:
+    def add_registration(self, residual_px: float) -> None:
+        """A board registered (on its fiducials, or photographed and registered on its outline, points or golden
+        board) with this residual."""
         self.registered += 1
-        self.residual_px_sum += registration.residual_px
-        self.residual_px_max = max(self.residual_px_max, registration.residual_px)
+        self.residual_px_sum += residual_px
+        self.residual_px_max = max(self.residual_px_max, residual_px)
 
     @property
     def residual_px_mean(self) -> float | None:
@@ -254,9 +256,11 @@ class Line:
         record = self._record(serial, source, inspection_id)
         record.serial_source = serial_origin
         fresh = rules_version == rules.version
+        photo = None
         if rules.photo is not None and not in_frame and self.config.register:  # found in the frame, warped
             try:
-                image, photo = register_photo(image, rules, golden_image(rules) if rules.golden else None)
+                image, photo = register_photo(image, rules, golden_image(rules) if rules.golden else None,
+                                              light=bool(golden_types(rules, self.zoo)))
             except ValueError as exc:  # RegistrationError, or a file the rule set names gone since it was applied
                 self.stats.registration_failed += 1
                 self._finish_with_error(record, f"registration failed: {exc}")
@@ -302,8 +306,8 @@ class Line:
             if not self._boards_in:
                 self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
             self._boards_in += 1
-            if registration is not None:
-                self.stats.add_registration(registration)
+            if registration is not None or photo is not None:
+                self.stats.add_registration((registration or photo).residual_px)
             pending = _Pending(record, len(crops), rules)
             requests = []
             for crop, tensor in zip(crops, tensors):

@@ -15,6 +15,15 @@ the fit and is reported with the reason, never registered by guess.
 **To a reference.** A board photo registered on its outline is then refined on the golden board itself (ECC,
 homography, on standardised greys, so another light does not matter), which brings the board's own content, not
 only its edge, into line; a refinement that does not converge keeps the outline's registration and says so.
+
+**On the golden board alone.** Where each frame already holds the board about where the recipe puts it (a conveyor's
+stop, a fixture with play) and there is nothing to find it by, the frame is aligned to the golden board directly:
+the shift by phase correlation, then ECC on standardised greys, coarse to fine, on reduced copies so a frame costs
+milliseconds, not a second. A board slides and turns on a conveyor, so that is the motion fitted first; an affine
+map (a little scale or shear: another height) and then a homography (a tilted view) are taken only where each
+correlates clearly better, since a freer motion also fits a sparse board's clutter. The residual is the median
+shift left between the two in a grid of tiles. A frame that does not correlate with the golden board, or would
+need a corner moved further than a board could slide, is refused with the reason.
 """
 from __future__ import annotations
 
@@ -33,6 +42,13 @@ MIN_FILL = 0.80  # of the outline's box the blob must cover, and of the blob the
 MAX_ASPECT_ERROR = 0.12  # fitted sides' ratio against the outline's
 MIN_AGREEMENT = 0.05  # correlation of the photo's edges with the CAD's pads at the chosen turn
 MIN_TURN_MARGIN = 0.04  # ... over the next turn's
+ALIGN_SIDE = 640  # px: the longer side of the reduced copies a frame is aligned to the golden board on
+MIN_CORRELATION = 0.5  # ECC's correlation with the golden board below which a frame is not taken for the board
+MAX_SLIDE = 0.10  # of the board's longer side: the furthest a corner may move when aligning on the golden board
+MOTION_GAIN = 0.005  # correlation a freer motion (affine over a slide and turn, then perspective) must add
+PYRAMID = (0.25, 0.5, 1.0)  # of the reduced copies: the levels the slide is found on, coarse to fine (a slide,
+MIN_LEVEL_SIDE = 64  # px: turn or scale beyond the fine level's reach); a level's shorter side at least this
+RESIDUAL_TILES = 4  # a grid of this many tiles a side measures what alignment left
 
 
 class RegistrationError(ValueError):
@@ -276,3 +292,88 @@ def refine_on_reference(photo: np.ndarray, registration: Registration, reference
     note = f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved.max():.1f} px)"
     return Registration(h / h[2, 2], registration.method + "+reference", registration.residual_px,
                         registration.residual_mm, note)
+
+
+def _reduced(image: np.ndarray, scale: float) -> np.ndarray:
+    small = cv2.resize(image, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA) if scale < 1 else image
+    return standard_grey(small)
+
+
+def _tile_residual(a: np.ndarray, b: np.ndarray) -> float:
+    """Median shift (px of these images) left between two aligned greys, measured tile by tile."""
+    h, w = a.shape
+    th, tw = h // RESIDUAL_TILES, w // RESIDUAL_TILES
+    window = cv2.createHanningWindow((tw, th), cv2.CV_32F)
+    shifts = []
+    for i in range(RESIDUAL_TILES):
+        for j in range(RESIDUAL_TILES):
+            ta = a[i * th:(i + 1) * th, j * tw:(j + 1) * tw]
+            tb = b[i * th:(i + 1) * th, j * tw:(j + 1) * tw]
+            if ta.std() < 0.2 or tb.std() < 0.2:  # a plain tile says nothing about a shift
+                continue
+            (dx, dy), response = cv2.phaseCorrelate(ta, tb, window)
+            if response > 0.1:
+                shifts.append(np.hypot(dx, dy))
+    return float(np.median(shifts)) if shifts else 0.0
+
+
+def _at_scale(warp: np.ndarray, factor: float) -> np.ndarray:
+    """A 3x3 map between two images, for copies of both `factor` times the size."""
+    s = np.diag([factor, factor, 1.0])
+    return (s @ warp.astype(np.float64) @ np.linalg.inv(s)).astype(np.float32)
+
+
+def _ecc(ref: np.ndarray, live: np.ndarray, warp: np.ndarray, motion: int) -> tuple[float, np.ndarray]:
+    """ECC from `warp` (3x3, ref px -> live px): (correlation, the 3x3 it converged to). cv2.error when it does not."""
+    criteria = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 200, 1e-6)
+    start = warp[:2].copy() if motion != cv2.MOTION_HOMOGRAPHY else warp.copy()
+    cc, out = cv2.findTransformECC(ref, live, start, motion, criteria, None, 5)
+    return cc, out if out.shape == (3, 3) else np.vstack([out, [0, 0, 1]]).astype(np.float32)
+
+
+def register_on_reference(frame: np.ndarray, reference: np.ndarray, px_per_mm: float = 1.0) -> Registration:
+    """`frame` (the board about where the recipe puts it, the reference's size) aligned to the golden board
+    `reference`: the homography from frame px to recipe px. RegistrationError when it is not this board or it
+    slid further than MAX_SLIDE."""
+    if frame.shape[:2] != reference.shape[:2]:
+        raise RegistrationError(f"the frame is {frame.shape[1]}x{frame.shape[0]} px where the golden board is "
+                                f"{reference.shape[1]}x{reference.shape[0]}: aligning on the golden board needs "
+                                "frames of the board's size; name the outline (geometry:) to find the board in "
+                                "larger photos")
+    h, w = reference.shape[:2]
+    scale = min(1.0, ALIGN_SIDE / max(h, w))
+    ref, live = _reduced(reference, scale), _reduced(frame, scale)
+    (dx, dy), _ = cv2.phaseCorrelate(ref, live, cv2.createHanningWindow(ref.shape[::-1], cv2.CV_32F))
+    warp = np.array([[1, 0, dx], [0, 1, dy], [0, 0, 1]], np.float32)  # reference px -> frame px, reduced
+    try:
+        for factor in [f for f in PYRAMID if f * min(ref.shape) >= MIN_LEVEL_SIDE or f == 1.0]:  # coarse to fine
+            r = cv2.resize(ref, None, fx=factor, fy=factor, interpolation=cv2.INTER_AREA) if factor < 1 else ref
+            lv = cv2.resize(live, None, fx=factor, fy=factor, interpolation=cv2.INTER_AREA) if factor < 1 else live
+            cc, level = _ecc(r, lv, _at_scale(warp, factor), cv2.MOTION_EUCLIDEAN)
+            warp = _at_scale(level, 1 / factor)
+        for motion in (cv2.MOTION_AFFINE, cv2.MOTION_HOMOGRAPHY):  # more freedom only where it explains more
+            try:
+                cc_more, more = _ecc(ref, live, warp, motion)
+            except cv2.error:
+                continue
+            if cc_more > cc + MOTION_GAIN:
+                cc, warp = cc_more, more
+    except cv2.error:
+        raise RegistrationError("it does not line up with the golden board (the alignment did not converge): is "
+                                "it this board, and is the camera's view as it was?") from None
+    if cc < MIN_CORRELATION:
+        raise RegistrationError(f"it correlates {cc:.2f} with the golden board (at least {MIN_CORRELATION} for "
+                                "the same board): is it this board, and is the camera's view as it was?")
+    to_frame = _at_scale(warp, 1 / scale).astype(np.float64)  # recipe px -> frame px, full size
+    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64).reshape(-1, 1, 2)
+    moved = np.hypot(*(cv2.perspectiveTransform(corners, to_frame) - corners).reshape(-1, 2).T).max()
+    if moved > MAX_SLIDE * max(w, h):
+        raise RegistrationError(f"aligning it on the golden board moves a corner {moved:.0f} px, more than a board "
+                                f"slides ({MAX_SLIDE:.0%} of its length): is the camera's view as it was?")
+    homography = np.linalg.inv(to_frame)
+    homography /= homography[2, 2]
+    aligned = cv2.warpPerspective(live, np.linalg.inv(warp.astype(np.float64)), ref.shape[::-1],
+                                  flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    residual = _tile_residual(ref, aligned) / scale
+    return Registration(homography, "golden", residual, residual / px_per_mm,
+                        f"aligned on the golden board (correlation {cc:.2f}, moved up to {moved:.1f} px)")

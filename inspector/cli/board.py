@@ -52,6 +52,13 @@ def add_board(p: argparse.ArgumentParser) -> None:
     check.add_argument("--work", help="where overlays and profiles go (default: beside the zoo)")
     check.add_argument("--json", help="also write every board, its registration and flagged parts as JSON")
     check.set_defaults(func=cmd_check)
+    golden = sub.add_parser("golden", help="draw a board's golden image with the product's renderer and align each "
+                                           "frame on it (a board with no fiducials, known from its CAD alone)")
+    golden.add_argument("--rules", required=True, help="the imported rule set (it gains `golden:` and "
+                                                       "`photo_registration: {using: golden}`)")
+    golden.add_argument("--out", help="the image to write (default: RULES.golden.png beside the rule set)")
+    golden.add_argument("--seed", type=int, default=0, help="the renderer's seed")
+    golden.set_defaults(func=cmd_golden)
 
 
 def _px_per_mm(args: argparse.Namespace) -> float:
@@ -143,4 +150,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([c.to_json() for c in checked], indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_golden(args: argparse.Namespace) -> int:
+    from ..board.drawn_golden import draw_golden
+
+    rules = Path(args.rules)
+    image, added = draw_golden(rules, Path(args.out) if args.out else None, args.seed)
+    print(f"drew the golden board of {rules} to {image}; added to the rule set:\n{added}")
     return 0

@@ -50,6 +50,8 @@ def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
     """Say when boards will be cut at their nominal positions: right only on a fixture that places them exactly."""
     if off:
         say("note: registration is off (--no-register): boards are cut at their recipe's nominal positions")
+    elif rules.photo is not None and rules.photo.using == "golden":
+        say(f"note: rule set {rules.recipe} aligns each frame on its golden board's content (photo_registration)")
     elif rules.photo is not None:
         say(f"note: rule set {rules.recipe} registers each board photographed whole on its "
             f"{'picked points' if rules.photo.points else 'outline'} (photo_registration)")

@@ -1,10 +1,13 @@
-"""Photo registration in a rule set: boards photographed whole, registered on their outline or picked points.
+"""Photo registration in a rule set: boards without fiducials, registered on their outline, picked points or the
+golden board's own content.
 
 A line with fiducials and a fixture registers each frame on the marks (fiducials.py). A plant's own board often has
 neither: its rule set (written by `board teach`) names the board geometry `board import` wrote (the outline, and
 the pads that tell the board's turn) and, where the outline cannot do it, the points picked once on this camera's
 view. The line then finds the board in each photo, whatever its size, and warps it to the recipe's pixels first
-(app/board_photos.py). Paths are relative to the rule file, like `golden:`.
+(app/board_photos.py). Where the camera sees the board about where the recipe puts it (a conveyor's stop, a
+fixture with some play) but there is nothing to find it by, `using: golden` aligns each frame to the golden board's
+content instead (`using: golden`). Paths are relative to the rule file, like `golden:`.
 """
 from __future__ import annotations
 
@@ -12,17 +15,33 @@ from dataclasses import dataclass
 
 from ..yamlio import Fields, beside
 
+WAYS = ("outline", "points", "golden")
+
 
 @dataclass(frozen=True)
 class PhotoRegistration:
     geometry: str | None  # absolute path of RULES.board.json (outline and pads)
     points: str | None  # absolute path of RULES.points.yaml (picked points), when the camera needs them
+    using: str = "outline"  # outline | points | golden (frames of the board's size aligned on the golden board)
 
 
 def parse_photo_registration(f: Fields, source: str) -> PhotoRegistration:
-    f.unknown({"geometry", "points"})
+    f.unknown({"geometry", "points", "using"})
     paths = {key: beside(source, f.text(key)) for key in ("geometry", "points") if f.has(key)}
+    if f.has("using") and f.text("using") == "golden":
+        if paths:
+            raise f.error("using", "`using: golden` aligns frames that already hold the board where the recipe puts "
+                                   "it; geometry and points find a board in a larger photo: keep one")
+        return PhotoRegistration(None, None, "golden")
+    using = f.text("using") if f.has("using") else ("points" if "points" in paths else "outline")
+    if using not in WAYS:
+        raise f.error("using", f"is {using!r}: one of {', '.join(WAYS)}")
     if not paths:
-        raise f.error("geometry", "name the board geometry `board import` wrote (geometry: RULES.board.json) or the "
-                                  "picked points (points: RULES.points.yaml)")
-    return PhotoRegistration(paths.get("geometry"), paths.get("points"))
+        raise f.error("geometry", "name the board geometry `board import` wrote (geometry: RULES.board.json), the "
+                                  "picked points (points: RULES.points.yaml), or align on the golden board "
+                                  "(using: golden)")
+    needs = {"outline": "geometry", "points": "points"}[using]
+    if needs not in paths:
+        raise f.error("using", f"registers on the {using} but names no {needs}: add `{needs}:` or say how it "
+                               "registers")
+    return PhotoRegistration(paths.get("geometry"), paths.get("points"), using)

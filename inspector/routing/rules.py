@@ -207,6 +207,10 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         raise doc.error("photo_registration", "a board registers one way: on its fiducials, or (photographed whole) "
                                               "on its outline or picked points; a bare-board comparison aligns on "
                                               "its golden image. Keep one")
+    if ruleset.photo is not None and ruleset.photo.using == "golden" and ruleset.golden is None:
+        raise doc.error("photo_registration", "`using: golden` aligns each frame to the golden board: name its image "
+                                              "(golden: FILE; `inspector board golden` draws one for a board taken "
+                                              "from CAD alone)")
     _check_compare(ruleset, doc, comps)
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)

@@ -1,0 +1,101 @@
+"""Boards without fiducials aligned on their golden board's content (`photo_registration: {using: golden}`): a
+known slide, turn and tilt recovered, what is not the board refused with the reason, the schema's errors, and a
+board known from its CAD alone run through the line on a golden board the renderer drew (`board golden`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from inspector.app.accuracy import run_condition
+from inspector.app.line import LineConfig
+from inspector.board.register import RegistrationError, register_on_reference
+from inspector.cli import main
+from inspector.ingest.camera_model import CameraModel
+from inspector.ingest.synthetic import render_board
+from inspector.routing.rules import load_rules, parse_rules
+from inspector.yamlio import ConfigError
+
+from .test_registration import BOARD_A
+from .test_routing_rules import GOOD, RULES
+
+SLIDE = CameraModel(shift_px=10, rotation_deg=1.0, scale=0.01)  # a board stopping on a conveyor
+
+
+def _part_error(board_to_frame: np.ndarray, frame_to_board: np.ndarray) -> float:
+    """Largest distance, over every part's centre, between where the board put it and where alignment says."""
+    pts = np.array([(p.x, p.y) for _c, p in BOARD_A.placements()], np.float64)
+    there = cv2.perspectiveTransform(pts.reshape(-1, 1, 2), board_to_frame)
+    back = cv2.perspectiveTransform(there, frame_to_board).reshape(-1, 2)
+    return float(np.hypot(*(back - pts).T).max())
+
+
+@pytest.fixture(scope="module")
+def golden() -> np.ndarray:
+    return render_board(BOARD_A, "golden", np.random.default_rng(1), rates={}).image
+
+
+@pytest.mark.parametrize("camera", [SLIDE, CameraModel(tilt_deg=(2.0, -1.5))], ids=["slide", "tilt"])
+def test_a_boards_slide_turn_and_tilt_are_recovered_from_its_golden_board(golden: np.ndarray,
+                                                                          camera: CameraModel) -> None:
+    for k in range(3):  # other boards than the golden one (their own parts' tones), defects and all
+        board = render_board(BOARD_A, f"B{k}", np.random.default_rng(10 + k)).image
+        frame, board_to_frame = camera.view(board, np.random.default_rng(k))
+        reg = register_on_reference(frame, golden, px_per_mm=10.0)
+        assert reg.method == "golden" and "aligned on the golden board" in reg.note
+        assert _part_error(board_to_frame, reg.homography) < 1.0
+        assert reg.residual_px < 1.0 and reg.residual_mm == pytest.approx(reg.residual_px / 10)
+
+
+def test_what_is_not_the_board_is_refused_with_the_reason(golden: np.ndarray) -> None:
+    noise = np.random.default_rng(0).integers(0, 255, golden.shape, dtype=np.uint8)
+    with pytest.raises(RegistrationError, match="golden board"):
+        register_on_reference(noise, golden)
+    other = load_rules(RULES / "board_b.yaml")
+    drawn = render_board(other, "B", np.random.default_rng(2), rates={}).image
+    if drawn.shape == golden.shape:
+        with pytest.raises(RegistrationError, match="golden board"):
+            register_on_reference(drawn, golden)
+    with pytest.raises(RegistrationError, match="frames of the board's size"):
+        register_on_reference(golden[:-10], golden)
+
+
+WITHOUT_MARKS = GOOD[:GOOD.index("fiducials:")]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ("photo_registration: {using: golden}\n", "golden: FILE"),
+    ("golden: g.png\nphoto_registration: {using: golden, geometry: b.json}\n", "keep one"),
+    ("golden: g.png\nphoto_registration: {using: sideways}\n", "one of outline, points, golden"),
+    ("photo_registration: {using: points, geometry: b.json}\n", "names no points"),
+])
+def test_the_schema_names_what_golden_alignment_needs(extra: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_rules(WITHOUT_MARKS + extra, "mini.yaml")
+
+
+def test_a_board_from_cad_alone_runs_the_line_aligned_on_its_drawn_golden_board(demo, tmp_path: Path,
+                                                                               capsys) -> None:
+    root, zoo = demo
+    path = tmp_path / "mini.yaml"
+    path.write_text(WITHOUT_MARKS, encoding="utf-8")
+    assert main(["board", "golden", "--rules", str(path)]) == 0
+    assert "photo_registration: {using: golden}" in capsys.readouterr().out
+    rules = load_rules(path)
+    assert rules.photo.using == "golden" and Path(rules.golden).is_file()
+    assert rules.training_version == parse_rules(WITHOUT_MARKS, str(path)).training_version  # its zoo still serves
+    stop = CameraModel(shift_px=8, gain=(0.8, 1.2), noise_sigma=(3.0, 3.0))  # where the conveyor stopped it
+    result = run_condition("stop", stop, rules, zoo, root / "models", 4, LineConfig(device_mb=40), seed=43,
+                           share=0.34, data_dir=tmp_path)
+    assert result.stored == 4 and result.detection.rejected_boards == 0 and result.parts == 12
+    assert result.residual_max_px is not None and result.residual_max_px < 1.0  # every board aligned
+    # asked again, or of a board that has fiducials, it refuses and leaves the rule set as it was
+    before = path.read_text(encoding="utf-8")
+    assert main(["board", "golden", "--rules", str(path)]) == 2
+    assert "names `golden:` already" in capsys.readouterr().err and path.read_text(encoding="utf-8") == before
+    marked = tmp_path / "marked.yaml"
+    marked.write_text(GOOD, encoding="utf-8")
+    assert main(["board", "golden", "--rules", str(marked)]) == 2
+    assert "fiducials" in capsys.readouterr().err and marked.read_text(encoding="utf-8") == GOOD
