@@ -65,6 +65,13 @@ KICAD5 = """(kicad_pcb (version 20171130) (host pcbnew 5.1.9)
     (pad 1 smd roundrect (at -0.7875 0 180) (size 0.875 0.95) (layers B.Cu B.Paste B.Mask))
     (pad 2 smd roundrect (at 0.7875 0 180) (size 0.875 0.95) (layers B.Cu B.Paste B.Mask))
   )
+  (module Connector_PinHeader_2.54mm:PinHeader_1x02_P2.54mm_Vertical (layer F.Cu) (tedit 59FED5CC)
+    (at 8 20)
+    (fp_text reference J1 (at 0 -2.33) (layer F.SilkS) (effects (font (size 1 1) (thickness 0.15))))
+    (fp_text value Conn_01x02 (at 0 4.87) (layer F.Fab) (effects (font (size 1 1) (thickness 0.15))))
+    (pad 1 thru_hole rect (at 0 0) (size 1.7 1.7) (drill 1) (layers *.Cu *.Mask))
+    (pad 2 thru_hole oval (at 0 2.54) (size 1.7 1.7) (drill 1) (layers *.Cu *.Mask))
+  )
   (module TestPoint:TestPoint_Pad_D1.0mm (layer F.Cu) (tedit 5A0F774F) (tstamp 5C1A2F46)
     (at 5 25)
     (attr virtual)
@@ -102,6 +109,9 @@ def test_a_kicad5_board_imports_with_every_parts_fate(tmp_path: Path) -> None:
     # the window: the body (2.0 x 1.2 fab lines) and both pads (x -1.425..1.425), centred on the module's origin
     assert (r1p.x, r1p.y, r1p.rotation) == (100, 80, 90) and comp.size == (28, 14) and comp.shape == "resistor"
     assert placed["U1"][0].detector == "det-polarity" and placed["U1"][0].shape == "soic"
+    # a pin header is drawn as a SOIC but has no polarity: the rule set says so, so no reversed header is rendered
+    assert placed["U1"][0].polarized and placed["J1"][0].shape == "soic" and not placed["J1"][0].polarized
+    assert placed["J1"][0].detector is None and "polarized: false" in imported.rules_text
     imported_bottom = import_design(design, load_library(), 10.0, side="bottom")
     assert [f.ref for f in imported_bottom.fates if f.inspected] == ["C2"]
 

@@ -78,3 +78,45 @@ def test_errors_name_file_line_and_fix(old: str, new: str, line: int, needle: st
 def test_unreadable_rule_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read the rule file"):
         load_rules(tmp_path / "nope.yaml")
+
+
+POLARITY = """\
+recipe: pol
+board: {width: 200, height: 120}
+classifier: {arch: resnet10, input_size: 32}
+components:
+  HDR:
+    shape: soic
+    size: [40, 20]
+    polarized: false
+    at: {J1: [60, 60]}
+  U:
+    shape: soic
+    size: [40, 20]
+    at: {U1: [140, 60]}
+"""
+
+
+def test_a_type_says_it_has_no_polarity_where_its_drawn_shape_would() -> None:
+    import numpy as np
+
+    from inspector.ingest.synthetic import render_board
+
+    rules = parse_rules(POLARITY, "pol.yaml")
+    assert not rules.component("HDR").polarized and rules.component("U").polarized
+    for k in range(5):  # every part that can be reversed is: only U1 can
+        truth = render_board(rules, f"B{k}", np.random.default_rng(k), rates={"polarity": 1.0}).truth
+        assert truth == {"J1": "ok", "U1": "polarity"}
+    # what the experts are trained on changed, so does the training version; a rule set without the key keeps its own
+    plain = parse_rules(POLARITY.replace("    polarized: false\n", ""), "pol.yaml")
+    assert plain.component("HDR").polarized and plain.training_version != rules.training_version
+    assert repr(plain.component("HDR")) == repr(rules.component("HDR"))  # the demo zoos' cache keys stand
+
+
+@pytest.mark.parametrize(("line", "message"), [("    polarized: true\n", "draws no polarity mark"),
+                                               ("    polarized: 1\n", "true or false")])
+def test_polarity_the_shape_cannot_draw_is_refused(line: str, message: str) -> None:
+    text = POLARITY.replace("    shape: soic\n    size: [40, 20]\n    polarized: false\n",
+                            "    shape: resistor\n    size: [40, 20]\n" + line)
+    with pytest.raises(ConfigError, match=message):
+        parse_rules(text, "pol.yaml")

@@ -20,6 +20,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from ..routing.rules import parse_rules
+from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError
 from .design import BoardDesign, PlacedPart
 from .geometry import BoardGeometry, PxRect
@@ -286,6 +287,8 @@ def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
         lines += [f"  {t}:", f"    shape: {cls.shape}", f"    size: [{w}, {h}]"]
         if t in polar:
             lines.append("    detector: det-polarity")
+        elif SHAPES[cls.shape].polarized:  # drawn like a polarised part, but its package has no polarity
+            lines.append("    polarized: false")
         at = ", ".join(f"{ref}: [{x}, {y}{'' if r == 0 else f', {r}'}]" for ref, (_t, x, y, _w, _h, r) in members)
         lines.append(f"    at: {{{at}}}")
     return "\n".join(lines) + "\n"

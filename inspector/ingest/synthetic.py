@@ -153,7 +153,7 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
             else:
                 dy = max(3.0, float(rng.uniform(0.35, 0.55)) * h) * (1 if rng.random() < 0.5 else -1)
         _body(patch, mask, c + dx, c + dy, w, h, angle, shape.body_bgr, rng)
-        if shape.polarized:
+        if comp.polarized:
             flip = defect == "polarity"
             _mark(patch, c + dx, c + dy, w, h, angle, comp.shape, flip)
         if defect == "damaged":

@@ -51,6 +51,9 @@ class ComponentRule:
     align_tolerance_px: float
     expected_pass_rate: float
     placements: tuple[Placement, ...]
+    # `polarized:` in the rule set, where the type's package says otherwise than its drawn shape (a pin header drawn
+    # as a SOIC has no polarity); None: the shape's. Kept out of repr so the demo zoos' training versions stand.
+    polarity: bool | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> ComponentType:
@@ -67,7 +70,11 @@ class ComponentRule:
 
     @property
     def polarized(self) -> bool:
-        return self.shape != WINDOW and SHAPES[self.shape].polarized
+        """Whether the part can be placed the wrong way round: what the renderer marks and turns, and a polarity
+        defect needs."""
+        if self.shape == WINDOW:
+            return False
+        return self.polarity if self.polarity is not None else SHAPES[self.shape].polarized
 
     @property
     def window(self) -> bool:
@@ -133,6 +140,9 @@ class RuleSet:
                    "fiducials": None if fid is None else [repr(m) for m in fid.marks]}
         if self.compare is not None:  # only then: the demo zoos' cache keys stay what they were
             payload["compare"] = repr(self.compare)
+        polarity = {c.name: c.polarity for c in self.components if c.polarity is not None}
+        if polarity:  # likewise
+            payload["polarized"] = polarity
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def expert_specs(self) -> dict[str, dict[str, Any]]:
@@ -143,7 +153,7 @@ class RuleSet:
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
         "gate", "golden", "compare", "photo_registration"}
-_COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "at"}
+_COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "at"}
 
 
 def load_rules(path: str | Path) -> RuleSet:
@@ -272,6 +282,12 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
     if detector is not None and (not isinstance(detector, str) or detector not in detectors):
         known = ", ".join(sorted(detectors)) or "none are defined under detectors"
         raise f.error("detector", f"names detector {detector!r}, which is not defined; defined: {known}")
+    polarity = f.get("polarized")
+    if polarity is not None and not isinstance(polarity, bool):
+        raise f.error("polarized", f"must be true or false, got {polarity!r}")
+    if polarity and (shape == WINDOW or not SHAPES[shape].polarized):
+        raise f.error("polarized", f"shape {shape} draws no polarity mark: give the type a polarized shape "
+                                   f"({', '.join(sorted(n for n, s in SHAPES.items() if s.polarized))})")
     at = f.get("at")
     if not isinstance(at, dict) or not at:
         raise f.error("at", "must map reference designators to [x, y] or [x, y, rotation] (at least one)")
@@ -285,7 +301,7 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         name=name, shape=shape, size=(size[0], size[1]), detector=detector,
         align_tolerance_px=f.number("align_tolerance_px", 2.0, minimum=0.0),
         expected_pass_rate=f.number("expected_pass_rate", 0.93, minimum=0.0, maximum=1.0),
-        placements=tuple(placements),
+        placements=tuple(placements), polarity=polarity,
     )
 
 
