@@ -230,7 +230,8 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
         raise ValueError(f"the rule set written for {design.source} still does not load after {MAX_PASSES} fixes")
     if len(marks) < 2:
         notes.append(f"{len(marks)} fiducial(s) usable: boards of this rule set are cut at their nominal pixels; "
-                     "teach them on golden photos registered on the outline or picked points")
+                     "teach them on golden photos registered on the outline or picked points (`board teach`), "
+                     "or align rendered boards on a drawn golden board (`board golden`)")
     types: dict[str, int] = {}
     for t, *_ in placed.values():
         types[t] = types.get(t, 0) + 1
