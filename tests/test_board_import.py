@@ -247,7 +247,7 @@ def test_an_imported_board_trains_starter_experts_and_runs_through_the_line(tmp_
     run_line(rules, zoo, tmp_path / "models", open_source("synthetic", rules, 3, 4), ServiceConfig(LineConfig()),
              store, tmp_path, lambda _m: None)
     stored = store.inspections()
-    assert len(stored) == 3 and all({p.ref for p in i.parts} == {"R1", "U1"} for i in stored)
+    assert len(stored) == 3 and all({p.ref for p in i.parts} == {"R1", "U1", "J1"} for i in stored)
 
 
 # IPC-2581 rev C as the standard lays it out (namespaced, Content/StepRef, DictionaryStandard, Step with Profile,
