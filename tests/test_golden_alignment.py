@@ -99,3 +99,21 @@ def test_a_board_from_cad_alone_runs_the_line_aligned_on_its_drawn_golden_board(
     marked.write_text(GOOD, encoding="utf-8")
     assert main(["board", "golden", "--rules", str(marked)]) == 2
     assert "fiducials" in capsys.readouterr().err and marked.read_text(encoding="utf-8") == GOOD
+
+
+def test_accuracy_says_when_a_moved_board_has_nothing_to_register_it_by(demo, tmp_path: Path, capsys) -> None:
+    root, zoo = demo
+    path = tmp_path / "mini.yaml"
+    path.write_text(WITHOUT_MARKS, encoding="utf-8")
+    args = ["--models", str(root / "models"), "accuracy", "--rules", str(path), "--zoo", str(zoo.root), "--boards",
+            "1", "--conditions", "clean,placement", "--device-mb", "40"]
+    assert main(args) == 0
+    said = capsys.readouterr()
+    out = said.out + said.err
+    assert "note: placement: the camera moves the board and rule set mini has no fiducials" in out
+    assert "note: clean:" not in out and "board golden" in out
+    assert main(["board", "golden", "--rules", str(path)]) == 0
+    capsys.readouterr()
+    assert main(args) == 0
+    said = capsys.readouterr()
+    assert "moves the board" not in said.out + said.err  # aligned on its golden board now

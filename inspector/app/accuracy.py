@@ -150,6 +150,19 @@ def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, mode
     return out
 
 
+def unregistered_move(rules: RuleSet, camera: CameraModel, config: LineConfig) -> str:
+    """Why a condition's false alarms would measure the cut, not the experts: the camera moves the board and
+    nothing registers it (no fiducials, no photo registration, or registration off); "" when something does."""
+    moves = camera.shift_px or camera.rotation_deg or camera.scale or any(camera.tilt_deg)
+    if not moves or (config.register and (rules.fiducials is not None or rules.photo is not None)):
+        return ""
+    why = "registration is off" if not config.register else f"rule set {rules.recipe} has no fiducials and no " \
+        "photo registration"
+    return (f"the camera moves the board and {why}, so every board is cut at its nominal place: its false alarms "
+            "measure that, not the experts (`inspector board golden --rules R` aligns a board known from its CAD "
+            "on a drawn golden board)")
+
+
 def condition_source(rules: RuleSet, camera: CameraModel, boards: int, seed: int = HELD_OUT_SEED,
                      share: float = DEFECT_SHARE) -> SyntheticSource:
     """The held-out boards of a condition; the same arguments render the same boards."""
@@ -168,6 +181,9 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
     runs += [(name, camera, True) for name, camera in (cameras or {}).items()]
     results = []
     for name, camera, correct in runs:
+        unmoored = unregistered_move(rules, camera, config)
+        if unmoored:
+            say(f"note: {name}: {unmoored}")
         t = time.perf_counter()
         results.append(run_condition(name, camera, rules, zoo, models_dir, n, config, seed, say=say, correct=correct))
         d = results[-1].detection
