@@ -94,6 +94,17 @@ def outline_of(rules: RuleSet, geometry: BoardGeometry | None) -> tuple[float, f
     return geometry.outline if geometry is not None else (0.0, 0.0, *map(float, rules.board_size))
 
 
+def to_recipe_frame(photo: np.ndarray, registration: Registration, rules: RuleSet,
+                    light_of: np.ndarray | None) -> np.ndarray:
+    """The registered board warped to the rule set's frame and, given the golden board `light_of`, brought to its
+    light (said in the registration's note)."""
+    image = registration.warp(photo, rules.board_size)
+    if light_of is not None:
+        image, note = match_light(image, light_of)
+        registration.note += f"; {note}"
+    return image
+
+
 def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
               points: list | None = None, reference: np.ndarray | None = None,
               light: bool = True) -> Iterator[PhotoBoard]:
@@ -114,10 +125,7 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
         reg = c.registration
         if reg is not None and reference is not None:
             reg = refine_on_reference(photo, reg, reference)
-        image = reg.warp(photo, rules.board_size) if reg is not None else None
-        if image is not None and reference is not None and light:
-            image, note = match_light(image, reference)
-            reg.note += f"; {note}"
+        image = to_recipe_frame(photo, reg, rules, reference if light else None) if reg is not None else None
         yield PhotoBoard(photo_path, i, c.centre, reg, image, c.reason)
     if not any_found:
         centre = (photo.shape[1] // 2, photo.shape[0] // 2)
@@ -154,11 +162,7 @@ def register_photo(photo: np.ndarray, rules: RuleSet, reference: np.ndarray | No
         if reference is None:
             raise RegistrationError("the rule set aligns on its golden board but has no golden image")
         registration = register_on_reference(photo, reference)
-        image = registration.warp(photo, rules.board_size)
-        if light:
-            image, note = match_light(image, reference)
-            registration.note += f"; {note}"
-        return image, registration
+        return to_recipe_frame(photo, registration, rules, reference if light else None), registration
     refused = []
     for b in boards_of(photo, Path("frame"), rules, geometry, points, reference, light):  # no further than the first
         if b.registration is not None:

@@ -256,11 +256,12 @@ class Line:
         record = self._record(serial, source, inspection_id)
         record.serial_source = serial_origin
         fresh = rules_version == rules.version
+        composite = golden_types(rules, self.zoo)  # the types that compare with the golden board
         photo = None
         if rules.photo is not None and not in_frame and self.config.register:  # found in the frame, warped
             try:
                 image, photo = register_photo(image, rules, golden_image(rules) if rules.golden else None,
-                                              light=bool(golden_types(rules, self.zoo)))
+                                              light=bool(composite))
             except ValueError as exc:  # RegistrationError, or a file the rule set names gone since it was applied
                 self.stats.registration_failed += 1
                 self._finish_with_error(record, f"registration failed: {exc}")
@@ -297,10 +298,10 @@ class Line:
             except ValueError as exc:  # a golden image gone or of another size since the set was applied
                 self._finish_with_error(record, str(exc))
                 return
-            tensors = difference_tensors(crops, golden_types(rules, self.zoo))
+            tensors = difference_tensors(crops, composite)
         else:
             crops = cut_board(image, rules, registration)
-            tensors = composed_tensors(crops, crop_tensors(crops), rules, golden_types(rules, self.zoo))
+            tensors = composed_tensors(crops, crop_tensors(crops), rules, composite)
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
             if not self._boards_in:

@@ -16,12 +16,6 @@ MIN_GAIN, MAX_GAIN = 0.4, 2.5  # a gain outside this is not the light: the fit i
 SAMPLE = 100_000  # pixels the quantiles are taken over at most (a regular grid of them: a line's frame costs ms)
 
 
-def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    a = np.vstack([x, np.ones_like(x)]).T
-    (gain, offset), *_ = np.linalg.lstsq(a, y, rcond=None)
-    return float(gain), float(offset)
-
-
 def light_map(image: np.ndarray, reference: np.ndarray) -> list[tuple[float, float]] | None:
     """Per channel (gain, offset) taking `image`'s values to `reference`'s (same frame and size), or None where
     a channel's fit is not a plausible change of light (the photos show different things)."""
@@ -34,7 +28,7 @@ def light_map(image: np.ndarray, reference: np.ndarray) -> list[tuple[float, flo
     for c in range(image.shape[-1]):
         x = np.percentile(image[..., c], levels)
         y = np.percentile(reference[..., c], levels)
-        gain, offset = _fit(x, y)
+        gain, offset = (float(v) for v in np.polyfit(x, y, 1))
         if not MIN_GAIN <= gain <= MAX_GAIN:
             return None
         fits.append((gain, offset))

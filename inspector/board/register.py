@@ -23,7 +23,9 @@ milliseconds, not a second. A board slides and turns on a conveyor, so that is t
 map (a little scale or shear: another height) and then a homography (a tilted view) are taken only where each
 correlates clearly better, since a freer motion also fits a sparse board's clutter. The residual is the median
 shift left between the two in a grid of tiles. A frame that does not correlate with the golden board, or would
-need a corner moved further than a board could slide, is refused with the reason.
+need a corner moved further than a board could slide, is refused with the reason. (The bare-board comparison's
+`ingest/difference.align` is the lighter cousin: one affine step, and the shift kept when ECC fails, because there a
+board's differences are what is looked for; the line's registration must refuse instead of guessing.)
 """
 from __future__ import annotations
 
@@ -46,8 +48,8 @@ ALIGN_SIDE = 640  # px: the longer side of the reduced copies a frame is aligned
 MIN_CORRELATION = 0.5  # ECC's correlation with the golden board below which a frame is not taken for the board
 MAX_SLIDE = 0.10  # of the board's longer side: the furthest a corner may move when aligning on the golden board
 MOTION_GAIN = 0.005  # correlation a freer motion (affine over a slide and turn, then perspective) must add
-PYRAMID = (0.25, 0.5, 1.0)  # of the reduced copies: the levels the slide is found on, coarse to fine (a slide,
-MIN_LEVEL_SIDE = 64  # px: turn or scale beyond the fine level's reach); a level's shorter side at least this
+PYRAMID = (0.25, 0.5, 1.0)  # of the reduced copies: the levels the slide is found on, coarse to fine
+MIN_LEVEL_SIDE = 64  # px: a coarse level's shorter side at least this (fewer pixels align on clutter)
 RESIDUAL_TILES = 4  # a grid of this many tiles a side measures what alignment left
 
 
@@ -58,7 +60,7 @@ class RegistrationError(ValueError):
 @dataclass
 class Registration:
     homography: np.ndarray  # 3x3, photo px -> image frame px
-    method: str  # outline | outline+reference | points
+    method: str  # outline | outline+reference | points | golden
     residual_px: float  # median distance of the evidence from where the CAD puts it, image frame px
     residual_mm: float
     note: str = ""
@@ -269,6 +271,14 @@ def standard_grey(image: np.ndarray) -> np.ndarray:
     return (grey - grey.mean()) / max(1e-3, grey.std())
 
 
+def _corner_move(warp: np.ndarray, size: tuple[int, int]) -> float:
+    """The furthest a corner of a `size` (width, height) image moves under the 3x3 `warp`, px."""
+    w, h = size
+    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64).reshape(-1, 1, 2)
+    return float(np.hypot(*(cv2.perspectiveTransform(corners, warp.astype(np.float64)) - corners).reshape(-1, 2).T)
+                 .max())
+
+
 def refine_on_reference(photo: np.ndarray, registration: Registration, reference: np.ndarray) -> Registration:
     """`registration` brought into line with the golden board `reference` (image frame) by ECC on the photo's
     content; kept as it was (noted) where ECC does not converge or moves a corner by more than 5% of the board."""
@@ -282,14 +292,13 @@ def refine_on_reference(photo: np.ndarray, registration: Registration, reference
     except cv2.error:
         registration.note += "; refinement on the golden board did not converge (outline kept)"
         return registration
-    corners = np.array([[0, 0], [size[0], 0], [size[0], size[1]], [0, size[1]]], np.float64).reshape(-1, 1, 2)
-    moved = np.hypot(*(cv2.perspectiveTransform(corners, warp.astype(np.float64)) - corners).reshape(-1, 2).T)
-    if moved.max() > 0.05 * max(size):
-        registration.note += f"; refinement on the golden board moved a corner {moved.max():.0f} px (outline kept)"
+    moved = _corner_move(warp, size)
+    if moved > 0.05 * max(size):
+        registration.note += f"; refinement on the golden board moved a corner {moved:.0f} px (outline kept)"
         return registration
     # warp maps reference px -> warped px; the refined map takes the photo to the reference: inv(warp) @ H
     h = np.linalg.inv(warp.astype(np.float64)) @ registration.homography
-    note = f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved.max():.1f} px)"
+    note = f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved:.1f} px)"
     return Registration(h / h[2, 2], registration.method + "+reference", registration.residual_px,
                         registration.residual_mm, note)
 
@@ -365,8 +374,7 @@ def register_on_reference(frame: np.ndarray, reference: np.ndarray, px_per_mm: f
         raise RegistrationError(f"it correlates {cc:.2f} with the golden board (at least {MIN_CORRELATION} for "
                                 "the same board): is it this board, and is the camera's view as it was?")
     to_frame = _at_scale(warp, 1 / scale).astype(np.float64)  # recipe px -> frame px, full size
-    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64).reshape(-1, 1, 2)
-    moved = np.hypot(*(cv2.perspectiveTransform(corners, to_frame) - corners).reshape(-1, 2).T).max()
+    moved = _corner_move(to_frame, (w, h))
     if moved > MAX_SLIDE * max(w, h):
         raise RegistrationError(f"aligning it on the golden board moves a corner {moved:.0f} px, more than a board "
                                 f"slides ({MAX_SLIDE:.0%} of its length): is the camera's view as it was?")

@@ -28,20 +28,18 @@ class PhotoRegistration:
 def parse_photo_registration(f: Fields, source: str) -> PhotoRegistration:
     f.unknown({"geometry", "points", "using"})
     paths = {key: beside(source, f.text(key)) for key in ("geometry", "points") if f.has(key)}
-    if f.has("using") and f.text("using") == "golden":
-        if paths:
-            raise f.error("using", "`using: golden` aligns frames that already hold the board where the recipe puts "
-                                   "it; geometry and points find a board in a larger photo: keep one")
-        return PhotoRegistration(None, None, "golden")
     using = f.text("using") if f.has("using") else ("points" if "points" in paths else "outline")
     if using not in WAYS:
         raise f.error("using", f"is {using!r}: one of {', '.join(WAYS)}")
-    if not paths:
+    if using == "golden" and paths:
+        raise f.error("using", "`using: golden` aligns frames that already hold the board where the recipe puts "
+                               "it; geometry and points find a board in a larger photo: keep one")
+    if using != "golden" and not paths:
         raise f.error("geometry", "name the board geometry `board import` wrote (geometry: RULES.board.json), the "
                                   "picked points (points: RULES.points.yaml), or align on the golden board "
                                   "(using: golden)")
-    needs = {"outline": "geometry", "points": "points"}[using]
-    if needs not in paths:
+    needs = {"outline": "geometry", "points": "points"}.get(using)
+    if needs is not None and needs not in paths:
         raise f.error("using", f"registers on the {using} but names no {needs}: add `{needs}:` or say how it "
                                "registers")
     return PhotoRegistration(paths.get("geometry"), paths.get("points"), using)
