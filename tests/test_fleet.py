@@ -117,7 +117,8 @@ class Box:
 def plant_status(url: str, boxes: list[Box], cwd: Path) -> dict:
     """`inspector plant status` over the boxes, printed as the plant sees it; its JSON."""
     argv = [sys.executable, "-m", "inspector.cli", "plant", "status", "--db", url,
-            "--kiosks", ",".join(f"http://127.0.0.1:{b.port}" for b in boxes)]
+            "--kiosks", ",".join(f"http://127.0.0.1:{b.port}" for b in boxes),
+            "--timeout-s", "20"]  # three kiosks that just inspected share two cores with the test: late, not down
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     shown = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, encoding="utf-8")
     assert shown.returncode == 0, shown.stdout + shown.stderr

@@ -21,7 +21,7 @@ from ..results.activity import Activity, activity
 from ..results.store import ResultStore
 from .kiosk_client import KioskClient
 
-KIOSK_TIMEOUT_S = 0.8
+KIOSK_TIMEOUT_S = 2.0
 
 
 @dataclass

@@ -47,7 +47,8 @@ def add_plant(p: argparse.ArgumentParser) -> None:
     st.add_argument("--kiosks", help="the lines' kiosks, comma-separated URLs (http://line1-box:9108,...); in "
                                      "inspector.yaml: 'plant status': {kiosks: ...}")
     st.add_argument("--window-min", type=float, default=60.0, help="minutes boards/min and yield are over (60)")
-    st.add_argument("--timeout-s", type=float, default=0.8, help="how long one kiosk may take to answer (0.8)")
+    st.add_argument("--timeout-s", type=float, default=2.0, help="how long one kiosk may take to answer; a box busy "
+                                                                  "inspecting answers late, not never (2)")
     st.add_argument("--no-db", action="store_true", help="ask the kiosks only")
     st.add_argument("--json", action="store_true", help="as JSON")
     database_flags(st)
