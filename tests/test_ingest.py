@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from inspector.app.run import DEMO_RULES, RULES_DIR
 from inspector.camera.opencv import CameraSource
 from inspector.ingest.crops import BoardSizeMismatch, crop_tensors, cut_board
 from inspector.ingest.queue import IngestQueue, feed
 from inspector.ingest.sources import FolderSource, Frame, ReplaySource, SyntheticSource
-from inspector.ingest.synthetic import render_board
-from inspector.routing.rules import body_box, parse_rules
+from inspector.ingest.synthetic import SILK_MARGIN, clips_silkscreen, draw_silkscreen, render_board
+from inspector.routing.rules import body_box, load_rules, parse_rules
 
 from .test_routing_rules import GOOD
 
@@ -23,6 +24,34 @@ def test_render_is_deterministic_and_forced_defects_apply() -> None:
     b = render_board(RULES, "S1", np.random.default_rng(3), forced={"D1": "missing"})
     assert np.array_equal(a.image, b.image) and a.truth == b.truth
     assert a.truth["D1"] == "missing" and a.image.shape == (120, 200, 3)
+
+
+CLOSE = GOOD.replace("at: {R1: [30, 30], R2: [70, 30, 90]}", "at: {R1: [30, 30], R2: [30, 42], R3: [150, 90]}")
+
+
+def test_a_parts_outline_stays_out_of_its_neighbours_windows() -> None:
+    """R1 and R2 sit 4 px apart, like two 0805s side by side: neither's outline is drawn in the other's window
+    (there it read as a solder bridge), while a part with room keeps its whole outline."""
+    rules = parse_rules(CLOSE, "close.yaml")
+    image = np.zeros((*rules.board_size[::-1], 3), np.uint8)
+    draw_silkscreen(image, rules)
+    silk = image.any(axis=2)
+    for comp, place in rules.placements():
+        own = np.zeros_like(silk, np.uint8)
+        x0, y0, x1, y1 = body_box(comp, place, SILK_MARGIN)
+        cv2.rectangle(own, (x0, y0), (x1, y1), 1, 1)
+        wx0, wy0, wx1, wy1 = body_box(comp, place, rules.crop_margin)
+        window = np.zeros_like(silk)
+        window[wy0:wy1, wx0:wx1] = True
+        assert not (silk & window & (own == 0)).any(), place.ref  # nobody else's line in its window
+        if place.ref == "R3":
+            assert (silk & (own > 0)).sum() == own.sum()  # room around it: the whole outline
+    r1, r2 = (rules.component("R1K").placements[i] for i in (0, 1))
+    between = silk[body_box(rules.component("R1K"), r1)[3]:body_box(rules.component("R1K"), r2)[1], 20:40]
+    assert not between.any()  # nothing printed in the 4 px between them
+    assert clips_silkscreen(rules) and not clips_silkscreen(parse_rules(GOOD, "mini.yaml"))
+    # the demo boards' parts have room: their boards draw as before, so the demo zoo's key stands
+    assert not any(clips_silkscreen(load_rules(RULES_DIR / name)) for name in DEMO_RULES)
 
 
 def test_crops_undo_rotation_and_follow_the_layout() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..experts.zoo import ZOO_FORMAT, ExpertEntry, Zoo, current_zoo, write_expert, write_manifest
 from ..ingest.camera_model import describe
 from ..ingest.photometric import INPUT_VERSION
+from ..ingest.synthetic import RENDER_VERSION, clips_silkscreen
 from ..logs import progress as progress_of
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, RuleSet
 from ..runtime.diskio import write_atomically
@@ -33,6 +34,8 @@ def demo_key(rule_sets: list[RuleSet], seed: int, recipe: dict) -> str:
     """What the zoo's weights depend on; code that changes what experts see bumps INPUT_VERSION or the recipe."""
     payload = {"format": ZOO_FORMAT, "input": INPUT_VERSION, "rules": sorted(r.training_version for r in rule_sets),
                "seed": seed, "recipe": recipe}
+    if any(clips_silkscreen(r) for r in rule_sets):  # drawn otherwise than render version 1 drew them
+        payload["render"] = RENDER_VERSION
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
