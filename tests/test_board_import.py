@@ -116,6 +116,39 @@ def test_a_kicad5_board_imports_with_every_parts_fate(tmp_path: Path) -> None:
     assert [f.ref for f in imported_bottom.fates if f.inspected] == ["C2"]
 
 
+def test_an_imported_board_is_drawn_with_its_footprints_own_lands(tmp_path: Path) -> None:
+    """The rule set carries each footprint's lands and body (`pads:`, `body:`, about the window's centre at rotation
+    0); the renderer draws them, turned with the part, exactly where the import's own board geometry (the image
+    frame, worked out apart from the rule set) puts every pad."""
+    import numpy as np
+
+    from inspector.ingest.synthetic import render_board
+
+    (tmp_path / "b.kicad_pcb").write_text(KICAD5)
+    imported = import_design(read_kicad(tmp_path / "b.kicad_pcb"), load_library(), 10.0, recipe="b")
+    rules = parse_rules(imported.rules_text, str(tmp_path / "b.yaml"))
+    r1 = rules.component("R_0805_2012Metric")
+    # pads at x -/+0.9375 mm, 0.975 x 1.4 mm; the fab body 2.0 x 1.2 mm; the window 2.85 x 1.4 mm at 10 px/mm
+    assert r1.pads == ((-14, -7, -4, 7), (4, -7, 14, 7)) and r1.body == (-10, -6, 10, 6)
+    assert rules.component("PinHeader_1x02_P2.54mm_Vertical").body is None  # no body drawn in its footprint
+    board = render_board(rules, "B1", np.random.default_rng(0), rates={})
+    centre = {p.ref: (p.x, p.y) for _c, p in rules.placements()}
+    looked = 0
+    for ref, pads in imported.geometry.pads.items():
+        for x0, y0, x1, y1 in pads:
+            # the land's end away from the part (a chip's body covers its terminals' inner ends)
+            mid_x, mid_y = (x0 + x1) / 2, (y0 + y1) / 2
+            out_x = mid_x + np.sign(mid_x - centre[ref][0]) * (x1 - x0) * 0.3
+            out_y = mid_y + np.sign(mid_y - centre[ref][1]) * (y1 - y0) * 0.3
+            b, g, r = board.image[round(out_y), round(out_x)].astype(int)
+            assert min(b, g, r) > 110 and abs(g - r) < 40, (ref, (x0, y0, x1, y1), (b, g, r))  # land, not mask
+            looked += 1
+    assert looked == 6
+    # and no land where there is none: between R1's two pads lies its body, beside them the mask
+    b, g, r = board.image[80, 100 + 12].astype(int)  # right of R1 (turned: its pads lie above and below)
+    assert g > 2 * r, (b, g, r)
+
+
 def test_a_malformed_or_foreign_kicad_file_is_refused_by_name(tmp_path: Path) -> None:
     (tmp_path / "cut.kicad_pcb").write_text(KICAD5[: len(KICAD5) // 2])
     with pytest.raises(CadError, match="cut.kicad_pcb.*not a well-formed KiCad s-expression"):

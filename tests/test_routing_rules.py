@@ -120,3 +120,46 @@ def test_polarity_the_shape_cannot_draw_is_refused(line: str, message: str) -> N
                             "    shape: resistor\n    size: [40, 20]\n" + line)
     with pytest.raises(ConfigError, match=message):
         parse_rules(text, "pol.yaml")
+
+
+LANDS = POLARITY.replace("    polarized: false\n", "    polarized: false\n    pads: [[-20, -10, -12, 10], [-4, -10, 4, 10], "
+                         "[12, -10, 20, 10]]\n    body: [-10, -6, 10, 6]\n")
+
+
+def test_a_type_brings_its_footprints_lands_and_body_and_the_renderer_draws_them() -> None:
+    import numpy as np
+
+    from inspector.ingest.synthetic import render_board
+
+    rules = parse_rules(LANDS, "lands.yaml")
+    hdr = rules.component("HDR")
+    assert hdr.pads == ((-20, -10, -12, 10), (-4, -10, 4, 10), (12, -10, 20, 10)) and hdr.body == (-10, -6, 10, 6)
+    assert hdr.body_geometry == (0.0, 0.0, 20.0, 12.0) and rules.component("U").body_geometry == pytest.approx((0, 0, 31.2, 20))
+    plain = parse_rules(POLARITY, "pol.yaml")
+    assert rules.training_version != plain.training_version  # what experts see changed
+    assert repr(hdr) == repr(plain.component("HDR"))  # and a rule set without them keeps its key
+
+    def grey(image: np.ndarray, x: int, y: int) -> bool:  # a land's or solder's colour, not the mask's green
+        b, g, r = image[y, x].astype(int)
+        return min(b, g, r) > 110 and abs(g - r) < 40
+
+    good = render_board(rules, "B1", np.random.default_rng(1), rates={}).image
+    # J1 at (60, 60): its outer lands show past the body at x 40..47 and 73..79; the middle one is under the body
+    assert grey(good, 43, 60) and grey(good, 76, 60) and not grey(good, 60, 60)
+    assert not grey(good, 50, 52)  # the gap between the left land and the body, above the body: mask
+    seen = set()
+    for k in range(8):  # a bridge joins a land to its nearest neighbour: over the 8 px gap between them
+        bad = render_board(rules, f"B{k}", np.random.default_rng(k), forced={"J1": "bridge"}, rates={}).image
+        seen |= {side for side, x in (("left", 49), ("right", 71)) if grey(bad, x, 60) or grey(bad, x, 59)}
+    assert seen == {"left", "right"}
+
+
+@pytest.mark.parametrize(("lands", "message"), [
+    ("    pads: [[-30, -10, -12, 10]]\n", "outside the 40x20 px window"),
+    ("    pads: [[-4, 5, 4, 5]]\n", "is empty"),
+    ("    pads: [[-4, -5, 4]]\n", r"\[x0, y0, x1, y1\]"),
+    ("    pads: []\n", "at least one"),
+    ("    body: [-10, -6, 10, 16]\n", "outside the 40x20 px window")])
+def test_lands_outside_the_window_or_malformed_are_refused(lands: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_rules(POLARITY.replace("    polarized: false\n", "    polarized: false\n" + lands), "lands.yaml")

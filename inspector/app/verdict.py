@@ -49,7 +49,8 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
     if class_name(zoo, expert, det.label, DETECTOR_CLASSES) == "reversed":
         return rec(expert, "fail", "polarity", det.score, box)
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-    expect_x, expect_y = comp.size[0] // 2 + margin, comp.size[1] // 2 + margin
+    bx, by = comp.body_geometry[:2]  # where the footprint puts the body about the window's centre (0, 0: centred)
+    expect_x, expect_y = comp.size[0] // 2 + margin + bx, comp.size[1] // 2 + margin + by
     if abs(cx - expect_x) > comp.align_tolerance_px or abs(cy - expect_y) > comp.align_tolerance_px:
         return rec(expert, "fail", "shifted", det.score, box)
     return rec(expert, "pass", "ok", det.score, box)

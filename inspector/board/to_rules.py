@@ -139,6 +139,40 @@ def _pads_px(part: PlacedPart, y_up: bool, origin: tuple[float, float], scale: f
     return out
 
 
+Lands = tuple[list[tuple[int, int, int, int]], tuple[int, int, int, int] | None]
+
+
+def _lands(part: PlacedPart, y_up: bool, scale: float, size: tuple[int, int]) -> Lands:
+    """The part's pads and body as the rule set's `pads:` and `body:`: px boxes about its window's centre at
+    rotation 0 (the crop's frame), inside the `size` window. The body only where it is a body: a box that covers
+    every land of a part soldered on top (a courtyard or an old footprint's outline) would hide its joints; a
+    through-hole part's housing does cover its pins, which the renderer draws over it."""
+    ext = part.extent()
+    if ext is None or not part.pads:
+        return [], None
+    x0, y0, x1, y1 = ext
+    if y_up:
+        y0, y1 = -y1, -y0
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    w, h = size
+    lo_x, lo_y, hi_x, hi_y = -(w // 2), -(h // 2), (w + 1) // 2, (h + 1) // 2
+
+    def px(a: float, b: float, c: float, d: float) -> tuple[int, int, int, int]:
+        if y_up:
+            b, d = -d, -b
+        bx0, by0 = max(lo_x, round((a - cx) * scale)), max(lo_y, round((b - cy) * scale))
+        bx1, by1 = min(hi_x, round((c - cx) * scale)), min(hi_y, round((d - cy) * scale))
+        return bx0, by0, max(bx1, bx0 + 1), max(by1, by0 + 1)
+
+    pads = [px(q.x - q.w / 2, q.y - q.h / 2, q.x + q.w / 2, q.y + q.h / 2) for q in part.pads]
+    body = part.body
+    if body is not None and not part.through_hole and all(
+            body[0] <= q.x - q.w / 2 and body[2] >= q.x + q.w / 2 and body[1] <= q.y - q.h / 2
+            and body[3] >= q.y + q.h / 2 for q in part.pads):
+        body = None
+    return pads, None if body is None else px(*body)
+
+
 def import_design(design: BoardDesign, library: Library, px_per_mm: float, side: str = "top",
                   recipe: str | None = None) -> Imported:
     if px_per_mm <= 0:
@@ -210,8 +244,10 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     by_ref = {f.ref: f for f in fates}
     if not placed:  # nothing a camera above this side could inspect: no rule set, only the parts' fates
         return Imported("", fates, {}, [], (width, height), notes, (fx0, fy0), px_per_mm)
+    by_part = {p.ref: p for p in parts}
+    lands = {ref: _lands(by_part[ref], design.y_up, px_per_mm, (v[3], v[4])) for ref, v in placed.items()}
     for _ in range(MAX_PASSES):
-        text = _text(recipe or "board", (width, height), placed, marks, classes)
+        text = _text(recipe or "board", (width, height), placed, marks, classes, lands)
         try:
             parse_rules(text, "<import>")
             break
@@ -237,7 +273,6 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
         types[t] = types.get(t, 0) + 1
     bx0, by0, bx1, by1 = _frame(design)
     outline = ((bx0 - fx0) * px_per_mm, (by0 - fy0) * px_per_mm, (bx1 - fx0) * px_per_mm, (by1 - fy0) * px_per_mm)
-    by_part = {p.ref: p for p in parts}
     geometry = BoardGeometry(outline, px_per_mm, {ref: _pads_px(by_part[ref], design.y_up, (fx0, fy0), px_per_mm)
                                                   for ref in placed}, design.source)
     return Imported(text, fates, types, sorted(marks), (width, height), notes, (fx0, fy0), px_per_mm, geometry)
@@ -265,7 +300,7 @@ def _culprit(message: str, placed: dict, marks: dict) -> str | None:
 
 
 def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
-          classes: dict[str, PackageClass | None]) -> str:
+          classes: dict[str, PackageClass | None], lands: dict[str, Lands]) -> str:
     lines = ["# imported by `inspector board import` (inspector/board): routing_rules/README.md",
              f"recipe: {recipe}", "seed: 0", f"board: {{width: {size[0]}, height: {size[1]}}}",
              f"crop_margin: {CROP_MARGIN_PX}"]
@@ -290,6 +325,11 @@ def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
             lines.append("    detector: det-polarity")
         elif SHAPES[cls.shape].polarized:  # drawn like a polarised part, but its package has no polarity
             lines.append("    polarized: false")
+        pads, body = lands[members[0][0]]  # one package, one footprint: its first part's lands
+        if pads:
+            lines.append(f"    pads: [{', '.join(f'[{a}, {b}, {c}, {d}]' for a, b, c, d in pads)}]")
+        if body is not None:
+            lines.append(f"    body: [{', '.join(str(v) for v in body)}]")
         at = ", ".join(f"{ref}: [{x}, {y}{'' if r == 0 else f', {r}'}]" for ref, (_t, x, y, _w, _h, r) in members)
         lines.append(f"    at: {{{at}}}")
     return "\n".join(lines) + "\n"

@@ -182,11 +182,23 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
     mask = np.zeros((side, side), np.uint8)
     c = side // 2
     shape = SHAPES[comp.shape]
-    pads = _pads(c, w, h, shape.leads)
+    pads = _footprint_pads(c, comp.pads) if comp.pads else _pads(c, w, h, shape.leads)
+    bx, by, bw, bh = comp.body_geometry  # the body's centre about the window's, its size
+    # a land the body covers whole is a pin through it (a header's posts, seen from above): drawn over the body;
+    # so is every land of a footprint that draws no body (the shape's stand-in body would hide them)
+    pins = [p for p in pads if comp.pads and (comp.body is None or _inside(
+        p, (c + bx - bw / 2, c + by - bh / 2, c + bx + bw / 2, c + by + bh / 2)))]
     for x0, y0, x1, y1 in pads:
         _rect(patch, mask, (x0, y0, x1, y1), (150, 160, 165))
+    bridge = None
     if defect == "bridge":
-        _bridge(patch, mask, pads, shape.leads, rng)
+        if comp.pads:
+            bridge = _bridge_lands(pads, rng, c + (w + 1) // 2)
+            if bridge[1] not in pins and bridge[2] not in pins:
+                _rect(patch, mask, bridge[0], (195, 200, 205))
+                bridge = None
+        else:
+            _bridge(patch, mask, pads, shape.leads, rng)
     angle, dx, dy = 0.0, 0.0, 0.0
     if defect != "missing":
         if defect == "rotated":
@@ -196,12 +208,19 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
                 dx = max(3.0, float(rng.uniform(0.3, 0.45)) * w) * (1 if rng.random() < 0.5 else -1)
             else:
                 dy = max(3.0, float(rng.uniform(0.35, 0.55)) * h) * (1 if rng.random() < 0.5 else -1)
-        _body(patch, mask, c + dx, c + dy, w, h, angle, shape.body_bgr, rng)
+        cx, cy = c + bx + dx, c + by + dy
+        _body(patch, mask, cx, cy, bw, bh, angle, shape.body_bgr, rng)
+        # the mark's and the damage's factors were set on the window, of which the shape's body is 0.78 wide
+        mw, mh = comp.size if comp.body is None else (bw / 0.78, int(round(bh)))
         if comp.polarized:
             flip = defect == "polarity"
-            _mark(patch, c + dx, c + dy, w, h, angle, comp.shape, flip)
+            _mark(patch, cx, cy, mw, mh, angle, comp.shape, flip)
         if defect == "damaged":
-            _damage(patch, mask, c + dx, c + dy, w, h, rng)
+            _damage(patch, mask, cx, cy, mw, mh, rng)
+    for x0, y0, x1, y1 in pins:
+        _rect(patch, mask, (x0, y0, x1, y1), (150, 160, 165))
+    if bridge is not None:
+        _rect(patch, mask, bridge[0], (195, 200, 205))
     k = place.rotation // 90
     patch, mask = np.rot90(patch, k), np.rot90(mask, k)  # counter-clockwise, as the cropper undoes it
     y0, x0 = place.y - side // 2, place.x - side // 2
@@ -209,7 +228,7 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
     sub_patch = patch[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0]
     sub_mask = mask[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0] > 0
     image[ys, xs][sub_mask] = sub_patch[sub_mask]
-    return dx, dy
+    return bx + dx, by + dy
 
 
 def _rect(patch: np.ndarray, mask: np.ndarray, box: tuple[int, int, int, int], bgr: tuple[int, int, int]) -> None:
@@ -234,16 +253,21 @@ def _pads(c: int, w: int, h: int, leads: int) -> list[tuple[int, int, int, int]]
     return pads
 
 
-def _body(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: int, h: int, angle: float,
+def _footprint_pads(c: int, lands: tuple[tuple[int, int, int, int], ...]) -> list[tuple[int, int, int, int]]:
+    """The rule set's lands (px edges about the window's centre) as inclusive boxes on the patch."""
+    return [(c + x0, c + y0, c + x1 - 1, c + y1 - 1) for x0, y0, x1, y1 in lands]
+
+
+def _body(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: float, h: float, angle: float,
           bgr: tuple[int, int, int], rng: np.random.Generator) -> None:
     tone = tuple(int(np.clip(v + rng.normal(0, 6), 0, 255)) for v in bgr)
-    box = cv2.boxPoints(((cx, cy), (w * 0.78, h), angle)).astype(np.int32)
+    box = cv2.boxPoints(((cx, cy), (w, h), angle)).astype(np.int32)
     cv2.fillPoly(patch, [box], tone)
     cv2.fillPoly(mask, [box], 255)
 
 
-def _mark(patch: np.ndarray, cx: float, cy: float, w: int, h: int, angle: float, shape: str, flip: bool) -> None:
-    """The polarity mark on the left end (cathode band, pin-1 dot); `flip` puts it on the right."""
+def _mark(patch: np.ndarray, cx: float, cy: float, w: float, h: int, angle: float, shape: str, flip: bool) -> None:
+    """The polarity mark on the left end of the body (cathode band, pin-1 dot); `flip` puts it on the right."""
     side = 1 if flip else -1
     a = math.radians(angle)
     ox, oy = side * w * 0.28, 0.0
@@ -270,7 +294,46 @@ def _bridge(patch: np.ndarray, mask: np.ndarray, pads: list[tuple[int, int, int,
         _rect(patch, mask, (a[0], a[1], b[2], a[3]), (195, 200, 205))
 
 
-def _damage(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: int, h: int,
+def _inside(box: tuple[float, float, float, float], outer: tuple[float, float, float, float]) -> bool:
+    return box[0] >= outer[0] and box[1] >= outer[1] and box[2] <= outer[2] and box[3] <= outer[3]
+
+
+Box = tuple[int, int, int, int]
+
+
+def _bridge_lands(pads: list[Box], rng: np.random.Generator, reach: int) -> tuple[Box, Box, Box]:
+    """Solder joining a footprint's land to its nearest neighbour: (the solder's box, the two lands). A chip's two
+    terminals are joined along one side of the body, outside it, as `_bridge` draws them; a lone land's solder runs
+    out to `reach` (x, the window's right edge: towards whatever lies beside it)."""
+    if len(pads) == 1:
+        a = pads[0]
+        half = max(1, int((a[3] - a[1]) * 0.3))
+        ym = (a[1] + a[3]) // 2
+        return (a[2], ym - half, max(a[2] + 2, reach), ym + half), a, a
+    centres = np.array([((x0 + x1) / 2, (y0 + y1) / 2) for x0, y0, x1, y1 in pads])
+    i = int(rng.integers(0, len(pads)))
+    gaps = np.hypot(*(centres - centres[i]).T)
+    gaps[i] = np.inf
+    j = int(np.argmin(gaps))
+    a, b = pads[i], pads[j]
+    (ax, ay), (bx, by) = centres[i], centres[j]
+    across = abs(bx - ax) >= abs(by - ay)  # the lands sit side by side along x
+    if len(pads) == 2:
+        if across:
+            y = int(rng.choice([min(a[1], b[1]) - 2, max(a[3], b[3]) + 1]))
+            return (min(a[0], b[0]), y, max(a[2], b[2]), y + 2), a, b
+        x = int(rng.choice([min(a[0], b[0]) - 2, max(a[2], b[2]) + 1]))
+        return (x, min(a[1], b[1]), x + 2, max(a[3], b[3])), a, b
+    if across:  # a bar over the gap, as thick as 0.6 of the thinner land
+        half = max(1, int(min(a[3] - a[1], b[3] - b[1]) * 0.3))
+        ym = int(round((ay + by) / 2))
+        return (min(a[2], b[2]), ym - half, max(a[0], b[0]), ym + half), a, b
+    half = max(1, int(min(a[2] - a[0], b[2] - b[0]) * 0.3))
+    xm = int(round((ax + bx) / 2))
+    return (xm - half, min(a[3], b[3]), xm + half, max(a[1], b[1])), a, b
+
+
+def _damage(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: float, h: int,
             rng: np.random.Generator) -> None:
     """A chipped corner and a crack across the body."""
     x0, y0 = int(cx - w * 0.39), int(cy - h / 2)

@@ -54,6 +54,11 @@ class ComponentRule:
     # `polarized:` in the rule set, where the type's package says otherwise than its drawn shape (a pin header drawn
     # as a SOIC has no polarity); None: the shape's. Kept out of repr so the demo zoos' training versions stand.
     polarity: bool | None = field(default=None, repr=False)
+    # the footprint's own lands and body (`pads:`, `body:`), px boxes (x0, y0, x1, y1) about the window's centre at
+    # rotation 0, as `board import` writes them: what the renderer draws instead of the shape's made-up leads.
+    # Out of repr, like polarity: a rule set without them keeps its training version.
+    pads: tuple[tuple[int, int, int, int], ...] = field(default=(), repr=False)
+    body: tuple[int, int, int, int] | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> ComponentType:
@@ -75,6 +80,16 @@ class ComponentRule:
         if self.shape == WINDOW:
             return False
         return self.polarity if self.polarity is not None else SHAPES[self.shape].polarized
+
+    @property
+    def body_geometry(self) -> tuple[float, float, float, float]:
+        """The body as drawn and as a detector should find it: its centre's offset from the window's centre, its
+        width and height (rotation 0, px). The footprint's body where the rule set gives it (`body:`), else the
+        shape's: the window's height and 0.78 of its width (a chip's end caps show beside it)."""
+        if self.body is None:
+            return 0.0, 0.0, self.size[0] * 0.78, float(self.size[1])
+        x0, y0, x1, y1 = self.body
+        return (x0 + x1) / 2, (y0 + y1) / 2, float(x1 - x0), float(y1 - y0)
 
     @property
     def window(self) -> bool:
@@ -143,6 +158,9 @@ class RuleSet:
         polarity = {c.name: c.polarity for c in self.components if c.polarity is not None}
         if polarity:  # likewise
             payload["polarized"] = polarity
+        lands = {c.name: [c.pads, c.body] for c in self.components if c.pads or c.body is not None}
+        if lands:  # likewise
+            payload["lands"] = lands
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def expert_specs(self) -> dict[str, dict[str, Any]]:
@@ -153,7 +171,8 @@ class RuleSet:
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
         "gate", "golden", "compare", "photo_registration"}
-_COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "at"}
+_COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "pads", "body",
+              "at"}
 
 
 def load_rules(path: str | Path) -> RuleSet:
@@ -288,6 +307,7 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
     if polarity and (shape == WINDOW or not SHAPES[shape].polarized):
         raise f.error("polarized", f"shape {shape} draws no polarity mark: give the type a polarized shape "
                                    f"({', '.join(sorted(n for n, s in SHAPES.items() if s.polarized))})")
+    pads, body = _lands(f, shape, (size[0], size[1]))
     at = f.get("at")
     if not isinstance(at, dict) or not at:
         raise f.error("at", "must map reference designators to [x, y] or [x, y, rotation] (at least one)")
@@ -301,8 +321,36 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         name=name, shape=shape, size=(size[0], size[1]), detector=detector,
         align_tolerance_px=f.number("align_tolerance_px", 2.0, minimum=0.0),
         expected_pass_rate=f.number("expected_pass_rate", 0.93, minimum=0.0, maximum=1.0),
-        placements=tuple(placements), polarity=polarity,
+        placements=tuple(placements), polarity=polarity, pads=pads, body=body,
     )
+
+
+def _box(f: Fields, key: str, value: Any, size: tuple[int, int]) -> tuple[int, int, int, int]:
+    """One px box about the window's centre, inside the window (a land may end on its edge)."""
+    w, h = size
+    if not (isinstance(value, list) and len(value) == 4 and all(isinstance(v, int) and not isinstance(v, bool)
+                                                                 for v in value)):
+        raise f.error(key, f"each box must be [x0, y0, x1, y1] in integer px about the window's centre, got {value!r}")
+    x0, y0, x1, y1 = value
+    if x1 <= x0 or y1 <= y0:
+        raise f.error(key, f"box {value} is empty: x1 must exceed x0 and y1 exceed y0")
+    if x0 < -(w // 2) - 1 or y0 < -(h // 2) - 1 or x1 > (w + 1) // 2 + 1 or y1 > (h + 1) // 2 + 1:
+        raise f.error(key, f"box {value} reaches outside the {w}x{h} px window (x {-(w // 2)}..{(w + 1) // 2}, "
+                           f"y {-(h // 2)}..{(h + 1) // 2}): grow `size` or fix the box")
+    return x0, y0, x1, y1
+
+
+def _lands(f: Fields, shape: str, size: tuple[int, int]) -> tuple[tuple[tuple[int, int, int, int], ...],
+                                                                      tuple[int, int, int, int] | None]:
+    """`pads:` and `body:` (the footprint's, from `board import`): where the renderer draws lands and body."""
+    pads = f.get("pads")
+    body = f.get("body")
+    if (pads is not None or body is not None) and shape == WINDOW:
+        raise f.error("pads" if pads is not None else "body", "a bare-board window has no lands or body to draw")
+    if pads is not None and not (isinstance(pads, list) and pads):
+        raise f.error("pads", f"must list the lands as [x0, y0, x1, y1] boxes (at least one), got {pads!r}")
+    lands = tuple(_box(f, "pads", p, size) for p in pads or [])
+    return lands, None if body is None else _box(f, "body", body, size)
 
 
 def _placement(f: Fields, at: dict, ref: str, pos: Any, size: tuple[int, int], board: tuple[int, int],

@@ -35,6 +35,7 @@ class PartSample:
     offset: tuple[float, float]  # body shift at rotation 0, board px
     size: tuple[int, int]  # body w, h at rotation 0
     margin: int
+    body: tuple[float, float] | None = None  # the drawn body's w, h where the footprint gives it (else 0.78 w, h)
 
 
 @dataclass
@@ -74,7 +75,7 @@ def collect(rule_sets: list[RuleSet], per_type: int, seed: int, rates: dict[str,
                 if types is not None and comp.name not in types:
                     continue
                 sample = PartSample(crop.image, board.truth[crop.ref], board.offsets[crop.ref], comp.size,
-                                    rules.crop_margin)
+                                    rules.crop_margin, None if comp.body is None else comp.body_geometry[2:])
                 out.by_classifier[comp.classifier].append(sample)
                 if comp.detector and sample.defect in ("ok", "polarity", "shifted"):
                     out.by_detector[comp.detector].append(sample)
@@ -93,7 +94,8 @@ def body_label(sample: PartSample) -> tuple[float, float, float, float]:
     cw, ch = w + 2 * sample.margin, h + 2 * sample.margin
     cx = (w // 2 + sample.margin + sample.offset[0]) / cw
     cy = (h // 2 + sample.margin + sample.offset[1]) / ch
-    return cx, cy, 0.78 * w / cw, h / ch
+    bw, bh = sample.body or (0.78 * w, h)
+    return cx, cy, bw / cw, bh / ch
 
 
 def _registered(placement: np.ndarray, rng: np.random.Generator) -> Registration:
