@@ -47,7 +47,10 @@ MIN_TURN_MARGIN = 0.04  # ... over the next turn's
 ALIGN_SIDE = 640  # px: the longer side of the reduced copies a frame is aligned to the golden board on
 MIN_CORRELATION = 0.5  # ECC's correlation with the golden board below which a frame is not taken for the board
 MAX_SLIDE = 0.10  # of the board's longer side: the furthest a corner may move when aligning on the golden board
-MOTION_GAIN = 0.005  # correlation a freer motion (affine over a slide and turn, then perspective) must add
+# what a freer motion (affine over a slide and turn, then perspective) must take off the shift left tile by tile,
+# px of the reduced copies: a freer motion also fits a sparse board's clutter, so it is kept only where the board's
+# own content lines up better for it everywhere (a camera rectified at a scale a little off needs it)
+MOTION_GAIN_PX = 0.05
 PYRAMID = (0.25, 0.5, 1.0)  # of the reduced copies: the levels the slide is found on, coarse to fine
 MIN_LEVEL_SIDE = 64  # px: a coarse level's shorter side at least this (fewer pixels align on clutter)
 RESIDUAL_TILES = 4  # a grid of this many tiles a side measures what alignment left
@@ -316,14 +319,22 @@ def _tile_residual(a: np.ndarray, b: np.ndarray) -> float:
     shifts = []
     for i in range(RESIDUAL_TILES):
         for j in range(RESIDUAL_TILES):
-            ta = a[i * th:(i + 1) * th, j * tw:(j + 1) * tw]
-            tb = b[i * th:(i + 1) * th, j * tw:(j + 1) * tw]
+            # copies: OpenCV's phase correlation writes into a tile that is a view of the caller's image
+            ta = a[i * th:(i + 1) * th, j * tw:(j + 1) * tw].copy()
+            tb = b[i * th:(i + 1) * th, j * tw:(j + 1) * tw].copy()
             if ta.std() < 0.2 or tb.std() < 0.2:  # a plain tile says nothing about a shift
                 continue
             (dx, dy), response = cv2.phaseCorrelate(ta, tb, window)
             if response > 0.1:
                 shifts.append(np.hypot(dx, dy))
     return float(np.median(shifts)) if shifts else 0.0
+
+
+def _left_after(ref: np.ndarray, live: np.ndarray, warp: np.ndarray) -> float:
+    """The shift `_tile_residual` finds left once `live` is brought onto `ref` by `warp` (ref px -> live px)."""
+    aligned = cv2.warpPerspective(live, np.linalg.inv(warp.astype(np.float64)), ref.shape[::-1],
+                                  flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    return _tile_residual(ref, aligned)
 
 
 def _at_scale(warp: np.ndarray, factor: float) -> np.ndarray:
@@ -360,13 +371,15 @@ def register_on_reference(frame: np.ndarray, reference: np.ndarray, px_per_mm: f
             lv = cv2.resize(live, None, fx=factor, fy=factor, interpolation=cv2.INTER_AREA) if factor < 1 else live
             cc, level = _ecc(r, lv, _at_scale(warp, factor), cv2.MOTION_EUCLIDEAN)
             warp = _at_scale(level, 1 / factor)
-        for motion in (cv2.MOTION_AFFINE, cv2.MOTION_HOMOGRAPHY):  # more freedom only where it explains more
+        left = _left_after(ref, live, warp)
+        for motion in (cv2.MOTION_AFFINE, cv2.MOTION_HOMOGRAPHY):  # more freedom only where it aligns better
             try:
                 cc_more, more = _ecc(ref, live, warp, motion)
             except cv2.error:
                 continue
-            if cc_more > cc + MOTION_GAIN:
-                cc, warp = cc_more, more
+            left_more = _left_after(ref, live, more)
+            if left_more < left - MOTION_GAIN_PX and cc_more >= cc:
+                cc, warp, left = cc_more, more, left_more
     except cv2.error:
         raise RegistrationError("it does not line up with the golden board (the alignment did not converge): is "
                                 "it this board, and is the camera's view as it was?") from None
@@ -380,8 +393,6 @@ def register_on_reference(frame: np.ndarray, reference: np.ndarray, px_per_mm: f
                                 f"slides ({MAX_SLIDE:.0%} of its length): is the camera's view as it was?")
     homography = np.linalg.inv(to_frame)
     homography /= homography[2, 2]
-    aligned = cv2.warpPerspective(live, np.linalg.inv(warp.astype(np.float64)), ref.shape[::-1],
-                                  flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-    residual = _tile_residual(ref, aligned) / scale
+    residual = left / scale
     return Registration(homography, "golden", residual, residual / px_per_mm,
                         f"aligned on the golden board (correlation {cc:.2f}, moved up to {moved:.1f} px)")
