@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from inspector.app.accuracy import run_condition
+from inspector.app.accuracy import CONDITIONS, run_condition
 from inspector.app.line import LineConfig
 from inspector.board.register import RegistrationError, register_on_reference
 from inspector.cli import main
@@ -76,6 +76,17 @@ def test_the_schema_names_what_golden_alignment_needs(extra: str, message: str) 
         parse_rules(WITHOUT_MARKS + extra, "mini.yaml")
 
 
+def test_the_residual_a_frame_may_keep_is_the_rule_sets() -> None:
+    golden = "golden: g.png\nphoto_registration: {using: golden%s}\n"
+    assert parse_rules(WITHOUT_MARKS + golden % "", "m.yaml").photo.max_residual_px == 1.0
+    assert parse_rules(WITHOUT_MARKS + golden % ", max_residual_px: 2.5", "m.yaml").photo.max_residual_px == 2.5
+    outline = "photo_registration: {geometry: b.json%s}\n"
+    assert parse_rules(WITHOUT_MARKS + outline % "", "m.yaml").photo.max_residual_px is None  # a photo's own px
+    assert parse_rules(WITHOUT_MARKS + outline % ", max_residual_px: 6", "m.yaml").photo.max_residual_px == 6
+    with pytest.raises(ConfigError, match="at least 0.05"):
+        parse_rules(WITHOUT_MARKS + golden % ", max_residual_px: 0", "m.yaml")
+
+
 def test_a_board_from_cad_alone_runs_the_line_aligned_on_its_drawn_golden_board(demo, tmp_path: Path,
                                                                                capsys) -> None:
     root, zoo = demo
@@ -91,6 +102,7 @@ def test_a_board_from_cad_alone_runs_the_line_aligned_on_its_drawn_golden_board(
                            share=0.34, data_dir=tmp_path)
     assert result.stored == 4 and result.detection.rejected_boards == 0 and result.parts == 12
     assert result.residual_max_px is not None and result.residual_max_px < 1.0  # every board aligned
+    assert rules.photo.max_residual_px == 1.0  # the fiducials' default: a board left further off is refused
     # asked again, or of a board that has fiducials, it refuses and leaves the rule set as it was
     before = path.read_text(encoding="utf-8")
     assert main(["board", "golden", "--rules", str(path)]) == 2
@@ -99,6 +111,33 @@ def test_a_board_from_cad_alone_runs_the_line_aligned_on_its_drawn_golden_board(
     marked.write_text(GOOD, encoding="utf-8")
     assert main(["board", "golden", "--rules", str(marked)]) == 2
     assert "fiducials" in capsys.readouterr().err and marked.read_text(encoding="utf-8") == GOOD
+
+
+def test_a_frame_no_alignment_brings_within_the_residual_is_refused(tmp_path: Path, capsys) -> None:
+    """The demo's board A without its fiducials, aligned on its drawn golden board: a frame bent in a way no
+    homography undoes (a wave of 3 px across the board, as a lens without its correction file bends a large
+    board) is refused with the reason (the line stores it as a board-level error, as one whose fiducials
+    disagree); a board that only moved is not."""
+    from inspector.app.board_photos import register_photo
+
+    text = (RULES / "board_a.yaml").read_text(encoding="utf-8")
+    start, end = text.index("\nfiducials:"), text.index("\nserial_code:")
+    path = tmp_path / "a.yaml"
+    path.write_text(text[:start] + text[end:], encoding="utf-8")
+    assert main(["board", "golden", "--rules", str(path)]) == 0
+    capsys.readouterr()
+    rules = load_rules(path)
+    golden = cv2.imread(rules.golden)
+    board = render_board(rules, "B1", np.random.default_rng(5)).image
+    moved, _ = CONDITIONS["placement"].view(board, np.random.default_rng(1))
+    _image, reg = register_photo(moved, rules, golden, light=False)
+    assert reg.residual_px < 1.0
+    h, w = board.shape[:2]
+    ys, xs = np.mgrid[0:h, 0:w].astype(np.float32)
+    bent = cv2.remap(board, xs + 3 * np.sin(2 * np.pi * ys / h), ys + 3 * np.sin(2 * np.pi * xs / w),
+                     cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    with pytest.raises(RegistrationError, match=r"over the rule set's photo_registration.max_residual_px 1 .*calib"):
+        register_photo(bent, rules, golden, light=False)
 
 
 def test_accuracy_says_when_a_moved_board_has_nothing_to_register_it_by(demo, tmp_path: Path, capsys) -> None:

@@ -162,14 +162,27 @@ def register_photo(photo: np.ndarray, rules: RuleSet, reference: np.ndarray | No
         if reference is None:
             raise RegistrationError("the rule set aligns on its golden board but has no golden image")
         registration = register_on_reference(photo, reference)
+        _within(registration, rules)
         return to_recipe_frame(photo, registration, rules, reference if light else None), registration
     refused = []
     for b in boards_of(photo, Path("frame"), rules, geometry, points, reference, light):  # no further than the first
         if b.registration is not None:
+            _within(b.registration, rules)
             return b.image, b.registration
         refused.append(f"#{b.index}: {b.reason}")
     raise RegistrationError("no board in the frame registers on its "
                             f"{'picked points' if points is not None else 'outline'}: " + "; ".join(refused))
+
+
+def _within(registration: Registration, rules: RuleSet) -> None:
+    """RegistrationError where the registration leaves more than the rule set's photo_registration.max_residual_px:
+    the crops would be cut off their parts (a lens not corrected bends the board more than any alignment undoes)."""
+    most = rules.photo.max_residual_px
+    if most is not None and registration.residual_px > most:
+        raise RegistrationError(f"registration leaves {registration.residual_px:.2f} px, over the rule set's "
+                                f"photo_registration.max_residual_px {most:g} ({registration.note}): is the camera's "
+                                "lens corrected (`inspector camera calibrate`, then --correction)? A board this far "
+                                "off is refused, not inspected")
 
 
 def overlay_scale(shape: tuple[int, ...]) -> float:

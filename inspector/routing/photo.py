@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..yamlio import Fields, beside
+from .fiducials import DEFAULT_MAX_RESIDUAL_PX
 
 WAYS = ("outline", "points", "golden")
 
@@ -23,10 +24,14 @@ class PhotoRegistration:
     geometry: str | None  # absolute path of RULES.board.json (outline and pads)
     points: str | None  # absolute path of RULES.points.yaml (picked points), when the camera needs them
     using: str = "outline"  # outline | points | golden (frames of the board's size aligned on the golden board)
+    # a frame whose registration leaves more than this (px) is refused, as a board whose fiducials disagree is;
+    # by default only on the golden board, where the residual is in the recipe's pixels (a photo's outline residual
+    # is in the photo's, at whatever scale it was taken)
+    max_residual_px: float | None = None
 
 
 def parse_photo_registration(f: Fields, source: str) -> PhotoRegistration:
-    f.unknown({"geometry", "points", "using"})
+    f.unknown({"geometry", "points", "using", "max_residual_px"})
     paths = {key: beside(source, f.text(key)) for key in ("geometry", "points") if f.has(key)}
     using = f.text("using") if f.has("using") else ("points" if "points" in paths else "outline")
     if using not in WAYS:
@@ -42,4 +47,6 @@ def parse_photo_registration(f: Fields, source: str) -> PhotoRegistration:
     if needs is not None and needs not in paths:
         raise f.error("using", f"registers on the {using} but names no {needs}: add `{needs}:` or say how it "
                                "registers")
-    return PhotoRegistration(paths.get("geometry"), paths.get("points"), using)
+    most = f.number("max_residual_px", DEFAULT_MAX_RESIDUAL_PX, minimum=0.05) if using == "golden" or \
+        f.has("max_residual_px") else None
+    return PhotoRegistration(paths.get("geometry"), paths.get("points"), using, most)
