@@ -122,8 +122,8 @@ def test_polarity_the_shape_cannot_draw_is_refused(line: str, message: str) -> N
         parse_rules(text, "pol.yaml")
 
 
-LANDS = POLARITY.replace("    polarized: false\n", "    polarized: false\n    pads: [[-20, -10, -12, 10], [-4, -10, 4, 10], "
-                         "[12, -10, 20, 10]]\n    body: [-10, -6, 10, 6]\n")
+LANDS = POLARITY.replace("    polarized: false\n", "    polarized: false\n    pads: [[-20, -10, -12, 10], "
+                         "[-4, -10, 4, 10], [12, -10, 20, 10]]\n    body: [-10, -6, 10, 6]\n")
 
 
 def test_a_type_brings_its_footprints_lands_and_body_and_the_renderer_draws_them() -> None:
@@ -134,7 +134,8 @@ def test_a_type_brings_its_footprints_lands_and_body_and_the_renderer_draws_them
     rules = parse_rules(LANDS, "lands.yaml")
     hdr = rules.component("HDR")
     assert hdr.pads == ((-20, -10, -12, 10), (-4, -10, 4, 10), (12, -10, 20, 10)) and hdr.body == (-10, -6, 10, 6)
-    assert hdr.body_geometry == (0.0, 0.0, 20.0, 12.0) and rules.component("U").body_geometry == pytest.approx((0, 0, 31.2, 20))
+    assert hdr.body_geometry == (0.0, 0.0, 20.0, 12.0)
+    assert rules.component("U").body_geometry == pytest.approx((0, 0, 31.2, 20))
     plain = parse_rules(POLARITY, "pol.yaml")
     assert rules.training_version != plain.training_version  # what experts see changed
     assert repr(hdr) == repr(plain.component("HDR"))  # and a rule set without them keeps its key
@@ -148,9 +149,11 @@ def test_a_type_brings_its_footprints_lands_and_body_and_the_renderer_draws_them
     assert grey(good, 43, 60) and grey(good, 76, 60) and not grey(good, 60, 60)
     assert not grey(good, 50, 52)  # the gap between the left land and the body, above the body: mask
     seen = set()
-    for k in range(8):  # a bridge joins a land to its nearest neighbour: over the 8 px gap between them
+    for k in range(8):  # a bridge joins a land to its nearest neighbour over the 8 px gap, where the middle land
+        # shows above or below the body (x 49 and 71 lie in the gaps; y 52 and 68 off the body's 54..65)
         bad = render_board(rules, f"B{k}", np.random.default_rng(k), forced={"J1": "bridge"}, rates={}).image
-        seen |= {side for side, x in (("left", 49), ("right", 71)) if grey(bad, x, 60) or grey(bad, x, 59)}
+        seen |= {side for side, x in (("left", 49), ("right", 71)) if any(grey(bad, x, y) for y in (51, 52, 68, 69))}
+        assert not any(grey(bad, x, y) for x in (49, 71) for y in (58, 60, 62))  # none drawn under the body
     assert seen == {"left", "right"}
 
 

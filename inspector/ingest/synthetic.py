@@ -186,15 +186,18 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
     bx, by, bw, bh = comp.body_geometry  # the body's centre about the window's, its size
     # a land the body covers whole is a pin through it (a header's posts, seen from above): drawn over the body;
     # so is every land of a footprint that draws no body (the shape's stand-in body would hide them)
-    pins = [p for p in pads if comp.pads and (comp.body is None or _inside(
-        p, (c + bx - bw / 2, c + by - bh / 2, c + bx + bw / 2, c + by + bh / 2)))]
+    body_box = (c + bx - bw / 2, c + by - bh / 2, c + bx + bw / 2, c + by + bh / 2)
+    pins = [p for p in pads if comp.pads and (comp.body is None or _inside(p, body_box))]
     for x0, y0, x1, y1 in pads:
         _rect(patch, mask, (x0, y0, x1, y1), (150, 160, 165))
     bridge = None
     if defect == "bridge":
         if comp.pads:
-            bridge = _bridge_lands(pads, rng, c + (w + 1) // 2)
-            if bridge[1] not in pins and bridge[2] not in pins:
+            # the solder lies where it shows: on the lands' ends out from under the body, not between their centres
+            # (a SOT-23's lands run under its body: a bar there is drawn over, and labelled a bridge unseen)
+            seen = [p if p in pins else _exposed(p, body_box) for p in pads]
+            bridge = _bridge_lands(seen, rng, c + (w + 1) // 2, None if pins else body_box)
+            if not set(bridge[1:]) & set(pins):  # between lands in view: under the body, as the lands are
                 _rect(patch, mask, bridge[0], (195, 200, 205))
                 bridge = None
         else:
@@ -298,23 +301,51 @@ def _inside(box: tuple[float, float, float, float], outer: tuple[float, float, f
     return box[0] >= outer[0] and box[1] >= outer[1] and box[2] <= outer[2] and box[3] <= outer[3]
 
 
+def _exposed(land: tuple[int, int, int, int], body: tuple[float, float, float, float]) -> tuple[int, int, int, int]:
+    """The largest part of a land (inclusive px box) that the body's box leaves in view; the land where the body
+    does not reach it, or covers it whole."""
+    x0, y0, x1, y1 = land
+    bx0, by0, bx1, by1 = (int(np.floor(body[0])), int(np.floor(body[1])), int(np.ceil(body[2])), int(np.ceil(body[3])))
+    if x1 < bx0 or x0 > bx1 or y1 < by0 or y0 > by1:
+        return land
+    pieces = [(x0, y0, x1, by0 - 1), (x0, by1 + 1, x1, y1), (x0, y0, bx0 - 1, y1), (bx1 + 1, y0, x1, y1)]
+    pieces = [p for p in pieces if p[2] >= p[0] and p[3] >= p[1]]
+    if not pieces:
+        return land
+    return max(pieces, key=lambda p: (p[2] - p[0] + 1) * (p[3] - p[1] + 1))
+
+
 Box = tuple[int, int, int, int]
 
 
-def _bridge_lands(pads: list[Box], rng: np.random.Generator, reach: int) -> tuple[Box, Box, Box]:
-    """Solder joining a footprint's land to its nearest neighbour: (the solder's box, the two lands). A chip's two
-    terminals are joined along one side of the body, outside it, as `_bridge` draws them; a lone land's solder runs
-    out to `reach` (x, the window's right edge: towards whatever lies beside it)."""
+def _bridge_lands(pads: list[Box], rng: np.random.Generator, reach: int,
+                  body: tuple[float, float, float, float] | None = None) -> tuple[Box, Box, Box]:
+    """Solder joining a footprint's land to its nearest neighbour: (the solder's box, the two lands), a pair whose
+    solder does not run under the `body` where there is one (a SOT-23's lone pin is nearest to a pin across the
+    body: a bridge joins the two on one side). A chip's two terminals are joined along one side of the body,
+    outside it, as `_bridge` draws them; a lone land's solder runs out to `reach` (x, the window's right edge:
+    towards whatever lies beside it)."""
     if len(pads) == 1:
         a = pads[0]
         half = max(1, int((a[3] - a[1]) * 0.3))
         ym = (a[1] + a[3]) // 2
         return (a[2], ym - half, max(a[2] + 2, reach), ym + half), a, a
     centres = np.array([((x0 + x1) / 2, (y0 + y1) / 2) for x0, y0, x1, y1 in pads])
-    i = int(rng.integers(0, len(pads)))
-    gaps = np.hypot(*(centres - centres[i]).T)
-    gaps[i] = np.inf
-    j = int(np.argmin(gaps))
+    pairs = []
+    for i in range(len(pads)):
+        gaps = np.hypot(*(centres - centres[i]).T)
+        gaps[i] = np.inf
+        pairs.append(_solder(pads, centres, i, int(np.argmin(gaps)), rng))
+    clear = [p for p in pairs if body is None or len(pads) == 2 or not _overlaps(p[0], body)]
+    return (clear or pairs)[int(rng.integers(0, len(clear or pairs)))]
+
+
+def _overlaps(box: Box, other: tuple[float, float, float, float]) -> bool:
+    return box[0] <= other[2] and box[2] >= other[0] and box[1] <= other[3] and box[3] >= other[1]
+
+
+def _solder(pads: list[Box], centres: np.ndarray, i: int, j: int, rng: np.random.Generator) -> tuple[Box, Box, Box]:
+    """The solder joining lands i and j: (its box, land i, land j)."""
     a, b = pads[i], pads[j]
     (ax, ay), (bx, by) = centres[i], centres[j]
     across = abs(bx - ax) >= abs(by - ay)  # the lands sit side by side along x
@@ -324,12 +355,15 @@ def _bridge_lands(pads: list[Box], rng: np.random.Generator, reach: int) -> tupl
             return (min(a[0], b[0]), y, max(a[2], b[2]), y + 2), a, b
         x = int(rng.choice([min(a[0], b[0]) - 2, max(a[2], b[2]) + 1]))
         return (x, min(a[1], b[1]), x + 2, max(a[3], b[3])), a, b
-    if across:  # a bar over the gap, as thick as 0.6 of the thinner land
+    # a bar over the gap where the two lands face each other, as thick as 0.6 of the thinner land
+    if across:
+        lo, hi = max(a[1], b[1]), min(a[3], b[3])
+        ym = int(round((lo + hi) / 2 if hi >= lo else (ay + by) / 2))
         half = max(1, int(min(a[3] - a[1], b[3] - b[1]) * 0.3))
-        ym = int(round((ay + by) / 2))
         return (min(a[2], b[2]), ym - half, max(a[0], b[0]), ym + half), a, b
+    lo, hi = max(a[0], b[0]), min(a[2], b[2])
+    xm = int(round((lo + hi) / 2 if hi >= lo else (ax + bx) / 2))
     half = max(1, int(min(a[2] - a[0], b[2] - b[0]) * 0.3))
-    xm = int(round((ax + bx) / 2))
     return (xm - half, min(a[3], b[3]), xm + half, max(a[1], b[1])), a, b
 
 
