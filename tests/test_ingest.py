@@ -10,8 +10,9 @@ from inspector.app.run import DEMO_RULES, RULES_DIR
 from inspector.camera.opencv import CameraSource
 from inspector.ingest.crops import BoardSizeMismatch, crop_tensors, cut_board
 from inspector.ingest.queue import IngestQueue, feed
+from inspector.ingest.silkscreen import SILK_MARGIN, clips_silkscreen, draw_silkscreen
 from inspector.ingest.sources import FolderSource, Frame, ReplaySource, SyntheticSource
-from inspector.ingest.synthetic import SILK_MARGIN, clips_silkscreen, draw_silkscreen, render_board
+from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import body_box, load_rules, parse_rules
 
 from .test_routing_rules import GOOD

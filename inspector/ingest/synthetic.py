@@ -15,9 +15,11 @@ import cv2
 import numpy as np
 
 from ..routing.identity import SerialCode
-from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, Placement, RuleSet, body_box
+from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, Placement, RuleSet
 from ..routing.shapes import SHAPES
 from .identity import code_image
+from .lands import bridge_lands, exposed, footprint_pads, inside
+from .silkscreen import SILKSCREEN_BGR, draw_silkscreen
 
 DEFECTS = ("missing", "shifted", "rotated", "polarity", "bridge", "damaged")
 # Per-part rates on the demo line (polarity only on polarized parts): ~6% of parts are defective.
@@ -25,10 +27,8 @@ DEFAULT_RATES = {"missing": 0.01, "shifted": 0.012, "rotated": 0.01, "polarity":
                  "damaged": 0.01}
 MASK_BGR = (38, 96, 30)
 FIDUCIAL_BGR = (170, 190, 200)
-SILKSCREEN_BGR = (225, 230, 225)
-SILK_MARGIN = 3  # px between a body and its silkscreen outline
 # What a zoo's weights depend on in the drawing, beside the rule set: 2, a part's outline is kept out of the other
-# parts' windows (the demo boards' parts are far enough apart that nothing changed for them).
+# parts' windows (silkscreen.py; the demo boards' parts are far enough apart that nothing changed for them).
 RENDER_VERSION = 2
 
 
@@ -128,48 +128,6 @@ def draw_fiducials(image: np.ndarray, rules: RuleSet) -> None:
                           FIDUCIAL_BGR, -1)
 
 
-def draw_silkscreen(image: np.ndarray, rules: RuleSet) -> None:
-    """Each part's outline, SILK_MARGIN px around its body, left out of every other part's window (its body and
-    the rule set's crop margin, and a pixel more for where registration cuts it). A CAD tool and the board house clip
-    silkscreen off other parts' lands, so a real board never prints one part's outline along its neighbour's joints;
-    drawn there, a close neighbour's line would read as a solder bridge in the window of every 0805 beside another."""
-    outlines, windows, near = _silk_layout(rules)
-    for (x0, y0, x1, y1), others in zip(outlines, near):
-        if not len(others):
-            cv2.rectangle(image, (int(x0), int(y0)), (int(x1), int(y1)), SILKSCREEN_BGR, 1)
-            continue
-        line = np.zeros((y1 - y0 + 1, x1 - x0 + 1), np.uint8)
-        cv2.rectangle(line, (0, 0), (int(x1 - x0), int(y1 - y0)), 255, 1)
-        for wx0, wy0, wx1, wy1 in windows[others]:
-            line[max(0, wy0 - y0):max(0, wy1 - y0 + 1), max(0, wx0 - x0):max(0, wx1 - x0 + 1)] = 0
-        ys, xs = np.nonzero(line)
-        ys, xs = ys + y0, xs + x0
-        inside = (ys >= 0) & (ys < image.shape[0]) & (xs >= 0) & (xs < image.shape[1])
-        image[ys[inside], xs[inside]] = SILKSCREEN_BGR
-
-
-def clips_silkscreen(rules: RuleSet) -> bool:
-    """Whether some part's outline crosses another part's window, so RENDER_VERSION 2 draws the board otherwise
-    than version 1 did (zoo keys name the render version only where it does: the demo zoo's stands)."""
-    return any(len(others) for others in _silk_layout(rules)[2])
-
-
-def _silk_layout(rules: RuleSet) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Every part's outline box and window (inclusive px boxes) and, per part, the other parts whose windows its
-    outline crosses."""
-    placed = list(rules.placements())
-    if not placed:
-        return np.zeros((0, 4), int), np.zeros((0, 4), int), []
-    outlines = np.array([body_box(c, p, SILK_MARGIN) for c, p in placed])
-    windows = np.array([body_box(c, p, rules.crop_margin + 1) for c, p in placed])
-    near = []
-    for i, (x0, y0, x1, y1) in enumerate(outlines):
-        hit = np.flatnonzero((windows[:, 0] <= x1) & (windows[:, 2] >= x0) & (windows[:, 1] <= y1)
-                             & (windows[:, 3] >= y0))
-        near.append(hit[hit != i])
-    return outlines, windows, near
-
-
 def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: str,
               rng: np.random.Generator) -> tuple[float, float]:
     """Draw a part at rotation 0 on a local patch, turn the patch to the placement, paste it.
@@ -182,12 +140,12 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
     mask = np.zeros((side, side), np.uint8)
     c = side // 2
     shape = SHAPES[comp.shape]
-    pads = _footprint_pads(c, comp.pads) if comp.pads else _pads(c, w, h, shape.leads)
+    pads = footprint_pads(c, comp.pads) if comp.pads else _pads(c, w, h, shape.leads)
     bx, by, bw, bh = comp.body_geometry  # the body's centre about the window's, its size
     # a land the body covers whole is a pin through it (a header's posts, seen from above): drawn over the body;
     # so is every land of a footprint that draws no body (the shape's stand-in body would hide them)
-    body_box = (c + bx - bw / 2, c + by - bh / 2, c + bx + bw / 2, c + by + bh / 2)
-    pins = [p for p in pads if comp.pads and (comp.body is None or _inside(p, body_box))]
+    body_rect = (c + bx - bw / 2, c + by - bh / 2, c + bx + bw / 2, c + by + bh / 2)
+    pins = [p for p in pads if comp.pads and (comp.body is None or inside(p, body_rect))]
     for x0, y0, x1, y1 in pads:
         _rect(patch, mask, (x0, y0, x1, y1), (150, 160, 165))
     bridge = None
@@ -195,8 +153,8 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
         if comp.pads:
             # the solder lies where it shows: on the lands' ends out from under the body, not between their centres
             # (a SOT-23's lands run under its body: a bar there is drawn over, and labelled a bridge unseen)
-            seen = [p if p in pins else _exposed(p, body_box) for p in pads]
-            bridge = _bridge_lands(seen, rng, c + (w + 1) // 2, None if pins else body_box)
+            seen = [p if p in pins else exposed(p, body_rect) for p in pads]
+            bridge = bridge_lands(seen, rng, c + (w + 1) // 2, None if pins else body_rect)
             if not set(bridge[1:]) & set(pins):  # between lands in view: under the body, as the lands are
                 _rect(patch, mask, bridge[0], (195, 200, 205))
                 bridge = None
@@ -256,11 +214,6 @@ def _pads(c: int, w: int, h: int, leads: int) -> list[tuple[int, int, int, int]]
     return pads
 
 
-def _footprint_pads(c: int, lands: tuple[tuple[int, int, int, int], ...]) -> list[tuple[int, int, int, int]]:
-    """The rule set's lands (px edges about the window's centre) as inclusive boxes on the patch."""
-    return [(c + x0, c + y0, c + x1 - 1, c + y1 - 1) for x0, y0, x1, y1 in lands]
-
-
 def _body(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: float, h: float, angle: float,
           bgr: tuple[int, int, int], rng: np.random.Generator) -> None:
     tone = tuple(int(np.clip(v + rng.normal(0, 6), 0, 255)) for v in bgr)
@@ -295,76 +248,6 @@ def _bridge(patch: np.ndarray, mask: np.ndarray, pads: list[tuple[int, int, int,
         i = int(rng.integers(0, len(pads) - 2)) // 2 * 2
         a, b = pads[i], pads[i + 2]
         _rect(patch, mask, (a[0], a[1], b[2], a[3]), (195, 200, 205))
-
-
-def _inside(box: tuple[float, float, float, float], outer: tuple[float, float, float, float]) -> bool:
-    return box[0] >= outer[0] and box[1] >= outer[1] and box[2] <= outer[2] and box[3] <= outer[3]
-
-
-def _exposed(land: tuple[int, int, int, int], body: tuple[float, float, float, float]) -> tuple[int, int, int, int]:
-    """The largest part of a land (inclusive px box) that the body's box leaves in view; the land where the body
-    does not reach it, or covers it whole."""
-    x0, y0, x1, y1 = land
-    bx0, by0, bx1, by1 = (int(np.floor(body[0])), int(np.floor(body[1])), int(np.ceil(body[2])), int(np.ceil(body[3])))
-    if x1 < bx0 or x0 > bx1 or y1 < by0 or y0 > by1:
-        return land
-    pieces = [(x0, y0, x1, by0 - 1), (x0, by1 + 1, x1, y1), (x0, y0, bx0 - 1, y1), (bx1 + 1, y0, x1, y1)]
-    pieces = [p for p in pieces if p[2] >= p[0] and p[3] >= p[1]]
-    if not pieces:
-        return land
-    return max(pieces, key=lambda p: (p[2] - p[0] + 1) * (p[3] - p[1] + 1))
-
-
-Box = tuple[int, int, int, int]
-
-
-def _bridge_lands(pads: list[Box], rng: np.random.Generator, reach: int,
-                  body: tuple[float, float, float, float] | None = None) -> tuple[Box, Box, Box]:
-    """Solder joining a footprint's land to its nearest neighbour: (the solder's box, the two lands), a pair whose
-    solder does not run under the `body` where there is one (a SOT-23's lone pin is nearest to a pin across the
-    body: a bridge joins the two on one side). A chip's two terminals are joined along one side of the body,
-    outside it, as `_bridge` draws them; a lone land's solder runs out to `reach` (x, the window's right edge:
-    towards whatever lies beside it)."""
-    if len(pads) == 1:
-        a = pads[0]
-        half = max(1, int((a[3] - a[1]) * 0.3))
-        ym = (a[1] + a[3]) // 2
-        return (a[2], ym - half, max(a[2] + 2, reach), ym + half), a, a
-    centres = np.array([((x0 + x1) / 2, (y0 + y1) / 2) for x0, y0, x1, y1 in pads])
-    pairs = []
-    for i in range(len(pads)):
-        gaps = np.hypot(*(centres - centres[i]).T)
-        gaps[i] = np.inf
-        pairs.append(_solder(pads, centres, i, int(np.argmin(gaps)), rng))
-    clear = [p for p in pairs if body is None or len(pads) == 2 or not _overlaps(p[0], body)]
-    return (clear or pairs)[int(rng.integers(0, len(clear or pairs)))]
-
-
-def _overlaps(box: Box, other: tuple[float, float, float, float]) -> bool:
-    return box[0] <= other[2] and box[2] >= other[0] and box[1] <= other[3] and box[3] >= other[1]
-
-
-def _solder(pads: list[Box], centres: np.ndarray, i: int, j: int, rng: np.random.Generator) -> tuple[Box, Box, Box]:
-    """The solder joining lands i and j: (its box, land i, land j)."""
-    a, b = pads[i], pads[j]
-    (ax, ay), (bx, by) = centres[i], centres[j]
-    across = abs(bx - ax) >= abs(by - ay)  # the lands sit side by side along x
-    if len(pads) == 2:
-        if across:
-            y = int(rng.choice([min(a[1], b[1]) - 2, max(a[3], b[3]) + 1]))
-            return (min(a[0], b[0]), y, max(a[2], b[2]), y + 2), a, b
-        x = int(rng.choice([min(a[0], b[0]) - 2, max(a[2], b[2]) + 1]))
-        return (x, min(a[1], b[1]), x + 2, max(a[3], b[3])), a, b
-    # a bar over the gap where the two lands face each other, as thick as 0.6 of the thinner land
-    if across:
-        lo, hi = max(a[1], b[1]), min(a[3], b[3])
-        ym = int(round((lo + hi) / 2 if hi >= lo else (ay + by) / 2))
-        half = max(1, int(min(a[3] - a[1], b[3] - b[1]) * 0.3))
-        return (min(a[2], b[2]), ym - half, max(a[0], b[0]), ym + half), a, b
-    lo, hi = max(a[0], b[0]), min(a[2], b[2])
-    xm = int(round((lo + hi) / 2 if hi >= lo else (ax + bx) / 2))
-    half = max(1, int(min(a[2] - a[0], b[2] - b[0]) * 0.3))
-    return (xm - half, min(a[3], b[3]), xm + half, max(a[1], b[1])), a, b
 
 
 def _damage(patch: np.ndarray, mask: np.ndarray, cx: float, cy: float, w: float, h: int,

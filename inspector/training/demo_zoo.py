@@ -15,7 +15,8 @@ from pathlib import Path
 from ..experts.zoo import ZOO_FORMAT, ExpertEntry, Zoo, current_zoo, write_expert, write_manifest
 from ..ingest.camera_model import describe
 from ..ingest.photometric import INPUT_VERSION
-from ..ingest.synthetic import RENDER_VERSION, clips_silkscreen
+from ..ingest.silkscreen import clips_silkscreen
+from ..ingest.synthetic import RENDER_VERSION
 from ..logs import progress as progress_of
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, RuleSet
 from ..runtime.diskio import write_atomically
