@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from inspector.board.centroid import load_profile, read_centroid
@@ -116,12 +117,35 @@ def test_a_kicad5_board_imports_with_every_parts_fate(tmp_path: Path) -> None:
     assert [f.ref for f in imported_bottom.fates if f.inspected] == ["C2"]
 
 
+def _lands_drawn_where_the_geometry_puts_them(imported, rules, image) -> int:  # noqa: ANN001
+    """Every pad of the import's own geometry (image frame, worked out apart from the rule set) shows land on the
+    rendered board (a body may cover all but a land's outer end: a crystal's, a chip's), on every part whose window
+    no other part's reaches (a connector's drawn body may cover a neighbour's lands): the lands checked."""
+    import math
+
+    from inspector.routing.rules import body_box
+
+    boxes = {p.ref: body_box(c, p) for c, p in rules.placements()}
+    alone = {ref for ref, (x0, y0, x1, y1) in boxes.items()
+             if not any(o != ref and ox0 < x1 and ox1 > x0 and oy0 < y1 and oy1 > y0
+                        for o, (ox0, oy0, ox1, oy1) in boxes.items())}
+    looked = 0
+    for ref, pads in imported.geometry.pads.items():
+        if ref not in alone:
+            continue
+        for x0, y0, x1, y1 in pads:
+            inside = image[math.floor(y0 + 0.5):math.ceil(y1 - 0.5), math.floor(x0 + 0.5):math.ceil(x1 - 0.5)]
+            b, g, r = (inside[..., k].astype(int) for k in range(3))
+            land = (np.minimum(np.minimum(b, g), r) > 110) & (abs(g - r) < 40)  # land, not mask or body
+            assert land.sum() >= 2, (ref, (x0, y0, x1, y1))
+            looked += 1
+    return looked
+
+
 def test_an_imported_board_is_drawn_with_its_footprints_own_lands(tmp_path: Path) -> None:
     """The rule set carries each footprint's lands and body (`pads:`, `body:`, about the window's centre at rotation
     0); the renderer draws them, turned with the part, exactly where the import's own board geometry (the image
     frame, worked out apart from the rule set) puts every pad."""
-    import numpy as np
-
     from inspector.ingest.synthetic import render_board
 
     (tmp_path / "b.kicad_pcb").write_text(KICAD5)
@@ -132,18 +156,19 @@ def test_an_imported_board_is_drawn_with_its_footprints_own_lands(tmp_path: Path
     assert r1.pads == ((-14, -7, -4, 7), (4, -7, 14, 7)) and r1.body == (-10, -6, 10, 6)
     assert rules.component("PinHeader_1x02_P2.54mm_Vertical").body is None  # no body drawn in its footprint
     board = render_board(rules, "B1", np.random.default_rng(0), rates={})
-    centre = {p.ref: (p.x, p.y) for _c, p in rules.placements()}
-    looked = 0
-    for ref, pads in imported.geometry.pads.items():
-        for x0, y0, x1, y1 in pads:
-            # the land's end away from the part (a chip's body covers its terminals' inner ends)
-            mid_x, mid_y = (x0 + x1) / 2, (y0 + y1) / 2
-            out_x = mid_x + np.sign(mid_x - centre[ref][0]) * (x1 - x0) * 0.3
-            out_y = mid_y + np.sign(mid_y - centre[ref][1]) * (y1 - y0) * 0.3
-            b, g, r = board.image[round(out_y), round(out_x)].astype(int)
-            assert min(b, g, r) > 110 and abs(g - r) < 40, (ref, (x0, y0, x1, y1), (b, g, r))  # land, not mask
-            looked += 1
-    assert looked == 6
+    assert _lands_drawn_where_the_geometry_puts_them(imported, rules, board.image) == 6
+    # a file whose y points up (Eagle, centroid files): a SOT-23, its lone pin up in the file, at every quarter turn
+    from inspector.board.design import BoardDesign, Pad, PlacedPart
+
+    sot = (Pad(-0.95, -1.1, 0.6, 0.7), Pad(0.95, -1.1, 0.6, 0.7), Pad(0.0, 1.1, 0.6, 0.7))
+    parts = [PlacedPart(f"Q{k}", "", "SOT-23", 5.0 + 6 * k, 5.0, 90.0 * k, "top", sot, (-1.45, -0.65, 1.45, 0.65))
+             for k in range(4)]
+    up = import_design(BoardDesign("up.brd", "test", parts, True, (0.0, 0.0, 26.0, 10.0)), load_library(), 20.0)
+    rules_up = parse_rules(up.rules_text, str(tmp_path / "up.yaml"))
+    image = render_board(rules_up, "U1", np.random.default_rng(0), rates={}).image
+    assert _lands_drawn_where_the_geometry_puts_them(up, rules_up, image) == 12
+    lone = [up.geometry.pads[f"Q{k}"][2] for k in range(4)]  # the lone pin: up in the file, so up in the image at 0
+    assert lone[0][1] < up.geometry.pads["Q0"][0][1]
     # and no land where there is none: between R1's two pads lies its body, beside them the mask
     b, g, r = board.image[80, 100 + 12].astype(int)  # right of R1 (turned: its pads lie above and below)
     assert g > 2 * r, (b, g, r)
@@ -252,7 +277,12 @@ def test_an_eagle_board_brings_its_own_footprints(tmp_path: Path) -> None:
     lib.write_text("packages:\n" + "\n".join(f"  '{p}': {{class: soic}}" for p in caught.value.unknown) + "\n")
     imported = import_design(design, load_library(lib), 30.0)
     assert imported.types["0402_chip-capacitor"] > 0 and imported.types["0402_chip-resistor"] > 0  # one name, two looks
-    parse_rules(imported.rules_text, str(tmp_path / "s.yaml"))
+    rules = parse_rules(imported.rules_text, str(tmp_path / "s.yaml"))
+    # Eagle's y points up and its footprints turn the other way round the flipped axis: the lands still land
+    from inspector.ingest.synthetic import render_board
+
+    board = render_board(rules, "S1", np.random.default_rng(0), rates={}).image
+    assert _lands_drawn_where_the_geometry_puts_them(imported, rules, board) > 150
     (tmp_path / "cut.brd").write_bytes(brd.read_bytes()[:5000])
     with pytest.raises(CadError, match=r"cut.brd:\d+: not well-formed Eagle XML"):
         read_eagle(tmp_path / "cut.brd")
