@@ -9,7 +9,8 @@ the image work that teaching it from golden photos needs.
 - centroid.py      pick-and-place / centroid files (KiCad .pos/.csv, Altium, JLC, Eagle .mnt/.mnb, saved profiles).
 - importing.py     one import as the CLI and the dashboard run it: the file by its kind, the rule set written.
 - library.py       the plant's package library: package -> class, body, polarity, drawn shape; unknown ones asked.
-- to_rules.py      a design, the library and the camera's scale -> a rule set the line runs, and every part's fate.
+- to_rules.py      a design, the library and the camera's scale -> a rule set the line runs (each type's lands and
+                   body from its footprint, for the renderer), and every part's fate.
 - geometry.py      the outline and pads written beside the rule set (RULES.board.json), for teaching.
 - register.py      a photo registered to the CAD: on the board's outline, on picked points, refined by ECC; a
                    frame aligned on the golden board alone.
