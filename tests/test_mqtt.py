@@ -122,6 +122,27 @@ def test_boards_stored_while_the_connection_comes_up_arrive_in_the_order_they_we
     sub.close()
 
 
+def test_boards_stored_while_acknowledgements_stream_in_never_lock_the_publisher(broker: Mosquitto) -> None:
+    """paho calls on_publish holding its message lock, which publish() takes too: a publisher that held its own
+    lock across publish() while the broker's acknowledgements came in deadlocked with paho's network thread (a
+    kiosk hung at shutdown in CI). Boards stored back to back while earlier ones are acknowledged all arrive."""
+    sub = Subscriber(broker.port)
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-5", "aoi-3")
+    pub.start()
+    deadline = time.monotonic() + 5
+    while not pub.status().connected and time.monotonic() < deadline:
+        time.sleep(0.005)
+    record = board("B0", 0)
+    writer = threading.Thread(target=lambda: [pub(record) for _ in range(3000)], daemon=True)
+    writer.start()
+    writer.join(60)
+    assert not writer.is_alive(), "the writer is stuck in the publisher"
+    assert pub.wait_published(30), pub.status()
+    status = pub.close()
+    assert status.published == 3000 and status.queued == 0 and status.dropped == 0
+    sub.close()
+
+
 def test_results_published_during_a_broker_outage_arrive_after_it(broker: Mosquitto) -> None:
     Subscriber(broker.port).close()  # the MES has a persistent subscription
     pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")

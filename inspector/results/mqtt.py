@@ -13,6 +13,11 @@ queued, so a board stored during the reconnect would overtake the older ones. Af
 once paho's re-sent messages are acknowledged. The client reconnects with backoff; what is queued, dropped and
 acknowledged is counted. Every message carries the board's inspection id, so a subscriber can drop a re-sent one
 (QoS 1 is at least once).
+
+Locks: paho calls `on_publish` holding its own message lock, which `publish()` takes too, so the publisher never
+holds its state lock across a `publish()` (the writer thread and paho's network thread once held one each and
+waited on the other: a kiosk hung at shutdown). Hand-overs are serialised by a lock of their own that paho's
+callbacks never take; a drain that an acknowledgement makes due runs on a thread of its own.
 """
 from __future__ import annotations
 
@@ -59,6 +64,8 @@ class MqttPublisher:
         self._lock = threading.Lock()
         self._published = 0
         self._pending: set[int] = set()  # board message ids handed to paho, not yet acknowledged
+        self._in_hand = 0  # boards taken off the outbox whose publish() has not returned yet
+        self._send_lock = threading.Lock()  # one hand-over at a time, in order; never taken in a paho callback
         self._early: set[int] = set()  # acknowledgements that overtook their publish() call
         self._status_mids: set[int] = set()
         self._connected = False
@@ -93,39 +100,42 @@ class MqttPublisher:
         """Publish one stored board (a ResultWriter `on_written` sink); never blocks on the network."""
         payload = json.dumps(units_inspected(board))
         with self._lock:
-            if self._connected and not self._outbox and not self._pending_before_reconnect:
-                self._hand_over(payload, board.board_serial)
-                return
-            if len(self._outbox) + len(self._pending) >= self._max_queued:
+            direct = self._connected and not self._outbox and not self._pending_before_reconnect
+            if not direct and len(self._outbox) + len(self._pending) >= self._max_queued:
                 self._dropped += 1
                 self._last_error = f"MQTT queue full while the broker is away: board {board.board_serial} not sent"
                 return
             self._outbox.append((payload, board.board_serial))
-
-    def _hand_over(self, payload: str, serial: str) -> None:
-        """One board to paho, under the lock (the order boards were stored is the order they are handed over)."""
-        info = self.client.publish(self.board_topic, payload, qos=1)
-        if info.mid in self._early:
-            self._early.discard(info.mid)
-            self._published += 1
-        else:
-            self._pending.add(info.mid)
-        if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
-            self._last_error = f"publish of board {serial} failed: {mqtt.error_string(info.rc)}"
+        self._drain()
 
     def _drain(self) -> None:
-        """Hand the outbox over, oldest first, once nothing of an earlier connection awaits its acknowledgement."""
-        if not self._connected or self._pending_before_reconnect:
-            return
-        while self._outbox:
-            self._hand_over(*self._outbox.popleft())
+        """Hand the outbox over, oldest first (the order boards were stored), once nothing of an earlier connection
+        awaits its acknowledgement. Never called holding the state lock, nor from a callback paho runs holding its
+        message lock (see the module's docstring)."""
+        with self._send_lock:
+            while True:
+                with self._lock:
+                    if not self._connected or self._pending_before_reconnect or not self._outbox:
+                        return
+                    payload, serial = self._outbox.popleft()
+                    self._in_hand += 1
+                info = self.client.publish(self.board_topic, payload, qos=1)
+                with self._lock:
+                    self._in_hand -= 1
+                    if info.mid in self._early:  # its acknowledgement overtook this call's return
+                        self._early.discard(info.mid)
+                        self._published += 1
+                    else:
+                        self._pending.add(info.mid)
+                    if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+                        self._last_error = f"publish of board {serial} failed: {mqtt.error_string(info.rc)}"
 
     def wait_published(self, timeout: float) -> bool:
         """Wait until the broker has acknowledged everything handed over; False on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self._lock:
-                if not self._pending and not self._outbox:
+                if not self._pending and not self._outbox and not self._in_hand:
                     return True
             time.sleep(0.02)
         return False
@@ -161,7 +171,7 @@ class MqttPublisher:
             self._status_mids.add(mid)  # its acknowledgement comes later on this same thread
             # boards handed over before a drop are re-sent by paho after this callback: the outbox waits for them
             self._pending_before_reconnect = set(self._pending)
-            self._drain()
+        self._drain()  # paho holds no message lock while it runs on_connect
 
     def _on_disconnect(self, _client, _userdata, _flags, reason, _props) -> None:  # noqa: ANN001
         with self._lock:
@@ -178,6 +188,7 @@ class MqttPublisher:
                 self._published += 1
                 if self._pending_before_reconnect:
                     self._pending_before_reconnect.discard(mid)
-                    self._drain()
+                    if not self._pending_before_reconnect and self._outbox:  # paho holds its message lock here
+                        threading.Thread(target=self._drain, name="mqtt-drain", daemon=True).start()
             else:
                 self._early.add(mid)
