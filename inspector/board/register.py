@@ -21,11 +21,12 @@ stop, a fixture with play) and there is nothing to find it by, the frame is alig
 the shift by phase correlation, then ECC on standardised greys, coarse to fine, on reduced copies so a frame costs
 milliseconds, not a second. A board slides and turns on a conveyor, so that is the motion fitted first; an affine
 map (a little scale or shear: another height) and then a homography (a tilted view) are taken only where each
-correlates clearly better, since a freer motion also fits a sparse board's clutter. The residual is the median
-shift left between the two in a grid of tiles. A frame that does not correlate with the golden board, or would
-need a corner moved further than a board could slide, is refused with the reason. (The bare-board comparison's
-`ingest/difference.align` is the lighter cousin: one affine step, and the shift kept when ECC fails, because there a
-board's differences are what is looked for; the line's registration must refuse instead of guessing.)
+leaves clearly less shift between the two in a grid of tiles, since a freer motion also fits a sparse board's
+clutter. That shift, its median over the tiles, is the residual. A frame that does not correlate with the golden
+board, or would need a corner moved further than a board could slide, is refused with the reason. (The bare-board
+comparison's `ingest/difference.align` is the lighter cousin: one affine step, and the shift kept when ECC fails,
+because there a board's differences are what is looked for; the line's registration must refuse instead of
+guessing.)
 """
 from __future__ import annotations
 

@@ -153,9 +153,10 @@ def draw_part(image: np.ndarray, comp: ComponentRule, place: Placement, defect: 
         if comp.pads:
             # the solder lies where it shows: on the lands' ends out from under the body, not between their centres
             # (a SOT-23's lands run under its body: a bar there is drawn over, and labelled a bridge unseen)
-            seen = [p if p in pins else exposed(p, body_rect) for p in pads]
+            pinned = set(pins)
+            seen = [p if p in pinned else exposed(p, body_rect) for p in pads]
             bridge = bridge_lands(seen, rng, c + (w + 1) // 2, None if pins else body_rect)
-            if not set(bridge[1:]) & set(pins):  # between lands in view: under the body, as the lands are
+            if not set(bridge[1:]) & pinned:  # between lands in view: under the body, as the lands are
                 _rect(patch, mask, bridge[0], (195, 200, 205))
                 bridge = None
         else:

@@ -35,7 +35,7 @@ class PartSample:
     offset: tuple[float, float]  # body shift at rotation 0, board px
     size: tuple[int, int]  # body w, h at rotation 0
     margin: int
-    body: tuple[float, float] | None = None  # the drawn body's w, h where the footprint gives it (else 0.78 w, h)
+    body: tuple[float, float] | None = None  # the drawn body's w, h (ComponentRule.body_geometry); None: 0.78 w, h
 
 
 @dataclass
@@ -75,7 +75,7 @@ def collect(rule_sets: list[RuleSet], per_type: int, seed: int, rates: dict[str,
                 if types is not None and comp.name not in types:
                     continue
                 sample = PartSample(crop.image, board.truth[crop.ref], board.offsets[crop.ref], comp.size,
-                                    rules.crop_margin, None if comp.body is None else comp.body_geometry[2:])
+                                    rules.crop_margin, comp.body_geometry[2:])
                 out.by_classifier[comp.classifier].append(sample)
                 if comp.detector and sample.defect in ("ok", "polarity", "shifted"):
                     out.by_detector[comp.detector].append(sample)
