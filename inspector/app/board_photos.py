@@ -124,7 +124,7 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
         any_found = True
         reg = c.registration
         if reg is not None and reference is not None:
-            reg = refine_on_reference(photo, reg, reference)
+            reg = refine_on_reference(photo, reg, reference, px_per_mm)
         image = to_recipe_frame(photo, reg, rules, reference if light else None) if reg is not None else None
         yield PhotoBoard(photo_path, i, c.centre, reg, image, c.reason)
     if not any_found:

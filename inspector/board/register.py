@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from .bend import Bend, measure_bend
 from .geometry import PxRect, rect_mask
 
 SEGMENT_SIDE = 1000  # px: the photo's longer side when telling board from background
@@ -68,16 +69,18 @@ class Registration:
     residual_px: float  # median distance of the evidence from where the CAD puts it, image frame px
     residual_mm: float
     note: str = ""
+    bend: Bend | None = None  # what the homography leaves, measured on the golden board (board/bend.py)
 
     def warp(self, photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         """The photo in the rule set's frame (`size` = width, height): what the line cuts crops from."""
-        return cv2.warpPerspective(photo, self.homography, size, flags=cv2.INTER_AREA,
-                                   borderMode=cv2.BORDER_REPLICATE)
+        warped = cv2.warpPerspective(photo, self.homography, size, flags=cv2.INTER_AREA,
+                                     borderMode=cv2.BORDER_REPLICATE)
+        return self.bend.undo(warped) if self.bend is not None and self.bend.size == size else warped
 
     def to_json(self) -> dict:
         return {"method": self.method, "residual_px": round(self.residual_px, 2),
                 "residual_mm": round(self.residual_mm, 3), "homography": self.homography.round(6).tolist(),
-                "note": self.note}
+                "bend_px": round(self.bend.largest_px, 1) if self.bend is not None else 0.0, "note": self.note}
 
 
 @dataclass
@@ -283,9 +286,12 @@ def _corner_move(warp: np.ndarray, size: tuple[int, int]) -> float:
                  .max())
 
 
-def refine_on_reference(photo: np.ndarray, registration: Registration, reference: np.ndarray) -> Registration:
+def refine_on_reference(photo: np.ndarray, registration: Registration, reference: np.ndarray,
+                        px_per_mm: float = 1.0) -> Registration:
     """`registration` brought into line with the golden board `reference` (image frame) by ECC on the photo's
-    content; kept as it was (noted) where ECC does not converge or moves a corner by more than 5% of the board."""
+    content, and the bend a homography leaves undone where one shows (board/bend.py); kept as it was (noted) where
+    ECC does not converge or moves a corner by more than 5% of the board. The residual is then what is left against
+    the golden board, tile by tile, not the outline's edge."""
     size = (reference.shape[1], reference.shape[0])
     warped = registration.warp(photo, size)
     warp = np.eye(3, dtype=np.float32)
@@ -302,9 +308,12 @@ def refine_on_reference(photo: np.ndarray, registration: Registration, reference
         return registration
     # warp maps reference px -> warped px; the refined map takes the photo to the reference: inv(warp) @ H
     h = np.linalg.inv(warp.astype(np.float64)) @ registration.homography
-    note = f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved:.1f} px)"
-    return Registration(h / h[2, 2], registration.method + "+reference", registration.residual_px,
-                        registration.residual_mm, note)
+    h /= h[2, 2]
+    refined = cv2.warpPerspective(photo, h, size, flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REPLICATE)
+    bend, _before, left, bent = measure_bend(standard_grey(reference), standard_grey(refined))
+    note = (f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved:.1f} px); "
+            f"{bent}")
+    return Registration(h, registration.method + "+reference", left, left / px_per_mm, note, bend)
 
 
 def _reduced(image: np.ndarray, scale: float) -> np.ndarray:
