@@ -109,6 +109,27 @@ def test_a_photo_registers_on_the_boards_outline_whatever_its_turn_and_tilt(impo
         assert reg.residual_mm < 0.2
 
 
+def test_a_connector_over_the_edge_does_not_tilt_the_outline(imported: Path) -> None:
+    """A connector's metal shell hanging 1.5 mm over half the bottom edge (a USB receptacle): the side is fitted
+    through the solder mask's own edge, not the shell's."""
+    rules, geometry = load_rules(imported), read_geometry(imported)
+    board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    pad = 40
+    padded = cv2.copyMakeBorder(board, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(235, 235, 235))
+    h, w = board.shape[:2]
+    cv2.rectangle(padded, (pad + 60, pad + h - 30), (pad + 260, pad + h + 15), (150, 155, 160), -1)
+    pads = [p for ps in geometry.pads.values() for p in ps]
+    corners = np.float64([[[0, 0]], [[400, 0]], [[400, 300]], [[0, 300]]])
+    for angle in (8.0, 185.0):
+        photo, m = photo_of(padded, angle, 1.3, 0.0, (60, 40), canvas=(1000, 800))
+        found = find_boards(photo, rules.board_size, geometry.outline, pads, geometry.px_per_mm)
+        reg = found[0].registration
+        assert reg is not None, found[0].reason
+        seen = cv2.perspectiveTransform(corners + pad, m)  # the board's corners in the photo
+        assert np.abs(cv2.perspectiveTransform(seen, reg.homography) - corners).max() < 2.0, angle
+        assert reg.photo_scale(rules.board_size) == pytest.approx(1.3, rel=0.02)  # photo px per recipe px
+
+
 def test_boards_that_touch_or_a_line_of_points_are_refused_with_the_reason(imported: Path) -> None:
     rules, geometry = load_rules(imported), read_geometry(imported)
     board = render_board(rules, "g", np.random.default_rng(0), rates={}).image

@@ -25,19 +25,24 @@ from .board_photos import PhotoBoard, boards_of, overlay, read_photo, registrati
 from .line import Line, LineConfig, golden_types
 from .run import line_profiles
 
+COARSE = 0.75  # of the recipe's px/mm: a photo that resolves the board more coarsely is said to (crops upsampled)
+
 
 @dataclass
 class BoardChecked:
     board: PhotoBoard
     inspected: int = 0
     flagged: list[tuple[str, str]] = field(default_factory=list)  # (ref, defect class)
+    photo_px_per_mm: float | None = None  # how finely the photo resolves the board, where it registered
+    recipe_px_per_mm: float | None = None
 
     def to_json(self) -> dict:
         reg = self.board.registration
         return {"photo": str(self.board.photo), "board": self.board.index, "centre": list(self.board.centre),
                 "registered": reg is not None, "reason": self.board.reason,
-                "registration": reg.to_json() if reg is not None else None, "inspected": self.inspected,
-                "flagged": [f"{ref} ({kind})" for ref, kind in self.flagged]}
+                "registration": reg.to_json() if reg is not None else None,
+                "photo_px_per_mm": round(self.photo_px_per_mm, 1) if self.photo_px_per_mm is not None else None,
+                "inspected": self.inspected, "flagged": [f"{ref} ({kind})" for ref, kind in self.flagged]}
 
 
 def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path,
@@ -76,8 +81,12 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
         finally:
             line.stop()
     out, overlays = [], []
+    px_per_mm = geometry.px_per_mm if geometry is not None else None
     for b in found:
         checked = BoardChecked(b)
+        if b.registration is not None and px_per_mm is not None:
+            checked.photo_px_per_mm = px_per_mm * b.registration.photo_scale(rules.board_size)
+            checked.recipe_px_per_mm = px_per_mm
         record = records.get(b.name)
         if record is not None:
             if record.error:
@@ -101,6 +110,11 @@ def format_checked(checked: list[BoardChecked]) -> str:
                      f"{len(c.flagged):>8}{share:>8}")
         if reg is None:
             lines.append(f"{'':<36}not registered: {c.board.reason}")
-        elif c.flagged and len(c.flagged) <= 12:
+            continue
+        if c.photo_px_per_mm is not None and c.recipe_px_per_mm and c.photo_px_per_mm < COARSE * c.recipe_px_per_mm:
+            lines.append(f"{'':<36}the photo resolves it at {c.photo_px_per_mm:.1f} px/mm, the recipe's pixels are "
+                         f"{c.recipe_px_per_mm:g}/mm: its crops are upsampled, and what is smaller than "
+                         f"{2 / c.photo_px_per_mm:.2f} mm is not seen")
+        if c.flagged and len(c.flagged) <= 12:
             lines.append(f"{'':<36}flagged: {', '.join(f'{ref} ({kind})' for ref, kind in c.flagged)}")
     return "\n".join(lines)
