@@ -251,6 +251,27 @@ def test_the_colour_comparison_sees_a_mask_of_another_colour_where_the_grey_one_
     assert grey < 3 and colour > 40
 
 
+def test_the_matched_comparison_keeps_how_dark_a_window_is_where_the_grey_one_does_not() -> None:
+    """A bare 0402 land pattern (two bright lands, dark mask between) against a placed resistor (bright
+    terminations, a black body): standardised each on its own they are one picture; on the golden window's scale
+    the black body is darker than the mask it hides."""
+    import torch
+
+    from inspector.ingest.golden import compose
+
+    def window(middle: int) -> torch.Tensor:
+        x = torch.full((1, 3, 20, 40), 230, dtype=torch.uint8)
+        x[..., :, 12:28] = middle
+        return x
+
+    placed, bare = window(20), window(70)  # a black body; the dark mask between bare lands
+    grey = compose(bare, placed, "composite")[0, 2, :, 12:28].float().mean()  # the difference where the body is
+    matched = compose(bare, placed, "matched")[0, 2, :, 12:28].float().mean()
+    assert grey < 1 and matched > 15
+    same = compose(placed, placed, "matched")[0, 2].float().mean()
+    assert same < 1
+
+
 def test_good_crops_alone_teach_an_anomaly_expert_per_type_that_the_line_serves(imported: Path) -> None:
     """`--experts anomaly`: each type's own expert, its head fitted on its good crops alone over the features of the
     classifier this teaching trained; the line loads it and decodes it as any classifier."""

@@ -34,9 +34,11 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--escape-rate", type=float,
                        help="give each type the threshold letting at most this share of its held-out defects pass "
                             "(default: every type serves the teaching's threshold, 1%% false calls)")
-    teach.add_argument("--comparison", choices=["composite", "colour", "none"], default="composite",
+    teach.add_argument("--comparison", choices=["composite", "colour", "matched", "none"], default="composite",
                        help="what each expert reads: the crop beside the golden board's window in grey (composite, "
-                            "the default), the same counting colour changes (colour), or the live crop alone (none)")
+                            "the default), the same counting colour changes (colour), the same on the golden "
+                            "window's grey scale, keeping how dark a window is (matched), or the live crop alone "
+                            "(none)")
     teach.add_argument("--experts", choices=["classifier", "anomaly"], default="classifier",
                        help="serve each type the shared classifier taught on made defects (default), or an expert of "
                             "its good crops alone (an anomaly score over that classifier's features)")

@@ -35,7 +35,9 @@ LETTERBOX_GREY = 128.0 / 255.0
 # What an expert reads beside the live crop. None: the live crop alone. composite: the live crop, the same window of
 # the golden board and their difference, as three greys (ingest/golden.py); the line must have a golden image.
 # colour: the same, the difference also counting a change of colour (a bare board's mask beside the golden one's).
-REFERENCES = ("composite", "colour")
+# matched: the composite with both greys on the golden window's scale, for photos brought to the golden board's light
+# first (board/light.py): how dark a window is stays (a black resistor body against the dark mask of its bare lands).
+REFERENCES = ("composite", "colour", "matched")
 
 
 class UnknownArchitecture(ValueError):

@@ -32,6 +32,14 @@ def _standard_grey(x: torch.Tensor) -> torch.Tensor:
     return (g - mean) * (SPREAD / std) + MEAN
 
 
+def _on_scale_of(x: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """`x`'s grey standardised with `reference`'s grey's mean and spread (N x H x W)."""
+    g, r = (x.float() * _GREY).sum(dim=1), (reference.float() * _GREY).sum(dim=1)
+    mean = r.mean(dim=(1, 2), keepdim=True)
+    std = r.std(dim=(1, 2), keepdim=True).clamp(min=MIN_STD)
+    return (g - mean) * (SPREAD / std) + MEAN
+
+
 def _opponent(x: torch.Tensor) -> torch.Tensor:
     """N x 3 x H x W RGB -> N x 2 x H x W chromaticity: (R - G) / sqrt 2, (R + G - 2B) / sqrt 6."""
     r, g, b = x.float().unbind(dim=1)
@@ -45,7 +53,10 @@ def compose(live: torch.Tensor, golden: torch.Tensor, kind: str = "composite") -
     if live.shape != golden.shape:
         raise ValueError(f"a live crop {tuple(live.shape[-2:])} and its golden crop {tuple(golden.shape[-2:])} must "
                          "be one window: the same size")
-    a, b = _standard_grey(live), _standard_grey(golden)
+    if kind == "matched":  # one scale for both, the golden window's: how dark the live window is stays
+        a, b = _on_scale_of(live, golden), _standard_grey(golden)
+    else:
+        a, b = _standard_grey(live), _standard_grey(golden)
     diff = (a - b).abs()
     if kind == "colour":
         chroma = (_opponent(live) - _opponent(golden)).pow(2).sum(dim=1)
