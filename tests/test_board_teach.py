@@ -18,7 +18,7 @@ import pytest
 
 from inspector.board.geometry import read_geometry
 from inspector.board.made_defects import KINDS, made_defects, photo_variant
-from inspector.board.register import RegistrationError, find_boards, register_points
+from inspector.board.register import Registration, RegistrationError, find_boards, register_points
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import load_rules
 
@@ -128,6 +128,19 @@ def test_a_connector_over_the_edge_does_not_tilt_the_outline(imported: Path) -> 
         seen = cv2.perspectiveTransform(corners + pad, m)  # the board's corners in the photo
         assert np.abs(cv2.perspectiveTransform(seen, reg.homography) - corners).max() < 2.0, angle
         assert reg.photo_scale(rules.board_size) == pytest.approx(1.3, rel=0.02)  # photo px per recipe px
+
+
+def test_check_says_when_a_photo_resolves_the_board_more_coarsely_than_the_recipe() -> None:
+    from inspector.app.board_check import BoardChecked, format_checked
+    from inspector.app.board_photos import PhotoBoard
+
+    half = Registration(np.diag([2.0, 2.0, 1.0]), "outline", 0.2, 0.02)  # 1 photo px = 2 recipe px
+    assert half.photo_scale((400, 300)) == pytest.approx(0.5)
+    board = PhotoBoard(Path("bare.jpg"), 0, (10, 10), half, None)
+    coarse = BoardChecked(board, 60, [], 20 * half.photo_scale((400, 300)), 20)
+    assert "resolves it at 10.0 px/mm" in format_checked([coarse]) and coarse.to_json()["photo_px_per_mm"] == 10
+    fine = BoardChecked(board, 60, [], 18.0, 20)
+    assert "resolves" not in format_checked([fine])
 
 
 def test_boards_that_touch_or_a_line_of_points_are_refused_with_the_reason(imported: Path) -> None:

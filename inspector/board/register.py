@@ -49,6 +49,7 @@ SIDE_TRIALS = 200  # lines tried through two of a side's points
 SIDE_BAND = 0.12  # of the box's shorter side: a side's points lie this near the blob's box (a connector hanging
 #                   over the edge moves the box's side outwards, and the edge itself must stay within reach)
 MASK_NEAR = 0.015  # of a blob's size: an outline point this close to its solder mask is the board's own edge
+MASK_SAMPLE = 20_000  # pixels of a blob its commonest colour is found among, at most
 MASK_COLOUR_MIN = 10.0  # Lab: a pixel this close to the blob's commonest colour is solder mask, at least
 MIN_EDGE_SHARE = 0.4  # of a blob's rim on solder mask's edge at least, or the residual is measured on all of it
 OFF_MASK_WEIGHT = 0.25  # a rim point off the solder mask's edge counts this much towards a side's line
@@ -159,12 +160,13 @@ def on_mask_edge(lab: np.ndarray, contour: np.ndarray) -> np.ndarray:
     pixels = lab[inner > 0]
     if len(pixels) < 100:
         return np.ones(len(contour), bool)
+    sample = pixels[::max(1, len(pixels) // MASK_SAMPLE)]  # the commonest colour needs thousands, not a million
     cv2.setRNGSeed(0)
     criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1.0)
-    _, labels, centres = cv2.kmeans(pixels, 3, None, criteria, 3, cv2.KMEANS_PP_CENTERS)
+    _, labels, centres = cv2.kmeans(np.ascontiguousarray(sample), 3, None, criteria, 3, cv2.KMEANS_PP_CENTERS)
     commonest = int(np.bincount(labels.ravel(), minlength=3).argmax())
     distance = np.linalg.norm(lab - centres[commonest], axis=2)
-    spread = float(np.median(distance[inner > 0][labels.ravel() == commonest]))
+    spread = float(np.median(np.linalg.norm(sample[labels.ravel() == commonest] - centres[commonest], axis=1)))
     solder_mask = ((distance < max(MASK_COLOUR_MIN, 3 * spread)) & (inner > 0)).astype(np.uint8)
     r = max(2, round(MASK_NEAR * np.sqrt(max(1.0, cv2.contourArea(contour.astype(np.float32))))))
     near = cv2.dilate(solder_mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
@@ -249,9 +251,9 @@ def _edge_energy(image: np.ndarray) -> np.ndarray:
 def register_outline(photo: np.ndarray, contour: np.ndarray, size: tuple[int, int], outline: PxRect,
                      marks: list[PxRect], px_per_mm: float, edge: np.ndarray | None = None) -> Registration:
     """The blob `contour` (photo px) registered to the outline box of a `size` image frame, its turn chosen by
-    where the CAD puts edges (`marks`: the pads, or the parts' windows); its sides fitted through the points
-    `edge` marks as the board's own (on_mask_edge), where enough are. Raises RegistrationError when the blob is
-    not one whole board or its turn cannot be told."""
+    where the CAD puts edges (`marks`: the pads, or the parts' windows); each side the straightest run of the rim,
+    the points `edge` marks as the board's own (on_mask_edge) counting most. Raises RegistrationError when the blob
+    is not one whole board or its turn cannot be told."""
     on_mask = edge if edge is not None else np.ones(len(contour), bool)
     corners = _edges(contour, np.where(on_mask, 1.0, OFF_MASK_WEIGHT))
     if corners is None:
