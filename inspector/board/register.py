@@ -16,7 +16,9 @@ never registered by guess.
 
 **To a reference.** A board photo registered on its outline is then refined on the golden board itself (ECC,
 homography, on standardised greys, so another light does not matter), which brings the board's own content, not
-only its edge, into line; a refinement that does not converge keeps the outline's registration and says so.
+only its edge, into line; a refinement that does not converge keeps the outline's registration and says so. What
+a homography cannot follow (a phone's lens, a bowed board) is then measured tile by tile and taken out
+(board/bend.py).
 
 **On the golden board alone.** Where each frame already holds the board about where the recipe puts it (a conveyor's
 stop, a fixture with play) and there is nothing to find it by, the frame is aligned to the golden board directly:
