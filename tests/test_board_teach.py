@@ -18,7 +18,8 @@ import pytest
 
 from inspector.board.geometry import read_geometry
 from inspector.board.made_defects import KINDS, made_defects, photo_variant
-from inspector.board.register import Registration, RegistrationError, find_boards, register_points
+from inspector.board.outline import find_boards
+from inspector.board.register import Registration, RegistrationError, register_points
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import load_rules
 

@@ -17,11 +17,10 @@ import numpy as np
 
 from ..board.geometry import BoardGeometry, read_geometry, read_geometry_file
 from ..board.light import match_light
+from ..board.outline import Candidate, candidates
 from ..board.register import (
-    Candidate,
     Registration,
     RegistrationError,
-    candidates,
     refine_on_reference,
     register_on_reference,
     register_points,

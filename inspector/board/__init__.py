@@ -12,8 +12,10 @@ the image work that teaching it from golden photos needs.
 - to_rules.py      a design, the library and the camera's scale -> a rule set the line runs (each type's lands and
                    body from its footprint, for the renderer), and every part's fate.
 - geometry.py      the outline and pads written beside the rule set (RULES.board.json), for teaching.
-- register.py      a photo registered to the CAD: on the board's outline (each side the straightest run of its
-                   solder mask's edge), on picked points, refined by ECC; a frame aligned on the golden board alone.
+- outline.py       a board found in a photo by its outline (each side the straightest run of its solder mask's
+                   edge), registered to the CAD's outline box at the turn its pads agree with.
+- register.py      the registration itself (photo px -> the rule set's frame): on picked points, a photo refined
+                   on the golden board by ECC, a frame aligned on the golden board alone.
 - bend.py          what a homography leaves against the golden board (a lens, a bow), measured tile by tile and
                    taken out.
 - drawn_golden.py  a CAD-only board's golden image drawn by the renderer, added to its rule set to align on.
