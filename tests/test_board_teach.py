@@ -248,6 +248,30 @@ def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> N
     assert r.returncode != 0 and "not both" in r.stderr
 
 
+def test_real_crops_teach_defects_and_alternates_found_good(imported: Path, tmp_path: Path) -> None:
+    """`--defects DIR`: a defect class's crops as they are, and good/ (an alternate part the line flagged and an
+    engineer found good) taught as a golden crop is, with another photo's variation; every crop beside its part's
+    golden window, and a crop the line would not cut refused with what to do."""
+    from inspector.app.board_teach import add_real_crops
+    from inspector.ingest.crops import crop_part
+
+    rules = load_rules(imported)
+    golden = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    comp, place = next(iter(rules.placements()))
+    crop = crop_part(golden, comp, place, rules.crop_margin)
+    for label in ("good", "bridge"):
+        (tmp_path / label).mkdir()
+        cv2.imwrite(str(tmp_path / label / f"{place.ref}__flagged.png"), 255 - crop)
+    taught: list[tuple[str, str, tuple, tuple]] = []
+    add_real_crops(tmp_path, rules, golden, lambda label, name, image, ref: taught.append(
+        (label, name, image.shape, ref.shape)), variants=4, rng=np.random.default_rng(1))
+    assert [t[0] for t in taught].count("good") == 4 and [t[0] for t in taught].count("bridge") == 1
+    assert all(t[1].startswith(f"{place.ref}__real_") and t[2] == t[3] == crop.shape for t in taught)
+    cv2.imwrite(str(tmp_path / "good" / f"{place.ref}__small.png"), crop[:-2])
+    with pytest.raises(ValueError, match="cut it as the line does"):
+        add_real_crops(tmp_path, rules, golden, lambda *a: None)
+
+
 def test_the_colour_comparison_sees_a_mask_of_another_colour_where_the_grey_one_does_not() -> None:
     import torch
 

@@ -70,7 +70,7 @@ class BoardTeachPlan:
     goldens: list[Path]
     work: Path
     out: Path  # the taught rule set
-    defects: Path | None = None  # real defect crops: DIR/<class>/<REF>__*.png
+    defects: Path | None = None  # real labelled crops: DIR/<class>/<REF>__*.png (good/: alternates found good)
     escape_rate: float | None = None  # None: every type serves the teaching's threshold (its false-call budget)
     false_call_budget: float = 0.01  # the teaching's own threshold (the shared expert's)
     heldout_share: float = 0.25
@@ -218,21 +218,24 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
                 for kind, image in made_defects(crop, pads, margin, comp.detector is not None, rng).items():
                     put(kind, f"{place.ref}__b{k}_{v}.png", photo_variant(image, rng), ref_crop)
     if plan.defects is not None:
-        add_real_defects(plan.defects, rules, golden, put)
+        add_real_crops(plan.defects, rules, golden, put, plan.good_variants, rng)
     heldout = np.array([split_of(i, plan.heldout_share) == "heldout" for i in idents])
     if not heldout.any():
         raise ValueError("no part was held out to validate on: add golden boards or parts, or raise --heldout")
     return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout), counts
 
 
-def add_real_defects(root: Path, rules: RuleSet, golden: np.ndarray, put: Callable) -> None:
-    """Real defect crops, DIR/<class>/<REF>__anything.png, each beside its part's golden crop."""
+def add_real_crops(root: Path, rules: RuleSet, golden: np.ndarray, put: Callable, variants: int = 1,
+                   rng: np.random.Generator | None = None) -> None:
+    """Real labelled crops, DIR/<class>/<REF>__anything.png, each beside its part's golden crop: a defect class's,
+    and `good/` for good parts the golden boards do not show (a second source's part, another make's marking: what
+    `board check` or the line flagged and an engineer found good). A good crop is taught as a golden crop is, with
+    `variants` - 1 more as another photo would show it; a golden comparison flags an alternate until it is."""
     place = {p.ref: (c, p) for c, p in rules.placements()}
+    rng = rng if rng is not None else np.random.default_rng(0)
     if not root.is_dir():
         raise ValueError(f"--defects {root} is not a folder (DIR/<class>/<REF>__name.png)")
     for label_dir in sorted(d for d in root.iterdir() if d.is_dir()):
-        if label_dir.name == GOOD:
-            raise ValueError(f"{label_dir}: --defects holds defects only (good crops come from the golden photos)")
         for path in sorted(p for p in label_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES):
             ref = identity_of(path)
             if ref not in place:
@@ -248,6 +251,8 @@ def add_real_defects(root: Path, rules: RuleSet, golden: np.ndarray, put: Callab
                                  f"{reference.shape[1]}x{reference.shape[0]}: cut it as the line does "
                                  "(`inspector dataset export`)")
             put(label_dir.name, f"{ref}__real_{path.stem}.png", image, reference)
+            for v in range(1, variants if label_dir.name == GOOD else 1):
+                put(GOOD, f"{ref}__real_{path.stem}_{v}.png", photo_variant(image, rng), reference)
 
 
 def classifier_scores(zoo: Zoo, expert: str, crops: FolderCrops) -> np.ndarray:

@@ -30,7 +30,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--golden", required=True, nargs="+", help="photos of good boards (one is enough to start)")
     teach.add_argument("--out", help="the taught rule set to write (default: RULES.taught.yaml)")
     teach.add_argument("--work", help="where the crops, overlays and zoo go (default: RULES.teach/)")
-    teach.add_argument("--defects", help="real defect crops to teach too: DIR/<class>/<REF>__name.png")
+    teach.add_argument("--defects", help="real labelled crops to teach too: DIR/<class>/<REF>__name.png, a defect "
+                                         "class's or good/ for good parts the golden boards do not show (an "
+                                         "alternate part the line flagged and an engineer found good)")
     teach.add_argument("--escape-rate", type=float,
                        help="give each type the threshold letting at most this share of its held-out defects pass "
                             "(default: every type serves the teaching's threshold, 1%% false calls)")
