@@ -52,7 +52,7 @@ def test_a_lens_barrel_is_taken_out_against_the_golden_board(golden: np.ndarray,
     k = BARREL_PX / (np.hypot(w, h) / 2)
     bent, move = _barrel(other, k)
     identity = Registration(np.eye(3), "outline", 0.0, 0.0, "edges")
-    reg = refine_on_reference(bent, identity, golden, px_per_mm=10.0)
+    reg, _ = refine_on_reference(bent, identity, golden, px_per_mm=10.0)
     assert reg.bend is not None and "unbent" in reg.note, reg.note
     assert reg.method == "outline+reference" and reg.residual_mm == pytest.approx(reg.residual_px / 10)
     # the homography and the bend together are the lens's, where the board has content to measure it by

@@ -94,10 +94,10 @@ def outline_of(rules: RuleSet, geometry: BoardGeometry | None) -> tuple[float, f
 
 
 def to_recipe_frame(photo: np.ndarray, registration: Registration, rules: RuleSet,
-                    light_of: np.ndarray | None) -> np.ndarray:
-    """The registered board warped to the rule set's frame and, given the golden board `light_of`, brought to its
-    light (said in the registration's note)."""
-    image = registration.warp(photo, rules.board_size)
+                    light_of: np.ndarray | None, warped: np.ndarray | None = None) -> np.ndarray:
+    """The registered board warped to the rule set's frame (or `warped`, where the registration already did it)
+    and, given the golden board `light_of`, brought to its light (said in the registration's note)."""
+    image = warped if warped is not None else registration.warp(photo, rules.board_size)
     if light_of is not None:
         image, note = match_light(image, light_of)
         registration.note += f"; {note}"
@@ -121,10 +121,10 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
     any_found = False
     for i, c in enumerate(found):
         any_found = True
-        reg = c.registration
+        reg, warped = c.registration, None
         if reg is not None and reference is not None:
-            reg = refine_on_reference(photo, reg, reference, px_per_mm)
-        image = to_recipe_frame(photo, reg, rules, reference if light else None) if reg is not None else None
+            reg, warped = refine_on_reference(photo, reg, reference, px_per_mm)
+        image = to_recipe_frame(photo, reg, rules, reference if light else None, warped) if reg is not None else None
         yield PhotoBoard(photo_path, i, c.centre, reg, image, c.reason)
     if not any_found:
         centre = (photo.shape[1] // 2, photo.shape[0] // 2)

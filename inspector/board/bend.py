@@ -68,23 +68,29 @@ def _terms(x: np.ndarray, y: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return np.stack([u ** i * v ** j for i in range(DEGREE + 1) for j in range(DEGREE + 1 - i)], axis=-1)
 
 
-def tile_shifts(reference: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def tile_shifts(reference: np.ndarray, live: np.ndarray, tile: tuple[int, int] | None = None,
+                min_response: float = MIN_RESPONSE, max_share: float = MAX_SHARE) -> tuple[np.ndarray, np.ndarray]:
     """(tile centres N x 2, shifts N x 2): where each textured tile of the standardised grey `reference` shows in
-    `live` (same size), in px, for tiles whose shift is clear."""
+    `live` (same size), in px, for tiles whose shift is clear. Tiles of `tile` (width, height) side by side, or by
+    default squares a TILES-th of the shorter side overlapping by half."""
     h, w = reference.shape
-    side = max(16, min(h, w) // TILES) // 2 * 2
-    window = cv2.createHanningWindow((side, side), cv2.CV_32F)
+    if tile is None:
+        side = max(16, min(h, w) // TILES) // 2 * 2
+        (tw, th), (sx, sy) = (side, side), (side // 2, side // 2)
+    else:
+        (tw, th), (sx, sy) = tile, tile
+    window = cv2.createHanningWindow((tw, th), cv2.CV_32F)
     centres, shifts = [], []
-    for y in range(0, h - side + 1, side // 2):
-        for x in range(0, w - side + 1, side // 2):
-            a = reference[y:y + side, x:x + side].copy()  # copies: phaseCorrelate writes into views
-            b = live[y:y + side, x:x + side].copy()
+    for y in range(0, h - th + 1, sy):
+        for x in range(0, w - tw + 1, sx):
+            a = reference[y:y + th, x:x + tw].copy()  # copies: phaseCorrelate writes into views
+            b = live[y:y + th, x:x + tw].copy()
             if a.std() < MIN_TEXTURE or b.std() < MIN_TEXTURE:
                 continue
             (dx, dy), response = cv2.phaseCorrelate(a, b, window)
-            if response < MIN_RESPONSE or np.hypot(dx, dy) > MAX_SHARE * side:
+            if response < min_response or np.hypot(dx, dy) > max_share * min(tw, th):
                 continue
-            centres.append((x + side / 2 - 0.5, y + side / 2 - 0.5))
+            centres.append((x + tw / 2 - 0.5, y + th / 2 - 0.5))
             shifts.append((dx, dy))
     return np.array(centres, np.float64).reshape(-1, 2), np.array(shifts, np.float64).reshape(-1, 2)
 

@@ -40,6 +40,7 @@ MAX_ASPECT_ERROR = 0.12  # fitted sides' ratio against the outline's
 MIN_AGREEMENT = 0.05  # correlation of the photo's edges with the CAD's pads at the chosen turn
 MIN_TURN_MARGIN = 0.04  # ... over the next turn's
 
+
 @dataclass
 class Candidate:
     """One blob of the photo that may be a board: its outline registration, or why it is not one."""
@@ -60,20 +61,21 @@ def _small_lab(photo: np.ndarray) -> tuple[np.ndarray, float]:
     return cv2.cvtColor(cv2.GaussianBlur(small, (5, 5), 0), cv2.COLOR_BGR2LAB).astype(np.float32), scale
 
 
-def board_mask(photo: np.ndarray) -> tuple[np.ndarray, float]:
-    """(mask of what is not background at SEGMENT_SIDE scale, that scale's factor from the photo)."""
-    lab, scale = _small_lab(photo)
-    return _board_mask(lab), scale
+def _three_colours(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each pixel's cluster, the three clusters' centres): k-means, seeded, so a photo always gives the same."""
+    cv2.setRNGSeed(0)
+    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1.0)
+    _, labels, centres = cv2.kmeans(np.ascontiguousarray(pixels), 3, None, criteria, 3, cv2.KMEANS_PP_CENTERS)
+    return labels.ravel(), centres
 
 
-def _board_mask(lab: np.ndarray) -> np.ndarray:
+def board_mask(lab: np.ndarray) -> np.ndarray:
+    """The mask of what is not background in `lab` (the photo at SEGMENT_SIDE scale, _small_lab)."""
     b = max(4, min(lab.shape[:2]) // 40)
     border = np.concatenate([lab[:b].reshape(-1, 3), lab[-b:].reshape(-1, 3),
                              lab[:, :b].reshape(-1, 3), lab[:, -b:].reshape(-1, 3)])
-    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1.0)
-    cv2.setRNGSeed(0)
-    _, labels, centres = cv2.kmeans(border, 3, None, criteria, 3, cv2.KMEANS_PP_CENTERS)
-    share = np.bincount(labels.ravel(), minlength=3) / len(labels)
+    labels, centres = _three_colours(border)
+    share = np.bincount(labels, minlength=3) / len(labels)
     centres = centres[share >= MIN_BACKGROUND_SHARE]  # a board touching the photo's edge is not background
     distance = np.min(np.stack([np.linalg.norm(lab - c, axis=2) for c in centres]), axis=0)
     _, mask = cv2.threshold(np.clip(distance * 2, 0, 255).astype(np.uint8), 0, 255,
@@ -95,12 +97,10 @@ def on_mask_edge(lab: np.ndarray, contour: np.ndarray) -> np.ndarray:
     if len(pixels) < 100:
         return np.ones(len(contour), bool)
     sample = pixels[::max(1, len(pixels) // MASK_SAMPLE)]  # the commonest colour needs thousands, not a million
-    cv2.setRNGSeed(0)
-    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1.0)
-    _, labels, centres = cv2.kmeans(np.ascontiguousarray(sample), 3, None, criteria, 3, cv2.KMEANS_PP_CENTERS)
-    commonest = int(np.bincount(labels.ravel(), minlength=3).argmax())
+    labels, centres = _three_colours(sample)
+    commonest = int(np.bincount(labels, minlength=3).argmax())
     distance = np.linalg.norm(lab - centres[commonest], axis=2)
-    spread = float(np.median(np.linalg.norm(sample[labels.ravel() == commonest] - centres[commonest], axis=1)))
+    spread = float(np.median(np.linalg.norm(sample[labels == commonest] - centres[commonest], axis=1)))
     solder_mask = ((distance < max(MASK_COLOUR_MIN, 3 * spread)) & (inner > 0)).astype(np.uint8)
     r = max(2, round(MASK_NEAR * np.sqrt(max(1.0, cv2.contourArea(contour.astype(np.float32))))))
     near = cv2.dilate(solder_mask, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1, 2 * r + 1)))
@@ -255,7 +255,7 @@ def candidates(photo: np.ndarray, size: tuple[int, int], outline: PxRect, marks:
                px_per_mm: float) -> Iterator[Candidate]:
     """`find_boards` one blob at a time: the line stops at the first that registers."""
     lab, scale = _small_lab(photo)
-    mask = _board_mask(lab)
+    mask = board_mask(lab)
     contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_NONE)
     area = mask.shape[0] * mask.shape[1]
     for c in sorted(contours, key=cv2.contourArea, reverse=True):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from .bend import Bend, measure_bend
+from .bend import Bend, measure_bend, tile_shifts
 
 ALIGN_SIDE = 640  # px: the longer side of the reduced copies a frame is aligned to the golden board on
 MIN_CORRELATION = 0.5  # ECC's correlation with the golden board below which a frame is not taken for the board
@@ -43,6 +43,7 @@ MOTION_GAIN_PX = 0.05
 PYRAMID = (0.25, 0.5, 1.0)  # of the reduced copies: the levels the slide is found on, coarse to fine
 MIN_LEVEL_SIDE = 64  # px: a coarse level's shorter side at least this (fewer pixels align on clutter)
 RESIDUAL_TILES = 4  # a grid of this many tiles a side measures what alignment left
+RESIDUAL_RESPONSE = 0.1  # phase correlation's peak a tile's shift needs to count towards it
 
 
 class RegistrationError(ValueError):
@@ -67,14 +68,11 @@ class Registration:
     def photo_scale(self, size: tuple[int, int]) -> float:
         """Photo px per image frame px at the frame's centre (`size` = width, height): under 1, the photo resolves
         the board more coarsely than the recipe's pixels, and the crops are upsampled."""
-        centre = np.array([[[size[0] / 2, size[1] / 2]]], np.float64)
-        back = np.linalg.inv(self.homography)
-        q = cv2.perspectiveTransform(centre, back)[0, 0]
-        h = self.homography
-        w = h[2, 0] * q[0] + h[2, 1] * q[1] + h[2, 2]
-        u = (h[0, :2] * w - (h[0] @ [q[0], q[1], 1]) * h[2, :2]) / w ** 2  # d(frame x)/d(photo x, y)
-        v = (h[1, :2] * w - (h[1] @ [q[0], q[1], 1]) * h[2, :2]) / w ** 2
-        return float(1 / np.sqrt(abs(u[0] * v[1] - u[1] * v[0])))
+        cx, cy = size[0] / 2, size[1] / 2
+        frame = np.array([[[cx, cy]], [[cx + 1, cy]], [[cx, cy + 1]]], np.float64)
+        o, u, v = cv2.perspectiveTransform(frame, np.linalg.inv(self.homography)).reshape(3, 2)
+        du, dv = u - o, v - o  # one frame px along x and along y, in the photo
+        return float(np.sqrt(abs(du[0] * dv[1] - du[1] * dv[0])))
 
     def to_json(self) -> dict:
         return {"method": self.method, "residual_px": round(self.residual_px, 2),
@@ -117,34 +115,37 @@ def _corner_move(warp: np.ndarray, size: tuple[int, int]) -> float:
                  .max())
 
 
-def refine_on_reference(photo: np.ndarray, registration: Registration, reference: np.ndarray,
-                        px_per_mm: float = 1.0) -> Registration:
+def refine_on_reference(photo: np.ndarray, registration: Registration,
+                        reference: np.ndarray, px_per_mm: float = 1.0) -> tuple[Registration, np.ndarray]:
     """`registration` brought into line with the golden board `reference` (image frame) by ECC on the photo's
     content, and the bend a homography leaves undone where one shows (board/bend.py); kept as it was (noted) where
     ECC does not converge or moves a corner by more than 5% of the board. The residual is then what is left against
-    the golden board, tile by tile, not the outline's edge."""
+    the golden board, tile by tile, not the outline's edge. Returned with the photo warped by it (the work is done
+    here already: the line need not warp the frame again)."""
     size = (reference.shape[1], reference.shape[0])
     warped = registration.warp(photo, size)
+    golden_grey = standard_grey(reference)
     warp = np.eye(3, dtype=np.float32)
     criteria = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 100, 1e-5)
     try:
-        cc, warp = cv2.findTransformECC(standard_grey(reference), standard_grey(warped), warp,
-                                        cv2.MOTION_HOMOGRAPHY, criteria, None, 5)
+        cc, warp = cv2.findTransformECC(golden_grey, standard_grey(warped), warp, cv2.MOTION_HOMOGRAPHY, criteria,
+                                        None, 5)
     except cv2.error:
         registration.note += "; refinement on the golden board did not converge (outline kept)"
-        return registration
+        return registration, warped
     moved = _corner_move(warp, size)
     if moved > 0.05 * max(size):
         registration.note += f"; refinement on the golden board moved a corner {moved:.0f} px (outline kept)"
-        return registration
+        return registration, warped
     # warp maps reference px -> warped px; the refined map takes the photo to the reference: inv(warp) @ H
     h = np.linalg.inv(warp.astype(np.float64)) @ registration.homography
     h /= h[2, 2]
     refined = cv2.warpPerspective(photo, h, size, flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REPLICATE)
-    bend, _before, left, bent = measure_bend(standard_grey(reference), standard_grey(refined))
+    bend, _before, left, bent = measure_bend(golden_grey, standard_grey(refined))
     note = (f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved:.1f} px); "
             f"{bent}")
-    return Registration(h, registration.method + "+reference", left, left / px_per_mm, note, bend)
+    refined = bend.undo(refined) if bend is not None else refined
+    return Registration(h, registration.method + "+reference", left, left / px_per_mm, note, bend), refined
 
 
 def _reduced(image: np.ndarray, scale: float) -> np.ndarray:
@@ -155,20 +156,9 @@ def _reduced(image: np.ndarray, scale: float) -> np.ndarray:
 def _tile_residual(a: np.ndarray, b: np.ndarray) -> float:
     """Median shift (px of these images) left between two aligned greys, measured tile by tile."""
     h, w = a.shape
-    th, tw = h // RESIDUAL_TILES, w // RESIDUAL_TILES
-    window = cv2.createHanningWindow((tw, th), cv2.CV_32F)
-    shifts = []
-    for i in range(RESIDUAL_TILES):
-        for j in range(RESIDUAL_TILES):
-            # copies: OpenCV's phase correlation writes into a tile that is a view of the caller's image
-            ta = a[i * th:(i + 1) * th, j * tw:(j + 1) * tw].copy()
-            tb = b[i * th:(i + 1) * th, j * tw:(j + 1) * tw].copy()
-            if ta.std() < 0.2 or tb.std() < 0.2:  # a plain tile says nothing about a shift
-                continue
-            (dx, dy), response = cv2.phaseCorrelate(ta, tb, window)
-            if response > 0.1:
-                shifts.append(np.hypot(dx, dy))
-    return float(np.median(shifts)) if shifts else 0.0
+    _, shifts = tile_shifts(a, b, (w // RESIDUAL_TILES, h // RESIDUAL_TILES), min_response=RESIDUAL_RESPONSE,
+                            max_share=np.inf)
+    return float(np.median(np.hypot(*shifts.T))) if len(shifts) else 0.0
 
 
 def _left_after(ref: np.ndarray, live: np.ndarray, warp: np.ndarray) -> float:

@@ -25,16 +25,14 @@ from .photometric import MEAN, MIN_STD, SPREAD, normalize_crop
 _GREY = torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)  # RGB order, as crop tensors are
 
 
-def _standard_grey(x: torch.Tensor) -> torch.Tensor:
-    g = (x.float() * _GREY).sum(dim=1)  # N x H x W
-    mean = g.mean(dim=(1, 2), keepdim=True)
-    std = g.std(dim=(1, 2), keepdim=True).clamp(min=MIN_STD)
-    return (g - mean) * (SPREAD / std) + MEAN
+def _grey(x: torch.Tensor) -> torch.Tensor:
+    return (x.float() * _GREY).sum(dim=1)  # N x H x W
 
 
-def _on_scale_of(x: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """`x`'s grey standardised with `reference`'s grey's mean and spread (N x H x W)."""
-    g, r = (x.float() * _GREY).sum(dim=1), (reference.float() * _GREY).sum(dim=1)
+def _standard_grey(x: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+    """`x`'s grey standardised on its own mean and spread, or on those of `like`'s grey (one scale for both)."""
+    g = _grey(x)
+    r = g if like is None else _grey(like)
     mean = r.mean(dim=(1, 2), keepdim=True)
     std = r.std(dim=(1, 2), keepdim=True).clamp(min=MIN_STD)
     return (g - mean) * (SPREAD / std) + MEAN
@@ -53,10 +51,8 @@ def compose(live: torch.Tensor, golden: torch.Tensor, kind: str = "composite") -
     if live.shape != golden.shape:
         raise ValueError(f"a live crop {tuple(live.shape[-2:])} and its golden crop {tuple(golden.shape[-2:])} must "
                          "be one window: the same size")
-    if kind == "matched":  # one scale for both, the golden window's: how dark the live window is stays
-        a, b = _on_scale_of(live, golden), _standard_grey(golden)
-    else:
-        a, b = _standard_grey(live), _standard_grey(golden)
+    # matched: one scale for both, the golden window's: how dark the live window is stays
+    a, b = _standard_grey(live, golden if kind == "matched" else None), _standard_grey(golden)
     diff = (a - b).abs()
     if kind == "colour":
         chroma = (_opponent(live) - _opponent(golden)).pow(2).sum(dim=1)
