@@ -59,13 +59,17 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
-@pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("teach")
+def import_kicad(root: Path) -> Path:
+    """kicad_board() imported by `board import` at 10 px/mm into `root`: its rule set."""
     (root / "b.kicad_pcb").write_text(kicad_board(), encoding="utf-8")
     r = cli("board", "import", str(root / "b.kicad_pcb"), "--out", str(root / "b.yaml"), "--px-per-mm", "10")
     assert r.returncode == 0, r.stderr
     return root / "b.yaml"
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return import_kicad(tmp_path_factory.mktemp("teach"))
 
 
 def photo_of(board: np.ndarray, angle: float, scale: float, tilt: float, shift: tuple[int, int],
@@ -191,6 +195,8 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     cv2.imwrite(str(root / "golden.png"), photo_of(golden, 12.0, 1.5, 0.02, (150, 120))[0])
     other = render_board(rules, "g1", rng, rates={}).image
     cv2.imwrite(str(root / "other.png"), photo_of(other, -8.0, 1.3, 0.0, (200, 200))[0])
+    bare = render_board(rules, "b", rng, rates={}, forced={p.ref: "missing" for _c, p in rules.placements()}).image
+    cv2.imwrite(str(root / "bare.png"), photo_of(bare, 5.0, 1.4, 0.01, (180, 160))[0])
     cv2.imwrite(str(root / "noise.png"), rng.integers(0, 255, (400, 500, 3), dtype=np.uint8))
     r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "noise.png"), "--work",
             str(root / "bad"))
@@ -205,18 +211,23 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     assert Path(doc["overlays"][0]).is_file() and "validation on held-out parts" in r.stdout
     taught = load_rules(root / "b.taught.yaml")
     assert taught.golden and Path(taught.golden).is_file() and not taught.detectors
+    # the presence check, served beside the experts on every type whose body stands out from the board
+    assert doc["presence"]["least_share"] is not None and "presence check" in r.stdout
+    assert all(0 < c.body_contrast < 1 for c in taught.components)
     from inspector.experts.zoo import Zoo
 
     zoo = Zoo.load(Path(doc["zoo"]))
     for t in doc["types"]:  # each type served by its own entry at its own threshold
         assert zoo.entries[f"cls-{t['type']}"].spec["good_margin"] == pytest.approx(t["threshold"])
     r = cli("board", "check", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], str(root / "other.png"),
-            str(root / "noise.png"), "--json", str(root / "check.json"))
+            str(root / "bare.png"), str(root / "noise.png"), "--json", str(root / "check.json"))
     assert r.returncode == 0, r.stderr
     checked = json.loads((root / "check.json").read_text(encoding="utf-8"))
     other_board = [c for c in checked if c["photo"].endswith("other.png")]
     assert len(other_board) == 1 and other_board[0]["registered"]
     assert other_board[0]["inspected"] == len(rules.placements())
+    bare_board = next(c for c in checked if c["photo"].endswith("bare.png"))
+    assert len(bare_board["flagged"]) == bare_board["inspected"] == len(rules.placements())  # every part flagged
     assert all(not c["registered"] and c["reason"] for c in checked if c["photo"].endswith("noise.png"))
     # the line itself takes the raw photos: the taught rule set registers each on the board's outline
     assert taught.photo is not None and Path(taught.photo.geometry).is_file()

@@ -38,6 +38,7 @@ import yaml
 
 from ..board.geometry import BoardGeometry, PxRect, geometry_path
 from ..board.made_defects import made_defects, photo_variant
+from ..board.presence import PresenceTaught, teach_presence
 from ..experts.zoo import MANIFEST, ExpertEntry, Zoo
 from ..ingest.crops import crop_part, crop_window
 from ..ingest.registration import map_points
@@ -82,6 +83,7 @@ class BoardTeachPlan:
     depth: int = 10
     experts: str = "classifier"  # each type served by the shared classifier, or by an anomaly expert of good crops
     comparison: str = "composite"  # the golden comparison's kind (experts/base.py REFERENCES), or none: the live crop
+    presence: bool = True  # serve the presence check (board/presence.py) beside the experts where it can tell
 
 
 @dataclass
@@ -107,13 +109,15 @@ class BoardTaught:
     counts: dict[str, int]
     checks: list[TypeCheck]
     pooled: TypeCheck
+    presence: PresenceTaught | None = None
     seconds: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"rules": str(self.plan.out), "from": str(self.plan.rules), "zoo": str(self.zoo),
                 "expert": self.expert, "escape_rate": self.plan.escape_rate, "goldens": self.goldens,
                 "overlays": self.overlays, "crops": self.counts, "types": [asdict(c) for c in self.checks],
-                "all": asdict(self.pooled), "seconds": self.seconds}
+                "all": asdict(self.pooled), "presence": self.presence.to_json() if self.presence else None,
+                "seconds": self.seconds}
 
 
 def expert_name(recipe: str) -> str:
@@ -299,21 +303,24 @@ def anomaly_scores(plan: BoardTeachPlan, rules: RuleSet, zoo: Zoo, expert: str, 
 
 
 def validate(plan: BoardTeachPlan, rules: RuleSet, crops: FolderCrops, score: np.ndarray,
-             taught_at: float) -> tuple[list[TypeCheck], TypeCheck]:
+             taught_at: float, called: np.ndarray | None = None) -> tuple[list[TypeCheck], TypeCheck]:
     """Per type: the held-out parts' log-odds of good (`score`), a threshold (the teaching's, `taught_at`, or one for
-    the escape rate), and the recall and false calls it gives."""
+    the escape rate), and the recall and false calls it gives, counting as called too the crops `called` marks
+    (the presence check served beside the experts)."""
     truth, kinds = crops.labels[crops.heldout], crops.types[crops.heldout]
     idents = np.array(crops.idents)[crops.heldout]
+    called = called[crops.heldout] if called is not None else np.zeros(len(truth), bool)
 
     def check(name: str, parts: int, mine: np.ndarray, pooled: TypeCheck | None) -> TypeCheck:
         good, bad = score[mine & (truth == 0)], score[mine & (truth == 1)]
+        good_called, bad_called = called[mine & (truth == 0)], called[mine & (truth == 1)]
         own = plan.escape_rate is None or pooled is None or len(bad) >= MIN_TYPE_DEFECTS
         if plan.escape_rate is None:
             threshold = taught_at
         else:
             threshold = _escape_threshold(bad, plan.escape_rate) if own else pooled.threshold
         return TypeCheck(name, parts, len(set(idents[mine])), len(good), len(bad), threshold,
-                         _share(bad < threshold), _share(good < threshold), not own)
+                         _share((bad < threshold) | bad_called), _share((good < threshold) | good_called), not own)
 
     pooled = check("all types", len(rules.placements()), np.ones(len(truth), bool), None)
     return [check(c.name, len(c.placements), kinds == c.name, pooled) for c in rules.components], pooled
@@ -345,16 +352,20 @@ def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck], own: li
     return Zoo.load(zoo_root)
 
 
-def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo: dict[str, str]) -> str:
-    """The imported rule set with the golden board, the taught classifier (polarity left to the comparison) and,
-    unless it has fiducials, photo registration on the files in `photo` (geometry, points: beside `out`)."""
+def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo: dict[str, str],
+                      presence: PresenceTaught | None = None) -> str:
+    """The imported rule set with the golden board, the taught classifier (polarity left to the comparison), the
+    presence check's least share on the types it can tell for and, unless it has fiducials, photo registration on
+    the files in `photo` (geometry, points: beside `out`)."""
     doc = yaml.safe_load(rules.text)
     doc["golden"] = str(golden.resolve().relative_to(out.parent.resolve())) \
         if golden.resolve().is_relative_to(out.parent.resolve()) else str(golden.resolve())
     doc["classifier"] = {"arch": f"resnet{spec.get('depth', 10)}", "input_size": int(spec["input_size"])}
     doc.pop("detectors", None)
-    for comp in doc.get("components", {}).values():
+    for name, comp in doc.get("components", {}).items():
         comp.pop("detector", None)
+        if presence is not None and presence.least is not None and str(name) in presence.types:
+            comp["body_contrast"] = round(presence.least, 4)
     if photo and rules.fiducials is None:
         doc["photo_registration"] = photo
     head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
@@ -402,12 +413,18 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     t3 = time.perf_counter()
     zoo = Zoo.load(zoo_root)
     own: list[ExpertEntry] = []
+    presence: PresenceTaught | None = None
+    called = None
+    if plan.presence:
+        presence, called = teach_presence(rules, crops.images, crops.refs, crops.types, crops.idents, crops.labels,
+                                          crops.heldout, plan.false_call_budget)
+        say(presence.summary())
     if plan.experts == "anomaly":
         score, own = anomaly_scores(plan, rules, zoo, expert, crops, say)
-        checks, pooled = validate(plan, rules, crops, score, 0.0)
+        checks, pooled = validate(plan, rules, crops, score, 0.0, called)
     else:
         checks, pooled = validate(plan, rules, crops, classifier_scores(zoo, expert, crops),
-                                  float(zoo.entries[expert].spec["good_margin"]))
+                                  float(zoo.entries[expert].spec["good_margin"]), called)
     serve_per_type(zoo_root, expert, checks, own)
     copied = {}
     for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),
@@ -416,13 +433,13 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
             if source.resolve() != target.resolve():
                 shutil.copyfile(source, target)  # the line registers its photos on them, beside the taught set
             copied[key] = target.name
-    plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out, copied),
+    plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out, copied, presence),
                         encoding="utf-8")
     load_rules(plan.out)  # what was written loads
     seconds["validate"] = time.perf_counter() - t3
     seconds["total"] = time.perf_counter() - t0
     goldens = [{"photo": str(b.photo), "board": b.index, **b.registration.to_json()} for b in boards]
-    return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, seconds)
+    return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, presence, seconds)
 
 
 def format_checks(taught: BoardTaught) -> str:
@@ -437,6 +454,8 @@ def format_checks(taught: BoardTaught) -> str:
         pooled = " *" if c.pooled else ""
         lines.append(f"{c.type:<34}{c.parts:>6}{c.heldout_parts:>6}{c.good:>6}{c.defects:>8}{c.threshold:>10.2f}"
                      f"{percent(c.recall):>9}{percent(c.false_calls):>12}{pooled}")
+    if taught.presence is not None:
+        lines.append(f"recall and false calls count the presence check's calls too; {taught.presence.summary()}")
     if any(c.pooled for c in taught.checks):
         lines.append(f"* fewer than {MIN_TYPE_DEFECTS} held-out made defects of its own: the threshold of all types "
                      "together serves it (its own figures, where it has any held-out crops, at that threshold)")

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 import cv2
 import numpy as np
 
+from ..board.presence import crop_shares, overrule
 from ..coserve.online.engine import Engine
 from ..coserve.online.executor_plan import build_plan, devices_of
 from ..coserve.online.policies import get_policy
@@ -100,6 +101,7 @@ class _Pending:
     remaining: int
     rules: RuleSet
     parts: dict[int, Crop] = field(default_factory=dict)
+    shares: dict[int, float | None] = field(default_factory=dict)  # presence check: body contrast kept (presence.py)
 
 
 @dataclass
@@ -299,9 +301,15 @@ class Line:
                 self._finish_with_error(record, str(exc))
                 return
             tensors = difference_tensors(crops, composite)
+            shares: list[float | None] = [None] * len(crops)
         else:
             crops = cut_board(image, rules, registration)
             tensors = composed_tensors(crops, crop_tensors(crops), rules, composite)
+            try:
+                shares = crop_shares(crops, rules)
+            except ValueError as exc:  # a golden image gone or of another size since the set was applied
+                self._finish_with_error(record, str(exc))
+                return
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
             if not self._boards_in:
@@ -311,9 +319,10 @@ class Line:
                 self.stats.add_registration((registration or photo).residual_px)
             pending = _Pending(record, len(crops), rules)
             requests = []
-            for crop, tensor in zip(crops, tensors):
+            for crop, tensor, measured in zip(crops, tensors, shares):
                 rid = next(self._ids)
                 pending.parts[rid] = crop
+                pending.shares[rid] = measured
                 self._pending[rid] = pending
                 requests.append(Request(rid, crop.component.name, crop.component.route, tensor,
                                         arrival=time.perf_counter()))
@@ -368,6 +377,7 @@ class Line:
             self._part_hist.observe(result.latency)
             crop = pending.parts[result.id]
             part = part_verdict(result, crop.ref, crop.component, self.zoo, pending.rules.crop_margin)
+            part = overrule(part, pending.shares.get(result.id), crop.component.body_contrast)
             if crop.at is not None:
                 part.at, part.box = crop.at, box_in_crop(crop)
             pending.record.parts.append(part)

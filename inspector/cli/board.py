@@ -44,6 +44,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--experts", choices=["classifier", "anomaly"], default="classifier",
                        help="serve each type the shared classifier taught on made defects (default), or an expert of "
                             "its good crops alone (an anomaly score over that classifier's features)")
+    teach.add_argument("--no-presence", dest="presence", action="store_false",
+                       help="serve no presence check beside the experts (by default a part whose body shows the "
+                            "board's own colour where the golden board shows a body is called missing)")
     teach.add_argument("--epochs", type=int, default=30)
     teach.add_argument("--seed", type=int, default=0)
     teach.add_argument("--json", help="also write the registrations, crops and validation table as JSON")
@@ -127,7 +130,8 @@ def cmd_teach(args: argparse.Namespace) -> int:
     work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
     plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
                           Path(args.defects) if args.defects else None, args.escape_rate, epochs=args.epochs,
-                          seed=args.seed, comparison=args.comparison, experts=args.experts)
+                          seed=args.seed, comparison=args.comparison, experts=args.experts,
+                          presence=args.presence)
     taught = teach_board(plan, say)
     print(format_checks(taught))
     print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in taught.seconds.items()))

@@ -59,6 +59,9 @@ class ComponentRule:
     # Out of repr, like polarity: a rule set without them keeps its training version.
     pads: tuple[tuple[int, int, int, int], ...] = field(default=(), repr=False)
     body: tuple[int, int, int, int] | None = field(default=None, repr=False)
+    # `body_contrast:` (set by `board teach`): the least share of the golden board's body-against-board colour a
+    # live crop must keep, under which the line calls the part missing (board/presence.py). None: no such check.
+    body_contrast: float | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> ComponentType:
@@ -161,6 +164,9 @@ class RuleSet:
         lands = {c.name: [c.pads, c.body] for c in self.components if c.pads or c.body is not None}
         if lands:  # likewise
             payload["lands"] = lands
+        presence = {c.name: c.body_contrast for c in self.components if c.body_contrast is not None}
+        if presence:  # likewise
+            payload["body_contrast"] = presence
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def expert_specs(self) -> dict[str, dict[str, Any]]:
@@ -172,7 +178,7 @@ class RuleSet:
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
         "gate", "golden", "compare", "photo_registration"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "pads", "body",
-              "at"}
+              "body_contrast", "at"}
 
 
 def load_rules(path: str | Path) -> RuleSet:
@@ -308,6 +314,12 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         raise f.error("polarized", f"shape {shape} draws no polarity mark: give the type a polarized shape "
                                    f"({', '.join(sorted(n for n, s in SHAPES.items() if s.polarized))})")
     pads, body = _lands(f, shape, (size[0], size[1]))
+    body_contrast = f.get("body_contrast")
+    if body_contrast is not None and (isinstance(body_contrast, bool) or not isinstance(body_contrast, (int, float))
+                                      or not 0 < body_contrast < 1 or shape == WINDOW):
+        raise f.error("body_contrast", "must be a share between 0 and 1 (the least of the golden body's contrast "
+                                       "a part keeps; `board teach` sets it) on a type with a body, got "
+                                       f"{body_contrast!r}")
     at = f.get("at")
     if not isinstance(at, dict) or not at:
         raise f.error("at", "must map reference designators to [x, y] or [x, y, rotation] (at least one)")
@@ -322,6 +334,7 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         align_tolerance_px=f.number("align_tolerance_px", 2.0, minimum=0.0),
         expected_pass_rate=f.number("expected_pass_rate", 0.93, minimum=0.0, maximum=1.0),
         placements=tuple(placements), polarity=polarity, pads=pads, body=body,
+        body_contrast=float(body_contrast) if body_contrast is not None else None,
     )
 
 
