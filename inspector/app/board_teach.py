@@ -455,7 +455,10 @@ def format_checks(taught: BoardTaught) -> str:
         lines.append(f"{c.type:<34}{c.parts:>6}{c.heldout_parts:>6}{c.good:>6}{c.defects:>8}{c.threshold:>10.2f}"
                      f"{percent(c.recall):>9}{percent(c.false_calls):>12}{pooled}")
     if taught.presence is not None:
-        lines.append(f"recall and false calls count the presence check's calls too; {taught.presence.summary()}")
+        least = taught.presence.least
+        lines.append("recall and false calls count the presence check's calls too" +
+                     (f" (a part keeping under {least:.2f} of its golden body's contrast is missing)"
+                      if least is not None else " (not served: too few good crops to set it)"))
     if any(c.pooled for c in taught.checks):
         lines.append(f"* fewer than {MIN_TYPE_DEFECTS} held-out made defects of its own: the threshold of all types "
                      "together serves it (its own figures, where it has any held-out crops, at that threshold)")
