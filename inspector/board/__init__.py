@@ -21,6 +21,8 @@ the image work that teaching it from golden photos needs.
 - drawn_golden.py  a CAD-only board's golden image drawn by the renderer, added to its rule set to align on.
 - light.py         another photo's exposure and white balance matched to the golden board's, fitted on the board.
 - made_defects.py  defects made from a golden photo's own crops, and good crops as another photo would show them.
+- presence.py      is the part there: its body's colour against the board's around it, on the golden crop and the
+                   live one; the least share teaching sets, and the line's pass overruled as missing under it.
 
 The room reads files and images and writes rule sets, checked by the rule-set schema (routing/); it never imports
 the line, the training or Qt (teaching, which trains, lives in app/board_teach.py).
