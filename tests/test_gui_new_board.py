@@ -83,6 +83,7 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     qtbot.waitUntil(lambda: tab.taught is not None or tab.status.styleSheet() != "", timeout=600_000)
     assert tab.taught is not None, tab.status.text()
     assert tab.bar.value() == 100 and tab.table.rowCount() == len(rules.components) + 1
+    assert "presence check" in tab.status.text()  # served beside the experts, said with the table
     assert tab.activate_btn.isEnabled()
     tab.activate_btn.click()
     assert backend.setup.rules_path == tab.taught.plan.out

@@ -16,7 +16,11 @@
    expert of its good crops alone (app/board_anomaly.py). Each serves its own threshold, the log-odds of good
    below which a part is called: the teaching's (its false-call budget) or, with an `escape_rate`, the one letting
    at most that share of the type's held-out made defects pass (pooled over all types where a type has too few).
-5. The taught rule set (the imported one, with `golden:`, `photo_registration:` on the board geometry, and without
+5. Beside the experts, a presence check (inspector/board/presence.py): where the golden board shows a part's body
+   standing out from the solder mask in colour, a live crop whose body shows the mask's colour instead is missing.
+   Its least share is set from the good crops at the false-call budget and written as each type's `body_contrast:`;
+   the validation table counts its calls with the experts'.
+6. The taught rule set (the imported one, with `golden:`, `photo_registration:` on the board geometry, and without
    the render-trained polarity detector: a reversed part is one of the comparison's own classes) runs unchanged on
    the line with that zoo, raw photos included.
 

@@ -327,8 +327,9 @@ class NewBoardTab(QWidget):
                      percent(c.false_calls))
             for col, v in enumerate(cells):
                 self.table.setItem(r, col, QTableWidgetItem(str(v)))
+        presence = f"; {taught.presence.summary()} (counted in the table)" if taught.presence is not None else ""
         self._say(f"taught {len(taught.checks)} types in {taught.seconds['total']:.0f} s: {taught.plan.out} and its "
-                  f"zoo {taught.zoo}")
+                  f"zoo {taught.zoo}{presence}")
 
     def activate(self) -> None:
         try:
