@@ -301,11 +301,16 @@ def test_an_imported_board_trains_starter_experts_and_runs_through_the_line(tmp_
     (tmp_path / "b.kicad_pcb").write_text(KICAD5)
     r = cli("board", "import", str(tmp_path / "b.kicad_pcb"), "--out", str(tmp_path / "b.yaml"), "--px-per-mm", "10")
     assert r.returncode == 0, r.stderr
+    text = (tmp_path / "b.yaml").read_text(encoding="utf-8")  # the SOIC given an input of its own, as a QFP is
+    (tmp_path / "b.yaml").write_text(text.replace("  SOIC-8_3.9x4.9mm_P1.27mm:\n",
+                                                  "  SOIC-8_3.9x4.9mm_P1.27mm:\n    input_size: 48\n"))
     rules = load_rules(tmp_path / "b.yaml")
     recipe = {**TINY_RECIPE, "per_type": 40, "classifier_cap": 40, "classifier_epochs": 1, "detector_cap": 16,
               "detector_epochs": 1, "val_per_type": 6}
     zoo = build_demo_zoo(tmp_path / "models" / "starter" / "b", [rules], recipe=recipe, workers=1)
     assert {"cls-R_0805_2012Metric", "cls-SOIC-8_3.9x4.9mm_P1.27mm", "det-polarity"} <= set(zoo.entries)
+    assert zoo.entries["cls-SOIC-8_3.9x4.9mm_P1.27mm"].spec["input_size"] == 48  # trained, and served, at its own
+    assert zoo.entries["cls-R_0805_2012Metric"].spec["input_size"] == rules.classifier_spec["input_size"]
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
     run_line(rules, zoo, tmp_path / "models", open_source("synthetic", rules, 3, 4), ServiceConfig(LineConfig()),
              store, tmp_path, lambda _m: None)
@@ -419,3 +424,27 @@ def test_an_ipc2581_file_imports_its_parts_pads_bom_and_outline(tmp_path: Path) 
     bad.write_text(IPC2581.replace("</Step>", "</Stp>"), encoding="utf-8")
     r = cli("board", "import", str(bad), "--out", str(tmp_path / "c.yaml"), "--px-per-mm", "10")
     assert r.returncode != 0 and "bad.xml:" in r.stderr and "not well-formed IPC-2581" in r.stderr
+
+
+def test_a_large_package_gets_a_classifier_input_of_its_own(tmp_path: Path) -> None:
+    """At 25 px/mm the SOIC's window is over four of the starter input's 32 px long: its leads' pitch would be lost,
+    so its type gets a 64 px input; the chips keep the rule set's. The input is part of what its expert trains on."""
+    (tmp_path / "b.kicad_pcb").write_text(KICAD5)
+    r = cli("board", "import", str(tmp_path / "b.kicad_pcb"), "--out", str(tmp_path / "b.yaml"), "--px-per-mm", "25")
+    assert r.returncode == 0, r.stderr
+    rules = load_rules(tmp_path / "b.yaml")
+    sizes = {c.name: c.input_size for c in rules.components}
+    assert sizes["SOIC-8_3.9x4.9mm_P1.27mm"] == 64 and sizes["R_0805_2012Metric"] is None
+    specs = rules.expert_specs()
+    assert specs["cls-SOIC-8_3.9x4.9mm_P1.27mm"]["input_size"] == 64
+    assert specs["cls-R_0805_2012Metric"]["input_size"] == 32
+    text = (tmp_path / "b.yaml").read_text(encoding="utf-8")
+    (tmp_path / "same.yaml").write_text(text.replace("    input_size: 64\n", ""), encoding="utf-8")
+    assert load_rules(tmp_path / "same.yaml").training_version != rules.training_version
+    from inspector.training.demo_zoo import check_shared_types
+
+    with pytest.raises(ValueError, match="one classifier has one input"):  # a type shared by two recipes: one input
+        check_shared_types([rules, load_rules(tmp_path / "same.yaml")])
+    (tmp_path / "bad.yaml").write_text(text.replace("    input_size: 64\n", "    input_size: 7\n"), encoding="utf-8")
+    with pytest.raises(ValueError, match="input_size.*16 to 256"):
+        load_rules(tmp_path / "bad.yaml")

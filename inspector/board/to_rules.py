@@ -28,6 +28,11 @@ from .library import Library, PackageClass
 
 MIN_SIDE_PX = 4  # the validator's least body side
 CROP_MARGIN_PX = 4
+INPUT_PX = 32  # the starter classifiers' input, px a side: a chip's window at camera resolution is about this big
+# a window more than this many inputs long (a QFP, a TO-263, a header) loses its leads' pitch at that input: its type
+# gets a larger one of its own (`input_size:`), at the price of four times the pixels for its few parts
+COARSE_BEYOND = 4
+LARGE_INPUT_PX = 64
 ANGLE_TOLERANCE = 0.5  # degrees from a quarter turn still taken as that quarter turn
 MAX_PASSES = 400
 
@@ -309,7 +314,7 @@ def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
         lines += [f"    {ref}: {{at: [{x}, {y}], shape: circle, size: {s}}}"
                   for ref, (x, y, s) in sorted(marks.items())]
     polar = {t for ref, (t, *_) in placed.items() if classes[ref] is not None and classes[ref].polarized}
-    lines.append("classifier: {arch: resnet10, input_size: 32}")
+    lines.append(f"classifier: {{arch: resnet10, input_size: {INPUT_PX}}}")
     if polar:
         lines += ["detectors:", "  det-polarity: {arch: yolov8n.yaml, input_size: 64, threshold: 0.5}"]
     lines.append("components:")
@@ -321,6 +326,8 @@ def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
         assert cls is not None and cls.shape is not None
         w, h = members[0][1][3], members[0][1][4]
         lines += [f"  {t}:", f"    shape: {cls.shape}", f"    size: [{w}, {h}]"]
+        if max(w, h) + 2 * CROP_MARGIN_PX > COARSE_BEYOND * INPUT_PX:
+            lines.append(f"    input_size: {LARGE_INPUT_PX}")
         if t in polar:
             lines.append("    detector: det-polarity")
         elif SHAPES[cls.shape].polarized:  # drawn like a polarised part, but its package has no polarity

@@ -62,6 +62,9 @@ class ComponentRule:
     # `body_contrast:` (set by `board teach`): the least share of the golden board's body-against-board colour a
     # live crop must keep, under which the line calls the part missing (board/presence.py). None: no such check.
     body_contrast: float | None = field(default=None, repr=False)
+    # `input_size:`: this type's classifier input (px a side) where the rule set's is too coarse for it (a large
+    # package's fine-pitch leads); None: the rule set's `classifier:` input. Out of repr, like pads.
+    input_size: int | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> ComponentType:
@@ -164,13 +167,15 @@ class RuleSet:
         lands = {c.name: [c.pads, c.body] for c in self.components if c.pads or c.body is not None}
         if lands:  # likewise
             payload["lands"] = lands
-        presence = {c.name: c.body_contrast for c in self.components if c.body_contrast is not None}
-        if presence:  # likewise
-            payload["body_contrast"] = presence
+        sizes = {c.name: c.input_size for c in self.components if c.input_size is not None}
+        if sizes:  # likewise (body_contrast is not here: it changes verdicts, not what an expert is trained on)
+            payload["input_sizes"] = sizes
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     def expert_specs(self) -> dict[str, dict[str, Any]]:
-        specs = {c.classifier: self.classifier_spec for c in self.components}
+        """Each expert's architecture: the rule set's classifier, at a type's own `input_size:` where it has one."""
+        specs = {c.classifier: self.classifier_spec if c.input_size is None
+                 else {**self.classifier_spec, "input_size": c.input_size} for c in self.components}
         specs.update({d.name: d.spec for d in self.detectors})
         return specs
 
@@ -178,7 +183,7 @@ class RuleSet:
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
         "gate", "golden", "compare", "photo_registration"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "pads", "body",
-              "body_contrast", "at"}
+              "body_contrast", "input_size", "at"}
 
 
 def load_rules(path: str | Path) -> RuleSet:
@@ -320,6 +325,10 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         raise f.error("body_contrast", "must be a share between 0 and 1 (the least of the golden body's contrast "
                                        "a part keeps; `board teach` sets it) on a type with a body, got "
                                        f"{body_contrast!r}")
+    input_size = f.get("input_size")
+    if input_size is not None and (isinstance(input_size, bool) or not isinstance(input_size, int)
+                                   or not 16 <= input_size <= 256):
+        raise f.error("input_size", f"must be the classifier's input in px a side, 16 to 256, got {input_size!r}")
     at = f.get("at")
     if not isinstance(at, dict) or not at:
         raise f.error("at", "must map reference designators to [x, y] or [x, y, rotation] (at least one)")
@@ -334,7 +343,7 @@ def _component(f: Fields, name: str, detectors: set[str], board: tuple[int, int]
         align_tolerance_px=f.number("align_tolerance_px", 2.0, minimum=0.0),
         expected_pass_rate=f.number("expected_pass_rate", 0.93, minimum=0.0, maximum=1.0),
         placements=tuple(placements), polarity=polarity, pads=pads, body=body,
-        body_contrast=float(body_contrast) if body_contrast is not None else None,
+        body_contrast=float(body_contrast) if body_contrast is not None else None, input_size=input_size,
     )
 
 

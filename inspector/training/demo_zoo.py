@@ -41,14 +41,17 @@ def demo_key(rule_sets: list[RuleSet], seed: int, recipe: dict) -> str:
 
 
 def check_shared_types(rule_sets: list[RuleSet]) -> None:
-    """A component type in two recipes is one classifier: its shape and size must agree."""
-    seen: dict[str, tuple[str, tuple[int, int], str]] = {}
+    """A component type in two recipes is one classifier: its shape, size and input must agree."""
+    seen: dict[str, tuple[str, tuple[int, int], int | None, str]] = {}
     for rules in rule_sets:
         for c in rules.components:
-            prev = seen.setdefault(c.name, (c.shape, c.size, rules.recipe))
+            prev = seen.setdefault(c.name, (c.shape, c.size, c.input_size, rules.recipe))
             if prev[:2] != (c.shape, c.size):
-                raise ValueError(f"component type {c.name} is a {prev[0]} {prev[1]} in {prev[2]} but a {c.shape} "
+                raise ValueError(f"component type {c.name} is a {prev[0]} {prev[1]} in {prev[3]} but a {c.shape} "
                                  f"{c.size} in {rules.recipe}; one name, one part: rename one of them")
+            if prev[2] != c.input_size:
+                raise ValueError(f"component type {c.name} has input_size {prev[2]} in {prev[3]} but {c.input_size} "
+                                 f"in {rules.recipe}: one classifier has one input; give both the same")
     specs = {json.dumps(r.classifier_spec, sort_keys=True) for r in rule_sets}
     if len(specs) > 1:
         raise ValueError("the demo rule sets must agree on the classifier architecture to share experts")
@@ -76,11 +79,11 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     val = collect(rule_sets, recipe["val_per_type"], seed + 1, recipe["rates"])
     det_train = train
     say(f"rendered training and held-out boards in {time.perf_counter() - t0:.0f} s")
-    spec = rule_sets[0].classifier_spec  # check_shared_types: all rule sets agree on it
+    specs = {name: spec for r in rule_sets for name, spec in r.expert_specs().items()}  # agreed: check_shared_types
     detectors = {d.name: d.spec for r in rule_sets for d in r.detectors}
     augment = recipe.get("augment", 1.0)
     retry = {"floor": recipe.get("retrain_below"), "attempts": recipe.get("attempts", 1)}
-    jobs = [TrainJob(name, "classifier", spec, train.by_classifier[name], val.by_classifier[name],
+    jobs = [TrainJob(name, "classifier", specs[name], train.by_classifier[name], val.by_classifier[name],
                      recipe["classifier_epochs"], seed, augment, **retry) for name in sorted(train.by_classifier)]
     jobs += [TrainJob(name, "detector", detectors[name], det_train.by_detector[name], val.by_detector[name],
                       recipe["detector_epochs"], seed, augment, recipe.get("detector_copies", 1), **retry)
