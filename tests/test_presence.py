@@ -83,9 +83,13 @@ def test_the_check_overrules_a_pass_only_and_says_it_decided() -> None:
 def test_a_rule_sets_body_contrast_is_a_share(imported: Path, tmp_path: Path) -> None:
     text = imported.read_text(encoding="utf-8")
     name = next(iter(load_rules(imported).components)).name
-    good = text.replace(f"  {name}:\n", f"  {name}:\n    body_contrast: 0.4\n", 1)
+    bare = text.replace(f"  {name}:\n", f"  {name}:\n    body_contrast: 0.4\n", 1)
+    good = bare + "golden: golden.png\n"
     (tmp_path / "ok.yaml").write_text(good, encoding="utf-8")
     assert next(c for c in load_rules(tmp_path / "ok.yaml").components if c.name == name).body_contrast == 0.4
     (tmp_path / "bad.yaml").write_text(good.replace("body_contrast: 0.4", "body_contrast: 4"), encoding="utf-8")
     with pytest.raises(ValueError, match="body_contrast.*share between 0 and 1"):
         load_rules(tmp_path / "bad.yaml")
+    (tmp_path / "nogolden.yaml").write_text(bare, encoding="utf-8")
+    with pytest.raises(ValueError, match="golden board"):  # no golden board to compare with: said, not skipped
+        load_rules(tmp_path / "nogolden.yaml")

@@ -251,6 +251,10 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         raise doc.error("photo_registration", "`using: golden` aligns each frame to the golden board: name its image "
                                               "(golden: FILE; `inspector board golden` draws one for a board taken "
                                               "from CAD alone)")
+    checked = [c.name for c in ruleset.components if c.body_contrast is not None]
+    if checked and ruleset.golden is None:
+        raise doc.error("components", f"{', '.join(checked)} set body_contrast, which compares each crop with the "
+                                      "golden board's: name its image (golden: FILE; `board teach` writes both)")
     _check_compare(ruleset, doc, comps)
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)
