@@ -364,3 +364,23 @@ def test_good_crops_alone_teach_an_anomaly_expert_per_type_that_the_line_serves(
     assert r.returncode == 0, r.stderr
     checked = json.loads((root / "c.json").read_text(encoding="utf-8"))
     assert checked[0]["registered"] and checked[0]["inspected"] == len(rules.placements())
+
+
+def test_the_taught_rule_set_serves_every_type_the_taught_experts_input(imported: Path, tmp_path: Path) -> None:
+    """A starter expert's `input_size:` (board import's, for a large package) does not survive teaching: every type
+    is served the taught golden comparison, at the input it was taught at."""
+    import yaml
+
+    from inspector.app.board_teach import taught_rules_text
+
+    name = load_rules(imported).components[0].name
+    text = imported.read_text(encoding="utf-8").replace(f"  {name}:\n", f"  {name}:\n    input_size: 64\n", 1)
+    (tmp_path / "b.yaml").write_text(text, encoding="utf-8")
+    rules = load_rules(tmp_path / "b.yaml")
+    assert rules.expert_specs()[f"cls-{name}"]["input_size"] == 64
+    (tmp_path / "g.png").write_bytes(b"")
+    out = tmp_path / "b.taught.yaml"
+    out.write_text(taught_rules_text(rules, tmp_path / "g.png", {"depth": 10, "input_size": 48}, out, {}),
+                   encoding="utf-8")
+    assert not any("input_size" in c for c in yaml.safe_load(out.read_text(encoding="utf-8"))["components"].values())
+    assert {s["input_size"] for s in load_rules(out).expert_specs().values()} == {48}

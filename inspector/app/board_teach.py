@@ -368,6 +368,7 @@ def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo
     doc.pop("detectors", None)
     for name, comp in doc.get("components", {}).items():
         comp.pop("detector", None)
+        comp.pop("input_size", None)  # a starter expert's: every type is served the taught expert, at its own input
         if presence is not None and presence.least is not None and str(name) in presence.types:
             comp["body_contrast"] = round(presence.least, 4)
     if photo and rules.fiducials is None:
