@@ -64,30 +64,56 @@ def contrast(crop: np.ndarray, inner: np.ndarray, rim: np.ndarray) -> float | No
     return float(np.hypot(*(np.median(chroma[inner], axis=0) - board))) / saturation
 
 
-def share(live: np.ndarray, golden: np.ndarray, comp: ComponentRule, margin: int) -> float | None:
-    """How much of the golden body's contrast the live crop keeps (about 1: the part is there; about 0: bare), or
-    None where the check cannot tell for this part (see the module's docstring)."""
-    inner, rim = masks(comp, live.shape, margin)
+@dataclass(frozen=True)
+class Reference:
+    """One part's golden side of the check: where its body and the board's rim lie in its crop, and how far the
+    golden body's colour stands from the board's. The same for every board: measured once."""
+    inner: np.ndarray
+    rim: np.ndarray
+    contrast: float
+
+
+def reference(golden: np.ndarray, comp: ComponentRule, margin: int) -> Reference | None:
+    """The part's reference from its golden crop, or None where the check cannot tell for it (see the module)."""
+    inner, rim = masks(comp, golden.shape, margin)
     gold = contrast(golden, inner, rim)
-    if gold is None or gold < MIN_GOLDEN:
+    return None if gold is None or gold < MIN_GOLDEN else Reference(inner, rim, gold)
+
+
+def kept(live: np.ndarray, ref: Reference | None) -> float | None:
+    """How much of the golden body's contrast the live crop keeps (about 1: the part is there; about 0: bare)."""
+    if ref is None:
         return None
-    now = contrast(live, inner, rim)
-    return None if now is None else now / gold
+    now = contrast(live, ref.inner, ref.rim)
+    return None if now is None else now / ref.contrast
+
+
+def share(live: np.ndarray, golden: np.ndarray, comp: ComponentRule, margin: int) -> float | None:
+    """`kept` against the golden crop `golden`; None where the check cannot tell for this part."""
+    return kept(live, reference(golden, comp, margin))
+
+
+_REFERENCES: list = []  # [rule set version, golden image, {ref: Reference | None}]: the rule set in force
+
+
+def references(rules: RuleSet) -> dict[str, Reference | None]:
+    """Every checked part's reference on the rule set's golden board, measured once per rule set and golden image
+    (the line asks for every board)."""
+    golden = golden_image(rules)
+    if not _REFERENCES or _REFERENCES[0] != rules.version or _REFERENCES[1] is not golden:
+        refs = {p.ref: reference(crop_part(golden, c, p, rules.crop_margin), c, rules.crop_margin)
+                for c, p in rules.placements() if c.body_contrast is not None}
+        _REFERENCES[:] = [rules.version, golden, refs]
+    return _REFERENCES[2]
 
 
 def crop_shares(crops: list[Crop], rules: RuleSet) -> list[float | None]:
     """Each crop's share (None: its type has no `body_contrast`, or the check cannot tell for it), measured against
     the rule set's golden board."""
-    out: list[float | None] = [None] * len(crops)
     if rules.golden is None or not any(c.component.body_contrast is not None for c in crops):
-        return out
-    golden = golden_image(rules)
-    place = {p.ref: p for _c, p in rules.placements()}
-    for i, crop in enumerate(crops):
-        if crop.component.body_contrast is not None:
-            window = crop_part(golden, crop.component, place[crop.ref], rules.crop_margin)
-            out[i] = share(crop.image, window, crop.component, rules.crop_margin)
-    return out
+        return [None] * len(crops)
+    refs = references(rules)
+    return [kept(c.image, refs.get(c.ref)) for c in crops]
 
 
 def least_share(shares: list[float], budget: float) -> float | None:
@@ -142,9 +168,12 @@ def teach_presence(rules: RuleSet, images: list[np.ndarray], refs: list[np.ndarr
     and which crops it calls missing (for the validation table: served beside the experts, it adds to their
     calls)."""
     comp = {c.name: c for c in rules.components}
-    margin = rules.crop_margin
-    measured = [share(im, ref, comp[t], margin) for im, ref, t in zip(images, refs, types)]
-    tells = {i for i, ref, t in zip(idents, refs, types) if share(ref, ref, comp[t], margin) is not None}
+    golden: dict[str, Reference | None] = {}  # per part: its golden crop is the same for all its crops
+    for i, ref, t in zip(idents, refs, types):
+        if i not in golden:
+            golden[i] = reference(ref, comp[t], rules.crop_margin)
+    measured = [kept(im, golden[i]) for im, i in zip(images, idents)]
+    tells = {i for i, r in golden.items() if r is not None}
     least = least_share([s for s, y, h in zip(measured, labels, heldout) if s is not None and y == 0 and not h],
                         budget)
     called = np.array([least is not None and s is not None and s < least for s in measured], bool)
