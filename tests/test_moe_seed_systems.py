@@ -358,3 +358,31 @@ def test_duoserve_holds_k_experts_in_all_through_prefill_and_decode(mixtral: Pat
     store = lm.runtime.store
     assert store.ledger.peak <= 2 * store.expert_bytes(ExpertKey(0, 0))  # top-k = 2: the paper's provisioning
     lm.close()
+
+
+def test_duoserve_serves_a_single_moe_layer_without_its_predictor_and_exactly(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, MixtralConfig
+
+    from .moe_models import COMMON
+    config = MixtralConfig(**dict(COMMON, num_hidden_layers=1), intermediate_size=48, num_local_experts=8,
+                           num_experts_per_tok=2)
+    one = save_tiny("mixtral", tmp_path, config=config)
+    cal = calibrate(one, PROMPTS, new_tokens=8, cache_dir=tmp_path / "cal")
+    with pytest.raises(ValueError, match="one MoE layer"):
+        train_predictor(cal.trace, 8, 2)  # nothing to learn: said as such, not as a short calibration
+    said: list[str] = []
+    lm = OffloadedLM.load(one, get_policy("duoserve", cal, log=said.append), cache_ratio=0.25)
+    got = list(lm.generate(PROMPTS[0], 10))
+    model = AutoModelForCausalLM.from_pretrained(one).eval()
+    ids = torch.tensor([PROMPTS[0]])
+    with torch.inference_mode():
+        want = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=10,
+                              min_new_tokens=10)[0, ids.shape[1]:].tolist()
+    assert [t for t, _ in got] == want
+    stats = got[-1][1]
+    assert stats.predicted == 0 and stats.expert_loads > 0 and lm.runtime.policy.without_predictor
+    assert sum("running without the predictor" in s for s in said) == 1  # said once, not per token
+    lm.close()
+    report = bench(one, ["ondemand", "duoserve"], 0.25, PROMPTS[:2], 6, cal, ceiling=False)
+    assert all(r.same_tokens == 1.0 for r in report.runs)
+    assert report.runs[1].details == {"without_predictor": "one MoE layer: no next layer to guess"}

@@ -155,6 +155,8 @@ def _details(pol: object) -> dict:
             return {}
         return {"k_p": {g: list(heop.config(g)) for g in heop.groups}, "heop_done": heop.done,
                 "trail": [asdict(t) for t in heop.trail]}
+    if getattr(pol, "without_predictor", False):
+        return {"without_predictor": "one MoE layer: no next layer to guess"}
     report = getattr(pol, "report", None)
     return {"predictor": asdict(report)} if report is not None else {}
 
@@ -246,6 +248,8 @@ def format_report(report: BenchReport, base: str = "ondemand", labels: dict[str,
             kp = ", ".join(f"{g} K={k} P={p}" for g, (k, p) in r.details["k_p"].items())
             lines.append(f"{labels.get(r.policy, r.policy)}: HEOP chose {kp} after "
                          f"{len(r.details['trail'])} judged windows")
+        if r.details.get("without_predictor"):
+            lines.append(f"{r.policy}: ran without its predictor ({r.details['without_predictor']})")
         if r.details.get("predictor"):
             p = r.details["predictor"]
             lines.append(f"{r.policy}: predictor held-out accuracy {p['accuracy']:.3f} vs popularity alone "

@@ -162,9 +162,11 @@ def train_predictor(trace: RoutingTrace, experts: int, top_k: int, recipe: Predi
     """Train the ExpertMLP on the trace's sequences (every `holdout_every`-th held out) and judge it against
     the popularity-only guess on the held-out ones."""
     t0 = time.perf_counter()
-    if trace.steps == 0 or trace.picks.shape[1] < 2:
-        raise ValueError("the calibration trace has no decode steps over two or more MoE layers to learn from; "
-                         "calibrate with more new tokens")
+    if trace.picks.shape[1] < 2:
+        raise ValueError("the checkpoint has one MoE layer: decode has no next layer to guess, so there is no "
+                         "predictor to train (duoserve serves it without one)")
+    if trace.steps == 0:
+        raise ValueError("the calibration trace has no decode steps to learn from; calibrate with more new tokens")
     torch.manual_seed(recipe.seed)
     pop, aff = routing_statistics(trace, experts)
     held = (trace.step_seq % recipe.holdout_every) == recipe.holdout_every - 1

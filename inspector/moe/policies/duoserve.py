@@ -10,6 +10,8 @@
   the next layer's guesses are read into buffers as this layer's experts finish with them, and a wrong guess
   gives its buffer back as soon as the routing shows it wrong, so the correct expert's read finds room.
 `predictor=popularity` guesses each layer's most popular experts instead (the comparison the paper implies).
+A checkpoint with a single MoE layer has no next layer to guess in decode: duoserve runs it without its predictor
+(prefill's pipeline and the k-expert cache stay) and says so, rather than refusing for want of a trace to learn from.
 """
 from __future__ import annotations
 
@@ -35,11 +37,18 @@ class DuoServe(MoEPolicy):
         self.log = log
         self.model: ExpertPredictor | None = None
         self.report: PredictorReport | None = None
+        self.without_predictor = False  # set when the checkpoint has one MoE layer: nothing follows it to guess
 
     def expert_cache(self, top_k: int) -> int | None:
         return top_k  # §5.1: the GPU expert cache holds k experts; the next layer's guesses take freed buffers
 
-    def _model(self, pool: PoolView) -> ExpertPredictor:
+    def _model(self, pool: PoolView) -> ExpertPredictor | None:
+        if self.without_predictor or (self.model is None and len(pool.moe_layers) < 2):
+            if not self.without_predictor and self.log is not None:
+                self.log("duoserve: the checkpoint has one MoE layer, so decode has no next layer to guess; "
+                         "running without the predictor (prefill's read pipeline and the k-expert cache stay)")
+            self.without_predictor = True
+            return None
         if self.model is None:
             if self.calibration is None:
                 raise ValueError("duoserve needs a calibration (its predictor learns from the routing trace)")
@@ -66,6 +75,8 @@ class DuoServe(MoEPolicy):
     def predict(self, pool: PoolView, layer: int, hidden: torch.Tensor) -> list[ExpertKey] | None:
         t = pool.moe_layers.index(layer)
         model = self._model(pool)
+        if model is None:
+            return None
         if self.kind == "popularity":
             return [ExpertKey(layer, e) for e in model.popularity_guess(t)]
         path = [pool.path[x] for x in pool.moe_layers[:t]]
