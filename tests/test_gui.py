@@ -84,12 +84,13 @@ def confirm_with(reason: str) -> None:
 
 
 def _line_window(qtbot, demo, tmp_path: Path, models: Path | None = None,  # noqa: ANN001
-                 identity: Identity | None = ENGINEER, idle_s: float = 300.0) -> tuple[MainWindow, LocalBackend]:
+                 identity: Identity | None = ENGINEER, idle_s: float = 300.0, rules_text: str = GOOD,
+                 camera: str = "realistic") -> tuple[MainWindow, LocalBackend]:
     root, zoo = demo
     rules = tmp_path / "mini.yaml"
-    rules.write_text(GOOD, encoding="utf-8")
+    rules.write_text(rules_text, encoding="utf-8")
     setup = LineSetup(rules_path=rules, source="synthetic", boards=0, interval_s=0.05, defect_rate=0.05,
-                      camera="realistic", service=ServiceConfig(LineConfig(device_mb=40), keep_crops="failed"))
+                      camera=camera, service=ServiceConfig(LineConfig(device_mb=40), keep_crops="failed"))
     controller = LineController(root / "models", tmp_path / "data", zoo=zoo)
     backend = LocalBackend(controller, setup)
     window = MainWindow(backend, models or tmp_path / "no-models", identity=identity, idle_s=idle_s)
@@ -833,3 +834,22 @@ def test_the_history_shows_the_plots_of_the_expert_version_that_called_a_part(qt
     assert {label.toolTip() for label in shown} == {str(p) for p in plots}
     tab.table.item(0, 8).setText("cls-R0402")  # a demo expert: no plots, and the reason
     assert tab.open_report(0) is None and "zoo train --new" in tab.status.text()
+
+
+def test_the_line_tab_says_once_that_the_boards_marks_say_the_camera_is_tilted(qtbot, demo, tmp_path: Path) -> None:
+    """A camera tilted off square under a similarity rule set: the boards pass or are refused one by one, and the
+    line tab and /health say once what to set (the hint stays until the rule set changes)."""
+    from inspector.kiosk.health import health
+
+    from .test_registration import FOUR_MARKS
+
+    window, backend = _line_window(qtbot, demo, tmp_path, rules_text=FOUR_MARKS, camera="tilt=6:-4")
+    line = window.line
+    assert line.hint.isHidden()
+    qtbot.mouseClick(line.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: line.hint.isVisible(), timeout=WAIT)
+    assert "camera looks tilted" in line.hint.text() and "`transform: homography`" in line.hint.text()
+    snap = dict(window.last, state="running")
+    assert any(r.startswith("registration: the camera looks tilted") for r in health(snap, 0.0, 60)["reasons"])
+    qtbot.mouseClick(line.stop_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: backend.controller.phase == "stopped", timeout=WAIT)

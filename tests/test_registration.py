@@ -19,6 +19,8 @@ from .test_routing_rules import GOOD, RULES
 
 BOARD_A = load_rules(RULES / "board_a.yaml")
 MINI = parse_rules(GOOD, "mini.yaml")
+FOUR_MARKS = GOOD.replace("    F3: {at: [176, 96], shape: square, size: 7}\n",  # the mini board with a fourth mark
+                          "    F3: {at: [176, 96], shape: square, size: 7}\n    F4: {at: [24, 60]}\n")
 
 
 def _part_error(rules, placement: np.ndarray, reg: Registration) -> float:
@@ -154,6 +156,50 @@ def test_a_homography_recipe_follows_a_tilted_camera_that_a_similarity_refuses()
         assert _part_error(HOMOGRAPHY, placement, reg) <= 0.3, (i, reg)
         with pytest.raises(RegistrationFailed, match="fiducials disagree"):
             register(image, BOARD_A.fiducials)  # similarity: the tilt is over its residual
+
+
+def test_a_tilted_camera_is_told_to_use_a_homography_and_the_line_says_so_once() -> None:
+    from inspector.ingest.transform_watch import MIN_BOARDS, TransformWatch
+
+    rng = np.random.default_rng(11)
+    camera = parse_camera("tilt=2:-1.5,shift=8,rotation=0.8")
+    watch, said = TransformWatch(), []
+    for i in range(MIN_BOARDS + 3):
+        board = render_board(BOARD_A, f"t{i}", rng)
+        image, _ = camera.view(board.image, rng)
+        with pytest.raises(RegistrationFailed) as refused:
+            register(image, BOARD_A.fiducials)
+        text = str(refused.value)  # one board cannot tell a tilt from a dirty mark: it names both
+        assert "check mark" in text and "`transform: homography`" in text and "calibrate --plane" in text, text
+        said.append(watch.see(BOARD_A.fiducials, refused.value.found, refused=True))
+    assert said[:MIN_BOARDS - 1] == [None] * (MIN_BOARDS - 1) and said[MIN_BOARDS:] == [None] * 3  # once
+    hint = said[MIN_BOARDS - 1]
+    assert hint is not None and hint.transform == "homography" and hint.refused == MIN_BOARDS
+    assert "`transform: homography`" in hint.sentence() and watch.hint == hint
+
+
+def test_dirty_marks_board_by_board_never_look_like_a_tilt() -> None:
+    """A mark off by 1.5-5 px, a different mark and way on each board: each board may be refused, but the boards
+    do not ask the same perspective, so the watch says nothing."""
+    import cv2
+
+    from inspector.ingest.transform_watch import TransformWatch
+
+    for rules in (BOARD_A, parse_rules(FOUR_MARKS, "four.yaml")):
+        rng = np.random.default_rng(101)
+        watch = TransformWatch()
+        for i in range(30):
+            board = render_board(rules, f"d{i}", rng)
+            mark = rules.fiducials.marks[rng.integers(len(rules.fiducials.marks))]
+            turn, off = rng.uniform(0, 2 * np.pi), rng.uniform(1.5, 5)
+            cv2.circle(board.image, (mark.x, mark.y), mark.size, MASK_BGR, -1)
+            cv2.circle(board.image, (int(round(mark.x + off * np.cos(turn))), int(round(mark.y + off * np.sin(turn)))),
+                       mark.size // 2, FIDUCIAL_BGR, -1)
+            try:
+                found, refused = register(board.image, rules.fiducials).found, False
+            except RegistrationFailed as exc:
+                found, refused = exc.found, True
+            assert watch.see(rules.fiducials, found, refused) is None, (rules.recipe, i)
 
 
 def test_four_marks_that_need_more_perspective_than_a_tilt_fail_the_board() -> None:

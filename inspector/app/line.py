@@ -16,6 +16,7 @@ of one expert (a retrained version, a rollback) apply the same way
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import Counter, deque
@@ -41,6 +42,7 @@ from ..ingest.golden import composed_tensors, golden_image
 from ..ingest.identity import CodeRead, noread_serial, read_code
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
+from ..ingest.transform_watch import TransformWatch
 from ..results.records import BoardRecord
 from ..results.scope import Scope
 from ..routing.rules import RuleSet
@@ -51,6 +53,8 @@ from .verdict import part_verdict
 BoardSink = Callable[[BoardRecord], None]
 AUTHORITATIVE = ("sidecar", "filename", "upstream")  # serial origins the line keeps without reading the code
 LATENCY_WINDOW = 512  # results the latency percentiles are taken over
+
+log = logging.getLogger("inspector.line")
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,12 @@ class LineStats:
     serials_read: int = 0  # boards whose serial was read from their own code
     noreads: int = 0  # boards whose code could not be read (NOREAD)
     noread_refused: int = 0  # ... of which refused by the rule set's on_noread
+    first_error: str | None = None  # the first board-level error's reason (what a run that inspected nothing says)
+
+    @property
+    def inspected(self) -> int:
+        """Boards that got part verdicts (the others are stored with one board-level error)."""
+        return self.boards - self.board_verdicts["error"]
 
     def add_registration(self, residual_px: float) -> None:
         """A board registered (on its fiducials, or photographed and registered on its outline, points or golden
@@ -161,6 +171,7 @@ class Line:
         self._board_latency: deque[float] = deque(maxlen=LATENCY_WINDOW)  # seconds, cut -> last part's result
         self._part_hist, self._board_hist = Histogram(PART_BUCKETS_S), Histogram(BOARD_BUCKETS_S)
         self.last_finished_at: float | None = None  # time.time() of the last board finished (a timestamp)
+        self.transform_watch = TransformWatch()  # whether the boards' marks say the camera is tilted (said once)
 
     def stalled_for(self) -> float:
         """Seconds boards have been inside without one finishing; 0 when idle or flowing."""
@@ -280,6 +291,7 @@ class Line:
             try:
                 registration = register(image, rules.fiducials)
             except RegistrationFailed as exc:
+                self._watch_marks(rules, exc.found, refused=True)
                 self.stats.registration_failed += 1
                 self._identify(record, image, rules, None, None, serial_origin)  # read where it should lie
                 self._finish_with_error(record, str(exc))
@@ -287,6 +299,7 @@ class Line:
         if not self.config.register or rules.fiducials is None:
             registration = None
         if registration is not None:
+            self._watch_marks(rules, registration.found, refused=False)
             record.transform, record.residual_px = registration.matrix, registration.residual_px
             record.fiducials = dict(registration.found)
         refused = self._identify(record, image, rules, registration, code if fresh else None, serial_origin)
@@ -351,6 +364,14 @@ class Line:
         record.board_serial, record.serial_source = noread_serial(record.inspection_id), "noread"
         return f"NOREAD: {code.reason}" if rules.serial_code.on_noread == "refuse" else None
 
+    def _watch_marks(self, rules: RuleSet, found: dict[str, tuple[float, float]], refused: bool) -> None:
+        """Every board's marks to the transform watch; its hint, once the boards agree, logged once."""
+        if rules.fiducials is None:
+            return
+        hint = self.transform_watch.see(rules.fiducials, found, refused)
+        if hint is not None:
+            log.warning("registration: %s", hint.sentence())
+
     def refuse(self, serial: str, source: str, reason: str, inspection_id: str | None = None) -> None:
         """A board that came in but cannot be inspected (an unreadable file): stored as a board-level error."""
         self.stats.rejected_boards += 1
@@ -365,6 +386,8 @@ class Line:
         with self._lock:
             self.stats.boards += 1
             self.stats.board_verdicts["error"] += 1
+            if self.stats.first_error is None:
+                self.stats.first_error = reason
             if not self._boards_in:
                 self.last_progress = time.monotonic()
         for sink in self.sinks:

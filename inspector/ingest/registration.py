@@ -27,13 +27,38 @@ from functools import lru_cache
 import cv2
 import numpy as np
 
-from ..routing.fiducials import Fiducial, FiducialRules
+from ..routing.fiducials import TRANSFORMS, Fiducial, FiducialRules
 
 MIN_SCORE = 0.55  # normalised correlation of a mark with its template below which it counts as not found
 
 
 class RegistrationFailed(ValueError):
-    """The board cannot be registered; `str()` is the board-level reason stored with it."""
+    """The board cannot be registered; `str()` is the board-level reason stored with it. `found`: the marks found
+    (image px), for whoever watches many boards' marks (inspector/ingest/transform_watch.py)."""
+
+    def __init__(self, message: str, found: dict[str, tuple[float, float]] | None = None) -> None:
+        super().__init__(message)
+        self.found = dict(found or {})
+
+
+RICHER = {"similarity": ("affine", "homography"), "affine": ("homography",), "homography": ()}
+
+
+@dataclass(frozen=True)
+class BetterFit:
+    """A transform richer than the rule set's that fits one board's marks within the rule set's tolerances."""
+
+    transform: str
+    residual_px: float  # what it leaves; four marks fit any homography exactly: then the bend it needs instead
+    given_px: float  # what the rule set's transform leaves
+    exact: bool  # as many marks as it needs: it fits any marks, so one board cannot tell it from a bad mark
+    shape: tuple[float, float]  # what it adds, in px at the marks' span: a homography's perspective (x, y), an
+    # affine's stretch and shear; a tilted camera asks the same of every board, a dirty mark a different one
+
+    def words(self) -> str:
+        left = (f"needing {self.residual_px:.1f} px of perspective" if self.exact and self.transform == "homography"
+                else f"within {self.residual_px:.2f} px")
+        return f"the marks fit {'an' if self.transform == 'affine' else 'a'} {self.transform} {left}"
 
 
 @dataclass(frozen=True)
@@ -112,9 +137,67 @@ def fit_marks(rules: FiducialRules, found: dict[str, tuple[float, float]]) -> Re
         (m2, r2, _), dropped = best
         if r2 <= rules.max_residual_px:
             return Registration(_flat(m2), r2, dict(found), (dropped,))
+    better = better_fit(rules, found)
+    if better is None:
+        advice = f"check mark {worst} for dirt or damage, or the board for warp"
+    elif better.exact:  # four marks: a tilt and one bad mark look alike on one board
+        advice = (f"check mark {worst} for dirt or damage, or the board for warp; or, if board after board is refused "
+                  f"like this, the camera is not square to the board: {better.words()}: set `transform: "
+                  f"{better.transform}` under the rule set's fiducials, or calibrate the camera (inspector camera "
+                  f"calibrate --plane)")
+    else:
+        advice = (f"{better.words()}: the camera is not square to the board (or the board is stretched): set "
+                  f"`transform: {better.transform}` under the rule set's fiducials, or calibrate the camera "
+                  f"(inspector camera calibrate --plane)")
     raise RegistrationFailed(f"registration failed: the fiducials disagree by {residual:.2f} px (most: {worst}), "
-                             f"over the recipe's max_residual_px {rules.max_residual_px:g}; check mark {worst} for "
-                             f"dirt or damage, or the board for warp")
+                             f"over the recipe's max_residual_px {rules.max_residual_px:g}; {advice}", found)
+
+
+def better_fit(rules: FiducialRules, found: dict[str, tuple[float, float]]) -> BetterFit | None:
+    """The simplest transform richer than the rule set's that fits these marks clearly better, where the rule set's
+    own leaves more than half its max_residual_px; else None (see `fit_as`)."""
+    for kind in RICHER[rules.transform]:
+        fit = fit_as(rules, found, kind)
+        if fit is not None:
+            return fit
+    return None
+
+
+def fit_as(rules: FiducialRules, found: dict[str, tuple[float, float]], kind: str) -> BetterFit | None:
+    """`kind` fitted to these marks, when it fits them clearly better than the rule set's transform: within
+    max_residual_px and at most half what the rule set's leaves (with just the marks it needs, which it fits
+    whatever they are: a homography within max_perspective_px of an affine; an affine never); else None. Also
+    None when the rule set's own leaves at most half its max_residual_px (nothing to mend)."""
+    nominal = {m.name: (float(m.x), float(m.y)) for m in rules.marks}
+    names = [n for n in found if n in nominal]
+    if len(names) < max(3, TRANSFORMS[kind]):
+        return None
+    src = np.array([nominal[n] for n in names], np.float64)
+    span = (float(np.ptp(src[:, 0])) or 1.0, float(np.ptp(src[:, 1])) or 1.0)
+    _, given, _ = _fit(names, nominal, found, rules.transform)
+    if given <= rules.max_residual_px / 2:
+        return None
+    try:
+        matrix, left, _ = _fit(names, nominal, found, kind)
+    except RegistrationFailed:  # marks on a line fit no homography
+        return None
+    exact = len(names) == TRANSFORMS[kind]
+    if kind == "homography":
+        h = as_homography(matrix)
+        shape = (float(h[2, 0] * span[0] ** 2), float(h[2, 1] * span[1] ** 2))  # px of keystone across the span
+        if exact:
+            _, left, _ = _fit(names, nominal, found, "affine")  # the bend from an affine it needs instead
+            return BetterFit(kind, float(left), float(given), True, shape) \
+                if left <= rules.max_perspective_px else None
+    else:
+        if exact:  # three marks fit any affine: it tells nothing
+            return None
+        a = matrix[:, :2]
+        scale = max(span)
+        shape = (float((a[0, 0] - a[1, 1]) / 2 * scale), float((a[0, 1] + a[1, 0]) / 2 * scale))
+    if left > rules.max_residual_px or left > given / 2:
+        return None
+    return BetterFit(kind, float(left), float(given), False, shape)
 
 
 def _check_perspective(rules: FiducialRules, names: list[str], nominal: dict[str, tuple[float, float]],

@@ -7,7 +7,8 @@
 - degraded: serving, but something needs attention: results spooled because the database is unreachable,
             boards set aside as dead letters, experts that failed to load, crops not written or not kept
             (low disk), the broker away, the source failing or silent, the camera's frames over- or
-            under-exposed, the rule watcher refusing a file or dead (200)
+            under-exposed, the rule watcher refusing a file or dead, the boards' fiducials saying the camera is
+            tilted against the rule set's transform (200)
 - ok
 """
 from __future__ import annotations
@@ -63,6 +64,9 @@ def _degraded(snap: dict[str, Any], silent_limit_s: float | None) -> list[str]:
     silent = src.get("last_frame_age_s")
     if silent_limit_s and silent is not None and silent > silent_limit_s:
         reasons.append(f"source {src['name']} silent: no image for {silent:.0f} s (limit {silent_limit_s:.0f} s)")
+    hint = (snap.get("registration") or {}).get("hint")
+    if hint:
+        reasons.append(f"registration: {hint}")
     if snap.get("exposure"):
         reasons.append(f"camera exposure: {snap['exposure']}")
     mqtt = snap.get("mqtt")

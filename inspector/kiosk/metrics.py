@@ -68,6 +68,8 @@ class LineCollector(Collector):
         if reg["residual_px_max"] is not None:
             yield _gauge("inspector_registration_residual_max_px", "Largest registration residual so far, px",
                          reg["residual_px_max"])
+        yield _gauge("inspector_registration_tilt_suspected", "1 when the boards' fiducials say the camera is tilted "
+                     "against the rule set's transform (/health says what to set)", 1.0 if reg.get("hint") else 0.0)
         yield _gauge("inspector_boards_in_flight", "Boards inside the engine now", s["in_flight"])
         if s.get("last_board_at") is not None:  # a timestamp: time() - it is the age, and it survives a missed scrape
             yield _gauge("inspector_last_board_timestamp_seconds", "Unix time the last board finished",

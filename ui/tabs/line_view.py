@@ -22,7 +22,16 @@ from PySide6.QtWidgets import (
 
 from ..picture import BoardPicture
 from ..review_bar import ReviewBar
-from ..style import BOARD_GREEN, BOX_PASS, ERROR_TEXT, FIDUCIAL_FOUND, FIDUCIAL_MISSING, bgr_pixmap, verdict_colour
+from ..style import (
+    BOARD_GREEN,
+    BOX_PASS,
+    ERROR_TEXT,
+    FIDUCIAL_FOUND,
+    FIDUCIAL_MISSING,
+    bgr_pixmap,
+    status_style,
+    verdict_colour,
+)
 
 CROP_ICON = 72  # px, the defect list's thumbnails
 DEFECTS_SHOWN = 30
@@ -118,6 +127,11 @@ class LineViewTab(QWidget):
         self.registration = QLabel("")  # the board's registration: residual, shift and rotation, or why it failed
         self.registration.setObjectName("boardRegistration")
         self.registration.setWordWrap(True)
+        self.hint = QLabel("")  # said once for the line: the boards' fiducials say the camera is tilted
+        self.hint.setObjectName("registrationHint")
+        self.hint.setWordWrap(True)
+        self.hint.setStyleSheet(status_style(True, bold_error=False))
+        self.hint.hide()
 
         self.source = QLineEdit(getattr(getattr(backend, "setup", None), "source", "") or "")
         self.source.setPlaceholderText("synthetic | folder:DIR | watch:DIR | replay:FILE | camera:URI")
@@ -166,6 +180,7 @@ class LineViewTab(QWidget):
         left = QVBoxLayout()
         left.addWidget(self.caption)
         left.addWidget(self.registration)
+        left.addWidget(self.hint)
         left.addWidget(self.board, 1)
         left.addWidget(controls)
         right = QVBoxLayout()
@@ -207,6 +222,9 @@ class LineViewTab(QWidget):
             self.message.setText(ctl.get("error") or (log[-1] if log else ""))
         elif ctl.get("error"):
             self.message.setText(ctl["error"])
+        hint = (snap.get("registration") or {}).get("hint")
+        self.hint.setText(f"Registration: {hint}" if hint else "")
+        self.hint.setVisible(bool(hint))
         if "engine" in snap:
             v = snap.get("verdicts", {})
             tp = snap["throughput"]
