@@ -92,7 +92,7 @@ class Progress:
     def __init__(self, total: int, what: str, say: Say, every_s: float = 30.0) -> None:
         self.total, self.what, self.say, self.every_s = total, what, say, every_s
         self.done = 0
-        self._last = time.monotonic()
+        self._last = self._start = time.monotonic()
         self._bar = None
         if bars_wanted():
             from tqdm import tqdm
@@ -109,7 +109,14 @@ class Progress:
         now = time.monotonic()
         if now - self._last >= self.every_s or self.done >= self.total:
             self._last = now
-            self.say(f"{self.what}: {self.done}/{self.total}" + (f" ({note})" if note else ""))
+            self.say(f"{self.what}: {self.done}/{self.total}" + (f" ({note})" if note else "") + self.left(now))
+
+    def left(self, now: float | None = None) -> str:
+        """`, about 4 min left`: the steps to go at this machine's pace so far (a tqdm bar shows its own)."""
+        if not 0 < self.done < self.total:
+            return ""
+        seconds = ((now or time.monotonic()) - self._start) / self.done * (self.total - self.done)
+        return f", about {seconds / 60:.0f} min left" if seconds >= 90 else f", about {seconds:.0f} s left"
 
     def write(self, message: str) -> None:
         """A line that should stay on the screen above the bar (or just a line)."""

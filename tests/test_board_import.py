@@ -182,19 +182,19 @@ def test_a_malformed_or_foreign_kicad_file_is_refused_by_name(tmp_path: Path) ->
     with pytest.raises(CadError, match="schematic or footprint file is not a board"):
         read_kicad(tmp_path / "s.kicad_pcb")
     r = cli("board", "import", str(tmp_path / "x.brd2"), "--out", str(tmp_path / "x.yaml"), "--px-per-mm", "10")
-    assert r.returncode == 2 and "not a format `board import` reads" in r.stderr
+    assert r.returncode == 1 and "not a format `board import` reads" in r.stderr
 
 
 @needs_boards
 def test_a_kicad9_board_asks_for_the_packages_the_library_lacks_then_imports(tmp_path: Path) -> None:
     out = tmp_path / "stm.yaml"
     r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20")
-    assert r.returncode == 2 and not out.exists(), r.stdout
+    assert r.returncode == 3 and not out.exists(), r.stdout  # it asks (exit 3), writes nothing
     asked = tmp_path / "stm.packages.yaml"
     for package in ("MLPF-WB55-01E3_STM-M", "TO254P942H425-4", "Texas_R-PDSO-G6", "XDCR_SCD41-D-R2"):
         assert package in r.stderr and package in asked.read_text()
     r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20", "--library", str(asked))
-    assert r.returncode == 2 and "not filled in" in r.stderr  # an unfilled template is refused, not guessed
+    assert r.returncode == 1 and "not filled in" in r.stderr  # an unfilled template is refused, not guessed
     asked.write_text(asked.read_text().replace("{class: null}", "{class: qfn-qfp}"))
     r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20", "--library", str(asked),
             "--json", str(tmp_path / "stm.json"))

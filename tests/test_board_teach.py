@@ -243,6 +243,15 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     stored = {Path(i.source).name: i for i in ResultStore(db).inspections()}
     assert len(stored["other.png"].parts) == len(rules.placements()) and stored["other.png"].error is None
     assert not stored["noise.png"].parts and "registration failed" in stored["noise.png"].error
+    # a run in which not one board was inspected failed its purpose: exit 1, saying why (each board still stored)
+    (root / "errored").mkdir()
+    (root / "errored" / "noise.png").write_bytes((root / "noise.png").read_bytes())
+    for name in ("cut.png", "empty.jpg"):
+        (root / "errored" / name).write_bytes(b"not an image")
+    r = cli("run", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], "--source",
+            f"folder:{root / 'errored'}", "--db", db, "--data", str(root / "data"))
+    assert r.returncode == 1 and "no board was inspected: all 3 errored (the first: " in r.stderr, r.stderr
+    assert len(ResultStore(db).inspections()) == len(stored) + 3
 
 
 def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> None:

@@ -36,6 +36,18 @@ def test_bench_prints_table_and_writes_json(models_dir: Path, tmp_path: Path, ti
         assert r["completed"] == 24 and r["failed"] == 0
 
 
+def test_version_and_the_exit_codes_kept(models_dir: Path, tmp_path: Path) -> None:
+    from inspector import __version__
+
+    proc = run(["--version"], models_dir, tmp_path)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"inspector {__version__}")
+    assert run(["bench", "--no-such-flag"], models_dir, tmp_path).returncode == 2  # argparse's usage error
+    proc = run(["bench", "--workload", str(tmp_path / "gone.yaml")], models_dir, tmp_path)
+    assert proc.returncode == 1 and "gone.yaml" in proc.stderr  # found wrong while doing the job: a failure
+    help_text = run(["--help"], models_dir, tmp_path).stdout
+    assert "exit codes: 0 done; 1" in help_text and "--version" in help_text
+
+
 def test_unknown_policy_and_bad_workload_are_clear_errors(models_dir: Path, tmp_path: Path) -> None:
     proc = run(["bench", "--policies", "samba,fastest"], models_dir, tmp_path)
     assert proc.returncode == 2 and "unknown policy 'fastest'" in proc.stderr
@@ -44,7 +56,7 @@ def test_unknown_policy_and_bad_workload_are_clear_errors(models_dir: Path, tmp_
     bad = tmp_path / "bad.yaml"
     bad.write_text(TINY.replace("requests: 48", "requests: -1"))
     proc = run(["bench", "--workload", str(bad)], models_dir, tmp_path)
-    assert proc.returncode == 2 and "bad.yaml:13: requests: must be at least 1" in proc.stderr
+    assert proc.returncode == 1 and "bad.yaml:13: requests: must be at least 1" in proc.stderr
 
 
 def test_profile_command_prints_measured_table(models_dir: Path, tmp_path: Path, tiny) -> None:

@@ -60,7 +60,7 @@ def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
                         (["export", "--csv", "-", "--db", "postgresql+psycopg2://u@127.0.0.1:1/x"], "postgres")):
         r = subprocess.run([sys.executable, "-m", "inspector.cli", *argv], capture_output=True, encoding="utf-8",
                            env=env)
-        assert r.returncode == 2 and f"pip install 'inspector[{extra}]'" in r.stderr, (argv, r.stderr)
+        assert r.returncode == 1 and f"pip install 'inspector[{extra}]'" in r.stderr, (argv, r.stderr)
 
 
 def test_config_file_values_are_checked_with_their_line_and_flags_win(tmp_path: Path) -> None:
@@ -79,6 +79,18 @@ def test_config_file_values_are_checked_with_their_line_and_flags_win(tmp_path: 
         assert f"{config}:{line}:" in str(err.value) and words in str(err.value), str(err.value)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         parse(["--config", str(tmp_path / "missing.yaml"), "kiosk"])
+
+
+def test_a_long_jobs_plain_progress_says_what_is_left_at_this_machines_pace() -> None:
+    from inspector.logs import Progress
+
+    said: list[str] = []
+    bar = Progress(3, "training experts", said.append, every_s=0.0)  # not a terminal here: plain lines
+    bar.step(note="cls-a")
+    bar.step(note="cls-b")
+    bar.step(note="cls-c")
+    assert re.fullmatch(r"training experts: 1/3 \(cls-a\), about \d+ s left", said[0]), said
+    assert said[-1] == "training experts: 3/3 (cls-c)"  # done: nothing left to estimate
 
 
 def test_startup_keeper_extends_the_start_only_while_it_moves(tmp_path: Path) -> None:

@@ -124,7 +124,7 @@ def test_a_folder_that_cannot_be_used_says_what_to_change(tmp_path: Path) -> Non
     (tmp_path / "g" / "blob" / "s6b011__broken.png").write_bytes(b"not a png")
     r = cli("zoo", "train", "--new", "x", "--from", str(tmp_path / "g"), "--heldout", "0.5", "--zoo",
             str(tmp_path / "zoo"), cwd=tmp_path)
-    assert r.returncode == 2 and "s6b011__broken.png cannot be read as an image" in r.stderr, r.stderr
+    assert r.returncode == 1 and "s6b011__broken.png cannot be read as an image" in r.stderr, r.stderr
     assert not (tmp_path / "zoo").exists()  # nothing written
 
 
@@ -255,7 +255,7 @@ def test_a_golden_comparison_expert_reads_the_golden_crop_beside_the_live_one(tm
     assert zoo.entries["cls-golden"].versions[-1]["any_orientation"] is True
     r = cli("zoo", "evaluate", "--expert", "cls-golden", "--on", str(tmp_path / "live-test"), "--zoo",
             str(tmp_path / "zoo"), cwd=tmp_path)
-    assert r.returncode == 2 and "pass the golden crops (--reference" in r.stderr
+    assert r.returncode == 1 and "pass the golden crops (--reference" in r.stderr
     r = cli("zoo", "evaluate", "--expert", "cls-golden", "--on", str(tmp_path / "live-test"), "--reference",
             str(tmp_path / "golden-test"), "--zoo", str(tmp_path / "zoo"), "--json", str(tmp_path / "e.json"),
             cwd=tmp_path)

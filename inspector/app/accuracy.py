@@ -23,6 +23,7 @@ import numpy as np
 
 from ..camera.correction import CorrectedSource
 from ..camera.targets import needs_correction, synthetic_correction
+from ..errors import UnknownChoice
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import CameraModel, describe
 from ..ingest.sources import SyntheticSource
@@ -175,7 +176,7 @@ def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boar
     """The named conditions, then any `cameras` of one's own (named by their settings), in order."""
     unknown = [n for n in names if n not in CONDITIONS]
     if unknown:
-        raise ValueError(f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(CONDITIONS)}")
+        raise UnknownChoice(f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(CONDITIONS)}")
     n = boards or default_boards(rules)
     runs = [(name, CONDITIONS[name], name not in UNCORRECTED) for name in names]
     runs += [(name, camera, True) for name, camera in (cameras or {}).items()]

@@ -184,6 +184,17 @@ def progress_line(line: Line) -> str:
             f"{st.experts.switches} switches, boards pass {v['pass']} fail {v['fail']} error {v['error']}")
 
 
+def nothing_inspected(service: LineService) -> str | None:
+    """Why a run failed its purpose (exit 1): not one board inspected, every one errored or none came; else None."""
+    st = service.line.stats
+    if st.inspected:
+        return None
+    if not st.boards:
+        return f"no board was inspected: {service.source.name} gave none"
+    first = st.first_error or service.source.counters.last_error
+    return f"no board was inspected: all {st.boards} errored" + (f" (the first: {first})" if first else "")
+
+
 def summary(service: LineService, seconds: float) -> str:
     line, detection, store = service.line, service.detection, service.store
     st = line.engine.stats()

@@ -40,10 +40,18 @@ def unknown_path(out: Path) -> Path:
     return out.with_suffix(".packages.yaml")
 
 
+class PackagesAsked(ValueError):
+    """The import stopped to ask: packages the library lacks, written to a file to fill in (never guessed)."""
+
+    def __init__(self, message: str, asked: Path) -> None:
+        super().__init__(message)
+        self.asked = asked
+
+
 def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", library: Path | None = None,
                  profile: Path | None = None, recipe: str | None = None) -> tuple[BoardDesign, Imported]:
     """(the design read, what the import made of it); the rule set and its geometry written to `out` when any part
-    is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and ValueError says so."""
+    is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and PackagesAsked says so."""
     design = read_design(file, profile)
     lib = load_library(library)
     try:
@@ -51,8 +59,8 @@ def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", lib
     except UnknownPackages as exc:
         asked = unknown_path(out)
         asked.write_text(unknown_template(exc.unknown, sorted(lib.classes)), encoding="utf-8")
-        raise ValueError(f"{exc}. Nothing was written but {asked}: fill in each package's class there and import "
-                         f"again with --library {asked}") from None
+        raise PackagesAsked(f"{exc}. Nothing was written but {asked}: fill in each package's class there and "
+                            f"import again with --library {asked}", asked) from None
     if imported.rules_text:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(imported.rules_text, encoding="utf-8")

@@ -22,7 +22,9 @@ import os
 import sys
 from collections.abc import Callable
 
+from ..errors import UnknownChoice
 from ..extras import MissingExtra, missing_extra
+from .exits import FAILED, REFUSED, USAGE
 
 # name -> (help, "module:function" adding its options to its parser)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -77,7 +79,12 @@ def build_parser(only: str | None = None, every: bool = True) -> argparse.Argume
     """The parser; with `only`, just that command gets its options (the others keep their help line)."""
     from ..logs import LEVELS
 
-    parser = argparse.ArgumentParser(prog="inspector", description="Circuit-board inspection appliance")
+    parser = argparse.ArgumentParser(prog="inspector", description="Circuit-board inspection appliance",
+                                     epilog="exit codes: 0 done; 1 the job ran and failed its purpose; 2 usage (the "
+                                            "command line is wrong); 3 a command's own no (a sign-in or role "
+                                            "refused, `board import` asking, `llm plan` does not fit)")
+    parser.add_argument("--version", action=_Version, help="the release (and the checkout's commit, where it runs "
+                                                           "from one), and exit")
     parser.add_argument("--models", help="models directory (default: $INSPECTOR_MODELS, or models/ in the data "
                                          "directory; `inspector config paths` prints it)")
     parser.add_argument("--config", help="config file (default: $INSPECTOR_CONFIG, ~/.config/inspector/"
@@ -101,6 +108,37 @@ def build_parser(only: str | None = None, every: bool = True) -> argparse.Argume
                 if isinstance(exc, ModuleNotFoundError) and missing_extra(exc) is None:
                     raise
     return parser
+
+
+def version_line() -> str:
+    """`inspector 0.1.0`, with the commit where the package runs from a git checkout (what a bug report needs)."""
+    import subprocess
+
+    from .. import __version__
+
+    line = f"inspector {__version__}"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isdir(os.path.join(root, ".git")):
+        try:
+            out = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"], capture_output=True,
+                                 text=True, timeout=5)
+            if out.returncode == 0 and out.stdout.strip():
+                line += f" (commit {out.stdout.strip()})"
+        except (OSError, subprocess.SubprocessError):
+            pass  # no git on the box: the release alone
+    return line
+
+
+class _Version(argparse.Action):
+    """`--version`, worked out only when asked (it may run git)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(version_line())
+        parser.exit()
 
 
 def _configured(parser: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -152,14 +190,16 @@ def main(argv: list[str] | None = None) -> int:
         if extra is None:
             raise  # anything else is a real bug
         print(f"inspector: error: {extra}", file=sys.stderr)
-        return 2
+        return FAILED
+    except UnknownChoice as exc:  # a name or option that is not one of the known ones, or flags that do not go
+        print(f"inspector: usage: {exc}", file=sys.stderr)  # together: the command line is wrong
+        return USAGE
     except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:  # MissingExtra is a RuntimeError
         print(f"inspector: error: {exc}", file=sys.stderr)
-        return 2
+        return FAILED
     except PermissionError as exc:  # a sign-in refused, a role that may not (inspector/access)
         print(f"inspector: refused: {exc}", file=sys.stderr)
-        return 3
-
+        return REFUSED
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
+
+from .exits import REFUSED, UsageError
 
 
 def add_board(p: argparse.ArgumentParser) -> None:
@@ -77,18 +80,22 @@ def _px_per_mm(args: argparse.Namespace) -> float:
         raise ValueError(f"--camera {args.camera}: cannot be read as JSON ({exc})") from None
     value = doc.get("px_per_mm") if isinstance(doc, dict) else None
     if not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"--camera {args.camera}: no positive px_per_mm in it; give --px-per-mm instead")
+        raise UsageError(f"--camera {args.camera}: no positive px_per_mm in it; give --px-per-mm instead")
     return float(value)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..board.importing import import_board
+    from ..board.importing import PackagesAsked, import_board
 
     file, out = Path(args.file), Path(args.out)
     t0 = time.perf_counter()
-    design, imported = import_board(file, out, _px_per_mm(args), args.side,
-                                    Path(args.library) if args.library else None,
-                                    Path(args.profile) if args.profile else None, args.recipe)
+    try:
+        design, imported = import_board(file, out, _px_per_mm(args), args.side,
+                                        Path(args.library) if args.library else None,
+                                        Path(args.profile) if args.profile else None, args.recipe)
+    except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
+        print(f"inspector: asks: {exc}", file=sys.stderr)
+        return REFUSED
     inspected = [f for f in imported.fates if f.inspected]
     print(f"{file}: {design.format}; {len(design.parts)} parts, {len(inspected)} inspected ({args.side} side), "
           f"{len(imported.types)} component types, {len(imported.fiducials)} fiducials "
@@ -125,7 +132,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
 
     rules = Path(args.rules)
     if args.escape_rate is not None and not 0 <= args.escape_rate < 1:
-        raise ValueError("--escape-rate is a share: 0 or more, below 1 (0.01 lets 1% of defects pass)")
+        raise UsageError("--escape-rate is a share: 0 or more, below 1 (0.01 lets 1% of defects pass)")
     out = Path(args.out) if args.out else rules.with_name(rules.stem + ".taught.yaml")
     work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
     plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,

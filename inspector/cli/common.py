@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..logs import Say, say_for
 from ..paths import data_dir, models_dir
+from .exits import UsageError
 
 log = logging.getLogger("inspector.cli")
 say = say_for(log)
@@ -123,7 +124,7 @@ def plc_config_of(args: argparse.Namespace, data: Path):  # noqa: ANN201 - a Plc
     from ..results.credentials import credential
 
     if args.deadline_ms <= 0:
-        raise ValueError(f"--deadline-ms must be positive, got {args.deadline_ms:g}")
+        raise UsageError(f"--deadline-ms must be positive, got {args.deadline_ms:g}")
     config = PlcConfig(opcua=args.opcua, opcua_user=args.opcua_user,
                        opcua_password=credential("INSPECTOR_OPCUA_PASSWORD", "opcua-password"),
                        opcua_anonymous=args.opcua_anonymous, opcua_insecure=args.opcua_insecure, modbus=args.modbus,

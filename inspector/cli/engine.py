@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .common import comma_list, models_of, say
+from .exits import UsageError
 
 DEFAULT_POLICIES = "samba,samba-fifo,samba-parallel,coserve-paper,coserve"
 
@@ -22,19 +23,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
         get_policy(p)
     twice = sorted({p for p in policies if policies.count(p) > 1})
     if twice:
-        raise ValueError(f"--policies names {', '.join(twice)} more than once; name each once and use --repeat N to "
+        raise UsageError(f"--policies names {', '.join(twice)} more than once; name each once and use --repeat N to "
                          "run every policy N times (medians and spread)")
     if args.repeat < 1:
-        raise ValueError("--repeat must be 1 or more")
+        raise UsageError("--repeat must be 1 or more")
     workload = bench_workload(args)
     backends = backends_of(args)
     simulated = [f for f, on in (("--simulate", args.simulate), ("--check-sim", args.check_sim),
                                  ("--sweep", args.sweep), ("--paper-tasks", args.paper_tasks)) if on]
     if simulated and backends != ["torch"]:
-        raise ValueError(f"{simulated[0]} runs on torch's profile only; leave --backend out, or bench the backends "
+        raise UsageError(f"{simulated[0]} runs on torch's profile only; leave --backend out, or bench the backends "
                          "for real: inspector bench --backend " + ",".join(backends))
     if len(backends) > 1 and args.planned:
-        raise ValueError("--planned plans for one backend: name one with --backend")
+        raise UsageError("--planned plans for one backend: name one with --backend")
     if args.check_sim:
         from ..coserve.evaluation.preparation import prepare
         from ..coserve.evaluation.simcheck import compare, format_agreement
@@ -64,7 +65,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from ..coserve.evaluation.paper import format_tasks, run_tasks
 
         if not args.simulate or args.box not in ("paper-numa", "paper-uma"):
-            raise ValueError("--paper-tasks needs --simulate --box paper-numa or --box paper-uma")
+            raise UsageError("--paper-tasks needs --simulate --box paper-numa or --box paper-uma")
         reports, rows = run_tasks(bench)
         for report in reports:
             print(format_table(report))
@@ -120,10 +121,10 @@ def bench_workload(args: argparse.Namespace):  # noqa: ANN201 - a Workload
         from ..routing.rules import load_rules
 
         if args.workload:
-            raise ValueError("give --workload or --rules, not both")
+            raise UsageError("give --workload or --rules, not both")
         return workload_of_rules(load_rules(args.rules), args.boards or 20, args.device_mb)
     if args.boards is not None or args.device_mb is not None:
-        raise ValueError("--boards and --device-mb go with --rules (a workload file sets its own)")
+        raise UsageError("--boards and --device-mb go with --rules (a workload file sets its own)")
     return load_workload(Path(args.workload) if args.workload else None)
 
 
@@ -148,10 +149,10 @@ def backends_of(args: argparse.Namespace) -> list[str]:
     names = comma_list(getattr(args, "backend", "torch")) or ["torch"]
     for name in names:
         if name not in BACKENDS:
-            raise ValueError(f"--backend {name!r} is not a backend; use one or more of {', '.join(BACKENDS)}, "
+            raise UsageError(f"--backend {name!r} is not a backend; use one or more of {', '.join(BACKENDS)}, "
                              "comma-separated")
     if len(set(names)) < len(names):
-        raise ValueError("--backend names a backend twice; name each once")
+        raise UsageError("--backend names a backend twice; name each once")
     return names
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .common import models_of, say
+from .exits import FAILED, USAGE
 
 
 def _zoo_root(args: argparse.Namespace) -> Path:
@@ -23,7 +24,7 @@ def cmd_train_new(args: argparse.Namespace) -> int:
         return _train_detector(args)
     if not args.arch.startswith("resnet") or not args.arch.removeprefix("resnet").isdigit():
         say(f"error: a classifier is a ResNet (resnet10, resnet18, ...), not {args.arch!r}")
-        return 2
+        return USAGE
     depth = int(args.arch.removeprefix("resnet"))
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
                      args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
@@ -33,14 +34,14 @@ def cmd_train_new(args: argparse.Namespace) -> int:
 
 
 def _taught(run, args: argparse.Namespace, hint: str = "") -> int:  # noqa: ANN001 - () -> TaughtExpert | ...Detector
-    """Teach (FolderError: exit 2 with the reason), print the report and where the expert now serves, write --json."""
+    """Teach (FolderError: exit 1 with the reason), print the report and where the expert now serves, write --json."""
     from ..training.labelled.folder import FolderError
 
     try:
         done = run()
     except FolderError as exc:
         say(f"error: {exc}")
-        return 2
+        return FAILED
     print(done.summary())
     print(f"\n{done.plan.expert} serves {done.entry.weights_sha256[:12]} in the zoo at {done.plan.zoo}{hint}")
     if args.json:
@@ -53,10 +54,10 @@ def _train_detector(args: argparse.Namespace) -> int:
 
     if args.reference:
         say("error: a detector is taught from its images alone (--reference is for classifiers)")
-        return 2
+        return USAGE
     if args.any_orientation:
         say("error: --any-orientation is for classifiers; a detector's boxes would turn with its images")
-        return 2
+        return USAGE
     plan = DetectorPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good,
                         args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
                         args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou)
@@ -77,7 +78,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             scored = evaluate_detector(zoo, args.expert, Path(args.on), args.iou)
         except FolderError as exc:
             say(f"error: {exc}")
-            return 2
+            return FAILED
         print(f"{args.expert} ({(zoo.entries[args.expert].weights_sha256 or '-')[:12]}) on {args.on}")
         print(detection_table(scored))
         if args.json:
@@ -88,7 +89,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                  Path(args.reference) if args.reference else None)
     except FolderError as exc:
         say(f"error: {exc}")
-        return 2
+        return FAILED
     print(f"{args.expert} ({(result.weights_sha256 or '-')[:12]}) on {args.on}")
     print(table(result.evaluation))
     print("defect recall at a false-call budget chosen on these crops: " + ", ".join(
@@ -160,7 +161,7 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
         pairs = read_pairs(Path(args.deeppcb), Path(args.list) if args.list else None, missing)
     except DatasetError as exc:
         say(f"error: {exc}")
-        return 2
+        return FAILED
     for line in missing:
         say(f"left out: {line}")
     only = set(args.groups.split(",")) if args.groups else None
@@ -168,7 +169,7 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
     pairs = [p for p in pairs if (only is None or p.group in only) and p.group not in leave]
     if not pairs:
         say("error: no pairs left after --groups / --exclude-groups")
-        return 2
+        return USAGE
     from ..training.labelled.folder import split_of
 
     rng = np.random.default_rng(args.seed)

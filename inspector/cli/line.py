@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -23,10 +24,11 @@ from .common import (
     station_flags,
     zoo_of,
 )
+from .exits import UsageError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ..app.run import run_line, summary
+    from ..app.run import nothing_inspected, run_line, summary
 
     rules, zoo, store, source, config, publisher, data = line_setup(args)
     plc = plc_of(args, data)
@@ -38,6 +40,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         st = publisher.status()
         print(f"mqtt: {st.published} boards acknowledged by {publisher.host}:{publisher.port}"
               + (f", {st.queued} not delivered: {st.last_error}" if st.queued else ""))
+    failed = nothing_inspected(service)
+    if failed:
+        print(f"inspector: {failed}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -168,7 +174,7 @@ def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
 
     kind, _, root = args.dataset.partition(":")
     if kind != "deeppcb" or not root:
-        raise ValueError(f"--dataset {args.dataset!r}: the datasets known are deeppcb:DIR (a DeepPCB folder, its "
+        raise UsageError(f"--dataset {args.dataset!r}: the datasets known are deeppcb:DIR (a DeepPCB folder, its "
                          "trainval.txt or test.txt beside the group folders)")
     if not Path(root).is_dir():
         raise ValueError(f"--dataset {args.dataset!r}: {root} is not a folder")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .common import default_rules, models_of, say, zoo_of
+from .exits import UsageError
 
 
 def cmd_camera_list(args: argparse.Namespace) -> int:
@@ -59,9 +60,9 @@ def _pattern(text: str) -> tuple[int, int]:
     try:
         pattern = int(cols), int(rows)
     except ValueError:
-        raise ValueError(f"--pattern wants the target's inner corners as COLSxROWS (e.g. 9x6), got {text!r}") from None
+        raise UsageError(f"--pattern wants the target's inner corners as COLSxROWS (e.g. 9x6), got {text!r}") from None
     if min(pattern) < 3:
-        raise ValueError(f"--pattern {text}: a chessboard target has at least 3x3 inner corners")
+        raise UsageError(f"--pattern {text}: a chessboard target has at least 3x3 inner corners")
     return pattern
 
 
@@ -75,12 +76,12 @@ def _views(args: argparse.Namespace, synthetic) -> tuple[list, list[str]]:  # no
 
     if args.synthetic is not None:
         if args.images:
-            raise ValueError("give image files or --synthetic, not both")
+            raise UsageError("give image files or --synthetic, not both")
         size = load_rules(args.rules or default_rules()).board_size
         images = synthetic(parse_camera(args.synthetic), size, np.random.default_rng(args.seed))
         return images, [f"synthetic {i + 1}" for i in range(len(images))]
     if not args.images:
-        raise ValueError("give the captures as image files (or --synthetic SPEC to try it on the synthetic camera)")
+        raise UsageError("give the captures as image files (or --synthetic SPEC to try it on the synthetic camera)")
     return load_views([Path(p) for p in args.images])
 
 

@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 
 from .common import comma_list, database_flags, db_url
+from .exits import UsageError
 
 
 def cmd_plant_status(args: argparse.Namespace) -> int:
@@ -15,7 +16,7 @@ def cmd_plant_status(args: argparse.Namespace) -> int:
 
     kiosks = comma_list(args.kiosks)
     if args.window_min <= 0:
-        raise ValueError(f"--window-min must be positive, got {args.window_min:g}")
+        raise UsageError(f"--window-min must be positive, got {args.window_min:g}")
     started = time.perf_counter()
     store = None
     if not args.no_db:

@@ -334,7 +334,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                                                    "the model's context, the smaller)")
 
     plan = llm_sub.add_parser("plan", help="what fits where before loading: non-expert weights, KV cache, "
-                                           "activations, the expert pool and its cache ratio, the host tier")
+                                           "activations, the expert pool and its cache ratio, the host tier (exit 3 "
+                                           "when it does not fit)")
     plan.add_argument("model", nargs="?", help="a checkpoint directory (only its config.json is read)")
     plan.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     plan.add_argument("--expert-dtype", choices=EXPERT_DTYPES, default="native")

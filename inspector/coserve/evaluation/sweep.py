@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...errors import UnknownChoice
 from ..online.workload import CASUAL_EXPERT_SHARE, MiB, Workload
 from .report import BenchReport
 
@@ -37,17 +38,18 @@ class SweepReport:
 
 
 def parse_sweep(text: str) -> tuple[str, list[float]]:
-    """`device_mb=300,400,600` -> ("device_mb", [300, 400, 600]); ValueError saying what is wrong."""
+    """`device_mb=300,400,600` -> ("device_mb", [300, 400, 600]); UnknownChoice saying what is wrong (a flag's
+    words: the command line answers it as usage)."""
     name, sep, values = text.partition("=")
     name = name.strip()
     if not sep or name not in SWEEPABLE:
-        raise ValueError(f"--sweep {text!r}: give PARAMETER=V1,V2,... with PARAMETER one of {', '.join(SWEEPABLE)}")
+        raise UnknownChoice(f"--sweep {text!r}: give PARAMETER=V1,V2,... with PARAMETER one of {', '.join(SWEEPABLE)}")
     try:
         numbers = [float(v) for v in values.split(",") if v.strip()]
     except ValueError:
-        raise ValueError(f"--sweep {text!r}: the values must be numbers (MiB), e.g. {name}=300,400,600") from None
+        raise UnknownChoice(f"--sweep {text!r}: the values must be numbers (MiB), e.g. {name}=300,400,600") from None
     if not numbers or min(numbers) <= 0:
-        raise ValueError(f"--sweep {text!r}: give at least one size above 0 MiB")
+        raise UnknownChoice(f"--sweep {text!r}: give at least one size above 0 MiB")
     return name, numbers
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ...errors import UnknownChoice
 from .queue import ExecutorQueue
 from .request import Request
 from .usage import ExpertUsage
@@ -248,8 +249,8 @@ ABLATION = ("coserve-none", "coserve-em", "coserve-em-ra", "coserve-paper", "cos
 POLICY_NAMES = tuple(_POLICIES)
 
 
-class UnknownPolicy(ValueError):
-    pass
+class UnknownPolicy(UnknownChoice):
+    """A policy name the engine does not have."""
 
 
 def get_policy(name: str) -> Policy:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
+from ...errors import UnknownChoice
 from ..calibration import Calibration
 from .base import MoEPolicy, PoolView, calibrated_placement
 from .baselines import LRU, Fiddler, MoESys, OnDemand
@@ -44,14 +45,14 @@ def parse_spec(spec: str) -> tuple[str, dict[str, object]]:
     base, preset = ALIASES.get(name, (name, {}))
     cls = POLICIES.get(base)
     if cls is None:
-        raise ValueError(f"unknown MoE policy {name!r}: use one of {', '.join([*POLICIES, *ALIASES])}")
+        raise UnknownChoice(f"unknown MoE policy {name!r}: use one of {', '.join([*POLICIES, *ALIASES])}")
     allowed = options_of(cls)
     out: dict[str, object] = dict(preset)
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or key not in allowed:
             choices = ", ".join(f"{k}={v}" for k, v in allowed.items()) or "none"
-            raise ValueError(f"policy {name!r}: bad option {pair!r}; its options (with defaults) are: {choices}")
+            raise UnknownChoice(f"policy {name!r}: bad option {pair!r}; its options (with defaults) are: {choices}")
         out[key] = _typed(name, key, raw, allowed[key])
     return base, out
 
