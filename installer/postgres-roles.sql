@@ -1,4 +1,4 @@
--- The plant's results database on PostgreSQL: three roles, least rights each (installer/README.md, Databases).
+-- The plant's results database on PostgreSQL: three roles, least rights each (docs/pages/plant-it/install.md, Databases).
 --   inspector_owner   owns the tables; only `inspector db upgrade` logs in as it (a deploy step)
 --   inspector_writer  the line boxes (kiosks): read and write results, reviews, dead letters; prune; no DDL
 --   inspector_reader  dashboards, Grafana, reports: SELECT only

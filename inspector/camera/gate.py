@@ -129,8 +129,8 @@ def check_gate(rules: RuleSet) -> None:
     """ValueError when the rule set gives the gate nothing to see a board by."""
     if rules.fiducials is None and (rules.serial_code is None or rules.serial_code.at is None):
         raise ValueError(f"rule set {rules.recipe} has no fiducials and no placed serial code, so a free-running "
-                         "camera's frames cannot be told from an empty conveyor; add fiducials (routing_rules/"
-                         "README.md) or trigger the camera once per board (--gate off)")
+                         "camera's frames cannot be told from an empty conveyor; add fiducials (docs/pages/"
+                         "reference/rule-sets.md) or trigger the camera once per board (--gate off)")
 
 
 def _look(image: np.ndarray, rules: RuleSet, settled: bool) -> tuple[Registration | None, CodeRead | None] | str:

@@ -58,7 +58,7 @@ def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
             f"{'picked points' if rules.photo.points else 'outline'} (photo_registration)")
     elif rules.fiducials is None:
         say(f"note: rule set {rules.recipe} declares no fiducials, so boards are cut at their nominal positions; "
-            f"add fiducials (routing_rules/README.md) unless a fixture places every board to the pixel")
+            f"add fiducials (docs/pages/reference/rule-sets.md) unless a fixture places every board to the pixel")
 
 
 def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - shared by run, kiosk and the dashboard
@@ -148,7 +148,7 @@ def plc_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--opcua-insecure", action="store_true",
                    help="also offer the unencrypted OPC UA endpoint (off: Basic256Sha256 only)")
     p.add_argument("--modbus", metavar="HOST:PORT", help="serve the station's register map over Modbus TCP "
-                                                          "(README: the register map)")
+                                                          "(the manual: A production line, the register map)")
     p.add_argument("--deadline-ms", type=float, default=2000.0,
                    help="a board with no verdict this long after its trigger (or frame) is rejected (default 2000)")
     p.add_argument("--no-reject-on-error", action="store_true",

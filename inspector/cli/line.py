@@ -259,7 +259,7 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                         "genicam:SERIAL|INDEX (an industrial camera through pypylon; `inspector camera list`)")
     p.add_argument("--camera-settings", metavar="FILE",
                    help="genicam: the camera's settings, a YAML file of GenICam SFNC names (ExposureTime, Gain, "
-                        "PixelFormat, TriggerMode, TriggerSource, ...; README)")
+                        "PixelFormat, TriggerMode, TriggerSource, ...; the manual: A production line)")
     p.add_argument("--correction", metavar="FILE",
                    help="the camera's correction file: its lens undistorted and its light flattened on every frame "
                         "before registration (inspector camera calibrate / inspector camera reference)")
@@ -281,7 +281,7 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
                                     "within 6 px and 0.4 deg, light, a soft lens, noise, JPEG) or settings "
                                     "shift=PX,rotation=DEG,scale=FRAC,gain=LO:HI,contrast=LO:HI,gradient=FRAC,"
                                     "blur=SIGMA,noise=SIGMA,jpeg=QUALITY and a real lens's tilt=DEG,k1=K,vignette=FRAC,"
-                                    "cast=FRAC,motion=PX (README)")
+                                    "cast=FRAC,motion=PX (the manual: A real camera)")
     p.add_argument("--glare", metavar="TYPE[:STRENGTH]",
                    help="synthetic boards under a light the experts never saw: a highlight on every body of one "
                         "component type (strength 0.5 of full scale by default): a systematic false call to review")

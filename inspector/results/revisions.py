@@ -139,8 +139,8 @@ def check(engine: Engine, owns: bool) -> SchemaState:
         raise _too_new(state.revision, state.runs_with or state.revision)
     where = "has no schema yet" if state.revision is None else f"is at schema revision {state.revision}"
     raise SchemaNotReady(f"the results database {where}; this release needs {state.needs} or later: run "
-                         "`inspector db upgrade` with the database owner's rights (a deploy step: installer/README.md, "
-                         "Databases)")
+                         "`inspector db upgrade` with the database owner's rights (a deploy step: "
+                         "docs/pages/plant-it/install.md, Databases)")
 
 
 def upgrade(engine: Engine, to: str = "head") -> tuple[str | None, str]:

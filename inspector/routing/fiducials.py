@@ -66,7 +66,8 @@ def parse_fiducials(f: Fields, board: tuple[int, int]) -> FiducialRules:
     search = f.number("search_px", DEFAULT_SEARCH_PX, minimum=2)
     marks_raw = f.get("marks")
     if not isinstance(marks_raw, dict) or not marks_raw:
-        raise f.error("marks", "must map fiducial names to {at: [x, y], shape, size} (see routing_rules/README.md)")
+        raise f.error("marks", "must map fiducial names to {at: [x, y], shape, size} (see "
+                               "docs/pages/reference/rule-sets.md)")
     marks = tuple(_mark(Fields(body, f.source, f"{f.where}.marks.{name}"), str(name), search, board)
                   for name, body in marks_raw.items())
     need = TRANSFORMS[transform]

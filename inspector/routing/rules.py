@@ -1,7 +1,7 @@
 """The rule-set schema: a board recipe's component types, their experts, thresholds and layout.
 
 A plant engineer writes one YAML file per board recipe (routing_rules/*.yaml,
-documented in routing_rules/README.md). It is validated once, here, into a
+documented in docs/pages/reference/rule-sets.md). It is validated once, here, into a
 `RuleSet`; every error names the file and line and what to write instead.
 The rule set's version is the hash of its text, stored with every result.
 """
@@ -212,7 +212,7 @@ def parse_rules(text: str, source: str) -> RuleSet:
         raise
     except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as exc:
         raise ConfigError(source, None, f"a value of an unexpected shape ({type(exc).__name__}: {exc}); compare "
-                          f"the file with routing_rules/README.md") from None
+                          f"the file with docs/pages/reference/rule-sets.md") from None
 
 
 def _parse_rules(text: str, source: str) -> RuleSet:
@@ -411,8 +411,8 @@ def _check_compare(rules: RuleSet, doc: Fields, comps: dict) -> None:
     if rules.compare is None:
         if windows:
             raise Fields(comps, rules.source, "components").error(
-                windows[0].name, f"shape {WINDOW} is a bare-board window: add a `compare:` section (routing_rules/"
-                "README.md) or give the type a part's shape")
+                windows[0].name, f"shape {WINDOW} is a bare-board window: add a `compare:` section (docs/pages/"
+                "reference/rule-sets.md) or give the type a part's shape")
         return
     parts = [c for c in rules.components if not c.window]
     if parts:

@@ -7,7 +7,7 @@ lent twice. A grant is a lease: the holder renews it, and a holder that stops
 renewing (killed, hung) loses it after `lease_s`, so a crashed model never keeps
 the memory from the next one.
 
-The protocol (over the kiosk's token-guarded HTTP API, README "The language
+The protocol (over the kiosk's token-guarded HTTP API, the manual's "The language
 model as a local service"):
     POST /ledger/grant   {"holder": str, "bytes": int} -> {"grant", "bytes", "device", "lease_s"} or 409
     POST /ledger/renew   {"grant": str}                -> {"grant", "lease_s"} or 404 (expired: ask again)

@@ -8,5 +8,5 @@
     sweep.py           a whole bench per memory size
     plots.py           PNG charts of a bench and of a sweep
     paper.py           the paper's four tasks against its reported bands
-    charts/            the README's measured chart and its JSON
+    charts/            the manual's measured chart and its JSON
 """

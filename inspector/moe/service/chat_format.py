@@ -3,7 +3,7 @@
 The plain format (for base models such as the demo, which were never trained on
 a template) writes each message as `role: content` on its own lines and ends
 with `assistant:`, so the model continues as the assistant; it is documented
-in the README so that clients know what the model sees.
+in the manual (The language model as a local service) so that clients know what the model sees.
 """
 from __future__ import annotations
 
