@@ -89,18 +89,22 @@ def bars_wanted(stream: TextIO | None = None) -> bool:
 class Progress:
     """Steps of a long job: a tqdm bar at a terminal, else a plain line at most every `every_s` seconds."""
 
-    def __init__(self, total: int, what: str, say: Say, every_s: float = 30.0) -> None:
+    def __init__(self, total: int, what: str, say: Say, every_s: float = 30.0, work: float | None = None) -> None:
+        """`work`: the steps' summed sizes, when steps differ in size (then `step(size=...)` says each one's), so the
+        time left is the work left at the pace so far, not the steps left."""
         self.total, self.what, self.say, self.every_s = total, what, say, every_s
         self.done = 0
-        self._last = self._start = time.monotonic()
+        self.work, self.work_done = work, 0.0
+        self._last = self.started = time.monotonic()
         self._bar = None
         if bars_wanted():
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, desc=what, unit="step", leave=False, dynamic_ncols=True)
 
-    def step(self, n: int = 1, note: str = "") -> None:
+    def step(self, n: int = 1, note: str = "", size: float | None = None) -> None:
         self.done += n
+        self.work_done += size if size is not None else n
         if self._bar is not None:
             self._bar.update(n)
             if note:
@@ -115,7 +119,10 @@ class Progress:
         """`, about 4 min left`: the steps to go at this machine's pace so far (a tqdm bar shows its own)."""
         if not 0 < self.done < self.total:
             return ""
-        seconds = ((now or time.monotonic()) - self._start) / self.done * (self.total - self.done)
+        done, total = (self.work_done, self.work) if self.work else (self.done, self.total)
+        if not 0 < done < total:
+            return ""
+        seconds = ((now or time.monotonic()) - self.started) / done * (total - done)
         return f", about {seconds / 60:.0f} min left" if seconds >= 90 else f", about {seconds:.0f} s left"
 
     def write(self, message: str) -> None:
@@ -132,8 +139,8 @@ class Progress:
 
 
 @contextmanager
-def progress(total: int, what: str, say: Say, every_s: float = 30.0) -> Iterator[Progress]:
-    bar = Progress(total, what, say, every_s)
+def progress(total: int, what: str, say: Say, every_s: float = 30.0, work: float | None = None) -> Iterator[Progress]:
+    bar = Progress(total, what, say, every_s, work)
     try:
         yield bar
     finally:

@@ -91,6 +91,9 @@ def test_a_long_jobs_plain_progress_says_what_is_left_at_this_machines_pace() ->
     bar.step(note="cls-c")
     assert re.fullmatch(r"training experts: 1/3 \(cls-a\), about \d+ s left", said[0]), said
     assert said[-1] == "training experts: 3/3 (cls-c)"  # done: nothing left to estimate
+    sized = Progress(3, "training experts", said.append, work=10.0)  # a big step and two small ones
+    sized.step(size=1.0)
+    assert sized.left(sized.started + 10.0) == ", about 2 min left"  # 10 s for 1 of 10 units: 90 s to go
 
 
 def test_startup_keeper_extends_the_start_only_while_it_moves(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     todo = [j for j in jobs if j.name not in entries]
     started = time.perf_counter()
 
-    with progress_of(len(todo), "training experts", say) as bar:
+    with progress_of(len(todo), "training experts", say, work=sum(j.work for j in todo)) as bar:
         def done(job: TrainJob, trained: Trained) -> None:
             # written as each finishes: an interrupted build resumes from here (partial_path)
             entries[job.name] = _write(root, job.name, job.role, job.spec, trained,
@@ -103,7 +103,7 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
             bar.write(f"trained {job.name}: validation accuracy {trained.val_accuracy:.3f} "
                       f"({trained.train_samples} crops, {time.perf_counter() - started:.0f} s into training)"
                       + _retries(job, trained))
-            bar.step(note=job.name)
+            bar.step(note=job.name, size=job.work)
 
         run_jobs(todo, workers, done)
     ordered = [entries[j.name] for j in jobs]
