@@ -176,6 +176,14 @@ def test_a_tilted_camera_is_told_to_use_a_homography_and_the_line_says_so_once()
     hint = said[MIN_BOARDS - 1]
     assert hint is not None and hint.transform == "homography" and hint.refused == MIN_BOARDS
     assert "`transform: homography`" in hint.sentence() and watch.hint == hint
+    square = parse_camera("shift=8,rotation=0.8")  # the camera squared again: a window of boards withdraws it
+    from inspector.ingest.transform_watch import WINDOW
+
+    for i in range(WINDOW):
+        assert watch.hint is not None
+        image, _ = square.view(render_board(BOARD_A, f"s{i}", rng).image, rng)
+        assert watch.see(BOARD_A.fiducials, register(image, BOARD_A.fiducials).found, refused=False) is None
+    assert watch.hint is None
 
 
 def test_dirty_marks_board_by_board_never_look_like_a_tilt() -> None:

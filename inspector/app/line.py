@@ -42,7 +42,7 @@ from ..ingest.golden import composed_tensors, golden_image
 from ..ingest.identity import CodeRead, noread_serial, read_code
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
-from ..ingest.transform_watch import TransformWatch
+from ..ingest.transform_watch import WINDOW, TransformWatch
 from ..results.records import BoardRecord
 from ..results.scope import Scope
 from ..routing.rules import RuleSet
@@ -368,9 +368,12 @@ class Line:
         """Every board's marks to the transform watch; its hint, once the boards agree, logged once."""
         if rules.fiducials is None:
             return
+        had = self.transform_watch.hint
         hint = self.transform_watch.see(rules.fiducials, found, refused)
         if hint is not None:
             log.warning("registration: %s", hint.sentence())
+        elif had is not None and self.transform_watch.hint is None and rules.fiducials is self.transform_watch.rules:
+            log.info("registration: the last %d boards' fiducials no longer say the camera is tilted", WINDOW)
 
     def refuse(self, serial: str, source: str, reason: str, inspection_id: str | None = None) -> None:
         """A board that came in but cannot be inspected (an unreadable file): stored as a board-level error."""

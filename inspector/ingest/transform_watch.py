@@ -5,7 +5,8 @@ d bends them d/4 from an affine. Many boards can: a tilt asks the same perspecti
 different one of each, and a camera does not tilt board by board. The watch keeps the last boards whose marks were
 all found, refused or not (a tilt that stays under max_residual_px still lets boards through with false alarms),
 and says once, when most of them are fitted by a richer transform asking the same of each, which transform and the
-command that fixes it. The line keeps its sentence for /health and the dashboard; it logs it once.
+command that fixes it. The line keeps its sentence for /health and the dashboard; it logs it once, and says so when
+a whole window of boards later asks for nothing of the kind (the camera squared again).
 """
 from __future__ import annotations
 
@@ -41,11 +42,12 @@ class TransformHint:
 
 
 class TransformWatch:
-    """Fed every board whose marks were all found; `hint` once the boards agree (and until the rule set changes)."""
+    """Fed every board whose marks were all found; `hint` once the boards agree, until the rule set changes or a
+    whole window of boards asks for no richer transform."""
 
     def __init__(self) -> None:
         self._seen: deque[tuple[dict[str, tuple[float, float]], bool]] = deque(maxlen=WINDOW)
-        self._rules: FiducialRules | None = None
+        self.rules: FiducialRules | None = None  # the fiducials the boards seen were registered on
         self._lock = threading.Lock()
         self.hint: TransformHint | None = None
 
@@ -54,11 +56,15 @@ class TransformWatch:
         if len(found) < len(rules.marks):
             return None
         with self._lock:
-            if rules is not self._rules:  # another rule set (or the same edited): what was seen no longer applies
-                self._rules, self.hint = rules, None
+            if rules is not self.rules:  # another rule set (or the same edited): what was seen no longer applies
+                self.rules, self.hint = rules, None
                 self._seen.clear()
             self._seen.append((dict(found), refused))
-            if self.hint is not None or len(self._seen) < MIN_BOARDS:
+            if len(self._seen) < MIN_BOARDS:
+                return None
+            if self.hint is not None:  # said; withdrawn once a whole window of boards no longer asks for it at all
+                if len(self._seen) == WINDOW and not any(fit_as(rules, f, self.hint.transform) for f, _ in self._seen):
+                    self.hint = None  # the camera was squared (or calibrated into the frames)
                 return None
             for kind in RICHER[rules.transform]:  # the simplest that the boards agree on
                 self.hint = _judge(kind, [(fit_as(rules, f, kind), r) for f, r in self._seen])
