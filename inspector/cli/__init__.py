@@ -201,5 +201,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"inspector: refused: {exc}", file=sys.stderr)
         return REFUSED
 
+
 if __name__ == "__main__":
     raise SystemExit(main())
