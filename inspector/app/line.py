@@ -16,7 +16,6 @@ of one expert (a retrained version, a rollback) apply the same way
 from __future__ import annotations
 
 import itertools
-import logging
 import threading
 import time
 from collections import Counter, deque
@@ -42,7 +41,7 @@ from ..ingest.golden import composed_tensors, golden_image
 from ..ingest.identity import CodeRead, noread_serial, read_code
 from ..ingest.photometric import INPUT_VERSION
 from ..ingest.registration import Registration, RegistrationFailed, register
-from ..ingest.transform_watch import WINDOW, TransformWatch
+from ..ingest.transform_watch import TransformWatch
 from ..results.records import BoardRecord
 from ..results.scope import Scope
 from ..routing.rules import RuleSet
@@ -53,8 +52,6 @@ from .verdict import part_verdict
 BoardSink = Callable[[BoardRecord], None]
 AUTHORITATIVE = ("sidecar", "filename", "upstream")  # serial origins the line keeps without reading the code
 LATENCY_WINDOW = 512  # results the latency percentiles are taken over
-
-log = logging.getLogger("inspector.line")
 
 
 @dataclass(frozen=True)
@@ -365,15 +362,9 @@ class Line:
         return f"NOREAD: {code.reason}" if rules.serial_code.on_noread == "refuse" else None
 
     def _watch_marks(self, rules: RuleSet, found: dict[str, tuple[float, float]], refused: bool) -> None:
-        """Every board's marks to the transform watch; its hint, once the boards agree, logged once."""
-        if rules.fiducials is None:
-            return
-        had = self.transform_watch.hint
-        hint = self.transform_watch.see(rules.fiducials, found, refused)
-        if hint is not None:
-            log.warning("registration: %s", hint.sentence())
-        elif had is not None and self.transform_watch.hint is None and rules.fiducials is self.transform_watch.rules:
-            log.info("registration: the last %d boards' fiducials no longer say the camera is tilted", WINDOW)
+        """Every board's marks to the transform watch (it logs its hint once the boards agree)."""
+        if rules.fiducials is not None:
+            self.transform_watch.see(rules.fiducials, found, refused)
 
     def refuse(self, serial: str, source: str, reason: str, inspection_id: str | None = None) -> None:
         """A board that came in but cannot be inspected (an unreadable file): stored as a board-level error."""

@@ -191,8 +191,7 @@ def nothing_inspected(service: LineService) -> str | None:
         return None
     if not st.boards:
         return f"no board was inspected: {service.source.name} gave none"
-    first = st.first_error or service.source.counters.last_error
-    return f"no board was inspected: all {st.boards} errored" + (f" (the first: {first})" if first else "")
+    return f"no board was inspected: all {st.boards} errored (the first: {st.first_error})"
 
 
 def summary(service: LineService, seconds: float) -> str:

@@ -24,7 +24,7 @@ from .common import (
     station_flags,
     zoo_of,
 )
-from .exits import UsageError
+from .exits import FAILED, UsageError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -43,7 +43,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = nothing_inspected(service)
     if failed:
         print(f"inspector: {failed}", file=sys.stderr)
-        return 1
+        return FAILED
     return 0
 
 

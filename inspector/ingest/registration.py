@@ -154,29 +154,35 @@ def fit_marks(rules: FiducialRules, found: dict[str, tuple[float, float]]) -> Re
 
 
 def better_fit(rules: FiducialRules, found: dict[str, tuple[float, float]]) -> BetterFit | None:
-    """The simplest transform richer than the rule set's that fits these marks clearly better, where the rule set's
-    own leaves more than half its max_residual_px; else None (see `fit_as`)."""
-    for kind in RICHER[rules.transform]:
-        fit = fit_as(rules, found, kind)
-        if fit is not None:
-            return fit
-    return None
+    """The simplest transform richer than the rule set's that fits these marks clearly better (see `richer_fits`)."""
+    return next((f for f in richer_fits(rules, found).values() if f is not None), None)
 
 
-def fit_as(rules: FiducialRules, found: dict[str, tuple[float, float]], kind: str) -> BetterFit | None:
-    """`kind` fitted to these marks, when it fits them clearly better than the rule set's transform: within
-    max_residual_px and at most half what the rule set's leaves (with just the marks it needs, which it fits
-    whatever they are: a homography within max_perspective_px of an affine; an affine never); else None. Also
-    None when the rule set's own leaves at most half its max_residual_px (nothing to mend)."""
+def richer_fits(rules: FiducialRules, found: dict[str, tuple[float, float]]) -> dict[str, BetterFit | None]:
+    """Each transform richer than the rule set's, simplest first, fitted to these marks: a BetterFit where it fits
+    them clearly better than the rule set's (within max_residual_px and at most half what the rule set's leaves;
+    with just the marks it needs, which it fits whatever they are: a homography within max_perspective_px of an
+    affine, an affine never), else None. All None when the rule set's own leaves at most half its max_residual_px
+    (nothing to mend)."""
+    out: dict[str, BetterFit | None] = dict.fromkeys(RICHER[rules.transform])
     nominal = {m.name: (float(m.x), float(m.y)) for m in rules.marks}
     names = [n for n in found if n in nominal]
-    if len(names) < max(3, TRANSFORMS[kind]):
-        return None
-    src = np.array([nominal[n] for n in names], np.float64)
-    span = (float(np.ptp(src[:, 0])) or 1.0, float(np.ptp(src[:, 1])) or 1.0)
+    if len(names) < 3:
+        return out
     _, given, _ = _fit(names, nominal, found, rules.transform)
     if given <= rules.max_residual_px / 2:
-        return None
+        return out
+    src = np.array([nominal[n] for n in names], np.float64)
+    span = (float(np.ptp(src[:, 0])) or 1.0, float(np.ptp(src[:, 1])) or 1.0)
+    for kind in out:
+        if len(names) >= TRANSFORMS[kind]:
+            out[kind] = _fit_as(kind, names, nominal, found, float(given), span, rules)
+    return out
+
+
+def _fit_as(kind: str, names: list[str], nominal: dict[str, tuple[float, float]],
+            found: dict[str, tuple[float, float]], given: float, span: tuple[float, float],
+            rules: FiducialRules) -> BetterFit | None:
     try:
         matrix, left, _ = _fit(names, nominal, found, kind)
     except RegistrationFailed:  # marks on a line fit no homography
@@ -186,9 +192,8 @@ def fit_as(rules: FiducialRules, found: dict[str, tuple[float, float]], kind: st
         h = as_homography(matrix)
         shape = (float(h[2, 0] * span[0] ** 2), float(h[2, 1] * span[1] ** 2))  # px of keystone across the span
         if exact:
-            _, left, _ = _fit(names, nominal, found, "affine")  # the bend from an affine it needs instead
-            return BetterFit(kind, float(left), float(given), True, shape) \
-                if left <= rules.max_perspective_px else None
+            _, bend, _ = _fit(names, nominal, found, "affine")  # the bend from an affine it needs instead
+            return BetterFit(kind, float(bend), given, True, shape) if bend <= rules.max_perspective_px else None
     else:
         if exact:  # three marks fit any affine: it tells nothing
             return None
@@ -197,7 +202,7 @@ def fit_as(rules: FiducialRules, found: dict[str, tuple[float, float]], kind: st
         shape = (float((a[0, 0] - a[1, 1]) / 2 * scale), float((a[0, 1] + a[1, 0]) / 2 * scale))
     if left > rules.max_residual_px or left > given / 2:
         return None
-    return BetterFit(kind, float(left), float(given), False, shape)
+    return BetterFit(kind, float(left), given, False, shape)
 
 
 def _check_perspective(rules: FiducialRules, names: list[str], nominal: dict[str, tuple[float, float]],

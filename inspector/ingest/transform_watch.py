@@ -5,18 +5,22 @@ d bends them d/4 from an affine. Many boards can: a tilt asks the same perspecti
 different one of each, and a camera does not tilt board by board. The watch keeps the last boards whose marks were
 all found, refused or not (a tilt that stays under max_residual_px still lets boards through with false alarms),
 and says once, when most of them are fitted by a richer transform asking the same of each, which transform and the
-command that fixes it. The line keeps its sentence for /health and the dashboard; it logs it once, and says so when
-a whole window of boards later asks for nothing of the kind (the camera squared again).
+command that fixes it, in the log; the line keeps its sentence for /health and the dashboard. A whole window of boards
+that later asks for nothing of the kind (the camera squared again) withdraws it, and the log says so.
 """
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections import deque
 from dataclasses import dataclass
+from statistics import median
 
 from ..routing.fiducials import FiducialRules
-from .registration import RICHER, BetterFit, fit_as
+from .registration import BetterFit, richer_fits
+
+log = logging.getLogger(__name__)
 
 WINDOW = 12  # boards remembered
 MIN_BOARDS = 6  # boards with every mark found before anything is said
@@ -43,10 +47,11 @@ class TransformHint:
 
 class TransformWatch:
     """Fed every board whose marks were all found; `hint` once the boards agree, until the rule set changes or a
-    whole window of boards asks for no richer transform."""
+    whole window of boards asks for no richer transform. Says both in the log."""
 
     def __init__(self) -> None:
-        self._seen: deque[tuple[dict[str, tuple[float, float]], bool]] = deque(maxlen=WINDOW)
+        # each board's fits by every richer transform (fitted once, when it comes), and whether it was refused
+        self._seen: deque[tuple[dict[str, BetterFit | None], bool]] = deque(maxlen=WINDOW)
         self.rules: FiducialRules | None = None  # the fiducials the boards seen were registered on
         self._lock = threading.Lock()
         self.hint: TransformHint | None = None
@@ -55,20 +60,24 @@ class TransformWatch:
         """One board's marks; returns the hint when this board is the one that makes it (said once)."""
         if len(found) < len(rules.marks):
             return None
+        fits = richer_fits(rules, found)
         with self._lock:
             if rules is not self.rules:  # another rule set (or the same edited): what was seen no longer applies
                 self.rules, self.hint = rules, None
                 self._seen.clear()
-            self._seen.append((dict(found), refused))
+            self._seen.append((fits, refused))
             if len(self._seen) < MIN_BOARDS:
                 return None
             if self.hint is not None:  # said; withdrawn once a whole window of boards no longer asks for it at all
-                if len(self._seen) == WINDOW and not any(fit_as(rules, f, self.hint.transform) for f, _ in self._seen):
+                kind = self.hint.transform
+                if len(self._seen) == WINDOW and not any(f[kind] for f, _ in self._seen):
                     self.hint = None  # the camera was squared (or calibrated into the frames)
+                    log.info("registration: the last %d boards' fiducials no longer say the camera is tilted", WINDOW)
                 return None
-            for kind in RICHER[rules.transform]:  # the simplest that the boards agree on
-                self.hint = _judge(kind, [(fit_as(rules, f, kind), r) for f, r in self._seen])
+            for kind in fits:  # the simplest that the boards agree on
+                self.hint = _judge(kind, [(f[kind], r) for f, r in self._seen])
                 if self.hint is not None:
+                    log.warning("registration: %s", self.hint.sentence())
                     return self.hint
             return None
 
@@ -77,17 +86,13 @@ def _judge(kind: str, seen: list[tuple[BetterFit | None, bool]]) -> TransformHin
     fits = [(f, refused) for f, refused in seen if f is not None]
     if len(fits) < MOST * len(seen):
         return None
-    centre = (_median([f.shape[0] for f, _ in fits]), _median([f.shape[1] for f, _ in fits]))
+    centre = (median(f.shape[0] for f, _ in fits), median(f.shape[1] for f, _ in fits))
     norm = math.hypot(*centre)
     if norm == 0:
         return None
     agree = sum(1 for f, _ in fits if math.dist(f.shape, centre) <= SAME * norm)
     if agree < MOST * len(seen):
         return None
-    given = _median([f.given_px for f, _ in fits])
+    given = median(f.given_px for f, _ in fits)
     return TransformHint(kind, len(fits), len(seen), given, sum(1 for _, r in fits if r))
 
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
