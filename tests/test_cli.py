@@ -159,3 +159,14 @@ def test_a_table_prints_on_a_plain_ascii_locale(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout.decode("ascii")
     assert "utf" not in out.lower() and "spread ?1.7%" in out
+
+
+def test_a_reader_gone_stops_the_command_quietly(tmp_path: Path) -> None:
+    """`inspector ... | head`: the reader closes the pipe; the command stops with exit 1 and no traceback."""
+    env = {**os.environ, "INSPECTOR_CONFIG": str(tmp_path / "none.yaml")}
+    (tmp_path / "none.yaml").write_text("{}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "config", "paths"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=Path(__file__).parents[1], env=env)
+    proc.stdout.close()  # gone before the command prints its first line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and err == ""

@@ -184,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         for flag, env in (("tls_ca", "INSPECTOR_TLS_CA"), ("tls_pin", "INSPECTOR_TLS_PIN")):
             if getattr(args, flag, None):  # the environment carries it to every client here and to child processes
                 os.environ[env] = getattr(args, flag)
-        return args.func(args)
+        done = args.func(args)
+        sys.stdout.flush()  # inside the guard: a reader gone by now is met below, not at the interpreter's exit
+        return done
     except ModuleNotFoundError as exc:  # a package of an extra that is not installed: say which extra to add
         extra = missing_extra(exc)
         if extra is None:
@@ -200,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError as exc:  # a sign-in refused, a role that may not (inspector/access)
         print(f"inspector: refused: {exc}", file=sys.stderr)
         return REFUSED
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other tools do, not a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return FAILED
 
 
 if __name__ == "__main__":
