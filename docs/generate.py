@@ -1,6 +1,8 @@
-"""The manual's reference pages generated from the code: every command and flag from the argparse tree.
+"""The manual's reference pages generated from the code: every command and flag from the argparse tree, the exit
+codes, every metric, the Modbus map and the OPC UA address space from the running servers, the kiosk's and the
+model server's HTTP APIs (http_pages.py).
 
-    python docs/generate.py            # write docs/pages/reference/cli.md
+    python docs/generate.py            # write docs/pages/reference/*.md
     python docs/generate.py --check    # exit 1 when the page is not what the code says (the test suite runs it)
 
 Only what the code fixes is written: a default computed on this machine (a path, a core count) is shown as the help
@@ -11,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from http_pages import kiosk_api_page, llm_api_page, llm_openapi_json  # docs/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "pages" / "reference"
@@ -258,7 +262,8 @@ def opcua_page() -> str:
 
 
 PAGES = {"cli.md": cli_page, "exit-codes.md": exit_codes_page, "metrics.md": metrics_page,
-         "modbus.md": modbus_page, "opcua.md": opcua_page}
+         "modbus.md": modbus_page, "opcua.md": opcua_page, "kiosk-api.md": kiosk_api_page,
+         "llm-api.md": llm_api_page, "llm-openapi.json": llm_openapi_json}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -251,3 +251,32 @@ def test_bad_listen_address_says_how_to_write_it(listen: str) -> None:
 
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_listen(listen)
+
+
+def test_the_route_table_describes_every_route_served_and_refuses_one_it_does_not(tmp_path: Path) -> None:
+    """kiosk/routes.py is what the manual's API page is made from: the results and audit readers answer exactly
+    its routes, and a handler without a line (or a line without its handler) stops the kiosk from starting."""
+    from inspector.access.audit import AuditTrail
+    from inspector.kiosk import routes
+    from inspector.kiosk.audit_api import AuditApi
+    from inspector.kiosk.http import HttpError
+    from inspector.kiosk.results_api import ResultsApi
+    from inspector.results.scope import Scope
+    from inspector.results.store import ResultStore
+
+    store = ResultStore(f"sqlite:///{tmp_path / 'r.sqlite'}")
+    assert set(ResultsApi(store, Scope("line-1", "aoi-1"), tmp_path).routes) == routes.guarded_names("/results/")
+    audit = AuditApi(AuditTrail(store.engine))
+    for name in routes.guarded_names("/audit/"):
+        audit.get(name, "")  # each described route answers
+    with pytest.raises(HttpError):
+        audit.get("nothing", "")
+    posts = {r.path: (lambda _c: {}) for r in routes.ROUTES if r.method == "POST" and not r.when}
+    served = routes.posts(posts)
+    assert served["/rules"][0].value == "rules" and served["/auth/sign-in"][0] is None
+    with pytest.raises(ValueError, match="served but not described \\['/rules/delete'\\]"):
+        routes.posts({**posts, "/rules/delete": lambda _c: {}})
+    with pytest.raises(ValueError, match="described but not served \\['/allocation'\\]"):
+        routes.posts({p: h for p, h in posts.items() if p != "/allocation"})
+    with pytest.raises(ValueError, match="described but not served"):
+        routes.reads({"/rules": dict})

@@ -201,6 +201,10 @@ def test_errors_are_clear_4xx_and_the_server_stays_up(server: Server, tiny_llm: 
     code, body = server.post("/v1/completions", {"model": name, "prompt": "def f():", "max_tokens": 3,
                                                  "temperature": 0})
     assert code == 200 and body["usage"]["completion_tokens"] >= 1
+    with urllib.request.urlopen(server.url + "/openapi.json", timeout=30) as r:  # the schema, open, as documented
+        schema = json.loads(r.read())
+    assert {"/v1/completions", "/v1/chat/completions", "/health"} <= set(schema["paths"])
+    assert set(schema["paths"]["/v1/completions"]["post"]["responses"]) == {"200", "400"}  # 400 is what it answers
 
 
 def test_listening_beyond_the_box_needs_tls_and_a_gate(tiny_llm: Path, tmp_path: Path, capsys) -> None:

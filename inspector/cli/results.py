@@ -1,4 +1,4 @@
-"""The results' commands: export to CSV, prune past the retention."""
+"""The results' commands: export to CSV, prune past the retention, back up and restore the database."""
 from __future__ import annotations
 
 import argparse
@@ -35,6 +35,20 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
                    scope_of_args(args))
     print(report.line(args.retain_days))
     return 1 if report.errors else 0
+
+
+def cmd_db_backup(args: argparse.Namespace) -> int:
+    from ..results.backup import backup
+
+    print(backup(db_url(args), Path(args.to)).line())  # a BackupFailed is a RuntimeError: main says it, exit 1
+    return 0
+
+
+def cmd_db_restore(args: argparse.Namespace) -> int:
+    from ..results.backup import restore
+
+    print(restore(Path(args.backup), db_url(args), replace=args.replace))
+    return 0
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
@@ -115,6 +129,18 @@ def add_db(p: argparse.ArgumentParser) -> None:
     scope_flags(prune)
     database_flags(prune, "data directory holding crops/")
     prune.set_defaults(func=cmd_db_prune)
+    bk = db_sub.add_parser("backup", help="a checked copy of the results database, taken while the kiosk runs "
+                                          "(SQLite: its online backup; PostgreSQL: pg_dump)")
+    bk.add_argument("--to", required=True, help="folder the backup goes in (a name with the time is made there)")
+    database_flags(bk)
+    bk.set_defaults(func=cmd_db_backup)
+    rs = db_sub.add_parser("restore", help="make the results database from a backup, checked first (stop the kiosk "
+                                           "and the dashboard before)")
+    rs.add_argument("backup", help="a file `inspector db backup` wrote")
+    rs.add_argument("--replace", action="store_true", help="replace a database that is there (SQLite: it is kept "
+                                                           "beside it; PostgreSQL: its tables are dropped)")
+    database_flags(rs)
+    rs.set_defaults(func=cmd_db_restore)
     up = db_sub.add_parser("upgrade", help="bring the schema to this release's (the deploy step of a shared "
                                            "database; needs the owner's rights)")
     up.add_argument("--to", default="head", help="a revision (default: this release's newest)")

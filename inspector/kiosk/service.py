@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ..access.gate import Gate
-from ..access.roles import Permission
 from ..access.tls import server_context
 from ..access.users import UserBook
 from ..app.plc_link import PlcLink
@@ -30,6 +29,7 @@ from ..app.rules_watch import RulesWatcher
 from ..app.run import progress_line
 from ..app.service import LineService
 from ..app.snapshot import snapshot
+from . import routes as api
 from .audit_api import AuditApi
 from .camera_control import CameraControl
 from .control import Control
@@ -95,22 +95,20 @@ class Kiosk:
             if config.tls_cert and config.tls_key else None
         if bool(config.tls_cert) != bool(config.tls_key):
             raise ValueError("give both --tls-cert and --tls-key (or neither)")
-        p = Permission
         gate = Gate(users, config.token)
         sign_in = SignIn(users, config.session_hours, gate)
         registry = line_registry(self.snapshot, service.line.config.line, service.line.config.station)
         routes = dict(
-            reads={"/rules": self.control.rules_document, "/reviews": self.control.review_document,
-                   "/experts": self.control.experts_document, "/camera": self.camera.document,
-                   "/camera/frame": self.camera.frame,
-                   **({"/ledger": self.lender.snapshot} if self.lender is not None else {})},
-            posts={"/rules": (p.RULES, self.control.submit_rules), "/rules/rollback": (p.RULES, self.control.rollback),
-                   "/allocation": (p.ALLOCATION, self.control.allocation), "/reviews": (p.REVIEW, self.control.review),
-                   "/experts/swap": (p.EXPERTS, self.control.swap_expert),
-                   "/experts/install": (p.EXPERTS, self.control.install_expert),
-                   "/camera/settings": (p.CAMERA, self.camera.apply_settings),
-                   "/auth/sign-in": (None, sign_in), "/auth/sign-out": (p.VIEW, sign_in.sign_out),
-                   **{path: (p.LEDGER, verb) for path, verb in lending.items()}},
+            reads=api.reads({"/rules": self.control.rules_document, "/reviews": self.control.review_document,
+                             "/experts": self.control.experts_document, "/camera": self.camera.document,
+                             "/camera/frame": self.camera.frame,
+                             **({"/ledger": self.lender.snapshot} if self.lender is not None else {})}),
+            posts=api.posts({"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
+                             "/allocation": self.control.allocation, "/reviews": self.control.review,
+                             "/experts/swap": self.control.swap_expert,
+                             "/experts/install": self.control.install_expert,
+                             "/camera/settings": self.camera.apply_settings,
+                             "/auth/sign-in": sign_in, "/auth/sign-out": sign_in.sign_out, **lending}),
             gate=gate,
             guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get,
                      "/audit/": AuditApi(self.control.log.trail).get})

@@ -21,11 +21,13 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from ... import __version__
 from ...access.gate import Gate
 from ...access.identity import Forbidden, Unauthenticated
 from ...access.roles import Permission
@@ -243,7 +245,30 @@ def _sse(obj: dict[str, Any] | str) -> bytes:
 
 
 def create_app(service: Service) -> FastAPI:
-    app = FastAPI(title="inspector llm", docs_url=None, redoc_url=None, openapi_url=None)
+    # the schema is served (plant IT's tools read it; the manual's reference is made from it), no doc pages: those
+    # would fetch scripts from the internet, which a line box does not reach
+    app = FastAPI(title="inspector llm", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json",
+                  description="OpenAI-compatible endpoint over one offloaded Mixture-of-Experts model. Every /v1 "
+                              "route wants `Authorization: Bearer TOKEN` when the server runs with users (401: no "
+                              "or a bad token, 403: a role that may not use the model). Errors are OpenAI's "
+                              "`{\"error\": {\"message\", \"type\", \"param\", \"code\"}}`.")
+
+    def schema() -> dict[str, Any]:
+        """FastAPI's schema, with the errors this server really answers: a refused body is OpenAI's 400, not
+        FastAPI's 422."""
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            for methods in doc["paths"].values():
+                for op in methods.values():
+                    if op.get("responses", {}).pop("422", None) is not None:
+                        op["responses"]["400"] = {"description": "the body refused: OpenAI's error object"}
+            for name in ("HTTPValidationError", "ValidationError"):
+                doc.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = schema  # type: ignore[method-assign]
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -278,10 +303,12 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
+        """The one model this server serves, as OpenAI's model list."""
         return {"object": "list", "data": [model_card()]}
 
     @app.get("/v1/models/{model_id}")
     async def model(model_id: str) -> dict[str, Any]:
+        """The model's card; 404 `model_not_found` for any other name."""
         if model_id != service.name:
             raise ApiError(404, f"the model {model_id!r} does not exist here; this server serves "
                                 f"{service.name!r}", code="model_not_found")
@@ -289,6 +316,10 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest):  # noqa: ANN202 - JSON or a stream
+        """A text completion of one prompt, whole or streamed as server-sent events (`stream: true`). The answer
+        carries `usage` and `inspector`: the request's offloading statistics (policy, hit rate, prediction
+        accuracy, expert loads, bytes read, time to first token, tokens/s). echo, logprobs and best_of > 1 are
+        refused with 400."""
         stops = _check(req, service)
         if req.echo or req.logprobs or (req.best_of or 1) > 1:
             raise ApiError(400, "echo, logprobs and best_of are not supported", param="echo")
@@ -317,6 +348,8 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest):  # noqa: ANN202 - JSON or a stream
+        """A chat completion through the model's own chat template, whole or streamed (`stream: true`;
+        `stream_options.include_usage` adds a last chunk with `usage`). `inspector` as for completions."""
         stops = _check(req, service)
         if req.logprobs:
             raise ApiError(400, "logprobs are not supported", param="logprobs")
@@ -358,11 +391,14 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
+        """Prometheus text: requests, tokens, time to first token, expert hits, misses, loads, prediction."""
         return PlainTextResponse(generate_latest(service.registry).decode(),
                                  media_type="text/plain; version=0.0.4")
 
     @app.get("/health")
     async def health() -> JSONResponse:
+        """`status` ok (200) or critical (503) with `reasons`; the model, policy, queue, threads, the MoE
+        architecture and, when the kiosk lends the memory, the grant."""
         reasons = [] if service.batcher.alive else ["the engine thread has stopped"]
         if service.lease is not None and service.lease.lost:
             reasons.append(f"memory grant lost: {service.lease.lost}")

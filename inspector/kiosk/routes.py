@@ -1,0 +1,115 @@
+"""The kiosk's HTTP API as one table: every route, the permission its token must hold, what it takes and answers.
+
+The service serves its handlers through this table (`posts`, `reads` below: the permission a POST needs comes from
+here), so a route cannot be served without being described, and a test holds the results and audit readers to it;
+docs/generate.py renders it as the manual's reference page. The handlers stay where their rooms are (control.py,
+camera_control.py, lending.py, sign_in.py, results_api.py, audit_api.py); this module only describes them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..access.roles import Permission
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str  # GET or POST
+    path: str  # `<...>`: a part of the path the caller fills in
+    permission: Permission | None  # what the caller's token must hold; None: no token (open reads, the sign-in)
+    takes: str  # a POST's JSON body, a GET's query
+    answers: str  # the JSON keys (or the content) of a 200
+    when: str = ""  # when the route is served at all, where not always
+
+
+_P = Permission
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/metrics", None, "", "Prometheus text: the line's counters, gauges and histograms "
+          "([metrics](metrics.md))"),
+    Route("GET", "/health", None, "", "`status` (ok or degraded: 200; stalled, critical or stopping: 503) and "
+          "`reasons`, each saying what to do"),
+    Route("GET", "/status", None, "", "the line's snapshot: throughput, expert switches, memory, the rule set "
+          "and its history, registration, the PLC, the audit trail's head"),
+    Route("GET", "/rules", None, "", "`recipe`, `version`, `name`, `text` (the running rule set's YAML), "
+          "`editable`"),
+    Route("GET", "/reviews", None, "", "`component_types`: per type parts, flagged, confirmed, false calls, "
+          "escapes and the two rates"),
+    Route("GET", "/experts", None, "", "`zoo`, `experts`: each one's served weights (sha256), role and the "
+          "versions it can be swapped to"),
+    Route("GET", "/camera", None, "", "`source`, the camera's state and settings, `settings_file`"),
+    Route("GET", "/camera/frame", None, "", "`width`, `height`, `age_s`, `jpeg_base64`: the camera's last "
+          "frame (404 before the first)"),
+    Route("GET", "/ledger", None, "", "the memory the kiosk lends: budget, grants and their holders",
+          "`--llm-mb` is set"),
+    Route("GET", "/results/latest", _P.VIEW, "", "`board`: the newest stored board with its parts"),
+    Route("GET", "/results/boards/<inspection id>", _P.VIEW, "", "`board`: one stored board with its parts"),
+    Route("GET", "/results/rows", _P.VIEW, "`since`, `until` (ISO time or `-2h`), `board`, `verdict`, "
+          "`component`, `upto`, `newest` (at most 5000)", "`rows`: [board, part] pairs, newest first"),
+    Route("GET", "/results/count", _P.VIEW, "the filters of `rows`, `cap`", "`count`: parts matching"),
+    Route("GET", "/results/types", _P.VIEW, "", "`types`: the component types stored"),
+    Route("GET", "/results/last-id", _P.VIEW, "", "`last_id`: the newest part row's id (a poll's cursor)"),
+    Route("GET", "/results/defects", _P.VIEW, "`verdicts` (default `fail,error`), `limit` (default 20)",
+          "`rows`: the newest flagged [board, part] pairs"),
+    Route("GET", "/results/reviews", _P.VIEW, "`uuid` (repeated, the boards')", "`reviews` of those boards"),
+    Route("GET", "/results/export.csv", _P.VIEW, "the filters of `rows`", "CSV, a row a part"),
+    Route("GET", "/results/crops/<inspection id>/<ref>", _P.VIEW, "", "PNG: the part's kept crop (404 where "
+          "none was kept)"),
+    Route("GET", "/audit/events", _P.VIEW, "`kind`, `actor`, `limit` (at most 500)", "`events`: who changed "
+          "what, when, why, before and after, each row's hash"),
+    Route("GET", "/audit/verify", _P.VIEW, "", "`rows`, `head`, `intact`, `broken`: the trail's hash chain "
+          "checked"),
+    Route("POST", "/auth/sign-in", None, '`{"user", "password"}`', "`token` (a session token), `name`, `role`, "
+          "`expires_at`; 401 refused, 429 when an address keeps failing"),
+    Route("POST", "/auth/sign-out", _P.VIEW, "`{}`", "`signed_out`: the caller's session token revoked"),
+    Route("POST", "/rules", _P.RULES, "the rule set's YAML text (not JSON)", "`applied`, `recipe`, `version` "
+          "and the audit row; 422 naming the line when the set is refused (the running one stays)"),
+    Route("POST", "/rules/rollback", _P.RULES, '`{"index": N}`, a position in /status `rules.history`',
+          "as POST /rules"),
+    Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
+          "`applied`: `live` (the pool resized now) or `restart` (saved for the next start)"),
+    Route("POST", "/reviews", _P.REVIEW, '`{"inspection_id", "ref", "call": confirmed|false_call|escape, '
+          '"correct_class", "note"}`', "the stored review and the audit row"),
+    Route("POST", "/experts/swap", _P.EXPERTS, '`{"expert", "weights_sha256"}` or `{"expert", "rollback": '
+          'true}`', "the expert's served version before and after"),
+    Route("POST", "/experts/install", _P.EXPERTS, '`{"expert", "weights_sha256"}`: a release of the plant\'s '
+          "results database", "the expert's served version, its hash checked"),
+    Route("POST", "/camera/settings", _P.CAMERA, 'GenICam SFNC names, `{"ExposureTime": 800, "Gain": 6}`',
+          "`applied`, `settings`; 409 for a source without settings, 422 for a value the camera refuses"),
+    Route("POST", "/ledger/grant", _P.LEDGER, '`{"holder", "bytes"}`', "`grant`, `bytes`, `device`, "
+          "`lease_s`; 409 when the memory is not there", "`--llm-mb` is set"),
+    Route("POST", "/ledger/renew", _P.LEDGER, '`{"grant"}`', "`grant`, `lease_s`; 404 for a grant expired",
+          "`--llm-mb` is set"),
+    Route("POST", "/ledger/release", _P.LEDGER, '`{"grant"}`', "`released`", "`--llm-mb` is set"),
+)
+BUILT_IN = ("/metrics", "/health", "/status")  # GET routes the endpoint answers itself (kiosk/http.py)
+
+
+def _checked(method: str, served: set[str], described: set[str]) -> None:
+    """ValueError for a route served but not described, or described as always served and missing (a route added
+    in one place only)."""
+    unknown = sorted(served - described)
+    missing = sorted(p for p in described - served if not next(r for r in ROUTES if r.path == p).when)
+    if unknown or missing:
+        raise ValueError(f"the kiosk's {method} routes and kiosk/routes.py disagree: served but not described "
+                         f"{unknown or 'none'}, described but not served {missing or 'none'}")
+
+
+def posts(handlers: dict[str, Callable[..., dict[str, Any]]]) -> dict[str, tuple[Permission | None, Callable]]:
+    """POST path -> (the permission the table gives it, its handler)."""
+    table = {r.path: r for r in ROUTES if r.method == "POST"}
+    _checked("POST", set(handlers), set(table))
+    return {path: (table[path].permission, handler) for path, handler in handlers.items()}
+
+
+def reads(handlers: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Callable[[], dict[str, Any]]]:
+    """The open GET routes (beside the built-in ones), checked against the table."""
+    _checked("GET", set(handlers), {r.path for r in ROUTES if r.method == "GET" and r.permission is None
+                                     and r.path not in BUILT_IN})
+    return dict(handlers)
+
+
+def guarded_names(prefix: str) -> set[str]:
+    """The first path part of every guarded GET route under `prefix` ('/results/' -> latest, boards, ...)."""
+    return {r.path[len(prefix):].split("/")[0] for r in ROUTES if r.method == "GET" and r.path.startswith(prefix)}
