@@ -147,6 +147,7 @@ fi
 
 R="$DEST"
 install -d "$R$PREFIX" "$R$DATA" "$R$DATA/inbox" "$R$DATA/models" "$R$DATA/routing_rules" "$R$CONF"
+install -d -m 0750 "$R/var/backups/inspector"  # the daily backup's folder (inspector-backup.service)
 TARGET="$SRC"
 [ -n "$EXTRAS" ] && TARGET="$SRC[$EXTRAS]"
 
@@ -191,11 +192,13 @@ fi
 say "TLS certificate $CONF/tls/cert.pem, fingerprint $("$R$PREFIX/venv/bin/inspector" tls fingerprint "$R$CONF/tls/cert.pem")"
 say "  dashboards and CLIs elsewhere trust it with: --tls-pin <that fingerprint> (or --tls-ca cert.pem)"
 
-say "systemd units (kiosk, daily retention) and desktop entry"
+say "systemd units (kiosk, daily retention, daily backup) and desktop entry"
 install -d "$R/etc/systemd/system" "$R/usr/share/applications"
 render "$SRC/installer/inspector-kiosk.service" "$R/etc/systemd/system/inspector-kiosk.service"
 render "$SRC/installer/inspector-prune.service" "$R/etc/systemd/system/inspector-prune.service"
 render "$SRC/installer/inspector-prune.timer" "$R/etc/systemd/system/inspector-prune.timer"
+render "$SRC/installer/inspector-backup.service" "$R/etc/systemd/system/inspector-backup.service"
+render "$SRC/installer/inspector-backup.timer" "$R/etc/systemd/system/inspector-backup.timer"
 render "$SRC/installer/inspector-llm.service" "$R/etc/systemd/system/inspector-llm.service"  # not enabled here
 [ "$DESKTOP" = 1 ] && render "$SRC/installer/inspector-dashboard.desktop" "$R/usr/share/applications/inspector-dashboard.desktop"
 install -d "$R$PREFIX/share"
@@ -204,7 +207,7 @@ install -m 0644 "$SRC/installer/prometheus-alerts.yml" "$R$PREFIX/share/promethe
 install -m 0644 "$SRC/installer/postgres-roles.sql" "$R$PREFIX/share/postgres-roles.sql"
 
 if [ "$MAKE_USER" = 1 ]; then
-  chown -R "$USER_NAME:$USER_NAME" "$DATA"
+  chown -R "$USER_NAME:$USER_NAME" "$DATA" /var/backups/inspector
   # operators in the group may edit the rules the kiosk watches; the config is root's, readable by the service
   chown -R "root:$USER_NAME" "$CONF"
   chmod 2775 "$DATA/routing_rules"
@@ -223,7 +226,7 @@ fi
 if [ "$SYSTEMD" = 1 ]; then
   need_root "enabling the service"
   systemctl daemon-reload
-  systemctl enable --now inspector-kiosk.service inspector-prune.timer
+  systemctl enable --now inspector-kiosk.service inspector-prune.timer inspector-backup.timer
   say "inspector-kiosk is running: systemctl status inspector-kiosk; curl -s 127.0.0.1:9107/health"
   say "make the first admin: sudo -u $USER_NAME $PREFIX/venv/bin/inspector user add NAME --role admin"
 else

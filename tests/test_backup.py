@@ -95,6 +95,8 @@ def test_a_postgresql_database_is_dumped_and_restored_with_its_own_tools(postgre
     users.add(ADMIN, "olga", "operator", PASSWORD)
     store.write([board(f"P{i}", i) for i in range(5)])
     store.close()
+    skipped = cli("backup", "--local-only", "--to", str(tmp_path), "--db", url)  # the daily unit on a box
+    assert skipped.returncode == 0 and "nothing done" in skipped.stdout and not list(tmp_path.glob("*.pgdump"))
     done = cli("backup", "--to", str(tmp_path), "--db", url)
     assert done.returncode == 0, done.stderr
     (dump,) = tmp_path.glob("*.pgdump")
@@ -113,3 +115,20 @@ def test_a_file_that_is_not_a_results_database_is_named(tmp_path: Path) -> None:
         c.execute("CREATE TABLE t (x)")
     done = cli("restore", str(other), "--db", sqlite_url(tmp_path / "new.sqlite"))
     assert done.returncode == 1 and "not an inspector results database" in done.stderr
+
+
+def test_keep_deletes_the_databases_older_backups_but_the_newest(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "results.sqlite")
+    store, _users = book(url)
+    store.close()
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    older = [folder / f"results-2026010{d}-020000.sqlite" for d in (1, 2, 3)]
+    others = [folder / "results-notes.sqlite", folder / "plant-20260101-020000.sqlite"]  # not this database's
+    for p in older + others:
+        p.write_bytes(b"")
+    done = cli("backup", "--to", str(folder), "--db", url, "--keep", "2")
+    assert done.returncode == 0 and "2 older deleted (--keep 2)" in done.stdout, done.stdout + done.stderr
+    assert len(list(folder.glob("results-2*.sqlite"))) == 2  # the new one and the newest before it
+    assert older[2].exists() and not older[0].exists() and not older[1].exists()
+    assert all(p.exists() for p in others)

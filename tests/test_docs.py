@@ -44,3 +44,31 @@ def test_the_readme_is_a_front_page_whose_links_lead_somewhere() -> None:
     assert len(text.splitlines()) <= 200
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
         assert (ROOT / target).exists(), target
+
+
+def rule_set_keys() -> dict[str, set[str]]:
+    """Every key a rule set may hold, read from the parsers' own `unknown(...)` checks (inspector/routing/*.py):
+    the literal sets and the module constants they name, per module."""
+    import ast
+
+    keys: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "inspector" / "routing").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = {t.id: node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "unknown" and node.args:
+                arg = node.args[0]
+                arg = constants.get(arg.id, arg) if isinstance(arg, ast.Name) else arg
+                keys.setdefault(path.name, set()).update(ast.literal_eval(arg))
+    return keys
+
+
+def test_the_rule_set_page_names_every_key_the_parsers_take() -> None:
+    """rule-sets.md is written by hand; a key a parser accepts and the page never names fails here."""
+    page = (ROOT / "docs" / "pages" / "reference" / "rule-sets.md").read_text(encoding="utf-8")
+    keys = rule_set_keys()
+    assert len(keys) >= 6 and "recipe" in keys["rules.py"]  # the walk found the parsers
+    missing = sorted(f"{module}: {key}" for module, names in keys.items() for key in names
+                     if f"{key}:" not in page and f"`{key}`" not in page)
+    assert not missing, missing

@@ -79,6 +79,10 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     prune = (staged / "etc/systemd/system/inspector-prune.service").read_text()
     assert "db prune --retain-days ${INSPECTOR_RETAIN_DAYS}" in prune and "archive: /var/lib/inspector/inbox" in config
     assert "OnCalendar=daily" in (staged / "etc/systemd/system/inspector-prune.timer").read_text()
+    backup = (staged / "etc/systemd/system/inspector-backup.service").read_text()
+    assert "db backup --local-only --to /var/backups/inspector --keep ${INSPECTOR_BACKUP_KEEP}" in backup
+    assert (staged / "etc/systemd/system/inspector-backup.timer").is_file() and "INSPECTOR_BACKUP_KEEP=14" in env
+    assert (staged / "var/backups/inspector").is_dir()
     llm = (staged / "etc/systemd/system/inspector-llm.service").read_text()
     assert "llm serve --ledger http://127.0.0.1:9107 --ledger-token-file /etc/inspector/api-token" in llm
     assert "INSPECTOR_PLAIN_LISTEN=127.0.0.1:9107" in env  # the kiosk's loopback listener the lease talks to
@@ -167,14 +171,14 @@ def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
     (prefix / "venv/bin/inspector").symlink_to(exe if exe.exists() else sys.executable)
     units = {}
     for name in ("inspector-kiosk.service", "inspector-prune.service", "inspector-prune.timer",
-                 "inspector-llm.service"):
+                 "inspector-backup.service", "inspector-backup.timer", "inspector-llm.service"):
         text = (INSTALLER / name).read_text()
         for key, value in {"@PREFIX@": str(prefix), "@DATA@": str(tmp_path), "@CONF@": str(tmp_path),
                            "@USER@": "root"}.items():
             text = text.replace(key, value)
         units[name] = tmp_path / name
         units[name].write_text(text)
-    (tmp_path / "kiosk.env").write_text("INSPECTOR_RETAIN_DAYS=30\n")
+    (tmp_path / "kiosk.env").write_text("INSPECTOR_RETAIN_DAYS=30\nINSPECTOR_BACKUP_KEEP=7\n")
     (tmp_path / "llm.env").write_text("INSPECTOR_LLM_ARGS=--threads 1\n")
     r = subprocess.run([analyze, "verify", *map(str, units.values())], capture_output=True, encoding="utf-8")
     complaints = [ln for ln in (r.stdout + r.stderr).splitlines() if any(u in ln for u in units)]
@@ -185,7 +189,8 @@ def test_kiosk_unit_passes_systemd_verification(tmp_path: Path) -> None:
     assert service["WatchdogSec"] == "60" and service["KillSignal"] == "SIGTERM"
 
 
-@pytest.mark.parametrize("name", ["inspector-kiosk.service", "inspector-prune.service", "inspector-llm.service"])
+@pytest.mark.parametrize("name", ["inspector-kiosk.service", "inspector-prune.service", "inspector-backup.service",
+                                  "inspector-llm.service"])
 def test_units_are_hardened(name: str, tmp_path: Path) -> None:
     """systemd's own exposure score (0 safest, 10 exposed): the bar is 3.0 for every unit we ship."""
     analyze = shutil.which("systemd-analyze")

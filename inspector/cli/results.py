@@ -38,9 +38,17 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_db_backup(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+
     from ..results.backup import backup
 
-    print(backup(db_url(args), Path(args.to)).line())  # a BackupFailed is a RuntimeError: main says it, exit 1
+    url = db_url(args)
+    if args.local_only and make_url(url).get_backend_name() != "sqlite":
+        print("the results database is the plant's (not this box's SQLite file): its server backs it up; nothing "
+              "done (--local-only)")
+        return 0
+    made, gone = backup(url, Path(args.to), args.keep)  # BackupFailed is a RuntimeError: main says it
+    print(made.line() + (f"; {len(gone)} older deleted (--keep {args.keep})" if gone else ""))
     return 0
 
 
@@ -132,6 +140,10 @@ def add_db(p: argparse.ArgumentParser) -> None:
     bk = db_sub.add_parser("backup", help="a checked copy of the results database, taken while the kiosk runs "
                                           "(SQLite: its online backup; PostgreSQL: pg_dump)")
     bk.add_argument("--to", required=True, help="folder the backup goes in (a name with the time is made there)")
+    bk.add_argument("--keep", type=int, default=0, help="then delete this database's older backups in the folder "
+                                                        "but the newest N (default 0: delete none)")
+    bk.add_argument("--local-only", action="store_true", help="back up only a SQLite file of this box's; a plant "
+                                                              "database is its server's to back up (the daily unit)")
     database_flags(bk)
     bk.set_defaults(func=cmd_db_backup)
     rs = db_sub.add_parser("restore", help="make the results database from a backup, checked first (stop the kiosk "

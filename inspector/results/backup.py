@@ -139,11 +139,19 @@ def backup_postgres(url: str, out_dir: Path) -> Backup:
     return Backup(target, target.stat().st_size, None, None, None, time.perf_counter() - t0)
 
 
-def backup(url: str, out_dir: Path) -> Backup:
-    """The results database at `url` backed up into `out_dir`, checked."""
-    if make_url(url).get_backend_name() == "sqlite":
-        return backup_sqlite(url, out_dir)
-    return backup_postgres(url, out_dir)
+def backup(url: str, out_dir: Path, keep: int = 0) -> tuple[Backup, list[Path]]:
+    """The results database at `url` backed up into `out_dir`, checked; then, with `keep`, the older backups of the
+    same database there deleted but the newest `keep` (the new one among them). (the backup, the ones deleted)"""
+    sqlite = make_url(url).get_backend_name() == "sqlite"
+    made = backup_sqlite(url, out_dir) if sqlite else backup_postgres(url, out_dir)
+    if keep < 1:
+        return made, []
+    stem = made.path.name.rsplit("-", 2)[0]  # NAME-YYYYmmdd-HHMMSS.suffix: the database's name
+    same = sorted(out_dir.glob(f"{stem}-[0-9]*{made.path.suffix}"), key=lambda p: p.name, reverse=True)
+    gone = [p for p in same[keep:] if p != made.path]
+    for old in gone:
+        old.unlink()
+    return made, gone
 
 
 def restore(path: Path, url: str, replace: bool = False) -> str:
