@@ -170,3 +170,26 @@ def test_a_reader_gone_stops_the_command_quietly(tmp_path: Path) -> None:
     proc.stdout.close()  # gone before the command prints its first line
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1 and err == ""
+
+
+def test_bench_with_a_feed_the_arrivals_cannot_cap(models_dir: Path, tmp_path: Path, tiny) -> None:
+    """--feed 2: the ceiling is measured first with every request queued at once, and every policy is offered
+    twice that rate, so neither the ratios nor the share of the ceiling measure the feed."""
+    wl = tmp_path / "tiny.yaml"
+    wl.write_text(TINY.replace("requests: 48", "requests: 24"))
+    out = tmp_path / "fed.json"
+    proc = run(["bench", "--workload", str(wl), "--policies", "samba,coserve", "--feed", "2", "--json", str(out)],
+               models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    ceiling, interval_ms = data["ceiling_rps"], data["workload"]["arrival_interval_ms"]
+    assert ceiling > 0 and abs(1000 / interval_ms - 2 * ceiling) < 0.01 * ceiling  # offered: 2x the ceiling
+    assert data["workload"]["feed"].startswith("2x the uncapped ceiling")
+    assert "offered: 2x the uncapped ceiling" in proc.stdout and "warning: the feed offers" not in proc.stdout
+    assert "every request queued at once (--feed)" in proc.stderr
+    assert [r["completed"] for r in data["runs"]] == [24, 24] and "identical across policies: yes" in proc.stdout
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--policies", "samba,coserve", "--feed", "1.5"],
+               models_dir, tmp_path)  # the simulator's clock too
+    assert proc.returncode == 0 and "offered: 1.5x the uncapped ceiling" in proc.stdout, proc.stderr
+    proc = run(["bench", "--workload", str(wl), "--feed", "0"], models_dir, tmp_path)
+    assert proc.returncode == 2 and "--feed must be a positive multiple" in proc.stderr  # a usage error, at once

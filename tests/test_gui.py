@@ -205,6 +205,8 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert "throughput" in memory.status.text()
     qtbot.mouseClick(memory.apply_btn, Qt.MouseButton.LeftButton)
     assert memory.status.text() == "Applied live."
+    headers = [memory.effect.horizontalHeaderItem(c).text() for c in range(2)]
+    assert headers == ["Before", "Applied"]  # the estimate on screen is now of what was there before
     qtbot.waitUntil(lambda: window.last["engine"]["pools"][0]["capacity_bytes"] == 24 * 2**20, timeout=5_000)
     assert window.last["allocation"]["expert_pool_mb"] == 24
     memory.count.setValue(1)

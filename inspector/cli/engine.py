@@ -34,6 +34,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if simulated and backends != ["torch"]:
         raise UsageError(f"{simulated[0]} runs on torch's profile only; leave --backend out, or bench the backends "
                          "for real: inspector bench --backend " + ",".join(backends))
+    if args.feed is not None and args.feed <= 0:
+        raise UsageError(f"--feed must be a positive multiple of the ceiling (2: twice it), got {args.feed:g}")
     if len(backends) > 1 and args.planned:
         raise UsageError("--planned plans for one backend: name one with --backend")
     if args.check_sim:
@@ -55,11 +57,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
             from ..coserve.evaluation.bench import run_simulated_bench
 
             return run_simulated_bench(w, policies, models_of(args), box=args.box, progress=say,
-                                       ceiling=not args.no_ceiling)
+                                       ceiling=not args.no_ceiling, feed=args.feed)
         from ..coserve.evaluation.bench import run_bench
 
         return run_bench(w, policies, models_of(args), progress=say, ceiling=not args.no_ceiling,
-                         drop_page_cache=not args.keep_page_cache, repeat=args.repeat, backend=backend)
+                         drop_page_cache=not args.keep_page_cache, repeat=args.repeat, backend=backend,
+                         feed=args.feed)
 
     if args.paper_tasks:
         from ..coserve.evaluation.paper import format_tasks, run_tasks
@@ -257,6 +260,9 @@ def add_bench(p: argparse.ArgumentParser) -> None:
                                                    "(default: the built-in workload's)")
     p.add_argument("--json", help="also write the report as JSON to this path")
     p.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")
+    p.add_argument("--feed", type=float, metavar="X", help="offer X times the engine's uncapped all-resident ceiling "
+                   "(measured first, every request queued at once) instead of the workload's arrival_interval_ms, "
+                   "so no policy is held by arrivals (e.g. --feed 2)")
     p.add_argument("--simulate", action="store_true",
                    help="run the same scheduler and policies on a virtual clock instead of running models")
     p.add_argument("--box", help="with --simulate: a box profile file or a shipped one (paper-numa, paper-uma); "

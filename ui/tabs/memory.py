@@ -36,6 +36,7 @@ EFFECT_ROWS = (("executors", "Executors", "{}"), ("batch_mb", "Batch memory per 
                ("usage_covered", "Their share of usage (hit-rate ceiling)", "{:.1%}"),
                ("switches_per_board", "Simulated switches per board", "{:.1f}"))
 SPEED_ROWS = ("Simulated throughput, relative to now", "Expected on this line (live rate × that)")
+EFFECT_COLUMNS = ("Now", "With the edit")  # after Apply: "Before" and "Applied" (the estimate is then history)
 
 
 class MemoryTab(QWidget):
@@ -73,7 +74,7 @@ class MemoryTab(QWidget):
         self.estimate_btn.clicked.connect(self.estimate)
         self.apply_btn.clicked.connect(self.apply)
         self.effect = QTableWidget(len(EFFECT_ROWS) + len(SPEED_ROWS), 2)
-        self.effect.setHorizontalHeaderLabels(("Now", "With the edit"))
+        self.effect.setHorizontalHeaderLabels(EFFECT_COLUMNS)
         self.effect.setVerticalHeaderLabels([label for _, label, _ in EFFECT_ROWS] + list(SPEED_ROWS))
         self.effect.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.effect.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
@@ -201,6 +202,7 @@ class MemoryTab(QWidget):
         rules, zoo, profiles, config = inputs
         new = self.proposed().applied_to(config)
         self._live_rate = (self.backend.snapshot().get("throughput") or {}).get("parts_per_s", 0.0)
+        self.effect.setHorizontalHeaderLabels(EFFECT_COLUMNS)
         self.status.setText("simulating the current and the edited allocation…")
         self.estimate_btn.setEnabled(False)
         job = Job(lambda: (expected_effect(rules, zoo, profiles, config), expected_effect(rules, zoo, profiles, new)),
@@ -242,6 +244,8 @@ class MemoryTab(QWidget):
         except (RuntimeError, ValueError) as exc:
             self._failed(str(exc))
             return
+        if self.effect.item(0, 0) is not None:  # the estimate on screen was of the allocation before this one
+            self.effect.setHorizontalHeaderLabels(("Before", "Applied" if how == "live" else "Saved"))
         self.status.setText("Applied live." if how == "live" else
                             "Draining the line to restart it with the new executors…" if self.backend.can_control else
                             "Saved on the kiosk: it applies at the kiosk's next start (systemctl restart).")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ...experts.backends import get_backend
@@ -127,15 +128,19 @@ def check_budget(workload: Workload, policies: Sequence[str] = (),
 
 def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
               progress: Progress | None = None, ceiling: bool = True,
-              drop_page_cache: bool = True, repeat: int = 1, backend: str = "torch") -> BenchReport:
-    """Every policy on the same stream; `drop_page_cache=False` lets "disk" loads hit the page cache."""
+              drop_page_cache: bool = True, repeat: int = 1, backend: str = "torch",
+              feed: float | None = None) -> BenchReport:
+    """Every policy on the same stream; `drop_page_cache=False` lets "disk" loads hit the page cache; `feed`: offer
+    that multiple of the uncapped ceiling instead of the workload's own arrivals (`side_by_side`)."""
     check_budget(workload)
     zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache, backend)
     check_budget(workload, policies, profiles)
     report = side_by_side(
-        policies, lambda p, top: run_policy(workload, zoo, p, profiles, all_resident=top,
-                                            drop_page_cache=drop_page_cache, backend=backend),
-        workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat)
+        policies, lambda p, top, interval: run_policy(
+            replace(workload, arrival_interval_s=interval), zoo, p, profiles, all_resident=top,
+            drop_page_cache=drop_page_cache, backend=backend),
+        workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat,
+        workload.arrival_interval_s, feed)
     report.backend = backend
     report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report
@@ -153,34 +158,50 @@ def arch_costs(profile: DeviceProfile, keys: set[str]) -> list[ArchCosts]:
     return out
 
 
-RunOne = Callable[[Policy, bool], tuple[RunReport, dict[int, RequestResult]]]
+RunOne = Callable[[Policy, bool, float], tuple[RunReport, dict[int, RequestResult]]]  # (policy, all resident,
+# seconds between arrivals) -> the run
 
 
 def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, device: str,
-                 progress: Progress | None = None, ceiling: bool = True, repeat: int = 1) -> BenchReport:
+                 progress: Progress | None = None, ceiling: bool = True, repeat: int = 1,
+                 interval_s: float = 0.0, feed: float | None = None) -> BenchReport:
     """Each policy in turn on the same stream, then the all-resident ceiling, `repeat` rounds; medians.
 
-    Verdicts are compared across every run of every policy.
+    With `feed`, the arrivals cannot cap the engine: the ceiling is measured first with every request queued at
+    once (the engine's own limit, not the feed's), and each policy is offered `feed` times that rate, so its ratio
+    and its share of the ceiling measure the engine. Verdicts are compared across every run of every policy.
     """
     samples: dict[str, list[RunReport]] = {name: [] for name in policies}
     tops: list[RunReport] = []
     verdicts: dict[str, dict[int, str]] = {}
+    if feed is not None:
+        if feed <= 0:
+            raise ValueError(f"--feed must be a positive multiple of the ceiling, got {feed:g}")
+        if progress:
+            progress("running the all-resident ceiling, every request queued at once (--feed)")
+        tops.append(run_one(get_policy("coserve"), True, 0.0)[0])
+        interval_s = 1.0 / (feed * tops[0].throughput_rps)
+        workload = {**workload, "arrival_interval_ms": round(1000 * interval_s, 4),
+                    "feed": f"{feed:g}x the uncapped ceiling ({feed * tops[0].throughput_rps:.0f} req/s)"}
+        if progress:
+            progress(f"  ceiling {tops[0].throughput_rps:.2f} req/s: offering {feed:g}x, one request every "
+                     f"{1000 * interval_s:.2f} ms")
     for round_ in range(repeat):
         tag = f" (round {round_ + 1} of {repeat})" if repeat > 1 else ""
         for name in policies:
             if progress:
                 progress(f"running {name}{tag}")
-            report, results = run_one(get_policy(name), False)
+            report, results = run_one(get_policy(name), False, interval_s)
             samples[name].append(report)
             verdicts[f"{name}#{round_}"] = {i: r.verdict for i, r in results.items()}
             if progress:
                 progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches")
-        if ceiling:
+        if ceiling and not (feed is not None and round_ == 0):  # with --feed, round 1's ceiling ran first
             if progress:
                 progress(f"running the all-resident ceiling{tag}")
-            tops.append(run_one(get_policy("coserve"), True)[0])
+            tops.append(run_one(get_policy("coserve"), True, 0.0 if feed is not None else interval_s)[0])
     first = next(iter(verdicts.values()), {})
-    top = median_report(tops) if tops else None
+    top = median_report(tops) if tops and (ceiling or feed is not None) else None
     report = BenchReport(workload, device, top.throughput_rps if top else math.nan,
                          [median_report(samples[name]) for name in policies],
                          all(v == first for v in verdicts.values()), top, repeat)
@@ -189,12 +210,14 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
 
 
 def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir: Path, box: str | None = None,
-                        progress: Progress | None = None, ceiling: bool = True) -> BenchReport:
+                        progress: Progress | None = None, ceiling: bool = True,
+                        feed: float | None = None) -> BenchReport:
     """The bench on a virtual clock: same scheduler, pools and policies, times from the profiles."""
     device, zoo, profiles, workload = box_profiles(box, models_dir, workload, progress)
     check_budget(workload, policies, profiles)
     passes = rate_oracle(workload, workload.seed)
     total = sum(e.weight_bytes for e in zoo.entries.values())
     return side_by_side(
-        policies, lambda p, top: simulate_policy(workload, zoo, p, profiles, passes, all_resident=top),
-        workload.describe(total), device, progress, ceiling)
+        policies, lambda p, top, interval: simulate_policy(replace(workload, arrival_interval_s=interval), zoo, p,
+                                                           profiles, passes, all_resident=top),
+        workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed)

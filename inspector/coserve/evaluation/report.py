@@ -181,10 +181,13 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
     if product and report.ceiling_rps == report.ceiling_rps:
         ceiling += f" (coserve reaches {100 * product.throughput_rps / report.ceiling_rps:.0f}% of it)"
     lines.append(ceiling)
+    if report.workload.get("feed"):
+        lines.append(f"offered: {report.workload['feed']}; the ceiling measured with every request queued at once")
     feed = feed_rate_rps(report.workload)
     if feed and report.ceiling_rps >= FEED_LIMITED_SHARE * feed:
         lines.append(f"warning: the feed offers {feed:.0f} req/s, within {100 * (1 - FEED_LIMITED_SHARE):.0f}% of the "
-                     "ceiling: fast policies are limited by arrivals, not by the engine; lower arrival_interval_ms")
+                     "ceiling: fast policies are limited by arrivals, not by the engine; lower arrival_interval_ms "
+                     "or bench with --feed 2")
     lines.append("verdicts identical across policies: " + ("yes" if report.verdicts_identical else "NO"))
     return "\n".join(lines)
 
