@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -61,7 +62,7 @@ def check_sqlite(path: Path) -> tuple[int, int, bool]:
     from ..access.audit import AuditTrail
 
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+        with closing(sqlite3.connect(_read_only(path), uri=True)) as con:
             verdict = con.execute("PRAGMA integrity_check").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         raise BackupFailed(f"{path} is not a SQLite database ({exc})") from None
@@ -79,11 +80,15 @@ def check_sqlite(path: Path) -> tuple[int, int, bool]:
     return int(boards), trail.rows, trail.intact
 
 
+def _read_only(path: Path) -> str:
+    """A read-only SQLite URI of `path` (percent-encoded: a name with `?` or `#` stays one file)."""
+    return path.resolve().as_uri() + "?mode=ro"
+
+
 def _sqlite_copy(source: Path, target: Path) -> None:
     """The online backup: consistent while another process writes (SQLite retries the pages it changed)."""
-    with sqlite3.connect(f"file:{source}?mode=ro", uri=True) as src, sqlite3.connect(target) as dst:
+    with closing(sqlite3.connect(_read_only(source), uri=True)) as src, closing(sqlite3.connect(target)) as dst:
         src.backup(dst, pages=1024, sleep=0.01)
-    # sqlite3's context manager commits, it does not close: both are closed when collected
 
 
 def backup_sqlite(url: str, out_dir: Path) -> Backup:
@@ -94,8 +99,12 @@ def backup_sqlite(url: str, out_dir: Path) -> Backup:
     target = out_dir / f"{source.stem}-{_stamp()}.sqlite"
     t0 = time.perf_counter()
     partial = target.with_suffix(".partial")
-    _sqlite_copy(source, partial)
-    boards, rows, intact = check_sqlite(partial)
+    try:
+        _sqlite_copy(source, partial)
+        boards, rows, intact = check_sqlite(partial)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a copy that failed its check leaves nothing that looks like a backup
+        raise
     partial.rename(target)  # only a checked copy carries the backup's name
     return Backup(target, target.stat().st_size, boards, rows, intact, time.perf_counter() - t0)
 
@@ -132,9 +141,13 @@ def backup_postgres(url: str, out_dir: Path) -> Backup:
     target = out_dir / f"{name}-{_stamp()}.pgdump"
     partial = target.with_suffix(".partial")
     t0 = time.perf_counter()
-    _run([_pg_tool("pg_dump"), "--format=custom", "--no-owner", f"--file={partial}", f"--dbname={target_url}"],
-         env, "pg_dump")
-    _run([_pg_tool("pg_restore"), "--list", str(partial)], env, "reading the dump back (pg_restore --list)")
+    try:
+        _run([_pg_tool("pg_dump"), "--format=custom", "--no-owner", f"--file={partial}", f"--dbname={target_url}"],
+             env, "pg_dump")
+        _run([_pg_tool("pg_restore"), "--list", str(partial)], env, "reading the dump back (pg_restore --list)")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     partial.rename(target)
     return Backup(target, target.stat().st_size, None, None, None, time.perf_counter() - t0)
 

@@ -201,7 +201,7 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
                 progress(f"running the all-resident ceiling{tag}")
             tops.append(run_one(get_policy("coserve"), True, 0.0 if feed is not None else interval_s)[0])
     first = next(iter(verdicts.values()), {})
-    top = median_report(tops) if tops and (ceiling or feed is not None) else None
+    top = median_report(tops) if tops else None
     report = BenchReport(workload, device, top.throughput_rps if top else math.nan,
                          [median_report(samples[name]) for name in policies],
                          all(v == first for v in verdicts.values()), top, repeat)
