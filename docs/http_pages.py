@@ -4,6 +4,7 @@ its FastAPI app makes (also written beside the page, as the server serves it at 
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
 
@@ -29,6 +30,7 @@ def kiosk_api_page() -> str:
     return "\n".join(out) + "\n"
 
 
+@cache  # the page and the JSON beside it: the app is built once
 def llm_schema() -> dict[str, Any]:
     """The model server's OpenAPI schema; the version is the running server's, not written into the manual."""
     from inspector.moe.service.api import create_app

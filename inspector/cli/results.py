@@ -38,12 +38,10 @@ def cmd_db_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_db_backup(args: argparse.Namespace) -> int:
-    from sqlalchemy.engine import make_url
-
-    from ..results.backup import backup
+    from ..results.backup import backup, is_sqlite
 
     url = db_url(args)
-    if args.local_only and make_url(url).get_backend_name() != "sqlite":
+    if args.local_only and not is_sqlite(url):
         print("the results database is the plant's (not this box's SQLite file): its server backs it up; nothing "
               "done (--local-only)")
         return 0

@@ -90,7 +90,8 @@ def _checked(method: str, served: set[str], described: set[str]) -> None:
     """ValueError for a route served but not described, or described as always served and missing (a route added
     in one place only)."""
     unknown = sorted(served - described)
-    missing = sorted(p for p in described - served if not next(r for r in ROUTES if r.path == p).when)
+    always = {r.path for r in ROUTES if not r.when}
+    missing = sorted((described - served) & always)
     if unknown or missing:
         raise ValueError(f"the kiosk's {method} routes and kiosk/routes.py disagree: served but not described "
                          f"{unknown or 'none'}, described but not served {missing or 'none'}")

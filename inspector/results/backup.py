@@ -50,6 +50,11 @@ def _stamp() -> str:
     return datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
+def is_sqlite(url: str) -> bool:
+    """A box's own SQLite file, not a plant's database server."""
+    return make_url(url).get_backend_name() == "sqlite"
+
+
 def _sqlite_file(url: str) -> Path:
     database = make_url(url).database
     if not database or database == ":memory:":
@@ -155,8 +160,7 @@ def backup_postgres(url: str, out_dir: Path) -> Backup:
 def backup(url: str, out_dir: Path, keep: int = 0) -> tuple[Backup, list[Path]]:
     """The results database at `url` backed up into `out_dir`, checked; then, with `keep`, the older backups of the
     same database there deleted but the newest `keep` (the new one among them). (the backup, the ones deleted)"""
-    sqlite = make_url(url).get_backend_name() == "sqlite"
-    made = backup_sqlite(url, out_dir) if sqlite else backup_postgres(url, out_dir)
+    made = backup_sqlite(url, out_dir) if is_sqlite(url) else backup_postgres(url, out_dir)
     if keep < 1:
         return made, []
     stem = made.path.name.rsplit("-", 2)[0]  # NAME-YYYYmmdd-HHMMSS.suffix: the database's name
@@ -172,7 +176,7 @@ def restore(path: Path, url: str, replace: bool = False) -> str:
     with `replace` (a SQLite file is kept beside it as `<name>.before-restore-<time>`)."""
     if not path.is_file():
         raise BackupFailed(f"no backup file {path}")
-    if make_url(url).get_backend_name() == "sqlite":
+    if is_sqlite(url):
         boards, rows, intact = check_sqlite(path)
         target = _sqlite_file(url)
         kept = ""
