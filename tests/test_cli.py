@@ -126,8 +126,18 @@ def test_bench_runs_each_backend_and_sets_them_side_by_side(models_dir: Path, tm
     assert ort["resnet10@32/c2"]["switch_ms"] > 0 and ort["resnet10@32/c2"]["resident_mib"] > 0
     proc = run(["bench", "--workload", str(wl), "--backend", "torch,tensorrt"], models_dir, tmp_path)
     assert proc.returncode == 2 and "--backend 'tensorrt' is not a backend" in proc.stderr
-    proc = run(["bench", "--workload", str(wl), "--simulate", "--backend", "onnxruntime"], models_dir, tmp_path)
-    assert proc.returncode == 2 and "--simulate runs on torch's profile only" in proc.stderr
+    sim = tmp_path / "sim.json"  # the simulator on the runtime's own profile: its switches and batches, not torch's
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--policies", "samba,coserve", "--backend", "onnxruntime",
+                "--json", str(sim)], models_dir, tmp_path)
+    assert proc.returncode == 0 and "(simulated), backend onnxruntime" in proc.stdout, proc.stderr
+    simulated = json.loads(sim.read_text())
+    assert simulated["backend"] == "onnxruntime" and simulated["costs"] == data["backends"][1]["costs"]
+    assert simulated["costs"] != data["backends"][0]["costs"]
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--backend", "torch,onnxruntime"], models_dir, tmp_path)
+    assert proc.returncode == 2 and "--simulate runs on one backend's profile" in proc.stderr
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--box", "paper-uma", "--backend", "onnxruntime"],
+               models_dir, tmp_path)
+    assert proc.returncode == 2 and "--box carries its own devices' costs" in proc.stderr
 
 
 def test_profile_measures_a_switch_each_way_the_runtimes_allow(models_dir: Path, tmp_path: Path, tiny) -> None:

@@ -31,9 +31,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     backends = backends_of(args)
     simulated = [f for f, on in (("--simulate", args.simulate), ("--check-sim", args.check_sim),
                                  ("--sweep", args.sweep), ("--paper-tasks", args.paper_tasks)) if on]
-    if simulated and backends != ["torch"]:
-        raise UsageError(f"{simulated[0]} runs on torch's profile only; leave --backend out, or bench the backends "
-                         "for real: inspector bench --backend " + ",".join(backends))
+    if simulated and len(backends) > 1:
+        raise UsageError(f"{simulated[0]} runs on one backend's profile: name one with --backend, or bench the "
+                         "backends for real: inspector bench --backend " + ",".join(backends))
+    if args.box and backends != ["torch"]:
+        raise UsageError("--box carries its own devices' costs; leave --backend out with it")
     if args.feed is not None and args.feed <= 0:
         raise UsageError(f"--feed must be a positive multiple of the ceiling (2: twice it), got {args.feed:g}")
     if len(backends) > 1 and args.planned:
@@ -42,8 +44,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from ..coserve.evaluation.preparation import prepare
         from ..coserve.evaluation.simcheck import compare, format_agreement
 
-        zoo, profiles = prepare(workload, models_of(args), progress=say)
-        print(format_agreement(compare(workload, zoo, profiles, policies, progress=say)))
+        zoo, profiles = prepare(workload, models_of(args), progress=say, backend=backends[0])
+        print(format_agreement(compare(workload, zoo, profiles, policies, progress=say, backend=backends[0])))
         return 0
     if args.planned:
         from ..coserve.offline.planner import make_plan
@@ -57,7 +59,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             from ..coserve.evaluation.bench import run_simulated_bench
 
             return run_simulated_bench(w, policies, models_of(args), box=args.box, progress=say,
-                                       ceiling=not args.no_ceiling, feed=args.feed)
+                                       ceiling=not args.no_ceiling, feed=args.feed, backend=backend)
         from ..coserve.evaluation.bench import run_bench
 
         return run_bench(w, policies, models_of(args), progress=say, ceiling=not args.no_ceiling,
@@ -266,7 +268,7 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--simulate", action="store_true",
                    help="run the same scheduler and policies on a virtual clock instead of running models")
     p.add_argument("--box", help="with --simulate: a box profile file or a shipped one (paper-numa, paper-uma); "
-                                 "default: this machine's measured profile")
+                                 "default: this machine's measured profile on --backend")
     p.add_argument("--planned", action="store_true",
                    help="plan executors and memory first (inspector plan) and bench the planned configuration")
     p.add_argument("--check-sim", action="store_true",

@@ -211,13 +211,17 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
 
 def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir: Path, box: str | None = None,
                         progress: Progress | None = None, ceiling: bool = True,
-                        feed: float | None = None) -> BenchReport:
-    """The bench on a virtual clock: same scheduler, pools and policies, times from the profiles."""
-    device, zoo, profiles, workload = box_profiles(box, models_dir, workload, progress)
+                        feed: float | None = None, backend: str = "torch") -> BenchReport:
+    """The bench on a virtual clock: same scheduler, pools and policies, times from the profiles (this box's on
+    `backend`, or a box file's)."""
+    device, zoo, profiles, workload = box_profiles(box, models_dir, workload, progress, backend)
     check_budget(workload, policies, profiles)
     passes = rate_oracle(workload, workload.seed)
     total = sum(e.weight_bytes for e in zoo.entries.values())
-    return side_by_side(
+    report = side_by_side(
         policies, lambda p, top, interval: simulate_policy(replace(workload, arrival_interval_s=interval), zoo, p,
                                                            profiles, passes, all_resident=top),
         workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed)
+    report.backend = backend
+    report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
+    return report

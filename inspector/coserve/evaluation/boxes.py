@@ -70,10 +70,11 @@ def fit_to_box(workload: Workload, doc: dict[str, Any], box: str) -> Workload:
 
 
 def box_profiles(box: str | None, models_dir: Path, workload: Workload, progress: Progress | None = None,
-                 ) -> tuple[str, Zoo, dict[str, DeviceProfile], Workload]:
-    """(label, zoo, profiles, workload as the box runs it) to simulate with."""
+                 backend: str = "torch") -> tuple[str, Zoo, dict[str, DeviceProfile], Workload]:
+    """(label, zoo, profiles, workload as the box runs it) to simulate with: this box's profile on `backend`,
+    or a box file's (which carries its own devices' costs, whatever ran them)."""
     if box is None:
-        zoo, profiles = prepare(workload, models_dir, progress)
+        zoo, profiles = prepare(workload, models_dir, progress, backend=backend)
         return primary_device().describe() + " (simulated)", zoo, profiles, workload
     name, profiles, doc = load_box(find_box(box))
     main = devices_of(profiles)[0]

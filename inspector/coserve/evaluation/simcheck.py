@@ -49,12 +49,12 @@ class Agreement:
 
 
 def compare(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], policies: Sequence[str],
-            progress: Callable[[str], None] | None = None) -> list[Agreement]:
+            progress: Callable[[str], None] | None = None, backend: str = "torch") -> list[Agreement]:
     rows = []
     for name in policies:
         policy = get_policy(name)
         seen: list[Engine] = []
-        real, results = run_policy(workload, zoo, policy, profiles, observe=seen.append)
+        real, results = run_policy(workload, zoo, policy, profiles, observe=seen.append, backend=backend)
         served = served_profiles(seen[0], zoo, profiles)
         plan = build_plan(workload, policy, profiles)  # the real run's executors, threads and budgets
         offline, _ = simulate_policy(workload, zoo, policy, profiles, replay_oracle(results), plan=plan)
