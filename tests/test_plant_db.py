@@ -192,3 +192,24 @@ def test_a_dashboard_reads_a_newer_kiosks_rows_leaving_out_what_it_does_not_know
     board = _board(doc)
     assert board.board_serial == "B1" and board.parts == [PartView(2, "R1", "R0402", "cls-R0402", None, "pass", "ok",
                                                                    0.9)]
+
+
+def test_this_release_stores_boards_on_a_plant_database_a_revision_behind_and_their_board_ids_once_upgraded(
+        postgres) -> None:  # noqa: ANN001
+    """0008 only adds the Hermes BoardId: boxes of this release keep storing on a database still at 0007 (without
+    it), and store it once `inspector db upgrade` has run; reads never ask for the column."""
+    url = postgres.create_db(f"behind_{uuid.uuid4().hex[:8]}", upgraded=False)
+    upgrade(open_engine(url), "0007")
+    first = line_board("line-1", "aoi-1", "HB-1", 0)
+    first.board_id = "7e0d4f8a-3c2b-4a1e-9f6d-5b4c3a2e1d0f"
+    box = ResultStore(url)
+    assert box.write([first]) == 1 and [i.board_serial for i in box.inspections()] == ["HB-1"]
+    assert main(["db", "upgrade", "--db", url]) == 0
+    second = line_board("line-1", "aoi-1", "HB-2", 1)
+    second.board_id = "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"
+    fresh = ResultStore(url)
+    assert fresh.write([second]) == 1
+    with fresh.engine.connect() as c:
+        ids = dict(c.execute(text("SELECT board_serial, board_id FROM inspections")).all())
+    assert ids == {"HB-1": None, "HB-2": second.board_id}
+    assert sorted(i.board_serial for i in fresh.inspections()) == ["HB-1", "HB-2"]

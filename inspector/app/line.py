@@ -119,6 +119,7 @@ class LineStats:
     serials_read: int = 0  # boards whose serial was read from their own code
     noreads: int = 0  # boards whose code could not be read (NOREAD)
     noread_refused: int = 0  # ... of which refused by the rule set's on_noread
+    identity_mismatches: int = 0  # boards whose own code read another serial than the one upstream gave them
     first_error: str | None = None  # the first board-level error's reason (what a run that inspected nothing says)
 
     @property
@@ -301,7 +302,7 @@ class Line:
             record.fiducials = dict(registration.found)
         refused = self._identify(record, image, rules, registration, code if fresh else None, serial_origin)
         if refused:
-            self.stats.noread_refused += 1
+            self.stats.noread_refused += refused.startswith("NOREAD")
             self._finish_with_error(record, refused)
             return
         if rules.compare is not None:  # a bare board: its parts are its differences from the golden board
@@ -346,7 +347,18 @@ class Line:
 
     def _identify(self, record: BoardRecord, image: np.ndarray, rules: RuleSet, registration: Registration | None,
                   code: CodeRead | None, origin: str) -> str | None:
-        """Set the record's serial and where it came from; the reason when the rule set refuses a NOREAD board."""
+        """Set the record's serial and where it came from; the reason when the board is refused: a NOREAD the rule
+        set refuses, or a serial from upstream (Hermes) that the board's own code contradicts (never guessed which
+        is right: the board is not inspected as either)."""
+        if origin == "upstream" and rules.serial_code is not None and record.board_serial:
+            if code is None:
+                code = read_code(image, rules.serial_code,
+                                 registration.homography if registration is not None else None)
+            if code.ok and code.text != record.board_serial:
+                self.stats.identity_mismatches += 1
+                return (f"identity mismatch: upstream says {record.board_serial!r}, the board's code reads "
+                        f"{code.text!r}")
+            return None
         if origin in AUTHORITATIVE or rules.serial_code is None:
             if origin == "none" or not record.board_serial:
                 record.board_serial, record.serial_source = noread_serial(record.inspection_id), "none"
@@ -366,10 +378,13 @@ class Line:
         if rules.fiducials is not None:
             self.transform_watch.see(rules.fiducials, found, refused)
 
-    def refuse(self, serial: str, source: str, reason: str, inspection_id: str | None = None) -> None:
-        """A board that came in but cannot be inspected (an unreadable file): stored as a board-level error."""
+    def refuse(self, serial: str, source: str, reason: str, inspection_id: str | None = None,
+               serial_origin: str | None = None) -> None:
+        """A board that came in but cannot be inspected (an unreadable file, a board failed upstream): stored as a
+        board-level error."""
         self.stats.rejected_boards += 1
         record = self._record(serial, source, inspection_id)
+        record.serial_source = serial_origin if serial else None
         if not serial:
             record.board_serial, record.serial_source = noread_serial(record.inspection_id), "none"
         self._finish_with_error(record, reason)

@@ -27,6 +27,7 @@ from ..runtime.devices import available_devices
 from ..training.demo_zoo import build_demo_zoo
 from ..training.int8_crops import rules_calibration
 from .changes import ChangeLog
+from .hermes_link import HermesLink
 from .line import Line
 from .plc_link import PlcLink
 from .recipes import RecipeBook
@@ -146,11 +147,18 @@ def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch",
 
 def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config: ServiceConfig,
              store: ResultStore, data_dir: Path, say: Say, every: int = 5,
-             published: list[Sink] | None = None, plc: PlcLink | None = None) -> tuple[LineService, float]:
+             published: list[Sink] | None = None, plc: PlcLink | None = None,
+             hermes: HermesLink | None = None) -> tuple[LineService, float]:
     """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored.
-    `plc`: the line controller's link, told of every verdict as it is decided (started and stopped here)."""
+    `plc`: the line controller's link, told of every verdict as it is decided (started and stopped here);
+    `hermes`: the Hermes lanes the boards come in and go on by (started here, stopped once handed on)."""
     profiles = line_profiles(zoo, models_dir, say, config.line.backend, rules)
+    if hermes is not None:
+        source = hermes.wrap(source)
     service = LineService(rules, zoo, profiles, config, store, data_dir, source, published, say)
+    if hermes is not None:
+        service.handoff = hermes
+        hermes.start()
     if plc is not None:
         watcher = RulesWatcher(service.line, rules.source if Path(rules.source).is_file() else None, say=say)
         log = ChangeLog(store, config.line.line, config.line.station, say)  # a PLC's changeover, in the trail
@@ -173,6 +181,8 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
     finally:
         if plc is not None:
             plc.stop()
+        if hermes is not None:
+            hermes.stop()
     return service, time.perf_counter() - t0
 
 

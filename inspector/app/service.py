@@ -30,8 +30,9 @@ from ..runtime.heap import Trimmer
 from .detection import Detection
 from .line import Line, LineConfig
 
-if TYPE_CHECKING:  # a type only: the line imports nothing of the PLC room at run time
+if TYPE_CHECKING:  # types only: the line imports nothing of the PLC or Hermes rooms at run time
     from ..plc.station import Station
+    from .hermes_link import HermesLink
 
 Say = Callable[[str], None]
 Sink = Callable[[BoardRecord], None]
@@ -82,6 +83,7 @@ class LineService:
         self.last_board: tuple[np.ndarray, BoardRecord] | None = None  # the newest finished board, for a display
         self.station: Station | None = None  # the line controller's station, told of each verdict at once
         self._plc_keys: dict[str, Any] = {}  # inspection id -> the station's key (the trigger's time, or the id)
+        self.handoff: HermesLink | None = None  # the Hermes lanes: boards' identities in, verdicts on, in order
 
     @property
     def paused(self) -> bool:
@@ -130,6 +132,8 @@ class LineService:
 
     def _inspect(self, frame: Frame) -> None:
         key = frame.inspection_id
+        if self.handoff is not None:
+            self.handoff.board_in(frame)
         if self.station is not None:  # the PLC waits for this board's verdict from its trigger (or frame) on
             plc_key = frame.triggered_at if frame.triggered_at is not None else key
             self._plc_keys[key] = plc_key
@@ -140,7 +144,7 @@ class LineService:
             with self._hooks:
                 self._on_stored[key] = frame.on_stored
         if frame.image is None:
-            self.line.refuse(frame.serial or "", frame.source, frame.error or "no image", key)
+            self.line.refuse(frame.serial or "", frame.source, frame.error or "no image", key, frame.serial_origin)
             self.say(f"board {frame.serial} not inspected: {frame.error}")
             return
         if frame.truth is not None:
@@ -155,6 +159,8 @@ class LineService:
         if self.station is not None and plc_key is not None:  # the verdict to the PLC first, the database after
             self.station.verdict(plc_key, record.inspection_id, record.board_serial, record.verdict,
                                  noread=record.serial_source == "noread")
+        if self.handoff is not None:  # the board goes on down the line with its verdict (and gets its BoardId)
+            self.handoff.verdict(record)
         image = self._images.pop(record.inspection_id, None)
         if image is not None:
             self.last_board = (image, record)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ingest.sources import Frame, Source
+from ..ingest.sources import Frame, Source, WrappedSource
 from .flatfield import FlatField, exposure_advice
 from .lens import LensCalibration
 
@@ -76,22 +76,13 @@ class CameraCorrection:
         return cls.load(path) if Path(path).exists() else cls()
 
 
-class CorrectedSource(Source):
+class CorrectedSource(WrappedSource):
     """A camera's frames corrected (lens, light) before anything looks at them."""
 
     def __init__(self, inner: Source, correction: CameraCorrection) -> None:
-        super().__init__(inner.name)
-        self.inner, self.correction = inner, correction
-        self.counters = inner.counters
+        super().__init__(inner)
+        self.correction = correction
         self.exposure: str | None = None  # the latest frame's exposure advice (None: fine)
-
-    @property
-    def origin(self) -> Source:
-        return self.inner.origin
-
-    def stop(self) -> None:
-        super().stop()
-        self.inner.stop()
 
     def __iter__(self) -> Iterator[Frame]:
         for frame in self.inner:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ingest.identity import CodeRead, read_code
 from ..ingest.registration import Registration, RegistrationFailed, register
-from ..ingest.sources import Frame, Source
+from ..ingest.sources import Frame, Source, WrappedSource
 from ..routing.rules import RuleSet
 
 THUMB = 8  # the thumbnail a frame's change is measured on is this many times smaller per side
@@ -150,27 +150,17 @@ def _look(image: np.ndarray, rules: RuleSet, settled: bool) -> tuple[Registratio
     return registration, code
 
 
-class GatedSource(Source):
+class GatedSource(WrappedSource):
     """A free-running source seen through a board gate: only boards come out."""
 
     def __init__(self, inner: Source, rules: RuleSet | Callable[[], RuleSet]) -> None:
-        super().__init__(inner.name)
-        self.inner = inner
-        self.counters = inner.counters
+        super().__init__(inner)
         self.gate = BoardGate(rules if callable(rules) else (lambda: rules))
-
-    @property
-    def origin(self) -> Source:
-        return self.inner.origin  # through any wrapper between (the camera's correction) to the camera itself
 
     def follow(self, rules: Callable[[], RuleSet]) -> None:
         """Take the rule set in force from `rules` (the running line's, which a recipe changeover switches)."""
         check_gate(rules())
         self.gate.rules = rules
-
-    def stop(self) -> None:
-        super().stop()
-        self.inner.stop()
 
     def __iter__(self) -> Iterator[Frame]:
         for frame in self.inner:

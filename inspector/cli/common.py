@@ -156,6 +156,43 @@ def plc_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reject-noread", action="store_true", help="a board whose code did not read is rejected")
 
 
+def hermes_flags(p: argparse.ArgumentParser) -> None:
+    """The SMT line's board handover (IPC-HERMES-9852): the machine before the box and the machine after it."""
+    p.add_argument("--hermes-upstream", metavar="HOST:PORT",
+                   help="take boards from the machine before the box over Hermes (its downstream interface, by "
+                        "convention port 50101 for lane 1): each board's BoardId and barcode become its identity")
+    p.add_argument("--hermes-downstream", metavar="HOST:PORT",
+                   help="hand boards on to the machine after the box over Hermes, listening here (e.g. "
+                        "0.0.0.0:50101), with FailedBoard from the verdict")
+    p.add_argument("--hermes-machine-id", default=None, help="this box's MachineId on its lanes (default: --station)")
+    p.add_argument("--hermes-lane", type=int, default=1, help="the lane's LaneId (default 1)")
+    p.add_argument("--hermes-buffer", type=int, default=2,
+                   help="boards the box holds between taking and handing on (default 2)")
+    p.add_argument("--hermes-inspect-failed", action="store_true",
+                   help="inspect boards the machine before already marked failed (default: pass them on "
+                        "uninspected, stored as such)")
+    p.add_argument("--hermes-boards", type=int, default=0,
+                   help="with --hermes-upstream: stop after this many boards (default 0: until stopped)")
+
+
+def hermes_of(args: argparse.Namespace):  # noqa: ANN201 - a HermesLink or None
+    """The Hermes lanes from the --hermes-* flags (None when neither lane is given)."""
+    if not (getattr(args, "hermes_upstream", None) or getattr(args, "hermes_downstream", None)):
+        return None
+    from ..app.hermes_link import HermesConfig, HermesLink
+
+    if args.hermes_buffer < 1:
+        raise UsageError(f"--hermes-buffer must be 1 or more, got {args.hermes_buffer}")
+    if args.hermes_boards and not args.hermes_upstream:
+        raise UsageError("--hermes-boards counts boards taken from upstream: give --hermes-upstream")
+    try:
+        return HermesLink(HermesConfig(args.hermes_upstream, args.hermes_downstream,
+                                       args.hermes_machine_id or args.station, args.hermes_lane, args.hermes_buffer,
+                                       args.hermes_inspect_failed, args.hermes_boards), say)
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"Hermes: {exc}") from None
+
+
 DEFAULT_LINE, DEFAULT_STATION = "line-1", "aoi-1"
 
 

@@ -15,6 +15,8 @@ from .common import (
     comma_list,
     database_flags,
     default_rules,
+    hermes_flags,
+    hermes_of,
     line_setup,
     models_of,
     note_registration,
@@ -32,9 +34,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     rules, zoo, store, source, config, publisher, data = line_setup(args)
     plc = plc_of(args, data)
+    hermes = hermes_of(args)
     say(f"inspecting {source.name} with rule set {rules.recipe} ({rules.version}), policy {args.policy}")
     service, seconds = run_line(rules, zoo, models_of(args), source, config, store, data, say,
-                                published=[publisher] if publisher else None, plc=plc)
+                                published=[publisher] if publisher else None, plc=plc, hermes=hermes)
     print(summary(service, seconds))
     if publisher:
         st = publisher.status()
@@ -73,11 +76,21 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
             say(f"allocation from {data / ALLOCATION_FILE} (saved over the API): device {saved.device_mb:g} MiB, "
                 f"expert pool {saved.expert_pool_mb:g} MiB, executors {saved.executors or 'default'}")
         profiles = line_profiles(zoo, models_of(args), step, config.line.backend, rules)
+        hermes = hermes_of(args)
+        if hermes is not None:
+            source = hermes.wrap(source)
         service = LineService(rules, zoo, profiles, config, store, data, source,
                               [publisher] if publisher else None, say)
+        service.handoff = hermes
     kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,
                   data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token), plc=plc_of(args, data))
-    return kiosk.serve()
+    if hermes is not None:
+        hermes.start()
+    try:
+        return kiosk.serve()
+    finally:
+        if hermes is not None:
+            hermes.stop()
 
 
 def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a KioskConfig
@@ -314,6 +327,7 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
     p.add_argument("--mqtt-tls", action="store_true", help="connect to the broker over TLS (port 8883 usually)")
     p.add_argument("--mqtt-ca", help="CA certificate file the broker's certificate is checked against (implies TLS)")
     plc_flags(p)
+    hermes_flags(p)
 
 
 def backend_flag(p: argparse.ArgumentParser) -> None:

@@ -142,19 +142,26 @@ def cmd_camera_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_io(args: argparse.Namespace) -> int:
-    from ..app.bench_io import bench_io, format_table
+    from ..app.bench_io import LaneResult, PhaseResult, bench_io, format_lane, format_table
     from ..app.line import LineConfig
     from ..routing.rules import load_rules
 
+    if args.boards < 1:
+        raise UsageError(f"--boards must be 1 or more, got {args.boards}")
     rules = load_rules(args.rules or default_rules())
     zoo = zoo_of(args, rules=rules)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, backend=args.backend)
-    phases = ("up",) if args.db_up_only else ("up", "down")
+    phases = () if args.lane_only else ("up",) if args.db_up_only else ("up", "down")
+    phases += ("lane",) if args.hermes or args.lane_only else ()
     results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say)
     print(f"rule set {rules.recipe} ({len(rules.placements())} parts a board), policy {args.policy}, backend "
           f"{args.backend}, {args.device_mb:g} MiB, emulated "
           f"GenICam camera (software trigger, BGR8 {rules.board_size[0]}x{rules.board_size[1]})")
-    print(format_table(results, args.deadline_ms))
+    plc = [r for r in results if isinstance(r, PhaseResult)]
+    if plc:
+        print(format_table(plc, args.deadline_ms))
+    for lane in (r for r in results if isinstance(r, LaneResult)):
+        print(format_lane(lane))
     if args.json:
         Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1), encoding="utf-8")
     return 0
@@ -212,6 +219,10 @@ def add_bench_io(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-mb", type=float, default=160.0)
     p.add_argument("--deadline-ms", type=float, default=2000.0, help="the station's fail-safe deadline")
     p.add_argument("--db-up-only", action="store_true", help="skip the phase with the database down")
+    p.add_argument("--hermes", action="store_true",
+                   help="also run the box on a Hermes lane between two peers (IPC-HERMES-9852): --boards boards in "
+                        "from the machine before, out to the machine after; identities, FailedBoard, handover times")
+    p.add_argument("--lane-only", action="store_true", help="only the Hermes lane phase")
     from .line import backend_flag
 
     backend_flag(p)

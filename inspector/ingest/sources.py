@@ -56,6 +56,7 @@ class Frame:
     rules_version: str | None = None
     triggered_at: float | None = None  # time.monotonic() of the trigger that took this frame (a triggered camera)
     acquired_at: float = field(default_factory=time.monotonic)  # when the source made this frame
+    handoff: object | None = None  # what the machine before the box said of this board (a Hermes BoardAvailable)
 
 
 @dataclass
@@ -101,6 +102,24 @@ class Source:
 
     def __iter__(self) -> Iterator[Frame]:
         raise NotImplementedError
+
+
+class WrappedSource(Source):
+    """A source that passes another's frames on, changed or judged (a board gate, a camera's correction, a Hermes
+    lane's identities): the name, counters and camera are the inner source's, and stopping stops it too."""
+
+    def __init__(self, inner: Source) -> None:
+        super().__init__(inner.name)
+        self.inner = inner
+        self.counters = inner.counters
+
+    @property
+    def origin(self) -> Source:
+        return self.inner.origin  # through any wrapper between to the camera itself
+
+    def stop(self) -> None:
+        super().stop()
+        self.inner.stop()
 
 
 class SyntheticSource(Source):

@@ -54,6 +54,7 @@ class BoardRecord:
     # where board_serial came from: code (read from the board's own code), noread (NOREAD-<id>: the code was not
     # read), sidecar / filename (the source said), file (an image's name), synthetic, none (no identity at all)
     serial_source: str | None = None
+    board_id: str | None = None  # the Hermes BoardId (a GUID that follows the board down an SMT line), if any
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)

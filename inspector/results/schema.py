@@ -65,6 +65,9 @@ class Inspection(Base):
     board_serial: Mapped[str] = mapped_column(String(128), index=True)
     # where the serial came from: code (read from the board), noread (NOREAD-<id>), sidecar, filename, file, ...
     serial_source: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # the Hermes BoardId from upstream (or given here) when the line is on a Hermes lane; revision 0008, so
+    # deferred: a box of this release reads a database still at 0007 without it
+    board_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True, deferred=True)
     recipe: Mapped[str] = mapped_column(String(128))
     ruleset_version: Mapped[str] = mapped_column(String(64))
     verdict: Mapped[str] = mapped_column(String(16), index=True)

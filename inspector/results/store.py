@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, or_, select
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, or_, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
@@ -85,6 +85,7 @@ class ResultStore:
         self.engine = open_engine(url, connect_timeout_s)
         self._ready = False
         self._rules_stored: set[str] = set()  # rule-set versions whose text the database has (rule_texts.py)
+        self._board_ids = False  # the schema has inspections.board_id (0008); a shared database may still be at 0007
         self._ready_lock = threading.Lock()
         if connect:
             self.ready()
@@ -108,6 +109,7 @@ class ResultStore:
                 return
             try:
                 check(self.engine, owns=self.owned)
+                self._board_ids = any(c["name"] == "board_id" for c in inspect(self.engine).get_columns("inspections"))
             except SQLAlchemyError as exc:
                 raise StoreUnavailable(f"cannot open the results database {self.safe_url}: "
                                        f"{exc.__class__.__name__}: {_first_line(exc)}") from None
@@ -128,7 +130,7 @@ class ResultStore:
                     # Core inserts, not ORM objects: a board's 96 part rows through the unit of work cost ~17 ms of
                     # CPU a board (measured), the line's whole budget for a board on 2 cores is ~230 ms
                     keys = session.scalars(insert(Inspection).returning(Inspection.id, sort_by_parameter_order=True),
-                                           [_board_row(b) for b in new]).all()
+                                           [_board_row(b, self._board_ids) for b in new]).all()
                     parts = [_part_row(p, key) for b, key in zip(new, keys) for p in b.parts]
                     if parts:
                         session.execute(insert(ComponentResult), parts)
@@ -323,8 +325,10 @@ def board_range(q, after: int | None = None, upto: int | None = None):  # noqa: 
     return q.where(Inspection.id <= upto) if upto is not None else q
 
 
-def _board_row(b: BoardRecord) -> dict:
-    return dict(
+def _board_row(b: BoardRecord, board_id: bool) -> dict:
+    """The inspections row of `b`; its Hermes BoardId only where the schema has the column (`board_id`)."""
+    extra = {"board_id": b.board_id} if board_id else {}
+    return dict(**extra,
         uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
         board_serial=b.board_serial, serial_source=b.serial_source, recipe=b.recipe,
         ruleset_version=b.ruleset_version, verdict=b.verdict,

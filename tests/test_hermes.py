@@ -1,0 +1,175 @@
+"""IPC-HERMES-9852: the messages on the wire, the lane's state machine over real sockets, and a three-machine lane
+on loopback (a real upstream machine, the box running its line, a real downstream machine)."""
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from inspector.app.hermes_link import UPSTREAM_FAILED, HermesConfig, HermesLink
+from inspector.app.line import LineConfig
+from inspector.app.run import run_line
+from inspector.app.service import ServiceConfig
+from inspector.hermes.lane import Giver, Taker
+from inspector.hermes.messages import (
+    BoardAvailable,
+    BoardQuality,
+    CheckAlive,
+    CheckAliveType,
+    Framer,
+    HermesError,
+    Notification,
+    NotificationCode,
+    ServiceDescription,
+    StartTransport,
+    decode,
+    encode,
+)
+from inspector.hermes.peer import BoardPlan, DownstreamPeer, UpstreamPeer
+from inspector.hermes.states import ProtocolError, State, after
+from inspector.ingest.sources import SyntheticSource
+from inspector.results.store import ResultStore, sqlite_url
+from inspector.routing.rules import parse_rules
+
+from .test_board_gate import CODE
+from .test_genicam import _wait
+from .test_routing_rules import GOOD
+
+
+def test_messages_round_trip_and_bad_ones_are_named() -> None:
+    board = BoardAvailable("6f1c7a52-0b1e-4c55-9d2a-3b8e3f1f2a10", "printer-3", BoardQuality.FAILED,
+                           ProductTypeId="ctrl-v2", TopBarcode="SN0001", Length=160.0, Width=100.5)
+    raw = encode(board)
+    assert raw.startswith(b'<Hermes Timestamp="') and b'FailedBoard="2"' in raw and b'Width="100.5"' in raw
+    assert decode(raw) == board
+    sd = decode(encode(ServiceDescription("aoi-1", 2, features=("FeatureCheckAliveResponse", "FeatureBoardForecast"))))
+    assert isinstance(sd, ServiceDescription) and sd.LaneId == 2 and "FeatureBoardForecast" in sd.features
+    # a newer peer's attribute is kept, not refused
+    newer = decode(raw.replace(b"<BoardAvailable ", b'<BoardAvailable Route="7" '))
+    assert newer.extra == {"Route": "7"} and newer.BoardId == board.BoardId
+    # two messages cut anywhere on the stream come out whole, in order
+    stream = encode(CheckAlive(CheckAliveType.PING, "1")) + raw
+    framer = Framer()
+    got = framer.feed(stream[:37]) + framer.feed(stream[37:150]) + framer.feed(stream[150:])
+    assert [m.tag for m in got] == ["CheckAlive", "BoardAvailable"]
+    for bad, says in ((b"<Hermes><BoardAvailable BoardId='x'/></Hermes>", "BoardAvailable without FailedBoard"),
+                      (b"<Hermes><BoardAvailable BoardId='x' FailedBoard='7'/></Hermes>", "FailedBoard='7'"),
+                      (b"<Hermes><Teleport/></Hermes>", "unknown Hermes message <Teleport>"),
+                      (b"<Other/>", "not a Hermes message"), (b"<Hermes><Board", "not XML"),
+                      (b'<!DOCTYPE x [<!ENTITY a "a">]><Hermes/>', "no DOCTYPE")):
+        with pytest.raises(HermesError, match=says):
+            decode(bad)
+    with pytest.raises(HermesError, match="without </Hermes>"):
+        Framer().feed(b"<Hermes>" + b" " * 70000)
+
+
+def test_the_state_machine_walks_a_handover_and_refuses_what_the_standard_does_not_allow() -> None:
+    s = State.SOCKET_CONNECTED
+    s = after(s, "ServiceDescription", "taker", "taker", sent=True)
+    s = after(s, "ServiceDescription", "giver", "taker", sent=False)
+    assert s is State.NOT_AVAILABLE_NOT_READY
+    for tag, sender, want in (("MachineReady", "taker", State.MACHINE_READY),
+                              ("BoardAvailable", "giver", State.AVAILABLE_AND_READY),
+                              ("StartTransport", "taker", State.TRANSPORTING),
+                              ("TransportFinished", "giver", State.TRANSPORT_FINISHED),
+                              ("StopTransport", "taker", State.NOT_AVAILABLE_NOT_READY)):
+        s = after(s, tag, sender, "taker", sent=sender == "taker")
+        assert s is want, tag
+    with pytest.raises(ProtocolError, match="StartTransport in state NotAvailableNotReady"):
+        after(s, "StartTransport", "taker", "taker", sent=True)
+    with pytest.raises(ProtocolError, match="comes from the giver"):
+        after(s, "BoardAvailable", "taker", "giver", sent=False)
+
+
+def test_a_peer_that_breaks_the_protocol_is_told_why_and_the_lane_closes(tmp_path: Path) -> None:
+    giver = Giver("127.0.0.1", 0, "box").start()
+    try:
+        with socket.create_connection(giver.address, timeout=5) as raw:  # StartTransport before anything else
+            raw.sendall(encode(StartTransport("6f1c7a52-0b1e-4c55-9d2a-3b8e3f1f2a10")))
+            got = Framer().feed(raw.recv(65536))
+            assert isinstance(got[0], Notification) and got[0].NotificationCode == NotificationCode.PROTOCOL_ERROR
+            assert "StartTransport in state SocketConnected" in got[0].Description
+            assert raw.recv(100) == b""  # closed
+        taker = Taker(*giver.address, "next").start()
+        assert taker.connected.wait(5)
+        with socket.create_connection(giver.address, timeout=5) as second:  # one taker per lane
+            got = Framer().feed(second.recv(65536))
+            assert got[0].NotificationCode == NotificationCode.CONNECTION_REFUSED and second.recv(100) == b""
+        assert giver.refused_connections == 1
+        taker.stop()
+    finally:
+        giver.stop()
+
+
+def test_a_board_offered_when_the_connection_drops_is_offered_again_and_checkalive_is_answered() -> None:
+    giver = Giver("127.0.0.1", 0, "box").start()
+    board = BoardAvailable("0d3f5a4e-8c1b-4f0e-9a2b-1c2d3e4f5a6b", "box", BoardQuality.GOOD, TopBarcode="B1")
+    try:
+        with socket.create_connection(giver.address, timeout=5) as raw:
+            framer = Framer()
+            raw.sendall(encode(ServiceDescription("half-a-machine", 1)))
+            assert isinstance(framer.feed(raw.recv(65536))[0], ServiceDescription)
+            raw.sendall(encode(CheckAlive(CheckAliveType.PING, "42")))
+            pong = framer.feed(raw.recv(65536))[0]
+            assert pong.Type == CheckAliveType.PONG and pong.Id == "42"
+            giver.give(board)
+            offered = framer.feed(raw.recv(65536))[0]
+            assert offered == board  # offered, then the connection is lost before the handover
+        taker = Taker(*giver.address, "next").start()
+        assert _wait(lambda: len(taker.taken) == 1)
+        assert taker.taken[0].board.BoardId == board.BoardId and giver.waiting == 0
+        taker.stop()
+    finally:
+        giver.stop()
+
+
+def _coded_rules():  # noqa: ANN202
+    return parse_rules(GOOD + CODE, "coded.yaml")
+
+
+def test_three_machines_on_a_lane_boards_identities_in_equal_out_and_failed_board_is_the_stored_verdict(
+        demo, tmp_path: Path) -> None:
+    """Upstream hands in 24 boards (every 6th already failed), the box inspects the others from its source, and
+    downstream takes all 24 in order with the BoardId and barcode they came in with and FailedBoard = the verdict
+    in the database. One board's barcode from upstream disagrees with its own code: flagged, not inspected."""
+    root, zoo = demo
+    rules = _coded_rules()
+    n, seed = 24, 11
+    imaged = [i for i in range(n) if (i + 1) % 6]
+    serials = iter(f"{rules.recipe.upper()}-{seed}-{k:05d}" for k in range(len(imaged)))
+    barcodes = [next(serials) if i in imaged else f"UPFAIL-{i}" for i in range(n)]
+    barcodes[2] = "SOMEONE-ELSES"  # the board's own code says otherwise
+    up = UpstreamPeer(("127.0.0.1", 0), BoardPlan(n, failed_every=6, barcodes=tuple(barcodes), seed=3)).start()
+    link = HermesLink(HermesConfig(upstream="{}:{}".format(*up.address), downstream="127.0.0.1:0", machine_id="aoi-1",
+                                   boards=n))
+    down = DownstreamPeer(link.giver.address).start()
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    said: list[str] = []
+    service, _ = run_line(rules, zoo, root / "models", SyntheticSource(rules, len(imaged), seed=seed),
+                          ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, said.append, hermes=link)
+    try:
+        assert _wait(lambda: len(down.taken) == n, 30), (len(down.taken), said)
+        ins = [(b.BoardId, b.TopBarcode) for b in up.boards]
+        outs = [(h.board.BoardId, h.board.TopBarcode) for h in down.taken]
+        assert outs == ins  # every board, in order, with its identity
+        with store.engine.connect() as c:
+            rows = {r.board_id: r for r in c.execute(text(
+                "SELECT board_id, board_serial, serial_source, verdict, error FROM inspections"))}
+        assert len(rows) == n
+        for h in down.taken:
+            row = rows[h.board.BoardId]
+            assert h.board.FailedBoard == (BoardQuality.GOOD if row.verdict == "pass" else BoardQuality.FAILED)
+            assert row.board_serial == h.board.TopBarcode and row.serial_source == "upstream"
+        failed_upstream = [rows[b.BoardId] for b in up.boards if b.FailedBoard == BoardQuality.FAILED]
+        assert len(failed_upstream) == 4 and all(r.error == UPSTREAM_FAILED for r in failed_upstream)
+        mismatch = rows[up.boards[2].BoardId]
+        assert mismatch.error.startswith("identity mismatch: upstream says 'SOMEONE-ELSES', the board's code reads")
+        assert service.line.stats.identity_mismatches == 1
+        assert link.counters.passed_uninspected == 4 and link.counters.handed_on == n
+        inspected = [r for r in rows.values() if r.error is None]
+        assert len(inspected) == n - 5 and {r.verdict for r in inspected} <= {"pass", "fail"}
+    finally:
+        up.stop()
+        down.stop()
