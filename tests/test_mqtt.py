@@ -213,3 +213,110 @@ def test_a_broker_with_passwords_over_tls(tmp_path: Path) -> None:
         good.close(1)
         wrong.close(0.5)
         broker.close()
+
+
+def test_a_restart_while_the_broker_is_away_loses_nothing_and_a_long_outage_spills_to_disk(
+        broker: Mosquitto, tmp_path: Path) -> None:
+    """The durable outbox: messages decided while the broker is away survive the box's restart and go first, in
+    order; beyond the in-memory queue they wait on disk, never dropped; a torn last line is cut, not parsed."""
+    from inspector.results.outbox import Outbox
+
+    Subscriber(broker.port, client_id="mes-durable").close()  # a persistent subscription
+    broker.stop()
+    path = tmp_path / "mqtt-outbox.jsonl"
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1", max_queued=2, outbox=Outbox(path))
+    pub.start()
+    for i in range(5):
+        pub(board(f"AWAY{i}", i))
+    assert pub.status().queued == 5 and pub.status().dropped == 0
+    pub.close(timeout=0.2)  # the box stops while the broker is still away
+    with path.open("ab") as f:
+        f.write(b'{"seq": 6, "topic": "board", "pay')  # a power cut mid-append
+    broker.start()
+    again = Outbox(path)
+    assert again.torn_bytes > 0 and [m.seq for m in again.pending()] == [1, 2, 3, 4, 5]
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1", max_queued=2, outbox=again)
+    pub.start()
+    pub(board("AFTER", 9))
+    assert pub.wait_published(40), pub.status()
+    sub = Subscriber(broker.port, client_id="mes-durable")
+    got = sub.wait_for(6)
+    assert [b["board_serial"] for b in got] == [f"AWAY{i}" for i in range(5)] + ["AFTER"]
+    assert pub.close().queued == 0 and Outbox(path).pending() == [] and path.stat().st_size == 0
+    sub.close()
+
+
+def test_with_the_database_down_for_a_whole_run_every_verdict_reaches_the_factory_once_in_order(
+        demo, broker: Mosquitto, tmp_path: Path) -> None:  # noqa: ANN001
+    """The line's factory events never wait for the database: 100 boards with the results database unreachable the
+    whole run, each board's message at the subscriber once, in the order the verdicts were decided (the order the
+    results spool keeps them in), while not one result reached the database; the recipe said first, every board
+    that did not pass rejected (no line controller here)."""
+    from inspector.app.factory_events import FactoryEvents
+    from inspector.app.line import LineConfig
+    from inspector.app.run import run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.ingest.sources import SyntheticSource
+    from inspector.results.outbox import Outbox
+    from inspector.results.store import ResultStore
+    from inspector.routing.rules import parse_rules
+
+    from .services import free_port
+    from .test_routing_rules import GOOD
+
+    root, zoo = demo
+    rules = parse_rules(GOOD, "mini.yaml")
+    sub = Subscriber(broker.port, client_id="mes-line")
+    store = ResultStore(f"postgresql+psycopg2://nobody@127.0.0.1:{free_port()}/down", connect=False)
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1", outbox=Outbox(tmp_path / "outbox.jsonl"))
+    pub.start()
+    n = 100
+    service, _ = run_line(rules, zoo, root / "models", SyntheticSource(rules, n, seed=21),
+                          ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None,
+                          events=FactoryEvents(pub, "line-1", "aoi-1"))
+    spooled = [json.loads(line)["inspection_id"] for line in (tmp_path / "spool.jsonl").read_text().splitlines()]
+    assert len(spooled) == n and service.writer.status().written == 0  # the database never had one
+    got = sub.wait_for(n, 30)
+    ids = [b["inspection_id"] for b in got]
+    assert ids == spooled and len(set(ids)) == n  # all, once each, in the order decided
+    events = sub.messages_of("event")
+    assert events[0]["MessageName"] == "CFX.Production.RecipeActivated"
+    assert events[0]["MessageBody"]["Recipe"] == {"Name": rules.recipe, "Revision": rules.version}
+    rejected = [e["MessageBody"]["TransactionId"] for e in events
+                if e["MessageName"] == "CFX.Production.UnitsDisqualified"]
+    assert rejected and rejected == [b["inspection_id"] for b in got if b["verdict"] != "pass"]
+    sub.close()
+
+
+def test_a_source_that_fails_and_comes_back_is_one_fault_opened_and_cleared(broker: Mosquitto) -> None:
+    """The source's own counters (what a camera's reconnects write) drive FaultOccurred and FaultCleared."""
+    from types import SimpleNamespace
+
+    from inspector.app.factory_events import WATCH_S, FactoryEvents
+    from inspector.ingest.sources import Source
+
+    sub = Subscriber(broker.port, client_id="mes-faults")
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")
+    pub.start()
+    source = Source("camera:rtsp://cam-3")
+    line = SimpleNamespace(rules=SimpleNamespace(recipe="board_a", version="v1"), on_rules=[])
+    service = SimpleNamespace(decided=[], line=line, source=source, station=None)
+    events = FactoryEvents(pub, "line-1", "aoi-1")
+    events.attach(service)  # type: ignore[arg-type]
+    source.counters.fail("camera cam-3 lost: no frame for 5 s; reconnecting")
+    time.sleep(3 * WATCH_S)
+    source.counters.fail("camera cam-3: reconnect 2 failed")  # the same fault goes on: not a second one
+    time.sleep(3 * WATCH_S)
+    source.counters.delivered()
+    deadline = time.monotonic() + 10
+    while len(sub.messages_of("event")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    events.close()
+    names = [e["MessageName"] for e in sub.messages_of("event")]
+    assert names == ["CFX.Production.RecipeActivated", "CFX.ResourcePerformance.FaultOccurred",
+                     "CFX.ResourcePerformance.FaultCleared"]
+    occurred, cleared = sub.messages_of("event")[1:]
+    assert occurred["MessageBody"]["Fault"]["FaultCode"] == "CameraLost"
+    assert "no frame for 5 s" in occurred["MessageBody"]["Fault"]["Description"]
+    assert cleared["MessageBody"]["FaultOccurrenceId"] == occurred["MessageBody"]["Fault"]["FaultOccurrenceId"]
+    sub.close()

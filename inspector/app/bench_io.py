@@ -30,6 +30,7 @@ from ..experts.zoo import Zoo
 from ..ingest.images import write_image
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet
+from .events_probe import EventsSeen
 from .histogram import nearest_rank
 from .line import LineConfig
 from .plc_link import PlcConfig, PlcLink
@@ -49,6 +50,7 @@ class PhaseResult:
     spooled: int = 0
     serials_read: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
+    events: EventsSeen | None = None  # with --mqtt: what the factory's subscriber saw
 
     def quantile(self, q: float) -> float:
         value = nearest_rank(sorted(self.latencies_ms), q)
@@ -63,7 +65,7 @@ class PhaseResult:
                 "p99_ms": self.quantile(0.99), "max_ms": max(self.latencies_ms, default=float("nan")),
                 "boards_per_min": self.boards_per_min, "deadline_missed": self.deadline_missed,
                 "stored": self.stored, "spooled": self.spooled, "serials_read": self.serials_read,
-                "verdicts": self.verdicts}
+                "verdicts": self.verdicts, "events": None if self.events is None else vars(self.events)}
 
 
 def render_folder(rules: RuleSet, folder: Path, n: int, seed: int = 4242, defect_rate: float = 0.005) -> list[str]:
@@ -88,7 +90,7 @@ def _free_port() -> int:
 
 
 def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Path, boards: int, db_url: str | None,
-              work: Path, config: LineConfig, deadline_ms: float, say: Say) -> PhaseResult:
+              work: Path, config: LineConfig, deadline_ms: float, say: Say, mqtt: str | None = None) -> PhaseResult:
     from asyncua import ua
 
     from ..plc.client import Loop, PlcClient, client_certificate
@@ -106,9 +108,22 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
     store = ResultStore(db_url or sqlite_url(work / "results.sqlite"), connect=False)
     out: dict = {}
 
+    events, probe = None, None
+    if mqtt:  # the factory events through the plant's broker, under a topic of their own
+        from ..results.mqtt import MqttPublisher
+        from ..results.outbox import Outbox
+        from .events_probe import EventsProbe
+        from .factory_events import FactoryEvents
+
+        prefix = f"inspector-bench-io-{os.getpid()}"
+        probe = EventsProbe(mqtt, f"{prefix}/+/+/board").start()
+        publisher = MqttPublisher(mqtt, config.line, config.station, prefix=prefix, outbox=Outbox(work / "outbox"))
+        publisher.start()
+        events = FactoryEvents(publisher, config.line, config.station)
+
     def line() -> None:
         out["service"], _ = run_line(rules, zoo, models_dir, source, ServiceConfig(config, keep_crops="none"), store,
-                                     work, lambda _m: None, plc=link)
+                                     work, lambda _m: None, plc=link, events=events)
     thread = threading.Thread(target=line, name="bench-io-line", daemon=True)
     thread.start()
     deadline = time.monotonic() + 300
@@ -145,6 +160,9 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
         source.stop()
         thread.join(120)
         loop.close()
+        if probe is not None:
+            probe.wait(WARMUP + boards, 10)
+            result.events = probe.stop()
     service = out.get("service")
     st = link.station.counters
     result.deadline_missed = st.deadline_missed - missed_before  # the measured boards' (warm-up: first sessions)
@@ -160,9 +178,11 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
 
 
 def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: LineConfig, deadline_ms: float,
-             phases: tuple[str, ...] = ("up", "down"), say: Say = lambda _m: None) -> list[PhaseResult | LaneResult]:
+             phases: tuple[str, ...] = ("up", "down"), say: Say = lambda _m: None, mqtt: str | None = None,
+             ) -> list[PhaseResult | LaneResult]:
     """The phases named: "up" and "down" (the PLC's trigger to its verdict, the database up and down) and "lane"
-    (the box on a Hermes lane between two peers)."""
+    (the box on a Hermes lane between two peers); `mqtt`: the factory events through this broker too, measured
+    at a subscriber."""
     os.environ.setdefault("PYLON_CAMEMU", "1")  # before pylon starts: the emulated camera
     results: list[PhaseResult | LaneResult] = []
     with tempfile.TemporaryDirectory(prefix="inspector-bench-io-") as tmp:
@@ -176,7 +196,7 @@ def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: Li
             down = f"postgresql+psycopg2://nobody@127.0.0.1:{_free_port()}/down" if phase == "down" else None
             name = "database down" if down else "database up"
             results.append(run_phase(name, rules, zoo, models_dir, root / "images", boards, down,
-                                     root / phase, config, deadline_ms, say))
+                                     root / phase, config, deadline_ms, say, mqtt))
     return results
 
 
@@ -299,6 +319,14 @@ def format_table(results: list[PhaseResult], deadline_ms: float) -> str:
         lines.append(f"{r.phase:<16}{n:>7}{r.quantile(0.5):>9.1f}{r.quantile(0.99):>9.1f}"
                      f"{max(r.latencies_ms, default=float('nan')):>9.1f}{r.boards_per_min:>12.1f}"
                      f"{r.deadline_missed:>8}{r.stored:>8}{r.spooled:>9}{r.serials_read:>9}/{n + WARMUP}")
+    for r in results:
+        if r.events is not None:
+            e, s = r.events, sorted(r.events.delays_ms)
+            lines.append(f"{r.phase}: MQTT board messages {e.boards}/{len(r.latencies_ms) + WARMUP}, in the order "
+                         f"decided: {'yes' if e.in_order else 'NO'}, duplicated: {e.duplicates}, verdict to message "
+                         f"p50 {nearest_rank(s, 0.5) or float('nan'):.1f} ms, p99 "
+                         f"{nearest_rank(s, 0.99) or float('nan'):.1f} ms; results in the database this phase: "
+                         f"{r.stored}")
     lines.append(f"latency: the PLC's Trigger write to its Sequence notification (OPC UA, Basic256Sha256 "
                  f"SignAndEncrypt); deadline {deadline_ms:g} ms; {WARMUP} warm-up boards before each phase")
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from ..runtime.devices import available_devices
 from ..training.demo_zoo import build_demo_zoo
 from ..training.int8_crops import rules_calibration
 from .changes import ChangeLog
+from .factory_events import FactoryEvents
 from .hermes_link import HermesLink
 from .line import Line
 from .plc_link import PlcLink
@@ -148,10 +149,11 @@ def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch",
 def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config: ServiceConfig,
              store: ResultStore, data_dir: Path, say: Say, every: int = 5,
              published: list[Sink] | None = None, plc: PlcLink | None = None,
-             hermes: HermesLink | None = None) -> tuple[LineService, float]:
+             hermes: HermesLink | None = None, events: FactoryEvents | None = None) -> tuple[LineService, float]:
     """Inspect a whole source; returns the stopped service and the seconds from first board in to last stored.
     `plc`: the line controller's link, told of every verdict as it is decided (started and stopped here);
-    `hermes`: the Hermes lanes the boards come in and go on by (started here, stopped once handed on)."""
+    `hermes`: the Hermes lanes the boards come in and go on by (started here, stopped once handed on);
+    `events`: the factory events, told of each verdict as it is decided."""
     profiles = line_profiles(zoo, models_dir, say, config.line.backend, rules)
     if hermes is not None:
         source = hermes.wrap(source)
@@ -167,6 +169,8 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
         plc.attach(service, RecipeBook(watcher, folders))
         plc.start()
         plc.station.set_health("ok", True)
+    if events is not None:
+        events.attach(service)
     last = [0]
 
     def progress() -> None:
@@ -183,6 +187,8 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
             plc.stop()
         if hermes is not None:
             hermes.stop()
+        if events is not None:
+            events.close()
     return service, time.perf_counter() - t0
 
 

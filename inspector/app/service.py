@@ -56,7 +56,8 @@ class LineService:
         self.config, self.store, self.source, self.say = config, store, source, say
         self.queue = IngestQueue(config.queue_capacity, config.overflow)
         self.crops = CropKeeper(data_dir / "crops", config.keep_crops, config.min_free_mb)
-        self.published = list(published or [])
+        self.published = list(published or [])  # told of each board once the database has it
+        self.decided: list[Sink] = []  # told of each board the moment its verdict is decided (factory events)
         self.rule_archive = RuleArchive(data_dir / "rulesets")  # every set's text, for the results that name it
         self.rule_archive.keep(rules.recipe, rules.text)
         self.writer = ResultWriter(store, data_dir / "spool.jsonl", prepare=self.crops, on_written=self._written,
@@ -161,6 +162,11 @@ class LineService:
                                  noread=record.serial_source == "noread")
         if self.handoff is not None:  # the board goes on down the line with its verdict (and gets its BoardId)
             self.handoff.verdict(record)
+        for sink in self.decided:  # the factory hears it now, whatever the database is doing
+            try:
+                sink(record)
+            except Exception as exc:  # noqa: BLE001 - a broken sink must not stop the results
+                self.say(f"event sink failed for board {record.board_serial}: {exc}")
         image = self._images.pop(record.inspection_id, None)
         if image is not None:
             self.last_board = (image, record)

@@ -100,10 +100,14 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
     if args.mqtt:
         from ..results.credentials import MQTT_CREDENTIAL, MQTT_PASSWORD_ENV, credential
         from ..results.mqtt import MqttPublisher
+        from ..results.outbox import Outbox
 
+        outbox = Outbox(data / "mqtt-outbox.jsonl")  # what the broker has not acknowledged survives a restart
+        if outbox.unacknowledged:
+            say(f"mqtt: {outbox.unacknowledged} message(s) from before the last stop are sent first")
         publisher = MqttPublisher(args.mqtt, args.line, args.station, prefix=args.mqtt_prefix,
                                   username=args.mqtt_username, password=credential(MQTT_PASSWORD_ENV, MQTT_CREDENTIAL),
-                                  tls=args.mqtt_tls, ca_file=args.mqtt_ca)
+                                  tls=args.mqtt_tls, ca_file=args.mqtt_ca, outbox=outbox)
         publisher.start()
     return rules, zoo, store, source, config, publisher, data
 

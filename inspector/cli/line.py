@@ -30,14 +30,16 @@ from .exits import FAILED, UsageError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ..app.factory_events import FactoryEvents
     from ..app.run import nothing_inspected, run_line, summary
 
     rules, zoo, store, source, config, publisher, data = line_setup(args)
     plc = plc_of(args, data)
     hermes = hermes_of(args)
     say(f"inspecting {source.name} with rule set {rules.recipe} ({rules.version}), policy {args.policy}")
-    service, seconds = run_line(rules, zoo, models_of(args), source, config, store, data, say,
-                                published=[publisher] if publisher else None, plc=plc, hermes=hermes)
+    events = FactoryEvents(publisher, args.line, args.station, say) if publisher else None
+    service, seconds = run_line(rules, zoo, models_of(args), source, config, store, data, say, plc=plc,
+                                hermes=hermes, events=events)
     print(summary(service, seconds))
     if publisher:
         st = publisher.status()
@@ -53,6 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_kiosk(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from ..app.factory_events import FactoryEvents
     from ..app.run import line_profiles
     from ..app.service import LineService
     from ..endpoint import read_token
@@ -79,9 +82,11 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
         hermes = hermes_of(args)
         if hermes is not None:
             source = hermes.wrap(source)
-        service = LineService(rules, zoo, profiles, config, store, data, source,
-                              [publisher] if publisher else None, say)
+        service = LineService(rules, zoo, profiles, config, store, data, source, None, say)
         service.handoff = hermes
+        events = FactoryEvents(publisher, args.line, args.station, say) if publisher else None
+        if events is not None:
+            events.attach(service)
     kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,
                   data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token), plc=plc_of(args, data))
     if hermes is not None:
@@ -91,6 +96,8 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
     finally:
         if hermes is not None:
             hermes.stop()
+        if events is not None:
+            events.close()
 
 
 def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a KioskConfig

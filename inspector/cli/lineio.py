@@ -153,7 +153,7 @@ def cmd_bench_io(args: argparse.Namespace) -> int:
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, backend=args.backend)
     phases = () if args.lane_only else ("up",) if args.db_up_only else ("up", "down")
     phases += ("lane",) if args.hermes or args.lane_only else ()
-    results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say)
+    results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say, args.mqtt)
     print(f"rule set {rules.recipe} ({len(rules.placements())} parts a board), policy {args.policy}, backend "
           f"{args.backend}, {args.device_mb:g} MiB, emulated "
           f"GenICam camera (software trigger, BGR8 {rules.board_size[0]}x{rules.board_size[1]})")
@@ -223,6 +223,9 @@ def add_bench_io(p: argparse.ArgumentParser) -> None:
                    help="also run the box on a Hermes lane between two peers (IPC-HERMES-9852): --boards boards in "
                         "from the machine before, out to the machine after; identities, FailedBoard, handover times")
     p.add_argument("--lane-only", action="store_true", help="only the Hermes lane phase")
+    p.add_argument("--mqtt", metavar="HOST[:PORT]",
+                   help="also publish the factory events through this broker (under a topic of their own) and measure "
+                        "them at a subscriber: every board's message, its order, duplicates, verdict-to-message time")
     from .line import backend_flag
 
     backend_flag(p)

@@ -1,4 +1,4 @@
-"""A stored board as the MQTT message: shaped after IPC-CFX's UnitsInspected, with our record beside it.
+"""A board as the MQTT message, shaped after IPC-CFX's UnitsInspected, with our record beside it.
 
 IPC-2591 (CFX) is the electronics-assembly convention for machine-to-MES messages; its
 `CFX.Production.TestAndInspection.UnitsInspected` carries one inspected unit's overall result, an
@@ -8,6 +8,8 @@ transport, and not validated against the CFX SDK), plus:
 - `UniqueID` and `MessageBody.TransactionId`: the board's inspection id, unique in the database, so a
   subscriber drops a message QoS 1 delivered twice;
 - `Record`: the board as the results database stores it (every field, for subscribers of version 1).
+The line's other events (a recipe activated, a fault and its end, a board rejected) take CFX's names and the same
+envelope, each with its own `UniqueID`.
 """
 from __future__ import annotations
 
@@ -69,3 +71,42 @@ def units_inspected(board: BoardRecord) -> dict[str, Any]:
     return {"MessageName": MESSAGE_NAME, "SchemaVersion": SCHEMA_VERSION, "UniqueID": board.inspection_id,
             "TimeStamp": board.finished_at.isoformat(), "Source": f"inspector.{board.line}.{board.station}",
             "MessageBody": body, "Record": board.to_json()}
+
+
+# -- the line's other factory events (topic <prefix>/<line>/<station>/event) --------------------------------------
+RECIPE_ACTIVATED = "CFX.Production.RecipeActivated"
+FAULT_OCCURRED = "CFX.ResourcePerformance.FaultOccurred"
+FAULT_CLEARED = "CFX.ResourcePerformance.FaultCleared"
+UNITS_DISQUALIFIED = "CFX.Production.UnitsDisqualified"
+
+
+def envelope(name: str, key: str, line: str, station: str, body: dict[str, Any], at: str) -> dict[str, Any]:
+    """A CFX-shaped message: its name, our schema version, its key (`UniqueID`: what a subscriber deduplicates on,
+    since QoS 1 and a restart's re-send deliver at least once), when, from where, and the body."""
+    return {"MessageName": name, "SchemaVersion": SCHEMA_VERSION, "UniqueID": key, "TimeStamp": at,
+            "Source": f"inspector.{line}.{station}", "MessageBody": body}
+
+
+def recipe_activated(line: str, station: str, recipe: str, version: str, at: str) -> dict[str, Any]:
+    key = str(uuid.uuid5(uuid.NAMESPACE_URL, f"recipe/{line}/{station}/{recipe}/{version}/{at}"))
+    return envelope(RECIPE_ACTIVATED, key, line, station, {"Lane": 1, "Recipe": {"Name": recipe, "Revision": version}},
+                    at)
+
+
+def fault(line: str, station: str, occurrence: str, code: str, description: str, at: str,
+          cleared: bool = False) -> dict[str, Any]:
+    """A fault (`code`: CameraLost, SourceEnded, ...) and, with `cleared`, its end, one occurrence id for both."""
+    body = {"Fault": {"FaultOccurrenceId": occurrence, "FaultCode": code, "Severity": "Error",
+                      "Description": description, "Lane": 1}}
+    if cleared:
+        body = {"FaultOccurrenceId": occurrence, "Operator": None}
+    return envelope(FAULT_CLEARED if cleared else FAULT_OCCURRED, f"{occurrence}/{'cleared' if cleared else 'on'}",
+                    line, station, body, at)
+
+
+def units_disqualified(inspection_id: str, serial: str, line: str, station: str, reason: str, at: str
+                       ) -> dict[str, Any]:
+    """A board the box rejected (its verdict, or the line controller's fail-safe): one per inspection."""
+    body = {"TransactionId": inspection_id, "Reason": reason,
+            "DisqualifiedUnits": [{"UnitIdentifier": serial, "PositionNumber": 1}]}
+    return envelope(UNITS_DISQUALIFIED, f"{inspection_id}/reject", line, station, body, at)
