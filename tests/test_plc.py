@@ -21,6 +21,7 @@ from inspector.plc.client import Loop, PlcClient, client_certificate
 from inspector.plc.modbus import SERIAL, SERIAL_CHARS, ModbusServer, registers_text
 from inspector.plc.opcua import TAGS, OpcUaConfig, OpcUaServer
 from inspector.plc.station import FailSafe, Station
+from inspector.plc.trust import TrustList, load_certificate
 from inspector.results.store import ResultStore, sqlite_url
 
 from .faults import KioskProcess, http
@@ -104,6 +105,15 @@ def test_every_node_reads_over_an_encrypted_session_and_anonymous_or_a_wrong_pas
     server.start()
     try:
         security = asyncio.run(client_certificate(tmp_path))
+        stranger = PlcClient(loop, url, "aoi-7", "plc", "s3cret", security)
+        with pytest.raises(ua.UaStatusCodeError, match="BadCertificateUntrusted"):  # not in the trust list yet
+            stranger.connect()
+        stranger.close()
+        trust = TrustList(tmp_path / "srv")
+        (refused,) = trust.listing(rejected=True)  # kept for the engineer to look at, then trusted on purpose
+        assert refused.subject.startswith("CN=plc") and trust.listing() == []
+        assert trust.trust(refused.fingerprint[:16]).fingerprint == refused.fingerprint
+        assert trust.listing(rejected=True) == []
         plc = PlcClient(loop, url, "aoi-7", "plc", "s3cret", security).connect()
         assert set(plc.nodes) == {name for name, _t, _w in TAGS.values()}
         for name in plc.nodes:
@@ -117,6 +127,24 @@ def test_every_node_reads_over_an_encrypted_session_and_anonymous_or_a_wrong_pas
         assert loop.run(state.read_value()).Text == "Operational"
         with pytest.raises(ua.UaStatusCodeError):  # a tag the PLC only reads
             plc.write("LastVerdict", "pass", ua.VariantType.String)
+        # OPC 40100's Halt and Reset: no board is taken while halted; Reset only from Halted (or Error)
+        halted: list[bool] = []
+        st.on_halt = halted.append
+        machine = plc.vision("VisionStateMachine")
+        mv = loop.run(plc.client.get_namespace_index("http://opcfoundation.org/UA/MachineVision"))
+        loop.run(machine.call_method(f"{mv}:Halt"))
+        time.sleep(0.2)
+        assert loop.run(state.read_value()).Text == "Halted" and plc.read("Ready") is False and halted == [True]
+        assert st.trigger() is False and st.counters.triggers_refused == 1
+        with pytest.raises(ua.UaStatusCodeError, match="BadInvalidState"):
+            loop.run(machine.call_method(f"{mv}:Halt"))
+        loop.run(machine.call_method(f"{mv}:Reset"))
+        time.sleep(0.2)
+        assert loop.run(state.read_value()).Text == "Operational" and halted == [True, False]
+        last = loop.run(machine.get_child(f"{mv}:LastTransition"))
+        assert loop.run(last.read_value()).Text == "HaltedToOperational"
+        with pytest.raises(ua.UaStatusCodeError, match="BadInvalidState"):  # nothing to reset from
+            loop.run(machine.call_method(f"{mv}:Reset"))
         plc.close()
         for user, password, sec in ((None, None, security), ("plc", "wrong", security), ("plc", "s3cret", None)):
             intruder = PlcClient(loop, url, "aoi-7", user, password, sec)
@@ -219,6 +247,13 @@ def test_a_plc_trigger_over_opcua_takes_one_board_and_sees_its_verdict_serial_an
         assert plc.read("LastSerial") == serials[2] and plc.read("LastVerdict") in ("pass", "fail")
         assert events.wait(lambda w: len(w.events) == 3)
         assert [e.ProductId for e in events.events] == serials
+        # a recent result by its id (OPC 40100's ResultManagement), and one the station does not have
+        mv = loop.run(plc.client.get_namespace_index("http://opcfoundation.org/UA/MachineVision"))
+        results = plc.vision("ResultManagement")
+        first = events.events[0]
+        got = loop.run(results.call_method(f"{mv}:GetResultById", ua.Variant(first.ResultId, ua.VariantType.String)))
+        assert got[:3] == [0, serials[0], first.Verdict] and got[4] == 1
+        assert loop.run(results.call_method(f"{mv}:GetResultById", ua.Variant("nope", ua.VariantType.String)))[0] == -1
         # recipe changeover at a board boundary: refused by name with the reason, then taken
         status, message = plc.select_recipe("nope")
         assert status == -1 and "no rule set for recipe 'nope'" in message and "mini-b" in message
@@ -323,3 +358,70 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         plc.close()
     finally:
         kiosk.close()
+
+
+def test_a_board_past_its_deadline_before_the_line_takes_it_is_rejected_late_not_inspected(demo, tmp_path: Path
+                                                                                          ) -> None:
+    """Frames that waited past the station's deadline (a conveyor faster than the line) are stored as rejected
+    late without inspection, so the line's time goes to the boards behind; `skip_late` off inspects them anyway and
+    counts them."""
+    from inspector.app.line import LATE
+    from inspector.app.service import LineService
+    from inspector.ingest.sources import SyntheticSource, WrappedSource
+    from inspector.routing.rules import parse_rules
+
+    class Waited(WrappedSource):
+        """Every other frame taken 5 s ago: it waited on the conveyor that long."""
+
+        def __iter__(self):  # noqa: ANN204
+            for i, frame in enumerate(self.inner):
+                if i % 2:
+                    frame.acquired_at -= 5.0
+                yield frame
+
+    root, zoo = demo
+    rules = parse_rules(GOOD, "mini.yaml")
+    for skip in (True, False):
+        store = ResultStore(sqlite_url(tmp_path / f"late-{skip}.sqlite"))
+        service = LineService(rules, zoo, line_profiles_of(zoo, root), ServiceConfig(LineConfig(device_mb=40),
+                              skip_late=skip), store, tmp_path / f"d-{skip}", Waited(SyntheticSource(rules, 8, seed=3)))
+        service.station = Station(FailSafe(deadline_ms=2000))
+        service.station.start()
+        service.start()
+        service.run()
+        service.station.stop()
+        errors = [i.error for i in store.inspections()]
+        if skip:
+            assert service.rejected_late == 4 and service.inspected_late == 0
+            assert errors.count(LATE) == 4 and errors.count(None) == 4
+        else:
+            assert service.rejected_late == 0 and service.inspected_late == 4 and errors.count(None) == 8
+        if skip:  # the PLC rejects them: by the line's error verdict, or by its own fail-safe if that came first
+            late_ids = {i.uuid for i in store.inspections() if i.error == LATE}
+            assert all(p.reject for p in service.station.history if p.inspection_id in late_ids)
+            assert {p.inspection_id for p in service.station.history} >= late_ids
+        store.close()
+
+
+def line_profiles_of(zoo, root: Path):  # noqa: ANN001, ANN201
+    from inspector.app.run import line_profiles
+
+    return line_profiles(zoo, root / "models", lambda _m: None, "torch")
+
+
+def test_the_trust_list_from_the_command_line(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from inspector.cli import main
+
+    cert = tmp_path / "mes-cert.der"
+    asyncio.run(client_certificate(tmp_path, "mes"))
+    data = str(tmp_path / "data")
+    assert main(["tls", "trust", str(cert), "--data", data]) == 0
+    assert "trusted: CN=mes" in capsys.readouterr().out
+    assert main(["tls", "trusted", "--data", data]) == 0
+    fp = capsys.readouterr().out.split()[0]
+    assert TrustList(tmp_path / "data" / "opcua").is_trusted(load_certificate(cert))
+    assert main(["tls", "untrust", fp, "--data", data]) == 0 and main(["tls", "trusted", "--data", data]) == 0
+    assert "none in" in capsys.readouterr().out
+    (tmp_path / "junk.der").write_bytes(b"not a certificate")
+    assert main(["tls", "trust", str(tmp_path / "junk.der"), "--data", data]) == 2
+    assert "is not an X.509 certificate" in capsys.readouterr().err

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,10 @@ from .service import ServiceConfig
 
 Say = Callable[[str], None]
 WARMUP = 3  # boards before the measured ones (experts loaded, caches warm)
+CONVEYOR = 1.5  # the conveyor phase triggers this much faster than the line's own pace
+PACE_BOARDS = 24  # boards the line's own pace is measured on, triggered faster than any line goes
+PACE_INTERVAL_S = 0.03
+PACE_DEADLINE_MS = 120_000.0  # long enough that no board of the pace run is late
 
 
 @dataclass
@@ -51,17 +56,30 @@ class PhaseResult:
     serials_read: int = 0
     verdicts: dict[str, int] = field(default_factory=dict)
     events: EventsSeen | None = None  # with --mqtt: what the factory's subscriber saw
+    interval_ms: float | None = None  # a conveyor's fixed trigger interval (open loop), else closed loop
+    failed_safe: int = 0  # the conveyor phase's measured boards failed safe at their deadline
+    late_verdicts: int = 0  # ... whose verdict came after the fail-safe had been published
+    triggered: int = 0  # measured boards triggered
+    triggers_refused: int = 0  # triggers the camera could not take
+    rejected_late: int = 0  # refused uninspected: their deadline passed before the line could take them
+    inspected_late: int = 0  # inspected after their deadline (only with skip_late off)
 
     def quantile(self, q: float) -> float:
         value = nearest_rank(sorted(self.latencies_ms), q)
         return float("nan") if value is None else value
 
     @property
+    def boards(self) -> int:
+        return len(self.latencies_ms) or self.triggered
+
+    @property
     def boards_per_min(self) -> float:
-        return 60 * len(self.latencies_ms) / self.seconds if self.seconds else 0.0
+        return 60 * self.boards / self.seconds if self.seconds else 0.0
 
     def to_json(self) -> dict:
-        return {"phase": self.phase, "boards": len(self.latencies_ms), "p50_ms": self.quantile(0.5),
+        return {"phase": self.phase, "boards": self.boards, "interval_ms": self.interval_ms,
+                "rejected_late": self.rejected_late, "inspected_late": self.inspected_late,
+                "triggers_refused": self.triggers_refused, "p50_ms": self.quantile(0.5),
                 "p99_ms": self.quantile(0.99), "max_ms": max(self.latencies_ms, default=float("nan")),
                 "boards_per_min": self.boards_per_min, "deadline_missed": self.deadline_missed,
                 "stored": self.stored, "spooled": self.spooled, "serials_read": self.serials_read,
@@ -90,11 +108,15 @@ def _free_port() -> int:
 
 
 def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Path, boards: int, db_url: str | None,
-              work: Path, config: LineConfig, deadline_ms: float, say: Say, mqtt: str | None = None) -> PhaseResult:
+              work: Path, config: LineConfig, deadline_ms: float, say: Say, mqtt: str | None = None,
+              conveyor: float | None = None) -> PhaseResult:
+    """One phase: the PLC triggers a board and waits for its verdict (closed loop), or with `conveyor` triggers one
+    every `conveyor` seconds like a conveyor that does not wait (open loop: `_conveyor`)."""
     from asyncua import ua
 
     from ..plc.client import Loop, PlcClient, client_certificate
     from ..plc.station import FailSafe
+    from ..plc.trust import TrustList
     from .run import open_source, run_line
 
     work.mkdir(parents=True, exist_ok=True)
@@ -136,15 +158,20 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
     result = PhaseResult(phase)
     try:
         security = loop.run(client_certificate(work, "bench-plc"))
+        TrustList(work / "opcua").trust(work / "bench-plc-cert.der")  # the bench's PLC, trusted as a plant's is
         plc = PlcClient(loop, url, config.station, "plc", password, security).connect()
         watch = plc.subscribe("Sequence", period_ms=5)
         watch.wait(lambda w: w.changes, 10)
         watch.changes.clear()
-        t_start, missed_before = None, 0
+        t_start, missed_before, refused_before = None, 0, 0
         for i in range(WARMUP + boards):
             if i == WARMUP:
                 t_start = time.monotonic()
                 missed_before = link.station.counters.deadline_missed
+                refused_before = link.station.counters.triggers_refused
+                if conveyor is not None:
+                    _conveyor(plc, watch, link, boards, conveyor, result)
+                    break
             seen = len(watch.changes)
             t0 = time.monotonic()
             plc.write("Trigger", True, ua.VariantType.Boolean)
@@ -154,7 +181,9 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
             plc.write("Acknowledge", sequence, ua.VariantType.UInt32)
             if i >= WARMUP:
                 result.latencies_ms.append(1000 * (at - t0))
-        result.seconds = time.monotonic() - (t_start or time.monotonic())
+        if conveyor is None:
+            result.seconds = time.monotonic() - (t_start or time.monotonic())
+        result.triggers_refused = link.station.counters.triggers_refused - refused_before
         plc.close()
     finally:
         source.stop()
@@ -170,11 +199,40 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
         w = service.writer.status()
         result.stored, result.spooled = w.written, w.spooled
         result.verdicts = dict(service.line.stats.board_verdicts)
+        result.rejected_late = service.rejected_late + service.line.stats.late_refused
+        result.inspected_late = service.inspected_late
         result.serials_read = service.line.stats.serials_read
     store.close()
     say(f"{phase}: p50 {result.quantile(0.5):.1f} ms, p99 {result.quantile(0.99):.1f} ms over "
         f"{len(result.latencies_ms)} boards")
     return result
+
+
+def _conveyor(plc: Any, watch: Any, link: PlcLink, boards: int, interval_s: float, result: PhaseResult) -> None:
+    """`boards` triggers every `interval_s`, not waiting for verdicts (acknowledging what is published meanwhile),
+    then until every board the camera took is published (its verdict, or its fail-safe at the deadline)."""
+    from asyncua import ua
+
+    station = link.station
+    before, refused, missed, late = (station.counters.published, station.counters.triggers_refused,
+                                     station.counters.deadline_missed, station.counters.late)
+    start = time.monotonic()
+    for i in range(boards):
+        time.sleep(max(0.0, start + i * interval_s - time.monotonic()))
+        plc.write("Trigger", True, ua.VariantType.Boolean)
+        if watch.changes:
+            plc.write("Acknowledge", watch.changes[-1][1], ua.VariantType.UInt32)
+    end = time.monotonic() + 120
+    while time.monotonic() < end:  # every board the camera took has the line's verdict (in time, or late)
+        c = station.counters
+        taken = boards - (c.triggers_refused - refused)
+        if (c.published - before) - (c.deadline_missed - missed) + (c.late - late) >= taken:
+            break
+        time.sleep(0.02)
+    result.seconds = time.monotonic() - start
+    result.interval_ms, result.triggered = 1000 * interval_s, boards
+    result.failed_safe = station.counters.deadline_missed - missed
+    result.late_verdicts = station.counters.late - late
 
 
 def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: LineConfig, deadline_ms: float,
@@ -189,6 +247,14 @@ def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: Li
         root = Path(tmp)
         serials = render_folder(rules, root / "images", min(boards + WARMUP, 24))
         for phase in phases:
+            if phase == "conveyor":  # the line's own pace first (nothing late: a long deadline), then 1.5x it
+                pace = run_phase("line's pace", rules, zoo, models_dir, root / "images", PACE_BOARDS, None,
+                                 root / "pace", config, PACE_DEADLINE_MS, say, conveyor=PACE_INTERVAL_S)
+                results.append(pace)
+                interval = pace.seconds / max(1, pace.triggered - pace.triggers_refused) / CONVEYOR
+                results.append(run_phase(f"conveyor {CONVEYOR:g}x", rules, zoo, models_dir, root / "images",
+                                         boards, None, root / phase, config, deadline_ms, say, mqtt, interval))
+                continue
             if phase == "lane":
                 results.append(run_lane(rules, zoo, models_dir, root / "images", serials, boards, root / phase,
                                         config, say))
@@ -315,11 +381,17 @@ def format_table(results: list[PhaseResult], deadline_ms: float) -> str:
             f"{'missed':>8}{'stored':>8}{'spooled':>9}{'serials read':>14}")
     lines = [head, "-" * len(head)]
     for r in results:
-        n = len(r.latencies_ms)
+        n = r.boards
         lines.append(f"{r.phase:<16}{n:>7}{r.quantile(0.5):>9.1f}{r.quantile(0.99):>9.1f}"
                      f"{max(r.latencies_ms, default=float('nan')):>9.1f}{r.boards_per_min:>12.1f}"
                      f"{r.deadline_missed:>8}{r.stored:>8}{r.spooled:>9}{r.serials_read:>9}/{n + WARMUP}")
     for r in results:
+        if r.interval_ms is not None:
+            lines.append(f"{r.phase}: {r.triggered} boards triggered every {r.interval_ms:.0f} ms without "
+                         f"waiting: inspected after their deadline {r.inspected_late}, rejected late (uninspected) "
+                         f"{r.rejected_late}, failed safe at the deadline {r.failed_safe} (a verdict after it: "
+                         f"{r.late_verdicts}), triggers the camera refused {r.triggers_refused}; verdicts "
+                         f"{r.verdicts} (warm-up included)")
         if r.events is not None:
             e, s = r.events, sorted(r.events.delays_ms)
             lines.append(f"{r.phase}: MQTT board messages {e.boards}/{len(r.latencies_ms) + WARMUP}, in the order "

@@ -51,6 +51,7 @@ from .verdict import part_verdict
 
 BoardSink = Callable[[BoardRecord], None]
 AUTHORITATIVE = ("sidecar", "filename", "upstream")  # serial origins the line keeps without reading the code
+LATE = "late: its deadline passed before the line could take it (rejected by the fail-safe, not inspected)"
 LATENCY_WINDOW = 512  # results the latency percentiles are taken over
 
 
@@ -103,6 +104,7 @@ class _Pending:
     rules: RuleSet
     parts: dict[int, Crop] = field(default_factory=dict)
     shares: dict[int, float | None] = field(default_factory=dict)  # presence check: body contrast kept (presence.py)
+    admitted_at: float = field(default_factory=time.monotonic)  # into the engine
 
 
 @dataclass
@@ -119,6 +121,7 @@ class LineStats:
     serials_read: int = 0  # boards whose serial was read from their own code
     noreads: int = 0  # boards whose code could not be read (NOREAD)
     noread_refused: int = 0  # ... of which refused by the rule set's on_noread
+    late_refused: int = 0  # boards whose deadline passed while they waited for room in the engine: not inspected
     identity_mismatches: int = 0  # boards whose own code read another serial than the one upstream gave them
     first_error: str | None = None  # the first board-level error's reason (what a run that inspected nothing says)
 
@@ -167,6 +170,7 @@ class Line:
         self.last_finished: float | None = None  # time.monotonic() of the last board finished
         self._part_latency: deque[float] = deque(maxlen=LATENCY_WINDOW)  # seconds, arrival -> result
         self._board_latency: deque[float] = deque(maxlen=LATENCY_WINDOW)  # seconds, cut -> last part's result
+        self._engine_s: deque[float] = deque(maxlen=32)  # seconds, into the engine -> last part's result
         self._part_hist, self._board_hist = Histogram(PART_BUCKETS_S), Histogram(BOARD_BUCKETS_S)
         self.last_finished_at: float | None = None  # time.time() of the last board finished (a timestamp)
         self.transform_watch = TransformWatch()  # whether the boards' marks say the camera is tilted (said once)
@@ -253,7 +257,8 @@ class Line:
 
     def inspect(self, image: np.ndarray, serial: str, source: str = "", inspection_id: str | None = None,
                 serial_origin: str = "synthetic", registration: Registration | None = None,
-                code: CodeRead | None = None, rules_version: str | None = None, in_frame: bool = False) -> None:
+                code: CodeRead | None = None, rules_version: str | None = None, in_frame: bool = False,
+                expires_at: float | None = None) -> None:
         """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
 
         An image that does not fit the layout, or a board that cannot be registered on its fiducials, is
@@ -262,6 +267,9 @@ class Line:
         name pattern). `registration` and `code`, when a board gate already worked them out under the rule set
         of version `rules_version`, are used as they are. A rule set with photo registration finds the board in the
         frame first, unless `in_frame` says the image is already in the recipe's pixels (board check's boards).
+        A board that, given room in the engine, would still be inside at `expires_at` (time.monotonic(): its line
+        controller's deadline, judged by the engine's recent boards) is not inspected: the controller rejects it
+        at its deadline anyway, so it is finished as rejected late and the line's time goes to the boards behind.
         """
         rules = self.rules
         record = self._record(serial, source, inspection_id)
@@ -323,9 +331,16 @@ class Line:
                 return
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
-            if not self._boards_in:
-                self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
-            self._boards_in += 1
+            late = expires_at is not None and time.monotonic() + self._expected_engine_s() > expires_at
+            if not late:
+                if not self._boards_in:
+                    self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
+                self._boards_in += 1
+        if late:  # its deadline passed while it waited for room: rejected already, its time is the line's
+            self.stats.late_refused += 1
+            self._finish_with_error(record, LATE)
+            return
+        with self._lock:
             if registration is not None or photo is not None:
                 self.stats.add_registration((registration or photo).residual_px)
             pending = _Pending(record, len(crops), rules)
@@ -420,12 +435,18 @@ class Line:
         for sink in self.sinks:
             sink(record)
 
+    def _expected_engine_s(self) -> float:
+        """How long a board now spends in the engine: the median of the recent ones (0 before any)."""
+        recent = sorted(self._engine_s)
+        return recent[len(recent) // 2] if recent else 0.0
+
     def _finish(self, pending: _Pending) -> BoardRecord:
         """A board's last part is in (under the lock): its record completed and counted."""
         record = pending.record
         record.finished_at = datetime.now(timezone.utc)
         board_s = (record.finished_at - record.started_at).total_seconds()
         self._board_latency.append(board_s)
+        self._engine_s.append(time.monotonic() - pending.admitted_at)
         self._board_hist.observe(board_s)
         self.last_finished_at = record.finished_at.timestamp()
         order = {c.ref: i for i, c in enumerate(pending.parts.values())}  # the crops' scan order, as cut

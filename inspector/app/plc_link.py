@@ -26,6 +26,7 @@ class PlcConfig:
     opcua_password: str | None = None
     opcua_anonymous: bool = False
     opcua_insecure: bool = False
+    opcua_trust_any: bool = False  # any client certificate opens a secure session (off: the trust list's only)
     modbus: str | None = None  # HOST:PORT: serve the register map over Modbus TCP
     fail_safe: FailSafe = field(default_factory=FailSafe)
     cert_dir: Path = Path("opcua")
@@ -41,7 +42,7 @@ class PlcLink:
         self.station = Station(config.fail_safe)
         self.opcua = OpcUaServer(self.station, OpcUaConfig(
             config.opcua, station_name, config.cert_dir, config.opcua_user, config.opcua_password,
-            config.opcua_anonymous, config.opcua_insecure)) if config.opcua else None
+            config.opcua_anonymous, config.opcua_insecure, config.opcua_trust_any)) if config.opcua else None
         self.modbus = ModbusServer(self.station, *parse_listen(config.modbus, "--modbus", "0.0.0.0:5020")) \
             if config.modbus else None
         self.camera: Any = None
@@ -55,6 +56,7 @@ class PlcLink:
             self.camera = camera
             self.station.on_trigger = camera.trigger
         self.station.on_recipe = recipes.select if recipes is not None else None
+        self.station.on_halt = lambda halted: service.pause() if halted else service.resume()  # OPC 40100
         self.station.set_recipe(service.line.rules.recipe)
 
     def start(self) -> None:

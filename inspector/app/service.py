@@ -28,7 +28,7 @@ from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet
 from ..runtime.heap import Trimmer
 from .detection import Detection
-from .line import Line, LineConfig
+from .line import LATE, Line, LineConfig
 
 if TYPE_CHECKING:  # types only: the line imports nothing of the PLC or Hermes rooms at run time
     from ..plc.station import Station
@@ -47,6 +47,7 @@ class ServiceConfig:
     writer_capacity: int = 256  # boards waiting in memory for the result writer before the line waits
     db_retry_max_s: float = 30.0  # the longest wait between retries of an unreachable database
     min_free_mb: float = 512.0  # below this much free disk, crops are not kept (the spool and database need it)
+    skip_late: bool = True  # a board past its line controller's deadline before the line took it: refused uninspected
 
 
 class LineService:
@@ -85,6 +86,8 @@ class LineService:
         self.station: Station | None = None  # the line controller's station, told of each verdict at once
         self._plc_keys: dict[str, Any] = {}  # inspection id -> the station's key (the trigger's time, or the id)
         self.handoff: HermesLink | None = None  # the Hermes lanes: boards' identities in, verdicts on, in order
+        self.rejected_late = 0  # boards refused uninspected: their deadline had passed before the line took them
+        self.inspected_late = 0  # boards inspected although their deadline had passed (skip_late off)
 
     @property
     def paused(self) -> bool:
@@ -144,6 +147,12 @@ class LineService:
         if frame.on_stored is not None:
             with self._hooks:
                 self._on_stored[key] = frame.on_stored
+        if frame.image is not None and self._late(frame):
+            if self.config.skip_late:  # the PLC already rejected it on the fail-safe: the line's time goes on
+                self.rejected_late += 1
+                self.line.refuse(frame.serial or "", frame.source, LATE, key, frame.serial_origin)
+                return
+            self.inspected_late += 1
         if frame.image is None:
             self.line.refuse(frame.serial or "", frame.source, frame.error or "no image", key, frame.serial_origin)
             self.say(f"board {frame.serial} not inspected: {frame.error}")
@@ -153,7 +162,20 @@ class LineService:
             self._truths[key] = (frame.truth, frame.serial if printed and frame.serial_origin == "synthetic" else None)
         self._images[key] = frame.image
         self.line.inspect(frame.image, frame.serial, frame.source, key, frame.serial_origin, frame.registration,
-                          frame.code, frame.rules_version)
+                          frame.code, frame.rules_version, expires_at=self._expires_at(frame))
+
+    def _late(self, frame: Frame) -> bool:
+        """Its line controller's deadline passed while it waited to be inspected (no controller: never late)."""
+        expires = self._expires_at(frame, always=True)
+        return expires is not None and time.monotonic() > expires
+
+    def _expires_at(self, frame: Frame, always: bool = False) -> float | None:
+        """When its line controller's deadline passes (time.monotonic()); None without a controller, or when late
+        boards are inspected anyway (unless `always`)."""
+        if self.station is None or not (self.config.skip_late or always):
+            return None
+        since = frame.triggered_at if frame.triggered_at is not None else frame.acquired_at
+        return since + self.station.fail_safe.deadline_ms / 1000
 
     def _finished(self, record: BoardRecord) -> None:
         plc_key = self._plc_keys.pop(record.inspection_id, None)

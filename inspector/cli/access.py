@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from .common import database_flags, db_url, station_flags
+from .exits import UsageError
 
 
 def _open(args: argparse.Namespace):  # noqa: ANN202 - (ResultStore, UserBook, AuditTrail)
@@ -224,6 +225,31 @@ def cmd_tls(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_opcua_trust(args: argparse.Namespace) -> int:
+    """The OPC UA server's trust list (plc/trust.py), in the data directory's opcua/ folder."""
+    from ..plc.trust import TrustList
+    from .common import data_of
+
+    trust = TrustList(data_of(args) / "opcua")
+    if args.tls_command in ("trusted", "rejected"):
+        listed = trust.listing(rejected=args.tls_command == "rejected")
+        for c in listed:
+            print(f"{c.fingerprint[:16]}  {c.subject}  valid until {c.not_after[:10]}")
+        if not listed:
+            print(f"none in {trust.rejected if args.tls_command == 'rejected' else trust.trusted}")
+        return 0
+    if args.tls_command == "untrust" and len(args.fingerprint.replace(":", "")) < 8:
+        raise UsageError("give at least 8 characters of the fingerprint")
+    try:
+        c = trust.trust(args.cert) if args.tls_command == "trust" else trust.untrust(args.fingerprint)
+    except (ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    word = "trusted" if args.tls_command == "trust" else "no longer trusted"
+    print(f"{word}: {c.subject} (fingerprint {c.fingerprint[:16]}, valid until {c.not_after[:10]}); the OPC UA "
+          "server reads the list at each new session")
+    return 0
+
+
 def _admin_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="as_user", metavar="ADMIN", help="the admin making the change (password from "
                                                                   "$INSPECTOR_PASSWORD, or asked)")
@@ -305,3 +331,14 @@ def add_tls(p: argparse.ArgumentParser) -> None:
     fp = sub.add_parser("fingerprint", help="a certificate's sha256 fingerprint, as clients pin it")
     fp.add_argument("cert")
     fp.set_defaults(func=cmd_tls)
+    trust = sub.add_parser("trust", help="let an OPC UA client (the PLC, the MES) in: its certificate file, or the "
+                                         "fingerprint of one the server refused (`tls rejected`)")
+    trust.add_argument("cert", help="a DER or PEM certificate file, or a refused certificate's fingerprint (a prefix)")
+    untrust = sub.add_parser("untrust", help="take an OPC UA client's certificate out of the trust list")
+    untrust.add_argument("fingerprint", help="its fingerprint (a prefix of at least 8 characters)")
+    trusted = sub.add_parser("trusted", help="the OPC UA clients let in")
+    rejected = sub.add_parser("rejected", help="the OPC UA clients the server refused, kept to be trusted on purpose")
+    for q in (trust, untrust, trusted, rejected):
+        q.add_argument("--data", help="the data directory whose opcua/ folder holds the server's certificate "
+                                      "(default: as `inspector run` finds it)")
+        q.set_defaults(func=cmd_opcua_trust)

@@ -95,7 +95,8 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
                       register=not args.no_register, backend=args.backend)
     overflow = args.overflow or ("drop-oldest" if args.source.startswith(("camera:", "genicam:")) else "wait")
     config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops,
-                           min_free_mb=args.min_free_mb, db_retry_max_s=args.db_retry_max_s)
+                           min_free_mb=args.min_free_mb, db_retry_max_s=args.db_retry_max_s,
+                           skip_late=not getattr(args, "inspect_late", False))
     publisher = None
     if args.mqtt:
         from ..results.credentials import MQTT_CREDENTIAL, MQTT_PASSWORD_ENV, credential
@@ -132,6 +133,7 @@ def plc_config_of(args: argparse.Namespace, data: Path):  # noqa: ANN201 - a Plc
     config = PlcConfig(opcua=args.opcua, opcua_user=args.opcua_user,
                        opcua_password=credential("INSPECTOR_OPCUA_PASSWORD", "opcua-password"),
                        opcua_anonymous=args.opcua_anonymous, opcua_insecure=args.opcua_insecure, modbus=args.modbus,
+                       opcua_trust_any=args.opcua_trust_any_client,
                        fail_safe=FailSafe(args.deadline_ms, not args.no_reject_on_error, args.reject_noread),
                        cert_dir=data / "opcua")
     from ..plc.opcua import OpcUaConfig
@@ -151,6 +153,9 @@ def plc_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--opcua-anonymous", action="store_true", help="let OPC UA clients in without a user (off)")
     p.add_argument("--opcua-insecure", action="store_true",
                    help="also offer the unencrypted OPC UA endpoint (off: Basic256Sha256 only)")
+    p.add_argument("--opcua-trust-any-client", action="store_true",
+                   help="let any client certificate open a secure OPC UA session (off: only those in the trust list, "
+                        "`inspector tls trust`; a refused one is kept to be trusted on purpose)")
     p.add_argument("--modbus", metavar="HOST:PORT", help="serve the station's register map over Modbus TCP "
                                                           "(the manual: A production line, the register map)")
     p.add_argument("--deadline-ms", type=float, default=2000.0,
@@ -158,6 +163,9 @@ def plc_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-reject-on-error", action="store_true",
                    help="an `error` verdict does not reject the board (default: it does)")
     p.add_argument("--reject-noread", action="store_true", help="a board whose code did not read is rejected")
+    p.add_argument("--inspect-late", action="store_true",
+                   help="inspect a board even when its deadline passed before the line could take it (default: it "
+                        "is stored as rejected late, uninspected, and the line catches up)")
 
 
 def hermes_flags(p: argparse.ArgumentParser) -> None:

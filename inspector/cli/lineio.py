@@ -152,6 +152,7 @@ def cmd_bench_io(args: argparse.Namespace) -> int:
     zoo = zoo_of(args, rules=rules)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, backend=args.backend)
     phases = () if args.lane_only else ("up",) if args.db_up_only else ("up", "down")
+    phases += ("conveyor",) if args.conveyor and not args.lane_only else ()
     phases += ("lane",) if args.hermes or args.lane_only else ()
     results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say, args.mqtt)
     print(f"rule set {rules.recipe} ({len(rules.placements())} parts a board), policy {args.policy}, backend "
@@ -223,6 +224,9 @@ def add_bench_io(p: argparse.ArgumentParser) -> None:
                    help="also run the box on a Hermes lane between two peers (IPC-HERMES-9852): --boards boards in "
                         "from the machine before, out to the machine after; identities, FailedBoard, handover times")
     p.add_argument("--lane-only", action="store_true", help="only the Hermes lane phase")
+    p.add_argument("--conveyor", action="store_true",
+                   help="also a conveyor 1.5x faster than the line sustained (triggers that do not wait): boards "
+                        "past their deadline are rejected late, uninspected, and none is inspected after it")
     p.add_argument("--mqtt", metavar="HOST[:PORT]",
                    help="also publish the factory events through this broker (under a topic of their own) and measure "
                         "them at a subscriber: every board's message, its order, duplicates, verdict-to-message time")

@@ -5,10 +5,13 @@ Address space (namespace `http://opcfoundation.org/UA/MachineVision` for the com
 
     Objects/VisionSystem
         VisionStateMachine/CurrentState           Preoperational | Operational | Error | Halted
+        VisionStateMachine/Halt() , Reset()       Halt: take no boards until Reset (from Halted or Error)
+        VisionStateMachine/LastTransition         e.g. OperationalToHalted
         AutomaticModeStateMachine/CurrentState    Initialized | Ready | SingleExecution | ContinuousExecution
         RecipeManagement/SelectRecipe(ExternalId) -> (Status, Message)   switched at a board boundary
         RecipeManagement/SelectedRecipe
         ResultManagement/LastResult/{ResultId, ProductId, Verdict, Reject, Sequence}
+        ResultManagement/GetResultById(ResultId) -> (Status, ProductId, Verdict, Reject, Sequence)   the last 50
         ResultManagement emits ResultReadyEventType (ResultId, ProductId, Verdict, Reject, Sequence)
     Objects/<station>   BoardPresent (w), Trigger (w), LastSerial, LastVerdict, LastInspectionId, Reject,
                         Sequence, Acknowledge (w), Heartbeat, Health, Ready, Recipe (w), RecipeError
@@ -16,7 +19,8 @@ Address space (namespace `http://opcfoundation.org/UA/MachineVision` for the com
 This is the companion specification's shape built with asyncua's own API, not its nodeset: the names, states
 and methods a PLC or MES engineer looks for, not every optional node of OPC 40100. Security: Basic256Sha256
 (Sign, SignAndEncrypt) with the server's certificate (made on first start under the data directory, or given)
-and a user with a password; anonymous access and the unencrypted endpoint are off unless configured.
+and a user with a password; anonymous access and the unencrypted endpoint are off unless configured. A client's
+certificate must be in the server's trust list (trust.py, `inspector tls trust`) unless `trust_any_client`.
 """
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ from asyncua.server.user_managers import User, UserManager, UserRole
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from .serving import ServerThread
-from .station import Published, Station, Tags
+from .station import ERROR_HEALTH, Published, Station, Tags
+from .trust import TrustList
 
 MV_NAMESPACE = "http://opcfoundation.org/UA/MachineVision"
 NAMESPACE = "urn:inspector:station"
@@ -73,6 +78,7 @@ class OpcUaConfig:
     password: str | None = None  # from the environment or a systemd credential, never the command line
     anonymous: bool = False  # let clients in without a user
     insecure: bool = False  # offer the unencrypted endpoint (NoSecurity) too
+    trust_any_client: bool = False  # let any client certificate open a secure session (off: the trust list's only)
 
     def check(self) -> None:
         url = urlparse(self.endpoint)
@@ -115,6 +121,7 @@ class OpcUaServer(ServerThread):
         self._result_nodes: dict[str, Any] = {}
         self._states: dict[str, Any] = {}
         self._events: Any = None
+        self._vision: str | None = None  # the vision state last shown (for LastTransition)
         self.server: Server | None = None
 
     def where(self) -> str:
@@ -148,6 +155,8 @@ class OpcUaServer(ServerThread):
         server.set_security_policy(policies)
         tokens = [ua.UserNameIdentityToken] + ([ua.AnonymousIdentityToken] if self.config.anonymous else [])
         server.set_identity_tokens(tokens)
+        if not self.config.trust_any_client:
+            server.set_certificate_validator(TrustList(self.config.cert_dir))
         cert, key = await server_certificate(self.config.cert_dir)
         await server.load_certificate(str(cert))
         await server.load_private_key(str(key))
@@ -161,11 +170,17 @@ class OpcUaServer(ServerThread):
         for machine, state in (("VisionStateMachine", "Preoperational"), ("AutomaticModeStateMachine", "Initialized")):
             obj = await vision.add_object(mv, machine)
             self._states[machine] = await obj.add_variable(mv, "CurrentState", ua.LocalizedText(state))
+            if machine == "VisionStateMachine":
+                self._states["LastTransition"] = await obj.add_variable(mv, "LastTransition", ua.LocalizedText(""))
+                for name, call in (("Halt", self.station.halt), ("Reset", self.station.reset)):
+                    await obj.add_method(mv, name, self._transition(call), [], [])
         recipes = await vision.add_object(mv, "RecipeManagement")
         self._result_nodes["SelectedRecipe"] = await recipes.add_variable(mv, "SelectedRecipe", "")
         await recipes.add_method(mv, "SelectRecipe", self._select_recipe_method, [ua.VariantType.String],
                                  [ua.VariantType.Int32, ua.VariantType.String])
         results = await vision.add_object(mv, "ResultManagement")
+        await results.add_method(mv, "GetResultById", self._result_by_id, [ua.VariantType.String],
+                                 [ua.VariantType.Int32] + [vtype for _name, vtype in RESULT_FIELDS[1:]])
         last = await results.add_object(mv, "LastResult")
         for name, vtype in RESULT_FIELDS:
             self._result_nodes[name] = await last.add_variable(mv, name, ua.Variant(_empty(vtype), vtype))
@@ -195,7 +210,12 @@ class OpcUaServer(ServerThread):
         for attr, (_name, vtype, _w) in TAGS.items():
             await self._nodes[attr].write_value(ua.Variant(getattr(tags, attr), vtype))
         await self._result_nodes["SelectedRecipe"].write_value(tags.recipe)
-        await self._states["VisionStateMachine"].write_value(ua.LocalizedText(_vision_state(tags)))
+        state = _vision_state(tags)
+        if state != self._vision:
+            if self._vision is not None:
+                await self._states["LastTransition"].write_value(ua.LocalizedText(f"{self._vision}To{state}"))
+            self._vision = state
+        await self._states["VisionStateMachine"].write_value(ua.LocalizedText(state))
         await self._states["AutomaticModeStateMachine"].write_value(
             ua.LocalizedText("Ready" if tags.ready else "Initialized"))
         if published is not None:
@@ -232,6 +252,25 @@ class OpcUaServer(ServerThread):
         except Exception:  # noqa: BLE001 - a PLC write must never take the server down
             log.exception("applying the PLC's write of %s = %r failed", attr, value)
 
+    def _transition(self, call: Any) -> Any:
+        """A state machine method: the station's transition, BadInvalidState with its reason when it does not
+        apply."""
+        async def method(_parent: Any) -> list[ua.Variant] | ua.StatusCode:
+            reason = await asyncio.get_running_loop().run_in_executor(self._pool, call)
+            if reason:
+                log.info("%s refused: %s", getattr(call, "__name__", "transition"), reason)
+                return ua.StatusCode(ua.StatusCodes.BadInvalidState)
+            return []
+        return method
+
+    async def _result_by_id(self, _parent: Any, result_id: ua.Variant) -> list[ua.Variant]:
+        """One of the station's recent results (the last 50 published) by its id; Status -1 when not among them."""
+        wanted = result_id.Value if isinstance(result_id, ua.Variant) else result_id
+        found = next((p for p in reversed(self.station.history) if p.inspection_id == wanted), None)
+        values = (found.serial, found.verdict, found.reject, found.sequence) if found else ("", "", False, 0)
+        return [ua.Variant(0 if found else -1, ua.VariantType.Int32)] + [
+            ua.Variant(value, vtype) for (_name, vtype), value in zip(RESULT_FIELDS[1:], values)]
+
     async def _select_recipe_method(self, _parent: Any, external_id: ua.Variant) -> list[ua.Variant]:
         name = external_id.Value if isinstance(external_id, ua.Variant) else external_id
         reason = await asyncio.get_running_loop().run_in_executor(self._pool, self.station.select_recipe, str(name))
@@ -244,7 +283,9 @@ def _empty(vtype: ua.VariantType) -> Any:
 
 
 def _vision_state(tags: Tags) -> str:
-    if tags.health in ("critical", "stalled"):
+    if tags.halted:
+        return "Halted"
+    if tags.health in ERROR_HEALTH:
         return "Error"
     if tags.health in ("stopping", "stopped"):
         return "Halted"

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 VERDICTS = ("pass", "fail", "error")
+ERROR_HEALTH = ("critical", "stalled")  # health that OPC 40100 shows as Error
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Tags:
     ready: bool = False
     recipe: str = ""
     recipe_error: str = ""
+    halted: bool = False  # OPC 40100's Halt: no boards taken until Reset
 
 
 Listener = Callable[[Tags, "Published | None"], None]
@@ -107,6 +109,7 @@ class Station:
         # what the PLC's writes do (set by whoever owns the camera and the rules)
         self.on_trigger: Callable[[], float | None] | None = None  # fires the camera: the trigger's time, or None
         self.on_recipe: Callable[[str], str | None] | None = None  # returns the reason when refused
+        self.on_halt: Callable[[bool], None] | None = None  # True: stop taking boards (Halt); False: take them (Reset)
 
     # -- wiring ----------------------------------------------------------------------------------------------
     def listen(self, listener: Listener) -> None:
@@ -218,9 +221,35 @@ class Station:
 
     def set_health(self, status: str, ready: bool) -> None:
         with self._lock:
+            ready = ready and not self.tags.halted
             if (self.tags.health, self.tags.ready) != (status, ready):
                 self.tags.health, self.tags.ready = status, ready
                 self._changed()
+
+    def halt(self) -> str | None:
+        """OPC 40100's Halt (the PLC, the MES, an operator): take no more boards (triggers are refused, the line
+        pauses; boards inside finish); the reason when it does not apply."""
+        with self._lock:
+            if self.tags.halted:
+                return "the station is already halted"
+            self.tags.halted, self.tags.ready = True, False
+            self._changed()
+        if self.on_halt is not None:
+            self.on_halt(True)
+        return None
+
+    def reset(self) -> str | None:
+        """OPC 40100's Reset: from Halted (or Error) back to taking boards; the reason when it does not apply."""
+        with self._lock:
+            error = self.tags.health in ERROR_HEALTH
+            if not (self.tags.halted or error):
+                return f"Reset applies in Halted or Error; the station is {'ready' if self.tags.ready else 'starting'}"
+            self.tags.halted = False
+            self.tags.ready = self.tags.health == "ok"
+            self._changed()
+        if self.on_halt is not None:
+            self.on_halt(False)
+        return None
 
     def set_recipe(self, name: str) -> None:
         """The recipe in force (at start, after a changeover from any side)."""
@@ -237,7 +266,8 @@ class Station:
             self.counters.triggers += 1
             self.tags.trigger = True
             self._changed()
-        fire = self.on_trigger
+            halted = self.tags.halted
+        fire = self.on_trigger if not halted else None  # halted: refused, like a camera that cannot take it
         at = fire() if fire is not None else None
         if at is not None:
             self.board_in(at, since=at)
