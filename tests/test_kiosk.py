@@ -14,7 +14,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text as sql
 
+from inspector.hermes.peer import DownstreamPeer
 from inspector.kiosk.health import health
 from inspector.kiosk.systemd import Notifier
 from inspector.results.store import ResultStore, sqlite_url
@@ -117,14 +119,16 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
     notify = NotifySocket(tmp_path / "notify.sock")
     broker = Mosquitto()
     mes = Subscriber(broker.port)
-    port = free_port()
+    port, hermes_port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "1000000", "YOLO_OFFLINE": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "inspector.cli", "--models", str(root / "models"), "kiosk", "--rules", str(rules),
          "--zoo", str(zoo.root), "--source", f"watch:{inbox}", "--data", str(data), "--device-mb", "40",
-         "--listen", f"127.0.0.1:{port}", "--mqtt", f"127.0.0.1:{broker.port}", "--log-every", "1"],
+         "--listen", f"127.0.0.1:{port}", "--mqtt", f"127.0.0.1:{broker.port}", "--log-every", "1",
+         "--hermes-downstream", f"127.0.0.1:{hermes_port}"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8")
+    next_machine = DownstreamPeer(("127.0.0.1", hermes_port)).start()  # the machine after the box, on Hermes
     try:
         assert notify.wait_for("READY=1", 120), proc.stderr.read() if proc.poll() is not None else "no READY"
         code, body = get(f"{base}/health")
@@ -133,6 +137,8 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
         drop(inbox, ["K0", "K1", "K2"], seed=5)
         status = wait_until(lambda: (s := json.loads(get(f"{base}/status")[1]))["results"]["written"] >= 3 and s)
         assert status["boards"] == 3 and status["parts"] == 9 and status["line"]["recipe"] == "mini"
+        status = wait_until(lambda: (s := json.loads(get(f"{base}/status")[1]))["hermes"]["handed_on"] >= 3 and s)
+        assert status["hermes"]["downstream"]["connected"] and status["late"] == {"rejected": 0, "inspected": 0}
         _, metrics = get(f"{base}/metrics")
         text = metrics.decode()
         here = {"line": "line-1", "station": "aoi-1"}  # every sample says which line and station it is of
@@ -176,6 +182,7 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
             proc.kill()
         mes.close()
         broker.close()
+        next_machine.stop()
     assert notify.wait_for("STOPPING=1", 2)
     store = ResultStore(sqlite_url(data / "results.sqlite"))
     stored = sorted(i.board_serial for i in store.inspections())
@@ -187,6 +194,13 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
     versions = {i.ruleset_version for i in store.inspections()}
     assert len(versions) == 2  # boards before and after the rule change carry their own version
     assert sorted(b["board_serial"] for b in mes.boards()) == stored  # the MES got each stored board
+    # the next machine got each board with its serial as the barcode, the BoardId stored with it, FailedBoard = verdict
+    handed = {h.board.BoardId: h.board for h in next_machine.taken}
+    with store.engine.connect() as c:
+        rows = c.execute(sql("SELECT board_id, board_serial, verdict FROM inspections")).all()
+    assert len(handed) == len(rows) and all(handed[r.board_id].TopBarcode == r.board_serial and
+                                             (handed[r.board_id].FailedBoard == 1) == (r.verdict == "pass")
+                                             for r in rows)
     assert "stopped:" in err and "SIGTERM" in err
 
 

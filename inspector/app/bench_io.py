@@ -191,7 +191,7 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
         loop.close()
         if probe is not None:
             probe.wait(WARMUP + boards, 10)
-            result.events = probe.stop()
+            result.events = probe.stop(_decided_order(store, work))
     service = out.get("service")
     st = link.station.counters
     result.deadline_missed = st.deadline_missed - missed_before  # the measured boards' (warm-up: first sessions)
@@ -206,6 +206,24 @@ def run_phase(phase: str, rules: RuleSet, zoo: Zoo, models_dir: Path, images: Pa
     say(f"{phase}: p50 {result.quantile(0.5):.1f} ms, p99 {result.quantile(0.99):.1f} ms over "
         f"{len(result.latencies_ms)} boards")
     return result
+
+
+def _decided_order(store: ResultStore, work: Path) -> list[str]:
+    """The inspection ids in the order the results writer got them: the database's rows, then the spool's lines."""
+    import json
+
+    from sqlalchemy import text
+
+    ids: list[str] = []
+    try:
+        with store.engine.connect() as c:
+            ids = [row[0] for row in c.execute(text("SELECT uuid FROM inspections ORDER BY id"))]
+    except Exception:  # noqa: BLE001 - the database down on purpose: the spool has them all
+        pass
+    spool = work / "spool.jsonl"
+    if spool.is_file():
+        ids += [json.loads(line)["inspection_id"] for line in spool.read_text(encoding="utf-8").splitlines() if line]
+    return ids
 
 
 def _conveyor(plc: Any, watch: Any, link: PlcLink, boards: int, interval_s: float, result: PhaseResult) -> None:
@@ -249,7 +267,7 @@ def bench_io(rules: RuleSet, zoo: Zoo, models_dir: Path, boards: int, config: Li
         for phase in phases:
             if phase == "conveyor":  # the line's own pace first (nothing late: a long deadline), then 1.5x it
                 pace = run_phase("line's pace", rules, zoo, models_dir, root / "images", PACE_BOARDS, None,
-                                 root / "pace", config, PACE_DEADLINE_MS, say, conveyor=PACE_INTERVAL_S)
+                                 root / "pace", config, PACE_DEADLINE_MS, say, mqtt, PACE_INTERVAL_S)
                 results.append(pace)
                 interval = pace.seconds / max(1, pace.triggered - pace.triggers_refused) / CONVEYOR
                 results.append(run_phase(f"conveyor {CONVEYOR:g}x", rules, zoo, models_dir, root / "images",
@@ -394,7 +412,7 @@ def format_table(results: list[PhaseResult], deadline_ms: float) -> str:
                          f"{r.verdicts} (warm-up included)")
         if r.events is not None:
             e, s = r.events, sorted(r.events.delays_ms)
-            lines.append(f"{r.phase}: MQTT board messages {e.boards}/{len(r.latencies_ms) + WARMUP}, in the order "
+            lines.append(f"{r.phase}: MQTT board messages {e.boards}/{r.boards + WARMUP}, in the order "
                          f"decided: {'yes' if e.in_order else 'NO'}, duplicated: {e.duplicates}, verdict to message "
                          f"p50 {nearest_rank(s, 0.5) or float('nan'):.1f} ms, p99 "
                          f"{nearest_rank(s, 0.99) or float('nan'):.1f} ms; results in the database this phase: "

@@ -52,19 +52,20 @@ class EventsProbe:
                     return
             time.sleep(0.02)
 
-    def stop(self) -> EventsSeen:
+    def stop(self, decided: list[str]) -> EventsSeen:
+        """What was seen; `decided`: the inspection ids in the order the line decided them (the order its results
+        writer got them: the database's rows, or the spool's lines)."""
         self.client.disconnect()
         self.client.loop_stop()
-        out, keys, last = EventsSeen(), set(), None
+        out, arrived = EventsSeen(), []
         for at, payload in self._seen:
             record = json.loads(payload)["Record"]
-            if record["inspection_id"] in keys:
+            if record["inspection_id"] in arrived:
                 out.duplicates += 1
                 continue
-            keys.add(record["inspection_id"])
-            decided = datetime.fromisoformat(record["finished_at"])
-            out.in_order &= last is None or decided >= last
-            last = decided
-            out.delays_ms.append(1000 * (at - decided.timestamp()))
-        out.boards = len(keys)
+            arrived.append(record["inspection_id"])
+            out.delays_ms.append(1000 * (at - datetime.fromisoformat(record["finished_at"]).timestamp()))
+        seen = set(arrived)
+        out.in_order = arrived == [key for key in decided if key in seen]
+        out.boards = len(arrived)
         return out

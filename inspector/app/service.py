@@ -69,6 +69,7 @@ class LineService:
         self._truths: dict[str, tuple[dict[str, str], str | None]] = {}
         self._on_stored: dict[str, Callable[[], None]] = {}  # inspection id -> the source's hook (archive the file)
         self._hooks = threading.Lock()
+        self._finish_lock = threading.Lock()
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
         self.line.on_rules.append(lambda r: self.rule_archive.keep(r.recipe, r.text))
         follow = getattr(source, "follow", None)
@@ -178,6 +179,12 @@ class LineService:
         return since + self.station.fail_safe.deadline_ms / 1000
 
     def _finished(self, record: BoardRecord) -> None:
+        """A board's verdict, to everyone who hears of it, one board at a time: the line controller, the next machine,
+        the factory and the results writer all see the boards in one order, whichever thread decided them."""
+        with self._finish_lock:
+            self._tell(record)
+
+    def _tell(self, record: BoardRecord) -> None:
         plc_key = self._plc_keys.pop(record.inspection_id, None)
         if self.station is not None and plc_key is not None:  # the verdict to the PLC first, the database after
             self.station.verdict(plc_key, record.inspection_id, record.board_serial, record.verdict,

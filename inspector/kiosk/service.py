@@ -125,6 +125,10 @@ class Kiosk:
         out = snapshot(self.service, self.rules, self.publisher)
         if self.plc is not None:
             out["plc"] = self.plc.snapshot()
+        if self.service.handoff is not None:  # the Hermes lanes: connected, boards taken and handed on
+            out["hermes"] = self.service.handoff.snapshot()
+        out["late"] = {"rejected": self.service.rejected_late + self.service.line.stats.late_refused,
+                       "inspected": self.service.inspected_late}
         out["reviews"] = {name: r.to_json() for name, r in self.control.rates.get().items()}
         out["audit"] = self.control.audit_head()
         if self.lender is not None:
