@@ -318,11 +318,14 @@ def run_lane(rules: RuleSet, zoo: Zoo, models_dir: Path, images: Path, serials: 
     downstream peer; `boards` boards through the lane."""
     from sqlalchemy import text
 
+    from ..hermes.lane import KEPT
     from ..hermes.messages import BoardQuality
     from ..hermes.peer import BoardPlan, DownstreamPeer, UpstreamPeer
     from .hermes_link import HermesConfig, HermesLink
     from .run import open_source, run_line
 
+    if boards > KEPT:
+        raise ValueError(f"the lane phase compares at most {KEPT} boards in and out; give --boards {KEPT} or fewer")
     work.mkdir(parents=True, exist_ok=True)
     failed_every = 10
     imaged = iter(range(boards))

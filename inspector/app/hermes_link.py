@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..endpoint import parse_listen
-from ..hermes.lane import Giver, Handed, Say, Taker
+from ..hermes.lane import KEPT, Giver, Handed, Say, Taker
 from ..hermes.messages import BASE_PORT, BoardAvailable, BoardQuality
 from ..ingest.sources import Frame, Source, WrappedSource
 from ..results.records import BoardRecord
@@ -71,7 +71,8 @@ class HermesLink:
         self.arrivals: queue.Queue[Handed] = queue.Queue()
         self.taker: Taker | None = None
         self.giver: Giver | None = None
-        self.verdict_at: dict[str, float] = {}  # BoardId -> time.monotonic() its verdict was decided
+        # BoardId -> time.monotonic() its verdict was decided, the newest KEPT boards (what bench-io times)
+        self.verdict_at: OrderedDict[str, float] = OrderedDict()
         if config.upstream:
             host, port = parse_listen(config.upstream, "--hermes-upstream", f"10.0.0.5:{BASE_PORT + 1}")
             self.taker = Taker(host, port, config.machine_id, config.lane, on_board=self._arrived,
@@ -148,6 +149,8 @@ class HermesLink:
                                        TopBarcode=record.board_serial if known else None)
             record.board_id = board.BoardId
             self.verdict_at[board.BoardId] = time.monotonic()
+            if len(self.verdict_at) > KEPT:
+                self.verdict_at.popitem(last=False)
             self._slots[record.inspection_id] = board
             while self._slots and next(iter(self._slots.values())) is not None:
                 ready.append(self._slots.popitem(last=False)[1])  # type: ignore[arg-type]

@@ -42,6 +42,7 @@ from .messages import (
 from .states import ProtocolError, State, after
 
 Say = Callable[[str], None]
+KEPT = 10_000  # boards an end remembers having handed or taken (bounded: a line runs for months)
 
 
 @dataclass
@@ -158,7 +159,7 @@ class Giver:
         self._offered_at: float | None = None
         self._started_at: float | None = None
         self._stopping = False
-        self.handed: list[Handed] = []
+        self.handed: deque[Handed] = deque(maxlen=KEPT)  # the newest handovers, oldest first
         self.refused_connections = 0
         self._changed = threading.Condition(self._lock)
         self._thread = threading.Thread(target=self._accept, name="hermes-giver", daemon=True)
@@ -279,7 +280,7 @@ class Taker:
         self._stopping = False
         self._closed = threading.Event()
         self.connected = threading.Event()
-        self.taken: list[Handed] = []
+        self.taken: deque[Handed] = deque(maxlen=KEPT)  # the newest handovers, oldest first
         self.reconnects = 0
         self.last_error: str | None = None
         self._thread = threading.Thread(target=self._connect_loop, name="hermes-taker", daemon=True)

@@ -61,7 +61,7 @@ class UpstreamPeer:
 
     @property
     def handed(self) -> list[Handed]:
-        return self.giver.handed
+        return list(self.giver.handed)
 
 
 class DownstreamPeer:
@@ -80,4 +80,4 @@ class DownstreamPeer:
 
     @property
     def taken(self) -> list[Handed]:
-        return self.taker.taken
+        return list(self.taker.taken)
