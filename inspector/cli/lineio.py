@@ -142,7 +142,8 @@ def cmd_camera_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_io(args: argparse.Namespace) -> int:
-    from ..app.bench_io import LaneResult, PhaseResult, bench_io, format_lane, format_table
+    from ..app.bench_io import PhaseResult, bench_io, format_table
+    from ..app.bench_lane import LaneResult, format_lane
     from ..app.line import LineConfig
     from ..routing.rules import load_rules
 

@@ -241,18 +241,14 @@ class MqttPublisher:
             elif mid in self._pending:
                 seq, ours = self._pending.pop(mid), True
                 self._published += 1
-                if self._pending_before_reconnect:
-                    self._pending_before_reconnect.discard(mid)
-                    if not self._pending_before_reconnect and self._outbox:  # paho holds its message lock here
-                        threading.Thread(target=self._drain, name="mqtt-drain", daemon=True).start()
-                        ours = False
+                self._pending_before_reconnect.discard(mid)
             else:
                 self._early.add(mid)
         if seq and self._durable is not None:
             self._durable.acknowledge(seq)
         if not ours:
             return
-        with self._lock:  # room again for what waits (on disk, or behind paho's full queue)
+        with self._lock:  # what waits may go: the re-sent ones are in, or there is room again (on disk, behind paho)
             due = (self._spilled or bool(self._outbox)) and self._connected and not self._pending_before_reconnect \
                 and not self._in_hand
         if due:  # paho holds its message lock here: drain on a thread of its own
