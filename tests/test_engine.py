@@ -108,6 +108,41 @@ def test_switches_read_into_the_pools_own_memory_and_give_it_back(tiny) -> None:
     manager.close()
 
 
+def test_runtime_switches_read_into_the_pools_own_memory_too(tiny) -> None:
+    """ONNX Runtime's shared-graph weights land in the pool's slots as torch's do (no fresh buffer a switch), stay
+    there while resident, and a freed slot overwritten by the next expert never changes another's predictions."""
+    pytest.importorskip("onnxruntime")
+    from inspector.experts.backends import get_backend
+    from inspector.experts.backends.base import Weights
+
+    _, zoo, _ = tiny
+    backend = get_backend("onnxruntime", threads=1)
+    names = [n for n in zoo.entries if n.startswith("cls-")]
+    one = max(zoo.entries[n].weight_bytes for n in names)
+    manager = _manager(zoo, 2 * one, arena=True)
+    manager.backend = backend
+    assert manager.arena is not None
+    x = torch.rand(2, 3, 32, 32)
+    home = zoo.root / "runtime"
+    reference = {}
+    for n in names:  # each alone, in memory of its own
+        arch = zoo.architecture(n)
+        loaded, _ = backend.load(arch, n, zoo.entries[n].weights_sha256, Weights.of_file(zoo.path_of(n)),
+                                 torch.device("cpu"), home)
+        assert not backend.in_pool_memory(loaded)
+        reference[n] = [(p.label, p.score) for p in backend.run(arch, loaded, x)]
+    for n in names * 3:  # a pool of two: every acquire past the second is a switch into a freed slot
+        loaded = manager.acquire(n)
+        assert backend.in_pool_memory(loaded)
+        got = [(p.label, p.score) for p in backend.run(zoo.architecture(n), loaded, x)]
+        manager.release(n)
+        assert got == reference[n], f"{n} computed with weights not its own"
+    assert manager.stats.switches >= 3 * len(names) - 2 and manager.stats.unpooled_loads == 0
+    held = sum(aligned(next(home.glob(f"{n}-*.weights.safetensors")).stat().st_size) for n in manager.resident())
+    assert len(manager.resident()) == 2 and manager.arena.used == held  # only the residents hold slots
+    manager.close()
+
+
 def test_prefetch_loads_in_the_background_while_a_batch_runs(tiny) -> None:
     _, zoo, _ = tiny
     one = zoo.entries["cls-R"].weight_bytes
@@ -118,10 +153,36 @@ def test_prefetch_loads_in_the_background_while_a_batch_runs(tiny) -> None:
     with torch.inference_mode():  # compute goes on while the loader thread reads
         module(torch.rand(2, 3, 32, 32))
     manager.release("cls-R")
-    manager.acquire("cls-C")  # waits for the prefetch if needed; no second load
+    manager.acquire("cls-C")  # waits for the prefetch if it has begun (else loads it itself); no second load
     manager.release("cls-C")
-    assert manager.stats.switches == 2 and manager.stats.prefetches == 1 and manager.stats.prefetch_used == 1
+    stats = manager.stats
+    assert stats.switches == 2 and stats.prefetches + stats.prefetch_claimed == 1
+    assert stats.prefetch_used == stats.prefetches
     manager.close()
+
+
+def test_an_expert_wanted_while_its_prefetch_still_queues_is_loaded_at_once(tiny) -> None:
+    """A prefetch waits behind the loader's earlier work; an executor that needs its expert first does not wait
+    behind that work too: it loads the expert itself, and the loader skips it (one load, not two)."""
+    _, zoo, _ = tiny
+    one = zoo.entries["cls-R"].weight_bytes
+    manager = _manager(zoo, 2 * one)
+    gate = threading.Event()
+    manager._loader.submit(gate.wait)  # noqa: SLF001 - the loader busy with an earlier prefetch, for as long as we say
+    try:
+        assert manager.prefetch("cls-C") and manager.has("cls-C")
+        got: list[object] = []
+        taker = threading.Thread(target=lambda: got.append(manager.acquire("cls-C")))
+        taker.start()
+        taker.join(timeout=30)
+        assert got and not taker.is_alive(), "the executor waited behind the loader's queue"
+        manager.release("cls-C")
+    finally:
+        gate.set()
+    manager.close()  # the loader reaches the claimed prefetch and skips it
+    stats = manager.stats
+    assert stats.switches == 1 and stats.prefetch_claimed == 1 and stats.prefetches == 0
+    assert manager.resident() == ["cls-C"]
 
 
 def test_a_prefetch_evicts_only_experts_needed_after_the_one_it_loads(tiny) -> None:
@@ -142,7 +203,8 @@ def test_a_prefetch_evicts_only_experts_needed_after_the_one_it_loads(tiny) -> N
     assert manager.prefetch(later)
     manager.acquire(later)
     manager.release(later)
-    assert set(manager.resident()) == {first, later} and manager.stats.prefetch_used == 1
+    assert set(manager.resident()) == {first, later}
+    assert manager.stats.prefetch_used + manager.stats.prefetch_claimed == 1  # used, or claimed before it began
     manager.close()
 
 

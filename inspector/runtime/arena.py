@@ -9,8 +9,12 @@ do, reads each expert into a slot of it and hands the slot back on eviction.
 
 Slots start at page-aligned offsets and span whole pages, so a slot can
 take an O_DIRECT read (`diskio.read_into`): the disk's DMA lands in the slot
-and the CPU copies nothing. Pages are faulted in on first use, not at start,
-and stay; `trim` gives the free ones back (a pool shrunk live).
+and the CPU copies nothing. Pages are faulted in when the pool is made
+(MAP_POPULATE), not by the first switch into each slot: on the project's
+2-core box a switch that faulted in its slot's pages beside two computing
+executors took 35-58 ms where one into faulted pages took 15 ms
+(`results/bench-cpu.md`). They stay; `trim` gives the free ones back (a pool
+shrunk live), and those fault in again when next used.
 """
 from __future__ import annotations
 
@@ -38,7 +42,10 @@ class HostArena:
     def __init__(self, name: str, capacity: int) -> None:
         self.name = name
         self.capacity = aligned(max(capacity, ALIGN))
-        self._map = mmap.mmap(-1, self.capacity, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        # populated: the pages are faulted in once, here, not by the first switch into each slot (a switch that
+        # faults in a slot's pages takes several times as long beside computing executors)
+        self._map = mmap.mmap(-1, self.capacity,
+                              flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
         self._view = memoryview(self._map)
         self._free: list[tuple[int, int]] = [(0, self.capacity)]  # (offset, length), sorted by offset
         self._slots: dict[str, tuple[int, int]] = {}

@@ -7,18 +7,21 @@ K*n + B from the device profile, a switch takes the profiled load latency of
 the tier it comes from, loads from disk share one disk (they queue), loads
 from host RAM share the device's link, and executors computing on one device
 share its compute: k of them together run at the profiled concurrency
-speedup(k), each at speedup(k)/k of its solo speed (processor sharing); on
-a CPU, a load in service is one more of the k. Verdicts come from a pass oracle
-(the component's pass rate, or a real run's verdicts for validation), since
-no model runs. A paper-scale task (hundreds of experts, thousands of
-requests) runs in seconds.
+speedup(k), each at speedup(k)/k of its solo speed (processor sharing). On
+a CPU a load in service is one more of the k, both ways: it takes its share
+of the cores from the executors, and it is itself stretched to its share (a
+disk read beside two computing executors takes about 1.7 times its time
+alone on the project's 2-core box; `results/bench-cpu.md`). Verdicts come
+from a pass oracle (the component's pass rate, or a real run's verdicts for
+validation), since no model runs. A paper-scale task (hundreds of experts,
+thousands of requests) runs in seconds.
 """
 from __future__ import annotations
 
 import heapq
 import random
 import threading
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +88,19 @@ class SimExecutor(ExecutorCore):
     segment: tuple[str, float] = ("idle", 0.0)  # what it is waiting for now, since when (virtual seconds)
     token = 0  # the current finish event's; a re-shared device reschedules and older events are void
     started = 0.0  # when its batch began computing
+
+
+@dataclass(eq=False)
+class SimLoad:
+    """One switch in flight: what it loads, for whom, and (on a CPU, where it is shared) its solo seconds left."""
+    manager: ExpertManager
+    expert: str
+    tier: Tier
+    solo_s: float
+    pin_for: SimExecutor | None
+    started: float = 0.0
+    token: int = 0
+    claimed: bool = False  # a prefetch an executor wanted before it began: no longer counted as a prefetch
 
 
 @dataclass
@@ -156,7 +172,7 @@ class Simulator:
             ex.batch = []
             self.executors.append(ex)
         self.scheduler = Scheduler(self.executors, policy, self._lock)  # type: ignore[arg-type]
-        self._disk_free = 0.0
+        self._disk: deque[SimLoad] = deque()  # loads waiting for the one disk, the head in service
         self._link_free: dict[Device, float] = defaultdict(float)
         self._load_waiters: dict[tuple[str, str], list[SimExecutor]] = defaultdict(list)
         self._pin_waiters: list[SimExecutor] = []
@@ -164,7 +180,7 @@ class Simulator:
         # per device: the executors computing there -> solo seconds of work left; the per-executor rate and since when
         self._computing: dict[Device, dict[SimExecutor, float]] = defaultdict(dict)
         self._rate: dict[Device, tuple[float, float]] = {}
-        self._cpu_loads: dict[Device, int] = defaultdict(int)  # loads in service on a CPU device: they share it
+        self._cpu_loads: dict[Device, dict[SimLoad, float]] = defaultdict(dict)  # in service on a CPU: solo s left
         self._tokens = 0
 
     # -- the virtual clock ------------------------------------------------------------------------
@@ -251,6 +267,7 @@ class Simulator:
         elif m.is_loading(expert):
             self._now_waiting(ex, "load")
             self._load_waiters[(m.name, expert)].append(ex)
+            self._claim(m, expert)
         elif m.begin_load(expert) is None:
             self._now_waiting(ex, "blocked")
             self._pin_waiters.append(ex)
@@ -261,27 +278,55 @@ class Simulator:
     def _load(self, m: ExpertManager, expert: str, pin_for: SimExecutor | None) -> None:
         tier = self.store.tier_of(expert)
         duration = self.profiles[m.device.key].get(self.zoo.architecture(expert).key).switch_s(tier.value)
+        load = SimLoad(m, expert, tier, duration, pin_for)
         if tier is Tier.DISK:
-            start = self._disk_free = max(self.now, self._disk_free)
-            self._disk_free += duration
+            self._disk.append(load)
+            if len(self._disk) == 1:
+                self._serve_load(load)
         else:
             start = self._link_free[m.device] = max(self.now, self._link_free[m.device])
             self._link_free[m.device] += duration
-        if not m.device.is_cuda:  # on a CPU the load's reading and copying take a share of the cores
-            self._at(start, self._cpu_loads_change, m.device, 1)
-        self._at(start + duration, self._loaded, m, expert, tier, duration, pin_for)
+            self._at(start, self._serve_load, load)
 
-    def _cpu_loads_change(self, device: Device, delta: int) -> None:
+    def _claim(self, m: ExpertManager, expert: str) -> None:
+        """As `ExpertManager.acquire`: a prefetch still queued for the disk is wanted now, so it goes next."""
+        queued = list(self._disk)[1:]
+        load = next((q for q in queued if q.manager is m and q.expert == expert and q.pin_for is None), None)
+        if load is None or load.claimed:
+            return
+        load.claimed = True
+        m.stats.prefetches -= 1
+        m.stats.prefetch_claimed += 1
+        self._disk.remove(load)
+        self._disk.insert(1, load)
+
+    def _serve_load(self, load: SimLoad) -> None:
+        """The load begins: on a GPU it takes its profiled time; on a CPU it joins the device's sharing."""
+        load.started = self.now
+        device = load.manager.device
+        if device.is_cuda:
+            self._at(self.now + load.solo_s, self._loaded, load, 0)
+            return
         self._advance(device)
-        self._cpu_loads[device] += delta
+        self._cpu_loads[device][load] = load.solo_s
         self._reschedule(device)
 
-    def _loaded(self, m: ExpertManager, expert: str, tier: Tier, duration: float,
-                pin_for: SimExecutor | None) -> None:
+    def _loaded(self, load: SimLoad, token: int) -> None:
+        if token != load.token:
+            return  # superseded by a re-share of the device
+        m, expert, tier = load.manager, load.expert, load.tier
         if not m.device.is_cuda:
-            self._cpu_loads_change(m.device, -1)
+            self._advance(m.device)
+            del self._cpu_loads[m.device][load]
+            self._reschedule(m.device)
+        if tier is Tier.DISK:
+            self._disk.popleft()
+            if self._disk:
+                self._serve_load(self._disk[0])
         self.store.fetched(expert, self.zoo.entries[expert].weight_bytes)
-        m.install(expert, None, tier.value, duration, pin=pin_for is not None, prefetched=pin_for is None)
+        pin_for = load.pin_for
+        m.install(expert, None, tier.value, self.now - load.started, pin=pin_for is not None,
+                  prefetched=pin_for is None and not load.claimed)
         if pin_for is not None:
             self._compute(pin_for)
         else:  # a prefetched expert is unpinned now: room for whoever waited on pins
@@ -310,27 +355,31 @@ class Simulator:
         self._reschedule(ex.device)
 
     def _advance(self, device: Device) -> None:
-        """Charge the work done since the device's last change at its per-executor rate."""
+        """Charge the work done since the device's last change at its per-participant rate."""
         rate, since = self._rate.get(device, (1.0, self.now))
-        running = self._computing[device]
-        for ex in running:
-            running[ex] -= (self.now - since) * rate
+        for running in (self._computing[device], self._cpu_loads[device]):
+            for key in running:
+                running[key] -= (self.now - since) * rate
 
     def _reschedule(self, device: Device) -> None:
-        """A new share: every computing executor's finish moves to now + work left / new rate.
+        """A new share: every computing executor's (and CPU load's) finish moves to now + work left / new rate.
 
         On a CPU device a load in service counts as one more participant: it
         reads and copies on the same cores (and holds the interpreter) while
-        the executors compute.
+        the executors compute, and gets only its share of them itself.
         """
-        running = self._computing[device]
-        k = len(running) + self._cpu_loads[device]
+        running, loads = self._computing[device], self._cpu_loads[device]
+        k = len(running) + len(loads)
         rate = self.profiles[device.key].speedup(k) / k if k else 1.0
         self._rate[device] = (rate, self.now)
         for ex, left in running.items():
             self._tokens += 1
             ex.token = self._tokens
             self._at(self.now + max(0.0, left) / rate, self._done, ex, ex.token)
+        for load, left in loads.items():
+            self._tokens += 1
+            load.token = self._tokens
+            self._at(self.now + max(0.0, left) / rate, self._loaded, load, load.token)
 
     def _done(self, ex: SimExecutor, token: int) -> None:
         if token != ex.token:

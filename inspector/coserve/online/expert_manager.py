@@ -60,6 +60,7 @@ class ManagerStats:
     evictions: int = 0
     prefetches: int = 0
     prefetch_used: int = 0
+    prefetch_claimed: int = 0  # prefetches an executor needed before the loader began them, and loaded itself
     initial_loads: int = 0
     unpooled_loads: int = 0  # disk reads the arena had no slot for (fragmented, or the pool grew past it)
     loads_by_tier: dict[str, int] = field(default_factory=dict)
@@ -75,8 +76,8 @@ class ManagerStats:
         """The sum over several pools (what the engine reports)."""
         total = cls()
         for part in parts:
-            for name in ("hits", "switches", "evictions", "prefetches", "prefetch_used", "initial_loads",
-                         "unpooled_loads", "decision_s"):
+            for name in ("hits", "switches", "evictions", "prefetches", "prefetch_used", "prefetch_claimed",
+                         "initial_loads", "unpooled_loads", "decision_s"):
                 setattr(total, name, getattr(total, name) + getattr(part, name))
             for tier, n in part.loads_by_tier.items():
                 total.record_load(tier, part.load_s_by_tier[tier], n)
@@ -124,6 +125,7 @@ class ExpertManager:
         self._load_ids = itertools.count()
         self._slots: dict[str, _Slot] = {}
         self._loading: set[str] = set()
+        self._queued: set[str] = set()  # prefetches submitted to the loader and not begun: an executor may claim one
         self._failed: dict[str, str] = {}
         self._seq = 0
         self.stats = ManagerStats()
@@ -340,6 +342,12 @@ class ExpertManager:
                 if module is not None:
                     return module
                 t0 = time.perf_counter()
+                if expert in self._queued:  # its prefetch waits behind others: wanted now, so loaded now, here
+                    self._queued.discard(expert)
+                    self.stats.prefetches -= 1
+                    self.stats.prefetch_claimed += 1
+                    evicted = []  # the prefetch made its room already; its loader retires what it evicted
+                    break
                 if expert in self._loading:
                     self._cv.wait()
                     clock.load += time.perf_counter() - t0
@@ -374,11 +382,16 @@ class ExpertManager:
             if evicted is None:
                 return False
             self.stats.prefetches += 1
+            self._queued.add(expert)
         self._loader.submit(self._prefetch_load, expert, evicted)
         return True
 
     def _prefetch_load(self, expert: str, evicted: list[tuple[str, nn.Module]]) -> None:
         self.retire(evicted)
+        with self._cv:
+            if expert not in self._queued:
+                return  # an executor needed it first and loaded it itself (`acquire`)
+            self._queued.discard(expert)
         self._load(expert, False, True)
 
     def preload(self, expert: str) -> None:
@@ -406,18 +419,27 @@ class ExpertManager:
     def _load_counted(self, expert: str, pin: bool, prefetched: bool, initial: bool) -> None:
         t0 = time.perf_counter()
         key = f"{expert}#{next(self._load_ids)}"
-        slot = None if self.arena is None else (lambda nbytes: self._slot(key, nbytes))
+        taken: list[bool] = []
         arch, sha = self.zoo.architecture(expert), self.zoo.entries[expert].weights_sha256
 
+        def slot(nbytes: int) -> memoryview | None:  # one slot a load: its first read gets the pool's memory
+            if taken:
+                return None
+            taken.append(True)
+            return self._slot(key, nbytes)
+
+        pooled = slot if self.arena is not None else None
+
         def fetch() -> tuple[StateDict, str]:
-            state, record = self.store.fetch(expert, self.device, slot)
+            state, record = self.store.fetch(expert, self.device, pooled)
             return state, record.tier.value
 
         try:
             module = self.backend.cached(expert, sha, self.device.torch)  # a runtime session kept in the host tier
             tier = "host"
             if module is None:
-                module, tier = self.backend.load(arch, expert, sha, Weights(fetch, self.store.drop_page_cache),
+                module, tier = self.backend.load(arch, expert, sha,
+                                                 Weights(fetch, self.store.drop_page_cache, slot=pooled),
                                                  self.device.torch, self.zoo.root / "runtime")
             seconds = time.perf_counter() - t0  # the whole switch: fetch and module build
         except (WeightsUnavailable, RuntimeError, KeyError, ValueError, OSError) as exc:
@@ -427,7 +449,7 @@ class ExpertManager:
                 self.abort_load(expert, f"KeyError: {exc}" if isinstance(exc, KeyError) else str(exc))
             return
         if self.arena is not None and self.arena.holds(key):
-            if self.backend.name == "torch":
+            if self.backend.in_pool_memory(module):
                 self._arena_keys[id(module)] = key
             else:
                 self.arena.free(key)  # a runtime copied the weights into its session: the slot is free again

@@ -53,7 +53,10 @@ def pool_arena(pool: PoolSpec, zoo: Zoo) -> HostArena | None:
     """A CPU pool's own memory for its disk reads (`runtime/arena.py`); None for a GPU pool.
 
     Sized to the pool's bytes plus what its files carry beyond their weights
-    (headers, page rounding) for as many experts as the pool can hold at once.
+    (headers, page rounding) for as many experts as the pool can hold at once,
+    plus room for the largest expert: slots of mixed sizes fragment the free
+    space, and a switch that finds no slot reads into fresh memory, which on a
+    CPU costs it several times its read (runtime/arena.py).
     """
     if pool.device.is_cuda:
         return None
@@ -67,4 +70,5 @@ def pool_arena(pool: PoolSpec, zoo: Zoo) -> HostArena | None:
         except OSError:
             continue  # a missing file fails its expert at load time, with the reason
     most = pool.nbytes // max(1, min(e.weight_bytes for e in entries.values())) + 1
-    return HostArena(pool.key, pool.nbytes + most * (overhead + ALIGN))
+    largest = max(e.weight_bytes for e in entries.values()) + overhead + ALIGN
+    return HostArena(pool.key, pool.nbytes + most * (overhead + ALIGN) + largest)

@@ -31,6 +31,9 @@ class Weights:
     # preprocessed crops like the ones this expert will see (N x 3 x S x S): what an INT8 runtime calibrates its
     # activation ranges on and checks its verdicts against; None where the caller has none
     calibration: Callable[[], torch.Tensor] | None = None
+    # the pool's own memory for a read this backend makes itself (ONNX Runtime's shared-graph weights): an aligned
+    # slot of at least the bytes asked, or None (then memory of its own); None where the pool has no such memory
+    slot: Callable[[int], memoryview | None] | None = None
 
     @classmethod
     def of_file(cls, path: Path, drop_cache: bool = True,
@@ -41,7 +44,7 @@ class Weights:
 
             return load_file(str(path)), "disk"
 
-        return cls(fetch, drop_cache, calibration)
+        return cls(fetch, drop_cache, calibration=calibration)
 
 
 class Backend(ABC):
@@ -76,6 +79,11 @@ class Backend(ABC):
     @abstractmethod
     def run(self, arch: Architecture, loaded: Any, batch: torch.Tensor) -> list[Prediction]:
         """Predictions for a preprocessed batch."""
+
+    def in_pool_memory(self, loaded: Any) -> bool:
+        """Whether `loaded` still reads the memory its load was given (the store's slot, or `Weights.slot`): then the
+        slot stays taken until the expert is evicted; else it is free again as soon as the load returns."""
+        return False
 
     def retire(self, arch: Architecture, loaded: Any, device: torch.device) -> None:  # noqa: B027 - optional
         """An evicted expert: free it (the default: left to the collector) or keep it for a later load."""

@@ -215,10 +215,18 @@ class OnnxRuntimeBackend(Backend):
                                      "onnxruntime-gpu), so it cannot serve a GPU pool; run with --backend torch")
         shared = None if cuda else self.shared(arch, expert, weights_sha256, weights, home)
         if shared is not None:
-            feeds = read_weights(shared.weights, weights.drop_cache)
+            pooled: list[bool] = []
+            slot = weights.slot
+
+            def into(nbytes: int) -> memoryview | None:  # the pool's memory, where it has some: remembered
+                view = slot(nbytes) if slot is not None else None
+                pooled.append(view is not None)
+                return view
+
+            feeds = read_weights(shared.weights, weights.drop_cache, into=into)
             self.read += 1
             return SharedWeights(expert, weights_sha256, shared.graph, feeds,
-                                 sum(a.nbytes for a in feeds.values())), "disk"
+                                 sum(a.nbytes for a in feeds.values()), any(pooled)), "disk"
         path, optimised = self.model_file(arch, expert, weights_sha256, weights, home, cuda)
         if weights.drop_cache:
             drop_pages(path)  # the runtime reads the file itself: from the disk, as a switch from disk does
@@ -241,9 +249,12 @@ class OnnxRuntimeBackend(Backend):
             self.keep_bytes = nbytes
             self._trim()
 
+    def in_pool_memory(self, loaded: Any) -> bool:
+        return isinstance(loaded, SharedWeights) and loaded.in_pool
+
     def retire(self, arch: Architecture, loaded: Any, device: torch.device) -> None:
-        if self.keep_bytes <= 0:
-            return
+        if self.keep_bytes <= 0 or self.in_pool_memory(loaded):
+            return  # weights in the pool's memory are overwritten once their slot is freed: never kept
         with self._lock:
             self._kept[(loaded.expert, loaded.weights_sha256)] = loaded
             self._kept.move_to_end((loaded.expert, loaded.weights_sha256))

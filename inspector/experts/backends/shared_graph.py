@@ -42,6 +42,7 @@ class SharedWeights:
     graph: Path
     feeds: dict[str, np.ndarray]
     nbytes: int
+    in_pool: bool = False  # the feeds are views into the pool's own memory (`read_weights(into=...)`)
 
 
 def split(model: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
@@ -118,15 +119,25 @@ def shared_files(arch: Architecture, made: Exported, tag: str,
     return SharedFiles(done.path, home / done.note["graph"], int(done.made))
 
 
-def read_weights(path: Path, drop_cache: bool) -> dict[str, np.ndarray]:
+def read_weights(path: Path, drop_cache: bool,
+                 into: Callable[[int], memoryview | None] | None = None) -> dict[str, np.ndarray]:
     """An expert's weights from its file (from the disk when `drop_cache`, as every switch from disk reads): views
-    into the one buffer read (runtime/safetensors_io.py), not copies of it."""
+    into the one buffer read (runtime/safetensors_io.py), not copies of it.
+
+    `into` (the pool's own memory, aligned) spares the switch a fresh buffer: the page faults and zeroing of its
+    first touch, and the unmapping when it is dropped, are CPU work taken from the executors (runtime/arena.py).
+    Without it, or when it has no room, a buffer of its own.
+    """
     if drop_cache:
         drop_pages(path)  # pages its making or another reader left behind: this read comes from the disk
     size = path.stat().st_size
-    raw = np.empty(round_up(size) + DIRECT_ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % DIRECT_ALIGN  # aligned, so a disk read is O_DIRECT: DMA fills it, no CPU copy
-    data = raw[start:start + round_up(size)]
+    slot = into(round_up(size)) if into is not None else None
+    if slot is not None:
+        data = np.frombuffer(slot, dtype=np.uint8, count=round_up(size))
+    else:
+        raw = np.empty(round_up(size) + DIRECT_ALIGN, dtype=np.uint8)
+        start = -raw.ctypes.data % DIRECT_ALIGN  # aligned, so a disk read is O_DIRECT: DMA fills it, no CPU copy
+        data = raw[start:start + round_up(size)]
     data = data[:read_into(path, memoryview(data), drop_cache=drop_cache)]
     try:
         return {name: tensor.numpy() for name, tensor in parse(memoryview(data)).items()}

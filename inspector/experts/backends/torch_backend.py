@@ -24,5 +24,8 @@ class TorchBackend(Backend):
     def run(self, arch: Architecture, loaded: Any, batch: torch.Tensor) -> list[Prediction]:
         return arch.run(loaded, batch)
 
+    def in_pool_memory(self, loaded: Any) -> bool:
+        return True  # the module's tensors are the fetched state's, read into the pool's slot
+
     def retire(self, arch: Architecture, loaded: Any, device: torch.device) -> None:
         arch.retire(loaded, device)
