@@ -165,24 +165,30 @@ def test_an_expert_wanted_while_its_prefetch_still_queues_is_loaded_at_once(tiny
     """A prefetch waits behind the loader's earlier work; an executor that needs its expert first does not wait
     behind that work too: it loads the expert itself, and the loader skips it (one load, not two)."""
     _, zoo, _ = tiny
-    one = zoo.entries["cls-R"].weight_bytes
-    manager = _manager(zoo, 2 * one)
+    one = max(zoo.entries[n].weight_bytes for n in ("cls-R", "cls-C", "cls-U"))
+    manager = _manager(zoo, 2 * one, arena=True)
+    assert manager.arena is not None
+    for n in ("cls-R", "cls-C"):  # a full pool: the prefetch must evict one of them
+        manager.acquire(n)
+        manager.release(n)
     gate = threading.Event()
     manager._loader.submit(gate.wait)  # noqa: SLF001 - the loader busy with an earlier prefetch, for as long as we say
     try:
-        assert manager.prefetch("cls-C") and manager.has("cls-C")
+        assert manager.prefetch("cls-U") and manager.has("cls-U")
         got: list[object] = []
-        taker = threading.Thread(target=lambda: got.append(manager.acquire("cls-C")))
+        taker = threading.Thread(target=lambda: got.append(manager.acquire("cls-U")))
         taker.start()
         taker.join(timeout=30)
         assert got and not taker.is_alive(), "the executor waited behind the loader's queue"
-        manager.release("cls-C")
+        manager.release("cls-U")
+        held = sum(aligned(zoo.path_of(n).stat().st_size) for n in manager.resident())
+        assert len(manager.resident()) == 2 and manager.arena.used == held  # the evicted expert's slot is free now
     finally:
         gate.set()
     manager.close()  # the loader reaches the claimed prefetch and skips it
     stats = manager.stats
-    assert stats.switches == 1 and stats.prefetch_claimed == 1 and stats.prefetches == 0
-    assert manager.resident() == ["cls-C"]
+    assert stats.switches == 3 and stats.prefetch_claimed == 1 and stats.prefetches == 0
+    assert "cls-U" in manager.resident() and len(manager.resident()) == 2
 
 
 def test_a_prefetch_evicts_only_experts_needed_after_the_one_it_loads(tiny) -> None:

@@ -125,7 +125,8 @@ class ExpertManager:
         self._load_ids = itertools.count()
         self._slots: dict[str, _Slot] = {}
         self._loading: set[str] = set()
-        self._queued: set[str] = set()  # prefetches submitted to the loader and not begun: an executor may claim one
+        # prefetches submitted to the loader and not begun, with what each evicted: an executor may claim one
+        self._queued: dict[str, list[tuple[str, nn.Module]]] = {}
         self._failed: dict[str, str] = {}
         self._seq = 0
         self.stats = ManagerStats()
@@ -343,10 +344,9 @@ class ExpertManager:
                     return module
                 t0 = time.perf_counter()
                 if expert in self._queued:  # its prefetch waits behind others: wanted now, so loaded now, here
-                    self._queued.discard(expert)
+                    evicted = self._queued.pop(expert)  # the room its prefetch made, retired here, not later
                     self.stats.prefetches -= 1
                     self.stats.prefetch_claimed += 1
-                    evicted = []  # the prefetch made its room already; its loader retires what it evicted
                     break
                 if expert in self._loading:
                     self._cv.wait()
@@ -382,16 +382,16 @@ class ExpertManager:
             if evicted is None:
                 return False
             self.stats.prefetches += 1
-            self._queued.add(expert)
-        self._loader.submit(self._prefetch_load, expert, evicted)
+            self._queued[expert] = evicted
+        self._loader.submit(self._prefetch_load, expert)
         return True
 
-    def _prefetch_load(self, expert: str, evicted: list[tuple[str, nn.Module]]) -> None:
-        self.retire(evicted)
+    def _prefetch_load(self, expert: str) -> None:
         with self._cv:
-            if expert not in self._queued:
-                return  # an executor needed it first and loaded it itself (`acquire`)
-            self._queued.discard(expert)
+            evicted = self._queued.pop(expert, None)
+        if evicted is None:
+            return  # an executor needed it first and loaded it itself (`acquire`)
+        self.retire(evicted)
         self._load(expert, False, True)
 
     def preload(self, expert: str) -> None:
