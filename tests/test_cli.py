@@ -198,8 +198,14 @@ def test_bench_with_a_feed_the_arrivals_cannot_cap(models_dir: Path, tmp_path: P
     assert "offered: 2x the uncapped ceiling" in proc.stdout and "warning: the feed offers" not in proc.stdout
     assert "every request queued at once (--feed)" in proc.stderr
     assert [r["completed"] for r in data["runs"]] == [24, 24] and "identical across policies: yes" in proc.stdout
+    # coserve at the switch floor: coserve's start and arrivals, room for all; each missing expert loaded once
+    floor, coserve = data["floor"], data["runs"][1]
+    assert floor["policy"] == "coserve (at the floor)" and floor["completed"] == 24
+    assert floor["switches"] == floor["floor"] == coserve["floor"]
+    assert "at the switch floor: " in proc.stdout and "coserve (at the floor)" in proc.stdout
     proc = run(["bench", "--workload", str(wl), "--simulate", "--policies", "samba,coserve", "--feed", "1.5"],
                models_dir, tmp_path)  # the simulator's clock too
     assert proc.returncode == 0 and "offered: 1.5x the uncapped ceiling" in proc.stdout, proc.stderr
+    assert "at the switch floor: " in proc.stdout
     proc = run(["bench", "--workload", str(wl), "--feed", "0"], models_dir, tmp_path)
     assert proc.returncode == 2 and "--feed must be a positive multiple" in proc.stderr  # a usage error, at once

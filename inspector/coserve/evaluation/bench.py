@@ -28,24 +28,27 @@ from ..online.workload import Workload
 from .boxes import box_profiles
 from .preparation import Progress, prepare
 from .report import ArchCosts, BenchReport, RunReport, make_report, median_report, switch_floor
-from .simulation import PassOracle, Simulator, rate_oracle
+from .simulation import PassOracle, Simulator, rate_oracle, warm_start
 
 
 def run_policy(
     workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile],
     all_resident: bool = False, drop_page_cache: bool = True, observe: Callable[[Engine], None] | None = None,
-    backend: str = "torch",
+    backend: str = "torch", start: Sequence[str] | None = None,
 ) -> tuple[RunReport, dict[int, RequestResult]]:
     """Feed the workload's stream at its arrival interval and measure until the last result.
 
-    `observe` sees the stopped engine (its executors' served batches, its pools' loads).
+    `observe` sees the stopped engine (its executors' served batches, its pools' loads). With `all_resident` and
+    `start`: room for every expert, but only `start` resident at the beginning (the run at the switch floor).
     """
     plan = build_plan(workload, policy, profiles, all_resident, drop_page_cache)
+    if start is not None:
+        plan = replace(plan, drop_page_cache=drop_page_cache)  # its first loads come from the disk
     # a fresh backend per run: nothing one policy's run kept (a runtime's sessions) serves the next
     engine = Engine(zoo, workload.usage(), policy, plan, profiles,
                     get_backend(backend, threads=max((s.threads for s in plan.executors), default=1)))
     if all_resident:
-        engine.preload(list(zoo.entries), every_pool=True)
+        engine.preload(list(zoo.entries) if start is None else list(start), every_pool=start is None)
     else:
         engine.place_by_usage()  # the same warm start for every policy
     at_start = {e for m in engine.managers.values() for e in m.resident()}
@@ -64,9 +67,8 @@ def run_policy(
         observe(engine)
     stats = engine.stats()
     end = max((r.finished for r in engine.results.values()), default=t0)
-    name = policy.name + (" (all resident)" if all_resident else "")
-    report = make_report(name, engine.results, t0, end, stats.experts, len(plan.executors), stats.completed,
-                         stats.failed, stats.sched_overhead_s, stats.time)
+    report = make_report(run_name(policy, all_resident, start), engine.results, t0, end, stats.experts,
+                         len(plan.executors), stats.completed, stats.failed, stats.sched_overhead_s, stats.time)
     report.failures = dict(stats.failures)
     report.floor = switch_floor(engine.results, at_start)
     return report, engine.results
@@ -74,23 +76,35 @@ def run_policy(
 
 def simulate_policy(
     workload: Workload, zoo: Zoo, policy: Policy, profiles: dict[str, DeviceProfile], passes: PassOracle,
-    all_resident: bool = False, plan: EnginePlan | None = None,
+    all_resident: bool = False, plan: EnginePlan | None = None, start: Sequence[str] | None = None,
 ) -> tuple[RunReport, dict[int, RequestResult]]:
     """The same run on the virtual clock of `profiles` (this box's, or another device's).
 
-    `plan` pins executors, threads and budgets (to mirror a real run); else it is built here.
+    `plan` pins executors, threads and budgets (to mirror a real run); else it is built here. `start`: as in
+    `run_policy`.
     """
     plan = plan or build_plan(workload, policy, profiles, all_resident)
     sim = Simulator(zoo, workload.usage(), policy, plan, profiles, passes)
     if all_resident:
-        sim.preload(list(zoo.entries), every_pool=True)
+        sim.preload(list(zoo.entries) if start is None else list(start), every_pool=start is None)
     run = sim.run(workload.stream(), workload.arrival_interval_s, place=not all_resident)
     failed = sum(1 for r in run.results.values() if r.error is not None)
-    name = policy.name + (" (all resident)" if all_resident else "")
-    report = make_report(name, run.results, 0.0, run.makespan_s, run.experts, run.executors,
-                         len(run.results) - failed, failed, None, run.time)
+    report = make_report(run_name(policy, all_resident, start), run.results, 0.0, run.makespan_s, run.experts,
+                         run.executors, len(run.results) - failed, failed, None, run.time)
     report.floor = switch_floor(run.results, run.resident_at_start)
     return report, run.results
+
+
+def product_warm_start(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile]) -> list[str]:
+    """The experts the product's policy (coserve) holds when a run starts: where its run at the switch floor starts."""
+    policy = get_policy("coserve")
+    return warm_start(zoo, workload.usage(), policy, build_plan(workload, policy, profiles), profiles)
+
+
+def run_name(policy: Policy, all_resident: bool, start: Sequence[str] | None) -> str:
+    if not all_resident:
+        return policy.name
+    return policy.name + (" (all resident)" if start is None else " (at the floor)")
 
 
 def resident_bytes(arch: Architecture, profiles: dict[str, DeviceProfile] | None) -> int:
@@ -136,11 +150,11 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
     zoo, profiles = prepare(workload, models_dir, progress, drop_page_cache, backend)
     check_budget(workload, policies, profiles)
     report = side_by_side(
-        policies, lambda p, top, interval: run_policy(
+        policies, lambda p, top, interval, start: run_policy(
             replace(workload, arrival_interval_s=interval), zoo, p, profiles, all_resident=top,
-            drop_page_cache=drop_page_cache, backend=backend),
+            drop_page_cache=drop_page_cache, backend=backend, start=start),
         workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat,
-        workload.arrival_interval_s, feed)
+        workload.arrival_interval_s, feed, product_warm_start(workload, zoo, profiles))
     report.backend = backend
     report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report
@@ -158,53 +172,67 @@ def arch_costs(profile: DeviceProfile, keys: set[str]) -> list[ArchCosts]:
     return out
 
 
-RunOne = Callable[[Policy, bool, float], tuple[RunReport, dict[int, RequestResult]]]  # (policy, all resident,
-# seconds between arrivals) -> the run
+RunOne = Callable[[Policy, bool, float, Sequence[str] | None], tuple[RunReport, dict[int, RequestResult]]]
+# (policy, all resident, seconds between arrivals, the experts resident at the start when not all) -> the run
 
 
 def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, device: str,
                  progress: Progress | None = None, ceiling: bool = True, repeat: int = 1,
-                 interval_s: float = 0.0, feed: float | None = None) -> BenchReport:
+                 interval_s: float = 0.0, feed: float | None = None,
+                 warm: Sequence[str] | None = None) -> BenchReport:
     """Each policy in turn on the same stream, then the all-resident ceiling, `repeat` rounds; medians.
 
     With `feed`, the arrivals cannot cap the engine: the ceiling is measured first with every request queued at
     once (the engine's own limit, not the feed's), and each policy is offered `feed` times that rate, so its ratio
-    and its share of the ceiling measure the engine. Verdicts are compared across every run of every policy.
+    and its share of the ceiling measure the engine. With `feed` and `warm` (the experts the policies start with),
+    each round also runs coserve at the switch floor: the policies' arrivals, room for every expert, `warm`
+    resident at the start, so it loads each other expert once and evicts nothing. What separates a policy from
+    it is the policy's; what separates it from the ceiling is the memory's. Verdicts are compared across every
+    run of every policy.
     """
     samples: dict[str, list[RunReport]] = {name: [] for name in policies}
     tops: list[RunReport] = []
+    floors: list[RunReport] = []
     verdicts: dict[str, dict[int, str]] = {}
     if feed is not None:
         if feed <= 0:
             raise ValueError(f"--feed must be a positive multiple of the ceiling, got {feed:g}")
         if progress:
             progress("running the all-resident ceiling, every request queued at once (--feed)")
-        tops.append(run_one(get_policy("coserve"), True, 0.0)[0])
+        tops.append(run_one(get_policy("coserve"), True, 0.0, None)[0])
         interval_s = 1.0 / (feed * tops[0].throughput_rps)
         workload = {**workload, "arrival_interval_ms": round(1000 * interval_s, 4),
                     "feed": f"{feed:g}x the uncapped ceiling ({feed * tops[0].throughput_rps:.0f} req/s)"}
         if progress:
             progress(f"  ceiling {tops[0].throughput_rps:.2f} req/s: offering {feed:g}x, one request every "
                      f"{1000 * interval_s:.2f} ms")
+    at_floor = feed is not None and ceiling and warm is not None
     for round_ in range(repeat):
         tag = f" (round {round_ + 1} of {repeat})" if repeat > 1 else ""
         for name in policies:
             if progress:
                 progress(f"running {name}{tag}")
-            report, results = run_one(get_policy(name), False, interval_s)
+            report, results = run_one(get_policy(name), False, interval_s, None)
             samples[name].append(report)
             verdicts[f"{name}#{round_}"] = {i: r.verdict for i, r in results.items()}
             if progress:
                 progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches")
+        if at_floor:
+            if progress:
+                progress(f"running coserve at the switch floor{tag}")
+            report, results = run_one(get_policy("coserve"), True, interval_s, warm)
+            floors.append(report)
+            verdicts[f"floor#{round_}"] = {i: r.verdict for i, r in results.items()}
         if ceiling and not (feed is not None and round_ == 0):  # with --feed, round 1's ceiling ran first
             if progress:
                 progress(f"running the all-resident ceiling{tag}")
-            tops.append(run_one(get_policy("coserve"), True, 0.0 if feed is not None else interval_s)[0])
+            tops.append(run_one(get_policy("coserve"), True, 0.0 if feed is not None else interval_s, None)[0])
     first = next(iter(verdicts.values()), {})
     top = median_report(tops) if tops else None
     report = BenchReport(workload, device, top.throughput_rps if top else math.nan,
                          [median_report(samples[name]) for name in policies],
-                         all(v == first for v in verdicts.values()), top, repeat)
+                         all(v == first for v in verdicts.values()), top, repeat,
+                         floor=median_report(floors) if floors else None)
     report.verdicts = first
     return report
 
@@ -219,9 +247,10 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
     passes = rate_oracle(workload, workload.seed)
     total = sum(e.weight_bytes for e in zoo.entries.values())
     report = side_by_side(
-        policies, lambda p, top, interval: simulate_policy(replace(workload, arrival_interval_s=interval), zoo, p,
-                                                           profiles, passes, all_resident=top),
-        workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed)
+        policies, lambda p, top, interval, start: simulate_policy(
+            replace(workload, arrival_interval_s=interval), zoo, p, profiles, passes, all_resident=top, start=start),
+        workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed,
+        product_warm_start(workload, zoo, profiles))
     report.backend = backend
     report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report

@@ -412,3 +412,16 @@ class Simulator:
         result = self.results[request.id]
         result.error = error
         result.finished = self.now
+
+
+def warm_start(zoo: Zoo, usage: ExpertUsage, policy: Policy, plan: EnginePlan,
+               profiles: dict[str, DeviceProfile]) -> list[str]:
+    """The experts the engine's placement (paper §4.1) puts in `plan`'s pools for `policy`, in usage order.
+
+    Computed on the simulator's bookkeeping, which places as the engine does, so nothing is loaded to learn it.
+    """
+    sim = Simulator(zoo, usage, policy, plan, profiles, lambda request: True)
+    with sim._lock:
+        sim._place()
+    held = {e for m in sim.managers.values() for e in m.resident()}
+    return [e for e in usage.ranked(zoo.entries) if e in held]
