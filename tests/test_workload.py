@@ -21,6 +21,16 @@ def test_default_workload_is_task_a_in_small() -> None:
     assert all(usage.is_subsequent(d.name) for d in w.detectors)
 
 
+def test_the_wide_workload_is_one_where_switches_dominate() -> None:
+    """wide-150: at least 150 types, a pool of at most a sixth of the experts, and a stream that asks for far more
+    experts than the pool holds."""
+    w = load_workload("wide-150")
+    assert len(w.components) >= 150 and w.expert_pool_bytes <= w.total_weight_bytes() / 6
+    asked = {r.expert for r in w.stream()}
+    per_expert = w.total_weight_bytes() / (len(w.components) + len(w.detectors))
+    assert len(asked) > 3 * w.expert_pool_bytes / per_expert
+
+
 def test_stream_is_board_scan_order_and_deterministic() -> None:
     w = parse_workload(TINY, "tiny.yaml")
     a, b = w.stream(), w.stream()
