@@ -1,6 +1,7 @@
 """Shared fixtures: a tiny real zoo (ResNet10 classifiers, a YOLOv8n detector) built once per session."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from pathlib import Path
@@ -119,6 +120,23 @@ def store(request, tmp_path: Path):
         s = ResultStore(server.create_db("r" + uuid.uuid4().hex[:10]))
     yield s
     s.close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist a worker's fault rows go to the controller, which prints the table."""
+    from .faults import FAULT_TABLE
+
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["fault_table"] = [dataclasses.asdict(r) for r in FAULT_TABLE]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # noqa: ANN001 - xdist's worker node and its error
+    """The controller's side: one worker's fault rows, as it finished."""
+    from .faults import FAULT_TABLE, FaultRow
+
+    FAULT_TABLE.extend(FaultRow(**row) for row in getattr(node, "workeroutput", {}).get("fault_table", []))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest's reporter
