@@ -97,8 +97,9 @@ w["arrival_interval_ms"] = 0.25  # 4000 req/s offered: 8x the default, above any
 open(sys.argv[1], "w").write(yaml.safe_dump(w))
 EOF
 
-step cuda-tests 60 $PY -m pytest -q -p no:cacheprovider -x tests/test_moe_seed_systems.py tests/test_moe_quant.py \
-    -k "gpu or pinning"
+# one process: the lent image has no pytest-xdist, and the project's addopts ask for two workers
+step cuda-tests 60 $PY -m pytest -q -p no:cacheprovider -o addopts= -x tests/test_moe_seed_systems.py \
+    tests/test_moe_quant.py -k "gpu or pinning"
 step bench 170 $INSPECTOR bench --workload "$fast" --repeat 3 --json "$LOGS/bench-fast-repeat3.json"
 step llm-build 60 $INSPECTOR llm build-demo --device cuda
 step llm-bench 150 $INSPECTOR llm bench --device cuda --json "$LOGS/llm-bench.json"

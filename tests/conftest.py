@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
+import locale
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,18 @@ def store(request, tmp_path: Path):
         s = ResultStore(server.create_db("r" + uuid.uuid4().hex[:10]))
     yield s
     s.close()
+
+
+_LOCALE = locale.setlocale(locale.LC_ALL)
+
+
+@pytest.fixture(autouse=True)
+def _the_process_locale_stays() -> Iterator[None]:
+    """A test that leaves the process in another locale (the OpenVINO parity test leaves LC_CTYPE at "C", so
+    Python's default text encoding turns ASCII) must not change the tests after it, whichever worker runs them."""
+    yield
+    if locale.setlocale(locale.LC_ALL) != _LOCALE:
+        locale.setlocale(locale.LC_ALL, _LOCALE)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

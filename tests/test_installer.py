@@ -113,7 +113,7 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
     config = staged / "etc/inspector/inspector.yaml"
     config.write_text(config.read_text() + "# line 3\n")
     env.write_text("INSPECTOR_ARGS=--source camera:0\n")
-    rules.write_text(rules.read_text() + "\n# tuned on line 3\n")
+    rules.write_text(rules.read_text(encoding="utf-8") + "\n# tuned on line 3\n", encoding="utf-8")  # it has a §
     token = (staged / "etc/inspector/api-token").read_text()
     cert = (staged / "etc/inspector/tls/cert.pem").read_text()
     r = install(*INSTALL_FLAGS, dest=staged)
@@ -121,7 +121,8 @@ def test_reinstalling_keeps_the_plants_edits(staged: Path) -> None:
     assert (staged / "etc/inspector/tls/cert.pem").read_text() == cert  # pinned clients keep trusting it
     assert "fingerprint SHA256:" in r.stdout + r.stderr
     assert env.read_text() == "INSPECTOR_ARGS=--source camera:0\n"
-    assert rules.read_text().endswith("# tuned on line 3\n") and config.read_text().endswith("# line 3\n")
+    assert rules.read_text(encoding="utf-8").endswith("# tuned on line 3\n")
+    assert config.read_text().endswith("# line 3\n")
     assert (staged / "etc/inspector/api-token").read_text() == token  # attached dashboards keep working
 
 
