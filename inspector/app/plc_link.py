@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..endpoint import parse_listen
-from ..plc.modbus import ModbusServer
-from ..plc.opcua import OpcUaConfig, OpcUaServer
 from ..plc.station import FailSafe, Station
 from .recipes import RecipeBook
 from .service import LineService
+
+if TYPE_CHECKING:
+    from ..plc.modbus import ModbusServer
+    from ..plc.opcua import OpcUaServer
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,19 @@ class PlcLink:
     def __init__(self, config: PlcConfig, station_name: str) -> None:
         self.config = config
         self.station = Station(config.fail_safe)
-        self.opcua = OpcUaServer(self.station, OpcUaConfig(
-            config.opcua, station_name, config.cert_dir, config.opcua_user, config.opcua_password,
-            config.opcua_anonymous, config.opcua_insecure, config.opcua_trust_any)) if config.opcua else None
-        self.modbus = ModbusServer(self.station, *parse_listen(config.modbus, "--modbus", "0.0.0.0:5020")) \
-            if config.modbus else None
+        # the servers' libraries load only when a server is asked for: a line without a PLC starts ~1 s sooner
+        self.opcua: OpcUaServer | None = None
+        self.modbus: ModbusServer | None = None
+        if config.opcua:
+            from ..plc.opcua import OpcUaConfig, OpcUaServer
+
+            self.opcua = OpcUaServer(self.station, OpcUaConfig(
+                config.opcua, station_name, config.cert_dir, config.opcua_user, config.opcua_password,
+                config.opcua_anonymous, config.opcua_insecure, config.opcua_trust_any))
+        if config.modbus:
+            from ..plc.modbus import ModbusServer
+
+            self.modbus = ModbusServer(self.station, *parse_listen(config.modbus, "--modbus", "0.0.0.0:5020"))
         self.camera: Any = None
 
     def attach(self, service: LineService, recipes: RecipeBook | None = None) -> None:

@@ -78,7 +78,8 @@ def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | l
     from ultralytics import YOLO  # heavy import, only when training
 
     listed = "\n".join(f"  {i}: {n}" for i, n in enumerate(names))
-    (root / "data.yaml").write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n{listed}\n")
+    (root / "data.yaml").write_text(f"path: {root}\ntrain: images/train\nval: images/val\nnames:\n{listed}\n",
+                                    encoding="utf-8")  # class names are the plant's, in any script
     os.environ.setdefault("YOLO_OFFLINE", "1")
     logging.getLogger("ultralytics").setLevel(logging.WARNING)
     model = YOLO(arch.model)
