@@ -154,7 +154,7 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
             replace(workload, arrival_interval_s=interval), zoo, p, profiles, all_resident=top,
             drop_page_cache=drop_page_cache, backend=backend, start=start),
         workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat,
-        workload.arrival_interval_s, feed, product_warm_start(workload, zoo, profiles))
+        workload.arrival_interval_s, feed, product_warm_start(workload, zoo, profiles) if feed is not None else None)
     report.backend = backend
     report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report
@@ -250,7 +250,7 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
         policies, lambda p, top, interval, start: simulate_policy(
             replace(workload, arrival_interval_s=interval), zoo, p, profiles, passes, all_resident=top, start=start),
         workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed,
-        product_warm_start(workload, zoo, profiles))
+        product_warm_start(workload, zoo, profiles) if feed is not None else None)  # the floor runs only with a feed
     report.backend = backend
     report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report
