@@ -78,6 +78,15 @@ def test_plan_and_simulated_bench_commands(models_dir: Path, tmp_path: Path, tin
                models_dir, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "(simulated)" in proc.stdout and "coserve" in proc.stdout
+    assert "6 component types, 48 requests" in proc.stdout, proc.stdout
+    proc = run(["bench", "--workload", str(wl), "--simulate", "--policies", "coserve", "--no-ceiling",
+                "--requests", "120"], models_dir, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 component types, 120 requests" in proc.stdout and " 120    0 " in proc.stdout, proc.stdout
+    for args, message in ((["--workload", str(wl), "--requests", "0"], "--requests must be 1 or more"),
+                          (["--rules", str(wl), "--requests", "9"], "use --boards")):
+        proc = run(["bench", *args], models_dir, tmp_path)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
 def test_bench_repeats_plots_sweeps_and_the_ablation(models_dir: Path, tmp_path: Path, tiny) -> None:

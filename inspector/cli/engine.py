@@ -127,10 +127,23 @@ def bench_workload(args: argparse.Namespace):  # noqa: ANN201 - a Workload
 
         if args.workload:
             raise UsageError("give --workload or --rules, not both")
+        if args.requests is not None:
+            raise UsageError("--requests goes with a workload; a rule set's stream is its boards: use --boards")
         return workload_of_rules(load_rules(args.rules), args.boards or 20, args.device_mb)
     if args.boards is not None or args.device_mb is not None:
         raise UsageError("--boards and --device-mb go with --rules (a workload file sets its own)")
-    return load_workload(Path(args.workload) if args.workload else None)
+    workload = load_workload(Path(args.workload) if args.workload else None)
+    return workload if args.requests is None else with_requests(workload, args.requests)
+
+
+def with_requests(workload, requests: int):  # noqa: ANN001, ANN201 - a Workload
+    """The workload's stream cut or lengthened to `requests` (its boards, mix and memory unchanged): every
+    expert's first load from the start is paid once, so a longer stream shows the engine past its cold start."""
+    from dataclasses import replace
+
+    if requests < 1:
+        raise UsageError(f"--requests must be 1 or more, got {requests}")
+    return replace(workload, requests=requests)
 
 
 def planning_inputs(args: argparse.Namespace, workload):  # noqa: ANN001, ANN202 - CLI glue
@@ -258,6 +271,9 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", help="bench a rule set's own boards instead (an imported board: its types, counts "
                                    "and routes; the built-in workload's line rate and memory)")
     p.add_argument("--boards", type=int, help="with --rules: how many boards (default 20)")
+    p.add_argument("--requests", type=int, metavar="N",
+                   help="a stream of N requests instead of the workload's own (the same boards, mix and memory): "
+                        "a longer one shows the engine past its cold start, whose loads every policy pays once")
     p.add_argument("--device-mb", type=float, help="with --rules: the device memory for experts and batches "
                                                    "(default: the built-in workload's)")
     p.add_argument("--json", help="also write the report as JSON to this path")
