@@ -25,7 +25,6 @@ from ..results.store import ResultStore
 from ..routing.rules import RuleSet, load_rules
 from ..runtime.devices import available_devices
 from ..training.demo_zoo import build_demo_zoo
-from ..training.int8_crops import rules_calibration
 from .changes import ChangeLog
 from .factory_events import FactoryEvents
 from .hermes_link import HermesLink
@@ -140,6 +139,8 @@ def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch",
     calibrates on crops of `rules`' boards)."""
     runtime = get_backend(backend)
     if backend != "torch":
+        from ..training.int8_crops import rules_calibration
+
         calibration = rules_calibration([rules], zoo) if rules is not None else None
         prepare_zoo(zoo, runtime, say, calibration)
     return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say, backend=runtime)

@@ -1,11 +1,11 @@
-"""ResNet classifiers (torchvision), any standard depth, input size and class count."""
+"""ResNet classifiers (the network: resnet_net.py), any standard depth, input size and class count."""
 from __future__ import annotations
 
 import torch
 from torch import nn
-from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 
 from .base import Architecture, Prediction, UnknownArchitecture
+from .resnet_net import BasicBlock, Bottleneck, ResNet
 
 # depth -> (block, blocks per stage); 10 is the small member used by tests and tiny zoos.
 DEPTHS: dict[int, tuple[type[nn.Module], list[int]]] = {

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..experts.zoo import ZOO_FORMAT, ExpertEntry, Zoo, current_zoo, write_expert, write_manifest
 from ..ingest.camera_model import describe
@@ -20,10 +21,12 @@ from ..ingest.synthetic import RENDER_VERSION
 from ..logs import progress as progress_of
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, RuleSet
 from ..runtime.diskio import write_atomically
-from .classifier import TrainedClassifier
-from .detector import TrainedDetector
-from .jobs import Trained, TrainJob, run_jobs
 from .samples import TRAINING_CAMERA, TRAINING_RATES, collect
+
+if TYPE_CHECKING:  # the trainers import torchvision (seconds of every start): loaded only when a zoo is trained
+    from .classifier import TrainedClassifier
+    from .detector import TrainedDetector
+    from .jobs import Trained, TrainJob
 
 RECIPE = {"per_type": 400, "classifier_cap": 600, "classifier_epochs": 14, "detector_cap": 1500,
           "detector_epochs": 15, "detector_copies": 1, "val_per_type": 100, "rates": TRAINING_RATES, "augment": 1.0,
@@ -68,6 +71,8 @@ def build_demo_zoo(root: Path, rule_sets: list[RuleSet], seed: int = 0, recipe: 
     if existing is not None:
         say(f"demo zoo up to date: {root}")
         return existing
+    from .jobs import TrainJob, run_jobs
+
     root.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     done_before = resumable(root, key)
@@ -168,6 +173,8 @@ def resumable(root: Path, key: str) -> dict[str, ExpertEntry]:
 
 def _write(root: Path, name: str, role: str, spec: dict, trained: TrainedClassifier | TrainedDetector,
            classes: tuple[str, ...], data_hash: str) -> ExpertEntry:
+    from .classifier import TrainedClassifier
+
     state = {k: v.contiguous() for k, v in trained.state.items()}
     margin = trained.good_margin if isinstance(trained, TrainedClassifier) else None  # classifier.operating_margin
     if margin is not None:

@@ -9,8 +9,6 @@ import torch
 
 from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet
-from .augment import seen_stacks
-from .samples import collect
 
 PER_EXPERT = 64
 SEED = 8089  # its own boards: none of training's or the accuracy suite's
@@ -25,7 +23,10 @@ def rules_calibration(rule_sets: list[RuleSet], zoo: Zoo,
 
     def calibration(expert: str) -> torch.Tensor | None:
         nonlocal done
-        if not done:
+        if not done:  # only an INT8 runtime calls it: the renderer and augmentation (torchvision's) are loaded now
+            from .augment import seen_stacks
+            from .samples import collect
+
             samples = collect(rule_sets, per_expert, SEED, cap=per_expert)
             for table in (samples.by_classifier, samples.by_detector):
                 for name, items in table.items():
