@@ -192,7 +192,12 @@ def test_repeats_report_medians_and_their_spread() -> None:
                           "experts_total_mb": 2}, "cpu", 20.0, [row("samba", 2, 20), med], True, repeat=3)
     table = format_table(report)
     assert "medians of 3 interleaved runs" in table and "±18.2%" in table
-    assert "coserve reaches 55% of it" in table
+    assert "coserve reaches 55% of it)" in table  # no ceiling run of its own: no rounds to pair
+    # with the ceiling rerun every round, coserve is also set against the ceiling of its own round
+    ceiling = median_report([row("coserve (all resident)", r, 0) for r in (20, 16, 22)])
+    report.ceiling, report.ceiling_rps = ceiling, ceiling.throughput_rps
+    table = format_table(report)
+    assert "coserve reaches 55% of it; round by round 50%, 88%, 50%, median 50%)" in table, table
 
 
 def test_sweep_parses_sizes_and_resizes_the_device() -> None:

@@ -181,11 +181,13 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
     ceiling = f"all-resident ceiling: {report.ceiling_rps:.2f} req/s"
     product = next((r for r in report.runs if r.policy == "coserve"), None)
     if product and report.ceiling_rps == report.ceiling_rps:
-        ceiling += f" (coserve reaches {100 * product.throughput_rps / report.ceiling_rps:.0f}% of it)"
+        ceiling += (f" (coserve reaches {100 * product.throughput_rps / report.ceiling_rps:.0f}% of it"
+                    f"{format_rounds(product, report.ceiling)})")
     lines.append(ceiling)
     if report.floor is not None:
         at = report.floor.throughput_rps
-        share = (f" (coserve reaches {100 * product.throughput_rps / at:.0f}% of it)" if product and at else "")
+        share = (f" (coserve reaches {100 * product.throughput_rps / at:.0f}% of it"
+                 f"{format_rounds(product, report.floor)})" if product and at else "")
         lines.append(f"at the switch floor: {at:.2f} req/s{share}, {100 * at / report.ceiling_rps:.0f}% of the "
                      f"ceiling; coserve with room for every expert, the policies' start and arrivals: it loads "
                      f"each expert the start lacks once ({report.floor.switches} switches) and evicts nothing")
@@ -198,6 +200,23 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
                      "or bench with --feed 2")
     lines.append("verdicts identical across policies: " + ("yes" if report.verdicts_identical else "NO"))
     return "\n".join(lines)
+
+
+def round_ratios(run: RunReport, reference: RunReport | None) -> list[float]:
+    """`run`'s throughput over `reference`'s, round by round, where both ran every round of a repeated bench: the
+    two shared the box's state in each round (a ceiling that moves by a tenth between rounds moves both), so these
+    ratios are steadier than the ratio of the two medians. Empty for a single run."""
+    if reference is None or len(run.rps_samples) < 2 or len(run.rps_samples) != len(reference.rps_samples):
+        return []
+    return [a / b for a, b in zip(run.rps_samples, reference.rps_samples) if b > 0]
+
+
+def format_rounds(run: RunReport, reference: RunReport | None) -> str:
+    ratios = round_ratios(run, reference)
+    if not ratios:
+        return ""
+    return (f"; round by round {', '.join(f'{100 * r:.0f}%' for r in ratios)}, median "
+            f"{100 * statistics.median(ratios):.0f}%")
 
 
 def spread_pct(values: list[float]) -> float:
