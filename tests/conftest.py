@@ -129,8 +129,9 @@ _LOCALE = locale.setlocale(locale.LC_ALL)
 
 @pytest.fixture(autouse=True)
 def _the_process_locale_stays() -> Iterator[None]:
-    """A test that leaves the process in another locale (the OpenVINO parity test leaves LC_CTYPE at "C", so
-    Python's default text encoding turns ASCII) must not change the tests after it, whichever worker runs them."""
+    """A test that leaves the process in another locale must not change the tests after it, whichever worker runs
+    them (once, on a worker, LC_CTYPE was left at "C" and Python's default text encoding turned ASCII; which test
+    did it was not found)."""
     yield
     if locale.setlocale(locale.LC_ALL) != _LOCALE:
         locale.setlocale(locale.LC_ALL, _LOCALE)

@@ -154,7 +154,7 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
             replace(workload, arrival_interval_s=interval), zoo, p, profiles, all_resident=top,
             drop_page_cache=drop_page_cache, backend=backend, start=start),
         workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat,
-        workload.arrival_interval_s, feed, product_warm_start(workload, zoo, profiles) if feed is not None else None)
+        workload.arrival_interval_s, feed, lambda: product_warm_start(workload, zoo, profiles))
     report.backend = backend
     report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report
@@ -179,16 +179,16 @@ RunOne = Callable[[Policy, bool, float, Sequence[str] | None], tuple[RunReport, 
 def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, device: str,
                  progress: Progress | None = None, ceiling: bool = True, repeat: int = 1,
                  interval_s: float = 0.0, feed: float | None = None,
-                 warm: Sequence[str] | None = None) -> BenchReport:
+                 warm: Callable[[], Sequence[str]] | None = None) -> BenchReport:
     """Each policy in turn on the same stream, then the all-resident ceiling, `repeat` rounds; medians.
 
     With `feed`, the arrivals cannot cap the engine: the ceiling is measured first with every request queued at
     once (the engine's own limit, not the feed's), and each policy is offered `feed` times that rate, so its ratio
-    and its share of the ceiling measure the engine. With `feed` and `warm` (the experts the policies start with),
-    each round also runs coserve at the switch floor: the policies' arrivals, room for every expert, `warm`
-    resident at the start, so it loads each other expert once and evicts nothing. What separates a policy from
-    it is the policy's; what separates it from the ceiling is the memory's. Verdicts are compared across every
-    run of every policy.
+    and its share of the ceiling measure the engine. With `feed`, the ceiling and `warm` (gives the experts the
+    policies start with; asked only then), each round also runs coserve at the switch floor: the policies'
+    arrivals, room for every expert, those experts resident at the start, so it loads each other expert once and
+    evicts nothing. What separates a policy from it is the policy's; what separates it from the ceiling is the
+    memory's. Verdicts are compared across every run of every policy.
     """
     samples: dict[str, list[RunReport]] = {name: [] for name in policies}
     tops: list[RunReport] = []
@@ -206,7 +206,7 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
         if progress:
             progress(f"  ceiling {tops[0].throughput_rps:.2f} req/s: offering {feed:g}x, one request every "
                      f"{1000 * interval_s:.2f} ms")
-    at_floor = feed is not None and ceiling and warm is not None
+    start = warm() if feed is not None and ceiling and warm is not None else None
     for round_ in range(repeat):
         tag = f" (round {round_ + 1} of {repeat})" if repeat > 1 else ""
         for name in policies:
@@ -217,10 +217,10 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
             verdicts[f"{name}#{round_}"] = {i: r.verdict for i, r in results.items()}
             if progress:
                 progress(f"  {name}: {report.throughput_rps:.2f} req/s, {report.switches} switches")
-        if at_floor:
+        if start is not None:
             if progress:
                 progress(f"running coserve at the switch floor{tag}")
-            report, results = run_one(get_policy("coserve"), True, interval_s, warm)
+            report, results = run_one(get_policy("coserve"), True, interval_s, start)
             floors.append(report)
             verdicts[f"floor#{round_}"] = {i: r.verdict for i, r in results.items()}
         if ceiling and not (feed is not None and round_ == 0):  # with --feed, round 1's ceiling ran first
@@ -250,7 +250,7 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
         policies, lambda p, top, interval, start: simulate_policy(
             replace(workload, arrival_interval_s=interval), zoo, p, profiles, passes, all_resident=top, start=start),
         workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed,
-        product_warm_start(workload, zoo, profiles) if feed is not None else None)  # the floor runs only with a feed
+        lambda: product_warm_start(workload, zoo, profiles))
     report.backend = backend
     report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
     return report

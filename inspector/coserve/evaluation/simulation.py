@@ -421,6 +421,7 @@ def warm_start(zoo: Zoo, usage: ExpertUsage, policy: Policy, plan: EnginePlan,
     Computed on the simulator's bookkeeping, which places as the engine does, so nothing is loaded to learn it.
     """
     sim = Simulator(zoo, usage, policy, plan, profiles, lambda request: True)
-    sim.preload(usage.ranked(zoo.entries))  # what `Simulator._place` does before a run
+    ranked = usage.ranked(zoo.entries)
+    sim.preload(ranked)  # what `Simulator._place` does before a run
     held = {e for m in sim.managers.values() for e in m.resident()}
-    return [e for e in usage.ranked(zoo.entries) if e in held]
+    return [e for e in ranked if e in held]
