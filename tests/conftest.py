@@ -4,8 +4,9 @@ from __future__ import annotations
 import dataclasses
 import locale
 import os
+import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,15 @@ os.environ.setdefault("PYLON_CAMEMU", "2")  # pypylon's camera emulator: two Gen
 
 from inspector.coserve.evaluation.preparation import prepare  # noqa: E402
 from inspector.coserve.online.workload import Workload, parse_workload  # noqa: E402
+from inspector.experts.zoo import Zoo  # noqa: E402
 from inspector.results.store import ResultStore, sqlite_url  # noqa: E402
 from inspector.routing.rules import parse_rules  # noqa: E402
 from inspector.training.demo_zoo import RECIPE, build_demo_zoo  # noqa: E402
 
 from .services import Postgres  # noqa: E402
 from .test_routing_rules import GOOD  # noqa: E402
+
+NEEDS_GIB = 3  # the suite held at most 1.9 GiB under the temporary folder at once (both workers, sampled every 15 s)
 
 TINY = """\
 name: tiny
@@ -51,7 +55,6 @@ def tiny_workload(**changes: object) -> Workload:
 @pytest.fixture(scope="session")
 def llm_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Twenty real standard-library modules: a corpus the tokenizer and the split can work on."""
-    import shutil
     import sysconfig
 
     root = tmp_path_factory.mktemp("corpus")
@@ -63,6 +66,30 @@ def llm_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """A folder `build` fills, built once for the whole run: the two xdist workers would otherwise each train the
+    same model (a minute or two of the suite's time each). Whoever comes second waits for the first to finish;
+    each worker then works on its own copy, so what a test writes beside the model stays on its worker."""
+    import fcntl
+
+    base = factory.getbasetemp()
+    shared_root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    shared = shared_root / f"built-{name}"
+    with open(shared_root / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / BUILT).is_file():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            build(shared)
+            (shared / BUILT).touch()
+    own = factory.mktemp(name)
+    shutil.copytree(shared, own, dirs_exist_ok=True, ignore=shutil.ignore_patterns(BUILT))
+    return own
+
+
+BUILT = ".built"
+
+
 @pytest.fixture(scope="session")
 def tiny_llm(llm_corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny demo MoE language model (Mixtral, 2 layers x 4 experts) trained here, with its tokenizer."""
@@ -71,8 +98,10 @@ def tiny_llm(llm_corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
     from .moe_models import TINY_DEMO
 
-    return build_demo(TINY_DEMO, root=tmp_path_factory.mktemp("llm"), corpus=stdlib_corpus(10, llm_corpus_dir),
-                      log=lambda line: None).path
+    def build(root: Path):  # noqa: ANN202 - the build record
+        return build_demo(TINY_DEMO, root=root, corpus=stdlib_corpus(10, llm_corpus_dir), log=lambda line: None)
+
+    return build(built_once(tmp_path_factory, "llm", build)).path  # the copy: found built, not trained again
 
 
 @pytest.fixture(scope="session")
@@ -98,9 +127,12 @@ TINY_RECIPE = {**RECIPE, "per_type": 300, "classifier_cap": 300, "classifier_epo
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory):
     """(root, zoo): the tiny demo zoo trained once per session under root/models/demo."""
+    def build(models: Path) -> Zoo:
+        return build_demo_zoo(models / "demo", [DEMO_RULES], recipe=TINY_RECIPE)
+
     root = tmp_path_factory.mktemp("line")
-    zoo = build_demo_zoo(root / "models" / "demo", [DEMO_RULES], recipe=TINY_RECIPE)
-    return root, zoo
+    models = built_once(tmp_path_factory, "models", build).rename(root / "models")
+    return root, build(models)  # the copy: found up to date, not trained again
 
 
 # -- results databases: a SQLite file and a real PostgreSQL server -------------------------------
@@ -135,6 +167,19 @@ def _the_process_locale_stays() -> Iterator[None]:
     yield
     if locale.setlocale(locale.LC_ALL) != _LOCALE:
         locale.setlocale(locale.LC_ALL, _LOCALE)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """The free space where the tests write: a full disk shows as every later test failing to make its folder."""
+    import tempfile
+
+    where = tempfile.gettempdir()
+    free = shutil.disk_usage(where).free / 2**30
+    line = f"temporary files: {where}, {free:.1f} GiB free"
+    if free < NEEDS_GIB:
+        line += (f"; the suite writes up to about {NEEDS_GIB} GiB there at once, so tests may fail for want of "
+                 "room (free some, or point TMPDIR at a larger disk)")
+    return line
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -79,3 +79,20 @@ def test_generated_components_follow_zipf_and_share_detectors() -> None:
     assert len(w.components) == 20
     assert [c.count for c in w.components] == sorted((c.count for c in w.components), reverse=True)
     assert sum(1 for c in w.components if c.detector) == 10
+
+
+def test_a_renamed_copy_of_a_workload_runs_on_the_zoo_already_built(tiny, models_dir) -> None:
+    """Same components and seed, another name, stream and memory: the same weights, so no second build."""
+    import dataclasses
+
+    from inspector.coserve.evaluation.preparation import zoo_dir_for, zoo_for
+    from inspector.experts.zoo import MANIFEST
+
+    workload, zoo, _ = tiny
+    built = (zoo.root / MANIFEST).stat().st_mtime_ns
+    copy = dataclasses.replace(workload, name="tiny-long", requests=workload.requests * 4,
+                               expert_pool_bytes=workload.expert_pool_bytes // 2)
+    assert zoo_for(copy, models_dir).root == zoo.root
+    assert (zoo.root / MANIFEST).stat().st_mtime_ns == built
+    other = dataclasses.replace(workload, name="tiny-long", seed=workload.seed + 1)
+    assert zoo_dir_for(other, models_dir / "zoo") == models_dir / "zoo" / f"tiny-long-{other.zoo_fingerprint()}"

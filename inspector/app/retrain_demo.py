@@ -183,8 +183,15 @@ class LoopReport:
 
 
 def run_loop(loop: DemoLoop, models_dir: Path, say: Say) -> LoopReport:
+    """The whole loop, in loop.data when given, else in a temporary folder removed afterwards."""
+    if loop.data:
+        return _run_loop(loop, models_dir, Path(loop.data), say)
+    with tempfile.TemporaryDirectory(prefix="retrain-demo-") as scratch:
+        return _run_loop(loop, models_dir, Path(scratch), say)
+
+
+def _run_loop(loop: DemoLoop, models_dir: Path, work: Path, say: Say) -> LoopReport:
     t_all = time.perf_counter()
-    work = Path(loop.data) if loop.data else Path(tempfile.mkdtemp(prefix="retrain-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     rules = load_rules(RULES_DIR / DEMO_RULES[0])
     rule_sets = [load_rules(RULES_DIR / n) for n in DEMO_RULES]

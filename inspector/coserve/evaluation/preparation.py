@@ -10,7 +10,7 @@ import torch
 
 from ...experts.backends import get_backend
 from ...experts.backends.ahead import prepare_zoo
-from ...experts.zoo import Zoo, build_random_zoo
+from ...experts.zoo import MANIFEST, Zoo, build_random_zoo
 from ...runtime.devices import available_devices
 from ...runtime.store import TieredStore
 from ..offline.profiler import load_or_profile
@@ -20,9 +20,21 @@ from ..online.workload import Workload
 Progress = Callable[[str], None]
 
 
+def zoo_dir_for(workload: Workload, zoos: Path) -> Path:
+    """Its own folder (name and fingerprint), or a built zoo of another workload with the same fingerprint: the
+    weights depend on the fingerprint alone, and a wide workload's zoo is gigabytes and minutes to build again for
+    a copy that differs only in its name, memory or stream."""
+    fingerprint = workload.zoo_fingerprint()
+    own = zoos / f"{workload.name}-{fingerprint}"
+    if own.is_dir():
+        return own
+    built = sorted(d for d in zoos.glob(f"*-{fingerprint}") if (d / MANIFEST).is_file())
+    return built[0] if built else own
+
+
 def zoo_for(workload: Workload, models_dir: Path, progress: Progress | None = None) -> Zoo:
     """The workload's benchmark zoo, built on first use and cached under models/zoo."""
-    zoo_dir = Path(models_dir) / "zoo" / f"{workload.name}-{workload.zoo_fingerprint()}"
+    zoo_dir = zoo_dir_for(workload, Path(models_dir) / "zoo")
     if progress:
         progress(f"zoo: {zoo_dir}")
     return build_random_zoo(zoo_dir, workload.zoo_items(), seed=workload.seed,
