@@ -24,7 +24,8 @@ from inspector.training.demo_zoo import RECIPE, build_demo_zoo  # noqa: E402
 from .services import Postgres  # noqa: E402
 from .test_routing_rules import GOOD  # noqa: E402
 
-NEEDS_GIB = 3  # the suite held at most 1.9 GiB under the temporary folder at once (both workers, sampled every 15 s)
+NEEDS_GIB = 3  # the suite held at most 1.9 GiB under the temporary folder at once (both workers, sampled every 15 s),
+# and a margin for what sampling missed
 
 TINY = """\
 name: tiny
@@ -126,7 +127,7 @@ TINY_RECIPE = {**RECIPE, "per_type": 300, "classifier_cap": 300, "classifier_epo
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory):
-    """(root, zoo): the tiny demo zoo trained once per session under root/models/demo."""
+    """(root, zoo): the tiny demo zoo, trained once a run (built_once), this worker's copy under root/models/demo."""
     def build(models: Path) -> Zoo:
         return build_demo_zoo(models / "demo", [DEMO_RULES], recipe=TINY_RECIPE)
 
@@ -177,8 +178,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     free = shutil.disk_usage(where).free / 2**30
     line = f"temporary files: {where}, {free:.1f} GiB free"
     if free < NEEDS_GIB:
-        line += (f"; the suite writes up to about {NEEDS_GIB} GiB there at once, so tests may fail for want of "
-                 "room (free some, or point TMPDIR at a larger disk)")
+        line += (f"; the suite needs about {NEEDS_GIB} GiB there at once, so tests may fail for want of room (free "
+                 "some, or point TMPDIR at a larger disk)")
     return line
 
 
