@@ -92,6 +92,29 @@ def test_resident_first_lane_is_bounded() -> None:
     assert served.index("cold") == MAX_BYPASS  # passed exactly MAX_BYPASS times, then served
 
 
+def test_a_group_whose_expert_arrives_joins_the_front_lane_in_the_order_groups_formed() -> None:
+    """A group's lane is chosen as it forms; once its expert is resident (a prefetch, the other executor's switch
+    into the shared pool) it is served in turn, not passed by every later front group until its expert is evicted."""
+    queue = ExecutorQueue()
+    arranger = get_policy("coserve").arranger
+    resident = {"warm1"}
+    for i, (expert, now) in enumerate([("warm1", True), ("cold1", False), ("cold2", False), ("warm2", True)]):
+        arranger.place(queue, req(i, expert), resident=now)
+    assert experts_in(queue) == [("warm1", 1), ("warm2", 1), ("cold1", 1), ("cold2", 1)]
+    arranger.refresh(queue, resident.__contains__)
+    assert experts_in(queue) == [("warm1", 1), ("warm2", 1), ("cold1", 1), ("cold2", 1)]  # nothing arrived
+    resident |= {"cold1", "warm2"}
+    arranger.refresh(queue, resident.__contains__)
+    assert experts_in(queue) == [("warm1", 1), ("cold1", 1), ("warm2", 1), ("cold2", 1)]  # formed before warm2
+    assert [g.front for g in queue.groups] == [True, True, True, False]
+    paper = get_policy("coserve-paper").arranger  # the paper's grouping has no lane to join
+    plain = ExecutorQueue()
+    for i, expert in enumerate(["a", "b", "c"]):
+        paper.place(plain, req(i, expert), resident=False)
+    paper.refresh(plain, {"c"}.__contains__)
+    assert experts_in(plain) == [("a", 1), ("b", 1), ("c", 1)]
+
+
 def _view(residents: list[Resident], usage: ExpertUsage, next_use: dict[str, int] | None = None) -> EvictionView:
     return EvictionView(residents, frozenset(r.name for r in residents), next_use or {}, usage)
 

@@ -167,7 +167,7 @@ class Simulator:
         self.executors: list[SimExecutor] = []
         for i, spec in enumerate(plan.executors):
             ex = SimExecutor(i, spec.device, owner[i], profiles[spec.device.key],
-                             spec.batch_bytes, spec.threads, policy.prefetch)
+                             spec.batch_bytes, spec.threads, policy.prefetch, policy.arranger)
             ex.wake = _Wake(self, ex)  # type: ignore[attr-defined]
             ex.batch = []
             self.executors.append(ex)
@@ -246,8 +246,7 @@ class Simulator:
             self._now_waiting(ex, "idle")
             return
         ex.busy = True
-        head = ex.queue.groups[0].expert
-        item = ex.queue.take_batch(ex.batch_limit(head))
+        item = ex.cut_batch()
         assert item is not None
         ex.expert, ex.batch = item
         self._acquire(ex)

@@ -139,7 +139,7 @@ class Engine:
             self.budgets[spec.device].open(f"batch-{i}", spec.batch_bytes)
             self.executors.append(Executor(
                 i, spec.device, owner[i], profiles[spec.device.key], spec.batch_bytes,
-                spec.threads, policy.prefetch, self._lock, self._batch_done,
+                spec.threads, policy.prefetch, self._lock, self._batch_done, policy.arranger,
             ))
         shared = {d: Concurrency() for d in plan.pool_bytes}  # executors of one device share its compute
         for ex in self.executors:

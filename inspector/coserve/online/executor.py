@@ -18,6 +18,7 @@ from .queue import ExecutorQueue
 from .timeline import Concurrency, ExecutorTime
 
 if TYPE_CHECKING:
+    from .policies import Arranger
     from .request import Request
 
 BatchDone = Callable[["Executor", list["Request"], list[Prediction] | None, str | None], None]
@@ -31,8 +32,9 @@ class ExecutorCore:
     """
 
     def __init__(self, index: int, device: Device, manager: ExpertManager, profile: DeviceProfile,
-                 batch_bytes: int, threads: int, prefetch: bool) -> None:
+                 batch_bytes: int, threads: int, prefetch: bool, arranger: Arranger | None = None) -> None:
         self.index = index
+        self.arranger = arranger  # the policy's: it may reorder the queue before each batch is cut
         self.device = device
         self.manager = manager
         self.profile = profile
@@ -53,6 +55,19 @@ class ExecutorCore:
         if prof is None:
             prof = self._profiles[expert] = self.profile.get(self.manager.zoo.architecture(expert).key, self.threads)
         return prof
+
+    def cut_batch(self) -> tuple[str, list[Request]] | None:
+        """The next batch (the threaded executor and the simulator both cut here, under the engine lock): the
+        arranger brings the queue's order up to date with the pool, then the batch splitter cuts the head group."""
+        if self.arranger is not None:
+            self.arranger.refresh(self.queue, self.manager.has)
+        if not self.queue.groups:
+            return None
+        try:
+            limit = self.batch_limit(self.queue.groups[0].expert)
+        except KeyError:
+            limit = 1  # unprofiled or unknown: fails at acquire with its reason
+        return self.queue.take_batch(limit)
 
     def batch_limit(self, expert: str) -> int:
         """min(memory-feasible, profiled max batch): the batch splitter's cut (§4.2)."""
@@ -97,8 +112,9 @@ class Executor(ExecutorCore):
         prefetch: bool,
         lock: threading.RLock,
         on_done: BatchDone,
+        arranger: Arranger | None = None,
     ) -> None:
-        super().__init__(index, device, manager, profile, batch_bytes, threads, prefetch)
+        super().__init__(index, device, manager, profile, batch_bytes, threads, prefetch, arranger)
         self.wake = threading.Condition(lock)
         self._lock = lock
         self._on_done = on_done
@@ -129,12 +145,7 @@ class Executor(ExecutorCore):
                 self.wake.wait()
             t1 = time.perf_counter()
             self.time.idle += t1 - t0
-            head = self.queue.groups[0].expert
-            try:
-                limit = self.batch_limit(head)
-            except KeyError:
-                limit = 1  # unprofiled or unknown: fails at acquire with its reason
-            batch = self.queue.take_batch(limit)
+            batch = self.cut_batch()
             self.time.other += time.perf_counter() - t1
             return batch
 

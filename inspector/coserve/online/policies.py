@@ -88,6 +88,9 @@ class Arranger(Protocol):
 
     def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None: ...
 
+    def refresh(self, queue: ExecutorQueue, resident: Callable[[str], bool]) -> None:
+        """Before each batch is cut: what may have changed in the queue's order since the requests were placed."""
+
 
 class FCFS:
     """First come, first served (Samba-CoE): behind everything."""
@@ -96,6 +99,9 @@ class FCFS:
 
     def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
         queue.append(request)
+
+    def refresh(self, queue: ExecutorQueue, resident: Callable[[str], bool]) -> None:
+        pass
 
 
 class GroupBySameExpert:
@@ -106,6 +112,9 @@ class GroupBySameExpert:
     def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
         queue.join(request, behind_running=False)
 
+    def refresh(self, queue: ExecutorQueue, resident: Callable[[str], bool]) -> None:
+        pass
+
 
 class ResidentFirst:
     """Group by expert, and start groups of already-resident experts in a front lane.
@@ -113,13 +122,17 @@ class ResidentFirst:
     Beyond the paper: a group for an expert that is in the pool now (or
     running on this executor) runs before groups that need a switch, which
     meanwhile grow, so one switch serves more requests. The queue bounds how
-    long the main lane can be passed (MAX_BYPASS batches).
+    long the main lane can be passed (MAX_BYPASS batches). A main-lane group
+    whose expert has arrived since joins the front lane (`refresh`).
     """
 
     name = "resident-first"
 
     def place(self, queue: ExecutorQueue, request: Request, resident: bool) -> None:
         queue.join(request, front=resident, behind_running=True)
+
+    def refresh(self, queue: ExecutorQueue, resident: Callable[[str], bool]) -> None:
+        queue.promote(resident)
 
 
 # --- evict ----------------------------------------------------------------------------------

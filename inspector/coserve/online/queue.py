@@ -4,13 +4,15 @@ Grouping is what lets one switch serve many requests; where a new request
 goes is the policy's arranging decision, the queue offers the moves (append,
 join, join in front) and keeps the order and the predicted work. Groups in
 front (experts already resident) may pass the main lane's head group at most
-MAX_BYPASS batches in a row, so nothing waits forever. All methods run under
-the engine lock.
+MAX_BYPASS batches in a row, so nothing waits forever. A main-lane group whose
+expert has become resident since (a prefetch, another executor's switch into a
+shared pool) joins the front lane in the order the groups formed (`promote`).
+All methods run under the engine lock.
 """
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .request import Request
@@ -24,6 +26,7 @@ class Group:
     requests: deque[Request] = field(default_factory=deque)
     front: bool = False  # in the front lane: its expert was resident when the group formed
     bypassed: int = 0  # batches of front groups served while this one waited at the main head
+    seq: int = 0  # the order the queue's groups formed in
 
 
 MAX_BYPASS = 32
@@ -35,6 +38,7 @@ class ExecutorQueue:
         self._by_expert: dict[str, Group] = {}  # the queued group of each expert (at most one in a grouped queue)
         self.pending_s = 0.0  # predicted seconds of queued + running work
         self.running: str | None = None  # expert of the batch being executed
+        self._formed = 0  # groups formed so far: the next one's seq
 
     def __len__(self) -> int:
         return sum(len(g.requests) for g in self.groups)
@@ -49,6 +53,10 @@ class ExecutorQueue:
     def group_for(self, expert: str) -> Group | None:
         """The queued group of `expert` (the first one, in an FCFS queue that holds several)."""
         return self._by_expert.get(expert)
+
+    def _new_group(self, request: Request) -> Group:
+        self._formed += 1
+        return Group(request.expert, deque([request]), seq=self._formed)
 
     def _index(self, group: Group) -> None:
         self._by_expert.setdefault(group.expert, group)
@@ -65,7 +73,7 @@ class ExecutorQueue:
         if self.groups and self.groups[-1].expert == request.expert:
             self.groups[-1].requests.append(request)
         else:
-            group = Group(request.expert, deque([request]))
+            group = self._new_group(request)
             self.groups.append(group)
             self._index(group)
 
@@ -81,7 +89,7 @@ class ExecutorQueue:
         if group is not None:
             group.requests.append(request)
             return
-        new = Group(request.expert, deque([request]))
+        new = self._new_group(request)
         if (behind_running and self.running == request.expert) or front:
             new.front = True
             pos = 0
@@ -91,6 +99,29 @@ class ExecutorQueue:
         else:
             self.groups.append(new)
         self._index(new)
+
+    def promote(self, resident: Callable[[str], bool]) -> None:
+        """Main-lane groups whose expert is resident now join the front lane, merged into it by the order the
+        groups formed. A group's lane is chosen when it forms; one that stayed in the main lane after its expert
+        arrived was passed by every later front group until the expert was evicted and loaded again (the
+        simulator, wide-150 x 4000: 218 switches, against 152 with promotion)."""
+        ready = [g for g in self.groups if not g.front and resident(g.expert)]
+        if not ready:
+            return
+        promoted = {id(g) for g in ready}
+        lane = [g for g in self.groups if g.front and id(g) not in promoted]
+        for g in ready:
+            g.front, g.bypassed = True, 0
+        merged: list[Group] = []
+        i = j = 0
+        while i < len(lane) or j < len(ready):  # both in their own order; the lane's own order is kept
+            if j == len(ready) or (i < len(lane) and lane[i].seq < ready[j].seq):
+                merged.append(lane[i])
+                i += 1
+            else:
+                merged.append(ready[j])
+                j += 1
+        self.groups = deque(merged + [g for g in self.groups if not g.front])
 
     def take_batch(self, limit: int) -> tuple[str, list[Request]] | None:
         """Pop up to `limit` requests of the head group (the batch splitter's cut)."""
