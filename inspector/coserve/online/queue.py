@@ -24,7 +24,7 @@ class Group:
 
     expert: str
     requests: deque[Request] = field(default_factory=deque)
-    front: bool = False  # in the front lane: its expert was resident when the group formed
+    front: bool = False  # in the front lane: its expert was resident when the group formed, or is now (promote)
     bypassed: int = 0  # batches of front groups served while this one waited at the main head
     seq: int = 0  # the order the queue's groups formed in
 
@@ -101,10 +101,11 @@ class ExecutorQueue:
         self._index(new)
 
     def promote(self, resident: Callable[[str], bool]) -> None:
-        """Main-lane groups whose expert is resident now join the front lane, merged into it by the order the
-        groups formed. A group's lane is chosen when it forms; one that stayed in the main lane after its expert
-        arrived was passed by every later front group until the expert was evicted and loaded again (the
-        simulator, wide-150 x 4000: 218 switches, against 152 with promotion)."""
+        """Main-lane groups whose expert is resident now (or on its way: `resident` is the pool's `has`, as when
+        requests are placed) join the front lane, merged into it by the order the groups formed. A group's lane
+        is chosen when it forms; one that stayed in the main lane after its expert arrived was passed by every
+        later front group until the expert was evicted and loaded again (the simulator, wide-150 x 4000: 218
+        switches, against 152 with promotion)."""
         ready = [g for g in self.groups if not g.front and resident(g.expert)]
         if not ready:
             return
