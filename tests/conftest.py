@@ -67,6 +67,9 @@ def llm_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+BUILT = ".built"  # written last into a shared build: it is whole
+
+
 def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
     """A folder `build` fills, built once for the whole run: the two xdist workers would otherwise each train the
     same model (a minute or two of the suite's time each). Whoever comes second waits for the first to finish;
@@ -86,9 +89,6 @@ def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path
     own = factory.mktemp(name)
     shutil.copytree(shared, own, dirs_exist_ok=True, ignore=shutil.ignore_patterns(BUILT))
     return own
-
-
-BUILT = ".built"
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -198,9 +199,9 @@ def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
                          "trainval.txt or test.txt beside the group folders)")
     if not Path(root).is_dir():
         raise ValueError(f"--dataset {args.dataset!r}: {root} is not a folder")
-    with tempfile.TemporaryDirectory(prefix="deeppcb-") as scratch:  # kept only where --work says
-        work = Path(args.work) if args.work else Path(scratch)
-        result = run_deeppcb(Path(root), work, Path(args.list) if args.list else None, args.heldout_share,
+    kept = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="deeppcb-")
+    with kept as work:  # kept only where --work says
+        result = run_deeppcb(Path(root), Path(work), Path(args.list) if args.list else None, args.heldout_share,
                              args.hold_out_group, args.epochs, args.patience, args.seed, say,
                              Path(args.score_on) if args.score_on else None)
     print(report(result))

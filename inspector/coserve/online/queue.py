@@ -11,6 +11,7 @@ All methods run under the engine lock.
 """
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -109,20 +110,11 @@ class ExecutorQueue:
         ready = [g for g in self.groups if not g.front and resident(g.expert)]
         if not ready:
             return
-        promoted = {id(g) for g in ready}
-        lane = [g for g in self.groups if g.front and id(g) not in promoted]
+        lane = [g for g in self.groups if g.front]
         for g in ready:
             g.front, g.bypassed = True, 0
-        merged: list[Group] = []
-        i = j = 0
-        while i < len(lane) or j < len(ready):  # both in their own order; the lane's own order is kept
-            if j == len(ready) or (i < len(lane) and lane[i].seq < ready[j].seq):
-                merged.append(lane[i])
-                i += 1
-            else:
-                merged.append(ready[j])
-                j += 1
-        self.groups = deque(merged + [g for g in self.groups if not g.front])
+        # each list keeps its own order (an aged-out group at the lane's head stays there); merged by seq
+        self.groups = deque([*heapq.merge(lane, ready, key=lambda g: g.seq), *(g for g in self.groups if not g.front)])
 
     def take_batch(self, limit: int) -> tuple[str, list[Request]] | None:
         """Pop up to `limit` requests of the head group (the batch splitter's cut)."""
