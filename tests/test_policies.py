@@ -92,6 +92,23 @@ def test_resident_first_lane_is_bounded() -> None:
     assert served.index("cold") == MAX_BYPASS  # passed exactly MAX_BYPASS times, then served
 
 
+def test_an_aged_out_group_is_cut_with_its_own_batch_limit() -> None:
+    """The batch limit is the cut group's: when the aged-out main-lane group goes first, not the front head's."""
+    queue = ExecutorQueue()
+    arranger = get_policy("coserve").arranger
+    for i in range(6):
+        arranger.place(queue, req(i, "cold"), resident=False)
+    for i in range(MAX_BYPASS + 1):
+        arranger.place(queue, req(100 + i, f"warm{i}"), resident=True)
+    limits = {"cold": 4}
+    cuts = []
+    while (item := queue.take_batch(lambda expert: limits.get(expert, 1))) is not None:
+        cuts.append((item[0], len(item[1])))
+        queue.finish(item[1])
+    assert cuts[MAX_BYPASS] == ("cold", 4)  # with the head's limit (1) it would have been cut to one request
+    assert ("cold", 2) in cuts[MAX_BYPASS + 1:]
+
+
 def test_a_group_whose_expert_arrives_joins_the_front_lane_in_the_order_groups_formed() -> None:
     """A group's lane is chosen as it forms; once its expert is resident (a prefetch, the other executor's switch
     into the shared pool) it is served in turn, not passed by every later front group until its expert is evicted."""

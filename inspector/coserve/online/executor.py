@@ -61,13 +61,15 @@ class ExecutorCore:
         arranger brings the queue's order up to date with the pool, then the batch splitter cuts the head group."""
         if self.arranger is not None:
             self.arranger.refresh(self.queue, self.manager.has)
-        if not self.queue.groups:
-            return None
+        return self.queue.take_batch(self.cut_limit)
+
+    def cut_limit(self, expert: str) -> int:
+        """The batch limit of the group being cut; 1 for an unprofiled or unknown expert (it fails at acquire,
+        with its reason)."""
         try:
-            limit = self.batch_limit(self.queue.groups[0].expert)
+            return self.batch_limit(expert)
         except KeyError:
-            limit = 1  # unprofiled or unknown: fails at acquire with its reason
-        return self.queue.take_batch(limit)
+            return 1
 
     def batch_limit(self, expert: str) -> int:
         """min(memory-feasible, profiled max batch): the batch splitter's cut (§4.2)."""

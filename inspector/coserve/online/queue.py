@@ -116,8 +116,9 @@ class ExecutorQueue:
         # each list keeps its own order (an aged-out group at the lane's head stays there); merged by seq
         self.groups = deque([*heapq.merge(lane, ready, key=lambda g: g.seq), *(g for g in self.groups if not g.front)])
 
-    def take_batch(self, limit: int) -> tuple[str, list[Request]] | None:
-        """Pop up to `limit` requests of the head group (the batch splitter's cut)."""
+    def take_batch(self, limit: int | Callable[[str], int]) -> tuple[str, list[Request]] | None:
+        """Pop up to `limit` requests of the head group (the batch splitter's cut). Given a function, the limit is
+        asked of the group that is cut, which is not the head's when an aged-out main-lane group goes first."""
         if not self.groups:
             return None
         head = self.groups[0]
@@ -130,7 +131,8 @@ class ExecutorQueue:
                     self.groups.appendleft(waiting)
                     waiting.front, waiting.bypassed = True, 0
                     head = waiting
-        batch = [head.requests.popleft() for _ in range(min(limit, len(head.requests)))]
+        most = limit(head.expert) if callable(limit) else limit
+        batch = [head.requests.popleft() for _ in range(min(most, len(head.requests)))]
         if not head.requests:
             self.groups.popleft()
             self._unindex(head)
