@@ -18,6 +18,12 @@ import platformdirs
 APP = "inspector"
 CONFIG_NAME = "inspector.yaml"
 SYSTEM_CONFIG = Path("/etc/inspector") / CONFIG_NAME
+SHIPPED_BOXES = Path(__file__).resolve().parent / "profiles"  # box profiles to simulate on (bench, plan --box)
+
+
+def shipped_boxes() -> list[str]:
+    """The names of the shipped box profiles: what `--box NAME` accepts besides a file."""
+    return sorted(p.stem for p in SHIPPED_BOXES.glob("*.json"))
 
 
 def _first_of(env: str) -> str | None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 import pytest
 
 from inspector.coserve.evaluation.bench import run_simulated_bench, simulate_policy
-from inspector.coserve.evaluation.simcheck import compare
+from inspector.coserve.evaluation.boxes import box_profiles
+from inspector.coserve.evaluation.simcheck import Served, compare
 from inspector.coserve.evaluation.simulation import rate_oracle
 from inspector.coserve.online.policies import get_policy
+from inspector.coserve.online.profile import load_box
 from inspector.coserve.online.workload import load_workload
 
 
@@ -33,6 +35,39 @@ def test_simulator_agrees_with_the_engine_on_a_small_workload(tiny) -> None:
         assert 0.5 <= row.simulated_rps / row.measured_rps <= 2.0, row
 
 
+def test_a_check_writes_this_machine_as_a_box_of_what_its_runs_served(tiny, models_dir, tmp_path) -> None:
+    """`--check-sim --save-box`: the served costs of every policy's run, pooled, become a box another machine
+    simulates on; what the runs served replaces the offline K, B and load latencies, the rest is kept."""
+    from inspector.cli.engine import save_served_box
+
+    workload, zoo, profiles = tiny
+    served = Served()
+    compare(workload, zoo, profiles, ["samba", "coserve"], pooled=served)
+    assert served.runs == 2 and served.batches and served.loads["cpu"]
+    refit = served.profiles(profiles)
+    box = tmp_path / "this-box.json"
+    save_served_box(box, refit, workload, ["samba", "coserve"], "torch", served.runs)
+
+    name, devices, doc = load_box(box)
+    assert name == "this-box" and doc["memory"]["host_mb"] > 0 and "2 real runs served" in doc["sources"]["devices"]
+    assert devices["cpu"].to_json() == refit["cpu"].to_json()
+    offline, again = profiles["cpu"].archs, devices["cpu"].archs
+    assert offline.keys() == again.keys()
+    assert any((a.k_s, a.b_s, a.load_s) != (offline[k].k_s, offline[k].b_s, offline[k].load_s)
+               for k, a in again.items())  # refit from the runs, not the offline profile copied
+    label, _, boxed, _ = box_profiles(str(box), models_dir, workload)
+    assert label.startswith("this-box") and boxed["cpu"].to_json() == refit["cpu"].to_json()
+    report = run_simulated_bench(workload, ["samba", "coserve"], models_dir, box=str(box), ceiling=False)
+    assert all(r.completed == workload.requests for r in report.runs) and report.verdicts_identical
+
+
+def test_save_box_needs_a_check(capsys) -> None:
+    from inspector.cli import main
+
+    assert main(["bench", "--save-box", "x.json", "--simulate"]) == 2
+    assert "add --check-sim" in capsys.readouterr().err
+
+
 def test_paper_scale_task_on_the_shipped_numa_profile(models_dir) -> None:
     report = run_simulated_bench(load_workload("paper-a1"), ["samba", "coserve"], models_dir, box="paper-numa",
                                  ceiling=False)
@@ -43,7 +78,7 @@ def test_paper_scale_task_on_the_shipped_numa_profile(models_dir) -> None:
 
 
 def test_unknown_box_lists_the_shipped_ones(models_dir) -> None:
-    with pytest.raises(ValueError, match="paper-numa, paper-uma"):
+    with pytest.raises(ValueError, match="h200, paper-numa, paper-uma"):
         run_simulated_bench(load_workload("paper-a1"), ["coserve"], models_dir, box="paper-zzz")
 
 

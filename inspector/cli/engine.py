@@ -5,6 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..paths import shipped_boxes
 from .common import comma_list, models_of, say
 from .exits import UsageError
 
@@ -27,6 +28,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                          "run every policy N times (medians and spread)")
     if args.repeat < 1:
         raise UsageError("--repeat must be 1 or more")
+    if args.save_box and not args.check_sim:
+        raise UsageError("--save-box writes the costs a --check-sim run served: add --check-sim")
     workload = bench_workload(args)
     backends = backends_of(args)
     simulated = [f for f, on in (("--simulate", args.simulate), ("--check-sim", args.check_sim),
@@ -42,10 +45,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError("--planned plans for one backend: name one with --backend")
     if args.check_sim:
         from ..coserve.evaluation.preparation import prepare
-        from ..coserve.evaluation.simcheck import compare, format_agreement
+        from ..coserve.evaluation.simcheck import Served, compare, format_agreement
 
         zoo, profiles = prepare(workload, models_of(args), progress=say, backend=backends[0])
-        print(format_agreement(compare(workload, zoo, profiles, policies, progress=say, backend=backends[0])))
+        served = Served()
+        print(format_agreement(compare(workload, zoo, profiles, policies, progress=say, backend=backends[0],
+                                       pooled=served)))
+        if args.save_box:
+            save_served_box(Path(args.save_box), served.profiles(profiles), workload, policies, backends[0],
+                            served.runs)
         return 0
     if args.planned:
         from ..coserve.offline.planner import make_plan
@@ -115,6 +123,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
         say(f"wrote {args.json}")
     return 0
+
+
+def save_served_box(path: Path, profiles: dict, workload, policies: list[str], backend: str,  # noqa: ANN001
+                    runs: int) -> None:
+    """Write this machine as a box (the check's served refit) and say where its figures came from."""
+    import datetime
+    import os
+
+    from .. import __version__
+    from ..coserve.evaluation.boxes import write_box
+    from ..runtime.devices import Device
+
+    devices = ", ".join(Device.parse(key).describe() for key in profiles)
+    measured = (f"{devices}, {os.cpu_count()} cores; written by `inspector bench --check-sim --save-box` on "
+                f"{datetime.date.today().isoformat()} (inspector {__version__}, backend {backend}): "
+                f"{', '.join(policies)} on the workload {workload.name} x {workload.requests}")
+    sources = {"devices": f"this machine's offline profiles with each architecture's K, B and load latencies refit "
+                          f"from what the check's {runs} real runs served (time shared with other executors turned "
+                          "back into solo time by the profile's concurrency curve); what no run served keeps its "
+                          "offline figure",
+               "executors": "left to the workload"}
+    write_box(path, profiles, measured, sources)
+    say(f"box written: {path} (simulate on it: inspector bench --simulate --box {path})")
 
 
 def bench_workload(args: argparse.Namespace):  # noqa: ANN201 - a Workload
@@ -283,12 +314,15 @@ def add_bench(p: argparse.ArgumentParser) -> None:
                    "so no policy is held by arrivals (e.g. --feed 2)")
     p.add_argument("--simulate", action="store_true",
                    help="run the same scheduler and policies on a virtual clock instead of running models")
-    p.add_argument("--box", help="with --simulate: a box profile file or a shipped one (paper-numa, paper-uma); "
-                                 "default: this machine's measured profile on --backend")
+    p.add_argument("--box", help=f"with --simulate: a box profile file or a shipped one ({', '.join(shipped_boxes())})"
+                                 "; default: this machine's measured profile on --backend")
     p.add_argument("--planned", action="store_true",
                    help="plan executors and memory first (inspector plan) and bench the planned configuration")
     p.add_argument("--check-sim", action="store_true",
                    help="run each policy for real and simulated, and print how well they agree")
+    p.add_argument("--save-box", metavar="FILE",
+                   help="with --check-sim: write this machine as a box profile, its costs refit from what the "
+                        "check's real runs served, for --simulate --box FILE elsewhere")
     p.add_argument("--ablation", action="store_true",
                    help="the ablation ladder instead of --policies: samba, the paper's steps up to coserve-paper, "
                         "then our extras one at a time up to coserve")
@@ -329,7 +363,7 @@ def add_zoo(p: argparse.ArgumentParser) -> None:
 def add_plan(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", help="workload YAML or shipped name (default: the built-in one)")
     p.add_argument("--simulate", action="store_true", help="evaluate candidates on the simulator")
-    p.add_argument("--box", help="plan for a box profile (paper-numa, paper-uma or a file); implies --simulate")
+    p.add_argument("--box", help=f"plan for a box profile ({', '.join(shipped_boxes())} or a file); implies --simulate")
     from ..experts.backends import BACKENDS
 
     p.add_argument("--backend", default="torch", choices=BACKENDS,

@@ -15,17 +15,18 @@ so the box's rules are applied to the workload here.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 from ...experts.zoo import Zoo
+from ...paths import SHIPPED_BOXES, shipped_boxes
 from ..online.executor_plan import devices_of, primary_device
 from ..online.profile import DeviceProfile, load_box
 from ..online.workload import CASUAL_EXPERT_SHARE, MiB, Workload
 from .preparation import Progress, prepare
 from .simulation import simulated_zoo
-
-SHIPPED_BOXES = Path(__file__).resolve().parents[2] / "profiles"
 
 
 def find_box(box: str) -> Path:
@@ -33,9 +34,21 @@ def find_box(box: str) -> Path:
     if not path.is_file():
         path = SHIPPED_BOXES / f"{box}.json"
     if not path.is_file():
-        shipped = ", ".join(sorted(p.stem for p in SHIPPED_BOXES.glob("*.json")))
-        raise ValueError(f"no box profile {box!r}: give a file or one of: {shipped}")
+        raise ValueError(f"no box profile {box!r}: give a file or one of: {', '.join(shipped_boxes())}")
     return path
+
+
+def write_box(path: Path, profiles: dict[str, DeviceProfile], measured: str, sources: dict[str, str]) -> None:
+    """A box file of this machine: its devices' profiles as given (a check's served refit), its host RAM, and where
+    every figure came from, so a later `--simulate --box FILE` says what it reproduces."""
+    host_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // MiB
+    doc = {"name": path.stem, "measured": measured,
+           "sources": {**sources, "memory": f"this machine's {host_mb} MiB of host RAM (sysconf)"},
+           "devices": {key: prof.to_json() for key, prof in profiles.items()}, "memory": {"host_mb": host_mb}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    tmp.replace(path)
 
 
 def fit_to_box(workload: Workload, doc: dict[str, Any], box: str) -> Workload:

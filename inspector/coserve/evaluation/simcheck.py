@@ -7,11 +7,13 @@ the paired real run actually served (batch latencies and loads refit into
 the profile), which checks the simulator's dynamics (scheduling, switching,
 overlap) apart from how far today's compute speed drifted from the profile.
 The bar is agreement within 15% on throughput and switches per policy.
+What all the policies' runs served, pooled (`Served`), is also what a box of
+this machine is made from (`inspector bench --check-sim --save-box FILE`).
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...experts.zoo import Zoo
 from ..online.engine import Engine
@@ -48,14 +50,45 @@ class Agreement:
         return abs(self.rps_error) <= TOLERANCE and abs(self.switch_error) <= TOLERANCE
 
 
+@dataclass
+class Served:
+    """The batches and switches real runs served, by device: what the profiles are refit from (`served_profile`).
+
+    Runs pool without mixing: a batch keeps its executor's thread count, and load intervals of runs made one after
+    the other never overlap, so each run's disk queueing is read as it was."""
+
+    batches: dict[tuple[str, int], list[tuple[str, int, float, float]]] = field(default_factory=dict)
+    loads: dict[str, list[tuple[str, str, float, float]]] = field(default_factory=dict)
+    runs: int = 0
+
+    def add(self, engine: Engine, zoo: Zoo) -> None:
+        for ex in engine.executors:
+            self.batches.setdefault((ex.device.key, ex.threads), []).extend(ex.served)
+        for m in engine.managers.values():
+            self.loads.setdefault(m.device.key, []).extend(
+                (zoo.architecture(e).key, tier, start, sec) for e, tier, start, sec in m.loads)
+        self.runs += 1
+
+    def profiles(self, profiles: dict[str, DeviceProfile]) -> dict[str, DeviceProfile]:
+        """`profiles` with K, B and loads refit from what was served; devices nothing ran on keep theirs."""
+        out = dict(profiles)
+        for (device, threads), batches in sorted(self.batches.items()):
+            out[device] = served_profile(out[device], batches, self.loads.get(device, []), threads)
+        return out
+
+
 def compare(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], policies: Sequence[str],
-            progress: Callable[[str], None] | None = None, backend: str = "torch") -> list[Agreement]:
+            progress: Callable[[str], None] | None = None, backend: str = "torch",
+            pooled: Served | None = None) -> list[Agreement]:
+    """Each policy real, then simulated twice (module docstring); `pooled` gathers what every real run served."""
     rows = []
     for name in policies:
         policy = get_policy(name)
         seen: list[Engine] = []
         real, results = run_policy(workload, zoo, policy, profiles, observe=seen.append, backend=backend)
         served = served_profiles(seen[0], zoo, profiles)
+        if pooled is not None:
+            pooled.add(seen[0], zoo)
         plan = build_plan(workload, policy, profiles)  # the real run's executors, threads and budgets
         offline, _ = simulate_policy(workload, zoo, policy, profiles, replay_oracle(results), plan=plan)
         sim, _ = simulate_policy(workload, zoo, policy, served, replay_oracle(results), plan=plan)
@@ -70,15 +103,9 @@ def compare(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], po
 
 def served_profiles(engine: Engine, zoo: Zoo, profiles: dict[str, DeviceProfile]) -> dict[str, DeviceProfile]:
     """This box's profiles with K, B and loads refit from what `engine` really served."""
-    out = dict(profiles)
-    for device in {ex.device for ex in engine.executors}:
-        execs = [ex for ex in engine.executors if ex.device == device]
-        loads = [(zoo.architecture(e).key, tier, start, sec)
-                 for m in engine.managers.values() if m.device == device for e, tier, start, sec in m.loads]
-        for threads in {ex.threads for ex in execs}:
-            batches = [b for ex in execs if ex.threads == threads for b in ex.served]
-            out[device.key] = served_profile(out[device.key], batches, loads, threads)
-    return out
+    served = Served()
+    served.add(engine, zoo)
+    return served.profiles(profiles)
 
 
 def format_agreement(rows: Sequence[Agreement]) -> str:

@@ -120,12 +120,15 @@ class DeviceProfile:
     def has(self, key: str, threads: int) -> bool:
         return self.entry(key, threads) in self.archs
 
+    def to_json(self) -> dict[str, Any]:
+        """The profile as its file holds it (and a box file's device entry)."""
+        return {"fingerprint": self.fingerprint, "archs": {k: asdict(v) for k, v in self.archs.items()},
+                "concurrency": self.concurrency}
+
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"fingerprint": self.fingerprint, "archs": {k: asdict(v) for k, v in self.archs.items()},
-                "concurrency": self.concurrency}
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        tmp.write_text(json.dumps(self.to_json(), indent=1), encoding="utf-8")
         tmp.replace(path)
 
     @classmethod
