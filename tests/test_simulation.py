@@ -1,10 +1,13 @@
 """The simulator: the real scheduler and pools on a virtual clock; checked against the engine."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from inspector.coserve.evaluation.bench import run_simulated_bench, simulate_policy
 from inspector.coserve.evaluation.boxes import box_profiles
+from inspector.coserve.evaluation.report import format_table
 from inspector.coserve.evaluation.simcheck import Served, compare
 from inspector.coserve.evaluation.simulation import rate_oracle
 from inspector.coserve.online.policies import get_policy
@@ -59,6 +62,12 @@ def test_a_check_writes_this_machine_as_a_box_of_what_its_runs_served(tiny, mode
     assert label.startswith("this-box") and boxed["cpu"].to_json() == refit["cpu"].to_json()
     report = run_simulated_bench(workload, ["samba", "coserve"], models_dir, box=str(box), ceiling=False)
     assert all(r.completed == workload.requests for r in report.runs) and report.verdicts_identical
+    assert report.backend == "torch"  # the box's own: what its runs ran on, not the command's default
+    assert "ceiling" not in format_table(report)  # not run: no "nan req/s" line
+    doc["devices"]["cpu"]["fingerprint"]["backend"] = "onnxruntime"
+    (tmp_path / "ort-box.json").write_text(json.dumps(doc))
+    ort = run_simulated_bench(workload, ["coserve"], models_dir, box=str(tmp_path / "ort-box.json"), ceiling=False)
+    assert ort.backend == "onnxruntime"
 
 
 def test_save_box_needs_a_check(capsys) -> None:

@@ -155,8 +155,9 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
             drop_page_cache=drop_page_cache, backend=backend, start=start),
         workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat,
         workload.arrival_interval_s, feed, lambda: product_warm_start(workload, zoo, profiles))
-    report.backend = backend
-    report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
+    main = profiles[devices_of(profiles)[0].key]
+    report.backend = backend if box is None else str(main.fingerprint.get("backend", "torch"))  # a box's: what it ran
+    report.costs = arch_costs(main, {zoo.architecture(n).key for n in zoo.entries})
     return report
 
 
@@ -251,6 +252,7 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
             replace(workload, arrival_interval_s=interval), zoo, p, profiles, passes, all_resident=top, start=start),
         workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed,
         lambda: product_warm_start(workload, zoo, profiles))
-    report.backend = backend
-    report.costs = arch_costs(profiles[devices_of(profiles)[0].key], {zoo.architecture(n).key for n in zoo.entries})
+    main = profiles[devices_of(profiles)[0].key]
+    report.backend = backend if box is None else str(main.fingerprint.get("backend", "torch"))  # a box's: what it ran
+    report.costs = arch_costs(main, {zoo.architecture(n).key for n in zoo.entries})
     return report

@@ -178,12 +178,13 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
                 f"{kind} (x{n})" for kind, n in sorted(r.failures.items(), key=lambda kv: -kv[1])[:3]))
     if spread:
         lines.append("spread: half the range of the runs' throughputs, in % of the median")
-    ceiling = f"all-resident ceiling: {report.ceiling_rps:.2f} req/s"
     product = next((r for r in report.runs if r.policy == "coserve"), None)
-    if product and report.ceiling_rps == report.ceiling_rps:
-        ceiling += (f" (coserve reaches {100 * product.throughput_rps / report.ceiling_rps:.0f}% of it"
-                    f"{format_rounds(product, report.ceiling)})")
-    lines.append(ceiling)
+    if report.ceiling_rps == report.ceiling_rps:  # not run (--no-ceiling): no line rather than "nan req/s"
+        ceiling = f"all-resident ceiling: {report.ceiling_rps:.2f} req/s"
+        if product:
+            ceiling += (f" (coserve reaches {100 * product.throughput_rps / report.ceiling_rps:.0f}% of it"
+                        f"{format_rounds(product, report.ceiling)})")
+        lines.append(ceiling)
     if report.floor is not None:
         at = report.floor.throughput_rps
         share = (f" (coserve reaches {100 * product.throughput_rps / at:.0f}% of it"
