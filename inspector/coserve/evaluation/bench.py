@@ -140,6 +140,16 @@ def check_budget(workload: Workload, policies: Sequence[str] = (),
                 f"{math.ceil(n * largest / 2**20)} or give fewer executors")
 
 
+def with_costs(report: BenchReport, zoo: Zoo, profiles: dict[str, DeviceProfile],
+               backend: str | None) -> BenchReport:
+    """The report with the backend that ran (None: the one the main device's profile names) and its profiled
+    costs per architecture on the main device."""
+    main = profiles[devices_of(profiles)[0].key]
+    report.backend = backend if backend is not None else str(main.fingerprint.get("backend", "torch"))
+    report.costs = arch_costs(main, {zoo.architecture(n).key for n in zoo.entries})
+    return report
+
+
 def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
               progress: Progress | None = None, ceiling: bool = True,
               drop_page_cache: bool = True, repeat: int = 1, backend: str = "torch",
@@ -155,10 +165,7 @@ def run_bench(workload: Workload, policies: Sequence[str], models_dir: Path,
             drop_page_cache=drop_page_cache, backend=backend, start=start),
         workload.describe(), devices_of(profiles)[0].describe(), progress, ceiling, repeat,
         workload.arrival_interval_s, feed, lambda: product_warm_start(workload, zoo, profiles))
-    main = profiles[devices_of(profiles)[0].key]
-    report.backend = backend if box is None else str(main.fingerprint.get("backend", "torch"))  # a box's: what it ran
-    report.costs = arch_costs(main, {zoo.architecture(n).key for n in zoo.entries})
-    return report
+    return with_costs(report, zoo, profiles, backend)
 
 
 def arch_costs(profile: DeviceProfile, keys: set[str]) -> list[ArchCosts]:
@@ -252,7 +259,5 @@ def run_simulated_bench(workload: Workload, policies: Sequence[str], models_dir:
             replace(workload, arrival_interval_s=interval), zoo, p, profiles, passes, all_resident=top, start=start),
         workload.describe(total), device, progress, ceiling, 1, workload.arrival_interval_s, feed,
         lambda: product_warm_start(workload, zoo, profiles))
-    main = profiles[devices_of(profiles)[0].key]
-    report.backend = backend if box is None else str(main.fingerprint.get("backend", "torch"))  # a box's: what it ran
-    report.costs = arch_costs(main, {zoo.architecture(n).key for n in zoo.entries})
-    return report
+    # a box's costs are of what its runs ran on, not of the command's default backend
+    return with_costs(report, zoo, profiles, backend if box is None else None)
