@@ -143,6 +143,40 @@ def test_runtime_switches_read_into_the_pools_own_memory_too(tiny) -> None:
     manager.close()
 
 
+def test_an_executor_gives_torch_one_thread_where_a_runtime_computes(tiny) -> None:
+    """Torch only prepares the crops and reads out predictions beside ONNX Runtime: given the executor's threads, its
+    OpenMP workers spun on the cores the runtime's pool wanted (samba's detector batches ran 2-6x slower on 2 cores).
+    Where torch runs the experts it gets them all."""
+    pytest.importorskip("onnxruntime")
+    from inspector.coserve.online.executor import Executor
+    from inspector.experts.backends import get_backend
+
+    workload, zoo, profiles = tiny
+    seen: dict[str, int] = {}
+    for name in ("torch", "onnxruntime"):
+        backend = get_backend(name, threads=2)
+        real_run = backend.run
+
+        def run(arch, loaded, batch, real_run=real_run, name=name):  # noqa: ANN001, ANN202 - the backend's own run
+            seen[name] = torch.get_num_threads()
+            return real_run(arch, loaded, batch)
+
+        backend.run = run  # type: ignore[method-assign]
+        manager = _manager(zoo, 1 << 30)
+        manager.backend = backend
+        lock, done = threading.RLock(), threading.Event()
+        executor = Executor(0, Device("cpu"), manager, profiles["cpu"], 1 << 30, 2, False, lock,
+                            lambda *args: done.set())
+        with lock:
+            executor.queue.join(Request(0, "R", Route(("cls-R",)), workload.image(workload.components[0], 0), 0.0))
+        executor.start()
+        assert done.wait(120), f"{name}: the batch never finished"
+        executor.stop()
+        executor.join(10)
+        manager.close()
+    assert seen == {"torch": 2, "onnxruntime": 1}
+
+
 def test_prefetch_loads_in_the_background_while_a_batch_runs(tiny) -> None:
     _, zoo, _ = tiny
     one = zoo.entries["cls-R"].weight_bytes

@@ -68,7 +68,7 @@ def profile_architecture(
     errors: list[BaseException] = []
 
     def work() -> None:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(threads if runtime is None else runtime.backend.torch_threads(threads))  # as served
         try:
             if runtime is None:
                 out.append(_profile(arch, device, weight_path, threads, batch_sizes, repeats, drop_page_cache))

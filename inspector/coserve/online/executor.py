@@ -152,7 +152,7 @@ class Executor(ExecutorCore):
             return batch
 
     def _loop(self) -> None:
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(self.manager.backend.torch_threads(self.threads))  # one where a runtime computes
         while True:
             item = self._next_batch()
             if item is None:

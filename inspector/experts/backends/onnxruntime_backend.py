@@ -33,7 +33,7 @@ import torch
 
 from ...runtime.diskio import drop_pages
 from ..base import Architecture, Prediction
-from .base import Backend, BackendUnavailable, Weights
+from .base import BackendUnavailable, RuntimeBackend, Weights
 from .export import Exported, derived, exported
 from .footprint import marginal_rss, measured_in_fresh_process
 from .int8 import quantised
@@ -62,7 +62,7 @@ def cpu_tag() -> str:
     return f"{platform.machine()}-{hashlib.sha256(flags.encode()).hexdigest()[:8]}"
 
 
-class OnnxRuntimeBackend(Backend):
+class OnnxRuntimeBackend(RuntimeBackend):
     name = "onnxruntime"
 
     def __init__(self, threads: int = 1, keep_bytes: int = 0, preoptimised: bool = True, arena: bool = False,

@@ -23,7 +23,7 @@ import torch
 
 from ...runtime.diskio import drop_pages, write_atomically
 from ..base import Architecture, Prediction
-from .base import Backend, BackendUnavailable, Weights
+from .base import BackendUnavailable, RuntimeBackend, Weights
 from .export import exported, file_sha256, verified_sha256
 from .footprint import marginal_rss, measured_in_fresh_process
 from .onnxruntime_backend import cpu_tag
@@ -49,7 +49,7 @@ class _Checked:
         return [request.get_output_tensor(0).data.copy()]
 
 
-class OpenVinoBackend(Backend):
+class OpenVinoBackend(RuntimeBackend):
     name = "openvino"
 
     def __init__(self, threads: int = 1) -> None:
