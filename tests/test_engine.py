@@ -166,7 +166,7 @@ def test_an_executor_gives_torch_one_thread_where_a_runtime_computes(tiny) -> No
         manager.backend = backend
         lock, done = threading.RLock(), threading.Event()
         executor = Executor(0, Device("cpu"), manager, profiles["cpu"], 1 << 30, 2, False, lock,
-                            lambda *args: done.set())
+                            lambda *args, done=done: done.set())
         with lock:
             executor.queue.join(Request(0, "R", Route(("cls-R",)), workload.image(workload.components[0], 0), 0.0))
         executor.start()
