@@ -106,8 +106,7 @@ class RuntimeBackend(Backend):
     Torch only prepares the crops and reads out the predictions there, on one thread: given the executor's two, its
     OpenMP workers spin after each torch call while the runtime's own pool wants the same cores. Measured on the
     2-core box (samba, one executor of 2 threads, ONNX Runtime, default workload): detector batches of 2 took 40 ms
-    against 11 ms with the workers kept from spinning, and samba served 44.6 requests a second against 55.8."""
+    with two torch threads and 15 ms with one (results/bench-cpu.md)."""
 
     def torch_threads(self, threads: int) -> int:
         return 1
-
