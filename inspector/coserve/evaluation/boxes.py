@@ -22,6 +22,7 @@ from typing import Any
 
 from ...experts.zoo import Zoo
 from ...paths import SHIPPED_BOXES, shipped_boxes
+from ...runtime.diskio import write_atomically
 from ..online.executor_plan import devices_of, primary_device
 from ..online.profile import DeviceProfile, load_box
 from ..online.workload import CASUAL_EXPERT_SHARE, MiB, Workload
@@ -46,9 +47,7 @@ def write_box(path: Path, profiles: dict[str, DeviceProfile], measured: str, sou
            "sources": {**sources, "memory": f"this machine's {host_mb} MiB of host RAM (sysconf)"},
            "devices": {key: prof.to_json() for key, prof in profiles.items()}, "memory": {"host_mb": host_mb}}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(path, json.dumps(doc, indent=1).encode("utf-8"))
 
 
 def fit_to_box(workload: Workload, doc: dict[str, Any], box: str) -> Workload:

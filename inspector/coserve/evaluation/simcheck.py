@@ -86,7 +86,9 @@ def compare(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], po
         policy = get_policy(name)
         seen: list[Engine] = []
         real, results = run_policy(workload, zoo, policy, profiles, observe=seen.append, backend=backend)
-        served = served_profiles(seen[0], zoo, profiles)
+        run = Served()
+        run.add(seen[0], zoo)
+        served = run.profiles(profiles)
         if pooled is not None:
             pooled.add(seen[0], zoo)
         plan = build_plan(workload, policy, profiles)  # the real run's executors, threads and budgets
@@ -99,13 +101,6 @@ def compare(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], po
                      f"simulated {sim.throughput_rps:.1f} / {sim.switches} "
                      f"(from the offline profile: {offline.throughput_rps:.1f} / {offline.switches})")
     return rows
-
-
-def served_profiles(engine: Engine, zoo: Zoo, profiles: dict[str, DeviceProfile]) -> dict[str, DeviceProfile]:
-    """This box's profiles with K, B and loads refit from what `engine` really served."""
-    served = Served()
-    served.add(engine, zoo)
-    return served.profiles(profiles)
 
 
 def format_agreement(rows: Sequence[Agreement]) -> str:
