@@ -237,7 +237,8 @@ def load_or_profile(
         if changed and changed <= software:
             if progress:
                 progress(f"{path} was measured under other software ("
-                         + ", ".join(f"{k} {old.fingerprint.get(k)} -> {expect.get(k)}" for k in sorted(changed))
+                         + ", ".join(f"{k} {old.fingerprint.get(k, 'unrecorded')} -> {expect.get(k)}"
+                                   for k in sorted(changed))
                          + "): measuring again")
         else:
             prof = DeviceProfile.load(path, expect=expect)

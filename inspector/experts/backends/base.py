@@ -110,3 +110,8 @@ class RuntimeBackend(Backend):
 
     def torch_threads(self, threads: int) -> int:
         return 1
+
+    def versions(self) -> dict[str, str]:
+        """Torch's threads beside the runtime are part of what a profile timed: a profile without this key was timed
+        with the executor's threads given to torch as well, and is measured again."""
+        return {"torch_threads": "1 beside the runtime"}

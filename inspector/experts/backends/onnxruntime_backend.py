@@ -96,7 +96,7 @@ class OnnxRuntimeBackend(RuntimeBackend):
         return f"ort{self.ort.__version__}-{cpu_tag()}"
 
     def versions(self) -> dict[str, str]:
-        return {"onnxruntime": self.ort.__version__, "cuda_provider": str(self.has_cuda),
+        return {**super().versions(), "onnxruntime": self.ort.__version__, "cuda_provider": str(self.has_cuda),
                 "preoptimised": str(self.preoptimised), "arena": str(self.arena), "precision": self.precision,
                 "graph": "shared" if self.shared_graph else "own"}
 

@@ -69,7 +69,7 @@ class OpenVinoBackend(RuntimeBackend):
         return f"ov{self.ov.__version__.split('-')[0]}-{cpu_tag()}"
 
     def versions(self) -> dict[str, str]:
-        return {"openvino": self.ov.__version__, "switch": "model cache"}
+        return {**super().versions(), "openvino": self.ov.__version__, "switch": "model cache"}
 
     def runs_on(self, device: torch.device) -> bool:
         return device.type == "cpu"
