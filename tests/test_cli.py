@@ -208,7 +208,7 @@ def test_bench_with_a_feed_the_arrivals_cannot_cap(models_dir: Path, tmp_path: P
     assert "every request queued at once (--feed)" in proc.stderr
     assert [r["completed"] for r in data["runs"]] == [24, 24] and "identical across policies: yes" in proc.stdout
     # coserve at the switch floor: coserve's start and arrivals, room for all; each missing expert loaded once
-    floor, coserve = data["floor"], data["runs"][1]
+    floor, coserve = data["floor_run"], data["runs"][1]
     assert floor["policy"] == "coserve (at the floor)" and floor["completed"] == 24
     assert floor["switches"] == floor["floor"] == coserve["floor"]
     assert "at the switch floor: " in proc.stdout and "coserve (at the floor)" in proc.stdout

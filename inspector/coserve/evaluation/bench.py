@@ -240,7 +240,7 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
     report = BenchReport(workload, device, top.throughput_rps if top else math.nan,
                          [median_report(samples[name]) for name in policies],
                          all(v == first for v in verdicts.values()), top, repeat,
-                         floor=median_report(floors) if floors else None)
+                         floor_run=median_report(floors) if floors else None)
     report.verdicts = first
     return report
 

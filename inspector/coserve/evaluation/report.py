@@ -75,7 +75,7 @@ class BenchReport:
     verdicts_identical: bool
     ceiling: RunReport | None = None  # the all-resident run itself
     repeat: int = 1  # runs per policy; each figure is their median
-    floor: RunReport | None = None  # coserve at the switch floor: room for all, the policies' start and arrivals
+    floor_run: RunReport | None = None  # coserve at the switch floor: room for all, the policies' start and arrivals
     backend: str = "torch"  # what ran the experts (experts/backends)
     costs: list[ArchCosts] = field(default_factory=list)  # the backend's profiled costs on the main device
     # request id -> verdict of the first run (to compare backends; not written to JSON)
@@ -86,7 +86,7 @@ class BenchReport:
             "workload": self.workload, "device": self.device, "ceiling_rps": self.ceiling_rps,
             "verdicts_identical": self.verdicts_identical, "runs": [asdict(r) for r in self.runs],
             "ceiling": asdict(self.ceiling) if self.ceiling else None, "repeat": self.repeat,
-            "floor": asdict(self.floor) if self.floor else None,
+            "floor_run": asdict(self.floor_run) if self.floor_run else None,
             "backend": self.backend, "costs": [asdict(c) for c in self.costs],
         }
 
@@ -185,13 +185,13 @@ def format_table(report: BenchReport, baseline: str = "samba") -> str:
             ceiling += (f" (coserve reaches {100 * product.throughput_rps / report.ceiling_rps:.0f}% of it"
                         f"{format_rounds(product, report.ceiling)})")
         lines.append(ceiling)
-    if report.floor is not None:
-        at = report.floor.throughput_rps
+    if report.floor_run is not None:
+        at = report.floor_run.throughput_rps
         share = (f" (coserve reaches {100 * product.throughput_rps / at:.0f}% of it"
-                 f"{format_rounds(product, report.floor)})" if product and at else "")
+                 f"{format_rounds(product, report.floor_run)})" if product and at else "")
         lines.append(f"at the switch floor: {at:.2f} req/s{share}, {100 * at / report.ceiling_rps:.0f}% of the "
                      f"ceiling; coserve with room for every expert, the policies' start and arrivals: it loads "
-                     f"each expert the start lacks once ({report.floor.switches} switches) and evicts nothing")
+                     f"each expert the start lacks once ({report.floor_run.switches} switches) and evicts nothing")
     if report.workload.get("feed"):
         lines.append(f"offered: {report.workload['feed']}; the ceiling measured with every request queued at once")
     feed = feed_rate_rps(report.workload)
@@ -233,7 +233,7 @@ def format_time_shares(report: BenchReport) -> str:
     lines = ["where the executors' time goes (% of executors x makespan; slowed: the part of compute beyond what the "
              "profile predicts, executor sharing included; sched: the scheduler's own time, % of makespan; "
              "batch: mean requests per batch)", head, "-" * len(head)]
-    for r in report.runs + [x for x in (report.floor, report.ceiling) if x]:
+    for r in report.runs + [x for x in (report.floor_run, report.ceiling) if x]:
         if r.time_shares:
             slowed = r.time_shares.get("slowed", math.nan)
             lines.append(f"{r.policy:<26.26}" + "".join(f"{100 * r.time_shares[k]:>10.1f}" for k in KINDS)
