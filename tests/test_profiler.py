@@ -17,6 +17,14 @@ def test_linear_fit_recovers_k_and_b() -> None:
     assert k == pytest.approx(0.002) and b == pytest.approx(0.01)
 
 
+def test_a_mismatch_names_a_key_the_profile_has_and_the_expectation_lacks(tmp_path: Path) -> None:
+    """A profile made by newer software than the reader's names what the reader does not expect, not `{}`."""
+    path = tmp_path / "cpu.json"
+    DeviceProfile({"device": "cpu", "torch_threads": "1 beside the runtime"}).save(path)
+    with pytest.raises(ProfileMismatch, match=r"'torch_threads': \('1 beside the runtime', None\)"):
+        DeviceProfile.load(path, expect={"device": "cpu"})
+
+
 def test_plateau_is_where_average_latency_stops_falling() -> None:
     falling_then_flat = {1: 0.010, 2: 0.012, 4: 0.016, 8: 0.033, 16: 0.066}
     assert plateau_batch(falling_then_flat) == 4

@@ -137,7 +137,8 @@ class DeviceProfile:
         prof = cls(data["fingerprint"], {k: ArchProfile.from_json(v) for k, v in data["archs"].items()},
                    [float(x) for x in data.get("concurrency", [])])
         if expect is not None and prof.fingerprint != expect:
-            diff = {k: (prof.fingerprint.get(k), v) for k, v in expect.items() if prof.fingerprint.get(k) != v}
+            diff = {k: (prof.fingerprint.get(k), expect.get(k)) for k in sorted(set(prof.fingerprint) | set(expect))
+                    if prof.fingerprint.get(k) != expect.get(k)}  # a key on one side only too
             backend = expect.get("backend", "torch")
             raise ProfileMismatch(
                 f"profile {path} was measured on another device or software ({diff}); "
