@@ -13,6 +13,10 @@ import pytest
 
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("PYLON_CAMEMU", "2")  # pypylon's camera emulator: two GenICam cameras (read when pylon starts)
+# Two workers (and the processes they start) share the box's cores; torch's OpenMP threads spinning after each parallel
+# region took them from the other worker: test_labelled + test_gui on 2 cores, -n 2, ran 266 s spinning, 123 s passive.
+# Set before torch loads (libgomp reads it once); what the product does on a line box is not changed by it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from inspector.coserve.evaluation.preparation import prepare  # noqa: E402
 from inspector.coserve.online.workload import Workload, parse_workload  # noqa: E402
