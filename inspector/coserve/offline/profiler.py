@@ -1,6 +1,7 @@
 """Microbenchmarks that fill a DeviceProfile (paper §4.5), once per architecture and device."""
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -181,8 +182,9 @@ def concurrency_counts(device: Device) -> int:
     return cpu_cores() + 2 if not device.is_cuda else 6
 
 
-PROFILE_FORMAT = 4  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
-# loads into a pool's own memory (runtime/arena.py), tensors put in place by experts/assign.py
+PROFILE_FORMAT = 5  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
+# loads into a pool's own memory (runtime/arena.py), tensors put in place by experts/assign.py; 5: the concurrency
+# curve's points the best of three runs of at least 0.2 s (offline/concurrency.py)
 
 
 def thread_counts(device: Device) -> list[int]:
@@ -251,6 +253,8 @@ def load_or_profile(
             if not prof.has(arch.key, threads):
                 todo.setdefault(DeviceProfile.entry(arch.key, threads), (arch, name, threads))
     label = f" on {backend.name}" if on_runtime else ""
+    if todo or not prof.concurrency:
+        os.sync()  # what a zoo build just wrote is written back now, not by the kernel's threads during the timing
     for entry, (arch, name, threads) in todo.items():
         if progress:
             progress(f"profiling {arch.key} on {device.key}{label} with {threads} thread(s)")
