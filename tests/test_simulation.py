@@ -124,3 +124,56 @@ def test_the_measured_gpu_box_simulates_the_gpu_it_was_measured_on(models_dir) -
     samba, coserve = report.runs
     assert "h200" in report.device and report.verdicts_identical and samba.completed == coserve.completed == 1000
     assert coserve.switches < samba.switches and coserve.throughput_rps > 2 * samba.throughput_rps
+
+
+def test_the_first_batch_after_a_switch_pays_the_profiled_cold_cost(tiny) -> None:
+    """A profile's cold_s is charged once per load, to the batch that first runs on it: samba (one executor, no
+    prefetch, so no load overlaps a batch) takes cold_s longer per load that ran, and schedules the same."""
+    import copy
+
+    workload, zoo, profiles = tiny
+    cold = 0.05
+    chilled = copy.deepcopy(profiles)
+    for prof in chilled.values():
+        for arch in prof.archs.values():
+            arch.cold_s = cold
+    oracle = rate_oracle(workload)
+    warm, _ = simulate_policy(workload, zoo, get_policy("samba"), profiles, oracle)
+    slow, _ = simulate_policy(workload, zoo, get_policy("samba"), chilled, oracle)
+    assert slow.switches == warm.switches > 0
+    extra = slow.makespan_s - warm.makespan_s
+    assert cold * warm.switches * 0.99 <= extra <= cold * (warm.switches + len(zoo.entries)) * 1.01, extra
+
+
+def test_a_refit_reads_the_cold_cost_apart_from_k_and_b(tiny) -> None:
+    """Served batches flagged as the first after a switch refit cold_s; the warm ones alone refit K and B."""
+    from inspector.coserve.online.profile import served_profile
+
+    _, _, profiles = tiny
+    prof = profiles["cpu"]
+    key = next(iter(prof.archs.values())).key
+    k, b, cold = 0.002, 0.001, 0.0007
+    batches = [(key, n, k * n + b, 1.0, False) for n in (1, 2, 4)] + [(key, n, k * n + b + cold, 1.0, True)
+                                                                       for n in (1, 3)]
+    refit = served_profile(prof, batches, [], 1).get(key, 1)
+    assert refit.k_s == pytest.approx(k) and refit.b_s == pytest.approx(b) and refit.cold_s == pytest.approx(cold)
+    only_cold = served_profile(prof, [b_ for b_ in batches if b_[4]], [], 1).get(key, 1)
+    assert only_cold.cold_s == 0.0  # no warm batch to tell them apart: K and B took the cold ones in
+    untouched = served_profile(prof, [b_ for b_ in batches if not b_[4]], [], 1).get(key, 1)
+    assert untouched.cold_s == prof.get(key, 1).cold_s  # nothing cold served: the profile's stands
+
+
+def test_the_engine_marks_each_loads_first_batch_cold(tiny) -> None:
+    """The real executors flag the batch that first runs on a loaded expert, as the simulator charges it: samba loads
+    only for the batch about to run, so each of its switches is followed by exactly one such batch."""
+    from inspector.coserve.evaluation.bench import run_policy
+
+    workload, zoo, profiles = tiny
+    seen = []
+    report, _ = run_policy(workload, zoo, get_policy("samba"), {"cpu": profiles["cpu"]}, observe=seen.append)
+    engine = seen[0]
+    served = [b for ex in engine.executors for b in ex.served]
+    cold = sum(1 for b in served if b[4])
+    initial = sum(m.stats.initial_loads for m in engine.managers.values())
+    assert report.switches > 0 and report.switches <= cold <= report.switches + initial
+    assert len(served) > cold  # and the batches after it on the same expert are warm

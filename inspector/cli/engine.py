@@ -284,12 +284,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
             prof = load_or_profile(zoo, device, models_of(args) / "profiles", force=args.force, progress=say,
                                    backend=backend)
             print(f"{device.key}, backend {name}: {prof.fingerprint.get('name')}")
-            print(f"  {'architecture':<28}{'K ms':>8}{'B ms':>8}{'max batch':>10}{'load ms':>26}{'MiB':>8}"
-                  f"{'pool MiB':>10}")
+            print(f"  {'architecture':<28}{'K ms':>8}{'B ms':>8}{'max batch':>10}{'load ms':>26}{'cold ms':>9}"
+                  f"{'MiB':>8}{'pool MiB':>10}")
             for key, p in prof.archs.items():
                 loads = " ".join(f"{t}={s * 1000:.1f}" for t, s in p.load_s.items())
                 print(f"  {key:<28}{p.k_s * 1000:>8.2f}{p.b_s * 1000:>8.2f}{p.max_batch:>10}{loads:>26}"
-                      f"{p.weight_bytes / 2**20:>8.1f}{p.pool_bytes() / 2**20:>10.1f}")
+                      f"{p.cold_s * 1000:>9.2f}{p.weight_bytes / 2**20:>8.1f}{p.pool_bytes() / 2**20:>10.1f}")
+            print("  cold ms: what the first batch after a switch takes beyond the same batch back to back")
     return 0
 
 

@@ -350,7 +350,8 @@ class Simulator:
                 self._load(m, nxt, pin_for=None)
         ex.started = self.now
         self._advance(ex.device)
-        self._computing[ex.device][ex] = ex.profile_for(expert).exec_s(len(ex.batch))
+        cold = ex.manager.first_batch(expert)
+        self._computing[ex.device][ex] = ex.profile_for(expert).batch_s(len(ex.batch), cold)
         self._reschedule(ex.device)
 
     def _advance(self, device: Device) -> None:

@@ -77,7 +77,7 @@ def profile_architecture(
                 out.append(profile_on_runtime(
                     arch, device, runtime.backend, runtime.expert, runtime.sha256, weight_path, runtime.home,
                     threads, batch_sizes, repeats, drop_page_cache, lambda fn, n: _time(fn, device, n),
-                    plateau_batch))
+                    plateau_batch, lambda switch, warm, n: cold_extra(switch, warm, device, n)))
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
 
@@ -126,14 +126,38 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
 
     batch(1)  # warm-up: lazy init, allocator, anchors
     latency = {b: _time(lambda b=b: batch(b), device, repeats) for b in batch_sizes}
+
+    def after_switch() -> Callable[[], object]:
+        nonlocal module
+        arch.retire(module, device.torch)
+        if arena is not None:
+            arena.free(name)
+        module = load_from_store()
+        return lambda: batch(1)
+
+    cold_s = cold_extra(after_switch, latency[1], device, repeats)
     x = torch.stack(crops).to(device.torch)
     max_batch = plateau_batch(latency)
     k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
     act = _cuda_activation_bytes(arch, module, x, device) if device.is_cuda else arch.activation_bytes(1)
     return ArchProfile(
         key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
-        act_bytes_per_sample=act, load_s=load_s, batch_latency_s=latency, threads=threads,
+        act_bytes_per_sample=act, load_s=load_s, batch_latency_s=latency, threads=threads, cold_s=cold_s,
     )
+
+
+def cold_extra(after_switch: Callable[[], Callable[[], object]], warm_s: float, device: Device, repeats: int) -> float:
+    """What a batch of one right after a switch takes beyond `warm_s`, the same batch back to back: `after_switch`
+    switches the expert in again and returns its batch; the median of `repeats`."""
+    samples = []
+    for _ in range(repeats):
+        run = after_switch()
+        device.synchronize()
+        t = time.perf_counter()
+        run()
+        device.synchronize()
+        samples.append(time.perf_counter() - t)
+    return max(0.0, statistics.median(samples) - warm_s)
 
 
 def _cuda_activation_bytes(arch: Architecture, module: torch.nn.Module, x: torch.Tensor, device: Device) -> int:
@@ -182,9 +206,10 @@ def concurrency_counts(device: Device) -> int:
     return cpu_cores() + 2 if not device.is_cuda else 6
 
 
-PROFILE_FORMAT = 5  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
+PROFILE_FORMAT = 6  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
 # loads into a pool's own memory (runtime/arena.py), tensors put in place by experts/assign.py; 5: the concurrency
-# curve's points the best of three runs of at least 0.2 s (offline/concurrency.py)
+# curve's points the best of three runs of at least 0.2 s (offline/concurrency.py); 6: cold_s, a batch right after a
+# switch
 
 
 def thread_counts(device: Device) -> list[int]:

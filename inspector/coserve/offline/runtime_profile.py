@@ -24,7 +24,8 @@ from .concurrency import concurrency_curve
 def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, expert: str, sha: str | None,
                        weight_path: Path, home: Path, threads: int, batch_sizes: Sequence[int], repeats: int,
                        drop_page_cache: bool, timer: Callable[[Callable[[], object], int], float],
-                       plateau: Callable[[dict[int, float]], int]) -> ArchProfile:
+                       plateau: Callable[[dict[int, float]], int],
+                       cold: Callable[[Callable[[], Callable[[], object]], float, int], float]) -> ArchProfile:
     """One architecture at `threads` on `backend`'s runtime (in the calling worker thread, as executors run)."""
     runtime = get_backend(backend.name, threads=threads)
     weights = Weights.of_file(weight_path, drop_page_cache)
@@ -53,13 +54,19 @@ def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, exp
 
     batch(1)
     latency = {b: timer(lambda b=b: batch(b), repeats) for b in batch_sizes}
+
+    def after_switch() -> Callable[[], object]:
+        fresh = load()
+        return lambda: runtime.run(arch, fresh, torch.stack([arch.preprocess(crops[0])]))
+
+    cold_s = cold(after_switch, latency[1], repeats)
     max_batch = plateau(latency)
     k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
     resident = runtime.resident_bytes(arch, expert, sha, weights, home, max_batch)
     return ArchProfile(key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
                        act_bytes_per_sample=arch.activation_bytes(1),
                        load_s=load_s, batch_latency_s=latency,
-                       threads=threads, resident_bytes=resident)
+                       threads=threads, resident_bytes=resident, cold_s=cold_s)
 
 
 def runtime_concurrency(arch: Architecture, device: Device, backend: Backend, expert: str, sha: str | None,

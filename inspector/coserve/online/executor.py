@@ -122,8 +122,9 @@ class Executor(ExecutorCore):
         self._on_done = on_done
         self._stopping = False
         # (architecture key, batch size, seconds computing, executors computing on the device meanwhile, a CPU
-        # load in progress counted as one) of the newest batches; bounded for a line's months
-        self.served: deque[tuple[str, int, float, float]] = deque(maxlen=HISTORY)
+        # load in progress counted as one, the first batch since its expert's switch) of the newest batches;
+        # bounded for a line's months
+        self.served: deque[tuple[str, int, float, float, bool]] = deque(maxlen=HISTORY)
         self._stream: torch.cuda.Stream | None = None  # made by the executor's thread on first use (GPU only)
         self._thread = threading.Thread(target=self._loop, name=f"executor-{index}-{device.key}", daemon=True)
 
@@ -172,6 +173,7 @@ class Executor(ExecutorCore):
             if self.prefetch:
                 self._prefetch_next(expert)
             arch = self.manager.zoo.architecture(expert)
+            cold = self.manager.first_batch(expert)
             t_run = time.perf_counter()
             execs0, all0 = self.concurrency.enter()
             try:
@@ -181,10 +183,10 @@ class Executor(ExecutorCore):
             executors, beside = (execs0 + execs1) / 2, (all0 + all1) / 2
             ran = time.perf_counter() - t_run
             self.time.compute += ran
-            self.time.profiled += self._expected_s(expert, len(batch), executors)
+            self.time.profiled += self._expected_s(expert, len(batch), executors, cold)
             self.time.batches += 1
             self.time.requests += len(batch)
-            self.served.append((arch.key, len(batch), ran, beside))
+            self.served.append((arch.key, len(batch), ran, beside, cold))
         except BadInput as exc:
             error = str(exc)
         except Exception as exc:  # a failing expert must not take the executor down
@@ -195,10 +197,10 @@ class Executor(ExecutorCore):
         self._on_done(self, batch, preds, error)
         self.time.other += time.perf_counter() - t_done
 
-    def _expected_s(self, expert: str, n: int, beside: float) -> float:
+    def _expected_s(self, expert: str, n: int, beside: float, cold: bool = False) -> float:
         """What the profile says this batch takes, shared with `beside` - 1 other executors of the device."""
         try:
-            solo = self.profile_for(expert).exec_s(n)
+            solo = self.profile_for(expert).batch_s(n, cold)
         except KeyError:
             return 0.0
         return solo * beside / self.profile.speedup(beside) if beside > 1 else solo

@@ -49,6 +49,7 @@ class _Slot:
     used_seq: int
     in_use: int = 0
     prefetched: bool = False
+    fresh: bool = True  # no batch has run on it since its load: the next one pays the profile's cold_s
 
 
 @dataclass
@@ -262,6 +263,15 @@ class ExpertManager:
             counters.last_used = time.time()
             self.loads.append((expert, tier, time.perf_counter() - seconds, seconds))
         self._cv.notify_all()
+
+    def first_batch(self, expert: str) -> bool:
+        """Whether the batch about to run is the first on this expert since its load (asked once per batch)."""
+        with self._cv:
+            slot = self._slots.get(expert)
+            if slot is None or not slot.fresh:
+                return False
+            slot.fresh = False
+            return True
 
     def _eviction_order(self) -> list[str]:
         """The unpinned residents in the order the policy's evictor would drop them."""

@@ -50,12 +50,20 @@ class ArchProfile:
     # what one resident expert holds, measured, where its backend's loaded form is not its weights (a runtime
     # session: weights, prepacked kernels, graph); 0: its weights
     resident_bytes: int = 0
+    # what the first batch after a switch takes beyond exec_s (measured at batch 1): the weights just read have not
+    # been through the processor's caches, and on the 2-core box that was 0.4-1.2 ms on a 1.6-3.4 ms batch; 0 in
+    # profiles before format 6 and in refits that saw no such batch
+    cold_s: float = 0.0
 
     def pool_bytes(self) -> int:
         return self.resident_bytes or self.weight_bytes
 
     def exec_s(self, n: int) -> float:
         return self.k_s * n + self.b_s
+
+    def batch_s(self, n: int, cold: bool) -> float:
+        """A batch of `n`, the first on its expert since the switch when `cold`."""
+        return self.exec_s(n) + (self.cold_s if cold else 0.0)
 
     def switch_s(self, tier: str) -> float:
         return self.load_s.get(tier, self.load_s.get("disk", 0.0))
@@ -173,14 +181,18 @@ def busy_share(intervals: Sequence[tuple[float, float]]) -> float:
     return covered / total
 
 
-def served_profile(profile: DeviceProfile, batches: Sequence[tuple[str, int, float] | tuple[str, int, float, float]],
-                   loads: list[tuple[str, str, float, float]], threads: int) -> DeviceProfile:
-    """A copy of `profile` whose K, B and load latencies are refit from what a run really cost.
+Served = tuple[str, int, float] | tuple[str, int, float, float] | tuple[str, int, float, float, bool]
+
+
+def served_profile(profile: DeviceProfile, batches: Sequence[Served], loads: list[tuple[str, str, float, float]],
+                   threads: int) -> DeviceProfile:
+    """A copy of `profile` whose K, B, cold_s and load latencies are refit from what a run really cost.
 
     `batches` are (architecture key, batch size, seconds[, executors computing on the device
-    meanwhile]) as executors ran them at `threads`; seconds shared with others are turned
-    back into solo seconds through the profile's concurrency curve (the simulator shares
-    the device itself);
+    meanwhile[, the first batch since its expert's switch]]) as executors ran them at `threads`;
+    seconds shared with others are turned back into solo seconds through the profile's
+    concurrency curve (the simulator shares the device itself). K and B come from the batches
+    on a warm expert and cold_s from the rest (with no warm batch, all of them fit K and B, cold_s 0);
     `loads` are (architecture key, tier, start, seconds) of its switches. Loads that
     overlapped waited for each other; the simulator queues them on one disk itself, so
     each tier's durations are scaled by its busy share to get the disk's service time.
@@ -188,20 +200,25 @@ def served_profile(profile: DeviceProfile, batches: Sequence[tuple[str, int, flo
     """
     archs = {k: ArchProfile.from_json(asdict(v)) for k, v in profile.archs.items()}
     out = DeviceProfile(dict(profile.fingerprint), archs, list(profile.concurrency))
-    solo = [(b[0], b[1], profile.solo_s(b[2], b[3] if len(b) > 3 else 1.0)) for b in batches]
-    for key in {k for k, _, _ in solo}:
+    solo = [(b[0], b[1], profile.solo_s(b[2], b[3] if len(b) > 3 else 1.0), len(b) > 4 and bool(b[4]))
+            for b in batches]
+    for key in {s[0] for s in solo}:
         base = out.get(key, threads)
         entry = out.archs[DeviceProfile.entry(base.key, base.threads)]
+        mine = [s for s in solo if s[0] == key]
+        warm = [s for s in mine if not s[3]]
         by_n: dict[int, list[float]] = {}
-        for k, n, sec in solo:
-            if k == key:
-                by_n.setdefault(n, []).append(sec)
+        for _, n, sec, _ in warm or mine:
+            by_n.setdefault(n, []).append(sec)
         points = [(n, sum(v) / len(v)) for n, v in sorted(by_n.items())]
         if len(points) >= 2:
             entry.k_s, entry.b_s = fit_linear(points)
         else:
             n, sec = points[0]
             entry.b_s = max(0.0, sec - entry.k_s * n)
+        cold = [sec - entry.exec_s(n) for _, n, sec, first in mine if first]
+        if cold:  # none: the profile's stands; no warm batch: K and B above took the cold ones in
+            entry.cold_s = max(0.0, fmean(cold)) if warm else 0.0
     share = {tier: busy_share([(st, d) for _, t, st, d in loads if t == tier]) for tier in {t for _, t, _, _ in loads}}
     for key in {k for k, _, _, _ in loads}:
         for tier in {t for k, t, _, _ in loads if k == key}:

@@ -36,7 +36,7 @@ class Scheduler:
         exec_s = prof.k_s if grouped else prof.k_s + prof.b_s
         if executor.manager.has(request.expert) or executor.queue.has_expert(request.expert):
             return exec_s
-        return exec_s + prof.switch_s(executor.manager.store.tier_of(request.expert).value)
+        return exec_s + prof.switch_s(executor.manager.store.tier_of(request.expert).value) + prof.cold_s
 
     def submit(self, request: Request) -> Executor:
         """Assign and arrange one request; the time counted is the decision's (inside the engine lock)."""
