@@ -19,7 +19,7 @@ from ...experts.zoo import Zoo
 from ..online.engine import Engine
 from ..online.executor_plan import build_plan
 from ..online.policies import get_policy
-from ..online.profile import DeviceProfile, served_profile
+from ..online.profile import DeviceProfile, ServedBatch, served_profile
 from ..online.workload import Workload
 from .bench import run_policy, simulate_policy
 from .simulation import replay_oracle
@@ -57,7 +57,7 @@ class Served:
     Runs pool without mixing: a batch keeps its executor's thread count, and load intervals of runs made one after
     the other never overlap, so each run's disk queueing is read as it was."""
 
-    batches: dict[tuple[str, int], list[tuple[str, int, float, float]]] = field(default_factory=dict)
+    batches: dict[tuple[str, int], list[ServedBatch]] = field(default_factory=dict)
     loads: dict[str, list[tuple[str, str, float, float]]] = field(default_factory=dict)
     runs: int = 0
 

@@ -181,10 +181,11 @@ def busy_share(intervals: Sequence[tuple[float, float]]) -> float:
     return covered / total
 
 
-Served = tuple[str, int, float] | tuple[str, int, float, float] | tuple[str, int, float, float, bool]
+# a batch as an executor served it (executor.py's `served`); older callers give the first three or four fields
+ServedBatch = tuple[str, int, float] | tuple[str, int, float, float] | tuple[str, int, float, float, bool]
 
 
-def served_profile(profile: DeviceProfile, batches: Sequence[Served], loads: list[tuple[str, str, float, float]],
+def served_profile(profile: DeviceProfile, batches: Sequence[ServedBatch], loads: list[tuple[str, str, float, float]],
                    threads: int) -> DeviceProfile:
     """A copy of `profile` whose K, B, cold_s and load latencies are refit from what a run really cost.
 
