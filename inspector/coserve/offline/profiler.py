@@ -148,16 +148,8 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
 
 def cold_extra(after_switch: Callable[[], Callable[[], object]], warm_s: float, device: Device, repeats: int) -> float:
     """What a batch of one right after a switch takes beyond `warm_s`, the same batch back to back: `after_switch`
-    switches the expert in again and returns its batch; the median of `repeats`."""
-    samples = []
-    for _ in range(repeats):
-        run = after_switch()
-        device.synchronize()
-        t = time.perf_counter()
-        run()
-        device.synchronize()
-        samples.append(time.perf_counter() - t)
-    return max(0.0, statistics.median(samples) - warm_s)
+    switches the expert in again and returns its batch; the median of `repeats`, each timed once by `_time`."""
+    return max(0.0, statistics.median(_time(after_switch(), device, 1) for _ in range(repeats)) - warm_s)
 
 
 def _cuda_activation_bytes(arch: Architecture, module: torch.nn.Module, x: torch.Tensor, device: Device) -> int:

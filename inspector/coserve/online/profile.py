@@ -51,7 +51,7 @@ class ArchProfile:
     # session: weights, prepacked kernels, graph); 0: its weights
     resident_bytes: int = 0
     # what the first batch after a switch takes beyond exec_s (measured at batch 1): the weights just read have not
-    # been through the processor's caches, and on the 2-core box that was 0.4-1.2 ms on a 1.6-3.4 ms batch; 0 in
+    # been through the processor's caches, and on the 2-core box that was 0.35-1.2 ms on a 1.6-3.4 ms batch; 0 in
     # profiles before format 6 and in refits that saw no such batch
     cold_s: float = 0.0
 
