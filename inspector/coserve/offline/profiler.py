@@ -20,21 +20,10 @@ from ...runtime.memory import MemoryLedger
 from ...runtime.store import Tier, TieredStore
 from ..online.profile import ArchProfile, DeviceProfile, fit_linear
 from .concurrency import concurrency_curve
+from .curve import batch_curve, plateau_batch
 from .runtime_profile import profile_on_runtime, runtime_concurrency
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
-PLATEAU = 0.05  # doubling the batch must cut the average latency by 5% to count
-
-
-def plateau_batch(latency: dict[int, float]) -> int:
-    """The smallest batch whose average latency is within PLATEAU of the best one.
-
-    "Where the average latency stops falling" (paper §4.5), read so that one
-    noisy size does not end the search early.
-    """
-    avg = {n: s / n for n, s in latency.items()}
-    best = min(avg.values())
-    return min(n for n, a in avg.items() if a <= best * (1 + PLATEAU))
 
 
 def _time(fn: Callable[[], object], device: Device, repeats: int) -> float:
@@ -125,7 +114,7 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
         return arch.run(module, torch.stack([arch.preprocess(c) for c in crops[:n]]).to(device.torch))
 
     batch(1)  # warm-up: lazy init, allocator, anchors
-    latency = {b: _time(lambda b=b: batch(b), device, repeats) for b in batch_sizes}
+    latency = batch_curve(batch, batch_sizes, repeats, lambda fn: _time(fn, device, 1))
 
     def after_switch() -> Callable[[], object]:
         nonlocal module
@@ -198,10 +187,10 @@ def concurrency_counts(device: Device) -> int:
     return cpu_cores() + 2 if not device.is_cuda else 6
 
 
-PROFILE_FORMAT = 6  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
+PROFILE_FORMAT = 7  # 3: loads timed into reused shells (experts/base.py), the device's concurrency curve; 4: and CPU
 # loads into a pool's own memory (runtime/arena.py), tensors put in place by experts/assign.py; 5: the concurrency
 # curve's points the best of three runs of at least 0.2 s (offline/concurrency.py); 6: cold_s, a batch right after a
-# switch
+# switch; 7: the batch-latency curve timed in rounds (offline/curve.py)
 
 
 def thread_counts(device: Device) -> list[int]:

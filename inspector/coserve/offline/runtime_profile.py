@@ -19,6 +19,7 @@ from ...runtime.devices import Device
 from ...runtime.store import Tier
 from ..online.profile import ArchProfile, fit_linear
 from .concurrency import concurrency_curve
+from .curve import batch_curve
 
 
 def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, expert: str, sha: str | None,
@@ -53,7 +54,7 @@ def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, exp
         return runtime.run(arch, loaded, torch.stack([arch.preprocess(c) for c in crops[:n]]))
 
     batch(1)
-    latency = {b: timer(lambda b=b: batch(b), repeats) for b in batch_sizes}
+    latency = batch_curve(batch, batch_sizes, repeats, lambda fn: timer(fn, 1))
 
     def after_switch() -> Callable[[], object]:
         fresh = load()
