@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from inspector.cli import main
 from inspector.results.errors import SchemaNotReady
+from inspector.results.export import export_csv
 from inspector.results.records import BoardRecord, PartRecord
 from inspector.results.reviews import ReviewRequest, record_review, review_rates
 from inspector.results.revisions import current_revision, head_revision, read_state, upgrade
@@ -195,15 +196,24 @@ def test_a_dashboard_reads_a_newer_kiosks_rows_leaving_out_what_it_does_not_know
 
 
 def test_this_release_stores_boards_on_a_plant_database_a_revision_behind_and_their_board_ids_once_upgraded(
-        postgres) -> None:  # noqa: ANN001
+        postgres, tmp_path: Path) -> None:  # noqa: ANN001
     """0008 only adds the Hermes BoardId: boxes of this release keep storing on a database still at 0007 (without
-    it), and store it once `inspector db upgrade` has run; reads never ask for the column."""
+    it), and store it once `inspector db upgrade` has run; reads and exports never ask for the column, and a search by
+    BoardId there is refused, saying what to do."""
     url = postgres.create_db(f"behind_{uuid.uuid4().hex[:8]}", upgraded=False)
     upgrade(open_engine(url), "0007")
     first = line_board("line-1", "aoi-1", "HB-1", 0)
     first.board_id = "7e0d4f8a-3c2b-4a1e-9f6d-5b4c3a2e1d0f"
     box = ResultStore(url)
     assert box.write([first]) == 1 and [i.board_serial for i in box.inspections()] == ["HB-1"]
+    out = io.StringIO()
+    assert export_csv(box, out) == 2  # the export reads no BoardId there: its column is empty, not an error
+    assert {r["board_id"] for r in csv.DictReader(io.StringIO(out.getvalue()))} == {""}
+    with pytest.raises(ValueError, match="holds no Hermes BoardIds.*inspector db upgrade"):
+        box.inspections(Filters(board_id=first.board_id))
+    made = tmp_path / "by-id.csv"
+    assert main(["export", "--db", url, "--csv", str(made), "--board-id", first.board_id]) != 0
+    assert not made.exists()  # refused before the file was made
     assert main(["db", "upgrade", "--db", url]) == 0
     second = line_board("line-1", "aoi-1", "HB-2", 1)
     second.board_id = "0b9c8d7e-6f5a-4b3c-8d2e-1f0a9b8c7d6e"
@@ -213,3 +223,4 @@ def test_this_release_stores_boards_on_a_plant_database_a_revision_behind_and_th
         ids = dict(c.execute(text("SELECT board_serial, board_id FROM inspections")).all())
     assert ids == {"HB-1": None, "HB-2": second.board_id}
     assert sorted(i.board_serial for i in fresh.inspections()) == ["HB-1", "HB-2"]
+    assert [i.board_serial for i in fresh.inspections(Filters(board_id=second.board_id))] == ["HB-2"]

@@ -112,6 +112,31 @@ def test_csv_has_one_row_per_component_result(store: ResultStore) -> None:
     assert export_csv(store, failed, Filters(verdict="fail")) == 1
 
 
+def test_a_boards_hermes_board_id_is_in_its_export_and_its_api_answer_and_finds_it(store: ResultStore,
+                                                                                    tmp_path: Path) -> None:
+    """The BoardId a Hermes lane gave a board is what the plant's MES knows it by: the CSV carries it in its last
+    column (sheets that read columns by position keep theirs), the kiosk's API with the board, and both find a board
+    by it. A board off a Hermes lane has none."""
+    from inspector.kiosk.results_api import ResultsApi
+    from inspector.results.scope import PLANT
+
+    on_lane = board("H1")
+    on_lane.board_id = "7e0d4f8a-3c2b-4a1e-9f6d-5b4c3a2e1d0f"
+    store.write([on_lane, board("B2", 5, defect="shifted")])
+    out = io.StringIO()
+    assert export_csv(store, out) == 4
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert COLUMNS[-1] == "board_id" and [r["board_id"] for r in rows] == [on_lane.board_id] * 2 + [""] * 2
+    found = io.StringIO()
+    assert export_csv(store, found, Filters(board_id=on_lane.board_id)) == 2
+    assert {r["board_serial"] for r in csv.DictReader(io.StringIO(found.getvalue()))} == {"H1"}
+    api = ResultsApi(store, PLANT, tmp_path)
+    assert api.get("latest", "")["board"]["board_id"] is None  # B2, the newest, came from no Hermes lane
+    assert api.get("rows", f"board_id={on_lane.board_id}&verdict=fail")["rows"] == []  # H1 failed nothing
+    assert {b["board_id"] for b, _p in api.get("rows", f"board_id={on_lane.board_id}")["rows"]} == {on_lane.board_id}
+    assert api.get("defects", "")["rows"][0][0]["board_id"] is None
+
+
 def test_writer_batches_and_acknowledges(tmp_path: Path) -> None:
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
     acked: list[str] = []

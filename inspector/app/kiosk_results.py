@@ -56,6 +56,7 @@ class BoardView:
     reg_residual_px: float | None
     reg_fiducials: str | None
     parts: list[PartView] = field(default_factory=list)
+    board_id: str | None = None  # the Hermes BoardId (a kiosk of an earlier release sends none)
 
 
 @dataclass
@@ -97,7 +98,8 @@ class KioskResults:
     def _query(f: Filters | None) -> dict[str, Any]:
         f = f or Filters()
         q = {"since": f.since.isoformat() if f.since else None, "until": f.until.isoformat() if f.until else None,
-             "board": f.board, "verdict": f.verdict, "component": f.component, "upto": f.stored_upto}
+             "board": f.board, "board_id": f.board_id, "verdict": f.verdict, "component": f.component,
+             "upto": f.stored_upto}
         return {k: v for k, v in q.items() if v is not None}
 
     def latest(self, scope: Scope | None = None) -> BoardView | None:

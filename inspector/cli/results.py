@@ -15,7 +15,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = ResultStore(db_url(args))
     filters = Filters(since=parse_when(args.since) if args.since else None,
                       until=parse_when(args.until) if args.until else None,
-                      board=args.board, verdict=args.verdict, component=args.component, scope=scope_of_args(args))
+                      board=args.board, board_id=args.board_id, verdict=args.verdict, component=args.component,
+                      scope=scope_of_args(args))
+    store.check_filters(filters)  # before the file is made: a refused search leaves no header-only CSV behind
     if args.csv == "-":
         n = export_csv(store, sys.stdout, filters)
     else:
@@ -120,6 +122,7 @@ def add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--since", help="ISO time, inclusive; with an offset (+02:00, Z) or else the box's local time")
     p.add_argument("--until", help="ISO time, exclusive; with an offset (+02:00, Z) or else the box's local time")
     p.add_argument("--board", help="one board serial")
+    p.add_argument("--board-id", help="one board by the Hermes BoardId the SMT line gave it")
     p.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
     p.add_argument("--component", help="one component type (R0402, ...)")
     scope_flags(p)

@@ -30,6 +30,7 @@ Answer = tuple[str, bytes] | dict[str, Any]
 
 def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
     out = {k: getattr(b, k) for k in BOARD_FIELDS}
+    out["board_id"] = b.hermes_board_id  # the Hermes BoardId, None off a Hermes lane or before schema 0008
     out["started_at"], out["finished_at"] = b.started_at.isoformat(), b.finished_at.isoformat()
     if parts:
         out["parts"] = [part_json(p) for p in b.parts]
@@ -67,7 +68,8 @@ class ResultsApi:
         try:
             return Filters(since=parse_when(one["since"]) if one.get("since") else None,
                            until=parse_when(one["until"]) if one.get("until") else None,
-                           board=one.get("board") or None, verdict=one.get("verdict") or None,
+                           board=one.get("board") or None, board_id=one.get("board_id") or None,
+                           verdict=one.get("verdict") or None,
                            component=one.get("component") or None,
                            stored_upto=int(one["upto"]) if one.get("upto") else None, scope=self.scope)
         except ValueError as exc:

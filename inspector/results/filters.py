@@ -10,8 +10,8 @@ from .scope import PLANT, Scope
 
 @dataclass(frozen=True)
 class Filters:
-    """What `export` and queries select: a line (and station), a time range, a board serial, a part verdict, a
-    component type. The scope defaults to the whole plant here; the commands pass the box's own line."""
+    """What `export` and queries select: a line (and station), a time range, a board serial or Hermes BoardId, a
+    part verdict, a component type. The scope defaults to the whole plant here; the commands pass the box's own line."""
 
     since: datetime | None = None
     until: datetime | None = None
@@ -21,3 +21,4 @@ class Filters:
     stored_upto: int | None = None  # boards stored up to this row id: what a search saw, for its export
     scope: Scope = PLANT
     uuid: str | None = None  # one board by its inspection id
+    board_id: str | None = None  # one board by the Hermes BoardId the line gave it (schema revision 0008)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -78,6 +79,12 @@ class Inspection(Base):
     reg_fiducials: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON {name: [x, y]} found, image px
     parts: Mapped[list[ComponentResult]] = relationship(back_populates="inspection", cascade="all, delete-orphan",
                                                         passive_deletes=True, order_by="ComponentResult.id")
+
+    @property
+    def hermes_board_id(self) -> str | None:
+        """The BoardId where it was read with the board (the store reads it where the schema has it), else None:
+        never a query of its own, which a database at 0007 would refuse and a closed session could not run."""
+        return None if "board_id" in sa_inspect(self).unloaded else self.board_id
 
     # one line's reads on a plant's shared database: its newest boards, its time ranges, its prune
     __table_args__ = (Index("ix_inspections_line_station_id", "line", "station", "id"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, or_, select
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, selectinload, undefer
 
 from .errors import SchemaNotReady, SchemaTooNew, StoreRejected, StoreUnavailable
 from .filters import Filters  # noqa: F401 - where callers have always found it
@@ -89,6 +89,24 @@ class ResultStore:
         self._ready_lock = threading.Lock()
         if connect:
             self.ready()
+
+    @property
+    def board_ids(self) -> bool:
+        """The schema has inspections.board_id (revision 0008): Hermes BoardIds are stored, read and searched."""
+        self.ready()
+        return self._board_ids
+
+    def check_filters(self, filters: Filters | None) -> None:
+        """ValueError for a search this database cannot run, saying what to do: by BoardId before schema 0008."""
+        if filters is not None and filters.board_id and not self.board_ids:
+            raise ValueError(f"the results database {self.safe_url} holds no Hermes BoardIds (schema before 0008): "
+                             "`inspector db upgrade` adds them for the boards stored from then on")
+
+    def _reading(self, q, filters: Filters | None = None):  # noqa: ANN001, ANN202 - a Select
+        """`q` reading each board's Hermes BoardId with it where the schema has the column (deferred, so a database
+        at 0007 is never asked for it); a search it cannot run is refused first (`check_filters`)."""
+        self.check_filters(filters)
+        return q.options(undefer(Inspection.board_id)) if self.board_ids else q
 
     @property
     def safe_url(self) -> str:
@@ -192,7 +210,7 @@ class ResultStore:
         filters = filters or Filters()
         with Session(self.engine) as s:
             q = select(Inspection).options(selectinload(Inspection.parts)).order_by(Inspection.id)
-            q = board_filters(q, filters)
+            q = board_filters(self._reading(q, filters), filters)
             if limit:
                 q = q.limit(limit)
             return list(s.scalars(q))
@@ -206,9 +224,10 @@ class ResultStore:
         with Session(self.engine) as s:
             if bare_boards:
                 q = select(Inspection, ComponentResult).outerjoin(Inspection.parts)
-                q = _component_filters(q, filters, bare_boards=True)
+                q = _component_filters(self._reading(q, filters), filters, bare_boards=True)
             else:
-                q = _component_filters(select(Inspection, ComponentResult).join(ComponentResult.inspection), filters)
+                q = select(Inspection, ComponentResult).join(ComponentResult.inspection)
+                q = _component_filters(self._reading(q, filters), filters)
             if newest is not None:  # newest boards first: a line's index (line, station, id) walks them in order
                 order = [*(filters or Filters()).scope.newest_first(), ComponentResult.id.desc()]
                 yield from s.execute(q.order_by(*order).limit(newest))
@@ -230,7 +249,7 @@ class ResultStore:
         """The scope's newest component results with any of these verdicts, newest first (the dashboard's defect
         list)."""
         with Session(self.engine) as s:
-            q = scope.where(select(Inspection, ComponentResult).join(ComponentResult.inspection))
+            q = scope.where(self._reading(select(Inspection, ComponentResult).join(ComponentResult.inspection)))
             q = q.where(ComponentResult.verdict.in_(verdicts))
             q = q.order_by(*scope.newest_first(), ComponentResult.id.desc()).limit(limit)
             return [tuple(r) for r in s.execute(q)]
@@ -243,7 +262,7 @@ class ResultStore:
     def latest(self, scope: Scope = PLANT) -> Inspection | None:
         """The scope's newest stored board with its parts."""
         with Session(self.engine) as s:
-            q = scope.where(select(Inspection).options(selectinload(Inspection.parts)))
+            q = scope.where(self._reading(select(Inspection).options(selectinload(Inspection.parts))))
             return s.scalars(q.order_by(*scope.newest_first()).limit(1)).first()
 
     def component_types(self, scope: Scope = PLANT) -> list[str]:
@@ -313,6 +332,8 @@ def board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shap
         q = q.where(Inspection.board_serial == f.board)
     if f.uuid:
         q = q.where(Inspection.uuid == f.uuid)
+    if f.board_id:
+        q = q.where(Inspection.board_id == f.board_id)
     if f.stored_upto is not None:
         q = q.where(Inspection.id <= f.stored_upto)
     return q
