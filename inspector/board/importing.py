@@ -12,6 +12,7 @@ from .geometry import write_geometry
 from .ipc2581 import read_ipc2581
 from .kicad import read_kicad
 from .library import load_library, unknown_template
+from .odbpp import ARCHIVES, is_odb_job, read_odbpp
 from .to_rules import Imported, UnknownPackages, import_design
 
 KICAD = (".kicad_pcb",)
@@ -23,6 +24,8 @@ CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
 def read_design(file: Path, profile: Path | None) -> BoardDesign:
     """The design of `file`, by its kind."""
     suffix = file.suffix.lower()
+    if is_odb_job(file):
+        return read_odbpp(file)
     if suffix in KICAD:
         return read_kicad(file)
     if suffix in EAGLE:
@@ -33,7 +36,17 @@ def read_design(file: Path, profile: Path | None) -> BoardDesign:
         return read_centroid(file, load_profile(profile) if profile is not None else None)
     raise ValueError(f"{file}: a {suffix or 'suffix-less'} file is not a format `board import` reads; it reads KiCad "
                      f"boards ({', '.join(KICAD)}), Eagle boards ({', '.join(EAGLE)}), IPC-2581 "
-                     f"({', '.join(IPC2581)}) and centroid files ({', '.join(CENTROID)}; any other CSV with --profile)")
+                     f"({', '.join(IPC2581)}), ODB++ jobs (the job's folder, a step's folder in it, or "
+                     f"{', '.join(ARCHIVES)}) and centroid files ({', '.join(CENTROID)}; any other CSV with --profile)")
+
+
+def _name(file: Path) -> str:
+    """The recipe's default name: the file's, without its suffixes (`job.tar.gz` -> job)."""
+    name = file.name
+    for suffix in (*ARCHIVES, file.suffix):
+        if suffix and name.lower().endswith(suffix):
+            return name[: -len(suffix)] or name
+    return name
 
 
 def unknown_path(out: Path) -> Path:
@@ -55,7 +68,7 @@ def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", lib
     design = read_design(file, profile)
     lib = load_library(library)
     try:
-        imported = import_design(design, lib, px_per_mm, side, recipe or file.stem)
+        imported = import_design(design, lib, px_per_mm, side, recipe or _name(file))
     except UnknownPackages as exc:
         asked = unknown_path(out)
         asked.write_text(unknown_template(exc.unknown, sorted(lib.classes)), encoding="utf-8")

@@ -85,7 +85,7 @@ class NewBoardTab(QWidget):
         self.progress_signal.said.connect(self._progress)
 
         self.cad = QLineEdit()
-        self.cad.setPlaceholderText("a KiCad .kicad_pcb, an Eagle .brd or a centroid file")
+        self.cad.setPlaceholderText("a KiCad .kicad_pcb, an Eagle .brd, IPC-2581, an ODB++ .tgz or a centroid file")
         cad_btn = QPushButton("Browse…")
         cad_btn.clicked.connect(lambda: self._browse(self.cad, "CAD or centroid file"))
         self.library = QLineEdit()

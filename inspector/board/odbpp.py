@@ -1,0 +1,389 @@
+"""ODB++ jobs (the manufacturing format of Siemens' Valor tools; a folder, or the .tgz / .zip it travels as), read
+with the standard library and unlzw3 for files kept with Unix compress.
+
+What an import needs of a job, and where the format keeps it:
+- the job's root holds `matrix/matrix`: its `LAYER { ... }` blocks name the component layers (`TYPE=COMPONENT`,
+  by convention COMP_+_TOP and COMP_+_BOT; otherwise the first by `ROW` is the top);
+- a step's parts: `steps/<step>/layers/<layer>/components`: `CMP <pkg> <x> <y> <rot> <N|M> <ref> <part>;<attrs>`,
+  the rotation clockwise seen from the top (made counter-clockwise here, as design.py keeps it), `M` for a part
+  mirrored onto the bottom; `PRP Value '...'` its value; the boolean system attribute `.no_pop` leaves it unplaced
+  (the attribute names are the file's `@<n> <name>` lines);
+- footprints: `steps/<step>/eda/data`: the n-th `PKG <name> <pitch> <xmin> <ymin> <xmax> <ymax>;` is package n; the
+  outline records (RC, CR, SQ, or a contour CT..CE) before its first `PIN <name> <T|B|S> <x> <y> ...` are its body,
+  and those after each PIN that pin's pad (T: through-hole);
+- the board's edge: `steps/<step>/profile`, a features file whose surface contour (OB, OS, OC) bounds it;
+- units: each file's `UNITS=MM|INCH` (`U MM` in older jobs), else the job's `misc/info`, else inches, the format's
+  own default (a note says so);
+- any of these files may be stored compressed with Unix compress (`components.Z`).
+Frame: y up, like Eagle. A job whose parts sit in more than one step (a board and a variant of it) is refused with
+the steps' names: import the step's own folder (JOB/steps/NAME) of the unpacked job.
+"""
+from __future__ import annotations
+
+import re
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+
+ARCHIVES = (".tgz", ".tar.gz", ".tar", ".zip")
+UNITS = {"MM": 1.0, "INCH": 25.4}
+NOT_PLACED = ".no_pop"
+_UNITS_LINE = re.compile(r"^\s*(?:UNITS\s*=\s*|U\s+)(MM|INCH)\s*$", re.IGNORECASE)
+
+
+def is_odb_job(path: Path) -> bool:
+    """A folder holding (or inside) an ODB++ job, or an archive named as one travels."""
+    path = Path(path)
+    if path.is_dir():
+        return _job_root(path) is not None
+    return path.name.lower().endswith(ARCHIVES)
+
+
+class _Job:
+    """The job's files by their path below its root (lowercase: ODB++ names are, but a copy through Windows may
+    not be), read from a folder or an archive; a `.Z` beside a name stands for it."""
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self.files: dict[str, bytes | Path] = {}
+        if source.is_dir():
+            root = _job_root(source)
+            if root is None:
+                raise CadError(f"{source}: not an ODB++ job (no matrix/matrix in it or above it)")
+            self.step_asked = source.name if source != root else None
+            for f in root.rglob("*"):
+                if f.is_file():
+                    self.files[f.relative_to(root).as_posix().lower()] = f
+        else:
+            self.step_asked = None
+            members = dict(_archive_members(source))
+            roots = sorted((name.rsplit("matrix/matrix", 1)[0] for name in members
+                            if name.endswith(("matrix/matrix", "matrix/matrix.z"))), key=len)
+            if not roots:
+                raise CadError(f"{source}: no ODB++ job in the archive (no <job>/matrix/matrix among its files)")
+            self.files = {name[len(roots[0]):]: data for name, data in members.items() if name.startswith(roots[0])}
+
+    def has(self, name: str) -> bool:
+        return name in self.files or name + ".z" in self.files
+
+    def lines(self, name: str) -> list[str] | None:
+        """The file's text lines, or None when the job has neither it nor its `.Z`."""
+        data = self.files.get(name)
+        packed = data is None
+        if packed:
+            data = self.files.get(name + ".z")
+        if data is None:
+            return None
+        raw = data.read_bytes() if isinstance(data, Path) else data
+        if packed:
+            raw = _uncompress(raw, f"{self.source}: {name}.Z")
+        return raw.decode("utf-8", errors="replace").splitlines()
+
+    def steps(self) -> list[str]:
+        return sorted({n.split("/")[1] for n in self.files if n.startswith("steps/") and n.count("/") >= 2})
+
+
+def _job_root(path: Path) -> Path | None:
+    """The job folder: `path` itself, or the job two levels up from a step's folder (JOB/steps/NAME)."""
+    if (path / "matrix" / "matrix").is_file() or (path / "matrix" / "matrix.Z").is_file():
+        return path
+    if path.parent.name.lower() == "steps" and _job_root(path.parent.parent) == path.parent.parent:
+        return path.parent.parent
+    return None
+
+
+def _archive_members(source: Path) -> Iterator[tuple[str, bytes]]:
+    try:
+        if source.name.lower().endswith(".zip"):
+            with zipfile.ZipFile(source) as z:
+                for info in z.infolist():
+                    if not info.is_dir():
+                        yield _member_name(info.filename), z.read(info)
+            return
+        with tarfile.open(source, "r:*") as t:
+            for member in t.getmembers():
+                if member.isfile():
+                    handle = t.extractfile(member)
+                    if handle is not None:
+                        yield _member_name(member.name), handle.read()
+    except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CadError(f"{source}: cannot be read as an ODB++ archive ({reason}); pack the job again as .tgz or "
+                       ".zip, or import its unpacked folder") from None
+
+
+def _member_name(name: str) -> str:
+    return PurePosixPath(name.replace("\\", "/")).as_posix().lstrip("./").lower()
+
+
+def _uncompress(raw: bytes, where: str) -> bytes:
+    from unlzw3 import unlzw
+
+    try:
+        return unlzw(raw)
+    except (ValueError, TypeError, IndexError) as exc:  # a bad header or a cut stream
+        raise CadError(f"{where}: not a file of Unix compress ({exc}); the job may be damaged: export it "
+                       "again") from None
+
+
+def _units(lines: list[str], default: float | None) -> float | None:
+    for line in lines:
+        m = _UNITS_LINE.match(line)
+        if m:
+            return UNITS[m.group(1).upper()]
+    return default
+
+
+def _number(token: str, where: str, what: str) -> float:
+    try:
+        return float(token)
+    except ValueError:
+        raise CadError(f"{where}: {what} is {token!r}, not a number") from None
+
+
+@dataclass
+class _Package:
+    name: str
+    body: list[Rect] = field(default_factory=list)
+    pads: list[Pad] = field(default_factory=list)
+    through_hole: bool = False
+
+
+class _Shapes:
+    """The outline records (RC, CR, SQ, CT..CE) of one owner, gathered into boxes (mm)."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+        self.boxes: list[Rect] = []
+        self._contour: list[tuple[float, float]] | None = None  # the points of a CT..CE contour being read
+
+    def take(self, tokens: list[str], where: str) -> bool:
+        """True when the record was an outline record (and taken)."""
+        kind, s = tokens[0], self.scale
+        nums = [_number(t, where, f"{kind}'s value") for t in tokens[1:] if not t.isalpha()]
+        if kind == "CT":
+            self._contour = []
+        elif kind == "CE":
+            box = bounding(self._contour or [])
+            if box is not None:
+                self.boxes.append(box)
+            self._contour = None
+        elif kind in ("OB", "OS", "OC") and self._contour is not None and len(nums) >= 2:
+            self._contour.append((nums[0] * s, nums[1] * s))  # OC's end point (an arc bulging past it is rare)
+        elif kind == "RC" and len(nums) >= 4:
+            x, y, w, h = (v * s for v in nums[:4])
+            self.boxes.append((x, y, x + w, y + h))
+        elif kind == "CR" and len(nums) >= 3:
+            x, y, r = (v * s for v in nums[:3])
+            self.boxes.append((x - r, y - r, x + r, y + r))
+        elif kind == "SQ" and len(nums) >= 3:
+            x, y, half = (v * s for v in nums[:3])
+            self.boxes.append((x - half, y - half, x + half, y + half))
+        elif kind not in ("OE", "SE"):
+            return False
+        return True
+
+    def box(self) -> Rect | None:
+        return bounding([(b[0], b[1]) for b in self.boxes] + [(b[2], b[3]) for b in self.boxes])
+
+
+def _packages(lines: list[str], scale: float, where: str) -> list[_Package]:
+    """eda/data's packages in their order (a CMP's package number is its index here)."""
+    packages: list[_Package] = []
+    shapes: _Shapes | None = None
+    pin: tuple[str, bool] | None = None  # (its type, surface-mounted) of the pin whose pad is being read
+
+    def close() -> None:
+        nonlocal pin
+        if not packages or shapes is None:
+            return
+        box = shapes.box()
+        if pin is None:
+            packages[-1].body = [box] if box is not None else []
+        elif box is not None:
+            w, h = box[2] - box[0], box[3] - box[1]
+            if w > 0 and h > 0:
+                packages[-1].pads.append(Pad((box[0] + box[2]) / 2, (box[1] + box[3]) / 2, w, h, smd=pin[1]))
+        pin = None
+
+    for n, line in enumerate(lines, 1):
+        tokens = line.split(";", 1)[0].split()
+        if not tokens or tokens[0].startswith("#"):
+            continue
+        if tokens[0] == "PKG":
+            close()
+            if len(tokens) < 2:
+                raise CadError(f"{where}:{n}: a PKG record without its name")
+            packages.append(_Package(tokens[1]))
+            shapes = _Shapes(scale)
+        elif tokens[0] == "PIN" and packages:
+            close()
+            if len(tokens) < 5:
+                raise CadError(f"{where}:{n}: a PIN record needs <name> <type> <x> <y>; it has {len(tokens) - 1}")
+            kind = tokens[2].upper()
+            pin = (kind, kind == "S")
+            packages[-1].through_hole |= kind == "T"
+            shapes = _Shapes(scale)
+        elif tokens[0] in ("NET", "SNT", "FGR", "PRP", "LYR", "HDR"):
+            close()
+            shapes = None
+        elif shapes is not None:
+            shapes.take(tokens, f"{where}:{n}")
+    close()
+    return packages
+
+
+@dataclass
+class _Placed:
+    line: int
+    pkg: int
+    x: float
+    y: float
+    rot: float
+    mirrored: bool
+    ref: str
+    part: str
+    attributes: set[str]
+    value: str = ""
+
+
+def _components(lines: list[str], where: str) -> list[_Placed]:
+    names: dict[str, str] = {}  # attribute number -> name (`@0 .no_pop`)
+    out: list[_Placed] = []
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if text.startswith("@"):
+            number, _, name = text[1:].partition(" ")
+            names[number] = name.strip()
+        elif text.startswith("CMP "):
+            head, _, attrs = text.partition(";")
+            tokens = head.split()
+            if len(tokens) < 7:
+                raise CadError(f"{where}:{n}: a CMP record needs <pkg> <x> <y> <rot> <N|M> <ref> <part>; this one "
+                               f"has {len(tokens) - 1} fields")
+            pkg = _number(tokens[1], f"{where}:{n}", "the package number")
+            x, y, rot = (_number(t, f"{where}:{n}", what) for t, what in zip(tokens[2:5], ("x", "y", "rotation")))
+            if tokens[5].upper() not in ("N", "M"):
+                raise CadError(f"{where}:{n}: the mirror field is {tokens[5]!r}; ODB++ writes N or M")
+            given = {a.split("=", 1)[0].strip() for a in attrs.split(";", 1)[0].split(",") if a.strip()}
+            out.append(_Placed(n, int(pkg), x, y, rot, tokens[5].upper() == "M", tokens[6],
+                               tokens[7] if len(tokens) > 7 else "", {names.get(a, a) for a in given}))
+        elif text.startswith("PRP ") and out:
+            key, _, value = text[4:].partition(" ")
+            if key.lower() == "value":
+                out[-1].value = value.strip().strip("'")
+    return out
+
+
+def _edge(lines: list[str], scale: float, where: str) -> Rect | None:
+    """The box of a profile's surface: its contour's points (OB begins, OS a line to, OC an arc to)."""
+    points = []
+    for n, line in enumerate(lines, 1):
+        tokens = line.split(";", 1)[0].split()
+        if tokens and tokens[0] in ("OB", "OS", "OC"):
+            if len(tokens) < 3:
+                raise CadError(f"{where}:{n}: {tokens[0]} needs x and y")
+            points.append((_number(tokens[1], f"{where}:{n}", "x") * scale,
+                           _number(tokens[2], f"{where}:{n}", "y") * scale))
+    return bounding(points)
+
+
+def _matrix_layers(lines: list[str]) -> list[tuple[int, str]]:
+    """(row, name) of every component layer in the job's matrix."""
+    out, block = [], None
+    for line in lines:
+        text = line.strip()
+        if text.endswith("{"):
+            block = {"_kind": text[:-1].strip().upper()}
+        elif text == "}" and block is not None:
+            if block["_kind"] == "LAYER" and block.get("TYPE", "").upper() == "COMPONENT":
+                row = block.get("ROW", "0")
+                out.append((int(row) if row.isdigit() else 0, block.get("NAME", "").lower()))
+            block = None
+        elif block is not None and "=" in text:
+            key, _, value = text.partition("=")
+            block[key.strip().upper()] = value.strip()
+    return sorted(out)
+
+
+def _sides(layers: list[tuple[int, str]]) -> dict[str, str]:
+    """Layer name -> top | bottom: by the convention's names, else by row (the first component layer is the top)."""
+    sides = {}
+    for i, (_row, name) in enumerate(layers):
+        if name.endswith(("_top", "top")):
+            sides[name] = "top"
+        elif name.endswith(("_bot", "_bottom", "bot")):
+            sides[name] = "bottom"
+        else:
+            sides[name] = "top" if i == 0 else "bottom"
+    return sides
+
+
+def read_odbpp(path: Path) -> BoardDesign:
+    """The design of one step of an ODB++ job (a folder, a step's folder in it, or a .tgz / .zip of it)."""
+    path = Path(path)
+    job = _Job(path)
+    matrix = job.lines("matrix/matrix")
+    layers = _matrix_layers(matrix or [])
+    if not layers:
+        raise CadError(f"{path}: its matrix/matrix lists no component layer (TYPE=COMPONENT): the job carries no "
+                       "placement; export it again with the assembly (component) layers")
+    sides = _sides(layers)
+    placing = [s for s in job.steps() if any(job.has(f"steps/{s}/layers/{name}/components") for _r, name in layers)]
+    if job.step_asked is not None:
+        if job.step_asked.lower() not in placing:
+            raise CadError(f"{path}: step {job.step_asked} places no parts (steps that do: {', '.join(placing)})")
+        placing = [job.step_asked.lower()]
+    if not placing:
+        raise CadError(f"{path}: no step of the job has a components file in its component layers "
+                       f"({', '.join(n for _r, n in layers)}): no parts to place")
+    if len(placing) > 1:
+        raise CadError(f"{path}: parts are placed in {len(placing)} steps ({', '.join(placing)}); unpack the job and "
+                       f"import the one to inspect by its folder: JOB/steps/{placing[0]}")
+    step = placing[0]
+    info = job.lines("misc/info") or []
+    job_units = _units(info, None)
+    notes: list[str] = []
+
+    def scale_of(lines: list[str], name: str) -> float:
+        found = _units(lines, job_units)
+        if found is None:
+            notes.append(f"{name} has no UNITS line, nor does misc/info: read in inches, ODB++'s default")
+            return UNITS["INCH"]
+        return found
+
+    data = job.lines(f"steps/{step}/eda/data")
+    packages = _packages(data, scale_of(data, "eda/data"), f"{path}: steps/{step}/eda/data") if data else []
+    if not data:
+        notes.append(f"no steps/{step}/eda/data: the parts come without footprints (the library's bodies are used)")
+    parts: list[PlacedPart] = []
+    for _row, layer in layers:
+        lines = job.lines(f"steps/{step}/layers/{layer}/components")
+        if lines is None:
+            continue
+        where = f"{path}: steps/{step}/layers/{layer}/components"
+        scale = scale_of(lines, f"layers/{layer}/components")
+        for c in _components(lines, where):
+            if data and not 0 <= c.pkg < len(packages):
+                raise CadError(f"{where}:{c.line}: {c.ref} names package {c.pkg}, but eda/data holds "
+                               f"{len(packages)} (0-{len(packages) - 1})")
+            pkg = packages[c.pkg] if data else _Package(c.part or f"package-{c.pkg}")
+            fiducial = "fiducial" in pkg.name.lower() or c.ref.upper().startswith("FID")
+            body = pkg.body[0] if pkg.body else None
+            excluded = f"not placed (its {NOT_PLACED} attribute)" if NOT_PLACED in c.attributes else None
+            if excluded is None and data and not pkg.pads and body is None:
+                excluded = "a component whose package has no pins or outline in the file"
+            side = "bottom" if c.mirrored or sides[layer] == "bottom" else "top"
+            parts.append(PlacedPart(c.ref, c.value or c.part, pkg.name, c.x * scale, c.y * scale, (-c.rot) % 360.0,
+                                    side, tuple(pkg.pads), body, through_hole=pkg.through_hole, fiducial=fiducial,
+                                    excluded=excluded))
+    profile = job.lines(f"steps/{step}/profile")
+    outline = _edge(profile, scale_of(profile, "profile"), f"{path}: steps/{step}/profile") if profile else None
+    design = BoardDesign(str(path), f"ODB++ (step {step})", parts, y_up=True, outline=outline, notes=notes)
+    if outline is None:
+        design.notes.append(f"no outline in steps/{step}/profile: the board's extent is taken from its parts")
+    return design

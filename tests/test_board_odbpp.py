@@ -1,0 +1,287 @@
+"""ODB++ jobs: a folder, a step's folder, a .tgz or a .zip of it, files kept with Unix compress, bad records named.
+
+No CAD tool with an ODB++ export was reachable from this box (Debian 12's KiCad 6 predates KiCad 9's exporter), so
+the job is written here to the format's layout by hand: the matrix, misc/info, a board step (eda/data, two component
+layers, its profile) and a panel step that places nothing. tests/cad/odbpp-eda-data.Z is this file's EDA_DATA as
+ncompress 4.2.4's `compress` wrote it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from inspector.board.design import CadError
+from inspector.board.odbpp import read_odbpp
+from inspector.routing.rules import load_rules
+
+MATRIX = """STEP {
+   COL=1
+   NAME=PCB
+}
+
+STEP {
+   COL=2
+   NAME=PANEL
+}
+
+LAYER {
+   ROW=1
+   CONTEXT=BOARD
+   TYPE=COMPONENT
+   NAME=COMP_+_TOP
+   POLARITY=POSITIVE
+}
+
+LAYER {
+   ROW=2
+   CONTEXT=BOARD
+   TYPE=SIGNAL
+   NAME=TOP
+   POLARITY=POSITIVE
+}
+
+LAYER {
+   ROW=3
+   CONTEXT=BOARD
+   TYPE=COMPONENT
+   NAME=COMP_+_BOT
+   POLARITY=POSITIVE
+}
+"""
+
+INFO = """UNITS=MM
+ODB_VERSION_MAJOR=8
+ODB_VERSION_MINOR=1
+JOB_NAME=board
+"""
+
+
+def _soic_pins() -> str:
+    rows = []
+    for i, y in enumerate((1.905, 0.635, -0.635, -1.905)):
+        rows.append(f"PIN {i + 1} S -2.475 {y} 0 E S\nRC -3.45 {y - 0.3:.3f} 1.95 0.6")
+    for i, y in enumerate((-1.905, -0.635, 0.635, 1.905)):
+        rows.append(f"PIN {i + 5} S 2.475 {y} 0 E S\nRC 1.5 {y - 0.3:.3f} 1.95 0.6")
+    return "\n".join(rows)
+
+
+EDA_DATA = f"""# written by hand to ODB++ 8.1's layout
+HDR inspector tests
+UNITS=MM
+LYR top
+#
+#NET 0
+NET $NONE$
+#
+# PKG 0
+PKG R_0402_1005Metric 1.02 -0.93 -0.47 0.93 0.47;
+RC -0.5 -0.25 1.0 0.5
+PIN 1 S -0.51 0 0 E S
+RC -0.8 -0.27 0.58 0.54
+PIN 2 S 0.51 0 0 E S
+RC 0.22 -0.27 0.58 0.54
+#
+# PKG 1
+PKG SOIC-8_3.9x4.9mm_P1.27mm 1.27 -3.7 -2.7 3.7 2.7;
+CT
+OB -1.95 -2.45 I
+OS 1.95 -2.45
+OS 1.95 2.45
+OS -1.95 2.45
+OS -1.95 -2.45
+OE
+CE
+{_soic_pins()}
+#
+# PKG 2
+PKG Fiducial_1mm_Mask2mm 1.0 -1 -1 1 1;
+CR 0 0 1
+PIN 1 S 0 0 0 E S
+CR 0 0 0.5
+#
+# PKG 3
+PKG PinHeader_1x02_P2.54mm_Vertical 2.54 -1.33 -3.87 1.33 1.33;
+RC -1.27 -3.81 2.54 5.08
+PIN 1 T 0 0 0 E T
+SQ 0 0 0.85
+PIN 2 T 0 -2.54 0 E T
+CR 0 -2.54 0.85
+#
+# PKG 4
+PKG C_0603_1608Metric 1.6 -1.48 -0.73 1.48 0.73;
+RC -0.8 -0.4 1.6 0.8
+PIN 1 S -0.775 0 0 E S
+RC -1.225 -0.475 0.9 0.95
+PIN 2 S 0.775 0 0 E S
+RC 0.325 -0.475 0.9 0.95
+#
+"""
+
+TOP = """UNITS=MM
+#
+#Component attribute names
+#
+@0 .no_pop
+@1 .comp_height
+#
+# CMP 0
+CMP 0 10.0 20.0 270.0 N R1 RES-10K-0402 ;1=0.35;ID=11
+PRP Value '10k'
+TOP 0 10.0 19.49 270.0 N 1 0 1
+TOP 1 10.0 20.51 270.0 N 2 0 2
+#
+# CMP 1
+CMP 1 25.0 15.0 0 N U1 IC-LM358 ;ID=12
+PRP Value 'LM358'
+#
+# CMP 2
+CMP 0 30.0 25.0 0 N R2 RES-1K-0402 ;0,1=0.35;ID=13
+PRP Value '1k'
+#
+# CMP 3
+CMP 2 3.0 3.0 0 N FID1 FIDUCIAL ;ID=14
+#
+# CMP 4
+CMP 3 5.0 15.0 90 N J1 HDR-2 ;ID=15
+#
+# CMP 5
+CMP 4 18.0 8.0 0 N C1 CAP-100N-0603 ;ID=16
+PRP Value '100n'
+#
+"""
+
+BOTTOM = """UNITS=MM
+# CMP 0
+CMP 0 35.0 5.0 90 M R3 RES-10K-0402 ;ID=21
+PRP Value '10k'
+#
+"""
+
+PROFILE = """UNITS=MM
+#
+S P 0
+OB 0 0 I
+OS 40 0
+OS 40 30
+OS 0 30
+OS 0 0
+OE
+SE
+"""
+
+PANEL_PROFILE = PROFILE.replace("40", "120").replace("30", "90")
+TOP_FILE = "steps/pcb/layers/comp_+_top/components"
+BOTTOM_FILE = "steps/pcb/layers/comp_+_bot/components"
+
+
+def write_job(root: Path, swap: dict[str, str] | None = None) -> Path:
+    """The job under `root`/board; `swap` gives a file (by its path in the job) other text, or with "" leaves it out."""
+    files = {"matrix/matrix": MATRIX, "misc/info": INFO, "steps/pcb/eda/data": EDA_DATA,
+             "steps/pcb/layers/comp_+_top/components": TOP, "steps/pcb/layers/comp_+_bot/components": BOTTOM,
+             "steps/pcb/profile": PROFILE, "steps/panel/profile": PANEL_PROFILE}
+    job = root / "board"
+    for name, text in files.items():
+        text = (swap or {}).get(name, text)
+        if text:
+            (job / name).parent.mkdir(parents=True, exist_ok=True)
+            (job / name).write_text(text, encoding="utf-8")
+    return job
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_a_job_folder_gives_its_parts_footprints_bom_and_outline(tmp_path: Path) -> None:
+    design = read_odbpp(write_job(tmp_path))
+    by = {p.ref: p for p in design.parts}
+    assert design.outline == (0, 0, 40, 30) and design.y_up and design.format == "ODB++ (step pcb)"
+    assert design.notes == []
+    # 270 degrees clockwise is 90 counter-clockwise, the neutral design's direction
+    assert (by["R1"].x_mm, by["R1"].y_mm, by["R1"].rotation, by["R1"].side, by["R1"].value) == (10, 20, 90, "top",
+                                                                                               "10k")
+    assert by["R1"].package == "R_0402_1005Metric" and by["R1"].body == (-0.5, -0.25, 0.5, 0.25)
+    assert sorted(tuple(round(v, 6) for v in (p.x, p.y, p.w, p.h)) for p in by["R1"].pads) == [
+        (-0.51, 0, 0.58, 0.54), (0.51, 0, 0.58, 0.54)]
+    assert by["U1"].body == (-1.95, -2.45, 1.95, 2.45) and len(by["U1"].pads) == 8 and by["U1"].value == "LM358"
+    assert by["R2"].excluded == "not placed (its .no_pop attribute)" and by["R1"].excluded is None
+    assert by["FID1"].fiducial and by["J1"].through_hole and not by["R1"].through_hole
+    assert sorted((round(p.w, 6), round(p.h, 6), p.smd) for p in by["J1"].pads) == [(1.7, 1.7, False)] * 2
+    assert (by["R3"].side, by["R3"].rotation, by["R3"].x_mm) == ("bottom", 270, 35)
+    # the same job from one of its steps' folders, and packed as it travels
+    assert read_odbpp(tmp_path / "board" / "steps" / "pcb").parts == design.parts
+    with tarfile.open(tmp_path / "board.tgz", "w:gz") as t:
+        t.add(tmp_path / "board", arcname="board")
+    with zipfile.ZipFile(tmp_path / "board.zip", "w") as z:
+        for f in (tmp_path / "board").rglob("*"):
+            z.write(f, f.relative_to(tmp_path).as_posix())
+    assert read_odbpp(tmp_path / "board.tgz").parts == design.parts
+    assert read_odbpp(tmp_path / "board.zip").parts == design.parts
+
+
+def test_files_kept_with_unix_compress_and_other_units_are_read(tmp_path: Path) -> None:
+    packed = (Path(__file__).parent / "cad" / "odbpp-eda-data.Z").read_bytes()
+    from unlzw3 import unlzw
+
+    assert unlzw(packed).decode() == EDA_DATA  # the fixture is this file's EDA_DATA, compressed
+    plain = read_odbpp(write_job(tmp_path / "plain"))
+    job = write_job(tmp_path / "packed", {"steps/pcb/eda/data": ""})
+    (job / "steps" / "pcb" / "eda").mkdir()
+    (job / "steps" / "pcb" / "eda" / "data.Z").write_bytes(packed)
+    assert read_odbpp(job).parts == plain.parts
+    (job / "steps" / "pcb" / "eda" / "data.Z").write_bytes(packed[:40])
+    with pytest.raises(CadError, match=r"eda/data\.Z: not a file of Unix compress"):
+        read_odbpp(job)
+    inches = read_odbpp(write_job(tmp_path / "inch", {TOP_FILE: TOP.replace("UNITS=MM", "UNITS=INCH")}))
+    assert next(p for p in inches.parts if p.ref == "U1").x_mm == pytest.approx(25.0 * 25.4)
+    bare = read_odbpp(write_job(tmp_path / "bare", {"misc/info": "JOB_NAME=board\n",
+                                                    "steps/pcb/profile": PROFILE.replace("UNITS=MM\n", "")}))
+    assert bare.outline == pytest.approx((0, 0, 40 * 25.4, 30 * 25.4))
+    assert any("profile has no UNITS line" in n and "inches" in n for n in bare.notes)
+
+
+def test_a_bad_record_is_named_by_its_file_and_line_and_nothing_is_written(tmp_path: Path) -> None:
+    job = write_job(tmp_path, {TOP_FILE: TOP.replace("CMP 1 25.0 15.0", "CMP 1 25,0 15.0")})
+    out = tmp_path / "board.yaml"
+    r = cli("board", "import", str(job), "--out", str(out), "--px-per-mm", "10")
+    assert r.returncode != 0 and "comp_+_top/components:15: x is '25,0', not a number" in r.stderr, r.stderr
+    assert not out.exists()
+    wrong = write_job(tmp_path / "w", {BOTTOM_FILE: BOTTOM.replace("CMP 0 35", "CMP 7 35")})
+    with pytest.raises(CadError, match=r"comp_\+_bot/components:3: R3 names package 7, but eda/data holds 5"):
+        read_odbpp(wrong)
+    with pytest.raises(CadError, match="step panel places no parts"):
+        read_odbpp(tmp_path / "board" / "steps" / "panel")
+    twice = write_job(tmp_path / "two")
+    shutil.copytree(twice / "steps" / "pcb", twice / "steps" / "pcb-variant")
+    with pytest.raises(CadError, match=r"placed in 2 steps \(pcb, pcb-variant\).*JOB/steps/pcb"):
+        read_odbpp(twice)
+    assert read_odbpp(twice / "steps" / "pcb-variant").format == "ODB++ (step pcb-variant)"
+    (tmp_path / "broken.tgz").write_bytes(b"not a tar at all")
+    with pytest.raises(CadError, match=r"broken\.tgz: cannot be read as an ODB\+\+ archive \(file could not be "
+                                         r"opened successfully:\)"):
+        read_odbpp(tmp_path / "broken.tgz")
+
+
+def test_board_import_writes_the_rule_set_of_a_packed_job(tmp_path: Path) -> None:
+    write_job(tmp_path)
+    with tarfile.open(tmp_path / "board.tar.gz", "w:gz") as t:
+        t.add(tmp_path / "board", arcname="board")
+    out = tmp_path / "rules" / "board.yaml"
+    r = cli("board", "import", str(tmp_path / "board.tar.gz"), "--out", str(out), "--px-per-mm", "10",
+            "--json", str(tmp_path / "b.json"))
+    assert r.returncode == 0, r.stderr
+    assert "ODB++ (step pcb); 7 parts" in r.stdout
+    rules = load_rules(out)
+    assert rules.recipe == "board"  # the archive's name without .tar.gz
+    place = {p.ref: p for _c, p in rules.placements()}
+    assert {"R1", "U1", "C1"} <= set(place) and not {"R2", "R3", "FID1"} & set(place)
+    assert (place["R1"].x, place["R1"].y, place["R1"].rotation) == (100, 100, 90)  # y up: 30 - 20 mm from the top
+    fates = {f["ref"]: f for f in json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))["parts"]}
+    assert ".no_pop" in fates["R2"]["reason"] and "bottom side" in fates["R3"]["reason"]
