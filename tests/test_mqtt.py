@@ -14,6 +14,7 @@ import pytest
 
 from inspector.results.mqtt import MqttPublisher, parse_broker
 
+from .faults import wait_until
 from .services import Mosquitto
 from .test_results import board
 
@@ -285,6 +286,61 @@ def test_with_the_database_down_for_a_whole_run_every_verdict_reaches_the_factor
     rejected = [e["MessageBody"]["TransactionId"] for e in events
                 if e["MessageName"] == "CFX.Production.UnitsDisqualified"]
     assert rejected and rejected == [b["inspection_id"] for b in got if b["verdict"] != "pass"]
+    faults = [e["MessageBody"]["Fault"] for e in events if e["MessageName"] == "CFX.ResourcePerformance.FaultOccurred"]
+    assert [(f["FaultCode"], f["Severity"]) for f in faults] == [("ResultsDatabaseUnreachable", "Warning")]  # once
+    assert "cannot open the results database" in faults[0]["Description"]
+    sub.close()
+
+
+def test_the_results_database_going_away_and_back_is_one_fault_opened_and_cleared(broker: Mosquitto,
+                                                                                   tmp_path: Path) -> None:
+    """A real PostgreSQL server stopped as a crash stops it, under a real results writer: the factory hears that the
+    results wait on the box (a Warning: the line goes on) once, however many batches are spooled meanwhile, and
+    hears it cleared once the spool has gone into the database after the server is back."""
+    from types import SimpleNamespace
+
+    from inspector.app.factory_events import FactoryEvents
+    from inspector.ingest.sources import Source
+    from inspector.results.store import ResultStore
+    from inspector.results.writer import ResultWriter
+
+    from .services import Postgres
+
+    pg = Postgres()
+    sub = Subscriber(broker.port, client_id="mes-db-faults")
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")
+    pub.start()
+    writer = ResultWriter(ResultStore(pg.create_db("factory")), tmp_path / "spool.jsonl", max_wait_s=0.05,
+                          retry_s=0.2, max_retry_s=0.5)
+    writer.start()
+    line = SimpleNamespace(rules=SimpleNamespace(recipe="board_a", version="v1"), on_rules=[])
+    service = SimpleNamespace(decided=[], line=line, source=Source("folder:/in"), station=None, writer=writer)
+    events = FactoryEvents(pub, "line-1", "aoi-1")
+    try:
+        events.attach(service)  # type: ignore[arg-type]
+        writer.put(board("UP", 0))
+        assert wait_until(lambda: writer.status().written == 1, 20)
+        pg.outage()
+        for i in range(6):
+            writer.put(board(f"DOWN{i}", i + 1))
+            time.sleep(0.2)
+        assert wait_until(lambda: writer.status().spooled == 6, 20), writer.status()
+        assert wait_until(lambda: len(sub.messages_of("event")) == 2, 10)  # the recipe, then the fault
+        pg.start()
+        assert wait_until(lambda: writer.status().written == 7 and writer.status().spooled == 0, 60), writer.status()
+        assert wait_until(lambda: len(sub.messages_of("event")) == 3, 10)
+    finally:
+        events.close()
+        writer.close()
+        pg.stop()
+    names = [e["MessageName"] for e in sub.messages_of("event")]
+    assert names == ["CFX.Production.RecipeActivated", "CFX.ResourcePerformance.FaultOccurred",
+                     "CFX.ResourcePerformance.FaultCleared"]
+    occurred, cleared = sub.messages_of("event")[1:]
+    fault = occurred["MessageBody"]["Fault"]
+    assert (fault["FaultCode"], fault["Severity"]) == ("ResultsDatabaseUnreachable", "Warning")
+    assert "results wait on this box's disk" in fault["Description"]
+    assert cleared["MessageBody"]["FaultOccurrenceId"] == fault["FaultOccurrenceId"]
     sub.close()
 
 

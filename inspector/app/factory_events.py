@@ -4,7 +4,9 @@
 - every board rejected: by the line controller's station where there is one (its verdict, or its fail-safe at
   the deadline), else every board that did not pass (CFX UnitsDisqualified);
 - a rule set activated, at start and at every changeover (CFX RecipeActivated);
-- the source failing (a camera lost, a folder gone) and coming back (CFX FaultOccurred / FaultCleared).
+- the source failing (a camera lost, a folder gone) and coming back (CFX FaultOccurred / FaultCleared);
+- the results not reaching the database (they wait in the spool: the line goes on), the disk too full to spool them
+  (ingest waits), the results writer stopped, each opened once however long it lasts and cleared when it ends.
 The publisher sends them through its durable outbox (results/outbox.py), in the order they happened.
 """
 from __future__ import annotations
@@ -38,10 +40,10 @@ class FactoryEvents:
         self.publisher, self.line, self.station, self.say = publisher, line, station, say
         self._service: LineService | None = None
         self._hooked: Any = None  # the station listened to
-        self._fault: str | None = None  # the open fault's occurrence id
+        self._faults: dict[str, str] = {}  # condition -> the occurrence id of its open fault
         self._seen_error_at: float | None = None
         self._stop = threading.Event()
-        self._watch = threading.Thread(target=self._watch_source, name="factory-events", daemon=True)
+        self._watch = threading.Thread(target=self._watch_line, name="factory-events", daemon=True)
 
     def attach(self, service: LineService) -> None:
         """Hear the service's verdicts, changeovers and source; says the rule set in force now."""
@@ -53,9 +55,14 @@ class FactoryEvents:
         self._watch.start()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop watching; send what is queued (up to `timeout`; the durable outbox keeps the rest for the next
-        start), say offline, disconnect."""
+        """Stop watching, with a last look at the results (a fault that began since the last look is said); send
+        what is queued (up to `timeout`; the durable outbox keeps the rest for the next start), say offline,
+        disconnect."""
         self._stop.set()
+        if self._watch.is_alive():
+            self._watch.join(2 * WATCH_S)
+        if self._service is not None and not self._watch.is_alive():
+            self._watch_results(self._service)
         self.publisher.close(timeout)
 
     # -- the events ---------------------------------------------------------------------------------------
@@ -81,24 +88,48 @@ class FactoryEvents:
             self._hooked = station
             station.listen(self._on_station)
 
-    def _watch_source(self) -> None:
-        """Faults from the source's counters: a new error opens one, a frame after it clears it."""
+    def _watch_line(self) -> None:
         while not self._stop.wait(WATCH_S):
             self._hook_station()
             service = self._service
-            if service is None:
-                continue
-            counters = service.source.counters
-            error_at, frame_at = counters.last_error_at, counters.last_frame_at
-            if error_at is not None and error_at != self._seen_error_at:
-                self._seen_error_at = error_at
-                if self._fault is None:
-                    self._fault = str(uuid.uuid4())
-                    code = "CameraLost" if getattr(service.source.origin, "settings", None) is not None or \
-                        "camera" in service.source.name else "SourceError"
-                    self.publisher.event(cfx.fault(self.line, self.station, self._fault, code,
-                                                   counters.last_error or "the source failed", _now()))
-            elif self._fault is not None and frame_at is not None and error_at is not None and frame_at > error_at \
-                    and time.monotonic() - frame_at < 10 * WATCH_S:
-                self.publisher.event(cfx.fault(self.line, self.station, self._fault, "", "", _now(), cleared=True))
-                self._fault = None
+            if service is not None:
+                self._watch_source(service)
+                self._watch_results(service)
+
+    def _watch_source(self, service: LineService) -> None:
+        """A fault from the source's counters: a new error opens one, a frame after it clears it."""
+        counters = service.source.counters
+        error_at, frame_at = counters.last_error_at, counters.last_frame_at
+        if error_at is not None and error_at != self._seen_error_at:
+            self._seen_error_at = error_at
+            code = "CameraLost" if getattr(service.source.origin, "settings", None) is not None or \
+                "camera" in service.source.name else "SourceError"
+            self._fault("source", True, code, counters.last_error or "the source failed")
+        elif "source" in self._faults and frame_at is not None and error_at is not None and frame_at > error_at \
+                and time.monotonic() - frame_at < 10 * WATCH_S:
+            self._fault("source", False)
+
+    def _watch_results(self, service: LineService) -> None:
+        """Faults from the results writer's state: what the plant loses sight of while it lasts."""
+        writer = getattr(service, "writer", None)
+        if writer is None:
+            return
+        s = writer.status()
+        self._fault("results-database", s.spooled > 0, "ResultsDatabaseUnreachable",
+                    f"results wait on this box's disk for the database ({s.spooled} boards so far): "
+                    f"{s.last_error or 'the database refused them'}", "Warning")
+        self._fault("results-disk", s.disk_full, "ResultsDiskFull",
+                    "the results can be neither stored nor spooled (the disk is full): the line waits", "Error")
+        self._fault("results-writer", not s.alive, "ResultsWriterStopped",
+                    "the results writer stopped: new results are spooled as they come, none is stored", "Error")
+
+    def _fault(self, condition: str, on: bool, code: str = "", description: str = "",
+               severity: str = "Error") -> None:
+        """Open `condition`'s fault when it starts (once however long it lasts); clear it when it ends."""
+        if on and condition not in self._faults:
+            self._faults[condition] = str(uuid.uuid4())
+            self.publisher.event(cfx.fault(self.line, self.station, self._faults[condition], code, description,
+                                           _now(), severity=severity))
+        elif not on and condition in self._faults:
+            self.publisher.event(cfx.fault(self.line, self.station, self._faults.pop(condition), "", "", _now(),
+                                           cleared=True))

@@ -94,10 +94,11 @@ def recipe_activated(line: str, station: str, recipe: str, version: str, at: str
 
 
 def fault(line: str, station: str, occurrence: str, code: str, description: str, at: str,
-          cleared: bool = False) -> dict[str, Any]:
-    """A fault (`code`: CameraLost, SourceEnded, ...) and, with `cleared`, its end, one occurrence id for both."""
+          cleared: bool = False, severity: str = "Error") -> dict[str, Any]:
+    """A fault (`code`: CameraLost, ResultsDatabaseUnreachable, ...) and, with `cleared`, its end, one occurrence id
+    for both; `severity` Warning where the line goes on inspecting, Error where it cannot."""
     body = {"FaultOccurrenceId": occurrence, "Operator": None} if cleared else {
-        "Fault": {"FaultOccurrenceId": occurrence, "FaultCode": code, "Severity": "Error", "Description": description,
+        "Fault": {"FaultOccurrenceId": occurrence, "FaultCode": code, "Severity": severity, "Description": description,
                   "Lane": 1}}
     return envelope(FAULT_CLEARED if cleared else FAULT_OCCURRED, f"{occurrence}/{'cleared' if cleared else 'on'}",
                     line, station, body, at)
