@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -32,6 +32,7 @@ from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
 ARCHIVES = (".tgz", ".tar.gz", ".tar", ".zip")
 UNITS = {"MM": 1.0, "INCH": 25.4}
 NOT_PLACED = ".no_pop"
+_READ = re.compile(r"^(matrix/matrix|misc/info|steps/[^/]+/(eda/data|profile|layers/[^/]+/components))(\.z)?$")
 _UNITS_LINE = re.compile(r"^\s*(?:UNITS\s*=\s*|U\s+)(MM|INCH)\s*$", re.IGNORECASE)
 
 
@@ -60,12 +61,7 @@ class _Job:
                     self.files[f.relative_to(root).as_posix().lower()] = f
         else:
             self.step_asked = None
-            members = dict(_archive_members(source))
-            roots = sorted((name.rsplit("matrix/matrix", 1)[0] for name in members
-                            if name.endswith(("matrix/matrix", "matrix/matrix.z"))), key=len)
-            if not roots:
-                raise CadError(f"{source}: no ODB++ job in the archive (no <job>/matrix/matrix among its files)")
-            self.files = {name[len(roots[0]):]: data for name, data in members.items() if name.startswith(roots[0])}
+            self.files = dict(_archive_files(source))
 
     def has(self, name: str) -> bool:
         return name in self.files or name + ".z" in self.files
@@ -96,24 +92,38 @@ def _job_root(path: Path) -> Path | None:
     return None
 
 
-def _archive_members(source: Path) -> Iterator[tuple[str, bytes]]:
+def _archive_files(source: Path) -> Iterator[tuple[str, bytes]]:
+    """(path below the job's root, contents) of the files an import reads, out of a .tgz / .tar / .zip; a job's
+    copper layers can be hundreds of megabytes, so nothing else is read into memory."""
     try:
         if source.name.lower().endswith(".zip"):
             with zipfile.ZipFile(source) as z:
-                for info in z.infolist():
-                    if not info.is_dir():
-                        yield _member_name(info.filename), z.read(info)
+                names = {_member_name(i.filename): i for i in z.infolist() if not i.is_dir()}
+                root = _archive_root(source, names)
+                for name, info in names.items():
+                    if name.startswith(root) and _READ.match(name[len(root):]):
+                        yield name[len(root):], z.read(info)
             return
         with tarfile.open(source, "r:*") as t:
-            for member in t.getmembers():
-                if member.isfile():
-                    handle = t.extractfile(member)
-                    if handle is not None:
-                        yield _member_name(member.name), handle.read()
+            members = {_member_name(m.name): m for m in t.getmembers() if m.isfile()}
+            root = _archive_root(source, members)
+            for name, member in members.items():
+                handle = t.extractfile(member) if name.startswith(root) and _READ.match(name[len(root):]) else None
+                if handle is not None:
+                    yield name[len(root):], handle.read()
     except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CadError(f"{source}: cannot be read as an ODB++ archive ({reason}); pack the job again as .tgz or "
                        ".zip, or import its unpacked folder") from None
+
+
+def _archive_root(source: Path, names: Iterable[str]) -> str:
+    """The job's folder inside the archive (`board/`, or '' when the archive holds the job's own folders)."""
+    roots = sorted((n.rsplit("matrix/matrix", 1)[0] for n in names if n.endswith(("matrix/matrix", "matrix/matrix.z"))),
+                   key=len)
+    if not roots:
+        raise CadError(f"{source}: no ODB++ job in the archive (no <job>/matrix/matrix among its files)")
+    return roots[0]
 
 
 def _member_name(name: str) -> str:
