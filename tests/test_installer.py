@@ -85,6 +85,7 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     assert (staged / "var/backups/inspector").is_dir()
     llm = (staged / "etc/systemd/system/inspector-llm.service").read_text()
     assert "llm serve --ledger http://127.0.0.1:9107 --ledger-token-file /etc/inspector/api-token" in llm
+    assert "Environment=OMP_WAIT_POLICY=PASSIVE" in llm  # its OpenMP threads do not spin on the line's cores
     assert "INSPECTOR_PLAIN_LISTEN=127.0.0.1:9107" in env  # the kiosk's loopback listener the lease talks to
     assert not [p for p in ("@PREFIX@", "@DATA@", "@CONF@", "@USER@") if p in llm]
     assert (staged / "etc/inspector/llm.env").is_file()

@@ -240,6 +240,19 @@ def test_beside_line_prints_the_line_and_the_model_alone_and_together(demo, tiny
     for cells in rows.values():
         alone, beside = float(cells[2]), float(cells[3])
         assert alone > 0 and beside > 0
+    assert "OMP_WAIT_POLICY=PASSIVE" in out  # the model's process waits as the installed service's does
+
+
+def test_a_model_yielding_the_cpu_with_spinning_threads_is_told_to_wait_passively() -> None:
+    """Only a model below the line's priority with more than one thread (or a count left to the server) and
+    OpenMP's default spinning is told; the note names the variable to set."""
+    from inspector.moe.service.server import spinning_beside
+
+    assert "OMP_WAIT_POLICY=PASSIVE" in (spinning_beside(10, 2, None) or "")
+    assert spinning_beside(10, None, "active") is not None  # the server may choose several threads itself
+    assert spinning_beside(10, 1, None) is None  # one thread: no workers to spin
+    assert spinning_beside(0, 4, None) is None  # not yielding: spinning is its own business
+    assert spinning_beside(10, 4, "passive") is None
 
 
 def test_the_kiosk_lends_the_model_its_memory_on_a_lease(demo, tiny_llm: Path, tmp_path: Path, capsys) -> None:

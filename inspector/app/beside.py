@@ -7,6 +7,12 @@ model runs as `inspector llm serve` in its own process, with its own thread
 count and a lower CPU priority, and a client asks it for completions back to
 back. Four figures come out: the line's parts/s alone and beside the model,
 the model's tokens/s alone and beside the line.
+
+The model's process waits for work passively between its steps (OpenMP's
+OMP_WAIT_POLICY=PASSIVE), as the installed service runs it: with more than one
+thread, torch's OpenMP workers otherwise spin on the cores after each step, and
+at a low priority they still took them from a busy line (measured with
+`--omp-wait active`, docs/pages/ml/llm-service.md).
 """
 from __future__ import annotations
 
@@ -58,7 +64,7 @@ class BesideReport:
 class ModelServer:
     """`inspector llm serve` as a child process on a free loopback port."""
 
-    def __init__(self, args: list[str], models_dir: Path, log: Path) -> None:
+    def __init__(self, args: list[str], models_dir: Path, log: Path, env: dict[str, str] | None = None) -> None:
         import socket
 
         with socket.socket() as s:
@@ -68,7 +74,8 @@ class ModelServer:
         cmd = [sys.executable, "-m", "inspector.cli", "--models", str(models_dir), "llm", "serve", "--listen",
                f"127.0.0.1:{self.port}", *args]
         self.log = log
-        self.proc = subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+                                     env={**os.environ, **(env or {})})
         deadline = time.monotonic() + 600  # the demo model may be built on first use
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -161,7 +168,8 @@ class _Chat:
 
 def beside(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: ServiceConfig,
            models_dir: Path, serve_args: list[str], prompts: list[str], seconds: float = 20.0,
-           line_load: float = 0.5, max_tokens: int = 16, say: Callable[[str], None] = lambda _m: None) -> BesideReport:
+           line_load: float = 0.5, max_tokens: int = 16, say: Callable[[str], None] = lambda _m: None,
+           omp_wait: str = "passive") -> BesideReport:
     if not 0 < line_load <= 1:
         raise ValueError(f"--line-load is a share of the line's capacity, above 0 and at most 1; got {line_load}")
     with tempfile.TemporaryDirectory(prefix="inspector-beside-") as tmp:
@@ -181,7 +189,7 @@ def beside(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config:
         with line(interval, "alone") as ln:
             line_alone = _rate(ln.parts, seconds)
         say(f"line alone at the production rate: {line_alone:.1f} parts/s")
-        server = ModelServer(serve_args, models_dir, root / "serve.log")
+        server = ModelServer(serve_args, models_dir, root / "serve.log", {"OMP_WAIT_POLICY": omp_wait.upper()})
         try:
             with _Chat(server, prompts, max_tokens) as chat:
                 model_alone = _rate(lambda: chat.tokens, seconds)
@@ -195,4 +203,4 @@ def beside(rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config:
         finally:
             server.stop()
     return BesideReport(seconds, capacity, line_load, line_alone, line_beside, model_alone, model_beside,
-                        " ".join(serve_args))
+                        " ".join(serve_args) + f", OMP_WAIT_POLICY={omp_wait.upper()}")

@@ -162,7 +162,7 @@ def cmd_beside(args: argparse.Namespace) -> int:
     serve = ["--policy", args.llm_policy, "--cache-ratio", str(args.cache_ratio), "--threads", str(args.threads),
              "--nice", str(args.nice)] + (["--model", args.model] if args.model else [])
     report = beside(rules, zoo, profiles, config, models_of(args), serve, read_prompts(args.prompts),
-                    args.seconds, args.line_load, args.max_tokens, say)
+                    args.seconds, args.line_load, args.max_tokens, say, args.omp_wait)
     print(report.table())
     return 0
 
@@ -184,6 +184,9 @@ def add_beside(llm_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nice", type=int, default=10, help="how much lower the model process's CPU priority is "
                                                           "(default 10: the line comes first)")
     p.add_argument("--max-tokens", type=int, default=16, help="tokens per completion the client asks for")
+    p.add_argument("--omp-wait", choices=["passive", "active"], default="passive",
+                   help="how the model's OpenMP threads wait between steps: passive, as the installed service runs "
+                        "it (default), or active (spinning: OpenMP's own default)")
     p.add_argument("--prompts", help="prompt file (default: the built-in set)")
     p.set_defaults(func=cmd_beside)
 
