@@ -85,8 +85,10 @@ PKG R_0402_1005Metric 1.02 -0.93 -0.47 0.93 0.47;
 RC -0.5 -0.25 1.0 0.5
 PIN 1 S -0.51 0 0 E S
 RC -0.8 -0.27 0.58 0.54
+FID C 0 12
 PIN 2 S 0.51 0 0 E S
 RC 0.22 -0.27 0.58 0.54
+VND key=value 'a vendor record'
 #
 # PKG 1
 PKG SOIC-8_3.9x4.9mm_P1.27mm 1.27 -3.7 -2.7 3.7 2.7;

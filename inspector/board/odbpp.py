@@ -32,6 +32,7 @@ from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
 ARCHIVES = (".tgz", ".tar.gz", ".tar", ".zip")
 UNITS = {"MM": 1.0, "INCH": 25.4}
 NOT_PLACED = ".no_pop"
+_OUTLINE_RECORDS = {"CT", "CE", "OB", "OS", "OC", "OE", "SE", "RC", "CR", "SQ"}
 _READ = re.compile(r"^(matrix/matrix|misc/info|steps/[^/]+/(eda/data|profile|layers/[^/]+/components))(\.z)?$")
 _UNITS_LINE = re.compile(r"^\s*(?:UNITS\s*=\s*|U\s+)(MM|INCH)\s*$", re.IGNORECASE)
 
@@ -174,6 +175,8 @@ class _Shapes:
     def take(self, tokens: list[str], where: str) -> bool:
         """True when the record was an outline record (and taken)."""
         kind, s = tokens[0], self.scale
+        if kind not in _OUTLINE_RECORDS:  # another record of the section (FID, a vendor's own): not ours to read
+            return False
         nums = [_number(t, where, f"{kind}'s value") for t in tokens[1:] if not t.isalpha()]
         if kind == "CT":
             self._contour = []
@@ -193,8 +196,6 @@ class _Shapes:
         elif kind == "SQ" and len(nums) >= 3:
             x, y, half = (v * s for v in nums[:3])
             self.boxes.append((x - half, y - half, x + half, y + half))
-        elif kind not in ("OE", "SE"):
-            return False
         return True
 
     def box(self) -> Rect | None:
