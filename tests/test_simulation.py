@@ -128,13 +128,15 @@ def test_the_measured_gpu_box_simulates_the_gpu_it_was_measured_on(models_dir) -
 
 def test_the_first_batch_after_a_switch_pays_the_profiled_cold_cost(tiny) -> None:
     """A profile's cold_s is charged once per load, to the batch that first runs on it: samba (one executor, no
-    prefetch, so no load overlaps a batch) takes cold_s longer per load that ran, and schedules the same. Batches of
-    one, in both runs: slower batches otherwise let more requests gather into fewer batches, which saves their fixed
-    cost by an amount that depends on the measured profile (with this box's first profile of format 7, 0.18 s of
-    the 1.85 s charged)."""
+    prefetch, so no load overlaps a batch) computes about cold_s longer per load that ran, and schedules the same.
+    Compute, not the makespan, and every request at once in batches of one, in both runs: otherwise a slower run
+    also fills what was a wait for arrivals in the faster one and lets requests gather into fewer batches, by amounts
+    that depend on the measured profile (in CI the makespan showed 33 of 37 switches' worth)."""
     import copy
+    import dataclasses
 
-    workload, zoo, measured = tiny
+    tiny_workload, zoo, measured = tiny
+    workload = dataclasses.replace(tiny_workload, arrival_interval_s=0.0)
     cold = 0.05
     profiles = copy.deepcopy(measured)
     for prof in profiles.values():
@@ -148,8 +150,12 @@ def test_the_first_batch_after_a_switch_pays_the_profiled_cold_cost(tiny) -> Non
     warm, _ = simulate_policy(workload, zoo, get_policy("samba"), profiles, oracle)
     slow, _ = simulate_policy(workload, zoo, get_policy("samba"), chilled, oracle)
     assert slow.switches == warm.switches > 0
-    extra = slow.makespan_s - warm.makespan_s
-    assert cold * warm.switches * 0.99 <= extra <= cold * (warm.switches + len(zoo.entries)) * 1.01, extra
+
+    def compute_s(run) -> float:  # noqa: ANN001 - a RunReport; samba runs one executor
+        return run.time_shares["compute"] * run.makespan_s
+
+    extra = compute_s(slow) - compute_s(warm)  # here 37.2-37.5 loads' worth of 37 switches and 38 loads, 3 runs
+    assert cold * warm.switches * 0.95 <= extra <= cold * (warm.switches + len(zoo.entries)) * 1.01, extra
 
 
 def test_a_refit_reads_the_cold_cost_apart_from_k_and_b(tiny) -> None:
