@@ -1,5 +1,6 @@
-"""A batch-latency curve: timed so that the box's slow spells fall on every batch size alike, and the max batch
-read off it so that the noise left does not move it.
+"""Timing an architecture's batches, as both profilers (torch's, a runtime's) do it: one call timed with the device
+synchronised, the batch-latency curve timed so that the box's slow spells fall on every batch size alike, the max
+batch and K, B read off it so that the noise left does not move them, and a switch's cold first batch.
 
 The max batch is read off this curve ("where the average latency stops falling", paper §4.5), so a bent curve
 moves it. Timing each size's repeats back to back let one slow spell of the machine (a neighbour on the VM, the
@@ -16,12 +17,28 @@ up; a GPU's curve (flat, then rising) is not a straight line and is read point b
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
+
+from ...runtime.devices import Device
+from ..online.profile import fit_linear
 
 PLATEAU = 0.05  # a batch within 5% of the best average latency is on the plateau
 LINEAR_FIT = 0.10  # the line describes the curve when it is this close to every point: about a VM's noise
 ROUND_SECONDS = 0.02  # per size and round: about 5 batches of one of a small CNN on one core
 MOST_RUNS = 64  # per sample: a batch that takes no measurable time still ends
+
+
+def time_call(fn: Callable[[], object], device: Device, repeats: int) -> float:
+    """The median seconds of `repeats` calls of `fn`, the device synchronised on either side of each."""
+    samples = []
+    for _ in range(repeats):
+        device.synchronize()
+        t = time.perf_counter()
+        fn()
+        device.synchronize()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
 
 
 def batch_curve(batch: Callable[[int], object], sizes: Sequence[int], rounds: int,
@@ -41,6 +58,19 @@ def batch_curve(batch: Callable[[int], object], sizes: Sequence[int], rounds: in
                 runs += 1
             samples[n].append(spent / runs)
     return {n: statistics.median(s) for n, s in samples.items()}
+
+
+def curve_costs(latency: dict[int, float]) -> tuple[int, float, float]:
+    """(max batch, K, B) of a curve: the plateau, and the line through the sizes up to it (at least 1 and 2)."""
+    max_batch = plateau_batch(latency)
+    k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
+    return max_batch, k, b
+
+
+def cold_extra(after_switch: Callable[[], Callable[[], object]], warm_s: float, device: Device, repeats: int) -> float:
+    """What a batch of one right after a switch takes beyond `warm_s`, the same batch back to back: `after_switch`
+    switches the expert in again and returns its batch; the median of `repeats`, each timed once."""
+    return max(0.0, statistics.median(time_call(after_switch(), device, 1) for _ in range(repeats)) - warm_s)
 
 
 def plateau_batch(latency: dict[int, float]) -> int:

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import os
-import statistics
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,23 +16,12 @@ from ...runtime.arena import HostArena, aligned
 from ...runtime.devices import Device, cpu_cores, fingerprint
 from ...runtime.memory import MemoryLedger
 from ...runtime.store import Tier, TieredStore
-from ..online.profile import ArchProfile, DeviceProfile, fit_linear
+from ..online.profile import ArchProfile, DeviceProfile
 from .concurrency import concurrency_curve
-from .curve import batch_curve, plateau_batch
+from .curve import batch_curve, cold_extra, curve_costs, time_call
 from .runtime_profile import profile_on_runtime, runtime_concurrency
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
-
-
-def _time(fn: Callable[[], object], device: Device, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        device.synchronize()
-        t = time.perf_counter()
-        fn()
-        device.synchronize()
-        samples.append(time.perf_counter() - t)
-    return statistics.median(samples)
 
 
 def profile_architecture(
@@ -65,8 +52,7 @@ def profile_architecture(
             else:
                 out.append(profile_on_runtime(
                     arch, device, runtime.backend, runtime.expert, runtime.sha256, weight_path, runtime.home,
-                    threads, batch_sizes, repeats, drop_page_cache, lambda fn, n: _time(fn, device, n),
-                    plateau_batch, lambda switch, warm, n: cold_extra(switch, warm, device, n)))
+                    threads, batch_sizes, repeats, drop_page_cache))
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
 
@@ -101,12 +87,12 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
     # disk: every fetch drops the file from the page cache again, so each read is a disk read.
     switch()  # the first load builds a shell; the timed ones reuse it
     if host is not None:
-        disk_s = _time(lambda: (switch(), store.forget_host(name)), device, repeats)
+        disk_s = time_call(lambda: (switch(), store.forget_host(name)), device, repeats)
         load_from_store()
-        host_s = _time(switch, device, repeats)
+        host_s = time_call(switch, device, repeats)
         load_s = {Tier.DISK.value: disk_s, Tier.HOST.value: host_s}
     else:
-        load_s = {Tier.DISK.value: _time(switch, device, repeats)}
+        load_s = {Tier.DISK.value: time_call(switch, device, repeats)}
     module = load_from_store()
     crops = [torch.rand(3, arch.input_size, arch.input_size) for _ in range(max(batch_sizes))]
 
@@ -114,7 +100,7 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
         return arch.run(module, torch.stack([arch.preprocess(c) for c in crops[:n]]).to(device.torch))
 
     batch(1)  # warm-up: lazy init, allocator, anchors
-    latency = batch_curve(batch, batch_sizes, repeats, lambda fn: _time(fn, device, 1))
+    latency = batch_curve(batch, batch_sizes, repeats, lambda fn: time_call(fn, device, 1))
 
     def after_switch() -> Callable[[], object]:
         nonlocal module
@@ -126,19 +112,12 @@ def _profile(arch: Architecture, device: Device, weight_path: Path, threads: int
 
     cold_s = cold_extra(after_switch, latency[1], device, repeats)
     x = torch.stack(crops).to(device.torch)
-    max_batch = plateau_batch(latency)
-    k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
+    max_batch, k, b = curve_costs(latency)
     act = _cuda_activation_bytes(arch, module, x, device) if device.is_cuda else arch.activation_bytes(1)
     return ArchProfile(
         key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
         act_bytes_per_sample=act, load_s=load_s, batch_latency_s=latency, threads=threads, cold_s=cold_s,
     )
-
-
-def cold_extra(after_switch: Callable[[], Callable[[], object]], warm_s: float, device: Device, repeats: int) -> float:
-    """What a batch of one right after a switch takes beyond `warm_s`, the same batch back to back: `after_switch`
-    switches the expert in again and returns its batch; the median of `repeats`, each timed once by `_time`."""
-    return max(0.0, statistics.median(_time(after_switch(), device, 1) for _ in range(repeats)) - warm_s)
 
 
 def _cuda_activation_bytes(arch: Architecture, module: torch.nn.Module, x: torch.Tensor, device: Device) -> int:

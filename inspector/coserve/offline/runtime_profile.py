@@ -17,16 +17,14 @@ from ...experts.backends.base import Backend, Weights
 from ...experts.base import Architecture
 from ...runtime.devices import Device
 from ...runtime.store import Tier
-from ..online.profile import ArchProfile, fit_linear
+from ..online.profile import ArchProfile
 from .concurrency import concurrency_curve
-from .curve import batch_curve
+from .curve import batch_curve, cold_extra, curve_costs, time_call
 
 
 def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, expert: str, sha: str | None,
                        weight_path: Path, home: Path, threads: int, batch_sizes: Sequence[int], repeats: int,
-                       drop_page_cache: bool, timer: Callable[[Callable[[], object], int], float],
-                       plateau: Callable[[dict[int, float]], int],
-                       cold: Callable[[Callable[[], Callable[[], object]], float, int], float]) -> ArchProfile:
+                       drop_page_cache: bool) -> ArchProfile:
     """One architecture at `threads` on `backend`'s runtime (in the calling worker thread, as executors run)."""
     runtime = get_backend(backend.name, threads=threads)
     weights = Weights.of_file(weight_path, drop_page_cache)
@@ -37,7 +35,7 @@ def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, exp
         return runtime.load(arch, expert, sha, weights, device.torch, home)[0]
 
     load()  # the runtime's first session in a process pays one-off set-up
-    disk_s = timer(load, repeats)
+    disk_s = time_call(load, device, repeats)
 
     def back_from_host() -> None:
         runtime.retire(arch, runtime.cached(expert, sha, device.torch) or load(), device.torch)
@@ -46,7 +44,7 @@ def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, exp
     runtime.retire(arch, load(), device.torch)
     if runtime.cached(expert, sha, device.torch) is not None:  # it keeps evicted experts: they come back from host
         runtime.retire(arch, load(), device.torch)
-        load_s[Tier.HOST.value] = timer(back_from_host, repeats)
+        load_s[Tier.HOST.value] = time_call(back_from_host, device, repeats)
     loaded = runtime.cached(expert, sha, device.torch) or load()
     crops = [torch.rand(3, arch.input_size, arch.input_size) for _ in range(max(batch_sizes))]
 
@@ -54,15 +52,14 @@ def profile_on_runtime(arch: Architecture, device: Device, backend: Backend, exp
         return runtime.run(arch, loaded, torch.stack([arch.preprocess(c) for c in crops[:n]]))
 
     batch(1)
-    latency = batch_curve(batch, batch_sizes, repeats, lambda fn: timer(fn, 1))
+    latency = batch_curve(batch, batch_sizes, repeats, lambda fn: time_call(fn, device, 1))
 
     def after_switch() -> Callable[[], object]:
         fresh = load()
         return lambda: runtime.run(arch, fresh, torch.stack([arch.preprocess(crops[0])]))
 
-    cold_s = cold(after_switch, latency[1], repeats)
-    max_batch = plateau(latency)
-    k, b = fit_linear([(n, s) for n, s in latency.items() if n <= max(max_batch, 2)])
+    cold_s = cold_extra(after_switch, latency[1], device, repeats)
+    max_batch, k, b = curve_costs(latency)
     resident = runtime.resident_bytes(arch, expert, sha, weights, home, max_batch)
     return ArchProfile(key=arch.key, k_s=k, b_s=b, max_batch=max_batch, weight_bytes=arch.weight_bytes(),
                        act_bytes_per_sample=arch.activation_bytes(1),

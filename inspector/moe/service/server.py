@@ -61,8 +61,8 @@ class ServeConfig:
 def spinning_beside(niceness: int, threads: int | None, omp_wait: str | None) -> str | None:
     """What to say when a model that yields the CPU to the line (niceness > 0) may run several OpenMP threads that
     spin on the cores between steps (torch sets OpenMP's policy when it loads: only the environment can change it).
-    With --threads 2 beside a line at 90% of its capacity, spinning kept 71% of the line's rate and 4% of the
-    model's; passive waiting 86% and 86% (inspector llm beside-line --omp-wait active|passive)."""
+    With --threads 2 beside a line at 90% of its capacity, spinning kept 73% of the line's rate and 3% of the
+    model's; passive waiting 80% and 81% (inspector llm beside-line --omp-wait active|passive)."""
     if niceness <= 0 or threads == 1 or (omp_wait or "").upper() == "PASSIVE":
         return None
     return (f"note: this model yields the CPU (niceness {niceness}) but runs {threads or 'up to several'} threads "
