@@ -331,3 +331,34 @@ def test_neighbouring_ranges_share_one_disk_request(tmp_path: Path, monkeypatch:
     with pytest.raises(EOFError, match="the file ends"):
         diskio.read_ranges_into(path, [(len(raw) - 50, memoryview(bytearray(10))),
                                        (len(raw) - 20, memoryview(bytearray(30)))])
+
+
+def _write_many(path: str, fill: int, times: int) -> None:
+    for _ in range(times):
+        diskio.write_atomically(path, bytes([fill]) * (1 << 20))
+
+
+def test_processes_writing_one_file_at_once_each_replace_it_whole(tmp_path: Path) -> None:
+    """Two processes making the same file (a bench and the kiosk preparing one zoo's runtime files): every write
+    succeeds, the file is always one writer's whole file, and nothing is left beside it. With one shared temporary
+    name the writers wrote into one file and renamed it half written, or from under each other (FileNotFoundError)."""
+    import multiprocessing
+
+    path = tmp_path / "model.onnx"
+    ctx = multiprocessing.get_context("spawn")
+    writers = [ctx.Process(target=_write_many, args=(str(path), fill, 60)) for fill in (1, 2, 3)]
+    for w in writers:
+        w.start()
+    seen = set()
+    while any(w.is_alive() for w in writers):
+        if path.exists():
+            data = path.read_bytes()
+            assert len(data) == 1 << 20 and len(set(data)) == 1, "a reader saw a file half of one writer's"
+            seen.add(data[0])
+    for w in writers:
+        w.join()
+        assert w.exitcode == 0, "a writer failed"
+    data = path.read_bytes()
+    assert len(data) == 1 << 20 and len(set(data)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~diskio._UMASK)

@@ -9,7 +9,6 @@ the corrected frame. The latest frame's exposure advice is kept for /camera.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..ingest.sources import Frame, Source, WrappedSource
+from ..runtime.diskio import write_atomically
 from .flatfield import FlatField, exposure_advice
 from .lens import LensCalibration
 
@@ -47,9 +47,7 @@ class CameraCorrection:
     def save(self, path: Path) -> None:
         doc = {"format": FORMAT, "lens": self.lens.to_json() if self.lens else None,
                "flat_field": self.flat.to_json() if self.flat else None}
-        tmp = Path(path).with_suffix(Path(path).suffix + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(Path(path), json.dumps(doc, indent=1).encode("utf-8"))
 
     @classmethod
     def load(cls, path: Path | str) -> CameraCorrection:

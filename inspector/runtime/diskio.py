@@ -12,6 +12,7 @@ import ctypes
 import errno
 import mmap
 import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -309,16 +310,35 @@ def _read_buffered(fd: int, path: Path | str, dest: memoryview, size: int) -> No
 
 def write_atomically(path: Path | str, data: bytes) -> None:
     """Replace `path` whole or not at all: written beside it, fsynced, renamed over it, the directory fsynced (a
-    power cut leaves the old file or the new one, never half of one)."""
+    power cut leaves the old file or the new one, never half of one).
+
+    The file beside it has a name of its own per call: two processes making the same file (a bench and the kiosk
+    preparing one zoo) each rename a whole file of theirs, where one shared name let them write into one file and
+    rename it half written, or rename it from under each other."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(name, 0o666 & ~_UMASK)  # as open() would have made it: mkstemp makes files 0600
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _read_umask() -> int:
+    """The process's umask, read once at import: reading it sets it, which no thread should see happen later."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()

@@ -14,6 +14,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from ...runtime.diskio import write_atomically
+
 
 def fit_linear(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     """Least-squares K, B of latency = K*n + B (B clamped at 0)."""
@@ -135,9 +137,7 @@ class DeviceProfile:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1), encoding="utf-8")
-        tmp.replace(path)
+        write_atomically(path, json.dumps(self.to_json(), indent=1).encode("utf-8"))
 
     @classmethod
     def load(cls, path: Path, expect: dict[str, Any] | None = None) -> DeviceProfile:

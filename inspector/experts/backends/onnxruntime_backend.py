@@ -20,6 +20,7 @@ onnxruntime-gpu wheel is installed; there the plain model is loaded and optimise
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import threading
 from collections import OrderedDict
@@ -140,7 +141,8 @@ class OnnxRuntimeBackend(RuntimeBackend):
             return made.path, False
 
         def optimise() -> bytes:
-            tmp = made.path.with_name(f"{made.path.stem}.{self.tag}.tmp.ort")
+            # a name of its own: another process may be optimising the same model (derived() writes atomically)
+            tmp = made.path.with_name(f"{made.path.stem}.{self.tag}.{os.getpid()}-{threading.get_ident()}.tmp.ort")
             try:
                 self.ort.InferenceSession(str(made.path), self.options(True, save_to=tmp),
                                           providers=self.providers(False))
