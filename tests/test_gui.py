@@ -855,3 +855,51 @@ def test_the_line_tab_says_once_that_the_boards_marks_say_the_camera_is_tilted(q
     assert any(r.startswith("registration: the camera looks tilted") for r in health(snap, 0.0, 60)["reasons"])
     qtbot.mouseClick(line.stop_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: backend.controller.phase == "stopped", timeout=WAIT)
+
+
+def test_the_history_shows_and_finds_a_board_by_its_hermes_board_id(qtbot, postgres, tmp_path: Path) -> None:  # noqa: ANN001
+    """The BoardId an SMT line's Hermes lane gave a board is what the MES asks about: the history shows it in its
+    own column, finds the board by it, and exports just that board. On a plant database still at schema 0007 the
+    search is refused with what to do, the table is emptied and an export writes nothing (not every row)."""
+    from inspector.results.revisions import upgrade
+    from inspector.results.store import open_engine, sqlite_url
+    from ui.tabs.history import COLUMNS, HistoryTab
+
+    from .test_results import board
+
+    on_lane, other = board("H1"), board("B2", 5, defect="shifted")
+    on_lane.board_id = "7e0d4f8a-3c2b-4a1e-9f6d-5b4c3a2e1d0f"
+    (tmp_path / "data").mkdir()
+    db = sqlite_url(tmp_path / "data" / "results.sqlite")
+    ResultStore(db).write([on_lane, other])
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data", db),
+                           LineSetup(service=ServiceConfig(LineConfig())))
+    tab = HistoryTab(backend)
+    qtbot.addWidget(tab)
+    column = COLUMNS.index("BoardId")
+    assert tab.search() == 4
+    shown = {(tab.table.item(r, 1).text(), tab.table.item(r, column).text()) for r in range(tab.table.rowCount())}
+    assert shown == {("H1", on_lane.board_id), ("B2", "")}
+    assert not tab.table.isColumnHidden(column)
+    assert tab.table.columnWidth(column) >= tab.table.fontMetrics().horizontalAdvance(on_lane.board_id)  # all of it
+    tab.board_id.setText(f" {on_lane.board_id} ")
+    qtbot.keyClick(tab.board_id, Qt.Key.Key_Return)
+    assert tab.table.rowCount() == 2 and {tab.table.item(r, 1).text() for r in range(2)} == {"H1"}
+    out = tmp_path / "by-id.csv"
+    assert tab.export(str(out)) == 2
+    with open(out, newline="", encoding="utf-8") as f:
+        assert {(r["board_serial"], r["board_id"]) for r in csv.DictReader(f)} == {("H1", on_lane.board_id)}
+
+    behind = postgres.create_db("history_behind", upgraded=False)  # a plant's database is upgraded by its deploy
+    upgrade(open_engine(behind), "0007")
+    ResultStore(behind).write([board("H2")])
+    old = HistoryTab(LocalBackend(LineController(tmp_path / "models", tmp_path / "data", behind),
+                                  LineSetup(service=ServiceConfig(LineConfig()))))
+    qtbot.addWidget(old)
+    assert old.search() == 2 and old.table.item(0, column).text() == ""  # no BoardIds there, and no error
+    assert old.table.isColumnHidden(column)  # nor an empty column for them
+    old.board_id.setText(on_lane.board_id)
+    assert old.search() == 0 and old.table.rowCount() == 0
+    assert "inspector db upgrade" in old.status.text()
+    refused = tmp_path / "refused.csv"
+    assert old.export(str(refused)) == 0 and not refused.exists()

@@ -58,6 +58,11 @@ class BoardView:
     parts: list[PartView] = field(default_factory=list)
     board_id: str | None = None  # the Hermes BoardId (a kiosk of an earlier release sends none)
 
+    @property
+    def hermes_board_id(self) -> str | None:
+        """As a stored board's (`Inspection.hermes_board_id`): views read either alike."""
+        return self.board_id
+
 
 @dataclass
 class ReviewView:

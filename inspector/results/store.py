@@ -237,6 +237,7 @@ class ResultStore:
     def count_components(self, filters: Filters | None = None, cap: int | None = None) -> int:
         """How many component results match; with `cap`, counted no further than cap + 1 (a history page says
         "over N" rather than count a line's years of parts on every search)."""
+        self.check_filters(filters)  # it reads no BoardId, but may search by one
         with Session(self.engine) as s:
             if cap is None:
                 q = select(func.count()).select_from(ComponentResult).join(ComponentResult.inspection)

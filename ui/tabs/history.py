@@ -1,4 +1,5 @@
-"""Tab 5, history: stored results filtered by time, board, verdict and component; a result's crop and the
+"""Tab 5, history: stored results filtered by time, board (its serial or the Hermes BoardId the line gave it),
+verdict and component; a result's crop and the
 operator's review of its call; CSV export of exactly the filtered rows (the same query and writer as
 `inspector export`)."""
 from __future__ import annotations
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inspector.endpoint import EndpointError
 from inspector.results.scope import PLANT
 from inspector.results.store import COUNT_CAP, Filters
 
@@ -36,7 +38,8 @@ from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
 
 COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Weights",
-           "Crop kept", "Review")
+           "Crop kept", "Review", "BoardId")
+BOARD_ID = COLUMNS.index("BoardId")
 SHOWN = 2000  # rows in the table; the export writes all that match
 PREVIEW = 320  # px, the selected row's crop
 REPORT_WIDTH = 560  # px, each plot of an expert report
@@ -51,6 +54,8 @@ class HistoryTab(QWidget):
         self.since = QDateTimeEdit(now.addSecs(-3600), calendarPopup=True, displayFormat="yyyy-MM-dd HH:mm:ss")
         self.until = QDateTimeEdit(now.addSecs(3600), calendarPopup=True, displayFormat="yyyy-MM-dd HH:mm:ss")
         self.board = QLineEdit(placeholderText="board serial")
+        self.board_id = QLineEdit(placeholderText="Hermes BoardId")
+        self.board_id.setToolTip("the BoardId an SMT line's Hermes lane gave the board (what the MES knows it by)")
         self.verdict = QComboBox()
         self.verdict.addItems(("any verdict", "pass", "fail", "error"))
         self.component = QComboBox()
@@ -59,6 +64,7 @@ class HistoryTab(QWidget):
         self.search_btn.clicked.connect(self.search)
         self.export_btn.clicked.connect(lambda: self.export())
         self.board.returnPressed.connect(self.search)
+        self.board_id.returnPressed.connect(self.search)
         filters = QGroupBox("Filter")
         g = QGridLayout(filters)
         g.addWidget(self.use_since, 0, 0)
@@ -66,11 +72,13 @@ class HistoryTab(QWidget):
         g.addWidget(self.use_until, 0, 2)
         g.addWidget(self.until, 0, 3)
         g.addWidget(self.board, 0, 4)
-        g.addWidget(self.verdict, 0, 5)
-        g.addWidget(self.component, 0, 6)
-        g.addWidget(self.search_btn, 0, 7)
-        g.addWidget(self.export_btn, 0, 8)
+        g.addWidget(self.board_id, 0, 5)
+        g.addWidget(self.verdict, 0, 6)
+        g.addWidget(self.component, 0, 7)
+        g.addWidget(self.search_btn, 0, 8)
+        g.addWidget(self.export_btn, 0, 9)
         g.setColumnStretch(4, 1)
+        g.setColumnStretch(5, 1)
 
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -78,7 +86,10 @@ class HistoryTab(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setAlternatingRowColors(True)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # columns as wide as what they hold (a serial, a BoardId's 36 characters), set once per search; the panel
+        # scrolls sideways rather than cut every cell to a twelfth of its width
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
         self.table.cellDoubleClicked.connect(lambda row, _col: self.open_crop(row))
         self.table.currentCellChanged.connect(lambda row, *_: self.preview_crop(row))
         self.status = QLabel("")
@@ -120,6 +131,7 @@ class HistoryTab(QWidget):
         return Filters(since=_utc(self.since.dateTime()) if self.use_since.isChecked() else None,
                        until=_utc(self.until.dateTime()) if self.use_until.isChecked() else None,
                        board=self.board.text().strip() or None,
+                       board_id=self.board_id.text().strip() or None,
                        verdict=None if verdict == "any verdict" else verdict,
                        component=None if component == "any component" else component)
 
@@ -136,9 +148,18 @@ class HistoryTab(QWidget):
         self._components(store.component_types(scope))
         # the export writes what this search found: this line's boards stored up to now
         f = replace(self.filters(), scope=scope, stored_upto=store.last_id(scope))
+        try:
+            total = store.count_components(f, cap=COUNT_CAP)
+            shown = list(store.component_rows(f, newest=SHOWN))
+        except (ValueError, EndpointError) as exc:  # a search this database cannot run (BoardIds before 0008)
+            self.searched = None  # nothing found, so an export writes nothing rather than everything
+            self.table.setCurrentCell(-1, -1)
+            self.review_bar.set_part(None)
+            self.table.setRowCount(0)
+            self.crop_paths, self.parts = [], []
+            self.status.setText(str(exc))
+            return 0
         self.searched = f
-        total = store.count_components(f, cap=COUNT_CAP)
-        shown = list(store.component_rows(f, newest=SHOWN))
         # new rows: nothing is selected, so the review bar never acts on a part of the previous search
         self.table.setCurrentCell(-1, -1)
         self.review_bar.set_part(None)
@@ -150,7 +171,7 @@ class HistoryTab(QWidget):
             values = (_local(insp.started_at), insp.board_serial, insp.verdict, part.ref, part.component_type,
                       part.verdict, part.defect_class, "" if part.score is None else f"{part.score:.3f}",
                       part.expert, (part.weights_sha256 or "")[:12], "yes" if part.crop_path else "",
-                      _review_text(review))
+                      _review_text(review), insp.hermes_board_id or "")
             for c, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 if c in (2, 5):
@@ -158,6 +179,9 @@ class HistoryTab(QWidget):
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
             self.parts.append((insp.uuid, part.ref, part.verdict))
+        # a line without a Hermes lane has no BoardIds: no empty column for them
+        self.table.setColumnHidden(BOARD_ID, not any(self.table.item(r, BOARD_ID).text() for r in range(len(shown))))
+        self.table.resizeColumnsToContents()
         more = f" (the newest {SHOWN} shown)" if total > SHOWN else ""
         many = f"over {COUNT_CAP}" if total > COUNT_CAP else str(total)
         self.status.setText(f"{many} component results of {scope.label()} match{more}; double-click a row to open "
@@ -185,6 +209,8 @@ class HistoryTab(QWidget):
         # unchanged, the export writes exactly the rows that search found
         if self.searched is None or replace(self.searched, stored_upto=None, scope=PLANT) != self.filters():
             self.search()
+            if self.searched is None:  # the search was refused: its reason is on the status line
+                return 0
         if path is None:
             path, _ = QFileDialog.getSaveFileName(self, "Export the filtered results", "results.csv", "CSV (*.csv)")
             if not path:
