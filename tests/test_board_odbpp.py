@@ -2,7 +2,8 @@
 
 No CAD tool with an ODB++ export was reachable from this box (Debian 12's KiCad 6 predates KiCad 9's exporter), so
 the job is written here to the format's layout by hand: the matrix, misc/info, a board step (eda/data, two component
-layers, its profile) and a panel step that places nothing. tests/cad/odbpp-eda-data.Z is this file's EDA_DATA as
+layers, its profile) and a panel step that places nothing of its own (its `stephdr`, where a test gives it one,
+places copies of the board). tests/cad/odbpp-eda-data.Z is this file's EDA_DATA as
 ncompress 4.2.4's `compress` wrote it.
 """
 from __future__ import annotations
@@ -184,13 +185,13 @@ BOTTOM_FILE = "steps/pcb/layers/comp_+_bot/components"
 
 
 def write_job(root: Path, swap: dict[str, str] | None = None) -> Path:
-    """The job under `root`/board; `swap` gives a file (by its path in the job) other text, or with "" leaves it out."""
+    """The job under `root`/board; `swap` gives a file (by its path in the job) other text, or with "" leaves it out,
+    or adds one."""
     files = {"matrix/matrix": MATRIX, "misc/info": INFO, "steps/pcb/eda/data": EDA_DATA,
              "steps/pcb/layers/comp_+_top/components": TOP, "steps/pcb/layers/comp_+_bot/components": BOTTOM,
              "steps/pcb/profile": PROFILE, "steps/panel/profile": PANEL_PROFILE}
     job = root / "board"
-    for name, text in files.items():
-        text = (swap or {}).get(name, text)
+    for name, text in {**files, **(swap or {})}.items():
         if text:
             (job / name).parent.mkdir(parents=True, exist_ok=True)
             (job / name).write_text(text, encoding="utf-8")
@@ -287,3 +288,101 @@ def test_board_import_writes_the_rule_set_of_a_packed_job(tmp_path: Path) -> Non
     assert (place["R1"].x, place["R1"].y, place["R1"].rotation) == (100, 100, 90)  # y up: 30 - 20 mm from the top
     fates = {f["ref"]: f for f in json.loads((tmp_path / "b.json").read_text(encoding="utf-8"))["parts"]}
     assert ".no_pop" in fates["R2"]["reason"] and "bottom side" in fates["R3"]["reason"]
+
+
+def stephdr(*repeats: str, datum: tuple[float, float] = (0, 0)) -> str:
+    """A step's header: its datum and STEP-REPEAT blocks, each given as `NAME X Y DX DY NX NY ANGLE [FLIP=YES]`."""
+    blocks = []
+    for r in repeats:
+        name, x, y, dx, dy, nx, ny, angle, *extra = r.split()
+        flags = dict(e.split("=") for e in extra)
+        blocks.append("STEP-REPEAT {\n" + "".join(f"   {k}={v}\n" for k, v in (
+            ("NAME", name), ("X", x), ("Y", y), ("DX", dx), ("DY", dy), ("NX", nx), ("NY", ny), ("ANGLE", angle),
+            ("FLIP", flags.get("FLIP", "NO")), ("MIRROR", flags.get("MIRROR", "NO")))) + "}\n")
+    return (f"UNITS=MM\nX_DATUM={datum[0]}\nY_DATUM={datum[1]}\nX_ORIGIN=0\nY_ORIGIN=0\n" + "".join(blocks)
+            + "TOP_ACTIVE=0\nBOTTOM_ACTIVE=0\nRIGHT_ACTIVE=0\nLEFT_ACTIVE=0\n")
+
+
+PANEL = stephdr("PCB 10 5 50 0 2 1 0", "PCB 85 85 0 0 1 1 90")  # two boards side by side, a third turned
+
+
+def test_a_panel_is_read_as_one_board_of_its_copies_numbered_from_the_top_left(tmp_path: Path) -> None:
+    """The step the line carries: every board's parts where step-and-repeat puts them (a copy turned 90 degrees
+    clockwise about its datum turns its parts with it), each named by its board's number, counted as read from
+    above; the panel's own edge. The job then has two steps with parts, and the import asks which."""
+    job = write_job(tmp_path, {"steps/panel/stephdr": PANEL})
+    with pytest.raises(CadError, match=r"placed in 2 steps \(panel \(3 boards of pcb\), pcb\); say which.*--step"):
+        read_odbpp(job)
+    board = read_odbpp(job, "pcb")
+    assert board.format == "ODB++ (step pcb)" and len(board.parts) == 7
+    panel = read_odbpp(job, "panel")
+    assert panel.format == "ODB++ (panel panel, 3 boards of pcb)" and panel.outline == (0, 0, 120, 90)
+    assert any("numbered from the top left" in n for n in panel.notes)
+    by = {p.ref: p for p in panel.parts}
+    assert len(by) == 21 == 3 * len(board.parts)
+    # the turned copy's datum (85, 85) is the highest: board 1; then the row at y 5 from the left
+    assert (round(by["1-R1"].x_mm, 6), round(by["1-R1"].y_mm, 6), by["1-R1"].rotation) == (105, 75, 0)
+    assert (by["2-R1"].x_mm, by["2-R1"].y_mm, by["2-R1"].rotation) == (20, 25, 90)
+    assert (by["3-R1"].x_mm, by["3-R1"].y_mm, by["3-R1"].rotation) == (70, 25, 90)
+    for k in (1, 2, 3):  # what a part is stays: its footprint, its side, its exclusion, a fiducial
+        assert by[f"{k}-U1"].pads == next(p for p in board.parts if p.ref == "U1").pads
+        assert by[f"{k}-R3"].side == "bottom" and by[f"{k}-R2"].excluded and by[f"{k}-FID1"].fiducial
+    assert read_odbpp(job / "steps" / "panel").parts == panel.parts
+    with tarfile.open(tmp_path / "board.tgz", "w:gz") as t:
+        t.add(job, arcname="board")
+    assert read_odbpp(tmp_path / "board.tgz", "panel").parts == panel.parts
+    with pytest.raises(CadError, match=r"step coupon places no parts \(steps that do: panel, pcb\)"):
+        read_odbpp(job, "coupon")
+
+
+def test_a_panel_of_panels_composes_its_turns_and_offsets(tmp_path: Path) -> None:
+    """An array of two boards, placed in the panel turned 180 degrees: each board's parts go through both."""
+    job = write_job(tmp_path, {"steps/array/stephdr": stephdr("PCB 0 0 45 0 2 1 0"), "steps/array/profile": PROFILE,
+                               "steps/panel/stephdr": stephdr("ARRAY 100 85 0 0 1 1 180")})
+    panel = read_odbpp(job, "panel")
+    by = {p.ref: p for p in panel.parts}
+    assert len(panel.parts) == 14 and panel.format == "ODB++ (panel panel, 2 boards of pcb)"
+    assert (round(by["1-R1"].x_mm, 6), round(by["1-R1"].y_mm, 6), by["1-R1"].rotation) == (45, 65, 270)
+    assert (round(by["2-R1"].x_mm, 6), round(by["2-R1"].y_mm, 6), by["2-R1"].rotation) == (90, 65, 270)
+    with pytest.raises(CadError, match=r"parts are placed in 3 steps \(array \(2 boards of pcb\), panel \(2 boards "
+                                         r"of pcb\), pcb\)"):
+        read_odbpp(job)
+
+
+def test_a_panel_the_reader_cannot_place_is_refused_by_its_line(tmp_path: Path) -> None:
+    flipped = write_job(tmp_path / "f", {"steps/panel/stephdr": stephdr("PCB 10 5 50 0 2 1 0",
+                                                                        "PCB 85 85 0 0 1 1 90 FLIP=YES")})
+    with pytest.raises(CadError, match=r"steps/panel/stephdr:18: the copies of step pcb are flipped \(FLIP=YES\).*"
+                                         r"--step pcb"):
+        read_odbpp(flipped, "panel")
+    looped = write_job(tmp_path / "l", {"steps/panel/stephdr": PANEL,
+                                        "steps/pcb/stephdr": stephdr("PANEL 0 0 0 0 1 1 0")})
+    with pytest.raises(CadError, match=r"step panel repeats itself through panel > pcb > panel; .* has a loop"):
+        read_odbpp(looped, "pcb")
+    missing = write_job(tmp_path / "m", {"steps/panel/stephdr": stephdr("BOARD2 0 0 0 0 1 1 0")})
+    with pytest.raises(CadError, match=r"steps/panel/stephdr:6: repeats step board2, which the job does not have"):
+        read_odbpp(missing, "panel")
+    counted = write_job(tmp_path / "c", {"steps/panel/stephdr": PANEL.replace("NX=2", "NX=two")})
+    with pytest.raises(CadError, match=r"stephdr:6: NX is 'two'"):
+        read_odbpp(counted, "panel")
+
+
+def test_board_import_takes_the_step_to_inspect(tmp_path: Path) -> None:
+    job = write_job(tmp_path, {"steps/panel/stephdr": PANEL})
+    out = tmp_path / "rules" / "panel.yaml"
+    asked = cli("board", "import", str(job), "--out", str(out), "--px-per-mm", "10")
+    assert asked.returncode != 0 and "--step" in asked.stderr and not out.exists()
+    r = cli("board", "import", str(job), "--step", "panel", "--out", str(out), "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    assert "ODB++ (panel panel, 3 boards of pcb); 21 parts" in r.stdout
+    place = {p.ref: p for _c, p in load_rules(out).placements()}
+    assert {"1-R1", "2-R1", "3-R1", "1-U1", "3-C1"} <= set(place) and "R1" not in place
+    from inspector.board.library import load_library
+
+    library = load_library(None)  # a bare chip size is a resistor or a capacitor by its reference's letters
+    assert library.lookup("0402", "2-R1") == library.lookup("0402", "R1") != library.lookup("0402", "2-C1")
+    kicad = tmp_path / "b.kicad_pcb"
+    kicad.write_text("(kicad_pcb)", encoding="utf-8")
+    wrong = cli("board", "import", str(kicad), "--step", "panel", "--out", str(tmp_path / "k.yaml"),
+                "--px-per-mm", "10")
+    assert wrong.returncode != 0 and "--step names a step of an ODB++ job" in wrong.stderr

@@ -7,6 +7,7 @@ the image work that teaching it from golden photos needs.
 - eagle.py         Eagle boards (.brd, the XML of Eagle 6-9).
 - ipc2581.py       IPC-2581 (revisions B and C).
 - odbpp.py         ODB++ jobs (a folder, a step's folder, .tgz / .zip; files kept with Unix compress).
+- odbpp_panel.py   an ODB++ panel (step-and-repeat) as the one board the line carries: its copies placed, numbered.
 - centroid.py      pick-and-place / centroid files (KiCad .pos/.csv, Altium, JLC, Eagle .mnt/.mnb, saved profiles).
 - importing.py     one import as the CLI and the dashboard run it: the file by its kind, the rule set written.
 - library.py       the plant's package library: package -> class, body, polarity, drawn shape; unknown ones asked.

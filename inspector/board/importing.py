@@ -21,11 +21,14 @@ IPC2581 = (".xml", ".cvg")
 CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
 
 
-def read_design(file: Path, profile: Path | None) -> BoardDesign:
-    """The design of `file`, by its kind."""
+def read_design(file: Path, profile: Path | None, step: str | None = None) -> BoardDesign:
+    """The design of `file`, by its kind; `step`: which of an ODB++ job's steps."""
     suffix = file.suffix.lower()
     if is_odb_job(file):
-        return read_odbpp(file)
+        return read_odbpp(file, step)
+    if step is not None:
+        raise ValueError(f"{file}: --step names a step of an ODB++ job, and this is not one (a "
+                         f"{suffix or 'suffix-less'} file holds one board)")
     if suffix in KICAD:
         return read_kicad(file)
     if suffix in EAGLE:
@@ -62,10 +65,11 @@ class PackagesAsked(ValueError):
 
 
 def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", library: Path | None = None,
-                 profile: Path | None = None, recipe: str | None = None) -> tuple[BoardDesign, Imported]:
+                 profile: Path | None = None, recipe: str | None = None,
+                 step: str | None = None) -> tuple[BoardDesign, Imported]:
     """(the design read, what the import made of it); the rule set and its geometry written to `out` when any part
     is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and PackagesAsked says so."""
-    design = read_design(file, profile)
+    design = read_design(file, profile, step)
     lib = load_library(library)
     try:
         imported = import_design(design, lib, px_per_mm, side, recipe or _name(file))

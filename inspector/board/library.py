@@ -51,7 +51,7 @@ class Library:
             if pattern.search(package):
                 return self.classes[cls]
         if CHIP_SIZE.match(package):
-            letters = re.match(r"[A-Za-z]+", ref)
+            letters = re.search(r"[A-Za-z]+", ref)  # R of R7, and of 2-R7 (R7 of a panel's second board)
             cls = CHIP_BY_LETTER.get(letters.group(0).upper()) if letters else None
             if cls is not None and cls in self.classes:
                 return self.classes[cls]

@@ -12,28 +12,30 @@ What an import needs of a job, and where the format keeps it:
   outline records (RC, CR, SQ, or a contour CT..CE) before its first `PIN <name> <T|B|S> <x> <y> ...` are its body,
   and those after each PIN that pin's pad (T: through-hole);
 - the board's edge: `steps/<step>/profile`, a features file whose surface contour (OB, OS, OC) bounds it;
+- a panel: `steps/<step>/stephdr`, its `STEP-REPEAT { ... }` blocks placing copies of other steps (odbpp_panel.py);
 - units: each file's `UNITS=MM|INCH` (`U MM` in older jobs), else the job's `misc/info`, else inches, the format's
   own default (a note says so);
 - any of these files may be stored compressed with Unix compress (`components.Z`).
-Frame: y up, like Eagle. A job whose parts sit in more than one step (a board and a variant of it) is refused with
-the steps' names: import the step's own folder (JOB/steps/NAME) of the unpacked job.
+Frame: y up, like Eagle. A job whose parts sit in more than one step (a board and the panel of it, a board and a
+variant) asks which, naming them: `--step NAME`, or the step's own folder (JOB/steps/NAME) of the unpacked job.
 """
 from __future__ import annotations
 
 import re
 import tarfile
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+from .odbpp_panel import Placement, Repeat, StepHeader, boards_in, numbered, placed_copy
 
 ARCHIVES = (".tgz", ".tar.gz", ".tar", ".zip")
 UNITS = {"MM": 1.0, "INCH": 25.4}
 NOT_PLACED = ".no_pop"
 _OUTLINE_RECORDS = {"CT", "CE", "OB", "OS", "OC", "OE", "SE", "RC", "CR", "SQ"}
-_READ = re.compile(r"^(matrix/matrix|misc/info|steps/[^/]+/(eda/data|profile|layers/[^/]+/components))(\.z)?$")
+_READ = re.compile(r"^(matrix/matrix|misc/info|steps/[^/]+/(eda/data|profile|stephdr|layers/[^/]+/components))(\.z)?$")
 _UNITS_LINE = re.compile(r"^\s*(?:UNITS\s*=\s*|U\s+)(MM|INCH)\s*$", re.IGNORECASE)
 
 
@@ -334,8 +336,48 @@ def _sides(layers: list[tuple[int, str]]) -> dict[str, str]:
     return sides
 
 
-def read_odbpp(path: Path) -> BoardDesign:
-    """The design of one step of an ODB++ job (a folder, a step's folder in it, or a .tgz / .zip of it)."""
+def _step_header(lines: list[str], scale: float, where: str) -> StepHeader:
+    """A step's datum and its STEP-REPEAT blocks; a copy turned over or mirrored is refused (odbpp_panel.py)."""
+    top: dict[str, str] = {}
+    repeats: list[Repeat] = []
+    block: dict[str, str] | None = None
+    start = 0
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        if text.upper().startswith("STEP-REPEAT") and text.endswith("{"):
+            block, start = {}, n
+        elif text == "}" and block is not None:
+            repeats.append(_repeat(block, scale, f"{where}:{start}", start))
+            block = None
+        elif "=" in text:
+            key, _, value = text.partition("=")
+            (block if block is not None else top)[key.strip().upper()] = value.strip()
+    datum = tuple(_number(top.get(k, "0"), where, k) * scale for k in ("X_DATUM", "Y_DATUM"))
+    return StepHeader((datum[0], datum[1]), tuple(repeats))
+
+
+def _repeat(block: dict[str, str], scale: float, where: str, line: int) -> Repeat:
+    name = block.get("NAME", "").strip().lower()
+    if not name:
+        raise CadError(f"{where}: a STEP-REPEAT block names no step (NAME=)")
+    for turned in ("FLIP", "MIRROR"):
+        if block.get(turned, "NO").strip().upper() == "YES":
+            raise CadError(f"{where}: the copies of step {name} are {'flipped' if turned == 'FLIP' else 'mirrored'} "
+                           f"({turned}=YES): a panel with boards turned over is not read; import the board step "
+                           f"itself (--step {name}) and inspect its boards one at a time")
+    counts = []
+    for key in ("NX", "NY"):
+        value = block.get(key, "1").strip()
+        if not value.isdigit() or int(value) < 1:
+            raise CadError(f"{where}: {key} is {value!r}; a STEP-REPEAT needs a whole number of copies, 1 or more")
+        counts.append(int(value))
+    x, y, dx, dy, angle = (_number(block.get(k, "0"), where, k) for k in ("X", "Y", "DX", "DY", "ANGLE"))
+    return Repeat(name, x * scale, y * scale, dx * scale, dy * scale, counts[0], counts[1], angle, line)
+
+
+def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
+    """The design of one step of an ODB++ job (a folder, a step's folder in it, or a .tgz / .zip of it): a board, or
+    a panel as the one board the line carries (odbpp_panel.py). `step` names it where the job has several."""
     path = Path(path)
     job = _Job(path)
     matrix = job.lines("matrix/matrix")
@@ -344,18 +386,6 @@ def read_odbpp(path: Path) -> BoardDesign:
         raise CadError(f"{path}: its matrix/matrix lists no component layer (TYPE=COMPONENT): the job carries no "
                        "placement; export it again with the assembly (component) layers")
     sides = _sides(layers)
-    placing = [s for s in job.steps() if any(job.has(f"steps/{s}/layers/{name}/components") for _r, name in layers)]
-    if job.step_asked is not None:
-        if job.step_asked.lower() not in placing:
-            raise CadError(f"{path}: step {job.step_asked} places no parts (steps that do: {', '.join(placing)})")
-        placing = [job.step_asked.lower()]
-    if not placing:
-        raise CadError(f"{path}: no step of the job has a components file in its component layers "
-                       f"({', '.join(n for _r, n in layers)}): no parts to place")
-    if len(placing) > 1:
-        raise CadError(f"{path}: parts are placed in {len(placing)} steps ({', '.join(placing)}); unpack the job and "
-                       f"import the one to inspect by its folder: JOB/steps/{placing[0]}")
-    step = placing[0]
     info = job.lines("misc/info") or []
     job_units = _units(info, None)
     notes: list[str] = []
@@ -367,6 +397,64 @@ def read_odbpp(path: Path) -> BoardDesign:
             return UNITS["INCH"]
         return found
 
+    steps = set(job.steps())
+    direct = {s for s in steps if any(job.has(f"steps/{s}/layers/{name}/components") for _r, name in layers)}
+    headers = {}
+    for s in sorted(steps):
+        lines = job.lines(f"steps/{s}/stephdr")
+        if lines is not None:
+            headers[s] = _step_header(lines, _units(lines, job_units) or UNITS["INCH"], f"{path}: steps/{s}/stephdr")
+    boards = {s: boards_in(s, headers, direct, steps, str(path)) for s in sorted(steps)}
+    placing = sorted(s for s in steps if s in direct or boards[s])
+    asked = step if step is not None else job.step_asked
+    if asked is not None:
+        if asked.lower() not in placing:
+            raise CadError(f"{path}: step {asked} places no parts (steps that do: {', '.join(placing) or 'none'})")
+        placing = [asked.lower()]
+    if not placing:
+        raise CadError(f"{path}: no step of the job has a components file in its component layers "
+                       f"({', '.join(n for _r, n in layers)}): no parts to place")
+    if len(placing) > 1:
+        named = ", ".join(_step_summary(s, boards[s]) for s in placing)
+        raise CadError(f"{path}: parts are placed in {len(placing)} steps ({named}); say which to inspect: "
+                       f"`board import --step {placing[0]}`, or the step's own folder JOB/steps/{placing[0]} of the "
+                       "unpacked job")
+    chosen = placing[0]
+    found: dict[str, list[PlacedPart]] = {}
+
+    def parts_of(s: str) -> list[PlacedPart]:
+        if s not in found:
+            found[s] = _step_parts(job, path, s, layers, sides, scale_of, notes)
+        return found[s]
+
+    parts = list(parts_of(chosen)) if chosen in direct else []
+    copies = numbered(boards[chosen], headers)
+    for number, where in copies:
+        parts.extend(placed_copy(p, where, number) for p in parts_of(where.step))
+    profile = job.lines(f"steps/{chosen}/profile")
+    outline = _edge(profile, scale_of(profile, "profile"), f"{path}: steps/{chosen}/profile") if profile else None
+    kind = f"ODB++ (panel {chosen}, {_boards_text(boards[chosen])})" if copies else f"ODB++ (step {chosen})"
+    design = BoardDesign(str(path), kind, parts, y_up=True, outline=outline, notes=notes)
+    if copies:
+        design.notes.append(f"panel {chosen}: its {len(copies)} boards are numbered from the top left, row by row, "
+                            "and a copied part's reference is its board's number and its own (R1 of board 2: 2-R1)")
+    if outline is None:
+        design.notes.append(f"no outline in steps/{chosen}/profile: the board's extent is taken from its parts")
+    return design
+
+
+def _step_summary(step: str, boards: list[Placement]) -> str:
+    """`pcb`, or `panel (4 boards of pcb)` for a step that places boards by step-and-repeat."""
+    return f"{step} ({_boards_text(boards)})" if boards else step
+
+
+def _boards_text(boards: list[Placement]) -> str:
+    return f"{len(boards)} boards of {' and '.join(sorted({b.step for b in boards}))}"
+
+
+def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]], sides: dict[str, str],
+                scale_of: Callable[[list[str], str], float], notes: list[str]) -> list[PlacedPart]:
+    """The parts one step places itself, in its own frame, with their footprints from its eda/data."""
     data = job.lines(f"steps/{step}/eda/data")
     packages = _packages(data, scale_of(data, "eda/data"), f"{path}: steps/{step}/eda/data") if data else []
     if not data:
@@ -392,9 +480,4 @@ def read_odbpp(path: Path) -> BoardDesign:
             parts.append(PlacedPart(c.ref, c.value or c.part, pkg.name, c.x * scale, c.y * scale, (-c.rot) % 360.0,
                                     side, tuple(pkg.pads), body, through_hole=pkg.through_hole, fiducial=fiducial,
                                     excluded=excluded))
-    profile = job.lines(f"steps/{step}/profile")
-    outline = _edge(profile, scale_of(profile, "profile"), f"{path}: steps/{step}/profile") if profile else None
-    design = BoardDesign(str(path), f"ODB++ (step {step})", parts, y_up=True, outline=outline, notes=notes)
-    if outline is None:
-        design.notes.append(f"no outline in steps/{step}/profile: the board's extent is taken from its parts")
-    return design
+    return parts

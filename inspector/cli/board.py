@@ -26,6 +26,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
                                        "sections), read before the product's own")
     imp.add_argument("--profile", help="a centroid file's column profile (YAML: columns, units, y_up)")
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
+    imp.add_argument("--step", help="an ODB++ job's step to import, where several place parts (the board, or the "
+                                    "panel of it the line carries: a panel is read as one board of every copy)")
     imp.add_argument("--json", help="also write every part, its type and whether (and why not) it is inspected")
     imp.set_defaults(func=cmd_import)
     teach = sub.add_parser("teach", help="teach an imported board from photos of good boards: registered to the CAD, "
@@ -93,7 +95,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         design, imported = import_board(file, out, _px_per_mm(args), args.side,
                                         Path(args.library) if args.library else None,
-                                        Path(args.profile) if args.profile else None, args.recipe)
+                                        Path(args.profile) if args.profile else None, args.recipe, args.step)
     except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
         print(f"inspector: asks: {exc}", file=sys.stderr)
         return REFUSED
