@@ -52,7 +52,7 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
 
     tab.cad.setText(str(tmp_path / "nothing.kicad_pcb"))
     tab.import_btn.click()
-    assert "not a file" in tab.status.text()
+    assert "neither a file nor an ODB++ job" in tab.status.text()
     tab.cad.setText(str(tmp_path / "b.kicad_pcb"))
     tab.scale.setValue(10.0)
     tab.import_btn.click()
@@ -90,3 +90,26 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     assert "next start" in tab.status.text()
     events = backend.audit().events(kind="rules.activate")
     assert len(events) == 1 and events[0].actor == "erin", list(backend.controller.log)[-5:]
+
+
+def test_the_new_board_tab_imports_an_odb_job_folder_and_the_step_asked_for(qtbot, tmp_path: Path) -> None:
+    """An ODB++ job is a folder: the tab takes it. Its board and its panel both place parts, so the import asks which
+    (naming both), and with the panel's step it imports the panel as one board of every copy."""
+    from .test_board_odbpp import PANEL, write_job
+
+    job = write_job(tmp_path, {"steps/panel/stephdr": PANEL})
+    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
+    backend.identity = ENGINEER
+    tab = NewBoardTab(backend, tmp_path / "boards")
+    qtbot.addWidget(tab)
+    tab.cad.setText(str(job))
+    tab.scale.setValue(8.0)
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "placed in 2 steps" in tab.status.text(), timeout=30_000)
+    assert "panel (3 boards of pcb)" in tab.status.text() and tab.rules_path is None
+    tab.step.setText("panel")
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    assert tab.rules_path == tmp_path / "boards" / "board-panel" / "board-panel.yaml"
+    assert "21 parts" in tab.summary.text() and load_rules(tab.rules_path).recipe == "board-panel"

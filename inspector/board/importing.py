@@ -43,7 +43,7 @@ def read_design(file: Path, profile: Path | None, step: str | None = None) -> Bo
                      f"{', '.join(ARCHIVES)}) and centroid files ({', '.join(CENTROID)}; any other CSV with --profile)")
 
 
-def _name(file: Path) -> str:
+def recipe_name(file: Path) -> str:
     """The recipe's default name: the file's, without its suffixes (`job.tar.gz` -> job)."""
     name = file.name
     for suffix in (*ARCHIVES, file.suffix):
@@ -72,7 +72,7 @@ def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", lib
     design = read_design(file, profile, step)
     lib = load_library(library)
     try:
-        imported = import_design(design, lib, px_per_mm, side, recipe or _name(file))
+        imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
     except UnknownPackages as exc:
         asked = unknown_path(out)
         asked.write_text(unknown_template(exc.unknown, sorted(lib.classes)), encoding="utf-8")

@@ -85,9 +85,12 @@ class NewBoardTab(QWidget):
         self.progress_signal.said.connect(self._progress)
 
         self.cad = QLineEdit()
-        self.cad.setPlaceholderText("a KiCad .kicad_pcb, an Eagle .brd, IPC-2581, an ODB++ .tgz or a centroid file")
+        self.cad.setPlaceholderText("a KiCad .kicad_pcb, an Eagle .brd, IPC-2581, an ODB++ job (its folder or .tgz) "
+                                    "or a centroid file")
         cad_btn = QPushButton("Browse…")
         cad_btn.clicked.connect(lambda: self._browse(self.cad, "CAD or centroid file"))
+        self.step = QLineEdit()
+        self.step.setPlaceholderText("an ODB++ job's step, where several place parts (the board, or its panel)")
         self.library = QLineEdit()
         self.library.setPlaceholderText("the plant's package library (optional)")
         lib_btn = QPushButton("Browse…")
@@ -132,6 +135,7 @@ class NewBoardTab(QWidget):
         row.addWidget(self.cad, 1)
         row.addWidget(cad_btn)
         form.addRow("CAD", row)
+        form.addRow("ODB++ step", self.step)
         row = QHBoxLayout()
         row.addWidget(self.library, 1)
         row.addWidget(lib_btn)
@@ -213,17 +217,22 @@ class NewBoardTab(QWidget):
 
     # -- import -------------------------------------------------------------------------------------
     def import_board(self) -> None:
-        from inspector.board.importing import import_board
+        from inspector.board.importing import import_board, recipe_name
+        from inspector.board.odbpp import is_odb_job
 
         cad = Path(self.cad.text().strip())
         library = Path(self.library.text().strip()) if self.library.text().strip() else None
-        if not cad.is_file():
-            self._say(f"{cad} is not a file: choose the board's CAD or centroid file", error=True)
+        step = self.step.text().strip() or None
+        if not (cad.is_file() or (cad.is_dir() and is_odb_job(cad))):
+            self._say(f"{cad} is neither a file nor an ODB++ job's folder: choose the board's CAD or centroid file",
+                      error=True)
             return
-        out = self.work_root / cad.stem / f"{cad.stem}.yaml"
+        name = recipe_name(cad) if step is None else f"{recipe_name(cad)}-{step}"
+        out = self.work_root / name / f"{name}.yaml"
         scale = self.scale.value()
         self._say(f"importing {cad.name}…")
-        self._run(lambda: import_board(cad, out, scale, "top", library), lambda r: self._imported(out, *r))
+        self._run(lambda: import_board(cad, out, scale, "top", library, None, name, step),
+                  lambda r: self._imported(out, *r))
 
     def _imported(self, out: Path, design: Any, imported: Any) -> None:
         from inspector.routing.rules import parse_rules
