@@ -173,11 +173,12 @@ def write_expert(root: Path, name: str, role: str, spec: dict[str, Any], state: 
                  digest: bool = False, **extra: Any) -> ExpertEntry:
     """One expert's safetensors file (out of the page cache), and its manifest entry.
 
-    `digest` records the file's SHA-256 (trained experts: stored with every result they give).
+    `digest` records the file's SHA-256 (trained experts: stored with every result they give). Written whole or not
+    at all: a line may be reading the zoo (a switch reads the file) while it is taught or built again.
     """
     file = f"{name}.safetensors"
     data = save(state)
-    (root / file).write_bytes(data)
+    write_atomically(root / file, data)
     fsync_and_drop(root / file)
     return ExpertEntry(name, role, spec, file, sum(t.numel() * t.element_size() for t in state.values()),
                        weights_sha256=hashlib.sha256(data).hexdigest() if digest else None, **extra)
