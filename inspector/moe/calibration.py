@@ -13,6 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 
@@ -35,7 +36,7 @@ class RoutingTrace:
     def steps(self) -> int:
         return int(self.probs.shape[0])
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path | BinaryIO) -> None:
         torch.save({"embeddings": self.embeddings, "step_seq": self.step_seq, "probs": self.probs,
                     "picks": self.picks}, path)
 

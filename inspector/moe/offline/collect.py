@@ -8,6 +8,7 @@ embedding) is saved beside the counts as a .pt file.
 """
 from __future__ import annotations
 
+import io
 import json
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from ...runtime.diskio import write_atomically
 from ..calibration import CALIBRATION_DIR, Calibration, RoutingTrace, calibration_key
 from ..checkpoint import MoECheckpoint
 from ..engine import OffloadedLM
@@ -53,12 +55,11 @@ def calibrate(root: str | Path, prompts: list[list[int]], new_tokens: int = 32,
     trace = RoutingTrace(torch.stack(embeddings), torch.tensor(step_seq, dtype=torch.long), probs, picks)
     result = Calibration(counts, len(prompts), tokens, trace, key, path)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".partial")
-        trace.save(tmp)
-        tmp.replace(path.with_suffix(".pt"))
-        tmp.write_text(json.dumps(result.to_json()))
-        tmp.replace(path)
+        path.parent.mkdir(parents=True, exist_ok=True)  # the trace first: the JSON says the cache is there
+        buf = io.BytesIO()
+        trace.save(buf)
+        write_atomically(path.with_suffix(".pt"), buf.getvalue())
+        write_atomically(path, json.dumps(result.to_json()).encode("utf-8"))
     return result
 
 

@@ -13,6 +13,7 @@ Trained by `inspector llm train-predictor` (or on first use), cached beside its 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from ...runtime.diskio import write_atomically
 from ..calibration import Calibration, RoutingTrace
 
 
@@ -88,10 +90,11 @@ class ExpertPredictor:
         return torch.topk(self.popularity[t], self.top_k).indices.tolist()
 
     def save(self, path: Path, recipe: PredictorRecipe, report: PredictorReport) -> None:
-        tmp = path.with_suffix(".partial")
+        """Whole or not at all, under a temporary name of this call's own (two processes may train one at once)."""
+        buf = io.BytesIO()
         torch.save({"popularity": self.popularity, "affinity": self.affinity, "top_k": self.top_k,
-                    "recipe": asdict(recipe), "report": asdict(report), "mlp": self.mlp.state_dict()}, tmp)
-        tmp.replace(path)
+                    "recipe": asdict(recipe), "report": asdict(report), "mlp": self.mlp.state_dict()}, buf)
+        write_atomically(path, buf.getvalue())
 
     @staticmethod
     def load_report(path: Path) -> PredictorReport:
