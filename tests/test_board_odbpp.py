@@ -385,4 +385,4 @@ def test_board_import_takes_the_step_to_inspect(tmp_path: Path) -> None:
     kicad.write_text("(kicad_pcb)", encoding="utf-8")
     wrong = cli("board", "import", str(kicad), "--step", "panel", "--out", str(tmp_path / "k.yaml"),
                 "--px-per-mm", "10")
-    assert wrong.returncode != 0 and "--step names a step of an ODB++ job" in wrong.stderr
+    assert wrong.returncode != 0 and "names one of an ODB++ job's steps" in wrong.stderr

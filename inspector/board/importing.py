@@ -27,8 +27,8 @@ def read_design(file: Path, profile: Path | None, step: str | None = None) -> Bo
     if is_odb_job(file):
         return read_odbpp(file, step)
     if step is not None:
-        raise ValueError(f"{file}: --step names a step of an ODB++ job, and this is not one (a "
-                         f"{suffix or 'suffix-less'} file holds one board)")
+        raise ValueError(f"{file}: a step (--step, the New board tab's ODB++ step) names one of an ODB++ job's steps, "
+                         f"and this is not a job (a {suffix or 'suffix-less'} file holds one board): leave it empty")
     if suffix in KICAD:
         return read_kicad(file)
     if suffix in EAGLE:

@@ -17,8 +17,6 @@ from dataclasses import dataclass, replace
 
 from .design import CadError, PlacedPart
 
-DEEPEST = 8  # panels of panels: deeper than this is a loop the names did not show
-
 
 @dataclass(frozen=True)
 class Repeat:
@@ -66,7 +64,7 @@ def boards_in(step: str, headers: dict[str, StepHeader], places_parts: set[str],
               _path: tuple[str, ...] = ()) -> list[Placement]:
     """Every copy of a board step that `step` places by step-and-repeat (a panel of panels too), in its header's
     order; `step`'s own parts are not among them."""
-    if step in _path or len(_path) > DEEPEST:
+    if step in _path:  # names are the job's steps, so every loop comes back to one
         raise CadError(f"{where}: step {step} repeats itself through {' > '.join((*_path, step))}; the job's "
                        "step-and-repeat has a loop")
     out: list[Placement] = []
