@@ -78,14 +78,18 @@ def test_install_script_stages_program_config_unit_and_desktop_entry(staged: Pat
     assert not secrets and "INSPECTOR_RETAIN_DAYS=90" in env
     prune = (staged / "etc/systemd/system/inspector-prune.service").read_text()
     assert "db prune --retain-days ${INSPECTOR_RETAIN_DAYS}" in prune and "archive: /var/lib/inspector/inbox" in config
+    assert "CPUWeight=10" in prune  # Nice= alone orders processes within its own cgroup only
     assert "OnCalendar=daily" in (staged / "etc/systemd/system/inspector-prune.timer").read_text()
     backup = (staged / "etc/systemd/system/inspector-backup.service").read_text()
     assert "db backup --local-only --to /var/backups/inspector --keep ${INSPECTOR_BACKUP_KEEP}" in backup
+    assert "CPUWeight=10" in backup
     assert (staged / "etc/systemd/system/inspector-backup.timer").is_file() and "INSPECTOR_BACKUP_KEEP=14" in env
     assert (staged / "var/backups/inspector").is_dir()
     llm = (staged / "etc/systemd/system/inspector-llm.service").read_text()
     assert "llm serve --ledger http://127.0.0.1:9107 --ledger-token-file /etc/inspector/api-token" in llm
     assert "Environment=OMP_WAIT_POLICY=PASSIVE" in llm  # its OpenMP threads do not spin on the line's cores
+    # Nice= orders processes within a cgroup only: against the kiosk's service the CPU weight yields to the line
+    assert "CPUWeight=10" in llm
     assert "INSPECTOR_PLAIN_LISTEN=127.0.0.1:9107" in env  # the kiosk's loopback listener the lease talks to
     assert not [p for p in ("@PREFIX@", "@DATA@", "@CONF@", "@USER@") if p in llm]
     assert (staged / "etc/inspector/llm.env").is_file()

@@ -255,6 +255,18 @@ def test_a_model_yielding_the_cpu_with_spinning_threads_is_told_to_wait_passivel
     assert spinning_beside(10, 4, "passive") is None
 
 
+def test_a_model_yielding_by_niceness_alone_is_told_it_does_not_reach_a_line_in_another_session() -> None:
+    """Niceness orders processes within one autogroup (a session) or one cgroup: a model started by hand at nice 10
+    is told so where the kernel groups sessions; the installed service (systemd sets INVOCATION_ID) yields by its
+    CPU weight and is not."""
+    from inspector.moe.service.server import niceness_alone
+
+    assert "CPUWeight=10" in (niceness_alone(10, True, False) or "")
+    assert niceness_alone(10, True, True) is None  # a service: its unit's CPU weight does it
+    assert niceness_alone(10, False, False) is None  # no autogroups: niceness reaches every process
+    assert niceness_alone(0, True, False) is None
+
+
 def test_the_kiosk_lends_the_model_its_memory_on_a_lease(demo, tiny_llm: Path, tmp_path: Path, capsys) -> None:
     """The kiosk owns the box's ledger (--llm-mb); the model's process borrows its bytes, a second model is
     refused with what is free, and a model killed with -9 loses its grant when the lease runs out."""

@@ -70,6 +70,27 @@ def spinning_beside(niceness: int, threads: int | None, omp_wait: str | None) ->
             "OMP_WAIT_POLICY=PASSIVE in its environment (the installed inspector-llm service does)")
 
 
+def niceness_alone(niceness: int, autogroups: bool, a_service: bool) -> str | None:
+    """What to say when a model yields the CPU by its niceness where that does not reach the line: the kernel's
+    autogroups weigh each session as one group, and niceness orders a process only within its own (a trainer at
+    nice 10 in a session of its own left a line at 90% of its capacity 68-79% of its rate, in the line's session
+    90-93%); a systemd service is weighed by its cgroup's CPU weight, which the installed unit sets."""
+    if niceness <= 0 or not autogroups or a_service:
+        return None
+    return (f"note: niceness {niceness} orders this model only against the processes of its own session; a line "
+            "running as a service is not one of them and shares the CPU with it evenly: run the model as the installed "
+            "inspector-llm service (CPUWeight=10), or start it with `systemd-run --scope -p CPUWeight=10 inspector llm "
+            "serve ...`")
+
+
+def autogroups_on() -> bool:
+    """The kernel weighs each session as one group of its own (sched_autogroup_enabled)."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
+
+
 def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
     """Model, tokenizer, calibration (cached) and engine thread; raises with what to fix before anything binds."""
     host, _ = parse_listen(cfg.listen)
@@ -87,9 +108,10 @@ def build_service(cfg: ServeConfig, log: Callable[[str], None]) -> Service:
         torch.set_num_threads(cfg.threads)
     if cfg.nice:
         os.nice(cfg.nice)
-    spin_note = spinning_beside(os.nice(0), cfg.threads, os.environ.get("OMP_WAIT_POLICY"))
-    if spin_note:
-        log(spin_note)
+    for note in (spinning_beside(os.nice(0), cfg.threads, os.environ.get("OMP_WAIT_POLICY")),
+                 niceness_alone(os.nice(0), autogroups_on(), "INVOCATION_ID" in os.environ)):  # systemd sets it
+        if note:
+            log(note)
     tokenizer = load_tokenizer(cfg.model)
     calibration = None
     if get_policy(cfg.policy).calibrated:
