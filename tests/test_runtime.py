@@ -362,3 +362,22 @@ def test_processes_writing_one_file_at_once_each_replace_it_whole(tmp_path: Path
     assert len(data) == 1 << 20 and len(set(data)) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
     assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~diskio._UMASK)
+
+
+def test_what_a_killed_writer_left_is_removed_by_the_next_write_once_it_is_stale(tmp_path: Path) -> None:
+    """A writer killed between writing and renaming leaves its temporary file; the next write of the same file removes
+    those untouched for STALE_S, and leaves a fresh one (another writer's, at work) and other files' alone."""
+    import os
+    import time
+
+    path = tmp_path / "expert.safetensors"
+    stale, fresh = tmp_path / ".expert.safetensors.k1ll3d.tmp", tmp_path / ".expert.safetensors.w0rk1n.tmp"
+    other = tmp_path / ".other.safetensors.k1ll3d.tmp"
+    for f in (stale, fresh, other):
+        f.write_bytes(b"half")
+    old = time.time() - diskio.STALE_S - 60
+    os.utime(stale, (old, old))
+    os.utime(other, (old, old))
+    diskio.write_atomically(path, b"whole")
+    assert path.read_bytes() == b"whole"
+    assert not stale.exists() and fresh.exists() and other.exists()

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import glob
 import mmap
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 DIRECT_CHUNK = 8 * 2**20  # one O_DIRECT request: large enough that the per-request cost vanishes
@@ -316,6 +318,7 @@ def write_atomically(path: Path | str, data: bytes) -> None:
     preparing one zoo) each rename a whole file of theirs, where one shared name let them write into one file and
     rename it half written, or rename it from under each other."""
     path = Path(path)
+    _drop_stale(path)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -332,6 +335,21 @@ def write_atomically(path: Path | str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+STALE_S = 3600.0  # a temporary file this old was left by a writer killed between writing and renaming
+
+
+def _drop_stale(path: Path) -> None:
+    """Remove what killed writers of `path` left beside it (a write takes seconds, so one untouched for STALE_S is no
+    other writer's at work); a file that goes meanwhile is another writer's cleaning."""
+    cutoff = time.time() - STALE_S
+    for left in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            if left.stat().st_mtime < cutoff:
+                left.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _read_umask() -> int:
