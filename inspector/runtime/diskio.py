@@ -340,9 +340,17 @@ def write_atomically(path: Path | str, data: bytes) -> None:
 STALE_S = 3600.0  # a temporary file this old was left by a writer killed between writing and renaming
 
 
+_SWEPT: set[tuple[Path, str]] = set()  # files whose leftovers this process has swept: once each, not every write
+
+
 def _drop_stale(path: Path) -> None:
     """Remove what killed writers of `path` left beside it (a write takes seconds, so one untouched for STALE_S is no
-    other writer's at work); a file that goes meanwhile is another writer's cleaning."""
+    other writer's at work); a file that goes meanwhile is another writer's cleaning. Once per file and process: a
+    file replaced often (the outbox's position, on every acknowledgement) does not list its folder each time."""
+    key = (path.parent, path.name)
+    if key in _SWEPT:
+        return
+    _SWEPT.add(key)
     cutoff = time.time() - STALE_S
     for left in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         try:
