@@ -34,7 +34,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR=${1:-${OUT:-./gpu-window-out}}
 mkdir -p "$OUT_DIR"
-LOGS=$(mktemp -d /tmp/gpu-window.XXXXXX)
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/gpu-window.XXXXXX")
+trap 'rm -rf "$LOGS"' EXIT  # the archive keeps every log
 SUMMARY="$OUT_DIR/summary.txt"
 BUDGET=${GPU_WINDOW_S:-560}
 START=$(date +%s)

@@ -58,9 +58,11 @@ def test_the_cuda_tests_step_selects_tests() -> None:
 def test_the_script_runs_a_step_and_writes_its_summary_and_archive(tmp_path: Path) -> None:
     """The script itself, on its cheapest step (the CUDA tests, which skip here): the summary names the machine and
     the commit, the step's exit, and the archive holds its log and the summary."""
-    out = tmp_path / "out"
+    out, scratch = tmp_path / "out", tmp_path / "scratch"
+    scratch.mkdir()
+    before = set(Path("/tmp").glob("gpu-window.*"))
     env = {**os.environ, "PYTHON": sys.executable, "GPU_WINDOW_STEPS": "cuda-tests", "GPU_WINDOW_COMMIT": "abc1234",
-           "INSPECTOR_MODELS": str(tmp_path / "models")}
+           "INSPECTOR_MODELS": str(tmp_path / "models"), "TMPDIR": str(scratch)}
     done = subprocess.run(["bash", str(SCRIPT), str(out)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -72,3 +74,5 @@ def test_the_script_runs_a_step_and_writes_its_summary_and_archive(tmp_path: Pat
     with tarfile.open(out / "gpu-window.tar.gz") as tar:
         names = {Path(n).name for n in tar.getnames()}
     assert {"cuda-tests.log", "summary.txt", "fast-feed.yaml"} <= names
+    # its logs folder is made where TMPDIR says and goes once archived
+    assert not list(scratch.glob("gpu-window.*")) and set(Path("/tmp").glob("gpu-window.*")) == before
