@@ -15,7 +15,8 @@
 #                the copy stream's hidden share) and --concurrency 1,4
 #   realsize     inspector llm bench-realsize --device cuda: the Mixtral-shaped checkpoint (2 layers), int4 experts,
 #                ondemand, daop, firm and duoserve at cache ratio 0.25
-#   check-sim    inspector bench --check-sim on the default feed: the simulator on this GPU's profile against runs;
+#   check-sim    inspector bench --check-sim --feed 2 (twice the ceiling it measures first): the simulator on this GPU's
+#                profile against runs where the engine sets the pace;
 #                --save-box writes what the runs served as a box (served-box.json) to simulate this GPU on elsewhere
 #   planned      inspector bench --planned on the fast feed (the planner's CUDA executor count)
 # Writes OUT_DIR/summary.txt (every table) and OUT_DIR/gpu-window.tar.gz (every log, JSON report and the measured
@@ -108,7 +109,7 @@ step llm-bench 150 $INSPECTOR llm bench --device cuda --json "$LOGS/llm-bench.js
 step llm-concurrency 90 $INSPECTOR llm bench --device cuda --concurrency 1,4
 step realsize 200 $INSPECTOR llm bench-realsize --device cuda --layers 2 --expert-dtypes int4 \
     --policies ondemand,daop,firm,duoserve --cache-ratio 0.25
-step check-sim 60 $INSPECTOR bench --check-sim --save-box "$LOGS/served-box.json"
+step check-sim 60 $INSPECTOR bench --check-sim --feed 2 --save-box "$LOGS/served-box.json"
 step planned 90 $INSPECTOR bench --workload "$fast" --planned --json "$LOGS/bench-fast-planned.json"
 
 echo "# gpu-window: wall time $(( $(date +%s) - START )) s" | tee -a "$SUMMARY"

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from inspector.coserve.evaluation.bench import run_simulated_bench, simulate_policy
 from inspector.coserve.evaluation.boxes import box_profiles
 from inspector.coserve.evaluation.report import format_table
-from inspector.coserve.evaluation.simcheck import Served, compare
+from inspector.coserve.evaluation.simcheck import Served, compare, with_feed
 from inspector.coserve.evaluation.simulation import rate_oracle
 from inspector.coserve.online.policies import get_policy
 from inspector.coserve.online.profile import load_box
@@ -68,6 +69,19 @@ def test_a_check_writes_this_machine_as_a_box_of_what_its_runs_served(tiny, mode
     (tmp_path / "ort-box.json").write_text(json.dumps(doc))
     ort = run_simulated_bench(workload, ["coserve"], models_dir, box=str(tmp_path / "ort-box.json"), ceiling=False)
     assert ort.backend == "onnxruntime"
+
+
+def test_a_check_is_fed_from_the_ceiling_it_measures(tiny) -> None:
+    """`--check-sim --feed X` checks where the engine sets the pace, as `bench --feed X` measures: the stream is
+    offered X times the all-resident ceiling measured first (the flag was ignored by the check before)."""
+    workload, zoo, profiles = tiny
+    fed, line = with_feed(workload, zoo, profiles, 2.0)
+    ceiling = float(re.search(r"\(([\d.]+) req/s measured now\)", line).group(1))
+    assert line.startswith("offered: 2x the uncapped ceiling") and ceiling > 0
+    assert fed.arrival_interval_s == pytest.approx(1 / (2 * ceiling), rel=0.01)
+    assert (fed.requests, fed.seed) == (workload.requests, workload.seed)  # the same stream, offered faster
+    with pytest.raises(ValueError, match="positive multiple"):
+        with_feed(workload, zoo, profiles, 0.0)
 
 
 def test_save_box_needs_a_check(capsys) -> None:

@@ -45,12 +45,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise UsageError("--planned plans for one backend: name one with --backend")
     if args.check_sim:
         from ..coserve.evaluation.preparation import prepare
-        from ..coserve.evaluation.simcheck import Served, compare, format_agreement
+        from ..coserve.evaluation.simcheck import Served, compare, format_agreement, with_feed
 
         zoo, profiles = prepare(workload, models_of(args), progress=say, backend=backends[0])
+        offered = None
+        if args.feed is not None:
+            workload, offered = with_feed(workload, zoo, profiles, args.feed, backends[0], say)
         served = Served()
-        print(format_agreement(compare(workload, zoo, profiles, policies, progress=say, backend=backends[0],
-                                       pooled=served)))
+        table = format_agreement(compare(workload, zoo, profiles, policies, progress=say, backend=backends[0],
+                                         pooled=served))
+        print(table if offered is None else f"{offered}\n{table}")
         if args.save_box:
             save_served_box(Path(args.save_box), served.profiles(profiles), workload, policies, backends[0],
                             served.runs)
@@ -312,7 +316,7 @@ def add_bench(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-ceiling", action="store_true", help="skip the all-resident ceiling run")
     p.add_argument("--feed", type=float, metavar="X", help="offer X times the engine's uncapped all-resident ceiling "
                    "(measured first, every request queued at once) instead of the workload's arrival_interval_ms, "
-                   "so no policy is held by arrivals (e.g. --feed 2)")
+                   "so no policy is held by arrivals (e.g. --feed 2; with --check-sim too)")
     p.add_argument("--simulate", action="store_true",
                    help="run the same scheduler and policies on a virtual clock instead of running models")
     p.add_argument("--box", help=f"with --simulate: a box profile file or a shipped one ({', '.join(shipped_boxes())})"

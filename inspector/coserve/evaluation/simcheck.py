@@ -13,7 +13,7 @@ this machine is made from (`inspector bench --check-sim --save-box FILE`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...experts.zoo import Zoo
 from ..online.engine import Engine
@@ -75,6 +75,23 @@ class Served:
         for (device, threads), batches in sorted(self.batches.items()):
             out[device] = served_profile(out[device], batches, self.loads.get(device, []), threads)
         return out
+
+
+def with_feed(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], feed: float, backend: str = "torch",
+              progress: Callable[[str], None] | None = None) -> tuple[Workload, str]:
+    """The workload offered `feed` times the engine's uncapped all-resident ceiling, measured now (every request
+    queued at once), as `bench --feed` offers it: checked where the engine, not the arrivals, sets the pace.
+    Returns it and a line saying what was offered."""
+    if feed <= 0:
+        raise ValueError(f"--feed must be a positive multiple of the ceiling, got {feed:g}")
+    if progress:
+        progress("running the all-resident ceiling, every request queued at once (--feed)")
+    top, _ = run_policy(replace(workload, arrival_interval_s=0.0), zoo, get_policy("coserve"), profiles,
+                        all_resident=True, backend=backend)
+    interval_s = 1.0 / (feed * top.throughput_rps)
+    return (replace(workload, arrival_interval_s=interval_s),
+            f"offered: {feed:g}x the uncapped ceiling ({top.throughput_rps:.2f} req/s measured now), one request "
+            f"every {1000 * interval_s:.2f} ms")
 
 
 def compare(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], policies: Sequence[str],
