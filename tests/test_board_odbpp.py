@@ -375,8 +375,16 @@ def test_board_import_takes_the_step_to_inspect(tmp_path: Path) -> None:
     r = cli("board", "import", str(job), "--step", "panel", "--out", str(out), "--px-per-mm", "10")
     assert r.returncode == 0, r.stderr
     assert "ODB++ (panel panel, 3 boards of pcb); 21 parts" in r.stdout
-    place = {p.ref: p for _c, p in load_rules(out).placements()}
+    rules = load_rules(out)
+    place = {p.ref: p for _c, p in rules.placements()}
     assert {"1-R1", "2-R1", "3-R1", "1-U1", "3-C1"} <= set(place) and "R1" not in place
+    # the rule set says it covers a panel of three boards: each board's parts are its own (its own result)
+    assert rules.panel is not None and rules.panel.boards == 3
+    assert {rules.panel.position_of(ref) for ref in place} == {1, 2, 3}
+    board_rules = tmp_path / "rules" / "pcb.yaml"
+    assert cli("board", "import", str(job), "--step", "pcb", "--out", str(board_rules), "--px-per-mm",
+               "10").returncode == 0
+    assert load_rules(board_rules).panel is None and "panel:" not in board_rules.read_text(encoding="utf-8")
     from inspector.board.library import load_library
 
     library = load_library(None)  # a bare chip size is a resistor or a capacitor by its reference's letters

@@ -376,3 +376,97 @@ def test_a_source_that_fails_and_comes_back_is_one_fault_opened_and_cleared(brok
     assert "no frame for 5 s" in occurred["MessageBody"]["Fault"]["Description"]
     assert cleared["MessageBody"]["FaultOccurrenceId"] == occurred["MessageBody"]["Fault"]["FaultOccurrenceId"]
     sub.close()
+
+
+def test_a_panel_is_one_inspection_with_a_unit_per_board_and_only_its_failed_boards_rejected(
+        broker: Mosquitto) -> None:
+    """A panel of three boards (its rule set's `panel:`): one UnitsInspected with a unit per board, each with its own
+    result and only its own parts, the panel's frame at position 0; the reject names the failed board's position.
+    A board of one unit and a panel that failed as a whole (its registration) keep to what they were."""
+    from datetime import timedelta
+
+    from inspector.app.factory_events import FactoryEvents
+    from inspector.results.records import BoardRecord, PartRecord
+
+    from .test_results import T0
+
+    sub = Subscriber(broker.port, client_id="mes-panel")
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")
+    pub.start()
+    events = FactoryEvents(pub, "line-1", "aoi-1")  # no line controller: the box rejects what did not pass
+
+    def part(ref: str, defect: str | None = None) -> PartRecord:
+        return PartRecord(ref, "R0402", "cls-R0402", "ab" * 32, "fail" if defect else "pass", defect or "ok", 0.9)
+
+    parts = [part(f"{k}-{r}", "missing" if (k, r) == (2, "R2") else None) for k in (1, 2, 3) for r in ("R1", "R2")]
+    panel = BoardRecord("P-100", "panel_a", "v1", T0, T0 + timedelta(seconds=1), parts=[*parts, part("X1")],
+                        panel_boards=3)
+    broken = BoardRecord("P-101", "panel_a", "v1", T0, T0 + timedelta(seconds=1), panel_boards=2,
+                         error="registration failed: 1 of 3 fiducials found")
+    for record in (panel, board("B-7", defect="polarity"), broken):
+        events.board(record)
+    assert pub.wait_published(10)
+    deadline = time.monotonic() + 10
+    while len(sub.messages_of("event")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    events.close()
+    units = [m["MessageBody"]["InspectedUnits"] for m in sub.messages_of()]
+    assert [(u["UnitPositionNumber"], u["OverallResult"]) for u in units[0]] == \
+        [(0, "Passed"), (1, "Passed"), (2, "Failed"), (3, "Passed")]
+    assert all(u["UnitIdentifier"] == "P-100" for u in units[0])  # the one code the line reads: the panel's
+    assert [i["InspectionName"] for i in units[0][2]["Inspections"]] == ["INSPECT_2-R1", "INSPECT_2-R2"]
+    assert [(u["UnitPositionNumber"], u["OverallResult"]) for u in units[1]] == [(1, "Failed")]
+    assert [(u["UnitPositionNumber"], u["OverallResult"], u["Error"][:19]) for u in units[2]] == \
+        [(1, "Aborted", "registration failed"), (2, "Aborted", "registration failed")]
+    rejected = [(e["MessageBody"]["TransactionId"], e["MessageBody"]["DisqualifiedUnits"])
+                for e in sub.messages_of("event") if e["MessageName"] == "CFX.Production.UnitsDisqualified"]
+    assert [units for _id, units in rejected] == [
+        [{"UnitIdentifier": "P-100", "PositionNumber": 2}], [{"UnitIdentifier": "B-7", "PositionNumber": 1}],
+        [{"UnitIdentifier": "P-101", "PositionNumber": 1}, {"UnitIdentifier": "P-101", "PositionNumber": 2}]]
+    assert [i for i, _u in rejected] == [panel.inspection_id, rejected[1][0], broken.inspection_id]
+    sub.close()
+
+
+def test_the_line_controllers_reject_of_a_panel_names_its_failed_boards(broker: Mosquitto) -> None:
+    """With a line controller the reject is the controller's, and the service tells it before the factory: the
+    factory holds the reject until the panel's verdict comes and names the failed board; a board failed safe at its
+    deadline (no verdict will come) is rejected at once, whole."""
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from inspector.app.factory_events import WATCH_S, FactoryEvents
+    from inspector.ingest.sources import Source
+    from inspector.plc.station import FailSafe, Station
+    from inspector.results.records import BoardRecord, PartRecord
+
+    from .test_results import T0
+
+    sub = Subscriber(broker.port, client_id="mes-station")
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")
+    pub.start()
+    clock = SimpleNamespace(t=100.0)
+    station = Station(FailSafe(deadline_ms=500), clock=lambda: clock.t)
+    line = SimpleNamespace(rules=SimpleNamespace(recipe="panel_a", version="v1"), on_rules=[])
+    events = FactoryEvents(pub, "line-1", "aoi-1")
+    events.attach(SimpleNamespace(decided=[], line=line, source=Source("folder:x"), station=station))  # type: ignore[arg-type]
+    time.sleep(3 * WATCH_S)  # the factory listens to the controller
+    parts = [PartRecord(f"{k}-R1", "R0402", "cls-R0402", "ab" * 32, "fail" if k == 3 else "pass",
+                        "missing" if k == 3 else "ok", 0.9) for k in (1, 2, 3)]
+    panel = BoardRecord("P-200", "panel_a", "v1", T0, T0 + timedelta(seconds=1), parts=parts, panel_boards=3)
+    station.board_in("p", since=100.0)
+    station.board_in("late", since=100.0, serial="P-201", inspection_id="late-id")
+    clock.t = 100.2
+    station.verdict("p", panel.inspection_id, "P-200", panel.verdict)  # the controller first, as the service does
+    events.board(panel)
+    clock.t = 101.0
+    station.expire()  # "late" gets no verdict within its deadline
+    deadline = time.monotonic() + 10
+    while len(sub.messages_of("event")) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    events.close()
+    rejected = {e["MessageBody"]["TransactionId"]: e["MessageBody"] for e in sub.messages_of("event")
+                if e["MessageName"] == "CFX.Production.UnitsDisqualified"}
+    assert rejected[panel.inspection_id]["DisqualifiedUnits"] == [{"UnitIdentifier": "P-200", "PositionNumber": 3}]
+    assert rejected["late-id"]["DisqualifiedUnits"] == [{"UnitIdentifier": "P-201", "PositionNumber": 1}]
+    assert "no verdict within 500 ms" in rejected["late-id"]["Reason"]
+    sub.close()

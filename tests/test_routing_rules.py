@@ -166,3 +166,21 @@ def test_a_type_brings_its_footprints_lands_and_body_and_the_renderer_draws_them
 def test_lands_outside_the_window_or_malformed_are_refused(lands: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_rules(POLARITY.replace("    polarized: false\n", "    polarized: false\n" + lands), "lands.yaml")
+
+
+def test_a_panel_rule_set_gives_each_part_its_board_and_refuses_a_board_it_does_not_have() -> None:
+    """`panel: {boards: N}`: parts k-REF are board k's (what `board import` writes for an ODB++ panel), others on the
+    panel's frame (0); a k beyond N is named, not counted on the frame in silence."""
+    panel = GOOD.replace("at: {R1: [30, 30], R2: [70, 30, 90]}", "at: {1-R1: [30, 30], 2-R1: [70, 30, 90]}") \
+        + "panel: {boards: 2}\n"
+    rules = parse_rules(panel, "panel.yaml")
+    assert rules.panel is not None and rules.panel.boards == 2
+    assert {p.ref: rules.panel.position_of(p.ref) for _c, p in rules.placements()} == {"1-R1": 1, "2-R1": 2, "D1": 0}
+    assert parse_rules(GOOD, "mini.yaml").panel is None
+    with pytest.raises(ConfigError, match=r"panel.yaml:\d+: .*1 references name a copy the panel of 1 boards does "
+                                          r"not have \(2-R1\)"):
+        parse_rules(panel.replace("boards: 2", "boards: 1"), "panel.yaml")
+    with pytest.raises(ConfigError, match=r"panel.yaml:\d+: .*boards"):
+        parse_rules(panel.replace("boards: 2", "boards: 0"), "panel.yaml")
+    with pytest.raises(ConfigError, match=r"panel.yaml:\d+: .*copies"):
+        parse_rules(panel.replace("boards: 2", "boards: 2, copies: 3"), "panel.yaml")

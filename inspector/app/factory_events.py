@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 WATCH_S = 0.5  # how often the source's health is looked at
+REMEMBERED = 256  # boards kept for the line controller's reject, or rejects for their board's verdict
 
 
 def _now() -> str:
@@ -42,6 +44,11 @@ class FactoryEvents:
         self._hooked: Any = None  # the station listened to
         self._faults: dict[str, str] = {}  # condition -> the occurrence id of its open fault
         self._seen_error_at: float | None = None
+        # a board's failed units heard before the controller's reject, and rejects heard before the board (by
+        # inspection id); the line's thread and the station's listener meet here
+        self._failed: OrderedDict[str, list[int]] = OrderedDict()
+        self._rejected: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._watch = threading.Thread(target=self._watch_line, name="factory-events", daemon=True)
 
@@ -69,18 +76,46 @@ class FactoryEvents:
     def board(self, record: BoardRecord) -> None:
         self.publisher(record)
         self._hook_station()
-        if self._hooked is None and record.verdict != "pass":  # no line controller: a board not passed is rejected
-            self._reject(record.inspection_id, record.board_serial, record.verdict)
+        # the units a reject names: a panel's failed boards (every unit, where the controller rejects a board that
+        # passed: its code unread); one board: position 1
+        positions = cfx.failed_positions(record) or [k for k, _parts in cfx.units(record)]
+        if self._hooked is None:  # no line controller: a board not passed is rejected
+            if record.verdict != "pass":
+                self._reject(record.inspection_id, record.board_serial, record.verdict, positions)
+            return
+        with self._lock:  # the controller's reject came first (it is told before the factory) or comes later
+            waiting = self._rejected.pop(record.inspection_id, None)
+            if waiting is None:
+                self._remember(self._failed, record.inspection_id, positions)
+        if waiting is not None:
+            self._reject(record.inspection_id, waiting[0], waiting[1], positions)
 
     def recipe(self, rules: RuleSet) -> None:
         self.publisher.event(cfx.recipe_activated(self.line, self.station, rules.recipe, rules.version, _now()))
 
-    def _reject(self, inspection_id: str, serial: str, reason: str) -> None:
-        self.publisher.event(cfx.units_disqualified(inspection_id, serial, self.line, self.station, reason, _now()))
+    def _reject(self, inspection_id: str, serial: str, reason: str, positions: list[int]) -> None:
+        self.publisher.event(cfx.units_disqualified(inspection_id, serial, self.line, self.station, reason, _now(),
+                                                    positions))
 
     def _on_station(self, _tags: Tags, published: Published | None) -> None:
-        if published is not None and published.reject:
-            self._reject(published.inspection_id, published.serial, published.reason or published.verdict)
+        """The line controller's reject: at once where it failed a board safe at its deadline (no verdict came: the
+        whole unit, position 1) or where the board's verdict was heard already; else when the verdict is heard
+        (the service tells the factory right after the controller), so a panel's reject names its failed boards."""
+        if published is None or not published.reject:
+            return
+        reason = published.reason or published.verdict
+        with self._lock:
+            positions = None if published.deadline else self._failed.pop(published.inspection_id, None)
+            if positions is None and not published.deadline:
+                self._remember(self._rejected, published.inspection_id, (published.serial, reason))
+                return
+        self._reject(published.inspection_id, published.serial, reason, positions or [1])
+
+    @staticmethod
+    def _remember(kept: OrderedDict, key: str, value: Any) -> None:
+        kept[key] = value
+        while len(kept) > REMEMBERED:
+            kept.popitem(last=False)
 
     def _hook_station(self) -> None:
         station = self._service.station if self._service is not None else None

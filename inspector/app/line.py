@@ -250,7 +250,7 @@ class Line:
     def _record(self, serial: str, source: str, inspection_id: str | None) -> BoardRecord:
         rules, now = self.rules, datetime.now(timezone.utc)
         record = BoardRecord(serial, rules.recipe, rules.version, now, now, self.config.line, self.config.station,
-                             source)
+                             source, panel_boards=rules.panel.boards if rules.panel is not None else None)
         if inspection_id:
             record.inspection_id = inspection_id
         return record

@@ -79,6 +79,7 @@ class BoardDesign:
     y_up: bool  # the file's y axis points up (Eagle, centroid files) or down (KiCad)
     outline: Rect | None = None  # the board's edge, bounding box, board frame mm
     notes: list[str] = field(default_factory=list)  # what the reader met and what it did about it
+    panel_boards: int = 0  # a panel's copies of the board (their parts named k-REF, routing/panel.py); 0: a board
 
     def bounds(self) -> Rect:
         """The outline, or (a centroid file has none) the parts' positions grown by 5 mm."""

@@ -434,10 +434,11 @@ def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
     profile = job.lines(f"steps/{chosen}/profile")
     outline = _edge(profile, scale_of(profile, "profile"), f"{path}: steps/{chosen}/profile") if profile else None
     kind = f"ODB++ (panel {chosen}, {_boards_text(boards[chosen])})" if copies else f"ODB++ (step {chosen})"
-    design = BoardDesign(str(path), kind, parts, y_up=True, outline=outline, notes=notes)
+    design = BoardDesign(str(path), kind, parts, y_up=True, outline=outline, notes=notes, panel_boards=len(copies))
     if copies:
         design.notes.append(f"panel {chosen}: its {len(copies)} boards are numbered from the top left, row by row, "
-                            "and a copied part's reference is its board's number and its own (R1 of board 2: 2-R1)")
+                            "and a copied part's reference is its board's number and its own (R1 of board 2: 2-R1); "
+                            "each board gets its own result in the factory messages")
     if outline is None:
         design.notes.append(f"no outline in steps/{chosen}/profile: the board's extent is taken from its parts")
     return design

@@ -252,7 +252,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     by_part = {p.ref: p for p in parts}
     lands = {ref: _lands(by_part[ref], design.y_up, px_per_mm, (v[3], v[4])) for ref, v in placed.items()}
     for _ in range(MAX_PASSES):
-        text = _text(recipe or "board", (width, height), placed, marks, classes, lands)
+        text = _text(recipe or "board", (width, height), placed, marks, classes, lands, design.panel_boards)
         try:
             parse_rules(text, "<import>")
             break
@@ -305,10 +305,12 @@ def _culprit(message: str, placed: dict, marks: dict) -> str | None:
 
 
 def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
-          classes: dict[str, PackageClass | None], lands: dict[str, Lands]) -> str:
+          classes: dict[str, PackageClass | None], lands: dict[str, Lands], panel_boards: int = 0) -> str:
     lines = ["# imported by `inspector board import` (inspector/board): routing_rules/README.md",
              f"recipe: {recipe}", "seed: 0", f"board: {{width: {size[0]}, height: {size[1]}}}",
              f"crop_margin: {CROP_MARGIN_PX}"]
+    if panel_boards:
+        lines.append(f"panel: {{boards: {panel_boards}}}  # parts k-REF are board k's: each board its own result")
     if len(marks) >= 2:
         lines += ["fiducials:", "  transform: similarity", "  marks:"]
         lines += [f"    {ref}: {{at: [{x}, {y}], shape: circle, size: {s}}}"

@@ -42,6 +42,7 @@ class Published:
     reason: str = ""  # why a board was failed safe (deadline, error), else empty
     at: float = 0.0  # time.time() of publishing
     latency_ms: float | None = None  # from the trigger (or the frame) to publishing
+    deadline: bool = False  # failed safe at its deadline: no verdict came (one may come late, and is not published)
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -201,18 +202,18 @@ class Station:
                 self.counters.deadline_missed += 1
                 serial, inspection = self._known.pop(due.key, ("", due.key if isinstance(due.key, str) else ""))
                 out.append(self._publish(inspection, serial, "error", True,
-                                         f"no verdict within {self.fail_safe.deadline_ms:g} ms", start))
+                                         f"no verdict within {self.fail_safe.deadline_ms:g} ms", start, deadline=True))
         return out
 
     def _publish(self, inspection_id: str, serial: str, verdict: str, reject: bool, reason: str,
-                 start: float | None) -> Published:
+                 start: float | None, deadline: bool = False) -> Published:
         t = self.tags
         if t.sequence and t.acknowledge != t.sequence:
             self.counters.unacknowledged += 1
         t.sequence = t.sequence % 4_294_967_295 + 1
         t.last_serial, t.last_verdict, t.last_inspection_id, t.reject = serial, verdict, inspection_id, reject
         latency = None if start is None else 1000 * (self.clock() - start)
-        p = Published(t.sequence, inspection_id, serial, verdict, reject, reason, time.time(), latency)
+        p = Published(t.sequence, inspection_id, serial, verdict, reject, reason, time.time(), latency, deadline)
         self.counters.published += 1
         self.counters.rejected += reject
         self.history.append(p)

@@ -8,14 +8,19 @@ transport, and not validated against the CFX SDK), plus:
 - `UniqueID` and `MessageBody.TransactionId`: the board's inspection id, unique in the database, so a
   subscriber drops a message QoS 1 delivered twice;
 - `Record`: the board as the results database stores it (every field, for subscribers of version 1).
+A panel (its rule set's `panel:`, routing/panel.py) is one inspection with one unit per board in `InspectedUnits`,
+each with its position (`UnitPositionNumber` 1..N), its own result and its parts; parts on the panel's own frame are
+a unit at position 0. Every unit carries the panel's serial: the one code the line reads.
 The line's other events (a recipe activated, a fault and its end, a board rejected) take CFX's names and the same
 envelope, each with its own `UniqueID`.
 """
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
+from ..routing.panel import PanelRules
 from .records import BoardRecord, PartRecord
 
 SCHEMA_VERSION = 2
@@ -54,6 +59,31 @@ def _inspection(board: BoardRecord, part: PartRecord) -> dict[str, Any]:
             "DefectsFound": defects, "Symptoms": None, "Measurements": []}
 
 
+def _overall(parts: list[PartRecord], error: str | None) -> str:
+    if error is not None or any(p.verdict == "error" for p in parts):
+        return RESULT["error"]
+    return RESULT["fail" if any(p.verdict == "fail" for p in parts) else "pass"]
+
+
+def units(board: BoardRecord) -> list[tuple[int, list[PartRecord]]]:
+    """(position, its parts) of each unit the board is: one at position 1, or a panel's boards that have parts
+    (every board, where a board-level error left no parts) and, where it has parts, the panel's frame at 0."""
+    if not board.panel_boards:
+        return [(1, list(board.parts))]
+    panel = PanelRules(board.panel_boards)
+    found: dict[int, list[PartRecord]] = {}
+    for p in board.parts:
+        found.setdefault(panel.position_of(p.ref), []).append(p)
+    if not board.parts:
+        return [(k, []) for k in range(1, board.panel_boards + 1)]
+    return sorted(found.items())
+
+
+def failed_positions(board: BoardRecord) -> list[int]:
+    """The units of `board` that did not pass (all of them where the board as a whole failed: an error)."""
+    return [k for k, parts in units(board) if _overall(parts, board.error) != RESULT["pass"]]
+
+
 def units_inspected(board: BoardRecord) -> dict[str, Any]:
     """The MQTT message for one stored board (SCHEMA_VERSION)."""
     body = {
@@ -62,11 +92,11 @@ def units_inspected(board: BoardRecord) -> dict[str, Any]:
         "SamplingInformation": {"SamplingMethod": "NoSampling", "LotSize": None, "SampleSize": None},
         "Inspector": None,  # a machine's call; an operator's review is a later message of its own
         "InspectedUnits": [{
-            "UnitIdentifier": board.board_serial, "UnitPositionNumber": 1,
-            "OverallResult": RESULT[board.verdict],
+            "UnitIdentifier": board.board_serial, "UnitPositionNumber": position,
+            "OverallResult": _overall(parts, board.error),
             "Error": board.error,
-            "Inspections": [_inspection(board, p) for p in board.parts],
-        }],
+            "Inspections": [_inspection(board, p) for p in parts],
+        } for position, parts in units(board)],
     }
     return {"MessageName": MESSAGE_NAME, "SchemaVersion": SCHEMA_VERSION, "UniqueID": board.inspection_id,
             "TimeStamp": board.finished_at.isoformat(), "Source": f"inspector.{board.line}.{board.station}",
@@ -104,9 +134,10 @@ def fault(line: str, station: str, occurrence: str, code: str, description: str,
                     line, station, body, at)
 
 
-def units_disqualified(inspection_id: str, serial: str, line: str, station: str, reason: str, at: str
-                       ) -> dict[str, Any]:
-    """A board the box rejected (its verdict, or the line controller's fail-safe): one per inspection."""
+def units_disqualified(inspection_id: str, serial: str, line: str, station: str, reason: str, at: str,
+                       positions: Sequence[int] = (1,)) -> dict[str, Any]:
+    """A board the box rejected (its verdict, or the line controller's fail-safe): one per inspection; of a panel,
+    the positions of its boards that did not pass (`failed_positions`)."""
     body = {"TransactionId": inspection_id, "Reason": reason,
-            "DisqualifiedUnits": [{"UnitIdentifier": serial, "PositionNumber": 1}]}
+            "DisqualifiedUnits": [{"UnitIdentifier": serial, "PositionNumber": k} for k in positions]}
     return envelope(UNITS_DISQUALIFIED, f"{inspection_id}/reject", line, station, body, at)

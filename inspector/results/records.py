@@ -55,6 +55,9 @@ class BoardRecord:
     # read), sidecar / filename (the source said), file (an image's name), synthetic, none (no identity at all)
     serial_source: str | None = None
     board_id: str | None = None  # the Hermes BoardId (a GUID that follows the board down an SMT line), if any
+    # a panel's boards (its rule set's `panel: {boards: N}`): its parts k-REF are board k's (routing/panel.py), and
+    # the factory messages give each board its own result; None: one board. Not stored in the database
+    panel_boards: int | None = None
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)

@@ -24,6 +24,7 @@ from .compare import WINDOW, CompareRules, parse_compare
 from .fiducials import FiducialRules, parse_fiducials
 from .gate import GateRules, parse_gate
 from .identity import SerialCode, parse_serial_code
+from .panel import PanelRules, parse_panel, stray_refs
 from .photo import PhotoRegistration, parse_photo_registration
 from .shapes import SHAPES
 
@@ -120,6 +121,7 @@ class RuleSet:
     gate: GateRules = GateRules()  # when a frame of a free-running camera is a board (camera/gate.py)
     compare: CompareRules | None = None  # a bare board: its parts are its differences from the golden board
     photo: PhotoRegistration | None = None  # boards photographed whole: registered on their outline or picked points
+    panel: PanelRules | None = None  # copies of one board carried as one, each with its own verdict (routing/panel.py)
     text: str = field(default="", repr=False, compare=False)  # what it was parsed from: kept by `version` with results
 
     def component(self, name: str) -> ComponentRule:
@@ -181,7 +183,7 @@ class RuleSet:
 
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
-        "gate", "golden", "compare", "photo_registration"}
+        "gate", "golden", "compare", "photo_registration", "panel"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "pads", "body",
               "body_contrast", "input_size", "at"}
 
@@ -242,6 +244,7 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         compare=parse_compare(doc.sub("compare")) if doc.has("compare") else None,
         photo=parse_photo_registration(doc.sub("photo_registration"), source) if doc.has("photo_registration")
         else None,
+        panel=parse_panel(doc.sub("panel")) if doc.has("panel") else None,
     )
     if ruleset.photo is not None and (ruleset.fiducials is not None or ruleset.compare is not None):
         raise doc.error("photo_registration", "a board registers one way: on its fiducials, or (photographed whole) "
@@ -256,6 +259,10 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         raise doc.error("components", f"{', '.join(checked)} set body_contrast, which compares each crop with the "
                                       "golden board's: name its image (golden: FILE; `board teach` writes both)")
     _check_compare(ruleset, doc, comps)
+    if ruleset.panel is not None and (stray := stray_refs(ruleset.panel, seen)):
+        raise doc.error("panel", f"{len(stray)} references name a copy the panel of {ruleset.panel.boards} boards "
+                                 f"does not have ({', '.join(stray[:5])}{' ...' if len(stray) > 5 else ''}): a "
+                                 "copy's parts are k-REF with k from 1 to `boards`; raise `boards` or fix the names")
     _check_overlaps(ruleset, comps)
     _check_fiducials_clear(ruleset, doc)
     _check_code_clear(ruleset, doc)
