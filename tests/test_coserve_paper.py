@@ -103,6 +103,29 @@ def test_a_bench_refuses_per_executor_pools_smaller_than_the_largest_expert(tiny
         check_budget(small, ["coserve", "coserve-paper"], profiles)
 
 
+def test_a_bench_refuses_a_pool_that_leaves_its_executors_no_room_for_one_sample(tiny) -> None:
+    """An expert pool grown up to the device's size left each executor bytes for its batches, and every batch was
+    cut to one request whatever memory it overran: a sweep of expert_pool_mb ran past device_mb and reported a
+    third of the throughput. Refused now, the sweep before its first run."""
+    from inspector.coserve.evaluation.bench import check_budget
+    from inspector.coserve.evaluation.sweep import run_sweep
+    from inspector.errors import UnknownChoice
+
+    workload, _, profiles = tiny
+    profiles = cpu_only(profiles)
+    roomy = dataclasses.replace(workload, device_bytes=100 * MiB, expert_pool_bytes=45 * MiB, pool_fixed=True)
+    check_budget(roomy, ["samba", "coserve"], profiles)
+    full = dataclasses.replace(roomy, expert_pool_bytes=int(99.9 * MiB))
+    with pytest.raises(ValueError, match=r"samba: each executor on cpu has 0\.10 MiB for batches .* less than one "
+                                         r"sample of .*lower memory.expert_pool_mb or raise memory.device_mb"):
+        check_budget(full, ["samba", "coserve"], profiles)
+    benched: list[float] = []
+    with pytest.raises(UnknownChoice, match=r"expert_pool_mb: 100, 120 MiB leave no room for batches in the "
+                                            r"workload's device_mb \(100\)"):
+        run_sweep(roomy, "expert_pool_mb", [40, 100, 120], lambda w: benched.append(w.expert_pool_bytes))
+    assert benched == []  # refused before the first size ran
+
+
 def test_recipes_carry_subsets_and_the_stream_follows_the_lots() -> None:
     w = parse_workload(RECIPES, "recipes.yaml")
     recipes = w.board_recipes()

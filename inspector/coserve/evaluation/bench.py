@@ -127,9 +127,11 @@ def check_budget(workload: Workload, policies: Sequence[str] = (),
             f"memory.expert_pool_mb = {workload.expert_pool_bytes / 2**20:.0f} is less than the largest expert "
             f"({largest / 2**20:.0f} MiB resident); raise it to at least {math.ceil(largest / 2**20)}"
         )
+    keys = {architecture_from_spec(s).key for s in [workload.classifier] + [d.spec for d in workload.detectors]}
     for name in policies if profiles else ():
         policy = get_policy(name)
         plan = build_plan(workload, policy, profiles)  # type: ignore[arg-type]
+        short_batches(name, plan, profiles, keys)  # type: ignore[arg-type]
         pools = pool_layout([s.device for s in plan.executors], plan.pool_bytes, policy.shared_pool)
         main = next(p for p in pools if p.device == plan.executors[0].device)
         if main.nbytes < largest:
@@ -138,6 +140,20 @@ def check_budget(workload: Workload, policies: Sequence[str] = (),
                 f"{name} gives each of its {n} executors its own pool: {main.nbytes / 2**20:.0f} MiB each, less "
                 f"than the largest expert ({largest / 2**20:.0f} MiB); raise memory.expert_pool_mb to at least "
                 f"{math.ceil(n * largest / 2**20)} or give fewer executors")
+
+
+def short_batches(name: str, plan: EnginePlan, profiles: dict[str, DeviceProfile], keys: set[str]) -> None:
+    """Refuse a plan whose executors' batch memory cannot hold one sample of an architecture the workload runs:
+    each batch would be cut to one request anyway and overrun the memory given (a pool grown up to the device's
+    size, a sweep of expert_pool_mb), so its figures would measure nothing the box could run."""
+    for spec in plan.executors:
+        needs = [(p.act_bytes_per_sample, p.key) for p in profiles[spec.device.key].archs.values() if p.key in keys]
+        need, arch = max(needs, default=(0, ""))
+        if spec.batch_bytes < need:
+            raise ValueError(
+                f"{name}: each executor on {spec.device.key} has {spec.batch_bytes / 2**20:.2f} MiB for batches (what "
+                f"the expert pool leaves of memory.device_mb), less than one sample of {arch} "
+                f"({need / 2**20:.2f} MiB); lower memory.expert_pool_mb or raise memory.device_mb")
 
 
 def with_costs(report: BenchReport, zoo: Zoo, profiles: dict[str, DeviceProfile],

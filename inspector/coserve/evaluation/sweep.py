@@ -68,6 +68,15 @@ def resized(workload: Workload, parameter: str, mib: float) -> Workload:
 
 def run_sweep(workload: Workload, parameter: str, values: list[float],
               bench: Callable[[Workload], BenchReport]) -> SweepReport:
+    """Each size benched in turn; an expert pool the device cannot hold beside its batches is refused before the
+    first run (UnknownChoice), not found at its turn."""
+    if parameter == "expert_pool_mb" and workload.device_bytes is not None:
+        device = workload.device_bytes / MiB
+        over = [v for v in values if v >= device]
+        if over:
+            raise UnknownChoice(f"--sweep expert_pool_mb: {', '.join(f'{v:g}' for v in over)} MiB leave no room for "
+                                f"batches in the workload's device_mb ({device:g}); sweep pools below it, or "
+                                "sweep device_mb")
     sweep = SweepReport(parameter, values)
     for v in values:
         sweep.reports.append(bench(resized(workload, parameter, v)))
