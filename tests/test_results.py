@@ -77,6 +77,13 @@ def test_registration_and_board_level_errors_round_trip(store: ResultStore) -> N
     assert again.transform == registered("R2").transform and again.fiducials["F2"] == (612.0, 27.9)
     bare = BoardRecord.from_json(json.loads(json.dumps(registered("E2", error=reason).to_json())))
     assert bare.verdict == "error" and bare.error == reason
+    panel = registered("P1")
+    panel.panel_boards = 2
+    data = json.loads(json.dumps(panel.to_json()))
+    assert BoardRecord.from_json(data).panel_boards == 2
+    data["later_field"], data["parts"][0]["later_part_field"] = 1, "x"  # a spool a later release wrote
+    later = BoardRecord.from_json(data)
+    assert later.board_serial == "P1" and later.parts == panel.parts and later.panel_boards == 2
     only_errors = io.StringIO()
     assert export_csv(store, only_errors, Filters(verdict="error")) == 1
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -78,10 +78,11 @@ class BoardRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BoardRecord:
-        data = dict(data)
-        data.pop("verdict", None)
-        parts = [PartRecord(**{**p, "box": tuple(p["box"]) if p.get("box") else None,
-                                "at": tuple(p["at"]) if p.get("at") else None}) for p in data.pop("parts")]
+        # fields a later release added (a spool written by it, read after a rollback) are dropped, not fatal
+        mine, its = {f.name for f in fields(cls)}, {f.name for f in fields(PartRecord)}
+        parts = [PartRecord(**{**{k: v for k, v in p.items() if k in its}, "box": tuple(p["box"]) if p.get("box")
+                               else None, "at": tuple(p["at"]) if p.get("at") else None}) for p in data["parts"]]
+        data = {k: v for k, v in data.items() if k in mine and k != "parts"}
         if data.get("transform") is not None:
             data["transform"] = tuple(data["transform"])
         data["fiducials"] = {k: tuple(v) for k, v in (data.get("fiducials") or {}).items()}
