@@ -1,6 +1,7 @@
 """The simulator: the real scheduler and pools on a virtual clock; checked against the engine."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -82,6 +83,26 @@ def test_a_check_is_fed_from_the_ceiling_it_measures(tiny) -> None:
     assert (fed.requests, fed.seed) == (workload.requests, workload.seed)  # the same stream, offered faster
     with pytest.raises(ValueError, match="positive multiple"):
         with_feed(workload, zoo, profiles, 0.0)
+
+
+def test_simulating_here_builds_no_zoo_once_its_architectures_are_measured(tiny, models_dir, tmp_path) -> None:
+    """`bench --simulate` on this box needs the profile, not the weights: where the saved profile already holds
+    every architecture of the workload, the run simulates on a catalogue of its experts (a 240-type workload's zoo
+    was 14 GB, built only to be simulated), with the same figures; an architecture not measured yet builds and
+    profiles as before."""
+    import shutil
+
+    workload, _, _ = tiny
+    built = run_simulated_bench(workload, ["samba", "coserve"], models_dir, ceiling=False)
+    bare = tmp_path / "models"
+    shutil.copytree(models_dir / "profiles", bare / "profiles")
+    again = run_simulated_bench(workload, ["samba", "coserve"], bare, ceiling=False)
+    assert not (bare / "zoo").exists()
+    assert [(r.policy, r.throughput_rps, r.switches) for r in again.runs] == \
+        [(r.policy, r.throughput_rps, r.switches) for r in built.runs]
+    other = dataclasses.replace(workload, classifier={**workload.classifier, "input_size": 40})  # not measured here
+    run_simulated_bench(other, ["coserve"], bare, ceiling=False)
+    assert (bare / "zoo").is_dir()
 
 
 def test_save_box_needs_a_check(capsys) -> None:

@@ -20,9 +20,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...experts.backends import get_backend
+from ...experts.registry import architecture_from_spec
 from ...experts.zoo import Zoo
 from ...paths import SHIPPED_BOXES, shipped_boxes
+from ...runtime.devices import available_devices
 from ...runtime.diskio import write_atomically
+from ..offline.profiler import saved_profile
 from ..online.executor_plan import devices_of, primary_device
 from ..online.profile import DeviceProfile, load_box
 from ..online.workload import CASUAL_EXPERT_SHARE, MiB, Workload
@@ -81,13 +85,33 @@ def fit_to_box(workload: Workload, doc: dict[str, Any], box: str) -> Workload:
     return workload
 
 
+def measured_here(workload: Workload, models_dir: Path, backend: str) -> dict[str, DeviceProfile] | None:
+    """This box's saved profiles, one per device `backend` runs on, where each holds every architecture of the
+    workload under the software here; else None."""
+    runtime = get_backend(backend)
+    keys = {architecture_from_spec(item.spec).key for item in workload.zoo_items()}
+    out: dict[str, DeviceProfile] = {}
+    for device in available_devices():
+        if not runtime.runs_on(device.torch):
+            continue
+        prof = saved_profile(device, Path(models_dir) / "profiles", runtime, keys)
+        if prof is None:
+            return None
+        out[device.key] = prof
+    return out or None
+
+
 def box_profiles(box: str | None, models_dir: Path, workload: Workload, progress: Progress | None = None,
                  backend: str = "torch") -> tuple[str, Zoo, dict[str, DeviceProfile], Workload]:
     """(label, zoo, profiles, workload as the box runs it) to simulate with: this box's profile on `backend`,
     or a box file's (which carries its own devices' costs, whatever ran them)."""
     if box is None:
+        label = primary_device().describe() + " (simulated)"
+        saved = measured_here(workload, models_dir, backend)
+        if saved is not None:  # every architecture measured here already: no zoo to build (a wide one is gigabytes)
+            return label, simulated_zoo(workload, saved[devices_of(saved)[0].key]), saved, workload
         zoo, profiles = prepare(workload, models_dir, progress, backend=backend)
-        return primary_device().describe() + " (simulated)", zoo, profiles, workload
+        return label, zoo, profiles, workload
     name, profiles, doc = load_box(find_box(box))
     main = devices_of(profiles)[0]
     workload = fit_to_box(workload, doc, name)

@@ -194,6 +194,23 @@ def profile_path(root: Path, device: Device, backend: str = "torch") -> Path:
     return Path(root) / f"{device.key.replace(':', '-')}{suffix}.json"
 
 
+def saved_profile(device: Device, root: Path, backend: Backend | None, keys: set[str]) -> DeviceProfile | None:
+    """This box's saved profile of `device` on `backend` when it was measured under the software here and holds
+    every architecture in `keys` at every thread count an executor may use; else None (`load_or_profile` measures).
+    What a simulation needs of a workload whose architectures this box has measured: no zoo built for it."""
+    on_runtime = backend is not None and backend.name != "torch"
+    path = profile_path(root, device, backend.name if on_runtime else "torch")
+    if not path.is_file():
+        return None
+    expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
+    if on_runtime:
+        expect.update({"backend": backend.name, **backend.versions()})
+    prof = DeviceProfile.load(path)
+    if any(prof.fingerprint.get(k) != v for k, v in expect.items()) or not prof.concurrency:
+        return None
+    return prof if all(prof.has(k, t) for k in keys for t in thread_counts(device)) else None
+
+
 def load_or_profile(
     zoo: Zoo,
     device: Device,
