@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..routing.panel import PanelRules
-from .records import BoardRecord, PartRecord
+from .records import BoardRecord, PartRecord, verdict_of
 
 SCHEMA_VERSION = 2
 MESSAGE_NAME = "CFX.Production.TestAndInspection.UnitsInspected"
@@ -59,12 +59,6 @@ def _inspection(board: BoardRecord, part: PartRecord) -> dict[str, Any]:
             "DefectsFound": defects, "Symptoms": None, "Measurements": []}
 
 
-def _overall(parts: list[PartRecord], error: str | None) -> str:
-    if error is not None or any(p.verdict == "error" for p in parts):
-        return RESULT["error"]
-    return RESULT["fail" if any(p.verdict == "fail" for p in parts) else "pass"]
-
-
 def units(board: BoardRecord) -> list[tuple[int, list[PartRecord]]]:
     """(position, its parts) of each unit the board is: one at position 1, or a panel's boards that have parts
     (every board, where a board-level error left no parts) and, where it has parts, the panel's frame at 0."""
@@ -81,7 +75,7 @@ def units(board: BoardRecord) -> list[tuple[int, list[PartRecord]]]:
 
 def failed_positions(board: BoardRecord) -> list[int]:
     """The units of `board` that did not pass (all of them where the board as a whole failed: an error)."""
-    return [k for k, parts in units(board) if _overall(parts, board.error) != RESULT["pass"]]
+    return [k for k, parts in units(board) if verdict_of(parts, board.error) != "pass"]
 
 
 def units_inspected(board: BoardRecord) -> dict[str, Any]:
@@ -93,7 +87,7 @@ def units_inspected(board: BoardRecord) -> dict[str, Any]:
         "Inspector": None,  # a machine's call; an operator's review is a later message of its own
         "InspectedUnits": [{
             "UnitIdentifier": board.board_serial, "UnitPositionNumber": position,
-            "OverallResult": _overall(parts, board.error),
+            "OverallResult": RESULT[verdict_of(parts, board.error)],
             "Error": board.error,
             "Inspections": [_inspection(board, p) for p in parts],
         } for position, parts in units(board)],

@@ -34,6 +34,13 @@ class PartRecord:
     likeliest: str | None = None
 
 
+def verdict_of(parts: list[PartRecord], error: str | None = None) -> str:
+    """A board's verdict from its parts' (or a panel's board's, results/cfx.py): error before fail before pass."""
+    if error is not None or any(p.verdict == "error" for p in parts):
+        return "error"
+    return "fail" if any(p.verdict == "fail" for p in parts) else "pass"
+
+
 @dataclass
 class BoardRecord:
     board_serial: str
@@ -64,9 +71,7 @@ class BoardRecord:
 
     @property
     def verdict(self) -> str:
-        if self.error is not None or any(p.verdict == "error" for p in self.parts):
-            return "error"
-        return "fail" if any(p.verdict == "fail" for p in self.parts) else "pass"
+        return verdict_of(self.parts, self.error)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(replace(self, crops={}))
