@@ -381,3 +381,11 @@ def test_what_a_killed_writer_left_is_removed_by_the_next_write_once_it_is_stale
     diskio.write_atomically(path, b"whole")
     assert path.read_bytes() == b"whole"
     assert not stale.exists() and fresh.exists() and other.exists()
+    # a file made under another name first (ONNX Runtime's optimised model, saved to a name ending .ort): the same
+    optimised = tmp_path / "cls-R1.cpu-x86.ort"
+    killed = tmp_path / ".cls-R1.cpu-x86.ort.k1ll3d.tmp.ort"
+    killed.write_bytes(b"half")
+    os.utime(killed, (old, old))
+    scratch = diskio.scratch_beside(optimised, ".tmp.ort")
+    assert not killed.exists() and scratch.exists() and scratch.name.endswith(".tmp.ort")
+    assert scratch != diskio.scratch_beside(optimised, ".tmp.ort")  # one name per call

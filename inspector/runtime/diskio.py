@@ -343,16 +343,27 @@ STALE_S = 3600.0  # a temporary file this old was left by a writer killed betwee
 _SWEPT: set[tuple[Path, str]] = set()  # files whose leftovers this process has swept: once each, not every write
 
 
-def _drop_stale(path: Path) -> None:
+def scratch_beside(path: Path | str, suffix: str = ".tmp") -> Path:
+    """A new empty file of this call's own beside `path`, for a writer that must be given a file name (ONNX
+    Runtime saving an optimised model: its suffix says the format) and then reads or renames it; the caller removes
+    it. What a killed caller left under the same pattern is swept as `write_atomically`'s leftovers are."""
+    path = Path(path)
+    _drop_stale(path, suffix)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.close(fd)
+    return Path(name)
+
+
+def _drop_stale(path: Path, suffix: str = ".tmp") -> None:
     """Remove what killed writers of `path` left beside it (a write takes seconds, so one untouched for STALE_S is no
     other writer's at work); a file that goes meanwhile is another writer's cleaning. Once per file and process: a
     file replaced often (the outbox's position, on every acknowledgement) does not list its folder each time."""
-    key = (path.parent, path.name)
+    key = (path.parent, path.name + suffix)
     if key in _SWEPT:
         return
     _SWEPT.add(key)
     cutoff = time.time() - STALE_S
-    for left in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+    for left in path.parent.glob(f".{glob.escape(path.name)}.*{glob.escape(suffix)}"):
         try:
             if left.stat().st_mtime < cutoff:
                 left.unlink()

@@ -20,7 +20,6 @@ onnxruntime-gpu wheel is installed; there the plain model is loaded and optimise
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import threading
 from collections import OrderedDict
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...runtime.diskio import drop_pages
+from ...runtime.diskio import drop_pages, scratch_beside
 from ..base import Architecture, Prediction
 from .base import BackendUnavailable, RuntimeBackend, Weights
 from .export import Exported, derived, exported
@@ -140,9 +139,12 @@ class OnnxRuntimeBackend(RuntimeBackend):
         if cuda or not self.preoptimised:
             return made.path, False
 
+        target = made.path.with_name(f"{made.path.stem}.{self.tag}.ort")
+
         def optimise() -> bytes:
-            # a name of its own: another process may be optimising the same model (derived() writes atomically)
-            tmp = made.path.with_name(f"{made.path.stem}.{self.tag}.{os.getpid()}-{threading.get_ident()}.tmp.ort")
+            # a name of its own (another process may be optimising the same model; derived() writes atomically),
+            # ending .ort (the format ONNX Runtime saves in); what a killed process left there is swept
+            tmp = scratch_beside(target, ".tmp.ort")
             try:
                 self.ort.InferenceSession(str(made.path), self.options(True, save_to=tmp),
                                           providers=self.providers(False))
@@ -150,7 +152,7 @@ class OnnxRuntimeBackend(RuntimeBackend):
             finally:
                 tmp.unlink(missing_ok=True)
 
-        return derived(made.path.with_name(f"{made.path.stem}.{self.tag}.ort"), made, self.tag, optimise).path, True
+        return derived(target, made, self.tag, optimise).path, True
 
     def exported(self, arch: Architecture, expert: str, weights_sha256: str | None, weights: Weights,
                  home: Path) -> Exported:
