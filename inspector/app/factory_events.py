@@ -76,13 +76,11 @@ class FactoryEvents:
     def board(self, record: BoardRecord) -> None:
         self.publisher(record)
         self._hook_station()
-        # the units a reject names: a panel's failed boards (every unit, where the controller rejects a board that
-        # passed: its code unread); one board: position 1
-        positions = cfx.failed_positions(record) or [k for k, _parts in cfx.units(record)]
         if self._hooked is None:  # no line controller: a board not passed is rejected
             if record.verdict != "pass":
-                self._reject(record.inspection_id, record.board_serial, record.verdict, positions)
+                self._reject(record.inspection_id, record.board_serial, record.verdict, cfx.reject_positions(record))
             return
+        positions = cfx.reject_positions(record)  # the controller may reject it, even passed (its code unread)
         with self._lock:  # the controller's reject came first (it is told before the factory) or comes later
             waiting = self._rejected.pop(record.inspection_id, None)
             if waiting is None:
@@ -104,12 +102,15 @@ class FactoryEvents:
         if published is None or not published.reject:
             return
         reason = published.reason or published.verdict
-        with self._lock:
-            positions = None if published.deadline else self._failed.pop(published.inspection_id, None)
-            if positions is None and not published.deadline:
-                self._remember(self._rejected, published.inspection_id, (published.serial, reason))
-                return
-        self._reject(published.inspection_id, published.serial, reason, positions or [1])
+        positions = [1]
+        if not published.deadline:
+            with self._lock:
+                heard = self._failed.pop(published.inspection_id, None)
+                if heard is None:
+                    self._remember(self._rejected, published.inspection_id, (published.serial, reason))
+                    return
+            positions = heard
+        self._reject(published.inspection_id, published.serial, reason, positions)
 
     @staticmethod
     def _remember(kept: OrderedDict, key: str, value: Any) -> None:

@@ -64,18 +64,21 @@ def units(board: BoardRecord) -> list[tuple[int, list[PartRecord]]]:
     (every board, where a board-level error left no parts) and, where it has parts, the panel's frame at 0."""
     if not board.panel_boards:
         return [(1, list(board.parts))]
+    if not board.parts:
+        return [(k, []) for k in range(1, board.panel_boards + 1)]
     panel = PanelRules(board.panel_boards)
     found: dict[int, list[PartRecord]] = {}
     for p in board.parts:
         found.setdefault(panel.position_of(p.ref), []).append(p)
-    if not board.parts:
-        return [(k, []) for k in range(1, board.panel_boards + 1)]
     return sorted(found.items())
 
 
-def failed_positions(board: BoardRecord) -> list[int]:
-    """The units of `board` that did not pass (all of them where the board as a whole failed: an error)."""
-    return [k for k, parts in units(board) if verdict_of(parts, board.error) != "pass"]
+def reject_positions(board: BoardRecord) -> list[int]:
+    """The units a reject of `board` names: those that did not pass (all of them where the board as a whole failed:
+    an error), or every one where none failed (a board the line controller rejects though it passed: its code
+    unread)."""
+    every = units(board)
+    return [k for k, parts in every if verdict_of(parts, board.error) != "pass"] or [k for k, _parts in every]
 
 
 def units_inspected(board: BoardRecord) -> dict[str, Any]:
@@ -131,7 +134,7 @@ def fault(line: str, station: str, occurrence: str, code: str, description: str,
 def units_disqualified(inspection_id: str, serial: str, line: str, station: str, reason: str, at: str,
                        positions: Sequence[int] = (1,)) -> dict[str, Any]:
     """A board the box rejected (its verdict, or the line controller's fail-safe): one per inspection; of a panel,
-    the positions of its boards that did not pass (`failed_positions`)."""
+    the positions of its boards that did not pass (`reject_positions`)."""
     body = {"TransactionId": inspection_id, "Reason": reason,
             "DisqualifiedUnits": [{"UnitIdentifier": serial, "PositionNumber": k} for k in positions]}
     return envelope(UNITS_DISQUALIFIED, f"{inspection_id}/reject", line, station, body, at)

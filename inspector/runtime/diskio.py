@@ -318,17 +318,16 @@ def write_atomically(path: Path | str, data: bytes) -> None:
     preparing one zoo) each rename a whole file of theirs, where one shared name let them write into one file and
     rename it half written, or rename it from under each other."""
     path = Path(path)
-    _drop_stale(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    scratch = scratch_beside(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(scratch, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(name, 0o666 & ~_UMASK)  # as open() would have made it: mkstemp makes files 0600
-        os.replace(name, path)
+        os.chmod(scratch, 0o666 & ~_UMASK)  # as open() would have made it: mkstemp makes files 0600
+        os.replace(scratch, path)
     except BaseException:
-        Path(name).unlink(missing_ok=True)
+        scratch.unlink(missing_ok=True)
         raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -120,14 +120,14 @@ def check_budget(workload: Workload, policies: Sequence[str] = (),
     With policies and profiles, each policy's own pools are checked too: one
     that gives every executor its own pool splits the device's memory.
     """
-    largest = max(resident_bytes(architecture_from_spec(s), profiles)
-                  for s in [workload.classifier] + [d.spec for d in workload.detectors])
+    archs = [architecture_from_spec(s) for s in [workload.classifier] + [d.spec for d in workload.detectors]]
+    largest = max(resident_bytes(a, profiles) for a in archs)
     if workload.expert_pool_bytes < largest:
         raise ValueError(
             f"memory.expert_pool_mb = {workload.expert_pool_bytes / 2**20:.0f} is less than the largest expert "
             f"({largest / 2**20:.0f} MiB resident); raise it to at least {math.ceil(largest / 2**20)}"
         )
-    keys = {architecture_from_spec(s).key for s in [workload.classifier] + [d.spec for d in workload.detectors]}
+    keys = {a.key for a in archs}
     for name in policies if profiles else ():
         policy = get_policy(name)
         plan = build_plan(workload, policy, profiles)  # type: ignore[arg-type]
@@ -200,6 +200,16 @@ RunOne = Callable[[Policy, bool, float, Sequence[str] | None], tuple[RunReport, 
 # (policy, all resident, seconds between arrivals, the experts resident at the start when not all) -> the run
 
 
+def check_feed(feed: float) -> None:
+    if feed <= 0:
+        raise ValueError(f"--feed must be a positive multiple of the ceiling, got {feed:g}")
+
+
+def fed_interval_s(feed: float, ceiling_rps: float) -> float:
+    """Seconds between arrivals that offer `feed` times the uncapped ceiling (`--feed`)."""
+    return 1.0 / (feed * ceiling_rps)
+
+
 def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, device: str,
                  progress: Progress | None = None, ceiling: bool = True, repeat: int = 1,
                  interval_s: float = 0.0, feed: float | None = None,
@@ -219,12 +229,11 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
     floors: list[RunReport] = []
     verdicts: dict[str, dict[int, str]] = {}
     if feed is not None:
-        if feed <= 0:
-            raise ValueError(f"--feed must be a positive multiple of the ceiling, got {feed:g}")
+        check_feed(feed)
         if progress:
             progress("running the all-resident ceiling, every request queued at once (--feed)")
         tops.append(run_one(get_policy("coserve"), True, 0.0, None)[0])
-        interval_s = 1.0 / (feed * tops[0].throughput_rps)
+        interval_s = fed_interval_s(feed, tops[0].throughput_rps)
         workload = {**workload, "arrival_interval_ms": round(1000 * interval_s, 4),
                     "feed": f"{feed:g}x the uncapped ceiling ({feed * tops[0].throughput_rps:.0f} req/s)"}
         if progress:

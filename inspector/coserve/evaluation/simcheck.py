@@ -21,7 +21,7 @@ from ..online.executor_plan import build_plan
 from ..online.policies import get_policy
 from ..online.profile import DeviceProfile, ServedBatch, served_profile
 from ..online.workload import Workload
-from .bench import run_policy, simulate_policy
+from .bench import check_feed, fed_interval_s, run_policy, simulate_policy
 from .simulation import replay_oracle
 
 TOLERANCE = 0.15
@@ -82,13 +82,12 @@ def with_feed(workload: Workload, zoo: Zoo, profiles: dict[str, DeviceProfile], 
     """The workload offered `feed` times the engine's uncapped all-resident ceiling, measured now (every request
     queued at once), as `bench --feed` offers it: checked where the engine, not the arrivals, sets the pace.
     Returns it and a line saying what was offered."""
-    if feed <= 0:
-        raise ValueError(f"--feed must be a positive multiple of the ceiling, got {feed:g}")
+    check_feed(feed)
     if progress:
         progress("running the all-resident ceiling, every request queued at once (--feed)")
     top, _ = run_policy(replace(workload, arrival_interval_s=0.0), zoo, get_policy("coserve"), profiles,
                         all_resident=True, backend=backend)
-    interval_s = 1.0 / (feed * top.throughput_rps)
+    interval_s = fed_interval_s(feed, top.throughput_rps)
     return (replace(workload, arrival_interval_s=interval_s),
             f"offered: {feed:g}x the uncapped ceiling ({top.throughput_rps:.2f} req/s measured now), one request "
             f"every {1000 * interval_s:.2f} ms")

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -194,17 +195,26 @@ def profile_path(root: Path, device: Device, backend: str = "torch") -> Path:
     return Path(root) / f"{device.key.replace(':', '-')}{suffix}.json"
 
 
+def _expected(device: Device, root: Path, backend: Backend | None) -> tuple[Path, dict[str, Any], set[str]]:
+    """(the profile file of `device` on `backend`, the fingerprint it must carry here, the fingerprint's keys that
+    name software: a difference there is an upgrade, measured again, not another machine)."""
+    on_runtime = backend is not None and backend.name != "torch"
+    path = profile_path(root, device, backend.name if on_runtime else "torch")
+    expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
+    software = {"profile_format", "torch"}
+    if on_runtime:
+        expect.update({"backend": backend.name, **backend.versions()})
+        software |= set(backend.versions())
+    return path, expect, software
+
+
 def saved_profile(device: Device, root: Path, backend: Backend | None, keys: set[str]) -> DeviceProfile | None:
     """This box's saved profile of `device` on `backend` when it was measured under the software here and holds
     every architecture in `keys` at every thread count an executor may use; else None (`load_or_profile` measures).
     What a simulation needs of a workload whose architectures this box has measured: no zoo built for it."""
-    on_runtime = backend is not None and backend.name != "torch"
-    path = profile_path(root, device, backend.name if on_runtime else "torch")
+    path, expect, _ = _expected(device, root, backend)
     if not path.is_file():
         return None
-    expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
-    if on_runtime:
-        expect.update({"backend": backend.name, **backend.versions()})
     prof = DeviceProfile.load(path)
     if any(prof.fingerprint.get(k) != v for k, v in expect.items()) or not prof.concurrency:
         return None
@@ -228,12 +238,7 @@ def load_or_profile(
     its own; one measured on another device raises ProfileMismatch unless `force`.
     """
     on_runtime = backend is not None and backend.name != "torch"
-    path = profile_path(root, device, backend.name if on_runtime else "torch")
-    expect = {**fingerprint(device), "profile_format": PROFILE_FORMAT}
-    software = {"profile_format", "torch"}
-    if on_runtime:
-        expect.update({"backend": backend.name, **backend.versions()})
-        software |= set(backend.versions())
+    path, expect, software = _expected(device, root, backend)
     prof = DeviceProfile(expect)
     if path.is_file() and not force:
         old = DeviceProfile.load(path)
