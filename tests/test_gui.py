@@ -903,3 +903,61 @@ def test_the_history_shows_and_finds_a_board_by_its_hermes_board_id(qtbot, postg
     assert "inspector db upgrade" in old.status.text()
     refused = tmp_path / "refused.csv"
     assert old.export(str(refused)) == 0 and not refused.exists()
+
+
+def test_the_history_says_which_board_of_a_panel_each_part_is_on_and_whether_that_board_passed(
+        qtbot, tmp_path: Path) -> None:
+    """A panel's parts each show their board on it, coloured by that board's verdict, with the panel's failed boards
+    in the tooltip; a search of boards that are not panels shows no empty column for it."""
+    from inspector.results.store import sqlite_url
+    from ui.style import verdict_colour
+    from ui.tabs.history import COLUMNS, HistoryTab
+
+    from .test_results import board, panel
+
+    (tmp_path / "data").mkdir()
+    db = sqlite_url(tmp_path / "data" / "results.sqlite")
+    ResultStore(db).write([panel("P1", {"2-C1": "fail"}, boards=2), board("B2", 5)])
+    tab = HistoryTab(LocalBackend(LineController(tmp_path / "models", tmp_path / "data", db),
+                                  LineSetup(service=ServiceConfig(LineConfig()))))
+    qtbot.addWidget(tab)
+    column = COLUMNS.index("Panel board")
+    assert tab.search() == 7
+    shown = {tab.table.item(r, 3).text(): tab.table.item(r, column) for r in range(tab.table.rowCount())}
+    assert {ref: item.text() for ref, item in shown.items()} == {
+        "1-R1": "1 of 2", "1-C1": "1 of 2", "2-R1": "2 of 2", "2-C1": "2 of 2", "FID1": "frame", "R1": "", "D1": ""}
+    assert shown["2-R1"].foreground().color() == verdict_colour("fail")  # its board failed, though it passed itself
+    assert shown["1-R1"].foreground().color() == verdict_colour("pass")
+    assert shown["1-R1"].toolTip() == "board 2 of 2 failed" and not tab.table.isColumnHidden(column)
+    tab.board.setText("B2")
+    assert tab.search() == 2 and tab.table.isColumnHidden(column)
+
+
+def test_the_line_tab_names_a_panel_and_its_failed_boards(qtbot, demo, tmp_path: Path) -> None:
+    """A live line on a panel's rule set: the newest panel is called a panel, and one that failed says which of its
+    boards did not pass, as the stored result says."""
+    from .test_routing_rules import PANEL
+
+    window, backend = _line_window(qtbot, demo, tmp_path, rules_text=PANEL)
+    line = window.line
+    qtbot.mouseClick(line.start_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: line.board.picture is not None and line.board.picture.verdict == "fail", timeout=WAIT)
+    pic = line.board.picture
+    assert pic.panel is not None and pic.panel.boards == 2 and pic.panel.failed
+    text = line.caption.text()
+    assert text.startswith(f"Panel {pic.serial}: FAIL (") and pic.panel.describe() in text
+    assert pic.panel.describe().endswith("of 2 failed")
+    qtbot.mouseClick(line.stop_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: backend.controller.phase == "stopped", timeout=WAIT)
+    stored = {i.board_serial: i.panel for i in backend.store().inspections()}
+    assert stored[pic.serial] == pic.panel
+
+
+def test_the_plc_handshakes_say_which_boards_of_a_panel_a_reject_marks() -> None:
+    """A reject with RejectBoards names the boards (a kiosk of an earlier release sends no mask: plain yes)."""
+    from ui.tabs.line_io import _reject_text
+
+    assert _reject_text({"reject": True, "reject_boards": 0b10010}) == "boards 2, 5"
+    assert _reject_text({"reject": True, "reject_boards": 1 << 31}) == "board 32"
+    assert _reject_text({"reject": True, "reject_boards": 0}) == _reject_text({"reject": True}) == "yes"
+    assert _reject_text({"reject": False, "reject_boards": 0}) == "no"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from inspector.app.hermes_link import UPSTREAM_FAILED, HermesConfig, HermesLink
+from inspector.app.hermes_link import UPSTREAM_FAILED, HermesConfig, HermesLink, sub_boards
 from inspector.app.line import LineConfig
-from inspector.app.run import run_line
+from inspector.app.run import open_source, run_line
 from inspector.app.service import ServiceConfig
 from inspector.hermes.lane import Giver, Taker
 from inspector.hermes.messages import (
@@ -24,6 +24,8 @@ from inspector.hermes.messages import (
     NotificationCode,
     ServiceDescription,
     StartTransport,
+    SubBoard,
+    SubBoardState,
     decode,
     encode,
 )
@@ -63,6 +65,41 @@ def test_messages_round_trip_and_bad_ones_are_named() -> None:
             decode(bad)
     with pytest.raises(HermesError, match="without </Hermes>"):
         Framer().feed(b"<Hermes>" + b" " * 70000)
+
+
+def test_a_panels_sub_boards_round_trip_and_bad_ones_are_named() -> None:
+    """SubBoards is BoardAvailable's child element: each board of a panel with its position, state and barcode."""
+    panel = BoardAvailable("6f1c7a52-0b1e-4c55-9d2a-3b8e3f1f2a10", "aoi-1", BoardQuality.FAILED, sub_boards=(
+        SubBoard(1, SubBoardState.GOOD), SubBoard(2, SubBoardState.FAILED, "PCB-2"), SubBoard(3, SubBoardState.SKIP)))
+    raw = encode(panel)
+    assert b'<SubBoards><SubBoard Pos="1" St="1" /><SubBoard Pos="2" Bc="PCB-2" St="2" />' in raw
+    assert decode(raw) == panel and decode(encode(BoardAvailable("b", "aoi-1"))).sub_boards == ()
+    head = b"<Hermes><BoardAvailable BoardId='x' FailedBoard='1'><SubBoards>"
+    for bad, says in ((b"<SubBoard St='1'/>", "needs Pos"), (b"<SubBoard Pos='1' St='9'/>", "St 0..4"),
+                      (b"<SubBoard Pos='0' St='1'/>", "positions count from 1")):
+        with pytest.raises(HermesError, match=says):
+            decode(head + bad + b"</SubBoards></BoardAvailable></Hermes>")
+
+
+def test_a_panel_goes_on_with_each_boards_own_state_and_keeps_what_upstream_said() -> None:
+    """Each board of a panel: failed where its own result failed or upstream had failed it, missing and skip (an
+    x-out) as upstream said, good otherwise, its barcode kept; upstream's SubBoards on a board that is no panel here
+    go on as they came, and a board-level error fails every board."""
+    from .test_results import panel
+
+    record = panel("P1", {"2-C1": "fail"}, boards=4)
+    upstream = (SubBoard(1, SubBoardState.GOOD, "B1"), SubBoard(3, SubBoardState.FAILED),
+                SubBoard(4, SubBoardState.SKIP), SubBoard(7, SubBoardState.MISSING))
+    assert sub_boards(record, upstream) == (
+        SubBoard(1, SubBoardState.GOOD, "B1"), SubBoard(2, SubBoardState.FAILED), SubBoard(3, SubBoardState.FAILED),
+        SubBoard(4, SubBoardState.SKIP), SubBoard(7, SubBoardState.MISSING))
+    assert sub_boards(record) == tuple(SubBoard(k, SubBoardState.FAILED if k == 2 else SubBoardState.GOOD)
+                                       for k in range(1, 5))
+    record.parts, record.error = [], "registration failed"
+    assert {sb.St for sb in sub_boards(record)} == {SubBoardState.FAILED}
+    from .test_results import board
+
+    assert sub_boards(board("B1"), upstream) == upstream and sub_boards(board("B1")) == ()
 
 
 def test_the_state_machine_walks_a_handover_and_refuses_what_the_standard_does_not_allow() -> None:
@@ -172,4 +209,29 @@ def test_three_machines_on_a_lane_boards_identities_in_equal_out_and_failed_boar
         assert len(inspected) == n - 5 and {r.verdict for r in inspected} <= {"pass", "fail"}
     finally:
         up.stop()
+        down.stop()
+
+
+def test_the_machine_after_the_box_gets_each_panels_boards_as_the_database_keeps_them(demo, tmp_path: Path) -> None:
+    """A live line on a panel's rule set hands each panel on with SubBoards that say, board by board, what the
+    stored result says (one rule: results/units.py)."""
+    from .test_routing_rules import PANEL
+
+    root, zoo = demo
+    rules = parse_rules(PANEL, "panel.yaml")
+    link = HermesLink(HermesConfig(downstream="127.0.0.1:0", machine_id="aoi-1"))
+    down = DownstreamPeer(link.giver.address).start()
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    try:
+        run_line(rules, zoo, root / "models", open_source("synthetic", rules, 6, 3, defect_rate=0.4),
+                 ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None, hermes=link)
+        assert _wait(lambda: len(down.taken) == 6, 30)
+        stored = {i.board_id: i.panel for i in store.inspections()}
+        for h in down.taken:
+            failed = stored[h.board.BoardId].failed
+            assert h.board.sub_boards == tuple(
+                SubBoard(k, SubBoardState.FAILED if k in failed else SubBoardState.GOOD) for k in (1, 2))
+            assert h.board.FailedBoard == (BoardQuality.FAILED if failed else BoardQuality.GOOD)
+        assert len({h.board.sub_boards for h in down.taken}) > 1  # panels whose failed boards differ
+    finally:
         down.stop()

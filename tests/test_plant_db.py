@@ -224,3 +224,23 @@ def test_this_release_stores_boards_on_a_plant_database_a_revision_behind_and_th
     assert ids == {"HB-1": None, "HB-2": second.board_id}
     assert sorted(i.board_serial for i in fresh.inspections()) == ["HB-1", "HB-2"]
     assert [i.board_serial for i in fresh.inspections(Filters(board_id=second.board_id))] == ["HB-2"]
+
+
+def test_this_release_stores_panels_on_a_plant_database_at_0008_and_their_boards_once_upgraded(postgres) -> None:  # noqa: ANN001
+    """0009 only adds a panel's boards: a box of this release stores a panel on a database still at 0008 as one
+    board (its verdict, its parts; which of its boards failed is not kept there), reads and exports never ask for the
+    columns, and once `inspector db upgrade` has run the next panel keeps its boards."""
+    from .test_results import panel
+
+    url = postgres.create_db(f"panel_{uuid.uuid4().hex[:8]}", upgraded=False)
+    upgrade(open_engine(url), "0008")
+    box = ResultStore(url)
+    assert box.write([panel("P1", {"2-C1": "fail"})]) == 1
+    assert [(i.board_serial, i.verdict, i.panel) for i in box.inspections()] == [("P1", "fail", None)]
+    out = io.StringIO()
+    assert export_csv(box, out) == 7
+    assert {(r["panel_boards"], r["panel_position"]) for r in csv.DictReader(io.StringIO(out.getvalue()))} == {("", "")}
+    assert main(["db", "upgrade", "--db", url]) == 0
+    fresh = ResultStore(url)
+    assert fresh.write([panel("P2", {"1-R1": "fail"}, minutes=1)]) == 1
+    assert {i.board_serial: i.panel and i.panel.failed for i in fresh.inspections()} == {"P1": None, "P2": [1]}

@@ -18,9 +18,9 @@ from inspector.app.plc_link import PlcConfig, PlcLink
 from inspector.app.run import open_source, run_line
 from inspector.app.service import ServiceConfig
 from inspector.plc.client import Loop, PlcClient, client_certificate
-from inspector.plc.modbus import SERIAL, SERIAL_CHARS, ModbusServer, registers_text
+from inspector.plc.modbus import REGISTERS, REJECT_BOARDS, SERIAL, SERIAL_CHARS, ModbusServer, registers_text
 from inspector.plc.opcua import TAGS, OpcUaConfig, OpcUaServer
-from inspector.plc.station import FailSafe, Station
+from inspector.plc.station import FailSafe, Station, board_mask
 from inspector.plc.trust import TrustList, load_certificate
 from inspector.results.store import ResultStore, sqlite_url
 
@@ -122,6 +122,9 @@ def test_every_node_reads_over_an_encrypted_session_and_anonymous_or_a_wrong_pas
         st.set_recipe("mini")
         time.sleep(0.2)
         assert (plc.read("Health"), plc.read("Ready"), plc.read("Recipe")) == ("ok", True, "mini")
+        st.verdict("p", "id-p", "PANEL-1", "fail", boards=[2, 3])
+        time.sleep(0.2)
+        assert (plc.read("Reject"), plc.read("RejectBoards")) == (True, 0b110)
         state = loop.run(plc.vision("VisionStateMachine").get_child(
             f"{loop.run(plc.client.get_namespace_index('http://opcfoundation.org/UA/MachineVision'))}:CurrentState"))
         assert loop.run(state.read_value()).Text == "Operational"
@@ -177,9 +180,57 @@ def test_the_modbus_register_map_with_a_real_client() -> None:
         assert client.write_register(2, 5).isError()  # the verdict is the box's to write
         client.write_register(8, 1)
         assert st.tags.board_present
+        # a panel's failed boards for a bad-mark station: boards 2 and 18, one bit each in the two registers
+        st.verdict("p", "id-2", "PANEL-1", "fail", boards=[0, 2, 18])
+        regs = client.read_holding_registers(0, count=REGISTERS).registers
+        assert regs[1:4] == [2, 2, 1] and regs[REJECT_BOARDS:REJECT_BOARDS + 2] == [0b10, 0b10]
+        st.verdict("q", "id-3", "BOARD-2", "pass")
+        assert client.read_holding_registers(REJECT_BOARDS, count=2).registers == [0, 0]  # cleared with the next
     finally:
         client.close()
         server.stop()
+
+
+def test_reject_boards_names_a_panels_failed_boards_or_none_when_the_panel_goes_whole() -> None:
+    """RejectBoards: bit k-1 for each failed board k; the frame has no bit; a pass or a fail safe names none; a
+    failed board past the 32 the mask holds leaves it 0, so the PLC rejects the panel whole rather than marking
+    only some of its failed boards."""
+    st = Station()
+    assert st.verdict("a", "a", "P-A", "fail", boards=[1, 3]).reject_boards == 0b101 == st.tags.reject_boards
+    assert st.verdict("b", "b", "P-B", "fail", boards=[0]).reject_boards == 0  # its frame: the whole panel
+    assert st.verdict("c", "c", "P-C", "fail", boards=[32]).reject_boards == 1 << 31
+    assert st.verdict("d", "d", "P-D", "fail", boards=[2, 33]).reject_boards == 0
+    assert st.verdict("e", "e", "P-E", "pass").reject_boards == 0
+    assert board_mask([5, 5, 1]) == 0b10001
+    clock = Clock()
+    safe = Station(FailSafe(deadline_ms=100), clock=clock)
+    safe.verdict("x", "x", "P-X", "fail", boards=[2])
+    safe.board_in("y", since=0.0)
+    clock.t = 1.0
+    (expired,) = safe.expire()
+    assert expired.reject and expired.reject_boards == 0 == safe.tags.reject_boards
+
+
+def test_a_live_panel_lines_plc_hears_the_failed_boards_the_database_keeps(demo, tmp_path: Path) -> None:
+    """The line on a panel's rule set with a station on Modbus: each panel's RejectBoards names the boards whose
+    stored result did not pass, one rule for both (results/units.py)."""
+    from inspector.routing.rules import parse_rules
+
+    from .test_routing_rules import PANEL
+
+    root, zoo = demo
+    rules = parse_rules(PANEL, str(tmp_path / "panel.yaml"))
+    link = PlcLink(PlcConfig(modbus=f"127.0.0.1:{free_port()}"), "aoi-1")
+    heard: list = []
+    link.station.listen(lambda _tags, p: heard.append(p) if p is not None else None)
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, root / "models", open_source("synthetic", rules, 8, 3, defect_rate=0.4),
+             ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None, plc=link)
+    stored = {i.uuid: i.panel for i in store.inspections()}
+    assert len(heard) == len(stored) == 8 and all(p is not None and p.boards == 2 for p in stored.values())
+    masks = {p.inspection_id: p.reject_boards for p in heard}
+    assert masks == {k: board_mask(p.failed) for k, p in stored.items()}
+    assert len(set(masks.values())) > 1  # panels whose failed boards differ (the tiny demo detector fails 1-D1)
 
 
 def _rules_folder(tmp_path: Path) -> Path:

@@ -31,7 +31,7 @@ def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardReco
 
 
 def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
-    assert current_revision(store.engine) == head_revision() == "0008"
+    assert current_revision(store.engine) == head_revision() == "0009"
     tables = set(inspect(store.engine).get_table_names())
     assert {"inspections", "component_results", "alembic_version"} <= tables
 
@@ -49,7 +49,7 @@ def test_a_database_of_the_first_schema_is_upgraded_keeping_its_boards(tmp_path:
                        "'line-1', 'aoi-1', 'OLD1', 'board_a', 'abc', 'pass', '')"))
     engine.dispose()
     store = ResultStore(url)  # opening migrates to head
-    assert current_revision(store.engine) == head_revision() == "0008"
+    assert current_revision(store.engine) == head_revision() == "0009"
     (old,) = store.inspections()
     assert old.board_serial == "OLD1" and old.error is None and old.reg_residual_px is None
     store.write([registered("NEW1")])
@@ -133,7 +133,7 @@ def test_a_boards_hermes_board_id_is_in_its_export_and_its_api_answer_and_finds_
     out = io.StringIO()
     assert export_csv(store, out) == 4
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
-    assert COLUMNS[-1] == "board_id" and [r["board_id"] for r in rows] == [on_lane.board_id] * 2 + [""] * 2
+    assert COLUMNS.index("board_id") == 28 and [r["board_id"] for r in rows] == [on_lane.board_id] * 2 + [""] * 2
     found = io.StringIO()
     assert export_csv(store, found, Filters(board_id=on_lane.board_id)) == 2
     assert {r["board_serial"] for r in csv.DictReader(io.StringIO(found.getvalue()))} == {"H1"}
@@ -142,6 +142,59 @@ def test_a_boards_hermes_board_id_is_in_its_export_and_its_api_answer_and_finds_
     assert api.get("rows", f"board_id={on_lane.board_id}&verdict=fail")["rows"] == []  # H1 failed nothing
     assert {b["board_id"] for b, _p in api.get("rows", f"board_id={on_lane.board_id}")["rows"]} == {on_lane.board_id}
     assert api.get("defects", "")["rows"][0][0]["board_id"] is None
+
+
+def panel(serial: str, failing: dict[str, str], boards: int = 3, minutes: int = 0) -> BoardRecord:
+    """A panel of `boards` boards, each with R1 and C1, and a fiducial on its frame; `failing`: ref -> verdict."""
+    refs = [f"{k}-{r}" for k in range(1, boards + 1) for r in ("R1", "C1")] + ["FID1"]
+    parts = [PartRecord(r, "R0402", "cls-R0402", None, failing.get(r, "pass"),
+                        "missing" if failing.get(r) == "fail" else "ok", 0.9) for r in refs]
+    at = T0 + timedelta(minutes=minutes)
+    return BoardRecord(serial, "panel_a", "e7eba0041ecb", at, at + timedelta(seconds=2), parts=parts,
+                       panel_boards=boards)
+
+
+def test_a_panels_boards_each_have_their_verdict_in_the_database_its_export_and_its_api_answer(
+        store: ResultStore, tmp_path: Path) -> None:
+    """A panel is one inspection; which of its boards did not pass is stored with it (the one rule of
+    results/units.py, so the database, the CSV, the API and the factory messages agree), each part's CSV row says
+    its board, and a board that is not a panel has none of it."""
+    from inspector.kiosk.results_api import ResultsApi
+    from inspector.results.scope import PLANT
+
+    store.write([panel("P1", {"2-C1": "fail", "3-R1": "error"}), panel("P2", {}, minutes=1),
+                 panel("P3", {"FID1": "fail"}, minutes=2), board("B4", 3, defect="shifted")])
+    found = {i.board_serial: i.panel for i in store.inspections()}
+    assert found["B4"] is None
+    assert (found["P1"].boards, found["P1"].failed, found["P1"].describe()) == (3, [2, 3], "boards 2, 3 of 3 failed")
+    assert (found["P2"].failed, found["P2"].describe()) == ([], "")
+    assert (found["P3"].failed, found["P3"].describe()) == ([0], "the panel's frame failed")
+    out = io.StringIO()
+    assert export_csv(store, out, Filters(board="P1")) == 7
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert COLUMNS[-3:] == ("panel_boards", "panel_position", "panel_failed")
+    assert [(r["ref"], r["panel_position"]) for r in rows] == [
+        ("1-R1", "1"), ("1-C1", "1"), ("2-R1", "2"), ("2-C1", "2"), ("3-R1", "3"), ("3-C1", "3"), ("FID1", "0")]
+    assert {(r["panel_boards"], r["panel_failed"]) for r in rows} == {("3", "2;3")}
+    plain = io.StringIO()
+    export_csv(store, plain, Filters(board="B4"))
+    assert {(r["panel_boards"], r["panel_position"], r["panel_failed"])
+            for r in csv.DictReader(io.StringIO(plain.getvalue()))} == {("", "", "")}
+    api = ResultsApi(store, PLANT, tmp_path)
+    answered = {b["board_serial"]: (b["panel_boards"], b["panel_failed"]) for b, _p in api.get("rows", "")["rows"]}
+    assert answered == {"P1": (3, "2;3"), "P2": (3, ""), "P3": (3, "0"), "B4": (None, None)}
+
+
+def test_a_panel_whose_whole_board_failed_names_every_board_and_exports_its_board_row(store: ResultStore) -> None:
+    """A board-level error (registration failed) leaves a panel without parts: every board of it failed."""
+    failed = panel("P9", {})
+    failed.parts, failed.error = [], "registration failed: 1 of 3 fiducials found"
+    store.write([failed])
+    assert store.inspections()[0].panel.failed == [1, 2, 3]
+    out = io.StringIO()
+    assert export_csv(store, out) == 1
+    row = next(csv.DictReader(io.StringIO(out.getvalue())))
+    assert (row["ref"], row["panel_boards"], row["panel_position"], row["panel_failed"]) == ("", "3", "", "1;2;3")
 
 
 def test_writer_batches_and_acknowledges(tmp_path: Path) -> None:

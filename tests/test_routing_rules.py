@@ -31,6 +31,9 @@ fiducials:
     F2: {at: [176, 24]}
     F3: {at: [176, 96], shape: square, size: 7}
 """
+# the mini board as a panel of two boards: 1-R1, 1-D1 on the first, 2-R1 on the second
+PANEL = GOOD.replace("at: {R1: [30, 30], R2: [70, 30, 90]}", "at: {1-R1: [30, 30], 2-R1: [70, 30, 90]}").replace(
+    "at: {D1: [120, 60]}", "at: {1-D1: [120, 60]}").replace("recipe: mini\n", "recipe: mini\npanel: {boards: 2}\n")
 
 
 def test_demo_rule_sets_load_with_versions_and_shared_detectors() -> None:

@@ -239,7 +239,7 @@ class AttachedBackend(Signed):
             {k: tuple(v) for k, v in json.loads(latest.reg_fiducials).items()} if latest.reg_fiducials else {},
             latest.error)
         return board_picture(self._rule_set(), latest.board_serial, latest.verdict,
-                             [(p.ref, p.verdict, p.defect_class) for p in latest.parts], None, reg)
+                             [(p.ref, p.verdict, p.defect_class) for p in latest.parts], None, reg, latest.panel)
 
     def rules_path(self) -> Path | None:
         return None  # the kiosk's files are its own; the text comes over its API

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inspector.results.units import PanelResult
 from inspector.routing.rules import RuleSet, body_box
 
 
@@ -57,6 +58,7 @@ class BoardPicture:
     boxes: list[PartBox] = field(default_factory=list)
     marks: list[FiducialMark] = field(default_factory=list)
     registration: BoardRegistration = BoardRegistration()
+    panel: PanelResult | None = None  # a panel's boards and those that did not pass; None: one board
 
     def to_view(self, x: float, y: float) -> tuple[float, float]:
         """A recipe point where the picture shows it: through the registration on a camera image, else as is."""
@@ -77,10 +79,11 @@ class BoardPicture:
 
 
 def board_picture(rules: RuleSet | None, serial: str, verdict: str, parts: list[tuple[str, str, str]],
-                  image: np.ndarray | None, registration: BoardRegistration | None = None) -> BoardPicture:
+                  image: np.ndarray | None, registration: BoardRegistration | None = None,
+                  panel: PanelResult | None = None) -> BoardPicture:
     """Boxes at the rule set's placements, coloured later by each part's (ref, verdict, defect), and the fiducials."""
     size = (image.shape[1], image.shape[0]) if image is not None else (rules.board_size if rules else (640, 400))
-    pic = BoardPicture(serial, verdict, size, image, registration=registration or BoardRegistration())
+    pic = BoardPicture(serial, verdict, size, image, registration=registration or BoardRegistration(), panel=panel)
     if rules is None:
         return pic
     where = {p.ref: (c, p) for c, p in rules.placements()}

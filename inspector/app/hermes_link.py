@@ -8,7 +8,11 @@ record. A board upstream already failed is passed on uninspected and stored as s
 
 Downstream (`--hermes-downstream LISTEN`): each board is handed on in the order it came in, once its verdict is
 decided (before the database sees it, like the PLC), with FailedBoard = good for a pass and failed otherwise (a
-fail, an error, a board refused). A board that came from no Hermes upstream gets a BoardId here.
+fail, an error, a board refused). A board that came from no Hermes upstream gets a BoardId here. A panel (its rule
+set's `panel:`) goes on with SubBoards, each of its boards good or failed as its own result says (results/units.py);
+what upstream said of a board is kept where it says more: failed stays failed, missing and skip (an x-out) stay as
+they were, a board's own barcode stays with it. SubBoards from upstream on a board that is no panel here go on as
+they came.
 """
 from __future__ import annotations
 
@@ -23,9 +27,10 @@ from typing import Any
 
 from ..endpoint import parse_listen
 from ..hermes.lane import KEPT, Giver, Handed, Say, Taker
-from ..hermes.messages import BASE_PORT, BoardAvailable, BoardQuality
+from ..hermes.messages import BASE_PORT, BoardAvailable, BoardQuality, SubBoard, SubBoardState
 from ..ingest.sources import Frame, Source, WrappedSource
 from ..results.records import BoardRecord
+from ..results.units import failed_positions
 
 UPSTREAM_FAILED = "failed upstream (Hermes FailedBoard): passed on uninspected"
 TRIGGER_WAIT_S = 10.0  # how long a board waits for its frame from a triggered camera
@@ -56,6 +61,24 @@ class HermesCounters:
 
 def _quality(verdict: str) -> BoardQuality:
     return BoardQuality.GOOD if verdict == "pass" else BoardQuality.FAILED
+
+
+def sub_boards(record: BoardRecord, upstream: tuple[SubBoard, ...] = ()) -> tuple[SubBoard, ...]:
+    """The SubBoards a board goes on with: a panel's boards by their own results, merged with what upstream said;
+    upstream's as they came for a board that is no panel here."""
+    if not record.panel_boards:
+        return upstream
+    said = {sb.Pos: sb for sb in upstream}
+    failed = set(failed_positions(record.panel_boards, record.parts, record.error))
+    out = []
+    for k in range(1, record.panel_boards + 1):
+        before = said.pop(k, SubBoard(k))
+        if before.St in (SubBoardState.MISSING, SubBoardState.SKIP):
+            out.append(before)
+        else:
+            bad = k in failed or before.St == SubBoardState.FAILED
+            out.append(replace(before, St=SubBoardState.FAILED if bad else SubBoardState.GOOD))
+    return (*out, *sorted(said.values(), key=lambda sb: sb.Pos))  # positions past the panel: as upstream said
 
 
 class HermesLink:
@@ -142,11 +165,12 @@ class HermesLink:
             upstream = self._templates.pop(record.inspection_id, None)
             quality = _quality(record.verdict)
             if upstream is not None:
-                board = replace(upstream, FailedBoard=quality)
+                board = replace(upstream, FailedBoard=quality, sub_boards=sub_boards(record, upstream.sub_boards))
             else:
                 known = record.serial_source not in ("noread", "none", None)
                 board = BoardAvailable(str(uuid.uuid4()), self.config.machine_id, quality,
-                                       TopBarcode=record.board_serial if known else None)
+                                       TopBarcode=record.board_serial if known else None,
+                                       sub_boards=sub_boards(record))
             record.board_id = board.BoardId
             self.verdict_at[board.BoardId] = time.monotonic()
             if len(self.verdict_at) > KEPT:

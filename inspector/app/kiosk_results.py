@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 from ..endpoint import open_url, request_json
 from ..results.scope import Scope
 from ..results.store import Filters
+from ..results.units import PanelResult, parse_positions
 
 
 @dataclass
@@ -57,11 +58,18 @@ class BoardView:
     reg_fiducials: str | None
     parts: list[PartView] = field(default_factory=list)
     board_id: str | None = None  # the Hermes BoardId (a kiosk of an earlier release sends none)
+    panel_boards: int | None = None  # a panel's boards and those that did not pass (an earlier kiosk sends neither)
+    panel_failed: str | None = None
 
     @property
     def hermes_board_id(self) -> str | None:
         """As a stored board's (`Inspection.hermes_board_id`): views read either alike."""
         return self.board_id
+
+    @property
+    def panel(self) -> PanelResult | None:
+        """As a stored board's (`Inspection.panel`)."""
+        return PanelResult(self.panel_boards, parse_positions(self.panel_failed)) if self.panel_boards else None
 
 
 @dataclass

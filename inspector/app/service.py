@@ -24,6 +24,7 @@ from ..results.crops import CropKeeper
 from ..results.records import BoardRecord
 from ..results.rule_texts import RuleArchive
 from ..results.store import ResultStore
+from ..results.units import failed_positions
 from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet
 from ..runtime.heap import Trimmer
@@ -188,7 +189,9 @@ class LineService:
         plc_key = self._plc_keys.pop(record.inspection_id, None)
         if self.station is not None and plc_key is not None:  # the verdict to the PLC first, the database after
             self.station.verdict(plc_key, record.inspection_id, record.board_serial, record.verdict,
-                                 noread=record.serial_source == "noread")
+                                 noread=record.serial_source == "noread",
+                                 boards=failed_positions(record.panel_boards, record.parts, record.error)
+                                 if record.panel_boards else ())
         if self.handoff is not None:  # the board goes on down the line with its verdict (and gets its BoardId)
             self.handoff.verdict(record)
         for sink in self.decided:  # the factory hears it now, whatever the database is doing

@@ -2,9 +2,11 @@
 
 Every message is one `<Hermes Timestamp="...">` element holding one message element whose attributes are its
 data; enumerations travel as their numbers (FailedBoard: 0 unknown, 1 good, 2 failed; TransferState: 1 not
-started, 2 incomplete, 3 complete). Messages follow each other on the stream with nothing between them, so the
-reader cuts the stream at each `</Hermes>`. Written from the public standard; attributes this module does not
-know are kept in `extra` (a newer peer's), never refused.
+started, 2 incomplete, 3 complete). Two carry child elements: ServiceDescription its SupportedFeatures, and
+BoardAvailable a panel's SubBoards (`<SubBoard Pos="2" Bc="..." St="2"/>`, St: 0 unknown, 1 good, 2 failed,
+3 missing, 4 skip, as in the standard's reference implementation). Messages follow each other on the stream with
+nothing between them, so the reader cuts the stream at each `</Hermes>`. Written from the public standard;
+attributes this module does not know are kept in `extra` (a newer peer's), never refused.
 """
 from __future__ import annotations
 
@@ -31,6 +33,25 @@ class BoardQuality(IntEnum):
     UNKNOWN = 0  # in MachineReady: any board
     GOOD = 1
     FAILED = 2
+
+
+class SubBoardState(IntEnum):
+    """St of one board of a panel (SubBoard): what the machines so far know of it."""
+
+    UNKNOWN = 0
+    GOOD = 1
+    FAILED = 2
+    MISSING = 3  # not on the panel (broken out)
+    SKIP = 4  # not to be processed (an x-out from the board maker or a machine before)
+
+
+@dataclass(frozen=True)
+class SubBoard:
+    """One board of a panel: its position (1..N), its state, its own barcode where it has one."""
+
+    Pos: int
+    St: SubBoardState = SubBoardState.UNKNOWN
+    Bc: str | None = None
 
 
 class FlippedBoard(IntEnum):
@@ -105,6 +126,7 @@ class BoardAvailable(Message):
     TopClearanceHeight: float | None = None
     BottomClearanceHeight: float | None = None
     Weight: float | None = None  # g
+    sub_boards: tuple[SubBoard, ...] = ()  # a panel's boards (the SubBoards child element); () for none
 
 
 @dataclass
@@ -176,6 +198,7 @@ class BoardForecast(Message):
     BottomBarcode: str | None = None
 
 
+CHILDREN = ("extra", "features", "sub_boards")  # fields that are no attribute of the message element
 MESSAGES: dict[str, type[Message]] = {m.tag: m for m in (
     ServiceDescription, BoardAvailable, RevokeBoardAvailable, MachineReady, RevokeMachineReady, StartTransport,
     StopTransport, TransportFinished, Notification, CheckAlive, BoardForecast)}
@@ -199,7 +222,7 @@ def encode(message: Message, now: datetime | None = None) -> bytes:
     root = ET.Element("Hermes", Timestamp=stamp)
     body = ET.SubElement(root, message.tag)
     for f in fields(message):
-        if f.name in ("extra", "features"):
+        if f.name in CHILDREN:
             continue
         value = getattr(message, f.name)
         if value is not None:
@@ -210,6 +233,11 @@ def encode(message: Message, now: datetime | None = None) -> bytes:
         features = ET.SubElement(body, "SupportedFeatures")
         for name in message.features:
             ET.SubElement(features, name)
+    if isinstance(message, BoardAvailable) and message.sub_boards:
+        boards = ET.SubElement(body, "SubBoards")
+        for sb in message.sub_boards:
+            attrs = {"Pos": str(sb.Pos), **({"Bc": sb.Bc} if sb.Bc is not None else {}), "St": str(int(sb.St))}
+            ET.SubElement(boards, "SubBoard", attrs)
     data = ET.tostring(root, encoding="utf-8")
     if len(data) > MAX_MESSAGE:
         raise HermesError(f"{message.tag} is {len(data)} bytes; a Hermes message may be at most {MAX_MESSAGE}")
@@ -249,14 +277,34 @@ def decode(data: bytes) -> Message:
     missing = [a for a in _REQUIRED.get(body.tag, ()) if a not in body.attrib]
     if missing:
         raise HermesError(f"{body.tag} without {', '.join(missing)}")
-    known = {f.name for f in fields(cls)} - {"extra", "features"}
+    known = {f.name for f in fields(cls)} - set(CHILDREN)
     values = {k: _convert(cls, k, v) for k, v in body.attrib.items() if k in known}
     extra = {k: v for k, v in body.attrib.items() if k not in known}
     message = cls(**values, extra=extra)
     if isinstance(message, ServiceDescription):
         supported = body.find("SupportedFeatures")
         message.features = tuple(child.tag for child in supported) if supported is not None else ()
+    if isinstance(message, BoardAvailable):
+        message.sub_boards = _sub_boards(body.find("SubBoards"))
     return message
+
+
+def _sub_boards(element: ET.Element | None) -> tuple[SubBoard, ...]:
+    """A BoardAvailable's SubBoards; HermesError for one without Pos, or with a Pos or St the standard does not
+    allow."""
+    if element is None:
+        return ()
+    out = []
+    for sb in element.findall("SubBoard"):
+        try:
+            pos = int(sb.attrib["Pos"])
+            state = SubBoardState(int(sb.get("St", "0")))
+        except (KeyError, ValueError):
+            raise HermesError(f"BoardAvailable: SubBoard {dict(sb.attrib)} needs Pos (1 or more) and St 0..4") from None
+        if pos < 1:
+            raise HermesError(f"BoardAvailable: SubBoard Pos={pos}: positions count from 1")
+        out.append(SubBoard(pos, state, sb.get("Bc")))
+    return tuple(out)
 
 
 _END = re.compile(rb"</Hermes\s*>")

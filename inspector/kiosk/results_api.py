@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, unquote
 from ..results.schema import ComponentResult, Inspection, Review
 from ..results.scope import Scope
 from ..results.store import Filters, ResultStore, parse_when
+from ..results.units import positions_text
 from .http import HttpError
 
 BOARD_FIELDS = ("id", "uuid", "started_at", "finished_at", "line", "station", "board_serial", "serial_source",
@@ -31,6 +32,9 @@ Answer = tuple[str, bytes] | dict[str, Any]
 def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
     out = {k: getattr(b, k) for k in BOARD_FIELDS}
     out["board_id"] = b.hermes_board_id  # the Hermes BoardId, None off a Hermes lane or before schema 0008
+    panel = b.panel  # a panel's boards and those that did not pass; None off a panel or before schema 0009
+    out["panel_boards"] = None if panel is None else panel.boards
+    out["panel_failed"] = None if panel is None else positions_text(panel.failed)
     out["started_at"], out["finished_at"] = b.started_at.isoformat(), b.finished_at.isoformat()
     if parts:
         out["parts"] = [part_json(p) for p in b.parts]

@@ -14,6 +14,8 @@ Holding registers (function 3 reads, 6 and 16 write), addresses from 0; the PLC 
     9   RecipeRefused   1 when the last recipe selection (OPC UA) was refused
     10..41 LastSerial   ASCII, two characters a register (high byte first), NUL padded, 64 characters
     42..57 Recipe       ASCII, the recipe in force, 32 characters
+    58  RejectBoards    a panel's boards 1..16 that did not pass: bit k-1 for board k (0 with Reject: the whole panel)
+    59  RejectBoards    ... boards 17..32: bit k-17 for board k
 
 Recipes are selected over OPC UA (RecipeManagement), not here. Every read is filled from the station's tags
 at that moment, so a poll never sees half of a verdict.
@@ -30,10 +32,11 @@ from pymodbus.simulator import DataType, SimData, SimDevice
 from .serving import ServerThread
 from .station import Station, Tags
 
-REGISTERS = 58
+REGISTERS = 60
 HEARTBEAT, SEQUENCE, VERDICT, REJECT, HEALTH, READY, ACKNOWLEDGE, TRIGGER, BOARD_PRESENT, RECIPE_REFUSED = range(10)
 SERIAL, SERIAL_CHARS = 10, 64
 RECIPE, RECIPE_CHARS = 42, 32
+REJECT_BOARDS = 58  # two registers, low 16 boards first
 WRITABLE = {ACKNOWLEDGE, TRIGGER, BOARD_PRESENT}
 VERDICT_CODES = {"": 0, "pass": 1, "fail": 2, "error": 3}
 HEALTH_CODES = {"ok": 0, "degraded": 1, "critical": 2, "stalled": 3, "stopping": 4, "starting": 5}
@@ -63,6 +66,7 @@ def register_map(tags: Tags) -> list[int]:
     regs[RECIPE_REFUSED] = int(bool(tags.recipe_error))
     regs[SERIAL:SERIAL + SERIAL_CHARS // 2] = text_registers(tags.last_serial, SERIAL_CHARS)
     regs[RECIPE:RECIPE + RECIPE_CHARS // 2] = text_registers(tags.recipe, RECIPE_CHARS)
+    regs[REJECT_BOARDS], regs[REJECT_BOARDS + 1] = tags.reject_boards & 0xFFFF, tags.reject_boards >> 16 & 0xFFFF
     return regs
 
 

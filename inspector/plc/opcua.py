@@ -14,7 +14,8 @@ Address space (namespace `http://opcfoundation.org/UA/MachineVision` for the com
         ResultManagement/GetResultById(ResultId) -> (Status, ProductId, Verdict, Reject, Sequence)   the last 50
         ResultManagement emits ResultReadyEventType (ResultId, ProductId, Verdict, Reject, Sequence)
     Objects/<station>   BoardPresent (w), Trigger (w), LastSerial, LastVerdict, LastInspectionId, Reject,
-                        Sequence, Acknowledge (w), Heartbeat, Health, Ready, Recipe (w), RecipeError
+                        RejectBoards (a panel's failed boards, bit k-1 for board k: plc/station.py), Sequence,
+                        Acknowledge (w), Heartbeat, Health, Ready, Recipe (w), RecipeError
 
 This is the companion specification's shape built with asyncua's own API, not its nodeset: the names, states
 and methods a PLC or MES engineer looks for, not every optional node of OPC 40100. Security: Basic256Sha256
@@ -56,6 +57,7 @@ TAGS: dict[str, tuple[str, ua.VariantType, bool]] = {
     "last_verdict": ("LastVerdict", ua.VariantType.String, False),
     "last_inspection_id": ("LastInspectionId", ua.VariantType.String, False),
     "reject": ("Reject", ua.VariantType.Boolean, False),
+    "reject_boards": ("RejectBoards", ua.VariantType.UInt32, False),
     "sequence": ("Sequence", ua.VariantType.UInt32, False),
     "acknowledge": ("Acknowledge", ua.VariantType.UInt32, True),
     "heartbeat": ("Heartbeat", ua.VariantType.UInt32, False),

@@ -2,12 +2,16 @@
 
 The line tells the station of every board it takes in (`board_in`, with the time of the trigger or the frame)
 and of every verdict the moment it is decided (`verdict`). The station publishes each verdict as one step of
-the sequence: LastSerial, LastVerdict (pass/fail/error), Reject and Sequence + 1; the PLC reads them and writes
-Acknowledge = Sequence. A board with no verdict by the deadline is published as `error` with Reject set
+the sequence: LastSerial, LastVerdict (pass/fail/error), Reject, RejectBoards and Sequence + 1; the PLC reads them
+and writes Acknowledge = Sequence. A board with no verdict by the deadline is published as `error` with Reject set
 (fail-safe), and an `error` verdict rejects too; both are settings. A verdict that arrives after its deadline
 was published is counted late and not published again (the PLC already acted on the fail-safe). Listeners
 (the OPC UA server, the Modbus map, the dashboard) hear every change; the PLC's writes come in through
 `trigger`, `board_present`, `acknowledge` and `select_recipe`.
+
+RejectBoards names a panel's boards that did not pass (bit k-1 for board k, boards 1..32; results/units.py), for a
+bad-mark (x-out) station. 0 with Reject set rejects the whole panel (no verdict in time, its code unread, a part on
+its frame) or a board that is not a panel.
 """
 from __future__ import annotations
 
@@ -15,12 +19,22 @@ import heapq
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 VERDICTS = ("pass", "fail", "error")
+MASK_BOARDS = 32  # RejectBoards names boards 1..32 (two Modbus registers, one OPC UA UInt32)
 ERROR_HEALTH = ("critical", "stalled")  # health that OPC 40100 shows as Error
+
+
+def board_mask(boards: Sequence[int]) -> int:
+    """RejectBoards for a panel's positions: bit k-1 for board k; the frame (0) has none. A failed board past
+    MASK_BOARDS has no bit either, so then the mask is 0 and the PLC rejects the panel whole (never marks some of
+    its failed boards and passes the rest)."""
+    if any(k > MASK_BOARDS for k in boards):
+        return 0
+    return sum(1 << (k - 1) for k in set(boards) if k >= 1)
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,7 @@ class Published:
     at: float = 0.0  # time.time() of publishing
     latency_ms: float | None = None  # from the trigger (or the frame) to publishing
     deadline: bool = False  # failed safe at its deadline: no verdict came (one may come late, and is not published)
+    reject_boards: int = 0  # a panel's boards that did not pass: bit k-1 for board k (board_mask)
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -72,6 +87,7 @@ class Tags:
     last_verdict: str = ""
     last_inspection_id: str = ""
     reject: bool = False
+    reject_boards: int = 0  # the last panel's boards that did not pass, bit k-1 for board k (board_mask)
     sequence: int = 0
     acknowledge: int = 0
     heartbeat: int = 0
@@ -170,8 +186,9 @@ class Station:
         self._wake.set()
 
     def verdict(self, key: Any, inspection_id: str, serial: str, verdict: str,
-                noread: bool = False) -> Published | None:
-        """The line decided: publish it now (None when its deadline already passed and was published)."""
+                noread: bool = False, boards: Sequence[int] = ()) -> Published | None:
+        """The line decided: publish it now (None when its deadline already passed and was published). `boards`:
+        a panel's positions that did not pass (its frame, 0, is no board of it)."""
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
         with self._lock:
@@ -184,7 +201,8 @@ class Station:
             reject = verdict == "fail" or (verdict == "error" and self.fail_safe.reject_on_error) or \
                 (noread and self.fail_safe.reject_on_noread)
             reason = "error" if verdict == "error" else ("noread" if noread and reject and verdict == "pass" else "")
-            return self._publish(inspection_id, serial, verdict, reject, reason, start)
+            return self._publish(inspection_id, serial, verdict, reject, reason, start,
+                                 reject_boards=board_mask(boards) if reject else 0)
 
     def expire(self, now: float | None = None) -> list[Published]:
         """Fail safe every board whose deadline passed (the watch thread calls this; tests may too)."""
@@ -206,14 +224,16 @@ class Station:
         return out
 
     def _publish(self, inspection_id: str, serial: str, verdict: str, reject: bool, reason: str,
-                 start: float | None, deadline: bool = False) -> Published:
+                 start: float | None, deadline: bool = False, reject_boards: int = 0) -> Published:
         t = self.tags
         if t.sequence and t.acknowledge != t.sequence:
             self.counters.unacknowledged += 1
         t.sequence = t.sequence % 4_294_967_295 + 1
         t.last_serial, t.last_verdict, t.last_inspection_id, t.reject = serial, verdict, inspection_id, reject
+        t.reject_boards = reject_boards
         latency = None if start is None else 1000 * (self.clock() - start)
-        p = Published(t.sequence, inspection_id, serial, verdict, reject, reason, time.time(), latency, deadline)
+        p = Published(t.sequence, inspection_id, serial, verdict, reject, reason, time.time(), latency, deadline,
+                      reject_boards)
         self.counters.published += 1
         self.counters.rejected += reject
         self.history.append(p)

@@ -20,8 +20,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ..routing.panel import PanelRules
-from .records import BoardRecord, PartRecord, verdict_of
+from .records import BoardRecord, PartRecord
+from .units import units, verdict_of
 
 SCHEMA_VERSION = 2
 MESSAGE_NAME = "CFX.Production.TestAndInspection.UnitsInspected"
@@ -59,25 +59,11 @@ def _inspection(board: BoardRecord, part: PartRecord) -> dict[str, Any]:
             "DefectsFound": defects, "Symptoms": None, "Measurements": []}
 
 
-def units(board: BoardRecord) -> list[tuple[int, list[PartRecord]]]:
-    """(position, its parts) of each unit the board is: one at position 1, or a panel's boards that have parts
-    (every board, where a board-level error left no parts) and, where it has parts, the panel's frame at 0."""
-    if not board.panel_boards:
-        return [(1, list(board.parts))]
-    if not board.parts:
-        return [(k, []) for k in range(1, board.panel_boards + 1)]
-    panel = PanelRules(board.panel_boards)
-    found: dict[int, list[PartRecord]] = {}
-    for p in board.parts:
-        found.setdefault(panel.position_of(p.ref), []).append(p)
-    return sorted(found.items())
-
-
 def reject_positions(board: BoardRecord) -> list[int]:
     """The units a reject of `board` names: those that did not pass (all of them where the board as a whole failed:
     an error), or every one where none failed (a board the line controller rejects though it passed: its code
     unread)."""
-    every = units(board)
+    every = units(board.panel_boards, board.parts)
     return [k for k, parts in every if verdict_of(parts, board.error) != "pass"] or [k for k, _parts in every]
 
 
@@ -93,7 +79,7 @@ def units_inspected(board: BoardRecord) -> dict[str, Any]:
             "OverallResult": RESULT[verdict_of(parts, board.error)],
             "Error": board.error,
             "Inspections": [_inspection(board, p) for p in parts],
-        } for position, parts in units(board)],
+        } for position, parts in units(board.panel_boards, board.parts)],
     }
     return {"MessageName": MESSAGE_NAME, "SchemaVersion": SCHEMA_VERSION, "UniqueID": board.inspection_id,
             "TimeStamp": board.finished_at.isoformat(), "Source": f"inspector.{board.line}.{board.station}",

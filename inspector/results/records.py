@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from .units import verdict_of
+
 
 def new_inspection_id() -> str:
     """A fresh inspection id (UUID4), for a board that has no id of its own content."""
@@ -34,13 +36,6 @@ class PartRecord:
     likeliest: str | None = None
 
 
-def verdict_of(parts: list[PartRecord], error: str | None = None) -> str:
-    """A board's verdict from its parts' (or a panel's board's, results/cfx.py): error before fail before pass."""
-    if error is not None or any(p.verdict == "error" for p in parts):
-        return "error"
-    return "fail" if any(p.verdict == "fail" for p in parts) else "pass"
-
-
 @dataclass
 class BoardRecord:
     board_serial: str
@@ -62,8 +57,8 @@ class BoardRecord:
     # read), sidecar / filename (the source said), file (an image's name), synthetic, none (no identity at all)
     serial_source: str | None = None
     board_id: str | None = None  # the Hermes BoardId (a GUID that follows the board down an SMT line), if any
-    # a panel's boards (its rule set's `panel: {boards: N}`): its parts k-REF are board k's (routing/panel.py), and
-    # the factory messages give each board its own result; None: one board. Not stored in the database
+    # a panel's boards (its rule set's `panel: {boards: N}`): its parts k-REF are board k's (routing/panel.py), each
+    # board with its own result (units.py); None: one board. Stored from schema revision 0009
     panel_boards: int | None = None
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path

@@ -25,6 +25,8 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from .units import PanelResult, parse_positions
+
 NAMING = {"ix": "ix_%(table_name)s_%(column_0_N_name)s", "uq": "uq_%(table_name)s_%(column_0_N_name)s",
           "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s", "pk": "pk_%(table_name)s",
           "ck": "ck_%(table_name)s_%(constraint_name)s"}
@@ -69,6 +71,10 @@ class Inspection(Base):
     # the Hermes BoardId from upstream (or given here) when the line is on a Hermes lane; revision 0008, so
     # deferred: a box of this release reads a database still at 0007 without it
     board_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True, deferred=True)
+    # a panel's boards and the positions among them that did not pass (results/units.py: `2;5`, 0 its frame, empty
+    # when all passed); None off a panel. Revision 0009, deferred like board_id
+    panel_boards: Mapped[int | None] = mapped_column(Integer, nullable=True, deferred=True)
+    panel_failed: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
     recipe: Mapped[str] = mapped_column(String(128))
     ruleset_version: Mapped[str] = mapped_column(String(64))
     verdict: Mapped[str] = mapped_column(String(16), index=True)
@@ -85,6 +91,14 @@ class Inspection(Base):
         """The BoardId where it was read with the board (the store reads it where the schema has it), else None:
         never a query of its own, which a database at 0007 would refuse and a closed session could not run."""
         return None if "board_id" in sa_inspect(self).unloaded else self.board_id
+
+    @property
+    def panel(self) -> PanelResult | None:
+        """The panel's boards and those that did not pass where it was stored as a panel (and read with them, as
+        `hermes_board_id`), else None."""
+        if "panel_boards" in sa_inspect(self).unloaded or not self.panel_boards:
+            return None
+        return PanelResult(self.panel_boards, parse_positions(self.panel_failed))
 
     # one line's reads on a plant's shared database: its newest boards, its time ranges, its prune
     __table_args__ = (Index("ix_inspections_line_station_id", "line", "station", "id"),

@@ -24,10 +24,14 @@ from .revisions import check, current_revision, head_revision
 from .rule_texts import TextOf, store_texts
 from .schema import ComponentResult, DeadLetter, Inspection, Review
 from .scope import PLANT, Scope
+from .units import failed_positions, positions_text
 
 DEFAULT_DB = "results.sqlite"
 CONNECT_TIMEOUT_S = 5
 COUNT_CAP = 10_000  # a history search counts its matches this far (ResultStore.count_components)
+# inspections columns later than the oldest schema this release runs on (revisions.NEEDS): each written and read only
+# where the database has it (board_id: 0008, the Hermes BoardId; panel_boards, panel_failed: 0009, a panel's boards)
+LATER = ("board_id", "panel_boards", "panel_failed")
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -85,7 +89,7 @@ class ResultStore:
         self.engine = open_engine(url, connect_timeout_s)
         self._ready = False
         self._rules_stored: set[str] = set()  # rule-set versions whose text the database has (rule_texts.py)
-        self._board_ids = False  # the schema has inspections.board_id (0008); a shared database may still be at 0007
+        self._later: frozenset[str] = frozenset()  # LATER columns the schema has (a shared database may lag behind)
         self._ready_lock = threading.Lock()
         if connect:
             self.ready()
@@ -94,7 +98,7 @@ class ResultStore:
     def board_ids(self) -> bool:
         """The schema has inspections.board_id (revision 0008): Hermes BoardIds are stored, read and searched."""
         self.ready()
-        return self._board_ids
+        return "board_id" in self._later
 
     def check_filters(self, filters: Filters | None) -> None:
         """ValueError for a search this database cannot run, saying what to do: by BoardId before schema 0008."""
@@ -103,10 +107,12 @@ class ResultStore:
                              "`inspector db upgrade` adds them for the boards stored from then on")
 
     def _reading(self, q, filters: Filters | None = None):  # noqa: ANN001, ANN202 - a Select
-        """`q` reading each board's Hermes BoardId with it where the schema has the column (deferred, so a database
-        at 0007 is never asked for it); a search it cannot run is refused first (`check_filters`)."""
+        """`q` reading each board's LATER columns with it where the schema has them (deferred, so a database at
+        0007 is never asked for them); a search it cannot run is refused first (`check_filters`)."""
         self.check_filters(filters)
-        return q.options(undefer(Inspection.board_id)) if self.board_ids else q
+        self.ready()
+        have = [undefer(getattr(Inspection, name)) for name in LATER if name in self._later]
+        return q.options(*have) if have else q
 
     @property
     def safe_url(self) -> str:
@@ -127,7 +133,8 @@ class ResultStore:
                 return
             try:
                 check(self.engine, owns=self.owned)
-                self._board_ids = any(c["name"] == "board_id" for c in inspect(self.engine).get_columns("inspections"))
+                columns = {c["name"] for c in inspect(self.engine).get_columns("inspections")}
+                self._later = frozenset(name for name in LATER if name in columns)
             except SQLAlchemyError as exc:
                 raise StoreUnavailable(f"cannot open the results database {self.safe_url}: "
                                        f"{exc.__class__.__name__}: {_first_line(exc)}") from None
@@ -148,7 +155,7 @@ class ResultStore:
                     # Core inserts, not ORM objects: a board's 96 part rows through the unit of work cost ~17 ms of
                     # CPU a board (measured), the line's whole budget for a board on 2 cores is ~230 ms
                     keys = session.scalars(insert(Inspection).returning(Inspection.id, sort_by_parameter_order=True),
-                                           [_board_row(b, self._board_ids) for b in new]).all()
+                                           [_board_row(b, self._later) for b in new]).all()
                     parts = [_part_row(p, key) for b, key in zip(new, keys) for p in b.parts]
                     if parts:
                         session.execute(insert(ComponentResult), parts)
@@ -347,9 +354,11 @@ def board_range(q, after: int | None = None, upto: int | None = None):  # noqa: 
     return q.where(Inspection.id <= upto) if upto is not None else q
 
 
-def _board_row(b: BoardRecord, board_id: bool) -> dict:
-    """The inspections row of `b`; its Hermes BoardId only where the schema has the column (`board_id`)."""
-    extra = {"board_id": b.board_id} if board_id else {}
+def _board_row(b: BoardRecord, later: frozenset[str]) -> dict:
+    """The inspections row of `b`; of the LATER columns, those the schema has (`later`)."""
+    failed = failed_positions(b.panel_boards, b.parts, b.error) if b.panel_boards else []
+    extra = {k: v for k, v in (("board_id", b.board_id), ("panel_boards", b.panel_boards),
+                               ("panel_failed", positions_text(failed) if b.panel_boards else None)) if k in later}
     return dict(**extra,
         uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
         board_serial=b.board_serial, serial_source=b.serial_source, recipe=b.recipe,

@@ -33,13 +33,15 @@ from PySide6.QtWidgets import (
 from inspector.endpoint import EndpointError
 from inspector.results.scope import PLANT
 from inspector.results.store import COUNT_CAP, Filters
+from inspector.results.units import PanelResult
+from inspector.routing.panel import FRAME
 
 from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
 
 COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Weights",
-           "Crop kept", "Review", "BoardId")
-BOARD_ID = COLUMNS.index("BoardId")
+           "Crop kept", "Review", "BoardId", "Panel board")
+BOARD_ID, PANEL = COLUMNS.index("BoardId"), COLUMNS.index("Panel board")
 SHOWN = 2000  # rows in the table; the export writes all that match
 PREVIEW = 320  # px, the selected row's crop
 REPORT_WIDTH = 560  # px, each plot of an expert report
@@ -171,16 +173,20 @@ class HistoryTab(QWidget):
             values = (_local(insp.started_at), insp.board_serial, insp.verdict, part.ref, part.component_type,
                       part.verdict, part.defect_class, "" if part.score is None else f"{part.score:.3f}",
                       part.expert, (part.weights_sha256 or "")[:12], "yes" if part.crop_path else "",
-                      _review_text(review), insp.hermes_board_id or "")
-            for c, value in enumerate(values):
+                      _review_text(review), insp.hermes_board_id or "", *_panel_cell(insp.panel, part.ref))
+            for c, value in enumerate(values[:len(COLUMNS)]):
                 item = QTableWidgetItem(value)
                 if c in (2, 5):
                     item.setForeground(verdict_colour(value))
+                if c == PANEL and value:
+                    item.setForeground(verdict_colour(values[-1]))
+                    item.setToolTip(insp.panel.describe() or "every board of the panel passed")
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
             self.parts.append((insp.uuid, part.ref, part.verdict))
-        # a line without a Hermes lane has no BoardIds: no empty column for them
-        self.table.setColumnHidden(BOARD_ID, not any(self.table.item(r, BOARD_ID).text() for r in range(len(shown))))
+        # a line without a Hermes lane has no BoardIds, one without panels no positions: no empty columns for them
+        for c in (BOARD_ID, PANEL):
+            self.table.setColumnHidden(c, not any(self.table.item(r, c).text() for r in range(len(shown))))
         self.table.resizeColumnsToContents()
         more = f" (the newest {SHOWN} shown)" if total > SHOWN else ""
         many = f"over {COUNT_CAP}" if total > COUNT_CAP else str(total)
@@ -295,6 +301,14 @@ class HistoryTab(QWidget):
         dialog.show()
         self.dialog = dialog
         return dialog
+
+
+def _panel_cell(panel: PanelResult | None, ref: str) -> tuple[str, str]:
+    """(the part's board on its panel, `2 of 6` or `frame`; that board's verdict), both empty off a panel."""
+    if panel is None:
+        return "", ""
+    k = panel.position_of(ref)
+    return ("frame" if k == FRAME else f"{k} of {panel.boards}"), ("fail" if k in panel.failed else "pass")
 
 
 def _review_text(review: Any) -> str:  # noqa: ANN401 - a Review row or None

@@ -153,8 +153,8 @@ class LineIoTab(QWidget):
         self.handshakes.setRowCount(len(rows))
         for i, h in enumerate(rows):
             latency = "" if h.get("latency_ms") is None else f"{h['latency_ms']:.0f}"
-            for j, value in enumerate((h["sequence"], h["serial"], h["verdict"], "yes" if h["reject"] else "no",
-                                       latency, h.get("reason") or "")):
+            for j, value in enumerate((h["sequence"], h["serial"], h["verdict"], _reject_text(h), latency,
+                                       h.get("reason") or "")):
                 self.handshakes.setItem(i, j, QTableWidgetItem(str(value)))
 
     # -- changing --------------------------------------------------------------------------------------------
@@ -181,3 +181,13 @@ def _pixmap(image: np.ndarray) -> QPixmap:
     rgb = np.ascontiguousarray(image[..., ::-1])
     h, w = rgb.shape[:2]
     return QPixmap.fromImage(QImage(rgb.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy())
+
+
+def _reject_text(handshake: dict[str, Any]) -> str:
+    """`no`, `yes`, or for a panel's failed boards `boards 2, 5` (RejectBoards; a kiosk of an earlier release sends
+    none)."""
+    if not handshake["reject"]:
+        return "no"
+    mask = handshake.get("reject_boards") or 0
+    boards = [str(k + 1) for k in range(mask.bit_length()) if mask >> k & 1]
+    return f"board{'s' if len(boards) > 1 else ''} {', '.join(boards)}" if boards else "yes"

@@ -247,8 +247,10 @@ class LineViewTab(QWidget):
             self._shown_serial = pic.serial
             self.board.show_board(pic)
             bad = sum(1 for b in pic.boxes if b.verdict != "pass")
-            self.caption.setText(f"Board {pic.serial}: {pic.verdict.upper()}"
-                                 + (f" ({bad} part{'s' if bad != 1 else ''} flagged)" if bad else ""))
+            flagged = [f"{bad} part{'s' if bad != 1 else ''} flagged"] if bad else []
+            boards = [pic.panel.describe()] if pic.panel is not None and pic.panel.failed else []
+            self.caption.setText(f"{'Panel' if pic.panel is not None else 'Board'} {pic.serial}: {pic.verdict.upper()}"
+                                 + (f" ({'; '.join(boards + flagged)})" if boards or flagged else ""))
             self.registration.setText(pic.describe_registration())
             self.registration.setStyleSheet(f"color: {ERROR_TEXT}" if pic.registration.error else "")
             self.caption.setStyleSheet(f"color: {verdict_colour(pic.verdict).name()}")

@@ -1,0 +1,90 @@
+"""A board's units: the boards of a panel, each with its parts and its own verdict, or the one board it is.
+
+One rule for every reader of a result, so the factory message (cfx.py), the database's `panel_failed`, the CSV,
+the dashboard and the PLC's reject positions never disagree on which boards of a panel failed. It reads parts by
+their `ref` and `verdict` alone: a part as the line hands it over (records.PartRecord) or as the database holds it
+(schema.ComponentResult) alike. Positions are routing/panel.py's: 1..N the panel's boards, FRAME (0) its own frame.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from ..routing.panel import FRAME, PanelRules
+
+
+class Judged(Protocol):
+    ref: str
+    verdict: str
+
+
+P = TypeVar("P", bound=Judged)
+
+
+def verdict_of(parts: Iterable[Judged], error: str | None = None) -> str:
+    """A board's verdict from its parts' (or a panel board's from its own): error before fail before pass."""
+    verdicts = {p.verdict for p in parts}
+    if error is not None or "error" in verdicts:
+        return "error"
+    return "fail" if "fail" in verdicts else "pass"
+
+
+def units(panel_boards: int | None, parts: Sequence[P]) -> list[tuple[int, list[P]]]:
+    """(position, its parts) of each unit: one at position 1, or a panel's boards that have parts (every board,
+    where a board-level error left no parts) and, where it has parts, the panel's frame at FRAME."""
+    if not panel_boards:
+        return [(1, list(parts))]
+    if not parts:
+        return [(k, []) for k in range(1, panel_boards + 1)]
+    panel = PanelRules(panel_boards)
+    found: dict[int, list[P]] = {}
+    for p in parts:
+        found.setdefault(panel.position_of(p.ref), []).append(p)
+    return sorted(found.items())
+
+
+def failed_positions(panel_boards: int | None, parts: Sequence[Judged], error: str | None = None) -> list[int]:
+    """The positions whose unit did not pass (fail or error), in order; [] for a board that passed."""
+    return [k for k, own in units(panel_boards, parts) if verdict_of(own, error) != "pass"]
+
+
+def position_of(panel_boards: int | None, ref: str) -> int | None:
+    """The panel position of a part, None off a panel."""
+    return PanelRules(panel_boards).position_of(ref) if panel_boards else None
+
+
+def positions_text(positions: Iterable[int]) -> str:
+    """Positions as the database and the CSV keep them: `2;5` (`0` is the frame), empty for none."""
+    return ";".join(str(k) for k in positions)
+
+
+def parse_positions(text: str | None) -> list[int]:
+    """`positions_text` read back; empty or None: none."""
+    return [int(k) for k in text.split(";")] if text else []
+
+
+@dataclass(frozen=True)
+class PanelResult:
+    """A stored panel's result as readers show it: its boards and the positions that did not pass."""
+
+    boards: int
+    failed: list[int]
+
+    def describe(self) -> str:
+        return describe(self.boards, self.failed)
+
+    def position_of(self, ref: str) -> int:
+        return PanelRules(self.boards).position_of(ref)
+
+
+def describe(panel_boards: int | None, failed: Sequence[int]) -> str:
+    """For an operator: `boards 2, 5 of 6 failed` (`and its frame` where a frame part failed), empty off a panel
+    or where every unit passed."""
+    if not panel_boards or not failed:
+        return ""
+    boards = [str(k) for k in failed if k != FRAME]
+    if not boards:
+        return "the panel's frame failed"
+    text = f"board{'s' if len(boards) > 1 else ''} {', '.join(boards)} of {panel_boards} failed"
+    return text + (" and its frame" if FRAME in failed else "")
