@@ -235,3 +235,34 @@ def test_the_machine_after_the_box_gets_each_panels_boards_as_the_database_keeps
         assert len({h.board.sub_boards for h in down.taken}) > 1  # panels whose failed boards differ
     finally:
         down.stop()
+
+
+def test_a_panels_x_out_from_upstream_is_not_inspected_and_goes_on_as_upstream_marked_it(demo, tmp_path: Path) -> None:
+    """The machine before the box marks board 2 of each panel skip (an x-out): the box inspects board 1 only (no
+    part of board 2 in the result, the record naming it skipped), and hands the panel on with board 2 still skip and
+    board 1 as its own result says."""
+    from .test_routing_rules import PANEL
+
+    root, zoo = demo
+    rules = parse_rules(PANEL, "panel.yaml")
+    plan = BoardPlan(4, sub_boards=(SubBoard(1, SubBoardState.GOOD), SubBoard(2, SubBoardState.SKIP, "XOUT")), seed=5)
+    up = UpstreamPeer(("127.0.0.1", 0), plan).start()
+    link = HermesLink(HermesConfig(upstream="{}:{}".format(*up.address), downstream="127.0.0.1:0", boards=4))
+    down = DownstreamPeer(link.giver.address).start()
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    records: list = []
+    try:
+        service, _ = run_line(rules, zoo, root / "models", open_source("synthetic", rules, 4, 3, defect_rate=0.4),
+                              ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None, hermes=link,
+                              published=[records.append])
+        assert _wait(lambda: len(down.taken) == 4, 30)
+        stored = {i.board_id: i for i in store.inspections()}
+        assert len(records) == 4 and all(r.panel_skipped == [2] for r in records)
+        for h in down.taken:
+            board = stored[h.board.BoardId]
+            assert sorted(p.ref for p in board.parts) == ["1-D1", "1-R1"]  # board 2's part was not inspected
+            one = SubBoardState.FAILED if board.panel.failed == [1] else SubBoardState.GOOD
+            assert h.board.sub_boards == (SubBoard(1, one), SubBoard(2, SubBoardState.SKIP, "XOUT"))
+    finally:
+        up.stop()
+        down.stop()

@@ -4,7 +4,8 @@ Upstream (`--hermes-upstream HOST:PORT`): the box takes a board whenever it has 
 taking and handing on). Each board that arrives takes the next frame of the box's source (a triggered camera is
 triggered for it) and lends it its identity: the barcode becomes the board's serial (`serial_source: upstream`,
 checked against the board's own code where the rule set reads one: line.py) and the BoardId follows it into the
-record. A board upstream already failed is passed on uninspected and stored as such, unless `inspect_failed`.
+record. A board upstream already failed is passed on uninspected and stored as such, unless `inspect_failed`. A
+panel's boards upstream marked skip or missing in its SubBoards (x-outs) are not inspected (line.py).
 
 Downstream (`--hermes-downstream LISTEN`): each board is handed on in the order it came in, once its verdict is
 decided (before the database sees it, like the PLC), with FailedBoard = good for a pass and failed otherwise (a
@@ -34,6 +35,7 @@ from ..results.units import failed_positions
 
 UPSTREAM_FAILED = "failed upstream (Hermes FailedBoard): passed on uninspected"
 TRIGGER_WAIT_S = 10.0  # how long a board waits for its frame from a triggered camera
+NOT_THERE = (SubBoardState.MISSING, SubBoardState.SKIP)  # a panel's boards upstream says are not to be inspected
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def sub_boards(record: BoardRecord, upstream: tuple[SubBoard, ...] = ()) -> tupl
     out = []
     for k in range(1, record.panel_boards + 1):
         before = said.pop(k, SubBoard(k))
-        if before.St in (SubBoardState.MISSING, SubBoardState.SKIP):
+        if before.St in NOT_THERE:
             out.append(before)
         else:
             bad = k in failed or before.St == SubBoardState.FAILED
@@ -270,5 +272,6 @@ class HermesSource(WrappedSource):
                     if serial:
                         frame.serial, frame.serial_origin = serial, "upstream"
             frame.handoff = board
+            frame.skip_boards = frozenset(sb.Pos for sb in board.sub_boards if sb.St in NOT_THERE)
             yield frame
         self.inner.stop()

@@ -258,7 +258,7 @@ class Line:
     def inspect(self, image: np.ndarray, serial: str, source: str = "", inspection_id: str | None = None,
                 serial_origin: str = "synthetic", registration: Registration | None = None,
                 code: CodeRead | None = None, rules_version: str | None = None, in_frame: bool = False,
-                expires_at: float | None = None) -> None:
+                expires_at: float | None = None, skip_boards: frozenset[int] = frozenset()) -> None:
         """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
 
         An image that does not fit the layout, or a board that cannot be registered on its fiducials, is
@@ -270,6 +270,8 @@ class Line:
         A board that, given room in the engine, would still be inside at `expires_at` (time.monotonic(): its line
         controller's deadline, judged by the engine's recent boards) is not inspected: the controller rejects it
         at its deadline anyway, so it is finished as rejected late and the line's time goes to the boards behind.
+        On a panel, the boards in `skip_boards` (x-outs the machine before marked skip or missing) are not inspected:
+        their parts are left out of the result, and the record names them (`panel_skipped`).
         """
         rules = self.rules
         record = self._record(serial, source, inspection_id)
@@ -323,6 +325,9 @@ class Line:
             shares: list[float | None] = [None] * len(crops)
         else:
             crops = cut_board(image, rules, registration)
+            if rules.panel is not None and skip_boards:
+                record.panel_skipped = sorted(k for k in skip_boards if 1 <= k <= rules.panel.boards)
+                crops = [c for c in crops if rules.panel.position_of(c.ref) not in skip_boards]
             tensors = composed_tensors(crops, crop_tensors(crops), rules, composite)
             try:
                 shares = crop_shares(crops, rules)

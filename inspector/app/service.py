@@ -164,7 +164,8 @@ class LineService:
             self._truths[key] = (frame.truth, frame.serial if printed and frame.serial_origin == "synthetic" else None)
         self._images[key] = frame.image
         self.line.inspect(frame.image, frame.serial, frame.source, key, frame.serial_origin, frame.registration,
-                          frame.code, frame.rules_version, expires_at=self._expires_at(frame))
+                          frame.code, frame.rules_version, expires_at=self._expires_at(frame),
+                          skip_boards=frame.skip_boards)
 
     def _late(self, frame: Frame) -> bool:
         """Its line controller's deadline passed while it waited to be inspected (no controller: never late)."""

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from .lane import Giver, Handed, Say, Taker
-from .messages import BoardAvailable, BoardQuality
+from .messages import BoardAvailable, BoardQuality, SubBoard
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class BoardPlan:
     product: str | None = None
     seed: int = 0
     barcodes: tuple[str, ...] = ()  # the boards' barcodes in order (default: the prefix and a running number)
+    sub_boards: tuple[SubBoard, ...] = ()  # what upstream says of each board of a panel (every board handed in)
 
 
 def planned_boards(plan: BoardPlan, created_by: str) -> list[BoardAvailable]:
@@ -37,7 +38,7 @@ def planned_boards(plan: BoardPlan, created_by: str) -> list[BoardAvailable]:
         out.append(BoardAvailable(
             str(uuid.UUID(int=rng.getrandbits(128), version=4)), created_by,
             BoardQuality.FAILED if failed else BoardQuality.GOOD, ProductTypeId=plan.product,
-            TopBarcode=barcode, Length=100.0, Width=80.0, Thickness=1.6))
+            TopBarcode=barcode, Length=100.0, Width=80.0, Thickness=1.6, sub_boards=plan.sub_boards))
     return out
 
 

@@ -57,6 +57,7 @@ class Frame:
     triggered_at: float | None = None  # time.monotonic() of the trigger that took this frame (a triggered camera)
     acquired_at: float = field(default_factory=time.monotonic)  # when the source made this frame
     handoff: object | None = None  # what the machine before the box said of this board (a Hermes BoardAvailable)
+    skip_boards: frozenset[int] = frozenset()  # a panel's boards not to inspect: x-outs upstream marked skip or missing
 
 
 @dataclass
