@@ -947,6 +947,7 @@ def test_the_line_tab_names_a_panel_and_its_failed_boards(qtbot, demo, tmp_path:
     text = line.caption.text()
     assert text.startswith(f"Panel {pic.serial}: FAIL (") and pic.panel.describe() in text
     assert pic.panel.describe().endswith("of 2 failed")
+    qtbot.waitUntil(lambda: "Panels' boards: pass / fail / error" in line.counters.text(), timeout=WAIT)
     qtbot.mouseClick(line.stop_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: backend.controller.phase == "stopped", timeout=WAIT)
     stored = {i.board_serial: i.panel for i in backend.store().inspections()}

@@ -214,6 +214,10 @@ def test_reject_boards_names_a_panels_failed_boards_or_none_when_the_panel_goes_
 def test_a_live_panel_lines_plc_hears_the_failed_boards_the_database_keeps(demo, tmp_path: Path) -> None:
     """The line on a panel's rule set with a station on Modbus: each panel's RejectBoards names the boards whose
     stored result did not pass, one rule for both (results/units.py)."""
+    from prometheus_client import generate_latest
+
+    from inspector.app.snapshot import snapshot as line_snapshot
+    from inspector.kiosk.metrics import line_registry
     from inspector.routing.rules import parse_rules
 
     from .test_routing_rules import PANEL
@@ -224,13 +228,18 @@ def test_a_live_panel_lines_plc_hears_the_failed_boards_the_database_keeps(demo,
     heard: list = []
     link.station.listen(lambda _tags, p: heard.append(p) if p is not None else None)
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
-    run_line(rules, zoo, root / "models", open_source("synthetic", rules, 8, 3, defect_rate=0.4),
-             ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None, plc=link)
+    service, _ = run_line(rules, zoo, root / "models", open_source("synthetic", rules, 8, 3, defect_rate=0.4),
+                          ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None, plc=link)
     stored = {i.uuid: i.panel for i in store.inspections()}
     assert len(heard) == len(stored) == 8 and all(p is not None and p.boards == 2 for p in stored.values())
     masks = {p.inspection_id: p.reject_boards for p in heard}
     assert masks == {k: board_mask(p.failed) for k, p in stored.items()}
     assert len(set(masks.values())) > 1  # panels whose failed boards differ (the tiny demo detector fails 1-D1)
+    # the line counts the panels' boards one by one too (a per-board yield), and says so on /metrics
+    failed = sum(len(p.failed) for p in stored.values())
+    assert dict(service.line.stats.panel_board_verdicts) == {"pass": 16 - failed, "fail": failed}
+    page = generate_latest(line_registry(lambda: line_snapshot(service), "line-1", "aoi-1")).decode()
+    assert f'inspector_panel_boards_total{{line="line-1",station="aoi-1",verdict="fail"}} {failed}.0' in page
 
 
 def _rules_folder(tmp_path: Path) -> Path:

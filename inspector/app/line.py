@@ -44,6 +44,7 @@ from ..ingest.registration import Registration, RegistrationFailed, register
 from ..ingest.transform_watch import TransformWatch
 from ..results.records import BoardRecord
 from ..results.scope import Scope
+from ..results.units import board_verdicts
 from ..routing.rules import RuleSet
 from .board_photos import photo_registration_of, register_photo
 from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram, nearest_rank
@@ -112,6 +113,7 @@ class LineStats:
     boards: int = 0
     parts: int = 0
     board_verdicts: Counter = field(default_factory=Counter)
+    panel_board_verdicts: Counter = field(default_factory=Counter)  # the boards of panels, each by its own verdict
     defects: Counter = field(default_factory=Counter)
     rejected_boards: int = 0  # images refused before inspection (unreadable, wrong size): board-level errors
     registration_failed: int = 0  # boards stored with one board-level error instead of part verdicts
@@ -129,6 +131,12 @@ class LineStats:
     def inspected(self) -> int:
         """Boards that got part verdicts (the others are stored with one board-level error)."""
         return self.boards - self.board_verdicts["error"]
+
+    def count_panel(self, record: BoardRecord) -> None:
+        """A panel's boards, each by its own verdict (results/units.py); nothing for a board that is no panel."""
+        if record.panel_boards:
+            self.panel_board_verdicts.update(board_verdicts(record.panel_boards, record.parts, record.error,
+                                                            record.panel_skipped).values())
 
     def add_registration(self, residual_px: float) -> None:
         """A board registered (on its fiducials, or photographed and registered on its outline, points or golden
@@ -415,6 +423,7 @@ class Line:
         with self._lock:
             self.stats.boards += 1
             self.stats.board_verdicts["error"] += 1
+            self.stats.count_panel(record)
             if self.stats.first_error is None:
                 self.stats.first_error = reason
             if not self._boards_in:
@@ -462,6 +471,7 @@ class Line:
         self.stats.boards += 1
         self.stats.parts += len(record.parts)
         self.stats.board_verdicts[record.verdict] += 1
+        self.stats.count_panel(record)
         self.stats.defects.update(p.defect_class for p in record.parts if p.verdict != "pass")
         self._lock.notify_all()
         return record

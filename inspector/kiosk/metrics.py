@@ -57,6 +57,9 @@ class LineCollector(Collector):
                                value={k: str(v) for k, v in line.items()})
         yield _labelled("inspector_boards", "Boards inspected by overall verdict", "verdict",
                         {v: s["verdicts"].get(v, 0) for v in ("pass", "fail", "error")})
+        if s.get("panel_boards"):  # a panel line: its boards one by one, what a per-board yield counts
+            yield _labelled("inspector_panel_boards", "Boards of panels inspected by their own verdict", "verdict",
+                            {v: s["panel_boards"].get(v, 0) for v in ("pass", "fail", "error")})
         yield _counter("inspector_parts", "Component results produced", s["parts"])
         yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
         yield _counter("inspector_boards_rejected", "Board images refused before inspection (unreadable, wrong size)",

@@ -49,6 +49,15 @@ def failed_positions(panel_boards: int | None, parts: Sequence[Judged], error: s
     return [k for k, own in units(panel_boards, parts) if verdict_of(own, error) != "pass"]
 
 
+def board_verdicts(panel_boards: int, parts: Sequence[Judged], error: str | None = None,
+                   skipped: Iterable[int] = ()) -> dict[int, str]:
+    """Each board of a panel (1..N; its frame is no board, an x-out in `skipped` was not inspected) with its own
+    verdict: what a line's per-board yield counts."""
+    own = dict(units(panel_boards, parts))
+    gone = set(skipped)
+    return {k: verdict_of(own.get(k, []), error) for k in range(1, panel_boards + 1) if k not in gone}
+
+
 def position_of(panel_boards: int | None, ref: str) -> int | None:
     """The panel position of a part, None off a panel."""
     return PanelRules(panel_boards).position_of(ref) if panel_boards else None

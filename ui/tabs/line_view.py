@@ -226,7 +226,7 @@ class LineViewTab(QWidget):
         self.hint.setText(f"Registration: {hint}" if hint else "")
         self.hint.setVisible(bool(hint))
         if "engine" in snap:
-            v = snap.get("verdicts", {})
+            v, pb = snap.get("verdicts", {}), snap.get("panel_boards")  # pb: a panel line's boards one by one
             tp = snap["throughput"]
             self.counters.setText(
                 f"<table cellspacing=4>"
@@ -234,7 +234,9 @@ class LineViewTab(QWidget):
                 f"<tr><td>Parts</td><td align=right><b>{snap['parts']}</b></td></tr>"
                 f"<tr><td>Pass / fail / error</td><td align=right><b>{v.get('pass', 0)} / {v.get('fail', 0)} / "
                 f"{v.get('error', 0)}</b></td></tr>"
-                f"<tr><td>Parts/s</td><td align=right><b>{tp['parts_per_s']:.1f}</b></td></tr>"
+                + (f"<tr><td>Panels' boards: pass / fail / error</td><td align=right><b>{pb.get('pass', 0)} / "
+                   f"{pb.get('fail', 0)} / {pb.get('error', 0)}</b></td></tr>" if pb else "")
+                + f"<tr><td>Parts/s</td><td align=right><b>{tp['parts_per_s']:.1f}</b></td></tr>"
                 f"<tr><td>Expert switches</td><td align=right><b>{snap['engine']['switches']}</b></td></tr>"
                 f"<tr><td>Stored</td><td align=right><b>{snap['results']['written']}</b></td></tr>"
                 f"<tr><td>Recipe</td><td align=right><b>{snap['line']['recipe']}</b> "
