@@ -189,10 +189,12 @@ def test_a_panel_whose_whole_board_failed_names_every_board_and_exports_its_boar
     """A board-level error (registration failed) leaves a panel without parts: every board of it failed."""
     failed = panel("P9", {})
     failed.parts, failed.error = [], "registration failed: 1 of 3 fiducials found"
-    store.write([failed])
-    assert store.inspections()[0].panel.failed == [1, 2, 3]
+    x_out = panel("P10", {}, minutes=1)  # board 2 an x-out the machine before marked: not inspected, not failed
+    x_out.parts, x_out.error, x_out.panel_skipped = [], failed.error, [2]
+    store.write([failed, x_out])
+    assert {i.board_serial: i.panel.failed for i in store.inspections()} == {"P9": [1, 2, 3], "P10": [1, 3]}
     out = io.StringIO()
-    assert export_csv(store, out) == 1
+    assert export_csv(store, out, Filters(board="P9")) == 1
     row = next(csv.DictReader(io.StringIO(out.getvalue())))
     assert (row["ref"], row["panel_boards"], row["panel_position"], row["panel_failed"]) == ("", "3", "", "1;2;3")
 

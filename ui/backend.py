@@ -36,7 +36,7 @@ from inspector.experts.zoo import Zoo, report_files
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore
-from inspector.results.units import PanelResult, failed_positions
+from inspector.results.units import PanelResult
 from inspector.routing.rules import RuleSet, load_rules
 
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
@@ -192,8 +192,7 @@ class LocalBackend(Signed):
             return None
         image, record = last
         reg = BoardRegistration(record.transform, record.residual_px, record.fiducials, record.error)
-        panel = (PanelResult(record.panel_boards, failed_positions(record.panel_boards, record.parts, record.error))
-                 if record.panel_boards else None)
+        panel = PanelResult(record.panel_boards, record.failed_boards()) if record.panel_boards else None
         return board_picture(service.line.rules, record.board_serial, record.verdict,
                              [(p.ref, p.verdict, p.defect_class) for p in record.parts], image, reg, panel)
 

@@ -31,7 +31,6 @@ from ..hermes.lane import KEPT, Giver, Handed, Say, Taker
 from ..hermes.messages import BASE_PORT, BoardAvailable, BoardQuality, SubBoard, SubBoardState
 from ..ingest.sources import Frame, Source, WrappedSource
 from ..results.records import BoardRecord
-from ..results.units import failed_positions
 
 UPSTREAM_FAILED = "failed upstream (Hermes FailedBoard): passed on uninspected"
 TRIGGER_WAIT_S = 10.0  # how long a board waits for its frame from a triggered camera
@@ -71,7 +70,7 @@ def sub_boards(record: BoardRecord, upstream: tuple[SubBoard, ...] = ()) -> tupl
     if not record.panel_boards:
         return upstream
     said = {sb.Pos: sb for sb in upstream}
-    failed = set(failed_positions(record.panel_boards, record.parts, record.error))
+    failed = set(record.failed_boards())
     out = []
     for k in range(1, record.panel_boards + 1):
         before = said.pop(k, SubBoard(k))

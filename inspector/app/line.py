@@ -284,6 +284,8 @@ class Line:
         rules = self.rules
         record = self._record(serial, source, inspection_id)
         record.serial_source = serial_origin
+        if rules.panel is not None and skip_boards:  # x-outs: named whatever becomes of the board
+            record.panel_skipped = sorted(k for k in skip_boards if 1 <= k <= rules.panel.boards)
         fresh = rules_version == rules.version
         composite = golden_types(rules, self.zoo)  # the types that compare with the golden board
         photo = None
@@ -333,9 +335,8 @@ class Line:
             shares: list[float | None] = [None] * len(crops)
         else:
             crops = cut_board(image, rules, registration)
-            if rules.panel is not None and skip_boards:
-                record.panel_skipped = sorted(k for k in skip_boards if 1 <= k <= rules.panel.boards)
-                crops = [c for c in crops if rules.panel.position_of(c.ref) not in skip_boards]
+            if record.panel_skipped:
+                crops = [c for c in crops if rules.panel.position_of(c.ref) not in record.panel_skipped]
             tensors = composed_tensors(crops, crop_tensors(crops), rules, composite)
             try:
                 shares = crop_shares(crops, rules)

@@ -24,7 +24,6 @@ from ..results.crops import CropKeeper
 from ..results.records import BoardRecord
 from ..results.rule_texts import RuleArchive
 from ..results.store import ResultStore
-from ..results.units import failed_positions
 from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet
 from ..runtime.heap import Trimmer
@@ -191,8 +190,7 @@ class LineService:
         if self.station is not None and plc_key is not None:  # the verdict to the PLC first, the database after
             self.station.verdict(plc_key, record.inspection_id, record.board_serial, record.verdict,
                                  noread=record.serial_source == "noread",
-                                 boards=failed_positions(record.panel_boards, record.parts, record.error)
-                                 if record.panel_boards else ())
+                                 boards=record.failed_boards())
         if self.handoff is not None:  # the board goes on down the line with its verdict (and gets its BoardId)
             self.handoff.verdict(record)
         for sink in self.decided:  # the factory hears it now, whatever the database is doing

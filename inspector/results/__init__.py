@@ -1,6 +1,7 @@
 """Results: every board and component verdict, stored, exported and published.
 
 - records.py     what crosses into this room: BoardRecord / PartRecord dataclasses (no ORM objects)
+- units.py       a board's units: a panel's boards each with its verdict, one rule for every reader of a result
 - schema.py      SQLAlchemy 2 tables; migrations/ holds their Alembic history
 - store.py       open any SQLAlchemy URL (SQLite in WAL mode by default), check its schema, write, query
 - errors.py      how the database fails a write (unavailable, rejected) and why a release may not run on it

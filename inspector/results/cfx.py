@@ -63,7 +63,7 @@ def reject_positions(board: BoardRecord) -> list[int]:
     """The units a reject of `board` names: those that did not pass (all of them where the board as a whole failed:
     an error), or every one where none failed (a board the line controller rejects though it passed: its code
     unread)."""
-    every = units(board.panel_boards, board.parts)
+    every = units(board.panel_boards, board.parts, board.panel_skipped)
     return [k for k, parts in every if verdict_of(parts, board.error) != "pass"] or [k for k, _parts in every]
 
 
@@ -79,7 +79,7 @@ def units_inspected(board: BoardRecord) -> dict[str, Any]:
             "OverallResult": RESULT[verdict_of(parts, board.error)],
             "Error": board.error,
             "Inspections": [_inspection(board, p) for p in parts],
-        } for position, parts in units(board.panel_boards, board.parts)],
+        } for position, parts in units(board.panel_boards, board.parts, board.panel_skipped)],
     }
     return {"MessageName": MESSAGE_NAME, "SchemaVersion": SCHEMA_VERSION, "UniqueID": board.inspection_id,
             "TimeStamp": board.finished_at.isoformat(), "Source": f"inspector.{board.line}.{board.station}",

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .units import verdict_of
+from .units import failed_positions, verdict_of
 
 
 def new_inspection_id() -> str:
@@ -70,6 +70,12 @@ class BoardRecord:
     @property
     def verdict(self) -> str:
         return verdict_of(self.parts, self.error)
+
+    def failed_boards(self) -> list[int]:
+        """A panel's positions that did not pass (units.py; its x-outs left out); [] off a panel."""
+        if not self.panel_boards:
+            return []
+        return failed_positions(self.panel_boards, self.parts, self.error, self.panel_skipped)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(replace(self, crops={}))

@@ -24,7 +24,7 @@ from .revisions import check, current_revision, head_revision
 from .rule_texts import TextOf, store_texts
 from .schema import ComponentResult, DeadLetter, Inspection, Review
 from .scope import PLANT, Scope
-from .units import failed_positions, positions_text
+from .units import positions_text
 
 DEFAULT_DB = "results.sqlite"
 CONNECT_TIMEOUT_S = 5
@@ -356,9 +356,9 @@ def board_range(q, after: int | None = None, upto: int | None = None):  # noqa: 
 
 def _board_row(b: BoardRecord, later: frozenset[str]) -> dict:
     """The inspections row of `b`; of the LATER columns, those the schema has (`later`)."""
-    failed = failed_positions(b.panel_boards, b.parts, b.error) if b.panel_boards else []
     extra = {k: v for k, v in (("board_id", b.board_id), ("panel_boards", b.panel_boards),
-                               ("panel_failed", positions_text(failed) if b.panel_boards else None)) if k in later}
+                               ("panel_failed", positions_text(b.failed_boards()) if b.panel_boards else None))
+             if k in later}
     return dict(**extra,
         uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
         board_serial=b.board_serial, serial_source=b.serial_source, recipe=b.recipe,

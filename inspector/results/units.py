@@ -30,13 +30,15 @@ def verdict_of(parts: Iterable[Judged], error: str | None = None) -> str:
     return "fail" if "fail" in verdicts else "pass"
 
 
-def units(panel_boards: int | None, parts: Sequence[P]) -> list[tuple[int, list[P]]]:
-    """(position, its parts) of each unit: one at position 1, or a panel's boards that have parts (every board,
-    where a board-level error left no parts) and, where it has parts, the panel's frame at FRAME."""
+def units(panel_boards: int | None, parts: Sequence[P], skipped: Iterable[int] = ()) -> list[tuple[int, list[P]]]:
+    """(position, its parts) of each unit: one at position 1, or a panel's boards that have parts (every board but
+    the x-outs in `skipped`, where a board-level error left no parts) and, where it has parts, the panel's frame at
+    FRAME."""
     if not panel_boards:
         return [(1, list(parts))]
     if not parts:
-        return [(k, []) for k in range(1, panel_boards + 1)]
+        gone = set(skipped)
+        return [(k, []) for k in range(1, panel_boards + 1) if k not in gone]
     panel = PanelRules(panel_boards)
     found: dict[int, list[P]] = {}
     for p in parts:
@@ -44,23 +46,19 @@ def units(panel_boards: int | None, parts: Sequence[P]) -> list[tuple[int, list[
     return sorted(found.items())
 
 
-def failed_positions(panel_boards: int | None, parts: Sequence[Judged], error: str | None = None) -> list[int]:
+def failed_positions(panel_boards: int | None, parts: Sequence[Judged], error: str | None = None,
+                     skipped: Iterable[int] = ()) -> list[int]:
     """The positions whose unit did not pass (fail or error), in order; [] for a board that passed."""
-    return [k for k, own in units(panel_boards, parts) if verdict_of(own, error) != "pass"]
+    return [k for k, own in units(panel_boards, parts, skipped) if verdict_of(own, error) != "pass"]
 
 
 def board_verdicts(panel_boards: int, parts: Sequence[Judged], error: str | None = None,
                    skipped: Iterable[int] = ()) -> dict[int, str]:
     """Each board of a panel (1..N; its frame is no board, an x-out in `skipped` was not inspected) with its own
     verdict: what a line's per-board yield counts."""
-    own = dict(units(panel_boards, parts))
+    own = dict(units(panel_boards, parts, skipped))
     gone = set(skipped)
     return {k: verdict_of(own.get(k, []), error) for k in range(1, panel_boards + 1) if k not in gone}
-
-
-def position_of(panel_boards: int | None, ref: str) -> int | None:
-    """The panel position of a part, None off a panel."""
-    return PanelRules(panel_boards).position_of(ref) if panel_boards else None
 
 
 def positions_text(positions: Iterable[int]) -> str:

@@ -260,6 +260,8 @@ def side_by_side(policies: Sequence[str], run_one: RunOne, workload: dict, devic
             if progress:
                 progress(f"running the all-resident ceiling{tag}")
             tops.append(run_one(get_policy("coserve"), True, 0.0 if feed is not None else interval_s, None)[0])
+            if progress:
+                progress(f"  ceiling: {tops[-1].throughput_rps:.2f} req/s")
     first = next(iter(verdicts.values()), {})
     top = median_report(tops) if tops else None
     report = BenchReport(workload, device, top.throughput_rps if top else math.nan,
