@@ -125,6 +125,10 @@ def test_every_node_reads_over_an_encrypted_session_and_anonymous_or_a_wrong_pas
         st.verdict("p", "id-p", "PANEL-1", "fail", boards=[2, 3])
         time.sleep(0.2)
         assert (plc.read("Reject"), plc.read("RejectBoards")) == (True, 0b110)
+        last = plc.vision("ResultManagement")
+        mv = loop.run(plc.client.get_namespace_index("http://opcfoundation.org/UA/MachineVision"))
+        got = loop.run(last.call_method(f"{mv}:GetResultById", ua.Variant("id-p", ua.VariantType.String)))
+        assert got == [0, "PANEL-1", "fail", True, 1, 0b110]  # OPC 40100's result names the failed boards too
         state = loop.run(plc.vision("VisionStateMachine").get_child(
             f"{loop.run(plc.client.get_namespace_index('http://opcfoundation.org/UA/MachineVision'))}:CurrentState"))
         assert loop.run(state.read_value()).Text == "Operational"
@@ -312,7 +316,7 @@ def test_a_plc_trigger_over_opcua_takes_one_board_and_sees_its_verdict_serial_an
         results = plc.vision("ResultManagement")
         first = events.events[0]
         got = loop.run(results.call_method(f"{mv}:GetResultById", ua.Variant(first.ResultId, ua.VariantType.String)))
-        assert got[:3] == [0, serials[0], first.Verdict] and got[4] == 1
+        assert got[:3] == [0, serials[0], first.Verdict] and got[4] == 1 and got[5] == first.RejectBoards == 0
         assert loop.run(results.call_method(f"{mv}:GetResultById", ua.Variant("nope", ua.VariantType.String)))[0] == -1
         # recipe changeover at a board boundary: refused by name with the reason, then taken
         status, message = plc.select_recipe("nope")

@@ -10,9 +10,10 @@ Address space (namespace `http://opcfoundation.org/UA/MachineVision` for the com
         AutomaticModeStateMachine/CurrentState    Initialized | Ready | SingleExecution | ContinuousExecution
         RecipeManagement/SelectRecipe(ExternalId) -> (Status, Message)   switched at a board boundary
         RecipeManagement/SelectedRecipe
-        ResultManagement/LastResult/{ResultId, ProductId, Verdict, Reject, Sequence}
-        ResultManagement/GetResultById(ResultId) -> (Status, ProductId, Verdict, Reject, Sequence)   the last 50
-        ResultManagement emits ResultReadyEventType (ResultId, ProductId, Verdict, Reject, Sequence)
+        ResultManagement/LastResult/{ResultId, ProductId, Verdict, Reject, Sequence, RejectBoards}
+        ResultManagement/GetResultById(ResultId) -> (Status, ProductId, Verdict, Reject, Sequence, RejectBoards)
+                                                  the last 50 results
+        ResultManagement emits ResultReadyEventType (ResultId, ProductId, Verdict, Reject, Sequence, RejectBoards)
     Objects/<station>   BoardPresent (w), Trigger (w), LastSerial, LastVerdict, LastInspectionId, Reject,
                         RejectBoards (a panel's failed boards, bit k-1 for board k: plc/station.py), Sequence,
                         Acknowledge (w), Heartbeat, Health, Ready, Recipe (w), RecipeError
@@ -68,7 +69,8 @@ TAGS: dict[str, tuple[str, ua.VariantType, bool]] = {
 }
 RESULT_FIELDS = (("ResultId", ua.VariantType.String), ("ProductId", ua.VariantType.String),
                  ("Verdict", ua.VariantType.String), ("Reject", ua.VariantType.Boolean),
-                 ("Sequence", ua.VariantType.UInt32))
+                 ("Sequence", ua.VariantType.UInt32),
+                 ("RejectBoards", ua.VariantType.UInt32))  # new fields go last: a client reading by index keeps its
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,7 @@ class OpcUaServer(ServerThread):
             ua.LocalizedText("Ready" if tags.ready else "Initialized"))
         if published is not None:
             values = (published.inspection_id, published.serial, published.verdict, published.reject,
-                      published.sequence)
+                      published.sequence, published.reject_boards)
             for (name, vtype), value in zip(RESULT_FIELDS, values):
                 await self._result_nodes[name].write_value(ua.Variant(value, vtype))
                 setattr(self._events.event, name, ua.Variant(value, vtype))
@@ -269,7 +271,8 @@ class OpcUaServer(ServerThread):
         """One of the station's recent results (the last 50 published) by its id; Status -1 when not among them."""
         wanted = result_id.Value if isinstance(result_id, ua.Variant) else result_id
         found = next((p for p in reversed(self.station.history) if p.inspection_id == wanted), None)
-        values = (found.serial, found.verdict, found.reject, found.sequence) if found else ("", "", False, 0)
+        values = ((found.serial, found.verdict, found.reject, found.sequence, found.reject_boards) if found
+                  else ("", "", False, 0, 0))
         return [ua.Variant(0 if found else -1, ua.VariantType.Int32)] + [
             ua.Variant(value, vtype) for (_name, vtype), value in zip(RESULT_FIELDS[1:], values)]
 
