@@ -962,3 +962,42 @@ def test_the_plc_handshakes_say_which_boards_of_a_panel_a_reject_marks() -> None
     assert _reject_text({"reject": True, "reject_boards": 1 << 31}) == "board 32"
     assert _reject_text({"reject": True, "reject_boards": 0}) == _reject_text({"reject": True}) == "yes"
     assert _reject_text({"reject": False, "reject_boards": 0}) == "no"
+
+
+PANEL3 = """\
+recipe: mini3
+panel: {boards: 3}
+board: {width: 330, height: 130}
+classifier: {arch: resnet10, input_size: 32}
+components:
+  R1K:
+    shape: resistor
+    size: [16, 8]
+    at: {1-R1: [40, 40], 2-R1: [145, 40], 3-R1: [250, 40], FID-R: [300, 110]}
+"""
+
+
+def test_the_board_view_frames_each_board_of_a_panel_and_the_failed_one_in_red(qtbot) -> None:
+    """Each board of a panel is framed around its parts with its number; the failed board's frame and label are
+    red (its parts passed here: the red is the board's own), and nothing is red where every board passed."""
+    from inspector.results.units import PanelResult
+    from inspector.routing.rules import parse_rules
+    from ui.picture import board_picture
+    from ui.style import verdict_colour
+    from ui.tabs.line_view import BoardView
+
+    rules = parse_rules(PANEL3, "panel3.yaml")
+    parts = [(r, "pass", "ok") for r in ("1-R1", "2-R1", "3-R1", "FID-R")]
+    view = BoardView()
+    qtbot.addWidget(view)
+    view.resize(660, 300)
+    red = verdict_colour("fail").rgb()
+
+    def reds(panel: PanelResult) -> list[int]:
+        view.show_board(board_picture(rules, "P-1", "fail" if panel.failed else "pass", parts, None, panel=panel))
+        image = view.grab().toImage()
+        return [x for x in range(image.width()) for y in range(0, image.height(), 2) if image.pixel(x, y) == red]
+
+    assert reds(PanelResult(3, [])) == []
+    columns = reds(PanelResult(3, [2]))  # the view shows the panel at twice its size: board 2's part at x 290
+    assert columns and 200 < min(columns) and max(columns) < 440  # board 2's frame and label; 1's and 3's are not

@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inspector.routing.panel import FRAME
+
 from ..picture import BoardPicture
 from ..review_bar import ReviewBar
 from ..style import (
@@ -28,6 +30,7 @@ from ..style import (
     ERROR_TEXT,
     FIDUCIAL_FOUND,
     FIDUCIAL_MISSING,
+    PANEL_BOARD,
     bgr_pixmap,
     status_style,
     verdict_colour,
@@ -76,6 +79,7 @@ class BoardView(QWidget):
         font.setBold(True)
         p.setFont(font)
         self._draw_fiducials(p, pic, ox, oy, scale)
+        self._draw_panel_boards(p, pic, ox, oy, scale)
         for box in pic.boxes:
             x0, y0, x1, y1 = box.box
             (vx0, vy0), (vx1, vy1) = pic.to_view(x0, y0), pic.to_view(x1, y1)  # registered: where the camera saw it
@@ -96,6 +100,35 @@ class BoardView(QWidget):
                 p.setPen(Qt.GlobalColor.white)
                 p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
 
+
+    @staticmethod
+    def _draw_panel_boards(p: QPainter, pic: BoardPicture, ox: float, oy: float, scale: float) -> None:
+        """A panel's boards, each a dashed frame around its parts with its number: red where that board failed."""
+        if pic.panel is None:
+            return
+        areas: dict[int, QRectF] = {}
+        for box in pic.boxes:
+            k = pic.panel.position_of(box.ref)
+            if k == FRAME:
+                continue
+            x0, y0, x1, y1 = box.box
+            (vx0, vy0), (vx1, vy1) = pic.to_view(x0, y0), pic.to_view(x1, y1)
+            rect = QRectF(ox + vx0 * scale, oy + vy0 * scale, (vx1 - vx0) * scale, (vy1 - vy0) * scale)
+            areas[k] = areas[k].united(rect) if k in areas else rect
+        for k, area in sorted(areas.items()):
+            area = area.adjusted(-8, -8, 8, 8)
+            failed = k in pic.panel.failed
+            pen = QPen(verdict_colour("fail") if failed else PANEL_BOARD, 2 if failed else 1.5)
+            pen.setStyle(Qt.PenStyle.DashLine)
+            p.setPen(pen)
+            p.drawRect(area)
+            label = f"board {k}"
+            tag = QRectF(area.left(), area.bottom() + 1, p.fontMetrics().horizontalAdvance(label) + 8,
+                         p.fontMetrics().height() + 2)  # below its frame: clear of its parts and their labels
+            if failed:
+                p.fillRect(tag, verdict_colour("fail"))
+            p.setPen(Qt.GlobalColor.white if failed else PANEL_BOARD)
+            p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
 
     @staticmethod
     def _draw_fiducials(p: QPainter, pic: BoardPicture, ox: float, oy: float, scale: float) -> None:
