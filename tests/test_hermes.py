@@ -95,6 +95,11 @@ def test_a_panel_goes_on_with_each_boards_own_state_and_keeps_what_upstream_said
         SubBoard(4, SubBoardState.SKIP), SubBoard(7, SubBoardState.MISSING))
     assert sub_boards(record) == tuple(SubBoard(k, SubBoardState.FAILED if k == 2 else SubBoardState.GOOD)
                                        for k in range(1, 5))
+    record.panel_skipped = [3]  # an x-out the box read on its bad-mark pad: skip, whatever upstream thought of it
+    assert sub_boards(record, upstream)[2] == SubBoard(3, SubBoardState.SKIP)
+    assert [sb.St for sb in sub_boards(record)] == [SubBoardState.GOOD, SubBoardState.FAILED, SubBoardState.SKIP,
+                                                    SubBoardState.GOOD]
+    record.panel_skipped = []
     record.parts, record.error = [], "registration failed"
     assert {sb.St for sb in sub_boards(record)} == {SubBoardState.FAILED}
     from .test_results import board

@@ -171,6 +171,28 @@ def test_lands_outside_the_window_or_malformed_are_refused(lands: str, message: 
         parse_rules(POLARITY.replace("    polarized: false\n", "    polarized: false\n" + lands), "lands.yaml")
 
 
+# the mini panel with a bad-mark pad under each board (x-outs: ingest/bad_marks.py)
+MARKED = PANEL.replace("panel: {boards: 2}\n", "panel:\n  boards: 2\n  bad_marks:\n    size: [8, 8]\n"
+                       "    at: {1: [60, 100], 2: [100, 100]}\n")
+
+
+def test_a_panels_bad_mark_pads_are_read_from_the_rule_set_and_a_wrong_one_named_at_its_line() -> None:
+    """`bad_marks:` names each board's pad; a board the panel does not have, a window off the board, a mark that is
+    neither dark nor light, each refused at its line."""
+    rules = parse_rules(MARKED, "marked.yaml")
+    marks = rules.panel.bad_marks
+    assert (marks.at, marks.size, marks.mark, marks.contrast) == ({1: (60, 100), 2: (100, 100)}, (8, 8), "dark", 0.4)
+    pads = "at: {1: [60, 100], 2: [100, 100]}"
+    for wrong, says in (((pads, "at: {1: [60, 100], 3: [100, 100]}"), "3: is no board of the panel"),
+                        ((pads, "at: {1: [60, 100], 2: [198, 100]}"), "2: the pad at .198, 100. .* does not fit"),
+                        (("size: [8, 8]", "size: [2, 8]"), "size: must be .w, h.* whole px"),
+                        (("size: [8, 8]", "size: [8, 8]\n    mark: grey"), "mark: must be one of dark, light"),
+                        (("size: [8, 8]", "size: [8, 8]\n    contrast: 1.5"), "contrast: must be at most 0.95"),
+                        (("size: [8, 8]", "size: [8, 8]\n    at2: 1"), "at2: unknown key")):
+        with pytest.raises(ConfigError, match=rf"marked.yaml:\d+: panel.bad_marks.*{says}"):
+            parse_rules(MARKED.replace(*wrong), "marked.yaml")
+
+
 def test_a_panel_rule_set_gives_each_part_its_board_and_refuses_a_board_it_does_not_have() -> None:
     """`panel: {boards: N}`: parts k-REF are board k's (what `board import` writes for an ODB++ panel), others on the
     panel's frame (0); a k beyond N is named, not counted on the frame in silence."""

@@ -10,7 +10,8 @@ panel's boards upstream marked skip or missing in its SubBoards (x-outs) are not
 Downstream (`--hermes-downstream LISTEN`): each board is handed on in the order it came in, once its verdict is
 decided (before the database sees it, like the PLC), with FailedBoard = good for a pass and failed otherwise (a
 fail, an error, a board refused). A board that came from no Hermes upstream gets a BoardId here. A panel (its rule
-set's `panel:`) goes on with SubBoards, each of its boards good or failed as its own result says (results/units.py);
+set's `panel:`) goes on with SubBoards, each of its boards good or failed as its own result says (results/units.py)
+and skip where the box read its bad mark;
 what upstream said of a board is kept where it says more: failed stays failed, missing and skip (an x-out) stay as
 they were, a board's own barcode stays with it. SubBoards from upstream on a board that is no panel here go on as
 they came.
@@ -70,12 +71,14 @@ def sub_boards(record: BoardRecord, upstream: tuple[SubBoard, ...] = ()) -> tupl
     if not record.panel_boards:
         return upstream
     said = {sb.Pos: sb for sb in upstream}
-    failed = set(record.failed_boards())
+    failed, skipped = set(record.failed_boards()), set(record.panel_skipped)
     out = []
     for k in range(1, record.panel_boards + 1):
         before = said.pop(k, SubBoard(k))
         if before.St in NOT_THERE:
             out.append(before)
+        elif k in skipped:  # an x-out read here, on its bad-mark pad
+            out.append(replace(before, St=SubBoardState.SKIP))
         else:
             bad = k in failed or before.St == SubBoardState.FAILED
             out.append(replace(before, St=SubBoardState.FAILED if bad else SubBoardState.GOOD))

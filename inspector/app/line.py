@@ -35,6 +35,7 @@ from ..coserve.online.request import Request, RequestResult
 from ..coserve.online.workload import MiB, Workload
 from ..experts.backends import get_backend
 from ..experts.zoo import ExpertEntry, Zoo
+from ..ingest.bad_marks import marked_boards
 from ..ingest.compare import box_in_crop, cut_differences, difference_tensors
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, crop_tensors, cut_board
 from ..ingest.golden import composed_tensors, golden_image
@@ -125,6 +126,7 @@ class LineStats:
     noread_refused: int = 0  # ... of which refused by the rule set's on_noread
     late_refused: int = 0  # boards whose deadline passed while they waited for room in the engine: not inspected
     identity_mismatches: int = 0  # boards whose own code read another serial than the one upstream gave them
+    bad_marks: int = 0  # boards of panels read as x-outs on their bad-mark pads: not inspected
     first_error: str | None = None  # the first board-level error's reason (what a run that inspected nothing says)
 
     @property
@@ -325,6 +327,16 @@ class Line:
             self.stats.noread_refused += refused.startswith("NOREAD")
             self._finish_with_error(record, refused)
             return
+        if rules.panel is not None and rules.panel.bad_marks is not None:  # x-outs the board maker marked
+            try:
+                marked = marked_boards(image, rules.panel.bad_marks,
+                                       registration.homography if registration is not None else None,
+                                       golden_image(rules) if rules.golden else None)
+            except ValueError as exc:  # a golden image gone since the set was applied
+                self._finish_with_error(record, str(exc))
+                return
+            self.stats.bad_marks += len(marked)
+            record.panel_skipped = sorted(set(record.panel_skipped) | set(marked))
         if rules.compare is not None:  # a bare board: its parts are its differences from the golden board
             try:
                 crops = cut_differences(image, rules)

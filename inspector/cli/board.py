@@ -65,6 +65,13 @@ def add_board(p: argparse.ArgumentParser) -> None:
     check.add_argument("--work", help="where overlays and profiles go (default: beside the zoo)")
     check.add_argument("--json", help="also write every board, its registration and flagged parts as JSON")
     check.set_defaults(func=cmd_check)
+    marks = sub.add_parser("marks", help="a panel's bad-mark pads read on photos as the line reads them: each pad's "
+                                         "level, the clean pad's, the share a mark took and whether it reads "
+                                         "marked (to place the pads and set their contrast)")
+    marks.add_argument("photos", nargs="+", help="frames of the line's camera, each one panel")
+    marks.add_argument("--rules", required=True, help="the panel's rule set (its `panel: bad_marks:`)")
+    marks.add_argument("--json", help="also write every pad as read, photo by photo, as JSON")
+    marks.set_defaults(func=cmd_marks)
     golden = sub.add_parser("golden", help="draw a board's golden image with the product's renderer and align each "
                                            "frame on it (a board with no fiducials, known from its CAD alone)")
     golden.add_argument("--rules", required=True, help="the imported rule set (it gains `golden:` and "
@@ -169,6 +176,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps([c.to_json() for c in checked], indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
     return 0
+
+
+def cmd_marks(args: argparse.Namespace) -> int:
+    from ..app.bad_mark_check import read_panel
+    from ..app.board_photos import read_photo
+    from ..routing.rules import load_rules
+
+    rules = load_rules(args.rules)
+    if rules.panel is None or rules.panel.bad_marks is None:
+        raise UsageError(f"{args.rules} names no bad-mark pads: add `bad_marks:` under its `panel:` "
+                         "(docs/pages/reference/rule-sets.md, Panels)")
+    marks, unread, out = rules.panel.bad_marks, 0, {}
+    print(f"{rules.recipe}: {len(marks.at)} bad-mark pads, {marks.mark} marks, contrast {marks.contrast:g} "
+          f"(a pad is marked past it); read against {'the golden board' if rules.golden else 'the panel'}")
+    print(f"{'photo':<32}{'board':>6}{'level':>8}{'clean':>8}{'taken':>8}  marked")
+    for photo in args.photos:
+        try:
+            readings = read_panel(read_photo(Path(photo)), rules)
+        except ValueError as exc:  # unreadable, the wrong size, not registered: said, the next photo read
+            unread += 1
+            print(f"{photo}: not read: {exc}")
+            out[photo] = {"error": str(exc)}
+            continue
+        for r in readings:
+            print(f"{Path(photo).name[:31]:<32}{r.board:>6}{r.level:>8.1f}{r.clean:>8.1f}{r.taken:>8.2f}  "
+                  f"{'yes' if r.marked else 'no'}")
+        out[photo] = {"pads": [{k: None if v != v else v for k, v in vars(r).items()} for r in readings]}  # nan: off
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2), encoding="utf-8")
+    return 1 if unread else 0
 
 
 def cmd_golden(args: argparse.Namespace) -> int:

@@ -60,6 +60,8 @@ class LineCollector(Collector):
         if s.get("panel_boards"):  # a panel line: its boards one by one, what a per-board yield counts
             yield _labelled("inspector_panel_boards", "Boards of panels inspected by their own verdict", "verdict",
                             {v: s["panel_boards"].get(v, 0) for v in ("pass", "fail", "error")})
+            yield _counter("inspector_bad_marks", "Boards of panels read as x-outs on their bad-mark pads, not "
+                           "inspected", s.get("bad_marks", 0))
         yield _counter("inspector_parts", "Component results produced", s["parts"])
         yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
         yield _counter("inspector_boards_rejected", "Board images refused before inspection (unreadable, wrong size)",

@@ -6,6 +6,10 @@ a rule set covering a panel says so (`panel: {boards: N}`) and names each copy's
 position 1..N, numbered as `board import` numbers them (board/odbpp_panel.py: the top row first, left to right). A
 part named otherwise sits on the panel's own frame: position 0. The panel keeps its one verdict (the line's gate,
 the PLC, Hermes); the factory messages carry one unit per position (results/cfx.py).
+
+A panel may come with x-outs: boards the board maker found bad and marked on their bad-mark pad (ink on a light pad,
+or a light sticker on a dark one), so no machine processes them. `bad_marks:` names each board's pad; a board whose
+pad reads marked is not inspected (ingest/bad_marks.py), as one the machine before marked skip on a Hermes lane.
 """
 from __future__ import annotations
 
@@ -19,9 +23,23 @@ POSITION = re.compile(r"^([0-9]+)-(.+)$")
 FRAME = 0  # the position of a part on the panel's frame, not on one of its boards
 
 
+MARKS = ("dark", "light")  # what a bad mark looks like on its pad: ink on a light pad, a light sticker on a dark one
+
+
+@dataclass(frozen=True)
+class BadMarks:
+    """Where each board of a panel has its bad-mark pad, and what a mark looks like there."""
+
+    at: dict[int, tuple[int, int]]  # board position -> the pad's centre, recipe px
+    size: tuple[int, int] = (8, 8)  # the window read at each pad, px
+    mark: str = "dark"
+    contrast: float = 0.4  # a pad this much darker (lighter) than a clean one, relative to it, is marked
+
+
 @dataclass(frozen=True)
 class PanelRules:
     boards: int  # copies of the board on the panel, positions 1..boards
+    bad_marks: BadMarks | None = None  # x-outs the board maker marked: not inspected
 
     def position_of(self, ref: str) -> int:
         """The copy `ref` belongs to (`3-R1`: 3), or FRAME for a part on the panel's own frame."""
@@ -29,9 +47,42 @@ class PanelRules:
         return int(m.group(1)) if m is not None and 1 <= int(m.group(1)) <= self.boards else FRAME
 
 
-def parse_panel(f: Fields) -> PanelRules:
-    f.unknown({"boards"})
-    return PanelRules(f.number("boards", minimum=1, integer=True))
+def parse_panel(f: Fields, board: tuple[int, int]) -> PanelRules:
+    f.unknown({"boards", "bad_marks"})
+    boards = f.number("boards", minimum=1, integer=True)
+    return PanelRules(boards, _bad_marks(f.sub("bad_marks"), boards, board) if f.has("bad_marks") else None)
+
+
+def _bad_marks(f: Fields, boards: int, board: tuple[int, int]) -> BadMarks:
+    """`bad_marks: {at: {1: [x, y], ...}, size: [w, h], mark: dark|light, contrast: 0.4}`, every error at its line."""
+    f.unknown({"at", "size", "mark", "contrast"})
+    size = f.get("size", [8, 8])
+    if not (isinstance(size, list) and len(size) == 2 and all(_whole(v) and 3 <= v <= 64 for v in size)):
+        raise f.error("size", f"must be [w, h], the window read at each pad in whole px from 3 to 64, got {size!r}")
+    mark = f.text("mark", "dark")
+    if mark not in MARKS:
+        raise f.error("mark", f"must be one of {', '.join(MARKS)} (what a mark looks like on its pad), got {mark!r}")
+    contrast = f.number("contrast", 0.4, minimum=0.05, maximum=0.95)
+    raw = f.get("at")
+    if not isinstance(raw, dict) or not raw:
+        raise f.error("at", "must map board positions to their pad's centre: {1: [x, y], 2: [x, y], ...}")
+    at: dict[int, tuple[int, int]] = {}
+    pads = Fields(raw, f.source, f"{f.where}.at")
+    for key, xy in raw.items():
+        if not _whole(key) or not 1 <= key <= boards:
+            raise pads.error(key, f"is no board of the panel: positions run from 1 to {boards}")
+        if not (isinstance(xy, list) and len(xy) == 2 and all(_whole(v) for v in xy)):
+            raise pads.error(key, f"must be [x, y], the pad's centre in whole board pixels, got {xy!r}")
+        half_w, half_h = size[0] // 2, size[1] // 2
+        if not (half_w <= xy[0] <= board[0] - 1 - half_w and half_h <= xy[1] <= board[1] - 1 - half_h):
+            raise pads.error(key, f"the pad at ({xy[0]}, {xy[1]}) with its {size[0]}x{size[1]} window does not fit "
+                                  f"on the {board[0]}x{board[1]} board; move it inwards")
+        at[key] = (xy[0], xy[1])
+    return BadMarks(at, (size[0], size[1]), mark, contrast)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def stray_refs(panel: PanelRules, refs: Iterable[str]) -> list[str]:

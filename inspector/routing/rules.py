@@ -244,7 +244,7 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         compare=parse_compare(doc.sub("compare")) if doc.has("compare") else None,
         photo=parse_photo_registration(doc.sub("photo_registration"), source) if doc.has("photo_registration")
         else None,
-        panel=parse_panel(doc.sub("panel")) if doc.has("panel") else None,
+        panel=parse_panel(doc.sub("panel"), (width, height)) if doc.has("panel") else None,
     )
     if ruleset.photo is not None and (ruleset.fiducials is not None or ruleset.compare is not None):
         raise doc.error("photo_registration", "a board registers one way: on its fiducials, or (photographed whole) "
