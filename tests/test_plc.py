@@ -185,7 +185,7 @@ def test_the_modbus_register_map_with_a_real_client() -> None:
         client.write_register(8, 1)
         assert st.tags.board_present
         # a panel's failed boards for a bad-mark station: boards 2 and 18, one bit each in the two registers
-        st.verdict("p", "id-2", "PANEL-1", "fail", boards=[0, 2, 18])
+        st.verdict("p", "id-2", "PANEL-1", "fail", boards=[2, 18])
         regs = client.read_holding_registers(0, count=REGISTERS).registers
         assert regs[1:4] == [2, 2, 1] and regs[REJECT_BOARDS:REJECT_BOARDS + 2] == [0b10, 0b10]
         st.verdict("q", "id-3", "BOARD-2", "pass")
@@ -202,6 +202,7 @@ def test_reject_boards_names_a_panels_failed_boards_or_none_when_the_panel_goes_
     st = Station()
     assert st.verdict("a", "a", "P-A", "fail", boards=[1, 3]).reject_boards == 0b101 == st.tags.reject_boards
     assert st.verdict("b", "b", "P-B", "fail", boards=[0]).reject_boards == 0  # its frame: the whole panel
+    assert st.verdict("b2", "b2", "P-B2", "fail", boards=[0, 2]).reject_boards == 0
     assert st.verdict("c", "c", "P-C", "fail", boards=[32]).reject_boards == 1 << 31
     assert st.verdict("d", "d", "P-D", "fail", boards=[2, 33]).reject_boards == 0
     assert st.verdict("e", "e", "P-E", "pass").reject_boards == 0

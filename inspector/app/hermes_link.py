@@ -11,10 +11,9 @@ Downstream (`--hermes-downstream LISTEN`): each board is handed on in the order 
 decided (before the database sees it, like the PLC), with FailedBoard = good for a pass and failed otherwise (a
 fail, an error, a board refused). A board that came from no Hermes upstream gets a BoardId here. A panel (its rule
 set's `panel:`) goes on with SubBoards, each of its boards good or failed as its own result says (results/units.py)
-and skip where the box read its bad mark;
-what upstream said of a board is kept where it says more: failed stays failed, missing and skip (an x-out) stay as
-they were, a board's own barcode stays with it. SubBoards from upstream on a board that is no panel here go on as
-they came.
+and skip where the box read its bad mark; what upstream said of a board is kept where it says more: failed stays
+failed, missing and skip (an x-out) stay as they were, a board's own barcode stays with it. SubBoards from upstream
+on a board that is no panel here go on as they came.
 """
 from __future__ import annotations
 

@@ -29,10 +29,10 @@ ERROR_HEALTH = ("critical", "stalled")  # health that OPC 40100 shows as Error
 
 
 def board_mask(boards: Sequence[int]) -> int:
-    """RejectBoards for a panel's positions: bit k-1 for board k; the frame (0) has none. A failed board past
-    MASK_BOARDS has no bit either, so then the mask is 0 and the PLC rejects the panel whole (never marks some of
-    its failed boards and passes the rest)."""
-    if any(k > MASK_BOARDS for k in boards):
+    """RejectBoards for a panel's positions: bit k-1 for board k. A part failed on the panel's frame (0), or a failed
+    board past MASK_BOARDS (no bit), makes the mask 0: the PLC rejects the panel whole, never marking some boards of
+    a panel that failed beyond them."""
+    if any(k > MASK_BOARDS or k < 1 for k in boards):
         return 0
     return sum(1 << (k - 1) for k in set(boards) if k >= 1)
 
