@@ -404,7 +404,8 @@ def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
         lines = job.lines(f"steps/{s}/stephdr")
         if lines is not None:
             headers[s] = _step_header(lines, scale_of(lines, f"steps/{s}/stephdr"), f"{path}: steps/{s}/stephdr")
-    boards = {s: boards_in(s, headers, direct, steps, str(path)) for s in sorted(steps)}
+    known: dict[str, list[Placement]] = {}  # each step's copies, worked out once for every step that repeats it
+    boards = {s: boards_in(s, headers, direct, steps, str(path), known=known) for s in sorted(steps)}
     placing = sorted(s for s in steps if s in direct or boards[s])
     asked = step if step is not None else job.step_asked
     if asked is not None:

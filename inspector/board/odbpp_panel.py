@@ -61,12 +61,16 @@ class Placement:
 
 
 def boards_in(step: str, headers: dict[str, StepHeader], places_parts: set[str], steps: set[str], where: str,
-              _path: tuple[str, ...] = ()) -> list[Placement]:
+              _path: tuple[str, ...] = (), known: dict[str, list[Placement]] | None = None) -> list[Placement]:
     """Every copy of a board step that `step` places by step-and-repeat (a panel of panels too), in its header's
-    order; `step`'s own parts are not among them."""
+    order; `step`'s own parts are not among them. Each step's copies are worked out once (`known`), however many
+    repeats place it."""
     if step in _path:  # names are the job's steps, so every loop comes back to one
         raise CadError(f"{where}: step {step} repeats itself through {' > '.join((*_path, step))}; the job's "
                        "step-and-repeat has a loop")
+    known = {} if known is None else known
+    if step in known:
+        return known[step]
     out: list[Placement] = []
     header = headers.get(step)
     for r in header.repeats if header is not None else ():
@@ -74,7 +78,7 @@ def boards_in(step: str, headers: dict[str, StepHeader], places_parts: set[str],
             raise CadError(f"{where}: steps/{step}/stephdr:{r.line}: repeats step {r.step}, which the job does not "
                            f"have (its steps: {', '.join(sorted(steps))})")
         inner = [Placement(r.step)] if r.step in places_parts else []
-        inner += boards_in(r.step, headers, places_parts, steps, where, (*_path, step))
+        inner += boards_in(r.step, headers, places_parts, steps, where, (*_path, step), known)
         datum = headers.get(r.step, StepHeader((0.0, 0.0))).datum
         turn = Placement(r.step, r.angle % 360.0)
         ox, oy = turn.point(*datum)
@@ -83,6 +87,7 @@ def boards_in(step: str, headers: dict[str, StepHeader], places_parts: set[str],
                 # the child's datum lands on (x + i dx, y + j dy): p -> R (p - datum) + there
                 here = Placement(r.step, turn.angle, r.x + i * r.dx - ox, r.y + j * r.dy - oy)
                 out.extend(p.within(here) for p in inner)
+    known[step] = out
     return out
 
 
