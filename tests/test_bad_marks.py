@@ -87,6 +87,7 @@ def test_a_line_leaves_a_panels_marked_board_uninspected(demo, tmp_path: Path) -
         boards = {p.ref.split("-")[0] for p in board.parts}
         assert boards == ({"1"} if serial in inked else {"1", "2"}), serial
         assert 2 not in board.panel.failed or serial not in inked
+        assert board.panel.skipped == ([2] if serial in inked else [])
 
 
 def test_board_marks_reads_each_photos_pads_as_the_line_does(tmp_path: Path, capsys) -> None:  # noqa: ANN001

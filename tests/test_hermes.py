@@ -266,6 +266,7 @@ def test_a_panels_x_out_from_upstream_is_not_inspected_and_goes_on_as_upstream_m
         for h in down.taken:
             board = stored[h.board.BoardId]
             assert sorted(p.ref for p in board.parts) == ["1-D1", "1-R1"]  # board 2's part was not inspected
+            assert board.panel.skipped == [2]  # and the database says why it has none
             one = SubBoardState.FAILED if board.panel.failed == [1] else SubBoardState.GOOD
             assert h.board.sub_boards == (SubBoard(1, one), SubBoard(2, SubBoardState.SKIP, "XOUT"))
     finally:

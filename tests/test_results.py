@@ -172,14 +172,14 @@ def test_a_panels_boards_each_have_their_verdict_in_the_database_its_export_and_
     out = io.StringIO()
     assert export_csv(store, out, Filters(board="P1")) == 7
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
-    assert COLUMNS[-3:] == ("panel_boards", "panel_position", "panel_failed")
+    assert COLUMNS[-4:] == ("panel_boards", "panel_position", "panel_failed", "panel_skipped")
     assert [(r["ref"], r["panel_position"]) for r in rows] == [
         ("1-R1", "1"), ("1-C1", "1"), ("2-R1", "2"), ("2-C1", "2"), ("3-R1", "3"), ("3-C1", "3"), ("FID1", "0")]
-    assert {(r["panel_boards"], r["panel_failed"]) for r in rows} == {("3", "2;3")}
+    assert {(r["panel_boards"], r["panel_failed"], r["panel_skipped"]) for r in rows} == {("3", "2;3", "")}
     plain = io.StringIO()
     export_csv(store, plain, Filters(board="B4"))
-    assert {(r["panel_boards"], r["panel_position"], r["panel_failed"])
-            for r in csv.DictReader(io.StringIO(plain.getvalue()))} == {("", "", "")}
+    assert {(r["panel_boards"], r["panel_position"], r["panel_failed"], r["panel_skipped"])
+            for r in csv.DictReader(io.StringIO(plain.getvalue()))} == {("", "", "", "")}
     api = ResultsApi(store, PLANT, tmp_path)
     answered = {b["board_serial"]: (b["panel_boards"], b["panel_failed"]) for b, _p in api.get("rows", "")["rows"]}
     assert answered == {"P1": (3, "2;3"), "P2": (3, ""), "P3": (3, "0"), "B4": (None, None)}
@@ -193,10 +193,16 @@ def test_a_panel_whose_whole_board_failed_names_every_board_and_exports_its_boar
     x_out.parts, x_out.error, x_out.panel_skipped = [], failed.error, [2]
     store.write([failed, x_out])
     assert {i.board_serial: i.panel.failed for i in store.inspections()} == {"P9": [1, 2, 3], "P10": [1, 3]}
+    ten = store.inspections(Filters(board="P10"))[0].panel
+    assert ten.skipped == [2] and ten.describe() == "boards 1, 3 of 3 failed; x-out 2 not inspected"
     out = io.StringIO()
     assert export_csv(store, out, Filters(board="P9")) == 1
     row = next(csv.DictReader(io.StringIO(out.getvalue())))
-    assert (row["ref"], row["panel_boards"], row["panel_position"], row["panel_failed"]) == ("", "3", "", "1;2;3")
+    assert (row["ref"], row["panel_boards"], row["panel_position"], row["panel_failed"], row["panel_skipped"]) == (
+        "", "3", "", "1;2;3", "")
+    out = io.StringIO()
+    assert export_csv(store, out, Filters(board="P10")) == 1
+    assert next(csv.DictReader(io.StringIO(out.getvalue())))["panel_skipped"] == "2"
 
 
 def test_writer_batches_and_acknowledges(tmp_path: Path) -> None:

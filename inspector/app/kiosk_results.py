@@ -60,6 +60,7 @@ class BoardView:
     board_id: str | None = None  # the Hermes BoardId (a kiosk of an earlier release sends none)
     panel_boards: int | None = None  # a panel's boards and those that did not pass (an earlier kiosk sends neither)
     panel_failed: str | None = None
+    panel_skipped: str | None = None
 
     @property
     def hermes_board_id(self) -> str | None:
@@ -69,7 +70,9 @@ class BoardView:
     @property
     def panel(self) -> PanelResult | None:
         """As a stored board's (`Inspection.panel`)."""
-        return PanelResult(self.panel_boards, parse_positions(self.panel_failed)) if self.panel_boards else None
+        if not self.panel_boards:
+            return None
+        return PanelResult(self.panel_boards, parse_positions(self.panel_failed), parse_positions(self.panel_skipped))
 
 
 @dataclass

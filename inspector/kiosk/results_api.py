@@ -35,6 +35,7 @@ def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
     panel = b.panel  # a panel's boards and those that did not pass; None off a panel or before schema 0009
     out["panel_boards"] = None if panel is None else panel.boards
     out["panel_failed"] = None if panel is None else positions_text(panel.failed)
+    out["panel_skipped"] = None if panel is None else positions_text(panel.skipped)
     out["started_at"], out["finished_at"] = b.started_at.isoformat(), b.finished_at.isoformat()
     if parts:
         out["parts"] = [part_json(p) for p in b.parts]

@@ -71,10 +71,11 @@ class Inspection(Base):
     # the Hermes BoardId from upstream (or given here) when the line is on a Hermes lane; revision 0008, so
     # deferred: a box of this release reads a database still at 0007 without it
     board_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True, deferred=True)
-    # a panel's boards and the positions among them that did not pass (results/units.py: `2;5`, 0 its frame, empty
-    # when all passed); None off a panel. Revision 0009, deferred like board_id
+    # a panel's boards, the positions among them that did not pass (results/units.py: `2;5`, 0 its frame, empty
+    # when all passed) and its x-outs, not inspected; None off a panel. Revision 0009, deferred like board_id
     panel_boards: Mapped[int | None] = mapped_column(Integer, nullable=True, deferred=True)
     panel_failed: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
+    panel_skipped: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
     recipe: Mapped[str] = mapped_column(String(128))
     ruleset_version: Mapped[str] = mapped_column(String(64))
     verdict: Mapped[str] = mapped_column(String(16), index=True)
@@ -98,7 +99,7 @@ class Inspection(Base):
         `hermes_board_id`), else None."""
         if "panel_boards" in sa_inspect(self).unloaded or not self.panel_boards:
             return None
-        return PanelResult(self.panel_boards, parse_positions(self.panel_failed))
+        return PanelResult(self.panel_boards, parse_positions(self.panel_failed), parse_positions(self.panel_skipped))
 
     # one line's reads on a plant's shared database: its newest boards, its time ranges, its prune
     __table_args__ = (Index("ix_inspections_line_station_id", "line", "station", "id"),

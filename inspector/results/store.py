@@ -30,8 +30,8 @@ DEFAULT_DB = "results.sqlite"
 CONNECT_TIMEOUT_S = 5
 COUNT_CAP = 10_000  # a history search counts its matches this far (ResultStore.count_components)
 # inspections columns later than the oldest schema this release runs on (revisions.NEEDS): each written and read only
-# where the database has it (board_id: 0008, the Hermes BoardId; panel_boards, panel_failed: 0009, a panel's boards)
-LATER = ("board_id", "panel_boards", "panel_failed")
+# where the database has it (board_id: 0008, the Hermes BoardId; panel_*: 0009, a panel's boards)
+LATER = ("board_id", "panel_boards", "panel_failed", "panel_skipped")
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -356,9 +356,9 @@ def board_range(q, after: int | None = None, upto: int | None = None):  # noqa: 
 
 def _board_row(b: BoardRecord, later: frozenset[str]) -> dict:
     """The inspections row of `b`; of the LATER columns, those the schema has (`later`)."""
-    extra = {k: v for k, v in (("board_id", b.board_id), ("panel_boards", b.panel_boards),
-                               ("panel_failed", positions_text(b.failed_boards()) if b.panel_boards else None))
-             if k in later}
+    panel = (("panel_boards", b.panel_boards), ("panel_failed", positions_text(b.failed_boards())),
+             ("panel_skipped", positions_text(b.panel_skipped))) if b.panel_boards else ()
+    extra = {k: v for k, v in (("board_id", b.board_id), *panel) if k in later}
     return dict(**extra,
         uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,
         board_serial=b.board_serial, serial_source=b.serial_source, recipe=b.recipe,

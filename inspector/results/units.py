@@ -8,7 +8,7 @@ their `ref` and `verdict` alone: a part as the line hands it over (records.PartR
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from ..routing.panel import FRAME, PanelRules
@@ -77,9 +77,12 @@ class PanelResult:
 
     boards: int
     failed: list[int]
+    skipped: list[int] = field(default_factory=list)  # x-outs: not inspected
 
     def describe(self) -> str:
-        return describe(self.boards, self.failed)
+        failed = describe(self.boards, self.failed)
+        xouts = f"x-out{'s' if len(self.skipped) > 1 else ''} {', '.join(map(str, self.skipped))} not inspected"
+        return "; ".join(t for t in (failed, xouts if self.skipped else "") if t)
 
     def position_of(self, ref: str) -> int:
         return PanelRules(self.boards).position_of(ref)

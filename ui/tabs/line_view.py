@@ -283,7 +283,7 @@ class LineViewTab(QWidget):
             self.board.show_board(pic)
             bad = sum(1 for b in pic.boxes if b.verdict != "pass")
             flagged = [f"{bad} part{'s' if bad != 1 else ''} flagged"] if bad else []
-            boards = [pic.panel.describe()] if pic.panel is not None and pic.panel.failed else []
+            boards = [pic.panel.describe()] if pic.panel is not None and pic.panel.describe() else []
             self.caption.setText(f"{'Panel' if pic.panel is not None else 'Board'} {pic.serial}: {pic.verdict.upper()}"
                                  + (f" ({'; '.join(boards + flagged)})" if boards or flagged else ""))
             self.registration.setText(pic.describe_registration())

@@ -1,4 +1,4 @@
-"""panel_boards, panel_failed: a panel's boards and the positions among them that did not pass (results/units.py)
+"""panel_boards, panel_failed, panel_skipped: a panel's boards, those that did not pass and its x-outs (units.py)
 
 Additive (expand only): the releases at 0007 and 0008 run on this schema unchanged, and this release runs on them
 too (it writes the columns only where the schema has them), so boxes and `inspector db upgrade` may go in either
@@ -22,9 +22,11 @@ def upgrade() -> None:
     with op.batch_alter_table("inspections") as batch:
         batch.add_column(sa.Column("panel_boards", sa.Integer, nullable=True))
         batch.add_column(sa.Column("panel_failed", sa.Text, nullable=True))
+        batch.add_column(sa.Column("panel_skipped", sa.Text, nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("inspections") as batch:
+        batch.drop_column("panel_skipped")
         batch.drop_column("panel_failed")
         batch.drop_column("panel_boards")
