@@ -982,7 +982,7 @@ def test_the_board_view_frames_each_board_of_a_panel_and_the_failed_one_in_red(q
     red (its parts passed here: the red is the board's own), and nothing is red where every board passed."""
     from inspector.results.units import PanelResult
     from inspector.routing.rules import parse_rules
-    from ui.picture import board_picture
+    from ui.picture import SKIPPED, board_picture
     from ui.style import verdict_colour
     from ui.tabs.line_view import BoardView
 
@@ -1001,3 +1001,7 @@ def test_the_board_view_frames_each_board_of_a_panel_and_the_failed_one_in_red(q
     assert reds(PanelResult(3, [])) == []
     columns = reds(PanelResult(3, [2]))  # the view shows the panel at twice its size: board 2's part at x 290
     assert columns and 200 < min(columns) and max(columns) < 440  # board 2's frame and label; 1's and 3's are not
+    # an x-out: its parts drawn where they would be, as not inspected (grey, no flag), and nothing red
+    x_out = board_picture(rules, "P-2", "pass", parts[:2] + parts[3:], None, panel=PanelResult(3, [], [3]))
+    assert [(b.ref, b.verdict) for b in x_out.boxes if b.ref.startswith("3-")] == [("3-R1", SKIPPED)]
+    assert reds(PanelResult(3, [], [3])) == []

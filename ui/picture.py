@@ -78,6 +78,9 @@ class BoardPicture:
                 f"({t[2]:+.1f}, {t[5]:+.1f}) px, rotation {math.degrees(math.atan2(t[3], t[0])):+.2f} deg")
 
 
+SKIPPED = "skipped"  # a box's verdict for a part of an x-out: not inspected
+
+
 def board_picture(rules: RuleSet | None, serial: str, verdict: str, parts: list[tuple[str, str, str]],
                   image: np.ndarray | None, registration: BoardRegistration | None = None,
                   panel: PanelResult | None = None) -> BoardPicture:
@@ -92,6 +95,10 @@ def board_picture(rules: RuleSet | None, serial: str, verdict: str, parts: list[
         if ref in where or window in where:
             c, p = where[ref] if ref in where else where[window]
             pic.boxes.append(PartBox(ref, c.name, body_box(c, p, 2), part_verdict, defect))
+    if panel is not None and panel.skipped:  # an x-out's parts where they would be, drawn as not inspected
+        for c, p in rules.placements():
+            if panel.position_of(p.ref) in panel.skipped:
+                pic.boxes.append(PartBox(p.ref, c.name, body_box(c, p, 2), SKIPPED, "x-out"))
     found = pic.registration.fiducials
     for m in rules.fiducials.marks if rules.fiducials else ():
         if m.name in found:

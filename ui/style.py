@@ -11,6 +11,7 @@ BOARD_GREEN = QColor("#1f4d2b")
 BOX_PASS = QColor("#8cff66")  # a passed part's box: visible on a green board
 FIDUCIAL_FOUND = QColor("#00e5ff")  # a fiducial registration found
 PANEL_BOARD = QColor("#f0f0f0")  # the frame around a panel's board that passed: light on a green board
+X_OUT = QColor("#9aa0a6")  # a panel's x-out, not inspected: grey
 FIDUCIAL_MISSING = QColor("#ff1744")  # one it did not (the board got a board-level error)
 # status text: mid-tones that read on a light and on a dark theme alike
 ERROR_TEXT, OK_TEXT = "#e5484d", "#30a46c"

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from inspector.routing.panel import FRAME
 
-from ..picture import BoardPicture
+from ..picture import SKIPPED, BoardPicture
 from ..review_bar import ReviewBar
 from ..style import (
     BOARD_GREEN,
@@ -31,6 +31,7 @@ from ..style import (
     FIDUCIAL_FOUND,
     FIDUCIAL_MISSING,
     PANEL_BOARD,
+    X_OUT,
     bgr_pixmap,
     status_style,
     verdict_colour,
@@ -84,6 +85,12 @@ class BoardView(QWidget):
             x0, y0, x1, y1 = box.box
             (vx0, vy0), (vx1, vy1) = pic.to_view(x0, y0), pic.to_view(x1, y1)  # registered: where the camera saw it
             rect = QRectF(ox + vx0 * scale, oy + vy0 * scale, (vx1 - vx0) * scale, (vy1 - vy0) * scale)
+            if box.verdict == SKIPPED:  # an x-out's part: where it would be, not inspected
+                pen = QPen(X_OUT, 1)
+                pen.setStyle(Qt.PenStyle.DotLine)
+                p.setPen(pen)
+                p.drawRect(rect)
+                continue
             colour = verdict_colour(box.verdict)
             p.setPen(QPen(BOX_PASS if box.verdict == "pass" else colour, 3 if box.verdict != "pass" else 1.5))
             p.drawRect(rect)
@@ -117,17 +124,17 @@ class BoardView(QWidget):
             areas[k] = areas[k].united(rect) if k in areas else rect
         for k, area in sorted(areas.items()):
             area = area.adjusted(-8, -8, 8, 8)
-            failed = k in pic.panel.failed
-            pen = QPen(verdict_colour("fail") if failed else PANEL_BOARD, 2 if failed else 1.5)
+            failed, x_out = k in pic.panel.failed, k in pic.panel.skipped
+            pen = QPen(verdict_colour("fail") if failed else X_OUT if x_out else PANEL_BOARD, 2 if failed else 1.5)
             pen.setStyle(Qt.PenStyle.DashLine)
             p.setPen(pen)
             p.drawRect(area)
-            label = f"board {k}"
+            label = f"board {k}" + (": x-out" if x_out else "")
             tag = QRectF(area.left(), area.bottom() + 1, p.fontMetrics().horizontalAdvance(label) + 8,
                          p.fontMetrics().height() + 2)  # below its frame: clear of its parts and their labels
             if failed:
                 p.fillRect(tag, verdict_colour("fail"))
-            p.setPen(Qt.GlobalColor.white if failed else PANEL_BOARD)
+            p.setPen(Qt.GlobalColor.white if failed else X_OUT if x_out else PANEL_BOARD)
             p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
 
     @staticmethod
@@ -281,7 +288,7 @@ class LineViewTab(QWidget):
         if pic is not None and pic.serial != self._shown_serial:
             self._shown_serial = pic.serial
             self.board.show_board(pic)
-            bad = sum(1 for b in pic.boxes if b.verdict != "pass")
+            bad = sum(1 for b in pic.boxes if b.verdict not in ("pass", SKIPPED))
             flagged = [f"{bad} part{'s' if bad != 1 else ''} flagged"] if bad else []
             boards = [pic.panel.describe()] if pic.panel is not None and pic.panel.describe() else []
             self.caption.setText(f"{'Panel' if pic.panel is not None else 'Board'} {pic.serial}: {pic.verdict.upper()}"
