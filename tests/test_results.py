@@ -205,6 +205,39 @@ def test_a_panel_whose_whole_board_failed_names_every_board_and_exports_its_boar
     assert next(csv.DictReader(io.StringIO(out.getvalue())))["panel_skipped"] == "2"
 
 
+def test_a_unit_export_has_a_row_per_board_a_panels_each_with_its_verdict_and_its_x_outs_named(
+        store: ResultStore, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`inspector export --units`: one row per unit for an MES: a board that is no panel is one, a panel's boards
+    each with their own verdict (the same rule as everywhere), its frame where it has parts, an x-out named; part
+    filters are refused, not applied to half a unit."""
+    from inspector.cli import main
+    from inspector.results.unit_export import UNIT_COLUMNS, export_units_csv
+
+    x_out = panel("P5", {"1-R1": "fail"}, minutes=1)
+    x_out.parts = [p for p in x_out.parts if not p.ref.startswith("3-")]
+    x_out.panel_skipped = [3]
+    store.write([panel("P1", {"2-C1": "fail"}), x_out, board("B4", 3, defect="shifted")])
+    out = io.StringIO()
+    assert export_units_csv(store, out) == 9
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert list(rows[0]) == list(UNIT_COLUMNS)
+    got = [(r["board_serial"], r["position"], r["unit_verdict"], r["parts"], r["parts_flagged"]) for r in rows]
+    assert got == [("P1", "0", "pass", "1", "0"), ("P1", "1", "pass", "2", "0"), ("P1", "2", "fail", "2", "1"),
+                   ("P1", "3", "pass", "2", "0"),
+                   ("P5", "0", "pass", "1", "0"), ("P5", "1", "fail", "2", "1"), ("P5", "2", "pass", "2", "0"),
+                   ("P5", "3", "x-out", "0", "0"),
+                   ("B4", "1", "fail", "2", "1")]
+    assert {r["board_verdict"] for r in rows if r["board_serial"] == "P1"} == {"fail"}
+    assert {r["panel_boards"] for r in rows} == {"3", ""}
+    made = tmp_path / "units.csv"
+    assert main(["export", "--db", store.url, "--csv", str(made), "--units", "--board", "P5"]) == 0
+    assert len(made.read_text().splitlines()) == 1 + 4
+    assert "4 units (boards, a panel's each)" in capsys.readouterr().err
+    refused = tmp_path / "refused.csv"
+    assert main(["export", "--db", store.url, "--csv", str(refused), "--units", "--component", "R0402"]) == 2
+    assert "--units judges each board by all its parts" in capsys.readouterr().err and not refused.exists()
+
+
 def test_writer_batches_and_acknowledges(tmp_path: Path) -> None:
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
     acked: list[str] = []

@@ -6,11 +6,13 @@ import sys
 from pathlib import Path
 
 from .common import data_of, database_flags, db_url, scope_flags, scope_of_args
+from .exits import UsageError
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from ..results.export import export_csv
     from ..results.store import Filters, ResultStore, parse_when
+    from ..results.unit_export import export_units_csv
 
     store = ResultStore(db_url(args))
     filters = Filters(since=parse_when(args.since) if args.since else None,
@@ -18,12 +20,17 @@ def cmd_export(args: argparse.Namespace) -> int:
                       board=args.board, board_id=args.board_id, verdict=args.verdict, component=args.component,
                       scope=scope_of_args(args))
     store.check_filters(filters)  # before the file is made: a refused search leaves no header-only CSV behind
+    if args.units and (args.component or args.verdict):
+        raise UsageError("--units judges each board by all its parts: --component and --verdict select parts; leave "
+                         "them out (filter by time, board, BoardId or line)")
+    write = export_units_csv if args.units else export_csv
     if args.csv == "-":
-        n = export_csv(store, sys.stdout, filters)
+        n = write(store, sys.stdout, filters)
     else:
         with open(args.csv, "w", newline="", encoding="utf-8") as out:
-            n = export_csv(store, out, filters)
-    print(f"{n} component results of {filters.scope.label()} exported to {args.csv}", file=sys.stderr)
+            n = write(store, out, filters)
+    what = "units (boards, a panel's each)" if args.units else "component results"
+    print(f"{n} {what} of {filters.scope.label()} exported to {args.csv}", file=sys.stderr)
     return 0
 
 
@@ -125,6 +132,9 @@ def add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--board-id", help="one board by the Hermes BoardId the SMT line gave it")
     p.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
     p.add_argument("--component", help="one component type (R0402, ...)")
+    p.add_argument("--units", action="store_true",
+                   help="one row per unit instead of per part: each board, a panel's boards each with its own verdict "
+                        "and x-outs named (for an MES or a traceability sheet)")
     scope_flags(p)
     database_flags(p)
     p.set_defaults(func=cmd_export)

@@ -20,5 +20,6 @@
 - retention.py   `inspector db prune`: boards, kept crops and archived images older than the retention
 - crops.py       PNG crops of flagged parts, one folder per inspection, none below a free-disk floor
 - export.py      CSV, one row per component result, with filters
+- unit_export.py CSV, one row per unit: each board, a panel's boards each with its verdict (`export --units`)
 - mqtt.py        per-board JSON to an MQTT broker (paho-mqtt)
 """
