@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 from ..endpoint import open_url, request_json
 from ..results.scope import Scope
 from ..results.store import Filters
-from ..results.units import PanelResult, parse_positions
+from ..results.units import PanelResult
 
 
 @dataclass
@@ -70,9 +70,7 @@ class BoardView:
     @property
     def panel(self) -> PanelResult | None:
         """As a stored board's (`Inspection.panel`)."""
-        if not self.panel_boards:
-            return None
-        return PanelResult(self.panel_boards, parse_positions(self.panel_failed), parse_positions(self.panel_skipped))
+        return PanelResult.stored(self.panel_boards, self.panel_failed, self.panel_skipped)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .records import BoardRecord, PartRecord
-from .units import units, verdict_of
+from .units import failed_positions, units, verdict_of
 
 SCHEMA_VERSION = 2
 MESSAGE_NAME = "CFX.Production.TestAndInspection.UnitsInspected"
@@ -63,8 +63,8 @@ def reject_positions(board: BoardRecord) -> list[int]:
     """The units a reject of `board` names: those that did not pass (all of them where the board as a whole failed:
     an error), or every one where none failed (a board the line controller rejects though it passed: its code
     unread)."""
-    every = units(board.panel_boards, board.parts, board.panel_skipped)
-    return [k for k, parts in every if verdict_of(parts, board.error) != "pass"] or [k for k, _parts in every]
+    failed = failed_positions(board.panel_boards, board.parts, board.error, board.panel_skipped)
+    return failed or [k for k, _parts in units(board.panel_boards, board.parts, board.panel_skipped)]
 
 
 def units_inspected(board: BoardRecord) -> dict[str, Any]:

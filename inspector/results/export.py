@@ -47,6 +47,15 @@ def cell(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
+BOARD_COLUMNS = COLUMNS[:9]  # what every row of a board says of it, here and in the unit export (unit_export.py)
+
+
+def board_cells(insp: Any) -> tuple[str, ...]:  # noqa: ANN401 - a stored board (schema.Inspection or a kiosk's view)
+    """The BOARD_COLUMNS of a stored board, each text cell safe from a spreadsheet's formulas."""
+    return (insp.uuid, cell(insp.board_serial), insp.serial_source or "", insp.started_at.isoformat(),
+            cell(insp.line), cell(insp.station), cell(insp.recipe), cell(insp.ruleset_version), insp.verdict)
+
+
 def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -> int:
     """Write the header and one row per component result; returns the rows written."""
     filters = filters or Filters()
@@ -56,9 +65,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
         reviews = {r.component_result_id: r for r in s.scalars(select(Review))}
     n = 0
     for insp, part in store.component_rows(filters, bare_boards=True):
-        board = (insp.uuid, cell(insp.board_serial), insp.serial_source or "", insp.started_at.isoformat(),
-                 cell(insp.line), cell(insp.station),
-                 cell(insp.recipe), cell(insp.ruleset_version), insp.verdict)
+        board = board_cells(insp)
         tail = ("" if insp.reg_residual_px is None else f"{insp.reg_residual_px:.3f}", cell(insp.error or ""))
         board_id = cell(insp.hermes_board_id or "")
         panel = insp.panel

@@ -60,8 +60,8 @@ class BoardRecord:
     # a panel's boards (its rule set's `panel: {boards: N}`): its parts k-REF are board k's (routing/panel.py), each
     # board with its own result (units.py); None: one board. Stored from schema revision 0009
     panel_boards: int | None = None
-    # a panel's boards the machine before marked skip or missing (x-outs): not inspected, none of their parts here.
-    # Kept with the record (JSON), not in the database
+    # a panel's boards the machine before marked skip or missing, or whose bad mark was read (x-outs): not
+    # inspected, none of their parts here. Stored from schema revision 0009
     panel_skipped: list[int] = field(default_factory=list)
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path

@@ -25,7 +25,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
-from .units import PanelResult, parse_positions
+from .units import PanelResult
 
 NAMING = {"ix": "ix_%(table_name)s_%(column_0_N_name)s", "uq": "uq_%(table_name)s_%(column_0_N_name)s",
           "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s", "pk": "pk_%(table_name)s",
@@ -97,9 +97,9 @@ class Inspection(Base):
     def panel(self) -> PanelResult | None:
         """The panel's boards and those that did not pass where it was stored as a panel (and read with them, as
         `hermes_board_id`), else None."""
-        if "panel_boards" in sa_inspect(self).unloaded or not self.panel_boards:
+        if "panel_boards" in sa_inspect(self).unloaded:
             return None
-        return PanelResult(self.panel_boards, parse_positions(self.panel_failed), parse_positions(self.panel_skipped))
+        return PanelResult.stored(self.panel_boards, self.panel_failed, self.panel_skipped)
 
     # one line's reads on a plant's shared database: its newest boards, its time ranges, its prune
     __table_args__ = (Index("ix_inspections_line_station_id", "line", "station", "id"),

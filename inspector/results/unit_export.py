@@ -14,13 +14,12 @@ import csv
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from .export import ResultRows, cell
+from .export import BOARD_COLUMNS, ResultRows, board_cells, cell
 from .filters import Filters
 from .units import units, verdict_of
 
-UNIT_COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line", "station", "recipe",
-                "ruleset_version", "board_verdict", "panel_boards", "position", "unit_verdict", "parts",
-                "parts_flagged", "board_error", "board_id")
+UNIT_COLUMNS = (*BOARD_COLUMNS, "panel_boards", "position", "unit_verdict", "parts", "parts_flagged", "board_error",
+                "board_id")
 X_OUT = "x-out"
 
 
@@ -36,9 +35,7 @@ def export_units_csv(store: ResultRows, out: TextIO, filters: Filters | None = N
     n = 0
     for insp, parts in _boards(store, filters):
         panel = insp.panel
-        board = (insp.uuid, cell(insp.board_serial), insp.serial_source or "", insp.started_at.isoformat(),
-                 cell(insp.line), cell(insp.station), cell(insp.recipe), cell(insp.ruleset_version), insp.verdict,
-                 "" if panel is None else str(panel.boards))
+        board = (*board_cells(insp), "" if panel is None else str(panel.boards))
         tail = (cell(insp.error or ""), cell(insp.hermes_board_id or ""))
         skipped = [] if panel is None else panel.skipped
         rows = {k: (verdict_of(own, insp.error), len(own), sum(p.verdict != "pass" for p in own))

@@ -73,28 +73,31 @@ def parse_positions(text: str | None) -> list[int]:
 
 @dataclass(frozen=True)
 class PanelResult:
-    """A stored panel's result as readers show it: its boards and the positions that did not pass."""
+    """A stored panel's result as readers show it: its boards, the positions that did not pass, its x-outs."""
 
     boards: int
     failed: list[int]
     skipped: list[int] = field(default_factory=list)  # x-outs: not inspected
 
+    @classmethod
+    def stored(cls, boards: int | None, failed: str | None, skipped: str | None) -> PanelResult | None:
+        """From the database's columns (or a kiosk's answer of them): None off a panel."""
+        return cls(boards, parse_positions(failed), parse_positions(skipped)) if boards else None
+
     def describe(self) -> str:
-        failed = describe(self.boards, self.failed)
-        xouts = f"x-out{'s' if len(self.skipped) > 1 else ''} {', '.join(map(str, self.skipped))} not inspected"
-        return "; ".join(t for t in (failed, xouts if self.skipped else "") if t)
+        """For an operator: `boards 2, 5 of 6 failed` (`and its frame` where a frame part failed), the x-outs
+        after it; empty where every board passed and none was skipped."""
+        said = []
+        boards = [str(k) for k in self.failed if k != FRAME]
+        if boards:
+            said.append(f"board{'s' if len(boards) > 1 else ''} {', '.join(boards)} of {self.boards} failed"
+                        + (" and its frame" if FRAME in self.failed else ""))
+        elif self.failed:
+            said.append("the panel's frame failed")
+        if self.skipped:
+            said.append(f"x-out{'s' if len(self.skipped) > 1 else ''} {', '.join(map(str, self.skipped))} not "
+                        "inspected")
+        return "; ".join(said)
 
     def position_of(self, ref: str) -> int:
         return PanelRules(self.boards).position_of(ref)
-
-
-def describe(panel_boards: int | None, failed: Sequence[int]) -> str:
-    """For an operator: `boards 2, 5 of 6 failed` (`and its frame` where a frame part failed), empty off a panel
-    or where every unit passed."""
-    if not panel_boards or not failed:
-        return ""
-    boards = [str(k) for k in failed if k != FRAME]
-    if not boards:
-        return "the panel's frame failed"
-    text = f"board{'s' if len(boards) > 1 else ''} {', '.join(boards)} of {panel_boards} failed"
-    return text + (" and its frame" if FRAME in failed else "")
