@@ -1005,3 +1005,34 @@ def test_the_board_view_frames_each_board_of_a_panel_and_the_failed_one_in_red(q
     x_out = board_picture(rules, "P-2", "pass", parts[:2] + parts[3:], None, panel=PanelResult(3, [], [3]))
     assert [(b.ref, b.verdict) for b in x_out.boxes if b.ref.startswith("3-")] == [("3-R1", SKIPPED)]
     assert reds(PanelResult(3, [], [3])) == []
+
+
+def test_a_panels_boards_are_called_by_their_own_serials_in_the_board_view_and_the_history(
+        qtbot, tmp_path: Path) -> None:
+    """Where a panel's boards have their own codes, the board view writes each board's serial under its number
+    (an x-out says so instead), and the history's tooltip names the part's board's serial."""
+    from inspector.results.store import sqlite_url
+    from inspector.results.units import PanelResult
+    from ui.tabs.history import COLUMNS, HistoryTab
+    from ui.tabs.line_view import board_label
+
+    from .test_results import panel
+
+    own = PanelResult(3, [2], [3], {1: "U-1", 2: "NOREAD-abcdef01-2"})
+    assert [board_label(own, k) for k in (1, 2, 3)] == [("board 1", "U-1"), ("board 2", "NOREAD-abcdef01-2"),
+                                                         ("board 3: x-out", "")]
+    assert board_label(PanelResult(2, []), 1) == ("board 1", "")
+    (tmp_path / "data").mkdir()
+    db = sqlite_url(tmp_path / "data" / "results.sqlite")
+    coded = panel("P1", {"2-C1": "fail"}, boards=2)
+    coded.panel_serials = {1: "U-1", 2: "U-2"}
+    ResultStore(db).write([coded])
+    tab = HistoryTab(LocalBackend(LineController(tmp_path / "models", tmp_path / "data", db),
+                                  LineSetup(service=ServiceConfig(LineConfig()))))
+    qtbot.addWidget(tab)
+    tab.board.setText("U-2")  # a board's own serial finds its panel
+    assert tab.search() == 5
+    column = COLUMNS.index("Panel board")
+    tips = {tab.table.item(r, 3).text(): tab.table.item(r, column).toolTip() for r in range(tab.table.rowCount())}
+    assert tips["2-R1"] == "this board's serial: U-2\nboard 2 of 2 failed"
+    assert tips["FID1"] == "board 2 of 2 failed"

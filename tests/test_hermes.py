@@ -272,3 +272,34 @@ def test_a_panels_x_out_from_upstream_is_not_inspected_and_goes_on_as_upstream_m
     finally:
         up.stop()
         down.stop()
+
+
+def test_a_panels_boards_go_on_with_their_own_codes_and_one_contradicting_upstream_is_noread(
+        demo, tmp_path: Path) -> None:  # noqa: ANN001
+    """Each board of a panel carries its own code: board 2's is read and handed on as its SubBoard barcode; board 1's
+    upstream barcode is contradicted by the code printed on it, so board 1 goes by its NOREAD (counted as an
+    identity mismatch) and goes on with what upstream said, never a NOREAD of ours."""
+    from .test_board_codes import CODED
+
+    root, zoo = demo
+    rules = parse_rules(CODED, "coded.yaml")
+    plan = BoardPlan(3, sub_boards=(SubBoard(1, SubBoardState.GOOD, "UP-1"), SubBoard(2, SubBoardState.GOOD)),
+                     seed=8)
+    up = UpstreamPeer(("127.0.0.1", 0), plan).start()
+    link = HermesLink(HermesConfig(upstream="{}:{}".format(*up.address), downstream="127.0.0.1:0", boards=3))
+    down = DownstreamPeer(link.giver.address).start()
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    try:
+        service, _ = run_line(rules, zoo, root / "models", open_source("synthetic", rules, 3, 3),
+                              ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None, hermes=link)
+        assert _wait(lambda: len(down.taken) == 3, 30)
+        stored = {i.board_id: i for i in store.inspections()}
+        assert service.line.stats.identity_mismatches == 3 and service.line.stats.unit_noreads == 3
+        for h in down.taken:
+            own = stored[h.board.BoardId].panel.serials
+            assert own[1] == f"NOREAD-{stored[h.board.BoardId].uuid[:8]}-1"
+            assert own[2].startswith("MINI-") and own[2].endswith("-2")
+            assert [(sb.Pos, sb.Bc) for sb in h.board.sub_boards] == [(1, "UP-1"), (2, own[2])]
+    finally:
+        up.stop()
+        down.stop()

@@ -429,8 +429,8 @@ def test_a_panel_is_one_inspection_with_a_unit_per_board_and_only_its_failed_boa
 
 def test_the_line_controllers_reject_of_a_panel_names_its_failed_boards(broker: Mosquitto) -> None:
     """With a line controller the reject is the controller's, and the service tells it before the factory: the
-    factory holds the reject until the panel's verdict comes and names the failed board; a board failed safe at its
-    deadline (no verdict will come) is rejected at once, whole."""
+    factory holds the reject until the panel's verdict comes and names the failed board, by its own serial; a board
+    failed safe at its deadline (no verdict will come) is rejected at once, whole."""
     from datetime import timedelta
     from types import SimpleNamespace
 
@@ -452,7 +452,8 @@ def test_the_line_controllers_reject_of_a_panel_names_its_failed_boards(broker: 
     time.sleep(3 * WATCH_S)  # the factory listens to the controller
     parts = [PartRecord(f"{k}-R1", "R0402", "cls-R0402", "ab" * 32, "fail" if k == 3 else "pass",
                         "missing" if k == 3 else "ok", 0.9) for k in (1, 2, 3)]
-    panel = BoardRecord("P-200", "panel_a", "v1", T0, T0 + timedelta(seconds=1), parts=parts, panel_boards=3)
+    panel = BoardRecord("P-200", "panel_a", "v1", T0, T0 + timedelta(seconds=1), parts=parts, panel_boards=3,
+                        panel_serials={1: "U-1", 2: "U-2", 3: "U-3"})  # each board's own code, read
     station.board_in("p", since=100.0)
     station.board_in("late", since=100.0, serial="P-201", inspection_id="late-id")
     clock.t = 100.2
@@ -466,7 +467,7 @@ def test_the_line_controllers_reject_of_a_panel_names_its_failed_boards(broker: 
     events.close()
     rejected = {e["MessageBody"]["TransactionId"]: e["MessageBody"] for e in sub.messages_of("event")
                 if e["MessageName"] == "CFX.Production.UnitsDisqualified"}
-    assert rejected[panel.inspection_id]["DisqualifiedUnits"] == [{"UnitIdentifier": "P-200", "PositionNumber": 3}]
+    assert rejected[panel.inspection_id]["DisqualifiedUnits"] == [{"UnitIdentifier": "U-3", "PositionNumber": 3}]
     assert rejected["late-id"]["DisqualifiedUnits"] == [{"UnitIdentifier": "P-201", "PositionNumber": 1}]
     assert "no verdict within 500 ms" in rejected["late-id"]["Reason"]
     sub.close()

@@ -244,3 +244,30 @@ def test_this_release_stores_panels_on_a_plant_database_at_0008_and_their_boards
     fresh = ResultStore(url)
     assert fresh.write([panel("P2", {"1-R1": "fail"}, minutes=1)]) == 1
     assert {i.board_serial: i.panel and i.panel.failed for i in fresh.inspections()} == {"P1": None, "P2": [1]}
+
+
+def test_this_release_keeps_a_panels_boards_at_0009_and_their_own_serials_once_upgraded(postgres) -> None:  # noqa: ANN001
+    """0010 only adds the boards' own serials: on a database still at 0009 a panel keeps its boards and verdicts,
+    its boards' serials are not kept, a search by one finds nothing (never a query the schema refuses), and after
+    `inspector db upgrade` the next panel is found by its boards' serials."""
+    from .test_results import panel
+
+    url = postgres.create_db(f"units_{uuid.uuid4().hex[:8]}", upgraded=False)
+    upgrade(open_engine(url), "0009")
+    box = ResultStore(url)
+    first = panel("P1", {"2-C1": "fail"})
+    first.panel_serials = {1: "U-1", 2: "U-2", 3: "U-3"}
+    assert box.write([first]) == 1
+    stored = box.inspections()[0].panel
+    assert (stored.failed, stored.serials) == ([2], {})
+    assert box.inspections(Filters(board="U-2")) == []
+    out = io.StringIO()
+    export_csv(box, out)
+    assert {r["unit_serial"] for r in csv.DictReader(io.StringIO(out.getvalue()))} == {"P1"}
+    assert main(["db", "upgrade", "--db", url]) == 0
+    fresh = ResultStore(url)
+    second = panel("P2", {}, minutes=1)
+    second.panel_serials = {1: "U-4", 2: "U-5", 3: "U-6"}
+    assert fresh.write([second]) == 1
+    assert [i.board_serial for i in fresh.inspections(Filters(board="U-5"))] == ["P2"]
+    assert {i.board_serial: i.panel.serials for i in fresh.inspections()} == {"P1": {}, "P2": second.panel_serials}

@@ -31,7 +31,7 @@ def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardReco
 
 
 def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
-    assert current_revision(store.engine) == head_revision() == "0009"
+    assert current_revision(store.engine) == head_revision() == "0010"
     tables = set(inspect(store.engine).get_table_names())
     assert {"inspections", "component_results", "alembic_version"} <= tables
 
@@ -49,7 +49,7 @@ def test_a_database_of_the_first_schema_is_upgraded_keeping_its_boards(tmp_path:
                        "'line-1', 'aoi-1', 'OLD1', 'board_a', 'abc', 'pass', '')"))
     engine.dispose()
     store = ResultStore(url)  # opening migrates to head
-    assert current_revision(store.engine) == head_revision() == "0009"
+    assert current_revision(store.engine) == head_revision() == "0010"
     (old,) = store.inspections()
     assert old.board_serial == "OLD1" and old.error is None and old.reg_residual_px is None
     store.write([registered("NEW1")])
@@ -172,7 +172,7 @@ def test_a_panels_boards_each_have_their_verdict_in_the_database_its_export_and_
     out = io.StringIO()
     assert export_csv(store, out, Filters(board="P1")) == 7
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
-    assert COLUMNS[-4:] == ("panel_boards", "panel_position", "panel_failed", "panel_skipped")
+    assert COLUMNS[-5:-1] == ("panel_boards", "panel_position", "panel_failed", "panel_skipped")
     assert [(r["ref"], r["panel_position"]) for r in rows] == [
         ("1-R1", "1"), ("1-C1", "1"), ("2-R1", "2"), ("2-C1", "2"), ("3-R1", "3"), ("3-C1", "3"), ("FID1", "0")]
     assert {(r["panel_boards"], r["panel_failed"], r["panel_skipped"]) for r in rows} == {("3", "2;3", "")}
@@ -374,3 +374,50 @@ def test_crops_of_flagged_parts_are_kept_and_a_full_disk_only_costs_the_picture(
     floored(b3)
     assert floored.skipped_low_disk == 1 and floored.failed == 0 and "below the floor of 64 MiB" in floored.low_disk
     assert b3.parts[1].crop_path is None
+
+
+def test_a_panels_boards_own_serials_are_stored_searched_and_exported_per_unit(store: ResultStore,
+                                                                                tmp_path: Path) -> None:
+    """Each board's own serial (its code's, or NOREAD-<id>-<k>) is kept with the panel (schema 0010): a search by a
+    board's serial finds its panel and no other (a serial that is part of another, or has LIKE's wildcards, does
+    not), the CSV says each part's unit serial, the unit export each unit's, the API answers them, and the factory
+    message names each unit by its own."""
+    from inspector.kiosk.results_api import ResultsApi
+    from inspector.results.cfx import units_inspected
+    from inspector.results.scope import PLANT
+    from inspector.results.unit_export import export_units_csv
+
+    coded = panel("P1", {"2-C1": "fail"})
+    coded.panel_serials = {1: "SN-1", 2: "SN-1%_2", 3: "NOREAD-abcdef01-3"}
+    other = panel("P2", {}, minutes=1)
+    other.panel_serials = {1: "SN-10", 2: "SN-11", 3: "SN-12"}
+    store.write([coded, other, board("B3", 2)])
+    assert {i.board_serial: i.panel.serials for i in store.inspections() if i.panel} == {
+        "P1": {1: "SN-1", 2: "SN-1%_2", 3: "NOREAD-abcdef01-3"}, "P2": {1: "SN-10", 2: "SN-11", 3: "SN-12"}}
+    found = {serial: [i.board_serial for i in store.inspections(Filters(board=serial))]
+             for serial in ("SN-1", "SN-1%_2", "SN-11", "SN-", "P2", "B3", "SN-1%")}
+    assert found == {"SN-1": ["P1"], "SN-1%_2": ["P1"], "SN-11": ["P2"], "SN-": [], "P2": ["P2"], "B3": ["B3"],
+                     "SN-1%": []}
+    out = io.StringIO()
+    export_csv(store, out, Filters(board="SN-1"))
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert COLUMNS[-1] == "unit_serial"
+    assert [(r["ref"], r["unit_serial"]) for r in rows] == [
+        ("1-R1", "SN-1"), ("1-C1", "SN-1"), ("2-R1", "SN-1%_2"), ("2-C1", "SN-1%_2"), ("3-R1", "NOREAD-abcdef01-3"),
+        ("3-C1", "NOREAD-abcdef01-3"), ("FID1", "P1")]
+    plain = io.StringIO()
+    export_csv(store, plain, Filters(board="B3"))
+    assert {r["unit_serial"] for r in csv.DictReader(io.StringIO(plain.getvalue()))} == {"B3"}
+    units = io.StringIO()
+    export_units_csv(store, units)
+    assert [(r["board_serial"], r["position"], r["unit_serial"], r["unit_verdict"])
+            for r in csv.DictReader(io.StringIO(units.getvalue()))] == [
+        ("P1", "0", "P1", "pass"), ("P1", "1", "SN-1", "pass"), ("P1", "2", "SN-1%_2", "fail"),
+        ("P1", "3", "NOREAD-abcdef01-3", "pass"), ("P2", "0", "P2", "pass"), ("P2", "1", "SN-10", "pass"),
+        ("P2", "2", "SN-11", "pass"), ("P2", "3", "SN-12", "pass"), ("B3", "1", "B3", "pass")]
+    api = ResultsApi(store, PLANT, tmp_path)
+    answered = {b["board_serial"]: b["panel_serials"] for b, _p in api.get("rows", "")["rows"]}
+    assert answered["P2"] == {"1": "SN-10", "2": "SN-11", "3": "SN-12"} and answered["B3"] is None
+    message = units_inspected(coded)["MessageBody"]["InspectedUnits"]
+    assert [(u["UnitPositionNumber"], u["UnitIdentifier"]) for u in message] == [
+        (0, "P1"), (1, "SN-1"), (2, "SN-1%_2"), (3, "NOREAD-abcdef01-3")]

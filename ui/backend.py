@@ -192,8 +192,8 @@ class LocalBackend(Signed):
             return None
         image, record = last
         reg = BoardRegistration(record.transform, record.residual_px, record.fiducials, record.error)
-        panel = (PanelResult(record.panel_boards, record.failed_boards(), list(record.panel_skipped))
-                 if record.panel_boards else None)
+        panel = (PanelResult(record.panel_boards, record.failed_boards(), list(record.panel_skipped),
+                             dict(record.panel_serials)) if record.panel_boards else None)
         return board_picture(service.line.rules, record.board_serial, record.verdict,
                              [(p.ref, p.verdict, p.defect_class) for p in record.parts], image, reg, panel)
 

@@ -46,7 +46,7 @@ class FactoryEvents:
         self._seen_error_at: float | None = None
         # a board's failed units heard before the controller's reject, and rejects heard before the board (by
         # inspection id); the line's thread and the station's listener meet here
-        self._failed: OrderedDict[str, list[int]] = OrderedDict()
+        self._failed: OrderedDict[str, tuple[list[int], dict[int, str]]] = OrderedDict()  # positions, their serials
         self._rejected: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -78,22 +78,24 @@ class FactoryEvents:
         self._hook_station()
         if self._hooked is None:  # no line controller: a board not passed is rejected
             if record.verdict != "pass":
-                self._reject(record.inspection_id, record.board_serial, record.verdict, cfx.reject_positions(record))
+                self._reject(record.inspection_id, record.board_serial, record.verdict, cfx.reject_positions(record),
+                             record.panel_serials)
             return
         positions = cfx.reject_positions(record)  # the controller may reject it, even passed (its code unread)
         with self._lock:  # the controller's reject came first (it is told before the factory) or comes later
             waiting = self._rejected.pop(record.inspection_id, None)
             if waiting is None:
-                self._remember(self._failed, record.inspection_id, positions)
+                self._remember(self._failed, record.inspection_id, (positions, record.panel_serials))
         if waiting is not None:
-            self._reject(record.inspection_id, waiting[0], waiting[1], positions)
+            self._reject(record.inspection_id, waiting[0], waiting[1], positions, record.panel_serials)
 
     def recipe(self, rules: RuleSet) -> None:
         self.publisher.event(cfx.recipe_activated(self.line, self.station, rules.recipe, rules.version, _now()))
 
-    def _reject(self, inspection_id: str, serial: str, reason: str, positions: list[int]) -> None:
+    def _reject(self, inspection_id: str, serial: str, reason: str, positions: list[int],
+                serials: dict[int, str] | None = None) -> None:
         self.publisher.event(cfx.units_disqualified(inspection_id, serial, self.line, self.station, reason, _now(),
-                                                    positions))
+                                                    positions, serials))
 
     def _on_station(self, _tags: Tags, published: Published | None) -> None:
         """The line controller's reject: at once where it failed a board safe at its deadline (no verdict came: the
@@ -102,15 +104,15 @@ class FactoryEvents:
         if published is None or not published.reject:
             return
         reason = published.reason or published.verdict
-        positions = [1]
+        positions, serials = [1], None
         if not published.deadline:
             with self._lock:
                 heard = self._failed.pop(published.inspection_id, None)
                 if heard is None:
                     self._remember(self._rejected, published.inspection_id, (published.serial, reason))
                     return
-            positions = heard
-        self._reject(published.inspection_id, published.serial, reason, positions)
+            positions, serials = heard
+        self._reject(published.inspection_id, published.serial, reason, positions, serials)
 
     @staticmethod
     def _remember(kept: OrderedDict, key: str, value: Any) -> None:

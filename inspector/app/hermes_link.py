@@ -31,6 +31,7 @@ from ..hermes.lane import KEPT, Giver, Handed, Say, Taker
 from ..hermes.messages import BASE_PORT, BoardAvailable, BoardQuality, SubBoard, SubBoardState
 from ..ingest.sources import Frame, Source, WrappedSource
 from ..results.records import BoardRecord
+from ..routing.identity import is_noread
 
 UPSTREAM_FAILED = "failed upstream (Hermes FailedBoard): passed on uninspected"
 TRIGGER_WAIT_S = 10.0  # how long a board waits for its frame from a triggered camera
@@ -66,7 +67,8 @@ def _quality(verdict: str) -> BoardQuality:
 
 def sub_boards(record: BoardRecord, upstream: tuple[SubBoard, ...] = ()) -> tuple[SubBoard, ...]:
     """The SubBoards a board goes on with: a panel's boards by their own results, merged with what upstream said;
-    upstream's as they came for a board that is no panel here."""
+    upstream's as they came for a board that is no panel here. A board's code read here is its barcode (`Bc`);
+    one not read keeps what upstream said, never a NOREAD of ours."""
     if not record.panel_boards:
         return upstream
     said = {sb.Pos: sb for sb in upstream}
@@ -80,7 +82,9 @@ def sub_boards(record: BoardRecord, upstream: tuple[SubBoard, ...] = ()) -> tupl
             out.append(replace(before, St=SubBoardState.SKIP))
         else:
             bad = k in failed or before.St == SubBoardState.FAILED
-            out.append(replace(before, St=SubBoardState.FAILED if bad else SubBoardState.GOOD))
+            own = record.panel_serials.get(k)
+            out.append(replace(before, St=SubBoardState.FAILED if bad else SubBoardState.GOOD,
+                               Bc=own if own and not is_noread(own) else before.Bc))
     return (*out, *sorted(said.values(), key=lambda sb: sb.Pos))  # positions past the panel: as upstream said
 
 
@@ -274,5 +278,6 @@ class HermesSource(WrappedSource):
                         frame.serial, frame.serial_origin = serial, "upstream"
             frame.handoff = board
             frame.skip_boards = frozenset(sb.Pos for sb in board.sub_boards if sb.St in NOT_THERE)
+            frame.unit_serials = {sb.Pos: sb.Bc for sb in board.sub_boards if sb.Bc and sb.St not in NOT_THERE}
             yield frame
         self.inner.stop()

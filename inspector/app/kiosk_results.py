@@ -61,6 +61,7 @@ class BoardView:
     panel_boards: int | None = None  # a panel's boards and those that did not pass (an earlier kiosk sends neither)
     panel_failed: str | None = None
     panel_skipped: str | None = None
+    panel_serials: dict[str, str] | None = None  # its boards' own serials (a kiosk before 0010's release sends none)
 
     @property
     def hermes_board_id(self) -> str | None:
@@ -70,7 +71,10 @@ class BoardView:
     @property
     def panel(self) -> PanelResult | None:
         """As a stored board's (`Inspection.panel`)."""
-        return PanelResult.stored(self.panel_boards, self.panel_failed, self.panel_skipped)
+        panel = PanelResult.stored(self.panel_boards, self.panel_failed, self.panel_skipped)
+        if panel is not None and self.panel_serials:
+            panel.serials.update({int(k): s for k, s in self.panel_serials.items()})
+        return panel
 
 
 @dataclass

@@ -36,6 +36,7 @@ from ..coserve.online.workload import MiB, Workload
 from ..experts.backends import get_backend
 from ..experts.zoo import ExpertEntry, Zoo
 from ..ingest.bad_marks import marked_boards
+from ..ingest.board_codes import read_board_codes, unit_serials
 from ..ingest.compare import box_in_crop, cut_differences, difference_tensors
 from ..ingest.crops import BoardSizeMismatch, Crop, check_board, crop_tensors, cut_board
 from ..ingest.golden import composed_tensors, golden_image
@@ -125,8 +126,10 @@ class LineStats:
     noreads: int = 0  # boards whose code could not be read (NOREAD)
     noread_refused: int = 0  # ... of which refused by the rule set's on_noread
     late_refused: int = 0  # boards whose deadline passed while they waited for room in the engine: not inspected
-    identity_mismatches: int = 0  # boards whose own code read another serial than the one upstream gave them
+    identity_mismatches: int = 0  # boards (or a panel's boards) whose own code read another serial than upstream gave
     bad_marks: int = 0  # boards of panels read as x-outs on their bad-mark pads: not inspected
+    unit_serials_read: int = 0  # boards of panels whose own code was read
+    unit_noreads: int = 0  # ... whose own code was not read, read twice or contradicted upstream (NOREAD-<id>-<k>)
     first_error: str | None = None  # the first board-level error's reason (what a run that inspected nothing says)
 
     @property
@@ -268,7 +271,8 @@ class Line:
     def inspect(self, image: np.ndarray, serial: str, source: str = "", inspection_id: str | None = None,
                 serial_origin: str = "synthetic", registration: Registration | None = None,
                 code: CodeRead | None = None, rules_version: str | None = None, in_frame: bool = False,
-                expires_at: float | None = None, skip_boards: frozenset[int] = frozenset()) -> None:
+                expires_at: float | None = None, skip_boards: frozenset[int] = frozenset(),
+                unit_serials: dict[int, str] | None = None) -> None:
         """Cut one board and hand its parts to the engine; waits while `max_in_flight` boards are inside.
 
         An image that does not fit the layout, or a board that cannot be registered on its fiducials, is
@@ -281,7 +285,8 @@ class Line:
         controller's deadline, judged by the engine's recent boards) is not inspected: the controller rejects it
         at its deadline anyway, so it is finished as rejected late and the line's time goes to the boards behind.
         On a panel, the boards in `skip_boards` (x-outs the machine before marked skip or missing) are not inspected:
-        their parts are left out of the result, and the record names them (`panel_skipped`).
+        their parts are left out of the result, and the record names them (`panel_skipped`). Its other boards are
+        identified by their own codes where the rule set gives them, or by `unit_serials` the machine before handed on.
         """
         rules = self.rules
         record = self._record(serial, source, inspection_id)
@@ -337,6 +342,12 @@ class Line:
                 return
             self.stats.bad_marks += len(marked)
             record.panel_skipped = sorted(set(record.panel_skipped) | set(marked))
+        if rules.panel is not None and (rules.panel.codes or unit_serials):
+            refused = self._identify_units(record, image, rules, registration, unit_serials or {})
+            if refused:
+                self.stats.noread_refused += 1
+                self._finish_with_error(record, refused)
+                return
         if rules.compare is not None:  # a bare board: its parts are its differences from the golden board
             try:
                 crops = cut_differences(image, rules)
@@ -413,6 +424,24 @@ class Line:
         self.stats.noreads += 1
         record.board_serial, record.serial_source = noread_serial(record.inspection_id), "noread"
         return f"NOREAD: {code.reason}" if rules.serial_code.on_noread == "refuse" else None
+
+    def _identify_units(self, record: BoardRecord, image: np.ndarray, rules: RuleSet,
+                        registration: Registration | None, upstream: dict[int, str]) -> str | None:
+        """Set each of a panel's boards' own serial (ingest/board_codes.py); the reason when a board's NOREAD
+        refuses the panel (its codes' `on_noread: refuse`)."""
+        codes = rules.panel.codes or {}  # type: ignore[union-attr]
+        reads = read_board_codes(image, codes, registration.homography if registration is not None else None,
+                                 record.panel_skipped)
+        found = unit_serials(reads, record.inspection_id, upstream, record.panel_skipped)
+        record.panel_serials = found.serials
+        self.stats.unit_serials_read += sum(1 for k in reads if k not in found.unread)
+        self.stats.unit_noreads += len(found.unread)
+        self.stats.identity_mismatches += len(found.mismatched)
+        refusing = [k for k in found.unread if k in codes and codes[k].on_noread == "refuse"]
+        if refusing:
+            k = refusing[0]
+            return f"NOREAD on board {k} of the panel: {found.unread[k]}"
+        return None
 
     def _watch_marks(self, rules: RuleSet, found: dict[str, tuple[float, float]], refused: bool) -> None:
         """Every board's marks to the transform watch (it logs its hint once the boards agree)."""

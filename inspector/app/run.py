@@ -238,6 +238,9 @@ def summary(service: LineService, seconds: float) -> str:
         s = line.stats
         out.append(f"serials: {s.serials_read} read from the boards' codes, {s.noreads} NOREAD"
                    + (f" ({s.noread_refused} refused)" if s.noread_refused else ""))
+    if line.rules.panel is not None and line.rules.panel.codes:
+        s = line.stats
+        out.append(f"panel boards' serials: {s.unit_serials_read} read from their own codes, {s.unit_noreads} NOREAD")
     q, src, crops = service.queue.counters, service.source.counters, service.crops
     if q.dropped:
         out.append(f"ingest: {q.dropped} boards dropped (queue full, policy {service.queue.overflow}); "

@@ -164,7 +164,7 @@ class LineService:
         self._images[key] = frame.image
         self.line.inspect(frame.image, frame.serial, frame.source, key, frame.serial_origin, frame.registration,
                           frame.code, frame.rules_version, expires_at=self._expires_at(frame),
-                          skip_boards=frame.skip_boards)
+                          skip_boards=frame.skip_boards, unit_serials=frame.unit_serials)
 
     def _late(self, frame: Frame) -> bool:
         """Its line controller's deadline passed while it waited to be inspected (no controller: never late)."""
@@ -190,7 +190,7 @@ class LineService:
         if self.station is not None and plc_key is not None:  # the verdict to the PLC first, the database after
             self.station.verdict(plc_key, record.inspection_id, record.board_serial, record.verdict,
                                  noread=record.serial_source == "noread",
-                                 boards=record.failed_boards())
+                                 boards=record.failed_boards(), unread=record.unread_boards())
         if self.handoff is not None:  # the board goes on down the line with its verdict (and gets its BoardId)
             self.handoff.verdict(record)
         for sink in self.decided:  # the factory hears it now, whatever the database is doing

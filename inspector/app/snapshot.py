@@ -36,6 +36,8 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "verdicts": dict(line.stats.board_verdicts), "defects": dict(line.stats.defects),
         "panel_boards": dict(line.stats.panel_board_verdicts),  # a panel's boards by their own verdicts; {}: none
         "bad_marks": line.stats.bad_marks,  # x-outs read on their bad-mark pads: not inspected
+        # a panel's boards' own codes: read, and NOREAD (not read, read twice, contradicting the machine before)
+        "unit_serials": {"read": line.stats.unit_serials_read, "noreads": line.stats.unit_noreads},
         "registration": {"enabled": line.config.register and line.rules.fiducials is not None,
                          "registered": line.stats.registered, "failed": line.stats.registration_failed,
                          "residual_px_mean": line.stats.residual_px_mean,

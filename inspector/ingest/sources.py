@@ -58,6 +58,7 @@ class Frame:
     acquired_at: float = field(default_factory=time.monotonic)  # when the source made this frame
     handoff: object | None = None  # what the machine before the box said of this board (a Hermes BoardAvailable)
     skip_boards: frozenset[int] = frozenset()  # a panel's boards not to inspect: x-outs upstream marked skip or missing
+    unit_serials: dict[int, str] = field(default_factory=dict)  # a panel's boards' serials the machine before gave
 
 
 @dataclass

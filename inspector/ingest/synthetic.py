@@ -80,10 +80,17 @@ def render_board(rules: RuleSet, serial: str, rng: np.random.Generator,
         board.truth[place.ref] = defect
     if rules.serial_code is not None and rules.serial_code.at is not None:
         draw_code(image, rules.serial_code, serial)
+    for k, code in (rules.panel.codes or {}).items() if rules.panel is not None else ():
+        draw_code(image, code, unit_code_text(serial, k))  # each board of a panel its own
     gain = rng.uniform(0.85, 1.15)
     noisy = image.astype(np.float32) * gain + rng.normal(0, 4.0, image.shape)
     board.image = np.clip(noisy, 0, 255).astype(np.uint8)
     return board
+
+
+def unit_code_text(serial: str, position: int) -> str:
+    """What the renderer prints on a panel's board `position` of the panel `serial`."""
+    return f"{serial}-{position}"
 
 
 def draw_code(image: np.ndarray, code: SerialCode, serial: str) -> None:
@@ -92,7 +99,7 @@ def draw_code(image: np.ndarray, code: SerialCode, serial: str) -> None:
     h, w = modules.shape
     if max(h, w) > code.size:
         raise ValueError(f"serial {serial!r} needs a {w}x{h} px code at {code.module_px} px per module, larger "
-                         f"than the rule set's code region of {code.size} px; make serial_code.size larger or "
+                         f"than the rule set's code region of {code.size} px; make the code's size larger or "
                          "module_px smaller")
     x0, y0 = code.at[0] - w // 2, code.at[1] - h // 2  # type: ignore[index]
     patch = image[y0:y0 + h, x0:x0 + w]

@@ -62,6 +62,9 @@ class LineCollector(Collector):
                             {v: s["panel_boards"].get(v, 0) for v in ("pass", "fail", "error")})
             yield _counter("inspector_bad_marks", "Boards of panels read as x-outs on their bad-mark pads, not "
                            "inspected", s.get("bad_marks", 0))
+            units = s.get("unit_serials") or {}
+            yield _labelled("inspector_unit_codes", "Codes of a panel's boards by how they read (read, noread)",
+                            "result", {"read": units.get("read", 0), "noread": units.get("noreads", 0)})
         yield _counter("inspector_parts", "Component results produced", s["parts"])
         yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
         yield _counter("inspector_boards_rejected", "Board images refused before inspection (unreadable, wrong size)",

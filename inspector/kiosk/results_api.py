@@ -36,6 +36,8 @@ def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
     out["panel_boards"] = None if panel is None else panel.boards
     out["panel_failed"] = None if panel is None else positions_text(panel.failed)
     out["panel_skipped"] = None if panel is None else positions_text(panel.skipped)
+    # its boards' own serials, {"2": "SN-2"} (JSON keys are text); None off a panel, {} where none has its own
+    out["panel_serials"] = None if panel is None else {str(k): s for k, s in panel.serials.items()}
     out["started_at"], out["finished_at"] = b.started_at.isoformat(), b.finished_at.isoformat()
     if parts:
         out["parts"] = [part_json(p) for p in b.parts]

@@ -186,9 +186,10 @@ class Station:
         self._wake.set()
 
     def verdict(self, key: Any, inspection_id: str, serial: str, verdict: str,
-                noread: bool = False, boards: Sequence[int] = ()) -> Published | None:
+                noread: bool = False, boards: Sequence[int] = (), unread: Sequence[int] = ()) -> Published | None:
         """The line decided: publish it now (None when its deadline already passed and was published). `boards`:
-        a panel's positions that did not pass (its frame, 0, is no board of it)."""
+        a panel's positions that did not pass (its frame, 0, is no board of it); `unread`: its boards whose own code
+        did not read, rejected with them where the fail-safe rejects a NOREAD."""
         if verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {', '.join(VERDICTS)}, got {verdict!r}")
         with self._lock:
@@ -198,11 +199,15 @@ class Station:
                 del self._expired[key]
                 self.counters.late += 1
                 return None
-            reject = verdict == "fail" or (verdict == "error" and self.fail_safe.reject_on_error) or \
-                (noread and self.fail_safe.reject_on_noread)
-            reason = "error" if verdict == "error" else ("noread" if noread and reject and verdict == "pass" else "")
+            unread = list(unread) if self.fail_safe.reject_on_noread else []
+            noread = noread and self.fail_safe.reject_on_noread
+            reject = verdict == "fail" or (verdict == "error" and self.fail_safe.reject_on_error) or noread \
+                or bool(unread)
+            reason = "error" if verdict == "error" else ("noread" if reject and verdict == "pass" else "")
+            # a panel's NOREAD rejects it whole (0); its boards' own NOREADs reject those boards
+            marked = [] if noread else sorted({*boards, *unread})
             return self._publish(inspection_id, serial, verdict, reject, reason, start,
-                                 reject_boards=board_mask(boards) if reject else 0)
+                                 reject_boards=board_mask(marked) if reject else 0)
 
     def expire(self, now: float | None = None) -> list[Published]:
         """Fail safe every board whose deadline passed (the watch thread calls this; tests may too)."""

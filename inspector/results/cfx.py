@@ -17,7 +17,7 @@ envelope, each with its own `UniqueID`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .records import BoardRecord, PartRecord
@@ -75,7 +75,7 @@ def units_inspected(board: BoardRecord) -> dict[str, Any]:
         "SamplingInformation": {"SamplingMethod": "NoSampling", "LotSize": None, "SampleSize": None},
         "Inspector": None,  # a machine's call; an operator's review is a later message of its own
         "InspectedUnits": [{
-            "UnitIdentifier": board.board_serial, "UnitPositionNumber": position,
+            "UnitIdentifier": board.unit_serial(position), "UnitPositionNumber": position,
             "OverallResult": RESULT[verdict_of(parts, board.error)],
             "Error": board.error,
             "Inspections": [_inspection(board, p) for p in parts],
@@ -118,9 +118,12 @@ def fault(line: str, station: str, occurrence: str, code: str, description: str,
 
 
 def units_disqualified(inspection_id: str, serial: str, line: str, station: str, reason: str, at: str,
-                       positions: Sequence[int] = (1,)) -> dict[str, Any]:
+                       positions: Sequence[int] = (1,), serials: Mapping[int, str] | None = None) -> dict[str, Any]:
     """A board the box rejected (its verdict, or the line controller's fail-safe): one per inspection; of a panel,
-    the positions of its boards that did not pass (`reject_positions`)."""
+    the positions of its boards that did not pass (`reject_positions`), each under its own serial where `serials`
+    has one (BoardRecord.unit_serial), else the panel's."""
+    serials = serials or {}
     body = {"TransactionId": inspection_id, "Reason": reason,
-            "DisqualifiedUnits": [{"UnitIdentifier": serial, "PositionNumber": k} for k in positions]}
+            "DisqualifiedUnits": [{"UnitIdentifier": serials.get(k) or serial, "PositionNumber": k}
+                                  for k in positions]}
     return envelope(UNITS_DISQUALIFIED, f"{inspection_id}/reject", line, station, body, at)

@@ -84,7 +84,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
             .outerjoin(Review, Review.component_result_id == ComponentResult.id)
         if not include_all:
             q = q.where(Review.id.is_not(None))
-        q = board_filters(q, filters or Filters())
+        q = board_filters(q, store.searching(filters))
         if filters is not None and filters.component:
             q = q.where(ComponentResult.component_type == filters.component)
         for insp, part, review in s.execute(q.order_by(ComponentResult.id)):

@@ -22,3 +22,6 @@ class Filters:
     scope: Scope = PLANT
     uuid: str | None = None  # one board by its inspection id
     board_id: str | None = None  # one board by the Hermes BoardId the line gave it (schema revision 0008)
+    # `board` also finds the panel one of whose boards has that serial of its own (the store sets it where the schema
+    # has them, revision 0010)
+    units: bool = False

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..routing.identity import is_noread
 from .units import failed_positions, verdict_of
 
 
@@ -63,6 +64,10 @@ class BoardRecord:
     # a panel's boards the machine before marked skip or missing, or whose bad mark was read (x-outs): not
     # inspected, none of their parts here. Stored from schema revision 0009
     panel_skipped: list[int] = field(default_factory=list)
+    # a panel's boards' own serials (position -> serial; NOREAD-<id>-<k> for one whose code did not read), where the
+    # rule set gives them codes or the machine before handed them on; a board not named goes by board_serial.
+    # Stored from schema revision 0010
+    panel_serials: dict[int, str] = field(default_factory=dict)
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
@@ -76,6 +81,14 @@ class BoardRecord:
         if not self.panel_boards:
             return []
         return failed_positions(self.panel_boards, self.parts, self.error, self.panel_skipped)
+
+    def unit_serial(self, position: int) -> str:
+        """The serial a unit goes by: a panel's board its own where it has one, else the board's (the panel's)."""
+        return self.panel_serials.get(position) or self.board_serial
+
+    def unread_boards(self) -> list[int]:
+        """A panel's boards whose own code did not read (their serial is NOREAD-...)."""
+        return [k for k, s in self.panel_serials.items() if is_noread(s)]
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(replace(self, crops={}))
@@ -95,5 +108,6 @@ class BoardRecord:
         if data.get("transform") is not None:
             data["transform"] = tuple(data["transform"])
         data["fiducials"] = {k: tuple(v) for k, v in (data.get("fiducials") or {}).items()}
+        data["panel_serials"] = {int(k): v for k, v in (data.get("panel_serials") or {}).items()}  # JSON keys: text
         return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"]),
                       "finished_at": datetime.fromisoformat(data["finished_at"])}, parts=parts)

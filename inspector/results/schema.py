@@ -76,6 +76,8 @@ class Inspection(Base):
     panel_boards: Mapped[int | None] = mapped_column(Integer, nullable=True, deferred=True)
     panel_failed: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
     panel_skipped: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
+    # a panel's boards' own serials, JSON {"1": "SN-1", ...} (units.serials_text); revision 0010, deferred alike
+    panel_serials: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
     recipe: Mapped[str] = mapped_column(String(128))
     ruleset_version: Mapped[str] = mapped_column(String(64))
     verdict: Mapped[str] = mapped_column(String(16), index=True)
@@ -97,9 +99,11 @@ class Inspection(Base):
     def panel(self) -> PanelResult | None:
         """The panel's boards and those that did not pass where it was stored as a panel (and read with them, as
         `hermes_board_id`), else None."""
-        if "panel_boards" in sa_inspect(self).unloaded:
+        unloaded = sa_inspect(self).unloaded
+        if "panel_boards" in unloaded:
             return None
-        return PanelResult.stored(self.panel_boards, self.panel_failed, self.panel_skipped)
+        serials = None if "panel_serials" in unloaded else self.panel_serials
+        return PanelResult.stored(self.panel_boards, self.panel_failed, self.panel_skipped, serials)
 
     # one line's reads on a plant's shared database: its newest boards, its time ranges, its prune
     __table_args__ = (Index("ix_inspections_line_station_id", "line", "station", "id"),

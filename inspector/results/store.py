@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -24,14 +25,15 @@ from .revisions import check, current_revision, head_revision
 from .rule_texts import TextOf, store_texts
 from .schema import ComponentResult, DeadLetter, Inspection, Review
 from .scope import PLANT, Scope
-from .units import positions_text
+from .units import positions_text, serials_text
 
 DEFAULT_DB = "results.sqlite"
 CONNECT_TIMEOUT_S = 5
 COUNT_CAP = 10_000  # a history search counts its matches this far (ResultStore.count_components)
 # inspections columns later than the oldest schema this release runs on (revisions.NEEDS): each written and read only
-# where the database has it (board_id: 0008, the Hermes BoardId; panel_*: 0009, a panel's boards)
-LATER = ("board_id", "panel_boards", "panel_failed", "panel_skipped")
+# where the database has it (board_id: 0008, the Hermes BoardId; panel_*: 0009, a panel's boards; panel_serials:
+# 0010, their own serials)
+LATER = ("board_id", "panel_boards", "panel_failed", "panel_skipped", "panel_serials")
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -113,6 +115,13 @@ class ResultStore:
         self.ready()
         have = [undefer(getattr(Inspection, name)) for name in LATER if name in self._later]
         return q.options(*have) if have else q
+
+    def searching(self, filters: Filters | None) -> Filters:
+        """`filters` as this database can run them: a serial also finds a panel by its boards' own serials where
+        the schema has them (revision 0010)."""
+        filters = filters or Filters()
+        self.ready()
+        return replace(filters, units=bool(filters.board) and "panel_serials" in self._later)
 
     @property
     def safe_url(self) -> str:
@@ -214,7 +223,7 @@ class ResultStore:
             return s.scalar(boards) or 0, s.scalar(parts) or 0
 
     def inspections(self, filters: Filters | None = None, limit: int | None = None) -> list[Inspection]:
-        filters = filters or Filters()
+        filters = self.searching(filters)
         with Session(self.engine) as s:
             q = select(Inspection).options(selectinload(Inspection.parts)).order_by(Inspection.id)
             q = board_filters(self._reading(q, filters), filters)
@@ -228,6 +237,7 @@ class ResultStore:
 
         `bare_boards` also yields (board, None) for each matching board stored without part results (a board-level
         error such as a failed registration), so an export loses no board."""
+        filters = self.searching(filters)
         with Session(self.engine) as s:
             if bare_boards:
                 q = select(Inspection, ComponentResult).outerjoin(Inspection.parts)
@@ -245,6 +255,7 @@ class ResultStore:
         """How many component results match; with `cap`, counted no further than cap + 1 (a history page says
         "over N" rather than count a line's years of parts on every search)."""
         self.check_filters(filters)  # it reads no BoardId, but may search by one
+        filters = self.searching(filters)
         with Session(self.engine) as s:
             if cap is None:
                 q = select(func.count()).select_from(ComponentResult).join(ComponentResult.inspection)
@@ -337,7 +348,10 @@ def board_filters(q, f: Filters):  # noqa: ANN001, ANN202 - a Select of any shap
     if f.until:
         q = q.where(Inspection.started_at < f.until)
     if f.board:
-        q = q.where(Inspection.board_serial == f.board)
+        same = Inspection.board_serial == f.board
+        # a panel's boards' serials are JSON; the serial as JSON writes it, quotes and all, is one of them exactly
+        q = q.where(or_(same, Inspection.panel_serials.contains(json.dumps(f.board), autoescape=True))
+                    if f.units else same)
     if f.uuid:
         q = q.where(Inspection.uuid == f.uuid)
     if f.board_id:
@@ -357,7 +371,8 @@ def board_range(q, after: int | None = None, upto: int | None = None):  # noqa: 
 def _board_row(b: BoardRecord, later: frozenset[str]) -> dict:
     """The inspections row of `b`; of the LATER columns, those the schema has (`later`)."""
     panel = (("panel_boards", b.panel_boards), ("panel_failed", positions_text(b.failed_boards())),
-             ("panel_skipped", positions_text(b.panel_skipped))) if b.panel_boards else ()
+             ("panel_skipped", positions_text(b.panel_skipped)),
+             ("panel_serials", serials_text(b.panel_serials))) if b.panel_boards else ()
     extra = {k: v for k, v in (("board_id", b.board_id), *panel) if k in later}
     return dict(**extra,
         uuid=b.inspection_id, started_at=b.started_at, finished_at=b.finished_at, line=b.line, station=b.station,

@@ -3,10 +3,11 @@
 A board that is no panel is one unit (position 1). A panel is one row per board of it, each with its own verdict
 (units.py: the rule the database, the PLC and the factory messages read), its parts and how many were flagged; a
 board the panel's x-outs name is a row too, its verdict `x-out` and no parts; parts on the panel's own frame are a
-row at position 0 where there are any. Every row carries the panel's serial and Hermes BoardId, the one identity
-the line reads. A board stored without parts (a board-level error) gives one row per unit with the error. Rows
-stream in the order the boards were stored, one board's parts in memory at a time. Part filters (a component type,
-a part verdict) do not apply: a unit's verdict is of all its parts.
+row at position 0 where there are any. Every row carries the panel's serial and Hermes BoardId, and last the unit's
+own serial: a panel's board's where it has a code of its own (routing/panel.py `codes:`), else the panel's. A board
+stored without parts (a board-level error) gives one row per unit with the error. Rows stream in the order the
+boards were stored, one board's parts in memory at a time. Part filters (a component type, a part verdict) do not
+apply: a unit's verdict is of all its parts.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .filters import Filters
 from .units import units, verdict_of
 
 UNIT_COLUMNS = (*BOARD_COLUMNS, "panel_boards", "position", "unit_verdict", "parts", "parts_flagged", "board_error",
-                "board_id")
+                "board_id", "unit_serial")
 X_OUT = "x-out"
 
 
@@ -37,12 +38,13 @@ def export_units_csv(store: ResultRows, out: TextIO, filters: Filters | None = N
         panel = insp.panel
         board = (*board_cells(insp), "" if panel is None else str(panel.boards))
         tail = (cell(insp.error or ""), cell(insp.hermes_board_id or ""))
+        serials = {} if panel is None else panel.serials
         skipped = [] if panel is None else panel.skipped
         rows = {k: (verdict_of(own, insp.error), len(own), sum(p.verdict != "pass" for p in own))
                 for k, own in units(None if panel is None else panel.boards, parts, skipped)}
         rows.update({k: (X_OUT, 0, 0) for k in skipped})
         for position in sorted(rows):
-            w.writerow((*board, position, *rows[position], *tail))
+            w.writerow((*board, position, *rows[position], *tail, cell(serials.get(position) or insp.board_serial)))
             n += 1
     return n
 

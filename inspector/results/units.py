@@ -7,6 +7,7 @@ their `ref` and `verdict` alone: a part as the line hands it over (records.PartR
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -71,6 +72,17 @@ def parse_positions(text: str | None) -> list[int]:
     return [int(k) for k in text.split(";")] if text else []
 
 
+def serials_text(serials: dict[int, str]) -> str | None:
+    """A panel's boards' own serials as the database keeps them: JSON `{"1": "SN-1", ...}` (a serial is any text a
+    code holds, so no separator of ours would do); None for none."""
+    return json.dumps({str(k): s for k, s in sorted(serials.items())}) if serials else None
+
+
+def parse_serials(text: str | None) -> dict[int, str]:
+    """`serials_text` read back; empty or None: none."""
+    return {int(k): s for k, s in json.loads(text).items()} if text else {}
+
+
 @dataclass(frozen=True)
 class PanelResult:
     """A stored panel's result as readers show it: its boards, the positions that did not pass, its x-outs."""
@@ -78,11 +90,15 @@ class PanelResult:
     boards: int
     failed: list[int]
     skipped: list[int] = field(default_factory=list)  # x-outs: not inspected
+    serials: dict[int, str] = field(default_factory=dict)  # the boards' own serials, where they have them
 
     @classmethod
-    def stored(cls, boards: int | None, failed: str | None, skipped: str | None) -> PanelResult | None:
+    def stored(cls, boards: int | None, failed: str | None, skipped: str | None,
+               serials: str | None = None) -> PanelResult | None:
         """From the database's columns (or a kiosk's answer of them): None off a panel."""
-        return cls(boards, parse_positions(failed), parse_positions(skipped)) if boards else None
+        if not boards:
+            return None
+        return cls(boards, parse_positions(failed), parse_positions(skipped), parse_serials(serials))
 
     def describe(self) -> str:
         """For an operator: `boards 2, 5 of 6 failed` (`and its frame` where a frame part failed), the x-outs
@@ -101,3 +117,7 @@ class PanelResult:
 
     def position_of(self, ref: str) -> int:
         return PanelRules(self.boards).position_of(ref)
+
+    def unit_serial(self, position: int, board_serial: str) -> str:
+        """The serial the unit at `position` goes by: its board's own, else the panel's (`board_serial`)."""
+        return self.serials.get(position) or board_serial

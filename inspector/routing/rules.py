@@ -474,21 +474,30 @@ def _check_fiducials_clear(rules: RuleSet, doc: Fields) -> None:
 
 
 def _check_code_clear(rules: RuleSet, doc: Fields) -> None:
-    """The code's region must lie outside every crop (a crop showing part of a code would look like a defect to
-    its expert) and outside every fiducial's bare ring."""
-    box = rules.serial_code.box() if rules.serial_code is not None else None
-    if box is None:
-        return
-    f = doc.sub("serial_code")
-    x0, y0, x1, y1 = box
-    for c, p in rules.placements():
-        if c.window:  # a window is no crop: the code's difference from the golden board is nil
-            continue
-        a = body_box(c, p, rules.crop_margin)
-        if a[0] < x1 and x0 < a[2] and a[1] < y1 and y0 < a[3]:
-            raise f.error("at", f"the code's region {box} overlaps the crop of {p.ref} ({c.name}); move the code to "
-                                f"free board space or make its size smaller")
-    for m in rules.fiducials.marks if rules.fiducials is not None else ():
-        r = m.reach
-        if x0 - r < m.x < x1 + r and y0 - r < m.y < y1 + r:
-            raise f.error("at", f"the code's region {box} touches fiducial {m.name}'s bare ring; move the code")
+    """Each code's region (the board's, and a panel's boards' own) must lie outside every crop (a crop showing part
+    of a code would look like a defect to its expert) and outside every fiducial's bare ring."""
+    codes: list[tuple[SerialCode, Fields, object]] = []
+    if rules.serial_code is not None and rules.serial_code.box() is not None:
+        codes.append((rules.serial_code, doc.sub("serial_code"), "at"))
+    if rules.panel is not None and rules.panel.codes:
+        at = doc.sub("panel").sub("codes").sub("at")
+        codes += [(code, at, k) for k, code in rules.panel.codes.items()]
+    for i, (code, f, key) in enumerate(codes):
+        box = code.box()
+        x0, y0, x1, y1 = box  # type: ignore[misc]
+        for other, _f, which in codes[:i]:  # two codes in one region: neither reads as one board's
+            b = other.box()
+            if b[0] < x1 and x0 < b[2] and b[1] < y1 and y0 < b[3]:  # type: ignore[index]
+                named = "the board's serial code" if which == "at" else f"board {which}'s code"
+                raise f.error(key, f"the code's region {box} overlaps {named}'s region {b}; move one of them")
+        for c, p in rules.placements():
+            if c.window:  # a window is no crop: the code's difference from the golden board is nil
+                continue
+            a = body_box(c, p, rules.crop_margin)
+            if a[0] < x1 and x0 < a[2] and a[1] < y1 and y0 < a[3]:
+                raise f.error(key, f"the code's region {box} overlaps the crop of {p.ref} ({c.name}); move the code "
+                                   f"to free board space or make its size smaller")
+        for m in rules.fiducials.marks if rules.fiducials is not None else ():
+            r = m.reach
+            if x0 - r < m.x < x1 + r and y0 - r < m.y < y1 + r:
+                raise f.error(key, f"the code's region {box} touches fiducial {m.name}'s bare ring; move the code")

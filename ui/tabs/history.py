@@ -180,7 +180,9 @@ class HistoryTab(QWidget):
                     item.setForeground(verdict_colour(value))
                 if c == PANEL and value:
                     item.setForeground(verdict_colour(values[-1]))
-                    item.setToolTip(insp.panel.describe() or "every board of the panel passed")
+                    own = insp.panel.serials.get(insp.panel.position_of(part.ref))
+                    item.setToolTip((f"this board's serial: {own}\n" if own else "")
+                                    + (insp.panel.describe() or "every board of the panel passed"))
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
             self.parts.append((insp.uuid, part.ref, part.verdict))

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from inspector.results.units import PanelResult
 from inspector.routing.panel import FRAME
 
 from ..picture import SKIPPED, BoardPicture
@@ -110,7 +111,8 @@ class BoardView(QWidget):
 
     @staticmethod
     def _draw_panel_boards(p: QPainter, pic: BoardPicture, ox: float, oy: float, scale: float) -> None:
-        """A panel's boards, each a dashed frame around its parts with its number: red where that board failed."""
+        """A panel's boards, each a dashed frame around its parts with its number (and its own serial where it has
+        one): red where that board failed."""
         if pic.panel is None:
             return
         areas: dict[int, QRectF] = {}
@@ -122,20 +124,26 @@ class BoardView(QWidget):
             (vx0, vy0), (vx1, vy1) = pic.to_view(x0, y0), pic.to_view(x1, y1)
             rect = QRectF(ox + vx0 * scale, oy + vy0 * scale, (vx1 - vx0) * scale, (vy1 - vy0) * scale)
             areas[k] = areas[k].united(rect) if k in areas else rect
-        for k, area in sorted(areas.items()):
-            area = area.adjusted(-8, -8, 8, 8)
+        framed = {k: area.adjusted(-8, -8, 8, 8) for k, area in areas.items()}
+        for k, area in sorted(framed.items()):
             failed, x_out = k in pic.panel.failed, k in pic.panel.skipped
             pen = QPen(verdict_colour("fail") if failed else X_OUT if x_out else PANEL_BOARD, 2 if failed else 1.5)
             pen.setStyle(Qt.PenStyle.DashLine)
             p.setPen(pen)
             p.drawRect(area)
-            label = f"board {k}" + (": x-out" if x_out else "")
-            tag = QRectF(area.left(), area.bottom() + 1, p.fontMetrics().horizontalAdvance(label) + 8,
-                         p.fontMetrics().height() + 2)  # below its frame: clear of its parts and their labels
+            title, serial = board_label(pic.panel, k)
+            metrics = p.fontMetrics()
+            # a serial as wide as the room up to the next board of its row (the view's edge for the last)
+            right = min((a.left() for a in framed.values() if a.left() > area.left() and a.top() < area.bottom()
+                         and area.top() < a.bottom()), default=float(p.device().width()))
+            width = max(metrics.horizontalAdvance(title), right - area.left() - 14)
+            lines = [title] + ([metrics.elidedText(serial, Qt.TextElideMode.ElideMiddle, int(width))] if serial else [])
+            tag = QRectF(area.left(), area.bottom() + 1, max(metrics.horizontalAdvance(t) for t in lines) + 8,
+                         len(lines) * metrics.height() + 2)  # below its frame: clear of its parts and their labels
             if failed:
                 p.fillRect(tag, verdict_colour("fail"))
             p.setPen(Qt.GlobalColor.white if failed else X_OUT if x_out else PANEL_BOARD)
-            p.drawText(tag, Qt.AlignmentFlag.AlignCenter, label)
+            p.drawText(tag, Qt.AlignmentFlag.AlignCenter, "\n".join(lines))
 
     @staticmethod
     def _draw_fiducials(p: QPainter, pic: BoardPicture, ox: float, oy: float, scale: float) -> None:
@@ -335,3 +343,11 @@ class LineViewTab(QWidget):
                 self._crop_cache.clear()
             self._crop_cache[path] = pix
         return self._crop_cache[path]
+
+
+def board_label(panel: PanelResult, k: int) -> tuple[str, str]:
+    """What a panel's board `k` is called in the board view: its number (or that it is an x-out), and on a line of
+    its own its own serial where it has one (read from its code, or its NOREAD), else ""."""
+    if k in panel.skipped:
+        return f"board {k}: x-out", ""
+    return f"board {k}", panel.serials.get(k, "")
