@@ -175,3 +175,22 @@ def test_hermes_hands_each_board_on_with_the_code_read_here_and_keeps_upstreams_
                                             SubBoard(2, SubBoardState.FAILED, "UP-2"),
                                             SubBoard(3, SubBoardState.GOOD, "UP-3"))
     assert [sb.Bc for sb in sub_boards(record)] == ["U-1", None, None]
+
+
+def test_the_identity_check_reads_each_boards_code_of_a_panel(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`inspector accuracy --identity-boards N --identity-only` reads every code a panel carries (each board's own
+    beside the panel's), each against the text printed there; a rule set with no code to read is refused."""
+    from inspector.app.accuracy import CONDITIONS
+    from inspector.app.identity_check import check_identity
+    from inspector.cli import main
+
+    rules_file = tmp_path / "coded.yaml"
+    rules_file.write_text(CODED)
+    assert main(["accuracy", "--rules", str(rules_file), "--identity-boards", "5", "--identity-only",
+                 "--conditions", "clean,gain-0.6"]) == 0
+    table = capsys.readouterr().out
+    assert "condition       boards   codes    read     rate  NOREAD  misread" in table
+    for name in ("clean", "gain-0.6"):
+        assert f"{name:<14}       5      10      10   1.0000       0        0" in table
+    with pytest.raises(ValueError, match="no serial code .* and no code of a panel's boards"):
+        check_identity(parse_rules(PANEL, "panel.yaml"), CONDITIONS["clean"], "clean", 1)

@@ -3,7 +3,8 @@
 Reading a board's code is cheap next to inspecting its parts, and a 99.9% read rate needs thousands of boards to
 show, so the identity check renders its own held-out boards per condition, shows them to the condition's camera,
 registers them as the line does and reads their code (ingest/identity.py): read right, NOREAD, or read wrong
-(a misread: another board's identity, never acceptable).
+(a misread: another board's identity, never acceptable). A panel's boards' own codes (`panel: codes:`) are read
+too, each a code of its own: a region placed loosely could read the neighbouring board's, which is a misread.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from ..ingest.camera_model import CameraModel
 from ..ingest.identity import read_code
 from ..ingest.registration import RegistrationFailed, register
+from ..ingest.synthetic import unit_code_text
+from ..routing.identity import SerialCode
 from ..routing.rules import RuleSet
 from .accuracy import HELD_OUT_SEED, condition_source
 
@@ -22,6 +25,7 @@ from .accuracy import HELD_OUT_SEED, condition_source
 class IdentityResult:
     condition: str
     boards: int = 0
+    codes: int = 0  # codes read on them: the board's own and, on a panel, each of its boards'
     read: int = 0
     noread: int = 0
     misread: int = 0
@@ -30,7 +34,7 @@ class IdentityResult:
 
     @property
     def rate(self) -> float:
-        return self.read / self.boards if self.boards else float("nan")
+        return self.read / self.codes if self.codes else float("nan")
 
     def to_json(self) -> dict:
         return {**vars(self), "read_rate": self.rate}
@@ -38,8 +42,10 @@ class IdentityResult:
 
 def check_identity(rules: RuleSet, camera: CameraModel, name: str, boards: int, seed: int = HELD_OUT_SEED + 1) -> \
         IdentityResult:
-    if rules.serial_code is None or rules.serial_code.at is None:
-        raise ValueError(f"rule set {rules.recipe} places no serial code (serial_code.at): nothing to read")
+    codes = codes_of(rules)
+    if not codes:
+        raise ValueError(f"rule set {rules.recipe} places no serial code (serial_code.at) and no code of a panel's "
+                         "boards (panel.codes): nothing to read")
     out = IdentityResult(name)
     spent = 0.0
     for frame in condition_source(rules, camera, boards, seed):
@@ -49,19 +55,29 @@ def check_identity(rules: RuleSet, camera: CameraModel, name: str, boards: int, 
                 matrix = register(frame.image, rules.fiducials).homography
             except RegistrationFailed:
                 matrix = None  # the line reads such a board where its code should lie
-        t = time.perf_counter()
-        code = read_code(frame.image, rules.serial_code, matrix)
-        spent += time.perf_counter() - t
         out.boards += 1
-        if code.text == frame.serial:
-            out.read += 1
-            out.retried += code.attempts > 1
-        elif code.ok:
-            out.misread += 1
-        else:
-            out.noread += 1
-    out.ms_per_read = 1000 * spent / max(1, out.boards)
+        for code, position in codes:
+            t = time.perf_counter()
+            got = read_code(frame.image, code, matrix)
+            spent += time.perf_counter() - t
+            out.codes += 1
+            if got.text == (frame.serial if position is None else unit_code_text(frame.serial, position)):
+                out.read += 1
+                out.retried += got.attempts > 1
+            elif got.ok:
+                out.misread += 1
+            else:
+                out.noread += 1
+    out.ms_per_read = 1000 * spent / max(1, out.codes)
     return out
+
+
+def codes_of(rules: RuleSet) -> list[tuple[SerialCode, int | None]]:
+    """The codes a board of `rules` carries where the rule set places them: its own (position None) and its panel's
+    boards' (their positions)."""
+    own = [(rules.serial_code, None)] if rules.serial_code is not None and rules.serial_code.at is not None else []
+    panel = sorted((rules.panel.codes or {}).items()) if rules.panel is not None else []
+    return [*own, *((code, k) for k, code in panel)]
 
 
 def identity_suite(rules: RuleSet, conditions: dict[str, CameraModel], names: list[str], boards: int,
@@ -70,14 +86,14 @@ def identity_suite(rules: RuleSet, conditions: dict[str, CameraModel], names: li
     for name in names:
         results.append(check_identity(rules, conditions[name], name, boards))
         r = results[-1]
-        say(f"{name}: serial read {r.read}/{r.boards}, NOREAD {r.noread}, misread {r.misread}")
+        say(f"{name}: codes read {r.read}/{r.codes} on {r.boards} boards, NOREAD {r.noread}, misread {r.misread}")
     return results
 
 
 def format_identity(results: list[IdentityResult]) -> str:
-    head = (f"{'condition':<14}{'boards':>8}{'read':>8}{'rate':>9}{'NOREAD':>8}{'misread':>9}{'retried':>9}"
-            f"{'ms/read':>9}")
+    head = (f"{'condition':<14}{'boards':>8}{'codes':>8}{'read':>8}{'rate':>9}{'NOREAD':>8}{'misread':>9}"
+            f"{'retried':>9}{'ms/read':>9}")
     lines = [head, "-" * len(head)]
-    lines += [f"{r.condition:<14}{r.boards:>8}{r.read:>8}{r.rate:>9.4f}{r.noread:>8}{r.misread:>9}{r.retried:>9}"
-              f"{r.ms_per_read:>9.2f}" for r in results]
+    lines += [f"{r.condition:<14}{r.boards:>8}{r.codes:>8}{r.read:>8}{r.rate:>9.4f}{r.noread:>8}{r.misread:>9}"
+              f"{r.retried:>9}{r.ms_per_read:>9.2f}" for r in results]
     return "\n".join(lines)

@@ -241,7 +241,8 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         from ..app.identity_check import format_identity, identity_suite
 
         identity = identity_suite(rules, CONDITIONS, names, args.identity_boards, say)
-        print(f"serial codes of rule set {rules.recipe}: {args.identity_boards} held-out boards per condition")
+        print(f"serial codes of rule set {rules.recipe} (its own and its panel boards'): {args.identity_boards} "
+              "held-out boards per condition")
         print(format_identity(identity))
         if args.identity_only:
             return 0
@@ -416,7 +417,8 @@ def add_accuracy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-register", action="store_true", help="cut boards at nominal positions (to compare)")
     backend_flag(p)
     p.add_argument("--identity-boards", type=int, default=0,
-                   help="also read the serial code of this many more held-out boards per condition (a 99.9%% read "
+                   help="also read the serial codes (the board's, and a panel's boards') of this many more held-out "
+                        "boards per condition (a 99.9%% read "
                         "rate needs thousands to show; default 0: only the inspected boards' codes)")
     p.add_argument("--identity-only", action="store_true", help="with --identity-boards: only the code reads")
     p.add_argument("--timing", action="store_true",
