@@ -47,7 +47,7 @@ class Subscriber:
         """The stored records the board messages carry (schema 2: beside the UnitsInspected body)."""
         out = []
         for message in self.messages_of():
-            assert message["SchemaVersion"] == 2 and message["UniqueID"] == message["Record"]["inspection_id"]
+            assert message["SchemaVersion"] == 3 and message["UniqueID"] == message["Record"]["inspection_id"]
             out.append(message["Record"])
         return out
 
@@ -380,9 +380,10 @@ def test_a_source_that_fails_and_comes_back_is_one_fault_opened_and_cleared(brok
 
 def test_a_panel_is_one_inspection_with_a_unit_per_board_and_only_its_failed_boards_rejected(
         broker: Mosquitto) -> None:
-    """A panel of three boards (its rule set's `panel:`): one UnitsInspected with a unit per board, each with its own
-    result and only its own parts, the panel's frame at position 0; the reject names the failed board's position.
-    A board of one unit and a panel that failed as a whole (its registration) keep to what they were."""
+    """A panel of four boards (its rule set's `panel:`): one UnitsInspected with a unit per board, each with its own
+    result and only its own parts, the panel's frame at position 0, its x-out a Skipped unit; the reject names the
+    failed board's position. A board of one unit and a panel that failed as a whole (its registration: CFX's Error)
+    keep to what they were."""
     from datetime import timedelta
 
     from inspector.app.factory_events import FactoryEvents
@@ -400,7 +401,7 @@ def test_a_panel_is_one_inspection_with_a_unit_per_board_and_only_its_failed_boa
 
     parts = [part(f"{k}-{r}", "missing" if (k, r) == (2, "R2") else None) for k in (1, 2, 3) for r in ("R1", "R2")]
     panel = BoardRecord("P-100", "panel_a", "v1", T0, T0 + timedelta(seconds=1), parts=[*parts, part("X1")],
-                        panel_boards=3)
+                        panel_boards=4, panel_skipped=[4])  # board 4: an x-out
     broken = BoardRecord("P-101", "panel_a", "v1", T0, T0 + timedelta(seconds=1), panel_boards=2,
                          error="registration failed: 1 of 3 fiducials found")
     for record in (panel, board("B-7", defect="polarity"), broken):
@@ -412,12 +413,13 @@ def test_a_panel_is_one_inspection_with_a_unit_per_board_and_only_its_failed_boa
     events.close()
     units = [m["MessageBody"]["InspectedUnits"] for m in sub.messages_of()]
     assert [(u["UnitPositionNumber"], u["OverallResult"]) for u in units[0]] == \
-        [(0, "Passed"), (1, "Passed"), (2, "Failed"), (3, "Passed")]
-    assert all(u["UnitIdentifier"] == "P-100" for u in units[0])  # the one code the line reads: the panel's
+        [(0, "Passed"), (1, "Passed"), (2, "Failed"), (3, "Passed"), (4, "Skipped")]  # the x-out: CFX 1.4's Skipped
+    assert units[0][4]["Inspections"] == [] and units[0][4]["Error"] is None
+    assert all(u["UnitIdentifier"] == "P-100" for u in units[0])  # no board has a code of its own: the panel's
     assert [i["InspectionName"] for i in units[0][2]["Inspections"]] == ["INSPECT_2-R1", "INSPECT_2-R2"]
     assert [(u["UnitPositionNumber"], u["OverallResult"]) for u in units[1]] == [(1, "Failed")]
     assert [(u["UnitPositionNumber"], u["OverallResult"], u["Error"][:19]) for u in units[2]] == \
-        [(1, "Aborted", "registration failed"), (2, "Aborted", "registration failed")]
+        [(1, "Error", "registration failed"), (2, "Error", "registration failed")]  # CFX: Aborted is an operator's
     rejected = [(e["MessageBody"]["TransactionId"], e["MessageBody"]["DisqualifiedUnits"])
                 for e in sub.messages_of("event") if e["MessageName"] == "CFX.Production.UnitsDisqualified"]
     assert [units for _id, units in rejected] == [

@@ -4,13 +4,17 @@ IPC-2591 (CFX) is the electronics-assembly convention for machine-to-MES message
 `CFX.Production.TestAndInspection.UnitsInspected` carries one inspected unit's overall result, an
 inspection per component and the defects found. We send that shape as JSON over MQTT (not the CFX AMQP
 transport, and not validated against the CFX SDK), plus:
-- `SchemaVersion` (ours; 2 since this shape, 1 was the bare record), so a subscriber can tell the layouts apart;
+- `SchemaVersion` (ours; 3 since a board-level error is CFX's `Error` and an x-out a `Skipped` unit, 2 called the
+  error `Aborted`, which CFX keeps for an operator's abort, and listed no x-out; 1 was the bare record), so a
+  subscriber can tell the layouts apart;
 - `UniqueID` and `MessageBody.TransactionId`: the board's inspection id, unique in the database, so a
   subscriber drops a message QoS 1 delivered twice;
 - `Record`: the board as the results database stores it (every field, for subscribers of version 1).
 A panel (its rule set's `panel:`, routing/panel.py) is one inspection with one unit per board in `InspectedUnits`,
 each with its position (`UnitPositionNumber` 1..N), its own result and its parts; parts on the panel's own frame are
-a unit at position 0. Every unit carries the panel's serial: the one code the line reads.
+a unit at position 0. An x-out (not inspected: marked skip upstream or on its bad-mark pad) is a unit too, `Skipped`
+(CFX 1.4's result for a bad mark) with no inspections. Each unit carries its board's own serial where the board has
+one (its code read, or its NOREAD; routing/panel.py `codes:`), else the panel's.
 The line's other events (a recipe activated, a fault and its end, a board rejected) take CFX's names and the same
 envelope, each with its own `UniqueID`.
 """
@@ -23,9 +27,10 @@ from typing import Any
 from .records import BoardRecord, PartRecord
 from .units import failed_positions, units, verdict_of
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MESSAGE_NAME = "CFX.Production.TestAndInspection.UnitsInspected"
-RESULT = {"pass": "Passed", "fail": "Failed", "error": "Aborted"}
+RESULT = {"pass": "Passed", "fail": "Failed", "error": "Error"}  # CFX TestResult (Aborted: by an operator)
+SKIPPED = "Skipped"  # CFX 1.4: a unit not inspected for its (virtual) bad mark: an x-out
 
 
 def _id(inspection_id: str, *names: str) -> str:
@@ -74,12 +79,16 @@ def units_inspected(board: BoardRecord) -> dict[str, Any]:
         "InspectionMethod": "AOI",
         "SamplingInformation": {"SamplingMethod": "NoSampling", "LotSize": None, "SampleSize": None},
         "Inspector": None,  # a machine's call; an operator's review is a later message of its own
-        "InspectedUnits": [{
+        "InspectedUnits": sorted([{
             "UnitIdentifier": board.unit_serial(position), "UnitPositionNumber": position,
             "OverallResult": RESULT[verdict_of(parts, board.error)],
             "Error": board.error,
             "Inspections": [_inspection(board, p) for p in parts],
-        } for position, parts in units(board.panel_boards, board.parts, board.panel_skipped)],
+        } for position, parts in units(board.panel_boards, board.parts, board.panel_skipped)] + [{
+            "UnitIdentifier": board.unit_serial(position), "UnitPositionNumber": position, "OverallResult": SKIPPED,
+            "Error": None, "Inspections": [],
+        } for position in (board.panel_skipped if board.panel_boards else ())],
+            key=lambda unit: unit["UnitPositionNumber"]),
     }
     return {"MessageName": MESSAGE_NAME, "SchemaVersion": SCHEMA_VERSION, "UniqueID": board.inspection_id,
             "TimeStamp": board.finished_at.isoformat(), "Source": f"inspector.{board.line}.{board.station}",
