@@ -122,3 +122,28 @@ def test_the_dashboards_board_picture_marks_the_window_a_difference_lies_in(tmp_
     rules = parse_rules(rules_text(), str(tmp_path / "bare.yaml"))
     pic = board_picture(rules, "B1", "fail", [("W3.1", "fail", "copper"), ("W3.2", "pass", "ok")], None)
     assert [(b.ref, b.box) for b in pic.boxes] == [("W3.1", (-2, 94, 98, 194)), ("W3.2", (-2, 94, 98, 194))]
+
+
+def test_a_bare_panels_x_out_has_none_of_its_differences_inspected(tmp_path: Path) -> None:
+    """A bare panel of four boards, a window each (`k-W1`): board 3, an x-out, is not inspected though its window
+    differs from the golden board; the others' differences are, each on its own board."""
+    rng = np.random.default_rng(5)
+    golden = cv2.cvtColor(board(rng), cv2.COLOR_GRAY2BGR)
+    cv2.imwrite(str(tmp_path / "golden.png"), golden)
+    live = golden.copy()
+    for x, y in [(30, 30), (40, 150), (150, 150)]:  # boards 1, 3 and 4
+        live[y - 4:y + 4, x - 4:x + 4] = 255 - live[y, x]
+    text = rules_text(windows="1-W1: [48, 48], 2-W1: [144, 48], 3-W1: [48, 144], 4-W1: [144, 144]",
+                      extra="panel: {boards: 4}\n")
+    rules = parse_rules(text, str(tmp_path / "bare.yaml"))
+    zoo = random_zoo(tmp_path / "zoo", margin=0.0)
+    records: list[BoardRecord] = []
+    line = Line(rules, zoo, line_profiles(zoo, tmp_path / "models", lambda _m: None), LineConfig(device_mb=40),
+                sinks=[records.append])
+    line.start()
+    line.inspect(live, "P1", serial_origin="filename", skip_boards=frozenset({3}))
+    line.inspect(live, "P2", serial_origin="filename")
+    line.stop()
+    by = {r.board_serial: r for r in records}
+    assert [p.ref for p in by["P1"].parts] == ["1-W1.1", "4-W1.1"] and by["P1"].panel_skipped == [3]
+    assert [p.ref for p in by["P2"].parts] == ["1-W1.1", "3-W1.1", "4-W1.1"]

@@ -350,16 +350,14 @@ class Line:
                 return
         if rules.compare is not None:  # a bare board: its parts are its differences from the golden board
             try:
-                crops = cut_differences(image, rules)
+                crops = _inspected(cut_differences(image, rules), record, rules)
             except ValueError as exc:  # a golden image gone or of another size since the set was applied
                 self._finish_with_error(record, str(exc))
                 return
             tensors = difference_tensors(crops, composite)
             shares: list[float | None] = [None] * len(crops)
         else:
-            crops = cut_board(image, rules, registration)
-            if record.panel_skipped:
-                crops = [c for c in crops if rules.panel.position_of(c.ref) not in record.panel_skipped]
+            crops = _inspected(cut_board(image, rules, registration), record, rules)
             tensors = composed_tensors(crops, crop_tensors(crops), rules, composite)
             try:
                 shares = crop_shares(crops, rules)
@@ -563,3 +561,11 @@ def golden_types(rules: RuleSet, zoo: Zoo) -> dict[str, str]:
             if kind is not None:
                 out[c.name] = kind
     return out
+
+
+def _inspected(crops: list[Crop], record: BoardRecord, rules: RuleSet) -> list[Crop]:
+    """The crops of a panel's boards that are inspected: none of an x-out's (a bare board's differences in an x-out's
+    windows, `k-W1.3`, are its too)."""
+    if not record.panel_skipped or rules.panel is None:
+        return crops
+    return [c for c in crops if rules.panel.position_of(c.ref) not in record.panel_skipped]
