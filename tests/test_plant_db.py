@@ -173,6 +173,7 @@ def test_db_bench_fills_only_an_empty_database_and_times_one_lines_reads(postgre
     out = capsys.readouterr().out
     assert "filled" in out and "208 boards, 19968 parts of 4 lines" in out and "reads of line line-" in out
     for read in ("latest board of a line stopped", "latest board of the line", "history page", "history count",
+                 "history search by a board's serial", "history search by a panel board's own serial",
                  "recent defects", "review rates", "plant status"):
         assert f"| {read}" in out, out
     assert main(["db", "bench", "--db", url, "--parts", "20000"]) == 1  # never into a database that holds boards

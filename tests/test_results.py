@@ -421,3 +421,8 @@ def test_a_panels_boards_own_serials_are_stored_searched_and_exported_per_unit(s
     message = units_inspected(coded)["MessageBody"]["InspectedUnits"]
     assert [(u["UnitPositionNumber"], u["UnitIdentifier"]) for u in message] == [
         (0, "P1"), (1, "SN-1"), (2, "SN-1%_2"), (3, "NOREAD-abcdef01-3")]
+    with store.engine.connect() as c:  # the search's index: a row per board's own serial, pruned with its panel
+        assert c.execute(text("SELECT count(*) FROM unit_serials")).scalar() == 6
+        store.prune(T0 + timedelta(seconds=30), PLANT)  # P1 only
+        assert c.execute(text("SELECT count(*) FROM unit_serials")).scalar() == 3
+    assert store.inspections(Filters(board="SN-1")) == [] and len(store.inspections(Filters(board="SN-11"))) == 1

@@ -31,10 +31,6 @@ class UnitSerials:
     unread: dict[int, str] = field(default_factory=dict)  # position -> the reason (its serial is NOREAD-...)
     mismatched: list[int] = field(default_factory=list)  # ... of which the code contradicted the machine before
 
-    @property
-    def read(self) -> int:
-        return len(self.serials) - len(self.unread)
-
 
 def read_board_codes(image: np.ndarray, codes: Mapping[int, SerialCode], matrix: np.ndarray | None,
                      skip: Iterable[int] = ()) -> dict[int, CodeRead]:

@@ -1,7 +1,8 @@
 """`inspector db bench`: a plant's shared PostgreSQL with millions of parts, and what one line's reads cost on it.
 
 It fills an empty database (it refuses one that holds boards: never a plant's own) on the server itself with
-generate_series: boards of many lines interleaved as they arrive, parts with a few defects, some reviewed. Then
+generate_series: boards of many lines interleaved as they arrive, parts with a few defects, some reviewed, one board
+in PANEL_EVERY a panel of PANEL_BOARDS with its boards' own serials (schema 0010's search index). Then
 it times the reads a dashboard and a kiosk make for one line, through the store's own methods (the product's
 SQL, not a copy), and prints each statement's plan from EXPLAIN ANALYZE, so a DBA sees index scans, not a guess.
 """
@@ -18,11 +19,12 @@ from sqlalchemy import event, func, select, text
 
 from .activity import activity
 from .reviews import review_rates
-from .schema import Inspection
+from .schema import Inspection, UnitSerial
 from .scope import Scope
 from .store import COUNT_CAP, Filters, ResultStore
 
 IDLE_LINE, IDLE_BOARDS = "line-idle", 50  # a line that ran first and stopped 90 days ago
+PANEL_EVERY, PANEL_BOARDS = 4, 4  # one board in 4 a panel of 4 boards, each with its own serial
 TYPES = ("R0402", "R0603", "C0402", "C0603", "D-SOD123", "U-SOIC8", "Q-SOT23", "L0805")
 
 
@@ -90,6 +92,15 @@ def fill(store: ResultStore, plan: FillPlan, say: Callable[[str], None]) -> floa
             "CASE WHEN (i.id * 7919 + p) % :fail = 0 THEN 'missing' ELSE 'ok' END, 0.9 "
             "FROM inspections i CROSS JOIN generate_series(1, :per) p"),
             {"per": plan.parts_per_board, "fail": plan.fail_every})
+        say("giving the panels' boards their own serials ...")
+        c.execute(text(
+            "UPDATE inspections SET panel_boards = :k, panel_serials = (SELECT json_object_agg(p, board_serial || '-' "
+            "|| p)::text FROM generate_series(1, :k) p) WHERE abs(hashtext(id::text)) % :every = 0 AND line <> :idle"),
+            {"k": PANEL_BOARDS, "every": PANEL_EVERY, "idle": IDLE_LINE})
+        c.execute(text(
+            "INSERT INTO unit_serials (inspection_id, position, serial) SELECT i.id, p, i.board_serial || '-' || p "
+            "FROM inspections i CROSS JOIN generate_series(1, :k) p WHERE i.panel_boards IS NOT NULL"),
+            {"k": PANEL_BOARDS})
         say("reviewing some flagged parts ...")
         c.execute(text(
             "INSERT INTO reviews (component_result_id, inspection_uuid, ref, component_type, expert, weights_sha256, "
@@ -103,15 +114,21 @@ def fill(store: ResultStore, plan: FillPlan, say: Callable[[str], None]) -> floa
     return time.perf_counter() - started
 
 
-def reads(scope: Scope) -> list[tuple[str, Callable[[ResultStore], Any]]]:
-    """The reads one line's dashboard and kiosk make, as the product makes them."""
+def reads(scope: Scope, serials: tuple[str, str]) -> list[tuple[str, Callable[[ResultStore], Any]]]:
+    """The reads one line's dashboard and kiosk make, as the product makes them; `serials`: a board's serial of the
+    line and one of a panel's boards' own, to search by."""
     line = Filters(scope=scope)
     idle = Scope(IDLE_LINE, "aoi-1")
+    board, unit = serials
     return [
         ("latest board of a line stopped 90 days ago", lambda s: s.latest(idle)),
         ("latest board of the line (line view)", lambda s: s.latest(scope)),
         ("history page: newest 200 parts", lambda s: list(s.component_rows(line, newest=200))),
         (f"history count (capped at {COUNT_CAP})", lambda s: s.count_components(line, cap=COUNT_CAP)),
+        ("history search by a board's serial", lambda s: list(s.component_rows(Filters(scope=scope, board=board),
+                                                                               newest=200))),
+        ("history search by a panel board's own serial",
+         lambda s: list(s.component_rows(Filters(scope=scope, board=unit), newest=200))),
         ("recent defects (line view)", lambda s: s.recent_parts(scope)),
         ("review rates (kiosk, last 1000 boards)", lambda s: review_rates(s, scope)),
         ("plant status: every line's last hour and last board", lambda s: activity(s, timedelta(hours=1))),
@@ -122,7 +139,7 @@ def measure(store: ResultStore, scope: Scope, repeats: int = 7) -> list[QueryTim
     """Each read `repeats` times (the first warms the cache and is not counted), then its statements once more
     under EXPLAIN ANALYZE."""
     out = []
-    for name, read in reads(scope):
+    for name, read in reads(scope, searched(store, scope)):
         timing = QueryTiming(name)
         read(store)
         for _ in range(repeats):
@@ -160,6 +177,20 @@ def _execution_ms(plan: str) -> float:
         if line.strip().startswith("Execution Time:"):
             return float(line.split(":")[1].split()[0])
     return float("nan")
+
+
+def searched(store: ResultStore, scope: Scope) -> tuple[str, str]:
+    """A serial of the line's boards from the middle of its history, and a panel board's own serial near it."""
+    with store.engine.connect() as c:
+        boards = store.count_boards(scope)
+        serial = c.execute(scope.where(select(Inspection.board_serial)).order_by(Inspection.id)
+                           .offset(boards // 2).limit(1)).scalar()
+        unit = c.execute(select(UnitSerial.serial).join(Inspection, Inspection.id == UnitSerial.inspection_id)
+                         .where(Inspection.line == scope.line, Inspection.station == scope.station)
+                         .order_by(UnitSerial.id).offset(boards // 2 // PANEL_EVERY).limit(1)).scalar()
+    if serial is None or unit is None:
+        raise ValueError(f"{scope.label()} holds no board or no panel to search by: fill the database again")
+    return serial, unit
 
 
 def busiest_scope(store: ResultStore) -> Scope:

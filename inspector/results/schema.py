@@ -110,6 +110,18 @@ class Inspection(Base):
                       Index("ix_inspections_line_station_started_at", "line", "station", "started_at"))
 
 
+class UnitSerial(Base):
+    """One of a panel's boards' own serials (revision 0010): what a search by a board's serial finds its panel by, an
+    index lookup where a scan of every panel's `panel_serials` would read the whole table. The panel's row keeps
+    them all for reading; this is only the index."""
+
+    __tablename__ = "unit_serials"
+    id: Mapped[int] = mapped_column(Key, primary_key=True)
+    inspection_id: Mapped[int] = mapped_column(Key, ForeignKey("inspections.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    serial: Mapped[str] = mapped_column(Text, index=True)  # any text a code holds: no length refuses a board
+
+
 class ComponentResult(Base):
     """One reference designator's verdict on one board."""
 
