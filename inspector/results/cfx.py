@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .records import BoardRecord, PartRecord
-from .units import failed_positions, units, verdict_of
+from .units import failed_positions, unit_serial, units, verdict_of
 
 SCHEMA_VERSION = 3
 MESSAGE_NAME = "CFX.Production.TestAndInspection.UnitsInspected"
@@ -133,6 +133,6 @@ def units_disqualified(inspection_id: str, serial: str, line: str, station: str,
     has one (BoardRecord.unit_serial), else the panel's."""
     serials = serials or {}
     body = {"TransactionId": inspection_id, "Reason": reason,
-            "DisqualifiedUnits": [{"UnitIdentifier": serials.get(k) or serial, "PositionNumber": k}
+            "DisqualifiedUnits": [{"UnitIdentifier": unit_serial(serials, k, serial), "PositionNumber": k}
                                   for k in positions]}
     return envelope(UNITS_DISQUALIFIED, f"{inspection_id}/reject", line, station, body, at)

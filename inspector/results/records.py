@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..routing.identity import is_noread
-from .units import failed_positions, verdict_of
+from .units import failed_positions, unit_serial, verdict_of
 
 
 def new_inspection_id() -> str:
@@ -84,7 +84,7 @@ class BoardRecord:
 
     def unit_serial(self, position: int) -> str:
         """The serial a unit goes by: a panel's board its own where it has one, else the board's (the panel's)."""
-        return self.panel_serials.get(position) or self.board_serial
+        return unit_serial(self.panel_serials, position, self.board_serial)
 
     def unread_boards(self) -> list[int]:
         """A panel's boards whose own code did not read (their serial is NOREAD-...)."""

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from .export import BOARD_COLUMNS, ResultRows, board_cells, cell
 from .filters import Filters
-from .units import units, verdict_of
+from .units import unit_serial, units, verdict_of
 
 UNIT_COLUMNS = (*BOARD_COLUMNS, "panel_boards", "position", "unit_verdict", "parts", "parts_flagged", "board_error",
                 "board_id", "unit_serial")
@@ -44,7 +44,8 @@ def export_units_csv(store: ResultRows, out: TextIO, filters: Filters | None = N
                 for k, own in units(None if panel is None else panel.boards, parts, skipped)}
         rows.update({k: (X_OUT, 0, 0) for k in skipped})
         for position in sorted(rows):
-            w.writerow((*board, position, *rows[position], *tail, cell(serials.get(position) or insp.board_serial)))
+            own = unit_serial(serials, position, insp.board_serial)
+            w.writerow((*board, position, *rows[position], *tail, cell(own)))
             n += 1
     return n
 

@@ -8,7 +8,7 @@ their `ref` and `verdict` alone: a part as the line hands it over (records.PartR
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -72,6 +72,12 @@ def parse_positions(text: str | None) -> list[int]:
     return [int(k) for k in text.split(";")] if text else []
 
 
+def unit_serial(serials: Mapping[int, str], position: int, board_serial: str) -> str:
+    """The serial a unit goes by, one rule for every reader: a panel's board its own where it has one (`serials`:
+    position -> serial), else the board's (the panel's)."""
+    return serials.get(position) or board_serial
+
+
 def serials_text(serials: dict[int, str]) -> str | None:
     """A panel's boards' own serials as the database keeps them: JSON `{"1": "SN-1", ...}` (a serial is any text a
     code holds, so no separator of ours would do); None for none."""
@@ -120,4 +126,4 @@ class PanelResult:
 
     def unit_serial(self, position: int, board_serial: str) -> str:
         """The serial the unit at `position` goes by: its board's own, else the panel's (`board_serial`)."""
-        return self.serials.get(position) or board_serial
+        return unit_serial(self.serials, position, board_serial)
