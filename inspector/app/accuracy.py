@@ -26,7 +26,7 @@ from ..camera.targets import needs_correction, synthetic_correction
 from ..errors import UnknownChoice
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import CameraModel, describe
-from ..ingest.sources import SyntheticSource
+from ..ingest.sources import Source, SyntheticSource
 from ..ingest.synthetic import DEFECTS
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet
@@ -131,11 +131,8 @@ def run_condition(name: str, camera: CameraModel, rules: RuleSet, zoo: Zoo, mode
                   correct: bool = True) -> ConditionResult:
     """One condition through the real line into a SQLite database (under `data_dir`, else a throwaway one),
     scored against the truth. A camera that needs it is calibrated first, as at a line's install (`correct`)."""
-    source = condition_source(rules, camera, boards, seed, share)
-    out = ConditionResult(name, describe(camera))
-    if correct and needs_correction(camera):
-        source = CorrectedSource(source, synthetic_correction(camera, rules.board_size, seed))
-        out.corrected = True
+    source, corrected = corrected_source(rules, camera, boards, seed, correct, share)
+    out = ConditionResult(name, describe(camera), corrected=corrected)
     with contextlib.ExitStack() as stack:
         data = Path(data_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="inspector-accuracy-")))
         store = ResultStore(sqlite_url(data / "results.sqlite"))
@@ -168,6 +165,16 @@ def condition_source(rules: RuleSet, camera: CameraModel, boards: int, seed: int
                      share: float = DEFECT_SHARE) -> SyntheticSource:
     """The held-out boards of a condition; the same arguments render the same boards."""
     return SyntheticSource(rules, boards, seed=seed, camera=camera, forced=exact_defects(rules, share))
+
+
+def corrected_source(rules: RuleSet, camera: CameraModel, boards: int, seed: int = HELD_OUT_SEED,
+                     correct: bool = True, share: float = DEFECT_SHARE) -> tuple[Source, bool]:
+    """A condition's held-out boards as the line sees them: through the camera's correction (calibrated first, as at
+    a line's install) where the camera needs one and `correct`; and whether they went through it."""
+    source = condition_source(rules, camera, boards, seed, share)
+    if correct and needs_correction(camera):
+        return CorrectedSource(source, synthetic_correction(camera, rules.board_size, seed)), True
+    return source, False
 
 
 def run_suite(rules: RuleSet, zoo: Zoo, models_dir: Path, names: list[str], boards: int | None, config: LineConfig,
