@@ -54,9 +54,9 @@ def check_identity(rules: RuleSet, camera: CameraModel, name: str, boards: int, 
         source, corrected = corrected_source(rules, camera, boards, seed, correct)
     except CalibrationFailed as exc:  # the synthetic target is drawn at the board's size: too small to resolve
         w, h = rules.board_size
+        why = str(exc).split(";")[0]  # its advice on --pattern is for a real target, not this one
         raise ValueError(f"{name}: this camera is calibrated before its boards are read, as at a line's install, and "
-                         f"its synthetic calibration target does not resolve on a {w}x{h} px board "
-                         f"({str(exc).split(';')[0]}); leave "
+                         f"its synthetic calibration target does not resolve on a {w}x{h} px board ({why}); leave "
                          f"{name} out (--conditions)") from None
     out = IdentityResult(name, corrected=corrected)
     spent = 0.0

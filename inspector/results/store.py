@@ -102,6 +102,13 @@ class ResultStore:
         self.ready()
         return "board_id" in self._later
 
+    @property
+    def unit_serials(self) -> bool:
+        """The schema has a panel's boards' own serials (revision 0010: `panel_serials` and the `unit_serials` index
+        that came with it): stored, read and searched."""
+        self.ready()
+        return "panel_serials" in self._later
+
     def check_filters(self, filters: Filters | None) -> None:
         """ValueError for a search this database cannot run, saying what to do: by BoardId before schema 0008."""
         if filters is not None and filters.board_id and not self.board_ids:
@@ -120,8 +127,7 @@ class ResultStore:
         """`filters` as this database can run them: a serial also finds a panel by its boards' own serials where
         the schema has them (revision 0010)."""
         filters = filters or Filters()
-        self.ready()
-        return replace(filters, units=bool(filters.board) and "panel_serials" in self._later)
+        return replace(filters, units=bool(filters.board) and self.unit_serials)
 
     @property
     def safe_url(self) -> str:
@@ -169,7 +175,7 @@ class ResultStore:
                     if parts:
                         session.execute(insert(ComponentResult), parts)
                     units = [dict(inspection_id=key, position=k, serial=serial) for b, key in zip(new, keys)
-                             for k, serial in b.panel_serials.items()] if "panel_serials" in self._later else []
+                             for k, serial in b.panel_serials.items()] if self.unit_serials else []
                     if units:  # what a search by a board's own serial finds its panel by
                         session.execute(insert(UnitSerial), units)
                     versions = {b.ruleset_version for b in new} - self._rules_stored
@@ -209,7 +215,7 @@ class ResultStore:
                 if not ids:
                     return deleted
                 s.execute(delete(ComponentResult).where(ComponentResult.inspection_id.in_(ids)))
-                if "panel_serials" in self._later:  # the boards' own serials came with it (0010)
+                if self.unit_serials:  # the boards' own serials came with it (0010)
                     s.execute(delete(UnitSerial).where(UnitSerial.inspection_id.in_(ids)))
                 s.execute(delete(Inspection).where(Inspection.id.in_(ids)))
                 deleted += len(ids)
