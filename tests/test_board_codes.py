@@ -194,12 +194,12 @@ def test_the_identity_check_reads_each_boards_code_of_a_panel(tmp_path: Path, ca
         assert f"{name:<14}       5      10      10   1.0000       0        0" in table
     with pytest.raises(ValueError, match="no serial code .* and no code of a panel's boards"):
         check_identity(parse_rules(PANEL, "panel.yaml"), CONDITIONS["clean"], "clean", 1)
-    # a camera the line corrects is read corrected, as the line reads it (its raw twin is not); a board too small for
-    # the synthetic calibration target says so instead of reading uncorrected frames as if corrected
+    # a camera the line corrects is read corrected, as the line reads it (its raw twin is not), a small panel too
+    # (its synthetic target sized to it)
     from inspector.routing.rules import load_rules
 
     board_a = load_rules(Path(__file__).resolve().parents[1] / "routing_rules" / "board_a.yaml")
     assert check_identity(board_a, CONDITIONS["real-lens"], "real-lens", 2).corrected
     assert not check_identity(board_a, CONDITIONS["real-lens"], "real-lens-raw", 2, correct=False).corrected
-    with pytest.raises(ValueError, match=r"real-lens: .* does not resolve on a 200x120 px board .*leave real-lens out"):
-        check_identity(parse_rules(CODED, "coded.yaml"), CONDITIONS["real-lens"], "real-lens", 1)
+    small = check_identity(parse_rules(CODED, "coded.yaml"), CONDITIONS["real-lens"], "real-lens", 2)
+    assert small.corrected and small.codes == 4 and small.misread == 0  # its 9x6 target was refused here

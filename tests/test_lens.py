@@ -61,6 +61,29 @@ def test_too_few_views_of_the_target_fail_naming_them() -> None:
         calibrate([views[0], views[1][:200]], PATTERN)
 
 
+def test_a_view_found_wrongly_is_left_out_and_named_and_a_small_frame_takes_a_target_it_resolves() -> None:
+    """One view whose corners do not lie on a flat grid (a bent target) pulled the whole lens before; it is left out
+    by its fit, the lens solved again, and the file keeps its name. A small frame's synthetic target has fewer,
+    larger squares, so its corrected conditions calibrate."""
+    import cv2
+
+    from inspector.camera.lens import LensCalibration
+    from inspector.camera.targets import square_px, target_pattern
+
+    views = target_views(parse_camera("k1=-0.1,noise=3"), SIZE, PATTERN, 12, np.random.default_rng(0))
+    ys, xs = np.mgrid[0:SIZE[1], 0:SIZE[0]].astype(np.float32)
+    views[5] = cv2.remap(views[5], xs + 4 * np.sin(ys / 25), ys + 4 * np.cos(xs / 30), cv2.INTER_LINEAR)
+    lens = calibrate(views, PATTERN)
+    assert list(lens.left_out) == ["view 6"] and lens.left_out["view 6"] > 1.5
+    assert lens.views == 11 and lens.rms_px < 0.2 and abs(lens.distortion[0] - -0.1) < 0.03
+    assert LensCalibration.from_json(json.loads(json.dumps(lens.to_json()))).left_out == lens.left_out
+    assert target_pattern(SIZE) == (9, 6)
+    small = (200, 120)
+    assert target_pattern(small) == (4, 3) and square_px(small, (4, 3)) >= 12 > square_px(small, PATTERN)
+    correction = synthetic_correction(parse_camera("tilt=2:-1.5,k1=-0.1"), small, seed=7)  # its 9x6 target failed
+    assert correction.lens.pattern == (4, 3) and correction.lens.rms_px < 0.2 and correction.lens.plane_rms_px < 0.1
+
+
 def test_the_flat_field_makes_a_vignetted_cast_frame_even_and_neutral() -> None:
     rng = np.random.default_rng(2)
     camera = parse_camera("vignette=0.35,cast=0.15,noise=2")

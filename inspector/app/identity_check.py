@@ -52,7 +52,7 @@ def check_identity(rules: RuleSet, camera: CameraModel, name: str, boards: int, 
                          "boards (panel.codes): nothing to read")
     try:
         source, corrected = corrected_source(rules, camera, boards, seed, correct)
-    except CalibrationFailed as exc:  # the synthetic target is drawn at the board's size: too small to resolve
+    except CalibrationFailed as exc:  # even the smallest synthetic target (4x3) does not resolve on a tiny board
         w, h = rules.board_size
         why = str(exc).split(";")[0]  # its advice on --pattern is for a real target, not this one
         raise ValueError(f"{name}: this camera is calibrated before its boards are read, as at a line's install, and "

@@ -15,12 +15,30 @@ from ..ingest.camera_model import CONVEYOR_BGR, CameraModel, camera_rotation, ti
 
 GREY_BGR = (150, 150, 150)
 CALIBRATION_TILT_DEG = 25.0  # the target is shown well tilted: views that differ in tilt pin the focal length
+# the targets a technician would reach for, most corners first; a small field of view takes one with fewer, larger
+# squares, since a square under ~12 px (held tilted, through a soft lens) is where corner finding starts to fail.
+# Each has one odd and one even count of inner corners, so it is no longer the same chessboard turned half a turn and
+# its corners cannot be read in reverse order (7x5 or 6x4 could)
+PATTERNS = ((9, 6), (7, 4), (5, 4), (4, 3))
+MIN_SQUARE_PX = 12
+
+
+def square_px(size: tuple[int, int], pattern: tuple[int, int]) -> int:
+    """The side of one square of `chessboard(size, pattern)`, in pixels."""
+    w, h = size
+    return int(min(0.4 * w / (pattern[0] + 1), 0.4 * h / (pattern[1] + 1)))
+
+
+def target_pattern(size: tuple[int, int]) -> tuple[int, int]:
+    """The chessboard for a frame of `size`: the one with most corners whose squares still resolve (a 640x400 view
+    takes 9x6; a 200x120 one 4x3, whose squares are twice the size of a 9x6's there)."""
+    return next((p for p in PATTERNS if square_px(size, p) >= MIN_SQUARE_PX), PATTERNS[-1])
 
 
 def chessboard(size: tuple[int, int], pattern: tuple[int, int]) -> np.ndarray:
     """A white sheet of the frame's size with a chessboard of `pattern` inner corners in its middle 40%."""
     w, h = size
-    square = int(min(0.4 * w / (pattern[0] + 1), 0.4 * h / (pattern[1] + 1)))
+    square = square_px(size, pattern)
     sheet = np.full((h, w, 3), 235, np.uint8)
     x0 = (w - square * (pattern[0] + 1)) // 2
     y0 = (h - square * (pattern[1] + 1)) // 2
@@ -76,13 +94,15 @@ def needs_correction(camera: CameraModel) -> bool:
 
 
 def synthetic_correction(camera: CameraModel, size: tuple[int, int], seed: int = 0,
-                         pattern: tuple[int, int] = (9, 6)):  # noqa: ANN201 - a CameraCorrection
+                         pattern: tuple[int, int] | None = None):  # noqa: ANN201 - a CameraCorrection
     """What `inspector camera calibrate` and `inspector camera reference` make of this synthetic camera: its lens
-    and tilt from 25 target views and one flat one, then its light from 4 grey-card captures."""
+    and tilt from 25 target views and one flat one (a target sized to the frame unless `pattern` is given), then
+    its light from 4 grey-card captures."""
     from .correction import CameraCorrection
     from .flatfield import FlatField
     from .lens import calibrate
 
+    pattern = pattern or target_pattern(size)
     rng = np.random.default_rng([seed, 4242])
     lens = calibrate(target_views(camera, size, pattern, 25, rng), pattern, plane=plane_view(camera, size, pattern,
                                                                                                  rng))

@@ -111,6 +111,10 @@ def cmd_camera_calibrate(args: argparse.Namespace) -> int:
     print(f"{out}: lens from {lens.views} of {len(images)} views, reprojection {lens.rms_px:.3f} px rms; focal "
           f"{k[0][0]:.1f} x {k[1][1]:.1f} px, centre ({k[0][2]:.1f}, {k[1][2]:.1f}), k1 {lens.distortion[0]:+.4f}, "
           f"k2 {lens.distortion[1]:+.4f}; inspector run --correction {out}")
+    if lens.left_out:
+        print(f"left out {len(lens.left_out)} view(s) whose corners fit the solved lens far worse than the rest "
+              f"(a corner found wrongly: squares too small, a reflection, a bent target): "
+              + ", ".join(f"{name} {err:.2f} px" for name, err in lens.left_out.items()))
     if lens.rectify is not None:
         print(f"the camera's tilt to the conveyor from the flat view: rectified, the target's corners lie "
               f"{lens.plane_rms_px:.3f} px rms from a square grid")
