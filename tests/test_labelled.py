@@ -363,10 +363,11 @@ def test_the_line_feeds_a_golden_comparison_expert_the_golden_boards_window_besi
     source = open_source("synthetic", rules, 3, 6, defect_rate=0.5)
     frames = list(source)
     crops = cut_board(frames[0].image, rules)
-    tensors = composed_tensors(crops, [torch.zeros(1)] * len(crops), rules, {"TR": "composite"})
-    assert all(t.shape == (3, *c.image.shape[:2]) for t, c in zip(tensors, crops))
+    tensors, matched = composed_tensors(crops, [torch.zeros(1)] * len(crops), rules, {"TR": "composite"})
+    assert all(t.shape == (3, *c.image.shape[:2]) for t, c in zip(tensors, crops)) and matched == {}
     # the golden window of an unchanged part differs from the live one by nothing: the third grey is flat
-    same = composed_tensors(cut_board(golden_board, rules), [torch.zeros(1)] * len(crops), rules, {"TR": "composite"})
+    same, _ = composed_tensors(cut_board(golden_board, rules), [torch.zeros(1)] * len(crops), rules,
+                               {"TR": "composite"})
     assert all(float(t[2].float().std()) < 1.0 for t in same)
 
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))

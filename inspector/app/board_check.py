@@ -35,6 +35,7 @@ class BoardChecked:
     flagged: list[tuple[str, str]] = field(default_factory=list)  # (ref, defect class)
     photo_px_per_mm: float | None = None  # how finely the photo resolves the board, where it registered
     recipe_px_per_mm: float | None = None
+    alternates: list[str] = field(default_factory=list)  # parts nearest an approved alternate's window
 
     def to_json(self) -> dict:
         reg = self.board.registration
@@ -42,14 +43,15 @@ class BoardChecked:
                 "registered": reg is not None, "reason": self.board.reason,
                 "registration": reg.to_json() if reg is not None else None,
                 "photo_px_per_mm": round(self.photo_px_per_mm, 1) if self.photo_px_per_mm is not None else None,
-                "inspected": self.inspected, "flagged": [f"{ref} ({kind})" for ref, kind in self.flagged]}
+                "inspected": self.inspected, "flagged": [f"{ref} ({kind})" for ref, kind in self.flagged],
+                "alternates": self.alternates}
 
 
 def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path,
                  say: Callable[[str], None] = lambda _m: None) -> tuple[list[BoardChecked], list[Path], float]:
     """(every board of every photo and what the line made of it, the overlay PNGs, seconds on the line)."""
     rules = load_rules(rules_path)
-    geometry, points = registration_inputs(rules_path)
+    geometry, points = registration_inputs(rules_path, rules)
     reference = golden_image(rules) if rules.golden else None
     zoo = Zoo.load(zoo_root)
     light = bool(golden_types(rules, zoo))  # the line's own choice: light matched for golden comparisons only
@@ -93,6 +95,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
                 b.reason = f"the line refused it: {record.error}"
             checked.inspected = len(record.parts)
             checked.flagged = [(p.ref, p.defect_class) for p in record.parts if p.verdict != "pass"]
+            checked.alternates = sorted(record.alternates)
         out.append(checked)
     flagged = {c.board.name: {ref for ref, _ in c.flagged} for c in out}
     for path, (photo, boards) in per_photo.items():
@@ -117,4 +120,6 @@ def format_checked(checked: list[BoardChecked]) -> str:
                          f"{2 / c.photo_px_per_mm:.2f} mm is not seen")
         if c.flagged and len(c.flagged) <= 12:
             lines.append(f"{'':<36}flagged: {', '.join(f'{ref} ({kind})' for ref, kind in c.flagged)}")
+        if c.alternates:
+            lines.append(f"{'':<36}compared with an approved alternate: {', '.join(c.alternates)}")
     return "\n".join(lines)

@@ -69,8 +69,11 @@ def write_points(path: Path, pairs: list[tuple[tuple[float, float], tuple[float,
     return path
 
 
-def registration_inputs(rules_path: Path) -> tuple[BoardGeometry | None, list | None]:
-    """The board geometry and picked points written beside a rule set (either may be missing)."""
+def registration_inputs(rules_path: Path, rules: RuleSet | None = None) -> tuple[BoardGeometry | None, list | None]:
+    """The board geometry and picked points a rule set registers photos on: those its `photo_registration` names
+    (what the line reads, whatever the rule file is called), else those written beside it (either may be missing)."""
+    if rules is not None and rules.photo is not None and rules.photo.using != "golden":
+        return photo_registration_of(rules)
     picked = points_path(rules_path)
     return read_geometry(rules_path), read_points(picked) if picked.is_file() else None
 

@@ -35,6 +35,7 @@ from ..coserve.online.request import Request, RequestResult
 from ..coserve.online.workload import MiB, Workload
 from ..experts.backends import get_backend
 from ..experts.zoo import ExpertEntry, Zoo
+from ..ingest.alternates import alternate_windows
 from ..ingest.bad_marks import marked_boards
 from ..ingest.board_codes import read_board_codes, unit_serials
 from ..ingest.compare import box_in_crop, cut_differences, difference_tensors
@@ -130,6 +131,7 @@ class LineStats:
     bad_marks: int = 0  # boards of panels read as x-outs on their bad-mark pads: not inspected
     unit_serials_read: int = 0  # boards of panels whose own code was read
     unit_noreads: int = 0  # ... whose own code was not read, read twice or contradicted upstream (NOREAD-<id>-<k>)
+    alternates: Counter = field(default_factory=Counter)  # REF -> parts compared with an approved alternate's window
     first_error: str | None = None  # the first board-level error's reason (what a run that inspected nothing says)
 
     @property
@@ -216,6 +218,14 @@ class Line:
                                  "request with one image; route it to the golden comparison alone")
         if composite:
             golden_image(rules)  # GoldenMissing (a ValueError) names what to add or fix
+        if rules.alternates:
+            type_of = {p.ref: c.name for c, p in rules.placements()}
+            live = sorted(ref for ref in rules.alternates if type_of[ref] not in composite)
+            if live:
+                raise ValueError(f"{', '.join(live)} have approved alternates (`alternates:`), but their experts read "
+                                 "the live crop alone, not beside a golden window: approving a make changes nothing "
+                                 "there; serve them a golden comparison (`board teach`) or remove them")
+            alternate_windows(rules)  # AlternateMissing (a ValueError) names the file and what to do
         if rules.photo is not None:
             photo_registration_of(rules)  # a ValueError naming the file the rule set needs
 
@@ -358,12 +368,14 @@ class Line:
             shares: list[float | None] = [None] * len(crops)
         else:
             crops = _inspected(cut_board(image, rules, registration), record, rules)
-            tensors = composed_tensors(crops, crop_tensors(crops), rules, composite)
             try:
-                shares = crop_shares(crops, rules)
-            except ValueError as exc:  # a golden image gone or of another size since the set was applied
+                tensors, matched = composed_tensors(crops, crop_tensors(crops), rules, composite)
+                shares = crop_shares(crops, rules, matched)
+            except ValueError as exc:  # a golden or approved alternate's image gone since the set was applied
                 self._finish_with_error(record, str(exc))
                 return
+            record.alternates = matched
+            self.stats.alternates.update(matched.keys())
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
             late = expires_at is not None and time.monotonic() + self._expected_engine_s() > expires_at

@@ -241,6 +241,9 @@ def summary(service: LineService, seconds: float) -> str:
     if line.rules.panel is not None and line.rules.panel.codes:
         s = line.stats
         out.append(f"panel boards' serials: {s.unit_serials_read} read from their own codes, {s.unit_noreads} NOREAD")
+    if line.stats.alternates:
+        out.append("parts nearest an approved alternate's window: "
+                   + ", ".join(f"{ref} {n}" for ref, n in sorted(line.stats.alternates.items())))
     q, src, crops = service.queue.counters, service.source.counters, service.crops
     if q.dropped:
         out.append(f"ingest: {q.dropped} boards dropped (queue full, policy {service.queue.overflow}); "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import cv2
 import numpy as np
 
+from ..ingest.alternates import alternate_windows
 from ..ingest.crops import Crop, crop_part
 from ..ingest.golden import golden_image
 from ..results.records import PartRecord
@@ -107,12 +108,17 @@ def references(rules: RuleSet) -> dict[str, Reference | None]:
     return _REFERENCES[2]
 
 
-def crop_shares(crops: list[Crop], rules: RuleSet) -> list[float | None]:
+def crop_shares(crops: list[Crop], rules: RuleSet, matched: dict[str, int] | None = None) -> list[float | None]:
     """Each crop's share (None: its type has no `body_contrast`, or the check cannot tell for it), measured against
-    the rule set's golden board."""
+    the rule set's golden board, or for a part `matched` to an approved alternate (REF -> which, from 1) against
+    that make's window: another make's body may stand from the board by another colour."""
     if rules.golden is None or not any(c.component.body_contrast is not None for c in crops):
         return [None] * len(crops)
     refs = references(rules)
+    if matched:
+        approved = alternate_windows(rules)
+        refs = {**refs, **{c.ref: reference(approved[c.ref][matched[c.ref] - 1], c.component, rules.crop_margin)
+                           for c in crops if c.ref in matched and c.component.body_contrast is not None}}
     return [kept(c.image, refs.get(c.ref)) for c in crops]
 
 

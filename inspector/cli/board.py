@@ -65,6 +65,17 @@ def add_board(p: argparse.ArgumentParser) -> None:
     check.add_argument("--work", help="where overlays and profiles go (default: beside the zoo)")
     check.add_argument("--json", help="also write every board, its registration and flagged parts as JSON")
     check.set_defaults(func=cmd_check)
+    approve = sub.add_parser("approve", help="approve another make of a part (a second source) on a taught board: "
+                                            "its window, from a board that carries it, becomes a second golden "
+                                            "window of that part")
+    approve.add_argument("refs", nargs="+", help="the parts to approve, by reference (as `board check` lists them)")
+    approve.add_argument("--rules", required=True, help="the taught rule set (it gains `alternates:`)")
+    given = approve.add_mutually_exclusive_group(required=True)
+    given.add_argument("--photo", help="a photo (or the line's frame) of a board that carries the approved parts")
+    given.add_argument("--crop", help="a crop the line kept of the one part named (its window as the line cut it)")
+    approve.add_argument("--board", type=int, default=0, help="with --photo: which board of the photo (#N as "
+                                                              "`board check` numbers them; default 0)")
+    approve.set_defaults(func=cmd_approve)
     marks = sub.add_parser("marks", help="a panel's bad-mark pads read on photos as the line reads them: each pad's "
                                          "level, the clean pad's, the share a mark took and whether it reads "
                                          "marked (to place the pads and set their contrast)")
@@ -175,6 +186,27 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([c.to_json() for c in checked], indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    from ..app.board_approve import approve, check_refs, window_from_crop, windows_from_photo
+    from ..routing.rules import load_rules
+
+    rules_path = Path(args.rules)
+    rules = load_rules(rules_path)
+    check_refs(rules, args.refs)
+    if args.crop:
+        if len(args.refs) != 1:
+            raise UsageError("--crop is one part's window: name that one part")
+        windows, source = {args.refs[0]: window_from_crop(rules, args.refs[0], Path(args.crop))}, Path(args.crop).stem
+    else:
+        windows = windows_from_photo(rules_path, rules, Path(args.photo), args.refs, args.board)
+        source = Path(args.photo).stem
+    for a in approve(rules_path, windows, source):
+        print(f"{a.ref}: approved {a.file}" + (" (it looks like a make approved already)" if a.already else ""))
+    print(f"{rules_path}: `alternates:` updated; the line compares each of these parts with the nearest of its "
+          "golden and approved windows from the rule set's next version (a kiosk reloads it)")
     return 0
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..routing.rules import RuleSet
+from .alternates import alternate_windows
 from .crops import Crop, crop_part, crop_tensor
 from .photometric import MEAN, MIN_STD, SPREAD, normalize_crop
 
@@ -100,16 +101,36 @@ def golden_image(rules: RuleSet) -> np.ndarray:
 
 
 def composed_tensors(crops: list[Crop], tensors: list[torch.Tensor], rules: RuleSet,
-                     composite: dict[str, str]) -> list[torch.Tensor]:
+                     composite: dict[str, str]) -> tuple[list[torch.Tensor], dict[str, int]]:
     """`tensors` (the crops normalised) with the crops of `composite` component types replaced by their golden
-    comparison: the live crop composed with the same window of the golden board, then normalised."""
+    comparison: the live crop composed with the same window of the golden board, then normalised. A part with
+    approved alternates (routing/alternates.py) is composed with whichever of its golden windows it is nearest;
+    also returned: REF -> the approved window (1, 2, ...) a part was composed with, where not the golden board's."""
     if not composite:
-        return tensors
+        return tensors, {}
     golden = golden_image(rules)
-    out = list(tensors)
+    approved = alternate_windows(rules)
+    out, matched = list(tensors), {}
     place = {p.ref: p for _c, p in rules.placements()}
     for i, crop in enumerate(crops):
-        if crop.component.name in composite:
-            window = crop_part(golden, crop.component, place[crop.ref], rules.crop_margin)
-            out[i] = composite_tensor(crop.image, window, composite[crop.component.name])
-    return out
+        kind = composite.get(crop.component.name)
+        if kind is None:
+            continue
+        window = crop_part(golden, crop.component, place[crop.ref], rules.crop_margin)
+        if crop.ref in approved:
+            k = nearest(crop.image, [window, *approved[crop.ref]], kind)
+            if k:
+                window, matched[crop.ref] = approved[crop.ref][k - 1], k
+        out[i] = composite_tensor(crop.image, window, kind)
+    return out, matched
+
+
+def nearest(live: np.ndarray, windows: list[np.ndarray], kind: str = "composite") -> int:
+    """The index of the window `live` differs least from (the first on a tie: the golden board's). It depends on
+    the crop alone, so every policy serves the same comparison."""
+    return int(np.argmin([difference(live, w, kind) for w in windows]))
+
+
+def difference(live: np.ndarray, window: np.ndarray, kind: str = "composite") -> float:
+    """The comparison's own difference channel between a live crop and a golden window, averaged (0: the same)."""
+    return float(compose(crop_tensor(live)[None], crop_tensor(window)[None], kind)[0, 2].float().mean())

@@ -68,6 +68,9 @@ class BoardRecord:
     # rule set gives them codes or the machine before handed them on; a board not named goes by board_serial.
     # Stored from schema revision 0010
     panel_serials: dict[int, str] = field(default_factory=dict)
+    # parts compared with an approved alternate's window (REF -> which, 1, 2, ...: routing/alternates.py); in memory
+    # only (what `board check` and the run's summary say), not stored
+    alternates: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
@@ -91,8 +94,8 @@ class BoardRecord:
         return [k for k, s in self.panel_serials.items() if is_noread(s)]
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(replace(self, crops={}))
-        del out["crops"]
+        out = asdict(replace(self, crops={}, alternates={}))
+        del out["crops"], out["alternates"]
         out["verdict"] = self.verdict
         out["started_at"] = self.started_at.isoformat()
         out["finished_at"] = self.finished_at.isoformat()

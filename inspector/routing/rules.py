@@ -20,6 +20,7 @@ from ..coserve.online.workload import ComponentType, DetectorSpec
 from ..experts.base import UnknownArchitecture
 from ..experts.registry import architecture_from_spec
 from ..yamlio import ConfigError, Fields, LinedDict, beside, line_of, load_yaml
+from .alternates import parse_alternates
 from .compare import WINDOW, CompareRules, parse_compare
 from .fiducials import FiducialRules, parse_fiducials
 from .gate import GateRules, parse_gate
@@ -122,6 +123,7 @@ class RuleSet:
     compare: CompareRules | None = None  # a bare board: its parts are its differences from the golden board
     photo: PhotoRegistration | None = None  # boards photographed whole: registered on their outline or picked points
     panel: PanelRules | None = None  # copies of one board carried as one, each with its own verdict (routing/panel.py)
+    alternates: dict[str, tuple[str, ...]] = field(default_factory=dict)  # REF -> approved makes' windows (files)
     text: str = field(default="", repr=False, compare=False)  # what it was parsed from: kept by `version` with results
 
     def component(self, name: str) -> ComponentRule:
@@ -183,7 +185,7 @@ class RuleSet:
 
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
-        "gate", "golden", "compare", "photo_registration", "panel"}
+        "gate", "golden", "compare", "photo_registration", "panel", "alternates"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "pads", "body",
               "body_contrast", "input_size", "at"}
 
@@ -245,6 +247,7 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         photo=parse_photo_registration(doc.sub("photo_registration"), source) if doc.has("photo_registration")
         else None,
         panel=parse_panel(doc.sub("panel"), (width, height)) if doc.has("panel") else None,
+        alternates=parse_alternates(doc.sub("alternates"), set(seen)) if doc.has("alternates") else {},
     )
     if ruleset.photo is not None and (ruleset.fiducials is not None or ruleset.compare is not None):
         raise doc.error("photo_registration", "a board registers one way: on its fiducials, or (photographed whole) "
@@ -258,6 +261,9 @@ def _parse_rules(text: str, source: str) -> RuleSet:
     if checked and ruleset.golden is None:
         raise doc.error("components", f"{', '.join(checked)} set body_contrast, which compares each crop with the "
                                       "golden board's: name its image (golden: FILE; `board teach` writes both)")
+    if ruleset.alternates and (ruleset.golden is None or ruleset.compare is not None):
+        raise doc.error("alternates", "an approved alternate is a second golden window of its part: it needs the "
+                                      "golden board of an assembled board (golden: FILE, written by `board teach`)")
     _check_compare(ruleset, doc, comps)
     if ruleset.panel is not None and (stray := stray_refs(ruleset.panel, seen)):
         raise doc.error("panel", f"{len(stray)} references name a copy the panel of {ruleset.panel.boards} boards "

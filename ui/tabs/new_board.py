@@ -259,7 +259,7 @@ class NewBoardTab(QWidget):
         def work() -> tuple[Path, float, str]:
             rules = load_rules(rules_path)
             photo = read_photo(path)
-            found = list(boards_of(photo, path, rules, *registration_inputs(rules_path)))
+            found = list(boards_of(photo, path, rules, *registration_inputs(rules_path, rules)))
             drawn = overlay(photo, found, rules, rules_path.parent / "overlays" / f"{path.stem}.png")
             reg = next((b.registration for b in found if b.registration is not None), None)
             why = "; ".join(f"#{b.index}: {b.reason}" for b in found if b.registration is None)

@@ -1,0 +1,169 @@
+"""`inspector board approve`: a second source's part approved on a taught board, from a board that carries it.
+
+The line (or `board check`) flagged a part that an engineer found to be an approved alternate, another make of
+the same part. Its window, cut as the line cuts it (from a photo registered as `board check` registers it, from a
+frame of a board with fiducials, or a crop the line kept), is written beside the rule set and named under
+`alternates:` (routing/alternates.py): from then on the line compares that part with whichever of the golden
+window and its approved windows it is nearest. Nothing is retrained, so an approval takes effect with the rule
+set's next version, and the change is a change of the recipe's text (its version, the audit trail).
+
+An approval is refused where the window shows no body against the board (the presence check's own measure,
+board/presence.py): approving a missing part would pass every missing one.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..board.presence import share
+from ..ingest.crops import crop_part, cut_board
+from ..ingest.golden import golden_image, nearest
+from ..ingest.registration import RegistrationFailed, register
+from ..routing.rules import ComponentRule, Placement, RuleSet, load_rules, parse_rules
+from .board_photos import boards_of, read_photo, registration_inputs
+
+BLOCK = re.compile(r"^alternates\s*:")
+
+
+@dataclass
+class Approved:
+    ref: str
+    file: Path  # the window written beside the rule set
+    already: bool  # an approved window it was nearest already (written all the same: one more look of that make)
+
+
+def check_refs(rules: RuleSet, refs: list[str]) -> None:
+    """Every name a part this rule set inspects and compares with its golden board, else a ValueError naming them."""
+    if rules.golden is None:
+        raise ValueError(f"{rules.source} compares no part with a golden board (no `golden:`): an approved alternate "
+                         "is a second golden window; approve on the rule set `board teach` wrote")
+    unknown = [r for r in refs if r not in _placements(rules)]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: no inspected part of {rules.source} is called so (name each part by "
+                         "its reference, as `board check` lists them)")
+
+
+def alternates_folder(rules_path: Path) -> Path:
+    return rules_path.with_name(rules_path.stem + ".alternates")
+
+
+def windows_from_photo(rules_path: Path, rules: RuleSet, photo_path: Path, refs: list[str],
+                       board: int = 0) -> dict[str, np.ndarray]:
+    """Each named part's window on the photo's board `board` (largest first), cut as the line cuts it."""
+    photo = read_photo(photo_path)
+    if rules.photo is None and rules.fiducials is not None:
+        try:
+            registration = register(photo, rules.fiducials)
+        except RegistrationFailed as exc:
+            raise ValueError(f"{photo_path}: {exc}") from None
+        crops = {c.ref: c.image for c in cut_board(photo, rules, registration)}
+        return {ref: crops[ref] for ref in refs}
+    geometry, points = registration_inputs(rules_path, rules)
+    found = list(boards_of(photo, photo_path, rules, geometry, points, golden_image(rules)))
+    if board >= len(found) or found[board].image is None:
+        why = found[board].reason if board < len(found) else f"the photo holds {len(found)} board(s)"
+        raise ValueError(f"{photo_path}: board #{board} did not register ({why}); see `inspector board check`")
+    image = found[board].image
+    place = _placements(rules)
+    return {ref: crop_part(image, *place[ref], rules.crop_margin) for ref in refs}
+
+
+def window_from_crop(rules: RuleSet, ref: str, path: Path) -> np.ndarray:
+    """A crop the line kept (or `dataset export` wrote) of `ref`, checked to be its window."""
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"{path} is not an image OpenCV can read")
+    comp, place = _placements(rules)[ref]
+    want = crop_part(golden_image(rules), comp, place, rules.crop_margin).shape
+    if image.shape != want:
+        raise ValueError(f"{path} is {image.shape[1]}x{image.shape[0]} px but {ref}'s window is {want[1]}x{want[0]}: "
+                         "give a crop the line kept of this part, or a photo (--photo)")
+    return image
+
+
+def approve(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> list[Approved]:
+    """Write each window beside the rule set and name it under `alternates:`; the rule set is checked before a
+    byte of it changes. `source` names the windows' files (REF__source.png)."""
+    rules = load_rules(rules_path)
+    golden = golden_image(rules)
+    place = _placements(rules)
+    check_refs(rules, list(windows))
+    folder = alternates_folder(rules_path)
+    listed = {ref: list(files) for ref, files in rules.alternates.items()}
+    out, written = [], []
+    for ref, window in windows.items():
+        comp, p = place[ref]
+        gold = crop_part(golden, comp, p, rules.crop_margin)
+        _refuse_bare(ref, window, gold, comp, rules.crop_margin)
+        known = [cv2.imread(f, cv2.IMREAD_COLOR) for f in listed.get(ref, [])]
+        at = nearest(window, [gold, *[k for k in known if k is not None and k.shape == gold.shape]])
+        file = _free_name(folder / f"{ref}__{_safe(source)}.png", written)
+        written.append(file)
+        listed.setdefault(ref, []).append(str(file))
+        out.append(Approved(ref, file, at > 0))
+    text = rules_path.read_text(encoding="utf-8")
+    new = with_alternates(text, {ref: [_relative(Path(f), rules_path) for f in files]
+                                 for ref, files in listed.items()})
+    parse_rules(new, str(rules_path))  # the schema's checks, before anything is written
+    folder.mkdir(parents=True, exist_ok=True)
+    for a in out:
+        if not cv2.imwrite(str(a.file), windows[a.ref]):
+            raise ValueError(f"{a.file}: cannot be written")
+    rules_path.write_text(new, encoding="utf-8")
+    return out
+
+
+def with_alternates(text: str, alternates: dict[str, list[str]]) -> str:
+    """The rule file's text with its top-level `alternates:` block replaced (or appended): the rest of the text and
+    its comments stay as they were."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if BLOCK.match(line)), None)
+    block = "alternates:  # approved makes' windows (`inspector board approve`)\n" + "".join(
+        f"  {ref}: [{', '.join(_quoted(f) for f in files)}]\n" for ref, files in sorted(alternates.items()))
+    if start is None:
+        body = text if text.endswith("\n") or not text else text + "\n"
+        return body + block
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t"):
+        end += 1
+    return "".join(lines[:start]) + block + "".join(lines[end:])
+
+
+def _refuse_bare(ref: str, window: np.ndarray, golden: np.ndarray, comp: ComponentRule, margin: int) -> None:
+    kept = share(window, golden, comp, margin)
+    least = comp.body_contrast
+    if kept is not None and least is not None and kept < least:
+        raise ValueError(f"{ref}: its window keeps {kept:.2f} of the golden body's contrast against the board, under "
+                         f"the {least:.2f} below which the line calls a part missing: it shows no body, and "
+                         "approving it would pass a missing part. Approve it from a board that carries the part")
+
+
+def _placements(rules: RuleSet) -> dict[str, tuple[ComponentRule, Placement]]:
+    return {p.ref: (c, p) for c, p in rules.placements()}
+
+
+def _free_name(path: Path, taken: list[Path]) -> Path:
+    k, candidate = 1, path
+    while candidate.exists() or candidate in taken:
+        k += 1
+        candidate = path.with_name(f"{path.stem}-{k}{path.suffix}")
+    return candidate
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "approved"
+
+
+def _relative(path: Path, rules_path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(rules_path.resolve().parent))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _quoted(name: str) -> str:
+    return "'" + name.replace("'", "''") + "'"

@@ -1,0 +1,58 @@
+"""The approved alternates' windows (routing/alternates.py), read once per rule set and checked against the crop
+the line cuts of their part, so a file that went missing or was cut another way is named when the rule set is
+applied, not found out board by board."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..routing.rules import RuleSet
+from .crops import crop_window
+
+_LOADED: dict[tuple, dict[str, list[np.ndarray]]] = {}
+
+
+class AlternateMissing(ValueError):
+    """An approved alternate's window cannot be used; the message names the file and what to do."""
+
+
+def alternate_windows(rules: RuleSet) -> dict[str, list[np.ndarray]]:
+    """REF -> its approved makes' windows (HxWx3 BGR, the part's crop size), read once per version of the files."""
+    if not rules.alternates:
+        return {}
+    keys = []
+    for ref, files in rules.alternates.items():
+        for name in files:
+            try:
+                stat = Path(name).stat()
+            except OSError as exc:
+                raise AlternateMissing(f"rule set {rules.recipe}: {ref}'s approved alternate {name} cannot be read "
+                                       f"({exc.strerror}); approve it again (`inspector board approve`) or remove "
+                                       "it from `alternates:`") from None
+            keys.append((name, stat.st_mtime_ns, stat.st_size))
+    key = (rules.version, tuple(keys))
+    if key not in _LOADED:
+        _LOADED.clear()  # the rule set in force only: memory stays flat across changeovers
+        _LOADED[key] = _read(rules)
+    return _LOADED[key]
+
+
+def _read(rules: RuleSet) -> dict[str, list[np.ndarray]]:
+    place = {p.ref: (c, p) for c, p in rules.placements()}
+    out: dict[str, list[np.ndarray]] = {}
+    for ref, files in rules.alternates.items():
+        comp, p = place[ref]
+        _, (w, h) = crop_window(comp, p, rules.crop_margin)
+        for name in files:
+            image = cv2.imread(name, cv2.IMREAD_COLOR)
+            if image is None:
+                raise AlternateMissing(f"rule set {rules.recipe}: {ref}'s approved alternate {name} is not an image "
+                                       "OpenCV can read")
+            if (image.shape[1], image.shape[0]) != (w, h):
+                raise AlternateMissing(f"rule set {rules.recipe}: {ref}'s approved alternate {name} is "
+                                       f"{image.shape[1]}x{image.shape[0]} px but {ref}'s window is {w}x{h}: the part "
+                                       "moved or its margin changed since it was approved; approve it again")
+            out.setdefault(ref, []).append(image)
+    return out

@@ -1,0 +1,131 @@
+"""Approved alternates: a second source's part approved on a taught board (`board approve`), the rule set's
+`alternates:` block, and the line comparing each such part with the nearest of its golden windows.
+
+The board is test_board_teach's KiCad board (real KiCad text through `board import`), taught by `board teach` from
+one rendered golden photo; "another make" of its SOIC-8 is the same board with U1's body repainted (a grey body
+with a white marking where the golden one is black)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from inspector.ingest.synthetic import render_board
+from inspector.routing.rules import body_box, load_rules, parse_rules
+from inspector.yamlio import ConfigError
+
+from .test_board_teach import cli, import_kicad, photo_of
+
+
+def other_make(board: np.ndarray, rules, ref: str = "U1") -> np.ndarray:  # noqa: ANN001 - a RuleSet
+    """`board` with `ref`'s body drawn as another maker's: grey, with a white marking across it."""
+    out = board.copy()
+    comp, place = next((c, p) for c, p in rules.placements() if p.ref == ref)
+    x0, y0, x1, y1 = body_box(comp, place, -2)
+    out[y0:y1, x0:x1] = (110, 110, 110)
+    cv2.rectangle(out, (x0 + 3, (y0 + y1) // 2 - 2), (x1 - 4, (y0 + y1) // 2 + 2), (245, 245, 245), -1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the taught rule set, its zoo), taught from one golden photo."""
+    root = tmp_path_factory.mktemp("alternates")
+    imported = import_kicad(root)
+    rules = load_rules(imported)
+    golden = render_board(rules, "g0", np.random.default_rng(3), rates={}).image
+    cv2.imwrite(str(root / "golden.png"), photo_of(golden, 12.0, 1.5, 0.02, (150, 120))[0])
+    r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--epochs", "4",
+            "--json", str(root / "teach.json"))
+    assert r.returncode == 0, r.stderr
+    return root / "b.taught.yaml", Path(json.loads((root / "teach.json").read_text(encoding="utf-8"))["zoo"])
+
+
+def check(rules: Path, zoo: Path, *photos: Path) -> dict[str, dict]:
+    out = rules.parent / "check.json"
+    r = cli("board", "check", "--rules", str(rules), "--zoo", str(zoo), *map(str, photos), "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    return {Path(c["photo"]).name: c for c in json.loads(out.read_text(encoding="utf-8"))}
+
+
+def test_an_approved_make_passes_where_it_was_flagged_and_a_missing_one_is_still_called(taught) -> None:  # noqa: ANN001
+    rules_path, zoo = taught
+    root = rules_path.parent
+    rules = load_rules(rules_path)
+    rng = np.random.default_rng(7)
+    boards = {name: render_board(rules, name, rng, rates={}).image for name in ("a", "b", "c")}
+    for name, angle in (("a", -6.0), ("b", 9.0)):
+        cv2.imwrite(str(root / f"{name}.png"), photo_of(other_make(boards[name], rules), angle, 1.4, 0.01,
+                                                         (170, 150))[0])
+    cv2.imwrite(str(root / "same.png"), photo_of(boards["c"], 4.0, 1.45, 0.0, (160, 140))[0])
+    bare = render_board(rules, "bare", rng, rates={}, forced={"U1": "missing"}).image
+    cv2.imwrite(str(root / "bare.png"), photo_of(bare, -3.0, 1.5, 0.01, (150, 150))[0])
+
+    before = check(rules_path, zoo, root / "b.png")
+    assert "U1" in {f.split(" ")[0] for f in before["b.png"]["flagged"]}  # another make: flagged until approved
+
+    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "a.png"))
+    assert r.returncode == 0, r.stderr
+    approved = load_rules(rules_path)
+    assert list(approved.alternates) == ["U1"] and Path(approved.alternates["U1"][0]).is_file()
+    assert approved.alternates["U1"][0].endswith("b.taught.alternates/U1__a.png")
+    assert "U1: approved" in r.stdout and approved.version != rules.version
+    assert approved.training_version == rules.training_version  # nothing to retrain: the same zoo serves it
+
+    after = check(rules_path, zoo, root / "b.png", root / "same.png", root / "bare.png")
+    flagged = {name: {f.split(" ")[0] for f in c["flagged"]} for name, c in after.items()}
+    assert "U1" not in flagged["b.png"] and after["b.png"]["alternates"] == ["U1"]  # another board of that make
+    assert "U1" not in flagged["same.png"] and after["same.png"]["alternates"] == []  # the golden make: as before
+    assert "U1" in flagged["bare.png"]  # missing differs from every approved look: still called
+
+    # a second approval of the same part adds a window; a bare board's window is refused (it shows no body)
+    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "bare.png"))
+    assert r.returncode != 0 and "shows no body" in r.stderr and "missing" in r.stderr
+    assert load_rules(rules_path).alternates == approved.alternates  # nothing written
+    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "b.png"))
+    assert r.returncode == 0 and "looks like a make approved already" in r.stdout, r.stderr + r.stdout
+    assert [Path(f).name for f in load_rules(rules_path).alternates["U1"]] == ["U1__a.png", "U1__b.png"]
+    r = cli("board", "approve", "Q9", "--rules", str(rules_path), "--photo", str(root / "b.png"))
+    assert r.returncode != 0 and "Q9: no inspected part" in r.stderr
+
+
+def test_a_rule_sets_alternates_are_checked_at_their_line_and_when_applied(taught, tmp_path: Path) -> None:  # noqa: ANN001
+    from inspector.app.board_approve import with_alternates
+    from inspector.app.line import Line, LineConfig
+    from inspector.experts.zoo import Zoo
+
+    rules_path, zoo_root = taught
+    text = rules_path.read_text(encoding="utf-8").split("\nalternates:")[0] + "\n"  # as taught, none approved
+    for block, says in (("alternates:\n  Q9: [x.png]\n", "alternates.Q9: is no inspected part"),
+                        ("alternates:\n  U1: 7\n", "alternates.U1: must be a list of image files"),
+                        ("alternates:\n  U1: [x.png, x.png]\n", "alternates.U1: names one image twice")):
+        with pytest.raises(ConfigError, match=rf"t.yaml:\d+: {says}"):
+            parse_rules(text + block, str(tmp_path / "t.yaml"))
+    no_golden = "\n".join(line for line in text.splitlines() if not line.startswith("golden:")) + "\n"
+    no_golden = "\n".join(line for line in no_golden.splitlines() if "body_contrast" not in line) + "\n"
+    with pytest.raises(ConfigError, match="alternates: an approved alternate is a second golden window"):
+        parse_rules(no_golden + "alternates:\n  U1: [x.png]\n", str(rules_path))
+    # the block is replaced where it stands, every other line and comment kept
+    edited = with_alternates("recipe: r  # mine\nalternates:\n  U1: [a.png]\n\n# after\nseed: 1\n",
+                             {"U1": ["a.png", "b.png"]})
+    assert edited.startswith("recipe: r  # mine\nalternates:") and "  U1: ['a.png', 'b.png']\n" in edited
+    assert edited.endswith("# after\nseed: 1\n")
+    # `board check` and `board approve` register photos on the files the rule set names, as the line does, not on
+    # files named after the rule file (a renamed copy registered on its outline alone, and answered otherwise)
+    from inspector.app.board_photos import registration_inputs
+
+    renamed = rules_path.with_name("renamed.yaml")
+    renamed.write_text(text, encoding="utf-8")
+    assert registration_inputs(renamed)[0] is None and registration_inputs(renamed, load_rules(renamed))[0] is not None
+    # applied on the line: a file gone, or a window of another size, is named before a board is inspected
+    zoo = Zoo.load(zoo_root)
+    gone = parse_rules(text + "alternates:\n  U1: [gone.png]\n", str(rules_path))
+    with pytest.raises(ValueError, match="U1's approved alternate .*gone.png cannot be read"):
+        Line(gone, zoo, {}, LineConfig())
+    cv2.imwrite(str(rules_path.parent / "small.png"), np.zeros((8, 8, 3), np.uint8))
+    small = parse_rules(text + "alternates:\n  U1: [small.png]\n", str(rules_path))
+    with pytest.raises(ValueError, match="is 8x8 px but U1's window is"):
+        Line(small, zoo, {}, LineConfig())
