@@ -90,6 +90,17 @@ def test_an_approved_make_passes_where_it_was_flagged_and_a_missing_one_is_still
     assert [Path(f).name for f in load_rules(rules_path).alternates["U1"]] == ["U1__a.png", "U1__b.png"]
     r = cli("board", "approve", "Q9", "--rules", str(rules_path), "--photo", str(root / "b.png"))
     assert r.returncode != 0 and "Q9: no inspected part" in r.stderr
+    # a crop the line kept of the part, as it is; one of another size, or for two parts, refused
+    kept = root / "kept.png"
+    cv2.imwrite(str(kept), cv2.imread(load_rules(rules_path).alternates["U1"][0]))
+    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--crop", str(kept))
+    assert r.returncode == 0, r.stderr
+    assert Path(load_rules(rules_path).alternates["U1"][-1]).name == "U1__kept.png"
+    cv2.imwrite(str(kept), np.zeros((9, 9, 3), np.uint8))
+    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--crop", str(kept))
+    assert r.returncode != 0 and "is 9x9 px but U1's window is" in r.stderr
+    r = cli("board", "approve", "U1", "R1", "--rules", str(rules_path), "--crop", str(kept))
+    assert r.returncode != 0 and "--crop is one part's window" in r.stderr
 
 
 def test_a_rule_sets_alternates_are_checked_at_their_line_and_when_applied(taught, tmp_path: Path) -> None:  # noqa: ANN001

@@ -24,6 +24,7 @@ from ..ingest.crops import crop_part, cut_board
 from ..ingest.golden import golden_image, nearest
 from ..ingest.registration import RegistrationFailed, register
 from ..routing.rules import ComponentRule, Placement, RuleSet, load_rules, parse_rules
+from ..runtime.diskio import write_atomically
 from .board_photos import boards_of, read_photo, registration_inputs
 
 BLOCK = re.compile(r"^alternates\s*:")
@@ -113,7 +114,7 @@ def approve(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> li
     for a in out:
         if not cv2.imwrite(str(a.file), windows[a.ref]):
             raise ValueError(f"{a.file}: cannot be written")
-    rules_path.write_text(new, encoding="utf-8")
+    write_atomically(rules_path, new.encode("utf-8"))  # a kiosk watching the file never reads half of it
     return out
 
 
