@@ -44,6 +44,24 @@ def taught(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root / "b.taught.yaml", Path(json.loads((root / "teach.json").read_text(encoding="utf-8"))["zoo"])
 
 
+def window_difference(rules_path: Path, photo: Path, ref: str = "U1") -> float:
+    """The golden comparison's difference between `ref` on the photo's board and the window the line compares it
+    with (the golden board's, or the nearest approved one), registered and cut as the line does."""
+    from inspector.app.board_photos import boards_of, read_photo, registration_inputs
+    from inspector.ingest.alternates import alternate_windows
+    from inspector.ingest.crops import crop_part
+    from inspector.ingest.golden import difference, golden_image, nearest
+
+    rules = load_rules(rules_path)
+    geometry, points = registration_inputs(rules_path, rules)
+    board = next(b for b in boards_of(read_photo(photo), photo, rules, geometry, points, golden_image(rules))
+                 if b.image is not None)
+    comp, place = next((c, p) for c, p in rules.placements() if p.ref == ref)
+    crop = crop_part(board.image, comp, place, rules.crop_margin)
+    windows = [crop_part(golden_image(rules), comp, place, rules.crop_margin), *alternate_windows(rules).get(ref, [])]
+    return difference(crop, windows[nearest(crop, windows)])
+
+
 def check(rules: Path, zoo: Path, *photos: Path) -> dict[str, dict]:
     out = rules.parent / "check.json"
     r = cli("board", "check", "--rules", str(rules), "--zoo", str(zoo), *map(str, photos), "--json", str(out))
@@ -51,7 +69,7 @@ def check(rules: Path, zoo: Path, *photos: Path) -> dict[str, dict]:
     return {Path(c["photo"]).name: c for c in json.loads(out.read_text(encoding="utf-8"))}
 
 
-def test_an_approved_make_passes_where_it_was_flagged_and_a_missing_one_is_still_called(taught) -> None:  # noqa: ANN001
+def test_an_approved_make_is_compared_with_its_own_window_and_a_missing_one_is_still_called(taught) -> None:  # noqa: ANN001
     rules_path, zoo = taught
     root = rules_path.parent
     rules = load_rules(rules_path)
@@ -64,8 +82,10 @@ def test_an_approved_make_passes_where_it_was_flagged_and_a_missing_one_is_still
     bare = render_board(rules, "bare", rng, rates={}, forced={"U1": "missing"}).image
     cv2.imwrite(str(root / "bare.png"), photo_of(bare, -3.0, 1.5, 0.01, (150, 150))[0])
 
-    before = check(rules_path, zoo, root / "b.png")
-    assert "U1" in {f.split(" ")[0] for f in before["b.png"]["flagged"]}  # another make: flagged until approved
+    # another make differs from the golden window far more than the golden make does, wherever it sits (whether a
+    # four-epoch expert calls it is up to its training, and differs with the machine's thread count: not asserted)
+    other, same = window_difference(rules_path, root / "b.png"), window_difference(rules_path, root / "same.png")
+    assert other > 5 * same  # (here 41.5 against 2.8)
 
     r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "a.png"))
     assert r.returncode == 0, r.stderr
@@ -75,6 +95,7 @@ def test_an_approved_make_passes_where_it_was_flagged_and_a_missing_one_is_still
     assert "U1: approved" in r.stdout and approved.version != rules.version
     assert approved.training_version == rules.training_version  # nothing to retrain: the same zoo serves it
 
+    assert window_difference(rules_path, root / "b.png") < other / 4  # compared with its own make's window (5.7)
     after = check(rules_path, zoo, root / "b.png", root / "same.png", root / "bare.png")
     flagged = {name: {f.split(" ")[0] for f in c["flagged"]} for name, c in after.items()}
     assert "U1" not in flagged["b.png"] and after["b.png"]["alternates"] == ["U1"]  # another board of that make
@@ -140,3 +161,82 @@ def test_a_rule_sets_alternates_are_checked_at_their_line_and_when_applied(taugh
     small = parse_rules(text + "alternates:\n  U1: [small.png]\n", str(rules_path))
     with pytest.raises(ValueError, match="is 8x8 px but U1's window is"):
         Line(small, zoo, {}, LineConfig())
+
+
+def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_of_that_make_passes(
+        taught, tmp_path: Path) -> None:  # noqa: ANN001
+    """POST /rules/alternates: the crop a running kiosk kept of a flagged part becomes an approved window, applied as
+    a change of the rule set (audited, the running set kept when refused); only a role that may change rules may."""
+    import threading
+    import time
+
+    from inspector.app.line import LineConfig
+    from inspector.app.run import line_profiles, open_source
+    from inspector.app.service import LineService, ServiceConfig
+    from inspector.endpoint import EndpointError, request_json
+    from inspector.experts.zoo import Zoo
+    from inspector.kiosk.service import Kiosk, KioskConfig
+    from inspector.results.store import ResultStore, sqlite_url
+
+    from .people import person
+    from .services import free_port
+
+    taught_path, zoo_root = taught
+    root = taught_path.parent
+    rules_path = root / "kiosk.yaml"  # beside the taught set (its golden board and geometry), none approved
+    rules_path.write_text(taught_path.read_text(encoding="utf-8").split("\nalternates:")[0] + "\n", encoding="utf-8")
+    rules = load_rules(rules_path)
+    rng = np.random.default_rng(11)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    photos = {name: photo_of(other_make(render_board(rules, name, rng, rates={}).image, rules), angle, 1.4, 0.01,
+                             (170, 150))[0] for name, angle in (("first", -5.0), ("second", 7.0))}
+    zoo = Zoo.load(zoo_root)
+    data = tmp_path / "data"
+    data.mkdir()
+    store = ResultStore(sqlite_url(data / "results.sqlite"))
+    service = LineService(rules, zoo, line_profiles(zoo, tmp_path / "models", lambda _m: None),
+                          ServiceConfig(LineConfig(device_mb=200), keep_crops="all", min_free_mb=1), store, data,
+                          open_source(f"watch:{inbox}", rules, 0, 0))
+    port = free_port()
+    engineer, operator = (person(str(store.engine.url), name, role) for name, role in (("erin", "engineer"),
+                                                                                       ("otto", "operator")))
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", rules_poll_s=0.2), rules_path=str(rules_path),
+                  data_dir=data)
+    threading.Thread(target=kiosk.serve, daemon=True).start()
+
+    def call(body: dict, token: str) -> tuple[int, dict]:
+        try:
+            return 200, request_json(f"http://127.0.0.1:{port}/rules/alternates", body, token, timeout=60)
+        except EndpointError as e:
+            return e.status, {"error": e.message}
+
+    def stored(n: int) -> list:
+        deadline = time.monotonic() + 120
+        while len(boards := store.inspections()) < n and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(boards) >= n, "the kiosk did not store the board"
+        return boards
+
+    try:
+        cv2.imwrite(str(inbox / "first.png"), photos["first"])
+        board = stored(1)[0]
+        assert next(p for p in board.parts if p.ref == "U1").crop_path  # its crop kept
+        body = {"inspection_id": board.uuid, "ref": "U1"}
+        assert call(body, operator)[0] == 403  # an operator reviews; approving a make changes the recipe
+        code, answer = call({**body, "inspection_id": "no-such-board"}, engineer)
+        assert code == 404 and "no crop of U1" in answer["error"]
+        code, answer = call(body, engineer)
+        assert code == 200 and answer["applied"] and answer["ref"] == "U1" and answer["audit"], answer
+        from inspector.access.audit import AuditTrail
+
+        events = [e for e in AuditTrail(store.engine).events() if e.kind == "rules.alternate"]
+        assert [(e.actor, json.loads(e.after)["version"]) for e in events] == [("erin", service.line.rules.version)]
+        assert service.line.rules.alternates and Path(service.line.rules.alternates["U1"][0]).is_file()
+        assert load_rules(rules_path).alternates == service.line.rules.alternates  # the file and the line agree
+        cv2.imwrite(str(inbox / "second.png"), photos["second"])
+        second = next(b for b in stored(2) if b.board_serial == "second")
+        assert next(p for p in second.parts if p.ref == "U1").verdict == "pass" and service.line.stats.alternates["U1"]
+        assert second.ruleset_version == service.line.rules.version != board.ruleset_version
+    finally:
+        kiosk.stop()

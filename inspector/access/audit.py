@@ -32,9 +32,10 @@ FIELDS = ("at", "actor", "role", "origin", "line", "station", "kind", "subject",
 APPEND_TRIES = 20
 
 # every kind of change the trail records (the dashboard's filter and the tests read this list)
-KINDS = ("rules.apply", "rules.rollback", "rules.file", "rules.changeover", "rules.activate", "allocation",
-         "expert.swap", "expert.rollback", "expert.install", "expert.publish", "review", "camera", "user.add",
-         "user.disable", "user.role", "user.password", "token.issue", "token.revoke", "sign_in", "sign_in.refused")
+KINDS = ("rules.apply", "rules.rollback", "rules.file", "rules.changeover", "rules.activate", "rules.alternate",
+         "allocation", "expert.swap", "expert.rollback", "expert.install", "expert.publish", "review", "camera",
+         "user.add", "user.disable", "user.role", "user.password", "token.issue", "token.revoke", "sign_in",
+         "sign_in.refused")
 
 
 @dataclass(frozen=True)

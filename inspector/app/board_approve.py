@@ -86,36 +86,53 @@ def window_from_crop(rules: RuleSet, ref: str, path: Path) -> np.ndarray:
     return image
 
 
-def approve(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> list[Approved]:
-    """Write each window beside the rule set and name it under `alternates:`; the rule set is checked before a
-    byte of it changes. `source` names the windows' files (REF__source.png)."""
+@dataclass
+class Approval:
+    """What approving some windows makes: the rule file's new text and the images to write beside it."""
+    text: str
+    approved: list[Approved]
+    images: dict[Path, np.ndarray]
+
+    def write_images(self) -> None:
+        for path, image in self.images.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not cv2.imwrite(str(path), image):
+                raise ValueError(f"{path}: cannot be written")
+
+
+def prepare(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> Approval:
+    """Each window named under `alternates:` (REF__source.png beside the rule set), checked by the rule set's own
+    schema; nothing is written yet."""
     rules = load_rules(rules_path)
     golden = golden_image(rules)
     place = _placements(rules)
     check_refs(rules, list(windows))
     folder = alternates_folder(rules_path)
     listed = {ref: list(files) for ref, files in rules.alternates.items()}
-    out, written = [], []
+    out, images = [], {}
     for ref, window in windows.items():
         comp, p = place[ref]
         gold = crop_part(golden, comp, p, rules.crop_margin)
         _refuse_bare(ref, window, gold, comp, rules.crop_margin)
         known = [cv2.imread(f, cv2.IMREAD_COLOR) for f in listed.get(ref, [])]
         at = nearest(window, [gold, *[k for k in known if k is not None and k.shape == gold.shape]])
-        file = _free_name(folder / f"{ref}__{_safe(source)}.png", written)
-        written.append(file)
+        file = _free_name(folder / f"{ref}__{_safe(source)}.png", list(images))
+        images[file] = window
         listed.setdefault(ref, []).append(str(file))
         out.append(Approved(ref, file, at > 0))
-    text = rules_path.read_text(encoding="utf-8")
-    new = with_alternates(text, {ref: [_relative(Path(f), rules_path) for f in files]
-                                 for ref, files in listed.items()})
-    parse_rules(new, str(rules_path))  # the schema's checks, before anything is written
-    folder.mkdir(parents=True, exist_ok=True)
-    for a in out:
-        if not cv2.imwrite(str(a.file), windows[a.ref]):
-            raise ValueError(f"{a.file}: cannot be written")
-    write_atomically(rules_path, new.encode("utf-8"))  # a kiosk watching the file never reads half of it
-    return out
+    text = with_alternates(rules_path.read_text(encoding="utf-8"),
+                           {ref: [_relative(Path(f), rules_path) for f in files] for ref, files in listed.items()})
+    parse_rules(text, str(rules_path))  # the schema's checks, before anything is written
+    return Approval(text, out, images)
+
+
+def approve(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> list[Approved]:
+    """Write each window beside the rule set and name it under `alternates:` (the images first, then the rule file
+    atomically: a kiosk watching it never reads half of it, nor a name whose image is not there yet)."""
+    approval = prepare(rules_path, windows, source)
+    approval.write_images()
+    write_atomically(rules_path, approval.text.encode("utf-8"))
+    return approval.approved
 
 
 def with_alternates(text: str, alternates: dict[str, list[str]]) -> str:

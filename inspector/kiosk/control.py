@@ -156,6 +156,35 @@ class Control:
                         {"weights_sha256": done["to"]}, call.reason)
         return {"applied": True, **done, **self.log.record(call.who, change)}
 
+    def approve_alternate(self, call: Call) -> dict[str, Any]:
+        """A part the line flagged, found to be an approved second source's: the crop this kiosk kept of it becomes
+        an approved window of that part (app/board_approve.py), applied as a change of the rule set."""
+        from ..app.board_approve import prepare, window_from_crop
+        from .results_api import kept_crop
+
+        doc = json_object(call.body, 'JSON {"inspection_id": UUID, "ref": "U4"}: a flagged part whose crop was kept')
+        uuid, ref = doc.get("inspection_id"), doc.get("ref")
+        if not isinstance(uuid, str) or not isinstance(ref, str):
+            raise ValueError('name the part: {"inspection_id": UUID, "ref": "U4"}')
+        if self.rules.path is None:
+            raise HttpError(409, "the running rule set was not read from a file: there is no rule file to approve in")
+        rules = self.service.line.rules
+        crop = kept_crop(self.service.store, self.service.line.config.scope, self.service.crops.root, uuid, ref)
+        approval = prepare(self.rules.path, {ref: window_from_crop(rules, ref, crop)}, f"{uuid[:8]}")
+
+        def change() -> RuleSet:
+            approval.write_images()
+            try:
+                return self.rules.submit(approval.text)
+            except Exception:
+                for path in approval.images:  # refused (the running set stays): no image left that nothing names
+                    path.unlink(missing_ok=True)
+                raise
+
+        out = self._rules_change(call, "rules.alternate", change, f"approved {ref} from board {uuid} in")
+        return {**out, "ref": ref, "file": approval.approved[0].file.name,
+                "already": approval.approved[0].already}
+
     def rules_document(self) -> dict[str, Any]:
         """The running set and the text it came from (what the dashboard's editor shows)."""
         running = self.service.line.rules

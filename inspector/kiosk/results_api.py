@@ -126,14 +126,19 @@ class ResultsApi:
     def _crop(self, rest: list[str], _q: dict[str, list[str]]) -> Answer:
         if len(rest) != 2:
             raise HttpError(404, "ask for /results/crops/<inspection id>/<ref>")
-        rows = self.store.component_rows(Filters(scope=self.scope, uuid=rest[0]))
-        part = next((p for _b, p in rows if p is not None and p.ref == rest[1]), None)
-        if part is None or not part.crop_path:
-            raise HttpError(404, f"no crop of {rest[1]} on board {rest[0]} was kept")
-        path = Path(part.crop_path).resolve()
-        if not path.is_relative_to(self.crops) or not path.is_file():
-            raise HttpError(404, f"the crop of {rest[1]} on board {rest[0]} is not in this kiosk's crop folder")
-        return "image/png", path.read_bytes()
+        return "image/png", kept_crop(self.store, self.scope, self.crops, rest[0], rest[1]).read_bytes()
+
+
+def kept_crop(store: ResultStore, scope: Scope, crops: Path, uuid: str, ref: str) -> Path:
+    """The file of the crop this kiosk kept of part `ref` on board `uuid` (HttpError 404 where none was kept)."""
+    rows = store.component_rows(Filters(scope=scope, uuid=uuid))
+    part = next((p for _b, p in rows if p is not None and p.ref == ref), None)
+    if part is None or not part.crop_path:
+        raise HttpError(404, f"no crop of {ref} on board {uuid} was kept")
+    path = Path(part.crop_path).resolve()
+    if not path.is_relative_to(crops.resolve()) or not path.is_file():
+        raise HttpError(404, f"the crop of {ref} on board {uuid} is not in this kiosk's crop folder")
+    return path
 
 
 def _int(q: dict[str, list[str]], key: str, default: int) -> int:

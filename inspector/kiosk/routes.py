@@ -67,6 +67,9 @@ ROUTES: tuple[Route, ...] = (
           "and the audit row; 422 naming the line when the set is refused (the running one stays)"),
     Route("POST", "/rules/rollback", _P.RULES, '`{"index": N}`, a position in /status `rules.history`',
           "as POST /rules"),
+    Route("POST", "/rules/alternates", _P.RULES, '`{"inspection_id", "ref"}`: a flagged part whose crop was kept',
+          "as POST /rules, with `ref`, `file` (its window, beside the rule file) and `already` (it looked like a "
+          "make approved before); 404 where no crop of it was kept"),
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
           "`applied`: `live` (the pool resized now) or `restart` (saved for the next start)"),
     Route("POST", "/reviews", _P.REVIEW, '`{"inspection_id", "ref", "call": confirmed|false_call|escape, '

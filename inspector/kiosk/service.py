@@ -104,6 +104,7 @@ class Kiosk:
                              "/camera/frame": self.camera.frame,
                              **({"/ledger": self.lender.snapshot} if self.lender is not None else {})}),
             posts=api.posts({"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
+                             "/rules/alternates": self.control.approve_alternate,
                              "/allocation": self.control.allocation, "/reviews": self.control.review,
                              "/experts/swap": self.control.swap_expert,
                              "/experts/install": self.control.install_expert,
