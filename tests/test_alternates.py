@@ -240,3 +240,48 @@ def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_
         assert second.ruleset_version == service.line.rules.version != board.ruleset_version
     finally:
         kiosk.stop()
+
+
+def test_the_dashboard_running_the_line_approves_a_kept_crop_as_its_engineer(taught, tmp_path: Path) -> None:  # noqa: ANN001
+    """The dashboard's own line (LocalBackend, what its Approve button calls): the same approval, applied to the
+    running line and saved to its rule file, recorded under the signed-in engineer; an operator may not."""
+    import time
+
+    from inspector.access.identity import Identity
+    from inspector.app.controller import LineController, LineSetup
+    from inspector.app.line import LineConfig
+    from inspector.app.service import ServiceConfig
+    from inspector.experts.zoo import Zoo
+    from ui.backend import LocalBackend
+
+    taught_path, zoo_root = taught
+    rules_path = taught_path.parent / "dashboard.yaml"
+    rules_path.write_text(taught_path.read_text(encoding="utf-8").split("\nalternates:")[0] + "\n", encoding="utf-8")
+    rules = load_rules(rules_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    cv2.imwrite(str(inbox / "first.png"), photo_of(other_make(render_board(rules, "d", np.random.default_rng(5),
+                                                                           rates={}).image, rules), 4.0, 1.4, 0.0,
+                                                   (160, 150))[0])
+    setup = LineSetup(rules_path=rules_path, source=f"watch:{inbox}", boards=0,
+                      service=ServiceConfig(LineConfig(device_mb=200), keep_crops="all", min_free_mb=1))
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data", zoo=Zoo.load(zoo_root)), setup)
+    backend.start()
+    try:
+        deadline = time.monotonic() + 120
+        while (backend.store() is None or not backend.store().inspections()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        board = backend.store().inspections()[0]
+        backend.identity = Identity("otto", "operator", "the tests")
+        with pytest.raises(PermissionError, match="may not change rules"):
+            backend.approve_alternate(board.uuid, "U1")
+        backend.identity = Identity("erin", "engineer", "the tests")
+        said = backend.approve_alternate(board.uuid, "U1", "second source, approved by purchasing")
+        assert said.startswith("approved U1 as another make") and "applied and saved" in said
+        running = backend.controller.service.line.rules
+        assert list(running.alternates) == ["U1"] and load_rules(rules_path).version == running.version
+        event = next(e for e in backend.audit().events() if e.kind == "rules.alternate")
+        assert event.actor == "erin" and event.reason == "second source, approved by purchasing"
+    finally:
+        backend.stop()
+        backend.close(30)

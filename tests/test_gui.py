@@ -249,6 +249,10 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     assert history.table.item(0, 11).text() == "false call"
     uuid, ref, _ = history.parts[0]
     assert bar.review("escape").startswith("not stored:")
+    # an engineer may approve a flagged part as another make; this board has no golden comparison to approve it in
+    assert bar.approve_btn.isEnabled()
+    qtbot.mouseClick(bar.approve_btn, Qt.MouseButton.LeftButton)
+    assert bar.status.text().startswith("not approved:") and "golden" in bar.status.text(), bar.status.text()
     from inspector.results.reviews import review_rates
 
     store = backend.store()
@@ -315,6 +319,7 @@ def test_the_dashboard_asks_who_is_there_and_offers_only_what_their_role_may(qtb
     bar = window.history.review_bar
     bar.set_part(("some-board", "R1", "fail"))
     assert bar.confirm_btn.isEnabled() and bar.reviewer.text() == "otto" and bar.reviewer.isReadOnly()
+    assert not bar.approve_btn.isEnabled()  # approving a make changes the recipe: not an operator's
     window.save_rules()  # Ctrl+S does nothing for an operator (no dialog opens: this would block)
     with pytest.raises(PermissionError, match="otto \\(operator\\) may not change rules"):
         backend.apply_rules(GOOD, "trying anyway")

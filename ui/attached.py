@@ -270,6 +270,13 @@ class AttachedBackend(Signed):
         answer = self._call("POST", "/rules/rollback", json.dumps({"index": index}).encode(), reason=reason)
         return f"the kiosk rolled back to {answer['recipe']} {answer['version']} (applied and saved)"
 
+    def approve_alternate(self, uuid: str, ref: str, reason: str | None = None) -> str:
+        """POST /rules/alternates: the kiosk approves the crop it kept of the part as another make of it."""
+        answer = self._call("POST", "/rules/alternates", json.dumps({"inspection_id": uuid, "ref": ref}).encode(),
+                            timeout=60, reason=reason)
+        return (f"the kiosk approved {ref} as another make ({answer['file']}); {answer['recipe']} "
+                f"{answer['version']} applied and saved")
+
     def review(self, req: ReviewRequest) -> str:
         """POST /reviews: the kiosk checks the part and its verdict and stores the review in its database."""
         answer = self._call("POST", "/reviews", json.dumps(req.__dict__).encode())

@@ -232,6 +232,29 @@ class LocalBackend(Signed):
         return (f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board from its "
                 "next start")
 
+    def approve_alternate(self, uuid: str, ref: str, reason: str | None = None) -> str:
+        """The crop this line kept of a flagged part approved as another make of it (app/board_approve.py): its
+        window beside the rule file, the file's `alternates:` updated, applied and saved, recorded in the trail."""
+        from inspector.app.board_approve import apply_approval, checked_window, prepare
+        from inspector.results.store import Filters
+
+        who = self._require(Permission.RULES)
+        running, watcher, store = self._running_rules(), self.controller.rules, self.store()
+        if running is None or watcher is None or watcher.path is None or store is None:
+            raise RuntimeError("start the line first: an approval changes the rule file the running line reads")
+        part = next((p for _b, p in store.component_rows(Filters(scope=self.scope(), uuid=uuid))
+                     if p is not None and p.ref == ref), None)
+        image = self.crop_image(uuid, ref, part.crop_path) if part is not None and part.crop_path else None
+        if image is None:
+            raise RuntimeError(f"no crop of {ref} on this board was kept: approve it from a photo "
+                               "(`inspector board approve --photo`)")
+        approval = prepare(Path(watcher.path), {ref: checked_window(running, ref, image, f"the crop of {ref}")},
+                           uuid[:8])
+        rules, _ = self.change_log().rules_change(who, "rules.alternate", self._running_rules,
+                                                  lambda: apply_approval(approval, self.controller.apply_rules), reason)
+        return (f"approved {ref} as another make ({approval.approved[0].file.name}); {rules.recipe} {rules.version} "
+                "applied and saved")
+
     def rollback(self, index: int, reason: str | None = None) -> str:
         who = self._require(Permission.RULES)
         rules, _ = self.change_log().rules_change(who, "rules.rollback", self._running_rules,

@@ -1,7 +1,8 @@
 """The operator's review of one part's call, shared by the line and history tabs: confirmed defect, false call
 or escape, optionally with the correct class. The backend stores it (the local database, or the kiosk's
 POST /reviews with the signed-in person's token) under the signed-in name; a review that contradicts the part's
-verdict is refused with the reason."""
+verdict is refused with the reason. A person who may change rules can approve a flagged part as another make of it
+(a second source: its kept crop becomes an approved window of that part, routing/alternates.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -24,6 +25,9 @@ class ReviewBar(QGroupBox):
         self.confirm_btn = QPushButton("Confirmed defect")
         self.false_btn = QPushButton("False call")
         self.escape_btn = QPushButton("Escape (missed)")
+        self.approve_btn = QPushButton("Approve this make")
+        self.approve_btn.setToolTip("the part is another make of the same part, approved for this board: its crop "
+                                    "becomes an approved look of this part (a change of the rule set, audited)")
         self.correct = QComboBox()
         self.correct.addItem(SAME_CLASS)
         self.correct.addItems([c for c in PART_CLASSES if c != "ok"])
@@ -35,6 +39,7 @@ class ReviewBar(QGroupBox):
         self.confirm_btn.clicked.connect(lambda: self.review("confirmed"))
         self.false_btn.clicked.connect(lambda: self.review("false_call"))
         self.escape_btn.clicked.connect(lambda: self.review("escape"))
+        self.approve_btn.clicked.connect(self.approve)
         buttons = QHBoxLayout()
         for w in (self.confirm_btn, self.false_btn, self.escape_btn):
             buttons.addWidget(w)
@@ -45,7 +50,10 @@ class ReviewBar(QGroupBox):
         v = QVBoxLayout(self)
         v.addLayout(buttons)
         v.addLayout(details)
-        v.addWidget(self.status)
+        last = QHBoxLayout()
+        last.addWidget(self.status, 1)
+        last.addWidget(self.approve_btn)
+        v.addLayout(last)
         self.set_part(None)
 
     def set_part(self, part: tuple[str, str, str] | None, reviewed: str | None = None) -> None:
@@ -56,6 +64,7 @@ class ReviewBar(QGroupBox):
         self.confirm_btn.setEnabled(allowed and verdict == "fail")
         self.false_btn.setEnabled(allowed and verdict == "fail")
         self.escape_btn.setEnabled(allowed and verdict == "pass")
+        self.approve_btn.setEnabled(self.backend.may(Permission.RULES) and verdict == "fail")
         if part is None:
             self.status.setText("select a part to review its call")
         elif verdict == "error":
@@ -84,5 +93,15 @@ class ReviewBar(QGroupBox):
             if self.on_stored is not None:
                 shown = call.replace("_", " ")
                 self.on_stored(f"{shown}: {correct}" if correct else shown)
+        self.status.setText(text)
+        return text
+
+    def approve(self) -> str:
+        if self.part is None:
+            return ""
+        try:
+            text = self.backend.approve_alternate(self.part[0], self.part[1])
+        except (ValueError, RuntimeError, PermissionError) as exc:
+            text = f"not approved: {exc}"
         self.status.setText(text)
         return text

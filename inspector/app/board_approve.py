@@ -13,6 +13,7 @@ board/presence.py): approving a missing part would pass every missing one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,10 +79,16 @@ def window_from_crop(rules: RuleSet, ref: str, path: Path) -> np.ndarray:
     image = cv2.imread(str(path), cv2.IMREAD_COLOR)
     if image is None:
         raise ValueError(f"{path} is not an image OpenCV can read")
+    return checked_window(rules, ref, image, str(path))
+
+
+def checked_window(rules: RuleSet, ref: str, image: np.ndarray, what: str) -> np.ndarray:
+    """`image` (`what` names it) if it is `ref`'s window as the line cuts it, else a ValueError saying so."""
+    check_refs(rules, [ref])
     comp, place = _placements(rules)[ref]
     want = crop_part(golden_image(rules), comp, place, rules.crop_margin).shape
     if image.shape != want:
-        raise ValueError(f"{path} is {image.shape[1]}x{image.shape[0]} px but {ref}'s window is {want[1]}x{want[0]}: "
+        raise ValueError(f"{what} is {image.shape[1]}x{image.shape[0]} px but {ref}'s window is {want[1]}x{want[0]}: "
                          "give a crop the line kept of this part, or a photo (--photo)")
     return image
 
@@ -124,6 +131,18 @@ def prepare(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> Ap
                            {ref: [_relative(Path(f), rules_path) for f in files] for ref, files in listed.items()})
     parse_rules(text, str(rules_path))  # the schema's checks, before anything is written
     return Approval(text, out, images)
+
+
+def apply_approval(approval: Approval, apply: Callable[[str], RuleSet]) -> RuleSet:
+    """A running line's approval: the images written, then the new text applied by `apply` (which validates it
+    against the zoo and saves it); refused, the images are removed again and the running set stays."""
+    approval.write_images()
+    try:
+        return apply(approval.text)
+    except Exception:
+        for path in approval.images:  # no image left that nothing names
+            path.unlink(missing_ok=True)
+        raise
 
 
 def approve(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> list[Approved]:

@@ -159,7 +159,7 @@ class Control:
     def approve_alternate(self, call: Call) -> dict[str, Any]:
         """A part the line flagged, found to be an approved second source's: the crop this kiosk kept of it becomes
         an approved window of that part (app/board_approve.py), applied as a change of the rule set."""
-        from ..app.board_approve import prepare, window_from_crop
+        from ..app.board_approve import apply_approval, prepare, window_from_crop
         from .results_api import kept_crop
 
         doc = json_object(call.body, 'JSON {"inspection_id": UUID, "ref": "U4"}: a flagged part whose crop was kept')
@@ -168,22 +168,11 @@ class Control:
             raise ValueError('name the part: {"inspection_id": UUID, "ref": "U4"}')
         if self.rules.path is None:
             raise HttpError(409, "the running rule set was not read from a file: there is no rule file to approve in")
-        rules = self.service.line.rules
         crop = kept_crop(self.service.store, self.service.line.config.scope, self.service.crops.root, uuid, ref)
-        approval = prepare(self.rules.path, {ref: window_from_crop(rules, ref, crop)}, f"{uuid[:8]}")
-
-        def change() -> RuleSet:
-            approval.write_images()
-            try:
-                return self.rules.submit(approval.text)
-            except Exception:
-                for path in approval.images:  # refused (the running set stays): no image left that nothing names
-                    path.unlink(missing_ok=True)
-                raise
-
-        out = self._rules_change(call, "rules.alternate", change, f"approved {ref} from board {uuid} in")
-        return {**out, "ref": ref, "file": approval.approved[0].file.name,
-                "already": approval.approved[0].already}
+        approval = prepare(self.rules.path, {ref: window_from_crop(self.service.line.rules, ref, crop)}, uuid[:8])
+        out = self._rules_change(call, "rules.alternate", lambda: apply_approval(approval, self.rules.submit),
+                                 f"approved {ref} from board {uuid} in")
+        return {**out, "ref": ref, "file": approval.approved[0].file.name, "already": approval.approved[0].already}
 
     def rules_document(self) -> dict[str, Any]:
         """The running set and the text it came from (what the dashboard's editor shows)."""
