@@ -285,3 +285,37 @@ def test_the_dashboard_running_the_line_approves_a_kept_crop_as_its_engineer(tau
     finally:
         backend.stop()
         backend.close(30)
+
+
+def test_a_line_frame_of_a_board_with_fiducials_is_approved_through_the_cameras_correction(tmp_path: Path) -> None:
+    """`board approve --photo FRAME --correction cam.json` on a rule set registered on fiducials: the window is cut
+    as the line cuts it (corrected, registered on the marks, one warp per crop)."""
+    from inspector.app.accuracy import CONDITIONS
+    from inspector.camera.correction import CameraCorrection
+    from inspector.camera.targets import synthetic_correction
+    from inspector.ingest.crops import cut_board
+    from inspector.ingest.registration import register
+
+    from .test_routing_rules import RULES
+
+    rules_path = tmp_path / "a.yaml"
+    board_a = load_rules(RULES / "board_a.yaml")
+    cv2.imwrite(str(tmp_path / "golden.png"), render_board(board_a, "g", np.random.default_rng(1), rates={}).image)
+    rules_path.write_text((RULES / "board_a.yaml").read_text(encoding="utf-8") + "golden: golden.png\n",
+                          encoding="utf-8")
+    rules = load_rules(rules_path)
+    camera = CONDITIONS["tilt-2"]
+    synthetic_correction(camera, rules.board_size, seed=4).save(tmp_path / "cam.json")
+    rng = np.random.default_rng(9)
+    frame, _ = camera.view(render_board(rules, "f", rng, rates={}).image, rng)
+    cv2.imwrite(str(tmp_path / "frame.png"), frame)
+    ref = rules.placements()[3][1].ref
+    r = cli("board", "approve", ref, "--rules", str(rules_path), "--photo", str(tmp_path / "frame.png"))
+    assert r.returncode != 0 and "frame.png: registration failed" in r.stderr  # uncorrected, the tilt refuses it
+    r = cli("board", "approve", ref, "--rules", str(rules_path), "--photo", str(tmp_path / "frame.png"),
+            "--correction", str(tmp_path / "cam.json"))
+    assert r.returncode == 0, r.stderr
+    written = cv2.imread(load_rules(rules_path).alternates[ref][0])
+    corrected = CameraCorrection.load(tmp_path / "cam.json").apply(cv2.imread(str(tmp_path / "frame.png")))
+    line_cut = next(c.image for c in cut_board(corrected, rules, register(corrected, rules.fiducials)) if c.ref == ref)
+    assert np.array_equal(written, line_cut)

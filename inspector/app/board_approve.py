@@ -54,9 +54,14 @@ def alternates_folder(rules_path: Path) -> Path:
 
 
 def windows_from_photo(rules_path: Path, rules: RuleSet, photo_path: Path, refs: list[str],
-                       board: int = 0) -> dict[str, np.ndarray]:
-    """Each named part's window on the photo's board `board` (largest first), cut as the line cuts it."""
+                       board: int = 0, correction: Path | None = None) -> dict[str, np.ndarray]:
+    """Each named part's window on the photo's board `board` (largest first), cut as the line cuts it (through the
+    camera's `correction` first, as the line corrects that camera's frames)."""
     photo = read_photo(photo_path)
+    if correction is not None:
+        from ..camera.correction import CameraCorrection
+
+        photo = CameraCorrection.load(correction).apply(photo)
     if rules.photo is None and rules.fiducials is not None:
         try:
             registration = register(photo, rules.fiducials)

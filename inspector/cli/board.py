@@ -75,6 +75,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
     given.add_argument("--crop", help="a crop the line kept of the one part named (its window as the line cut it)")
     approve.add_argument("--board", type=int, default=0, help="with --photo: which board of the photo (#N as "
                                                               "`board check` numbers them; default 0)")
+    approve.add_argument("--correction", help="with --photo of the line's camera: its correction file (lens, "
+                                              "light), applied first as the line applies it")
     approve.set_defaults(func=cmd_approve)
     marks = sub.add_parser("marks", help="a panel's bad-mark pads read on photos as the line reads them: each pad's "
                                          "level, the clean pad's, the share a mark took and whether it reads "
@@ -201,7 +203,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
             raise UsageError("--crop is one part's window: name that one part")
         windows, source = {args.refs[0]: window_from_crop(rules, args.refs[0], Path(args.crop))}, Path(args.crop).stem
     else:
-        windows = windows_from_photo(rules_path, rules, Path(args.photo), args.refs, args.board)
+        windows = windows_from_photo(rules_path, rules, Path(args.photo), args.refs, args.board,
+                                     Path(args.correction) if args.correction else None)
         source = Path(args.photo).stem
     for a in approve(rules_path, windows, source):
         print(f"{a.ref}: approved {a.file}" + (" (it looks like a make approved already)" if a.already else ""))
