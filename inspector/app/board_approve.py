@@ -132,7 +132,7 @@ def prepare(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> Ap
         images[file] = window
         listed.setdefault(ref, []).append(str(file))
         out.append(Approved(ref, file, at > 0))
-    text = with_alternates(rules_path.read_text(encoding="utf-8"),
+    text = with_alternates(rules.text,
                            {ref: [_relative(Path(f), rules_path) for f in files] for ref, files in listed.items()})
     parse_rules(text, str(rules_path))  # the schema's checks, before anything is written
     return Approval(text, out, images)

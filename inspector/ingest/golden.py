@@ -9,6 +9,8 @@ trace's edge off by a pixel. The same function makes the training crops and the 
 Colour is given up for it in the plain `composite` (a golden comparison is about shape); the `colour` kind keeps it
 in the difference: the grey difference and the change of chromaticity (two opponent channels, not normalised, so a
 solder mask of another colour or a part of another colour stands out) in one channel.
+A part with approved alternates (another make, routing/alternates.py) has more than one golden window; each crop is
+composed with the one it differs least from, by the comparison's own difference channel.
 """
 from __future__ import annotations
 
