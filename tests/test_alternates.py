@@ -145,6 +145,10 @@ def test_a_rule_sets_alternates_are_checked_at_their_line_and_when_applied(taugh
                              {"U1": ["a.png", "b.png"]})
     assert edited.startswith("recipe: r  # mine\nalternates:") and "  U1: ['a.png', 'b.png']\n" in edited
     assert edited.endswith("# after\nseed: 1\n")
+    inside = with_alternates("alternates:\n  U1: [a.png]\n# a note in the block\n  U2: [b.png]\n\n# kept\nseed: 1\n",
+                             {"U1": ["a.png"], "U2": ["b.png", "c.png"]})
+    assert inside == ("alternates:  # approved makes' windows (`inspector board approve`)\n  U1: ['a.png']\n"
+                      "  U2: ['b.png', 'c.png']\n\n# kept\nseed: 1\n")
     # `board check` and `board approve` register photos on the files the rule set names, as the line does, not on
     # files named after the rule file (a renamed copy registered on its outline alone, and answered otherwise)
     from inspector.app.board_photos import registration_inputs

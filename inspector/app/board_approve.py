@@ -169,9 +169,13 @@ def with_alternates(text: str, alternates: dict[str, list[str]]) -> str:
     if start is None:
         body = text if text.endswith("\n") or not text else text + "\n"
         return body + block
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t"):
-        end += 1
+    end, j = start + 1, start + 1
+    while j < len(lines):  # the block's own lines: indented ones, and blank or comment lines before another of them
+        if lines[j][0] in " \t":
+            end = j + 1
+        elif lines[j].strip() and not lines[j].lstrip().startswith("#"):
+            break
+        j += 1
     return "".join(lines[:start]) + block + "".join(lines[end:])
 
 
