@@ -19,23 +19,16 @@ class AlternateMissing(ValueError):
 
 
 def alternate_windows(rules: RuleSet) -> dict[str, list[np.ndarray]]:
-    """REF -> its approved makes' windows (HxWx3 BGR, the part's crop size), read once per version of the files."""
+    """REF -> its approved makes' windows (HxWx3 BGR, the part's crop size), read once per rule set: every board asks
+    (the comparison and the presence check), and an approval is a new file under a new text, so nothing is looked
+    up on disk again until the rule set changes."""
     if not rules.alternates:
         return {}
-    keys = []
-    for ref, files in rules.alternates.items():
-        for name in files:
-            try:
-                stat = Path(name).stat()
-            except OSError as exc:
-                raise AlternateMissing(f"rule set {rules.recipe}: {ref}'s approved alternate {name} cannot be read "
-                                       f"({exc.strerror}); approve it again (`inspector board approve`) or remove "
-                                       "it from `alternates:`") from None
-            keys.append((name, stat.st_mtime_ns, stat.st_size))
-    key = (rules.version, tuple(keys))
+    key = (rules.version, tuple((ref, files) for ref, files in rules.alternates.items()))
     if key not in _LOADED:
+        loaded = _read(rules)
         _LOADED.clear()  # the rule set in force only: memory stays flat across changeovers
-        _LOADED[key] = _read(rules)
+        _LOADED[key] = loaded
     return _LOADED[key]
 
 
@@ -46,6 +39,10 @@ def _read(rules: RuleSet) -> dict[str, list[np.ndarray]]:
         comp, p = place[ref]
         _, (w, h) = crop_window(comp, p, rules.crop_margin)
         for name in files:
+            if not Path(name).is_file():
+                raise AlternateMissing(f"rule set {rules.recipe}: {ref}'s approved alternate {name} cannot be read "
+                                       "(no such file); approve it again (`inspector board approve`) or remove it "
+                                       "from `alternates:`")
             image = cv2.imread(name, cv2.IMREAD_COLOR)
             if image is None:
                 raise AlternateMissing(f"rule set {rules.recipe}: {ref}'s approved alternate {name} is not an image "

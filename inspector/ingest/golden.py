@@ -130,9 +130,14 @@ def composed_tensors(crops: list[Crop], tensors: list[torch.Tensor], rules: Rule
 def nearest(live: np.ndarray, windows: list[np.ndarray], kind: str = "composite") -> int:
     """The index of the window `live` differs least from (the first on a tie: the golden board's). It depends on
     the crop alone, so every policy serves the same comparison."""
-    return int(np.argmin([difference(live, w, kind) for w in windows]))
+    a = crop_tensor(live)[None]
+    return int(np.argmin([_difference(a, w, kind) for w in windows]))
 
 
 def difference(live: np.ndarray, window: np.ndarray, kind: str = "composite") -> float:
     """The comparison's own difference channel between a live crop and a golden window, averaged (0: the same)."""
-    return float(compose(crop_tensor(live)[None], crop_tensor(window)[None], kind)[0, 2].float().mean())
+    return _difference(crop_tensor(live)[None], window, kind)
+
+
+def _difference(live: torch.Tensor, window: np.ndarray, kind: str) -> float:
+    return float(compose(live, crop_tensor(window)[None], kind)[0, 2].float().mean())
