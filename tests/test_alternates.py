@@ -98,8 +98,9 @@ def test_an_approved_make_is_compared_with_its_own_window_and_a_missing_one_is_s
     assert window_difference(rules_path, root / "b.png") < other / 4  # compared with its own make's window (5.7)
     after = check(rules_path, zoo, root / "b.png", root / "same.png", root / "bare.png")
     flagged = {name: {f.split(" ")[0] for f in c["flagged"]} for name, c in after.items()}
-    assert "U1" not in flagged["b.png"] and after["b.png"]["alternates"] == ["U1"]  # another board of that make
-    assert "U1" not in flagged["same.png"] and after["same.png"]["alternates"] == []  # the golden make: as before
+    # another board of that make, compared with the window approved from a.png
+    assert "U1" not in flagged["b.png"] and after["b.png"]["alternates"] == {"U1": "U1__a.png"}
+    assert "U1" not in flagged["same.png"] and after["same.png"]["alternates"] == {}  # the golden make: as before
     assert "U1" in flagged["bare.png"]  # missing differs from every approved look: still called
 
     # a second approval of the same part adds a window; a bare board's window is refused (it shows no body)
@@ -241,6 +242,10 @@ def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_
         cv2.imwrite(str(inbox / "second.png"), photos["second"])
         second = next(b for b in stored(2) if b.board_serial == "second")
         assert next(p for p in second.parts if p.ref == "U1").verdict == "pass" and service.line.stats.alternates["U1"]
+        # which make it was stored with (schema 0011): the approved window's file; the first board's, none
+        make = Path(service.line.rules.alternates["U1"][0]).name
+        assert make.startswith("U1__") and next(p for p in second.parts if p.ref == "U1").approved_make == make
+        assert next(p for p in board.parts if p.ref == "U1").approved_make is None
         assert second.ruleset_version == service.line.rules.version != board.ruleset_version
     finally:
         kiosk.stop()

@@ -938,6 +938,33 @@ def test_the_history_says_which_board_of_a_panel_each_part_is_on_and_whether_tha
     assert tab.search() == 2 and tab.table.isColumnHidden(column)
 
 
+def test_the_history_names_the_approved_make_a_part_was_compared_with(qtbot, tmp_path: Path) -> None:
+    """A part compared with an approved alternate's window shows which make in its row (schema 0011); a search
+    without such parts shows no empty column for it."""
+    from inspector.results.store import sqlite_url
+    from ui.tabs.history import COLUMNS, HistoryTab
+
+    from .test_results import board
+
+    second = board("S2", 5)
+    second.parts[0].alternate = "R1__murata.png"
+    (tmp_path / "data").mkdir()
+    db = sqlite_url(tmp_path / "data" / "results.sqlite")
+    ResultStore(db).write([board("S1"), second])
+    tab = HistoryTab(LocalBackend(LineController(tmp_path / "models", tmp_path / "data", db),
+                                  LineSetup(service=ServiceConfig(LineConfig()))))
+    qtbot.addWidget(tab)
+    column = COLUMNS.index("Approved make")
+    assert tab.search() == 4 and not tab.table.isColumnHidden(column)
+    shown = {(tab.table.item(r, 1).text(), tab.table.item(r, 3).text()): tab.table.item(r, column)
+             for r in range(tab.table.rowCount())}
+    assert {key: item.text() for key, item in shown.items()} == {
+        ("S1", "R1"): "", ("S1", "D1"): "", ("S2", "R1"): "R1__murata.png", ("S2", "D1"): ""}
+    assert "approved make" in shown[("S2", "R1")].toolTip()
+    tab.board.setText("S1")
+    assert tab.search() == 2 and tab.table.isColumnHidden(column)
+
+
 def test_the_line_tab_names_a_panel_and_its_failed_boards(qtbot, demo, tmp_path: Path) -> None:
     """A live line on a panel's rule set: the newest panel is called a panel, and one that failed says which of its
     boards did not pass, as the stored result says."""

@@ -272,3 +272,31 @@ def test_this_release_keeps_a_panels_boards_at_0009_and_their_own_serials_once_u
     assert fresh.write([second]) == 1
     assert [i.board_serial for i in fresh.inspections(Filters(board="U-5"))] == ["P2"]
     assert {i.board_serial: i.panel.serials for i in fresh.inspections()} == {"P1": {}, "P2": second.panel_serials}
+
+
+def test_this_release_stores_parts_on_a_plant_database_at_0010_and_their_approved_makes_once_upgraded(
+        postgres) -> None:  # noqa: ANN001
+    """0011 only adds the approved make a part was compared with: on a database still at 0010 the board is stored
+    whole without it (every read, the export and the newest-defects list run, never a query the schema refuses),
+    and after `inspector db upgrade` the next board keeps it."""
+    from .test_results import board
+
+    url = postgres.create_db(f"makes_{uuid.uuid4().hex[:8]}", upgraded=False)
+    upgrade(open_engine(url), "0010")
+    box = ResultStore(url)
+    first = board("M1", defect="missing")
+    first.parts[0].alternate = "R1__second.png"
+    assert box.write([first]) == 1
+    assert [p.approved_make for p in box.inspections()[0].parts] == [None, None]
+    assert [p.approved_make for p in box.latest().parts] == [None, None]
+    assert [(p.ref, p.approved_make) for _i, p in box.recent_parts()] == [("D1", None)]
+    out = io.StringIO()
+    assert export_csv(box, out) == 2
+    assert {r["alternate"] for r in csv.DictReader(io.StringIO(out.getvalue()))} == {""}
+    assert main(["db", "upgrade", "--db", url]) == 0
+    fresh = ResultStore(url)
+    second = board("M2", minutes=1)
+    second.parts[0].alternate = "R1__second.png"
+    assert fresh.write([second]) == 1
+    assert {i.board_serial: [p.approved_make for p in i.parts] for i in fresh.inspections()} == {
+        "M1": [None, None], "M2": ["R1__second.png", None]}

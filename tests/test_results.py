@@ -31,7 +31,7 @@ def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardReco
 
 
 def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
-    assert current_revision(store.engine) == head_revision() == "0010"
+    assert current_revision(store.engine) == head_revision() == "0011"
     tables = set(inspect(store.engine).get_table_names())
     assert {"inspections", "component_results", "alembic_version"} <= tables
 
@@ -49,7 +49,7 @@ def test_a_database_of_the_first_schema_is_upgraded_keeping_its_boards(tmp_path:
                        "'line-1', 'aoi-1', 'OLD1', 'board_a', 'abc', 'pass', '')"))
     engine.dispose()
     store = ResultStore(url)  # opening migrates to head
-    assert current_revision(store.engine) == head_revision() == "0010"
+    assert current_revision(store.engine) == head_revision() == "0011"
     (old,) = store.inspections()
     assert old.board_serial == "OLD1" and old.error is None and old.reg_residual_px is None
     store.write([registered("NEW1")])
@@ -172,7 +172,7 @@ def test_a_panels_boards_each_have_their_verdict_in_the_database_its_export_and_
     out = io.StringIO()
     assert export_csv(store, out, Filters(board="P1")) == 7
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
-    assert COLUMNS[-5:-1] == ("panel_boards", "panel_position", "panel_failed", "panel_skipped")
+    assert COLUMNS[29:33] == ("panel_boards", "panel_position", "panel_failed", "panel_skipped")
     assert [(r["ref"], r["panel_position"]) for r in rows] == [
         ("1-R1", "1"), ("1-C1", "1"), ("2-R1", "2"), ("2-C1", "2"), ("3-R1", "3"), ("3-C1", "3"), ("FID1", "0")]
     assert {(r["panel_boards"], r["panel_failed"], r["panel_skipped"]) for r in rows} == {("3", "2;3", "")}
@@ -401,7 +401,7 @@ def test_a_panels_boards_own_serials_are_stored_searched_and_exported_per_unit(s
     out = io.StringIO()
     export_csv(store, out, Filters(board="SN-1"))
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
-    assert COLUMNS[-1] == "unit_serial"
+    assert COLUMNS.index("unit_serial") == 33
     assert [(r["ref"], r["unit_serial"]) for r in rows] == [
         ("1-R1", "SN-1"), ("1-C1", "SN-1"), ("2-R1", "SN-1%_2"), ("2-C1", "SN-1%_2"), ("3-R1", "NOREAD-abcdef01-3"),
         ("3-C1", "NOREAD-abcdef01-3"), ("FID1", "P1")]
@@ -426,3 +426,37 @@ def test_a_panels_boards_own_serials_are_stored_searched_and_exported_per_unit(s
         store.prune(T0 + timedelta(seconds=30), PLANT)  # P1 only
         assert c.execute(text("SELECT count(*) FROM unit_serials")).scalar() == 3
     assert store.inspections(Filters(board="SN-1")) == [] and len(store.inspections(Filters(board="SN-11"))) == 1
+
+
+def test_the_approved_make_a_part_was_compared_with_is_stored_exported_answered_and_sent(store: ResultStore,
+                                                                                          tmp_path: Path) -> None:
+    """A part compared with an approved alternate's window (`inspector board approve`) keeps which (schema 0011):
+    traceability of a second source's parts. The database, the spool's round trip, the CSV's last column, the kiosk's
+    API, the dashboard's view of it and the factory message all say it; a part compared with its golden board, none."""
+    from inspector.app.kiosk_results import _board
+    from inspector.kiosk.results_api import ResultsApi
+    from inspector.results.cfx import units_inspected
+    from inspector.results.scope import PLANT
+
+    second = board("S2", defect="shifted")
+    second.parts[0].alternate = "R1__murata.png"
+    spooled = BoardRecord.from_json(json.loads(json.dumps(second.to_json())))
+    assert spooled.alternates == {"R1": "R1__murata.png"} == second.alternates and board("S1").alternates == {}
+    store.write([board("S1"), spooled])
+    assert [[p.approved_make for p in i.parts] for i in store.inspections()] == [[None, None],
+                                                                               ["R1__murata.png", None]]
+    assert [p.approved_make for _i, p in store.component_rows(newest=4)] == [None, "R1__murata.png", None, None]
+    assert [p.approved_make for p in store.latest().parts] == ["R1__murata.png", None]
+    assert [p.approved_make for _i, p in store.recent_parts()] == [None]  # S2's failed D1: its golden board's
+    out = io.StringIO()
+    export_csv(store, out)
+    assert COLUMNS[-1] == "alternate"
+    assert [(r["board_serial"], r["ref"], r["alternate"]) for r in csv.DictReader(io.StringIO(out.getvalue()))] == [
+        ("S1", "R1", ""), ("S1", "D1", ""), ("S2", "R1", "R1__murata.png"), ("S2", "D1", "")]
+    api = ResultsApi(store, PLANT, tmp_path)
+    latest = api.get("latest", "")["board"]
+    assert [p["alternate"] for p in latest["parts"]] == ["R1__murata.png", None]
+    assert [p.approved_make for p in _board(json.loads(json.dumps(latest))).parts] == ["R1__murata.png", None]
+    inspections = units_inspected(second)["MessageBody"]["InspectedUnits"][0]["Inspections"]
+    assert [i["Comments"] for i in inspections] == ["compared with the approved make R1__murata.png", None]
+

@@ -35,7 +35,7 @@ class BoardChecked:
     flagged: list[tuple[str, str]] = field(default_factory=list)  # (ref, defect class)
     photo_px_per_mm: float | None = None  # how finely the photo resolves the board, where it registered
     recipe_px_per_mm: float | None = None
-    alternates: list[str] = field(default_factory=list)  # parts nearest an approved alternate's window
+    alternates: dict[str, str] = field(default_factory=dict)  # REF -> the approved make's window it was nearest
 
     def to_json(self) -> dict:
         reg = self.board.registration
@@ -95,7 +95,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
                 b.reason = f"the line refused it: {record.error}"
             checked.inspected = len(record.parts)
             checked.flagged = [(p.ref, p.defect_class) for p in record.parts if p.verdict != "pass"]
-            checked.alternates = sorted(record.alternates)
+            checked.alternates = dict(sorted(record.alternates.items()))
         out.append(checked)
     flagged = {c.board.name: {ref for ref, _ in c.flagged} for c in out}
     for path, (photo, boards) in per_photo.items():
@@ -121,5 +121,6 @@ def format_checked(checked: list[BoardChecked]) -> str:
         if c.flagged and len(c.flagged) <= 12:
             lines.append(f"{'':<36}flagged: {', '.join(f'{ref} ({kind})' for ref, kind in c.flagged)}")
         if c.alternates:
-            lines.append(f"{'':<36}compared with an approved alternate: {', '.join(c.alternates)}")
+            lines.append(f"{'':<36}compared with an approved alternate: "
+                         + ", ".join(f"{ref} ({make})" for ref, make in c.alternates.items()))
     return "\n".join(lines)

@@ -36,6 +36,12 @@ class PartView:
     box_y1: float | None = None
     crop_path: str | None = None
     error: str | None = None
+    alternate: str | None = None  # the approved make it was compared with (a kiosk before 0011's release sends none)
+
+    @property
+    def approved_make(self) -> str | None:
+        """As a stored part's (`ComponentResult.approved_make`)."""
+        return self.alternate
 
 
 @dataclass

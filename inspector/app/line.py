@@ -22,6 +22,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -109,6 +110,7 @@ class _Pending:
     parts: dict[int, Crop] = field(default_factory=dict)
     shares: dict[int, float | None] = field(default_factory=dict)  # presence check: body contrast kept (presence.py)
     admitted_at: float = field(default_factory=time.monotonic)  # into the engine
+    alternates: dict[str, str] = field(default_factory=dict)  # REF -> the approved make's window it was compared with
 
 
 @dataclass
@@ -366,6 +368,7 @@ class Line:
                 return
             tensors = difference_tensors(crops, composite)
             shares: list[float | None] = [None] * len(crops)
+            makes: dict[str, str] = {}
         else:
             crops = _inspected(cut_board(image, rules, registration), record, rules)
             try:
@@ -374,7 +377,7 @@ class Line:
             except ValueError as exc:  # a golden or approved alternate's image gone since the set was applied
                 self._finish_with_error(record, str(exc))
                 return
-            record.alternates = matched
+            makes = {ref: Path(rules.alternates[ref][k - 1]).name for ref, k in matched.items()}
             self.stats.alternates.update(matched.keys())
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
@@ -390,7 +393,7 @@ class Line:
         with self._lock:
             if registration is not None or photo is not None:
                 self.stats.add_registration((registration or photo).residual_px)
-            pending = _Pending(record, len(crops), rules)
+            pending = _Pending(record, len(crops), rules, alternates=makes)
             requests = []
             for crop, tensor, measured in zip(crops, tensors, shares):
                 rid = next(self._ids)
@@ -491,6 +494,7 @@ class Line:
             crop = pending.parts[result.id]
             part = part_verdict(result, crop.ref, crop.component, self.zoo, pending.rules.crop_margin)
             part = overrule(part, pending.shares.get(result.id), crop.component.body_contrast)
+            part.alternate = pending.alternates.get(crop.ref)
             if crop.at is not None:
                 part.at, part.box = crop.at, box_in_crop(crop)
             pending.record.parts.append(part)

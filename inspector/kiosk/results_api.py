@@ -45,7 +45,8 @@ def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
 
 
 def part_json(p: ComponentResult) -> dict[str, Any]:
-    return {k: getattr(p, k) for k in PART_FIELDS}
+    # the approved make it was compared with (its window's file), None where not, and before schema 0011
+    return {**{k: getattr(p, k) for k in PART_FIELDS}, "alternate": p.approved_make}
 
 
 def review_json(r: Review) -> dict[str, Any]:

@@ -14,7 +14,8 @@ A panel (its rule set's `panel:`, routing/panel.py) is one inspection with one u
 each with its position (`UnitPositionNumber` 1..N), its own result and its parts; parts on the panel's own frame are
 a unit at position 0. An x-out (not inspected: marked skip upstream or on its bad-mark pad) is a unit too, `Skipped`
 (CFX 1.4's result for a bad mark) with no inspections. Each unit carries its board's own serial where the board has
-one (its code read, or its NOREAD; routing/panel.py `codes:`), else the panel's.
+one (its code read, or its NOREAD; routing/panel.py `codes:`), else the panel's. An inspection of a part compared with
+an approved make (`inspector board approve`) says which in its `Comments`.
 The line's other events (a recipe activated, a fault and its end, a board rejected) take CFX's names and the same
 envelope, each with its own `UniqueID`.
 """
@@ -60,7 +61,8 @@ def _inspection(board: BoardRecord, part: PartRecord) -> dict[str, Any]:
         })
     return {"UniqueIdentifier": _id(board.inspection_id, part.ref), "InspectionName": f"INSPECT_{part.ref}",
             "InspectionStartTime": board.started_at.isoformat(), "InspectionEndTime": board.finished_at.isoformat(),
-            "TestProcedure": part.expert, "Comments": None, "Result": RESULT[part.verdict], "Error": part.error,
+            "TestProcedure": part.expert, "Comments": _comments(part), "Result": RESULT[part.verdict],
+            "Error": part.error,
             "DefectsFound": defects, "Symptoms": None, "Measurements": []}
 
 
@@ -70,6 +72,11 @@ def reject_positions(board: BoardRecord) -> list[int]:
     unread)."""
     failed = failed_positions(board.panel_boards, board.parts, board.error, board.panel_skipped)
     return failed or [k for k, _parts in units(board.panel_boards, board.parts, board.panel_skipped)]
+
+
+def _comments(part: PartRecord) -> str | None:
+    """What an MES reader of the inspection needs beside its result: the approved make it was judged against."""
+    return None if part.alternate is None else f"compared with the approved make {part.alternate}"
 
 
 def units_inspected(board: BoardRecord) -> dict[str, Any]:

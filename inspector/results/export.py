@@ -7,9 +7,10 @@ that a spreadsheet would run as a formula (it starts with = + - @, a tab or a ca
 serial from a hostile barcode) is written with a leading apostrophe. After the review come the Hermes BoardId the
 SMT line gave the board (empty off a Hermes lane, and on a database before schema revision 0008) and, for a panel
 (results/units.py), its boards, the part's position among them (0: the panel's frame), the positions that did not
-pass, `2;5`, and its x-outs, not inspected (all four empty off a panel, and on a database before 0009). Last, the
+pass, `2;5`, and its x-outs, not inspected (all four empty off a panel, and on a database before 0009). Then the
 serial of the unit the part is on: its panel board's own (schema revision 0010, where the board has a code of its
-own), else the board's.
+own), else the board's. Last, the approved make a part was compared with, its window's file (`inspector board
+approve`; empty where it was compared with its golden board, or not compared, and on a database before 0011).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line
            "weights_sha256",
            "box_x0", "box_y0", "box_x1", "box_y1", "crop_path", "error", "registration_residual_px", "board_error",
            "review_call", "review_class", "reviewer", "reviewed_at", "board_id",
-           "panel_boards", "panel_position", "panel_failed", "panel_skipped", "unit_serial")
+           "panel_boards", "panel_position", "panel_failed", "panel_skipped", "unit_serial", "alternate")
 # new columns go last: a plant's sheets and scripts that read columns by position keep working
 
 
@@ -75,7 +76,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
             str(panel.boards), positions_text(panel.failed), positions_text(panel.skipped))
         if part is None:
             w.writerow((*board, *[""] * 13, *tail, "", "", "", "", board_id, boards, "", failed, skipped,
-                        cell(insp.board_serial)))
+                        cell(insp.board_serial), ""))
         else:
             position = None if panel is None else panel.position_of(part.ref)
             unit = insp.board_serial if panel is None else panel.unit_serial(position, insp.board_serial)
@@ -84,7 +85,8 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
                         *("" if v is None else f"{v:.1f}"
                           for v in (part.box_x0, part.box_y0, part.box_x1, part.box_y1)),
                         cell(part.crop_path or ""), cell(part.error or ""), *tail, *_review(reviews.get(part.id)),
-                        board_id, boards, "" if position is None else str(position), failed, skipped, cell(unit)))
+                        board_id, boards, "" if position is None else str(position), failed, skipped, cell(unit),
+                        cell(part.approved_make or "")))
         n += 1
     return n
 

@@ -29,6 +29,9 @@ class PartRecord:
     box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 in crop pixels
     crop_path: str | None = None
     error: str | None = None
+    # the approved make's window the part was compared with (its file's name under the rule set's `alternates:`,
+    # routing/alternates.py), None: the golden board's (or a part not compared). Stored from schema revision 0011
+    alternate: str | None = None
     # in memory only (not stored): a bare board's difference, its box on the board (x0, y0, x1, y1, image px), and
     # a taught classifier's log-odds of good with its likeliest defect class, whatever it called (they rank a
     # benchmark's precision-recall curve)
@@ -68,9 +71,6 @@ class BoardRecord:
     # rule set gives them codes or the machine before handed them on; a board not named goes by board_serial.
     # Stored from schema revision 0010
     panel_serials: dict[int, str] = field(default_factory=dict)
-    # parts compared with an approved alternate's window (REF -> which, 1, 2, ...: routing/alternates.py); in memory
-    # only (what `board check` and the run's summary say), not stored
-    alternates: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     # crop images of parts whose crops may be kept (ref -> HxWx3 BGR); in memory only, until the crop keeper
     # has written them and set the parts' crop_path
     crops: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
@@ -93,9 +93,14 @@ class BoardRecord:
         """A panel's boards whose own code did not read (their serial is NOREAD-...)."""
         return [k for k, s in self.panel_serials.items() if is_noread(s)]
 
+    @property
+    def alternates(self) -> dict[str, str]:
+        """REF -> the approved make's window, of each part compared with one (PartRecord.alternate)."""
+        return {p.ref: p.alternate for p in self.parts if p.alternate}
+
     def to_json(self) -> dict[str, Any]:
-        out = asdict(replace(self, crops={}, alternates={}))
-        del out["crops"], out["alternates"]
+        out = asdict(replace(self, crops={}))
+        del out["crops"]
         out["verdict"] = self.verdict
         out["started_at"] = self.started_at.isoformat()
         out["finished_at"] = self.finished_at.isoformat()

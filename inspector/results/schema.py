@@ -141,7 +141,16 @@ class ComponentResult(Base):
     box_y1: Mapped[float | None] = mapped_column(Float, nullable=True)
     crop_path: Mapped[str | None] = mapped_column(String(512), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # the approved make's window the part was compared with (its file's name under the rule set's `alternates:`),
+    # None: its golden board's. Revision 0011, deferred as inspections' later columns are
+    alternate: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
     inspection: Mapped[Inspection] = relationship(back_populates="parts")
+
+    @property
+    def approved_make(self) -> str | None:
+        """`alternate` where it was read with the part (the store reads it where the schema has it), else None:
+        never a query of its own, which a database before 0011 would refuse."""
+        return None if "alternate" in sa_inspect(self).unloaded else self.alternate
 
     # a board's parts, and what a line's rates count, read from the index alone
     __table_args__ = (Index("ix_component_results_component_type_verdict", "component_type", "verdict"),

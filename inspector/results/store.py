@@ -34,6 +34,8 @@ COUNT_CAP = 10_000  # a history search counts its matches this far (ResultStore.
 # where the database has it (board_id: 0008, the Hermes BoardId; panel_*: 0009, a panel's boards; panel_serials:
 # 0010, their own serials)
 LATER = ("board_id", "panel_boards", "panel_failed", "panel_skipped", "panel_serials")
+# component_results columns alike (alternate: 0011, the approved make a part was compared with)
+LATER_PARTS = ("alternate",)
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -92,6 +94,7 @@ class ResultStore:
         self._ready = False
         self._rules_stored: set[str] = set()  # rule-set versions whose text the database has (rule_texts.py)
         self._later: frozenset[str] = frozenset()  # LATER columns the schema has (a shared database may lag behind)
+        self._later_parts: frozenset[str] = frozenset()  # LATER_PARTS columns alike
         self._ready_lock = threading.Lock()
         if connect:
             self.ready()
@@ -115,13 +118,22 @@ class ResultStore:
             raise ValueError(f"the results database {self.safe_url} holds no Hermes BoardIds (schema before 0008): "
                              "`inspector db upgrade` adds them for the boards stored from then on")
 
-    def _reading(self, q, filters: Filters | None = None):  # noqa: ANN001, ANN202 - a Select
+    def _reading(self, q, filters: Filters | None = None, parts: bool = False):  # noqa: ANN001, ANN202 - a Select
         """`q` reading each board's LATER columns with it where the schema has them (deferred, so a database at
-        0007 is never asked for them); a search it cannot run is refused first (`check_filters`)."""
+        0007 is never asked for them), and with `parts` (a query of its component results too) their LATER_PARTS;
+        a search it cannot run is refused first (`check_filters`)."""
         self.check_filters(filters)
         self.ready()
         have = [undefer(getattr(Inspection, name)) for name in LATER if name in self._later]
+        if parts:
+            have += [undefer(getattr(ComponentResult, name)) for name in LATER_PARTS if name in self._later_parts]
         return q.options(*have) if have else q
+
+    def _with_parts(self):  # noqa: ANN202 - a loader option
+        """Each board's parts loaded with it, their LATER_PARTS columns where the schema has them."""
+        self.ready()
+        later = [getattr(ComponentResult, name) for name in LATER_PARTS if name in self._later_parts]
+        return selectinload(Inspection.parts).undefer(*later) if later else selectinload(Inspection.parts)
 
     def searching(self, filters: Filters | None) -> Filters:
         """`filters` as this database can run them: a serial also finds a panel by its boards' own serials where
@@ -148,8 +160,11 @@ class ResultStore:
                 return
             try:
                 check(self.engine, owns=self.owned)
-                columns = {c["name"] for c in inspect(self.engine).get_columns("inspections")}
+                seen = inspect(self.engine)
+                columns = {c["name"] for c in seen.get_columns("inspections")}
                 self._later = frozenset(name for name in LATER if name in columns)
+                columns = {c["name"] for c in seen.get_columns("component_results")}
+                self._later_parts = frozenset(name for name in LATER_PARTS if name in columns)
             except SQLAlchemyError as exc:
                 raise StoreUnavailable(f"cannot open the results database {self.safe_url}: "
                                        f"{exc.__class__.__name__}: {_first_line(exc)}") from None
@@ -171,7 +186,7 @@ class ResultStore:
                     # CPU a board (measured), the line's whole budget for a board on 2 cores is ~230 ms
                     keys = session.scalars(insert(Inspection).returning(Inspection.id, sort_by_parameter_order=True),
                                            [_board_row(b, self._later) for b in new]).all()
-                    parts = [_part_row(p, key) for b, key in zip(new, keys) for p in b.parts]
+                    parts = [_part_row(p, key, self._later_parts) for b, key in zip(new, keys) for p in b.parts]
                     if parts:
                         session.execute(insert(ComponentResult), parts)
                     units = [dict(inspection_id=key, position=k, serial=serial) for b, key in zip(new, keys)
@@ -237,7 +252,7 @@ class ResultStore:
     def inspections(self, filters: Filters | None = None, limit: int | None = None) -> list[Inspection]:
         filters = self.searching(filters)
         with Session(self.engine) as s:
-            q = select(Inspection).options(selectinload(Inspection.parts)).order_by(Inspection.id)
+            q = select(Inspection).options(self._with_parts()).order_by(Inspection.id)
             q = board_filters(self._reading(q, filters), filters)
             if limit:
                 q = q.limit(limit)
@@ -253,10 +268,10 @@ class ResultStore:
         with Session(self.engine) as s:
             if bare_boards:
                 q = select(Inspection, ComponentResult).outerjoin(Inspection.parts)
-                q = _component_filters(self._reading(q, filters), filters, bare_boards=True)
+                q = _component_filters(self._reading(q, filters, parts=True), filters, bare_boards=True)
             else:
                 q = select(Inspection, ComponentResult).join(ComponentResult.inspection)
-                q = _component_filters(self._reading(q, filters), filters)
+                q = _component_filters(self._reading(q, filters, parts=True), filters)
             if newest is not None:  # newest boards first: a line's index (line, station, id) walks them in order
                 order = [*(filters or Filters()).scope.newest_first(), ComponentResult.id.desc()]
                 yield from s.execute(q.order_by(*order).limit(newest))
@@ -280,7 +295,8 @@ class ResultStore:
         """The scope's newest component results with any of these verdicts, newest first (the dashboard's defect
         list)."""
         with Session(self.engine) as s:
-            q = scope.where(self._reading(select(Inspection, ComponentResult).join(ComponentResult.inspection)))
+            q = scope.where(self._reading(select(Inspection, ComponentResult).join(ComponentResult.inspection),
+                                          parts=True))
             q = q.where(ComponentResult.verdict.in_(verdicts))
             q = q.order_by(*scope.newest_first(), ComponentResult.id.desc()).limit(limit)
             return [tuple(r) for r in s.execute(q)]
@@ -293,7 +309,7 @@ class ResultStore:
     def latest(self, scope: Scope = PLANT) -> Inspection | None:
         """The scope's newest stored board with its parts."""
         with Session(self.engine) as s:
-            q = scope.where(self._reading(select(Inspection).options(selectinload(Inspection.parts))))
+            q = scope.where(self._reading(select(Inspection).options(self._with_parts())))
             return s.scalars(q.order_by(*scope.newest_first()).limit(1)).first()
 
     def component_types(self, scope: Scope = PLANT) -> list[str]:
@@ -399,9 +415,11 @@ def _board_row(b: BoardRecord, later: frozenset[str]) -> dict:
                        if b.fiducials else None))
 
 
-def _part_row(p: PartRecord, inspection_key: int) -> dict:
+def _part_row(p: PartRecord, inspection_key: int, later: frozenset[str]) -> dict:
+    """The component_results row of `p`; of the LATER_PARTS columns, those the schema has (`later`)."""
     box = p.box or (None, None, None, None)
-    return dict(inspection_id=inspection_key, ref=p.ref, component_type=p.component_type, expert=p.expert,
+    extra = {"alternate": p.alternate} if "alternate" in later else {}
+    return dict(**extra, inspection_id=inspection_key, ref=p.ref, component_type=p.component_type, expert=p.expert,
                 weights_sha256=p.weights_sha256, verdict=p.verdict, defect_class=p.defect_class, score=p.score,
                 box_x0=box[0], box_y0=box[1], box_x1=box[2], box_y1=box[3], crop_path=p.crop_path, error=p.error)
 

@@ -40,8 +40,8 @@ from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
 
 COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Weights",
-           "Crop kept", "Review", "BoardId", "Panel board")
-BOARD_ID, PANEL = COLUMNS.index("BoardId"), COLUMNS.index("Panel board")
+           "Crop kept", "Review", "BoardId", "Approved make", "Panel board")
+BOARD_ID, MAKE, PANEL = COLUMNS.index("BoardId"), COLUMNS.index("Approved make"), COLUMNS.index("Panel board")
 SHOWN = 2000  # rows in the table; the export writes all that match
 PREVIEW = 320  # px, the selected row's crop
 REPORT_WIDTH = 560  # px, each plot of an expert report
@@ -173,11 +173,15 @@ class HistoryTab(QWidget):
             values = (_local(insp.started_at), insp.board_serial, insp.verdict, part.ref, part.component_type,
                       part.verdict, part.defect_class, "" if part.score is None else f"{part.score:.3f}",
                       part.expert, (part.weights_sha256 or "")[:12], "yes" if part.crop_path else "",
-                      _review_text(review), insp.hermes_board_id or "", *_panel_cell(insp.panel, part.ref))
+                      _review_text(review), insp.hermes_board_id or "", part.approved_make or "",
+                      *_panel_cell(insp.panel, part.ref))
             for c, value in enumerate(values[:len(COLUMNS)]):
                 item = QTableWidgetItem(value)
                 if c in (2, 5):
                     item.setForeground(verdict_colour(value))
+                if c == MAKE and value:
+                    item.setToolTip("compared with this approved make's window (`inspector board approve`), not "
+                                    "the golden board's")
                 if c == PANEL and value:
                     item.setForeground(verdict_colour(values[-1]))
                     own = insp.panel.serials.get(insp.panel.position_of(part.ref))
@@ -186,8 +190,9 @@ class HistoryTab(QWidget):
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
             self.parts.append((insp.uuid, part.ref, part.verdict))
-        # a line without a Hermes lane has no BoardIds, one without panels no positions: no empty columns for them
-        for c in (BOARD_ID, PANEL):
+        # a line without a Hermes lane has no BoardIds, one without panels no positions, one without approved makes
+        # none of them: no empty columns for them
+        for c in (BOARD_ID, MAKE, PANEL):
             self.table.setColumnHidden(c, not any(self.table.item(r, c).text() for r in range(len(shown))))
         self.table.resizeColumnsToContents()
         more = f" (the newest {SHOWN} shown)" if total > SHOWN else ""
@@ -258,7 +263,9 @@ class HistoryTab(QWidget):
         t = self.table
         self.preview_text.setText(f"<b>{t.item(row, 3).text()}</b> ({t.item(row, 4).text()}) on board "
                                   f"{t.item(row, 1).text()}: {t.item(row, 6).text()}, score {t.item(row, 7).text()}"
-                                  f"<br><small>{path}</small>")
+                                  + (f"<br>compared with the approved make {make}" if (make := t.item(row, MAKE)
+                                                                                      .text()) else "")
+                                  + f"<br><small>{path}</small>")
 
     def open_crop(self, row: int) -> QDialog | None:
         path, image = self._crop_image(row)

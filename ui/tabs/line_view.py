@@ -323,7 +323,9 @@ class LineViewTab(QWidget):
             pix = self._crop(insp.uuid, part.ref, part.crop_path)
             if pix is not None:
                 item.setIcon(QIcon(pix))
-            item.setToolTip(part.crop_path or "no crop kept")
+            make = part.approved_make  # flagged though compared with an approved make's window: the engineer's to see
+            item.setToolTip((part.crop_path or "no crop kept") + (f"\ncompared with the approved make {make}"
+                                                                  if make else ""))
             item.setData(Qt.ItemDataRole.UserRole, (insp.uuid, part.ref, part.verdict))
             self.defects.addItem(item)
             if keep is not None and tuple(keep) == (insp.uuid, part.ref, part.verdict):
