@@ -107,9 +107,12 @@ def test_an_approved_make_is_compared_with_its_own_window_and_a_missing_one_is_s
     r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "bare.png"))
     assert r.returncode != 0 and "shows no body" in r.stderr and "missing" in r.stderr
     assert load_rules(rules_path).alternates == approved.alternates  # nothing written
-    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "b.png"))
+    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "b.png"), "--make", "//")
+    assert r.returncode != 0 and "make '//': name the approved make by its part number" in r.stderr
+    r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "b.png"), "--make",
+            "BC847C,215")
     assert r.returncode == 0 and "looks like a make approved already" in r.stdout, r.stderr + r.stdout
-    assert [Path(f).name for f in load_rules(rules_path).alternates["U1"]] == ["U1__a.png", "U1__b.png"]
+    assert [Path(f).name for f in load_rules(rules_path).alternates["U1"]] == ["U1__a.png", "U1__BC847C_215.png"]
     r = cli("board", "approve", "Q9", "--rules", str(rules_path), "--photo", str(root / "b.png"))
     assert r.returncode != 0 and "Q9: no inspected part" in r.stderr
     # a crop the line kept of the part, as it is; one of another size, or for two parts, refused
@@ -231,8 +234,11 @@ def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_
         assert call(body, operator)[0] == 403  # an operator reviews; approving a make changes the recipe
         code, answer = call({**body, "inspection_id": "no-such-board"}, engineer)
         assert code == 404 and "no crop of U1" in answer["error"]
-        code, answer = call(body, engineer)
+        code, answer = call({**body, "make": "  "}, engineer)
+        assert code == 422 and "name the approved make by its part number" in answer["error"], (code, answer)
+        code, answer = call({**body, "make": "LIS3DH TR"}, engineer)
         assert code == 200 and answer["applied"] and answer["ref"] == "U1" and answer["audit"], answer
+        assert answer["file"] == "U1__LIS3DH_TR.png"  # named after the make
         from inspector.access.audit import AuditTrail
 
         events = [e for e in AuditTrail(store.engine).events() if e.kind == "rules.alternate"]
@@ -243,8 +249,7 @@ def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_
         second = next(b for b in stored(2) if b.board_serial == "second")
         assert next(p for p in second.parts if p.ref == "U1").verdict == "pass" and service.line.stats.alternates["U1"]
         # which make it was stored with (schema 0011): the approved window's file; the first board's, none
-        make = Path(service.line.rules.alternates["U1"][0]).name
-        assert make.startswith("U1__") and next(p for p in second.parts if p.ref == "U1").approved_make == make
+        assert next(p for p in second.parts if p.ref == "U1").approved_make == "U1__LIS3DH_TR.png"
         assert next(p for p in board.parts if p.ref == "U1").approved_make is None
         assert second.ruleset_version == service.line.rules.version != board.ruleset_version
     finally:
@@ -285,8 +290,8 @@ def test_the_dashboard_running_the_line_approves_a_kept_crop_as_its_engineer(tau
         with pytest.raises(PermissionError, match="may not change rules"):
             backend.approve_alternate(board.uuid, "U1")
         backend.identity = Identity("erin", "engineer", "the tests")
-        said = backend.approve_alternate(board.uuid, "U1", "second source, approved by purchasing")
-        assert said.startswith("approved U1 as another make") and "applied and saved" in said
+        said = backend.approve_alternate(board.uuid, "U1", "second source, approved by purchasing", make="BC847C")
+        assert said.startswith("approved U1 as another make (U1__BC847C.png)") and "applied and saved" in said
         running = backend.controller.service.line.rules
         assert list(running.alternates) == ["U1"] and load_rules(rules_path).version == running.version
         event = next(e for e in backend.audit().events() if e.kind == "rules.alternate")

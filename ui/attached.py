@@ -270,10 +270,11 @@ class AttachedBackend(Signed):
         answer = self._call("POST", "/rules/rollback", json.dumps({"index": index}).encode(), reason=reason)
         return f"the kiosk rolled back to {answer['recipe']} {answer['version']} (applied and saved)"
 
-    def approve_alternate(self, uuid: str, ref: str, reason: str | None = None) -> str:
-        """POST /rules/alternates: the kiosk approves the crop it kept of the part as another make of it."""
-        answer = self._call("POST", "/rules/alternates", json.dumps({"inspection_id": uuid, "ref": ref}).encode(),
-                            timeout=60, reason=reason)
+    def approve_alternate(self, uuid: str, ref: str, reason: str | None = None, make: str | None = None) -> str:
+        """POST /rules/alternates: the kiosk approves the crop it kept of the part as another make of it (named
+        `make` where given)."""
+        body = {"inspection_id": uuid, "ref": ref, **({"make": make} if make else {})}
+        answer = self._call("POST", "/rules/alternates", json.dumps(body).encode(), timeout=60, reason=reason)
         return (f"the kiosk approved {ref} as another make ({answer['file']}); {answer['recipe']} "
                 f"{answer['version']} applied and saved")
 

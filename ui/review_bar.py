@@ -28,6 +28,10 @@ class ReviewBar(QGroupBox):
         self.approve_btn = QPushButton("Approve this make")
         self.approve_btn.setToolTip("the part is another make of the same part, approved for this board: its crop "
                                     "becomes an approved look of this part (a change of the rule set, audited)")
+        self.make = QLineEdit(placeholderText="make (part no.)")  # names the approved window and the stored results
+        self.make.setToolTip("optional: the approved make's part number; the results of every part compared with "
+                             "it name it (else the board's id names the window)")
+        self.make.setMaximumWidth(130)
         self.correct = QComboBox()
         self.correct.addItem(SAME_CLASS)
         self.correct.addItems([c for c in PART_CLASSES if c != "ok"])
@@ -52,6 +56,7 @@ class ReviewBar(QGroupBox):
         v.addLayout(details)
         last = QHBoxLayout()
         last.addWidget(self.status, 1)
+        last.addWidget(self.make)
         last.addWidget(self.approve_btn)
         v.addLayout(last)
         self.set_part(None)
@@ -65,6 +70,7 @@ class ReviewBar(QGroupBox):
         self.false_btn.setEnabled(allowed and verdict == "fail")
         self.escape_btn.setEnabled(allowed and verdict == "pass")
         self.approve_btn.setEnabled(self.backend.may(Permission.RULES) and verdict == "fail")
+        self.make.setEnabled(self.approve_btn.isEnabled())
         if part is None:
             self.status.setText("select a part to review its call")
         elif verdict == "error":
@@ -100,7 +106,7 @@ class ReviewBar(QGroupBox):
         if self.part is None:
             return ""
         try:
-            text = self.backend.approve_alternate(self.part[0], self.part[1])
+            text = self.backend.approve_alternate(self.part[0], self.part[1], make=self.make.text().strip() or None)
         except (ValueError, RuntimeError, PermissionError) as exc:
             text = f"not approved: {exc}"
         self.status.setText(text)

@@ -8,7 +8,10 @@ window and its approved windows it is nearest. Nothing is retrained, so an appro
 set's next version, and the change is a change of the recipe's text (its version, the audit trail).
 
 An approval is refused where the window shows no body against the board (the presence check's own measure,
-board/presence.py): approving a missing part would pass every missing one.
+board/presence.py): approving a missing part would pass every missing one. The window's file is named after the make
+where the engineer names it (`--make`, its manufacturer part number), else after the photo or crop it came from;
+every part the line compares with it is stored with that name (results: `alternate`), which is what makes a second
+source's parts traceable.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from ..runtime.diskio import write_atomically
 from .board_photos import boards_of, read_photo, registration_inputs
 
 BLOCK = re.compile(r"^alternates\s*:")
+MAX_MAKE = 64  # characters of a make's name (a part number with its maker's suffixes fits)
 
 
 @dataclass
@@ -47,6 +51,15 @@ def check_refs(rules: RuleSet, refs: list[str]) -> None:
     if unknown:
         raise ValueError(f"{', '.join(unknown)}: no inspected part of {rules.source} is called so (name each part by "
                          "its reference, as `board check` lists them)")
+
+
+def make_name(text: str) -> str:
+    """A make's name as a window's file is named after it (letters, digits, `_.-`), else a ValueError saying why."""
+    name = _safe(text.strip())
+    if not text.strip() or not re.search(r"[A-Za-z0-9]", text) or len(name) > MAX_MAKE:
+        raise ValueError(f"make {text!r}: name the approved make by its part number (letters and digits, at most "
+                         f"{MAX_MAKE} characters), e.g. LIS2DH12TR")
+    return name
 
 
 def alternates_folder(rules_path: Path) -> Path:

@@ -77,6 +77,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
                                                               "`board check` numbers them; default 0)")
     approve.add_argument("--correction", help="with --photo of the line's camera: its correction file (lens, "
                                               "light), applied first as the line applies it")
+    approve.add_argument("--make", help="the approved make's name, its part number (e.g. LIS2DH12TR): the window's "
+                                        "file is named after it, and so is every part the line compares with it in "
+                                        "the results (default: the photo's or crop's name)")
     approve.set_defaults(func=cmd_approve)
     marks = sub.add_parser("marks", help="a panel's bad-mark pads read on photos as the line reads them: each pad's "
                                          "level, the clean pad's, the share a mark took and whether it reads "
@@ -192,7 +195,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    from ..app.board_approve import approve, check_refs, window_from_crop, windows_from_photo
+    from ..app.board_approve import approve, check_refs, make_name, window_from_crop, windows_from_photo
     from ..routing.rules import load_rules
 
     rules_path = Path(args.rules)
@@ -206,7 +209,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
         windows = windows_from_photo(rules_path, rules, Path(args.photo), args.refs, args.board,
                                      Path(args.correction) if args.correction else None)
         source = Path(args.photo).stem
-    for a in approve(rules_path, windows, source):
+    for a in approve(rules_path, windows, make_name(args.make) if args.make is not None else source):
         print(f"{a.ref}: approved {a.file}" + (" (it looks like a make approved already)" if a.already else ""))
     print(f"{rules_path}: `alternates:` updated; the line compares each of these parts with the nearest of its "
           "golden and approved windows from the rule set's next version (a kiosk reloads it)")

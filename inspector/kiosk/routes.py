@@ -67,7 +67,8 @@ ROUTES: tuple[Route, ...] = (
           "and the audit row; 422 naming the line when the set is refused (the running one stays)"),
     Route("POST", "/rules/rollback", _P.RULES, '`{"index": N}`, a position in /status `rules.history`',
           "as POST /rules"),
-    Route("POST", "/rules/alternates", _P.RULES, '`{"inspection_id", "ref"}`: a flagged part whose crop was kept',
+    Route("POST", "/rules/alternates", _P.RULES, '`{"inspection_id", "ref", "make"}`: a flagged part whose crop was '
+          "kept; `make`, optional, the approved make's part number (the window's file and the results name it)",
           "as POST /rules, with `ref`, `file` (its window, beside the rule file) and `already` (it looked like a "
           "make approved before); 404 where no crop of it was kept"),
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
