@@ -128,10 +128,49 @@ def test_fiducial_schema_errors_name_their_line() -> None:
             parse_rules(text, "bad.yaml")
         line = next(i for i, s in enumerate(text.splitlines(), 1) if new.strip().splitlines()[-1] in s)
         assert exc.value.line == line, (new, str(exc.value))
+    with pytest.raises(ConfigError, match=r"bad.yaml:19: fiducials.marks.F1.ring: is the bare ring's outer diameter"):
+        parse_rules(GOOD.replace("F1: {at: [24, 96]}", "F1: {at: [24, 96], size: 8, ring: 10}"), "bad.yaml")
     two = GOOD.replace("    F3: {at: [176, 96], shape: square, size: 7}\n", "").replace(
         "fiducials:\n", "fiducials:\n  transform: affine\n")
     with pytest.raises(ConfigError, match="at least 3 fiducials"):
         parse_rules(two, "two.yaml")
+
+
+def test_a_marks_own_bare_ring_is_what_it_is_matched_with() -> None:
+    """A fiducial as a real board has it: a copper dot in a mask opening half its diameter wide (KiCad's 1.5 mm dot,
+    3 mm opening), the solder mask beyond (these colours: a real board's, photographed). With the footprint's own
+    `ring` (what `board import` writes from the CAD's mask margin) the template covers the dot and its ring and no
+    mask, so the match is closer than at the default ring, one diameter wide, and the board registers to the pixel.
+    (On the real board, test_board_import, the default ring refuses it.)"""
+    import cv2
+
+    from inspector.ingest.registration import find_mark
+
+    marks = {"F1": (30, 90), "F2": (170, 30), "F3": (170, 90)}
+    text = GOOD[:GOOD.index("fiducials:")] + "fiducials:\n  marks:\n" + "".join(
+        f"    {n}: {{at: [{x}, {y}], size: 12{{ring}}}}\n" for n, (x, y) in marks.items())
+    default, own = (parse_rules(text.replace("{ring}", ring), "real.yaml") for ring in ("", ", ring: 24"))
+    assert {m.reach for m in default.fiducials.marks} == {18.0} and {m.reach for m in own.fiducials.marks} == {12.0}
+    image = np.full((120, 200, 3), (69, 136, 11), np.uint8)  # green mask
+    for x, y in marks.values():
+        cv2.circle(image, (x + 2, y - 1), 12, (52, 59, 63), -1)  # the bare laminate in the mask's opening
+        cv2.circle(image, (x + 2, y - 1), 6, (135, 126, 127), -1)  # the copper dot, the board 2 px off
+    image = cv2.GaussianBlur(image, (0, 0), 1.0)
+    image = np.clip(image + np.random.default_rng(3).normal(0, 3, image.shape), 0, 255).astype(np.uint8)
+    reg = register(image, own.fiducials)
+    assert set(reg.found) == set(marks) and max(abs(reg.shift[0] - 2), abs(reg.shift[1] + 1)) < 0.3, reg
+    gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
+
+    def score(mark) -> float:  # noqa: ANN001
+        from inspector.ingest.registration import _template
+
+        t = _template(mark.shape, mark.size, mark.reach)
+        h = t.shape[0] // 2
+        window = gray[mark.y - h - 4:mark.y + h + 5, mark.x - h - 4:mark.x + h + 5]
+        return float(cv2.matchTemplate(window, t, cv2.TM_CCOEFF_NORMED).max())
+
+    for d, o in zip(default.fiducials.marks, own.fiducials.marks):
+        assert score(o) > score(d) + 0.1 and isinstance(find_mark(gray, o), tuple)  # here 0.86 against 0.64
 
 
 def test_a_rule_set_without_fiducials_still_loads_and_cuts_at_nominal_positions() -> None:

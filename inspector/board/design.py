@@ -44,6 +44,7 @@ class Pad:
     w: float
     h: float
     smd: bool = True
+    mask_margin: float | None = None  # mm the solder mask opens beyond the pad, where the CAD says (a fiducial's ring)
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,7 @@ def _layer(node: list) -> str:
     return _sym(c[1]) if c is not None and len(c) > 1 else ""
 
 
-def _pad(node: list, fp_angle: float) -> Pad | None:
+def _pad(node: list, fp_angle: float, fp_margin: float | None = None) -> Pad | None:
     if len(node) < 3:
         return None
     kind = _sym(node[2])
@@ -108,7 +108,8 @@ def _pad(node: list, fp_angle: float) -> Pad | None:
         return None
     turn = ((at[2] if len(at) > 2 else 0.0) - fp_angle) % 180
     w, h = size if min(turn, 180 - turn) < 45 else size[::-1]
-    return Pad(at[0], at[1], w, h, smd=kind in ("smd", "connect"))
+    margin = _floats(_child(node, "solder_mask_margin"), 1)  # the pad's own, else its footprint's
+    return Pad(at[0], at[1], w, h, smd=kind in ("smd", "connect"), mask_margin=margin[0] if margin else fp_margin)
 
 
 def _part(fp: list) -> PlacedPart:
@@ -119,7 +120,9 @@ def _part(fp: list) -> PlacedPart:
     side = "bottom" if _layer(fp).startswith("B.") else "top"
     attr = _child(fp, "attr")
     flags = {_sym(a) for a in attr[1:]} if attr is not None else set()
-    pads = tuple(p for p in (_pad(n, angle) for n in _children(fp, "pad")) if p is not None)
+    margin = _floats(_child(fp, "solder_mask_margin"), 1)
+    pads = tuple(p for p in (_pad(n, angle, margin[0] if margin else None) for n in _children(fp, "pad"))
+                 if p is not None)
     drawn = [n for n in fp[1:] if _head(n) in ("fp_line", "fp_rect", "fp_poly", "fp_circle", "fp_arc")]
     body = None
     for layer in ("Fab", "CrtYd"):

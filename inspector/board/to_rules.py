@@ -214,7 +214,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     width, height = max(32, math.ceil((fx1 - fx0) * px_per_mm)), max(32, math.ceil((fy1 - fy0) * px_per_mm))
     fates: list[PartFate] = []
     placed: dict[str, tuple[str, int, int, int, int, int]] = {}  # ref -> (type, x, y, w, h, rotation)
-    marks: dict[str, tuple[int, int, int]] = {}
+    marks: dict[str, tuple[int, int, int, int | None]] = {}  # ref -> x, y, size, bare ring (px)
     for p in parts:
         cls = classes[p.ref]
         fate = PartFate(p.ref, p.package, p.value, None, p.x_mm, p.y_mm, p.rotation, p.side, False)
@@ -225,9 +225,15 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
         elif p.fiducial or (cls is not None and cls.name == "fiducial"):
             fate.reason = "a fiducial: registration mark, nothing placed"
             if window is not None:  # the mark is the copper dot (its largest pad), not its mask opening
-                dot = max((min(pad.w, pad.h) for pad in p.pads), default=min(window[2], window[3]))
+                pad = max(p.pads, key=lambda d: min(d.w, d.h), default=None)
+                dot = min(pad.w, pad.h) if pad is not None else min(window[2], window[3])
                 size = max(3, round(dot * px_per_mm))
-                marks[p.ref] = (round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm), size)
+                # its bare ring as the footprint opens the mask, where the CAD says (registration matches the mark
+                # with it: wider, the mask beyond it spoils the match)
+                margin = pad.mask_margin if pad is not None else None
+                ring = round((dot + 2 * margin) * px_per_mm) if margin is not None and margin > 0 else None
+                marks[p.ref] = (round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm), size,
+                                ring if ring is not None and ring >= size + 4 else None)
         elif p.excluded is not None:
             fate.reason = p.excluded
         elif cls is not None and not cls.inspect:
@@ -313,8 +319,8 @@ def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
         lines.append(f"panel: {{boards: {panel_boards}}}  # parts k-REF are board k's: each board its own result")
     if len(marks) >= 2:
         lines += ["fiducials:", "  transform: similarity", "  marks:"]
-        lines += [f"    {ref}: {{at: [{x}, {y}], shape: circle, size: {s}}}"
-                  for ref, (x, y, s) in sorted(marks.items())]
+        lines += [f"    {ref}: {{at: [{x}, {y}], shape: circle, size: {s}" + (f", ring: {r}}}" if r else "}")
+                  for ref, (x, y, s, r) in sorted(marks.items())]
     polar = {t for ref, (t, *_) in placed.items() if classes[ref] is not None and classes[ref].polarized}
     lines.append(f"classifier: {{arch: resnet10, input_size: {INPUT_PX}}}")
     if polar:

@@ -19,12 +19,13 @@ DEFAULT_MAX_RESIDUAL_PX = 1.0
 # axes; one mark off by d bends them d/4). A calibrated camera (inspector camera calibrate --plane) needs no
 # homography; five marks or more let a bad one be named and left out instead
 DEFAULT_MAX_PERSPECTIVE_PX = 4.0
-CLEARANCE = 1.0  # a mark's bare ring is this many diameters wide around it (solder mask only)
+CLEARANCE = 1.0  # a mark's bare ring is this many diameters wide around it where the rule set gives no `ring`
 
 
 @dataclass(frozen=True)
 class Fiducial:
-    """One mark: its centre on the recipe's board, its shape and size (diameter or side), its search radius."""
+    """One mark: its centre on the recipe's board, its shape and size (diameter or side), its search radius, and
+    the outer diameter of its bare ring (the solder mask's opening) where the CAD gives it."""
 
     name: str
     x: int
@@ -32,11 +33,15 @@ class Fiducial:
     shape: str = "circle"
     size: int = 8
     search_px: float = DEFAULT_SEARCH_PX
+    ring: int | None = None  # px; None: CLEARANCE diameters of bare board around the mark
 
     @property
     def reach(self) -> float:
-        """Pixels around the centre that belong to the mark and its bare ring."""
-        return self.size / 2 + CLEARANCE * self.size
+        """Pixels around the centre that belong to the mark and its bare ring. A real mark's ring is what its
+        footprint opens in the mask (KiCad's 1.5 mm dot in a 3 mm opening: half a diameter, where CLEARANCE assumes
+        one); matched against a wider one, the mask beyond it spoils the match (a real board's marks scored
+        0.46-0.62, under MIN_SCORE, and 0.80-0.92 at their own ring)."""
+        return self.ring / 2 if self.ring is not None else self.size / 2 + CLEARANCE * self.size
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class FiducialRules:
 
 
 _TOP = {"transform", "max_residual_px", "max_perspective_px", "search_px", "marks"}
-_MARK = {"at", "shape", "size", "search_px"}
+_MARK = {"at", "shape", "size", "search_px", "ring"}
 
 
 def parse_fiducials(f: Fields, board: tuple[int, int]) -> FiducialRules:
@@ -87,8 +92,12 @@ def _mark(f: Fields, name: str, search: float, board: tuple[int, int]) -> Fiduci
     shape = f.text("shape", "circle")
     if shape not in FIDUCIAL_SHAPES:
         raise f.error("shape", f"must be one of {', '.join(FIDUCIAL_SHAPES)}, got {shape!r}")
-    mark = Fiducial(name, at[0], at[1], shape, f.number("size", 8, minimum=3, maximum=64, integer=True),
-                    f.number("search_px", search, minimum=2))
+    size = f.number("size", 8, minimum=3, maximum=64, integer=True)
+    ring = f.number("ring", 0, minimum=0, maximum=256, integer=True) if f.has("ring") else None
+    if ring is not None and ring < size + 4:
+        raise f.error("ring", f"is the bare ring's outer diameter (the mask's opening), px: it must be wider than the "
+                              f"mark's {size} px by 4 px or more, got {ring}")
+    mark = Fiducial(name, at[0], at[1], shape, size, f.number("search_px", search, minimum=2), ring)
     r = mark.reach
     if not (r <= mark.x <= board[0] - 1 - r and r <= mark.y <= board[1] - 1 - r):
         raise f.error("at", f"the mark at ({mark.x}, {mark.y}) with its bare ring of {r:.0f} px does not fit on the "
