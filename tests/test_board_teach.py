@@ -393,3 +393,43 @@ def test_the_taught_rule_set_serves_every_type_the_taught_experts_input(imported
                    encoding="utf-8")
     assert not any("input_size" in c for c in yaml.safe_load(out.read_text(encoding="utf-8"))["components"].values())
     assert {s["input_size"] for s in load_rules(out).expert_specs().values()} == {48}
+
+
+def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refined_on_its_marks(
+        tmp_path: Path) -> None:
+    """A board whose CAD has fiducials, taught from photos: the taught rule set finds the board in a photo of any
+    scale as teaching did (`photo_registration`) and then refines it on its marks. It kept `fiducials:` alone
+    before, so the line refused every photo it was taught from (`board image is 959x1280 px but the rule set lays
+    out a 1300x1401 board`, on the shared stm32wb55-dev board)."""
+    import shutil
+
+    from inspector.app.board_photos import register_photo
+    from inspector.app.board_teach import taught_rules_text
+    from inspector.board.geometry import geometry_path
+    from inspector.ingest.registration import register
+
+    marks = "".join(f"""  (module Fiducial:Fiducial_1mm_Mask2mm (layer F.Cu) (at {at}) (attr virtual)
+    (fp_text reference {ref} (at 0 -2) (layer F.SilkS))
+    (fp_text value Fiducial (at 0 2) (layer F.Fab))
+    (pad "" smd circle (at 0 0) (size 1 1) (layers F.Cu F.Mask) (solder_mask_margin 0.5)))
+""" for ref, at in (("FID1", "3 27"), ("FID2", "37 3"), ("FID3", "3 3")))
+    text = kicad_board()
+    (tmp_path / "f.kicad_pcb").write_text(text[:text.rstrip().rindex(")")] + marks + ")\n", encoding="utf-8")
+    r = cli("board", "import", str(tmp_path / "f.kicad_pcb"), "--out", str(tmp_path / "f.yaml"), "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    rules = load_rules(tmp_path / "f.yaml")
+    assert rules.fiducials is not None and {m.ring for m in rules.fiducials.marks} == {20}
+    golden = render_board(rules, "g", np.random.default_rng(4), rates={}).image
+    cv2.imwrite(str(tmp_path / "f.taught.golden.png"), golden)
+    out = tmp_path / "f.taught.yaml"
+    shutil.copyfile(geometry_path(tmp_path / "f.yaml"), geometry_path(out))
+    out.write_text(taught_rules_text(rules, tmp_path / "f.taught.golden.png", {"depth": 10, "input_size": 48}, out,
+                                     {"geometry": geometry_path(out).name}), encoding="utf-8")
+    taught = load_rules(out)  # both ways at once load: found in the photo, then refined on the marks
+    assert taught.photo is not None and taught.fiducials is not None
+    board = render_board(rules, "b", np.random.default_rng(5), rates={}).image
+    photo, _ = photo_of(board, 7.0, 1.45, 0.01, (150, 110))
+    image, found = register_photo(photo, taught, golden)
+    assert image.shape[:2] == golden.shape[:2] and found.method.startswith("outline")
+    refined = register(image, taught.fiducials)
+    assert set(refined.found) == {"FID1", "FID2", "FID3"} and refined.residual_px <= 1.0, refined

@@ -30,6 +30,6 @@ def read_panel(image: np.ndarray, rules: RuleSet) -> list[PadReading]:
         image, _ = register_photo(image, rules, golden, light=False)
     else:
         check_board(image, rules)
-        if rules.fiducials is not None:
-            to_image = register(image, rules.fiducials).homography
+    if rules.fiducials is not None:  # (then) refined on its fiducials, as the line does
+        to_image = register(image, rules.fiducials).homography
     return read_pads(image, rules.panel.bad_marks, to_image, golden)

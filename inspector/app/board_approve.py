@@ -88,6 +88,12 @@ def windows_from_photo(rules_path: Path, rules: RuleSet, photo_path: Path, refs:
         why = found[board].reason if board < len(found) else f"the photo holds {len(found)} board(s)"
         raise ValueError(f"{photo_path}: board #{board} did not register ({why}); see `inspector board check`")
     image = found[board].image
+    if rules.fiducials is not None:  # found in the photo, then refined on its fiducials, as the line does
+        try:
+            crops = {c.ref: c.image for c in cut_board(image, rules, register(image, rules.fiducials))}
+        except RegistrationFailed as exc:
+            raise ValueError(f"{photo_path}: board #{board}: {exc}") from None
+        return {ref: crops[ref] for ref in refs}
     place = _placements(rules)
     return {ref: crop_part(image, *place[ref], rules.crop_margin) for ref in refs}
 

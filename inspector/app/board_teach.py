@@ -359,8 +359,9 @@ def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck], own: li
 def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo: dict[str, str],
                       presence: PresenceTaught | None = None) -> str:
     """The imported rule set with the golden board, the taught classifier (polarity left to the comparison), the
-    presence check's least share on the types it can tell for and, unless it has fiducials, photo registration on
-    the files in `photo` (geometry, points: beside `out`)."""
+    presence check's least share on the types it can tell for and photo registration on the files in `photo`
+    (geometry, points: beside `out`): the line finds the board in a photo of any size as teaching did, and a board
+    with fiducials is then refined on them (a photo taught from is never one of the recipe's pixels)."""
     doc = yaml.safe_load(rules.text)
     doc["golden"] = str(golden.resolve().relative_to(out.parent.resolve())) \
         if golden.resolve().is_relative_to(out.parent.resolve()) else str(golden.resolve())
@@ -371,7 +372,7 @@ def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo
         comp.pop("input_size", None)  # a starter expert's: every type is served the taught expert, at its own input
         if presence is not None and presence.least is not None and str(name) in presence.types:
             comp["body_contrast"] = round(presence.least, 4)
-    if photo and rules.fiducials is None:
+    if photo:
         doc["photo_registration"] = photo
     head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
             "the golden board's (the zoo beside it)\n")

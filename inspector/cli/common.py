@@ -55,7 +55,8 @@ def note_registration(rules, off: bool) -> None:  # noqa: ANN001 - a RuleSet
         say(f"note: rule set {rules.recipe} aligns each frame on its golden board's content (photo_registration)")
     elif rules.photo is not None:
         say(f"note: rule set {rules.recipe} registers each board photographed whole on its "
-            f"{'picked points' if rules.photo.points else 'outline'} (photo_registration)")
+            f"{'picked points' if rules.photo.points else 'outline'} (photo_registration)"
+            + (", then on its fiducials" if rules.fiducials is not None else ""))
     elif rules.fiducials is None:
         say(f"note: rule set {rules.recipe} declares no fiducials, so boards are cut at their nominal positions; "
             f"add fiducials (docs/pages/reference/rule-sets.md) unless a fixture places every board to the pixel")

@@ -249,10 +249,9 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         panel=parse_panel(doc.sub("panel"), (width, height)) if doc.has("panel") else None,
         alternates=parse_alternates(doc.sub("alternates"), set(seen)) if doc.has("alternates") else {},
     )
-    if ruleset.photo is not None and (ruleset.fiducials is not None or ruleset.compare is not None):
-        raise doc.error("photo_registration", "a board registers one way: on its fiducials, or (photographed whole) "
-                                              "on its outline or picked points; a bare-board comparison aligns on "
-                                              "its golden image. Keep one")
+    if ruleset.photo is not None and ruleset.compare is not None:
+        raise doc.error("photo_registration", "a bare-board comparison aligns each board on its golden image: leave "
+                                              "out `photo_registration`")
     if ruleset.photo is not None and ruleset.photo.using == "golden" and ruleset.golden is None:
         raise doc.error("photo_registration", "`using: golden` aligns each frame to the golden board: name its image "
                                               "(golden: FILE; `inspector board golden` draws one for a board taken "
