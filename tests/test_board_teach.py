@@ -8,6 +8,7 @@ SnapperGPS photos are measured by the commands themselves (README), not asserted
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -406,7 +407,9 @@ def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refi
     from inspector.app.board_photos import register_photo
     from inspector.app.board_teach import taught_rules_text
     from inspector.board.geometry import geometry_path
+    from inspector.board.golden_marks import golden_marks
     from inspector.ingest.registration import register
+    from inspector.routing.rules import parse_rules
 
     marks = "".join(f"""  (module Fiducial:Fiducial_1mm_Mask2mm (layer F.Cu) (at {at}) (attr virtual)
     (fp_text reference {ref} (at 0 -2) (layer F.SilkS))
@@ -419,12 +422,18 @@ def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refi
     assert r.returncode == 0, r.stderr
     rules = load_rules(tmp_path / "f.yaml")
     assert rules.fiducials is not None and {m.ring for m in rules.fiducials.marks} == {20}
-    golden = render_board(rules, "g", np.random.default_rng(4), rates={}).image
+    # the golden board as a photo brought it: 3 px right and 2 up of where the CAD puts it (points picked a little off)
+    golden = cv2.warpAffine(render_board(rules, "g", np.random.default_rng(4), rates={}).image,
+                            np.float32([[1, 0, 3], [0, 1, -2]]), rules.board_size, borderMode=cv2.BORDER_REPLICATE)
     cv2.imwrite(str(tmp_path / "f.taught.golden.png"), golden)
+    marks = golden_marks(golden, rules.fiducials)
+    nominal = {m.name: (m.x, m.y) for m in rules.fiducials.marks}
+    assert {n: (x - nominal[n][0], y - nominal[n][1]) for n, (x, y) in marks.at.items()} == {
+        "FID1": (3, -2), "FID2": (3, -2), "FID3": (3, -2)}
     out = tmp_path / "f.taught.yaml"
     shutil.copyfile(geometry_path(tmp_path / "f.yaml"), geometry_path(out))
     out.write_text(taught_rules_text(rules, tmp_path / "f.taught.golden.png", {"depth": 10, "input_size": 48}, out,
-                                     {"geometry": geometry_path(out).name}), encoding="utf-8")
+                                     {"geometry": geometry_path(out).name}, marks=marks), encoding="utf-8")
     taught = load_rules(out)  # both ways at once load: found in the photo, then refined on the marks
     assert taught.photo is not None and taught.fiducials is not None
     board = render_board(rules, "b", np.random.default_rng(5), rates={}).image
@@ -433,3 +442,17 @@ def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refi
     assert image.shape[:2] == golden.shape[:2] and found.method.startswith("outline")
     refined = register(image, taught.fiducials)
     assert set(refined.found) == {"FID1", "FID2", "FID3"} and refined.residual_px <= 1.0, refined
+    # refined on the marks where the golden board has them, the board stays on the golden board it was aligned on
+    # (on the CAD's places it would be moved 3.6 px off it, and every crop off its golden window)
+    assert math.hypot(*refined.shift) < 1.0, refined
+    assert math.hypot(*register(image, rules.fiducials).shift) > 3.0
+    # a mark the golden board does not show is left out; too few left, the taught set keeps none
+    covered = golden.copy()
+    cv2.circle(covered, nominal["FID2"], 14, (40, 90, 30), -1)
+    assert set(golden_marks(covered, rules.fiducials).at) == {"FID1", "FID3"}
+    cv2.circle(covered, nominal["FID3"], 14, (40, 90, 30), -1)
+    none = golden_marks(covered, rules.fiducials)
+    assert none.at == {} and "the golden board shows 1 of them" in none.note
+    text = taught_rules_text(rules, tmp_path / "f.taught.golden.png", {"depth": 10, "input_size": 48}, out,
+                             {"geometry": geometry_path(out).name}, marks=none)
+    assert "\nfiducials:" not in text and parse_rules(text, str(out)).fiducials is None

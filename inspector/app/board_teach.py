@@ -41,6 +41,7 @@ import numpy as np
 import yaml
 
 from ..board.geometry import BoardGeometry, PxRect, geometry_path
+from ..board.golden_marks import GoldenMarks, golden_marks
 from ..board.made_defects import made_defects, photo_variant
 from ..board.presence import PresenceTaught, teach_presence
 from ..experts.zoo import MANIFEST, ExpertEntry, Zoo
@@ -357,11 +358,12 @@ def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck], own: li
 
 
 def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo: dict[str, str],
-                      presence: PresenceTaught | None = None) -> str:
+                      presence: PresenceTaught | None = None, marks: GoldenMarks | None = None) -> str:
     """The imported rule set with the golden board, the taught classifier (polarity left to the comparison), the
     presence check's least share on the types it can tell for and photo registration on the files in `photo`
     (geometry, points: beside `out`): the line finds the board in a photo of any size as teaching did, and a board
-    with fiducials is then refined on them (a photo taught from is never one of the recipe's pixels)."""
+    with fiducials is then refined on them (a photo taught from is never one of the recipe's pixels), each mark where
+    the golden board has it (`marks`: board/golden_marks.py)."""
     doc = yaml.safe_load(rules.text)
     doc["golden"] = str(golden.resolve().relative_to(out.parent.resolve())) \
         if golden.resolve().is_relative_to(out.parent.resolve()) else str(golden.resolve())
@@ -374,6 +376,15 @@ def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo
             comp["body_contrast"] = round(presence.least, 4)
     if photo:
         doc["photo_registration"] = photo
+    if marks is not None and "fiducials" in doc:
+        if not marks.at:
+            del doc["fiducials"]
+        else:
+            listed = doc["fiducials"]["marks"]
+            for name in [n for n in listed if str(n) not in marks.at]:
+                del listed[name]
+            for name, body in listed.items():
+                body["at"] = list(marks.at[str(name)])
     head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
             "the golden board's (the zoo beside it)\n")
     return head + yaml.safe_dump(doc, sort_keys=False, width=120)
@@ -396,6 +407,10 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     geometry, points = registration_inputs(plan.rules)
     boards, overlays = golden_boards(plan, rules, geometry, points, say)
     golden = reference_board(boards)
+    marks = None
+    if rules.fiducials is not None:
+        marks = golden_marks(golden, rules.fiducials)
+        say(marks.note)
     golden_path = plan.out.with_name(plan.out.stem + ".golden.png")
     golden_path.parent.mkdir(parents=True, exist_ok=True)
     cv2.imwrite(str(golden_path), golden)
@@ -439,8 +454,8 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
             if source.resolve() != target.resolve():
                 shutil.copyfile(source, target)  # the line registers its photos on them, beside the taught set
             copied[key] = target.name
-    plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out, copied, presence),
-                        encoding="utf-8")
+    plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out, copied, presence,
+                                          marks), encoding="utf-8")
     load_rules(plan.out)  # what was written loads
     seconds["validate"] = time.perf_counter() - t3
     seconds["total"] = time.perf_counter() - t0
