@@ -236,7 +236,7 @@ class LocalBackend(Signed):
         """The crop this line kept of a flagged part approved as another make of it (app/board_approve.py), named
         `make` where given: its window beside the rule file, the file's `alternates:` updated, applied and saved,
         recorded in the trail."""
-        from inspector.app.board_approve import apply_approval, checked_window, make_name, prepare
+        from inspector.app.board_approve import apply_approval, checked_window, prepare
         from inspector.results.store import Filters
 
         who = self._require(Permission.RULES)
@@ -250,7 +250,7 @@ class LocalBackend(Signed):
             raise RuntimeError(f"no crop of {ref} on this board was kept: approve it from a photo "
                                "(`inspector board approve --photo`)")
         approval = prepare(Path(watcher.path), {ref: checked_window(running, ref, image, f"the crop of {ref}")},
-                           make_name(make) if make else uuid[:8])
+                           uuid[:8], make or None)
         rules, _ = self.change_log().rules_change(who, "rules.alternate", self._running_rules,
                                                   lambda: apply_approval(approval, self.controller.apply_rules), reason)
         return (f"approved {ref} as another make ({approval.approved[0].file.name}); {rules.recipe} {rules.version} "

@@ -131,9 +131,11 @@ class Approval:
                 raise ValueError(f"{path}: cannot be written")
 
 
-def prepare(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> Approval:
-    """Each window named under `alternates:` (REF__source.png beside the rule set), checked by the rule set's own
-    schema; nothing is written yet."""
+def prepare(rules_path: Path, windows: dict[str, np.ndarray], source: str, make: str | None = None) -> Approval:
+    """Each window named under `alternates:` (REF__MAKE.png beside the rule set where the engineer names the make,
+    else REF__source.png), checked by the rule set's own schema; nothing is written yet."""
+    if make is not None:
+        source = make_name(make)
     rules = load_rules(rules_path)
     golden = golden_image(rules)
     place = _placements(rules)
@@ -169,10 +171,11 @@ def apply_approval(approval: Approval, apply: Callable[[str], RuleSet]) -> RuleS
         raise
 
 
-def approve(rules_path: Path, windows: dict[str, np.ndarray], source: str) -> list[Approved]:
+def approve(rules_path: Path, windows: dict[str, np.ndarray], source: str,
+            make: str | None = None) -> list[Approved]:
     """Write each window beside the rule set and name it under `alternates:` (the images first, then the rule file
     atomically: a kiosk watching it never reads half of it, nor a name whose image is not there yet)."""
-    approval = prepare(rules_path, windows, source)
+    approval = prepare(rules_path, windows, source, make)
     approval.write_images()
     write_atomically(rules_path, approval.text.encode("utf-8"))
     return approval.approved

@@ -19,6 +19,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 
+from ..routing.fiducials import MIN_RING_MARGIN_PX
 from ..routing.rules import parse_rules
 from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError
@@ -233,7 +234,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
                 margin = pad.mask_margin if pad is not None else None
                 ring = round((dot + 2 * margin) * px_per_mm) if margin is not None and margin > 0 else None
                 marks[p.ref] = (round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm), size,
-                                ring if ring is not None and ring >= size + 4 else None)
+                                ring if ring is not None and ring >= size + MIN_RING_MARGIN_PX else None)
         elif p.excluded is not None:
             fate.reason = p.excluded
         elif cls is not None and not cls.inspect:

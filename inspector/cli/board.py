@@ -195,7 +195,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    from ..app.board_approve import approve, check_refs, make_name, window_from_crop, windows_from_photo
+    from ..app.board_approve import approve, check_refs, window_from_crop, windows_from_photo
     from ..routing.rules import load_rules
 
     rules_path = Path(args.rules)
@@ -209,7 +209,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
         windows = windows_from_photo(rules_path, rules, Path(args.photo), args.refs, args.board,
                                      Path(args.correction) if args.correction else None)
         source = Path(args.photo).stem
-    for a in approve(rules_path, windows, make_name(args.make) if args.make is not None else source):
+    for a in approve(rules_path, windows, source, args.make):
         print(f"{a.ref}: approved {a.file}" + (" (it looks like a make approved already)" if a.already else ""))
     print(f"{rules_path}: `alternates:` updated; the line compares each of these parts with the nearest of its "
           "golden and approved windows from the rule set's next version (a kiosk reloads it)")

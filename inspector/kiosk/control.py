@@ -159,7 +159,7 @@ class Control:
     def approve_alternate(self, call: Call) -> dict[str, Any]:
         """A part the line flagged, found to be an approved second source's: the crop this kiosk kept of it becomes
         an approved window of that part (app/board_approve.py), applied as a change of the rule set."""
-        from ..app.board_approve import apply_approval, make_name, prepare, window_from_crop
+        from ..app.board_approve import apply_approval, prepare, window_from_crop
         from .results_api import kept_crop
 
         doc = json_object(call.body, 'JSON {"inspection_id": UUID, "ref": "U4"}: a flagged part whose crop was kept')
@@ -171,8 +171,8 @@ class Control:
         if self.rules.path is None:
             raise HttpError(409, "the running rule set was not read from a file: there is no rule file to approve in")
         crop = kept_crop(self.service.store, self.service.line.config.scope, self.service.crops.root, uuid, ref)
-        approval = prepare(self.rules.path, {ref: window_from_crop(self.service.line.rules, ref, crop)},
-                           make_name(make) if make is not None else uuid[:8])
+        approval = prepare(self.rules.path, {ref: window_from_crop(self.service.line.rules, ref, crop)}, uuid[:8],
+                           make)
         out = self._rules_change(call, "rules.alternate", lambda: apply_approval(approval, self.rules.submit),
                                  f"approved {ref} from board {uuid} in")
         return {**out, "ref": ref, "file": approval.approved[0].file.name, "already": approval.approved[0].already}

@@ -20,6 +20,7 @@ DEFAULT_MAX_RESIDUAL_PX = 1.0
 # homography; five marks or more let a bad one be named and left out instead
 DEFAULT_MAX_PERSPECTIVE_PX = 4.0
 CLEARANCE = 1.0  # a mark's bare ring is this many diameters wide around it where the rule set gives no `ring`
+MIN_RING_MARGIN_PX = 4  # a `ring` is wider than its mark by this at least (else there is no bare ring to match)
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,9 @@ def _mark(f: Fields, name: str, search: float, board: tuple[int, int]) -> Fiduci
         raise f.error("shape", f"must be one of {', '.join(FIDUCIAL_SHAPES)}, got {shape!r}")
     size = f.number("size", 8, minimum=3, maximum=64, integer=True)
     ring = f.number("ring", 0, minimum=0, maximum=256, integer=True) if f.has("ring") else None
-    if ring is not None and ring < size + 4:
+    if ring is not None and ring < size + MIN_RING_MARGIN_PX:
         raise f.error("ring", f"is the bare ring's outer diameter (the mask's opening), px: it must be wider than the "
-                              f"mark's {size} px by 4 px or more, got {ring}")
+                              f"mark's {size} px by {MIN_RING_MARGIN_PX} px or more, got {ring}")
     mark = Fiducial(name, at[0], at[1], shape, size, f.number("search_px", search, minimum=2), ring)
     r = mark.reach
     if not (r <= mark.x <= board[0] - 1 - r and r <= mark.y <= board[1] - 1 - r):
