@@ -501,6 +501,132 @@ def test_an_ipc2581_file_imports_its_parts_pads_bom_and_outline(tmp_path: Path) 
     assert r.returncode != 0 and "bad.xml:" in r.stderr and "not well-formed IPC-2581" in r.stderr
 
 
+# an Eagle 9 board as Eagle writes one, cut to what the test needs: its design rules' stop frame, and fiducial
+# packages in the three ways libraries open the mask: a filled circle on tStop (29) over a pad that says stop="no"
+# (SparkFun's), a ring drawn on tStop (its outer edge bounds the opening), and the design rules' frame alone
+EAGLE = """<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE eagle SYSTEM "eagle.dtd">
+<eagle version="9.6.2">
+<drawing>
+<settings><setting alwaysvectorfont="no"/></settings>
+<grid distance="0.1" unitdist="inch" unit="inch"/>
+<layers>
+<layer number="1" name="Top" color="4" fill="1" visible="yes" active="yes"/>
+<layer number="20" name="Dimension" color="24" fill="1" visible="yes" active="yes"/>
+<layer number="29" name="tStop" color="7" fill="3" visible="no" active="yes"/>
+<layer number="51" name="tDocu" color="7" fill="1" visible="yes" active="yes"/>
+</layers>
+<board>
+<plain>
+<wire x1="0" y1="0" x2="40" y2="0" width="0" layer="20"/>
+<wire x1="40" y1="0" x2="40" y2="30" width="0" layer="20"/>
+<wire x1="40" y1="30" x2="0" y2="30" width="0" layer="20"/>
+<wire x1="0" y1="30" x2="0" y2="0" width="0" layer="20"/>
+</plain>
+<libraries>
+<library name="plant">
+<packages>
+<package name="0603">
+<smd name="1" x="-0.75" y="0" dx="0.6" dy="0.9" layer="1"/>
+<smd name="2" x="0.75" y="0" dx="0.6" dy="0.9" layer="1"/>
+<rectangle x1="-0.762" y1="-0.381" x2="0.762" y2="0.381" layer="51"/>
+</package>
+<package name="FIDUCIAL-1X2">
+<smd name="1" x="0" y="0" dx="1" dy="1" layer="1" roundness="100" stop="no" cream="no"/>
+<circle x="0" y="0" radius="1" width="0" layer="29"/>
+</package>
+<package name="FIDUCIAL_1MM_RING">
+<smd name="1" x="0" y="0" dx="1" dy="1" layer="1" roundness="100" stop="no" cream="no"/>
+<circle x="0" y="0" radius="1.25" width="0.5" layer="29"/>
+</package>
+<package name="FIDUCIAL_1MM">
+<smd name="1" x="0" y="0" dx="1" dy="1" layer="1" roundness="100" cream="no"/>
+</package>
+<package name="FIDUCIAL_COVERED">
+<smd name="1" x="0" y="0" dx="1" dy="1" layer="1" roundness="100" stop="no" cream="no"/>
+</package>
+</packages>
+</library>
+</libraries>
+<designrules name="default">
+<param name="mvStopFrame" value="1"/>
+<param name="mlMinStopFrame" value="4mil"/>
+<param name="mlMaxStopFrame" value="4mil"/>
+</designrules>
+<elements>
+<element name="R1" library="plant" package="0603" value="10k" x="20" y="15"/>
+<element name="FID1" library="plant" package="FIDUCIAL-1X2" value="" x="3" y="3"/>
+<element name="FID2" library="plant" package="FIDUCIAL_1MM_RING" value="" x="37" y="27" rot="R90"/>
+<element name="FID3" library="plant" package="FIDUCIAL_1MM" value="" x="37" y="3"/>
+<element name="FID4" library="plant" package="FIDUCIAL_COVERED" value="" x="3" y="27"/>
+</elements>
+<signals/>
+</board>
+</drawing>
+</eagle>
+"""
+
+
+def test_an_eagle_fiducials_ring_comes_from_its_stop_layer_or_the_design_rules(tmp_path: Path) -> None:
+    """An Eagle fiducial's bare ring is its mask opening: what its package draws on tStop (a filled circle, or a
+    ring to its outer edge) united with the design rules' stop frame (unless the pad says stop="no"); a pad whose
+    mask is not opened at all keeps the default ring. A rule with a unit Eagle does not write is refused by name."""
+    from inspector.board.eagle import read_eagle
+
+    (tmp_path / "f.brd").write_text(EAGLE, encoding="utf-8")
+    design = read_eagle(tmp_path / "f.brd")
+    margins = {p.ref: p.pads[0].mask_margin for p in design.parts if p.fiducial}
+    assert margins == {"FID1": 0.5, "FID2": 1.0, "FID3": 0.1016, "FID4": None}
+    assert all(p.mask_margin == 0.1016 for p in next(p for p in design.parts if p.ref == "R1").pads)
+    imported = import_design(design, load_library(), 20.0, recipe="f")
+    marks = {m.name: (m.size, m.ring) for m in parse_rules(imported.rules_text, "f.yaml").fiducials.marks}
+    assert marks == {"FID1": (20, 40), "FID2": (20, 60), "FID3": (20, 24), "FID4": (20, None)}
+    # a wider frame in other units: 10 % of the pad's side, held between 0.15 mm and 0.006 in (0.1524 mm)
+    wider = (EAGLE.replace('"mvStopFrame" value="1"', '"mvStopFrame" value="0.1"')
+             .replace('"mlMinStopFrame" value="4mil"', '"mlMinStopFrame" value="0.15mm"')
+             .replace('"mlMaxStopFrame" value="4mil"', '"mlMaxStopFrame" value="0.006in"'))
+    (tmp_path / "w.brd").write_text(wider, encoding="utf-8")
+    assert next(p for p in read_eagle(tmp_path / "w.brd").parts if p.ref == "FID3").pads[0].mask_margin == 0.15
+    (tmp_path / "bad.brd").write_text(EAGLE.replace('"4mil"', '"4 furlongs"', 1), encoding="utf-8")
+    with pytest.raises(CadError, match=r"bad.brd: design rule mlMinStopFrame is '4 furlongs'; Eagle writes a length"):
+        read_eagle(tmp_path / "bad.brd")
+
+
+def test_an_ipc2581_fiducials_ring_comes_from_its_solder_mask_layer(tmp_path: Path) -> None:
+    """IPC-2581 keeps a mask opening as a flash on a SOLDERMASK layer: tied to the mark by its PinRef, or (no
+    PinRef) lying on it, sized by its own primitive or its padstack's pad on that layer. A fiducial without one
+    keeps the default ring."""
+    from inspector.board.ipc2581 import read_ipc2581
+
+    text = IPC2581.replace('<EntryStandard id="CIRCLE_1"><Circle diameter="1"/></EntryStandard>',
+                           '<EntryStandard id="CIRCLE_1"><Circle diameter="1"/></EntryStandard>\n'
+                           '      <EntryStandard id="CIRCLE_2"><Circle diameter="2"/></EntryStandard>\n'
+                           '      <EntryStandard id="CIRCLE_3"><Circle diameter="3"/></EntryStandard>')
+    text = text.replace('<Layer name="B.Cu" layerFunction="CONDUCTOR" side="BOTTOM" polarity="POSITIVE"/>',
+                        '<Layer name="B.Cu" layerFunction="CONDUCTOR" side="BOTTOM" polarity="POSITIVE"/>\n'
+                        '      <Layer name="F.Mask" layerFunction="SOLDERMASK" side="TOP" polarity="POSITIVE"/>\n'
+                        '      <PadStackDef name="FID_MASK3"><PadstackPadDef layerRef="F.Mask" padUse="REGULAR">'
+                        '<Location x="0" y="0"/><StandardPrimitiveRef id="CIRCLE_3"/></PadstackPadDef></PadStackDef>')
+    more = """<Component refDes="FID2" packageRef="Fiducial_1mm_Mask2mm" part="FID" layerRef="F.Cu" mountType="SMT">
+          <Location x="37" y="27"/></Component>
+        <Component refDes="FID3" packageRef="Fiducial_1mm_Mask2mm" part="FID" layerRef="F.Cu" mountType="SMT">
+          <Location x="37" y="3"/></Component>
+        <LayerFeature layerRef="F.Mask">
+          <Set><Pad><StandardPrimitiveRef id="CIRCLE_2"/><PinRef pin="1" componentRef="FID1"/></Pad></Set>
+          <Set><Pad padstackDefRef="FID_MASK3"><Location x="37.01" y="27"/></Pad></Set>
+          <Set><Pad><Location x="20" y="20"/><StandardPrimitiveRef id="CIRCLE_3"/></Pad></Set>
+        </LayerFeature>
+      </Step>"""
+    path = tmp_path / "fid.xml"
+    path.write_text(text.replace("</Step>", more), encoding="utf-8")
+    design = read_ipc2581(path)
+    assert {p.ref: p.pads[0].mask_margin for p in design.parts if p.fiducial} == {"FID1": 0.5, "FID2": 1.0,
+                                                                                   "FID3": None}
+    imported = import_design(design, load_library(), 20.0, recipe="fid")
+    marks = {m.name: (m.size, m.ring) for m in parse_rules(imported.rules_text, "f.yaml").fiducials.marks}
+    assert marks == {"FID1": (20, 40), "FID2": (20, 60), "FID3": (20, None)}
+
+
 def test_a_large_package_gets_a_classifier_input_of_its_own(tmp_path: Path) -> None:
     """At 25 px/mm the SOIC's window is over four of the starter input's 32 px long: its leads' pitch would be lost,
     so its type gets a 64 px input; the chips keep the rule set's. The input is part of what its expert trains on."""

@@ -250,6 +250,88 @@ def test_files_kept_with_unix_compress_and_other_units_are_read(tmp_path: Path) 
     assert any("profile has no UNITS line" in n and "inches" in n for n in bare.notes)
 
 
+# the matrix of a job with its solder mask layers above and below the copper (their rows give their sides), and
+# those layers' features: each fiducial's opening flashed at its place (a bottom mark's on the bottom mask; a top
+# flash at the same place is another side's and not its), a land's opening beside it
+MASKED_MATRIX = MATRIX.replace("""LAYER {
+   ROW=2""", """LAYER {
+   ROW=2
+   CONTEXT=BOARD
+   TYPE=SOLDER_MASK
+   NAME=SMT
+   POLARITY=POSITIVE
+}
+
+LAYER {
+   ROW=4
+   CONTEXT=BOARD
+   TYPE=SOLDER_MASK
+   NAME=SMB
+   POLARITY=POSITIVE
+}
+
+LAYER {
+   ROW=2.5""").replace("ROW=2.5", "ROW=3").replace("""   ROW=3
+   CONTEXT=BOARD
+   TYPE=COMPONENT""", """   ROW=5
+   CONTEXT=BOARD
+   TYPE=COMPONENT""")
+TOP_MASK = """UNITS=MM
+#
+#Feature symbol names
+#
+$0 r2000
+$1 rect1000x1050
+$2 r2500
+#
+#Layer features
+#
+P 3.0 3.0 0 P 0 8 0;0=0
+P 17.225 8.0 1 P 0 8 0
+P 35.0 25.0 2 P 0 8 0
+P 37.0 27.0 0 P 0 8 0
+"""
+BOTTOM_MASK = """UNITS=INCH
+$0 r3000 M
+$1 r118.11
+P 1.37795 0.98425 0 P 0 8 0
+P 1.37795 0.98425 1 N 0 8 0
+"""
+MASKED = {"matrix/matrix": MASKED_MATRIX, "steps/pcb/layers/smt/features": TOP_MASK,
+          "steps/pcb/layers/smb/features": BOTTOM_MASK,
+          TOP_FILE: TOP + "CMP 2 37.0 27.0 0 N FID2 FIDUCIAL ;ID=17\n",
+          BOTTOM_FILE: BOTTOM + "CMP 2 35.0 25.0 0 M FID9 FIDUCIAL ;ID=22\n"}
+
+
+def test_a_fiducials_ring_comes_from_its_sides_solder_mask_layer(tmp_path: Path) -> None:
+    """A fiducial's bare ring is the opening its side's mask layer flashes on it (the matrix's rows say which mask
+    is the top's), in the features file's own units (microns in a metric file; mils in an inch one); the same from
+    the job packed as it travels. A pad record that names a symbol the file does not list is refused by its line."""
+    assert "TYPE=SOLDER_MASK\n   NAME=SMT" in MASKED_MATRIX and "ROW=5" in MASKED_MATRIX
+    job = write_job(tmp_path, MASKED)
+    design = read_odbpp(job)
+    by = {p.ref: p for p in design.parts}
+    assert (by["FID1"].pads[0].mask_margin, by["FID9"].side) == (0.5, "bottom")
+    assert by["FID9"].pads[0].mask_margin == 1.0  # 3000 microns by the symbol's own M, in an inch file
+    inch_symbols = write_job(tmp_path / "mil", {**MASKED, "steps/pcb/layers/smb/features": BOTTOM_MASK.replace(
+        " 0 P 0 8 0", " 1 P 0 8 0")})
+    assert next(p for p in read_odbpp(inch_symbols).parts if p.ref == "FID9").pads[0].mask_margin == pytest.approx(
+        1.0, abs=1e-5)  # 118.11 mil
+    assert by["C1"].pads[0].mask_margin is None  # only a fiducial's opening is read
+    assert read_odbpp(write_job(tmp_path / "plain")).parts[3].pads[0].mask_margin is None  # no mask layers: default
+    with tarfile.open(tmp_path / "board.tgz", "w:gz") as t:
+        t.add(job, arcname="board")
+    assert read_odbpp(tmp_path / "board.tgz").parts == design.parts
+    r = cli("board", "import", str(tmp_path / "board.tgz"), "--out", str(tmp_path / "b.yaml"), "--px-per-mm", "20")
+    assert r.returncode == 0, r.stderr
+    assert {(m.name, m.size, m.ring) for m in load_rules(tmp_path / "b.yaml").fiducials.marks} == {("FID1", 20, 40),
+                                                                                                 ("FID2", 20, 40)}
+    bad = write_job(tmp_path / "bad", {**MASKED, "steps/pcb/layers/smt/features": TOP_MASK.replace("P 3.0 3.0 0",
+                                                                                                  "P 3.0 3.0 7")})
+    with pytest.raises(CadError, match=r"layers/smt/features:11: the pad names symbol 7, which the file's symbol"):
+        read_odbpp(bad)
+
+
 def test_a_bad_record_is_named_by_its_file_and_line_and_nothing_is_written(tmp_path: Path) -> None:
     job = write_job(tmp_path, {TOP_FILE: TOP.replace("CMP 1 25.0 15.0", "CMP 1 25,0 15.0")})
     out = tmp_path / "board.yaml"

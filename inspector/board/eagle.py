@@ -5,17 +5,39 @@ when it is mirrored to the bottom (`MR90`), `S` when spun (text only: ignored). 
 file's own libraries: its SMD pads (`smd`: centre, dx, dy, own turn), through-hole pads (`pad`: a drill and a
 diameter), and its drawings; the body is the documentation layer (51 tDocu, 52 bDocu), else the silkscreen (21
 tPlace, 22 bPlace). The outline is layer 20 (Dimension). Fiducials are packages or elements named FID*.
+
+A pad's solder-mask opening (a fiducial's bare ring, which registration matches it with) is the union of what the
+package draws on layer 29 (tStop) centred on it and, unless the pad says `stop="no"`, the stop frame the board's
+design rules add to every pad: `mvStopFrame` times the pad's smaller side, held between `mlMinStopFrame` and
+`mlMaxStopFrame` (Eagle's defaults: 4 mil each way).
 """
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
 
 DIMENSION = "20"
 BODY_LAYERS = (("51", "52"), ("21", "22"))  # documentation first, then silkscreen
+STOP_LAYER = "29"  # tStop, as a package draws it (an element mirrored to the bottom takes it to 30, bStop)
+STOP_FRAME = {"mvStopFrame": 1.0, "mlMinStopFrame": 0.1016, "mlMaxStopFrame": 0.1016}  # Eagle's own defaults
+LENGTH_UNITS = {"mil": 0.0254, "mm": 1.0, "in": 25.4, "inch": 25.4, "mic": 0.001, "um": 0.001}
+CENTRED = 0.25  # of a pad's smaller side: a drawn stop shape centred within this of the pad's centre is its opening
+
+
+@dataclass(frozen=True)
+class StopFrame:
+    """The design rules' automatic stop mask around a pad: a share of its smaller side, held between two lengths."""
+    share: float = STOP_FRAME["mvStopFrame"]
+    least: float = STOP_FRAME["mlMinStopFrame"]  # mm
+    most: float = STOP_FRAME["mlMaxStopFrame"]  # mm
+
+    def margin(self, w: float, h: float) -> float:
+        return min(max(self.share * min(w, h), self.least), self.most)
 
 
 def _f(node: ET.Element, key: str, default: float = 0.0) -> float:
@@ -47,17 +69,70 @@ def _drawn(parent: ET.Element, layers: tuple[str, ...]) -> list[tuple[float, flo
     return pts
 
 
-def _package(pkg: ET.Element) -> tuple[tuple[Pad, ...], Rect | None]:
+def _length(text: str, where: str) -> float:
+    """Eagle's length with its unit (`4mil`, `0.1mm`, `0.004in`, `10mic`), mm."""
+    m = re.fullmatch(r"\s*(-?\d+(?:\.\d*)?|-?\.\d+)\s*([a-z]*)\s*", text.lower())
+    if m is None or m.group(2) not in LENGTH_UNITS:
+        raise CadError(f"{where} is {text!r}; Eagle writes a length with its unit ({', '.join(LENGTH_UNITS)})")
+    return float(m.group(1)) * LENGTH_UNITS[m.group(2)]
+
+
+def _stop_frame(board: ET.Element) -> StopFrame:
+    """The design rules' stop frame (`<designrules><param name=... value=...>`), Eagle's defaults where unsaid."""
+    params = {p.get("name", ""): p.get("value", "") for p in board.findall("designrules/param")}
+    try:
+        share = float(params.get("mvStopFrame", STOP_FRAME["mvStopFrame"]))
+    except ValueError:
+        raise CadError(f"design rule mvStopFrame is {params['mvStopFrame']!r}, not a number") from None
+    least, most = (_length(params[k], f"design rule {k}") if k in params else STOP_FRAME[k]
+                   for k in ("mlMinStopFrame", "mlMaxStopFrame"))
+    return StopFrame(share, least, max(least, most))
+
+
+def _drawn_stops(pkg: ET.Element) -> list[tuple[float, float, float]]:
+    """(x, y, smaller extent) of each opening the package draws on tStop: circles (a ring's outer edge), rectangles
+    and polygons (their box)."""
+    out = []
+    for node in pkg:
+        if node.get("layer") != STOP_LAYER:
+            continue
+        if node.tag == "circle":
+            out.append((_f(node, "x"), _f(node, "y"), 2 * _f(node, "radius") + _f(node, "width")))
+        elif node.tag == "rectangle":
+            x0, y0, x1, y1 = (_f(node, k) for k in ("x1", "y1", "x2", "y2"))
+            out.append(((x0 + x1) / 2, (y0 + y1) / 2, min(abs(x1 - x0), abs(y1 - y0))))
+        elif node.tag == "polygon":
+            box = bounding([(_f(v, "x"), _f(v, "y")) for v in node.findall("vertex")])
+            if box is not None:
+                out.append(((box[0] + box[2]) / 2, (box[1] + box[3]) / 2, min(box[2] - box[0], box[3] - box[1])))
+    return out
+
+
+def _mask_margin(node: ET.Element, x: float, y: float, w: float, h: float, drawn: list[tuple[float, float, float]],
+                 frame: StopFrame) -> float | None:
+    """How far the mask opens beyond the pad, mm: the widest of its drawn openings and its automatic stop frame."""
+    side = min(w, h)
+    margins = [(size - side) / 2 for cx, cy, size in drawn
+               if size > side and math.hypot(cx - x, cy - y) <= CENTRED * side]
+    if node.get("stop", "yes").lower() != "no":
+        margins.append(frame.margin(w, h))
+    return round(max(margins), 6) if margins else None
+
+
+def _package(pkg: ET.Element, frame: StopFrame) -> tuple[tuple[Pad, ...], Rect | None]:
     pads = []
+    drawn = _drawn_stops(pkg)
     for smd in pkg.findall("smd"):
         turn, _ = _turn(smd.get("rot"))
         w, h = _f(smd, "dx"), _f(smd, "dy")
         if round(turn / 90) % 2:
             w, h = h, w
-        pads.append(Pad(_f(smd, "x"), _f(smd, "y"), w, h, smd=True))
+        x, y = _f(smd, "x"), _f(smd, "y")
+        pads.append(Pad(x, y, w, h, smd=True, mask_margin=_mask_margin(smd, x, y, w, h, drawn, frame)))
     for pad in pkg.findall("pad"):
         d = _f(pad, "diameter") or 2.0 * _f(pad, "drill")
-        pads.append(Pad(_f(pad, "x"), _f(pad, "y"), d, d, smd=False))
+        x, y = _f(pad, "x"), _f(pad, "y")
+        pads.append(Pad(x, y, d, d, smd=False, mask_margin=_mask_margin(pad, x, y, d, d, drawn, frame)))
     body = None
     for layers in BODY_LAYERS:
         body = bounding(_drawn(pkg, layers))
@@ -73,6 +148,10 @@ def read_eagle(path: Path) -> BoardDesign:
     if root.tag != "eagle" or board is None:
         raise CadError(f"{path}: an Eagle board is <eagle><drawing><board>...; this is <{root.tag}> without a board "
                        "(a schematic or library file?)")
+    try:
+        frame = _stop_frame(board)
+    except CadError as exc:
+        raise CadError(f"{path}: {exc}") from None
     packages: dict[tuple[str, str], ET.Element] = {}
     for lib in board.findall("libraries/library"):
         for pkg in lib.findall("packages/package"):
@@ -85,7 +164,7 @@ def read_eagle(path: Path) -> BoardDesign:
         except CadError as exc:
             raise CadError(f"{path}: element {name}: {exc}") from None
         pkg = packages.get((el.get("library", ""), package))
-        pads, body = _package(pkg) if pkg is not None else ((), None)
+        pads, body = _package(pkg, frame) if pkg is not None else ((), None)
         fiducial = "fiducial" in package.lower() or name.upper().startswith("FID")
         parts.append(PlacedPart(name, el.get("value", ""), package, _f(el, "x"), _f(el, "y"), turn,
                                 "bottom" if mirrored else "top", pads, body,

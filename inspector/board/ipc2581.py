@@ -11,6 +11,9 @@ What an import needs of it, and where the standard keeps it:
   height; `Circle`: diameter), turned by its own `Xform`; the body is the package's `Outline` polygon, else its
   `AssemblyDrawing`, else its `SilkScreen`.
 - not placed: a `Bom/BomItem/RefDes@populate="false"`.
+- a fiducial's mask opening: a `Pad` (or `Features`) flashed on a layer whose `layerFunction` is SOLDERMASK, in
+  `Step/LayerFeature`: tied to the mark by its `PinRef@componentRef`, else by lying centred on it; its shape is its
+  own `StandardPrimitiveRef`, else its `padstackDefRef`'s `PadstackPadDef` on that layer (mask_openings.py).
 Frame: y up (like Eagle). Element names are read with or without the standard's namespace.
 """
 from __future__ import annotations
@@ -19,6 +22,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
+from .mask_openings import Opening, with_openings
 
 UNITS = {"MILLIMETER": 1.0, "MICRON": 0.001, "INCH": 25.4}
 SIZED = ("RectCenter", "RectRound", "RectCham", "Oval")
@@ -103,6 +107,37 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
     return tuple(pads), body
 
 
+def _mask_openings(step: ET.Element, root: ET.Element, primitives: dict[str, tuple[float, float]], scale: float
+                   ) -> tuple[dict[str, list[Opening]], dict[str, float]]:
+    """The flashes on the step's solder mask layers: by side, and (where a PinRef ties one to a part) by reference."""
+    masks = {layer.get("name", ""): "bottom" if layer.get("side", "").upper() == "BOTTOM" else "top"
+             for layer in root.iter("Layer") if layer.get("layerFunction", "").upper() == "SOLDERMASK"}
+    stacks: dict[tuple[str, str], float] = {}  # (padstack, mask layer) -> the opening's smaller extent, mm
+    for stack in root.iter("PadStackDef"):
+        for pad_def in stack.iter("PadstackPadDef"):
+            ref = pad_def.find("StandardPrimitiveRef")
+            if pad_def.get("layerRef", "") in masks and ref is not None and ref.get("id", "") in primitives:
+                stacks[(stack.get("name", ""), pad_def.get("layerRef", ""))] = min(primitives[ref.get("id", "")])
+    by_side: dict[str, list[Opening]] = {}
+    by_ref: dict[str, float] = {}
+    for feature in step.iter("LayerFeature"):
+        layer = feature.get("layerRef", "")
+        if layer not in masks:
+            continue
+        for flash in (n for n in feature.iter() if n.tag in ("Pad", "Features")):
+            loc, ref, pin = flash.find("Location"), flash.find("StandardPrimitiveRef"), flash.find("PinRef")
+            size = (min(primitives[ref.get("id", "")]) if ref is not None and ref.get("id", "") in primitives
+                    else stacks.get((flash.get("padstackDefRef", ""), layer)))
+            if size is None:
+                continue
+            if loc is not None:
+                by_side.setdefault(masks[layer], []).append(Opening(_f(loc, "x") * scale, _f(loc, "y") * scale, size))
+            if pin is not None and pin.get("componentRef"):
+                name = pin.get("componentRef", "")
+                by_ref[name] = max(size, by_ref.get(name, 0.0))
+    return by_side, by_ref
+
+
 def _unpopulated(root: ET.Element) -> set[str]:
     return {r.get("name", "") for r in root.iter("RefDes") if r.get("populate", "true").lower() == "false"}
 
@@ -144,6 +179,8 @@ def read_ipc2581(path: Path) -> BoardDesign:
                                 turn, side, pads, body,
                                 through_hole=comp.get("mountType", "").upper() == "THMT" or
                                 any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
+    openings, named = _mask_openings(step, root, primitives, scale)
+    parts = with_openings(parts, openings, named)
     outline = bounding(_polygon_points(step.find("Profile"), scale))
     revision = root.get("revision", "?")
     design = BoardDesign(str(path), f"IPC-2581 rev {revision} (step {step.get('name', '?')})", parts, y_up=True,

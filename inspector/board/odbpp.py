@@ -15,6 +15,7 @@ What an import needs of a job, and where the format keeps it:
 - a panel: `steps/<step>/stephdr`, its `STEP-REPEAT { ... }` blocks placing copies of other steps (odbpp_panel.py);
 - units: each file's `UNITS=MM|INCH` (`U MM` in older jobs), else the job's `misc/info`, else inches, the format's
   own default (a note says so);
+- a fiducial's bare ring: the opening flashed at its place on its side's solder mask layer (odbpp_mask.py);
 - any of these files may be stored compressed with Unix compress (`components.Z`).
 Frame: y up, like Eagle. A job whose parts sit in more than one step (a board and the panel of it, a board and a
 variant) asks which, naming them: `--step NAME`, or the step's own folder (JOB/steps/NAME) of the unpacked job.
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+from .mask_openings import Opening, with_openings
+from .odbpp_mask import mask_layers, openings
 from .odbpp_panel import Placement, Repeat, StepHeader, boards_in, numbered, placed_copy
 
 ARCHIVES = (".tgz", ".tar.gz", ".tar", ".zip")
@@ -82,6 +85,12 @@ class _Job:
             raw = _uncompress(raw, f"{self.source}: {name}.Z")
         return raw.decode("utf-8", errors="replace").splitlines()
 
+    def fetch(self, names: set[str]) -> None:
+        """Make `names` readable too: an archive is read again for just those (a folder has every file already)."""
+        missing = {n for n in names if n not in self.files}
+        if missing and not self.source.is_dir():
+            self.files.update(_archive_files(self.source, missing.__contains__))
+
     def steps(self) -> list[str]:
         return sorted({n.split("/")[1] for n in self.files if n.startswith("steps/") and n.count("/") >= 2})
 
@@ -95,23 +104,23 @@ def _job_root(path: Path) -> Path | None:
     return None
 
 
-def _archive_files(source: Path) -> Iterator[tuple[str, bytes]]:
-    """(path below the job's root, contents) of the files an import reads, out of a .tgz / .tar / .zip; a job's
-    copper layers can be hundreds of megabytes, so nothing else is read into memory."""
+def _archive_files(source: Path, wanted: Callable[[str], object] = _READ.match) -> Iterator[tuple[str, bytes]]:
+    """(path below the job's root, contents) of the files an import reads (`wanted`), out of a .tgz / .tar / .zip;
+    a job's copper layers can be hundreds of megabytes, so nothing else is read into memory."""
     try:
         if source.name.lower().endswith(".zip"):
             with zipfile.ZipFile(source) as z:
                 names = {_member_name(i.filename): i for i in z.infolist() if not i.is_dir()}
                 root = _archive_root(source, names)
                 for name, info in names.items():
-                    if name.startswith(root) and _READ.match(name[len(root):]):
+                    if name.startswith(root) and wanted(name[len(root):]):
                         yield name[len(root):], z.read(info)
             return
         with tarfile.open(source, "r:*") as t:
             members = {_member_name(m.name): m for m in t.getmembers() if m.isfile()}
             root = _archive_root(source, members)
             for name, member in members.items():
-                handle = t.extractfile(member) if name.startswith(root) and _READ.match(name[len(root):]) else None
+                handle = t.extractfile(member) if name.startswith(root) and wanted(name[len(root):]) else None
                 if handle is not None:
                     yield name[len(root):], handle.read()
     except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
@@ -305,21 +314,29 @@ def _edge(lines: list[str], scale: float, where: str) -> Rect | None:
     return bounding(points)
 
 
-def _matrix_layers(lines: list[str]) -> list[tuple[int, str]]:
-    """(row, name) of every component layer in the job's matrix."""
+def _matrix_blocks(lines: list[str]) -> list[dict[str, str]]:
+    """The matrix's STEP and LAYER blocks, each its KEY=value lines (keys upper-cased) and `_kind`."""
     out, block = [], None
     for line in lines:
         text = line.strip()
         if text.endswith("{"):
             block = {"_kind": text[:-1].strip().upper()}
         elif text == "}" and block is not None:
-            if block["_kind"] == "LAYER" and block.get("TYPE", "").upper() == "COMPONENT":
-                row = block.get("ROW", "0")
-                out.append((int(row) if row.isdigit() else 0, block.get("NAME", "").lower()))
+            out.append(block)
             block = None
         elif block is not None and "=" in text:
             key, _, value = text.partition("=")
             block[key.strip().upper()] = value.strip()
+    return out
+
+
+def _matrix_layers(blocks: list[dict[str, str]]) -> list[tuple[int, str]]:
+    """(row, name) of every component layer in the job's matrix."""
+    out = []
+    for block in blocks:
+        if block["_kind"] == "LAYER" and block.get("TYPE", "").upper() == "COMPONENT":
+            row = block.get("ROW", "0")
+            out.append((int(row) if row.isdigit() else 0, block.get("NAME", "").lower()))
     return sorted(out)
 
 
@@ -380,12 +397,13 @@ def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
     a panel as the one board the line carries (odbpp_panel.py). `step` names it where the job has several."""
     path = Path(path)
     job = _Job(path)
-    matrix = job.lines("matrix/matrix")
-    layers = _matrix_layers(matrix or [])
+    blocks = _matrix_blocks(job.lines("matrix/matrix") or [])
+    layers = _matrix_layers(blocks)
     if not layers:
         raise CadError(f"{path}: its matrix/matrix lists no component layer (TYPE=COMPONENT): the job carries no "
                        "placement; export it again with the assembly (component) layers")
     sides = _sides(layers)
+    masks = mask_layers(blocks)
     info = job.lines("misc/info") or []
     job_units = _units(info, None)
     notes: list[str] = []
@@ -425,7 +443,10 @@ def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
 
     def parts_of(s: str) -> list[PlacedPart]:
         if s not in found:
-            found[s] = _step_parts(job, path, s, layers, sides, scale_of, notes)
+            parts = _step_parts(job, path, s, layers, sides, scale_of, notes)
+            if any(p.fiducial for p in parts):  # an archive is read again for the mask layers: only when needed
+                parts = with_openings(parts, _mask_openings(job, path, s, masks, scale_of))
+            found[s] = parts
         return found[s]
 
     parts = list(parts_of(chosen)) if chosen in direct else []
@@ -452,6 +473,21 @@ def _step_summary(step: str, boards: list[Placement]) -> str:
 
 def _boards_text(boards: list[Placement]) -> str:
     return f"{len(boards)} boards of {' and '.join(sorted({b.step for b in boards}))}"
+
+
+def _mask_openings(job: _Job, path: Path, step: str, masks: dict[str, str],
+                   scale_of: Callable[[list[str], str], float]) -> dict[str, list[Opening]]:
+    """Each side's mask openings in one step (its fiducials' bare rings)."""
+    names = {f"steps/{step}/layers/{layer}/features" for layer in masks}
+    job.fetch(names | {n + ".z" for n in names})
+    out: dict[str, list[Opening]] = {}
+    for layer, side in masks.items():
+        name = f"steps/{step}/layers/{layer}/features"
+        lines = job.lines(name)
+        if lines is not None:
+            out.setdefault(side, []).extend(openings(lines, scale_of(lines, f"layers/{layer}/features"),
+                                                     f"{path}: {name}"))
+    return out
 
 
 def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]], sides: dict[str, str],

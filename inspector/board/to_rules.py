@@ -26,6 +26,7 @@ from ..yamlio import ConfigError
 from .design import BoardDesign, PlacedPart
 from .geometry import BoardGeometry, PxRect
 from .library import Library, PackageClass
+from .mask_openings import dot
 
 MIN_SIDE_PX = 4  # the validator's least body side
 CROP_MARGIN_PX = 4
@@ -226,13 +227,13 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
         elif p.fiducial or (cls is not None and cls.name == "fiducial"):
             fate.reason = "a fiducial: registration mark, nothing placed"
             if window is not None:  # the mark is the copper dot (its largest pad), not its mask opening
-                pad = max(p.pads, key=lambda d: min(d.w, d.h), default=None)
-                dot = min(pad.w, pad.h) if pad is not None else min(window[2], window[3])
-                size = max(3, round(dot * px_per_mm))
+                pad = dot(p)
+                across = min(pad.w, pad.h) if pad is not None else min(window[2], window[3])
+                size = max(3, round(across * px_per_mm))
                 # its bare ring as the footprint opens the mask, where the CAD says (registration matches the mark
                 # with it: wider, the mask beyond it spoils the match)
                 margin = pad.mask_margin if pad is not None else None
-                ring = round((dot + 2 * margin) * px_per_mm) if margin is not None and margin > 0 else None
+                ring = round((across + 2 * margin) * px_per_mm) if margin is not None and margin > 0 else None
                 marks[p.ref] = (round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm), size,
                                 ring if ring is not None and ring >= size + MIN_RING_MARGIN_PX else None)
         elif p.excluded is not None:
