@@ -68,6 +68,24 @@ def import_kicad(root: Path) -> Path:
     return root / "b.yaml"
 
 
+MARKS = (("FID1", "3 27"), ("FID2", "37 3"), ("FID3", "3 3"), ("FID4", "37 27"))
+
+
+def import_with_marks(root: Path, marks: tuple[tuple[str, str], ...] = MARKS) -> Path:
+    """kicad_board() with KiCad's 1 mm fiducials in a 2 mm opening at `marks` (reference, "x y" mm), imported by
+    `board import` at 10 px/mm into `root`: its rule set."""
+    fids = "".join(f"""  (module Fiducial:Fiducial_1mm_Mask2mm (layer F.Cu) (at {at}) (attr virtual)
+    (fp_text reference {ref} (at 0 -2) (layer F.SilkS))
+    (fp_text value Fiducial (at 0 2) (layer F.Fab))
+    (pad "" smd circle (at 0 0) (size 1 1) (layers F.Cu F.Mask) (solder_mask_margin 0.5)))
+""" for ref, at in marks)
+    text = kicad_board()
+    (root / "f.kicad_pcb").write_text(text[:text.rstrip().rindex(")")] + fids + ")\n", encoding="utf-8")
+    r = cli("board", "import", str(root / "f.kicad_pcb"), "--out", str(root / "f.yaml"), "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    return root / "f.yaml"
+
+
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return import_kicad(tmp_path_factory.mktemp("teach"))
@@ -411,16 +429,7 @@ def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refi
     from inspector.ingest.registration import register
     from inspector.routing.rules import parse_rules
 
-    marks = "".join(f"""  (module Fiducial:Fiducial_1mm_Mask2mm (layer F.Cu) (at {at}) (attr virtual)
-    (fp_text reference {ref} (at 0 -2) (layer F.SilkS))
-    (fp_text value Fiducial (at 0 2) (layer F.Fab))
-    (pad "" smd circle (at 0 0) (size 1 1) (layers F.Cu F.Mask) (solder_mask_margin 0.5)))
-""" for ref, at in (("FID1", "3 27"), ("FID2", "37 3"), ("FID3", "3 3")))
-    text = kicad_board()
-    (tmp_path / "f.kicad_pcb").write_text(text[:text.rstrip().rindex(")")] + marks + ")\n", encoding="utf-8")
-    r = cli("board", "import", str(tmp_path / "f.kicad_pcb"), "--out", str(tmp_path / "f.yaml"), "--px-per-mm", "10")
-    assert r.returncode == 0, r.stderr
-    rules = load_rules(tmp_path / "f.yaml")
+    rules = load_rules(import_with_marks(tmp_path, MARKS[:3]))
     assert rules.fiducials is not None and {m.ring for m in rules.fiducials.marks} == {20}
     # the golden board as a photo brought it: 3 px right and 2 up of where the CAD puts it (points picked a little off)
     golden = cv2.warpAffine(render_board(rules, "g", np.random.default_rng(4), rates={}).image,

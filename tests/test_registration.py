@@ -162,9 +162,9 @@ def test_a_marks_own_bare_ring_is_what_it_is_matched_with() -> None:
     gray = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
 
     def score(mark) -> float:  # noqa: ANN001
-        from inspector.ingest.registration import _template
+        from inspector.ingest.registration import mark_template
 
-        t = _template(mark.shape, mark.size, mark.reach)
+        t = mark_template(mark.shape, mark.size, mark.reach)
         h = t.shape[0] // 2
         window = gray[mark.y - h - 4:mark.y + h + 5, mark.x - h - 4:mark.x + h + 5]
         return float(cv2.matchTemplate(window, t, cv2.TM_CCOEFF_NORMED).max())

@@ -2,8 +2,9 @@
 
 Shared by teaching (golden photos) and checking (photos of boards to inspect). A photo is registered on picked
 points when the recipe has them (`RULES.points.yaml`: a fixed camera over a fixture sees every board alike), else
-on each board's outline (inspector/board/register.py); with a golden board at hand, the registration is refined on
-its content. A photo may hold several boards (a tray): each board-sized blob is tried, and one that does not
+on each board's outline (inspector/board/register.py), or, where no outline registers, on the recipe's fiducials
+found anywhere in the photo (inspector/board/mark_search.py); with a golden board at hand, the registration is
+refined on its content. A photo may hold several boards (a tray): each board-sized blob is tried, and one that does not
 register is kept with the reason.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from ..board.geometry import BoardGeometry, read_geometry, read_geometry_file
 from ..board.light import match_light
+from ..board.mark_search import register_on_marks
 from ..board.outline import Candidate, candidates
 from ..board.register import (
     Registration,
@@ -119,8 +121,7 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
         found: Iterable[Candidate] = [Candidate(np.array([p for p, _ in points], np.float64),
                                                 register_points(points, px_per_mm))]
     else:
-        found = candidates(photo, rules.board_size, outline_of(rules, geometry), marks_of(rules, geometry),
-                           px_per_mm)
+        found = _outline_then_marks(photo, rules, geometry, px_per_mm)
     any_found = False
     for i, c in enumerate(found):
         any_found = True
@@ -132,6 +133,41 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
     if not any_found:
         centre = (photo.shape[1] // 2, photo.shape[0] // 2)
         yield PhotoBoard(photo_path, 0, centre, None, None, "nothing in it stands out from its background as a board")
+
+
+def _outline_then_marks(photo: np.ndarray, rules: RuleSet, geometry: BoardGeometry | None,
+                        px_per_mm: float) -> Iterator[Candidate]:
+    """Each board-sized blob registered on its outline; where none registers and the rule set has fiducials, the
+    board found by them instead (board/mark_search.py), the outline's reasons kept in its note (or, where the
+    marks do not find it either, their reason added to the outline's)."""
+    outline, edges = outline_of(rules, geometry), marks_of(rules, geometry)
+    refused: list[Candidate] = []
+    registered = False
+    for c in candidates(photo, rules.board_size, outline, edges, px_per_mm):
+        if c.registration is None and not registered:
+            refused.append(c)  # held back: the marks may yet find the board
+            continue
+        registered = True
+        yield from refused
+        refused = []
+        yield c
+    if registered:
+        return
+    if rules.fiducials is None:
+        yield from refused
+        return
+    by_marks = register_on_marks(photo, rules.fiducials.marks, rules.board_size, outline, edges, px_per_mm)
+    outline_words = "; ".join(f"#{i}: {r.reason}" for i, r in enumerate(refused)) or "no blob stood out as a board"
+    if by_marks.registration is not None:
+        by_marks.registration.note += f"; its outline did not register ({outline_words})"
+        yield by_marks
+        return
+    if not refused:
+        yield Candidate(by_marks.contour, None, "nothing in it stands out from its background as a board, and by "
+                                                f"its fiducials: {by_marks.reason}")
+        return
+    refused[0].reason += f"; by its fiducials: {by_marks.reason}"
+    yield from refused
 
 
 _LOADED: dict[tuple, tuple[BoardGeometry | None, list | None]] = {}

@@ -168,7 +168,7 @@ def edge_template(size: tuple[int, int], outline: PxRect, marks: list[PxRect]) -
     return cv2.GaussianBlur(rim.astype(np.float32), (0, 0), 2), inside
 
 
-def _agreement(warped: np.ndarray, template: np.ndarray, inside: np.ndarray) -> float:
+def agreement(warped: np.ndarray, template: np.ndarray, inside: np.ndarray) -> float:
     """Correlation of the photo's edge energy with the CAD's expected edges, over the board."""
     e = cv2.GaussianBlur(_edge_energy(warped), (0, 0), 2)[inside > 0]
     t = template[inside > 0]
@@ -205,16 +205,16 @@ def register_outline(photo: np.ndarray, contour: np.ndarray, size: tuple[int, in
             continue
         h = cv2.getPerspectiveTransform(src.astype(np.float32), target.astype(np.float32))
         warped = cv2.warpPerspective(photo, h, size, flags=cv2.INTER_AREA)
-        scored.append((_agreement(warped, template, inside), turn, h))
+        scored.append((agreement(warped, template, inside), turn, h))
     if not scored:
         ratio = max(sides) / max(1e-6, min(sides))
         raise RegistrationError(f"its sides are {ratio:.2f}:1 where the outline's are "
                                 f"{max(ow, oh) / min(ow, oh):.2f}:1: not one whole board")
     scored.sort(key=lambda s: -s[0])
-    agreement, _turn, h = scored[0]
+    agrees, _turn, h = scored[0]
     runner_up = scored[1][0] if len(scored) > 1 else 0.0
-    if agreement < MIN_AGREEMENT or agreement - runner_up < MIN_TURN_MARGIN:
-        raise RegistrationError(f"its turn cannot be told (its edges agree with the CAD's {agreement:.2f}, "
+    if agrees < MIN_AGREEMENT or agrees - runner_up < MIN_TURN_MARGIN:
+        raise RegistrationError(f"its turn cannot be told (its edges agree with the CAD's {agrees:.2f}, "
                                 f"{runner_up:.2f} the other way round): pick 3 points on it (--points)")
     mapped = cv2.perspectiveTransform(contour.reshape(-1, 1, 2).astype(np.float64), h).reshape(-1, 2)
     fill = _fill(mapped, inside)
@@ -223,7 +223,7 @@ def register_outline(photo: np.ndarray, contour: np.ndarray, size: tuple[int, in
                                 "it, something covers it, or the photo's edge cuts it)")
     on_edge = mapped[on_mask] if on_mask.sum() >= MIN_EDGE_SHARE * len(contour) else mapped
     residual = float(np.median(_distance_to_box(on_edge, outline)))
-    note = f"edges agree with the CAD's {agreement:.2f} ({runner_up:.2f} turned)"
+    note = f"edges agree with the CAD's {agrees:.2f} ({runner_up:.2f} turned)"
     if not on_mask.all():
         note += f"; {on_mask.mean():.0%} of its rim is solder mask's edge"
     return Registration(h, "outline", residual, residual / px_per_mm, note)

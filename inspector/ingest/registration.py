@@ -309,7 +309,7 @@ def coarse_shift(gray: np.ndarray, rules: FiducialRules) -> tuple[float, float] 
     reach = coarse_reach(rules)
     votes: list[list[tuple[float, float]]] = []
     for mark in rules.marks:
-        t = cv2.resize(_template(mark.shape, mark.size, mark.reach), None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
+        t = cv2.resize(mark_template(mark.shape, mark.size, mark.reach), None, fx=s, fy=s, interpolation=cv2.INTER_AREA)
         half = t.shape[0] // 2
         r = int(math.ceil(reach * s))
         cx, cy = int(round(mark.x * s)), int(round(mark.y * s))
@@ -342,7 +342,7 @@ def coarse_shift(gray: np.ndarray, rules: FiducialRules) -> tuple[float, float] 
 
 def find_mark(gray: np.ndarray, mark: Fiducial) -> tuple[float, float] | str:
     """The mark's centre in image px, or why it was not found."""
-    template = _template(mark.shape, mark.size, mark.reach)
+    template = mark_template(mark.shape, mark.size, mark.reach)
     half = template.shape[0] // 2
     r = int(math.ceil(mark.search_px))
     x0, y0 = max(0, mark.x - r - half), max(0, mark.y - r - half)
@@ -354,10 +354,10 @@ def find_mark(gray: np.ndarray, mark: Fiducial) -> tuple[float, float] | str:
     _, score, _, (px, py) = cv2.minMaxLoc(scores)
     if not np.isfinite(score) or score < MIN_SCORE:
         return f"best match {max(score, 0.0):.2f} of {MIN_SCORE} needed"
-    return _centroid(gray, x0 + px + half, y0 + py + half, mark)
+    return mark_centre(gray, x0 + px + half, y0 + py + half, mark)
 
 
-def _centroid(gray: np.ndarray, x: int, y: int, mark: Fiducial) -> tuple[float, float] | str:
+def mark_centre(gray: np.ndarray, x: int, y: int, mark: Fiducial) -> tuple[float, float] | str:
     """Sub-pixel centre: the mark's brightness above its bare ring's, weighted by position (twice, re-centred)."""
     inner, outer = mark.size / 2 + 1.5, mark.reach
     r = int(math.ceil(outer))
@@ -380,7 +380,7 @@ def _centroid(gray: np.ndarray, x: int, y: int, mark: Fiducial) -> tuple[float, 
 
 
 @lru_cache(maxsize=32)
-def _template(shape: str, size: int, reach: float) -> np.ndarray:
+def mark_template(shape: str, size: int, reach: float) -> np.ndarray:
     """A bright mark on its bare ring, softened a little like any lens, as float32."""
     side = 2 * int(math.ceil(reach)) + 1
     t = np.zeros((side, side), np.float32)

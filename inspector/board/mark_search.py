@@ -1,0 +1,313 @@
+"""A board found in a photo by its fiducials where its outline is not (a cluttered bench, a cable across an edge,
+another board touching it): the constellation of marks its CAD places, looked for at every scale the board could
+have been photographed at.
+
+Each mark is looked for as the line looks for it (ingest/registration.py: a bright dot in its bare ring, normalised
+cross-correlation), but over the whole photo and at a range of scales, from the board spanning the photo's
+diagonal down to a quarter of its longer side. Two candidates and two marks fix a similarity (scale, turn, shift);
+it is kept where the other marks land on candidates as well and every candidate was found at about that scale.
+Each constellation kept is fitted (an affine map on three marks, a homography on four or more) and checked against
+where the CAD puts edges, the pads' rims, as the outline's turn is chosen (outline.py): the one that agrees best
+registers the board where it stands out: a board that another pose matches nearly as well is refused as ambiguous,
+never registered by guess. Three
+marks at least: two fit any pair of bright dots.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import cv2
+import numpy as np
+
+from ..ingest.registration import mark_centre, mark_template
+from ..routing.fiducials import Fiducial
+from .geometry import PxRect
+from .outline import Candidate, edge_template
+from .register import Registration, RegistrationError, register_points
+
+MIN_MARKS = 3  # marks a constellation must show: two fit any pair of bright dots
+SEARCH_SIDE = 1600  # px: the photo's longer side while searching (a finer photo is reduced to it)
+LEAST_BOARD = 0.25  # of the photo's longer side: the smallest a board is looked for at
+LEAST_DOT_PX = 5  # a mark smaller than this in the photo cannot be told from noise
+SCALE_STEP = 1.15  # between the scales searched (a mark matches within about half a step either way)
+SCALE_AGREEMENT = 1.2  # a constellation's scale lies within this factor of the scales a candidate matched at
+PEAKS = 80  # candidates kept per mark kind and scale, the best first
+LEAST_SCORE = 0.45  # a candidate's correlation at least: under the line's MIN_SCORE, since a mark photographed
+#                     small and at a scale between two searched is softer than the template; the constellation and
+#                     the CAD's edges, not one score, decide
+FIT_SHARE = 0.05  # of the two marks' span: how far another mark may lie from where their similarity puts it (a
+#                   photo not square-on bends the similarity that far)
+MAX_CONSTELLATIONS = 4000  # the best-supported constellations checked against the CAD's edges, at most
+MIN_MARKS_AGREEMENT = 0.2  # the best constellation's agreement with the CAD's edges at least, and ...
+MARKS_RATIO = 1.6  # ... this many times the best of another pose: hundreds of wrong constellations are checked, and
+#                    the best of them agrees about 0.13-0.15 with any board's edges on a busy bench (the outline's
+#                    MIN_AGREEMENT and turn margin, chosen among four turns, would take one of them)
+SAME_POSE = 0.1  # of the board's diagonal: two fits whose corners lie this near are of one board
+CHECK_SIDE = 400  # px: the longer side of the reduced frame each constellation's board is checked on
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Every candidate of every mark kind: photo px (of the reduced photo), the scales it matched at, its kind."""
+    xy: np.ndarray  # K x 2
+    low: np.ndarray  # K: the least scale it matched at
+    high: np.ndarray  # K: the greatest
+    kind: np.ndarray  # K
+    score: np.ndarray  # K: its best score
+
+
+def _kinds(marks: tuple[Fiducial, ...]) -> tuple[list[tuple[str, int, float]], np.ndarray]:
+    """The distinct looks (shape, size, reach) among the marks, and each mark's look's index."""
+    looks = sorted({(m.shape, m.size, m.reach) for m in marks})
+    return looks, np.array([looks.index((m.shape, m.size, m.reach)) for m in marks])
+
+
+def _scales(photo_shape: tuple[int, ...], board_size: tuple[int, int], dot: int) -> list[float]:
+    """Photo px per rule-set px worth searching: the board from a quarter of the photo's longer side to its
+    diagonal, the mark LEAST_DOT_PX wide at least."""
+    h, w = photo_shape[:2]
+    longest = max(board_size)
+    low = max(LEAST_BOARD * max(w, h) / longest, LEAST_DOT_PX / dot)
+    high = math.hypot(w, h) / longest
+    if low > high:
+        return []
+    steps = int(math.floor(math.log(high / low) / math.log(SCALE_STEP))) + 1
+    return [low * SCALE_STEP ** i for i in range(steps)]
+
+
+def _peaks(scores: np.ndarray, radius: int, limit: int) -> list[tuple[float, float, float]]:
+    """(x, y, score) of the correlation map's local maxima over LEAST_SCORE, the best `limit`, each refined to a
+    fraction of a pixel by a parabola through its neighbours."""
+    local = scores >= cv2.dilate(scores, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * radius + 1,) * 2))
+    ys, xs = np.nonzero(local & (scores >= LEAST_SCORE))
+    order = np.argsort(-scores[ys, xs])[:limit]
+    out = []
+    for y, x in zip(ys[order], xs[order]):
+        dx = dy = 0.0
+        if 0 < x < scores.shape[1] - 1:
+            a, b, c = scores[y, x - 1], scores[y, x], scores[y, x + 1]
+            dx = 0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0
+        if 0 < y < scores.shape[0] - 1:
+            a, b, c = scores[y - 1, x], scores[y, x], scores[y + 1, x]
+            dy = 0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0
+        out.append((x + dx, y + dy, float(scores[y, x])))
+    return out
+
+
+def _candidates(grey: np.ndarray, looks: list[tuple[str, int, float]], board_size: tuple[int, int]) -> _Found:
+    """Every look's candidates over the scales searched; a spot found at several scales is kept once, at the scale
+    it matched best."""
+    xy, scale, kind, score = [], [], [], []
+    for k, (shape, size, reach) in enumerate(looks):
+        for s in _scales(grey.shape, board_size, size):
+            dot = max(3, int(round(size * s)))
+            template = mark_template(shape, dot, round(reach * s, 1))
+            if template.shape[0] >= min(grey.shape):
+                continue
+            half = template.shape[0] // 2
+            scores = cv2.matchTemplate(grey, template, cv2.TM_CCOEFF_NORMED)
+            for x, y, sc in _peaks(np.nan_to_num(scores, nan=-1.0), max(1, dot // 2), PEAKS):
+                xy.append((x + half, y + half))
+                scale.append(s)
+                kind.append(k)
+                score.append(sc)
+    return _once(np.array(xy, np.float64).reshape(-1, 2), np.array(scale), np.array(kind, int), np.array(score),
+                 looks)
+
+
+def _once(xy: np.ndarray, scale: np.ndarray, kind: np.ndarray, score: np.ndarray,
+          looks: list[tuple[str, int, float]]) -> _Found:
+    """Each spot of each look once: where it scored best, with every scale it matched at within half a dot (a
+    mark with its ring matches a range of scales, not always best at its own)."""
+    keep: list[int] = []
+    low, high = scale.copy(), scale.copy()
+    for i in np.argsort(-score):
+        near = max(1.5, looks[kind[i]][1] * scale[i] / 2)
+        held = next((k for k in keep if kind[k] == kind[i] and math.dist(xy[k], xy[i]) <= near), None)
+        if held is None:
+            keep.append(int(i))
+        else:
+            low[held], high[held] = min(low[held], scale[i]), max(high[held], scale[i])
+    idx = np.array(keep, int)
+    return _Found(xy[idx].reshape(-1, 2), low[idx], high[idx], kind[idx], score[idx])
+
+
+def _fits(scale: np.ndarray | float, low: np.ndarray | float, high: np.ndarray | float) -> np.ndarray:
+    """Whether a constellation's scale lies within SCALE_AGREEMENT of the scales a candidate matched at."""
+    return (np.asarray(scale) >= np.asarray(low) / SCALE_AGREEMENT) & (np.asarray(scale) <= np.asarray(high) *
+                                                                       SCALE_AGREEMENT)
+
+
+def _constellations(found: _Found, marks: tuple[Fiducial, ...], kind_of: np.ndarray) -> list[dict[int, int]]:
+    """Every assignment of marks to candidates (mark index -> candidate index) that two marks' similarity predicts
+    for MIN_MARKS marks or more; one that a larger assignment holds is left out. Most marks first, then the best
+    supported (mean score)."""
+    nominal = np.array([(m.x, m.y) for m in marks], np.float64)
+    seen: dict[frozenset, float] = {}
+    for i in range(len(marks)):
+        for j in range(i + 1, len(marks)):
+            span = nominal[j] - nominal[i]
+            length = math.hypot(*span)
+            if length <= 0:
+                continue
+            rel = nominal - nominal[i]
+            seconds = np.flatnonzero(found.kind == kind_of[j])
+            for a in np.flatnonzero(found.kind == kind_of[i]):
+                d = found.xy[seconds] - found.xy[a]
+                s = np.hypot(d[:, 0], d[:, 1]) / length
+                ok = (_fits(s, found.low[a], found.high[a]) & _fits(s, found.low[seconds], found.high[seconds])
+                      & (seconds != a))
+                if not ok.any():
+                    continue
+                bs, scale, d = seconds[ok], s[ok], d[ok]
+                turn = np.arctan2(d[:, 1], d[:, 0]) - math.atan2(span[1], span[0])
+                c, sn = scale * np.cos(turn), scale * np.sin(turn)  # B pairs' similarities
+                tolerance = np.maximum(2.0, FIT_SHARE * scale * length)
+                picks = np.full((len(bs), len(marks)), -1, int)
+                picks[:, i], picks[:, j] = a, bs
+                for k in range(len(marks)):
+                    if k in (i, j):
+                        continue
+                    predicted = found.xy[a] + np.stack([c * rel[k, 0] - sn * rel[k, 1], sn * rel[k, 0] + c * rel[k, 1]],
+                                                       axis=1)  # B x 2
+                    same = np.flatnonzero(found.kind == kind_of[k])
+                    if not len(same):
+                        continue
+                    gap = np.hypot(predicted[:, None, 0] - found.xy[same][None, :, 0],
+                                   predicted[:, None, 1] - found.xy[same][None, :, 1])  # B x C
+                    gap[~_fits(scale[:, None], found.low[same][None, :], found.high[same][None, :])] = np.inf
+                    nearest = gap.argmin(axis=1)
+                    hit = gap[np.arange(len(bs)), nearest] <= tolerance
+                    picks[hit, k] = same[nearest[hit]]
+                for row in picks[(picks >= 0).sum(axis=1) >= MIN_MARKS]:
+                    chosen = {m: int(cand) for m, cand in enumerate(row) if cand >= 0}
+                    if len(set(chosen.values())) == len(chosen):  # one candidate is one mark
+                        key = frozenset(chosen.items())
+                        seen[key] = float(found.score[list(chosen.values())].mean())
+    larger = [k for k in seen if len(k) > MIN_MARKS]
+    kept = [k for k in seen if not any(k < big for big in larger)]
+    kept.sort(key=lambda k: (-len(k), -seen[k]))
+    return [dict(k) for k in kept[:MAX_CONSTELLATIONS]]
+
+
+class _Check:
+    """How well a board fitted on a constellation agrees with where the CAD puts edges (outline.agreement's
+    measure), on a reduced frame and from the photo's edges found once: a wrong constellation is far off."""
+
+    def __init__(self, photo: np.ndarray, size: tuple[int, int], outline: PxRect, edges: list[PxRect]) -> None:
+        f = min(1.0, CHECK_SIDE / max(size))
+        self.size = (max(1, round(size[0] * f)), max(1, round(size[1] * f)))
+        template, inside = edge_template(self.size, tuple(v * f for v in outline),
+                                         [tuple(v * f for v in e) for e in edges])
+        self.inside = inside > 0
+        t = template[self.inside]
+        self.t = (t - t.mean()) / max(float(t.std()), 1e-6)
+        self.to_small = np.diag([f, f, 1.0])
+        grey = cv2.cvtColor(photo, cv2.COLOR_BGR2GRAY).astype(np.float32)
+        self.energy = np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1))
+
+    def __call__(self, homography: np.ndarray) -> float:
+        warped = cv2.warpPerspective(self.energy, self.to_small @ homography, self.size, flags=cv2.INTER_AREA)
+        e = cv2.GaussianBlur(warped, (0, 0), 2)[self.inside]
+        spread = float(e.std())
+        return float(np.dot((e - e.mean()) / spread, self.t) / len(self.t)) if spread > 1e-6 else 0.0
+
+
+def register_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[int, int], outline: PxRect,
+                      edges: list[PxRect], px_per_mm: float) -> Candidate:
+    """The board of `photo` registered on its fiducials (`marks`, in the rule set's pixels of a `size` frame), its
+    constellation checked against where the CAD puts edges (`edges`, as outline.py takes them); or a Candidate
+    with the reason it was not. Constellations of more marks are checked first: where one of them agrees, fewer
+    are not looked at."""
+    centre = np.array([[photo.shape[1] / 2, photo.shape[0] / 2]])
+    if len(marks) < MIN_MARKS:
+        return Candidate(centre, None, f"{len(marks)} fiducial(s) in the rule set: {MIN_MARKS} are needed to find "
+                                       "the board by its marks")
+    reduce = min(1.0, SEARCH_SIDE / max(photo.shape[:2]))
+    small = cv2.resize(photo, None, fx=reduce, fy=reduce, interpolation=cv2.INTER_AREA) if reduce < 1 else photo
+    grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    looks, kind_of = _kinds(marks)
+    found = _candidates(grey, looks, size)
+    constellations = _constellations(found, marks, kind_of)
+    if not constellations:
+        return Candidate(centre, None, f"no {MIN_MARKS} of its {len(marks)} fiducials were found where the CAD "
+                                       "places them (covered, out of focus, or too small in the photo)")
+    check = _Check(photo, size, outline, edges)
+    scored: list[tuple[float, dict[int, int], Registration, list]] = []
+    for count in sorted({len(c) for c in constellations}, reverse=True):
+        for assigned in (c for c in constellations if len(c) == count):
+            pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
+                     for m, c in sorted(assigned.items())]
+            try:
+                reg = register_points(pairs, px_per_mm)
+            except RegistrationError:
+                continue
+            scored.append((check(reg.homography), assigned, reg, pairs))
+        scored.sort(key=lambda s: -s[0])
+        if scored and _clear(scored, size):
+            break
+    if not scored:
+        return Candidate(centre, None, "its fiducials' candidates lie on one line: no board fits them")
+    best, assigned, reg, pairs = scored[0]
+    rival = _rival(scored, size)
+    photo_xy = np.array([p for p, _ in pairs])
+    names = ", ".join(marks[m].name for m in sorted(assigned))
+    if not _clear(scored, size):
+        return Candidate(photo_xy, None, f"no constellation of its fiducials agrees with the CAD's edges (best "
+                                         f"{best:.2f} on {names}, {rival:.2f} another way): pick 3 points on it "
+                                         "(--points)")
+    reg = _refined(photo, marks, assigned, pairs, reg, size, px_per_mm)
+    reg.method = "marks"
+    reg.note = (f"{len(assigned)} of its {len(marks)} fiducials found in the photo ({names}); edges agree with the "
+                f"CAD's {best:.2f} ({rival:.2f} the next way)")
+    if len(assigned) == MIN_MARKS:
+        reg.note += ("; three marks fit an affine map, which cannot follow a camera not square to the board: a fourth "
+                     "mark or picked points (--points) undo a tilt")
+    return Candidate(photo_xy, reg)
+
+
+def _refined(photo: np.ndarray, marks: tuple[Fiducial, ...], assigned: dict[int, int], pairs: list,
+             reg: Registration, size: tuple[int, int], px_per_mm: float) -> Registration:
+    """The registration fitted again on each mark's centre found as the line finds it (ingest/registration.py's
+    centroid of the dot over its ring), at the photo's own resolution and the board's scale in it; a mark whose
+    centre is not found so keeps its correlation peak."""
+    grey = cv2.cvtColor(photo, cv2.COLOR_BGR2GRAY)
+    scale = reg.photo_scale(size)
+    refined = []
+    for (xy, target), m in zip(pairs, sorted(assigned)):
+        mark = marks[m]
+        seen = replace(mark, x=int(round(xy[0])), y=int(round(xy[1])), size=max(3, int(round(mark.size * scale))),
+                       ring=int(round(2 * mark.reach * scale)))
+        centre = mark_centre(grey, seen.x, seen.y, seen)
+        refined.append((centre if not isinstance(centre, str) else xy, target))
+    try:
+        return register_points(refined, px_per_mm)
+    except RegistrationError:
+        return reg
+
+
+def _rival(scored: list, size: tuple[int, int]) -> float:
+    """The best agreement of another board than the best one's (scored sorted best first): not the same pose, and
+    not the same constellation with one mark taken at a wrong dot (it shares MIN_MARKS marks with the best, so it is
+    that board, fitted worse)."""
+    best = set(scored[0][1].items())
+    return next((s[0] for s in scored[1:] if len(best & set(s[1].items())) < MIN_MARKS
+                 and not _same_pose(s[2], scored[0][2], size)), 0.0)
+
+
+def _clear(scored: list, size: tuple[int, int]) -> bool:
+    """Whether the best constellation agrees with the CAD's edges, and clearly better than any other pose."""
+    return scored[0][0] >= MIN_MARKS_AGREEMENT and scored[0][0] >= MARKS_RATIO * _rival(scored, size)
+
+
+def _same_pose(a: Registration, b: Registration, size: tuple[int, int]) -> bool:
+    """Whether two registrations put the board's corners within SAME_POSE of its diagonal of each other: the same
+    board, one of them fitted with a mark taken at a dot beside it (another board, turned or beside it, lies a
+    whole board away)."""
+    w, h = size
+    corners = np.array([[[0, 0]], [[w, 0]], [[w, h]], [[0, h]]], np.float64)
+    pa = cv2.perspectiveTransform(corners, np.linalg.inv(a.homography)).reshape(-1, 2)
+    pb = cv2.perspectiveTransform(corners, np.linalg.inv(b.homography)).reshape(-1, 2)
+    span = math.hypot(*(pa[2] - pa[0]))
+    return float(np.max(np.hypot(*(pa - pb).T))) <= SAME_POSE * span
