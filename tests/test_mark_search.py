@@ -14,7 +14,7 @@ from inspector.board.outline import find_boards
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import load_rules
 
-from .test_board_teach import MARKS, import_with_marks, photo_of
+from .test_board_teach import MARKS, cli, import_with_marks, photo_of
 
 CORNERS = np.float64([[[0, 0]], [[400, 0]], [[400, 300]], [[0, 300]]])
 
@@ -106,3 +106,34 @@ def test_without_the_board_or_with_too_few_marks_nothing_is_registered_by_guess(
     boards = list(boards_of(photo, Path("bench.jpg"), rules2, geometry2))
     assert all(b.registration is None for b in boards)
     assert any("3 are needed" in b.reason for b in boards), [b.reason for b in boards]
+
+
+BOARDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "boards"
+STM32 = BOARDS / "stm32wb55-dev" / "stm32wb55-dev.kicad_pcb"
+
+
+@pytest.mark.skipif(not STM32.is_file(), reason="the shared boards (../shared/data/boards) are not here")
+def test_the_real_board_on_a_breadboard_is_found_by_its_four_marks(tmp_path: Path) -> None:
+    """The shared stm32wb55-dev photo (on a breadboard, a cable plugged in, another green board in view): its
+    outline does not register, and teaching asked for points. Its four marks (FID2 in the cable's shadow) find it,
+    and on the board warped by them the line finds every mark within a pixel of the CAD's place (on the five
+    points picked by hand, up to 4.7 px)."""
+    from inspector.ingest.registration import register
+
+    library = tmp_path / "plant.yaml"
+    library.write_text("packages:\n  'MLPF-WB55-01E3_STM-M': {class: qfn-qfp}\n  'TO254P942H425-4': {class: "
+                       "transistor-tht}\n  'Texas_R-PDSO-G6': {class: sot}\n  'XDCR_SCD41-D-R2': {class: qfn-qfp}\n")
+    r = cli("board", "import", str(STM32), "--out", str(tmp_path / "stm.yaml"), "--px-per-mm", "20", "--library",
+            str(library))
+    assert r.returncode == 0, r.stderr
+    rules, geometry = load_rules(tmp_path / "stm.yaml"), read_geometry(tmp_path / "stm.yaml")
+    photo = cv2.imread(str(STM32.parent / "assembled.jpg"))
+    boards = list(boards_of(photo, Path("assembled.jpg"), rules, geometry, light=False))
+    found = [b for b in boards if b.registration is not None]
+    assert len(found) == 1, [b.reason for b in boards]
+    reg = found[0].registration
+    assert reg.method == "marks" and "4 of its 4 fiducials" in reg.note and "outline did not register" in reg.note
+    marks = register(found[0].image, rules.fiducials)
+    nominal = {m.name: (m.x, m.y) for m in rules.fiducials.marks}
+    assert set(marks.found) == set(nominal)
+    assert max(np.hypot(x - nominal[n][0], y - nominal[n][1]) for n, (x, y) in marks.found.items()) < 1.0
