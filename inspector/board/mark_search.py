@@ -8,9 +8,9 @@ diagonal down to a quarter of its longer side. Two candidates and two marks fix 
 it is kept where the other marks land on candidates as well and every candidate was found at about that scale.
 Each constellation kept is fitted (an affine map on three marks, a homography on four or more) and checked against
 where the CAD puts edges, the pads' rims, as the outline's turn is chosen (outline.py): the one that agrees best
-registers the board where it stands out: a board that another pose matches nearly as well is refused as ambiguous,
-never registered by guess. Three
-marks at least: two fit any pair of bright dots.
+registers the board, where it stands out; a board that another pose matches nearly as well is refused, never
+registered by guess. Three marks at least: two fit any pair of bright dots. Its mark centres are then found as the
+line finds them (the dot's centroid over its ring) and the map fitted again on them.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ FIT_SHARE = 0.05  # of the two marks' span: how far another mark may lie from wh
 MAX_CONSTELLATIONS = 4000  # the best-supported constellations checked against the CAD's edges, at most
 MIN_MARKS_AGREEMENT = 0.2  # the best constellation's agreement with the CAD's edges at least, and ...
 MARKS_RATIO = 1.6  # ... this many times the best of another pose: hundreds of wrong constellations are checked, and
-#                    the best of them agrees about 0.13-0.15 with any board's edges on a busy bench (the outline's
+#                    the best of them agrees 0.13-0.25 with a board's edges on a busy photo (the outline's
 #                    MIN_AGREEMENT and turn margin, chosen among four turns, would take one of them)
 SAME_POSE = 0.1  # of the board's diagonal: two fits whose corners lie this near are of one board
 CHECK_SIDE = 400  # px: the longer side of the reduced frame each constellation's board is checked on
