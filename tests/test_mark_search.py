@@ -14,6 +14,7 @@ from inspector.board.outline import find_boards
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import load_rules
 
+from .test_board_import import STM32
 from .test_board_teach import MARKS, cli, import_with_marks, photo_of
 
 CORNERS = np.float64([[[0, 0]], [[400, 0]], [[400, 300]], [[0, 300]]])
@@ -106,10 +107,6 @@ def test_without_the_board_or_with_too_few_marks_nothing_is_registered_by_guess(
     boards = list(boards_of(photo, Path("bench.jpg"), rules2, geometry2))
     assert all(b.registration is None for b in boards)
     assert any("3 are needed" in b.reason for b in boards), [b.reason for b in boards]
-
-
-BOARDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "boards"
-STM32 = BOARDS / "stm32wb55-dev" / "stm32wb55-dev.kicad_pcb"
 
 
 @pytest.mark.skipif(not STM32.is_file(), reason="the shared boards (../shared/data/boards) are not here")

@@ -23,7 +23,7 @@ import numpy as np
 from ..ingest.registration import mark_centre, mark_template
 from ..routing.fiducials import Fiducial
 from .geometry import PxRect
-from .outline import Candidate, edge_template
+from .outline import Candidate, edge_energy, edge_template
 from .register import Registration, RegistrationError, register_points
 
 MIN_MARKS = 3  # marks a constellation must show: two fit any pair of bright dots
@@ -204,8 +204,7 @@ class _Check:
         t = template[self.inside]
         self.t = (t - t.mean()) / max(float(t.std()), 1e-6)
         self.to_small = np.diag([f, f, 1.0])
-        grey = cv2.cvtColor(photo, cv2.COLOR_BGR2GRAY).astype(np.float32)
-        self.energy = np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1))
+        self.energy = edge_energy(photo)
 
     def __call__(self, homography: np.ndarray) -> float:
         warped = cv2.warpPerspective(self.energy, self.to_small @ homography, self.size, flags=cv2.INTER_AREA)

@@ -170,14 +170,15 @@ def edge_template(size: tuple[int, int], outline: PxRect, marks: list[PxRect]) -
 
 def agreement(warped: np.ndarray, template: np.ndarray, inside: np.ndarray) -> float:
     """Correlation of the photo's edge energy with the CAD's expected edges, over the board."""
-    e = cv2.GaussianBlur(_edge_energy(warped), (0, 0), 2)[inside > 0]
+    e = cv2.GaussianBlur(edge_energy(warped), (0, 0), 2)[inside > 0]
     t = template[inside > 0]
     if e.std() < 1e-6 or t.std() < 1e-6:
         return 0.0
     return float(np.corrcoef(e, t)[0, 1])
 
 
-def _edge_energy(image: np.ndarray) -> np.ndarray:
+def edge_energy(image: np.ndarray) -> np.ndarray:
+    """The gradient's magnitude of the image's grey: where it has edges."""
     grey = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY).astype(np.float32)
     return np.hypot(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1))
 
