@@ -431,6 +431,12 @@ def test_a_fiducials_bare_ring_comes_from_its_footprints_mask_opening(tmp_path: 
     assert "FID3: {at: [740, 60], shape: circle, size: 20}" in imported.rules_text
     marks = {m.name: m for m in parse_rules(imported.rules_text, "f.yaml").fiducials.marks}
     assert (marks["FID1"].reach, marks["FID2"].reach, marks["FID3"].reach) == (20.0, 30.0, 30.0)
+    # a board-wide mask clearance (KiCad 5's setup) opens every pad without one of its own, FID3's too
+    cleared = board.replace("(general (thickness 1.6))",
+                            "(general (thickness 1.6))\n  (setup (pad_to_mask_clearance 0.2))")
+    (tmp_path / "c.kicad_pcb").write_text(cleared)
+    margins = {p.ref: p.pads[0].mask_margin for p in read_kicad(tmp_path / "c.kicad_pcb").parts if p.fiducial}
+    assert margins == {"FID1": 0.5, "FID2": 0.75, "FID3": 0.2}
 
 
 @needs_boards

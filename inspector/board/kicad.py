@@ -5,7 +5,9 @@ degrees counter-clockwise as seen from the top. Pads and drawings sit in the foo
 pad's own angle in the file includes the footprint's, so its turn relative to the footprint is the difference. The
 body is the footprint's fabrication drawing (F.Fab / B.Fab), else its courtyard. Fiducials are footprints of the
 `Fiducial` libraries (or references FID*); parts the file keeps out of assembly (`dnp`, `board_only`, `virtual`,
-`exclude_from_pos_files` without pads to solder) are marked with the reason.
+`exclude_from_pos_files` without pads to solder) are marked with the reason. A pad's solder-mask margin (a
+fiducial's bare ring) is its own `solder_mask_margin`, else its footprint's, else the board's
+`(setup (pad_to_mask_clearance ...))` where that is above 0 (KiCad 5 boards often set one for every pad).
 """
 from __future__ import annotations
 
@@ -112,7 +114,7 @@ def _pad(node: list, fp_angle: float, fp_margin: float | None = None) -> Pad | N
     return Pad(at[0], at[1], w, h, smd=kind in ("smd", "connect"), mask_margin=margin[0] if margin else fp_margin)
 
 
-def _part(fp: list) -> PlacedPart:
+def _part(fp: list, board_margin: float | None = None) -> PlacedPart:
     name = _sym(fp[1]) if len(fp) > 1 and not isinstance(fp[1], list) else ""
     package = name.split(":", 1)[-1]
     at = _floats(_child(fp, "at"), 3)
@@ -120,8 +122,8 @@ def _part(fp: list) -> PlacedPart:
     side = "bottom" if _layer(fp).startswith("B.") else "top"
     attr = _child(fp, "attr")
     flags = {_sym(a) for a in attr[1:]} if attr is not None else set()
-    margin = _floats(_child(fp, "solder_mask_margin"), 1)
-    pads = tuple(p for p in (_pad(n, angle, margin[0] if margin else None) for n in _children(fp, "pad"))
+    margin = _floats(_child(fp, "solder_mask_margin"), 1)  # the footprint's own, else the board's
+    pads = tuple(p for p in (_pad(n, angle, margin[0] if margin else board_margin) for n in _children(fp, "pad"))
                  if p is not None)
     drawn = [n for n in fp[1:] if _head(n) in ("fp_line", "fp_rect", "fp_poly", "fp_circle", "fp_arc")]
     body = None
@@ -149,7 +151,10 @@ def read_kicad(path: Path) -> BoardDesign:
         raise CadError(f"{path}: cannot be read as a KiCad board ({exc})") from None
     tree = parse(text, str(path))
     version = _floats(_child(tree, "version"), 1)
-    parts = [_part(n) for n in tree[1:] if _head(n) in ("footprint", "module")]
+    setup = _child(tree, "setup")
+    clearance = _floats(_child(setup, "pad_to_mask_clearance"), 1) if setup is not None else []
+    board_margin = clearance[0] if clearance and clearance[0] > 0 else None  # the board's mask margin for every pad
+    parts = [_part(n, board_margin) for n in tree[1:] if _head(n) in ("footprint", "module")]
     edges = [pt for n in tree[1:] if _head(n) in ("gr_line", "gr_rect", "gr_arc", "gr_circle", "gr_poly")
              and _layer(n) == EDGE for pt in _points(n)]
     design = BoardDesign(str(path), f"KiCad board (file version {int(version[0]) if version else '?'})", parts,
