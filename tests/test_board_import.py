@@ -439,6 +439,18 @@ def test_a_fiducials_bare_ring_comes_from_its_footprints_mask_opening(tmp_path: 
     assert margins == {"FID1": 0.5, "FID2": 0.75, "FID3": 0.2}
 
 
+def import_stm32(root: Path) -> Path:
+    """The shared stm32wb55-dev board imported by `board import` at 20 px/mm into `root`, the four packages the
+    built-in library lacks classed by a plant library: its rule set."""
+    library = root / "plant.yaml"
+    library.write_text("packages:\n  'MLPF-WB55-01E3_STM-M': {class: qfn-qfp}\n  'TO254P942H425-4': {class: "
+                       "transistor-tht}\n  'Texas_R-PDSO-G6': {class: sot}\n  'XDCR_SCD41-D-R2': {class: qfn-qfp}\n")
+    r = cli("board", "import", str(STM32), "--out", str(root / "stm.yaml"), "--px-per-mm", "20", "--library",
+            str(library))
+    assert r.returncode == 0, r.stderr
+    return root / "stm.yaml"
+
+
 @needs_boards
 def test_a_real_boards_fiducials_register_its_photo_at_their_own_rings(tmp_path: Path) -> None:
     """The shared stm32wb55-dev board's photo, brought to the recipe's pixels on five points picked by hand: its
@@ -450,13 +462,7 @@ def test_a_real_boards_fiducials_register_its_photo_at_their_own_rings(tmp_path:
     from inspector.board.register import register_points
     from inspector.ingest.registration import RegistrationFailed, register
 
-    library = tmp_path / "plant.yaml"
-    library.write_text("packages:\n  'MLPF-WB55-01E3_STM-M': {class: qfn-qfp}\n  'TO254P942H425-4': {class: "
-                       "transistor-tht}\n  'Texas_R-PDSO-G6': {class: sot}\n  'XDCR_SCD41-D-R2': {class: qfn-qfp}\n")
-    r = cli("board", "import", str(STM32), "--out", str(tmp_path / "stm.yaml"), "--px-per-mm", "20", "--library",
-            str(library))
-    assert r.returncode == 0, r.stderr
-    rules = load_rules(tmp_path / "stm.yaml")
+    rules = load_rules(import_stm32(tmp_path))
     assert {(m.name, m.size, m.ring) for m in rules.fiducials.marks} == {
         ("FID1", 30, 60), ("FID2", 30, 60), ("FID3", 30, 60), ("FID4", 30, 60)}
     picked = [((187.0, 441.0), (135.0, 305.0)), ((190.0, 893.0), (135.0, 1075.0)), ((794.0, 896.0), (1165.0, 1075.0)),

@@ -14,8 +14,8 @@ from inspector.board.outline import find_boards
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import load_rules
 
-from .test_board_import import STM32
-from .test_board_teach import MARKS, cli, import_with_marks, photo_of
+from .test_board_import import STM32, import_stm32
+from .test_board_teach import MARKS, import_with_marks, photo_of
 
 CORNERS = np.float64([[[0, 0]], [[400, 0]], [[400, 300]], [[0, 300]]])
 
@@ -117,13 +117,8 @@ def test_the_real_board_on_a_breadboard_is_found_by_its_four_marks(tmp_path: Pat
     points picked by hand, up to 4.7 px)."""
     from inspector.ingest.registration import register
 
-    library = tmp_path / "plant.yaml"
-    library.write_text("packages:\n  'MLPF-WB55-01E3_STM-M': {class: qfn-qfp}\n  'TO254P942H425-4': {class: "
-                       "transistor-tht}\n  'Texas_R-PDSO-G6': {class: sot}\n  'XDCR_SCD41-D-R2': {class: qfn-qfp}\n")
-    r = cli("board", "import", str(STM32), "--out", str(tmp_path / "stm.yaml"), "--px-per-mm", "20", "--library",
-            str(library))
-    assert r.returncode == 0, r.stderr
-    rules, geometry = load_rules(tmp_path / "stm.yaml"), read_geometry(tmp_path / "stm.yaml")
+    imported = import_stm32(tmp_path)
+    rules, geometry = load_rules(imported), read_geometry(imported)
     photo = cv2.imread(str(STM32.parent / "assembled.jpg"))
     boards = list(boards_of(photo, Path("assembled.jpg"), rules, geometry, light=False))
     found = [b for b in boards if b.registration is not None]

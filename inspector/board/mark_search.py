@@ -147,48 +147,48 @@ def _constellations(found: _Found, marks: tuple[Fiducial, ...], kind_of: np.ndar
     seen: dict[frozenset, float] = {}
     for i in range(len(marks)):
         for j in range(i + 1, len(marks)):
-            span = nominal[j] - nominal[i]
-            length = math.hypot(*span)
-            if length <= 0:
-                continue
-            rel = nominal - nominal[i]
-            seconds = np.flatnonzero(found.kind == kind_of[j])
             for a in np.flatnonzero(found.kind == kind_of[i]):
-                d = found.xy[seconds] - found.xy[a]
-                s = np.hypot(d[:, 0], d[:, 1]) / length
-                ok = (_fits(s, found.low[a], found.high[a]) & _fits(s, found.low[seconds], found.high[seconds])
-                      & (seconds != a))
-                if not ok.any():
-                    continue
-                bs, scale, d = seconds[ok], s[ok], d[ok]
-                turn = np.arctan2(d[:, 1], d[:, 0]) - math.atan2(span[1], span[0])
-                c, sn = scale * np.cos(turn), scale * np.sin(turn)  # B pairs' similarities
-                tolerance = np.maximum(2.0, FIT_SHARE * scale * length)
-                picks = np.full((len(bs), len(marks)), -1, int)
-                picks[:, i], picks[:, j] = a, bs
-                for k in range(len(marks)):
-                    if k in (i, j):
-                        continue
-                    predicted = found.xy[a] + np.stack([c * rel[k, 0] - sn * rel[k, 1], sn * rel[k, 0] + c * rel[k, 1]],
-                                                       axis=1)  # B x 2
-                    same = np.flatnonzero(found.kind == kind_of[k])
-                    if not len(same):
-                        continue
-                    gap = np.hypot(predicted[:, None, 0] - found.xy[same][None, :, 0],
-                                   predicted[:, None, 1] - found.xy[same][None, :, 1])  # B x C
-                    gap[~_fits(scale[:, None], found.low[same][None, :], found.high[same][None, :])] = np.inf
-                    nearest = gap.argmin(axis=1)
-                    hit = gap[np.arange(len(bs)), nearest] <= tolerance
-                    picks[hit, k] = same[nearest[hit]]
-                for row in picks[(picks >= 0).sum(axis=1) >= MIN_MARKS]:
+                for row in _picks(found, nominal, kind_of, i, j, int(a)):
                     chosen = {m: int(cand) for m, cand in enumerate(row) if cand >= 0}
                     if len(set(chosen.values())) == len(chosen):  # one candidate is one mark
-                        key = frozenset(chosen.items())
-                        seen[key] = float(found.score[list(chosen.values())].mean())
+                        seen[frozenset(chosen.items())] = float(found.score[list(chosen.values())].mean())
     larger = [k for k in seen if len(k) > MIN_MARKS]
     kept = [k for k in seen if not any(k < big for big in larger)]
     kept.sort(key=lambda k: (-len(k), -seen[k]))
     return [dict(k) for k in kept[:MAX_CONSTELLATIONS]]
+
+
+def _picks(found: _Found, nominal: np.ndarray, kind_of: np.ndarray, i: int, j: int, a: int) -> np.ndarray:
+    """For mark i at candidate `a` and mark j at each candidate of its kind found at a scale that fits: the
+    candidate each mark lands on under that pair's similarity (-1: none within FIT_SHARE), the rows where
+    MIN_MARKS marks or more land."""
+    span = nominal[j] - nominal[i]
+    length = math.hypot(*span)
+    seconds = np.flatnonzero(found.kind == kind_of[j])
+    if length <= 0 or not len(seconds):
+        return np.empty((0, len(nominal)), int)
+    d = found.xy[seconds] - found.xy[a]
+    s = np.hypot(d[:, 0], d[:, 1]) / length
+    ok = _fits(s, found.low[a], found.high[a]) & _fits(s, found.low[seconds], found.high[seconds]) & (seconds != a)
+    bs, scale, d = seconds[ok], s[ok], d[ok]
+    turn = np.arctan2(d[:, 1], d[:, 0]) - math.atan2(span[1], span[0])
+    c, sn = scale * np.cos(turn), scale * np.sin(turn)  # each pair's similarity
+    tolerance = np.maximum(2.0, FIT_SHARE * scale * length)
+    picks = np.full((len(bs), len(nominal)), -1, int)
+    picks[:, i], picks[:, j] = a, bs
+    rel = nominal - nominal[i]
+    for k in (k for k in range(len(nominal)) if k not in (i, j)):
+        same = np.flatnonzero(found.kind == kind_of[k])
+        if not len(same) or not len(bs):
+            continue
+        predicted = found.xy[a] + np.stack([c * rel[k, 0] - sn * rel[k, 1], sn * rel[k, 0] + c * rel[k, 1]], axis=1)
+        gap = np.hypot(predicted[:, None, 0] - found.xy[same][None, :, 0],
+                       predicted[:, None, 1] - found.xy[same][None, :, 1])  # pairs x candidates
+        gap[~_fits(scale[:, None], found.low[same][None, :], found.high[same][None, :])] = np.inf
+        nearest = gap.argmin(axis=1)
+        hit = gap[np.arange(len(bs)), nearest] <= tolerance
+        picks[hit, k] = same[nearest[hit]]
+    return picks[(picks >= 0).sum(axis=1) >= MIN_MARKS]
 
 
 class _Check:

@@ -330,14 +330,15 @@ def _matrix_blocks(lines: list[str]) -> list[dict[str, str]]:
     return out
 
 
-def _matrix_layers(blocks: list[dict[str, str]]) -> list[tuple[int, str]]:
+def _matrix_rows(blocks: list[dict[str, str]]) -> list[tuple[int, str, str]]:
+    """(row, name lowercased, TYPE upper-cased) of every LAYER block in the job's matrix."""
+    return [(int(b.get("ROW", "0")) if b.get("ROW", "0").isdigit() else 0, b.get("NAME", "").lower(),
+             b.get("TYPE", "").upper()) for b in blocks if b["_kind"] == "LAYER"]
+
+
+def _matrix_layers(rows: list[tuple[int, str, str]]) -> list[tuple[int, str]]:
     """(row, name) of every component layer in the job's matrix."""
-    out = []
-    for block in blocks:
-        if block["_kind"] == "LAYER" and block.get("TYPE", "").upper() == "COMPONENT":
-            row = block.get("ROW", "0")
-            out.append((int(row) if row.isdigit() else 0, block.get("NAME", "").lower()))
-    return sorted(out)
+    return sorted((row, name) for row, name, kind in rows if kind == "COMPONENT")
 
 
 def _sides(layers: list[tuple[int, str]]) -> dict[str, str]:
@@ -397,13 +398,13 @@ def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
     a panel as the one board the line carries (odbpp_panel.py). `step` names it where the job has several."""
     path = Path(path)
     job = _Job(path)
-    blocks = _matrix_blocks(job.lines("matrix/matrix") or [])
-    layers = _matrix_layers(blocks)
+    rows = _matrix_rows(_matrix_blocks(job.lines("matrix/matrix") or []))
+    layers = _matrix_layers(rows)
     if not layers:
         raise CadError(f"{path}: its matrix/matrix lists no component layer (TYPE=COMPONENT): the job carries no "
                        "placement; export it again with the assembly (component) layers")
     sides = _sides(layers)
-    masks = mask_layers(blocks)
+    masks = mask_layers(rows)
     info = job.lines("misc/info") or []
     job_units = _units(info, None)
     notes: list[str] = []

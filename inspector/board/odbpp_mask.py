@@ -20,15 +20,10 @@ SYMBOL_UNIT = {"MM": 0.001, "INCH": 0.0254}  # a symbol's size unit in mm: micro
 _SIZED = re.compile(r"^(r|s)(\d+(?:\.\d+)?)$|^(rect|oval)(\d+(?:\.\d+)?)x(\d+(?:\.\d+)?)(?:x.*)?$")
 
 
-def mask_layers(blocks: list[dict[str, str]]) -> dict[str, str]:
-    """Solder mask layer name (lowercase) -> the side it covers, from the matrix's LAYER blocks."""
-    def row(block: dict[str, str]) -> int:
-        value = block.get("ROW", "0")
-        return int(value) if value.isdigit() else 0
-
-    layers = [b for b in blocks if b.get("_kind") == "LAYER"]
-    masks = sorted((row(b), b.get("NAME", "").lower()) for b in layers if b.get("TYPE", "").upper() == "SOLDER_MASK")
-    signals = sorted(row(b) for b in layers if b.get("TYPE", "").upper() in ("SIGNAL", "POWER_GROUND", "MIXED"))
+def mask_layers(rows: list[tuple[int, str, str]]) -> dict[str, str]:
+    """Solder mask layer name -> the side it covers, from the matrix's layers (row, name, TYPE)."""
+    masks = sorted((row, name) for row, name, kind in rows if kind == "SOLDER_MASK")
+    signals = sorted(row for row, _name, kind in rows if kind in ("SIGNAL", "POWER_GROUND", "MIXED"))
     sides = {}
     for i, (r, name) in enumerate(masks):
         if signals:
