@@ -18,7 +18,7 @@ import numpy as np
 
 from ..board.geometry import BoardGeometry, read_geometry, read_geometry_file
 from ..board.light import match_light
-from ..board.mark_search import register_on_marks
+from ..board.mark_search import boards_on_marks
 from ..board.outline import Candidate, candidates
 from ..board.register import (
     Registration,
@@ -137,37 +137,45 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
 
 def _outline_then_marks(photo: np.ndarray, rules: RuleSet, geometry: BoardGeometry | None,
                         px_per_mm: float) -> Iterator[Candidate]:
-    """Each board-sized blob registered on its outline; where none registers and the rule set has fiducials, the
-    board found by them instead (board/mark_search.py), the outline's reasons kept in its note (or, where the
-    marks do not find it either, their reason added to the outline's)."""
+    """Each board-sized blob registered on its outline, as it is found (the line stops at the first); then, where a
+    blob was refused or none stood out and the rule set has fiducials, the boards found by them
+    (board/mark_search.py: boards touching on a tray, a board on a cluttered bench), each the outline did not
+    register, the outline's reasons kept in their notes; then the blobs they do not account for, refused, the marks'
+    reason added where they found nothing."""
     outline, edges = outline_of(rules, geometry), marks_of(rules, geometry)
     refused: list[Candidate] = []
-    registered = False
+    registered: list[Candidate] = []
     for c in candidates(photo, rules.board_size, outline, edges, px_per_mm):
-        if c.registration is None and not registered:
+        if c.registration is None:
             refused.append(c)  # held back: the marks may yet find the board
             continue
-        registered = True
-        yield from refused
-        refused = []
+        registered.append(c)
         yield c
-    if registered:
-        return
-    if rules.fiducials is None:
+    if rules.fiducials is None or (registered and not refused):
         yield from refused
         return
-    by_marks = register_on_marks(photo, rules.fiducials.marks, rules.board_size, outline, edges, px_per_mm)
-    outline_words = "; ".join(f"#{i}: {r.reason}" for i, r in enumerate(refused)) or "no blob stood out as a board"
-    if by_marks.registration is not None:
-        by_marks.registration.note += f"; its outline did not register ({outline_words})"
-        yield by_marks
+    by_marks = boards_on_marks(photo, rules.fiducials.marks, rules.board_size, outline, edges, px_per_mm)
+    new = [c for c in by_marks if c.registration is not None and not any(_holds(r, c) for r in registered)]
+    if new:
+        outline_words = "; ".join(f"#{i}: {r.reason}" for i, r in enumerate(refused)) or "no blob stood out as a board"
+        for c in new:
+            c.registration.note += f"; its outline did not register ({outline_words})"
+        yield from new
+        yield from (r for r in refused if not any(_holds(r, c) for c in new))
         return
     if not refused:
-        yield Candidate(by_marks.contour, None, "nothing in it stands out from its background as a board, and by "
-                                                f"its fiducials: {by_marks.reason}")
+        yield Candidate(by_marks[0].contour, None, "nothing in it stands out from its background as a board, and by "
+                                                   f"its fiducials: {by_marks[0].reason}")
         return
-    refused[0].reason += f"; by its fiducials: {by_marks.reason}"
+    refused[0].reason += f"; by its fiducials: {by_marks[0].reason}"
     yield from refused
+
+
+def _holds(blob: Candidate, board: Candidate) -> bool:
+    """Whether the blob's outline holds the middle of a board found by its marks (the same board, or one of the
+    touching boards the blob is)."""
+    contour = np.round(blob.contour).astype(np.int32).reshape(-1, 1, 2)
+    return cv2.pointPolygonTest(contour, tuple(float(v) for v in board.contour.mean(axis=0)), False) >= 0
 
 
 _LOADED: dict[tuple, tuple[BoardGeometry | None, list | None]] = {}

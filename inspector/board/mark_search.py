@@ -7,15 +7,18 @@ cross-correlation), but over the whole photo and at a range of scales, from the 
 diagonal down to a quarter of its longer side. Two candidates and two marks fix a similarity (scale, turn, shift);
 it is kept where the other marks land on candidates as well and every candidate was found at about that scale.
 Each constellation kept is fitted (an affine map on three marks, a homography on four or more) and checked against
-where the CAD puts edges, the pads' rims, as the outline's turn is chosen (outline.py): the one that agrees best
-registers the board, where it stands out; a board that another pose matches nearly as well is refused, never
-registered by guess. Three marks at least: two fit any pair of bright dots. Its mark centres are then found as the
-line finds them (the dot's centroid over its ring) and the map fitted again on them.
+where the CAD puts edges, the pads' rims, as the outline's turn is chosen (outline.py). Fits that overlap lie on
+one place, the best of them its board; the places whose boards stand clear of every other place (a tray's boards
+agree about alike, at one scale; clutter fits everywhere about as well as its best) are the photo's boards, and one
+that another pose on its own place matches nearly as well is refused, never registered by guess. Three marks at
+least: two fit any pair of bright dots. Each board's mark centres are then found as the line finds them (the dot's
+centroid over its ring) and the map fitted again on them.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from itertools import combinations
 
 import cv2
 import numpy as np
@@ -45,6 +48,8 @@ MARKS_RATIO = 1.6  # ... this many times the best of another pose: hundreds of w
 #                    MIN_AGREEMENT and turn margin, chosen among four turns, would take one of them)
 SAME_POSE = 0.1  # of the board's diagonal: two fits whose corners lie this near are of one board
 CHECK_SIDE = 400  # px: the longer side of the reduced frame each constellation's board is checked on
+OVERLAP_SHARE = 0.1  # of the smaller board in the photo: two fits overlapping more lie on one place (a tray's
+#                      boards touch, they do not overlap)
 
 
 @dataclass(frozen=True)
@@ -152,8 +157,8 @@ def _constellations(found: _Found, marks: tuple[Fiducial, ...], kind_of: np.ndar
                     chosen = {m: int(cand) for m, cand in enumerate(row) if cand >= 0}
                     if len(set(chosen.values())) == len(chosen):  # one candidate is one mark
                         seen[frozenset(chosen.items())] = float(found.score[list(chosen.values())].mean())
-    larger = [k for k in seen if len(k) > MIN_MARKS]
-    kept = [k for k in seen if not any(k < big for big in larger)]
+    held = {frozenset(part) for big in seen for n in range(MIN_MARKS, len(big)) for part in combinations(big, n)}
+    kept = [k for k in seen if k not in held]
     kept.sort(key=lambda k: (-len(k), -seen[k]))
     return [dict(k) for k in kept[:MAX_CONSTELLATIONS]]
 
@@ -213,16 +218,37 @@ class _Check:
         return float(np.dot((e - e.mean()) / spread, self.t) / len(self.t)) if spread > 1e-6 else 0.0
 
 
-def register_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[int, int], outline: PxRect,
-                      edges: list[PxRect], px_per_mm: float) -> Candidate:
-    """The board of `photo` registered on its fiducials (`marks`, in the rule set's pixels of a `size` frame), its
-    constellation checked against where the CAD puts edges (`edges`, as outline.py takes them); or a Candidate
-    with the reason it was not. Constellations of more marks are checked first: where one of them agrees, fewer
-    are not looked at."""
+@dataclass
+class _Fit:
+    """One constellation fitted: how well it agrees with the CAD's edges, its marks -> candidates, the registration,
+    the pairs it was fitted on (photo px, rule-set px) and where it puts the board's corners in the photo."""
+    agreement: float
+    assigned: dict[int, int]
+    reg: Registration
+    pairs: list
+    corners: np.ndarray  # 4 x 2 photo px
+
+
+@dataclass
+class _Place:
+    """A place in the photo a board may lie on: the fit that agrees best there, and the best other pose fitted on it
+    (not the same board with a mark taken at a dot beside it): a board that another pose fits nearly as well is
+    refused."""
+    fit: _Fit
+    rival: float = 0.0
+
+
+def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[int, int], outline: PxRect,
+                    edges: list[PxRect], px_per_mm: float) -> list[Candidate]:
+    """Every board of `photo` registered on its fiducials (`marks`, in the rule set's pixels of a `size` frame), each
+    constellation checked against where the CAD puts edges (`edges`, as outline.py takes them), best first; or one
+    Candidate with the reason none is. Boards of a tray lie on places of their own, about as well fitted and at one
+    scale. Constellations of more marks are checked first: where boards stand out among them, fewer are not looked
+    at (on a tray, a board with a mark covered is then not found beside boards that show all of theirs)."""
     centre = np.array([[photo.shape[1] / 2, photo.shape[0] / 2]])
     if len(marks) < MIN_MARKS:
-        return Candidate(centre, None, f"{len(marks)} fiducial(s) in the rule set: {MIN_MARKS} are needed to find "
-                                       "the board by its marks")
+        return [Candidate(centre, None, f"{len(marks)} fiducial(s) in the rule set: {MIN_MARKS} are needed to find "
+                                        "the board by its marks")]
     reduce = min(1.0, SEARCH_SIDE / max(photo.shape[:2]))
     small = cv2.resize(photo, None, fx=reduce, fy=reduce, interpolation=cv2.INTER_AREA) if reduce < 1 else photo
     grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY).astype(np.float32)
@@ -230,10 +256,11 @@ def register_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tupl
     found = _candidates(grey, looks, size)
     constellations = _constellations(found, marks, kind_of)
     if not constellations:
-        return Candidate(centre, None, f"no {MIN_MARKS} of its {len(marks)} fiducials were found where the CAD "
-                                       "places them (covered, out of focus, or too small in the photo)")
+        return [Candidate(centre, None, f"no {MIN_MARKS} of its {len(marks)} fiducials were found where the CAD "
+                                        "places them (covered, out of focus, or too small in the photo)")]
     check = _Check(photo, size, outline, edges)
-    scored: list[tuple[float, dict[int, int], Registration, list]] = []
+    fits: list[_Fit] = []
+    places: list[_Place] = []
     for count in sorted({len(c) for c in constellations}, reverse=True):
         for assigned in (c for c in constellations if len(c) == count):
             pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
@@ -242,28 +269,50 @@ def register_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tupl
                 reg = register_points(pairs, px_per_mm)
             except RegistrationError:
                 continue
-            scored.append((check(reg.homography), assigned, reg, pairs))
-        scored.sort(key=lambda s: -s[0])
-        if scored and _clear(scored, size):
+            fits.append(_Fit(check(reg.homography), assigned, reg, pairs, _corners(reg, size)))
+        fits.sort(key=lambda f: -f.agreement)
+        places = _places(fits, size)
+        if _boards(places, size):
             break
-    if not scored:
-        return Candidate(centre, None, "its fiducials' candidates lie on one line: no board fits them")
-    best, assigned, reg, pairs = scored[0]
-    rival = _rival(scored, size)
-    photo_xy = np.array([p for p, _ in pairs])
-    names = ", ".join(marks[m].name for m in sorted(assigned))
-    if not _clear(scored, size):
-        return Candidate(photo_xy, None, f"no constellation of its fiducials agrees with the CAD's edges (best "
-                                         f"{best:.2f} on {names}, {rival:.2f} another way): pick 3 points on it "
-                                         "(--points)")
-    reg = _refined(photo, marks, assigned, pairs, reg, size, px_per_mm)
+    if not fits:
+        return [Candidate(centre, None, "its fiducials' candidates lie on one line: no board fits them")]
+    boards = _boards(places, size)
+    if not boards:
+        best = places[0]
+        other = max(best.rival, places[1].fit.agreement if len(places) > 1 else 0.0)
+        return [Candidate(_photo_xy(best.fit), None, "no constellation of its fiducials agrees with the CAD's edges "
+                          f"(best {best.fit.agreement:.2f} on {_names(marks, best.fit)}, {other:.2f} another way): "
+                          "pick 3 points on it (--points)")]
+    elsewhere = places[len(boards)].fit.agreement if len(places) > len(boards) else 0.0
+    return [_registered(photo, marks, place, max(place.rival, elsewhere), size, px_per_mm) for place in boards]
+
+
+def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, next_best: float,
+                size: tuple[int, int], px_per_mm: float) -> Candidate:
+    """The board on `place` registered on its marks' centres, or refused where another pose fits it nearly as
+    well (`next_best`: the best fit on its place that is not it, or on no board's place)."""
+    fit, names = place.fit, _names(marks, place.fit)
+    if fit.agreement < MARKS_RATIO * place.rival:
+        return Candidate(_photo_xy(fit), None, f"its fiducials ({names}) agree with the CAD's edges "
+                                               f"{fit.agreement:.2f} here, and turned or shifted on the same place "
+                                               f"{place.rival:.2f}: pick 3 points on it (--points)")
+    reg = _refined(photo, marks, fit.assigned, fit.pairs, fit.reg, size, px_per_mm)
     reg.method = "marks"
-    reg.note = (f"{len(assigned)} of its {len(marks)} fiducials found in the photo ({names}); edges agree with the "
-                f"CAD's {best:.2f} ({rival:.2f} the next way)")
-    if len(assigned) == MIN_MARKS:
+    reg.note = (f"{len(fit.assigned)} of its {len(marks)} fiducials found in the photo ({names}); edges agree with "
+                f"the CAD's {fit.agreement:.2f} ({next_best:.2f} the next way)")
+    if len(fit.assigned) == MIN_MARKS:
         reg.note += ("; three marks fit an affine map, which cannot follow a camera not square to the board: a fourth "
                      "mark or picked points (--points) undo a tilt")
-    return Candidate(photo_xy, reg)
+    return Candidate(_photo_xy(fit), reg)
+
+
+def _photo_xy(fit: _Fit) -> np.ndarray:
+    """The fit's marks in the photo (px): a Candidate's contour, whose mean places its board in the photo."""
+    return np.array([p for p, _ in fit.pairs])
+
+
+def _names(marks: tuple[Fiducial, ...], fit: _Fit) -> str:
+    return ", ".join(marks[m].name for m in sorted(fit.assigned))
 
 
 def _refined(photo: np.ndarray, marks: tuple[Fiducial, ...], assigned: dict[int, int], pairs: list,
@@ -286,27 +335,58 @@ def _refined(photo: np.ndarray, marks: tuple[Fiducial, ...], assigned: dict[int,
         return reg
 
 
-def _rival(scored: list, size: tuple[int, int]) -> float:
-    """The best agreement of another board than the best one's (scored sorted best first): not the same pose, and
-    not the same constellation with one mark taken at a wrong dot (it shares MIN_MARKS marks with the best, so it is
-    that board, fitted worse)."""
-    best = set(scored[0][1].items())
-    return next((s[0] for s in scored[1:] if len(best & set(s[1].items())) < MIN_MARKS
-                 and not _same_pose(s[2], scored[0][2], size)), 0.0)
-
-
-def _clear(scored: list, size: tuple[int, int]) -> bool:
-    """Whether the best constellation agrees with the CAD's edges, and clearly better than any other pose."""
-    return scored[0][0] >= MIN_MARKS_AGREEMENT and scored[0][0] >= MARKS_RATIO * _rival(scored, size)
-
-
-def _same_pose(a: Registration, b: Registration, size: tuple[int, int]) -> bool:
-    """Whether two registrations put the board's corners within SAME_POSE of its diagonal of each other: the same
-    board, one of them fitted with a mark taken at a dot beside it (another board, turned or beside it, lies a
-    whole board away)."""
+def _corners(reg: Registration, size: tuple[int, int]) -> np.ndarray:
+    """Where a registration puts the board's corners in the photo (4 x 2 px)."""
     w, h = size
     corners = np.array([[[0, 0]], [[w, 0]], [[w, h]], [[0, h]]], np.float64)
-    pa = cv2.perspectiveTransform(corners, np.linalg.inv(a.homography)).reshape(-1, 2)
-    pb = cv2.perspectiveTransform(corners, np.linalg.inv(b.homography)).reshape(-1, 2)
-    span = math.hypot(*(pa[2] - pa[0]))
-    return float(np.max(np.hypot(*(pa - pb).T))) <= SAME_POSE * span
+    return cv2.perspectiveTransform(corners, np.linalg.inv(reg.homography)).reshape(-1, 2)
+
+
+def _places(fits: list[_Fit], size: tuple[int, int]) -> list[_Place]:
+    """The places of the photo boards are fitted on, best first (`fits` sorted so): a fit that overlaps a better
+    one by more than OVERLAP_SHARE lies on its place, and is its rival unless it is the same board."""
+    places: list[_Place] = []
+    boxes = np.empty((0, 4))
+    for f in fits:
+        lo, hi = f.corners.min(axis=0), f.corners.max(axis=0)
+        near = np.flatnonzero((boxes[:, 0] < hi[0]) & (boxes[:, 2] > lo[0]) & (boxes[:, 1] < hi[1]) &
+                              (boxes[:, 3] > lo[1]))
+        on = [places[i] for i in near if _overlap(places[i].fit.corners, f.corners)]
+        if not on:
+            places.append(_Place(f))
+            boxes = np.vstack([boxes, [*lo, *hi]])
+        for p in on:
+            if not _same_board(p.fit, f, size):
+                p.rival = max(p.rival, f.agreement)
+    return places
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two boards' corners (4 x 2 photo px) overlap by more than OVERLAP_SHARE of the smaller."""
+    qa, qb = a.astype(np.float32), b.astype(np.float32)
+    area, _ = cv2.intersectConvexConvex(qa, qb)
+    smaller = min(abs(cv2.contourArea(qa)), abs(cv2.contourArea(qb)))
+    return smaller > 0 and area > OVERLAP_SHARE * smaller
+
+
+def _boards(places: list[_Place], size: tuple[int, int]) -> list[_Place]:
+    """The places that hold boards: the best few that stand clear of the rest (the last of them agrees MARKS_RATIO
+    times as well as the next place, and MIN_MARKS_AGREEMENT at least) and lie at one scale, as a tray's boards do
+    under one camera; none where no such few exist (clutter fits everywhere about as well)."""
+    agreement = [p.fit.agreement for p in places] + [0.0]
+    for k in range(len(places)):
+        if agreement[k] < MIN_MARKS_AGREEMENT:
+            return []
+        if agreement[k] >= MARKS_RATIO * agreement[k + 1]:
+            scales = [p.fit.reg.photo_scale(size) for p in places[:k + 1]]
+            return places[:k + 1] if max(scales) <= SCALE_AGREEMENT * min(scales) else []
+    return []
+
+
+def _same_board(a: _Fit, b: _Fit, size: tuple[int, int]) -> bool:
+    """Whether two fits are of one board: MIN_MARKS marks at the same dots (one fitted with a mark taken at a dot
+    beside it), or corners within SAME_POSE of its diagonal."""
+    if len(set(a.assigned.items()) & set(b.assigned.items())) >= MIN_MARKS:
+        return True
+    span = math.hypot(*(a.corners[2] - a.corners[0]))
+    return float(np.max(np.hypot(*(a.corners - b.corners).T))) <= SAME_POSE * span
