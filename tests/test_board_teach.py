@@ -154,6 +154,29 @@ def test_a_connector_over_the_edge_does_not_tilt_the_outline(imported: Path) -> 
         assert reg.photo_scale(rules.board_size) == pytest.approx(1.3, rel=0.02)  # photo px per recipe px
 
 
+def test_things_lying_against_a_corner_do_not_tilt_the_outline(imported: Path) -> None:
+    """A chain of washers off a corner (dark rings, bright middles: one blob with the board): each side is fitted
+    near the box of the solder mask's own edge, not of the whole blob, which the chain tilts and widens (before,
+    the sides came out 1.03-4.01:1 and the board was refused)."""
+    rules, geometry = load_rules(imported), read_geometry(imported)
+    board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    pad = 120
+    padded = cv2.copyMakeBorder(board, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(120, 120, 120))
+    w = board.shape[1]
+    for i in range(4):
+        cv2.circle(padded, (pad + w - 10 + 30 * i, pad + 10 - 25 * i), 26, (50, 60, 70), -1)
+        cv2.circle(padded, (pad + w - 10 + 30 * i, pad + 10 - 25 * i), 13, (225, 225, 230), -1)
+    pads = [p for ps in geometry.pads.values() for p in ps]
+    corners = np.float64([[[0, 0]], [[400, 0]], [[400, 300]], [[0, 300]]])
+    for angle in (12.0, 250.0):
+        photo, m = photo_of(padded, angle, 1.0, 0.0, (150, 150), background=120)
+        found = find_boards(photo, rules.board_size, geometry.outline, pads, geometry.px_per_mm)
+        reg = found[0].registration
+        assert reg is not None, found[0].reason
+        seen = cv2.perspectiveTransform(corners + pad, m)
+        assert np.abs(cv2.perspectiveTransform(seen, reg.homography) - corners).max() < 2.0, angle
+
+
 def test_check_says_when_a_photo_resolves_the_board_more_coarsely_than_the_recipe() -> None:
     from inspector.app.board_check import BoardChecked, format_checked
     from inspector.app.board_photos import PhotoBoard

@@ -119,9 +119,8 @@ def test_a_tray_of_touching_boards_gives_every_board_by_its_marks(marked: Path) 
     registers, two touching boards are found by their marks, and the one registered is not found twice."""
     rules, geometry = load_rules(marked), read_geometry(marked)
     board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
-    for lefts, by_outline, seed in (((0, 400, 800), 0, 2), ((0, 400, 900), 1, 3)):  # on seed 2 two decoys touch
-        #   the lone board's corner and the outline registers it 6 mm off (agreeing 0.23): the outline's own weakness
-        photo, ms = tray(board, lefts, 12.0, 0.8, seed)
+    for lefts, by_outline in (((0, 400, 800), 0), ((0, 400, 900), 1)):
+        photo, ms = tray(board, lefts, 12.0, 0.8)
         boards = list(boards_of(photo, Path("tray.jpg"), rules, geometry))
         found = [b for b in boards if b.registration is not None]
         assert len(found) == 3 and len(boards) == 3, [b.reason for b in boards]
