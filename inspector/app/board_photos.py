@@ -27,6 +27,7 @@ from ..board.register import (
     register_on_reference,
     register_points,
 )
+from ..board.tilt import untilted
 from ..routing.rules import RuleSet, body_box
 from ..yamlio import load_yaml
 
@@ -118,8 +119,12 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
     that reads the live crop alone was taught another photo's light, and matching only clips what it knows."""
     px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
     if points is not None:
-        found: Iterable[Candidate] = [Candidate(np.array([p for p, _ in points], np.float64),
-                                                register_points(points, px_per_mm))]
+        by_points = register_points(points, px_per_mm)
+        if len(points) == 3:  # an affine map: the camera's tilt taken from the CAD's edges
+            by_points, said = untilted(photo, by_points, [q for _, q in points], rules.board_size,
+                                       outline_of(rules, geometry), marks_of(rules, geometry))
+            by_points.note = said
+        found: Iterable[Candidate] = [Candidate(np.array([p for p, _ in points], np.float64), by_points)]
     else:
         found = _outline_then_marks(photo, rules, geometry, px_per_mm)
     any_found = False

@@ -12,11 +12,13 @@ one place, the best of them its board; the places whose boards stand clear of ev
 agree about alike, at one scale; clutter fits everywhere about as well as its best) are the photo's boards, and one
 that another pose on its own place matches nearly as well is refused, never registered by guess. Three marks at
 least: two fit any pair of bright dots. Each board's mark centres are then found as the line finds them (the dot's
-centroid over its ring) and the map fitted again on them.
+centroid over its ring) and the map fitted again on them; a board found on three takes the camera's tilt, which an
+affine map cannot follow, from the CAD's edges (tilt.py).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -25,9 +27,11 @@ import numpy as np
 
 from ..ingest.registration import mark_centre, mark_template
 from ..routing.fiducials import Fiducial
+from .edge_check import EdgeCheck
 from .geometry import PxRect
-from .outline import Candidate, edge_energy, edge_template
+from .outline import Candidate
 from .register import Registration, RegistrationError, register_points
+from .tilt import untilted
 
 MIN_MARKS = 3  # marks a constellation must show: two fit any pair of bright dots
 SEARCH_SIDE = 1600  # px: the photo's longer side while searching (a finer photo is reduced to it)
@@ -48,6 +52,8 @@ MARKS_RATIO = 1.6  # ... this many times the best of another pose: hundreds of w
 #                    MIN_AGREEMENT and turn margin, chosen among four turns, would take one of them)
 SAME_POSE = 0.1  # of the board's diagonal: two fits whose corners lie this near are of one board
 CHECK_SIDE = 400  # px: the longer side of the reduced frame each constellation's board is checked on
+TRIM_GAIN = 1.2  # a board's fit less one mark agreeing this many times as well as with it: the mark bends it (a
+#                 square-on photo's fits on three and on four marks agree alike, a tilted one's on three worse)
 OVERLAP_SHARE = 0.1  # of the smaller board in the photo: two fits overlapping more lie on one place (a tray's
 #                      boards touch, they do not overlap)
 
@@ -196,28 +202,6 @@ def _picks(found: _Found, nominal: np.ndarray, kind_of: np.ndarray, i: int, j: i
     return picks[(picks >= 0).sum(axis=1) >= MIN_MARKS]
 
 
-class _Check:
-    """How well a board fitted on a constellation agrees with where the CAD puts edges (outline.agreement's
-    measure), on a reduced frame and from the photo's edges found once: a wrong constellation is far off."""
-
-    def __init__(self, photo: np.ndarray, size: tuple[int, int], outline: PxRect, edges: list[PxRect]) -> None:
-        f = min(1.0, CHECK_SIDE / max(size))
-        self.size = (max(1, round(size[0] * f)), max(1, round(size[1] * f)))
-        template, inside = edge_template(self.size, tuple(v * f for v in outline),
-                                         [tuple(v * f for v in e) for e in edges])
-        self.inside = inside > 0
-        t = template[self.inside]
-        self.t = (t - t.mean()) / max(float(t.std()), 1e-6)
-        self.to_small = np.diag([f, f, 1.0])
-        self.energy = edge_energy(photo)
-
-    def __call__(self, homography: np.ndarray) -> float:
-        warped = cv2.warpPerspective(self.energy, self.to_small @ homography, self.size, flags=cv2.INTER_AREA)
-        e = cv2.GaussianBlur(warped, (0, 0), 2)[self.inside]
-        spread = float(e.std())
-        return float(np.dot((e - e.mean()) / spread, self.t) / len(self.t)) if spread > 1e-6 else 0.0
-
-
 @dataclass
 class _Fit:
     """One constellation fitted: how well it agrees with the CAD's edges, its marks -> candidates, the registration,
@@ -258,21 +242,28 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
     if not constellations:
         return [Candidate(centre, None, f"no {MIN_MARKS} of its {len(marks)} fiducials were found where the CAD "
                                         "places them (covered, out of focus, or too small in the photo)")]
-    check = _Check(photo, size, outline, edges)
+    check = EdgeCheck(photo, size, outline, edges, CHECK_SIDE)
+
+    def fitted(assigned: dict[int, int]) -> _Fit | None:
+        pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
+                 for m, c in sorted(assigned.items())]
+        try:
+            reg = register_points(pairs, px_per_mm)
+        except RegistrationError:
+            return None
+        return _Fit(check(reg.homography), assigned, reg, pairs, _corners(reg, size))
+
     fits: list[_Fit] = []
     places: list[_Place] = []
     for count in sorted({len(c) for c in constellations}, reverse=True):
-        for assigned in (c for c in constellations if len(c) == count):
-            pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
-                     for m, c in sorted(assigned.items())]
-            try:
-                reg = register_points(pairs, px_per_mm)
-            except RegistrationError:
-                continue
-            fits.append(_Fit(check(reg.homography), assigned, reg, pairs, _corners(reg, size)))
+        fits += [f for f in map(fitted, (c for c in constellations if len(c) == count)) if f is not None]
         fits.sort(key=lambda f: -f.agreement)
         places = _places(fits, size)
-        if _boards(places, size):
+        for place in places:  # a constellation hides its own subsets: one may fit the board better
+            place.fit = _trimmed(place.fit, fitted)
+        places.sort(key=lambda p: -p.fit.agreement)
+        boards = _boards(places, size)
+        if boards and all(_clear(p) for p in boards):  # else fewer marks may fit an unclear board better
             break
     if not fits:
         return [Candidate(centre, None, "its fiducials' candidates lie on one line: no board fits them")]
@@ -284,15 +275,17 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
                           f"(best {best.fit.agreement:.2f} on {_names(marks, best.fit)}, {other:.2f} another way): "
                           "pick 3 points on it (--points)")]
     elsewhere = places[len(boards)].fit.agreement if len(places) > len(boards) else 0.0
-    return [_registered(photo, marks, place, max(place.rival, elsewhere), size, px_per_mm) for place in boards]
+    return [_registered(photo, marks, place, max(place.rival, elsewhere), size, outline, edges, px_per_mm)
+            for place in boards]
 
 
 def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, next_best: float,
-                size: tuple[int, int], px_per_mm: float) -> Candidate:
-    """The board on `place` registered on its marks' centres, or refused where another pose fits it nearly as
-    well (`next_best`: the best fit on its place that is not it, or on no board's place)."""
+                size: tuple[int, int], outline: PxRect, edges: list[PxRect], px_per_mm: float) -> Candidate:
+    """The board on `place` registered on its marks' centres (three: the camera's tilt taken from the CAD's edges,
+    tilt.py), or refused where another pose fits it nearly as well (`next_best`: the best fit on its place that is
+    not it, or on no board's place)."""
     fit, names = place.fit, _names(marks, place.fit)
-    if fit.agreement < MARKS_RATIO * place.rival:
+    if not _clear(place):
         return Candidate(_photo_xy(fit), None, f"its fiducials ({names}) agree with the CAD's edges "
                                                f"{fit.agreement:.2f} here, and turned or shifted on the same place "
                                                f"{place.rival:.2f}: pick 3 points on it (--points)")
@@ -300,10 +293,23 @@ def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, n
     reg.method = "marks"
     reg.note = (f"{len(fit.assigned)} of its {len(marks)} fiducials found in the photo ({names}); edges agree with "
                 f"the CAD's {fit.agreement:.2f} ({next_best:.2f} the next way)")
-    if len(fit.assigned) == MIN_MARKS:
-        reg.note += ("; three marks fit an affine map, which cannot follow a camera not square to the board: a fourth "
-                     "mark or picked points (--points) undo a tilt")
+    if len(fit.assigned) == 3:
+        reg, said = untilted(photo, reg, [q for _, q in fit.pairs], size, outline, edges)
+        reg.note += f"; {said}"
     return Candidate(_photo_xy(fit), reg)
+
+
+def _trimmed(fit: _Fit, fitted: Callable[[dict[int, int]], _Fit | None]) -> _Fit:
+    """The board's fit less each mark that bends it: a covered mark's place taken by a dot beside it (on a bench, or
+    a round pad near it) is fitted exactly by a homography on four, and the board comes out bent. Where the fit on
+    the other marks agrees TRIM_GAIN times as well with the CAD's edges, the mark is left out, down to MIN_MARKS."""
+    while len(fit.assigned) > MIN_MARKS:
+        fewer = [f for f in (fitted({k: c for k, c in fit.assigned.items() if k != m}) for m in fit.assigned) if f]
+        best = max(fewer, key=lambda f: f.agreement, default=None)
+        if best is None or best.agreement < TRIM_GAIN * fit.agreement:
+            return fit
+        fit = best
+    return fit
 
 
 def _photo_xy(fit: _Fit) -> np.ndarray:
@@ -381,6 +387,11 @@ def _boards(places: list[_Place], size: tuple[int, int]) -> list[_Place]:
             scales = [p.fit.reg.photo_scale(size) for p in places[:k + 1]]
             return places[:k + 1] if max(scales) <= SCALE_AGREEMENT * min(scales) else []
     return []
+
+
+def _clear(place: _Place) -> bool:
+    """Whether a place's board agrees MARKS_RATIO times as well as any other pose fitted on its place."""
+    return place.fit.agreement >= MARKS_RATIO * place.rival
 
 
 def _same_board(a: _Fit, b: _Fit, size: tuple[int, int]) -> bool:

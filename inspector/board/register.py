@@ -84,7 +84,7 @@ def register_points(pairs: list[tuple[tuple[float, float], tuple[float, float]]]
     """Picked points: (photo px, image frame px) pairs; 3 give an affine map, 4 or more a homography. The
     residual is the median distance of the points from where the map puts them (0 with exactly 3 or 4)."""
     if len(pairs) < 3:
-        raise RegistrationError(f"{len(pairs)} picked point(s): pick at least 3 (4 or more also undo a tilt)")
+        raise RegistrationError(f"{len(pairs)} picked point(s): pick at least 3 (4 or more fit a tilt exactly)")
     src = np.array([p for p, _ in pairs], np.float64)
     dst = np.array([q for _, q in pairs], np.float64)
     (ax, ay), (bx, by) = src[1] - src[0], src[2] - src[0]
