@@ -125,7 +125,7 @@ def test_a_tray_of_touching_boards_gives_every_board_by_its_marks(marked: Path) 
     rules, geometry = load_rules(marked), read_geometry(marked)
     board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
     for lefts, by_outline in (((0, 400, 800), 0), ((0, 400, 900), 1)):
-        photo, ms = tray(board, lefts, 12.0, 0.8)
+        photo, ms = tray(board, lefts, 12.0, 0.65)  # each board 0.2 of the photo's side
         boards = list(boards_of(photo, Path("tray.jpg"), rules, geometry))
         found = [b for b in boards if b.registration is not None]
         assert len(found) == 3 and len(boards) == 3, [b.reason for b in boards]

@@ -4,8 +4,9 @@ have been photographed at.
 
 Each mark is looked for as the line looks for it (ingest/registration.py: a bright dot in its bare ring, normalised
 cross-correlation), but over the whole photo and at a range of scales, from the board spanning the photo's
-diagonal down to a quarter of its longer side. Two candidates and two marks fix a similarity (scale, turn, shift);
-it is kept where the other marks land on candidates as well and every candidate was found at about that scale.
+diagonal down to 0.15 of its longer side (a tray's boards each span a third of it or less). Two candidates and two
+marks fix a similarity (scale, turn, shift); it is kept where the other marks land on candidates as well and every
+candidate was found at about that scale.
 Each constellation kept is fitted (an affine map on three marks, a homography on four or more) and checked against
 where the CAD puts edges, the pads' rims, as the outline's turn is chosen (outline.py). Fits that overlap lie on
 one place, the best of them its board; the places whose boards stand clear of every other place (a tray's boards
@@ -35,7 +36,8 @@ from .tilt import untilted
 
 MIN_MARKS = 3  # marks a constellation must show: two fit any pair of bright dots
 SEARCH_SIDE = 1600  # px: the photo's longer side while searching (a finer photo is reduced to it)
-LEAST_BOARD = 0.25  # of the photo's longer side: the smallest a board is looked for at
+LEAST_BOARD = 0.15  # of the photo's longer side: the smallest a board is looked for at (at 0.25, a tray of three
+#                     boards side by side was not looked for, and a wrong fit stood clear of nothing)
 LEAST_DOT_PX = 5  # a mark smaller than this in the photo cannot be told from noise
 SCALE_STEP = 1.15  # between the scales searched (a mark matches within about half a step either way)
 SCALE_AGREEMENT = 1.2  # a constellation's scale lies within this factor of the scales a candidate matched at
@@ -52,8 +54,9 @@ MARKS_RATIO = 1.6  # ... this many times the best of another pose: hundreds of w
 #                    MIN_AGREEMENT and turn margin, chosen among four turns, would take one of them)
 SAME_POSE = 0.1  # of the board's diagonal: two fits whose corners lie this near are of one board
 CHECK_SIDE = 400  # px: the longer side of the reduced frame each constellation's board is checked on
-TRIM_GAIN = 1.2  # a board's fit less one mark agreeing this many times as well as with it: the mark bends it (a
-#                 square-on photo's fits on three and on four marks agree alike, a tilted one's on three worse)
+MORE_MARKS = 1.2  # a fit's support is its agreement times this for each mark over MIN_MARKS: a fit on fewer marks
+#                  takes a board's place only where it agrees this many times as well (a dot beside a covered mark,
+#                  taken for it, bends a fit on four; a square-on photo's fits on three and four agree alike)
 OVERLAP_SHARE = 0.1  # of the smaller board in the photo: two fits overlapping more lie on one place (a tray's
 #                      boards touch, they do not overlap)
 
@@ -75,7 +78,7 @@ def _kinds(marks: tuple[Fiducial, ...]) -> tuple[list[tuple[str, int, float]], n
 
 
 def _scales(photo_shape: tuple[int, ...], board_size: tuple[int, int], dot: int) -> list[float]:
-    """Photo px per rule-set px worth searching: the board from a quarter of the photo's longer side to its
+    """Photo px per rule-set px worth searching: the board from LEAST_BOARD of the photo's longer side to its
     diagonal, the mark LEAST_DOT_PX wide at least."""
     h, w = photo_shape[:2]
     longest = max(board_size)
@@ -212,6 +215,11 @@ class _Fit:
     pairs: list
     corners: np.ndarray  # 4 x 2 photo px
 
+    @property
+    def support(self) -> float:
+        """Its agreement, weighed by the marks it rests on (MORE_MARKS)."""
+        return self.agreement * MORE_MARKS ** (len(self.assigned) - MIN_MARKS)
+
 
 @dataclass
 class _Place:
@@ -219,7 +227,12 @@ class _Place:
     (not the same board with a mark taken at a dot beside it): a board that another pose fits nearly as well is
     refused."""
     fit: _Fit
-    rival: float = 0.0
+    rival: _Fit | None = None
+
+    @property
+    def rivalled(self) -> float:
+        """The rival's support (0 where none)."""
+        return self.rival.support if self.rival is not None else 0.0
 
 
 def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[int, int], outline: PxRect,
@@ -245,6 +258,7 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
     check = EdgeCheck(photo, size, outline, edges, CHECK_SIDE)
 
     def fitted(assigned: dict[int, int]) -> _Fit | None:
+        """The constellation fitted and checked; None where its marks lie on a line."""
         pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
                  for m, c in sorted(assigned.items())]
         try:
@@ -255,28 +269,31 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
 
     fits: list[_Fit] = []
     places: list[_Place] = []
+    boards: list[_Place] = []
     for count in sorted({len(c) for c in constellations}, reverse=True):
-        fits += [f for f in map(fitted, (c for c in constellations if len(c) == count)) if f is not None]
-        fits.sort(key=lambda f: -f.agreement)
+        batch = [c for c in constellations if len(c) == count]
+        if boards and all(_clear(p) for p in boards):  # boards clear on more marks: fewer are fitted only where
+            #   they take two of a board's marks (a fit on four with a dot for a covered mark or two may be bent)
+            held = [set(p.fit.assigned.items()) for p in boards]
+            batch = [c for c in batch if any(len(h & set(c.items())) >= 2 for h in held)]
+        fits += [f for f in map(fitted, batch) if f is not None]
+        fits.sort(key=lambda f: -f.support)
         places = _places(fits, size)
         for place in places:  # a constellation hides its own subsets: one may fit the board better
             place.fit = _trimmed(place.fit, fitted)
-        places.sort(key=lambda p: -p.fit.agreement)
+        places.sort(key=lambda p: -p.fit.support)
         boards = _boards(places, size)
-        if boards and all(_clear(p) for p in boards):  # else fewer marks may fit an unclear board better
-            break
     if not fits:
         return [Candidate(centre, None, "its fiducials' candidates lie on one line: no board fits them")]
-    boards = _boards(places, size)
     if not boards:
         best = places[0]
-        other = max(best.rival, places[1].fit.agreement if len(places) > 1 else 0.0)
+        other = max(best.rival.agreement if best.rival else 0.0, places[1].fit.agreement if len(places) > 1 else 0.0)
         return [Candidate(_photo_xy(best.fit), None, "no constellation of its fiducials agrees with the CAD's edges "
                           f"(best {best.fit.agreement:.2f} on {_names(marks, best.fit)}, {other:.2f} another way): "
                           "pick 3 points on it (--points)")]
     elsewhere = places[len(boards)].fit.agreement if len(places) > len(boards) else 0.0
-    return [_registered(photo, marks, place, max(place.rival, elsewhere), size, outline, edges, px_per_mm)
-            for place in boards]
+    return [_registered(photo, marks, place, max(place.rival.agreement if place.rival else 0.0, elsewhere), size,
+                        outline, edges, px_per_mm) for place in boards]
 
 
 def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, next_best: float,
@@ -288,7 +305,8 @@ def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, n
     if not _clear(place):
         return Candidate(_photo_xy(fit), None, f"its fiducials ({names}) agree with the CAD's edges "
                                                f"{fit.agreement:.2f} here, and turned or shifted on the same place "
-                                               f"{place.rival:.2f}: pick 3 points on it (--points)")
+                                               f"{place.rival.agreement if place.rival else 0.0:.2f}: pick 3 "
+                                               "points on it (--points)")
     reg = _refined(photo, marks, fit.assigned, fit.pairs, fit.reg, size, px_per_mm)
     reg.method = "marks"
     reg.note = (f"{len(fit.assigned)} of its {len(marks)} fiducials found in the photo ({names}); edges agree with "
@@ -302,11 +320,11 @@ def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, n
 def _trimmed(fit: _Fit, fitted: Callable[[dict[int, int]], _Fit | None]) -> _Fit:
     """The board's fit less each mark that bends it: a covered mark's place taken by a dot beside it (on a bench, or
     a round pad near it) is fitted exactly by a homography on four, and the board comes out bent. Where the fit on
-    the other marks agrees TRIM_GAIN times as well with the CAD's edges, the mark is left out, down to MIN_MARKS."""
+    the other marks has more support (agrees MORE_MARKS times as well), the mark is left out, down to MIN_MARKS."""
     while len(fit.assigned) > MIN_MARKS:
         fewer = [f for f in (fitted({k: c for k, c in fit.assigned.items() if k != m}) for m in fit.assigned) if f]
-        best = max(fewer, key=lambda f: f.agreement, default=None)
-        if best is None or best.agreement < TRIM_GAIN * fit.agreement:
+        best = max(fewer, key=lambda f: f.support, default=None)
+        if best is None or best.support <= fit.support:
             return fit
         fit = best
     return fit
@@ -350,7 +368,8 @@ def _corners(reg: Registration, size: tuple[int, int]) -> np.ndarray:
 
 def _places(fits: list[_Fit], size: tuple[int, int]) -> list[_Place]:
     """The places of the photo boards are fitted on, best first (`fits` sorted so): a fit that overlaps a better
-    one by more than OVERLAP_SHARE lies on its place, and is its rival unless it is the same board."""
+    one by more than OVERLAP_SHARE lies on its place, and is its rival unless it is the same board (the best
+    rival kept, by support)."""
     places: list[_Place] = []
     boxes = np.empty((0, 4))
     for f in fits:
@@ -362,8 +381,8 @@ def _places(fits: list[_Fit], size: tuple[int, int]) -> list[_Place]:
             places.append(_Place(f))
             boxes = np.vstack([boxes, [*lo, *hi]])
         for p in on:
-            if not _same_board(p.fit, f, size):
-                p.rival = max(p.rival, f.agreement)
+            if not _same_board(p.fit, f, size) and f.support > p.rivalled:
+                p.rival = f
     return places
 
 
@@ -376,22 +395,23 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _boards(places: list[_Place], size: tuple[int, int]) -> list[_Place]:
-    """The places that hold boards: the best few that stand clear of the rest (the last of them agrees MARKS_RATIO
-    times as well as the next place, and MIN_MARKS_AGREEMENT at least) and lie at one scale, as a tray's boards do
-    under one camera; none where no such few exist (clutter fits everywhere about as well)."""
-    agreement = [p.fit.agreement for p in places] + [0.0]
+    """The places that hold boards (`places` sorted by support): the best few that stand clear of the rest (the last
+    of them has MARKS_RATIO times the next place's support, and agrees MIN_MARKS_AGREEMENT at least) and lie at one
+    scale, as a tray's boards do under one camera; none where no such few exist (clutter fits everywhere about as
+    well)."""
+    support = [p.fit.support for p in places] + [0.0]
     for k in range(len(places)):
-        if agreement[k] < MIN_MARKS_AGREEMENT:
+        if places[k].fit.agreement < MIN_MARKS_AGREEMENT:
             return []
-        if agreement[k] >= MARKS_RATIO * agreement[k + 1]:
+        if support[k] >= MARKS_RATIO * support[k + 1]:
             scales = [p.fit.reg.photo_scale(size) for p in places[:k + 1]]
             return places[:k + 1] if max(scales) <= SCALE_AGREEMENT * min(scales) else []
     return []
 
 
 def _clear(place: _Place) -> bool:
-    """Whether a place's board agrees MARKS_RATIO times as well as any other pose fitted on its place."""
-    return place.fit.agreement >= MARKS_RATIO * place.rival
+    """Whether a place's board has MARKS_RATIO times the support of any other pose fitted on its place."""
+    return place.fit.support >= MARKS_RATIO * place.rivalled
 
 
 def _same_board(a: _Fit, b: _Fit, size: tuple[int, int]) -> bool:

@@ -20,8 +20,9 @@ from .edge_check import EdgeCheck
 from .geometry import PxRect
 from .register import Registration
 
-TILT_RANGE = 0.3  # ln a and ln b searched within +-this (a camera some 20 degrees off square at most)
-TILT_STEP = 0.05  # of the coarse grid, in ln a and ln b
+TILT_RANGE = 0.15  # ln a and ln b searched within +-this: a camera 1.16 times as far from one mark as another (a board
+#                    spanning half the distance to the lens, tilted 19 degrees; a fifth of it, 53 degrees)
+TILT_STEP = 0.025  # of the coarse grid, in ln a and ln b
 FINE_ROUNDS = 2  # each a 7 x 7 grid about the best so far, at a third of the step before
 MOST_SIDE = 1000  # px: the checked frame's longer side at most (the photo's resolution of the board, where less)
 
