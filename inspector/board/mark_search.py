@@ -223,9 +223,9 @@ class _Fit:
 
 @dataclass
 class _Place:
-    """A place in the photo a board may lie on: the fit that agrees best there, and the best other pose fitted on it
-    (not the same board with a mark taken at a dot beside it): a board that another pose fits nearly as well is
-    refused."""
+    """A place in the photo a board may lie on: the fit with the most support there, and the best other pose fitted
+    on it (not the same board with a mark taken at a dot beside it): a board that another pose fits nearly as well
+    is refused."""
     fit: _Fit
     rival: _Fit | None = None
 
@@ -240,8 +240,9 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
     """Every board of `photo` registered on its fiducials (`marks`, in the rule set's pixels of a `size` frame), each
     constellation checked against where the CAD puts edges (`edges`, as outline.py takes them), best first; or one
     Candidate with the reason none is. Boards of a tray lie on places of their own, about as well fitted and at one
-    scale. Constellations of more marks are checked first: where boards stand out among them, fewer are not looked
-    at (on a tray, a board with a mark covered is then not found beside boards that show all of theirs)."""
+    scale. Constellations of more marks are checked first: where boards stand clear among them, those of fewer are
+    checked only where they take two of a board's marks (on a tray, a board with a mark covered is then not found
+    beside boards that show all of theirs)."""
     centre = np.array([[photo.shape[1] / 2, photo.shape[0] / 2]])
     if len(marks) < MIN_MARKS:
         return [Candidate(centre, None, f"{len(marks)} fiducial(s) in the rule set: {MIN_MARKS} are needed to find "
