@@ -190,11 +190,13 @@ def register_outline(photo: np.ndarray, contour: np.ndarray, size: tuple[int, in
     the points `edge` marks as the board's own (on_mask_edge) counting most. Raises RegistrationError when the blob
     is not one whole board or its turn cannot be told."""
     on_mask = edge if edge is not None else np.ones(len(contour), bool)
+    weights = np.where(on_mask, 1.0, OFF_MASK_WEIGHT)
     own = contour[on_mask] if on_mask.sum() >= MIN_EDGE_SHARE * len(contour) else contour  # the box of the rim on
     #   the solder mask's edge: something touching the board (a cable, a dot on the bench, a connector over an edge)
     #   tilts and widens the whole blob's box, and a side's band then misses the board's own edge
-    corners = _edges(contour, np.where(on_mask, 1.0, OFF_MASK_WEIGHT), cv2.boxPoints(cv2.minAreaRect(
-        own.astype(np.float32))))
+    corners = _edges(contour, weights, cv2.boxPoints(cv2.minAreaRect(own.astype(np.float32))))
+    if corners is None and len(own) < len(contour):  # that rim too short on a side: the whole blob's box
+        corners = _edges(contour, weights, cv2.boxPoints(cv2.minAreaRect(contour.astype(np.float32))))
     if corners is None:
         raise RegistrationError("its edges could not be fitted (too few points on a side)")
     x0, y0, x1, y1 = outline
