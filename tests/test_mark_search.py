@@ -136,6 +136,26 @@ def test_a_tray_of_touching_boards_gives_every_board_by_its_marks(marked: Path) 
         assert len({min(range(3), key=lambda i: corner_error(ms[i], b.registration.homography)) for b in found}) == 3
 
 
+def test_a_tray_photo_teaches_every_board_it_shows_when_asked(marked: Path, tmp_path: Path) -> None:
+    """`board teach --every-board` on a tray of three touching golden boards: each board the marks find is a golden
+    board (real board-to-board variation), the first the reference the others are refined on."""
+    import json
+
+    from .test_board_import import cli
+
+    rules = load_rules(marked)
+    board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    photo, _ = tray(board, (0, 400, 800), 12.0, 0.65)
+    cv2.imwrite(str(tmp_path / "tray.png"), photo)
+    r = cli("board", "teach", "--rules", str(marked), "--golden", str(tmp_path / "tray.png"), "--every-board",
+            "--epochs", "1", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "t.yaml"), "--json",
+            str(tmp_path / "t.json"))
+    assert r.returncode == 0, r.stderr
+    goldens = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))["goldens"]
+    assert [g["board"] for g in goldens] == [0, 1, 2] and "from 3 golden board(s)" in r.stdout + r.stderr
+    assert goldens[0]["method"] == "marks" and all(g["method"] == "marks+reference" for g in goldens[1:])
+
+
 def test_without_the_board_or_with_too_few_marks_nothing_is_registered_by_guess(marked: Path, tmp_path: Path) -> None:
     """A bench of bright dots and no board: refused with both reasons (no outline, no constellation that agrees
     with the CAD's edges). A board with two marks is not looked for by them: two fit any pair of dots."""

@@ -89,6 +89,7 @@ class BoardTeachPlan:
     experts: str = "classifier"  # each type served by the shared classifier, or by an anomaly expert of good crops
     comparison: str = "composite"  # the golden comparison's kind (experts/base.py REFERENCES), or none: the live crop
     presence: bool = True  # serve the presence check (board/presence.py) beside the experts where it can tell
+    every_board: bool = False  # every board a golden photo shows (a tray of golden boards), not only the first
 
 
 @dataclass
@@ -131,8 +132,9 @@ def expert_name(recipe: str) -> str:
 
 def golden_boards(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | None, points: list | None,
                   say: Callable[[str], None]) -> tuple[list[PhotoBoard], list[str]]:
-    """Every golden photo's board registered and warped (the first registered board of each photo), and the
-    overlay PNGs written. The first golden board is the reference the later ones are refined on."""
+    """Every golden photo's board registered and warped (the first registered board of each photo, or with
+    `every_board` all of them: a tray of golden boards), and the overlay PNGs written. The first golden board is the
+    reference the later ones are refined on."""
     picked = points_path(plan.rules).name
     if geometry is None and points is None:
         raise ValueError(f"{plan.rules} has no board geometry beside it ({plan.rules.stem}.board.json, written by "
@@ -149,13 +151,19 @@ def golden_boards(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry 
             why = "; ".join(f"#{b.index}: {b.reason}" for b in found)
             raise ValueError(f"golden photo {path} did not register ({why}); see {drawn}. Pick 3 points on it "
                              f"({picked}) or photograph the board whole against a plain background")
-        board = registered[0]
-        reg = board.registration
-        say(f"{path.name}: registered on its {reg.method} (residual {reg.residual_px:.1f} px, "
-            f"{reg.residual_mm:.2f} mm){'; ' + reg.note if reg.note else ''}; overlay {drawn}")
-        boards.append(board)
+        if reference is None and plan.every_board and len(registered) > 1:  # the photo's other boards refined on
+            reference = registered[0].image                                    # its first, as later photos' are
+            registered = registered[:1] + [b for b in boards_of(photo, path, rules, geometry, points, reference,
+                                                                light=plan.comparison != "none")
+                                           if b.registration is not None and b.index != registered[0].index]
+        for board in registered if plan.every_board else registered[:1]:
+            reg = board.registration
+            which = f" #{board.index}" if plan.every_board else ""
+            say(f"{path.name}{which}: registered on its {reg.method} (residual {reg.residual_px:.1f} px, "
+                f"{reg.residual_mm:.2f} mm){'; ' + reg.note if reg.note else ''}; overlay {drawn}")
+            boards.append(board)
         if reference is None:
-            reference = board.image
+            reference = registered[0].image
     return boards, overlays
 
 

@@ -34,6 +34,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
                                          "made defects from their own crops, a golden-comparison expert per type")
     teach.add_argument("--rules", required=True, help="the imported rule set (board import's RULES.yaml)")
     teach.add_argument("--golden", required=True, nargs="+", help="photos of good boards (one is enough to start)")
+    teach.add_argument("--every-board", action="store_true",
+                       help="take every board a golden photo shows (a tray of golden boards), not only the first "
+                            "registered")
     teach.add_argument("--out", help="the taught rule set to write (default: RULES.taught.yaml)")
     teach.add_argument("--work", help="where the crops, overlays and zoo go (default: RULES.teach/)")
     teach.add_argument("--defects", help="real labelled crops to teach too: DIR/<class>/<REF>__name.png, a defect "
@@ -164,7 +167,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
     plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
                           Path(args.defects) if args.defects else None, args.escape_rate, epochs=args.epochs,
                           seed=args.seed, comparison=args.comparison, experts=args.experts,
-                          presence=args.presence)
+                          presence=args.presence, every_board=args.every_board)
     taught = teach_board(plan, say)
     print(format_checks(taught))
     print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in taught.seconds.items()))
