@@ -113,10 +113,12 @@ def to_recipe_frame(photo: np.ndarray, registration: Registration, rules: RuleSe
 def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
               points: list | None = None, reference: np.ndarray | None = None,
               light: bool = True) -> Iterator[PhotoBoard]:
-    """Every board of the photo (`photo_path` names it), largest first, registered (refined on `reference`, the
-    golden board, when given, and, with `light`, brought to its light) and warped to the rule set's frame, or with
-    the reason it is not. Light matching is for experts that compare a crop with the golden board's: an expert
-    that reads the live crop alone was taught another photo's light, and matching only clips what it knows."""
+    """Every board of the photo (`photo_path` names it): on the picked `points` (three: the camera's tilt taken from
+    the CAD's edges, board/tilt.py), else the outline's boards largest first and then those found by their marks;
+    each registered (refined on `reference`, the golden board, when given, and, with `light`, brought to its light)
+    and warped to the rule set's frame, or with the reason it is not. Light matching is for experts that compare a
+    crop with the golden board's: an expert that reads the live crop alone was taught another photo's light, and
+    matching only clips what it knows."""
     px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
     if points is not None:
         by_points = register_points(points, px_per_mm)
