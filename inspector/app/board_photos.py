@@ -132,14 +132,22 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
     any_found = False
     for i, c in enumerate(found):
         any_found = True
-        reg, warped = c.registration, None
-        if reg is not None and reference is not None:
-            reg, warped = refine_on_reference(photo, reg, reference, px_per_mm)
-        image = to_recipe_frame(photo, reg, rules, reference if light else None, warped) if reg is not None else None
+        reg, image = placed(photo, c.registration, rules, px_per_mm, reference, light) if c.registration else (None,
+                                                                                                             None)
         yield PhotoBoard(photo_path, i, c.centre, reg, image, c.reason)
     if not any_found:
         centre = (photo.shape[1] // 2, photo.shape[0] // 2)
         yield PhotoBoard(photo_path, 0, centre, None, None, "nothing in it stands out from its background as a board")
+
+
+def placed(photo: np.ndarray, registration: Registration, rules: RuleSet, px_per_mm: float,
+           reference: np.ndarray | None, light: bool) -> tuple[Registration, np.ndarray]:
+    """A registered board refined on `reference` (the golden board, where given) and warped to the rule set's frame,
+    with `light` in the golden board's light."""
+    warped = None
+    if reference is not None:
+        registration, warped = refine_on_reference(photo, registration, reference, px_per_mm)
+    return registration, to_recipe_frame(photo, registration, rules, reference if light else None, warped)
 
 
 def _outline_then_marks(photo: np.ndarray, rules: RuleSet, geometry: BoardGeometry | None,

@@ -33,7 +33,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import cv2
@@ -63,7 +63,7 @@ from .board_anomaly import (
     whitening,
     write_anomaly_expert,
 )
-from .board_photos import PhotoBoard, boards_of, overlay, points_path, read_photo, registration_inputs
+from .board_photos import PhotoBoard, boards_of, overlay, placed, points_path, read_photo, registration_inputs
 
 GOOD = "good"
 MIN_TYPE_DEFECTS = 10  # held-out defects a type needs for a threshold of its own
@@ -153,9 +153,12 @@ def golden_boards(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry 
                              f"({picked}) or photograph the board whole against a plain background")
         if reference is None and plan.every_board and len(registered) > 1:  # the photo's other boards refined on
             reference = registered[0].image                                    # its first, as later photos' are
-            registered = registered[:1] + [b for b in boards_of(photo, path, rules, geometry, points, reference,
-                                                                light=plan.comparison != "none")
-                                           if b.registration is not None and b.index != registered[0].index]
+            px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
+            others = []
+            for b in registered[1:]:
+                reg, image = placed(photo, b.registration, rules, px_per_mm, reference, plan.comparison != "none")
+                others.append(replace(b, registration=reg, image=image))
+            registered = registered[:1] + others
         for board in registered if plan.every_board else registered[:1]:
             reg = board.registration
             which = f" #{board.index}" if plan.every_board else ""

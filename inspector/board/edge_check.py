@@ -18,7 +18,8 @@ class EdgeCheck:
     moves a corner by a few pixels: the photo's own resolution does)."""
 
     def __init__(self, photo: np.ndarray, size: tuple[int, int], outline: PxRect, edges: list[PxRect],
-                 side: int) -> None:
+                 side: int, energy: np.ndarray | None = None) -> None:
+        """`energy`: the photo's edge_energy where a check on another frame has it already."""
         f = min(1.0, side / max(size))
         self.size = (max(1, round(size[0] * f)), max(1, round(size[1] * f)))
         template, inside = edge_template(self.size, tuple(v * f for v in outline),
@@ -31,7 +32,7 @@ class EdgeCheck:
         self.t[on] = (t - t.mean()) / max(float(t.std()), 1e-6)  # photo's edges is their covariance, whatever
         #                                                          their mean
         self.to_small = np.diag([f, f, 1.0])
-        self.energy = edge_energy(photo)
+        self.energy = edge_energy(photo) if energy is None else energy
 
     def __call__(self, homography: np.ndarray) -> float:
         warped = cv2.warpPerspective(self.energy, self.to_small @ homography, self.size, flags=cv2.INTER_AREA)

@@ -258,15 +258,20 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
                                         "places them (covered, out of focus, or too small in the photo)")]
     check = EdgeCheck(photo, size, outline, edges, CHECK_SIDE)
 
+    done: dict[frozenset, _Fit | None] = {}  # each constellation fitted once (trimming meets subsets again)
+
     def fitted(assigned: dict[int, int]) -> _Fit | None:
         """The constellation fitted and checked; None where its marks lie on a line."""
-        pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
-                 for m, c in sorted(assigned.items())]
-        try:
-            reg = register_points(pairs, px_per_mm)
-        except RegistrationError:
-            return None
-        return _Fit(check(reg.homography), assigned, reg, pairs, _corners(reg, size))
+        key = frozenset(assigned.items())
+        if key not in done:
+            pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
+                     for m, c in sorted(assigned.items())]
+            try:
+                reg = register_points(pairs, px_per_mm)
+                done[key] = _Fit(check(reg.homography), assigned, reg, pairs, _corners(reg, size))
+            except RegistrationError:
+                done[key] = None
+        return done[key]
 
     fits: list[_Fit] = []
     places: list[_Place] = []
@@ -279,7 +284,7 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
             batch = [c for c in batch if any(len(h & set(c.items())) >= 2 for h in held)]
         fits += [f for f in map(fitted, batch) if f is not None]
         fits.sort(key=lambda f: -f.support)
-        places = _places(fits, size)
+        places = _places(fits)
         for place in places:  # a constellation hides its own subsets: one may fit the board better
             place.fit = _trimmed(place.fit, fitted)
         places.sort(key=lambda p: -p.fit.support)
@@ -294,14 +299,15 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
                           "pick 3 points on it (--points)")]
     elsewhere = places[len(boards)].fit.agreement if len(places) > len(boards) else 0.0
     return [_registered(photo, marks, place, max(place.rival.agreement if place.rival else 0.0, elsewhere), size,
-                        outline, edges, px_per_mm) for place in boards]
+                        outline, edges, px_per_mm, check.energy) for place in boards]
 
 
 def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, next_best: float,
-                size: tuple[int, int], outline: PxRect, edges: list[PxRect], px_per_mm: float) -> Candidate:
+                size: tuple[int, int], outline: PxRect, edges: list[PxRect], px_per_mm: float,
+                energy: np.ndarray) -> Candidate:
     """The board on `place` registered on its marks' centres (three: the camera's tilt taken from the CAD's edges,
     tilt.py), or refused where another pose fits it nearly as well (`next_best`: the best fit on its place that is
-    not it, or on no board's place)."""
+    not it, or on no board's place; `energy`: the photo's edge energy, found once)."""
     fit, names = place.fit, _names(marks, place.fit)
     if not _clear(place):
         return Candidate(_photo_xy(fit), None, f"its fiducials ({names}) agree with the CAD's edges "
@@ -313,7 +319,7 @@ def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, n
     reg.note = (f"{len(fit.assigned)} of its {len(marks)} fiducials found in the photo ({names}); edges agree with "
                 f"the CAD's {fit.agreement:.2f} ({next_best:.2f} the next way)")
     if len(fit.assigned) == 3:
-        reg, said = untilted(photo, reg, [q for _, q in fit.pairs], size, outline, edges)
+        reg, said = untilted(photo, reg, [q for _, q in fit.pairs], size, outline, edges, energy)
         reg.note += f"; {said}"
     return Candidate(_photo_xy(fit), reg)
 
@@ -367,7 +373,7 @@ def _corners(reg: Registration, size: tuple[int, int]) -> np.ndarray:
     return cv2.perspectiveTransform(corners, np.linalg.inv(reg.homography)).reshape(-1, 2)
 
 
-def _places(fits: list[_Fit], size: tuple[int, int]) -> list[_Place]:
+def _places(fits: list[_Fit]) -> list[_Place]:
     """The places of the photo boards are fitted on, best first (`fits` sorted so): a fit that overlaps a better
     one by more than OVERLAP_SHARE lies on its place, and is its rival unless it is the same board (the best
     rival kept, by support)."""
@@ -382,7 +388,7 @@ def _places(fits: list[_Fit], size: tuple[int, int]) -> list[_Place]:
             places.append(_Place(f))
             boxes = np.vstack([boxes, [*lo, *hi]])
         for p in on:
-            if not _same_board(p.fit, f, size) and f.support > p.rivalled:
+            if not _same_board(p.fit, f) and f.support > p.rivalled:
                 p.rival = f
     return places
 
@@ -415,7 +421,7 @@ def _clear(place: _Place) -> bool:
     return place.fit.support >= MARKS_RATIO * place.rivalled
 
 
-def _same_board(a: _Fit, b: _Fit, size: tuple[int, int]) -> bool:
+def _same_board(a: _Fit, b: _Fit) -> bool:
     """Whether two fits are of one board: MIN_MARKS marks at the same dots (one fitted with a mark taken at a dot
     beside it), or corners within SAME_POSE of its diagonal."""
     if len(set(a.assigned.items()) & set(b.assigned.items())) >= MIN_MARKS:

@@ -107,7 +107,7 @@ def standard_grey(image: np.ndarray) -> np.ndarray:
     return (grey - grey.mean()) / max(1e-3, grey.std())
 
 
-def _corner_move(warp: np.ndarray, size: tuple[int, int]) -> float:
+def corner_move(warp: np.ndarray, size: tuple[int, int]) -> float:
     """The furthest a corner of a `size` (width, height) image moves under the 3x3 `warp`, px."""
     w, h = size
     corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], np.float64).reshape(-1, 1, 2)
@@ -133,7 +133,7 @@ def refine_on_reference(photo: np.ndarray, registration: Registration,
     except cv2.error:
         registration.note += "; refinement on the golden board did not converge (outline kept)"
         return registration, warped
-    moved = _corner_move(warp, size)
+    moved = corner_move(warp, size)
     if moved > 0.05 * max(size):
         registration.note += f"; refinement on the golden board moved a corner {moved:.0f} px (outline kept)"
         return registration, warped
@@ -218,7 +218,7 @@ def register_on_reference(frame: np.ndarray, reference: np.ndarray, px_per_mm: f
         raise RegistrationError(f"it correlates {cc:.2f} with the golden board (at least {MIN_CORRELATION} for "
                                 "the same board): is it this board, and is the camera's view as it was?")
     to_frame = _at_scale(warp, 1 / scale).astype(np.float64)  # recipe px -> frame px, full size
-    moved = _corner_move(to_frame, (w, h))
+    moved = corner_move(to_frame, (w, h))
     if moved > MAX_SLIDE * max(w, h):
         raise RegistrationError(f"aligning it on the golden board moves a corner {moved:.0f} px, more than a board "
                                 f"slides ({MAX_SLIDE:.0%} of its length): is the camera's view as it was?")

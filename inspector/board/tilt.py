@@ -18,7 +18,7 @@ import numpy as np
 
 from .edge_check import EdgeCheck
 from .geometry import PxRect
-from .register import Registration
+from .register import Registration, corner_move
 
 TILT_RANGE = 0.15  # ln a and ln b searched within +-this: a camera 1.16 times as far from one mark as another (a board
 #                    spanning half the distance to the lens, tilted 19 degrees; a fifth of it, 53 degrees)
@@ -35,16 +35,17 @@ def through(affine: np.ndarray, points: np.ndarray, a: float, b: float) -> np.nd
 
 
 def untilted(photo: np.ndarray, registration: Registration, targets: list[tuple[float, float]],
-             size: tuple[int, int], outline: PxRect, edges: list[PxRect]) -> tuple[Registration, str]:
+             size: tuple[int, int], outline: PxRect, edges: list[PxRect],
+             energy: np.ndarray | None = None) -> tuple[Registration, str]:
     """`registration`, an affine map fitted on three points (`targets`: where they lie in the rule set's `size`
     frame), made the homography through the same points that agrees best with the CAD's edges (`edges`, as
     outline.py takes them); and what was done, for the registration's note. Kept as it is where no tilt agrees
-    better or the best lies at the search's edge."""
+    better or the best lies at the search's edge. `energy`: the photo's edge energy, where a caller has it."""
     affine = registration.homography
     inverse = np.linalg.inv(affine)
     points = cv2.perspectiveTransform(np.float64(targets).reshape(-1, 1, 2), inverse).reshape(-1, 2)
     side = min(MOST_SIDE, max(1, round(registration.photo_scale(size) * max(size))))
-    check = EdgeCheck(photo, size, outline, edges, side)
+    check = EdgeCheck(photo, size, outline, edges, side, energy)
     flat = check(affine)
     best = (flat, 0.0, 0.0)
     steps = int(round(TILT_RANGE / TILT_STEP))
@@ -67,9 +68,7 @@ def untilted(photo: np.ndarray, registration: Registration, targets: list[tuple[
     if best[1] == 0.0 and best[2] == 0.0:
         return registration, f"three points fit an affine map; no tilt agrees better with the CAD's edges ({flat:.2f})"
     h = through(affine, points, math.exp(best[1]), math.exp(best[2]))
-    w, ht = size
-    corners = np.float64([[[0, 0]], [[w, 0]], [[w, ht]], [[0, ht]]])
-    moved = float(np.abs(cv2.perspectiveTransform(cv2.perspectiveTransform(corners, inverse), h) - corners).max())
+    moved = corner_move(h @ inverse, size)  # the rule set's frame through the affine map's photo and back
     said = (f"three points fit an affine map; the camera's tilt taken from the CAD's edges (they agree {flat:.2f} "
             f"-> {best[0]:.2f}; a corner moved {moved:.1f} px)")
     return replace(registration, homography=h), said
