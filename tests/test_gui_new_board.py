@@ -113,3 +113,41 @@ def test_the_new_board_tab_imports_an_odb_job_folder_and_the_step_asked_for(qtbo
     qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
     assert tab.rules_path == tmp_path / "boards" / "board-panel" / "board-panel.yaml"
     assert "21 parts" in tab.summary.text() and load_rules(tab.rules_path).recipe == "board-panel"
+
+
+def test_a_tray_photo_lists_every_board_and_teaches_on_each_when_asked(qtbot, tmp_path: Path) -> None:
+    """A golden photo of a tray (three touching boards found by their marks): Register draws and lists every board,
+    says that a tray can teach on each, and with “Every board of a photo” checked, teaching takes all three as
+    golden boards (unchecked, it takes the first registered board of each photo)."""
+    from .test_board_teach import import_with_marks
+    from .test_mark_search import tray
+
+    (tmp_path / "cad").mkdir()
+    rules = load_rules(import_with_marks(tmp_path / "cad"))
+    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
+    backend.identity = ENGINEER
+    tab = NewBoardTab(backend, tmp_path / "boards")
+    qtbot.addWidget(tab)
+    tab.cad.setText(str(tmp_path / "cad" / "f.kicad_pcb"))
+    tab.scale.setValue(10.0)
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    assert "4 fiducials" in tab.summary.text()
+
+    board = render_board(rules, "g", np.random.default_rng(0), rates={}).image
+    photo, _ = tray(board, (0, 400, 800), 12.0, 0.65)
+    cv2.imwrite(str(tmp_path / "tray.png"), photo)
+    tab.add_photos([tmp_path / "tray.png"])
+    tab.register_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and tab.registration.text() != "", timeout=60_000)
+    said = tab.registration.text()
+    assert "3 of 3 boards registered" in said and said.count("on its marks") == 3, said
+    assert "Every board of a photo" in said
+
+    tab.every_board.setChecked(True)
+    tab.epochs.setValue(1)
+    tab.teach_btn.click()
+    qtbot.waitUntil(lambda: tab.taught is not None or tab.status.styleSheet() != "", timeout=600_000)
+    assert tab.taught is not None, tab.status.text()
+    assert [g["board"] for g in tab.taught.goldens] == [0, 1, 2]

@@ -2,7 +2,8 @@
 
 Import the CAD (inspector/board), add golden photos and see every part's window drawn where the registration put
 it (click a spot on the photo, then the same spot on the CAD drawing, three times or more, where the outline does
-not register it), teach with a progress bar, read the validation table, and make the taught board the line's
+not register it; a tray's boards each drawn and listed), teach with a progress bar (on every board of a tray of golden
+boards when asked), read the validation table, and make the taught board the line's
 (from its next start: a new board brings its own experts). The slow steps run off the GUI thread (worker.Job).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
@@ -119,6 +121,10 @@ class NewBoardTab(QWidget):
         self.teach_btn = QPushButton("Teach")
         self.teach_btn.clicked.connect(self.teach)
         self.epochs = QDoubleSpinBox(decimals=0, minimum=1, maximum=200, value=30, suffix=" epochs")
+        self.every_board = QCheckBox("Every board of a photo")
+        self.every_board.setToolTip("A tray of golden boards: each board a golden photo shows is a golden board. "
+                                    "Unchecked, only the first board each photo registers is taken (a photo may "
+                                    "hold boards that are not golden).")
         self.bar = QProgressBar()
         self.bar.setRange(0, 100)
         self.status = QLabel("")
@@ -156,6 +162,7 @@ class NewBoardTab(QWidget):
         pictures.addWidget(self.board, 1)
         teach = QHBoxLayout()
         teach.addWidget(self.epochs)
+        teach.addWidget(self.every_board)
         teach.addWidget(self.teach_btn)
         teach.addWidget(self.bar, 1)
         teach.addWidget(self.activate_btn)
@@ -254,19 +261,14 @@ class NewBoardTab(QWidget):
         from inspector.app.board_photos import boards_of, overlay, overlay_scale, read_photo, registration_inputs
         from inspector.routing.rules import load_rules
 
-        rules_path, path = self.rules_path, self.golden()[0]
+        rules_path, path = self.rules_path, self.golden()[max(0, self.photos.currentRow())]
 
         def work() -> tuple[Path, float, str]:
             rules = load_rules(rules_path)
             photo = read_photo(path)
             found = list(boards_of(photo, path, rules, *registration_inputs(rules_path, rules)))
             drawn = overlay(photo, found, rules, rules_path.parent / "overlays" / f"{path.stem}.png")
-            reg = next((b.registration for b in found if b.registration is not None), None)
-            why = "; ".join(f"#{b.index}: {b.reason}" for b in found if b.registration is None)
-            text = (f"{path.name}: registered on its {reg.method}, residual {reg.residual_mm:.2f} mm"
-                    if reg is not None else f"{path.name} did not register ({why}): click a spot on the photo, "
-                    "then the same spot on the CAD drawing, three times or more, and save the points")
-            return drawn, overlay_scale(photo.shape), text
+            return drawn, overlay_scale(photo.shape), registered_text(path, found)
 
         self._run(work, self._registered)
 
@@ -308,7 +310,8 @@ class NewBoardTab(QWidget):
         n = 1
         while (rules.parent / f"teach-{n}").exists():
             n += 1  # every teaching its own zoo: results name the experts that gave them
-        plan = BoardTeachPlan(rules, self.golden(), rules.parent / f"teach-{n}", out, epochs=int(self.epochs.value()))
+        plan = BoardTeachPlan(rules, self.golden(), rules.parent / f"teach-{n}", out, epochs=int(self.epochs.value()),
+                              every_board=self.every_board.isChecked())
         self.bar.setValue(0)
         self._say("teaching…")
         self._run(lambda: teach_board(plan, self.progress_signal.said.emit), self._taught)
@@ -349,6 +352,26 @@ class NewBoardTab(QWidget):
 
     def permit(self) -> None:
         self._enable()
+
+
+def registered_text(path: Path, found: list[Any]) -> str:
+    """What the registration of a golden photo found: each board it registered (on what, how well) and each it
+    refused with its reason; where none registered, how to register it by hand."""
+    registered = [b for b in found if b.registration is not None]
+    refused = "; ".join(f"#{b.index}: {b.reason}" for b in found if b.registration is None)
+    if not registered:
+        return (f"{path.name} did not register ({refused}): click a spot on the photo, then the same spot on the CAD "
+                "drawing, three times or more, and save the points")
+    if len(found) == 1:
+        reg = registered[0].registration
+        return f"{path.name}: registered on its {reg.method}, residual {reg.residual_mm:.2f} mm"
+    boards = "; ".join(f"#{b.index} on its {b.registration.method}, residual {b.registration.residual_mm:.2f} mm"
+                       for b in registered)
+    text = (f"{path.name}: {len(registered)} of {len(found)} boards registered ({boards}"
+            + (f"; refused {refused}" if refused else "") + ")")
+    if len(registered) > 1:
+        text += ": check “Every board of a photo” to teach on each of them, where every one is golden"
+    return text
 
 
 def cad_drawing(rules: Any) -> np.ndarray:
