@@ -112,13 +112,14 @@ def to_recipe_frame(photo: np.ndarray, registration: Registration, rules: RuleSe
 
 def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: BoardGeometry | None,
               points: list | None = None, reference: np.ndarray | None = None,
-              light: bool = True) -> Iterator[PhotoBoard]:
+              light: bool = True, first: bool = False) -> Iterator[PhotoBoard]:
     """Every board of the photo (`photo_path` names it): on the picked `points` (three: the camera's tilt taken from
     the CAD's edges, board/tilt.py), else the outline's boards largest first and then those found by their marks;
     each registered (refined on `reference`, the golden board, when given, and, with `light`, brought to its light)
     and warped to the rule set's frame, or with the reason it is not. Light matching is for experts that compare a
     crop with the golden board's: an expert that reads the live crop alone was taught another photo's light, and
-    matching only clips what it knows."""
+    matching only clips what it knows. `first`: a line's frame, whose first registered board is the board (the mark
+    search does not look beside the boards it finds on their most marks)."""
     px_per_mm = geometry.px_per_mm if geometry is not None else 1.0
     if points is not None:
         by_points = register_points(points, px_per_mm)
@@ -128,7 +129,7 @@ def boards_of(photo: np.ndarray, photo_path: Path, rules: RuleSet, geometry: Boa
             by_points.note = said
         found: Iterable[Candidate] = [Candidate(np.array([p for p, _ in points], np.float64), by_points)]
     else:
-        found = _outline_then_marks(photo, rules, geometry, px_per_mm)
+        found = _outline_then_marks(photo, rules, geometry, px_per_mm, first)
     any_found = False
     for i, c in enumerate(found):
         any_found = True
@@ -151,7 +152,7 @@ def placed(photo: np.ndarray, registration: Registration, rules: RuleSet, px_per
 
 
 def _outline_then_marks(photo: np.ndarray, rules: RuleSet, geometry: BoardGeometry | None,
-                        px_per_mm: float) -> Iterator[Candidate]:
+                        px_per_mm: float, first: bool = False) -> Iterator[Candidate]:
     """Each board-sized blob registered on its outline, as it is found (the line stops at the first); then, where a
     blob was refused or none stood out and the rule set has fiducials, the boards found by them
     (board/mark_search.py: boards touching on a tray, a board on a cluttered bench), each the outline did not
@@ -169,7 +170,8 @@ def _outline_then_marks(photo: np.ndarray, rules: RuleSet, geometry: BoardGeomet
     if rules.fiducials is None or (registered and not refused):
         yield from refused
         return
-    by_marks = boards_on_marks(photo, rules.fiducials.marks, rules.board_size, outline, edges, px_per_mm)
+    by_marks = boards_on_marks(photo, rules.fiducials.marks, rules.board_size, outline, edges, px_per_mm,
+                               every=not first)
     new = [c for c in by_marks if c.registration is not None and not any(_holds(r, c) for r in registered)]
     if new:
         outline_words = "; ".join(f"#{i}: {r.reason}" for i, r in enumerate(refused)) or "no blob stood out as a board"
@@ -226,7 +228,7 @@ def register_photo(photo: np.ndarray, rules: RuleSet, reference: np.ndarray | No
         _within(registration, rules)
         return to_recipe_frame(photo, registration, rules, reference if light else None), registration
     refused = []
-    for b in boards_of(photo, Path("frame"), rules, geometry, points, reference, light):  # no further than the first
+    for b in boards_of(photo, Path("frame"), rules, geometry, points, reference, light, first=True):  # the first
         if b.registration is not None:
             _within(b.registration, rules)
             return b.image, b.registration

@@ -57,6 +57,9 @@ CHECK_SIDE = 400  # px: the longer side of the reduced frame each constellation'
 MORE_MARKS = 1.2  # a fit's support is its agreement times this for each mark over MIN_MARKS: a fit on fewer marks
 #                  takes a board's place only where it agrees this many times as well (a dot beside a covered mark,
 #                  taken for it, bends a fit on four; a square-on photo's fits on three and four agree alike)
+TRIMS = 1.02  # a board's fit on all but one of its marks that agrees this many times as well leaves that mark out:
+#               a fit on its true marks agrees within 1.001 of each fit on three of them (0.996 on the real stm32
+#               photo), a fit bent by a dot beside a covered mark 1.03-1.31 times worse than the fit without it
 OVERLAP_SHARE = 0.1  # of the smaller board in the photo: two fits overlapping more lie on one place (a tray's
 #                      boards touch, they do not overlap)
 
@@ -236,13 +239,13 @@ class _Place:
 
 
 def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[int, int], outline: PxRect,
-                    edges: list[PxRect], px_per_mm: float) -> list[Candidate]:
+                    edges: list[PxRect], px_per_mm: float, every: bool = True) -> list[Candidate]:
     """Every board of `photo` registered on its fiducials (`marks`, in the rule set's pixels of a `size` frame), each
     constellation checked against where the CAD puts edges (`edges`, as outline.py takes them), best first; or one
     Candidate with the reason none is. Boards of a tray lie on places of their own, about as well fitted and at one
     scale. Constellations of more marks are checked first: where boards stand clear among them, those of fewer are
-    checked only where they take two of a board's marks (on a tray, a board with a mark covered is then not found
-    beside boards that show all of theirs)."""
+    checked only where they take two of a board's marks or, with `every` (not the line's frame, where the first
+    board is the board), lie off every board at their scale (_beside)."""
     centre = np.array([[photo.shape[1] / 2, photo.shape[0] / 2]])
     if len(marks) < MIN_MARKS:
         return [Candidate(centre, None, f"{len(marks)} fiducial(s) in the rule set: {MIN_MARKS} are needed to find "
@@ -258,19 +261,28 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
                                         "places them (covered, out of focus, or too small in the photo)")]
     check = EdgeCheck(photo, size, outline, edges, CHECK_SIDE)
 
+    posed: dict[frozenset, tuple[Registration, list] | None] = {}  # each constellation's registration once
     done: dict[frozenset, _Fit | None] = {}  # each constellation fitted once (trimming meets subsets again)
 
-    def fitted(assigned: dict[int, int]) -> _Fit | None:
-        """The constellation fitted and checked; None where its marks lie on a line."""
+    def pose(assigned: dict[int, int]) -> tuple[Registration, list] | None:
+        """The constellation's registration and pairs (photo px, rule-set px); None where its marks lie on a line."""
         key = frozenset(assigned.items())
-        if key not in done:
+        if key not in posed:
             pairs = [((found.xy[c][0] / reduce, found.xy[c][1] / reduce), (float(marks[m].x), float(marks[m].y)))
                      for m, c in sorted(assigned.items())]
             try:
-                reg = register_points(pairs, px_per_mm)
-                done[key] = _Fit(check(reg.homography), assigned, reg, pairs, _corners(reg, size))
+                posed[key] = register_points(pairs, px_per_mm), pairs
             except RegistrationError:
-                done[key] = None
+                posed[key] = None
+        return posed[key]
+
+    def fitted(assigned: dict[int, int]) -> _Fit | None:
+        """The constellation fitted and checked against the CAD's edges; None where its marks lie on a line."""
+        key = frozenset(assigned.items())
+        if key not in done:
+            got = pose(assigned)
+            done[key] = None if got is None else _Fit(check(got[0].homography), assigned, got[0], got[1],
+                                                      _corners(got[0], size))
         return done[key]
 
     fits: list[_Fit] = []
@@ -279,9 +291,9 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
     for count in sorted({len(c) for c in constellations}, reverse=True):
         batch = [c for c in constellations if len(c) == count]
         if boards and all(_clear(p) for p in boards):  # boards clear on more marks: fewer are fitted only where
-            #   they take two of a board's marks (a fit on four with a dot for a covered mark or two may be bent)
-            held = [set(p.fit.assigned.items()) for p in boards]
-            batch = [c for c in batch if any(len(h & set(c.items())) >= 2 for h in held)]
+            #   they take two of a board's marks (a fit on four with a dot for a covered mark or two may be bent),
+            #   or lie off every board at the boards' scale (a tray's board with a mark covered)
+            batch = [c for c in batch if _beside(c, boards, pose, size, every)]
         fits += [f for f in map(fitted, batch) if f is not None]
         fits.sort(key=lambda f: -f.support)
         places = _places(fits)
@@ -325,16 +337,37 @@ def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, n
 
 
 def _trimmed(fit: _Fit, fitted: Callable[[dict[int, int]], _Fit | None]) -> _Fit:
-    """The board's fit less each mark that bends it: a covered mark's place taken by a dot beside it (on a bench, or
-    a round pad near it) is fitted exactly by a homography on four, and the board comes out bent. Where the fit on
-    the other marks has more support (agrees MORE_MARKS times as well), the mark is left out, down to MIN_MARKS."""
+    """The board's fit less each mark that bends it: a covered mark's place taken by a dot beside it (on a bench, a
+    round pad near it, or the next board's mark on a tray) is fitted exactly by a homography on four, and the board
+    comes out bent. Where the fit on the other marks agrees TRIMS times as well with the CAD's edges, the mark is
+    left out, down to MIN_MARKS (three marks then take the camera's tilt from the pads' rims)."""
     while len(fit.assigned) > MIN_MARKS:
         fewer = [f for f in (fitted({k: c for k, c in fit.assigned.items() if k != m}) for m in fit.assigned) if f]
-        best = max(fewer, key=lambda f: f.support, default=None)
-        if best is None or best.support <= fit.support:
+        best = max(fewer, key=lambda f: f.agreement, default=None)
+        if best is None or best.agreement <= TRIMS * fit.agreement:
             return fit
         fit = best
     return fit
+
+
+def _beside(assigned: dict[int, int], boards: list[_Place],
+            pose: Callable[[dict[int, int]], tuple[Registration, list] | None], size: tuple[int, int],
+            off_boards: bool) -> bool:
+    """Whether a constellation of fewer marks is worth fitting beside boards found on more: it takes two of a
+    board's marks (that board fitted without a bent mark), or, with `off_boards`, its pose lies off every board at
+    their scale (a tray's board with a mark covered or out of focus)."""
+    items = set(assigned.items())
+    if any(len(items & set(b.fit.assigned.items())) >= 2 for b in boards):
+        return True
+    got = pose(assigned) if off_boards else None
+    if got is None:
+        return False
+    scales = [b.fit.reg.photo_scale(size) for b in boards]
+    scale = got[0].photo_scale(size)
+    if not min(scales) / SCALE_AGREEMENT <= scale <= max(scales) * SCALE_AGREEMENT:
+        return False
+    corners = _corners(got[0], size)
+    return not any(_overlap(b.fit.corners, corners) for b in boards)
 
 
 def _photo_xy(fit: _Fit) -> np.ndarray:
