@@ -55,11 +55,12 @@ MARKS_RATIO = 1.6  # ... this many times the best of another pose: hundreds of w
 SAME_POSE = 0.1  # of the board's diagonal: two fits whose corners lie this near are of one board
 CHECK_SIDE = 400  # px: the longer side of the reduced frame each constellation's board is checked on
 MORE_MARKS = 1.2  # a fit's support is its agreement times this for each mark over MIN_MARKS: a fit on fewer marks
-#                  takes a board's place only where it agrees this many times as well (a dot beside a covered mark,
-#                  taken for it, bends a fit on four; a square-on photo's fits on three and four agree alike)
+#                  takes a place or outranks a rival only where it agrees this many times as well (three marks of
+#                  a board and a dot fit more poses than four marks do); within one fit's own marks TRIMS decides
 TRIMS = 1.02  # a board's fit on all but one of its marks that agrees this many times as well leaves that mark out:
-#               a fit on its true marks agrees within 1.001 of each fit on three of them (0.996 on the real stm32
-#               photo), a fit bent by a dot beside a covered mark 1.03-1.31 times worse than the fit without it
+#               a fit on its true marks agrees at least 0.999 times as well as each fit on three of them (0.996 on
+#               the real stm32 photo; better where the camera is tilted), a fit bent by a dot beside a covered mark
+#               1.03-1.31 times worse than the fit without it (rendered trays, the stm32 photo)
 OVERLAP_SHARE = 0.1  # of the smaller board in the photo: two fits overlapping more lie on one place (a tray's
 #                      boards touch, they do not overlap)
 
