@@ -41,6 +41,7 @@ from ..worker import Job
 
 PICTURE_PX = 420  # the longer side of each picture shown
 EPOCH = re.compile(r"^epoch (\d+)/(\d+)")
+MARKS_FOUND = re.compile(r"(\d+ of its \d+ fiducials).*?edges agree with the CAD's (\d\.\d+)")  # mark_search's note
 STEPS = ("registered", "crops:", "epoch", "validation")  # what teaching says, in order (progress before epochs)
 
 
@@ -363,15 +364,22 @@ def registered_text(path: Path, found: list[Any]) -> str:
         return (f"{path.name} did not register ({refused}): click a spot on the photo, then the same spot on the CAD "
                 "drawing, three times or more, and save the points")
     if len(found) == 1:
-        reg = registered[0].registration
-        return f"{path.name}: registered on its {reg.method}, residual {reg.residual_mm:.2f} mm"
-    boards = "; ".join(f"#{b.index} on its {b.registration.method}, residual {b.registration.residual_mm:.2f} mm"
-                       for b in registered)
+        return f"{path.name}: registered {how(registered[0].registration)}"
+    boards = "; ".join(f"#{b.index} {how(b.registration)}" for b in registered)
     text = (f"{path.name}: {len(registered)} of {len(found)} boards registered ({boards}"
             + (f"; refused {refused}" if refused else "") + ")")
     if len(registered) > 1:
         text += ": check “Every board of a photo” to teach on each of them, where every one is golden"
     return text
+
+
+def how(reg: Any) -> str:
+    """What registered a board and how well: the marks found (a homography fits four exactly: no residual to
+    show), else the residual left on the outline or the picked points."""
+    marks = MARKS_FOUND.search(reg.note) if reg.method == "marks" else None
+    if marks is not None:
+        return f"on its marks ({marks.group(1)}, edges agree {marks.group(2)})"
+    return f"on its {reg.method}, residual {reg.residual_mm:.2f} mm"
 
 
 def cad_drawing(rules: Any) -> np.ndarray:
