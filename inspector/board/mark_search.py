@@ -294,7 +294,9 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
         if boards and all(_clear(p) for p in boards):  # boards clear on more marks: fewer are fitted only where
             #   they take two of a board's marks (a fit on four with a dot for a covered mark or two may be bent),
             #   or lie off every board at the boards' scale (a tray's board with a mark covered)
-            batch = [c for c in batch if _beside(c, boards, pose, size, every)]
+            scales = [p.fit.reg.photo_scale(size) for p in boards]
+            at = (min(scales) / SCALE_AGREEMENT, max(scales) * SCALE_AGREEMENT) if every else None
+            batch = [c for c in batch if _beside(c, boards, pose, size, at)]
         fits += [f for f in map(fitted, batch) if f is not None]
         fits.sort(key=lambda f: -f.support)
         places = _places(fits)
@@ -353,19 +355,15 @@ def _trimmed(fit: _Fit, fitted: Callable[[dict[int, int]], _Fit | None]) -> _Fit
 
 def _beside(assigned: dict[int, int], boards: list[_Place],
             pose: Callable[[dict[int, int]], tuple[Registration, list] | None], size: tuple[int, int],
-            off_boards: bool) -> bool:
+            scales: tuple[float, float] | None) -> bool:
     """Whether a constellation of fewer marks is worth fitting beside boards found on more: it takes two of a
-    board's marks (that board fitted without a bent mark), or, with `off_boards`, its pose lies off every board at
-    their scale (a tray's board with a mark covered or out of focus)."""
+    board's marks (that board fitted without a bent mark), or, given the boards' `scales` (the range a tray's board
+    lies at), its pose lies off every board at such a scale (a tray's board with a mark covered or out of focus)."""
     items = set(assigned.items())
     if any(len(items & set(b.fit.assigned.items())) >= 2 for b in boards):
         return True
-    got = pose(assigned) if off_boards else None
-    if got is None:
-        return False
-    scales = [b.fit.reg.photo_scale(size) for b in boards]
-    scale = got[0].photo_scale(size)
-    if not min(scales) / SCALE_AGREEMENT <= scale <= max(scales) * SCALE_AGREEMENT:
+    got = pose(assigned) if scales is not None else None
+    if got is None or not scales[0] <= got[0].photo_scale(size) <= scales[1]:
         return False
     corners = _corners(got[0], size)
     return not any(_overlap(b.fit.corners, corners) for b in boards)
