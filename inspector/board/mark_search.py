@@ -294,9 +294,8 @@ def boards_on_marks(photo: np.ndarray, marks: tuple[Fiducial, ...], size: tuple[
         if boards and all(_clear(p) for p in boards):  # boards clear on more marks: fewer are fitted only where
             #   they take two of a board's marks (a fit on four with a dot for a covered mark or two may be bent),
             #   or lie off every board at the boards' scale (a tray's board with a mark covered)
-            scales = [p.fit.reg.photo_scale(size) for p in boards]
-            at = (min(scales) / SCALE_AGREEMENT, max(scales) * SCALE_AGREEMENT) if every else None
-            batch = [c for c in batch if _beside(c, boards, pose, size, at)]
+            scales = _scale_range(boards, size) if every else None
+            batch = [c for c in batch if _beside(c, boards, pose, size, scales)]
         fits += [f for f in map(fitted, batch) if f is not None]
         fits.sort(key=lambda f: -f.support)
         places = _places(fits)
@@ -331,6 +330,7 @@ def _registered(photo: np.ndarray, marks: tuple[Fiducial, ...], place: _Place, n
                                                "points on it (--points)")
     reg = _refined(photo, marks, fit.assigned, fit.pairs, fit.reg, size, px_per_mm)
     reg.method = "marks"
+    reg.evidence = f"{len(fit.assigned)} of its {len(marks)} fiducials, edges agree {fit.agreement:.2f}"
     reg.note = (f"{len(fit.assigned)} of its {len(marks)} fiducials found in the photo ({names}); edges agree with "
                 f"the CAD's {fit.agreement:.2f} ({next_best:.2f} the next way)")
     if len(fit.assigned) == 3:
@@ -367,6 +367,12 @@ def _beside(assigned: dict[int, int], boards: list[_Place],
         return False
     corners = _corners(got[0], size)
     return not any(_overlap(b.fit.corners, corners) for b in boards)
+
+
+def _scale_range(boards: list[_Place], size: tuple[int, int]) -> tuple[float, float]:
+    """The scales a board beside `boards` may lie at: theirs, within SCALE_AGREEMENT (one camera sees a tray)."""
+    scales = [p.fit.reg.photo_scale(size) for p in boards]
+    return min(scales) / SCALE_AGREEMENT, max(scales) * SCALE_AGREEMENT
 
 
 def _photo_xy(fit: _Fit) -> np.ndarray:

@@ -58,6 +58,7 @@ class Registration:
     residual_mm: float
     note: str = ""
     bend: Bend | None = None  # what the homography leaves, measured on the golden board (board/bend.py)
+    evidence: str = ""  # how well it is founded, where a residual says nothing (a homography fits four marks exactly)
 
     def warp(self, photo: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         """The photo in the rule set's frame (`size` = width, height): what the line cuts crops from."""
@@ -145,7 +146,8 @@ def refine_on_reference(photo: np.ndarray, registration: Registration,
     note = (f"{registration.note}; refined on the golden board (correlation {cc:.2f}, moved up to {moved:.1f} px); "
             f"{bent}")
     refined = bend.undo(refined) if bend is not None else refined
-    return Registration(h, registration.method + "+reference", left, left / px_per_mm, note, bend), refined
+    return Registration(h, registration.method + "+reference", left, left / px_per_mm, note, bend,
+                        registration.evidence), refined
 
 
 def _reduced(image: np.ndarray, scale: float) -> np.ndarray:

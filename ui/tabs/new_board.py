@@ -41,7 +41,6 @@ from ..worker import Job
 
 PICTURE_PX = 420  # the longer side of each picture shown
 EPOCH = re.compile(r"^epoch (\d+)/(\d+)")
-MARKS_FOUND = re.compile(r"(\d+ of its \d+ fiducials).*?edges agree with the CAD's (\d\.\d+)")  # mark_search's note
 STEPS = ("registered", "crops:", "epoch", "validation")  # what teaching says, in order (progress before epochs)
 
 
@@ -374,11 +373,10 @@ def registered_text(path: Path, found: list[Any]) -> str:
 
 
 def how(reg: Any) -> str:
-    """What registered a board and how well: the marks found (a homography fits four exactly: no residual to
-    show), else the residual left on the outline or the picked points."""
-    marks = MARKS_FOUND.search(reg.note) if reg.method == "marks" else None
-    if marks is not None:
-        return f"on its marks ({marks.group(1)}, edges agree {marks.group(2)})"
+    """What registered a board and how well: its evidence where a residual says nothing (the marks found: a
+    homography fits four exactly), else the residual left on the outline or the picked points."""
+    if reg.evidence:
+        return f"on its {reg.method} ({reg.evidence})"
     return f"on its {reg.method}, residual {reg.residual_mm:.2f} mm"
 
 
