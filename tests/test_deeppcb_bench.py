@@ -82,11 +82,13 @@ def test_a_golden_board_off_by_pixels_is_aligned_and_differs_only_where_it_chang
     assert len(found) == 1 and found[0][0] <= spot[0] <= found[0][2]
 
 
-def test_deeppcb_pairs_are_taught_on_some_and_scored_on_a_board_group_never_seen(tmp_path: Path) -> None:
+def test_deeppcb_pairs_are_taught_on_some_and_scored_on_a_board_group_never_seen(tmp_path: Path,
+                                                                                 models_dir: Path) -> None:
     root = tmp_path / "deeppcb"
     write_pairs(root, {"10000": 72, "20000": 12}, seed=1)
     out = tmp_path / "score.json"
-    run = subprocess.run([sys.executable, "-m", "inspector.cli", "accuracy", "--dataset", f"deeppcb:{root}",
+    run = subprocess.run([sys.executable, "-m", "inspector.cli", "--models", str(models_dir), "accuracy", "--dataset",
+                          f"deeppcb:{root}",
                           "--hold-out-group", "20000", "--epochs", "15", "--patience", "15", "--work",
                           str(tmp_path / "work"), "--json", str(out)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr

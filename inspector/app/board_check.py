@@ -47,9 +47,11 @@ class BoardChecked:
                 "alternates": self.alternates}
 
 
-def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path,
+def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path, models: Path,
                  say: Callable[[str], None] = lambda _m: None) -> tuple[list[BoardChecked], list[Path], float]:
-    """(every board of every photo and what the line made of it, the overlay PNGs, seconds on the line)."""
+    """(every board of every photo and what the line made of it, the overlay PNGs under `work`, seconds on the
+    line). The line runs on the box's profiles (`models`/profiles, as `inspector run` does): a check measures only
+    what the line has not, and the line then starts on what a check measured."""
     rules = load_rules(rules_path)
     geometry, points = registration_inputs(rules_path, rules)
     reference = golden_image(rules) if rules.golden else None
@@ -72,7 +74,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
     registered = [b for b in found if b.image is not None]
     seconds = 0.0
     if registered:
-        line = Line(rules, zoo, line_profiles(zoo, work / "models", say), LineConfig(), sinks=[keep])
+        line = Line(rules, zoo, line_profiles(zoo, models, say), LineConfig(), sinks=[keep])
         line.start()
         try:
             t0 = time.perf_counter()

@@ -65,7 +65,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
     check.add_argument("photos", nargs="+", help="photos, each holding one board or several")
     check.add_argument("--rules", required=True, help="the taught rule set (board teach's RULES.taught.yaml)")
     check.add_argument("--zoo", required=True, help="its zoo (board teach's WORK/zoo)")
-    check.add_argument("--work", help="where overlays and profiles go (default: beside the zoo)")
+    check.add_argument("--work", help="where the overlays go (default: beside the zoo); the profiles are the box's "
+                                          "(--models), as the line's")
     check.add_argument("--json", help="also write every board, its registration and flagged parts as JSON")
     check.set_defaults(func=cmd_check)
     approve = sub.add_parser("approve", help="approve another make of a part (a second source) on a taught board: "
@@ -182,11 +183,12 @@ def cmd_teach(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from ..app.board_check import check_photos, format_checked
-    from .common import say
+    from .common import models_of, say
 
     zoo = Path(args.zoo)
     work = Path(args.work) if args.work else zoo.parent / "check"
-    checked, overlays, seconds = check_photos(Path(args.rules), zoo, [Path(p) for p in args.photos], work, say)
+    checked, overlays, seconds = check_photos(Path(args.rules), zoo, [Path(p) for p in args.photos], work,
+                                              models_of(args), say)
     print(format_checked(checked))
     boards = [c for c in checked if c.inspected]
     print(f"{len(boards)} of {len(checked)} boards registered and inspected ({seconds:.2f} s on the line); "

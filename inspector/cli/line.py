@@ -206,7 +206,7 @@ def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
     with kept as work:  # kept only where --work says
         result = run_deeppcb(Path(root), Path(work), Path(args.list) if args.list else None, args.heldout_share,
                              args.hold_out_group, args.epochs, args.patience, args.seed, say,
-                             Path(args.score_on) if args.score_on else None)
+                             Path(args.score_on) if args.score_on else None, models=models_of(args))
     print(report(result))
     if args.json:
         write_json(result, Path(args.json))

@@ -221,6 +221,16 @@ def saved_profile(device: Device, root: Path, backend: Backend | None, keys: set
     return prof if all(prof.has(k, t) for k in keys for t in thread_counts(device)) else None
 
 
+def software_changes(measured: dict[str, Any], expect: dict[str, Any], software: set[str]) -> str | None:
+    """What differs between a saved profile's fingerprint (`measured`) and this box's (`expect`) where only software
+    differs (`software`: the keys naming it), as "key old -> new, ..."; None where nothing differs, or where the
+    machine does (DeviceProfile.load then refuses it: another box's profile is not this one's)."""
+    changed = {k for k in set(measured) | set(expect) if measured.get(k) != expect.get(k)}
+    if not changed or not changed <= software:
+        return None
+    return ", ".join(f"{k} {measured.get(k, 'unrecorded')} -> {expect.get(k)}" for k in sorted(changed))
+
+
 def load_or_profile(
     zoo: Zoo,
     device: Device,
@@ -241,14 +251,10 @@ def load_or_profile(
     path, expect, software = _expected(device, root, backend)
     prof = DeviceProfile(expect)
     if path.is_file() and not force:
-        old = DeviceProfile.load(path)
-        changed = {k for k in set(old.fingerprint) | set(expect) if old.fingerprint.get(k) != expect.get(k)}
-        if changed and changed <= software:
+        upgraded = software_changes(DeviceProfile.load(path).fingerprint, expect, software)
+        if upgraded is not None:
             if progress:
-                progress(f"{path} was measured under other software ("
-                         + ", ".join(f"{k} {old.fingerprint.get(k, 'unrecorded')} -> {expect.get(k)}"
-                                   for k in sorted(changed))
-                         + "): measuring again")
+                progress(f"{path} was measured under other software ({upgraded}): measuring again")
         else:
             prof = DeviceProfile.load(path, expect=expect)
     todo: dict[str, tuple[Architecture, str, int]] = {}
