@@ -72,7 +72,7 @@ def check(rules: Path, zoo: Path, models: Path, *photos: Path) -> dict[str, dict
 
 
 def test_an_approved_make_is_compared_with_its_own_window_and_a_missing_one_is_still_called(  # noqa: ANN001
-        taught, models_dir: Path) -> None:
+        taught, box_models: Path) -> None:
     rules_path, zoo = taught
     root = rules_path.parent
     rules = load_rules(rules_path)
@@ -99,7 +99,7 @@ def test_an_approved_make_is_compared_with_its_own_window_and_a_missing_one_is_s
     assert approved.training_version == rules.training_version  # nothing to retrain: the same zoo serves it
 
     assert window_difference(rules_path, root / "b.png") < other / 4  # compared with its own make's window (5.7)
-    after = check(rules_path, zoo, models_dir, root / "b.png", root / "same.png", root / "bare.png")
+    after = check(rules_path, zoo, box_models, root / "b.png", root / "same.png", root / "bare.png")
     flagged = {name: {f.split(" ")[0] for f in c["flagged"]} for name, c in after.items()}
     # another board of that make, compared with the window approved from a.png
     assert "U1" not in flagged["b.png"] and after["b.png"]["alternates"] == {"U1": "U1__a.png"}
@@ -175,7 +175,7 @@ def test_a_rule_sets_alternates_are_checked_at_their_line_and_when_applied(taugh
 
 
 def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_of_that_make_passes(
-        taught, tmp_path: Path, models_dir: Path) -> None:  # noqa: ANN001
+        taught, tmp_path: Path, box_models: Path) -> None:  # noqa: ANN001
     """POST /rules/alternates: the crop a running kiosk kept of a flagged part becomes an approved window, applied as
     a change of the rule set (audited, the running set kept when refused); only a role that may change rules may."""
     import threading
@@ -206,7 +206,7 @@ def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_
     data = tmp_path / "data"
     data.mkdir()
     store = ResultStore(sqlite_url(data / "results.sqlite"))
-    service = LineService(rules, zoo, line_profiles(zoo, models_dir, lambda _m: None),
+    service = LineService(rules, zoo, line_profiles(zoo, box_models, lambda _m: None),
                           ServiceConfig(LineConfig(device_mb=200), keep_crops="all", min_free_mb=1), store, data,
                           open_source(f"watch:{inbox}", rules, 0, 0))
     port = free_port()
@@ -260,7 +260,7 @@ def test_an_engineer_approves_a_kept_crop_over_the_kiosk_api_and_the_next_board_
 
 
 def test_the_dashboard_running_the_line_approves_a_kept_crop_as_its_engineer(taught, tmp_path: Path,  # noqa: ANN001
-                                                                               models_dir: Path) -> None:
+                                                                               box_models: Path) -> None:
     """The dashboard's own line (LocalBackend, what its Approve button calls): the same approval, applied to the
     running line and saved to its rule file, recorded under the signed-in engineer; an operator may not."""
     import time
@@ -283,7 +283,7 @@ def test_the_dashboard_running_the_line_approves_a_kept_crop_as_its_engineer(tau
                                                    (160, 150))[0])
     setup = LineSetup(rules_path=rules_path, source=f"watch:{inbox}", boards=0,
                       service=ServiceConfig(LineConfig(device_mb=200), keep_crops="all", min_free_mb=1))
-    backend = LocalBackend(LineController(models_dir, tmp_path / "data", zoo=Zoo.load(zoo_root)), setup)
+    backend = LocalBackend(LineController(box_models, tmp_path / "data", zoo=Zoo.load(zoo_root)), setup)
     backend.start()
     try:
         deadline = time.monotonic() + 120

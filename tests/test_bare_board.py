@@ -65,7 +65,7 @@ def random_zoo(root: Path, margin: float) -> Zoo:
 
 
 def test_every_difference_in_a_window_is_one_part_of_it_named_by_the_shared_expert(tmp_path: Path,
-                                                                                 models_dir: Path) -> None:
+                                                                                 box_models: Path) -> None:
     rng = np.random.default_rng(5)
     golden = cv2.cvtColor(board(rng), cv2.COLOR_GRAY2BGR)
     cv2.imwrite(str(tmp_path / "golden.png"), golden)
@@ -79,7 +79,7 @@ def test_every_difference_in_a_window_is_one_part_of_it_named_by_the_shared_expe
     zoo = random_zoo(tmp_path / "zoo", margin=0.0)
     records: list[BoardRecord] = []
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
-    line = Line(rules, zoo, line_profiles(zoo, models_dir, lambda _m: None), LineConfig(device_mb=40),
+    line = Line(rules, zoo, line_profiles(zoo, box_models, lambda _m: None), LineConfig(device_mb=40),
                 sinks=[records.append, lambda r: store.write([r])])
     line.start()
     line.inspect(live, "B1", serial_origin="filename")
@@ -125,7 +125,7 @@ def test_the_dashboards_board_picture_marks_the_window_a_difference_lies_in(tmp_
     assert [(b.ref, b.box) for b in pic.boxes] == [("W3.1", (-2, 94, 98, 194)), ("W3.2", (-2, 94, 98, 194))]
 
 
-def test_a_bare_panels_x_out_has_none_of_its_differences_inspected(tmp_path: Path, models_dir: Path) -> None:
+def test_a_bare_panels_x_out_has_none_of_its_differences_inspected(tmp_path: Path, box_models: Path) -> None:
     """A bare panel of four boards, a window each (`k-W1`): board 3, an x-out, is not inspected though its window
     differs from the golden board; the others' differences are, each on its own board."""
     rng = np.random.default_rng(5)
@@ -139,7 +139,7 @@ def test_a_bare_panels_x_out_has_none_of_its_differences_inspected(tmp_path: Pat
     rules = parse_rules(text, str(tmp_path / "bare.yaml"))
     zoo = random_zoo(tmp_path / "zoo", margin=0.0)
     records: list[BoardRecord] = []
-    line = Line(rules, zoo, line_profiles(zoo, models_dir, lambda _m: None), LineConfig(device_mb=40),
+    line = Line(rules, zoo, line_profiles(zoo, box_models, lambda _m: None), LineConfig(device_mb=40),
                 sinks=[records.append])
     line.start()
     line.inspect(live, "P1", serial_origin="filename", skip_boards=frozenset({3}))

@@ -288,7 +288,7 @@ def test_an_eagle_board_brings_its_own_footprints(tmp_path: Path) -> None:
         read_eagle(tmp_path / "cut.brd")
 
 
-def test_an_imported_board_trains_starter_experts_and_runs_through_the_line(tmp_path: Path, models_dir: Path) -> None:
+def test_an_imported_board_trains_starter_experts_and_runs_through_the_line(tmp_path: Path, box_models: Path) -> None:
     """The rule set `board import` writes runs unchanged: the renderer draws it, starter experts train on it (a tiny
     recipe here; `zoo build --rules` and `run --rules` use the full one), and the line inspects its boards."""
     from inspector.app.line import LineConfig
@@ -312,7 +312,7 @@ def test_an_imported_board_trains_starter_experts_and_runs_through_the_line(tmp_
     assert zoo.entries["cls-SOIC-8_3.9x4.9mm_P1.27mm"].spec["input_size"] == 48  # trained, and served, at its own
     assert zoo.entries["cls-R_0805_2012Metric"].spec["input_size"] == rules.classifier_spec["input_size"]
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
-    run_line(rules, zoo, models_dir, open_source("synthetic", rules, 3, 4), ServiceConfig(LineConfig()),
+    run_line(rules, zoo, box_models, open_source("synthetic", rules, 3, 4), ServiceConfig(LineConfig()),
              store, tmp_path, lambda _m: None)
     stored = store.inspections()
     assert len(stored) == 3 and all({p.ref for p in i.parts} == {"R1", "U1", "J1"} for i in stored)

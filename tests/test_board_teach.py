@@ -251,7 +251,7 @@ def test_made_defects_change_the_window_in_the_crops_own_colours(imported: Path)
 
 
 def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(imported: Path,
-                                                                            models_dir: Path) -> None:
+                                                                            box_models: Path) -> None:
     """`board teach` on one golden photo: registration, crops, a golden-comparison expert served per type, a
     taught rule set the line loads; `board check` registers other photos and inspects them on the line."""
     root = imported.parent
@@ -285,7 +285,7 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     zoo = Zoo.load(Path(doc["zoo"]))
     for t in doc["types"]:  # each type served by its own entry at its own threshold
         assert zoo.entries[f"cls-{t['type']}"].spec["good_margin"] == pytest.approx(t["threshold"])
-    r = cli("--models", str(models_dir), "board", "check", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"],
+    r = cli("--models", str(box_models), "board", "check", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"],
             *(str(root / f"{p}.png") for p in ("other", "bare", "noise")), "--json", str(root / "check.json"))
     assert r.returncode == 0, r.stderr
     checked = json.loads((root / "check.json").read_text(encoding="utf-8"))
@@ -397,7 +397,7 @@ def test_the_matched_comparison_keeps_how_dark_a_window_is_where_the_grey_one_do
 
 
 def test_good_crops_alone_teach_an_anomaly_expert_per_type_that_the_line_serves(imported: Path,
-                                                                                models_dir: Path) -> None:
+                                                                                box_models: Path) -> None:
     """`--experts anomaly`: each type's own expert, its head fitted on its good crops alone over the features of the
     classifier this teaching trained; the line loads it and decodes it as any classifier."""
     import torch
@@ -435,7 +435,7 @@ def test_good_crops_alone_teach_an_anomaly_expert_per_type_that_the_line_serves(
     assert len(files) == len(rules.components)  # each type its own head
     other = render_board(rules, "g1", np.random.default_rng(6), rates={}).image
     cv2.imwrite(str(root / "other.png"), photo_of(other, -4.0, 1.3, 0.0, (160, 160))[0])
-    r = cli("--models", str(models_dir), "board", "check", "--rules", str(root / "a.taught.yaml"), "--zoo",
+    r = cli("--models", str(box_models), "board", "check", "--rules", str(root / "a.taught.yaml"), "--zoo",
             str(root / "work" / "zoo"), str(root / "other.png"), "--json", str(root / "c.json"))
     assert r.returncode == 0, r.stderr
     checked = json.loads((root / "c.json").read_text(encoding="utf-8"))

@@ -83,11 +83,11 @@ def test_a_golden_board_off_by_pixels_is_aligned_and_differs_only_where_it_chang
 
 
 def test_deeppcb_pairs_are_taught_on_some_and_scored_on_a_board_group_never_seen(tmp_path: Path,
-                                                                                 models_dir: Path) -> None:
+                                                                                 box_models: Path) -> None:
     root = tmp_path / "deeppcb"
     write_pairs(root, {"10000": 72, "20000": 12}, seed=1)
     out = tmp_path / "score.json"
-    run = subprocess.run([sys.executable, "-m", "inspector.cli", "--models", str(models_dir), "accuracy", "--dataset",
+    run = subprocess.run([sys.executable, "-m", "inspector.cli", "--models", str(box_models), "accuracy", "--dataset",
                           f"deeppcb:{root}",
                           "--hold-out-group", "20000", "--epochs", "15", "--patience", "15", "--work",
                           str(tmp_path / "work"), "--json", str(out)], capture_output=True, text=True, timeout=600)

@@ -806,7 +806,7 @@ def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_
 
 
 def test_the_history_shows_the_plots_of_the_expert_version_that_called_a_part(qtbot, tmp_path: Path,
-                                                                              models_dir: Path) -> None:
+                                                                              box_models: Path) -> None:
     """A taught expert's held-out confusion matrix and precision-recall curves, written by teaching into its zoo,
     open from any of its parts in the history; a demo expert's part says why it has none."""
     from inspector.app.run import open_source, run_line
@@ -827,9 +827,9 @@ def test_the_history_shows_the_plots_of_the_expert_version_that_called_a_part(qt
     service = ServiceConfig(LineConfig(device_mb=40))
     (tmp_path / "data").mkdir()
     db = sqlite_url(tmp_path / "data" / "results.sqlite")
-    run_line(rules, zoo, models_dir, open_source("synthetic", rules, 2, 3, defect_rate=0.5), service,
+    run_line(rules, zoo, box_models, open_source("synthetic", rules, 2, 3, defect_rate=0.5), service,
              ResultStore(db), tmp_path / "data", lambda _m: None)
-    backend = LocalBackend(LineController(models_dir, tmp_path / "data", db, zoo=zoo),
+    backend = LocalBackend(LineController(box_models, tmp_path / "data", db, zoo=zoo),
                            LineSetup(service=service))
     tab = HistoryTab(backend)
     qtbot.addWidget(tab)

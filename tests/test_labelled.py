@@ -315,7 +315,7 @@ components:
 
 
 def test_a_taught_expert_serves_on_the_line_and_its_calls_carry_its_own_class_names(tmp_path: Path,
-                                                                                    models_dir: Path) -> None:
+                                                                                    box_models: Path) -> None:
     """A rule set routes a component type to the taught classifier by name (cls-<type>); the verdicts name the
     taught classes, never the demo's six."""
     from inspector.app.line import LineConfig
@@ -333,7 +333,7 @@ def test_a_taught_expert_serves_on_the_line_and_its_calls_carry_its_own_class_na
     rules = parse_rules(TAUGHT_RULES, str(tmp_path / "taught.yaml"))
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
     source = open_source("synthetic", rules, 4, 3, defect_rate=0.5)
-    run_line(rules, zoo, models_dir, source, ServiceConfig(LineConfig(device_mb=40)), store, tmp_path,
+    run_line(rules, zoo, box_models, source, ServiceConfig(LineConfig(device_mb=40)), store, tmp_path,
              lambda _m: None)
     parts = [p for insp in store.inspections() for p in insp.parts]
     assert len(parts) == 16 and {p.expert for p in parts} == {"cls-TR"}
@@ -342,7 +342,7 @@ def test_a_taught_expert_serves_on_the_line_and_its_calls_carry_its_own_class_na
 
 
 def test_the_line_feeds_a_golden_comparison_expert_the_golden_boards_window_beside_each_part(
-        tmp_path: Path, models_dir: Path) -> None:
+        tmp_path: Path, box_models: Path) -> None:
     from inspector.app.line import LineConfig
     from inspector.app.run import open_source, run_line
     from inspector.app.service import ServiceConfig
@@ -373,7 +373,7 @@ def test_the_line_feeds_a_golden_comparison_expert_the_golden_boards_window_besi
     assert all(float(t[2].float().std()) < 1.0 for t in same)
 
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
-    run_line(rules, zoo, models_dir, open_source("synthetic", rules, 3, 6, defect_rate=0.5),
+    run_line(rules, zoo, box_models, open_source("synthetic", rules, 3, 6, defect_rate=0.5),
              ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None)
     parts = [p for insp in store.inspections() for p in insp.parts]
     assert len(parts) == 12 and {p.defect_class for p in parts} <= {"ok", "extra"}
@@ -398,11 +398,11 @@ def test_the_line_feeds_a_golden_comparison_expert_the_golden_boards_window_besi
                        "route it to the golden comparison alone")):
         bad = parse_rules(text, str(tmp_path / "taught.yaml"))
         with pytest.raises((GoldenMissing, ValueError), match=r"(?s)" + why.replace("(", r"\(").replace("`", ".")):
-            run_line(bad, zoo, models_dir, open_source("synthetic", bad, 1, 6),
+            run_line(bad, zoo, box_models, open_source("synthetic", bad, 1, 6),
                      ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None)
 
 
-def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tmp_path: Path, models_dir: Path) -> None:
+def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tmp_path: Path, box_models: Path) -> None:
     """The loop a demo expert has, for a taught one: reviews name its classes (checked against its zoo), the
     export writes its crops under them, and `zoo train --expert` retrains it from its folder and the reviews."""
     from inspector.app.line import LineConfig
@@ -432,7 +432,7 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
         odds = good_logodds(model(torch.stack([arch.preprocess(t) for t in crop_tensors(crops)])).float())
     zoo = set_operating_point(zoo, "cls-TR", float(odds.median()))
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
-    run_line(rules, zoo, models_dir, open_source("synthetic", rules, 8, 5, defect_rate=0.5),
+    run_line(rules, zoo, box_models, open_source("synthetic", rules, 8, 5, defect_rate=0.5),
              ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, tmp_path / "data", lambda _m: None)
     parts = [(insp.uuid, p) for insp in store.inspections() for p in insp.parts]
     failed = [(u, p) for u, p in parts if p.verdict == "fail"]
