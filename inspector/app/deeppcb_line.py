@@ -83,12 +83,12 @@ def found_on(record: BoardRecord) -> list[Found]:
     return out
 
 
-def inspect_on_line(zoo: Zoo, pairs: list[Pair], boxing: Boxing, context: float, work: Path,
-                    say: Callable[[str], None], config: LineConfig | None = None,
-                    models: Path | None = None) -> tuple[dict[str, BoardRecord], float]:
+def inspect_on_line(zoo: Zoo, pairs: list[Pair], boxing: Boxing, context: float, work: Path, models: Path,
+                    say: Callable[[str], None], config: LineConfig | None = None) -> tuple[dict[str, BoardRecord],
+                                                                                         float]:
     """Every pair through the line (its rule set applied before its board, as a changeover would): the board
     records by pair name, and the seconds from the first image read to the last record. The line runs on the
-    profiles under `models` (the box's, as `inspector run`'s; `work`/models where none is given)."""
+    profiles under `models` (the box's, as `inspector run`'s); the pairs' rule sets go under `work`."""
     if not pairs:
         return {}, 0.0
     spec = zoo.entries[EXPERT].spec
@@ -110,7 +110,7 @@ def inspect_on_line(zoo: Zoo, pairs: list[Pair], boxing: Boxing, context: float,
         with done:
             records[record.board_serial] = record
 
-    profiles = line_profiles(zoo, models if models is not None else work / "models", say)
+    profiles = line_profiles(zoo, models, say)
     rules = [load_rules(p) for p in paths]
     line = Line(rules[0], zoo, profiles, config or LineConfig(), sinks=[keep])
     line.start()
@@ -132,12 +132,12 @@ def inspect_on_line(zoo: Zoo, pairs: list[Pair], boxing: Boxing, context: float,
     return records, seconds
 
 
-def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: float = 0.1,
+def run_deeppcb(root: Path, work: Path, models: Path, list_file: Path | None = None, share: float = 0.1,
                 group: str | None = None, epochs: int = 30, patience: int = 6, seed: int = 0,
                 say: Callable[[str], None] = print, score_on: Path | None = None,
-                config: LineConfig | None = None, models: Path | None = None) -> DeepPCBResult:
+                config: LineConfig | None = None) -> DeepPCBResult:
     """Teach the shared expert on the training pairs' differences, then run the scored pairs through the line and
-    score its records by the dataset's protocol (the line on the box's profiles under `models`, where given)."""
+    score its records by the dataset's protocol (the line on the box's profiles under `models`)."""
     missing: list[str] = []
     train_pairs, scored_pairs, split = choose_split(root, list_file, share, group, missing, score_on)
     say(f"DeepPCB at {root}: {split}")
@@ -165,7 +165,7 @@ def run_deeppcb(root: Path, work: Path, list_file: Path | None = None, share: fl
     zoo = set_operating_point(zoo, EXPERT, cut)
     say(f"operating point: log-odds of good below {cut:.3f} call a defect (the best F-score on the teaching's "
         f"held-out candidates), served by {EXPERT}")
-    records, seconds = inspect_on_line(zoo, scored_pairs, boxing, CONTEXT, work, say, config, models)
+    records, seconds = inspect_on_line(zoo, scored_pairs, boxing, CONTEXT, work, models, say, config)
     found = [one_per_place(found_on(records[p.name])) for p in scored_pairs]
     boxes = [[part.at for part in records[p.name].parts if part.at is not None] for p in scored_pairs]
     truths = [truth_of(p) for p in scored_pairs]

@@ -204,9 +204,9 @@ def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
         raise ValueError(f"--dataset {args.dataset!r}: {root} is not a folder")
     kept = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="deeppcb-")
     with kept as work:  # kept only where --work says
-        result = run_deeppcb(Path(root), Path(work), Path(args.list) if args.list else None, args.heldout_share,
-                             args.hold_out_group, args.epochs, args.patience, args.seed, say,
-                             Path(args.score_on) if args.score_on else None, models=models_of(args))
+        result = run_deeppcb(Path(root), Path(work), models_of(args), Path(args.list) if args.list else None,
+                             args.heldout_share, args.hold_out_group, args.epochs, args.patience, args.seed, say,
+                             Path(args.score_on) if args.score_on else None)
     print(report(result))
     if args.json:
         write_json(result, Path(args.json))
