@@ -173,6 +173,27 @@ def store(request, tmp_path: Path):
 _LOCALE = locale.setlocale(locale.LC_ALL)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _a_data_folder_of_the_runs_own(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default data folder (platformdirs: $XDG_DATA_HOME/inspector) is this run's, not the user's: a command
+    a test starts without `--models` or `--data` would otherwise write the developer's ~/.local/share (one full run
+    left a profile of a taught expert there) and leave later runs a state the tests did not make."""
+    folder = tmp_path_factory.mktemp("xdg-data")
+    os.environ["XDG_DATA_HOME"] = str(folder)
+    return folder / "inspector"
+
+
+@pytest.fixture(autouse=True)
+def _no_test_measures_into_the_default_models_folder(_a_data_folder_of_the_runs_own: Path) -> Iterator[None]:
+    """A line a test runs profiles into a models folder of the test's (`box_models`, `models_dir`, tmp_path): one
+    that measured into the default folder ran on whatever an earlier test on its worker had left there."""
+    profiles = _a_data_folder_of_the_runs_own / "models" / "profiles"
+    before = set(profiles.glob("*.json"))
+    yield
+    made = sorted(p.name for p in set(profiles.glob("*.json")) - before)
+    assert not made, f"this test profiled into the default models folder ({', '.join(made)}): pass --models"
+
+
 @pytest.fixture(autouse=True)
 def _the_process_locale_stays() -> Iterator[None]:
     """A test that leaves the process in another locale must not change the tests after it, whichever worker runs

@@ -303,7 +303,7 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     from inspector.results.store import ResultStore, sqlite_url
 
     db = sqlite_url(root / "line.sqlite")
-    r = cli("run", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], "--source",
+    r = cli("--models", str(box_models), "run", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], "--source",
             f"folder:{root / 'frames'}", "--db", db, "--data", str(root / "data"))
     assert r.returncode == 0, r.stderr
     stored = {Path(i.source).name: i for i in ResultStore(db).inspections()}
@@ -314,7 +314,7 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     (root / "errored" / "noise.png").write_bytes((root / "noise.png").read_bytes())
     for name in ("cut.png", "empty.jpg"):
         (root / "errored" / name).write_bytes(b"not an image")
-    r = cli("run", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], "--source",
+    r = cli("--models", str(box_models), "run", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"], "--source",
             f"folder:{root / 'errored'}", "--db", db, "--data", str(root / "data"))
     assert r.returncode == 1 and "no board was inspected: all 3 errored (the first: " in r.stderr, r.stderr
     assert len(ResultStore(db).inspections()) == len(stored) + 3

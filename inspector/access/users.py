@@ -7,6 +7,7 @@ identity that made it, in the same call: no user or token changes unrecorded.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -24,9 +25,15 @@ from .roles import check_role
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 TOKEN = re.compile(r"^insp_([0-9a-f]{12})_([A-Za-z0-9_-]{20,})$")
-_DUMMY = hash_password("not-a-real-password")  # an unknown name costs a sign-in as long as a known one
 MAX_REFUSED = 5  # failed sign-ins of one name within LOCKOUT_S before it is refused without a try
 LOCKOUT_S = 900.0
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash for unknown names, so that they cost a sign-in as long as a known one; made at the first sign-in,
+    not at import (it takes a sign-in's time, ~0.4 s, that every kiosk and command start would pay)."""
+    return hash_password("not-a-real-password")
 
 
 @dataclass(frozen=True)
@@ -139,7 +146,7 @@ class UserBook:
         if refused >= MAX_REFUSED:
             raise Unauthenticated(f"{refused} failed sign-ins of {name} in the last {LOCKOUT_S / 60:.0f} minutes: "
                                   f"wait, or ask an admin to set a new password (inspector user password)")
-        ok = verify_password(row.password_hash if row is not None else _DUMMY, password)
+        ok = verify_password(row.password_hash if row is not None else _dummy_hash(), password)
         if row is None or not ok or row.disabled_at is not None:
             why = "disabled" if row is not None and ok else "wrong name or password"
             self.audit.record(Identity(name[:64] or "?", row.role if row is not None else "-", origin),
