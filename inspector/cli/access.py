@@ -257,33 +257,37 @@ def _admin_flags(p: argparse.ArgumentParser) -> None:
     station_flags(p)
 
 
+ROLE_HELP = ("operator: watches and reviews; engineer: also changes the line (rules, memory, experts, camera); "
+             "admin: also users and tokens")
+
+
 def add_user(p: argparse.ArgumentParser) -> None:
     from ..access.roles import PERSON_ROLES
 
     sub = p.add_subparsers(dest="user_command", required=True)
     add = sub.add_parser("add", help="a new user with a role and a password (asked, or --password-stdin)")
-    add.add_argument("name")
-    add.add_argument("--role", required=True, choices=PERSON_ROLES)
+    add.add_argument("name", help="the sign-in name (letters, digits, . _ @ -; up to 64)")
+    add.add_argument("--role", required=True, choices=PERSON_ROLES, help=ROLE_HELP)
     add.add_argument("--password-stdin", action="store_true", help="read the new password from standard input")
     ls = sub.add_parser("list", help="users, roles, live tokens")
     dis = sub.add_parser("disable", help="a user signs in no more; their tokens stop at once")
-    dis.add_argument("name")
+    dis.add_argument("name", help="the user's sign-in name")
     role = sub.add_parser("role", help="change a user's role")
-    role.add_argument("name")
-    role.add_argument("--role", required=True, choices=PERSON_ROLES)
+    role.add_argument("name", help="the user's sign-in name")
+    role.add_argument("--role", required=True, choices=PERSON_ROLES, help=ROLE_HELP)
     pw = sub.add_parser("password", help="set a user's password")
-    pw.add_argument("name")
+    pw.add_argument("name", help="the user's sign-in name")
     pw.add_argument("--password-stdin", action="store_true", help="read the new password from standard input")
     tok = sub.add_parser("token", help="a new API token for a user (printed once, or --out FILE)")
-    tok.add_argument("name")
+    tok.add_argument("name", help="the user the token signs in as")
     tok.add_argument("--label", default="api", help="what it is for (shown in `user tokens`)")
     tok.add_argument("--days", type=float, default=90.0, help="it expires after this many days (0: never; "
                                                               "default 90)")
     tok.add_argument("--out", help="write it to this file (mode 600) instead of printing it")
     toks = sub.add_parser("tokens", help="a user's tokens (or everyone's) by key, and their state")
-    toks.add_argument("name", nargs="?")
+    toks.add_argument("name", nargs="?", help="one user's tokens (default: everyone's)")
     rev = sub.add_parser("revoke", help="revoke a token by its key (`user tokens` lists them)")
-    rev.add_argument("key")
+    rev.add_argument("key", help="the token's key: the 12 hex digits after insp_ (`user tokens` lists them)")
     for q in (dis, role, rev):
         q.add_argument("--reason", help="why (goes into the audit trail)")
     for q in (add, ls, dis, role, pw, tok, toks, rev):
@@ -296,14 +300,15 @@ def add_audit(p: argparse.ArgumentParser) -> None:
     ls = sub.add_parser("list", help="the newest changes, oldest first")
     ls.add_argument("--kind", help="one kind (rules.apply, review, ...), or a prefix with * (rules.*)")
     ls.add_argument("--actor", help="one user")
-    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--limit", type=int, default=50, help="the newest this many changes (default 50)")
     ver = sub.add_parser("verify", help="check the hash chain and that every stored result's rule set has its text "
                                         "(exit 1 when not)")
-    ver.add_argument("--json", action="store_true")
+    ver.add_argument("--json", action="store_true", help="print the rows, the head, the breaks and the results "
+                                                     "without rule text as JSON")
     ex = sub.add_parser("export", help="the whole trail as CSV, with every row's hashes")
     ex.add_argument("--out", help="file (default: standard output)")
     rt = sub.add_parser("rule-text", help="the text of a rule-set version (a result's ruleset_version)")
-    rt.add_argument("version")
+    rt.add_argument("version", help="the rule set's version (a result's ruleset_version)")
     for q in (ls, ver, ex, rt):
         database_flags(q)
         station_flags(q)
@@ -316,7 +321,7 @@ def add_tls(p: argparse.ArgumentParser) -> None:
     mk.add_argument("--out", required=True, help="directory for cert.pem and key.pem")
     mk.add_argument("--host", action="append", help="a name or address clients reach it by (repeat; default: the "
                                                     "host name; localhost and 127.0.0.1 always)")
-    mk.add_argument("--days", type=int, default=825)
+    mk.add_argument("--days", type=int, default=825, help="the certificate is valid for this many days (default 825)")
     mk.add_argument("--force", action="store_true", help="replace an existing pair")
     mk.set_defaults(func=cmd_tls)
     bench = sub.add_parser("bench", help="one route's latency over plain HTTP and over TLS, side by side (two "
@@ -329,7 +334,7 @@ def add_tls(p: argparse.ArgumentParser) -> None:
     bench.add_argument("--requests", type=int, default=300, help="timed requests per listener (default 300)")
     bench.set_defaults(func=cmd_tls)
     fp = sub.add_parser("fingerprint", help="a certificate's sha256 fingerprint, as clients pin it")
-    fp.add_argument("cert")
+    fp.add_argument("cert", help="the certificate file (PEM)")
     fp.set_defaults(func=cmd_tls)
     trust = sub.add_parser("trust", help="let an OPC UA client (the PLC, the MES) in: its certificate file, or the "
                                          "fingerprint of one the server refused (`tls rejected`)")

@@ -56,8 +56,12 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--no-presence", dest="presence", action="store_false",
                        help="serve no presence check beside the experts (by default a part whose body shows the "
                             "board's own colour where the golden board shows a body is called missing)")
-    teach.add_argument("--epochs", type=int, default=30)
-    teach.add_argument("--seed", type=int, default=0)
+    teach.add_argument("--epochs", type=int, default=30,
+                       help="train at most this many epochs; the one with the best held-out defect recall is kept, "
+                            "and training stops after 6 epochs without a better one")
+    teach.add_argument("--seed", type=int, default=0,
+                       help="the seed of the made defects and of training: the same photos and seed teach the same "
+                            "expert on one machine (another CPU or thread count may round its way to another)")
     teach.add_argument("--json", help="also write the registrations, crops and validation table as JSON")
     teach.set_defaults(func=cmd_teach)
     check = sub.add_parser("check", help="photos of boards registered to a taught rule set and inspected by the line: "

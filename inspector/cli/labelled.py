@@ -136,7 +136,7 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
 
 def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
     ev = zoo_sub.add_parser("evaluate", help="score a trained classifier on a labelled folder it never saw")
-    ev.add_argument("--expert", required=True)
+    ev.add_argument("--expert", required=True, help="the zoo's expert to score (cls-trace)")
     ev.add_argument("--on", required=True, metavar="DIR", help="an ImageFolder: one sub-folder a class")
     ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
     ev.add_argument("--reference", metavar="DIR", help="the golden crops (a golden-comparison expert)")
@@ -215,5 +215,5 @@ def add_dataset_windows(ds_sub: argparse._SubParsersAction) -> None:
                    help="cut the golden windows from the template as it is (default: aligned onto the tested image "
                         "first, as the line registers a board before comparing it with its golden one)")
     w.add_argument("--keep-good", type=float, default=1.0, help="share of good windows written (default all)")
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--seed", type=int, default=0, help="the seed choosing which good windows --keep-good writes")
     w.set_defaults(func=cmd_dataset_windows)

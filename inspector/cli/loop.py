@@ -183,13 +183,15 @@ def add_review(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--inspection", required=True, help="the board's inspection id (UUID)")
     p.add_argument("--ref", required=True, help="the part's designator (R12)")
-    p.add_argument("--call", required=True, choices=CALLS)
+    p.add_argument("--call", required=True, choices=CALLS,
+                   help="what the part really was: the line's fail a confirmed defect, or a false call (the part was "
+                        "good); its pass an escape (a missed defect)")
     p.add_argument("--correct-class", help="what the part really is (escapes: its defect): one of the part's "
                                            f"expert's classes ('ok' for good; the demo experts': "
                                            f"{', '.join(PART_CLASSES)})")
     p.add_argument("--zoo", help="the zoo whose experts made the calls (default: the line's demo zoo): a taught "
                                  "expert's classes are checked against it")
-    p.add_argument("--note")
+    p.add_argument("--note", help="a free-text note kept with the review")
     database_flags(p)
     station_flags(p)
     _kiosk_flags(p)
@@ -230,7 +232,8 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--zoo", help="zoo directory (default: the demo zoo; --new makes one where there is none)")
     tr.add_argument("--epochs", type=int, help="at most (default 10 to fine-tune, 30 to teach, early-stopped)")
     tr.add_argument("--synthetic", type=int, default=300, help="synthetic crops rendered beside the reviewed ones")
-    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--seed", type=int, default=0,
+                    help="the seed of the split, the synthetic crops and training (default 0)")
     tr.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     _rules_flag(tr)
     add_new_flags(tr)
@@ -238,14 +241,14 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     add_evaluate(zoo_sub)
 
     ver = zoo_sub.add_parser("versions", help="the weights versions of retrained experts (* serving)")
-    ver.add_argument("--expert")
+    ver.add_argument("--expert", help="only this expert's versions (default: every retrained expert's)")
     ver.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
     ver.set_defaults(func=cmd_zoo_versions)
 
     for verb, text in (("activate", "serve a version of one expert's weights"),
                        ("rollback", "serve the version one expert served before")):
         p = zoo_sub.add_parser(verb, help=text)
-        p.add_argument("--expert", required=True)
+        p.add_argument("--expert", required=True, help="the expert whose weights to swap (cls-R0603)")
         if verb == "activate":
             p.add_argument("--version", required=True, help="its weights hash (8+ hex digits)")
             p.add_argument("--force", action="store_true", help="serve it even though its retraining's recall gate "
@@ -262,8 +265,9 @@ def add_retrain_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--glare", type=float, default=0.5, help="its strength (default 0.5)")
     p.add_argument("--boards", type=int, default=40, help="boards before and after the swap (default 40)")
     p.add_argument("--reviews", type=int, default=50, help="flagged parts the operator reviews (default 50)")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--policy", default="coserve")
+    p.add_argument("--epochs", type=int, default=10, help="the fine-tuning's epochs at most (default 10)")
+    p.add_argument("--policy", default="coserve", help="the engine's scheduling policy on the demo line (default "
+                                                       "coserve; `inspector bench --help` lists them)")
     p.add_argument("--data", help="work directory (default: a temporary one)")
     p.add_argument("--json", help="also write the report as JSON here")
     p.set_defaults(func=cmd_retrain_demo)

@@ -79,7 +79,7 @@ def add_rollout_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     """zoo publish, rollout, rollouts."""
     pub = zoo_sub.add_parser("publish", help="release a version of an expert to the plant's database (its lines "
                                              "install it from there, checking its hash)")
-    pub.add_argument("--expert", required=True)
+    pub.add_argument("--expert", required=True, help="the expert whose version to release (cls-R0603)")
     pub.add_argument("--version", required=True, help="its weights hash in the zoo (8+ hex digits)")
     pub.add_argument("--zoo", help="zoo directory holding the version (default: the demo zoo)")
     pub.add_argument("--note", help="what it is (retrained on ..., for ...)")
@@ -91,7 +91,7 @@ def add_rollout_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     ro = zoo_sub.add_parser("rollout", help="serve a released version on the lines one at a time, each watched "
                                             "against its own rates before; rolled back on a worse rate or an "
                                             "unhealthy kiosk (exit 1 unless every line kept it)")
-    ro.add_argument("--expert", required=True)
+    ro.add_argument("--expert", required=True, help="the expert whose released version to roll out (cls-R0603)")
     ro.add_argument("--version", required=True, help="the release's weights hash (8+ hex digits)")
     ro.add_argument("--kiosks", required=True, help="the plant's kiosks, comma-separated URLs")
     ro.add_argument("--lines", help="the lines to roll out to, in order (default: every kiosk's, in --kiosks order)")
@@ -110,6 +110,6 @@ def add_rollout_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     hist = zoo_sub.add_parser("rollouts", help="every rollout step recorded in the plant's database")
     hist.add_argument("--rollout", help="one rollout's id")
     hist.add_argument("--limit", type=int, default=100, help="the newest this many steps (100)")
-    hist.add_argument("--json", action="store_true")
+    hist.add_argument("--json", action="store_true", help="print the steps as JSON, one object each")
     database_flags(hist)
     hist.set_defaults(func=cmd_zoo_rollouts)

@@ -318,7 +318,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
         p.add_argument("--model", help="a local Hugging Face MoE checkpoint directory (default: the demo model)")
         p.add_argument("--cache-ratio", type=float, default=0.25,
                        help="experts resident in the pool / all experts (default 0.25)")
-        p.add_argument("--max-new-tokens", type=int, default=None)
+        p.add_argument("--max-new-tokens", type=int, default=None,
+                       help="tokens generated for each prompt at most (serve: each request's max_tokens decides)")
         p.add_argument("--device", default="cpu", help="the pool's device: cpu or cuda (default cpu)")
         p.add_argument("--expert-dtype", choices=EXPERT_DTYPES, default="native",
                        help="serve the routed experts as stored (native) or from a copy quantized once to bf16, "
@@ -338,7 +339,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                                            "when it does not fit)")
     plan.add_argument("model", nargs="?", help="a checkpoint directory (only its config.json is read)")
     plan.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    plan.add_argument("--expert-dtype", choices=EXPERT_DTYPES, default="native")
+    plan.add_argument("--expert-dtype", choices=EXPERT_DTYPES, default="native",
+                      help="plan for the routed experts as stored (native) or quantized (bf16, int8, int4)")
     plan.add_argument("--policy", default="daop", help="its read buffers are part of the pool (default daop)")
     plan.add_argument("--sequences", type=int, default=1, help="sequences decoding together (default 1)")
     plan.add_argument("--host-ratio", type=float, default=None, help="experts wanted in pinned host RAM (GPU)")
@@ -348,7 +350,8 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
     quant = llm_sub.add_parser("quantize", help="write the experts' quantized copy once (int8, int4 or bf16) and "
                                                 "compare its held-out perplexity with the experts as stored")
     quant.add_argument("--model", help="a local Hugging Face MoE checkpoint directory (default: the demo model)")
-    quant.add_argument("--expert-dtype", choices=EXPERT_DTYPES[1:], default="int4")
+    quant.add_argument("--expert-dtype", choices=EXPERT_DTYPES[1:], default="int4",
+                       help="the copy's type: bf16, int8 (per channel) or int4 (groups of 128; default)")
     quant.add_argument("--device", default="cpu", help="the device it will be served on: cpu or cuda (the int4 "
                                                        "layout differs)")
     quant.add_argument("--windows", type=int, default=16, help="held-out windows of the demo corpus to compare "
@@ -360,15 +363,17 @@ def add_llm_commands(llm: argparse.ArgumentParser) -> argparse._SubParsersAction
                                                      "each expert dtype and policy against the disk's bandwidth")
     real.add_argument("--layers", type=int, default=3, help="decoder layers (default 3: 8.3 GiB of bf16 experts)")
     real.add_argument("--out", help="where the checkpoint is built (default: models/llm/realsize-mixtral-<N>l)")
-    real.add_argument("--expert-dtypes", default="bf16,int8,int4")
-    real.add_argument("--policies", default="ondemand,lru,daop,firm,duoserve")
+    real.add_argument("--expert-dtypes", default="bf16,int8,int4",
+                      help="the experts' types to bench, comma-separated (each quantized once, then cached)")
+    real.add_argument("--policies", default="ondemand,lru,daop,firm,duoserve",
+                      help="the offloading policies to run on each type, comma-separated")
     real.add_argument("--cache-ratio", type=float, default=0.25, help="the same cache ratio for every dtype")
     real.add_argument("--pool-memory", help="instead: the same pool bytes for every dtype (e.g. 3G), each at the "
                                             "largest cache ratio that fits")
     real.add_argument("--device", default="cpu", help="the pool's device: cpu or cuda (default cpu)")
-    real.add_argument("--prompts", type=int, default=2)
-    real.add_argument("--prompt-tokens", type=int, default=16)
-    real.add_argument("--max-new-tokens", type=int, default=12)
+    real.add_argument("--prompts", type=int, default=2, help="prompts decoded by each policy (random tokens, seed 0)")
+    real.add_argument("--prompt-tokens", type=int, default=16, help="tokens in each prompt")
+    real.add_argument("--max-new-tokens", type=int, default=12, help="tokens generated for each prompt")
     real.set_defaults(func=cmd_bench_realsize)
 
     chat = llm_sub.add_parser("chat", help="stream a completion in the terminal (a prompt per line, or --prompt)")
