@@ -177,17 +177,19 @@ _LOCALE = locale.setlocale(locale.LC_ALL)
 def _a_data_folder_of_the_runs_own(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default data folder (platformdirs: $XDG_DATA_HOME/inspector) is this run's, not the user's: a command
     a test starts without `--models` or `--data` would otherwise write the developer's ~/.local/share (one full run
-    left a profile of a taught expert there) and leave later runs a state the tests did not make."""
-    folder = tmp_path_factory.mktemp("xdg-data")
-    os.environ["XDG_DATA_HOME"] = str(folder)
-    return folder / "inspector"
+    left a profile of a taught expert there) and leave later runs a state the tests did not make. Returns the
+    default models folder as the product resolves it (inspector.paths)."""
+    from inspector.paths import models_dir as default_models
+
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+    return default_models()
 
 
 @pytest.fixture(autouse=True)
 def _no_test_measures_into_the_default_models_folder(_a_data_folder_of_the_runs_own: Path) -> Iterator[None]:
     """A line a test runs profiles into a models folder of the test's (`box_models`, `models_dir`, tmp_path): one
     that measured into the default folder ran on whatever an earlier test on its worker had left there."""
-    profiles = _a_data_folder_of_the_runs_own / "models" / "profiles"
+    profiles = _a_data_folder_of_the_runs_own / "profiles"
     before = set(profiles.glob("*.json"))
     yield
     made = sorted(p.name for p in set(profiles.glob("*.json")) - before)
