@@ -550,3 +550,27 @@ def test_the_served_threshold_keeps_the_budget_over_resamples_of_whole_identitie
     assert guarded < alone <= plain and plain - alone < (plain - guarded) / 2
     with pytest.raises(ValueError, match="identities"):
         guarded_threshold(good, boards[:10], 0.01)
+
+
+def test_a_small_set_draws_full_epochs_and_is_kept_annealed_and_no_worse_than_a_guess() -> None:
+    """A few dozen crops still give the one-cycle schedule MIN_EPOCH draws an epoch (a given epoch size is kept);
+    patience counts from the schedule's half-way down; an epoch whose held-out loss is worse than a uniform guess's
+    is never kept over one that is not, whatever its recall (a one-photo board once kept an epoch of held-out loss 22
+    and served a threshold of -32 log-odds)."""
+    from inspector.training.labelled.trainer import MIN_EPOCH, Crops, epoch_score, patience_from, train
+
+    assert (patience_from(30), patience_from(12), patience_from(6)) == (20, 8, 4)
+    assert epoch_score(1.2, 0.5, 7) > epoch_score(22.2, 0.9, 7) > epoch_score(23.0, 0.9, 7)
+    assert epoch_score(1.2, 0.6, 7) > epoch_score(0.9, 0.5, 7) and epoch_score(0.8, None, 2) < epoch_score(0.6, 0.0, 2)
+    rng = np.random.default_rng(5)
+    kinds = ["ok", "blob", "nick"]
+
+    def crops(n: int) -> Crops:
+        labels = np.arange(n) % 3
+        return Crops([crop(rng, kinds[k]) for k in labels], labels.astype(np.int64))
+
+    arch = ResNetClassifier(10, input_size=16, classes=3)
+    taught = train(arch, tuple(kinds), crops(36), crops(12), epochs=2, patience=1, seed=0)
+    assert [h["draws"] for h in taught.history] == [MIN_EPOCH, MIN_EPOCH]
+    given = train(arch, tuple(kinds), crops(36), crops(12), epochs=1, patience=1, seed=0, epoch_size=96)
+    assert given.history[0]["draws"] == 96

@@ -36,6 +36,9 @@ class BoardChecked:
     photo_px_per_mm: float | None = None  # how finely the photo resolves the board, where it registered
     recipe_px_per_mm: float | None = None
     alternates: dict[str, str] = field(default_factory=dict)  # REF -> the approved make's window it was nearest
+    # REF -> the taught classifier's log-odds of good, whatever it called: how far each part sits from its
+    # threshold (`cls-<type>`'s good_margin), so a board that passes by a hair is seen before it goes live
+    logodds: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         reg = self.board.registration
@@ -44,7 +47,7 @@ class BoardChecked:
                 "registration": reg.to_json() if reg is not None else None,
                 "photo_px_per_mm": round(self.photo_px_per_mm, 1) if self.photo_px_per_mm is not None else None,
                 "inspected": self.inspected, "flagged": [f"{ref} ({kind})" for ref, kind in self.flagged],
-                "alternates": self.alternates}
+                "alternates": self.alternates, "logodds": self.logodds}
 
 
 def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path, models: Path,
@@ -98,6 +101,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
             checked.inspected = len(record.parts)
             checked.flagged = [(p.ref, p.defect_class) for p in record.parts if p.verdict != "pass"]
             checked.alternates = dict(sorted(record.alternates.items()))
+            checked.logodds = {p.ref: round(p.good_logodds, 3) for p in record.parts if p.good_logodds is not None}
         out.append(checked)
     flagged = {c.board.name: {ref for ref, _ in c.flagged} for c in out}
     for path, (photo, boards) in per_photo.items():

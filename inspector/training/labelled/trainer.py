@@ -4,11 +4,19 @@ Real crops are few and lopsided (good parts ten to a hundred times as common as 
 its crops with **balanced sampling**: half good, half defects shared equally among the defect classes present,
 every draw through a fresh **camera augmentation** (training/augment.py: exposure, light gradient, blur, noise,
 JPEG, sub-pixel jitter) and then the line's own photometric normalisation and the expert's `preprocess`, so what
-the expert learns on is what it is served. After every epoch the held-out crops pick the model: the epoch whose
-defect recall, at the threshold that keeps false calls within the budget, is highest (the lower held-out loss
-breaks ties) is kept, and training stops when `patience` epochs bring nothing better, counted from the end of the
-learning rate's warm-up at the earliest (while the step still grows, held-out scores jump about: a DeepPCB run once
-stopped at epoch 7 of 30 keeping epoch 1). Every draw is seeded.
+the expert learns on is what it is served. An epoch draws at least `MIN_EPOCH` crops: a small set (a board of a
+dozen parts taught from one photo has a few hundred) would otherwise give the one-cycle schedule a handful of
+steps an epoch, too few to warm up and anneal (four epochs of such a board were 20 steps, and its expert scored
+every part alike).
+
+After every epoch the held-out crops pick the model: the epoch whose defect recall, at the threshold that keeps
+false calls within the budget, is highest (the lower held-out loss breaks ties) is kept, of the epochs whose
+held-out loss is below a uniform guess's (the log of the classes): one above it is confidently wrong on held-out
+crops, and its recall is the luck of where its errors fall (a one-photo board once kept an epoch of held-out loss
+22, its threshold at -32 log-odds). Training stops when `patience` epochs bring nothing better, counted from the
+point where the schedule's step has fallen to half its peak at the earliest: while the step is large, held-out
+scores jump about (a DeepPCB run once stopped at epoch 7 of 30 keeping epoch 1; a one-photo board stopped at 18 of
+30, keeping an unannealed epoch). Every draw is seeded.
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ LR = 4e-3
 WARM_UP = 0.3  # share of the epochs over which the one-cycle step rises to its peak (torch's default)
 BATCH = 64
 CHUNK = 2048  # crops augmented and preprocessed at once (memory: CHUNK x 3 x S x S floats)
+MIN_EPOCH = 16 * BATCH  # crops an epoch draws at the least when not told: draws are fresh augmentations, not a pass
 
 
 @dataclass
@@ -124,12 +133,26 @@ def operating_point(logits: np.ndarray, labels: np.ndarray, false_call_budget: f
     return choose_threshold(lo[labels == 0], lo[labels != 0], false_call_budget)
 
 
+def patience_from(epochs: int) -> int:
+    """The epoch from which `patience` counts: where the one-cycle step (cosine, peak at WARM_UP of the run) has
+    fallen to half its peak. Epochs before it are taken at a large step; stopping among them keeps an unannealed
+    model, chosen by a held-out score that jumps about from one epoch to the next."""
+    return math.ceil(epochs * (WARM_UP + (1 - WARM_UP) / 2))
+
+
+def epoch_score(heldout_loss: float, defect_recall: float | None, classes: int) -> tuple[bool, float, float]:
+    """How an epoch ranks (higher is kept): a held-out loss no worse than a uniform guess's first, then recall, then
+    the lower loss."""
+    return heldout_loss <= math.log(classes), defect_recall or 0.0, -heldout_loss
+
+
 def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, heldout: Crops, epochs: int = 30,
           patience: int = 6, seed: int = 0, augment: float = 1.0, false_call_budget: float = 0.01,
           epoch_size: int | None = None, say: Callable[[str], None] = lambda _m: None,
           init: dict[str, torch.Tensor] | None = None, lr: float = LR, any_orientation: bool = False) -> Taught:
     """Train from scratch, or on from `init` (weights that already work: with a smaller `lr`); keep the epoch the
-    held-out crops prefer. `epoch_size`: crops drawn an epoch (default: as many as the training set has).
+    held-out crops prefer. `epoch_size`: crops drawn an epoch (default: as many as the training set has, at least
+    MIN_EPOCH).
     `any_orientation`: the classes do not depend on how a crop is turned, so each is drawn turned or mirrored at
     random (with its golden crop alike): a board design's traces run its own ways, another design's others."""
     t0 = time.perf_counter()
@@ -140,12 +163,12 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
         model.load_state_dict(init)
     model = model.to(memory_format=torch.channels_last)
     pipeline = camera_augmentation(augment) if augment > 0 else None
-    per_epoch = epoch_size or len(train_set)
+    per_epoch = epoch_size or max(len(train_set), MIN_EPOCH)
     steps = math.ceil(per_epoch / BATCH)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps, pct_start=WARM_UP)
-    settled = math.ceil(WARM_UP * epochs)  # the step is largest there: epochs before it say little of what is to come
-    best: tuple[float, float] | None = None
+    settled = patience_from(epochs)
+    best: tuple[bool, float, float] | None = None
     best_state, best_epoch, history = None, 0, []
     bar = tqdm(total=epochs * steps, unit="batch", desc="training", disable=None, dynamic_ncols=True)
     epoch = 0
@@ -168,8 +191,8 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
         logits, loss = logits_of(arch, model, heldout)
         t = operating_point(logits, heldout.labels, false_call_budget)
         ev = evaluate(classes, heldout.labels, logits, t)
-        score = (ev.defect_recall or 0.0, -loss)
-        history.append({"epoch": epoch, "heldout_loss": loss, "defect_recall": ev.defect_recall,
+        score = epoch_score(loss, ev.defect_recall, len(classes))
+        history.append({"epoch": epoch, "draws": len(draw), "heldout_loss": loss, "defect_recall": ev.defect_recall,
                         "false_call_rate": ev.false_call_rate, "macro_f1": ev.macro_f1, "threshold": t})
         better = best is None or score > best
         if better:
