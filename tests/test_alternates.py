@@ -90,7 +90,8 @@ def test_an_approved_make_is_compared_with_its_own_window_and_a_missing_one_is_s
     assert other > 5 * same  # (here 41.5 against 2.8)
 
     before = check(rules_path, zoo, box_models, root / "b.png")["b.png"]
-    assert "U1 (bridge)" in before["flagged"], before  # another make's look differs from the golden window: called
+    # another make's look differs from the golden window: called (as which defect is the expert's guess)
+    assert "U1" in {f.split(" ")[0] for f in before["flagged"]}, before
     r = cli("board", "approve", "U1", "--rules", str(rules_path), "--photo", str(root / "a.png"))
     assert r.returncode == 0, r.stderr
     approved = load_rules(rules_path)
