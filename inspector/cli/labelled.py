@@ -5,6 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..training.labelled.schedule import HALF_DOWN, MIN_EPOCH
 from .common import models_of, say
 from .exits import FAILED, USAGE
 
@@ -121,12 +122,12 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--heldout", type=float, default=0.2,
                     help="share of identities held out to choose the epoch and the threshold (default 0.2)")
     tr.add_argument("--patience", type=int, default=6, help="epochs without a better held-out recall before "
-                    "stopping, counted from 65%% of --epochs at the earliest (default 6)")
+                    f"stopping, counted from {round(100 * HALF_DOWN)}%% of --epochs at the earliest (default 6)")
     tr.add_argument("--augment", type=float, default=1.0, help="camera augmentation strength, 0 for none")
     tr.add_argument("--false-calls", type=float, default=0.01,
                     help="false-call budget the operating threshold is chosen for (default 0.01)")
     tr.add_argument("--epoch-size", type=int, help="crops drawn an epoch (default: the training set's size, "
-                    "at least 1024)")
+                    f"at least {MIN_EPOCH})")
     tr.add_argument("--reference", metavar="DIR", help="golden comparison: the golden board's crop of every crop, at "
                                                        "the same path under DIR; the expert reads both")
     tr.add_argument("--any-orientation", action="store_true",

@@ -38,12 +38,9 @@ from ...ingest.photometric import normalize_crop
 from ..augment import augmented_stacks, camera_augmentation, turned
 from ..batches import batch_slices
 from .metrics import Evaluation, choose_threshold, evaluate, guarded_threshold, logodds
+from .schedule import BATCH, LR, MIN_EPOCH, WARM_UP, patience_from
 
-LR = 4e-3
-WARM_UP = 0.3  # share of the epochs over which the one-cycle step rises to its peak (torch's default)
-BATCH = 64
 CHUNK = 2048  # crops augmented and preprocessed at once (memory: CHUNK x 3 x S x S floats)
-MIN_EPOCH = 16 * BATCH  # crops an epoch draws at the least when not told: draws are fresh augmentations, not a pass
 
 
 @dataclass
@@ -131,13 +128,6 @@ def logits_of(arch: ResNetClassifier, model: nn.Module, crops: Crops) -> tuple[n
 def operating_point(logits: np.ndarray, labels: np.ndarray, false_call_budget: float) -> float:
     lo = logodds(logits)
     return choose_threshold(lo[labels == 0], lo[labels != 0], false_call_budget)
-
-
-def patience_from(epochs: int) -> int:
-    """The epoch from which `patience` counts: where the one-cycle step (cosine, peak at WARM_UP of the run) has
-    fallen to half its peak. Epochs before it are taken at a large step; stopping among them keeps an unannealed
-    model, chosen by a held-out score that jumps about from one epoch to the next."""
-    return math.ceil(epochs * (WARM_UP + (1 - WARM_UP) / 2))
 
 
 def epoch_score(heldout_loss: float, defect_recall: float | None, classes: int) -> tuple[bool, float, float]:
