@@ -267,6 +267,8 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "noise.png"), "--work",
             str(root / "bad"))
     assert r.returncode != 0 and "did not register" in r.stderr and "points" in r.stderr
+    r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--heldout", "1")
+    assert r.returncode == 2 and "--heldout is a share" in r.stderr
     r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--epochs", "2",
             "--json", str(root / "teach.json"), "--escape-rate", "0.05")
     assert r.returncode == 0, r.stderr
@@ -274,6 +276,8 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     assert doc["goldens"][0]["method"] == "outline" and doc["goldens"][0]["residual_mm"] < 0.2
     assert {"good", "missing", "shifted", "rotated", "bridge", "tombstone"} <= set(doc["crops"])
     assert {t["type"] for t in doc["types"]} == {c.name for c in rules.components}
+    for t in doc["types"]:  # every type of two or more parts validated on one it never trained on, and trained on one
+        assert 0 < t["heldout_parts"] < t["parts"] if t["parts"] >= 2 else t["heldout_parts"] <= 1, t
     assert Path(doc["overlays"][0]).is_file() and "validation on held-out parts" in r.stdout
     taught = load_rules(root / "b.taught.yaml")
     assert taught.golden and Path(taught.golden).is_file() and not taught.detectors

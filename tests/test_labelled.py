@@ -17,9 +17,10 @@ from inspector.experts.zoo import Zoo
 from inspector.ingest.photometric import normalize_crops
 from inspector.runtime.safetensors_io import parse
 from inspector.training.deeppcb import DatasetError, read_annotations, read_pairs
-from inspector.training.labelled.folder import FolderError, read_folder, split_of
+from inspector.training.labelled.folder import FolderError, read_folder, split_of, stratified_heldout
 from inspector.training.labelled.metrics import calls, choose_threshold, evaluate, separating_threshold
 from inspector.training.labelled.sizing import choose_input
+from inspector.training.labelled.teach import split
 from inspector.training.labelled.windows import GOOD, window_label
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -139,6 +140,35 @@ def test_the_split_follows_identity_and_does_not_move_when_crops_are_added(tmp_p
     make_folder(tmp_path / "f", 3, {"ok": 3, "blob": 1}, seed=5)
     folder = read_folder(tmp_path / "f")
     assert {c.identity for c in folder.crops} == {"s5b000", "s5b001", "s5b002"}
+
+
+def test_a_split_by_type_holds_out_and_trains_on_every_type_of_two_or_more_parts(tmp_path: Path) -> None:
+    """A board's few parts a type: the plain hash split leaves some type with nothing held out (an empty validation
+    row) or nothing trained on; the stratified one gives every type of two or more parts both sides."""
+    rng = np.random.default_rng(0)
+    strata = {f"P{k}": f"type{t}" for k, t in enumerate(rng.integers(0, 40, 120))}
+    strata |= {"LONE": "alone"}
+    plain = {i for i in strata if split_of(i, 0.25) == "heldout"}
+    sizes = {t: sum(1 for s in strata.values() if s == t) for t in set(strata.values())}
+    lacking = [t for t, n in sizes.items() if n >= 2 and not any(strata[i] == t for i in plain)]
+    assert lacking  # the case this is for: some type with nothing held out under the hash alone
+    held = stratified_heldout(strata, 0.25)
+    assert held == stratified_heldout(dict(reversed(strata.items())), 0.25)  # the order given does not matter
+    for t, n in sizes.items():
+        mine = {i for i, s in strata.items() if s == t}
+        if n >= 2:
+            assert mine & held and mine - held, t
+        else:
+            assert (mine & held) == (mine & plain)  # a lone part follows its hash
+    assert plain - held <= {i for i, s in strata.items() if sum(1 for x in strata.values() if x == s) >= 2}
+    assert 0.2 < len(held) / len(strata) < 0.45  # about the share, plus one a type the hash missed
+    # the trainer takes a caller's choice of identities as it is (board teaching's split by type)
+    make_folder(tmp_path / "f", 6, {"ok": 3, "blob": 2}, seed=7)
+    folder = read_folder(tmp_path / "f")
+    chosen = frozenset({"s7b001", "s7b004"})
+    sides = split(folder, 0.2, chosen)
+    assert {c.identity for c in sides["heldout"]} == chosen
+    assert not chosen & {c.identity for c in sides["train"]}
 
 
 def test_letterbox_keeps_a_crops_aspect_and_squash_stretches_it() -> None:

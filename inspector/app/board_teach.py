@@ -10,7 +10,8 @@
    rotated, tombstoned, reversed where the part is polarised, bridged) and any real defect crops given.
 3. One golden-comparison classifier (it reads each crop beside the golden board's same window: ingest/golden.py)
    is taught from them with the trainer for labelled real data (`zoo train --new`, training/labelled/teach.py),
-   split by part so the held-out figures come from parts it never saw. A golden comparison is what lets one board
+   split by part so the held-out figures come from parts it never saw (every type of two or more parts has one
+   held out and one trained on: `parts_held_out`). A golden comparison is what lets one board
    teach dozens of types at once: what it learns is "what changed", not what each package looks like.
 4. Each component type gets its own expert entry (`cls-<type>`): the shared weights, or with `experts` anomaly an
    expert of its good crops alone (app/board_anomaly.py). Each serves its own threshold, the log-odds of good
@@ -50,7 +51,7 @@ from ..ingest.registration import map_points
 from ..routing.rules import RuleSet, load_rules
 from ..runtime.diskio import write_atomically
 from ..training.labelled.evaluate import served_module
-from ..training.labelled.folder import IMAGE_SUFFIXES, identity_of, split_of
+from ..training.labelled.folder import IMAGE_SUFFIXES, identity_of, stratified_heldout
 from ..training.labelled.metrics import logodds
 from ..training.labelled.teach import TeachPlan, teach
 from ..training.labelled.trainer import Crops, logits_of
@@ -203,6 +204,12 @@ class FolderCrops:
                      [self.idents[i] for i in idx])
 
 
+def parts_held_out(rules: RuleSet, share: float) -> frozenset[str]:
+    """The parts validation holds out: about `share` of them, and of every type with two or more parts at least
+    one held out and one trained on, so every such type gets its row in the validation table (folder.py)."""
+    return stratified_heldout({p.ref: c.name for c, p in rules.placements()}, share)
+
+
 def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | None, boards: list[PhotoBoard],
                 golden: np.ndarray, folder: Path, mirror: Path) -> tuple[FolderCrops, dict[str, int]]:
     """The labelled folder (class/REF__board_variant.png) the trainer reads and its golden mirror, the same crops
@@ -239,9 +246,11 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
                     put(kind, f"{place.ref}__b{k}_{v}.png", photo_variant(image, rng), ref_crop)
     if plan.defects is not None:
         add_real_crops(plan.defects, rules, golden, put, plan.good_variants, rng)
-    heldout = np.array([split_of(i, plan.heldout_share) == "heldout" for i in idents])
+    held = parts_held_out(rules, plan.heldout_share)
+    heldout = np.array([i in held for i in idents])
     if not heldout.any():
-        raise ValueError("no part was held out to validate on: add golden boards or parts, or raise --heldout")
+        raise ValueError("no part was held out to validate on: every type has one part and none fell in the held-out "
+                         f"share ({plan.heldout_share:g}); raise --heldout")
     return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout), counts
 
 
@@ -436,6 +445,7 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     t2 = time.perf_counter()
     expert = expert_name(rules.recipe)
     taught = teach(TeachPlan(expert, folder, zoo_root, good=GOOD, depth=plan.depth, heldout_share=plan.heldout_share,
+                             heldout=frozenset(i for i, h in zip(crops.idents, crops.heldout) if h),
                              epochs=plan.epochs, patience=plan.patience, seed=plan.seed,
                              false_call_budget=plan.false_call_budget,
                              reference=None if plan.comparison == "none" else mirror,

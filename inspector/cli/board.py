@@ -59,6 +59,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--epochs", type=int, default=30,
                        help="train at most this many epochs; the one with the best held-out defect recall is kept, "
                             "and training stops after 6 epochs without a better one")
+    teach.add_argument("--heldout", type=float, default=0.25,
+                       help="the share of parts held out to choose the epoch and validate on (default 0.25); every "
+                            "type of two or more parts keeps at least one on each side")
     teach.add_argument("--seed", type=int, default=0,
                        help="the seed of the made defects and of training: the same photos and seed teach the same "
                             "expert on one machine (another CPU or thread count may round its way to another)")
@@ -167,12 +170,14 @@ def cmd_teach(args: argparse.Namespace) -> int:
     rules = Path(args.rules)
     if args.escape_rate is not None and not 0 <= args.escape_rate < 1:
         raise UsageError("--escape-rate is a share: 0 or more, below 1 (0.01 lets 1% of defects pass)")
+    if not 0 < args.heldout < 1:
+        raise UsageError("--heldout is a share of the parts: above 0, below 1 (0.25 holds out about a quarter)")
     out = Path(args.out) if args.out else rules.with_name(rules.stem + ".taught.yaml")
     work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
     plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
                           Path(args.defects) if args.defects else None, args.escape_rate, epochs=args.epochs,
                           seed=args.seed, comparison=args.comparison, experts=args.experts,
-                          presence=args.presence, every_board=args.every_board)
+                          presence=args.presence, every_board=args.every_board, heldout_share=args.heldout)
     taught = teach_board(plan, say)
     print(format_checks(taught))
     print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in taught.seconds.items()))

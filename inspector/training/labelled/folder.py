@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,12 +63,41 @@ def identity_of(path: Path) -> str:
     return stem.split(IDENTITY_SEPARATOR, 1)[0] if IDENTITY_SEPARATOR in stem else stem
 
 
+def draw_of(identity: str, purpose: str = "model selection") -> float:
+    """The identity's fixed place in [0, 1) for `purpose`: what every split of it compares with its share."""
+    return int.from_bytes(hashlib.sha256(f"{purpose}\0{identity}".encode()).digest()[:8], "big") / 2 ** 64
+
+
 def split_of(identity: str, heldout_share: float, purpose: str = "model selection") -> str:
     """'heldout' for about `heldout_share` of identities, 'train' for the rest; fixed by the identity and `purpose`.
     Each purpose splits on its own hash: a folder that was itself cut from a split (a test set held back first) is
     split again independently, not along the same line."""
-    h = int.from_bytes(hashlib.sha256(f"{purpose}\0{identity}".encode()).digest()[:8], "big") / 2 ** 64
-    return "heldout" if h < heldout_share else "train"
+    return "heldout" if draw_of(identity, purpose) < heldout_share else "train"
+
+
+def stratified_heldout(strata: Mapping[str, str], heldout_share: float,
+                       purpose: str = "model selection") -> frozenset[str]:
+    """The identities held out when each belongs to a stratum (identity -> stratum, e.g. a part -> its type).
+
+    Why: a board has few parts a type, so a plain hash split may hold out no part of a type (its validation row is
+    empty) or every part of it (the expert never trains on it). Each identity is held out as `split_of` holds it
+    out, then a stratum of two or more identities with none held out gives up its lowest draw, and one with all
+    held out keeps its highest draw for training. A stratum of one identity follows its hash. Fixed by the
+    identities and `purpose`; unlike the plain split, adding identities to a stratum can move its one forced
+    identity (a board's parts are fixed by its rule set, so within one board's teaching it never moves)."""
+    groups: dict[str, list[tuple[float, str]]] = {}
+    for identity, stratum in strata.items():
+        groups.setdefault(stratum, []).append((draw_of(identity, purpose), identity))
+    held: set[str] = set()
+    for members in groups.values():
+        members.sort()
+        mine = {i for d, i in members if d < heldout_share}
+        if len(members) >= 2 and not mine:
+            mine = {members[0][1]}
+        elif len(members) >= 2 and len(mine) == len(members):
+            mine.discard(members[-1][1])
+        held |= mine
+    return frozenset(held)
 
 
 def read_folder(root: Path, good: str | None = None, classes: tuple[str, ...] | None = None) -> LabelledFolder:

@@ -100,7 +100,8 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     folder_path = Path(origin.get("dataset") or "")
     if folder_path.is_dir():
         folder = read_folder(folder_path, classes=classes)
-        sides = split(folder, float(origin.get("heldout_share") or 0.2))
+        named = origin.get("heldout_identities")  # a split its teacher chose (board teaching: by type)
+        sides = split(folder, float(origin.get("heldout_share") or 0.2), None if named is None else frozenset(named))
         own = {k: read_crops(folder, v, f"reading {k} crops") for k, v in sides.items()}
         say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out; "
             f"with the {len(own['train'])} + {len(own['heldout'])} crops of {folder_path} it was taught from")

@@ -49,6 +49,7 @@ class TeachPlan:
     reference: Path | None = None  # golden crops, the folder's tree mirrored: a golden-comparison expert
     any_orientation: bool = False  # the classes do not depend on a crop's orientation: train on it turned too
     reference_kind: str = "composite"  # how it compares (experts/base.py REFERENCES): colour keeps colour
+    heldout: frozenset[str] | None = None  # the identities to hold out, chosen by the caller; None: the hash split
 
 
 @dataclass
@@ -85,10 +86,14 @@ class TaughtExpert:
         return "\n".join(lines)
 
 
-def split(folder: LabelledFolder, share: float) -> dict[str, list]:
+def split(folder: LabelledFolder, share: float, heldout: frozenset[str] | None = None) -> dict[str, list]:
+    """The folder's crops by side: the identities `heldout` names held out, or without it the hash split at
+    `share` (folder.py)."""
     out: dict[str, list] = {"train": [], "heldout": []}
     for crop in folder.crops:
-        out[split_of(crop.identity, share)].append(crop)
+        side = split_of(crop.identity, share) if heldout is None else (
+            "heldout" if crop.identity in heldout else "train")
+        out[side].append(crop)
     for side in ("train", "heldout"):
         labels = {c.label for c in out[side]}
         if folder.good not in labels or len(labels) < 2:
@@ -132,7 +137,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name and "
                          "route its parts to it in the rule set (its old results keep naming the old one)")
     folder = read_folder(plan.source, plan.good)
-    sides = split(folder, plan.heldout_share)
+    sides = split(folder, plan.heldout_share, plan.heldout)
     counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
               for side, items in sides.items()}
     say(f"{plan.source}: classes {', '.join(f'{k} {v}' for k, v in folder.counts().items())}; "
@@ -153,6 +158,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT,
                "dataset": str(plan.source), "reference": None if plan.reference is None else str(plan.reference),
                "threshold": taught.threshold, "heldout_share": plan.heldout_share,
+               "heldout_identities": None if plan.heldout is None else sorted(plan.heldout),
                "any_orientation": plan.any_orientation,
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
