@@ -160,7 +160,7 @@ def test_a_split_by_type_holds_out_and_trains_on_every_type_of_two_or_more_parts
             assert mine & held and mine - held, t
         else:
             assert (mine & held) == (mine & plain)  # a lone part follows its hash
-    assert plain - held <= {i for i, s in strata.items() if sum(1 for x in strata.values() if x == s) >= 2}
+    assert plain - held <= {i for i, s in strata.items() if sizes[s] >= 2}
     assert 0.2 < len(held) / len(strata) < 0.45  # about the share, plus one a type the hash missed
     # the trainer takes a caller's choice of identities as it is (board teaching's split by type)
     make_folder(tmp_path / "f", 6, {"ok": 3, "blob": 2}, seed=7)

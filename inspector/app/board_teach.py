@@ -211,7 +211,8 @@ def parts_held_out(rules: RuleSet, share: float) -> frozenset[str]:
 
 
 def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | None, boards: list[PhotoBoard],
-                golden: np.ndarray, folder: Path, mirror: Path) -> tuple[FolderCrops, dict[str, int]]:
+                golden: np.ndarray, folder: Path, mirror: Path,
+                held: frozenset[str]) -> tuple[FolderCrops, dict[str, int]]:
     """The labelled folder (class/REF__board_variant.png) the trainer reads and its golden mirror, the same crops
     kept in memory for validation, and the counts by class."""
     rng = np.random.default_rng(plan.seed)
@@ -246,11 +247,7 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
                     put(kind, f"{place.ref}__b{k}_{v}.png", photo_variant(image, rng), ref_crop)
     if plan.defects is not None:
         add_real_crops(plan.defects, rules, golden, put, plan.good_variants, rng)
-    held = parts_held_out(rules, plan.heldout_share)
     heldout = np.array([i in held for i in idents])
-    if not heldout.any():
-        raise ValueError("no part was held out to validate on: every type has one part and none fell in the held-out "
-                         f"share ({plan.heldout_share:g}); raise --heldout")
     return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout), counts
 
 
@@ -439,13 +436,17 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     folder, mirror = plan.work / "crops", plan.work / "golden-crops"
     for d in (folder, mirror):
         shutil.rmtree(d, ignore_errors=True)
-    crops, counts = write_crops(plan, rules, geometry, boards, golden, folder, mirror)
+    held = parts_held_out(rules, plan.heldout_share)
+    if not held:
+        raise ValueError("no part was held out to validate on: every type has one part and none fell in the held-out "
+                         f"share ({plan.heldout_share:g}); raise --heldout")
+    crops, counts = write_crops(plan, rules, geometry, boards, golden, folder, mirror, held)
     say(f"crops: {', '.join(f'{k} {v}' for k, v in sorted(counts.items()))} from {len(boards)} golden board(s)")
     seconds["crops"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     expert = expert_name(rules.recipe)
     taught = teach(TeachPlan(expert, folder, zoo_root, good=GOOD, depth=plan.depth, heldout_share=plan.heldout_share,
-                             heldout=frozenset(i for i, h in zip(crops.idents, crops.heldout) if h),
+                             heldout=held,
                              epochs=plan.epochs, patience=plan.patience, seed=plan.seed,
                              false_call_budget=plan.false_call_budget,
                              reference=None if plan.comparison == "none" else mirror,

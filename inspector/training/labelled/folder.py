@@ -92,10 +92,11 @@ def stratified_heldout(strata: Mapping[str, str], heldout_share: float,
     for members in groups.values():
         members.sort()
         mine = {i for d, i in members if d < heldout_share}
-        if len(members) >= 2 and not mine:
-            mine = {members[0][1]}
-        elif len(members) >= 2 and len(mine) == len(members):
-            mine.discard(members[-1][1])
+        if len(members) >= 2:
+            if not mine:
+                mine = {members[0][1]}
+            elif len(mine) == len(members):
+                mine.discard(members[-1][1])
         held |= mine
     return frozenset(held)
 
