@@ -279,6 +279,13 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     for t in doc["types"]:  # every type of two or more parts validated on one it never trained on, and trained on one
         assert 0 < t["heldout_parts"] < t["parts"] if t["parts"] >= 2 else t["heldout_parts"] <= 1, t
     assert Path(doc["overlays"][0]).is_file() and "validation on held-out parts" in r.stdout
+    # the recall split by what was wrong: every held-out defect counted once, called at its own type's threshold
+    kinds = {k["kind"]: k for k in doc["kinds"]}
+    assert {"missing", "shifted", "rotated"} <= set(kinds) and "good" not in kinds
+    assert sum(k["defects"] for k in kinds.values()) == sum(t["defects"] for t in doc["types"]) == doc["all"]["defects"]
+    assert sum(k["called"] for k in kinds.values()) == round(sum(t["recall"] * t["defects"] for t in doc["types"]
+                                                                 if t["defects"]))
+    assert "held-out defects called, by kind" in r.stdout and f"missing {kinds['missing']['called']}/" in r.stdout
     taught = load_rules(root / "b.taught.yaml")
     assert taught.golden and Path(taught.golden).is_file() and not taught.detectors
     # the presence check, served beside the experts on every type whose body stands out from the board

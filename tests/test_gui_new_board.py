@@ -84,6 +84,7 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     assert tab.taught is not None, tab.status.text()
     assert tab.bar.value() == 100 and tab.table.rowCount() == len(rules.components) + 1
     assert "presence check" in tab.status.text()  # served beside the experts, said with the table
+    assert "defects called by kind: " in tab.status.text() and "missing" in tab.status.text()
     assert tab.activate_btn.isEnabled()
     tab.activate_btn.click()
     assert backend.setup.rules_path == tab.taught.plan.out

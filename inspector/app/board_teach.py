@@ -107,6 +107,19 @@ class TypeCheck:
 
 
 @dataclass
+class KindCheck:
+    """How many of the held-out parts' defects of one kind (a made one, or a class of real crops) were called,
+    each at its type's threshold: what a plant engineer needs to know the teaching catches, beside its types."""
+    kind: str
+    defects: int
+    called: int
+
+    @property
+    def recall(self) -> float:
+        return self.called / self.defects if self.defects else float("nan")
+
+
+@dataclass
 class BoardTaught:
     plan: BoardTeachPlan
     expert: str
@@ -118,12 +131,15 @@ class BoardTaught:
     pooled: TypeCheck
     presence: PresenceTaught | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    kinds: list[KindCheck] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"rules": str(self.plan.out), "from": str(self.plan.rules), "zoo": str(self.zoo),
                 "expert": self.expert, "escape_rate": self.plan.escape_rate, "goldens": self.goldens,
                 "overlays": self.overlays, "crops": self.counts, "types": [asdict(c) for c in self.checks],
-                "all": asdict(self.pooled), "presence": self.presence.to_json() if self.presence else None,
+                "all": asdict(self.pooled),
+                "kinds": [{**asdict(k), "recall": None if k.recall != k.recall else k.recall} for k in self.kinds],
+                "presence": self.presence.to_json() if self.presence else None,
                 "seconds": self.seconds}
 
 
@@ -190,13 +206,14 @@ def pads_in_crop(pads: list[PxRect], matrix: np.ndarray) -> list[PxRect]:
 @dataclass
 class FolderCrops:
     """Every crop of the labelled folder teaching wrote, read once: its golden window, label (0 good, 1 a defect),
-    type, part and side of the split."""
+    type, part, side of the split and class (good, or the defect's kind)."""
     images: list[np.ndarray]
     refs: list[np.ndarray]
     labels: np.ndarray
     types: np.ndarray
     idents: list[str]
     heldout: np.ndarray
+    kinds: np.ndarray
 
     def subset(self, mask: np.ndarray) -> Crops:
         idx = np.flatnonzero(mask)
@@ -219,7 +236,7 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
     counts: dict[str, int] = {}
     margin = rules.crop_margin
     type_of = {p.ref: c.name for c, p in rules.placements()}
-    images, refs, labels, types, idents = [], [], [], [], []
+    images, refs, labels, types, idents, kinds = [], [], [], [], [], []
 
     def put(label: str, name: str, image: np.ndarray, reference: np.ndarray) -> None:
         for root, im in ((folder, image), (mirror, reference)):
@@ -232,6 +249,7 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
         labels.append(0 if label == GOOD else 1)
         types.append(type_of[ref])
         idents.append(ref)
+        kinds.append(label)
 
     for comp, place in rules.placements():
         ref_crop = crop_part(golden, comp, place, margin)
@@ -248,7 +266,7 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
     if plan.defects is not None:
         add_real_crops(plan.defects, rules, golden, put, plan.good_variants, rng)
     heldout = np.array([i in held for i in idents])
-    return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout), counts
+    return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout, np.array(kinds)), counts
 
 
 def add_real_crops(root: Path, rules: RuleSet, golden: np.ndarray, put: Callable, variants: int = 1,
@@ -346,6 +364,20 @@ def validate(plan: BoardTeachPlan, rules: RuleSet, crops: FolderCrops, score: np
 
     pooled = check("all types", len(rules.placements()), np.ones(len(truth), bool), None)
     return [check(c.name, len(c.placements), kinds == c.name, pooled) for c in rules.components], pooled
+
+
+def by_kind(crops: FolderCrops, score: np.ndarray, checks: list[TypeCheck],
+            called: np.ndarray | None = None) -> list[KindCheck]:
+    """The held-out defects of each kind and how many were called: below their type's threshold (as `validate`
+    set it) or marked by `called` (the presence check), the table's recall split by what was wrong."""
+    at = {c.type: c.threshold for c in checks}
+    truth, kinds = crops.labels[crops.heldout], crops.kinds[crops.heldout]
+    thresholds = np.array([at[t] for t in crops.types[crops.heldout]], dtype=np.float64)
+    hit = score < thresholds
+    if called is not None:
+        hit |= called[crops.heldout]
+    return [KindCheck(str(k), int(((kinds == k) & (truth == 1)).sum()), int((hit & (kinds == k) & (truth == 1)).sum()))
+            for k in sorted(set(kinds[truth == 1]))]
 
 
 def _escape_threshold(defects: np.ndarray, escape_rate: float) -> float:
@@ -466,8 +498,9 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
         score, own = anomaly_scores(plan, rules, zoo, expert, crops, say)
         checks, pooled = validate(plan, rules, crops, score, 0.0, called)
     else:
-        checks, pooled = validate(plan, rules, crops, classifier_scores(zoo, expert, crops),
-                                  float(zoo.entries[expert].spec["good_margin"]), called)
+        score = classifier_scores(zoo, expert, crops)
+        checks, pooled = validate(plan, rules, crops, score, float(zoo.entries[expert].spec["good_margin"]), called)
+    kinds = by_kind(crops, score, checks, called)
     serve_per_type(zoo_root, expert, checks, own)
     copied = {}
     for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),
@@ -482,7 +515,7 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     seconds["validate"] = time.perf_counter() - t3
     seconds["total"] = time.perf_counter() - t0
     goldens = [{"photo": str(b.photo), "board": b.index, **b.registration.to_json()} for b in boards]
-    return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, presence, seconds)
+    return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, presence, seconds, kinds)
 
 
 def format_checks(taught: BoardTaught) -> str:
@@ -502,6 +535,9 @@ def format_checks(taught: BoardTaught) -> str:
         lines.append("recall and false calls count the presence check's calls too" +
                      (f" (a part keeping under {least:.2f} of its golden body's contrast is missing)"
                       if least is not None else " (not served: too few good crops to set it)"))
+    if taught.kinds:
+        lines.append("held-out defects called, by kind (each at its type's threshold): " + ", ".join(
+            f"{k.kind} {k.called}/{k.defects} ({percent(k.recall)})" for k in taught.kinds))
     if any(c.pooled for c in taught.checks):
         lines.append(f"* fewer than {MIN_TYPE_DEFECTS} held-out made defects of its own: the threshold of all types "
                      "together serves it (its own figures, where it has any held-out crops, at that threshold)")

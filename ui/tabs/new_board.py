@@ -340,6 +340,8 @@ class NewBoardTab(QWidget):
             for col, v in enumerate(cells):
                 self.table.setItem(r, col, QTableWidgetItem(str(v)))
         presence = f"; {taught.presence.summary()} (counted in the table)" if taught.presence is not None else ""
+        if taught.kinds:
+            presence += "; defects called by kind: " + ", ".join(f"{k.kind} {percent(k.recall)}" for k in taught.kinds)
         self._say(f"taught {len(taught.checks)} types in {taught.seconds['total']:.0f} s: {taught.plan.out} and its "
                   f"zoo {taught.zoo}{presence}")
 
