@@ -250,6 +250,34 @@ def test_made_defects_change_the_window_in_the_crops_own_colours(imported: Path)
     assert photo_variant(crop, rng).shape == crop.shape
 
 
+def test_a_two_terminal_parts_bridge_runs_beside_its_body_and_a_rows_between_its_pins() -> None:
+    """Solder bridges over the board: a chip's two lands are joined along their outer edge, its body's middle
+    left as it was; two pins of a row are joined straight across the board between them."""
+    from inspector.board.made_defects import bridge
+
+    crop = np.full((40, 60, 3), (120, 40, 60), np.uint8)  # the mask's colour
+    crop[14:26, 12:48] = (60, 60, 60)  # the body, dark
+    lands = [(10, 12, 20, 28), (40, 12, 50, 28)]
+    for x0, y0, x1, y1 in lands:
+        crop[y0:y1, x0:x1] = (220, 220, 220)
+    changed_edges = set()
+    for seed in range(8):
+        out = bridge(crop, lands, 8, np.random.default_rng(seed))
+        diff = np.abs(out.astype(int) - crop.astype(int)).sum(axis=2)
+        assert diff[19:21, 22:38].max() < 8, seed  # the body's middle, between the lands, untouched
+        top, bottom = diff[10:14, 22:38].mean(), diff[26:30, 22:38].mean()
+        assert max(top, bottom) > 60, seed  # a band along one land edge, over the board beside the body
+        changed_edges.add("top" if top > bottom else "bottom")
+    assert changed_edges == {"top", "bottom"}  # either side, as the seed falls
+    row = [(10, 4, 16, 14), (22, 4, 28, 14), (34, 4, 40, 14)]  # three pins of a row: straight across the gap
+    crop2 = np.full((30, 50, 3), (120, 40, 60), np.uint8)
+    for x0, y0, x1, y1 in row:
+        crop2[y0:y1, x0:x1] = (220, 220, 220)
+    out = bridge(crop2, row, 4, np.random.default_rng(0))
+    gaps = np.abs(out.astype(int) - crop2.astype(int)).sum(axis=2)[7:11]
+    assert max(gaps[:, 17:21].mean(), gaps[:, 29:33].mean()) > 60
+
+
 def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(imported: Path,
                                                                             box_models: Path) -> None:
     """`board teach` on one golden photo: registration, crops, a golden-comparison expert served per type, a

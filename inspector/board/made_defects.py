@@ -4,8 +4,8 @@ Each defect is cut from the real crop, in the photo's own colours, never drawn f
 window emptied to the board's colour (the crop's rim: solder mask as this camera sees it) with the part's own
 pads (CAD geometry) laid on it in the brightest metal the crop shows; `shifted`, `rotated`, `tombstone` and
 `reversed` move the part's real body over that empty window; `bridge` lays a band of the crop's own solder
-between two neighbouring pads. A crop is in the part's own orientation (the line undoes its rotation), its window
-inside a margin of board.
+between two neighbouring pads, over the board (beside a two-terminal part's body, not across it). A crop is in
+the part's own orientation (the line undoes its rotation), its window inside a margin of board.
 
 `reversed` is made only for polarised types (a chip resistor turned round looks the same: a made label would be
 wrong); `bridge` only where a part has two pads or more.
@@ -115,7 +115,11 @@ def reversed_(crop: np.ndarray, pads: list[PxRect], margin: int, rng: np.random.
 
 
 def bridge(crop: np.ndarray, pads: list[PxRect], margin: int, rng: np.random.Generator) -> np.ndarray | None:
-    """A band of the crop's own solder joining two neighbouring pads (None: fewer than two pads)."""
+    """A band of the crop's own solder joining two neighbouring pads (None: fewer than two pads).
+
+    Solder bridges over the board, never over a body: between two pins of a row the straight band crosses bare
+    board, but a two-terminal part's body lies between its two lands, so its band runs along one of the lands'
+    outer edges (solder beside the body shorting its ends), where a straight one would paint the body's top."""
     if len(pads) < 2:
         return None
     centres = np.array([((a + c) / 2, (b + d) / 2) for a, b, c, d in pads])
@@ -125,9 +129,15 @@ def bridge(crop: np.ndarray, pads: list[PxRect], margin: int, rng: np.random.Gen
     j = int(np.argmin(dist))
     sizes = [min(c - a, d - b) for a, b, c, d in (pads[i], pads[j])]
     width = max(2, round(rng.uniform(0.4, 0.8) * min(sizes)))
+    p, q = centres[i].copy(), centres[j].copy()
+    if len(pads) == 2:
+        across = 1 if abs(q[0] - p[0]) >= abs(q[1] - p[1]) else 0  # the axis the band is moved along: y, else x
+        low = min(pads[i][across], pads[j][across])
+        high = max(pads[i][across + 2], pads[j][across + 2]) - 1
+        p[across] = q[across] = low if rng.random() < 0.5 else high
     out = crop.copy()
-    p, q = tuple(int(v) for v in np.round(centres[i])), tuple(int(v) for v in np.round(centres[j]))
-    cv2.line(out, p, q, tuple(float(v) for v in metal_colour(crop, pads)), width, cv2.LINE_AA)
+    ends = tuple(int(v) for v in np.round(p)), tuple(int(v) for v in np.round(q))
+    cv2.line(out, ends[0], ends[1], tuple(float(v) for v in metal_colour(crop, pads)), width, cv2.LINE_AA)
     return cv2.GaussianBlur(out, (3, 3), 0.5)
 
 
