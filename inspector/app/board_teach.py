@@ -116,7 +116,7 @@ class KindCheck:
 
     @property
     def recall(self) -> float:
-        return self.called / self.defects if self.defects else float("nan")
+        return self.called / self.defects  # by_kind lists only kinds with held-out defects
 
 
 @dataclass
@@ -138,7 +138,7 @@ class BoardTaught:
                 "expert": self.expert, "escape_rate": self.plan.escape_rate, "goldens": self.goldens,
                 "overlays": self.overlays, "crops": self.counts, "types": [asdict(c) for c in self.checks],
                 "all": asdict(self.pooled),
-                "kinds": [{**asdict(k), "recall": None if k.recall != k.recall else k.recall} for k in self.kinds],
+                "kinds": [{**asdict(k), "recall": k.recall} for k in self.kinds],  # kinds with a held-out defect
                 "presence": self.presence.to_json() if self.presence else None,
                 "seconds": self.seconds}
 

@@ -339,11 +339,11 @@ class NewBoardTab(QWidget):
                      percent(c.false_calls))
             for col, v in enumerate(cells):
                 self.table.setItem(r, col, QTableWidgetItem(str(v)))
-        presence = f"; {taught.presence.summary()} (counted in the table)" if taught.presence is not None else ""
+        told = f"; {taught.presence.summary()} (counted in the table)" if taught.presence is not None else ""
         if taught.kinds:
-            presence += "; defects called by kind: " + ", ".join(f"{k.kind} {percent(k.recall)}" for k in taught.kinds)
+            told += "; defects called by kind: " + ", ".join(f"{k.kind} {percent(k.recall)}" for k in taught.kinds)
         self._say(f"taught {len(taught.checks)} types in {taught.seconds['total']:.0f} s: {taught.plan.out} and its "
-                  f"zoo {taught.zoo}{presence}")
+                  f"zoo {taught.zoo}{told}")
 
     def activate(self) -> None:
         try:
