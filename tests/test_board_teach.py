@@ -278,6 +278,23 @@ def test_a_two_terminal_parts_bridge_runs_beside_its_body_and_a_rows_between_its
     assert max(gaps[:, 17:21].mean(), gaps[:, 29:33].mean()) > 60
 
 
+def test_passing_a_good_boards_flags_lowers_each_types_threshold_nearest_first_and_recounts_recall() -> None:
+    from inspector.app.board_costs import Flag, HeldOut, passing_costs
+
+    held = HeldOut(np.array(["A"] * 5 + ["B"]), np.array(["missing"] * 4 + ["good", "good"]),
+                   np.array([-5.0, -3.0, -1.0, 5.0, 2.0, 3.0]), np.array([False, False, False, True, False, False]))
+    flags = [Flag("b", "A2", "A", -2.0, False), Flag("b", "B1", "B", -4.0, False), Flag("b", "A1", "A", -0.5, False),
+             Flag("b", "A3", "A", None, True)]  # A3: the presence check's call
+    assert held.recall({"A": 0.0, "B": 0.0}) == 1.0  # the presence-called defect counts at any threshold
+    steps = passing_costs(flags, {"A": 0.0, "B": 0.0}, held)
+    assert [s.flag.ref for s in steps] == ["A1", "A2", "B1"]  # nearest its threshold first; the presence's never
+    assert [s.flagged for s in steps] == [3, 2, 1]
+    assert [s.after for s in steps] == pytest.approx([-0.501, -2.001, -4.001])
+    assert [s.recall for s in steps] == pytest.approx([1.0, 0.75, 0.75])  # under -2.001 the -1 defect passes
+    assert steps[1].type_before == 1.0 and steps[1].type_after == 0.75
+    assert steps[2].type_before != steps[2].type_before  # B: no held-out defect, its cost never measured
+
+
 def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(imported: Path,
                                                                             box_models: Path) -> None:
     """`board teach` on one golden photo: registration, crops, a golden-comparison expert served per type, a
@@ -334,6 +351,24 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     bare_board = next(c for c in checked if c["photo"].endswith("bare.png"))
     assert len(bare_board["flagged"]) == bare_board["inspected"] == len(rules.placements())  # every part flagged
     assert all(not c["registered"] and c["reason"] for c in checked if c["photo"].endswith("noise.png"))
+    # shown as a good board, the bare board's flags are costed: each part the expert flagged passed in turn, nearest
+    # its threshold first, at the price of held-out recall; the presence check's calls listed apart
+    held = json.loads((Path(doc["zoo"]) / "heldout-scores.json").read_text(encoding="utf-8"))["crops"]
+    assert len(held) == doc["all"]["good"] + doc["all"]["defects"]
+    r = cli("--models", str(box_models), "board", "check", "--good", "--rules", str(root / "b.taught.yaml"), "--zoo",
+            doc["zoo"], str(root / "bare.png"))
+    assert r.returncode == 0, r.stderr
+    table = r.stdout[r.stdout.index("passing the good boards' flagged parts"):].splitlines()
+    rows = [line.split() for line in table[2:] if line[:1].isdigit()]
+    served = sum(k["called"] for k in kinds.values()) / sum(k["defects"] for k in kinds.values())
+    assert rows[0] == ["0", "(served)", str(len(rules.placements())), f"{100 * served:.1f}%"]
+    presence = bare_board["by_presence"]
+    assert len(rows) - 1 == len(rules.placements()) - len(presence)  # every part the expert flagged, once
+    flagged = [int(row[7]) for row in rows[1:]]
+    recall = [float(row[8 if k else 3].rstrip("%")) for k, row in enumerate(rows)]
+    assert flagged == list(range(len(rules.placements()) - 1, len(presence) - 1, -1))  # one passed a step
+    assert all(a >= b for a, b in zip(recall, recall[1:]))  # each lower threshold lets more made defects through
+    assert not presence or "called by the presence check" in r.stdout
     # the line itself takes the raw photos: the taught rule set registers each on the board's outline
     assert taught.photo is not None and Path(taught.photo.geometry).is_file()
     (root / "frames").mkdir()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..board.presence import EXPERT as PRESENCE
 from ..experts.zoo import Zoo
 from ..ingest.golden import golden_image
 from ..results.records import BoardRecord
@@ -39,6 +40,7 @@ class BoardChecked:
     # REF -> the taught classifier's log-odds of good, whatever it called: how far each part sits from its
     # threshold (`cls-<type>`'s good_margin), so a board that passes by a hair is seen before it goes live
     logodds: dict[str, float] = field(default_factory=dict)
+    by_presence: list[str] = field(default_factory=list)  # the flagged parts the presence check called
 
     def to_json(self) -> dict:
         reg = self.board.registration
@@ -47,7 +49,7 @@ class BoardChecked:
                 "registration": reg.to_json() if reg is not None else None,
                 "photo_px_per_mm": round(self.photo_px_per_mm, 1) if self.photo_px_per_mm is not None else None,
                 "inspected": self.inspected, "flagged": [f"{ref} ({kind})" for ref, kind in self.flagged],
-                "alternates": self.alternates, "logodds": self.logodds}
+                "alternates": self.alternates, "logodds": self.logodds, "by_presence": self.by_presence}
 
 
 def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path, models: Path,
@@ -102,6 +104,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
             checked.flagged = [(p.ref, p.defect_class) for p in record.parts if p.verdict != "pass"]
             checked.alternates = dict(sorted(record.alternates.items()))
             checked.logodds = {p.ref: round(p.good_logodds, 3) for p in record.parts if p.good_logodds is not None}
+            checked.by_presence = [p.ref for p in record.parts if p.verdict != "pass" and p.expert == PRESENCE]
         out.append(checked)
     flagged = {c.board.name: {ref for ref, _ in c.flagged} for c in out}
     for path, (photo, boards) in per_photo.items():

@@ -64,6 +64,7 @@ from .board_anomaly import (
     whitening,
     write_anomaly_expert,
 )
+from .board_costs import write_heldout
 from .board_photos import PhotoBoard, boards_of, overlay, placed, points_path, read_photo, registration_inputs
 
 GOOD = "good"
@@ -501,6 +502,8 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
         score = classifier_scores(zoo, expert, crops)
         checks, pooled = validate(plan, rules, crops, score, float(zoo.entries[expert].spec["good_margin"]), called)
     kinds = by_kind(crops, score, checks, called)
+    write_heldout(zoo_root, crops.types[crops.heldout], crops.kinds[crops.heldout], score,
+                  called[crops.heldout] if called is not None else np.zeros(int(crops.heldout.sum()), bool))
     serve_per_type(zoo_root, expert, checks, own)
     copied = {}
     for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),

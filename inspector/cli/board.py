@@ -75,6 +75,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     check.add_argument("--work", help="where the overlays go (default: beside the zoo); the profiles are the box's "
                                           "(--models), as the line's")
     check.add_argument("--json", help="also write every board, its registration and flagged parts as JSON")
+    check.add_argument("--good", action="store_true",
+                       help="the photos show good boards: say what passing each flagged part would cost in held-out "
+                            "recall (each type's threshold lowered just under it, nearest first)")
     check.set_defaults(func=cmd_check)
     approve = sub.add_parser("approve", help="approve another make of a part (a second source) on a taught board: "
                                             "its window, from a board that carries it, becomes a second golden "
@@ -202,6 +205,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     boards = [c for c in checked if c.inspected]
     print(f"{len(boards)} of {len(checked)} boards registered and inspected ({seconds:.2f} s on the line); "
           f"overlays: {', '.join(str(o) for o in overlays)}")
+    if args.good:
+        from ..app.board_costs import flags_of, format_costs, read_heldout, served_thresholds
+        from ..experts.zoo import Zoo
+        from ..routing.rules import load_rules
+
+        rules = load_rules(Path(args.rules))
+        print(format_costs(flags_of(checked, rules), served_thresholds(rules, Zoo.load(zoo)), read_heldout(zoo)))
     if args.json:
         Path(args.json).write_text(json.dumps([c.to_json() for c in checked], indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
