@@ -282,7 +282,8 @@ def test_passing_a_good_boards_flags_lowers_each_types_threshold_nearest_first_a
     from inspector.app.board_costs import Flag, HeldOut, passing_costs
 
     held = HeldOut(np.array(["A"] * 5 + ["B"]), np.array(["missing"] * 4 + ["good", "good"]),
-                   np.array([-5.0, -3.0, -1.0, 5.0, 2.0, 3.0]), np.array([False, False, False, True, False, False]))
+                   np.array([-5.0, -3.0, -1.0, 5.0, 2.0, 3.0]), np.array([False, False, False, True, False, False]),
+                   {})
     flags = [Flag("b", "A2", "A", -2.0, False), Flag("b", "B1", "B", -4.0, False), Flag("b", "A1", "A", -0.5, False),
              Flag("b", "A3", "A", None, True)]  # A3: the presence check's call
     assert held.recall({"A": 0.0, "B": 0.0}) == 1.0  # the presence-called defect counts at any threshold
@@ -369,6 +370,14 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     assert flagged == list(range(len(rules.placements()) - 1, len(presence) - 1, -1))  # one passed a step
     assert all(a >= b for a, b in zip(recall, recall[1:]))  # each lower threshold lets more made defects through
     assert not presence or "called by the presence check" in r.stdout
+    from inspector.app.board_costs import read_heldout, stale_types
+    from inspector.experts.zoo import Zoo
+
+    kept, served_zoo = read_heldout(Path(doc["zoo"])), Zoo.load(Path(doc["zoo"]))
+    assert kept is not None and stale_types(kept, taught, served_zoo) == []
+    retrained = next(iter(kept.weights))  # as if its type's expert were retrained and swapped in since teaching
+    kept.weights[retrained] = "0" * 64
+    assert stale_types(kept, taught, served_zoo) == [retrained]
     # the line itself takes the raw photos: the taught rule set registers each on the board's outline
     assert taught.photo is not None and Path(taught.photo.geometry).is_file()
     (root / "frames").mkdir()

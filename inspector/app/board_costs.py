@@ -30,6 +30,7 @@ class HeldOut:
     kinds: np.ndarray
     logodds: np.ndarray
     called: np.ndarray
+    weights: dict[str, str | None]  # type -> the sha256 of the weights that scored its crops
 
     def recall(self, thresholds: dict[str, float], only: str | None = None) -> float:
         """Share of held-out defects (of one type, or all) called at each type's threshold, the presence's too."""
@@ -43,10 +44,10 @@ class HeldOut:
 
 
 def write_heldout(zoo_root: Path, types: np.ndarray, kinds: np.ndarray, logodds: np.ndarray,
-                  called: np.ndarray) -> None:
+                  called: np.ndarray, weights: dict[str, str | None]) -> None:
     rows = [[str(t), str(k), round(float(s), 4), bool(c)] for t, k, s, c in zip(types, kinds, logodds, called)]
     (zoo_root / HELDOUT).write_text(json.dumps({"columns": ["type", "class", "logodds", "presence_called"],
-                                                "crops": rows}), encoding="utf-8")
+                                                "crops": rows, "weights": weights}), encoding="utf-8")
 
 
 def read_heldout(zoo_root: Path) -> HeldOut | None:
@@ -54,11 +55,23 @@ def read_heldout(zoo_root: Path) -> HeldOut | None:
     path = zoo_root / HELDOUT
     if not path.is_file():
         return None
-    rows = json.loads(path.read_text(encoding="utf-8"))["crops"]
-    if not rows:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if not doc["crops"]:
         return None
-    types, kinds, logodds, called = zip(*rows)
-    return HeldOut(np.array(types), np.array(kinds), np.array(logodds, np.float64), np.array(called, bool))
+    types, kinds, logodds, called = zip(*doc["crops"])
+    return HeldOut(np.array(types), np.array(kinds), np.array(logodds, np.float64), np.array(called, bool),
+                   doc.get("weights", {}))
+
+
+def stale_types(held: HeldOut, rules: RuleSet, zoo: Zoo) -> list[str]:
+    """The types whose served weights are not those that scored their held-out crops (retrained and swapped in
+    since teaching): their scores say nothing of what the line now calls."""
+    out = []
+    for comp in rules.components:
+        entry = zoo.entries.get(comp.classifier)
+        if comp.name in held.weights and (entry is None or entry.weights_sha256 != held.weights[comp.name]):
+            out.append(comp.name)
+    return out
 
 
 @dataclass
@@ -118,12 +131,16 @@ def flags_of(checked: list, rules: RuleSet) -> list[Flag]:
             for c in checked for ref, _kind in c.flagged]
 
 
-def format_costs(flags: list[Flag], thresholds: dict[str, float], held: HeldOut | None) -> str:
+def format_costs(flags: list[Flag], thresholds: dict[str, float], held: HeldOut | None,
+                 stale: list[str] = ()) -> str:
     if not flags:
         return "the good boards have no flagged part: nothing to pass"
     if held is None:
         return ("this zoo keeps no held-out scores (taught before `board teach` kept them, or not by it): what "
                 "passing a flagged part costs cannot be told; teach the board again to have it")
+    if stale:
+        return (f"the held-out scores are of weights no longer served for {', '.join(stale)} (retrained since "
+                "teaching): what passing a flagged part costs cannot be told from them; teach the board again")
     steps = passing_costs(flags, thresholds, held)
     pct = lambda v: "-" if v != v else f"{100 * v:.1f}%"  # noqa: E731 - a share as the tables print it
     lines = ["passing the good boards' flagged parts, nearest its threshold first (each type's threshold lowered just "

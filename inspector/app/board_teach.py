@@ -502,9 +502,10 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
         score = classifier_scores(zoo, expert, crops)
         checks, pooled = validate(plan, rules, crops, score, float(zoo.entries[expert].spec["good_margin"]), called)
     kinds = by_kind(crops, score, checks, called)
+    served = serve_per_type(zoo_root, expert, checks, own)
     write_heldout(zoo_root, crops.types[crops.heldout], crops.kinds[crops.heldout], score,
-                  called[crops.heldout] if called is not None else np.zeros(int(crops.heldout.sum()), bool))
-    serve_per_type(zoo_root, expert, checks, own)
+                  called[crops.heldout] if called is not None else np.zeros(int(crops.heldout.sum()), bool),
+                  {c.type: served.entries[f"cls-{c.type}"].weights_sha256 for c in checks})
     copied = {}
     for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),
                                 ("points", points_path(plan.rules), points_path(plan.out))):

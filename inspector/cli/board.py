@@ -206,12 +206,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"{len(boards)} of {len(checked)} boards registered and inspected ({seconds:.2f} s on the line); "
           f"overlays: {', '.join(str(o) for o in overlays)}")
     if args.good:
-        from ..app.board_costs import flags_of, format_costs, read_heldout, served_thresholds
+        from ..app.board_costs import flags_of, format_costs, read_heldout, served_thresholds, stale_types
         from ..experts.zoo import Zoo
         from ..routing.rules import load_rules
 
-        rules = load_rules(Path(args.rules))
-        print(format_costs(flags_of(checked, rules), served_thresholds(rules, Zoo.load(zoo)), read_heldout(zoo)))
+        rules, served, held = load_rules(Path(args.rules)), Zoo.load(zoo), read_heldout(zoo)
+        print(format_costs(flags_of(checked, rules), served_thresholds(rules, served), held,
+                           stale_types(held, rules, served) if held is not None else []))
     if args.json:
         Path(args.json).write_text(json.dumps([c.to_json() for c in checked], indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
