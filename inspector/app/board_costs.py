@@ -11,6 +11,7 @@ still count: a lower threshold does not pass a part the presence check called, a
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def flags_of(checked: list, rules: RuleSet) -> list[Flag]:
 
 
 def format_costs(flags: list[Flag], thresholds: dict[str, float], held: HeldOut | None,
-                 stale: list[str] = ()) -> str:
+                 stale: Sequence[str] = ()) -> str:
     if not flags:
         return "the good boards have no flagged part: nothing to pass"
     if held is None:
