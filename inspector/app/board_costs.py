@@ -33,22 +33,30 @@ class HeldOut:
     called: np.ndarray
     weights: dict[str, str | None]  # type -> the sha256 of the weights that scored its crops
 
+    def hits(self, thresholds: dict[str, float]) -> np.ndarray:
+        """Each crop called at its type's threshold, or by the presence check."""
+        at = np.array([thresholds.get(t, -np.inf) for t in self.types], np.float64)
+        return (self.logodds < at) | self.called
+
     def recall(self, thresholds: dict[str, float], only: str | None = None) -> float:
         """Share of held-out defects (of one type, or all) called at each type's threshold, the presence's too."""
         bad = self.kinds != "good"
         if only is not None:
             bad &= self.types == only
-        if not bad.any():
-            return float("nan")
-        at = np.array([thresholds.get(t, -np.inf) for t in self.types], np.float64)
-        return float(((self.logodds < at) | self.called)[bad].mean())
+        return float(self.hits(thresholds)[bad].mean()) if bad.any() else float("nan")
+
+    def by_kind(self, thresholds: dict[str, float]) -> list[tuple[str, int, int]]:
+        """(kind, held-out defects, called) for every defect kind held out: the recall split by what was wrong."""
+        hit = self.hits(thresholds)
+        return [(str(k), int((self.kinds == k).sum()), int(hit[self.kinds == k].sum()))
+                for k in sorted(set(self.kinds[self.kinds != "good"]))]
 
 
-def write_heldout(zoo_root: Path, types: np.ndarray, kinds: np.ndarray, logodds: np.ndarray,
-                  called: np.ndarray, weights: dict[str, str | None]) -> None:
-    rows = [[str(t), str(k), round(float(s), 4), bool(c)] for t, k, s, c in zip(types, kinds, logodds, called)]
+def write_heldout(zoo_root: Path, held: HeldOut) -> None:
+    rows = [[str(t), str(k), round(float(s), 4), bool(c)]
+            for t, k, s, c in zip(held.types, held.kinds, held.logodds, held.called)]
     (zoo_root / HELDOUT).write_text(json.dumps({"columns": ["type", "class", "logodds", "presence_called"],
-                                                "crops": rows, "weights": weights}), encoding="utf-8")
+                                                "crops": rows, "weights": held.weights}), encoding="utf-8")
 
 
 def read_heldout(zoo_root: Path) -> HeldOut | None:

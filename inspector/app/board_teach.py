@@ -64,7 +64,7 @@ from .board_anomaly import (
     whitening,
     write_anomaly_expert,
 )
-from .board_costs import write_heldout
+from .board_costs import HeldOut, write_heldout
 from .board_photos import PhotoBoard, boards_of, overlay, placed, points_path, read_photo, registration_inputs
 
 GOOD = "good"
@@ -117,7 +117,7 @@ class KindCheck:
 
     @property
     def recall(self) -> float:
-        return self.called / self.defects  # by_kind lists only kinds with held-out defects
+        return self.called / self.defects  # HeldOut.by_kind lists only kinds with held-out defects
 
 
 @dataclass
@@ -210,11 +210,14 @@ class FolderCrops:
     type, part, side of the split and class (good, or the defect's kind)."""
     images: list[np.ndarray]
     refs: list[np.ndarray]
-    labels: np.ndarray
     types: np.ndarray
     idents: list[str]
     heldout: np.ndarray
     kinds: np.ndarray
+
+    @property
+    def labels(self) -> np.ndarray:
+        return (self.kinds != GOOD).astype(np.int64)
 
     def subset(self, mask: np.ndarray) -> Crops:
         idx = np.flatnonzero(mask)
@@ -237,7 +240,7 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
     counts: dict[str, int] = {}
     margin = rules.crop_margin
     type_of = {p.ref: c.name for c, p in rules.placements()}
-    images, refs, labels, types, idents, kinds = [], [], [], [], [], []
+    images, refs, types, idents, kinds = [], [], [], [], []
 
     def put(label: str, name: str, image: np.ndarray, reference: np.ndarray) -> None:
         for root, im in ((folder, image), (mirror, reference)):
@@ -247,7 +250,6 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
         ref = identity_of(Path(name))
         images.append(image)
         refs.append(reference)
-        labels.append(0 if label == GOOD else 1)
         types.append(type_of[ref])
         idents.append(ref)
         kinds.append(label)
@@ -267,7 +269,7 @@ def write_crops(plan: BoardTeachPlan, rules: RuleSet, geometry: BoardGeometry | 
     if plan.defects is not None:
         add_real_crops(plan.defects, rules, golden, put, plan.good_variants, rng)
     heldout = np.array([i in held for i in idents])
-    return FolderCrops(images, refs, np.array(labels), np.array(types), idents, heldout, np.array(kinds)), counts
+    return FolderCrops(images, refs, np.array(types), idents, heldout, np.array(kinds)), counts
 
 
 def add_real_crops(root: Path, rules: RuleSet, golden: np.ndarray, put: Callable, variants: int = 1,
@@ -365,20 +367,6 @@ def validate(plan: BoardTeachPlan, rules: RuleSet, crops: FolderCrops, score: np
 
     pooled = check("all types", len(rules.placements()), np.ones(len(truth), bool), None)
     return [check(c.name, len(c.placements), kinds == c.name, pooled) for c in rules.components], pooled
-
-
-def by_kind(crops: FolderCrops, score: np.ndarray, checks: list[TypeCheck],
-            called: np.ndarray | None = None) -> list[KindCheck]:
-    """The held-out defects of each kind and how many were called: below their type's threshold (as `validate`
-    set it) or marked by `called` (the presence check), the table's recall split by what was wrong."""
-    at = {c.type: c.threshold for c in checks}
-    truth, kinds = crops.labels[crops.heldout], crops.kinds[crops.heldout]
-    thresholds = np.array([at[t] for t in crops.types[crops.heldout]], dtype=np.float64)
-    hit = score < thresholds
-    if called is not None:
-        hit |= called[crops.heldout]
-    return [KindCheck(str(k), int(((kinds == k) & (truth == 1)).sum()), int((hit & (kinds == k) & (truth == 1)).sum()))
-            for k in sorted(set(kinds[truth == 1]))]
 
 
 def _escape_threshold(defects: np.ndarray, escape_rate: float) -> float:
@@ -501,11 +489,12 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     else:
         score = classifier_scores(zoo, expert, crops)
         checks, pooled = validate(plan, rules, crops, score, float(zoo.entries[expert].spec["good_margin"]), called)
-    kinds = by_kind(crops, score, checks, called)
     served = serve_per_type(zoo_root, expert, checks, own)
-    write_heldout(zoo_root, crops.types[crops.heldout], crops.kinds[crops.heldout], score,
-                  called[crops.heldout] if called is not None else np.zeros(int(crops.heldout.sum()), bool),
-                  {c.type: served.entries[f"cls-{c.type}"].weights_sha256 for c in checks})
+    held_out = HeldOut(crops.types[crops.heldout], crops.kinds[crops.heldout], score,
+                       called[crops.heldout] if called is not None else np.zeros(int(crops.heldout.sum()), bool),
+                       {c.type: served.entries[f"cls-{c.type}"].weights_sha256 for c in checks})
+    kinds = [KindCheck(k, n, hit) for k, n, hit in held_out.by_kind({c.type: c.threshold for c in checks})]
+    write_heldout(zoo_root, held_out)
     copied = {}
     for key, source, target in (("geometry", geometry_path(plan.rules), geometry_path(plan.out)),
                                 ("points", points_path(plan.rules), points_path(plan.out))):
