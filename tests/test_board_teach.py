@@ -296,10 +296,38 @@ def test_passing_a_good_boards_flags_lowers_each_types_threshold_nearest_first_a
     assert steps[2].type_before != steps[2].type_before  # B: no held-out defect, its cost never measured
 
 
-def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(imported: Path,
-                                                                            box_models: Path) -> None:
-    """`board teach` on one golden photo: registration, crops, a golden-comparison expert served per type, a
-    taught rule set the line loads; `board check` registers other photos and inspects them on the line."""
+def test_a_tune_passes_each_types_flags_nearest_first_while_its_held_out_recall_holds_and_says_why_not() -> None:
+    from inspector.app.board_costs import Flag, HeldOut
+    from inspector.app.board_tune import PRESENCE, STALE, UNMEASURED, plan_tune
+
+    held = HeldOut(np.array(["A"] * 4 + ["B", "C", "C"]),
+                   np.array(["missing"] * 3 + ["good", "good", "missing", "good"]),
+                   np.array([-5.0, -3.0, -1.0, 4.0, 3.0, -4.0, 2.0]), np.zeros(7, bool), {})
+    flags = [Flag("b", "A3", "A", -6.0, False), Flag("b", "A2", "A", -2.0, False), Flag("b", "A1", "A", -0.5, False),
+             Flag("b", "B1", "B", -1.0, False), Flag("b", "C1", "C", -1.0, False), Flag("b", "P1", "A", None, True)]
+    served, experts = {"A": 0.0, "B": 0.0, "C": 0.0}, {"A": "cls-A", "B": "cls-B", "C": "cls-C"}
+    tune = plan_tune(flags, served, experts, held, most_lost=0.34, margin=0.5, stale={"C"})
+    a = next(t for t in tune.types if t.type == "A")
+    # A1 passes at -1.0 (the -1 defect now passes: 3/3 -> 2/3, within 0.34), A2 at -2.5 (-3 still called); passing
+    # A3 at -6.5 would lose every A defect: it stays, and so does everything it cannot pass
+    assert a.passed == ["A1", "A2"] and a.after == pytest.approx(-2.5) and a.recall_after == pytest.approx(2 / 3)
+    why = {f.ref: w for f, w in tune.left}
+    assert set(why) == {"A3", "B1", "C1", "P1"} and "A3" in why["A3"] and "34 points" in why["A3"]
+    assert why["B1"] == UNMEASURED and why["C1"] == STALE and why["P1"] == PRESENCE
+    assert tune.thresholds() == {"cls-A": pytest.approx(-2.5)}  # only what moves is served
+    assert tune.recall_before == 1.0 and tune.recall_after == pytest.approx(3 / 4)  # C's defect -4 still called
+    # no loss allowed: a part passes only where no held-out defect of its type sits between it and the threshold
+    strict = plan_tune(flags, served, experts, held, most_lost=0.0, margin=0.5)
+    assert next(t for t in strict.types if t.type == "A").passed == [] and strict.thresholds() == {"cls-C": -1.5}
+    with pytest.raises(ValueError):
+        plan_tune(flags, served, experts, held, most_lost=-0.1, margin=0.5)
+
+
+@pytest.fixture(scope="module")
+def taught_board(imported: Path) -> tuple[Path, dict, str]:
+    """The imported board taught (2 epochs) from one golden photo: (its folder, teach's JSON, teach's output);
+    beside it other.png (another good board), bare.png (every part missing), odd.png (bodies turned, shifted and
+    bridged, which the experts flag and the presence check mostly does not) and noise.png (no board)."""
     root = imported.parent
     rules = load_rules(imported)
     rng = np.random.default_rng(3)
@@ -310,6 +338,9 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
     bare = render_board(rules, "b", rng, rates={}, forced={p.ref: "missing" for _c, p in rules.placements()}).image
     cv2.imwrite(str(root / "bare.png"), photo_of(bare, 5.0, 1.4, 0.01, (180, 160))[0])
     cv2.imwrite(str(root / "noise.png"), rng.integers(0, 255, (400, 500, 3), dtype=np.uint8))
+    forced = {"R1": "rotated", "R2": "shifted", "R3": "bridge", "C1": "rotated", "C2": "shifted", "C3": "bridge"}
+    odd = render_board(rules, "odd", rng, rates={}, forced=forced).image
+    cv2.imwrite(str(root / "odd.png"), photo_of(odd, -3.0, 1.35, 0.01, (170, 150))[0])
     r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "noise.png"), "--work",
             str(root / "bad"))
     assert r.returncode != 0 and "did not register" in r.stderr and "points" in r.stderr
@@ -319,23 +350,32 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
             "--json", str(root / "teach.json"), "--escape-rate", "0.05")
     assert r.returncode == 0, r.stderr
     doc = json.loads((root / "teach.json").read_text(encoding="utf-8"))
+    return root, doc, r.stdout
+
+
+def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
+        imported: Path, taught_board: tuple[Path, dict, str], box_models: Path) -> None:
+    """`board teach` on one golden photo: registration, crops, a golden-comparison expert served per type, a
+    taught rule set the line loads; `board check` registers other photos and inspects them on the line."""
+    root, doc, stdout = taught_board
+    rules = load_rules(imported)
     assert doc["goldens"][0]["method"] == "outline" and doc["goldens"][0]["residual_mm"] < 0.2
     assert {"good", "missing", "shifted", "rotated", "bridge", "tombstone"} <= set(doc["crops"])
     assert {t["type"] for t in doc["types"]} == {c.name for c in rules.components}
     for t in doc["types"]:  # every type of two or more parts validated on one it never trained on, and trained on one
         assert 0 < t["heldout_parts"] < t["parts"] if t["parts"] >= 2 else t["heldout_parts"] <= 1, t
-    assert Path(doc["overlays"][0]).is_file() and "validation on held-out parts" in r.stdout
+    assert Path(doc["overlays"][0]).is_file() and "validation on held-out parts" in stdout
     # the recall split by what was wrong: every held-out defect counted once, called at its own type's threshold
     kinds = {k["kind"]: k for k in doc["kinds"]}
     assert {"missing", "shifted", "rotated"} <= set(kinds) and "good" not in kinds
     assert sum(k["defects"] for k in kinds.values()) == sum(t["defects"] for t in doc["types"]) == doc["all"]["defects"]
     assert sum(k["called"] for k in kinds.values()) == round(sum(t["recall"] * t["defects"] for t in doc["types"]
                                                                  if t["defects"]))
-    assert "held-out defects called, by kind" in r.stdout and f"missing {kinds['missing']['called']}/" in r.stdout
+    assert "held-out defects called, by kind" in stdout and f"missing {kinds['missing']['called']}/" in stdout
     taught = load_rules(root / "b.taught.yaml")
     assert taught.golden and Path(taught.golden).is_file() and not taught.detectors
     # the presence check, served beside the experts on every type whose body stands out from the board
-    assert doc["presence"]["least_share"] is not None and "presence check" in r.stdout
+    assert doc["presence"]["least_share"] is not None and "presence check" in stdout
     assert all(0 < c.body_contrast < 1 for c in taught.components)
     from inspector.experts.zoo import Zoo
 
@@ -401,6 +441,63 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(im
             f"folder:{root / 'errored'}", "--db", db, "--data", str(root / "data"))
     assert r.returncode == 1 and "no board was inspected: all 3 errored (the first: " in r.stderr, r.stderr
     assert len(ResultStore(db).inspections()) == len(stored) + 3
+
+
+def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_restore_serves_teachings_again(
+        taught_board: tuple[Path, dict, str], box_models: Path, tmp_path: Path) -> None:
+    """`board tune` on a board shown as good (here one with defects made: parts the experts flag, some the
+    presence check calls): planned without --apply and nothing written; with it the zoo serves the plan, each
+    change in the audit trail, and the line's second look flags exactly what the plan left (the parts the presence
+    check calls among them); --restore serves teaching's thresholds."""
+    import shutil
+
+    from inspector.access.audit import AuditTrail
+    from inspector.experts.zoo import Zoo
+    from inspector.results.store import ResultStore, sqlite_url
+
+    root, doc, _ = taught_board
+    zoo = tmp_path / "zoo"
+    shutil.copytree(doc["zoo"], zoo)
+    manifest = (zoo / "manifest.json").read_bytes()
+    db = sqlite_url(tmp_path / "box.sqlite")
+    tune = ("--models", str(box_models), "board", "tune", "--rules", str(root / "b.taught.yaml"), "--zoo", str(zoo),
+            "--db", db, "--work", str(tmp_path / "w"))
+    r = cli(*tune, str(root / "odd.png"), "--most-lost", "0", "--json", str(tmp_path / "strict.json"))
+    assert r.returncode == 0, r.stderr
+    assert (zoo / "manifest.json").read_bytes() == manifest  # planned, not served
+    strict = json.loads((tmp_path / "strict.json").read_text(encoding="utf-8"))["plan"]
+    for t in strict["types"]:  # no held-out defect of a measured type lost
+        assert t["recall_before"] is None or t["recall_after"] == t["recall_before"], t
+    assert strict["flagged"] >= 3 and all(f["why"] for f in strict["left"])
+    r = cli(*tune, str(root / "odd.png"), "--most-lost", "100", "--margin", "0.25", "--apply", "--reason",
+            "bench board", "--json", str(tmp_path / "served.json"))
+    assert r.returncode == 0, r.stderr
+    served = json.loads((tmp_path / "served.json").read_text(encoding="utf-8"))
+    moved = {t["expert"]: t for t in served["plan"]["types"] if t["threshold_after"] < t["threshold_before"]}
+    assert moved and "served" in r.stdout
+    entries = Zoo.load(zoo).entries
+    for name, t in moved.items():
+        assert entries[name].spec["good_margin"] == pytest.approx(t["threshold_after"], abs=1e-4)
+    # the line's second look is measured: it flags exactly the parts the plan left flagged
+    again = {ref.split()[0] for board in served["after"] for ref in board["flagged"]}
+    assert again == {f["ref"] for f in served["plan"]["left"]}
+    trail = AuditTrail(ResultStore(db).engine)
+    events = trail.events("expert.threshold", newest_first=False)
+    assert {e.subject for e in events} == set(moved) and all(e.reason == "bench board" for e in events)
+    assert all(json.loads(e.before)["good_margin"] > json.loads(e.after)["good_margin"] for e in events)
+    assert all(e.actor.startswith("system:") for e in events)  # no --as: the account running the command
+    r = cli(*tune, "--restore")  # said, not served
+    assert r.returncode == 0 and "add --apply" in r.stdout and Zoo.load(zoo).entries == entries
+    r = cli(*tune, "--restore", "--apply")
+    assert r.returncode == 0, r.stderr
+    taught = {f"cls-{t['type']}": t["threshold"] for t in doc["types"]}
+    restored = Zoo.load(zoo).entries
+    assert all(restored[name].spec["good_margin"] == pytest.approx(taught[name], abs=1e-4) for name in taught)
+    assert len(trail.events("expert.threshold")) == 2 * len(moved) and trail.verify().intact
+    r = cli(*tune, "--restore")
+    assert r.returncode == 0 and "nothing to restore" in r.stdout
+    r = cli(*tune)
+    assert r.returncode == 2 and "name the photos" in r.stderr
 
 
 def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> None:

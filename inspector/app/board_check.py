@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..board.presence import EXPERT as PRESENCE
+from ..board.presence import body_gone
 from ..experts.zoo import Zoo
 from ..ingest.golden import golden_image
 from ..results.records import BoardRecord
@@ -40,7 +41,9 @@ class BoardChecked:
     # REF -> the taught classifier's log-odds of good, whatever it called: how far each part sits from its
     # threshold (`cls-<type>`'s good_margin), so a board that passes by a hair is seen before it goes live
     logodds: dict[str, float] = field(default_factory=dict)
-    by_presence: list[str] = field(default_factory=list)  # the flagged parts the presence check called
+    # the flagged parts the presence check calls missing, whether it or an expert decided the verdict: no threshold
+    # of the expert passes them
+    by_presence: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         reg = self.board.registration
@@ -90,6 +93,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
         finally:
             line.stop()
     out, overlays = [], []
+    least = {c.name: c.body_contrast for c in rules.components}
     px_per_mm = geometry.px_per_mm if geometry is not None else None
     for b in found:
         checked = BoardChecked(b)
@@ -104,7 +108,8 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
             checked.flagged = [(p.ref, p.defect_class) for p in record.parts if p.verdict != "pass"]
             checked.alternates = dict(sorted(record.alternates.items()))
             checked.logodds = {p.ref: round(p.good_logodds, 3) for p in record.parts if p.good_logodds is not None}
-            checked.by_presence = [p.ref for p in record.parts if p.verdict != "pass" and p.expert == PRESENCE]
+            checked.by_presence = [p.ref for p in record.parts if p.verdict != "pass" and (
+                p.expert == PRESENCE or body_gone(p.body_share, least.get(p.component_type)))]
         out.append(checked)
     flagged = {c.board.name: {ref for ref, _ in c.flagged} for c in out}
     for path, (photo, boards) in per_photo.items():

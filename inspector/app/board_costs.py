@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ class HeldOut:
     logodds: np.ndarray
     called: np.ndarray
     weights: dict[str, str | None]  # type -> the sha256 of the weights that scored its crops
+    taught: dict[str, float] = field(default_factory=dict)  # type -> the threshold teaching chose (tune --restore)
 
     def hits(self, thresholds: dict[str, float]) -> np.ndarray:
         """Each crop called at its type's threshold, or by the presence check."""
@@ -56,7 +57,8 @@ def write_heldout(zoo_root: Path, held: HeldOut) -> None:
     rows = [[str(t), str(k), round(float(s), 4), bool(c)]
             for t, k, s, c in zip(held.types, held.kinds, held.logodds, held.called)]
     (zoo_root / HELDOUT).write_text(json.dumps({"columns": ["type", "class", "logodds", "presence_called"],
-                                                "crops": rows, "weights": held.weights}), encoding="utf-8")
+                                                "crops": rows, "weights": held.weights,
+                                                "thresholds": held.taught}), encoding="utf-8")
 
 
 def read_heldout(zoo_root: Path) -> HeldOut | None:
@@ -69,7 +71,7 @@ def read_heldout(zoo_root: Path) -> HeldOut | None:
         return None
     types, kinds, logodds, called = zip(*doc["crops"])
     return HeldOut(np.array(types), np.array(kinds), np.array(logodds, np.float64), np.array(called, bool),
-                   doc.get("weights", {}))
+                   doc.get("weights", {}), {str(t): float(v) for t, v in doc.get("thresholds", {}).items()})
 
 
 def stale_types(held: HeldOut, rules: RuleSet, zoo: Zoo) -> list[str]:

@@ -492,7 +492,8 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     served = serve_per_type(zoo_root, expert, checks, own)
     held_out = HeldOut(crops.types[crops.heldout], crops.kinds[crops.heldout], score,
                        called[crops.heldout] if called is not None else np.zeros(int(crops.heldout.sum()), bool),
-                       {c.type: served.entries[f"cls-{c.type}"].weights_sha256 for c in checks})
+                       {c.type: served.entries[f"cls-{c.type}"].weights_sha256 for c in checks},
+                       {c.type: float(c.threshold) for c in checks})
     kinds = [KindCheck(k, n, hit) for k, n, hit in held_out.by_kind({c.type: c.threshold for c in checks})]
     write_heldout(zoo_root, held_out)
     copied = {}

@@ -494,6 +494,8 @@ class Line:
             crop = pending.parts[result.id]
             part = part_verdict(result, crop.ref, crop.component, self.zoo, pending.rules.crop_margin)
             part = overrule(part, pending.shares.get(result.id), crop.component.body_contrast)
+            share = pending.shares.get(result.id)
+            part.body_share = None if share is None else round(float(share), 4)
             part.alternate = pending.alternates.get(crop.ref)
             if crop.at is not None:
                 part.at, part.box = crop.at, box_in_crop(crop)

@@ -130,10 +130,15 @@ def least_share(shares: list[float], budget: float) -> float | None:
     return float(np.quantile(np.asarray(shares, np.float64), budget))
 
 
+def body_gone(measured: float | None, least: float | None) -> bool:
+    """The presence check's own call: the part keeps less than `least` of its golden body's contrast."""
+    return measured is not None and least is not None and measured < least
+
+
 def overrule(part: PartRecord, measured: float | None, least: float | None) -> PartRecord:
     """The part called missing where the presence check finds its body gone and the experts passed it; otherwise
     the experts' verdict stands (a defect they named is more specific than "missing")."""
-    if measured is None or least is None or part.verdict != "pass" or measured >= least:
+    if part.verdict != "pass" or not body_gone(measured, least):
         return part
     return replace(part, expert=EXPERT, weights_sha256=None, verdict="fail", defect_class="missing",
                    score=round(measured, 4), box=None)

@@ -32,12 +32,15 @@ class PartRecord:
     # the approved make's window the part was compared with (its file's name under the rule set's `alternates:`,
     # routing/alternates.py), None: the golden board's (or a part not compared). Stored from schema revision 0011
     alternate: str | None = None
-    # in memory only (not stored): a bare board's difference, its box on the board (x0, y0, x1, y1, image px), and
+    # in memory only (not stored): a bare board's difference, its box on the board (x0, y0, x1, y1, image px),
     # a taught classifier's log-odds of good with its likeliest defect class, whatever it called (they rank a
     # benchmark's precision-recall curve)
     at: tuple[float, float, float, float] | None = None
     good_logodds: float | None = None
     likeliest: str | None = None
+    # the presence check's measure (board/presence.py: the share of its golden body's contrast kept), whatever the
+    # verdict: a part the experts failed may be one the presence check would call missing too
+    body_share: float | None = None
 
 
 @dataclass

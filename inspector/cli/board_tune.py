@@ -1,0 +1,129 @@
+"""`inspector board tune`: pass a taught board's false calls on good boards by lower thresholds (app/board_tune.py),
+each served threshold in the audit trail; `--restore` serves teaching's own again."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .common import database_flags, station_flags
+from .exits import UsageError
+
+
+def add_tune(sub: argparse._SubParsersAction) -> None:
+    tune = sub.add_parser("tune", help="pass the flags of boards known good by lowering their types' thresholds, "
+                                       "within the held-out recall you allow (planned, or served with --apply)")
+    tune.add_argument("photos", nargs="*", help="photos of boards known good (the line's camera, as the line sees "
+                                                "them)")
+    tune.add_argument("--rules", required=True, help="the taught rule set (board teach's RULES.taught.yaml)")
+    tune.add_argument("--zoo", required=True, help="its zoo (board teach's WORK/zoo): its thresholds are what moves")
+    tune.add_argument("--most-lost", type=float, default=5.0,
+                      help="the most a type's held-out recall may fall, in percentage points (default 5)")
+    tune.add_argument("--margin", type=float, default=0.5,
+                      help="log-odds of good left between a passed part and its type's new threshold (default 0.5): "
+                           "a part passed by a hair is flagged again on the next board")
+    tune.add_argument("--apply", action="store_true",
+                      help="serve the new thresholds (written to the zoo, recorded in the audit trail) and check "
+                           "the boards again; without it the plan is printed and nothing changes")
+    tune.add_argument("--restore", action="store_true",
+                      help="serve the thresholds teaching chose again (no photos; with --apply)")
+    tune.add_argument("--reason", help="why (goes into the audit trail with each change)")
+    tune.add_argument("--work", help="where the overlays go (default: beside the zoo)")
+    tune.add_argument("--json", help="also write the plan (and the check after it) as JSON")
+    database_flags(tune)
+    station_flags(tune)
+    from .access import as_flag
+
+    as_flag(tune)
+    tune.set_defaults(func=cmd_tune)
+
+
+def _who(args: argparse.Namespace):  # noqa: ANN202 - an Identity
+    """Who serves the thresholds, asked before anything changes: the person of --as (who needs the experts'
+    permission), or the system account running the command."""
+    from ..access.roles import Permission
+    from .access import acting
+
+    who = acting(args)
+    if who.role != "system":
+        who.require(Permission.EXPERTS)
+    return who
+
+
+def _record(args: argparse.Namespace, who, changes: dict[str, tuple[float, float]], why: str) -> None:  # noqa: ANN001
+    """Each served threshold into the box's audit trail."""
+    from ..access.audit import Change
+    from .access import record_here
+
+    for expert, (before, after) in sorted(changes.items()):
+        record_here(args, who, Change("expert.threshold", expert, {"good_margin": before}, {"good_margin": after},
+                                      args.reason or why))
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from ..app.board_check import check_photos, format_checked
+    from ..app.board_costs import flags_of, read_heldout
+    from ..app.board_tune import format_tune, restore_plan, serve, tune_served
+    from ..experts.zoo import Zoo
+    from ..routing.rules import load_rules
+    from .common import models_of, say
+
+    zoo_root, rules = Path(args.zoo), load_rules(Path(args.rules))
+    held = read_heldout(zoo_root)
+    if held is None:
+        raise ValueError(f"{zoo_root} keeps no held-out scores (not taught by `board teach`, or taught before it kept "
+                         "them): what a lower threshold costs cannot be told; teach the board again")
+    if args.restore:
+        if args.photos:
+            raise UsageError("--restore takes no photos: it serves the thresholds teaching chose")
+        back = restore_plan(rules, Zoo.load(zoo_root), held)
+        for expert, (served, taught) in sorted(back.items()):
+            print(f"{expert}: served {served:.2f}, taught {taught:.2f}")
+        if not back:
+            print("every type is served at the threshold teaching chose: nothing to restore")
+        elif args.apply:
+            who = _who(args)
+            serve(zoo_root, {e: taught for e, (_s, taught) in back.items()})
+            _record(args, who, back, "restored the thresholds teaching chose")
+            print(f"served the taught thresholds of {len(back)} types (recorded in the audit trail)")
+        else:
+            print("nothing changed: add --apply to serve these")
+        return 0
+    if not args.photos:
+        raise UsageError("name the photos of boards known good (or --restore)")
+    if not 0 <= args.most_lost <= 100 or args.margin < 0:
+        raise UsageError("--most-lost is percentage points (0 to 100) and --margin log-odds (0 or more)")
+    work = Path(args.work) if args.work else zoo_root.parent / "tune"
+    photos = [Path(p) for p in args.photos]
+    checked, _overlays, _s = check_photos(Path(args.rules), zoo_root, photos, work, models_of(args), say)
+    print(format_checked(checked))
+    if not any(c.inspected for c in checked):
+        raise ValueError("no good board was registered and inspected: there is nothing to tune on (above, why)")
+    tune = tune_served(flags_of(checked, rules), rules, Zoo.load(zoo_root), held, args.most_lost / 100, args.margin)
+    print(format_tune(tune))
+    doc = {"plan": tune.to_json(), "photos": [str(p) for p in photos]}
+    moved = tune.thresholds()
+    if not moved:
+        print("no threshold moves: nothing to serve")
+    elif not args.apply:
+        print("nothing changed: add --apply to serve these thresholds (each recorded in the audit trail)")
+    else:
+        who = _who(args)
+        before = {t.expert: t.before for t in tune.types if t.changed}
+        serve(zoo_root, moved)
+        passed = ", ".join(ref for t in tune.types if t.changed for ref in t.passed)
+        _record(args, who, {e: (before[e], moved[e]) for e in moved},
+                f"passes {passed} of good boards ({', '.join(p.name for p in photos)}); held-out recall "
+                f"{100 * tune.recall_before:.1f}% -> {100 * tune.recall_after:.1f}%")
+        again, _o, _s = check_photos(Path(args.rules), zoo_root, photos, work, models_of(args), say)
+        left = sum(len(c.flagged) for c in again)
+        print(f"served {len(moved)} thresholds; the good boards checked again on the line: {left} flagged "
+              f"(planned {len(tune.left)})")
+        for c in again:
+            if c.flagged:
+                print(f"  {c.board.name}: {', '.join(f'{ref} ({kind})' for ref, kind in c.flagged)}")
+        doc["after"] = [c.to_json() for c in again]
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
