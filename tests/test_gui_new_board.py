@@ -92,6 +92,36 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     events = backend.audit().events(kind="rules.activate")
     assert len(events) == 1 and events[0].actor == "erin", list(backend.controller.log)[-5:]
 
+    # a board known good whose parts the experts flag (turned, shifted, bridged ones made, and every type's
+    # threshold served high, as a strict teaching's would be): planned, then served
+    from inspector.experts.zoo import Zoo, set_operating_point
+
+    strict = Zoo.load(tab.taught.zoo)
+    for name in [n for n in strict.entries if n.startswith("cls-")]:
+        strict = set_operating_point(strict, name, 8.0)
+    panel = tab.tune_panel
+    assert panel.board == (tab.taught.plan.out, tab.taught.zoo) and not panel.plan_btn.isEnabled()
+    forced = {"R1": "rotated", "R2": "shifted", "R3": "bridge", "C1": "rotated", "C2": "shifted", "C3": "bridge"}
+    odd = render_board(rules, "odd", np.random.default_rng(5), rates={}, forced=forced).image
+    cv2.imwrite(str(tmp_path / "odd.png"), photo_of(odd, 12.0, 1.5, 0.02, (150, 120))[0])  # where the points are
+    panel.add_photos([tmp_path / "odd.png"])
+    panel.most_lost.setValue(100.0)
+    panel.plan_btn.click()
+    qtbot.waitUntil(lambda: panel.tune is not None or panel.status.styleSheet() != "", timeout=120_000)
+    assert panel.tune is not None, panel.status.text()
+    moved = {t.expert: t.after for t in panel.tune.types if t.changed}
+    assert moved and panel.table.rowCount() >= len(panel.tune.types), panel.status.text()
+    assert panel.serve_btn.isEnabled()
+    assert "after the plan" in panel.status.text()
+    planned_left = len(panel.tune.left)
+    panel.serve_btn.click()
+    qtbot.waitUntil(lambda: "Checked again" in panel.status.text() and not panel.busy, timeout=120_000)
+    served = Zoo.load(tab.taught.zoo).entries
+    assert all(served[e].spec["good_margin"] == pytest.approx(v) for e, v in moved.items())
+    assert f"flagged on the good boards: {planned_left}," in panel.status.text()  # the line's second look
+    events = backend.audit().events(kind="expert.threshold")
+    assert {e.subject for e in events} == set(moved) and all(e.actor == "erin" for e in events)
+
 
 def test_the_new_board_tab_imports_an_odb_job_folder_and_the_step_asked_for(qtbot, tmp_path: Path) -> None:
     """An ODB++ job is a folder: the tab takes it. Its board and its panel both place parts, so the import asks which

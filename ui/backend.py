@@ -232,6 +232,34 @@ class LocalBackend(Signed):
         return (f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board from its "
                 "next start")
 
+    def tune_board(self, rules_path: Path, zoo_root: Path, photos: list[Path], most_lost: float,
+                   margin: float) -> tuple[list[Any], Any]:
+        """Boards known good through the line and the tune of their flags (app/board_tune.py): planned, nothing
+        served. Slow (a line run): called off the GUI thread."""
+        from inspector.app.board_tune import tune_boards
+
+        return tune_boards(Path(rules_path), Path(zoo_root), photos, Path(zoo_root).parent / "tune",
+                           self.controller.models_dir, most_lost, margin, self.controller.say)
+
+    def serve_tune(self, zoo_root: Path, tune: Any, reason: str | None = None) -> str:
+        """A planned tune's thresholds served by the zoo, each change recorded in the audit trail as the signed-in
+        person's (who needs the experts' permission); refused before anything when the trail cannot be written."""
+        from inspector.app.board_tune import changes_of, serve
+
+        who = self._require(Permission.EXPERTS)
+        moved = changes_of(tune)
+        if not moved:
+            return "no threshold moves: nothing served"
+        log = self.change_log()
+        log.ready()
+        serve(Path(zoo_root), {e: after for e, (_b, after) in moved.items()})
+        passed = ", ".join(ref for t in tune.types if t.changed for ref in t.passed)
+        for expert, (before, after) in sorted(moved.items()):
+            log.record(who, Change("expert.threshold", expert, {"good_margin": before}, {"good_margin": after},
+                                   reason or f"passes {passed} of good boards"))
+        return (f"served {len(moved)} thresholds (held-out recall {100 * tune.recall_before:.1f}% -> "
+                f"{100 * tune.recall_after:.1f}%); a running line serves them from its next start")
+
     def approve_alternate(self, uuid: str, ref: str, reason: str | None = None, make: str | None = None) -> str:
         """The crop this line kept of a flagged part approved as another make of it (app/board_approve.py), named
         `make` where given: its window beside the rule file, the file's `alternates:` updated, applied and saved,

@@ -13,13 +13,13 @@ checked again on the line: what is printed after is measured, not planned.
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..experts.zoo import Zoo, set_operating_point
-from ..routing.rules import RuleSet
-from .board_costs import Flag, HeldOut, served_thresholds, stale_types
+from ..routing.rules import RuleSet, load_rules
+from .board_costs import Flag, HeldOut, flags_of, read_heldout, served_thresholds, stale_types
 
 UNMEASURED = ("no held-out defect of its type (one part, or none held out): what a lower threshold lets through was "
               "never measured; approve the part (`board approve`) or teach with this photo (`--golden`)")
@@ -27,6 +27,13 @@ STALE = ("its type's held-out scores are of weights no longer served (retrained 
          "again to know the cost")
 NO_ODDS = "its expert gives no log-odds of good (not a taught classifier): no threshold of it to move"
 PRESENCE = "the presence check called it (no body against the board): a lower threshold does not pass it"
+COSTLY = "costs more recall than allowed"  # the short word for a flag --most-lost keeps
+
+
+def short(why: str) -> str:
+    """A left flag's reason in a few words (a table's cell; the whole sentence beside it)."""
+    return {UNMEASURED: "its cost never measured", STALE: "retrained since teaching", NO_ODDS: "no log-odds",
+            PRESENCE: "the presence check's call"}.get(why, COSTLY)
 
 
 @dataclass
@@ -128,6 +135,29 @@ def tune_served(flags: Sequence[Flag], rules: RuleSet, zoo: Zoo, held: HeldOut, 
     """plan_tune on what the line serves: the zoo's thresholds, each type's entry, its stale types."""
     return plan_tune(flags, served_thresholds(rules, zoo), {c.name: c.classifier for c in rules.components}, held,
                      most_lost, margin, stale_types(held, rules, zoo))
+
+
+def tune_boards(rules_path: Path, zoo_root: Path, photos: list[Path], work: Path, models: Path, most_lost: float,
+                margin: float, say: Callable[[str], None] = lambda _m: None) -> tuple[list, Tune | None]:
+    """The good boards of `photos` through the line (board_check.check_photos) and the tune of their flags (None
+    where no board registered: the checked boards say why), what the CLI and the dashboard both show before
+    anything is served. ValueError where the zoo keeps no held-out scores."""
+    from .board_check import check_photos
+
+    held = read_heldout(zoo_root)
+    if held is None:
+        raise ValueError(f"{zoo_root} keeps no held-out scores (not taught by `board teach`, or taught before it kept "
+                         "them): what a lower threshold costs cannot be told; teach the board again")
+    checked, _overlays, _s = check_photos(rules_path, zoo_root, photos, work, models, say)
+    if not any(c.inspected for c in checked):
+        return checked, None
+    rules = load_rules(rules_path)
+    return checked, tune_served(flags_of(checked, rules), rules, Zoo.load(zoo_root), held, most_lost, margin)
+
+
+def changes_of(tune: Tune) -> dict[str, tuple[float, float]]:
+    """Entry -> (served, to serve), for the audit trail's before and after."""
+    return {t.expert: (t.before, t.after) for t in tune.types if t.changed}
 
 
 def restore_plan(rules: RuleSet, zoo: Zoo, held: HeldOut) -> dict[str, tuple[float, float]]:

@@ -62,21 +62,20 @@ def _record(args: argparse.Namespace, who, changes: dict[str, tuple[float, float
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from ..app.board_check import check_photos, format_checked
-    from ..app.board_costs import flags_of, read_heldout
-    from ..app.board_tune import format_tune, restore_plan, serve, tune_served
+    from ..app.board_costs import read_heldout
+    from ..app.board_tune import changes_of, format_tune, restore_plan, serve, tune_boards
     from ..experts.zoo import Zoo
     from ..routing.rules import load_rules
     from .common import models_of, say
 
-    zoo_root, rules = Path(args.zoo), load_rules(Path(args.rules))
-    held = read_heldout(zoo_root)
-    if held is None:
-        raise ValueError(f"{zoo_root} keeps no held-out scores (not taught by `board teach`, or taught before it kept "
-                         "them): what a lower threshold costs cannot be told; teach the board again")
+    zoo_root, rules_path = Path(args.zoo), Path(args.rules)
     if args.restore:
         if args.photos:
             raise UsageError("--restore takes no photos: it serves the thresholds teaching chose")
-        back = restore_plan(rules, Zoo.load(zoo_root), held)
+        held = read_heldout(zoo_root)
+        if held is None:
+            raise ValueError(f"{zoo_root} keeps no held-out record of its teaching: there is nothing to restore from")
+        back = restore_plan(load_rules(rules_path), Zoo.load(zoo_root), held)
         for expert, (served, taught) in sorted(back.items()):
             print(f"{expert}: served {served:.2f}, taught {taught:.2f}")
         if not back:
@@ -95,27 +94,25 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise UsageError("--most-lost is percentage points (0 to 100) and --margin log-odds (0 or more)")
     work = Path(args.work) if args.work else zoo_root.parent / "tune"
     photos = [Path(p) for p in args.photos]
-    checked, _overlays, _s = check_photos(Path(args.rules), zoo_root, photos, work, models_of(args), say)
+    checked, tune = tune_boards(rules_path, zoo_root, photos, work, models_of(args), args.most_lost / 100,
+                                args.margin, say)
     print(format_checked(checked))
-    if not any(c.inspected for c in checked):
-        raise ValueError("no good board was registered and inspected: there is nothing to tune on (above, why)")
-    tune = tune_served(flags_of(checked, rules), rules, Zoo.load(zoo_root), held, args.most_lost / 100, args.margin)
+    if tune is None:
+        raise ValueError("no good board was registered and inspected (above, why): there is nothing to tune on")
     print(format_tune(tune))
     doc = {"plan": tune.to_json(), "photos": [str(p) for p in photos]}
-    moved = tune.thresholds()
+    moved = changes_of(tune)
     if not moved:
         print("no threshold moves: nothing to serve")
     elif not args.apply:
         print("nothing changed: add --apply to serve these thresholds (each recorded in the audit trail)")
     else:
         who = _who(args)
-        before = {t.expert: t.before for t in tune.types if t.changed}
-        serve(zoo_root, moved)
+        serve(zoo_root, {e: after for e, (_b, after) in moved.items()})
         passed = ", ".join(ref for t in tune.types if t.changed for ref in t.passed)
-        _record(args, who, {e: (before[e], moved[e]) for e in moved},
-                f"passes {passed} of good boards ({', '.join(p.name for p in photos)}); held-out recall "
-                f"{100 * tune.recall_before:.1f}% -> {100 * tune.recall_after:.1f}%")
-        again, _o, _s = check_photos(Path(args.rules), zoo_root, photos, work, models_of(args), say)
+        _record(args, who, moved, f"passes {passed} of good boards ({', '.join(p.name for p in photos)}); held-out "
+                                  f"recall {100 * tune.recall_before:.1f}% -> {100 * tune.recall_after:.1f}%")
+        again, _o, _s = check_photos(rules_path, zoo_root, photos, work, models_of(args), say)
         left = sum(len(c.flagged) for c in again)
         print(f"served {len(moved)} thresholds; the good boards checked again on the line: {left} flagged "
               f"(planned {len(tune.left)})")

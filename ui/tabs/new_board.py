@@ -3,7 +3,8 @@
 Import the CAD (inspector/board), add golden photos and see every part's window drawn where the registration put
 it (click a spot on the photo, then the same spot on the CAD drawing, three times or more, where the outline does
 not register it; a tray's boards each drawn and listed), teach with a progress bar (on every board of a tray of golden
-boards when asked), read the validation table, and make the taught board the line's
+boards when asked), read the validation table, pass the false calls of boards known good by lower thresholds within
+the recall allowed (board_tune_panel.py), and make the taught board the line's
 (from its next start: a new board brings its own experts). The slow steps run off the GUI thread (worker.Job).
 """
 from __future__ import annotations
@@ -37,7 +38,8 @@ from PySide6.QtWidgets import (
 from inspector.access.roles import Permission
 
 from ..style import ERROR_TEXT, bgr_pixmap
-from ..worker import Job
+from ..worker import OneJobAtATime
+from .board_tune_panel import TunePanel
 
 PICTURE_PX = 420  # the longer side of each picture shown
 EPOCH = re.compile(r"^epoch (\d+)/(\d+)")
@@ -72,14 +74,14 @@ class ClickPicture(QLabel):
         super().mousePressEvent(event)
 
 
-class NewBoardTab(QWidget):
+class NewBoardTab(OneJobAtATime, QWidget):
+    job_name = "new-board"
+
     def __init__(self, backend: Any, work_root: Path) -> None:
         super().__init__()
         self.backend, self.work_root = backend, Path(work_root)
         self.rules_path: Path | None = None
         self.taught: Any = None
-        self.job: Job | None = None
-        self.busy = False  # a job's answer arrives while its thread is still ending: this, not the thread, says
         self.points: list[tuple[tuple[float, float], tuple[float, float]]] = []
         self._photo_point: tuple[float, float] | None = None
         self._overlay_scale = 1.0  # the photo shown is the overlay: the photo at this scale
@@ -135,6 +137,7 @@ class NewBoardTab(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.activate_btn = QPushButton("Make it the line's board")
         self.activate_btn.clicked.connect(self.activate)
+        self.tune_panel = TunePanel(backend)
 
         form = QFormLayout()
         row = QHBoxLayout()
@@ -175,6 +178,7 @@ class NewBoardTab(QWidget):
         layout.addLayout(teach)
         layout.addWidget(self.status)
         layout.addWidget(self.table, 1)
+        layout.addWidget(self.tune_panel, 1)
         self._enable()
 
     # -- state --------------------------------------------------------------------------------------
@@ -192,18 +196,6 @@ class NewBoardTab(QWidget):
         self.status.setStyleSheet(ERROR_TEXT if error else "")
         self.status.setText(text)
 
-    def _run(self, fn: Any, done: Any) -> None:
-        self.job = Job(fn, "new-board")
-        self.job.done.connect(lambda result: self._finished(done, result))
-        self.job.failed.connect(lambda message: self._finished(lambda m: self._say(m, error=True), message))
-        self.busy = True
-        self.job.start()
-        self._enable()
-
-    def _finished(self, then: Any, result: Any) -> None:
-        self.busy = False
-        then(result)
-        self._enable()
 
     def _browse(self, edit: QLineEdit, what: str) -> None:
         path, _ = QFileDialog.getOpenFileName(self, f"Choose the {what}")
@@ -331,6 +323,7 @@ class NewBoardTab(QWidget):
         from inspector.app.board_teach import percent
 
         self.taught = taught
+        self.tune_panel.set_board(taught.plan.out, taught.zoo)
         self.bar.setValue(100)
         rows = [*taught.checks, taught.pooled]
         self.table.setRowCount(len(rows))
@@ -354,6 +347,7 @@ class NewBoardTab(QWidget):
 
     def permit(self) -> None:
         self._enable()
+        self.tune_panel.permit()
 
 
 def registered_text(path: Path, found: list[Any]) -> str:
