@@ -486,6 +486,16 @@ def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_r
     assert {e.subject for e in events} == set(moved) and all(e.reason == "bench board" for e in events)
     assert all(json.loads(e.before)["good_margin"] > json.loads(e.after)["good_margin"] for e in events)
     assert all(e.actor.startswith("system:") for e in events)  # no --as: the account running the command
+    record = zoo / "heldout-scores.json"  # as if one moved type's expert were retrained since teaching
+    kept = record.read_text(encoding="utf-8")
+    retrained = next(iter(moved))[len("cls-"):]
+    doc_kept = json.loads(kept)
+    doc_kept["weights"][retrained] = "0" * 64
+    record.write_text(json.dumps(doc_kept), encoding="utf-8")
+    r = cli(*tune, "--restore")
+    assert r.returncode == 0 and f"retrained since teaching: its taught threshold is of other weights): {retrained}" \
+        in r.stdout and f"cls-{retrained}: served" not in r.stdout, r.stdout
+    record.write_text(kept, encoding="utf-8")
     r = cli(*tune, "--restore")  # said, not served
     assert r.returncode == 0 and "add --apply" in r.stdout and Zoo.load(zoo).entries == entries
     r = cli(*tune, "--restore", "--apply")

@@ -160,14 +160,18 @@ def changes_of(tune: Tune) -> dict[str, tuple[float, float]]:
     return {t.expert: (t.before, t.after) for t in tune.types if t.changed}
 
 
-def restore_plan(rules: RuleSet, zoo: Zoo, held: HeldOut) -> dict[str, tuple[float, float]]:
-    """Entry -> (served, taught) for every type served at another threshold than teaching chose."""
+def restore_plan(rules: RuleSet, zoo: Zoo, held: HeldOut) -> tuple[dict[str, tuple[float, float]], list[str]]:
+    """(entry -> (served, taught) for every type served at another threshold than teaching chose, the types left
+    as they are because their expert was retrained since teaching: teaching's threshold was chosen for weights no
+    longer served)."""
     if not held.taught:
         raise ValueError("this zoo's held-out record keeps no taught thresholds (taught before `board tune` "
                          "existed): teach the board again to have them")
-    served = served_thresholds(rules, zoo)
-    return {c.classifier: (served[c.name], held.taught[c.name]) for c in rules.components
-            if c.name in served and c.name in held.taught and abs(served[c.name] - held.taught[c.name]) > 1e-9}
+    served, stale = served_thresholds(rules, zoo), set(stale_types(held, rules, zoo))
+    moved = [c for c in rules.components if c.name in served and c.name in held.taught
+             and abs(served[c.name] - held.taught[c.name]) > 1e-9]
+    return ({c.classifier: (served[c.name], held.taught[c.name]) for c in moved if c.name not in stale},
+            sorted(c.name for c in moved if c.name in stale))
 
 
 def serve(zoo_root: Path, thresholds: dict[str, float]) -> Zoo:

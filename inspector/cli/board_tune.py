@@ -75,7 +75,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         held = read_heldout(zoo_root)
         if held is None:
             raise ValueError(f"{zoo_root} keeps no held-out record of its teaching: there is nothing to restore from")
-        back = restore_plan(load_rules(rules_path), Zoo.load(zoo_root), held)
+        back, retrained = restore_plan(load_rules(rules_path), Zoo.load(zoo_root), held)
+        if retrained:
+            print(f"left as served (retrained since teaching: its taught threshold is of other weights): "
+                  f"{', '.join(retrained)}")
         for expert, (served, taught) in sorted(back.items()):
             print(f"{expert}: served {served:.2f}, taught {taught:.2f}")
         if not back:
