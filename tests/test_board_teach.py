@@ -469,6 +469,11 @@ def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_r
     for t in strict["types"]:  # no held-out defect of a measured type lost
         assert t["recall_before"] is None or t["recall_after"] == t["recall_before"], t
     assert strict["flagged"] >= 3 and all(f["why"] for f in strict["left"])
+    # a trail that cannot be written refuses the change before anything is served
+    r = cli(*tune, str(root / "odd.png"), "--most-lost", "100", "--apply", "--db",
+            sqlite_url(tmp_path / "no-such-folder" / "box.sqlite"))
+    assert r.returncode != 0 and "cannot open the results database" in r.stderr, r.stderr
+    assert (zoo / "manifest.json").read_bytes() == manifest
     r = cli(*tune, str(root / "odd.png"), "--most-lost", "100", "--margin", "0.25", "--apply", "--reason",
             "bench board", "--json", str(tmp_path / "served.json"))
     assert r.returncode == 0, r.stderr

@@ -493,8 +493,8 @@ class Line:
             self._part_hist.observe(result.latency)
             crop = pending.parts[result.id]
             part = part_verdict(result, crop.ref, crop.component, self.zoo, pending.rules.crop_margin)
-            part = overrule(part, pending.shares.get(result.id), crop.component.body_contrast)
             share = pending.shares.get(result.id)
+            part = overrule(part, share, crop.component.body_contrast)
             part.body_share = None if share is None else round(float(share), 4)
             part.alternate = pending.alternates.get(crop.ref)
             if crop.at is not None:

@@ -38,26 +38,30 @@ def add_tune(sub: argparse._SubParsersAction) -> None:
     tune.set_defaults(func=cmd_tune)
 
 
-def _who(args: argparse.Namespace):  # noqa: ANN202 - an Identity
-    """Who serves the thresholds, asked before anything changes: the person of --as (who needs the experts'
-    permission), or the system account running the command."""
+def _serving(args: argparse.Namespace):  # noqa: ANN202 - (an Identity, a ChangeLog)
+    """Who serves the thresholds and the trail that records it, both before anything changes: the person of --as
+    (who needs the experts' permission) or the system account running the command; a trail that cannot be
+    written now refuses the change (nothing served)."""
     from ..access.roles import Permission
+    from ..app.changes import ChangeLog
+    from ..results.store import ResultStore
     from .access import acting
+    from .common import db_url, say
 
     who = acting(args)
     if who.role != "system":
         who.require(Permission.EXPERTS)
-    return who
+    log = ChangeLog(ResultStore(db_url(args)), args.line, args.station, say)
+    log.ready()
+    return who, log
 
 
-def _record(args: argparse.Namespace, who, changes: dict[str, tuple[float, float]], why: str) -> None:  # noqa: ANN001
-    """Each served threshold into the box's audit trail."""
+def _record(log, who, changes: dict[str, tuple[float, float]], why: str) -> None:  # noqa: ANN001
+    """Each served threshold into the box's audit trail (a record that fails after the change is said loudly)."""
     from ..access.audit import Change
-    from .access import record_here
 
     for expert, (before, after) in sorted(changes.items()):
-        record_here(args, who, Change("expert.threshold", expert, {"good_margin": before}, {"good_margin": after},
-                                      args.reason or why))
+        log.record(who, Change("expert.threshold", expert, {"good_margin": before}, {"good_margin": after}, why))
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -84,9 +88,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if not back:
             print("every type is served at the threshold teaching chose: nothing to restore")
         elif args.apply:
-            who = _who(args)
+            who, log = _serving(args)
             serve(zoo_root, {e: taught for e, (_s, taught) in back.items()})
-            _record(args, who, back, "restored the thresholds teaching chose")
+            _record(log, who, back, args.reason or "restored the thresholds teaching chose")
             print(f"served the taught thresholds of {len(back)} types (recorded in the audit trail)")
         else:
             print("nothing changed: add --apply to serve these")
@@ -110,11 +114,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     elif not args.apply:
         print("nothing changed: add --apply to serve these thresholds (each recorded in the audit trail)")
     else:
-        who = _who(args)
+        who, log = _serving(args)
         serve(zoo_root, {e: after for e, (_b, after) in moved.items()})
         passed = ", ".join(ref for t in tune.types if t.changed for ref in t.passed)
-        _record(args, who, moved, f"passes {passed} of good boards ({', '.join(p.name for p in photos)}); held-out "
-                                  f"recall {100 * tune.recall_before:.1f}% -> {100 * tune.recall_after:.1f}%")
+        boards = ", ".join(p.name for p in photos)
+        _record(log, who, moved, args.reason or f"passes {passed} of good boards ({boards}); held-out recall "
+                                                f"{100 * tune.recall_before:.1f}% -> {100 * tune.recall_after:.1f}%")
         again, _o, _s = check_photos(rules_path, zoo_root, photos, work, models_of(args), say)
         left = sum(len(c.flagged) for c in again)
         print(f"served {len(moved)} thresholds; the good boards checked again on the line: {left} flagged "
