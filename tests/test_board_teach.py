@@ -452,12 +452,18 @@ def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_r
     import shutil
 
     from inspector.access.audit import AuditTrail
-    from inspector.experts.zoo import Zoo
+    from inspector.app.board_tune import UNMEASURED
+    from inspector.experts.zoo import Zoo, set_operating_point
     from inspector.results.store import ResultStore, sqlite_url
 
     root, doc, _ = taught_board
     zoo = tmp_path / "zoo"
     shutil.copytree(doc["zoo"], zoo)
+    # every type served at a threshold no part reaches, so the experts flag every part and the plan meets every
+    # reason whatever the taught expert (teaching differs with the threads it runs on)
+    high = Zoo.load(zoo)
+    for name in [n for n in high.entries if n.startswith("cls-")]:
+        high = set_operating_point(high, name, 30.0)
     manifest = (zoo / "manifest.json").read_bytes()
     db = sqlite_url(tmp_path / "box.sqlite")
     tune = ("--models", str(box_models), "board", "tune", "--rules", str(root / "b.taught.yaml"), "--zoo", str(zoo),
@@ -468,7 +474,9 @@ def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_r
     strict = json.loads((tmp_path / "strict.json").read_text(encoding="utf-8"))["plan"]
     for t in strict["types"]:  # no held-out defect of a measured type lost
         assert t["recall_before"] is None or t["recall_after"] == t["recall_before"], t
-    assert strict["flagged"] >= 3 and all(f["why"] for f in strict["left"])
+    assert strict["flagged"] == len(load_rules(root / "b.taught.yaml").placements())
+    whys = {f["why"] for f in strict["left"]}
+    assert UNMEASURED in whys and all(whys)  # the one-part type's cost was never measured: never lowered
     # a trail that cannot be written refuses the change before anything is served
     r = cli(*tune, str(root / "odd.png"), "--most-lost", "100", "--apply", "--db",
             sqlite_url(tmp_path / "no-such-folder" / "box.sqlite"))
@@ -508,7 +516,7 @@ def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_r
     taught = {f"cls-{t['type']}": t["threshold"] for t in doc["types"]}
     restored = Zoo.load(zoo).entries
     assert all(restored[name].spec["good_margin"] == pytest.approx(taught[name], abs=1e-4) for name in taught)
-    assert len(trail.events("expert.threshold")) == 2 * len(moved) and trail.verify().intact
+    assert len(trail.events("expert.threshold")) == len(moved) + len(taught) and trail.verify().intact
     r = cli(*tune, "--restore")
     assert r.returncode == 0 and "nothing to restore" in r.stdout
     r = cli(*tune)

@@ -98,7 +98,7 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
 
     strict = Zoo.load(tab.taught.zoo)
     for name in [n for n in strict.entries if n.startswith("cls-")]:
-        strict = set_operating_point(strict, name, 8.0)
+        strict = set_operating_point(strict, name, 30.0)
     panel = tab.tune_panel
     assert panel.board == (tab.taught.plan.out, tab.taught.zoo) and not panel.plan_btn.isEnabled()
     forced = {"R1": "rotated", "R2": "shifted", "R3": "bridge", "C1": "rotated", "C2": "shifted", "C3": "bridge"}

@@ -177,8 +177,10 @@ class NewBoardTab(OneJobAtATime, QWidget):
         layout.addWidget(self.registration)
         layout.addLayout(teach)
         layout.addWidget(self.status)
-        layout.addWidget(self.table, 1)
-        layout.addWidget(self.tune_panel, 1)
+        results = QHBoxLayout()  # side by side: a panel PC's 768 px have no room for both stacked
+        results.addWidget(self.table, 1)
+        results.addWidget(self.tune_panel, 1)
+        layout.addLayout(results, 1)
         self._enable()
 
     # -- state --------------------------------------------------------------------------------------
