@@ -1,6 +1,7 @@
-"""The New board tab's good boards: photos of boards known good through the taught board's line, the tune of their
-flags planned type by type (inspector/app/board_tune.py: each type's threshold lowered while its held-out recall
-holds within the points allowed), and served only when an engineer says so, in the audit trail under their name.
+"""The New board tab's good boards, beside its validation table: photos of boards known good through the taught
+board's line, the tune of their flags planned type by type (inspector/app/board_tune.py: each type's threshold
+lowered while its held-out recall holds within the points allowed), and served only when an engineer says so, in
+the audit trail under their name.
 After serving, the boards are planned again: what the table then shows is the line's second look, measured."""
 from __future__ import annotations
 
