@@ -244,19 +244,14 @@ class LocalBackend(Signed):
     def serve_tune(self, zoo_root: Path, tune: Any, reason: str | None = None) -> str:
         """A planned tune's thresholds served by the zoo, each change recorded in the audit trail as the signed-in
         person's (who needs the experts' permission); refused before anything when the trail cannot be written."""
-        from inspector.app.board_tune import changes_of, serve
+        from inspector.app.board_tune import changes_of, serve_audited
 
         who = self._require(Permission.EXPERTS)
         moved = changes_of(tune)
         if not moved:
             return "no threshold moves: nothing served"
-        log = self.change_log()
-        log.ready()
-        serve(Path(zoo_root), {e: after for e, (_b, after) in moved.items()})
         passed = ", ".join(ref for t in tune.types if t.changed for ref in t.passed)
-        for expert, (before, after) in sorted(moved.items()):
-            log.record(who, Change("expert.threshold", expert, {"good_margin": before}, {"good_margin": after},
-                                   reason or f"passes {passed} of good boards"))
+        serve_audited(Path(zoo_root), moved, self.change_log(), who, reason or f"passes {passed} of good boards")
         return (f"served {len(moved)} thresholds (held-out recall {100 * tune.recall_before:.1f}% -> "
                 f"{100 * tune.recall_after:.1f}%); a running line serves them from its next start")
 

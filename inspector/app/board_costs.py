@@ -53,6 +53,11 @@ class HeldOut:
                 for k in sorted(set(self.kinds[self.kinds != "good"]))]
 
 
+def percent(v: float) -> str:
+    """A share as the validation tables print it ("-" where there was nothing to count)."""
+    return "-" if v != v else f"{100 * v:.1f}%"
+
+
 def write_heldout(zoo_root: Path, held: HeldOut) -> None:
     rows = [[str(t), str(k), round(float(s), 4), bool(c)]
             for t, k, s, c in zip(held.types, held.kinds, held.logodds, held.called)]
@@ -153,16 +158,15 @@ def format_costs(flags: list[Flag], thresholds: dict[str, float], held: HeldOut 
         return (f"the held-out scores are of weights no longer served for {', '.join(stale)} (retrained since "
                 "teaching): what passing a flagged part costs cannot be told from them; teach the board again")
     steps = passing_costs(flags, thresholds, held)
-    pct = lambda v: "-" if v != v else f"{100 * v:.1f}%"  # noqa: E731 - a share as the tables print it
     lines = ["passing the good boards' flagged parts, nearest its threshold first (each type's threshold lowered just "
              "under its part; recall: the held-out made defects still called, the presence check's calls counted):",
              f"{'step':<5}{'part':<16}{'type':<30}{'log-odds':>9}{'threshold':>19}{'flagged':>8}{'recall':>8}"
              f"{'its type':>18}",
-             f"{'0':<5}{'(served)':<16}{'':<30}{'':>9}{'':>19}{len(flags):>8}{pct(held.recall(thresholds)):>8}"]
+             f"{'0':<5}{'(served)':<16}{'':<30}{'':>9}{'':>19}{len(flags):>8}{percent(held.recall(thresholds)):>8}"]
     for k, s in enumerate(steps, 1):
         f = s.flag
         lines.append(f"{k:<5}{f.ref:<16}{f.type[:29]:<30}{f.logodds:>9.2f}{s.before:>9.2f} -> {s.after:<6.2f}"
-                     f"{s.flagged:>8}{pct(s.recall):>8}{pct(s.type_before):>8} -> {pct(s.type_after):<6}")
+                     f"{s.flagged:>8}{percent(s.recall):>8}{percent(s.type_before):>8} -> {percent(s.type_after):<6}")
     presence = [f for f in flags if f.presence]
     if presence:
         lines.append("called by the presence check (a lower threshold does not pass them; its least share is the "

@@ -64,7 +64,7 @@ from .board_anomaly import (
     whitening,
     write_anomaly_expert,
 )
-from .board_costs import HeldOut, write_heldout
+from .board_costs import HeldOut, percent, write_heldout
 from .board_photos import PhotoBoard, boards_of, overlay, placed, points_path, read_photo, registration_inputs
 
 GOOD = "good"
@@ -538,6 +538,3 @@ def format_checks(taught: BoardTaught) -> str:
     return "\n".join(lines)
 
 
-def percent(v: float) -> str:
-    """A share as the validation table prints it ("-" where there was nothing to count)."""
-    return "-" if v != v else f"{100 * v:.1f}%"

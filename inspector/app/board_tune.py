@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..experts.zoo import Zoo, set_operating_point
 from ..routing.rules import RuleSet, load_rules
-from .board_costs import Flag, HeldOut, flags_of, read_heldout, served_thresholds, stale_types
+from .board_costs import Flag, HeldOut, flags_of, percent, read_heldout, served_thresholds, stale_types
 
 UNMEASURED = ("no held-out defect of its type (one part, or none held out): what a lower threshold lets through was "
               "never measured; approve the part (`board approve`) or teach with this photo (`--golden`)")
@@ -27,6 +28,7 @@ STALE = ("its type's held-out scores are of weights no longer served (retrained 
          "again to know the cost")
 NO_ODDS = "its expert gives no log-odds of good (not a taught classifier): no threshold of it to move"
 PRESENCE = "the presence check called it (no body against the board): a lower threshold does not pass it"
+MARGIN = 0.5  # log-odds left under a passed part by default: one passed by a hair is flagged again on the next board
 COSTLY = "costs more recall than allowed"  # the short word for a flag --most-lost keeps
 
 
@@ -182,16 +184,28 @@ def serve(zoo_root: Path, thresholds: dict[str, float]) -> Zoo:
     return zoo
 
 
+def serve_audited(zoo_root: Path, changes: dict[str, tuple[float, float]], log: Any, who: Any, why: str) -> Zoo:
+    """Serve each entry's new threshold (entry -> (served, new)) and record it in the audit trail as
+    `expert.threshold` (`log`: app/changes.ChangeLog; `who`: the Identity serving): refused before anything when the
+    trail cannot be written now, as every change of the line is."""
+    from ..access.audit import Change
+
+    log.ready()
+    zoo = serve(zoo_root, {e: new for e, (_b, new) in changes.items()})
+    for expert, (before, new) in sorted(changes.items()):
+        log.record(who, Change("expert.threshold", expert, {"good_margin": before}, {"good_margin": new}, why))
+    return zoo
+
+
 def format_tune(tune: Tune) -> str:
-    pct = lambda v: "-" if v != v else f"{100 * v:.1f}%"  # noqa: E731 - a share as the tables print it
     lines = [f"passing the good boards' flags: each type's threshold {tune.margin:g} log-odds under its part, its "
              f"held-out recall lowered by at most {100 * tune.most_lost:g} points",
              f"{'type':<34}{'flagged':>8}{'passed':>7}{'threshold':>22}{'its held-out recall':>22}"]
     for t in tune.types:
         lines.append(f"{t.type[:33]:<34}{len(t.flags):>8}{len(t.passed):>7}{t.before:>10.2f} -> {t.after:<8.2f}"
-                     f"{pct(t.recall_before):>10} -> {pct(t.recall_after):<8}")
-    lines.append(f"all types' held-out recall {pct(tune.recall_before)} -> {pct(tune.recall_after)}; flagged on the "
-                 f"good boards {tune.flags} -> {len(tune.left)}")
+                     f"{percent(t.recall_before):>10} -> {percent(t.recall_after):<8}")
+    lines.append(f"all types' held-out recall {percent(tune.recall_before)} -> {percent(tune.recall_after)}; flagged "
+                 f"on the good boards {tune.flags} -> {len(tune.left)}")
     for f, why in tune.left:
         lines.append(f"  left flagged: {f.board} {f.ref} ({f.type}): {why}")
     return "\n".join(line.rstrip() for line in lines)

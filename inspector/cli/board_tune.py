@@ -19,7 +19,7 @@ def add_tune(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--zoo", required=True, help="its zoo (board teach's WORK/zoo): its thresholds are what moves")
     tune.add_argument("--most-lost", type=float, default=5.0,
                       help="the most a type's held-out recall may fall, in percentage points (default 5)")
-    tune.add_argument("--margin", type=float, default=0.5,
+    tune.add_argument("--margin", type=float,
                       help="log-odds of good left between a passed part and its type's new threshold (default 0.5): "
                            "a part passed by a hair is flagged again on the next board")
     tune.add_argument("--apply", action="store_true",
@@ -39,9 +39,8 @@ def add_tune(sub: argparse._SubParsersAction) -> None:
 
 
 def _serving(args: argparse.Namespace):  # noqa: ANN202 - (an Identity, a ChangeLog)
-    """Who serves the thresholds and the trail that records it, both before anything changes: the person of --as
-    (who needs the experts' permission) or the system account running the command; a trail that cannot be
-    written now refuses the change (nothing served)."""
+    """Who serves the thresholds, asked before anything changes (the person of --as, who needs the experts'
+    permission, or the system account running the command), and the box's trail that records it."""
     from ..access.roles import Permission
     from ..app.changes import ChangeLog
     from ..results.store import ResultStore
@@ -51,23 +50,13 @@ def _serving(args: argparse.Namespace):  # noqa: ANN202 - (an Identity, a Change
     who = acting(args)
     if who.role != "system":
         who.require(Permission.EXPERTS)
-    log = ChangeLog(ResultStore(db_url(args)), args.line, args.station, say)
-    log.ready()
-    return who, log
-
-
-def _record(log, who, changes: dict[str, tuple[float, float]], why: str) -> None:  # noqa: ANN001
-    """Each served threshold into the box's audit trail (a record that fails after the change is said loudly)."""
-    from ..access.audit import Change
-
-    for expert, (before, after) in sorted(changes.items()):
-        log.record(who, Change("expert.threshold", expert, {"good_margin": before}, {"good_margin": after}, why))
+    return who, ChangeLog(ResultStore(db_url(args)), args.line, args.station, say)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from ..app.board_check import check_photos, format_checked
     from ..app.board_costs import read_heldout
-    from ..app.board_tune import changes_of, format_tune, restore_plan, serve, tune_boards
+    from ..app.board_tune import MARGIN, changes_of, format_tune, restore_plan, serve_audited, tune_boards
     from ..experts.zoo import Zoo
     from ..routing.rules import load_rules
     from .common import models_of, say
@@ -89,20 +78,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print("every type is served at the threshold teaching chose: nothing to restore")
         elif args.apply:
             who, log = _serving(args)
-            serve(zoo_root, {e: taught for e, (_s, taught) in back.items()})
-            _record(log, who, back, args.reason or "restored the thresholds teaching chose")
+            serve_audited(zoo_root, back, log, who, args.reason or "restored the thresholds teaching chose")
             print(f"served the taught thresholds of {len(back)} types (recorded in the audit trail)")
         else:
             print("nothing changed: add --apply to serve these")
         return 0
     if not args.photos:
         raise UsageError("name the photos of boards known good (or --restore)")
-    if not 0 <= args.most_lost <= 100 or args.margin < 0:
+    margin = MARGIN if args.margin is None else args.margin
+    if not 0 <= args.most_lost <= 100 or margin < 0:
         raise UsageError("--most-lost is percentage points (0 to 100) and --margin log-odds (0 or more)")
     work = Path(args.work) if args.work else zoo_root.parent / "tune"
     photos = [Path(p) for p in args.photos]
     checked, tune = tune_boards(rules_path, zoo_root, photos, work, models_of(args), args.most_lost / 100,
-                                args.margin, say)
+                                margin, say)
     print(format_checked(checked))
     if tune is None:
         raise ValueError("no good board was registered and inspected (above, why): there is nothing to tune on")
@@ -115,11 +104,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("nothing changed: add --apply to serve these thresholds (each recorded in the audit trail)")
     else:
         who, log = _serving(args)
-        serve(zoo_root, {e: after for e, (_b, after) in moved.items()})
         passed = ", ".join(ref for t in tune.types if t.changed for ref in t.passed)
         boards = ", ".join(p.name for p in photos)
-        _record(log, who, moved, args.reason or f"passes {passed} of good boards ({boards}); held-out recall "
-                                                f"{100 * tune.recall_before:.1f}% -> {100 * tune.recall_after:.1f}%")
+        why = (f"passes {passed} of good boards ({boards}); held-out recall {100 * tune.recall_before:.1f}% -> "
+               f"{100 * tune.recall_after:.1f}%")
+        serve_audited(zoo_root, moved, log, who, args.reason or why)
         again, _o, _s = check_photos(rules_path, zoo_root, photos, work, models_of(args), say)
         left = sum(len(c.flagged) for c in again)
         print(f"served {len(moved)} thresholds; the good boards checked again on the line: {left} flagged "

@@ -22,14 +22,11 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.access.roles import Permission
-from inspector.app.board_tune import PRESENCE, short
+from inspector.app.board_costs import percent
+from inspector.app.board_tune import MARGIN, PRESENCE, short
 
 from ..style import ERROR_TEXT
 from ..worker import OneJobAtATime
-
-
-def pct(v: float) -> str:
-    return "-" if v != v else f"{100 * v:.1f}%"
 
 
 class TunePanel(OneJobAtATime, QWidget):
@@ -113,7 +110,7 @@ class TunePanel(OneJobAtATime, QWidget):
         rules, zoo = self.board
         lost = self.most_lost.value() / 100
         self._say("the good boards through the line…")
-        self._run(lambda: self.backend.tune_board(rules, zoo, self.photos, lost, 0.5),
+        self._run(lambda: self.backend.tune_board(rules, zoo, self.photos, lost, MARGIN),
                   lambda result: self._planned(result, after))
 
     def _planned(self, result: tuple[list[Any], Any], after: str) -> None:
@@ -128,7 +125,7 @@ class TunePanel(OneJobAtATime, QWidget):
         for f, why in tune.left:
             left.setdefault("(presence check)" if why == PRESENCE else f.type, []).append((f, why))
         rows = [(t.type, len(t.flags), len(t.passed), f"{t.before:.2f} → {t.after:.2f}",
-                 f"{pct(t.recall_before)} → {pct(t.recall_after)}", left.get(t.type, [])) for t in tune.types]
+                 f"{percent(t.recall_before)} → {percent(t.recall_after)}", left.get(t.type, [])) for t in tune.types]
         if "(presence check)" in left:
             calls = left["(presence check)"]
             rows.append(("(presence check)", len(calls), 0, "", "", calls))
@@ -143,8 +140,8 @@ class TunePanel(OneJobAtATime, QWidget):
                 self.table.setItem(r, col, item)
         boards = sum(1 for c in checked if c.inspected)
         self._say(f"{after}flagged on the good boards: {tune.flags}, {len(tune.left)} after the plan ({boards} "
-                  f"board{'s' if boards != 1 else ''}); all types' held-out recall {pct(tune.recall_before)} → "
-                  f"{pct(tune.recall_after)}")
+                  f"board{'s' if boards != 1 else ''}); all types' held-out recall {percent(tune.recall_before)} → "
+                  f"{percent(tune.recall_after)}")
 
     def serve(self) -> None:
         try:

@@ -322,7 +322,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.status.setText(message.splitlines()[0][:200])
 
     def _taught(self, taught: Any) -> None:
-        from inspector.app.board_teach import percent
+        from inspector.app.board_costs import percent
 
         self.taught = taught
         self.tune_panel.set_board(taught.plan.out, taught.zoo)
