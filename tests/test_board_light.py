@@ -2,6 +2,7 @@
 a drawn board, a part that differs (missing) stays different, and what is not a change of light is refused."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 
@@ -39,6 +40,18 @@ def test_another_light_is_undone_and_a_missing_part_stays_missing() -> None:
     assert after < 0.25 * before and after < 6.0
     # the missing part is still as far from the golden board as it was under the golden light
     assert np.abs(matched.astype(float) - golden)[part].mean() > 0.6 * np.abs(live.astype(float) - golden)[part].mean()
+
+
+def test_a_blurrier_camera_is_not_taken_for_more_contrast() -> None:
+    """A camera less sharp than the golden board's squeezes the board's fine detail, not its light: the fit finds
+    the light it was given (fitted on the sharp values, a 1 px blur read as 70% more contrast)."""
+    golden, live, _ = _golden_and_live()
+    for sigma in (1.0, 1.5):
+        photo = _relit(cv2.GaussianBlur(live, (0, 0), sigma), (0.8, 0.8, 0.8), (10.0, 10.0, 10.0))
+        fits = light_map(photo, golden)
+        assert fits is not None
+        for gain, offset in fits:
+            assert gain == pytest.approx(1 / 0.8, rel=0.08) and offset == pytest.approx(-10 / 0.8, abs=8)
 
 
 def test_the_same_light_is_left_alone() -> None:

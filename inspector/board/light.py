@@ -7,13 +7,21 @@ other's can be fitted on the board's own pixels: most of them (solder mask, copp
 show the same thing in both. The fit is between the two photos' quantiles per channel, not pixel to pixel: a pixel
 or two of misregistration would bias a pixel-wise gain towards zero, and the quantiles of a board do not move when
 a few parts differ, so a missing part or a bridge stays different.
+
+The quantiles are taken of both photos low-passed alike: a camera sharper or blurrier than the golden board's
+spreads or squeezes a board's fine detail (silkscreen, edges of lands) and with it the quantiles, which a fit on the
+sharp values reads as a change of contrast: a blurrier camera's board came out over-exposed and off-colour (pink
+lands where the golden board's are grey), and the presence check no longer saw a missing part. A change of light
+(gain and offset) commutes with a blur, so fitting on the low-passed boards finds the same light.
 """
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 MIN_GAIN, MAX_GAIN = 0.4, 2.5  # a gain outside this is not the light: the fit is refused and the image kept
-SAMPLE = 100_000  # pixels the quantiles are taken over at most (a regular grid of them: a line's frame costs ms)
+SAMPLE = 100_000  # pixels the quantiles are taken over at most (an area-averaged copy: a line's frame costs ms)
+LOWPASS_PX = 3.0  # Gaussian sigma, in board pixels, both boards are low-passed by: above a camera's own blur
 
 
 def light_map(image: np.ndarray, reference: np.ndarray) -> list[tuple[float, float]] | None:
@@ -21,8 +29,7 @@ def light_map(image: np.ndarray, reference: np.ndarray) -> list[tuple[float, flo
     a channel's fit is not a plausible change of light (the photos show different things)."""
     if image.shape != reference.shape:
         raise ValueError(f"image {image.shape} and reference {reference.shape} differ: register the board first")
-    step = max(1, int(np.ceil(np.sqrt(image.shape[0] * image.shape[1] / SAMPLE))))
-    image, reference = image[::step, ::step], reference[::step, ::step]
+    image, reference = _lowpassed(image), _lowpassed(reference)
     levels = np.linspace(2, 98, 49)
     fits = []
     for c in range(image.shape[-1]):
@@ -33,6 +40,16 @@ def light_map(image: np.ndarray, reference: np.ndarray) -> list[tuple[float, flo
             return None
         fits.append((gain, offset))
     return fits
+
+
+def _lowpassed(image: np.ndarray) -> np.ndarray:
+    """`image` area-averaged to at most SAMPLE pixels and blurred to LOWPASS_PX board pixels in all."""
+    h, w = image.shape[:2]
+    step = max(1.0, float(np.sqrt(h * w / SAMPLE)))
+    small = image if step == 1.0 else cv2.resize(image, (max(1, round(w / step)), max(1, round(h / step))),
+                                                 interpolation=cv2.INTER_AREA)
+    sigma = np.sqrt(max(0.0, LOWPASS_PX ** 2 - step ** 2 / 12)) / step  # what the averaging (a box of step) left
+    return cv2.GaussianBlur(small, (0, 0), sigma) if sigma >= 0.3 else small
 
 
 def match_light(image: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, str]:
