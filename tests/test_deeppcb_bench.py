@@ -113,7 +113,7 @@ def test_a_dataset_the_command_does_not_know_is_refused_by_name(tmp_path: Path) 
 
 
 def test_the_held_back_pairs_of_another_folder_are_scored_and_never_trained_on(tmp_path: Path) -> None:
-    from inspector.training.deeppcb_bench import choose_split
+    from inspector.training.deeppcb_split import choose_split
 
     write_pairs(tmp_path / "trainval", {"10000": 4}, seed=3)
     write_pairs(tmp_path / "test", {"30000": 3}, seed=4)

@@ -31,7 +31,6 @@ from ..training.deeppcb_bench import (
     GOOD,
     SELECTION_BUDGET,
     DeepPCBResult,
-    choose_split,
     f_threshold,
     fit_boxing,
     heldout_logits,
@@ -41,6 +40,7 @@ from ..training.deeppcb_bench import (
     truth_of,
     write_candidates,
 )
+from ..training.deeppcb_split import choose_split
 from ..training.labelled.detection import Found, score
 from ..training.labelled.evaluate import served_module
 from ..training.labelled.teach import TeachPlan, teach

@@ -13,6 +13,14 @@ log = logging.getLogger("inspector.cli")
 say = say_for(log)
 
 
+def backend_of(args: argparse.Namespace) -> str:
+    """The `--backend` the command runs its experts on, `auto` resolved for this box (it imports torch to ask for a
+    GPU: done here, once the command's options are checked, not when they are parsed)."""
+    from ..experts.backends import resolve
+
+    return resolve(args.backend)
+
+
 def models_of(args: argparse.Namespace) -> Path:
     return models_dir(args.models)
 
@@ -93,7 +101,7 @@ def line_setup(args: argparse.Namespace, step: Say = say):  # noqa: ANN201 - sha
     except StoreUnavailable as exc:  # the line starts anyway and spools from its first board
         log.warning(f"warning: {exc}; results are spooled in {data} and stored when the database is back")
     line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
-                      register=not args.no_register, backend=args.backend)
+                      register=not args.no_register, backend=backend_of(args))
     overflow = args.overflow or ("drop-oldest" if args.source.startswith(("camera:", "genicam:")) else "wait")
     config = ServiceConfig(line, queue_capacity=args.queue, overflow=overflow, keep_crops=args.keep_crops,
                            min_free_mb=args.min_free_mb, db_retry_max_s=args.db_retry_max_s,

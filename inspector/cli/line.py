@@ -13,6 +13,7 @@ from ..extras import missing_extra, require
 from ..ingest.queue import OVERFLOW_POLICIES
 from ..results.crops import KEEP_MODES
 from .common import (
+    backend_of,
     comma_list,
     database_flags,
     default_rules,
@@ -192,9 +193,9 @@ def add_beside(llm_sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
-    """`accuracy --dataset deeppcb:DIR`: a real public dataset scored by its own protocol."""
-    from ..app.deeppcb_line import run_deeppcb
-    from ..training.deeppcb_bench import report, write_json
+    """`accuracy --dataset deeppcb:DIR`: a real public dataset scored by its own protocol. The dataset and its split
+    are checked before the trainer is imported: a mistyped folder or group is refused at once, not after seconds."""
+    from ..training.deeppcb_split import choose_split
 
     kind, _, root = args.dataset.partition(":")
     if kind != "deeppcb" or not root:
@@ -202,6 +203,11 @@ def cmd_dataset_accuracy(args: argparse.Namespace) -> int:
                          "trainval.txt or test.txt beside the group folders)")
     if not Path(root).is_dir():
         raise ValueError(f"--dataset {args.dataset!r}: {root} is not a folder")
+    choose_split(Path(root), Path(args.list) if args.list else None, args.heldout_share, args.hold_out_group, [],
+                 Path(args.score_on) if args.score_on else None)  # raises DatasetError naming what cannot split
+    from ..app.deeppcb_line import run_deeppcb
+    from ..training.deeppcb_bench import report, write_json
+
     kept = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="deeppcb-")
     with kept as work:  # kept only where --work says
         result = run_deeppcb(Path(root), Path(work), models_of(args), Path(args.list) if args.list else None,
@@ -248,10 +254,10 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
             return 0
     zoo = zoo_of(args, rules=rules)
     config = LineConfig(policy=args.policy, device_mb=args.device_mb, register=not args.no_register,
-                        backend=args.backend)
+                        backend=backend_of(args))
     results = run_suite(rules, zoo, models_of(args), names, args.boards, config, args.seed, say=say, cameras=cameras)
     print(f"rule set {rules.recipe} ({rules.version}), zoo {zoo.root}, policy {args.policy}, backend "
-          f"{args.backend}, registration "
+          f"{config.backend}, registration "
           f"{'off' if args.no_register else 'on'}, seed {args.seed}")
     print(format_table(results))
     if args.json:
@@ -344,10 +350,10 @@ def line_flags(p: argparse.ArgumentParser, boards: int = 30) -> None:
 
 
 def backend_flag(p: argparse.ArgumentParser) -> None:
-    from ..experts.backends import AUTO, BACKENDS, resolve
+    from ..experts.backends import AUTO, BACKENDS
 
-    p.add_argument("--backend", default=AUTO, type=resolve, choices=BACKENDS,
-                   metavar="{" + ",".join((AUTO, *BACKENDS)) + "}",
+    p.add_argument("--backend", default=AUTO, choices=(AUTO, *BACKENDS),  # auto resolved by the command (backend_of):
+                   # resolving it at parse time imported torch before any option was checked
                    help="what runs the experts: auto (default: onnxruntime on a CPU-only box where it is installed, "
                         "else torch), torch, onnxruntime (exported and checked against torch ahead of the line; on "
                         "the CPU one graph an architecture, a switch reads the expert's weights), onnxruntime-int8 "
@@ -399,7 +405,7 @@ def add_soak(p: argparse.ArgumentParser) -> None:
 
 
 def add_accuracy(p: argparse.ArgumentParser) -> None:
-    from ..app.accuracy import CONDITIONS, HELD_OUT_SEED
+    from ..app.conditions import CONDITIONS, HELD_OUT_SEED
 
     p.add_argument("--rules", help="rule set YAML (default: routing_rules/board_a.yaml)")
     p.add_argument("--zoo", help="zoo directory (default: the demo zoo, trained on first use)")

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import default_rules, models_of, say, zoo_of
+from .common import backend_of, default_rules, models_of, say, zoo_of
 from .exits import UsageError
 
 
@@ -155,13 +155,13 @@ def cmd_bench_io(args: argparse.Namespace) -> int:
         raise UsageError(f"--boards must be 1 or more, got {args.boards}")
     rules = load_rules(args.rules or default_rules())
     zoo = zoo_of(args, rules=rules)
-    config = LineConfig(policy=args.policy, device_mb=args.device_mb, backend=args.backend)
+    config = LineConfig(policy=args.policy, device_mb=args.device_mb, backend=backend_of(args))
     phases = () if args.lane_only else ("up",) if args.db_up_only else ("up", "down")
     phases += ("conveyor",) if args.conveyor and not args.lane_only else ()
     phases += ("lane",) if args.hermes or args.lane_only else ()
     results = bench_io(rules, zoo, models_of(args), args.boards, config, args.deadline_ms, phases, say, args.mqtt)
     print(f"rule set {rules.recipe} ({len(rules.placements())} parts a board), policy {args.policy}, backend "
-          f"{args.backend}, {args.device_mb:g} MiB, emulated "
+          f"{config.backend}, {args.device_mb:g} MiB, emulated "
           f"GenICam camera (software trigger, BGR8 {rules.board_size[0]}x{rules.board_size[1]})")
     plc = [r for r in results if isinstance(r, PhaseResult)]
     if plc:

@@ -1,10 +1,9 @@
 """`inspector accuracy --dataset deeppcb:DIR`: the pieces of the DeepPCB benchmark that are not the line.
 
-Each pair is a board and its golden board. Here: the split (the folder's trainval.txt less a held-out tenth, chosen
-by a hash of each pair's name, or less one whole board group, or a list), how a difference becomes a box (fitted on
-the training pairs: ingest/difference.py), the training pairs' differences written as a labelled folder for the
-product's own trainer (`zoo train --new`, with the golden comparison), the operating point (the best F-score on
-the teaching's held-out differences), one box a place, and the report. The scored pairs then go through the line
+Each pair is a board and its golden board. Here (the split is deeppcb_split.py's): how a difference becomes a box
+(fitted on the training pairs: ingest/difference.py), the training pairs' differences written as a labelled folder
+for the product's own trainer (`zoo train --new`, with the golden comparison), the operating point (the best F-score
+on the teaching's held-out differences), one box a place, and the report. The scored pairs then go through the line
 itself (app/deeppcb_line.py: a bare-board rule set a pair, the CoServe engine, one shared expert), scored as the
 dataset's paper scores: a box counts when its IoU with a ground-truth box of its class is above 0.33; per-class AP,
 mAP, precision, recall and F-score at the operating point, and the line's boards per second.
@@ -25,10 +24,9 @@ from tqdm import tqdm
 from ..experts.resnet import ResNetClassifier
 from ..ingest.difference import Boxing, align, candidates, difference_regions, window
 from ..ingest.images import write_image
-from .deeppcb import CLASSES, IOU_MATCH, DatasetError, Pair, read_annotations, read_pairs
+from .deeppcb import CLASSES, IOU_MATCH, Pair
 from .labelled.boxes import Box
 from .labelled.detection import DetectionScore, Found, iou, table
-from .labelled.folder import split_of
 from .labelled.metrics import logodds
 from .labelled.trainer import logits_of
 
@@ -36,7 +34,6 @@ GOOD = "good"
 CONTEXT = 1.5  # a candidate's window: its box's longer side times this (the surround tells a spur from a trace)
 OPENINGS = (1, 3, 5)
 MARGINS = (0, 2, 4, 6, 8, 10, 12, 14, 16, 20)
-PURPOSE = "deeppcb benchmark"  # the split's hash purpose: not the teaching's own model-selection split
 SELECTION_BUDGET = 0.05  # model selection: defect recall with at most 5% of the good candidates called defects
 
 
@@ -80,61 +77,6 @@ class DeepPCBResult:
                                                                     "scored": self.proposal_recall_scored},
                 "candidates_per_board": self.candidates_per_board, "teach_seconds": self.teach_seconds,
                 "expert": self.expert, "missing": self.missing}
-
-
-def scan_pairs(root: Path, missing: list[str]) -> list[Pair]:
-    """Every pair under ROOT laid out as the dataset is (`group<G>/<G>/<pair>_test.jpg`, `_temp.jpg`, and
-    `group<G>/<G>_not/<pair>.txt`), whatever list names it; a pair lacking its template or notes is noted."""
-    pairs = []
-    for test in sorted(Path(root).glob("*/*/*_test.jpg")):
-        name = test.name[: -len("_test.jpg")]
-        template = test.with_name(f"{name}_temp.jpg")
-        notes = test.parent.with_name(f"{test.parent.name}_not") / f"{name}.txt"
-        lacking = [p for p in (template, notes) if not p.is_file()]
-        if lacking:
-            missing.append(f"{test}: {', '.join(map(str, lacking))} missing")
-            continue
-        pairs.append(Pair(name, test.parent.name, test, template, read_annotations(notes)))
-    return pairs
-
-
-def choose_split(root: Path, list_file: Path | None, share: float, group: str | None,
-                 missing: list[str], score_on: Path | None = None) -> tuple[list[Pair], list[Pair], str]:
-    """(pairs to train on, pairs to score, the split in words). With `score_on`: train on every pair of ROOT's list
-    (or `list_file`), score every pair under `score_on` (the dataset's held-back test pairs, say). With a list:
-    train on the pairs it names, score every other pair under ROOT. Without: ROOT's own list, less a `share` drawn
-    by the hash of each pair's name, or less the board group `group`."""
-    if score_on is not None:
-        train = read_pairs(root, list_file, missing)
-        scored = scan_pairs(score_on, missing)
-        if not scored:
-            raise DatasetError(f"no pairs under {score_on} (group<G>/<G>/<pair>_test.jpg, _temp.jpg and "
-                               "group<G>/<G>_not/<pair>.txt)")
-        overlap = {p.name for p in train} & {p.name for p in scored}
-        if overlap:
-            raise DatasetError(f"{len(overlap)} pairs are both trained on and scored (the first: "
-                               f"{sorted(overlap)[0]}); score on pairs the experts never see")
-        return train, scored, (f"trained on the {len(train)} pairs of {root}, scored on the {len(scored)} under "
-                               f"{score_on}")
-    if list_file is not None:
-        train = read_pairs(root, list_file, missing)
-        named = {p.name for p in train}
-        scored = [p for p in scan_pairs(root, missing) if p.name not in named]
-        if not scored:
-            raise DatasetError(f"every pair under {root} is named by {list_file}: nothing is left to score on")
-        return train, scored, f"trained on the {len(train)} pairs of {list_file}, scored on the other {len(scored)}"
-    every = read_pairs(root, None, missing)
-    if group is not None:
-        groups = sorted({p.group for p in every})
-        if group not in groups:
-            raise DatasetError(f"no board group {group!r} under {root}; its groups: {', '.join(groups)}")
-        train = [p for p in every if p.group != group]
-        scored = [p for p in every if p.group == group]
-        return train, scored, f"board group {group} held out whole ({len(scored)} pairs), {len(train)} trained on"
-    scored = [p for p in every if split_of(p.name, share, PURPOSE) == "heldout"]
-    train = [p for p in every if split_of(p.name, share, PURPOSE) != "heldout"]
-    return train, scored, (f"{len(scored)} pairs held out ({share:.0%} by a hash of each pair's name), "
-                           f"{len(train)} trained on")
 
 
 def load_boards(pairs: list[Pair], desc: str) -> list[Board]:
