@@ -737,6 +737,21 @@ def test_inspector_gui_is_a_command(capsys) -> None:
     assert "--attach" in out and "--source" in out
 
 
+def test_the_dashboards_own_line_runs_on_this_boxs_backend(qtbot, tmp_path: Path) -> None:
+    """`inspector gui` leaves `--backend auto` to the command (parsing no longer imports torch to resolve it): the
+    line the dashboard builds runs on a backend by its name, as `inspector run` does, never on "auto"."""
+    from inspector.cli import parse
+    from inspector.experts.backends import BACKENDS, resolve
+    from ui.app import local_backend
+
+    args = parse(["--models", str(tmp_path / "models"), "gui", "--data", str(tmp_path / "data")])
+    assert args.backend == "auto"
+    backend = local_backend(args)
+    assert backend.setup.service.line.backend == resolve("auto") and backend.setup.service.line.backend in BACKENDS
+    args = parse(["--models", str(tmp_path / "models"), "gui", "--data", str(tmp_path / "data"), "--backend", "torch"])
+    assert local_backend(args).setup.service.line.backend == "torch"
+
+
 def test_attaching_to_nothing_says_so_and_keeps_trying(qtbot, tmp_path: Path) -> None:
     from ui.attached import AttachedBackend
 

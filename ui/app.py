@@ -14,7 +14,7 @@ from inspector.app.controller import LineController, LineSetup
 from inspector.app.line import LineConfig
 from inspector.app.run import RULES_DIR
 from inspector.app.service import ServiceConfig
-from inspector.cli.common import comma_list
+from inspector.cli.common import backend_of, comma_list
 from inspector.logs import say_for
 from inspector.paths import data_dir, models_dir
 
@@ -47,7 +47,7 @@ def local_backend(args: argparse.Namespace) -> LocalBackend:
 
         zoo = Zoo.load(Path(args.zoo))
     line = LineConfig(line=args.line, station=args.station, policy=args.policy, device_mb=args.device_mb,
-                      register=not args.no_register, backend=args.backend)
+                      register=not args.no_register, backend=backend_of(args))
     setup = LineSetup(rules_path=Path(args.rules) if args.rules else RULES_DIR / "board_a.yaml", source=args.source,
                       boards=args.boards, seed=args.seed, interval_s=args.interval, defect_rate=args.defect_rate,
                       camera=args.camera, service=ServiceConfig(line, keep_crops=args.keep_crops),
