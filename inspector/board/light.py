@@ -29,17 +29,32 @@ def light_map(image: np.ndarray, reference: np.ndarray) -> list[tuple[float, flo
     a channel's fit is not a plausible change of light (the photos show different things)."""
     if image.shape != reference.shape:
         raise ValueError(f"image {image.shape} and reference {reference.shape} differ: register the board first")
-    image, reference = _lowpassed(image), _lowpassed(reference)
-    levels = np.linspace(2, 98, 49)
+    x_all, y_all = _quantiles(image), _reference_quantiles(reference)
     fits = []
-    for c in range(image.shape[-1]):
-        x = np.percentile(image[..., c], levels)
-        y = np.percentile(reference[..., c], levels)
+    for x, y in zip(x_all, y_all):
         gain, offset = (float(v) for v in np.polyfit(x, y, 1))
         if not MIN_GAIN <= gain <= MAX_GAIN:
             return None
         fits.append((gain, offset))
     return fits
+
+
+LEVELS = np.linspace(2, 98, 49)  # the percentiles the fit is taken between
+_REFERENCE: list = []  # [the golden image, its quantiles]: the same for every board of a line, taken once
+
+
+def _quantiles(image: np.ndarray) -> np.ndarray:
+    """Per channel, the low-passed image's LEVELS percentiles (channels x levels)."""
+    small = _lowpassed(image)
+    return np.stack([np.percentile(small[..., c], LEVELS) for c in range(small.shape[-1])])
+
+
+def _reference_quantiles(reference: np.ndarray) -> np.ndarray:
+    """The golden board's quantiles, kept while the same image object is handed in (the line's golden image is
+    loaded once per rule set): low-passing it again for every board was work the line repeated."""
+    if not _REFERENCE or _REFERENCE[0] is not reference:
+        _REFERENCE[:] = [reference, _quantiles(reference)]
+    return _REFERENCE[1]
 
 
 def _lowpassed(image: np.ndarray) -> np.ndarray:
