@@ -87,7 +87,7 @@ def test_deeppcb_pairs_are_taught_on_some_and_scored_on_a_board_group_never_seen
     root = tmp_path / "deeppcb"
     write_pairs(root, {"10000": 72, "20000": 12}, seed=1)
     out = tmp_path / "score.json"
-    # 6 epochs: these drawn pairs are told apart from the third (8 measured mAP and F 1.0; 15 took about two minutes more)
+    # 6 epochs: these drawn pairs are told apart from the third (8 measured mAP and F 1.0; 15 took two minutes more)
     run = subprocess.run([sys.executable, "-m", "inspector.cli", "--models", str(box_models), "accuracy", "--dataset",
                           f"deeppcb:{root}",
                           "--hold-out-group", "20000", "--epochs", "6", "--patience", "6", "--work",

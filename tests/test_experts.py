@@ -1,15 +1,18 @@
 """Experts: one interface over torchvision ResNets and ultralytics YOLO, built on meta, loaded by assign."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from inspector.experts.assign import assign, places
-from inspector.experts.base import BadInput, UnknownArchitecture
+from inspector.experts.base import BadInput
 from inspector.experts.registry import architecture_from_spec
-from inspector.experts.resnet import ResNetClassifier
+from inspector.experts.resnet import DEPTHS, ResNetClassifier
+from inspector.experts.spec import RESNET_DEPTHS, UnknownArchitecture, check_spec
 from inspector.experts.yolo import YoloDetector
 
 CPU = torch.device("cpu")
@@ -97,6 +100,31 @@ def test_yolo_from_local_pt(tmp_path: Path) -> None:
 def test_unknown_or_bad_architecture_is_named(spec: dict, message: str) -> None:
     with pytest.raises((UnknownArchitecture, ValueError), match=message):
         architecture_from_spec(spec)
+
+
+@pytest.mark.parametrize("spec", [
+    {"arch": "resnet11"}, {"arch": "vgg16"}, {"arch": "/nowhere/det.pt"}, {"arch": "yolov8n"},
+    {"arch": "resnet10", "fit": "crop"}, {"arch": "resnet10", "head": "svm"}, {"arch": "resnet10", "reference": "x"},
+    {"arch": "yolov8n.yaml", "mode": "count"}, {"arch": "yolov8n.yaml", "fit": "pad"},
+])
+def test_a_spec_checked_without_torch_is_refused_as_building_it_refuses_it(spec: dict) -> None:
+    """A rule set's experts are checked by spec.py (torch-free) and built by registry.py: the same word for each."""
+    with pytest.raises(UnknownArchitecture) as checked:
+        check_spec(spec)
+    with pytest.raises(UnknownArchitecture) as built:
+        architecture_from_spec(spec)
+    assert str(checked.value) == str(built.value)
+    assert tuple(DEPTHS) == RESNET_DEPTHS  # every depth a spec may name has its blocks
+    check_spec({"arch": "resnet152", "head": "anomaly", "reference": "matched", "fit": "letterbox"})
+    check_spec({"arch": "yolov8s.yaml", "mode": "find"})
+
+
+def test_reading_a_rule_set_does_not_load_torch() -> None:
+    """A refused rule file, `board import` and `board approve` answer without the seconds torch takes to load."""
+    code = ("import sys; from inspector.routing.rules import load_rules; import inspector.board.importing; "
+            "print(sorted(m for m in ('torch', 'cv2', 'ultralytics') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
 
 
 @pytest.mark.parametrize("image", [torch.rand(32, 32), torch.rand(4, 32, 32), torch.rand(3, 4, 4), "not a tensor"])

@@ -24,24 +24,12 @@ from torch import nn
 
 from .assign import assign
 from .invariance import fixed_shape
+from .spec import FITS, REFERENCES, check_choice
 
 StateDict = dict[str, torch.Tensor]
 SPARE_SHELLS = 8  # per architecture and device: enough for the evictions of a burst of switches
-# How a crop becomes the square input. squash: stretched to SxS (parts of one type share one aspect, so nothing is
-# lost; every demo expert). letterbox: the crop's aspect kept, padded to a square with the normalised crops' mean
-# grey (photometric.MEAN) before the resize, for experts whose crops come in many aspects (labelled real data).
-FITS = ("squash", "letterbox")
-LETTERBOX_GREY = 128.0 / 255.0
-# What an expert reads beside the live crop. None: the live crop alone. composite: the live crop, the same window of
-# the golden board and their difference, as three greys (ingest/golden.py); the line must have a golden image.
-# colour: the same, the difference also counting a change of colour (a bare board's mask beside the golden one's).
-# matched: the composite with both greys on the golden window's scale, for photos brought to the golden board's light
-# first (board/light.py): how dark a window is stays (a black resistor body against the dark mask of its bare lands).
-REFERENCES = ("composite", "colour", "matched")
 
-
-class UnknownArchitecture(ValueError):
-    """An expert names an architecture this build does not know."""
+LETTERBOX_GREY = 128.0 / 255.0  # a letterboxed crop's padding (spec.py FITS)
 
 
 class BadInput(ValueError):
@@ -75,10 +63,9 @@ class Architecture(ABC):
     def __init__(self, input_size: int, classes: int, fit: str = "squash", reference: str | None = None) -> None:
         if input_size <= 0 or classes <= 0:
             raise ValueError(f"input_size and classes must be positive, got {input_size}, {classes}")
-        if fit not in FITS:
-            raise UnknownArchitecture(f"unknown resize policy fit={fit!r}; use one of {', '.join(FITS)}")
-        if reference is not None and reference not in REFERENCES:
-            raise UnknownArchitecture(f"unknown reference={reference!r}; use one of {', '.join(REFERENCES)} or none")
+        check_choice("resize policy fit", fit, FITS)
+        if reference is not None:
+            check_choice("reference", reference, REFERENCES)
         self.input_size = input_size
         self.classes = classes
         self.fit = fit

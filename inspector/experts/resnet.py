@@ -4,10 +4,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import Architecture, Prediction, UnknownArchitecture
+from .base import Architecture, Prediction
 from .resnet_net import BasicBlock, Bottleneck, ResNet
+from .spec import HEADS, check_choice, check_depth
 
-# depth -> (block, blocks per stage); 10 is the small member used by tests and tiny zoos.
+# depth -> (block, blocks per stage), for every depth spec.py names; 10 is the small member of tests and tiny zoos.
 DEPTHS: dict[int, tuple[type[nn.Module], list[int]]] = {
     10: (BasicBlock, [1, 1, 1, 1]),
     18: (BasicBlock, [2, 2, 2, 2]),
@@ -16,9 +17,6 @@ DEPTHS: dict[int, tuple[type[nn.Module], list[int]]] = {
     101: (Bottleneck, [3, 4, 23, 3]),
     152: (Bottleneck, [3, 8, 36, 3]),
 }
-
-
-HEADS = ("classes", "anomaly")
 
 
 class AnomalyHead(nn.Module):
@@ -50,15 +48,10 @@ class ResNetClassifier(Architecture):
         threshold among equal numbers would choose nothing. None: a part passes when class 0 is the top class.
         `head`: classes (a linear layer to the class logits), or anomaly (AnomalyHead: taught from good crops alone,
         two classes)."""
-        if depth not in DEPTHS:
-            raise UnknownArchitecture(
-                f"resnet{depth} is not a known depth; use one of "
-                + ", ".join(f"resnet{d}" for d in DEPTHS)
-            )
+        check_depth(depth)
         if classes < 2:
             raise ValueError("a classifier needs at least 2 classes (0 = ok, others = defects)")
-        if head not in HEADS:
-            raise UnknownArchitecture(f"unknown head={head!r}; use one of {', '.join(HEADS)}")
+        check_choice("head", head, HEADS)
         if head == "anomaly" and classes != 2:
             raise ValueError("an anomaly head has two classes: good and anomalous")
         if good_margin is not None and not -1e6 < good_margin < 1e6:

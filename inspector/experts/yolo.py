@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from .base import Architecture, Prediction, UnknownArchitecture
-
-MODES = ("verify", "find")
+from .base import Architecture, Prediction
+from .spec import MODES, UnknownArchitecture, check_choice, check_detector_model
 
 
 class YoloDetector(Architecture):
@@ -27,17 +25,10 @@ class YoloDetector(Architecture):
 
     def __init__(self, model: str, input_size: int = 64, classes: int = 4, threshold: float = 0.25,
                  mode: str = "verify", fit: str = "squash") -> None:
-        if mode not in MODES:
-            raise UnknownArchitecture(f"unknown detector mode {mode!r}; one of {', '.join(MODES)}")
+        check_choice("detector mode", mode, MODES)
         if input_size % 32:
             raise ValueError(f"YOLO input size must be a multiple of 32, got {input_size}")
-        if model.endswith(".pt") and not Path(model).is_file():
-            raise UnknownArchitecture(
-                f"YOLO weights {model} not found; give a local .pt path or a model yaml "
-                "such as yolov8n.yaml (nothing is downloaded)"
-            )
-        if not model.endswith((".yaml", ".yml", ".pt")):
-            raise UnknownArchitecture(f"YOLO model must be a .yaml or a local .pt, got {model!r}")
+        check_detector_model(model)
         super().__init__(input_size, classes, fit)
         self.model = model
         self.threshold = threshold

@@ -14,11 +14,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..coserve.online.components import ComponentType, DetectorSpec
 from ..coserve.online.request import Route
 from ..coserve.online.usage import ExpertUsage, RouteUse
-from ..coserve.online.workload import ComponentType, DetectorSpec
-from ..experts.base import UnknownArchitecture
-from ..experts.registry import architecture_from_spec
+from ..experts.spec import UnknownArchitecture, check_spec
 from ..yamlio import ConfigError, Fields, LinedDict, beside, line_of, load_yaml
 from .alternates import parse_alternates
 from .compare import WINDOW, CompareRules, parse_compare
@@ -310,7 +309,7 @@ def _detectors(doc: Fields, source: str) -> tuple[DetectorSpec, ...]:
 
 def _check_arch(f: Fields, key: str, spec: dict[str, Any]) -> None:
     try:
-        architecture_from_spec(spec)
+        check_spec(spec)
     except UnknownArchitecture as exc:
         raise f.error(key, str(exc)) from None
 

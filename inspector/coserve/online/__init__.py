@@ -1,6 +1,7 @@
 """The online engine (the serving room): what runs while boards are inspected.
 
     request.py         requests, routes (classifier -> shared detector), results
+    components.py      component types and the detectors they share (torch-free: rule sets read them)
     usage.py           usage probabilities and dependencies from routes and counts (§4.5)
     workload.py        workload YAML -> typed Workload; zoo plan, board-scan stream
     profile.py         measured costs (K, B, max batch, loads per tier); box profiles; served refit

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # annotations only: a rule set's routes are read without loading torch (components.py)
+    import torch
 
-from ...experts.base import Prediction
+    from ...experts.base import Prediction
 
 
 @dataclass(frozen=True)

@@ -20,27 +20,12 @@ import torch
 from ...experts.registry import architecture_from_spec
 from ...experts.zoo import ZooItem
 from ...yamlio import ConfigError, Fields, load_yaml
-from .request import Request, Route
+from .components import ComponentType, DetectorSpec
+from .request import Request
 from .usage import ExpertUsage, RouteUse
 
 MiB = 2**20
 CASUAL_EXPERT_SHARE = 0.75  # §5.2 "CoServe Casual": 75% of device memory for experts
-
-
-@dataclass(frozen=True)
-class ComponentType:
-    name: str
-    count: int  # parts of this type per board
-    detector: str | None
-    pass_rate: float
-
-    @property
-    def classifier(self) -> str:
-        return f"cls-{self.name}"
-
-    @property
-    def route(self) -> Route:
-        return Route((self.classifier, self.detector) if self.detector else (self.classifier,))
 
 
 @dataclass(frozen=True)
@@ -58,12 +43,6 @@ class Recipe:
     @property
     def parts_per_board(self) -> int:
         return sum(n for _, n in self.parts)
-
-
-@dataclass(frozen=True)
-class DetectorSpec:
-    name: str
-    spec: dict[str, Any]
 
 
 @dataclass(frozen=True)
