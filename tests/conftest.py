@@ -206,6 +206,14 @@ def _the_process_locale_stays() -> Iterator[None]:
         locale.setlocale(locale.LC_ALL, _LOCALE)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest test files first (tests/seconds.py says why); a file's tests keep their order (a stable sort)."""
+    from .seconds import cost, read_table
+
+    seconds = cost(read_table())
+    items.sort(key=lambda item: seconds(item.nodeid), reverse=True)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     """The free space where the tests write: a full disk shows as every later test failing to make its folder."""
     import tempfile
