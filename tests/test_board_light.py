@@ -73,3 +73,33 @@ def test_another_frame_is_refused_with_the_reason() -> None:
     golden, live, _ = _golden_and_live()
     with pytest.raises(ValueError, match="register the board first"):
         light_map(live[:-1], golden)
+
+
+class _Exposed:
+    """The renderer's random generator with each drawn board's own exposure (its gain of 0.85-1.15) held at 1, so
+    that a board relit by a known light has a known answer."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def uniform(self, low: float = 0.0, high: float = 1.0, size=None):  # noqa: ANN001, ANN201 - numpy's signature
+        return 1.0 if (low, high) == (0.85, 1.15) else self._rng.uniform(low, high, size)
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - everything else is numpy's
+        return getattr(self._rng, name)
+
+
+def test_a_board_with_its_parts_missing_is_brought_to_the_light_a_good_board_is() -> None:
+    """The fit is taken over the pixels where the two boards agree: fitted over every pixel, half the parts missing
+    put mid-grey 15 grey levels off and every part missing 30 (red: empty lands read as a redder light)."""
+    refs = [p.ref for _c, p in BOARD_A.placements()]
+    golden = render_board(BOARD_A, "G", _Exposed(3), rates={}).image
+    boards = {"good": render_board(BOARD_A, "H", _Exposed(5), rates={}).image,
+              "half": render_board(BOARD_A, "B", _Exposed(6), rates={}, forced={r: "missing" for r in refs[::2]}).image,
+              "bare": render_board(BOARD_A, "B", _Exposed(4), rates={}, forced={r: "missing" for r in refs}).image}
+    gains, offsets = (0.7, 0.8, 0.9), (10.0, 5.0, -4.0)
+    for name, board in boards.items():
+        fits = light_map(_relit(board, gains, offsets), golden)
+        assert fits is not None, name
+        grey = [(128 * g0 + o0) * g + o for (g, o), g0, o0 in zip(fits, gains, offsets)]  # the golden's 128, back
+        assert all(abs(v - 128) < 2.5 for v in grey), (name, grey)
