@@ -120,7 +120,7 @@ def test_a_spec_checked_without_torch_is_refused_as_building_it_refuses_it(spec:
 
 
 def test_reading_a_rule_set_does_not_load_torch() -> None:
-    """A refused rule file, `board import` and `board approve` answer without the seconds torch takes to load."""
+    """A refused rule file and `board import` answer without the seconds torch takes to load."""
     code = ("import sys; from inspector.routing.rules import load_rules; import inspector.board.importing; "
             "print(sorted(m for m in ('torch', 'cv2', 'ultralytics') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

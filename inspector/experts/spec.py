@@ -1,7 +1,8 @@
 """An expert's spec as a rule set, workload or manifest writes it, checked without building the expert.
 
-Reading a rule set names its experts' architectures; a refused rule file, `board import` and `board approve` must
-not wait the seconds torch takes to load for that, so what a spec may say is checked here, torch-free. The
+Reading a rule set names its experts' architectures; a refused rule file and `board import` must not wait the
+seconds torch takes to load for that, so what a spec may say is checked here, torch-free (`board approve` still
+loads torch: it cuts the part's window with the line's crop code, inspector/ingest/crops.py). The
 architectures (base.py, resnet.py, yolo.py) check their settings with the same functions, and registry.py builds one
 only where an expert runs.
 """
