@@ -65,7 +65,7 @@ class Architecture(ABC):
             raise ValueError(f"input_size and classes must be positive, got {input_size}, {classes}")
         check_choice("resize policy fit", fit, FITS)
         if reference is not None:
-            check_choice("reference", reference, REFERENCES)
+            check_choice("reference", reference, REFERENCES, " or none")
         self.input_size = input_size
         self.classes = classes
         self.fit = fit

@@ -50,9 +50,10 @@ def check_detector_model(model: str) -> None:
         raise UnknownArchitecture(f"YOLO model must be a .yaml or a local .pt, got {model!r}")
 
 
-def check_choice(what: str, value: object, allowed: tuple[str, ...]) -> None:
+def check_choice(what: str, value: object, allowed: tuple[str, ...], besides: str = "") -> None:
+    """`besides`: what else may be given (" or none")."""
     if value not in allowed:
-        raise UnknownArchitecture(f"unknown {what}={value!r}; use one of {', '.join(allowed)}")
+        raise UnknownArchitecture(f"unknown {what}={value!r}; use one of {', '.join(allowed)}{besides}")
 
 
 def check_spec(spec: dict[str, Any]) -> None:
@@ -65,7 +66,7 @@ def check_spec(spec: dict[str, Any]) -> None:
         check_depth(int(m.group(1)))
         check_choice("head", spec.get("head", "classes"), HEADS)
         if spec.get("reference") is not None:
-            check_choice("reference", spec["reference"], REFERENCES)
+            check_choice("reference", spec["reference"], REFERENCES, " or none")
         return
     if name.endswith(DETECTOR_FILES):
         check_detector_model(name)
