@@ -1,4 +1,4 @@
-"""Detectors taught from labelled boxes (training/labelled/teach_detector.py): YOLO and COCO sets, the scores."""
+"""Detectors taught from labelled boxes (training/labelled/teach_detector.py): YOLO, COCO and VOC sets, the scores."""
 from __future__ import annotations
 
 import json
@@ -36,20 +36,46 @@ def board(rng: np.random.Generator, kinds: list[int]) -> tuple[np.ndarray, list[
     return np.clip(image + rng.normal(0, 4, image.shape), 0, 255).astype(np.uint8), boxes
 
 
-def yolo_set(root: Path, boards: int, seed: int) -> Path:
+def boards_of(count: int, seed: int):  # noqa: ANN201 - (name, image, boxes) a board
     rng = np.random.default_rng(seed)
+    for b in range(count):
+        image, boxes = board(rng, [[], [0], [1], [0, 1]][b % 4])
+        yield f"s{seed}b{b:03d}__top", image, boxes
+
+
+def yolo_set(root: Path, boards: int, seed: int) -> Path:
     (root / "images").mkdir(parents=True)
     (root / "labels").mkdir()
     (root / "data.yaml").write_text("names: [void, spur]\n")
-    for b in range(boards):
-        kinds = [[], [0], [1], [0, 1]][b % 4]
-        image, boxes = board(rng, kinds)
-        name = f"s{seed}b{b:03d}__top"
+    for name, image, boxes in boards_of(boards, seed):
         cv2.imwrite(str(root / "images" / f"{name}.png"), image)
         h, w = image.shape[:2]
         (root / "labels" / f"{name}.txt").write_text("".join(
             f"{k} {(x1 + x2) / 2 / w:.5f} {(y1 + y2) / 2 / h:.5f} {(x2 - x1) / w:.5f} {(y2 - y1) / h:.5f}\n"
             for k, x1, y1, x2, y2 in boxes))
+    return root
+
+
+def voc_xml(filename: str, size: tuple[int, int], objects: list[tuple[str, int, int, int, int]]) -> str:
+    """A Pascal VOC annotation as LabelImg writes it: corners 1-based, the max inclusive."""
+    body = "".join(f"<object><name>{n}</name><pose>Unspecified</pose><truncated>0</truncated><difficult>0</difficult>"
+                   f"<bndbox><xmin>{x1 + 1}</xmin><ymin>{y1 + 1}</ymin><xmax>{x2}</xmax><ymax>{y2}</ymax></bndbox>"
+                   "</object>" for n, x1, y1, x2, y2 in objects)
+    return (f"<annotation><folder>JPEGImages</folder><filename>{filename}</filename><size><width>{size[0]}</width>"
+            f"<height>{size[1]}</height><depth>3</depth></size><segmented>0</segmented>{body}</annotation>\n")
+
+
+def voc_set(root: Path, boards: int, seed: int, beside: bool = False) -> Path:
+    """The boards yolo_set writes for the same seed, as a VOC set: Annotations/ + JPEGImages/, or each .xml beside
+    its image (LabelImg's way)."""
+    images, notes = (root / "shots", root / "shots") if beside else (root / "JPEGImages", root / "Annotations")
+    images.mkdir(parents=True, exist_ok=True)
+    notes.mkdir(exist_ok=True)
+    for name, image, boxes in boards_of(boards, seed):
+        cv2.imwrite(str(images / f"{name}.png"), image)
+        h, w = image.shape[:2]
+        (notes / f"{name}.xml").write_text(voc_xml(f"{name}.png", (w, h), [(CLASSES[k], max(0, x1), y1, x2, y2)
+                                                                          for k, x1, y1, x2, y2 in boxes]))
     return root
 
 
@@ -77,6 +103,16 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(tmp_p
         assert key in scores
     assert scores["per_class"]["void"]["labelled"] == 12 and scores["per_class"]["spur"]["labelled"] == 12
     assert scores["map"] > 0.6 and scores["defect_recall"] >= 0.8 and scores["false_call_rate"] <= 0.34, r.stdout
+    # the same boards labelled as LabelImg writes them (Pascal VOC) are scored alike
+    voc = voc_set(tmp_path / "test-voc", 24, seed=2)
+    r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(voc), "--zoo", str(tmp_path / "zoo"), "--json",
+            str(tmp_path / "eval-voc.json"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    again = json.loads((tmp_path / "eval-voc.json").read_text())
+    for kind, said in scores["per_class"].items():
+        assert {k: v for k, v in again["per_class"][kind].items() if v is not None} == pytest.approx(
+            {k: v for k, v in said.items() if v is not None}, abs=0.02), kind
+    assert again["map"] == pytest.approx(scores["map"], abs=0.02)
 
 
 def test_box_sets_that_are_wrong_are_named_with_their_file_and_line(tmp_path: Path) -> None:
@@ -124,3 +160,48 @@ def test_detection_scores_follow_the_protocol() -> None:
     assert loose.per_class["a"]["given"] == 3 and loose.per_class["a"]["hits"] == 1
     assert loose.flagged_clean == 0 and loose.clean == 1 and loose.flagged_with_defects == 2
     assert loose.recall == pytest.approx(2 / 3) and loose.precision == pytest.approx(2 / 4)
+
+
+def test_a_pascal_voc_set_reads_as_the_same_boxes_as_its_yolo_twin(tmp_path: Path) -> None:
+    yolo = read_boxes(yolo_set(tmp_path / "y", 8, seed=4))
+    for beside in (False, True):
+        voc = read_boxes(voc_set(tmp_path / f"v{beside}", 8, seed=4, beside=beside))
+        assert voc.layout == "voc" and voc.classes == tuple(sorted(CLASSES))  # no class list: the names found, sorted
+        assert [im.path.name for im in voc.images] == [im.path.name for im in yolo.images]
+        for a, b in zip(voc.images, yolo.images):
+            assert a.size == b.size and a.identity == b.identity and len(a.boxes) == len(b.boxes)
+            for p, q in zip(a.boxes, b.boxes):
+                assert voc.classes[p.kind] == yolo.classes[q.kind]
+                assert (p.x1, p.y1, p.x2, p.y2) == pytest.approx((q.x1, q.y1, q.x2, q.y2), abs=0.01)
+    assert any(not im.boxes for im in voc.images)  # a clean board is an .xml without objects
+    # a class list gives the order (CVAT's labelmap: name:colour:parts:actions)
+    labelmap = "# label:color_rgb:parts:actions\nvoid:255,0,0::\nspur:0,0,255::\n"
+    (tmp_path / "vTrue" / "labelmap.txt").write_text(labelmap)
+    ordered = read_boxes(tmp_path / "vTrue")
+    assert ordered.classes == ("void", "spur") and [b.kind for b in ordered.images[1].boxes] == [0]
+
+
+def test_a_voc_set_that_is_wrong_is_named_with_its_file_and_what_to_do(tmp_path: Path) -> None:
+    root = voc_set(tmp_path / "v", 4, seed=5)
+    xml = root / "Annotations" / "s5b001__top.xml"
+    good = xml.read_text()
+    (root / "classes.txt").write_text("void\n")
+    with pytest.raises(FolderError, match=r"s5b002__top.xml: object 1 is named 'spur', which .*classes.txt "
+                                          r"does not list \(void\); add it there or correct the label"):
+        read_boxes(root)
+    (root / "classes.txt").unlink()
+    for spoilt, said in ((good.replace("</annotation>", ""), r"s5b001__top.xml: line 2: not readable XML"),
+                         (good.replace("<width>", "<width>1"),
+                          r"s5b001__top.xml: says its image is 1\d+x64 px but s5b001__top.png is"),
+                         (good.replace("<ymax>20</ymax>", "<ymax>5</ymax>"), r"object 1 \(void\) has an empty box"),
+                         (good.replace("<xmax>", "<xmax>x"), r"object 1 lacks its <name> or a <bndbox>")):
+        xml.write_text(spoilt)
+        with pytest.raises(FolderError, match=said):
+            read_boxes(root)
+    xml.write_text(good)
+    (root / "JPEGImages" / "s5b001__top.png").rename(root / "gone.png")
+    with pytest.raises(FolderError, match=r"s5b001__top.xml: its image 's5b001__top.png' is neither beside it nor "
+                                          r"under .*JPEGImages"):
+        read_boxes(root)
+    (root / "gone.png").rename(root / "JPEGImages" / "s5b001__top.png")
+    assert len(read_boxes(root).images) == 4

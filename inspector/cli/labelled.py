@@ -111,7 +111,8 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
 
     tr.add_argument("--kind", choices=["classifier", "detector"], default="classifier",
                     help="classifier: from an ImageFolder (class = folder name); detector: from a YOLO set (data.yaml, "
-                         "images/, labels/) or a COCO set (one .json beside its images)")
+                         "images/, labels/), a COCO set (one .json beside its images) or a Pascal VOC set (an .xml "
+                         "per image)")
     tr.add_argument("--good", help="classifier: the folder of good parts (default: the one named good or ok); "
                                    "detector: the class meaning in place (it then verifies; without, it finds defects)")
     tr.add_argument("--arch", default="resnet10", help=f"classifier: one of {', '.join(f'resnet{d}' for d in DEPTHS)}"

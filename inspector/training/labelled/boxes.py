@@ -1,10 +1,15 @@
-"""Images with labelled boxes, in the two layouts plants export: YOLO and COCO.
+"""Images with labelled boxes, in the three layouts plants export: YOLO, COCO and Pascal VOC.
 
 YOLO: `DIR/data.yaml` naming the classes (`names:` a list, or a map index -> name), the images under
 `DIR/images/` (any depth) and one `DIR/labels/<same path>.txt` per image, a box a line: `class cx cy w h`,
 normalised to the image (an image without a label file, or with an empty one, has no boxes). COCO: one
 `DIR/*.json` with `images`, `annotations` (`bbox`: x, y, w, h in pixels) and `categories`, the images beside it
-(their `file_name` relative to DIR, or to DIR/images).
+(their `file_name` relative to DIR, or to DIR/images). Pascal VOC (LabelImg's default, CVAT's and Roboflow's
+export): one `.xml` per image (`<object><name>` and `<bndbox>` xmin ymin xmax ymax, 1-based pixels, the max
+inclusive), under `DIR/Annotations/` with the images in `DIR/JPEGImages/`, or beside its image anywhere under DIR;
+the set is its annotation files (a clean image is an .xml without objects). VOC lists no classes: a `classes.txt`,
+`labels.txt` (a name a line) or CVAT's `labelmap.txt` at DIR gives them in order, and an object named otherwise is
+refused; without one the names found, sorted.
 
 A box is kept in pixels, corners x1 y1 x2 y2. The image's identity (folder.py: the file name up to `__`) keeps every
 image of one board on one side of a split. Every error names the file and line (or annotation id) and what to fix.
@@ -12,6 +17,7 @@ image of one board on one side of a split. Every error names the file and line (
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,7 +49,7 @@ class BoxSet:
     root: Path
     classes: tuple[str, ...]
     images: list[BoxedImage]
-    layout: str  # yolo | coco
+    layout: str  # yolo | coco | voc
 
     def counts(self) -> dict[str, int]:
         out = {c: 0 for c in self.classes}
@@ -54,17 +60,22 @@ class BoxSet:
 
 
 def read_boxes(root: Path) -> BoxSet:
-    """The YOLO or COCO set at `root` (YOLO when it has data.yaml, COCO when it has one .json)."""
+    """The YOLO, COCO or VOC set at `root` (YOLO when it has data.yaml, COCO when it has one .json, VOC when it has
+    .xml annotations)."""
     root = Path(root)
     if not root.is_dir():
-        raise FolderError(f"{root} is not a directory; give a YOLO set (data.yaml, images/, labels/) or a COCO set "
-                          "(one .json beside its images)")
+        raise FolderError(f"{root} is not a directory; give a YOLO set (data.yaml, images/, labels/), a COCO set "
+                          "(one .json beside its images) or a Pascal VOC set (an .xml per image)")
     if (root / "data.yaml").is_file():
         return _yolo(root)
     jsons = sorted(root.glob("*.json"))
     if len(jsons) == 1:
         return _coco(root, jsons[0])
-    raise FolderError(f"{root} holds neither data.yaml (YOLO) nor exactly one .json (COCO; found {len(jsons)})")
+    xmls = sorted(p for p in root.rglob("*.xml") if p.is_file())
+    if xmls and not jsons:
+        return _voc(root, xmls)
+    raise FolderError(f"{root} holds neither data.yaml (YOLO), exactly one .json (COCO; found {len(jsons)}) nor "
+                      ".xml annotations alone (Pascal VOC)")
 
 
 def _size(path: Path) -> tuple[int, int]:
@@ -143,3 +154,96 @@ def _coco(root: Path, path: Path) -> BoxSet:
             raise FolderError(f"{path}: image {key} ({im['file_name']}) is neither under {root} nor {root / 'images'}")
         images.append(BoxedImage(file, _size(file), tuple(by_image[key]), identity_of(file)))
     return BoxSet(root, names, images, "coco")
+
+
+CLASS_LISTS = ("classes.txt", "labels.txt", "labelmap.txt")  # VOC's class order, where the exporter wrote one
+
+
+def _voc(root: Path, xmls: list[Path]) -> BoxSet:
+    listed = _voc_classes(root)
+    read = [_voc_file(root, xml) for xml in xmls]
+    names = listed or tuple(sorted({name for _im, objects in read for name, *_ in objects}))
+    if not names:
+        raise FolderError(f"{root}: no .xml names an object and no {' or '.join(CLASS_LISTS)} lists the classes; "
+                          "a detector needs at least one class")
+    index = {n: i for i, n in enumerate(names)}
+    images = []
+    for (image, objects), xml in zip(read, xmls):
+        boxes = []
+        for name, n, x1, y1, x2, y2 in objects:
+            if name not in index:
+                raise FolderError(f"{xml}: object {n} is named {name!r}, which {root / _voc_list(root)} does not "
+                                  f"list ({', '.join(names)}); add it there or correct the label")
+            boxes.append(Box(index[name], x1, y1, x2, y2))
+        images.append(BoxedImage(image.path, image.size, tuple(boxes), image.identity))
+    return BoxSet(root, names, images, "voc")
+
+
+def _voc_list(root: Path) -> str:
+    return next((name for name in CLASS_LISTS if (root / name).is_file()), "")
+
+
+def _voc_classes(root: Path) -> tuple[str, ...]:
+    """The class names a list file at `root` gives, in its order (CVAT's labelmap: `name:colour:parts:actions`,
+    `#` comments), or () where there is none."""
+    name = _voc_list(root)
+    if not name:
+        return ()
+    names = []
+    for line in (root / name).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            names.append(line.split(":", 1)[0].strip() if name == "labelmap.txt" else line)
+    if len(set(names)) != len(names) or not all(names):
+        raise FolderError(f"{root / name}: a class is named twice or empty ({names}); one name a line, each once")
+    return tuple(names)
+
+
+def _voc_file(root: Path, xml: Path) -> tuple[BoxedImage, list[tuple[str, int, float, float, float, float]]]:
+    """One annotation file: its image (sizes checked against the file's) and its objects, each (name, its number in
+    the file, x1, y1, x2, y2) in 0-based pixels with the max exclusive."""
+    try:
+        doc = ET.parse(xml).getroot()
+    except ET.ParseError as exc:
+        raise FolderError(f"{xml}: line {exc.position[0]}: not readable XML ({exc}); export it again") from None
+    if doc.tag != "annotation":
+        raise FolderError(f"{xml}: the root element is <{doc.tag}>, not a Pascal VOC <annotation>")
+    image = _voc_image(root, xml, (doc.findtext("filename") or "").strip())
+    w, h = _size(image)
+    stated = tuple(_number(doc.findtext(f"size/{k}"), 0.0) for k in ("width", "height"))
+    if all(stated) and stated != (w, h):
+        raise FolderError(f"{xml}: says its image is {stated[0]:g}x{stated[1]:g} px but {image.name} is {w}x{h}; "
+                          "its boxes belong to another size of the image: export them again")
+    objects = []
+    for n, obj in enumerate(doc.iter("object"), 1):
+        name = (obj.findtext("name") or "").strip()
+        corners = [_number(obj.findtext(f"bndbox/{k}"), None) for k in ("xmin", "ymin", "xmax", "ymax")]
+        if not name or None in corners:
+            raise FolderError(f"{xml}: object {n} lacks its <name> or a <bndbox> xmin, ymin, xmax, ymax number")
+        xmin, ymin, xmax, ymax = corners
+        x1, y1, x2, y2 = max(0.0, xmin - 1), max(0.0, ymin - 1), min(float(w), xmax), min(float(h), ymax)
+        if not (x1 < x2 and y1 < y2):
+            raise FolderError(f"{xml}: object {n} ({name}) has an empty box within the {w}x{h} image: xmin {xmin:g}, "
+                              f"ymin {ymin:g}, xmax {xmax:g}, ymax {ymax:g}")
+        objects.append((name, n, x1, y1, x2, y2))
+    return BoxedImage(image, (w, h), (), identity_of(image)), objects
+
+
+def _voc_image(root: Path, xml: Path, filename: str) -> Path:
+    """The image an annotation names: beside it, under DIR/JPEGImages or DIR/images; by the annotation's own stem
+    where the name is missing or stale (a renamed file)."""
+    places = (xml.parent, root / "JPEGImages", root / "images")
+    named = [place / filename for place in places] if filename else []
+    stems = [place / (xml.stem + suffix) for place in places for suffix in sorted(IMAGE_SUFFIXES)]
+    found = next((p for p in [*named, *stems] if p.is_file()), None)
+    if found is None:
+        raise FolderError(f"{xml}: its image {filename or xml.stem!r} is neither beside it nor under "
+                          f"{root / 'JPEGImages'} or {root / 'images'}")
+    return found
+
+
+def _number(text: str | None, default: float | None) -> float | None:
+    try:
+        return float(text) if text is not None and text.strip() else default
+    except ValueError:
+        return default

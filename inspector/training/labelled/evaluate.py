@@ -84,7 +84,7 @@ def _renamed(classes: tuple[str, ...], good: str) -> tuple[str, ...]:
 
 
 def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5) -> DetectionScore:
-    """A detector's boxes on a YOLO or COCO set, scored at its own threshold (detection.py)."""
+    """A detector's boxes on a YOLO, COCO or VOC set, scored at its own threshold (detection.py)."""
     import cv2
 
     entry, arch = zoo.entries[expert], zoo.architecture(expert)

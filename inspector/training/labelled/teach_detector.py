@@ -1,4 +1,4 @@
-"""`inspector zoo train --new EXPERT --kind detector --from DIR`: a detector taught from a YOLO or COCO set.
+"""`inspector zoo train --new EXPERT --kind detector --from DIR`: a detector taught from a YOLO, COCO or VOC set.
 
 Without `--good` every class is a defect and the detector **finds**: a part (or window) with a box over the
 threshold fails, with that box's class. With `--good CLASS` it **verifies**, the way the demo's detectors do: the
