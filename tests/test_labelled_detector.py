@@ -205,3 +205,35 @@ def test_a_voc_set_that_is_wrong_is_named_with_its_file_and_what_to_do(tmp_path:
         read_boxes(root)
     (root / "gone.png").rename(root / "JPEGImages" / "s5b001__top.png")
     assert len(read_boxes(root).images) == 4
+
+
+def test_a_detector_taught_in_every_orientation_sees_each_image_turned_with_its_boxes(tmp_path: Path) -> None:
+    """--any-orientation: the training side also holds each image transposed, each label moved with its pixels
+    (the trainer's own flips then give every quarter turn and mirror)."""
+    from inspector.experts.yolo import YoloDetector
+    from inspector.training.labelled.boxes import BoxedImage
+    from inspector.training.labelled.teach_detector import write_split
+
+    picture = np.full((64, 96, 3), 30, np.uint8)
+    picture[40:46, 20:32] = 230  # a wide defect low on the left
+    picture[5:25, 70:76] = 230  # a tall one high on the right
+    cv2.imwrite(str(tmp_path / "b__1.png"), picture)
+    image = BoxedImage(tmp_path / "b__1.png", (96, 64), (Box(1, 20, 40, 32, 46), Box(0, 70, 5, 76, 25)), "b")
+    arch = YoloDetector("yolov8n.yaml", 96, 2, 0.25, "find", "letterbox")
+    write_split(tmp_path / "set", "train", arch, [image], [0, 1], turned=True)
+    written = {tag: (cv2.imread(str(tmp_path / "set" / "images" / "train" / f"000000{tag}.png")),
+                     (tmp_path / "set" / "labels" / "train" / f"000000{tag}.txt").read_text().split("\n")[:-1])
+               for tag in ("", "t")}
+    assert sorted(p.name for p in (tmp_path / "set" / "images" / "train").iterdir()) == ["000000.png", "000000t.png"]
+    assert np.array_equal(written["t"][0], written[""][0].transpose(1, 0, 2))
+    for served, rows in written.values():
+        bright = (served.mean(axis=2) > 128).astype(np.uint8)
+        n, _, stats, _ = cv2.connectedComponentsWithStats(bright)
+        found = sorted((int(x), int(y), int(x + w), int(y + h)) for x, y, w, h, _ in stats[1:n])
+        labelled = []
+        for row in rows:
+            _, cx, cy, w, h = (float(v) * 96 for v in row.split())
+            labelled.append((round(cx - w / 2), round(cy - h / 2), round(cx + w / 2), round(cy + h / 2)))
+        assert len(found) == 2 and np.allclose(sorted(labelled), found, atol=1), (found, labelled)
+    kinds = {tag: sorted(row.split()[0] for row in rows) for tag, (_, rows) in written.items()}
+    assert kinds[""] == kinds["t"] == ["0", "1"]

@@ -56,12 +56,10 @@ def _train_detector(args: argparse.Namespace) -> int:
     if args.reference:
         say("error: a detector is taught from its images alone (--reference is for classifiers)")
         return USAGE
-    if args.any_orientation:
-        say("error: --any-orientation is for classifiers; a detector's boxes would turn with its images")
-        return USAGE
     plan = DetectorPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good,
                         args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
-                        args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou)
+                        args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou,
+                        any_orientation=args.any_orientation)
     return _taught(lambda: teach_detector(plan, say), args)
 
 
@@ -132,8 +130,9 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--reference", metavar="DIR", help="golden comparison: the golden board's crop of every crop, at "
                                                        "the same path under DIR; the expert reads both")
     tr.add_argument("--any-orientation", action="store_true",
-                    help="classifier: the classes do not depend on how a crop is turned or mirrored (a short is a "
-                         "short either way; a reversed diode is not), so training also sees each crop turned")
+                    help="the classes do not depend on how a crop or image is turned or mirrored (a short is a "
+                         "short either way; a reversed diode is not), so training also sees each turned and mirrored "
+                         "(a detector's boxes with its images)")
     tr.add_argument("--json", help="also write the report as JSON here")
 
 

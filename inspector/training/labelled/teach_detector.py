@@ -52,6 +52,7 @@ class DetectorPlan:
     false_call_budget: float = 0.01
     iou: float = 0.5
     batch: int = 16
+    any_orientation: bool = False  # the classes do not depend on how an image is turned or mirrored
 
 
 @dataclass
@@ -69,14 +70,16 @@ class TaughtDetector:
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
                 "classes": list(self.classes), "mode": self.mode, "input_size": self.input_size, "fit": self.fit,
-                "counts": self.counts, "weights_sha256": self.entry.weights_sha256, "seconds": round(self.seconds, 1),
+                "counts": self.counts, "any_orientation": self.plan.any_orientation,
+                "weights_sha256": self.entry.weights_sha256, "seconds": round(self.seconds, 1),
                 "heldout": self.heldout.to_json()}
 
     def summary(self) -> str:
         how = (f"finds {', '.join(self.classes)}" if self.mode == "find" else
                f"verifies {self.classes[0]} against {', '.join(self.classes[1:])}")
+        turned = ", taught in every orientation (mirrored and turned)" if self.plan.any_orientation else ""
         return "\n".join([f"{self.plan.expert}: a detector that {how}; input {self.input_size}x{self.input_size} px "
-                          f"({self.fit}), trained in {self.seconds:.0f} s",
+                          f"({self.fit}){turned}, trained in {self.seconds:.0f} s",
                           "held-out images (they chose the epoch and the threshold: optimistic; `inspector zoo "
                           "evaluate` on images it never met gives the figures to trust):", table(self.heldout)])
 
@@ -103,16 +106,25 @@ def yolo_label(arch: YoloDetector, size: tuple[int, int], box: Box, kind: int) -
     return f"{kind} {(x1 + x2) / 2:.6f} {(y1 + y2) / 2:.6f} {x2 - x1:.6f} {y2 - y1:.6f}"
 
 
-def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedImage], order: list[int]) -> None:
+def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedImage], order: list[int],
+                turned: bool = False) -> None:
+    """The images as served and their YOLO labels; with `turned`, each also transposed (a quarter turn and a mirror),
+    its boxes with it: with the trainer's own flips that is every quarter turn and mirror, which it lacks."""
     (root / "images" / side).mkdir(parents=True)
     (root / "labels" / side).mkdir(parents=True)
     for n, im in enumerate(images):
         picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
         if picture is None:
             raise FolderError(f"{im.path} cannot be read as an image")
-        write_image(root / "images" / side / f"{n:06d}.png", served_image(arch, picture))
-        (root / "labels" / side / f"{n:06d}.txt").write_text(
-            "".join(yolo_label(arch, im.size, b, order[b.kind]) + "\n" for b in im.boxes))
+        served = served_image(arch, picture)
+        labels = [yolo_label(arch, im.size, b, order[b.kind]).split() for b in im.boxes]
+        copies = [("", served, labels)]
+        if turned:  # served images are square: x and y change places, and with them width and height
+            copies.append(("t", np.ascontiguousarray(served.transpose(1, 0, 2)), [[k, cy, cx, h, w]
+                                                                                  for k, cx, cy, w, h in labels]))
+        for tag, image, rows in copies:
+            write_image(root / "images" / side / f"{n:06d}{tag}.png", image)
+            (root / "labels" / side / f"{n:06d}{tag}.txt").write_text("".join(" ".join(r) + "\n" for r in rows))
 
 
 def reordered(boxes: BoxSet, good: str | None) -> tuple[tuple[str, ...], list[int], str]:
@@ -146,9 +158,10 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
-        write_split(root, "train", arch, sides["train"], order)
+        write_split(root, "train", arch, sides["train"], order, plan.any_orientation)
         write_split(root, "val", arch, sides["heldout"], order)
-        state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True)
+        state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True,
+                                  flips=plan.any_orientation)
     module = arch.materialize(state, torch.device("cpu"))
     pictures = [cv2.imread(str(im.path), cv2.IMREAD_COLOR) for im in sides["heldout"]]
     found = detect(arch, module, pictures)
@@ -168,6 +181,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     heldout = score(classes, truth, found, threshold, plan.iou)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled boxes",
                "dataset": str(plan.source), "threshold": threshold, "heldout_share": plan.heldout_share,
+               "any_orientation": plan.any_orientation,
                "eval": {"heldout": heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "val_accuracy": heldout.map, "versions": (version,),
                            "served": (entry.weights_sha256,)})
