@@ -175,7 +175,7 @@ def test_a_pascal_voc_set_reads_as_the_same_boxes_as_its_yolo_twin(tmp_path: Pat
                 assert (p.x1, p.y1, p.x2, p.y2) == pytest.approx((q.x1, q.y1, q.x2, q.y2), abs=0.01)
     assert any(not im.boxes for im in voc.images)  # a clean board is an .xml without objects
     # a class list gives the order (CVAT's labelmap: name:colour:parts:actions)
-    labelmap = "# label:color_rgb:parts:actions\nvoid:255,0,0::\nspur:0,0,255::\n"
+    labelmap = "# label:color_rgb:parts:actions\nbackground:0,0,0::\nvoid:255,0,0::\nspur:0,0,255::\n"  # CVAT's
     (tmp_path / "vTrue" / "labelmap.txt").write_text(labelmap)
     ordered = read_boxes(tmp_path / "vTrue")
     assert ordered.classes == ("void", "spur") and [b.kind for b in ordered.images[1].boxes] == [0]

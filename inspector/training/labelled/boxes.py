@@ -8,8 +8,8 @@ normalised to the image (an image without a label file, or with an empty one, ha
 export): one `.xml` per image (`<object><name>` and `<bndbox>` xmin ymin xmax ymax, 1-based pixels, the max
 inclusive), under `DIR/Annotations/` with the images in `DIR/JPEGImages/`, or beside its image anywhere under DIR;
 the set is its annotation files (a clean image is an .xml without objects). VOC lists no classes: a `classes.txt`,
-`labels.txt` (a name a line) or CVAT's `labelmap.txt` at DIR gives them in order, and an object named otherwise is
-refused; without one the names found, sorted.
+`labels.txt` (a name a line) or CVAT's `labelmap.txt` (its `background` left out) at DIR gives them in order, and
+an object named otherwise is refused; without one the names found, sorted.
 
 A box is kept in pixels, corners x1 y1 x2 y2. The image's identity (folder.py: the file name up to `__`) keeps every
 image of one board on one side of a split. Every error names the file and line (or annotation id) and what to fix.
@@ -185,7 +185,7 @@ def _voc_list(root: Path) -> str:
 
 def _voc_classes(root: Path) -> tuple[str, ...]:
     """The class names a list file at `root` gives, in its order (CVAT's labelmap: `name:colour:parts:actions`,
-    `#` comments), or () where there is none."""
+    `#` comments, and its `background`, a segmentation label no box carries, left out), or () where there is none."""
     name = _voc_list(root)
     if not name:
         return ()
@@ -194,6 +194,8 @@ def _voc_classes(root: Path) -> tuple[str, ...]:
         line = line.strip()
         if line and not line.startswith("#"):
             names.append(line.split(":", 1)[0].strip() if name == "labelmap.txt" else line)
+    if name == "labelmap.txt" and "background" in names:
+        names.remove("background")
     if len(set(names)) != len(names) or not all(names):
         raise FolderError(f"{root / name}: a class is named twice or empty ({names}); one name a line, each once")
     return tuple(names)
