@@ -76,10 +76,14 @@ def _worst_distance(x: np.ndarray, y: np.ndarray, fits: list[tuple[float, float]
     """Per pixel, how far its worst channel lands from the golden board's once mapped by `fits` (uint8: whole grey
     levels, through a lookup table: the agreement is redrawn three times a board)."""
     worst = np.zeros(x.shape[1], np.uint8)
-    for xc, yc, (gain, offset) in zip(x, y, fits):
-        table = np.clip(np.arange(256) * gain + offset + 0.5, 0, 255).astype(np.uint8)
-        worst = np.maximum(worst, cv2.absdiff(cv2.LUT(xc, table), yc).reshape(-1))
+    for xc, yc, fit in zip(x, y, fits):
+        worst = np.maximum(worst, cv2.absdiff(cv2.LUT(xc, _table(*fit)), yc).reshape(-1))
     return worst
+
+
+def _table(gain: float, offset: float) -> np.ndarray:
+    """A channel's gain and offset as a 256-entry lookup table, rounded and clipped to uint8."""
+    return np.clip(np.arange(256) * gain + offset + 0.5, 0, 255).astype(np.uint8)
 
 
 def _percentiles(values: np.ndarray, levels: np.ndarray | float = LEVELS) -> np.ndarray:
@@ -122,8 +126,6 @@ def match_light(image: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, s
     fits = light_map(image, reference)
     if fits is None:
         return image, "light not matched (the fit was no change of light)"
-    out = image.astype(np.float32)
-    for c, (gain, offset) in enumerate(fits):
-        out[..., c] = out[..., c] * gain + offset
+    tables = np.stack([_table(*fit) for fit in fits], axis=1)[:, None, :]  # 256 x 1 x channels: one per channel
     gains = ", ".join(f"{g:.2f}" for g, _ in fits)
-    return np.clip(out + 0.5, 0, 255).astype(np.uint8), f"light matched to the golden board (gains {gains})"
+    return cv2.LUT(image, tables), f"light matched to the golden board (gains {gains})"

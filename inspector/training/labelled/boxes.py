@@ -162,20 +162,20 @@ CLASS_LISTS = ("classes.txt", "labels.txt", "labelmap.txt")  # VOC's class order
 def _voc(root: Path, xmls: list[Path]) -> BoxSet:
     listed = _voc_classes(root)
     read = [_voc_file(root, xml) for xml in xmls]
-    names = listed or tuple(sorted({name for _im, objects in read for name, *_ in objects}))
+    names = listed or tuple(sorted({name for *_image, objects in read for name, *_ in objects}))
     if not names:
         raise FolderError(f"{root}: no .xml names an object and no {' or '.join(CLASS_LISTS)} lists the classes; "
                           "a detector needs at least one class")
     index = {n: i for i, n in enumerate(names)}
     images = []
-    for (image, objects), xml in zip(read, xmls):
+    for (path, size, objects), xml in zip(read, xmls):
         boxes = []
         for name, n, x1, y1, x2, y2 in objects:
             if name not in index:
                 raise FolderError(f"{xml}: object {n} is named {name!r}, which {root / _voc_list(root)} does not "
                                   f"list ({', '.join(names)}); add it there or correct the label")
             boxes.append(Box(index[name], x1, y1, x2, y2))
-        images.append(BoxedImage(image.path, image.size, tuple(boxes), image.identity))
+        images.append(BoxedImage(path, size, tuple(boxes), identity_of(path)))
     return BoxSet(root, names, images, "voc")
 
 
@@ -201,9 +201,9 @@ def _voc_classes(root: Path) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _voc_file(root: Path, xml: Path) -> tuple[BoxedImage, list[tuple[str, int, float, float, float, float]]]:
-    """One annotation file: its image (sizes checked against the file's) and its objects, each (name, its number in
-    the file, x1, y1, x2, y2) in 0-based pixels with the max exclusive."""
+def _voc_file(root: Path, xml: Path) -> tuple[Path, tuple[int, int], list[tuple[str, int, float, float, float, float]]]:
+    """One annotation file: its image, that image's size (checked against the file's) and its objects, each (name,
+    its number in the file, x1, y1, x2, y2) in 0-based pixels with the max exclusive."""
     try:
         doc = ET.parse(xml).getroot()
     except ET.ParseError as exc:
@@ -228,7 +228,7 @@ def _voc_file(root: Path, xml: Path) -> tuple[BoxedImage, list[tuple[str, int, f
             raise FolderError(f"{xml}: object {n} ({name}) has an empty box within the {w}x{h} image: xmin {xmin:g}, "
                               f"ymin {ymin:g}, xmax {xmax:g}, ymax {ymax:g}")
         objects.append((name, n, x1, y1, x2, y2))
-    return BoxedImage(image, (w, h), (), identity_of(image)), objects
+    return image, (w, h), objects
 
 
 def _voc_image(root: Path, xml: Path, filename: str) -> Path:
