@@ -413,23 +413,38 @@ def test_the_line_feeds_a_golden_comparison_expert_the_golden_boards_window_besi
     from inspector.experts.yolo import YoloDetector
     from inspector.experts.zoo import write_expert
 
-    det = YoloDetector("yolov8n.yaml", 64, 2)  # a real detector beside it (random weights: only its name is read)
-    entry = write_expert(tmp_path / "zoo", "det-p", "detector", det.spec(), det.random_state(0))
+    # detectors beside it (random weights): one reads the live crop, two compare with the golden board
     manifest = json.loads((tmp_path / "zoo" / "manifest.json").read_text())
-    manifest["experts"].append(asdict(entry))
+    for name, reference in (("det-p", None), ("det-g", "composite"), ("det-c", "colour")):
+        det = YoloDetector("yolov8n.yaml", 64, 2, reference=reference)
+        manifest["experts"].append(asdict(write_expert(tmp_path / "zoo", name, "detector", det.spec(),
+                                                       det.random_state(0))))
     (tmp_path / "zoo" / "manifest.json").write_text(json.dumps(manifest))
     zoo = Zoo.load(tmp_path / "zoo")
+
+    def routed_to(det: str) -> str:
+        text = TAUGHT_RULES.replace("classifier: {arch: resnet10, input_size: 32}",
+                                    "classifier: {arch: resnet10, input_size: 32}\ndetectors:\n  "
+                                    f"{det}: {{arch: yolov8n.yaml, input_size: 64}}")
+        return text.replace("size: [24, 12]", f"size: [24, 12]\n    detector: {det}") + "golden: golden.png\n"
     for text, why in ((TAUGHT_RULES, "add `golden: FILE`"),
                       (TAUGHT_RULES + "golden: nowhere.png\n", "cannot be read"),
-                      (TAUGHT_RULES.replace("classifier: {arch: resnet10, input_size: 32}",
-                                            "classifier: {arch: resnet10, input_size: 32}\ndetectors:\n  det-p: "
-                                            "{arch: yolov8n.yaml, input_size: 64}").replace(
-                          "size: [24, 12]", "size: [24, 12]\n    detector: det-p") + "golden: golden.png\n",
-                       "route it to the golden comparison alone")):
+                      (routed_to("det-p"), "routes to cls-TR, which compares with the golden board (composite), and "
+                                           "then to det-p, which reads the live crop alone: a part is one request"),
+                      (routed_to("det-c"), "then to det-c, which compares with the golden board (colour)")):
         bad = parse_rules(text, str(tmp_path / "taught.yaml"))
-        with pytest.raises((GoldenMissing, ValueError), match=r"(?s)" + why.replace("(", r"\(").replace("`", ".")):
+        with pytest.raises((GoldenMissing, ValueError), match=r"(?s)" + why.replace("(", r"\(").replace(
+                ")", r"\)").replace("`", ".")):
             run_line(bad, zoo, box_models, open_source("synthetic", bad, 1, 6),
                      ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None)
+    # a detector taught on the same composite reads the one image the part's request carries
+    rules = parse_rules(routed_to("det-g"), str(tmp_path / "taught.yaml"))
+    store = ResultStore(sqlite_url(tmp_path / "r2.sqlite"))
+    run_line(rules, zoo, box_models, open_source("synthetic", rules, 3, 6, defect_rate=0.5),
+             ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, lambda _m: None)
+    parts = [p for insp in store.inspections() for p in insp.parts]
+    assert len(parts) == 12 and {p.verdict for p in parts} <= {"pass", "fail"}
+    assert any(p.expert == "det-g" for p in parts)  # the classifier passed some, and the detector then decided
 
 
 def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tmp_path: Path, box_models: Path) -> None:

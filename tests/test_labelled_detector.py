@@ -19,20 +19,20 @@ CLASSES = ("void", "spur")
 
 
 def board(rng: np.random.Generator, kinds: list[int]) -> tuple[np.ndarray, list[tuple[int, int, int, int, int]]]:
-    """A dark laminate with copper bars; a void is a dark hole in a bar, a spur a bright stub off one."""
+    """A dark laminate with copper bars; a void is a dark hole in a bar, a spur a bright stub off one. Defects are
+    16 px, a quarter of the board's height (the trainer grows the input until they are 24 px: detector_sizing.py)."""
     h, w = 64, int(rng.choice([64, 80]))
     image = np.full((h, w, 3), (40, 80, 40), np.uint8)
-    for y in (6, 30):
-        image[y:y + 16, :] = (60, 160, 200)
+    image[4:26, :] = image[30:40, :] = (60, 160, 200)
     boxes = []
     for kind in kinds:
-        x = int(rng.integers(4, w - 16))
+        x = int(rng.integers(4, w - 20))
         if kind == 0:
-            image[9:19, x:x + 10] = (40, 80, 40)
-            boxes.append((0, x - 1, 8, x + 11, 20))
+            image[7:23, x:x + 16] = (40, 80, 40)
+            boxes.append((0, x - 1, 6, x + 17, 24))
         else:
-            image[46:60, x:x + 8] = (60, 160, 200)
-            boxes.append((1, x - 1, 45, x + 9, 61))
+            image[40:60, x:x + 16] = (60, 160, 200)
+            boxes.append((1, x - 1, 39, x + 17, 61))
     return np.clip(image + rng.normal(0, 4, image.shape), 0, 255).astype(np.uint8), boxes
 
 
@@ -94,7 +94,7 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(tmp_p
     assert "finds void, spur" in r.stdout and "mAP" in r.stdout
     entry = Zoo.load(tmp_path / "zoo").entries["det-pcb"]
     assert entry.role == "detector" and entry.classes == CLASSES
-    assert entry.spec["mode"] == "find" and entry.spec["fit"] == "letterbox" and entry.spec["input_size"] in (64, 96)
+    assert entry.spec["mode"] == "find" and entry.spec["fit"] == "letterbox" and entry.spec["input_size"] in (128,)
     r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(test), "--zoo", str(tmp_path / "zoo"), "--json",
             str(tmp_path / "eval.json"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -102,7 +102,8 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(tmp_p
     for key in ("map", "f_score", "precision", "recall", "per_class", "defect_recall", "false_call_rate"):
         assert key in scores
     assert scores["per_class"]["void"]["labelled"] == 12 and scores["per_class"]["spur"]["labelled"] == 12
-    assert scores["map"] > 0.6 and scores["defect_recall"] >= 0.8 and scores["false_call_rate"] <= 0.34, r.stdout
+    assert scores["map"] > 0.75 and scores["defect_recall"] >= 0.85 and scores["false_call_rate"] <= 0.17, r.stdout
+    assert min(c["ap"] for c in scores["per_class"].values()) > 0.5, r.stdout  # both classes learned
     # the same boards labelled as LabelImg writes them (Pascal VOC) are scored alike
     voc = voc_set(tmp_path / "test-voc", 24, seed=2)
     r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(voc), "--zoo", str(tmp_path / "zoo"), "--json",
@@ -193,7 +194,7 @@ def test_a_voc_set_that_is_wrong_is_named_with_its_file_and_what_to_do(tmp_path:
     for spoilt, said in ((good.replace("</annotation>", ""), r"s5b001__top.xml: line 2: not readable XML"),
                          (good.replace("<width>", "<width>1"),
                           r"s5b001__top.xml: says its image is 1\d+x64 px but s5b001__top.png is"),
-                         (good.replace("<ymax>20</ymax>", "<ymax>5</ymax>"), r"object 1 \(void\) has an empty box"),
+                         (good.replace("<ymax>24</ymax>", "<ymax>5</ymax>"), r"object 1 \(void\) has an empty box"),
                          (good.replace("<xmax>", "<xmax>x"), r"object 1 lacks its <name> or a <bndbox>")):
         xml.write_text(spoilt)
         with pytest.raises(FolderError, match=said):

@@ -24,7 +24,8 @@ from ..ingest.golden import golden_image
 from ..results.records import BoardRecord
 from ..routing.rules import load_rules
 from .board_photos import PhotoBoard, boards_of, overlay, read_photo, registration_inputs
-from .line import Line, LineConfig, golden_types
+from .comparisons import golden_types
+from .line import Line, LineConfig
 from .run import line_profiles
 
 COARSE = 0.75  # of the recipe's px/mm: a photo that resolves the board more coarsely is said to (crops upsampled)

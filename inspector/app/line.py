@@ -51,6 +51,7 @@ from ..results.scope import Scope
 from ..results.units import board_verdicts
 from ..routing.rules import RuleSet
 from .board_photos import photo_registration_of, register_photo
+from .comparisons import check_comparisons, golden_types
 from .histogram import BOARD_BUCKETS_S, PART_BUCKETS_S, Histogram, nearest_rank
 from .verdict import part_verdict
 
@@ -211,13 +212,8 @@ class Line:
         if missing:
             raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
                              f"{', '.join(missing)}; build them with `inspector zoo build --demo` or fix the rules")
+        check_comparisons(rules, zoo)
         composite = golden_types(rules, zoo)
-        for name in sorted(composite):
-            comp = rules.component(name)
-            if comp.detector:
-                raise ValueError(f"component type {name} routes to {comp.classifier}, which compares with the golden "
-                                 f"board, and then to {comp.detector}, which reads the live crop: a part is one "
-                                 "request with one image; route it to the golden comparison alone")
         if composite:
             golden_image(rules)  # GoldenMissing (a ValueError) names what to add or fix
         if rules.alternates:
@@ -567,18 +563,6 @@ class Line:
         """(boards/s, parts/s) since start."""
         dt = max(time.perf_counter() - self.started, 1e-9)
         return self.stats.boards / dt, self.stats.parts / dt
-
-
-def golden_types(rules: RuleSet, zoo: Zoo) -> dict[str, str]:
-    """The component types whose classifier compares each crop with the golden board's (ingest/golden.py), each
-    with the kind of comparison it was taught on (composite, colour)."""
-    out = {}
-    for c in rules.components:
-        if c.classifier in zoo.entries and c.classifier not in zoo.unavailable:
-            kind = getattr(zoo.architecture(c.classifier), "reference", None)
-            if kind is not None:
-                out[c.name] = kind
-    return out
 
 
 def _inspected(crops: list[Crop], record: BoardRecord, rules: RuleSet) -> list[Crop]:

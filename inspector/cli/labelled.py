@@ -53,13 +53,11 @@ def _taught(run, args: argparse.Namespace, hint: str = "") -> int:  # noqa: ANN0
 def _train_detector(args: argparse.Namespace) -> int:
     from ..training.labelled.teach_detector import DetectorPlan, teach_detector
 
-    if args.reference:
-        say("error: a detector is taught from its images alone (--reference is for classifiers)")
-        return USAGE
     plan = DetectorPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good,
                         args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
                         args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou,
-                        any_orientation=args.any_orientation)
+                        any_orientation=args.any_orientation,
+                        reference=Path(args.reference) if args.reference else None)
     return _taught(lambda: teach_detector(plan, say), args)
 
 
@@ -74,7 +72,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from ..training.labelled.detection import table as detection_table
 
         try:
-            scored = evaluate_detector(zoo, args.expert, Path(args.on), args.iou)
+            scored = evaluate_detector(zoo, args.expert, Path(args.on), args.iou,
+                                       Path(args.reference) if args.reference else None)
         except FolderError as exc:
             say(f"error: {exc}")
             return FAILED
@@ -127,8 +126,9 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
                     help="false-call budget the operating threshold is chosen for (default 0.01)")
     tr.add_argument("--epoch-size", type=int, help="crops drawn an epoch (default: the training set's size, "
                     f"at least {MIN_EPOCH})")
-    tr.add_argument("--reference", metavar="DIR", help="golden comparison: the golden board's crop of every crop, at "
-                                                       "the same path under DIR; the expert reads both")
+    tr.add_argument("--reference", metavar="DIR", help="golden comparison: the golden board's crop (or image) of "
+                                                       "every crop (image), at the same path under DIR, the same "
+                                                       "window; the expert reads both")
     tr.add_argument("--any-orientation", action="store_true",
                     help="the classes do not depend on how a crop or image is turned or mirrored (a short is a "
                          "short either way; a reversed diode is not), so training also sees each turned and mirrored "
@@ -141,7 +141,8 @@ def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--expert", required=True, help="the zoo's expert to score (cls-trace)")
     ev.add_argument("--on", required=True, metavar="DIR", help="an ImageFolder: one sub-folder a class")
     ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
-    ev.add_argument("--reference", metavar="DIR", help="the golden crops (a golden-comparison expert)")
+    ev.add_argument("--reference", metavar="DIR", help="the golden crops or images (a golden-comparison expert), the "
+                                                       "set's tree mirrored")
     ev.add_argument("--iou", type=float, default=0.5, help="detector: IoU a box must exceed to count (default 0.5; "
                                                            "DeepPCB's protocol: 0.33)")
     ev.add_argument("--zoo", help="zoo directory (default: the demo zoo)")

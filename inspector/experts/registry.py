@@ -40,5 +40,5 @@ def _build(spec: dict[str, Any]) -> Architecture:
     return YoloDetector(  # check_spec let through a ResNet or a detector's file alone
         name, input_size=size, classes=int(spec.get("classes", 4)),
         threshold=float(spec.get("threshold", 0.25)), mode=str(spec.get("mode", "verify")),
-        fit=str(spec.get("fit", "squash")),
+        fit=str(spec.get("fit", "squash")), reference=spec.get("reference"),
     )

@@ -61,12 +61,12 @@ def check_spec(spec: dict[str, Any]) -> None:
     does not know; the sizes and counts are the architectures' own to check when one is built."""
     name = str(spec.get("arch", "")).strip()
     check_choice("resize policy fit", spec.get("fit", "squash"), FITS)
+    if spec.get("reference") is not None:  # a classifier's or a detector's golden comparison
+        check_choice("reference", spec["reference"], REFERENCES, " or none")
     m = RESNET.match(name)
     if m:
         check_depth(int(m.group(1)))
         check_choice("head", spec.get("head", "classes"), HEADS)
-        if spec.get("reference") is not None:
-            check_choice("reference", spec["reference"], REFERENCES, " or none")
         return
     if name.endswith(DETECTOR_FILES):
         check_detector_model(name)

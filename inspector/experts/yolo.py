@@ -18,18 +18,19 @@ class YoloDetector(Architecture):
     checks alignment and polarity): the part passes when the best class is 0
     (in place) and its confidence reaches `threshold`. `mode` find (a detector
     taught from labelled defects, every class a defect): the part passes when
-    no detection reaches `threshold`.
+    no detection reaches `threshold`. `reference`: it reads the crop beside the
+    golden board's (ingest/golden.py), as a golden-comparison classifier does.
     """
 
     role = "detector"
 
     def __init__(self, model: str, input_size: int = 64, classes: int = 4, threshold: float = 0.25,
-                 mode: str = "verify", fit: str = "squash") -> None:
+                 mode: str = "verify", fit: str = "squash", reference: str | None = None) -> None:
         check_choice("detector mode", mode, MODES)
         if input_size % 32:
             raise ValueError(f"YOLO input size must be a multiple of 32, got {input_size}")
         check_detector_model(model)
-        super().__init__(input_size, classes, fit)
+        super().__init__(input_size, classes, fit, reference)
         self.model = model
         self.threshold = threshold
         self.mode = mode

@@ -187,11 +187,13 @@ def table(s: DetectionScore) -> str:
     return "\n".join(rows)
 
 
-def detect(arch: YoloDetector, module: torch.nn.Module, images: list[np.ndarray], batch: int = 32) -> list[list[Found]]:
-    """Every box on each HxWx3 BGR image, through the line's normalisation and the expert's own fitting."""
+def detect(arch: YoloDetector, module: torch.nn.Module, images: list[np.ndarray],
+           references: list[np.ndarray] | None = None, batch: int = 32) -> list[list[Found]]:
+    """Every box on each HxWx3 BGR image, through the line's normalisation and the expert's own fitting; with
+    `references` (a golden-comparison detector), each image composed with its golden image first."""
     out: list[list[Found]] = []
     for i in range(0, len(images), batch):
         part = images[i:i + batch]
-        x = to_inputs(arch, part)
+        x = to_inputs(arch, part, references=None if references is None else references[i:i + batch])
         out += boxes_of(arch, arch.forward(module, x), [(im.shape[1], im.shape[0]) for im in part])
     return out

@@ -20,6 +20,7 @@ from ...runtime.safetensors_io import parse
 from .boxes import Box, read_boxes
 from .detection import DetectionScore, detect, score
 from .folder import FolderError, LabelledCrop, LabelledFolder, read_folder
+from .golden_tree import golden_paths, read_golden
 from .metrics import Evaluation, evaluate, recall_at_false_calls
 from .teach import read_crops
 from .trainer import logits_of
@@ -54,11 +55,7 @@ def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None
     if not isinstance(arch, ResNetClassifier) or not entry.classes:
         raise ValueError(f"{expert} is a {entry.role} without class names; zoo evaluate scores trained classifiers")
     classes = tuple(entry.classes)
-    if arch.reference is not None and reference is None:
-        raise FolderError(f"{expert} compares each crop with the golden board's: pass the golden crops (--reference "
-                          "DIR, the labelled folder's tree mirrored)")
-    if arch.reference is None and reference is not None:
-        raise FolderError(f"{expert} reads the live crop alone; it was not taught with golden crops (drop --reference)")
+    check_reference(expert, arch.reference, reference)
     folder = read_folder(source, classes=classes if good is None else _renamed(classes, good))
     if good is not None and good != classes[0]:
         folder = LabelledFolder(folder.root, classes, [LabelledCrop(c.path, classes[0] if c.label == good else c.label,
@@ -83,13 +80,27 @@ def _renamed(classes: tuple[str, ...], good: str) -> tuple[str, ...]:
     return (good, *classes[1:])
 
 
-def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5) -> DetectionScore:
-    """A detector's boxes on a YOLO, COCO or VOC set, scored at its own threshold (detection.py)."""
+def check_reference(expert: str, taught: str | None, reference: Path | None, what: str = "crop") -> None:
+    """An expert taught with a golden comparison is scored with one, any other without; `what` it reads (a
+    classifier a crop, a detector an image)."""
+    if taught is not None and reference is None:
+        raise FolderError(f"{expert} compares each {what} with the golden board's: pass the golden {what}s "
+                          "(--reference DIR, the labelled set's tree mirrored)")
+    if taught is None and reference is not None:
+        raise FolderError(f"{expert} reads the live {what} alone; it was not taught with golden {what}s "
+                          "(drop --reference)")
+
+
+def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
+                      reference: Path | None = None) -> DetectionScore:
+    """A detector's boxes on a YOLO, COCO or VOC set, scored at its own threshold (detection.py); `reference`: the
+    golden images, the set's tree mirrored (a golden-comparison detector needs them, any other refuses them)."""
     import cv2
 
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
     if not isinstance(arch, YoloDetector) or not entry.classes:
         raise ValueError(f"{expert} is not a detector with class names")
+    check_reference(expert, arch.reference, reference, "image")
     boxes = read_boxes(source)
     unknown = [c for c in boxes.classes if c not in entry.classes]
     if unknown:
@@ -104,4 +115,7 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5) -> 
         if picture is None:
             raise FolderError(f"{im.path} cannot be read as an image")
         pictures.append(picture)
-    return score(tuple(entry.classes), truth, detect(arch, model, pictures), arch.threshold, iou)
+    references = None if reference is None else [
+        read_golden(p, im) for p, im in zip(golden_paths(boxes.root, [im.path for im in boxes.images], reference),
+                                            pictures)]
+    return score(tuple(entry.classes), truth, detect(arch, model, pictures, references), arch.threshold, iou)

@@ -22,6 +22,7 @@ from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, report_dir, w
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
 from .folder import FolderError, LabelledCrop, LabelledFolder, load, read_folder, split_of
+from .golden_tree import check_same_window, golden_paths
 from .metrics import table
 from .plots import write_plots
 from .sizing import InputFit, choose_input
@@ -117,16 +118,10 @@ def read_crops(folder: LabelledFolder, items: list, desc: str, reference: Path |
     images = [load(c) for c in tqdm(items, desc=desc, unit="crop", disable=None, leave=False)]
     refs = None
     if reference is not None:
-        paths = [Path(reference) / c.path.relative_to(folder.root) for c in items]
-        lacking = [p for p in paths if not p.is_file()]
-        if lacking:
-            raise FolderError(f"{len(lacking)} crops have no golden crop under {reference} (the first: {lacking[0]}); "
-                              "the golden folder mirrors the labelled one, file for file")
+        paths = golden_paths(folder.root, [c.path for c in items], reference)
         refs = [load(LabelledCrop(p, c.label, c.identity)) for p, c in zip(paths, items)]
         for p, image, ref in zip(paths, images, refs):
-            if image.shape != ref.shape:
-                raise FolderError(f"{p} is {ref.shape[1]}x{ref.shape[0]} px but its live crop is "
-                                  f"{image.shape[1]}x{image.shape[0]}: a golden crop is the same window")
+            check_same_window(p, image, ref)
     return Crops(images, np.array([folder.index(c.label) for c in items], dtype=np.int64), refs,
                  [c.identity for c in items])
 

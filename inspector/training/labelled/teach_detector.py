@@ -3,7 +3,10 @@
 Without `--good` every class is a defect and the detector **finds**: a part (or window) with a box over the
 threshold fails, with that box's class. With `--good CLASS` it **verifies**, the way the demo's detectors do: the
 part passes when its best box is of that class and confident. The set is split by identity like a folder of crops;
-the input size comes from the images (a multiple of 32), and so does the fitting (letterbox when aspects differ).
+the input size comes from the images and their smallest boxes (detector_sizing.py), the fitting from the images
+(letterbox when aspects differ). With `--reference DIR` each image is read beside its golden image (the set's tree
+mirrored, golden_tree.py), composed as the line composes a golden-comparison crop (ingest/golden.py): what the
+design itself has is in both, so what is found is what differs, on a design the detector never saw too.
 Ultralytics' own trainer trains it from the model yaml on images written exactly as the line serves them
 (normalised, fitted), keeps its best epoch by its validation fitness on the held-out images and stops after
 `patience` epochs without one. A finding detector's threshold is then chosen on the held-out images: the lowest
@@ -28,12 +31,13 @@ from ...ingest.images import write_image
 from ..detector import ultralytics_train
 from .boxes import Box, BoxedImage, BoxSet, read_boxes
 from .detection import DetectionScore, detect, score, table, unfit
+from .detector_sizing import choose_detector_input
 from .folder import FolderError, split_of
+from .golden_tree import golden_paths, read_golden
 from .metrics import choose_threshold
 from .teach import add_entry, open_zoo
 from .trainer import to_inputs
 
-MIN_SIDE, MAX_SIDE, STEP = 64, 640, 32
 VERIFY_THRESHOLD = 0.25  # a verifying detector's confidence floor, as the demo detectors'
 
 
@@ -53,6 +57,8 @@ class DetectorPlan:
     iou: float = 0.5
     batch: int = 16
     any_orientation: bool = False  # the classes do not depend on how an image is turned or mirrored
+    reference: Path | None = None  # the golden image of every image, the set's tree mirrored: it reads both
+    reference_kind: str = "composite"  # how it compares (experts/spec.py REFERENCES)
 
 
 @dataclass
@@ -71,6 +77,7 @@ class TaughtDetector:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
                 "classes": list(self.classes), "mode": self.mode, "input_size": self.input_size, "fit": self.fit,
                 "counts": self.counts, "any_orientation": self.plan.any_orientation,
+                "reference": None if self.plan.reference is None else str(self.plan.reference),
                 "weights_sha256": self.entry.weights_sha256, "seconds": round(self.seconds, 1),
                 "heldout": self.heldout.to_json()}
 
@@ -78,23 +85,17 @@ class TaughtDetector:
         how = (f"finds {', '.join(self.classes)}" if self.mode == "find" else
                f"verifies {self.classes[0]} against {', '.join(self.classes[1:])}")
         turned = ", taught in every orientation (mirrored and turned)" if self.plan.any_orientation else ""
+        golden = f", each image beside its golden image of {self.plan.reference}" if self.plan.reference else ""
         return "\n".join([f"{self.plan.expert}: a detector that {how}; input {self.input_size}x{self.input_size} px "
-                          f"({self.fit}){turned}, trained in {self.seconds:.0f} s",
+                          f"({self.fit}){golden}{turned}, trained in {self.seconds:.0f} s",
                           "held-out images (they chose the epoch and the threshold: optimistic; `inspector zoo "
                           "evaluate` on images it never met gives the figures to trust):", table(self.heldout)])
 
 
-def input_of(images: list[BoxedImage], size: int | None) -> tuple[int, str]:
-    wh = np.array([im.size for im in images], dtype=np.float64)
-    longer = float(np.median(wh.max(axis=1)))
-    aspect = wh[:, 1] / wh[:, 0]
-    fit = "squash" if np.max(np.abs(aspect / np.median(aspect) - 1)) <= 0.05 else "letterbox"
-    return size or int(min(MAX_SIDE, max(MIN_SIDE, STEP * np.ceil(longer / STEP)))), fit
-
-
-def served_image(arch: YoloDetector, image: np.ndarray) -> np.ndarray:
-    """The image as the expert is served it (normalised, fitted to its input), HxWx3 BGR uint8."""
-    x = to_inputs(arch, [image])[0]
+def served_image(arch: YoloDetector, image: np.ndarray, golden: np.ndarray | None = None) -> np.ndarray:
+    """The image as the expert is served it (composed with its golden image when it compares, normalised, fitted
+    to its input), HxWx3 BGR uint8."""
+    x = to_inputs(arch, [image], references=None if golden is None else [golden])[0]
     return np.ascontiguousarray((x * 255).round().clamp(0, 255).byte().numpy().transpose(1, 2, 0)[:, :, ::-1])
 
 
@@ -107,16 +108,17 @@ def yolo_label(arch: YoloDetector, size: tuple[int, int], box: Box, kind: int) -
 
 
 def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedImage], order: list[int],
-                turned: bool = False) -> None:
-    """The images as served and their YOLO labels; with `turned`, each also transposed (a quarter turn and a mirror),
-    its boxes with it: with the trainer's own flips that is every quarter turn and mirror, which it lacks."""
+                turned: bool = False, goldens: list[Path] | None = None) -> None:
+    """The images as served (with `goldens`, each composed with its golden image) and their YOLO labels; with
+    `turned`, each also transposed (a quarter turn and a mirror), its boxes with it: with the trainer's own flips
+    that is every quarter turn and mirror, which it lacks."""
     (root / "images" / side).mkdir(parents=True)
     (root / "labels" / side).mkdir(parents=True)
     for n, im in enumerate(images):
         picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
         if picture is None:
             raise FolderError(f"{im.path} cannot be read as an image")
-        served = served_image(arch, picture)
+        served = served_image(arch, picture, None if goldens is None else read_golden(goldens[n], picture))
         labels = [yolo_label(arch, im.size, b, order[b.kind]).split() for b in im.boxes]
         copies = [("", served, labels)]
         if turned:  # served images are square: x and y change places, and with them width and height
@@ -151,20 +153,29 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
         if not any(im.boxes for im in items):
             raise FolderError(f"the {side} side of the split of {boxes.root} has no labelled boxes; add images of more "
                               "boards (file names up to `__` name the board) or change --heldout")
-    size, fit = input_of(sides["train"], plan.input_size)
-    arch = YoloDetector(plan.model, size, len(classes), VERIFY_THRESHOLD, mode, fit)
+    goldens = {side: None if plan.reference is None else golden_paths(boxes.root, [im.path for im in items],
+                                                                      plan.reference) for side, items in sides.items()}
+    chosen = choose_detector_input(sides["train"], plan.input_size)
+    size, fit = chosen.input_size, chosen.fit
+    kind = plan.reference_kind if plan.reference is not None else None
+    arch = YoloDetector(plan.model, size, len(classes), VERIFY_THRESHOLD, mode, fit, kind)
     say(f"{plan.source} ({boxes.layout}): {len(boxes.images)} images, boxes {boxes.counts()}; {len(sides['train'])} "
-        f"to train on, {len(sides['heldout'])} held out; input {size}x{size} ({fit}); mode {mode}")
+        f"to train on, {len(sides['heldout'])} held out; input {size}x{size} ({fit}; {chosen.describe()}); mode {mode}"
+        + (f"; each beside its golden image ({kind})" if kind else ""))
+    if chosen.warning:
+        say(f"warning: {chosen.warning}")
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
-        write_split(root, "train", arch, sides["train"], order, plan.any_orientation)
-        write_split(root, "val", arch, sides["heldout"], order)
+        write_split(root, "train", arch, sides["train"], order, plan.any_orientation, goldens["train"])
+        write_split(root, "val", arch, sides["heldout"], order, goldens=goldens["heldout"])
         state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True,
                                   flips=plan.any_orientation)
     module = arch.materialize(state, torch.device("cpu"))
     pictures = [cv2.imread(str(im.path), cv2.IMREAD_COLOR) for im in sides["heldout"]]
-    found = detect(arch, module, pictures)
+    references = None if goldens["heldout"] is None else [read_golden(p, im) for p, im in zip(goldens["heldout"],
+                                                                                              pictures)]
+    found = detect(arch, module, pictures, references)
     truth = [tuple(Box(order[b.kind], b.x1, b.y1, b.x2, b.y2) for b in im.boxes) for im in sides["heldout"]]
     threshold = VERIFY_THRESHOLD
     dirty = np.array([bool(t) for t in truth])
@@ -174,15 +185,15 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     elif mode == "find":
         say(f"no clean image held out to choose the threshold by: {VERIFY_THRESHOLD} kept (add images without "
             "defects to the set)")
-    served = YoloDetector(plan.model, size, len(classes), threshold, mode, fit)
+    served = YoloDetector(plan.model, size, len(classes), threshold, mode, fit, kind)
     plan.zoo.mkdir(parents=True, exist_ok=True)
     entry = write_expert(plan.zoo, plan.expert, "detector", served.spec(), state, digest=True, classes=classes,
                          train_samples=len(sides["train"]), train_seed=plan.seed)
     heldout = score(classes, truth, found, threshold, plan.iou)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled boxes",
                "dataset": str(plan.source), "threshold": threshold, "heldout_share": plan.heldout_share,
-               "any_orientation": plan.any_orientation,
-               "eval": {"heldout": heldout.to_json()}}
+               "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else
+               str(plan.reference), "eval": {"heldout": heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "val_accuracy": heldout.map, "versions": (version,),
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
