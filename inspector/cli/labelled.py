@@ -137,9 +137,10 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
 
 
 def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
-    ev = zoo_sub.add_parser("evaluate", help="score a trained classifier on a labelled folder it never saw")
+    ev = zoo_sub.add_parser("evaluate", help="score a taught classifier or detector on labelled images it never saw")
     ev.add_argument("--expert", required=True, help="the zoo's expert to score (cls-trace)")
-    ev.add_argument("--on", required=True, metavar="DIR", help="an ImageFolder: one sub-folder a class")
+    ev.add_argument("--on", required=True, metavar="DIR", help="a classifier: an ImageFolder (one sub-folder a class); "
+                                                               "a detector: a YOLO, COCO or Pascal VOC set")
     ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
     ev.add_argument("--reference", metavar="DIR", help="the golden crops or images (a golden-comparison expert), the "
                                                        "set's tree mirrored")
