@@ -238,3 +238,31 @@ def test_a_detector_taught_in_every_orientation_sees_each_image_turned_with_its_
         assert len(found) == 2 and np.allclose(sorted(labelled), found, atol=1), (found, labelled)
     kinds = {tag: sorted(row.split()[0] for row in rows) for tag, (_, rows) in written.items()}
     assert kinds[""] == kinds["t"] == ["0", "1"]
+
+
+def test_a_detectors_input_grows_until_its_small_boxes_span_three_cells_and_says_when_they_cannot() -> None:
+    """detector_sizing: the images' side, or more where a tenth of the boxes would be under 24 px (three of YOLO's
+    8-px cells), up to 640 px; an input given smaller, or boxes too small even at 640, are warned of."""
+    from inspector.training.labelled.boxes import BoxedImage
+    from inspector.training.labelled.detector_sizing import choose_detector_input
+
+    def images(size: tuple[int, int], box: int, count: int = 20) -> list[BoxedImage]:
+        return [BoxedImage(Path(f"b{i}.png"), size, (Box(0, 4, 4, 4 + box, 4 + 2 * box),), f"b{i}")
+                for i in range(count)]
+
+    small = choose_detector_input(images((64, 64), 16))
+    assert (small.input_size, small.fit, small.image_side, small.box_side, small.warning) == (96, "squash", 64, 96,
+                                                                                             None)
+    assert "the images call for 64 px, the smallest tenth of the boxes 96" in small.describe()
+    given = choose_detector_input(images((64, 64), 16), 64)
+    assert given.input_size == 64 and "100% of the boxes are under 24 px at --input-size 64 (they call for 96 px)" \
+        in given.warning and given.warning.endswith("give a larger --input-size")
+    big = choose_detector_input(images((2000, 2000), 20))
+    assert big.input_size == 640 and big.box_side == 640 and "at 640 px, the largest input" in big.warning
+    assert "smaller tiles" in big.warning
+    roomy = choose_detector_input(images((640, 640), 40))
+    assert roomy.input_size == 640 and roomy.warning is None  # the images' own side suffices
+    wide = choose_detector_input(images((80, 64), 16)[:10] + images((64, 64), 16)[:10])
+    assert wide.fit == "letterbox" and wide.input_size == 128  # 16 px of an 80-px longer side: 24 / 0.2 = 120
+    clean = choose_detector_input([BoxedImage(Path("c.png"), (100, 100), (), "c")])
+    assert (clean.input_size, clean.box_side, clean.warning) == (128, None, None)

@@ -69,7 +69,8 @@ def choose_detector_input(images: list[BoxedImage], size: int | None = None) -> 
         where = (f"{chosen} px, the largest input this trainer takes" if size is None else
                  f"--input-size {chosen} (they call for {box_side} px)")
         remedy = ("give a larger --input-size" if size is not None and chosen < box_side else
-                  "cut the images into tiles that keep the defects larger")
+                  "cut the images into smaller tiles, each with its boxes, before teaching (this trainer does not "
+                  "tile a set)")
         warning = (f"{100 * under:.0f}% of the boxes are under {MIN_BOX} px at {where}; YOLO's finest cells are 8 px, "
                    f"so a class of small boxes may not be learned: {remedy}")
     return DetectorInput(chosen, fit, image_side, box_side, warning)
