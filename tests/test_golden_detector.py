@@ -79,7 +79,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_a_detector_taught_beside_the_golden_board_finds_defects_on_a_design_it_never_saw(tmp_path: Path) -> None:
     """Taught on boards whose design has no stubs or one thin one, scored on a design with a stub shaped just like
     a spur: what the design has is in the golden image too, so only what differs is found. (A detector of the live
-    image alone, taught the same way, flagged all 6 clean boards of that design: docs/pages/labelled-images.md.)"""
+    image alone, taught the same way, flagged all 6 clean boards of that design: docs/pages/ml/labelled-images.md.)"""
     train, train_golden = golden_set(tmp_path / "train", 120, seed=1, stubs=(0, 1))
     test, test_golden = golden_set(tmp_path / "test", 24, seed=2, stubs=(1,), stub_width=16)
     r = cli("zoo", "train", "--new", "det-golden", "--kind", "detector", "--from", str(train), "--reference",
