@@ -10,19 +10,24 @@ from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet
 
 
+def reads(zoo: Zoo, expert: str) -> str | None:
+    """The comparison `expert` was taught on (composite, colour, matched), or None: the live crop alone, or an
+    expert the zoo lacks or cannot load (the line's other checks name those)."""
+    if expert not in zoo.entries or expert in zoo.unavailable:
+        return None
+    return getattr(zoo.architecture(expert), "reference", None)
+
+
 def check_comparisons(rules: RuleSet, zoo: Zoo) -> None:
     """A part is one request with one image, so a type's classifier and detector must read the same thing: both
     the live crop alone, or both the crop beside the golden board's window, composed alike."""
-    def reads(expert: str) -> str | None:
-        return getattr(zoo.architecture(expert), "reference", None)
-
     def said(expert: str, kind: str | None) -> str:
         return (f"{expert}, which reads the live crop alone" if kind is None else
                 f"{expert}, which compares with the golden board ({kind})")
     for c in rules.components:
         if not c.detector or any(e not in zoo.entries or e in zoo.unavailable for e in (c.classifier, c.detector)):
             continue
-        first, then = reads(c.classifier), reads(c.detector)
+        first, then = reads(zoo, c.classifier), reads(zoo, c.detector)
         if first != then:
             raise ValueError(f"component type {c.name} routes to {said(c.classifier, first)}, and then to "
                              f"{said(c.detector, then)}: a part is one request with one image; teach the detector "
@@ -34,10 +39,4 @@ def golden_types(rules: RuleSet, zoo: Zoo) -> dict[str, str]:
     """The component types whose classifier compares each crop with the golden board's (ingest/golden.py), each
     with the kind of comparison it was taught on (composite, colour); their detectors read the same composite
     (check_comparisons)."""
-    out = {}
-    for c in rules.components:
-        if c.classifier in zoo.entries and c.classifier not in zoo.unavailable:
-            kind = getattr(zoo.architecture(c.classifier), "reference", None)
-            if kind is not None:
-                out[c.name] = kind
-    return out
+    return {c.name: kind for c in rules.components if (kind := reads(zoo, c.classifier)) is not None}
