@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from inspector.experts.zoo import Zoo
-from inspector.training.labelled.boxes import Box, read_boxes
+from inspector.training.labelled.box_sets import read_boxes
+from inspector.training.labelled.boxes import Box
 from inspector.training.labelled.detection import Found, average_precision, iou, score
 from inspector.training.labelled.folder import FolderError
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..training.labelled.schedule import HALF_DOWN, MIN_EPOCH
+from ..training.labelled.splits import DEFAULT_HELDOUT, SCORED_SPLITS
 from .common import models_of, say
 from .exits import FAILED, USAGE
 
@@ -28,7 +29,8 @@ def cmd_train_new(args: argparse.Namespace) -> int:
         return USAGE
     depth = int(args.arch.removeprefix("resnet"))
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
-                     args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
+                     DEFAULT_HELDOUT if args.heldout is None else args.heldout, args.epochs or 30, args.patience,
+                     args.seed, args.augment, args.false_calls,
                      args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation)
     return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
                                                     "classifier in the rule set")
@@ -73,11 +75,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         try:
             scored = evaluate_detector(zoo, args.expert, Path(args.on), args.iou,
-                                       Path(args.reference) if args.reference else None)
+                                       Path(args.reference) if args.reference else None, args.split)
         except FolderError as exc:
             say(f"error: {exc}")
             return FAILED
-        print(f"{args.expert} ({(zoo.entries[args.expert].weights_sha256 or '-')[:12]}) on {args.on}")
+        which = f" ({args.split} images)" if args.split else ""
+        print(f"{args.expert} ({(zoo.entries[args.expert].weights_sha256 or '-')[:12]}) on {args.on}{which}")
         print(detection_table(scored))
         if args.json:
             Path(args.json).write_text(json.dumps(scored.to_json(), indent=1), encoding="utf-8")
@@ -117,8 +120,10 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
                                                        "(default yolov8n.yaml)")
     tr.add_argument("--iou", type=float, default=0.5, help="detector: IoU a box must exceed to count (default 0.5)")
     tr.add_argument("--input-size", type=int, help="input side in px (default: from the crops' sizes)")
-    tr.add_argument("--heldout", type=float, default=0.2,
-                    help="share of identities held out to choose the epoch and the threshold (default 0.2)")
+    tr.add_argument("--heldout", type=float,
+                    help="share of identities held out to choose the epoch and the threshold (default "
+                         f"{DEFAULT_HELDOUT:g}; a detector's set with its own train/val split uses that split unless "
+                         "this is given)")
     tr.add_argument("--patience", type=int, default=6, help="epochs without a better held-out recall before "
                     f"stopping, counted from {round(100 * HALF_DOWN)}%% of --epochs at the earliest (default 6)")
     tr.add_argument("--augment", type=float, default=1.0, help="camera augmentation strength, 0 for none")
@@ -144,6 +149,9 @@ def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
     ev.add_argument("--reference", metavar="DIR", help="the golden crops or images (a golden-comparison expert), the "
                                                        "set's tree mirrored")
+    ev.add_argument("--split", choices=SCORED_SPLITS, help="detector: which images of a set with its own split "
+                                                           "(split folders, data.yaml's train/val/test) to score; "
+                                                           "such a set must say")
     ev.add_argument("--iou", type=float, default=0.5, help="detector: IoU a box must exceed to count (default 0.5; "
                                                            "DeepPCB's protocol: 0.33)")
     ev.add_argument("--zoo", help="zoo directory (default: the demo zoo)")

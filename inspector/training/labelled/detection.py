@@ -5,8 +5,10 @@ expert's input to the image's pixels through the same fitting the line uses (let
 when it overlaps an unmatched labelled box of its class by more than the IoU the protocol asks (0.5 by default;
 DeepPCB's 0.33), the most confident first. Per class: average precision (the area under the precision envelope,
 VOC's all-point form), and precision, recall and F1 at the operating threshold; mAP is the mean over the classes
-that have labelled boxes. Image by image, the line's question: was an image with a defect flagged (a box over the
-threshold), was a clean one left alone.
+that have labelled boxes. An ignored labelled box (difficult, crowd: boxes.py) is neither found nor missed: a box
+given that lies on it (over the IoU asked, of the given box's own area, as COCO treats a crowd) and matches no
+other counts for nothing, and an image whose boxes are all ignored is left out of the image counts. Image by image,
+the line's question: was an image with a defect flagged (a box over the threshold), was a clean one left alone.
 """
 from __future__ import annotations
 
@@ -63,10 +65,12 @@ def boxes_of(arch: YoloDetector, raw: torch.Tensor, sizes: list[tuple[int, int]]
     return out
 
 
+def _intersection(a: Found | Box, b: Found | Box) -> float:
+    return max(0.0, min(a.x2, b.x2) - max(a.x1, b.x1)) * max(0.0, min(a.y2, b.y2) - max(a.y1, b.y1))
+
+
 def iou(a: Found | Box, b: Found | Box) -> float:
-    ix = max(0.0, min(a.x2, b.x2) - max(a.x1, b.x1))
-    iy = max(0.0, min(a.y2, b.y2) - max(a.y1, b.y1))
-    inter = ix * iy
+    inter = _intersection(a, b)
     union = (a.x2 - a.x1) * (a.y2 - a.y1) + (b.x2 - b.x1) * (b.y2 - b.y1) - inter
     return inter / union if union > 0 else 0.0
 
@@ -96,6 +100,7 @@ class DetectionScore:
     with_defects: int
     flagged_clean: int
     clean: int
+    ignored_images: int = 0  # images whose labelled boxes are all ignored: in neither count
 
     @property
     def map(self) -> float:
@@ -127,30 +132,35 @@ class DetectionScore:
                 "precision": self.precision, "recall": self.recall, "f_score": self.f_score,
                 "per_class": self.per_class, "images": self.images,
                 "defect_recall": self.flagged_with_defects / self.with_defects if self.with_defects else None,
-                "false_call_rate": self.flagged_clean / self.clean if self.clean else None}
+                "false_call_rate": self.flagged_clean / self.clean if self.clean else None,
+                "ignored_images": self.ignored_images}
 
 
 def score(classes: tuple[str, ...], truth: list[tuple[Box, ...]], found: list[list[Found]], threshold: float,
           iou_match: float = 0.5) -> DetectionScore:
     per: dict[int, list[tuple[float, bool]]] = {k: [] for k in range(len(classes))}
     labelled = {k: 0 for k in range(len(classes))}
-    flagged_d = with_d = flagged_c = clean = 0
+    flagged_d = with_d = flagged_c = clean = ignored_images = 0
     for boxes, given in zip(truth, found):
         for b in boxes:
-            labelled[b.kind] += 1
+            labelled[b.kind] += not b.ignore
         taken: set[int] = set()
         for f in sorted(given, key=lambda g: -g.score):
             best, at = iou_match, None
             for j, b in enumerate(boxes):
-                if j not in taken and b.kind == f.kind:
+                if j not in taken and b.kind == f.kind and not b.ignore:
                     o = iou(f, b)
                     if o > best:
                         best, at = o, j
             if at is not None:
                 taken.add(at)
+            elif _on_ignored(f, boxes, iou_match):
+                continue
             per[f.kind].append((f.score, at is not None))
         flagged = any(g.score >= threshold for g in given)
-        if boxes:
+        if boxes and all(b.ignore for b in boxes):
+            ignored_images += 1
+        elif boxes:
             with_d += 1
             flagged_d += flagged
         else:
@@ -167,7 +177,14 @@ def score(classes: tuple[str, ...], truth: list[tuple[Box, ...]], found: list[li
         per_class[name] = {"labelled": labelled[k], "given": given, "hits": hits,
                            "ap": average_precision(h, s, labelled[k]), "precision": p, "recall": r,
                            "f1": 2 * p * r / (p + r) if p and r else (0.0 if p is not None and r is not None else None)}
-    return DetectionScore(classes, threshold, iou_match, per_class, len(truth), flagged_d, with_d, flagged_c, clean)
+    return DetectionScore(classes, threshold, iou_match, per_class, len(truth), flagged_d, with_d, flagged_c, clean,
+                          ignored_images)
+
+
+def _on_ignored(f: Found, boxes: tuple[Box, ...], overlap: float) -> bool:
+    """A given box lying on an ignored labelled box of its class (its own area's share over `overlap`)."""
+    area = (f.x2 - f.x1) * (f.y2 - f.y1)
+    return area > 0 and any(b.ignore and b.kind == f.kind and _intersection(f, b) / area > overlap for b in boxes)
 
 
 def table(s: DetectionScore) -> str:
@@ -183,7 +200,9 @@ def table(s: DetectionScore) -> str:
     rows += ["", f"IoU > {s.iou:g} to count, operating threshold {s.threshold:.3f}: mAP {pct(s.map)}, precision "
                  f"{pct(s.precision)}, recall {pct(s.recall)}, F-score {pct(s.f_score)}",
              f"images: {s.flagged_with_defects}/{s.with_defects} with defects flagged ({pct(j['defect_recall'])}), "
-             f"{s.flagged_clean}/{s.clean} clean ones flagged ({pct(j['false_call_rate'])})"]
+             f"{s.flagged_clean}/{s.clean} clean ones flagged ({pct(j['false_call_rate'])})"
+             + (f"; {s.ignored_images} with ignored boxes only (difficult, crowd) left out" if s.ignored_images
+                else "")]
     return "\n".join(rows)
 
 

@@ -41,7 +41,7 @@ def _short_sides(images: list[BoxedImage], fit: str) -> np.ndarray:
     out = []
     for im in images:
         w, h = im.size
-        for b in im.boxes:
+        for b in im.scored:
             bw, bh = b.x2 - b.x1, b.y2 - b.y1
             out.append(min(bw, bh) / max(w, h) if fit == "letterbox" else min(bw / w, bh / h))
     return np.asarray(out, dtype=np.float64)

@@ -6,7 +6,7 @@ and operating threshold: the calls are the ones the line would make.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,12 @@ from ...experts.resnet import ResNetClassifier
 from ...experts.yolo import YoloDetector
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
-from .boxes import Box, read_boxes
+from .box_sets import read_boxes
 from .detection import DetectionScore, detect, score
 from .folder import FolderError, LabelledCrop, LabelledFolder, read_folder
 from .golden_tree import golden_paths, read_golden
 from .metrics import Evaluation, evaluate, recall_at_false_calls
+from .own_split import images_to_score
 from .teach import read_crops
 from .trainer import logits_of
 
@@ -92,9 +93,10 @@ def check_reference(expert: str, taught: str | None, reference: Path | None, wha
 
 
 def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
-                      reference: Path | None = None) -> DetectionScore:
+                      reference: Path | None = None, split: str | None = None) -> DetectionScore:
     """A detector's boxes on a YOLO, COCO or VOC set, scored at its own threshold (detection.py); `reference`: the
-    golden images, the set's tree mirrored (a golden-comparison detector needs them, any other refuses them)."""
+    golden images, the set's tree mirrored (a golden-comparison detector needs them, any other refuses them);
+    `split`: which of a set's own split (own_split.py; a set with one must say)."""
     import cv2
 
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
@@ -107,15 +109,16 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
         raise FolderError(f"{source} labels classes the expert does not know: {', '.join(unknown)}; its classes are "
                           f"{', '.join(entry.classes)}")
     order = [entry.classes.index(c) for c in boxes.classes]
-    truth = [tuple(Box(order[b.kind], b.x1, b.y1, b.x2, b.y2) for b in im.boxes) for im in boxes.images]
+    images = images_to_score(boxes, split)
+    truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in images]
     _, model = served_module(zoo, expert)
     pictures = []
-    for im in boxes.images:
+    for im in images:
         picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
         if picture is None:
             raise FolderError(f"{im.path} cannot be read as an image")
         pictures.append(picture)
     references = None if reference is None else [
-        read_golden(p, im) for p, im in zip(golden_paths(boxes.root, [im.path for im in boxes.images], reference),
+        read_golden(p, im) for p, im in zip(golden_paths(boxes.root, [im.path for im in images], reference),
                                             pictures)]
     return score(tuple(entry.classes), truth, detect(arch, model, pictures, references), arch.threshold, iou)

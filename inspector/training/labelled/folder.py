@@ -9,12 +9,15 @@ The others are defect classes, in name order after it (the expert's label 0 is a
 **Identity.** Crops of one physical part, or one board, must fall on one side of a split, else the held-out
 figures are measured on near-copies of training crops. A crop's identity is its file name up to the first `__`
 (`p0042__r12.png` -> `p0042`), or the whole stem when the name has none; files of one board or part named with one
-prefix therefore stay together. The split hashes the identity, so it does not change from run to run or when
+prefix therefore stay together. Roboflow's exports rename every image `<stem>_<ext>.rf.<hash>` and give each
+augmented copy its own hash: the identity is the original's stem (`IMG_12_jpg.rf.3fa9.jpg` -> `IMG_12`), so the
+copies of one photo stay together too. The split hashes the identity, so it does not change from run to run or when
 crops are added (a crop added later never moves one already held out into training).
 """
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 GOOD_NAMES = ("good", "ok")
 IDENTITY_SEPARATOR = "__"
 MAX_CLASS_NAME = 32  # a result's defect class column (results/schema.py)
+ROBOFLOW_NAME = re.compile(r"^(?P<stem>.+)_(?:jpe?g|png|bmp|tiff?|webp)\.rf\.[0-9a-f]+$", re.IGNORECASE)
 
 
 class FolderError(ValueError):
@@ -60,6 +64,9 @@ class LabelledFolder:
 
 def identity_of(path: Path) -> str:
     stem = path.stem
+    roboflow = ROBOFLOW_NAME.match(stem)
+    if roboflow:
+        stem = roboflow["stem"]
     return stem.split(IDENTITY_SEPARATOR, 1)[0] if IDENTITY_SEPARATOR in stem else stem
 
 

@@ -2,9 +2,11 @@
 
 Without `--good` every class is a defect and the detector **finds**: a part (or window) with a box over the
 threshold fails, with that box's class. With `--good CLASS` it **verifies**, the way the demo's detectors do: the
-part passes when its best box is of that class and confident. The set is split by identity like a folder of crops;
-the input size comes from the images and their smallest boxes (detector_sizing.py), the fitting from the images
-(letterbox when aspects differ). With `--reference DIR` each image is read beside its golden image (the set's tree
+part passes when its best box is of that class and confident. A set with its own split (split folders, data.yaml's
+keys) is taught from its train images and held out on its val ones, its test images kept back; any other is split
+by identity like a folder of crops (own_split.py). Ignored boxes (difficult, crowd) are not taught. The input size
+comes from the images and their smallest boxes (detector_sizing.py), the fitting from the images (letterbox when
+aspects differ). With `--reference DIR` each image is read beside its golden image (the set's tree
 mirrored, golden_tree.py), composed as the line composes a golden-comparison crop (ingest/golden.py): what the
 design itself has is in both, so what is found is what differs, on a design the detector never saw too.
 Ultralytics' own trainer trains it from the model yaml on images written exactly as the line serves them
@@ -17,7 +19,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +31,14 @@ from ...experts.yolo import YoloDetector
 from ...experts.zoo import ExpertEntry, write_expert
 from ...ingest.images import write_image
 from ..detector import ultralytics_train
-from .boxes import Box, BoxedImage, BoxSet, read_boxes
+from .box_sets import read_boxes
+from .boxes import Box, BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table, unfit
 from .detector_sizing import choose_detector_input
-from .folder import FolderError, split_of
+from .folder import FolderError
 from .golden_tree import golden_paths, read_golden
 from .metrics import choose_threshold
+from .own_split import teaching_sides
 from .teach import add_entry, open_zoo
 from .trainer import to_inputs
 
@@ -49,7 +53,7 @@ class DetectorPlan:
     good: str | None = None
     model: str = "yolov8n.yaml"
     input_size: int | None = None
-    heldout_share: float = 0.2
+    heldout_share: float | None = None  # None: the set's own split, else a fifth by identity (own_split.py)
     epochs: int = 30
     patience: int = 8
     seed: int = 0
@@ -119,7 +123,7 @@ def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedIma
         if picture is None:
             raise FolderError(f"{im.path} cannot be read as an image")
         served = served_image(arch, picture, None if goldens is None else read_golden(goldens[n], picture))
-        labels = [yolo_label(arch, im.size, b, order[b.kind]).split() for b in im.boxes]
+        labels = [yolo_label(arch, im.size, b, order[b.kind]).split() for b in im.scored]
         copies = [("", served, labels)]
         if turned:  # served images are square: x and y change places, and with them width and height
             copies.append(("t", np.ascontiguousarray(served.transpose(1, 0, 2)), [[k, cy, cx, h, w]
@@ -146,24 +150,25 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name")
     boxes = read_boxes(plan.source)
     classes, order, mode = reordered(boxes, plan.good)
-    sides = {"train": [], "heldout": []}
-    for im in boxes.images:
-        sides[split_of(im.identity, plan.heldout_share)].append(im)
+    split = teaching_sides(boxes, plan.heldout_share)
+    sides = {"train": split.train, "heldout": split.heldout}
     for side, items in sides.items():
-        if not any(im.boxes for im in items):
-            raise FolderError(f"the {side} side of the split of {boxes.root} has no labelled boxes; add images of more "
-                              "boards (file names up to `__` name the board) or change --heldout")
+        if not any(im.scored for im in items):
+            raise FolderError(f"the {side} side of the split of {boxes.root} ({split.how}) has no labelled boxes; add "
+                              "images of more boards (file names up to `__` name the board) or change --heldout")
     goldens = {side: None if plan.reference is None else golden_paths(boxes.root, [im.path for im in items],
                                                                       plan.reference) for side, items in sides.items()}
     chosen = choose_detector_input(sides["train"], plan.input_size)
     size, fit = chosen.input_size, chosen.fit
     kind = plan.reference_kind if plan.reference is not None else None
     arch = YoloDetector(plan.model, size, len(classes), VERIFY_THRESHOLD, mode, fit, kind)
-    say(f"{plan.source} ({boxes.layout}): {len(boxes.images)} images, boxes {boxes.counts()}; {len(sides['train'])} "
-        f"to train on, {len(sides['heldout'])} held out; input {size}x{size} ({fit}; {chosen.describe()}); mode {mode}"
-        + (f"; each beside its golden image ({kind})" if kind else ""))
-    if chosen.warning:
-        say(f"warning: {chosen.warning}")
+    ignored = f" ({boxes.ignored()} more marked difficult or crowd, ignored)" if boxes.ignored() else ""
+    say(f"{plan.source} ({boxes.layout}): {len(boxes.images)} images, boxes {boxes.counts()}{ignored}; "
+        f"{len(sides['train'])} to train on, {len(sides['heldout'])} held out ({split.how}); input {size}x{size} "
+        f"({fit}; {chosen.describe()}); mode {mode}" + (f"; each beside its golden image ({kind})" if kind else ""))
+    for warning in (split.warning, chosen.warning):
+        if warning:
+            say(f"warning: {warning}")
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
@@ -176,12 +181,13 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     references = None if goldens["heldout"] is None else [read_golden(p, im) for p, im in zip(goldens["heldout"],
                                                                                               pictures)]
     found = detect(arch, module, pictures, references)
-    truth = [tuple(Box(order[b.kind], b.x1, b.y1, b.x2, b.y2) for b in im.boxes) for im in sides["heldout"]]
+    truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in sides["heldout"]]
     threshold = VERIFY_THRESHOLD
-    dirty = np.array([bool(t) for t in truth])
-    if mode == "find" and (~dirty).any():  # flagged when the image's best box reaches the threshold
+    dirty = np.array([bool(im.scored) for im in sides["heldout"]])
+    clean = np.array([not im.boxes for im in sides["heldout"]])  # an image of ignored boxes only is neither
+    if mode == "find" and clean.any():  # flagged when the image's best box reaches the threshold
         best = np.array([max((f.score for f in fs), default=0.0) for fs in found])
-        threshold = float(np.clip(-choose_threshold(-best[~dirty], -best[dirty], plan.false_call_budget), 1e-4, 1.0))
+        threshold = float(np.clip(-choose_threshold(-best[clean], -best[dirty], plan.false_call_budget), 1e-4, 1.0))
     elif mode == "find":
         say(f"no clean image held out to choose the threshold by: {VERIFY_THRESHOLD} kept (add images without "
             "defects to the set)")
@@ -192,6 +198,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     heldout = score(classes, truth, found, threshold, plan.iou)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled boxes",
                "dataset": str(plan.source), "threshold": threshold, "heldout_share": plan.heldout_share,
+               "split": split.how,
                "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else
                str(plan.reference), "eval": {"heldout": heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "val_accuracy": heldout.map, "versions": (version,),
