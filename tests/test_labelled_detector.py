@@ -115,6 +115,18 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(tmp_p
         assert {k: v for k, v in again["per_class"][kind].items() if v is not None} == pytest.approx(
             {k: v for k, v in said.items() if v is not None}, abs=0.02), kind
     assert again["map"] == pytest.approx(scores["map"], abs=0.02)
+    # the same boards as the test split of a set with its own split: scored when asked for by name, and only then
+    split = yolo_set(tmp_path / "split", 24, seed=2)
+    for kind in ("images", "labels"):
+        (split / kind).rename(split / f"{kind}-all")
+        (split / kind).mkdir()
+        (split / f"{kind}-all").rename(split / kind / "test")
+    r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(split), "--zoo", str(tmp_path / "zoo"), cwd=tmp_path)
+    assert r.returncode == 1 and "has its own split (test 24 images): say which to score with --split" in r.stderr
+    r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(split), "--split", "test", "--zoo",
+            str(tmp_path / "zoo"), "--json", str(tmp_path / "eval-split.json"), cwd=tmp_path)
+    assert r.returncode == 0 and "(test images)" in r.stdout, r.stderr[-3000:]
+    assert json.loads((tmp_path / "eval-split.json").read_text())["per_class"] == scores["per_class"]
 
 
 def test_box_sets_that_are_wrong_are_named_with_their_file_and_line(tmp_path: Path) -> None:

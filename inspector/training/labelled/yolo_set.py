@@ -159,7 +159,8 @@ def _labels(image: Path, size: tuple[int, int], classes: int) -> tuple[Box, ...]
             if not all(-0.01 <= v <= 1.01 for v in numbers):
                 raise FolderError(f"{label}:{n}: polygon points must be normalised to the image (0..1), got {line!r}")
             x1, y1, x2, y2 = (min(1.0, max(0.0, v)) for v in (min(xs), min(ys), max(xs), max(ys)))
-            if not (x1 < x2 and y1 < y2):
+            twice_area = sum(xs[i] * ys[i - 1] - xs[i - 1] * ys[i] for i in range(len(xs)))  # the shoelace
+            if not (x1 < x2 and y1 < y2) or abs(twice_area) * w * h < 1e-6:
                 raise FolderError(f"{label}:{n}: the polygon encloses nothing (its points lie on a line): {line!r}")
         boxes.append(Box(kind, x1 * w, y1 * h, x2 * w, y2 * h))
     return tuple(boxes)

@@ -1,0 +1,203 @@
+"""Labelled box sets as exporters write them (training/labelled/*_set.py, own_split.py): Roboflow's and Ultralytics'
+YOLO layouts with their own split, polygon rows, COCO split folders with a grouping category and crowd boxes, VOC
+split folders with difficult objects, and how teaching and scoring use a set's own split and its ignored boxes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from inspector.training.labelled.box_sets import read_boxes
+from inspector.training.labelled.boxes import Box
+from inspector.training.labelled.detection import Found, score, table
+from inspector.training.labelled.folder import FolderError, identity_of
+from inspector.training.labelled.own_split import images_to_score, teaching_sides
+from inspector.training.labelled.yolo_set import label_path
+
+from .test_labelled_detector import voc_xml
+
+
+def picture(path: Path, size: tuple[int, int] = (80, 60)) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((size[1], size[0], 3), 90, np.uint8))
+
+
+def labelled(image: Path, rows: list[str]) -> None:
+    label = label_path(image)
+    label.parent.mkdir(parents=True, exist_ok=True)
+    label.write_text("".join(r + "\n" for r in rows))
+
+
+def roboflow_yolo(root: Path) -> Path:
+    """Roboflow's YOLOv8 export: data.yaml beside train/, valid/ and test/, each with images/ and labels/, paths
+    written `../train/images`; every file renamed `<stem>_<ext>.rf.<hash>`, augmented copies only in train."""
+    root.mkdir(parents=True)
+    (root / "data.yaml").write_text("train: ../train/images\nval: ../valid/images\ntest: ../test/images\n\nnc: 2\n"
+                                    "names: ['void', 'spur']\n\nroboflow:\n  workspace: plant\n  version: 3\n")
+    for side, stem, digest, rows in (
+            ("train", "IMG_0001", "0a1b", ["0 0.5 0.5 0.25 0.5"]),
+            ("train", "IMG_0001", "9f8e", ["0 0.5 0.5 0.25 0.5"]),  # the same photo, augmented
+            ("train", "IMG_0002", "77aa", ["1 0.1 0.2 0.3 0.2 0.3 0.6 0.1 0.5"]),  # a polygon
+            ("valid", "IMG_0003", "c0de", ["1 0.25 0.25 0.5 0.5"]),
+            ("test", "IMG_0004", "beef", [])):
+        image = root / side / "images" / f"{stem}_jpg.rf.{digest}.jpg"
+        picture(image)
+        labelled(image, rows)
+    return root
+
+
+def test_a_roboflow_yolo_export_is_read_with_its_own_split_polygons_and_the_copies_of_one_photo(tmp_path: Path) -> None:
+    s = read_boxes(roboflow_yolo(tmp_path / "rf"))
+    assert s.layout == "yolo" and s.classes == ("void", "spur")
+    assert s.splits() == {"train": 3, "val": 1, "test": 1}
+    assert [im.identity for im in s.images if im.split == "train"] == ["IMG_0001", "IMG_0001", "IMG_0002"]
+    polygon = next(im for im in s.images if im.identity == "IMG_0002")
+    assert polygon.boxes == (Box(1, pytest.approx(0.1 * 80), pytest.approx(0.2 * 60), pytest.approx(0.3 * 80),
+                                 pytest.approx(0.6 * 60)),)  # the polygon's bounds
+    sides = teaching_sides(s)
+    assert [len(sides.train), len(sides.heldout), len(sides.kept_back)] == [3, 1, 1] and sides.warning is None
+    assert "the set's own split: 3 train, 1 val images; 1 test images kept back" in sides.how
+    aside = teaching_sides(s, 0.5)  # --heldout sets the own split aside; the test images stay kept back
+    assert len(aside.train) + len(aside.heldout) == 4 and len(aside.kept_back) == 1 and "set aside" in aside.how
+    with pytest.raises(FolderError, match=r"has its own split \(test 1, train 3, val 1 images\): say which to score "
+                                          r"with --split"):
+        images_to_score(s, None)
+    assert [im.split for im in images_to_score(s, "test")] == ["test"] and len(images_to_score(s, "all")) == 5
+    # one photo's copies on both sides of the exporter's split: said, not hidden
+    (tmp_path / "rf" / "valid" / "images" / "IMG_0003_jpg.rf.c0de.jpg").rename(
+        tmp_path / "rf" / "valid" / "images" / "IMG_0001_jpg.rf.c0de.jpg")
+    (tmp_path / "rf" / "valid" / "labels" / "IMG_0003_jpg.rf.c0de.txt").rename(
+        tmp_path / "rf" / "valid" / "labels" / "IMG_0001_jpg.rf.c0de.txt")
+    warned = teaching_sides(read_boxes(tmp_path / "rf")).warning
+    assert warned and "1 identities" in warned and "'IMG_0001'" in warned and "--heldout" in warned
+    assert identity_of(Path("board7__R12_png.rf.00ff.png")) == "board7"  # both conventions at once
+
+
+def test_an_ultralytics_yolo_set_reads_its_keys_lists_and_split_folders(tmp_path: Path) -> None:
+    root = tmp_path / "u"
+    for side, n in (("train", 3), ("val", 2), ("extra", 1)):
+        for i in range(n):
+            image = root / "images" / side / f"{side}{i}.png"
+            picture(image)
+            labelled(image, ["0 0.5 0.5 0.2 0.2"])
+    (root / "test.txt").write_text("./images/extra/extra0.png\n")
+    (root / "data.yaml").write_text("path: .\ntrain: images/train\nval: [images/val]\ntest: test.txt\nnames:\n"
+                                    "  0: short\n")
+    s = read_boxes(root)
+    assert s.splits() == {"train": 3, "val": 2, "test": 1} and s.images[0].boxes[0].kind == 0
+    assert label_path(root / "images" / "train" / "a.png") == root / "labels" / "train" / "a.txt"
+    # without the keys, split folders under images/ are the split; an image outside them is refused
+    (root / "data.yaml").write_text("names: [short]\n")
+    with pytest.raises(FolderError, match=r"is split into folders \(train, val\) but 1 images lie outside them, e.g. "
+                                          r".*extra0.png"):
+        read_boxes(root)
+    (root / "images" / "extra" / "extra0.png").unlink()
+    assert read_boxes(root).splits() == {"train": 3, "val": 2}
+    for spoilt, said in (("names: [short]\ntrain: images/train\nval: images/train\n",
+                          r"is listed under both `train` and `val`"),
+                         ("names: [short]\ntrain: images/gone\n", r"`train: images/gone` is not there"),
+                         ("names: [short\ntrain: images/train\n", r"data.yaml: line \d: not readable YAML"),
+                         ("names: [short]\ntrain: images/train\ntest: test.txt\n",
+                          r"test.txt:1: the image './images/extra/extra0.png' is not there")):
+        (root / "data.yaml").write_text(spoilt)
+        with pytest.raises(FolderError, match=said):
+            read_boxes(root)
+    (root / "data.yaml").write_text("names: [short]\ntrain: images/train\n")
+    label = root / "labels" / "train" / "train0.txt"
+    for row, said in (("0 0.5 0.5 0.2 0.2 0.9", "a sixth field: is it a prediction file"),
+                      ("0 0.1 0.1 0.5 0.5 0.9 0.9", "the polygon encloses nothing"),
+                      ("0 0.1 0.1 0.5 0.5 0.9", r"expected `class cx cy w h` or a polygon")):
+        label.write_text(row + "\n")
+        with pytest.raises(FolderError, match=said):
+            read_boxes(root)
+
+
+def coco_file(images: list[tuple[int, str]], notes: list[tuple[int, int, int, list[float], int]]) -> str:
+    """Roboflow's COCO: the project's name as category 0, the supercategory of the real ones."""
+    return json.dumps({"images": [{"id": i, "file_name": f, "width": 80, "height": 60} for i, f in images],
+                       "categories": [{"id": 0, "name": "pcb-defects", "supercategory": "none"},
+                                      {"id": 1, "name": "short", "supercategory": "pcb-defects"},
+                                      {"id": 2, "name": "open", "supercategory": "pcb-defects"}],
+                       "annotations": [{"id": n, "image_id": i, "category_id": c, "bbox": b, "iscrowd": crowd,
+                                        "area": b[2] * b[3], "segmentation": []} for n, i, c, b, crowd in notes]})
+
+
+def test_a_coco_set_split_into_folders_leaves_out_its_grouping_category_and_ignores_crowds(tmp_path: Path) -> None:
+    root = tmp_path / "c"
+    for side, notes in (("train", [(1, 1, 1, [10, 10, 20, 10], 0), (2, 1, 2, [40, 30, 10, 10], 1)]),
+                        ("valid", [(3, 1, 2, [5, 5, 10, 10], 0)]), ("test", [])):
+        picture(root / side / f"{side}_a.jpg")
+        (root / side / "_annotations.coco.json").write_text(coco_file([(1, f"{side}_a.jpg")], notes))
+    s = read_boxes(root)
+    assert s.layout == "coco" and s.classes == ("short", "open") and s.splits() == {"train": 1, "val": 1, "test": 1}
+    train = next(im for im in s.images if im.split == "train")
+    assert train.boxes == (Box(0, 10, 10, 30, 20), Box(1, 40, 30, 50, 40, ignore=True))
+    assert s.counts() == {"short": 1, "open": 1} and s.ignored() == 1
+    doc = json.loads((root / "test" / "_annotations.coco.json").read_text())
+    doc["categories"][2]["name"] = "opens"
+    (root / "test" / "_annotations.coco.json").write_text(json.dumps(doc))
+    with pytest.raises(FolderError, match=r"test/_annotations.coco.json: its classes \(opens, short\) are not those "
+                                          r"of .*train/_annotations.coco.json \(open, short\)"):
+        read_boxes(root)
+
+
+def test_a_voc_set_split_into_folders_ignores_difficult_objects_and_finds_an_upper_case_image(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    for side in ("train", "valid"):
+        picture(root / side / f"{side}_1.JPG")
+        xml = voc_xml("", (80, 60), [("short", 10, 10, 30, 20), ("short", 40, 30, 50, 40)])  # no <filename>
+        marked = xml.replace("<difficult>0</difficult>", "<difficult>1</difficult>", 2).replace(
+            "<difficult>1</difficult>", "<difficult>0</difficult>", 1)  # the second object difficult
+        (root / side / f"{side}_1.xml").write_text(marked)
+    s = read_boxes(root)
+    assert s.layout == "voc" and s.splits() == {"train": 1, "val": 1}
+    assert s.images[0].path.name == "train_1.JPG" and [b.ignore for b in s.images[0].boxes] == [False, True]
+    assert s.counts() == {"short": 2} and s.ignored() == 2
+    (root / "loose.xml").write_text((root / "train" / "train_1.xml").read_text())
+    picture(root / "loose.png")
+    with pytest.raises(FolderError, match=r"split into folders \(train, val\) but 1 images lie outside them"):
+        read_boxes(root)
+
+
+def test_a_box_found_on_an_ignored_box_counts_for_nothing_and_an_image_of_ignored_boxes_is_in_no_count() -> None:
+    truth = [(Box(0, 0, 0, 10, 10), Box(0, 50, 50, 70, 70, ignore=True)),  # one to find, one difficult
+             (Box(0, 0, 0, 10, 10, ignore=True),),  # nothing but a difficult one
+             ()]  # clean
+    found = [[Found(0, 0.9, 0, 0, 10, 10), Found(0, 0.8, 52, 52, 68, 68)],  # a hit; one on the difficult box
+             [Found(0, 0.7, 0, 0, 10, 10)],
+             [Found(0, 0.1, 0, 0, 5, 5)]]
+    s = score(("short",), truth, found, 0.5)
+    c = s.per_class["short"]
+    assert (c["labelled"], c["given"], c["hits"], c["ap"]) == (1, 1, 1, 1.0)  # no false box, nothing missed
+    assert (s.with_defects, s.flagged_with_defects, s.clean, s.flagged_clean, s.ignored_images) == (1, 1, 1, 0, 1)
+    assert "1 with ignored boxes only (difficult, crowd) left out" in table(s)
+    plain = score(("short",), [tuple(Box(b.kind, b.x1, b.y1, b.x2, b.y2) for b in t) for t in truth], found, 0.5)
+    assert plain.per_class["short"]["labelled"] == 3 and plain.per_class["short"]["hits"] == 3  # as a plain set
+
+
+def test_a_detector_taught_from_a_set_with_its_own_split_holds_out_its_val_images_and_keeps_its_test_ones(
+        tmp_path: Path) -> None:
+    """The exporter's split decides what is taught, held out and kept back (one epoch: the sides, not the skill);
+    an ignored box is not written among the labels the trainer reads."""
+    from inspector.experts.yolo import YoloDetector
+    from inspector.experts.zoo import Zoo
+    from inspector.training.labelled.boxes import BoxedImage
+    from inspector.training.labelled.teach_detector import DetectorPlan, teach_detector, write_split
+
+    said: list[str] = []
+    taught = teach_detector(DetectorPlan("det-rf", roboflow_yolo(tmp_path / "rf"), tmp_path / "zoo", epochs=1,
+                                         patience=1, batch=4), said.append)
+    assert "3 to train on, 1 held out (the set's own split: 3 train, 1 val images; 1 test images kept back for " \
+           "`zoo evaluate --split test`)" in said[0]
+    assert taught.heldout.images == 1
+    version = Zoo.load(tmp_path / "zoo").entries["det-rf"].versions[0]
+    assert version["split"].startswith("the set's own split") and version["heldout_share"] is None
+    picture(tmp_path / "b__1.png")
+    image = BoxedImage(tmp_path / "b__1.png", (80, 60), (Box(0, 8, 6, 24, 18), Box(0, 40, 30, 56, 42, ignore=True)),
+                       "b")
+    write_split(tmp_path / "set", "train", YoloDetector("yolov8n.yaml", 96, 1, 0.25, "find", "squash"), [image], [0])
+    rows = (tmp_path / "set" / "labels" / "train" / "000000.txt").read_text().splitlines()
+    assert len(rows) == 1 and rows[0].split()[1:3] == ["0.200000", "0.200000"]  # the difficult box is not taught
