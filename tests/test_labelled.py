@@ -100,6 +100,16 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
     for c, called in zip(folder.crops, line_calls):
         confusion[folder.index(c.label), called] += 1
     assert confusion.tolist() == scores["confusion"]
+    # the same crops as the test split of a folder with its own split: scored when asked for by name, and only then
+    (tmp_path / "split").mkdir()
+    test.rename(tmp_path / "split" / "test")
+    r = cli("zoo", "evaluate", "--expert", "cls-trace", "--on", str(tmp_path / "split"), "--zoo", str(zoo_dir),
+            cwd=tmp_path)
+    assert r.returncode == 1 and "has its own split (test 112): say which to score with --split" in r.stderr
+    r = cli("zoo", "evaluate", "--expert", "cls-trace", "--on", str(tmp_path / "split"), "--split", "test", "--zoo",
+            str(zoo_dir), "--json", str(tmp_path / "eval-split.json"), cwd=tmp_path)
+    assert r.returncode == 0 and "(test crops)" in r.stdout, r.stderr[-3000:]
+    assert json.loads((tmp_path / "eval-split.json").read_text())["confusion"] == scores["confusion"]
 
     r = cli("zoo", "train", "--new", "cls-trace", "--from", str(train), "--zoo", str(zoo_dir), cwd=tmp_path)
     assert r.returncode != 0 and "already has an expert 'cls-trace'" in r.stderr
@@ -167,8 +177,8 @@ def test_a_split_by_type_holds_out_and_trains_on_every_type_of_two_or_more_parts
     folder = read_folder(tmp_path / "f")
     chosen = frozenset({"s7b001", "s7b004"})
     sides = split(folder, 0.2, chosen)
-    assert {c.identity for c in sides["heldout"]} == chosen
-    assert not chosen & {c.identity for c in sides["train"]}
+    assert {c.identity for c in sides.heldout} == chosen
+    assert not chosen & {c.identity for c in sides.train}
 
 
 def test_letterbox_keeps_a_crops_aspect_and_squash_stretches_it() -> None:

@@ -122,7 +122,7 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(tmp_p
         (split / kind).mkdir()
         (split / f"{kind}-all").rename(split / kind / "test")
     r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(split), "--zoo", str(tmp_path / "zoo"), cwd=tmp_path)
-    assert r.returncode == 1 and "has its own split (test 24 images): say which to score with --split" in r.stderr
+    assert r.returncode == 1 and "has its own split (test 24): say which to score with --split" in r.stderr
     r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(split), "--split", "test", "--zoo",
             str(tmp_path / "zoo"), "--json", str(tmp_path / "eval-split.json"), cwd=tmp_path)
     assert r.returncode == 0 and "(test images)" in r.stdout, r.stderr[-3000:]

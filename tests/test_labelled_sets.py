@@ -14,7 +14,7 @@ from inspector.training.labelled.box_sets import read_boxes
 from inspector.training.labelled.boxes import Box
 from inspector.training.labelled.detection import Found, score, table
 from inspector.training.labelled.folder import FolderError, identity_of
-from inspector.training.labelled.own_split import images_to_score, teaching_sides
+from inspector.training.labelled.own_split import teaching_sides, to_score
 from inspector.training.labelled.yolo_set import label_path
 
 from .test_labelled_detector import voc_xml
@@ -57,21 +57,22 @@ def test_a_roboflow_yolo_export_is_read_with_its_own_split_polygons_and_the_copi
     polygon = next(im for im in s.images if im.identity == "IMG_0002")
     assert polygon.boxes == (Box(1, pytest.approx(0.1 * 80), pytest.approx(0.2 * 60), pytest.approx(0.3 * 80),
                                  pytest.approx(0.6 * 60)),)  # the polygon's bounds
-    sides = teaching_sides(s)
+    sides = teaching_sides(s.images)
     assert [len(sides.train), len(sides.heldout), len(sides.kept_back)] == [3, 1, 1] and sides.warning is None
     assert "the set's own split: 3 train, 1 val images; 1 test images kept back" in sides.how
-    aside = teaching_sides(s, 0.5)  # --heldout sets the own split aside; the test images stay kept back
+    aside = teaching_sides(s.images, 0.5)  # --heldout sets the own split aside; the test images stay kept back
     assert len(aside.train) + len(aside.heldout) == 4 and len(aside.kept_back) == 1 and "set aside" in aside.how
-    with pytest.raises(FolderError, match=r"has its own split \(test 1, train 3, val 1 images\): say which to score "
-                                          r"with --split"):
-        images_to_score(s, None)
-    assert [im.split for im in images_to_score(s, "test")] == ["test"] and len(images_to_score(s, "all")) == 5
+    with pytest.raises(FolderError, match=r"has its own split \(test 1, train 3, val 1\): say which to score with "
+                                          r"--split"):
+        to_score(s.root, s.images, None)
+    assert [im.split for im in to_score(s.root, s.images, "test")] == ["test"]
+    assert len(to_score(s.root, s.images, "all")) == 5
     # one photo's copies on both sides of the exporter's split: said, not hidden
     (tmp_path / "rf" / "valid" / "images" / "IMG_0003_jpg.rf.c0de.jpg").rename(
         tmp_path / "rf" / "valid" / "images" / "IMG_0001_jpg.rf.c0de.jpg")
     (tmp_path / "rf" / "valid" / "labels" / "IMG_0003_jpg.rf.c0de.txt").rename(
         tmp_path / "rf" / "valid" / "labels" / "IMG_0001_jpg.rf.c0de.txt")
-    warned = teaching_sides(read_boxes(tmp_path / "rf")).warning
+    warned = teaching_sides(read_boxes(tmp_path / "rf").images).warning
     assert warned and "1 identities" in warned and "'IMG_0001'" in warned and "--heldout" in warned
     assert identity_of(Path("board7__R12_png.rf.00ff.png")) == "board7"  # both conventions at once
 
@@ -201,3 +202,32 @@ def test_a_detector_taught_from_a_set_with_its_own_split_holds_out_its_val_image
     write_split(tmp_path / "set", "train", YoloDetector("yolov8n.yaml", 96, 1, 0.25, "find", "squash"), [image], [0])
     rows = (tmp_path / "set" / "labels" / "train" / "000000.txt").read_text().splitlines()
     assert len(rows) == 1 and rows[0].split()[1:3] == ["0.200000", "0.200000"]  # the difficult box is not taught
+
+
+def test_a_classifier_folder_split_into_train_valid_and_test_is_taught_and_held_out_by_its_own_split(
+        tmp_path: Path) -> None:
+    """torchvision's and Roboflow's classification layout, DIR/<split>/<class>/: taught from train, held out on
+    valid, test kept back (one short epoch: the sides, not the skill); a folder mixing the layouts is refused."""
+    from inspector.experts.zoo import Zoo
+    from inspector.training.labelled.folder import read_folder
+    from inspector.training.labelled.teach import TeachPlan, split, teach
+
+    from .test_labelled import make_folder
+
+    root = tmp_path / "crops"
+    for side, boards, seed in (("train", 6, 1), ("valid", 3, 2), ("test", 2, 3)):
+        make_folder(root / side, boards, {"ok": 3, "blob": 1}, seed=seed)
+    folder = read_folder(root)
+    assert folder.classes == ("ok", "blob") and folder.counts() == {"ok": 33, "blob": 11}
+    sides = split(folder, None)
+    assert (len(sides.train), len(sides.heldout), len(sides.kept_back)) == (24, 12, 8)
+    assert {c.split for c in sides.heldout} == {"val"}
+    said: list[str] = []
+    done = teach(TeachPlan("cls-rf", root, tmp_path / "zoo", epochs=1, epoch_size=64), said.append)
+    assert "24 crops to train on, 12 held out (the set's own split: 24 train, 12 val crops; 8 test crops kept back" \
+           in said[0]
+    assert "the set's own split" in done.summary()
+    assert Zoo.load(tmp_path / "zoo").entries["cls-rf"].versions[0]["heldout_share"] is None
+    (root / "blob").mkdir()
+    with pytest.raises(FolderError, match=r"mixes split folders \(test, train, valid\) with class folders \(blob\)"):
+        read_folder(root)

@@ -87,11 +87,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     try:
         result = evaluate_expert(zoo, args.expert, Path(args.on), args.good,
-                                 Path(args.reference) if args.reference else None)
+                                 Path(args.reference) if args.reference else None, args.split)
     except FolderError as exc:
         say(f"error: {exc}")
         return FAILED
-    print(f"{args.expert} ({(result.weights_sha256 or '-')[:12]}) on {args.on}")
+    which = f" ({args.split} crops)" if args.split else ""
+    print(f"{args.expert} ({(result.weights_sha256 or '-')[:12]}) on {args.on}{which}")
     print(table(result.evaluation))
     print("defect recall at a false-call budget chosen on these crops: " + ", ".join(
         f"{100 * b:g}% -> {100 * r:.1f}%" for b, r in result.recall_at.items()))
@@ -122,8 +123,8 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--input-size", type=int, help="input side in px (default: from the crops' sizes)")
     tr.add_argument("--heldout", type=float,
                     help="share of identities held out to choose the epoch and the threshold (default "
-                         f"{DEFAULT_HELDOUT:g}; a detector's set with its own train/val split uses that split unless "
-                         "this is given)")
+                         f"{DEFAULT_HELDOUT:g}; a set with its own train/val split uses that split unless this is "
+                         "given)")
     tr.add_argument("--patience", type=int, default=6, help="epochs without a better held-out recall before "
                     f"stopping, counted from {round(100 * HALF_DOWN)}%% of --epochs at the earliest (default 6)")
     tr.add_argument("--augment", type=float, default=1.0, help="camera augmentation strength, 0 for none")
@@ -149,9 +150,9 @@ def add_evaluate(zoo_sub: argparse._SubParsersAction) -> None:
     ev.add_argument("--good", help="the folder's name for the expert's good class, when it differs")
     ev.add_argument("--reference", metavar="DIR", help="the golden crops or images (a golden-comparison expert), the "
                                                        "set's tree mirrored")
-    ev.add_argument("--split", choices=SCORED_SPLITS, help="detector: which images of a set with its own split "
-                                                           "(split folders, data.yaml's train/val/test) to score; "
-                                                           "such a set must say")
+    ev.add_argument("--split", choices=SCORED_SPLITS, help="which part of a set with its own split (split folders, "
+                                                           "data.yaml's train/val/test) to score; such a set must "
+                                                           "say")
     ev.add_argument("--iou", type=float, default=0.5, help="detector: IoU a box must exceed to count (default 0.5; "
                                                            "DeepPCB's protocol: 0.33)")
     ev.add_argument("--zoo", help="zoo directory (default: the demo zoo)")

@@ -187,13 +187,13 @@ def f_threshold(logits: np.ndarray, labels: np.ndarray) -> float:
 
 
 def heldout_logits(arch: ResNetClassifier, model: torch.nn.Module, folder: Path, golden: Path,
-                   share: float) -> tuple[np.ndarray, np.ndarray]:
+                   share: float | None) -> tuple[np.ndarray, np.ndarray]:
     """The teaching's own held-out candidates (its split by pair), as the taught expert scores them."""
     from .labelled.folder import read_folder
     from .labelled.teach import read_crops, split
 
     labelled = read_folder(folder, GOOD)
-    crops = read_crops(labelled, split(labelled, share)["heldout"], "reading held-out candidates", golden)
+    crops = read_crops(labelled, split(labelled, share).heldout, "reading held-out candidates", golden)
     logits, _ = logits_of(arch, model, crops)
     return logits, crops.labels
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from PIL import Image
 
 from .folder import FolderError
+from .own_split import own_splits
 from .splits import SPLIT_NAMES
 
 
@@ -73,11 +74,7 @@ class BoxSet:
 
     def splits(self) -> dict[str, int]:
         """The set's own split: side -> images ({} when it has none)."""
-        out: dict[str, int] = {}
-        for im in self.images:
-            if im.split is not None:
-                out[im.split] = out.get(im.split, 0) + 1
-        return out
+        return own_splits(self.images)
 
 
 def image_size(path: Path) -> tuple[int, int]:

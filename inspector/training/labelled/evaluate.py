@@ -19,10 +19,10 @@ from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from .box_sets import read_boxes
 from .detection import DetectionScore, detect, score
-from .folder import FolderError, LabelledCrop, LabelledFolder, read_folder
+from .folder import FolderError, LabelledFolder, read_folder
 from .golden_tree import golden_paths, read_golden
 from .metrics import Evaluation, evaluate, recall_at_false_calls
-from .own_split import images_to_score
+from .own_split import to_score
 from .teach import read_crops
 from .trainer import logits_of
 
@@ -44,9 +44,9 @@ class ExpertEvaluation:
 
 
 def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None,
-                    reference: Path | None = None) -> ExpertEvaluation:
+                    reference: Path | None = None, split: str | None = None) -> ExpertEvaluation:
     """`reference`: the golden crops, `source`'s tree mirrored (an expert taught with a golden comparison needs them,
-    any other refuses them)."""
+    any other refuses them); `split`: which of a folder's own split (own_split.py; a folder with one must say)."""
     if expert not in zoo.entries:
         raise ValueError(f"the zoo at {zoo.root} has no expert {expert!r}; its experts: "
                          f"{', '.join(sorted(zoo.entries))}")
@@ -58,9 +58,10 @@ def evaluate_expert(zoo: Zoo, expert: str, source: Path, good: str | None = None
     classes = tuple(entry.classes)
     check_reference(expert, arch.reference, reference)
     folder = read_folder(source, classes=classes if good is None else _renamed(classes, good))
+    folder = LabelledFolder(folder.root, folder.classes, to_score(folder.root, folder.crops, split))
     if good is not None and good != classes[0]:
-        folder = LabelledFolder(folder.root, classes, [LabelledCrop(c.path, classes[0] if c.label == good else c.label,
-                                                                     c.identity) for c in folder.crops])
+        folder = LabelledFolder(folder.root, classes, [replace(c, label=classes[0] if c.label == good else c.label)
+                                                       for c in folder.crops])
     crops = read_crops(folder, folder.crops, "reading crops", reference)
     _, model = served_module(zoo, expert)
     logits, _ = logits_of(arch, model, crops)
@@ -109,7 +110,7 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
         raise FolderError(f"{source} labels classes the expert does not know: {', '.join(unknown)}; its classes are "
                           f"{', '.join(entry.classes)}")
     order = [entry.classes.index(c) for c in boxes.classes]
-    images = images_to_score(boxes, split)
+    images = to_score(boxes.root, boxes.images, split)
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in images]
     _, model = served_module(zoo, expert)
     pictures = []

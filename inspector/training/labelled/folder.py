@@ -3,6 +3,9 @@
     DIR/good/p0042__r12.png
     DIR/solder_bridge/p0107__u3.jpg
 
+or that layout in each folder of the set's own split (`DIR/train/good/...`, `DIR/valid/good/...`, `DIR/test/...`:
+torchvision's and Roboflow's classification exports); own_split.py says how teaching and scoring use it.
+
 One class is the good one (a part to pass): `--good NAME`, or the folder named `good` or `ok` when there is one.
 The others are defect classes, in name order after it (the expert's label 0 is always the good class).
 
@@ -26,6 +29,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from .splits import SPLIT_NAMES
+
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 GOOD_NAMES = ("good", "ok")
 IDENTITY_SEPARATOR = "__"
@@ -42,6 +47,7 @@ class LabelledCrop:
     path: Path
     label: str
     identity: str
+    split: str | None = None  # train | val | test: the folder's own split, where it has one
 
 
 @dataclass
@@ -114,9 +120,7 @@ def read_folder(root: Path, good: str | None = None, classes: tuple[str, ...] | 
     root = Path(root)
     if not root.is_dir():
         raise FolderError(f"{root} is not a directory; give a folder with one sub-folder of images per class")
-    folders = sorted(d for d in root.iterdir() if d.is_dir() and not d.name.startswith("."))
-    found = {d.name: sorted(f for f in d.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file())
-             for d in folders}
+    found, sides = _class_folders(root)
     empty = [n for n, files in found.items() if not files]
     found = {n: f for n, f in found.items() if f}
     if not found:
@@ -141,8 +145,35 @@ def read_folder(root: Path, good: str | None = None, classes: tuple[str, ...] | 
             raise FolderError(f"{root} has only the class {good!r}; an expert needs at least one defect class beside "
                               "the good one")
         order = (good, *sorted(n for n in found if n != good))
-    crops = [LabelledCrop(f, label, identity_of(f)) for label in order for f in found.get(label, [])]
+    crops = [LabelledCrop(f, label, identity_of(f), sides.get(f)) for label in order for f in found.get(label, [])]
     return LabelledFolder(root, order, crops)
+
+
+def _class_folders(root: Path) -> tuple[dict[str, list[Path]], dict[Path, str]]:
+    """(class -> its images, image -> its side of the folder's own split) of `root`: its class folders, or those of
+    each of its split folders."""
+    def subfolders(d: Path) -> list[Path]:
+        return sorted(x for x in d.iterdir() if x.is_dir() and not x.name.startswith("."))
+
+    def images(d: Path) -> list[Path]:
+        return sorted(f for f in d.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file())
+
+    top = subfolders(root)
+    named = [d for d in top if d.name.lower() in SPLIT_NAMES]
+    if not named:
+        return {d.name: images(d) for d in top}, {}
+    others = [d.name for d in top if d not in named]
+    if others:
+        raise FolderError(f"{root} mixes split folders ({', '.join(d.name for d in named)}) with class folders "
+                          f"({', '.join(others)}); put every class folder inside a split folder, or none")
+    found: dict[str, list[Path]] = {}
+    sides: dict[Path, str] = {}
+    for split in named:
+        for d in subfolders(split):
+            files = images(d)
+            found.setdefault(d.name, []).extend(files)
+            sides.update((f, SPLIT_NAMES[split.name.lower()]) for f in files)
+    return found, sides
 
 
 def _conventional_good(found: dict[str, list[Path]], root: Path) -> str:

@@ -101,8 +101,10 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     if folder_path.is_dir():
         folder = read_folder(folder_path, classes=classes)
         named = origin.get("heldout_identities")  # a split its teacher chose (board teaching: by type)
-        sides = split(folder, float(origin.get("heldout_share") or 0.2), None if named is None else frozenset(named))
-        own = {k: read_crops(folder, v, f"reading {k} crops") for k, v in sides.items()}
+        share = origin.get("heldout_share")  # None: the folder's own split (own_split.py)
+        sides = split(folder, None if share is None else float(share), None if named is None else frozenset(named))
+        own = {k: read_crops(folder, v, f"reading {k} crops") for k, v in (("train", sides.train),
+                                                                            ("heldout", sides.heldout))}
         say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out; "
             f"with the {len(own['train'])} + {len(own['heldout'])} crops of {folder_path} it was taught from")
     else:

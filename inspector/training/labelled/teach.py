@@ -1,9 +1,10 @@
 """`inspector zoo train --new EXPERT --from DIR`: a new classifier taught from a labelled folder, added to a zoo.
 
-The folder is split by identity (folder.py), the input sized from the training crops (sizing.py), the classifier
-trained with its own classes (trainer.py), and its operating threshold chosen on the held-out crops under a
-false-call budget. The expert enters the zoo (made here when there is none) serving that version, its record
-naming the folder, the split, the threshold and the held-out scores; a rule set routes parts to it by name.
+The folder is split by identity (folder.py), or by its own split folders (own_split.py), the input sized from the
+training crops (sizing.py), the classifier trained with its own classes (trainer.py), and its operating threshold
+chosen on the held-out crops under a false-call budget. The expert enters the zoo (made here when there is none)
+serving that version, its record naming the folder, the split, the threshold and the held-out scores; a rule set
+routes parts to it by name.
 """
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from ...experts.resnet import ResNetClassifier
 from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, report_dir, write_expert, write_manifest
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
-from .folder import FolderError, LabelledCrop, LabelledFolder, load, read_folder, split_of
+from .folder import FolderError, LabelledCrop, LabelledFolder, load, read_folder
 from .golden_tree import check_same_window, golden_paths
 from .metrics import table
+from .own_split import Sides, teaching_sides
 from .plots import write_plots
 from .sizing import InputFit, choose_input
 from .trainer import Crops, Taught, train
@@ -40,7 +42,7 @@ class TeachPlan:
     good: str | None = None
     depth: int = 10
     input_size: int | None = None  # None: from the data
-    heldout_share: float = 0.2
+    heldout_share: float | None = None  # None: the folder's own split, else a fifth by identity (own_split.py)
     epochs: int = 30
     patience: int = 6
     seed: int = 0
@@ -61,6 +63,7 @@ class TaughtExpert:
     fit: InputFit
     taught: Taught
     entry: ExpertEntry
+    split_how: str = ""  # how the folder was split, said to the engineer
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -75,8 +78,8 @@ class TaughtExpert:
         golden = f", beside the golden crops of {self.plan.reference}" if self.plan.reference else ""
         lines = [f"{self.plan.expert}: {len(self.classes)} classes ({', '.join(self.classes)}; good: "
                  f"{self.classes[0]}), input {self.fit.describe()}{golden}",
-                 f"split by identity: {sum(c['train'].values())} crops to train on, {sum(c['heldout'].values())} "
-                 f"held out ({', '.join(f'{k} {v}' for k, v in c['heldout'].items())})",
+                 f"{sum(c['train'].values())} crops to train on, {sum(c['heldout'].values())} held out "
+                 f"({', '.join(f'{k} {v}' for k, v in c['heldout'].items())}): {self.split_how}",
                  f"kept epoch {self.taught.best_epoch} of {self.taught.epochs_run} run "
                  f"({self.taught.seconds:.0f} s); operating threshold: log-odds of good >= {self.taught.threshold:.3f} "
                  f"(false calls within {100 * self.plan.false_call_budget:.1f}% on the held-out good crops for 95% of "
@@ -87,16 +90,18 @@ class TaughtExpert:
         return "\n".join(lines)
 
 
-def split(folder: LabelledFolder, share: float, heldout: frozenset[str] | None = None) -> dict[str, list]:
-    """The folder's crops by side: the identities `heldout` names held out, or without it the hash split at
-    `share` (folder.py)."""
-    out: dict[str, list] = {"train": [], "heldout": []}
-    for crop in folder.crops:
-        side = split_of(crop.identity, share) if heldout is None else (
-            "heldout" if crop.identity in heldout else "train")
-        out[side].append(crop)
-    for side in ("train", "heldout"):
-        labels = {c.label for c in out[side]}
+def split(folder: LabelledFolder, share: float | None,
+          heldout: frozenset[str] | None = None) -> Sides[LabelledCrop]:
+    """The folder's crops by side: the identities `heldout` names held out, or without it the folder's own split
+    or the hash split at `share` (own_split.py); a test split's crops are never taught."""
+    if heldout is None:
+        out = teaching_sides(folder.crops, share, "crops")
+    else:
+        pool = [c for c in folder.crops if c.split != "test"]
+        out = Sides([c for c in pool if c.identity not in heldout], [c for c in pool if c.identity in heldout],
+                    [c for c in folder.crops if c.split == "test"], "the identities its teacher chose held out")
+    for side, items in (("train", out.train), ("heldout", out.heldout)):
+        labels = {c.label for c in items}
         if folder.good not in labels or len(labels) < 2:
             raise FolderError(f"the {side} side of the split of {folder.root} has "
                               f"{', '.join(sorted(labels)) or 'no crops'}: it needs good crops and defects. "
@@ -134,11 +139,13 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
     folder = read_folder(plan.source, plan.good)
     sides = split(folder, plan.heldout_share, plan.heldout)
     counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
-              for side, items in sides.items()}
+              for side, items in (("train", sides.train), ("heldout", sides.heldout))}
     say(f"{plan.source}: classes {', '.join(f'{k} {v}' for k, v in folder.counts().items())}; "
-        f"{len(sides['train'])} crops to train on, {len(sides['heldout'])} held out")
-    train_set = read_crops(folder, sides["train"], "reading training crops", plan.reference)
-    heldout = read_crops(folder, sides["heldout"], "reading held-out crops", plan.reference)
+        f"{len(sides.train)} crops to train on, {len(sides.heldout)} held out ({sides.how})")
+    if sides.warning:
+        say(f"warning: {sides.warning}")
+    train_set = read_crops(folder, sides.train, "reading training crops", plan.reference)
+    heldout = read_crops(folder, sides.heldout, "reading held-out crops", plan.reference)
     reference = plan.reference_kind if plan.reference is not None else None
     fit = choose_input([im.shape[:2] for im in train_set.images], plan.input_size)
     say(f"input: {fit.describe()}")
@@ -152,7 +159,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                          train_samples=len(train_set), train_seed=plan.seed)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT,
                "dataset": str(plan.source), "reference": None if plan.reference is None else str(plan.reference),
-               "threshold": taught.threshold, "heldout_share": plan.heldout_share,
+               "threshold": taught.threshold, "heldout_share": plan.heldout_share, "split": sides.how,
                "heldout_identities": None if plan.heldout is None else sorted(plan.heldout),
                "any_orientation": plan.any_orientation,
                "eval": {"heldout": taught.heldout.to_json()}}
@@ -161,7 +168,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
     write_plots(taught.heldout, heldout.labels, taught.heldout_logits,
                 report_dir(plan.zoo, plan.expert, entry.weights_sha256),
                 f"{plan.expert} (held out)")
-    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry)
+    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how)
 
 
 def open_zoo(root: Path) -> Zoo | None:

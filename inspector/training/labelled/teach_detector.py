@@ -150,7 +150,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name")
     boxes = read_boxes(plan.source)
     classes, order, mode = reordered(boxes, plan.good)
-    split = teaching_sides(boxes, plan.heldout_share)
+    split = teaching_sides(boxes.images, plan.heldout_share)
     sides = {"train": split.train, "heldout": split.heldout}
     for side, items in sides.items():
         if not any(im.scored for im in items):
