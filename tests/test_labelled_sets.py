@@ -231,3 +231,69 @@ def test_a_classifier_folder_split_into_train_valid_and_test_is_taught_and_held_
     (root / "blob").mkdir()
     with pytest.raises(FolderError, match=r"mixes split folders \(test, train, valid\) with class folders \(blob\)"):
         read_folder(root)
+
+
+def test_darknet_style_yolo_exports_and_a_yaml_named_otherwise_are_read(tmp_path: Path) -> None:
+    """CVAT's "YOLO 1.1" (obj.names, obj_train_data/ with each label beside its image), LabelImg's YOLO mode
+    (classes.txt, labels beside, a class written 0.0) and an Ultralytics yaml not called data.yaml."""
+    cvat = tmp_path / "cvat"
+    picture(cvat / "obj_train_data" / "frame_000001.png")
+    (cvat / "obj_train_data" / "frame_000001.txt").write_text("1 0.5 0.5 0.5 0.5\n")
+    picture(cvat / "obj_train_data" / "frame_000002.png")  # clean: no label file
+    (cvat / "obj.names").write_text("short\nopen\n")
+    (cvat / "obj.data").write_text("classes = 2\ntrain = data/train.txt\nnames = data/obj.names\n")
+    (cvat / "train.txt").write_text("data/obj_train_data/frame_000001.png\ndata/obj_train_data/frame_000002.png\n")
+    s = read_boxes(cvat)
+    assert s.layout == "yolo" and s.classes == ("short", "open") and s.splits() == {}
+    assert [len(im.boxes) for im in s.images] == [1, 0] and s.images[0].boxes[0] == Box(1, 20, 15, 60, 45)
+    labelimg = tmp_path / "labelimg"
+    picture(labelimg / "b1.jpg")
+    (labelimg / "b1.txt").write_text("0.0 0.5 0.5 0.25 0.5\n")
+    (labelimg / "classes.txt").write_text("void\n")
+    assert read_boxes(labelimg).images[0].boxes == (Box(0, 30, 15, 50, 45),)
+    (labelimg / "b1.txt").write_text("0.5 0.5 0.5 0.25 0.5\n")
+    with pytest.raises(FolderError, match=r"b1.txt:1: expected `class cx cy w h`"):
+        read_boxes(labelimg)
+    named = tmp_path / "named"
+    picture(named / "images" / "a.png")
+    labelled(named / "images" / "a.png", ["0 0.5 0.5 0.5 0.5"])
+    (named / "pcb-defects.yaml").write_text("names: [short]\n")
+    assert read_boxes(named).classes == ("short",)
+    (named / "other.yml").write_text("names: [open]\n")
+    with pytest.raises(FolderError, match=r"holds 2 YAML files naming classes \(other.yml, pcb-defects.yaml\)"):
+        read_boxes(named)
+
+
+def test_coco_sets_as_cvat_and_coco_itself_lay_them_out_find_their_images_and_splits(tmp_path: Path) -> None:
+    cvat = tmp_path / "cvat"  # CVAT's COCO 1.0: annotations/instances_default.json, images/
+    picture(cvat / "images" / "frame_1.jpg")
+    (cvat / "annotations").mkdir()
+    (cvat / "annotations" / "instances_default.json").write_text(coco_file([(1, "frame_1.jpg")],
+                                                                           [(1, 1, 1, [1, 2, 3, 4], 0)]))
+    s = read_boxes(cvat)
+    assert s.layout == "coco" and s.splits() == {} and s.images[0].boxes == (Box(0, 1, 2, 4, 6),)
+    coco = tmp_path / "coco"  # COCO's own: annotations/instances_<split>2017.json, images in <split>2017/
+    (coco / "annotations").mkdir(parents=True)
+    for side in ("train", "val"):
+        picture(coco / f"{side}2017" / f"0000{side}.jpg")
+        (coco / "annotations" / f"instances_{side}2017.json").write_text(
+            coco_file([(1, f"0000{side}.jpg")], [(1, 1, 2, [5, 5, 10, 10], 0)]))
+    (coco / "annotations" / "person_keypoints_train2017.json").write_text("{}")  # another kind: left aside
+    s = read_boxes(coco)
+    assert s.splits() == {"train": 1, "val": 1} and [im.path.parent.name for im in s.images] == ["train2017", "val2017"]
+    picture(coco / "val2017" / "0000train.jpg")  # two images of one name: which one is meant is asked, not guessed
+    with pytest.raises(FolderError, match=r"image '0000train.jpg' is not at that path, and 2 images under .* bear "
+                                          r"its name"):
+        read_boxes(coco)
+    (coco / "annotations" / "instances_extra.json").write_text("{}")
+    with pytest.raises(FolderError, match=r"holds 3 annotation files .* each names its own split"):
+        read_boxes(coco)
+
+
+def test_a_voc_annotation_naming_its_image_by_the_labelling_machines_path_finds_it_by_name(tmp_path: Path) -> None:
+    root = tmp_path / "v"
+    picture(root / "JPEGImages" / "board_7.png")
+    (root / "Annotations").mkdir()
+    (root / "Annotations" / "seven.xml").write_text(voc_xml(r"C:\Users\aoi\labelling\board_7.png", (80, 60),
+                                                            [("short", 10, 10, 30, 20)]))
+    assert read_boxes(root).images[0].path == root / "JPEGImages" / "board_7.png"

@@ -1,6 +1,10 @@
-"""A COCO set: one `DIR/*.json` with `images`, `annotations` (`bbox`: x, y, w, h in pixels) and `categories`, the
-images beside it (their `file_name` relative to its folder, or to its images/); or one such file in each split folder
-(`DIR/train/`, `DIR/valid/`, `DIR/test/`: Roboflow's export), which is the set's own split.
+"""A COCO set: one `DIR/*.json` with `images`, `annotations` (`bbox`: x, y, w, h in pixels) and `categories`; or
+one such file in each split folder (`DIR/train/`, `DIR/valid/`, `DIR/test/`: Roboflow's export); or the file(s)
+under `DIR/annotations/` (CVAT's `instances_default.json`; COCO's own `instances_train2017.json`,
+`instances_val2017.json`, the split read from the name; other kinds, captions or keypoints, left aside). Split
+folders and split names are the set's own split. An image's `file_name` is read relative to its file's folder,
+its images/, DIR or DIR/images, else found by its name alone anywhere under DIR (an exporter's path from another
+machine), where that name is not ambiguous.
 
 A category no annotation uses that names other categories' `supercategory` is a grouping, not a class (Roboflow
 writes the project's name so), and is left out; an annotation marked `iscrowd` is an ignored box (boxes.py). Class
@@ -9,11 +13,14 @@ names are matched across split files by name; the first file's order is kept.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .boxes import Box, BoxedImage, BoxSet, image_size
-from .folder import FolderError, identity_of
+from .folder import IMAGE_SUFFIXES, FolderError, identity_of
 from .splits import SPLIT_NAMES
+
+SIDE_ORDER = {"train": 0, "val": 1, "test": 2}  # the first file's class order is kept: train's
 
 
 def split_files(root: Path) -> list[tuple[Path, str]]:
@@ -25,8 +32,30 @@ def split_files(root: Path) -> list[tuple[Path, str]]:
             raise FolderError(f"{folder} holds {len(jsons)} .json files; a COCO split folder holds one")
         if jsons:
             out.append((jsons[0], SPLIT_NAMES[folder.name.lower()]))
-    order = {"train": 0, "val": 1, "test": 2}
-    return sorted(out, key=lambda f: order[f[1]])
+    return sorted(out, key=lambda f: SIDE_ORDER[f[1]])
+
+
+def annotation_files(root: Path) -> list[tuple[Path, str | None]]:
+    """(json, side) of DIR/annotations/: its one file, or its instance files each naming its split; [] for none."""
+    folder = root / "annotations"
+    jsons = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    instances = [j for j in jsons if j.stem.lower().startswith("instances")]
+    jsons = instances or jsons
+    if len(jsons) <= 1:
+        return [(j, None) for j in jsons]
+    sides = [(j, _side_named(j.stem)) for j in jsons]
+    unnamed = [j.name for j, side in sides if side is None]
+    if unnamed or len({side for _j, side in sides}) < len(sides):
+        raise FolderError(f"{folder} holds {len(jsons)} annotation files ({', '.join(j.name for j in jsons)}); with "
+                          "more than one, each names its own split (instances_train.json, instances_val.json, ...)")
+    return sorted(sides, key=lambda f: SIDE_ORDER[f[1]])
+
+
+def _side_named(stem: str) -> str | None:
+    """The split a file's name gives (`instances_train2017` -> train), or None."""
+    words = {re.sub(r"\d+$", "", w) for w in re.split(r"[^a-z0-9]+", stem.lower())}
+    named = {SPLIT_NAMES[w] for w in words if w in SPLIT_NAMES}
+    return named.pop() if len(named) == 1 else None
 
 
 def read_coco(root: Path, files: list[tuple[Path, str | None]]) -> BoxSet:
@@ -42,10 +71,36 @@ def read_coco(root: Path, files: list[tuple[Path, str | None]]) -> BoxSet:
                               f"({', '.join(sorted(names))}); export the splits from one project")
         names = names or kept
     images = []
+    finder = _Finder(root)
     for path, side, (cats, files, notes) in docs:
         index = {c["id"]: names.index(str(c["name"])) for c in cats if str(c["name"]) in names}
-        images += _images(path, side, index, files, notes)
+        images += _images(path, side, index, files, notes, finder)
     return BoxSet(root, tuple(names), images, "coco")
+
+
+class _Finder:
+    """An image a file names, where exporters put it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._by_name: dict[str, list[Path]] | None = None
+
+    def find(self, path: Path, file_name: str) -> Path | None:
+        here = path.parent
+        for place in (here, here / "images", self.root, self.root / "images"):
+            if (place / file_name).is_file():
+                return place / file_name
+        if self._by_name is None:
+            self._by_name = {}
+            for p in self.root.rglob("*"):
+                if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file():
+                    self._by_name.setdefault(p.name, []).append(p)
+        name = re.split(r"[\\/]", file_name)[-1]
+        found = self._by_name.get(name, [])
+        if len(found) > 1:
+            raise FolderError(f"{path}: image {file_name!r} is not at that path, and {len(found)} images under "
+                              f"{self.root} bear its name ({found[0]}, {found[1]}); give the path, or rename one")
+        return found[0] if found else None
 
 
 def _load(path: Path) -> tuple[list[dict], dict, list[dict]]:
@@ -62,7 +117,8 @@ def _load(path: Path) -> tuple[list[dict], dict, list[dict]]:
     return cats, files, notes
 
 
-def _images(path: Path, side: str | None, index: dict[int, int], files: dict, notes: list[dict]) -> list[BoxedImage]:
+def _images(path: Path, side: str | None, index: dict[int, int], files: dict, notes: list[dict],
+            finder: _Finder) -> list[BoxedImage]:
     by_image: dict[int, list[Box]] = {k: [] for k in files}
     for a in notes:
         if a.get("image_id") not in files or a.get("category_id") not in index:
@@ -76,11 +132,11 @@ def _images(path: Path, side: str | None, index: dict[int, int], files: dict, no
         if w <= 0 or h <= 0:
             raise FolderError(f"{path}: annotation {a.get('id')} has an empty bbox {a['bbox']}")
         by_image[a["image_id"]].append(Box(index[a["category_id"]], x, y, x + w, y + h, bool(a.get("iscrowd"))))
-    here = path.parent
     images = []
     for key, im in files.items():
-        file = next((p for p in (here / im["file_name"], here / "images" / im["file_name"]) if p.is_file()), None)
+        file = finder.find(path, str(im["file_name"]))
         if file is None:
-            raise FolderError(f"{path}: image {key} ({im['file_name']}) is neither under {here} nor {here / 'images'}")
+            raise FolderError(f"{path}: image {key} ({im['file_name']}) is neither under {path.parent}, its images/, "
+                              f"nor anywhere under {finder.root} by its name")
         images.append(BoxedImage(file, image_size(file), tuple(by_image[key]), identity_of(file), side))
     return images

@@ -9,6 +9,7 @@ out) at DIR gives them in order, and an object named otherwise is refused; witho
 """
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -95,9 +96,11 @@ def _voc_file(root: Path, xml: Path) -> tuple[Path, tuple[int, int], list[tuple[
 
 def _voc_image(root: Path, xml: Path, filename: str) -> Path:
     """The image an annotation names: beside it, under DIR/JPEGImages or DIR/images; by the annotation's own stem
-    where the name is missing or stale (a renamed file), its suffix in any case (`.JPG` as cameras write it)."""
+    where the name is missing or stale (a renamed file), its suffix in any case (`.JPG` as cameras write it). A name
+    with a folder (the labelling machine's path) is also looked for by its last part."""
     places = (xml.parent, root / "JPEGImages", root / "images")
-    named = [place / filename for place in places] if filename else []
+    base = re.split(r"[\\/]", filename)[-1]  # a path from the labelling machine: its name alone
+    named = [place / name for name in dict.fromkeys((filename, base)) for place in places] if filename else []
     stems = [p for place in places if place.is_dir() for p in sorted(place.glob(f"{_glob_literal(xml.stem)}.*"))
              if p.suffix.lower() in IMAGE_SUFFIXES]
     found = next((p for p in [*named, *stems] if p.is_file()), None)

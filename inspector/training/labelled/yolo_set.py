@@ -1,4 +1,6 @@
-"""A YOLO set: `DIR/data.yaml` naming the classes (`names:` a list, or a map index -> name) and the images.
+"""A YOLO set: `DIR/data.yaml` naming the classes (`names:` a list, or a map index -> name) and the images; or,
+as LabelImg, Label Studio and CVAT's "YOLO 1.1" write it, a class list (`classes.txt` or `obj.names`, a name a
+line) with the images anywhere under DIR and their labels beside them or in a mirrored labels/ folder.
 
 Where the images are: data.yaml's `train:`, `val:` and `test:` when it has them (Ultralytics' and Roboflow's
 exports), each a folder of images, a .txt listing image paths, or a list of either, relative to its `path:` (itself
@@ -23,10 +25,38 @@ from .folder import IMAGE_SUFFIXES, FolderError, identity_of
 from .splits import SPLIT_NAMES
 
 SPLIT_KEYS = ("train", "val", "test")
+NAME_LISTS = ("classes.txt", "obj.names")  # a darknet-style export's class list, a name a line
 
 
-def read_yolo(root: Path) -> BoxSet:
-    spec = root / "data.yaml"
+def find_yaml(root: Path) -> Path | None:
+    """The set's data.yaml; else the one .yaml at DIR that names classes (an export that named it otherwise)."""
+    if (root / "data.yaml").is_file():
+        return root / "data.yaml"
+    named = []
+    for path in sorted([*root.glob("*.yaml"), *root.glob("*.yml")]):
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            continue
+        if isinstance(doc, dict) and "names" in doc:
+            named.append(path)
+    if len(named) > 1:
+        raise FolderError(f"{root} holds {len(named)} YAML files naming classes ({', '.join(p.name for p in named)}); "
+                          "keep the one describing this set, or name it data.yaml")
+    return named[0] if named else None
+
+
+def find_listing(root: Path) -> Path | None:
+    """A darknet-style export's class list (NAME_LISTS) at DIR, when label .txt files lie under DIR too."""
+    listing = next((root / n for n in NAME_LISTS if (root / n).is_file()), None)
+    if listing is None:
+        return None
+    return listing if any(p.name not in NAME_LISTS for p in root.rglob("*.txt")) else None
+
+
+def read_yolo(root: Path, spec: Path) -> BoxSet:
+    if spec.name in NAME_LISTS:
+        return _read_listed(root, spec)
     try:
         doc = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
@@ -46,7 +76,7 @@ def read_yolo(root: Path) -> BoxSet:
             raise FolderError(f"{root} has no images/ folder and {spec.name} no `train:`/`val:` (YOLO layout: images/"
                               "..., labels/... with the same paths, or data.yaml saying where the images are)")
         found = [(path, split_named(images_dir, path)) for path in _images_under(images_dir)]
-    images = [BoxedImage(path, size, _labels(path, size, len(names)), identity_of(path), side)
+    images = [BoxedImage(path, size, _labels(path, size, len(names), spec.name), identity_of(path), side)
               for path, side in found for size in (image_size(path),)]
     if not images:
         raise FolderError(f"{root}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) where {spec.name} says")
@@ -128,7 +158,7 @@ def label_path(image: Path) -> Path:
     return Path(*parts).with_suffix(".txt")
 
 
-def _labels(image: Path, size: tuple[int, int], classes: int) -> tuple[Box, ...]:
+def _labels(image: Path, size: tuple[int, int], classes: int, listing: str = "data.yaml") -> tuple[Box, ...]:
     label = label_path(image)
     if not label.is_file():
         return ()
@@ -139,7 +169,7 @@ def _labels(image: Path, size: tuple[int, int], classes: int) -> tuple[Box, ...]
         if not fields:
             continue
         try:
-            kind, numbers = int(fields[0]), [float(f) for f in fields[1:]]
+            kind, numbers = _class_index(fields[0]), [float(f) for f in fields[1:]]
         except ValueError:
             raise FolderError(f"{label}:{n}: expected `class cx cy w h` or a polygon `class x1 y1 x2 y2 x3 y3 ...` "
                               f"(normalised), got {line!r}") from None
@@ -148,7 +178,7 @@ def _labels(image: Path, size: tuple[int, int], classes: int) -> tuple[Box, ...]
             raise FolderError(f"{label}:{n}: expected `class cx cy w h` or a polygon `class x1 y1 x2 y2 x3 y3 ...` "
                               f"(normalised), got {line!r}{hint}")
         if not 0 <= kind < classes:
-            raise FolderError(f"{label}:{n}: class {kind} is not one of data.yaml's 0..{classes - 1}")
+            raise FolderError(f"{label}:{n}: class {kind} is not one of {listing}'s 0..{classes - 1}")
         if len(numbers) == 4:
             cx, cy, bw, bh = numbers
             if not (0 <= cx <= 1 and 0 <= cy <= 1 and 0 < bw <= 1 and 0 < bh <= 1):
@@ -164,3 +194,24 @@ def _labels(image: Path, size: tuple[int, int], classes: int) -> tuple[Box, ...]
                 raise FolderError(f"{label}:{n}: the polygon encloses nothing (its points lie on a line): {line!r}")
         boxes.append(Box(kind, x1 * w, y1 * h, x2 * w, y2 * h))
     return tuple(boxes)
+
+
+def _read_listed(root: Path, listing: Path) -> BoxSet:
+    """A darknet-style export: its class list and every image under DIR, split by split folders where it has them."""
+    names = [line.strip() for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not names or len(set(names)) != len(names):
+        raise FolderError(f"{listing}: a class is named twice, or none is named ({names}); one name a line, each once")
+    images = [BoxedImage(path, size, _labels(path, size, len(names), listing.name), identity_of(path),
+                         split_named(root, path)) for path in _images_under(root) for size in (image_size(path),)]
+    if not images:
+        raise FolderError(f"{root}: no images ({', '.join(sorted(IMAGE_SUFFIXES))}) beside {listing.name}")
+    check_split_complete(root, images)
+    return BoxSet(root, tuple(names), images, "yolo")
+
+
+def _class_index(text: str) -> int:
+    """`3`, or `3.0` as some exporters write it; anything else is not a class index."""
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(text)
+    return int(value)
