@@ -110,9 +110,9 @@ def test_a_golden_detector_is_taught_on_the_composite_and_refuses_a_golden_image
     from inspector.experts.yolo import YoloDetector
     from inspector.experts.zoo import write_expert, write_manifest
     from inspector.ingest.photometric import INPUT_VERSION
+    from inspector.training.labelled.detector_set import write_split
     from inspector.training.labelled.evaluate import evaluate_detector
     from inspector.training.labelled.golden_tree import golden_paths
-    from inspector.training.labelled.teach_detector import write_split
 
     live, golden = np.full((64, 96, 3), 30, np.uint8), np.full((64, 96, 3), 30, np.uint8)
     live[5:25, 70:76] = golden[5:25, 70:76] = 230  # the design's own copper, in both

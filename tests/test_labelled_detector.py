@@ -226,7 +226,7 @@ def test_a_detector_taught_in_every_orientation_sees_each_image_turned_with_its_
     (the trainer's own flips then give every quarter turn and mirror)."""
     from inspector.experts.yolo import YoloDetector
     from inspector.training.labelled.boxes import BoxedImage
-    from inspector.training.labelled.teach_detector import write_split
+    from inspector.training.labelled.detector_set import write_split
 
     picture = np.full((64, 96, 3), 30, np.uint8)
     picture[40:46, 20:32] = 230  # a wide defect low on the left
@@ -271,8 +271,14 @@ def test_a_detectors_input_grows_until_its_small_boxes_span_three_cells_and_says
     assert given.input_size == 64 and "100% of the boxes are under 24 px at --input-size 64 (they call for 96 px)" \
         in given.warning and given.warning.endswith("give a larger --input-size")
     big = choose_detector_input(images((2000, 2000), 20))
-    assert big.input_size == 640 and big.box_side == 640 and "at 640 px, the largest input" in big.warning
-    assert "smaller tiles" in big.warning
+    assert big.input_size == 640 and big.box_side == 640 and "at 640 px, the largest whole image" in big.warning
+    assert big.warning.endswith("teach it in tiles (--tile 320: served whole images at 2048 px, taught 320 px at a "
+                                "time)")
+    tiled = choose_detector_input(images((1600, 1600), 30), tiled=True)  # taught in tiles: served whole
+    assert (tiled.input_size, tiled.image_side, tiled.warning) == (1600, 1600, None)
+    tiny = choose_detector_input(images((2000, 2000), 20), tiled=True)
+    assert tiny.input_size == 2048 and "the largest a tiled detector serves" in tiny.warning
+    assert tiny.warning.endswith("cut the images into smaller pieces, each with its boxes, before teaching")
     roomy = choose_detector_input(images((640, 640), 40))
     assert roomy.input_size == 640 and roomy.warning is None  # the images' own side suffices
     wide = choose_detector_input(images((80, 64), 16)[:10] + images((64, 64), 16)[:10])

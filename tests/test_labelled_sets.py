@@ -186,7 +186,8 @@ def test_a_detector_taught_from_a_set_with_its_own_split_holds_out_its_val_image
     from inspector.experts.yolo import YoloDetector
     from inspector.experts.zoo import Zoo
     from inspector.training.labelled.boxes import BoxedImage
-    from inspector.training.labelled.teach_detector import DetectorPlan, teach_detector, write_split
+    from inspector.training.labelled.detector_set import write_split
+    from inspector.training.labelled.teach_detector import DetectorPlan, teach_detector
 
     said: list[str] = []
     taught = teach_detector(DetectorPlan("det-rf", roboflow_yolo(tmp_path / "rf"), tmp_path / "zoo", epochs=1,

@@ -24,6 +24,9 @@ def cmd_train_new(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if args.kind == "detector":
         return _train_detector(args)
+    if args.tile:
+        say("error: --tile teaches a detector in tiles (--kind detector); a classifier is taught on whole crops")
+        return USAGE
     if not args.arch.startswith("resnet") or not args.arch.removeprefix("resnet").isdigit():
         say(f"error: a classifier is a ResNet (resnet10, resnet18, ...), not {args.arch!r}")
         return USAGE
@@ -59,7 +62,7 @@ def _train_detector(args: argparse.Namespace) -> int:
                         args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
                         args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou,
                         any_orientation=args.any_orientation,
-                        reference=Path(args.reference) if args.reference else None)
+                        reference=Path(args.reference) if args.reference else None, tile=args.tile)
     return _taught(lambda: teach_detector(plan, say), args)
 
 
@@ -135,6 +138,10 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--reference", metavar="DIR", help="golden comparison: the golden board's crop (or image) of "
                                                        "every crop (image), at the same path under DIR, the same "
                                                        "window; the expert reads both")
+    tr.add_argument("--tile", type=int, metavar="PX",
+                    help="detector: serve whole images at the size their boxes call for (up to 2048 px) and teach "
+                         "on tiles of PX a side of them (a multiple of 32): for images too large for one input with "
+                         "their defects still visible")
     tr.add_argument("--any-orientation", action="store_true",
                     help="the classes do not depend on how a crop or image is turned or mirrored (a short is a "
                          "short either way; a reversed diode is not), so training also sees each turned and mirrored "

@@ -70,13 +70,14 @@ def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSa
 
 def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | list[str], epochs: int, seed: int,
                       batch: int = 64, patience: int = 0, validate: bool = False,
-                      flips: bool = False) -> dict[str, torch.Tensor]:
+                      flips: bool = False, imgsz: int | None = None) -> dict[str, torch.Tensor]:
     """Ultralytics' own trainer on the YOLO set under `root` (images/train, images/val, labels/...), offline, on the
     CPU, from the model yaml; the weights of its best epoch (by its validation fitness when `validate`), else the
     last. Its images are already what the expert is served (normalised, fitted to the input), so the trainer's
     letterbox is a no-op; augmentations that would change the answer are off (mosaic, colour, and flips unless
     `flips`: classes that do not depend on a mirror, the trainer mirroring each box with its image). `patience`:
-    epochs without a better validation fitness before stopping (0: never)."""
+    epochs without a better validation fitness before stopping (0: never). `imgsz`: the side of the images written
+    when it is not the expert's input (tiles of its served images, labelled/tiles.py)."""
     from ultralytics import YOLO  # heavy import, only when training
 
     listed = "\n".join(f"  {i}: {n}" for i, n in enumerate(names))
@@ -85,7 +86,7 @@ def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | l
     os.environ.setdefault("YOLO_OFFLINE", "1")
     logging.getLogger("ultralytics").setLevel(logging.WARNING)
     model = YOLO(arch.model)
-    model.train(data=str(root / "data.yaml"), epochs=epochs, imgsz=arch.input_size, batch=batch, device="cpu",
+    model.train(data=str(root / "data.yaml"), epochs=epochs, imgsz=imgsz or arch.input_size, batch=batch, device="cpu",
                 workers=0, amp=False, plots=False, seed=seed, deterministic=True, project=str(root / "runs"),
                 name="train", exist_ok=True, verbose=False, mosaic=0.0, fliplr=0.5 if flips else 0.0,
                 flipud=0.5 if flips else 0.0, mixup=0.0,

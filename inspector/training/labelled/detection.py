@@ -207,10 +207,11 @@ def table(s: DetectionScore) -> str:
 
 
 def detect(arch: YoloDetector, module: torch.nn.Module, images: list[np.ndarray],
-           references: list[np.ndarray] | None = None, batch: int = 32) -> list[list[Found]]:
+           references: list[np.ndarray] | None = None, batch: int | None = None) -> list[list[Found]]:
     """Every box on each HxWx3 BGR image, through the line's normalisation and the expert's own fitting; with
     `references` (a golden-comparison detector), each image composed with its golden image first."""
     out: list[list[Found]] = []
+    batch = batch or max(1, round(32 * (640 / max(640, arch.input_size)) ** 2))  # a large input: fewer at a time
     for i in range(0, len(images), batch):
         part = images[i:i + batch]
         x = to_inputs(arch, part, references=None if references is None else references[i:i + batch])

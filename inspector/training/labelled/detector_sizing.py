@@ -6,8 +6,9 @@ need more: YOLO's finest cells are 8 px, and its assigner picks the cells whose 
 under three cells a side (24 px at the input) has a handful of cells to learn from, and a class of such boxes can
 die in training (measured on 64-px boards with 10-12 px defects, three seeds: one class never called in most runs
 at 64 px input, in one of three at 96, in none at 128 or 160). So the input grows until a tenth of the boxes at
-most are under MIN_BOX at the input, up to MAX_SIDE; what remains too small, or an input given smaller than that, is
-said, not hidden.
+most are under MIN_BOX at the input, up to MAX_SIDE, what a CPU teaches whole images at; a detector taught in tiles
+(tiles.py) is served whole images up to MAX_TILED_SIDE. What remains too small, or an input given smaller than that,
+is said, not hidden, with the remedy: a larger --input-size, or tiles.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import numpy as np
 from .boxes import BoxedImage
 
 MIN_SIDE, MAX_SIDE, STEP = 64, 640, 32
+MAX_TILED_SIDE = 2048  # a detector taught in tiles is served whole images up to this side
+SUGGESTED_TILE = 320  # the tile a warning suggests: the side the trainer takes a tile at
 MIN_BOX = 24  # px at the input: three cells of YOLO's finest stride (8) a side
 SMALL_SHARE = 0.1  # the share of boxes allowed under MIN_BOX
 ASPECT_TOLERANCE = 0.05  # aspects within 5% of the median count as one
@@ -47,30 +50,36 @@ def _short_sides(images: list[BoxedImage], fit: str) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
-def _rounded(side: float) -> int:
-    return int(min(MAX_SIDE, max(MIN_SIDE, STEP * np.ceil(side / STEP))))
+def _rounded(side: float, cap: int = MAX_SIDE) -> int:
+    return int(min(cap, max(MIN_SIDE, STEP * np.ceil(side / STEP))))
 
 
-def choose_detector_input(images: list[BoxedImage], size: int | None = None) -> DetectorInput:
-    """The input for training on `images`; `size` (the engineer's) overrides the size, never the fitting."""
+def choose_detector_input(images: list[BoxedImage], size: int | None = None, tiled: bool = False) -> DetectorInput:
+    """The input for training on `images`; `size` (the engineer's) overrides the size, never the fitting. `tiled`:
+    taught in tiles, so served whole images up to MAX_TILED_SIDE."""
+    cap = MAX_TILED_SIDE if tiled else MAX_SIDE
     wh = np.array([im.size for im in images], dtype=np.float64)
     aspect = wh[:, 1] / wh[:, 0]
     fit = "squash" if np.max(np.abs(aspect / np.median(aspect) - 1)) <= ASPECT_TOLERANCE else "letterbox"
-    image_side = _rounded(float(np.median(wh.max(axis=1))))
+    native = float(np.median(wh.max(axis=1)))
+    image_side = _rounded(native, cap)
     shares = _short_sides(images, fit)
     if not len(shares):
         return DetectorInput(size or image_side, fit, image_side, None, None)
     small = float(np.quantile(shares, SMALL_SHARE))
-    box_side = _rounded(MIN_BOX / small) if small > 0 else MAX_SIDE
+    box_side = _rounded(MIN_BOX / small, cap) if small > 0 else cap
     chosen = size or max(image_side, box_side)
     under = float(np.mean(shares * chosen < MIN_BOX))
     warning = None
     if under > SMALL_SHARE:
-        where = (f"{chosen} px, the largest input this trainer takes" if size is None else
+        largest = "the largest whole image this trainer takes" if not tiled else "the largest a tiled detector serves"
+        where = (f"{chosen} px, {largest}" if size is None else
                  f"--input-size {chosen} (they call for {box_side} px)")
+        whole = _rounded(max(native, MIN_BOX / small if small > 0 else native), MAX_TILED_SIDE)
         remedy = ("give a larger --input-size" if size is not None and chosen < box_side else
-                  "cut the images into smaller tiles, each with its boxes, before teaching (this trainer does not "
-                  "tile a set)")
+                  f"teach it in tiles (--tile {SUGGESTED_TILE}: served whole images at {whole} px, taught "
+                  f"{SUGGESTED_TILE} px at a time)" if not tiled and whole > chosen else
+                  "cut the images into smaller pieces, each with its boxes, before teaching")
         warning = (f"{100 * under:.0f}% of the boxes are under {MIN_BOX} px at {where}; YOLO's finest cells are 8 px, "
                    f"so a class of small boxes may not be learned: {remedy}")
     return DetectorInput(chosen, fit, image_side, box_side, warning)

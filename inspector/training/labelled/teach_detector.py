@@ -9,10 +9,12 @@ comes from the images and their smallest boxes (detector_sizing.py), the fitting
 aspects differ). With `--reference DIR` each image is read beside its golden image (the set's tree
 mirrored, golden_tree.py), composed as the line composes a golden-comparison crop (ingest/golden.py): what the
 design itself has is in both, so what is found is what differs, on a design the detector never saw too.
-Ultralytics' own trainer trains it from the model yaml on images written exactly as the line serves them
-(normalised, fitted), keeps its best epoch by its validation fitness on the held-out images and stops after
-`patience` epochs without one. A finding detector's threshold is then chosen on the held-out images: the lowest
-box score that keeps false calls on clean images within the budget, midway in the gap (metrics.choose_threshold).
+With `--tile SIZE` it is served whole images at the size their boxes call for (up to 2048 px) and taught on tiles
+of them (tiles.py). Ultralytics' own trainer trains it from the model yaml on images written exactly as the line
+serves them (normalised, fitted; detector_set.py), keeps its best epoch by its validation fitness on the held-out
+images and stops after `patience` epochs without one. A finding detector's threshold is then chosen on the held-out
+images: the lowest box score that keeps false calls on clean images within the budget, midway in the gap
+(metrics.choose_threshold).
 """
 from __future__ import annotations
 
@@ -29,18 +31,18 @@ import torch
 
 from ...experts.yolo import YoloDetector
 from ...experts.zoo import ExpertEntry, write_expert
-from ...ingest.images import write_image
 from ..detector import ultralytics_train
 from .box_sets import read_boxes
-from .boxes import Box, BoxedImage, BoxSet
-from .detection import DetectionScore, detect, score, table, unfit
+from .boxes import BoxSet
+from .detection import DetectionScore, detect, score, table
+from .detector_set import served_boxes, write_split
 from .detector_sizing import choose_detector_input
 from .folder import FolderError
 from .golden_tree import golden_paths, read_golden
 from .metrics import choose_threshold
 from .own_split import teaching_sides
 from .teach import add_entry, open_zoo
-from .trainer import to_inputs
+from .tiles import Tiling, choose_tiling
 
 VERIFY_THRESHOLD = 0.25  # a verifying detector's confidence floor, as the demo detectors'
 
@@ -63,6 +65,7 @@ class DetectorPlan:
     any_orientation: bool = False  # the classes do not depend on how an image is turned or mirrored
     reference: Path | None = None  # the golden image of every image, the set's tree mirrored: it reads both
     reference_kind: str = "composite"  # how it compares (experts/spec.py REFERENCES)
+    tile: int | None = None  # taught on tiles of this side of the served images (tiles.py); None: whole images
 
 
 @dataclass
@@ -76,6 +79,7 @@ class TaughtDetector:
     heldout: DetectionScore
     entry: ExpertEntry
     seconds: float
+    tiling: Tiling | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -83,6 +87,7 @@ class TaughtDetector:
                 "counts": self.counts, "any_orientation": self.plan.any_orientation,
                 "reference": None if self.plan.reference is None else str(self.plan.reference),
                 "weights_sha256": self.entry.weights_sha256, "seconds": round(self.seconds, 1),
+                "tile": None if self.tiling is None else {"size": self.tiling.size, "overlap": self.tiling.overlap},
                 "heldout": self.heldout.to_json()}
 
     def summary(self) -> str:
@@ -90,47 +95,12 @@ class TaughtDetector:
                f"verifies {self.classes[0]} against {', '.join(self.classes[1:])}")
         turned = ", taught in every orientation (mirrored and turned)" if self.plan.any_orientation else ""
         golden = f", each image beside its golden image of {self.plan.reference}" if self.plan.reference else ""
+        tiles = (f", taught on tiles of {self.tiling.size} px (overlapping by {self.tiling.overlap})"
+                 if self.tiling else "")
         return "\n".join([f"{self.plan.expert}: a detector that {how}; input {self.input_size}x{self.input_size} px "
-                          f"({self.fit}){golden}{turned}, trained in {self.seconds:.0f} s",
+                          f"({self.fit}){golden}{tiles}{turned}, trained in {self.seconds:.0f} s",
                           "held-out images (they chose the epoch and the threshold: optimistic; `inspector zoo "
                           "evaluate` on images it never met gives the figures to trust):", table(self.heldout)])
-
-
-def served_image(arch: YoloDetector, image: np.ndarray, golden: np.ndarray | None = None) -> np.ndarray:
-    """The image as the expert is served it (composed with its golden image when it compares, normalised, fitted
-    to its input), HxWx3 BGR uint8."""
-    x = to_inputs(arch, [image], references=None if golden is None else [golden])[0]
-    return np.ascontiguousarray((x * 255).round().clamp(0, 255).byte().numpy().transpose(1, 2, 0)[:, :, ::-1])
-
-
-def yolo_label(arch: YoloDetector, size: tuple[int, int], box: Box, kind: int) -> str:
-    sx, sy, ox, oy = unfit(arch, size)
-    s = arch.input_size
-    x1, y1, x2, y2 = ((box.x1 - ox) / sx / s, (box.y1 - oy) / sy / s, (box.x2 - ox) / sx / s, (box.y2 - oy) / sy / s)
-    x1, y1, x2, y2 = (min(1.0, max(0.0, v)) for v in (x1, y1, x2, y2))
-    return f"{kind} {(x1 + x2) / 2:.6f} {(y1 + y2) / 2:.6f} {x2 - x1:.6f} {y2 - y1:.6f}"
-
-
-def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedImage], order: list[int],
-                turned: bool = False, goldens: list[Path] | None = None) -> None:
-    """The images as served (with `goldens`, each composed with its golden image) and their YOLO labels; with
-    `turned`, each also transposed (a quarter turn and a mirror), its boxes with it: with the trainer's own flips
-    that is every quarter turn and mirror, which it lacks."""
-    (root / "images" / side).mkdir(parents=True)
-    (root / "labels" / side).mkdir(parents=True)
-    for n, im in enumerate(images):
-        picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
-        if picture is None:
-            raise FolderError(f"{im.path} cannot be read as an image")
-        served = served_image(arch, picture, None if goldens is None else read_golden(goldens[n], picture))
-        labels = [yolo_label(arch, im.size, b, order[b.kind]).split() for b in im.scored]
-        copies = [("", served, labels)]
-        if turned:  # served images are square: x and y change places, and with them width and height
-            copies.append(("t", np.ascontiguousarray(served.transpose(1, 0, 2)), [[k, cy, cx, h, w]
-                                                                                  for k, cx, cy, w, h in labels]))
-        for tag, image, rows in copies:
-            write_image(root / "images" / side / f"{n:06d}{tag}.png", image)
-            (root / "labels" / side / f"{n:06d}{tag}.txt").write_text("".join(" ".join(r) + "\n" for r in rows))
 
 
 def reordered(boxes: BoxSet, good: str | None) -> tuple[tuple[str, ...], list[int], str]:
@@ -158,7 +128,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                               "images of more boards (file names up to `__` name the board) or change --heldout")
     goldens = {side: None if plan.reference is None else golden_paths(boxes.root, [im.path for im in items],
                                                                       plan.reference) for side, items in sides.items()}
-    chosen = choose_detector_input(sides["train"], plan.input_size)
+    chosen = choose_detector_input(sides["train"], plan.input_size, tiled=plan.tile is not None)
     size, fit = chosen.input_size, chosen.fit
     kind = plan.reference_kind if plan.reference is not None else None
     arch = YoloDetector(plan.model, size, len(classes), VERIFY_THRESHOLD, mode, fit, kind)
@@ -169,13 +139,17 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     for warning in (split.warning, chosen.warning):
         if warning:
             say(f"warning: {warning}")
+    tiling = tiling_for(plan.tile, arch, sides["train"], order, say)
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
-        write_split(root, "train", arch, sides["train"], order, plan.any_orientation, goldens["train"])
-        write_split(root, "val", arch, sides["heldout"], order, goldens=goldens["heldout"])
+        taught = write_split(root, "train", arch, sides["train"], order, plan.any_orientation, goldens["train"],
+                             tiling)
+        write_split(root, "val", arch, sides["heldout"], order, goldens=goldens["heldout"], tiling=tiling)
+        if tiling is not None:
+            say(f"{taught} tiles of {tiling.size} px to train on")
         state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True,
-                                  flips=plan.any_orientation)
+                                  flips=plan.any_orientation, imgsz=None if tiling is None else tiling.size)
     module = arch.materialize(state, torch.device("cpu"))
     pictures = [cv2.imread(str(im.path), cv2.IMREAD_COLOR) for im in sides["heldout"]]
     references = None if goldens["heldout"] is None else [read_golden(p, im) for p, im in zip(goldens["heldout"],
@@ -198,10 +172,31 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     heldout = score(classes, truth, found, threshold, plan.iou)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled boxes",
                "dataset": str(plan.source), "threshold": threshold, "heldout_share": plan.heldout_share,
-               "split": split.how,
+               "split": split.how, "tile": None if tiling is None else [tiling.size, tiling.overlap],
                "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else
                str(plan.reference), "eval": {"heldout": heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "val_accuracy": heldout.map, "versions": (version,),
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
-    return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0)
+    return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0,
+                          tiling)
+
+
+def tiling_for(tile: int | None, arch: YoloDetector, images: list, order: list[int],
+               say: Callable[[str], None]) -> Tiling | None:
+    """The tiling `--tile` asks for, overlapping by the larger boxes (tiles.py); None when the served image fits
+    in one tile (said)."""
+    if tile is None:
+        return None
+    if tile % 32 or tile < 64:
+        raise FolderError(f"--tile {tile}: a tile's side is a multiple of 32 px, at least 64")
+    if tile >= arch.input_size:
+        say(f"note: the served image ({arch.input_size} px) fits in one tile of {tile}: taught whole")
+        return None
+    sides = np.array([max(x2 - x1, y2 - y1) for im in images for _k, x1, y1, x2, y2 in served_boxes(arch, im, order)])
+    tiling = choose_tiling(tile, sides)
+    say(f"taught in tiles of {tile} px overlapping by {tiling.overlap} ({tiling.count(arch.input_size)} an image); "
+        f"served whole images at {arch.input_size} px"
+        + (f", about {(arch.input_size / 640) ** 2:.1f}x the work of a 640-px image each" if arch.input_size > 640
+           else ""))
+    return tiling
