@@ -213,7 +213,7 @@ def test_a_classifier_folder_split_into_train_valid_and_test_is_taught_and_held_
     from inspector.training.labelled.folder import read_folder
     from inspector.training.labelled.teach import TeachPlan, split, teach
 
-    from .test_labelled import make_folder
+    from .test_labelled import cli, make_folder
 
     root = tmp_path / "crops"
     for side, boards, seed in (("train", 6, 1), ("valid", 3, 2), ("test", 2, 3)):
@@ -223,12 +223,17 @@ def test_a_classifier_folder_split_into_train_valid_and_test_is_taught_and_held_
     sides = split(folder, None)
     assert (len(sides.train), len(sides.heldout), len(sides.kept_back)) == (24, 12, 8)
     assert {c.split for c in sides.heldout} == {"val"}
-    said: list[str] = []
-    done = teach(TeachPlan("cls-rf", root, tmp_path / "zoo", epochs=1, epoch_size=64), said.append)
+    r = cli("zoo", "train", "--new", "cls-rf", "--from", str(root), "--zoo", str(tmp_path / "zoo"), "--epochs", "1",
+            "--epoch-size", "64", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
     assert "24 crops to train on, 12 held out (the set's own split: 24 train, 12 val crops; 8 test crops kept back" \
-           in said[0]
-    assert "the set's own split" in done.summary()
+           in r.stderr
+    assert "held out (ok 9, blob 3): the set's own split" in r.stdout
     assert Zoo.load(tmp_path / "zoo").entries["cls-rf"].versions[0]["heldout_share"] is None
+    said: list[str] = []  # --heldout sets the own split aside
+    teach(TeachPlan("cls-id", root, tmp_path / "zoo", epochs=1, epoch_size=64, heldout_share=0.5), said.append)
+    assert "(a share of 0.5 of the identities held out (the set's own train/val split set aside by --heldout); 8 " \
+           "test crops kept back" in said[0]
     (root / "blob").mkdir()
     with pytest.raises(FolderError, match=r"mixes split folders \(test, train, valid\) with class folders \(blob\)"):
         read_folder(root)

@@ -32,8 +32,7 @@ def cmd_train_new(args: argparse.Namespace) -> int:
         return USAGE
     depth = int(args.arch.removeprefix("resnet"))
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
-                     DEFAULT_HELDOUT if args.heldout is None else args.heldout, args.epochs or 30, args.patience,
-                     args.seed, args.augment, args.false_calls,
+                     args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
                      args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation)
     return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
                                                     "classifier in the rule set")

@@ -48,11 +48,6 @@ class BoxedImage:
         """The boxes that are taught and scored (not ignored)."""
         return tuple(b for b in self.boxes if not b.ignore)
 
-    @property
-    def only_ignored(self) -> bool:
-        """Every box ignored: neither a clean image nor one with a defect to find."""
-        return bool(self.boxes) and not self.scored
-
 
 @dataclass
 class BoxSet:
