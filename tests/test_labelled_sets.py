@@ -89,6 +89,9 @@ def test_an_ultralytics_yolo_set_reads_its_keys_lists_and_split_folders(tmp_path
                                     "  0: short\n")
     s = read_boxes(root)
     assert s.splits() == {"train": 3, "val": 2, "test": 1} and s.images[0].boxes[0].kind == 0
+    (root / "data.yaml").write_text("path: /home/someone/datasets/pcb\ntrain: images/train\nval: [images/val]\n"
+                                    "names: [short]\n")  # the exporting machine's path: read from here
+    assert read_boxes(root).splits() == {"train": 3, "val": 2}
     assert label_path(root / "images" / "train" / "a.png") == root / "labels" / "train" / "a.txt"
     # without the keys, split folders under images/ are the split; an image outside them is refused
     (root / "data.yaml").write_text("names: [short]\n")

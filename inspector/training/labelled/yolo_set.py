@@ -4,8 +4,9 @@ line) with the images anywhere under DIR and their labels beside them or in a mi
 
 Where the images are: data.yaml's `train:`, `val:` and `test:` when it has them (Ultralytics' and Roboflow's
 exports), each a folder of images, a .txt listing image paths, or a list of either, relative to its `path:` (itself
-relative to data.yaml) or to data.yaml's folder; a path written `../x` that is not there is read as `x` there
-(Roboflow writes `train: ../train/images` beside the set's own train/). The keys are the set's own split. Without
+relative to data.yaml; a `path:` not here, the exporting machine's, falls back to data.yaml's folder) or to
+data.yaml's folder; a path written `../x` that is not there is read as `x` there (Roboflow writes
+`train: ../train/images` beside the set's own train/). The keys are the set's own split. Without
 them, every image under `DIR/images/` (any depth), its split named by a split folder under images/ where there
 is one (`images/train/`, `images/val/`).
 
@@ -104,13 +105,14 @@ def _listed_images(spec: Path, doc: dict, key: str, value: object) -> list[Path]
     """The images one key names: folders, .txt lists, or a list of either."""
     base = Path(doc["path"]) if isinstance(doc.get("path"), str) and doc["path"] else Path(".")
     base = base if base.is_absolute() else spec.parent / base
+    bases = [base] if base.is_dir() else [base, spec.parent]  # `path:` of the exporting machine: read from here
     entries = value if isinstance(value, list) else [value]
     out: list[Path] = []
     for entry in entries:
         if not isinstance(entry, str):
             raise FolderError(f"{spec}: `{key}:` must be a folder, a .txt list of images, or a list of them; got "
                               f"{entry!r}")
-        tried = [base / entry] + ([base / entry[3:]] if entry.startswith("../") else [])
+        tried = [b / e for b in bases for e in dict.fromkeys([entry, entry[3:] if entry.startswith("../") else entry])]
         place = next((p for p in tried if p.exists()), None)
         if place is None:
             raise FolderError(f"{spec}: `{key}: {entry}` is not there (looked for {' and '.join(map(str, tried))}); "
