@@ -306,3 +306,24 @@ def test_a_voc_annotation_naming_its_image_by_the_labelling_machines_path_finds_
     (root / "Annotations" / "seven.xml").write_text(voc_xml(r"C:\Users\aoi\labelling\board_7.png", (80, 60),
                                                             [("short", 10, 10, 30, 20)]))
     assert read_boxes(root).images[0].path == root / "JPEGImages" / "board_7.png"
+
+
+def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) -> None:
+    """`zoo train --new --check`: the set's layout, split, input and tiles said, then a stop: no zoo is made."""
+    from .test_labelled import cli, make_folder
+
+    rf = roboflow_yolo(tmp_path / "rf")
+    r = cli("zoo", "train", "--new", "det-rf", "--kind", "detector", "--from", str(rf), "--tile", "64", "--zoo",
+            str(tmp_path / "zoo"), "--check", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "(yolo): 5 images, boxes {'void': 2, 'spur': 2}; 3 to train on, 1 held out (the set's own split" in r.stderr
+    assert "taught in tiles of 64 px" in r.stderr and "checked: det-rf would be taught" in r.stdout
+    crops = make_folder(tmp_path / "crops" / "train", 12, {"ok": 2, "blob": 1}, seed=1).parent
+    r = cli("zoo", "train", "--new", "cls-c", "--from", str(crops), "--zoo", str(tmp_path / "zoo"), "--check",
+            cwd=tmp_path)
+    assert r.returncode == 0 and "input: " in r.stderr and "checked: cls-c" in r.stdout, r.stderr[-3000:]
+    assert "has no val crops: a share of 0.2 of its train identities held out" in r.stderr
+    assert not (tmp_path / "zoo").exists()
+    r = cli("zoo", "train", "--expert", "cls-c", "--from", str(crops), "--zoo", str(tmp_path / "zoo"), "--check",
+            cwd=tmp_path)
+    assert r.returncode == 2 and "--check and --tile go with --new" in r.stderr

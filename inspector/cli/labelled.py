@@ -18,7 +18,7 @@ def _zoo_root(args: argparse.Namespace) -> Path:
 def cmd_train_new(args: argparse.Namespace) -> int:
     import torch
 
-    from ..training.labelled.teach import TeachPlan, teach
+    from ..training.labelled.teach import TeachPlan, check_input, prepare, teach
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -34,8 +34,23 @@ def cmd_train_new(args: argparse.Namespace) -> int:
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
                      args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
                      args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation)
+    if args.check:
+        return _checked(lambda: say(f"input: {check_input(plan, prepare(plan, say)[1]).describe()}"), plan.expert)
     return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
                                                     "classifier in the rule set")
+
+
+def _checked(run, expert: str) -> int:  # noqa: ANN001 - () -> None, saying what teaching would do
+    """`--check`: what teaching would read and do, said; nothing trained or written."""
+    from ..training.labelled.folder import FolderError
+
+    try:
+        run()
+    except FolderError as exc:
+        say(f"error: {exc}")
+        return FAILED
+    print(f"checked: {expert} would be taught as said above; nothing was trained or written (drop --check to teach)")
+    return 0
 
 
 def _taught(run, args: argparse.Namespace, hint: str = "") -> int:  # noqa: ANN001 - () -> TaughtExpert | ...Detector
@@ -55,13 +70,15 @@ def _taught(run, args: argparse.Namespace, hint: str = "") -> int:  # noqa: ANN0
 
 
 def _train_detector(args: argparse.Namespace) -> int:
-    from ..training.labelled.teach_detector import DetectorPlan, teach_detector
+    from ..training.labelled.teach_detector import DetectorPlan, prepare_detector, teach_detector
 
     plan = DetectorPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good,
                         args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
                         args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou,
                         any_orientation=args.any_orientation,
                         reference=Path(args.reference) if args.reference else None, tile=args.tile)
+    if args.check:
+        return _checked(lambda: prepare_detector(plan, say), plan.expert)
     return _taught(lambda: teach_detector(plan, say), args)
 
 
@@ -145,6 +162,9 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
                     help="the classes do not depend on how a crop or image is turned or mirrored (a short is a "
                          "short either way; a reversed diode is not), so training also sees each turned and mirrored "
                          "(a detector's boxes with its images)")
+    tr.add_argument("--check", action="store_true",
+                    help="read the set and say what teaching would do (its layout, classes, split, input, tiles, "
+                         "warnings), then stop: nothing is trained or written")
     tr.add_argument("--json", help="also write the report as JSON here")
 
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from .common import database_flags, db_url, models_of, say, scope_flags, scope_of_args, station_flags
+from .exits import USAGE
 
 
 def _rule_sets(paths: list[str] | None) -> list:  # noqa: ANN202 - RuleSets
@@ -83,6 +84,9 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
         from .labelled import cmd_train_new
 
         return cmd_train_new(args)
+    if args.check or args.tile:
+        say("error: --check and --tile go with --new (teaching a new expert); retraining from reviews takes neither")
+        return USAGE
     import torch
 
     from ..training.retrain import format_scores, retrain_classifier

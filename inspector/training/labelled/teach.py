@@ -131,19 +131,41 @@ def read_crops(folder: LabelledFolder, items: list, desc: str, reference: Path |
                  [c.identity for c in items])
 
 
-def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
+def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tuple[LabelledFolder,
+                                                                                   Sides[LabelledCrop]]:
+    """The folder read and split, said; nothing trained or written (`zoo train --new --check` stops here)."""
     zoo = open_zoo(plan.zoo)
     if zoo is not None and plan.expert in zoo.entries:
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name and "
                          "route its parts to it in the rule set (its old results keep naming the old one)")
     folder = read_folder(plan.source, plan.good)
     sides = split(folder, plan.heldout_share, plan.heldout)
-    counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
-              for side, items in (("train", sides.train), ("heldout", sides.heldout))}
     say(f"{plan.source}: classes {', '.join(f'{k} {v}' for k, v in folder.counts().items())}; "
         f"{len(sides.train)} crops to train on, {len(sides.heldout)} held out ({sides.how})")
     if sides.warning:
         say(f"warning: {sides.warning}")
+    return folder, sides
+
+
+def check_input(plan: TeachPlan, sides: Sides[LabelledCrop]) -> InputFit:
+    """The input teaching would choose, from the training crops' file headers (nothing decoded)."""
+    from PIL import Image
+
+    def size(path: Path) -> tuple[int, int]:
+        try:
+            with Image.open(path) as im:
+                return im.size[1], im.size[0]
+        except OSError:
+            raise FolderError(f"{path} cannot be read as an image (corrupt or not an image); remove or replace "
+                              "it") from None
+    return choose_input([size(c.path) for c in sides.train], plan.input_size)
+
+
+def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
+    folder, sides = prepare(plan, say)
+    zoo = open_zoo(plan.zoo)
+    counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
+              for side, items in (("train", sides.train), ("heldout", sides.heldout))}
     train_set = read_crops(folder, sides.train, "reading training crops", plan.reference)
     heldout = read_crops(folder, sides.heldout, "reading held-out crops", plan.reference)
     reference = plan.reference_kind if plan.reference is not None else None

@@ -33,14 +33,14 @@ from ...experts.yolo import YoloDetector
 from ...experts.zoo import ExpertEntry, write_expert
 from ..detector import ultralytics_train
 from .box_sets import read_boxes
-from .boxes import BoxSet
+from .boxes import BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table
 from .detector_set import served_boxes, write_split
 from .detector_sizing import choose_detector_input
 from .folder import FolderError
 from .golden_tree import golden_paths, read_golden
 from .metrics import choose_threshold
-from .own_split import teaching_sides
+from .own_split import Sides, teaching_sides
 from .teach import add_entry, open_zoo
 from .tiles import Tiling, choose_tiling
 
@@ -113,33 +113,58 @@ def reordered(boxes: BoxSet, good: str | None) -> tuple[tuple[str, ...], list[in
     return classes, [classes.index(c) for c in boxes.classes], "verify"
 
 
-def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtDetector:
-    t0 = time.perf_counter()
+@dataclass
+class DetectorSetup:
+    """What teaching will do, read and checked before any training (`zoo train --new --check` stops here)."""
+    boxes: BoxSet
+    classes: tuple[str, ...]
+    order: list[int]  # the set's class index -> the expert's
+    mode: str
+    split: Sides[BoxedImage]
+    goldens: dict[str, list[Path] | None]  # side -> each image's golden image, when it compares
+    arch: YoloDetector
+    tiling: Tiling | None
+
+
+def prepare_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> DetectorSetup:
+    """The set read, split, sized and (with --tile) tiled, all of it said; nothing trained or written."""
     zoo = open_zoo(plan.zoo)
     if zoo is not None and plan.expert in zoo.entries:
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name")
     boxes = read_boxes(plan.source)
     classes, order, mode = reordered(boxes, plan.good)
     split = teaching_sides(boxes.images, plan.heldout_share)
-    sides = {"train": split.train, "heldout": split.heldout}
-    for side, items in sides.items():
+    for side, items in (("train", split.train), ("heldout", split.heldout)):
         if not any(im.scored for im in items):
             raise FolderError(f"the {side} side of the split of {boxes.root} ({split.how}) has no labelled boxes; add "
                               "images of more boards (file names up to `__` name the board) or change --heldout")
     goldens = {side: None if plan.reference is None else golden_paths(boxes.root, [im.path for im in items],
-                                                                      plan.reference) for side, items in sides.items()}
-    chosen = choose_detector_input(sides["train"], plan.input_size, tiled=plan.tile is not None)
+                                                                      plan.reference)
+               for side, items in (("train", split.train), ("heldout", split.heldout))}
+    chosen = choose_detector_input(split.train, plan.input_size, tiled=plan.tile is not None)
     size, fit = chosen.input_size, chosen.fit
     kind = plan.reference_kind if plan.reference is not None else None
     arch = YoloDetector(plan.model, size, len(classes), VERIFY_THRESHOLD, mode, fit, kind)
     ignored = f" ({boxes.ignored()} more marked difficult or crowd, ignored)" if boxes.ignored() else ""
     say(f"{plan.source} ({boxes.layout}): {len(boxes.images)} images, boxes {boxes.counts()}{ignored}; "
-        f"{len(sides['train'])} to train on, {len(sides['heldout'])} held out ({split.how}); input {size}x{size} "
+        f"{len(split.train)} to train on, {len(split.heldout)} held out ({split.how}); input {size}x{size} "
         f"({fit}; {chosen.describe()}); mode {mode}" + (f"; each beside its golden image ({kind})" if kind else ""))
     for warning in (split.warning, chosen.warning):
         if warning:
             say(f"warning: {warning}")
-    tiling = tiling_for(plan.tile, arch, sides["train"], order, say)
+    return DetectorSetup(boxes, classes, order, mode, split, goldens, arch,
+                         tiling_for(plan.tile, arch, split.train, order, say))
+
+
+def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtDetector:
+    t0 = time.perf_counter()
+    setup = prepare_detector(plan, say)
+    zoo = open_zoo(plan.zoo)
+    boxes, classes, order, mode, arch, tiling = (setup.boxes, setup.classes, setup.order, setup.mode, setup.arch,
+                                                 setup.tiling)
+    split, goldens = setup.split, setup.goldens
+    sides = {"train": split.train, "heldout": split.heldout}
+    size, fit, kind = arch.input_size, arch.fit, arch.reference
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
