@@ -60,8 +60,10 @@ def _side_named(stem: str) -> str | None:
 
 def read_coco(root: Path, files: list[tuple[Path, str | None]]) -> BoxSet:
     docs = [(path, side, _load(path)) for path, side in files]
-    used = {c["name"] for _path, _side, (cats, _files, notes) in docs for c in cats
-            if any(a.get("category_id") == c["id"] for a in notes)}
+    used = set()
+    for _path, _side, (cats, _files, notes) in docs:
+        ids = {a.get("category_id") for a in notes}
+        used |= {c["name"] for c in cats if c["id"] in ids}
     groups = {c.get("supercategory") for *_, (cats, _f, _n) in docs for c in cats}
     names: list[str] = []
     for path, _side, (cats, _files, _notes) in docs:
