@@ -327,3 +327,25 @@ def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) ->
     r = cli("zoo", "train", "--expert", "cls-c", "--from", str(crops), "--zoo", str(tmp_path / "zoo"), "--check",
             cwd=tmp_path)
     assert r.returncode == 2 and "--check and --tile go with --new" in r.stderr
+
+
+def test_a_byte_order_mark_and_a_phone_photos_turn_are_read_as_the_tools_meant(tmp_path: Path) -> None:
+    """Windows editors start a text file with a byte-order mark; a phone photo stores its pixels unturned with an
+    EXIF orientation, which OpenCV (and every labelling tool) applies: the size its boxes refer to is the turned one."""
+    from PIL import Image
+
+    root = tmp_path / "phone"
+    root.mkdir()
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turned a quarter clockwise to be seen upright
+    Image.fromarray(np.zeros((20, 40, 3), np.uint8)).save(root / "p1.jpg", exif=exif)  # stored 40 wide, 20 high
+    assert cv2.imread(str(root / "p1.jpg")).shape[:2] == (40, 20)  # read upright: 20 wide, 40 high
+    (root / "p1.txt").write_text("0 0.5 0.5 0.5 0.25\n")
+    (root / "classes.txt").write_text("\ufeffvoid\n", encoding="utf-8")
+    s = read_boxes(root)
+    assert s.classes == ("void",) and s.images[0].size == (20, 40)
+    assert s.images[0].boxes == (Box(0, 5, 15, 15, 25),)
+    coco = tmp_path / "coco"
+    picture(coco / "a.jpg")
+    (coco / "set.json").write_bytes(b"\xef\xbb\xbf" + coco_file([(1, "a.jpg")], []).encode())
+    assert read_boxes(coco).classes == ("short", "open")

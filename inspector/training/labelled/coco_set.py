@@ -108,7 +108,7 @@ class _Finder:
 def _load(path: Path) -> tuple[list[dict], dict, list[dict]]:
     """(categories by id, images by id, annotations) of one file."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
         cats = sorted(doc["categories"], key=lambda c: c["id"])
         for c in cats:
             c["name"] = str(c["name"])

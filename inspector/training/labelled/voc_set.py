@@ -51,7 +51,7 @@ def _voc_classes(root: Path) -> tuple[str, ...]:
     if not name:
         return ()
     names = []
-    for line in (root / name).read_text(encoding="utf-8").splitlines():
+    for line in (root / name).read_text(encoding="utf-8-sig").splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             names.append(line.split(":", 1)[0].strip() if name == "labelmap.txt" else line)

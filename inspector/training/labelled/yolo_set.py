@@ -36,7 +36,7 @@ def find_yaml(root: Path) -> Path | None:
     named = []
     for path in sorted([*root.glob("*.yaml"), *root.glob("*.yml")]):
         try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc = yaml.safe_load(path.read_text(encoding="utf-8-sig"))
         except (yaml.YAMLError, UnicodeDecodeError):
             continue
         if isinstance(doc, dict) and "names" in doc:
@@ -59,7 +59,7 @@ def read_yolo(root: Path, spec: Path) -> BoxSet:
     if spec.name in NAME_LISTS:
         return _read_listed(root, spec)
     try:
-        doc = yaml.safe_load(spec.read_text(encoding="utf-8")) or {}
+        doc = yaml.safe_load(spec.read_text(encoding="utf-8-sig")) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -127,7 +127,7 @@ def _listed_images(spec: Path, doc: dict, key: str, value: object) -> list[Path]
 def _image_list(listing: Path) -> list[Path]:
     """A .txt of image paths, a line each, relative to the list's folder unless absolute."""
     out = []
-    for n, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(listing.read_text(encoding="utf-8-sig").splitlines(), 1):
         line = line.strip()
         if not line:
             continue
@@ -166,7 +166,7 @@ def _labels(image: Path, size: tuple[int, int], classes: int, listing: str = "da
         return ()
     w, h = size
     boxes = []
-    for n, line in enumerate(label.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(label.read_text(encoding="utf-8-sig").splitlines(), 1):
         fields = line.split()
         if not fields:
             continue
@@ -200,7 +200,7 @@ def _labels(image: Path, size: tuple[int, int], classes: int, listing: str = "da
 
 def _read_listed(root: Path, listing: Path) -> BoxSet:
     """A darknet-style export: its class list and every image under DIR, split by split folders where it has them."""
-    names = [line.strip() for line in listing.read_text(encoding="utf-8").splitlines() if line.strip()]
+    names = [line.strip() for line in listing.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
     if not names or len(set(names)) != len(names):
         raise FolderError(f"{listing}: a class is named twice, or none is named ({names}); one name a line, each once")
     images = [BoxedImage(path, size, _labels(path, size, len(names), listing.name), identity_of(path),
