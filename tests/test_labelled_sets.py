@@ -349,3 +349,23 @@ def test_a_byte_order_mark_and_a_phone_photos_turn_are_read_as_the_tools_meant(t
     picture(coco / "a.jpg")
     (coco / "set.json").write_bytes(b"\xef\xbb\xbf" + coco_file([(1, "a.jpg")], []).encode())
     assert read_boxes(coco).classes == ("short", "open")
+
+
+def test_vocs_own_image_set_lists_are_its_split_and_an_annotation_they_do_not_name_is_left_out(tmp_path: Path) -> None:
+    root = tmp_path / "VOC"
+    (root / "Annotations").mkdir(parents=True)
+    for stem in ("000001", "000002", "000003", "000004"):
+        picture(root / "JPEGImages" / f"{stem}.jpg")
+        (root / "Annotations" / f"{stem}.xml").write_text(voc_xml(f"{stem}.jpg", (80, 60),
+                                                                  [("short", 10, 10, 30, 20)]))
+    lists = root / "ImageSets" / "Main"
+    lists.mkdir(parents=True)
+    (lists / "train.txt").write_text("000001\n000002\n")
+    (lists / "val.txt").write_text("000003\n")
+    (lists / "short_train.txt").write_text("000001  1\n000002 -1\n")  # a per-class list: left aside
+    s = read_boxes(root)
+    assert {im.path.stem: im.split for im in s.images} == {"000001": "train", "000002": "train", "000003": "val"}
+    assert "1 annotations are in none of" in s.note and "000004.xml" in s.note
+    (lists / "test.txt").write_text("000004\n000003\n")
+    with pytest.raises(FolderError, match=r"test.txt:2: 000003 is listed for test and for val"):
+        read_boxes(root)

@@ -94,7 +94,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         try:
             scored = evaluate_detector(zoo, args.expert, Path(args.on), args.iou,
-                                       Path(args.reference) if args.reference else None, args.split)
+                                       Path(args.reference) if args.reference else None, args.split, say)
         except FolderError as exc:
             say(f"error: {exc}")
             return FAILED

@@ -55,6 +55,7 @@ class BoxSet:
     classes: tuple[str, ...]
     images: list[BoxedImage]
     layout: str  # yolo | coco | voc
+    note: str = ""  # what reading left out and why, said where the set is taught or scored
 
     def counts(self) -> dict[str, int]:
         """Boxes a class, the ignored ones left out."""

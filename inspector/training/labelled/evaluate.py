@@ -6,6 +6,7 @@ and operating threshold: the calls are the ones the line would make.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -94,7 +95,8 @@ def check_reference(expert: str, taught: str | None, reference: Path | None, wha
 
 
 def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
-                      reference: Path | None = None, split: str | None = None) -> DetectionScore:
+                      reference: Path | None = None, split: str | None = None,
+                      say: Callable[[str], None] = lambda _m: None) -> DetectionScore:
     """A detector's boxes on a YOLO, COCO or VOC set, scored at its own threshold (detection.py); `reference`: the
     golden images, the set's tree mirrored (a golden-comparison detector needs them, any other refuses them);
     `split`: which of a set's own split (own_split.py; a set with one must say)."""
@@ -105,6 +107,8 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
         raise ValueError(f"{expert} is not a detector with class names")
     check_reference(expert, arch.reference, reference, "image")
     boxes = read_boxes(source)
+    if boxes.note:
+        say(f"note: {boxes.note}")
     unknown = [c for c in boxes.classes if c not in entry.classes]
     if unknown:
         raise FolderError(f"{source} labels classes the expert does not know: {', '.join(unknown)}; its classes are "

@@ -149,6 +149,8 @@ def prepare_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m:
     say(f"{plan.source} ({boxes.layout}): {len(boxes.images)} images, boxes {boxes.counts()}{ignored}; "
         f"{len(split.train)} to train on, {len(split.heldout)} held out ({split.how}); input {size}x{size} "
         f"({fit}; {chosen.describe()}); mode {mode}" + (f"; each beside its golden image ({kind})" if kind else ""))
+    if boxes.note:
+        say(f"note: {boxes.note}")
     for warning in (split.warning, chosen.warning):
         if warning:
             say(f"warning: {warning}")

@@ -1,8 +1,11 @@
 """A Pascal VOC set (LabelImg's default, CVAT's and Roboflow's export): one `.xml` per image (`<object><name>` and
 `<bndbox>` xmin ymin xmax ymax, 1-based pixels, the max inclusive), under `DIR/Annotations/` with the images in
 `DIR/JPEGImages/`, or beside its image anywhere under DIR; the set is its annotation files (a clean image is an .xml
-without objects). Split folders (`DIR/train/`, `DIR/valid/`, `DIR/test/`: Roboflow's export) are the set's own
-split. An object marked `<difficult>1</difficult>` is an ignored box (boxes.py), as VOC's own scoring ignores it.
+without objects). Split folders (`DIR/train/`, `DIR/valid/`, `DIR/test/`: Roboflow's export), or else VOC's own
+lists (`ImageSets/Main/train.txt`, `val.txt`, `test.txt`, or `trainval.txt`), are the set's own split; with the
+lists, an annotation none of them names is not of the detection set (VOC2012 annotates more images than it lists
+for detection) and is left out, said. An object marked `<difficult>1</difficult>` is an ignored box (boxes.py), as
+VOC's own scoring ignores it.
 
 VOC lists no classes: a `classes.txt`, `labels.txt` (a name a line) or CVAT's `labelmap.txt` (its `background` left
 out) at DIR gives them in order, and an object named otherwise is refused; without one the names found, sorted.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 from .boxes import Box, BoxedImage, BoxSet, check_split_complete, image_size, split_named
@@ -36,8 +40,45 @@ def read_voc(root: Path, xmls: list[Path]) -> BoxSet:
                                   f"list ({', '.join(names)}); add it there or correct the label")
             boxes.append(Box(index[name], x1, y1, x2, y2, difficult))
         images.append(BoxedImage(path, size, tuple(boxes), identity_of(path), split_named(root, xml)))
+    listed_sides = _image_sets(root)
+    note = ""
+    if listed_sides and not any(im.split for im in images):
+        images = [replace(im, split=listed_sides.get(xml.stem)) for im, xml in zip(images, xmls)]
+        unlisted = [xml.name for im, xml in zip(images, xmls) if im.split is None]
+        if unlisted:
+            note = (f"{len(unlisted)} annotations are in none of {root / 'ImageSets' / 'Main'}'s lists (e.g. "
+                    f"{unlisted[0]}): left out of the set")
+            images = [im for im in images if im.split is not None]
+        if not images:
+            raise FolderError(f"{root / 'ImageSets' / 'Main'}'s lists name none of the set's annotations; list "
+                              "their names (without .xml), a name a line")
     check_split_complete(root, images)
-    return BoxSet(root, names, images, "voc")
+    return BoxSet(root, names, images, "voc", note)
+
+
+IMAGE_SET_LISTS = {"train.txt": "train", "val.txt": "val", "test.txt": "test", "trainval.txt": "train"}
+
+
+def _image_sets(root: Path) -> dict[str, str]:
+    """VOC's own split: annotation stem -> side, from ImageSets/Main/{train,val,test}.txt (trainval.txt where there
+    is no train.txt: its images are taught, a share held out by identity); {} when there are none. The per-class
+    lists (`<class>_train.txt`) are left aside."""
+    folder = root / "ImageSets" / "Main"
+    names = [n for n in IMAGE_SET_LISTS if (folder / n).is_file()]
+    if "train.txt" in names and "trainval.txt" in names:
+        names.remove("trainval.txt")
+    sides: dict[str, str] = {}
+    for name in names:
+        side = IMAGE_SET_LISTS[name]
+        for n, line in enumerate((folder / name).read_text(encoding="utf-8-sig").splitlines(), 1):
+            stem = line.split()[0] if line.split() else ""
+            if not stem:
+                continue
+            other = sides.setdefault(stem, side)
+            if other != side:
+                raise FolderError(f"{folder / name}:{n}: {stem} is listed for {side} and for {other}; an image held "
+                                  "out must not be taught: list it once")
+    return sides
 
 
 def _voc_list(root: Path) -> str:
