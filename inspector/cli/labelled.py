@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from ..training.labelled.schedule import HALF_DOWN, MIN_EPOCH
 from ..training.labelled.splits import DEFAULT_HELDOUT, SCORED_SPLITS
@@ -35,19 +36,25 @@ def cmd_train_new(args: argparse.Namespace) -> int:
                      args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
                      args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation)
     if args.check:
-        return _checked(lambda: say(f"input: {check_input(plan, prepare(plan, say)[1]).describe()}"), plan.expert)
+        return _checked(lambda: say(f"input: {check_input(plan, prepare(plan, say)[2]).describe()}"), plan.expert)
     return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
                                                     "classifier in the rule set")
 
 
-def _checked(run, expert: str) -> int:  # noqa: ANN001 - () -> None, saying what teaching would do
-    """`--check`: what teaching would read and do, said; nothing trained or written."""
+def _refused(run) -> tuple[bool, Any]:  # noqa: ANN001 - a call that may raise FolderError
+    """(False, what `run` returns), or (True, None) with the FolderError said: a set that cannot be used as it is."""
     from ..training.labelled.folder import FolderError
 
     try:
-        run()
+        return False, run()
     except FolderError as exc:
         say(f"error: {exc}")
+        return True, None
+
+
+def _checked(run, expert: str) -> int:  # noqa: ANN001 - () -> None, saying what teaching would do
+    """`--check`: what teaching would read and do, said; nothing trained or written."""
+    if _refused(run)[0]:
         return FAILED
     print(f"checked: {expert} would be taught as said above; nothing was trained or written (drop --check to teach)")
     return 0
@@ -55,12 +62,8 @@ def _checked(run, expert: str) -> int:  # noqa: ANN001 - () -> None, saying what
 
 def _taught(run, args: argparse.Namespace, hint: str = "") -> int:  # noqa: ANN001 - () -> TaughtExpert | ...Detector
     """Teach (FolderError: exit 1 with the reason), print the report and where the expert now serves, write --json."""
-    from ..training.labelled.folder import FolderError
-
-    try:
-        done = run()
-    except FolderError as exc:
-        say(f"error: {exc}")
+    refused, done = _refused(run)
+    if refused:
         return FAILED
     print(done.summary())
     print(f"\n{done.plan.expert} serves {done.entry.weights_sha256[:12]} in the zoo at {done.plan.zoo}{hint}")

@@ -24,15 +24,18 @@ def read_boxes(root: Path) -> BoxSet:
     jsons = sorted(root.glob("*.json"))
     if len(jsons) == 1:
         return read_coco(root, [(jsons[0], None)])
-    split = (split_files(root) or annotation_files(root)) if not jsons else []
+    if jsons:
+        raise FolderError(f"{root} holds {len(jsons)} .json files; a COCO set has one (or one in each split folder, "
+                          "or under annotations/): keep the set's own")
+    split = split_files(root) or annotation_files(root)
     if split:
         return read_coco(root, split)
     xmls = sorted(p for p in root.rglob("*.xml") if p.is_file())
-    if xmls and not jsons:
+    if xmls:
         return read_voc(root, xmls)
-    listing = find_listing(root) if not jsons else None
+    listing = find_listing(root)
     if listing is not None:
         return read_yolo(root, listing)
-    raise FolderError(f"{root} holds neither data.yaml (YOLO), exactly one .json (COCO; found {len(jsons)}), .xml "
-                      f"annotations alone (Pascal VOC) nor a class list ({' or '.join(NAME_LISTS)}) with .txt labels "
-                      "(YOLO as LabelImg, Label Studio or CVAT write it)")
+    raise FolderError(f"{root} holds neither data.yaml (YOLO), a .json (COCO), .xml annotations (Pascal VOC) nor a "
+                      f"class list ({' or '.join(NAME_LISTS)}) with .txt labels (YOLO as LabelImg, Label Studio or "
+                      "CVAT write it)")

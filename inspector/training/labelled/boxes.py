@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from PIL import Image
-
 from .folder import FolderError
 from .own_split import own_splits
 from .splits import SPLIT_NAMES
@@ -71,22 +69,6 @@ class BoxSet:
     def splits(self) -> dict[str, int]:
         """The set's own split: side -> images ({} when it has none)."""
         return own_splits(self.images)
-
-
-EXIF_ORIENTATION = 0x0112
-TURNED = {5, 6, 7, 8}  # EXIF orientations that turn the picture a quarter
-
-
-def image_size(path: Path) -> tuple[int, int]:
-    """(width, height) of the image as it is read for teaching and on the line (OpenCV turns a photo by its EXIF
-    orientation, as labelling tools show it), or a FolderError naming it."""
-    try:
-        with Image.open(path) as im:
-            turned = im.getexif().get(EXIF_ORIENTATION) in TURNED
-            return (im.size[1], im.size[0]) if turned else im.size
-    except OSError:
-        raise FolderError(f"{path} cannot be read as an image (corrupt or not an image); remove or "
-                          "replace it") from None
 
 
 def split_named(root: Path, path: Path) -> str | None:

@@ -16,8 +16,8 @@ import json
 import re
 from pathlib import Path
 
-from .boxes import Box, BoxedImage, BoxSet, image_size
-from .folder import IMAGE_SUFFIXES, FolderError, identity_of
+from .boxes import Box, BoxedImage, BoxSet
+from .folder import IMAGE_SUFFIXES, FolderError, identity_of, image_size
 from .splits import SPLIT_NAMES
 
 SIDE_ORDER = {"train": 0, "val": 1, "test": 2}  # the first file's class order is kept: train's

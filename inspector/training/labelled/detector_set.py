@@ -45,18 +45,26 @@ def yolo_rows(boxes: list[PixelBox], side: int) -> list[list[str]]:
              f"{(y2 - y1) / side:.6f}"] for k, x1, y1, x2, y2 in boxes]
 
 
+def read_pair(image: Path, golden: Path | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """An image (HxWx3 BGR) and, when the detector compares, its golden image, checked to match it."""
+    picture = cv2.imread(str(image), cv2.IMREAD_COLOR)
+    if picture is None:
+        raise FolderError(f"{image} cannot be read as an image")
+    return picture, None if golden is None else read_golden(golden, picture)
+
+
 def write_split(root: Path, side: str, arch: YoloDetector, images: list[BoxedImage], order: list[int],
-                turned: bool = False, goldens: list[Path] | None = None, tiling: Tiling | None = None) -> int:
+                turned: bool = False, goldens: list[Path] | None = None, tiling: Tiling | None = None,
+                pairs: list[tuple[np.ndarray, np.ndarray | None]] | None = None) -> int:
     """The images as served (or their tiles) and their YOLO labels under root/images/<side>, root/labels/<side>;
-    the number of images written."""
+    the number of images written. `pairs`: the images (and golden images) already read, else read here."""
     (root / "images" / side).mkdir(parents=True)
     (root / "labels" / side).mkdir(parents=True)
     written = 0
     for n, im in enumerate(images):
-        picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
-        if picture is None:
-            raise FolderError(f"{im.path} cannot be read as an image")
-        served = served_image(arch, picture, None if goldens is None else read_golden(goldens[n], picture))
+        picture, golden = pairs[n] if pairs is not None else read_pair(im.path, None if goldens is None else
+                                                                       goldens[n])
+        served = served_image(arch, picture, golden)
         boxes = served_boxes(arch, im, order)
         pieces = [("", served, boxes)] if tiling is None else [
             (f"_{i:03d}", tile, inside) for i, (tile, inside) in enumerate(cut(served, boxes, tiling))]

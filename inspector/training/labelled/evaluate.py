@@ -20,8 +20,9 @@ from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from .box_sets import read_boxes
 from .detection import DetectionScore, detect, score
+from .detector_set import read_pair
 from .folder import FolderError, LabelledFolder, read_folder
-from .golden_tree import golden_paths, read_golden
+from .golden_tree import golden_paths
 from .metrics import Evaluation, evaluate, recall_at_false_calls
 from .own_split import to_score
 from .teach import read_crops
@@ -100,8 +101,6 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
     """A detector's boxes on a YOLO, COCO or VOC set, scored at its own threshold (detection.py); `reference`: the
     golden images, the set's tree mirrored (a golden-comparison detector needs them, any other refuses them);
     `split`: which of a set's own split (own_split.py; a set with one must say)."""
-    import cv2
-
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
     if not isinstance(arch, YoloDetector) or not entry.classes:
         raise ValueError(f"{expert} is not a detector with class names")
@@ -117,13 +116,8 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
     images = to_score(boxes.root, boxes.images, split)
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in images]
     _, model = served_module(zoo, expert)
-    pictures = []
-    for im in images:
-        picture = cv2.imread(str(im.path), cv2.IMREAD_COLOR)
-        if picture is None:
-            raise FolderError(f"{im.path} cannot be read as an image")
-        pictures.append(picture)
-    references = None if reference is None else [
-        read_golden(p, im) for p, im in zip(golden_paths(boxes.root, [im.path for im in images], reference),
-                                            pictures)]
-    return score(tuple(entry.classes), truth, detect(arch, model, pictures, references), arch.threshold, iou)
+    goldens = None if reference is None else golden_paths(boxes.root, [im.path for im in images], reference)
+    pairs = [read_pair(im.path, None if goldens is None else goldens[n]) for n, im in enumerate(images)]
+    references = None if reference is None else [golden for _, golden in pairs]
+    return score(tuple(entry.classes), truth, detect(arch, model, [p for p, _ in pairs], references), arch.threshold,
+                 iou)

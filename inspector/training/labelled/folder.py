@@ -28,6 +28,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image
 
 from .splits import SPLIT_NAMES
 
@@ -182,6 +183,22 @@ def _conventional_good(found: dict[str, list[Path]], root: Path) -> str:
         return named[0]
     raise FolderError(f"which class of {root} is the good one? Its classes: {', '.join(sorted(found))}; say it with "
                       "--good CLASS (a folder named good or ok is taken without asking)")
+
+
+EXIF_ORIENTATION = 0x0112
+TURNED = {5, 6, 7, 8}  # EXIF orientations that turn the picture a quarter
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """(width, height) of the image as it is read for teaching and on the line (OpenCV turns a photo by its EXIF
+    orientation, as labelling tools show it), or a FolderError naming it."""
+    try:
+        with Image.open(path) as im:
+            turned = im.getexif().get(EXIF_ORIENTATION) in TURNED
+            return (im.size[1], im.size[0]) if turned else im.size
+    except OSError:
+        raise FolderError(f"{path} cannot be read as an image (corrupt or not an image); remove or "
+                          "replace it") from None
 
 
 def load(crop: LabelledCrop) -> np.ndarray:

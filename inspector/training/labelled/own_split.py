@@ -55,12 +55,17 @@ def _by_identity(items: Sequence[T], share: float) -> tuple[list[T], list[T]]:
     return train, held
 
 
-def teaching_sides(items: Sequence[T], heldout_share: float | None = None, what: str = "images") -> Sides[T]:
-    """The items to train on, to hold out, and to keep back; `heldout_share` given sets the own split aside."""
+def teaching_sides(items: Sequence[T], heldout_share: float | None = None, what: str = "images",
+                   named: frozenset[str] | None = None) -> Sides[T]:
+    """The items to train on, to hold out, and to keep back; `heldout_share` given sets the own split aside;
+    `named`, the identities a caller chose to hold out (board teaching's split by type), sets both aside."""
     own = own_splits(items)
     kept = [item for item in items if item.split == "test"]
     pool = [item for item in items if item.split != "test"]
     back = f"; {len(kept)} test {what} kept back for `zoo evaluate --split test`" if kept else ""
+    if named is not None:
+        return Sides([i for i in pool if i.identity not in named], [i for i in pool if i.identity in named], kept,
+                     f"the identities its teacher chose held out{back}")
     if not own or heldout_share is not None:
         share = DEFAULT_HELDOUT if heldout_share is None else heldout_share
         train, held = _by_identity(pool, share)

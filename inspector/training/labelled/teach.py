@@ -22,7 +22,7 @@ from ...experts.resnet import ResNetClassifier
 from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, report_dir, write_expert, write_manifest
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
-from .folder import FolderError, LabelledCrop, LabelledFolder, load, read_folder
+from .folder import FolderError, LabelledCrop, LabelledFolder, image_size, load, read_folder
 from .golden_tree import check_same_window, golden_paths
 from .metrics import table
 from .own_split import Sides, teaching_sides
@@ -94,12 +94,7 @@ def split(folder: LabelledFolder, share: float | None,
           heldout: frozenset[str] | None = None) -> Sides[LabelledCrop]:
     """The folder's crops by side: the identities `heldout` names held out, or without it the folder's own split
     or the hash split at `share` (own_split.py); a test split's crops are never taught."""
-    if heldout is None:
-        out = teaching_sides(folder.crops, share, "crops")
-    else:
-        pool = [c for c in folder.crops if c.split != "test"]
-        out = Sides([c for c in pool if c.identity not in heldout], [c for c in pool if c.identity in heldout],
-                    [c for c in folder.crops if c.split == "test"], "the identities its teacher chose held out")
+    out = teaching_sides(folder.crops, share, "crops", heldout)
     for side, items in (("train", out.train), ("heldout", out.heldout)):
         labels = {c.label for c in items}
         if folder.good not in labels or len(labels) < 2:
@@ -131,9 +126,10 @@ def read_crops(folder: LabelledFolder, items: list, desc: str, reference: Path |
                  [c.identity for c in items])
 
 
-def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tuple[LabelledFolder,
+def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tuple[Zoo | None, LabelledFolder,
                                                                                    Sides[LabelledCrop]]:
-    """The folder read and split, said; nothing trained or written (`zoo train --new --check` stops here)."""
+    """The zoo (None: none yet), the folder read and split, said; nothing trained or written (`zoo train --new
+    --check` stops here)."""
     zoo = open_zoo(plan.zoo)
     if zoo is not None and plan.expert in zoo.entries:
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name and "
@@ -144,26 +140,16 @@ def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tu
         f"{len(sides.train)} crops to train on, {len(sides.heldout)} held out ({sides.how})")
     if sides.warning:
         say(f"warning: {sides.warning}")
-    return folder, sides
+    return zoo, folder, sides
 
 
 def check_input(plan: TeachPlan, sides: Sides[LabelledCrop]) -> InputFit:
     """The input teaching would choose, from the training crops' file headers (nothing decoded)."""
-    from PIL import Image
-
-    def size(path: Path) -> tuple[int, int]:
-        try:
-            with Image.open(path) as im:
-                return im.size[1], im.size[0]
-        except OSError:
-            raise FolderError(f"{path} cannot be read as an image (corrupt or not an image); remove or replace "
-                              "it") from None
-    return choose_input([size(c.path) for c in sides.train], plan.input_size)
+    return choose_input([image_size(c.path)[::-1] for c in sides.train], plan.input_size)
 
 
 def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
-    folder, sides = prepare(plan, say)
-    zoo = open_zoo(plan.zoo)
+    zoo, folder, sides = prepare(plan, say)
     counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
               for side, items in (("train", sides.train), ("heldout", sides.heldout))}
     train_set = read_crops(folder, sides.train, "reading training crops", plan.reference)

@@ -25,20 +25,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 
 from ...experts.yolo import YoloDetector
-from ...experts.zoo import ExpertEntry, write_expert
+from ...experts.zoo import ExpertEntry, Zoo, write_expert
 from ..detector import ultralytics_train
 from .box_sets import read_boxes
 from .boxes import BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table
-from .detector_set import served_boxes, write_split
+from .detector_set import read_pair, served_boxes, write_split
 from .detector_sizing import choose_detector_input
 from .folder import FolderError
-from .golden_tree import golden_paths, read_golden
+from .golden_tree import golden_paths
 from .metrics import choose_threshold
 from .own_split import Sides, teaching_sides
 from .teach import add_entry, open_zoo
@@ -116,6 +115,7 @@ def reordered(boxes: BoxSet, good: str | None) -> tuple[tuple[str, ...], list[in
 @dataclass
 class DetectorSetup:
     """What teaching will do, read and checked before any training (`zoo train --new --check` stops here)."""
+    zoo: Zoo | None  # None: the zoo is made by this teaching
     boxes: BoxSet
     classes: tuple[str, ...]
     order: list[int]  # the set's class index -> the expert's
@@ -154,34 +154,34 @@ def prepare_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m:
     for warning in (split.warning, chosen.warning):
         if warning:
             say(f"warning: {warning}")
-    return DetectorSetup(boxes, classes, order, mode, split, goldens, arch,
+    return DetectorSetup(zoo, boxes, classes, order, mode, split, goldens, arch,
                          tiling_for(plan.tile, arch, split.train, order, say))
 
 
 def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtDetector:
     t0 = time.perf_counter()
     setup = prepare_detector(plan, say)
-    zoo = open_zoo(plan.zoo)
+    zoo = setup.zoo
     boxes, classes, order, mode, arch, tiling = (setup.boxes, setup.classes, setup.order, setup.mode, setup.arch,
                                                  setup.tiling)
     split, goldens = setup.split, setup.goldens
     sides = {"train": split.train, "heldout": split.heldout}
     size, fit, kind = arch.input_size, arch.fit, arch.reference
+    held = [read_pair(im.path, None if goldens["heldout"] is None else goldens["heldout"][n])
+            for n, im in enumerate(sides["heldout"])]  # read once: written for the trainer, then scored
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
         taught = write_split(root, "train", arch, sides["train"], order, plan.any_orientation, goldens["train"],
                              tiling)
-        write_split(root, "val", arch, sides["heldout"], order, goldens=goldens["heldout"], tiling=tiling)
+        write_split(root, "val", arch, sides["heldout"], order, tiling=tiling, pairs=held)
         if tiling is not None:
             say(f"{taught} tiles of {tiling.size} px to train on")
         state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True,
                                   flips=plan.any_orientation, imgsz=None if tiling is None else tiling.size)
     module = arch.materialize(state, torch.device("cpu"))
-    pictures = [cv2.imread(str(im.path), cv2.IMREAD_COLOR) for im in sides["heldout"]]
-    references = None if goldens["heldout"] is None else [read_golden(p, im) for p, im in zip(goldens["heldout"],
-                                                                                              pictures)]
-    found = detect(arch, module, pictures, references)
+    found = detect(arch, module, [picture for picture, _ in held],
+                   None if goldens["heldout"] is None else [golden for _, golden in held])
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in sides["heldout"]]
     threshold = VERIFY_THRESHOLD
     dirty = np.array([bool(im.scored) for im in sides["heldout"]])

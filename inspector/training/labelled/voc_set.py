@@ -12,13 +12,14 @@ out) at DIR gives them in order, and an object named otherwise is refused; witho
 """
 from __future__ import annotations
 
+import itertools
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
 
-from .boxes import Box, BoxedImage, BoxSet, check_split_complete, image_size, split_named
-from .folder import IMAGE_SUFFIXES, FolderError, identity_of
+from .boxes import Box, BoxedImage, BoxSet, check_split_complete, split_named
+from .folder import IMAGE_SUFFIXES, FolderError, identity_of, image_size
 
 CLASS_LISTS = ("classes.txt", "labels.txt", "labelmap.txt")  # VOC's class order, where the exporter wrote one
 
@@ -141,10 +142,10 @@ def _voc_image(root: Path, xml: Path, filename: str) -> Path:
     with a folder (the labelling machine's path) is also looked for by its last part."""
     places = (xml.parent, root / "JPEGImages", root / "images")
     base = re.split(r"[\\/]", filename)[-1]  # a path from the labelling machine: its name alone
-    named = [place / name for name in dict.fromkeys((filename, base)) for place in places] if filename else []
-    stems = [p for place in places if place.is_dir() for p in sorted(place.glob(f"{_glob_literal(xml.stem)}.*"))
-             if p.suffix.lower() in IMAGE_SUFFIXES]
-    found = next((p for p in [*named, *stems] if p.is_file()), None)
+    named = (place / name for name in dict.fromkeys((filename, base) if filename else ()) for place in places)
+    stems = (p for place in places if place.is_dir() for p in sorted(place.glob(f"{_glob_literal(xml.stem)}.*"))
+             if p.suffix.lower() in IMAGE_SUFFIXES)  # a directory listing each: only when the name is not there
+    found = next((p for p in itertools.chain(named, stems) if p.is_file()), None)
     if found is None:
         raise FolderError(f"{xml}: its image {filename or xml.stem!r} is neither beside it nor under "
                           f"{root / 'JPEGImages'} or {root / 'images'}")

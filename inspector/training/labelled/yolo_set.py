@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from .boxes import Box, BoxedImage, BoxSet, check_split_complete, image_size, split_named
-from .folder import IMAGE_SUFFIXES, FolderError, identity_of
+from .boxes import Box, BoxedImage, BoxSet, check_split_complete, split_named
+from .folder import IMAGE_SUFFIXES, FolderError, identity_of, image_size
 from .splits import SPLIT_NAMES
 
 SPLIT_KEYS = ("train", "val", "test")
