@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from inspector.experts.zoo import Zoo
 from inspector.training.labelled.box_sets import read_boxes
@@ -85,12 +87,22 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, timeout=900)
 
 
-def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(tmp_path: Path) -> None:
-    train = yolo_set(tmp_path / "train", 160, seed=1)
+@pytest.fixture(scope="module")
+def taught_pcb(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A detector taught (by the command) from 160 boards until it finds both classes: (its directory, the run),
+    the zoo under `zoo`, once for the tests of this file that need one that works."""
+    root = tmp_path_factory.mktemp("taught-pcb")
+    train = yolo_set(root / "train", 160, seed=1)
+    return root, cli("zoo", "train", "--new", "det-pcb", "--kind", "detector", "--from", str(train), "--zoo",
+                     str(root / "zoo"), "--epochs", "30", "--patience", "30", "--false-calls", "0.1", "--json",
+                     str(root / "taught.json"), cwd=root)
+
+
+def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(
+        tmp_path: Path, taught_pcb: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    root, r = taught_pcb
+    shutil.copytree(root / "zoo", tmp_path / "zoo")
     test = yolo_set(tmp_path / "test", 24, seed=2)
-    r = cli("zoo", "train", "--new", "det-pcb", "--kind", "detector", "--from", str(train), "--zoo",
-            str(tmp_path / "zoo"), "--epochs", "30", "--patience", "30", "--false-calls", "0.1", "--json",
-            str(tmp_path / "taught.json"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "finds void, spur" in r.stdout and "mAP" in r.stdout
     entry = Zoo.load(tmp_path / "zoo").entries["det-pcb"]
@@ -285,3 +297,166 @@ def test_a_detectors_input_grows_until_its_small_boxes_span_three_cells_and_says
     assert wide.fit == "letterbox" and wide.input_size == 128  # 16 px of an 80-px longer side: 24 / 0.2 = 120
     clean = choose_detector_input([BoxedImage(Path("c.png"), (100, 100), (), "c")])
     assert (clean.input_size, clean.box_side, clean.warning) == (128, None, None)
+
+
+def test_a_letterboxed_detectors_box_is_read_back_where_it_lies_in_the_crop(tmp_path: Path) -> None:
+    """The line stores a detector's box in the crop's pixels (reviews show it, the dataset export labels with it):
+    a letterboxed detector's box goes back through its padding, not stretched as a squashed one's would be; an odd
+    padding splits as `preprocess` split it."""
+    from dataclasses import asdict
+
+    from inspector.app.verdict import part_verdict
+    from inspector.coserve.online.request import RequestResult
+    from inspector.experts.base import Prediction
+    from inspector.experts.yolo import YoloDetector
+    from inspector.experts.zoo import write_expert
+    from inspector.routing.rules import parse_rules
+
+    det = YoloDetector("yolov8n.yaml", 64, 2, mode="find", fit="letterbox")
+    crop = np.full((20, 40, 3), 128, np.uint8)
+    crop[8:12, 18:22] = 255  # the spot the box below frames, seen through the fitting
+    served = det.preprocess(torch.from_numpy(crop.transpose(2, 0, 1).copy()))
+    ys, xs = np.nonzero(served[0].numpy() > 0.9)
+    assert (xs.min(), ys.min()) == (29, 29)  # 18 * 64/40 and (8 + 10 padded) * 64/40, rounded in
+    assert det.unfit((40, 20)) == (40 / 64, 40 / 64, 0.0, -10.0) and det.unfit((41, 20))[3] == -10.0
+    entry = write_expert(tmp_path, "det-f", "detector", det.spec(), det.random_state(0), classes=("void", "spur"))
+    manifest = {"build_key": "test", "experts": [asdict(entry)]}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    rules = parse_rules("recipe: r\nboard: {width: 100, height: 100}\nclassifier: {arch: resnet10, input_size: 32}\n"
+                        "detectors:\n  det-f: {arch: yolov8n.yaml, input_size: 64}\ncomponents:\n  T:\n"
+                        "    shape: resistor\n    size: [24, 4]\n    detector: det-f\n    at: {R1: [50, 50]}\n",
+                        str(tmp_path / "r.yaml"))
+    result = RequestResult(1, "T", [("cls", Prediction(0, 0.9, True)),
+                                    ("det-f", Prediction(1, 0.8, False, (32.0, 32.0, 6.4, 6.4)))])
+    part = part_verdict(result, "R1", rules.components[0], Zoo.load(tmp_path), 8, crop_size=(40, 20))
+    assert part.verdict == "fail" and part.defect_class == "spur"
+    assert part.box == pytest.approx((18.0, 8.0, 22.0, 12.0))  # a squash would have read (18, 9, 22, 11)
+
+
+DETECTED_RULES = """\
+recipe: taught
+board: {width: 160, height: 100}
+crop_margin: 0
+classifier: {arch: resnet10, input_size: 32}
+detectors:
+  det-pcb: {arch: yolov8n.yaml, input_size: SIZE}
+components:
+  TR:
+    shape: resistor
+    size: [64, 64]
+    detector: det-pcb
+    at: {R1: [40, 50], R2: [120, 50]}
+"""
+
+
+def panels(root: Path, count: int, seed: int) -> Path:
+    """Boards of two windows, each a picture of the kind the detector is taught on (`board`), where the rule set
+    cuts its two parts."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True)
+    for b in range(count):
+        image = np.full((100, 160, 3), (40, 80, 40), np.uint8)
+        for x in (8, 88):
+            picture, _ = board(rng, [[], [0], [1], [0, 1]][int(rng.integers(4))])
+            image[18:82, x:x + 64] = picture[:, :64]
+        cv2.imwrite(str(root / f"panel{b:03d}.png"), image)
+    return root
+
+
+def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
+        tmp_path: Path, box_models: Path, taught_pcb: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """The loop a taught classifier has, for a finding detector: a false call exports as a clean crop, a confirmed
+    defect as the box the detector drew under the confirmed class, an escape (no box) is left out and said; `zoo
+    train --expert` then trains on from the served weights over its set and the reviews, scores both held-out sets
+    at the served threshold and adds a version, not served."""
+    from dataclasses import asdict
+
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.app.verdict import classes_of, finding_detectors
+    from inspector.experts.resnet import ResNetClassifier
+    from inspector.experts.zoo import write_expert
+    from inspector.ingest.crops import cut_board
+    from inspector.results.dataset import export_dataset
+    from inspector.results.reviews import ReviewRequest, record_review
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.detection import detect
+    from inspector.training.labelled.evaluate import served_module
+
+    root, taught = taught_pcb
+    assert taught.returncode == 0, taught.stderr[-3000:]
+    zoo_dir = tmp_path / "zoo"
+    shutil.copytree(root / "zoo", zoo_dir)
+    manifest = json.loads((zoo_dir / "manifest.json").read_text())
+    cls = ResNetClassifier(10, 32, 2, good_margin=-1e5)  # passes every part on to the detector
+    manifest["experts"].append(asdict(write_expert(zoo_dir, "cls-TR", "classifier", cls.spec(), cls.random_state(0))))
+    det = next(e for e in manifest["experts"] if e["name"] == "det-pcb")
+    rules = parse_rules(DETECTED_RULES.replace("SIZE", str(det["spec"]["input_size"])), str(tmp_path / "taught.yaml"))
+    # the detector never saw these renders: serve it at the median of its best boxes on them, so that it calls some
+    # parts each way (the loop under test needs both kinds of call)
+    source = f"folder:{panels(tmp_path / 'panels', 10, seed=4)}"
+    crops = [c.image for f in open_source(source, rules, 0, 0) for c in cut_board(f.image, rules)]
+    arch, model = served_module(Zoo.load(zoo_dir), "det-pcb")
+    best = sorted(max((f.score for f in found), default=0.0) for found in detect(arch, model, crops))
+    det["spec"]["threshold"] = (best[len(best) // 2 - 1] + best[len(best) // 2]) / 2
+    (zoo_dir / "manifest.json").write_text(json.dumps(manifest))
+    zoo = Zoo.load(zoo_dir)
+    assert finding_detectors(zoo) == {"det-pcb": CLASSES}
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, box_models, open_source(source, rules, 0, 0),
+             ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, tmp_path / "data", lambda _m: None)
+    parts = [(insp.uuid, p) for insp in store.inspections() for p in insp.parts]
+    failed = [(u, p) for u, p in parts if p.verdict == "fail"]
+    passed = [(u, p) for u, p in parts if p.verdict == "pass"]
+    assert failed and passed and all(p.expert == "det-pcb" for _, p in parts)
+    of = classes_of(zoo)
+    confirmed = {}
+    for i, (u, p) in enumerate(failed):
+        if i % 2:
+            record_review(store, ReviewRequest(u, p.ref, "confirmed", "void", "qa"), of)
+            confirmed[f"{u}_{p.ref}"] = p
+        else:
+            record_review(store, ReviewRequest(u, p.ref, "false_call", None, "qa"), of)
+    for u, p in passed[:3]:
+        record_review(store, ReviewRequest(u, p.ref, "escape", "spur", "qa"), of)
+    report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=of, heldout_percent=30,
+                            finders=finding_detectors(zoo))
+    tree = tmp_path / "dataset" / "detectors" / "det-pcb"
+    assert "0: \"void\"" in (tree / "data.yaml").read_text()
+    items = [i for i in report.items if i["expert"] == "det-pcb"]
+    assert sorted(i["label"] for i in items) == sorted(["void"] * len(confirmed) + ["no defect"] *
+                                                       (len(failed) - len(confirmed)))
+    for item in items:
+        rows = (tmp_path / "dataset" / item["file"].replace("/images/", "/labels/")).with_suffix(".txt").read_text()
+        stem = Path(item["file"]).stem
+        if item["label"] == "no defect":
+            assert rows == ""
+        else:  # the box the detector drew, in the crop's own pixels, under the class the operator confirmed
+            p = confirmed[stem]
+            k, cx, cy, w, h = (float(v) for v in rows.split())
+            width = cv2.imread(str(tmp_path / "dataset" / item["file"])).shape[1]
+            assert k == 0 and cx * width == pytest.approx((p.box_x0 + p.box_x1) / 2, abs=0.01)
+    assert confirmed, "the detector must call some parts for this test"
+    missed = [s for s in report.skipped if s.get("expert") == "det-pcb"]
+    assert len(missed) == 3 and all("called no defect on this part" in s["reason"] for s in missed)
+
+    from inspector.training.labelled.retrain_detector import retrain_taught_detector
+    from inspector.training.retrain import format_scores
+
+    old = {k: v.clone() for k, v in served_module(zoo, "det-pcb")[1].state_dict().items()}
+    r = retrain_taught_detector(zoo, "det-pcb", tmp_path / "dataset", 1, 0, lambda _m: None)
+    entry = Zoo.load(zoo_dir).entries["det-pcb"]
+    assert [v["origin"] for v in entry.versions] == ["taught from labelled boxes", "retrained from reviews"]
+    assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
+    assert set(r.scores) == {"reviewed held-out", "taught held-out"} and "rule" in r.gate
+    assert r.scores["taught held-out"][1].defects > 0 and "taught held-out" in format_scores(r)
+    assert entry.versions[1]["threshold"] == det["spec"]["threshold"]
+    # trained on from the served weights (one epoch at a quarter of the step moves them a little; from the model
+    # yaml they would be another draw altogether)
+    from inspector.runtime.safetensors_io import parse
+    new = parse((zoo_dir / entry.versions[1]["file"]).read_bytes())
+    moved = [float((new[k].float() - v.float()).norm() / (v.float().norm() + 1e-9)) for k, v in old.items()
+             if k.endswith("conv.weight")]
+    assert max(moved) < 0.5 and np.median(moved) < 0.1, (max(moved), np.median(moved))

@@ -488,7 +488,8 @@ class Line:
             self._part_latency.append(result.latency)
             self._part_hist.observe(result.latency)
             crop = pending.parts[result.id]
-            part = part_verdict(result, crop.ref, crop.component, self.zoo, pending.rules.crop_margin)
+            part = part_verdict(result, crop.ref, crop.component, self.zoo, pending.rules.crop_margin,
+                                crop_size=(crop.image.shape[1], crop.image.shape[0]))
             share = pending.shares.get(result.id)
             part = overrule(part, share, crop.component.body_contrast)
             part.body_share = None if share is None else round(float(share), 4)

@@ -17,7 +17,10 @@ from ..results.records import PartRecord
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, ComponentRule
 
 
-def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo, margin: int) -> PartRecord:
+def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo, margin: int,
+                 crop_size: tuple[int, int] | None = None) -> PartRecord:
+    """`crop_size` (w, h): the crop the experts were served, where the detector's box is read back to (default:
+    the window the rule cuts, the footprint and its margin)."""
     def rec(expert: str, verdict: str, defect: str, score: float | None, box=None) -> PartRecord:  # noqa: ANN001
         entry = zoo.entries.get(expert)
         return PartRecord(ref, comp.name, expert, entry.weights_sha256 if entry else None, verdict, defect, score,
@@ -34,12 +37,11 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
         return ranked(rec(expert, "pass", "ok", cls.score), cls, zoo, expert)
     expert, det = result.steps[1]
     arch = zoo.architecture(expert)
-    crop_w, crop_h = comp.size[0] + 2 * margin, comp.size[1] + 2 * margin
     box = None
-    if det.box is not None:
+    if det.box is not None:  # input pixels back to the crop's, through the detector's fitting (squash, letterbox)
         x, y, w, h = det.box
-        sx, sy = crop_w / arch.input_size, crop_h / arch.input_size
-        box = ((x - w / 2) * sx, (y - h / 2) * sy, (x + w / 2) * sx, (y + h / 2) * sy)
+        sx, sy, ox, oy = arch.unfit(crop_size or (comp.size[0] + 2 * margin, comp.size[1] + 2 * margin))
+        box = ((x - w / 2) * sx + ox, (y - h / 2) * sy + oy, (x + w / 2) * sx + ox, (y + h / 2) * sy + oy)
     if getattr(arch, "mode", "verify") == "find":  # every class a defect: a confident box fails the part
         return rec(expert, "pass", "ok", det.score, box) if det.passed else \
             rec(expert, "fail", class_name(zoo, expert, det.label, DETECTOR_CLASSES), det.score, box)
@@ -66,13 +68,25 @@ def ranked(record: PartRecord, cls: Prediction, zoo: Zoo, expert: str) -> PartRe
 
 def classes_of(zoo: Zoo) -> Callable[[str], tuple[str, ...] | None]:
     """Each expert's own class names (good first) where it was taught them, else None (the demo's): what a review's
-    correct class is checked against."""
+    correct class is checked against. A detector that finds has no good class of its own (every class it boxes is a
+    defect): 'ok' stands first for it."""
+    finders = finding_detectors(zoo)
+
     def of(expert: str) -> tuple[str, ...] | None:
+        if expert in finders:
+            return ("ok", *finders[expert])
         entry = zoo.entries.get(expert)
         own = tuple(entry.classes) if entry is not None and entry.classes else None
         # the demo's experts (their six classes, their detectors' placements): any part class of the demo's
         return None if own in (CLASSIFIER_CLASSES, DETECTOR_CLASSES) else own
     return of
+
+
+def finding_detectors(zoo: Zoo) -> dict[str, tuple[str, ...]]:
+    """The detectors taught their own classes that find (every class a defect), with those classes: the dataset
+    export labels their crops by the boxes they drew (results/detector_labels.py)."""
+    return {name: tuple(e.classes) for name, e in zoo.entries.items()
+            if e.role == "detector" and e.classes and e.spec.get("mode") == "find"}
 
 
 def class_name(zoo: Zoo, expert: str, label: int, demo: tuple[str, ...] = CLASSIFIER_CLASSES) -> str:

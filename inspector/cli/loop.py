@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 from .common import database_flags, db_url, models_of, say, scope_flags, scope_of_args, station_flags
@@ -36,6 +37,18 @@ def _classes_of(args: argparse.Namespace):  # noqa: ANN202 - results.reviews.Cla
         return classes_of(_zoo(args))
     except ZooMissing:
         return None
+
+
+def _finders(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """The zoo's taught detectors that find and their classes: their crops export with the boxes they drew (none
+    without a zoo)."""
+    from ..app.verdict import finding_detectors
+    from ..experts.zoo import ZooMissing
+
+    try:
+        return finding_detectors(_zoo(args))
+    except ZooMissing:
+        return {}
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -71,11 +84,16 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
                       until=parse_when(args.until) if args.until else None, component=args.component,
                       scope=scope_of_args(args))
     report = export_dataset(ResultStore(db_url(args)), Path(args.out), _rule_sets(args.rules), args.all, filters,
-                            args.heldout_percent, _classes_of(args))
+                            args.heldout_percent, _classes_of(args), _finders(args))
     for expert, counts in report.counts().items():
         print(f"{expert:16} " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    print(f"{len(report.items)} crops written to {args.out}, {len(report.skipped)} parts left out "
-          f"(reasons in {Path(args.out) / 'manifest.json'})")
+    whole = sum("expert" not in x for x in report.skipped)
+    of_detectors = len(report.skipped) - whole
+    print(f"{len(report.items)} crops written to {args.out}, {whole} parts left out"
+          + (f", {of_detectors} crops left out of a detector's set" if of_detectors else "")
+          + f" (every reason in {Path(args.out) / 'manifest.json'})")
+    for reason, n in Counter(x["reason"] for x in report.skipped).most_common(5):
+        print(f"  {n:6}  {reason}")
     return 0 if report.items else 1
 
 
@@ -93,11 +111,14 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from ..training.labelled.retrain_detector import retrain_taught_detector, taught_detector_version
     from ..training.labelled.retrain_taught import retrain_taught, taught_version
 
     zoo = _zoo(args)
     if args.expert in zoo.entries and taught_version(zoo, args.expert) is not None:  # its own classes and folder
         r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say)
+    elif args.expert in zoo.entries and taught_detector_version(zoo, args.expert) is not None:  # its own boxes
+        r = retrain_taught_detector(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say)
     else:
         r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
                                args.synthetic, args.seed, say)
@@ -212,7 +233,8 @@ def add_dataset(p: argparse.ArgumentParser) -> None:
     exp.add_argument("--until", help="boards inspected before (ISO time)")
     exp.add_argument("--heldout-percent", type=int, default=30, help="parts held out for evaluation (default 30)")
     exp.add_argument("--zoo", help="the zoo whose experts made the calls (default: the line's demo zoo): an expert "
-                                   "taught its own classes gets its crops under them")
+                                   "taught its own classes gets its crops under them, a detector that finds them "
+                                   "the boxes it drew")
     scope_flags(exp)
     _rules_flag(exp)
     database_flags(exp)
@@ -226,8 +248,9 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     """zoo train, versions, activate, rollback (beside zoo build)."""
     from .labelled import add_evaluate, add_new_flags
 
-    tr = zoo_sub.add_parser("train", help="fine-tune one classifier on a reviewed dataset (--expert), or teach a new "
-                                          "one from a labelled folder (--new)")
+    tr = zoo_sub.add_parser("train", help="fine-tune one expert on a reviewed dataset (--expert: a classifier, or a "
+                                          "taught detector that finds), or teach a new one from a labelled folder "
+                                          "(--new)")
     which = tr.add_mutually_exclusive_group(required=True)
     which.add_argument("--expert", help="the expert to fine-tune on reviews (cls-R0603)")
     which.add_argument("--new", metavar="EXPERT", help="a new expert's name, taught from the labelled folder --from")

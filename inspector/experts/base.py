@@ -208,6 +208,16 @@ class Architecture(ABC):
                                    align_corners=False)
         return images.contiguous()
 
+    def unfit(self, size: tuple[int, int]) -> tuple[float, float, float, float]:
+        """(scale x, scale y, offset x, offset y) taking the input's pixels back to a crop of `size` (w, h): the
+        inverse of `preprocess_batch`'s fitting, so a box is read where it lies in the crop under either fit."""
+        w, h = size
+        s = self.input_size
+        if self.fit == "letterbox" and w != h:
+            side = max(w, h)
+            return side / s, side / s, -float((side - w) // 2), -float((side - h) // 2)
+        return w / s, h / s, 0.0, 0.0
+
     def run(self, module: nn.Module, batch: torch.Tensor) -> list[Prediction]:
         """Predictions for a preprocessed batch (N x 3 x S x S) on the module's device.
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import shutil
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,12 +35,12 @@ from sqlalchemy.orm import Session
 
 from ..ingest.images import write_image
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
+from .detector_labels import DEMO_DETECTOR_NAMES, DetectorLabels, demo_labels, finding_labels
 from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
 from .store import Filters, ResultStore, board_filters
 
 HELDOUT_PERCENT = 30
-DETECTOR_NAMES = ("in_place", "reversed")
 
 
 def split_of(inspection_id: str, ref: str, heldout_percent: int = HELDOUT_PERCENT) -> str:
@@ -63,10 +64,12 @@ class ExportReport:
 
 def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], include_all: bool = False,
                    filters: Filters | None = None, heldout_percent: int = HELDOUT_PERCENT,
-                   classes_of: ClassesOf | None = None) -> ExportReport:
+                   classes_of: ClassesOf | None = None,
+                   finders: Mapping[str, tuple[str, ...]] | None = None) -> ExportReport:
     """Write the dataset under `out` (replacing a dataset written there before); what was written and left out.
     `classes_of` (from the zoo): an expert taught its own classes gets its crops under them, a good part under its
-    good class; other experts' under the demo's classes."""
+    good class; other experts' under the demo's classes. `finders`: the taught detectors that find and their
+    classes (every one a defect): their crops are labelled by the boxes they drew (detector_labels.py)."""
     components = {c.name: (c, r) for r in rule_sets for c in r.components}
     out = Path(out)
     if (out / "manifest.json").is_file():
@@ -76,6 +79,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
     out.mkdir(parents=True, exist_ok=True)
     report = ExportReport(out)
     coco: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: {"images": [], "annotations": []})
+    names: dict[str, tuple[str, ...]] = {}  # detector -> the class names its tree is labelled in
     rulesets: set[str] = set()
     weights: dict[str, set[str]] = defaultdict(set)
     store.ready()
@@ -88,7 +92,8 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
         if filters is not None and filters.component:
             q = q.where(ComponentResult.component_type == filters.component)
         for insp, part, review in s.execute(q.order_by(ComponentResult.id)):
-            why = _export_part(out, insp, part, review, components, heldout_percent, report, coco, classes_of)
+            why = _export_part(out, insp, part, review, components, heldout_percent, report,
+                               _DetectorTrees(coco, names, classes_of, finders or {}), classes_of)
             if why:
                 report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "reason": why})
                 continue
@@ -96,12 +101,12 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
             if part.weights_sha256:
                 weights[part.expert].add(part.weights_sha256)
     for (expert, split), doc in coco.items():
-        doc["categories"] = [{"id": i, "name": n} for i, n in enumerate(DETECTOR_NAMES)]
+        doc["categories"] = [{"id": i, "name": n} for i, n in enumerate(names[expert])]
         (out / "detectors" / expert / f"coco_{split}.json").write_text(json.dumps(doc), encoding="utf-8")
     for expert in {e for e, _ in coco}:
+        listed = "".join(f"  {i}: {json.dumps(n)}\n" for i, n in enumerate(names[expert]))  # any script, quoted
         (out / "detectors" / expert / "data.yaml").write_text(
-            f"path: .\ntrain: images/train\nval: images/heldout\nnames:\n  0: {DETECTOR_NAMES[0]}\n"
-            f"  1: {DETECTOR_NAMES[1]}\n", encoding="utf-8")
+            f"path: .\ntrain: images/train\nval: images/heldout\nnames:\n{listed}", encoding="utf-8")
     manifest = {"format": 1, "created": datetime.now(timezone.utc).isoformat(), "database": store.safe_url,
                 "reviewed_only": not include_all, "heldout_percent": heldout_percent,
                 "rule_sets": sorted(rulesets), "weights": {k: sorted(v) for k, v in sorted(weights.items())},
@@ -113,7 +118,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
 
 def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Review | None,
                  components: dict[str, tuple[ComponentRule, RuleSet]], heldout_percent: int, report: ExportReport,
-                 coco: dict[tuple[str, str], dict[str, list]], classes_of: ClassesOf | None = None) -> str | None:
+                 trees: _DetectorTrees, classes_of: ClassesOf | None = None) -> str | None:
     """Write one part's crop where its labels put it; the reason it was left out, or None."""
     if part.component_type not in components:
         return f"component type {part.component_type} is in none of the rule sets given (--rules)"
@@ -140,26 +145,61 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
         _write_png(path, image)
         report.items.append({**common, "expert": comp.classifier, "role": "classifier", "label": cls_label,
                              "file": str(path.relative_to(out))})
-    if comp.detector and truth in ("ok", "polarity"):
-        box = _detector_box(part, comp, rules.crop_margin, image.shape[1], image.shape[0], truth)
-        label = DETECTOR_NAMES[1] if truth == "polarity" else DETECTOR_NAMES[0]
-        root = out / "detectors" / comp.detector
-        img_path = root / "images" / split / f"{stem}.png"
-        _write_png(img_path, image)
+    if comp.detector:
+        h, w = image.shape[:2]
+        labels, why = trees.labels(part, comp, rules.crop_margin, w, h, truth)
+        if why:
+            report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "expert": comp.detector,
+                                   "reason": why})
+        elif labels is not None:
+            file = trees.write(out / "detectors" / comp.detector, comp.detector, split, stem, image, labels)
+            report.items.append({**common, "expert": comp.detector, "role": "detector", "label": labels.label,
+                                 "file": str((out / "detectors" / comp.detector / file).relative_to(out))})
+    return None
+
+
+class _DetectorTrees:
+    """Each detector's crops as a YOLO set with its COCO twin, labelled in its own classes."""
+
+    def __init__(self, coco: dict[tuple[str, str], dict[str, list]], names: dict[str, tuple[str, ...]],
+                 classes_of: ClassesOf | None, finders: Mapping[str, tuple[str, ...]]) -> None:
+        self.coco, self.names, self.classes_of, self.finders = coco, names, classes_of, finders
+
+    def labels(self, part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
+               truth: str) -> tuple[DetectorLabels | None, str | None]:
+        """(the crop's labels, None) or (None, why the detector cannot learn from it); (None, None): nothing to
+        write and nothing to say (a demo detector and a classifier's defect)."""
+        detector = comp.detector or ""
+        if detector in self.finders:
+            classes = self.finders[detector]
+            self.names.setdefault(detector, classes)
+            found = finding_labels(part, detector, classes, w, h, truth)
+            return (None, found) if isinstance(found, str) else (found, None)
+        own = self.classes_of(detector) if self.classes_of is not None else None
+        if not own:
+            self.names.setdefault(detector, DEMO_DETECTOR_NAMES)
+            return demo_labels(part, comp, margin, w, h, truth), None
+        return None, (f"{detector} verifies ({own[0]} against {', '.join(own[1:])}): its reviews do not label its "
+                      "boxes yet; teach it again with the reviewed parts boxed")
+
+    def write(self, root: Path, detector: str, split: str, stem: str, image: Any,  # noqa: ANN401 - an image
+              labels: DetectorLabels) -> Path:
+        """The crop and its label file under `root`; its path there."""
+        img_path = Path("images") / split / f"{stem}.png"
+        _write_png(root / img_path, image)
         lbl = root / "labels" / split / f"{stem}.txt"
         lbl.parent.mkdir(parents=True, exist_ok=True)
-        lbl.write_text(f"{DETECTOR_NAMES.index(label)} {' '.join(f'{v:.6f}' for v in box)}\n", encoding="utf-8")
-        doc = coco[(comp.detector, split)]
+        lbl.write_text("".join(f"{k} {' '.join(f'{v:.6f}' for v in box)}\n" for k, *box in labels.rows),
+                       encoding="utf-8")
+        doc = self.coco[(detector, split)]
         h, w = image.shape[:2]
         image_id = len(doc["images"]) + 1
-        doc["images"].append({"id": image_id, "file_name": str(img_path.relative_to(root)), "width": w, "height": h})
-        cx, cy, bw, bh = box
-        doc["annotations"].append({"id": image_id, "image_id": image_id, "category_id": DETECTOR_NAMES.index(label),
-                                   "bbox": [(cx - bw / 2) * w, (cy - bh / 2) * h, bw * w, bh * h],
-                                   "area": bw * w * bh * h, "iscrowd": 0})
-        report.items.append({**common, "expert": comp.detector, "role": "detector", "label": label,
-                             "file": str(img_path.relative_to(out))})
-    return None
+        doc["images"].append({"id": image_id, "file_name": str(img_path), "width": w, "height": h})
+        for k, cx, cy, bw, bh in labels.rows:
+            doc["annotations"].append({"id": len(doc["annotations"]) + 1, "image_id": image_id, "category_id": k,
+                                       "bbox": [(cx - bw / 2) * w, (cy - bh / 2) * h, bw * w, bh * h],
+                                       "area": bw * w * bh * h, "iscrowd": 0})
+        return img_path
 
 
 def _truth(part: ComponentResult, review: Review | None) -> tuple[str | None, str]:
@@ -178,19 +218,6 @@ def _truth(part: ComponentResult, review: Review | None) -> tuple[str | None, st
     if called == "unverified":
         return None, "a confirmed 'unverified' part names no class: review it again with correct_class"
     return called, "review"
-
-
-def _detector_box(part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
-                  truth: str) -> tuple[float, float, float, float]:
-    """The body's box, normalised: the detector's own box when its call was right, else the body where the
-    recipe puts it (a part judged in place is within its tolerance of there)."""
-    called_right = (truth == "polarity" and part.defect_class == "polarity") or \
-                   (truth == "ok" and part.verdict == "pass")
-    if called_right and part.box_x0 is not None:
-        x0, y0, x1, y1 = part.box_x0, part.box_y0, part.box_x1, part.box_y1
-        return ((x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w, (y1 - y0) / h)
-    bw, bh = comp.size
-    return ((bw // 2 + margin) / w, (bh // 2 + margin) / h, 0.78 * bw / w, bh / h)
 
 
 def _write_png(path: Path, image: Any) -> None:  # noqa: ANN401 - an OpenCV image

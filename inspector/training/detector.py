@@ -70,14 +70,17 @@ def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSa
 
 def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | list[str], epochs: int, seed: int,
                       batch: int = 64, patience: int = 0, validate: bool = False,
-                      flips: bool = False, imgsz: int | None = None) -> dict[str, torch.Tensor]:
+                      flips: bool = False, imgsz: int | None = None, init: dict[str, torch.Tensor] | None = None,
+                      lr: float = 0.004) -> dict[str, torch.Tensor]:
     """Ultralytics' own trainer on the YOLO set under `root` (images/train, images/val, labels/...), offline, on the
     CPU, from the model yaml; the weights of its best epoch (by its validation fitness when `validate`), else the
     last. Its images are already what the expert is served (normalised, fitted to the input), so the trainer's
     letterbox is a no-op; augmentations that would change the answer are off (mosaic, colour, and flips unless
     `flips`: classes that do not depend on a mirror, the trainer mirroring each box with its image). `patience`:
     epochs without a better validation fitness before stopping (0: never). `imgsz`: the side of the images written
-    when it is not the expert's input (tiles of its served images, labelled/tiles.py)."""
+    when it is not the expert's input (tiles of its served images, labelled/tiles.py). `init`: weights to train on
+    from (a fine-tune: no warm-up, whose first steps would shake what they know), handed to the trainer as a
+    checkpoint file, the way every Ultralytics version takes pretrained weights."""
     from ultralytics import YOLO  # heavy import, only when training
 
     listed = "\n".join(f"  {i}: {n}" for i, n in enumerate(names))
@@ -85,14 +88,20 @@ def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | l
                                     encoding="utf-8")  # class names are the plant's, in any script
     os.environ.setdefault("YOLO_OFFLINE", "1")
     logging.getLogger("ultralytics").setLevel(logging.WARNING)
-    model = YOLO(arch.model)
+    if init is None:
+        model = YOLO(arch.model)
+    else:
+        start = arch.build()
+        start.load_state_dict(init)
+        torch.save({"model": start, "train_args": {}}, root / "init.pt")
+        model = YOLO(str(root / "init.pt"))
     model.train(data=str(root / "data.yaml"), epochs=epochs, imgsz=imgsz or arch.input_size, batch=batch, device="cpu",
                 workers=0, amp=False, plots=False, seed=seed, deterministic=True, project=str(root / "runs"),
                 name="train", exist_ok=True, verbose=False, mosaic=0.0, fliplr=0.5 if flips else 0.0,
                 flipud=0.5 if flips else 0.0, mixup=0.0,
                 translate=0.0, scale=0.1, degrees=0.0, hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, val=validate,
-                close_mosaic=0, warmup_epochs=1, patience=patience, save=True, cache=False,
-                optimizer="AdamW", lr0=0.004)
+                close_mosaic=0, warmup_epochs=1 if init is None else 0, patience=patience, save=True, cache=False,
+                optimizer="AdamW", lr0=lr)
     weights = Path(model.trainer.last if model.trainer.best is None or not Path(model.trainer.best).is_file()
                    else model.trainer.best)
     ckpt = torch.load(weights, map_location="cpu", weights_only=False)

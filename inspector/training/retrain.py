@@ -110,8 +110,9 @@ def retrain_classifier(zoo: Zoo, expert: str, dataset: Path, rule_sets: list[Rul
         raise ValueError(f"the zoo at {zoo.root} has no expert {expert!r}")
     arch = zoo.architecture(expert)
     if not isinstance(arch, ResNetClassifier):
-        raise ValueError(f"{expert} is a {zoo.entries[expert].role}; retraining from reviews covers classifiers "
-                         "(a detector's reviewed crops export in YOLO and COCO form for its own training)")
+        raise ValueError(f"{expert} is a {zoo.entries[expert].role}; retraining from reviews covers classifiers and "
+                         "detectors taught from labelled boxes that find (a demo detector's reviewed crops export in "
+                         "YOLO and COCO form for its own training)")
     if any(v.get("origin") == TAUGHT for v in zoo.entries[expert].versions):
         raise ValueError(f"{expert} was taught its own classes ({', '.join(zoo.entries[expert].classes)}); it "
                          "retrains from its folder and reviews (training/labelled/retrain_taught.py), not from renders")

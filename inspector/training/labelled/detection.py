@@ -38,16 +38,6 @@ class Found:
     y2: float
 
 
-def unfit(arch: YoloDetector, size: tuple[int, int]) -> tuple[float, float, float, float]:
-    """(scale x, scale y, offset x, offset y) taking the expert's input pixels back to an image of `size` (w, h)."""
-    w, h = size
-    s = arch.input_size
-    if arch.fit == "letterbox" and w != h:
-        side = max(w, h)
-        return side / s, side / s, -(side - w) // 2, -(side - h) // 2
-    return w / s, h / s, 0.0, 0.0
-
-
 def boxes_of(arch: YoloDetector, raw: torch.Tensor, sizes: list[tuple[int, int]]) -> list[list[Found]]:
     """Every box of each image of a raw output (N x (4 + classes) x anchors), in image pixels."""
     out = []
@@ -59,7 +49,7 @@ def boxes_of(arch: YoloDetector, raw: torch.Tensor, sizes: list[tuple[int, int]]
         xywh, best, kind = xywh[keep], best[keep], kind[keep]
         corners = torch.cat([xywh[:, :2] - xywh[:, 2:] / 2, xywh[:, :2] + xywh[:, 2:] / 2], dim=1)
         order = batched_nms(corners, best, kind, NMS_IOU)[:MAX_BOXES]
-        sx, sy, ox, oy = unfit(arch, size)
+        sx, sy, ox, oy = arch.unfit(size)
         out.append([Found(int(kind[j]), float(best[j]), float(corners[j, 0]) * sx + ox, float(corners[j, 1]) * sy + oy,
                           float(corners[j, 2]) * sx + ox, float(corners[j, 3]) * sy + oy) for j in order.tolist()])
     return out

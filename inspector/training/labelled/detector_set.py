@@ -16,7 +16,6 @@ import numpy as np
 from ...experts.yolo import YoloDetector
 from ...ingest.images import write_image
 from .boxes import BoxedImage
-from .detection import unfit
 from .folder import FolderError
 from .golden_tree import read_golden
 from .tiles import PixelBox, Tiling, cut
@@ -33,7 +32,7 @@ def served_image(arch: YoloDetector, image: np.ndarray, golden: np.ndarray | Non
 def served_boxes(arch: YoloDetector, im: BoxedImage, order: list[int]) -> list[PixelBox]:
     """The image's taught boxes in the served image's pixels (through the line's fitting), with the expert's
     class indices."""
-    sx, sy, ox, oy = unfit(arch, im.size)
+    sx, sy, ox, oy = arch.unfit(im.size)
     s = float(arch.input_size)
     return [(order[b.kind], *(min(s, max(0.0, v)) for v in ((b.x1 - ox) / sx, (b.y1 - oy) / sy, (b.x2 - ox) / sx,
                                                             (b.y2 - oy) / sy))) for b in im.scored]

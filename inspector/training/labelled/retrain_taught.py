@@ -85,16 +85,31 @@ def score_of(arch: ResNetClassifier, state: dict[str, torch.Tensor], crops: Crop
                  int((flagged & ~defective).sum()))
 
 
+def refuse_golden(expert: str, reference: str | None, kept_in: str) -> None:
+    """ValueError for an expert that compares with the golden board: the dataset export keeps the live crop only."""
+    if reference is not None:
+        raise ValueError(f"{expert} compares each crop with the golden board's; the dataset export keeps the live "
+                         "crop only, so its reviews cannot retrain it yet: teach it again (zoo train --new) with "
+                         f"the reviewed parts added to its {kept_in} and their golden windows")
+
+
+def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str) -> dict[str, Any]:
+    """The gate of an expert retrained from its own data and reviews: recall (of defects found, at the served
+    operating point) on no held-out set below the served weights'."""
+    reasons = [f"recall on the {name} {unit} fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}%"
+               for name, (o, n) in scores.items() if o.recall is not None and n.recall is not None
+               and n.recall < o.recall]
+    return {"passed": not reasons, "reasons": reasons,
+            "rule": "recall on either held-out set not below the served weights'"}
+
+
 def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                    say: Callable[[str], None]) -> Retrained:
     t0 = time.perf_counter()
     origin = taught_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
     assert origin is not None and isinstance(arch, ResNetClassifier)
-    if arch.reference is not None:
-        raise ValueError(f"{expert} compares each crop with the golden board's; the dataset export keeps the live "
-                         "crop only, so its reviews cannot retrain it yet: teach it again (zoo train --new) with "
-                         "the reviewed parts added to its folder and their golden windows")
+    refuse_golden(expert, arch.reference, "folder")
     classes = tuple(entry.classes)
     reviewed = reviewed_crops(dataset, expert, classes)
     folder_path = Path(origin.get("dataset") or "")
@@ -127,11 +142,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                                     score_of(arch, taught.state, reviewed["heldout"], cut)),
               "taught held-out": (score_of(arch, old, own["heldout"], cut),
                                   score_of(arch, taught.state, own["heldout"], cut))}
-    rule = "recall on either held-out set not below the served weights'"
-    reasons = [f"recall on the {name} crops fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}%"
-               for name, (o, n) in scores.items() if o.recall is not None and n.recall is not None
-               and n.recall < o.recall]
-    gate = {"passed": not reasons, "reasons": reasons, "rule": rule}
+    gate = recall_kept(scores, "crops")
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=cut,

@@ -43,6 +43,7 @@ from .own_split import Sides, teaching_sides
 from .teach import add_entry, open_zoo
 from .tiles import Tiling, choose_tiling
 
+TAUGHT_BOXES = "taught from labelled boxes"  # the version's origin: reviews retrain it (retrain_detector.py)
 VERIFY_THRESHOLD = 0.25  # a verifying detector's confidence floor, as the demo detectors'
 
 
@@ -197,7 +198,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     entry = write_expert(plan.zoo, plan.expert, "detector", served.spec(), state, digest=True, classes=classes,
                          train_samples=len(sides["train"]), train_seed=plan.seed)
     heldout = score(classes, truth, found, threshold, plan.iou)
-    version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": "taught from labelled boxes",
+    version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT_BOXES,
                "dataset": str(plan.source), "threshold": threshold, "heldout_share": plan.heldout_share,
                "split": split.how, "tile": None if tiling is None else [tiling.size, tiling.overlap],
                "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else

@@ -1,0 +1,153 @@
+"""Reviews retrain a detector taught from labelled images, the loop a taught classifier has (retrain_taught.py).
+
+`inspector zoo train --expert DET --from DATASET` on a finding detector taught by `zoo train --new --kind
+detector`: the dataset's crops of it (`dataset export --zoo`: a false call a clean crop, a confirmed defect the box
+the detector drew, results/detector_labels.py) join the labelled set it was taught from (split as its teaching
+split it, tiled as it was tiled), reviewed crops repeated to about a third of the images it sees; Ultralytics'
+trainer goes on from the weights in service at a quarter of the teaching's step. The old and the new weights are
+scored at the served threshold (a version swap keeps the spec) on both held-out sets, the set's and the reviewed
+one; the new ones are added as a version, not served, refused by the gate where either held-out set's defect
+recall falls. A detector that compares with the golden board, or verifies instead of finding, is refused: the
+export keeps the live crop only, and a verifying detector's good parts carry no box the reviews can trust.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...experts.versions import add_version
+from ...experts.yolo import YoloDetector
+from ...experts.zoo import Zoo
+from ...runtime.safetensors_io import parse
+from ..detector import ultralytics_train
+from ..retrain import Retrained, Score
+from .box_sets import read_boxes
+from .boxes import BoxedImage
+from .detection import DetectionScore, detect, score
+from .detector_set import read_pair, write_split
+from .folder import FolderError
+from .own_split import teaching_sides
+from .retrain_taught import recall_kept, refuse_golden
+from .teach_detector import TAUGHT_BOXES
+from .tiles import Tiling
+
+REVIEWED_SHARE = 1 / 3
+LR = 0.004 / 4  # a quarter of the teaching's step: from weights that already work
+
+
+def taught_detector_version(zoo: Zoo, expert: str) -> dict[str, Any] | None:
+    """The version detector teaching recorded, when `expert` was taught from labelled boxes (else None)."""
+    entry = zoo.entries[expert]
+    if entry.role != "detector" or not entry.classes:
+        return None
+    return next((v for v in entry.versions if v.get("origin") == TAUGHT_BOXES), None)
+
+
+def reviewed_boxes(dataset: Path, expert: str, classes: tuple[str, ...]) -> dict[str, list[BoxedImage]]:
+    """The dataset's crops of `expert` by side (train, heldout), labelled in its classes."""
+    tree = Path(dataset) / "detectors" / expert
+    if not (Path(dataset) / "manifest.json").is_file():
+        raise ValueError(f"{dataset} holds no dataset manifest; write one with `inspector dataset export --zoo ZOO`")
+    if not (tree / "data.yaml").is_file():
+        raise ValueError(f"the dataset {dataset} has no crops of {expert} (review its parts, then export again "
+                         "with --zoo naming its zoo: a false call is a clean crop to it, a confirmed defect the box it "
+                         "drew)")
+    boxes = read_boxes(tree)
+    if boxes.classes != classes:
+        raise ValueError(f"{tree} is labelled in {', '.join(boxes.classes)}, not {expert}'s classes "
+                         f"({', '.join(classes)}): export the dataset again with --zoo naming its zoo")
+    sides = {"train": [im for im in boxes.images if im.split == "train"],
+             "heldout": [im for im in boxes.images if im.split == "val"]}
+    if not sides["train"]:
+        raise ValueError(f"the dataset {dataset} has no training crops of {expert} (review more of its parts, export "
+                         "again with --zoo)")
+    return sides
+
+
+def taught_boxes(origin: dict[str, Any], classes: tuple[str, ...],
+                 say: Callable[[str], None]) -> dict[str, list[BoxedImage]]:
+    """The labelled set the detector was taught from, split as its teaching split it, in the expert's classes;
+    empty where the set is gone (said)."""
+    source = Path(origin.get("dataset") or "")
+    if not source.is_dir():
+        say(f"its teaching set {source} is gone: training on the reviewed crops alone")
+        return {"train": [], "heldout": []}
+    boxes = read_boxes(source)
+    if set(boxes.classes) != set(classes):
+        raise FolderError(f"{source}, the set it was taught from, now has the classes {', '.join(boxes.classes)}, "
+                          f"not {', '.join(classes)}: retrain from a copy of the set as it was taught")
+    order = [classes.index(c) for c in boxes.classes]
+    share = origin.get("heldout_share")
+    sides = teaching_sides(boxes.images, None if share is None else float(share))
+    return {k: [replace(im, boxes=tuple(replace(b, kind=order[b.kind]) for b in im.boxes)) for im in side]
+            for k, side in (("train", sides.train), ("heldout", sides.heldout))}
+
+
+def line_score(s: DetectionScore) -> Score:
+    """The line's count of a DetectionScore: an image flagged when a box reaches the threshold."""
+    return Score(s.with_defects + s.clean, s.with_defects, s.flagged_with_defects, s.clean, s.flagged_clean)
+
+
+def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
+                            say: Callable[[str], None]) -> Retrained:
+    t0 = time.perf_counter()
+    origin = taught_detector_version(zoo, expert)
+    entry, arch = zoo.entries[expert], zoo.architecture(expert)
+    assert origin is not None and isinstance(arch, YoloDetector)
+    refuse_golden(expert, arch.reference, "set")
+    if arch.mode != "find":
+        raise ValueError(f"{expert} verifies ({entry.classes[0]} against the rest): its reviews label no boxes yet; "
+                         "teach it again (zoo train --new) with the reviewed parts boxed in its set")
+    classes = tuple(entry.classes)
+    reviewed = reviewed_boxes(dataset, expert, classes)
+    own = taught_boxes(origin, classes, say)
+    say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out"
+        + (f"; with the {len(own['train'])} + {len(own['heldout'])} images of {origin.get('dataset')} it was taught "
+           "from" if own["train"] else ""))
+    times = max(1, round(REVIEWED_SHARE / (1 - REVIEWED_SHARE) * len(own["train"]) / len(reviewed["train"])))
+    train = own["train"] + reviewed["train"] * times
+    held = {"reviewed held-out": reviewed["heldout"], "taught held-out": own["heldout"]}
+    if not any(im.scored for side in held.values() for im in side):
+        raise ValueError(f"the held-out images of {expert} have no defect boxes to choose its epoch by and score it "
+                         "on; review more parts (a share of them is held out)")
+    tile = origin.get("tile")
+    tiling = Tiling(int(tile[0]), int(tile[1])) if tile else None
+    turned = bool(origin.get("any_orientation"))
+    pairs = {name: [read_pair(im.path) for im in side] for name, side in held.items()}  # read once
+    identity = list(range(len(classes)))
+    old = parse(zoo.path_of(expert).read_bytes())
+    with tempfile.TemporaryDirectory(prefix="inspector-retrain-") as tmp:
+        root = Path(tmp)
+        written = write_split(root, "train", arch, train, identity, turned, tiling=tiling)
+        write_split(root, "val", arch, [im for side in held.values() for im in side], identity, tiling=tiling,
+                    pairs=[p for side in pairs.values() for p in side])
+        say(f"fine-tuning {expert} for up to {epochs} epochs on {written} "
+            + (f"tiles of {tiling.size} px" if tiling else "images") + f" (the reviewed crops x{times})")
+        torch.manual_seed(seed)
+        state = ultralytics_train(arch, root, classes, epochs, seed, 16, max(2, epochs // 3), True, flips=turned,
+                                  imgsz=None if tiling is None else tiling.size, init=old, lr=LR)
+    threshold = arch.threshold  # the line calls with the spec's, which a version swap keeps: both scored there
+    detail: dict[str, dict[str, Any]] = {}
+    scores: dict[str, tuple[Score, Score]] = {}
+    for name, side in held.items():
+        if not side:
+            continue
+        images = [picture for picture, _ in pairs[name]]
+        truth = [im.boxes for im in side]
+        both = [score(classes, truth, detect(arch, arch.materialize(weights, torch.device("cpu")), images),
+                      threshold) for weights in (old, state)]
+        scores[name] = (line_score(both[0]), line_score(both[1]))
+        detail[name] = {"old": both[0].to_json(), "new": both[1].to_json()}
+    gate = recall_kept(scores, "images")
+    seconds = time.perf_counter() - t0
+    version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
+                          trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=threshold,
+                          any_orientation=turned, tile=tile, reviewed_train=len(reviewed["train"]),
+                          synthetic_train=0, gate=gate, eval=detail)
+    return Retrained(expert, version, scores, len(reviewed["train"]), 0, seconds, 0, gate)
