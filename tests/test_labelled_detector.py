@@ -15,48 +15,11 @@ import torch
 from inspector.experts.zoo import Zoo
 from inspector.training.labelled.box_sets import read_boxes
 from inspector.training.labelled.boxes import Box
+from inspector.training.labelled.demo_boards import CLASSES, PANEL_RULES, boards_of, write_panels, write_yolo_set
 from inspector.training.labelled.detection import Found, average_precision, iou, score
 from inspector.training.labelled.folder import FolderError
 
-CLASSES = ("void", "spur")
-
-
-def board(rng: np.random.Generator, kinds: list[int]) -> tuple[np.ndarray, list[tuple[int, int, int, int, int]]]:
-    """A dark laminate with copper bars; a void is a dark hole in a bar, a spur a bright stub off one. Defects are
-    16 px, a quarter of the board's height (the trainer grows the input until they are 24 px: detector_sizing.py)."""
-    h, w = 64, int(rng.choice([64, 80]))
-    image = np.full((h, w, 3), (40, 80, 40), np.uint8)
-    image[4:26, :] = image[30:40, :] = (60, 160, 200)
-    boxes = []
-    for kind in kinds:
-        x = int(rng.integers(4, w - 20))
-        if kind == 0:
-            image[7:23, x:x + 16] = (40, 80, 40)
-            boxes.append((0, x - 1, 6, x + 17, 24))
-        else:
-            image[40:60, x:x + 16] = (60, 160, 200)
-            boxes.append((1, x - 1, 39, x + 17, 61))
-    return np.clip(image + rng.normal(0, 4, image.shape), 0, 255).astype(np.uint8), boxes
-
-
-def boards_of(count: int, seed: int):  # noqa: ANN201 - (name, image, boxes) a board
-    rng = np.random.default_rng(seed)
-    for b in range(count):
-        image, boxes = board(rng, [[], [0], [1], [0, 1]][b % 4])
-        yield f"s{seed}b{b:03d}__top", image, boxes
-
-
-def yolo_set(root: Path, boards: int, seed: int) -> Path:
-    (root / "images").mkdir(parents=True)
-    (root / "labels").mkdir()
-    (root / "data.yaml").write_text("names: [void, spur]\n")
-    for name, image, boxes in boards_of(boards, seed):
-        cv2.imwrite(str(root / "images" / f"{name}.png"), image)
-        h, w = image.shape[:2]
-        (root / "labels" / f"{name}.txt").write_text("".join(
-            f"{k} {(x1 + x2) / 2 / w:.5f} {(y1 + y2) / 2 / h:.5f} {(x2 - x1) / w:.5f} {(y2 - y1) / h:.5f}\n"
-            for k, x1, y1, x2, y2 in boxes))
-    return root
+yolo_set = write_yolo_set  # the product's synthetic boards (training/labelled/demo_boards.py)
 
 
 def voc_xml(filename: str, size: tuple[int, int], objects: list[tuple[str, int, int, int, int]]) -> str:
@@ -333,36 +296,6 @@ def test_a_letterboxed_detectors_box_is_read_back_where_it_lies_in_the_crop(tmp_
     assert part.box == pytest.approx((18.0, 8.0, 22.0, 12.0))  # a squash would have read (18, 9, 22, 11)
 
 
-DETECTED_RULES = """\
-recipe: taught
-board: {width: 160, height: 100}
-crop_margin: 0
-classifier: {arch: resnet10, input_size: 32}
-detectors:
-  det-pcb: {arch: yolov8n.yaml, input_size: SIZE}
-components:
-  TR:
-    shape: resistor
-    size: [64, 64]
-    detector: det-pcb
-    at: {R1: [40, 50], R2: [120, 50]}
-"""
-
-
-def panels(root: Path, count: int, seed: int) -> Path:
-    """Boards of two windows, each a picture of the kind the detector is taught on (`board`), where the rule set
-    cuts its two parts."""
-    rng = np.random.default_rng(seed)
-    root.mkdir(parents=True)
-    for b in range(count):
-        image = np.full((100, 160, 3), (40, 80, 40), np.uint8)
-        for x in (8, 88):
-            picture, _ = board(rng, [[], [0], [1], [0, 1]][int(rng.integers(4))])
-            image[18:82, x:x + 64] = picture[:, :64]
-        cv2.imwrite(str(root / f"panel{b:03d}.png"), image)
-    return root
-
-
 def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
         tmp_path: Path, box_models: Path, taught_pcb: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """The loop a taught classifier has, for a finding detector: a false call exports as a clean crop, a confirmed
@@ -391,12 +324,14 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     shutil.copytree(root / "zoo", zoo_dir)
     manifest = json.loads((zoo_dir / "manifest.json").read_text())
     cls = ResNetClassifier(10, 32, 2, good_margin=-1e5)  # passes every part on to the detector
-    manifest["experts"].append(asdict(write_expert(zoo_dir, "cls-TR", "classifier", cls.spec(), cls.random_state(0))))
+    manifest["experts"].append(asdict(write_expert(zoo_dir, "cls-WIN", "classifier", cls.spec(), cls.random_state(0))))
     det = next(e for e in manifest["experts"] if e["name"] == "det-pcb")
-    rules = parse_rules(DETECTED_RULES.replace("SIZE", str(det["spec"]["input_size"])), str(tmp_path / "taught.yaml"))
+    rules = parse_rules(PANEL_RULES.replace("DETECTOR", "det-pcb").replace("SIZE", str(det["spec"]["input_size"])),
+                        str(tmp_path / "taught.yaml"))
     # the detector never saw these renders: serve it at the median of its best boxes on them, so that it calls some
     # parts each way (the loop under test needs both kinds of call)
-    source = f"folder:{panels(tmp_path / 'panels', 10, seed=4)}"
+    write_panels(tmp_path / "panels", 10, seed=4, defective=0.75, look=0.0)
+    source = f"folder:{tmp_path / 'panels'}"
     crops = [c.image for f in open_source(source, rules, 0, 0) for c in cut_board(f.image, rules)]
     arch, model = served_module(Zoo.load(zoo_dir), "det-pcb")
     best = sorted(max((f.score for f in found), default=0.0) for found in detect(arch, model, crops))

@@ -111,14 +111,15 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ..training.labelled.retrain_detector import retrain_taught_detector, taught_detector_version
+    from ..training.labelled.retrain_detector import DETECTOR_EPOCHS, retrain_taught_detector, taught_detector_version
     from ..training.labelled.retrain_taught import retrain_taught, taught_version
 
     zoo = _zoo(args)
     if args.expert in zoo.entries and taught_version(zoo, args.expert) is not None:  # its own classes and folder
         r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say)
     elif args.expert in zoo.entries and taught_detector_version(zoo, args.expert) is not None:  # its own boxes
-        r = retrain_taught_detector(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say)
+        r = retrain_taught_detector(zoo, args.expert, Path(args.from_dataset), args.epochs or DETECTOR_EPOCHS,
+                                    args.seed, say)
     else:
         r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
                                args.synthetic, args.seed, say)
@@ -177,11 +178,20 @@ def cmd_zoo_swap(args: argparse.Namespace) -> int:
 
 
 def cmd_retrain_demo(args: argparse.Namespace) -> int:
-    from ..app.retrain_demo import DemoLoop, run_loop
+    data = Path(args.data) if args.data else None
+    if args.taught_detector:
+        from ..app.detector_loop_demo import DetectorLoop, run_detector_loop
 
-    report = run_loop(DemoLoop(component=args.component, glare=args.glare, boards=args.boards, reviews=args.reviews,
-                               epochs=args.epochs, policy=args.policy, data=Path(args.data) if args.data else None),
-                      models_of(args), say)
+        loop = DetectorLoop(data=data)
+        report = run_detector_loop(DetectorLoop(panels=args.boards or loop.panels, fresh=args.boards or loop.fresh,
+                                                retrain_epochs=args.epochs or loop.retrain_epochs, data=data),
+                                   models_of(args), say)
+    else:
+        from ..app.retrain_demo import DemoLoop, run_loop
+
+        report = run_loop(DemoLoop(component=args.component, glare=args.glare, boards=args.boards or 40,
+                                   reviews=args.reviews, epochs=args.epochs or 10, policy=args.policy, data=data),
+                          models_of(args), say)
     print(report.table())
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
@@ -257,7 +267,8 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--from", dest="from_dataset", required=True, metavar="DIR",
                     help="--expert: a directory written by `inspector dataset export`; --new: a labelled folder")
     tr.add_argument("--zoo", help="zoo directory (default: the demo zoo; --new makes one where there is none)")
-    tr.add_argument("--epochs", type=int, help="at most (default 10 to fine-tune, 30 to teach, early-stopped)")
+    tr.add_argument("--epochs", type=int, help="at most (default 10 to fine-tune a classifier, 20 a detector, 30 to "
+                                               "teach; early-stopped)")
     tr.add_argument("--synthetic", type=int, default=300, help="synthetic crops rendered beside the reviewed ones")
     tr.add_argument("--seed", type=int, default=0,
                     help="the seed of the split, the synthetic crops and training (default 0)")
@@ -290,9 +301,13 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
 def add_retrain_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--component", default="R0603", help="the component type the glare falls on (default R0603)")
     p.add_argument("--glare", type=float, default=0.5, help="its strength (default 0.5)")
-    p.add_argument("--boards", type=int, default=40, help="boards before and after the swap (default 40)")
+    p.add_argument("--taught-detector", action="store_true",
+                   help="the loop of a detector taught from labelled boxes instead: synthetic bare boards, a new "
+                        "look on the line, every call reviewed, retrained, old against new on panels nobody "
+                        "reviewed (--boards: panels, default 100; --epochs: the retraining's)")
+    p.add_argument("--boards", type=int, help="boards before and after the swap (default 40)")
     p.add_argument("--reviews", type=int, default=50, help="flagged parts the operator reviews (default 50)")
-    p.add_argument("--epochs", type=int, default=10, help="the fine-tuning's epochs at most (default 10)")
+    p.add_argument("--epochs", type=int, help="the fine-tuning's epochs at most (default 10; a detector's 20)")
     p.add_argument("--policy", default="coserve", help="the engine's scheduling policy on the demo line (default "
                                                        "coserve; `inspector bench --help` lists them)")
     p.add_argument("--data", help="work directory (default: a temporary one)")

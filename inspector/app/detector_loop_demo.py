@@ -1,0 +1,211 @@
+"""`inspector retrain-demo --taught-detector`: the review-and-retrain loop of a detector taught from labelled boxes.
+
+1. **Teach.** A finding detector is taught (`zoo train --new --kind detector`'s own path) from a YOLO set of
+   synthetic bare boards (training/labelled/demo_boards.py: voids and spurs, boxed).
+2. **The line meets a new look.** Panels of two windows run through the real line into a SQLite database; half
+   the windows carry round holes the set never showed (a design's vias): the detector calls some of them voids.
+   The windows' classifier passes every window on, so the detector alone decides, as on a bare-board line.
+3. **Review.** An operator (scripted, with the truth an operator sees) reviews every flagged window, a false call
+   or a confirmed defect of the class it has, and every missed defect as an escape.
+4. **Dataset and retrain.** `dataset export` labels the detector's crops by what it drew (results/
+   detector_labels.py); `zoo train --expert` trains on from the served weights over its set and the reviews and
+   scores old against new on both held-out sets (training/labelled/retrain_detector.py).
+5. **After.** Old and new weights score the windows of panels nobody reviewed, at the served threshold: defect
+   windows flagged, clean windows flagged with and without the new look, mAP.
+
+Everything is written under the work directory; no shipped zoo is touched.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..experts.resnet import ResNetClassifier
+from ..experts.yolo import YoloDetector
+from ..experts.zoo import MANIFEST, Zoo, write_expert
+from ..results.dataset import export_dataset
+from ..results.reviews import ReviewRequest, record_review
+from ..results.store import ResultStore, sqlite_url
+from ..routing.rules import parse_rules
+from ..runtime.safetensors_io import parse
+from ..training.labelled.boxes import Box
+from ..training.labelled.demo_boards import CLASSES, PANEL_RULES, cut_windows, write_panels, write_yolo_set
+from ..training.labelled.detection import DetectionScore, detect, score
+from ..training.labelled.retrain_detector import DETECTOR_EPOCHS, retrain_taught_detector
+from ..training.labelled.teach_detector import DetectorPlan, teach_detector
+from ..training.retrain import Retrained, format_scores
+from .line import LineConfig
+from .run import open_source, run_line
+from .service import ServiceConfig
+from .verdict import classes_of, finding_detectors
+
+Say = Callable[[str], None]
+DETECTOR, CLASSIFIER = "det-panel", "cls-WIN"
+PASS_ALL = -1e5  # the windows' classifier's margin of good: every window goes on to the detector
+
+
+@dataclass(frozen=True)
+class DetectorLoop:
+    boards: int = 160  # labelled boards the detector is taught from
+    panels: int = 100  # panels through the line, every call reviewed
+    fresh: int = 100  # panels nobody reviewed, scored before and after
+    look: float = 0.5  # the share of windows with the new look
+    epochs: int = 30  # teaching's at most
+    retrain_epochs: int = DETECTOR_EPOCHS
+    seed: int = 0
+    data: Path | None = None
+
+
+@dataclass
+class DetectorLoopReport:
+    loop: DetectorLoop
+    threshold: float = 0.0
+    reviews: dict[str, int] = field(default_factory=dict)
+    exported: dict[str, int] = field(default_factory=dict)
+    left_out: dict[str, int] = field(default_factory=dict)
+    retrained: Retrained | None = None
+    after: dict[str, dict[str, Any]] = field(default_factory=dict)  # old | new -> the fresh panels' figures
+    times: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.retrained is not None and bool((self.retrained.gate or {}).get("passed"))
+
+    def table(self) -> str:
+        r = self.retrained
+        rows = [f"taught {DETECTOR} from {self.loop.boards} labelled boards; the line's panels: {self.loop.panels}, "
+                f"{100 * self.loop.look:.0f}% of windows with the new look (round holes); served threshold "
+                f"{self.threshold:.3f}",
+                f"reviews: {self.reviews}",
+                f"exported for {DETECTOR}: {self.exported}" + (f"; left out: {self.left_out}" if self.left_out else ""),
+                "", "retraining (old against new on held-out windows neither trained on):",
+                format_scores(r) if r else "-", "",
+                f"windows of {self.loop.fresh} panels nobody reviewed, at the served threshold:",
+                f"{'weights':10} {'mAP':>7} {'void AP':>8} {'spur AP':>8} {'defect windows':>16} "
+                f"{'clean, new look':>16} {'clean, plain':>14}", "-" * 85]
+        for name, a in self.after.items():
+            rows.append(f"{name:10} {pct(a['map']):>7} {pct(a['ap']['void']):>8} {pct(a['ap']['spur']):>8} "
+                        f"{a['defective'][0]:>6}/{a['defective'][1]:<3} {pct(share(a['defective'])):>6} "
+                        f"{a['holed'][0]:>6}/{a['holed'][1]:<3} {pct(share(a['holed'])):>6} "
+                        f"{a['plain'][0]:>4}/{a['plain'][1]:<3} {pct(share(a['plain'])):>6}")
+        rows.append("times: " + ", ".join(f"{k} {v:.0f} s" for k, v in self.times.items()))
+        return "\n".join(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.retrained
+        return {"loop": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.loop).items()},
+                "threshold": self.threshold, "reviews": self.reviews, "exported": self.exported,
+                "left_out": self.left_out, "after": self.after, "times": self.times,
+                "retrained": None if r is None else {"version": r.version["weights_sha256"], "gate": r.gate,
+                                                     "scores": {k: {"old": o.to_json(), "new": n.to_json()}
+                                                                for k, (o, n) in r.scores.items()}}}
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None or v != v else f"{100 * v:.1f}%"
+
+
+def share(pair: list[int]) -> float | None:
+    return pair[0] / pair[1] if pair[1] else None
+
+
+def run_detector_loop(loop: DetectorLoop, models: Path, say: Say) -> DetectorLoopReport:
+    with tempfile.TemporaryDirectory(prefix="inspector-detector-loop-") as tmp:
+        work = Path(loop.data) if loop.data else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        return _run(loop, work, models, say)
+
+
+def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoopReport:
+    report = DetectorLoopReport(loop)
+    t0 = time.perf_counter()
+    zoo_dir = work / "zoo"
+    taught = teach_detector(DetectorPlan(DETECTOR, write_yolo_set(work / "boards", loop.boards, loop.seed), zoo_dir,
+                                         epochs=loop.epochs, patience=loop.epochs, seed=loop.seed), say)
+    report.threshold = float(taught.entry.spec["threshold"])
+    zoo = _with_pass_all_classifier(zoo_dir)
+    report.times["teach"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    rules = parse_rules(PANEL_RULES.replace("DETECTOR", DETECTOR).replace("SIZE", str(taught.input_size)),
+                        str(work / "panel.yaml"))
+    truth = write_panels(work / "line", loop.panels, loop.seed + 1, look=loop.look)
+    store = ResultStore(sqlite_url(work / "results.sqlite"))
+    say(f"the line: {loop.panels} panels, {100 * loop.look:.0f}% of windows with round holes it never saw")
+    run_line(rules, zoo, models, open_source(f"folder:{work / 'line'}", rules, 0, 0),
+             ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, work / "data", lambda _m: None)
+    report.times["line"] = time.perf_counter() - t0
+    report.reviews = _review(store, zoo, truth)
+    t0 = time.perf_counter()
+    exported = export_dataset(store, work / "dataset", [rules], classes_of=classes_of(zoo), heldout_percent=30,
+                              finders=finding_detectors(zoo))
+    report.exported = dict(sorted(exported.counts().get(DETECTOR, {}).items()))
+    report.left_out = dict(Counter(s["reason"] for s in exported.skipped if s.get("expert") == DETECTOR))
+    report.retrained = retrain_taught_detector(zoo, DETECTOR, work / "dataset", loop.retrain_epochs, loop.seed, say)
+    report.times["retrain"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    fresh = write_panels(work / "fresh", loop.fresh, loop.seed + 2, look=loop.look)
+    windows = cut_windows(work / "fresh", fresh)
+    zoo = Zoo.load(zoo_dir)
+    arch = zoo.architecture(DETECTOR)
+    assert isinstance(arch, YoloDetector)
+    served, added = zoo.entries[DETECTOR].weights_sha256, report.retrained.version["weights_sha256"]
+    for name, sha in (("old", served), ("new", added)):
+        file = next(v["file"] for v in zoo.entries[DETECTOR].versions if v["weights_sha256"] == sha)
+        module = arch.materialize(parse((zoo_dir / file).read_bytes()), torch.device("cpu"))
+        report.after[name] = _after(detect(arch, module, windows), list(fresh.values()), arch.threshold)
+    report.times["after"] = time.perf_counter() - t0
+    return report
+
+
+def _with_pass_all_classifier(zoo_dir: Path) -> Zoo:
+    """The zoo with the windows' classifier: one that passes every window on (the detector alone decides)."""
+    manifest = json.loads((zoo_dir / MANIFEST).read_text(encoding="utf-8"))
+    gate = ResNetClassifier(10, 32, 2, good_margin=PASS_ALL)
+    manifest["experts"].append(asdict(write_expert(zoo_dir, CLASSIFIER, "classifier", gate.spec(),
+                                                   gate.random_state(0))))
+    (zoo_dir / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    return Zoo.load(zoo_dir)
+
+
+def _review(store: ResultStore, zoo: Zoo, truth: dict) -> dict[str, int]:
+    """Every flagged window reviewed (a false call, or confirmed under the class it has, the called one where it
+    has that), every missed defect an escape; the calls made."""
+    of, calls = classes_of(zoo), Counter()
+    for insp in store.inspections():
+        for p in insp.parts:
+            boxes, _holed = truth[(Path(insp.source).name, p.ref)]
+            kinds = sorted({CLASSES[b[0]] for b in boxes})
+            if p.verdict == "fail" and not boxes:
+                req = ReviewRequest(insp.uuid, p.ref, "false_call", None, "demo")
+            elif p.verdict == "fail":
+                req = ReviewRequest(insp.uuid, p.ref, "confirmed",
+                                    p.defect_class if p.defect_class in kinds else kinds[0], "demo")
+            elif boxes:
+                req = ReviewRequest(insp.uuid, p.ref, "escape", kinds[0], "demo")
+            else:
+                continue
+            record_review(store, req, of)
+            calls[req.call] += 1
+    return dict(calls)
+
+
+def _after(found: list, truth: list[tuple[list, bool]], threshold: float) -> dict[str, Any]:
+    """The fresh windows' figures: mAP and each class's AP, and windows flagged (found, of) by kind."""
+    s: DetectionScore = score(CLASSES, [tuple(Box(*b) for b in boxes) for boxes, _ in truth], found, threshold)
+    flagged = [any(f.score >= threshold for f in fs) for fs in found]
+    counts = {"defective": [0, 0], "holed": [0, 0], "plain": [0, 0]}
+    for hit, (boxes, holed) in zip(flagged, truth):
+        kind = "defective" if boxes else "holed" if holed else "plain"
+        counts[kind][0] += int(hit)
+        counts[kind][1] += 1
+    return {"map": s.map, "ap": {c: s.per_class[c]["ap"] for c in CLASSES}, **counts}
