@@ -247,7 +247,7 @@ def test_the_dashboard_drives_a_live_line_through_every_tab(qtbot, demo, tmp_pat
     qtbot.mouseClick(bar.false_btn, Qt.MouseButton.LeftButton)
     assert bar.status.text().startswith("stored:"), bar.status.text()
     assert history.table.item(0, 11).text() == "false call"
-    uuid, ref, _ = history.parts[0]
+    uuid, ref, *_ = history.parts[0]
     assert bar.review("escape").startswith("not stored:")
     # an engineer may approve a flagged part as another make; this board has no golden comparison to approve it in
     assert bar.approve_btn.isEnabled()
@@ -317,7 +317,7 @@ def test_the_dashboard_asks_who_is_there_and_offers_only_what_their_role_may(qtb
     assert window.rules.editor.isReadOnly() and not window.rules.apply_btn.isEnabled()
     assert not window.memory.apply_btn.isEnabled() and "engineer" in window.memory.status.text()
     bar = window.history.review_bar
-    bar.set_part(("some-board", "R1", "fail"))
+    bar.set_part(("some-board", "R1", "fail", "cls-R0603"))
     assert bar.confirm_btn.isEnabled() and bar.reviewer.text() == "otto" and bar.reviewer.isReadOnly()
     assert not bar.approve_btn.isEnabled()  # approving a make changes the recipe: not an operator's
     window.save_rules()  # Ctrl+S does nothing for an operator (no dialog opens: this would block)
@@ -1084,3 +1084,33 @@ def test_a_panels_boards_are_called_by_their_own_serials_in_the_board_view_and_t
     tips = {tab.table.item(r, 3).text(): tab.table.item(r, column).toolTip() for r in range(tab.table.rowCount())}
     assert tips["2-R1"] == "this board's serial: U-2\nboard 2 of 2 failed"
     assert tips["FID1"] == "board 2 of 2 failed"
+
+
+def test_a_review_offers_the_classes_of_the_expert_that_decided_the_part(qtbot, tmp_path: Path) -> None:
+    """A taught expert's calls are reviewed in its own classes (a finding detector's: every class it boxes), a demo
+    expert's in the demo's; the kiosk's GET /experts carries the same list for an attached dashboard."""
+    from dataclasses import asdict
+
+    from inspector.app.expert_swap import expert_versions
+    from inspector.experts.yolo import YoloDetector
+    from inspector.experts.zoo import Zoo, write_expert
+    from inspector.results.reviews import PART_DEFECTS
+    from ui.review_bar import SAME_CLASS, ReviewBar
+
+    det = YoloDetector("yolov8n.yaml", 64, 2, mode="find")
+    entry = write_expert(tmp_path, "det-f", "detector", det.spec(), det.random_state(0), digest=True,
+                         classes=("void", "spur"))
+    (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [asdict(entry)]}))
+    zoo = Zoo.load(tmp_path)
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data", zoo=zoo),
+                           LineSetup(service=ServiceConfig(LineConfig())))
+    bar = ReviewBar(backend)
+    qtbot.addWidget(bar)
+
+    def offered() -> list[str]:
+        return [bar.correct.itemText(i) for i in range(bar.correct.count())]
+    bar.set_part(("board", "R1", "fail", "det-f"))
+    assert offered() == [SAME_CLASS, "void", "spur"]
+    bar.set_part(("board", "R2", "fail", "cls-R0603"))
+    assert offered() == [SAME_CLASS, *PART_DEFECTS]
+    assert expert_versions(zoo)["experts"]["det-f"]["review_classes"] == ["void", "spur"]

@@ -17,7 +17,7 @@ from inspector.access.identity import Identity, Unauthenticated
 from inspector.app.allocation import Allocation
 from inspector.app.kiosk_results import KioskResults
 from inspector.endpoint import KEPT, EndpointError, urlopen
-from inspector.results.reviews import ReviewRequest
+from inspector.results.reviews import PART_DEFECTS, ReviewRequest
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
 from inspector.routing.rules import RuleSet, parse_rules
@@ -277,6 +277,11 @@ class AttachedBackend(Signed):
         answer = self._call("POST", "/rules/alternates", json.dumps(body).encode(), timeout=60, reason=reason)
         return (f"the kiosk approved {ref} as another make ({answer['file']}); {answer['recipe']} "
                 f"{answer['version']} applied and saved")
+
+    def review_classes(self, expert: str) -> tuple[str, ...]:
+        """GET /experts: the defect classes a review of `expert`'s call may name, as the kiosk's zoo has them."""
+        entry = self._call("GET", "/experts").get("experts", {}).get(expert) or {}
+        return tuple(entry.get("review_classes") or PART_DEFECTS)
 
     def review(self, req: ReviewRequest) -> str:
         """POST /reviews: the kiosk checks the part and its verdict and stores the review in its database."""

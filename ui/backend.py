@@ -31,7 +31,7 @@ from inspector.access.users import UserBook, token_key
 from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
-from inspector.app.verdict import classes_of
+from inspector.app.verdict import classes_of, review_classes
 from inspector.experts.zoo import Zoo, report_files
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
@@ -328,6 +328,10 @@ class LocalBackend(Signed):
             raise ValueError(refused)
         log.record(who, Change("camera", self.controller.service.source.name, before, new.to_json()))
         return "the camera took the settings"
+
+    def review_classes(self, expert: str) -> tuple[str, ...]:
+        """The defect classes a review of `expert`'s call may name (its own where it was taught them)."""
+        return review_classes(self.controller.loaded_zoo, expert)
 
     def review(self, req: ReviewRequest) -> str:
         """Store an operator's review in this line's database (ReviewRefused when it contradicts the call)."""

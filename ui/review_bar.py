@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout
 
 from inspector.access.roles import Permission
-from inspector.results.reviews import PART_CLASSES, ReviewRefused, ReviewRequest
+from inspector.results.reviews import PART_DEFECTS, ReviewRefused, ReviewRequest
 
 SAME_CLASS = "class as called"
 
@@ -20,7 +20,7 @@ class ReviewBar(QGroupBox):
     def __init__(self, backend: Any) -> None:  # noqa: ANN401 - a Local- or AttachedBackend
         super().__init__("Review this call")
         self.backend = backend
-        self.part: tuple[str, str, str] | None = None  # inspection id, ref, verdict
+        self.part: tuple[str, str, str, str] | None = None  # inspection id, ref, verdict, the deciding expert
         self.on_stored: Callable[[str], None] | None = None  # the review as a table shows it, once stored
         self.confirm_btn = QPushButton("Confirmed defect")
         self.false_btn = QPushButton("False call")
@@ -33,8 +33,7 @@ class ReviewBar(QGroupBox):
                              "it name it (else the board's id names the window)")
         self.make.setMaximumWidth(130)
         self.correct = QComboBox()
-        self.correct.addItem(SAME_CLASS)
-        self.correct.addItems([c for c in PART_CLASSES if c != "ok"])
+        self._classes_of: str | None = ""  # the expert whose classes the choice lists ("": none listed yet)
         self.reviewer = QLineEdit(placeholderText="reviewer")  # the signed-in name, not free text
         self.reviewer.setReadOnly(True)
         self.reviewer.setMaximumWidth(110)
@@ -61,10 +60,12 @@ class ReviewBar(QGroupBox):
         v.addLayout(last)
         self.set_part(None)
 
-    def set_part(self, part: tuple[str, str, str] | None, reviewed: str | None = None) -> None:
-        """The part the buttons act on: a failed part can be confirmed or a false call, a passed one an escape."""
+    def set_part(self, part: tuple[str, str, str, str] | None, reviewed: str | None = None) -> None:
+        """The part the buttons act on: a failed part can be confirmed or a false call, a passed one an escape;
+        the classes offered are those of the expert that decided it (a taught expert's own)."""
         self.part = part
         verdict = part[2] if part else None
+        self._list_classes(part[3] if part else None)
         allowed = self.backend.may(Permission.REVIEW)
         self.confirm_btn.setEnabled(allowed and verdict == "fail")
         self.false_btn.setEnabled(allowed and verdict == "fail")
@@ -77,6 +78,18 @@ class ReviewBar(QGroupBox):
             self.status.setText(f"{part[1]} was not inspected (error): nothing to review")
         else:
             self.status.setText(f"{part[1]}: called {verdict}" + (f"; reviewed: {reviewed}" if reviewed else ""))
+
+    def _list_classes(self, expert: str | None) -> None:
+        if expert == self._classes_of:
+            return
+        self._classes_of = expert
+        self.correct.clear()
+        self.correct.addItem(SAME_CLASS)
+        try:
+            self.correct.addItems(list(self.backend.review_classes(expert) if expert else PART_DEFECTS))
+        except RuntimeError:  # a kiosk out of reach: the demo's, and the kiosk names the expert's own if refused
+            self._classes_of = ""
+            self.correct.addItems(list(PART_DEFECTS))
 
     def permit(self) -> None:
         """The signed-in person reviews under their own name."""

@@ -21,6 +21,7 @@ from ..experts.zoo import Zoo
 from ..results.releases import fetch
 from ..results.store import ResultStore
 from .line import Line
+from .verdict import review_classes
 
 
 def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = False,
@@ -57,6 +58,7 @@ def expert_versions(zoo: Zoo) -> dict[str, Any]:
         if entry.weights_sha256 is None:
             continue
         out[name] = {"serving": entry.weights_sha256, "role": entry.role,
+                     "review_classes": list(review_classes(zoo, name)),  # what a review of its calls may name
                      "served": served_history(entry),
                      "versions": [{k: v for k, v in ver.items() if k != "eval"} for ver in versions_of(entry)]}
     return {"zoo": str(zoo.root), "experts": out}

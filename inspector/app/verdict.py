@@ -14,6 +14,7 @@ from ..coserve.online.request import RequestResult
 from ..experts.base import Prediction
 from ..experts.zoo import Zoo
 from ..results.records import PartRecord
+from ..results.reviews import PART_DEFECTS
 from ..routing.rules import CLASSIFIER_CLASSES, DETECTOR_CLASSES, ComponentRule
 
 
@@ -80,6 +81,13 @@ def classes_of(zoo: Zoo) -> Callable[[str], tuple[str, ...] | None]:
         # the demo's experts (their six classes, their detectors' placements): any part class of the demo's
         return None if own in (CLASSIFIER_CLASSES, DETECTOR_CLASSES) else own
     return of
+
+
+def review_classes(zoo: Zoo | None, expert: str) -> tuple[str, ...]:
+    """The defect classes a review of a part `expert` decided may name (the dashboard's choice): its own where it
+    was taught them, else the demo's."""
+    own = classes_of(zoo)(expert) if zoo is not None else None
+    return own[1:] if own else PART_DEFECTS
 
 
 def finding_detectors(zoo: Zoo) -> dict[str, tuple[str, ...]]:

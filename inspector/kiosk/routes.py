@@ -36,8 +36,8 @@ ROUTES: tuple[Route, ...] = (
           "`editable`"),
     Route("GET", "/reviews", None, "", "`component_types`: per type parts, flagged, confirmed, false calls, "
           "escapes and the two rates"),
-    Route("GET", "/experts", None, "", "`zoo`, `experts`: each one's served weights (sha256), role and the "
-          "versions it can be swapped to"),
+    Route("GET", "/experts", None, "", "`zoo`, `experts`: each one's served weights (sha256), role, the "
+          "versions it can be swapped to and `review_classes` (what a review of its calls may name)"),
     Route("GET", "/camera", None, "", "`source`, the camera's state and settings, `settings_file`"),
     Route("GET", "/camera/frame", None, "", "`width`, `height`, `age_s`, `jpeg_base64`: the camera's last "
           "frame (404 before the first)"),

@@ -80,6 +80,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
     report = ExportReport(out)
     coco: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: {"images": [], "annotations": []})
     names: dict[str, tuple[str, ...]] = {}  # detector -> the class names its tree is labelled in
+    trees = _DetectorTrees(coco, names, classes_of, finders or {})
     rulesets: set[str] = set()
     weights: dict[str, set[str]] = defaultdict(set)
     store.ready()
@@ -92,8 +93,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
         if filters is not None and filters.component:
             q = q.where(ComponentResult.component_type == filters.component)
         for insp, part, review in s.execute(q.order_by(ComponentResult.id)):
-            why = _export_part(out, insp, part, review, components, heldout_percent, report,
-                               _DetectorTrees(coco, names, classes_of, finders or {}), classes_of)
+            why = _export_part(out, insp, part, review, components, heldout_percent, report, trees, classes_of)
             if why:
                 report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "reason": why})
                 continue
@@ -154,7 +154,7 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
         elif labels is not None:
             file = trees.write(out / "detectors" / comp.detector, comp.detector, split, stem, image, labels)
             report.items.append({**common, "expert": comp.detector, "role": "detector", "label": labels.label,
-                                 "file": str((out / "detectors" / comp.detector / file).relative_to(out))})
+                                 "file": str(Path("detectors") / comp.detector / file)})
     return None
 
 

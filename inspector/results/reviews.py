@@ -34,6 +34,7 @@ CALLS = ("confirmed", "false_call", "escape")
 CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}  # call -> TypeRates field
 # what a part can really be: the classifier's classes and the detector's (polarity is a reversed part)
 PART_CLASSES = (*CLASSIFIER_CLASSES, "polarity")
+PART_DEFECTS = tuple(c for c in PART_CLASSES if c != "ok")  # what a review of a demo expert's call may name
 REVIEWER_MAX = 64
 CLASS_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")  # an expert taught from labelled images names its own classes
 ClassesOf = Callable[[str], "tuple[str, ...] | None"]  # an expert's own class names (good first), None: the demo's

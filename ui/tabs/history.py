@@ -123,7 +123,7 @@ class HistoryTab(QWidget):
         v.addLayout(body, 1)
         v.addWidget(self.status)
         self.crop_paths: list[str | None] = []
-        self.parts: list[tuple[str, str, str]] = []  # inspection id, ref, verdict of each row
+        self.parts: list[tuple[str, str, str, str]] = []  # inspection id, ref, verdict, deciding expert a row
         self.dialog: QDialog | None = None
         self.searched: Filters | None = None
 
@@ -189,7 +189,7 @@ class HistoryTab(QWidget):
                                     + (insp.panel.describe() or "every board of the panel passed"))
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
-            self.parts.append((insp.uuid, part.ref, part.verdict))
+            self.parts.append((insp.uuid, part.ref, part.verdict, part.expert))
         # a line without a Hermes lane has no BoardIds, one without panels no positions, one without approved makes
         # none of them: no empty columns for them
         for c in (BOARD_ID, MAKE, PANEL):
@@ -241,7 +241,7 @@ class HistoryTab(QWidget):
         path = self.crop_paths[row] if 0 <= row < len(self.crop_paths) else None
         if not path:
             return path, None
-        uuid, ref, _ = self.parts[row]
+        uuid, ref, *_ = self.parts[row]
         return path, self.backend.crop_image(uuid, ref, path)
 
     def _reviewed(self, text: str) -> None:

@@ -326,9 +326,9 @@ class LineViewTab(QWidget):
             make = part.approved_make  # flagged though compared with an approved make's window: the engineer's to see
             item.setToolTip((part.crop_path or "no crop kept") + (f"\ncompared with the approved make {make}"
                                                                   if make else ""))
-            item.setData(Qt.ItemDataRole.UserRole, (insp.uuid, part.ref, part.verdict))
+            item.setData(Qt.ItemDataRole.UserRole, (insp.uuid, part.ref, part.verdict, part.expert))
             self.defects.addItem(item)
-            if keep is not None and tuple(keep) == (insp.uuid, part.ref, part.verdict):
+            if keep is not None and tuple(keep) == (insp.uuid, part.ref, part.verdict, part.expert):
                 self.defects.setCurrentItem(item)
         self.defects.blockSignals(False)
 

@@ -139,13 +139,13 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     threshold = arch.threshold  # the line calls with the spec's, which a version swap keeps: both scored there
     detail: dict[str, dict[str, Any]] = {}
     scores: dict[str, tuple[Score, Score]] = {}
+    modules = [arch.materialize(weights, torch.device("cpu")) for weights in (old, state)]
     for name, side in held.items():
         if not side:
             continue
         images = [picture for picture, _ in pairs[name]]
-        truth = [im.boxes for im in side]
-        both = [score(classes, truth, detect(arch, arch.materialize(weights, torch.device("cpu")), images),
-                      threshold) for weights in (old, state)]
+        both = [score(classes, [im.boxes for im in side], detect(arch, module, images), threshold)
+                for module in modules]
         scores[name] = (line_score(both[0]), line_score(both[1]))
         detail[name] = {"old": both[0].to_json(), "new": both[1].to_json()}
     gate = recall_kept(scores, "images")
