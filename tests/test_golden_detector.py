@@ -154,3 +154,70 @@ def test_a_golden_detector_is_taught_on_the_composite_and_refuses_a_golden_image
         evaluate_detector(loaded, "det-golden", tmp_path / "live")
     with pytest.raises(FolderError, match="reads the live image alone; it was not taught with golden images"):
         evaluate_detector(loaded, "det-plain", tmp_path / "live", reference=tmp_path / "gold")
+
+
+def test_reviews_retrain_a_golden_detector_beside_the_windows_the_line_compared(tmp_path: Path,
+                                                                                box_models: Path) -> None:
+    """A finding detector that compares with the golden board retrains from reviews: the export writes the golden
+    window beside each of its crops, retraining reads them (and the golden images it was taught beside); an export
+    without them is refused, naming what is missing."""
+    from dataclasses import asdict
+
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.app.verdict import classes_of, finding_detectors
+    from inspector.experts.resnet import ResNetClassifier
+    from inspector.experts.zoo import write_expert
+    from inspector.ingest.crops import cut_board
+    from inspector.ingest.golden import golden_image
+    from inspector.results.dataset import export_dataset
+    from inspector.results.reviews import ReviewRequest, record_review
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.demo_boards import PANEL_RULES, write_panels
+    from inspector.training.labelled.detection import detect
+    from inspector.training.labelled.evaluate import served_module
+    from inspector.training.labelled.retrain_detector import retrain_taught_detector
+    from inspector.training.labelled.teach_detector import DetectorPlan, teach_detector
+
+    live, golden = golden_set(tmp_path, 16, seed=5, stubs=(0, 1))
+    zoo_dir = tmp_path / "zoo"
+    taught = teach_detector(DetectorPlan("det-g", live, zoo_dir, epochs=1, patience=1, reference=golden))
+    manifest = json.loads((zoo_dir / "manifest.json").read_text())
+    gate = ResNetClassifier(10, 32, 2, good_margin=-1e5, reference="composite")  # passes every window on
+    manifest["experts"].append(asdict(write_expert(zoo_dir, "cls-WIN", "classifier", gate.spec(),
+                                                   gate.random_state(0))))
+    write_panels(tmp_path / "golden-panel", 1, seed=1, defective=0.0, look=0.0)
+    text = PANEL_RULES.replace("DETECTOR", "det-g").replace("SIZE", str(taught.input_size))
+    rules = parse_rules(text + "golden: golden-panel/panel000.png\n", str(tmp_path / "panel.yaml"))
+    write_panels(tmp_path / "panels", 8, seed=2, defective=0.5, look=0.0)
+    source = f"folder:{tmp_path / 'panels'}"
+    # served at the median of its best box on these windows (each beside the golden panel's), so it calls some
+    crops = [c.image for f in open_source(source, rules, 0, 0) for c in cut_board(f.image, rules)]
+    goldens = [c.image for c in cut_board(golden_image(rules), rules)] * (len(crops) // 2)
+    arch, model = served_module(Zoo.load(zoo_dir), "det-g")
+    best = sorted(max((f.score for f in fs), default=0.0) for fs in detect(arch, model, crops, goldens))
+    det = next(e for e in manifest["experts"] if e["name"] == "det-g")
+    det["spec"]["threshold"] = (best[len(best) // 2 - 1] + best[len(best) // 2]) / 2
+    (zoo_dir / "manifest.json").write_text(json.dumps(manifest))
+    zoo = Zoo.load(zoo_dir)
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, box_models, open_source(source, rules, 0, 0),
+             ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, tmp_path / "data", lambda _m: None)
+    failed = [(i.uuid, p) for i in store.inspections() for p in i.parts if p.verdict == "fail"]
+    assert failed
+    for u, p in failed:  # each a false call: a clean crop, beside its golden window, to the detector
+        record_review(store, ReviewRequest(u, p.ref, "false_call", None, "qa"), classes_of(zoo))
+    report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=classes_of(zoo), heldout_percent=30,
+                            finders=finding_detectors(zoo))
+    items = [i for i in report.items if i["expert"] == "det-g"]
+    assert items and all((tmp_path / "dataset" / i["golden"]).is_file() for i in items)
+    r = retrain_taught_detector(zoo, "det-g", tmp_path / "dataset", 1, 0, lambda _m: None)
+    assert Zoo.load(zoo_dir).entries["det-g"].versions[-1]["weights_sha256"] == r.version["weights_sha256"]
+    assert r.scores["taught held-out"][0].defects > 0
+    plain = parse_rules(text, str(tmp_path / "panel.yaml"))  # the same parts exported without the golden board
+    export_dataset(store, tmp_path / "bare", [plain], classes_of=classes_of(zoo), heldout_percent=30,
+                   finders=finding_detectors(zoo))
+    with pytest.raises(ValueError, match="has no golden windows beside its crops"):
+        retrain_taught_detector(zoo, "det-g", tmp_path / "bare", 1, 0, lambda _m: None)

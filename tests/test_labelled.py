@@ -523,6 +523,71 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate
 
 
+def test_reviews_retrain_a_golden_comparison_expert_beside_the_windows_the_line_compared(
+        tmp_path: Path, box_models: Path) -> None:
+    """A board taught from its golden photos serves golden-comparison experts: the export writes, beside every crop,
+    the golden board's window the line compared it with (golden/ mirroring the crops), and retraining reads each
+    reviewed crop beside it and each crop of its folder beside the golden crop it was taught with."""
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.app.verdict import classes_of
+    from inspector.experts.resnet import good_logodds
+    from inspector.experts.zoo import set_operating_point
+    from inspector.ingest.crops import crop_part, cut_board
+    from inspector.ingest.golden import composed_tensors
+    from inspector.results.dataset import export_dataset
+    from inspector.results.reviews import ReviewRequest, record_review
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.routing.rules import parse_rules
+    from inspector.training.labelled.evaluate import served_module
+    from inspector.training.labelled.retrain_taught import retrain_taught
+    from inspector.training.labelled.teach import TeachPlan, teach
+
+    make_golden_pairs(tmp_path / "live", tmp_path / "golden-crops", 10, seed=12)
+    teach(TeachPlan("cls-TR", tmp_path / "live", tmp_path / "zoo", epochs=2, epoch_size=128, heldout_share=0.3,
+                    reference=tmp_path / "golden-crops"))
+    plain = parse_rules(TAUGHT_RULES, str(tmp_path / "taught.yaml"))
+    golden_board = next(iter(open_source("synthetic", plain, 1, 5, defect_rate=0.0))).image
+    cv2.imwrite(str(tmp_path / "golden.png"), golden_board)
+    rules = parse_rules(TAUGHT_RULES + "golden: golden.png\n", str(tmp_path / "taught.yaml"))
+    # served at the median of its log-odds on these boards' composites, so that it calls parts each way
+    frames = list(open_source("synthetic", rules, 6, 9, defect_rate=0.5))
+    crops = [c for f in frames for c in cut_board(f.image, rules)]
+    tensors, _ = composed_tensors(crops, [c.tensor() for c in crops], rules, {"TR": "composite"})
+    arch, model = served_module(Zoo.load(tmp_path / "zoo"), "cls-TR")
+    with torch.inference_mode():
+        odds = good_logodds(model(torch.stack([arch.preprocess(t) for t in tensors])).float())
+    zoo = set_operating_point(Zoo.load(tmp_path / "zoo"), "cls-TR", float(odds.median()))
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, box_models, open_source("synthetic", rules, 6, 9, defect_rate=0.5),
+             ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, tmp_path / "data", lambda _m: None)
+    parts = [(insp.uuid, p) for insp in store.inspections() for p in insp.parts]
+    failed = [(u, p) for u, p in parts if p.verdict == "fail"]
+    assert failed and len(failed) < len(parts), "the expert must call parts each way for this test"
+    of = classes_of(zoo)
+    for i, (u, p) in enumerate(failed):
+        record_review(store, ReviewRequest(u, p.ref, "confirmed" if i % 2 else "false_call",
+                                           "extra" if i % 2 else None, "qa"), of)
+    report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=of, heldout_percent=30)
+    items = [i for i in report.items if i["expert"] == "cls-TR"]
+    assert items and all(i["golden"] == f"golden/{i['file']}" for i in items)
+    place = {p.ref: p for _c, p in rules.placements()}
+    for item in items:  # the golden board's window of the part, as the line cut it
+        window = cv2.imread(str(tmp_path / "dataset" / item["golden"]))
+        assert np.array_equal(window, crop_part(golden_board, rules.components[0], place[item["ref"]],
+                                                rules.crop_margin))
+    r = retrain_taught(zoo, "cls-TR", tmp_path / "dataset", 2, 0, lambda _m: None)
+    entry = Zoo.load(tmp_path / "zoo").entries["cls-TR"]
+    assert [v["origin"] for v in entry.versions] == ["taught from labelled crops", "retrained from reviews"]
+    assert r.scores["taught held-out"][1].crops > 0 and r.reviewed_train > 0
+    # an export without the golden board cannot retrain it, and says why
+    bare = export_dataset(store, tmp_path / "bare", [plain], classes_of=of, heldout_percent=30)
+    assert bare.items and not any("golden" in i for i in bare.items)
+    with pytest.raises(ValueError, match="has no golden window beside it"):
+        retrain_taught(zoo, "cls-TR", tmp_path / "bare", 2, 0, lambda _m: None)
+
+
 def write_deeppcb_pair(root: Path, name: str, shift: tuple[int, int], rng: np.random.Generator) -> None:
     """A pair in DeepPCB's layout: traces on a 256 px board, the tested image the template moved by `shift` px (as
     the dataset's pairs are: a few px apart) with one spur of copper more, annotated."""
@@ -629,3 +694,20 @@ def test_a_small_set_draws_full_epochs_and_is_kept_annealed_and_no_worse_than_a_
     assert [h["draws"] for h in taught.history] == [MIN_EPOCH, MIN_EPOCH]
     given = train(arch, tuple(kinds), crops(36), crops(12), epochs=1, patience=1, seed=0, epoch_size=96)
     assert given.history[0]["draws"] == 96
+
+
+def test_an_anomaly_expert_is_not_retrained_from_renders_and_says_how_it_learns(tmp_path: Path) -> None:
+    """An expert fitted to good crops alone (board teach --experts anomaly) has no taught version to retrain from
+    its folder; the demo's loop would render crops of its type: refused, naming the way it learns a false call."""
+    from dataclasses import asdict
+
+    from inspector.experts.resnet import ResNetClassifier
+    from inspector.experts.zoo import write_expert
+    from inspector.training.retrain import retrain_classifier
+
+    arch = ResNetClassifier(10, 32, 2, good_margin=0.0, head="anomaly")
+    entry = write_expert(tmp_path, "cls-C1", "classifier", arch.spec(), arch.random_state(0), digest=True,
+                         classes=("good", "anomalous"))
+    (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [asdict(entry)]}))
+    with pytest.raises(ValueError, match=r"anomaly expert.*board teach --defects DIR"):
+        retrain_classifier(Zoo.load(tmp_path), "cls-C1", tmp_path / "dataset", [])

@@ -7,6 +7,8 @@ component type routes to):
     detectors/<expert>/images/{train,heldout}/<inspection>_<ref>.png            YOLO (Ultralytics) layout
     detectors/<expert>/labels/{train,heldout}/<inspection>_<ref>.txt            class cx cy w h, normalised
     detectors/<expert>/data.yaml, coco_{train,heldout}.json                     COCO instances beside it
+    golden/<any crop's path above>     the golden board's window the part was compared with (a rule set with a
+                       golden board: what a golden-comparison expert learns beside the crop; golden_windows.py)
     manifest.json      the source inspection ids, rule-set hashes, the weights hashes that made the calls,
                        every item with its label, where the label came from and its split, and every part
                        left out with the reason
@@ -36,11 +38,13 @@ from sqlalchemy.orm import Session
 from ..ingest.images import write_image
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
 from .detector_labels import DEMO_DETECTOR_NAMES, DetectorLabels, demo_labels, finding_labels
+from .golden_windows import golden_window
 from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
 from .store import Filters, ResultStore, board_filters
 
 HELDOUT_PERCENT = 30
+GOLDEN = "golden"  # the golden windows' tree beside the crops': golden/<the crop's own path>
 
 
 def split_of(inspection_id: str, ref: str, heldout_percent: int = HELDOUT_PERCENT) -> str:
@@ -140,6 +144,7 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
     own = classes_of(comp.classifier) if classes_of is not None else None
     if own:  # a taught expert: its good class for a good part, its own defect classes
         cls_label = own[0] if cls_label == "ok" else cls_label
+    written = len(report.items)
     if cls_label in (own or CLASSIFIER_CLASSES):
         path = out / "classifiers" / comp.classifier / split / cls_label / f"{stem}.png"
         _write_png(path, image)
@@ -155,6 +160,14 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
             file = trees.write(out / "detectors" / comp.detector, comp.detector, split, stem, image, labels)
             report.items.append({**common, "expert": comp.detector, "role": "detector", "label": labels.label,
                                  "file": str(Path("detectors") / comp.detector / file)})
+    if rules.golden and len(report.items) > written:  # what a golden-comparison expert learns beside the crop
+        window = golden_window(part, comp, rules, image)
+        for item in report.items[written:]:
+            if isinstance(window, str):
+                item["golden_missing"] = window
+            else:
+                item["golden"] = str(Path(GOLDEN) / item["file"])
+                _write_png(out / item["golden"], window)
     return None
 
 

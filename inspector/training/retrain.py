@@ -113,6 +113,10 @@ def retrain_classifier(zoo: Zoo, expert: str, dataset: Path, rule_sets: list[Rul
         raise ValueError(f"{expert} is a {zoo.entries[expert].role}; retraining from reviews covers classifiers and "
                          "detectors taught from labelled boxes that find (a demo detector's reviewed crops export in "
                          "YOLO and COCO form for its own training)")
+    if arch.head != "classes":
+        raise ValueError(f"{expert} is an anomaly expert, fitted to good crops alone (board teach --experts anomaly): "
+                         "reviews do not retrain it; teach the board again with the false calls' crops added as good "
+                         "ones (board teach --defects DIR, their crops under DIR/good/)")
     if any(v.get("origin") == TAUGHT for v in zoo.entries[expert].versions):
         raise ValueError(f"{expert} was taught its own classes ({', '.join(zoo.entries[expert].classes)}); it "
                          "retrains from its folder and reviews (training/labelled/retrain_taught.py), not from renders")

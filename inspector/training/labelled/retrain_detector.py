@@ -7,8 +7,9 @@ split it, tiled as it was tiled), reviewed crops repeated to about a third of th
 trainer goes on from the weights in service at a quarter of the teaching's step. The old and the new weights are
 scored at the served threshold (a version swap keeps the spec) on both held-out sets, the set's and the reviewed
 one; the new ones are added as a version, not served, refused by the gate where either held-out set's defect
-recall falls. A detector that compares with the golden board, or verifies instead of finding, is refused: the
-export keeps the live crop only, and a verifying detector's good parts carry no box the reviews can trust.
+recall falls. A detector that compares with the golden board reads each image beside its golden image: the
+windows the export cut from the rule set's golden board (results/golden_windows.py) and the golden folder it was
+taught beside. One that verifies instead of finding is refused: its good parts carry no box a review can vouch for.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import torch
 from ...experts.versions import add_version
 from ...experts.yolo import YoloDetector
 from ...experts.zoo import Zoo
+from ...results.dataset import GOLDEN
 from ...runtime.safetensors_io import parse
 from ..detector import ultralytics_train
 from ..retrain import Retrained, Score
@@ -32,8 +34,9 @@ from .boxes import BoxedImage
 from .detection import DetectionScore, detect, score
 from .detector_set import read_pair, write_split
 from .folder import FolderError
+from .golden_tree import golden_paths
 from .own_split import teaching_sides
-from .retrain_taught import recall_kept, refuse_golden
+from .retrain_taught import golden_mirror, recall_kept
 from .teach_detector import TAUGHT_BOXES
 from .tiles import Tiling
 
@@ -93,6 +96,27 @@ def taught_boxes(origin: dict[str, Any], classes: tuple[str, ...],
             for k, side in (("train", sides.train), ("heldout", sides.heldout))}
 
 
+def golden_windows(compares: bool, origin: dict[str, Any], expert: str, dataset: Path,
+                   reviewed: dict[str, list[BoxedImage]], own: dict[str, list[BoxedImage]]) -> dict[Path, Path]:
+    """Each image's golden image, for a detector that compares (else none): the reviewed crops' golden windows the
+    export wrote (golden/ mirroring its tree), the taught set's under the golden folder it was taught beside."""
+    if not compares:
+        return {}
+    tree = dataset / "detectors" / expert
+    mirror = dataset / GOLDEN / "detectors" / expert
+    images = [im.path for side in reviewed.values() for im in side]
+    if not mirror.is_dir():
+        raise ValueError(f"{expert} compares each image with the golden board's, but {dataset} has no golden windows "
+                         f"beside its crops ({mirror}): export again with the rule set (and its golden board) the "
+                         "parts were inspected under")
+    out = dict(zip(images, golden_paths(tree, images, mirror)))
+    taught = [im.path for side in own.values() for im in side]
+    if taught:
+        source = Path(origin["dataset"])
+        out.update(zip(taught, golden_paths(source, taught, golden_mirror(origin, expert))))
+    return out
+
+
 def line_score(s: DetectionScore) -> Score:
     """The line's count of a DetectionScore: an image flagged when a box reaches the threshold."""
     return Score(s.with_defects + s.clean, s.with_defects, s.flagged_with_defects, s.clean, s.flagged_clean)
@@ -104,7 +128,6 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     origin = taught_detector_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
     assert origin is not None and isinstance(arch, YoloDetector)
-    refuse_golden(expert, arch.reference, "set")
     if arch.mode != "find":
         raise ValueError(f"{expert} verifies ({entry.classes[0]} against the rest): its reviews label no boxes yet; "
                          "teach it again (zoo train --new) with the reviewed parts boxed in its set")
@@ -120,15 +143,18 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     if not any(im.scored for side in held.values() for im in side):
         raise ValueError(f"the held-out images of {expert} have no defect boxes to choose its epoch by and score it "
                          "on; review more parts (a share of them is held out)")
+    goldens = golden_windows(arch.reference is not None, origin, expert, Path(dataset), reviewed, own)
     tile = origin.get("tile")
     tiling = Tiling(int(tile[0]), int(tile[1])) if tile else None
     turned = bool(origin.get("any_orientation"))
-    pairs = {name: [read_pair(im.path) for im in side] for name, side in held.items()}  # read once
+    pairs = {name: [read_pair(im.path, goldens.get(im.path)) for im in side]
+             for name, side in held.items()}  # read once
     identity = list(range(len(classes)))
     old = parse(zoo.path_of(expert).read_bytes())
     with tempfile.TemporaryDirectory(prefix="inspector-retrain-") as tmp:
         root = Path(tmp)
-        written = write_split(root, "train", arch, train, identity, turned, tiling=tiling)
+        written = write_split(root, "train", arch, train, identity, turned,
+                              [goldens[im.path] for im in train] if goldens else None, tiling)
         write_split(root, "val", arch, [im for side in held.values() for im in side], identity, tiling=tiling,
                     pairs=[p for side in pairs.values() for p in side])
         say(f"fine-tuning {expert} for up to {epochs} epochs on {written} "
@@ -144,7 +170,8 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
         if not side:
             continue
         images = [picture for picture, _ in pairs[name]]
-        both = [score(classes, [im.boxes for im in side], detect(arch, module, images), threshold)
+        references = [golden for _, golden in pairs[name]] if goldens else None
+        both = [score(classes, [im.boxes for im in side], detect(arch, module, images, references), threshold)
                 for module in modules]
         scores[name] = (line_score(both[0]), line_score(both[1]))
         detail[name] = {"old": both[0].to_json(), "new": both[1].to_json()}

@@ -7,7 +7,10 @@ in service at a quarter of the teaching's step, keeps the epoch its held-out cro
 side and the reviewed held-out split). It keeps the operating margin in its spec (a version swap changes weights,
 not the spec), and records the one its held-out crops would choose beside it. No synthetic
 crops: the renderer never drew this expert's parts. The old and the new weights are scored on both held-out sets
-and the new ones added as a version, not served (`zoo activate`, or the kiosk's swap).
+and the new ones added as a version, not served (`zoo activate`, or the kiosk's swap). An expert that compares
+with the golden board (board teaching's) reads each crop beside its golden window: the reviewed crops' the export
+cut from the rule set's golden board (results/golden_windows.py), its folder's from the golden crops it was taught
+beside.
 """
 from __future__ import annotations
 
@@ -42,12 +45,14 @@ def taught_version(zoo: Zoo, expert: str) -> dict[str, Any] | None:
     return next((v for v in entry.versions if v.get("origin") == TAUGHT), None)
 
 
-def reviewed_crops(dataset: Path, expert: str, classes: tuple[str, ...]) -> dict[str, Crops]:
-    """The dataset's crops of `expert` by split, labelled by the expert's own classes."""
+def reviewed_crops(dataset: Path, expert: str, classes: tuple[str, ...], golden: bool = False) -> dict[str, Crops]:
+    """The dataset's crops of `expert` by split, labelled by the expert's own classes; with `golden`, each one's
+    golden window beside it (results/golden_windows.py)."""
     manifest = Path(dataset) / "manifest.json"
     if not manifest.is_file():
         raise ValueError(f"{dataset} holds no dataset manifest; write one with `inspector dataset export --zoo ZOO`")
     images: dict[str, list[np.ndarray]] = {"train": [], "heldout": []}
+    windows: dict[str, list[np.ndarray]] = {"train": [], "heldout": []}
     labels: dict[str, list[int]] = {"train": [], "heldout": []}
     for item in json.loads(manifest.read_text(encoding="utf-8"))["items"]:
         if item["expert"] != expert or item["role"] != "classifier":
@@ -55,23 +60,41 @@ def reviewed_crops(dataset: Path, expert: str, classes: tuple[str, ...]) -> dict
         if item["label"] not in classes:
             raise ValueError(f"{item['file']} is labelled {item['label']!r}, not one of {expert}'s classes "
                              f"({', '.join(classes)}): export the dataset again with --zoo naming its zoo")
-        image = cv2.imread(str(Path(dataset) / item["file"]), cv2.IMREAD_COLOR)
-        if image is None:
-            raise ValueError(f"{Path(dataset) / item['file']} is listed in the manifest but cannot be read")
-        images[item["split"]].append(image)
+        images[item["split"]].append(read_listed(dataset, item["file"]))
+        if golden:
+            windows[item["split"]].append(read_listed(dataset, golden_of(item, expert)))
         labels[item["split"]].append(classes.index(item["label"]))
     if not images["train"]:
         raise ValueError(f"the dataset {dataset} has no training crops of {expert} (review more of its parts, "
                          "export again with --zoo)")
-    return {k: Crops(images[k], np.array(labels[k], dtype=np.int64)) for k in images}
+    return {k: Crops(images[k], np.array(labels[k], dtype=np.int64), windows[k] if golden else None) for k in images}
+
+
+def golden_of(item: dict[str, Any], expert: str) -> str:
+    """The golden window the export wrote beside an item (ValueError saying why there is none)."""
+    if item.get("golden"):
+        return str(item["golden"])
+    why = item.get("golden_missing") or ("the dataset was exported without golden windows (a rule set without "
+                                         "`golden:`, or an export before they were written)")
+    raise ValueError(f"{expert} compares each crop with the golden board's, but {item['file']} has no golden window "
+                     f"beside it: {why}; export again with the rule set the parts were inspected under")
+
+
+def read_listed(dataset: Path, file: str) -> np.ndarray:
+    image = cv2.imread(str(Path(dataset) / file), cv2.IMREAD_COLOR)
+    if image is None:
+        raise ValueError(f"{Path(dataset) / file} is listed in the manifest but cannot be read")
+    return image
 
 
 def joined(*parts: Crops) -> Crops:
-    return Crops([im for p in parts for im in p.images], np.concatenate([p.labels for p in parts]))
+    refs = None if any(p.references is None for p in parts) else [r for p in parts for r in p.references or []]
+    return Crops([im for p in parts for im in p.images], np.concatenate([p.labels for p in parts]), refs)
 
 
 def repeated(crops: Crops, times: int) -> Crops:
-    return Crops(crops.images * times, np.tile(crops.labels, times))
+    return Crops(crops.images * times, np.tile(crops.labels, times),
+                 None if crops.references is None else crops.references * times)
 
 
 def score_of(arch: ResNetClassifier, state: dict[str, torch.Tensor], crops: Crops, threshold: float) -> Score:
@@ -85,12 +108,14 @@ def score_of(arch: ResNetClassifier, state: dict[str, torch.Tensor], crops: Crop
                  int((flagged & ~defective).sum()))
 
 
-def refuse_golden(expert: str, reference: str | None, kept_in: str) -> None:
-    """ValueError for an expert that compares with the golden board: the dataset export keeps the live crop only."""
-    if reference is not None:
-        raise ValueError(f"{expert} compares each crop with the golden board's; the dataset export keeps the live "
-                         "crop only, so its reviews cannot retrain it yet: teach it again (zoo train --new) with "
-                         f"the reviewed parts added to its {kept_in} and their golden windows")
+def golden_mirror(origin: dict[str, Any], expert: str) -> Path:
+    """The golden crops a golden-comparison expert was taught beside (its folder's tree mirrored), checked there."""
+    mirror = Path(origin.get("reference") or "")
+    if not origin.get("reference") or not mirror.is_dir():
+        raise ValueError(f"{expert} was taught beside the golden crops of {origin.get('reference')}, which are gone "
+                         "while its folder is not: put them back, or move the folder away to retrain on the reviewed "
+                         "crops alone")
+    return mirror
 
 
 def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str) -> dict[str, Any]:
@@ -109,21 +134,22 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     origin = taught_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
     assert origin is not None and isinstance(arch, ResNetClassifier)
-    refuse_golden(expert, arch.reference, "folder")
     classes = tuple(entry.classes)
-    reviewed = reviewed_crops(dataset, expert, classes)
+    compares = arch.reference is not None
+    reviewed = reviewed_crops(dataset, expert, classes, golden=compares)
     folder_path = Path(origin.get("dataset") or "")
+    mirror = golden_mirror(origin, expert) if compares and folder_path.is_dir() else None
     if folder_path.is_dir():
         folder = read_folder(folder_path, classes=classes)
         named = origin.get("heldout_identities")  # a split its teacher chose (board teaching: by type)
         share = origin.get("heldout_share")  # None: the folder's own split (own_split.py)
         sides = split(folder, None if share is None else float(share), None if named is None else frozenset(named))
-        own = {k: read_crops(folder, v, f"reading {k} crops") for k, v in (("train", sides.train),
-                                                                            ("heldout", sides.heldout))}
+        own = {k: read_crops(folder, v, f"reading {k} crops", mirror) for k, v in (("train", sides.train),
+                                                                                    ("heldout", sides.heldout))}
         say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out; "
             f"with the {len(own['train'])} + {len(own['heldout'])} crops of {folder_path} it was taught from")
     else:
-        own = {k: Crops([], np.zeros(0, dtype=np.int64)) for k in ("train", "heldout")}
+        own = {k: Crops([], np.zeros(0, dtype=np.int64), [] if compares else None) for k in ("train", "heldout")}
         say(f"{expert}: its teaching folder {folder_path} is gone; training on the {len(reviewed['train'])} "
             "reviewed crops alone")
     times = max(1, round(REVIEWED_SHARE / (1 - REVIEWED_SHARE) * len(own["train"]) / len(reviewed["train"])))
