@@ -711,3 +711,19 @@ def test_an_anomaly_expert_is_not_retrained_from_renders_and_says_how_it_learns(
     (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [asdict(entry)]}))
     with pytest.raises(ValueError, match=r"anomaly expert.*board teach --defects DIR"):
         retrain_classifier(Zoo.load(tmp_path), "cls-C1", tmp_path / "dataset", [])
+
+
+def test_a_calibration_shift_moves_every_crops_log_odds_of_good_by_itself() -> None:
+    """Retrained weights are put on the served ones' scale by the good class's bias: each crop's log-odds of good
+    moves by exactly the shift, so the served margin means what it meant."""
+    from inspector.experts.resnet import ResNetClassifier, good_logodds
+    from inspector.training.labelled.retrain_taught import shifted
+
+    arch = ResNetClassifier(10, 32, 3)
+    state = arch.random_state(0)
+    x = torch.rand(4, 3, 32, 32)
+    with torch.inference_mode():
+        before = good_logodds(arch.materialize(state, torch.device("cpu"))(x).float())
+        after = good_logodds(arch.materialize(shifted(state, -1.5), torch.device("cpu"))(x).float())
+    assert torch.allclose(after - before, torch.full_like(before, -1.5), atol=1e-4)
+    assert torch.equal(state["fc.bias"], arch.random_state(0)["fc.bias"])  # the served weights untouched

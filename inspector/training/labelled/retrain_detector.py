@@ -3,7 +3,8 @@
 `inspector zoo train --expert DET --from DATASET` on a finding detector taught by `zoo train --new --kind
 detector`: the dataset's crops of it (`dataset export --zoo`: a false call a clean crop, a confirmed defect the box
 the detector drew, results/detector_labels.py) join the labelled set it was taught from (split as its teaching
-split it, tiled as it was tiled), reviewed crops repeated to about a third of the images it sees; Ultralytics'
+split it, tiled as it was tiled), reviewed crops repeated to about a third of the images it sees (each at most
+retrain_taught.MAX_REPEATS times); Ultralytics'
 trainer goes on from the weights in service at a quarter of the teaching's step. The old and the new weights are
 scored at the served threshold (a version swap keeps the spec) on both held-out sets, the set's and the reviewed
 one; the new ones are added as a version, not served, refused by the gate where either held-out set's defect
@@ -36,11 +37,10 @@ from .detector_set import read_pair, write_split
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
-from .retrain_taught import golden_mirror, recall_kept
+from .retrain_taught import golden_mirror, recall_kept, repeats
 from .teach_detector import TAUGHT_BOXES
 from .tiles import Tiling
 
-REVIEWED_SHARE = 1 / 3
 LR = 0.004 / 4  # a quarter of the teaching's step: from weights that already work
 # epochs at most (early-stopped after a third of them without a better held-out fitness): a detector at a quarter
 # of its teaching's step moves slower than a classifier's fine-tune (10). On the loop demo, one run each, 10 epochs
@@ -137,7 +137,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out"
         + (f"; with the {len(own['train'])} + {len(own['heldout'])} images of {origin.get('dataset')} it was taught "
            "from" if own["train"] else ""))
-    times = max(1, round(REVIEWED_SHARE / (1 - REVIEWED_SHARE) * len(own["train"]) / len(reviewed["train"])))
+    times = repeats(len(own["train"]), len(reviewed["train"]))
     train = own["train"] + reviewed["train"] * times
     held = {"reviewed held-out": reviewed["heldout"], "taught held-out": own["heldout"]}
     if not any(im.scored for side in held.values() for im in side):
