@@ -42,6 +42,7 @@ class AttachedBackend(Signed):
         self._rules: tuple[str, RuleSet | None] | None = None  # (text, its rule set) of the kiosk's running set
         self._document: tuple[str, str] | None = None  # GET /rules as of the running version (the poll thread's)
         self._document_version: str | None = None
+        self._review_classes: dict[str, tuple[str, ...]] = {}  # expert -> what a review of its calls may name
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="attach-poll", daemon=True)
         self._thread.start()
@@ -279,9 +280,12 @@ class AttachedBackend(Signed):
                 f"{answer['version']} applied and saved")
 
     def review_classes(self, expert: str) -> tuple[str, ...]:
-        """GET /experts: the defect classes a review of `expert`'s call may name, as the kiosk's zoo has them."""
-        entry = self._call("GET", "/experts").get("experts", {}).get(expert) or {}
-        return tuple(entry.get("review_classes") or PART_DEFECTS)
+        """GET /experts: the defect classes a review of `expert`'s call may name, as the kiosk's zoo has them (asked
+        once an expert: its classes do not change with its versions)."""
+        if expert not in self._review_classes:
+            entry = self._call("GET", "/experts").get("experts", {}).get(expert) or {}
+            self._review_classes[expert] = tuple(entry.get("review_classes") or PART_DEFECTS)
+        return self._review_classes[expert]
 
     def review(self, req: ReviewRequest) -> str:
         """POST /reviews: the kiosk checks the part and its verdict and stores the review in its database."""

@@ -179,19 +179,18 @@ def cmd_zoo_swap(args: argparse.Namespace) -> int:
 
 def cmd_retrain_demo(args: argparse.Namespace) -> int:
     data = Path(args.data) if args.data else None
-    if args.taught_detector:
+    if args.taught_detector:  # each loop's own defaults where a flag is not given
         from ..app.detector_loop_demo import DetectorLoop, run_detector_loop
 
-        loop = DetectorLoop(data=data)
-        report = run_detector_loop(DetectorLoop(panels=args.boards or loop.panels, fresh=args.boards or loop.fresh,
-                                                retrain_epochs=args.epochs or loop.retrain_epochs, data=data),
-                                   models_of(args), say)
+        given = {k: v for k, v in (("panels", args.boards), ("fresh", args.boards), ("retrain_epochs", args.epochs))
+                 if v}
+        report = run_detector_loop(DetectorLoop(data=data, **given), models_of(args), say)
     else:
         from ..app.retrain_demo import DemoLoop, run_loop
 
-        report = run_loop(DemoLoop(component=args.component, glare=args.glare, boards=args.boards or 40,
-                                   reviews=args.reviews, epochs=args.epochs or 10, policy=args.policy, data=data),
-                          models_of(args), say)
+        given = {k: v for k, v in (("boards", args.boards), ("epochs", args.epochs)) if v}
+        report = run_loop(DemoLoop(component=args.component, glare=args.glare, reviews=args.reviews,
+                                   policy=args.policy, data=data, **given), models_of(args), say)
     print(report.table())
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=1), encoding="utf-8")
