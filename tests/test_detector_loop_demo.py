@@ -28,3 +28,8 @@ def test_the_taught_detectors_loop_runs_whole_and_reports_each_step(tmp_path: Pa
     zoo = json.loads((tmp_path / "work" / "zoo" / "manifest.json").read_text())
     det = next(e for e in zoo["experts"] if e["name"] == "det-panel")
     assert [v["weights_sha256"] for v in det["versions"]][-1] == version and det["weights_sha256"] != version
+    # run again into the same directory: refused, naming what is there (nothing of the first run is overwritten)
+    again = subprocess.run([sys.executable, "-m", "inspector.cli", "--models", str(tmp_path / "models"),
+                            "retrain-demo", "--taught-detector", "--data", str(tmp_path / "work")],
+                           capture_output=True, encoding="utf-8", cwd=tmp_path, timeout=300)
+    assert again.returncode != 0 and "holds an earlier run of this demo" in again.stderr, again.stderr[-2000:]

@@ -125,6 +125,11 @@ def run_detector_loop(loop: DetectorLoop, models: Path, say: Say) -> DetectorLoo
 
 
 def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoopReport:
+    earlier = [name for name in ("boards", "zoo", "line", "fresh", "dataset", "results.sqlite")
+               if (work / name).exists()]
+    if earlier:
+        raise ValueError(f"{work} holds an earlier run of this demo ({', '.join(earlier)}): give an empty --data "
+                         "directory, or remove that one")
     report = DetectorLoopReport(loop)
     t0 = time.perf_counter()
     zoo_dir = work / "zoo"
