@@ -252,3 +252,16 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001 - pytest'
         terminalreporter.section("fault table")
         terminalreporter.write_line(format_table(FAULT_TABLE))
         save_table()
+
+
+@pytest.fixture
+def collect_in_the_gui_thread(qapp):  # noqa: ANN001, ANN201 - pytest-qt's QApplication
+    """As the dashboard runs (ui/app.py): Python's cycle collector only in the GUI thread, so a worker or line thread
+    never frees a Qt object (a segfault when one does: CI saw it in an OPC UA server thread, and in the new-board
+    tab's import worker in a file that lacked this); automatic collection again after each test. Every GUI test
+    file uses it: `pytestmark = pytest.mark.usefixtures("collect_in_the_gui_thread")`."""
+    from ui.garbage import GuiThreadCollector
+
+    collector = GuiThreadCollector(qapp).start()
+    yield collector
+    collector.stop()

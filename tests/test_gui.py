@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+pytestmark = pytest.mark.usefixtures("collect_in_the_gui_thread")  # conftest.py
 
 from PySide6.QtCore import Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
@@ -25,7 +26,6 @@ from inspector.app.service import ServiceConfig  # noqa: E402
 from inspector.results.store import ResultStore  # noqa: E402
 from ui.backend import LocalBackend  # noqa: E402
 from ui.confirm import ConfirmChange  # noqa: E402
-from ui.garbage import GuiThreadCollector  # noqa: E402
 from ui.qt_env import qt_environment  # noqa: E402
 from ui.window import MainWindow  # noqa: E402
 
@@ -42,15 +42,6 @@ def own_settings(tmp_path: Path) -> None:
     from PySide6.QtCore import QSettings
 
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
-
-
-@pytest.fixture(autouse=True)
-def collect_in_the_gui_thread(qapp):  # noqa: ANN001, ANN201 - pytest-qt's QApplication
-    """As the dashboard runs (ui/app.py): the cycle collector only in the GUI thread, so a line thread (an OPC UA
-    server once, in CI) never frees a Qt object; automatic collection again after each test."""
-    collector = GuiThreadCollector(qapp).start()
-    yield collector
-    collector.stop()
 
 
 def test_the_collector_runs_in_the_gui_thread_what_the_thresholds_say_is_due(qapp, collect_in_the_gui_thread) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 pytest.importorskip("PySide6")
+pytestmark = pytest.mark.usefixtures("collect_in_the_gui_thread")  # conftest.py
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
