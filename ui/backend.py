@@ -331,7 +331,7 @@ class LocalBackend(Signed):
 
     def review_classes(self, expert: str) -> tuple[str, ...]:
         """The defect classes a review of `expert`'s call may name (its own where it was taught them)."""
-        return review_classes(self.controller.loaded_zoo, expert)
+        return review_classes(self.controller.loaded_zoo)(expert)
 
     def review(self, req: ReviewRequest) -> str:
         """Store an operator's review in this line's database (ReviewRefused when it contradicts the call)."""

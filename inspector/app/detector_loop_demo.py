@@ -118,10 +118,11 @@ def share(pair: list[int]) -> float | None:
 
 
 def run_detector_loop(loop: DetectorLoop, models: Path, say: Say) -> DetectorLoopReport:
+    if loop.data:
+        Path(loop.data).mkdir(parents=True, exist_ok=True)
+        return _run(loop, Path(loop.data), models, say)
     with tempfile.TemporaryDirectory(prefix="inspector-detector-loop-") as tmp:
-        work = Path(loop.data) if loop.data else Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        return _run(loop, work, models, say)
+        return _run(loop, Path(tmp), models, say)
 
 
 def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoopReport:

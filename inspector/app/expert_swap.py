@@ -54,11 +54,12 @@ def install_release(line: Line, store: ResultStore, name: str, sha: str, timeout
 def expert_versions(zoo: Zoo) -> dict[str, Any]:
     """Every trained expert's serving hash and known versions (GET /experts, the dashboard's experts table)."""
     out = {}
+    reviewable = review_classes(zoo)
     for name, entry in sorted(zoo.entries.items()):
         if entry.weights_sha256 is None:
             continue
         out[name] = {"serving": entry.weights_sha256, "role": entry.role,
-                     "review_classes": list(review_classes(zoo, name)),  # what a review of its calls may name
+                     "review_classes": list(reviewable(name)),  # what a review of its calls may name
                      "served": served_history(entry),
                      "versions": [{k: v for k, v in ver.items() if k != "eval"} for ver in versions_of(entry)]}
     return {"zoo": str(zoo.root), "experts": out}

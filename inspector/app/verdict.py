@@ -83,11 +83,15 @@ def classes_of(zoo: Zoo) -> Callable[[str], tuple[str, ...] | None]:
     return of
 
 
-def review_classes(zoo: Zoo | None, expert: str) -> tuple[str, ...]:
-    """The defect classes a review of a part `expert` decided may name (the dashboard's choice): its own where it
-    was taught them, else the demo's."""
-    own = classes_of(zoo)(expert) if zoo is not None else None
-    return own[1:] if own else PART_DEFECTS
+def review_classes(zoo: Zoo | None) -> Callable[[str], tuple[str, ...]]:
+    """The defect classes a review of a part each expert decided may name (the dashboard's choice): its own where
+    it was taught them, else the demo's."""
+    of = classes_of(zoo) if zoo is not None else None
+
+    def named(expert: str) -> tuple[str, ...]:
+        own = of(expert) if of is not None else None
+        return own[1:] if own else PART_DEFECTS
+    return named
 
 
 def finding_detectors(zoo: Zoo) -> dict[str, tuple[str, ...]]:

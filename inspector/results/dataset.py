@@ -38,7 +38,7 @@ from sqlalchemy.orm import Session
 from ..ingest.images import write_image
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
 from .detector_labels import DEMO_DETECTOR_NAMES, DetectorLabels, demo_labels, finding_labels
-from .golden_windows import golden_window
+from .golden_windows import GoldenWindows
 from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
 from .store import Filters, ResultStore, board_filters
@@ -85,6 +85,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
     coco: dict[tuple[str, str], dict[str, list]] = defaultdict(lambda: {"images": [], "annotations": []})
     names: dict[str, tuple[str, ...]] = {}  # detector -> the class names its tree is labelled in
     trees = _DetectorTrees(coco, names, classes_of, finders or {})
+    windows = GoldenWindows()
     rulesets: set[str] = set()
     weights: dict[str, set[str]] = defaultdict(set)
     store.ready()
@@ -97,7 +98,8 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
         if filters is not None and filters.component:
             q = q.where(ComponentResult.component_type == filters.component)
         for insp, part, review in s.execute(q.order_by(ComponentResult.id)):
-            why = _export_part(out, insp, part, review, components, heldout_percent, report, trees, classes_of)
+            why = _export_part(out, insp, part, review, components, heldout_percent, report, trees, windows,
+                               classes_of)
             if why:
                 report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "reason": why})
                 continue
@@ -122,7 +124,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
 
 def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Review | None,
                  components: dict[str, tuple[ComponentRule, RuleSet]], heldout_percent: int, report: ExportReport,
-                 trees: _DetectorTrees, classes_of: ClassesOf | None = None) -> str | None:
+                 trees: _DetectorTrees, windows: GoldenWindows, classes_of: ClassesOf | None = None) -> str | None:
     """Write one part's crop where its labels put it; the reason it was left out, or None."""
     if part.component_type not in components:
         return f"component type {part.component_type} is in none of the rule sets given (--rules)"
@@ -161,7 +163,7 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
             report.items.append({**common, "expert": comp.detector, "role": "detector", "label": labels.label,
                                  "file": str(Path("detectors") / comp.detector / file)})
     if rules.golden and len(report.items) > written:  # what a golden-comparison expert learns beside the crop
-        window = golden_window(part, comp, rules, image)
+        window = windows.cut(part, comp, rules, image)
         for item in report.items[written:]:
             if isinstance(window, str):
                 item["golden_missing"] = window

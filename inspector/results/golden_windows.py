@@ -16,13 +16,26 @@ import numpy as np
 from ..ingest.alternates import AlternateMissing, alternate_windows
 from ..ingest.crops import crop_part
 from ..ingest.golden import GoldenMissing, golden_image
-from ..routing.rules import ComponentRule, RuleSet
+from ..routing.rules import ComponentRule, Placement, RuleSet
 from .schema import ComponentResult
 
 
-def golden_window(part: ComponentResult, comp: ComponentRule, rules: RuleSet,
-                  live: np.ndarray) -> np.ndarray | str:
-    """The window the line compared `part` with (HxWx3 BGR, the live crop's size), or why it cannot be cut."""
+class GoldenWindows:
+    """The windows of one export's parts: each rule set's placements looked up once, not once a part."""
+
+    def __init__(self) -> None:
+        self._places: dict[int, dict[str, Placement]] = {}  # a rule set (by id: alive through the export) -> REF
+
+    def cut(self, part: ComponentResult, comp: ComponentRule, rules: RuleSet, live: np.ndarray) -> np.ndarray | str:
+        """The window the line compared `part` with (HxWx3 BGR, the live crop's size), or why it cannot be cut."""
+        if id(rules) not in self._places:
+            self._places[id(rules)] = {p.ref: p for _c, p in rules.placements()}
+        return golden_window(part, comp, rules, live, self._places[id(rules)].get(part.ref))
+
+
+def golden_window(part: ComponentResult, comp: ComponentRule, rules: RuleSet, live: np.ndarray,
+                  place: Placement | None) -> np.ndarray | str:
+    """The window the line compared `part` (at `place` in `rules`) with, or why it cannot be cut."""
     try:
         if part.approved_make:
             files = rules.alternates.get(part.ref, ())
@@ -32,10 +45,9 @@ def golden_window(part: ComponentResult, comp: ComponentRule, rules: RuleSet,
                         f"{rules.recipe} given no longer approves for {part.ref}: export with the rule set it was "
                         "inspected under")
             window = alternate_windows(rules)[part.ref][names.index(part.approved_make)]
+        elif place is None:
+            return f"{part.ref} is not a part of the rule set {rules.recipe} given: no golden window to cut"
         else:
-            place = next((p for _c, p in rules.placements() if p.ref == part.ref), None)
-            if place is None:
-                return f"{part.ref} is not a part of the rule set {rules.recipe} given: no golden window to cut"
             window = crop_part(golden_image(rules), comp, place, rules.crop_margin)
     except (GoldenMissing, AlternateMissing) as exc:
         return str(exc)

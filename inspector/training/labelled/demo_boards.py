@@ -114,7 +114,9 @@ def cut_windows(root: Path, truth: dict[tuple[str, str], tuple[list[PixelBox], b
     panels: dict[str, np.ndarray] = {}
     out = []
     for name, ref in truth:
-        image = panels.setdefault(name, cv2.imread(str(root / name), cv2.IMREAD_COLOR))
+        if name not in panels:  # two windows a panel: read once
+            panels[name] = cv2.imread(str(root / name), cv2.IMREAD_COLOR)
+        image = panels[name]
         x, y = WINDOWS[ref]
         out.append(image[y:y + WINDOW, x:x + WINDOW])
     return out

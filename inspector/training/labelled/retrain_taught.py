@@ -121,17 +121,18 @@ def golden_mirror(origin: dict[str, Any], expert: str) -> Path:
     return mirror
 
 
-def calibration(arch: ResNetClassifier, old: dict[str, torch.Tensor], new: dict[str, torch.Tensor],
-                heldout: Crops, false_call_budget: float = CALIBRATION_BUDGET) -> float:
+def calibration(arch: ResNetClassifier, old: dict[str, torch.Tensor], new_logits: np.ndarray, heldout: Crops,
+                false_call_budget: float = CALIBRATION_BUDGET) -> float:
     """What to add to the new weights' log-odds of good so that they call the held-out good crops as the served
     weights do at any margin near the operating one: the served weights' threshold less the new ones', each the one
-    keeping `false_call_budget` on the held-out good crops. A fine-tune moves the scale of the log-odds, so a margin
-    kept across versions means another thing without it (SnapperGPS, one type's margin -7.84: held-out recall there
-    72.0% served, 54.0% retrained, 63.6% retrained and shifted; docs/pages/results/boards.md). Exact at the budget's
-    own point (a taught classifier's margin); a first-order correction at a type's margin far from it."""
-    points = [operating_point(logits_of(arch, arch.materialize(s, torch.device("cpu")), heldout)[0], heldout.labels,
-                              false_call_budget) for s in (old, new)]
-    return float(points[0] - points[1])
+    keeping `false_call_budget` on the held-out good crops (the new ones' logits are the trainer's, on the same
+    crops). A fine-tune moves the scale of the log-odds, so a margin kept across versions means another thing
+    without it (SnapperGPS, one type's margin -7.84: held-out recall there 72.0% served, 54.0% retrained, 63.6%
+    retrained and shifted; docs/pages/results/boards.md). Exact at the budget's own point (a taught classifier's
+    margin); a first-order correction at a type's margin far from it."""
+    old_logits, _ = logits_of(arch, arch.materialize(old, torch.device("cpu")), heldout)
+    return float(operating_point(old_logits, heldout.labels, false_call_budget)
+                 - operating_point(new_logits, heldout.labels, false_call_budget))
 
 
 def shifted(state: dict[str, torch.Tensor], shift: float) -> dict[str, torch.Tensor]:
@@ -198,7 +199,8 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     # the line calls with the margin in the expert's spec, which a version swap keeps: the new weights are put on the
     # old ones' scale of log-odds first (calibrated), then both scored there
     cut = float(arch.good_margin if arch.good_margin is not None else origin.get("threshold") or 0.0)
-    shift = calibration(arch, old, taught.state, heldout)
+    assert taught.heldout_logits is not None  # the kept weights' on these held-out crops, from the trainer
+    shift = calibration(arch, old, taught.heldout_logits, heldout)
     state = shifted(taught.state, shift)
     say(f"the new weights' log-odds of good shifted by {shift:+.3f} onto the served ones' scale (the same false-call "
         "budget on the held-out good crops at the same margin)")
