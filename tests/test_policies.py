@@ -181,3 +181,31 @@ def test_usage_probabilities_from_routes_and_counts() -> None:
     assert abs(sum(usage.probability.values()) - 1) < 1e-9
     assert usage.p("r") == 8 / 16 and usage.p("det") == 4 / 16 and usage.p("u") == 4 / 16
     assert usage.preliminaries["det"] == {"r"} and not usage.is_subsequent("r")
+
+
+def test_a_queues_length_is_read_from_another_thread_while_its_groups_change() -> None:
+    """The dashboard's snapshot counts each executor's queue from the GUI thread while the engine's thread forms and
+    serves groups: counting never fails because the groups changed under it (CI saw "deque mutated during
+    iteration" there)."""
+    import threading
+    from collections import deque
+
+    from inspector.coserve.online.queue import ExecutorQueue, Group
+
+    q = ExecutorQueue()
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            for _ in range(50):
+                q.groups.append(Group("e", deque([object()] * 3)))
+            for _ in range(50):
+                q.groups.popleft()
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        counts = [len(q) for _ in range(20000)]
+    finally:
+        stop.set()
+        worker.join()
+    assert all(0 <= n <= 150 and n % 3 == 0 for n in counts)

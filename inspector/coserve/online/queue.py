@@ -42,7 +42,9 @@ class ExecutorQueue:
         self._formed = 0  # groups formed so far: the next one's seq
 
     def __len__(self) -> int:
-        return sum(len(g.requests) for g in self.groups)
+        # read by the dashboard's snapshot from another thread while the engine's thread changes the queue: the
+        # groups copied in one step (a tuple of a deque is made under the GIL), never iterated while they change
+        return sum(len(g.requests) for g in tuple(self.groups))
 
     def __iter__(self) -> Iterator[Group]:
         return iter(self.groups)
