@@ -19,9 +19,13 @@ def test_the_taught_detectors_loop_runs_whole_and_reports_each_step(tmp_path: Pa
     assert flagged > 0, report["reviews"]  # the taught detector calls defects on the line's panels
     # every reviewed window whose call it made is in its set or left out with a reason
     assert sum(report["exported"].values()) + sum(report["left_out"].values()) >= flagged
+    # an escape of one defect is boxed by the scripted operator, and that box is what the detector learns it by
+    boxed = report["reviews"].get("escape, boxed", 0)
+    assert boxed > 0, report["reviews"]  # two epochs of teaching miss defects
+    assert report["boxed_by"].get("reviewer", 0) == boxed and "boxes its defects are taught by" in r.stdout
     assert set(report["after"]) == {"old", "new"}
     for figures in report["after"].values():  # 60 windows of 30 fresh panels, each of one kind
-        assert sum(figures[k][1] for k in ("defective", "holed", "plain")) == 60
+        assert sum(figures[k][1] for k in ("defective", "low void", "holed", "plain")) == 60
     assert ("recall gate: passed" in r.stdout) == (r.returncode == 0)
     assert "windows of 30 panels nobody reviewed" in r.stdout and "retraining (old against new" in r.stdout
     version = report["retrained"]["version"]

@@ -17,7 +17,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 pytestmark = pytest.mark.usefixtures("collect_in_the_gui_thread")  # conftest.py
 
 from PySide6.QtCore import Qt, QTimer  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtWidgets import QApplication, QLabel  # noqa: E402
 
 from inspector.access.identity import Identity  # noqa: E402
 from inspector.app.controller import LineController, LineSetup  # noqa: E402
@@ -583,9 +583,13 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         assert window.history.search() > 0
         window.history.table.setCurrentCell(0, 0)
         window.history.review_bar.correct.setCurrentText("missing")
+        window.history.review_bar.set_box((2.0, 3.0, 9.0, 8.0))  # as drawn on the crop (tests/test_review_boxes.py)
         assert window.history.review_bar.review("escape").startswith("the kiosk stored:")
         assert window.history.review_bar.reviewer.text() == "kim"
         assert window.history.table.item(0, 11).text() == "escape: missing"
+        uuid, ref, *_ = window.history.parts[0]  # the kiosk stored the box; GET /results/reviews carries it back
+        assert store.reviews_of([uuid])[(uuid, ref)].drawn_box == (2.0, 3.0, 9.0, 8.0)
+        assert window.history.backend.store().reviews_of([uuid])[(uuid, ref)].drawn_box == (2.0, 3.0, 9.0, 8.0)
         # a rule edit goes to the kiosk's API, which validates it, writes its own file and applies it
         window.tabs.setCurrentWidget(window.rules)
         qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)
@@ -843,7 +847,7 @@ def test_the_history_shows_the_plots_of_the_expert_version_that_called_a_part(qt
     tab.table.setCurrentCell(0, 0)
     dialog = tab.open_report(0)
     assert dialog is not None and "cls-TR" in dialog.windowTitle()
-    shown = dialog.findChildren(type(tab.preview))
+    shown = dialog.findChildren(QLabel)
     assert len(shown) == 2 and all(not label.pixmap().isNull() for label in shown)
     assert {label.toolTip() for label in shown} == {str(p) for p in plots}
     tab.table.item(0, 8).setText("cls-R0402")  # a demo expert: no plots, and the reason

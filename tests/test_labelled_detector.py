@@ -299,7 +299,8 @@ def test_a_letterboxed_detectors_box_is_read_back_where_it_lies_in_the_crop(tmp_
 def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
         tmp_path: Path, box_models: Path, taught_pcb: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """The loop a taught classifier has, for a finding detector: a false call exports as a clean crop, a confirmed
-    defect as the box the detector drew under the confirmed class, an escape (no box) is left out and said; `zoo
+    defect as the box the detector drew under the confirmed class (or the one the reviewer drew instead), an escape
+    the box the reviewer drew where the defect is, and one nobody boxed is left out and said; `zoo
     train --expert` then trains on from the served weights over its set and the reviews, scores both held-out sets
     at the served threshold and adds a version, not served."""
     from dataclasses import asdict
@@ -330,7 +331,7 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
                         str(tmp_path / "taught.yaml"))
     # the detector never saw these renders: serve it at the median of its best boxes on them, so that it calls some
     # parts each way (the loop under test needs both kinds of call)
-    write_panels(tmp_path / "panels", 10, seed=4, defective=0.75, look=0.0)
+    truth = write_panels(tmp_path / "panels", 10, seed=4, defective=0.75, look=0.0)
     source = f"folder:{tmp_path / 'panels'}"
     crops = [c.image for f in open_source(source, rules, 0, 0) for c in cut_board(f.image, rules)]
     arch, model = served_module(Zoo.load(zoo_dir), "det-pcb")
@@ -354,28 +355,44 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
             confirmed[f"{u}_{p.ref}"] = p
         else:
             record_review(store, ReviewRequest(u, p.ref, "false_call", None, "qa"), of)
-    for u, p in passed[:3]:
-        record_review(store, ReviewRequest(u, p.ref, "escape", "spur", "qa"), of)
+    source_of = {insp.uuid: Path(insp.source).name for insp in store.inspections()}
+    drawn = {}  # the reviewer's boxes (crop pixels: the rule set cuts each window whole)
+    for i, (u, p) in enumerate(passed[:3]):
+        boxes = truth[(source_of[u], p.ref)][0]
+        box = tuple(float(v) for v in boxes[0][1:]) if boxes else (10.0, 8.0, 30.0, 20.0)
+        record_review(store, ReviewRequest(u, p.ref, "escape", "spur", "qa", box=box if i < 2 else None), of)
+        if i < 2:
+            drawn[f"{u}_{p.ref}"] = box
+    u, p = next((u, p) for u, p in failed if f"{u}_{p.ref}" in confirmed)  # the detector's box put right
+    drawn[f"{u}_{p.ref}"] = (2.0, 3.0, 12.0, 9.0)
+    record_review(store, ReviewRequest(u, p.ref, "confirmed", "void", "qa", box=drawn[f"{u}_{p.ref}"]), of)
     report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=of, heldout_percent=30,
                             finders=finding_detectors(zoo))
     tree = tmp_path / "dataset" / "detectors" / "det-pcb"
     assert "0: \"void\"" in (tree / "data.yaml").read_text()
     items = [i for i in report.items if i["expert"] == "det-pcb"]
     assert sorted(i["label"] for i in items) == sorted(["void"] * len(confirmed) + ["no defect"] *
-                                                       (len(failed) - len(confirmed)))
+                                                       (len(failed) - len(confirmed)) + ["spur"] * 2)
     for item in items:
         rows = (tmp_path / "dataset" / item["file"].replace("/images/", "/labels/")).with_suffix(".txt").read_text()
         stem = Path(item["file"]).stem
         if item["label"] == "no defect":
-            assert rows == ""
+            assert rows == "" and "boxed_by" not in item
+            continue
+        k, cx, cy, w, h = (float(v) for v in rows.split())
+        height, width = cv2.imread(str(tmp_path / "dataset" / item["file"])).shape[:2]
+        if stem in drawn:  # the reviewer's box, in the crop's own pixels
+            x0, y0, x1, y1 = drawn[stem]
+            assert item["boxed_by"] == "reviewer" and k == CLASSES.index(item["label"])
+            assert (cx * width, cy * height, w * width) == pytest.approx(((x0 + x1) / 2, (y0 + y1) / 2, x1 - x0),
+                                                                          abs=0.01)
         else:  # the box the detector drew, in the crop's own pixels, under the class the operator confirmed
             p = confirmed[stem]
-            k, cx, cy, w, h = (float(v) for v in rows.split())
-            width = cv2.imread(str(tmp_path / "dataset" / item["file"])).shape[1]
+            assert item["boxed_by"] == "detector"
             assert k == 0 and cx * width == pytest.approx((p.box_x0 + p.box_x1) / 2, abs=0.01)
     assert confirmed, "the detector must call some parts for this test"
     missed = [s for s in report.skipped if s.get("expert") == "det-pcb"]
-    assert len(missed) == 3 and all("called no defect on this part" in s["reason"] for s in missed)
+    assert len(missed) == 1 and "draw the defect's box on the crop" in missed[0]["reason"]
 
     from inspector.training.labelled.retrain_detector import retrain_taught_detector
     from inspector.training.retrain import format_scores

@@ -300,3 +300,33 @@ def test_this_release_stores_parts_on_a_plant_database_at_0010_and_their_approve
     assert fresh.write([second]) == 1
     assert {i.board_serial: [p.approved_make for p in i.parts] for i in fresh.inspections()} == {
         "M1": [None, None], "M2": ["R1__second.png", None]}
+
+
+def test_a_plant_database_before_0012_refuses_a_reviewers_box_saying_how_and_keeps_reviews_without_one(
+        postgres, tmp_path: Path) -> None:  # noqa: ANN001
+    """0012 only adds the box a reviewer drew: on a database still at 0011 a review without a box is stored as
+    before, one with a box is refused naming `inspector db upgrade` (never dropped silently, nothing stored), the
+    dataset export reads the reviews, and after the upgrade the box goes in."""
+    from inspector.results.dataset import export_dataset
+    from inspector.results.reviews import ReviewRefused
+    from inspector.routing.rules import load_rules
+
+    from .test_results import board
+
+    url = postgres.create_db(f"boxes_{uuid.uuid4().hex[:8]}", upgraded=False)
+    upgrade(open_engine(url), "0011")
+    box = ResultStore(url)
+    assert box.write([board("B1", defect="polarity")]) == 1
+    (insp,) = box.inspections()
+    with pytest.raises(ReviewRefused, match="schema before 0012.*inspector db upgrade"):
+        record_review(box, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", box=(1, 1, 9, 7)))
+    assert box.reviews_of([insp.uuid]) == {}
+    record_review(box, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa"))
+    assert box.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_box is None
+    rules = load_rules(Path(__file__).resolve().parents[1] / "routing_rules" / "board_a.yaml")
+    report = export_dataset(box, tmp_path / "dataset", [rules])
+    assert report.skipped and all("crop" in s["reason"] for s in report.skipped)  # read; no crop kept here
+    assert main(["db", "upgrade", "--db", url]) == 0
+    fresh = ResultStore(url)
+    record_review(fresh, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", box=(1, 1, 9, 7)))
+    assert fresh.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_box == (1, 1, 9, 7)

@@ -31,7 +31,7 @@ def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardReco
 
 
 def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
-    assert current_revision(store.engine) == head_revision() == "0011"
+    assert current_revision(store.engine) == head_revision() == "0012"
     tables = set(inspect(store.engine).get_table_names())
     assert {"inspections", "component_results", "alembic_version"} <= tables
 
@@ -49,7 +49,7 @@ def test_a_database_of_the_first_schema_is_upgraded_keeping_its_boards(tmp_path:
                        "'line-1', 'aoi-1', 'OLD1', 'board_a', 'abc', 'pass', '')"))
     engine.dispose()
     store = ResultStore(url)  # opening migrates to head
-    assert current_revision(store.engine) == head_revision() == "0011"
+    assert current_revision(store.engine) == head_revision() == "0012"
     (old,) = store.inspections()
     assert old.board_serial == "OLD1" and old.error is None and old.reg_residual_px is None
     store.write([registered("NEW1")])
@@ -450,7 +450,7 @@ def test_the_approved_make_a_part_was_compared_with_is_stored_exported_answered_
     assert [p.approved_make for _i, p in store.recent_parts()] == [None]  # S2's failed D1: its golden board's
     out = io.StringIO()
     export_csv(store, out)
-    assert COLUMNS[-1] == "alternate"
+    assert COLUMNS[-2:] == ("alternate", "review_box")  # each new column after the ones before it
     assert [(r["board_serial"], r["ref"], r["alternate"]) for r in csv.DictReader(io.StringIO(out.getvalue()))] == [
         ("S1", "R1", ""), ("S1", "D1", ""), ("S2", "R1", "R1__murata.png"), ("S2", "D1", "")]
     api = ResultsApi(store, PLANT, tmp_path)

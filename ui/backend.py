@@ -344,6 +344,5 @@ class LocalBackend(Signed):
         req = replace(req, reviewer=who.name)  # under the signed-in name, whatever the field said
         zoo = self.controller.loaded_zoo
         stored = record_review(store, req, classes_of(zoo) if zoo is not None else None)
-        log.record(who, Change("review", f"{req.inspection_id}/{req.ref}", stored.get("before"),
-                               {"call": req.call, "correct_class": req.correct_class, "note": req.note}))
+        log.record(who, Change("review", f"{req.inspection_id}/{req.ref}", stored.get("before"), req.audited()))
         return f"stored: {req.ref} {req.call.replace('_', ' ')} ({stored['component_type']})"

@@ -2,7 +2,9 @@
 or escape, optionally with the correct class. The backend stores it (the local database, or the kiosk's
 POST /reviews with the signed-in person's token) under the signed-in name; a review that contradicts the part's
 verdict is refused with the reason. A person who may change rules can approve a flagged part as another make of it
-(a second source: its kept crop becomes an approved window of that part, routing/alternates.py)."""
+(a second source: its kept crop becomes an approved window of that part, routing/alternates.py). Where the tab shows
+the part's crop, a box drawn on it (ui/crop_picker.py) goes with a confirmed defect or an escape: where the defect
+is, which a detector that finds defects needs to learn an escape."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -22,6 +24,12 @@ class ReviewBar(QGroupBox):
         self.backend = backend
         self.part: tuple[str, str, str, str] | None = None  # inspection id, ref, verdict, the deciding expert
         self.on_stored: Callable[[str], None] | None = None  # the review as a table shows it, once stored
+        self.box: tuple[float, float, float, float] | None = None  # drawn on the crop (crop px), sent with a defect
+        self.on_clear_box: Callable[[], None] | None = None  # the crop's picker forgets the box too
+        self.box_label = QLabel("")
+        self.clear_box_btn = QPushButton("Clear box")
+        self.clear_box_btn.setToolTip("review without a box (the detector's own box, where it drew one, teaches)")
+        self.clear_box_btn.clicked.connect(self.clear_box)
         self.confirm_btn = QPushButton("Confirmed defect")
         self.false_btn = QPushButton("False call")
         self.escape_btn = QPushButton("Escape (missed)")
@@ -50,19 +58,28 @@ class ReviewBar(QGroupBox):
         details.addWidget(QLabel("really:"))
         details.addWidget(self.correct, 1)
         details.addWidget(self.reviewer)
+        boxed = QHBoxLayout()
+        boxed.addWidget(self.box_label, 1)
+        boxed.addWidget(self.clear_box_btn)
         v = QVBoxLayout(self)
         v.addLayout(buttons)
         v.addLayout(details)
+        v.addLayout(boxed)
         last = QHBoxLayout()
         last.addWidget(self.status, 1)
         last.addWidget(self.make)
         last.addWidget(self.approve_btn)
         v.addLayout(last)
+        self.box_label.hide()  # shown where the tab has a crop to draw on (take_boxes)
+        self.clear_box_btn.hide()
+        self.set_box(None)
         self.set_part(None)
 
     def set_part(self, part: tuple[str, str, str, str] | None, reviewed: str | None = None) -> None:
         """The part the buttons act on: a failed part can be confirmed or a false call, a passed one an escape;
         the classes offered are those of the expert that decided it (a taught expert's own)."""
+        if part != self.part:
+            self.set_box(None)  # a box drawn on another part's crop
         self.part = part
         verdict = part[2] if part else None
         self._list_classes(part[3] if part else None)
@@ -91,6 +108,24 @@ class ReviewBar(QGroupBox):
             self._classes_of = ""
             self.correct.addItems(list(PART_DEFECTS))
 
+    def set_box(self, box: tuple[float, float, float, float] | None) -> None:
+        """The box drawn on the part's crop (None: none), sent with a confirmed defect or an escape."""
+        self.box = box
+        self.clear_box_btn.setEnabled(box is not None)
+        self.box_label.setText("no box: drag one on the crop where the defect is" if box is None else
+                               "box ({:.0f}, {:.0f})-({:.0f}, {:.0f}) goes with a defect's review".format(*box))
+
+    def take_boxes(self, clear: Callable[[], None]) -> None:
+        """The tab shows the part's crop to draw a box on: say the box, and `clear` forgets it there too."""
+        self.on_clear_box = clear
+        self.box_label.show()
+        self.clear_box_btn.show()
+
+    def clear_box(self) -> None:
+        self.set_box(None)
+        if self.on_clear_box is not None:
+            self.on_clear_box()
+
     def permit(self) -> None:
         """The signed-in person reviews under their own name."""
         who = self.backend.identity
@@ -103,7 +138,8 @@ class ReviewBar(QGroupBox):
         chosen = self.correct.currentText()
         correct = None if chosen == SAME_CLASS or call == "false_call" else chosen
         try:
-            req = ReviewRequest(self.part[0], self.part[1], call, correct, self.reviewer.text().strip())
+            req = ReviewRequest(self.part[0], self.part[1], call, correct, self.reviewer.text().strip(),
+                                box=None if call == "false_call" else self.box)
             req.check()
             text = self.backend.review(req)
         except (ReviewRefused, ValueError, RuntimeError) as exc:

@@ -4,9 +4,11 @@
    synthetic bare boards (training/labelled/demo_boards.py: voids and spurs, boxed).
 2. **The line meets a new look.** Panels of two windows run through the real line into a SQLite database; half
    the windows carry round holes the set never showed (a design's vias): the detector calls some of them voids.
+   And a defect it never saw: a share of the voids go through the lower bar, which it may miss (escapes).
    The windows' classifier passes every window on, so the detector alone decides, as on a bare-board line.
 3. **Review.** An operator (scripted, with the truth an operator sees) reviews every flagged window, a false call
-   or a confirmed defect of the class it has, and every missed defect as an escape.
+   or a confirmed defect of the class it has, and every missed defect as an escape, boxed where the window has one
+   defect (a review carries one box: a window with two is left unboxed, as results/reviews.py asks).
 4. **Dataset and retrain.** `dataset export` labels the detector's crops by what it drew (results/
    detector_labels.py); `zoo train --expert` trains on from the served weights over its set and the reviews and
    scores old against new on both held-out sets (training/labelled/retrain_detector.py).
@@ -37,7 +39,14 @@ from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import parse_rules
 from ..runtime.safetensors_io import parse
 from ..training.labelled.boxes import Box
-from ..training.labelled.demo_boards import CLASSES, PANEL_RULES, cut_windows, write_panels, write_yolo_set
+from ..training.labelled.demo_boards import (
+    CLASSES,
+    LOW_VOID_TOP,
+    PANEL_RULES,
+    cut_windows,
+    write_panels,
+    write_yolo_set,
+)
 from ..training.labelled.detection import DetectionScore, detect, score
 from ..training.labelled.retrain_detector import DETECTOR_EPOCHS, retrain_taught_detector
 from ..training.labelled.teach_detector import DetectorPlan, teach_detector
@@ -58,6 +67,8 @@ class DetectorLoop:
     panels: int = 100  # panels through the line, every call reviewed
     fresh: int = 100  # panels nobody reviewed, scored before and after
     look: float = 0.5  # the share of windows with the new look
+    low_voids: float = 0.5  # the share of voids through the lower bar, a defect the set never showed
+    escape_boxes: bool = True  # the operator boxes an escape (else reviews it without a box)
     epochs: int = 30  # teaching's at most
     retrain_epochs: int = DETECTOR_EPOCHS
     seed: int = 0
@@ -71,6 +82,7 @@ class DetectorLoopReport:
     reviews: dict[str, int] = field(default_factory=dict)
     exported: dict[str, int] = field(default_factory=dict)
     left_out: dict[str, int] = field(default_factory=dict)
+    boxed_by: dict[str, int] = field(default_factory=dict)  # whose boxes the exported defects carry
     retrained: Retrained | None = None
     after: dict[str, dict[str, Any]] = field(default_factory=dict)  # old | new -> the fresh panels' figures
     times: dict[str, float] = field(default_factory=dict)
@@ -82,20 +94,23 @@ class DetectorLoopReport:
     def table(self) -> str:
         r = self.retrained
         rows = [f"taught {DETECTOR} from {self.loop.boards} labelled boards; the line's panels: {self.loop.panels}, "
-                f"{100 * self.loop.look:.0f}% of windows with the new look (round holes); served threshold "
-                f"{self.threshold:.3f}",
+                f"{100 * self.loop.look:.0f}% of windows with the new look (round holes), "
+                f"{100 * self.loop.low_voids:.0f}% of voids through the lower bar (never taught); escapes "
+                f"{'boxed by the operator' if self.loop.escape_boxes else 'reviewed without a box'}; served "
+                f"threshold {self.threshold:.3f}",
                 f"reviews: {self.reviews}",
                 f"exported for {DETECTOR}: {self.exported}" + (f"; left out: {self.left_out}" if self.left_out else ""),
+                f"boxes its defects are taught by: {self.boxed_by}",
                 "", "retraining (old against new on held-out windows neither trained on):",
                 format_scores(r) if r else "-", "",
-                f"windows of {self.loop.fresh} panels nobody reviewed, at the served threshold:",
-                f"{'weights':10} {'mAP':>7} {'void AP':>8} {'spur AP':>8} {'defect windows':>16} "
-                f"{'clean, new look':>16} {'clean, plain':>14}", "-" * 85]
+                f"windows of {self.loop.fresh} panels nobody reviewed, flagged at the served threshold:",
+                f"{'weights':10} {'mAP':>7} {'void AP':>8} {'spur AP':>8} {'defects, taught':>16} "
+                f"{'low voids':>16} {'clean, new look':>16} {'clean, plain':>14}", "-" * 102]
         for name, a in self.after.items():
             rows.append(f"{name:10} {pct(a['map']):>7} {pct(a['ap']['void']):>8} {pct(a['ap']['spur']):>8} "
-                        f"{a['defective'][0]:>6}/{a['defective'][1]:<3} {pct(share(a['defective'])):>6} "
-                        f"{a['holed'][0]:>6}/{a['holed'][1]:<3} {pct(share(a['holed'])):>6} "
-                        f"{a['plain'][0]:>4}/{a['plain'][1]:<3} {pct(share(a['plain'])):>6}")
+                        + " ".join(f"{a[k][0]:>7}/{a[k][1]:<3} {pct(share(a[k])):>6}"
+                                   for k in ("defective", "low void", "holed"))
+                        + f" {a['plain'][0]:>4}/{a['plain'][1]:<3} {pct(share(a['plain'])):>6}")
         rows.append("times: " + ", ".join(f"{k} {v:.0f} s" for k, v in self.times.items()))
         return "\n".join(rows)
 
@@ -103,7 +118,7 @@ class DetectorLoopReport:
         r = self.retrained
         return {"loop": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.loop).items()},
                 "threshold": self.threshold, "reviews": self.reviews, "exported": self.exported,
-                "left_out": self.left_out, "after": self.after, "times": self.times,
+                "left_out": self.left_out, "boxed_by": self.boxed_by, "after": self.after, "times": self.times,
                 "retrained": None if r is None else {"version": r.version["weights_sha256"], "gate": r.gate,
                                                      "scores": {k: {"old": o.to_json(), "new": n.to_json()}
                                                                 for k, (o, n) in r.scores.items()}}}
@@ -143,23 +158,24 @@ def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoop
     t0 = time.perf_counter()
     rules = parse_rules(PANEL_RULES.replace("DETECTOR", DETECTOR).replace("SIZE", str(taught.input_size)),
                         str(work / "panel.yaml"))
-    truth = write_panels(work / "line", loop.panels, loop.seed + 1, look=loop.look)
+    truth = write_panels(work / "line", loop.panels, loop.seed + 1, look=loop.look, low_voids=loop.low_voids)
     store = ResultStore(sqlite_url(work / "results.sqlite"))
     say(f"the line: {loop.panels} panels, {100 * loop.look:.0f}% of windows with round holes it never saw")
     run_line(rules, zoo, models, open_source(f"folder:{work / 'line'}", rules, 0, 0),
              ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, work / "data", lambda _m: None)
     report.times["line"] = time.perf_counter() - t0
-    report.reviews = _review(store, zoo, truth)
+    report.reviews = _review(store, zoo, truth, loop.escape_boxes)
     t0 = time.perf_counter()
     exported = export_dataset(store, work / "dataset", [rules], classes_of=classes_of(zoo), heldout_percent=30,
                               finders=finding_detectors(zoo))
     report.exported = dict(sorted(exported.counts().get(DETECTOR, {}).items()))
     report.left_out = dict(Counter(s["reason"] for s in exported.skipped if s.get("expert") == DETECTOR))
+    report.boxed_by = dict(Counter(i["boxed_by"] for i in exported.items if i.get("boxed_by")))
     report.retrained = retrain_taught_detector(zoo, DETECTOR, work / "dataset", loop.retrain_epochs, loop.seed, say)
     report.times["retrain"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    fresh = write_panels(work / "fresh", loop.fresh, loop.seed + 2, look=loop.look)
+    fresh = write_panels(work / "fresh", loop.fresh, loop.seed + 2, look=loop.look, low_voids=loop.low_voids)
     windows = cut_windows(work / "fresh", fresh)
     zoo = Zoo.load(zoo_dir)
     arch = zoo.architecture(DETECTOR)
@@ -183,9 +199,10 @@ def _with_pass_all_classifier(zoo_dir: Path) -> Zoo:
     return Zoo.load(zoo_dir)
 
 
-def _review(store: ResultStore, zoo: Zoo, truth: dict) -> dict[str, int]:
+def _review(store: ResultStore, zoo: Zoo, truth: dict, escape_boxes: bool = True) -> dict[str, int]:
     """Every flagged window reviewed (a false call, or confirmed under the class it has, the called one where it
-    has that), every missed defect an escape; the calls made."""
+    has that), every missed defect an escape with the defect's box where it has one defect (the rule set cuts each
+    window whole: window pixels are crop pixels); the calls made."""
     of, calls = classes_of(zoo), Counter()
     for insp in store.inspections():
         for p in insp.parts:
@@ -197,11 +214,12 @@ def _review(store: ResultStore, zoo: Zoo, truth: dict) -> dict[str, int]:
                 req = ReviewRequest(insp.uuid, p.ref, "confirmed",
                                     p.defect_class if p.defect_class in kinds else kinds[0], "demo")
             elif boxes:
-                req = ReviewRequest(insp.uuid, p.ref, "escape", kinds[0], "demo")
+                box = tuple(float(v) for v in boxes[0][1:]) if len(boxes) == 1 and escape_boxes else None
+                req = ReviewRequest(insp.uuid, p.ref, "escape", kinds[0], "demo", box=box)
             else:
                 continue
             record_review(store, req, of)
-            calls[req.call] += 1
+            calls[req.call + (", boxed" if req.box else "")] += 1
     return dict(calls)
 
 
@@ -209,9 +227,10 @@ def _after(found: list, truth: list[tuple[list, bool]], threshold: float) -> dic
     """The fresh windows' figures: mAP and each class's AP, and windows flagged (found, of) by kind."""
     s: DetectionScore = score(CLASSES, [tuple(Box(*b) for b in boxes) for boxes, _ in truth], found, threshold)
     flagged = [any(f.score >= threshold for f in fs) for fs in found]
-    counts = {"defective": [0, 0], "holed": [0, 0], "plain": [0, 0]}
+    counts = {"defective": [0, 0], "low void": [0, 0], "holed": [0, 0], "plain": [0, 0]}
     for hit, (boxes, holed) in zip(flagged, truth):
-        kind = "defective" if boxes else "holed" if holed else "plain"
+        kind = "low void" if any(b[0] == 0 and b[2] >= LOW_VOID_TOP for b in boxes) else \
+            "defective" if boxes else "holed" if holed else "plain"
         counts[kind][0] += int(hit)
         counts[kind][1] += 1
     return {"map": s.map, "ap": {c: s.per_class[c]["ap"] for c in CLASSES}, **counts}

@@ -93,6 +93,11 @@ class ReviewView:
     reviewer: str
     note: str | None
     at: datetime
+    box: list[float] | None = None  # the reviewer's box on the kept crop (an older kiosk sends none)
+
+    @property
+    def drawn_box(self) -> tuple[float, float, float, float] | None:
+        return tuple(self.box) if self.box else None  # type: ignore[return-value]
 
 
 def _view(cls: type, doc: dict[str, Any]) -> Any:  # noqa: ANN401 - an instance of cls

@@ -54,24 +54,25 @@ def _finders(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
 def cmd_review(args: argparse.Namespace) -> int:
     """Through a kiosk (stored under the token's person), or into the database here (under --as, else the system
     account running it); either way recorded in the audit trail."""
+    from dataclasses import replace
+
     from ..access.audit import Change
     from ..endpoint import read_token, request_json
     from ..results.reviews import ReviewRequest, record_review
     from ..results.store import ResultStore
     from .access import acting, record_here
 
-    req = ReviewRequest(args.inspection, args.ref, args.call, args.correct_class, "", args.note)
+    req = ReviewRequest(args.inspection, args.ref, args.call, args.correct_class, "", args.note, args.box)
     req.check()
     if args.kiosk:
         answer = request_json(args.kiosk.rstrip("/") + "/reviews", req.__dict__, read_token(args.token_file),
                               reason=args.reason)
     else:
         who = acting(args)
-        req = ReviewRequest(req.inspection_id, req.ref, req.call, req.correct_class, who.name, req.note)
+        req = replace(req, reviewer=who.name)
         answer = record_review(ResultStore(db_url(args)), req, _classes_of(args))
         record_here(args, who, Change("review", f"{req.inspection_id}/{req.ref}", answer.get("before"),
-                                      {"call": req.call, "correct_class": req.correct_class, "note": req.note},
-                                      args.reason))
+                                      req.audited(), args.reason))
     print(json.dumps(answer, default=str))
     return 0
 
@@ -184,7 +185,8 @@ def cmd_retrain_demo(args: argparse.Namespace) -> int:
 
         given = {k: v for k, v in (("panels", args.boards), ("fresh", args.boards), ("retrain_epochs", args.epochs))
                  if v}
-        report = run_detector_loop(DetectorLoop(data=data, **given), models_of(args), say)
+        report = run_detector_loop(DetectorLoop(data=data, escape_boxes=not args.unboxed_escapes, **given),
+                                   models_of(args), say)
     else:
         from ..app.retrain_demo import DemoLoop, run_loop
 
@@ -212,6 +214,14 @@ def _rules_flag(p: argparse.ArgumentParser) -> None:
                    help="a rule set naming the component types (repeatable; default: the demo rule sets)")
 
 
+def _box(text: str) -> tuple[float, float, float, float]:
+    try:
+        x0, y0, x1, y1 = (float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not X0,Y0,X1,Y1 (four numbers, crop pixels)") from None
+    return (x0, y0, x1, y1)
+
+
 def add_review(p: argparse.ArgumentParser) -> None:
     from ..results.reviews import CALLS, PART_CLASSES
 
@@ -226,6 +236,9 @@ def add_review(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zoo", help="the zoo whose experts made the calls (default: the line's demo zoo): a taught "
                                  "expert's classes are checked against it")
     p.add_argument("--note", help="a free-text note kept with the review")
+    p.add_argument("--box", type=_box, metavar="X0,Y0,X1,Y1",
+                   help="where the defect is on the part's kept crop (crop pixels, top left 0,0): what teaches a "
+                        "detector that finds defects an escape, or puts right the box it drew")
     database_flags(p)
     station_flags(p)
     _kiosk_flags(p)
@@ -304,6 +317,9 @@ def add_retrain_demo(p: argparse.ArgumentParser) -> None:
                    help="the loop of a detector taught from labelled boxes instead: synthetic bare boards, a new "
                         "look on the line, every call reviewed, retrained, old against new on panels nobody "
                         "reviewed (--boards: panels, default 100; --epochs: the retraining's)")
+    p.add_argument("--unboxed-escapes", action="store_true",
+                   help="with --taught-detector: the operator reviews escapes without drawing their boxes (what the "
+                        "detector then cannot learn from them)")
     p.add_argument("--boards", type=int, help="boards before and after the swap (default 40)")
     p.add_argument("--reviews", type=int, default=50, help="flagged parts the operator reviews (default 50)")
     p.add_argument("--epochs", type=int, help="the fine-tuning's epochs at most (default 10; a detector's 20)")

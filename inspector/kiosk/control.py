@@ -106,9 +106,8 @@ class Control:
         except StoreUnavailable as exc:
             raise HttpError(503, f"{exc}; the review was not stored, send it again") from None
         self.rates.invalidate()
-        after = {"call": req.call, "correct_class": req.correct_class, "note": req.note}
         return {**stored, **self.log.record(call.who, Change("review", f"{req.inspection_id}/{req.ref}",
-                                                              stored.get("before"), after, call.reason))}
+                                                              stored.get("before"), req.audited(), call.reason))}
 
     def review_document(self) -> dict[str, Any]:
         """Per component type: parts, flagged, confirmed, false calls, escapes and the two rates."""

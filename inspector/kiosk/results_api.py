@@ -50,7 +50,8 @@ def part_json(p: ComponentResult) -> dict[str, Any]:
 
 
 def review_json(r: Review) -> dict[str, Any]:
-    return {**{k: getattr(r, k) for k in REVIEW_FIELDS}, "at": r.at.isoformat()}
+    box = r.drawn_box  # where the schema has it (0012) and a reviewer drew one
+    return {**{k: getattr(r, k) for k in REVIEW_FIELDS}, "at": r.at.isoformat(), "box": list(box) if box else None}
 
 
 class ResultsApi:

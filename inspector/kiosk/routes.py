@@ -74,7 +74,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
           "`applied`: `live` (the pool resized now) or `restart` (saved for the next start)"),
     Route("POST", "/reviews", _P.REVIEW, '`{"inspection_id", "ref", "call": confirmed|false_call|escape, '
-          '"correct_class", "note"}`', "the stored review and the audit row"),
+          '"correct_class", "note", "box": [x0, y0, x1, y1] on the kept crop (a defect\'s; schema 0012)}`',
+          "the stored review and the audit row"),
     Route("POST", "/experts/swap", _P.EXPERTS, '`{"expert", "weights_sha256"}` or `{"expert", "rollback": '
           'true}`', "the expert's served version before and after"),
     Route("POST", "/experts/install", _P.EXPERTS, '`{"expert", "weights_sha256"}`: a release of the plant\'s '

@@ -15,9 +15,11 @@ component type routes to):
 
 Labels come from the review: a false call is a good part ("ok"); a confirmed defect is the class called or
 the one the reviewer corrected it to; an escape is the class the reviewer named (an escape without one is left
-out: it cannot label a crop). Unreviewed parts (`include_all`) carry the line's own call and say so. The split
-is fixed by each part's identity (a hash of inspection id and designator), so exporting again after more
-reviews keeps every earlier part on its side: a held-out crop never leaks into training.
+out: it cannot label a crop). A detector's box is the one the reviewer drew on the crop where there is one, else
+the detector's own where it called the defect (detector_labels.py; `boxed_by` in the manifest). Unreviewed parts
+(`include_all`) carry the line's own call and say so. The split is fixed by each part's identity (a hash of
+inspection id and designator), so exporting again after more reviews keeps every earlier part on its side: a
+held-out crop never leaks into training.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from sqlalchemy.orm import Session
 
 from ..ingest.images import write_image
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
-from .detector_labels import DEMO_DETECTOR_NAMES, DetectorLabels, demo_labels, finding_labels
+from .detector_labels import DEMO_DETECTOR_NAMES, Box, DetectorLabels, demo_labels, finding_labels
 from .golden_windows import GoldenWindows
 from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
@@ -94,7 +96,7 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
             .outerjoin(Review, Review.component_result_id == ComponentResult.id)
         if not include_all:
             q = q.where(Review.id.is_not(None))
-        q = board_filters(q, store.searching(filters))
+        q = store.reading_reviews(board_filters(q, store.searching(filters)))
         if filters is not None and filters.component:
             q = q.where(ComponentResult.component_type == filters.component)
         for insp, part, review in s.execute(q.order_by(ComponentResult.id)):
@@ -154,14 +156,16 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
                              "file": str(path.relative_to(out))})
     if comp.detector:
         h, w = image.shape[:2]
-        labels, why = trees.labels(part, comp, rules.crop_margin, w, h, truth)
+        drawn = review.drawn_box if review is not None else None
+        labels, why = trees.labels(part, comp, rules.crop_margin, w, h, truth, drawn)
         if why:
             report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "expert": comp.detector,
                                    "reason": why})
         elif labels is not None:
             file = trees.write(out / "detectors" / comp.detector, comp.detector, split, stem, image, labels)
             report.items.append({**common, "expert": comp.detector, "role": "detector", "label": labels.label,
-                                 "file": str(Path("detectors") / comp.detector / file)})
+                                 "file": str(Path("detectors") / comp.detector / file),
+                                 **({"boxed_by": labels.boxed_by} if labels.boxed_by else {})})
     if rules.golden and len(report.items) > written:  # what a golden-comparison expert learns beside the crop
         window = windows.cut(part, comp, rules, image)
         for item in report.items[written:]:
@@ -181,19 +185,20 @@ class _DetectorTrees:
         self.coco, self.names, self.classes_of, self.finders = coco, names, classes_of, finders
 
     def labels(self, part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
-               truth: str) -> tuple[DetectorLabels | None, str | None]:
+               truth: str, drawn: Box | None = None) -> tuple[DetectorLabels | None, str | None]:
         """(the crop's labels, None) or (None, why the detector cannot learn from it); (None, None): nothing to
-        write and nothing to say (a demo detector and a classifier's defect)."""
+        write and nothing to say (a demo detector and a classifier's defect). `drawn`: the reviewer's box."""
         detector = comp.detector or ""
         if detector in self.finders:
             classes = self.finders[detector]
             self.names.setdefault(detector, classes)
-            found = finding_labels(part, detector, classes, w, h, truth)
+            found = finding_labels(part, detector, classes, w, h, truth, drawn)
             return (None, found) if isinstance(found, str) else (found, None)
         own = self.classes_of(detector) if self.classes_of is not None else None
         if not own:
             self.names.setdefault(detector, DEMO_DETECTOR_NAMES)
-            return demo_labels(part, comp, margin, w, h, truth), None
+            body = demo_labels(part, comp, margin, w, h, truth, drawn)
+            return (None, body) if isinstance(body, str) else (body, None)
         return None, (f"{detector} verifies ({own[0]} against {', '.join(own[1:])}): its reviews do not label its "
                       "boxes yet; teach it again with the reviewed parts boxed")
 

@@ -4,8 +4,10 @@ The demo's detectors verify a body (in place or reversed): every part they saw i
 detector's own box where its call was right, else the body where the recipe puts it. A detector taught from
 labelled images that **finds** (every class a defect, training/labelled/teach_detector.py) learns otherwise: a
 good part is a clean image (no box at all), a defect is the box the detector itself drew on the part, under the
-class the operator confirmed. A part the detector drew nothing on (the classifier decided it, or an escape) has no
-box to teach with: it is left out of the detector's set and said, never guessed at.
+class the operator confirmed. Where the reviewer drew the defect's box on the kept crop (results/reviews.py), that
+box teaches instead of the detector's: an escape has no other, and a confirmed defect the detector boxed wrong is
+put right. A part with no box at all (the classifier decided it, or an escape nobody boxed) is left out of the
+detector's set and said, never guessed at.
 """
 from __future__ import annotations
 
@@ -19,47 +21,70 @@ OUTSIDE_SHARE = 0.5  # a drawn box with less of its area inside the crop frames 
 CLEAN = "no defect"  # a finding detector's label for a crop without boxes (manifest and counts)
 
 Row = tuple[int, float, float, float, float]  # class, cx, cy, w, h normalised to the crop
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in crop pixels
 
 
 @dataclass(frozen=True)
 class DetectorLabels:
     label: str  # what the manifest and the counts call the crop
     rows: tuple[Row, ...]
+    boxed_by: str | None = None  # whose box it is: "detector", "reviewer", "recipe" (the body where it is placed)
 
 
 def demo_labels(part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
-                truth: str) -> DetectorLabels | None:
-    """A demo detector's body box, or None when the part's truth is not one it knows (a classifier's defect)."""
+                truth: str, drawn: Box | None = None) -> DetectorLabels | str | None:
+    """A demo detector's body box (the reviewer's `drawn` one first), None when the part's truth is not one it
+    knows (a classifier's defect), or why a drawn box cannot teach."""
     if truth not in ("ok", "polarity"):
         return None
+    label = DEMO_DETECTOR_NAMES[1] if truth == "polarity" else DEMO_DETECTOR_NAMES[0]
+    if drawn is not None:
+        inside = _inside(drawn, w, h, "the reviewer drew")
+        return inside if isinstance(inside, str) else \
+            DetectorLabels(label, ((DEMO_DETECTOR_NAMES.index(label), *_normalised(inside, w, h)),), "reviewer")
     called_right = (truth == "polarity" and part.defect_class == "polarity") or \
                    (truth == "ok" and part.verdict == "pass")
     if called_right and part.box_x0 is not None:
-        x0, y0, x1, y1 = part.box_x0, part.box_y0, part.box_x1, part.box_y1
-        box = ((x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w, (y1 - y0) / h)
+        box, by = _normalised((part.box_x0, part.box_y0, part.box_x1, part.box_y1), w, h), "detector"
     else:  # the body where the recipe puts it (a part judged in place is within its tolerance of there)
         bw, bh = comp.size
-        box = ((bw // 2 + margin) / w, (bh // 2 + margin) / h, 0.78 * bw / w, bh / h)
-    label = DEMO_DETECTOR_NAMES[1] if truth == "polarity" else DEMO_DETECTOR_NAMES[0]
-    return DetectorLabels(label, ((DEMO_DETECTOR_NAMES.index(label), *box),))
+        box, by = ((bw // 2 + margin) / w, (bh // 2 + margin) / h, 0.78 * bw / w, bh / h), "recipe"
+    return DetectorLabels(label, ((DEMO_DETECTOR_NAMES.index(label), *box),), by)
 
 
 def finding_labels(part: ComponentResult, detector: str, classes: tuple[str, ...], w: int, h: int,
-                   truth: str) -> DetectorLabels | str:
-    """A finding detector's boxes of the part (none for a good one), or why the part cannot teach it."""
+                   truth: str, drawn: Box | None = None) -> DetectorLabels | str:
+    """A finding detector's boxes of the part (none for a good one): the reviewer's `drawn` box, else the one the
+    detector drew where it called the defect; or why the part cannot teach it."""
     if truth == "ok":
         return DetectorLabels(CLEAN, ())
     if truth not in classes:
         return (f"{truth!r} is not a class {detector} finds ({', '.join(classes)}): its crop teaches that detector "
                 "nothing")
-    if part.expert != detector or part.verdict != "fail" or part.box_x0 is None:  # a pass's best box is a guess
+    if drawn is not None:
+        box, by = _inside(drawn, w, h, "the reviewer drew"), "reviewer"
+    elif part.expert != detector or part.verdict != "fail" or part.box_x0 is None:  # a pass's best box is a guess
         return (f"{detector} called no defect on this part (its classifier decided it, or the detector missed it): "
-                "box the defect in a labelling tool and add the crop to the detector's set to teach it")
-    drawn = (part.box_x1 - part.box_x0) * (part.box_y1 - part.box_y0)
-    x0, y0, x1, y1 = (min(max(v, 0.0), side) for v, side in ((part.box_x0, w), (part.box_y0, h), (part.box_x1, w),
-                                                             (part.box_y1, h)))
-    if drawn <= 0 or (x1 - x0) * (y1 - y0) < OUTSIDE_SHARE * drawn:
-        return (f"the box {detector} drew ({part.box_x0:.0f}, {part.box_y0:.0f})-({part.box_x1:.0f}, "
-                f"{part.box_y1:.0f}) lies mostly outside the crop ({w}x{h} px): not a box to teach by")
-    return DetectorLabels(truth, ((classes.index(truth), (x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w,
-                                   (y1 - y0) / h),))
+                "draw the defect's box on the crop in the review (dashboard history tab, or the review's \"box\") "
+                "to teach it")
+    else:
+        box, by = _inside((part.box_x0, part.box_y0, part.box_x1, part.box_y1), w, h, f"{detector} drew"), "detector"
+    if isinstance(box, str):
+        return box
+    return DetectorLabels(truth, ((classes.index(truth), *_normalised(box, w, h)),), by)
+
+
+def _inside(box: Box, w: int, h: int, whose: str) -> Box | str:
+    """`box` clipped to the crop, or why it frames nothing there (less than OUTSIDE_SHARE of it inside)."""
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    x0, y0, x1, y1 = (min(max(v, 0.0), side) for v, side in zip(box, (w, h, w, h)))
+    if area <= 0 or (x1 - x0) * (y1 - y0) < OUTSIDE_SHARE * area:
+        return (f"the box {whose} ({box[0]:.0f}, {box[1]:.0f})-({box[2]:.0f}, {box[3]:.0f}) lies mostly outside the "
+                f"crop ({w}x{h} px): not a box to teach by")
+    return (x0, y0, x1, y1)
+
+
+def _normalised(box: Box, w: int, h: int) -> tuple[float, float, float, float]:
+    """YOLO's centre and size, as shares of the crop."""
+    x0, y0, x1, y1 = box
+    return ((x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w, (y1 - y0) / h)

@@ -11,6 +11,8 @@ pass, `2;5`, and its x-outs, not inspected (all four empty off a panel, and on a
 serial of the unit the part is on: its panel board's own (schema revision 0010, where the board has a code of its
 own), else the board's. Last, the approved make a part was compared with, its window's file (`inspector board
 approve`; empty where it was compared with its golden board, or not compared, and on a database before 0011).
+After it, the box the reviewer drew where the defect is, `x0 y0 x1 y1` in crop pixels (empty without one, and on a
+database before 0012).
 """
 from __future__ import annotations
 
@@ -33,12 +35,14 @@ class ResultRows(Protocol):
 
     def component_rows(self, filters: Filters, bare_boards: bool = False) -> Iterable[tuple[Any, Any]]: ...
 
+    def reading_reviews(self, q: Any) -> Any: ...  # noqa: ANN401 - a Select of reviews, reading what the schema has
+
 COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line", "station", "recipe",
            "ruleset_version", "board_verdict", "ref", "component_type", "verdict", "defect_class", "score", "expert",
            "weights_sha256",
            "box_x0", "box_y0", "box_x1", "box_y1", "crop_path", "error", "registration_residual_px", "board_error",
            "review_call", "review_class", "reviewer", "reviewed_at", "board_id",
-           "panel_boards", "panel_position", "panel_failed", "panel_skipped", "unit_serial", "alternate")
+           "panel_boards", "panel_position", "panel_failed", "panel_skipped", "unit_serial", "alternate", "review_box")
 # new columns go last: a plant's sheets and scripts that read columns by position keep working
 
 
@@ -65,7 +69,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
     w = csv.writer(out)
     w.writerow(COLUMNS)
     with Session(store.engine) as s:  # reviews are a person's work: few beside the parts, read once
-        reviews = {r.component_result_id: r for r in s.scalars(select(Review))}
+        reviews = {r.component_result_id: r for r in s.scalars(store.reading_reviews(select(Review)))}
     n = 0
     for insp, part in store.component_rows(filters, bare_boards=True):
         board = board_cells(insp)
@@ -76,7 +80,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
             str(panel.boards), positions_text(panel.failed), positions_text(panel.skipped))
         if part is None:
             w.writerow((*board, *[""] * 13, *tail, "", "", "", "", board_id, boards, "", failed, skipped,
-                        cell(insp.board_serial), ""))
+                        cell(insp.board_serial), "", ""))
         else:
             position = None if panel is None else panel.position_of(part.ref)
             unit = insp.board_serial if panel is None else panel.unit_serial(position, insp.board_serial)
@@ -86,9 +90,14 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
                           for v in (part.box_x0, part.box_y0, part.box_x1, part.box_y1)),
                         cell(part.crop_path or ""), cell(part.error or ""), *tail, *_review(reviews.get(part.id)),
                         board_id, boards, "" if position is None else str(position), failed, skipped, cell(unit),
-                        cell(part.approved_make or "")))
+                        cell(part.approved_make or ""), _box(reviews.get(part.id))))
         n += 1
     return n
+
+
+def _box(r: Review | None) -> str:
+    box = r.drawn_box if r is not None else None
+    return "" if box is None else " ".join(f"{v:.1f}" for v in box)
 
 
 def _review(r: Review | None) -> tuple[str, str, str, str]:

@@ -2,7 +2,10 @@
 
 A review says what a part really was: the line's `fail` was a **confirmed** defect or a **false call** (the part
 was good), or its `pass` was an **escape** (a missed defect). The class is optional: a confirmed defect may be
-of another class than the one called, an escape names the defect it had when the operator knows it. Reviews
+of another class than the one called, an escape names the defect it had when the operator knows it. So is a
+**box**: where the defect is on the part's kept crop, drawn by the reviewer (crop pixels, the frame of the part's
+own box). A detector that finds defects learns an escape only from such a box (results/detector_labels.py), and a
+confirmed defect's box where the detector drew it wrong; a false call has no defect to box. Reviews
 are what the retraining loop learns from (training/dataset.py), so a review that contradicts the stored call
 (an escape of a failed part) is refused with the reason instead of stored.
 
@@ -12,6 +15,7 @@ inspected and escapes per part inspected, so a type that is reviewed more is not
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -20,7 +24,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -28,7 +32,7 @@ from ..routing.rules import CLASSIFIER_CLASSES
 from .errors import StoreUnavailable
 from .schema import ComponentResult, Inspection, Review
 from .scope import Scope
-from .store import ResultStore, board_range
+from .store import LATER_REVIEWS, ResultStore, board_range
 
 CALLS = ("confirmed", "false_call", "escape")
 CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}  # call -> TypeRates field
@@ -36,6 +40,8 @@ CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": 
 PART_CLASSES = (*CLASSIFIER_CLASSES, "polarity")
 PART_DEFECTS = tuple(c for c in PART_CLASSES if c != "ok")  # what a review of a demo expert's call may name
 REVIEWER_MAX = 64
+BOX_MAX = 100_000.0  # px: a crop's side is far below it; a box beyond it is not on one
+BOX_LEAST = 1.0  # px: a box narrower or lower frames nothing
 CLASS_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")  # an expert taught from labelled images names its own classes
 ClassesOf = Callable[[str], "tuple[str, ...] | None"]  # an expert's own class names (good first), None: the demo's
 
@@ -52,6 +58,7 @@ class ReviewRequest:
     correct_class: str | None = None
     reviewer: str = ""
     note: str | None = None
+    box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 on the kept crop, where the defect is
 
     @classmethod
     def parse(cls, body: bytes | dict[str, Any]) -> ReviewRequest:
@@ -62,14 +69,21 @@ class ReviewRequest:
                 raise TypeError("not an object")
             req = cls(str(doc["inspection_id"]), str(doc["ref"]), str(doc["call"]),
                       None if doc.get("correct_class") in (None, "") else str(doc["correct_class"]),
-                      str(doc.get("reviewer") or ""), None if doc.get("note") is None else str(doc["note"]))
+                      str(doc.get("reviewer") or ""), None if doc.get("note") is None else str(doc["note"]),
+                      box_of(doc.get("box")))
         except (ValueError, KeyError, TypeError) as exc:
             raise ReviewRefused(
                 'a review is JSON {"inspection_id": UUID, "ref": "R12", "call": "confirmed|false_call|escape", '
-                f'"correct_class": optional, "reviewer": optional, "note": optional}} ({type(exc).__name__}: {exc})'
+                '"correct_class": optional, "reviewer": optional, "note": optional, "box": optional [x0, y0, x1, y1] '
+                f'on the kept crop}} ({type(exc).__name__}: {exc})'
             ) from None
         req.check()
         return req
+
+    def audited(self) -> dict[str, Any]:
+        """What the audit trail records the review changed the part's review to."""
+        return {"call": self.call, "correct_class": self.correct_class, "note": self.note,
+                **({"box": list(self.box)} if self.box is not None else {})}
 
     def check(self) -> None:
         if self.call not in CALLS:
@@ -84,6 +98,33 @@ class ReviewRequest:
             raise ReviewRefused(f"a {self.call} is a defect: its correct_class cannot be 'ok'")
         if len(self.reviewer) > REVIEWER_MAX:
             raise ReviewRefused(f"reviewer is longer than {REVIEWER_MAX} characters")
+        if self.box is not None:
+            check_box(self.box, self.call)
+
+
+def box_of(raw: Any) -> tuple[float, float, float, float] | None:  # noqa: ANN401 - JSON
+    """A review's box from JSON ([x0, y0, x1, y1]), None when absent; TypeError/ValueError when it is not four
+    numbers."""
+    if raw is None:
+        return None
+    if not isinstance(raw, (list, tuple)) or len(raw) != 4 or any(isinstance(v, bool) for v in raw):
+        raise ValueError(f"box must be four numbers [x0, y0, x1, y1], not {raw!r}")
+    x0, y0, x1, y1 = (float(v) for v in raw)
+    return (x0, y0, x1, y1)
+
+
+def check_box(box: tuple[float, float, float, float], call: str) -> None:
+    """ReviewRefused unless `box` frames something on a crop: finite, from the crop's corner on, its far corner
+    right of and below its near one; and only for a defect (a false call's part was good)."""
+    if call == "false_call":
+        raise ReviewRefused("a false call says the part was good: there is no defect to box (leave box out)")
+    x0, y0, x1, y1 = box
+    if not all(math.isfinite(v) for v in box) or min(box) < 0 or max(box) > BOX_MAX:
+        raise ReviewRefused(f"box {list(box)} is not on a crop: each of x0, y0, x1, y1 is a pixel position from 0 to "
+                            f"{BOX_MAX:g}")
+    if x1 - x0 < BOX_LEAST or y1 - y0 < BOX_LEAST:
+        raise ReviewRefused(f"box {list(box)} frames nothing: x1 must exceed x0 and y1 exceed y0 by at least "
+                            f"{BOX_LEAST:g} px (the crop's top left corner is 0, 0)")
 
 
 def known_class(req: ReviewRequest, expert: str | None, classes_of: ClassesOf | None) -> None:
@@ -109,6 +150,9 @@ def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf 
     StoreUnavailable when the database cannot be reached."""
     req.check()
     store.ready()
+    if req.box is not None and not store.review_boxes:
+        raise ReviewRefused(f"the results database {store.safe_url} cannot hold a reviewer's box (schema before "
+                            "0012): `inspector db upgrade` adds it; or review without the box")
     try:
         with Session(store.engine) as s, s.begin():
             part = s.execute(select(ComponentResult).join(ComponentResult.inspection)
@@ -121,17 +165,22 @@ def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf 
             if part.verdict != wants:
                 raise ReviewRefused(f"part {req.ref} of inspection {req.inspection_id} was called {part.verdict}: "
                                     f"a {req.call} reviews a part called {wants}")
-            review = s.scalar(select(Review).where(Review.component_result_id == part.id))
+            review = s.scalar(store.reading_reviews(select(Review).where(Review.component_result_id == part.id)))
             before = None if review is None else {"call": review.call, "correct_class": review.correct_class,
                                                   "note": review.note, "reviewer": review.reviewer}
-            if review is None:
-                review = Review(component_result_id=part.id)
-                s.add(review)
-            review.inspection_uuid, review.ref, review.component_type = req.inspection_id, part.ref, \
-                part.component_type
-            review.expert, review.weights_sha256 = part.expert, part.weights_sha256
-            review.call, review.correct_class, review.reviewer = req.call, req.correct_class, req.reviewer
-            review.note, review.at = req.note, datetime.now(timezone.utc)
+            if review is not None and review.drawn_box is not None:
+                before["box"] = list(review.drawn_box)
+            values = {"inspection_uuid": req.inspection_id, "ref": part.ref, "component_type": part.component_type,
+                      "expert": part.expert, "weights_sha256": part.weights_sha256, "call": req.call,
+                      "correct_class": req.correct_class, "reviewer": req.reviewer, "note": req.note,
+                      "at": datetime.now(timezone.utc)}
+            if store.review_boxes:  # a review again without a box clears the one drawn before
+                values.update(zip(LATER_REVIEWS, req.box or (None,) * 4))
+            if review is None:  # only the columns the schema has (an ORM object would name the later ones too)
+                s.execute(insert(Review).values(component_result_id=part.id, **values))
+            else:
+                for name, value in values.items():
+                    setattr(review, name, value)
             return {"stored": True, **asdict(req), "component_type": part.component_type, "verdict": part.verdict,
                     "defect_class": part.defect_class, "before": before}
     except SQLAlchemyError as exc:

@@ -189,6 +189,21 @@ class Review(Base):
     reviewer: Mapped[str] = mapped_column(String(64), default="")
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
     at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    # where the defect is, as the reviewer drew it on the part's kept crop (x0, y0, x1, y1 in crop pixels, the frame
+    # of the part's own box_* columns): what teaches a detector an escape. Revision 0012, deferred as the parts'
+    # later columns are
+    box_x0: Mapped[float | None] = mapped_column(Float, nullable=True, deferred=True)
+    box_y0: Mapped[float | None] = mapped_column(Float, nullable=True, deferred=True)
+    box_x1: Mapped[float | None] = mapped_column(Float, nullable=True, deferred=True)
+    box_y1: Mapped[float | None] = mapped_column(Float, nullable=True, deferred=True)
+
+    @property
+    def drawn_box(self) -> tuple[float, float, float, float] | None:
+        """The reviewer's box where it was read with the review (the store reads it where the schema has it), else
+        None: never a query of its own, which a database before 0012 would refuse."""
+        if "box_x0" in sa_inspect(self).unloaded or self.box_x0 is None:
+            return None
+        return (self.box_x0, self.box_y0, self.box_x1, self.box_y1)  # type: ignore[return-value]
 
 
 class SchemaRecord(Base):

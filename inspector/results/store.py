@@ -36,6 +36,8 @@ COUNT_CAP = 10_000  # a history search counts its matches this far (ResultStore.
 LATER = ("board_id", "panel_boards", "panel_failed", "panel_skipped", "panel_serials")
 # component_results columns alike (alternate: 0011, the approved make a part was compared with)
 LATER_PARTS = ("alternate",)
+# reviews columns alike (box_*: 0012, the box a reviewer drew where the defect is)
+LATER_REVIEWS = ("box_x0", "box_y0", "box_x1", "box_y1")
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -95,6 +97,7 @@ class ResultStore:
         self._rules_stored: set[str] = set()  # rule-set versions whose text the database has (rule_texts.py)
         self._later: frozenset[str] = frozenset()  # LATER columns the schema has (a shared database may lag behind)
         self._later_parts: frozenset[str] = frozenset()  # LATER_PARTS columns alike
+        self._later_reviews: frozenset[str] = frozenset()  # LATER_REVIEWS columns alike
         self._ready_lock = threading.Lock()
         if connect:
             self.ready()
@@ -111,6 +114,16 @@ class ResultStore:
         that came with it): stored, read and searched."""
         self.ready()
         return "panel_serials" in self._later
+
+    @property
+    def review_boxes(self) -> bool:
+        """The schema has reviews.box_* (revision 0012): a reviewer's box is stored and read with the review."""
+        self.ready()
+        return set(LATER_REVIEWS) <= self._later_reviews
+
+    def reading_reviews(self, q):  # noqa: ANN001, ANN202 - a Select of reviews
+        """`q` reading each review's LATER_REVIEWS columns with it where the schema has them."""
+        return q.options(*(undefer(getattr(Review, n)) for n in LATER_REVIEWS)) if self.review_boxes else q
 
     def check_filters(self, filters: Filters | None) -> None:
         """ValueError for a search this database cannot run, saying what to do: by BoardId before schema 0008."""
@@ -165,6 +178,8 @@ class ResultStore:
                 self._later = frozenset(name for name in LATER if name in columns)
                 columns = {c["name"] for c in seen.get_columns("component_results")}
                 self._later_parts = frozenset(name for name in LATER_PARTS if name in columns)
+                columns = {c["name"] for c in seen.get_columns("reviews")}
+                self._later_reviews = frozenset(name for name in LATER_REVIEWS if name in columns)
             except SQLAlchemyError as exc:
                 raise StoreUnavailable(f"cannot open the results database {self.safe_url}: "
                                        f"{exc.__class__.__name__}: {_first_line(exc)}") from None
@@ -326,7 +341,7 @@ class ResultStore:
         if not uuids:
             return {}
         with Session(self.engine) as s:
-            rows = s.scalars(select(Review).where(Review.inspection_uuid.in_(uuids)))
+            rows = s.scalars(self.reading_reviews(select(Review).where(Review.inspection_uuid.in_(uuids))))
             return {(r.inspection_uuid, r.ref): r for r in rows}
 
     def export_csv(self, out, filters: Filters | None = None) -> int:  # noqa: ANN001 - a text stream

@@ -1,7 +1,7 @@
 """Tab 5, history: stored results filtered by time, board (its serial or the Hermes BoardId the line gave it),
-verdict and component; a result's crop and the
-operator's review of its call; CSV export of exactly the filtered rows (the same query and writer as
-`inspector export`)."""
+verdict and component; a result's crop (with the box its detector drew, and one the reviewer draws where the defect
+is: ui/crop_picker.py) and the operator's review of its call; CSV export of exactly the filtered rows (the same
+query and writer as `inspector export`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -36,6 +36,7 @@ from inspector.results.store import COUNT_CAP, Filters
 from inspector.results.units import PanelResult
 from inspector.routing.panel import FRAME
 
+from ..crop_picker import Box, CropPicker
 from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
 
@@ -96,9 +97,10 @@ class HistoryTab(QWidget):
         self.table.currentCellChanged.connect(lambda row, *_: self.preview_crop(row))
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        self.preview = QLabel("select a row to see its crop")
-        self.preview.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.preview.setMinimumSize(PREVIEW, PREVIEW)
+        self.preview = CropPicker(PREVIEW)
+        self.preview.show_text("select a row to see its crop")
+        self.preview.setToolTip("dashed amber: the box the detector drew; drag a box where the defect is to send it "
+                                "with a confirmed defect or an escape (cyan)")
         self.preview_text = QLabel("")
         self.preview_text.setWordWrap(True)
         self.preview_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -109,6 +111,8 @@ class HistoryTab(QWidget):
         cv.addStretch(1)
         self.review_bar = ReviewBar(backend)
         self.review_bar.on_stored = self._reviewed
+        self.review_bar.take_boxes(self.preview.clear_box)
+        self.preview.on_box = self.review_bar.set_box
         cv.addWidget(self.review_bar)
         self.report_btn = QPushButton("Expert report…")
         self.report_btn.setToolTip("the confusion matrix and precision-recall curves of the expert version that "
@@ -124,6 +128,7 @@ class HistoryTab(QWidget):
         v.addWidget(self.status)
         self.crop_paths: list[str | None] = []
         self.parts: list[tuple[str, str, str, str]] = []  # inspection id, ref, verdict, deciding expert a row
+        self.boxes: list[tuple[Box | None, Box | None]] = []  # the detector's box and the review's, a row
         self.dialog: QDialog | None = None
         self.searched: Filters | None = None
 
@@ -158,7 +163,7 @@ class HistoryTab(QWidget):
             self.table.setCurrentCell(-1, -1)
             self.review_bar.set_part(None)
             self.table.setRowCount(0)
-            self.crop_paths, self.parts = [], []
+            self.crop_paths, self.parts, self.boxes = [], [], []
             self.status.setText(str(exc))
             return 0
         self.searched = f
@@ -166,7 +171,7 @@ class HistoryTab(QWidget):
         self.table.setCurrentCell(-1, -1)
         self.review_bar.set_part(None)
         self.table.setRowCount(len(shown))
-        self.crop_paths, self.parts = [], []
+        self.crop_paths, self.parts, self.boxes = [], [], []
         reviews = store.reviews_of(list({insp.uuid for insp, _ in shown}))
         for r, (insp, part) in enumerate(shown):
             review = reviews.get((insp.uuid, part.ref))
@@ -190,6 +195,7 @@ class HistoryTab(QWidget):
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
             self.parts.append((insp.uuid, part.ref, part.verdict, part.expert))
+            self.boxes.append((_detector_box(part), review.drawn_box if review is not None else None))
         # a line without a Hermes lane has no BoardIds, one without panels no positions, one without approved makes
         # none of them: no empty columns for them
         for c in (BOARD_ID, MAKE, PANEL):
@@ -248,18 +254,20 @@ class HistoryTab(QWidget):
         row = self.table.currentRow()
         if 0 <= row < self.table.rowCount():
             self.table.setItem(row, 11, QTableWidgetItem(text))
+            if row < len(self.boxes):  # selected again, the row shows the box it was reviewed with
+                self.boxes[row] = (self.boxes[row][0], self.review_bar.box)
 
     def preview_crop(self, row: int) -> None:
         if 0 <= row < len(self.parts):
             self.review_bar.set_part(self.parts[row], self.table.item(row, 11).text() or None)
         path, image = self._crop_image(row)
         if image is None:
-            self.preview.clear()
-            self.preview.setText("no crop kept for this result" if not path else f"crop file missing:\n{path}")
+            self.preview.show_text("no crop kept for this result" if not path else f"crop file missing:\n{path}")
             self.preview_text.setText("")
             return
-        self.preview.setPixmap(bgr_pixmap(image).scaled(PREVIEW, PREVIEW, Qt.AspectRatioMode.KeepAspectRatio,
-                                                        Qt.TransformationMode.FastTransformation))
+        detector, drawn = self.boxes[row]
+        self.preview.show_crop(image, detector, drawn)
+        self.review_bar.set_box(drawn)  # reviewed again, the part keeps the box it was reviewed with
         t = self.table
         self.preview_text.setText(f"<b>{t.item(row, 3).text()}</b> ({t.item(row, 4).text()}) on board "
                                   f"{t.item(row, 1).text()}: {t.item(row, 6).text()}, score {t.item(row, 7).text()}"
@@ -318,6 +326,13 @@ def _panel_cell(panel: PanelResult | None, ref: str) -> tuple[str, str]:
         return "", ""
     k = panel.position_of(ref)
     return ("frame" if k == FRAME else f"{k} of {panel.boards}"), ("fail" if k in panel.failed else "pass")
+
+
+def _detector_box(part: Any) -> Box | None:  # noqa: ANN401 - a stored part or the kiosk's view of one
+    """The box the part's detector drew (crop pixels), where it drew one."""
+    if getattr(part, "box_x0", None) is None:
+        return None
+    return (part.box_x0, part.box_y0, part.box_x1, part.box_y1)
 
 
 def _review_text(review: Any) -> str:  # noqa: ANN401 - a Review row or None
