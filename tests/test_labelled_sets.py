@@ -363,9 +363,14 @@ def test_vocs_own_image_set_lists_are_its_split_and_an_annotation_they_do_not_na
     (lists / "train.txt").write_text("000001\n000002\n")
     (lists / "val.txt").write_text("000003\n")
     (lists / "short_train.txt").write_text("000001  1\n000002 -1\n")  # a per-class list: left aside
+    # an unlisted annotation is not of the set before anything of it is read: its image may be missing, and its
+    # class shapes no class list
+    (root / "JPEGImages" / "000004.jpg").unlink()
+    (root / "Annotations" / "000004.xml").write_text(voc_xml("000004.jpg", (80, 60), [("aeroplane", 1, 1, 9, 9)]))
     s = read_boxes(root)
     assert {im.path.stem: im.split for im in s.images} == {"000001": "train", "000002": "train", "000003": "val"}
     assert "1 annotations are in none of" in s.note and "000004.xml" in s.note
+    assert s.classes == ("short",)
     (lists / "test.txt").write_text("000004\n000003\n")
     with pytest.raises(FolderError, match=r"test.txt:2: 000003 is listed for test and for val"):
         read_boxes(root)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from pathlib import Path
 
 from .boxes import Box, BoxedImage, BoxSet, check_split_complete, split_named
@@ -25,6 +24,7 @@ CLASS_LISTS = ("classes.txt", "labels.txt", "labelmap.txt")  # VOC's class order
 
 
 def read_voc(root: Path, xmls: list[Path]) -> BoxSet:
+    xmls, sides, note = _in_lists(root, xmls)
     listed = _voc_classes(root)
     read = [_voc_file(root, xml) for xml in xmls]
     names = listed or tuple(sorted({name for *_image, objects in read for name, *_ in objects}))
@@ -33,28 +33,34 @@ def read_voc(root: Path, xmls: list[Path]) -> BoxSet:
                           "a detector needs at least one class")
     index = {n: i for i, n in enumerate(names)}
     images = []
-    for (path, size, objects), xml in zip(read, xmls):
+    for (path, size, objects), xml, side in zip(read, xmls, sides):
         boxes = []
         for name, n, x1, y1, x2, y2, difficult in objects:
             if name not in index:
                 raise FolderError(f"{xml}: object {n} is named {name!r}, which {root / _voc_list(root)} does not "
                                   f"list ({', '.join(names)}); add it there or correct the label")
             boxes.append(Box(index[name], x1, y1, x2, y2, difficult))
-        images.append(BoxedImage(path, size, tuple(boxes), identity_of(path), split_named(root, xml)))
-    listed_sides = _image_sets(root)
-    note = ""
-    if listed_sides and not any(im.split for im in images):
-        images = [replace(im, split=listed_sides.get(xml.stem)) for im, xml in zip(images, xmls)]
-        unlisted = [xml.name for im, xml in zip(images, xmls) if im.split is None]
-        if unlisted:
-            note = (f"{len(unlisted)} annotations are in none of {root / 'ImageSets' / 'Main'}'s lists (e.g. "
-                    f"{unlisted[0]}): left out of the set")
-            images = [im for im in images if im.split is not None]
-        if not images:
-            raise FolderError(f"{root / 'ImageSets' / 'Main'}'s lists name none of the set's annotations; list "
-                              "their names (without .xml), a name a line")
+        images.append(BoxedImage(path, size, tuple(boxes), identity_of(path), side))
     check_split_complete(root, images)
     return BoxSet(root, names, images, "voc", note)
+
+
+def _in_lists(root: Path, xmls: list[Path]) -> tuple[list[Path], list[str | None], str]:
+    """The annotations of the set, each one's side, and what was left out: without split folders, VOC's lists
+    decide, before any annotation is read (VOC2012 annotates thousands of images it does not list for detection:
+    their image headers are not read, their names shape no class list, a missing image of theirs is not refused)."""
+    sides = [split_named(root, xml) for xml in xmls]
+    listed = _image_sets(root)
+    if not listed or any(sides):
+        return xmls, sides, ""
+    kept = [xml for xml in xmls if xml.stem in listed]
+    if not kept:
+        raise FolderError(f"{root / 'ImageSets' / 'Main'}'s lists name none of the set's annotations; list "
+                          "their names (without .xml), a name a line")
+    unlisted = [xml.name for xml in xmls if xml.stem not in listed]
+    note = (f"{len(unlisted)} annotations are in none of {root / 'ImageSets' / 'Main'}'s lists (e.g. {unlisted[0]}): "
+            "left out of the set") if unlisted else ""
+    return kept, [listed[xml.stem] for xml in kept], note
 
 
 IMAGE_SET_LISTS = {"train.txt": "train", "val.txt": "val", "test.txt": "test", "trainval.txt": "train"}
