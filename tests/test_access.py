@@ -483,10 +483,15 @@ def test_a_review_from_the_cli_is_stored_and_recorded_under_who_made_it(tmp_path
     assert json.loads(capsys.readouterr().out)["reviewer"] == "rosa"  # the signed-in name, not free text
     monkeypatch.setenv("INSPECTOR_PASSWORD", "not it")
     assert main([*review, "--as", "rosa"]) == 3  # a wrong password changes nothing
-    assert main(review) == 0  # no --as: recorded under the system account that ran it
+    assert main([*review, "--box", "2,3,14,9.5"]) == 0  # no --as: recorded under the system account that ran it
+    assert json.loads(capsys.readouterr().out)["box"] == [2, 3, 14, 9.5]  # where the defect is on the crop
     events = trail.events("review")
     assert [e.actor.split(":")[0] for e in events] == ["system", "rosa"]
     assert events[1].reason == "seen under the scope" and json.loads(events[0].before)["reviewer"] == "rosa"
+    assert json.loads(events[0].after)["box"] == [2, 3, 14, 9.5]
+    with pytest.raises(SystemExit):  # not four numbers: argparse says so
+        main([*review, "--box", "2,3,14"])
+    assert "is not X0,Y0,X1,Y1" in capsys.readouterr().err
 
 
 def test_an_address_that_keeps_failing_to_sign_in_is_told_to_wait(tmp_path: Path) -> None:

@@ -296,6 +296,42 @@ def test_a_letterboxed_detectors_box_is_read_back_where_it_lies_in_the_crop(tmp_
     assert part.box == pytest.approx((18.0, 8.0, 22.0, 12.0))  # a squash would have read (18, 9, 22, 11)
 
 
+def test_a_taught_verifying_detector_fails_a_part_whose_best_box_is_any_class_but_good(tmp_path: Path) -> None:
+    """A verifying detector taught the plant's classes (`--good good`) fails a confident body of its other class
+    under that class's name (it passed such a part before); a confident good body is then checked for alignment, a
+    weak box is unverified; the demo's verifier still calls its reversed class polarity."""
+    from dataclasses import asdict
+
+    from inspector.app.verdict import part_verdict
+    from inspector.coserve.online.request import RequestResult
+    from inspector.experts.base import Prediction
+    from inspector.experts.yolo import YoloDetector
+    from inspector.experts.zoo import write_expert
+    from inspector.routing.rules import parse_rules
+
+    det = YoloDetector("yolov8n.yaml", 64, 2, threshold=0.3)  # verify, as `--good` teaches it
+    taught = write_expert(tmp_path, "det-v", "detector", det.spec(), det.random_state(0), classes=("good", "tombstone"))
+    demo = write_expert(tmp_path, "det-demo", "detector", det.spec(), det.random_state(0))
+    (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [asdict(taught), asdict(demo)]}))
+    zoo = Zoo.load(tmp_path)
+    text = ("recipe: r\nboard: {width: 100, height: 100}\nclassifier: {arch: resnet10, input_size: 32}\n"
+            "detectors:\n  det-v: {arch: yolov8n.yaml, input_size: 64}\n  det-demo: {arch: yolov8n.yaml, "
+            "input_size: 64}\ncomponents:\n  T:\n    shape: resistor\n    size: [24, 16]\n    detector: det-v\n"
+            "    at: {R1: [50, 50]}\n")
+    comp = parse_rules(text, str(tmp_path / "r.yaml")).components[0]
+    centred = (32.0, 32.0, 30.0, 20.0)  # the body where the footprint puts it (the crop is 40 x 32 with margin 8)
+
+    def verdict(expert: str, label: int, score: float) -> tuple[str, str]:
+        result = RequestResult(1, "T", [("cls", Prediction(0, 0.9, True)),
+                                        (expert, Prediction(label, score, label == 0 and score >= 0.3, centred))])
+        part = part_verdict(result, "R1", comp, zoo, 8)
+        return part.verdict, part.defect_class
+    assert verdict("det-v", 1, 0.9) == ("fail", "tombstone")
+    assert verdict("det-v", 0, 0.9) == ("pass", "ok")
+    assert verdict("det-v", 1, 0.1) == ("fail", "unverified")
+    assert verdict("det-demo", 1, 0.9) == ("fail", "polarity")
+
+
 def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
         tmp_path: Path, box_models: Path, taught_pcb: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """The loop a taught classifier has, for a finding detector: a false call exports as a clean crop, a confirmed

@@ -7,8 +7,9 @@
    And a defect it never saw: a share of the voids go through the lower bar, which it may miss (escapes).
    The windows' classifier passes every window on, so the detector alone decides, as on a bare-board line.
 3. **Review.** An operator (scripted, with the truth an operator sees) reviews every flagged window, a false call
-   or a confirmed defect of the class it has, and every missed defect as an escape, boxed where the window has one
-   defect (a review carries one box: a window with two is left unboxed, as results/reviews.py asks).
+   or a confirmed defect of the class it has, and every missed defect as an escape. Where the window has one defect
+   of the reviewed class, the operator draws its box on an escape, and on a confirmed defect whose box the detector
+   drew off it (less than BOX_RIGHT of overlap); a review carries one box (results/reviews.py).
 4. **Dataset and retrain.** `dataset export` labels the detector's crops by what it drew (results/
    detector_labels.py); `zoo train --expert` trains on from the served weights over its set and the reviews and
    scores old against new on both held-out sets (training/labelled/retrain_detector.py).
@@ -47,7 +48,7 @@ from ..training.labelled.demo_boards import (
     write_panels,
     write_yolo_set,
 )
-from ..training.labelled.detection import DetectionScore, detect, score
+from ..training.labelled.detection import DetectionScore, detect, iou, score
 from ..training.labelled.retrain_detector import DETECTOR_EPOCHS, retrain_taught_detector
 from ..training.labelled.teach_detector import DetectorPlan, teach_detector
 from ..training.retrain import Retrained, format_scores
@@ -59,6 +60,7 @@ from .verdict import classes_of, finding_detectors
 Say = Callable[[str], None]
 DETECTOR, CLASSIFIER = "det-panel", "cls-WIN"
 PASS_ALL = -1e5  # the windows' classifier's margin of good: every window goes on to the detector
+BOX_RIGHT = 0.5  # overlap (IoU) with the defect at which the operator leaves the detector's box as it drew it
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class DetectorLoop:
     fresh: int = 100  # panels nobody reviewed, scored before and after
     look: float = 0.5  # the share of windows with the new look
     low_voids: float = 0.5  # the share of voids through the lower bar, a defect the set never showed
-    escape_boxes: bool = True  # the operator boxes an escape (else reviews it without a box)
+    boxes: bool = True  # the operator draws boxes (escapes, misplaced boxes); else reviews without any
     epochs: int = 30  # teaching's at most
     retrain_epochs: int = DETECTOR_EPOCHS
     seed: int = 0
@@ -96,7 +98,7 @@ class DetectorLoopReport:
         rows = [f"taught {DETECTOR} from {self.loop.boards} labelled boards; the line's panels: {self.loop.panels}, "
                 f"{100 * self.loop.look:.0f}% of windows with the new look (round holes), "
                 f"{100 * self.loop.low_voids:.0f}% of voids through the lower bar (never taught); escapes "
-                f"{'boxed by the operator' if self.loop.escape_boxes else 'reviewed without a box'}; served "
+                f"{'boxed by the operator' if self.loop.boxes else 'reviewed without a box'}; served "
                 f"threshold {self.threshold:.3f}",
                 f"reviews: {self.reviews}",
                 f"exported for {DETECTOR}: {self.exported}" + (f"; left out: {self.left_out}" if self.left_out else ""),
@@ -164,7 +166,7 @@ def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoop
     run_line(rules, zoo, models, open_source(f"folder:{work / 'line'}", rules, 0, 0),
              ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, work / "data", lambda _m: None)
     report.times["line"] = time.perf_counter() - t0
-    report.reviews = _review(store, zoo, truth, loop.escape_boxes)
+    report.reviews = _review(store, zoo, truth, loop.boxes)
     t0 = time.perf_counter()
     exported = export_dataset(store, work / "dataset", [rules], classes_of=classes_of(zoo), heldout_percent=30,
                               finders=finding_detectors(zoo))
@@ -199,10 +201,11 @@ def _with_pass_all_classifier(zoo_dir: Path) -> Zoo:
     return Zoo.load(zoo_dir)
 
 
-def _review(store: ResultStore, zoo: Zoo, truth: dict, escape_boxes: bool = True) -> dict[str, int]:
+def _review(store: ResultStore, zoo: Zoo, truth: dict, draw: bool = True) -> dict[str, int]:
     """Every flagged window reviewed (a false call, or confirmed under the class it has, the called one where it
-    has that), every missed defect an escape with the defect's box where it has one defect (the rule set cuts each
-    window whole: window pixels are crop pixels); the calls made."""
+    has that), every missed defect an escape; with `draw`, the defect's box drawn (the rule set cuts each window
+    whole: window pixels are crop pixels) on an escape and on a confirmed defect boxed off it, where the window has
+    one defect of that class; the calls made."""
     of, calls = classes_of(zoo), Counter()
     for insp in store.inspections():
         for p in insp.parts:
@@ -211,16 +214,25 @@ def _review(store: ResultStore, zoo: Zoo, truth: dict, escape_boxes: bool = True
             if p.verdict == "fail" and not boxes:
                 req = ReviewRequest(insp.uuid, p.ref, "false_call", None, "demo")
             elif p.verdict == "fail":
-                req = ReviewRequest(insp.uuid, p.ref, "confirmed",
-                                    p.defect_class if p.defect_class in kinds else kinds[0], "demo")
+                called = p.defect_class if p.defect_class in kinds else kinds[0]
+                where = _drawn(boxes, called) if draw else None
+                right = p.box_x0 is not None and where is not None and iou(
+                    Box(0, p.box_x0, p.box_y0, p.box_x1, p.box_y1), Box(0, *where)) >= BOX_RIGHT
+                req = ReviewRequest(insp.uuid, p.ref, "confirmed", called, "demo", box=None if right else where)
             elif boxes:
-                box = tuple(float(v) for v in boxes[0][1:]) if len(boxes) == 1 and escape_boxes else None
-                req = ReviewRequest(insp.uuid, p.ref, "escape", kinds[0], "demo", box=box)
+                req = ReviewRequest(insp.uuid, p.ref, "escape", kinds[0], "demo",
+                                    box=_drawn(boxes, kinds[0]) if draw else None)
             else:
                 continue
             record_review(store, req, of)
             calls[req.call + (", boxed" if req.box else "")] += 1
     return dict(calls)
+
+
+def _drawn(boxes: list, name: str) -> tuple[float, float, float, float] | None:
+    """The box an operator draws for a defect of class `name`: the window's one box of it (None with two)."""
+    mine = [b for b in boxes if CLASSES[b[0]] == name]
+    return tuple(float(v) for v in mine[0][1:]) if len(mine) == 1 else None  # type: ignore[return-value]
 
 
 def _after(found: list, truth: list[tuple[list, bool]], threshold: float) -> dict[str, Any]:

@@ -4,7 +4,10 @@ The classifier names gross defects; when it passes the part and the route
 has a detector, the detector's best box decides polarity (its class) and
 alignment (its centre against the crop's centre, within the rule's tolerance
 in board pixels). No confident detection is "unverified", a failure: a part
-the line could not confirm is never passed.
+the line could not confirm is never passed. A verifying detector taught the
+plant's own classes (`zoo train --new --kind detector --good CLASS`) fails a
+part whose best box is any class but its good one, under that class's name;
+one that finds fails a part on any confident box.
 """
 from __future__ import annotations
 
@@ -49,8 +52,10 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
     threshold = getattr(arch, "threshold", 0.5)
     if det.score < threshold:
         return rec(expert, "fail", "unverified", det.score, box)
-    if class_name(zoo, expert, det.label, DETECTOR_CLASSES) == "reversed":
-        return rec(expert, "fail", "polarity", det.score, box)
+    if det.label != 0:  # a confident body of another class than good: the demo's reversed one, a taught one's own
+        name = class_name(zoo, expert, det.label, DETECTOR_CLASSES)
+        taught = expert in zoo.entries and bool(zoo.entries[expert].classes)
+        return rec(expert, "fail", name if taught or name != "reversed" else "polarity", det.score, box)
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     bx, by = comp.body_geometry[:2]  # where the footprint puts the body about the window's centre (0, 0: centred)
     expect_x, expect_y = comp.size[0] // 2 + margin + bx, comp.size[1] // 2 + margin + by

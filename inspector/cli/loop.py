@@ -185,7 +185,7 @@ def cmd_retrain_demo(args: argparse.Namespace) -> int:
 
         given = {k: v for k, v in (("panels", args.boards), ("fresh", args.boards), ("retrain_epochs", args.epochs))
                  if v}
-        report = run_detector_loop(DetectorLoop(data=data, escape_boxes=not args.unboxed_escapes, **given),
+        report = run_detector_loop(DetectorLoop(data=data, boxes=not args.no_boxes, **given),
                                    models_of(args), say)
     else:
         from ..app.retrain_demo import DemoLoop, run_loop
@@ -317,9 +317,9 @@ def add_retrain_demo(p: argparse.ArgumentParser) -> None:
                    help="the loop of a detector taught from labelled boxes instead: synthetic bare boards, a new "
                         "look on the line, every call reviewed, retrained, old against new on panels nobody "
                         "reviewed (--boards: panels, default 100; --epochs: the retraining's)")
-    p.add_argument("--unboxed-escapes", action="store_true",
-                   help="with --taught-detector: the operator reviews escapes without drawing their boxes (what the "
-                        "detector then cannot learn from them)")
+    p.add_argument("--no-boxes", action="store_true",
+                   help="with --taught-detector: the operator draws no box (on escapes, or where the detector's box is "
+                        "off the defect): what reviews without boxes teach")
     p.add_argument("--boards", type=int, help="boards before and after the swap (default 40)")
     p.add_argument("--reviews", type=int, default=50, help="flagged parts the operator reviews (default 50)")
     p.add_argument("--epochs", type=int, help="the fine-tuning's epochs at most (default 10; a detector's 20)")
