@@ -165,3 +165,30 @@ def test_a_box_dragged_on_the_crop_goes_with_the_review_in_crop_pixels(qtbot, tm
     tab.search()  # a new search reads it from the database
     tab.table.setCurrentCell(rows["D1"], 0)
     assert picker.box == pytest.approx((48, 8, 62, 32), abs=1.0)
+
+
+def test_the_export_labels_a_detectors_crop_by_the_reviewers_box_and_says_whose_boxes_it_wrote(
+        tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`dataset export` through the CLI: a confirmed polarity defect reviewed with a box teaches the demo detector
+    that box (its label file), and the summary says whose boxes the detector's set carries."""
+    from inspector.cli import main
+
+    crop = np.full((24, 40, 3), 90, np.uint8)
+    (tmp_path / "crops").mkdir()
+    cv2.imwrite(str(tmp_path / "crops" / "d1.png"), crop)
+    record = board("B1", defect="polarity")
+    record.parts[1].crop_path = str(tmp_path / "crops" / "d1.png")
+    db = sqlite_url(tmp_path / "r.sqlite")
+    store = ResultStore(db)
+    store.write([record])
+    (insp,) = store.inspections()
+    record_review(store, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", box=(4, 2, 24, 22)))
+    rules = Path(__file__).resolve().parents[1] / "routing_rules" / "board_a.yaml"
+    out = tmp_path / "dataset"
+    assert main(["dataset", "export", "--out", str(out), "--db", db, "--rules", str(rules)]) == 0
+    said = capsys.readouterr().out
+    assert "boxes by reviewer 1" in said, said
+    (item,) = [i for i in json.loads((out / "manifest.json").read_text())["items"] if i["role"] == "detector"]
+    assert item["boxed_by"] == "reviewer" and item["label"] == "reversed"
+    label = (out / item["file"].replace("/images/", "/labels/")).with_suffix(".txt").read_text().split()
+    assert [float(v) for v in label] == pytest.approx([1, 14 / 40, 12 / 24, 20 / 40, 20 / 24])

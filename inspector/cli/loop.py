@@ -88,6 +88,9 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
                             args.heldout_percent, _classes_of(args), _finders(args))
     for expert, counts in report.counts().items():
         print(f"{expert:16} " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        boxed = Counter(i["boxed_by"] for i in report.items if i["expert"] == expert and i.get("boxed_by"))
+        if boxed:  # a detector's defect boxes: whose they are (the reviewer's, drawn on the crop, come first)
+            print(f"{'':16} boxes by " + ", ".join(f"{k} {v}" for k, v in sorted(boxed.items())))
     whole = sum("expert" not in x for x in report.skipped)
     of_detectors = len(report.skipped) - whole
     print(f"{len(report.items)} crops written to {args.out}, {whole} parts left out"

@@ -6,7 +6,7 @@ of another class than the one called, an escape names the defect it had when the
 **box**: where the defect is on the part's kept crop, drawn by the reviewer (crop pixels, the frame of the part's
 own box). A detector that finds defects learns an escape only from such a box (results/detector_labels.py), and a
 confirmed defect's box where the detector drew it wrong; a false call has no defect to box. Reviews
-are what the retraining loop learns from (training/dataset.py), so a review that contradicts the stored call
+are what the retraining loop learns from (results/dataset.py), so a review that contradicts the stored call
 (an escape of a failed part) is refused with the reason instead of stored.
 
 Rates are over the parts stored of each type in a line's last boards (RATE_BOARDS): false calls per part
