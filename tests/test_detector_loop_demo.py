@@ -22,12 +22,12 @@ def test_the_taught_detectors_loop_runs_whole_and_reports_each_step(tmp_path: Pa
     # the scripted operator boxes escapes and the detector's boxes off their defect: each such box is what the
     # detector learns that crop by (the rest by the boxes it drew itself)
     boxed = sum(n for call, n in report["reviews"].items() if call.endswith(", boxed"))
-    assert boxed > 0, report["reviews"]  # a detector new to the line's lower-bar voids boxes some of them off
+    assert boxed > 0, report["reviews"]  # a detector new to the line's narrow voids misses them: escapes
     assert report["boxed_by"].get("reviewer", 0) == boxed and "boxes its defects are taught by" in r.stdout
     assert report["boxed_by"].get("detector", 0) == report["reviews"].get("confirmed", 0)
     assert set(report["after"]) == {"old", "new"}
     for figures in report["after"].values():  # 60 windows of 30 fresh panels, each of one kind
-        assert sum(figures[k][1] for k in ("defective", "low void", "holed", "plain")) == 60
+        assert sum(figures[k][1] for k in ("defective", "narrow void", "holed", "plain")) == 60
     assert ("recall gate: passed" in r.stdout) == (r.returncode == 0)
     assert "windows of 30 panels nobody reviewed" in r.stdout and "retraining (old against new" in r.stdout
     version = report["retrained"]["version"]

@@ -4,7 +4,8 @@
    synthetic bare boards (training/labelled/demo_boards.py: voids and spurs, boxed).
 2. **The line meets a new look.** Panels of two windows run through the real line into a SQLite database; half
    the windows carry round holes the set never showed (a design's vias): the detector calls some of them voids.
-   And a defect it never saw: a share of the voids go through the lower bar, which it may miss (escapes).
+   And a defect it never saw: a share of the voids are narrow gaps through the lower bar, which it misses
+   (escapes).
    The windows' classifier passes every window on, so the detector alone decides, as on a bare-board line.
 3. **Review.** An operator (scripted, with the truth an operator sees) reviews every flagged window, a false call
    or a confirmed defect of the class it has, and every missed defect as an escape. Where the window has one defect
@@ -42,7 +43,7 @@ from ..runtime.safetensors_io import parse
 from ..training.labelled.boxes import Box
 from ..training.labelled.demo_boards import (
     CLASSES,
-    LOW_VOID_TOP,
+    NARROW,
     PANEL_RULES,
     cut_windows,
     write_panels,
@@ -69,7 +70,7 @@ class DetectorLoop:
     panels: int = 100  # panels through the line, every call reviewed
     fresh: int = 100  # panels nobody reviewed, scored before and after
     look: float = 0.5  # the share of windows with the new look
-    low_voids: float = 0.5  # the share of voids through the lower bar, a defect the set never showed
+    narrow_voids: float = 0.5  # the share of voids that are narrow gaps in the lower bar, never shown it
     boxes: bool = True  # the operator draws boxes (escapes, misplaced boxes); else reviews without any
     epochs: int = 30  # teaching's at most
     retrain_epochs: int = DETECTOR_EPOCHS
@@ -97,8 +98,8 @@ class DetectorLoopReport:
         r = self.retrained
         rows = [f"taught {DETECTOR} from {self.loop.boards} labelled boards; the line's panels: {self.loop.panels}, "
                 f"{100 * self.loop.look:.0f}% of windows with the new look (round holes), "
-                f"{100 * self.loop.low_voids:.0f}% of voids through the lower bar (never taught); escapes "
-                f"{'boxed by the operator' if self.loop.boxes else 'reviewed without a box'}; served "
+                f"{100 * self.loop.narrow_voids:.0f}% of voids narrow gaps in the lower bar (never taught); boxes "
+                f"{'drawn by the operator' if self.loop.boxes else 'none drawn (--no-boxes)'}; served "
                 f"threshold {self.threshold:.3f}",
                 f"reviews: {self.reviews}",
                 f"exported for {DETECTOR}: {self.exported}" + (f"; left out: {self.left_out}" if self.left_out else ""),
@@ -107,11 +108,11 @@ class DetectorLoopReport:
                 format_scores(r) if r else "-", "",
                 f"windows of {self.loop.fresh} panels nobody reviewed, flagged at the served threshold:",
                 f"{'weights':10} {'mAP':>7} {'void AP':>8} {'spur AP':>8} {'defects, taught':>16} "
-                f"{'low voids':>16} {'clean, new look':>16} {'clean, plain':>14}", "-" * 102]
+                f"{'narrow voids':>16} {'clean, new look':>16} {'clean, plain':>14}", "-" * 102]
         for name, a in self.after.items():
             rows.append(f"{name:10} {pct(a['map']):>7} {pct(a['ap']['void']):>8} {pct(a['ap']['spur']):>8} "
                         + " ".join(f"{a[k][0]:>7}/{a[k][1]:<3} {pct(share(a[k])):>6}"
-                                   for k in ("defective", "low void", "holed"))
+                                   for k in ("defective", "narrow void", "holed"))
                         + f" {a['plain'][0]:>4}/{a['plain'][1]:<3} {pct(share(a['plain'])):>6}")
         rows.append("times: " + ", ".join(f"{k} {v:.0f} s" for k, v in self.times.items()))
         return "\n".join(rows)
@@ -160,7 +161,7 @@ def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoop
     t0 = time.perf_counter()
     rules = parse_rules(PANEL_RULES.replace("DETECTOR", DETECTOR).replace("SIZE", str(taught.input_size)),
                         str(work / "panel.yaml"))
-    truth = write_panels(work / "line", loop.panels, loop.seed + 1, look=loop.look, low_voids=loop.low_voids)
+    truth = write_panels(work / "line", loop.panels, loop.seed + 1, look=loop.look, narrow_voids=loop.narrow_voids)
     store = ResultStore(sqlite_url(work / "results.sqlite"))
     say(f"the line: {loop.panels} panels, {100 * loop.look:.0f}% of windows with round holes it never saw")
     run_line(rules, zoo, models, open_source(f"folder:{work / 'line'}", rules, 0, 0),
@@ -177,7 +178,7 @@ def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoop
     report.times["retrain"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    fresh = write_panels(work / "fresh", loop.fresh, loop.seed + 2, look=loop.look, low_voids=loop.low_voids)
+    fresh = write_panels(work / "fresh", loop.fresh, loop.seed + 2, look=loop.look, narrow_voids=loop.narrow_voids)
     windows = cut_windows(work / "fresh", fresh)
     zoo = Zoo.load(zoo_dir)
     arch = zoo.architecture(DETECTOR)
@@ -239,9 +240,9 @@ def _after(found: list, truth: list[tuple[list, bool]], threshold: float) -> dic
     """The fresh windows' figures: mAP and each class's AP, and windows flagged (found, of) by kind."""
     s: DetectionScore = score(CLASSES, [tuple(Box(*b) for b in boxes) for boxes, _ in truth], found, threshold)
     flagged = [any(f.score >= threshold for f in fs) for fs in found]
-    counts = {"defective": [0, 0], "low void": [0, 0], "holed": [0, 0], "plain": [0, 0]}
+    counts = {"defective": [0, 0], "narrow void": [0, 0], "holed": [0, 0], "plain": [0, 0]}
     for hit, (boxes, holed) in zip(flagged, truth):
-        kind = "low void" if any(b[0] == 0 and b[2] >= LOW_VOID_TOP for b in boxes) else \
+        kind = "narrow void" if any(b[0] == 0 and b[3] - b[1] <= NARROW + 2 for b in boxes) else \
             "defective" if boxes else "holed" if holed else "plain"
         counts[kind][0] += int(hit)
         counts[kind][1] += 1

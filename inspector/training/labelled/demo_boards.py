@@ -2,9 +2,9 @@
 
 A board is a dark laminate with copper bars; a **void** is a dark hole in a bar, a **spur** a bright stub off one,
 both 16 px on a 64-px board. The **new look** is what a line meets after teaching: round holes of the laminate's
-colour punched through the upper bar (a design's vias, say), not defects, and never in the taught set. A **low
-void** is a defect the set never showed either: a void through the lower, thinner bar (what the detector may miss:
-an escape an operator boxes). The
+colour punched through the upper bar (a design's vias, say), not defects, and never in the taught set. A **narrow
+void** is a defect the set never showed either: a gap NARROW px wide through the lower bar, where the set's voids
+are 16 px holes in the upper one, which a detector taught on the set misses (an escape an operator boxes). The
 detector's loop demo (app/detector_loop_demo.py) and the tests use these; a plant teaches from its own images.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ...ingest.images import write_image
 
 CLASSES = ("void", "spur")
 LAMINATE, COPPER = (40, 80, 40), (60, 160, 200)
-LOW_VOID_TOP = 29  # px: a void's box starting this low is one through the lower bar
+NARROW = 6  # px: a narrow void's width
 PixelBox = tuple[int, int, int, int, int]  # class, x1, y1, x2, y2
 WINDOW = 64  # a panel window's side: one board picture
 PANEL = (160, 100)  # a panel's width and height: two windows
@@ -40,19 +40,19 @@ components:
 """
 
 
-def board(rng: np.random.Generator, kinds: list[int], low_void: bool = False) -> tuple[np.ndarray, list[PixelBox]]:
+def board(rng: np.random.Generator, kinds: list[int], narrow: bool = False) -> tuple[np.ndarray, list[PixelBox]]:
     """A board (64 px high, 64 or 80 wide) with a defect of each kind in `kinds`, and their boxes. Defects are 16 px,
     a quarter of the board's height (the trainer grows the input until they are 24 px: detector_sizing.py); with
-    `low_void`, the void goes through the lower bar."""
+    `narrow`, the void is a gap NARROW px wide through the lower bar."""
     h, w = 64, int(rng.choice([64, 80]))
     image = np.full((h, w, 3), LAMINATE, np.uint8)
     image[4:26, :] = image[30:40, :] = COPPER
     boxes = []
     for kind in kinds:
         x = int(rng.integers(4, w - 20))
-        if kind == 0 and low_void:
-            image[30:40, x:x + 16] = LAMINATE
-            boxes.append((0, x - 1, LOW_VOID_TOP, x + 17, 41))
+        if kind == 0 and narrow:
+            image[30:40, x:x + NARROW] = LAMINATE
+            boxes.append((0, x - 1, 29, x + NARROW + 1, 41))
         elif kind == 0:
             image[7:23, x:x + 16] = LAMINATE
             boxes.append((0, x - 1, 6, x + 17, 24))
@@ -85,13 +85,13 @@ def write_yolo_set(root: Path, boards: int, seed: int) -> Path:
 
 
 def window(rng: np.random.Generator, defective: float, look: float,
-           low_voids: float = 0.0) -> tuple[np.ndarray, list[PixelBox], bool]:
+           narrow_voids: float = 0.0) -> tuple[np.ndarray, list[PixelBox], bool]:
     """One panel window: a board cut to 64 px with defects at the rate `defective` (each kind or both alike), a
-    void through the lower bar at the rate `low_voids` of voids, a round hole in the upper bar at the rate `look`
-    (kept clear of a void); (image, boxes, holed)."""
+    narrow void through the lower bar at the rate `narrow_voids` of voids, a round hole in the upper bar at the rate
+    `look` (kept clear of a void); (image, boxes, holed)."""
     kinds = [[0], [1], [0, 1]][int(rng.integers(3))] if rng.random() < defective else []
-    low = low_voids > 0 and 0 in kinds and rng.random() < low_voids  # no draw without them: the same panels
-    picture, boxes = board(rng, kinds, low)
+    narrow = narrow_voids > 0 and 0 in kinds and rng.random() < narrow_voids  # no draw without them: same panels
+    picture, boxes = board(rng, kinds, narrow)
     picture, boxes = picture[:, :WINDOW].copy(), [b for b in boxes if b[3] <= WINDOW]
     holed = False
     if rng.random() < look:
@@ -103,7 +103,7 @@ def window(rng: np.random.Generator, defective: float, look: float,
 
 
 def write_panels(root: Path, count: int, seed: int, defective: float = 0.4, look: float = 0.5,
-                 low_voids: float = 0.0) -> dict[tuple[str, str], tuple[list[PixelBox], bool]]:
+                 narrow_voids: float = 0.0) -> dict[tuple[str, str], tuple[list[PixelBox], bool]]:
     """`count` panels of two windows under `root` (panelNNN.png); (file name, window ref) -> (its boxes in the
     window's pixels, whether it has the new look): the truth an operator sees."""
     rng = np.random.default_rng(seed)
@@ -112,7 +112,7 @@ def write_panels(root: Path, count: int, seed: int, defective: float = 0.4, look
     for b in range(count):
         image = np.full((PANEL[1], PANEL[0], 3), LAMINATE, np.uint8)
         for ref, (x, y) in WINDOWS.items():
-            picture, boxes, holed = window(rng, defective, look, low_voids)
+            picture, boxes, holed = window(rng, defective, look, narrow_voids)
             image[y:y + WINDOW, x:x + WINDOW] = picture
             truth[(f"panel{b:03d}.png", ref)] = (boxes, holed)
         write_image(root / f"panel{b:03d}.png", image)
