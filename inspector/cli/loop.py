@@ -259,7 +259,7 @@ def add_dataset(p: argparse.ArgumentParser) -> None:
     exp.add_argument("--heldout-percent", type=int, default=30, help="parts held out for evaluation (default 30)")
     exp.add_argument("--zoo", help="the zoo whose experts made the calls (default: the line's demo zoo): an expert "
                                    "taught its own classes gets its crops under them, a detector that finds them "
-                                   "the boxes it drew")
+                                   "the boxes its reviewers drew, else those it drew itself")
     scope_flags(exp)
     _rules_flag(exp)
     database_flags(exp)
