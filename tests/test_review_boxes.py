@@ -92,6 +92,25 @@ def test_a_finding_detector_learns_the_reviewers_box_first_and_an_escape_only_fr
     assert finding_labels(_part("fail"), "det-f", CLASSES, 40, 20, "ok", drawn).label == CLEAN
 
 
+def test_a_verifying_detector_learns_each_crop_as_one_body_under_the_class_it_really_is() -> None:
+    from inspector.results.detector_labels import verifying_labels
+
+    bodies = ("good", "chipped")
+    called = _part("fail", expert="det-v", box=(8.0, 4.0, 30.0, 16.0))
+    called.defect_class = "chipped"  # a confident box of the wrong class: a false call
+    false_call = verifying_labels(called, "det-v", bodies, 40, 20, "ok")
+    assert false_call.label == "good" and false_call.boxed_by == "detector"  # its box found the body
+    assert false_call.rows == ((0, 19 / 40, 10 / 20, 22 / 40, 12 / 20),)
+    assert verifying_labels(called, "det-v", bodies, 40, 20, "chipped", (4, 2, 36, 18)).boxed_by == "reviewer"
+    weak = _part("fail", expert="det-v", box=(0.0, 0.0, 5.0, 5.0))
+    weak.defect_class = "unverified"  # its best box under the threshold: no body vouched for
+    why = verifying_labels(weak, "det-v", bodies, 40, 20, "ok")
+    assert isinstance(why, str) and "boxed no body on this part with confidence" in why
+    assert verifying_labels(weak, "det-v", bodies, 40, 20, "chipped", (4, 2, 36, 18)).label == "chipped"
+    other = verifying_labels(called, "det-v", bodies, 40, 20, "missing")
+    assert isinstance(other, str) and "not a class det-v verifies (good against chipped)" in other
+
+
 def _history_with_kept_crops(qtbot, tmp_path: Path):  # noqa: ANN001, ANN202 - the tab and its store
     from inspector.app.controller import LineController, LineSetup
     from inspector.app.line import LineConfig

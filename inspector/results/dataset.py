@@ -39,7 +39,14 @@ from sqlalchemy.orm import Session
 
 from ..ingest.images import write_image
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
-from .detector_labels import DEMO_DETECTOR_NAMES, Box, DetectorLabels, demo_labels, finding_labels
+from .detector_labels import (
+    DEMO_DETECTOR_NAMES,
+    Box,
+    DetectorLabels,
+    demo_labels,
+    finding_labels,
+    verifying_labels,
+)
 from .golden_windows import GoldenWindows
 from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
@@ -199,8 +206,9 @@ class _DetectorTrees:
             self.names.setdefault(detector, DEMO_DETECTOR_NAMES)
             body = demo_labels(part, comp, margin, w, h, truth, drawn)
             return (None, body) if isinstance(body, str) else (body, None)
-        return None, (f"{detector} verifies ({own[0]} against {', '.join(own[1:])}): its reviews do not label its "
-                      "boxes yet; teach it again with the reviewed parts boxed")
+        self.names.setdefault(detector, own)  # a taught verifier: its good class first
+        body = verifying_labels(part, detector, own, w, h, truth, drawn)
+        return (None, body) if isinstance(body, str) else (body, None)
 
     def write(self, root: Path, detector: str, split: str, stem: str, image: Any,  # noqa: ANN401 - an image
               labels: DetectorLabels) -> Path:

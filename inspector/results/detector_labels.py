@@ -7,7 +7,11 @@ good part is a clean image (no box at all), a defect is the box the detector its
 class the operator confirmed. Where the reviewer drew the defect's box on the kept crop (results/reviews.py), that
 box teaches instead of the detector's: an escape has no other, and a confirmed defect the detector boxed wrong is
 put right. A part with no box at all (the classifier decided it, or an escape nobody boxed) is left out of the
-detector's set and said, never guessed at.
+detector's set and said, never guessed at. A taught detector that **verifies** (`--good`: a body of its good class
+passes) learns every crop as one body: under its good class for a good part, under the confirmed class for a
+defect, boxed where the reviewer drew it, else where the detector itself boxed the body confidently (whatever class
+it named: a verifier's box finds the body, its class is what a review corrects); a part it found no confident body
+on, with no box drawn, is left out and said.
 """
 from __future__ import annotations
 
@@ -72,6 +76,30 @@ def finding_labels(part: ComponentResult, detector: str, classes: tuple[str, ...
     if isinstance(box, str):
         return box
     return DetectorLabels(truth, ((classes.index(truth), *_normalised(box, w, h)),), by)
+
+
+def verifying_labels(part: ComponentResult, detector: str, classes: tuple[str, ...], w: int, h: int,
+                     truth: str, drawn: Box | None = None) -> DetectorLabels | str:
+    """A verifying detector's body box of the part under the class it really is (`classes[0]` its good one), or why
+    the part cannot teach it."""
+    if truth == "ok":
+        name = classes[0]
+    elif truth in classes[1:]:
+        name = truth
+    else:
+        return (f"{truth!r} is not a class {detector} verifies ({classes[0]} against {', '.join(classes[1:])}): its "
+                "crop teaches that detector nothing")
+    if drawn is not None:
+        box, by = _inside(drawn, w, h, "the reviewer drew"), "reviewer"
+    elif part.expert == detector and part.box_x0 is not None and part.defect_class != "unverified":
+        box, by = _inside((part.box_x0, part.box_y0, part.box_x1, part.box_y1), w, h, f"{detector} drew"), "detector"
+    else:
+        return (f"{detector} boxed no body on this part with confidence (its classifier decided it, or its best box "
+                "was under the threshold): draw the body's box on the crop in the review (a defect's review; dashboard "
+                "history tab, or the review's \"box\") to teach it")
+    if isinstance(box, str):
+        return box
+    return DetectorLabels(name, ((classes.index(name), *_normalised(box, w, h)),), by)
 
 
 def _inside(box: Box, w: int, h: int, whose: str) -> Box | str:

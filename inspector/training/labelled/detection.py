@@ -8,7 +8,10 @@ VOC's all-point form), and precision, recall and F1 at the operating threshold; 
 that have labelled boxes. An ignored labelled box (difficult, crowd: boxes.py) is neither found nor missed: a box
 given that lies on it (over the IoU asked, of the given box's own area, as COCO treats a crowd) and matches no
 other counts for nothing, and an image whose boxes are all ignored is left out of the image counts. Image by image,
-the line's question: was an image with a defect flagged (a box over the threshold), was a clean one left alone.
+the line's question: was an image with a defect flagged, was a clean one left alone. A detector that finds flags an
+image with any box over the threshold; one that verifies (`good`: its good class) flags an image unless its best box
+reaches the threshold and is of the good class, and an image is defective unless every box in it is good (one
+without a box shows no body at all): the line's call of a part by its class, its alignment aside.
 """
 from __future__ import annotations
 
@@ -91,6 +94,7 @@ class DetectionScore:
     flagged_clean: int
     clean: int
     ignored_images: int = 0  # images whose labelled boxes are all ignored: in neither count
+    good: int | None = None  # a verifier's good class: `clean` counts good bodies, `flagged` what it did not pass
 
     @property
     def map(self) -> float:
@@ -127,7 +131,8 @@ class DetectionScore:
 
 
 def score(classes: tuple[str, ...], truth: list[tuple[Box, ...]], found: list[list[Found]], threshold: float,
-          iou_match: float = 0.5) -> DetectionScore:
+          iou_match: float = 0.5, good: int | None = None) -> DetectionScore:
+    """`good`: the good class of a detector that verifies (image counts by its calls: the module's docstring)."""
     per: dict[int, list[tuple[float, bool]]] = {k: [] for k in range(len(classes))}
     labelled = {k: 0 for k in range(len(classes))}
     flagged_d = with_d = flagged_c = clean = ignored_images = 0
@@ -147,10 +152,16 @@ def score(classes: tuple[str, ...], truth: list[tuple[Box, ...]], found: list[li
             elif _on_ignored(f, boxes, iou_match):
                 continue
             per[f.kind].append((f.score, at is not None))
-        flagged = any(g.score >= threshold for g in given)
+        if good is None:
+            flagged = any(g.score >= threshold for g in given)
+            defective = bool(boxes)
+        else:  # passed only on a confident good body; defective unless every body in it is good
+            top = max(given, key=lambda g: g.score, default=None)
+            flagged = top is None or top.score < threshold or top.kind != good
+            defective = not boxes or any(b.kind != good for b in boxes if not b.ignore)
         if boxes and all(b.ignore for b in boxes):
             ignored_images += 1
-        elif boxes:
+        elif defective:
             with_d += 1
             flagged_d += flagged
         else:
@@ -168,7 +179,7 @@ def score(classes: tuple[str, ...], truth: list[tuple[Box, ...]], found: list[li
                            "ap": average_precision(h, s, labelled[k]), "precision": p, "recall": r,
                            "f1": 2 * p * r / (p + r) if p and r else (0.0 if p is not None and r is not None else None)}
     return DetectionScore(classes, threshold, iou_match, per_class, len(truth), flagged_d, with_d, flagged_c, clean,
-                          ignored_images)
+                          ignored_images, good)
 
 
 def _on_ignored(f: Found, boxes: tuple[Box, ...], overlap: float) -> bool:
@@ -190,7 +201,8 @@ def table(s: DetectionScore) -> str:
     rows += ["", f"IoU > {s.iou:g} to count, operating threshold {s.threshold:.3f}: mAP {pct(s.map)}, precision "
                  f"{pct(s.precision)}, recall {pct(s.recall)}, F-score {pct(s.f_score)}",
              f"images: {s.flagged_with_defects}/{s.with_defects} with defects flagged ({pct(j['defect_recall'])}), "
-             f"{s.flagged_clean}/{s.clean} clean ones flagged ({pct(j['false_call_rate'])})"
+             f"{s.flagged_clean}/{s.clean} {'clean' if s.good is None else 'good'} ones flagged "
+             f"({pct(j['false_call_rate'])})"
              + (f"; {s.ignored_images} with ignored boxes only (difficult, crowd) left out" if s.ignored_images
                 else "")]
     return "\n".join(rows)

@@ -1,16 +1,18 @@
 """Reviews retrain a detector taught from labelled images, the loop a taught classifier has (retrain_taught.py).
 
-`inspector zoo train --expert DET --from DATASET` on a finding detector taught by `zoo train --new --kind
-detector`: the dataset's crops of it (`dataset export --zoo`: a false call a clean crop, a confirmed defect the box
-the detector drew, results/detector_labels.py) join the labelled set it was taught from (split as its teaching
+`inspector zoo train --expert DET --from DATASET` on a detector taught by `zoo train --new --kind detector`: the
+dataset's crops of it (`dataset export --zoo`, results/detector_labels.py: for one that finds, a false call a clean
+crop, a defect the box the reviewer drew or else the detector; for one that verifies, every crop its body's box
+under the class it really is) join the labelled set it was taught from (split as its teaching
 split it, tiled as it was tiled), reviewed crops repeated to about a third of the images it sees (each at most
 retrain_taught.MAX_REPEATS times); Ultralytics'
 trainer goes on from the weights in service at a quarter of the teaching's step. The old and the new weights are
 scored at the served threshold (a version swap keeps the spec) on both held-out sets, the set's and the reviewed
 one; the new ones are added as a version, not served, refused by the gate where either held-out set's defect
-recall falls. A detector that compares with the golden board reads each image beside its golden image: the
+recall falls (a verifier's images counted by its calls: a defect found when the best box is not a confident good
+body, detection.py). A detector that compares with the golden board reads each image beside its golden image: the
 windows the export cut from the rule set's golden board (results/golden_windows.py) and the golden folder it was
-taught beside. One that verifies instead of finding is refused: its good parts carry no box a review can vouch for.
+taught beside.
 """
 from __future__ import annotations
 
@@ -128,9 +130,6 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     origin = taught_detector_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
     assert origin is not None and isinstance(arch, YoloDetector)
-    if arch.mode != "find":
-        raise ValueError(f"{expert} verifies ({entry.classes[0]} against the rest): its reviews label no boxes yet; "
-                         "teach it again (zoo train --new) with the reviewed parts boxed in its set")
     classes = tuple(entry.classes)
     reviewed = reviewed_boxes(dataset, expert, classes)
     own = taught_boxes(origin, classes, say)
@@ -171,8 +170,8 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
             continue
         images = [picture for picture, _ in pairs[name]]
         references = [golden for _, golden in pairs[name]] if goldens else None
-        both = [score(classes, [im.boxes for im in side], detect(arch, module, images, references), threshold)
-                for module in modules]
+        both = [score(classes, [im.boxes for im in side], detect(arch, module, images, references), threshold,
+                      good=0 if arch.mode == "verify" else None) for module in modules]
         scores[name] = (line_score(both[0]), line_score(both[1]))
         detail[name] = {"old": both[0].to_json(), "new": both[1].to_json()}
     gate = recall_kept(scores, "images")
