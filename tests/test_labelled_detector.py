@@ -307,12 +307,15 @@ def test_a_taught_verifying_detector_fails_a_part_whose_best_box_is_any_class_bu
     from inspector.experts.base import Prediction
     from inspector.experts.yolo import YoloDetector
     from inspector.experts.zoo import write_expert
-    from inspector.routing.rules import parse_rules
+    from inspector.routing.rules import DETECTOR_CLASSES, parse_rules
 
     det = YoloDetector("yolov8n.yaml", 64, 2, threshold=0.3)  # verify, as `--good` teaches it
     taught = write_expert(tmp_path, "det-v", "detector", det.spec(), det.random_state(0), classes=("good", "tombstone"))
-    demo = write_expert(tmp_path, "det-demo", "detector", det.spec(), det.random_state(0))
-    (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [asdict(taught), asdict(demo)]}))
+    demo = write_expert(tmp_path, "det-demo", "detector", det.spec(), det.random_state(0),
+                        classes=DETECTOR_CLASSES)  # as the demo zoo writes its detectors
+    old = write_expert(tmp_path, "det-old", "detector", det.spec(), det.random_state(0))  # a zoo of before classes
+    (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [
+        asdict(taught), asdict(demo), asdict(old)]}))
     zoo = Zoo.load(tmp_path)
     text = ("recipe: r\nboard: {width: 100, height: 100}\nclassifier: {arch: resnet10, input_size: 32}\n"
             "detectors:\n  det-v: {arch: yolov8n.yaml, input_size: 64}\n  det-demo: {arch: yolov8n.yaml, "
@@ -329,7 +332,7 @@ def test_a_taught_verifying_detector_fails_a_part_whose_best_box_is_any_class_bu
     assert verdict("det-v", 1, 0.9) == ("fail", "tombstone")
     assert verdict("det-v", 0, 0.9) == ("pass", "ok")
     assert verdict("det-v", 1, 0.1) == ("fail", "unverified")
-    assert verdict("det-demo", 1, 0.9) == ("fail", "polarity")
+    assert verdict("det-demo", 1, 0.9) == verdict("det-old", 1, 0.9) == ("fail", "polarity")
 
 
 def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(

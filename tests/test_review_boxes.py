@@ -184,6 +184,13 @@ def test_a_box_dragged_on_the_crop_goes_with_the_review_in_crop_pixels(qtbot, tm
     tab.search()  # a new search reads it from the database
     tab.table.setCurrentCell(rows["D1"], 0)
     assert picker.box == pytest.approx((48, 8, 62, 32), abs=1.0)
+    # reviewed again as a false call: no box goes with it, the stored one is cleared and none is shown
+    qtbot.mouseClick(bar.false_btn, Qt.MouseButton.LeftButton)
+    assert bar.status.text().startswith("stored:"), bar.status.text()
+    assert store.reviews_of([uuid])[(uuid, "D1")].drawn_box is None and picker.box is None and bar.box is None
+    tab.table.setCurrentCell(rows["R1"], 0)
+    tab.table.setCurrentCell(rows["D1"], 0)
+    assert picker.box is None and picker.detector_box is not None
 
 
 def test_the_export_labels_a_detectors_crop_by_the_reviewers_box_and_says_whose_boxes_it_wrote(

@@ -145,6 +145,8 @@ class ReviewBar(QGroupBox):
         except (ReviewRefused, ValueError, RuntimeError) as exc:
             text = f"not stored: {exc}"
         else:
+            if req.box is None and self.box is not None:  # not sent (a false call's part was good): not kept either
+                self.clear_box()
             if self.on_stored is not None:
                 shown = call.replace("_", " ")
                 self.on_stored(f"{shown}: {correct}" if correct else shown)

@@ -54,8 +54,9 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
         return rec(expert, "fail", "unverified", det.score, box)
     if det.label != 0:  # a confident body of another class than good: the demo's reversed one, a taught one's own
         name = class_name(zoo, expert, det.label, DETECTOR_CLASSES)
-        taught = expert in zoo.entries and bool(zoo.entries[expert].classes)
-        return rec(expert, "fail", name if taught or name != "reversed" else "polarity", det.score, box)
+        entry = zoo.entries.get(expert)  # the demo's are written with its two classes (or, older, none)
+        demo = entry is None or not entry.classes or tuple(entry.classes) == DETECTOR_CLASSES
+        return rec(expert, "fail", "polarity" if demo and name == "reversed" else name, det.score, box)
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     bx, by = comp.body_geometry[:2]  # where the footprint puts the body about the window's centre (0, 0: centred)
     expect_x, expect_y = comp.size[0] // 2 + margin + bx, comp.size[1] // 2 + margin + by

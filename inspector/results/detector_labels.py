@@ -65,17 +65,12 @@ def finding_labels(part: ComponentResult, detector: str, classes: tuple[str, ...
     if truth not in classes:
         return (f"{truth!r} is not a class {detector} finds ({', '.join(classes)}): its crop teaches that detector "
                 "nothing")
-    if drawn is not None:
-        box, by = _inside(drawn, w, h, "the reviewer drew"), "reviewer"
-    elif part.expert != detector or part.verdict != "fail" or part.box_x0 is None:  # a pass's best box is a guess
-        return (f"{detector} called no defect on this part (its classifier decided it, or the detector missed it): "
-                "draw the defect's box on the crop in the review (dashboard history tab, or the review's \"box\") "
-                "to teach it")
-    else:
-        box, by = _inside((part.box_x0, part.box_y0, part.box_x1, part.box_y1), w, h, f"{detector} drew"), "detector"
-    if isinstance(box, str):
-        return box
-    return DetectorLabels(truth, ((classes.index(truth), *_normalised(box, w, h)),), by)
+    called = part.expert == detector and part.verdict == "fail"  # a pass's best box is a guess
+    chosen = _chosen(part, detector, drawn, called, w, h, (
+        f"{detector} called no defect on this part (its classifier decided it, or the detector missed it): draw the "
+        "defect's box on the crop in the review (dashboard history tab, or the review's \"box\") to teach it"))
+    return chosen if isinstance(chosen, str) else \
+        DetectorLabels(truth, ((classes.index(truth), *_normalised(chosen[0], w, h)),), chosen[1])
 
 
 def verifying_labels(part: ComponentResult, detector: str, classes: tuple[str, ...], w: int, h: int,
@@ -89,17 +84,26 @@ def verifying_labels(part: ComponentResult, detector: str, classes: tuple[str, .
     else:
         return (f"{truth!r} is not a class {detector} verifies ({classes[0]} against {', '.join(classes[1:])}): its "
                 "crop teaches that detector nothing")
+    confident = part.expert == detector and part.defect_class != "unverified"
+    chosen = _chosen(part, detector, drawn, confident, w, h, (
+        f"{detector} boxed no body on this part with confidence (its classifier decided it, or its best box was "
+        "under the threshold): draw the body's box on the crop in the review (a defect's review; dashboard history "
+        "tab, or the review's \"box\") to teach it"))
+    return chosen if isinstance(chosen, str) else \
+        DetectorLabels(name, ((classes.index(name), *_normalised(chosen[0], w, h)),), chosen[1])
+
+
+def _chosen(part: ComponentResult, detector: str, drawn: Box | None, trusted: bool, w: int, h: int,
+            missing: str) -> tuple[Box, str] | str:
+    """(the box to teach by, whose: the reviewer's `drawn` one, else the detector's where `trusted`), clipped to
+    the crop; else why not (`missing`, or the box lying mostly outside the crop)."""
     if drawn is not None:
         box, by = _inside(drawn, w, h, "the reviewer drew"), "reviewer"
-    elif part.expert == detector and part.box_x0 is not None and part.defect_class != "unverified":
+    elif trusted and part.box_x0 is not None:
         box, by = _inside((part.box_x0, part.box_y0, part.box_x1, part.box_y1), w, h, f"{detector} drew"), "detector"
     else:
-        return (f"{detector} boxed no body on this part with confidence (its classifier decided it, or its best box "
-                "was under the threshold): draw the body's box on the crop in the review (a defect's review; dashboard "
-                "history tab, or the review's \"box\") to teach it")
-    if isinstance(box, str):
-        return box
-    return DetectorLabels(name, ((classes.index(name), *_normalised(box, w, h)),), by)
+        return missing
+    return box if isinstance(box, str) else (box, by)
 
 
 def _inside(box: Box, w: int, h: int, whose: str) -> Box | str:
