@@ -241,7 +241,7 @@ def add_review(p: argparse.ArgumentParser) -> None:
     p.add_argument("--note", help="a free-text note kept with the review")
     p.add_argument("--box", type=_box, metavar="X0,Y0,X1,Y1",
                    help="where the defect is on the part's kept crop (crop pixels, top left 0,0): what teaches a "
-                        "detector that finds defects an escape, or puts right the box it drew")
+                        "detector an escape (a finder the defect, a verifier the body), or puts right the box it drew")
     database_flags(p)
     station_flags(p)
     _kiosk_flags(p)
