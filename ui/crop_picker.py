@@ -24,7 +24,6 @@ class CropPicker(QWidget):
         super().__init__()
         self.setMinimumSize(side, side)
         self.side = side
-        self.setMouseTracking(False)
         self.setCursor(Qt.CursorShape.CrossCursor)
         self._pixmap = QPixmap()
         self._crop: tuple[int, int] | None = None  # w, h of the crop shown

@@ -43,9 +43,9 @@ from ..runtime.safetensors_io import parse
 from ..training.labelled.boxes import Box
 from ..training.labelled.demo_boards import (
     CLASSES,
-    NARROW,
     PANEL_RULES,
     cut_windows,
+    narrow_void,
     write_panels,
     write_yolo_set,
 )
@@ -242,7 +242,7 @@ def _after(found: list, truth: list[tuple[list, bool]], threshold: float) -> dic
     flagged = [any(f.score >= threshold for f in fs) for fs in found]
     counts = {"defective": [0, 0], "narrow void": [0, 0], "holed": [0, 0], "plain": [0, 0]}
     for hit, (boxes, holed) in zip(flagged, truth):
-        kind = "narrow void" if any(b[0] == 0 and b[3] - b[1] <= NARROW + 2 for b in boxes) else \
+        kind = "narrow void" if any(narrow_void(b) for b in boxes) else \
             "defective" if boxes else "holed" if holed else "plain"
         counts[kind][0] += int(hit)
         counts[kind][1] += 1

@@ -54,8 +54,7 @@ def part_verdict(result: RequestResult, ref: str, comp: ComponentRule, zoo: Zoo,
         return rec(expert, "fail", "unverified", det.score, box)
     if det.label != 0:  # a confident body of another class than good: the demo's reversed one, a taught one's own
         name = class_name(zoo, expert, det.label, DETECTOR_CLASSES)
-        entry = zoo.entries.get(expert)  # the demo's are written with its two classes (or, older, none)
-        demo = entry is None or not entry.classes or tuple(entry.classes) == DETECTOR_CLASSES
+        demo = own_classes(zoo, expert) is None  # the demo's: written with its two classes (or, older, none)
         return rec(expert, "fail", "polarity" if demo and name == "reversed" else name, det.score, box)
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     bx, by = comp.body_geometry[:2]  # where the footprint puts the body about the window's centre (0, 0: centred)
@@ -82,11 +81,16 @@ def classes_of(zoo: Zoo) -> Callable[[str], tuple[str, ...] | None]:
     def of(expert: str) -> tuple[str, ...] | None:
         if expert in finders:
             return ("ok", *finders[expert])
-        entry = zoo.entries.get(expert)
-        own = tuple(entry.classes) if entry is not None and entry.classes else None
-        # the demo's experts (their six classes, their detectors' placements): any part class of the demo's
-        return None if own in (CLASSIFIER_CLASSES, DETECTOR_CLASSES) else own
+        return own_classes(zoo, expert)
     return of
+
+
+def own_classes(zoo: Zoo, expert: str) -> tuple[str, ...] | None:
+    """The class names `expert` was taught (good first), or None for the demo's experts (their six classes, their
+    detectors' two, or none written): any part class of the demo's is theirs."""
+    entry = zoo.entries.get(expert)
+    own = tuple(entry.classes) if entry is not None and entry.classes else None
+    return None if own in (CLASSIFIER_CLASSES, DETECTOR_CLASSES) else own
 
 
 def review_classes(zoo: Zoo | None) -> Callable[[str], tuple[str, ...]]:

@@ -196,19 +196,18 @@ class _DetectorTrees:
         """(the crop's labels, None) or (None, why the detector cannot learn from it); (None, None): nothing to
         write and nothing to say (a demo detector and a classifier's defect). `drawn`: the reviewer's box."""
         detector = comp.detector or ""
+        own = self.classes_of(detector) if self.classes_of is not None else None
         if detector in self.finders:
             classes = self.finders[detector]
-            self.names.setdefault(detector, classes)
-            found = finding_labels(part, detector, classes, w, h, truth, drawn)
-            return (None, found) if isinstance(found, str) else (found, None)
-        own = self.classes_of(detector) if self.classes_of is not None else None
-        if not own:
-            self.names.setdefault(detector, DEMO_DETECTOR_NAMES)
-            body = demo_labels(part, comp, margin, w, h, truth, drawn)
-            return (None, body) if isinstance(body, str) else (body, None)
-        self.names.setdefault(detector, own)  # a taught verifier: its good class first
-        body = verifying_labels(part, detector, own, w, h, truth, drawn)
-        return (None, body) if isinstance(body, str) else (body, None)
+            labels = finding_labels(part, detector, classes, w, h, truth, drawn)
+        elif not own:
+            classes = DEMO_DETECTOR_NAMES
+            labels = demo_labels(part, comp, margin, w, h, truth, drawn)
+        else:  # a taught verifier: its good class first
+            classes = own
+            labels = verifying_labels(part, detector, own, w, h, truth, drawn)
+        self.names.setdefault(detector, classes)
+        return (None, labels) if isinstance(labels, str) else (labels, None)
 
     def write(self, root: Path, detector: str, split: str, stem: str, image: Any,  # noqa: ANN401 - an image
               labels: DetectorLabels) -> Path:

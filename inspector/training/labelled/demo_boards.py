@@ -40,6 +40,11 @@ components:
 """
 
 
+def narrow_void(box: PixelBox) -> bool:
+    """A box `board` drew around a narrow void (NARROW px and its one-pixel rim each side)."""
+    return box[0] == 0 and box[3] - box[1] <= NARROW + 2
+
+
 def board(rng: np.random.Generator, kinds: list[int], narrow: bool = False) -> tuple[np.ndarray, list[PixelBox]]:
     """A board (64 px high, 64 or 80 wide) with a defect of each kind in `kinds`, and their boxes. Defects are 16 px,
     a quarter of the board's height (the trainer grows the input until they are 24 px: detector_sizing.py); with
