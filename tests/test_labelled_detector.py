@@ -151,6 +151,39 @@ def test_detection_scores_follow_the_protocol() -> None:
     assert loose.recall == pytest.approx(2 / 3) and loose.precision == pytest.approx(2 / 4)
 
 
+def test_a_detectors_threshold_is_chosen_on_held_out_images_as_the_line_calls_them() -> None:
+    """A finder's: the lowest box score keeping clean images within the budget, midway in the gap below the defects
+    it stops; a verifier's: the highest good-body confidence keeping good bodies within it (a body of another class
+    or none at all counts 0); without both kinds of image the fallback is kept and said."""
+    from inspector.training.labelled.detector_threshold import choose_detector_threshold, verified
+
+    def box(kind: int, s: float) -> Found:
+        return Found(kind, s, 0, 0, 10, 10)
+
+    defect, clean, ignored = (Box(0, 0, 0, 10, 10),), (), (Box(0, 0, 0, 10, 10, ignore=True),)
+    found = [[box(0, 0.9)], [box(1, 0.6), box(0, 0.2)], [box(0, 0.3)], [box(0, 0.1)], [box(0, 0.99)]]
+    chosen = choose_detector_threshold(found, [defect, defect, clean, clean, ignored], "find", 0.01, 0.25)
+    assert chosen.chosen and chosen.threshold == pytest.approx((0.3 + 0.6) / 2)  # the clean 0.3 left alone
+    assert "2 clean and 2 defective held-out images" in chosen.why
+    # a budget of half the clean images lets one be flagged: midway between the weakest defect and the clean 0.1
+    assert choose_detector_threshold(found, [defect, defect, clean, clean, ignored], "find", 0.5,
+                                     0.25).threshold == pytest.approx((0.1 + 0.6) / 2)
+    kept = choose_detector_threshold(found[:2], [defect, defect], "find", 0.01, 0.455)
+    assert not kept.chosen and kept.threshold == 0.455 and "no clean image" in kept.why
+
+    good, other = (Box(0, 0, 0, 10, 10),), (Box(1, 0, 0, 10, 10),)
+    bodies = [[box(0, 0.8)], [box(0, 0.7), box(1, 0.2)], [box(1, 0.9), box(0, 0.6)], [box(0, 0.4)], []]
+    assert [verified(f) for f in bodies] == [0.8, 0.7, 0.0, 0.4, 0.0]
+    chosen = choose_detector_threshold(bodies, [good, good, other, other, ()], "verify", 0.01, 0.25)
+    # good bodies at 0.8 and 0.7 pass; the reversed body (0), the weak one of the wrong class (0.4), none (0) fail
+    assert chosen.chosen and chosen.threshold == pytest.approx((0.4 + 0.7) / 2)
+    assert "2 good and 3 defective" in chosen.why
+    kept = choose_detector_threshold(bodies[:2], [good, good], "verify", 0.01, 0.25)
+    assert not kept.chosen and kept.threshold == 0.25 and "of a defect" in kept.why
+    with pytest.raises(ValueError, match="2 images of boxes found for 1 labelled"):
+        choose_detector_threshold(bodies[:2], [good], "verify", 0.01, 0.25)
+
+
 def test_a_pascal_voc_set_reads_as_the_same_boxes_as_its_yolo_twin(tmp_path: Path) -> None:
     yolo = read_boxes(yolo_set(tmp_path / "y", 8, seed=4))
     for beside in (False, True):
@@ -443,7 +476,12 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert set(r.scores) == {"reviewed held-out", "taught held-out"} and "rule" in r.gate
     assert r.scores["taught held-out"][1].defects > 0 and "taught held-out" in format_scores(r)
-    assert entry.versions[1]["threshold"] == det["spec"]["threshold"]
+    # its own threshold, chosen on the held-out images for its own box scores; the old weights scored where served
+    added = entry.versions[1]
+    assert added["served_threshold"] == det["spec"]["threshold"]
+    assert added["operating"] == {"threshold": added["threshold"]} and 0 < added["threshold"] <= 1
+    assert r.says and f"served at threshold {det['spec']['threshold']:.3f}" in r.says[0]
+    assert f"threshold {added['threshold']:.3f}" in r.says[0] and r.says[0] in format_scores(r)
     # trained on from the served weights (one epoch at a quarter of the step moves them a little; from the model
     # yaml they would be another draw altogether)
     from inspector.runtime.safetensors_io import parse

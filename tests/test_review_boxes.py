@@ -218,3 +218,12 @@ def test_the_export_labels_a_detectors_crop_by_the_reviewers_box_and_says_whose_
     assert item["boxed_by"] == "reviewer" and item["label"] == "reversed"
     label = (out / item["file"].replace("/images/", "/labels/")).with_suffix(".txt").read_text().split()
     assert [float(v) for v in label] == pytest.approx([1, 14 / 40, 12 / 24, 20 / 40, 20 / 24])
+    # one crop falls on one side: data.yaml names that side alone (naming an empty one made every reader refuse the
+    # set, retraining included, whenever no reviewed crop fell on the held-out side)
+    from inspector.training.labelled.box_sets import read_boxes
+
+    tree = out / "detectors" / item["expert"]
+    side = "val" if item["split"] == "heldout" else "train"
+    assert f"{side}: images/{item['split']}" in (tree / "data.yaml").read_text()
+    assert ("val:" in (tree / "data.yaml").read_text()) == (side == "val")
+    assert [im.split for im in read_boxes(tree).images] == [side]

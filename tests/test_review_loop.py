@@ -21,6 +21,7 @@ from inspector.app.line import LineConfig
 from inspector.app.run import line_profiles, open_source
 from inspector.app.service import LineService, ServiceConfig
 from inspector.endpoint import EndpointError, request_json
+from inspector.experts.operating import operating_point
 from inspector.experts.versions import VersionError, activate, add_version, rollback, served_history
 from inspector.experts.zoo import Zoo
 from inspector.results.dataset import export_dataset, split_of
@@ -223,6 +224,73 @@ def test_versions_activate_and_roll_back_on_disk(own_zoo: Zoo) -> None:
     with pytest.raises(VersionError, match="no version deadbeef"):
         activate(Zoo.load(own_zoo.root), "cls-R1K", "deadbeef")
     assert Zoo.load(own_zoo.root).entries["cls-D1N"] == own_zoo.entries["cls-D1N"]  # the others untouched
+
+
+def test_a_version_is_served_at_its_own_operating_point_and_a_rollback_at_the_old_one(demo, own_zoo: Zoo,
+                                                                                     tmp_path: Path) -> None:
+    """A version carries its operating point (a retrained detector's own threshold; here a classifier's margin):
+    a running line serves it there, the experts sharing its architecture untouched; the version it replaced is
+    stamped with the point it was served at, and a rollback serves that again."""
+    root, _ = demo
+    name = "cls-R1K"
+    spec = dict(own_zoo.entries[name].spec)
+    doc = json.loads((own_zoo.root / "manifest.json").read_text())
+    for e in doc["experts"]:  # every classifier of its spec: one architecture object (registry.py) serves them all
+        e["spec"] = dict(spec) if e["role"] == "classifier" else e["spec"]
+    (own_zoo.root / "manifest.json").write_text(json.dumps(doc))
+    own_zoo = Zoo.load(own_zoo.root)
+    sharing = [n for n, e in own_zoo.entries.items() if n != name and e.spec == spec]
+    assert sharing and all(own_zoo.architecture(n) is own_zoo.architecture(name) for n in sharing)
+    state = {k: v.clone() for k, v in parse(own_zoo.path_of(name).read_bytes()).items()}
+    state["fc.bias"][1] += 1e-3  # other weights (another hash) that call as the served ones do
+    version = add_version(own_zoo, name, state, origin="test", operating={"good_margin": 1e5})
+
+    def source():  # noqa: ANN202
+        return open_source("synthetic", RULES, 6, 5, defect_rate=0.05)
+    reference = _verdicts(_run(_service(root, Zoo.load(own_zoo.root), tmp_path / "ref", source())).store)
+    service = _service(root, Zoo.load(own_zoo.root), tmp_path / "live", source())
+    service.start()
+    done = swap_live(service.line, name, version["weights_sha256"][:12])
+    service.run()
+    assert done["operating"] == {"good_margin": 1e5} and done["operating_from"] == operating_point(spec)
+    got = _verdicts(service.store)
+    assert sorted(got) == sorted(reference)
+    for serial, parts in got.items():  # no part reaches log-odds of good 1e5: every one of cls-R1K's fails
+        assert all(v == "fail" and sha == version["weights_sha256"] for ref, v, _, sha in parts if ref in ("R1", "R2"))
+        assert [p for p in parts if p[0] not in ("R1", "R2")] == [p for p in reference[serial]
+                                                                 if p[0] not in ("R1", "R2")]
+    zoo = Zoo.load(own_zoo.root)
+    assert zoo.entries[name].spec == {**spec, "good_margin": 1e5}
+    assert all(zoo.entries[n].spec == spec for n in sharing)
+    back = rollback(zoo, name)
+    assert back.spec == spec and Zoo.load(own_zoo.root).entries[name].spec == spec
+    points = {v["weights_sha256"]: v.get("operating") for v in back.versions}
+    assert points[back.weights_sha256] == operating_point(spec) and points[version["weights_sha256"]] == \
+        {"good_margin": 1e5}
+
+
+def test_an_operating_point_its_architecture_cannot_take_is_refused_and_nothing_changes(own_zoo: Zoo) -> None:
+    det = next(n for n, e in own_zoo.entries.items() if e.role == "detector" and e.weights_sha256)
+    spec = dict(own_zoo.entries[det].spec)
+    state = {k: v.clone() for k, v in parse(own_zoo.path_of(det).read_bytes()).items()}
+    key = next(k for k, v in state.items() if v.is_floating_point())
+
+    def version(point: dict, step: float) -> str:
+        state[key] += step  # each its own hash
+        return add_version(Zoo.load(own_zoo.root), det, state, origin="test", operating=point)["weights_sha256"]
+    for point, said in (({"threshold": 1.5}, "box confidence from 0 to 1, got 1.5"),
+                        ({"good_margin": 2.0}, "has no operating field 'good_margin'"),
+                        ({"threshold": float("nan")}, "must be a finite number")):
+        sha = version(point, 1e-3)
+        with pytest.raises(ValueError, match=said):
+            activate(Zoo.load(own_zoo.root), det, sha)
+        assert Zoo.load(own_zoo.root).entries[det].spec == spec
+        assert Zoo.load(own_zoo.root).entries[det].weights_sha256 == own_zoo.entries[det].weights_sha256
+    sha = version({"threshold": 0.6}, 1e-3)
+    served = activate(Zoo.load(own_zoo.root), det, sha)
+    assert served.spec == {**spec, "threshold": 0.6} and Zoo.load(own_zoo.root).architecture(det).threshold == 0.6
+    assert rollback(Zoo.load(own_zoo.root), det).spec == spec
+    assert Zoo.load(own_zoo.root).architecture(det).threshold == spec.get("threshold", 0.25)
 
 
 def test_a_live_swap_while_boards_flow_loses_nothing_and_changes_no_started_board(demo, own_zoo: Zoo,

@@ -65,6 +65,8 @@ def test_reviews_of_a_verifying_detector_label_each_crop_as_one_body_and_retrain
     taught = teach_detector(DetectorPlan("det-v", verify_set(tmp_path / "set", 120, seed=0), zoo_dir, good="good",
                                          epochs=30, patience=30))
     assert taught.mode == "verify" and taught.heldout.good == 0
+    point = taught.entry.versions[0]["operating"]  # chosen on its held-out bodies, served there
+    assert 0 < point["threshold"] <= 1 and Zoo.load(zoo_dir).architecture("det-v").threshold == point["threshold"]
     _with_pass_all_classifier(zoo_dir)  # cls-WIN: every window goes on to the detector
     # an alignment check left wide: the detector's class and confidence decide
     text = PANEL_RULES.replace("DETECTOR", "det-v").replace("SIZE", str(taught.input_size))
@@ -142,6 +144,9 @@ def test_reviews_of_a_verifying_detector_label_each_crop_as_one_body_and_retrain
     entry = Zoo.load(zoo_dir).entries["det-v"]
     assert [v["origin"] for v in entry.versions] == [TAUGHT_BOXES, "retrained from reviews"]
     assert set(r.scores) == {"reviewed held-out", "taught held-out"}
+    added = entry.versions[1]  # the old weights scored where served, the new at their own threshold
+    assert added["served_threshold"] == det["spec"]["threshold"] and added["operating"] == {"threshold":
+                                                                                           added["threshold"]}
     reviewed_old, _ = r.scores["reviewed held-out"]
     # a verifier's images counted by its calls: every held-out reviewed crop is a body, good or chipped
     assert reviewed_old.crops == sum(1 for i in items if i["split"] == "heldout")

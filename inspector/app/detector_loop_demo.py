@@ -14,8 +14,9 @@
 4. **Dataset and retrain.** `dataset export` labels the detector's crops by what it drew (results/
    detector_labels.py); `zoo train --expert` trains on from the served weights over its set and the reviews and
    scores old against new on both held-out sets (training/labelled/retrain_detector.py).
-5. **After.** Old and new weights score the windows of panels nobody reviewed, at the served threshold: defect
-   windows flagged, clean windows flagged with and without the new look, mAP.
+5. **After.** Old and new weights score the windows of panels nobody reviewed, each at the threshold it is served
+   at (the new one's chosen on the held-out images by the retraining, carried by its version): defect windows
+   flagged, clean windows flagged with and without the new look, mAP.
 
 Everything is written under the work directory; no shipped zoo is touched.
 """
@@ -106,11 +107,12 @@ class DetectorLoopReport:
                 f"boxes its defects are taught by: {self.boxed_by}",
                 "", "retraining (old against new on held-out windows neither trained on):",
                 format_scores(r) if r else "-", "",
-                f"windows of {self.loop.fresh} panels nobody reviewed, flagged at the served threshold:",
-                f"{'weights':10} {'mAP':>7} {'void AP':>8} {'spur AP':>8} {'defects, taught':>16} "
-                f"{'narrow voids':>16} {'clean, new look':>16} {'clean, plain':>14}", "-" * 102]
+                f"windows of {self.loop.fresh} panels nobody reviewed, flagged at each version's threshold:",
+                f"{'weights':10} {'threshold':>9} {'mAP':>7} {'void AP':>8} {'spur AP':>8} {'defects, taught':>16} "
+                f"{'narrow voids':>16} {'clean, new look':>16} {'clean, plain':>14}", "-" * 112]
         for name, a in self.after.items():
-            rows.append(f"{name:10} {pct(a['map']):>7} {pct(a['ap']['void']):>8} {pct(a['ap']['spur']):>8} "
+            rows.append(f"{name:10} {a['threshold']:>9.3f} {pct(a['map']):>7} {pct(a['ap']['void']):>8} "
+                        f"{pct(a['ap']['spur']):>8} "
                         + " ".join(f"{a[k][0]:>7}/{a[k][1]:<3} {pct(share(a[k])):>6}"
                                    for k in ("defective", "narrow void", "holed"))
                         + f" {a['plain'][0]:>4}/{a['plain'][1]:<3} {pct(share(a['plain'])):>6}")
@@ -184,10 +186,12 @@ def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoop
     arch = zoo.architecture(DETECTOR)
     assert isinstance(arch, YoloDetector)
     served, added = zoo.entries[DETECTOR].weights_sha256, report.retrained.version["weights_sha256"]
+    thresholds = {"old": arch.threshold, "new": float(report.retrained.version["operating"]["threshold"])}
     for name, sha in (("old", served), ("new", added)):
         file = next(v["file"] for v in zoo.entries[DETECTOR].versions if v["weights_sha256"] == sha)
         module = arch.materialize(parse((zoo_dir / file).read_bytes()), torch.device("cpu"))
-        report.after[name] = _after(detect(arch, module, windows), list(fresh.values()), arch.threshold)
+        report.after[name] = _after(detect(arch, module, windows), list(fresh.values()), thresholds[name])
+        report.after[name]["threshold"] = thresholds[name]
     report.times["after"] = time.perf_counter() - t0
     return report
 

@@ -2,12 +2,14 @@
 
 The zoo's manifest on disk holds every version (experts/versions.py). A swap reads it fresh, works out the
 entry, swaps the running line at a board boundary (Line.swap_weights), and only then writes the manifest: a swap
-that times out changes neither the line nor the disk, and a kiosk restarted after a swap serves what it served.
+that times out changes neither the line nor the disk, and a kiosk restarted after a swap serves what it served. The
+version's operating point goes with it (a retrained detector's own threshold: experts/operating.py).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ..experts.operating import operating_point
 from ..experts.versions import (
     activation,
     add_version_file,
@@ -35,11 +37,12 @@ def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = Fa
         raise ValueError("name the version to serve (its weights hash, 8+ hex digits) or ask for a rollback")
     else:
         entry = activation(current, sha, force)
-    before = line.zoo.entries[name].weights_sha256
+    before = line.zoo.entries[name]
     line.swap_weights(entry, timeout)
     save_entry(on_disk, entry)
-    return {"expert": name, "from": before, "to": entry.weights_sha256, "file": entry.file,
-            "rolled_back": rollback}
+    return {"expert": name, "from": before.weights_sha256, "to": entry.weights_sha256, "file": entry.file,
+            "rolled_back": rollback, "operating_from": operating_point(before.spec),
+            "operating": operating_point(entry.spec)}
 
 
 def install_release(line: Line, store: ResultStore, name: str, sha: str, timeout: float = 60.0) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from .common import database_flags, db_url, models_of, say, scope_flags, scope_of_args, station_flags
 from .exits import USAGE
@@ -135,7 +136,13 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _at(point: dict[str, Any]) -> str:
+    """An operating point as the version lines say it (experts/operating.py): ", threshold 0.312"."""
+    return "".join(f", {k.replace('_', ' ')} {v:.3f}" for k, v in point.items() if v is not None)
+
+
 def cmd_zoo_versions(args: argparse.Namespace) -> int:
+    from ..experts.operating import operating_point
     from ..experts.versions import served_history, versions_of
 
     zoo = _zoo(args)
@@ -149,13 +156,16 @@ def cmd_zoo_versions(args: argparse.Namespace) -> int:
         for v in versions_of(entry):
             mark = "*" if v["weights_sha256"] == entry.weights_sha256 else ("s" if v["weights_sha256"] in served
                                                                             else " ")
-            print(f"  {mark} {v['weights_sha256'][:12]}  {v.get('created', '-')[:19]:19}  {v.get('origin', '')}")
+            point = v.get("operating") or (operating_point(entry.spec) if mark == "*" else {})
+            print(f"  {mark} {v['weights_sha256'][:12]}  {v.get('created', '-')[:19]:19}  {v.get('origin', '')}"
+                  f"{_at(point)}")
     return 0
 
 
 def cmd_zoo_swap(args: argparse.Namespace) -> int:
     """activate / rollback: through a running kiosk (live, at a board boundary), else in the zoo on disk."""
     from ..endpoint import read_token, request_json
+    from ..experts.operating import operating_point
     from ..experts.versions import activate, rollback
 
     rolling = args.zoo_command == "rollback"
@@ -164,20 +174,25 @@ def cmd_zoo_swap(args: argparse.Namespace) -> int:
                                                                              "force": args.force})}
         done = request_json(args.kiosk.rstrip("/") + "/experts/swap", body, read_token(args.token_file), timeout=90,
                             reason=args.reason)
-        print(f"{done['expert']} now serves {done['to'][:12]} on the running line (was {str(done['from'])[:12]})")
+        print(f"{done['expert']} now serves {done['to'][:12]}{_at(done.get('operating') or {})} on the running line "
+              f"(was {str(done['from'])[:12]})")
         return 0
     from ..access.audit import Change
     from .access import acting, record_here
 
     who = acting(args)
     zoo = _zoo(args)
-    before = zoo.entries[args.expert].weights_sha256 if args.expert in zoo.entries else None
+    was = zoo.entries.get(args.expert)
     entry = rollback(zoo, args.expert) if rolling else activate(zoo, args.expert, args.version, args.force)
+    assert was is not None  # activate and rollback name an expert the zoo lacks
+    point = operating_point(entry.spec)
     record_here(args, who, Change("expert.rollback" if rolling else "expert.swap", args.expert,
-                                  {"weights_sha256": before, "zoo": str(zoo.root)},
-                                  {"weights_sha256": entry.weights_sha256, "next_start": True}, args.reason))
-    print(f"{args.expert} serves {entry.weights_sha256[:12]} from the next start of a line on {zoo.root} "
-          "(a running kiosk: pass --kiosk URL to swap it live)")
+                                  {"weights_sha256": was.weights_sha256, "operating": operating_point(was.spec),
+                                   "zoo": str(zoo.root)},
+                                  {"weights_sha256": entry.weights_sha256, "operating": point, "next_start": True},
+                                  args.reason))
+    print(f"{args.expert} serves {entry.weights_sha256[:12]}{_at(point)} from the next start of a line on "
+          f"{zoo.root} (a running kiosk: pass --kiosk URL to swap it live)")
     return 0
 
 

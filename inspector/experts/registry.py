@@ -7,7 +7,7 @@ from typing import Any
 from .base import Architecture
 from .resnet import ResNetClassifier
 from .spec import RESNET, check_spec
-from .yolo import YoloDetector
+from .yolo import VERIFY_THRESHOLD, YoloDetector
 
 _SHARED: dict[str, Architecture] = {}
 
@@ -39,6 +39,6 @@ def _build(spec: dict[str, Any]) -> Architecture:
                                 reference=spec.get("reference"), head=str(spec.get("head", "classes")))
     return YoloDetector(  # check_spec let through a ResNet or a detector's file alone
         name, input_size=size, classes=int(spec.get("classes", 4)),
-        threshold=float(spec.get("threshold", 0.25)), mode=str(spec.get("mode", "verify")),
+        threshold=float(spec.get("threshold", VERIFY_THRESHOLD)), mode=str(spec.get("mode", "verify")),
         fit=str(spec.get("fit", "squash")), reference=spec.get("reference"),
     )

@@ -2,7 +2,11 @@
 
 A retrained expert's weights are written as `<name>@<sha12>.safetensors` next to the zoo's first file and
 recorded in its manifest entry's `versions`; nothing serves them until they are **activated**, which makes
-them the entry's file and hash and appends the hash to `served`. Rollback activates the hash served before.
+them the entry's file and hash and appends the hash to `served`. Rollback activates the hash served before. A
+version may carry its operating point (`operating`: a retrained detector's threshold, chosen for its own box
+scores; operating.py): activation serves it there, and the version it replaces is stamped with the point it was
+served at, so a rollback serves the old weights where they were served (older versions without one keep the
+entry's).
 Every manifest change is one atomic replace, so a power cut leaves the old manifest or the new one. A version's
 file is never deleted here: a rollback must find it, and results name the hash they were given with.
 
@@ -20,6 +24,7 @@ import torch
 from safetensors.torch import save
 
 from ..runtime.diskio import drop_pages, write_atomically
+from .operating import at_point, operating_point
 from .zoo import MANIFEST, ExpertEntry, Zoo
 
 
@@ -110,8 +115,15 @@ def find_version(entry: ExpertEntry, sha: str) -> dict[str, Any]:
 
 
 def _serving(entry: ExpertEntry, version: dict[str, Any], history: list[str]) -> ExpertEntry:
-    return replace(entry, file=version["file"], weights_sha256=version["weights_sha256"],
-                   versions=tuple(versions_of(entry)), served=tuple(history))
+    """`entry` serving `version` at its operating point (else the entry's), the outgoing version stamped with the
+    point it was served at."""
+    point = operating_point(entry.spec)
+    known = tuple({**v, "operating": point} if v["weights_sha256"] == entry.weights_sha256 else v
+                  for v in versions_of(entry))
+    incoming = next(v for v in known if v["weights_sha256"] == version["weights_sha256"])
+    spec = at_point(entry.spec, incoming["operating"]) if incoming.get("operating") else entry.spec
+    return replace(entry, file=version["file"], weights_sha256=version["weights_sha256"], spec=spec,
+                   versions=known, served=tuple(history))
 
 
 def entry_of(zoo: Zoo, name: str) -> ExpertEntry:

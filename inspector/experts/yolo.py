@@ -9,6 +9,8 @@ from torch import nn
 from .base import Architecture, Prediction
 from .spec import MODES, UnknownArchitecture, check_choice, check_detector_model
 
+VERIFY_THRESHOLD = 0.25  # a verifier's box confidence unless one was chosen for it (the demo's, always)
+
 
 class YoloDetector(Architecture):
     """A detector shared by many component types.
@@ -24,12 +26,14 @@ class YoloDetector(Architecture):
 
     role = "detector"
 
-    def __init__(self, model: str, input_size: int = 64, classes: int = 4, threshold: float = 0.25,
+    def __init__(self, model: str, input_size: int = 64, classes: int = 4, threshold: float = VERIFY_THRESHOLD,
                  mode: str = "verify", fit: str = "squash", reference: str | None = None) -> None:
         check_choice("detector mode", mode, MODES)
         if input_size % 32:
             raise ValueError(f"YOLO input size must be a multiple of 32, got {input_size}")
         check_detector_model(model)
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"a detector's threshold is a box confidence from 0 to 1, got {threshold}")
         super().__init__(input_size, classes, fit, reference)
         self.model = model
         self.threshold = threshold
@@ -43,6 +47,8 @@ class YoloDetector(Architecture):
         spec = super().spec()
         if self.mode != "verify":  # the demo detectors' specs stay as they were
             spec.update(mode=self.mode, threshold=self.threshold)
+        elif self.threshold != VERIFY_THRESHOLD:  # a taught verifier's, chosen on its held-out images
+            spec["threshold"] = self.threshold
         return spec
 
     def build(self) -> nn.Module:

@@ -98,6 +98,13 @@ class Zoo:
     def architecture(self, name: str) -> Architecture:
         return self._archs[name]
 
+    def serve_entry(self, entry: ExpertEntry) -> None:
+        """Serve `entry` (another version of an expert here) from now on: its file, hash and operating point. The
+        architecture object is the one its spec shares (registry.py), never changed in place: another expert may
+        share the old one."""
+        self._archs[entry.name] = architecture_from_spec(entry.spec)
+        self.entries[entry.name] = entry
+
     @classmethod
     def load(cls, root: Path) -> Zoo:
         manifest = Path(root) / MANIFEST

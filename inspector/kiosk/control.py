@@ -134,7 +134,8 @@ class Control:
         self.say(f"expert {done['expert']} now serves {done['to'][:12]} (was {str(done['from'])[:12]})"
                  f"{', a rollback' if rollback else ''}, over the API")
         change = Change("expert.rollback" if rollback else "expert.swap", done["expert"],
-                        {"weights_sha256": done["from"]}, {"weights_sha256": done["to"]}, call.reason)
+                        {"weights_sha256": done["from"], "operating": done["operating_from"]},
+                        {"weights_sha256": done["to"], "operating": done["operating"]}, call.reason)
         return {"applied": True, **done, **self.log.record(call.who, change)}
 
     def install_expert(self, call: Call) -> dict[str, Any]:

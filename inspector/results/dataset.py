@@ -120,8 +120,9 @@ def export_dataset(store: ResultStore, out: Path, rule_sets: list[RuleSet], incl
         (out / "detectors" / expert / f"coco_{split}.json").write_text(json.dumps(doc), encoding="utf-8")
     for expert in {e for e, _ in coco}:
         listed = "".join(f"  {i}: {json.dumps(n)}\n" for i, n in enumerate(names[expert]))  # any script, quoted
-        (out / "detectors" / expert / "data.yaml").write_text(
-            f"path: .\ntrain: images/train\nval: images/heldout\nnames:\n{listed}", encoding="utf-8")
+        sides = "".join(f"{key}: images/{split}\n" for key, split in (("train", "train"), ("val", "heldout"))
+                        if (expert, split) in coco)  # a side no crop fell on is not named (readers refuse a gap)
+        (out / "detectors" / expert / "data.yaml").write_text(f"path: .\n{sides}names:\n{listed}", encoding="utf-8")
     manifest = {"format": 1, "created": datetime.now(timezone.utc).isoformat(), "database": store.safe_url,
                 "reviewed_only": not include_all, "heldout_percent": heldout_percent,
                 "rule_sets": sorted(rulesets), "weights": {k: sorted(v) for k, v in sorted(weights.items())},

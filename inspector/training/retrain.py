@@ -68,6 +68,7 @@ class Retrained:
     seconds: float
     new_look_train: int = 0  # defects made from reviewed good crops and trained on
     gate: dict[str, Any] | None = None  # {"passed": bool, "reasons": [...]}: whether this version may be served
+    says: tuple[str, ...] = ()  # printed above the table (where each version is scored: its operating point)
 
 
 def reviewed_samples(dataset: Path, expert: str) -> dict[str, list[PartSample]]:
@@ -197,7 +198,7 @@ def format_scores(r: Retrained) -> str:
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
-    rows = [f"{'held-out set':20} {'crops':>6} {'defects':>8} {'recall old':>11} {'recall new':>11} "
+    rows = [*r.says, f"{'held-out set':20} {'crops':>6} {'defects':>8} {'recall old':>11} {'recall new':>11} "
             f"{'false calls old':>16} {'false calls new':>16}", "-" * 94]
     for name, (o, n) in r.scores.items():
         rows.append(f"{name:20} {n.crops:>6} {n.defects:>8} {pct(o.recall):>11} {pct(n.recall):>11} "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ...experts.backends.base import Backend
 from ...experts.backends.torch_backend import TorchBackend
 from ...experts.base import BadInput, Prediction
+from ...experts.operating import same_expert
 from ...experts.zoo import ExpertEntry, Zoo
 from ...runtime.devices import Device
 from ...runtime.memory import DeviceBudget, MemoryLedger
@@ -333,13 +334,14 @@ class Engine:
 
         The caller sends no request for `name` meanwhile (the line holds boards at a board boundary); this waits
         for batches running on it and loads in flight to end, drops every pool's copy and the host cache's, and
-        registers the new file and hash with the store. Same architecture only: a new spec is a new zoo.
+        registers the new file and hash with the store. Same architecture only (a new one is a new zoo); the
+        operating point may change with the weights (a retrained detector's threshold: experts/operating.py).
         TimeoutError when it stays busy past `timeout`; nothing is changed then.
         """
         old = self.zoo.entries.get(name)
         if old is None:
             raise KeyError(f"the engine serves no expert {name!r}")
-        if entry.spec != old.spec or entry.weight_bytes != old.weight_bytes:
+        if not same_expert(entry.spec, old.spec) or entry.weight_bytes != old.weight_bytes:
             raise ValueError(f"the new weights of {name} are for another architecture ({entry.spec}, not "
                              f"{old.spec}); change architectures by building a new zoo")
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -353,7 +355,7 @@ class Engine:
                 evicted.append((manager, manager.forget(name)))
             self.store.forget_host(name)
             self.store.register(name, self.zoo.root / entry.file, entry.weights_sha256)
-            self.zoo.entries[name] = entry
+            self.zoo.serve_entry(entry)
         for manager, gone in evicted:
             manager.retire(gone)
 

@@ -6,10 +6,12 @@ crop, a defect the box the reviewer drew or else the detector; for one that veri
 under the class it really is) join the labelled set it was taught from (split as its teaching
 split it, tiled as it was tiled), reviewed crops repeated to about a third of the images it sees (each at most
 retrain_taught.MAX_REPEATS times); Ultralytics'
-trainer goes on from the weights in service at a quarter of the teaching's step. The old and the new weights are
-scored at the served threshold (a version swap keeps the spec) on both held-out sets, the set's and the reviewed
-one; the new ones are added as a version, not served, refused by the gate where either held-out set's defect
-recall falls (a verifier's images counted by its calls: a defect found when the best box is not a confident good
+trainer goes on from the weights in service at a quarter of the teaching's step. The new weights' box scores sit on
+their own scale, so their threshold is chosen again on both held-out sets together, the set's and the reviewed one,
+as teaching chose it (detector_threshold.py, the false-call budget teaching was given), and the version carries it
+(experts/operating.py: activation serves it there). The old weights are scored at the threshold they are served at,
+the new at theirs; the new ones are added as a version, not served, refused by the gate where either held-out set's
+defect recall falls (a verifier's images counted by its calls: a defect found when the best box is not a confident good
 body, detection.py). A detector that compares with the golden board reads each image beside its golden image: the
 windows the export cut from the rule set's golden board (results/golden_windows.py) and the golden folder it was
 taught beside.
@@ -36,6 +38,7 @@ from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, detect, score
 from .detector_set import read_pair, write_split
+from .detector_threshold import FALSE_CALL_BUDGET, choose_detector_threshold
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
@@ -161,23 +164,32 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
         torch.manual_seed(seed)
         state = ultralytics_train(arch, root, classes, epochs, seed, 16, max(2, epochs // 3), True, flips=turned,
                                   imgsz=None if tiling is None else tiling.size, init=old, lr=LR)
-    threshold = arch.threshold  # the line calls with the spec's, which a version swap keeps: both scored there
+    served = arch.threshold
+    modules = [arch.materialize(weights, torch.device("cpu")) for weights in (old, state)]
+    found = {name: [detect(arch, module, [picture for picture, _ in pairs[name]],
+                           [golden for _, golden in pairs[name]] if goldens else None) for module in modules]
+             for name, side in held.items() if side}
+    budget = float(origin.get("false_call_budget") or FALSE_CALL_BUDGET)
+    chosen = choose_detector_threshold([f for name in found for f in found[name][1]],
+                                       [im.boxes for name in found for im in held[name]], arch.mode, budget, served)
+    says = (f"old weights: served at threshold {served:.3f}; new weights: threshold {chosen.why}"
+            + ("; scored on the images it was chosen on, as teaching's: optimistic where they are few"
+               if chosen.chosen else ""),)
+    say(says[0])
     detail: dict[str, dict[str, Any]] = {}
     scores: dict[str, tuple[Score, Score]] = {}
-    modules = [arch.materialize(weights, torch.device("cpu")) for weights in (old, state)]
-    for name, side in held.items():
-        if not side:
-            continue
-        images = [picture for picture, _ in pairs[name]]
-        references = [golden for _, golden in pairs[name]] if goldens else None
-        both = [score(classes, [im.boxes for im in side], detect(arch, module, images, references), threshold,
-                      good=0 if arch.mode == "verify" else None) for module in modules]
+    for name, (old_found, new_found) in found.items():
+        truth = [im.boxes for im in held[name]]
+        good = 0 if arch.mode == "verify" else None
+        both = [score(classes, truth, old_found, served, good=good), score(classes, truth, new_found,
+                                                                          chosen.threshold, good=good)]
         scores[name] = (line_score(both[0]), line_score(both[1]))
         detail[name] = {"old": both[0].to_json(), "new": both[1].to_json()}
     gate = recall_kept(scores, "images")
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
-                          trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=threshold,
-                          any_orientation=turned, tile=tile, reviewed_train=len(reviewed["train"]),
-                          synthetic_train=0, gate=gate, eval=detail)
-    return Retrained(expert, version, scores, len(reviewed["train"]), 0, seconds, 0, gate)
+                          trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=chosen.threshold,
+                          operating={"threshold": chosen.threshold}, threshold_chosen=chosen.why,
+                          served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
+                          reviewed_train=len(reviewed["train"]), synthetic_train=0, gate=gate, eval=detail)
+    return Retrained(expert, version, scores, len(reviewed["train"]), 0, seconds, 0, gate, says)

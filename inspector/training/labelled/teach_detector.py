@@ -12,9 +12,10 @@ design itself has is in both, so what is found is what differs, on a design the 
 With `--tile SIZE` it is served whole images at the size their boxes call for (up to 2048 px) and taught on tiles
 of them (tiles.py). Ultralytics' own trainer trains it from the model yaml on images written exactly as the line
 serves them (normalised, fitted; detector_set.py), keeps its best epoch by its validation fitness on the held-out
-images and stops after `patience` epochs without one. A finding detector's threshold is then chosen on the held-out
-images: the lowest box score that keeps false calls on clean images within the budget, midway in the gap
-(metrics.choose_threshold).
+images and stops after `patience` epochs without one. Its threshold is then chosen on the held-out images
+(detector_threshold.py): a finder's the lowest box score that keeps false calls on clean images within the budget, a
+verifier's the highest good-body confidence that keeps them on good bodies within it, midway in the gap. The version
+carries it (its `operating` point), so a retrained version can be served at its own.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...experts.yolo import YoloDetector
+from ...experts.yolo import VERIFY_THRESHOLD, YoloDetector
 from ...experts.zoo import ExpertEntry, Zoo, write_expert
 from ..detector import ultralytics_train
 from .box_sets import read_boxes
@@ -36,15 +37,14 @@ from .boxes import BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table
 from .detector_set import read_pair, served_boxes, write_split
 from .detector_sizing import choose_detector_input
+from .detector_threshold import FALSE_CALL_BUDGET, choose_detector_threshold
 from .folder import FolderError
 from .golden_tree import golden_paths
-from .metrics import choose_threshold
 from .own_split import Sides, teaching_sides
 from .teach import add_entry, open_zoo
 from .tiles import Tiling, choose_tiling
 
 TAUGHT_BOXES = "taught from labelled boxes"  # the version's origin: reviews retrain it (retrain_detector.py)
-VERIFY_THRESHOLD = 0.25  # a verifying detector's confidence floor, as the demo detectors'
 
 
 @dataclass
@@ -59,7 +59,7 @@ class DetectorPlan:
     epochs: int = 30
     patience: int = 8
     seed: int = 0
-    false_call_budget: float = 0.01
+    false_call_budget: float = FALSE_CALL_BUDGET
     iou: float = 0.5
     batch: int = 16
     any_orientation: bool = False  # the classes do not depend on how an image is turned or mirrored
@@ -184,22 +184,18 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     found = detect(arch, module, [picture for picture, _ in held],
                    None if goldens["heldout"] is None else [golden for _, golden in held])
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in sides["heldout"]]
-    threshold = VERIFY_THRESHOLD
-    dirty = np.array([bool(im.scored) for im in sides["heldout"]])
-    clean = np.array([not im.boxes for im in sides["heldout"]])  # an image of ignored boxes only is neither
-    if mode == "find" and clean.any():  # flagged when the image's best box reaches the threshold
-        best = np.array([max((f.score for f in fs), default=0.0) for fs in found])
-        threshold = float(np.clip(-choose_threshold(-best[clean], -best[dirty], plan.false_call_budget), 1e-4, 1.0))
-    elif mode == "find":
-        say(f"no clean image held out to choose the threshold by: {VERIFY_THRESHOLD} kept (add images without "
-            "defects to the set)")
+    chosen = choose_detector_threshold(found, truth, mode, plan.false_call_budget, VERIFY_THRESHOLD)
+    threshold = chosen.threshold
+    say(f"threshold {chosen.why}" if chosen.chosen else chosen.why + (" (add images without defects to the set)"
+                                                                     if mode == "find" else ""))
     served = YoloDetector(plan.model, size, len(classes), threshold, mode, fit, kind)
     plan.zoo.mkdir(parents=True, exist_ok=True)
     entry = write_expert(plan.zoo, plan.expert, "detector", served.spec(), state, digest=True, classes=classes,
                          train_samples=len(sides["train"]), train_seed=plan.seed)
     heldout = score(classes, truth, found, threshold, plan.iou, good=0 if mode == "verify" else None)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT_BOXES,
-               "dataset": str(plan.source), "threshold": threshold, "heldout_share": plan.heldout_share,
+               "dataset": str(plan.source), "threshold": threshold, "operating": {"threshold": threshold},
+               "false_call_budget": plan.false_call_budget, "heldout_share": plan.heldout_share,
                "split": split.how, "tile": None if tiling is None else [tiling.size, tiling.overlap],
                "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else
                str(plan.reference), "eval": {"heldout": heldout.to_json()}}
