@@ -627,6 +627,27 @@ def test_window_golden_twins_are_cut_from_the_template_aligned_onto_the_tested_i
     assert apart["aligned"] < 0.25 * apart["raw"], apart  # what remains is JPEG's noise at the traces' edges
 
 
+def test_windows_held_out_by_pair_are_a_test_split_teaching_keeps_back(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`dataset windows --heldout` writes OUT/train and OUT/test: a folder zoo train reads as its own split (teaching
+    from train, keeping test back) and zoo evaluate --split test scores; every pair's windows on one side."""
+    from inspector.cli import main
+    from inspector.training.labelled.folder import read_folder
+
+    rng = np.random.default_rng(5)
+    for i in range(8):
+        write_deeppcb_pair(tmp_path / "dpcb", f"2000{i}", (0, 0), rng)
+    out = tmp_path / "w"
+    assert main(["dataset", "windows", "--deeppcb", str(tmp_path / "dpcb"), "--out", str(out), "--window", "64",
+                 "--heldout", "0.5"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["test", "train"]
+    said = capsys.readouterr().out
+    held = said.split("held-out pairs: ")[1].split()
+    crops = read_folder(out).crops
+    assert {c.split for c in crops} == {"train", "test"}
+    assert {c.path.name.split("__")[0] for c in crops if c.split == "test"} == set(held)
+    assert not {c.path.name.split("__")[0] for c in crops if c.split == "train"} & set(held)
+
+
 def test_an_orientation_free_crop_is_drawn_under_the_squares_symmetries_with_its_golden_crop_alike() -> None:
     from inspector.training.augment import turned
     from inspector.training.labelled.trainer import turn_all

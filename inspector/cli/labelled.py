@@ -215,8 +215,10 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
     from ..training.labelled.folder import split_of
 
     rng = np.random.default_rng(args.seed)
+    # the held-out side a split folder by its usual name: zoo train keeps `test` back, zoo evaluate scores it
     sides = {"": pairs} if not args.heldout else {
-        side: [p for p in pairs if split_of(p.name, args.heldout, "test") == side] for side in ("train", "heldout")}
+        folder: [p for p in pairs if split_of(p.name, args.heldout, "test") == side]
+        for folder, side in (("train", "train"), ("test", "heldout"))}
     counts = {side: WindowCounts() for side in sides}
     where = {p.name: side for side, members in sides.items() for p in members}
     from ..ingest.difference import align
@@ -235,7 +237,7 @@ def cmd_dataset_windows(args: argparse.Namespace) -> int:
         defects = sum(v for k, v in c.written.items() if k != "good")
         print(f"{Path(args.out) / side}: {len(members)} pairs of groups {', '.join(sorted({p.group for p in members}))}"
               f": {c.line()}; good to defect windows {c.written['good'] / max(1, defects):.1f} to 1")
-        if side == "heldout":
+        if side == "test":
             print(f"  held-out pairs: {' '.join(sorted(p.name for p in members))}")
     return 0
 
@@ -250,7 +252,9 @@ def add_dataset_windows(ds_sub: argparse._SubParsersAction) -> None:
     w.add_argument("--groups", help="only these board groups (comma-separated, e.g. 20085,44000)")
     w.add_argument("--exclude-groups", help="all but these board groups")
     w.add_argument("--heldout", type=float, default=0.0,
-                   help="also split: OUT/train and OUT/heldout, this share of the pairs held out (by the pair's name)")
+                   help="also split: OUT/train and OUT/test, this share of the pairs held out (by the pair's name): "
+                        "`zoo train --from OUT` teaches from train and keeps test back, `zoo evaluate --on OUT --split "
+                        "test` scores it")
     w.add_argument("--golden-out", metavar="DIR", help="also write each window of the template (the golden board) "
                                                        "here, the labelled tree mirrored (zoo train --reference DIR)")
     w.add_argument("--raw-template", action="store_true",
