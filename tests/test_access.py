@@ -200,6 +200,7 @@ KIOSK_POSTS: dict[str, tuple[Permission, bytes]] = {
     "/allocation": (Permission.ALLOCATION, b'{"device_mb": 1, "expert_pool_mb": 5}'),
     "/reviews": (Permission.REVIEW, b'{"inspection_id": "no-such-board", "ref": "R1", "call": "escape"}'),
     "/experts/swap": (Permission.EXPERTS, b'{"expert": "no-such-expert", "weights_sha256": "00000000"}'),
+    "/experts/operating": (Permission.EXPERTS, b'{"expert": "no-such-expert", "operating": {"threshold": 0.5}}'),
     "/experts/install": (Permission.EXPERTS, b'{"expert": "no-such-expert", "weights_sha256": "00000000"}'),
     "/camera/settings": (Permission.CAMERA, b'{"ExposureTime": 900}'),
     "/ledger/grant": (Permission.LEDGER, b'{"holder": "matrix", "bytes": 1000000000000000}'),

@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -409,3 +410,82 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
         kiosk.stop("test done")
         serving.join(60)
     assert not serving.is_alive()
+
+
+def test_an_engineer_sets_a_detectors_threshold_live_through_the_kiosk_and_on_disk(demo, own_zoo: Zoo,
+                                                                                    tmp_path: Path) -> None:
+    """POST /experts/operating serves an expert at another operating point from the next board on, its weights and
+    loaded copies unchanged, refused for a point its architecture cannot take, recorded as `expert.threshold`;
+    `zoo operate` does the same in the zoo on disk."""
+    from inspector.access.audit import AuditTrail
+    from inspector.cli import main
+    from inspector.kiosk.service import Kiosk, KioskConfig
+
+    from .people import person
+    from .services import free_port
+
+    root, _ = demo
+    sha = own_zoo.entries["det-p"].weights_sha256
+    source = open_source("synthetic", RULES, 0, 11, interval_s=0.05, defect_rate=0.0)
+    service = _service(root, Zoo.load(own_zoo.root), tmp_path / "kiosk", source)
+    port = free_port()
+    token = person(str(service.store.engine.url), "rita", "engineer")
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token="t0ken-" + "z" * 30),
+                  data_dir=tmp_path / "kiosk")
+    serving = threading.Thread(target=kiosk.serve, daemon=True)
+    serving.start()
+    base = f"http://127.0.0.1:{port}"
+
+    def call(body: dict, auth: bool = True) -> tuple[int, dict]:
+        try:
+            return 200, request_json(base + "/experts/operating", body, token if auth else None, timeout=90)
+        except EndpointError as e:
+            return e.status, {"error": e.message}
+
+    def detector_calls() -> list[tuple[str, str]]:  # (verdict, class) of det-p's parts, board by board
+        return [(p.verdict, p.defect_class) for i in sorted(service.store.inspections(), key=lambda i: i.id)
+                for p in i.parts if p.expert == "det-p"]
+
+    try:
+        deadline = time.monotonic() + 60
+        while service.store.count()[0] < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # the tiny test zoo's detector is unsure of every body: at 0.5 it leaves them unverified
+        assert ("fail", "unverified") in detector_calls()
+        assert call({"expert": "det-p", "operating": {"threshold": 0.0}}, auth=False)[0] == 401
+        for body, said in (({"expert": "det-p", "operating": {"threshold": 1.5}}, "box confidence from 0 to 1"),
+                           ({"expert": "det-p", "operating": {"good_margin": 1}}, "no operating field 'good_margin'"),
+                           ({"expert": "det-p", "operating": {"threshold": "high"}}, "values are numbers"),
+                           ({"expert": "det-p"}, "name the expert and its point")):
+            code, answer = call(body)
+            assert code == 422 and said in answer["error"], answer
+        assert Zoo.load(own_zoo.root).entries["det-p"].spec["threshold"] == 0.5  # nothing changed
+        code, done = call({"expert": "det-p", "operating": {"threshold": 0.0}})
+        assert code == 200 and done["operating_from"] == {"threshold": 0.5} and done["operating"] == {"threshold": 0.0}
+        changed = datetime.now(timezone.utc)
+
+        def boarded_after() -> list:  # noqa: ANN202 - boards begun after the change was answered
+            return [i for i in service.store.inspections() if i.started_at > changed]
+        while len(boarded_after()) < 3 and time.monotonic() < deadline + 60:
+            time.sleep(0.1)
+        # every box reaches a confidence of 0: no body boarded after the change is left unverified, same weights
+        after = [(p.defect_class, p.weights_sha256) for i in boarded_after() for p in i.parts if p.expert == "det-p"]
+        assert after and "unverified" not in {c for c, _ in after} and {w for _, w in after} == {sha}
+        trail = [e for e in AuditTrail(service.store.engine).events() if e.kind == "expert.threshold"]
+        assert [(e.actor, e.subject) for e in trail] == [("rita", "det-p")]
+        assert json.loads(trail[0].before) == {"threshold": 0.5} and json.loads(trail[0].after) == {"threshold": 0.0}
+    finally:
+        kiosk.stop("test done")
+        serving.join(60)
+    entry = Zoo.load(own_zoo.root).entries["det-p"]
+    assert entry.spec["threshold"] == 0.0 and entry.weights_sha256 == sha
+    assert next(v for v in entry.versions if v["weights_sha256"] == sha)["operating"] == {"threshold": 0.0}
+
+    db = sqlite_url(tmp_path / "cli.sqlite")
+    args = ["zoo", "operate", "--expert", "det-p", "--zoo", str(own_zoo.root), "--db", db, "--reason", "fewer flags"]
+    assert main(args + ["--threshold", "2"]) != 0 and Zoo.load(own_zoo.root).entries["det-p"].spec["threshold"] == 0.0
+    assert main(args + ["--threshold", "0.6"]) == 0
+    assert Zoo.load(own_zoo.root).entries["det-p"].spec["threshold"] == 0.6
+    (row,) = [e for e in AuditTrail(ResultStore(db).engine).events() if e.kind == "expert.threshold"]
+    assert json.loads(row.before) == {"threshold": 0.0} and json.loads(row.after)["threshold"] == 0.6
+    assert row.reason == "fewer flags"

@@ -14,6 +14,7 @@ from ..experts.versions import (
     activation,
     add_version_file,
     entry_of,
+    operated,
     rollback_of,
     save_entry,
     served_history,
@@ -42,6 +43,18 @@ def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = Fa
     save_entry(on_disk, entry)
     return {"expert": name, "from": before.weights_sha256, "to": entry.weights_sha256, "file": entry.file,
             "rolled_back": rollback, "operating_from": operating_point(before.spec),
+            "operating": operating_point(entry.spec)}
+
+
+def operate_live(line: Line, name: str, point: dict[str, float | None], timeout: float = 60.0) -> dict[str, Any]:
+    """Serve expert `name` at operating point `point` (its weights unchanged) from the next board on: at a board
+    boundary, as a version swap is, so no board is called at two points; then the manifest. What changed."""
+    on_disk = Zoo.load(line.zoo.root)
+    current = entry_of(on_disk, name)
+    entry = operated(current, point)
+    line.swap_weights(entry, timeout)
+    save_entry(on_disk, entry)
+    return {"expert": name, "weights_sha256": entry.weights_sha256, "operating_from": operating_point(current.spec),
             "operating": operating_point(entry.spec)}
 
 

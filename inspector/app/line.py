@@ -238,7 +238,8 @@ class Line:
             self.engine.set_usage(rules.usage())
 
     def swap_weights(self, entry: ExpertEntry, timeout: float = 60.0) -> None:
-        """Serve `entry` (a new version of one expert's weights) from the next board on, without a restart.
+        """Serve `entry` (a new version of one expert's weights, or its weights at a new operating point) from the
+        next board on, without a restart.
 
         At a board boundary: new boards wait while the boards inside that still have a part for this expert
         finish under the old weights; then the engine drops the old weights and the held boards go in. So every

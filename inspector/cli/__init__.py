@@ -8,6 +8,7 @@ and a headless box never imports the dashboard's or the language model's package
     line.py     run, kiosk, gui, soak, accuracy, llm beside-line
     engine.py   bench, plan, profile, zoo build
     loop.py     review, dataset export, zoo train / versions / activate / rollback, retrain-demo
+    operate.py  zoo operate: an expert's operating point
     results.py  export, db prune
     access.py   user, audit, tls
     setup.py    config check / paths
@@ -36,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plant": ("every line of the plant at a glance (the shared database and each kiosk)", "plant:add_plant"),
     "review": ("mark a stored part's call: confirmed, false_call or escape", "loop:add_review"),
     "dataset": ("training sets from reviewed crops", "loop:add_dataset"),
-    "zoo": ("expert zoos: build, train, versions, activate, rollback", "engine:add_zoo"),
+    "zoo": ("expert zoos: build, train, versions, activate, rollback, operate", "engine:add_zoo"),
     "retrain-demo": ("the whole loop on the demo line: glare, reviews, retrain, live swap", "loop:add_retrain_demo"),
     "bench": ("run one workload under several policies side by side", "engine:add_bench"),
     "plan": ("offline configuration: executor counts, memory split, placement", "engine:add_plan"),

@@ -359,9 +359,11 @@ def add_zoo(p: argparse.ArgumentParser) -> None:
                                                            "models/demo; another seed builds models/demo-seed<N>)")
     build.set_defaults(func=cmd_zoo_build)
     from .loop import add_zoo_parsers
+    from .operate import add_zoo_operate
     from .rollout import add_rollout_parsers
 
     add_zoo_parsers(zoo_sub)
+    add_zoo_operate(zoo_sub)
     add_rollout_parsers(zoo_sub)
 
 

@@ -137,8 +137,10 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
 
 def _at(point: dict[str, Any]) -> str:
-    """An operating point as the version lines say it (experts/operating.py): ", threshold 0.312"."""
-    return "".join(f", {k.replace('_', ' ')} {v:.3f}" for k, v in point.items() if v is not None)
+    """An operating point after a version's line: ", threshold 0.312"."""
+    from ..experts.operating import said
+
+    return f", {said(point)}" if said(point) else ""
 
 
 def cmd_zoo_versions(args: argparse.Namespace) -> int:
@@ -225,6 +227,15 @@ def _kiosk_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", help="your API token file (`inspector user token NAME --out F`; with --kiosk)")
     p.add_argument("--reason", help="why (goes into the audit trail with the change)")
     as_flag(p)
+
+
+def zoo_change_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a command changing what a zoo serves: the zoo, or a running kiosk and who asks; the database
+    and station its audit row goes to."""
+    p.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
+    _kiosk_flags(p)
+    database_flags(p)
+    station_flags(p)
 
 
 def _rules_flag(p: argparse.ArgumentParser) -> None:
@@ -321,10 +332,7 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
             p.add_argument("--version", required=True, help="its weights hash (8+ hex digits)")
             p.add_argument("--force", action="store_true", help="serve it even though its retraining's recall gate "
                                                                 "refused it")
-        p.add_argument("--zoo", help="zoo directory (default: the demo zoo)")
-        _kiosk_flags(p)
-        database_flags(p)
-        station_flags(p)
+        zoo_change_flags(p)
         p.set_defaults(func=cmd_zoo_swap)
 
 

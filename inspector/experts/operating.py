@@ -45,3 +45,9 @@ def at_point(spec: dict[str, Any], point: Point) -> dict[str, Any]:
 def same_expert(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two specs are one architecture, whatever their operating points."""
     return {k: v for k, v in a.items() if k not in OPERATING} == {k: v for k, v in b.items() if k not in OPERATING}
+
+
+def said(point: Point) -> str:
+    """An operating point as a person reads it: "threshold 0.292" ("" for none, or a classifier calling its top
+    class)."""
+    return ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in point.items() if v is not None)

@@ -92,6 +92,20 @@ def rollback_of(entry: ExpertEntry) -> ExpertEntry:
     return _serving(entry, find_version(entry, history[-1]), history)
 
 
+def operated(entry: ExpertEntry, point: dict[str, float | None]) -> ExpertEntry:
+    """`entry` calling at `point`, its weights unchanged (an engineer's threshold, a board tune's margin); the
+    version it serves stamped with it, so a rollback to this version later serves it there. Nothing is written."""
+    spec = at_point(entry.spec, point)
+    known = tuple({**v, "operating": operating_point(spec)} if v["weights_sha256"] == entry.weights_sha256 else v
+                  for v in versions_of(entry))
+    return replace(entry, spec=spec, versions=known, served=tuple(served_history(entry)))
+
+
+def operate(zoo: Zoo, name: str, point: dict[str, float | None]) -> ExpertEntry:
+    """Serve `name` at `point` from the next start of a line on this zoo (the running line: app/expert_swap.py)."""
+    return save_entry(zoo, operated(entry_of(zoo, name), point))
+
+
 def activate(zoo: Zoo, name: str, sha: str, force: bool = False) -> ExpertEntry:
     """Make version `sha` the one `name` serves, on disk (the running line: app/expert_swap.py)."""
     return save_entry(zoo, activation(entry_of(zoo, name), sha, force))

@@ -8,7 +8,8 @@ attached to a kiosk never writes the kiosk's files itself and never needs a path
   saved to `allocation.json` in the data directory and applies at the kiosk's next start.
 - reviews: an operator's word on a stored part's call (results/reviews.py), checked against its verdict.
 - experts: a version of one expert's weights into service at a board boundary, or back (app/expert_swap.py);
-  or a release of the plant's, read from the results database and checked against its hash (`zoo rollout`).
+  or its weights at another operating point (a detector's threshold); or a release of the plant's, read from the
+  results database and checked against its hash (`zoo rollout`).
 
 Each verb gets the Call (body, the checked Identity, the stated reason); a verb refuses before it changes anything
 when the audit trail cannot be written, and records who changed what, before and after, once it is done
@@ -27,10 +28,11 @@ from ..access.audit import Change
 from ..access.identity import Identity
 from ..app.allocation import Allocation, reallocate_live
 from ..app.changes import ChangeLog
-from ..app.expert_swap import expert_versions, install_release, swap_live
+from ..app.expert_swap import expert_versions, install_release, operate_live, swap_live
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
 from ..app.verdict import classes_of
+from ..experts.operating import said
 from ..experts.versions import VersionError
 from ..results.releases import ReleaseError
 from ..results.reviews import RatesCache, ReviewRequest, record_review, review_rates
@@ -136,6 +138,26 @@ class Control:
         change = Change("expert.rollback" if rollback else "expert.swap", done["expert"],
                         {"weights_sha256": done["from"], "operating": done["operating_from"]},
                         {"weights_sha256": done["to"], "operating": done["operating"]}, call.reason)
+        return {"applied": True, **done, **self.log.record(call.who, change)}
+
+    def operate_expert(self, call: Call) -> dict[str, Any]:
+        """POST /experts/operating: an expert's operating point (a detector's threshold, a classifier's good margin)
+        from the next board on, its weights unchanged; recorded as `expert.threshold`."""
+        doc = json_object(call.body, 'JSON {"expert": NAME, "operating": {"threshold": T} or {"good_margin": M}}')
+        point = doc.get("operating")
+        if not isinstance(doc.get("expert"), str) or not isinstance(point, dict) or not point:
+            raise ValueError('name the expert and its point: {"expert": NAME, "operating": {"threshold": 0.5}} (a '
+                             'detector) or {"operating": {"good_margin": 2.0}} (a classifier)')
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in point.values()):
+            raise ValueError(f"an operating point's values are numbers: {json.dumps(point)}")
+        self._ready()
+        try:
+            done = operate_live(self.service.line, doc["expert"], {k: float(v) for k, v in point.items()})
+        except TimeoutError as exc:
+            raise HttpError(503, str(exc)) from None
+        self.say(f"expert {done['expert']} now calls at {said(done['operating'])} (was "
+                 f"{said(done['operating_from'])}), over the API")
+        change = Change("expert.threshold", done["expert"], done["operating_from"], done["operating"], call.reason)
         return {"applied": True, **done, **self.log.record(call.who, change)}
 
     def install_expert(self, call: Call) -> dict[str, Any]:

@@ -78,6 +78,9 @@ ROUTES: tuple[Route, ...] = (
           "the stored review and the audit row"),
     Route("POST", "/experts/swap", _P.EXPERTS, '`{"expert", "weights_sha256"}` or `{"expert", "rollback": '
           'true}`', "the expert's served version before and after"),
+    Route("POST", "/experts/operating", _P.EXPERTS, '`{"expert", "operating": {"threshold": T}}` (a detector) or '
+          '`{"operating": {"good_margin": M}}` (a classifier)', "the expert's operating point before and after, "
+          "served from the next board on (its weights unchanged) and recorded as `expert.threshold`"),
     Route("POST", "/experts/install", _P.EXPERTS, '`{"expert", "weights_sha256"}`: a release of the plant\'s '
           "results database", "the expert's served version, its hash checked"),
     Route("POST", "/camera/settings", _P.CAMERA, 'GenICam SFNC names, `{"ExposureTime": 800, "Gain": 6}`',

@@ -107,6 +107,7 @@ class Kiosk:
                              "/rules/alternates": self.control.approve_alternate,
                              "/allocation": self.control.allocation, "/reviews": self.control.review,
                              "/experts/swap": self.control.swap_expert,
+                             "/experts/operating": self.control.operate_expert,
                              "/experts/install": self.control.install_expert,
                              "/camera/settings": self.camera.apply_settings,
                              "/auth/sign-in": sign_in, "/auth/sign-out": sign_in.sign_out, **lending}),
