@@ -25,7 +25,11 @@ def test_the_taught_detectors_loop_runs_whole_and_reports_each_step(tmp_path: Pa
     assert boxed > 0, report["reviews"]  # a detector new to the line's narrow voids misses them: escapes
     assert report["boxed_by"].get("reviewer", 0) == boxed and "boxes its defects are taught by" in r.stdout
     assert report["boxed_by"].get("detector", 0) == report["reviews"].get("confirmed", 0)
-    assert set(report["after"]) == {"old", "new"}
+    # each version at its own threshold, and the new weights at the old one's too (where the two differ)
+    assert {"old", "new"} <= set(report["after"]) <= {"old", "new", "new, old's"}
+    assert report["after"]["old"]["threshold"] == report["threshold"]
+    if "new, old's" in report["after"]:
+        assert report["after"]["new, old's"]["threshold"] == report["threshold"] != report["after"]["new"]["threshold"]
     for figures in report["after"].values():  # 60 windows of 30 fresh panels, each of one kind
         assert sum(figures[k][1] for k in ("defective", "narrow void", "holed", "plain")) == 60
     assert ("recall gate: passed" in r.stdout) == (r.returncode == 0)
@@ -34,6 +38,7 @@ def test_the_taught_detectors_loop_runs_whole_and_reports_each_step(tmp_path: Pa
     zoo = json.loads((tmp_path / "work" / "zoo" / "manifest.json").read_text())
     det = next(e for e in zoo["experts"] if e["name"] == "det-panel")
     assert [v["weights_sha256"] for v in det["versions"]][-1] == version and det["weights_sha256"] != version
+    assert det["versions"][-1]["operating"] == {"threshold": report["after"]["new"]["threshold"]}
     # run again into the same directory: refused, naming what is there (nothing of the first run is overwritten)
     again = subprocess.run([sys.executable, "-m", "inspector.cli", "--models", str(tmp_path / "models"),
                             "retrain-demo", "--taught-detector", "--data", str(tmp_path / "work")],

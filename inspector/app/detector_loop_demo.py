@@ -15,8 +15,9 @@
    detector_labels.py); `zoo train --expert` trains on from the served weights over its set and the reviews and
    scores old against new on both held-out sets (training/labelled/retrain_detector.py).
 5. **After.** Old and new weights score the windows of panels nobody reviewed, each at the threshold it is served
-   at (the new one's chosen on the held-out images by the retraining, carried by its version): defect windows
-   flagged, clean windows flagged with and without the new look, mAP.
+   at (the new one's chosen on the held-out images by the retraining, carried by its version), and the new weights
+   at the old one's too (`new, old's`: a version served at the threshold of the weights it replaced, as before
+   2026-12-05): defect windows flagged, clean windows flagged with and without the new look, mAP.
 
 Everything is written under the work directory; no shipped zoo is touched.
 """
@@ -186,12 +187,15 @@ def _run(loop: DetectorLoop, work: Path, models: Path, say: Say) -> DetectorLoop
     arch = zoo.architecture(DETECTOR)
     assert isinstance(arch, YoloDetector)
     served, added = zoo.entries[DETECTOR].weights_sha256, report.retrained.version["weights_sha256"]
-    thresholds = {"old": arch.threshold, "new": float(report.retrained.version["operating"]["threshold"])}
-    for name, sha in (("old", served), ("new", added)):
+    old, own = arch.threshold, float(report.retrained.version["operating"]["threshold"])
+    # the new weights also at the old threshold: what serving a version at its own threshold changes, same run
+    for name, sha, thresholds in (("old", served, (old,)), ("new", added, (own, old))):
         file = next(v["file"] for v in zoo.entries[DETECTOR].versions if v["weights_sha256"] == sha)
         module = arch.materialize(parse((zoo_dir / file).read_bytes()), torch.device("cpu"))
-        report.after[name] = _after(detect(arch, module, windows), list(fresh.values()), thresholds[name])
-        report.after[name]["threshold"] = thresholds[name]
+        found = detect(arch, module, windows)
+        for threshold in thresholds:
+            row = f"{name}, old's" if name == "new" and threshold != own else name
+            report.after[row] = {**_after(found, list(fresh.values()), threshold), "threshold": threshold}
     report.times["after"] = time.perf_counter() - t0
     return report
 
