@@ -1109,3 +1109,126 @@ def test_a_review_offers_the_classes_of_the_expert_that_decided_the_part(qtbot, 
     bar.set_part(("board", "R2", "fail", "cls-R0603"))
     assert offered() == [SAME_CLASS, *PART_DEFECTS]
     assert expert_versions(zoo)["experts"]["det-f"]["review_classes"] == ["void", "spur"]
+
+
+def test_the_versions_tab_serves_a_version_moves_its_point_and_rolls_back_audited(qtbot, demo, tmp_path: Path) -> None:
+    """The expert versions tab on a line not running: every version with its operating point and gate; serving one
+    (a refused one only after the dialog names its refusal), moving the served one's threshold and rolling back are
+    each confirmed with a reason, written to the zoo for the next start and recorded in the audit trail."""
+    import shutil
+
+    from inspector.experts.versions import add_version
+    from inspector.experts.zoo import Zoo
+    from inspector.runtime.safetensors_io import parse
+
+    root, demo_zoo = demo
+    shutil.copytree(demo_zoo.root, tmp_path / "zoo")
+    zoo = Zoo.load(tmp_path / "zoo")
+    state = {k: v.clone() for k, v in parse(zoo.path_of("det-p").read_bytes()).items()}
+    key = next(k for k, v in state.items() if v.is_floating_point())
+    state[key] += 1e-3
+    added = add_version(zoo, "det-p", state, origin="retrained from reviews", operating={"threshold": 0.3},
+                        gate={"passed": False, "reasons": ["recall fell from 100% to 90%"]})
+    controller = LineController(root / "models", tmp_path / "data", zoo=Zoo.load(zoo.root))
+    backend = LocalBackend(controller, LineSetup(service=ServiceConfig(LineConfig())))
+    window = MainWindow(backend, tmp_path / "no-models", identity=ENGINEER)
+    qtbot.addWidget(window)
+    window.show()
+    tab = window.versions
+    window.tabs.setCurrentWidget(tab)
+    qtbot.waitUntil(lambda: tab.expert.count() > 0)  # read when shown
+    tab.expert.setCurrentText("det-p")
+    rows = {tab.table.item(r, 1).text(): [tab.table.item(r, c).text() for c in range(tab.table.columnCount())]
+            for r in range(tab.table.rowCount())}
+    first = zoo.entries["det-p"].weights_sha256
+    assert rows[first[:12]][0] == "serving" and rows[first[:12]][4] == "threshold 0.500"
+    assert rows[added["weights_sha256"][:12]][4] == "threshold 0.300"
+    assert rows[added["weights_sha256"][:12]][5].startswith("REFUSED: recall fell")
+    assert tab.point.value() == 0.5 and tab.operate_btn.isEnabled() and not tab.rollback_btn.isEnabled()
+
+    tab.table.selectRow(list(rows).index(added["weights_sha256"][:12]))
+    confirm_with("verified on ten boards")
+    tab.serve()
+    entry = Zoo.load(zoo.root).entries["det-p"]
+    assert entry.weights_sha256 == added["weights_sha256"] and entry.spec["threshold"] == 0.3, tab.message.text()
+    assert "from the line's next start" in tab.message.text() and controller.loaded_zoo.entries["det-p"].spec == \
+        entry.spec  # the next start serves it
+    tab.point.setValue(0.35)
+    confirm_with("too many false calls on the new look")
+    tab.operate()
+    assert Zoo.load(zoo.root).entries["det-p"].spec["threshold"] == 0.35
+    assert tab.rollback_btn.isEnabled()
+    confirm_with("back to what ran yesterday")
+    tab.roll_back()
+    entry = Zoo.load(zoo.root).entries["det-p"]
+    assert entry.weights_sha256 == first and entry.spec["threshold"] == 0.5
+    trail = [(e.kind, e.actor, json.loads(e.after).get("operating"), e.reason) for e in backend.audit().events()
+             if e.kind.startswith("expert.")][::-1]  # newest first
+    assert trail == [("expert.swap", "erin", {"threshold": 0.3}, "verified on ten boards"),
+                     ("expert.threshold", "erin", {"threshold": 0.35}, "too many false calls on the new look"),
+                     ("expert.rollback", "erin", {"threshold": 0.5}, "back to what ran yesterday")]
+    # the rolled-back-from version keeps the point it was last served at
+    tab.refresh()
+    rows = {tab.table.item(r, 1).text(): tab.table.item(r, 4).text() for r in range(tab.table.rowCount())}
+    assert rows[added["weights_sha256"][:12]] == "threshold 0.350"
+
+
+def test_an_attached_versions_tab_moves_a_running_kiosks_threshold_in_the_signed_in_name(qtbot, demo,
+                                                                                         tmp_path: Path) -> None:
+    """Attached to a kiosk, the versions tab reads GET /experts and moves the served point through POST
+    /experts/operating: the kiosk's running line and its zoo serve it, the trail names the person signed in."""
+    import shutil
+    import threading
+
+    from inspector.access.audit import AuditTrail
+    from inspector.app.run import line_profiles, open_source
+    from inspector.app.service import LineService
+    from inspector.experts.zoo import Zoo
+    from inspector.kiosk.service import Kiosk, KioskConfig
+    from inspector.results.store import sqlite_url
+    from inspector.routing.rules import parse_rules
+    from ui.attached import AttachedBackend
+
+    from .people import PASSWORD, person
+    from .services import free_port
+
+    root, demo_zoo = demo
+    shutil.copytree(demo_zoo.root, tmp_path / "zoo")
+    zoo = Zoo.load(tmp_path / "zoo")
+    rules = parse_rules(GOOD, str(tmp_path / "mini.yaml"))
+    data = tmp_path / "kiosk-data"
+    data.mkdir()
+    db = sqlite_url(data / "results.sqlite")
+    service = LineService(rules, zoo, line_profiles(zoo, root / "models", lambda _m: None),
+                          ServiceConfig(LineConfig(device_mb=40)), ResultStore(db), data,
+                          open_source("synthetic", rules, 0, 1000, 0.05, 0.05))
+    port = free_port()
+    person(db, "kim", "engineer")
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token="t0ken-" + "v" * 30), data_dir=data)
+    serving = threading.Thread(target=kiosk.serve, daemon=True)
+    serving.start()
+    window = MainWindow(AttachedBackend(f"http://127.0.0.1:{port}", db, poll_s=0.2), tmp_path / "no-models")
+    qtbot.addWidget(window)
+    window.show()
+    try:
+        window.sign_in.name.setText("kim")
+        window.sign_in.password.setText(PASSWORD)
+        qtbot.mouseClick(window.sign_in.button, Qt.MouseButton.LeftButton)
+        assert window.pages.currentWidget() is window.tabs
+        tab = window.versions
+        window.tabs.setCurrentWidget(tab)
+        qtbot.waitUntil(lambda: tab.expert.count() > 0, timeout=10_000)
+        tab.expert.setCurrentText("det-p")
+        assert tab.point.value() == 0.5 and tab.operate_btn.isEnabled()
+        tab.point.setValue(0.2)
+        confirm_with("bodies left unverified on a good lot")
+        tab.operate()
+        assert "on the kiosk's line" in tab.message.text(), tab.message.text()
+        assert service.line.zoo.architecture("det-p").threshold == 0.2  # the running line calls at it
+        assert Zoo.load(zoo.root).entries["det-p"].spec["threshold"] == 0.2
+        (event,) = [e for e in AuditTrail(service.store.engine).events() if e.kind == "expert.threshold"]
+        assert event.actor == "kim" and event.reason == "bodies left unverified on a good lot"
+        assert tab.point.value() == pytest.approx(0.2)  # read back from the kiosk
+    finally:
+        kiosk.stop("test done")
+        serving.join(60)

@@ -17,6 +17,7 @@ from inspector.access.identity import Identity, Unauthenticated
 from inspector.app.allocation import Allocation
 from inspector.app.kiosk_results import KioskResults
 from inspector.endpoint import KEPT, EndpointError, urlopen
+from inspector.experts.operating import said
 from inspector.results.reviews import PART_DEFECTS, ReviewRequest
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
@@ -291,6 +292,22 @@ class AttachedBackend(Signed):
         """POST /reviews: the kiosk checks the part and its verdict and stores the review in its database."""
         answer = self._call("POST", "/reviews", json.dumps(req.__dict__).encode())
         return f"the kiosk stored: {req.ref} {req.call.replace('_', ' ')} ({answer['component_type']})"
+
+    def expert_versions(self) -> dict[str, Any]:
+        """GET /experts: every trained expert's versions as the kiosk's zoo holds them."""
+        return self._call("GET", "/experts").get("experts", {})
+
+    def swap_expert(self, expert: str, sha: str | None = None, rollback: bool = False, force: bool = False,
+                    reason: str | None = None) -> str:
+        body = {"expert": expert, **({"rollback": True} if rollback else {"weights_sha256": sha, "force": force})}
+        done = self._call("POST", "/experts/swap", json.dumps(body).encode(), timeout=90, reason=reason)
+        return (f"{expert} serves {done['to'][:12]}, {said(done.get('operating') or {})} on the kiosk's line from "
+                "the next board on")
+
+    def operate_expert(self, expert: str, point: dict[str, float], reason: str | None = None) -> str:
+        body = json.dumps({"expert": expert, "operating": point}).encode()
+        done = self._call("POST", "/experts/operating", body, timeout=90, reason=reason)
+        return f"{expert} calls at {said(done['operating'])} on the kiosk's line from the next board on"
 
     def apply_allocation(self, allocation: Allocation, reason: str | None = None) -> str:
         body = json.dumps({"device_mb": allocation.device_mb, "expert_pool_mb": allocation.expert_pool_mb,

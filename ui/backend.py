@@ -31,7 +31,11 @@ from inspector.access.users import UserBook, token_key
 from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
+from inspector.app.expert_swap import expert_versions, operate_live, swap_live
 from inspector.app.verdict import classes_of, review_classes
+from inspector.experts.operating import operating_point, said
+from inspector.experts.versions import activate, entry_of, operate
+from inspector.experts.versions import rollback as rollback_version
 from inspector.experts.zoo import Zoo, report_files
 from inspector.results.reviews import ReviewRequest, record_review
 from inspector.results.scope import Scope
@@ -332,6 +336,59 @@ class LocalBackend(Signed):
     def review_classes(self, expert: str) -> tuple[str, ...]:
         """The defect classes a review of `expert`'s call may name (its own where it was taught them)."""
         return review_classes(self.controller.loaded_zoo)(expert)
+
+    # experts: versions and operating points (ui/tabs/versions.py)
+    def _zoo_root(self) -> Path:
+        zoo = self.controller.loaded_zoo
+        if zoo is None:
+            raise RuntimeError("the experts are not loaded yet: start the line")
+        return zoo.root
+
+    def expert_versions(self) -> dict[str, Any]:
+        """Every trained expert's versions, as the zoo on disk holds them (what GET /experts answers)."""
+        return expert_versions(Zoo.load(self._zoo_root()))["experts"]
+
+    def _change_experts(self, kind: str, expert: str, live: Any, on_disk: Any, reason: str | None) -> str:
+        """One change of what an expert serves: live on the running line (at a board boundary), else in the zoo on
+        disk for the next start; recorded in the audit trail with the point before and after."""
+        who = self._require(Permission.EXPERTS)
+        log = self.change_log()
+        log.ready()
+        service = self.controller.service
+        if service is not None and self.controller.phase == "running":
+            before, after, where = *live(service.line), "on the running line from the next board on"
+        elif self.controller.busy:
+            raise RuntimeError("the line is starting or stopping: change its experts when it runs or has stopped")
+        else:
+            zoo = Zoo.load(self._zoo_root())
+            was = entry_of(zoo, expert)
+            entry = on_disk(zoo)
+            before = {"weights_sha256": was.weights_sha256, "operating": operating_point(was.spec)}
+            after = {"weights_sha256": entry.weights_sha256, "operating": operating_point(entry.spec),
+                     "next_start": True}
+            self.controller.use_zoo(Zoo.load(zoo.root))  # the next start serves it
+            where = "from the line's next start"
+        log.record(who, Change(kind, expert, before, after, reason))
+        return f"{expert} serves {after['weights_sha256'][:12]}, {said(after['operating'])} {where}"
+
+    def swap_expert(self, expert: str, sha: str | None = None, rollback: bool = False, force: bool = False,
+                    reason: str | None = None) -> str:
+        """Serve version `sha` of `expert` (or, with `rollback`, the one served before)."""
+        def live(line: Any) -> tuple[dict, dict]:
+            done = swap_live(line, expert, sha, rollback, force=force)
+            return ({"weights_sha256": done["from"], "operating": done["operating_from"]},
+                    {"weights_sha256": done["to"], "operating": done["operating"]})
+        return self._change_experts("expert.rollback" if rollback else "expert.swap", expert, live,
+                                    lambda zoo: rollback_version(zoo, expert) if rollback else
+                                    activate(zoo, expert, sha or "", force), reason)
+
+    def operate_expert(self, expert: str, point: dict[str, float], reason: str | None = None) -> str:
+        """Serve `expert` at operating `point`, its weights unchanged (audited as `expert.threshold`)."""
+        def live(line: Any) -> tuple[dict, dict]:
+            done = operate_live(line, expert, point)
+            return ({"weights_sha256": done["weights_sha256"], "operating": done["operating_from"]},
+                    {"weights_sha256": done["weights_sha256"], "operating": done["operating"]})
+        return self._change_experts("expert.threshold", expert, live, lambda zoo: operate(zoo, expert, point), reason)
 
     def review(self, req: ReviewRequest) -> str:
         """Store an operator's review in this line's database (ReviewRefused when it contradicts the call)."""

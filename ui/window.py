@@ -1,4 +1,4 @@
-"""The dashboard window: ten tabs over one backend, one timer reading one snapshot per tick, behind a sign-in.
+"""The dashboard window: its tabs over one backend, one timer reading one snapshot per tick, behind a sign-in.
 
 Nobody sees the tabs before signing in (session.py); what the tabs offer follows from the signed-in role (an
 operator reviews, an engineer also changes rules, memory, experts and the camera), and every change goes into the
@@ -35,6 +35,7 @@ from .tabs.new_board import NewBoardTab
 from .tabs.plant import PlantTab
 from .tabs.rules import RulesTab
 from .tabs.throughput import ThroughputTab
+from .tabs.versions import VersionsTab
 
 TICK_MS = 200  # 5 Hz
 SLOW_EVERY = 5  # ticks: once a second
@@ -53,6 +54,7 @@ class MainWindow(QMainWindow):
         self.throughput = ThroughputTab()
         self.rules = RulesTab(backend)
         self.memory = MemoryTab(backend)
+        self.versions = VersionsTab(backend)
         self.history = HistoryTab(backend)
         self.io = LineIoTab(backend)
         self.plant = PlantTab(backend, plant_kiosks or [])
@@ -63,7 +65,8 @@ class MainWindow(QMainWindow):
         for tab, name in ((self.line, "Line"), (self.throughput, "Throughput && experts"),
                           (self.rules, "Routing rules"), (self.memory, "Memory && executors"),
                           (self.history, "History"), (self.llm, "Language model"), (self.io, "Camera && PLC"),
-                          (self.plant, "Plant"), (self.new_board, "New board"), (self.audit, "Audit")):
+                          (self.plant, "Plant"), (self.new_board, "New board"),
+                          (self.versions, "Expert versions"), (self.audit, "Audit")):
             self.tabs.addTab(tab, name)
         self.sign_in = SignInPage(backend, self.signed_in)
         self.pages = QStackedWidget()
@@ -95,7 +98,7 @@ class MainWindow(QMainWindow):
         """Show the tabs with what `who` may do."""
         self.backend.identity = who
         self.who.setText(f"signed in: {who.name} ({who.role})")
-        for part in (self.rules, self.memory, self.new_board, *self.findChildren(ReviewBar)):
+        for part in (self.rules, self.memory, self.versions, self.new_board, *self.findChildren(ReviewBar)):
             part.permit()
         self.pages.setCurrentWidget(self.tabs)
         self.idle.arm()

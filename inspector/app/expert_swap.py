@@ -74,7 +74,7 @@ def expert_versions(zoo: Zoo) -> dict[str, Any]:
     for name, entry in sorted(zoo.entries.items()):
         if entry.weights_sha256 is None:
             continue
-        out[name] = {"serving": entry.weights_sha256, "role": entry.role,
+        out[name] = {"serving": entry.weights_sha256, "role": entry.role, "operating": operating_point(entry.spec),
                      "review_classes": list(reviewable(name)),  # what a review of its calls may name
                      "served": served_history(entry),
                      "versions": [{k: v for k, v in ver.items() if k != "eval"} for ver in versions_of(entry)]}

@@ -96,9 +96,7 @@ def operated(entry: ExpertEntry, point: dict[str, float | None]) -> ExpertEntry:
     """`entry` calling at `point`, its weights unchanged (an engineer's threshold, a board tune's margin); the
     version it serves stamped with it, so a rollback to this version later serves it there. Nothing is written."""
     spec = at_point(entry.spec, point)
-    known = tuple({**v, "operating": operating_point(spec)} if v["weights_sha256"] == entry.weights_sha256 else v
-                  for v in versions_of(entry))
-    return replace(entry, spec=spec, versions=known, served=tuple(served_history(entry)))
+    return replace(entry, spec=spec, versions=_stamped(entry, spec), served=tuple(served_history(entry)))
 
 
 def operate(zoo: Zoo, name: str, point: dict[str, float | None]) -> ExpertEntry:
@@ -131,13 +129,18 @@ def find_version(entry: ExpertEntry, sha: str) -> dict[str, Any]:
 def _serving(entry: ExpertEntry, version: dict[str, Any], history: list[str]) -> ExpertEntry:
     """`entry` serving `version` at its operating point (else the entry's), the outgoing version stamped with the
     point it was served at."""
-    point = operating_point(entry.spec)
-    known = tuple({**v, "operating": point} if v["weights_sha256"] == entry.weights_sha256 else v
-                  for v in versions_of(entry))
+    known = _stamped(entry, entry.spec)
     incoming = next(v for v in known if v["weights_sha256"] == version["weights_sha256"])
     spec = at_point(entry.spec, incoming["operating"]) if incoming.get("operating") else entry.spec
     return replace(entry, file=version["file"], weights_sha256=version["weights_sha256"], spec=spec,
                    versions=known, served=tuple(history))
+
+
+def _stamped(entry: ExpertEntry, spec: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The entry's versions, the one it serves stamped with the operating point of `spec`."""
+    point = operating_point(spec)
+    return tuple({**v, "operating": point} if v["weights_sha256"] == entry.weights_sha256 else v
+                 for v in versions_of(entry))
 
 
 def entry_of(zoo: Zoo, name: str) -> ExpertEntry:
