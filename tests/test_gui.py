@@ -1146,6 +1146,9 @@ def test_the_versions_tab_serves_a_version_moves_its_point_and_rolls_back_audite
     assert rows[added["weights_sha256"][:12]][5].startswith("REFUSED: recall fell")
     assert tab.point.value() == 0.5 and tab.operate_btn.isEnabled() and not tab.rollback_btn.isEnabled()
 
+    tab.table.selectRow(list(rows).index(first[:12]))
+    tab.serve()
+    assert "serves that version already" in tab.message.text()
     tab.table.selectRow(list(rows).index(added["weights_sha256"][:12]))
     confirm_with("verified on ten boards")
     tab.serve()

@@ -121,7 +121,8 @@ class VersionsTab(QWidget):
         for row, v in enumerate(versions):
             sha = v.get("weights_sha256") or ""
             mark = "serving" if sha == entry.get("serving") else ("served before" if sha in served else "")
-            point = v.get("operating") or (entry.get("operating") if sha == entry.get("serving") else None) or {}
+            # the serving one at what it serves now (a board tune may have moved it since it was stamped)
+            point = (entry.get("operating") if sha == entry.get("serving") else v.get("operating")) or {}
             for col, text in enumerate((mark, sha[:12], str(v.get("created", "-"))[:19], v.get("origin", ""),
                                         said(point), _gate(v))):
                 item = QTableWidgetItem(text)
@@ -154,6 +155,9 @@ class VersionsTab(QWidget):
             self._say("select a version in the table first", error=True)
             return
         version = self.known[name]["versions"][row]
+        if version["weights_sha256"] == self.known[name]["serving"]:
+            self._say(f"{name} serves that version already: select another, or move its point below", error=True)
+            return
         refused = bool(version.get("gate")) and not version["gate"].get("passed", True)
         what = (f"{name} serves version {version['weights_sha256'][:12]} ({version.get('origin', '')}"
                 + (f", {said(version['operating'])}" if version.get("operating") else "") + ") from the next board"
