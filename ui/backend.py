@@ -33,8 +33,8 @@ from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
 from inspector.app.expert_swap import expert_versions, operate_live, swap_live
 from inspector.app.verdict import classes_of, review_classes
-from inspector.experts.operating import operating_point, said
-from inspector.experts.versions import activate, entry_of, operate
+from inspector.experts.operating import said
+from inspector.experts.versions import activate, entry_of, operate, serving
 from inspector.experts.versions import rollback as rollback_version
 from inspector.experts.zoo import Zoo, report_files
 from inspector.results.reviews import ReviewRequest, record_review
@@ -363,9 +363,7 @@ class LocalBackend(Signed):
             zoo = Zoo.load(self._zoo_root())
             was = entry_of(zoo, expert)
             entry = on_disk(zoo)
-            before = {"weights_sha256": was.weights_sha256, "operating": operating_point(was.spec)}
-            after = {"weights_sha256": entry.weights_sha256, "operating": operating_point(entry.spec),
-                     "next_start": True}
+            before, after = serving(was), {**serving(entry), "next_start": True}
             self.controller.use_zoo(Zoo.load(zoo.root))  # the next start serves it
             where = "from the line's next start"
         log.record(who, Change(kind, expert, before, after, reason))

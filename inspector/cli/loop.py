@@ -158,7 +158,7 @@ def cmd_zoo_versions(args: argparse.Namespace) -> int:
         for v in versions_of(entry):
             mark = "*" if v["weights_sha256"] == entry.weights_sha256 else ("s" if v["weights_sha256"] in served
                                                                             else " ")
-            point = v.get("operating") or (operating_point(entry.spec) if mark == "*" else {})
+            point = operating_point(entry.spec) if mark == "*" else v.get("operating") or {}
             print(f"  {mark} {v['weights_sha256'][:12]}  {v.get('created', '-')[:19]:19}  {v.get('origin', '')}"
                   f"{_at(point)}")
     return 0
@@ -167,8 +167,7 @@ def cmd_zoo_versions(args: argparse.Namespace) -> int:
 def cmd_zoo_swap(args: argparse.Namespace) -> int:
     """activate / rollback: through a running kiosk (live, at a board boundary), else in the zoo on disk."""
     from ..endpoint import read_token, request_json
-    from ..experts.operating import operating_point
-    from ..experts.versions import activate, rollback
+    from ..experts.versions import activate, rollback, serving
 
     rolling = args.zoo_command == "rollback"
     if args.kiosk:
@@ -187,14 +186,11 @@ def cmd_zoo_swap(args: argparse.Namespace) -> int:
     was = zoo.entries.get(args.expert)
     entry = rollback(zoo, args.expert) if rolling else activate(zoo, args.expert, args.version, args.force)
     assert was is not None  # activate and rollback name an expert the zoo lacks
-    point = operating_point(entry.spec)
+    after = serving(entry)
     record_here(args, who, Change("expert.rollback" if rolling else "expert.swap", args.expert,
-                                  {"weights_sha256": was.weights_sha256, "operating": operating_point(was.spec),
-                                   "zoo": str(zoo.root)},
-                                  {"weights_sha256": entry.weights_sha256, "operating": point, "next_start": True},
-                                  args.reason))
-    print(f"{args.expert} serves {entry.weights_sha256[:12]}{_at(point)} from the next start of a line on "
-          f"{zoo.root} (a running kiosk: pass --kiosk URL to swap it live)")
+                                  {**serving(was), "zoo": str(zoo.root)}, {**after, "next_start": True}, args.reason))
+    print(f"{args.expert} serves {entry.weights_sha256[:12]}{_at(after['operating'])} from the next start of a line "
+          f"on {zoo.root} (a running kiosk: pass --kiosk URL to swap it live)")
     return 0
 
 

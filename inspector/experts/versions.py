@@ -136,6 +136,11 @@ def _serving(entry: ExpertEntry, version: dict[str, Any], history: list[str]) ->
                    versions=known, served=tuple(history))
 
 
+def serving(entry: ExpertEntry) -> dict[str, Any]:
+    """What `entry` serves, as an audit row's before or after says it: its weights hash and operating point."""
+    return {"weights_sha256": entry.weights_sha256, "operating": operating_point(entry.spec)}
+
+
 def _stamped(entry: ExpertEntry, spec: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     """The entry's versions, the one it serves stamped with the operating point of `spec`."""
     point = operating_point(spec)

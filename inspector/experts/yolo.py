@@ -43,6 +43,11 @@ class YoloDetector(Architecture):
     def name(self) -> str:
         return self.model
 
+    @property
+    def good_class(self) -> int | None:
+        """The class a part passes by when it verifies (0), None when it finds (every class a defect)."""
+        return 0 if self.mode == "verify" else None
+
     def spec(self) -> dict:
         spec = super().spec()
         if self.mode != "verify":  # the demo detectors' specs stay as they were

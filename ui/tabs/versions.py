@@ -162,7 +162,8 @@ class VersionsTab(QWidget):
         what = (f"{name} serves version {version['weights_sha256'][:12]} ({version.get('origin', '')}"
                 + (f", {said(version['operating'])}" if version.get("operating") else "") + ") from the next board"
                 " on (a line not running: from its next start), recorded under your name with the reason below."
-                + ("\n\nIts retraining's recall gate REFUSED it: " + _gate(version)[9:] if refused else ""))
+                + ("\n\nIts retraining's recall gate REFUSED it: " + "; ".join(version["gate"].get("reasons", []))
+                   if refused else ""))
         reason = self.confirm("Serve another version", what, self._change(name, version["weights_sha256"],
                                                                      version.get("operating")))
         if reason is not None:

@@ -15,6 +15,7 @@ without a box shows no body at all): the line's call of a part by its class, its
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,16 +153,10 @@ def score(classes: tuple[str, ...], truth: list[tuple[Box, ...]], found: list[li
             elif _on_ignored(f, boxes, iou_match):
                 continue
             per[f.kind].append((f.score, at is not None))
-        if good is None:
-            flagged = any(g.score >= threshold for g in given)
-            defective = bool(boxes)
-        else:  # passed only on a confident good body; defective unless every body in it is good
-            top = max(given, key=lambda g: g.score, default=None)
-            flagged = top is None or top.score < threshold or top.kind != good
-            defective = not boxes or any(b.kind != good for b in boxes if not b.ignore)
-        if boxes and all(b.ignore for b in boxes):
+        flagged = is_flagged(given, threshold, good)
+        if ignored_only(boxes):
             ignored_images += 1
-        elif defective:
+        elif defective(boxes, good):
             with_d += 1
             flagged_d += flagged
         else:
@@ -180,6 +175,34 @@ def score(classes: tuple[str, ...], truth: list[tuple[Box, ...]], found: list[li
                            "f1": 2 * p * r / (p + r) if p and r else (0.0 if p is not None and r is not None else None)}
     return DetectionScore(classes, threshold, iou_match, per_class, len(truth), flagged_d, with_d, flagged_c, clean,
                           ignored_images, good)
+
+
+def ignored_only(boxes: Sequence[Box]) -> bool:
+    """An image whose labelled boxes are all ignored (difficult, crowd): in neither image count."""
+    return bool(boxes) and all(b.ignore for b in boxes)
+
+
+def defective(boxes: Sequence[Box], good: int | None = None) -> bool:
+    """Whether a labelled image shows a defect: for a finder any box; for a verifier (`good`: its good class)
+    unless every body in it is good (one without a box shows no body at all)."""
+    if good is None:
+        return bool(boxes)
+    return not boxes or any(b.kind != good for b in boxes if not b.ignore)
+
+
+def good_body(given: Sequence[Found], good: int) -> Found | None:
+    """A verifier's best box when it is of the good class (None: no box, or a body of another class)."""
+    best = max(given, key=lambda g: g.score, default=None)
+    return best if best is not None and best.kind == good else None
+
+
+def is_flagged(given: Sequence[Found], threshold: float, good: int | None = None) -> bool:
+    """The line's call of an image: a finder flags any box at or above the threshold; a verifier passes only a
+    good body reaching it."""
+    if good is None:
+        return any(g.score >= threshold for g in given)
+    body = good_body(given, good)
+    return body is None or body.score < threshold
 
 
 def _on_ignored(f: Found, boxes: tuple[Box, ...], overlap: float) -> bool:

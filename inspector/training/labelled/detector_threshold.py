@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .boxes import Box
-from .detection import Found
+from .detection import Found, defective, good_body, ignored_only
 from .metrics import choose_threshold
 
 FLOOR, CEILING = 1e-4, 1.0  # a box confidence
@@ -32,39 +32,32 @@ class ChosenThreshold:
 def verified(found: Sequence[Found], good: int = 0) -> float:
     """A verifier's confidence that the image shows a good body: its best box's score when that box is of the good
     class, else 0 (no body, or a body of another class)."""
-    best = max(found, key=lambda f: f.score, default=None)
-    return best.score if best is not None and best.kind == good else 0.0
+    body = good_body(found, good)
+    return body.score if body is not None else 0.0
 
 
 def choose_detector_threshold(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], mode: str,
                               false_call_budget: float, fallback: float) -> ChosenThreshold:
-    """The threshold for boxes `found` on held-out images whose labelled boxes are `truth` (ignored ones aside).
-
-    find: an image with no labelled box is clean, one with a scored box defective. verify (class 0 good): an image
-    is good when it has scored boxes and all are good, defective when any is of another class or none is labelled.
-    Without both kinds the `fallback` is kept."""
+    """The threshold for boxes `found` on held-out images whose labelled boxes are `truth`, each image counted as
+    detection.score counts it (ignored-only images in neither kind). Without both kinds the `fallback` is kept."""
     if len(found) != len(truth):
         raise ValueError(f"{len(found)} images of boxes found for {len(truth)} labelled")
-    scored = [[b for b in boxes if not b.ignore] for boxes in truth]
-    if mode == "find":
-        clean = np.array([not boxes for boxes in truth])  # an image of ignored boxes only is neither
-        dirty = np.array([bool(s) for s in scored])
-        best = np.array([max((f.score for f in fs), default=0.0) for fs in found])
-        if not clean.any() or not dirty.any():
-            return ChosenThreshold(fallback, False, f"no {'clean image' if not clean.any() else 'image with a defect'}"
-                                   f" held out to choose the threshold by: {fallback:.3f} kept")
-        t = -choose_threshold(-best[clean], -best[dirty], false_call_budget)  # flagged at or above it
-        kinds = f"{int(clean.sum())} clean and {int(dirty.sum())} defective held-out images"
-    else:
-        good = np.array([bool(s) and all(b.kind == 0 for b in s) for s in scored])
-        bad = np.array([not s and not boxes or any(b.kind != 0 for b in s) for s, boxes in zip(scored, truth)])
-        if not good.any() or not bad.any():
-            lacking = "of a good body" if not good.any() else "of a defect"
-            return ChosenThreshold(fallback, False, f"no held-out image {lacking} to choose the threshold by: "
-                                   f"{fallback:.3f} kept")
-        confidence = np.array([verified(fs) for fs in found])
-        t = choose_threshold(confidence[good], confidence[bad], false_call_budget)  # flagged below it
-        kinds = f"{int(good.sum())} good and {int(bad.sum())} defective held-out images"
+    good = None if mode == "find" else 0
+    kept = [i for i, boxes in enumerate(truth) if not ignored_only(boxes)]
+    bad = np.array([defective(truth[i], good) for i in kept], dtype=bool)
+    if good is None:  # flagged at or above it: the best box's score
+        confidence = np.array([max((f.score for f in found[i]), default=0.0) for i in kept])
+        lacking, kinds = ("clean image", "image with a defect"), ("clean", "defective")
+    else:  # flagged below it: the good body's confidence
+        confidence = np.array([verified(found[i], good) for i in kept])
+        lacking, kinds = ("held-out image of a good body", "held-out image of a defect"), ("good", "defective")
+    if (~bad).sum() == 0 or bad.sum() == 0:
+        missing = lacking[0] if (~bad).sum() == 0 else lacking[1]
+        held = " held out" if good is None else ""
+        return ChosenThreshold(fallback, False, f"no {missing}{held} to choose the threshold by: {fallback:.3f} kept")
+    sign = -1.0 if good is None else 1.0
+    t = sign * choose_threshold(sign * confidence[~bad], sign * confidence[bad], false_call_budget)
     threshold = float(np.clip(t, FLOOR, CEILING))
-    return ChosenThreshold(threshold, True, f"{threshold:.3f}, chosen on {kinds} (at most "
-                           f"{100 * false_call_budget:g}% of the ones without a defect flagged)")
+    return ChosenThreshold(threshold, True, f"{threshold:.3f}, chosen on {int((~bad).sum())} {kinds[0]} and "
+                           f"{int(bad.sum())} {kinds[1]} held-out images (at most {100 * false_call_budget:g}% of "
+                           "the ones without a defect flagged)")

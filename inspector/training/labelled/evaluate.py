@@ -120,4 +120,4 @@ def evaluate_detector(zoo: Zoo, expert: str, source: Path, iou: float = 0.5,
     pairs = [read_pair(im.path, None if goldens is None else goldens[n]) for n, im in enumerate(images)]
     references = None if reference is None else [golden for _, golden in pairs]
     return score(tuple(entry.classes), truth, detect(arch, model, [p for p, _ in pairs], references), arch.threshold,
-                 iou, good=0 if arch.mode == "verify" else None)
+                 iou, good=arch.good_class)

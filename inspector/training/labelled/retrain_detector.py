@@ -180,9 +180,8 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     scores: dict[str, tuple[Score, Score]] = {}
     for name, (old_found, new_found) in found.items():
         truth = [im.boxes for im in held[name]]
-        good = 0 if arch.mode == "verify" else None
-        both = [score(classes, truth, old_found, served, good=good), score(classes, truth, new_found,
-                                                                          chosen.threshold, good=good)]
+        both = [score(classes, truth, old_found, served, good=arch.good_class),
+                score(classes, truth, new_found, chosen.threshold, good=arch.good_class)]
         scores[name] = (line_score(both[0]), line_score(both[1]))
         detail[name] = {"old": both[0].to_json(), "new": both[1].to_json()}
     gate = recall_kept(scores, "images")

@@ -192,7 +192,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     plan.zoo.mkdir(parents=True, exist_ok=True)
     entry = write_expert(plan.zoo, plan.expert, "detector", served.spec(), state, digest=True, classes=classes,
                          train_samples=len(sides["train"]), train_seed=plan.seed)
-    heldout = score(classes, truth, found, threshold, plan.iou, good=0 if mode == "verify" else None)
+    heldout = score(classes, truth, found, threshold, plan.iou, good=served.good_class)
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT_BOXES,
                "dataset": str(plan.source), "threshold": threshold, "operating": {"threshold": threshold},
                "false_call_budget": plan.false_call_budget, "heldout_share": plan.heldout_share,
