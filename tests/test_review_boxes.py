@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from PySide6.QtCore import QPoint, Qt  # noqa: E402
 
 from inspector.access.identity import Identity  # noqa: E402
-from inspector.results.detector_labels import CLEAN, finding_labels  # noqa: E402
+from inspector.results.detector_labels import CLEAN, Unboxed, finding_labels  # noqa: E402
 from inspector.results.reviews import ReviewRefused, ReviewRequest, record_review  # noqa: E402
 from inspector.results.schema import ComponentResult  # noqa: E402
 from inspector.results.store import ResultStore, sqlite_url  # noqa: E402
@@ -78,7 +78,8 @@ def test_a_finding_detector_learns_the_reviewers_box_first_and_an_escape_only_fr
     assert boxed.label == "spur" and boxed.boxed_by == "reviewer"
     assert boxed.rows == ((1, 12 / 40, 10 / 20, 16 / 40, 8 / 20),)
     missed = finding_labels(_part("pass", expert="cls-WIN"), "det-f", CLASSES, 40, 20, "spur")
-    assert isinstance(missed, str) and "draw the defect's box on the crop" in missed
+    assert isinstance(missed, Unboxed) and missed.label == "spur"  # an escape nobody boxed: what it is, no box
+    assert "draw the defect's box on the crop" in missed.why
     # a confirmed defect the detector boxed wrong: the reviewer's box teaches, not the detector's
     wrong = _part("fail", box=(30.0, 0.0, 40.0, 5.0))
     assert finding_labels(wrong, "det-f", CLASSES, 40, 20, "void").boxed_by == "detector"
@@ -104,8 +105,9 @@ def test_a_verifying_detector_learns_each_crop_as_one_body_under_the_class_it_re
     assert verifying_labels(called, "det-v", bodies, 40, 20, "chipped", (4, 2, 36, 18)).boxed_by == "reviewer"
     weak = _part("fail", expert="det-v", box=(0.0, 0.0, 5.0, 5.0))
     weak.defect_class = "unverified"  # its best box under the threshold: no body vouched for
-    why = verifying_labels(weak, "det-v", bodies, 40, 20, "ok")
-    assert isinstance(why, str) and "boxed no body on this part with confidence" in why
+    unboxed = verifying_labels(weak, "det-v", bodies, 40, 20, "ok")  # kept as what it is, without a box
+    assert isinstance(unboxed, Unboxed) and unboxed.label == "good"
+    assert "boxed no body on this part with confidence" in unboxed.why
     assert verifying_labels(weak, "det-v", bodies, 40, 20, "chipped", (4, 2, 36, 18)).label == "chipped"
     other = verifying_labels(called, "det-v", bodies, 40, 20, "missing")
     assert isinstance(other, str) and "not a class det-v verifies (good against chipped)" in other

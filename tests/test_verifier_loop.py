@@ -122,7 +122,7 @@ def test_reviews_of_a_verifying_detector_label_each_crop_as_one_body_and_retrain
     report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=of, heldout_percent=30)
     tree = tmp_path / "dataset" / "detectors" / "det-v"
     assert (tree / "data.yaml").read_text().splitlines()[-2:] == ['  0: "good"', '  1: "chipped"']
-    items = [i for i in report.items if i["expert"] == "det-v"]
+    items = [i for i in report.items if i["expert"] == "det-v" and "unboxed" not in i]
     # reviewed: bodies it boxed with confidence (a chipped one called so) and bodies it left unverified
     assert items and drawn and {p.defect_class for _, p in reviewed.values()} >= {"unverified", "chipped"}
     for item in items:
@@ -135,15 +135,25 @@ def test_reviews_of_a_verifying_detector_label_each_crop_as_one_body_and_retrain
         assert item["boxed_by"] == ("reviewer" if stem in drawn else "detector")
         assert (cx * width, cy * height) == pytest.approx(((x0 + x1) / 2, (y0 + y1) / 2), abs=0.01)
     # a part the detector boxed with confidence (it passed it: an escape) teaches by that box whatever class it named;
-    # one it left unverified teaches only by a box the reviewer drew, else is left out and said
+    # one it left unverified teaches only by a box the reviewer drew, else is kept without a box (what it is, why)
     assert {Path(i["file"]).stem for i in items} == {stem for stem, (_real, p) in reviewed.items()
                                                        if stem in drawn or p.defect_class != "unverified"}
-    missed = [x for x in report.skipped if x.get("expert") == "det-v"]
-    assert missed and all("boxed no body on this part with confidence" in x["reason"] for x in missed)
+    missed = [x for x in report.items if x.get("expert") == "det-v" and "unboxed" in x]
+    assert missed and all("boxed no body on this part with confidence" in x["unboxed"] for x in missed)
+    assert {Path(x["file"]).stem for x in missed} == {stem for stem, (_real, p) in reviewed.items()
+                                                      if stem not in drawn and p.defect_class == "unverified"}
+    assert all(x["label"] == ("good" if reviewed[Path(x["file"]).stem][0] == "ok" else "chipped") for x in missed)
+    assert not [x for x in report.skipped if x.get("expert") == "det-v"]
     r = retrain_taught_detector(zoo, "det-v", tmp_path / "dataset", 1, 0, lambda _m: None)
     entry = Zoo.load(zoo_dir).entries["det-v"]
     assert [v["origin"] for v in entry.versions] == [TAUGHT_BOXES, "retrained from reviews"]
-    assert set(r.scores) == {"reviewed held-out", "taught held-out"}
+    assert set(r.scores) == {"reviewed held-out", "taught held-out", "reviewed unboxed"}
+    # the bodies it left unverified, scored by each version's call: the served weights flagged every one (a body
+    # under the threshold is never passed), a good one among them a false call
+    unboxed_old, unboxed_new = r.scores["reviewed unboxed"]
+    assert unboxed_old.crops == len(missed) == unboxed_new.crops
+    assert unboxed_old.found == unboxed_old.defects and unboxed_old.false_calls == unboxed_old.good
+    assert unboxed_old.defects == sum(x["label"] == "chipped" for x in missed)
     added = entry.versions[1]  # the old weights scored where served, the new at their own threshold
     assert added["served_threshold"] == det["spec"]["threshold"] and added["operating"] == {"threshold":
                                                                                            added["threshold"]}

@@ -99,6 +99,12 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
           + f" (every reason in {Path(args.out) / 'manifest.json'})")
     for reason, n in Counter(x["reason"] for x in report.skipped).most_common(5):
         print(f"  {n:6}  {reason}")
+    unboxed = Counter(i["unboxed"] for i in report.items if "unboxed" in i)
+    if unboxed:  # kept beside the detector's set: retraining scores its call of each, trains on none
+        print(f"{sum(unboxed.values())} of the crops are a detector's without a box (its retraining scores its call "
+              "of each and trains on none):")
+        for reason, n in unboxed.most_common(5):
+            print(f"  {n:6}  {reason}")
     return 0 if report.items else 1
 
 

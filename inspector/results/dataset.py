@@ -7,6 +7,8 @@ component type routes to):
     detectors/<expert>/images/{train,heldout}/<inspection>_<ref>.png            YOLO (Ultralytics) layout
     detectors/<expert>/labels/{train,heldout}/<inspection>_<ref>.txt            class cx cy w h, normalised
     detectors/<expert>/data.yaml, coco_{train,heldout}.json                     COCO instances beside it
+    detectors/<expert>/unboxed/{train,heldout}/<class>/<inspection>_<ref>.png  a reviewed part of the detector's
+                       class with no box to teach by (an escape nobody boxed): scored by its call, never trained on
     golden/<any crop's path above>     the golden board's window the part was compared with (a rule set with a
                        golden board: what a golden-comparison expert learns beside the crop; golden_windows.py)
     manifest.json      the source inspection ids, rule-set hashes, the weights hashes that made the calls,
@@ -16,7 +18,8 @@ component type routes to):
 Labels come from the review: a false call is a good part ("ok"); a confirmed defect is the class called or
 the one the reviewer corrected it to; an escape is the class the reviewer named (an escape without one is left
 out: it cannot label a crop). A detector's box is the one the reviewer drew on the crop where there is one, else
-the detector's own where it called the defect (detector_labels.py; `boxed_by` in the manifest). Unreviewed parts
+the detector's own where it called the defect (detector_labels.py; `boxed_by` in the manifest), and a part with
+neither is kept unboxed (`unboxed` in the manifest says why and what to do). Unreviewed parts
 (`include_all`) carry the line's own call and say so. The split is fixed by each part's identity (a hash of
 inspection id and designator), so exporting again after more reviews keeps every earlier part on its side: a
 held-out crop never leaks into training.
@@ -43,6 +46,7 @@ from .detector_labels import (
     DEMO_DETECTOR_NAMES,
     Box,
     DetectorLabels,
+    Unboxed,
     demo_labels,
     finding_labels,
     verifying_labels,
@@ -53,6 +57,7 @@ from .schema import ComponentResult, Inspection, Review
 from .store import Filters, ResultStore, board_filters
 
 HELDOUT_PERCENT = 30
+UNBOXED = "unboxed"  # a detector's crops without a box, beside its YOLO tree (no reader of that tree sees them)
 GOLDEN = "golden"  # the golden windows' tree beside the crops': golden/<the crop's own path>
 
 
@@ -68,10 +73,10 @@ class ExportReport:
     skipped: list[dict[str, str]] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """expert -> 'split/label' -> crops."""
+        """expert -> 'split/label' -> crops ('split/label, no box' for a detector's unboxed ones)."""
         out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for item in self.items:
-            out[item["expert"]][f"{item['split']}/{item['label']}"] += 1
+            out[item["expert"]][f"{item['split']}/{item['label']}" + (", no box" if "unboxed" in item else "")] += 1
         return {k: dict(v) for k, v in sorted(out.items())}
 
 
@@ -169,6 +174,11 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
         if why:
             report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "expert": comp.detector,
                                    "reason": why})
+        elif isinstance(labels, Unboxed):
+            file = Path("detectors") / comp.detector / UNBOXED / split / labels.label / f"{stem}.png"
+            _write_png(out / file, image)
+            report.items.append({**common, "expert": comp.detector, "role": "detector", "label": labels.label,
+                                 "file": str(file), "unboxed": labels.why})
         elif labels is not None:
             file = trees.write(out / "detectors" / comp.detector, comp.detector, split, stem, image, labels)
             report.items.append({**common, "expert": comp.detector, "role": "detector", "label": labels.label,
@@ -193,9 +203,10 @@ class _DetectorTrees:
         self.coco, self.names, self.classes_of, self.finders = coco, names, classes_of, finders
 
     def labels(self, part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
-               truth: str, drawn: Box | None = None) -> tuple[DetectorLabels | None, str | None]:
-        """(the crop's labels, None) or (None, why the detector cannot learn from it); (None, None): nothing to
-        write and nothing to say (a demo detector and a classifier's defect). `drawn`: the reviewer's box."""
+               truth: str, drawn: Box | None = None) -> tuple[DetectorLabels | Unboxed | None, str | None]:
+        """(the crop's labels, or its class without a box; None) or (None, why the detector cannot learn from it);
+        (None, None): nothing to write and nothing to say (a demo detector and a classifier's defect). `drawn`:
+        the reviewer's box."""
         detector = comp.detector or ""
         own = self.classes_of(detector) if self.classes_of is not None else None
         if detector in self.finders:

@@ -7,11 +7,12 @@ good part is a clean image (no box at all), a defect is the box the detector its
 class the operator confirmed. Where the reviewer drew the defect's box on the kept crop (results/reviews.py), that
 box teaches instead of the detector's: an escape has no other, and a confirmed defect the detector boxed wrong is
 put right. A part with no box at all (the classifier decided it, or an escape nobody boxed) is left out of the
-detector's set and said, never guessed at. A taught detector that **verifies** (`--good`: a body of its good class
-passes) learns every crop as one body: under its good class for a good part, under the confirmed class for a
-defect, boxed where the reviewer drew it, else where the detector itself boxed the body confidently (whatever class
-it named: a verifier's box finds the body, its class is what a review corrects); a part it found no confident body
-on, with no box drawn, is left out and said.
+detector's training set, never guessed at: it is `Unboxed` (its class, no box), a crop retraining scores image by
+image (does the detector call the part at all) and never trains on. A taught detector that **verifies** (`--good`:
+a body of its good class passes) learns every crop as one body: under its good class for a good part, under the
+confirmed class for a defect, boxed where the reviewer drew it, else where the detector itself boxed the body
+confidently (whatever class it named: a verifier's box finds the body, its class is what a review corrects); a part
+it found no confident body on, with no box drawn, is `Unboxed` as well.
 """
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ class DetectorLabels:
     label: str  # what the manifest and the counts call the crop
     rows: tuple[Row, ...]
     boxed_by: str | None = None  # whose box it is: "detector", "reviewer", "recipe" (the body where it is placed)
+
+
+@dataclass(frozen=True)
+class Unboxed:
+    """A reviewed part of a detector's class that carries no box to teach by: what it is (`label`), why no box
+    (`why`, what to do). Nothing to train on, but the detector's call of the whole crop can still be scored."""
+    label: str
+    why: str
 
 
 def demo_labels(part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
@@ -57,9 +66,9 @@ def demo_labels(part: ComponentResult, comp: ComponentRule, margin: int, w: int,
 
 
 def finding_labels(part: ComponentResult, detector: str, classes: tuple[str, ...], w: int, h: int,
-                   truth: str, drawn: Box | None = None) -> DetectorLabels | str:
+                   truth: str, drawn: Box | None = None) -> DetectorLabels | Unboxed | str:
     """A finding detector's boxes of the part (none for a good one): the reviewer's `drawn` box, else the one the
-    detector drew where it called the defect; or why the part cannot teach it."""
+    detector drew where it called the defect; `Unboxed` where neither; or why the part cannot teach it."""
     if truth == "ok":
         return DetectorLabels(CLEAN, ())
     if truth not in classes:
@@ -69,14 +78,13 @@ def finding_labels(part: ComponentResult, detector: str, classes: tuple[str, ...
     chosen = _chosen(part, detector, drawn, called, w, h, (
         f"{detector} called no defect on this part (its classifier decided it, or the detector missed it): draw the "
         "defect's box on the crop in the review (dashboard history tab, or the review's \"box\") to teach it"))
-    return chosen if isinstance(chosen, str) else \
-        DetectorLabels(truth, ((classes.index(truth), *_normalised(chosen[0], w, h)),), chosen[1])
+    return _labelled(chosen, truth, classes, w, h)
 
 
 def verifying_labels(part: ComponentResult, detector: str, classes: tuple[str, ...], w: int, h: int,
-                     truth: str, drawn: Box | None = None) -> DetectorLabels | str:
-    """A verifying detector's body box of the part under the class it really is (`classes[0]` its good one), or why
-    the part cannot teach it."""
+                     truth: str, drawn: Box | None = None) -> DetectorLabels | Unboxed | str:
+    """A verifying detector's body box of the part under the class it really is (`classes[0]` its good one),
+    `Unboxed` where no box is known, or why the part cannot teach it."""
     if truth == "ok":
         name = classes[0]
     elif truth in classes[1:]:
@@ -89,21 +97,31 @@ def verifying_labels(part: ComponentResult, detector: str, classes: tuple[str, .
         f"{detector} boxed no body on this part with confidence (its classifier decided it, or its best box was "
         "under the threshold): draw the body's box on the crop in the review (a defect's review; dashboard history "
         "tab, or the review's \"box\") to teach it"))
-    return chosen if isinstance(chosen, str) else \
-        DetectorLabels(name, ((classes.index(name), *_normalised(chosen[0], w, h)),), chosen[1])
+    return _labelled(chosen, name, classes, w, h)
 
 
 def _chosen(part: ComponentResult, detector: str, drawn: Box | None, trusted: bool, w: int, h: int,
-            missing: str) -> tuple[Box, str] | str:
+            missing: str) -> tuple[Box, str] | Unboxed | str:
     """(the box to teach by, whose: the reviewer's `drawn` one, else the detector's where `trusted`), clipped to
-    the crop; else why not (`missing`, or the box lying mostly outside the crop)."""
+    the crop; `Unboxed` (the label filled in by the caller) where there is neither; why not where the box lies
+    mostly outside the crop."""
     if drawn is not None:
         box, by = _inside(drawn, w, h, "the reviewer drew"), "reviewer"
     elif trusted and part.box_x0 is not None:
         box, by = _inside((part.box_x0, part.box_y0, part.box_x1, part.box_y1), w, h, f"{detector} drew"), "detector"
     else:
-        return missing
+        return Unboxed("", missing)
     return box if isinstance(box, str) else (box, by)
+
+
+def _labelled(chosen: tuple[Box, str] | Unboxed | str, name: str, classes: tuple[str, ...], w: int,
+              h: int) -> DetectorLabels | Unboxed | str:
+    """The crop's labels under `name` from what `_chosen` found."""
+    if isinstance(chosen, str):
+        return chosen
+    if isinstance(chosen, Unboxed):
+        return Unboxed(name, chosen.why)
+    return DetectorLabels(name, ((classes.index(name), *_normalised(chosen[0], w, h)),), chosen[1])
 
 
 def _inside(box: Box, w: int, h: int, whose: str) -> Box | str:

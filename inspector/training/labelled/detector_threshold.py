@@ -6,9 +6,15 @@ false-call budget of the images without a defect is flagged and as many with one
 (metrics.choose_threshold, on the confidence that decides the call). Teaching chooses it for new weights and
 retraining again for the retrained ones, whose box scores sit on their own scale, so each version is served at its
 own (experts/operating.py).
+
+A threshold scored on the images it was chosen on flatters itself: it sits just past the highest clean image it
+saw. `cross_fit` splits the held-out images in two halves (each kind shared out evenly, by a hash of each image's
+name, so the same images always fall the same way) and chooses a threshold on each; every image scored at the one
+chosen on the other half is an honest estimate of what the rule does on images it has not met.
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +33,16 @@ class ChosenThreshold:
     threshold: float
     chosen: bool  # False: `fallback` kept (said in `why`)
     why: str
+
+
+@dataclass(frozen=True)
+class CrossFit:
+    halves: tuple[int, ...]  # each image's half, 0 or 1
+    chosen: tuple[float, float]  # the threshold chosen on half 0, on half 1
+
+    def scored_at(self, i: int) -> float:
+        """The threshold image `i` is scored at: the one chosen on the other half."""
+        return self.chosen[1 - self.halves[i]]
 
 
 def verified(found: Sequence[Found], good: int = 0) -> float:
@@ -61,3 +77,27 @@ def choose_detector_threshold(found: Sequence[Sequence[Found]], truth: Sequence[
     return ChosenThreshold(threshold, True, f"{threshold:.3f}, chosen on {int((~bad).sum())} {kinds[0]} and "
                            f"{int(bad.sum())} {kinds[1]} held-out images (at most {100 * false_call_budget:g}% of "
                            "the ones without a defect flagged)")
+
+
+def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], mode: str, false_call_budget: float,
+              keys: Sequence[str]) -> CrossFit | str:
+    """Two-fold cross-fitting of the threshold over held-out images named by `keys` (module docstring); why not,
+    where a half would lack a kind of image to choose by (fewer than two of a kind)."""
+    good = None if mode == "find" else 0
+    kinds = [2 if ignored_only(b) else int(defective(b, good)) for b in truth]
+    clean, bad = kinds.count(0), kinds.count(1)
+    if min(clean, bad) < 2:
+        return (f"{clean} {'clean' if good is None else 'good'} and {bad} defective held-out images: too few to "
+                "score each at a threshold chosen without it")
+    halves = [0] * len(truth)
+    for kind in (0, 1, 2):
+        ranked = sorted((i for i, k in enumerate(kinds) if k == kind),
+                        key=lambda i: hashlib.sha256(keys[i].encode()).hexdigest())
+        for n, i in enumerate(ranked):
+            halves[i] = n % 2
+    chosen = []
+    for half in (0, 1):
+        at = [i for i in range(len(truth)) if halves[i] == half]
+        chosen.append(choose_detector_threshold([found[i] for i in at], [truth[i] for i in at], mode,
+                                                false_call_budget, 0.0).threshold)
+    return CrossFit(tuple(halves), (chosen[0], chosen[1]))

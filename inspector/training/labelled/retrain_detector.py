@@ -3,18 +3,21 @@
 `inspector zoo train --expert DET --from DATASET` on a detector taught by `zoo train --new --kind detector`: the
 dataset's crops of it (`dataset export --zoo`, results/detector_labels.py: for one that finds, a false call a clean
 crop, a defect the box the reviewer drew or else the detector; for one that verifies, every crop its body's box
-under the class it really is) join the labelled set it was taught from (split as its teaching
-split it, tiled as it was tiled), reviewed crops repeated to about a third of the images it sees (each at most
-retrain_taught.MAX_REPEATS times); Ultralytics'
-trainer goes on from the weights in service at a quarter of the teaching's step. The new weights' box scores sit on
-their own scale, so their threshold is chosen again on both held-out sets together, the set's and the reviewed one,
-as teaching chose it (detector_threshold.py, the false-call budget teaching was given), and the version carries it
-(experts/operating.py: activation serves it there). The old weights are scored at the threshold they are served at,
-the new at theirs; the new ones are added as a version, not served, refused by the gate where either held-out set's
-defect recall falls (a verifier's images counted by its calls: a defect found when the best box is not a confident good
-body, detection.py). A detector that compares with the golden board reads each image beside its golden image: the
-windows the export cut from the rule set's golden board (results/golden_windows.py) and the golden folder it was
-taught beside.
+under the class it really is) join the labelled set it was taught from (split as its teaching split it, tiled as it
+was tiled), reviewed crops repeated to about a third of the images it sees (each at most retrain_taught.MAX_REPEATS
+times); Ultralytics' trainer goes on from the weights in service at a quarter of the teaching's step. The new
+weights' box scores sit on their own scale, so their threshold is chosen again on both held-out sets together, the
+set's and the reviewed one, as teaching chose it (detector_threshold.py, the false-call budget teaching was given),
+and the version carries it (experts/operating.py: activation serves it there). The old weights are scored at the
+threshold they are served at; the new by the line at a threshold chosen on the other half of the held-out images
+(cross-fitted, detector_threshold.py: one scored on the images it was chosen on flatters itself). The new ones
+are added as a version, not served, refused by the gate where either held-out set's defect recall falls (a
+verifier's images counted by its calls: a defect found when the best box is not a confident good body,
+detection.py). The reviewed crops the export kept without a box (an escape nobody boxed: results/dataset.py UNBOXED)
+teach nothing, but both versions' calls of them are scored, a third set the gate reads: it is what the served
+weights missed, and no threshold was chosen on it. A detector that compares with the golden board reads each image
+beside its golden image: the windows the export cut from the rule set's golden board (results/golden_windows.py) and
+the golden folder it was taught beside.
 """
 from __future__ import annotations
 
@@ -30,15 +33,15 @@ import torch
 from ...experts.versions import add_version
 from ...experts.yolo import YoloDetector
 from ...experts.zoo import Zoo
-from ...results.dataset import GOLDEN
+from ...results.dataset import GOLDEN, UNBOXED
 from ...runtime.safetensors_io import parse
 from ..detector import ultralytics_train
 from ..retrain import Retrained, Score
 from .box_sets import read_boxes
 from .boxes import BoxedImage
-from .detection import DetectionScore, detect, score
+from .detection import DetectionScore, Found, detect, is_flagged, score
 from .detector_set import read_pair, write_split
-from .detector_threshold import FALSE_CALL_BUDGET, choose_detector_threshold
+from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
@@ -51,6 +54,7 @@ LR = 0.004 / 4  # a quarter of the teaching's step: from weights that already wo
 # of its teaching's step moves slower than a classifier's fine-tune (10). On the loop demo, one run each, 10 epochs
 # left 57% of the new look's clean windows flagged and 20 none (docs/pages/ml/labelled-images.md)
 DETECTOR_EPOCHS = 20
+NO_BOX = "reviewed unboxed"  # the scored set of reviewed crops that carry no box (scored by the call, not trained)
 
 
 def taught_detector_version(zoo: Zoo, expert: str) -> dict[str, Any] | None:
@@ -82,6 +86,27 @@ def reviewed_boxes(dataset: Path, expert: str, classes: tuple[str, ...]) -> dict
     return sides
 
 
+def unboxed_crops(dataset: Path, expert: str, classes: tuple[str, ...]) -> list[tuple[Path, str]]:
+    """The dataset's crops of `expert` kept without a box, each with its class, both sides (none is trained on)."""
+    out = []
+    for path in sorted((Path(dataset) / "detectors" / expert / UNBOXED).glob("*/*/*.png")):
+        if path.parent.name not in classes:
+            raise ValueError(f"{path} is a crop of the class {path.parent.name!r}, not one of {expert}'s "
+                             f"({', '.join(classes)}): export the dataset again with --zoo naming its zoo")
+        out.append((path, path.parent.name))
+    return out
+
+
+def call_score(found: list[list[Found]], labels: list[str], threshold: float, good: str | None,
+               good_kind: int | None) -> Score:
+    """The line's calls of whole crops whose class is known and whose box is not: a defect found when the crop is
+    flagged, a good part (a verifier's `good` class) called when it is."""
+    flagged = [is_flagged(f, threshold, good_kind) for f in found]
+    bad = [label != good for label in labels]
+    return Score(len(labels), sum(bad), sum(f and b for f, b in zip(flagged, bad)), len(labels) - sum(bad),
+                 sum(f and not b for f, b in zip(flagged, bad)))
+
+
 def taught_boxes(origin: dict[str, Any], classes: tuple[str, ...],
                  say: Callable[[str], None]) -> dict[str, list[BoxedImage]]:
     """The labelled set the detector was taught from, split as its teaching split it, in the expert's classes;
@@ -101,15 +126,15 @@ def taught_boxes(origin: dict[str, Any], classes: tuple[str, ...],
             for k, side in (("train", sides.train), ("heldout", sides.heldout))}
 
 
-def golden_windows(compares: bool, origin: dict[str, Any], expert: str, dataset: Path,
-                   reviewed: dict[str, list[BoxedImage]], own: dict[str, list[BoxedImage]]) -> dict[Path, Path]:
-    """Each image's golden image, for a detector that compares (else none): the reviewed crops' golden windows the
-    export wrote (golden/ mirroring its tree), the taught set's under the golden folder it was taught beside."""
+def golden_windows(compares: bool, origin: dict[str, Any], expert: str, dataset: Path, images: list[Path],
+                   own: dict[str, list[BoxedImage]]) -> dict[Path, Path]:
+    """Each image's golden image, for a detector that compares (else none): the reviewed crops' (`images`) golden
+    windows the export wrote (golden/ mirroring its tree), the taught set's under the golden folder it was taught
+    beside."""
     if not compares:
         return {}
     tree = dataset / "detectors" / expert
     mirror = dataset / GOLDEN / "detectors" / expert
-    images = [im.path for side in reviewed.values() for im in side]
     if not mirror.is_dir():
         raise ValueError(f"{expert} compares each image with the golden board's, but {dataset} has no golden windows "
                          f"beside its crops ({mirror}): export again with the rule set (and its golden board) the "
@@ -127,6 +152,38 @@ def line_score(s: DetectionScore) -> Score:
     return Score(s.with_defects + s.clean, s.with_defects, s.flagged_with_defects, s.clean, s.flagged_clean)
 
 
+def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str, list[BoxedImage]],
+                    found: dict[str, list[list[list[Found]]]], served: float, threshold: float,
+                    fit: CrossFit | None) -> tuple[dict[str, tuple[Score, Score]], dict[str, dict[str, Any]]]:
+    """Each held-out set's (old, new) line scores and their detail: the old weights at the `served` threshold; the
+    new at `threshold` (their boxes and AP), and by the line at the one `fit` chose without each image where it
+    could (else at `threshold`). `found`: each set's (old, new) boxes; the sets in order, as `fit` numbers them."""
+    scores: dict[str, tuple[Score, Score]] = {}
+    detail: dict[str, dict[str, Any]] = {}
+    start = 0
+    for name, (old_found, new_found) in found.items():
+        truth = [im.boxes for im in held[name]]
+        old = score(classes, truth, old_found, served, good=arch.good_class)
+        new = score(classes, truth, new_found, threshold, good=arch.good_class)
+        line = line_score(new)
+        if fit is not None:
+            halves = [fit.halves[start + i] for i in range(len(truth))]
+            line = added(*(line_score(score(classes, [t for t, h in zip(truth, halves) if h == half],
+                                            [f for f, h in zip(new_found, halves) if h == half],
+                                            fit.chosen[1 - half], good=arch.good_class)) for half in (0, 1)))
+        start += len(truth)
+        scores[name] = (line_score(old), line)
+        detail[name] = {"old": old.to_json(), "new": new.to_json(),
+                        **({"new_cross_fitted": line.to_json()} if fit is not None else {})}
+    return scores, detail
+
+
+def added(a: Score, b: Score) -> Score:
+    """Two scores of disjoint images as one."""
+    return Score(a.crops + b.crops, a.defects + b.defects, a.found + b.found, a.good + b.good,
+                 a.false_calls + b.false_calls)
+
+
 def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                             say: Callable[[str], None]) -> Retrained:
     t0 = time.perf_counter()
@@ -135,17 +192,21 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     assert origin is not None and isinstance(arch, YoloDetector)
     classes = tuple(entry.classes)
     reviewed = reviewed_boxes(dataset, expert, classes)
+    unboxed = unboxed_crops(dataset, expert, classes)
     own = taught_boxes(origin, classes, say)
     say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out"
         + (f"; with the {len(own['train'])} + {len(own['heldout'])} images of {origin.get('dataset')} it was taught "
-           "from" if own["train"] else ""))
+           "from" if own["train"] else "")
+        + (f"; {len(unboxed)} reviewed crops without a box, scored by its call of each and trained on none"
+           if unboxed else ""))
     times = repeats(len(own["train"]), len(reviewed["train"]))
     train = own["train"] + reviewed["train"] * times
     held = {"reviewed held-out": reviewed["heldout"], "taught held-out": own["heldout"]}
     if not any(im.scored for side in held.values() for im in side):
         raise ValueError(f"the held-out images of {expert} have no defect boxes to choose its epoch by and score it "
                          "on; review more parts (a share of them is held out)")
-    goldens = golden_windows(arch.reference is not None, origin, expert, Path(dataset), reviewed, own)
+    goldens = golden_windows(arch.reference is not None, origin, expert, Path(dataset),
+                             [im.path for side in reviewed.values() for im in side] + [p for p, _ in unboxed], own)
     tile = origin.get("tile")
     tiling = Tiling(int(tile[0]), int(tile[1])) if tile else None
     turned = bool(origin.get("any_orientation"))
@@ -170,25 +231,34 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                            [golden for _, golden in pairs[name]] if goldens else None) for module in modules]
              for name, side in held.items() if side}
     budget = float(origin.get("false_call_budget") or FALSE_CALL_BUDGET)
-    chosen = choose_detector_threshold([f for name in found for f in found[name][1]],
-                                       [im.boxes for name in found for im in held[name]], arch.mode, budget, served)
+    images = [im for name in found for im in held[name]]
+    new_found = [f for name in found for f in found[name][1]]
+    chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
+    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [str(im.path) for im in images]) \
+        if chosen.chosen else None
     says = (f"old weights: served at threshold {served:.3f}; new weights: threshold {chosen.why}"
-            + ("; scored on the images it was chosen on, as teaching's: optimistic where they are few"
-               if chosen.chosen else ""),)
+            + ("" if fit is None else
+               f"; scored on the images it was chosen on ({fit}): optimistic" if isinstance(fit, str) else
+               f"; each held-out image scored at the threshold chosen on the other half of them ({fit.chosen[0]:.3f}, "
+               f"{fit.chosen[1]:.3f}): what the rule does on images it was not chosen on"),)
     say(says[0])
-    detail: dict[str, dict[str, Any]] = {}
-    scores: dict[str, tuple[Score, Score]] = {}
-    for name, (old_found, new_found) in found.items():
-        truth = [im.boxes for im in held[name]]
-        both = [score(classes, truth, old_found, served, good=arch.good_class),
-                score(classes, truth, new_found, chosen.threshold, good=arch.good_class)]
-        scores[name] = (line_score(both[0]), line_score(both[1]))
-        detail[name] = {"old": both[0].to_json(), "new": both[1].to_json()}
+    scores, detail = held_out_scores(arch, classes, held, found, served, chosen.threshold,
+                                     fit if isinstance(fit, CrossFit) else None)
+    if unboxed:
+        crops = [read_pair(path, goldens.get(path)) for path, _ in unboxed]
+        calls = [detect(arch, module, [p for p, _ in crops], [g for _, g in crops] if goldens else None)
+                 for module in modules]
+        labels, good = [label for _, label in unboxed], arch.good_class
+        named = None if good is None else classes[good]
+        scores[NO_BOX] = (call_score(calls[0], labels, served, named, good),
+                          call_score(calls[1], labels, chosen.threshold, named, good))
+        detail[NO_BOX] = {"old": scores[NO_BOX][0].to_json(), "new": scores[NO_BOX][1].to_json()}
     gate = recall_kept(scores, "images")
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=chosen.threshold,
                           operating={"threshold": chosen.threshold}, threshold_chosen=chosen.why,
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
-                          reviewed_train=len(reviewed["train"]), synthetic_train=0, gate=gate, eval=detail)
+                          reviewed_train=len(reviewed["train"]), reviewed_unboxed=len(unboxed), synthetic_train=0,
+                          gate=gate, eval=detail)
     return Retrained(expert, version, scores, len(reviewed["train"]), 0, seconds, 0, gate, says)
