@@ -523,6 +523,87 @@ def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_r
     assert r.returncode == 2 and "name the photos" in r.stderr
 
 
+def test_tune_served_through_the_kiosk_of_the_board_moves_its_running_line_and_refuses_a_kiosk_of_other_weights(
+        taught_board: tuple[Path, dict, str], box_models: Path, tmp_path: Path) -> None:
+    """`board tune --apply --kiosk URL`: the running kiosk of the board serves each planned threshold from its next
+    board on (its line calls at them, its zoo keeps them, its trail names the person whose token asked), and the
+    boards are checked again where the zoo is the kiosk's own; a kiosk serving other weights of a type than the
+    tuned zoo holds is refused before anything moves; --kiosk without --apply is a usage error."""
+    import shutil
+    import threading
+
+    from inspector.access.audit import AuditTrail
+    from inspector.app.expert_swap import swap_live
+    from inspector.app.line import LineConfig
+    from inspector.app.run import line_profiles, open_source
+    from inspector.app.service import LineService, ServiceConfig
+    from inspector.experts.versions import add_version
+    from inspector.experts.zoo import Zoo, set_operating_point
+    from inspector.kiosk.service import Kiosk, KioskConfig
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.runtime.safetensors_io import parse
+
+    from .people import person
+    from .services import free_port
+
+    root, doc, _ = taught_board
+    zoo_dir = tmp_path / "zoo"
+    shutil.copytree(doc["zoo"], zoo_dir)
+    high = Zoo.load(zoo_dir)  # every type served high, so that the experts flag the odd board's parts
+    for name in [n for n in high.entries if n.startswith("cls-")]:
+        high = set_operating_point(high, name, 30.0)
+    shutil.copytree(zoo_dir, tmp_path / "mine")  # the same weights, tuned below after the kiosk's have moved on
+    rules = load_rules(root / "b.taught.yaml")
+    data = tmp_path / "kiosk"
+    data.mkdir()
+    db = sqlite_url(data / "results.sqlite")
+    zoo = Zoo.load(zoo_dir)
+    service = LineService(rules, zoo, line_profiles(zoo, box_models, lambda _m: None),
+                          ServiceConfig(LineConfig(device_mb=40)), ResultStore(db), data,
+                          open_source("synthetic", rules, 0, 1000, 0.1, 0.05))
+    token = tmp_path / "kim.token"
+    token.write_text(person(db, "kim", "engineer"), encoding="utf-8")
+    token.chmod(0o600)
+    port = free_port()
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token="t0ken-" + "k" * 30), data_dir=data)
+    serving = threading.Thread(target=kiosk.serve, daemon=True)
+    serving.start()
+    url = f"http://127.0.0.1:{port}"
+    tune = ("--models", str(box_models), "board", "tune", "--rules", str(root / "b.taught.yaml"), "--work",
+            str(tmp_path / "w"), str(root / "odd.png"), "--most-lost", "100", "--kiosk", url, "--token-file",
+            str(token))
+    trail = AuditTrail(service.store.engine)
+    try:
+        r = cli(*tune, "--zoo", str(zoo_dir))
+        assert r.returncode == 2 and "goes with --apply" in r.stderr, r.stderr
+        r = cli(*tune, "--zoo", str(zoo_dir), "--apply", "--reason", "bench board", "--json", str(tmp_path / "t.json"))
+        assert r.returncode == 0, r.stderr
+        served = json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
+        moved = {t["expert"]: t["threshold_after"] for t in served["plan"]["types"]
+                 if t["threshold_after"] < t["threshold_before"]}
+        assert moved and "on the running line" in r.stdout and "checked again" in r.stdout, r.stdout
+        for name, after in moved.items():
+            assert service.line.zoo.architecture(name).good_margin == pytest.approx(after, abs=1e-4)
+            assert Zoo.load(zoo_dir).entries[name].spec["good_margin"] == pytest.approx(after, abs=1e-4)
+        events = trail.events("expert.threshold")
+        assert {e.subject for e in events} == set(moved) and {(e.actor, e.reason) for e in events} == \
+            {("kim", "bench board")}
+        assert "after" in served  # checked again on this box: the kiosk's zoo is this one
+        # the kiosk's line now serves retrained weights of one moved type: a tune of the weights before is refused
+        name = sorted(moved)[0]
+        state = {k: v + 1e-3 if v.is_floating_point() else v
+                 for k, v in parse(Zoo.load(zoo_dir).path_of(name).read_bytes()).items()}
+        version = add_version(Zoo.load(zoo_dir), name, state, origin="retrained from reviews")
+        swap_live(service.line, name, version["weights_sha256"], force=True)
+        r = cli(*tune, "--zoo", str(tmp_path / "mine"), "--apply")
+        assert r.returncode != 0 and f"does not serve the weights {tmp_path / 'mine'} holds of {name}" in r.stderr, \
+            r.stderr
+        assert len(trail.events("expert.threshold")) == len(moved)  # nothing moved
+    finally:
+        kiosk.stop("test done")
+        serving.join(60)
+
+
 def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> None:
     from inspector.app.rules_workload import workload_of_rules
 

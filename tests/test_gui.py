@@ -1176,6 +1176,65 @@ def test_the_versions_tab_serves_a_version_moves_its_point_and_rolls_back_audite
     assert rows[added["weights_sha256"][:12]] == "threshold 0.350"
 
 
+def test_on_a_running_line_the_versions_tab_and_a_served_tune_move_what_it_calls_at_live(qtbot, demo,
+                                                                                          tmp_path: Path) -> None:
+    """The local dashboard with its line running: the served point moved from the versions tab, and a board tune of
+    the board the line runs, are called from the next board on by the running line (and kept in its zoo), each
+    audited; a tune of another board's zoo is written for that board's next start, the running line untouched."""
+    import shutil
+
+    from inspector.app.board_tune import Tune, TypeTune
+    from inspector.experts.operating import operating_point
+    from inspector.experts.zoo import Zoo
+
+    root, demo_zoo = demo
+    shutil.copytree(demo_zoo.root, tmp_path / "zoo")
+    shutil.copytree(demo_zoo.root, tmp_path / "other-board-zoo")
+    (tmp_path / "mini.yaml").write_text(GOOD, encoding="utf-8")
+    controller = LineController(root / "models", tmp_path / "data", zoo=Zoo.load(tmp_path / "zoo"))
+    backend = LocalBackend(controller, LineSetup(rules_path=tmp_path / "mini.yaml", interval_s=0.05,
+                                                 service=ServiceConfig(LineConfig(device_mb=40))))
+    window = MainWindow(backend, tmp_path / "no-models", identity=ENGINEER)
+    qtbot.addWidget(window)
+    window.show()
+    backend.start()
+    try:
+        qtbot.waitUntil(lambda: controller.phase == "running" and _boards(window) >= 1, timeout=WAIT)
+        line = controller.service.line
+        tab = window.versions
+        window.tabs.setCurrentWidget(tab)
+        qtbot.waitUntil(lambda: tab.expert.count() > 0)
+        tab.expert.setCurrentText("det-p")
+        tab.point.setValue(0.3)
+        confirm_with("bodies left unverified on a good lot")
+        tab.operate()
+        assert "on the running line from the next board on" in tab.message.text(), tab.message.text()
+        assert line.zoo.architecture("det-p").threshold == 0.3  # the running line calls at it
+        assert Zoo.load(tmp_path / "zoo").entries["det-p"].spec["threshold"] == 0.3  # and a restart keeps it
+        cls = next(n for n in line.zoo.entries if n.startswith("cls-"))
+        before = operating_point(line.zoo.entries[cls].spec)["good_margin"]
+
+        def tune(after: float) -> Tune:
+            return Tune([TypeTune(cls[len("cls-"):], cls, [], before, after, passed=["R1"])], [], 1, 0.9, 0.9, 0.05,
+                        0.5)
+        said = backend.serve_tune(tmp_path / "zoo", tune(before - 1.0), "passes R1 of a good board")
+        assert "on the running line from the next board on" in said, said
+        assert line.zoo.architecture(cls).good_margin == pytest.approx(before - 1.0)
+        assert Zoo.load(tmp_path / "zoo").entries[cls].spec["good_margin"] == pytest.approx(before - 1.0)
+        said = backend.serve_tune(tmp_path / "other-board-zoo", tune(before - 2.0), "another board's tune")
+        assert "the line running now runs another" in said, said
+        assert Zoo.load(tmp_path / "other-board-zoo").entries[cls].spec["good_margin"] == pytest.approx(before - 2.0)
+        assert line.zoo.architecture(cls).good_margin == pytest.approx(before - 1.0)  # untouched
+        trail = [(e.kind, e.subject, e.actor, e.reason) for e in backend.audit().events()
+                 if e.kind.startswith("expert.")][::-1]
+        assert trail == [("expert.threshold", "det-p", "erin", "bodies left unverified on a good lot"),
+                         ("expert.threshold", cls, "erin", "passes R1 of a good board"),
+                         ("expert.threshold", cls, "erin", "another board's tune")]
+    finally:
+        backend.stop()
+        qtbot.waitUntil(lambda: controller.phase == "stopped", timeout=WAIT)
+
+
 def test_an_attached_versions_tab_moves_a_running_kiosks_threshold_in_the_signed_in_name(qtbot, demo,
                                                                                          tmp_path: Path) -> None:
     """Attached to a kiosk, the versions tab reads GET /experts and moves the served point through POST

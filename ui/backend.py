@@ -246,8 +246,9 @@ class LocalBackend(Signed):
                            self.controller.models_dir, most_lost, margin, self.controller.say)
 
     def serve_tune(self, zoo_root: Path, tune: Any, reason: str | None = None) -> str:
-        """A planned tune's thresholds served by the zoo, each change recorded in the audit trail as the signed-in
-        person's (who needs the experts' permission); refused before anything when the trail cannot be written."""
+        """A planned tune's thresholds served, each change recorded in the audit trail as the signed-in person's
+        (who needs the experts' permission; refused before anything when the trail cannot be written): live, at a
+        board boundary, where the running line runs this board's zoo; else by the zoo for the next start."""
         from inspector.app.board_tune import changes_of, serve_audited
 
         who = self._require(Permission.EXPERTS)
@@ -255,9 +256,20 @@ class LocalBackend(Signed):
         if not moved:
             return "no threshold moves: nothing served"
         passed = ", ".join(ref for t in tune.types if t.changed for ref in t.passed)
-        serve_audited(Path(zoo_root), moved, self.change_log(), who, reason or f"passes {passed} of good boards")
-        return (f"served {len(moved)} thresholds (held-out recall {100 * tune.recall_before:.1f}% -> "
-                f"{100 * tune.recall_after:.1f}%); a running line serves them from its next start")
+        why = reason or f"passes {passed} of good boards"
+        recall = f"held-out recall {100 * tune.recall_before:.1f}% -> {100 * tune.recall_after:.1f}%"
+        service = self.controller.service
+        if service is not None and self.controller.phase == "running" and \
+                Path(service.line.zoo.root).resolve() == Path(zoo_root).resolve():  # the board the line runs
+            for expert, (_before, new) in sorted(moved.items()):  # each at a board boundary, each audited
+                self.operate_expert(expert, {"good_margin": new}, why)
+            return f"served {len(moved)} thresholds ({recall}) on the running line from the next board on"
+        if self.controller.busy and self.controller.phase != "running":
+            raise RuntimeError("the line is starting or stopping: serve the tune when it runs or has stopped")
+        serve_audited(Path(zoo_root), moved, self.change_log(), who, why)
+        return (f"served {len(moved)} thresholds ({recall}) from the next start of a line on this board (the line "
+                "running now runs another)" if service is not None and self.controller.phase == "running" else
+                f"served {len(moved)} thresholds ({recall}) from the line's next start on this board")
 
     def approve_alternate(self, uuid: str, ref: str, reason: str | None = None, make: str | None = None) -> str:
         """The crop this line kept of a flagged part approved as another make of it (app/board_approve.py), named

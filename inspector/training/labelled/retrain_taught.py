@@ -159,7 +159,7 @@ def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str) -> dict[str, 
                for name, (o, n) in scores.items() if o.recall is not None and n.recall is not None
                and n.recall < o.recall]
     return {"passed": not reasons, "reasons": reasons,
-            "rule": "recall on either held-out set not below the served weights'"}
+            "rule": "recall on no held-out set below the served weights'"}
 
 
 def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
