@@ -68,6 +68,15 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(
     test = yolo_set(tmp_path / "test", 24, seed=2)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "finds void, spur" in r.stdout and "mAP" in r.stdout
+    # the held-out images also counted at thresholds chosen without each (cross-fitted), beside the flattering ones
+    crossed = json.loads((root / "taught.json").read_text())["heldout_cross_fitted"]
+    held = json.loads((root / "taught.json").read_text())["heldout"]
+    if isinstance(crossed, str):
+        assert "too few to score each" in crossed and f"cross-fitted: {crossed}" in r.stdout
+    else:
+        assert crossed["with_defects"] + crossed["clean"] + held["ignored_images"] == held["images"]
+        assert "images at a threshold chosen without each (cross-fitted: " in r.stdout
+        assert f"{crossed['flagged_with_defects']}/{crossed['with_defects']} with defects flagged" in r.stdout
     entry = Zoo.load(tmp_path / "zoo").entries["det-pcb"]
     assert entry.role == "detector" and entry.classes == CLASSES
     assert entry.spec["mode"] == "find" and entry.spec["fit"] == "letterbox" and entry.spec["input_size"] in (128,)

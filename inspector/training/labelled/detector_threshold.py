@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .boxes import Box
-from .detection import Found, defective, good_body, ignored_only
+from .detection import Found, defective, good_body, ignored_only, score
 from .metrics import choose_threshold
 
 FLOOR, CEILING = 1e-4, 1.0  # a box confidence
@@ -101,3 +101,16 @@ def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], 
         chosen.append(choose_detector_threshold([found[i] for i in at], [truth[i] for i in at], mode,
                                                 false_call_budget, 0.0).threshold)
     return CrossFit(tuple(halves), (chosen[0], chosen[1]))
+
+
+def cross_fitted(classes: tuple[str, ...], truth: Sequence[tuple[Box, ...]], found: Sequence[list[Found]],
+                 fit: CrossFit, first: int = 0, good: int | None = None) -> tuple[int, int, int, int]:
+    """The line's image counts of these images, each at the threshold `fit` chose on the other half: (with defects
+    flagged, with defects, clean flagged, clean). `first`: where these images start among those `fit` shared out."""
+    out = [0, 0, 0, 0]
+    for half in (0, 1):
+        at = [i for i in range(len(truth)) if fit.halves[first + i] == half]
+        s = score(classes, [truth[i] for i in at], [found[i] for i in at], fit.chosen[1 - half], good=good)
+        for k, v in enumerate((s.flagged_with_defects, s.with_defects, s.flagged_clean, s.clean)):
+            out[k] += v
+    return out[0], out[1], out[2], out[3]

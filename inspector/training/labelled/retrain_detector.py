@@ -41,7 +41,7 @@ from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, Found, detect, is_flagged, score
 from .detector_set import read_pair, write_split
-from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit
+from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
@@ -167,21 +167,13 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
         new = score(classes, truth, new_found, threshold, good=arch.good_class)
         line = line_score(new)
         if fit is not None:
-            halves = [fit.halves[start + i] for i in range(len(truth))]
-            line = added(*(line_score(score(classes, [t for t, h in zip(truth, halves) if h == half],
-                                            [f for f, h in zip(new_found, halves) if h == half],
-                                            fit.chosen[1 - half], good=arch.good_class)) for half in (0, 1)))
+            flagged_d, with_d, flagged_c, clean = cross_fitted(classes, truth, new_found, fit, start, arch.good_class)
+            line = Score(with_d + clean, with_d, flagged_d, clean, flagged_c)
         start += len(truth)
         scores[name] = (line_score(old), line)
         detail[name] = {"old": old.to_json(), "new": new.to_json(),
                         **({"new_cross_fitted": line.to_json()} if fit is not None else {})}
     return scores, detail
-
-
-def added(a: Score, b: Score) -> Score:
-    """Two scores of disjoint images as one."""
-    return Score(a.crops + b.crops, a.defects + b.defects, a.found + b.found, a.good + b.good,
-                 a.false_calls + b.false_calls)
 
 
 def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,

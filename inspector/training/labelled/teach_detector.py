@@ -37,7 +37,7 @@ from .boxes import BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table
 from .detector_set import read_pair, served_boxes, write_split
 from .detector_sizing import choose_detector_input
-from .detector_threshold import FALSE_CALL_BUDGET, choose_detector_threshold
+from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import Sides, teaching_sides
@@ -80,6 +80,9 @@ class TaughtDetector:
     entry: ExpertEntry
     seconds: float
     tiling: Tiling | None = None
+    # the line's image counts at thresholds chosen without each held-out image (detector_threshold.cross_fit), or
+    # why there are none
+    cross_fitted: dict[str, Any] | str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -88,7 +91,7 @@ class TaughtDetector:
                 "reference": None if self.plan.reference is None else str(self.plan.reference),
                 "weights_sha256": self.entry.weights_sha256, "seconds": round(self.seconds, 1),
                 "tile": None if self.tiling is None else {"size": self.tiling.size, "overlap": self.tiling.overlap},
-                "heldout": self.heldout.to_json()}
+                "heldout": self.heldout.to_json(), "heldout_cross_fitted": self.cross_fitted}
 
     def summary(self) -> str:
         how = (f"finds {', '.join(self.classes)}" if self.mode == "find" else
@@ -100,7 +103,18 @@ class TaughtDetector:
         return "\n".join([f"{self.plan.expert}: a detector that {how}; input {self.input_size}x{self.input_size} px "
                           f"({self.fit}){golden}{tiles}{turned}, trained in {self.seconds:.0f} s",
                           "held-out images (they chose the epoch and the threshold: optimistic; `inspector zoo "
-                          "evaluate` on images it never met gives the figures to trust):", table(self.heldout)])
+                          "evaluate` on images it never met gives the figures to trust):", table(self.heldout)]
+                         + ([] if self.cross_fitted is None else [self.cross_fit_line()]))
+
+    def cross_fit_line(self) -> str:
+        """The held-out image counts at thresholds chosen without each image, or why there are none."""
+        c = self.cross_fitted
+        if isinstance(c, str):
+            return f"cross-fitted: {c}"
+        kind = "clean" if self.mode == "find" else "good"
+        return (f"images at a threshold chosen without each (cross-fitted: {c['thresholds'][0]:.3f} on one half, "
+                f"{c['thresholds'][1]:.3f} on the other): {c['flagged_with_defects']}/{c['with_defects']} with "
+                f"defects flagged, {c['flagged_clean']}/{c['clean']} {kind} ones flagged")
 
 
 def reordered(boxes: BoxSet, good: str | None) -> tuple[tuple[str, ...], list[int], str]:
@@ -186,6 +200,12 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in sides["heldout"]]
     chosen = choose_detector_threshold(found, truth, mode, plan.false_call_budget, VERIFY_THRESHOLD)
     threshold = chosen.threshold
+    halves = cross_fit(found, truth, mode, plan.false_call_budget, [str(im.path) for im in sides["heldout"]]) \
+        if chosen.chosen else None
+    crossed: dict[str, Any] | str | None = halves if not isinstance(halves, CrossFit) else dict(zip(
+        ("flagged_with_defects", "with_defects", "flagged_clean", "clean"),
+        cross_fitted(classes, truth, found, halves, good=None if mode == "find" else 0)),
+        thresholds=list(halves.chosen))
     say(f"threshold {chosen.why}" if chosen.chosen else chosen.why + (" (add images without defects to the set)"
                                                                      if mode == "find" else ""))
     served = YoloDetector(plan.model, size, len(classes), threshold, mode, fit, kind)
@@ -203,7 +223,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
     return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0,
-                          tiling)
+                          tiling, crossed)
 
 
 def tiling_for(tile: int | None, arch: YoloDetector, images: list, order: list[int],
