@@ -521,6 +521,38 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert r.reviewed_train > 0 and set(r.scores) == {"reviewed held-out", "taught held-out"}
     assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate
+    # the new weights called on a calibration fitted without each crop (cross-fitted) where the crops allow it
+    assert "shifted by" in r.says[0] and ("on the shift fitted on the other half of them" in r.says[0]
+                                          or "too few to call each on a shift fitted without it" in r.says[0])
+
+
+def test_a_retrained_classifiers_calibration_is_scored_on_crops_it_was_not_fitted_on() -> None:
+    """The new weights are called on each held-out crop at the served margin after a shift fitted on the other half
+    of the crops (each kind shared evenly, by a hash of the pixels): new weights that only moved the scale are
+    called exactly as the old ones, and a good crop the fitting half never saw can be a false call."""
+    from inspector.training.labelled.metrics import logodds
+    from inspector.training.labelled.retrain_taught import cross_fitted_flags
+    from inspector.training.labelled.trainer import Crops
+
+    rng = np.random.default_rng(0)
+    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    crops = Crops([rng.integers(0, 255, (8, 8, 3), dtype=np.uint8) for _ in labels], labels)
+    odds = np.array([3.0, 2.5, 2.0, 1.5, -1.0, -2.0, -0.5, -3.0])
+    old = np.stack([odds, np.zeros_like(odds)], axis=1)  # 2 classes: log-odds of good = the good logit
+    moved = old + np.array([-4.0, 0.0])  # the scale moved by -4: calibration puts it back
+    flags, shifts = cross_fitted_flags(old, moved, crops, 0.0)
+    assert shifts == pytest.approx((4.0, 4.0)) and np.array_equal(flags, logodds(old) < 0.0)
+    assert flags.tolist() == [False] * 4 + [True] * 4
+    # one good crop the new weights score far lower: the half that holds it fits a small shift, and the other
+    # half's good crops are called at it; the half without it fits a large one, and that good crop is flagged
+    odd = moved.copy()
+    odd[3, 0] = -9.0
+    flags, shifts = cross_fitted_flags(old, odd, crops, 0.0)
+    assert shifts[0] != shifts[1] and flags[3]
+    again, _ = cross_fitted_flags(old[::-1], odd[::-1], Crops(crops.images[::-1], labels[::-1]), 0.0)
+    assert again.tolist() == flags.tolist()[::-1]  # halves by the crops' pixels, not their order
+    assert cross_fitted_flags(old, moved, Crops(crops.images[:5], labels[:5]), 0.0) == \
+        "4 good and 1 defective held-out crops: too few to call each on a shift fitted without it"
 
 
 def test_reviews_retrain_a_golden_comparison_expert_beside_the_windows_the_line_compared(

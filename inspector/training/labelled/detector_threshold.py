@@ -14,7 +14,6 @@ chosen on the other half is an honest estimate of what the rule does on images i
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from .boxes import Box
 from .detection import Found, defective, good_body, ignored_only, score
-from .metrics import choose_threshold
+from .metrics import choose_threshold, halves
 
 FLOOR, CEILING = 1e-4, 1.0  # a box confidence
 FALSE_CALL_BUDGET = 0.01  # of the held-out images without a defect, unless teaching was given another
@@ -89,18 +88,13 @@ def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], 
     if min(clean, bad) < 2:
         return (f"{clean} {'clean' if good is None else 'good'} and {bad} defective held-out images: too few to "
                 "score each at a threshold chosen without it")
-    halves = [0] * len(truth)
-    for kind in (0, 1, 2):
-        ranked = sorted((i for i, k in enumerate(kinds) if k == kind),
-                        key=lambda i: hashlib.sha256(keys[i].encode()).hexdigest())
-        for n, i in enumerate(ranked):
-            halves[i] = n % 2
+    shared = halves(kinds, keys)
     chosen = []
     for half in (0, 1):
-        at = [i for i in range(len(truth)) if halves[i] == half]
+        at = [i for i in range(len(truth)) if shared[i] == half]
         chosen.append(choose_detector_threshold([found[i] for i in at], [truth[i] for i in at], mode,
                                                 false_call_budget, 0.0).threshold)
-    return CrossFit(tuple(halves), (chosen[0], chosen[1]))
+    return CrossFit(tuple(shared), (chosen[0], chosen[1]))
 
 
 def cross_fitted(classes: tuple[str, ...], truth: Sequence[tuple[Box, ...]], found: Sequence[list[Found]],

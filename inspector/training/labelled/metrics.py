@@ -5,10 +5,14 @@ still stopped); the **false-call rate** is the share of good parts called a defe
 and F1 of the exact class; macro F1 is their mean over the classes present. The **operating threshold** is the
 log-odds of good a part needs to pass (experts/resnet.py good_margin). It is chosen on held-out crops: the highest
 recall whose false calls stay within a budget, and of the thresholds that give it, the one midway between the
-defect it must still stop and the good part it must still pass, so neither side sits on the edge.
+defect it must still stop and the good part it must still pass, so neither side sits on the edge. A threshold
+scored on the crops it was chosen on flatters itself; `halves` shares held-out items out in two for cross-fitting
+(each chosen on one half, scored on the other).
 """
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +34,18 @@ def calls(logits: np.ndarray, threshold: float | None) -> np.ndarray:
     if threshold is None:
         return logits.argmax(axis=1)
     return np.where(logodds(logits) >= threshold, 0, logits[:, 1:].argmax(axis=1) + 1)
+
+
+def halves(kinds: Sequence[int], keys: Sequence[str]) -> list[int]:
+    """Each item's half (0 or 1) for cross-fitting: every kind shared out evenly, in the order of a hash of each
+    item's key, so the same items always fall the same way whatever order they come in."""
+    out = [0] * len(kinds)
+    for kind in sorted(set(kinds)):
+        ranked = sorted((i for i, k in enumerate(kinds) if k == kind),
+                        key=lambda i: hashlib.sha256(keys[i].encode()).hexdigest())
+        for n, i in enumerate(ranked):
+            out[i] = n % 2
+    return out
 
 
 def choose_threshold(good: np.ndarray, defects: np.ndarray, false_call_budget: float) -> float:
