@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -76,6 +77,12 @@ def choose_detector_threshold(found: Sequence[Sequence[Found]], truth: Sequence[
     return ChosenThreshold(threshold, True, f"{threshold:.3f}, chosen on {int((~bad).sum())} {kinds[0]} and "
                            f"{int(bad.sum())} {kinds[1]} held-out images (at most {100 * false_call_budget:g}% of "
                            "the ones without a defect flagged)")
+
+
+def image_key(path: Path) -> str:
+    """What an image is shared out by: its folder's name and its own, so the set may move without the halves
+    changing."""
+    return f"{path.parent.name}/{path.name}"
 
 
 def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], mode: str, false_call_budget: float,

@@ -11,7 +11,7 @@ set's and the reviewed one, as teaching chose it (detector_threshold.py, the fal
 and the version carries it (experts/operating.py: activation serves it there). The old weights are scored at the
 threshold they are served at; the new by the line at a threshold chosen on the other half of the held-out images
 (cross-fitted, detector_threshold.py: one scored on the images it was chosen on flatters itself). The new ones
-are added as a version, not served, refused by the gate where either held-out set's defect recall falls (a
+are added as a version, not served, refused by the gate where any held-out set's defect recall falls (a
 verifier's images counted by its calls: a defect found when the best box is not a confident good body,
 detection.py). The reviewed crops the export kept without a box (an escape nobody boxed: results/dataset.py UNBOXED)
 teach nothing, but both versions' calls of them are scored, a third set the gate reads: it is what the served
@@ -41,7 +41,14 @@ from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, Found, detect, is_flagged, score
 from .detector_set import read_pair, write_split
-from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
+from .detector_threshold import (
+    FALSE_CALL_BUDGET,
+    CrossFit,
+    choose_detector_threshold,
+    cross_fit,
+    cross_fitted,
+    image_key,
+)
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
@@ -105,6 +112,18 @@ def call_score(found: list[list[Found]], labels: list[str], threshold: float, go
     bad = [label != good for label in labels]
     return Score(len(labels), sum(bad), sum(f and b for f, b in zip(flagged, bad)), len(labels) - sum(bad),
                  sum(f and not b for f, b in zip(flagged, bad)))
+
+
+def unboxed_scores(arch: YoloDetector, classes: tuple[str, ...], modules: list[torch.nn.Module],
+                   unboxed: list[tuple[Path, str]], goldens: dict[Path, Path],
+                   thresholds: tuple[float, float]) -> tuple[Score, Score]:
+    """The old and new weights' (`modules`) calls of the crops without a box, each at its own threshold."""
+    crops = [read_pair(path, goldens.get(path)) for path, _ in unboxed]
+    labels, good = [label for _, label in unboxed], arch.good_class
+    named = None if good is None else classes[good]
+    out = [call_score(detect(arch, module, [p for p, _ in crops], [g for _, g in crops] if goldens else None),
+                      labels, threshold, named, good) for module, threshold in zip(modules, thresholds)]
+    return out[0], out[1]
 
 
 def taught_boxes(origin: dict[str, Any], classes: tuple[str, ...],
@@ -226,7 +245,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     images = [im for name in found for im in held[name]]
     new_found = [f for name in found for f in found[name][1]]
     chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
-    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [str(im.path) for im in images]) \
+    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [image_key(im.path) for im in images]) \
         if chosen.chosen else None
     says = (f"old weights: served at threshold {served:.3f}; new weights: threshold {chosen.why}"
             + ("" if fit is None else
@@ -237,13 +256,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     scores, detail = held_out_scores(arch, classes, held, found, served, chosen.threshold,
                                      fit if isinstance(fit, CrossFit) else None)
     if unboxed:
-        crops = [read_pair(path, goldens.get(path)) for path, _ in unboxed]
-        calls = [detect(arch, module, [p for p, _ in crops], [g for _, g in crops] if goldens else None)
-                 for module in modules]
-        labels, good = [label for _, label in unboxed], arch.good_class
-        named = None if good is None else classes[good]
-        scores[NO_BOX] = (call_score(calls[0], labels, served, named, good),
-                          call_score(calls[1], labels, chosen.threshold, named, good))
+        scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, chosen.threshold))
         detail[NO_BOX] = {"old": scores[NO_BOX][0].to_json(), "new": scores[NO_BOX][1].to_json()}
         new = scores[NO_BOX][1]
         if new.defects:  # what the gate's "not below the old" hides: the old missed these by definition, mostly
