@@ -205,7 +205,7 @@ def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it
     defect, clean, ignored = (Box(0, 0, 0, 10, 10),), (), (Box(0, 0, 0, 10, 10, ignore=True),)
     truth = [clean, clean, defect, defect, defect, defect, ignored]
     found = [box(0.1), box(0.9), box(0.95), box(0.97), box(0.5), box(0.6), box(0.99)]
-    keys = [f"img{i}.png" for i in range(len(truth))]
+    keys = [Path(f"img{i}.png") for i in range(len(truth))]
     fit = cross_fit(found, truth, "find", 0.01, keys)
     assert isinstance(fit, CrossFit) and fit == cross_fit(found, truth, "find", 0.01, keys)  # by name, not chance
     assert fit.halves[0] != fit.halves[1] and sum(fit.halves[2:6]) == 2  # each kind split evenly

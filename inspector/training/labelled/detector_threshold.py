@@ -79,23 +79,18 @@ def choose_detector_threshold(found: Sequence[Sequence[Found]], truth: Sequence[
                            "the ones without a defect flagged)")
 
 
-def image_key(path: Path) -> str:
-    """What an image is shared out by: its folder's name and its own, so the set may move without the halves
-    changing."""
-    return f"{path.parent.name}/{path.name}"
-
-
 def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], mode: str, false_call_budget: float,
-              keys: Sequence[str]) -> CrossFit | str:
-    """Two-fold cross-fitting of the threshold over held-out images named by `keys` (module docstring); why not,
-    where a half would lack a kind of image to choose by (fewer than two of a kind)."""
+              paths: Sequence[Path]) -> CrossFit | str:
+    """Two-fold cross-fitting of the threshold over the held-out images at `paths` (module docstring), shared out
+    by each one's folder and file name (the set may move without the halves changing); why not, where a half would
+    lack a kind of image to choose by (fewer than two of a kind)."""
     good = None if mode == "find" else 0
     kinds = [2 if ignored_only(b) else int(defective(b, good)) for b in truth]
     clean, bad = kinds.count(0), kinds.count(1)
     if min(clean, bad) < 2:
         return (f"{clean} {'clean' if good is None else 'good'} and {bad} defective held-out images: too few to "
                 "score each at a threshold chosen without it")
-    shared = halves(kinds, keys)
+    shared = halves(kinds, [f"{p.parent.name}/{p.name}" for p in paths])
     chosen = []
     for half in (0, 1):
         at = [i for i in range(len(truth)) if shared[i] == half]

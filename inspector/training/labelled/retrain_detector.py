@@ -41,14 +41,7 @@ from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, Found, detect, is_flagged, score
 from .detector_set import read_pair, write_split
-from .detector_threshold import (
-    FALSE_CALL_BUDGET,
-    CrossFit,
-    choose_detector_threshold,
-    cross_fit,
-    cross_fitted,
-    image_key,
-)
+from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
@@ -245,7 +238,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     images = [im for name in found for im in held[name]]
     new_found = [f for name in found for f in found[name][1]]
     chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
-    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [image_key(im.path) for im in images]) \
+    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [im.path for im in images]) \
         if chosen.chosen else None
     says = (f"old weights: served at threshold {served:.3f}; new weights: threshold {chosen.why}"
             + ("" if fit is None else

@@ -37,14 +37,7 @@ from .boxes import BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table
 from .detector_set import read_pair, served_boxes, write_split
 from .detector_sizing import choose_detector_input
-from .detector_threshold import (
-    FALSE_CALL_BUDGET,
-    CrossFit,
-    choose_detector_threshold,
-    cross_fit,
-    cross_fitted,
-    image_key,
-)
+from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import Sides, teaching_sides
@@ -207,7 +200,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in sides["heldout"]]
     chosen = choose_detector_threshold(found, truth, mode, plan.false_call_budget, VERIFY_THRESHOLD)
     threshold = chosen.threshold
-    halves = cross_fit(found, truth, mode, plan.false_call_budget, [image_key(im.path) for im in sides["heldout"]]) \
+    halves = cross_fit(found, truth, mode, plan.false_call_budget, [im.path for im in sides["heldout"]]) \
         if chosen.chosen else None
     crossed: dict[str, Any] | str | None = halves if not isinstance(halves, CrossFit) else dict(zip(
         ("flagged_with_defects", "with_defects", "flagged_clean", "clean"),
