@@ -78,6 +78,42 @@ def _camera_line(setup, data: Path, say: Callable[[str], None]):  # noqa: ANN001
                    service=replace(setup.service, overflow="drop-oldest"))
 
 
+def _serve_point(app, window, point: float, reason: str) -> None:  # noqa: ANN001 - the QApplication, the MainWindow
+    """Serve the shared polarity detector at `point` from the versions tab as an engineer does: the confirmation
+    answered with `reason`."""
+    from PySide6.QtCore import QTimer
+
+    from .confirm import ConfirmChange
+
+    def answer() -> None:
+        dialog = app.activeModalWidget()
+        if not isinstance(dialog, ConfirmChange):
+            QTimer.singleShot(50, answer)
+            return
+        dialog.reason.setText(reason)
+        dialog.ok.click()
+
+    tab = window.versions
+    tab.expert.setCurrentText("det-polarity")
+    QTimer.singleShot(0, answer)
+    tab.point.setValue(point)
+    tab.operate()
+
+
+def _move_a_threshold(app, window) -> float | None:  # noqa: ANN001 - the QApplication, the MainWindow
+    """Move the polarity detector's threshold on the running line (the versions and audit tabs then show a change
+    made live); the threshold it was served at, to put back, or None where the zoo has no such detector."""
+    tab = window.versions
+    window.tabs.setCurrentWidget(tab)
+    _wait(app, lambda: tab.expert.count() > 0, 10)
+    if tab.expert.findText("det-polarity") < 0:
+        return None
+    tab.expert.setCurrentText("det-polarity")
+    served = tab.point.value()
+    _serve_point(app, window, round(served - 0.05, 3), "reversed diodes of the new reel called unverified")
+    return served
+
+
 def shoot(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication
 
@@ -144,6 +180,7 @@ def shoot(args: argparse.Namespace) -> int:
     window.history.search()
     window.history.table.setCurrentCell(0, 0)
     window.history.review_bar.review("confirmed")
+    moved = _move_a_threshold(app, window)  # the versions tab on a running line: a detector's threshold moved live
 
     llm = window.llm
     model = demo_model(models)
@@ -188,6 +225,8 @@ def shoot(args: argparse.Namespace) -> int:
     screen.grabWindow(0).save(str(path))
     shots.append(path)
     dialog.reject()
+    if moved is not None:  # the demo zoo left as it was found
+        _serve_point(app, window, moved, "screenshots taken: as it was")
     window.close()
     for p in shots:
         print(p)
