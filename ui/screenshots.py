@@ -78,40 +78,31 @@ def _camera_line(setup, data: Path, say: Callable[[str], None]):  # noqa: ANN001
                    service=replace(setup.service, overflow="drop-oldest"))
 
 
-def _serve_point(app, window, point: float, reason: str) -> None:  # noqa: ANN001 - the QApplication, the MainWindow
-    """Serve the shared polarity detector at `point` from the versions tab as an engineer does: the confirmation
-    answered with `reason`."""
+def _move_a_threshold(app, window) -> None:  # noqa: ANN001 - the QApplication, the MainWindow
+    """Move the shared polarity detector's threshold from the versions tab on the running line, as an engineer does
+    (the confirmation answered with a reason): the versions and audit tabs then show a change made live."""
     from PySide6.QtCore import QTimer
 
     from .confirm import ConfirmChange
+
+    tab = window.versions
+    window.tabs.setCurrentWidget(tab)
+    _wait(app, lambda: tab.expert.count() > 0, 10)
+    if tab.expert.findText("det-polarity") < 0:
+        return
 
     def answer() -> None:
         dialog = app.activeModalWidget()
         if not isinstance(dialog, ConfirmChange):
             QTimer.singleShot(50, answer)
             return
-        dialog.reason.setText(reason)
+        dialog.reason.setText("reversed diodes of the new reel called unverified")
         dialog.ok.click()
 
-    tab = window.versions
     tab.expert.setCurrentText("det-polarity")
     QTimer.singleShot(0, answer)
-    tab.point.setValue(point)
+    tab.point.setValue(round(tab.point.value() - 0.05, 3))
     tab.operate()
-
-
-def _move_a_threshold(app, window) -> float | None:  # noqa: ANN001 - the QApplication, the MainWindow
-    """Move the polarity detector's threshold on the running line (the versions and audit tabs then show a change
-    made live); the threshold it was served at, to put back, or None where the zoo has no such detector."""
-    tab = window.versions
-    window.tabs.setCurrentWidget(tab)
-    _wait(app, lambda: tab.expert.count() > 0, 10)
-    if tab.expert.findText("det-polarity") < 0:
-        return None
-    tab.expert.setCurrentText("det-polarity")
-    served = tab.point.value()
-    _serve_point(app, window, round(served - 0.05, 3), "reversed diodes of the new reel called unverified")
-    return served
 
 
 def shoot(args: argparse.Namespace) -> int:
@@ -137,7 +128,8 @@ def shoot(args: argparse.Namespace) -> int:
     say = lambda m: print(m, flush=True)  # noqa: E731
     say(f"demo experts under {models / 'demo'} (trained now if missing: about 14 minutes on 2 cores, once; "
         f"recipe version {RECIPE['version']})")
-    demo_zoo(models, say)
+    manifest = demo_zoo(models, say).root / "manifest.json"
+    kept = manifest.read_bytes()
     # a throwaway settings file: the shots start from the default layout, not from this user's last session
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="inspector-shots-settings-")
     qt_environment()
@@ -180,7 +172,7 @@ def shoot(args: argparse.Namespace) -> int:
     window.history.search()
     window.history.table.setCurrentCell(0, 0)
     window.history.review_bar.review("confirmed")
-    moved = _move_a_threshold(app, window)  # the versions tab on a running line: a detector's threshold moved live
+    _move_a_threshold(app, window)  # the versions tab on a running line: a detector's threshold moved live
 
     llm = window.llm
     model = demo_model(models)
@@ -225,9 +217,8 @@ def shoot(args: argparse.Namespace) -> int:
     screen.grabWindow(0).save(str(path))
     shots.append(path)
     dialog.reject()
-    if moved is not None:  # the demo zoo left as it was found
-        _serve_point(app, window, moved, "screenshots taken: as it was")
-    window.close()
+    window.close()  # the line stops
+    manifest.write_bytes(kept)  # the threshold moved for the shots: the demo zoo left byte for byte as found
     for p in shots:
         print(p)
     return 0
