@@ -5,7 +5,8 @@
 Builds the demo experts first when they are not there yet (it says so; about 14 minutes on 2 cores,
 once; Ctrl+C stops the training at once and the next run resumes from the experts already trained),
 then runs the demo line (board_a, synthetic boards), lets the charts fill, estimates an allocation edit and runs the
-planner, searches the history, shows a rule error at its line, chats with
+planner, searches the history, moves a detector's threshold on the expert versions tab (the demo zoo's manifest
+written back after), shows a rule error at its line, chats with
 the demo MoE model when one is built, and saves one PNG of the whole screen
 per tab. With no display set it needs Debian's xvfb and the X libraries Qt's xcb plugin loads:
     apt-get install -y xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
