@@ -211,7 +211,7 @@ def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it
     assert fit.halves[0] != fit.halves[1] and sum(fit.halves[2:6]) == 2  # each kind split evenly
     low, high = fit.chosen[fit.halves[0]], fit.chosen[fit.halves[1]]  # chosen on the half with the 0.1, the 0.9
     assert low < 0.9 < high
-    assert fit.scored_at(1) == low  # the clean 0.9 is scored at the threshold chosen without it: a false call
+    assert fit.chosen[1 - fit.halves[1]] == low  # the clean 0.9 scored at the threshold chosen without it
     whole = choose_detector_threshold(found, truth, "find", 0.01, 0.25)
     assert whole.threshold > 0.9  # chosen on all: no false call on the images it was chosen on
     assert cross_fit(found, [clean, defect, defect, defect, defect, defect, ignored], "find", 0.01, keys) == \

@@ -38,11 +38,7 @@ class ChosenThreshold:
 @dataclass(frozen=True)
 class CrossFit:
     halves: tuple[int, ...]  # each image's half, 0 or 1
-    chosen: tuple[float, float]  # the threshold chosen on half 0, on half 1
-
-    def scored_at(self, i: int) -> float:
-        """The threshold image `i` is scored at: the one chosen on the other half."""
-        return self.chosen[1 - self.halves[i]]
+    chosen: tuple[float, float]  # the threshold chosen on half 0, on half 1: each half is scored at the other's
 
 
 def verified(found: Sequence[Found], good: int = 0) -> float:

@@ -200,12 +200,12 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in sides["heldout"]]
     chosen = choose_detector_threshold(found, truth, mode, plan.false_call_budget, VERIFY_THRESHOLD)
     threshold = chosen.threshold
-    halves = cross_fit(found, truth, mode, plan.false_call_budget, [im.path for im in sides["heldout"]]) \
-        if chosen.chosen else None
-    crossed: dict[str, Any] | str | None = halves if not isinstance(halves, CrossFit) else dict(zip(
+    halved = cross_fit(found, truth, mode, plan.false_call_budget, [im.path for im in sides["heldout"]]) \
+        if chosen.chosen else None  # not `fit`: that is the letterbox's here
+    crossed: dict[str, Any] | str | None = halved if not isinstance(halved, CrossFit) else dict(zip(
         ("flagged_with_defects", "with_defects", "flagged_clean", "clean"),
-        cross_fitted(classes, truth, found, halves, good=None if mode == "find" else 0)),
-        thresholds=list(halves.chosen))
+        cross_fitted(classes, truth, found, halved, good=None if mode == "find" else 0)),
+        thresholds=list(halved.chosen))
     say(f"threshold {chosen.why}" if chosen.chosen else chosen.why + (" (add images without defects to the set)"
                                                                      if mode == "find" else ""))
     served = YoloDetector(plan.model, size, len(classes), threshold, mode, fit, kind)
