@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,18 @@ class Score:
     found: int  # defective crops flagged
     good: int
     false_calls: int  # good crops flagged
+
+    @classmethod
+    def counted(cls, found: int, defects: int, false_calls: int, good: int) -> Score:
+        """From the counts of each kind, flagged and in all."""
+        return cls(defects + good, defects, found, good, false_calls)
+
+    @classmethod
+    def of(cls, flagged: Sequence[bool], defective: Sequence[bool]) -> Score:
+        """From each crop's call (flagged or not) and what it is (a defect or not)."""
+        pairs = list(zip((bool(f) for f in flagged), (bool(d) for d in defective)))
+        return cls.counted(sum(f and d for f, d in pairs), sum(d for _, d in pairs),
+                           sum(f and not d for f, d in pairs), sum(not d for _, d in pairs))
 
     @property
     def recall(self) -> float | None:
@@ -97,10 +110,7 @@ def score(arch: ResNetClassifier, state: dict[str, torch.Tensor], samples: list[
         return Score(0, 0, 0, 0, 0)
     model = arch.materialize(state, torch.device("cpu"))
     x, y = to_batch(arch, samples)
-    flagged = [not p.passed for p in arch.run(model, x)]
-    defective = [int(t) != 0 for t in y.tolist()]  # label 0 is "ok"
-    return Score(len(samples), sum(defective), sum(f and d for f, d in zip(flagged, defective)),
-                 len(samples) - sum(defective), sum(f and not d for f, d in zip(flagged, defective)))
+    return Score.of([not p.passed for p in arch.run(model, x)], [int(t) != 0 for t in y.tolist()])  # 0 is "ok"
 
 
 def retrain_classifier(zoo: Zoo, expert: str, dataset: Path, rule_sets: list[RuleSet], epochs: int = 10,

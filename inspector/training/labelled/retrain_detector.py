@@ -101,10 +101,7 @@ def call_score(found: list[list[Found]], labels: list[str], threshold: float, go
                good_kind: int | None) -> Score:
     """The line's calls of whole crops whose class is known and whose box is not: a defect found when the crop is
     flagged, a good part (a verifier's `good` class) called when it is."""
-    flagged = [is_flagged(f, threshold, good_kind) for f in found]
-    bad = [label != good for label in labels]
-    return Score(len(labels), sum(bad), sum(f and b for f, b in zip(flagged, bad)), len(labels) - sum(bad),
-                 sum(f and not b for f, b in zip(flagged, bad)))
+    return Score.of([is_flagged(f, threshold, good_kind) for f in found], [label != good for label in labels])
 
 
 def unboxed_scores(arch: YoloDetector, classes: tuple[str, ...], modules: list[torch.nn.Module],
@@ -161,7 +158,7 @@ def golden_windows(compares: bool, origin: dict[str, Any], expert: str, dataset:
 
 def line_score(s: DetectionScore) -> Score:
     """The line's count of a DetectionScore: an image flagged when a box reaches the threshold."""
-    return Score(s.with_defects + s.clean, s.with_defects, s.flagged_with_defects, s.clean, s.flagged_clean)
+    return Score.counted(s.flagged_with_defects, s.with_defects, s.flagged_clean, s.clean)
 
 
 def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str, list[BoxedImage]],
@@ -179,8 +176,7 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
         new = score(classes, truth, new_found, threshold, good=arch.good_class)
         line = line_score(new)
         if fit is not None:
-            flagged_d, with_d, flagged_c, clean = cross_fitted(classes, truth, new_found, fit, start, arch.good_class)
-            line = Score(with_d + clean, with_d, flagged_d, clean, flagged_c)
+            line = Score.counted(*cross_fitted(classes, truth, new_found, fit, start, arch.good_class))
         start += len(truth)
         scores[name] = (line_score(old), line)
         detail[name] = {"old": old.to_json(), "new": new.to_json(),

@@ -141,13 +141,6 @@ def cross_fitted_flags(old_logits: np.ndarray, new_logits: np.ndarray, heldout: 
     return logodds(new_logits) < margin - np.where(half == 0, shifts[1], shifts[0]), (shifts[0], shifts[1])
 
 
-def flagged_score(flagged: np.ndarray, labels: np.ndarray) -> Score:
-    """The demo loop's Score of crops `flagged` (or not) whose labels are `labels` (0 = good)."""
-    defective = labels != 0
-    return Score(len(labels), int(defective.sum()), int((flagged & defective).sum()), int((~defective).sum()),
-                 int((flagged & ~defective).sum()))
-
-
 def shifted(state: dict[str, torch.Tensor], shift: float) -> dict[str, torch.Tensor]:
     """The weights with `shift` added to every crop's log-odds of good: the good class's bias in the last layer (the
     log-odds are that logit less the log-sum-exp of the others')."""
@@ -227,8 +220,8 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     sides = {"reviewed held-out": slice(own_n, len(heldout)), "taught held-out": slice(0, own_n)}
     old_flags = logodds(old_logits) < cut
     new_flags = logodds(taught.heldout_logits) + shift < cut if isinstance(fitted, str) else fitted[0]
-    scores = {name: (flagged_score(old_flags[at], heldout.labels[at]), flagged_score(new_flags[at],
-                                                                                    heldout.labels[at]))
+    defective = heldout.labels != 0
+    scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
               for name, at in sides.items()}
     gate = recall_kept(scores, "crops")
     seconds = time.perf_counter() - t0

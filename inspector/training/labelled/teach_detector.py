@@ -204,7 +204,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
         if chosen.chosen else None  # not `fit`: that is the letterbox's here
     crossed: dict[str, Any] | str | None = halved if not isinstance(halved, CrossFit) else dict(zip(
         ("flagged_with_defects", "with_defects", "flagged_clean", "clean"),
-        cross_fitted(classes, truth, found, halved, good=None if mode == "find" else 0)),
+        cross_fitted(classes, truth, found, halved, good=arch.good_class)),
         thresholds=list(halved.chosen))
     say(f"threshold {chosen.why}" if chosen.chosen else chosen.why + (" (add images without defects to the set)"
                                                                      if mode == "find" else ""))
