@@ -521,9 +521,15 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert r.reviewed_train > 0 and set(r.scores) == {"reviewed held-out", "taught held-out"}
     assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate
+    # its epoch chosen on training crops set aside (reviewed ones among them), never on the held-out crops the gate
+    # reads: what is set aside is not trained on
+    aside = entry.versions[1]["epoch_chosen_on"]
+    assert "training crops set aside to choose the epoch by" in r.says[0] and aside["reviewed"] > 0
+    reviewed_train = sum(item["expert"] == "cls-TR" and item["split"] == "train" for item in report.items)
+    assert r.reviewed_train == entry.versions[1]["reviewed_train"] == reviewed_train - aside["reviewed"]
     # the new weights called on a calibration fitted without each crop (cross-fitted) where the crops allow it
-    assert "shifted by" in r.says[0] and ("on the shift fitted on the other half of them" in r.says[0]
-                                          or "too few to call each on a shift fitted without it" in r.says[0])
+    assert "shifted by" in r.says[1] and ("on the shift fitted on the other half of them" in r.says[1]
+                                          or "too few to call each on a shift fitted without it" in r.says[1])
 
 
 def test_a_retrained_classifiers_calibration_is_scored_on_crops_it_was_not_fitted_on() -> None:

@@ -523,12 +523,19 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     added = entry.versions[1]
     assert added["served_threshold"] == det["spec"]["threshold"]
     assert added["operating"] == {"threshold": added["threshold"]} and 0 < added["threshold"] <= 1
-    assert r.says and f"served at threshold {det['spec']['threshold']:.3f}" in r.says[0]
-    assert f"threshold {added['threshold']:.3f}" in r.says[0] and r.says[0] in format_scores(r)
+    # its epoch chosen by the trainer's fitness on training images set aside (reviewed ones among them), not on
+    # the held-out images the gate reads; what is set aside is not trained on
+    aside = added["epoch_chosen_on"]
+    assert "training images set aside to choose the epoch by" in r.says[0] and aside["reviewed"] > 0
+    reviewed_train = sum(i["split"] == "train" and "unboxed" not in i for i in items)
+    assert r.reviewed_train == added["reviewed_train"] == reviewed_train - aside["reviewed"]
+    said = r.says[1]
+    assert f"served at threshold {det['spec']['threshold']:.3f}" in said
+    assert f"threshold {added['threshold']:.3f}" in said and said in format_scores(r)
     # the new weights' line scored at a threshold chosen without each image (cross-fitted), where the held-out
     # images allow it; else at the one chosen on them all, said to flatter
-    fitted = "each held-out image scored at the threshold chosen on the other half" in r.says[0]
-    assert fitted or "too few to score each at a threshold chosen without it" in r.says[0]
+    fitted = "each held-out image scored at the threshold chosen on the other half" in said
+    assert fitted or "too few to score each at a threshold chosen without it" in said
     assert ("new_cross_fitted" in added["eval"]["taught held-out"]) == fitted
     # trained on from the served weights (one epoch at a quarter of the step moves them a little; from the model
     # yaml they would be another draw altogether)

@@ -5,19 +5,20 @@ dataset's crops of it (`dataset export --zoo`, results/detector_labels.py: for o
 crop, a defect the box the reviewer drew or else the detector; for one that verifies, every crop its body's box
 under the class it really is) join the labelled set it was taught from (split as its teaching split it, tiled as it
 was tiled), reviewed crops repeated to about a third of the images it sees (each at most retrain_taught.MAX_REPEATS
-times); Ultralytics' trainer goes on from the weights in service at a quarter of the teaching's step. The new
-weights' box scores sit on their own scale, so their threshold is chosen again on both held-out sets together, the
-set's and the reviewed one, as teaching chose it (detector_threshold.py, the false-call budget teaching was given),
-and the version carries it (experts/operating.py: activation serves it there). The old weights are scored at the
-threshold they are served at; the new by the line at a threshold chosen on the other half of the held-out images
-(cross-fitted, detector_threshold.py: one scored on the images it was chosen on flatters itself). The new ones
-are added as a version, not served, refused by the gate where any held-out set's defect recall falls (a
-verifier's images counted by its calls: a defect found when the best box is not a confident good body,
-detection.py). The reviewed crops the export kept without a box (an escape nobody boxed: results/dataset.py UNBOXED)
-teach nothing, but both versions' calls of them are scored, a third set the gate reads: it is what the served
-weights missed, and no threshold was chosen on it. A detector that compares with the golden board reads each image
-beside its golden image: the windows the export cut from the rule set's golden board (results/golden_windows.py) and
-the golden folder it was taught beside.
+times); Ultralytics' trainer goes on from the weights in service at a quarter of the teaching's step, keeping the
+epoch its fitness prefers on training images set aside for that (epoch_split.py: never the held-out ones the gate
+reads; with too few to spare, the last epoch). The new weights' box scores sit on their own scale, so their
+threshold is chosen again on both held-out sets together, the set's and the reviewed one, as teaching chose it
+(detector_threshold.py, the false-call budget teaching was given), and the version carries it (experts/operating.py:
+activation serves it there). The old weights are scored at the threshold they are served at; the new by the line at
+a threshold chosen on the other half of the held-out images (cross-fitted, detector_threshold.py: one scored on the
+images it was chosen on flatters itself). The new ones are added as a version, not served, refused by the gate where
+any held-out set's defect recall falls (a verifier's images counted by its calls: a defect found when the best box
+is not a confident good body, detection.py). The reviewed crops the export kept without a box (an escape nobody
+boxed: results/dataset.py UNBOXED) teach nothing, but both versions' calls of them are scored, a third set the gate
+reads: it is what the served weights missed, and no threshold was chosen on it. A detector that compares with the
+golden board reads each image beside its golden image: the windows the export cut from the rule set's golden board
+(results/golden_windows.py) and the golden folder it was taught beside.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from .boxes import BoxedImage
 from .detection import DetectionScore, Found, detect, is_flagged, score
 from .detector_set import read_pair, write_split
 from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
+from .epoch_split import divide
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
@@ -50,9 +52,9 @@ from .teach_detector import TAUGHT_BOXES
 from .tiles import Tiling
 
 LR = 0.004 / 4  # a quarter of the teaching's step: from weights that already work
-# epochs at most (early-stopped after a third of them without a better held-out fitness): a detector at a quarter
-# of its teaching's step moves slower than a classifier's fine-tune (10). On the loop demo, one run each, 10 epochs
-# left 57% of the new look's clean windows flagged and 20 none (docs/pages/ml/labelled-images.md)
+# epochs at most (early-stopped after a third of them without a better fitness on the images set aside): a detector at
+# a quarter of its teaching's step moves slower than a classifier's fine-tune (10). On the loop demo, one run each, 10
+# epochs left 57% of the new look's clean windows flagged and 20 none (docs/pages/ml/labelled-images.md)
 DETECTOR_EPOCHS = 20
 NO_BOX = "reviewed unboxed"  # the scored set of reviewed crops that carry no box (scored by the call, not trained)
 
@@ -199,12 +201,17 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
            "from" if own["train"] else "")
         + (f"; {len(unboxed)} reviewed crops without a box, scored by its call of each and trained on none"
            if unboxed else ""))
-    times = repeats(len(own["train"]), len(reviewed["train"]))
-    train = own["train"] + reviewed["train"] * times
     held = {"reviewed held-out": reviewed["heldout"], "taught held-out": own["heldout"]}
     if not any(im.scored for side in held.values() for im in side):
-        raise ValueError(f"the held-out images of {expert} have no defect boxes to choose its epoch by and score it "
-                         "on; review more parts (a share of them is held out)")
+        raise ValueError(f"the held-out images of {expert} have no defect boxes to choose its threshold by and score "
+                         "it on; review more parts (a share of them is held out)")
+    aside = divide(own["train"], reviewed["train"], lambda im: str(im.identity),
+                   lambda im: any(b.kind != arch.good_class for b in im.scored),
+                   lambda epoch: any(im.scored for im in epoch))
+    taught_train, reviewed_train, epoch = aside.train_own, aside.train_reviewed, aside.epoch
+    say(aside.says)
+    times = repeats(len(taught_train), len(reviewed_train))
+    train = taught_train + reviewed_train * times
     goldens = golden_windows(arch.reference is not None, origin, expert, Path(dataset),
                              [im.path for side in reviewed.values() for im in side] + [p for p, _ in unboxed], own)
     tile = origin.get("tile")
@@ -218,13 +225,20 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
         root = Path(tmp)
         written = write_split(root, "train", arch, train, identity, turned,
                               [goldens[im.path] for im in train] if goldens else None, tiling)
-        write_split(root, "val", arch, [im for side in held.values() for im in side], identity, tiling=tiling,
-                    pairs=[p for side in pairs.values() for p in side])
-        say(f"fine-tuning {expert} for up to {epochs} epochs on {written} "
-            + (f"tiles of {tiling.size} px" if tiling else "images") + f" (the reviewed crops x{times})")
+        # the trainer's validation: the images set aside to choose the epoch by; with none that hold a box, the
+        # held-out ones, read at the last epoch only (validate=False keeps the last: nothing is chosen on them)
+        chooses = bool(epoch)
+        val = epoch if chooses else [im for side in held.values() for im in side]
+        write_split(root, "val", arch, val, identity, tiling=tiling,
+                    pairs=[read_pair(im.path, goldens.get(im.path)) for im in epoch] if chooses else
+                    [p for side in pairs.values() for p in side])
+        say(f"fine-tuning {expert} for " + (f"up to {epochs} epochs" if chooses else f"{epochs} epochs, the last kept")
+            + f" on {written} " + (f"tiles of {tiling.size} px" if tiling else "images")
+            + f" (the reviewed crops x{times})")
         torch.manual_seed(seed)
-        state = ultralytics_train(arch, root, classes, epochs, seed, 16, max(2, epochs // 3), True, flips=turned,
-                                  imgsz=None if tiling is None else tiling.size, init=old, lr=LR)
+        state = ultralytics_train(arch, root, classes, epochs, seed, 16, max(2, epochs // 3) if chooses else 0,
+                                  chooses, flips=turned, imgsz=None if tiling is None else tiling.size, init=old,
+                                  lr=LR)
     served = arch.threshold
     modules = [arch.materialize(weights, torch.device("cpu")) for weights in (old, state)]
     found = {name: [detect(arch, module, [picture for picture, _ in pairs[name]],
@@ -259,6 +273,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=chosen.threshold,
                           operating={"threshold": chosen.threshold}, threshold_chosen=chosen.why,
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
-                          reviewed_train=len(reviewed["train"]), reviewed_unboxed=len(unboxed), synthetic_train=0,
+                          reviewed_train=len(reviewed_train), reviewed_unboxed=len(unboxed), synthetic_train=0,
+                          epoch_chosen_on=aside.counts if chooses else None,
                           gate=gate, eval=detail)
-    return Retrained(expert, version, scores, len(reviewed["train"]), 0, seconds, 0, gate, says)
+    return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)

@@ -3,8 +3,9 @@
 `inspector zoo train --expert NAME --from DATASET` on a taught expert: the dataset's reviewed crops of it (exported
 under its own classes, `dataset export --zoo`) join the labelled folder it was taught from (still where its first
 version says, when it is), reviewed crops repeated to about a third of what it sees (each at most MAX_REPEATS
-times); it trains on from the weights in service at a quarter of the teaching's step, keeps the epoch its held-out
-crops prefer (the folder's held-out side and the reviewed held-out split). It keeps the operating margin in its
+times); it trains on from the weights in service at a quarter of the teaching's step, keeps the epoch preferred
+by training crops set aside for that (epoch_split.py: never the held-out crops the gate reads, the folder's held-out
+side and the reviewed held-out split; with too few to spare, the last epoch). It keeps the operating margin in its
 spec (a version swap changes weights, not the spec), so the new weights' log-odds are first shifted onto the served
 ones' scale (`calibration`), and records the threshold its held-out crops would choose beside it. No synthetic
 crops: the renderer never drew this expert's parts. The old and the new weights are scored on both held-out sets
@@ -31,10 +32,11 @@ from ...experts.versions import add_version
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from ..retrain import Retrained, Score
-from .folder import read_folder
+from .epoch_split import EpochSides, divide
+from .folder import identity_of, read_folder
 from .metrics import halves, logodds
 from .teach import TAUGHT, read_crops, split
-from .trainer import LR, Crops, logits_of, operating_point, train
+from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, operating_point, train
 
 REVIEWED_SHARE = 1 / 3
 MAX_REPEATS = 20  # a reviewed crop weighs at most as much as this many of the folder's
@@ -58,6 +60,7 @@ def reviewed_crops(dataset: Path, expert: str, classes: tuple[str, ...], golden:
     images: dict[str, list[np.ndarray]] = {"train": [], "heldout": []}
     windows: dict[str, list[np.ndarray]] = {"train": [], "heldout": []}
     labels: dict[str, list[int]] = {"train": [], "heldout": []}
+    identities: dict[str, list[str]] = {"train": [], "heldout": []}
     for item in json.loads(manifest.read_text(encoding="utf-8"))["items"]:
         if item["expert"] != expert or item["role"] != "classifier":
             continue
@@ -68,10 +71,12 @@ def reviewed_crops(dataset: Path, expert: str, classes: tuple[str, ...], golden:
         if golden:
             windows[item["split"]].append(read_listed(dataset, golden_of(item, expert)))
         labels[item["split"]].append(classes.index(item["label"]))
+        identities[item["split"]].append(identity_of(Path(item["file"])))
     if not images["train"]:
         raise ValueError(f"the dataset {dataset} has no training crops of {expert} (review more of its parts, "
                          "export again with --zoo)")
-    return {k: Crops(images[k], np.array(labels[k], dtype=np.int64), windows[k] if golden else None) for k in images}
+    return {k: Crops(images[k], np.array(labels[k], dtype=np.int64), windows[k] if golden else None, identities[k])
+            for k in images}
 
 
 def golden_of(item: dict[str, Any], expert: str) -> str:
@@ -94,6 +99,27 @@ def read_listed(dataset: Path, file: str) -> np.ndarray:
 def joined(*parts: Crops) -> Crops:
     refs = None if any(p.references is None for p in parts) else [r for p in parts for r in p.references or []]
     return Crops([im for p in parts for im in p.images], np.concatenate([p.labels for p in parts]), refs)
+
+
+def subset(crops: Crops, at: list[int]) -> Crops:
+    """The crops at `at`, in that order."""
+    return Crops([crops.images[i] for i in at], crops.labels[at] if at else crops.labels[:0],
+                 None if crops.references is None else [crops.references[i] for i in at],
+                 None if crops.identities is None else [crops.identities[i] for i in at])
+
+
+def epoch_crops(own: Crops, reviewed: Crops) -> tuple[Crops, Crops, EpochSides[tuple[Crops, int]]]:
+    """The taught set's and the reviews' training crops, less those set aside to choose the epoch by
+    (epoch_split.py), and what was set aside (its `epoch`: each crop's (crops, index))."""
+    def identity(item: tuple[Crops, int]) -> str:
+        crops, i = item
+        return crops.identities[i] if crops.identities is not None else f"#{i}"
+
+    sides = divide([(own, i) for i in range(len(own))], [(reviewed, i) for i in range(len(reviewed))], identity,
+                   lambda item: bool(item[0].labels[item[1]] != 0),
+                   lambda epoch: len({bool(c.labels[i] != 0) for c, i in epoch}) == 2, "crops")
+    return (subset(own, [i for _, i in sides.train_own]), subset(reviewed, [i for _, i in sides.train_reviewed]),
+            sides)
 
 
 def repeated(crops: Crops, times: int) -> Crops:
@@ -192,24 +218,30 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
         own = {k: Crops([], np.zeros(0, dtype=np.int64), [] if compares else None) for k in ("train", "heldout")}
         say(f"{expert}: its teaching folder {folder_path} is gone; training on the {len(reviewed['train'])} "
             "reviewed crops alone")
-    times = repeats(len(own["train"]), len(reviewed["train"]))
-    train_set = joined(own["train"], repeated(reviewed["train"], times))
     heldout = joined(own["heldout"], reviewed["heldout"])
     if not len(heldout) or not (heldout.labels == 0).any() or not (heldout.labels != 0).any():
         raise ValueError(f"the held-out crops of {expert} need good parts and defects to choose its threshold on; "
                          "review more parts (a share of them is held out)")
+    own_train, reviewed_train, aside = epoch_crops(own["train"], reviewed["train"])
+    say(aside.says)
+    times = repeats(len(own_train), len(reviewed_train))
+    train_set = joined(own_train, repeated(reviewed_train, times))
+    epoch_set = joined(*(subset(c, [i]) for c, i in aside.epoch)) if aside.epoch else heldout
     old = parse(zoo.path_of(expert).read_bytes())
     turn = bool(origin.get("any_orientation"))  # what its teacher declared of its classes holds for its reviews
-    taught = train(arch, classes, train_set, heldout, epochs, max(2, epochs // 3), seed, say=say, init=old,
-                   lr=LR / 4, any_orientation=turn)
+    # the trainer keeps the epoch its `epoch_set` prefers; with none set aside it runs the whole course and keeps
+    # the last, the held-out crops only watched
+    taught = train(arch, classes, train_set, epoch_set, epochs, max(2, epochs // 3), seed, say=say, init=old,
+                   lr=LR / 4, any_orientation=turn, keep_last=not aside.epoch,
+                   watched="set-aside" if aside.epoch else "held-out")
+    new_logits, _ = logits_of(arch, arch.materialize(taught.state, torch.device("cpu")), heldout)
     # the line calls with the margin in the expert's spec, which a version swap keeps: the new weights are put on the
     # old ones' scale of log-odds first (calibrated), then both scored there
     cut = float(arch.good_margin if arch.good_margin is not None else origin.get("threshold") or 0.0)
-    assert taught.heldout_logits is not None  # the kept weights' on these held-out crops, from the trainer
     old_logits, _ = logits_of(arch, arch.materialize(old, torch.device("cpu")), heldout)
-    shift = calibration(old_logits, taught.heldout_logits, heldout.labels)
+    shift = calibration(old_logits, new_logits, heldout.labels)
     state = shifted(taught.state, shift)
-    fitted = cross_fitted_flags(old_logits, taught.heldout_logits, heldout, cut)
+    fitted = cross_fitted_flags(old_logits, new_logits, heldout, cut)
     says = (f"the new weights' log-odds of good shifted by {shift:+.3f} onto the served ones' scale (the same "
             "false-call budget on the held-out good crops at the same margin); "
             + (f"each held-out crop called on the shift fitted on the other half of them ({fitted[1][0]:+.3f}, "
@@ -219,7 +251,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     own_n = len(own["heldout"])  # the held-out crops are the taught set's, then the reviewed ones (joined)
     sides = {"reviewed held-out": slice(own_n, len(heldout)), "taught held-out": slice(0, own_n)}
     old_flags = logodds(old_logits) < cut
-    new_flags = logodds(taught.heldout_logits) + shift < cut if isinstance(fitted, str) else fitted[0]
+    new_flags = logodds(new_logits) + shift < cut if isinstance(fitted, str) else fitted[0]
     defective = heldout.labels != 0
     scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
               for name, at in sides.items()}
@@ -227,7 +259,8 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=cut,
-                          heldout_threshold=taught.threshold + shift, calibration_shift=shift, any_orientation=turn,
-                          reviewed_train=len(reviewed["train"]), synthetic_train=0, gate=gate,
+                          heldout_threshold=operating_point(new_logits, heldout.labels, FALSE_CALL_BUDGET) + shift,
+                          calibration_shift=shift, any_orientation=turn, reviewed_train=len(reviewed_train),
+                          synthetic_train=0, epoch_chosen_on=aside.counts or None, gate=gate,
                           eval={k: {"old": a.to_json(), "new": b.to_json()} for k, (a, b) in scores.items()})
-    return Retrained(expert, version, scores, len(reviewed["train"]), 0, seconds, 0, gate, says)
+    return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)

@@ -41,6 +41,7 @@ from .metrics import Evaluation, choose_threshold, evaluate, guarded_threshold, 
 from .schedule import BATCH, LR, MIN_EPOCH, WARM_UP, patience_from
 
 CHUNK = 2048  # crops augmented and preprocessed at once (memory: CHUNK x 3 x S x S floats)
+FALSE_CALL_BUDGET = 0.01  # of the held-out good crops flagged at the operating point, unless a caller says
 
 
 @dataclass
@@ -137,12 +138,14 @@ def epoch_score(heldout_loss: float, defect_recall: float | None, classes: int) 
 
 
 def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, heldout: Crops, epochs: int = 30,
-          patience: int = 6, seed: int = 0, augment: float = 1.0, false_call_budget: float = 0.01,
+          patience: int = 6, seed: int = 0, augment: float = 1.0, false_call_budget: float = FALSE_CALL_BUDGET,
           epoch_size: int | None = None, say: Callable[[str], None] = lambda _m: None,
-          init: dict[str, torch.Tensor] | None = None, lr: float = LR, any_orientation: bool = False) -> Taught:
+          init: dict[str, torch.Tensor] | None = None, lr: float = LR, any_orientation: bool = False,
+          keep_last: bool = False, watched: str = "held-out") -> Taught:
     """Train from scratch, or on from `init` (weights that already work: with a smaller `lr`); keep the epoch the
-    held-out crops prefer. `epoch_size`: crops drawn an epoch (default: as many as the training set has, at least
-    MIN_EPOCH).
+    held-out crops prefer, or with `keep_last` run every epoch and keep the last (the held-out crops only watched:
+    a retraining with no crops to spare for choosing). `epoch_size`: crops drawn an epoch (default: as many as the
+    training set has, at least MIN_EPOCH). `watched`: what the crops that choose are called in its log lines.
     `any_orientation`: the classes do not depend on how a crop is turned, so each is drawn turned or mirrored at
     random (with its golden crop alike): a board design's traces run its own ways, another design's others."""
     t0 = time.perf_counter()
@@ -184,16 +187,16 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
         score = epoch_score(loss, ev.defect_recall, len(classes))
         history.append({"epoch": epoch, "draws": len(draw), "heldout_loss": loss, "defect_recall": ev.defect_recall,
                         "false_call_rate": ev.false_call_rate, "macro_f1": ev.macro_f1, "threshold": t})
-        better = best is None or score > best
+        better = best is None or score > best or keep_last
         if better:
             best, best_epoch = score, epoch
             best_state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-        say(f"epoch {epoch}/{epochs}: held-out loss {loss:.4f}, defect recall {100 * (ev.defect_recall or 0):.2f}% "
+        say(f"epoch {epoch}/{epochs}: {watched} loss {loss:.4f}, defect recall {100 * (ev.defect_recall or 0):.2f}% "
             f"at {100 * (ev.false_call_rate or 0):.2f}% false calls, macro F1 {100 * (ev.macro_f1 or 0):.1f}%"
-            + (" (best so far)" if better else f" (best: epoch {best_epoch})"))
+            + ("" if keep_last else " (best so far)" if better else f" (best: epoch {best_epoch})"))
         bar.set_postfix(recall=f"{ev.defect_recall or 0:.3f}", best=best_epoch)
-        if epoch - max(best_epoch, settled) >= patience:
-            say(f"no better held-out recall for {patience} epochs: stopped early, keeping epoch {best_epoch}")
+        if not keep_last and epoch - max(best_epoch, settled) >= patience:
+            say(f"no better {watched} recall for {patience} epochs: stopped early, keeping epoch {best_epoch}")
             break
     bar.close()
     assert best_state is not None

@@ -1,0 +1,90 @@
+"""The training items a retraining sets aside to choose its epoch by, so that the gate's held-out items chose nothing.
+
+Why: a retraining keeps the epoch its validation prefers and is then judged by the gate on held-out items. When
+both are the same items the gate reads an epoch picked to score well on them (docs/pages/ml/labelled-images.md: an
+epoch chosen by the line's own measure on the held-out images passed versions that flag fewer narrow voids on fresh
+panels than the old weights, and Ultralytics' box fitness on them kept an early epoch in two of four detector
+retrainings, both refused). So a share of the training side is set aside by identity (an item's near-copies go
+with it), each stratum on its own: where the item came from (the reviews, the set it was taught from) and whether it
+holds a defect, so that the reviewed defects, the look the retraining is for, are among them. A stratum with too few
+identities to spare one gives none. The items set aside are neither trained on nor scored.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from .folder import stratified_heldout
+
+EPOCH_SHARE = 0.15  # of each stratum's identities
+MIN_STRATUM = 4  # identities a stratum needs before it gives any up: fewer are all taught
+PURPOSE = "epoch choice"  # its own hash: independent of the held-out split's
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a training item came from, what it is, and whether it holds a defect: what it is stratified by."""
+    source: str  # "reviewed" | "taught"
+    identity: str
+    defective: bool
+
+
+def set_aside(items: Sequence[Origin], share: float = EPOCH_SHARE) -> list[bool]:
+    """Per item, whether it is set aside to choose the epoch by. An identity holding any defect counts as
+    defective (its items go together); fixed by the identities, whatever order they come in."""
+    defective: dict[tuple[str, str], bool] = {}
+    for item in items:
+        key = (item.source, item.identity)
+        defective[key] = defective.get(key, False) or item.defective
+    strata: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    for (source, identity), bad in defective.items():
+        stratum = f"{source}/{'defective' if bad else 'clean'}"
+        strata[f"{source}\0{identity}"] = stratum
+        sizes[stratum] = sizes.get(stratum, 0) + 1
+    chosen = stratified_heldout({k: s for k, s in strata.items() if sizes[s] >= MIN_STRATUM}, share, PURPOSE)
+    return [f"{item.source}\0{item.identity}" in chosen for item in items]
+
+
+@dataclass
+class EpochSides(Generic[T]):
+    """A retraining's training side divided: what it trains on (the taught set's, the reviews') and what it chooses
+    its epoch by."""
+    train_own: list[T]
+    train_reviewed: list[T]
+    epoch: list[T]
+    counts: dict[str, int] = field(default_factory=dict)  # set aside: items, reviewed, defective (the version's)
+    what: str = "images"
+
+    @property
+    def says(self) -> str:
+        """What was set aside, said to the engineer."""
+        if not self.epoch:
+            return (f"no training {self.what} set aside to choose the epoch by (too few to spare: each kind, good "
+                    f"and defective, reviewed and taught, needs {MIN_STRATUM} identities to give one up): the whole "
+                    "course is run and its last epoch kept")
+        n = self.counts
+        return (f"{n['items']} training {self.what} set aside to choose the epoch by ({n['reviewed']} reviewed, "
+                f"{n['defective']} with a defect), trained on none: the held-out {self.what} the gate reads chose "
+                "nothing but the threshold")
+
+
+def divide(own: Sequence[T], reviewed: Sequence[T], identity: Callable[[T], str], defective: Callable[[T], bool],
+           enough: Callable[[list[T]], bool], what: str = "images", share: float = EPOCH_SHARE) -> EpochSides[T]:
+    """The training side of a retraining (`own`: the set it was taught from; `reviewed`: the reviews') divided into
+    what it trains on and what chooses its epoch; where what would be set aside cannot choose one (`enough` says:
+    a detector's fitness needs boxes, a classifier's recall good crops and defects), everything is trained on."""
+    origins = [Origin("taught", identity(x), defective(x)) for x in own] + \
+              [Origin("reviewed", identity(x), defective(x)) for x in reviewed]
+    aside = set_aside(origins, share)
+    epoch = [x for x, a in zip([*own, *reviewed], aside) if a]
+    if not enough(epoch):
+        return EpochSides(list(own), list(reviewed), [], {}, what)
+    n = len(own)
+    picked = [o for o, a in zip(origins, aside) if a]
+    return EpochSides([x for x, a in zip(own, aside[:n]) if not a], [x for x, a in zip(reviewed, aside[n:]) if not a],
+                      epoch, {"items": len(picked), "reviewed": sum(o.source == "reviewed" for o in picked),
+                              "defective": sum(o.defective for o in picked)}, what)

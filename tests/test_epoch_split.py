@@ -1,0 +1,64 @@
+"""A retraining chooses its epoch on training items set aside, never on the held-out items its gate reads."""
+from __future__ import annotations
+
+import numpy as np
+
+from inspector.experts.resnet import ResNetClassifier
+from inspector.training.labelled.epoch_split import MIN_STRATUM, Origin, divide, set_aside
+from inspector.training.labelled.trainer import Crops, train
+
+
+def _origins(source: str, n: int, defective: bool, prefix: str) -> list[Origin]:
+    return [Origin(source, f"{prefix}{i}", defective) for i in range(n)]
+
+
+def test_each_kind_gives_up_a_share_by_identity_whatever_the_order() -> None:
+    items = (_origins("taught", 40, False, "g") + _origins("taught", 40, True, "d")
+             + _origins("reviewed", 8, True, "r") + _origins("reviewed", MIN_STRATUM - 1, False, "c"))
+    aside = set_aside(items)
+    picked = {(o.source, o.defective): 0 for o in items}
+    for o, a in zip(items, aside):
+        picked[(o.source, o.defective)] += a
+    # every kind with enough identities gives at least one and keeps at least one; a kind too small gives none
+    assert 0 < picked[("taught", False)] < 40 and 0 < picked[("taught", True)] < 40
+    assert 0 < picked[("reviewed", True)] < 8 and picked[("reviewed", False)] == 0
+    assert sum(aside) < 0.3 * len(items)
+    # fixed by the identities: the same items fall the same way in any order
+    order = np.random.default_rng(1).permutation(len(items))
+    again = set_aside([items[i] for i in order])
+    assert [aside[i] for i in order] == again
+
+
+def test_an_identitys_items_go_together_and_count_as_defective_when_any_is() -> None:
+    # four windows of each of 12 boards: a board's windows (near-copies) are never split between the sides
+    items = [Origin("taught", f"board{b}", w == 0) for b in range(12) for w in range(4)]
+    aside = set_aside(items)
+    by_board: dict[str, set[bool]] = {}
+    for o, a in zip(items, aside):
+        by_board.setdefault(o.identity, set()).add(a)
+    assert all(len(sides) == 1 for sides in by_board.values()) and any(aside)
+
+
+def test_a_set_aside_that_cannot_choose_is_trained_on() -> None:
+    own = [("g", i) for i in range(10)]  # good only: a classifier's recall needs a defect among them
+    sides = divide(own, [], lambda x: f"{x[0]}{x[1]}", lambda x: x[0] == "d",
+                   lambda epoch: len({x[0] for x in epoch}) == 2, "crops")
+    assert sides.epoch == [] and sides.train_own == own and "its last epoch kept" in sides.says
+    both = own + [("d", i) for i in range(10)]
+    sides = divide(both, [], lambda x: f"{x[0]}{x[1]}", lambda x: x[0] == "d",
+                   lambda epoch: len({x[0] for x in epoch}) == 2, "crops")
+    assert sides.epoch and set(sides.epoch).isdisjoint(sides.train_own)
+    assert sorted(sides.epoch + sides.train_own) == sorted(both) and "set aside to choose the epoch by" in sides.says
+
+
+def test_keep_last_runs_every_epoch_and_keeps_the_last() -> None:
+    # crops the watched ones call the other way round: every epoch makes them worse, so choosing keeps the first
+    rng = np.random.default_rng(0)
+    labels = np.array([0, 1] * 8)
+    noise = rng.integers(0, 20, (len(labels), 16, 16, 3), dtype=np.uint8)
+    images = [np.full((16, 16, 3), 40 if bad else 200, dtype=np.uint8) + n for bad, n in zip(labels, noise)]
+    crops, wrong = Crops(images, labels), Crops(images, 1 - labels)
+    arch = ResNetClassifier(10, input_size=32)
+    chosen = train(arch, ("ok", "bad"), crops, wrong, epochs=4, patience=1, epoch_size=64)
+    last = train(arch, ("ok", "bad"), crops, wrong, epochs=4, patience=1, epoch_size=64, keep_last=True)
+    assert chosen.best_epoch == 1 and last.best_epoch == last.epochs_run == 4 and len(last.history) == 4
