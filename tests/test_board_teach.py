@@ -382,6 +382,9 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
     zoo = Zoo.load(Path(doc["zoo"]))
     for t in doc["types"]:  # each type served by its own entry at its own threshold
         assert zoo.entries[f"cls-{t['type']}"].spec["good_margin"] == pytest.approx(t["threshold"])
+    # each part's type kept with the teaching: a retraining's epoch set is drawn type by type from it
+    taught_version = zoo.entries[f"cls-{doc['types'][0]['type']}"].versions[0]
+    assert taught_version["identity_kinds"] == {p.ref: c.name for c, p in rules.placements()}
     r = cli("--models", str(box_models), "board", "check", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"],
             *(str(root / f"{p}.png") for p in ("other", "bare", "noise")), "--json", str(root / "check.json"))
     assert r.returncode == 0, r.stderr

@@ -29,6 +29,17 @@ def test_each_kind_gives_up_a_share_by_identity_whatever_the_order() -> None:
     assert [aside[i] for i in order] == again
 
 
+def test_each_kind_its_teacher_recorded_is_a_stratum_and_a_type_of_few_parts_keeps_them_to_train_on() -> None:
+    # board teaching: the parts (identities) of a type of 12 parts and of twenty types of one part each
+    parts = {f"C{i}": "0402" for i in range(12)} | {f"U{i}": f"type{i}" for i in range(20)}
+    items = [Origin("taught", ref, bad, kind) for ref, kind in parts.items() for bad in (False, True)]
+    picked = {o.identity for o, a in zip(items, set_aside(items)) if a}
+    assert picked and all(parts[ref] == "0402" for ref in picked)
+    # without the kinds the same parts are one stratum: one-part types are set aside like any part
+    blind = set_aside([Origin(o.source, o.identity, o.defective) for o in items])
+    assert any(parts[o.identity] != "0402" for o, a in zip(items, blind) if a)
+
+
 def test_an_identitys_items_go_together_and_count_as_defective_when_any_is() -> None:
     # four windows of each of 12 boards: a board's windows (near-copies) are never split between the sides
     items = [Origin("taught", f"board{b}", w == 0) for b in range(12) for w in range(4)]

@@ -467,7 +467,7 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     t2 = time.perf_counter()
     expert = expert_name(rules.recipe)
     taught = teach(TeachPlan(expert, folder, zoo_root, good=GOOD, depth=plan.depth, heldout_share=plan.heldout_share,
-                             heldout=held,
+                             heldout=held, kinds={p.ref: c.name for c, p in rules.placements()},
                              epochs=plan.epochs, patience=plan.patience, seed=plan.seed,
                              false_call_budget=plan.false_call_budget,
                              reference=None if plan.comparison == "none" else mirror,

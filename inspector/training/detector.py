@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def train_detector(arch: YoloDetector, train: list[PartSample], val: list[PartSa
 def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | list[str], epochs: int, seed: int,
                       batch: int = 64, patience: int = 0, validate: bool = False,
                       flips: bool = False, imgsz: int | None = None, init: dict[str, torch.Tensor] | None = None,
-                      lr: float = 0.004) -> dict[str, torch.Tensor]:
+                      lr: float = 0.004, say: Callable[[str], None] | None = None) -> dict[str, torch.Tensor]:
     """Ultralytics' own trainer on the YOLO set under `root` (images/train, images/val, labels/...), offline, on the
     CPU, from the model yaml; the weights of its best epoch (by its validation fitness when `validate`), else the
     last. Its images are already what the expert is served (normalised, fitted to the input), so the trainer's
@@ -80,7 +81,8 @@ def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | l
     epochs without a better validation fitness before stopping (0: never). `imgsz`: the side of the images written
     when it is not the expert's input (tiles of its served images, labelled/tiles.py). `init`: weights to train on
     from (a fine-tune: no warm-up, whose first steps would shake what they know), handed to the trainer as a
-    checkpoint file, the way every Ultralytics version takes pretrained weights."""
+    checkpoint file, the way every Ultralytics version takes pretrained weights. `say`: told which epoch was kept
+    of how many run."""
     from ultralytics import YOLO  # heavy import, only when training
 
     listed = "\n".join(f"  {i}: {n}" for i, n in enumerate(names))
@@ -102,8 +104,14 @@ def ultralytics_train(arch: YoloDetector, root: Path, names: tuple[str, ...] | l
                 translate=0.0, scale=0.1, degrees=0.0, hsv_h=0.0, hsv_s=0.0, hsv_v=0.0, val=validate,
                 close_mosaic=0, warmup_epochs=1 if init is None else 0, patience=patience, save=True, cache=False,
                 optimizer="AdamW", lr0=lr)
-    weights = Path(model.trainer.last if model.trainer.best is None or not Path(model.trainer.best).is_file()
-                   else model.trainer.best)
+    trainer = model.trainer
+    best = trainer.best is not None and Path(trainer.best).is_file()
+    weights = Path(trainer.best if best else trainer.last)
+    if say is not None:
+        run = trainer.epoch + 1
+        kept = trainer.stopper.best_epoch if best and validate else run
+        say(f"kept epoch {kept} of {run} run" + (f" (its validation fitness: none better for {patience} epochs)"
+                                                 if validate and run < epochs else ""))
     ckpt = torch.load(weights, map_location="cpu", weights_only=False)
     net = (ckpt.get("ema") or ckpt["model"]).float()
     return {k: v.detach().clone().contiguous() for k, v in net.state_dict().items()}

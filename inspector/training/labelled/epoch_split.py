@@ -7,7 +7,9 @@ panels than the old weights, and Ultralytics' box fitness on them kept an early 
 retrainings, both refused). So a share of the training side is set aside by identity (an item's near-copies go
 with it), each stratum on its own: where the item came from (the reviews, the set it was taught from) and whether it
 holds a defect, so that the reviewed defects, the look the retraining is for, are among them. A stratum with too few
-identities to spare one gives none. The items set aside are neither trained on nor scored.
+identities to spare one gives none; where the teacher recorded each identity's kind (board teaching: a part's type),
+each kind is a stratum of its own, so a type with a part or two keeps them to train on. The items set aside are
+neither trained on nor scored.
 """
 from __future__ import annotations
 
@@ -30,19 +32,22 @@ class Origin:
     source: str  # "reviewed" | "taught"
     identity: str
     defective: bool
+    kind: str = ""  # what else it is stratified by where known (board teaching: the part's type)
 
 
 def set_aside(items: Sequence[Origin], share: float = EPOCH_SHARE) -> list[bool]:
     """Per item, whether it is set aside to choose the epoch by. An identity holding any defect counts as
     defective (its items go together); fixed by the identities, whatever order they come in."""
     defective: dict[tuple[str, str], bool] = {}
+    kinds: dict[tuple[str, str], str] = {}
     for item in items:
         key = (item.source, item.identity)
         defective[key] = defective.get(key, False) or item.defective
+        kinds[key] = item.kind
     strata: dict[str, str] = {}
     sizes: dict[str, int] = {}
     for (source, identity), bad in defective.items():
-        stratum = f"{source}/{'defective' if bad else 'clean'}"
+        stratum = f"{source}/{kinds[(source, identity)]}/{'defective' if bad else 'clean'}"
         strata[f"{source}\0{identity}"] = stratum
         sizes[stratum] = sizes.get(stratum, 0) + 1
     chosen = stratified_heldout({k: s for k, s in strata.items() if sizes[s] >= MIN_STRATUM}, share, PURPOSE)
@@ -73,11 +78,13 @@ class EpochSides(Generic[T]):
 
 
 def divide(own: Sequence[T], reviewed: Sequence[T], identity: Callable[[T], str], defective: Callable[[T], bool],
-           enough: Callable[[list[T]], bool], what: str = "images", share: float = EPOCH_SHARE) -> EpochSides[T]:
+           enough: Callable[[list[T]], bool], what: str = "images", share: float = EPOCH_SHARE,
+           kind: Callable[[T], str] = lambda _x: "") -> EpochSides[T]:
     """The training side of a retraining (`own`: the set it was taught from; `reviewed`: the reviews') divided into
     what it trains on and what chooses its epoch; where what would be set aside cannot choose one (`enough` says:
-    a detector's fitness needs boxes, a classifier's recall good crops and defects), everything is trained on."""
-    origins = [Origin("taught", identity(x), defective(x)) for x in own] + \
+    a detector's fitness needs boxes, a classifier's recall good crops and defects), everything is trained on.
+    `kind`: each taught item's kind where its teacher recorded one (a type with one part keeps it to train on)."""
+    origins = [Origin("taught", identity(x), defective(x), kind(x)) for x in own] + \
               [Origin("reviewed", identity(x), defective(x)) for x in reviewed]
     aside = set_aside(origins, share)
     epoch = [x for x, a in zip([*own, *reviewed], aside) if a]

@@ -238,7 +238,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
         torch.manual_seed(seed)
         state = ultralytics_train(arch, root, classes, epochs, seed, 16, max(2, epochs // 3) if chooses else 0,
                                   chooses, flips=turned, imgsz=None if tiling is None else tiling.size, init=old,
-                                  lr=LR)
+                                  lr=LR, say=say)
     served = arch.threshold
     modules = [arch.materialize(weights, torch.device("cpu")) for weights in (old, state)]
     found = {name: [detect(arch, module, [picture for picture, _ in pairs[name]],

@@ -108,16 +108,19 @@ def subset(crops: Crops, at: list[int]) -> Crops:
                  None if crops.identities is None else [crops.identities[i] for i in at])
 
 
-def epoch_crops(own: Crops, reviewed: Crops) -> tuple[Crops, Crops, EpochSides[tuple[Crops, int]]]:
+def epoch_crops(own: Crops, reviewed: Crops,
+                kinds: dict[str, str] | None = None) -> tuple[Crops, Crops, EpochSides[tuple[Crops, int]]]:
     """The taught set's and the reviews' training crops, less those set aside to choose the epoch by
-    (epoch_split.py), and what was set aside (its `epoch`: each crop's (crops, index))."""
+    (epoch_split.py), and what was set aside (its `epoch`: each crop's (crops, index)). `kinds`: each taught
+    identity's kind, where its teacher recorded them (board teaching: a part's type)."""
     def identity(item: tuple[Crops, int]) -> str:
         crops, i = item
         return crops.identities[i] if crops.identities is not None else f"#{i}"
 
     sides = divide([(own, i) for i in range(len(own))], [(reviewed, i) for i in range(len(reviewed))], identity,
                    lambda item: bool(item[0].labels[item[1]] != 0),
-                   lambda epoch: len({bool(c.labels[i] != 0) for c, i in epoch}) == 2, "crops")
+                   lambda epoch: len({bool(c.labels[i] != 0) for c, i in epoch}) == 2, "crops",
+                   kind=lambda item: (kinds or {}).get(identity(item), ""))
     return (subset(own, [i for _, i in sides.train_own]), subset(reviewed, [i for _, i in sides.train_reviewed]),
             sides)
 
@@ -222,7 +225,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     if not len(heldout) or not (heldout.labels == 0).any() or not (heldout.labels != 0).any():
         raise ValueError(f"the held-out crops of {expert} need good parts and defects to choose its threshold on; "
                          "review more parts (a share of them is held out)")
-    own_train, reviewed_train, aside = epoch_crops(own["train"], reviewed["train"])
+    own_train, reviewed_train, aside = epoch_crops(own["train"], reviewed["train"], origin.get("identity_kinds"))
     say(aside.says)
     times = repeats(len(own_train), len(reviewed_train))
     train_set = joined(own_train, repeated(reviewed_train, times))

@@ -53,6 +53,7 @@ class TeachPlan:
     any_orientation: bool = False  # the classes do not depend on a crop's orientation: train on it turned too
     reference_kind: str = "composite"  # how it compares (experts/base.py REFERENCES): colour keeps colour
     heldout: frozenset[str] | None = None  # the identities to hold out, chosen by the caller; None: the hash split
+    kinds: dict[str, str] | None = None  # each identity's kind (board teaching: a part's type), kept for retraining
 
 
 @dataclass
@@ -169,6 +170,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                "dataset": str(plan.source), "reference": None if plan.reference is None else str(plan.reference),
                "threshold": taught.threshold, "heldout_share": plan.heldout_share, "split": sides.how,
                "heldout_identities": None if plan.heldout is None else sorted(plan.heldout),
+               "identity_kinds": None if plan.kinds is None else dict(sorted(plan.kinds.items())),
                "any_orientation": plan.any_orientation,
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})

@@ -193,7 +193,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
         if tiling is not None:
             say(f"{taught} tiles of {tiling.size} px to train on")
         state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True,
-                                  flips=plan.any_orientation, imgsz=None if tiling is None else tiling.size)
+                                  flips=plan.any_orientation, imgsz=None if tiling is None else tiling.size, say=say)
     module = arch.materialize(state, torch.device("cpu"))
     found = detect(arch, module, [picture for picture, _ in held],
                    None if goldens["heldout"] is None else [golden for _, golden in held])
