@@ -527,38 +527,60 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert "training crops set aside to choose the epoch by" in r.says[0] and aside["reviewed"] > 0
     reviewed_train = sum(item["expert"] == "cls-TR" and item["split"] == "train" for item in report.items)
     assert r.reviewed_train == entry.versions[1]["reviewed_train"] == reviewed_train - aside["reviewed"]
-    # the new weights called on a calibration fitted without each crop (cross-fitted) where the crops allow it
-    assert "shifted by" in r.says[1] and ("on the shift fitted on the other half of them" in r.says[1]
-                                          or "too few to call each on a shift fitted without it" in r.says[1])
+    # the new weights' own margin, chosen again by teaching's rule and carried as the version's operating point; the
+    # type is served at the median above, off teaching's margin, and the new margin keeps that offset
+    added = entry.versions[1]
+    assert added["operating"] == {"good_margin": added["threshold"]} and "teaching's rule" in r.says[1]
+    assert added["served_margin"] == pytest.approx(float(odds.median()))
+    assert added["margin_offset"] == pytest.approx(float(odds.median()) - entry.versions[0]["threshold"])
+    assert f"served at margin {float(odds.median()):.3f}" in r.says[1] and "keeps that" in r.says[1]
+    # scored at a margin chosen without each crop's part (cross-fitted) where the parts allow it
+    assert ("each held-out crop called at the margin chosen on the other half of the parts" in r.says[1]
+            or "scored on the crops it was chosen on" in r.says[1])
+    # served (forced past its gate), it calls at its own margin; rolled back, the old weights at theirs
+    from inspector.experts.versions import activate, rollback
+
+    assert activate(Zoo.load(tmp_path / "zoo"), "cls-TR", added["weights_sha256"], force=True).spec["good_margin"] \
+        == pytest.approx(added["threshold"])
+    assert rollback(Zoo.load(tmp_path / "zoo"), "cls-TR").spec["good_margin"] == pytest.approx(float(odds.median()))
 
 
-def test_a_retrained_classifiers_calibration_is_scored_on_crops_it_was_not_fitted_on() -> None:
-    """The new weights are called on each held-out crop at the served margin after a shift fitted on the other half
-    of the crops (each kind shared evenly, by a hash of the pixels): new weights that only moved the scale are
-    called exactly as the old ones, and a good crop the fitting half never saw can be a false call."""
-    from inspector.training.labelled.metrics import logodds
-    from inspector.training.labelled.retrain_taught import cross_fitted_flags
-    from inspector.training.labelled.trainer import Crops
+def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_scored_on_parts_it_was_not_chosen_on(
+) -> None:
+    """The new weights get the margin teaching's rule chooses for their own log-odds (a pure move of the scale moves
+    the margin with it and changes no call), moved as far as the served margin sits from teaching's; every held-out
+    crop is called at the margin chosen on the other half of the parts, a part's crops together."""
+    from inspector.training.labelled.classifier_margin import identity_halves, new_margin
+    from inspector.training.labelled.trainer import Crops, served_threshold
 
     rng = np.random.default_rng(0)
-    labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])
-    crops = Crops([rng.integers(0, 255, (8, 8, 3), dtype=np.uint8) for _ in labels], labels)
-    odds = np.array([3.0, 2.5, 2.0, 1.5, -1.0, -2.0, -0.5, -3.0])
-    old = np.stack([odds, np.zeros_like(odds)], axis=1)  # 2 classes: log-odds of good = the good logit
-    moved = old + np.array([-4.0, 0.0])  # the scale moved by -4: calibration puts it back
-    flags, shifts = cross_fitted_flags(old, moved, crops, 0.0)
-    assert shifts == pytest.approx((4.0, 4.0)) and np.array_equal(flags, logodds(old) < 0.0)
-    assert flags.tolist() == [False] * 4 + [True] * 4
-    # one good crop the new weights score far lower: the half that holds it fits a small shift, and the other
-    # half's good crops are called at it; the half without it fits a large one, and that good crop is flagged
-    odd = moved.copy()
-    odd[3, 0] = -9.0
-    flags, shifts = cross_fitted_flags(old, odd, crops, 0.0)
-    assert shifts[0] != shifts[1] and flags[3]
-    again, _ = cross_fitted_flags(old[::-1], odd[::-1], Crops(crops.images[::-1], labels[::-1]), 0.0)
-    assert again.tolist() == flags.tolist()[::-1]  # halves by the crops' pixels, not their order
-    assert cross_fitted_flags(old, moved, Crops(crops.images[:5], labels[:5]), 0.0) == \
-        "4 good and 1 defective held-out crops: too few to call each on a shift fitted without it"
+    parts = [f"P{i}" for i in range(8) for _ in range(4)]  # eight parts, four crops each: two good, two defective
+    labels = np.array([0, 0, 1, 1] * 8)
+    crops = Crops([rng.integers(0, 255, (8, 8, 3), dtype=np.uint8) for _ in labels], labels, None, parts)
+    odds = np.where(labels == 0, 3.0, -3.0) + rng.normal(0, 1, len(labels))
+    fit = new_margin(odds, crops, 0.5, 0.5, 0.01, 0)
+    assert fit.offset == 0.0 and fit.margin == pytest.approx(served_threshold(odds, labels, parts, 0.01))
+    moved = new_margin(odds - 4.0, crops, 0.5, 0.5, 0.01, 0)
+    assert moved.margin == pytest.approx(fit.margin - 4.0) and np.array_equal(moved.flags, fit.flags)
+    tuned = new_margin(odds, crops, 1.5, 0.5, 0.01, 0)  # the type served a whole log-odds above teaching's margin
+    assert tuned.margin == pytest.approx(fit.margin + 1.0) and "keeps that" in tuned.why
+    # the halves: whole parts, each half holding good crops and defects
+    half = identity_halves(parts, labels != 0)
+    assert all(len({h for h, p in zip(half, parts) if p == name}) == 1 for name in set(parts)) and 0 < half.sum() < 32
+    # one good crop the new weights score far lower: on all the crops the margin goes under it (no false call
+    # allowed), but the other half's margin never saw it, and there it is a false call
+    odd = odds.copy()
+    odd[0] = -2.0
+    fit = new_margin(odd, crops, 0.5, 0.5, 0.01, 0)
+    assert fit.halves is not None and fit.flags[0] and not odd[0] < fit.margin
+    assert "each held-out crop called at the margin chosen on the other half of the parts" in fit.why
+    # halves by part name, not by order
+    again = new_margin(odd[::-1].copy(), Crops(crops.images[::-1], labels[::-1].copy(), None, parts[::-1]), 0.5, 0.5,
+                       0.01, 0)
+    assert again.flags.tolist() == fit.flags.tolist()[::-1]
+    # too few parts to choose on each half: scored in-sample, said to flatter
+    few = new_margin(odds[:4], Crops(crops.images[:4], labels[:4], None, parts[:4]), 0.5, 0.5, 0.01, 0)
+    assert few.halves is None and "optimistic" in few.why
 
 
 def test_reviews_retrain_a_golden_comparison_expert_beside_the_windows_the_line_compared(
@@ -770,19 +792,3 @@ def test_an_anomaly_expert_is_not_retrained_from_renders_and_says_how_it_learns(
     (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [asdict(entry)]}))
     with pytest.raises(ValueError, match=r"anomaly expert.*board teach --defects DIR"):
         retrain_classifier(Zoo.load(tmp_path), "cls-C1", tmp_path / "dataset", [])
-
-
-def test_a_calibration_shift_moves_every_crops_log_odds_of_good_by_itself() -> None:
-    """Retrained weights are put on the served ones' scale by the good class's bias: each crop's log-odds of good
-    moves by exactly the shift, so the served margin means what it meant."""
-    from inspector.experts.resnet import ResNetClassifier, good_logodds
-    from inspector.training.labelled.retrain_taught import shifted
-
-    arch = ResNetClassifier(10, 32, 3)
-    state = arch.random_state(0)
-    x = torch.rand(4, 3, 32, 32)
-    with torch.inference_mode():
-        before = good_logodds(arch.materialize(state, torch.device("cpu"))(x).float())
-        after = good_logodds(arch.materialize(shifted(state, -1.5), torch.device("cpu"))(x).float())
-    assert torch.allclose(after - before, torch.full_like(before, -1.5), atol=1e-4)
-    assert torch.equal(state["fc.bias"], arch.random_state(0)["fc.bias"])  # the served weights untouched

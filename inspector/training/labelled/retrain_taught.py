@@ -3,20 +3,19 @@
 `inspector zoo train --expert NAME --from DATASET` on a taught expert: the dataset's reviewed crops of it (exported
 under its own classes, `dataset export --zoo`) join the labelled folder it was taught from (still where its first
 version says, when it is), reviewed crops repeated to about a third of what it sees (each at most MAX_REPEATS
-times); it trains on from the weights in service at a quarter of the teaching's step, keeps the epoch preferred
-by training crops set aside for that (epoch_split.py: never the held-out crops the gate reads, the folder's held-out
-side and the reviewed held-out split; with too few to spare, the last epoch). It keeps the operating margin in its
-spec (a version swap changes weights, not the spec), so the new weights' log-odds are first shifted onto the served
-ones' scale (`calibration`), and records the threshold its held-out crops would choose beside it. No synthetic
-crops: the renderer never drew this expert's parts. The old and the new weights are scored on both held-out sets
-and the new ones added as a version, not served (`zoo activate`, or the kiosk's swap). An expert that compares
-with the golden board (board teaching's) reads each crop beside its golden window: the reviewed crops' the export
-cut from the rule set's golden board (results/golden_windows.py), its folder's from the golden crops it was taught
-beside.
+times); it trains on from the weights in service at a quarter of the teaching's step, keeps the epoch preferred by
+training crops set aside for that (epoch_split.py: never the held-out crops the gate reads, the folder's held-out
+side and the reviewed held-out split; with too few to spare, the last epoch). A fine-tune moves the scale of the
+log-odds, so the new weights get a margin of their own, chosen again by teaching's rule on the held-out crops (moved
+as far as the type's served margin sits from teaching's) and carried by the version as its operating point, scored
+cross-fitted (classifier_margin.py). No synthetic crops: the renderer never drew this expert's parts. The old and
+the new weights are scored on both held-out sets and the new ones added as a version, not served (`zoo activate`, or
+the kiosk's swap). An expert that compares with the golden board (board teaching's) reads each crop beside its
+golden window: the reviewed crops' the export cut from the rule set's golden board (results/golden_windows.py), its
+folder's from the golden crops it was taught beside.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -32,15 +31,15 @@ from ...experts.versions import add_version
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from ..retrain import Retrained, Score
+from .classifier_margin import new_margin
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
-from .metrics import halves, logodds
+from .metrics import logodds
 from .teach import TAUGHT, read_crops, split
-from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, operating_point, train
+from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, train
 
 REVIEWED_SHARE = 1 / 3
 MAX_REPEATS = 20  # a reviewed crop weighs at most as much as this many of the folder's
-CALIBRATION_BUDGET = 0.01  # the false-call share at which the new weights are put on the served ones' scale
 
 
 def taught_version(zoo: Zoo, expert: str) -> dict[str, Any] | None:
@@ -98,7 +97,8 @@ def read_listed(dataset: Path, file: str) -> np.ndarray:
 
 def joined(*parts: Crops) -> Crops:
     refs = None if any(p.references is None for p in parts) else [r for p in parts for r in p.references or []]
-    return Crops([im for p in parts for im in p.images], np.concatenate([p.labels for p in parts]), refs)
+    names = None if any(p.identities is None for p in parts) else [n for p in parts for n in p.identities or []]
+    return Crops([im for p in parts for im in p.images], np.concatenate([p.labels for p in parts]), refs, names)
 
 
 def subset(crops: Crops, at: list[int]) -> Crops:
@@ -140,46 +140,6 @@ def golden_mirror(origin: dict[str, Any], expert: str) -> Path:
     return mirror
 
 
-def calibration(old_logits: np.ndarray, new_logits: np.ndarray, labels: np.ndarray,
-                false_call_budget: float = CALIBRATION_BUDGET) -> float:
-    """What to add to the new weights' log-odds of good so that they call the held-out good crops as the served
-    weights do at any margin near the operating one: the served weights' threshold less the new ones', each the one
-    keeping `false_call_budget` on the held-out good crops (both weights' logits on the same crops, `labels` theirs).
-    A fine-tune moves the scale of the log-odds, so a margin kept across versions means another thing
-    without it (SnapperGPS, one type's margin -7.84: held-out recall there 72.0% served, 54.0% retrained, 63.6%
-    retrained and shifted; docs/pages/results/boards.md). Exact at the budget's own point (a taught classifier's
-    margin); a first-order correction at a type's margin far from it."""
-    return float(operating_point(old_logits, labels, false_call_budget)
-                 - operating_point(new_logits, labels, false_call_budget))
-
-
-def cross_fitted_flags(old_logits: np.ndarray, new_logits: np.ndarray, heldout: Crops, margin: float,
-                       false_call_budget: float = CALIBRATION_BUDGET) -> tuple[np.ndarray, tuple[float, float]] | str:
-    """Which held-out crops the new weights flag at the served `margin` when each is put on the served scale by the
-    shift calibrated on the other half of them (cross-fitting: a shift scored on the crops it was calibrated on
-    flatters itself), and the two shifts; why not, with fewer than two crops of a kind. Halves by a hash of each
-    crop's pixels: the same crops fall the same way every time."""
-    kinds = [int(v != 0) for v in heldout.labels]
-    good, bad = kinds.count(0), kinds.count(1)
-    if min(good, bad) < 2:
-        return f"{good} good and {bad} defective held-out crops: too few to call each on a shift fitted without it"
-    keys = [hashlib.sha256(np.ascontiguousarray(im).tobytes()).hexdigest() for im in heldout.images]
-    half = np.array(halves(kinds, keys))
-    shifts = [calibration(old_logits[half == h], new_logits[half == h], heldout.labels[half == h], false_call_budget)
-              for h in (0, 1)]
-    return logodds(new_logits) < margin - np.where(half == 0, shifts[1], shifts[0]), (shifts[0], shifts[1])
-
-
-def shifted(state: dict[str, torch.Tensor], shift: float) -> dict[str, torch.Tensor]:
-    """The weights with `shift` added to every crop's log-odds of good: the good class's bias in the last layer (the
-    log-odds are that logit less the log-sum-exp of the others')."""
-    out = dict(state)
-    bias = state["fc.bias"].clone()
-    bias[0] += shift
-    out["fc.bias"] = bias
-    return out
-
-
 def repeats(own: int, reviewed: int) -> int:
     """How many times each reviewed crop is taught an epoch: to about REVIEWED_SHARE of what the expert sees, but
     never more than MAX_REPEATS times (a handful of reviews repeated hundreds of times pulls the weights off all
@@ -218,7 +178,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
         say(f"{expert}: {len(reviewed['train'])} reviewed crops to train on, {len(reviewed['heldout'])} held out; "
             f"with the {len(own['train'])} + {len(own['heldout'])} crops of {folder_path} it was taught from")
     else:
-        own = {k: Crops([], np.zeros(0, dtype=np.int64), [] if compares else None) for k in ("train", "heldout")}
+        own = {k: Crops([], np.zeros(0, dtype=np.int64), [] if compares else None, []) for k in ("train", "heldout")}
         say(f"{expert}: its teaching folder {folder_path} is gone; training on the {len(reviewed['train'])} "
             "reviewed crops alone")
     heldout = joined(own["heldout"], reviewed["heldout"])
@@ -238,32 +198,29 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                    lr=LR / 4, any_orientation=turn, keep_last=not aside.epoch,
                    watched="set-aside" if aside.epoch else "held-out")
     new_logits, _ = logits_of(arch, arch.materialize(taught.state, torch.device("cpu")), heldout)
-    # the line calls with the margin in the expert's spec, which a version swap keeps: the new weights are put on the
-    # old ones' scale of log-odds first (calibrated), then both scored there
+    # the old weights are scored at the margin they are served at; the new at their own, chosen again by teaching's
+    # rule (a fine-tune moves the scale of the log-odds), cross-fitted (classifier_margin.py)
     cut = float(arch.good_margin if arch.good_margin is not None else origin.get("threshold") or 0.0)
     old_logits, _ = logits_of(arch, arch.materialize(old, torch.device("cpu")), heldout)
-    shift = calibration(old_logits, new_logits, heldout.labels)
-    state = shifted(taught.state, shift)
-    fitted = cross_fitted_flags(old_logits, new_logits, heldout, cut)
-    says = (f"the new weights' log-odds of good shifted by {shift:+.3f} onto the served ones' scale (the same "
-            "false-call budget on the held-out good crops at the same margin); "
-            + (f"each held-out crop called on the shift fitted on the other half of them ({fitted[1][0]:+.3f}, "
-               f"{fitted[1][1]:+.3f}): what the calibration does on crops it was not fitted on"
-               if not isinstance(fitted, str) else f"scored on the crops it was fitted on ({fitted}): optimistic"),)
+    budget = float(origin.get("false_call_budget") or FALSE_CALL_BUDGET)
+    taught_at = origin.get("threshold")
+    fit = new_margin(logodds(new_logits), heldout, cut, None if taught_at is None else float(taught_at), budget, seed)
+    says = (f"old weights: served at margin {cut:.3f}; new weights: {fit.why}",)
     say(says[0])
     own_n = len(own["heldout"])  # the held-out crops are the taught set's, then the reviewed ones (joined)
     sides = {"reviewed held-out": slice(own_n, len(heldout)), "taught held-out": slice(0, own_n)}
     old_flags = logodds(old_logits) < cut
-    new_flags = logodds(new_logits) + shift < cut if isinstance(fitted, str) else fitted[0]
+    new_flags = fit.flags
     defective = heldout.labels != 0
     scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
               for name, at in sides.items()}
     gate = recall_kept(scores, "crops")
     seconds = time.perf_counter() - t0
-    version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
-                          trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=cut,
-                          heldout_threshold=operating_point(new_logits, heldout.labels, FALSE_CALL_BUDGET) + shift,
-                          calibration_shift=shift, any_orientation=turn, reviewed_train=len(reviewed_train),
-                          synthetic_train=0, epoch_chosen_on=aside.counts or None, gate=gate,
+    version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
+                          trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=fit.margin,
+                          operating={"good_margin": fit.margin}, margin_chosen=fit.why, served_margin=cut,
+                          margin_offset=fit.offset, false_call_budget=budget, any_orientation=turn,
+                          reviewed_train=len(reviewed_train), synthetic_train=0,
+                          epoch_chosen_on=aside.counts or None, gate=gate,
                           eval={k: {"old": a.to_json(), "new": b.to_json()} for k, (a, b) in scores.items()})
     return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)

@@ -171,6 +171,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                "threshold": taught.threshold, "heldout_share": plan.heldout_share, "split": sides.how,
                "heldout_identities": None if plan.heldout is None else sorted(plan.heldout),
                "identity_kinds": None if plan.kinds is None else dict(sorted(plan.kinds.items())),
+               "false_call_budget": plan.false_call_budget,
                "any_orientation": plan.any_orientation,
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})

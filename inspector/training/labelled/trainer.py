@@ -131,6 +131,19 @@ def operating_point(logits: np.ndarray, labels: np.ndarray, false_call_budget: f
     return choose_threshold(lo[labels == 0], lo[labels != 0], false_call_budget)
 
 
+def served_threshold(odds: np.ndarray, labels: np.ndarray, identities: list[str] | None, false_call_budget: float,
+                     seed: int = 0) -> float:
+    """The margin a taught classifier is served at, from held-out log-odds of good (`odds`): the budget's operating
+    point, and where the crops' identities are known, no higher than where the budget held for 95% of resamples of
+    them (metrics.guarded_threshold). Teaching chooses it so, and a retraining chooses its new weights' so again."""
+    threshold = choose_threshold(odds[labels == 0], odds[labels != 0], false_call_budget)
+    if identities is None:
+        return threshold
+    good = labels == 0
+    return min(threshold, guarded_threshold(odds[good], [i for i, g in zip(identities, good) if g], false_call_budget,
+                                            seed=seed))
+
+
 def epoch_score(heldout_loss: float, defect_recall: float | None, classes: int) -> tuple[bool, float, float]:
     """How an epoch ranks (higher is kept): a held-out loss no worse than a uniform guess's first, then recall, then
     the lower loss."""
@@ -203,12 +216,7 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
     model.load_state_dict(best_state)
     model = model.to(memory_format=torch.contiguous_format)
     logits, _ = logits_of(arch, model, heldout)
-    threshold = operating_point(logits, heldout.labels, false_call_budget)
-    if heldout.identities is not None:  # served: the budget held for 95% of resamples of the held-out identities
-        good = heldout.labels == 0
-        threshold = min(threshold, guarded_threshold(logodds(logits)[good],
-                                                     [i for i, g in zip(heldout.identities, good) if g],
-                                                     false_call_budget, seed=seed))
+    threshold = served_threshold(logodds(logits), heldout.labels, heldout.identities, false_call_budget, seed)
     state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     return Taught(state, threshold, evaluate(classes, heldout.labels, logits, threshold), best_epoch, epoch,
                   time.perf_counter() - t0, history, logits)

@@ -1,0 +1,75 @@
+"""A retrained classifier's own margin: chosen again for its weights by teaching's rule, and scored cross-fitted.
+
+Why: a fine-tune moves the whole scale of the log-odds of good, so the margin the served weights were chosen at
+means another thing for the new ones. Until 2026-12-05 the new weights were shifted onto the served scale (one
+shift, fitted at the false-call budget's point) and kept the served margin; at a margin far from that point (a
+board's guarded margin, -7.84 on SnapperGPS) the shift moved by log-odds from one half of the held-out crops to the
+other, and the held-out recall with it (docs/pages/results/boards.md). Now the new weights get the margin teaching
+would have chosen for them (trainer.served_threshold: the budget on the held-out good crops, guarded by resampling
+their identities), moved by whatever moved the type's margin off teaching's (a board tune, an escape rate), and the
+version carries it as its operating point (experts/operating.py: activation serves it). It is scored cross-fitted:
+the held-out identities (a part's crops go together) are shared out in two halves, a margin chosen on each, every
+crop called at the one chosen on the other half: a margin scored on the crops it was chosen on flatters itself.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .metrics import halves
+from .trainer import Crops, served_threshold
+
+
+@dataclass(frozen=True)
+class NewMargin:
+    margin: float  # served with the new weights: teaching's rule on all the held-out crops, plus `offset`
+    offset: float  # how far the served margin sits from teaching's (a tune, an escape rate), kept
+    flags: np.ndarray  # each held-out crop flagged by the new weights, cross-fitted where it could be
+    halves: tuple[float, float] | None  # the margins chosen on each half (offset included); None: not cross-fitted
+    why: str  # said to the engineer
+
+
+def crop_identities(crops: Crops) -> list[str]:
+    """Each crop's identity, or where none is known a hash of its pixels (each crop then its own)."""
+    if crops.identities is not None:
+        return list(crops.identities)
+    return [hashlib.sha256(np.ascontiguousarray(im).tobytes()).hexdigest() for im in crops.images]
+
+
+def identity_halves(identities: list[str], defective: np.ndarray) -> np.ndarray:
+    """Each crop's half (0 or 1): the identities shared out in two, those holding a defect and those not each
+    evenly, by a hash of the identity (metrics.halves), an identity's crops together."""
+    bad: dict[str, bool] = {}
+    for name, d in zip(identities, defective):
+        bad[name] = bad.get(name, False) or bool(d)
+    names = sorted(bad)
+    half_of = dict(zip(names, halves([int(bad[n]) for n in names], names)))
+    return np.array([half_of[n] for n in identities], dtype=np.int64)
+
+
+def new_margin(odds: np.ndarray, heldout: Crops, served: float, taught: float | None, budget: float,
+               seed: int) -> NewMargin:
+    """The new weights' margin from their held-out log-odds of good (`odds`), and their cross-fitted calls.
+    `served`: the margin the type is served at; `taught`: the one teaching chose (None: unknown, no offset)."""
+    identities = crop_identities(heldout)
+    offset = 0.0 if taught is None else served - float(taught)
+    margin = served_threshold(odds, heldout.labels, identities, budget, seed) + offset
+    defective = heldout.labels != 0
+    half = identity_halves(identities, defective)
+    moved = (f"; the type's margin sits {offset:+.3f} from teaching's (a tune or an escape rate moved it): the new "
+             "margin keeps that" if abs(offset) > 1e-9 else "")
+    rule = (f"margin {margin:.3f}, teaching's rule on {int((~defective).sum())} good and {int(defective.sum())} "
+            f"defective held-out crops (false calls within {100 * budget:g}% for 95% of resamples of their parts)"
+            + moved)
+    if any(not ((half == h) & defective).any() or not ((half == h) & ~defective).any() for h in (0, 1)):
+        return NewMargin(margin, offset, odds < margin, None,
+                         f"{rule}; scored on the crops it was chosen on (a half of them holds no good crop or no "
+                         "defect: too few parts to choose on each half): optimistic")
+    chosen = [served_threshold(odds[half == h], heldout.labels[half == h],
+                               [n for n, k in zip(identities, half == h) if k], budget, seed) + offset for h in (0, 1)]
+    flags = odds < np.where(half == 0, chosen[1], chosen[0])
+    return NewMargin(margin, offset, flags, (chosen[0], chosen[1]),
+                     f"{rule}; each held-out crop called at the margin chosen on the other half of the parts "
+                     f"({chosen[0]:.3f}, {chosen[1]:.3f}): what the rule does on crops it was not chosen on")
