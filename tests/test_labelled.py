@@ -792,3 +792,21 @@ def test_an_anomaly_expert_is_not_retrained_from_renders_and_says_how_it_learns(
     (tmp_path / "manifest.json").write_text(json.dumps({"build_key": "t", "experts": [asdict(entry)]}))
     with pytest.raises(ValueError, match=r"anomaly expert.*board teach --defects DIR"):
         retrain_classifier(Zoo.load(tmp_path), "cls-C1", tmp_path / "dataset", [])
+
+
+def test_a_passed_gate_says_on_how_few_defects_a_loss_could_show() -> None:
+    """The gate reads recall on each held-out set; a loss can only show among the defects the served weights find,
+    and where those are few its pass says what it cannot have seen."""
+    from inspector.training.labelled.retrain_taught import recall_kept
+    from inspector.training.retrain import FEW_DEFECTS, Score, gate_caution
+
+    few = {"reviewed held-out": (Score.counted(10, 12, 0, 8), Score.counted(11, 12, 0, 8)),
+           "reviewed unboxed": (Score.counted(0, 7, 0, 0), Score.counted(0, 7, 0, 0))}  # nothing found: none to lose
+    gate = recall_kept(few, "images")
+    assert gate["passed"] and gate["losses_seen_on"] == {"reviewed held-out": 10}
+    said = gate_caution(gate)
+    assert "10 reviewed held-out defects the served weights find" in said and "under 1 in 10 (10%)" in said
+    many = {"reviewed held-out": (Score.counted(FEW_DEFECTS, 40, 0, 8), Score.counted(FEW_DEFECTS, 40, 0, 8))}
+    said = gate_caution(recall_kept(many, "images"))
+    assert f"the {FEW_DEFECTS} reviewed held-out defects" in said and "cannot show" not in said
+    assert gate_caution({"passed": True, "reasons": []}) == ""  # a gate that recorded none (the demo's) says nothing

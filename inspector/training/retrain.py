@@ -35,6 +35,7 @@ FINE_TUNE_LR = LR / 4  # from weights that already work: a smaller step keeps wh
 REVIEWED_SHARE = 1 / 3
 NEW_LOOK_PER_CROP = 3  # defects made from each reviewed good crop (new_look.py), the classes in turn
 RECALL_FLOOR = 0.95  # the recall gate: the new version's recall on held-out new-look defects must reach this
+FEW_DEFECTS = 30  # held-out defects in a set under which a taught expert's passed gate says what it cannot see
 NEW_LOOK = "new-look defects"  # the held-out set of defects made from held-out reviewed crops
 
 
@@ -203,6 +204,21 @@ def warnings(r: Retrained) -> list[str]:
     return out
 
 
+def gate_caution(gate: dict[str, Any]) -> str:
+    """Beside a pass of a gate that recorded its evidence: on how many held-out defects a loss could show (those the
+    served weights find), and where they are few, what cannot show (a small loss, a kind of defect lost that they
+    hold once or twice)."""
+    seen: dict[str, int] = gate.get("losses_seen_on") or {}
+    if not seen:
+        return ""
+    names = [f"{n} {name}" for name, n in seen.items()]
+    counts = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    fewest = min(seen.values())
+    return (f"; a loss could show on the {counts} defects the served weights find" + (
+        f": a loss of recall under 1 in {fewest} ({100 / fewest:.0f}%), or of a kind of defect they hold once or "
+        "twice, cannot show on so few; review more parts before trusting a pass" if fewest < FEW_DEFECTS else ""))
+
+
 def format_scores(r: Retrained) -> str:
     """The old-against-new table the command prints."""
     def pct(v: float | None) -> str:
@@ -216,7 +232,7 @@ def format_scores(r: Retrained) -> str:
                     f"{f'{n.false_calls}/{n.good} {pct(n.false_call_rate)}':>16}")
     gate = r.gate or {}
     rule = gate.get("rule") or f"recall under the new look at least {100 * RECALL_FLOOR:.0f}%"
-    verdict = ([f"recall gate: passed ({rule})"]
+    verdict = ([f"recall gate: passed ({rule})" + gate_caution(gate)]
                if gate.get("passed") else
                [f"recall gate: REFUSED, not to be served ({'; '.join(gate.get('reasons', []))}); inspector zoo "
                 "activate --force serves it anyway"] if gate else [])

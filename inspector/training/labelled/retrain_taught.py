@@ -149,12 +149,15 @@ def repeats(own: int, reviewed: int) -> int:
 
 def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str) -> dict[str, Any]:
     """The gate of an expert retrained from its own data and reviews: recall (of defects found, at the served
-    operating point) on no held-out set below the served weights'."""
+    operating point) on no held-out set below the served weights'. It records on how many defects of each set a loss
+    could show (those the served weights find): where they are few, a loss cannot show (retrain.gate_caution says so
+    beside a pass)."""
     reasons = [f"recall on the {name} {unit} fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}%"
                for name, (o, n) in scores.items() if o.recall is not None and n.recall is not None
                and n.recall < o.recall]
     return {"passed": not reasons, "reasons": reasons,
-            "rule": "recall on no held-out set below the served weights'"}
+            "rule": "recall on no held-out set below the served weights'",
+            "losses_seen_on": {name: o.found for name, (o, _n) in scores.items() if o.found}}
 
 
 def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
