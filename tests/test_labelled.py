@@ -572,7 +572,7 @@ def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_sc
     odd = odds.copy()
     odd[0] = -2.0
     fit = new_margin(odd, crops, 0.5, 0.5, 0.01, 0)
-    assert fit.halves is not None and fit.flags[0] and not odd[0] < fit.margin
+    assert fit.half_margins is not None and fit.flags[0] and not odd[0] < fit.margin
     assert "each held-out crop called at the margin chosen on the other half of the parts" in fit.why
     # halves by part name, not by order
     again = new_margin(odd[::-1].copy(), Crops(crops.images[::-1], labels[::-1].copy(), None, parts[::-1]), 0.5, 0.5,
@@ -580,7 +580,7 @@ def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_sc
     assert again.flags.tolist() == fit.flags.tolist()[::-1]
     # too few parts to choose on each half: scored in-sample, said to flatter
     few = new_margin(odds[:4], Crops(crops.images[:4], labels[:4], None, parts[:4]), 0.5, 0.5, 0.01, 0)
-    assert few.halves is None and "optimistic" in few.why
+    assert few.half_margins is None and "optimistic" in few.why
 
 
 def test_reviews_retrain_a_golden_comparison_expert_beside_the_windows_the_line_compared(

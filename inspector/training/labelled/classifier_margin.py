@@ -27,7 +27,7 @@ class NewMargin:
     margin: float  # served with the new weights: teaching's rule on all the held-out crops, plus `offset`
     offset: float  # how far the served margin sits from teaching's (a tune, an escape rate), kept
     flags: np.ndarray  # each held-out crop flagged by the new weights, cross-fitted where it could be
-    halves: tuple[float, float] | None  # the margins chosen on each half (offset included); None: not cross-fitted
+    half_margins: tuple[float, float] | None  # chosen on each half (offset included); None: not cross-fitted
     why: str  # said to the engineer
 
 

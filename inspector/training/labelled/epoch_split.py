@@ -68,9 +68,9 @@ class EpochSides(Generic[T]):
     def says(self) -> str:
         """What was set aside, said to the engineer."""
         if not self.epoch:
-            return (f"no training {self.what} set aside to choose the epoch by (too few to spare: each kind, good "
-                    f"and defective, reviewed and taught, needs {MIN_STRATUM} identities to give one up): the whole "
-                    "course is run and its last epoch kept")
+            return (f"no training {self.what} set aside to choose the epoch by (too few to spare: each kind, reviewed "
+                    f"or taught, with a defect or not, of a type where its teacher recorded one, needs {MIN_STRATUM} "
+                    "identities to give one up): the whole course is run and its last epoch kept")
         n = self.counts
         return (f"{n['items']} training {self.what} set aside to choose the epoch by ({n['reviewed']} reviewed, "
                 f"{n['defective']} with a defect), trained on none: the held-out {self.what} the gate reads chose "

@@ -274,6 +274,6 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                           operating={"threshold": chosen.threshold}, threshold_chosen=chosen.why,
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
                           reviewed_train=len(reviewed_train), reviewed_unboxed=len(unboxed), synthetic_train=0,
-                          epoch_chosen_on=aside.counts if chooses else None,
+                          epoch_chosen_on=aside.counts or None,
                           gate=gate, eval=detail)
     return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)
