@@ -70,6 +70,12 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
     taught = json.loads((tmp_path / "taught.json").read_text())
     assert taught["classes"] == ["ok", "blob", "nick"] and taught["input"]["fit"] == "letterbox"
     assert sum(taught["counts"]["heldout"].values()) > 0 and taught["history"]
+    # the threshold rule scored on held-out crops it was not chosen on (the other half of the identities chose it)
+    fitted = taught["heldout_cross_fitted"]
+    held = taught["counts"]["heldout"]
+    assert fitted["good"] == held["ok"] and fitted["defects"] == held["blob"] + held["nick"], fitted
+    assert len(fitted["thresholds"]) == 2 and 0 <= fitted["found"] <= fitted["defects"]
+    assert f"defect recall {100 * fitted['found'] / fitted['defects']:.1f}% ({fitted['found']}/" in r.stdout
 
     zoo = Zoo.load(zoo_dir)
     entry = zoo.entries["cls-trace"]
