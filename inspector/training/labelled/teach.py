@@ -95,7 +95,7 @@ class TaughtExpert:
         return "\n".join(lines)
 
 
-def cross_fitted(odds: np.ndarray, heldout: Crops, budget: float, seed: int) -> dict[str, Any]:
+def threshold_cross_fitted(odds: np.ndarray, heldout: Crops, budget: float, seed: int) -> dict[str, Any]:
     """The served threshold's rule scored on crops it was not chosen on: each held-out crop called at the threshold
     the rule chooses on the other half of the identities (classifier_margin.py); why not, with too few."""
     fit = new_margin(odds, heldout, 0.0, 0.0, budget, seed)
@@ -206,7 +206,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                 report_dir(plan.zoo, plan.expert, entry.weights_sha256),
                 f"{plan.expert} (held out)")
     assert taught.heldout_logits is not None
-    checked = cross_fitted(logodds(taught.heldout_logits), heldout, plan.false_call_budget, plan.seed)
+    checked = threshold_cross_fitted(logodds(taught.heldout_logits), heldout, plan.false_call_budget, plan.seed)
     return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how, checked)
 
 
