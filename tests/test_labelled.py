@@ -529,10 +529,15 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate
     # its epoch chosen on training crops set aside (reviewed ones among them), never on the held-out crops the gate
     # reads: what is set aside is not trained on
+    from inspector.training.labelled.epoch_split import MIN_STRATUM
+
     aside = entry.versions[1]["epoch_chosen_on"]
-    assert "training crops set aside to choose the epoch by" in r.says[0] and aside["reviewed"] > 0
-    reviewed_train = sum(item["expert"] == "cls-TR" and item["split"] == "train" for item in report.items)
-    assert r.reviewed_train == entry.versions[1]["reviewed_train"] == reviewed_train - aside["reviewed"]
+    assert "training crops set aside to choose the epoch by" in r.says[0] and aside["items"] > 0
+    trained = [item for item in report.items if item["expert"] == "cls-TR" and item["split"] == "train"]
+    assert r.reviewed_train == entry.versions[1]["reviewed_train"] == len(trained) - aside["reviewed"]
+    # each kind of reviewed crop (good, defective: a crop its own identity) gives some up where it has enough
+    kinds = [sum((item["label"] == "ok") == good for item in trained) for good in (True, False)]
+    assert (aside["reviewed"] > 0) == any(n >= MIN_STRATUM for n in kinds), (kinds, aside)
     # the new weights' own margin, chosen again by teaching's rule and carried as the version's operating point; the
     # type is served at the median above, off teaching's margin, and the new margin keeps that offset
     added = entry.versions[1]

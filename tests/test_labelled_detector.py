@@ -525,10 +525,15 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     assert added["operating"] == {"threshold": added["threshold"]} and 0 < added["threshold"] <= 1
     # its epoch chosen by the trainer's fitness on training images set aside (reviewed ones among them), not on
     # the held-out images the gate reads; what is set aside is not trained on
+    from inspector.training.labelled.epoch_split import MIN_STRATUM
+
     aside = added["epoch_chosen_on"]
-    assert "training images set aside to choose the epoch by" in r.says[0] and aside["reviewed"] > 0
-    reviewed_train = sum(i["split"] == "train" and "unboxed" not in i for i in items)
-    assert r.reviewed_train == added["reviewed_train"] == reviewed_train - aside["reviewed"]
+    assert "training images set aside to choose the epoch by" in r.says[0] and aside["items"] > 0
+    trained = [i for i in items if i["split"] == "train" and "unboxed" not in i]
+    assert r.reviewed_train == added["reviewed_train"] == len(trained) - aside["reviewed"]
+    # each kind of reviewed crop (clean, defective: a crop its own identity) gives some up where it has enough
+    kinds = [sum((i["label"] == "no defect") == clean for i in trained) for clean in (True, False)]
+    assert (aside["reviewed"] > 0) == any(n >= MIN_STRATUM for n in kinds), (kinds, aside)
     said = r.says[1]
     assert f"served at threshold {det['spec']['threshold']:.3f}" in said
     assert f"threshold {added['threshold']:.3f}" in said and said in format_scores(r)
