@@ -49,27 +49,38 @@ def identity_halves(identities: list[str], defective: np.ndarray) -> np.ndarray:
     return np.array([half_of[n] for n in identities], dtype=np.int64)
 
 
+def cross_fitted_calls(odds: np.ndarray, heldout: Crops, budget: float, seed: int,
+                       offset: float = 0.0) -> tuple[np.ndarray, tuple[float, float]] | None:
+    """Each held-out crop flagged at the margin teaching's rule chooses on the other half of the identities (plus
+    `offset`), and the two margins; None where a half holds no good crop or no defect to choose on."""
+    identities = crop_identities(heldout)
+    defective = heldout.labels != 0
+    half = identity_halves(identities, defective)
+    if any(not ((half == h) & defective).any() or not ((half == h) & ~defective).any() for h in (0, 1)):
+        return None
+    chosen = [served_threshold(odds[half == h], heldout.labels[half == h],
+                               [n for n, k in zip(identities, half == h) if k], budget, seed) + offset for h in (0, 1)]
+    return odds < np.where(half == 0, chosen[1], chosen[0]), (chosen[0], chosen[1])
+
+
 def new_margin(odds: np.ndarray, heldout: Crops, served: float, taught: float | None, budget: float,
                seed: int) -> NewMargin:
     """The new weights' margin from their held-out log-odds of good (`odds`), and their cross-fitted calls.
     `served`: the margin the type is served at; `taught`: the one teaching chose (None: unknown, no offset)."""
-    identities = crop_identities(heldout)
     offset = 0.0 if taught is None else served - float(taught)
-    margin = served_threshold(odds, heldout.labels, identities, budget, seed) + offset
+    margin = served_threshold(odds, heldout.labels, crop_identities(heldout), budget, seed) + offset
     defective = heldout.labels != 0
-    half = identity_halves(identities, defective)
     moved = (f"; the type's margin sits {offset:+.3f} from teaching's (a tune or an escape rate moved it): the new "
              "margin keeps that" if abs(offset) > 1e-9 else "")
     rule = (f"margin {margin:.3f}, teaching's rule on {int((~defective).sum())} good and {int(defective.sum())} "
             f"defective held-out crops (false calls within {100 * budget:g}% for 95% of resamples of their parts)"
             + moved)
-    if any(not ((half == h) & defective).any() or not ((half == h) & ~defective).any() for h in (0, 1)):
+    fitted = cross_fitted_calls(odds, heldout, budget, seed, offset)
+    if fitted is None:
         return NewMargin(margin, offset, odds < margin, None,
                          f"{rule}; scored on the crops it was chosen on (a half of them holds no good crop or no "
                          "defect: too few parts to choose on each half): optimistic")
-    chosen = [served_threshold(odds[half == h], heldout.labels[half == h],
-                               [n for n, k in zip(identities, half == h) if k], budget, seed) + offset for h in (0, 1)]
-    flags = odds < np.where(half == 0, chosen[1], chosen[0])
-    return NewMargin(margin, offset, flags, (chosen[0], chosen[1]),
+    flags, chosen = fitted
+    return NewMargin(margin, offset, flags, chosen,
                      f"{rule}; each held-out crop called at the margin chosen on the other half of the parts "
                      f"({chosen[0]:.3f}, {chosen[1]:.3f}): what the rule does on crops it was not chosen on")

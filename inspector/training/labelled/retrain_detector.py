@@ -205,7 +205,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     if not any(im.scored for side in held.values() for im in side):
         raise ValueError(f"the held-out images of {expert} have no defect boxes to choose its threshold by and score "
                          "it on; review more parts (a share of them is held out)")
-    aside = divide(own["train"], reviewed["train"], lambda im: str(im.identity),
+    aside = divide(own["train"], reviewed["train"], lambda im: im.identity,
                    lambda im: any(b.kind != arch.good_class for b in im.scored),
                    lambda epoch: any(im.scored for im in epoch))
     taught_train, reviewed_train, epoch = aside.train_own, aside.train_reviewed, aside.epoch
@@ -228,10 +228,11 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
         # the trainer's validation: the images set aside to choose the epoch by; with none that hold a box, the
         # held-out ones, read at the last epoch only (validate=False keeps the last: nothing is chosen on them)
         chooses = bool(epoch)
-        val = epoch if chooses else [im for side in held.values() for im in side]
-        write_split(root, "val", arch, val, identity, tiling=tiling,
-                    pairs=[read_pair(im.path, goldens.get(im.path)) for im in epoch] if chooses else
-                    [p for side in pairs.values() for p in side])
+        if chooses:
+            val, val_pairs = epoch, [read_pair(im.path, goldens.get(im.path)) for im in epoch]
+        else:
+            val, val_pairs = [im for side in held.values() for im in side], [p for side in pairs.values() for p in side]
+        write_split(root, "val", arch, val, identity, tiling=tiling, pairs=val_pairs)
         say(f"fine-tuning {expert} for " + (f"up to {epochs} epochs" if chooses else f"{epochs} epochs, the last kept")
             + f" on {written} " + (f"tiles of {tiling.size} px" if tiling else "images")
             + f" (the reviewed crops x{times})")

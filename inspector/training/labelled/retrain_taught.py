@@ -31,7 +31,7 @@ from ...experts.versions import add_version
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from ..retrain import Retrained, Score
-from .classifier_margin import new_margin
+from .classifier_margin import crop_identities, new_margin
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
@@ -109,20 +109,20 @@ def subset(crops: Crops, at: list[int]) -> Crops:
 
 
 def epoch_crops(own: Crops, reviewed: Crops,
-                kinds: dict[str, str] | None = None) -> tuple[Crops, Crops, EpochSides[tuple[Crops, int]]]:
-    """The taught set's and the reviews' training crops, less those set aside to choose the epoch by
-    (epoch_split.py), and what was set aside (its `epoch`: each crop's (crops, index)). `kinds`: each taught
-    identity's kind, where its teacher recorded them (board teaching: a part's type)."""
-    def identity(item: tuple[Crops, int]) -> str:
-        crops, i = item
-        return crops.identities[i] if crops.identities is not None else f"#{i}"
-
-    sides = divide([(own, i) for i in range(len(own))], [(reviewed, i) for i in range(len(reviewed))], identity,
-                   lambda item: bool(item[0].labels[item[1]] != 0),
-                   lambda epoch: len({bool(c.labels[i] != 0) for c, i in epoch}) == 2, "crops",
-                   kind=lambda item: (kinds or {}).get(identity(item), ""))
+                kinds: dict[str, str] | None = None) -> tuple[Crops, Crops, Crops, EpochSides[tuple[int, int]]]:
+    """The taught set's and the reviews' training crops less those set aside to choose the epoch by
+    (epoch_split.py), the crops set aside, and how they were divided (each crop its (source, index): 0 the taught
+    set's, 1 the reviews'). `kinds`: each taught identity's kind, where its teacher recorded them (board teaching:
+    a part's type)."""
+    sources = (own, reviewed)
+    names = [crop_identities(c) for c in sources]
+    sides = divide([(0, i) for i in range(len(own))], [(1, i) for i in range(len(reviewed))],
+                   lambda item: names[item[0]][item[1]], lambda item: bool(sources[item[0]].labels[item[1]] != 0),
+                   lambda epoch: len({bool(sources[s].labels[i] != 0) for s, i in epoch}) == 2, "crops",
+                   kind=lambda item: (kinds or {}).get(names[item[0]][item[1]], ""))
+    aside = joined(*(subset(c, [i for s, i in sides.epoch if s == n]) for n, c in enumerate(sources)))
     return (subset(own, [i for _, i in sides.train_own]), subset(reviewed, [i for _, i in sides.train_reviewed]),
-            sides)
+            aside, sides)
 
 
 def repeated(crops: Crops, times: int) -> Crops:
@@ -188,11 +188,12 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     if not len(heldout) or not (heldout.labels == 0).any() or not (heldout.labels != 0).any():
         raise ValueError(f"the held-out crops of {expert} need good parts and defects to choose its threshold on; "
                          "review more parts (a share of them is held out)")
-    own_train, reviewed_train, aside = epoch_crops(own["train"], reviewed["train"], origin.get("identity_kinds"))
+    own_train, reviewed_train, set_aside, aside = epoch_crops(own["train"], reviewed["train"],
+                                                              origin.get("identity_kinds"))
     say(aside.says)
     times = repeats(len(own_train), len(reviewed_train))
     train_set = joined(own_train, repeated(reviewed_train, times))
-    epoch_set = joined(*(subset(c, [i]) for c, i in aside.epoch)) if aside.epoch else heldout
+    epoch_set = set_aside if aside.epoch else heldout
     old = parse(zoo.path_of(expert).read_bytes())
     turn = bool(origin.get("any_orientation"))  # what its teacher declared of its classes holds for its reviews
     # the trainer keeps the epoch its `epoch_set` prefers; with none set aside it runs the whole course and keeps

@@ -22,14 +22,14 @@ from ...experts.resnet import ResNetClassifier
 from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, report_dir, write_expert, write_manifest
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
-from .classifier_margin import new_margin
+from .classifier_margin import cross_fitted_calls
 from .folder import FolderError, LabelledCrop, LabelledFolder, image_size, load, read_folder
 from .golden_tree import check_same_window, golden_paths
 from .metrics import logodds, table
 from .own_split import Sides, teaching_sides
 from .plots import write_plots
 from .sizing import InputFit, choose_input
-from .trainer import Crops, Taught, train
+from .trainer import FALSE_CALL_BUDGET, Crops, Taught, train
 
 ZOO_KEY = "labelled"  # the build key of a zoo made by teaching (nothing rebuilds it)
 TAUGHT = "taught from labelled crops"  # the origin teaching records in an expert's first version
@@ -48,7 +48,7 @@ class TeachPlan:
     patience: int = 6
     seed: int = 0
     augment: float = 1.0
-    false_call_budget: float = 0.01
+    false_call_budget: float = FALSE_CALL_BUDGET
     epoch_size: int | None = None
     reference: Path | None = None  # golden crops, the folder's tree mirrored: a golden-comparison expert
     any_orientation: bool = False  # the classes do not depend on a crop's orientation: train on it turned too
@@ -98,12 +98,13 @@ class TaughtExpert:
 def threshold_cross_fitted(odds: np.ndarray, heldout: Crops, budget: float, seed: int) -> dict[str, Any]:
     """The served threshold's rule scored on crops it was not chosen on: each held-out crop called at the threshold
     the rule chooses on the other half of the identities (classifier_margin.py); why not, with too few."""
-    fit = new_margin(odds, heldout, 0.0, 0.0, budget, seed)
-    if fit.half_margins is None:
+    fitted = cross_fitted_calls(odds, heldout, budget, seed)
+    if fitted is None:
         return {"why_not": "a half of the held-out identities holds no good crop or no defect"}
+    flags, chosen = fitted
     bad = heldout.labels != 0
-    return {"thresholds": list(fit.half_margins), "found": int(fit.flags[bad].sum()), "defects": int(bad.sum()),
-            "false_calls": int(fit.flags[~bad].sum()), "good": int((~bad).sum())}
+    return {"thresholds": list(chosen), "found": int(flags[bad].sum()), "defects": int(bad.sum()),
+            "false_calls": int(flags[~bad].sum()), "good": int((~bad).sum())}
 
 
 def cross_fit_line(fit: dict[str, Any]) -> str:
