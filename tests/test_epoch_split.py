@@ -1,11 +1,13 @@
-"""A retraining chooses its epoch on training items set aside, never on the held-out items its gate reads."""
+"""Teaching and a retraining choose the epoch on training items set aside, never on the held-out items their table
+and gate read."""
 from __future__ import annotations
 
 import numpy as np
 
 from inspector.experts.resnet import ResNetClassifier
 from inspector.training.labelled.epoch_split import MIN_STRATUM, Origin, divide, set_aside
-from inspector.training.labelled.trainer import Crops, train
+from inspector.training.labelled.metrics import logodds
+from inspector.training.labelled.trainer import FALSE_CALL_BUDGET, Crops, served_threshold, train
 
 
 def _origins(source: str, n: int, defective: bool, prefix: str) -> list[Origin]:
@@ -73,3 +75,22 @@ def test_keep_last_runs_every_epoch_and_keeps_the_last() -> None:
     chosen = train(arch, ("ok", "bad"), crops, wrong, epochs=4, patience=1, epoch_size=64)
     last = train(arch, ("ok", "bad"), crops, wrong, epochs=4, patience=1, epoch_size=64, keep_last=True)
     assert chosen.best_epoch == 1 and last.best_epoch == last.epochs_run == 4 and len(last.history) == 4
+
+
+def test_the_crops_set_aside_choose_the_epoch_and_the_held_out_ones_the_threshold() -> None:
+    # the crops that choose call the classes the other way round: chosen on them, the first epoch is kept; the
+    # held-out crops, labelled as trained, then get the threshold and the scores (all right at the kept epoch)
+    rng = np.random.default_rng(0)
+    labels = np.array([0, 1] * 8)
+    noise = rng.integers(0, 20, (len(labels), 16, 16, 3), dtype=np.uint8)
+    images = [np.full((16, 16, 3), 40 if bad else 200, dtype=np.uint8) + n for bad, n in zip(labels, noise)]
+    crops, wrong = Crops(images, labels), Crops(images, 1 - labels)
+    arch = ResNetClassifier(10, input_size=32)
+    aside = train(arch, ("ok", "bad"), crops, crops, epochs=4, patience=1, epoch_size=64, choose_on=wrong)
+    held = train(arch, ("ok", "bad"), crops, crops, epochs=4, patience=1, epoch_size=64)
+    assert aside.best_epoch == 1 and held.best_epoch > 1
+    assert {h["watched"] for h in aside.history} == {"set-aside"} and {h["watched"] for h in held.history} == {
+        "held-out"}
+    assert aside.heldout_logits is not None and len(aside.heldout_logits) == len(crops)
+    odds = logodds(aside.heldout_logits)
+    assert aside.threshold == served_threshold(odds, crops.labels, None, FALSE_CALL_BUDGET)  # chosen on the held-out

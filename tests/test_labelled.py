@@ -70,6 +70,13 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
     taught = json.loads((tmp_path / "taught.json").read_text())
     assert taught["classes"] == ["ok", "blob", "nick"] and taught["input"]["fit"] == "letterbox"
     assert sum(taught["counts"]["heldout"].values()) > 0 and taught["history"]
+    # the epoch chosen on training boards set aside (never trained on), the held-out ones left the threshold alone
+    aside = taught["counts"]["epoch"]
+    assert aside["ok"] > 0 and aside["blob"] + aside["nick"] > 0, taught["counts"]
+    assert sum(sum(taught["counts"][side].values()) for side in ("train", "epoch", "heldout")) == 30 * 14
+    assert {h["watched"] for h in taught["history"]} == {"set-aside"}
+    assert "training crops set aside to choose the epoch by" in r.stdout and "they chose the threshold, not the epoch" \
+        in r.stdout and "the epoch was still chosen" not in r.stdout
     # the threshold rule scored on held-out crops it was not chosen on (the other half of the identities chose it)
     fitted = taught["heldout_cross_fitted"]
     held = taught["counts"]["heldout"]
@@ -81,6 +88,7 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
     entry = zoo.entries["cls-trace"]
     assert entry.classes == ("ok", "blob", "nick") and entry.served == (entry.weights_sha256,)
     assert entry.versions[0]["origin"] == "taught from labelled crops" and entry.data_hash
+    assert entry.versions[0]["epoch_chosen_on"]["items"] == sum(aside.values()) and entry.versions[0]["epoch_share"]
     arch = zoo.architecture("cls-trace")
     assert isinstance(arch, ResNetClassifier) and arch.fit == "letterbox"
     assert arch.good_margin == pytest.approx(taught["threshold"])

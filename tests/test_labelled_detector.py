@@ -68,6 +68,9 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(
     test = yolo_set(tmp_path / "test", 24, seed=2)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "finds void, spur" in r.stdout and "mAP" in r.stdout
+    # the epoch chosen on training boards set aside (never trained on): the held-out ones chose the threshold alone
+    assert "training images set aside to choose the epoch by" in r.stdout and "they chose the threshold, not the " \
+        "epoch" in r.stdout
     # the held-out images also counted at thresholds chosen without each (cross-fitted), beside the flattering ones
     crossed = json.loads((root / "taught.json").read_text())["heldout_cross_fitted"]
     held = json.loads((root / "taught.json").read_text())["heldout"]
@@ -79,6 +82,9 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(
         assert f"{crossed['flagged_with_defects']}/{crossed['with_defects']} with defects flagged" in r.stdout
     entry = Zoo.load(tmp_path / "zoo").entries["det-pcb"]
     assert entry.role == "detector" and entry.classes == CLASSES
+    aside = entry.versions[0]["epoch_chosen_on"]
+    assert aside["items"] > 0 and aside["defective"] > 0
+    assert entry.train_samples + aside["items"] + held["images"] == 160
     assert entry.spec["mode"] == "find" and entry.spec["fit"] == "letterbox" and entry.spec["input_size"] in (128,)
     r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(test), "--zoo", str(tmp_path / "zoo"), "--json",
             str(tmp_path / "eval.json"), cwd=tmp_path)

@@ -156,7 +156,8 @@ def run_deeppcb(root: Path, work: Path, models: Path, list_file: Path | None = N
     t0 = time.perf_counter()
     plan = TeachPlan(EXPERT, folder, zoo_dir, good=GOOD, epochs=epochs, patience=patience, seed=seed,
                      reference=golden, false_call_budget=SELECTION_BUDGET,
-                     any_orientation=True)  # DeepPCB's six classes are what they are whichever way a trace runs
+                     any_orientation=True,  # DeepPCB's six classes are what they are whichever way a trace runs
+                     epoch_share=0)  # its held-out candidates are a validation split: the scored pairs are elsewhere
     taught = teach(plan, say)
     teach_s = time.perf_counter() - t0
     zoo = Zoo.load(zoo_dir)

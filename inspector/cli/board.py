@@ -57,10 +57,11 @@ def add_board(p: argparse.ArgumentParser) -> None:
                        help="serve no presence check beside the experts (by default a part whose body shows the "
                             "board's own colour where the golden board shows a body is called missing)")
     teach.add_argument("--epochs", type=int, default=30,
-                       help="train at most this many epochs; the one with the best held-out defect recall is kept, "
-                            "and training stops after 6 epochs without a better one")
+                       help="train at most this many epochs; the one with the best defect recall on the training "
+                            "parts set aside for choosing it (15%% of each type of 4 or more parts, never trained "
+                            "on) is kept, and training stops after 6 epochs without a better one")
     teach.add_argument("--heldout", type=float, default=0.25,
-                       help="the share of parts held out to choose the epoch and validate on (default 0.25); every "
+                       help="the share of parts held out to choose the threshold and validate on (default 0.25); every "
                             "type of two or more parts keeps at least one on each side")
     teach.add_argument("--seed", type=int, default=0,
                        help="the seed of the made defects and of training: the same photos and seed teach the same "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..training.labelled.schedule import HALF_DOWN, MIN_EPOCH
-from ..training.labelled.splits import DEFAULT_HELDOUT, SCORED_SPLITS
+from ..training.labelled.splits import DEFAULT_HELDOUT, EPOCH_SHARE, SCORED_SPLITS
 from .common import models_of, say
 from .exits import FAILED, USAGE
 
@@ -34,7 +34,8 @@ def cmd_train_new(args: argparse.Namespace) -> int:
     depth = int(args.arch.removeprefix("resnet"))
     plan = TeachPlan(args.new, Path(args.from_dataset), _zoo_root(args), args.good, depth, args.input_size,
                      args.heldout, args.epochs or 30, args.patience, args.seed, args.augment, args.false_calls,
-                     args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation)
+                     args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation,
+                     epoch_share=args.epoch_share)
     if args.check:
         return _checked(lambda: say(f"input: {check_input(plan, prepare(plan, say)[2]).describe()}"), plan.expert)
     return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
@@ -79,7 +80,8 @@ def _train_detector(args: argparse.Namespace) -> int:
                         args.arch if args.arch.endswith((".yaml", ".yml")) else "yolov8n.yaml", args.input_size,
                         args.heldout, args.epochs or 30, args.patience, args.seed, args.false_calls, args.iou,
                         any_orientation=args.any_orientation,
-                        reference=Path(args.reference) if args.reference else None, tile=args.tile)
+                        reference=Path(args.reference) if args.reference else None, tile=args.tile,
+                        epoch_share=args.epoch_share)
     if args.check:
         return _checked(lambda: prepare_detector(plan, say), plan.expert)
     return _taught(lambda: teach_detector(plan, say), args)
@@ -144,11 +146,16 @@ def add_new_flags(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--iou", type=float, default=0.5, help="detector: IoU a box must exceed to count (default 0.5)")
     tr.add_argument("--input-size", type=int, help="input side in px (default: from the crops' sizes)")
     tr.add_argument("--heldout", type=float,
-                    help="share of identities held out to choose the epoch and the threshold (default "
+                    help="share of identities held out to choose the threshold on and to score (default "
                          f"{DEFAULT_HELDOUT:g}; a set with its own train/val split uses that split unless this is "
                          "given)")
-    tr.add_argument("--patience", type=int, default=6, help="epochs without a better held-out recall before "
-                    f"stopping, counted from {round(100 * HALF_DOWN)}%% of --epochs at the earliest (default 6)")
+    tr.add_argument("--epoch-share", type=float, default=EPOCH_SHARE,
+                    help="share of the training identities (of each kind, defective or clean) set aside to choose "
+                         f"the epoch by, never trained on (default {EPOCH_SHARE:g}); 0: the held-out ones choose it "
+                         "too, and their scores are optimistic")
+    tr.add_argument("--patience", type=int, default=6, help="epochs without a better recall on the crops set aside "
+                    f"before stopping, counted from {round(100 * HALF_DOWN)}%% of --epochs at the earliest "
+                    "(default 6)")
     tr.add_argument("--augment", type=float, default=1.0, help="camera augmentation strength, 0 for none")
     tr.add_argument("--false-calls", type=float, default=0.01,
                     help="false-call budget the operating threshold is chosen for (default 0.01)")

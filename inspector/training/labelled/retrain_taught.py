@@ -193,15 +193,15 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     say(aside.says)
     times = repeats(len(own_train), len(reviewed_train))
     train_set = joined(own_train, repeated(reviewed_train, times))
-    epoch_set = set_aside if aside.epoch else heldout
     old = parse(zoo.path_of(expert).read_bytes())
     turn = bool(origin.get("any_orientation"))  # what its teacher declared of its classes holds for its reviews
-    # the trainer keeps the epoch its `epoch_set` prefers; with none set aside it runs the whole course and keeps
+    # the trainer keeps the epoch the crops set aside prefer; with none set aside it runs the whole course and keeps
     # the last, the held-out crops only watched
-    taught = train(arch, classes, train_set, epoch_set, epochs, max(2, epochs // 3), seed, say=say, init=old,
+    taught = train(arch, classes, train_set, heldout, epochs, max(2, epochs // 3), seed, say=say, init=old,
                    lr=LR / 4, any_orientation=turn, keep_last=not aside.epoch,
-                   watched="set-aside" if aside.epoch else "held-out")
-    new_logits, _ = logits_of(arch, arch.materialize(taught.state, torch.device("cpu")), heldout)
+                   choose_on=set_aside if aside.epoch else None)
+    assert taught.heldout_logits is not None
+    new_logits = taught.heldout_logits
     # the old weights are scored at the margin they are served at; the new at their own, chosen again by teaching's
     # rule (a fine-tune moves the scale of the log-odds), cross-fitted (classifier_margin.py)
     cut = float(arch.good_margin if arch.good_margin is not None else origin.get("threshold") or 0.0)

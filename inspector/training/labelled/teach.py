@@ -1,10 +1,12 @@
 """`inspector zoo train --new EXPERT --from DIR`: a new classifier taught from a labelled folder, added to a zoo.
 
 The folder is split by identity (folder.py), or by its own split folders (own_split.py), the input sized from the
-training crops (sizing.py), the classifier trained with its own classes (trainer.py), and its operating threshold
-chosen on the held-out crops under a false-call budget. The expert enters the zoo (made here when there is none)
-serving that version, its record naming the folder, the split, the threshold and the held-out scores; a rule set
-routes parts to it by name.
+training crops (sizing.py), the classifier trained with its own classes (trainer.py) and its epoch chosen on a share
+of the training identities set aside for that (epoch_split.py), and its operating threshold chosen on the held-out
+crops under a false-call budget. So the held-out crops chose the threshold alone, and the cross-fitted line says
+what that choice is worth on crops it was not made on. The expert enters the zoo (made here when there is none)
+serving that version, its record naming the folder, the split, what chose the epoch, the threshold and the held-out
+scores; a rule set routes parts to it by name.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, report_dir, w
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
 from .classifier_margin import cross_fitted_calls
+from .epoch_split import EPOCH_SHARE, EpochSides, divide
 from .folder import FolderError, LabelledCrop, LabelledFolder, image_size, load, read_folder
 from .golden_tree import check_same_window, golden_paths
 from .metrics import logodds, table
@@ -55,6 +58,9 @@ class TeachPlan:
     reference_kind: str = "composite"  # how it compares (experts/base.py REFERENCES): colour keeps colour
     heldout: frozenset[str] | None = None  # the identities to hold out, chosen by the caller; None: the hash split
     kinds: dict[str, str] | None = None  # each identity's kind (board teaching: a part's type), kept for retraining
+    # of each kind's training identities, set aside to choose the epoch by (epoch_split.py); 0: the held-out crops
+    # choose it (a caller whose held-out crops are themselves a validation split, its scores made elsewhere)
+    epoch_share: float = EPOCH_SHARE
 
 
 @dataclass
@@ -67,6 +73,11 @@ class TaughtExpert:
     entry: ExpertEntry
     split_how: str = ""  # how the folder was split, said to the engineer
     cross_fitted: dict[str, Any] | None = None  # the threshold rule scored on crops it was not chosen on (or why not)
+    epoch_chosen: str = ""  # what chose the epoch, said to the engineer
+
+    @property
+    def epoch_set_aside(self) -> bool:
+        return sum(self.counts.get("epoch", {}).values()) > 0
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -74,7 +85,8 @@ class TaughtExpert:
                 "threshold": self.taught.threshold, "best_epoch": self.taught.best_epoch,
                 "epochs_run": self.taught.epochs_run, "seconds": round(self.taught.seconds, 1),
                 "weights_sha256": self.entry.weights_sha256, "heldout": self.taught.heldout.to_json(),
-                "history": self.taught.history, "seed": self.plan.seed, "heldout_cross_fitted": self.cross_fitted}
+                "history": self.taught.history, "seed": self.plan.seed, "heldout_cross_fitted": self.cross_fitted,
+                "epoch_chosen": self.epoch_chosen}
 
     def summary(self) -> str:
         c = self.counts
@@ -83,15 +95,18 @@ class TaughtExpert:
                  f"{self.classes[0]}), input {self.fit.describe()}{golden}",
                  f"{sum(c['train'].values())} crops to train on, {sum(c['heldout'].values())} held out "
                  f"({', '.join(f'{k} {v}' for k, v in c['heldout'].items())}): {self.split_how}",
+                 self.epoch_chosen,
                  f"kept epoch {self.taught.best_epoch} of {self.taught.epochs_run} run "
                  f"({self.taught.seconds:.0f} s); operating threshold: log-odds of good >= {self.taught.threshold:.3f} "
                  f"(false calls within {100 * self.plan.false_call_budget:.1f}% on the held-out good crops for 95% of "
                  "the resamples of their identities)",
-                 "", "held-out crops (they chose the epoch and the threshold, so read these as optimistic; "
-                 "`inspector zoo evaluate` on crops the expert never met gives the figures to trust):",
+                 "", "held-out crops (" + ("they chose the threshold, not the epoch: the cross-fitted line below "
+                                           "says what choosing it on them is worth" if self.epoch_set_aside else
+                                           "they chose the epoch and the threshold, so read these as optimistic")
+                 + "; `inspector zoo evaluate` on crops the expert never met gives the figures to trust):",
                  table(self.taught.heldout)]
         if self.cross_fitted is not None:
-            lines.append(cross_fit_line(self.cross_fitted))
+            lines.append(cross_fit_line(self.cross_fitted, self.epoch_set_aside))
         return "\n".join(lines)
 
 
@@ -107,13 +122,14 @@ def threshold_cross_fitted(odds: np.ndarray, heldout: Crops, budget: float, seed
             "false_calls": int(flags[~bad].sum()), "good": int((~bad).sum())}
 
 
-def cross_fit_line(fit: dict[str, Any]) -> str:
-    """The cross-fitted figures as the summary says them."""
+def cross_fit_line(fit: dict[str, Any], epoch_set_aside: bool = True) -> str:
+    """The cross-fitted figures as the summary says them (`epoch_set_aside`: the held-out crops chose no epoch)."""
     if "why_not" in fit:
         return f"cross-fitted: not scored ({fit['why_not']}): the table above is all there is"
     a, b = fit["thresholds"]
+    epoch = "" if epoch_set_aside else "; the epoch was still chosen on them all"
     return (f"cross-fitted (each held-out crop called at the threshold the rule chose on the other half of the "
-            f"identities, {a:.3f} and {b:.3f}; the epoch was still chosen on them all): defect recall "
+            f"identities, {a:.3f} and {b:.3f}{epoch}): defect recall "
             f"{100 * fit['found'] / fit['defects']:.1f}% ({fit['found']}/{fit['defects']}), false calls "
             f"{100 * fit['false_calls'] / fit['good']:.1f}% ({fit['false_calls']}/{fit['good']})")
 
@@ -176,18 +192,37 @@ def check_input(plan: TeachPlan, sides: Sides[LabelledCrop]) -> InputFit:
     return choose_input([image_size(c.path)[::-1] for c in sides.train], plan.input_size)
 
 
+def epoch_sides(plan: TeachPlan, folder: LabelledFolder, train: list[LabelledCrop]) -> EpochSides[LabelledCrop]:
+    """The training crops divided into what is trained on and what chooses the epoch (epoch_split.py: by identity,
+    each kind, defective or clean, on its own); with the plan's share 0, nothing set aside."""
+    if plan.epoch_share <= 0:
+        return EpochSides(list(train), [], [], {}, "crops", "")
+    kinds = plan.kinds or {}
+    return divide(train, [], lambda c: c.identity, lambda c: c.label != folder.good,
+                  lambda epoch: len({c.label == folder.good for c in epoch}) == 2, "crops", plan.epoch_share,
+                  kind=lambda c: kinds.get(c.identity, ""), reader="")
+
+
 def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
     zoo, folder, sides = prepare(plan, say)
+    aside = epoch_sides(plan, folder, sides.train)
+    chosen = (aside.says if aside.epoch or plan.epoch_share > 0 else
+              "no training crops set aside to choose the epoch by (--epoch-share 0): the held-out crops choose it")
+    say(chosen)
     counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
-              for side, items in (("train", sides.train), ("heldout", sides.heldout))}
-    train_set = read_crops(folder, sides.train, "reading training crops", plan.reference)
+              for side, items in (("train", aside.train_own), ("epoch", aside.epoch), ("heldout", sides.heldout))}
+    train_set = read_crops(folder, aside.train_own, "reading training crops", plan.reference)
+    epoch_set = read_crops(folder, aside.epoch, "reading crops set aside", plan.reference) if aside.epoch else None
     heldout = read_crops(folder, sides.heldout, "reading held-out crops", plan.reference)
     reference = plan.reference_kind if plan.reference is not None else None
     fit = choose_input([im.shape[:2] for im in train_set.images], plan.input_size)
     say(f"input: {fit.describe()}")
     arch = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, reference=reference)
+    # the crops set aside choose the epoch; where too few could be spared, the whole course is run and the last
+    # epoch kept (the held-out crops only watched), unless the caller asked for the held-out crops to choose (0)
     taught = train(arch, folder.classes, train_set, heldout, plan.epochs, plan.patience, plan.seed, plan.augment,
-                   plan.false_call_budget, plan.epoch_size, say, any_orientation=plan.any_orientation)
+                   plan.false_call_budget, plan.epoch_size, say, any_orientation=plan.any_orientation,
+                   keep_last=plan.epoch_share > 0 and not aside.epoch, choose_on=epoch_set)
     served = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, taught.threshold, reference)
     plan.zoo.mkdir(parents=True, exist_ok=True)
     entry = write_expert(plan.zoo, plan.expert, "classifier", served.spec(), taught.state, digest=True,
@@ -198,8 +233,8 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                "threshold": taught.threshold, "heldout_share": plan.heldout_share, "split": sides.how,
                "heldout_identities": None if plan.heldout is None else sorted(plan.heldout),
                "identity_kinds": None if plan.kinds is None else dict(sorted(plan.kinds.items())),
-               "false_call_budget": plan.false_call_budget,
-               "any_orientation": plan.any_orientation,
+               "false_call_budget": plan.false_call_budget, "epoch_share": plan.epoch_share,
+               "epoch_chosen_on": aside.counts or None, "any_orientation": plan.any_orientation,
                "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
@@ -208,7 +243,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                 f"{plan.expert} (held out)")
     assert taught.heldout_logits is not None
     checked = threshold_cross_fitted(logodds(taught.heldout_logits), heldout, plan.false_call_budget, plan.seed)
-    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how, checked)
+    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how, checked, chosen)
 
 
 def open_zoo(root: Path) -> Zoo | None:

@@ -11,8 +11,10 @@ mirrored, golden_tree.py), composed as the line composes a golden-comparison cro
 design itself has is in both, so what is found is what differs, on a design the detector never saw too.
 With `--tile SIZE` it is served whole images at the size their boxes call for (up to 2048 px) and taught on tiles
 of them (tiles.py). Ultralytics' own trainer trains it from the model yaml on images written exactly as the line
-serves them (normalised, fitted; detector_set.py), keeps its best epoch by its validation fitness on the held-out
-images and stops after `patience` epochs without one. Its threshold is then chosen on the held-out images
+serves them (normalised, fitted; detector_set.py), keeps its best epoch by its validation fitness on a share of the
+training images set aside for that (epoch_split.py: by identity, images with defects and clean ones apart) and stops
+after `patience` epochs without one; where none can be spared (none of them would hold a box) it runs the whole
+course and keeps the last. So the held-out images choose the threshold alone: it is then chosen on them
 (detector_threshold.py): a finder's the lowest box score that keeps false calls on clean images within the budget, a
 verifier's the highest good-body confidence that keeps them on good bodies within it, midway in the gap. The version
 carries it (its `operating` point), so a retrained version can be served at its own.
@@ -38,6 +40,7 @@ from .detection import DetectionScore, detect, score, table
 from .detector_set import read_pair, served_boxes, write_split
 from .detector_sizing import choose_detector_input
 from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
+from .epoch_split import EPOCH_SHARE, EpochSides, divide
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import Sides, teaching_sides
@@ -66,6 +69,8 @@ class DetectorPlan:
     reference: Path | None = None  # the golden image of every image, the set's tree mirrored: it reads both
     reference_kind: str = "composite"  # how it compares (experts/spec.py REFERENCES)
     tile: int | None = None  # taught on tiles of this side of the served images (tiles.py); None: whole images
+    # of the training identities, set aside to choose the epoch by (epoch_split.py); 0: the held-out images choose it
+    epoch_share: float = EPOCH_SHARE
 
 
 @dataclass
@@ -83,6 +88,8 @@ class TaughtDetector:
     # the line's image counts at thresholds chosen without each held-out image (detector_threshold.cross_fit), or
     # why there are none
     cross_fitted: dict[str, Any] | str | None = None
+    epoch_chosen: str = ""  # what chose the epoch, said to the engineer
+    epoch_set_aside: bool = False  # the held-out images chose no epoch
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -91,7 +98,8 @@ class TaughtDetector:
                 "reference": None if self.plan.reference is None else str(self.plan.reference),
                 "weights_sha256": self.entry.weights_sha256, "seconds": round(self.seconds, 1),
                 "tile": None if self.tiling is None else {"size": self.tiling.size, "overlap": self.tiling.overlap},
-                "heldout": self.heldout.to_json(), "heldout_cross_fitted": self.cross_fitted}
+                "heldout": self.heldout.to_json(), "heldout_cross_fitted": self.cross_fitted,
+                "epoch_chosen": self.epoch_chosen}
 
     def summary(self) -> str:
         how = (f"finds {', '.join(self.classes)}" if self.mode == "find" else
@@ -101,9 +109,11 @@ class TaughtDetector:
         tiles = (f", taught on tiles of {self.tiling.size} px (overlapping by {self.tiling.overlap})"
                  if self.tiling else "")
         return "\n".join([f"{self.plan.expert}: a detector that {how}; input {self.input_size}x{self.input_size} px "
-                          f"({self.fit}){golden}{tiles}{turned}, trained in {self.seconds:.0f} s",
-                          "held-out images (they chose the epoch and the threshold: optimistic; `inspector zoo "
-                          "evaluate` on images it never met gives the figures to trust):", table(self.heldout)]
+                          f"({self.fit}){golden}{tiles}{turned}, trained in {self.seconds:.0f} s", self.epoch_chosen,
+                          "held-out images (" + ("they chose the threshold, not the epoch" if self.epoch_set_aside
+                                                 else "they chose the epoch and the threshold: optimistic")
+                          + "; `inspector zoo evaluate` on images it never met gives the figures to trust):",
+                          table(self.heldout)]
                          + ([] if self.cross_fitted is None else [self.cross_fit_line()]))
 
     def cross_fit_line(self) -> str:
@@ -180,20 +190,32 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     boxes, classes, order, mode, arch, tiling = (setup.boxes, setup.classes, setup.order, setup.mode, setup.arch,
                                                  setup.tiling)
     split, goldens = setup.split, setup.goldens
-    sides = {"train": split.train, "heldout": split.heldout}
+    aside = epoch_images(plan, split.train, None if plan.good is None else boxes.classes.index(plan.good))
+    chosen_by = (aside.says if aside.epoch or plan.epoch_share > 0 else
+                 "no training images set aside to choose the epoch by (--epoch-share 0): the held-out images choose it")
+    say(chosen_by)
+    train_goldens = None if goldens["train"] is None else dict(zip([im.path for im in split.train], goldens["train"]))
+    sides = {"train": aside.train_own, "heldout": split.heldout}
     size, fit, kind = arch.input_size, arch.fit, arch.reference
     held = [read_pair(im.path, None if goldens["heldout"] is None else goldens["heldout"][n])
             for n, im in enumerate(sides["heldout"])]  # read once: written for the trainer, then scored
+    # the trainer's validation: the images set aside; with none that could be spared, the held-out ones, read at the
+    # last epoch only (nothing chosen on them: the last kept), or choosing where the plan's share is 0
+    chooses = bool(aside.epoch) or plan.epoch_share <= 0
+    val, val_pairs = ((aside.epoch, [read_pair(im.path, None if train_goldens is None else train_goldens[im.path])
+                                     for im in aside.epoch]) if aside.epoch else (sides["heldout"], held))
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
-        taught = write_split(root, "train", arch, sides["train"], order, plan.any_orientation, goldens["train"],
+        taught = write_split(root, "train", arch, sides["train"], order, plan.any_orientation,
+                             None if train_goldens is None else [train_goldens[im.path] for im in sides["train"]],
                              tiling)
-        write_split(root, "val", arch, sides["heldout"], order, tiling=tiling, pairs=held)
+        write_split(root, "val", arch, val, order, tiling=tiling, pairs=val_pairs)
         if tiling is not None:
             say(f"{taught} tiles of {tiling.size} px to train on")
-        state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch, plan.patience, True,
-                                  flips=plan.any_orientation, imgsz=None if tiling is None else tiling.size, say=say)
+        state = ultralytics_train(arch, root, classes, plan.epochs, plan.seed, plan.batch,
+                                  plan.patience if chooses else 0, chooses, flips=plan.any_orientation,
+                                  imgsz=None if tiling is None else tiling.size, say=say)
     module = arch.materialize(state, torch.device("cpu"))
     found = detect(arch, module, [picture for picture, _ in held],
                    None if goldens["heldout"] is None else [golden for _, golden in held])
@@ -216,6 +238,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     version = {"weights_sha256": entry.weights_sha256, "file": entry.file, "origin": TAUGHT_BOXES,
                "dataset": str(plan.source), "threshold": threshold, "operating": {"threshold": threshold},
                "false_call_budget": plan.false_call_budget, "heldout_share": plan.heldout_share,
+               "epoch_share": plan.epoch_share, "epoch_chosen_on": aside.counts or None,
                "split": split.how, "tile": None if tiling is None else [tiling.size, tiling.overlap],
                "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else
                str(plan.reference), "eval": {"heldout": heldout.to_json()}}
@@ -223,7 +246,18 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
     return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0,
-                          tiling, crossed)
+                          tiling, crossed, chosen_by, bool(aside.epoch))
+
+
+def epoch_images(plan: DetectorPlan, train: list[BoxedImage], good: int | None) -> EpochSides[BoxedImage]:
+    """The training images divided into what is trained on and what chooses the epoch (epoch_split.py: by
+    identity, images with a defect box and clean ones apart; `good`: the set's index of the class that is no
+    defect); with the plan's share 0, nothing set aside. Those set aside must hold a box for the trainer's fitness
+    to choose by."""
+    if plan.epoch_share <= 0:
+        return EpochSides(list(train), [], [], {}, "images", "")
+    return divide(train, [], lambda im: im.identity, lambda im: any(b.kind != good for b in im.scored),
+                  lambda epoch: any(im.scored for im in epoch), "images", plan.epoch_share, reader="")
 
 
 def tiling_for(tile: int | None, arch: YoloDetector, images: list, order: list[int],

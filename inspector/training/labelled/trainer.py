@@ -9,14 +9,15 @@ dozen parts taught from one photo has a few hundred) would otherwise give the on
 steps an epoch, too few to warm up and anneal (four epochs of such a board were 20 steps, and its expert scored
 every part alike).
 
-After every epoch the held-out crops pick the model: the epoch whose defect recall, at the threshold that keeps
-false calls within the budget, is highest (the lower held-out loss breaks ties) is kept, of the epochs whose
-held-out loss is below a uniform guess's (the log of the classes): one above it is confidently wrong on held-out
-crops, and its recall is the luck of where its errors fall (a one-photo board once kept an epoch of held-out loss
-22, its threshold at -32 log-odds). Training stops when `patience` epochs bring nothing better, counted from the
-point where the schedule's step has fallen to half its peak at the earliest: while the step is large, held-out
-scores jump about (a DeepPCB run once stopped at epoch 7 of 30 keeping epoch 1; a one-photo board stopped at 18 of
-30, keeping an unannealed epoch). Every draw is seeded.
+After every epoch the crops that choose (training crops set aside for it, epoch_split.py; or, where a caller has
+none, the held-out crops) pick the model: the epoch whose defect recall, at the threshold that keeps false calls
+within the budget, is highest (the lower loss on them breaks ties) is kept, of the epochs whose loss on them is
+below a uniform guess's (the log of the classes): one above it is confidently wrong on them, and its recall is the
+luck of where its errors fall (a one-photo board once kept an epoch of held-out loss 22, its threshold at -32
+log-odds). The operating threshold is then chosen on the held-out crops, and they are scored there. Training stops
+when `patience` epochs bring nothing better, counted from the point where the schedule's step has fallen to half its
+peak at the earliest: while the step is large, held-out scores jump about (a DeepPCB run once stopped at epoch 7 of
+30 keeping epoch 1; a one-photo board stopped at 18 of 30, keeping an unannealed epoch). Every draw is seeded.
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ class Crops:
 class Taught:
     state: dict[str, torch.Tensor]
     threshold: float
-    heldout: Evaluation  # at the threshold, on the held-out crops that chose the model
+    # at the threshold, on the held-out crops (they chose it, and the epoch where no crops were set aside for that)
+    heldout: Evaluation
     best_epoch: int
     epochs_run: int
     seconds: float
@@ -144,21 +146,22 @@ def served_threshold(odds: np.ndarray, labels: np.ndarray, identities: list[str]
                                             seed=seed))
 
 
-def epoch_score(heldout_loss: float, defect_recall: float | None, classes: int) -> tuple[bool, float, float]:
-    """How an epoch ranks (higher is kept): a held-out loss no worse than a uniform guess's first, then recall, then
-    the lower loss."""
-    return heldout_loss <= math.log(classes), defect_recall or 0.0, -heldout_loss
+def epoch_score(loss: float, defect_recall: float | None, classes: int) -> tuple[bool, float, float]:
+    """How an epoch ranks (higher is kept): a loss on the crops that choose no worse than a uniform guess's first,
+    then recall, then the lower loss."""
+    return loss <= math.log(classes), defect_recall or 0.0, -loss
 
 
 def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, heldout: Crops, epochs: int = 30,
           patience: int = 6, seed: int = 0, augment: float = 1.0, false_call_budget: float = FALSE_CALL_BUDGET,
           epoch_size: int | None = None, say: Callable[[str], None] = lambda _m: None,
           init: dict[str, torch.Tensor] | None = None, lr: float = LR, any_orientation: bool = False,
-          keep_last: bool = False, watched: str = "held-out") -> Taught:
+          keep_last: bool = False, choose_on: Crops | None = None) -> Taught:
     """Train from scratch, or on from `init` (weights that already work: with a smaller `lr`); keep the epoch the
-    held-out crops prefer, or with `keep_last` run every epoch and keep the last (the held-out crops only watched:
-    a retraining with no crops to spare for choosing). `epoch_size`: crops drawn an epoch (default: as many as the
-    training set has, at least MIN_EPOCH). `watched`: what the crops that choose are called in its log lines.
+    `choose_on` crops prefer (training crops set aside for it; None: the held-out crops), or with `keep_last` run
+    every epoch and keep the last (the crops only watched: no crops to spare for choosing); the threshold is chosen
+    on the held-out crops and they are scored. `epoch_size`: crops drawn an epoch (default: as many as the training
+    set has, at least MIN_EPOCH).
     `any_orientation`: the classes do not depend on how a crop is turned, so each is drawn turned or mirrored at
     random (with its golden crop alike): a board design's traces run its own ways, another design's others."""
     t0 = time.perf_counter()
@@ -174,6 +177,7 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=epochs * steps, pct_start=WARM_UP)
     settled = patience_from(epochs)
+    watch, watched = (heldout, "held-out") if choose_on is None else (choose_on, "set-aside")
     best: tuple[bool, float, float] | None = None
     best_state, best_epoch, history = None, 0, []
     bar = tqdm(total=epochs * steps, unit="batch", desc="training", disable=None, dynamic_ncols=True)
@@ -194,12 +198,13 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
                 opt.step()
                 sched.step()
                 bar.update(1)
-        logits, loss = logits_of(arch, model, heldout)
-        t = operating_point(logits, heldout.labels, false_call_budget)
-        ev = evaluate(classes, heldout.labels, logits, t)
+        logits, loss = logits_of(arch, model, watch)
+        t = operating_point(logits, watch.labels, false_call_budget)
+        ev = evaluate(classes, watch.labels, logits, t)
         score = epoch_score(loss, ev.defect_recall, len(classes))
-        history.append({"epoch": epoch, "draws": len(draw), "heldout_loss": loss, "defect_recall": ev.defect_recall,
-                        "false_call_rate": ev.false_call_rate, "macro_f1": ev.macro_f1, "threshold": t})
+        history.append({"epoch": epoch, "draws": len(draw), "watched": watched, "loss": loss,
+                        "defect_recall": ev.defect_recall, "false_call_rate": ev.false_call_rate,
+                        "macro_f1": ev.macro_f1, "threshold": t})
         better = best is None or score > best or keep_last
         if better:
             best, best_epoch = score, epoch
