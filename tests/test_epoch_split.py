@@ -64,13 +64,18 @@ def test_a_set_aside_that_cannot_choose_is_trained_on() -> None:
     assert sorted(sides.epoch + sides.train_own) == sorted(both) and "set aside to choose the epoch by" in sides.says
 
 
-def test_keep_last_runs_every_epoch_and_keeps_the_last() -> None:
-    # crops the watched ones call the other way round: every epoch makes them worse, so choosing keeps the first
+def dark_and_light() -> tuple[Crops, Crops]:
+    """Dark crops bad and light ones good, and the same crops labelled the other way round: every epoch trained on
+    the first makes the second worse, so choosing on the second keeps the first epoch."""
     rng = np.random.default_rng(0)
     labels = np.array([0, 1] * 8)
     noise = rng.integers(0, 20, (len(labels), 16, 16, 3), dtype=np.uint8)
     images = [np.full((16, 16, 3), 40 if bad else 200, dtype=np.uint8) + n for bad, n in zip(labels, noise)]
-    crops, wrong = Crops(images, labels), Crops(images, 1 - labels)
+    return Crops(images, labels), Crops(images, 1 - labels)
+
+
+def test_keep_last_runs_every_epoch_and_keeps_the_last() -> None:
+    crops, wrong = dark_and_light()  # watched: the crops labelled the other way round
     arch = ResNetClassifier(10, input_size=32)
     chosen = train(arch, ("ok", "bad"), crops, wrong, epochs=4, patience=1, epoch_size=64)
     last = train(arch, ("ok", "bad"), crops, wrong, epochs=4, patience=1, epoch_size=64, keep_last=True)
@@ -78,13 +83,9 @@ def test_keep_last_runs_every_epoch_and_keeps_the_last() -> None:
 
 
 def test_the_crops_set_aside_choose_the_epoch_and_the_held_out_ones_the_threshold() -> None:
-    # the crops that choose call the classes the other way round: chosen on them, the first epoch is kept; the
-    # held-out crops, labelled as trained, then get the threshold and the scores (all right at the kept epoch)
-    rng = np.random.default_rng(0)
-    labels = np.array([0, 1] * 8)
-    noise = rng.integers(0, 20, (len(labels), 16, 16, 3), dtype=np.uint8)
-    images = [np.full((16, 16, 3), 40 if bad else 200, dtype=np.uint8) + n for bad, n in zip(labels, noise)]
-    crops, wrong = Crops(images, labels), Crops(images, 1 - labels)
+    # the crops that choose are labelled the other way round: chosen on them, the first epoch is kept; the held-out
+    # crops, labelled as trained, then get the threshold and the scores
+    crops, wrong = dark_and_light()
     arch = ResNetClassifier(10, input_size=32)
     aside = train(arch, ("ok", "bad"), crops, crops, epochs=4, patience=1, epoch_size=64, choose_on=wrong)
     held = train(arch, ("ok", "bad"), crops, crops, epochs=4, patience=1, epoch_size=64)

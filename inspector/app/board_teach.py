@@ -133,6 +133,8 @@ class BoardTaught:
     presence: PresenceTaught | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     kinds: list[KindCheck] = field(default_factory=list)
+    epoch_chosen: str = ""  # what chose the epoch (teach.py): training parts set aside, or the whole course run
+    epoch_set_aside: bool = True  # training parts chose it (else the last epoch was kept)
 
     def to_json(self) -> dict:
         return {"rules": str(self.plan.out), "from": str(self.plan.rules), "zoo": str(self.zoo),
@@ -141,7 +143,7 @@ class BoardTaught:
                 "all": asdict(self.pooled),
                 "kinds": [{**asdict(k), "recall": k.recall} for k in self.kinds],  # kinds with a held-out defect
                 "presence": self.presence.to_json() if self.presence else None,
-                "seconds": self.seconds}
+                "seconds": self.seconds, "epoch_chosen": self.epoch_chosen}
 
 
 def expert_name(recipe: str) -> str:
@@ -509,7 +511,8 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
     seconds["validate"] = time.perf_counter() - t3
     seconds["total"] = time.perf_counter() - t0
     goldens = [{"photo": str(b.photo), "board": b.index, **b.registration.to_json()} for b in boards]
-    return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, presence, seconds, kinds)
+    return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, presence, seconds, kinds,
+                       taught.epoch_chosen, taught.epoch_set_aside)
 
 
 def format_checks(taught: BoardTaught) -> str:
@@ -517,7 +520,9 @@ def format_checks(taught: BoardTaught) -> str:
     how = (f"each type's threshold letting at most {100 * e:.1f}% of its made defects pass" if e is not None else
            f"every type at the teaching's threshold (false calls within {100 * taught.plan.false_call_budget:.1f}% "
            "of the held-out good crops; --escape-rate E sets one a type instead)")
-    lines = [f"validation on held-out parts (never trained on: they only chose the epoch), {how}:",
+    chose = ("the epoch was chosen on training parts set aside" if taught.epoch_set_aside else
+             "the whole course was run, its last epoch kept")
+    lines = [f"validation on held-out parts (never trained on; they chose the threshold, {chose}), {how}:",
              f"{'type':<34}{'parts':>6}{'held':>6}{'good':>6}{'defects':>8}{'threshold':>10}{'recall':>9}"
              f"{'false calls':>12}"]
     for c in [*taught.checks, taught.pooled]:

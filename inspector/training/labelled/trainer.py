@@ -213,7 +213,7 @@ def train(arch: ResNetClassifier, classes: tuple[str, ...], train_set: Crops, he
             f"at {100 * (ev.false_call_rate or 0):.2f}% false calls, macro F1 {100 * (ev.macro_f1 or 0):.1f}%"
             + ("" if keep_last else " (best so far)" if better else f" (best: epoch {best_epoch})"))
         bar.set_postfix(recall=f"{ev.defect_recall or 0:.3f}", best=best_epoch)
-        if not keep_last and epoch - max(best_epoch, settled) >= patience:
+        if not keep_last and epoch < epochs and epoch - max(best_epoch, settled) >= patience:  # the last: no stop
             say(f"no better {watched} recall for {patience} epochs: stopped early, keeping epoch {best_epoch}")
             break
     bar.close()
