@@ -829,3 +829,23 @@ def test_a_passed_gate_says_on_how_few_defects_a_loss_could_show() -> None:
     said = gate_caution(recall_kept(many, "images"))
     assert f"the {FEW_DEFECTS} reviewed held-out defects" in said and "cannot show" not in said
     assert gate_caution({"passed": True, "reasons": []}) == ""  # a gate that recorded none (the demo's) says nothing
+
+
+def test_a_folder_too_small_to_spare_an_epoch_set_runs_the_whole_course_and_its_held_out_chose_no_epoch(
+        tmp_path: Path) -> None:
+    from inspector.training.labelled.teach import TeachPlan, teach
+
+    folder = make_folder(tmp_path / "crops", 4, {"ok": 6, "blob": 3}, seed=3)
+    plan = TeachPlan("cls-small", folder, tmp_path / "zoo", good="ok", epochs=3, epoch_size=64,
+                     heldout=frozenset({"s3b000"}))  # three boards to train on: fewer than a kind needs to spare one
+    taught = teach(plan)
+    assert taught.taught.best_epoch == taught.taught.epochs_run == 3 and not taught.epoch_set_aside
+    assert {h["watched"] for h in taught.taught.history} == {"held-out"}  # only watched: the last epoch kept
+    report = taught.summary()
+    assert "its last epoch kept" in report and "they chose the threshold, not the epoch" in report, report
+    assert Zoo.load(tmp_path / "zoo").entries["cls-small"].versions[0]["epoch_chosen_on"] is None
+    # the held-out crops choose it only when asked (--epoch-share 0), and the report says so
+    plan = TeachPlan("cls-asked", folder, tmp_path / "zoo", good="ok", epochs=3, epoch_size=64,
+                     heldout=frozenset({"s3b000"}), epoch_share=0)
+    report = teach(plan).summary()
+    assert "(--epoch-share 0): the held-out crops choose it" in report and "so read these as optimistic" in report

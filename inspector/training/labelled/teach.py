@@ -77,7 +77,12 @@ class TaughtExpert:
 
     @property
     def epoch_set_aside(self) -> bool:
+        """Training crops set aside chose the epoch (else the whole course ran, or the held-out crops chose it)."""
         return sum(self.counts.get("epoch", {}).values()) > 0
+
+    @property
+    def heldout_chose_epoch(self) -> bool:
+        return self.plan.epoch_share <= 0
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -100,13 +105,13 @@ class TaughtExpert:
                  f"({self.taught.seconds:.0f} s); operating threshold: log-odds of good >= {self.taught.threshold:.3f} "
                  f"(false calls within {100 * self.plan.false_call_budget:.1f}% on the held-out good crops for 95% of "
                  "the resamples of their identities)",
-                 "", "held-out crops (" + ("they chose the threshold, not the epoch: the cross-fitted line below "
-                                           "says what choosing it on them is worth" if self.epoch_set_aside else
-                                           "they chose the epoch and the threshold, so read these as optimistic")
+                 "", "held-out crops (" + ("they chose the epoch and the threshold, so read these as optimistic"
+                                           if self.heldout_chose_epoch else "they chose the threshold, not the epoch: "
+                                           "the cross-fitted line below says what choosing it on them is worth")
                  + "; `inspector zoo evaluate` on crops the expert never met gives the figures to trust):",
                  table(self.taught.heldout)]
         if self.cross_fitted is not None:
-            lines.append(cross_fit_line(self.cross_fitted, self.epoch_set_aside))
+            lines.append(cross_fit_line(self.cross_fitted, self.heldout_chose_epoch))
         return "\n".join(lines)
 
 
@@ -122,12 +127,12 @@ def threshold_cross_fitted(odds: np.ndarray, heldout: Crops, budget: float, seed
             "false_calls": int(flags[~bad].sum()), "good": int((~bad).sum())}
 
 
-def cross_fit_line(fit: dict[str, Any], epoch_set_aside: bool = True) -> str:
-    """The cross-fitted figures as the summary says them (`epoch_set_aside`: the held-out crops chose no epoch)."""
+def cross_fit_line(fit: dict[str, Any], heldout_chose_epoch: bool = False) -> str:
+    """The cross-fitted figures as the summary says them (`heldout_chose_epoch`: as well as the threshold)."""
     if "why_not" in fit:
         return f"cross-fitted: not scored ({fit['why_not']}): the table above is all there is"
     a, b = fit["thresholds"]
-    epoch = "" if epoch_set_aside else "; the epoch was still chosen on them all"
+    epoch = "; the epoch was still chosen on them all" if heldout_chose_epoch else ""
     return (f"cross-fitted (each held-out crop called at the threshold the rule chose on the other half of the "
             f"identities, {a:.3f} and {b:.3f}{epoch}): defect recall "
             f"{100 * fit['found'] / fit['defects']:.1f}% ({fit['found']}/{fit['defects']}), false calls "

@@ -89,7 +89,7 @@ class TaughtDetector:
     # why there are none
     cross_fitted: dict[str, Any] | str | None = None
     epoch_chosen: str = ""  # what chose the epoch, said to the engineer
-    epoch_set_aside: bool = False  # the held-out images chose no epoch
+    heldout_chose_epoch: bool = False  # as well as the threshold (--epoch-share 0)
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -110,8 +110,9 @@ class TaughtDetector:
                  if self.tiling else "")
         return "\n".join([f"{self.plan.expert}: a detector that {how}; input {self.input_size}x{self.input_size} px "
                           f"({self.fit}){golden}{tiles}{turned}, trained in {self.seconds:.0f} s", self.epoch_chosen,
-                          "held-out images (" + ("they chose the threshold, not the epoch" if self.epoch_set_aside
-                                                 else "they chose the epoch and the threshold: optimistic")
+                          "held-out images (" + ("they chose the epoch and the threshold: optimistic"
+                                                 if self.heldout_chose_epoch else
+                                                 "they chose the threshold, not the epoch")
                           + "; `inspector zoo evaluate` on images it never met gives the figures to trust):",
                           table(self.heldout)]
                          + ([] if self.cross_fitted is None else [self.cross_fit_line()]))
@@ -246,7 +247,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
     return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0,
-                          tiling, crossed, chosen_by, bool(aside.epoch))
+                          tiling, crossed, chosen_by, plan.epoch_share <= 0)
 
 
 def epoch_images(plan: DetectorPlan, train: list[BoxedImage], good: int | None) -> EpochSides[BoxedImage]:
