@@ -200,9 +200,9 @@ def test_a_detectors_threshold_is_chosen_on_held_out_images_as_the_line_calls_th
 
 
 def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it() -> None:
-    """Each kind is shared out evenly between two halves, by name (the same images always fall the same way); a
-    threshold is chosen on each half, and a clean image the other half never saw is flagged where the threshold
-    chosen on all of them (above it) would have hidden that."""
+    """Each kind is shared out evenly between two halves, by identity (the same images always fall the same way, a
+    board's images together); a threshold is chosen on each half, and a clean image the other half never saw is
+    flagged where the threshold chosen on all of them (above it) would have hidden that."""
     from inspector.training.labelled.detector_threshold import CrossFit, choose_detector_threshold, cross_fit
 
     def box(s: float) -> list[Found]:
@@ -211,7 +211,7 @@ def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it
     defect, clean, ignored = (Box(0, 0, 0, 10, 10),), (), (Box(0, 0, 0, 10, 10, ignore=True),)
     truth = [clean, clean, defect, defect, defect, defect, ignored]
     found = [box(0.1), box(0.9), box(0.95), box(0.97), box(0.5), box(0.6), box(0.99)]
-    keys = [Path(f"img{i}.png") for i in range(len(truth))]
+    keys = [f"board{i}" for i in range(len(truth))]
     fit = cross_fit(found, truth, "find", 0.01, keys)
     assert isinstance(fit, CrossFit) and fit == cross_fit(found, truth, "find", 0.01, keys)  # by name, not chance
     assert fit.halves[0] != fit.halves[1] and sum(fit.halves[2:6]) == 2  # each kind split evenly
@@ -221,7 +221,15 @@ def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it
     whole = choose_detector_threshold(found, truth, "find", 0.01, 0.25)
     assert whole.threshold > 0.9  # chosen on all: no false call on the images it was chosen on
     assert cross_fit(found, [clean, defect, defect, defect, defect, defect, ignored], "find", 0.01, keys) == \
-        "1 clean and 5 defective held-out images: too few to score each at a threshold chosen without it"
+        "1 clean and 5 defective held-out images of 7 identities: too few to score each at a threshold chosen " \
+        "without it"
+    # a board's images go together: two shots of each of six boards fall on one side each
+    twice = cross_fit(found[:6] * 2, truth[:6] * 2, "find", 0.01, keys[:6] * 2)
+    assert isinstance(twice, CrossFit) and twice.halves[:6] == twice.halves[6:]
+    # two clean shots and a defect of one board, two defects of another: enough of each kind by image, but a board's
+    # shots go together, so one half would hold no clean image to choose by
+    assert "too few" in cross_fit(found[:5], [clean, clean, defect, defect, defect], "find", 0.01,
+                                  ["a", "a", "a", "b", "b"])
 
 
 def test_a_pascal_voc_set_reads_as_the_same_boxes_as_its_yolo_twin(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .metrics import halves
+from .metrics import identity_halves
 from .trainer import Crops, served_threshold
 
 
@@ -38,24 +38,13 @@ def crop_identities(crops: Crops) -> list[str]:
     return [hashlib.sha256(np.ascontiguousarray(im).tobytes()).hexdigest() for im in crops.images]
 
 
-def identity_halves(identities: list[str], defective: np.ndarray) -> np.ndarray:
-    """Each crop's half (0 or 1): the identities shared out in two, those holding a defect and those not each
-    evenly, by a hash of the identity (metrics.halves), an identity's crops together."""
-    bad: dict[str, bool] = {}
-    for name, d in zip(identities, defective):
-        bad[name] = bad.get(name, False) or bool(d)
-    names = sorted(bad)
-    half_of = dict(zip(names, halves([int(bad[n]) for n in names], names)))
-    return np.array([half_of[n] for n in identities], dtype=np.int64)
-
-
 def cross_fitted_calls(odds: np.ndarray, heldout: Crops, budget: float, seed: int,
                        offset: float = 0.0) -> tuple[np.ndarray, tuple[float, float]] | None:
     """Each held-out crop flagged at the margin teaching's rule chooses on the other half of the identities (plus
     `offset`), and the two margins; None where a half holds no good crop or no defect to choose on."""
     identities = crop_identities(heldout)
     defective = heldout.labels != 0
-    half = identity_halves(identities, defective)
+    half = np.array(identity_halves(identities, list(defective)), dtype=np.int64)
     if any(not ((half == h) & defective).any() or not ((half == h) & ~defective).any() for h in (0, 1)):
         return None
     chosen = [served_threshold(odds[half == h], heldout.labels[half == h],

@@ -8,21 +8,21 @@ retraining again for the retrained ones, whose box scores sit on their own scale
 own (experts/operating.py).
 
 A threshold scored on the images it was chosen on flatters itself: it sits just past the highest clean image it
-saw. `cross_fit` splits the held-out images in two halves (each kind shared out evenly, by a hash of each image's
-name, so the same images always fall the same way) and chooses a threshold on each; every image scored at the one
-chosen on the other half is an honest estimate of what the rule does on images it has not met.
+saw. `cross_fit` splits the held-out images in two halves (by identity, a board's images together; identities with
+a defect and those without each shared out evenly, by a hash of the name, so the same images always fall the same
+way) and chooses a threshold on each; every image scored at the one chosen on the other half is an honest estimate
+of what the rule does on images it has not met.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from .boxes import Box
 from .detection import Found, defective, good_body, ignored_only, score
-from .metrics import choose_threshold, halves
+from .metrics import choose_threshold, identity_halves
 
 FLOOR, CEILING = 1e-4, 1.0  # a box confidence
 FALSE_CALL_BUDGET = 0.01  # of the held-out images without a defect, unless teaching was given another
@@ -76,17 +76,18 @@ def choose_detector_threshold(found: Sequence[Sequence[Found]], truth: Sequence[
 
 
 def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], mode: str, false_call_budget: float,
-              paths: Sequence[Path]) -> CrossFit | str:
-    """Two-fold cross-fitting of the threshold over the held-out images at `paths` (module docstring), shared out
-    by each one's folder and file name (the set may move without the halves changing); why not, where a half would
-    lack a kind of image to choose by (fewer than two of a kind)."""
+              identities: Sequence[str]) -> CrossFit | str:
+    """Two-fold cross-fitting of the threshold over the held-out images (module docstring), shared out by each
+    one's identity (a board's images together: near-copies on both sides would let one half's threshold see the
+    other's), identities with a defect and those without each evenly, by a hash of the name (the set may move
+    without the halves changing); why not, where a half would lack a kind of image to choose by."""
     good = None if mode == "find" else 0
     kinds = [2 if ignored_only(b) else int(defective(b, good)) for b in truth]
     clean, bad = kinds.count(0), kinds.count(1)
-    if min(clean, bad) < 2:
-        return (f"{clean} {'clean' if good is None else 'good'} and {bad} defective held-out images: too few to "
-                "score each at a threshold chosen without it")
-    shared = halves(kinds, [f"{p.parent.name}/{p.name}" for p in paths])
+    shared = identity_halves(identities, [k == 1 for k in kinds])
+    if any(not any(k == kind and h == half for k, h in zip(kinds, shared)) for kind in (0, 1) for half in (0, 1)):
+        return (f"{clean} {'clean' if good is None else 'good'} and {bad} defective held-out images of "
+                f"{len(set(identities))} identities: too few to score each at a threshold chosen without it")
     chosen = []
     for half in (0, 1):
         at = [i for i in range(len(truth)) if shared[i] == half]

@@ -48,6 +48,18 @@ def halves(kinds: Sequence[int], keys: Sequence[str]) -> list[int]:
     return out
 
 
+def identity_halves(identities: Sequence[str], defective: Sequence[bool]) -> list[int]:
+    """Each item's half (0 or 1) for cross-fitting by identity: the identities shared out in two, those holding a
+    defect and those not each evenly (`halves`), an identity's items together. A part's crops or a board's images
+    are near-copies of each other: one on each side would let a half's threshold see the other half's."""
+    bad: dict[str, bool] = {}
+    for name, d in zip(identities, defective):
+        bad[name] = bad.get(name, False) or bool(d)
+    names = sorted(bad)
+    half_of = dict(zip(names, halves([int(bad[n]) for n in names], names)))
+    return [half_of[n] for n in identities]
+
+
 def choose_threshold(good: np.ndarray, defects: np.ndarray, false_call_budget: float) -> float:
     """A log-odds threshold flagging at most `false_call_budget` of the good crops (log-odds below it are flagged)
     and stopping as many defects as that allows, midway in the gap it falls in."""

@@ -249,7 +249,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     images = [im for name in found for im in held[name]]
     new_found = [f for name in found for f in found[name][1]]
     chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
-    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [im.path for im in images]) \
+    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [im.identity for im in images]) \
         if chosen.chosen else None
     says = (f"old weights: served at threshold {served:.3f}; new weights: threshold {chosen.why}"
             + ("" if fit is None else

@@ -223,7 +223,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     truth = [tuple(replace(b, kind=order[b.kind]) for b in im.boxes) for im in sides["heldout"]]
     chosen = choose_detector_threshold(found, truth, mode, plan.false_call_budget, VERIFY_THRESHOLD)
     threshold = chosen.threshold
-    halved = cross_fit(found, truth, mode, plan.false_call_budget, [im.path for im in sides["heldout"]]) \
+    halved = cross_fit(found, truth, mode, plan.false_call_budget, [im.identity for im in sides["heldout"]]) \
         if chosen.chosen else None  # not `fit`: that is the letterbox's here
     crossed: dict[str, Any] | str | None = halved if not isinstance(halved, CrossFit) else dict(zip(
         ("flagged_with_defects", "with_defects", "flagged_clean", "clean"),
