@@ -54,7 +54,7 @@ from ..training.labelled.evaluate import served_module
 from ..training.labelled.folder import IMAGE_SUFFIXES, identity_of, stratified_heldout
 from ..training.labelled.metrics import logodds
 from ..training.labelled.teach import TeachPlan, teach
-from ..training.labelled.trainer import Crops, logits_of
+from ..training.labelled.trainer import FALSE_CALL_BUDGET, Crops, logits_of
 from .board_anomaly import (
     anomaly_state,
     distances,
@@ -80,7 +80,7 @@ class BoardTeachPlan:
     out: Path  # the taught rule set
     defects: Path | None = None  # real labelled crops: DIR/<class>/<REF>__*.png (good/: alternates found good)
     escape_rate: float | None = None  # None: every type serves the teaching's threshold (its false-call budget)
-    false_call_budget: float = 0.01  # the teaching's own threshold (the shared expert's)
+    false_call_budget: float = FALSE_CALL_BUDGET  # the teaching's own threshold (the shared expert's)
     heldout_share: float = 0.25
     good_variants: int = 16
     defect_variants: int = 3
