@@ -535,6 +535,9 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert r.reviewed_train > 0 and set(r.scores) == {"reviewed held-out", "taught held-out"}
     assert r.scores["taught held-out"][1].crops > 0 and "rule" in r.gate
+    for name, (was, now) in r.scores.items():  # the defects the two disagree on add up to the recall's change
+        d = r.gate["disagreements"][name]
+        assert d["lost"] - d["gained"] == was.found - now.found and d["lost"] <= was.found, (name, d)
     # its epoch chosen on training crops set aside (reviewed ones among them), never on the held-out crops the gate
     # reads: what is set aside is not trained on
     from inspector.training.labelled.epoch_split import MIN_STRATUM
@@ -816,7 +819,7 @@ def test_an_anomaly_expert_is_not_retrained_from_renders_and_says_how_it_learns(
 def test_a_passed_gate_says_on_how_few_defects_a_loss_could_show() -> None:
     """The gate reads recall on each held-out set; a loss can only show among the defects the served weights find,
     and where those are few its pass says what it cannot have seen."""
-    from inspector.training.labelled.retrain_taught import recall_kept
+    from inspector.training.labelled.recall_gate import recall_kept
     from inspector.training.retrain import FEW_DEFECTS, Score, gate_caution
 
     few = {"reviewed held-out": (Score.counted(10, 12, 0, 8), Score.counted(11, 12, 0, 8)),
@@ -849,3 +852,25 @@ def test_a_folder_too_small_to_spare_an_epoch_set_runs_the_whole_course_and_its_
                      heldout=frozenset({"s3b000"}), epoch_share=0)
     report = teach(plan).summary()
     assert "(--epoch-share 0): the held-out crops choose it" in report and "so read these as optimistic" in report
+
+
+def test_a_refusal_says_whether_the_loss_could_be_the_luck_of_the_split() -> None:
+    """The defects the two versions call differently, on the same held-out items: were they as good, each would go
+    either way as a coin falls, and a refusal says how often a loss that large would come so."""
+    from inspector.training.labelled.recall_gate import REAL_LOSS, Disagreement, recall_kept
+    from inspector.training.retrain import Score
+
+    old = [True, True, True, True, False, True, False, False]
+    new = [True, False, False, False, True, True, False, True]
+    bad = [True, True, True, True, True, True, True, False]  # the last is good: a false call, not a defect
+    d = Disagreement.of(old, new, bad)
+    assert (d.lost, d.gained) == (3, 1) and d.chance == 5 / 16  # 3 or 4 of 4 disagreements lost by a fair coin
+    luck = {"reviewed held-out": (Score.of(old, bad), Score.of(new, bad))}
+    gate = recall_kept(luck, "images", {"reviewed held-out": d})
+    assert not gate["passed"] and "by chance 31% of the time: too few to tell" in gate["reasons"][0], gate
+    assert gate["disagreements"]["reviewed held-out"] == {"lost": 3, "gained": 1, "chance": 0.3125}
+    real = Disagreement(6, 0)  # six lost, none gained: a fair coin does that once in 64
+    assert real.chance == 1 / 64 < REAL_LOSS and "a real loss" in real.says()
+    assert Disagreement(0, 0).chance == 1.0 and Disagreement(2, 5).chance > 0.9  # nothing lost: no loss to explain
+    assert recall_kept(luck, "images")["reasons"] == ["recall on the reviewed held-out images fell from 71.4% to "
+                                                      "42.9%"]  # without the items' calls, the reason alone

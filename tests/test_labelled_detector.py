@@ -528,6 +528,10 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     assert [v["origin"] for v in entry.versions] == ["taught from labelled boxes", "retrained from reviews"]
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert set(r.scores) == {"reviewed held-out", "taught held-out", "reviewed unboxed"} and "rule" in r.gate
+    for name in ("reviewed held-out", "taught held-out"):  # the images the two disagree on add up to the change
+        was, now = r.scores[name]
+        d = r.gate["disagreements"][name]
+        assert d["lost"] - d["gained"] == was.found - now.found and d["lost"] <= was.found, (name, d)
     # the escape: scored by each version's call of the whole crop (the served weights missed it at their threshold)
     unboxed_old, unboxed_new = r.scores["reviewed unboxed"]
     assert (unboxed_old.crops, unboxed_old.defects, unboxed_old.found, unboxed_new.defects) == (1, 1, 0, 1)

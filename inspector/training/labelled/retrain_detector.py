@@ -40,14 +40,15 @@ from ..detector import ultralytics_train
 from ..retrain import Retrained, Score
 from .box_sets import read_boxes
 from .boxes import BoxedImage
-from .detection import DetectionScore, Found, detect, is_flagged, score
+from .detection import DetectionScore, Found, defective, detect, ignored_only, is_flagged, score
 from .detector_set import read_pair, write_split
 from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
 from .epoch_split import divide
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
-from .retrain_taught import golden_mirror, recall_kept, repeats
+from .recall_gate import Disagreement, recall_kept
+from .retrain_taught import golden_mirror, repeats
 from .teach_detector import TAUGHT_BOXES
 from .tiles import Tiling
 
@@ -165,25 +166,34 @@ def line_score(s: DetectionScore) -> Score:
 
 def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str, list[BoxedImage]],
                     found: dict[str, list[list[list[Found]]]], served: float, threshold: float,
-                    fit: CrossFit | None) -> tuple[dict[str, tuple[Score, Score]], dict[str, dict[str, Any]]]:
-    """Each held-out set's (old, new) line scores and their detail: the old weights at the `served` threshold; the
-    new at `threshold` (their boxes and AP), and by the line at the one `fit` chose without each image where it
-    could (else at `threshold`). `found`: each set's (old, new) boxes; the sets in order, as `fit` numbers them."""
+                    fit: CrossFit | None) -> tuple[dict[str, tuple[Score, Score]], dict[str, dict[str, Any]],
+                                                   dict[str, Disagreement]]:
+    """Each held-out set's (old, new) line scores, their detail and the defective images the two call
+    differently: the old weights at the `served` threshold; the new at `threshold` (their boxes and AP), and by the
+    line at the one `fit` chose without each image where it could (else at `threshold`). `found`: each set's (old,
+    new) boxes; the sets in order, as `fit` numbers them."""
     scores: dict[str, tuple[Score, Score]] = {}
     detail: dict[str, dict[str, Any]] = {}
+    disagree: dict[str, Disagreement] = {}
     start = 0
+    good = arch.good_class
     for name, (old_found, new_found) in found.items():
         truth = [im.boxes for im in held[name]]
-        old = score(classes, truth, old_found, served, good=arch.good_class)
-        new = score(classes, truth, new_found, threshold, good=arch.good_class)
+        old = score(classes, truth, old_found, served, good=good)
+        new = score(classes, truth, new_found, threshold, good=good)
         line = line_score(new)
         if fit is not None:
-            line = Score.counted(*cross_fitted(classes, truth, new_found, fit, start, arch.good_class))
+            line = Score.counted(*cross_fitted(classes, truth, new_found, fit, start, good))
+        cuts = [threshold if fit is None else fit.chosen[1 - fit.halves[start + i]] for i in range(len(truth))]
+        scored = [i for i, boxes in enumerate(truth) if not ignored_only(boxes)]
+        disagree[name] = Disagreement.of([is_flagged(old_found[i], served, good) for i in scored],
+                                         [is_flagged(new_found[i], cuts[i], good) for i in scored],
+                                         [defective(truth[i], good) for i in scored])
         start += len(truth)
         scores[name] = (line_score(old), line)
         detail[name] = {"old": old.to_json(), "new": new.to_json(),
                         **({"new_cross_fitted": line.to_json()} if fit is not None else {})}
-    return scores, detail
+    return scores, detail, disagree
 
 
 def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
@@ -257,8 +267,8 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                f"; each held-out image scored at the threshold chosen on the other half of them ({fit.chosen[0]:.3f}, "
                f"{fit.chosen[1]:.3f}): what the rule does on images it was not chosen on"),)
     say(says[0])
-    scores, detail = held_out_scores(arch, classes, held, found, served, chosen.threshold,
-                                     fit if isinstance(fit, CrossFit) else None)
+    scores, detail, disagree = held_out_scores(arch, classes, held, found, served, chosen.threshold,
+                                               fit if isinstance(fit, CrossFit) else None)
     if unboxed:
         scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, chosen.threshold))
         detail[NO_BOX] = {"old": scores[NO_BOX][0].to_json(), "new": scores[NO_BOX][1].to_json()}
@@ -268,7 +278,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                      "none of them: draw their boxes in the review, dashboard history tab or the review's \"box\", to "
                      "teach them)",)
             say(says[-1])
-    gate = recall_kept(scores, "images")
+    gate = recall_kept(scores, "images", disagree)
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=chosen.threshold,

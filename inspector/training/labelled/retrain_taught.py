@@ -35,6 +35,7 @@ from .classifier_margin import crop_identities, new_margin
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
+from .recall_gate import Disagreement, recall_kept
 from .teach import TAUGHT, read_crops, split
 from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, train
 
@@ -147,19 +148,6 @@ def repeats(own: int, reviewed: int) -> int:
     return max(1, min(MAX_REPEATS, round(REVIEWED_SHARE / (1 - REVIEWED_SHARE) * own / reviewed)))
 
 
-def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str) -> dict[str, Any]:
-    """The gate of an expert retrained from its own data and reviews: recall (of defects found, at the served
-    operating point) on no held-out set below the served weights'. It records on how many defects of each set a loss
-    could show (those the served weights find): where they are few, a loss cannot show (retrain.gate_caution says so
-    beside a pass)."""
-    reasons = [f"recall on the {name} {unit} fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}%"
-               for name, (o, n) in scores.items() if o.recall is not None and n.recall is not None
-               and n.recall < o.recall]
-    return {"passed": not reasons, "reasons": reasons,
-            "rule": "recall on no held-out set below the served weights'",
-            "losses_seen_on": {name: o.found for name, (o, _n) in scores.items() if o.found}}
-
-
 def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                    say: Callable[[str], None]) -> Retrained:
     t0 = time.perf_counter()
@@ -218,7 +206,8 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     defective = heldout.labels != 0
     scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
               for name, at in sides.items()}
-    gate = recall_kept(scores, "crops")
+    gate = recall_kept(scores, "crops", {name: Disagreement.of(old_flags[at], new_flags[at], defective[at])
+                                         for name, at in sides.items()})
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=fit.margin,
