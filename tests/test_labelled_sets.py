@@ -323,7 +323,13 @@ def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) ->
             cwd=tmp_path)
     assert r.returncode == 0 and "input: " in r.stderr and "checked: cls-c" in r.stdout, r.stderr[-3000:]
     assert "has no val crops: a share of 0.2 of its train identities held out" in r.stderr
+    assert "training crops set aside to choose the epoch by" in r.stderr  # what will choose the epoch, said first
     assert not (tmp_path / "zoo").exists()
+    for flag, value, said in (("--epoch-share", "1", "--epoch-share 1 is a share of the training identities"),
+                              ("--heldout", "1.5", "--heldout 1.5 is a share of the identities: above 0, below 1")):
+        r = cli("zoo", "train", "--new", "cls-c", "--from", str(crops), "--zoo", str(tmp_path / "zoo"), flag, value,
+                "--check", cwd=tmp_path)
+        assert r.returncode == 2 and said in r.stderr, r.stderr[-2000:]
     r = cli("zoo", "train", "--expert", "cls-c", "--from", str(crops), "--zoo", str(tmp_path / "zoo"), "--check",
             cwd=tmp_path)
     assert r.returncode == 2 and "--check and --tile go with --new" in r.stderr

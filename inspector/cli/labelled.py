@@ -23,6 +23,13 @@ def cmd_train_new(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.heldout is not None and not 0 < args.heldout < 1:
+        say(f"error: --heldout {args.heldout:g} is a share of the identities: above 0, below 1 (0.2 holds out a fifth)")
+        return USAGE
+    if not 0 <= args.epoch_share < 1:
+        say(f"error: --epoch-share {args.epoch_share:g} is a share of the training identities: 0 (the held-out ones "
+            "choose the epoch) or more, below 1 (0.15 sets about a seventh aside)")
+        return USAGE
     if args.kind == "detector":
         return _train_detector(args)
     if args.tile:
@@ -37,7 +44,7 @@ def cmd_train_new(args: argparse.Namespace) -> int:
                      args.epoch_size, Path(args.reference) if args.reference else None, args.any_orientation,
                      epoch_share=args.epoch_share)
     if args.check:
-        return _checked(lambda: say(f"input: {check_input(plan, prepare(plan, say)[2]).describe()}"), plan.expert)
+        return _checked(lambda: say(f"input: {check_input(plan, prepare(plan, say)[3]).describe()}"), plan.expert)
     return _taught(lambda: teach(plan, say), args, "; route parts to it by naming it as a component type's "
                                                     "classifier in the rule set")
 

@@ -175,10 +175,10 @@ def read_crops(folder: LabelledFolder, items: list, desc: str, reference: Path |
                  [c.identity for c in items])
 
 
-def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tuple[Zoo | None, LabelledFolder,
-                                                                                   Sides[LabelledCrop]]:
-    """The zoo (None: none yet), the folder read and split, said; nothing trained or written (`zoo train --new
-    --check` stops here)."""
+def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tuple[
+        Zoo | None, LabelledFolder, Sides[LabelledCrop], EpochSides[LabelledCrop]]:
+    """The zoo (None: none yet), the folder read and split, its training side divided (what trains, what chooses
+    the epoch), all of it said; nothing trained or written (`zoo train --new --check` stops here)."""
     zoo = open_zoo(plan.zoo)
     if zoo is not None and plan.expert in zoo.entries:
         raise ValueError(f"the zoo at {plan.zoo} already has an expert {plan.expert!r}; teach under a new name and "
@@ -189,12 +189,20 @@ def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tu
         f"{len(sides.train)} crops to train on, {len(sides.heldout)} held out ({sides.how})")
     if sides.warning:
         say(f"warning: {sides.warning}")
-    return zoo, folder, sides
+    aside = epoch_sides(plan, folder, sides.train)
+    say(epoch_said(plan, aside))
+    return zoo, folder, sides, aside
 
 
-def check_input(plan: TeachPlan, sides: Sides[LabelledCrop]) -> InputFit:
-    """The input teaching would choose, from the training crops' file headers (nothing decoded)."""
-    return choose_input([image_size(c.path)[::-1] for c in sides.train], plan.input_size)
+def epoch_said(plan: TeachPlan, aside: EpochSides[LabelledCrop]) -> str:
+    """What chooses the epoch, as said to the engineer."""
+    return (aside.says if plan.epoch_share > 0 else
+            "no training crops set aside to choose the epoch by (--epoch-share 0): the held-out crops choose it")
+
+
+def check_input(plan: TeachPlan, aside: EpochSides[LabelledCrop]) -> InputFit:
+    """The input teaching would choose, from the crops it trains on's file headers (nothing decoded)."""
+    return choose_input([image_size(c.path)[::-1] for c in aside.train_own], plan.input_size)
 
 
 def epoch_sides(plan: TeachPlan, folder: LabelledFolder, train: list[LabelledCrop]) -> EpochSides[LabelledCrop]:
@@ -209,11 +217,7 @@ def epoch_sides(plan: TeachPlan, folder: LabelledFolder, train: list[LabelledCro
 
 
 def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtExpert:
-    zoo, folder, sides = prepare(plan, say)
-    aside = epoch_sides(plan, folder, sides.train)
-    chosen = (aside.says if aside.epoch or plan.epoch_share > 0 else
-              "no training crops set aside to choose the epoch by (--epoch-share 0): the held-out crops choose it")
-    say(chosen)
+    zoo, folder, sides, aside = prepare(plan, say)
     counts = {side: {k: sum(1 for c in items if c.label == k) for k in folder.classes}
               for side, items in (("train", aside.train_own), ("epoch", aside.epoch), ("heldout", sides.heldout))}
     train_set = read_crops(folder, aside.train_own, "reading training crops", plan.reference)
@@ -248,7 +252,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                 f"{plan.expert} (held out)")
     assert taught.heldout_logits is not None
     checked = threshold_cross_fitted(logodds(taught.heldout_logits), heldout, plan.false_call_budget, plan.seed)
-    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how, checked, chosen)
+    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how, checked, epoch_said(plan, aside))
 
 
 def open_zoo(root: Path) -> Zoo | None:

@@ -150,6 +150,7 @@ class DetectorSetup:
     goldens: dict[str, list[Path] | None]  # side -> each image's golden image, when it compares
     arch: YoloDetector
     tiling: Tiling | None
+    aside: EpochSides[BoxedImage]  # the training images divided: what trains, what chooses the epoch
 
 
 def prepare_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> DetectorSetup:
@@ -180,8 +181,10 @@ def prepare_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m:
     for warning in (split.warning, chosen.warning):
         if warning:
             say(f"warning: {warning}")
+    aside = epoch_images(plan, split.train, None if plan.good is None else boxes.classes.index(plan.good))
+    say(epoch_said(plan, aside))
     return DetectorSetup(zoo, boxes, classes, order, mode, split, goldens, arch,
-                         tiling_for(plan.tile, arch, split.train, order, say))
+                         tiling_for(plan.tile, arch, split.train, order, say), aside)
 
 
 def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: None) -> TaughtDetector:
@@ -190,11 +193,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     zoo = setup.zoo
     boxes, classes, order, mode, arch, tiling = (setup.boxes, setup.classes, setup.order, setup.mode, setup.arch,
                                                  setup.tiling)
-    split, goldens = setup.split, setup.goldens
-    aside = epoch_images(plan, split.train, None if plan.good is None else boxes.classes.index(plan.good))
-    chosen_by = (aside.says if aside.epoch or plan.epoch_share > 0 else
-                 "no training images set aside to choose the epoch by (--epoch-share 0): the held-out images choose it")
-    say(chosen_by)
+    split, goldens, aside = setup.split, setup.goldens, setup.aside
     train_goldens = None if goldens["train"] is None else dict(zip([im.path for im in split.train], goldens["train"]))
     sides = {"train": aside.train_own, "heldout": split.heldout}
     size, fit, kind = arch.input_size, arch.fit, arch.reference
@@ -247,7 +246,13 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
     return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0,
-                          tiling, crossed, chosen_by, plan.epoch_share <= 0)
+                          tiling, crossed, epoch_said(plan, aside), plan.epoch_share <= 0)
+
+
+def epoch_said(plan: DetectorPlan, aside: EpochSides[BoxedImage]) -> str:
+    """What chooses the epoch, as said to the engineer."""
+    return (aside.says if plan.epoch_share > 0 else
+            "no training images set aside to choose the epoch by (--epoch-share 0): the held-out images choose it")
 
 
 def epoch_images(plan: DetectorPlan, train: list[BoxedImage], good: int | None) -> EpochSides[BoxedImage]:
