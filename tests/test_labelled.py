@@ -572,7 +572,8 @@ def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_sc
     """The new weights get the margin teaching's rule chooses for their own log-odds (a pure move of the scale moves
     the margin with it and changes no call), moved as far as the served margin sits from teaching's; every held-out
     crop is called at the margin chosen on the other half of the parts, a part's crops together."""
-    from inspector.training.labelled.classifier_margin import identity_halves, new_margin
+    from inspector.training.labelled.classifier_margin import new_margin
+    from inspector.training.labelled.metrics import identity_halves
     from inspector.training.labelled.trainer import Crops, served_threshold
 
     rng = np.random.default_rng(0)
@@ -588,7 +589,7 @@ def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_sc
     assert tuned.margin == pytest.approx(fit.margin + 1.0) and "keeps that" in tuned.why
     # the halves: whole parts, each half holding good crops and defects
     half = identity_halves(parts, labels != 0)
-    assert all(len({h for h, p in zip(half, parts) if p == name}) == 1 for name in set(parts)) and 0 < half.sum() < 32
+    assert all(len({h for h, p in zip(half, parts) if p == name}) == 1 for name in set(parts)) and 0 < sum(half) < 32
     # one good crop the new weights score far lower: on all the crops the margin goes under it (no false call
     # allowed), but the other half's margin never saw it, and there it is a false call
     odd = odds.copy()

@@ -31,6 +31,7 @@ from .golden_tree import check_same_window, golden_paths
 from .metrics import logodds, table
 from .own_split import Sides, teaching_sides
 from .plots import write_plots
+from .schedule import MIN_EPOCH
 from .sizing import InputFit, choose_input
 from .trainer import FALSE_CALL_BUDGET, Crops, Taught, train
 
@@ -229,8 +230,11 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
     arch = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, reference=reference)
     # the crops set aside choose the epoch; where too few could be spared, the whole course is run and the last
     # epoch kept (the held-out crops only watched), unless the caller asked for the held-out crops to choose (0)
+    # an epoch draws as many crops as the whole training side holds (at least MIN_EPOCH): setting crops aside to
+    # choose the epoch by does not shorten the schedule
+    per_epoch = plan.epoch_size or max(len(sides.train), MIN_EPOCH)
     taught = train(arch, folder.classes, train_set, heldout, plan.epochs, plan.patience, plan.seed, plan.augment,
-                   plan.false_call_budget, plan.epoch_size, say, any_orientation=plan.any_orientation,
+                   plan.false_call_budget, per_epoch, say, any_orientation=plan.any_orientation,
                    keep_last=plan.epoch_share > 0 and not aside.epoch, choose_on=epoch_set)
     served = ResNetClassifier(plan.depth, fit.input_size, len(folder.classes), fit.fit, taught.threshold, reference)
     plan.zoo.mkdir(parents=True, exist_ok=True)

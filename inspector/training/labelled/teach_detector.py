@@ -207,9 +207,9 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     torch.manual_seed(plan.seed)
     with tempfile.TemporaryDirectory(prefix="inspector-teach-") as tmp:
         root = Path(tmp)
-        taught = write_split(root, "train", arch, sides["train"], order, plan.any_orientation,
-                             None if train_goldens is None else [train_goldens[im.path] for im in sides["train"]],
-                             tiling)
+        trained = filled(sides["train"], len(split.train), plan.seed)
+        taught = write_split(root, "train", arch, trained, order, plan.any_orientation,
+                             None if train_goldens is None else [train_goldens[im.path] for im in trained], tiling)
         write_split(root, "val", arch, val, order, tiling=tiling, pairs=val_pairs)
         if tiling is not None:
             say(f"{taught} tiles of {tiling.size} px to train on")
@@ -247,6 +247,19 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
     add_entry(plan.zoo, zoo, entry, plan.seed)
     return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0,
                           tiling, crossed, epoch_said(plan, aside), plan.epoch_share <= 0)
+
+
+def filled(train: list[BoxedImage], size: int, seed: int) -> list[BoxedImage]:
+    """The images an epoch trains on: every training image, and as many again of them (drawn by `seed`) as were set
+    aside to choose the epoch by, so that an epoch is as long as the training side was. Setting images aside must not
+    shorten the schedule: a detector trained from its model yaml needs its optimizer steps (a verifier of 87
+    training images learned both classes in 30 epochs; of the 63 left beside an epoch set, none: tests/
+    test_verifier_loop.py)."""
+    extra = size - len(train)
+    if extra <= 0 or not train:
+        return list(train)
+    picks = np.random.default_rng(seed).choice(len(train), size=extra, replace=extra > len(train))
+    return list(train) + [train[int(i)] for i in sorted(picks)]
 
 
 def epoch_said(plan: DetectorPlan, aside: EpochSides[BoxedImage]) -> str:
