@@ -95,3 +95,13 @@ def test_the_crops_set_aside_choose_the_epoch_and_the_held_out_ones_the_threshol
     assert aside.heldout_logits is not None and len(aside.heldout_logits) == len(crops)
     odds = logodds(aside.heldout_logits)
     assert aside.threshold == served_threshold(odds, crops.labels, None, FALSE_CALL_BUDGET)  # chosen on the held-out
+
+
+def test_a_detectors_epoch_is_as_long_as_its_training_side_was_before_the_epoch_set() -> None:
+    from inspector.training.labelled.teach_detector import filled
+
+    train = [f"img{i}" for i in range(10)]
+    epoch = filled(train, 13, seed=0)  # three were set aside: three of the rest are drawn again
+    assert len(epoch) == 13 and epoch[:10] == train and set(epoch[10:]) <= set(train) and len(set(epoch[10:])) == 3
+    assert filled(train, 13, seed=0) == epoch and filled(train, 10, seed=0) == train  # seeded; nothing set aside
+    assert len(filled(train[:2], 7, seed=1)) == 7  # more set aside than left: drawn with repeats
