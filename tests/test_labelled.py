@@ -875,3 +875,14 @@ def test_a_refusal_says_whether_the_loss_could_be_the_luck_of_the_split() -> Non
     assert Disagreement(0, 0).chance == 1.0 and Disagreement(2, 5).chance > 0.9  # nothing lost: no loss to explain
     assert recall_kept(luck, "images")["reasons"] == ["recall on the reviewed held-out images fell from 71.4% to "
                                                       "42.9%"]  # without the items' calls, the reason alone
+
+
+def test_an_epoch_set_does_not_shorten_a_classifiers_epoch(tmp_path: Path) -> None:
+    """An epoch draws as many crops as the whole training side holds, those set aside to choose the epoch counted."""
+    from inspector.training.labelled.teach import TeachPlan, teach
+
+    folder = make_folder(tmp_path / "crops", 80, {"ok": 15, "blob": 2, "nick": 2}, seed=4)
+    taught = teach(TeachPlan("cls-long", folder, tmp_path / "zoo", good="ok", epochs=1))
+    train, aside = (sum(taught.counts[side].values()) for side in ("train", "epoch"))
+    assert aside > 0 and train > 1024  # above the least epoch, so the set aside would have shortened it
+    assert taught.taught.history[0]["draws"] == train + aside

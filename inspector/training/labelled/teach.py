@@ -202,7 +202,7 @@ def epoch_said(plan: TeachPlan, aside: EpochSides[LabelledCrop]) -> str:
 
 
 def check_input(plan: TeachPlan, aside: EpochSides[LabelledCrop]) -> InputFit:
-    """The input teaching would choose, from the crops it trains on's file headers (nothing decoded)."""
+    """The input teaching would choose, from the file headers of the crops it trains on (nothing decoded)."""
     return choose_input([image_size(c.path)[::-1] for c in aside.train_own], plan.input_size)
 
 
