@@ -2,11 +2,12 @@
 
 The folder is split by identity (folder.py), or by its own split folders (own_split.py), the input sized from the
 training crops (sizing.py), the classifier trained with its own classes (trainer.py) and its epoch chosen on a share
-of the training identities set aside for that (epoch_split.py), and its operating threshold chosen on the held-out
-crops under a false-call budget. So the held-out crops chose the threshold alone, and the cross-fitted line says
-what that choice is worth on crops it was not made on. The expert enters the zoo (made here when there is none)
-serving that version, its record naming the folder, the split, what chose the epoch, the threshold and the held-out
-scores; a rule set routes parts to it by name.
+of the training identities set aside for that (epoch_split.py; an epoch still draws as many crops as the whole
+training side holds), and its operating threshold chosen on the held-out crops under a false-call budget. So the
+held-out crops chose the threshold alone, and the cross-fitted line says what that choice is worth on crops it was
+not made on. The expert enters the zoo (made here when there is none) serving that version, its record naming the
+folder, the split, what chose the epoch, the threshold and the held-out scores; a rule set routes parts to it by
+name.
 """
 from __future__ import annotations
 

@@ -13,8 +13,9 @@ With `--tile SIZE` it is served whole images at the size their boxes call for (u
 of them (tiles.py). Ultralytics' own trainer trains it from the model yaml on images written exactly as the line
 serves them (normalised, fitted; detector_set.py), keeps its best epoch by its validation fitness on a share of the
 training images set aside for that (epoch_split.py: by identity, images with defects and clean ones apart) and stops
-after `patience` epochs without one; where none can be spared (none of them would hold a box) it runs the whole
-course and keeps the last. So the held-out images choose the threshold alone: it is then chosen on them
+after `patience` epochs without one (an epoch as long as the training side was: `filled`); where none can be spared
+(none of them would hold a box) it runs the whole course and keeps the last. So the held-out images choose the
+threshold alone: it is then chosen on them
 (detector_threshold.py): a finder's the lowest box score that keeps false calls on clean images within the budget, a
 verifier's the highest good-body confidence that keeps them on good bodies within it, midway in the gap. The version
 carries it (its `operating` point), so a retrained version can be served at its own.
