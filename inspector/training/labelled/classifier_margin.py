@@ -44,7 +44,7 @@ def cross_fitted_calls(odds: np.ndarray, heldout: Crops, budget: float, seed: in
     `offset`), and the two margins; None where a half holds no good crop or no defect to choose on."""
     identities = crop_identities(heldout)
     defective = heldout.labels != 0
-    half = np.array(identity_halves(identities, list(defective)), dtype=np.int64)
+    half = np.array(identity_halves(identities, defective), dtype=np.int64)
     if any(not ((half == h) & defective).any() or not ((half == h) & ~defective).any() for h in (0, 1)):
         return None
     chosen = [served_threshold(odds[half == h], heldout.labels[half == h],

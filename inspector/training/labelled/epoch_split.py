@@ -57,18 +57,22 @@ def set_aside(items: Sequence[Origin], share: float = EPOCH_SHARE) -> list[bool]
 
 @dataclass
 class EpochSides(Generic[T]):
-    """A retraining's training side divided: what it trains on (the taught set's, the reviews') and what it chooses
-    its epoch by."""
+    """A teaching's or a retraining's training side divided: what it trains on (the taught set's, the reviews') and
+    what it chooses its epoch by."""
     train_own: list[T]
     train_reviewed: list[T]
     epoch: list[T]
     counts: dict[str, int] = field(default_factory=dict)  # set aside: items, reviewed, defective (the version's)
     what: str = "images"
     reader: str = "the gate reads"  # who reads the held-out items, as said
+    share: float = EPOCH_SHARE  # 0: none asked for, the held-out items choose the epoch
 
     @property
     def says(self) -> str:
         """What was set aside, said to the engineer."""
+        if self.share <= 0:
+            return (f"no training {self.what} set aside to choose the epoch by (--epoch-share 0): the held-out "
+                    f"{self.what} choose it")
         if not self.epoch:
             return (f"no training {self.what} set aside to choose the epoch by (too few to spare: each kind, reviewed "
                     f"or taught, with a defect or not, of a type where its teacher recorded one, needs {MIN_STRATUM} "
@@ -87,15 +91,18 @@ def divide(own: Sequence[T], reviewed: Sequence[T], identity: Callable[[T], str]
     when teaching) divided into what it trains on and what chooses its epoch; where what would be set aside
     cannot choose one (`enough` says: a detector's fitness needs boxes, a classifier's recall good crops and
     defects), everything is trained on. `kind`: each taught item's kind where its teacher recorded one (a type
-    with one part keeps it to train on). `reader`: who reads the held-out items, as `says` names them."""
+    with one part keeps it to train on). `reader`: who reads the held-out items, as `says` names them. A `share` of
+    0 sets nothing aside: the held-out items choose the epoch (said)."""
+    if share <= 0:
+        return EpochSides(list(own), list(reviewed), [], {}, what, reader, share)
     origins = [Origin("taught", identity(x), defective(x), kind(x)) for x in own] + \
               [Origin("reviewed", identity(x), defective(x)) for x in reviewed]
     aside = set_aside(origins, share)
     epoch = [x for x, a in zip([*own, *reviewed], aside) if a]
     if not enough(epoch):
-        return EpochSides(list(own), list(reviewed), [], {}, what, reader)
+        return EpochSides(list(own), list(reviewed), [], {}, what, reader, share)
     n = len(own)
     picked = [o for o, a in zip(origins, aside) if a]
     return EpochSides([x for x, a in zip(own, aside[:n]) if not a], [x for x, a in zip(reviewed, aside[n:]) if not a],
                       epoch, {"items": len(picked), "reviewed": sum(o.source == "reviewed" for o in picked),
-                              "defective": sum(o.defective for o in picked)}, what, reader)
+                              "defective": sum(o.defective for o in picked)}, what, reader, share)

@@ -192,14 +192,8 @@ def prepare(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> tu
     if sides.warning:
         say(f"warning: {sides.warning}")
     aside = epoch_sides(plan, folder, sides.train)
-    say(epoch_said(plan, aside))
+    say(aside.says)
     return zoo, folder, sides, aside
-
-
-def epoch_said(plan: TeachPlan, aside: EpochSides[LabelledCrop]) -> str:
-    """What chooses the epoch, as said to the engineer."""
-    return (aside.says if plan.epoch_share > 0 else
-            "no training crops set aside to choose the epoch by (--epoch-share 0): the held-out crops choose it")
 
 
 def check_input(plan: TeachPlan, aside: EpochSides[LabelledCrop]) -> InputFit:
@@ -210,8 +204,6 @@ def check_input(plan: TeachPlan, aside: EpochSides[LabelledCrop]) -> InputFit:
 def epoch_sides(plan: TeachPlan, folder: LabelledFolder, train: list[LabelledCrop]) -> EpochSides[LabelledCrop]:
     """The training crops divided into what is trained on and what chooses the epoch (epoch_split.py: by identity,
     each kind, defective or clean, on its own); with the plan's share 0, nothing set aside."""
-    if plan.epoch_share <= 0:
-        return EpochSides(list(train), [], [], {}, "crops", "")
     kinds = plan.kinds or {}
     return divide(train, [], lambda c: c.identity, lambda c: c.label != folder.good,
                   lambda epoch: len({c.label == folder.good for c in epoch}) == 2, "crops", plan.epoch_share,
@@ -257,7 +249,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                 f"{plan.expert} (held out)")
     assert taught.heldout_logits is not None
     checked = threshold_cross_fitted(logodds(taught.heldout_logits), heldout, plan.false_call_budget, plan.seed)
-    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how, checked, epoch_said(plan, aside))
+    return TaughtExpert(plan, folder.classes, counts, fit, taught, entry, sides.how, checked, aside.says)
 
 
 def open_zoo(root: Path) -> Zoo | None:

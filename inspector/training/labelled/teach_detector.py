@@ -90,7 +90,11 @@ class TaughtDetector:
     # why there are none
     cross_fitted: dict[str, Any] | str | None = None
     epoch_chosen: str = ""  # what chose the epoch, said to the engineer
-    heldout_chose_epoch: bool = False  # as well as the threshold (--epoch-share 0)
+
+    @property
+    def heldout_chose_epoch(self) -> bool:
+        """As well as the threshold (--epoch-share 0)."""
+        return self.plan.epoch_share <= 0
 
     def to_json(self) -> dict[str, Any]:
         return {"expert": self.plan.expert, "zoo": str(self.plan.zoo), "source": str(self.plan.source),
@@ -183,7 +187,7 @@ def prepare_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m:
         if warning:
             say(f"warning: {warning}")
     aside = epoch_images(plan, split.train, None if plan.good is None else boxes.classes.index(plan.good))
-    say(epoch_said(plan, aside))
+    say(aside.says)
     return DetectorSetup(zoo, boxes, classes, order, mode, split, goldens, arch,
                          tiling_for(plan.tile, arch, split.train, order, say), aside)
 
@@ -247,7 +251,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
     return TaughtDetector(plan, classes, mode, size, fit, boxes.counts(), heldout, entry, time.perf_counter() - t0,
-                          tiling, crossed, epoch_said(plan, aside), plan.epoch_share <= 0)
+                          tiling, crossed, aside.says)
 
 
 def filled(train: list[BoxedImage], size: int, seed: int) -> list[BoxedImage]:
@@ -263,19 +267,11 @@ def filled(train: list[BoxedImage], size: int, seed: int) -> list[BoxedImage]:
     return list(train) + [train[int(i)] for i in sorted(picks)]
 
 
-def epoch_said(plan: DetectorPlan, aside: EpochSides[BoxedImage]) -> str:
-    """What chooses the epoch, as said to the engineer."""
-    return (aside.says if plan.epoch_share > 0 else
-            "no training images set aside to choose the epoch by (--epoch-share 0): the held-out images choose it")
-
-
 def epoch_images(plan: DetectorPlan, train: list[BoxedImage], good: int | None) -> EpochSides[BoxedImage]:
     """The training images divided into what is trained on and what chooses the epoch (epoch_split.py: by
     identity, images with a defect box and clean ones apart; `good`: the set's index of the class that is no
     defect); with the plan's share 0, nothing set aside. Those set aside must hold a box for the trainer's fitness
     to choose by."""
-    if plan.epoch_share <= 0:
-        return EpochSides(list(train), [], [], {}, "images", "")
     return divide(train, [], lambda im: im.identity, lambda im: any(b.kind != good for b in im.scored),
                   lambda epoch: any(im.scored for im in epoch), "images", plan.epoch_share, reader="")
 
