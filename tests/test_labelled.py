@@ -606,6 +606,33 @@ def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_sc
     assert few.half_margins is None and "optimistic" in few.why
 
 
+def test_a_retrainings_gate_scores_the_served_classifier_by_the_rule_that_scores_the_new() -> None:
+    """The served margin was chosen on the held-out crops the gate reads: called at it there, the served weights
+    would flatter themselves beside the new weights' cross-fitted calls. They are called as the new are, at the
+    margin teaching's rule chooses on the other half of the parts (the same offset kept), so new weights that score
+    every crop as the served ones do make the same calls; too few parts to halve, each at its own margin."""
+    from inspector.training.labelled.classifier_margin import new_margin, old_calls
+    from inspector.training.labelled.trainer import Crops
+
+    rng = np.random.default_rng(0)
+    parts = [f"P{i}" for i in range(8) for _ in range(4)]
+    labels = np.array([0, 0, 1, 1] * 8)
+    crops = Crops([rng.integers(0, 255, (8, 8, 3), dtype=np.uint8) for _ in labels], labels, None, parts)
+    odds = np.where(labels == 0, 3.0, -3.0) + rng.normal(0, 1, len(labels))
+    odds[0] = -2.0  # one good crop scored low: the margin chosen on all of them goes under it
+    for taught, served in ((0.5, 0.5), (0.5, 1.5)):  # as taught; and a type tuned a log-odds above teaching's
+        fit = new_margin(odds, crops, served, taught, 0.01, 0)
+        served_at = fit.margin  # the served weights' margin chosen on these very crops: no false call there
+        flags, why = old_calls(odds, crops, served_at, fit, 0.01, 0)
+        assert fit.half_margins is not None and np.array_equal(flags, fit.flags) and flags[0]
+        # teaching's rule on all of them did not flag the low good crop: at the served margin it is no false call
+        assert not odds[0] < fit.margin - fit.offset and "scored as the new are" in why and f"{served_at:.3f}" in why
+    few = Crops(crops.images[:4], labels[:4], None, parts[:4])
+    fit = new_margin(odds[:4], few, 0.5, 0.5, 0.01, 0)
+    flags, why = old_calls(odds[:4] + 1.0, few, 0.7, fit, 0.01, 0)
+    assert fit.half_margins is None and np.array_equal(flags, odds[:4] + 1.0 < 0.7) and "scored there" in why
+
+
 def test_reviews_retrain_a_golden_comparison_expert_beside_the_windows_the_line_compared(
         tmp_path: Path, box_models: Path) -> None:
     """A board taught from its golden photos serves golden-comparison experts: the export writes, beside every crop,

@@ -232,6 +232,42 @@ def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it
                                   ["a", "a", "a", "b", "b"])
 
 
+def test_a_retrainings_gate_scores_the_served_weights_by_the_rule_that_scores_the_new() -> None:
+    """The served threshold was chosen on the held-out images the gate reads, so scored at it there the served
+    weights would flatter themselves beside the new weights' cross-fitted figure: both are scored at the threshold
+    their rule chose on the other half. New weights that box exactly as the served ones do then score alike and
+    disagree on nothing (the served weights at their in-sample threshold miss no clean image, where the new were
+    called at a threshold that never saw the 0.9 clean image)."""
+    from inspector.experts.yolo import YoloDetector
+    from inspector.training.labelled.boxes import BoxedImage
+    from inspector.training.labelled.detector_threshold import CrossFit, choose_detector_threshold, cross_fit
+    from inspector.training.labelled.retrain_detector import held_out_scores
+
+    def box(s: float) -> list[Found]:
+        return [Found(0, s, 0, 0, 10, 10)]
+
+    defect, clean = (Box(0, 0, 0, 10, 10),), ()
+    truth = [clean, clean, defect, defect, defect, defect, clean, clean]
+    found = [box(0.1), box(0.9), box(0.95), box(0.97), box(0.5), box(0.6), box(0.2), box(0.3)]
+    keys = [f"board{i}" for i in range(len(truth))]
+    held = {"taught held-out": [BoxedImage(Path(f"{k}.png"), (10, 10), t, k) for k, t in zip(keys, truth)]}
+    served = choose_detector_threshold(found, truth, "find", 0.01, 0.25).threshold  # in-sample: above the 0.9
+    fit = cross_fit(found, truth, "find", 0.01, keys)
+    assert isinstance(fit, CrossFit) and served > 0.9
+    arch = YoloDetector("yolov8n.yaml", 64, 1, served, "find")
+    scores, detail, disagree = held_out_scores(arch, ("defect",), held, {"taught held-out": (found, found)}, served,
+                                               served, (fit, fit))
+    old, new = scores["taught held-out"]
+    assert old == new and (disagree["taught held-out"].lost, disagree["taught held-out"].gained) == (0, 0)
+    # the served weights' own figure at their in-sample threshold stays in the detail: no clean image flagged there
+    assert detail["taught held-out"]["old"]["false_call_rate"] == 0 < old.false_calls
+    # too few to halve: each at its own threshold, as before
+    scores, detail, _ = held_out_scores(arch, ("defect",), held, {"taught held-out": (found, found)}, served, served,
+                                        None)
+    assert scores["taught held-out"][0] == scores["taught held-out"][1] and "old_cross_fitted" not in detail[
+        "taught held-out"]
+
+
 def test_a_pascal_voc_set_reads_as_the_same_boxes_as_its_yolo_twin(tmp_path: Path) -> None:
     yolo = read_boxes(yolo_set(tmp_path / "y", 8, seed=4))
     for beside in (False, True):

@@ -10,6 +10,9 @@ their identities), moved by whatever moved the type's margin off teaching's (a b
 version carries it as its operating point (experts/operating.py: activation serves it). It is scored cross-fitted:
 the held-out identities (a part's crops go together) are shared out in two halves, a margin chosen on each, every
 crop called at the one chosen on the other half: a margin scored on the crops it was chosen on flatters itself.
+The served weights are scored the same way beside them (`old_calls`): their margin was chosen on the taught held-out
+crops themselves, so called at it there they would flatter themselves as much, and the gate would weigh an honest
+figure against a flattered one.
 """
 from __future__ import annotations
 
@@ -73,3 +76,17 @@ def new_margin(odds: np.ndarray, heldout: Crops, served: float, taught: float | 
     return NewMargin(margin, offset, flags, chosen,
                      f"{rule}; each held-out crop called at the margin chosen on the other half of the parts "
                      f"({chosen[0]:.3f}, {chosen[1]:.3f}): what the rule does on crops it was not chosen on")
+
+
+def old_calls(odds: np.ndarray, heldout: Crops, served: float, fit: NewMargin, budget: float,
+              seed: int) -> tuple[np.ndarray, str]:
+    """The served weights' held-out calls from their log-odds of good (`odds`), scored as the new weights' were
+    (`fit`): cross-fitted at teaching's rule on the other half plus the same offset where theirs were, else at the
+    `served` margin (as the new were at theirs: both on the crops it was chosen on); and what was done, said."""
+    fitted = None if fit.half_margins is None else cross_fitted_calls(odds, heldout, budget, seed, fit.offset)
+    if fitted is None:
+        return odds < served, f"old weights: served at margin {served:.3f}, scored there"
+    flags, chosen = fitted
+    return flags, (f"old weights: served at margin {served:.3f}, chosen on held-out crops among these (scored at it "
+                   "there they look better than they are), so scored as the new are: at the margins the rule chooses "
+                   f"on the other half ({chosen[0]:.3f}, {chosen[1]:.3f})")

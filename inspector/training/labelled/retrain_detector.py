@@ -10,9 +10,10 @@ epoch its fitness prefers on training images set aside for that (epoch_split.py:
 reads; with too few to spare, the last epoch). The new weights' box scores sit on their own scale, so their
 threshold is chosen again on both held-out sets together, the set's and the reviewed one, as teaching chose it
 (detector_threshold.py, the false-call budget teaching was given), and the version carries it (experts/operating.py:
-activation serves it there). The old weights are scored at the threshold they are served at; the new by the line at
-a threshold chosen on the other half of the held-out images (cross-fitted, detector_threshold.py: one scored on the
-images it was chosen on flatters itself). The new ones are added as a version, not served, refused by the gate where
+activation serves it there). Both versions are scored by the line at the threshold that rule chooses for each on the
+other half of the held-out images (cross-fitted, detector_threshold.py: one scored on the images it was chosen on
+flatters itself, and the served threshold was chosen on the taught held-out images); too few to halve, the old at its
+served threshold, the new at its own. The new ones are added as a version, not served, refused by the gate where
 any held-out set's defect recall falls (a verifier's images counted by its calls: a defect found when the best box
 is not a confident good body, detection.py). The reviewed crops the export kept without a box (an escape nobody
 boxed: results/dataset.py UNBOXED) teach nothing, but both versions' calls of them are scored, a third set the gate
@@ -166,12 +167,16 @@ def line_score(s: DetectionScore) -> Score:
 
 def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str, list[BoxedImage]],
                     found: dict[str, list[list[list[Found]]]], served: float, threshold: float,
-                    fit: CrossFit | None) -> tuple[dict[str, tuple[Score, Score]], dict[str, dict[str, Any]],
-                                                   dict[str, Disagreement]]:
+                    fits: tuple[CrossFit, CrossFit] | None) -> tuple[dict[str, tuple[Score, Score]],
+                                                                     dict[str, dict[str, Any]],
+                                                                     dict[str, Disagreement]]:
     """Each held-out set's (old, new) line scores, their detail and the defective images the two call
-    differently: the old weights at the `served` threshold; the new at `threshold` (their boxes and AP), and by the
-    line at the one `fit` chose without each image where it could (else at `threshold`). `found`: each set's (old,
-    new) boxes; the sets in order, as `fit` numbers them."""
+    differently. Where `fits` (the old weights', the new weights') cross-fitted the threshold, each version calls
+    every image at the one its rule chose on the other half: the served threshold was chosen on the taught held-out
+    images, so scored at it there the old weights would flatter themselves beside the new ones' honest figure. Else
+    the old at the `served` threshold, the new at `threshold`. The detail keeps both versions' boxes and AP (at
+    `served` and `threshold`) and the old weights' line at `served`. `found`: each set's (old, new) boxes; the sets
+    in order, as `fits` number them."""
     scores: dict[str, tuple[Score, Score]] = {}
     detail: dict[str, dict[str, Any]] = {}
     disagree: dict[str, Disagreement] = {}
@@ -181,18 +186,22 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
         truth = [im.boxes for im in held[name]]
         old = score(classes, truth, old_found, served, good=good)
         new = score(classes, truth, new_found, threshold, good=good)
-        line = line_score(new)
-        if fit is not None:
-            line = Score.counted(*cross_fitted(classes, truth, new_found, fit, start, good))
-        cuts = [threshold if fit is None else fit.chosen[1 - fit.halves[start + i]] for i in range(len(truth))]
+        lines = (line_score(old), line_score(new))
+        cuts = [(served, threshold)] * len(truth)
+        if fits is not None:
+            lines = (Score.counted(*cross_fitted(classes, truth, old_found, fits[0], start, good)),
+                     Score.counted(*cross_fitted(classes, truth, new_found, fits[1], start, good)))
+            cuts = [(fits[0].chosen[1 - fits[0].halves[start + i]], fits[1].chosen[1 - fits[1].halves[start + i]])
+                    for i in range(len(truth))]
         scored = [i for i, boxes in enumerate(truth) if not ignored_only(boxes)]
-        disagree[name] = Disagreement.of([is_flagged(old_found[i], served, good) for i in scored],
-                                         [is_flagged(new_found[i], cuts[i], good) for i in scored],
+        disagree[name] = Disagreement.of([is_flagged(old_found[i], cuts[i][0], good) for i in scored],
+                                         [is_flagged(new_found[i], cuts[i][1], good) for i in scored],
                                          [defective(truth[i], good) for i in scored])
         start += len(truth)
-        scores[name] = (line_score(old), line)
+        scores[name] = lines
         detail[name] = {"old": old.to_json(), "new": new.to_json(),
-                        **({"new_cross_fitted": line.to_json()} if fit is not None else {})}
+                        **({"old_cross_fitted": lines[0].to_json(), "new_cross_fitted": lines[1].to_json()}
+                           if fits is not None else {})}
     return scores, detail, disagree
 
 
@@ -259,16 +268,25 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     images = [im for name in found for im in held[name]]
     new_found = [f for name in found for f in found[name][1]]
     chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
-    fit = cross_fit(new_found, [im.boxes for im in images], arch.mode, budget, [im.identity for im in images]) \
-        if chosen.chosen else None
-    says = (f"old weights: served at threshold {served:.3f}; new weights: threshold {chosen.why}"
+    truth, identities = [im.boxes for im in images], [im.identity for im in images]
+    fit = cross_fit(new_found, truth, arch.mode, budget, identities) if chosen.chosen else None
+    # the old weights by the same rule on the same halves (the halves follow the images alone): their served
+    # threshold was chosen on the taught held-out images, and scored there it would flatter them
+    old_fit = cross_fit([f for name in found for f in found[name][0]], truth, arch.mode, budget, identities) \
+        if isinstance(fit, CrossFit) else None
+    fits = (old_fit, fit) if isinstance(old_fit, CrossFit) and isinstance(fit, CrossFit) else None
+    says = (f"old weights: served at threshold {served:.3f}"
+            + ("" if fits is None else
+               ", chosen on held-out images among these (scored at it there they look better than they are), so "
+               "scored as the new are: at the thresholds the rule chooses on the other half "
+               f"({fits[0].chosen[0]:.3f}, {fits[0].chosen[1]:.3f})")
+            + f"; new weights: threshold {chosen.why}"
             + ("" if fit is None else
                f"; scored on the images it was chosen on ({fit}): optimistic" if isinstance(fit, str) else
                f"; each held-out image scored at the threshold chosen on the other half of them ({fit.chosen[0]:.3f}, "
                f"{fit.chosen[1]:.3f}): what the rule does on images it was not chosen on"),)
     say(says[0])
-    scores, detail, disagree = held_out_scores(arch, classes, held, found, served, chosen.threshold,
-                                               fit if isinstance(fit, CrossFit) else None)
+    scores, detail, disagree = held_out_scores(arch, classes, held, found, served, chosen.threshold, fits)
     if unboxed:
         scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, chosen.threshold))
         detail[NO_BOX] = {"old": scores[NO_BOX][0].to_json(), "new": scores[NO_BOX][1].to_json()}

@@ -2,17 +2,18 @@
 
 `inspector zoo train --expert NAME --from DATASET` on a taught expert: the dataset's reviewed crops of it (exported
 under its own classes, `dataset export --zoo`) join the labelled folder it was taught from (still where its first
-version says, when it is), reviewed crops repeated to about a third of what it sees (each at most MAX_REPEATS
-times); it trains on from the weights in service at a quarter of the teaching's step, keeps the epoch preferred by
-training crops set aside for that (epoch_split.py: never the held-out crops the gate reads, the folder's held-out
-side and the reviewed held-out split; with too few to spare, the last epoch). A fine-tune moves the scale of the
-log-odds, so the new weights get a margin of their own, chosen again by teaching's rule on the held-out crops (moved
-as far as the type's served margin sits from teaching's) and carried by the version as its operating point, scored
-cross-fitted (classifier_margin.py). No synthetic crops: the renderer never drew this expert's parts. The old and
-the new weights are scored on both held-out sets and the new ones added as a version, not served (`zoo activate`, or
-the kiosk's swap). An expert that compares with the golden board (board teaching's) reads each crop beside its
-golden window: the reviewed crops' the export cut from the rule set's golden board (results/golden_windows.py), its
-folder's from the golden crops it was taught beside.
+version says, when it is), reviewed crops repeated to about a third of what it sees (each at most MAX_REPEATS times);
+it trains on from the weights in service at a quarter of the teaching's step, keeps the epoch preferred by training
+crops set aside for that (epoch_split.py: never the held-out crops the gate reads, the folder's held-out side and the
+reviewed held-out split; with too few to spare, the last epoch). A fine-tune moves the scale of the log-odds, so the
+new weights get a margin of their own, chosen again by teaching's rule on the held-out crops (moved as far as the
+type's served margin sits from teaching's) and carried by the version as its operating point, scored cross-fitted
+(classifier_margin.py), and the served weights scored beside them by the same rule on the same halves (their served
+margin was chosen on the taught held-out crops: scored there it would flatter them). No synthetic crops: the renderer
+never drew this expert's parts. The old and the new weights are scored on both held-out sets and the new ones added as
+a version, not served (`zoo activate`, or the kiosk's swap). An expert that compares with the golden board (board
+teaching's) reads each crop beside its golden window: the reviewed crops' the export cut from the rule set's golden
+board (results/golden_windows.py), its folder's from the golden crops it was taught beside.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from ...experts.versions import add_version
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from ..retrain import Retrained, Score
-from .classifier_margin import crop_identities, new_margin
+from .classifier_margin import crop_identities, new_margin, old_calls
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
@@ -190,22 +191,26 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                    choose_on=set_aside if aside.epoch else None)
     assert taught.heldout_logits is not None
     new_logits = taught.heldout_logits
-    # the old weights are scored at the margin they are served at; the new at their own, chosen again by teaching's
-    # rule (a fine-tune moves the scale of the log-odds), cross-fitted (classifier_margin.py)
+    # the new weights get their own margin, chosen again by teaching's rule (a fine-tune moves the scale of the
+    # log-odds), scored cross-fitted (classifier_margin.py)
     cut = float(arch.good_margin if arch.good_margin is not None else origin.get("threshold") or 0.0)
     old_logits, _ = logits_of(arch, arch.materialize(old, torch.device("cpu")), heldout)
     budget = float(origin.get("false_call_budget") or FALSE_CALL_BUDGET)
     taught_at = origin.get("threshold")
     fit = new_margin(logodds(new_logits), heldout, cut, None if taught_at is None else float(taught_at), budget, seed)
-    says = (f"old weights: served at margin {cut:.3f}; new weights: {fit.why}",)
+    # the old weights scored by the same rule on the same halves (classifier_margin.old_calls): at their served
+    # margin, chosen on the taught held-out crops, they would flatter themselves beside the new ones' honest figure
+    old_odds = logodds(old_logits)
+    old_flags, old_why = old_calls(old_odds, heldout, cut, fit, budget, seed)
+    says = (f"{old_why}; new weights: {fit.why}",)
     say(says[0])
     own_n = len(own["heldout"])  # the held-out crops are the taught set's, then the reviewed ones (joined)
     sides = {"reviewed held-out": slice(own_n, len(heldout)), "taught held-out": slice(0, own_n)}
-    old_flags = logodds(old_logits) < cut
     new_flags = fit.flags
     defective = heldout.labels != 0
     scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
               for name, at in sides.items()}
+    at_served = {name: Score.of(old_odds[at] < cut, defective[at]) for name, at in sides.items()}
     gate = recall_kept(scores, "crops", {name: Disagreement.of(old_flags[at], new_flags[at], defective[at])
                                          for name, at in sides.items()})
     seconds = time.perf_counter() - t0
@@ -215,5 +220,6 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                           margin_offset=fit.offset, false_call_budget=budget, any_orientation=turn,
                           reviewed_train=len(reviewed_train), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None, gate=gate,
-                          eval={k: {"old": a.to_json(), "new": b.to_json()} for k, (a, b) in scores.items()})
+                          eval={k: {"old": a.to_json(), "new": b.to_json(), "old_at_served": at_served[k].to_json()}
+                                for k, (a, b) in scores.items()})
     return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)
