@@ -484,12 +484,14 @@ def test_a_review_from_the_cli_is_stored_and_recorded_under_who_made_it(tmp_path
     assert json.loads(capsys.readouterr().out)["reviewer"] == "rosa"  # the signed-in name, not free text
     monkeypatch.setenv("INSPECTOR_PASSWORD", "not it")
     assert main([*review, "--as", "rosa"]) == 3  # a wrong password changes nothing
-    assert main([*review, "--box", "2,3,14,9.5"]) == 0  # no --as: recorded under the system account that ran it
-    assert json.loads(capsys.readouterr().out)["box"] == [2, 3, 14, 9.5]  # where the defect is on the crop
+    # no --as: recorded under the system account that ran it; two defects, the second of its own class
+    assert main([*review, "--box", "2,3,14,9.5", "--box", "20,1,30,8:polarity"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["boxes"] == [{"box": [2, 3, 14, 9.5]}, {"box": [20, 1, 30, 8], "class": "polarity"}]  # on the crop
     events = trail.events("review")
     assert [e.actor.split(":")[0] for e in events] == ["system", "rosa"]
     assert events[1].reason == "seen under the scope" and json.loads(events[0].before)["reviewer"] == "rosa"
-    assert json.loads(events[0].after)["box"] == [2, 3, 14, 9.5]
+    assert json.loads(events[0].after)["boxes"] == said["boxes"]
     with pytest.raises(SystemExit):  # not four numbers: argparse says so
         main([*review, "--box", "2,3,14"])
     assert "is not X0,Y0,X1,Y1" in capsys.readouterr().err

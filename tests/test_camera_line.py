@@ -118,7 +118,7 @@ def test_registration_off_cuts_at_nominal_positions_and_stores_no_transform(demo
     run_line(RULES, zoo, root / "models", condition_source(RULES, CONDITIONS["clean"], 2, seed=53),
              ServiceConfig(LineConfig(device_mb=40, register=False)), store, tmp_path, lambda _m: None)
     assert all(i.reg_transform is None and i.reg_residual_px is None for i in store.inspections())
-    assert current_revision(store.engine) == head_revision() == "0012"
+    assert current_revision(store.engine) == head_revision() == "0013"
 
 
 def test_a_zoo_trained_for_other_crops_is_refused_with_what_to_do(demo) -> None:

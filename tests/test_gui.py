@@ -23,6 +23,7 @@ from inspector.access.identity import Identity  # noqa: E402
 from inspector.app.controller import LineController, LineSetup  # noqa: E402
 from inspector.app.line import LineConfig  # noqa: E402
 from inspector.app.service import ServiceConfig  # noqa: E402
+from inspector.results.review_boxes import ReviewBox  # noqa: E402
 from inspector.results.store import ResultStore  # noqa: E402
 from ui.backend import LocalBackend  # noqa: E402
 from ui.confirm import ConfirmChange  # noqa: E402
@@ -583,13 +584,15 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         assert window.history.search() > 0
         window.history.table.setCurrentCell(0, 0)
         window.history.review_bar.correct.setCurrentText("missing")
-        window.history.review_bar.set_box((2.0, 3.0, 9.0, 8.0))  # as drawn on the crop (tests/test_review_boxes.py)
-        assert window.history.review_bar.review("escape").startswith("the kiosk stored:")
+        drawn = (ReviewBox((2.0, 3.0, 9.0, 8.0)), ReviewBox((10.0, 1.0, 14.0, 6.0), "polarity"))
+        window.history.review_bar.set_boxes(drawn)  # as drawn on the crop (tests/test_review_boxes.py)
+        said = window.history.review_bar.review("escape")
+        assert said.startswith("the kiosk stored:") and "not its boxes" not in said, said
         assert window.history.review_bar.reviewer.text() == "kim"
         assert window.history.table.item(0, 11).text() == "escape: missing"
-        uuid, ref, *_ = window.history.parts[0]  # the kiosk stored the box; GET /results/reviews carries it back
-        assert store.reviews_of([uuid])[(uuid, ref)].drawn_box == (2.0, 3.0, 9.0, 8.0)
-        assert window.history.backend.store().reviews_of([uuid])[(uuid, ref)].drawn_box == (2.0, 3.0, 9.0, 8.0)
+        uuid, ref, *_ = window.history.parts[0]  # the kiosk stored the boxes; GET /results/reviews carries them back
+        assert store.reviews_of([uuid])[(uuid, ref)].drawn_boxes == drawn
+        assert window.history.backend.store().reviews_of([uuid])[(uuid, ref)].drawn_boxes == drawn
         # a rule edit goes to the kiosk's API, which validates it, writes its own file and applies it
         window.tabs.setCurrentWidget(window.rules)
         qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)

@@ -556,9 +556,13 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert added["served_margin"] == pytest.approx(float(odds.median()))
     assert added["margin_offset"] == pytest.approx(float(odds.median()) - entry.versions[0]["threshold"])
     assert f"served at margin {float(odds.median()):.3f}" in r.says[1] and "keeps that" in r.says[1]
-    # scored at a margin chosen without each crop's part (cross-fitted) where the parts allow it
-    assert ("each held-out crop called at the margin chosen on the other half of the parts" in r.says[1]
-            or "scored on the crops it was chosen on" in r.says[1])
+    # scored at a margin chosen without each crop's part (cross-fitted) where the parts allow it, the served weights
+    # by the same rule (their figures at their served margin said beside the table, and kept)
+    fitted = "each held-out crop called at the margin chosen on the other half of the parts" in r.says[1]
+    assert fitted or "scored on the crops it was chosen on" in r.says[1]
+    assert ("so scored as the new are" in r.says[1]) == fitted
+    assert any(x.startswith("the served weights at their served margin") for x in r.says) == fitted
+    assert all("old_at_served" in added["eval"][name] for name in r.scores)
     # served (forced past its gate), it calls at its own margin; rolled back, the old weights at theirs
     from inspector.experts.versions import activate, rollback
 

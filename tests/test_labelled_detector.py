@@ -469,6 +469,7 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     from inspector.experts.zoo import write_expert
     from inspector.ingest.crops import cut_board
     from inspector.results.dataset import export_dataset
+    from inspector.results.review_boxes import ReviewBox
     from inspector.results.reviews import ReviewRequest, record_review
     from inspector.results.store import ResultStore, sqlite_url
     from inspector.routing.rules import parse_rules
@@ -516,12 +517,14 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     for i, (u, p) in enumerate(passed[:3]):
         boxes = truth[(source_of[u], p.ref)][0]
         box = tuple(float(v) for v in boxes[0][1:]) if boxes else (10.0, 8.0, 30.0, 20.0)
-        record_review(store, ReviewRequest(u, p.ref, "escape", "spur", "qa", box=box if i < 2 else None), of)
+        record_review(store, ReviewRequest(u, p.ref, "escape", "spur", "qa", boxes=(ReviewBox(box),) if i < 2 else ()),
+                      of)
         if i < 2:
             drawn[f"{u}_{p.ref}"] = box
     u, p = next((u, p) for u, p in failed if f"{u}_{p.ref}" in confirmed)  # the detector's box put right
     drawn[f"{u}_{p.ref}"] = (2.0, 3.0, 12.0, 9.0)
-    record_review(store, ReviewRequest(u, p.ref, "confirmed", "void", "qa", box=drawn[f"{u}_{p.ref}"]), of)
+    record_review(store, ReviewRequest(u, p.ref, "confirmed", "void", "qa", boxes=(ReviewBox(drawn[f"{u}_{p.ref}"]),)),
+                  of)
     report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=of, heldout_percent=30,
                             finders=finding_detectors(zoo))
     tree = tmp_path / "dataset" / "detectors" / "det-pcb"
@@ -596,6 +599,9 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     fitted = "each held-out image scored at the threshold chosen on the other half" in said
     assert fitted or "too few to score each at a threshold chosen without it" in said
     assert ("new_cross_fitted" in added["eval"]["taught held-out"]) == fitted
+    # the served weights scored by the same rule on the same halves; their figures where served said beside
+    assert ("so scored as the new are" in said) == ("old_cross_fitted" in added["eval"]["taught held-out"]) == fitted
+    assert any(x.startswith("the served weights at their served threshold") for x in r.says) == fitted
     # trained on from the served weights (one epoch at a quarter of the step moves them a little; from the model
     # yaml they would be another draw altogether)
     from inspector.runtime.safetensors_io import parse

@@ -15,6 +15,7 @@ from inspector.cli import main
 from inspector.results.errors import SchemaNotReady
 from inspector.results.export import export_csv
 from inspector.results.records import BoardRecord, PartRecord
+from inspector.results.review_boxes import ReviewBox
 from inspector.results.reviews import ReviewRequest, record_review, review_rates
 from inspector.results.revisions import current_revision, head_revision, read_state, upgrade
 from inspector.results.scope import PLANT, Scope
@@ -319,14 +320,47 @@ def test_a_plant_database_before_0012_refuses_a_reviewers_box_saying_how_and_kee
     assert box.write([board("B1", defect="polarity")]) == 1
     (insp,) = box.inspections()
     with pytest.raises(ReviewRefused, match="schema before 0012.*inspector db upgrade"):
-        record_review(box, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", box=(1, 1, 9, 7)))
+        record_review(box, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", boxes=(ReviewBox((1, 1, 9, 7)),)))
     assert box.reviews_of([insp.uuid]) == {}
     record_review(box, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa"))
-    assert box.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_box is None
+    assert box.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_boxes == ()
     rules = load_rules(Path(__file__).resolve().parents[1] / "routing_rules" / "board_a.yaml")
     report = export_dataset(box, tmp_path / "dataset", [rules])
     assert report.skipped and all("crop" in s["reason"] for s in report.skipped)  # read; no crop kept here
     assert main(["db", "upgrade", "--db", url]) == 0
     fresh = ResultStore(url)
-    record_review(fresh, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", box=(1, 1, 9, 7)))
-    assert fresh.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_box == (1, 1, 9, 7)
+    record_review(fresh, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", boxes=(ReviewBox((1, 1, 9, 7)),)))
+    assert fresh.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_boxes == (ReviewBox((1, 1, 9, 7)),)
+
+
+def test_a_plant_database_at_0012_keeps_one_box_a_review_and_asks_for_the_upgrade_before_several(
+        postgres, tmp_path: Path) -> None:  # noqa: ANN001
+    """0013 adds a review's several boxes and their classes: on a database still at 0012 one box of the review's
+    class is stored as before, several (or a box of its own class) are refused naming `inspector db upgrade` with
+    nothing stored and the review before kept whole; after the upgrade they go in, the first also where a release
+    before 0013 reads it."""
+    from sqlalchemy import text
+
+    from inspector.results.reviews import ReviewRefused
+
+    from .test_results import board
+
+    url = postgres.create_db(f"boxes13_{uuid.uuid4().hex[:8]}", upgraded=False)
+    upgrade(open_engine(url), "0012")
+    box = ResultStore(url)
+    assert box.write([board("B1", defect="polarity")]) == 1
+    (insp,) = box.inspections()
+    one = (ReviewBox((1, 1, 9, 7)),)
+    record_review(box, ReviewRequest(insp.uuid, "D1", "confirmed", None, "qa", boxes=one))
+    assert box.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_boxes == one
+    two = (*one, ReviewBox((12, 2, 20, 8), "missing"))
+    for boxes in (two, (ReviewBox((1, 1, 9, 7), "missing"),)):
+        with pytest.raises(ReviewRefused, match="schema before 0013.*inspector db upgrade"):
+            record_review(box, ReviewRequest(insp.uuid, "D1", "confirmed", "missing", "qa", boxes=boxes))
+        assert box.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_boxes == one  # the review before, whole
+    assert main(["db", "upgrade", "--db", url]) == 0
+    fresh = ResultStore(url)
+    record_review(fresh, ReviewRequest(insp.uuid, "D1", "confirmed", "missing", "qa", boxes=two))
+    assert fresh.reviews_of([insp.uuid])[(insp.uuid, "D1")].drawn_boxes == two
+    with fresh.engine.connect() as c:
+        assert tuple(c.execute(text("SELECT box_x0, box_y0, box_x1, box_y1 FROM reviews")).one()) == (1, 1, 9, 7)

@@ -31,7 +31,7 @@ def board(serial: str, minutes: int = 0, defect: str | None = None) -> BoardReco
 
 
 def test_migrations_create_the_schema_at_head(store: ResultStore) -> None:
-    assert current_revision(store.engine) == head_revision() == "0012"
+    assert current_revision(store.engine) == head_revision() == "0013"
     tables = set(inspect(store.engine).get_table_names())
     assert {"inspections", "component_results", "alembic_version"} <= tables
 
@@ -49,7 +49,7 @@ def test_a_database_of_the_first_schema_is_upgraded_keeping_its_boards(tmp_path:
                        "'line-1', 'aoi-1', 'OLD1', 'board_a', 'abc', 'pass', '')"))
     engine.dispose()
     store = ResultStore(url)  # opening migrates to head
-    assert current_revision(store.engine) == head_revision() == "0012"
+    assert current_revision(store.engine) == head_revision() == "0013"
     (old,) = store.inspections()
     assert old.board_serial == "OLD1" and old.error is None and old.reg_residual_px is None
     store.write([registered("NEW1")])

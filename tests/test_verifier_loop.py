@@ -53,6 +53,7 @@ def test_reviews_of_a_verifying_detector_label_each_crop_as_one_body_and_retrain
     from inspector.app.verdict import classes_of, finding_detectors
     from inspector.ingest.crops import cut_board
     from inspector.results.dataset import export_dataset
+    from inspector.results.review_boxes import ReviewBox
     from inspector.results.reviews import ReviewRequest, record_review
     from inspector.results.store import ResultStore, sqlite_url
     from inspector.routing.rules import parse_rules
@@ -110,15 +111,16 @@ def test_reviews_of_a_verifying_detector_label_each_crop_as_one_body_and_retrain
         if p.verdict == "fail" and real == "ok":
             req = ReviewRequest(insp.uuid, p.ref, "false_call", None, "qa")  # no box (a false call draws none)
         elif p.verdict == "fail":
-            req = ReviewRequest(insp.uuid, p.ref, "confirmed", "chipped", "qa", box=box if n % 2 else None)
+            req = ReviewRequest(insp.uuid, p.ref, "confirmed", "chipped", "qa",
+                                boxes=(ReviewBox(box),) if n % 2 else ())
         elif real == "chipped":
-            req = ReviewRequest(insp.uuid, p.ref, "escape", "chipped", "qa", box=box if n % 3 else None)
+            req = ReviewRequest(insp.uuid, p.ref, "escape", "chipped", "qa", boxes=(ReviewBox(box),) if n % 3 else ())
         else:
             continue
         record_review(store, req, of)
         reviewed[stem] = (real, p)
-        if req.box:
-            drawn[stem] = req.box
+        if req.boxes:
+            drawn[stem] = req.boxes[0].at
     report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=of, heldout_percent=30)
     tree = tmp_path / "dataset" / "detectors" / "det-v"
     assert (tree / "data.yaml").read_text().splitlines()[-2:] == ['  0: "good"', '  1: "chipped"']

@@ -290,8 +290,12 @@ class AttachedBackend(Signed):
 
     def review(self, req: ReviewRequest) -> str:
         """POST /reviews: the kiosk checks the part and its verdict and stores the review in its database."""
-        answer = self._call("POST", "/reviews", json.dumps(req.__dict__).encode())
-        return f"the kiosk stored: {req.ref} {req.call.replace('_', ' ')} ({answer['component_type']})"
+        answer = self._call("POST", "/reviews", json.dumps(req.to_json()).encode())
+        stored = f"the kiosk stored: {req.ref} {req.call.replace('_', ' ')} ({answer['component_type']})"
+        if req.to_json().get("boxes") and answer.get("boxes") is None:  # a kiosk of a release before several boxes
+            return (f"{stored}, but not its boxes: the kiosk's release takes one box a review, of the review's class; "
+                    "upgrade it, or review again with one box")
+        return stored
 
     def expert_versions(self) -> dict[str, Any]:
         """GET /experts: every trained expert's versions as the kiosk's zoo holds them."""

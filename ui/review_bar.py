@@ -3,8 +3,10 @@ or escape, optionally with the correct class. The backend stores it (the local d
 POST /reviews with the signed-in person's token) under the signed-in name; a review that contradicts the part's
 verdict is refused with the reason. A person who may change rules can approve a flagged part as another make of it
 (a second source: its kept crop becomes an approved window of that part, routing/alternates.py). Where the tab shows
-the part's crop, a box drawn on it (ui/crop_picker.py) goes with a confirmed defect or an escape: where the defect
-is, which a detector that finds defects needs to learn an escape."""
+the part's crop, the boxes drawn on it (ui/crop_picker.py) go with a confirmed defect or an escape: where each defect
+is (a part may carry several), which a detector that finds defects needs to learn an escape. A box takes the class
+chosen under "really:" as it is drawn (none: the review's), so two defects of two classes are two boxes drawn with
+the class changed between them."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -13,6 +15,7 @@ from typing import Any
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout
 
 from inspector.access.roles import Permission
+from inspector.results.review_boxes import ReviewBox
 from inspector.results.reviews import PART_DEFECTS, ReviewRefused, ReviewRequest
 
 SAME_CLASS = "class as called"
@@ -24,12 +27,14 @@ class ReviewBar(QGroupBox):
         self.backend = backend
         self.part: tuple[str, str, str, str] | None = None  # inspection id, ref, verdict, the deciding expert
         self.on_stored: Callable[[str], None] | None = None  # the review as a table shows it, once stored
-        self.box: tuple[float, float, float, float] | None = None  # drawn on the crop (crop px), sent with a defect
-        self.on_clear_box: Callable[[], None] | None = None  # the crop's picker forgets the box too
+        self.boxes: tuple[ReviewBox, ...] = ()  # drawn on the crop (crop px), sent with a defect
+        self.on_clear_boxes: Callable[[], None] | None = None  # the crop's picker forgets the boxes too
         self.box_label = QLabel("")
-        self.clear_box_btn = QPushButton("Clear box")
-        self.clear_box_btn.setToolTip("review without a box (the detector's own box, where it drew one, teaches)")
-        self.clear_box_btn.clicked.connect(self.clear_box)
+        self.box_label.setWordWrap(True)
+        self.clear_box_btn = QPushButton("Clear boxes")
+        self.clear_box_btn.setToolTip("review without boxes (the detector's own box, where it drew one, teaches); a "
+                                      "right click on one box takes that one away")
+        self.clear_box_btn.clicked.connect(self.clear_boxes)
         self.confirm_btn = QPushButton("Confirmed defect")
         self.false_btn = QPushButton("False call")
         self.escape_btn = QPushButton("Escape (missed)")
@@ -72,14 +77,14 @@ class ReviewBar(QGroupBox):
         v.addLayout(last)
         self.box_label.hide()  # shown where the tab has a crop to draw on (take_boxes)
         self.clear_box_btn.hide()
-        self.set_box(None)
+        self.set_boxes(())
         self.set_part(None)
 
     def set_part(self, part: tuple[str, str, str, str] | None, reviewed: str | None = None) -> None:
         """The part the buttons act on: a failed part can be confirmed or a false call, a passed one an escape;
         the classes offered are those of the expert that decided it (a taught expert's own)."""
         if part != self.part:
-            self.set_box(None)  # a box drawn on another part's crop
+            self.set_boxes(())  # boxes drawn on another part's crop
         self.part = part
         verdict = part[2] if part else None
         self._list_classes(part[3] if part else None)
@@ -108,23 +113,30 @@ class ReviewBar(QGroupBox):
             self._classes_of = ""
             self.correct.addItems(list(PART_DEFECTS))
 
-    def set_box(self, box: tuple[float, float, float, float] | None) -> None:
-        """The box drawn on the part's crop (None: none), sent with a confirmed defect or an escape."""
-        self.box = box
-        self.clear_box_btn.setEnabled(box is not None)
-        self.box_label.setText("no box: drag one on the crop where the defect is" if box is None else
-                               "box ({:.0f}, {:.0f})-({:.0f}, {:.0f}) goes with a defect's review".format(*box))
+    def set_boxes(self, boxes: tuple[ReviewBox, ...]) -> None:
+        """The boxes drawn on the part's crop (none: no box), sent with a confirmed defect or an escape."""
+        self.boxes = tuple(boxes)
+        self.clear_box_btn.setEnabled(bool(boxes))
+        listed = "; ".join(b.says() for b in boxes)
+        self.box_label.setText("no box: drag one on the crop where each defect is" if not boxes else
+                               f"{len(boxes)} boxes go with a defect's review: {listed}" if len(boxes) > 1 else
+                               f"box {listed} goes with a defect's review; drag another for a second defect")
+
+    def box_class(self) -> str | None:
+        """The class a box drawn now takes: the one chosen under "really:" (None: the review's)."""
+        chosen = self.correct.currentText()
+        return None if chosen in ("", SAME_CLASS) else chosen
 
     def take_boxes(self, clear: Callable[[], None]) -> None:
-        """The tab shows the part's crop to draw a box on: say the box, and `clear` forgets it there too."""
-        self.on_clear_box = clear
+        """The tab shows the part's crop to draw boxes on: say the boxes, and `clear` forgets them there too."""
+        self.on_clear_boxes = clear
         self.box_label.show()
         self.clear_box_btn.show()
 
-    def clear_box(self) -> None:
-        self.set_box(None)
-        if self.on_clear_box is not None:
-            self.on_clear_box()
+    def clear_boxes(self) -> None:
+        self.set_boxes(())
+        if self.on_clear_boxes is not None:
+            self.on_clear_boxes()
 
     def permit(self) -> None:
         """The signed-in person reviews under their own name."""
@@ -139,14 +151,14 @@ class ReviewBar(QGroupBox):
         correct = None if chosen == SAME_CLASS or call == "false_call" else chosen
         try:
             req = ReviewRequest(self.part[0], self.part[1], call, correct, self.reviewer.text().strip(),
-                                box=None if call == "false_call" else self.box)
+                                boxes=() if call == "false_call" else self.boxes)
             req.check()
             text = self.backend.review(req)
         except (ReviewRefused, ValueError, RuntimeError) as exc:
             text = f"not stored: {exc}"
         else:
-            if req.box is None and self.box is not None:  # not sent (a false call's part was good): not kept either
-                self.clear_box()
+            if not req.boxes and self.boxes:  # not sent (a false call's part was good): not kept either
+                self.clear_boxes()
             if self.on_stored is not None:
                 shown = call.replace("_", " ")
                 self.on_stored(f"{shown}: {correct}" if correct else shown)

@@ -8,9 +8,9 @@
    (escapes).
    The windows' classifier passes every window on, so the detector alone decides, as on a bare-board line.
 3. **Review.** An operator (scripted, with the truth an operator sees) reviews every flagged window, a false call
-   or a confirmed defect of the class it has, and every missed defect as an escape. Where the window has one defect
-   of the reviewed class, the operator draws its box on an escape, and on a confirmed defect whose box the detector
-   drew off it (less than BOX_RIGHT of overlap); a review carries one box (results/reviews.py).
+   or a confirmed defect of the class it has, and every missed defect as an escape. The operator draws the box of
+   every defect on the window, each under its own class (results/review_boxes.py), on an escape, and on a confirmed
+   defect unless the window holds that one defect and the detector's box is on it (BOX_RIGHT of overlap or more).
 4. **Dataset and retrain.** `dataset export` labels the detector's crops by what it drew (results/
    detector_labels.py); `zoo train --expert` trains on from the served weights over its set and the reviews and
    scores old against new on both held-out sets (training/labelled/retrain_detector.py).
@@ -38,6 +38,7 @@ from ..experts.resnet import ResNetClassifier
 from ..experts.yolo import YoloDetector
 from ..experts.zoo import MANIFEST, Zoo, write_expert
 from ..results.dataset import export_dataset
+from ..results.review_boxes import ReviewBox
 from ..results.reviews import ReviewRequest, record_review
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import parse_rules
@@ -212,36 +213,35 @@ def _with_pass_all_classifier(zoo_dir: Path) -> Zoo:
 
 def _review(store: ResultStore, zoo: Zoo, truth: dict, draw: bool = True) -> dict[str, int]:
     """Every flagged window reviewed (a false call, or confirmed under the class it has, the called one where it
-    has that), every missed defect an escape; with `draw`, the defect's box drawn (the rule set cuts each window
-    whole: window pixels are crop pixels) on an escape and on a confirmed defect boxed off it, where the window has
-    one defect of that class; the calls made."""
+    has that), every missed defect an escape; with `draw`, every defect's box drawn under its class (the rule set
+    cuts each window whole: window pixels are crop pixels) on an escape and on a confirmed defect, unless the
+    detector's one box is on the window's one defect; the calls made."""
     of, calls = classes_of(zoo), Counter()
     for insp in store.inspections():
         for p in insp.parts:
             boxes, _holed = truth[(Path(insp.source).name, p.ref)]
             kinds = sorted({CLASSES[b[0]] for b in boxes})
+            drawn = _drawn(boxes) if draw else ()
             if p.verdict == "fail" and not boxes:
                 req = ReviewRequest(insp.uuid, p.ref, "false_call", None, "demo")
             elif p.verdict == "fail":
                 called = p.defect_class if p.defect_class in kinds else kinds[0]
-                where = _drawn(boxes, called) if draw else None
-                right = p.box_x0 is not None and where is not None and iou(
-                    Box(0, p.box_x0, p.box_y0, p.box_x1, p.box_y1), Box(0, *where)) >= BOX_RIGHT
-                req = ReviewRequest(insp.uuid, p.ref, "confirmed", called, "demo", box=None if right else where)
+                right = p.box_x0 is not None and len(drawn) == 1 and iou(
+                    Box(0, p.box_x0, p.box_y0, p.box_x1, p.box_y1), Box(0, *drawn[0].at)) >= BOX_RIGHT
+                req = ReviewRequest(insp.uuid, p.ref, "confirmed", called, "demo", boxes=() if right else drawn)
             elif boxes:
-                req = ReviewRequest(insp.uuid, p.ref, "escape", kinds[0], "demo",
-                                    box=_drawn(boxes, kinds[0]) if draw else None)
+                req = ReviewRequest(insp.uuid, p.ref, "escape", kinds[0], "demo", boxes=drawn)
             else:
                 continue
             record_review(store, req, of)
-            calls[req.call + (", boxed" if req.box else "")] += 1
+            calls[req.call + (f", {len(req.boxes)} boxes" if len(req.boxes) > 1 else ", boxed" if req.boxes
+                              else "")] += 1
     return dict(calls)
 
 
-def _drawn(boxes: list, name: str) -> tuple[float, float, float, float] | None:
-    """The box an operator draws for a defect of class `name`: the window's one box of it (None with two)."""
-    mine = [b for b in boxes if CLASSES[b[0]] == name]
-    return tuple(float(v) for v in mine[0][1:]) if len(mine) == 1 else None  # type: ignore[return-value]
+def _drawn(boxes: list) -> tuple[ReviewBox, ...]:
+    """The boxes an operator draws on a window: every defect's, under its class."""
+    return tuple(ReviewBox((float(b[1]), float(b[2]), float(b[3]), float(b[4])), CLASSES[b[0]]) for b in boxes)
 
 
 def _after(found: list, truth: list[tuple[list, bool]], threshold: float) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from urllib.parse import quote, urlencode
 
 from ..endpoint import open_url, request_json
+from ..results.review_boxes import ReviewBox, box_of, review_box_of
 from ..results.scope import Scope
 from ..results.store import Filters
 from ..results.units import PanelResult
@@ -93,11 +94,15 @@ class ReviewView:
     reviewer: str
     note: str | None
     at: datetime
-    box: list[float] | None = None  # the reviewer's box on the kept crop (an older kiosk sends none)
+    box: list[float] | None = None  # the reviewer's first box on the kept crop (a kiosk before 0012's sends none)
+    boxes: list[Any] | None = None  # all of them (review_boxes.py JSON; a kiosk before 0013's sends only `box`)
 
     @property
-    def drawn_box(self) -> tuple[float, float, float, float] | None:
-        return tuple(self.box) if self.box else None  # type: ignore[return-value]
+    def drawn_boxes(self) -> tuple[ReviewBox, ...]:
+        """As a stored review's (`Review.drawn_boxes`)."""
+        if self.boxes is not None:
+            return tuple(review_box_of(b) for b in self.boxes)
+        return (ReviewBox(box_of(self.box)),) if self.box else ()
 
 
 def _view(cls: type, doc: dict[str, Any]) -> Any:  # noqa: ANN401 - an instance of cls

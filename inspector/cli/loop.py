@@ -10,10 +10,13 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import database_flags, db_url, models_of, say, scope_flags, scope_of_args, station_flags
 from .exits import USAGE
+
+if TYPE_CHECKING:
+    from ..results.review_boxes import ReviewBox
 
 
 def _rule_sets(paths: list[str] | None) -> list:  # noqa: ANN202 - RuleSets
@@ -63,10 +66,10 @@ def cmd_review(args: argparse.Namespace) -> int:
     from ..results.store import ResultStore
     from .access import acting, record_here
 
-    req = ReviewRequest(args.inspection, args.ref, args.call, args.correct_class, "", args.note, args.box)
+    req = ReviewRequest(args.inspection, args.ref, args.call, args.correct_class, "", args.note, tuple(args.box or ()))
     req.check()
     if args.kiosk:
-        answer = request_json(args.kiosk.rstrip("/") + "/reviews", req.__dict__, read_token(args.token_file),
+        answer = request_json(args.kiosk.rstrip("/") + "/reviews", req.to_json(), read_token(args.token_file),
                               reason=args.reason)
     else:
         who = acting(args)
@@ -245,12 +248,17 @@ def _rules_flag(p: argparse.ArgumentParser) -> None:
                    help="a rule set naming the component types (repeatable; default: the demo rule sets)")
 
 
-def _box(text: str) -> tuple[float, float, float, float]:
+def _box(text: str) -> ReviewBox:
+    """X0,Y0,X1,Y1 or X0,Y0,X1,Y1:CLASS (a box of its own class)."""
+    from ..results.review_boxes import ReviewBox
+
+    where, _, defect = text.partition(":")
     try:
-        x0, y0, x1, y1 = (float(v) for v in text.split(","))
+        x0, y0, x1, y1 = (float(v) for v in where.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not X0,Y0,X1,Y1 (four numbers, crop pixels)") from None
-    return (x0, y0, x1, y1)
+        raise argparse.ArgumentTypeError(f"{text!r} is not X0,Y0,X1,Y1 (four numbers, crop pixels), optionally "
+                                         ":CLASS after them") from None
+    return ReviewBox((x0, y0, x1, y1), defect or None)
 
 
 def add_review(p: argparse.ArgumentParser) -> None:
@@ -267,9 +275,11 @@ def add_review(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zoo", help="the zoo whose experts made the calls (default: the line's demo zoo): a taught "
                                  "expert's classes are checked against it")
     p.add_argument("--note", help="a free-text note kept with the review")
-    p.add_argument("--box", type=_box, metavar="X0,Y0,X1,Y1",
-                   help="where the defect is on the part's kept crop (crop pixels, top left 0,0): what teaches a "
-                        "detector an escape (a finder the defect, a verifier the body), or puts right the box it drew")
+    p.add_argument("--box", type=_box, action="append", metavar="X0,Y0,X1,Y1[:CLASS]",
+                   help="where a defect is on the part's kept crop (crop pixels, top left 0,0), of its own CLASS where "
+                        "given (else the review's): what teaches a detector an escape (a finder the defect, a verifier "
+                        "the body), or puts right the box it drew. Repeat it for each defect on the part: a finder "
+                        "learns every box, and a defect left unboxed as background")
     database_flags(p)
     station_flags(p)
     _kiosk_flags(p)

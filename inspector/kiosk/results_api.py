@@ -50,8 +50,11 @@ def part_json(p: ComponentResult) -> dict[str, Any]:
 
 
 def review_json(r: Review) -> dict[str, Any]:
-    box = r.drawn_box  # where the schema has it (0012) and a reviewer drew one
-    return {**{k: getattr(r, k) for k in REVIEW_FIELDS}, "at": r.at.isoformat(), "box": list(box) if box else None}
+    """A review with its boxes (where the schema has them and a reviewer drew some): "boxes" all of them,
+    "box" the first, as a dashboard before several boxes reads it."""
+    boxes = r.drawn_boxes
+    return {**{k: getattr(r, k) for k in REVIEW_FIELDS}, "at": r.at.isoformat(),
+            "box": list(boxes[0].at) if boxes else None, "boxes": [b.to_json() for b in boxes]}
 
 
 class ResultsApi:

@@ -74,7 +74,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
           "`applied`: `live` (the pool resized now) or `restart` (saved for the next start)"),
     Route("POST", "/reviews", _P.REVIEW, '`{"inspection_id", "ref", "call": confirmed|false_call|escape, '
-          '"correct_class", "note", "box": [x0, y0, x1, y1] on the kept crop (a defect\'s; schema 0012)}`',
+          '"correct_class", "note", "boxes": [[x0, y0, x1, y1] or {"box": [x0, y0, x1, y1], "class": C}, ...] on '
+          'the kept crop (where each defect is; schema 0012 one box of the review\'s class, 0013 several; "box": one, '
+          'as older clients send it)}`',
           "the stored review and the audit row"),
     Route("POST", "/experts/swap", _P.EXPERTS, '`{"expert", "weights_sha256"}` or `{"expert", "rollback": '
           'true}`', "the expert's served version before and after"),

@@ -15,14 +15,15 @@ component type routes to):
                        every item with its label, where the label came from and its split, and every part
                        left out with the reason
 
-Labels come from the review: a false call is a good part ("ok"); a confirmed defect is the class called or
-the one the reviewer corrected it to; an escape is the class the reviewer named (an escape without one is left
-out: it cannot label a crop). A detector's box is the one the reviewer drew on the crop where there is one, else
-the detector's own where it called the defect (detector_labels.py; `boxed_by` in the manifest), and a part with
-neither is kept unboxed (`unboxed` in the manifest says why and what to do). Unreviewed parts
-(`include_all`) carry the line's own call and say so. The split is fixed by each part's identity (a hash of
-inspection id and designator), so exporting again after more reviews keeps every earlier part on its side: a
-held-out crop never leaks into training.
+Labels come from the review: a false call is a good part ("ok"); a confirmed defect is the class called or the one the
+reviewer corrected it to; an escape is the class the reviewer named (an escape without one is left out: it cannot
+label a crop). A detector's box is the one the reviewer drew on the crop where there is one, else the detector's own
+where it called the defect (detector_labels.py; `boxed_by` in the manifest), and a part with neither is kept unboxed
+(`unboxed` in the manifest says why and what to do). A reviewer who drew several boxes (a part with several defects)
+has every one of them taught, each under its own class (results/review_boxes.py). Unreviewed parts (`include_all`)
+carry the line's own call and say so. The split is fixed by each part's identity (a hash of inspection id and
+designator), so exporting again after more reviews keeps every earlier part on its side: a held-out crop never leaks
+into training.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import hashlib
 import json
 import shutil
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +45,6 @@ from ..ingest.images import write_image
 from ..routing.rules import CLASSIFIER_CLASSES, ComponentRule, RuleSet
 from .detector_labels import (
     DEMO_DETECTOR_NAMES,
-    Box,
     DetectorLabels,
     Unboxed,
     demo_labels,
@@ -52,6 +52,7 @@ from .detector_labels import (
     verifying_labels,
 )
 from .golden_windows import GoldenWindows
+from .review_boxes import ReviewBox
 from .reviews import ClassesOf
 from .schema import ComponentResult, Inspection, Review
 from .store import Filters, ResultStore, board_filters
@@ -169,7 +170,7 @@ def _export_part(out: Path, insp: Inspection, part: ComponentResult, review: Rev
                              "file": str(path.relative_to(out))})
     if comp.detector:
         h, w = image.shape[:2]
-        drawn = review.drawn_box if review is not None else None
+        drawn = review.drawn_boxes if review is not None else ()
         labels, why = trees.labels(part, comp, rules.crop_margin, w, h, truth, drawn)
         if why:
             report.skipped.append({"inspection_id": insp.uuid, "ref": part.ref, "expert": comp.detector,
@@ -203,10 +204,10 @@ class _DetectorTrees:
         self.coco, self.names, self.classes_of, self.finders = coco, names, classes_of, finders
 
     def labels(self, part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
-               truth: str, drawn: Box | None = None) -> tuple[DetectorLabels | Unboxed | None, str | None]:
+               truth: str, drawn: Sequence[ReviewBox] = ()) -> tuple[DetectorLabels | Unboxed | None, str | None]:
         """(the crop's labels, or its class without a box; None) or (None, why the detector cannot learn from it);
         (None, None): nothing to write and nothing to say (a demo detector and a classifier's defect). `drawn`:
-        the reviewer's box."""
+        the reviewer's boxes."""
         detector = comp.detector or ""
         own = self.classes_of(detector) if self.classes_of is not None else None
         if detector in self.finders:

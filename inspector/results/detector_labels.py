@@ -1,24 +1,28 @@
 """What one reviewed part teaches its detector: the boxes of its crop, in the detector's own classes.
 
 The demo's detectors verify a body (in place or reversed): every part they saw is a box of one of the two, the
-detector's own box where its call was right, else the body where the recipe puts it. A detector taught from
-labelled images that **finds** (every class a defect, training/labelled/teach_detector.py) learns otherwise: a
-good part is a clean image (no box at all), a defect is the box the detector itself drew on the part, under the
-class the operator confirmed. Where the reviewer drew the defect's box on the kept crop (results/reviews.py), that
-box teaches instead of the detector's: an escape has no other, and a confirmed defect the detector boxed wrong is
-put right. A part with no box at all (the classifier decided it, or an escape nobody boxed) is left out of the
-detector's training set, never guessed at: it is `Unboxed` (its class, no box), a crop retraining scores image by
-image (does the detector call the part at all) and never trains on. A taught detector that **verifies** (`--good`:
-a body of its good class passes) learns every crop as one body: under its good class for a good part, under the
-confirmed class for a defect, boxed where the reviewer drew it, else where the detector itself boxed the body
-confidently (whatever class it named: a verifier's box finds the body, its class is what a review corrects); a part
-it found no confident body on, with no box drawn, is `Unboxed` as well.
+detector's own box where its call was right, else the body where the recipe puts it. A detector taught from labelled
+images that **finds** (every class a defect, training/labelled/teach_detector.py) learns otherwise: a good part is a
+clean image (no box at all), a defect is the box the detector itself drew on the part, under the class the operator
+confirmed. Where the reviewer drew the defects' boxes on the kept crop (results/review_boxes.py), those boxes teach
+instead of the detector's, every one under its own class (the review's where it names none): an escape has no other, a
+confirmed defect the detector boxed wrong is put right, and a part with two defects teaches both (the detector's one
+box would teach the other as background). A part with no box at all (the classifier decided it, or an escape nobody
+boxed) is left out of the detector's training set, never guessed at: it is `Unboxed` (its class, no box), a crop
+retraining scores image by image (does the detector call the part at all) and never trains on. A taught detector that
+**verifies** (`--good`: a body of its good class passes) learns every crop as one body: under its good class for a
+good part, under the confirmed class for a defect, boxed where the reviewer drew it (one body: a review of more boxes
+cannot teach it, said), else where the detector itself boxed the body confidently (whatever class it named: a
+verifier's box finds the body, its class is what a review corrects); a part it found no confident body on, with no box
+drawn, is `Unboxed` as well.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..routing.rules import ComponentRule
+from .review_boxes import ReviewBox
 from .schema import ComponentResult
 
 DEMO_DETECTOR_NAMES = ("in_place", "reversed")
@@ -45,14 +49,17 @@ class Unboxed:
 
 
 def demo_labels(part: ComponentResult, comp: ComponentRule, margin: int, w: int, h: int,
-                truth: str, drawn: Box | None = None) -> DetectorLabels | str | None:
+                truth: str, drawn: Sequence[ReviewBox] = ()) -> DetectorLabels | str | None:
     """A demo detector's body box (the reviewer's `drawn` one first), None when the part's truth is not one it
-    knows (a classifier's defect), or why a drawn box cannot teach."""
+    knows (a classifier's defect), or why the drawn boxes cannot teach."""
     if truth not in ("ok", "polarity"):
         return None
     label = DEMO_DETECTOR_NAMES[1] if truth == "polarity" else DEMO_DETECTOR_NAMES[0]
-    if drawn is not None:
-        inside = _inside(drawn, w, h, "the reviewer drew")
+    body = _one_body(drawn, comp.detector or "the demo detector", truth)
+    if isinstance(body, str):
+        return body
+    if body is not None:
+        inside = _inside(body, w, h, "the reviewer drew")
         return inside if isinstance(inside, str) else \
             DetectorLabels(label, ((DEMO_DETECTOR_NAMES.index(label), *_normalised(inside, w, h)),), "reviewer")
     called_right = (truth == "polarity" and part.defect_class == "polarity") or \
@@ -66,23 +73,36 @@ def demo_labels(part: ComponentResult, comp: ComponentRule, margin: int, w: int,
 
 
 def finding_labels(part: ComponentResult, detector: str, classes: tuple[str, ...], w: int, h: int,
-                   truth: str, drawn: Box | None = None) -> DetectorLabels | Unboxed | str:
-    """A finding detector's boxes of the part (none for a good one): the reviewer's `drawn` box, else the one the
-    detector drew where it called the defect; `Unboxed` where neither; or why the part cannot teach it."""
+                   truth: str, drawn: Sequence[ReviewBox] = ()) -> DetectorLabels | Unboxed | str:
+    """A finding detector's boxes of the part (none for a good one): the reviewer's `drawn` boxes, each under its
+    own class or else the review's (`truth`), else the one the detector drew where it called the defect; `Unboxed`
+    where neither; or why the part cannot teach it."""
     if truth == "ok":
         return DetectorLabels(CLEAN, ())
     if truth not in classes:
         return (f"{truth!r} is not a class {detector} finds ({', '.join(classes)}): its crop teaches that detector "
                 "nothing")
+    if drawn:
+        rows = []
+        for b in drawn:
+            name = b.defect or truth
+            if name not in classes:
+                return (f"the box {b.says()} the reviewer drew names {name!r}, not a class {detector} finds "
+                        f"({', '.join(classes)}): review it again with one of those (or none, for the review's)")
+            inside = _inside(b.at, w, h, "the reviewer drew")
+            if isinstance(inside, str):
+                return inside
+            rows.append((classes.index(name), *_normalised(inside, w, h)))
+        return DetectorLabels(truth, tuple(rows), "reviewer")
     called = part.expert == detector and part.verdict == "fail"  # a pass's best box is a guess
-    chosen = _chosen(part, detector, drawn, called, w, h, (
+    chosen = _chosen(part, detector, None, called, w, h, (
         f"{detector} called no defect on this part (its classifier decided it, or the detector missed it): draw the "
         "defect's box on the crop in the review (dashboard history tab, or the review's \"box\") to teach it"))
     return _labelled(chosen, truth, classes, w, h)
 
 
 def verifying_labels(part: ComponentResult, detector: str, classes: tuple[str, ...], w: int, h: int,
-                     truth: str, drawn: Box | None = None) -> DetectorLabels | Unboxed | str:
+                     truth: str, drawn: Sequence[ReviewBox] = ()) -> DetectorLabels | Unboxed | str:
     """A verifying detector's body box of the part under the class it really is (`classes[0]` its good one),
     `Unboxed` where no box is known, or why the part cannot teach it."""
     if truth == "ok":
@@ -92,12 +112,27 @@ def verifying_labels(part: ComponentResult, detector: str, classes: tuple[str, .
     else:
         return (f"{truth!r} is not a class {detector} verifies ({classes[0]} against {', '.join(classes[1:])}): its "
                 "crop teaches that detector nothing")
+    body = _one_body(drawn, detector, name)
+    if isinstance(body, str):
+        return body
     confident = part.expert == detector and part.defect_class != "unverified"
-    chosen = _chosen(part, detector, drawn, confident, w, h, (
+    chosen = _chosen(part, detector, body, confident, w, h, (
         f"{detector} boxed no body on this part with confidence (its classifier decided it, or its best box was "
         "under the threshold): draw the body's box on the crop in the review (a defect's review; dashboard history "
         "tab, or the review's \"box\") to teach it"))
     return _labelled(chosen, name, classes, w, h)
+
+
+def _one_body(drawn: Sequence[ReviewBox], detector: str, name: str) -> Box | str | None:
+    """A verifier's body as the reviewer drew it (None: not drawn), or why the boxes drawn cannot be one: a verifier
+    sees one body a crop, under the class the review says it is."""
+    if len(drawn) > 1:
+        return (f"{detector} verifies one body a crop, but the review drew {len(drawn)} boxes: review it again with "
+                "the body's box alone")
+    if drawn and drawn[0].defect not in (None, name):
+        return (f"the box {drawn[0].says()} names {drawn[0].defect!r}, but {detector}'s body here is {name!r} (the "
+                "review's class): leave the box's class out")
+    return drawn[0].at if drawn else None
 
 
 def _chosen(part: ComponentResult, detector: str, drawn: Box | None, trusted: bool, w: int, h: int,

@@ -11,8 +11,9 @@ pass, `2;5`, and its x-outs, not inspected (all four empty off a panel, and on a
 serial of the unit the part is on: its panel board's own (schema revision 0010, where the board has a code of its
 own), else the board's. Last, the approved make a part was compared with, its window's file (`inspector board
 approve`; empty where it was compared with its golden board, or not compared, and on a database before 0011).
-After it, the box the reviewer drew where the defect is, `x0 y0 x1 y1` in crop pixels (empty without one, and on a
-database before 0012).
+After it, the boxes the reviewer drew where the defects are, `x0 y0 x1 y1` in crop pixels, a box's own class after
+it where it names one, boxes parted by `; ` (`2.0 3.0 10.0 12.0; 20.0 4.0 31.0 9.0 spur`; empty without one, and on
+a database before 0012; one box without its class before 0013).
 """
 from __future__ import annotations
 
@@ -96,8 +97,8 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
 
 
 def _box(r: Review | None) -> str:
-    box = r.drawn_box if r is not None else None
-    return "" if box is None else " ".join(f"{v:.1f}" for v in box)
+    boxes = r.drawn_boxes if r is not None else ()
+    return "; ".join(" ".join([*(f"{v:.1f}" for v in b.at), *([b.defect] if b.defect else [])]) for b in boxes)
 
 
 def _review(r: Review | None) -> tuple[str, str, str, str]:

@@ -2,10 +2,11 @@
 
 A review says what a part really was: the line's `fail` was a **confirmed** defect or a **false call** (the part
 was good), or its `pass` was an **escape** (a missed defect). The class is optional: a confirmed defect may be
-of another class than the one called, an escape names the defect it had when the operator knows it. So is a
-**box**: where the defect is on the part's kept crop, drawn by the reviewer (crop pixels, the frame of the part's
-own box). A detector that finds defects learns an escape only from such a box (results/detector_labels.py), and a
-confirmed defect's box where the detector drew it wrong; a false call has no defect to box. Reviews
+of another class than the one called, an escape names the defect it had when the operator knows it. So are
+**boxes**: where each defect is on the part's kept crop, drawn by the reviewer (results/review_boxes.py: several on a
+part with several defects, each of its own class where it names one). A detector that finds defects learns an escape
+only from such boxes (results/detector_labels.py), and a confirmed defect's boxes where the detector drew them wrong;
+a false call has no defect to box. Reviews
 are what the retraining loop learns from (results/dataset.py), so a review that contradicts the stored call
 (an escape of a failed part) is refused with the reason instead of stored.
 
@@ -15,7 +16,6 @@ inspected and escapes per part inspected, so a type that is reviewed more is not
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 import time
@@ -30,9 +30,10 @@ from sqlalchemy.orm import Session
 
 from ..routing.rules import CLASSIFIER_CLASSES
 from .errors import StoreUnavailable
+from .review_boxes import BoxRefused, ReviewBox, boxes_of, check_boxes, first_columns, one_box_only, stored_text
 from .schema import ComponentResult, Inspection, Review
 from .scope import Scope
-from .store import LATER_REVIEWS, ResultStore, board_range
+from .store import BOX_COLUMNS, ResultStore, board_range
 
 CALLS = ("confirmed", "false_call", "escape")
 CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": "escapes"}  # call -> TypeRates field
@@ -40,8 +41,6 @@ CALL_COUNTS = {"confirmed": "confirmed", "false_call": "false_calls", "escape": 
 PART_CLASSES = (*CLASSIFIER_CLASSES, "polarity")
 PART_DEFECTS = tuple(c for c in PART_CLASSES if c != "ok")  # what a review of a demo expert's call may name
 REVIEWER_MAX = 64
-BOX_MAX = 100_000.0  # px: a crop's side is far below it; a box beyond it is not on one
-BOX_LEAST = 1.0  # px: a box narrower or lower frames nothing
 CLASS_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")  # an expert taught from labelled images names its own classes
 ClassesOf = Callable[[str], "tuple[str, ...] | None"]  # an expert's own class names (good first), None: the demo's
 
@@ -58,7 +57,7 @@ class ReviewRequest:
     correct_class: str | None = None
     reviewer: str = ""
     note: str | None = None
-    box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 on the kept crop, where the defect is
+    boxes: tuple[ReviewBox, ...] = ()  # where each defect is on the kept crop (review_boxes.py)
 
     @classmethod
     def parse(cls, body: bytes | dict[str, Any]) -> ReviewRequest:
@@ -70,12 +69,13 @@ class ReviewRequest:
             req = cls(str(doc["inspection_id"]), str(doc["ref"]), str(doc["call"]),
                       None if doc.get("correct_class") in (None, "") else str(doc["correct_class"]),
                       str(doc.get("reviewer") or ""), None if doc.get("note") is None else str(doc["note"]),
-                      box_of(doc.get("box")))
+                      boxes_of(doc))
         except (ValueError, KeyError, TypeError) as exc:
             raise ReviewRefused(
                 'a review is JSON {"inspection_id": UUID, "ref": "R12", "call": "confirmed|false_call|escape", '
-                '"correct_class": optional, "reviewer": optional, "note": optional, "box": optional [x0, y0, x1, y1] '
-                f'on the kept crop}} ({type(exc).__name__}: {exc})'
+                '"correct_class": optional, "reviewer": optional, "note": optional, "boxes": optional, each box '
+                '[x0, y0, x1, y1] on the kept crop or {"box": [x0, y0, x1, y1], "class": its defect}} '
+                f'({type(exc).__name__}: {exc})'
             ) from None
         req.check()
         return req
@@ -83,7 +83,15 @@ class ReviewRequest:
     def audited(self) -> dict[str, Any]:
         """What the audit trail records the review changed the part's review to."""
         return {"call": self.call, "correct_class": self.correct_class, "note": self.note,
-                **({"box": list(self.box)} if self.box is not None else {})}
+                **({"boxes": [b.to_json() for b in self.boxes]} if self.boxes else {})}
+
+    def to_json(self) -> dict[str, Any]:
+        """As POST /reviews takes it: one box without a class of its own as "box", which a kiosk of any release
+        since boxes (0012) stores; more, or a box's class, as "boxes"."""
+        boxes = ({"box": list(self.boxes[0].at)} if len(self.boxes) == 1 and one_box_only(self.boxes) else
+                 {"boxes": [b.to_json() for b in self.boxes]})
+        return {"inspection_id": self.inspection_id, "ref": self.ref, "call": self.call,
+                "correct_class": self.correct_class, "reviewer": self.reviewer, "note": self.note, **boxes}
 
     def check(self) -> None:
         if self.call not in CALLS:
@@ -98,50 +106,35 @@ class ReviewRequest:
             raise ReviewRefused(f"a {self.call} is a defect: its correct_class cannot be 'ok'")
         if len(self.reviewer) > REVIEWER_MAX:
             raise ReviewRefused(f"reviewer is longer than {REVIEWER_MAX} characters")
-        if self.box is not None:
-            check_box(self.box, self.call)
-
-
-def box_of(raw: Any) -> tuple[float, float, float, float] | None:  # noqa: ANN401 - JSON
-    """A review's box from JSON ([x0, y0, x1, y1]), None when absent; TypeError/ValueError when it is not four
-    numbers."""
-    if raw is None:
-        return None
-    if not isinstance(raw, (list, tuple)) or len(raw) != 4 or any(isinstance(v, bool) for v in raw):
-        raise ValueError(f"box must be four numbers [x0, y0, x1, y1], not {raw!r}")
-    x0, y0, x1, y1 = (float(v) for v in raw)
-    return (x0, y0, x1, y1)
-
-
-def check_box(box: tuple[float, float, float, float], call: str) -> None:
-    """ReviewRefused unless `box` frames something on a crop: finite, from the crop's corner on, its far corner
-    right of and below its near one; and only for a defect (a false call's part was good)."""
-    if call == "false_call":
-        raise ReviewRefused("a false call says the part was good: there is no defect to box (leave box out)")
-    x0, y0, x1, y1 = box
-    if not all(math.isfinite(v) for v in box) or min(box) < 0 or max(box) > BOX_MAX:
-        raise ReviewRefused(f"box {list(box)} is not on a crop: each of x0, y0, x1, y1 is a pixel position from 0 to "
-                            f"{BOX_MAX:g}")
-    if x1 - x0 < BOX_LEAST or y1 - y0 < BOX_LEAST:
-        raise ReviewRefused(f"box {list(box)} frames nothing: x1 must exceed x0 and y1 exceed y0 by at least "
-                            f"{BOX_LEAST:g} px (the crop's top left corner is 0, 0)")
+        try:
+            check_boxes(self.boxes, self.call)
+        except BoxRefused as exc:
+            raise ReviewRefused(str(exc)) from None
+        if self.call in ("confirmed", "escape"):
+            for b in self.boxes:
+                if b.defect is not None and (b.defect == "ok" or not CLASS_NAME.fullmatch(b.defect)):
+                    raise ReviewRefused(f"box {b.says()} names {b.defect!r}, not the class of a defect (letters, "
+                                        "digits, _ . -, at most 32; leave it out for the review's class)")
 
 
 def known_class(req: ReviewRequest, expert: str | None, classes_of: ClassesOf | None) -> None:
-    """A correct_class must be one the part's expert knows: its own classes when it was taught them ('ok' standing
-    for its good class), else the demo experts'. Without `classes_of` only the demo's are known."""
-    if req.correct_class is None:
-        return
+    """A correct_class, and each box's class, must be one the part's expert knows: its own classes when it was taught
+    them ('ok' standing for its good class), else the demo experts'. Without `classes_of` only the demo's are
+    known."""
     own = classes_of(expert) if classes_of is not None and expert else None
     known = (*own, "ok") if own else PART_CLASSES
-    if own and req.correct_class == own[0] and req.call != "false_call":
-        raise ReviewRefused(f"{own[0]} is {expert}'s good class: a part that was good is a false call")
-    if req.correct_class not in known:
-        where = f"{expert}'s classes" if own else "the demo experts' classes"
-        raise ReviewRefused(f"correct_class {req.correct_class!r} is not one of {where}: {', '.join(known)}"
-                            + ("" if own or classes_of is not None else
-                               " (an expert taught its own classes is checked against its zoo: review through the "
-                               "kiosk, or pass --zoo)"))
+    named = [("correct_class", req.correct_class)] + [(f"box {b.says()}'s class", b.defect) for b in req.boxes]
+    for field, name in named:
+        if name is None:
+            continue
+        if own and name == own[0] and req.call != "false_call":
+            raise ReviewRefused(f"{own[0]} ({field}) is {expert}'s good class: a part that was good is a false call")
+        if name not in known:
+            where = f"{expert}'s classes" if own else "the demo experts' classes"
+            raise ReviewRefused(f"{field} {name!r} is not one of {where}: {', '.join(known)}"
+                                + ("" if own or classes_of is not None else
+                                   " (an expert taught its own classes is checked against its zoo: review through the "
+                                   "kiosk, or pass --zoo)"))
 
 
 def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf | None = None) -> dict[str, Any]:
@@ -150,9 +143,13 @@ def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf 
     StoreUnavailable when the database cannot be reached."""
     req.check()
     store.ready()
-    if req.box is not None and not store.review_boxes:
+    if req.boxes and not store.review_boxes:
         raise ReviewRefused(f"the results database {store.safe_url} cannot hold a reviewer's box (schema before "
                             "0012): `inspector db upgrade` adds it; or review without the box")
+    if not one_box_only(req.boxes) and not store.review_box_lists:
+        raise ReviewRefused(f"the results database {store.safe_url} holds one box a review, of the review's class "
+                            "(schema before 0013): `inspector db upgrade` adds several and their classes; or send one "
+                            "box without a class")
     try:
         with Session(store.engine) as s, s.begin():
             part = s.execute(select(ComponentResult).join(ComponentResult.inspection)
@@ -168,21 +165,25 @@ def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf 
             review = s.scalar(store.reading_reviews(select(Review).where(Review.component_result_id == part.id)))
             before = None if review is None else {"call": review.call, "correct_class": review.correct_class,
                                                   "note": review.note, "reviewer": review.reviewer}
-            if review is not None and review.drawn_box is not None:
-                before["box"] = list(review.drawn_box)
+            if review is not None and review.drawn_boxes:
+                before["boxes"] = [b.to_json() for b in review.drawn_boxes]
             values = {"inspection_uuid": req.inspection_id, "ref": part.ref, "component_type": part.component_type,
                       "expert": part.expert, "weights_sha256": part.weights_sha256, "call": req.call,
                       "correct_class": req.correct_class, "reviewer": req.reviewer, "note": req.note,
                       "at": datetime.now(timezone.utc)}
-            if store.review_boxes:  # a review again without a box clears the one drawn before
-                values.update(zip(LATER_REVIEWS, req.box or (None,) * 4))
+            if store.review_boxes:  # a review again without boxes clears those drawn before
+                values.update(zip(BOX_COLUMNS, first_columns(req.boxes)))
+            if store.review_box_lists:
+                values["boxes"] = stored_text(req.boxes)
             if review is None:  # only the columns the schema has (an ORM object would name the later ones too)
                 s.execute(insert(Review).values(component_result_id=part.id, **values))
             else:
                 for name, value in values.items():
                     setattr(review, name, value)
-            return {"stored": True, **asdict(req), "component_type": part.component_type, "verdict": part.verdict,
-                    "defect_class": part.defect_class, "before": before}
+            shown = {k: v for k, v in req.to_json().items() if k not in ("box", "boxes")}
+            return {"stored": True, **shown, "box": list(req.boxes[0].at) if req.boxes else None,
+                    "boxes": [b.to_json() for b in req.boxes], "component_type": part.component_type,
+                    "verdict": part.verdict, "defect_class": part.defect_class, "before": before}
     except SQLAlchemyError as exc:
         raise StoreUnavailable(f"cannot store the review in {store.safe_url}: {exc.__class__.__name__}") from None
 

@@ -25,6 +25,7 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from .review_boxes import ReviewBox, read_stored
 from .units import PanelResult
 
 NAMING = {"ix": "ix_%(table_name)s_%(column_0_N_name)s", "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -197,13 +198,18 @@ class Review(Base):
     box_x1: Mapped[float | None] = mapped_column(Float, nullable=True, deferred=True)
     box_y1: Mapped[float | None] = mapped_column(Float, nullable=True, deferred=True)
 
+    # all the boxes drawn (JSON, results/review_boxes.py: each [x0, y0, x1, y1] and its class where it names one), the
+    # first also in box_* for the releases before it. Revision 0013, deferred alike
+    boxes: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
+
     @property
-    def drawn_box(self) -> tuple[float, float, float, float] | None:
-        """The reviewer's box where it was read with the review (the store reads it where the schema has it), else
-        None: never a query of its own, which a database before 0012 would refuse."""
-        if "box_x0" in sa_inspect(self).unloaded or self.box_x0 is None:
-            return None
-        return (self.box_x0, self.box_y0, self.box_x1, self.box_y1)  # type: ignore[return-value]
+    def drawn_boxes(self) -> tuple[ReviewBox, ...]:
+        """The reviewer's boxes where they were read with the review (the store reads the columns the schema has),
+        else none: never a query of its own, which a database before 0012 would refuse."""
+        unloaded = sa_inspect(self).unloaded
+        first = None if "box_x0" in unloaded or self.box_x0 is None else \
+            (self.box_x0, self.box_y0, self.box_x1, self.box_y1)
+        return read_stored(None if "boxes" in unloaded else self.boxes, first)  # type: ignore[arg-type]
 
 
 class SchemaRecord(Base):

@@ -36,8 +36,10 @@ COUNT_CAP = 10_000  # a history search counts its matches this far (ResultStore.
 LATER = ("board_id", "panel_boards", "panel_failed", "panel_skipped", "panel_serials")
 # component_results columns alike (alternate: 0011, the approved make a part was compared with)
 LATER_PARTS = ("alternate",)
-# reviews columns alike (box_*: 0012, the box a reviewer drew where the defect is)
-LATER_REVIEWS = ("box_x0", "box_y0", "box_x1", "box_y1")
+# reviews columns alike (box_*: 0012, the box a reviewer drew where the defect is; boxes: 0013, all the boxes drawn
+# and their classes, results/review_boxes.py)
+BOX_COLUMNS = ("box_x0", "box_y0", "box_x1", "box_y1")
+LATER_REVIEWS = (*BOX_COLUMNS, "boxes")
 
 
 def sqlite_url(path: str | Path) -> str:
@@ -119,11 +121,19 @@ class ResultStore:
     def review_boxes(self) -> bool:
         """The schema has reviews.box_* (revision 0012): a reviewer's box is stored and read with the review."""
         self.ready()
-        return set(LATER_REVIEWS) <= self._later_reviews
+        return set(BOX_COLUMNS) <= self._later_reviews
+
+    @property
+    def review_box_lists(self) -> bool:
+        """The schema has reviews.boxes (revision 0013): a review's several boxes and their classes are stored."""
+        self.ready()
+        return "boxes" in self._later_reviews
 
     def reading_reviews(self, q):  # noqa: ANN001, ANN202 - a Select of reviews
         """`q` reading each review's LATER_REVIEWS columns with it where the schema has them."""
-        return q.options(*(undefer(getattr(Review, n)) for n in LATER_REVIEWS)) if self.review_boxes else q
+        self.ready()
+        have = [undefer(getattr(Review, n)) for n in LATER_REVIEWS if n in self._later_reviews]
+        return q.options(*have) if have else q
 
     def check_filters(self, filters: Filters | None) -> None:
         """ValueError for a search this database cannot run, saying what to do: by BoardId before schema 0008."""

@@ -1,6 +1,6 @@
 """Tab 5, history: stored results filtered by time, board (its serial or the Hermes BoardId the line gave it),
-verdict and component; a result's crop (with the box its detector drew, and one the reviewer draws where the defect
-is: ui/crop_picker.py) and the operator's review of its call; CSV export of exactly the filtered rows (the same
+verdict and component; a result's crop (with the box its detector drew, and those the reviewer draws where the
+defects are: ui/crop_picker.py) and the operator's review of its call; CSV export of exactly the filtered rows (the same
 query and writer as `inspector export`)."""
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.endpoint import EndpointError
+from inspector.results.review_boxes import ReviewBox
 from inspector.results.scope import PLANT
 from inspector.results.store import COUNT_CAP, Filters
 from inspector.results.units import PanelResult
@@ -99,8 +100,9 @@ class HistoryTab(QWidget):
         self.status.setWordWrap(True)
         self.preview = CropPicker(PREVIEW)
         self.preview.show_text("select a row to see its crop")
-        self.preview.setToolTip("dashed amber: the box the detector drew; drag a box where the defect is to send it "
-                                "with a confirmed defect or an escape (cyan)")
+        self.preview.setToolTip("dashed amber: the box the detector drew; drag a box where each defect is to send "
+                                "them with a confirmed defect or an escape (cyan, each of the class chosen under "
+                                "\"really:\" as it is drawn); right-click a box to take it away")
         self.preview_text = QLabel("")
         self.preview_text.setWordWrap(True)
         self.preview_text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -111,8 +113,9 @@ class HistoryTab(QWidget):
         cv.addStretch(1)
         self.review_bar = ReviewBar(backend)
         self.review_bar.on_stored = self._reviewed
-        self.review_bar.take_boxes(self.preview.clear_box)
-        self.preview.on_box = self.review_bar.set_box
+        self.review_bar.take_boxes(self.preview.clear_boxes)
+        self.preview.on_boxes = self.review_bar.set_boxes
+        self.preview.class_of_new = self.review_bar.box_class
         cv.addWidget(self.review_bar)
         self.report_btn = QPushButton("Expert report…")
         self.report_btn.setToolTip("the confusion matrix and precision-recall curves of the expert version that "
@@ -128,7 +131,7 @@ class HistoryTab(QWidget):
         v.addWidget(self.status)
         self.crop_paths: list[str | None] = []
         self.parts: list[tuple[str, str, str, str]] = []  # inspection id, ref, verdict, deciding expert a row
-        self.boxes: list[tuple[Box | None, Box | None]] = []  # the detector's box and the review's, a row
+        self.boxes: list[tuple[Box | None, tuple[ReviewBox, ...]]] = []  # the detector's box and the review's, a row
         self.dialog: QDialog | None = None
         self.searched: Filters | None = None
 
@@ -195,7 +198,7 @@ class HistoryTab(QWidget):
                 self.table.setItem(r, c, item)
             self.crop_paths.append(part.crop_path)
             self.parts.append((insp.uuid, part.ref, part.verdict, part.expert))
-            self.boxes.append((_detector_box(part), review.drawn_box if review is not None else None))
+            self.boxes.append((_detector_box(part), review.drawn_boxes if review is not None else ()))
         # a line without a Hermes lane has no BoardIds, one without panels no positions, one without approved makes
         # none of them: no empty columns for them
         for c in (BOARD_ID, MAKE, PANEL):
@@ -254,8 +257,8 @@ class HistoryTab(QWidget):
         row = self.table.currentRow()
         if 0 <= row < self.table.rowCount():
             self.table.setItem(row, 11, QTableWidgetItem(text))
-            if row < len(self.boxes):  # selected again, the row shows the box it was reviewed with
-                self.boxes[row] = (self.boxes[row][0], self.review_bar.box)
+            if row < len(self.boxes):  # selected again, the row shows the boxes it was reviewed with
+                self.boxes[row] = (self.boxes[row][0], self.review_bar.boxes)
 
     def preview_crop(self, row: int) -> None:
         if 0 <= row < len(self.parts):
@@ -267,7 +270,7 @@ class HistoryTab(QWidget):
             return
         detector, drawn = self.boxes[row]
         self.preview.show_crop(image, detector, drawn)
-        self.review_bar.set_box(drawn)  # reviewed again, the part keeps the box it was reviewed with
+        self.review_bar.set_boxes(drawn)  # reviewed again, the part keeps the boxes it was reviewed with
         t = self.table
         self.preview_text.setText(f"<b>{t.item(row, 3).text()}</b> ({t.item(row, 4).text()}) on board "
                                   f"{t.item(row, 1).text()}: {t.item(row, 6).text()}, score {t.item(row, 7).text()}"

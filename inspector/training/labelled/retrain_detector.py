@@ -48,7 +48,7 @@ from .epoch_split import divide
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
-from .recall_gate import Disagreement, recall_kept
+from .recall_gate import Disagreement, at_served_says, recall_kept
 from .retrain_taught import golden_mirror, repeats
 from .teach_detector import TAUGHT_BOXES
 from .tiles import Tiling
@@ -199,7 +199,7 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
                                          [defective(truth[i], good) for i in scored])
         start += len(truth)
         scores[name] = lines
-        detail[name] = {"old": old.to_json(), "new": new.to_json(),
+        detail[name] = {"old": old.to_json(), "new": new.to_json(), "old_at_served": line_score(old).to_json(),
                         **({"old_cross_fitted": lines[0].to_json(), "new_cross_fitted": lines[1].to_json()}
                            if fits is not None else {})}
     return scores, detail, disagree
@@ -287,6 +287,11 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                f"{fit.chosen[1]:.3f}): what the rule does on images it was not chosen on"),)
     say(says[0])
     scores, detail, disagree = held_out_scores(arch, classes, held, found, served, chosen.threshold, fits)
+    if fits is not None:  # the table scores them by the rule: what they do as served, said beside it
+        at_served = {name: Score.counted(**{k: d["old_at_served"][k] for k in ("found", "defects", "false_calls",
+                                                                                "good")}) for name, d in detail.items()}
+        says += (at_served_says(f"threshold {served:.3f}", at_served, "images"),)
+        say(says[-1])
     if unboxed:
         scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, chosen.threshold))
         detail[NO_BOX] = {"old": scores[NO_BOX][0].to_json(), "new": scores[NO_BOX][1].to_json()}

@@ -36,7 +36,7 @@ from .classifier_margin import crop_identities, new_margin, old_calls
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
-from .recall_gate import Disagreement, recall_kept
+from .recall_gate import Disagreement, at_served_says, recall_kept
 from .teach import TAUGHT, read_crops, split
 from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, train
 
@@ -211,6 +211,9 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
               for name, at in sides.items()}
     at_served = {name: Score.of(old_odds[at] < cut, defective[at]) for name, at in sides.items()}
+    if fit.half_margins is not None:  # the table scores them by the rule: what they do as served, said beside it
+        says += (at_served_says(f"margin {cut:.3f}", at_served, "crops"),)
+        say(says[-1])
     gate = recall_kept(scores, "crops", {name: Disagreement.of(old_flags[at], new_flags[at], defective[at])
                                          for name, at in sides.items()})
     seconds = time.perf_counter() - t0
