@@ -612,7 +612,7 @@ def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_sc
 
 def test_a_retrainings_gate_scores_the_served_classifier_by_the_rule_that_scores_the_new() -> None:
     """The served margin was chosen on the held-out crops the gate reads: called at it there, the served weights
-    would flatter themselves beside the new weights' cross-fitted calls. They are called as the new are, at the
+    would be scored in-sample beside the new weights' cross-fitted calls. They are called as the new are, at the
     margin teaching's rule chooses on the other half of the parts (the same offset kept), so new weights that score
     every crop as the served ones do make the same calls; too few parts to halve, each at its own margin."""
     from inspector.training.labelled.classifier_margin import new_margin, old_calls

@@ -234,7 +234,7 @@ def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it
 
 def test_a_retrainings_gate_scores_the_served_weights_by_the_rule_that_scores_the_new() -> None:
     """The served threshold was chosen on the held-out images the gate reads, so scored at it there the served
-    weights would flatter themselves beside the new weights' cross-fitted figure: both are scored at the threshold
+    weights would be scored in-sample beside the new weights' cross-fitted figure: both are scored at the threshold
     their rule chose on the other half. New weights that box exactly as the served ones do then score alike and
     disagree on nothing (the served weights at their in-sample threshold miss no clean image, where the new were
     called at a threshold that never saw the 0.9 clean image)."""

@@ -11,8 +11,10 @@ version carries it as its operating point (experts/operating.py: activation serv
 the held-out identities (a part's crops go together) are shared out in two halves, a margin chosen on each, every
 crop called at the one chosen on the other half: a margin scored on the crops it was chosen on flatters itself.
 The served weights are scored the same way beside them (`old_calls`): their margin was chosen on the taught held-out
-crops themselves, so called at it there they would flatter themselves as much, and the gate would weigh an honest
-figure against a flattered one.
+crops themselves, so called at it there they are scored in-sample (false calls at the budget by construction, recall
+off either way) beside the new weights' out-of-sample figure, and the gate weighed unlike figures (SnapperGPS's
+crystal, 2026-12-05: the served weights found 57.1% at their served margin and 70.1% cross-fitted, so new weights at
+67.4% cross-fitted passed a gate they now fail; docs/pages/ml/labelled-images.md).
 """
 from __future__ import annotations
 
@@ -87,6 +89,6 @@ def old_calls(odds: np.ndarray, heldout: Crops, served: float, fit: NewMargin, b
     if fitted is None:
         return odds < served, f"old weights: served at margin {served:.3f}, scored there"
     flags, chosen = fitted
-    return flags, (f"old weights: served at margin {served:.3f}, chosen on held-out crops among these (scored at it "
-                   "there they look better than they are), so scored as the new are: at the margins the rule chooses "
+    return flags, (f"old weights: served at margin {served:.3f}, chosen on held-out crops among these (a figure there "
+                   "is in-sample, unlike the new weights'), so scored as the new are: at the margins the rule chooses "
                    f"on the other half ({chosen[0]:.3f}, {chosen[1]:.3f})")

@@ -2,24 +2,24 @@
 
 `inspector zoo train --expert DET --from DATASET` on a detector taught by `zoo train --new --kind detector`: the
 dataset's crops of it (`dataset export --zoo`, results/detector_labels.py: for one that finds, a false call a clean
-crop, a defect the box the reviewer drew or else the detector; for one that verifies, every crop its body's box
-under the class it really is) join the labelled set it was taught from (split as its teaching split it, tiled as it
-was tiled), reviewed crops repeated to about a third of the images it sees (each at most retrain_taught.MAX_REPEATS
+crop, a defect the box the reviewer drew or else the detector; for one that verifies, every crop its body's box under
+the class it really is) join the labelled set it was taught from (split as its teaching split it, tiled as it was
+tiled), reviewed crops repeated to about a third of the images it sees (each at most retrain_taught.MAX_REPEATS
 times); Ultralytics' trainer goes on from the weights in service at a quarter of the teaching's step, keeping the
 epoch its fitness prefers on training images set aside for that (epoch_split.py: never the held-out ones the gate
-reads; with too few to spare, the last epoch). The new weights' box scores sit on their own scale, so their
-threshold is chosen again on both held-out sets together, the set's and the reviewed one, as teaching chose it
+reads; with too few to spare, the last epoch). The new weights' box scores sit on their own scale, so their threshold
+is chosen again on both held-out sets together, the set's and the reviewed one, as teaching chose it
 (detector_threshold.py, the false-call budget teaching was given), and the version carries it (experts/operating.py:
 activation serves it there). Both versions are scored by the line at the threshold that rule chooses for each on the
 other half of the held-out images (cross-fitted, detector_threshold.py: one scored on the images it was chosen on
-flatters itself, and the served threshold was chosen on the taught held-out images); too few to halve, the old at its
-served threshold, the new at its own. The new ones are added as a version, not served, refused by the gate where
-any held-out set's defect recall falls (a verifier's images counted by its calls: a defect found when the best box
-is not a confident good body, detection.py). The reviewed crops the export kept without a box (an escape nobody
-boxed: results/dataset.py UNBOXED) teach nothing, but both versions' calls of them are scored, a third set the gate
-reads: it is what the served weights missed, and no threshold was chosen on it. A detector that compares with the
-golden board reads each image beside its golden image: the windows the export cut from the rule set's golden board
-(results/golden_windows.py) and the golden folder it was taught beside.
+flatters itself, and the served threshold was chosen on the taught held-out images: scored at it there the old weights
+would be scored in-sample); too few to halve, the old at its served threshold, the new at its own. The new ones are
+added as a version, not served, refused by the gate where any held-out set's defect recall falls (a verifier's images
+counted by its calls: a defect found when the best box is not a confident good body, detection.py). The reviewed crops
+the export kept without a box (an escape nobody boxed: results/dataset.py UNBOXED) teach nothing, but both versions'
+calls of them are scored, a third set the gate reads: it is what the served weights missed, and no threshold was
+chosen on it. A detector that compares with the golden board reads each image beside its golden image: the windows the
+export cut from the rule set's golden board (results/golden_windows.py) and the golden folder it was taught beside.
 """
 from __future__ import annotations
 
@@ -173,10 +173,10 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
     """Each held-out set's (old, new) line scores, their detail and the defective images the two call
     differently. Where `fits` (the old weights', the new weights') cross-fitted the threshold, each version calls
     every image at the one its rule chose on the other half: the served threshold was chosen on the taught held-out
-    images, so scored at it there the old weights would flatter themselves beside the new ones' honest figure. Else
-    the old at the `served` threshold, the new at `threshold`. The detail keeps both versions' boxes and AP (at
-    `served` and `threshold`) and the old weights' line at `served`. `found`: each set's (old, new) boxes; the sets
-    in order, as `fits` number them."""
+    images, so scored at it there the old weights would be scored in-sample beside the new ones' out-of-sample figure.
+    Else the old at the `served` threshold, the new at `threshold`. The detail keeps both versions' boxes and AP (at
+    `served` and `threshold`) and the old weights' line at `served`. `found`: each set's (old, new) boxes; the sets in
+    order, as `fits` number them."""
     scores: dict[str, tuple[Score, Score]] = {}
     detail: dict[str, dict[str, Any]] = {}
     disagree: dict[str, Disagreement] = {}
@@ -271,13 +271,13 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     truth, identities = [im.boxes for im in images], [im.identity for im in images]
     fit = cross_fit(new_found, truth, arch.mode, budget, identities) if chosen.chosen else None
     # the old weights by the same rule on the same halves (the halves follow the images alone): their served
-    # threshold was chosen on the taught held-out images, and scored there it would flatter them
+    # threshold was chosen on the taught held-out images: scored at it there, in-sample
     old_fit = cross_fit([f for name in found for f in found[name][0]], truth, arch.mode, budget, identities) \
         if isinstance(fit, CrossFit) else None
     fits = (old_fit, fit) if isinstance(old_fit, CrossFit) and isinstance(fit, CrossFit) else None
     says = (f"old weights: served at threshold {served:.3f}"
             + ("" if fits is None else
-               ", chosen on held-out images among these (scored at it there they look better than they are), so "
+               ", chosen on held-out images among these (a figure there is in-sample, unlike the new weights'), so "
                "scored as the new are: at the thresholds the rule chooses on the other half "
                f"({fits[0].chosen[0]:.3f}, {fits[0].chosen[1]:.3f})")
             + f"; new weights: threshold {chosen.why}"

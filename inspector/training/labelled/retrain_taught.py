@@ -9,11 +9,11 @@ reviewed held-out split; with too few to spare, the last epoch). A fine-tune mov
 new weights get a margin of their own, chosen again by teaching's rule on the held-out crops (moved as far as the
 type's served margin sits from teaching's) and carried by the version as its operating point, scored cross-fitted
 (classifier_margin.py), and the served weights scored beside them by the same rule on the same halves (their served
-margin was chosen on the taught held-out crops: scored there it would flatter them). No synthetic crops: the renderer
-never drew this expert's parts. The old and the new weights are scored on both held-out sets and the new ones added as
-a version, not served (`zoo activate`, or the kiosk's swap). An expert that compares with the golden board (board
-teaching's) reads each crop beside its golden window: the reviewed crops' the export cut from the rule set's golden
-board (results/golden_windows.py), its folder's from the golden crops it was taught beside.
+margin was chosen on the taught held-out crops: scored there they would be scored in-sample). No synthetic crops: the
+renderer never drew this expert's parts. The old and the new weights are scored on both held-out sets and the new ones
+added as a version, not served (`zoo activate`, or the kiosk's swap). An expert that compares with the golden board
+(board teaching's) reads each crop beside its golden window: the reviewed crops' the export cut from the rule set's
+golden board (results/golden_windows.py), its folder's from the golden crops it was taught beside.
 """
 from __future__ import annotations
 
@@ -199,7 +199,8 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     taught_at = origin.get("threshold")
     fit = new_margin(logodds(new_logits), heldout, cut, None if taught_at is None else float(taught_at), budget, seed)
     # the old weights scored by the same rule on the same halves (classifier_margin.old_calls): at their served
-    # margin, chosen on the taught held-out crops, they would flatter themselves beside the new ones' honest figure
+    # margin, chosen on the taught held-out crops, they would be scored in-sample beside the new ones' out-of-sample
+    # figure
     old_odds = logodds(old_logits)
     old_flags, old_why = old_calls(old_odds, heldout, cut, fit, budget, seed)
     says = (f"{old_why}; new weights: {fit.why}",)
