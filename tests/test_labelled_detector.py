@@ -232,6 +232,32 @@ def test_a_cross_fitted_threshold_scores_each_image_at_the_one_chosen_without_it
                                   ["a", "a", "a", "b", "b"])
 
 
+def test_a_threshold_the_plant_moved_is_carried_to_new_weights_in_log_odds() -> None:
+    """An operator served the detector above teaching's threshold: the retrained weights' threshold, chosen by
+    teaching's rule on their own scale, is moved as far in log-odds (a confidence is a sigmoid of its logit), and so
+    is each half's in cross-fitting; no move, no change; a move never leaves the confidences' range."""
+    import math
+
+    from inspector.training.labelled.detector_threshold import CrossFit, cross_fit, logodds, moved, offset_of
+
+    offset = offset_of(0.6, 0.4)
+    assert offset == pytest.approx(math.log(0.6 / 0.4) - math.log(0.4 / 0.6))
+    assert moved(0.4, offset) == pytest.approx(0.6) and moved(0.25, 0.0) == 0.25 and offset_of(0.3, None) == 0.0
+    assert logodds(moved(0.1, offset)) - logodds(0.1) == pytest.approx(offset)
+    assert moved(0.9999, 50.0) == 1.0 and moved(0.5, -50.0) == pytest.approx(1e-4)  # FLOOR..CEILING
+
+    def box(v: float) -> list[Found]:
+        return [Found(0, v, 0, 0, 10, 10)]
+
+    defect, clean = (Box(0, 0, 0, 10, 10),), ()
+    truth = [clean, clean, defect, defect, defect, defect, clean, clean]
+    found = [box(v) for v in (0.1, 0.5, 0.95, 0.97, 0.6, 0.7, 0.2, 0.3)]
+    keys = [f"board{i}" for i in range(len(truth))]
+    plain, carried = cross_fit(found, truth, "find", 0.01, keys), cross_fit(found, truth, "find", 0.01, keys, offset)
+    assert isinstance(plain, CrossFit) and isinstance(carried, CrossFit) and plain.halves == carried.halves
+    assert carried.chosen == pytest.approx(tuple(moved(t, offset) for t in plain.chosen))
+
+
 def test_a_retrainings_gate_scores_the_served_weights_by_the_rule_that_scores_the_new() -> None:
     """The served threshold was chosen on the held-out images the gate reads, so scored at it there the served
     weights would be scored in-sample beside the new weights' cross-fitted figure: both are scored at the threshold
@@ -580,6 +606,14 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     added = entry.versions[1]
     assert added["served_threshold"] == det["spec"]["threshold"]
     assert added["operating"] == {"threshold": added["threshold"]} and 0 < added["threshold"] <= 1
+    # served at the median above, off teaching's threshold (as an operator moves it): the new threshold keeps that
+    # move, in log-odds
+    from inspector.training.labelled.detector_threshold import offset_of
+
+    assert added["threshold_offset"] == pytest.approx(offset_of(det["spec"]["threshold"],
+                                                                entry.versions[0]["threshold"]))
+    kept = f"the new one keeps that: threshold {added['threshold']:.3f}"
+    assert abs(added["threshold_offset"]) < 1e-9 or kept in r.says[1]
     # its epoch chosen by the trainer's fitness on training images set aside (reviewed ones among them), not on
     # the held-out images the gate reads; what is set aside is not trained on
     from inspector.training.labelled.epoch_split import MIN_STRATUM

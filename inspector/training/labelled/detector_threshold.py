@@ -12,9 +12,15 @@ saw. `cross_fit` splits the held-out images in two halves (by identity, a board'
 a defect and those without each shared out evenly, by a hash of the name, so the same images always fall the same
 way) and chooses a threshold on each; every image scored at the one chosen on the other half is an honest estimate
 of what the rule does on images it has not met.
+
+A threshold an operator moved off teaching's (`zoo operate`, the versions tab) is a choice of the plant's that a
+retraining must not drop: the new weights' scores sit on their own scale, so the move is carried where a box
+confidence lives, in log-odds (a YOLO confidence is the sigmoid of its logit), as a taught classifier's margin
+carries its own (classifier_margin.py).
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +31,7 @@ from .detection import Found, defective, good_body, ignored_only, score
 from .metrics import choose_threshold, identity_halves
 
 FLOOR, CEILING = 1e-4, 1.0  # a box confidence
+EDGE = 1e-6  # a confidence this near 0 or 1 has its log-odds taken there (those of 0 and 1 are infinite)
 FALSE_CALL_BUDGET = 0.01  # of the held-out images without a defect, unless teaching was given another
 
 
@@ -39,6 +46,23 @@ class ChosenThreshold:
 class CrossFit:
     halves: tuple[int, ...]  # each image's half, 0 or 1
     chosen: tuple[float, float]  # the threshold chosen on half 0, on half 1: each half is scored at the other's
+
+
+def logodds(confidence: float) -> float:
+    p = min(max(confidence, EDGE), 1.0 - EDGE)
+    return math.log(p / (1.0 - p))
+
+
+def offset_of(served: float, taught: float | None) -> float:
+    """How far (log-odds) the served threshold sits from the one teaching chose: a move the plant made (0 unknown)."""
+    return 0.0 if taught is None else logodds(served) - logodds(taught)
+
+
+def moved(threshold: float, offset: float) -> float:
+    """`threshold` moved `offset` in log-odds, held within FLOOR..CEILING."""
+    if offset == 0.0:
+        return threshold
+    return float(min(max(1.0 / (1.0 + math.exp(-(logodds(threshold) + offset))), FLOOR), CEILING))
 
 
 def verified(found: Sequence[Found], good: int = 0) -> float:
@@ -76,11 +100,12 @@ def choose_detector_threshold(found: Sequence[Sequence[Found]], truth: Sequence[
 
 
 def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], mode: str, false_call_budget: float,
-              identities: Sequence[str]) -> CrossFit | str:
+              identities: Sequence[str], offset: float = 0.0) -> CrossFit | str:
     """Two-fold cross-fitting of the threshold over the held-out images (module docstring), shared out by each
     one's identity (a board's images together: near-copies on both sides would let one half's threshold see the
     other's), identities with a defect and those without each evenly, by a hash of the name (the set may move
-    without the halves changing); why not, where a half would lack a kind of image to choose by."""
+    without the halves changing); each half's threshold moved by `offset` (log-odds, a move the plant made); why
+    not, where a half would lack a kind of image to choose by."""
     good = None if mode == "find" else 0
     kinds = [2 if ignored_only(b) else int(defective(b, good)) for b in truth]
     clean, bad = kinds.count(0), kinds.count(1)
@@ -91,8 +116,8 @@ def cross_fit(found: Sequence[Sequence[Found]], truth: Sequence[Sequence[Box]], 
     chosen = []
     for half in (0, 1):
         at = [i for i in range(len(truth)) if shared[i] == half]
-        chosen.append(choose_detector_threshold([found[i] for i in at], [truth[i] for i in at], mode,
-                                                false_call_budget, 0.0).threshold)
+        chosen.append(moved(choose_detector_threshold([found[i] for i in at], [truth[i] for i in at], mode,
+                                                      false_call_budget, 0.0).threshold, offset))
     return CrossFit(tuple(shared), (chosen[0], chosen[1]))
 
 

@@ -9,17 +9,19 @@ times); Ultralytics' trainer goes on from the weights in service at a quarter of
 epoch its fitness prefers on training images set aside for that (epoch_split.py: never the held-out ones the gate
 reads; with too few to spare, the last epoch). The new weights' box scores sit on their own scale, so their threshold
 is chosen again on both held-out sets together, the set's and the reviewed one, as teaching chose it
-(detector_threshold.py, the false-call budget teaching was given), and the version carries it (experts/operating.py:
-activation serves it there). Both versions are scored by the line at the threshold that rule chooses for each on the
-other half of the held-out images (cross-fitted, detector_threshold.py: one scored on the images it was chosen on
-flatters itself, and the served threshold was chosen on the taught held-out images: scored at it there the old weights
-would be scored in-sample); too few to halve, the old at its served threshold, the new at its own. The new ones are
-added as a version, not served, refused by the gate where any held-out set's defect recall falls (a verifier's images
-counted by its calls: a defect found when the best box is not a confident good body, detection.py). The reviewed crops
-the export kept without a box (an escape nobody boxed: results/dataset.py UNBOXED) teach nothing, but both versions'
-calls of them are scored, a third set the gate reads: it is what the served weights missed, and no threshold was
-chosen on it. A detector that compares with the golden board reads each image beside its golden image: the windows the
-export cut from the rule set's golden board (results/golden_windows.py) and the golden folder it was taught beside.
+(detector_threshold.py, the false-call budget teaching was given), moved as far in log-odds as the plant moved the
+served one off teaching's (`zoo operate`: kept, as a taught classifier's margin keeps its move), and the version
+carries it (experts/operating.py: activation serves it there). Both versions are scored by the line at the threshold
+that rule chooses for each on the other half of the held-out images (cross-fitted, detector_threshold.py: one scored
+on the images it was chosen on flatters itself, and the served threshold was chosen on the taught held-out images:
+scored at it there the old weights would be scored in-sample); too few to halve, the old at its served threshold, the
+new at its own. The new ones are added as a version, not served, refused by the gate where any held-out set's defect
+recall falls (a verifier's images counted by its calls: a defect found when the best box is not a confident good body,
+detection.py). The reviewed crops the export kept without a box (an escape nobody boxed: results/dataset.py UNBOXED)
+teach nothing, but both versions' calls of them are scored, a third set the gate reads: it is what the served weights
+missed, and no threshold was chosen on it. A detector that compares with the golden board reads each image beside its
+golden image: the windows the export cut from the rule set's golden board (results/golden_windows.py) and the golden
+folder it was taught beside.
 """
 from __future__ import annotations
 
@@ -43,7 +45,15 @@ from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, Found, defective, detect, ignored_only, is_flagged, score
 from .detector_set import read_pair, write_split
-from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
+from .detector_threshold import (
+    FALSE_CALL_BUDGET,
+    CrossFit,
+    choose_detector_threshold,
+    cross_fit,
+    cross_fitted,
+    moved,
+    offset_of,
+)
 from .epoch_split import divide
 from .folder import FolderError
 from .golden_tree import golden_paths
@@ -268,12 +278,16 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     images = [im for name in found for im in held[name]]
     new_found = [f for name in found for f in found[name][1]]
     chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
+    # a move the plant made off teaching's threshold is kept, in log-odds (detector_threshold.py)
+    taught_at = origin.get("threshold")
+    offset = offset_of(served, None if taught_at is None else float(taught_at)) if chosen.chosen else 0.0
+    threshold = moved(chosen.threshold, offset)
     truth, identities = [im.boxes for im in images], [im.identity for im in images]
-    fit = cross_fit(new_found, truth, arch.mode, budget, identities) if chosen.chosen else None
+    fit = cross_fit(new_found, truth, arch.mode, budget, identities, offset) if chosen.chosen else None
     # the old weights by the same rule on the same halves (the halves follow the images alone): their served
     # threshold was chosen on the taught held-out images: scored at it there, in-sample
-    old_fit = cross_fit([f for name in found for f in found[name][0]], truth, arch.mode, budget, identities) \
-        if isinstance(fit, CrossFit) else None
+    old_fit = cross_fit([f for name in found for f in found[name][0]], truth, arch.mode, budget, identities,
+                        offset) if isinstance(fit, CrossFit) else None
     fits = (old_fit, fit) if isinstance(old_fit, CrossFit) and isinstance(fit, CrossFit) else None
     says = (f"old weights: served at threshold {served:.3f}"
             + ("" if fits is None else
@@ -281,19 +295,22 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                "scored as the new are: at the thresholds the rule chooses on the other half "
                f"({fits[0].chosen[0]:.3f}, {fits[0].chosen[1]:.3f})")
             + f"; new weights: threshold {chosen.why}"
+            + ("" if abs(offset) < 1e-9 else
+               f"; the served threshold sits {offset:+.3f} log-odds from teaching's ({float(taught_at):.3f}: a move "
+               f"the plant made), and the new one keeps that: threshold {threshold:.3f}")
             + ("" if fit is None else
                f"; scored on the images it was chosen on ({fit}): optimistic" if isinstance(fit, str) else
                f"; each held-out image scored at the threshold chosen on the other half of them ({fit.chosen[0]:.3f}, "
                f"{fit.chosen[1]:.3f}): what the rule does on images it was not chosen on"),)
     say(says[0])
-    scores, detail, disagree = held_out_scores(arch, classes, held, found, served, chosen.threshold, fits)
+    scores, detail, disagree = held_out_scores(arch, classes, held, found, served, threshold, fits)
     if fits is not None:  # the table scores them by the rule: what they do as served, said beside it
         at_served = {name: Score.counted(**{k: d["old_at_served"][k] for k in ("found", "defects", "false_calls",
                                                                                 "good")}) for name, d in detail.items()}
         says += (at_served_says(f"threshold {served:.3f}", at_served, "images"),)
         say(says[-1])
     if unboxed:
-        scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, chosen.threshold))
+        scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, threshold))
         detail[NO_BOX] = {"old": scores[NO_BOX][0].to_json(), "new": scores[NO_BOX][1].to_json()}
         new = scores[NO_BOX][1]
         if new.defects:  # what the gate's "not below the old" hides: the old missed these by definition, mostly
@@ -304,8 +321,8 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     gate = recall_kept(scores, "images", disagree)
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
-                          trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=chosen.threshold,
-                          operating={"threshold": chosen.threshold}, threshold_chosen=chosen.why,
+                          trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=threshold,
+                          operating={"threshold": threshold}, threshold_chosen=chosen.why, threshold_offset=offset,
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
                           reviewed_train=len(reviewed_train), reviewed_unboxed=len(unboxed), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None,
