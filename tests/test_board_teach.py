@@ -446,6 +446,60 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
     assert len(ResultStore(db).inspections()) == len(stored) + 3
 
 
+def test_a_retrained_types_expert_is_gated_on_its_own_types_held_out_parts(
+        taught_board: tuple[Path, dict, str], box_models: Path, tmp_path: Path) -> None:
+    """Every type's entry names the type it serves; reviews of one type's flagged parts retrain that entry alone, and
+    its held-out table parts the taught held-out crops into its own type's and the other types': the gate reads its
+    own (the other types' row shown, not read), or where its type holds no held-out defect, says the others stand in.
+    """
+    import shutil
+
+    from inspector.experts.zoo import Zoo
+    from inspector.results.store import ResultStore, sqlite_url
+
+    root, doc, _ = taught_board
+    zoo_dir = tmp_path / "zoo"
+    shutil.copytree(doc["zoo"], zoo_dir)
+    zoo = Zoo.load(zoo_dir)
+    for t in doc["types"]:
+        assert zoo.entries[f"cls-{t['type']}"].versions[0]["component_type"] == t["type"]
+    (tmp_path / "frames").mkdir()
+    for name in ("odd.png", "other.png"):
+        (tmp_path / "frames" / name).write_bytes((root / name).read_bytes())
+    db = sqlite_url(tmp_path / "line.sqlite")
+    r = cli("--models", str(box_models), "run", "--rules", str(root / "b.taught.yaml"), "--zoo", str(zoo_dir),
+            "--source", f"folder:{tmp_path / 'frames'}", "--db", db, "--data", str(tmp_path / "data"),
+            "--keep-crops", "all")
+    assert r.returncode == 0, r.stderr
+    parts = [(i.uuid, p) for i in ResultStore(db).inspections() for p in i.parts]
+    flagged = [(u, p) for u, p in parts if p.verdict == "fail"]
+    assert flagged, "the odd board's turned, shifted and bridged parts are flagged"
+    kind = flagged[0][1].component_type
+    for u, p in flagged:
+        if p.component_type == kind:
+            r = cli("review", "--inspection", u, "--ref", p.ref, "--call", "confirmed", "--zoo", str(zoo_dir),
+                    "--db", db)
+            assert r.returncode == 0, r.stderr
+    r = cli("dataset", "export", "--out", str(tmp_path / "dataset"), "--all", "--rules", str(root / "b.taught.yaml"),
+            "--zoo", str(zoo_dir), "--heldout-percent", "0", "--db", db)
+    assert r.returncode == 0, r.stderr
+    r = cli("zoo", "train", "--expert", f"cls-{kind}", "--from", str(tmp_path / "dataset"), "--zoo", str(zoo_dir),
+            "--epochs", "1")
+    assert r.returncode in (0, 1), r.stderr[-3000:]  # 1: the gate refused (said in the table)
+    rows = [line.split("  ")[0] for line in r.stdout.splitlines() if line.startswith("taught held-out")]
+    assert rows == [f"taught held-out, {kind}", "taught held-out, other types"], r.stdout
+    added = Zoo.load(zoo_dir).entries[f"cls-{kind}"].versions[-1]
+    assert added["component_type"] == kind and set(added["eval"]) == {"reviewed held-out", *rows}
+    own_defects = added["eval"][rows[0]]["old"]["defects"]
+    if own_defects:  # its own type's held-out parts are what the gate reads
+        assert f"recall on the reviewed held-out and the taught held-out, {kind} crops not below" in \
+            added["gate"]["rule"]
+        assert added["gate"]["passed"] == ("recall gate: passed" in r.stdout)
+        assert set(added["gate"]["losses_seen_on"]) <= {"reviewed held-out", rows[0]}
+    else:
+        assert f"{kind} holds no held-out defect of its own" in r.stdout
+
+
 def test_tune_serves_the_planned_thresholds_audited_the_line_confirms_them_and_restore_serves_teachings_again(
         taught_board: tuple[Path, dict, str], box_models: Path, tmp_path: Path) -> None:
     """`board tune` on a board shown as good (here one with defects made: parts the experts flag, some the

@@ -637,6 +637,30 @@ def test_a_retrainings_gate_scores_the_served_classifier_by_the_rule_that_scores
     assert fit.half_margins is None and np.array_equal(flags, odds[:4] + 1.0 < 0.7) and "scored there" in why
 
 
+def test_a_boards_type_expert_is_gated_on_its_own_types_held_out_parts_and_says_when_others_stand_in() -> None:
+    """Board teaching serves every type its own entry of one shared classifier: a retraining of one type's entry is
+    served to that type alone, so its taught held-out crops are parted into its own type's and the other types', and
+    the gate reads its own (with the reviewed ones); a type with no held-out defect of its own has the other types'
+    stand in, said. An expert of every part (no type recorded) keeps one taught row."""
+    from inspector.training.labelled.retrain_taught import heldout_sets, served_type
+    from inspector.training.labelled.trainer import Crops
+
+    kinds = {"R1": "0402", "R2": "0402", "C1": "0603", "U1": "QFN"}
+    assert served_type({"component_type": "0603", "identity_kinds": kinds}, "cls-whatever") == "0603"
+    assert served_type({"identity_kinds": kinds}, "cls-QFN") == "QFN"  # a zoo taught before the type was recorded
+    assert served_type({"identity_kinds": kinds}, "cls-board") is None and served_type({}, "cls-QFN") is None
+    parts = ["R1", "R1", "R2", "C1", "C1", "U1"]
+    crops = Crops([np.zeros((4, 4, 3), np.uint8)] * 6, np.array([0, 1, 1, 0, 1, 0]), None, parts)
+    sets, read, stand_in = heldout_sets(crops, 9, "0402", kinds)
+    assert [list(v) for v in sets.values()] == [[6, 7, 8], [0, 1, 2], [3, 4, 5]]
+    assert list(sets) == ["reviewed held-out", "taught held-out, 0402", "taught held-out, other types"]
+    assert read == ["reviewed held-out", "taught held-out, 0402"] and stand_in is None
+    sets, read, stand_in = heldout_sets(crops, 9, "QFN", kinds)  # U1's one held-out crop is good: no defect
+    assert read == list(sets) and "QFN holds no held-out defect of its own" in stand_in
+    sets, read, stand_in = heldout_sets(crops, 9, None, kinds)
+    assert list(sets) == read == ["reviewed held-out", "taught held-out"] and stand_in is None
+
+
 def test_reviews_retrain_a_golden_comparison_expert_beside_the_windows_the_line_compared(
         tmp_path: Path, box_models: Path) -> None:
     """A board taught from its golden photos serves golden-comparison experts: the export writes, beside every crop,

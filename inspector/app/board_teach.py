@@ -53,7 +53,7 @@ from ..runtime.diskio import write_atomically
 from ..training.labelled.evaluate import served_module
 from ..training.labelled.folder import IMAGE_SUFFIXES, identity_of, stratified_heldout
 from ..training.labelled.metrics import logodds
-from ..training.labelled.teach import TeachPlan, teach
+from ..training.labelled.teach import TAUGHT, TeachPlan, teach
 from ..training.labelled.trainer import FALSE_CALL_BUDGET, Crops, logits_of
 from .board_anomaly import (
     anomaly_state,
@@ -385,14 +385,17 @@ def _share(flags: np.ndarray) -> float:
 
 def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck], own: list[ExpertEntry]) -> Zoo:
     """Each type's own expert entry at the type's threshold (its good_margin): its `own` weights (anomaly experts),
-    else the shared classifier's."""
+    else the shared classifier's, its teaching's version naming the one type it serves (a retraining scores it on
+    that type's parts first, retrain_taught.py)."""
     doc = json.loads((zoo_root / MANIFEST).read_text(encoding="utf-8"))
     shared = next(e for e in doc["experts"] if e["name"] == expert)
     mine = {e.name: asdict(e) for e in own}
     for c in checks:
         name = f"cls-{c.type}"
         base = mine.get(name, {**shared, "name": name})
-        doc["experts"].append({**base, "spec": {**base["spec"], "good_margin": c.threshold}})
+        versions = [{**v, "component_type": c.type} if v.get("origin") == TAUGHT else v
+                    for v in base.get("versions") or []]
+        doc["experts"].append({**base, "spec": {**base["spec"], "good_margin": c.threshold}, "versions": versions})
     write_atomically(zoo_root / MANIFEST, json.dumps(doc, indent=1).encode())
     return Zoo.load(zoo_root)
 

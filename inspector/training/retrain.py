@@ -224,10 +224,11 @@ def format_scores(r: Retrained) -> str:
     def pct(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.1f}%"
 
-    rows = [*r.says, f"{'held-out set':20} {'crops':>6} {'defects':>8} {'recall old':>11} {'recall new':>11} "
-            f"{'false calls old':>16} {'false calls new':>16}", "-" * 94]
+    wide = max([20, *(len(name) for name in r.scores)])  # a board type's set names its type
+    rows = [*r.says, f"{'held-out set':{wide}} {'crops':>6} {'defects':>8} {'recall old':>11} {'recall new':>11} "
+            f"{'false calls old':>16} {'false calls new':>16}", "-" * (wide + 74)]
     for name, (o, n) in r.scores.items():
-        rows.append(f"{name:20} {n.crops:>6} {n.defects:>8} {pct(o.recall):>11} {pct(n.recall):>11} "
+        rows.append(f"{name:{wide}} {n.crops:>6} {n.defects:>8} {pct(o.recall):>11} {pct(n.recall):>11} "
                     f"{f'{o.false_calls}/{o.good} {pct(o.false_call_rate)}':>16} "
                     f"{f'{n.false_calls}/{n.good} {pct(n.false_call_rate)}':>16}")
     gate = r.gate or {}

@@ -52,6 +52,39 @@ def taught_version(zoo: Zoo, expert: str) -> dict[str, Any] | None:
     return next((v for v in entry.versions if v.get("origin") == TAUGHT), None)
 
 
+def served_type(origin: dict[str, Any], expert: str) -> str | None:
+    """The one component type `expert` serves, where its teacher says (board teaching's per-type entries, each
+    sharing one classifier: its version's `component_type`, or for a zoo taught before that was recorded its name,
+    cls-<type>, among the types the teacher recorded); None: an expert of every part its folder holds."""
+    if origin.get("component_type"):
+        return str(origin["component_type"])
+    types = set((origin.get("identity_kinds") or {}).values())
+    return next((t for t in sorted(types) if expert == f"cls-{t}"), None)
+
+
+def heldout_sets(own_heldout: Crops, total: int, serves: str | None,
+                 kinds: dict[str, str]) -> tuple[dict[str, np.ndarray], list[str], str | None]:
+    """The held-out crops' sets, as indices into them (the taught set's first, then the reviewed), the names the
+    gate reads, and why, where it reads a stand-in. An expert that serves one type of a board (`serves`) has its
+    taught held-out crops parted into that type's and the other types': its new weights will call only its own, so
+    the gate reads its own type's and the reviewed ones; where its own type holds no held-out defect (a type of one
+    part, none held out) the other types' parts stand in, said."""
+    own_n = len(own_heldout)
+    sets = {"reviewed held-out": np.arange(own_n, total)}
+    if serves is None:
+        sets["taught held-out"] = np.arange(own_n)
+        return sets, list(sets), None
+    mine = np.array([kinds.get(i) == serves for i in crop_identities(own_heldout)], dtype=bool)
+    own_name = f"taught held-out, {serves}"
+    sets[own_name] = np.flatnonzero(mine)
+    sets["taught held-out, other types"] = np.flatnonzero(~mine)
+    if (own_heldout.labels[mine] != 0).any():
+        return sets, ["reviewed held-out", own_name], None
+    return sets, list(sets), (f"{serves} holds no held-out defect of its own (a type of few parts: none was held "
+                              "out), so the gate reads the other types' held-out parts as a stand-in: these weights "
+                              f"will call only {serves}")
+
+
 def reviewed_crops(dataset: Path, expert: str, classes: tuple[str, ...], golden: bool = False) -> dict[str, Crops]:
     """The dataset's crops of `expert` by split, labelled by the expert's own classes; with `golden`, each one's
     golden window beside it (results/golden_windows.py)."""
@@ -205,8 +238,9 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     old_flags, old_why = old_calls(old_odds, heldout, cut, fit, budget, seed)
     says = (f"{old_why}; new weights: {fit.why}",)
     say(says[0])
-    own_n = len(own["heldout"])  # the held-out crops are the taught set's, then the reviewed ones (joined)
-    sides = {"reviewed held-out": slice(own_n, len(heldout)), "taught held-out": slice(0, own_n)}
+    # the held-out crops are the taught set's, then the reviewed ones (joined); one type's expert has its own parted
+    serves = served_type(origin, expert)
+    sides, read, stand_in = heldout_sets(own["heldout"], len(heldout), serves, origin.get("identity_kinds") or {})
     new_flags = fit.flags
     defective = heldout.labels != 0
     scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
@@ -215,15 +249,22 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     if fit.half_margins is not None:  # the table scores them by the rule: what they do as served, said beside it
         says += (at_served_says(f"margin {cut:.3f}", at_served, "crops"),)
         say(says[-1])
-    gate = recall_kept(scores, "crops", {name: Disagreement.of(old_flags[at], new_flags[at], defective[at])
-                                         for name, at in sides.items()})
+    if stand_in:
+        says += (stand_in,)
+        say(stand_in)
+    gate = recall_kept({name: scores[name] for name in read}, "crops",
+                       {name: Disagreement.of(old_flags[sides[name]], new_flags[sides[name]], defective[sides[name]])
+                        for name in read})
+    if len(read) < len(scores):
+        gate["rule"] = (f"recall on the {' and the '.join(read)} crops not below the served weights' (the other types' "
+                        f"row is shown, not read: these weights will call only {serves})")
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=fit.margin,
                           operating={"good_margin": fit.margin}, margin_chosen=fit.why, served_margin=cut,
                           margin_offset=fit.offset, false_call_budget=budget, any_orientation=turn,
                           reviewed_train=len(reviewed_train), synthetic_train=0,
-                          epoch_chosen_on=aside.counts or None, gate=gate,
+                          epoch_chosen_on=aside.counts or None, gate=gate, component_type=serves,
                           eval={k: {"old": a.to_json(), "new": b.to_json(), "old_at_served": at_served[k].to_json()}
                                 for k, (a, b) in scores.items()})
     return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)
