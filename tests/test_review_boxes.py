@@ -85,6 +85,15 @@ def test_a_reviewers_boxes_are_stored_read_back_and_cleared_by_a_review_without_
     assert review_json(review)["box"] == [2, 3, 10, 12]  # what a dashboard before several boxes reads
     with store.engine.connect() as c:  # what a release before 0013 reads: the first box
         assert tuple(c.execute(text("SELECT box_x0, box_y0, box_x1, box_y1 FROM reviews")).one()) == (2, 3, 10, 12)
+    # reviewed again by a release before 0013, which writes box_* alone: its review stands, not the boxes left from
+    # before in reviews.boxes
+    for written, read in (((5, 5, 9, 9), (ReviewBox((5, 5, 9, 9)),)), ((None,) * 4, ())):
+        with store.engine.begin() as c:
+            c.execute(text("UPDATE reviews SET box_x0 = :a, box_y0 = :b, box_x1 = :c, box_y1 = :d"),
+                      dict(zip("abcd", written)))
+        assert store.reviews_of([insp.uuid])[(insp.uuid, "R1")].drawn_boxes == read
+    with store.engine.begin() as c:
+        c.execute(text("UPDATE reviews SET box_x0 = 2, box_y0 = 3, box_x1 = 10, box_y1 = 12"))
     out = io.StringIO()
     store.export_csv(out)  # the CSV's last column, in crop pixels, each box's own class after it
     assert {r["ref"]: r["review_box"] for r in csv.DictReader(io.StringIO(out.getvalue()))} == {

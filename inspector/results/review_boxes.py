@@ -111,10 +111,13 @@ def stored_text(boxes: Sequence[ReviewBox]) -> str | None:
 
 
 def read_stored(text: str | None, first: Box | None) -> tuple[ReviewBox, ...]:
-    """A stored review's boxes: reviews.boxes where it was written, else the one box of reviews.box_* (a review
-    stored before 0013, or by a release that writes only it)."""
-    if text:
-        return tuple(review_box_of(b) for b in json.loads(text))
+    """A stored review's boxes: reviews.boxes where it was written and its first box is reviews.box_*'s, else the
+    one box of reviews.box_* (a review stored before 0013, or reviewed again since by a release that writes only
+    box_*: what that release stored is the review, and boxes left in reviews.boxes from before are not)."""
+    if text and first is not None:
+        boxes = tuple(review_box_of(b) for b in json.loads(text))
+        if boxes and all(abs(a - b) <= 1e-6 for a, b in zip(boxes[0].at, first)):
+            return boxes
     return (ReviewBox(first),) if first is not None else ()
 
 

@@ -1,14 +1,13 @@
 """Operators' reviews of the line's calls, and the rates they give per component type.
 
-A review says what a part really was: the line's `fail` was a **confirmed** defect or a **false call** (the part
-was good), or its `pass` was an **escape** (a missed defect). The class is optional: a confirmed defect may be
-of another class than the one called, an escape names the defect it had when the operator knows it. So are
-**boxes**: where each defect is on the part's kept crop, drawn by the reviewer (results/review_boxes.py: several on a
-part with several defects, each of its own class where it names one). A detector that finds defects learns an escape
-only from such boxes (results/detector_labels.py), and a confirmed defect's boxes where the detector drew them wrong;
-a false call has no defect to box. Reviews
-are what the retraining loop learns from (results/dataset.py), so a review that contradicts the stored call
-(an escape of a failed part) is refused with the reason instead of stored.
+A review says what a part really was: the line's `fail` was a **confirmed** defect or a **false call** (the part was
+good), or its `pass` was an **escape** (a missed defect). The class is optional: a confirmed defect may be of another
+class than the one called, an escape names the defect it had when the operator knows it. So are **boxes**: where each
+defect is on the part's kept crop, drawn by the reviewer (results/review_boxes.py: several on a part with several
+defects, each of its own class where it names one). A detector that finds defects learns an escape only from such
+boxes (results/detector_labels.py), and a confirmed defect's boxes where the detector drew them wrong; a false call
+has no defect to box. Reviews are what the retraining loop learns from (results/dataset.py), so a review that
+contradicts the stored call (an escape of a failed part) is refused with the reason instead of stored.
 
 Rates are over the parts stored of each type in a line's last boards (RATE_BOARDS): false calls per part
 inspected and escapes per part inspected, so a type that is reviewed more is not made to look worse per review.
@@ -110,11 +109,10 @@ class ReviewRequest:
             check_boxes(self.boxes, self.call)
         except BoxRefused as exc:
             raise ReviewRefused(str(exc)) from None
-        if self.call in ("confirmed", "escape"):
-            for b in self.boxes:
-                if b.defect is not None and (b.defect == "ok" or not CLASS_NAME.fullmatch(b.defect)):
-                    raise ReviewRefused(f"box {b.says()} names {b.defect!r}, not the class of a defect (letters, "
-                                        "digits, _ . -, at most 32; leave it out for the review's class)")
+        for b in self.boxes:  # a false call's boxes were refused above: these are a defect's
+            if b.defect is not None and (b.defect == "ok" or not CLASS_NAME.fullmatch(b.defect)):
+                raise ReviewRefused(f"box {b.says()} names {b.defect!r}, not the class of a defect (letters, digits, "
+                                    "_ . -, at most 32; leave it out for the review's class)")
 
 
 def known_class(req: ReviewRequest, expert: str | None, classes_of: ClassesOf | None) -> None:
