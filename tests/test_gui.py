@@ -716,6 +716,7 @@ def test_the_window_fits_a_panel_pc_remembers_where_it_was_and_has_shortcuts(qtb
     assert first.tabs.currentWidget() is first.history
     first.history.board.setText("B-17")
     first.history.verdict.setCurrentText("fail")
+    first.history.reviewed.setCurrentText("not reviewed")  # the review queue
     first.resize(first.width() - 40, first.height() - 30)
     size = first.size()
     first.close()
@@ -723,6 +724,7 @@ def test_the_window_fits_a_panel_pc_remembers_where_it_was_and_has_shortcuts(qtb
     assert second.tabs.currentWidget() is second.history
     assert second.size() == size
     assert second.history.board.text() == "B-17" and second.history.verdict.currentText() == "fail"
+    assert second.history.reviewed.currentText() == "not reviewed"
     second.close()
 
 

@@ -144,6 +144,37 @@ def test_a_boards_hermes_board_id_is_in_its_export_and_its_api_answer_and_finds_
     assert api.get("defects", "")["rows"][0][0]["board_id"] is None
 
 
+def test_the_review_queue_is_the_flagged_parts_nobody_has_reviewed_in_a_search_an_export_and_the_api(
+        store: ResultStore, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    """`reviewed`: parts an operator reviewed, or not yet; with verdict fail, not yet is the review queue. The same
+    filter selects the history's rows, the CSV (`inspector export --reviewed`) and the kiosk's rows and count."""
+    from inspector.cli import main
+    from inspector.kiosk.results_api import ResultsApi
+    from inspector.results.reviews import ReviewRequest, record_review
+    from inspector.results.scope import PLANT
+
+    store.write([board("B1", defect="polarity"), board("B2", 5, defect="missing"), board("B3", 9)])
+    first = next(i for i in store.inspections() if i.board_serial == "B1")
+    record_review(store, ReviewRequest(first.uuid, "D1", "false_call", None, "qa"))
+    queue = Filters(verdict="fail", reviewed=False)
+    assert [(i.board_serial, p.ref) for i, p in store.component_rows(queue)] == [("B2", "D1")]
+    assert [(i.board_serial, p.ref) for i, p in store.component_rows(Filters(reviewed=True))] == [("B1", "D1")]
+    assert store.count_components(Filters(reviewed=False)) == 5 and store.count_components(queue, cap=10) == 1
+    api = ResultsApi(store, PLANT, tmp_path)
+    assert [(b["board_serial"], p["ref"]) for b, p in api.get("rows", "verdict=fail&reviewed=no")["rows"]] == [
+        ("B2", "D1")]
+    assert api.get("count", "reviewed=yes")["count"] == 1
+    with pytest.raises(ValueError, match="reviewed is yes or no, not 'maybe'"):
+        api.get("rows", "reviewed=maybe")
+    from inspector.app.kiosk_results import KioskResults
+
+    assert KioskResults._query(queue) == {"verdict": "fail", "reviewed": "no"}
+    out = tmp_path / "queue.csv"
+    assert main(["export", "--csv", str(out), "--verdict", "fail", "--reviewed", "no", "--db", store.url]) == 0
+    assert [(r["board_serial"], r["ref"]) for r in csv.DictReader(out.open())] == [("B2", "D1")]
+    capsys.readouterr()
+
+
 def panel(serial: str, failing: dict[str, str], boards: int = 3, minutes: int = 0) -> BoardRecord:
     """A panel of `boards` boards, each with R1 and C1, and a fiducial on its frame; `failing`: ref -> verdict."""
     refs = [f"{k}-{r}" for k in range(1, boards + 1) for r in ("R1", "C1")] + ["FID1"]

@@ -262,6 +262,11 @@ def test_boxes_dragged_on_the_crop_go_with_the_review_in_crop_pixels_each_of_the
     tab.table.setCurrentCell(rows["R1"], 0)
     tab.table.setCurrentCell(rows["D1"], 0)
     assert picker.boxes == () and picker.detector_box is not None
+    # both parts reviewed: the review queue (not reviewed) is empty, the reviewed ones are both
+    tab.reviewed.setCurrentText("not reviewed")
+    assert tab.search() == 0 and tab.table.rowCount() == 0
+    tab.reviewed.setCurrentText("reviewed")
+    assert tab.search() == 2
 
 
 def test_the_export_labels_a_detectors_crop_by_the_reviewers_box_and_says_whose_boxes_it_wrote(

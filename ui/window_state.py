@@ -38,6 +38,7 @@ def restore(window: Any) -> None:
     h = window.history
     h.board.setText(s.value("history/board", "", type=str))
     h.verdict.setCurrentIndex(max(0, h.verdict.findText(s.value("history/verdict", "any verdict", type=str))))
+    h.reviewed.setCurrentIndex(max(0, h.reviewed.findText(s.value("history/reviewed", "", type=str))))
     h.use_since.setChecked(s.value("history/use_since", False, type=bool))
     h.use_until.setChecked(s.value("history/use_until", False, type=bool))
 
@@ -49,6 +50,7 @@ def save(window: Any) -> None:
     h = window.history
     s.setValue("history/board", h.board.text())
     s.setValue("history/verdict", h.verdict.currentText())
+    s.setValue("history/reviewed", h.reviewed.currentText())
     s.setValue("history/use_since", h.use_since.isChecked())
     s.setValue("history/use_until", h.use_until.isChecked())
     s.sync()

@@ -133,7 +133,7 @@ class KioskResults:
         f = f or Filters()
         q = {"since": f.since.isoformat() if f.since else None, "until": f.until.isoformat() if f.until else None,
              "board": f.board, "board_id": f.board_id, "verdict": f.verdict, "component": f.component,
-             "upto": f.stored_upto}
+             "upto": f.stored_upto, "reviewed": None if f.reviewed is None else ("yes" if f.reviewed else "no")}
         return {k: v for k, v in q.items() if v is not None}
 
     def latest(self, scope: Scope | None = None) -> BoardView | None:

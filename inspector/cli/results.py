@@ -18,11 +18,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     filters = Filters(since=parse_when(args.since) if args.since else None,
                       until=parse_when(args.until) if args.until else None,
                       board=args.board, board_id=args.board_id, verdict=args.verdict, component=args.component,
-                      scope=scope_of_args(args))
+                      scope=scope_of_args(args), reviewed=None if args.reviewed is None else args.reviewed == "yes")
     store.check_filters(filters)  # before the file is made: a refused search leaves no header-only CSV behind
-    if args.units and (args.component or args.verdict):
-        raise UsageError("--units judges each board by all its parts: --component and --verdict select parts; leave "
-                         "them out (filter by time, board, BoardId or line)")
+    if args.units and (args.component or args.verdict or args.reviewed):
+        raise UsageError("--units judges each board by all its parts: --component, --verdict and --reviewed select "
+                         "parts; leave them out (filter by time, board, BoardId or line)")
     write = export_units_csv if args.units else export_csv
     if args.csv == "-":
         n = write(store, sys.stdout, filters)
@@ -132,6 +132,9 @@ def add_export(p: argparse.ArgumentParser) -> None:
     p.add_argument("--board-id", help="one board by the Hermes BoardId the SMT line gave it")
     p.add_argument("--verdict", choices=["pass", "fail", "error"], help="component verdict")
     p.add_argument("--component", help="one component type (R0402, ...)")
+    p.add_argument("--reviewed", choices=["yes", "no"],
+                   help="parts an operator reviewed (yes) or not yet (no: with --verdict fail, the flagged parts "
+                        "nobody has judged)")
     p.add_argument("--units", action="store_true",
                    help="one row per unit instead of per part: each board, a panel's boards each with its own verdict "
                         "and x-outs named (for an MES or a traceability sheet)")

@@ -57,6 +57,15 @@ def review_json(r: Review) -> dict[str, Any]:
             "box": list(boxes[0].at) if boxes else None, "boxes": [b.to_json() for b in boxes]}
 
 
+def reviewed_of(text: str | None) -> bool | None:
+    """The `reviewed` query parameter: yes (parts with a review), no (without: the review queue), absent either."""
+    if text in (None, ""):
+        return None
+    if text not in ("yes", "no"):
+        raise ValueError(f"reviewed is yes or no, not {text!r}")
+    return text == "yes"
+
+
 class ResultsApi:
     """GET /results/... routes of one kiosk's line."""
 
@@ -83,7 +92,8 @@ class ResultsApi:
                            board=one.get("board") or None, board_id=one.get("board_id") or None,
                            verdict=one.get("verdict") or None,
                            component=one.get("component") or None,
-                           stored_upto=int(one["upto"]) if one.get("upto") else None, scope=self.scope)
+                           stored_upto=int(one["upto"]) if one.get("upto") else None, scope=self.scope,
+                           reviewed=reviewed_of(one.get("reviewed")))
         except ValueError as exc:
             raise ValueError(f"a results filter is off: {exc}") from None
 

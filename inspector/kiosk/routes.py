@@ -46,7 +46,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/results/latest", _P.VIEW, "", "`board`: the newest stored board with its parts"),
     Route("GET", "/results/boards/<inspection id>", _P.VIEW, "", "`board`: one stored board with its parts"),
     Route("GET", "/results/rows", _P.VIEW, "`since`, `until` (ISO time or `-2h`), `board`, `verdict`, "
-          "`component`, `upto`, `newest` (at most 5000)", "`rows`: [board, part] pairs, newest first"),
+          "`component`, `reviewed` (`yes`, `no`: the review queue), `upto`, `newest` (at most 5000)",
+          "`rows`: [board, part] pairs, newest first"),
     Route("GET", "/results/count", _P.VIEW, "the filters of `rows`, `cap`", "`count`: parts matching"),
     Route("GET", "/results/types", _P.VIEW, "", "`types`: the component types stored"),
     Route("GET", "/results/last-id", _P.VIEW, "", "`last_id`: the newest part row's id (a poll's cursor)"),

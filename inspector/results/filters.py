@@ -11,7 +11,8 @@ from .scope import PLANT, Scope
 @dataclass(frozen=True)
 class Filters:
     """What `export` and queries select: a line (and station), a time range, a board serial or Hermes BoardId, a
-    part verdict, a component type. The scope defaults to the whole plant here; the commands pass the box's own line."""
+    part verdict, a component type, parts reviewed or not. The scope defaults to the whole plant here; the commands
+    pass the box's own line."""
 
     since: datetime | None = None
     until: datetime | None = None
@@ -25,3 +26,6 @@ class Filters:
     # `board` also finds the panel one of whose boards has that serial of its own (the store sets it where the schema
     # has them, revision 0010)
     units: bool = False
+    # parts an operator reviewed (True) or not yet (False: the review queue, a flagged part nobody has judged); None
+    # either
+    reviewed: bool | None = None

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, delete, event, func, insert, inspect, or_, select, union
+from sqlalchemy import Engine, create_engine, delete, event, exists, func, insert, inspect, or_, select, union
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, aliased, selectinload, undefer
 
@@ -389,6 +389,9 @@ def _component_filters(q, f: Filters | None, bare_boards: bool = False):  # noqa
         q = q.where(or_(match, bare & (Inspection.verdict == f.verdict)) if bare_boards else match)
     if f.component:
         q = q.where(ComponentResult.component_type == f.component)
+    if f.reviewed is not None:  # by the part's review row (reviews.component_result_id is unique: its index)
+        has = exists().where(Review.component_result_id == ComponentResult.id)
+        q = q.where(has if f.reviewed else ~has)
     return q
 
 

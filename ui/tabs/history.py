@@ -41,6 +41,7 @@ from ..crop_picker import Box, CropPicker
 from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
 
+REVIEWED = ("reviewed or not", "not reviewed", "reviewed")  # the review filter's choices
 COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Weights",
            "Crop kept", "Review", "BoardId", "Approved make", "Panel board")
 BOARD_ID, MAKE, PANEL = COLUMNS.index("BoardId"), COLUMNS.index("Approved make"), COLUMNS.index("Panel board")
@@ -64,6 +65,10 @@ class HistoryTab(QWidget):
         self.verdict.addItems(("any verdict", "pass", "fail", "error"))
         self.component = QComboBox()
         self.component.addItem("any component")
+        self.reviewed = QComboBox()
+        self.reviewed.addItems(REVIEWED)
+        self.reviewed.setToolTip("not reviewed, with verdict fail: the flagged parts nobody has judged yet (the review "
+                                 "queue)")
         self.search_btn, self.export_btn = QPushButton("Search"), QPushButton("Export CSV…")
         self.search_btn.clicked.connect(self.search)
         self.export_btn.clicked.connect(lambda: self.export())
@@ -79,8 +84,9 @@ class HistoryTab(QWidget):
         g.addWidget(self.board_id, 0, 5)
         g.addWidget(self.verdict, 0, 6)
         g.addWidget(self.component, 0, 7)
-        g.addWidget(self.search_btn, 0, 8)
-        g.addWidget(self.export_btn, 0, 9)
+        g.addWidget(self.reviewed, 0, 8)
+        g.addWidget(self.search_btn, 0, 9)
+        g.addWidget(self.export_btn, 0, 10)
         g.setColumnStretch(4, 1)
         g.setColumnStretch(5, 1)
 
@@ -143,7 +149,8 @@ class HistoryTab(QWidget):
                        board=self.board.text().strip() or None,
                        board_id=self.board_id.text().strip() or None,
                        verdict=None if verdict == "any verdict" else verdict,
-                       component=None if component == "any component" else component)
+                       component=None if component == "any component" else component,
+                       reviewed={REVIEWED[1]: False, REVIEWED[2]: True}.get(self.reviewed.currentText()))
 
     def search(self) -> int:
         """Fill the table with the newest matching rows; returns how many match in all."""
