@@ -281,15 +281,16 @@ def test_a_retrainings_gate_scores_the_served_weights_by_the_rule_that_scores_th
     fit = cross_fit(found, truth, "find", 0.01, keys)
     assert isinstance(fit, CrossFit) and served > 0.9
     arch = YoloDetector("yolov8n.yaml", 64, 1, served, "find")
-    scores, detail, disagree = held_out_scores(arch, ("defect",), held, {"taught held-out": (found, found)}, served,
-                                               served, (fit, fit))
+    done = held_out_scores(arch, ("defect",), held, {"taught held-out": (found, found)}, served, served, (fit, fit))
+    scores, detail, disagree = done.scores, done.detail, done.disagree
     old, new = scores["taught held-out"]
     assert old == new and (disagree["taught held-out"].lost, disagree["taught held-out"].gained) == (0, 0)
     # the served weights' own figure at their in-sample threshold stays in the detail: no clean image flagged there
     assert detail["taught held-out"]["old"]["false_call_rate"] == 0 < old.false_calls
+    assert done.at_served["taught held-out"].false_calls == 0 and done.at_served["taught held-out"] != old
     # too few to halve: each at its own threshold, as before
-    scores, detail, _ = held_out_scores(arch, ("defect",), held, {"taught held-out": (found, found)}, served, served,
-                                        None)
+    done = held_out_scores(arch, ("defect",), held, {"taught held-out": (found, found)}, served, served, None)
+    scores, detail = done.scores, done.detail
     assert scores["taught held-out"][0] == scores["taught held-out"][1] and "old_cross_fitted" not in detail[
         "taught held-out"]
 

@@ -1,7 +1,7 @@
 """Tab 5, history: stored results filtered by time, board (its serial or the Hermes BoardId the line gave it),
-verdict and component; a result's crop (with the box its detector drew, and those the reviewer draws where the
-defects are: ui/crop_picker.py) and the operator's review of its call; CSV export of exactly the filtered rows (the same
-query and writer as `inspector export`)."""
+verdict, component and review (not reviewed, with verdict fail: the review queue); a result's crop (with the box its
+detector drew, and those the reviewer draws where the defects are: ui/crop_picker.py) and the operator's review of
+its call; CSV export of exactly the filtered rows (the same query and writer as `inspector export`)."""
 from __future__ import annotations
 
 from dataclasses import replace

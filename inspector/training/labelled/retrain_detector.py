@@ -28,7 +28,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -175,21 +175,28 @@ def line_score(s: DetectionScore) -> Score:
     return Score.counted(s.flagged_with_defects, s.with_defects, s.flagged_clean, s.clean)
 
 
+@dataclass(frozen=True)
+class HeldOutScores:
+    scores: dict[str, tuple[Score, Score]]  # each held-out set's (old, new) line, as the gate reads them
+    detail: dict[str, dict[str, Any]]  # what the version records of each
+    disagree: dict[str, Disagreement]  # the defective images the two call differently
+    at_served: dict[str, Score]  # the old weights' line at their served threshold (what the line does now)
+
+
 def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str, list[BoxedImage]],
                     found: dict[str, list[list[list[Found]]]], served: float, threshold: float,
-                    fits: tuple[CrossFit, CrossFit] | None) -> tuple[dict[str, tuple[Score, Score]],
-                                                                     dict[str, dict[str, Any]],
-                                                                     dict[str, Disagreement]]:
-    """Each held-out set's (old, new) line scores, their detail and the defective images the two call
-    differently. Where `fits` (the old weights', the new weights') cross-fitted the threshold, each version calls
-    every image at the one its rule chose on the other half: the served threshold was chosen on the taught held-out
-    images, so scored at it there the old weights would be scored in-sample beside the new ones' out-of-sample figure.
-    Else the old at the `served` threshold, the new at `threshold`. The detail keeps both versions' boxes and AP (at
-    `served` and `threshold`) and the old weights' line at `served`. `found`: each set's (old, new) boxes; the sets in
-    order, as `fits` number them."""
+                    fits: tuple[CrossFit, CrossFit] | None) -> HeldOutScores:
+    """Each held-out set's (old, new) line scores, their detail, the defective images the two call differently and
+    the old weights' line at the `served` threshold. Where `fits` (the old weights', the new weights') cross-fitted
+    the threshold, each version calls every image at the one its rule chose on the other half: the served threshold
+    was chosen on the taught held-out images, so scored at it there the old weights would be scored in-sample beside
+    the new ones' out-of-sample figure. Else the old at the `served` threshold, the new at `threshold`. The detail
+    keeps both versions' boxes and AP (at `served` and `threshold`) and the old weights' line at `served`. `found`:
+    each set's (old, new) boxes; the sets in order, as `fits` number them."""
     scores: dict[str, tuple[Score, Score]] = {}
     detail: dict[str, dict[str, Any]] = {}
     disagree: dict[str, Disagreement] = {}
+    at_served: dict[str, Score] = {}
     start = 0
     good = arch.good_class
     for name, (old_found, new_found) in found.items():
@@ -209,10 +216,11 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
                                          [defective(truth[i], good) for i in scored])
         start += len(truth)
         scores[name] = lines
-        detail[name] = {"old": old.to_json(), "new": new.to_json(), "old_at_served": line_score(old).to_json(),
+        at_served[name] = line_score(old)
+        detail[name] = {"old": old.to_json(), "new": new.to_json(), "old_at_served": at_served[name].to_json(),
                         **({"old_cross_fitted": lines[0].to_json(), "new_cross_fitted": lines[1].to_json()}
                            if fits is not None else {})}
-    return scores, detail, disagree
+    return HeldOutScores(scores, detail, disagree, at_served)
 
 
 def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
@@ -303,11 +311,10 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                f"; each held-out image scored at the threshold chosen on the other half of them ({fit.chosen[0]:.3f}, "
                f"{fit.chosen[1]:.3f}): what the rule does on images it was not chosen on"),)
     say(says[0])
-    scores, detail, disagree = held_out_scores(arch, classes, held, found, served, threshold, fits)
+    held_out = held_out_scores(arch, classes, held, found, served, threshold, fits)
+    scores, detail, disagree = held_out.scores, held_out.detail, held_out.disagree
     if fits is not None:  # the table scores them by the rule: what they do as served, said beside it
-        at_served = {name: Score.counted(**{k: d["old_at_served"][k] for k in ("found", "defects", "false_calls",
-                                                                                "good")}) for name, d in detail.items()}
-        says += (at_served_says(f"threshold {served:.3f}", at_served, "images"),)
+        says += (at_served_says(f"threshold {served:.3f}", held_out.at_served, "images"),)
         say(says[-1])
     if unboxed:
         scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, threshold))
