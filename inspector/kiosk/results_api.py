@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from ..results.filters import reviewed_of, reviewed_text
 from ..results.schema import ComponentResult, Inspection, Review
 from ..results.scope import Scope
 from ..results.store import Filters, ResultStore, parse_when
@@ -55,15 +56,6 @@ def review_json(r: Review) -> dict[str, Any]:
     boxes = r.drawn_boxes
     return {**{k: getattr(r, k) for k in REVIEW_FIELDS}, "at": r.at.isoformat(),
             "box": list(boxes[0].at) if boxes else None, "boxes": [b.to_json() for b in boxes]}
-
-
-def reviewed_of(text: str | None) -> bool | None:
-    """The `reviewed` query parameter: yes (parts with a review), no (without: the review queue), absent either."""
-    if text in (None, ""):
-        return None
-    if text not in ("yes", "no"):
-        raise ValueError(f"reviewed is yes or no, not {text!r}")
-    return text == "yes"
 
 
 class ResultsApi:
@@ -111,12 +103,14 @@ class ResultsApi:
 
     def _rows(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
         newest = min(_int(q, "newest", 200), MAX_ROWS)
-        rows = self.store.component_rows(self.filters(q), newest=newest)
-        return {"rows": [[board_json(b), part_json(p)] for b, p in rows]}
+        f = self.filters(q)
+        rows = self.store.component_rows(f, newest=newest)
+        return {"rows": [[board_json(b), part_json(p)] for b, p in rows], "reviewed": reviewed_text(f.reviewed)}
 
     def _count(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
         cap = _int(q, "cap", 0) or None
-        return {"count": self.store.count_components(self.filters(q), cap=cap)}
+        f = self.filters(q)
+        return {"count": self.store.count_components(f, cap=cap), "reviewed": reviewed_text(f.reviewed)}
 
     def _types(self, _rest: list[str], _q: dict[str, list[str]]) -> Answer:
         return {"types": self.store.component_types(self.scope)}

@@ -47,8 +47,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/results/boards/<inspection id>", _P.VIEW, "", "`board`: one stored board with its parts"),
     Route("GET", "/results/rows", _P.VIEW, "`since`, `until` (ISO time or `-2h`), `board`, `verdict`, "
           "`component`, `reviewed` (`yes`, `no`: the review queue), `upto`, `newest` (at most 5000)",
-          "`rows`: [board, part] pairs, newest first"),
-    Route("GET", "/results/count", _P.VIEW, "the filters of `rows`, `cap`", "`count`: parts matching"),
+          "`rows`: [board, part] pairs, newest first; `reviewed`: the review filter as read"),
+    Route("GET", "/results/count", _P.VIEW, "the filters of `rows`, `cap`",
+          "`count`: parts matching; `reviewed` as `rows`'"),
     Route("GET", "/results/types", _P.VIEW, "", "`types`: the component types stored"),
     Route("GET", "/results/last-id", _P.VIEW, "", "`last_id`: the newest part row's id (a poll's cursor)"),
     Route("GET", "/results/defects", _P.VIEW, "`verdicts` (default `fail,error`), `limit` (default 20)",

@@ -29,3 +29,18 @@ class Filters:
     # parts an operator reviewed (True) or not yet (False: the review queue, a flagged part nobody has judged); None
     # either
     reviewed: bool | None = None
+
+
+def reviewed_text(reviewed: bool | None) -> str | None:
+    """The review filter as the query says it, and as an answer echoes it (a dashboard can tell a kiosk that read
+    it from one of a release before it, which answers every row)."""
+    return None if reviewed is None else ("yes" if reviewed else "no")
+
+
+def reviewed_of(text: str | None) -> bool | None:
+    """The `reviewed` query parameter: yes (parts with a review), no (without: the review queue), absent either."""
+    if text in (None, ""):
+        return None
+    if text not in ("yes", "no"):
+        raise ValueError(f"reviewed is yes or no, not {text!r}")
+    return text == "yes"
