@@ -12,11 +12,10 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen, QPixmap
 from PySide6.QtWidgets import QWidget
 
-from inspector.results.review_boxes import ReviewBox
+from inspector.results.review_boxes import Box, ReviewBox
 
 from .style import bgr_pixmap
 
-Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in crop pixels
 DETECTOR_BOX = QColor("#ffb300")  # what the detector drew: amber, dashed
 DRAWN_BOX = QColor("#00e5ff")  # what the reviewer drew: cyan, solid
 LEAST_DRAG = 3  # screen px: a click, not a box

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from ..results.filters import reviewed_of, reviewed_text
+from ..results.review_boxes import boxes_json
 from ..results.schema import ComponentResult, Inspection, Review
 from ..results.scope import Scope
 from ..results.store import Filters, ResultStore, parse_when
@@ -55,7 +56,7 @@ def review_json(r: Review) -> dict[str, Any]:
     "box" the first, as a dashboard before several boxes reads it."""
     boxes = r.drawn_boxes
     return {**{k: getattr(r, k) for k in REVIEW_FIELDS}, "at": r.at.isoformat(),
-            "box": list(boxes[0].at) if boxes else None, "boxes": [b.to_json() for b in boxes]}
+            "box": list(boxes[0].at) if boxes else None, "boxes": boxes_json(boxes)}
 
 
 class ResultsApi:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..routing.rules import ComponentRule
-from .review_boxes import ReviewBox
+from .review_boxes import Box, ReviewBox
 from .schema import ComponentResult
 
 DEMO_DETECTOR_NAMES = ("in_place", "reversed")
@@ -30,7 +30,6 @@ OUTSIDE_SHARE = 0.5  # a drawn box with less of its area inside the crop frames 
 CLEAN = "no defect"  # a finding detector's label for a crop without boxes (manifest and counts)
 
 Row = tuple[int, float, float, float, float]  # class, cx, cy, w, h normalised to the crop
-Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in crop pixels
 
 
 @dataclass(frozen=True)

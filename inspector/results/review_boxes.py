@@ -41,6 +41,11 @@ class ReviewBox:
         return f"({x0:.0f}, {y0:.0f})-({x1:.0f}, {y1:.0f})" + (f" {self.defect}" if self.defect else "")
 
 
+def boxes_json(boxes: Sequence[ReviewBox]) -> list[dict[str, Any]]:
+    """The boxes as JSON (the API, the audit trail, the stored column)."""
+    return [b.to_json() for b in boxes]
+
+
 def box_of(raw: Any) -> Box:  # noqa: ANN401 - JSON
     """Four numbers [x0, y0, x1, y1] as a box; ValueError when they are not."""
     if not isinstance(raw, (list, tuple)) or len(raw) != 4 or any(isinstance(v, bool) for v in raw):
@@ -107,7 +112,7 @@ def first_columns(boxes: Sequence[ReviewBox]) -> tuple[float | None, float | Non
 
 def stored_text(boxes: Sequence[ReviewBox]) -> str | None:
     """reviews.boxes (0013): all of them as JSON; NULL without boxes."""
-    return json.dumps([b.to_json() for b in boxes]) if boxes else None
+    return json.dumps(boxes_json(boxes)) if boxes else None
 
 
 def read_stored(text: str | None, first: Box | None) -> tuple[ReviewBox, ...]:

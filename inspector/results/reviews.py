@@ -29,7 +29,16 @@ from sqlalchemy.orm import Session
 
 from ..routing.rules import CLASSIFIER_CLASSES
 from .errors import StoreUnavailable
-from .review_boxes import BoxRefused, ReviewBox, boxes_of, check_boxes, first_columns, one_box_only, stored_text
+from .review_boxes import (
+    BoxRefused,
+    ReviewBox,
+    boxes_json,
+    boxes_of,
+    check_boxes,
+    first_columns,
+    one_box_only,
+    stored_text,
+)
 from .schema import ComponentResult, Inspection, Review
 from .scope import Scope
 from .store import BOX_COLUMNS, ResultStore, board_range
@@ -82,13 +91,13 @@ class ReviewRequest:
     def audited(self) -> dict[str, Any]:
         """What the audit trail records the review changed the part's review to."""
         return {"call": self.call, "correct_class": self.correct_class, "note": self.note,
-                **({"boxes": [b.to_json() for b in self.boxes]} if self.boxes else {})}
+                **({"boxes": boxes_json(self.boxes)} if self.boxes else {})}
 
     def to_json(self) -> dict[str, Any]:
         """As POST /reviews takes it: one box without a class of its own as "box", which a kiosk of any release
         since boxes (0012) stores; more, or a box's class, as "boxes"."""
         boxes = ({"box": list(self.boxes[0].at)} if len(self.boxes) == 1 and one_box_only(self.boxes) else
-                 {"boxes": [b.to_json() for b in self.boxes]})
+                 {"boxes": boxes_json(self.boxes)})
         return {"inspection_id": self.inspection_id, "ref": self.ref, "call": self.call,
                 "correct_class": self.correct_class, "reviewer": self.reviewer, "note": self.note, **boxes}
 
@@ -164,7 +173,7 @@ def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf 
             before = None if review is None else {"call": review.call, "correct_class": review.correct_class,
                                                   "note": review.note, "reviewer": review.reviewer}
             if review is not None and review.drawn_boxes:
-                before["boxes"] = [b.to_json() for b in review.drawn_boxes]
+                before["boxes"] = boxes_json(review.drawn_boxes)
             values = {"inspection_uuid": req.inspection_id, "ref": part.ref, "component_type": part.component_type,
                       "expert": part.expert, "weights_sha256": part.weights_sha256, "call": req.call,
                       "correct_class": req.correct_class, "reviewer": req.reviewer, "note": req.note,
@@ -180,7 +189,7 @@ def record_review(store: ResultStore, req: ReviewRequest, classes_of: ClassesOf 
                     setattr(review, name, value)
             shown = {k: v for k, v in req.to_json().items() if k not in ("box", "boxes")}
             return {"stored": True, **shown, "box": list(req.boxes[0].at) if req.boxes else None,
-                    "boxes": [b.to_json() for b in req.boxes], "component_type": part.component_type,
+                    "boxes": boxes_json(req.boxes), "component_type": part.component_type,
                     "verdict": part.verdict, "defect_class": part.defect_class, "before": before}
     except SQLAlchemyError as exc:
         raise StoreUnavailable(f"cannot store the review in {store.safe_url}: {exc.__class__.__name__}") from None

@@ -219,11 +219,13 @@ def gate_caution(gate: dict[str, Any]) -> str:
         "twice, cannot show on so few; review more parts before trusting a pass" if fewest < FEW_DEFECTS else ""))
 
 
+def pct(v: float | None) -> str:
+    """A share as the retraining's tables print it ("-": nothing to count)."""
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
 def format_scores(r: Retrained) -> str:
     """The old-against-new table the command prints."""
-    def pct(v: float | None) -> str:
-        return "-" if v is None else f"{100 * v:.1f}%"
-
     wide = max([20, *(len(name) for name in r.scores)])  # a board type's set names its type
     rows = [*r.says, f"{'held-out set':{wide}} {'crops':>6} {'defects':>8} {'recall old':>11} {'recall new':>11} "
             f"{'false calls old':>16} {'false calls new':>16}", "-" * (wide + 74)]

@@ -31,13 +31,13 @@ from PySide6.QtWidgets import (
 )
 
 from inspector.endpoint import EndpointError
-from inspector.results.review_boxes import ReviewBox
+from inspector.results.review_boxes import Box, ReviewBox
 from inspector.results.scope import PLANT
 from inspector.results.store import COUNT_CAP, Filters
 from inspector.results.units import PanelResult
 from inspector.routing.panel import FRAME
 
-from ..crop_picker import Box, CropPicker
+from ..crop_picker import CropPicker
 from ..review_bar import ReviewBar
 from ..style import bgr_pixmap, verdict_colour
 

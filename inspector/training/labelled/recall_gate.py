@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..retrain import Score
+from ..retrain import Score, pct
 
 REAL_LOSS = 0.05  # a loss this unlikely by chance alone is called real
 
@@ -77,9 +77,6 @@ def at_served_says(point: str, scores: dict[str, Score], unit: str) -> str:
     """The served weights' figures at the point they are served at (`point`, said as "margin -7.844"), beside a
     table that scores them by the rule that scores the new: what the line does with them now, though in-sample
     where that point was chosen on these very items."""
-    def pct(v: float | None) -> str:
-        return "-" if v is None else f"{100 * v:.1f}%"
-
     sets = "; ".join(f"{name} {s.found}/{s.defects} defects found ({pct(s.recall)}), {s.false_calls}/{s.good} false "
                      f"calls" for name, s in scores.items() if s.crops)
     return (f"the served weights at their served {point} (what the line does with them now; chosen on held-out "
