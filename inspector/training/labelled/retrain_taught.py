@@ -36,7 +36,7 @@ from .classifier_margin import crop_identities, new_margin, old_calls
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
-from .recall_gate import Disagreement, at_served_says, recall_kept
+from .recall_gate import EVERY_SET, Disagreement, at_served_says, recall_kept
 from .teach import TAUGHT, read_crops, split
 from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, train
 
@@ -252,12 +252,12 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     if stand_in:
         says += (stand_in,)
         say(stand_in)
+    rule = EVERY_SET if len(read) == len(scores) else (
+        f"recall on the {' and the '.join(read)} crops not below the served weights' (the other types' row is shown, "
+        f"not read: these weights will call only {serves})")
     gate = recall_kept({name: scores[name] for name in read}, "crops",
                        {name: Disagreement.of(old_flags[sides[name]], new_flags[sides[name]], defective[sides[name]])
-                        for name in read})
-    if len(read) < len(scores):
-        gate["rule"] = (f"recall on the {' and the '.join(read)} crops not below the served weights' (the other types' "
-                        f"row is shown, not read: these weights will call only {serves})")
+                        for name in read}, rule)
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=fit.margin,
