@@ -932,6 +932,50 @@ def test_a_refusal_says_whether_the_loss_could_be_the_luck_of_the_split() -> Non
                                                       "42.9%"]  # without the items' calls, the reason alone
 
 
+def test_a_tolerated_fall_passes_only_where_its_bound_is_within_the_tolerance() -> None:
+    """A plant may accept a fall of a few points (a non-inferiority margin): a fall seen passes where the most it
+    could be (Tango's one-sided score bound on the paired calls) is within it; the bound tightens with the defects
+    read, and covers a true fall as often as it says."""
+    import numpy as np
+
+    from inspector.training.labelled.recall_gate import CONFIDENCE, Disagreement, fall_bound, recall_kept
+    from inspector.training.retrain import Retrained, Score, format_scores
+
+    z2 = 1.6448536269514722 ** 2
+    assert abs(fall_bound(0, 0, 50) - z2 / (50 + z2)) < 1e-9  # nothing disagrees: the closed form
+    assert fall_bound(18, 11, 261) < fall_bound(18, 11, 100)  # the same disagreements among more defects: tighter
+    assert fall_bound(11, 18, 261) < fall_bound(18, 11, 261)  # a gain bounds lower than the same loss
+    assert fall_bound(5, 0, 5) == 1.0  # every defect lost: nothing bounds it below all
+    with pytest.raises(ValueError, match="to hold the 6 lost"):
+        fall_bound(6, 0, 5)
+    rng = np.random.default_rng(0)  # cells (lost, gained, agreeing) drawn at a true fall of three points
+    draws = rng.multinomial(200, [0.06, 0.03, 0.91], size=1500)
+    covered = np.mean([fall_bound(int(b), int(c), 200) >= 0.03 for b, c, _ in draws])
+    assert 0.93 <= covered <= 0.985, covered  # one-sided 95%: neither short nor loose
+
+    old = Score.counted(183, 261, 0, 272)  # 70.1%
+    new = Score.counted(176, 261, 0, 272)  # 67.4%: 18 lost, 11 gained
+    sets, why = {"taught held-out": (old, new)}, {"taught held-out": Disagreement(18, 11)}
+    strict = recall_kept(sets, "crops", why)
+    assert not strict["passed"] and "tolerance" not in strict and "fell from 70.1% to 67.4%" in strict["reasons"][0]
+    loose = recall_kept(sets, "crops", why, tolerance=0.07)
+    assert loose["passed"] and loose["tolerance"] == 0.07 and loose["confidence"] == CONFIDENCE
+    assert loose["fall_bounds"] == {"taught held-out": round(fall_bound(18, 11, 261), 4)}
+    assert "by at most 6.3 points (95% one-sided bound, 18 lost and 11 gained of 261 defects): within the 7 " \
+        "tolerated" in loose["tolerated"][0], loose
+    assert loose["rule"].endswith("or below them by at most 7 points (95% one-sided bound on the fall)")
+    tight = recall_kept(sets, "crops", why, tolerance=0.05)
+    assert not tight["passed"] and not tight["tolerated"] and "over the 5 tolerated" in tight["reasons"][0]
+    few = {"reviewed held-out": (Score.counted(5, 6, 0, 4), Score.counted(4, 6, 0, 4))}  # one of six lost
+    assert not recall_kept(few, "images", {"reviewed held-out": Disagreement(1, 0)}, tolerance=0.1)["passed"]
+    unpaired = recall_kept(sets, "crops", tolerance=0.07)  # no paired calls: nothing bounds the fall
+    assert not unpaired["passed"] and "no paired calls to bound the fall by" in unpaired["reasons"][0]
+    with pytest.raises(ValueError, match="a share from 0 to 1, got 2"):
+        recall_kept(sets, "crops", why, tolerance=2)
+    printed = format_scores(Retrained("cls-x", {}, sets, 0, 0, 1.0, 0, loose))
+    assert "recall gate: passed (" in printed and "; tolerated: recall on the taught held-out crops fell" in printed
+
+
 def test_an_epoch_set_does_not_shorten_a_classifiers_epoch(tmp_path: Path) -> None:
     """An epoch draws as many crops as the whole training side holds, those set aside to choose the epoch counted."""
     from inspector.training.labelled.teach import TeachPlan, teach

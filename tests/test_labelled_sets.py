@@ -333,6 +333,11 @@ def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) ->
     r = cli("zoo", "train", "--expert", "cls-c", "--from", str(crops), "--zoo", str(tmp_path / "zoo"), "--check",
             cwd=tmp_path)
     assert r.returncode == 2 and "--check and --tile go with --new" in r.stderr
+    for flags, said in ((("--expert", "cls-c", "--tolerate", "150"), "in points from 0 to 100 (2 for two points)"),
+                        (("--new", "cls-c", "--tolerate", "2"), "--tolerate goes with --expert")):
+        r = cli("zoo", "train", *flags, "--from", str(crops), "--zoo", str(tmp_path / "zoo"), cwd=tmp_path)
+        assert r.returncode == 2 and said in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "zoo").exists()
 
 
 def test_a_byte_order_mark_and_a_phone_photos_turn_are_read_as_the_tools_meant(tmp_path: Path) -> None:

@@ -211,7 +211,18 @@ def test_a_version_its_recall_gate_refused_is_served_only_when_forced(own_zoo: Z
     rollback(Zoo.load(own_zoo.root), "cls-R1K")
 
 
-def test_versions_activate_and_roll_back_on_disk(own_zoo: Zoo) -> None:
+def test_a_demo_experts_retraining_takes_no_tolerance(own_zoo: Zoo, tmp_path: Path, capsys) -> None:
+    """Its gate is a floor of recall under the new look, not a comparison with the served weights a fall could be
+    tolerated from: asked, `zoo train` says so before training anything."""
+    from inspector.cli import main
+
+    code = main(["zoo", "train", "--expert", "cls-R1K", "--from", str(tmp_path / "dataset"), "--zoo",
+                 str(own_zoo.root), "--tolerate", "2"])
+    assert code == 2 and "cls-R1K is a demo expert, whose gate is a floor" in capsys.readouterr().err
+    assert Zoo.load(own_zoo.root).entries["cls-R1K"].versions == own_zoo.entries["cls-R1K"].versions
+
+
+
     first = own_zoo.entries["cls-R1K"].weights_sha256
     version = _failing_version(own_zoo, "cls-R1K")
     entry = activate(Zoo.load(own_zoo.root), "cls-R1K", version["weights_sha256"][:10])

@@ -112,12 +112,21 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_train(args: argparse.Namespace) -> int:
+    if args.new and args.tolerate is not None:
+        say("error: --tolerate goes with --expert (a retraining's gate against the served weights); teaching a new "
+            "expert (--new) has no served weights to fall below")
+        return USAGE
     if args.new:
         from .labelled import cmd_train_new
 
         return cmd_train_new(args)
     if args.check or args.tile:
         say("error: --check and --tile go with --new (teaching a new expert); retraining from reviews takes neither")
+        return USAGE
+    tolerance = (args.tolerate or 0.0) / 100
+    if not 0.0 <= tolerance < 1.0:
+        say(f"error: --tolerate is the fall of recall the plant accepts, in points from 0 to 100 (2 for two points), "
+            f"got {args.tolerate:g}")
         return USAGE
     import torch
 
@@ -130,10 +139,16 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
     zoo = _zoo(args)
     if args.expert in zoo.entries and taught_version(zoo, args.expert) is not None:  # its own classes and folder
-        r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say)
+        r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say,
+                           tolerance=tolerance)
     elif args.expert in zoo.entries and taught_detector_version(zoo, args.expert) is not None:  # its own boxes
         r = retrain_taught_detector(zoo, args.expert, Path(args.from_dataset), args.epochs or DETECTOR_EPOCHS,
-                                    args.seed, say)
+                                    args.seed, say, tolerance=tolerance)
+    elif tolerance:
+        say(f"error: --tolerate applies to an expert taught from the plant's own labelled images (its gate compares "
+            f"it with the served weights); {args.expert} is a demo expert, whose gate is a floor of recall under the "
+            "new look: retrain it without --tolerate")
+        return USAGE
     else:
         r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
                                args.synthetic, args.seed, say)
@@ -326,6 +341,10 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--seed", type=int, default=0,
                     help="the seed of the split, the synthetic crops and training (default 0)")
     tr.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    tr.add_argument("--tolerate", type=float, metavar="PTS",
+                    help="retraining a taught expert: a fall of recall on a held-out set the gate passes, in points, "
+                         "where the most it could be (95%% one-sided bound on the paired calls) is within it (default: "
+                         "none; any fall refuses)")
     _rules_flag(tr)
     add_new_flags(tr)
     tr.set_defaults(func=cmd_zoo_train)

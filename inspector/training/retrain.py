@@ -235,7 +235,8 @@ def format_scores(r: Retrained) -> str:
                     f"{f'{n.false_calls}/{n.good} {pct(n.false_call_rate)}':>16}")
     gate = r.gate or {}
     rule = gate.get("rule") or f"recall under the new look at least {100 * RECALL_FLOOR:.0f}%"
-    verdict = ([f"recall gate: passed ({rule})" + gate_caution(gate)]
+    verdict = ([f"recall gate: passed ({rule})" + gate_caution(gate)
+                + "".join(f"; tolerated: {t}" for t in gate.get("tolerated") or ())]
                if gate.get("passed") else
                [f"recall gate: REFUSED, not to be served ({'; '.join(gate.get('reasons', []))}); inspector zoo "
                 "activate --force serves it anyway"] if gate else [])

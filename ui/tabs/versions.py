@@ -38,7 +38,9 @@ def _gate(version: dict[str, Any]) -> str:
     gate = version.get("gate")
     if not gate:
         return ""
-    return "passed" if gate.get("passed") else "REFUSED: " + "; ".join(gate.get("reasons", []))
+    if gate.get("passed"):
+        return "passed" + "".join(f"; tolerated: {t}" for t in gate.get("tolerated") or ())
+    return "REFUSED: " + "; ".join(gate.get("reasons", []))
 
 
 class VersionsTab(QWidget):

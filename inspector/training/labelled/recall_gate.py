@@ -8,20 +8,28 @@ held-out defects against 26). So each set also records the defects the two versi
 same items: those the old weights found and the new missed, and the other way round. Were the two equally good on
 defects like these, each disagreement would go either way as a coin falls; how often a loss at least as large as
 the one seen would come so (an exact one-sided sign test) is said beside the refusal, so an engineer can tell a real
-loss from too few defects to judge (review more parts) before serving a version with `--force`. The rule itself
-does not bend: a small sample refuses as before.
+loss from too few defects to judge (review more parts) before serving a version with `--force`.
+
+By default the rule does not bend: a small sample refuses as before. A plant may instead tolerate a fall of a few
+points (`zoo train --tolerate PTS`, a non-inferiority margin): a fall seen on a set then passes where the most it
+could be, at CONFIDENCE one-sided, is within the tolerance. The bound is Tango's score bound for the difference of
+two paired proportions (Tango 1998; both versions are scored on the same defects, so the pairs that disagree carry
+the difference, and the agreeing ones its precision): unlike the sign test above it also counts how many defects
+were read, so a handful of defects bounds a fall loosely and refuses, and many bound it tightly.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 from ..retrain import Score, pct
 
 REAL_LOSS = 0.05  # a loss this unlikely by chance alone is called real
 EVERY_SET = "recall on no held-out set below the served weights'"  # the rule, as said, where the gate reads them all
+CONFIDENCE = 0.95  # one-sided, of the bound on a tolerated fall
 
 
 @dataclass(frozen=True)
@@ -54,25 +62,69 @@ class Disagreement:
         return {"lost": self.lost, "gained": self.gained, "chance": round(self.chance, 4)}
 
 
+def fall_bound(lost: int, gained: int, defects: int, confidence: float = CONFIDENCE) -> float:
+    """The most recall could have fallen (old less new, a share of `defects`) at one-sided `confidence`, from the
+    defects the new weights lost and gained: Tango's score bound, the largest difference its score test does not
+    reject (found by bisection; the test's statistic falls as the difference tried grows)."""
+    if defects <= 0 or lost + gained > defects:
+        raise ValueError(f"a fall's bound needs the set's defects ({defects}) to hold the {lost} lost and "
+                         f"{gained} gained")
+    n, b, c = defects, lost, gained
+    z = NormalDist().inv_cdf(confidence)
+
+    def statistic(d: float) -> float:
+        """Tango's score statistic for a true fall of `d` (its variance from the constrained likelihood's fit)."""
+        a_, b_, c_ = 2 * n, -b - c + (2 * n - b + c) * d, -c * d * (1 - d)
+        gained_share = (-b_ + math.sqrt(max(0.0, b_ * b_ - 4 * a_ * c_))) / (2 * a_)
+        variance = n * (2 * gained_share + d * (1 - d))
+        return (b - c - n * d) / math.sqrt(variance) if variance > 0 else -math.inf
+
+    lo, hi = (b - c) / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if statistic(mid) > -z else (lo, mid)
+    return hi
+
+
 def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str,
                 disagreements: dict[str, Disagreement] | None = None,
-                rule: str = EVERY_SET) -> dict[str, Any]:
+                rule: str = EVERY_SET, tolerance: float = 0.0) -> dict[str, Any]:
     """The gate: recall (of defects found, at the served operating point) on no held-out set below the served
-    weights'. It records on how many defects of each set a loss could show (those the served weights find: where
-    they are few, a loss cannot show, retrain.gate_caution says so beside a pass) and, given each set's
-    `disagreements`, what a refusal rests on (said with its reason)."""
+    weights', or with a `tolerance` (a share, 0.02 for two points) below them by no more than it at CONFIDENCE
+    (fall_bound; a set with no disagreements given cannot bound its fall and refuses). It records on how many
+    defects of each set a loss could show (those the served weights find: where they are few, a loss cannot show,
+    retrain.gate_caution says so beside a pass) and, given each set's `disagreements`, what a refusal rests on (said
+    with its reason) and every fall it tolerated."""
+    if not 0.0 <= tolerance < 1.0:
+        raise ValueError(f"a tolerated fall of recall is a share from 0 to 1, got {tolerance}")
     disagreements = disagreements or {}
-    reasons = []
+    reasons, tolerated, bounds = [], [], {}
     for name, (o, n) in scores.items():
         if o.recall is None or n.recall is None or n.recall >= o.recall:
             continue
         evidence = disagreements.get(name)
-        reasons.append(f"recall on the {name} {unit} fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}%"
-                       + (f" ({evidence.says()})" if evidence is not None else ""))
-    return {"passed": not reasons, "reasons": reasons,
-            "rule": rule,
-            "losses_seen_on": {name: o.found for name, (o, _n) in scores.items() if o.found},
-            "disagreements": {name: d.to_json() for name, d in disagreements.items()}}
+        fell = f"recall on the {name} {unit} fell from {100 * o.recall:.1f}% to {100 * n.recall:.1f}%"
+        if tolerance and evidence is not None:
+            bounds[name] = bound = fall_bound(evidence.lost, evidence.gained, n.defects)
+            at_most = (f"{fell}, by at most {100 * bound:.1f} points ({100 * CONFIDENCE:.0f}% one-sided bound, "
+                       f"{evidence.lost} lost and {evidence.gained} gained of {n.defects} defects)")
+            if bound <= tolerance:
+                tolerated.append(f"{at_most}: within the {100 * tolerance:g} tolerated")
+                continue
+            reasons.append(f"{at_most}: over the {100 * tolerance:g} tolerated ({evidence.says()})")
+            continue
+        reasons.append(fell + (f" ({evidence.says()})" if evidence is not None else "")
+                       + (" (no paired calls to bound the fall by)" if tolerance and evidence is None else ""))
+    if tolerance:
+        rule += (f", or below them by at most {100 * tolerance:g} points ({100 * CONFIDENCE:.0f}% one-sided bound "
+                 "on the fall)")
+    gate: dict[str, Any] = {"passed": not reasons, "reasons": reasons, "rule": rule,
+                            "losses_seen_on": {name: o.found for name, (o, _n) in scores.items() if o.found},
+                            "disagreements": {name: d.to_json() for name, d in disagreements.items()}}
+    if tolerance:
+        gate.update(tolerance=tolerance, confidence=CONFIDENCE, tolerated=tolerated,
+                    fall_bounds={name: round(b, 4) for name, b in bounds.items()})
+    return gate
 
 
 def at_served_says(point: str, scores: dict[str, Score], unit: str) -> str:
