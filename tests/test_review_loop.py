@@ -222,7 +222,7 @@ def test_a_demo_experts_retraining_takes_no_tolerance(own_zoo: Zoo, tmp_path: Pa
     assert Zoo.load(own_zoo.root).entries["cls-R1K"].versions == own_zoo.entries["cls-R1K"].versions
 
 
-
+def test_versions_activate_and_roll_back_on_disk(own_zoo: Zoo) -> None:
     first = own_zoo.entries["cls-R1K"].weights_sha256
     version = _failing_version(own_zoo, "cls-R1K")
     entry = activate(Zoo.load(own_zoo.root), "cls-R1K", version["weights_sha256"][:10])
