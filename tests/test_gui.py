@@ -1134,6 +1134,10 @@ def test_the_versions_tab_serves_a_version_moves_its_point_and_rolls_back_audite
     state[key] += 1e-3
     added = add_version(zoo, "det-p", state, origin="retrained from reviews", operating={"threshold": 0.3},
                         gate={"passed": False, "reasons": ["recall fell from 100% to 90%"]})
+    state[key] += 1e-3
+    tolerated = add_version(Zoo.load(zoo.root), "det-p", state, origin="retrained from reviews",
+                            operating={"threshold": 0.3},
+                            gate={"passed": True, "reasons": [], "tolerated": ["recall fell by at most 4.1 points"]})
     controller = LineController(root / "models", tmp_path / "data", zoo=Zoo.load(zoo.root))
     backend = LocalBackend(controller, LineSetup(service=ServiceConfig(LineConfig())))
     window = MainWindow(backend, tmp_path / "no-models", identity=ENGINEER)
@@ -1149,6 +1153,7 @@ def test_the_versions_tab_serves_a_version_moves_its_point_and_rolls_back_audite
     assert rows[first[:12]][0] == "serving" and rows[first[:12]][4] == "threshold 0.500"
     assert rows[added["weights_sha256"][:12]][4] == "threshold 0.300"
     assert rows[added["weights_sha256"][:12]][5].startswith("REFUSED: recall fell")
+    assert rows[tolerated["weights_sha256"][:12]][5] == "passed; tolerated: recall fell by at most 4.1 points"
     assert tab.point.value() == 0.5 and tab.operate_btn.isEnabled() and not tab.rollback_btn.isEnabled()
 
     tab.table.selectRow(list(rows).index(first[:12]))

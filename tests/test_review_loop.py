@@ -222,6 +222,54 @@ def test_a_demo_experts_retraining_takes_no_tolerance(own_zoo: Zoo, tmp_path: Pa
     assert Zoo.load(own_zoo.root).entries["cls-R1K"].versions == own_zoo.entries["cls-R1K"].versions
 
 
+def test_a_change_made_on_a_zoo_read_before_another_loses_neither(own_zoo: Zoo) -> None:
+    """A retraining loads the zoo, trains for minutes and records its version; meanwhile the running line moved the
+    expert's point (or swapped its weights). Recording the version must not put back the entry it read, and a swap
+    made on an entry read before a version was added keeps that version."""
+    from inspector.experts.versions import activation, add_version_file, operate, save_entry
+
+    stale = Zoo.load(own_zoo.root)
+    moved = operate(Zoo.load(own_zoo.root), "cls-R1K", {"good_margin": 1.25})
+    version = add_version_file(stale, "cls-R1K", b"retrained weights", origin="test")
+    entry = Zoo.load(own_zoo.root).entries["cls-R1K"]
+    assert entry.spec == moved.spec and operating_point(entry.spec)["good_margin"] == 1.25
+    assert entry.weights_sha256 == own_zoo.entries["cls-R1K"].weights_sha256
+    assert version["weights_sha256"] in {v["weights_sha256"] for v in entry.versions}
+    failing = _failing_version(Zoo.load(own_zoo.root), "cls-R1K")
+    served = activate(stale, "cls-R1K", failing["weights_sha256"])  # the stale zoo never saw this version
+    assert served.weights_sha256 == failing["weights_sha256"] and operating_point(served.spec) is not None
+    kept = {v["weights_sha256"] for v in Zoo.load(own_zoo.root).entries["cls-R1K"].versions}
+    assert {version["weights_sha256"], failing["weights_sha256"]} <= kept
+    before_swap = Zoo.load(own_zoo.root).entries["cls-R1K"]  # a running line reads the entry, then swaps it in
+    late = add_version_file(Zoo.load(own_zoo.root), "cls-R1K", b"added during the swap", origin="test")
+    save_entry(Zoo.load(own_zoo.root), activation(before_swap, version["weights_sha256"]))
+    entry = Zoo.load(own_zoo.root).entries["cls-R1K"]
+    assert entry.weights_sha256 == version["weights_sha256"]
+    assert late["weights_sha256"] in {v["weights_sha256"] for v in entry.versions}
+
+
+def test_versions_added_by_processes_at_once_are_all_recorded(own_zoo: Zoo, tmp_path: Path) -> None:
+    """Four real processes each record ten versions of one expert at the same moment: the zoo's lock lets one
+    change the manifest at a time, each on the entry as the last left it, so none of the forty is lost."""
+    import subprocess
+    import sys
+
+    go = tmp_path / "go"
+    script = ("import sys, time, pathlib\n"
+              "from inspector.experts.versions import add_version_file\n"
+              "from inspector.experts.zoo import Zoo\n"
+              "root, me, go = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])\n"
+              "while not go.exists(): time.sleep(0.005)\n"
+              "for i in range(10):\n"
+              "    add_version_file(Zoo.load(root), 'cls-D1N', f'{me}-{i}'.encode(), origin=me)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(own_zoo.root), f"p{k}", str(go)]) for k in range(4)]
+    time.sleep(1.0)  # every process imported and waiting
+    go.touch()
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    origins = Counter(v.get("origin") for v in Zoo.load(own_zoo.root).entries["cls-D1N"].versions)
+    assert {k: n for k, n in origins.items() if k != "zoo build"} == {f"p{k}": 10 for k in range(4)}, origins
+
+
 def test_versions_activate_and_roll_back_on_disk(own_zoo: Zoo) -> None:
     first = own_zoo.entries["cls-R1K"].weights_sha256
     version = _failing_version(own_zoo, "cls-R1K")

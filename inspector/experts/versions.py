@@ -9,6 +9,11 @@ served at, so a rollback serves the old weights where they were served (older ve
 entry's).
 Every manifest change is one atomic replace, so a power cut leaves the old manifest or the new one. A version's
 file is never deleted here: a rollback must find it, and results name the hash they were given with.
+Every change is also made on the entry as the manifest holds it then, under the zoo's lock (a file lock beside the
+manifest), whatever the `Zoo` passed in read: a retraining that loaded the zoo minutes before records its version
+without putting back what a running line served meanwhile. A running line writes the entry it swapped in
+(`save_entry`, after the swap): that keeps any version added since it read the entry (versions are only ever
+added).
 
 The running line takes the same change live through app/expert_swap.py; this module only writes the zoo.
 """
@@ -16,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -26,6 +33,9 @@ from safetensors.torch import save
 from ..runtime.diskio import drop_pages, write_atomically
 from .operating import at_point, operating_point
 from .zoo import MANIFEST, ExpertEntry, Zoo
+
+
+LOCK = ".manifest.lock"
 
 
 class VersionError(ValueError):
@@ -54,7 +64,7 @@ def add_version(zoo: Zoo, name: str, state: dict[str, torch.Tensor], **meta: Any
 
 def add_version_file(zoo: Zoo, name: str, data: bytes, **meta: Any) -> dict[str, Any]:
     """A weights file's bytes (a plant's release, already checked against its hash) as a version of `name`."""
-    entry = entry_of(zoo, name)
+    entry_of(zoo, name)
     sha = hashlib.sha256(data).hexdigest()
     file = f"{name}@{sha[:12]}.safetensors"
     path = zoo.root / file
@@ -62,8 +72,12 @@ def add_version_file(zoo: Zoo, name: str, data: bytes, **meta: Any) -> dict[str,
         write_atomically(path, data)
         drop_pages(path)  # out of the page cache, like every expert file: its first load is a disk read
     version = {"weights_sha256": sha, "file": file, "created": datetime.now(timezone.utc).isoformat(), **meta}
-    known = [v for v in versions_of(entry) if v["weights_sha256"] != sha]
-    save_entry(zoo, replace(entry, versions=(*known, version), served=tuple(served_history(entry))))
+
+    def added(entry: ExpertEntry) -> ExpertEntry:  # the entry as the manifest holds it now, whatever `zoo` holds
+        known = [v for v in versions_of(trained(entry, zoo)) if v["weights_sha256"] != sha]
+        return replace(entry, versions=(*known, version), served=tuple(served_history(entry)))
+
+    _update(zoo, name, added)
     return version
 
 
@@ -101,17 +115,20 @@ def operated(entry: ExpertEntry, point: dict[str, float | None]) -> ExpertEntry:
 
 def operate(zoo: Zoo, name: str, point: dict[str, float | None]) -> ExpertEntry:
     """Serve `name` at `point` from the next start of a line on this zoo (the running line: app/expert_swap.py)."""
-    return save_entry(zoo, operated(entry_of(zoo, name), point))
+    entry_of(zoo, name)
+    return _update(zoo, name, lambda entry: operated(trained(entry, zoo), point))
 
 
 def activate(zoo: Zoo, name: str, sha: str, force: bool = False) -> ExpertEntry:
     """Make version `sha` the one `name` serves, on disk (the running line: app/expert_swap.py)."""
-    return save_entry(zoo, activation(entry_of(zoo, name), sha, force))
+    entry_of(zoo, name)
+    return _update(zoo, name, lambda entry: activation(trained(entry, zoo), sha, force))
 
 
 def rollback(zoo: Zoo, name: str) -> ExpertEntry:
     """Serve the version served before the current one, on disk."""
-    return save_entry(zoo, rollback_of(entry_of(zoo, name)))
+    entry_of(zoo, name)
+    return _update(zoo, name, lambda entry: rollback_of(trained(entry, zoo)))
 
 
 def find_version(entry: ExpertEntry, sha: str) -> dict[str, Any]:
@@ -152,17 +169,55 @@ def entry_of(zoo: Zoo, name: str) -> ExpertEntry:
     if name not in zoo.entries:
         raise VersionError(f"the zoo at {zoo.root} has no expert {name!r}; its experts: "
                            f"{', '.join(sorted(zoo.entries))}")
-    entry = zoo.entries[name]
+    return trained(zoo.entries[name], zoo)
+
+
+def trained(entry: ExpertEntry, zoo: Zoo) -> ExpertEntry:
+    """`entry`, a trained expert's (VersionError for an untrained benchmark expert: it has no versions)."""
     if entry.weights_sha256 is None:
-        raise VersionError(f"expert {name} has no recorded weights hash (an untrained benchmark expert); "
-                           "only trained experts have versions")
+        raise VersionError(f"expert {entry.name} of the zoo at {zoo.root} has no recorded weights hash (an untrained "
+                           "benchmark expert); only trained experts have versions")
     return entry
 
 
 def save_entry(zoo: Zoo, entry: ExpertEntry) -> ExpertEntry:
-    """The manifest with `entry` replaced (read fresh from disk: another process may have changed another entry)."""
+    """The manifest with `entry` replaced (read fresh from disk: another process may have changed another entry),
+    keeping any version added to it since `entry` was read (versions are only ever added); the entry written."""
+
+    def kept(on_disk: ExpertEntry) -> ExpertEntry:
+        have = {v["weights_sha256"] for v in entry.versions}
+        since = tuple(v for v in on_disk.versions if v["weights_sha256"] not in have)
+        return replace(entry, versions=(*entry.versions, *since)) if since else entry
+
+    return _update(zoo, entry.name, kept)
+
+
+def _update(zoo: Zoo, name: str, change: Callable[[ExpertEntry], ExpertEntry]) -> ExpertEntry:
+    """Under the zoo's lock: `name`'s entry as the manifest holds it, changed and written back in one replace."""
     path = zoo.root / MANIFEST
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    doc["experts"] = [asdict(entry) if e["name"] == entry.name else e for e in doc["experts"]]
-    write_atomically(path, json.dumps(doc, indent=1).encode())
+    with _locked(zoo):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        raw = next((e for e in doc["experts"] if e["name"] == name), None)
+        if raw is None:
+            raise VersionError(f"the zoo at {zoo.root} no longer has an expert {name!r} (its manifest was replaced)")
+        entry = change(ExpertEntry.from_json(raw))
+        doc["experts"] = [asdict(entry) if e["name"] == name else e for e in doc["experts"]]
+        write_atomically(path, json.dumps(doc, indent=1).encode())
     return entry
+
+
+@contextmanager
+def _locked(zoo: Zoo) -> Iterator[None]:
+    """The zoo's manifest lock (an advisory lock on a file beside it, held by one writer at a time; released by
+    the system when its holder dies). Where the system has no such locks (not a Linux box), changes are unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - the box is Linux; elsewhere the atomic replace alone
+        yield
+        return
+    with open(zoo.root / LOCK, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
