@@ -34,7 +34,6 @@ from ..runtime.diskio import drop_pages, write_atomically
 from .operating import at_point, operating_point
 from .zoo import MANIFEST, ExpertEntry, Zoo
 
-
 LOCK = ".manifest.lock"
 
 
