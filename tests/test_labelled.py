@@ -556,6 +556,7 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert added["served_margin"] == pytest.approx(float(odds.median()))
     assert added["margin_offset"] == pytest.approx(float(odds.median()) - entry.versions[0]["threshold"])
     assert f"served at margin {float(odds.median()):.3f}" in r.says[1] and "keeps that" in r.says[1]
+    assert "zoo train --taught-point leaves it behind" in r.says[1] and added["move_left_behind"] is None
     # scored at a margin chosen without each crop's part (cross-fitted) where the parts allow it, the served weights
     # by the same rule (their figures at their served margin said beside the table, and kept)
     fitted = "each held-out crop called at the margin chosen on the other half of the parts" in r.says[1]
@@ -569,6 +570,15 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert activate(Zoo.load(tmp_path / "zoo"), "cls-TR", added["weights_sha256"], force=True).spec["good_margin"] \
         == pytest.approx(added["threshold"])
     assert rollback(Zoo.load(tmp_path / "zoo"), "cls-TR").spec["good_margin"] == pytest.approx(float(odds.median()))
+    # the same retraining asked to leave the plant's move behind (--taught-point): the same weights, served at
+    # teaching's rule alone, the move recorded as left
+    left = retrain_taught(Zoo.load(tmp_path / "zoo"), "cls-TR", tmp_path / "dataset", 2, 0, lambda _m: None,
+                          keep_move=False)
+    again = left.version
+    assert again["weights_sha256"] == added["weights_sha256"] and again["margin_offset"] == 0.0
+    assert again["move_left_behind"] == pytest.approx(added["margin_offset"], abs=1e-5)
+    assert again["threshold"] == pytest.approx(added["threshold"] - added["margin_offset"])
+    assert "left behind (zoo train --taught-point): the new weights serve at teaching's rule alone" in left.says[1]
 
 
 def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_scored_on_parts_it_was_not_chosen_on(

@@ -613,8 +613,10 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
 
     assert added["threshold_offset"] == pytest.approx(offset_of(det["spec"]["threshold"],
                                                                 entry.versions[0]["threshold"]))
-    kept = f"the new one keeps that: threshold {added['threshold']:.3f}"
+    kept = f"(zoo train --taught-point leaves it behind, where these reviews taught what it made up for): threshold " \
+        f"{added['threshold']:.3f}"
     assert abs(added["threshold_offset"]) < 1e-9 or kept in r.says[1]
+    assert added["move_left_behind"] is None
     # its epoch chosen by the trainer's fitness on training images set aside (reviewed ones among them), not on
     # the held-out images the gate reads; what is set aside is not trained on
     from inspector.training.labelled.epoch_split import MIN_STRATUM

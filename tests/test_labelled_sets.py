@@ -334,7 +334,7 @@ def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) ->
             cwd=tmp_path)
     assert r.returncode == 2 and "--check and --tile go with --new" in r.stderr
     for flags, said in ((("--expert", "cls-c", "--tolerate", "150"), "in points from 0 to 100 (2 for two points)"),
-                        (("--new", "cls-c", "--tolerate", "2"), "--tolerate goes with --expert")):
+                        (("--new", "cls-c", "--tolerate", "2"), "--tolerate and --taught-point go with --expert")):
         r = cli("zoo", "train", *flags, "--from", str(crops), "--zoo", str(tmp_path / "zoo"), cwd=tmp_path)
         assert r.returncode == 2 and said in r.stderr, r.stderr[-2000:]
     assert not (tmp_path / "zoo").exists()

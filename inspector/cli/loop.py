@@ -112,9 +112,9 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_train(args: argparse.Namespace) -> int:
-    if args.new and args.tolerate is not None:
-        say("error: --tolerate goes with --expert (a retraining's gate against the served weights); teaching a new "
-            "expert (--new) has no served weights to fall below")
+    if args.new and (args.tolerate is not None or args.taught_point):
+        say("error: --tolerate and --taught-point go with --expert (a retraining, against the served weights and "
+            "their point); teaching a new expert (--new) has neither")
         return USAGE
     if args.new:
         from .labelled import cmd_train_new
@@ -140,14 +140,14 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
     zoo = _zoo(args)
     if args.expert in zoo.entries and taught_version(zoo, args.expert) is not None:  # its own classes and folder
         r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say,
-                           tolerance=tolerance)
+                           tolerance=tolerance, keep_move=not args.taught_point)
     elif args.expert in zoo.entries and taught_detector_version(zoo, args.expert) is not None:  # its own boxes
         r = retrain_taught_detector(zoo, args.expert, Path(args.from_dataset), args.epochs or DETECTOR_EPOCHS,
-                                    args.seed, say, tolerance=tolerance)
-    elif tolerance:
-        say(f"error: --tolerate applies to an expert taught from the plant's own labelled images (its gate compares "
-            f"it with the served weights); {args.expert} is a demo expert, whose gate is a floor of recall under the "
-            "new look: retrain it without --tolerate")
+                                    args.seed, say, tolerance=tolerance, keep_move=not args.taught_point)
+    elif tolerance or args.taught_point:
+        say(f"error: --tolerate and --taught-point apply to an expert taught from the plant's own labelled images "
+            f"(its gate compares it with the served weights, at their point); {args.expert} is a demo expert, whose "
+            "gate is a floor of recall under the new look: retrain it without them")
         return USAGE
     else:
         r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
@@ -345,6 +345,10 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
                     help="retraining a taught expert: a fall of recall on a held-out set the gate passes, in points, "
                          "where the most it could be (95%% one-sided bound on the paired calls) is within it (default: "
                          "none; any fall refuses)")
+    tr.add_argument("--taught-point", action="store_true",
+                    help="retraining a taught expert: serve the new weights at the point teaching's rule chooses for "
+                         "them, leaving behind a move the plant made to the served point (a tune, an escape rate; "
+                         "kept by default), where these reviews taught what the move made up for")
     _rules_flag(tr)
     add_new_flags(tr)
     tr.set_defaults(func=cmd_zoo_train)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .metrics import identity_halves
+from .point_move import NONE, kept_says
 from .trainer import Crops, served_threshold
 
 
@@ -64,8 +65,7 @@ def new_margin(odds: np.ndarray, heldout: Crops, served: float, taught: float | 
     offset = 0.0 if taught is None else served - float(taught)
     margin = served_threshold(odds, heldout.labels, crop_identities(heldout), budget, seed) + offset
     defective = heldout.labels != 0
-    moved = (f"; the type's margin sits {offset:+.3f} from teaching's (a tune or an escape rate moved it): the new "
-             "margin keeps that" if abs(offset) > 1e-9 else "")
+    moved = "; " + kept_says(offset, "the type's margin") if abs(offset) > NONE else ""
     rule = (f"margin {margin:.3f}, teaching's rule on {int((~defective).sum())} good and {int(defective.sum())} "
             f"defective held-out crops (false calls within {100 * budget:g}% for 95% of resamples of their parts)"
             + moved)

@@ -58,6 +58,7 @@ from .epoch_split import divide
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
+from .point_move import NONE, kept_says, left_says
 from .recall_gate import Disagreement, at_served_says, recall_kept
 from .retrain_taught import golden_mirror, repeats
 from .teach_detector import TAUGHT_BOXES
@@ -224,7 +225,7 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
 
 
 def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
-                            say: Callable[[str], None], tolerance: float = 0.0) -> Retrained:
+                            say: Callable[[str], None], tolerance: float = 0.0, keep_move: bool = True) -> Retrained:
     t0 = time.perf_counter()
     origin = taught_detector_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
@@ -288,7 +289,8 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
     # a move the plant made off teaching's threshold is kept, in log-odds (detector_threshold.py)
     taught_at = origin.get("threshold")
-    offset = offset_of(served, None if taught_at is None else float(taught_at)) if chosen.chosen else 0.0
+    move = offset_of(served, None if taught_at is None else float(taught_at)) if chosen.chosen else 0.0
+    offset = move if keep_move else 0.0  # --taught-point leaves it behind (point_move.py)
     threshold = moved(chosen.threshold, offset)
     truth, identities = [im.boxes for im in images], [im.identity for im in images]
     fit = cross_fit(new_found, truth, arch.mode, budget, identities, offset) if chosen.chosen else None
@@ -303,9 +305,9 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                "scored as the new are: at the thresholds the rule chooses on the other half "
                f"({fits[0].chosen[0]:.3f}, {fits[0].chosen[1]:.3f})")
             + f"; new weights: threshold {chosen.why}"
-            + ("" if abs(offset) < 1e-9 else
-               f"; the served threshold sits {offset:+.3f} log-odds from teaching's ({float(taught_at):.3f}: a move "
-               f"the plant made), and the new one keeps that: threshold {threshold:.3f}")
+            + ("" if abs(move) <= NONE else
+               f"; {(kept_says if keep_move else left_says)(move, 'the served threshold (in log-odds)')}: threshold "
+               f"{threshold:.3f}")
             + ("" if fit is None else
                f"; scored on the images it was chosen on ({fit}): optimistic" if isinstance(fit, str) else
                f"; each held-out image scored at the threshold chosen on the other half of them ({fit.chosen[0]:.3f}, "
@@ -330,6 +332,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=threshold,
                           operating={"threshold": threshold}, threshold_chosen=chosen.why, threshold_offset=offset,
+                          move_left_behind=None if keep_move else round(move, 6),
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
                           reviewed_train=len(reviewed_train), reviewed_unboxed=len(unboxed), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None,

@@ -36,6 +36,7 @@ from .classifier_margin import crop_identities, new_margin, old_calls
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
+from .point_move import NONE, left_says
 from .recall_gate import EVERY_SET, Disagreement, at_served_says, recall_kept
 from .teach import TAUGHT, read_crops, split
 from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, train
@@ -183,7 +184,7 @@ def repeats(own: int, reviewed: int) -> int:
 
 
 def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
-                   say: Callable[[str], None], tolerance: float = 0.0) -> Retrained:
+                   say: Callable[[str], None], tolerance: float = 0.0, keep_move: bool = True) -> Retrained:
     t0 = time.perf_counter()
     origin = taught_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
@@ -230,13 +231,16 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     old_logits, _ = logits_of(arch, arch.materialize(old, torch.device("cpu")), heldout)
     budget = float(origin.get("false_call_budget") or FALSE_CALL_BUDGET)
     taught_at = origin.get("threshold")
-    fit = new_margin(logodds(new_logits), heldout, cut, None if taught_at is None else float(taught_at), budget, seed)
+    move = 0.0 if taught_at is None else cut - float(taught_at)  # the plant's move off teaching's (point_move.py)
+    carried = float(taught_at) if taught_at is not None and keep_move else None  # the move kept on top of the rule
+    fit = new_margin(logodds(new_logits), heldout, cut, carried, budget, seed)
     # the old weights scored by the same rule on the same halves (classifier_margin.old_calls): at their served
     # margin, chosen on the taught held-out crops, they would be scored in-sample beside the new ones' out-of-sample
     # figure
     old_odds = logodds(old_logits)
     old_flags, old_why = old_calls(old_odds, heldout, cut, fit, budget, seed)
-    says = (f"{old_why}; new weights: {fit.why}",)
+    says = (f"{old_why}; new weights: {fit.why}"
+            + ("" if keep_move or abs(move) <= NONE else "; " + left_says(move, "the type's margin")),)
     say(says[0])
     # the held-out crops are the taught set's, then the reviewed ones (joined); one type's expert has its own parted
     serves = served_type(origin, expert)
@@ -262,7 +266,8 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=fit.margin,
                           operating={"good_margin": fit.margin}, margin_chosen=fit.why, served_margin=cut,
-                          margin_offset=fit.offset, false_call_budget=budget, any_orientation=turn,
+                          margin_offset=fit.offset, move_left_behind=None if keep_move else round(move, 6),
+                          false_call_budget=budget, any_orientation=turn,
                           reviewed_train=len(reviewed_train), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None, gate=gate, component_type=serves,
                           eval={k: {"old": a.to_json(), "new": b.to_json(), "old_at_served": at_served[k].to_json()}
