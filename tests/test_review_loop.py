@@ -270,6 +270,24 @@ def test_versions_added_by_processes_at_once_are_all_recorded(own_zoo: Zoo, tmp_
     assert {k: n for k, n in origins.items() if k != "zoo build"} == {f"p{k}": 10 for k in range(4)}, origins
 
 
+def test_zoo_versions_lists_each_version_with_its_gate(own_zoo: Zoo, capsys) -> None:
+    """What `zoo activate` will do without --force, readable from the list: refused, passed, a fall tolerated."""
+    from inspector.cli import main
+
+    state = {k: v.clone() for k, v in parse(own_zoo.path_of("cls-R1K").read_bytes()).items()}
+    shas = []
+    for gate in ({"passed": False, "reasons": ["recall fell"]}, {"passed": True, "reasons": []},
+                 {"passed": True, "reasons": [], "tolerated": ["recall fell by at most 1.2 points"]}):
+        state["fc.bias"][1] += 0.25
+        shas.append(add_version(Zoo.load(own_zoo.root), "cls-R1K", state, origin="retrained from reviews",
+                                gate=gate)["weights_sha256"][:12])
+    assert main(["zoo", "versions", "--expert", "cls-R1K", "--zoo", str(own_zoo.root)]) == 0
+    lines = {line[4:16]: line for line in capsys.readouterr().out.splitlines()[1:]}  # "  * " then the hash
+    assert lines[shas[0]].endswith(", gate REFUSED (zoo activate --force serves it anyway)")
+    assert lines[shas[1]].endswith(", gate passed") and lines[shas[2]].endswith(", gate passed (1 fall tolerated)")
+    assert "gate" not in lines[own_zoo.entries["cls-R1K"].weights_sha256[:12]]  # the zoo build's: no gate
+
+
 def test_versions_activate_and_roll_back_on_disk(own_zoo: Zoo) -> None:
     first = own_zoo.entries["cls-R1K"].weights_sha256
     version = _failing_version(own_zoo, "cls-R1K")

@@ -184,8 +184,18 @@ def cmd_zoo_versions(args: argparse.Namespace) -> int:
                                                                             else " ")
             point = operating_point(entry.spec) if mark == "*" else v.get("operating") or {}
             print(f"  {mark} {v['weights_sha256'][:12]}  {v.get('created', '-')[:19]:19}  {v.get('origin', '')}"
-                  f"{_at(point)}")
+                  f"{_at(point)}{_gate(v.get('gate'))}")
     return 0
+
+
+def _gate(gate: dict[str, Any] | None) -> str:
+    """A version's recall gate after its line (", gate REFUSED"): what `zoo activate` will do without --force."""
+    if not gate:
+        return ""
+    if not gate.get("passed", True):
+        return ", gate REFUSED (zoo activate --force serves it anyway)"
+    tolerated = len(gate.get("tolerated") or ())
+    return ", gate passed" + (f" ({tolerated} fall{'s' if tolerated > 1 else ''} tolerated)" if tolerated else "")
 
 
 def cmd_zoo_swap(args: argparse.Namespace) -> int:

@@ -287,7 +287,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     images = [im for name in found for im in held[name]]
     new_found = [f for name in found for f in found[name][1]]
     chosen = choose_detector_threshold(new_found, [im.boxes for im in images], arch.mode, budget, served)
-    # a move the plant made off teaching's threshold is kept, in log-odds (detector_threshold.py)
+    # a move the plant made off teaching's threshold is kept, in log-odds, unless left behind (point_move.py)
     taught_at = origin.get("threshold")
     move = offset_of(served, None if taught_at is None else float(taught_at)) if chosen.chosen else 0.0
     offset = move if keep_move else 0.0  # --taught-point leaves it behind (point_move.py)
