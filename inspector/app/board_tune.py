@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..experts.zoo import Zoo, set_operating_point
+from ..experts.versions import operate
+from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet, load_rules
 from .board_costs import Flag, HeldOut, flags_of, percent, read_heldout, served_thresholds, stale_types
 
@@ -177,11 +178,13 @@ def restore_plan(rules: RuleSet, zoo: Zoo, held: HeldOut) -> tuple[dict[str, tup
 
 
 def serve(zoo_root: Path, thresholds: dict[str, float]) -> Zoo:
-    """The zoo with each named classifier serving at its new threshold (its weights unchanged)."""
+    """The zoo with each named classifier serving at its new threshold (its weights unchanged), as `zoo operate`
+    moves a point: under the zoo's lock, the version it serves stamped with it (a rollback to it later serves it
+    there)."""
     zoo = Zoo.load(zoo_root)
     for name, margin in sorted(thresholds.items()):
-        zoo = set_operating_point(zoo, name, margin)
-    return zoo
+        operate(zoo, name, {"good_margin": margin})
+    return Zoo.load(zoo_root)
 
 
 def serve_audited(zoo_root: Path, changes: dict[str, tuple[float, float]], log: Any, who: Any, why: str) -> Zoo:
