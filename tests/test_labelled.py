@@ -982,6 +982,13 @@ def test_a_tolerated_fall_passes_only_where_its_bound_is_within_the_tolerance() 
     assert not unpaired["passed"] and "no paired calls to bound the fall by" in unpaired["reasons"][0]
     with pytest.raises(ValueError, match="a share from 0 to 1, got 2"):
         recall_kept(sets, "crops", why, tolerance=2)
+    from inspector.training.labelled.recall_gate import at_served_says
+
+    served = {"taught held-out": old}
+    assert "(what the line does with them now; chosen on held-out crops among these, so in-sample there)" in \
+        at_served_says("margin -9.795", served, "crops")
+    assert "teaching chose its point on held-out crops among these and the plant moved it since): taught held-out " \
+        "183/261 defects found (70.1%)" in at_served_says("margin -12.795", served, "crops", moved=True)
     printed = format_scores(Retrained("cls-x", {}, sets, 0, 0, 1.0, 0, loose))
     assert "recall gate: passed (" in printed and "; tolerated: recall on the taught held-out crops fell" in printed
 

@@ -127,11 +127,12 @@ def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str,
     return gate
 
 
-def at_served_says(point: str, scores: dict[str, Score], unit: str) -> str:
+def at_served_says(point: str, scores: dict[str, Score], unit: str, moved: bool = False) -> str:
     """The served weights' figures at the point they are served at (`point`, said as "margin -7.844"), beside a
     table that scores them by the rule that scores the new: what the line does with them now, though in-sample
-    where that point was chosen on these very items."""
+    where teaching chose that point on these very items (`moved`: the plant moved it off teaching's since)."""
     sets = "; ".join(f"{name} {s.found}/{s.defects} defects found ({pct(s.recall)}), {s.false_calls}/{s.good} false "
                      f"calls" for name, s in scores.items() if s.crops)
-    return (f"the served weights at their served {point} (what the line does with them now; chosen on held-out "
-            f"{unit} among these, so in-sample there): {sets}")
+    chosen = (f"teaching chose its point on held-out {unit} among these and the plant moved it since" if moved else
+              f"chosen on held-out {unit} among these, so in-sample there")
+    return f"the served weights at their served {point} (what the line does with them now; {chosen}): {sets}"

@@ -316,7 +316,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     held_out = held_out_scores(arch, classes, held, found, served, threshold, fits)
     scores, detail, disagree = held_out.scores, held_out.detail, held_out.disagree
     if fits is not None:  # the table scores them by the rule: what they do as served, said beside it
-        says += (at_served_says(f"threshold {served:.3f}", held_out.at_served, "images"),)
+        says += (at_served_says(f"threshold {served:.3f}", held_out.at_served, "images", abs(move) > NONE),)
         say(says[-1])
     if unboxed:
         scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, threshold))

@@ -251,7 +251,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
               for name, at in sides.items()}
     at_served = {name: Score.of(old_odds[at] < cut, defective[at]) for name, at in sides.items()}
     if fit.half_margins is not None:  # the table scores them by the rule: what they do as served, said beside it
-        says += (at_served_says(f"margin {cut:.3f}", at_served, "crops"),)
+        says += (at_served_says(f"margin {cut:.3f}", at_served, "crops", abs(move) > NONE),)
         say(says[-1])
     if stand_in:
         says += (stand_in,)
