@@ -346,8 +346,10 @@ def taught_board(imported: Path) -> tuple[Path, dict, str]:
     assert r.returncode != 0 and "did not register" in r.stderr and "points" in r.stderr
     r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--heldout", "1")
     assert r.returncode == 2 and "--heldout is a share" in r.stderr
+    r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--threads", "0")
+    assert r.returncode == 2 and "--threads is a count of torch threads, 1 or more, got 0" in r.stderr
     r = cli("board", "teach", "--rules", str(imported), "--golden", str(root / "golden.png"), "--epochs", "2",
-            "--json", str(root / "teach.json"), "--escape-rate", "0.05")
+            "--json", str(root / "teach.json"), "--escape-rate", "0.05", "--threads", "2")
     assert r.returncode == 0, r.stderr
     doc = json.loads((root / "teach.json").read_text(encoding="utf-8"))
     return root, doc, r.stdout
@@ -374,6 +376,10 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
     assert "held-out defects called, by kind" in stdout and f"missing {kinds['missing']['called']}/" in stdout
     taught = load_rules(root / "b.taught.yaml")
     assert taught.golden and Path(taught.golden).is_file() and not taught.detectors
+    from inspector.experts.zoo import Zoo
+
+    teachings = [v for e in Zoo.load(doc["zoo"]).entries.values() for v in e.versions]
+    assert teachings and all(v["trained_with"]["threads"] == 2 for v in teachings)  # --threads 2, to teach it alike
     # the presence check, served beside the experts on every type whose body stands out from the board
     assert doc["presence"]["least_share"] is not None and "presence check" in stdout
     assert all(0 < c.body_contrast < 1 for c in taught.components)

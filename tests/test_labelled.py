@@ -89,6 +89,7 @@ def test_a_new_classifier_is_taught_from_a_folder_recorded_and_evaluated_as_the_
     assert entry.classes == ("ok", "blob", "nick") and entry.served == (entry.weights_sha256,)
     assert entry.versions[0]["origin"] == "taught from labelled crops" and entry.data_hash
     assert entry.versions[0]["epoch_chosen_on"]["items"] == sum(aside.values()) and entry.versions[0]["epoch_share"]
+    assert entry.versions[0]["trained_with"] == {"threads": 2, "torch": torch.__version__}  # to teach it again alike
     arch = zoo.architecture("cls-trace")
     assert isinstance(arch, ResNetClassifier) and arch.fit == "letterbox"
     assert arch.good_margin == pytest.approx(taught["threshold"])
@@ -576,6 +577,8 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
                           keep_move=False)
     again = left.version
     assert again["weights_sha256"] == added["weights_sha256"] and again["margin_offset"] == 0.0
+    assert again["trained_with"] == added["trained_with"] == {"threads": torch.get_num_threads(),
+                                                              "torch": torch.__version__}
     assert again["move_left_behind"] == pytest.approx(added["margin_offset"], abs=1e-5)
     assert again["threshold"] == pytest.approx(added["threshold"] - added["margin_offset"])
     assert "left behind (zoo train --taught-point): the new weights serve at teaching's rule alone" in left.says[1]

@@ -66,6 +66,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.add_argument("--seed", type=int, default=0,
                        help="the seed of the made defects and of training: the same photos and seed teach the same "
                             "expert on one machine (another CPU or thread count may round its way to another)")
+    teach.add_argument("--threads", type=int, help="torch threads (default: torch's): the same seed, torch release "
+                                                   "and thread count teach the same weights (each version records "
+                                                   "its own as trained_with)")
     teach.add_argument("--json", help="also write the registrations, crops and validation table as JSON")
     teach.set_defaults(func=cmd_teach)
     check = sub.add_parser("check", help="photos of boards registered to a taught rule set and inspected by the line: "
@@ -175,6 +178,12 @@ def cmd_teach(args: argparse.Namespace) -> int:
     from .common import say
 
     rules = Path(args.rules)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UsageError(f"--threads is a count of torch threads, 1 or more, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
     if args.escape_rate is not None and not 0 <= args.escape_rate < 1:
         raise UsageError("--escape-rate is a share: 0 or more, below 1 (0.01 lets 1% of defects pass)")
     if not 0 < args.heldout < 1:

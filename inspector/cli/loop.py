@@ -350,7 +350,9 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--synthetic", type=int, default=300, help="synthetic crops rendered beside the reviewed ones")
     tr.add_argument("--seed", type=int, default=0,
                     help="the seed of the split, the synthetic crops and training (default 0)")
-    tr.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    tr.add_argument("--threads", type=int, help="torch threads (default: torch's): the same seed, torch release and "
+                                                "thread count train the same weights (each version records its own "
+                                                "as trained_with)")
     tr.add_argument("--tolerate", type=float, metavar="PTS",
                     help="retraining a taught expert: a fall of recall on a held-out set the gate passes, in points, "
                          "where the most it could be (95%% one-sided bound on the paired calls) is within it (default: "

@@ -29,6 +29,7 @@ from ..runtime.safetensors_io import parse
 from .classifier import LR, to_batch, train_classifier
 from .labelled.teach import TAUGHT
 from .new_look import new_look_defects
+from .provenance import trained_with
 from .samples import TRAINING_RATES, PartSample, collect
 
 FINE_TUNE_LR = LR / 4  # from weights that already work: a smaller step keeps what they knew
@@ -166,7 +167,7 @@ def retrain_classifier(zoo: Zoo, expert: str, dataset: Path, rule_sets: list[Rul
     version = add_version(zoo, expert, trained.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=zoo.entries[expert].weights_sha256, seconds=round(seconds, 1),
                           reviewed_train=len(reviewed["train"]), synthetic_train=len(synth),
-                          new_look_train=len(made), gate=gate,
+                          new_look_train=len(made), gate=gate, trained_with=trained_with(),
                           eval={k: {"old": o.to_json(), "new": n.to_json()} for k, (o, n) in scores.items()})
     return Retrained(expert, version, scores, len(reviewed["train"]), len(synth), seconds, len(made), gate)
 

@@ -40,6 +40,7 @@ from ...experts.zoo import Zoo
 from ...results.dataset import GOLDEN, UNBOXED
 from ...runtime.safetensors_io import parse
 from ..detector import ultralytics_train
+from ..provenance import trained_with
 from ..retrain import Retrained, Score
 from .box_sets import read_boxes
 from .boxes import BoxedImage
@@ -336,5 +337,5 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
                           reviewed_train=len(reviewed_train), reviewed_unboxed=len(unboxed), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None,
-                          gate=gate, eval=detail)
+                          gate=gate, trained_with=trained_with(), eval=detail)
     return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)

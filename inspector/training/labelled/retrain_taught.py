@@ -31,6 +31,7 @@ from ...experts.resnet import ResNetClassifier
 from ...experts.versions import add_version
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
+from ..provenance import trained_with
 from ..retrain import Retrained, Score
 from .classifier_margin import crop_identities, new_margin, old_calls
 from .epoch_split import EpochSides, divide
@@ -270,6 +271,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
                           false_call_budget=budget, any_orientation=turn,
                           reviewed_train=len(reviewed_train), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None, gate=gate, component_type=serves,
+                          trained_with=trained_with(),
                           eval={k: {"old": a.to_json(), "new": b.to_json(), "old_at_served": at_served[k].to_json()}
                                 for k, (a, b) in scores.items()})
     return Retrained(expert, version, scores, len(reviewed_train), 0, seconds, 0, gate, (aside.says,) + says)

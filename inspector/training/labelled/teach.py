@@ -25,6 +25,7 @@ from ...experts.resnet import ResNetClassifier
 from ...experts.zoo import MANIFEST, ExpertEntry, Zoo, ZooMissing, report_dir, write_expert, write_manifest
 from ...ingest.photometric import INPUT_VERSION
 from ...runtime.diskio import write_atomically
+from ..provenance import trained_with
 from .classifier_margin import cross_fitted_calls
 from .epoch_split import EPOCH_SHARE, EpochSides, divide
 from .folder import FolderError, LabelledCrop, LabelledFolder, image_size, load, read_folder
@@ -241,7 +242,7 @@ def teach(plan: TeachPlan, say: Callable[[str], None] = lambda _m: None) -> Taug
                "identity_kinds": None if plan.kinds is None else dict(sorted(plan.kinds.items())),
                "false_call_budget": plan.false_call_budget, "epoch_share": plan.epoch_share,
                "epoch_chosen_on": aside.counts or None, "any_orientation": plan.any_orientation,
-               "eval": {"heldout": taught.heldout.to_json()}}
+               "trained_with": trained_with(), "eval": {"heldout": taught.heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "versions": (version,), "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
     write_plots(taught.heldout, heldout.labels, taught.heldout_logits,

@@ -35,6 +35,7 @@ import torch
 from ...experts.yolo import VERIFY_THRESHOLD, YoloDetector
 from ...experts.zoo import ExpertEntry, Zoo, write_expert
 from ..detector import ultralytics_train
+from ..provenance import trained_with
 from .box_sets import read_boxes
 from .boxes import BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table
@@ -246,7 +247,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                "epoch_share": plan.epoch_share, "epoch_chosen_on": aside.counts or None,
                "split": split.how, "tile": None if tiling is None else [tiling.size, tiling.overlap],
                "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else
-               str(plan.reference), "eval": {"heldout": heldout.to_json()}}
+               str(plan.reference), "trained_with": trained_with(), "eval": {"heldout": heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "val_accuracy": heldout.map, "versions": (version,),
                            "served": (entry.weights_sha256,)})
     add_entry(plan.zoo, zoo, entry, plan.seed)
