@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
@@ -73,7 +73,7 @@ def add_version_file(zoo: Zoo, name: str, data: bytes, **meta: Any) -> dict[str,
     version = {"weights_sha256": sha, "file": file, "created": datetime.now(timezone.utc).isoformat(), **meta}
 
     def added(entry: ExpertEntry) -> ExpertEntry:  # the entry as the manifest holds it now, whatever `zoo` holds
-        known = [v for v in versions_of(trained(entry, zoo)) if v["weights_sha256"] != sha]
+        known = [v for v in versions_of(entry) if v["weights_sha256"] != sha]
         return replace(entry, versions=(*known, version), served=tuple(served_history(entry)))
 
     _update(zoo, name, added)
@@ -114,20 +114,17 @@ def operated(entry: ExpertEntry, point: dict[str, float | None]) -> ExpertEntry:
 
 def operate(zoo: Zoo, name: str, point: dict[str, float | None]) -> ExpertEntry:
     """Serve `name` at `point` from the next start of a line on this zoo (the running line: app/expert_swap.py)."""
-    entry_of(zoo, name)
-    return _update(zoo, name, lambda entry: operated(trained(entry, zoo), point))
+    return _update(zoo, name, lambda entry: operated(entry, point))
 
 
 def activate(zoo: Zoo, name: str, sha: str, force: bool = False) -> ExpertEntry:
     """Make version `sha` the one `name` serves, on disk (the running line: app/expert_swap.py)."""
-    entry_of(zoo, name)
-    return _update(zoo, name, lambda entry: activation(trained(entry, zoo), sha, force))
+    return _update(zoo, name, lambda entry: activation(entry, sha, force))
 
 
 def rollback(zoo: Zoo, name: str) -> ExpertEntry:
     """Serve the version served before the current one, on disk."""
-    entry_of(zoo, name)
-    return _update(zoo, name, lambda entry: rollback_of(trained(entry, zoo)))
+    return _update(zoo, name, lambda entry: rollback_of(entry))
 
 
 def find_version(entry: ExpertEntry, sha: str) -> dict[str, Any]:
@@ -165,16 +162,17 @@ def _stamped(entry: ExpertEntry, spec: dict[str, Any]) -> tuple[dict[str, Any], 
 
 
 def entry_of(zoo: Zoo, name: str) -> ExpertEntry:
-    if name not in zoo.entries:
-        raise VersionError(f"the zoo at {zoo.root} has no expert {name!r}; its experts: "
-                           f"{', '.join(sorted(zoo.entries))}")
-    return trained(zoo.entries[name], zoo)
+    """`name`'s entry as `zoo` read it, a trained expert's (VersionError: no such expert, or an untrained one)."""
+    return _trained(zoo.entries.get(name), name, zoo, zoo.entries)
 
 
-def trained(entry: ExpertEntry, zoo: Zoo) -> ExpertEntry:
-    """`entry`, a trained expert's (VersionError for an untrained benchmark expert: it has no versions)."""
+def _trained(entry: ExpertEntry | None, name: str, zoo: Zoo, names: Iterable[str]) -> ExpertEntry:
+    """`entry`, a trained expert's; VersionError where there is none (naming the experts there are) or it is an
+    untrained benchmark expert's (it has no versions)."""
+    if entry is None:
+        raise VersionError(f"the zoo at {zoo.root} has no expert {name!r}; its experts: {', '.join(sorted(names))}")
     if entry.weights_sha256 is None:
-        raise VersionError(f"expert {entry.name} of the zoo at {zoo.root} has no recorded weights hash (an untrained "
+        raise VersionError(f"expert {name} of the zoo at {zoo.root} has no recorded weights hash (an untrained "
                            "benchmark expert); only trained experts have versions")
     return entry
 
@@ -197,9 +195,8 @@ def _update(zoo: Zoo, name: str, change: Callable[[ExpertEntry], ExpertEntry]) -
     with _locked(zoo):
         doc = json.loads(path.read_text(encoding="utf-8"))
         raw = next((e for e in doc["experts"] if e["name"] == name), None)
-        if raw is None:
-            raise VersionError(f"the zoo at {zoo.root} no longer has an expert {name!r} (its manifest was replaced)")
-        entry = change(ExpertEntry.from_json(raw))
+        entry = change(_trained(None if raw is None else ExpertEntry.from_json(raw), name, zoo,
+                                (e["name"] for e in doc["experts"])))
         doc["experts"] = [asdict(entry) if e["name"] == name else e for e in doc["experts"]]
         write_atomically(path, json.dumps(doc, indent=1).encode())
     return entry

@@ -110,11 +110,11 @@ def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str,
                        f"{evidence.lost} lost and {evidence.gained} gained of {n.defects} defects)")
             if bound <= tolerance:
                 tolerated.append(f"{at_most}: within the {100 * tolerance:g} tolerated")
-                continue
-            reasons.append(f"{at_most}: over the {100 * tolerance:g} tolerated ({evidence.says()})")
-            continue
-        reasons.append(fell + (f" ({evidence.says()})" if evidence is not None else "")
-                       + (" (no paired calls to bound the fall by)" if tolerance and evidence is None else ""))
+            else:
+                reasons.append(f"{at_most}: over the {100 * tolerance:g} tolerated ({evidence.says()})")
+        else:
+            reasons.append(fell + (f" ({evidence.says()})" if evidence is not None else "")
+                           + (" (no paired calls to bound the fall by)" if tolerance else ""))
     if tolerance:
         rule += (f", or below them by at most {100 * tolerance:g} points ({100 * CONFIDENCE:.0f}% one-sided bound "
                  "on the fall)")
