@@ -226,7 +226,7 @@ def test_a_change_made_on_a_zoo_read_before_another_loses_neither(own_zoo: Zoo) 
     """A retraining loads the zoo, trains for minutes and records its version; meanwhile the running line moved the
     expert's point (or swapped its weights). Recording the version must not put back the entry it read, and a swap
     made on an entry read before a version was added keeps that version."""
-    from inspector.experts.versions import activation, add_version_file, operate, save_entry
+    from inspector.experts.versions import add_version_file, operate
 
     stale = Zoo.load(own_zoo.root)
     moved = operate(Zoo.load(own_zoo.root), "cls-R1K", {"good_margin": 1.25})
@@ -240,12 +240,48 @@ def test_a_change_made_on_a_zoo_read_before_another_loses_neither(own_zoo: Zoo) 
     assert served.weights_sha256 == failing["weights_sha256"] and operating_point(served.spec) is not None
     kept = {v["weights_sha256"] for v in Zoo.load(own_zoo.root).entries["cls-R1K"].versions}
     assert {version["weights_sha256"], failing["weights_sha256"]} <= kept
-    before_swap = Zoo.load(own_zoo.root).entries["cls-R1K"]  # a running line reads the entry, then swaps it in
-    late = add_version_file(Zoo.load(own_zoo.root), "cls-R1K", b"added during the swap", origin="test")
-    save_entry(Zoo.load(own_zoo.root), activation(before_swap, version["weights_sha256"]))
-    entry = Zoo.load(own_zoo.root).entries["cls-R1K"]
-    assert entry.weights_sha256 == version["weights_sha256"]
-    assert late["weights_sha256"] in {v["weights_sha256"] for v in entry.versions}
+
+
+def test_what_another_process_changes_during_a_live_swap_waits_for_it_and_is_kept(demo, own_zoo: Zoo,
+                                                                                  tmp_path: Path) -> None:
+    """A running line swaps a version in at its next board boundary and then writes the zoo. A point moved and a
+    version added meanwhile by another process (an engineer's `zoo operate`, a retraining) wait for the swap's
+    write and are made on the entry it served: nothing either side did is lost."""
+    import threading
+
+    from inspector.experts.versions import add_version_file, operate
+
+    root, _ = demo
+    name = "cls-R1K"
+    state = {k: v.clone() for k, v in parse(own_zoo.path_of(name).read_bytes()).items()}
+    state["fc.bias"][1] += 1e-3
+    version = add_version(own_zoo, name, state, origin="test")
+    service = _service(root, Zoo.load(own_zoo.root), tmp_path / "live",
+                       open_source("synthetic", RULES, 4, 5, defect_rate=0.05))
+    service.start()
+    swap, others, during = service.line.swap_weights, [], {}
+
+    def another_process() -> None:  # its own reads of the zoo, its own handle on the lock
+        others.append(operate(Zoo.load(own_zoo.root), name, {"good_margin": 0.75}))
+        others.append(add_version_file(Zoo.load(own_zoo.root), name, b"added during the swap", origin="test"))
+
+    def swap_at_the_boundary(entry, timeout):  # noqa: ANN001, ANN202
+        meanwhile = threading.Thread(target=another_process)
+        meanwhile.start()
+        meanwhile.join(2.0)
+        during["waited"] = meanwhile.is_alive()
+        swap(entry, timeout)
+        during["thread"] = meanwhile
+
+    service.line.swap_weights = swap_at_the_boundary
+    done = swap_live(service.line, name, version["weights_sha256"][:12])
+    during["thread"].join(30)
+    service.run()
+    assert during["waited"] and len(others) == 2  # it waited for the swap, then went on
+    entry = Zoo.load(own_zoo.root).entries[name]
+    assert done["to"] == entry.weights_sha256 == version["weights_sha256"]  # the swap's version is served ...
+    assert operating_point(entry.spec)["good_margin"] == 0.75  # ... at the point moved during the swap
+    assert others[1]["weights_sha256"] in {v["weights_sha256"] for v in entry.versions}
 
 
 def test_versions_added_by_processes_at_once_are_all_recorded(own_zoo: Zoo, tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
 """Put a version of one expert's weights into service on a running line, or roll it back; and say what runs.
 
-The zoo's manifest on disk holds every version (experts/versions.py). A swap reads it fresh, works out the
-entry, swaps the running line at a board boundary (Line.swap_weights), and only then writes the manifest: a swap
-that times out changes neither the line nor the disk, and a kiosk restarted after a swap serves what it served. The
-version's operating point goes with it (a retrained detector's own threshold: experts/operating.py).
+The zoo's manifest on disk holds every version (experts/versions.py). A swap reads it fresh under the zoo's lock,
+works out the entry, swaps the running line at a board boundary (Line.swap_weights), and only then writes the
+manifest and lets the lock go: a swap that times out changes neither the line nor the disk, a kiosk restarted after
+a swap serves what it served, and a change another process makes to the zoo meanwhile waits for the swap instead of
+being overwritten by it. The version's operating point goes with it (a retrained detector's own threshold:
+experts/operating.py).
 """
 from __future__ import annotations
 
@@ -13,14 +15,13 @@ from ..experts.operating import operating_point
 from ..experts.versions import (
     activation,
     add_version_file,
-    entry_of,
     operated,
+    put_in_service,
     rollback_of,
-    save_entry,
     served_history,
     versions_of,
 )
-from ..experts.zoo import Zoo
+from ..experts.zoo import ExpertEntry, Zoo
 from ..results.releases import fetch
 from ..results.store import ResultStore
 from .line import Line
@@ -30,17 +31,12 @@ from .verdict import review_classes
 def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = False,
               timeout: float = 60.0, force: bool = False) -> dict[str, Any]:
     """Serve version `sha` of expert `name` (or, with `rollback`, the version served before); what changed."""
-    on_disk = Zoo.load(line.zoo.root)
-    current = entry_of(on_disk, name)
-    if rollback:
-        entry = rollback_of(current)
-    elif sha is None:
+    if not rollback and sha is None:
         raise ValueError("name the version to serve (its weights hash, 8+ hex digits) or ask for a rollback")
-    else:
-        entry = activation(current, sha, force)
     before = line.zoo.entries[name]
-    line.swap_weights(entry, timeout)
-    save_entry(on_disk, entry)
+    entry = put_in_service(Zoo.load(line.zoo.root), name,
+                           lambda current: rollback_of(current) if rollback else activation(current, sha, force),
+                           lambda entry: line.swap_weights(entry, timeout))
     return {"expert": name, "from": before.weights_sha256, "to": entry.weights_sha256, "file": entry.file,
             "rolled_back": rollback, "operating_from": operating_point(before.spec),
             "operating": operating_point(entry.spec)}
@@ -49,12 +45,14 @@ def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = Fa
 def operate_live(line: Line, name: str, point: dict[str, float | None], timeout: float = 60.0) -> dict[str, Any]:
     """Serve expert `name` at operating point `point` (its weights unchanged) from the next board on: at a board
     boundary, as a version swap is, so no board is called at two points; then the manifest. What changed."""
-    on_disk = Zoo.load(line.zoo.root)
-    current = entry_of(on_disk, name)
-    entry = operated(current, point)
-    line.swap_weights(entry, timeout)
-    save_entry(on_disk, entry)
-    return {"expert": name, "weights_sha256": entry.weights_sha256, "operating_from": operating_point(current.spec),
+    was: list[ExpertEntry] = []
+
+    def change(current: ExpertEntry) -> ExpertEntry:
+        was.append(current)
+        return operated(current, point)
+
+    entry = put_in_service(Zoo.load(line.zoo.root), name, change, lambda entry: line.swap_weights(entry, timeout))
+    return {"expert": name, "weights_sha256": entry.weights_sha256, "operating_from": operating_point(was[0].spec),
             "operating": operating_point(entry.spec)}
 
 

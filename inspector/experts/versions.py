@@ -11,9 +11,9 @@ Every manifest change is one atomic replace, so a power cut leaves the old manif
 file is never deleted here: a rollback must find it, and results name the hash they were given with.
 Every change is also made on the entry as the manifest holds it then, under the zoo's lock (a file lock beside the
 manifest), whatever the `Zoo` passed in read: a retraining that loaded the zoo minutes before records its version
-without putting back what a running line served meanwhile. A running line writes the entry it swapped in
-(`save_entry`, after the swap): that keeps any version added since it read the entry (versions are only ever
-added).
+without putting back what a running line served meanwhile. A running line's swap holds that lock from reading the
+entry until it has swapped it in and written it (`put_in_service`): a change made meanwhile by another process
+waits for the swap and is then made on the entry it served.
 
 The running line takes the same change live through app/expert_swap.py; this module only writes the zoo.
 """
@@ -177,26 +177,27 @@ def _trained(entry: ExpertEntry | None, name: str, zoo: Zoo, names: Iterable[str
     return entry
 
 
-def save_entry(zoo: Zoo, entry: ExpertEntry) -> ExpertEntry:
-    """The manifest with `entry` replaced (read fresh from disk: another process may have changed another entry),
-    keeping any version added to it since `entry` was read (versions are only ever added); the entry written."""
-
-    def kept(on_disk: ExpertEntry) -> ExpertEntry:
-        have = {v["weights_sha256"] for v in entry.versions}
-        since = tuple(v for v in on_disk.versions if v["weights_sha256"] not in have)
-        return replace(entry, versions=(*entry.versions, *since)) if since else entry
-
-    return _update(zoo, entry.name, kept)
+def put_in_service(zoo: Zoo, name: str, change: Callable[[ExpertEntry], ExpertEntry],
+                   serve: Callable[[ExpertEntry], None]) -> ExpertEntry:
+    """`change` made to `name`'s entry as the manifest holds it, put in service by `serve` (a running line's swap at
+    its next board boundary), and only then written; the zoo's lock held throughout, so a change another process
+    makes meanwhile (a point moved, a version added or served) waits and is made on what this one served instead of
+    being overwritten by it. `serve` raising (a swap that timed out) leaves the manifest as it was."""
+    return _update(zoo, name, change, serve)
 
 
-def _update(zoo: Zoo, name: str, change: Callable[[ExpertEntry], ExpertEntry]) -> ExpertEntry:
-    """Under the zoo's lock: `name`'s entry as the manifest holds it, changed and written back in one replace."""
+def _update(zoo: Zoo, name: str, change: Callable[[ExpertEntry], ExpertEntry],
+            serve: Callable[[ExpertEntry], None] | None = None) -> ExpertEntry:
+    """Under the zoo's lock: `name`'s entry as the manifest holds it, changed, served where `serve` is given, and
+    written back in one replace."""
     path = zoo.root / MANIFEST
     with _locked(zoo):
         doc = json.loads(path.read_text(encoding="utf-8"))
         raw = next((e for e in doc["experts"] if e["name"] == name), None)
         entry = change(_trained(None if raw is None else ExpertEntry.from_json(raw), name, zoo,
                                 (e["name"] for e in doc["experts"])))
+        if serve is not None:
+            serve(entry)
         doc["experts"] = [asdict(entry) if e["name"] == name else e for e in doc["experts"]]
         write_atomically(path, json.dumps(doc, indent=1).encode())
     return entry
