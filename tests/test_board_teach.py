@@ -489,15 +489,19 @@ def test_a_retrained_types_expert_is_gated_on_its_own_types_held_out_parts(
     r = cli("dataset", "export", "--out", str(tmp_path / "dataset"), "--all", "--rules", str(root / "b.taught.yaml"),
             "--zoo", str(zoo_dir), "--heldout-percent", "0", "--db", db)
     assert r.returncode == 0, r.stderr
-    r = cli("zoo", "train", "--expert", f"cls-{kind}", "--from", str(tmp_path / "dataset"), "--zoo", str(zoo_dir),
-            "--epochs", "1", "--tolerate", "5")
+    config = tmp_path / "inspector.yaml"  # the plant's rule for every retraining, kept in its config file
+    config.write_text('"zoo train":\n  epochs: 1\n  tolerate: 5\n')
+    r = cli("--config", str(config), "zoo", "train", "--expert", f"cls-{kind}", "--from", str(tmp_path / "dataset"),
+            "--zoo", str(zoo_dir))
     assert r.returncode in (0, 1), r.stderr[-3000:]  # 1: the gate refused (said in the table)
+    assert f"the plant's rule for retrainings, {config}:3: tolerate 5" in r.stderr
     rows = [line.split("  ")[0] for line in r.stdout.splitlines() if line.startswith("taught held-out")]
     assert rows == [f"taught held-out, {kind}", "taught held-out, other types"], r.stdout
     added = Zoo.load(zoo_dir).entries[f"cls-{kind}"].versions[-1]
     assert added["component_type"] == kind and set(added["eval"]) == {"reviewed held-out", *rows}
     gate = added["gate"]
-    assert gate["tolerance"] == 0.05 and gate["rule"].endswith("by at most 5 points (95% one-sided bound on the fall)")
+    assert gate["tolerance"] == 0.05 and gate["tolerance_from"] == f"{config}:3"
+    assert gate["rule"].endswith(f"by at most 5 points (95% one-sided bound on the fall; the plant's rule, {config}:3)")
     for name, bound in gate["fall_bounds"].items():  # a fall seen passes its set exactly where its bound is within
         assert (bound <= 0.05) == any(t.startswith(f"recall on the {name} crops") for t in gate["tolerated"])
     own_defects = added["eval"][rows[0]]["old"]["defects"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from inspector.cli import parse
+from inspector.cli.config import from_config
 from inspector.kiosk.systemd import Notifier, StartupKeeper
 from inspector.yamlio import ConfigError
 
@@ -68,6 +69,9 @@ def test_config_file_values_are_checked_with_their_line_and_flags_win(tmp_path: 
     config.write_text("data: /srv/data\nkiosk:\n  device_mb: 96\n  stall_s: 20\n  keep_crops: all\n")
     args = parse(["--config", str(config), "kiosk", "--stall-s", "45"])
     assert (args.device_mb, args.stall_s, args.keep_crops, args.data) == (96.0, 45.0, "all", "/srv/data")
+    # where each value in force came from: the file's line, or the command line's (none)
+    assert (from_config(args, "device_mb"), from_config(args, "data")) == (f"{config}:3", f"{config}:1")
+    assert from_config(args, "stall_s") is None and from_config(args, "listen") is None
     for text, line, words in (("kiosk:\n  device_mb: 96\n  stal_s: 20\n", 3, "did you mean 'stall_s'"),
                               ("kiosk:\n  device_mb: lots\n", 2, "'lots' is not valid"),
                               ("kiosk:\n  keep_crops: some\n", 2, "is not one of: failed, all, none"),

@@ -334,10 +334,22 @@ def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) ->
             cwd=tmp_path)
     assert r.returncode == 2 and "--check and --tile go with --new" in r.stderr
     for flags, said in ((("--expert", "cls-c", "--tolerate", "150"), "in points from 0 to 100 (2 for two points)"),
-                        (("--new", "cls-c", "--tolerate", "2"), "--tolerate and --taught-point go with --expert")):
+                        (("--new", "cls-c", "--tolerate", "2"), "--tolerate goes with --expert"),
+                        (("--new", "cls-c", "--tolerate", "2", "--taught-point"),
+                         "--tolerate and --taught-point go with --expert")):
         r = cli("zoo", "train", *flags, "--from", str(crops), "--zoo", str(tmp_path / "zoo"), cwd=tmp_path)
         assert r.returncode == 2 and said in r.stderr, r.stderr[-2000:]
     assert not (tmp_path / "zoo").exists()
+    # the plant's rule for every retraining, kept in the config file, does not stop a new expert being taught
+    config = tmp_path / "inspector.yaml"
+    config.write_text('"zoo train":\n  tolerate: 2\n  taught_point: true\n')
+    r = cli("--config", str(config), "zoo", "train", "--new", "cls-c", "--from", str(crops), "--zoo",
+            str(tmp_path / "zoo"), "--check", cwd=tmp_path)
+    assert r.returncode == 0 and "checked: cls-c" in r.stdout, r.stderr[-2000:]
+    config.write_text('"zoo train":\n  tolerate: 150\n')
+    r = cli("--config", str(config), "zoo", "train", "--expert", "cls-c", "--from", str(crops), "--zoo",
+            str(tmp_path / "zoo"), cwd=tmp_path)
+    assert r.returncode == 2 and f"the config's tolerate ({config}:2) is the fall of recall" in r.stderr
 
 
 def test_a_byte_order_mark_and_a_phone_photos_turn_are_read_as_the_tools_meant(tmp_path: Path) -> None:

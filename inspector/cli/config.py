@@ -138,9 +138,34 @@ def defaults_from(config: LinedDict, source: str, top: argparse.ArgumentParser, 
     return top_out, cmd_out
 
 
+CONFIGURED = "configured"  # the Namespace's record of what the file set: {dest: (value, "file:line")}
+
+
 def apply_config(config: LinedDict, source: str, top: argparse.ArgumentParser, argv: list[str]) -> None:
-    """Make the file's values the parsers' defaults, so flags given on the command line still win."""
+    """Make the file's values the parsers' defaults, so flags given on the command line still win; the command's
+    Namespace also records which values the file set, and where (`configured`)."""
     path, command = chosen_command(top, argv)
     top_defaults, cmd_defaults = defaults_from(config, source, top, path, command)
     top.set_defaults(**top_defaults)
-    command.set_defaults(**cmd_defaults)
+    section = config.get(path) if path else None
+    section = section if isinstance(section, dict) else {}
+    configured = {dest: (value, _where(source, section if _key(section, dest) is not None else config, dest))
+                  for dest, value in {**top_defaults, **cmd_defaults}.items()}
+    command.set_defaults(**cmd_defaults, **{CONFIGURED: configured})
+
+
+def _key(container: Any, dest: str) -> Any:
+    """The container's key for option `dest` (written with - or _), or None."""
+    return next((k for k in container if str(k).replace("-", "_") == dest), None)
+
+
+def _where(source: str, container: Any, dest: str) -> str:
+    line = line_of(container, _key(container, dest))
+    return f"{source}:{line}" if line else source
+
+
+def from_config(args: argparse.Namespace, dest: str) -> str | None:
+    """Where the config file set option `dest` ("file:line"), if the value in force is the file's (the command
+    line did not set another); None otherwise."""
+    value, where = getattr(args, CONFIGURED, {}).get(dest, (None, None))
+    return where if where is not None and getattr(args, dest, None) == value else None

@@ -112,9 +112,16 @@ def cmd_dataset_export(args: argparse.Namespace) -> int:
 
 
 def cmd_zoo_train(args: argparse.Namespace) -> int:
-    if args.new and (args.tolerate is not None or args.taught_point):
-        say("error: --tolerate and --taught-point go with --expert (a retraining, against the served weights and "
-            "their point); teaching a new expert (--new) has neither")
+    from .config import from_config
+
+    # the plant's rule for every retraining may be written in the config file ("zoo train": tolerate, taught_point):
+    # it applies where it can and is said, where a flag on the command line would be refused
+    plant = {dest: from_config(args, dest) if getattr(args, dest) else None for dest in ("tolerate", "taught_point")}
+    given = [f"--{d.replace('_', '-')}" for d, v in (("tolerate", args.tolerate is not None),
+                                                      ("taught_point", args.taught_point)) if v and not plant[d]]
+    if args.new and given:
+        say(f"error: {' and '.join(given)} go{'es' if len(given) == 1 else ''} with --expert (a retraining, against "
+            "the served weights and their point); teaching a new expert (--new) has neither")
         return USAGE
     if args.new:
         from .labelled import cmd_train_new
@@ -125,7 +132,8 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
         return USAGE
     tolerance = (args.tolerate or 0.0) / 100
     if not 0.0 <= tolerance < 1.0:
-        say(f"error: --tolerate is the fall of recall the plant accepts, in points from 0 to 100 (2 for two points), "
+        said = f"the config's tolerate ({plant['tolerate']})" if plant["tolerate"] else "--tolerate"
+        say(f"error: {said} is the fall of recall the plant accepts, in points from 0 to 100 (2 for two points), "
             f"got {args.tolerate:g}")
         return USAGE
     import torch
@@ -138,18 +146,32 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
     from ..training.labelled.retrain_taught import retrain_taught, taught_version
 
     zoo = _zoo(args)
-    if args.expert in zoo.entries and taught_version(zoo, args.expert) is not None:  # its own classes and folder
+    tolerance_from = plant["tolerate"] if tolerance else None
+    taught = args.expert in zoo.entries and (taught_version(zoo, args.expert) is not None
+                                             or taught_detector_version(zoo, args.expert) is not None)
+    if taught:
+        for dest, where in plant.items():
+            if where:
+                say(f"the plant's rule for retrainings, {where}: {dest.replace('_', '-')} "
+                    f"{getattr(args, dest) if dest == 'tolerate' else 'on'}")
+    if taught and taught_version(zoo, args.expert) is not None:  # its own classes and folder
         r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say,
-                           tolerance=tolerance, keep_move=not args.taught_point)
-    elif args.expert in zoo.entries and taught_detector_version(zoo, args.expert) is not None:  # its own boxes
+                           tolerance=tolerance, tolerance_from=tolerance_from, keep_move=not args.taught_point)
+    elif taught:  # a taught detector: its own boxes
         r = retrain_taught_detector(zoo, args.expert, Path(args.from_dataset), args.epochs or DETECTOR_EPOCHS,
-                                    args.seed, say, tolerance=tolerance, keep_move=not args.taught_point)
-    elif tolerance or args.taught_point:
-        say(f"error: --tolerate and --taught-point apply to an expert taught from the plant's own labelled images "
-            f"(its gate compares it with the served weights, at their point); {args.expert} is a demo expert, whose "
-            "gate is a floor of recall under the new look: retrain it without them")
+                                    args.seed, say, tolerance=tolerance, tolerance_from=tolerance_from,
+                                    keep_move=not args.taught_point)
+    elif given:
+        say(f"error: {' and '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to an expert taught from the "
+            f"plant's own labelled images (its gate compares it with the served weights, at their point); "
+            f"{args.expert} is a demo expert, whose gate is a floor of recall under the new look: retrain it without "
+            f"{'it' if len(given) == 1 else 'them'}")
         return USAGE
     else:
+        for dest, where in plant.items():
+            if where:
+                say(f"note: the config's {dest.replace('_', '-')} ({where}) is for experts taught from the plant's "
+                    f"own labelled images; {args.expert} is a demo expert, gated on a floor of recall: not applied")
         r = retrain_classifier(zoo, args.expert, Path(args.from_dataset), _rule_sets(args.rules), args.epochs or 10,
                                args.synthetic, args.seed, say)
     print(format_scores(r))

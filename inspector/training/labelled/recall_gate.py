@@ -30,6 +30,7 @@ from ..retrain import Score, pct
 REAL_LOSS = 0.05  # a loss this unlikely by chance alone is called real
 EVERY_SET = "recall on no held-out set below the served weights'"  # the rule, as said, where the gate reads them all
 CONFIDENCE = 0.95  # one-sided, of the bound on a tolerated fall
+COMMAND_LINE = "the command line"  # whose a tolerance is, where the plant's config did not set it
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,14 @@ def fall_bound(lost: int, gained: int, defects: int, confidence: float = CONFIDE
 
 def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str,
                 disagreements: dict[str, Disagreement] | None = None,
-                rule: str = EVERY_SET, tolerance: float = 0.0) -> dict[str, Any]:
+                rule: str = EVERY_SET, tolerance: float = 0.0, tolerance_from: str | None = None) -> dict[str, Any]:
     """The gate: recall (of defects found, at the served operating point) on no held-out set below the served
     weights', or with a `tolerance` (a share, 0.02 for two points) below them by no more than it at CONFIDENCE
     (fall_bound; a set with no disagreements given cannot bound its fall and refuses). It records on how many
     defects of each set a loss could show (those the served weights find: where they are few, a loss cannot show,
     retrain.gate_caution says so beside a pass) and, given each set's `disagreements`, what a refusal rests on (said
-    with its reason) and every fall it tolerated."""
+    with its reason) and every fall it tolerated; `tolerance_from` says whose rule the tolerance is ("the command
+    line", or the config file and line where the plant wrote it for every retraining)."""
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"a tolerated fall of recall is a share from 0 to 1, got {tolerance}")
     disagreements = disagreements or {}
@@ -117,13 +119,15 @@ def recall_kept(scores: dict[str, tuple[Score, Score]], unit: str,
                            + (" (no paired calls to bound the fall by)" if tolerance else ""))
     if tolerance:
         rule += (f", or below them by at most {100 * tolerance:g} points ({100 * CONFIDENCE:.0f}% one-sided bound "
-                 "on the fall)")
+                 "on the fall" + (f"; the plant's rule, {tolerance_from}" if tolerance_from not in (None, COMMAND_LINE)
+                                  else "") + ")")
     gate: dict[str, Any] = {"passed": not reasons, "reasons": reasons, "rule": rule,
                             "losses_seen_on": {name: o.found for name, (o, _n) in scores.items() if o.found},
                             "disagreements": {name: d.to_json() for name, d in disagreements.items()}}
     if tolerance:
         gate.update(tolerance=tolerance, confidence=CONFIDENCE, tolerated=tolerated,
-                    fall_bounds={name: round(b, 4) for name, b in bounds.items()})
+                    fall_bounds={name: round(b, 4) for name, b in bounds.items()},
+                    tolerance_from=tolerance_from or COMMAND_LINE)
     return gate
 
 

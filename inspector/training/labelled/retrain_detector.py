@@ -226,7 +226,8 @@ def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str
 
 
 def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
-                            say: Callable[[str], None], tolerance: float = 0.0, keep_move: bool = True) -> Retrained:
+                            say: Callable[[str], None], tolerance: float = 0.0, keep_move: bool = True,
+                            tolerance_from: str | None = None) -> Retrained:
     t0 = time.perf_counter()
     origin = taught_detector_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
@@ -328,7 +329,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                      "none of them: draw their boxes in the review, dashboard history tab or the review's \"box\", to "
                      "teach them)",)
             say(says[-1])
-    gate = recall_kept(scores, "images", disagree, tolerance=tolerance)
+    gate = recall_kept(scores, "images", disagree, tolerance=tolerance, tolerance_from=tolerance_from)
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=threshold,

@@ -185,7 +185,8 @@ def repeats(own: int, reviewed: int) -> int:
 
 
 def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
-                   say: Callable[[str], None], tolerance: float = 0.0, keep_move: bool = True) -> Retrained:
+                   say: Callable[[str], None], tolerance: float = 0.0, keep_move: bool = True,
+                   tolerance_from: str | None = None) -> Retrained:
     t0 = time.perf_counter()
     origin = taught_version(zoo, expert)
     entry, arch = zoo.entries[expert], zoo.architecture(expert)
@@ -262,7 +263,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
         f"not read: these weights will call only {serves})")
     gate = recall_kept({name: scores[name] for name in read}, "crops",
                        {name: Disagreement.of(old_flags[sides[name]], new_flags[sides[name]], defective[sides[name]])
-                        for name in read}, rule, tolerance)
+                        for name in read}, rule, tolerance, tolerance_from)
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=fit.margin,
