@@ -342,10 +342,11 @@ def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) ->
     assert not (tmp_path / "zoo").exists()
     # the plant's rule for every retraining, kept in the config file, does not stop a new expert being taught
     config = tmp_path / "inspector.yaml"
-    config.write_text('"zoo train":\n  tolerate: 2\n  taught_point: true\n')
-    r = cli("--config", str(config), "zoo", "train", "--new", "cls-c", "--from", str(crops), "--zoo",
-            str(tmp_path / "zoo"), "--check", cwd=tmp_path)
-    assert r.returncode == 0 and "checked: cls-c" in r.stdout, r.stderr[-2000:]
+    for rule in ("tolerate: 2\n  taught_point: true", "tolerate: 0"):
+        config.write_text(f'"zoo train":\n  {rule}\n')
+        r = cli("--config", str(config), "zoo", "train", "--new", "cls-c", "--from", str(crops), "--zoo",
+                str(tmp_path / "zoo"), "--check", cwd=tmp_path)
+        assert r.returncode == 0 and "checked: cls-c" in r.stdout, r.stderr[-2000:]
     config.write_text('"zoo train":\n  tolerate: 150\n')
     r = cli("--config", str(config), "zoo", "train", "--expert", "cls-c", "--from", str(crops), "--zoo",
             str(tmp_path / "zoo"), cwd=tmp_path)

@@ -21,7 +21,7 @@ from ..experts.versions import (
     served_history,
     versions_of,
 )
-from ..experts.zoo import ExpertEntry, Zoo
+from ..experts.zoo import Zoo
 from ..results.releases import fetch
 from ..results.store import ResultStore
 from .line import Line
@@ -45,14 +45,10 @@ def swap_live(line: Line, name: str, sha: str | None = None, rollback: bool = Fa
 def operate_live(line: Line, name: str, point: dict[str, float | None], timeout: float = 60.0) -> dict[str, Any]:
     """Serve expert `name` at operating point `point` (its weights unchanged) from the next board on: at a board
     boundary, as a version swap is, so no board is called at two points; then the manifest. What changed."""
-    was: list[ExpertEntry] = []
-
-    def change(current: ExpertEntry) -> ExpertEntry:
-        was.append(current)
-        return operated(current, point)
-
-    entry = put_in_service(Zoo.load(line.zoo.root), name, change, lambda entry: line.swap_weights(entry, timeout))
-    return {"expert": name, "weights_sha256": entry.weights_sha256, "operating_from": operating_point(was[0].spec),
+    before = line.zoo.entries[name]
+    entry = put_in_service(Zoo.load(line.zoo.root), name, lambda current: operated(current, point),
+                           lambda entry: line.swap_weights(entry, timeout))
+    return {"expert": name, "weights_sha256": entry.weights_sha256, "operating_from": operating_point(before.spec),
             "operating": operating_point(entry.spec)}
 
 

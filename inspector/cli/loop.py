@@ -116,9 +116,10 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
     # the plant's rule for every retraining may be written in the config file ("zoo train": tolerate, taught_point):
     # it applies where it can and is said, where a flag on the command line would be refused
-    plant = {dest: from_config(args, dest) if getattr(args, dest) else None for dest in ("tolerate", "taught_point")}
+    filed = {dest: from_config(args, dest) for dest in ("tolerate", "taught_point")}  # the file's value in force
+    plant = {dest: where if getattr(args, dest) else None for dest, where in filed.items()}  # ... and not nothing
     given = [f"--{d.replace('_', '-')}" for d, v in (("tolerate", args.tolerate is not None),
-                                                      ("taught_point", args.taught_point)) if v and not plant[d]]
+                                                      ("taught_point", args.taught_point)) if v and not filed[d]]
     if args.new and given:
         say(f"error: {' and '.join(given)} go{'es' if len(given) == 1 else ''} with --expert (a retraining, against "
             "the served weights and their point); teaching a new expert (--new) has neither")
