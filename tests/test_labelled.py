@@ -582,6 +582,17 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert again["move_left_behind"] == pytest.approx(added["margin_offset"], abs=1e-5)
     assert again["threshold"] == pytest.approx(added["threshold"] - added["margin_offset"])
     assert "left behind (zoo train --taught-point): the new weights serve at teaching's rule alone" in left.says[1]
+    # each retraining scored the same weights the other way round: what the other would serve, to choose by
+    for done, other in ((added, again), (again, added)):
+        way = done["other_way"]
+        assert way["margin"] == pytest.approx(other["threshold"]) and way["move_kept"] == (done is again)
+        assert way["gate_passed"] == other["gate"]["passed"]
+        assert {k: v["new"] for k, v in way["eval"].items()} == {k: v["new"] for k, v in other["eval"].items()}
+    said = next(x for x in r.says if x.startswith("the other way"))
+    assert said.startswith("the other way, leaving the plant's move behind (zoo train --taught-point): margin "
+                           f"{again['threshold']:.3f}") and ("passed" if again["gate"]["passed"] else "REFUSED") in said
+    assert next(x for x in left.says if x.startswith("the other way")).startswith(
+        "the other way, keeping the plant's move (without --taught-point)")
 
 
 def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_scored_on_parts_it_was_not_chosen_on(

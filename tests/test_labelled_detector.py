@@ -617,6 +617,16 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
         f"{added['threshold']:.3f}"
     assert abs(added["threshold_offset"]) < 1e-9 or kept in r.says[1]
     assert added["move_left_behind"] is None
+    # the same weights scored the other way round, the move left behind: teaching's threshold, each set, the gate
+    from inspector.training.labelled.detector_threshold import moved
+
+    way = added["other_way"]
+    assert (way is None) == (abs(added["threshold_offset"]) < 1e-9)
+    if way is not None:
+        assert way["threshold"] == pytest.approx(moved(added["threshold"], -added["threshold_offset"]), abs=1e-6)
+        assert way["move_kept"] is False and set(way["eval"]) == set(r.scores)
+        assert any(x.startswith("the other way, leaving the plant's move behind (zoo train --taught-point): "
+                                f"threshold {way['threshold']:.3f}") for x in r.says)
     # its epoch chosen by the trainer's fitness on training images set aside (reviewed ones among them), not on
     # the held-out images the gate reads; what is set aside is not trained on
     from inspector.training.labelled.epoch_split import MIN_STRATUM

@@ -41,7 +41,7 @@ from ...results.dataset import GOLDEN, UNBOXED
 from ...runtime.safetensors_io import parse
 from ..detector import ultralytics_train
 from ..provenance import trained_with
-from ..retrain import Retrained, Score
+from ..retrain import Retrained, Score, pct
 from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, Found, defective, detect, ignored_only, is_flagged, score
@@ -59,7 +59,7 @@ from .epoch_split import divide
 from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
-from .point_move import NONE, kept_says, left_says
+from .point_move import NONE, kept_says, left_says, other_way_says
 from .recall_gate import Disagreement, at_served_says, recall_kept
 from .retrain_taught import golden_mirror, repeats
 from .teach_detector import TAUGHT_BOXES
@@ -185,6 +185,16 @@ class HeldOutScores:
     at_served: dict[str, Score]  # the old weights' line at their served threshold (what the line does now)
 
 
+@dataclass(frozen=True)
+class Judged:
+    """The new weights at one threshold, scored beside the old: what a retraining serves, or would the other way."""
+    threshold: float
+    fit: CrossFit | str | None  # the new weights' cross-fit (a str: why not; None: no threshold chosen)
+    fits: tuple[CrossFit, CrossFit] | None  # (old, new), where both were cross-fitted
+    held_out: HeldOutScores
+    gate: dict[str, Any]
+
+
 def held_out_scores(arch: YoloDetector, classes: tuple[str, ...], held: dict[str, list[BoxedImage]],
                     found: dict[str, list[list[list[Found]]]], served: float, threshold: float,
                     fits: tuple[CrossFit, CrossFit] | None) -> HeldOutScores:
@@ -292,15 +302,31 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     # a move the plant made off teaching's threshold is kept, in log-odds, unless left behind (point_move.py)
     taught_at = origin.get("threshold")
     move = offset_of(served, None if taught_at is None else float(taught_at)) if chosen.chosen else 0.0
-    offset = move if keep_move else 0.0  # --taught-point leaves it behind (point_move.py)
-    threshold = moved(chosen.threshold, offset)
     truth, identities = [im.boxes for im in images], [im.identity for im in images]
-    fit = cross_fit(new_found, truth, arch.mode, budget, identities, offset) if chosen.chosen else None
-    # the old weights by the same rule on the same halves (the halves follow the images alone): their served
-    # threshold was chosen on the taught held-out images: scored at it there, in-sample
-    old_fit = cross_fit([f for name in found for f in found[name][0]], truth, arch.mode, budget, identities,
-                        offset) if isinstance(fit, CrossFit) else None
-    fits = (old_fit, fit) if isinstance(old_fit, CrossFit) and isinstance(fit, CrossFit) else None
+    old_found = [f for name in found for f in found[name][0]]
+
+    def judged(offset: float) -> Judged:
+        """The new weights at teaching's rule moved by `offset`, cross-fitted where the images allow, and the old by
+        the same rule on the same halves (the halves follow the images alone: their served threshold was chosen on
+        the taught held-out images, scored at it there they would be in-sample); each held-out set scored, the
+        reviewed escapes nobody boxed too, and the gate."""
+        threshold = moved(chosen.threshold, offset)
+        fit = cross_fit(new_found, truth, arch.mode, budget, identities, offset) if chosen.chosen else None
+        old_fit = cross_fit(old_found, truth, arch.mode, budget, identities, offset) \
+            if isinstance(fit, CrossFit) else None
+        fits = (old_fit, fit) if isinstance(old_fit, CrossFit) and isinstance(fit, CrossFit) else None
+        held_out = held_out_scores(arch, classes, held, found, served, threshold, fits)
+        if unboxed:
+            held_out.scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, threshold))
+            held_out.detail[NO_BOX] = {"old": held_out.scores[NO_BOX][0].to_json(),
+                                       "new": held_out.scores[NO_BOX][1].to_json()}
+        gate = recall_kept(held_out.scores, "images", held_out.disagree, tolerance=tolerance,
+                           tolerance_from=tolerance_from)
+        return Judged(threshold, fit, fits, held_out, gate)
+
+    offset = move if keep_move else 0.0  # --taught-point leaves it behind (point_move.py)
+    mine = judged(offset)
+    threshold, fit, fits, held_out, gate = mine.threshold, mine.fit, mine.fits, mine.held_out, mine.gate
     says = (f"old weights: served at threshold {served:.3f}"
             + ("" if fits is None else
                ", chosen on held-out images among these (a figure there is in-sample, unlike the new weights'), so "
@@ -315,26 +341,31 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                f"; each held-out image scored at the threshold chosen on the other half of them ({fit.chosen[0]:.3f}, "
                f"{fit.chosen[1]:.3f}): what the rule does on images it was not chosen on"),)
     say(says[0])
-    held_out = held_out_scores(arch, classes, held, found, served, threshold, fits)
-    scores, detail, disagree = held_out.scores, held_out.detail, held_out.disagree
+    scores, detail = held_out.scores, held_out.detail
     if fits is not None:  # the table scores them by the rule: what they do as served, said beside it
         says += (at_served_says(f"threshold {served:.3f}", held_out.at_served, "images", abs(move) > NONE),)
         say(says[-1])
     if unboxed:
-        scores[NO_BOX] = unboxed_scores(arch, classes, modules, unboxed, goldens, (served, threshold))
-        detail[NO_BOX] = {"old": scores[NO_BOX][0].to_json(), "new": scores[NO_BOX][1].to_json()}
         new = scores[NO_BOX][1]
         if new.defects:  # what the gate's "not below the old" hides: the old missed these by definition, mostly
             says += (f"the new weights find {new.found} of the {new.defects} reviewed defects nobody boxed (trained on "
                      "none of them: draw their boxes in the review, dashboard history tab or the review's \"box\", to "
                      "teach them)",)
             say(says[-1])
-    gate = recall_kept(scores, "images", disagree, tolerance=tolerance, tolerance_from=tolerance_from)
+    other_way = None
+    if abs(move) > NONE:  # the plant moved the threshold: the same weights the other way round, to choose by
+        other = judged(0.0 if keep_move else move)
+        sets = "; ".join(f"{name}: recall {pct(o.recall)} -> {pct(n.recall)}, false calls {pct(o.false_call_rate)} "
+                         f"-> {pct(n.false_call_rate)}" for name, (o, n) in other.held_out.scores.items() if o.crops)
+        other_way = {"threshold": other.threshold, "move_kept": not keep_move, "gate_passed": other.gate["passed"],
+                     "eval": other.held_out.detail}
+        says += (other_way_says(not keep_move, other.threshold, other.gate["passed"], sets, "threshold"),)
+        say(says[-1])
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=threshold,
                           operating={"threshold": threshold}, threshold_chosen=chosen.why, threshold_offset=offset,
-                          move_left_behind=None if keep_move else round(move, 6),
+                          move_left_behind=None if keep_move else round(move, 6), other_way=other_way,
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
                           reviewed_train=len(reviewed_train), reviewed_unboxed=len(unboxed), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None,

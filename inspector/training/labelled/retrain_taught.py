@@ -32,12 +32,12 @@ from ...experts.versions import add_version
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from ..provenance import trained_with
-from ..retrain import Retrained, Score
-from .classifier_margin import crop_identities, new_margin, old_calls
+from ..retrain import Retrained, Score, pct
+from .classifier_margin import NewMargin, crop_identities, new_margin, old_calls
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
-from .point_move import NONE, left_says
+from .point_move import NONE, left_says, other_way_says
 from .recall_gate import EVERY_SET, Disagreement, at_served_says, recall_kept
 from .teach import TAUGHT, read_crops, split
 from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, train
@@ -235,40 +235,57 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
     taught_at = origin.get("threshold")
     move = 0.0 if taught_at is None else cut - float(taught_at)  # the plant's move off teaching's (point_move.py)
     carried = float(taught_at) if taught_at is not None and keep_move else None  # the move kept on top of the rule
-    fit = new_margin(logodds(new_logits), heldout, cut, carried, budget, seed)
-    # the old weights scored by the same rule on the same halves (classifier_margin.old_calls): at their served
-    # margin, chosen on the taught held-out crops, they would be scored in-sample beside the new ones' out-of-sample
-    # figure
-    old_odds = logodds(old_logits)
-    old_flags, old_why = old_calls(old_odds, heldout, cut, fit, budget, seed)
-    says = (f"{old_why}; new weights: {fit.why}"
-            + ("" if keep_move or abs(move) <= NONE else "; " + left_says(move, "the type's margin")),)
-    say(says[0])
     # the held-out crops are the taught set's, then the reviewed ones (joined); one type's expert has its own parted
     serves = served_type(origin, expert)
     sides, read, stand_in = heldout_sets(own["heldout"], len(heldout), serves, origin.get("identity_kinds") or {})
-    new_flags = fit.flags
     defective = heldout.labels != 0
-    scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(new_flags[at], defective[at]))
-              for name, at in sides.items()}
+    rule = EVERY_SET if len(read) == len(sides) else (
+        f"recall on the {' and the '.join(read)} crops not below the served weights' (the other types' row is shown, "
+        f"not read: these weights will call only {serves})")
+    old_odds, new_odds = logodds(old_logits), logodds(new_logits)
+
+    def judged(fit: NewMargin) -> tuple[dict[str, tuple[Score, Score]], dict[str, Any], str]:
+        """The old and new weights scored on each held-out set with the new weights at `fit`'s margin, the old by
+        the same rule on the same halves (classifier_margin.old_calls: at their served margin, chosen on the taught
+        held-out crops, they would be scored in-sample beside the new ones' out-of-sample figure); the gate; what
+        was done with the old, said."""
+        old_flags, old_why = old_calls(old_odds, heldout, cut, fit, budget, seed)
+        scores = {name: (Score.of(old_flags[at], defective[at]), Score.of(fit.flags[at], defective[at]))
+                  for name, at in sides.items()}
+        gate = recall_kept({name: scores[name] for name in read}, "crops",
+                           {name: Disagreement.of(old_flags[sides[name]], fit.flags[sides[name]],
+                                                  defective[sides[name]]) for name in read},
+                           rule, tolerance, tolerance_from)
+        return scores, gate, old_why
+
+    fit = new_margin(new_odds, heldout, cut, carried, budget, seed)
+    scores, gate, old_why = judged(fit)
+    says = (f"{old_why}; new weights: {fit.why}"
+            + ("" if keep_move or abs(move) <= NONE else "; " + left_says(move, "the type's margin")),)
+    say(says[0])
     at_served = {name: Score.of(old_odds[at] < cut, defective[at]) for name, at in sides.items()}
     if fit.half_margins is not None:  # the table scores them by the rule: what they do as served, said beside it
         says += (at_served_says(f"margin {cut:.3f}", at_served, "crops", abs(move) > NONE),)
         say(says[-1])
+    other_way = None
+    if abs(move) > NONE:  # the plant moved the point: the same weights the other way round, to choose by
+        other = new_margin(new_odds, heldout, cut, None if keep_move else float(taught_at), budget, seed)
+        other_scores, other_gate, _ = judged(other)
+        other_way = {"margin": other.margin, "move_kept": not keep_move, "gate_passed": other_gate["passed"],
+                     "eval": {k: {"old": a.to_json(), "new": b.to_json()} for k, (a, b) in other_scores.items()}}
+        sets = "; ".join(f"{name}: recall {pct(o.recall)} -> {pct(n.recall)}, false calls {pct(o.false_call_rate)} "
+                         f"-> {pct(n.false_call_rate)}" for name, (o, n) in other_scores.items() if o.crops)
+        says += (other_way_says(not keep_move, other.margin, other_gate["passed"], sets),)
+        say(says[-1])
     if stand_in:
         says += (stand_in,)
         say(stand_in)
-    rule = EVERY_SET if len(read) == len(scores) else (
-        f"recall on the {' and the '.join(read)} crops not below the served weights' (the other types' row is shown, "
-        f"not read: these weights will call only {serves})")
-    gate = recall_kept({name: scores[name] for name in read}, "crops",
-                       {name: Disagreement.of(old_flags[sides[name]], new_flags[sides[name]], defective[sides[name]])
-                        for name in read}, rule, tolerance, tolerance_from)
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, taught.state, origin="retrained from reviews", dataset=str(dataset),
                           trained_from=entry.weights_sha256, seconds=round(seconds, 1), threshold=fit.margin,
                           operating={"good_margin": fit.margin}, margin_chosen=fit.why, served_margin=cut,
                           margin_offset=fit.offset, move_left_behind=None if keep_move else round(move, 6),
+                          other_way=other_way,
                           false_call_budget=budget, any_orientation=turn,
                           reviewed_train=len(reviewed_train), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None, gate=gate, component_type=serves,
