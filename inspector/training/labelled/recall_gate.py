@@ -140,3 +140,9 @@ def at_served_says(point: str, scores: dict[str, Score], unit: str, moved: bool 
     chosen = (f"teaching chose its point on held-out {unit} among these and the plant moved it since" if moved else
               f"chosen on held-out {unit} among these, so in-sample there")
     return f"the served weights at their served {point} (what the line does with them now; {chosen}): {sets}"
+
+
+def lines_said(scores: dict[str, tuple[Score, Score]]) -> str:
+    """Each held-out set's recall and false calls, old -> new, in a line (the other way's figures, point_move.py)."""
+    return "; ".join(f"{name}: recall {pct(o.recall)} -> {pct(n.recall)}, false calls {pct(o.false_call_rate)} -> "
+                     f"{pct(n.false_call_rate)}" for name, (o, n) in scores.items() if o.crops)

@@ -41,7 +41,7 @@ from ...results.dataset import GOLDEN, UNBOXED
 from ...runtime.safetensors_io import parse
 from ..detector import ultralytics_train
 from ..provenance import trained_with
-from ..retrain import Retrained, Score, pct
+from ..retrain import Retrained, Score
 from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, Found, defective, detect, ignored_only, is_flagged, score
@@ -60,7 +60,7 @@ from .folder import FolderError
 from .golden_tree import golden_paths
 from .own_split import teaching_sides
 from .point_move import NONE, kept_says, left_says, other_way_says
-from .recall_gate import Disagreement, at_served_says, recall_kept
+from .recall_gate import Disagreement, at_served_says, lines_said, recall_kept
 from .retrain_taught import golden_mirror, repeats
 from .teach_detector import TAUGHT_BOXES
 from .tiles import Tiling
@@ -355,11 +355,10 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
     other_way = None
     if abs(move) > NONE:  # the plant moved the threshold: the same weights the other way round, to choose by
         other = judged(0.0 if keep_move else move)
-        sets = "; ".join(f"{name}: recall {pct(o.recall)} -> {pct(n.recall)}, false calls {pct(o.false_call_rate)} "
-                         f"-> {pct(n.false_call_rate)}" for name, (o, n) in other.held_out.scores.items() if o.crops)
         other_way = {"threshold": other.threshold, "move_kept": not keep_move, "gate_passed": other.gate["passed"],
                      "eval": other.held_out.detail}
-        says += (other_way_says(not keep_move, other.threshold, other.gate["passed"], sets, "threshold"),)
+        says += (other_way_says(not keep_move, other.threshold, other.gate["passed"],
+                                lines_said(other.held_out.scores), "threshold"),)
         say(says[-1])
     seconds = time.perf_counter() - t0
     version = add_version(zoo, expert, state, origin="retrained from reviews", dataset=str(dataset),

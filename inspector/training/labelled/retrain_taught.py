@@ -32,13 +32,13 @@ from ...experts.versions import add_version
 from ...experts.zoo import Zoo
 from ...runtime.safetensors_io import parse
 from ..provenance import trained_with
-from ..retrain import Retrained, Score, pct
+from ..retrain import Retrained, Score
 from .classifier_margin import NewMargin, crop_identities, new_margin, old_calls
 from .epoch_split import EpochSides, divide
 from .folder import identity_of, read_folder
 from .metrics import logodds
 from .point_move import NONE, left_says, other_way_says
-from .recall_gate import EVERY_SET, Disagreement, at_served_says, recall_kept
+from .recall_gate import EVERY_SET, Disagreement, at_served_says, lines_said, recall_kept
 from .teach import TAUGHT, read_crops, split
 from .trainer import FALSE_CALL_BUDGET, LR, Crops, logits_of, train
 
@@ -273,9 +273,7 @@ def retrain_taught(zoo: Zoo, expert: str, dataset: Path, epochs: int, seed: int,
         other_scores, other_gate, _ = judged(other)
         other_way = {"margin": other.margin, "move_kept": not keep_move, "gate_passed": other_gate["passed"],
                      "eval": {k: {"old": a.to_json(), "new": b.to_json()} for k, (a, b) in other_scores.items()}}
-        sets = "; ".join(f"{name}: recall {pct(o.recall)} -> {pct(n.recall)}, false calls {pct(o.false_call_rate)} "
-                         f"-> {pct(n.false_call_rate)}" for name, (o, n) in other_scores.items() if o.crops)
-        says += (other_way_says(not keep_move, other.margin, other_gate["passed"], sets),)
+        says += (other_way_says(not keep_move, other.margin, other_gate["passed"], lines_said(other_scores)),)
         say(says[-1])
     if stand_in:
         says += (stand_in,)
