@@ -592,7 +592,7 @@ def test_reviews_of_a_taught_experts_calls_use_its_own_classes_and_retrain_it(tm
     assert said.startswith("the other way, leaving the plant's move behind (zoo train --taught-point): margin "
                            f"{again['threshold']:.3f}") and ("passed" if again["gate"]["passed"] else "REFUSED") in said
     assert next(x for x in left.says if x.startswith("the other way")).startswith(
-        "the other way, keeping the plant's move (without --taught-point)")
+        "the other way, keeping the plant's move (zoo train --no-taught-point)")
 
 
 def test_a_retrained_classifiers_margin_is_chosen_again_by_teachings_rule_and_scored_on_parts_it_was_not_chosen_on(

@@ -347,6 +347,13 @@ def test_check_says_what_teaching_would_do_and_writes_nothing(tmp_path: Path) ->
         r = cli("--config", str(config), "zoo", "train", "--new", "cls-c", "--from", str(crops), "--zoo",
                 str(tmp_path / "zoo"), "--check", cwd=tmp_path)
         assert r.returncode == 0 and "checked: cls-c" in r.stdout, r.stderr[-2000:]
+    from inspector.cli import parse
+    from inspector.cli.config import from_config
+
+    config.write_text('"zoo train":\n  taught_point: true\n')  # one retraining keeps the move the rule leaves
+    for flag, taught, filed in ((), True, f"{config}:2"), (("--no-taught-point",), False, None):
+        args = parse(["--config", str(config), "zoo", "train", "--expert", "cls-c", "--from", str(crops), *flag])
+        assert (args.taught_point, from_config(args, "taught_point")) == (taught, filed)
     config.write_text('"zoo train":\n  tolerate: 150\n')
     r = cli("--config", str(config), "zoo", "train", "--expert", "cls-c", "--from", str(crops), "--zoo",
             str(tmp_path / "zoo"), cwd=tmp_path)

@@ -380,10 +380,11 @@ def add_zoo_parsers(zoo_sub: argparse._SubParsersAction) -> None:
                     help="retraining a taught expert: a fall of recall on a held-out set the gate passes, in points, "
                          "where the most it could be (95%% one-sided bound on the paired calls) is within it (default: "
                          "none; any fall refuses)")
-    tr.add_argument("--taught-point", action="store_true",
+    tr.add_argument("--taught-point", action=argparse.BooleanOptionalAction, default=False,
                     help="retraining a taught expert: serve the new weights at the point teaching's rule chooses for "
                          "them, leaving behind a move the plant made to the served point (a tune, an escape rate; "
-                         "kept by default), where these reviews taught what the move made up for")
+                         "kept by default), where these reviews taught what the move made up for; --no-taught-point "
+                         "keeps the move where the config file's taught_point leaves it")
     _rules_flag(tr)
     add_new_flags(tr)
     tr.set_defaults(func=cmd_zoo_train)

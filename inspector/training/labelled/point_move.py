@@ -30,6 +30,7 @@ def left_says(offset: float, what: str) -> str:
 def other_way_says(kept: bool, point: float, passed: bool, sets: str, what: str = "margin") -> str:
     """The same new weights scored the other way round: keeping the plant's move (`kept`) or leaving it behind, at
     `point` (the `what`: a classifier's margin, a detector's threshold); `sets`: their held-out figures, said."""
-    way = "keeping the plant's move (without --taught-point)" if kept else f"leaving the plant's move behind ({LEAVE})"
+    way = "keeping the plant's move (zoo train --no-taught-point)" if kept else \
+        f"leaving the plant's move behind ({LEAVE})"
     return (f"the other way, {way}: {what} {point:.3f}; {sets}; recall gate {'passed' if passed else 'REFUSED'} "
-            f"(the same weights: retrain {'without' if kept else 'with'} --taught-point to serve them so)")
+            f"(the same weights: retrain with --{'no-' if kept else ''}taught-point to serve them so)")
