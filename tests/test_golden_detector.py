@@ -193,20 +193,21 @@ def test_reviews_retrain_a_golden_detector_beside_the_windows_the_line_compared(
     rules = parse_rules(text + "golden: golden-panel/panel000.png\n", str(tmp_path / "panel.yaml"))
     write_panels(tmp_path / "panels", 8, seed=2, defective=0.5, look=0.0)
     source = f"folder:{tmp_path / 'panels'}"
-    # served at the median of its best box on these windows (each beside the golden panel's), so it calls some
+    # served at half its lowest best box on these windows (each beside the golden panel's), so it calls every one: a
+    # one-epoch detector scores every window alike, and the line's batches differ from these in the last float bits
     crops = [c.image for f in open_source(source, rules, 0, 0) for c in cut_board(f.image, rules)]
     goldens = [c.image for c in cut_board(golden_image(rules), rules)] * (len(crops) // 2)
     arch, model = served_module(Zoo.load(zoo_dir), "det-g")
     best = sorted(max((f.score for f in fs), default=0.0) for fs in detect(arch, model, crops, goldens))
     det = next(e for e in manifest["experts"] if e["name"] == "det-g")
-    det["spec"]["threshold"] = (best[len(best) // 2 - 1] + best[len(best) // 2]) / 2
+    det["spec"]["threshold"] = best[0] / 2
     (zoo_dir / "manifest.json").write_text(json.dumps(manifest))
     zoo = Zoo.load(zoo_dir)
     store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
     run_line(rules, zoo, box_models, open_source(source, rules, 0, 0),
              ServiceConfig(LineConfig(device_mb=40), keep_crops="all"), store, tmp_path / "data", lambda _m: None)
     failed = [(i.uuid, p) for i in store.inspections() for p in i.parts if p.verdict == "fail"]
-    assert failed
+    assert len(failed) == len(crops)
     for u, p in failed:  # each a false call: a clean crop, beside its golden window, to the detector
         record_review(store, ReviewRequest(u, p.ref, "false_call", None, "qa"), classes_of(zoo))
     report = export_dataset(store, tmp_path / "dataset", [rules], classes_of=classes_of(zoo), heldout_percent=30,
