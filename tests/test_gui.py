@@ -672,6 +672,9 @@ def _remote_results(remote, store: ResultStore, port: int) -> None:  # noqa: ANN
     n = results.export_csv(out, Filters(verdict="fail", stored_upto=upto))
     assert n == len(list(csv.DictReader(io.StringIO(out.getvalue())))) == \
         store.count_components(Filters(verdict="fail", stored_upto=upto, scope=remote.scope()))
+    queue = Filters(verdict="fail", stored_upto=upto, reviewed=False)  # this release reads the review filter
+    assert results.export_csv(io.StringIO(), queue) == store.count_components(Filters(
+        verdict="fail", stored_upto=upto, reviewed=False, scope=remote.scope()))
     kept = next((b, p) for b, p in store.recent_parts(remote.scope(), limit=50) if p.crop_path)
     board, part = kept
     assert results.crop(board.uuid, part.ref) == Path(part.crop_path).read_bytes()

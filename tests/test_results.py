@@ -177,6 +177,8 @@ def test_the_review_queue_is_the_flagged_parts_nobody_has_reviewed_in_a_search_a
     with pytest.raises(ValueError, match="runs a release that cannot search by review"):
         older.count_components(queue)
     assert older.count_components(Filters(verdict="fail")) == 0 and list(older.component_rows(Filters())) == []
+    with pytest.raises(ValueError, match="runs a release that cannot search by review"):  # its CSV would be every row
+        older.export_csv(io.StringIO(), queue)
     out = tmp_path / "queue.csv"
     assert main(["export", "--csv", str(out), "--verdict", "fail", "--reviewed", "no", "--db", store.url]) == 0
     assert [(r["board_serial"], r["ref"]) for r in csv.DictReader(out.open())] == [("B2", "D1")]

@@ -182,7 +182,11 @@ class KioskResults:
         return out
 
     def export_csv(self, out: TextIO, filters: Filters | None = None) -> int:
-        """The kiosk's CSV of the matching results, written to `out`; the rows written."""
+        """The kiosk's CSV of the matching results, written to `out`; the rows written. A search by review asks the
+        kiosk's count first: a CSV cannot say which filters its kiosk read, and a release before the review filter
+        writes every row."""
+        if filters is not None and filters.reviewed is not None:
+            self._filtered("count", filters, {"cap": 1})
         with open_url(self._url("export.csv", self._query(filters)), None, self.token, 120.0) as r:
             text = r.read().decode("utf-8")
         out.write(text)
