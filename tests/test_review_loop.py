@@ -213,12 +213,24 @@ def test_a_version_its_recall_gate_refused_is_served_only_when_forced(own_zoo: Z
 
 def test_a_demo_experts_retraining_takes_no_tolerance(own_zoo: Zoo, tmp_path: Path, capsys) -> None:
     """Its gate is a floor of recall under the new look, not a comparison with the served weights a fall could be
-    tolerated from: asked, `zoo train` says so before training anything."""
+    tolerated from: asked, `zoo train` says so before training anything; the plant's rule in the config file is
+    noted as not applied to it, and the retraining goes on."""
     from inspector.cli import main
 
     code = main(["zoo", "train", "--expert", "cls-R1K", "--from", str(tmp_path / "dataset"), "--zoo",
                  str(own_zoo.root), "--tolerate", "2"])
     assert code == 2 and "cls-R1K is a demo expert, whose gate is a floor" in capsys.readouterr().err
+    assert Zoo.load(own_zoo.root).entries["cls-R1K"].versions == own_zoo.entries["cls-R1K"].versions
+    config = tmp_path / "inspector.yaml"  # the plant's rule in its config file: said not applied, and it retrains
+    config.write_text('"zoo train":\n  tolerate: 2\n  taught_point: true\n')
+    (tmp_path / "empty").mkdir()
+    code = main(["--config", str(config), "zoo", "train", "--expert", "cls-R1K", "--from", str(tmp_path / "empty"),
+                 "--zoo", str(own_zoo.root)])
+    err = capsys.readouterr().err
+    for dest, line in (("tolerate", 2), ("taught-point", 3)):
+        assert f"note: the config's {dest} ({config}:{line}) is for experts taught from the plant's own labelled " \
+               "images; cls-R1K is a demo expert, gated on a floor of recall: not applied" in err, err
+    assert code == 1 and "no component type of the rule sets given routes to cls-R1K" in err, err  # on to retraining
     assert Zoo.load(own_zoo.root).entries["cls-R1K"].versions == own_zoo.entries["cls-R1K"].versions
 
 

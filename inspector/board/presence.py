@@ -109,10 +109,10 @@ def _lab(crop: np.ndarray) -> np.ndarray:
     return lab
 
 
-def pad_colour(crop: np.ndarray, window: np.ndarray, rim: np.ndarray) -> np.ndarray | None:
-    """The pad window's colour against the rim's: (lightness over the rim's, each chroma axis over the rim's
-    saturation), so neither how bright the photo is nor its white balance moves it; None where the rim is grey."""
-    lab = _lab(crop)
+def pad_colour(lab: np.ndarray, window: np.ndarray, rim: np.ndarray) -> np.ndarray | None:
+    """The pad window's colour against the rim's in a crop's Lab (`_lab`): (lightness over the rim's, each chroma
+    axis over the rim's saturation), so neither how bright the photo is nor its white balance moves it; None where
+    the rim is grey."""
     board = _board(lab, rim)
     if board is None:
         return None
@@ -124,9 +124,12 @@ def pad_colour(crop: np.ndarray, window: np.ndarray, rim: np.ndarray) -> np.ndar
 def contrast(crop: np.ndarray, inner: np.ndarray, rim: np.ndarray) -> float | None:
     """The body's chroma against the rim's, over the rim's own saturation; None where the rim is grey or too little
     body shows."""
+    return _contrast(_lab(crop), inner, rim)
+
+
+def _contrast(lab: np.ndarray, inner: np.ndarray, rim: np.ndarray) -> float | None:
     if int(inner.sum()) < MIN_PIXELS:
         return None
-    lab = _lab(crop)
     board = _board(lab, rim)
     if board is None:
         return None
@@ -154,10 +157,11 @@ class Reference:
 def reference(golden: np.ndarray, comp: ComponentRule, margin: int) -> Reference | None:
     """The part's reference from its golden crop, or None where the check cannot tell for it (see the module)."""
     inner, rim = masks(comp, golden.shape, margin)
-    gold = contrast(golden, inner, rim)
+    lab = _lab(golden)
+    gold = _contrast(lab, inner, rim)
     gold = None if gold is None or gold < MIN_GOLDEN else gold
     pad = pad_window(comp, golden.shape)
-    body = pad_colour(golden, pad, rim) if pad is not None else None
+    body = pad_colour(lab, pad, rim) if pad is not None else None
     body = None if body is None or float(np.linalg.norm(body)) < MIN_GOLDEN else body
     if gold is None and body is None:
         return None
@@ -170,12 +174,12 @@ def kept(live: np.ndarray, ref: Reference | None) -> float | None:
     the distance over the golden body's own from the board)."""
     if ref is None:
         return None
-    shares = []
+    shares, lab = [], _lab(live)
     if ref.contrast is not None:
-        now = contrast(live, ref.inner, ref.rim)
+        now = _contrast(lab, ref.inner, ref.rim)
         shares.append(None if now is None else now / ref.contrast)
     if ref.pad is not None and ref.pad_body is not None:
-        now = pad_colour(live, ref.pad, ref.rim)
+        now = pad_colour(lab, ref.pad, ref.rim)
         shares.append(None if now is None else
                       1.0 - float(np.linalg.norm(now - ref.pad_body)) / float(np.linalg.norm(ref.pad_body)))
     known = [s for s in shares if s is not None]

@@ -148,14 +148,14 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
     zoo = _zoo(args)
     tolerance_from = plant["tolerate"] if tolerance else None
-    taught = args.expert in zoo.entries and (taught_version(zoo, args.expert) is not None
-                                             or taught_detector_version(zoo, args.expert) is not None)
+    classifier = args.expert in zoo.entries and taught_version(zoo, args.expert) is not None  # own classes, folder
+    taught = classifier or args.expert in zoo.entries and taught_detector_version(zoo, args.expert) is not None
     if taught:
         for dest, where in plant.items():
             if where:
                 say(f"the plant's rule for retrainings, {where}: {dest.replace('_', '-')} "
                     f"{getattr(args, dest) if dest == 'tolerate' else 'on'}")
-    if taught and taught_version(zoo, args.expert) is not None:  # its own classes and folder
+    if classifier:
         r = retrain_taught(zoo, args.expert, Path(args.from_dataset), args.epochs or 10, args.seed, say,
                            tolerance=tolerance, tolerance_from=tolerance_from, keep_move=not args.taught_point)
     elif taught:  # a taught detector: its own boxes
