@@ -87,6 +87,8 @@ def test_a_detector_is_taught_from_a_yolo_set_and_finds_what_it_was_taught(
     assert aside["items"] > 0 and aside["defective"] > 0
     assert entry.train_samples + aside["items"] + held["images"] == 160
     assert entry.spec["mode"] == "find" and entry.spec["fit"] == "letterbox" and entry.spec["input_size"] in (128,)
+    seen = entry.versions[0]["taught_on"]  # the boards' longer side (64 or 80 px) and their boxes' (18 or 22 px)
+    assert seen["image_px"] in (64.0, 72.0, 80.0) and 18 <= seen["box_px"] <= 22, seen
     r = cli("zoo", "evaluate", "--expert", "det-pcb", "--on", str(test), "--zoo", str(tmp_path / "zoo"), "--json",
             str(tmp_path / "eval.json"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -595,6 +597,7 @@ def test_reviews_of_a_taught_detectors_calls_label_its_boxes_and_retrain_it(
     assert [v["origin"] for v in entry.versions] == ["taught from labelled boxes", "retrained from reviews"]
     assert entry.served == (entry.versions[0]["weights_sha256"],)  # added, not served
     assert set(r.scores) == {"reviewed held-out", "taught held-out", "reviewed unboxed"} and "rule" in r.gate
+    assert entry.versions[1]["taught_on"]["image_px"] in (64.0, 72.0, 80.0)  # boards and 64-px windows: one scale
     for name in ("reviewed held-out", "taught held-out"):  # the images the two disagree on add up to the change
         was, now = r.scores[name]
         d = r.gate["disagreements"][name]

@@ -25,6 +25,7 @@ from ..results.records import BoardRecord
 from ..routing.rules import load_rules
 from .board_photos import PhotoBoard, boards_of, overlay, read_photo, registration_inputs
 from .comparisons import golden_types
+from .detector_scale import scale_notes
 from .line import Line, LineConfig
 from .run import line_profiles
 
@@ -65,6 +66,8 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
     geometry, points = registration_inputs(rules_path, rules)
     reference = golden_image(rules) if rules.golden else None
     zoo = Zoo.load(zoo_root)
+    for note in scale_notes(rules, zoo):
+        say(note)
     light = bool(golden_types(rules, zoo))  # the line's own choice: light matched for golden comparisons only
     found: list[PhotoBoard] = []
     per_photo: dict[Path, tuple[np.ndarray, list[PhotoBoard]]] = {}

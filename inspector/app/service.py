@@ -28,6 +28,7 @@ from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet
 from ..runtime.heap import Trimmer
 from .detection import Detection
+from .detector_scale import scale_notes
 from .line import LATE, Line, LineConfig
 
 if TYPE_CHECKING:  # types only: the line imports nothing of the PLC or Hermes rooms at run time
@@ -72,6 +73,8 @@ class LineService:
         self._finish_lock = threading.Lock()
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
         self.line.on_rules.append(lambda r: self.rule_archive.keep(r.recipe, r.text))
+        self._say_scale(rules)  # a taught detector served windows far from the size it was taught on: said
+        self.line.on_rules.append(self._say_scale)
         follow = getattr(source, "follow", None)
         if follow is not None:  # a board gate judges frames by the rule set in force, which a changeover switches
             follow(lambda: self.line.rules)
@@ -89,6 +92,10 @@ class LineService:
         self.handoff: HermesLink | None = None  # the Hermes lanes: boards' identities in, verdicts on, in order
         self.rejected_late = 0  # boards refused uninspected: their deadline had passed before the line took them
         self.inspected_late = 0  # boards inspected although their deadline had passed (skip_late off)
+
+    def _say_scale(self, rules: RuleSet) -> None:
+        for note in scale_notes(rules, self.line.zoo):
+            self.say(note)
 
     @property
     def paused(self) -> bool:

@@ -83,3 +83,13 @@ def choose_detector_input(images: list[BoxedImage], size: int | None = None, til
         warning = (f"{100 * under:.0f}% of the boxes are under {MIN_BOX} px at {where}; YOLO's finest cells are 8 px, "
                    f"so a class of small boxes may not be learned: {remedy}")
     return DetectorInput(chosen, fit, image_side, box_side, warning)
+
+
+def taught_scale(images: list[BoxedImage]) -> dict[str, float | None]:
+    """What a detector is taught on, as a version records it (`taught_on`): the images' longer side and their boxes'
+    longer side, medians in the images' own pixels. The line fits each part's window to the same input, so a window
+    far from `image_px` shows a defect at another size than taught (app/detector_scale.py says so)."""
+    sides = [max(im.size) for im in images]
+    boxes = [max(b.x2 - b.x1, b.y2 - b.y1) for im in images for b in im.scored]
+    return {"image_px": float(np.median(sides)) if sides else None,
+            "box_px": round(float(np.median(boxes)), 1) if boxes else None}

@@ -46,6 +46,7 @@ from .box_sets import read_boxes
 from .boxes import BoxedImage
 from .detection import DetectionScore, Found, defective, detect, ignored_only, is_flagged, score
 from .detector_set import read_pair, write_split
+from .detector_sizing import taught_scale
 from .detector_threshold import (
     FALSE_CALL_BUDGET,
     CrossFit,
@@ -366,6 +367,7 @@ def retrain_taught_detector(zoo: Zoo, expert: str, dataset: Path, epochs: int, s
                           operating={"threshold": threshold}, threshold_chosen=chosen.why, threshold_offset=offset,
                           move_left_behind=None if keep_move else round(move, 6), other_way=other_way,
                           served_threshold=served, false_call_budget=budget, any_orientation=turned, tile=tile,
+                          taught_on=taught_scale(train),
                           reviewed_train=len(reviewed_train), reviewed_unboxed=len(unboxed), synthetic_train=0,
                           epoch_chosen_on=aside.counts or None,
                           gate=gate, trained_with=trained_with(), eval=detail)

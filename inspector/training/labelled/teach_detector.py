@@ -40,7 +40,7 @@ from .box_sets import read_boxes
 from .boxes import BoxedImage, BoxSet
 from .detection import DetectionScore, detect, score, table
 from .detector_set import read_pair, served_boxes, write_split
-from .detector_sizing import choose_detector_input
+from .detector_sizing import choose_detector_input, taught_scale
 from .detector_threshold import FALSE_CALL_BUDGET, CrossFit, choose_detector_threshold, cross_fit, cross_fitted
 from .epoch_split import EPOCH_SHARE, EpochSides, divide
 from .folder import FolderError
@@ -246,6 +246,7 @@ def teach_detector(plan: DetectorPlan, say: Callable[[str], None] = lambda _m: N
                "false_call_budget": plan.false_call_budget, "heldout_share": plan.heldout_share,
                "epoch_share": plan.epoch_share, "epoch_chosen_on": aside.counts or None,
                "split": split.how, "tile": None if tiling is None else [tiling.size, tiling.overlap],
+               "taught_on": taught_scale(split.train),
                "any_orientation": plan.any_orientation, "reference": None if plan.reference is None else
                str(plan.reference), "trained_with": trained_with(), "eval": {"heldout": heldout.to_json()}}
     entry = ExpertEntry(**{**asdict(entry), "val_accuracy": heldout.map, "versions": (version,),
