@@ -24,31 +24,11 @@ detectors:
   det-crop: {arch: yolov8n.yaml, input_size: 64}
   det-demo: {arch: yolov8n.yaml, input_size: 64}
 components:
-  CHIP:
-    shape: resistor
-    size: [60, 30]
-    detector: det-photo
-    at: {R1: [40, 40], R2: [120, 40]}
-  CAP:
-    shape: resistor
-    size: [76, 40]
-    detector: det-photo
-    at: {C1: [40, 120]}
-  CONN:
-    shape: resistor
-    size: [396, 120]
-    detector: det-photo
-    at: {J1: [300, 300]}
-  QFP:
-    shape: resistor
-    size: [196, 196]
-    detector: det-crop
-    at: {U1: [600, 120]}
-  SOT:
-    shape: resistor
-    size: [60, 30]
-    detector: det-demo
-    at: {Q1: [200, 40]}
+  CHIP: {shape: resistor, size: [60, 30], detector: det-photo, at: {R1: [40, 40], R2: [120, 40]}}
+  CAP: {shape: resistor, size: [76, 40], detector: det-photo, at: {C1: [40, 120]}}
+  CONN: {shape: resistor, size: [396, 120], detector: det-photo, at: {J1: [300, 300]}}
+  QFP: {shape: resistor, size: [196, 196], detector: det-crop, at: {U1: [600, 120]}}
+  SOT: {shape: resistor, size: [60, 30], detector: det-demo, at: {Q1: [200, 40]}}
 """
 
 
