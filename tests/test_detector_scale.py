@@ -102,3 +102,36 @@ def test_the_line_says_it_when_it_starts_and_when_a_rule_set_is_applied(tmp_path
     assert len(notes) == 1 and "the windows of WIN (64 px)" in notes[0] and "16x larger" in notes[0], said
     service.line.apply_rules(rules)  # a rule set applied later (an edit, a changeover) is judged again
     assert len([m for m in said if m.startswith("note: det-p")]) == 2
+
+
+def test_the_dashboard_shows_it_beside_a_rule_edit_it_applied(tmp_path: Path, box_models: Path) -> None:
+    """An engineer's edit applied from the rules tab answers with what the line says of the set it applied."""
+    import time
+
+    from inspector.access.identity import Identity
+    from inspector.app.controller import LineController, LineSetup
+    from inspector.app.line import LineConfig
+    from inspector.app.service import ServiceConfig
+    from ui.backend import LocalBackend
+
+    zoo = zoo_of(tmp_path / "zoo", {"det-p": {"image_px": 1024.0, "box_px": 30.0}}, classifiers=("cls-WIN",))
+    text = PANEL_RULES.replace("DETECTOR", "det-p").replace("SIZE", "64")
+    rules_path = tmp_path / "p.yaml"
+    rules_path.write_text(text, encoding="utf-8")
+    (tmp_path / "inbox").mkdir()
+    setup = LineSetup(rules_path=rules_path, source=f"watch:{tmp_path / 'inbox'}", boards=0,
+                      service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(box_models, tmp_path / "data", zoo=zoo), setup)
+    backend.start()
+    try:
+        deadline = time.monotonic() + 120
+        while backend.controller.rules is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        backend.identity = Identity("erin", "engineer", "the tests")
+        said = backend.apply_rules(text.replace("crop_margin: 0", "crop_margin: 2"), "a wider margin")
+        first, *notes = said.split("\n")
+        assert first.startswith("applied bare-panel") and len(notes) == 1, said
+        assert notes[0].startswith("note: det-p was taught on images of about 1024 px") and "WIN (68 px)" in notes[0]
+    finally:
+        backend.stop()
+        backend.close(30)

@@ -23,7 +23,7 @@ from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
 from inspector.routing.rules import RuleSet, parse_rules
 
-from .backend import ORIGIN, Signed
+from .backend import ORIGIN, Signed, noted
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
 
 
@@ -262,7 +262,8 @@ class AttachedBackend(Signed):
     def apply_rules(self, text: str, reason: str | None = None) -> str:
         """POST the edit; the kiosk validates it against its zoo, writes its file atomically and applies it."""
         answer = self._call("POST", "/rules", text.encode("utf-8"), reason=reason)
-        return f"the kiosk applied {answer['recipe']} {answer['version']} (validated, saved and running)"
+        return noted(f"the kiosk applied {answer['recipe']} {answer['version']} (validated, saved and running)",
+                     answer.get("notes"))  # a kiosk before them sends none
 
     def rules_history(self) -> list[tuple[str, str, str]]:
         hist = (self._latest.get("rules") or {}).get("history") or []
@@ -270,7 +271,8 @@ class AttachedBackend(Signed):
 
     def rollback(self, index: int, reason: str | None = None) -> str:
         answer = self._call("POST", "/rules/rollback", json.dumps({"index": index}).encode(), reason=reason)
-        return f"the kiosk rolled back to {answer['recipe']} {answer['version']} (applied and saved)"
+        return noted(f"the kiosk rolled back to {answer['recipe']} {answer['version']} (applied and saved)",
+                     answer.get("notes"))
 
     def approve_alternate(self, uuid: str, ref: str, reason: str | None = None, make: str | None = None) -> str:
         """POST /rules/alternates: the kiosk approves the crop it kept of the part as another make of it (named

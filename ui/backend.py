@@ -31,6 +31,7 @@ from inspector.access.users import UserBook, token_key
 from inspector.app.allocation import Allocation
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
+from inspector.app.detector_scale import scale_notes
 from inspector.app.expert_swap import expert_versions, operate_live, swap_live
 from inspector.app.verdict import classes_of, review_classes
 from inspector.experts.operating import said
@@ -48,6 +49,11 @@ from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
 LLM_MB = 512.0  # what the dashboard sets aside for its in-process language model unless told (--llm-mb)
 SESSION_HOURS = 12.0  # a local sign-in's token lasts this long at most (revoked when the panel locks)
 ORIGIN = f"dashboard on {HOST}"
+
+
+def noted(message: str, notes: list[str] | None) -> str:
+    """An edit's answer, and what the line says of the rule set it applied (each note a line of its own)."""
+    return "\n".join([message, *(notes or [])])
 
 
 class Signed:
@@ -219,7 +225,8 @@ class LocalBackend(Signed):
         who = self._require(Permission.RULES)
         rules, _ = self.change_log().rules_change(who, "rules.apply", self._running_rules,
                                                   lambda: self.controller.apply_rules(text), reason)
-        return f"applied {rules.recipe} {rules.version} to the running line and saved it to {self.setup.rules_path}"
+        return noted(f"applied {rules.recipe} {rules.version} to the running line and saved it to "
+                     f"{self.setup.rules_path}", self._scale_notes(rules))
 
     def activate_board(self, rules_path: Path, zoo_root: Path, reason: str | None = None) -> str:
         """A taught board (board teach's rule set and zoo) for the line's next start, recorded in the audit trail."""
@@ -299,7 +306,12 @@ class LocalBackend(Signed):
         who = self._require(Permission.RULES)
         rules, _ = self.change_log().rules_change(who, "rules.rollback", self._running_rules,
                                                   lambda: self.controller.rollback(index), reason)
-        return f"rolled back to {rules.recipe} {rules.version} (applied and saved)"
+        return noted(f"rolled back to {rules.recipe} {rules.version} (applied and saved)", self._scale_notes(rules))
+
+    def _scale_notes(self, rules: RuleSet) -> list[str]:
+        """What the line says of the set's taught detectors' scale (app/detector_scale.py), shown beside the edit."""
+        zoo = self.controller.loaded_zoo
+        return scale_notes(rules, zoo) if zoo is not None else []
 
     def rules_history(self) -> list[tuple[str, str, str]]:
         """(applied at, recipe, version) of each version the running line has had, oldest first."""

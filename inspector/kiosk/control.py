@@ -28,6 +28,7 @@ from ..access.audit import Change
 from ..access.identity import Identity
 from ..app.allocation import Allocation, reallocate_live
 from ..app.changes import ChangeLog
+from ..app.detector_scale import scale_notes
 from ..app.expert_swap import expert_versions, install_release, operate_live, swap_live
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
@@ -224,7 +225,8 @@ class Control:
         except StoreUnavailable as exc:
             raise HttpError(503, str(exc)) from None
         self.say(f"rules {said} over the API by {call.who.name}: {rules.recipe} {rules.version}")
-        return {"applied": True, "recipe": rules.recipe, "version": rules.version, **recorded}
+        return {"applied": True, "recipe": rules.recipe, "version": rules.version,
+                "notes": scale_notes(rules, self.service.line.zoo), **recorded}  # shown where the edit was made
 
     def allocation(self, call: Call) -> dict[str, Any]:
         new = parse_allocation(call.body)

@@ -65,8 +65,10 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/auth/sign-in", None, '`{"user", "password"}`', "`token` (a session token), `name`, `role`, "
           "`expires_at`; 401 refused, 429 when an address keeps failing"),
     Route("POST", "/auth/sign-out", _P.VIEW, "`{}`", "`signed_out`: the caller's session token revoked"),
-    Route("POST", "/rules", _P.RULES, "the rule set's YAML text (not JSON)", "`applied`, `recipe`, `version` "
-          "and the audit row; 422 naming the line when the set is refused (the running one stays)"),
+    Route("POST", "/rules", _P.RULES, "the rule set's YAML text (not JSON)", "`applied`, `recipe`, `version`, "
+          "`notes` (what the line says of the set: a taught detector served windows far from the size it was taught "
+          "on, [Labelled images](../ml/labelled-images.md)) and the audit row; 422 naming the line when the set is "
+          "refused (the running one stays)"),
     Route("POST", "/rules/rollback", _P.RULES, '`{"index": N}`, a position in /status `rules.history`',
           "as POST /rules"),
     Route("POST", "/rules/alternates", _P.RULES, '`{"inspection_id", "ref", "make"}`: a flagged part whose crop was '
