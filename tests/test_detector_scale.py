@@ -105,7 +105,8 @@ def test_the_line_says_it_when_it_starts_and_when_a_rule_set_is_applied(tmp_path
 
 
 def test_the_dashboard_shows_it_beside_a_rule_edit_it_applied(tmp_path: Path, box_models: Path) -> None:
-    """An engineer's edit applied from the rules tab answers with what the line says of the set it applied."""
+    """An engineer's edit applied from the rules tab answers with what the line says of the set it applied; so does a
+    taught board activated for the next start."""
     import time
 
     from inspector.access.identity import Identity
@@ -135,3 +136,10 @@ def test_the_dashboard_shows_it_beside_a_rule_edit_it_applied(tmp_path: Path, bo
     finally:
         backend.stop()
         backend.close(30)
+    # a taught board activated for the line's next start: said there too
+    idle = LocalBackend(LineController(box_models, tmp_path / "data", zoo=zoo), setup)
+    idle.identity = Identity("erin", "engineer", "the tests")
+    first, *notes = idle.activate_board(rules_path, tmp_path / "zoo", "the new board").split("\n")
+    assert first.startswith("bare-panel") and "next start" in first and len(notes) == 1
+    assert notes[0].startswith("note: det-p was taught on images of about 1024 px")
+    assert "WIN (68 px)" in notes[0]  # the file as the edit above saved it

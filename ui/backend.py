@@ -240,8 +240,8 @@ class LocalBackend(Signed):
         log.record(who, Change("rules.activate", f"{self.setup.service.line.line}/{self.setup.service.line.station}",
                                {"rules": before}, {"rules": str(rules_path), "zoo": str(zoo_root),
                                                    "recipe": rules.recipe, "version": rules.version}, reason))
-        return (f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board from its "
-                "next start")
+        return noted(f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board from its "
+                     "next start", scale_notes(rules, zoo))
 
     def tune_board(self, rules_path: Path, zoo_root: Path, photos: list[Path], most_lost: float,
                    margin: float) -> tuple[list[Any], Any]:
