@@ -226,7 +226,7 @@ class LocalBackend(Signed):
         rules, _ = self.change_log().rules_change(who, "rules.apply", self._running_rules,
                                                   lambda: self.controller.apply_rules(text), reason)
         return noted(f"applied {rules.recipe} {rules.version} to the running line and saved it to "
-                     f"{self.setup.rules_path}", self._scale_notes(rules))
+                     f"{self.setup.rules_path}", self._scale_notes())
 
     def activate_board(self, rules_path: Path, zoo_root: Path, reason: str | None = None) -> str:
         """A taught board (board teach's rule set and zoo) for the line's next start, recorded in the audit trail."""
@@ -306,12 +306,12 @@ class LocalBackend(Signed):
         who = self._require(Permission.RULES)
         rules, _ = self.change_log().rules_change(who, "rules.rollback", self._running_rules,
                                                   lambda: self.controller.rollback(index), reason)
-        return noted(f"rolled back to {rules.recipe} {rules.version} (applied and saved)", self._scale_notes(rules))
+        return noted(f"rolled back to {rules.recipe} {rules.version} (applied and saved)", self._scale_notes())
 
-    def _scale_notes(self, rules: RuleSet) -> list[str]:
-        """What the line says of the set's taught detectors' scale (app/detector_scale.py), shown beside the edit."""
-        zoo = self.controller.loaded_zoo
-        return scale_notes(rules, zoo) if zoo is not None else []
+    def _scale_notes(self) -> list[str]:
+        """What the running line said of the set it just applied (LineService.scale_notes), shown beside the edit."""
+        service = self.controller.service
+        return list(service.scale_notes) if service is not None else []
 
     def rules_history(self) -> list[tuple[str, str, str]]:
         """(applied at, recipe, version) of each version the running line has had, oldest first."""

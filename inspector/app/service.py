@@ -73,7 +73,8 @@ class LineService:
         self._finish_lock = threading.Lock()
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
         self.line.on_rules.append(lambda r: self.rule_archive.keep(r.recipe, r.text))
-        self._say_scale(rules)  # a taught detector served windows far from the size it was taught on: said
+        self.scale_notes: list[str] = []  # what the line says of the set in force (app/detector_scale.py)
+        self._say_scale(rules)
         self.line.on_rules.append(self._say_scale)
         follow = getattr(source, "follow", None)
         if follow is not None:  # a board gate judges frames by the rule set in force, which a changeover switches
@@ -94,7 +95,10 @@ class LineService:
         self.inspected_late = 0  # boards inspected although their deadline had passed (skip_late off)
 
     def _say_scale(self, rules: RuleSet) -> None:
-        for note in scale_notes(rules, self.line.zoo):
+        """A taught detector served windows far from the size it was taught on: said once a set applied, and kept for
+        the kiosk and the dashboard to show beside the edit that applied it."""
+        self.scale_notes = scale_notes(rules, self.line.zoo)
+        for note in self.scale_notes:
             self.say(note)
 
     @property

@@ -148,8 +148,9 @@ def cmd_zoo_train(args: argparse.Namespace) -> int:
 
     zoo = _zoo(args)
     tolerance_from = plant["tolerate"] if tolerance else None
-    classifier = args.expert in zoo.entries and taught_version(zoo, args.expert) is not None  # own classes, folder
-    taught = classifier or args.expert in zoo.entries and taught_detector_version(zoo, args.expert) is not None
+    known = args.expert in zoo.entries
+    classifier = known and taught_version(zoo, args.expert) is not None  # its own classes and folder
+    taught = classifier or known and taught_detector_version(zoo, args.expert) is not None
     if taught:
         for dest, where in plant.items():
             if where:

@@ -28,7 +28,6 @@ from ..access.audit import Change
 from ..access.identity import Identity
 from ..app.allocation import Allocation, reallocate_live
 from ..app.changes import ChangeLog
-from ..app.detector_scale import scale_notes
 from ..app.expert_swap import expert_versions, install_release, operate_live, swap_live
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
@@ -226,7 +225,7 @@ class Control:
             raise HttpError(503, str(exc)) from None
         self.say(f"rules {said} over the API by {call.who.name}: {rules.recipe} {rules.version}")
         return {"applied": True, "recipe": rules.recipe, "version": rules.version,
-                "notes": scale_notes(rules, self.service.line.zoo), **recorded}  # shown where the edit was made
+                "notes": self.service.scale_notes, **recorded}  # what the line said of the set, where it was edited
 
     def allocation(self, call: Call) -> dict[str, Any]:
         new = parse_allocation(call.body)
