@@ -8,9 +8,13 @@ the image work that teaching it from golden photos needs.
 - ipc2581.py       IPC-2581 (revisions B and C).
 - odbpp.py         ODB++ jobs (a folder, a step's folder, .tgz / .zip; files kept with Unix compress).
 - odbpp_panel.py   an ODB++ panel (step-and-repeat) as the one board the line carries: its copies placed, numbered.
-- centroid.py      pick-and-place / centroid files (KiCad .pos/.csv, Altium, JLC, Eagle .mnt/.mnb, saved profiles).
+- centroid.py      pick-and-place / centroid files (KiCad .pos/.csv, Altium .txt/.csv, JLC, EasyEDA, Proteus, Eagle
+                   .mnt/.mnb, saved profiles): what each column means, the units, each row a placed part.
+- centroid_table.py  such a file's text as a table: its encoding, its delimiter or its columns' alignment, its
+                   preamble's units.
 - importing.py     one import as the CLI and the dashboard run it: the file by its kind, the rule set written.
 - library.py       the plant's package library: package -> class, body, polarity, drawn shape; unknown ones asked.
+- ipc7351.py       the body an IPC-7351 land-pattern name states (RESC1005X40N, QFN50P400X400X100-25N).
 - to_rules.py      a design, the library and the camera's scale -> a rule set the line runs (each type's lands and
                    body from its footprint, for the renderer), and every part's fate.
 - geometry.py      the outline and pads written beside the rule set (RULES.board.json), for teaching.

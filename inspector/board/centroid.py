@@ -1,34 +1,40 @@
 """Pick-and-place (centroid) files: where each part sits, without its footprint's geometry.
 
-Read here: Eagle's `.mnt` / `.mnb` (mountsmd.ulp: `ref x y rotation value package`, mm, the `.mnb` the bottom),
-KiCad's ASCII `.pos` (`# Ref Val Package PosX PosY Rot Side`) and every CSV with a header row whose columns name a
-reference, x, y and rotation (KiCad's .csv, JLC's CPL, Altium's Pick Place, most others): each column is found by
-its usual names (`COLUMNS`), or by a saved profile (`--profile FILE`: YAML `columns: {ref: ..., x: ..., y: ...,
-rotation: ..., side: ..., package: ..., value: ...}`, `units: mm|mil|in`, `y_up: true|false`) for a tool whose names
-differ. Centroid files put y up (the CAD's plot convention) and measure rotation counter-clockwise from the top;
-units are mm unless the header or the values say mil or in. A centroid file has no pads or bodies: the package
-library gives each package's body (library.body), and the board outline is the parts' extent.
+Read here: Eagle's `.mnt` / `.mnb` (mountsmd.ulp: `ref x y rotation value package`, mm, the `.mnb` the bottom), and
+every table with a header row whose columns name a reference, x, y and rotation, however the tool lays it out
+(centroid_table.py): KiCad's `.pos` (`# Ref Val Package PosX PosY Rot Side` under `## Unit = mm`) and `.csv`,
+Altium's Pick Place `.txt` (aligned, under a preamble naming its units) and `.csv`, JLC's CPL, EasyEDA's UTF-16 CSV,
+Proteus's, DipTrace's, LibrePCB's, most others: each column is found by its usual names (`COLUMNS`), or by a saved
+profile (`--profile FILE`: YAML `columns: {ref: ..., x: ..., y: ..., rotation: ..., side: ..., package: ...,
+value: ...}`, `units: mm|mil|in`, `y_up: true|false`) for a tool whose names differ. Centroid files put y up (the
+CAD's plot convention) and measure rotation counter-clockwise from the top; units are mm unless a value, the
+header, the profile or the preamble says mil or in. A centroid file has no pads or bodies: the package library
+gives each package's body (library.body), and the board outline is the parts' extent.
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..yamlio import Fields, load_yaml
+from .centroid_table import Row, column_key, decode, find_table, header_units, stated_units
 from .design import BoardDesign, CadError, PlacedPart
 
-COLUMNS: dict[str, tuple[str, ...]] = {  # lower-cased header names, with units and punctuation stripped
-    "ref": ("designator", "ref", "reference", "refdes", "ref des", "part", "name", "component"),
-    "x": ("posx", "pos x", "mid x", "center-x", "centerx", "center x", "x", "ref x", "x pos", "locationx"),
-    "y": ("posy", "pos y", "mid y", "center-y", "centery", "center y", "y", "ref y", "y pos", "locationy"),
-    "rotation": ("rot", "rotation", "angle", "orientation"),
-    "side": ("side", "layer", "tb", "top/bottom", "mount side"),
-    "package": ("package", "footprint", "pattern", "case", "package/footprint"),
+COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (Altium's Mid X before its Ref X)
+    "ref": ("designator", "ref", "reference", "refdes", "ref des", "ref.des.", "reference designator", "part id",
+            "part", "name", "component", "compname"),
+    "x": ("posx", "pos x", "mid x", "center-x", "centerx", "center x", "position x", "x position", "x", "ref x",
+          "x pos", "xpos", "locationx", "location x", "x-coord", "x coord"),
+    "y": ("posy", "pos y", "mid y", "center-y", "centery", "center y", "position y", "y position", "y", "ref y",
+          "y pos", "ypos", "locationy", "location y", "y-coord", "y coord"),
+    "rotation": ("rot", "rotation", "rotate", "angle", "orientation", "rot."),
+    "side": ("side", "layer", "tb", "t/b", "top/bottom", "mount side", "placement side"),
+    "package": ("package", "footprint", "pattern", "case", "package/footprint", "footprint name", "shape"),
     "value": ("val", "value", "comment", "description/value"),
 }
+# other columns of several words that an aligned header writes with single spaces (Altium's Pad X beside Mid X)
+OTHER_PHRASES = {"pad x", "pad y", "ref x", "ref y", "mid x", "mid y", "part number", "height (mm)"}
 TO_MM = {"mm": 1.0, "mil": 0.0254, "in": 25.4, "inch": 25.4}
 
 
@@ -53,15 +59,12 @@ def load_profile(path: Path) -> Profile:
     return Profile({k: str(v) for k, v in cols.data.items()}, units, bool(f.get("y_up", True)))
 
 
-def _key(header: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"\((mm|mil|in|inch)\)|\[(mm|mil|in)\]|[\"']", "", header.lower())).strip()
-
-
 def _number(text: str, where: str, what: str) -> tuple[float, str | None]:
-    m = re.fullmatch(r"\s*([-+]?\d+(?:[.,]\d+)?)\s*(mm|mil|in)?\s*", text or "")
+    m = re.fullmatch(r"\s*([-+]?\d+(?:[.,]\d+)?)\s*(mm|mils?|in|°|deg)?\s*", text or "")
     if m is None:
         raise CadError(f"{where}: {what} {text!r} is not a number; check the column or the file's delimiter")
-    return float(m.group(1).replace(",", ".")), m.group(2)
+    unit = m.group(2)
+    return float(m.group(1).replace(",", ".")), ("mil" if unit == "mils" else None if unit in ("°", "deg") else unit)
 
 
 def _side(text: str) -> str:
@@ -71,16 +74,10 @@ def _side(text: str) -> str:
 
 def read_centroid(path: Path, profile: Profile | None = None) -> BoardDesign:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CadError(f"{path}: cannot be read as a centroid file ({exc})") from None
+    text = decode(path)
     suffix = path.suffix.lower()
-    if suffix in (".mnt", ".mnb"):
+    if suffix in (".mnt", ".mnb") and profile is None:
         return _eagle(path, text, "bottom" if suffix == ".mnb" else "top")
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if lines and lines[0].lstrip().startswith("#") and "ref" in lines[0].lower() and profile is None:
-        return _kicad_pos(path, lines)
     return _table(path, text, profile or Profile())
 
 
@@ -102,29 +99,6 @@ def _eagle(path: Path, text: str, side: str) -> BoardDesign:
     return BoardDesign(str(path), f"Eagle centroid ({path.suffix})", parts, y_up=True)
 
 
-def _kicad_pos(path: Path, lines: list[str]) -> BoardDesign:
-    header = lines[0].lstrip("#").split()
-    names = [h.lower() for h in header]
-    need = {"ref": "ref", "x": "posx", "y": "posy", "rotation": "rot"}
-    missing = [v for v in need.values() if v not in names]
-    if missing:
-        raise CadError(f"{path}:1: a KiCad .pos header names Ref, Val, Package, PosX, PosY, Rot, Side; "
-                       f"{', '.join(missing)} missing")
-    col = {k: names.index(v) for k, v in need.items()}
-    col.update({k: names.index(v) for k, v in (("value", "val"), ("package", "package"), ("side", "side"))
-                if v in names})
-    units = "mil" if any("unit = mil" in ln.lower() or "units: mil" in ln.lower() for ln in lines[:6]) else "mm"
-    parts = []
-    for n, line in enumerate(lines, start=1):
-        if line.lstrip().startswith("#") or line.lstrip().startswith("##"):
-            continue
-        cells = line.split()
-        if len(cells) < len(header):
-            raise CadError(f"{path}:{n}: {len(cells)} columns where the header has {len(header)}")
-        parts.append(_row(cells, col, f"{path}:{n}", units))
-    return BoardDesign(str(path), "KiCad position file (.pos)", parts, y_up=True)
-
-
 def _row(cells: list[str], col: dict[str, int], where: str, units: str | None) -> PlacedPart:
     x, ux = _number(cells[col["x"]], where, "x")
     y, uy = _number(cells[col["y"]], where, "y")
@@ -137,38 +111,36 @@ def _row(cells: list[str], col: dict[str, int], where: str, units: str | None) -
 
 
 def _table(path: Path, text: str, profile: Profile) -> BoardDesign:
-    sample = text[:4096]
-    try:
-        dialect = csv.Sniffer().sniff(sample, delimiters=",;\t")
-    except csv.Error:
-        dialect = csv.excel
-    rows = list(csv.reader(io.StringIO(text), dialect))
-    # some tools (Altium) write a preamble: the header is the first row naming a reference, x and y
-    start = next((i for i, row in enumerate(rows) if _columns(row, profile) is not None), None)
-    if start is None:
+    phrases = {a for names in COLUMNS.values() for a in names if " " in a} | OTHER_PHRASES
+    phrases |= {column_key(name) for name in profile.columns.values() if " " in name.strip()}
+    table = find_table(str(path), text, lambda cells: _columns(cells, profile) is not None, phrases)
+    if table is None:
         raise CadError(f"{path}: no header row naming a reference, x, y and rotation ({', '.join(COLUMNS['x'][:3])}, "
-                       "...); save a column profile for this tool (--profile FILE, inspector/board/centroid.py)")
-    header, col = rows[start], _columns(rows[start], profile)
+                       "...), delimited by commas, semicolons or tabs or aligned with spaces; save a column profile "
+                       "for this tool (--profile FILE, inspector/board/centroid.py)")
+    col = _columns(table.header, profile)
     assert col is not None
-    units = profile.units
-    if units is None:
-        mentioned = " ".join(header).lower()
-        units = "mil" if "(mil)" in mentioned else "in" if "(in)" in mentioned else None
-    parts = []
-    for n, row in enumerate(rows[start + 1:], start=start + 2):
-        if not any(c.strip() for c in row):
-            continue
-        if len(row) < len(header):
-            raise CadError(f"{path}:{n}: {len(row)} columns where the header has {len(header)}")
-        parts.append(_row(row, col, f"{path}:{n}", units))
-    return BoardDesign(str(path), "centroid table (CSV)", parts, y_up=profile.y_up)
+    units = profile.units or header_units(table.header) or stated_units(table.preamble)
+    needed = max(col[k] for k in ("ref", "x", "y", "rotation")) + 1
+    parts = [_row(_cells(row, needed, len(table.header), path), col, f"{path}:{row.line}", units)
+             for row in table.rows]
+    kind = "KiCad position file (.pos)" if path.suffix.lower() == ".pos" else f"centroid table ({table.layout})"
+    return BoardDesign(str(path), kind, parts, y_up=profile.y_up)
+
+
+def _cells(row: Row, needed: int, columns: int, path: Path) -> list[str]:
+    """The row's cells; a row may leave out trailing columns it has no value for, never the reference or place."""
+    if len(row.cells) < needed:
+        raise CadError(f"{path}:{row.line}: {len(row.cells)} columns where the header has {columns}, and the "
+                       "reference, x, y or rotation is among those missing; check the row and the file's delimiter")
+    return row.cells
 
 
 def _columns(row: list[str], profile: Profile) -> dict[str, int] | None:
-    keys = [_key(c) for c in row]
+    keys = [column_key(c) for c in row]
     col: dict[str, int] = {}
     for name, aliases in COLUMNS.items():
-        wanted = (_key(profile.columns[name]),) if name in profile.columns else aliases
+        wanted = (column_key(profile.columns[name]),) if name in profile.columns else aliases
         for alias in wanted:
             if alias in keys:
                 col[name] = keys.index(alias)

@@ -5,7 +5,8 @@ Shared by every board of a plant: a package met once is known for the next board
 read first and wins. A package neither knows is never guessed: the import stops, lists every unknown package with
 the parts that use it, and writes a file to fill in (`unknown_template`). One convention is used, the IPC
 designators: a package that is only a chip size (`0402`, as Eagle's centroid files give it) is a resistor,
-capacitor or inductor by its reference's letter (R, C, L; FB a ferrite).
+capacitor or inductor by its reference's letter (R, C, L; FB a ferrite). IPC-7351 land-pattern names (`RESC1005X40N`,
+`SON127P800X600X80-9N`) are known by their family, and give their body where the name states it (ipc7351.py).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError, Fields, load_yaml
+from .ipc7351 import stated_body
 
 BUILT_IN = Path(__file__).with_name("packages.yaml")
 CHIP_SIZE = re.compile(r"^(01005|0201|0402|0603|0805|1008|1206|1210|1812|2010|2512)$")
@@ -60,7 +62,7 @@ class Library:
 
     def body(self, package: str) -> tuple[float, float] | None:
         """The package's body in mm (w, h at rotation 0) for a file without footprints (a centroid file)."""
-        return self.bodies.get(package) or CHIP_BODY.get(package)
+        return self.bodies.get(package) or CHIP_BODY.get(package) or stated_body(package)
 
 
 def _read(path: Path, into: Library) -> None:

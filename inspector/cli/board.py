@@ -14,8 +14,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="board_command", required=True)
     imp = sub.add_parser("import", help="a rule set from a board's CAD: KiCad .kicad_pcb, Eagle .brd, IPC-2581 "
                                         ".xml, an ODB++ job (its folder, a step's folder, .tgz or .zip), or a "
-                                        "pick-and-place / centroid file (Eagle .mnt/.mnb, KiCad .pos/.csv, JLC, "
-                                        "Altium, any CSV)")
+                                        "pick-and-place / centroid file (Eagle .mnt/.mnb, KiCad .pos/.csv, Altium's "
+                                        ".txt/.csv, JLC, EasyEDA, Proteus, any table naming its columns)")
     imp.add_argument("file", help="the CAD or centroid file (or an ODB++ job's folder)")
     imp.add_argument("--out", required=True, help="the rule set to write (YAML)")
     imp.add_argument("--side", choices=["top", "bottom"], default="top", help="the side the camera sees")

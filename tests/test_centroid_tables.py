@@ -1,0 +1,161 @@
+"""Pick-and-place files as each CAD tool writes them: one board read alike from every tool's layout, encoding and
+units, imported to a rule set by its IPC-7351 package names alone, and a file that cannot be read refused with its
+line named. Each file is written here in its tool's own layout (no CAD tool runs here)."""
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+import pytest
+
+from inspector.board.centroid import load_profile, read_centroid
+from inspector.board.design import CadError
+from inspector.board.importing import import_board
+from inspector.board.ipc7351 import stated_body
+from inspector.board.library import load_library
+from inspector.routing.rules import parse_rules
+
+# ref, x mm, y mm, rotation, side, package (IPC-7351 names, as Altium's libraries give them), value
+BOARD = [("R1", 12.7, 5.08, 90.0, "top", "RESC1005X40N", "10k"),
+         ("C2", 25.4, 7.62, 0.0, "bottom", "CAPC1608X90N", "100nF"),
+         ("U3", 38.1, 20.32, 270.0, "top", "QFN50P400X400X100-25N", "MCU, 48 MHz")]
+MIL = {"R1": (500, 200), "C2": (1000, 300), "U3": (1500, 800)}
+SIDE = {"top": "TopLayer", "bottom": "BottomLayer"}
+
+
+def _kicad_pos(inches: bool) -> str:
+    unit = "inches" if inches else "mm"
+    rows = "".join(f"{ref:<10}{val.split(',')[0]:<8}{pkg:<26}{x / (25.4 if inches else 1):>10.4f} "
+                   f"{y / (25.4 if inches else 1):>10.4f} {rot:>9.4f}  {side}\n"
+                   for ref, x, y, rot, side, pkg, val in BOARD)
+    return (f"### Footprint positions - created on 2026-12-06T11:02:13 ###\n### Printed by KiCad version 8.0.4\n"
+            f"## Unit = {unit}, Angle = deg.\n## Side : All\n"
+            f"# Ref     Val     Package                         PosX       PosY       Rot  Side\n{rows}## End\n")
+
+
+def _altium_txt(comment_of: dict[str, str]) -> str:
+    rows = "".join(f"{ref:<11}{comment_of[ref]:<15}{SIDE[side]:<12}{pkg:<26}{MIL[ref][0]:<14.3f}{MIL[ref][1]:<14.3f}"
+                   f"{rot:<9.0f}\"{val}, {pkg[:4]} part\"\n" for ref, _x, _y, rot, side, pkg, val in BOARD)
+    return ("Altium Designer Pick and Place Locations\nC:\\Boards\\Demo\\Project Outputs for Demo\\Pick Place for "
+            "Demo.txt\n\n" + "=" * 60 + "\nFile Design Information:\n\nDate:       06/12/26\nTime:       11:02\n"
+            "Revision:   Not in VersionControl\nVariant:    No variations\nUnits used: mil\n\n"
+            "Designator Comment        Layer       Footprint                 Center-X(mil) Center-Y(mil) Rotation "
+            f"Description\n{rows}")
+
+
+LAYOUTS = {
+    "kicad-mm.pos": lambda: _kicad_pos(False),
+    "kicad-inches.pos": lambda: _kicad_pos(True),
+    # Altium's default text output: aligned, a quoted description holding commas, a comment holding spaces
+    "altium.txt": lambda: _altium_txt({"R1": '"10k 1%"', "C2": "100nF", "U3": '"MCU, 48 MHz"'}),
+    # ... and a part with no comment: its row has one value fewer than the header, read by the header's columns
+    "altium-empty.txt": lambda: _altium_txt({"R1": "10k", "C2": "", "U3": "MCU"}),
+    # older Altium: Mid X beside Ref X and Pad X, each value carrying its unit
+    "altium-old.txt": lambda: "Designator Footprint                 Mid X         Mid Y         Ref X         Ref Y  " +
+    "       Pad X         Pad Y         TB      Rotation Comment\n" + "".join(
+        f"{ref:<11}{pkg:<26}{f'{MIL[ref][0]}mil':<14}{f'{MIL[ref][1]}mil':<14}" + f"{'0mil':<14}" * 4 +
+        f"{side[0].upper():<8}{rot:<9.2f}{val.split(',')[0]}\n" for ref, _x, _y, rot, side, pkg, val in BOARD),
+    "altium.csv": lambda: ("Altium Designer Pick and Place Locations\n\nUnits used: mm\n\n\"Designator\",\"Comment\","
+                           "\"Layer\",\"Footprint\",\"Center-X(mm)\",\"Center-Y(mm)\",\"Rotation\",\"Description\"\n" +
+                           "".join(f'"{r}","{v}","{SIDE[s]}","{p}","{x:.4f}","{y:.4f}","{a:.0f}",""\n'
+                                   for r, x, y, a, s, p, v in BOARD)),
+    "jlc-cpl.csv": lambda: "Designator,Mid X,Mid Y,Layer,Rotation\n" + "".join(
+        f"{r},{x}mm,{y}mm,{s.capitalize()},{a:.0f}\n" for r, x, y, a, s, _p, _v in BOARD),
+    "proteus.txt": lambda: ("Proteus Pick and Place File\nCompany:\nAuthor:\nRevision:\nCreated: 06/12/2026\n"
+                            "Units: thou, relative to Output Origin\n\nField Descriptors:\n"
+                            "Part ID,Value,Package,Layer,Rotation,X,Y\n" + "".join(
+                                f'"{r}","{v}","{p}","{s.upper()}",{a:.0f},{MIL[r][0]:.1f},{MIL[r][1]:.1f}\n'
+                                for r, _x, _y, a, s, p, v in BOARD)),
+    "semicolons.csv": lambda: "Designator;Footprint;Mid X;Mid Y;Layer;Rotation\n" + "".join(
+        f"{r};{p};{str(x).replace('.', ',')};{str(y).replace('.', ',')};{s};{a:.0f}\n"
+        for r, x, y, a, s, p, _v in BOARD),
+    "diptrace.csv": lambda: "RefDes,Pattern,X (mm),Y (mm),Side,Rotate,Value\n" + "".join(
+        f"{r},{p},{x},{y},{s.capitalize()},{a:.0f},{v.split(',')[0]}\n" for r, x, y, a, s, p, v in BOARD),
+    "librepcb.csv": lambda: "# Pick&Place Export\n# Project: Demo\nDesignator,Value,Device,Package,Position X,"
+                            "Position Y,Rotation,Side\n" + "".join(
+                                f'"{r}","{v}","dev","{p}","{x}","{y}","{a}","{s.capitalize()}"\n'
+                                for r, x, y, a, s, p, v in BOARD),
+}
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_every_tools_layout_reads_the_same_board(tmp_path: Path, name: str) -> None:
+    design = read_centroid(_write(tmp_path / name, LAYOUTS[name]()))
+    got = [(p.ref, p.x_mm, p.y_mm, p.rotation, p.side) for p in design.parts]
+    assert [(r, pytest.approx(x, abs=1e-6), pytest.approx(y, abs=1e-6), a, s) for r, x, y, a, s, _p, _v in BOARD] \
+        == got, design.format
+    if name.startswith(("altium", "proteus", "semicolons", "diptrace", "librepcb", "kicad")):
+        assert [p.package for p in design.parts] == [b[5] for b in BOARD]
+
+
+def test_encodings_tools_write_are_read(tmp_path: Path) -> None:
+    # EasyEDA: UTF-16 with its byte-order mark, tab-separated, units on each value
+    text = "Designator\tFootprint\tMid X\tMid Y\tRef X\tRef Y\tPad X\tPad Y\tLayer\tRotation\tComment\n" + "".join(
+        f"{r}\t{p}\t{x}mm\t{y}mm\t0mm\t0mm\t0mm\t0mm\t{s[0].upper()}\t{a:.0f}\t{v}\n" for r, x, y, a, s, p, v in BOARD)
+    (tmp_path / "easyeda.csv").write_bytes(codecs.BOM_UTF16_LE + text.encode("utf-16-le"))
+    (tmp_path / "nomark.csv").write_bytes(text.encode("utf-16-le"))
+    for name in ("easyeda.csv", "nomark.csv"):
+        design = read_centroid(tmp_path / name)
+        assert [(p.ref, p.x_mm, p.side, p.value) for p in design.parts] == [
+            (r, x, s, v) for r, x, _y, _a, s, _p, v in BOARD]
+    # a Windows tool's cp1252: a value's micro sign is not UTF-8
+    (tmp_path / "win.txt").write_bytes(_altium_txt({"R1": "10k", "C2": "10µF", "U3": "MCU"}).encode("cp1252"))
+    assert read_centroid(tmp_path / "win.txt").parts[1].value == "10µF"
+
+
+def test_an_aligned_file_with_a_profiles_own_column_names(tmp_path: Path) -> None:
+    f = _write(tmp_path / "plant.txt", "Teil   Koord X   Koord Y   Winkel  Lage\n"
+               "R1     12.70     5.08      90      oben\nC2     25.40     7.62      0       unten\n")
+    with pytest.raises(CadError, match="no header row naming"):
+        read_centroid(f)
+    _write(tmp_path / "plant.yaml", "columns: {ref: Teil, x: Koord X, y: Koord Y, rotation: Winkel}\nunits: mm\n")
+    design = read_centroid(f, load_profile(tmp_path / "plant.yaml"))
+    assert [(p.ref, p.x_mm, p.y_mm, p.rotation) for p in design.parts] == [("R1", 12.7, 5.08, 90.0),
+                                                                           ("C2", 25.4, 7.62, 0.0)]
+
+
+def test_a_file_that_cannot_be_read_is_refused_naming_its_line(tmp_path: Path) -> None:
+    (tmp_path / "board.txt").write_bytes(b"\x00\x01PCB binary\x00\x00")
+    with pytest.raises(CadError, match="board.txt: a binary file, not a centroid table"):
+        read_centroid(tmp_path / "board.txt")
+    (tmp_path / "odd.csv").write_bytes(codecs.BOM_UTF16_LE + "Designator\tMid X".encode("utf-16-le") + b"\x41")
+    with pytest.raises(CadError, match="odd.csv: looks like UTF-16 text but does not decode"):
+        read_centroid(tmp_path / "odd.csv")
+    text = _altium_txt({"R1": "10k", "C2": "100nF", "U3": "MCU"}).splitlines()
+    header = next(i for i, line in enumerate(text) if line.startswith("Designator"))
+    text[header + 2] = "C2 100 nF BottomLayer CAPC1608X90N 1000.000 300.000 0 \"cap\""  # not aligned, a value split
+    with pytest.raises(CadError, match=rf"misaligned.txt:{header + 3}: 9 values where the header has 8 columns"):
+        read_centroid(_write(tmp_path / "misaligned.txt", "\n".join(text) + "\n"))
+    with pytest.raises(CadError, match=r"short.csv:3: 2 columns where the header has 5, and the reference, x, y"):
+        read_centroid(_write(tmp_path / "short.csv", "Designator,Mid X,Mid Y,Layer,Rotation\nR1,1,2,Top,0\nC2,3\n"))
+    with pytest.raises(CadError, match=r"bad.pos:6: y '-4.2x' is not a number"):
+        read_centroid(_write(tmp_path / "bad.pos", _kicad_pos(False).replace("    5.0800", "    -4.2x", 1)))
+
+
+def test_ipc7351_names_state_their_bodies_and_a_centroid_file_imports_by_them(tmp_path: Path) -> None:
+    assert stated_body("RESC1005X40N") == (1.0, 0.5)
+    assert stated_body("CAPMP7343X310N") == (7.3, 4.3)
+    assert stated_body("SON127P800X600X80-9N") == (8.0, 6.0)
+    assert stated_body("QFP50P1200X1200X160-64N") == (12.0, 12.0)
+    assert stated_body("BGA256C100P16X16_1700X1700X150") == (17.0, 17.0)
+    assert stated_body("SOIC127P600X175-8N") is None  # its span, not its length: asked for, never made up
+    lib = load_library(None)
+    assert [lib.lookup(p, r).name for p, r in (("SON127P800X600X80-9N", "U1"), ("CAPAE430X540N", "C1"),
+                                               ("DIOM5226X240N", "D1"), ("SOIC127P600X175-8N", "U2"))] == [
+        "qfn-qfp", "electrolytic", "diode", "soic"]
+    out = tmp_path / "demo.yaml"
+    design, imported = import_board(_write(tmp_path / "altium.txt", LAYOUTS["altium.txt"]()), out, 20.0)
+    rules = parse_rules(out.read_text(encoding="utf-8"), str(out))
+    placed = {p.ref: (c, p) for c, p in rules.placements()}
+    assert sorted(placed) == ["R1", "U3"]  # C2 is on the bottom
+    # each type's body is what its name states, at 20 px/mm: a 1.0 x 0.5 mm chip, a QFN 4 mm a side
+    assert placed["R1"][0].size == (20, 10) and placed["U3"][0].size == (80, 80)
+    soic = _write(tmp_path / "soic.csv", "Designator,Footprint,Mid X,Mid Y,Rotation\nU9,SOIC127P600X175-8N,5,5,0\n")
+    with pytest.raises(ValueError, match="SOIC127P600X175-8N"):
+        import_board(soic, tmp_path / "soic.yaml", 20.0)
+    assert "SOIC127P600X175-8N" in (tmp_path / "soic.packages.yaml").read_text()
