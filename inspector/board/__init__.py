@@ -15,6 +15,7 @@ the image work that teaching it from golden photos needs.
 - importing.py     one import as the CLI and the dashboard run it: the file by its kind, the rule set written.
 - library.py       the plant's package library: package -> class, body, polarity, drawn shape; unknown ones asked.
 - ipc7351.py       the body an IPC-7351 land-pattern name states (RESC1005X40N, QFN50P400X400X100-25N).
+- flip.py          a design as the camera over its bottom side sees it (the board turned over: x mirrored).
 - to_rules.py      a design, the library and the camera's scale -> a rule set the line runs (each type's lands and
                    body from its footprint, for the renderer), and every part's fate.
 - geometry.py      the outline and pads written beside the rule set (RULES.board.json), for teaching.

@@ -1,10 +1,12 @@
 """Eagle boards (`.brd`, the XML format of Eagle 6 to 9), read with the standard library's XML parser.
 
 Eagle's frame: millimetres, y up. An element's `rot` is `R<deg>` counter-clockwise seen from the top, `M` in front
-when it is mirrored to the bottom (`MR90`), `S` when spun (text only: ignored). Each element's package lives in the
-file's own libraries: its SMD pads (`smd`: centre, dx, dy, own turn), through-hole pads (`pad`: a drill and a
-diameter), and its drawings; the body is the documentation layer (51 tDocu, 52 bDocu), else the silkscreen (21
-tPlace, 22 bPlace). The outline is layer 20 (Dimension). Fiducials are packages or elements named FID*.
+when it is mirrored to the bottom (`MR90`: the package turned by 90, then mirrored about the y axis, which seen from
+the top is the package mirrored and turned by -90, as the design gives it), `S` when spun (text only: ignored).
+Each element's package lives in the file's own libraries: its SMD pads (`smd`: centre, dx, dy, own turn),
+through-hole pads (`pad`: a drill and a diameter), and its drawings; the body is the documentation layer (51 tDocu,
+52 bDocu), else the silkscreen (21 tPlace, 22 bPlace). The outline is layer 20 (Dimension). Fiducials are packages
+or elements named FID*.
 
 A pad's solder-mask opening (a fiducial's bare ring, which registration matches it with) is the union of what the
 package draws on layer 29 (tStop) centred on it and, unless the pad says `stop="no"`, the stop frame the board's
@@ -45,6 +47,10 @@ def _f(node: ET.Element, key: str, default: float = 0.0) -> float:
         return float(node.get(key, default))
     except ValueError:
         raise CadError(f"<{node.tag}> has {key}={node.get(key)!r}, not a number") from None
+
+
+def _mirrored(pads: tuple[Pad, ...]) -> tuple[Pad, ...]:
+    return tuple(Pad(-p.x, p.y, p.w, p.h, p.smd, p.mask_margin) for p in pads)
 
 
 def _turn(rot: str | None) -> tuple[float, bool]:
@@ -165,6 +171,9 @@ def read_eagle(path: Path) -> BoardDesign:
             raise CadError(f"{path}: element {name}: {exc}") from None
         pkg = packages.get((el.get("library", ""), package))
         pads, body = _package(pkg, frame) if pkg is not None else ((), None)
+        if mirrored:  # on the bottom: seen from the top, the package mirrored, then turned the other way
+            pads, turn = _mirrored(pads), -turn % 360.0
+            body = None if body is None else (-body[2], body[1], -body[0], body[3])
         fiducial = "fiducial" in package.lower() or name.upper().startswith("FID")
         parts.append(PlacedPart(name, el.get("value", ""), package, _f(el, "x"), _f(el, "y"), turn,
                                 "bottom" if mirrored else "top", pads, body,

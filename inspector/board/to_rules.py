@@ -2,7 +2,8 @@
 
 The image frame is the board's outline seen from the top, x right and y down, at `px_per_mm`, grown to take in
 any inspected part hanging over the edge (a connector): a file whose y points up (Eagle, centroid files) is
-flipped, its footprints with it. A part's window is its body and every pad
+flipped, its footprints with it. A rule set for the bottom side sees the board from below, turned over about its
+vertical axis (flip.py). A part's window is its body and every pad
 (design.PlacedPart.extent), centred where that box lies, not at the footprint's origin (a connector's origin is
 often pin 1). Rotations are the file's, counter-clockwise seen from the top; the rule set turns crops by quarter
 turns, so a part at another angle is listed, not inspected. Component types are the packages (a part's value
@@ -24,6 +25,7 @@ from ..routing.rules import parse_rules
 from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError
 from .design import BoardDesign, PlacedPart
+from .flip import seen_from_below
 from .geometry import BoardGeometry, PxRect
 from .library import Library, PackageClass
 from .mask_openings import dot
@@ -75,7 +77,8 @@ class Imported:
     fiducials: list[str]
     board_px: tuple[int, int]
     notes: list[str]
-    # the image's top-left corner in the file's mm (y flipped where the file's y points up: -y), and its scale
+    # the image's top-left corner in the file's mm (y flipped where the file's y points up: -y; x flipped, -x, for
+    # the bottom side, seen from below), and its scale
     origin_mm: tuple[float, float] = (0.0, 0.0)
     px_per_mm: float = 1.0
     geometry: BoardGeometry | None = None  # the outline and every inspected part's pads, image px (teaching)
@@ -184,6 +187,9 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
                   recipe: str | None = None) -> Imported:
     if px_per_mm <= 0:
         raise ValueError(f"px per mm must be positive, got {px_per_mm}")
+    as_filed = design.parts  # each part's fate keeps the file's own position and rotation
+    if side == "bottom":
+        design = seen_from_below(design)
     unknown: dict[str, list[str]] = {}
     classes: dict[str, PackageClass | None] = {}
     for p in design.parts:
@@ -217,9 +223,9 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     fates: list[PartFate] = []
     placed: dict[str, tuple[str, int, int, int, int, int]] = {}  # ref -> (type, x, y, w, h, rotation)
     marks: dict[str, tuple[int, int, int, int | None]] = {}  # ref -> x, y, size, bare ring (px)
-    for p in parts:
+    for p, filed in zip(parts, as_filed):
         cls = classes[p.ref]
-        fate = PartFate(p.ref, p.package, p.value, None, p.x_mm, p.y_mm, p.rotation, p.side, False)
+        fate = PartFate(p.ref, p.package, p.value, None, filed.x_mm, filed.y_mm, filed.rotation, p.side, False)
         fates.append(fate)
         window = windows[p.ref]
         if p.side != side:
