@@ -17,6 +17,8 @@ from inspector.board.to_rules import UnknownPackages, import_design
 from inspector.routing.rules import load_rules, parse_rules
 from inspector.yamlio import ConfigError
 
+from .eagle_files import eagle_board
+
 BOARDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "boards"
 STM32 = BOARDS / "stm32wb55-dev" / "stm32wb55-dev.kicad_pcb"
 SNAPPER = BOARDS / "snappergps" / "snappergps_1_0_0.mnt"
@@ -516,29 +518,7 @@ def test_an_ipc2581_file_imports_its_parts_pads_bom_and_outline(tmp_path: Path) 
 # an Eagle 9 board as Eagle writes one, cut to what the test needs: its design rules' stop frame, and fiducial
 # packages in the three ways libraries open the mask: a filled circle on tStop (29) over a pad that says stop="no"
 # (SparkFun's), a ring drawn on tStop (its outer edge bounds the opening), and the design rules' frame alone
-EAGLE = """<?xml version="1.0" encoding="utf-8"?>
-<!DOCTYPE eagle SYSTEM "eagle.dtd">
-<eagle version="9.6.2">
-<drawing>
-<settings><setting alwaysvectorfont="no"/></settings>
-<grid distance="0.1" unitdist="inch" unit="inch"/>
-<layers>
-<layer number="1" name="Top" color="4" fill="1" visible="yes" active="yes"/>
-<layer number="20" name="Dimension" color="24" fill="1" visible="yes" active="yes"/>
-<layer number="29" name="tStop" color="7" fill="3" visible="no" active="yes"/>
-<layer number="51" name="tDocu" color="7" fill="1" visible="yes" active="yes"/>
-</layers>
-<board>
-<plain>
-<wire x1="0" y1="0" x2="40" y2="0" width="0" layer="20"/>
-<wire x1="40" y1="0" x2="40" y2="30" width="0" layer="20"/>
-<wire x1="40" y1="30" x2="0" y2="30" width="0" layer="20"/>
-<wire x1="0" y1="30" x2="0" y2="0" width="0" layer="20"/>
-</plain>
-<libraries>
-<library name="plant">
-<packages>
-<package name="0603">
+EAGLE = eagle_board("""<package name="0603">
 <smd name="1" x="-0.75" y="0" dx="0.6" dy="0.9" layer="1"/>
 <smd name="2" x="0.75" y="0" dx="0.6" dy="0.9" layer="1"/>
 <rectangle x1="-0.762" y1="-0.381" x2="0.762" y2="0.381" layer="51"/>
@@ -557,26 +537,17 @@ EAGLE = """<?xml version="1.0" encoding="utf-8"?>
 <package name="FIDUCIAL_COVERED">
 <smd name="1" x="0" y="0" dx="1" dy="1" layer="1" roundness="100" stop="no" cream="no"/>
 </package>
-</packages>
-</library>
-</libraries>
-<designrules name="default">
-<param name="mvStopFrame" value="1"/>
-<param name="mlMinStopFrame" value="4mil"/>
-<param name="mlMaxStopFrame" value="4mil"/>
-</designrules>
-<elements>
-<element name="R1" library="plant" package="0603" value="10k" x="20" y="15"/>
+""", """<element name="R1" library="plant" package="0603" value="10k" x="20" y="15"/>
 <element name="FID1" library="plant" package="FIDUCIAL-1X2" value="" x="3" y="3"/>
 <element name="FID2" library="plant" package="FIDUCIAL_1MM_RING" value="" x="37" y="27" rot="R90"/>
 <element name="FID3" library="plant" package="FIDUCIAL_1MM" value="" x="37" y="3"/>
 <element name="FID4" library="plant" package="FIDUCIAL_COVERED" value="" x="3" y="27"/>
-</elements>
-<signals/>
-</board>
-</drawing>
-</eagle>
-"""
+""", """<designrules name="default">
+<param name="mvStopFrame" value="1"/>
+<param name="mlMinStopFrame" value="4mil"/>
+<param name="mlMaxStopFrame" value="4mil"/>
+</designrules>
+""")
 
 
 def test_an_eagle_fiducials_ring_comes_from_its_stop_layer_or_the_design_rules(tmp_path: Path) -> None:

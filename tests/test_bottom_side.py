@@ -12,46 +12,21 @@ from inspector.board.library import load_library
 from inspector.board.to_rules import import_design
 from inspector.routing.rules import parse_rules
 
+from .eagle_files import eagle_board
 from .test_board_import import _lands_drawn_where_the_geometry_puts_them
 
 # a package asymmetric left to right (a DPAK's small gate pad and large tab), placed on top and mirrored twice to the
 # bottom: Eagle turns the package by the angle, then mirrors it about the y axis
-BOARD = """<?xml version="1.0" encoding="utf-8"?>
-<!DOCTYPE eagle SYSTEM "eagle.dtd">
-<eagle version="9.6.2">
-<drawing>
-<layers>
-<layer number="1" name="Top" color="4" fill="1" visible="yes" active="yes"/>
-<layer number="16" name="Bottom" color="1" fill="1" visible="yes" active="yes"/>
-<layer number="20" name="Dimension" color="24" fill="1" visible="yes" active="yes"/>
-</layers>
-<board>
-<plain>
-<wire x1="0" y1="0" x2="40" y2="0" width="0" layer="20"/>
-<wire x1="40" y1="0" x2="40" y2="30" width="0" layer="20"/>
-<wire x1="40" y1="30" x2="0" y2="30" width="0" layer="20"/>
-<wire x1="0" y1="30" x2="0" y2="0" width="0" layer="20"/>
-</plain>
-<libraries>
-<library name="plant">
-<packages>
+BOARD = eagle_board("""
 <package name="TO-252">
 <smd name="G" x="-1.5" y="0" dx="0.6" dy="0.6" layer="1"/>
 <smd name="TAB" x="1" y="0" dx="2" dy="1.5" layer="1"/>
 </package>
-</packages>
-</library>
-</libraries>
-<elements>
+""", """
 <element name="Q1" library="plant" package="TO-252" value="" x="10" y="15"/>
 <element name="Q2" library="plant" package="TO-252" value="" x="30" y="10" rot="MR0"/>
 <element name="Q3" library="plant" package="TO-252" value="" x="30" y="22" rot="MR90"/>
-</elements>
-<signals/>
-</board>
-</drawing>
-</eagle>
-"""
+""")
 
 
 def _eagle_lands(x: float, y: float, degrees: float) -> dict[str, tuple[float, float]]:
