@@ -226,13 +226,15 @@ def test_an_eagle_centroid_file_takes_bodies_from_the_library(tmp_path: Path) ->
     assert (c1.value, c1.package) == ("22pF", "0402") and design.y_up
     with pytest.raises(UnknownPackages) as caught:
         import_design(design, load_library(), 30.0)
-    assert "LED-0603" in caught.value.unknown and "0402" not in caught.value.unknown  # a chip size knows its body
+    # a chip size knows its body, bare (0402) or in a longer name (LED-0603)
+    assert "LED-0603" not in caught.value.unknown and "0402" not in caught.value.unknown
     lib = tmp_path / "plant.yaml"
     lines = [f"  '{p}': {{class: soic, body: [2.0, 1.5]}}" for p in caught.value.unknown]
     lib.write_text("packages:\n" + "\n".join(lines) + "\n")
     imported = import_design(design, load_library(lib), 30.0, recipe="snapper")
     rules = parse_rules(imported.rules_text, str(tmp_path / "s.yaml"))
     placed = {p.ref: p for _c, p in rules.placements()}
+    assert rules.component("LED-0603").size == (48, 24)  # 1.6 x 0.8 mm at 30 px/mm
     top = design.bounds()[3]
     assert placed["C1"].y == round((top - 26.29) * 30)  # y up in the file, down in the image
 

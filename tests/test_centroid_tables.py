@@ -159,3 +159,24 @@ def test_ipc7351_names_state_their_bodies_and_a_centroid_file_imports_by_them(tm
     with pytest.raises(ValueError, match="SOIC127P600X175-8N"):
         import_board(soic, tmp_path / "soic.yaml", 20.0)
     assert "SOIC127P600X175-8N" in (tmp_path / "soic.packages.yaml").read_text()
+
+
+def test_chip_sizes_in_names_give_bodies_and_references_must_be_a_parts_own(tmp_path: Path) -> None:
+    lib = load_library(None)
+    assert [lib.body(p, r) for p, r in (("R0402", "R1"), ("C_0603_1608Metric", "C1"), ("R_0201_0603Metric", "R2"),
+                                        ("LED-0603", "D1"), ("SOT-23", "Q1"))] == [
+        (1.0, 0.5), (1.6, 0.8), (0.6, 0.3), (1.6, 0.8), None]  # KiCad's metric code is not read as imperial
+    kicad = _write(tmp_path / "k.pos", _kicad_pos(False).replace("RESC1005X40N", "R_0402_1005Metric")
+                   .replace("CAPC1608X90N", "C_0603_1608Metric"))
+    _design, imported = import_board(kicad, tmp_path / "k.yaml", 20.0, side="bottom")
+    assert imported.types == {"C_0603_1608Metric": 1}
+    rules = parse_rules((tmp_path / "k.yaml").read_text(encoding="utf-8"), "k.yaml")
+    assert rules.component("C_0603_1608Metric").size == (32, 16)
+    shared = _write(tmp_path / "dup.csv", "Designator,Footprint,Mid X,Mid Y,Layer,Rotation\nR1,R0402,10,10,Top,0\n"
+                    "R1,R0402,20,10,Top,0\nR2,R0402,30,10,Top,0\n,R0402,40,10,Top,0\nR1,R0402,5,5,Bottom,0\n")
+    with pytest.raises(ValueError, match=r"dup.csv: parts without a reference of their own .*: \(no reference\) at "
+                                         r"\(40, 10\); R1 at \(10, 10\) and \(20, 10\); .*annotate the board"):
+        import_board(shared, tmp_path / "dup.yaml", 20.0)
+    assert not (tmp_path / "dup.yaml").exists()
+    _design, bottom = import_board(shared, tmp_path / "dup-bottom.yaml", 20.0, side="bottom")  # R1 once there
+    assert [f.ref for f in bottom.fates if f.inspected] == ["R1"]

@@ -5,7 +5,8 @@ Shared by every board of a plant: a package met once is known for the next board
 read first and wins. A package neither knows is never guessed: the import stops, lists every unknown package with
 the parts that use it, and writes a file to fill in (`unknown_template`). One convention is used, the IPC
 designators: a package that is only a chip size (`0402`, as Eagle's centroid files give it) is a resistor,
-capacitor or inductor by its reference's letter (R, C, L; FB a ferrite). IPC-7351 land-pattern names (`RESC1005X40N`,
+capacitor or inductor by its reference's letter (R, C, L; FB a ferrite); a chip's size in a longer name (`R0402`,
+KiCad's `C_0603_1608Metric`) gives its body. IPC-7351 land-pattern names (`RESC1005X40N`,
 `SON127P800X600X80-9N`) are known by their family, and give their body where the name states it (ipc7351.py).
 """
 from __future__ import annotations
@@ -26,6 +27,9 @@ CHIP_BODY = {"01005": (0.4, 0.2), "0201": (0.6, 0.3), "0402": (1.0, 0.5), "0603"
              "2512": (6.3, 3.2)}
 CHIP_BY_LETTER = {"R": "chip-resistor", "C": "chip-capacitor", "L": "chip-inductor", "FB": "ferrite",
                   "F": "chip-fuse"}
+# a chip's imperial size standing in a longer name: R0402, C_0603_1608Metric (KiCad's), LED-0603; not a metric code
+CHIP_IN_NAME = re.compile(r"(?<![0-9])(" + "|".join(CHIP_BODY) + r")(?![0-9]|Metric)")
+CHIP_CLASSES = {"chip-resistor", "chip-capacitor", "chip-inductor", "ferrite", "chip-fuse", "led", "diode"}
 
 
 @dataclass(frozen=True)
@@ -60,9 +64,15 @@ class Library:
         return None
 
 
-    def body(self, package: str) -> tuple[float, float] | None:
-        """The package's body in mm (w, h at rotation 0) for a file without footprints (a centroid file)."""
-        return self.bodies.get(package) or CHIP_BODY.get(package) or stated_body(package)
+    def body(self, package: str, ref: str = "") -> tuple[float, float] | None:
+        """The package's body in mm (w, h at rotation 0) for a file without footprints (a centroid file): the
+        library's, else what the name states (a chip size, an IPC-7351 name's body), else None (asked for)."""
+        stated = self.bodies.get(package) or CHIP_BODY.get(package) or stated_body(package)
+        if stated is not None:
+            return stated
+        cls = self.lookup(package, ref)
+        m = CHIP_IN_NAME.search(package) if cls is not None and cls.name in CHIP_CLASSES else None
+        return CHIP_BODY[m.group(1)] if m else None
 
 
 def _read(path: Path, into: Library) -> None:

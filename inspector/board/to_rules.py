@@ -111,7 +111,7 @@ def _frame(design: BoardDesign) -> tuple[float, float, float, float]:
 
 def _with_body(part: PlacedPart, library: Library) -> PlacedPart:
     """A part of a file without footprints (a centroid file) given the library's body, centred on it."""
-    body = library.body(part.package)
+    body = library.body(part.package, part.ref)
     if part.extent() is not None or body is None:
         return part
     return replace(part, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
@@ -196,10 +196,11 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
         cls = library.lookup(p.package, p.ref)
         classes[p.ref] = cls
         needed = p.side == side and not p.fiducial and p.excluded is None
-        if needed and (cls is None or (cls.inspect and p.extent() is None and library.body(p.package) is None)):
+        if needed and (cls is None or (cls.inspect and p.extent() is None and library.body(p.package, p.ref) is None)):
             unknown.setdefault(p.package, []).append(p.ref)  # no class, or (a centroid file) no body to window
     if unknown:
         raise UnknownPackages(unknown)
+    _unique_references(design, side, classes)
     # one type a package; a package two classes share (Eagle's bare `0402` for R and C) splits by class
     pairs = {(p.package, c.name) for p in design.parts if (c := classes[p.ref]) is not None}
     shared = {pkg for pkg, _ in pairs if sum(1 for q, _c in pairs if q == pkg) > 1}
@@ -295,6 +296,23 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     geometry = BoardGeometry(outline, px_per_mm, {ref: _pads_px(by_part[ref], design.y_up, (fx0, fy0), px_per_mm)
                                                   for ref in placed}, design.source)
     return Imported(text, fates, types, sorted(marks), (width, height), notes, (fx0, fy0), px_per_mm, geometry)
+
+
+def _unique_references(design: BoardDesign, side: str, classes: dict[str, PackageClass | None]) -> None:
+    """Every part the rule set would hold (an inspected part or a fiducial on this side) has a reference of its own:
+    the line keeps each part's results by it. A ValueError names the ones that do not, where they sit."""
+    seen: dict[str, list[PlacedPart]] = {}
+    for p in design.parts:
+        cls = classes.get(p.ref)
+        if p.side == side and p.excluded is None and (p.fiducial or (cls is not None and cls.inspect)):
+            seen.setdefault(p.ref.strip(), []).append(p)
+    clashes = {ref: ps for ref, ps in seen.items() if not ref or len(ps) > 1}
+    if clashes:
+        listed = "; ".join(f"{ref or '(no reference)'} at " + " and ".join(f"({q.x_mm:g}, {q.y_mm:g})" for q in ps[:4])
+                           + (f" and {len(ps) - 4} more" if len(ps) > 4 else "") for ref, ps in sorted(clashes.items()))
+        raise ValueError(f"{design.source}: parts without a reference of their own (mm, the file's frame): {listed}; "
+                         "the line reports every part by its reference: annotate the board in the CAD tool (or the "
+                         "centroid file) so each part has its own, and import again")
 
 
 def _why(message: str) -> str:
