@@ -14,6 +14,7 @@ from inspector.board.importing import import_board
 from inspector.board.ipc7351 import stated_body
 from inspector.board.library import load_library
 from inspector.routing.rules import parse_rules
+from inspector.yamlio import ConfigError
 
 # ref, x mm, y mm, rotation, side, package (IPC-7351 names, as Altium's libraries give them), value
 BOARD = [("R1", 12.7, 5.08, 90.0, "top", "RESC1005X40N", "10k"),
@@ -180,3 +181,22 @@ def test_chip_sizes_in_names_give_bodies_and_references_must_be_a_parts_own(tmp_
     assert not (tmp_path / "dup.yaml").exists()
     _design, bottom = import_board(shared, tmp_path / "dup-bottom.yaml", 20.0, side="bottom")  # R1 once there
     assert [f.ref for f in bottom.fates if f.inspected] == ["R1"]
+
+
+def test_kicads_negated_bottom_x_is_read_as_the_board_has_it(tmp_path: Path) -> None:
+    # KiCad 6 wrote every bottom part's x negated (later KiCads on an option): its signs say so, and a note tells
+    negated = _write(tmp_path / "k6.pos", _kicad_pos(False).replace("  25.4000", " -25.4000"))
+    design = read_centroid(negated)
+    assert [p.x_mm for p in design.parts] == [12.7, 25.4, 38.1] and "read negated" in design.notes[0]
+    _write(tmp_path / "as-is.yaml", "bottom_x: as-is\n")  # a profile may say only that
+    assert read_centroid(negated, load_profile(tmp_path / "as-is.yaml")).parts[1].x_mm == -25.4
+    # a bottom-only file cannot show it: read as written, and the note asks
+    bottom = _write(tmp_path / "b.pos", "\n".join(line for line in _kicad_pos(False).replace(
+        "  25.4000", " -25.4000").splitlines() if " top" not in line) + "\n")
+    design = read_centroid(bottom)
+    assert [p.x_mm for p in design.parts] == [-25.4] and "bottom_x: negated" in design.notes[0]
+    _write(tmp_path / "negated.yaml", "bottom_x: negated\n")
+    assert read_centroid(bottom, load_profile(tmp_path / "negated.yaml")).parts[0].x_mm == 25.4
+    _write(tmp_path / "bad.yaml", "bottom_x: mirrored\n")
+    with pytest.raises(ConfigError, match="bottom_x.*one of as-is, negated"):
+        load_profile(tmp_path / "bad.yaml")

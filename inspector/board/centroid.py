@@ -6,15 +6,16 @@ every table with a header row whose columns name a reference, x, y and rotation,
 Altium's Pick Place `.txt` (aligned, under a preamble naming its units) and `.csv`, JLC's CPL, EasyEDA's UTF-16 CSV,
 Proteus's, DipTrace's, LibrePCB's, most others: each column is found by its usual names (`COLUMNS`), or by a saved
 profile (`--profile FILE`: YAML `columns: {ref: ..., x: ..., y: ..., rotation: ..., side: ..., package: ...,
-value: ...}`, `units: mm|mil|in`, `y_up: true|false`) for a tool whose names differ. Centroid files put y up (the
-CAD's plot convention) and measure rotation counter-clockwise from the top; units are mm unless a value, the
-header, the profile or the preamble says mil or in. A centroid file has no pads or bodies: the package library
-gives each package's body (library.body), and the board outline is the parts' extent.
+value: ...}`, `units: mm|mil|in`, `y_up: true|false`, `bottom_x: as-is|negated`) for a tool whose names differ.
+Centroid files put y up (the CAD's plot convention) and measure rotation counter-clockwise from the top; units are
+mm unless a value, the header, the profile or the preamble says mil or in; a bottom part's x is as seen from the
+top, except where KiCad negated it (found by the signs, or told). A centroid file has no pads or bodies: the
+package library gives each package's body (library.body), and the board outline is the parts' extent.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..yamlio import Fields, load_yaml
@@ -38,25 +39,36 @@ OTHER_PHRASES = {"pad x", "pad y", "ref x", "ref y", "mid x", "mid y", "part num
 TO_MM = {"mm": 1.0, "mil": 0.0254, "in": 25.4, "inch": 25.4}
 
 
+BOTTOM_X = ("as-is", "negated")  # how a file gives its bottom parts' x: seen from the top, or negated (KiCad's option)
+KICAD_HEADER = ["ref", "val", "package", "posx", "posy", "rot", "side"]
+
+
 @dataclass
 class Profile:
     columns: dict[str, str] = field(default_factory=dict)  # field -> header name
     units: str | None = None
     y_up: bool = True
+    bottom_x: str | None = None  # None: as the file shows (KiCad's negated bottom x found by its signs, noted)
 
 
 def load_profile(path: Path) -> Profile:
     source = str(path)
     f = Fields(load_yaml(Path(path).read_text(encoding="utf-8"), source), source)
-    f.unknown({"columns", "units", "y_up"})
-    cols = f.sub("columns")
-    cols.unknown(set(COLUMNS))
-    for need in ("ref", "x", "y"):
-        cols.text(need)
+    f.unknown({"columns", "units", "y_up", "bottom_x"})
+    columns: dict[str, str] = {}
+    if f.get("columns") is not None:  # a profile may only say the units or the bottom's x of a file named as usual
+        cols = f.sub("columns")
+        cols.unknown(set(COLUMNS))
+        for need in ("ref", "x", "y"):
+            cols.text(need)
+        columns = {k: str(v) for k, v in cols.data.items()}
     units = f.get("units")
     if units is not None and units not in TO_MM:
         raise f.error("units", f"one of {', '.join(TO_MM)}, got {units!r}")
-    return Profile({k: str(v) for k, v in cols.data.items()}, units, bool(f.get("y_up", True)))
+    bottom_x = f.get("bottom_x")
+    if bottom_x is not None and bottom_x not in BOTTOM_X:
+        raise f.error("bottom_x", f"one of {', '.join(BOTTOM_X)}, got {bottom_x!r}")
+    return Profile(columns, units, bool(f.get("y_up", True)), bottom_x)
 
 
 def _number(text: str, where: str, what: str) -> tuple[float, str | None]:
@@ -124,8 +136,31 @@ def _table(path: Path, text: str, profile: Profile) -> BoardDesign:
     needed = max(col[k] for k in ("ref", "x", "y", "rotation")) + 1
     parts = [_row(_cells(row, needed, len(table.header), path), col, f"{path}:{row.line}", units)
              for row in table.rows]
-    kind = "KiCad position file (.pos)" if path.suffix.lower() == ".pos" else f"centroid table ({table.layout})"
-    return BoardDesign(str(path), kind, parts, y_up=profile.y_up)
+    kicad = [column_key(c) for c in table.header] == KICAD_HEADER
+    kind = f"KiCad position file ({'.pos' if table.layout == 'aligned' else 'CSV'})" if kicad else \
+        f"centroid table ({table.layout})"
+    design = BoardDesign(str(path), kind, parts, y_up=profile.y_up)
+    _bottom_x(design, profile.bottom_x, kicad)
+    return design
+
+
+def _bottom_x(design: BoardDesign, told: str | None, kicad: bool) -> None:
+    """Bottom parts' x seen from the top, where the file negated it: told by the profile, or a KiCad file whose every
+    bottom x is negative and every top x positive (KiCad 6 always negated them; later ones on an option), noted."""
+    bottom = [p for p in design.parts if p.side == "bottom"]
+    top = [p for p in design.parts if p.side == "top"]
+    negated = told == "negated"
+    if told is None and kicad and bottom and all(p.x_mm < 0 for p in bottom):
+        if top and all(p.x_mm >= 0 for p in top):
+            negated = True
+            design.notes.append(f"the {len(bottom)} bottom parts' x read negated, as KiCad writes them with its "
+                                "'negative X for the bottom' convention (every bottom x negative, every top x "
+                                "positive); a profile's `bottom_x: as-is` says otherwise")
+        else:
+            design.notes.append("every bottom part's x is negative: where KiCad negated them (its 'negative X for "
+                                "the bottom' option), say so with a profile's `bottom_x: negated`")
+    if negated:
+        design.parts = [replace(p, x_mm=-p.x_mm) if p.side == "bottom" else p for p in design.parts]
 
 
 def _cells(row: Row, needed: int, columns: int, path: Path) -> list[str]:

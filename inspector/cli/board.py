@@ -24,7 +24,7 @@ def add_board(p: argparse.ArgumentParser) -> None:
     scale.add_argument("--camera", help="a camera file (JSON) with px_per_mm")
     imp.add_argument("--library", help="the plant's package library (YAML, inspector/board/packages.yaml's "
                                        "sections), read before the product's own")
-    imp.add_argument("--profile", help="a centroid file's column profile (YAML: columns, units, y_up)")
+    imp.add_argument("--profile", help="a centroid file's profile (YAML: columns, units, y_up, bottom_x)")
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
     imp.add_argument("--step", help="an ODB++ job's step to import, where several place parts (the board, or the "
                                     "panel of it the line carries: a panel is read as one board of every copy)")
