@@ -72,6 +72,11 @@ LAYOUTS = {
         for r, x, y, a, s, p, _v in BOARD),
     "diptrace.csv": lambda: "RefDes,Pattern,X (mm),Y (mm),Side,Rotate,Value\n" + "".join(
         f"{r},{p},{x},{y},{s.capitalize()},{a:.0f},{v.split(',')[0]}\n" for r, x, y, a, s, p, v in BOARD),
+    # a header naming its units and degrees, and PADS's abbreviations
+    "units-in-header.csv": lambda: "Ref. Des.,Part Type,X (mm),Y [mm],Orient.,Layer\n" + "".join(
+        f"{r},{p},{x},{y},{a:.1f},{s}\n" for r, x, y, a, s, p, _v in BOARD),
+    "degrees.csv": lambda: "Designator,Footprint,Mid X(mm),Mid Y(mm),Rotation (deg),Side\n" + "".join(
+        f"{r},{p},{x},{y},{a:.0f},{s}\n" for r, x, y, a, s, p, _v in BOARD),
     "librepcb.csv": lambda: "# Pick&Place Export\n# Project: Demo\nDesignator,Value,Device,Package,Position X,"
                             "Position Y,Rotation,Side\n" + "".join(
                                 f'"{r}","{v}","dev","{p}","{x}","{y}","{a}","{s.capitalize()}"\n'

@@ -23,13 +23,13 @@ from .centroid_table import Row, column_key, decode, find_table, header_units, s
 from .design import BoardDesign, CadError, PlacedPart
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (Altium's Mid X before its Ref X)
-    "ref": ("designator", "ref", "reference", "refdes", "ref des", "ref.des.", "reference designator", "part id",
-            "part", "name", "component", "compname"),
+    "ref": ("designator", "ref", "reference", "refdes", "ref des", "ref.des.", "ref. des.", "reference designator",
+            "part id", "part", "name", "component", "compname"),
     "x": ("posx", "pos x", "mid x", "center-x", "centerx", "center x", "position x", "x position", "x", "ref x",
           "x pos", "xpos", "locationx", "location x", "x-coord", "x coord"),
     "y": ("posy", "pos y", "mid y", "center-y", "centery", "center y", "position y", "y position", "y", "ref y",
           "y pos", "ypos", "locationy", "location y", "y-coord", "y coord"),
-    "rotation": ("rot", "rotation", "rotate", "angle", "orientation", "rot."),
+    "rotation": ("rot", "rotation", "rotate", "angle", "orientation", "rot.", "orient", "orient."),
     "side": ("side", "layer", "tb", "t/b", "top/bottom", "mount side", "placement side"),
     "package": ("package", "footprint", "pattern", "case", "package/footprint", "footprint name", "shape"),
     "value": ("val", "value", "comment", "description/value"),

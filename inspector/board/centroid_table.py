@@ -39,8 +39,9 @@ class Table:
 
 
 def column_key(header: str) -> str:
-    """A header cell as the column tables compare: lower case, units, quotes and runs of space taken out."""
-    text = re.sub(r"\((mm|mils?|in|inch|thou)\)|\[(mm|mils?|in|inch|thou)\]|[\"']", "", header.lower())
+    """A header cell as the column tables compare: lower case, units (`(mm)`, `[deg]`), quotes and runs of space
+    taken out."""
+    text = re.sub(r"[(\[](mm|mils?|in|inch|thou|deg|degrees|°)[)\]]|[\"']", "", header.lower())
     return re.sub(r"\s+", " ", text).strip()
 
 
