@@ -146,7 +146,9 @@ def unknown_template(unknown: dict[str, list[str]], classes: list[str]) -> str:
              "# `--library THIS_FILE` (keep the file: every later board of the plant reads it too).",
              f"# Classes: {', '.join(classes)} (or add your own under classes:, as packages.yaml does).",
              "# A centroid file has no footprints: give such a package its body too, `body: [w, h]` in mm at",
-             "# rotation 0 (a KiCad or Eagle board file has them).", "packages:"]
+             "# rotation 0 (a KiCad or Eagle board file has them): what its window must show, the body with its",
+             "# leads and joints (a gull-wing package's span across its leads, not its plastic alone).",
+             "packages:"]
     for package, refs in sorted(unknown.items()):
         shown = ", ".join(refs[:6]) + (f" and {len(refs) - 6} more" if len(refs) > 6 else "")
         lines.append(f"  {package!r}: {{class: null}}   # {shown}")
