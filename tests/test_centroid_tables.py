@@ -186,6 +186,10 @@ def test_chip_sizes_in_names_give_bodies_and_references_must_be_a_parts_own(tmp_
     assert not (tmp_path / "dup.yaml").exists()
     _design, bottom = import_board(shared, tmp_path / "dup-bottom.yaml", 20.0, side="bottom")  # R1 once there
     assert [f.ref for f in bottom.fates if f.inspected] == ["R1"]
+    twice = _write(tmp_path / "twice.csv", "Designator,Footprint,Mid X,Mid Y,Layer,Rotation\nC1,C0402,10,10,Bottom,0\n"
+                   "C1,C0402,20,10,Bottom,0\n")
+    with pytest.raises(ValueError, match=r"C1 at \(10, 10\) and \(20, 10\)"):  # the file's places, not the mirror's
+        import_board(twice, tmp_path / "twice.yaml", 20.0, side="bottom")
 
 
 def test_kicads_negated_bottom_x_is_read_as_the_board_has_it(tmp_path: Path) -> None:

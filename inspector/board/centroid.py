@@ -35,10 +35,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (A
     "value": ("val", "value", "comment", "description/value"),
 }
 # other columns of several words that an aligned header writes with single spaces (Altium's Pad X beside Mid X)
-OTHER_PHRASES = {"pad x", "pad y", "ref x", "ref y", "mid x", "mid y", "part number", "height (mm)"}
+OTHER_PHRASES = {"pad x", "pad y", "part number", "part type"}
 TO_MM = {"mm": 1.0, "mil": 0.0254, "in": 25.4, "inch": 25.4}
-
-
 BOTTOM_X = ("as-is", "negated")  # how a file gives its bottom parts' x: seen from the top, or negated (KiCad's option)
 KICAD_HEADER = ["ref", "val", "package", "posx", "posy", "rot", "side"]
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
+from .flip import mirrored_pads, mirrored_rect
 
 DIMENSION = "20"
 BODY_LAYERS = (("51", "52"), ("21", "22"))  # documentation first, then silkscreen
@@ -47,10 +48,6 @@ def _f(node: ET.Element, key: str, default: float = 0.0) -> float:
         return float(node.get(key, default))
     except ValueError:
         raise CadError(f"<{node.tag}> has {key}={node.get(key)!r}, not a number") from None
-
-
-def _mirrored(pads: tuple[Pad, ...]) -> tuple[Pad, ...]:
-    return tuple(Pad(-p.x, p.y, p.w, p.h, p.smd, p.mask_margin) for p in pads)
 
 
 def _turn(rot: str | None) -> tuple[float, bool]:
@@ -172,8 +169,7 @@ def read_eagle(path: Path) -> BoardDesign:
         pkg = packages.get((el.get("library", ""), package))
         pads, body = _package(pkg, frame) if pkg is not None else ((), None)
         if mirrored:  # on the bottom: seen from the top, the package mirrored, then turned the other way
-            pads, turn = _mirrored(pads), -turn % 360.0
-            body = None if body is None else (-body[2], body[1], -body[0], body[3])
+            pads, body, turn = mirrored_pads(pads), mirrored_rect(body), -turn % 360.0
         fiducial = "fiducial" in package.lower() or name.upper().startswith("FID")
         parts.append(PlacedPart(name, el.get("value", ""), package, _f(el, "x"), _f(el, "y"), turn,
                                 "bottom" if mirrored else "top", pads, body,

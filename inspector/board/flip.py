@@ -14,17 +14,23 @@ from dataclasses import replace
 from .design import BoardDesign, Pad, PlacedPart, Rect
 
 
-def _mirror_rect(r: Rect | None) -> Rect | None:
+def mirrored_rect(r: Rect | None) -> Rect | None:
+    """A footprint-frame box mirrored left to right (x negated)."""
     return None if r is None else (-r[2], r[1], -r[0], r[3])
 
 
+def mirrored_pads(pads: tuple[Pad, ...]) -> tuple[Pad, ...]:
+    """A footprint's pads mirrored left to right (x negated) in its own frame."""
+    return tuple(Pad(-q.x, q.y, q.w, q.h, q.smd, q.mask_margin) for q in pads)
+
+
 def _mirror_part(p: PlacedPart) -> PlacedPart:
-    pads = tuple(Pad(-q.x, q.y, q.w, q.h, q.smd, q.mask_margin) for q in p.pads)
-    return replace(p, x_mm=-p.x_mm, rotation=(-p.rotation) % 360.0, pads=pads, body=_mirror_rect(p.body))
+    return replace(p, x_mm=-p.x_mm, rotation=(-p.rotation) % 360.0, pads=mirrored_pads(p.pads),
+                   body=mirrored_rect(p.body))
 
 
 def seen_from_below(design: BoardDesign) -> BoardDesign:
     """The design mirrored left to right: what the bottom side's camera sees, as a top view."""
-    return replace(design, parts=[_mirror_part(p) for p in design.parts], outline=_mirror_rect(design.outline),
+    return replace(design, parts=[_mirror_part(p) for p in design.parts], outline=mirrored_rect(design.outline),
                    notes=[*design.notes, "the bottom side as its camera sees it: the board turned over about its "
                                          "vertical axis (x mirrored; board/flip.py)"])

@@ -200,7 +200,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
             unknown.setdefault(p.package, []).append(p.ref)  # no class, or (a centroid file) no body to window
     if unknown:
         raise UnknownPackages(unknown)
-    _unique_references(design, side, classes)
+    _unique_references(as_filed, design.source, side, classes)
     # one type a package; a package two classes share (Eagle's bare `0402` for R and C) splits by class
     pairs = {(p.package, c.name) for p in design.parts if (c := classes[p.ref]) is not None}
     shared = {pkg for pkg, _ in pairs if sum(1 for q, _c in pairs if q == pkg) > 1}
@@ -298,11 +298,12 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     return Imported(text, fates, types, sorted(marks), (width, height), notes, (fx0, fy0), px_per_mm, geometry)
 
 
-def _unique_references(design: BoardDesign, side: str, classes: dict[str, PackageClass | None]) -> None:
+def _unique_references(parts: list[PlacedPart], source: str, side: str,
+                       classes: dict[str, PackageClass | None]) -> None:
     """Every part the rule set would hold (an inspected part or a fiducial on this side) has a reference of its own:
     the line keeps each part's results by it. A ValueError names the ones that do not, where they sit."""
     seen: dict[str, list[PlacedPart]] = {}
-    for p in design.parts:
+    for p in parts:
         cls = classes.get(p.ref)
         if p.side == side and p.excluded is None and (p.fiducial or (cls is not None and cls.inspect)):
             seen.setdefault(p.ref.strip(), []).append(p)
@@ -310,7 +311,7 @@ def _unique_references(design: BoardDesign, side: str, classes: dict[str, Packag
     if clashes:
         listed = "; ".join(f"{ref or '(no reference)'} at " + " and ".join(f"({q.x_mm:g}, {q.y_mm:g})" for q in ps[:4])
                            + (f" and {len(ps) - 4} more" if len(ps) > 4 else "") for ref, ps in sorted(clashes.items()))
-        raise ValueError(f"{design.source}: parts without a reference of their own (mm, the file's frame): {listed}; "
+        raise ValueError(f"{source}: parts without a reference of their own (mm, the file's frame): {listed}; "
                          "the line reports every part by its reference: annotate the board in the CAD tool (or the "
                          "centroid file) so each part has its own, and import again")
 
