@@ -184,3 +184,40 @@ def test_a_tray_photo_lists_every_board_and_teaches_on_each_when_asked(qtbot, tm
     qtbot.waitUntil(lambda: tab.taught is not None or tab.status.styleSheet() != "", timeout=600_000)
     assert tab.taught is not None, tab.status.text()
     assert [g["board"] for g in tab.taught.goldens] == [0, 1, 2]
+
+
+def test_the_new_board_tab_imports_the_bottom_side_and_a_centroid_file_with_its_profile(qtbot, tmp_path: Path) -> None:
+    """The side chosen is the side imported (the board seen from below, said in the summary's notes), and a
+    centroid file is read with the profile given: a KiCad file of bottom parts only, its x negated as told."""
+    from .test_bottom_side import BOARD
+
+    (tmp_path / "b.brd").write_text(BOARD, encoding="utf-8")
+    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
+    backend.identity = ENGINEER
+    tab = NewBoardTab(backend, tmp_path / "boards")
+    qtbot.addWidget(tab)
+    tab.cad.setText(str(tmp_path / "b.brd"))
+    tab.scale.setValue(20.0)
+    tab.side.setCurrentText("bottom")
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    assert "3 parts, 2 inspected" in tab.summary.text() and "note: the bottom side as its camera sees it" in \
+        tab.summary.text()
+    assert {p.ref for _c, p in load_rules(tab.rules_path).placements()} == {"Q2", "Q3"}
+
+    (tmp_path / "b.pos").write_text("## Unit = mm, Angle = deg.\n# Ref  Val  Package  PosX  PosY  Rot  Side\n"
+                                    "C1  1u  C_0603_1608Metric  -12.0  -8.0  0.0  bottom\n"
+                                    "C2  1u  C_0603_1608Metric  -20.0  -8.0  90.0  bottom\n", encoding="utf-8")
+    (tmp_path / "kicad.yaml").write_text("bottom_x: negated\n", encoding="utf-8")
+    tab.cad.setText(str(tmp_path / "b.pos"))
+    tab.profile.setText(str(tmp_path / "kicad.yaml"))
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "b.pos:" in tab.summary.text(), timeout=30_000)
+    placed = {p.ref: p for _c, p in load_rules(tab.rules_path).placements()}
+    # told negated: C1 at x 12 mm, C2 at 20 mm on the board; seen from below C2 is the left of the two
+    assert set(placed) == {"C1", "C2"} and placed["C2"].x < placed["C1"].x
+    tab.side.setCurrentText("top")
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "nothing to teach" in tab.status.text(), timeout=30_000)
+    assert "no part is inspected from the top side" in tab.status.text()

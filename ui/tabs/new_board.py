@@ -1,11 +1,12 @@
 """New board: a plant's own board from its CAD to the line, the way an AOI is programmed.
 
-Import the CAD (inspector/board), add golden photos and see every part's window drawn where the registration put
-it (click a spot on the photo, then the same spot on the CAD drawing, three times or more, where the outline does
-not register it; a tray's boards each drawn and listed), teach with a progress bar (on every board of a tray of golden
-boards when asked), read the validation table, pass the false calls of boards known good by lower thresholds within
-the recall allowed (board_tune_panel.py), and make the taught board the line's
-(from its next start: a new board brings its own experts). The slow steps run off the GUI thread (worker.Job).
+Import the CAD (inspector/board; either side, a centroid file with its profile, the import's notes shown), add
+golden photos and see every part's window drawn where the registration put it (click a spot on the photo, then the
+same spot on the CAD drawing, three times or more, where the outline does not register it; a tray's boards each
+drawn and listed), teach with a progress bar (on every board of a tray of golden boards when asked), read the
+validation table, pass the false calls of boards known good by lower thresholds within the recall allowed
+(board_tune_panel.py), and make the taught board the line's (from its next start: a new board brings its own
+experts). The slow steps run off the GUI thread (worker.Job).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
@@ -95,11 +97,19 @@ class NewBoardTab(OneJobAtATime, QWidget):
         cad_btn.clicked.connect(lambda: self._browse(self.cad, "CAD or centroid file"))
         self.step = QLineEdit()
         self.step.setPlaceholderText("an ODB++ job's step, where several place parts (the board, or its panel)")
+        self.profile = QLineEdit()
+        self.profile.setPlaceholderText("a centroid file's profile: its columns, units, bottom x (optional)")
+        profile_btn = QPushButton("Browse…")
+        profile_btn.clicked.connect(lambda: self._browse(self.profile, "centroid profile (YAML)"))
         self.library = QLineEdit()
         self.library.setPlaceholderText("the plant's package library (optional)")
         lib_btn = QPushButton("Browse…")
         lib_btn.clicked.connect(lambda: self._browse(self.library, "package library (YAML)"))
         self.scale = QDoubleSpinBox(decimals=2, minimum=1.0, maximum=200.0, value=20.0, suffix=" px/mm")
+        self.side = QComboBox()
+        self.side.addItems(["top", "bottom"])
+        self.side.setToolTip("The side the camera sees: the bottom's rule set is the board turned over about its "
+                             "vertical axis, as the camera over it sees it")
         self.import_btn = QPushButton("Import")
         self.import_btn.clicked.connect(self.import_board)
         self.summary = QLabel("Import a board's CAD to begin.")
@@ -144,13 +154,19 @@ class NewBoardTab(OneJobAtATime, QWidget):
         row.addWidget(self.cad, 1)
         row.addWidget(cad_btn)
         form.addRow("CAD", row)
-        form.addRow("ODB++ step", self.step)
+        row = QHBoxLayout()  # one row for both: each is for one kind of file only
+        row.addWidget(self.step, 1)
+        row.addWidget(self.profile, 1)
+        row.addWidget(profile_btn)
+        form.addRow("Step / profile", row)
         row = QHBoxLayout()
         row.addWidget(self.library, 1)
         row.addWidget(lib_btn)
         form.addRow("Library", row)
         row = QHBoxLayout()
         row.addWidget(self.scale)
+        row.addWidget(QLabel("side"))
+        row.addWidget(self.side)
         row.addWidget(self.import_btn)
         row.addStretch(1)
         form.addRow("Camera scale", row)
@@ -224,6 +240,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
         cad = Path(self.cad.text().strip())
         library = Path(self.library.text().strip()) if self.library.text().strip() else None
         step = self.step.text().strip() or None
+        profile = Path(self.profile.text().strip()) if self.profile.text().strip() else None
+        side = self.side.currentText()
         if not (cad.is_file() or (cad.is_dir() and is_odb_job(cad))):
             self._say(f"{cad} is neither a file nor an ODB++ job's folder: choose the board's CAD or centroid file",
                       error=True)
@@ -232,19 +250,20 @@ class NewBoardTab(OneJobAtATime, QWidget):
         out = self.work_root / name / f"{name}.yaml"
         scale = self.scale.value()
         self._say(f"importing {cad.name}…")
-        self._run(lambda: import_board(cad, out, scale, "top", library, None, name, step),
-                  lambda r: self._imported(out, *r))
+        self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step),
+                  lambda r: self._imported(out, side, *r))
 
-    def _imported(self, out: Path, design: Any, imported: Any) -> None:
+    def _imported(self, out: Path, side: str, design: Any, imported: Any) -> None:
         from inspector.routing.rules import parse_rules
 
         inspected = sum(1 for f in imported.fates if f.inspected)
         left = "; ".join(f"{n} {why}" for why, n in imported.left_out().items())
         self.summary.setText(f"{design.source}: {len(design.parts)} parts, {inspected} inspected, "
                              f"{len(imported.types)} component types, {len(imported.fiducials)} fiducials"
-                             + (f"; left out: {left}" if left else "") + f". Rule set: {out}")
+                             + (f"; left out: {left}" if left else "") + f". Rule set: {out}"
+                             + "".join(f"\nnote: {n}" for n in imported.notes))
         if not imported.rules_text:
-            self._say("no part is inspected from the top side: nothing to teach", error=True)
+            self._say(f"no part is inspected from the {side} side: nothing to teach", error=True)
             return
         self.rules_path, self.taught, self.points = out, None, []
         self.board.show_image(cad_drawing(parse_rules(imported.rules_text, str(out))))
