@@ -111,8 +111,10 @@ def _frame(design: BoardDesign) -> tuple[float, float, float, float]:
 
 def _with_body(part: PlacedPart, library: Library) -> PlacedPart:
     """A part of a file without footprints (a centroid file) given the library's body, centred on it."""
+    if part.extent() is not None:  # a board file's footprint: its own pads and body
+        return part
     body = library.body(part.package, part.ref)
-    if part.extent() is not None or body is None:
+    if body is None:
         return part
     return replace(part, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
 
