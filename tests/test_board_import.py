@@ -3,6 +3,8 @@ every part's fate (inspector/board)."""
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -515,6 +517,86 @@ def test_an_ipc2581_file_imports_its_parts_pads_bom_and_outline(tmp_path: Path) 
     bad.write_text(IPC2581.replace("</Step>", "</Stp>"), encoding="utf-8")
     r = cli("board", "import", str(bad), "--out", str(tmp_path / "c.yaml"), "--px-per-mm", "10")
     assert r.returncode != 0 and "bad.xml:" in r.stderr and "not well-formed IPC-2581" in r.stderr
+
+
+def _ipc_bottom_soic(reading: str) -> str:
+    """IPC2581 with a bottom SOIC U2 at (30, 20), rotation 90 and mirror, and its B.Cu pads where `reading`, in its
+    own words, puts them: "turn, then mirror" (as Valor and Cadence read the standard) or "mirror, then turn"."""
+    pads = []
+    for number, (px, py) in {"1": (-2.475, 1.905), "4": (-2.475, -1.905), "5": (2.475, -1.905),
+                             "8": (2.475, 1.905)}.items():
+        if reading == "mirror, then turn":
+            px = -px
+        qx, qy = -py, px  # turned 90 counter-clockwise
+        if reading == "turn, then mirror":
+            qx = -qx
+        pads.append(f'<Pad><Location x="{30 + qx:.3f}" y="{20 + qy:.3f}"/><StandardPrimitiveRef id="RECT_2"/>'
+                    f'<PinRef componentRef="U2" pin="{number}"/></Pad>')
+    part = ('<Component refDes="U2" packageRef="SOIC-8_3.9x4.9mm_P1.27mm" part="NE555" layerRef="B.Cu" '
+            'mountType="SMT"><Xform rotation="90" mirror="true"/><Location x="30" y="20"/></Component>')
+    return IPC2581.replace("      </Step>", f"{part}<LayerFeature layerRef=\"B.Cu\"><Set>{''.join(pads)}</Set>"
+                                          "</LayerFeature>\n      </Step>")
+
+
+@pytest.mark.parametrize("reading", ["turn, then mirror", "mirror, then turn"])
+def test_an_ipc2581_bottom_part_wears_its_package_as_the_steps_own_pads_place_it(tmp_path: Path, reading: str) -> None:
+    from inspector.board.ipc2581 import read_ipc2581
+
+    path = tmp_path / "board.xml"
+    path.write_text(_ipc_bottom_soic(reading), encoding="utf-8")
+    design = read_ipc2581(path)
+    u2 = next(p for p in design.parts if p.ref == "U2")
+    a = math.radians(u2.rotation)  # design.py: the footprint frame turned counter-clockwise, y up
+    placed = sorted((round(30 + q.x * math.cos(a) - q.y * math.sin(a), 3), round(20 + q.x * math.sin(a) +
+                     q.y * math.cos(a), 3)) for q in u2.pads)
+    said = sorted((round(float(x), 3), round(float(y), 3)) for x, y in
+                  re.findall(r'<Pad><Location x="([-\d.]+)" y="([-\d.]+)"', _ipc_bottom_soic(reading)))
+    assert placed == said
+    assert (u2.rotation, [n.split(":")[1].split(" (")[0] for n in design.notes]) == (
+        (270.0, [" bottom parts read as turned, then mirrored about the y axis"]) if reading == "turn, then mirror"
+        else (90.0, [" bottom parts read as mirrored about the y axis, then turned"]))
+    # with no pads of its own in the file, the standard's order as Valor and Cadence read it, and a note to check
+    plain = tmp_path / "plain.xml"
+    plain.write_text(IPC2581, encoding="utf-8")
+    c1 = read_ipc2581(plain)
+    assert next(p for p in c1.parts if p.ref == "C1").rotation == 180.0
+    assert "as Valor and Cadence read the standard; check a bottom part's window in the preview" in c1.notes[0]
+
+
+def _pads_placed(part, y_up: bool) -> list[tuple[float, float]]:  # noqa: ANN001
+    """design.py's convention: each pad of the footprint frame turned counter-clockwise about the part's origin; in
+    a y-up frame (a y-down file's y negated, as pcbnew's centres were written)."""
+    t, out = math.radians(part.rotation), []
+    for q in part.pads:
+        if y_up:
+            out.append((part.x_mm + q.x * math.cos(t) - q.y * math.sin(t), part.y_mm + q.x * math.sin(t) +
+                        q.y * math.cos(t)))
+        else:
+            out.append((part.x_mm + q.x * math.cos(t) + q.y * math.sin(t),
+                        -(part.y_mm - q.x * math.sin(t) + q.y * math.cos(t))))
+    return out
+
+
+def test_kicad_9s_own_board_odbpp_and_ipc2581_exports_place_every_bottom_pad_where_pcbnew_has_it() -> None:
+    """tests/cad/bottom-kicad9.*, made by KiCad 9.0.8's pcbnew and exported by its kicad-cli (make_bottom_kicad9.py):
+    SOT-23s, SOIC-8s and LEDs with unequal pads on both sides at every quarter turn. Each reader's pads, placed by the
+    design's convention, land on pcbnew's own pad centres (0.01 mm: the ODB++ export's default precision). KiCad 9
+    writes an ODB++ bottom package already mirrored, and its IPC-2581 export draws some packages one way and some the
+    other, and places a few parts' packages off their own copper: read by the pads the files place, not by a fixed
+    order."""
+    from inspector.board.ipc2581 import read_ipc2581
+    from inspector.board.odbpp import read_odbpp
+
+    cad = Path(__file__).parent / "cad"
+    truth = json.loads((cad / "bottom-kicad9.pads.json").read_text(encoding="utf-8"))["parts"]
+    assert sum(t["side"] == "bottom" for t in truth.values()) == 12
+    for design in (read_kicad(cad / "bottom-kicad9.kicad_pcb"), read_odbpp(cad / "bottom-kicad9-odb.zip"),
+                   read_ipc2581(cad / "bottom-kicad9-ipc2581.xml")):
+        assert {p.ref for p in design.parts} == set(truth), design.format
+        for part in design.parts:
+            got, want = sorted(_pads_placed(part, design.y_up)), sorted(map(tuple, truth[part.ref]["pads"]))
+            assert part.side == truth[part.ref]["side"] and len(got) == len(want), (design.format, part.ref)
+            assert max(math.dist(a, b) for a, b in zip(got, want)) <= 0.01, (design.format, part.ref, got, want)
 
 
 # an Eagle 9 board as Eagle writes one, cut to what the test needs: its design rules' stop frame, and fiducial

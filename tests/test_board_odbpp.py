@@ -9,6 +9,7 @@ ncompress 4.2.4's `compress` wrote it.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -206,7 +207,9 @@ def test_a_job_folder_gives_its_parts_footprints_bom_and_outline(tmp_path: Path)
     design = read_odbpp(write_job(tmp_path))
     by = {p.ref: p for p in design.parts}
     assert design.outline == (0, 0, 40, 30) and design.y_up and design.format == "ODB++ (step pcb)"
-    assert design.notes == []
+    # R3 sits on the bottom with no toeprints to say how its job means the mirror flag: the default, and a note
+    assert len(design.notes) == 1 and design.notes[0].startswith(
+        "steps/pcb: the file does not say where its bottom parts' pins land") and "TOP records" in design.notes[0]
     # 270 degrees clockwise is 90 counter-clockwise, the neutral design's direction
     assert (by["R1"].x_mm, by["R1"].y_mm, by["R1"].rotation, by["R1"].side, by["R1"].value) == (10, 20, 90, "top",
                                                                                                "10k")
@@ -217,6 +220,7 @@ def test_a_job_folder_gives_its_parts_footprints_bom_and_outline(tmp_path: Path)
     assert by["R2"].excluded == "not placed (its .no_pop attribute)" and by["R1"].excluded is None
     assert by["FID1"].fiducial and by["J1"].through_hole and not by["R1"].through_hole
     assert sorted((round(p.w, 6), round(p.h, 6), p.smd) for p in by["J1"].pads) == [(1.7, 1.7, False)] * 2
+    # with no toeprints, as KiCad 9 writes a job: the package drawn as seen from the top, turned 90 clockwise
     assert (by["R3"].side, by["R3"].rotation, by["R3"].x_mm) == ("bottom", 270, 35)
     # the same job from one of its steps' folders, and packed as it travels
     assert read_odbpp(tmp_path / "board" / "steps" / "pcb").parts == design.parts
@@ -332,12 +336,53 @@ def test_a_fiducials_ring_comes_from_its_sides_solder_mask_layer(tmp_path: Path)
         read_odbpp(bad)
 
 
+def _toeprints(x: float, y: float, rot_cw: float, reading: str) -> str:
+    """The SOIC's TOP records for a part at (x, y) turned `rot_cw` clockwise on the bottom, placed as `reading` says in
+    its own words: "turn, then mirror", "mirror, then turn", "drawn" (the package as seen from the top already,
+    turned clockwise as the top's parts are)."""
+    a = math.radians(-rot_cw)
+    lines = []
+    for i, py in enumerate((1.905, 0.635, -0.635, -1.905, -1.905, -0.635, 0.635, 1.905)):
+        px = -2.475 if i < 4 else 2.475
+        if reading == "mirror, then turn":
+            px = -px
+        qx, qy = px * math.cos(a) - py * math.sin(a), px * math.sin(a) + py * math.cos(a)
+        if reading == "turn, then mirror":
+            qx = -qx
+        lines.append(f"TOP {i} {x + qx:.4f} {y + qy:.4f} {rot_cw} M {i + 1} 0 {i + 1}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("reading", ["turn, then mirror", "mirror, then turn", "drawn"])
+def test_a_bottom_part_wears_its_footprint_as_the_jobs_toeprints_place_its_pins(tmp_path: Path, reading: str) -> None:
+    bottom = BOTTOM + f"CMP 1 30.0 12.0 90 M U5 IC-LM358 ;ID=22\n{_toeprints(30.0, 12.0, 90, reading)}\n#\n"
+    design = read_odbpp(write_job(tmp_path, {BOTTOM_FILE: bottom}))
+    u5 = next(p for p in design.parts if p.ref == "U5")
+    a = math.radians(u5.rotation)  # design.py: the footprint frame turned counter-clockwise, y up
+    placed = sorted((round(30.0 + q.x * math.cos(a) - q.y * math.sin(a), 3),
+                     round(12.0 + q.x * math.sin(a) + q.y * math.cos(a), 3)) for q in u5.pads)
+    said = sorted((round(float(t.split()[2]), 3), round(float(t.split()[3]), 3))
+                  for t in _toeprints(30.0, 12.0, 90, reading).splitlines())
+    assert placed == said
+    says = {"turn, then mirror": "turned, then mirrored", "mirror, then turn": "mirrored about the y axis, then "
+            "turned", "drawn": "its package already drawn as seen from the top, turned as seen from the top"}
+    assert any(n.startswith(f"steps/pcb: bottom parts read as {says[reading]}") and "(1 of the 1 " in n
+               for n in design.notes), design.notes
+    # R3, with no toeprints of its own, wears the job's reading too
+    r3 = next(p for p in design.parts if p.ref == "R3")
+    assert r3.rotation == {"turn, then mirror": 90, "mirror, then turn": 270, "drawn": 270}[reading]
+
+
 def test_a_bad_record_is_named_by_its_file_and_line_and_nothing_is_written(tmp_path: Path) -> None:
     job = write_job(tmp_path, {TOP_FILE: TOP.replace("CMP 1 25.0 15.0", "CMP 1 25,0 15.0")})
     out = tmp_path / "board.yaml"
     r = cli("board", "import", str(job), "--out", str(out), "--px-per-mm", "10")
     assert r.returncode != 0 and "comp_+_top/components:15: x is '25,0', not a number" in r.stderr, r.stderr
     assert not out.exists()
+    short = write_job(tmp_path / "t", {BOTTOM_FILE: BOTTOM + "TOP 0 35.0\n"})
+    with pytest.raises(CadError, match=r"comp_\+_bot/components:6: a TOP record needs <pin number> <x> <y>; this "
+                                       r"one has 2 fields"):
+        read_odbpp(short)
     wrong = write_job(tmp_path / "w", {BOTTOM_FILE: BOTTOM.replace("CMP 0 35", "CMP 7 35")})
     with pytest.raises(CadError, match=r"comp_\+_bot/components:3: R3 names package 7, but eda/data holds 5"):
         read_odbpp(wrong)

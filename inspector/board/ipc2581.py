@@ -4,8 +4,10 @@ What an import needs of it, and where the standard keeps it:
 - units: `Ecad/CadHeader@units` (MILLIMETER, MICRON or INCH); a `DictionaryStandard@units` of its own wins there.
 - the board: the step `Content/StepRef` names (else the first `Step`); its outline is `Step/Profile/Polygon`.
 - parts: `Step/Component` (`refDes`, `packageRef`, `part`, `layerRef`, `mountType`), placed by `Location@x,y` and
-  `Xform@rotation` (degrees counter-clockwise seen from the top, the standard's direction), on the bottom when
-  `Xform@mirror` is true or its layer's `side` is BOTTOM.
+  `Xform@rotation` (degrees counter-clockwise, the standard's direction), on the bottom when `Xform@mirror` is
+  true or its layer's `side` is BOTTOM: a bottom part's package turned, then mirrored, as Valor and Cadence read
+  it, unless the step's own pads (tied to their pins by `PinRef`) land where another reading puts them
+  (bottom_fit.py).
 - footprints: `Step/Package` (or `Ecad/CadData/Package`): each `Pin` at `Location`, its shape a
   `StandardPrimitiveRef` into `DictionaryStandard` (`RectCenter`, `RectRound`, `RectCham`, `Oval`: width and
   height; `Circle`: diameter), turned by its own `Xform`; the body is the package's `Outline` polygon, else its
@@ -21,6 +23,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
 from .mask_openings import Opening, with_openings
 
@@ -86,9 +89,11 @@ def _turn(node: ET.Element) -> tuple[float, bool]:
     return _f(xf, "rotation"), xf.get("mirror", "false").lower() == "true"
 
 
-def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float) -> tuple[tuple[Pad, ...],
-                                                                                                 Rect | None]:
+def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float
+             ) -> tuple[tuple[Pad, ...], Rect | None, dict[str, Point]]:
+    """The package's pads and body in its own frame, and each pin's place by its number (for bottom_fit.py)."""
     pads = []
+    places: dict[str, Point] = {}
     for pin in pkg.iter("Pin"):
         loc = pin.find("Location")
         ref = pin.find("StandardPrimitiveRef")
@@ -97,6 +102,8 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
         if round(turn / 90) % 2:
             w, h = h, w
         x, y = (_f(loc, "x") * scale, _f(loc, "y") * scale) if loc is not None else (0.0, 0.0)
+        if loc is not None and pin.get("number"):
+            places[pin.get("number", "")] = (x, y)
         if w > 0 and h > 0:
             pads.append(Pad(x, y, w, h, smd=pin.get("type", "SURFACE").upper() != "THRU"))
     body = None
@@ -104,7 +111,20 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
         body = bounding(_polygon_points(pkg.find(name), scale))
         if body is not None:
             break
-    return tuple(pads), body
+    return tuple(pads), body, places
+
+
+def _pin_places(step: ET.Element, scale: float) -> dict[tuple[str, str], Point]:
+    """(part, pin number) -> where the step's layer features flash that pin on the board (a Pad tied to it by its
+    PinRef), mm: the first place met, every layer's pad of one pin being centred alike."""
+    out: dict[tuple[str, str], Point] = {}
+    for feature in step.iter("LayerFeature"):
+        for pad in feature.iter("Pad"):
+            loc, pin = pad.find("Location"), pad.find("PinRef")
+            if loc is not None and pin is not None and pin.get("componentRef") and pin.get("pin"):
+                out.setdefault((pin.get("componentRef", ""), pin.get("pin", "")),
+                               (_f(loc, "x") * scale, _f(loc, "y") * scale))
+    return out
 
 
 def _mask_openings(step: ET.Element, root: ET.Element, primitives: dict[str, tuple[float, float]], scale: float
@@ -161,6 +181,8 @@ def read_ipc2581(path: Path) -> BoardDesign:
     primitives = _primitives(root, scale)
     packages = {p.get("name", ""): p for p in root.iter("Package")}
     unpopulated = _unpopulated(root)
+    landed = _pin_places(step, scale)
+    pins: dict[str, list[tuple[Point, Point]]] = {}
     parts = []
     for comp in step.iter("Component"):
         ref, package = comp.get("refDes", ""), comp.get("packageRef", "")
@@ -170,7 +192,8 @@ def read_ipc2581(path: Path) -> BoardDesign:
         turn, mirrored = _turn(comp)
         side = "bottom" if mirrored or sides.get(comp.get("layerRef", ""), "") == "BOTTOM" else "top"
         pkg = packages.get(package)
-        pads, body = _package(pkg, primitives, scale) if pkg is not None else ((), None)
+        pads, body, places = _package(pkg, primitives, scale) if pkg is not None else ((), None, {})
+        pins[ref] = [(at, landed[(ref, number)]) for number, at in places.items() if (ref, number) in landed]
         fiducial = "fiducial" in package.lower() or ref.upper().startswith("FID")
         excluded = "not placed (its BOM item says populate=false)" if ref in unpopulated else None
         if excluded is None and not pads and body is None:
@@ -179,12 +202,14 @@ def read_ipc2581(path: Path) -> BoardDesign:
                                 turn, side, pads, body,
                                 through_hole=comp.get("mountType", "").upper() == "THMT" or
                                 any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
+    parts, told = bottom_footprints(parts, pins, TURNED_THEN_MIRRORED, "as Valor and Cadence read the standard",
+                                    f"step {step.get('name', '?')}")
     openings, named = _mask_openings(step, root, primitives, scale)
     parts = with_openings(parts, openings, named)
     outline = bounding(_polygon_points(step.find("Profile"), scale))
     revision = root.get("revision", "?")
     design = BoardDesign(str(path), f"IPC-2581 rev {revision} (step {step.get('name', '?')})", parts, y_up=True,
-                         outline=outline)
+                         outline=outline, notes=told)
     if outline is None:
         design.notes.append("no <Profile> outline in the step: the board's extent is taken from its parts")
     return design

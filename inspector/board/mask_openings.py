@@ -31,11 +31,11 @@ def dot(part: PlacedPart) -> Pad | None:
 
 
 def on_board(part: PlacedPart, pad: Pad) -> tuple[float, float]:
-    """The pad's centre in the board frame of a y-up format: the footprint's frame turned counter-clockwise by the
-    part's rotation, mirrored in x first on the bottom (the footprint seen from the top)."""
-    x = -pad.x if part.side == "bottom" else pad.x
+    """The pad's centre in the board frame of a y-up format: the footprint's frame (as seen from the top, a bottom
+    part's mirrored already: bottom_fit.py) turned counter-clockwise by the part's rotation."""
     a = math.radians(part.rotation)
-    return (part.x_mm + x * math.cos(a) - pad.y * math.sin(a), part.y_mm + x * math.sin(a) + pad.y * math.cos(a))
+    c, s = math.cos(a), math.sin(a)
+    return part.x_mm + pad.x * c - pad.y * s, part.y_mm + pad.x * s + pad.y * c
 
 
 def with_openings(parts: list[PlacedPart], openings: dict[str, list[Opening]],

@@ -6,8 +6,9 @@ What an import needs of a job, and where the format keeps it:
   by convention COMP_+_TOP and COMP_+_BOT; otherwise the first by `ROW` is the top);
 - a step's parts: `steps/<step>/layers/<layer>/components`: `CMP <pkg> <x> <y> <rot> <N|M> <ref> <part>;<attrs>`,
   the rotation clockwise seen from the top (made counter-clockwise here, as design.py keeps it), `M` for a part
-  mirrored onto the bottom; `PRP Value '...'` its value; the boolean system attribute `.no_pop` leaves it unplaced
-  (the attribute names are the file's `@<n> <name>` lines);
+  mirrored onto the bottom, each `TOP <pin> <x> <y> ...` below it where that pin landed on the board (how the job
+  means a bottom part's mirror and rotation is read from these: bottom_fit.py); `PRP Value '...'` its value; the
+  boolean system attribute `.no_pop` leaves it unplaced (the attribute names are the file's `@<n> <name>` lines);
 - footprints: `steps/<step>/eda/data`: the n-th `PKG <name> <pitch> <xmin> <ymin> <xmax> <ymax>;` is package n; the
   outline records (RC, CR, SQ, or a contour CT..CE) before its first `PIN <name> <T|B|S> <x> <y> ...` are its body,
   and those after each PIN that pin's pad (T: through-hole);
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .bottom_fit import DRAWN_MIRRORED, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
 from .mask_openings import Opening, with_openings
 from .odbpp_mask import mask_layers, openings
@@ -39,6 +41,8 @@ UNITS = {"MM": 1.0, "INCH": 25.4}
 NOT_PLACED = ".no_pop"
 _OUTLINE_RECORDS = {"CT", "CE", "OB", "OS", "OC", "OE", "SE", "RC", "CR", "SQ"}
 _READ = re.compile(r"^(matrix/matrix|misc/info|steps/[^/]+/(eda/data|profile|stephdr|layers/[^/]+/components))(\.z)?$")
+UNTOLD = ("as KiCad 9 writes a job (a bottom part's package drawn as seen from the top; measured in "
+          "results/boards.md); a job exported with its toeprints (TOP records) is read by its own")
 _UNITS_LINE = re.compile(r"^\s*(?:UNITS\s*=\s*|U\s+)(MM|INCH)\s*$", re.IGNORECASE)
 
 
@@ -173,6 +177,7 @@ class _Package:
     body: list[Rect] = field(default_factory=list)
     pads: list[Pad] = field(default_factory=list)
     through_hole: bool = False
+    pins: list[tuple[float, float]] = field(default_factory=list)  # each PIN record's centre, in its order, mm
 
 
 class _Shapes:
@@ -248,6 +253,8 @@ def _packages(lines: list[str], scale: float, where: str) -> list[_Package]:
                 raise CadError(f"{where}:{n}: a PIN record needs <name> <type> <x> <y>; it has {len(tokens) - 1}")
             kind = tokens[2].upper()
             pin = (kind, kind == "S")
+            packages[-1].pins.append((_number(tokens[3], f"{where}:{n}", "the pin's x") * scale,
+                                      _number(tokens[4], f"{where}:{n}", "the pin's y") * scale))
             packages[-1].through_hole |= kind == "T"
             shapes = _Shapes(scale)
         elif tokens[0] in ("NET", "SNT", "FGR", "PRP", "LYR", "HDR"):
@@ -271,6 +278,7 @@ class _Placed:
     part: str
     attributes: set[str]
     value: str = ""
+    toeprints: list[tuple[int, float, float]] = field(default_factory=list)  # (pin number, x, y) from TOP records
 
 
 def _components(lines: list[str], where: str) -> list[_Placed]:
@@ -294,6 +302,14 @@ def _components(lines: list[str], where: str) -> list[_Placed]:
             given = {a.split("=", 1)[0].strip() for a in attrs.split(";", 1)[0].split(",") if a.strip()}
             out.append(_Placed(n, int(pkg), x, y, rot, tokens[5].upper() == "M", tokens[6],
                                tokens[7] if len(tokens) > 7 else "", {names.get(a, a) for a in given}))
+        elif text.startswith("TOP ") and out:  # TOP <pin_num> <x> <y> <rot> <mirror> <net> <subnet> <name>
+            tokens = text.split(";", 1)[0].split()
+            if len(tokens) < 4:
+                raise CadError(f"{where}:{n}: a TOP record needs <pin number> <x> <y>; this one has "
+                               f"{len(tokens) - 1} fields")
+            number = _number(tokens[1], f"{where}:{n}", "the toeprint's pin number")
+            out[-1].toeprints.append((int(number), _number(tokens[2], f"{where}:{n}", "the toeprint's x"),
+                                      _number(tokens[3], f"{where}:{n}", "the toeprint's y")))
         elif text.startswith("PRP ") and out:
             key, _, value = text[4:].partition(" ")
             if key.lower() == "value":
@@ -499,6 +515,7 @@ def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]],
     if not data:
         notes.append(f"no steps/{step}/eda/data: the parts come without footprints (the library's bodies are used)")
     parts: list[PlacedPart] = []
+    pins: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = {}  # ref -> (package, board) places
     for _row, layer in layers:
         lines = job.lines(f"steps/{step}/layers/{layer}/components")
         if lines is None:
@@ -516,7 +533,10 @@ def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]],
             if excluded is None and data and not pkg.pads and body is None:
                 excluded = "a component whose package has no pins or outline in the file"
             side = "bottom" if c.mirrored or sides[layer] == "bottom" else "top"
+            pins[c.ref] = [(pkg.pins[i], (x * scale, y * scale)) for i, x, y in c.toeprints if 0 <= i < len(pkg.pins)]
             parts.append(PlacedPart(c.ref, c.value or c.part, pkg.name, c.x * scale, c.y * scale, (-c.rot) % 360.0,
                                     side, tuple(pkg.pads), body, through_hole=pkg.through_hole, fiducial=fiducial,
                                     excluded=excluded))
+    parts, told = bottom_footprints(parts, pins, DRAWN_MIRRORED, UNTOLD, f"steps/{step}")
+    notes.extend(told)
     return parts
