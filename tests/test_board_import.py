@@ -187,6 +187,19 @@ def test_a_malformed_or_foreign_kicad_file_is_refused_by_name(tmp_path: Path) ->
         read_kicad(tmp_path / "s.kicad_pcb")
     r = cli("board", "import", str(tmp_path / "x.brd2"), "--out", str(tmp_path / "x.yaml"), "--px-per-mm", "10")
     assert r.returncode == 1 and "not a format `board import` reads" in r.stderr
+    # a teardrop's `filter_ratio` written without its opening bracket, as in the RoyalBlue54L demo KiCad 9.0.8 ships
+    # (KiCad reads it): mended, said, and nothing else taken from the file changes; any other stray bracket refused
+    board = (Path(__file__).parent / "cad" / "bottom-kicad9.kicad_pcb").read_text(encoding="utf-8")
+    glitch = '(pad "1" smd rect (teardrops (best_length_ratio 0.5) (curved_edges no)filter_ratio 0.9) (enabled yes))'
+    (tmp_path / "t.kicad_pcb").write_text(board.replace('(pad "1" smd rect', glitch), encoding="utf-8")
+    mended = read_kicad(tmp_path / "t.kicad_pcb")
+    assert mended.parts == read_kicad(Path(__file__).parent / "cad" / "bottom-kicad9.kicad_pcb").parts
+    assert mended.notes == ["24 teardrop setting(s) written `(curved_edges no)filter_ratio 0.9)`, without the "
+                            "opening bracket, as a KiCad 9 release wrote them: read as KiCad reads them"]
+    (tmp_path / "u.kicad_pcb").write_text(board.replace('(pad "1" smd rect', glitch.replace("filter", "fillet")),
+                                          encoding="utf-8")
+    with pytest.raises(CadError, match=r"u\.kicad_pcb.*not a well-formed KiCad s-expression"):
+        read_kicad(tmp_path / "u.kicad_pcb")
 
 
 @needs_boards
@@ -485,8 +498,8 @@ def test_a_real_boards_fiducials_register_its_photo_at_their_own_rings(tmp_path:
 
 
 def test_an_ipc2581_file_imports_its_parts_pads_bom_and_outline(tmp_path: Path) -> None:
-    """IPC-2581 read from the standard's own structure. No CAD tool's export was reachable from this box (KiCad 6
-    in Debian predates its IPC-2581 export), so the file is written to the standard's layout by hand."""
+    """IPC-2581 read from the standard's own structure, in a file written to the standard's layout by hand (a BOM
+    that leaves a part unpopulated, inches); KiCad 9.0.8's own export is read in the test of its bottom side."""
     from inspector.board.ipc2581 import read_ipc2581
 
     path = tmp_path / "board.xml"
@@ -563,6 +576,16 @@ def test_an_ipc2581_bottom_part_wears_its_package_as_the_steps_own_pads_place_it
     assert "as Valor and Cadence read the standard; check a bottom part's window in the preview" in c1.notes[0]
 
 
+def test_ipc2581_package_names_are_stripped_of_numbers_only_where_the_exporter_numbered_every_one() -> None:
+    from inspector.board.ipc2581 import _numbered_by_exporter
+
+    assert _numbered_by_exporter(["SOT-23_2", "R_0603_1608Metric_1", "R_0603_1608Metric_3"]) == {
+        "SOT-23_2": "SOT-23", "R_0603_1608Metric_1": "R_0603_1608Metric", "R_0603_1608Metric_3": "R_0603_1608Metric"}
+    # a plant's own names that happen to end in numbers, a gap in the numbering, a lone package: kept as written
+    for names in (["SOIC_16", "QFN_32"], ["SOIC_1", "QFN_3"], ["SOT-23_1"], ["SOT-23_1", "R0603"]):
+        assert _numbered_by_exporter(names) == {}, names
+
+
 def _pads_placed(part, y_up: bool) -> list[tuple[float, float]]:  # noqa: ANN001
     """design.py's convention: each pad of the footprint frame turned counter-clockwise about the part's origin; in
     a y-up frame (a y-down file's y negated, as pcbnew's centres were written)."""
@@ -590,8 +613,15 @@ def test_kicad_9s_own_board_odbpp_and_ipc2581_exports_place_every_bottom_pad_whe
     cad = Path(__file__).parent / "cad"
     truth = json.loads((cad / "bottom-kicad9.pads.json").read_text(encoding="utf-8"))["parts"]
     assert sum(t["side"] == "bottom" for t in truth.values()) == 12
-    for design in (read_kicad(cad / "bottom-kicad9.kicad_pcb"), read_odbpp(cad / "bottom-kicad9-odb.zip"),
-                   read_ipc2581(cad / "bottom-kicad9-ipc2581.xml")):
+    designs = (read_kicad(cad / "bottom-kicad9.kicad_pcb"), read_odbpp(cad / "bottom-kicad9-odb.zip"),
+               read_ipc2581(cad / "bottom-kicad9-ipc2581.xml"))
+    # KiCad 9's IPC-2581 numbers every package (SOT-23_2): read as the footprint the other two formats name
+    packages = [{p.ref: p.package for p in d.parts} for d in designs]
+    assert packages[0] == packages[1] == packages[2] and set(packages[0].values()) == {
+        "SOT-23", "SOIC-8_3.9x4.9mm_P1.27mm", "LED_0603_1608Metric"}
+    assert "every package's name ends in its number in the file (_1 to _3, as KiCad 9 numbers them): read without " \
+        "it, 3 packages as 3 footprints" in designs[2].notes
+    for design in designs:
         assert {p.ref for p in design.parts} == set(truth), design.format
         for part in design.parts:
             got, want = sorted(_pads_placed(part, design.y_up)), sorted(map(tuple, truth[part.ref]["pads"]))

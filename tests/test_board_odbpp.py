@@ -1,9 +1,10 @@
 """ODB++ jobs: a folder, a step's folder, a .tgz or a .zip of it, files kept with Unix compress, bad records named.
 
-No CAD tool with an ODB++ export was reachable from this box (Debian 12's KiCad 6 predates KiCad 9's exporter), so
-the job is written here to the format's layout by hand: the matrix, misc/info, a board step (eda/data, two component
-layers, its profile) and a panel step that places nothing of its own (its `stephdr`, where a test gives it one,
-places copies of the board). tests/cad/odbpp-eda-data.Z is this file's EDA_DATA as
+The jobs here are written to the format's layout by hand, to reach what an exporter's own job may not hold (files kept
+with Unix compress, inches, panels, bad records); KiCad 9.0.8's own export of a board it made is read in
+tests/test_board_import.py (tests/cad/bottom-kicad9-odb.zip). The hand-written job: the matrix, misc/info, a board
+step (eda/data, two component layers, its profile) and a panel step that places nothing of its own (its `stephdr`,
+where a test gives it one, places copies of the board). tests/cad/odbpp-eda-data.Z is this file's EDA_DATA as
 ncompress 4.2.4's `compress` wrote it.
 """
 from __future__ import annotations

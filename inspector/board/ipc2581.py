@@ -20,6 +20,7 @@ Frame: y up (like Eagle). Element names are read with or without the standard's 
 """
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -158,6 +159,16 @@ def _mask_openings(step: ET.Element, root: ET.Element, primitives: dict[str, tup
     return by_side, by_ref
 
 
+def _numbered_by_exporter(names: list[str]) -> dict[str, str]:
+    """Package name -> the footprint's own name, where the exporter numbered every package (KiCad 9 writes
+    `SOT-23_2`, `R_0603_1608Metric_17`: each package `_1` to `_N`, one footprint's variants several numbers), so one
+    footprint stays one component type and its library name is found; {} for a file whose names are its own."""
+    found = [re.fullmatch(r"(.*\S)_(\d+)", n) for n in names]
+    if len(names) < 2 or None in found or sorted(int(m.group(2)) for m in found) != list(range(1, len(names) + 1)):
+        return {}
+    return {m.group(0): m.group(1) for m in found}
+
+
 def _unpopulated(root: ET.Element) -> set[str]:
     return {r.get("name", "") for r in root.iter("RefDes") if r.get("populate", "true").lower() == "false"}
 
@@ -180,6 +191,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
     sides = {layer.get("name", ""): layer.get("side", "").upper() for layer in root.iter("Layer")}
     primitives = _primitives(root, scale)
     packages = {p.get("name", ""): p for p in root.iter("Package")}
+    own_names = _numbered_by_exporter(list(packages))
     unpopulated = _unpopulated(root)
     landed = _pin_places(step, scale)
     pins: dict[str, list[tuple[Point, Point]]] = {}
@@ -198,7 +210,8 @@ def read_ipc2581(path: Path) -> BoardDesign:
         excluded = "not placed (its BOM item says populate=false)" if ref in unpopulated else None
         if excluded is None and not pads and body is None:
             excluded = "a component whose package has no pins or outline in the file"
-        parts.append(PlacedPart(ref, comp.get("part", ""), package, _f(loc, "x") * scale, _f(loc, "y") * scale,
+        parts.append(PlacedPart(ref, comp.get("part", ""), own_names.get(package, package), _f(loc, "x") * scale,
+                                _f(loc, "y") * scale,
                                 turn, side, pads, body,
                                 through_hole=comp.get("mountType", "").upper() == "THMT" or
                                 any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
@@ -210,6 +223,10 @@ def read_ipc2581(path: Path) -> BoardDesign:
     revision = root.get("revision", "?")
     design = BoardDesign(str(path), f"IPC-2581 rev {revision} (step {step.get('name', '?')})", parts, y_up=True,
                          outline=outline, notes=told)
+    if own_names:
+        design.notes.append(f"every package's name ends in its number in the file (_1 to _{len(own_names)}, as KiCad 9 "
+                            f"numbers them): read without it, {len(own_names)} packages as "
+                            f"{len(set(own_names.values()))} footprints")
     if outline is None:
         design.notes.append("no <Profile> outline in the step: the board's extent is taken from its parts")
     return design

@@ -49,6 +49,17 @@ def _line_of(text: str, message: str) -> int | None:
     return text.count("\n", 0, int(m.group(1))) + 1 if m and int(m.group(1)) <= len(text) else None
 
 
+_UNOPENED_FILTER = re.compile(r"\)(\s*)filter_ratio(\s+[-+0-9.eE]+)\)")
+
+
+def repaired(text: str) -> tuple[str, int]:
+    """The text with the one glitch a KiCad release is known to write mended, and how many times: a teardrop's
+    `(curved_edges no)filter_ratio 0.9)`, its `filter_ratio` without the opening bracket (in the RoyalBlue54L
+    demo that KiCad 9.0.8 ships), which KiCad itself reads as `(filter_ratio 0.9)`. Nothing else is touched: a file
+    otherwise malformed is still refused by its line."""
+    return _UNOPENED_FILTER.subn(r")\1(filter_ratio\2)", text)
+
+
 def parse(text: str, source: str) -> list:
     try:
         tree = sexpdata.loads(text, nil=None, true=None, false=None)
@@ -149,6 +160,7 @@ def read_kicad(path: Path) -> BoardDesign:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CadError(f"{path}: cannot be read as a KiCad board ({exc})") from None
+    text, mended = repaired(text)
     tree = parse(text, str(path))
     version = _floats(_child(tree, "version"), 1)
     setup = _child(tree, "setup")
@@ -159,6 +171,9 @@ def read_kicad(path: Path) -> BoardDesign:
              and _layer(n) == EDGE for pt in _points(n)]
     design = BoardDesign(str(path), f"KiCad board (file version {int(version[0]) if version else '?'})", parts,
                          y_up=False, outline=bounding(edges))
+    if mended:
+        design.notes.append(f"{mended} teardrop setting(s) written `(curved_edges no)filter_ratio 0.9)`, without the "
+                            "opening bracket, as a KiCad 9 release wrote them: read as KiCad reads them")
     if design.outline is None:
         design.notes.append("no Edge.Cuts outline: the board's extent is taken from its parts")
     return design
