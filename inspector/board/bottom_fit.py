@@ -57,14 +57,14 @@ TOLERANCE_MM = 0.05  # a pin within this of where a reading puts it agrees: a fe
 #                     (0.01 mm, KiCad's default precision), far below any pin pitch
 
 
+def _worst(part: PlacedPart, pins: list[tuple[Point, Point]], reading: Reading) -> float:
+    """How far the pin `reading` places furthest from where the file says lands from it, mm."""
+    return max((math.dist(reading.lands(part, p), q) for p, q in pins), default=math.inf)
+
+
 def fitting(part: PlacedPart, pins: list[tuple[Point, Point]]) -> list[Reading]:
     """The readings under which every (package place, board place) pin of `part` lands where the file says."""
-    out = []
-    for reading in READINGS:
-        worst = max((math.dist(reading.lands(part, p), q) for p, q in pins), default=math.inf)
-        if worst <= TOLERANCE_MM:
-            out.append(reading)
-    return out
+    return [r for r in READINGS if _worst(part, pins, r) <= TOLERANCE_MM]
 
 
 def on_pins(part: PlacedPart, pins: list[tuple[Point, Point]], reading: Reading) -> PlacedPart:
@@ -90,7 +90,7 @@ def bottom_footprints(parts: list[PlacedPart], pins: dict[str, list[tuple[Point,
     decided, for the import's notes. The file's reading is the one most bottom parts' pins agree on (with none to
     tell, `default`, for the reason `why_default` gives); a part whose own pins fit only other readings wears the
     first of those (an exporter may draw one package mirrored and another not), and a part no reading puts on its
-    pins has its pads where the file's pins are."""
+    pins wears the reading that comes nearest, its pads moved to where the file's pins are."""
     bottom = [p for p in parts if p.side == "bottom"]
     if not bottom:
         return parts, []
@@ -117,9 +117,10 @@ def bottom_footprints(parts: list[PlacedPart], pins: dict[str, list[tuple[Point,
         elif fit:
             own.append(part.ref)
             out.append(fit[0].wear(part))
-        else:
+        else:  # its body worn by the reading that comes nearest, its pads on the file's copper
             moved.append(part.ref)
-            out.append(on_pins(reading.wear(part), pins[part.ref], reading))
+            nearest = min(READINGS, key=lambda r: _worst(part, pins[part.ref], r))
+            out.append(on_pins(nearest.wear(part), pins[part.ref], nearest))
     if own:
         notes.append(f"{where}: {len(own)} bottom part(s) read otherwise, as their own pins show (their packages "
                      f"drawn another way): {_named(own)}")
