@@ -167,6 +167,29 @@ def test_ipc7351_names_state_their_bodies_and_a_centroid_file_imports_by_them(tm
     assert "SOIC127P600X175-8N" in (tmp_path / "soic.packages.yaml").read_text()
 
 
+def test_kicad_library_names_state_leadless_and_eia_bodies_and_a_kicad_pos_imports_by_them(tmp_path: Path) -> None:
+    # each as KiCad's own libraries name it; the five met in KiCad 9's demos match their footprints' drawn bodies
+    # (results/boards.md): QFN-32 and QFN-40 5 x 5, QFN-56 7 x 7, TDFN-8 1.5 x 2, CP_EIA-3528 3.5 x 2.8
+    lib = load_library(None)
+    named = {"QFN-32-1EP_5x5mm_P0.5mm_EP3.45x3.45mm": ((5.0, 5.0), "qfn-qfp"),
+             "TDFN-8_1.5x2mm_Fused-Lead_JEDEC_MO-252_W2015D": ((1.5, 2.0), "qfn-qfp"),
+             "WSON-8-1EP_6x5mm_P1.27mm_EP3.4x4.3mm": ((6.0, 5.0), "qfn-qfp"),
+             "X2SON-8_1.4x1mm_P0.35mm": ((1.4, 1.0), "qfn-qfp"),
+             "LGA-14_3x2.5mm_P0.5mm_LayoutBorder3x4y": ((3.0, 2.5), "qfn-qfp"),
+             "TFBGA-100_9.0x9.0mm_Layout10x10_P0.8mm": ((9.0, 9.0), "bga"),
+             "CP_EIA-3528-21_Kemet-B_Pad1.50x2.35mm_HandSolder": ((3.5, 2.8), "tantalum")}
+    assert {n: (lib.body(n, "U1"), lib.lookup(n, "U1").name) for n in named} == named
+    # a gull-wing name gives its plastic, not the span its window must show; a vendor's name no size: asked for
+    for name in ("SOIC-20W_7.5x12.8mm_P1.27mm", "TSSOP-20_4.4x6.5mm_P0.65mm", "LQFP-48_7x7mm_P0.5mm",
+                 "PLCC-20_9x9mm", "Texas_RGY_R-PVQFN-N16_EP2.05x2.55mm", "C_EIA-0402", "Jackson-3_2x2mm"):
+        assert lib.body(name, "U1") is None, name
+    pos = _kicad_pos(False).replace("QFN50P400X400X100-25N", "QFN-24-1EP_4x4mm_P0.5mm  ")
+    design, imported = import_board(_write(tmp_path / "k.pos", pos), tmp_path / "k.yaml", 20.0)
+    placed = {p.ref: c for c, p in parse_rules((tmp_path / "k.yaml").read_text(encoding="utf-8"),
+                                               "k.yaml").placements()}
+    assert placed["U3"].size == (80, 80)  # 4 mm a side at 20 px/mm
+
+
 def test_chip_sizes_in_names_give_bodies_and_references_must_be_a_parts_own(tmp_path: Path) -> None:
     lib = load_library(None)
     assert [lib.body(p, r) for p, r in (("R0402", "R1"), ("C_0603_1608Metric", "C1"), ("R_0201_0603Metric", "R2"),

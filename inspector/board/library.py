@@ -18,6 +18,7 @@ from pathlib import Path
 from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError, Fields, load_yaml
 from .ipc7351 import stated_body
+from .klc_names import stated_body as klc_body
 
 BUILT_IN = Path(__file__).with_name("packages.yaml")
 CHIP_SIZE = re.compile(r"^(01005|0201|0402|0603|0805|1008|1206|1210|1812|2010|2512)$")
@@ -66,8 +67,9 @@ class Library:
 
     def body(self, package: str, ref: str = "") -> tuple[float, float] | None:
         """The package's body in mm (w, h at rotation 0) for a file without footprints (a centroid file): the
-        library's, else what the name states (a chip size, an IPC-7351 name's body), else None (asked for)."""
-        stated = self.bodies.get(package) or CHIP_BODY.get(package) or stated_body(package)
+        library's, else what the name states (a chip size, an IPC-7351 or KiCad library name's body), else None
+        (asked for)."""
+        stated = self.bodies.get(package) or CHIP_BODY.get(package) or stated_body(package) or klc_body(package)
         if stated is not None:
             return stated
         cls = self.lookup(package, ref)
