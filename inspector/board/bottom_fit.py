@@ -6,8 +6,11 @@ turns the package, then mirrors it about the y axis (so the rotation is the one 
 it the other way, KiCad issue 19703), and an exporter may write a bottom part's package already mirrored. Both
 formats also say where each pin of a placed part is on the board: ODB++'s `TOP` toeprint records under each `CMP`,
 IPC-2581's copper-layer pads tied to their part by `PinRef`. The reading under which the package's pins land on
-those places is the file's own; one reading holds for a whole file (it is its exporter's), so it is chosen by the
-bottom parts whose pins tell the readings apart and applied to every bottom part, those without pins included.
+those places is the file's own. One reading mostly holds for a whole file (it is its exporter's), so it is chosen by
+the bottom parts whose pins tell the readings apart and given to every bottom part, those without pins included;
+a part whose own pins fit only another reading wears that one (KiCad 9's IPC-2581 draws a package first written for
+a top part as the top sees it, one first written for a bottom part already mirrored), and a part no reading fits has
+its pads put on the file's copper (results/boards.md measures all of it on KiCad 9's own exports).
 
 Every reading gives the design as design.py keeps it: the part's footprint as seen from the top (the package
 mirrored where it is mirrored), turned counter-clockwise by `rotation`, in a y-up board frame.

@@ -211,8 +211,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
         if excluded is None and not pads and body is None:
             excluded = "a component whose package has no pins or outline in the file"
         parts.append(PlacedPart(ref, comp.get("part", ""), own_names.get(package, package), _f(loc, "x") * scale,
-                                _f(loc, "y") * scale,
-                                turn, side, pads, body,
+                                _f(loc, "y") * scale, turn, side, pads, body,
                                 through_hole=comp.get("mountType", "").upper() == "THMT" or
                                 any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
     parts, told = bottom_footprints(parts, pins, TURNED_THEN_MIRRORED, "as Valor and Cadence read the standard",
