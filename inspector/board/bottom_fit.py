@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from .design import PlacedPart
+from .design import PlacedPart, turned
 from .flip import mirrored_pads, mirrored_rect
 
 Point = tuple[float, float]
@@ -43,9 +43,8 @@ class Reading:
 
     def lands(self, part: PlacedPart, pin: Point) -> Point:
         """Where a package pin at `pin` (package frame) lands on the board under this reading."""
-        x = -pin[0] if self.mirror else pin[0]
-        a = math.radians(-part.rotation if self.reverse else part.rotation)
-        return (part.x_mm + x * math.cos(a) - pin[1] * math.sin(a), part.y_mm + x * math.sin(a) + pin[1] * math.cos(a))
+        dx, dy = turned(-pin[0] if self.mirror else pin[0], pin[1], -part.rotation if self.reverse else part.rotation)
+        return part.x_mm + dx, part.y_mm + dy
 
 
 TURNED_THEN_MIRRORED = Reading("turned, then mirrored about the y axis (its rotation as seen from below)", True, True)
@@ -74,11 +73,8 @@ def on_pins(part: PlacedPart, pins: list[tuple[Point, Point]], reading: Reading)
     """`part`, already worn by `reading`, with each pad moved to where the file places its pin (the pad's offset from
     its pin kept): for a part whose package no reading puts on its pins, the copper the file draws is what the
     camera sees. A pad is its nearest pin's (package frame)."""
-    a = math.radians(part.rotation)
-    c, s = math.cos(a), math.sin(a)
     framed = [((-p[0] if reading.mirror else p[0], p[1]),  # the pin in the footprint frame, and where the file has it
-               ((q[0] - part.x_mm) * c + (q[1] - part.y_mm) * s, -(q[0] - part.x_mm) * s + (q[1] - part.y_mm) * c))
-              for p, q in pins]
+               turned(q[0] - part.x_mm, q[1] - part.y_mm, -part.rotation)) for p, q in pins]
     pads = []
     for pad in part.pads:
         at, there = min(framed, key=lambda f: math.dist(f[0], (pad.x, pad.y)))

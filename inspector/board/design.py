@@ -8,6 +8,7 @@ can cover its body and its joints whatever way it is turned.
 """
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,14 @@ def parse_xml(path: Path, kind: str, advice: str) -> ET.Element:
         raise CadError(f"{path}:{exc.position[0]}: not well-formed {kind} XML ({exc}); {advice}") from None
     except OSError as exc:
         raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def turned(x: float, y: float, degrees: float) -> tuple[float, float]:
+    """(x, y) turned counter-clockwise by `degrees` about the origin, in a y-up frame (a y-up format's footprint
+    frame to its board frame, before the part's origin is added)."""
+    a = math.radians(degrees)
+    c, s = math.cos(a), math.sin(a)
+    return x * c - y * s, x * s + y * c
 
 
 def bounding(points: list[tuple[float, float]]) -> Rect | None:

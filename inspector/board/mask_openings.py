@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .design import Pad, PlacedPart
+from .design import Pad, PlacedPart, turned
 
 CENTRED = 0.25  # of the dot's size: an opening whose centre lies within this of the dot's is the dot's own
 MIN_CENTRED_MM = 0.05  # ... or within this (a dot of a few tenths of a millimetre, coordinates rounded by the export)
@@ -33,9 +33,8 @@ def dot(part: PlacedPart) -> Pad | None:
 def on_board(part: PlacedPart, pad: Pad) -> tuple[float, float]:
     """The pad's centre in the board frame of a y-up format: the footprint's frame (as seen from the top, a bottom
     part's mirrored already: bottom_fit.py) turned counter-clockwise by the part's rotation."""
-    a = math.radians(part.rotation)
-    c, s = math.cos(a), math.sin(a)
-    return part.x_mm + pad.x * c - pad.y * s, part.y_mm + pad.x * s + pad.y * c
+    dx, dy = turned(pad.x, pad.y, part.rotation)
+    return part.x_mm + dx, part.y_mm + dy
 
 
 def with_openings(parts: list[PlacedPart], openings: dict[str, list[Opening]],

@@ -12,10 +12,9 @@ the camera then depends on layer pairs this reader does not follow.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
-from .design import CadError, PlacedPart
+from .design import CadError, PlacedPart, turned
 
 
 @dataclass(frozen=True)
@@ -50,9 +49,8 @@ class Placement:
     ty: float = 0.0
 
     def point(self, x: float, y: float) -> tuple[float, float]:
-        a = math.radians(self.angle)
-        c, s = math.cos(a), math.sin(a)
-        return c * x + s * y + self.tx, -s * x + c * y + self.ty
+        dx, dy = turned(x, y, -self.angle)
+        return dx + self.tx, dy + self.ty
 
     def within(self, outer: Placement) -> Placement:
         """This placement (inside a step) seen from the step `outer` places that step in."""
