@@ -565,7 +565,7 @@ def test_an_ipc2581_bottom_part_wears_its_package_as_the_steps_own_pads_place_it
     said = sorted((round(float(x), 3), round(float(y), 3)) for x, y in
                   re.findall(r'<Pad><Location x="([-\d.]+)" y="([-\d.]+)"', _ipc_bottom_soic(reading)))
     assert placed == said
-    assert (u2.rotation, [n.split(":")[1].split(" (")[0] for n in design.notes]) == (
+    assert (u2.rotation, [n.split(":")[1].split(" (")[0] for n in design.notes if "draws the" not in n]) == (
         (270.0, [" bottom parts read as turned, then mirrored about the y axis"]) if reading == "turn, then mirror"
         else (90.0, [" bottom parts read as mirrored about the y axis, then turned"]))
     # with no pads of its own in the file, the standard's order as Valor and Cadence read it, and a note to check

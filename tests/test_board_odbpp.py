@@ -208,9 +208,12 @@ def test_a_job_folder_gives_its_parts_footprints_bom_and_outline(tmp_path: Path)
     design = read_odbpp(write_job(tmp_path))
     by = {p.ref: p for p in design.parts}
     assert design.outline == (0, 0, 40, 30) and design.y_up and design.format == "ODB++ (step pcb)"
-    # R3 sits on the bottom with no toeprints to say how its job means the mirror flag: the default, and a note
-    assert len(design.notes) == 1 and design.notes[0].startswith(
+    # R3 sits on the bottom with no toeprints to say how its job means the mirror flag: the default, and a note;
+    # the job has no document layer drawing bodies: a note for each side that the outlines are the bodies
+    assert len(design.notes) == 3 and design.notes[0].startswith(
         "steps/pcb: the file does not say where its bottom parts' pins land") and "TOP records" in design.notes[0]
+    assert [n.split(": ", 1)[1].split(" parts'")[0] for n in design.notes[1:]] == [
+        "nothing in the file draws the top", "nothing in the file draws the bottom"]
     # 270 degrees clockwise is 90 counter-clockwise, the neutral design's direction
     assert (by["R1"].x_mm, by["R1"].y_mm, by["R1"].rotation, by["R1"].side, by["R1"].value) == (10, 20, 90, "top",
                                                                                                "10k")

@@ -38,6 +38,14 @@ def turned(x: float, y: float, degrees: float) -> tuple[float, float]:
     return x * c - y * s, x * s + y * c
 
 
+MIN_BODY_MM = 0.1  # a drawn box narrower than this (a lone line drawn on a body's layer) is no body
+
+
+def is_body(box: Rect | None) -> bool:
+    """The box can be a part's body: it exists and is not a line."""
+    return box is not None and min(box[2] - box[0], box[3] - box[1]) >= MIN_BODY_MM
+
+
 def bounding(points: list[tuple[float, float]]) -> Rect | None:
     """The box holding `points` (a drawing's, an outline's), or None when there are none."""
     if not points:

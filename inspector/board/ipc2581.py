@@ -26,35 +26,14 @@ from pathlib import Path
 
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
+from .drawn_bodies import by_side
+from .ipc2581_drawings import assembly_drawings
+from .ipc2581_xml import local as _local
+from .ipc2581_xml import units_scale as _scale
+from .ipc2581_xml import value as _f
 from .mask_openings import Opening, with_openings
 
-UNITS = {"MILLIMETER": 1.0, "MICRON": 0.001, "INCH": 25.4}
 SIZED = ("RectCenter", "RectRound", "RectCham", "Oval")
-
-
-def _local(root: ET.Element) -> None:
-    """Every tag and attribute without its namespace (files come with and without the standard's)."""
-    for node in root.iter():
-        if "}" in node.tag:
-            node.tag = node.tag.split("}", 1)[1]
-        for key in [k for k in node.attrib if "}" in k]:
-            node.attrib[key.split("}", 1)[1]] = node.attrib.pop(key)
-
-
-def _f(node: ET.Element, key: str, default: float = 0.0) -> float:
-    try:
-        return float(node.get(key, default))
-    except ValueError:
-        raise CadError(f"<{node.tag}> has {key}={node.get(key)!r}, not a number") from None
-
-
-def _scale(node: ET.Element | None, default: float, where: str) -> float:
-    units = node.get("units") if node is not None else None
-    if units is None:
-        return default
-    if units.upper() not in UNITS:
-        raise CadError(f"{where} has units={units!r}; IPC-2581 writes one of {', '.join(UNITS)}")
-    return UNITS[units.upper()]
 
 
 def _polygon_points(parent: ET.Element | None, scale: float) -> list[tuple[float, float]]:
@@ -216,6 +195,11 @@ def read_ipc2581(path: Path) -> BoardDesign:
                                 any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
     parts, told = bottom_footprints(parts, pins, TURNED_THEN_MIRRORED, "as Valor and Cadence read the standard",
                                     f"step {step.get('name', '?')}")
+    layers = {layer.get("side", "").lower(): layer.get("name", "") for layer in root.iter("Layer")
+              if layer.get("layerFunction", "").upper() == "ASSEMBLY"}
+    parts, drawn = by_side(parts, assembly_drawings(root, step, scale), f"step {step.get('name', '?')}",
+                           {side: f"ASSEMBLY layer {name}" for side, name in layers.items()})
+    told.extend(drawn)
     openings, named = _mask_openings(step, root, primitives, scale)
     parts = with_openings(parts, openings, named)
     outline = bounding(_polygon_points(step.find("Profile"), scale))

@@ -3,7 +3,8 @@
 KiCad's frame: millimetres, y down (the screen's), a footprint's `(at x y angle)` its origin and its rotation in
 degrees counter-clockwise as seen from the top. Pads and drawings sit in the footprint's own frame, unrotated; a
 pad's own angle in the file includes the footprint's, so its turn relative to the footprint is the difference. The
-body is the footprint's fabrication drawing (F.Fab / B.Fab), else its courtyard. Fiducials are footprints of the
+body is the footprint's fabrication drawing (F.Fab / B.Fab), else its courtyard (a drawing that is a lone line is
+no body). Fiducials are footprints of the
 `Fiducial` libraries (or references FID*); parts the file keeps out of assembly (`dnp`, `board_only`, `virtual`,
 `exclude_from_pos_files` without pads to solder) are marked with the reason. A pad's solder-mask margin (a
 fiducial's bare ring) is its own `solder_mask_margin`, else its footprint's, else the board's
@@ -11,13 +12,15 @@ fiducial's bare ring) is its own `solder_mask_margin`, else its footprint's, els
 """
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
 import sexpdata
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, bounding
+from .design import BoardDesign, CadError, Pad, PlacedPart, bounding, is_body
+from .drawn_bodies import arc_points
 
 EDGE = "Edge.Cuts"
 
@@ -86,8 +89,33 @@ def _text(fp: list, kind: str) -> str:
     return ""
 
 
+def _arc(node: list) -> list[tuple[float, float]]:
+    """Points along an arc, so its box is the arc's and not its three named points': KiCad 6+ names (start, mid,
+    end); KiCad 5 names its centre `start`, its first point `end` and its sweep `angle` (degrees, clockwise on the
+    screen, which in the file's y-down frame turns x towards y)."""
+    start, mid, end, angle = (_floats(_child(node, k), 2 if k != "angle" else 1) if _child(node, k) is not None else []
+                              for k in ("start", "mid", "end", "angle"))
+    if len(start) == 2 and len(mid) == 2 and len(end) == 2:
+        (ax, ay), (bx, by), (cx, cy) = start, mid, end
+        d = 2 * (ax * (by - cy) + bx * (cy - ay) + cx * (ay - by))
+        if abs(d) < 1e-12:  # three points in a line: no arc
+            return []
+        ux = ((ax * ax + ay * ay) * (by - cy) + (bx * bx + by * by) * (cy - ay) + (cx * cx + cy * cy) * (ay - by)) / d
+        uy = ((ax * ax + ay * ay) * (cx - bx) + (bx * bx + by * by) * (ax - cx) + (cx * cx + cy * cy) * (bx - ax)) / d
+        turning = (bx - ax) * (cy - ay) - (by - ay) * (cx - ax)
+        return arc_points((ax, ay), (cx, cy), (ux, uy), clockwise=turning < 0)
+    if len(start) == 2 and len(end) == 2 and angle:
+        a = math.radians(angle[0])
+        dx, dy = end[0] - start[0], end[1] - start[1]
+        last = (start[0] + dx * math.cos(a) - dy * math.sin(a), start[1] + dx * math.sin(a) + dy * math.cos(a))
+        return arc_points((end[0], end[1]), last, (start[0], start[1]), clockwise=angle[0] < 0)
+    return []
+
+
 def _points(node: list) -> list[tuple[float, float]]:
-    """Every coordinate pair a drawing names (start, end, mid, center, pts/xy)."""
+    """Every coordinate pair a drawing names (start, end, mid, center, pts/xy); an arc's points along it."""
+    if _head(node) in ("gr_arc", "fp_arc") and (along := _arc(node)):
+        return along
     out = []
     for key in ("start", "end", "mid", "center"):
         c = _child(node, key)
@@ -140,8 +168,9 @@ def _part(fp: list, board_margin: float | None = None) -> PlacedPart:
     body = None
     for layer in ("Fab", "CrtYd"):
         body = bounding([pt for n in drawn if _layer(n).endswith(layer) for pt in _points(n)])
-        if body is not None:
+        if is_body(body):
             break
+        body = None
     ref = _text(fp, "reference")
     excluded = None
     if "dnp" in flags:

@@ -32,7 +32,9 @@ from pathlib import Path, PurePosixPath
 
 from .bottom_fit import DRAWN_MIRRORED, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+from .drawn_bodies import told, with_drawn_bodies
 from .mask_openings import Opening, with_openings
+from .odbpp_drawings import body_layers, document_layers, drawings
 from .odbpp_mask import mask_layers, openings
 from .odbpp_panel import Placement, Repeat, StepHeader, boards_in, numbered, placed_copy
 
@@ -461,6 +463,7 @@ def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
     def parts_of(s: str) -> list[PlacedPart]:
         if s not in found:
             parts = _step_parts(job, path, s, layers, sides, scale_of, notes)
+            parts = _drawn(job, path, s, document_layers(rows), parts, scale_of, notes)
             if any(p.fiducial for p in parts):  # an archive is read again for the mask layers: only when needed
                 parts = with_openings(parts, _mask_openings(job, path, s, masks, scale_of))
             found[s] = parts
@@ -505,6 +508,28 @@ def _mask_openings(job: _Job, path: Path, step: str, masks: dict[str, str],
             out.setdefault(side, []).extend(openings(lines, scale_of(lines, f"layers/{layer}/features"),
                                                      f"{path}: {name}"))
     return out
+
+
+def _drawn(job: _Job, path: Path, step: str, documents: list[str], parts: list[PlacedPart],
+           scale_of: Callable[[list[str], str], float], notes: list[str]) -> list[PlacedPart]:
+    """The step's parts wearing the bodies its assembly drawing layers draw (odbpp_drawings.py), and the notes."""
+    names = {f"steps/{step}/layers/{layer}/features" for layer in documents}
+    job.fetch(names | {n + ".z" for n in names})
+    layers = {}
+    for layer in documents:
+        name = f"steps/{step}/layers/{layer}/features"
+        lines = job.lines(name)
+        drawn = drawings(lines, scale_of(lines, f"layers/{layer}/features"), f"{path}: {name}") if lines else []
+        if drawn:
+            layers[layer] = drawn
+    chosen = body_layers(parts, layers)
+    for side in ("top", "bottom"):
+        of = sum(1 for p in parts if p.side == side and p.extent() is not None)
+        if of:
+            layer, boxes = chosen.get(side, (None, {}))
+            parts, given = with_drawn_bodies(parts, boxes)
+            notes.append(told(f"steps/{step}", side, given, of, f"document layer {layer}" if layer else None))
+    return parts
 
 
 def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]], sides: dict[str, str],

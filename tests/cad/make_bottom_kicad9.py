@@ -8,10 +8,10 @@ bookworm-backports' kicad 9.0.8, whose Python module the system interpreter impo
     /usr/bin/python3 tests/cad/make_bottom_kicad9.py
 """
 import json
-import subprocess
 from pathlib import Path
 
 import pcbnew
+from kicad_exports import save_and_export
 
 HERE = Path(__file__).parent
 MM = pcbnew.FromMM
@@ -72,15 +72,7 @@ def main() -> None:
                 x = 6 + 12 * (turn // 90)
                 y = {"Q": 5, "U": 13, "D": 20}[prefix] + (0 if side == "top" else 18)
                 place(board, f"{prefix}{n}", kind, x, y, turn, bottom)
-    pcb = HERE / "bottom-kicad9.kicad_pcb"
-    board.Save(str(pcb))
-    for extra in (".kicad_pro", ".kicad_prl"):
-        pcb.with_suffix(extra).unlink(missing_ok=True)
-    subprocess.run(["kicad-cli", "pcb", "export", "odb", "--compression", "zip", "--precision", "2", "-o",
-                    str(HERE / "bottom-kicad9-odb.zip"), str(pcb)], check=True)
-    subprocess.run(["kicad-cli", "pcb", "export", "ipc2581", "-o", str(HERE / "bottom-kicad9-ipc2581.xml"), str(pcb)],
-                   check=True)
-    board = pcbnew.LoadBoard(str(pcb))
+    board = save_and_export(board, "bottom-kicad9")
     pads = {fp.GetReference(): {"side": "bottom" if fp.IsFlipped() else "top",
                                 "pads": [[round(pcbnew.ToMM(p.GetPosition().x), 4),
                                           round(-pcbnew.ToMM(p.GetPosition().y), 4)] for p in fp.Pads()]}
