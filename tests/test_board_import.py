@@ -586,6 +586,31 @@ def test_ipc2581_package_names_are_stripped_of_numbers_only_where_the_exporter_n
         assert _numbered_by_exporter(names) == {}, names
 
 
+def test_a_reference_kicad_renamed_beside_a_pin_or_layer_of_its_name_is_read_as_its_own(tmp_path: Path) -> None:
+    """KiCad 9's IPC-2581 export writes C8 as `C8_1` where a BGA's pin is named C8 (and L3 as `L3_3` beside a layer
+    L3): such a reference is read as the part's own, and said so; the same `C3_1` with nothing else named C3, or two
+    references that would both become one, are kept as written."""
+    from inspector.board.ipc2581 import read_ipc2581
+
+    text = (Path(__file__).parent / "cad" / "bodies-kicad9-ipc2581.xml").read_text(encoding="utf-8")
+    text = re.sub(r'(componentRef|refDes|name)="C3"', r'\1="C3_1"', text)
+    as_written = tmp_path / "kept.xml"
+    as_written.write_text(text, encoding="utf-8")
+    clash = tmp_path / "clash.xml"
+    clash.write_text(text.replace('<Layer name="User.1"', '<Layer name="C3"'), encoding="utf-8")
+    twice = tmp_path / "twice.xml"
+    twice.write_text(clash.read_text(encoding="utf-8").replace('"C2"', '"C3_2"'), encoding="utf-8")
+    kept, read, both = read_ipc2581(as_written), read_ipc2581(clash), read_ipc2581(twice)
+    assert "C3_1" in {p.ref for p in kept.parts} and not any("number added" in n for n in kept.notes)
+    refs = {p.ref for p in read.parts}
+    assert "C3" in refs and "C3_1" not in refs and len(refs) == 16
+    assert "1 reference(s) the exporter wrote with a number added, to keep them apart from another name in its file " \
+        "(a pin's, a layer's), read as the part's own: C3_1 as C3" in read.notes
+    c3 = next(p for p in read.parts if p.ref == "C3")
+    assert c3.body == pytest.approx((-0.8, -0.4, 0.8, 0.4), abs=0.02)  # its drawing found under the file's name
+    assert {"C3_1", "C3_2"} <= {p.ref for p in both.parts}
+
+
 def _pads_placed(part, y_up: bool) -> list[tuple[float, float]]:  # noqa: ANN001
     """design.py's convention: each pad of the footprint frame turned counter-clockwise about the part's origin; in
     a y-up frame (a y-down file's y negated, as pcbnew's centres were written)."""

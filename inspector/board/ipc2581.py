@@ -13,6 +13,8 @@ What an import needs of it, and where the standard keeps it:
   height; `Circle`: diameter), turned by its own `Xform`; the body is the package's `Outline` polygon, else its
   `AssemblyDrawing`, else its `SilkScreen`.
 - not placed: a `Bom/BomItem/RefDes@populate="false"`.
+- references: a `X_<n>` that stands for X, renamed by its exporter because another name in the file is X (a pin,
+  a layer: KiCad 9), is read as X.
 - a fiducial's mask opening: a `Pad` (or `Features`) flashed on a layer whose `layerFunction` is SOLDERMASK, in
   `Step/LayerFeature`: tied to the mark by its `PinRef@componentRef`, else by lying centred on it; its shape is its
   own `StandardPrimitiveRef`, else its `padstackDefRef`'s `PadstackPadDef` on that layer (mask_openings.py).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
@@ -148,6 +151,22 @@ def _numbered_by_exporter(names: list[str]) -> dict[str, str]:
     return {m.group(0): m.group(1) for m in found}
 
 
+def _renamed_by_exporter(refs: list[str], root: ET.Element) -> dict[str, str]:
+    """Reference as written -> the part's own, where the exporter added `_<n>` to keep it apart from another name in
+    its file (KiCad 9 writes C8 as `C8_1` on a board whose BGA has a pin C8, L3 as `L3_3` beside a layer L3): a
+    `X_<n>` whose X is no part's reference but a name the file gives to something else (a pin, a layer, a net),
+    and the only reference standing for X. {} where none is."""
+    taken = set(refs)
+    others = {value for node in root.iter() if node.tag != "RefDes" for key, value in node.attrib.items()
+              if key in ("name", "pin", "number", "net")} - taken
+    bases: dict[str, list[str]] = {}
+    for ref in refs:
+        m = re.fullmatch(r"(.+)_(\d+)", ref)
+        if m:
+            bases.setdefault(m.group(1), []).append(ref)
+    return {found[0]: base for base, found in bases.items() if len(found) == 1 and base not in taken and base in others}
+
+
 def _unpopulated(root: ET.Element) -> set[str]:
     return {r.get("name", "") for r in root.iter("RefDes") if r.get("populate", "true").lower() == "false"}
 
@@ -204,6 +223,13 @@ def read_ipc2581(path: Path) -> BoardDesign:
     parts = with_openings(parts, openings, named)
     outline = bounding(_polygon_points(step.find("Profile"), scale))
     revision = root.get("revision", "?")
+    renamed = _renamed_by_exporter([p.ref for p in parts], root)
+    parts = [replace(p, ref=renamed[p.ref]) if p.ref in renamed else p for p in parts]
+    if renamed:
+        shown = ", ".join(f"{a} as {b}" for a, b in sorted(renamed.items())[:8])
+        told.append(f"{len(renamed)} reference(s) the exporter wrote with a number added, to keep them apart from "
+                    f"another name in its file (a pin's, a layer's), read as the part's own: {shown}"
+                    f"{' and more' if len(renamed) > 8 else ''}")
     design = BoardDesign(str(path), f"IPC-2581 rev {revision} (step {step.get('name', '?')})", parts, y_up=True,
                          outline=outline, notes=told)
     if own_names:
