@@ -188,3 +188,35 @@ def test_a_kicad_arc_is_measured_along_it_in_both_ways_kicad_writes_one() -> Non
         assert (min(xs), max(xs)) == pytest.approx((-1.0, 1.0)) and max(abs(y) for y in ys) == pytest.approx(1.0)
         assert max(ys) - min(ys) == pytest.approx(1.0, abs=1e-6)  # one half only
     assert arc_points((1.0, 0.0), (0.0, 1.0), (0.0, 0.0), clockwise=False)[-1] == (0.0, 1.0)
+
+
+def test_a_damaged_drawing_layer_is_named_and_the_parts_stand_without_it(tmp_path: Path) -> None:
+    """A document layer whose features file cannot be read does not stop the import: its file and line are named in
+    the notes, and the parts keep their package outlines on that side (the other side's layer is still read)."""
+    job = tmp_path / "damaged.zip"
+    with zipfile.ZipFile(CAD / "bodies-kicad9-odb.zip") as src, zipfile.ZipFile(job, "w") as out:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("/f.fab/features"):
+                data = data.replace(b"\nL ", b"\nL 1.0 two 3.0 4.0 0 P 0\nL ", 1)
+            out.writestr(info, data)
+    design = read_odbpp(job)
+    damaged = [n for n in design.notes if "is not read for the parts' bodies" in n]
+    assert len(damaged) == 1 and "f.fab/features:" in damaged[0] and "expected 4 numbers" in damaged[0]
+    assert any("nothing in the file draws the top parts' bodies" in n for n in design.notes)
+    assert "steps/pcb: the bottom parts' bodies are their assembly drawing (document layer b.fab): 5 of 5" in \
+        design.notes
+
+
+def test_an_unreadable_ipc2581_assembly_drawing_leaves_the_package_outlines(tmp_path: Path) -> None:
+    """A drawing on an IPC-2581 ASSEMBLY layer with a value that is no number: the import goes on with the packages'
+    outlines as bodies and says why."""
+    text = (CAD / "bodies-kicad9-ipc2581.xml").read_text(encoding="utf-8")
+    head, _, tail = text.partition('<LayerFeature layerRef="F.Fab">')
+    path = tmp_path / "damaged.xml"
+    path.write_text(head + '<LayerFeature layerRef="F.Fab">' + tail.replace('<Location x="', '<Location x="x', 1),
+                    encoding="utf-8")
+    design = read_ipc2581(path)
+    assert len(design.parts) == 16
+    said = [n for n in design.notes if "an ASSEMBLY layer's drawing cannot be read" in n]
+    assert len(said) == 1 and "<Location> has x=" in said[0]

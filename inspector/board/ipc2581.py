@@ -216,8 +216,11 @@ def read_ipc2581(path: Path) -> BoardDesign:
                                     f"step {step.get('name', '?')}")
     layers = {layer.get("side", "").lower(): layer.get("name", "") for layer in root.iter("Layer")
               if layer.get("layerFunction", "").upper() == "ASSEMBLY"}
-    parts, drawn = by_side(parts, assembly_drawings(root, step, scale), f"step {step.get('name', '?')}",
-                           {side: f"ASSEMBLY layer {name}" for side, name in layers.items()})
+    try:
+        parts, drawn = by_side(parts, assembly_drawings(root, step, scale), f"step {step.get('name', '?')}",
+                               {side: f"ASSEMBLY layer {name}" for side, name in layers.items()})
+    except CadError as exc:  # the assembly drawing only refines the bodies: the parts stand without it
+        drawn = [f"{path}: an ASSEMBLY layer's drawing cannot be read ({exc}): the bodies are the packages' outlines"]
     told.extend(drawn)
     openings, named = _mask_openings(step, root, primitives, scale)
     parts = with_openings(parts, openings, named)

@@ -519,7 +519,11 @@ def _drawn(job: _Job, path: Path, step: str, documents: list[str], parts: list[P
     for layer in documents:
         name = f"steps/{step}/layers/{layer}/features"
         lines = job.lines(name)
-        drawn = drawings(lines, scale_of(lines, f"layers/{layer}/features"), f"{path}: {name}") if lines else []
+        try:
+            drawn = drawings(lines, scale_of(lines, f"layers/{layer}/features"), f"{path}: {name}") if lines else []
+        except CadError as exc:  # a drawing layer only refines the bodies: the parts stand without it
+            notes.append(f"{exc}: the layer is not read for the parts' bodies")
+            continue
         if drawn:
             layers[layer] = drawn
     chosen = body_layers(parts, layers)
