@@ -771,3 +771,22 @@ def test_a_large_package_gets_a_classifier_input_of_its_own(tmp_path: Path) -> N
     (tmp_path / "bad.yaml").write_text(text.replace("    input_size: 64\n", "    input_size: 7\n"), encoding="utf-8")
     with pytest.raises(ValueError, match="input_size.*16 to 256"):
         load_rules(tmp_path / "bad.yaml")
+
+
+def test_an_ipc2581_package_listing_its_mounting_pads_once_gets_both_from_the_copper() -> None:
+    """KiCad 9's IPC-2581 export lists a connector's two mounting pads, both numbered MP, as one pin of its package,
+    while its copper layers flash both: the second is put back where the copper has it, so the IPC-2581 part has
+    every pad the board file and the ODB++ job give it, at the same places (tests/cad/bodies-kicad9's J1, a JST
+    connector)."""
+    from inspector.board.ipc2581 import read_ipc2581
+    from inspector.board.odbpp import read_odbpp
+
+    cad = Path(__file__).parent / "cad"
+    designs = (read_kicad(cad / "bodies-kicad9.kicad_pcb"), read_odbpp(cad / "bodies-kicad9-odb.zip"),
+               read_ipc2581(cad / "bodies-kicad9-ipc2581.xml"))
+    placed = [sorted(_pads_placed(next(p for p in d.parts if p.ref == "J1"), d.y_up)) for d in designs]
+    assert len(placed[0]) == 6 and len(placed[1]) == 6 and len(placed[2]) == 6
+    for got in placed[1:]:
+        assert max(math.dist(a, b) for a, b in zip(got, placed[0])) <= 0.02
+    assert "1 part(s) whose package lists one pin number once where the copper flashes it several times (a " \
+        "connector's mounting pads): the other pads added where the copper has them: J1" in designs[2].notes

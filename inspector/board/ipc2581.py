@@ -11,7 +11,8 @@ What an import needs of it, and where the standard keeps it:
 - footprints: `Step/Package` (or `Ecad/CadData/Package`): each `Pin` at `Location`, its shape a
   `StandardPrimitiveRef` into `DictionaryStandard` (`RectCenter`, `RectRound`, `RectCham`, `Oval`: width and
   height; `Circle`: diameter), turned by its own `Xform`; the body is the package's `Outline` polygon, else its
-  `AssemblyDrawing`, else its `SilkScreen`.
+  `AssemblyDrawing`, else its `SilkScreen`, unless the ASSEMBLY layers draw it (ipc2581_drawings.py); a pin number
+  the package lists once but the copper flashes more often gets its other pads there (ipc2581_copper.py).
 - not placed: a `Bom/BomItem/RefDes@populate="false"`.
 - references: a `X_<n>` that stands for X, renamed by its exporter because another name in the file is X (a pin,
   a layer: KiCad 9), is read as X.
@@ -30,6 +31,7 @@ from pathlib import Path
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
 from .drawn_bodies import by_side
+from .ipc2581_copper import flashed_note, pin_flashes, with_every_flash
 from .ipc2581_drawings import assembly_drawings
 from .ipc2581_xml import local as _local
 from .ipc2581_xml import units_scale as _scale
@@ -73,9 +75,10 @@ def _turn(node: ET.Element) -> tuple[float, bool]:
 
 
 def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float
-             ) -> tuple[tuple[Pad, ...], Rect | None, dict[str, Point]]:
-    """The package's pads and body in its own frame, and each pin's place by its number (for bottom_fit.py)."""
-    pads = []
+             ) -> tuple[tuple[Pad, ...], Rect | None, dict[str, Point], tuple[str, ...]]:
+    """The package's pads and body in its own frame, each pin's place by its number (for bottom_fit.py), and each
+    pad's pin number (for ipc2581_copper.py)."""
+    pads, numbers = [], []
     places: dict[str, Point] = {}
     for pin in pkg.iter("Pin"):
         loc = pin.find("Location")
@@ -89,12 +92,13 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
             places[pin.get("number", "")] = (x, y)
         if w > 0 and h > 0:
             pads.append(Pad(x, y, w, h, smd=pin.get("type", "SURFACE").upper() != "THRU"))
+            numbers.append(pin.get("number", ""))
     body = None
     for name in ("Outline", "AssemblyDrawing", "SilkScreen"):
         body = bounding(_polygon_points(pkg.find(name), scale))
         if body is not None:
             break
-    return tuple(pads), body, places
+    return tuple(pads), body, places, tuple(numbers)
 
 
 def _pin_places(step: ET.Element, scale: float) -> dict[tuple[str, str], Point]:
@@ -193,6 +197,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
     unpopulated = _unpopulated(root)
     landed = _pin_places(step, scale)
     pins: dict[str, list[tuple[Point, Point]]] = {}
+    numbers: dict[str, tuple[str, ...]] = {}
     parts = []
     for comp in step.iter("Component"):
         ref, package = comp.get("refDes", ""), comp.get("packageRef", "")
@@ -202,7 +207,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
         turn, mirrored = _turn(comp)
         side = "bottom" if mirrored or sides.get(comp.get("layerRef", ""), "") == "BOTTOM" else "top"
         pkg = packages.get(package)
-        pads, body, places = _package(pkg, primitives, scale) if pkg is not None else ((), None, {})
+        pads, body, places, numbers[ref] = _package(pkg, primitives, scale) if pkg is not None else ((), None, {}, ())
         pins[ref] = [(at, landed[(ref, number)]) for number, at in places.items() if (ref, number) in landed]
         fiducial = "fiducial" in package.lower() or ref.upper().startswith("FID")
         excluded = "not placed (its BOM item says populate=false)" if ref in unpopulated else None
@@ -214,6 +219,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
                                 any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
     parts, told = bottom_footprints(parts, pins, TURNED_THEN_MIRRORED, "as Valor and Cadence read the standard",
                                     f"step {step.get('name', '?')}")
+    parts, grown = with_every_flash(parts, numbers, pin_flashes(root, step, scale, primitives))
     layers = {layer.get("side", "").lower(): layer.get("name", "") for layer in root.iter("Layer")
               if layer.get("layerFunction", "").upper() == "ASSEMBLY"}
     try:
@@ -228,6 +234,8 @@ def read_ipc2581(path: Path) -> BoardDesign:
     revision = root.get("revision", "?")
     renamed = _renamed_by_exporter([p.ref for p in parts], root)
     parts = [replace(p, ref=renamed[p.ref]) if p.ref in renamed else p for p in parts]
+    if grown:
+        told.append(flashed_note([renamed.get(r, r) for r in grown]))
     if renamed:
         shown = ", ".join(f"{a} as {b}" for a, b in sorted(renamed.items())[:8])
         told.append(f"{len(renamed)} reference(s) the exporter wrote with a number added, to keep them apart from "
