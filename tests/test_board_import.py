@@ -790,3 +790,25 @@ def test_an_ipc2581_package_listing_its_mounting_pads_once_gets_both_from_the_co
         assert max(math.dist(a, b) for a, b in zip(got, placed[0])) <= 0.02
     assert "1 part(s) whose package lists one pin number once where the copper flashes it several times (a " \
         "connector's mounting pads): the other pads added where the copper has them: J1" in designs[2].notes
+
+
+def test_an_ipc2581_pin_that_is_a_bare_hole_is_no_pad(tmp_path: Path) -> None:
+    """KiCad 9 lists a connector's unplated locating pegs as pins (`NPTH0`, MECHANICAL, THRU) that no copper layer
+    flashes: a bare hole, so no land and no reason to call the SMD connector through-hole; a mechanical pin the
+    copper does flash stays a pad."""
+    from inspector.board.ipc2581 import read_ipc2581
+
+    text = (Path(__file__).parent / "cad" / "bodies-kicad9-ipc2581.xml").read_text(encoding="utf-8")
+    peg = ('<Pin number="NPTH0" electricalType="MECHANICAL" type="THRU"><Location x="0.0" y="0.5"/>'
+           '<StandardPrimitiveRef id="ROUNDRECT_7"/></Pin>')
+    path = tmp_path / "pegs.xml"
+    path.write_text(text.replace('          <Pin number="MP" electricalType="ELECTRICAL" type="SURFACE">',
+                                 peg + '<Pin number="MP" electricalType="ELECTRICAL" type="SURFACE">', 1),
+                    encoding="utf-8")
+    j1 = next(p for p in read_ipc2581(path).parts if p.ref == "J1")
+    assert len(j1.pads) == 6 and not j1.through_hole
+    plated = tmp_path / "plated.xml"
+    plated.write_text(path.read_text(encoding="utf-8").replace(
+        '<PinRef componentRef="J1" pin="1"/>', '<PinRef componentRef="J1" pin="NPTH0"/>', 1), encoding="utf-8")
+    j1 = next(p for p in read_ipc2581(plated).parts if p.ref == "J1")
+    assert len(j1.pads) == 7 and j1.through_hole

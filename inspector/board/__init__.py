@@ -5,7 +5,8 @@ the image work that teaching it from golden photos needs.
                    degrees (each format's zero and direction made explicit), pads and body, side, outline.
 - kicad.py         KiCad boards (.kicad_pcb, KiCad 5's `module` to KiCad 9's `footprint`), read with sexpdata.
 - eagle.py         Eagle boards (.brd, the XML of Eagle 6-9).
-- ipc2581.py       IPC-2581 (revisions B and C); ipc2581_xml.py its XML's units and numbers.
+- ipc2581.py       IPC-2581 (revisions B and C); ipc2581_xml.py its XML's units and numbers; ipc2581_copper.py
+                   the pads a package lists once that its copper flashes again (a connector's two MP pads).
 - odbpp.py         ODB++ jobs (a folder, a step's folder, .tgz / .zip; files kept with Unix compress).
 - odbpp_panel.py   an ODB++ panel (step-and-repeat) as the one board the line carries: its copies placed, numbered.
 - bottom_fit.py    how a file's bottom parts wear their packages, read from where the file places their pins.

@@ -12,7 +12,8 @@ What an import needs of it, and where the standard keeps it:
   `StandardPrimitiveRef` into `DictionaryStandard` (`RectCenter`, `RectRound`, `RectCham`, `Oval`: width and
   height; `Circle`: diameter), turned by its own `Xform`; the body is the package's `Outline` polygon, else its
   `AssemblyDrawing`, else its `SilkScreen`, unless the ASSEMBLY layers draw it (ipc2581_drawings.py); a pin number
-  the package lists once but the copper flashes more often gets its other pads there (ipc2581_copper.py).
+  the package lists once but the copper flashes more often gets its other pads there (ipc2581_copper.py); a
+  MECHANICAL through pin no copper layer flashes is a bare hole, not a pad.
 - not placed: a `Bom/BomItem/RefDes@populate="false"`.
 - references: a `X_<n>` that stands for X, renamed by its exporter because another name in the file is X (a pin,
   a layer: KiCad 9), is read as X.
@@ -99,6 +100,19 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
         if body is not None:
             break
     return tuple(pads), body, places, tuple(numbers)
+
+
+def _without_bare_holes(pkg: ET.Element | None, ref: str, pads: tuple[Pad, ...], numbers: tuple[str, ...],
+                        flashes: dict) -> tuple[tuple[Pad, ...], tuple[str, ...]]:
+    """The part's pads less its unplated holes: a through pin the package calls MECHANICAL that no copper layer
+    flashes for the part (KiCad 9 lists a connector's locating pegs as pins NPTH0, NPTH1) is a bare hole, no land
+    the camera sees, and not a reason to call the part through-hole."""
+    if pkg is None:
+        return pads, numbers
+    holes = {pin.get("number", "") for pin in pkg.iter("Pin") if pin.get("electricalType", "").upper() == "MECHANICAL"
+             and pin.get("type", "").upper() == "THRU"}
+    keep = [i for i, n in enumerate(numbers) if n not in holes or (ref, n) in flashes]
+    return tuple(pads[i] for i in keep), tuple(numbers[i] for i in keep)
 
 
 def _pin_places(step: ET.Element, scale: float) -> dict[tuple[str, str], Point]:
@@ -196,6 +210,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
     own_names = _numbered_by_exporter(list(packages))
     unpopulated = _unpopulated(root)
     landed = _pin_places(step, scale)
+    flashes = pin_flashes(root, step, scale, primitives)
     pins: dict[str, list[tuple[Point, Point]]] = {}
     numbers: dict[str, tuple[str, ...]] = {}
     parts = []
@@ -208,6 +223,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
         side = "bottom" if mirrored or sides.get(comp.get("layerRef", ""), "") == "BOTTOM" else "top"
         pkg = packages.get(package)
         pads, body, places, numbers[ref] = _package(pkg, primitives, scale) if pkg is not None else ((), None, {}, ())
+        pads, numbers[ref] = _without_bare_holes(pkg, ref, pads, numbers[ref], flashes)
         pins[ref] = [(at, landed[(ref, number)]) for number, at in places.items() if (ref, number) in landed]
         fiducial = "fiducial" in package.lower() or ref.upper().startswith("FID")
         excluded = "not placed (its BOM item says populate=false)" if ref in unpopulated else None
@@ -219,7 +235,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
                                 any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
     parts, told = bottom_footprints(parts, pins, TURNED_THEN_MIRRORED, "as Valor and Cadence read the standard",
                                     f"step {step.get('name', '?')}")
-    parts, grown = with_every_flash(parts, numbers, pin_flashes(root, step, scale, primitives))
+    parts, grown = with_every_flash(parts, numbers, flashes)
     layers = {layer.get("side", "").lower(): layer.get("name", "") for layer in root.iter("Layer")
               if layer.get("layerFunction", "").upper() == "ASSEMBLY"}
     try:
