@@ -795,7 +795,7 @@ def test_an_ipc2581_package_listing_its_mounting_pads_once_gets_both_from_the_co
 def test_an_ipc2581_pin_that_is_a_bare_hole_is_no_pad(tmp_path: Path) -> None:
     """KiCad 9 lists a connector's unplated locating pegs as pins (`NPTH0`, MECHANICAL, THRU) that no copper layer
     flashes: a bare hole, so no land and no reason to call the SMD connector through-hole; a mechanical pin the
-    copper does flash stays a pad."""
+    copper does flash stays a pad; a part of bare holes alone is left out, with nothing to solder."""
     from inspector.board.ipc2581 import read_ipc2581
 
     text = (Path(__file__).parent / "cad" / "bodies-kicad9-ipc2581.xml").read_text(encoding="utf-8")
@@ -812,3 +812,12 @@ def test_an_ipc2581_pin_that_is_a_bare_hole_is_no_pad(tmp_path: Path) -> None:
         '<PinRef componentRef="J1" pin="1"/>', '<PinRef componentRef="J1" pin="NPTH0"/>', 1), encoding="utf-8")
     j1 = next(p for p in read_ipc2581(plated).parts if p.ref == "J1")
     assert len(j1.pads) == 7 and j1.through_hole
+    # a part whose every pin is such a hole (a mounting hole) has nothing to solder
+    start = text.index('<Package name="R_0603_1608Metric_6"')
+    end = text.index("</Package>", start)
+    holes = text[:start] + re.sub(r'<Pin number="(\d)" electricalType="ELECTRICAL" type="SURFACE">',
+                                  r'<Pin number="NPTH\1" electricalType="MECHANICAL" type="THRU">',
+                                  text[start:end]) + text[end:]
+    path.write_text(holes, encoding="utf-8")
+    r1 = next(p for p in read_ipc2581(path).parts if p.ref == "R1")
+    assert not r1.pads and r1.excluded == "nothing to solder (its pins are bare holes: a mounting hole)"

@@ -223,12 +223,15 @@ def read_ipc2581(path: Path) -> BoardDesign:
         side = "bottom" if mirrored or sides.get(comp.get("layerRef", ""), "") == "BOTTOM" else "top"
         pkg = packages.get(package)
         pads, body, places, numbers[ref] = _package(pkg, primitives, scale) if pkg is not None else ((), None, {}, ())
+        listed = len(pads)
         pads, numbers[ref] = _without_bare_holes(pkg, ref, pads, numbers[ref], flashes)
         pins[ref] = [(at, landed[(ref, number)]) for number, at in places.items() if (ref, number) in landed]
         fiducial = "fiducial" in package.lower() or ref.upper().startswith("FID")
         excluded = "not placed (its BOM item says populate=false)" if ref in unpopulated else None
         if excluded is None and not pads and body is None:
             excluded = "a component whose package has no pins or outline in the file"
+        if excluded is None and listed and not pads:
+            excluded = "nothing to solder (its pins are bare holes: a mounting hole)"
         parts.append(PlacedPart(ref, comp.get("part", ""), own_names.get(package, package), _f(loc, "x") * scale,
                                 _f(loc, "y") * scale, turn, side, pads, body,
                                 through_hole=comp.get("mountType", "").upper() == "THMT" or
