@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -525,3 +526,29 @@ def test_board_import_takes_the_step_to_inspect(tmp_path: Path) -> None:
     wrong = cli("board", "import", str(kicad), "--step", "panel", "--out", str(tmp_path / "k.yaml"),
                 "--px-per-mm", "10")
     assert wrong.returncode != 0 and "names one of an ODB++ job's steps" in wrong.stderr
+
+
+def _job_with_data(tmp_path: Path, edit: Callable[[str], str]) -> Path:
+    """tests/cad/bodies-kicad9-odb.zip (KiCad 9's export) with its eda/data edited."""
+    job = tmp_path / "job.zip"
+    with zipfile.ZipFile(Path(__file__).parent / "cad" / "bodies-kicad9-odb.zip") as src, \
+            zipfile.ZipFile(job, "w") as out:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("eda/data"):
+                data = edit(data.decode("utf-8")).encode("utf-8")
+            out.writestr(info, data)
+    return job
+
+
+def test_a_pin_whose_mount_type_is_a_hole_is_no_pad(tmp_path: Path) -> None:
+    """A `PIN` whose mount type is H is a bare hole (KiCad writes a mounting hole's, a connector's locating peg's
+    so): no pad, no reason to call the part through-hole; a package of such holes alone has nothing to solder."""
+    one = _job_with_data(tmp_path, lambda t: t.replace("PIN 1 S -0.77 0.0 0 E S", "PIN 1 T -0.77 0.0 0 M H", 1))
+    c3 = next(p for p in read_odbpp(one).parts if p.ref == "C3")
+    assert len(c3.pads) == 1 and not c3.through_hole and c3.excluded is None
+    both = _job_with_data(tmp_path, lambda t: t.replace("PIN 1 S -0.77 0.0 0 E S", "PIN 1 T -0.77 0.0 0 M H", 1)
+                          .replace("PIN 2 S 0.77 0.0 0 E S", "PIN 2 T 0.77 0.0 0 M H", 1))
+    parts = {p.ref: p for p in read_odbpp(both).parts}
+    assert parts["C3"].excluded == "nothing to solder (its pins are bare holes: a mounting hole)"
+    assert parts["R1"].excluded is None and len(parts["R1"].pads) == 2

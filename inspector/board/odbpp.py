@@ -10,8 +10,10 @@ What an import needs of a job, and where the format keeps it:
   means a bottom part's mirror and rotation is read from these: bottom_fit.py); `PRP Value '...'` its value; the
   boolean system attribute `.no_pop` leaves it unplaced (the attribute names are the file's `@<n> <name>` lines);
 - footprints: `steps/<step>/eda/data`: the n-th `PKG <name> <pitch> <xmin> <ymin> <xmax> <ymax>;` is package n; the
-  outline records (RC, CR, SQ, or a contour CT..CE) before its first `PIN <name> <T|B|S> <x> <y> ...` are its body,
-  and those after each PIN that pin's pad (T: through-hole);
+  outline records (RC, CR, SQ, or a contour CT..CE) before its first `PIN <name> <T|B|S> <x> <y> <fhs> <etype>
+  <mtype>` are its body, and those after each PIN that pin's pad (T: through-hole; mount type H: a bare hole, no
+  pad; a part of such holes alone has nothing to solder); a document layer may draw the bodies instead
+  (odbpp_drawings.py);
 - the board's edge: `steps/<step>/profile`, a features file whose surface contour (OB, OS, OC) bounds it;
 - a panel: `steps/<step>/stephdr`, its `STEP-REPEAT { ... }` blocks placing copies of other steps (odbpp_panel.py);
 - units: each file's `UNITS=MM|INCH` (`U MM` in older jobs), else the job's `misc/info`, else inches, the format's
@@ -180,6 +182,7 @@ class _Package:
     pads: list[Pad] = field(default_factory=list)
     through_hole: bool = False
     pins: list[tuple[float, float]] = field(default_factory=list)  # each PIN record's centre, in its order, mm
+    holes: int = 0  # pins that are bare holes (mount type H: a locating peg's, a mounting hole's), no pads
 
 
 class _Shapes:
@@ -225,15 +228,16 @@ def _packages(lines: list[str], scale: float, where: str) -> list[_Package]:
     packages: list[_Package] = []
     shapes: _Shapes | None = None
     pin: tuple[str, bool] | None = None  # (its type, surface-mounted) of the pin whose pad is being read
+    hole = False  # that pin is a bare hole: its outline is no pad
 
     def close() -> None:
-        nonlocal pin
+        nonlocal pin, hole
         if not packages or shapes is None:
             return
         box = shapes.box()
         if pin is None:
             packages[-1].body = [box] if box is not None else []
-        elif box is not None:
+        elif box is not None and not hole:
             w, h = box[2] - box[0], box[3] - box[1]
             if w > 0 and h > 0:
                 packages[-1].pads.append(Pad((box[0] + box[2]) / 2, (box[1] + box[3]) / 2, w, h, smd=pin[1]))
@@ -255,9 +259,11 @@ def _packages(lines: list[str], scale: float, where: str) -> list[_Package]:
                 raise CadError(f"{where}:{n}: a PIN record needs <name> <type> <x> <y>; it has {len(tokens) - 1}")
             kind = tokens[2].upper()
             pin = (kind, kind == "S")
+            hole = len(tokens) > 7 and tokens[7].upper() == "H"  # <name> <type> <x> <y> <fhs> <etype> <mtype>
             packages[-1].pins.append((_number(tokens[3], f"{where}:{n}", "the pin's x") * scale,
                                       _number(tokens[4], f"{where}:{n}", "the pin's y") * scale))
-            packages[-1].through_hole |= kind == "T"
+            packages[-1].holes += hole
+            packages[-1].through_hole |= kind == "T" and not hole
             shapes = _Shapes(scale)
         elif tokens[0] in ("NET", "SNT", "FGR", "PRP", "LYR", "HDR"):
             close()
@@ -561,6 +567,8 @@ def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]],
             excluded = f"not placed (its {NOT_PLACED} attribute)" if NOT_PLACED in c.attributes else None
             if excluded is None and data and not pkg.pads and body is None:
                 excluded = "a component whose package has no pins or outline in the file"
+            if excluded is None and pkg.holes and not pkg.pads:
+                excluded = "nothing to solder (its pins are bare holes: a mounting hole)"
             side = "bottom" if c.mirrored or sides[layer] == "bottom" else "top"
             pins[c.ref] = [(pkg.pins[i], (x * scale, y * scale)) for i, x, y in c.toeprints if 0 <= i < len(pkg.pins)]
             parts.append(PlacedPart(c.ref, c.value or c.part, pkg.name, c.x * scale, c.y * scale, (-c.rot) % 360.0,
