@@ -97,10 +97,6 @@ def in_frame(part: PlacedPart, point: Point) -> Point:
     return turned(point[0] - part.x_mm, point[1] - part.y_mm, -part.rotation)
 
 
-def _holds(box: Rect, x: float, y: float, grow: float) -> bool:
-    return box[0] - grow <= x <= box[2] + grow and box[1] - grow <= y <= box[3] + grow
-
-
 def _area(box: Rect) -> float:
     return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
 

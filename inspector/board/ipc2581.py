@@ -32,7 +32,7 @@ from pathlib import Path
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
 from .drawn_bodies import by_side
-from .ipc2581_copper import flashed_note, pin_flashes, with_every_flash
+from .ipc2581_copper import Flash, flashed_note, pin_flashes, with_every_flash
 from .ipc2581_drawings import assembly_drawings
 from .ipc2581_xml import local as _local
 from .ipc2581_xml import units_scale as _scale
@@ -103,7 +103,7 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
 
 
 def _without_bare_holes(pkg: ET.Element | None, ref: str, pads: tuple[Pad, ...], numbers: tuple[str, ...],
-                        flashes: dict) -> tuple[tuple[Pad, ...], tuple[str, ...]]:
+                        flashes: dict[tuple[str, str], list[Flash]]) -> tuple[tuple[Pad, ...], tuple[str, ...]]:
     """The part's pads less its unplated holes: a through pin the package calls MECHANICAL that no copper layer
     flashes for the part (KiCad 9 lists a connector's locating pegs as pins NPTH0, NPTH1) is a bare hole, no land
     the camera sees, and not a reason to call the part through-hole."""

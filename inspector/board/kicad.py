@@ -4,10 +4,10 @@ KiCad's frame: millimetres, y down (the screen's), a footprint's `(at x y angle)
 degrees counter-clockwise as seen from the top. Pads and drawings sit in the footprint's own frame, unrotated; a
 pad's own angle in the file includes the footprint's, so its turn relative to the footprint is the difference. The
 body is the footprint's fabrication drawing (F.Fab / B.Fab), else its courtyard (a drawing that is a lone line is
-no body). Fiducials are footprints of the
-`Fiducial` libraries (or references FID*); parts the file keeps out of assembly (`dnp`, `board_only`, `virtual`,
-`exclude_from_pos_files` without pads to solder) are marked with the reason. A pad's solder-mask margin (a
-fiducial's bare ring) is its own `solder_mask_margin`, else its footprint's, else the board's
+no body; an arc is measured along it). Fiducials are footprints of the `Fiducial` libraries (or references FID*);
+parts the file keeps out of assembly (`dnp`, `board_only`, `virtual`, `exclude_from_pos_files` without pads to
+solder) are marked with the reason. A pad's solder-mask margin (a fiducial's bare ring) is its own
+`solder_mask_margin`, else its footprint's, else the board's
 `(setup (pad_to_mask_clearance ...))` where that is above 0 (KiCad 5 boards often set one for every pad).
 """
 from __future__ import annotations
