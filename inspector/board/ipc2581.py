@@ -208,14 +208,20 @@ def read_ipc2581(path: Path) -> BoardDesign:
     primitives = _primitives(root, scale)
     packages = {p.get("name", ""): p for p in root.iter("Package")}
     own_names = _numbered_by_exporter(list(packages))
-    unpopulated = _unpopulated(root)
-    landed = _pin_places(step, scale)
-    flashes = pin_flashes(root, step, scale, primitives)
+    # a reference the exporter renamed is the part's own from here on: every lookup by the file's name is renamed
+    renamed = _renamed_by_exporter([c.get("refDes", "") for c in step.iter("Component")], root)
+
+    def own(ref: str) -> str:
+        return renamed.get(ref, ref)
+
+    unpopulated = {own(r) for r in _unpopulated(root)}
+    landed = {(own(r), n): at for (r, n), at in _pin_places(step, scale).items()}
+    flashes = {(own(r), n): f for (r, n), f in pin_flashes(root, step, scale, primitives).items()}
     pins: dict[str, list[tuple[Point, Point]]] = {}
     numbers: dict[str, tuple[str, ...]] = {}
     parts = []
     for comp in step.iter("Component"):
-        ref, package = comp.get("refDes", ""), comp.get("packageRef", "")
+        ref, package = own(comp.get("refDes", "")), comp.get("packageRef", "")
         loc = comp.find("Location")
         if loc is None:
             raise CadError(f"{path}: component {ref} has no <Location>")
@@ -242,19 +248,19 @@ def read_ipc2581(path: Path) -> BoardDesign:
     layers = {layer.get("side", "").lower(): layer.get("name", "") for layer in root.iter("Layer")
               if layer.get("layerFunction", "").upper() == "ASSEMBLY"}
     try:
-        parts, drawn = by_side(parts, assembly_drawings(root, step, scale), f"step {step.get('name', '?')}",
+        drawings = {side: [replace(d, ref=own(d.ref)) if d.ref else d for d in found]
+                    for side, found in assembly_drawings(root, step, scale).items()}
+        parts, drawn = by_side(parts, drawings, f"step {step.get('name', '?')}",
                                {side: f"ASSEMBLY layer {name}" for side, name in layers.items()})
     except CadError as exc:  # the assembly drawing only refines the bodies: the parts stand without it
         drawn = [f"{path}: an ASSEMBLY layer's drawing cannot be read ({exc}): the bodies are the packages' outlines"]
     told.extend(drawn)
     openings, named = _mask_openings(step, root, primitives, scale)
-    parts = with_openings(parts, openings, named)
+    parts = with_openings(parts, openings, {own(r): size for r, size in named.items()})
     outline = bounding(_polygon_points(step.find("Profile"), scale))
     revision = root.get("revision", "?")
-    renamed = _renamed_by_exporter([p.ref for p in parts], root)
-    parts = [replace(p, ref=renamed[p.ref]) if p.ref in renamed else p for p in parts]
     if grown:
-        told.append(flashed_note([renamed.get(r, r) for r in grown]))
+        told.append(flashed_note(grown))
     if renamed:
         shown = ", ".join(f"{a} as {b}" for a, b in sorted(renamed.items())[:8])
         told.append(f"{len(renamed)} reference(s) the exporter wrote with a number added, to keep them apart from "
