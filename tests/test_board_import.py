@@ -821,3 +821,27 @@ def test_an_ipc2581_pin_that_is_a_bare_hole_is_no_pad(tmp_path: Path) -> None:
     path.write_text(holes, encoding="utf-8")
     r1 = next(p for p in read_ipc2581(path).parts if p.ref == "R1")
     assert not r1.pads and r1.excluded == "nothing to solder (its pins are bare holes: a mounting hole)"
+
+
+def test_an_eagle_body_drawn_with_curved_wires_or_a_polygon_is_measured_along_them(tmp_path: Path) -> None:
+    """Eagle draws a round body (an LED's, a can's) as wires with a `curve`, an arc of that many degrees from one
+    end to the other, and some bodies as a polygon: the body is the arcs' and the polygon's box, not the box of the
+    wires' two ends."""
+    from inspector.board.eagle import read_eagle
+
+    packages = """<package name="LED5MM">
+<pad name="A" x="-1.27" y="0" drill="0.8"/>
+<pad name="K" x="1.27" y="0" drill="0.8"/>
+<wire x1="2.5" y1="0" x2="-2.5" y2="0" width="0.1" layer="51" curve="180"/>
+<wire x1="-2.5" y1="0" x2="2.5" y2="0" width="0.1" layer="51" curve="180"/>
+</package>
+<package name="WEDGE">
+<smd name="1" x="0" y="0" dx="0.6" dy="0.6" layer="1"/>
+<polygon width="0.1" layer="51"><vertex x="-1" y="-1"/><vertex x="3" y="-1"/><vertex x="-1" y="2"/></polygon>
+</package>"""
+    elements = """<element name="D1" library="plant" package="LED5MM" value="RED" x="10" y="10"/>
+<element name="U1" library="plant" package="WEDGE" value="X" x="25" y="10"/>"""
+    (tmp_path / "round.brd").write_text(eagle_board(packages, elements), encoding="utf-8")
+    parts = {p.ref: p for p in read_eagle(tmp_path / "round.brd").parts}
+    assert parts["D1"].body == pytest.approx((-2.5, -2.5, 2.5, 2.5), abs=1e-6)
+    assert parts["U1"].body == pytest.approx((-1.0, -1.0, 3.0, 2.0))

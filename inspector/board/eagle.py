@@ -5,7 +5,8 @@ when it is mirrored to the bottom (`MR90`: the package turned by 90, then mirror
 the top is the package mirrored and turned by -90, as the design gives it), `S` when spun (text only: ignored).
 Each element's package lives in the file's own libraries: its SMD pads (`smd`: centre, dx, dy, own turn),
 through-hole pads (`pad`: a drill and a diameter), and its drawings; the body is the documentation layer (51 tDocu,
-52 bDocu), else the silkscreen (21 tPlace, 22 bPlace). The outline is layer 20 (Dimension). Fiducials are packages
+52 bDocu), else the silkscreen (21 tPlace, 22 bPlace): its wires (a `curve`d one along its arc), rectangles,
+circles and polygons. The outline is layer 20 (Dimension). Fiducials are packages
 or elements named FID*.
 
 A pad's solder-mask opening (a fiducial's bare ring, which registration matches it with) is the union of what the
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
+from .drawn_bodies import arc_points
 from .flip import mirrored_pads, mirrored_rect
 
 DIMENSION = "20"
@@ -58,14 +60,31 @@ def _turn(rot: str | None) -> tuple[float, bool]:
     return float(m.group(4)), bool(m.group(2))
 
 
+def _curved(start: tuple[float, float], end: tuple[float, float], curve: float) -> list[tuple[float, float]]:
+    """Points along a wire Eagle draws as an arc: `curve` degrees counter-clockwise from its start to its end, about
+    the centre to the chord's left at half the chord over tan(curve / 2)."""
+    (x1, y1), (x2, y2) = start, end
+    chord = math.dist(start, end)
+    if chord == 0 or abs(curve) < 1e-9:
+        return [start, end]
+    reach = (chord / 2) / math.tan(math.radians(curve) / 2)
+    centre = ((x1 + x2) / 2 - (y2 - y1) / chord * reach, (y1 + y2) / 2 + (x2 - x1) / chord * reach)
+    return arc_points(start, end, centre, clockwise=curve < 0)
+
+
 def _drawn(parent: ET.Element, layers: tuple[str, ...]) -> list[tuple[float, float]]:
-    """The corner points of the wires, rectangles and circles drawn on `layers` under `parent`."""
+    """The points of the wires (along a curved one), rectangles, circles and polygons drawn on `layers` under
+    `parent`."""
     pts: list[tuple[float, float]] = []
     for node in parent:
         if node.get("layer") not in layers:
             continue
-        if node.tag in ("wire", "rectangle"):
+        if node.tag == "wire" and node.get("curve"):
+            pts += _curved((_f(node, "x1"), _f(node, "y1")), (_f(node, "x2"), _f(node, "y2")), _f(node, "curve"))
+        elif node.tag in ("wire", "rectangle"):
             pts += [(_f(node, "x1"), _f(node, "y1")), (_f(node, "x2"), _f(node, "y2"))]
+        elif node.tag == "polygon":
+            pts += [(_f(v, "x"), _f(v, "y")) for v in node.iter("vertex")]
         elif node.tag == "circle":
             x, y, r = _f(node, "x"), _f(node, "y"), _f(node, "radius")
             pts += [(x - r, y - r), (x + r, y + r)]
