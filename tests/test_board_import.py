@@ -845,3 +845,26 @@ def test_an_eagle_body_drawn_with_curved_wires_or_a_polygon_is_measured_along_th
     parts = {p.ref: p for p in read_eagle(tmp_path / "round.brd").parts}
     assert parts["D1"].body == pytest.approx((-2.5, -2.5, 2.5, 2.5), abs=1e-6)
     assert parts["U1"].body == pytest.approx((-1.0, -1.0, 3.0, 2.0))
+
+
+def test_an_ipc2581_custom_pad_is_its_outlines_box_where_its_copper_is(tmp_path: Path) -> None:
+    """A custom pad (a `Contour` in the standard dictionary: KiCad's QFN pads with a rounded end, an antenna pad
+    drawn from one end) is sized by its outline's box and placed where that box is, not dropped."""
+    from inspector.board.ipc2581 import read_ipc2581
+
+    text = (Path(__file__).parent / "cad" / "bodies-kicad9-ipc2581.xml").read_text(encoding="utf-8")
+    custom = ('<EntryStandard id="CUSTOM_T"><Contour><Polygon><PolyBegin x="0.0" y="-0.2"/>'
+              '<PolyStepSegment x="1.0" y="-0.2"/><PolyStepSegment x="1.0" y="0.2"/>'
+              '<PolyStepSegment x="0.0" y="0.2"/><PolyStepSegment x="0.0" y="-0.2"/></Polygon></Contour>'
+              '</EntryStandard>')
+    was = '<StandardPrimitiveRef id="ROUNDRECT_5"/>'
+    pin = text.index(was, text.index('<Package name="R_0603_1608Metric_6"'))
+    text = text[:pin] + '<StandardPrimitiveRef id="CUSTOM_T"/>' + text[pin + len(was):]
+    dictionary = '<DictionaryStandard units="MILLIMETER">'
+    text = text.replace(dictionary, dictionary + custom, 1)
+    path = tmp_path / "custom.xml"
+    path.write_text(text, encoding="utf-8")
+    r1 = next(p for p in read_ipc2581(path).parts if p.ref == "R1")
+    assert len(r1.pads) == 2
+    first = min(r1.pads, key=lambda q: q.x)
+    assert (first.x, first.y, first.w, first.h) == pytest.approx((-0.325, 0.0, 1.0, 0.4))

@@ -10,7 +10,8 @@ What an import needs of it, and where the standard keeps it:
   (bottom_fit.py).
 - footprints: `Step/Package` (or `Ecad/CadData/Package`): each `Pin` at `Location`, its shape a
   `StandardPrimitiveRef` into `DictionaryStandard` (`RectCenter`, `RectRound`, `RectCham`, `Oval`: width and
-  height; `Circle`: diameter), turned by its own `Xform`; the body is the package's `Outline` polygon, else its
+  height; `Circle`: diameter; a custom `Contour`: its outline's box, where its copper is), turned by its own
+  `Xform`; the body is the package's `Outline` polygon, else its
   `AssemblyDrawing`, else its `SilkScreen`, unless the ASSEMBLY layers draw it (ipc2581_drawings.py); a pin number
   the package lists once but the copper flashes more often gets its other pads there (ipc2581_copper.py); a
   MECHANICAL through pin no copper layer flashes is a bare hole, not a pad.
@@ -30,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml, turned
 from .drawn_bodies import by_side
 from .ipc2581_copper import Flash, flashed_note, pin_flashes, with_every_flash
 from .ipc2581_drawings import assembly_drawings
@@ -55,7 +56,8 @@ def _polygon_points(parent: ET.Element | None, scale: float) -> list[tuple[float
 
 
 def _primitives(root: ET.Element, scale: float) -> dict[str, tuple[float, float]]:
-    """DictionaryStandard: primitive id -> (width, height), mm (a circle: its diameter both ways)."""
+    """DictionaryStandard: primitive id -> (width, height), mm (a circle: its diameter both ways; a custom shape,
+    a `Contour`, its outline's box, whose centre `_contour_centres` gives)."""
     out = {}
     for d in root.iter("DictionaryStandard"):
         s = _scale(d, scale, "<DictionaryStandard>")
@@ -65,6 +67,21 @@ def _primitives(root: ET.Element, scale: float) -> dict[str, tuple[float, float]
                     out[entry.get("id", "")] = (_f(shape, "width") * s, _f(shape, "height") * s)
                 elif shape.tag == "Circle":
                     out[entry.get("id", "")] = (_f(shape, "diameter") * s,) * 2
+                elif shape.tag == "Contour" and (box := bounding(_polygon_points(shape, s))) is not None:
+                    out[entry.get("id", "")] = (box[2] - box[0], box[3] - box[1])
+    return out
+
+
+def _contour_centres(root: ET.Element, scale: float) -> dict[str, Point]:
+    """DictionaryStandard: a custom shape's id -> its box's centre about the place it is flashed at, mm (a pad
+    drawn from one end, KiCad's custom pads)."""
+    out = {}
+    for d in root.iter("DictionaryStandard"):
+        s = _scale(d, scale, "<DictionaryStandard>")
+        for entry in d.iter("EntryStandard"):
+            for shape in entry:
+                if shape.tag == "Contour" and (box := bounding(_polygon_points(shape, s))) is not None:
+                    out[entry.get("id", "")] = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
     return out
 
 
@@ -75,7 +92,8 @@ def _turn(node: ET.Element) -> tuple[float, bool]:
     return _f(xf, "rotation"), xf.get("mirror", "false").lower() == "true"
 
 
-def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float
+def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float,
+             centres: dict[str, Point] | None = None
              ) -> tuple[tuple[Pad, ...], Rect | None, dict[str, Point], tuple[str, ...]]:
     """The package's pads and body in its own frame, each pin's place by its number (for bottom_fit.py), and each
     pad's pin number (for ipc2581_copper.py)."""
@@ -92,6 +110,10 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
         if loc is not None and pin.get("number"):
             places[pin.get("number", "")] = (x, y)
         if w > 0 and h > 0:
+            shifted = (centres or {}).get(ref.get("id", "") if ref is not None else "")
+            if shifted is not None:  # a custom shape drawn off its anchor: the pad is where its copper is
+                dx, dy = turned(shifted[0], shifted[1], turn)
+                x, y = x + dx, y + dy
             pads.append(Pad(x, y, w, h, smd=pin.get("type", "SURFACE").upper() != "THRU"))
             numbers.append(pin.get("number", ""))
     body = None
@@ -206,6 +228,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
     step = next((s for s in steps if wanted is not None and s.get("name") == wanted.get("name")), steps[0])
     sides = {layer.get("name", ""): layer.get("side", "").upper() for layer in root.iter("Layer")}
     primitives = _primitives(root, scale)
+    centres = _contour_centres(root, scale)
     packages = {p.get("name", ""): p for p in root.iter("Package")}
     own_names = _numbered_by_exporter(list(packages))
     # a reference the exporter renamed is the part's own from here on: every lookup by the file's name is renamed
@@ -228,7 +251,8 @@ def read_ipc2581(path: Path) -> BoardDesign:
         turn, mirrored = _turn(comp)
         side = "bottom" if mirrored or sides.get(comp.get("layerRef", ""), "") == "BOTTOM" else "top"
         pkg = packages.get(package)
-        pads, body, places, numbers[ref] = _package(pkg, primitives, scale) if pkg is not None else ((), None, {}, ())
+        pads, body, places, numbers[ref] = (_package(pkg, primitives, scale, centres) if pkg is not None
+                                            else ((), None, {}, ()))
         listed = len(pads)
         pads, numbers[ref] = _without_bare_holes(pkg, ref, pads, numbers[ref], flashes)
         pins[ref] = [(at, landed[(ref, number)]) for number, at in places.items() if (ref, number) in landed]
