@@ -6,8 +6,7 @@ the top is the package mirrored and turned by -90, as the design gives it), `S` 
 Each element's package lives in the file's own libraries: its SMD pads (`smd`: centre, dx, dy, own turn),
 through-hole pads (`pad`: a drill and a diameter), and its drawings; the body is the documentation layer (51 tDocu,
 52 bDocu), else the silkscreen (21 tPlace, 22 bPlace): its wires (a `curve`d one along its arc), rectangles,
-circles and polygons. The outline is layer 20 (Dimension). Fiducials are packages
-or elements named FID*.
+circles and polygons. The outline is layer 20 (Dimension). Fiducials are packages or elements named FID*.
 
 A pad's solder-mask opening (a fiducial's bare ring, which registration matches it with) is the union of what the
 package draws on layer 29 (tStop) centred on it and, unless the pad says `stop="no"`, the stop frame the board's

@@ -11,10 +11,10 @@ What an import needs of it, and where the standard keeps it:
 - footprints: `Step/Package` (or `Ecad/CadData/Package`): each `Pin` at `Location`, its shape a
   `StandardPrimitiveRef` into `DictionaryStandard` (`RectCenter`, `RectRound`, `RectCham`, `Oval`: width and
   height; `Circle`: diameter; a custom `Contour`: its outline's box, where its copper is), turned by its own
-  `Xform`; the body is the package's `Outline` polygon, else its
-  `AssemblyDrawing`, else its `SilkScreen`, unless the ASSEMBLY layers draw it (ipc2581_drawings.py); a pin number
-  the package lists once but the copper flashes more often gets its other pads there (ipc2581_copper.py); a
-  MECHANICAL through pin no copper layer flashes is a bare hole, not a pad.
+  `Xform`; the body is the package's `Outline` polygon, else its `AssemblyDrawing`, else its `SilkScreen`, unless
+  the ASSEMBLY layers draw it (ipc2581_drawings.py); a pin number the package lists once but the copper flashes
+  more often gets its other pads there (ipc2581_copper.py); a MECHANICAL through pin no copper layer flashes is a
+  bare hole, not a pad.
 - not placed: a `Bom/BomItem/RefDes@populate="false"`.
 - references: a `X_<n>` that stands for X, renamed by its exporter because another name in the file is X (a pin,
   a layer: KiCad 9), is read as X.
