@@ -25,6 +25,8 @@ from inspector.board.design import CadError
 from inspector.board.odbpp import read_odbpp
 from inspector.routing.rules import load_rules
 
+from .kicad9_jobs import edited_job
+
 MATRIX = """STEP {
    COL=1
    NAME=PCB
@@ -530,15 +532,8 @@ def test_board_import_takes_the_step_to_inspect(tmp_path: Path) -> None:
 
 def _job_with_data(tmp_path: Path, edit: Callable[[str], str]) -> Path:
     """tests/cad/bodies-kicad9-odb.zip (KiCad 9's export) with its eda/data edited."""
-    job = tmp_path / "job.zip"
-    with zipfile.ZipFile(Path(__file__).parent / "cad" / "bodies-kicad9-odb.zip") as src, \
-            zipfile.ZipFile(job, "w") as out:
-        for info in src.infolist():
-            data = src.read(info)
-            if info.filename.endswith("eda/data"):
-                data = edit(data.decode("utf-8")).encode("utf-8")
-            out.writestr(info, data)
-    return job
+    return edited_job(tmp_path / "job.zip", lambda name, data: edit(data.decode("utf-8")).encode("utf-8")
+                      if name.endswith("eda/data") else data)
 
 
 def test_a_pin_whose_mount_type_is_a_hole_is_no_pad(tmp_path: Path) -> None:

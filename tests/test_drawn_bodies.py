@@ -6,19 +6,20 @@ hand-written features files for what the export does not show."""
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from inspector.board.design import PlacedPart, turned
-from inspector.board.drawn_bodies import Drawing, arc_points, drawn_boxes
+from inspector.board.design import PlacedPart, arc_points, turned
+from inspector.board.drawn_bodies import Drawing, drawn_boxes
 from inspector.board.ipc2581 import read_ipc2581
 from inspector.board.kicad import read_kicad
 from inspector.board.library import load_library
 from inspector.board.odbpp import read_odbpp
 from inspector.board.odbpp_drawings import body_layers, drawings
 from inspector.board.to_rules import import_design
+
+from .kicad9_jobs import edited_job
 
 CAD = Path(__file__).parent / "cad"
 
@@ -64,12 +65,8 @@ def test_kicad_9s_exports_give_every_part_the_body_its_fabrication_layer_draws()
 
 
 def _without_fab(tmp_path: Path) -> Path:
-    job = tmp_path / "nofab.zip"
-    with zipfile.ZipFile(CAD / "bodies-kicad9-odb.zip") as src, zipfile.ZipFile(job, "w") as out:
-        for info in src.infolist():
-            if "/f.fab/" not in info.filename and "/b.fab/" not in info.filename:
-                out.writestr(info, src.read(info))
-    return job
+    return edited_job(tmp_path / "nofab.zip",
+                      lambda name, data: None if "/f.fab/" in name or "/b.fab/" in name else data)
 
 
 def test_without_its_assembly_drawing_a_job_keeps_the_courtyard_and_says_so(tmp_path: Path) -> None:
@@ -193,13 +190,8 @@ def test_a_kicad_arc_is_measured_along_it_in_both_ways_kicad_writes_one() -> Non
 def test_a_damaged_drawing_layer_is_named_and_the_parts_stand_without_it(tmp_path: Path) -> None:
     """A document layer whose features file cannot be read does not stop the import: its file and line are named in
     the notes, and the parts keep their package outlines on that side (the other side's layer is still read)."""
-    job = tmp_path / "damaged.zip"
-    with zipfile.ZipFile(CAD / "bodies-kicad9-odb.zip") as src, zipfile.ZipFile(job, "w") as out:
-        for info in src.infolist():
-            data = src.read(info)
-            if info.filename.endswith("/f.fab/features"):
-                data = data.replace(b"\nL ", b"\nL 1.0 two 3.0 4.0 0 P 0\nL ", 1)
-            out.writestr(info, data)
+    job = edited_job(tmp_path / "damaged.zip", lambda name, data: data.replace(
+        b"\nL ", b"\nL 1.0 two 3.0 4.0 0 P 0\nL ", 1) if name.endswith("/f.fab/features") else data)
     design = read_odbpp(job)
     damaged = [n for n in design.notes if "is not read for the parts' bodies" in n]
     assert len(damaged) == 1 and "f.fab/features:" in damaged[0] and "expected 4 numbers" in damaged[0]

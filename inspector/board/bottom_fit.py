@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from .design import PlacedPart, turned
+from .design import PlacedPart, in_frame, turned
 from .flip import mirrored_pads, mirrored_rect
 
 Point = tuple[float, float]
@@ -74,7 +74,7 @@ def on_pins(part: PlacedPart, pins: list[tuple[Point, Point]], reading: Reading)
     its pin kept): for a part whose package no reading puts on its pins, the copper the file draws is what the
     camera sees. A pad is its nearest pin's (package frame)."""
     framed = [((-p[0] if reading.mirror else p[0], p[1]),  # the pin in the footprint frame, and where the file has it
-               turned(q[0] - part.x_mm, q[1] - part.y_mm, -part.rotation)) for p, q in pins]
+               in_frame(part, q)) for p, q in pins]
     pads = []
     for pad in part.pads:
         at, there = min(framed, key=lambda f: math.dist(f[0], (pad.x, pad.y)))

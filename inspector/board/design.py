@@ -38,6 +38,25 @@ def turned(x: float, y: float, degrees: float) -> tuple[float, float]:
     return x * c - y * s, x * s + y * c
 
 
+ARC_STEP_DEG = 15.0  # an arc is kept as points this far apart (its box in a part's frame then errs by < 1 %)
+
+
+def arc_points(start: tuple[float, float], end: tuple[float, float], centre: tuple[float, float],
+               clockwise: bool) -> list[tuple[float, float]]:
+    """Points along an arc from `start` to `end` about `centre` (start == end: the whole circle), ARC_STEP_DEG
+    apart, so a drawing's box in any frame is the arc's and not its named points'."""
+    r = math.dist(start, centre)
+    a0 = math.atan2(start[1] - centre[1], start[0] - centre[0])
+    a1 = math.atan2(end[1] - centre[1], end[0] - centre[0])
+    sweep = ((a0 - a1) if clockwise else (a1 - a0)) % (2 * math.pi)
+    if sweep < 1e-9:
+        sweep = 2 * math.pi
+    steps = max(1, math.ceil(math.degrees(sweep) / ARC_STEP_DEG))
+    sign = -1.0 if clockwise else 1.0
+    turns = (a0 + sign * sweep * k / steps for k in range(steps))
+    return [(centre[0] + r * math.cos(a), centre[1] + r * math.sin(a)) for a in turns] + [end]
+
+
 MIN_BODY_MM = 0.1  # a drawn box narrower than this (a lone line drawn on a body's layer) is no body
 
 
@@ -87,6 +106,18 @@ class PlacedPart:
         if not boxes:
             return None
         return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def on_board(part: PlacedPart, x: float, y: float) -> tuple[float, float]:
+    """A footprint-frame point of `part` in the board frame of a y-up format: the footprint as seen from the top (a
+    bottom part's mirrored already: bottom_fit.py) turned counter-clockwise by the part's rotation."""
+    dx, dy = turned(x, y, part.rotation)
+    return part.x_mm + dx, part.y_mm + dy
+
+
+def in_frame(part: PlacedPart, point: tuple[float, float]) -> tuple[float, float]:
+    """A board point (y-up format) in `part`'s footprint frame: on_board undone."""
+    return turned(point[0] - part.x_mm, point[1] - part.y_mm, -part.rotation)
 
 
 @dataclass

@@ -16,7 +16,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from .design import PlacedPart, Rect, bounding, is_body, turned
+from .design import PlacedPart, Rect, arc_points, bounding, in_frame, is_body, turned
 
 Point = tuple[float, float]
 
@@ -25,7 +25,6 @@ MOSTLY = 0.5  # of a drawing's box: it lies over a part's outline at least this 
 #              that hull)
 JOIN_MM = 0.01  # strokes whose ends lie this close meet: the exports' rounding (KiCad writes 0.01 mm)
 SAME_MM = 0.05  # a drawn body within this of the file's outline on every side is the outline drawn again
-ARC_STEP_DEG = 15.0  # an arc is kept as points this far apart (its box in a part's frame then errs by < 1 %)
 
 
 @dataclass(frozen=True)
@@ -35,23 +34,6 @@ class Drawing:
     points: tuple[Point, ...]  # its vertices, arcs and circles as points along them
     ref: str | None = None  # the part the file ties it to, where it does
     stroke: bool = False  # an open line or arc, which meets others end to end into one drawing
-
-
-def arc_points(start: Point, end: Point, centre: Point, clockwise: bool) -> list[Point]:
-    """Points along an arc from `start` to `end` about `centre` (start == end: the whole circle)."""
-    r = math.dist(start, centre)
-    a0 = math.atan2(start[1] - centre[1], start[0] - centre[0])
-    a1 = math.atan2(end[1] - centre[1], end[0] - centre[0])
-    sweep = (a0 - a1) if clockwise else (a1 - a0)
-    sweep %= 2 * math.pi
-    if sweep < 1e-9:
-        sweep = 2 * math.pi
-    steps = max(1, math.ceil(math.degrees(sweep) / ARC_STEP_DEG))
-    sign = -1.0 if clockwise else 1.0
-    pts = [(centre[0] + r * math.cos(a0 + sign * sweep * k / steps), centre[1] + r * math.sin(a0 + sign * sweep * k
-                                                                                              / steps))
-           for k in range(steps)]
-    return [*pts, end]
 
 
 def circle_points(centre: Point, diameter: float) -> list[Point]:
@@ -90,11 +72,6 @@ def joined(drawings: list[Drawing]) -> list[Drawing]:
     for i, d in enumerate(drawings):
         groups[root(i)].append(d)
     return [Drawing(tuple(p for d in g for p in d.points), g[0].ref) for g in groups.values()]
-
-
-def in_frame(part: PlacedPart, point: Point) -> Point:
-    """A board point in the part's footprint frame (as design.py keeps it: seen from the top, turned by rotation)."""
-    return turned(point[0] - part.x_mm, point[1] - part.y_mm, -part.rotation)
 
 
 def _area(box: Rect) -> float:
@@ -209,16 +186,27 @@ def told(where: str, side: str, given: int, of: int, source: str | None) -> str:
     return f"{where}: the {side} parts' bodies are their assembly drawing ({source}): {given} of {of}{kept}"
 
 
+def dressed(parts: list[PlacedPart], chosen: dict[str, tuple[str, dict[str, Rect]]], where: str
+            ) -> tuple[list[PlacedPart], list[str]]:
+    """`parts` wearing the drawn boxes (`chosen`: side -> (what drew them, reference -> box)), and a note for each
+    side that has parts to wear them."""
+    notes = []
+    for side in ("top", "bottom"):
+        of = sum(1 for p in parts if p.side == side and p.extent() is not None)
+        if of:
+            source, boxes = chosen.get(side, ("", {}))
+            parts, given = with_drawn_bodies(parts, boxes)
+            notes.append(told(where, side, given, of, source if given else None))
+    return parts, notes
+
+
 def by_side(parts: list[PlacedPart], drawings: dict[str, list[Drawing]], where: str, source: dict[str, str]
             ) -> tuple[list[PlacedPart], list[str]]:
     """`parts` wearing the bodies each side's drawings give them, and the notes on it (`source`: side -> what drew
     them, for the note)."""
-    notes = []
+    chosen = {}
     for side in ("top", "bottom"):
         mine = [p for p in parts if p.side == side and p.extent() is not None]
-        if not mine:
-            continue
-        boxes, _held, _of = drawn_boxes(mine, drawings.get(side, []))
-        parts, given = with_drawn_bodies(parts, boxes)
-        notes.append(told(where, side, given, len(mine), source.get(side) if given else None))
-    return parts, notes
+        if mine:
+            chosen[side] = (source.get(side, ""), drawn_boxes(mine, drawings.get(side, []))[0])
+    return dressed(parts, chosen, where)

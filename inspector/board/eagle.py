@@ -21,8 +21,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml
-from .drawn_bodies import arc_points
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, arc_points, bounding, parse_xml
 from .flip import mirrored_pads, mirrored_rect
 
 DIMENSION = "20"

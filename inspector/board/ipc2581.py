@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml, turned
 from .drawn_bodies import by_side
-from .ipc2581_copper import Flash, flashed_note, pin_flashes, with_every_flash
+from .ipc2581_copper import Flash, flashed_note, pin_pads, with_every_flash
 from .ipc2581_drawings import assembly_drawings
 from .ipc2581_xml import local as _local
 from .ipc2581_xml import units_scale as _scale
@@ -55,34 +55,23 @@ def _polygon_points(parent: ET.Element | None, scale: float) -> list[tuple[float
     return pts
 
 
-def _primitives(root: ET.Element, scale: float) -> dict[str, tuple[float, float]]:
-    """DictionaryStandard: primitive id -> (width, height), mm (a circle: its diameter both ways; a custom shape,
-    a `Contour`, its outline's box, whose centre `_contour_centres` gives)."""
-    out = {}
+def _primitives(root: ET.Element, scale: float) -> tuple[dict[str, tuple[float, float]], dict[str, Point]]:
+    """DictionaryStandard: primitive id -> (width, height), mm (a circle: its diameter both ways; a custom shape, a
+    `Contour`, its outline's box), and a custom shape's id -> its box's centre about the place it is flashed at (a
+    pad drawn from one end, KiCad's custom pads)."""
+    sizes, centres = {}, {}
     for d in root.iter("DictionaryStandard"):
         s = _scale(d, scale, "<DictionaryStandard>")
         for entry in d.iter("EntryStandard"):
             for shape in entry:
                 if shape.tag in SIZED:
-                    out[entry.get("id", "")] = (_f(shape, "width") * s, _f(shape, "height") * s)
+                    sizes[entry.get("id", "")] = (_f(shape, "width") * s, _f(shape, "height") * s)
                 elif shape.tag == "Circle":
-                    out[entry.get("id", "")] = (_f(shape, "diameter") * s,) * 2
+                    sizes[entry.get("id", "")] = (_f(shape, "diameter") * s,) * 2
                 elif shape.tag == "Contour" and (box := bounding(_polygon_points(shape, s))) is not None:
-                    out[entry.get("id", "")] = (box[2] - box[0], box[3] - box[1])
-    return out
-
-
-def _contour_centres(root: ET.Element, scale: float) -> dict[str, Point]:
-    """DictionaryStandard: a custom shape's id -> its box's centre about the place it is flashed at, mm (a pad
-    drawn from one end, KiCad's custom pads)."""
-    out = {}
-    for d in root.iter("DictionaryStandard"):
-        s = _scale(d, scale, "<DictionaryStandard>")
-        for entry in d.iter("EntryStandard"):
-            for shape in entry:
-                if shape.tag == "Contour" and (box := bounding(_polygon_points(shape, s))) is not None:
-                    out[entry.get("id", "")] = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
-    return out
+                    sizes[entry.get("id", "")] = (box[2] - box[0], box[3] - box[1])
+                    centres[entry.get("id", "")] = ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+    return sizes, centres
 
 
 def _turn(node: ET.Element) -> tuple[float, bool]:
@@ -92,11 +81,20 @@ def _turn(node: ET.Element) -> tuple[float, bool]:
     return _f(xf, "rotation"), xf.get("mirror", "false").lower() == "true"
 
 
+@dataclass(frozen=True)
+class _Package:
+    """What one package gives each part placed with it, read once."""
+
+    pads: tuple[Pad, ...] = ()
+    body: Rect | None = None
+    places: dict[str, Point] = field(default_factory=dict)  # each pin's place by its number (for bottom_fit.py)
+    numbers: tuple[str, ...] = ()  # each pad's pin number (for ipc2581_copper.py)
+    holes: frozenset[str] = frozenset()  # pin numbers that are MECHANICAL through pins: bare holes, unless flashed
+
+
 def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float,
-             centres: dict[str, Point] | None = None
-             ) -> tuple[tuple[Pad, ...], Rect | None, dict[str, Point], tuple[str, ...]]:
-    """The package's pads and body in its own frame, each pin's place by its number (for bottom_fit.py), and each
-    pad's pin number (for ipc2581_copper.py)."""
+             centres: dict[str, Point]) -> _Package:
+    """The package's pads and body in its own frame, its pins' places and numbers, and its possible bare holes."""
     pads, numbers = [], []
     places: dict[str, Point] = {}
     for pin in pkg.iter("Pin"):
@@ -110,7 +108,7 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
         if loc is not None and pin.get("number"):
             places[pin.get("number", "")] = (x, y)
         if w > 0 and h > 0:
-            shifted = (centres or {}).get(ref.get("id", "") if ref is not None else "")
+            shifted = centres.get(ref.get("id", "") if ref is not None else "")
             if shifted is not None:  # a custom shape drawn off its anchor: the pad is where its copper is
                 dx, dy = turned(shifted[0], shifted[1], turn)
                 x, y = x + dx, y + dy
@@ -121,33 +119,18 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
         body = bounding(_polygon_points(pkg.find(name), scale))
         if body is not None:
             break
-    return tuple(pads), body, places, tuple(numbers)
+    holes = frozenset(pin.get("number", "") for pin in pkg.iter("Pin")
+                      if (pin.get("electricalType", "").upper(), pin.get("type", "").upper()) == ("MECHANICAL", "THRU"))
+    return _Package(tuple(pads), body, places, tuple(numbers), holes)
 
 
-def _without_bare_holes(pkg: ET.Element | None, ref: str, pads: tuple[Pad, ...], numbers: tuple[str, ...],
-                        flashes: dict[tuple[str, str], list[Flash]]) -> tuple[tuple[Pad, ...], tuple[str, ...]]:
-    """The part's pads less its unplated holes: a through pin the package calls MECHANICAL that no copper layer
-    flashes for the part (KiCad 9 lists a connector's locating pegs as pins NPTH0, NPTH1) is a bare hole, no land
-    the camera sees, and not a reason to call the part through-hole."""
-    if pkg is None:
-        return pads, numbers
-    holes = {pin.get("number", "") for pin in pkg.iter("Pin") if pin.get("electricalType", "").upper() == "MECHANICAL"
-             and pin.get("type", "").upper() == "THRU"}
-    keep = [i for i, n in enumerate(numbers) if n not in holes or (ref, n) in flashes]
-    return tuple(pads[i] for i in keep), tuple(numbers[i] for i in keep)
-
-
-def _pin_places(step: ET.Element, scale: float) -> dict[tuple[str, str], Point]:
-    """(part, pin number) -> where the step's layer features flash that pin on the board (a Pad tied to it by its
-    PinRef), mm: the first place met, every layer's pad of one pin being centred alike."""
-    out: dict[tuple[str, str], Point] = {}
-    for feature in step.iter("LayerFeature"):
-        for pad in feature.iter("Pad"):
-            loc, pin = pad.find("Location"), pad.find("PinRef")
-            if loc is not None and pin is not None and pin.get("componentRef") and pin.get("pin"):
-                out.setdefault((pin.get("componentRef", ""), pin.get("pin", "")),
-                               (_f(loc, "x") * scale, _f(loc, "y") * scale))
-    return out
+def _without_bare_holes(pkg: _Package, ref: str, flashes: dict[tuple[str, str], list[Flash]]
+                        ) -> tuple[tuple[Pad, ...], tuple[str, ...]]:
+    """The part's pads and their numbers less its unplated holes: a through pin the package calls MECHANICAL that no
+    copper layer flashes for the part (KiCad 9 lists a connector's locating pegs as pins NPTH0, NPTH1) is a bare
+    hole, no land the camera sees, and not a reason to call the part through-hole."""
+    keep = [i for i, n in enumerate(pkg.numbers) if n not in pkg.holes or (ref, n) in flashes]
+    return tuple(pkg.pads[i] for i in keep), tuple(pkg.numbers[i] for i in keep)
 
 
 def _mask_openings(step: ET.Element, root: ET.Element, primitives: dict[str, tuple[float, float]], scale: float
@@ -227,8 +210,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
     wanted = root.find("Content/StepRef")
     step = next((s for s in steps if wanted is not None and s.get("name") == wanted.get("name")), steps[0])
     sides = {layer.get("name", ""): layer.get("side", "").upper() for layer in root.iter("Layer")}
-    primitives = _primitives(root, scale)
-    centres = _contour_centres(root, scale)
+    primitives, centres = _primitives(root, scale)
     packages = {p.get("name", ""): p for p in root.iter("Package")}
     own_names = _numbered_by_exporter(list(packages))
     # a reference the exporter renamed is the part's own from here on: every lookup by the file's name is renamed
@@ -238,8 +220,10 @@ def read_ipc2581(path: Path) -> BoardDesign:
         return renamed.get(ref, ref)
 
     unpopulated = {own(r) for r in _unpopulated(root)}
-    landed = {(own(r), n): at for (r, n), at in _pin_places(step, scale).items()}
-    flashes = {(own(r), n): f for (r, n), f in pin_flashes(root, step, scale, primitives).items()}
+    first, flashed = pin_pads(root, step, scale, primitives)
+    landed = {(own(r), n): at for (r, n), at in first.items()}
+    flashes = {(own(r), n): f for (r, n), f in flashed.items()}
+    read: dict[str, _Package] = {}  # each package read once, whatever number of parts wear it
     pins: dict[str, list[tuple[Point, Point]]] = {}
     numbers: dict[str, tuple[str, ...]] = {}
     parts = []
@@ -250,12 +234,13 @@ def read_ipc2581(path: Path) -> BoardDesign:
             raise CadError(f"{path}: component {ref} has no <Location>")
         turn, mirrored = _turn(comp)
         side = "bottom" if mirrored or sides.get(comp.get("layerRef", ""), "") == "BOTTOM" else "top"
-        pkg = packages.get(package)
-        pads, body, places, numbers[ref] = (_package(pkg, primitives, scale, centres) if pkg is not None
-                                            else ((), None, {}, ()))
-        listed = len(pads)
-        pads, numbers[ref] = _without_bare_holes(pkg, ref, pads, numbers[ref], flashes)
-        pins[ref] = [(at, landed[(ref, number)]) for number, at in places.items() if (ref, number) in landed]
+        if package not in read:
+            found = packages.get(package)
+            read[package] = _package(found, primitives, scale, centres) if found is not None else _Package()
+        pkg = read[package]
+        pads, numbers[ref] = _without_bare_holes(pkg, ref, flashes)
+        body, listed = pkg.body, len(pkg.pads)
+        pins[ref] = [(at, landed[(ref, number)]) for number, at in pkg.places.items() if (ref, number) in landed]
         fiducial = "fiducial" in package.lower() or ref.upper().startswith("FID")
         excluded = "not placed (its BOM item says populate=false)" if ref in unpopulated else None
         if excluded is None and not pads and body is None:

@@ -13,8 +13,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
-from .design import PlacedPart, turned
-from .drawn_bodies import in_frame
+from .design import PlacedPart, in_frame, on_board
 from .ipc2581_xml import value
 
 Point = tuple[float, float]
@@ -31,29 +30,34 @@ class Flash:
     turn: float
 
 
-def pin_flashes(root: ET.Element, step: ET.Element, scale: float, primitives: dict[str, tuple[float, float]]
-                ) -> dict[tuple[str, str], list[Flash]]:
-    """(part, pin number) -> every pad one copper layer flashes for it: of the step's conductor layers, the one that
-    flashes it most often (a pin's pads on the outer layer; an inner layer flashes a through-hole pin once)."""
+def pin_pads(root: ET.Element, step: ET.Element, scale: float, primitives: dict[str, tuple[float, float]]
+             ) -> tuple[dict[tuple[str, str], Point], dict[tuple[str, str], list[Flash]]]:
+    """Every pad the step's layer features tie to a part's pin (`PinRef`), in one walk: (part, pin number) -> the
+    first place met on any layer (every layer's pad of one pin is centred alike: bottom_fit.py's evidence), and
+    (part, pin number) -> every pad one copper layer flashes for it, of the conductor layers the one that flashes it
+    most often (a pin's pads on the outer layer; an inner layer flashes a through-hole pin once)."""
     copper = {layer.get("name", "") for layer in root.iter("Layer")
               if layer.get("layerFunction", "").upper() in CONDUCTOR}
-    out: dict[tuple[str, str], list[Flash]] = {}
+    first: dict[tuple[str, str], Point] = {}
+    flashed: dict[tuple[str, str], list[Flash]] = {}
     for feature in step.iter("LayerFeature"):
-        if feature.get("layerRef", "") not in copper:
-            continue
+        on_copper = feature.get("layerRef", "") in copper
         here: dict[tuple[str, str], list[Flash]] = defaultdict(list)
         for pad in feature.iter("Pad"):
-            loc, pin, shape, xform = pad.find("Location"), pad.find("PinRef"), pad.find("StandardPrimitiveRef"), \
-                pad.find("Xform")
-            if loc is not None and pin is not None and pin.get("componentRef") and pin.get("pin"):
-                size = primitives.get(shape.get("id", "")) if shape is not None else None
-                here[(pin.get("componentRef", ""), pin.get("pin", ""))].append(Flash(
-                    (value(loc, "x") * scale, value(loc, "y") * scale), size,
-                    value(xform, "rotation") if xform is not None else 0.0))
+            loc, pin = pad.find("Location"), pad.find("PinRef")
+            if loc is None or pin is None or not pin.get("componentRef") or not pin.get("pin"):
+                continue
+            key, at = (pin.get("componentRef", ""), pin.get("pin", "")), (value(loc, "x") * scale,
+                                                                          value(loc, "y") * scale)
+            first.setdefault(key, at)
+            if on_copper:
+                shape, xform = pad.find("StandardPrimitiveRef"), pad.find("Xform")
+                here[key].append(Flash(at, primitives.get(shape.get("id", "")) if shape is not None else None,
+                                       value(xform, "rotation") if xform is not None else 0.0))
         for key, places in here.items():
-            if len(places) > len(out.get(key, ())):
-                out[key] = places
-    return out
+            if len(places) > len(flashed.get(key, ())):
+                flashed[key] = places
+    return first, flashed
 
 
 def with_every_flash(parts: list[PlacedPart], numbers: dict[str, tuple[str, ...]],
@@ -73,8 +77,8 @@ def with_every_flash(parts: list[PlacedPart], numbers: dict[str, tuple[str, ...]
             pads = [q for q, n in zip(part.pads, mine) if n == number]
             spare = list(places)
             for q in pads:  # each listed pad takes the flash nearest where it lands
-                dx, dy = turned(q.x, q.y, part.rotation)
-                spare.remove(min(spare, key=lambda f: math.dist(f.at, (part.x_mm + dx, part.y_mm + dy))))
+                here = on_board(part, q.x, q.y)
+                spare.remove(min(spare, key=lambda f: math.dist(f.at, here)))
             for flash in spare:
                 x, y = in_frame(part, flash.at)
                 w, h = (pads[0].w, pads[0].h) if flash.size is None else flash.size

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from .design import turned
-from .drawn_bodies import Drawing, Point, arc_points, box_points, circle_points
+from .design import arc_points, turned
+from .drawn_bodies import Drawing, Point, box_points, circle_points
 from .ipc2581_xml import units_scale, value
 
 BOXES = ("RectCenter", "RectRound", "RectCham", "Oval", "Ellipse")

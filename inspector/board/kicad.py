@@ -19,8 +19,7 @@ from typing import Any
 
 import sexpdata
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, bounding, is_body
-from .drawn_bodies import arc_points
+from .design import BoardDesign, CadError, Pad, PlacedPart, arc_points, bounding, is_body
 
 EDGE = "Edge.Cuts"
 

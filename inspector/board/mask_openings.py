@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .design import Pad, PlacedPart, turned
+from .design import Pad, PlacedPart, on_board
 
 CENTRED = 0.25  # of the dot's size: an opening whose centre lies within this of the dot's is the dot's own
 MIN_CENTRED_MM = 0.05  # ... or within this (a dot of a few tenths of a millimetre, coordinates rounded by the export)
@@ -30,13 +30,6 @@ def dot(part: PlacedPart) -> Pad | None:
     return max(part.pads, key=lambda p: min(p.w, p.h), default=None)
 
 
-def on_board(part: PlacedPart, pad: Pad) -> tuple[float, float]:
-    """The pad's centre in the board frame of a y-up format: the footprint's frame (as seen from the top, a bottom
-    part's mirrored already: bottom_fit.py) turned counter-clockwise by the part's rotation."""
-    dx, dy = turned(pad.x, pad.y, part.rotation)
-    return part.x_mm + dx, part.y_mm + dy
-
-
 def with_openings(parts: list[PlacedPart], openings: dict[str, list[Opening]],
                   named: dict[str, float] | None = None) -> list[PlacedPart]:
     """`parts` with each fiducial's dot given the margin of the mask opening on its side centred on it (the
@@ -51,7 +44,7 @@ def with_openings(parts: list[PlacedPart], openings: dict[str, list[Opening]],
         size = min(mark.w, mark.h)
         wider = [named[part.ref]] if named and part.ref in named and named[part.ref] > size else []
         if not wider:
-            x, y = on_board(part, mark)
+            x, y = on_board(part, mark.x, mark.y)
             reach = max(MIN_CENTRED_MM, CENTRED * size)
             wider = [o.size for o in openings.get(part.side, ()) if o.size > size and math.hypot(o.x - x, o.y - y)
                      <= reach]

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from .bottom_fit import DRAWN_MIRRORED, bottom_footprints
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
-from .drawn_bodies import told, with_drawn_bodies
+from .drawn_bodies import dressed
 from .mask_openings import Opening, with_openings
 from .odbpp_drawings import body_layers, document_layers, drawings
 from .odbpp_mask import mask_layers, openings
@@ -469,8 +469,12 @@ def read_odbpp(path: Path, step: str | None = None) -> BoardDesign:
     def parts_of(s: str) -> list[PlacedPart]:
         if s not in found:
             parts = _step_parts(job, path, s, layers, sides, scale_of, notes)
-            parts = _drawn(job, path, s, document_layers(rows), parts, scale_of, notes)
-            if any(p.fiducial for p in parts):  # an archive is read again for the mask layers: only when needed
+            marks = any(p.fiducial for p in parts)  # the mask layers are read for the fiducials' rings alone
+            documents = document_layers(rows)
+            # an archive is read again once, for the drawing layers and (where needed) the mask layers together
+            job.fetch({n for layer in documents + (list(masks) if marks else []) for n in _features(s, layer)})
+            parts = _drawn(job, path, s, documents, parts, scale_of, notes)
+            if marks:
                 parts = with_openings(parts, _mask_openings(job, path, s, masks, scale_of))
             found[s] = parts
         return found[s]
@@ -501,14 +505,18 @@ def _boards_text(boards: list[Placement]) -> str:
     return f"{len(boards)} boards of {' and '.join(sorted({b.step for b in boards}))}"
 
 
+def _features(step: str, layer: str) -> tuple[str, str]:
+    """A layer's features file in a step, as the job names it and its Unix-compressed form."""
+    name = f"steps/{step}/layers/{layer}/features"
+    return name, name + ".z"
+
+
 def _mask_openings(job: _Job, path: Path, step: str, masks: dict[str, str],
                    scale_of: Callable[[list[str], str], float]) -> dict[str, list[Opening]]:
-    """Each side's mask openings in one step (its fiducials' bare rings)."""
-    names = {f"steps/{step}/layers/{layer}/features" for layer in masks}
-    job.fetch(names | {n + ".z" for n in names})
+    """Each side's mask openings in one step (its fiducials' bare rings), the layers' files fetched already."""
     out: dict[str, list[Opening]] = {}
     for layer, side in masks.items():
-        name = f"steps/{step}/layers/{layer}/features"
+        name = _features(step, layer)[0]
         lines = job.lines(name)
         if lines is not None:
             out.setdefault(side, []).extend(openings(lines, scale_of(lines, f"layers/{layer}/features"),
@@ -518,12 +526,11 @@ def _mask_openings(job: _Job, path: Path, step: str, masks: dict[str, str],
 
 def _drawn(job: _Job, path: Path, step: str, documents: list[str], parts: list[PlacedPart],
            scale_of: Callable[[list[str], str], float], notes: list[str]) -> list[PlacedPart]:
-    """The step's parts wearing the bodies its assembly drawing layers draw (odbpp_drawings.py), and the notes."""
-    names = {f"steps/{step}/layers/{layer}/features" for layer in documents}
-    job.fetch(names | {n + ".z" for n in names})
+    """The step's parts wearing the bodies its assembly drawing layers draw (odbpp_drawings.py), and the notes; the
+    layers' files fetched already."""
     layers = {}
     for layer in documents:
-        name = f"steps/{step}/layers/{layer}/features"
+        name = _features(step, layer)[0]
         lines = job.lines(name)
         try:
             drawn = drawings(lines, scale_of(lines, f"layers/{layer}/features"), f"{path}: {name}") if lines else []
@@ -532,13 +539,9 @@ def _drawn(job: _Job, path: Path, step: str, documents: list[str], parts: list[P
             continue
         if drawn:
             layers[layer] = drawn
-    chosen = body_layers(parts, layers)
-    for side in ("top", "bottom"):
-        of = sum(1 for p in parts if p.side == side and p.extent() is not None)
-        if of:
-            layer, boxes = chosen.get(side, (None, {}))
-            parts, given = with_drawn_bodies(parts, boxes)
-            notes.append(told(f"steps/{step}", side, given, of, f"document layer {layer}" if layer else None))
+    chosen = {side: (f"document layer {layer}", boxes) for side, (layer, boxes) in body_layers(parts, layers).items()}
+    parts, told = dressed(parts, chosen, f"steps/{step}")
+    notes.extend(told)
     return parts
 
 

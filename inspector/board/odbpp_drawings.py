@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from .design import CadError, PlacedPart
-from .drawn_bodies import Drawing, arc_points, box_points, circle_points, drawn_boxes, is_outline
+from .design import CadError, PlacedPart, arc_points
+from .drawn_bodies import Drawing, box_points, circle_points, drawn_boxes, is_outline
 from .odbpp_mask import SYMBOL_UNIT
 
 TEXT_ATTRIBUTE = ".string"
