@@ -9,9 +9,11 @@ from .centroid import load_profile, read_centroid
 from .design import BoardDesign
 from .eagle import read_eagle
 from .geometry import write_geometry
+from .gerber import read_gerbers
+from .gerber_parts import with_gerbers
 from .ipc2581 import read_ipc2581
 from .kicad import read_kicad
-from .library import load_library, unknown_template
+from .library import Library, load_library, unknown_template
 from .odbpp import ARCHIVES, is_odb_job, read_odbpp
 from .to_rules import Imported, UnknownPackages, import_design
 
@@ -21,8 +23,20 @@ IPC2581 = (".xml", ".cvg")
 CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
 
 
-def read_design(file: Path, profile: Path | None, step: str | None = None) -> BoardDesign:
-    """The design of `file`, by its kind; `step`: which of an ODB++ job's steps."""
+def read_design(file: Path, profile: Path | None, step: str | None = None, gerber: Path | None = None,
+                library: Library | None = None) -> BoardDesign:
+    """The design of `file`, by its kind; `step`: which of an ODB++ job's steps; `gerber`: the fabrication Gerbers
+    beside a placement file, whose pads and outline it wears (gerber_parts.py, the parts placed by `library`)."""
+    design = _read(file, profile, step)
+    if gerber is None:
+        return design
+    if is_odb_job(file) or (file.suffix.lower() not in CENTROID and profile is None):
+        raise ValueError(f"{file}: Gerbers (--gerber) go with a placement (centroid) file, which has no pads; a "
+                         f"{design.format} holds its own pads and outline: leave --gerber out")
+    return with_gerbers(design, read_gerbers(gerber), library or load_library(None))
+
+
+def _read(file: Path, profile: Path | None, step: str | None) -> BoardDesign:
     suffix = file.suffix.lower()
     if is_odb_job(file):
         return read_odbpp(file, step)
@@ -66,11 +80,11 @@ class PackagesAsked(ValueError):
 
 def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", library: Path | None = None,
                  profile: Path | None = None, recipe: str | None = None,
-                 step: str | None = None) -> tuple[BoardDesign, Imported]:
+                 step: str | None = None, gerber: Path | None = None) -> tuple[BoardDesign, Imported]:
     """(the design read, what the import made of it); the rule set and its geometry written to `out` when any part
     is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and PackagesAsked says so."""
-    design = read_design(file, profile, step)
     lib = load_library(library)
+    design = read_design(file, profile, step, gerber, lib)
     try:
         imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
     except UnknownPackages as exc:

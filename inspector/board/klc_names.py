@@ -29,3 +29,14 @@ def stated_body(package: str) -> tuple[float, float] | None:
     if m:
         return int(m.group(1)) / 10, int(m.group(2)) / 10
     return None
+
+
+# any size a name states, `_3.9x4.9mm_` (a gull-wing's plastic, a connector's shell): where a part is, not its window
+_SIZE = re.compile(r"_(\d+(?:\.\d+)?)x(\d+(?:\.\d+)?)mm(?:_|$)", re.IGNORECASE)
+
+
+def stated_size(package: str) -> tuple[float, float] | None:
+    """The first size (w, h) in mm a KLC name states, whatever it measures (a SOIC's plastic, not its leads' span):
+    enough to say which pads lie about a part (gerber_parts.py), never its window. None where the name states none."""
+    m = _SIZE.search(package.strip())
+    return (float(m.group(1)), float(m.group(2))) if m else None

@@ -25,6 +25,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
     imp.add_argument("--library", help="the plant's package library (YAML, inspector/board/packages.yaml's "
                                        "sections), read before the product's own")
     imp.add_argument("--profile", help="a centroid file's profile (YAML: columns, units, y_up, bottom_x)")
+    imp.add_argument("--gerber", help="the board's fabrication Gerbers (a folder or zip) beside a placement file: "
+                                      "every part's pads and the board's edge from them")
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
     imp.add_argument("--step", help="an ODB++ job's step to import, where several place parts (the board, or the "
                                     "panel of it the line carries: a panel is read as one board of every copy)")
@@ -139,7 +141,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         design, imported = import_board(file, out, _px_per_mm(args), args.side,
                                         Path(args.library) if args.library else None,
-                                        Path(args.profile) if args.profile else None, args.recipe, args.step)
+                                        Path(args.profile) if args.profile else None, args.recipe, args.step,
+                                        Path(args.gerber) if args.gerber else None)
     except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
         print(f"inspector: asks: {exc}", file=sys.stderr)
         return REFUSED

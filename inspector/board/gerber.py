@@ -1,0 +1,194 @@
+"""A board's fabrication Gerbers: the pads on each side and the board's outline, for a placement file beside them.
+
+The handoff a plant most often gets from its designer is a fabrication set (Gerber RS-274X or X2: copper, solder
+mask, paste, the outline; as a folder or a zip) with a placement (centroid) file and a BOM. A placement file alone
+gives each part a point and a package name, and the window only the library's body (centroid.py): a QFN's toes, a
+chip's fillets, a connector's pegs fall outside it. The Gerbers hold what is missing: every pad's copper, and the
+board's edge that teaching registers photos on. gerbonara reads the files and tells their layers apart (by X2's
+`FileFunction`, else by the usual names of KiCad, Altium/Protel, Eagle and others).
+
+A pad is a copper flash (or a small copper region: a custom or macro-less pad) whose centre the solder mask opens;
+copper under the mask (a tented via, a zone) is not. Where the file is X2 with component attributes (`%TO.P,R1,2*%`),
+each pad names its part; where not, gerber_parts.py gives pads to parts by place. A pad the other side also opens at
+the same place is a through-hole pad. A pad's `mask_margin` is how far its own opening reaches beyond it (a
+fiducial's bare ring).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .design import CadError, Rect
+
+SIDES = ("top", "bottom")
+MAX_PAD_MM = 15.0  # a copper region larger than this on a side is a zone or a plane, not a pad
+SAME_PLACE_MM = 0.05  # a pad on the other side this near is the same through-hole pad
+OPENING_SLACK_MM = 0.5  # a pad may reach this far past its mask opening (a mask-defined pad) and still be a pad
+VIA_FUNCTIONS = ("ViaPad",)  # X2 aperture functions of copper that is never a part's pad
+
+
+@dataclass(frozen=True)
+class GerberPad:
+    x: float  # centre, the Gerbers' frame (y up, as seen from the top), mm
+    y: float
+    w: float  # the copper's box, mm
+    h: float
+    side: str  # top | bottom
+    ref: str | None = None  # the part the file ties it to (X2 `.P` / `.C`), None when the file does not say
+    through_hole: bool = False
+    mask_margin: float | None = None  # its own mask opening's reach beyond it, where the opening is its alone
+
+
+@dataclass
+class GerberBoard:
+    source: str
+    pads: list[GerberPad]
+    outline: Rect | None  # the board's edge (its box), the Gerbers' frame, mm; None when the set has no outline layer
+    attributed: bool  # the pads name their parts (X2 component attributes)
+    notes: list[str] = field(default_factory=list)
+
+
+def _box(obj) -> Rect:
+    from gerbonara.utils import MM
+    (x0, y0), (x1, y1) = obj.bounding_box(MM)
+    return x0, y0, x1, y1
+
+
+def _attrs(obj) -> dict:
+    attrs = getattr(obj, "attrs", None)  # gerbonara keeps no attributes on regions (a class field stands there)
+    return attrs if isinstance(attrs, dict) else {}
+
+
+def _aperture_function(obj) -> str:
+    for name, values in getattr(getattr(obj, "aperture", None), "attrs", ()) or ():
+        if name == ".AperFunction" and values:
+            return str(values[0])
+    return ""
+
+
+def _open(path: Path):
+    """The set's layer stack (a folder or a zip), or CadError naming what is wrong and what to do."""
+    from gerbonara import LayerStack
+    if not path.exists():
+        raise CadError(f"{path}: no such Gerber folder or zip")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # gerbonara warns of every odd statement a CAM tool wrote
+            stack = LayerStack.open(path, lazy=True)
+    except Exception as exc:  # gerbonara raises what its parsers met: name it, with the set
+        raise CadError(f"{path}: not a Gerber set gerbonara can read ({exc}); give the folder or zip of the "
+                       "board's fabrication Gerbers") from None
+    return stack
+
+
+def _layer(stack, side: str, use: str):
+    """The parsed layer, None where the set lacks it; CadError naming the file where it cannot be parsed."""
+    lazy = stack.graphic_layers.get((side, use))
+    if lazy is None:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return getattr(lazy, "instance", lazy)
+    except Exception as exc:
+        name = getattr(lazy, "original_path", None) or f"the {side} {use} layer"
+        raise CadError(f"{name}: not a Gerber file gerbonara can read ({exc}); export it again, or leave it out "
+                       "of the set") from None
+
+
+def _openings(mask) -> list[Rect]:
+    return [_box(o) for o in mask.objects if getattr(o, "polarity_dark", True) and type(o).__name__ in
+            ("Flash", "Region")]
+
+
+class _Grid:
+    """Boxes binned by place, so a point's boxes are found without a walk over all of them."""
+
+    CELL = 2.0
+
+    def __init__(self, boxes: list[Rect]) -> None:
+        self.boxes = boxes
+        self.cells: dict[tuple[int, int], list[int]] = {}
+        for i, (x0, y0, x1, y1) in enumerate(boxes):
+            for cx in range(int(x0 // self.CELL), int(x1 // self.CELL) + 1):
+                for cy in range(int(y0 // self.CELL), int(y1 // self.CELL) + 1):
+                    self.cells.setdefault((cx, cy), []).append(i)
+
+    def holding(self, x: float, y: float) -> list[int]:
+        here = self.cells.get((int(x // self.CELL), int(y // self.CELL)), ())
+        return [i for i in here
+                if self.boxes[i][0] <= x <= self.boxes[i][2] and self.boxes[i][1] <= y <= self.boxes[i][3]]
+
+
+def _side_pads(copper, mask, side: str) -> tuple[list[GerberPad], bool]:
+    """The side's pads, and whether the file tied any of them to a part."""
+    grid = _Grid(_openings(mask)) if mask is not None else None
+    found, attributed = [], False
+    for obj in copper.objects:
+        kind = type(obj).__name__
+        if kind not in ("Flash", "Region") or not getattr(obj, "polarity_dark", True):
+            continue
+        attrs = _attrs(obj)
+        pin = attrs.get(".P") or attrs.get(".C")
+        if _aperture_function(obj) in VIA_FUNCTIONS and not pin:
+            continue
+        x0, y0, x1, y1 = _box(obj)
+        if max(x1 - x0, y1 - y0) > MAX_PAD_MM:
+            continue
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        margin = None
+        if grid is not None:
+            slack = OPENING_SLACK_MM
+            holding = [i for i in grid.holding(cx, cy)
+                       if grid.boxes[i][0] - slack <= x0 and grid.boxes[i][1] - slack <= y0
+                       and x1 <= grid.boxes[i][2] + slack and y1 <= grid.boxes[i][3] + slack]
+            if not holding:
+                continue  # under the mask: a tented via, a zone's island
+            own = min((grid.boxes[i] for i in holding), key=lambda b: (b[2] - b[0]) * (b[3] - b[1]))
+            margin = min(x0 - own[0], y0 - own[1], own[2] - x1, own[3] - y1)
+        attributed |= pin is not None
+        found.append(GerberPad(cx, cy, x1 - x0, y1 - y0, side, str(pin[0]) if pin else None, mask_margin=margin))
+    return found, attributed
+
+
+def _through_holes(pads: list[GerberPad]) -> list[GerberPad]:
+    """Each pad marked through-hole where the other side has a pad at the same place."""
+    grids = {s: _Grid([(p.x - SAME_PLACE_MM, p.y - SAME_PLACE_MM, p.x + SAME_PLACE_MM, p.y + SAME_PLACE_MM)
+                       for p in pads if p.side == s]) for s in SIDES}
+    out = []
+    for p in pads:
+        other = grids["bottom" if p.side == "top" else "top"]
+        out.append(GerberPad(p.x, p.y, p.w, p.h, p.side, p.ref, bool(other.holding(p.x, p.y)), p.mask_margin))
+    return out
+
+
+def read_gerbers(path: Path) -> GerberBoard:
+    """The pads of both sides and the outline of the Gerber set at `path` (a folder or a zip)."""
+    path = Path(path)
+    stack = _open(path)
+    notes: list[str] = []
+    pads: list[GerberPad] = []
+    attributed = False
+    for side in SIDES:
+        copper = _layer(stack, side, "copper")
+        if copper is None:
+            notes.append(f"no {side} copper layer in the set: no {side} pads")
+            continue
+        mask = _layer(stack, side, "mask")
+        if mask is None:
+            notes.append(f"no {side} solder mask layer in the set: every {side} copper flash is taken as a pad "
+                         "(vias too)")
+        found, named = _side_pads(copper, mask, side)
+        pads += found
+        attributed |= named
+    if not pads:
+        raise CadError(f"{path}: no pads found on either side's copper: give the folder or zip holding the board's "
+                       "copper and solder mask Gerbers")
+    outline = None
+    edge = _layer(stack, "mechanical", "outline")
+    if edge is not None and edge.objects:
+        outline = _box(edge)
+    else:
+        notes.append("no board outline layer in the set: the board's edge is the parts' extent")
+    return GerberBoard(str(path), _through_holes(pads), outline, attributed, notes)

@@ -1,0 +1,182 @@
+"""A placement file's parts given their pads and the board's edge from the fabrication Gerbers beside it.
+
+Where the Gerbers name each pad's part (X2 component attributes), a part takes the pads that name it. Where they do
+not, a pad goes to the part it lies nearest: the distance to the part's body as the library sizes it, turned with
+the part (0 inside it), within REACH_MM of it, or within BODILESS_REACH_MM of the placement point of a part whose
+package states no body; a pad nothing reaches (a test pad no line of the file lists, an untented via) is nobody's.
+Pads go into each part's footprint frame (design.in_frame) and the body stays the library's, laid along the pads
+where the placement file's zero turns the pads across it (pads long across the body's length).
+
+The two files must share an origin. Where they do not (a placement file written relative to the drill/auxiliary
+origin beside Gerbers in absolute coordinates, the usual slip), the named pads say by how much and the Gerbers are
+moved onto the placement file, noted; without names the board's lower-left corner, the usual other origin, is
+tried; otherwise the import stops and says so.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+from .design import BoardDesign, CadError, Pad, PlacedPart, in_frame
+from .gerber import GerberBoard, GerberPad
+from .klc_names import stated_size
+from .library import Library
+
+REACH_MM = 1.5  # a pad may lie this far outside its part's body (a gull-wing's toe, a J-lead's land)
+BODILESS_REACH_MM = 5.0  # ... or this far from the placement point of a part whose body the library does not size
+AGREE_MM = 0.5  # parts whose pads' centre is this near one offset agree on it
+ENOUGH = 0.5  # the share of parts that must find pads for an origin to be the files' shared one
+
+
+def _seed(part: PlacedPart, library: Library) -> tuple[float, float] | None:
+    """What says where the part's pads lie: the library's body, else a size its name states (a gull-wing's
+    plastic: its leads' toes lie within REACH_MM of it)."""
+    return library.body(part.package, part.ref) or stated_size(part.package)
+
+
+def _distance(part: PlacedPart, size: tuple[float, float], x: float, y: float) -> float:
+    """How far the board point (x, y) lies outside a `size` body about the part's placement point, measured in the
+    part's own frame (a part turned 45 degrees is not its box's box)."""
+    u, v = in_frame(part, (x, y))
+    return math.hypot(max(abs(u) - size[0] / 2, 0.0), max(abs(v) - size[1] / 2, 0.0))
+
+
+def _by_place(parts: list[PlacedPart], pads: list[GerberPad], library: Library,
+              shift: tuple[float, float]) -> dict[str, list[GerberPad]]:
+    """Each pad given to the part it lies nearest (see the module's rule), the Gerbers moved by `shift`: first to
+    the parts whose size is known (the distance to their box), then what is left to the others (the distance to
+    their placement point), so a part of unknown size beside a large one does not take the large one's toes."""
+    sized, unsized = [], []
+    for p in parts:
+        size = _seed(p, library)
+        if size is not None:
+            sized.append((p, size))
+        else:
+            unsized.append((p, (0.0, 0.0)))
+    mine: dict[str, list[GerberPad]] = {}
+    left = [replace(q, x=q.x + shift[0], y=q.y + shift[1]) for q in pads]
+    for reach, far in ((sized, REACH_MM), (unsized, BODILESS_REACH_MM)):
+        rest = []
+        for pad in left:
+            best = None
+            for p, size in reach:
+                if p.side != pad.side:
+                    continue
+                d = _distance(p, size, pad.x, pad.y)
+                if d <= far:
+                    key = (d, math.hypot(pad.x - p.x_mm, pad.y - p.y_mm))
+                    if best is None or key < best[0]:
+                        best = (key, p.ref)
+            if best is None:
+                rest.append(pad)
+            else:
+                mine.setdefault(best[1], []).append(pad)
+        left = rest
+    return mine
+
+
+def _named_shift(parts: list[PlacedPart], pads: list[GerberPad]) -> tuple[tuple[float, float], int, int]:
+    """(the offset from the Gerbers' frame to the placement file's, the parts agreeing on it, the parts asked)."""
+    groups: dict[str, list[GerberPad]] = {}
+    for pad in pads:
+        if pad.ref is not None:
+            groups.setdefault(pad.ref, []).append(pad)
+    offsets = []
+    for p in parts:
+        g = [q for q in groups.get(p.ref, ()) if q.side == p.side]
+        if g:
+            cx = (min(q.x - q.w / 2 for q in g) + max(q.x + q.w / 2 for q in g)) / 2
+            cy = (min(q.y - q.h / 2 for q in g) + max(q.y + q.h / 2 for q in g)) / 2
+            offsets.append((p.x_mm - cx, p.y_mm - cy))
+    if not offsets:
+        return (0.0, 0.0), 0, 0
+    dx, dy = statistics.median(o[0] for o in offsets), statistics.median(o[1] for o in offsets)
+    agree = sum(math.hypot(o[0] - dx, o[1] - dy) <= AGREE_MM for o in offsets)
+    return (dx, dy), agree, len(offsets)
+
+
+def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedPart:
+    """`part` wearing `pads` (board frame) in its footprint frame, with the library's body laid along them."""
+    quarter = round(part.rotation / 90) % 2 == 1
+    own = []
+    for q in pads:
+        x, y = in_frame(part, (q.x, q.y))
+        w, h = (q.h, q.w) if quarter else (q.w, q.h)
+        own.append(Pad(x, y, w, h, smd=not q.through_hole, mask_margin=q.mask_margin))
+    body = library.body(part.package, part.ref)
+    box = None
+    if body is not None:
+        bw, bh = body
+        pw = max(q.x + q.w / 2 for q in own) - min(q.x - q.w / 2 for q in own)
+        ph = max(q.y + q.h / 2 for q in own) - min(q.y - q.h / 2 for q in own)
+        if len(own) >= 2 and (bw - bh) * (pw - ph) < 0 and max(pw, ph) > 1.2 * min(pw, ph) \
+                and max(bw, bh) > 1.2 * min(bw, bh):
+            bw, bh = bh, bw  # the file's zero turns the part a quarter from the library's: the pads say which way
+        box = (-bw / 2, -bh / 2, bw / 2, bh / 2)
+    return replace(part, pads=tuple(own), body=box, through_hole=any(q.through_hole for q in pads))
+
+
+def with_gerbers(design: BoardDesign, board: GerberBoard, library: Library) -> BoardDesign:
+    """`design` (a placement file's) with every part's pads from `board` and the board's edge, noted."""
+    placed = [p for p in design.parts if p.excluded is None]
+    shift, notes = (0.0, 0.0), []
+    if board.attributed:
+        shift, agree, asked = _named_shift(placed, board.pads)
+        if asked and agree < ENOUGH * asked:
+            raise CadError(f"{board.source}: the parts' pads named in the Gerbers lie at no one offset from where "
+                           f"{design.source} places them ({agree} of {asked} agree within {AGREE_MM} mm): check that "
+                           "both files are of the same board and revision")
+        mine: dict[str, list[GerberPad]] = {}
+        for pad in board.pads:
+            if pad.ref is not None:
+                mine.setdefault(pad.ref, []).append(replace(pad, x=pad.x + shift[0], y=pad.y + shift[1]))
+        unnamed = [p for p in placed if p.ref not in mine]
+        loose = [q for q in board.pads if q.ref is None]
+        for ref, got in _by_place(unnamed, loose, library, shift).items():
+            mine[ref] = got
+        how = "by the parts the Gerbers name (X2 component attributes)"
+    else:
+        tried = []
+        corners = [(0.0, 0.0)] + ([(board.outline[0], board.outline[1])] if board.outline is not None else [])
+        for corner in corners:
+            # the placement file relative to the board's lower-left corner: the Gerbers moved by minus that corner
+            s = (-corner[0], -corner[1]) if corner != (0.0, 0.0) else corner
+            got = _by_place(placed, board.pads, library, s)
+            tried.append((sum(p.ref in got for p in placed), s, got))
+        found, shift, mine = max(tried, key=lambda t: t[0])
+        if placed and found < ENOUGH * len(placed):
+            raise CadError(f"{board.source}: only {found} of {len(placed)} parts of {design.source} have a pad of the "
+                           f"Gerbers within {REACH_MM} mm of their body: the two files do not share an origin (a "
+                           "placement file relative to the drill origin beside absolute Gerbers, say) or are not of "
+                           "one board; export both from the same origin")
+        how = "by place (the Gerbers do not name their parts)"
+    if math.hypot(*shift) > 1e-6:
+        notes.append(f"the Gerbers' origin is {-shift[0]:.3f}, {-shift[1]:.3f} mm from the placement file's: moved "
+                     "onto it")
+    parts, bare = [], []
+    for p in design.parts:
+        got = mine.get(p.ref) if p.excluded is None else None
+        if got:
+            parts.append(_frame(p, [q for q in got if q.side == p.side] or got, library))
+        else:
+            parts.append(p)
+            if p.excluded is None:
+                bare.append(p.ref)
+    given = len(placed) - len(bare)
+    notes.append(f"pads from the Gerbers {how}: {given} of {len(placed)} parts")
+    unsized = sorted(p.ref for p in parts if p.pads and p.body is None and p.excluded is None)
+    if unsized:
+        shown = ", ".join(unsized[:12]) + (f" and {len(unsized) - 12} more" if len(unsized) > 12 else "")
+        notes.append(f"{len(unsized)} part(s) whose windows are their pads alone (the library sizes no body for "
+                     f"their packages; a body reaching past its pads, an electrolytic's can, is cut: give it in the "
+                     f"plant library, `packages: NAME: {{class: ..., body: [w, h]}}`): {shown}")
+    if bare:
+        shown = ", ".join(sorted(bare)[:12]) + (f" and {len(bare) - 12} more" if len(bare) > 12 else "")
+        notes.append(f"{len(bare)} part(s) with no pad in the Gerbers: their windows are the library's bodies: "
+                     f"{shown}")
+    outline = board.outline
+    if outline is not None:
+        outline = (outline[0] + shift[0], outline[1] + shift[1], outline[2] + shift[0], outline[3] + shift[1])
+    return replace(design, parts=parts, outline=outline, format=f"{design.format} with Gerbers",
+                   notes=design.notes + board.notes + notes)

@@ -1,0 +1,141 @@
+"""A placement file with the board's fabrication Gerbers beside it: each part's pads and the board's edge read from
+KiCad 9's own Gerber exports (tests/cad/make_gerbers_kicad9.py), checked against the board file they came from."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from inspector.board.centroid import read_centroid
+from inspector.board.design import CadError, PlacedPart
+from inspector.board.gerber import read_gerbers
+from inspector.board.gerber_parts import with_gerbers
+from inspector.board.importing import read_design
+from inspector.board.kicad import read_kicad
+from inspector.board.library import load_library
+from inspector.board.to_rules import _window
+
+CAD = Path(__file__).parent / "cad"
+BOARD = CAD / "bodies-kicad9.kicad_pcb"
+POS = CAD / "bodies-kicad9-pos.csv"
+X2 = CAD / "bodies-kicad9-gerbers.zip"
+RS274X = CAD / "bodies-kicad9-gerbers-rs274x.zip"
+
+
+def _pad_window(part: PlacedPart, y_up: bool) -> tuple[float, ...]:
+    """The part's window from its pads alone (image frame, mm): the board file's bodies are its drawings, the
+    placement file's the library's, so only the pads are compared."""
+    window = _window(replace(part, body=None), y_up)
+    assert window is not None, part.ref
+    return window
+
+
+def _matching(design, truth) -> set[str]:  # noqa: ANN001
+    """The parts whose pads' window lies within 0.02 mm of the board file's, in place and size."""
+    board = {p.ref: p for p in truth.parts}
+    return {p.ref for p in design.parts if p.pads and all(
+        abs(a - b) <= 0.02 for a, b in zip(_pad_window(p, design.y_up), _pad_window(board[p.ref], truth.y_up)))}
+
+
+def _shifted_pos(tmp_path: Path, dx: float, dy: float) -> Path:
+    """KiCad's placement file with every part moved by (dx, dy) mm, as a file written from another origin."""
+    lines = POS.read_text().splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        cells = line.split(",")
+        cells[3] = f"{float(cells[3]) + dx:.6f}"
+        cells[4] = f"{float(cells[4]) + dy:.6f}"
+        out.append(",".join(cells))
+    path = tmp_path / "moved-pos.csv"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def test_x2_gerbers_give_every_part_its_own_pads_and_the_board_its_edge() -> None:
+    truth = read_kicad(BOARD)
+    gerbers = read_gerbers(X2)
+    assert gerbers.attributed
+    design = with_gerbers(read_centroid(POS), gerbers, load_library())
+    assert design.format.endswith("with Gerbers")
+    assert any("by the parts the Gerbers name" in n and "16 of 16 parts" in n for n in design.notes), design.notes
+    # every part on a quarter turn, both sides, through-hole or SMD: its pads where the board file has them
+    assert _matching(design, truth) == {p.ref for p in truth.parts} - {"U3"}
+    by_ref = {p.ref: p for p in design.parts}
+    # U3, at 45 degrees, is where it is (a Gerber flash's box is the turned pad's box, so its pads read larger: a
+    # part off a quarter turn is listed, not inspected)
+    u3 = _pad_window(by_ref["U3"], True)
+    assert u3[:2] == pytest.approx(_pad_window(next(p for p in truth.parts if p.ref == "U3"), False)[:2], abs=0.02)
+    assert by_ref["D1"].through_hole and by_ref["J2"].through_hole and not by_ref["U1"].through_hole
+    assert len(by_ref["J1"].pads) == 6  # the JST's two mounting pads with its four pins
+    # the board's edge: the board file's 56 x 42 mm outline (y up), within the edge line's half width
+    x0, y0, x1, y1 = design.outline
+    assert abs((x1 - x0) - 56.0) <= 0.11 and abs((y1 - y0) - 42.0) <= 0.11
+    # a package the library sizes keeps its body; one it does not is windowed by its pads, and said so
+    assert by_ref["U2"].body == (-1.5, -1.5, 1.5, 1.5)
+    assert any("windows are their pads alone" in n and "C2" in n for n in design.notes), design.notes
+
+
+def test_plain_rs274x_pads_go_to_parts_by_place() -> None:
+    truth = read_kicad(BOARD)
+    gerbers = read_gerbers(RS274X)
+    assert not gerbers.attributed
+    design = with_gerbers(read_centroid(POS), gerbers, load_library())
+    assert any("by place" in n for n in design.notes), design.notes
+    matching = _matching(design, truth)
+    # every part on a quarter turn whose package the library sizes, and the unsized ones placed by their centre
+    assert {"R1", "R2", "C1", "U1", "U2", "U4", "U5", "Q1", "Q2", "J1", "C2", "C4", "D1"} <= matching
+    # J2, a pin header placed by its pin 1, cannot be told by place: a far pin goes to the chip beside it (C3)
+    assert not {"J2", "C3"} & matching
+
+
+def test_gerbers_from_another_origin_are_moved_onto_the_placement_file(tmp_path: Path) -> None:
+    truth = read_kicad(BOARD)
+    moved = _shifted_pos(tmp_path, 12.5, -7.25)
+    design = with_gerbers(read_centroid(moved), read_gerbers(X2), load_library())
+    assert any("origin is -12.500, 7.250 mm from the placement file's" in n for n in design.notes), design.notes
+    shifted = replace(truth, parts=[replace(p, x_mm=p.x_mm + 12.5, y_mm=p.y_mm + 7.25) for p in truth.parts])
+    assert _matching(design, shifted) == {p.ref for p in truth.parts} - {"U3"}
+    # without names, a placement file relative to the board's lower-left corner (the drill origin's usual place)
+    corner = read_gerbers(RS274X).outline
+    design = with_gerbers(read_centroid(_shifted_pos(tmp_path, -corner[0], -corner[1])), read_gerbers(RS274X),
+                          load_library())
+    assert any("origin is" in n for n in design.notes) and design.outline[0] == pytest.approx(0.0)
+
+
+def test_gerbers_of_another_board_or_origin_are_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(CadError, match="do not share an origin"):
+        with_gerbers(read_centroid(_shifted_pos(tmp_path, 31.0, 17.0)), read_gerbers(RS274X), load_library())
+    # a part named in the Gerbers at one offset, the rest at another: not the same board
+    lines = POS.read_text().splitlines()
+    half = [lines[0]] + [",".join(c if i != 3 else f"{float(c) + (9.0 if n % 2 else 0.0):.6f}"
+                                  for i, c in enumerate(line.split(","))) for n, line in enumerate(lines[1:])]
+    (tmp_path / "mixed.csv").write_text("\n".join(half) + "\n")
+    with pytest.raises(CadError, match="no one offset"):
+        with_gerbers(read_centroid(tmp_path / "mixed.csv"), read_gerbers(X2), load_library())
+    with pytest.raises(ValueError, match="leave --gerber out"):
+        read_design(BOARD, None, gerber=X2)
+    with zipfile.ZipFile(tmp_path / "notes.zip", "w") as z:
+        z.writestr("readme.txt", "not a Gerber\n")
+    with pytest.raises(CadError, match="notes.zip"):
+        read_gerbers(tmp_path / "notes.zip")
+    with pytest.raises(CadError, match="no such Gerber folder"):
+        read_gerbers(tmp_path / "missing")
+
+
+def test_board_import_with_gerbers_writes_a_rule_set_the_line_loads(tmp_path: Path) -> None:
+    out = tmp_path / "b.yaml"
+    r = subprocess.run([sys.executable, "-m", "inspector.cli", "board", "import", str(POS), "--gerber", str(X2),
+                        "--out", str(out), "--px-per-mm", "10", "--json", str(tmp_path / "b.json")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "with Gerbers" in r.stdout and "pads from the Gerbers" in r.stdout
+    parts = {p["ref"]: p for p in json.loads((tmp_path / "b.json").read_text())["parts"]}
+    # the top's 11 parts: U3 (45 degrees) listed, the rest inspected; the placement file alone windows fewer
+    assert {ref for ref, p in parts.items() if p["inspected"]} == {"U1", "C3", "Q1", "C1", "R1", "J1", "U2", "C2",
+                                                                 "D1", "J2"}
+    assert "pads:" in out.read_text()
