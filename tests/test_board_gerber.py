@@ -110,9 +110,9 @@ def test_gerbers_from_another_origin_are_moved_onto_the_placement_file(tmp_path:
 def test_gerbers_of_another_board_or_origin_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(CadError, match="do not share an origin"):
         with_gerbers(read_centroid(_shifted_pos(tmp_path, 31.0, 17.0)), read_gerbers(RS274X), load_library())
-    # a part named in the Gerbers at one offset, the rest at another: not the same board
+    # the parts named in the Gerbers at no one offset from the placement file's: not the same board
     lines = POS.read_text().splitlines()
-    half = [lines[0]] + [",".join(c if i != 3 else f"{float(c) + (9.0 if n % 2 else 0.0):.6f}"
+    half = [lines[0]] + [",".join(c if i != 3 else f"{float(c) + 3.0 * n:.6f}"
                                   for i, c in enumerate(line.split(","))) for n, line in enumerate(lines[1:])]
     (tmp_path / "mixed.csv").write_text("\n".join(half) + "\n")
     with pytest.raises(CadError, match="no one offset"):

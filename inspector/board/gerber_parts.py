@@ -77,23 +77,40 @@ def _by_place(parts: list[PlacedPart], pads: list[GerberPad], library: Library,
 
 
 def _named_shift(parts: list[PlacedPart], pads: list[GerberPad]) -> tuple[tuple[float, float], int, int]:
-    """(the offset from the Gerbers' frame to the placement file's, the parts agreeing on it, the parts asked)."""
+    """(the offset from the Gerbers' frame to the placement file's, the parts agreeing on it, the parts asked).
+
+    A part's placement point lies among its own pads whatever its footprint's origin (its centre, or pin 1 of a
+    header or a DIP), so the offset is the one that puts the most placement points inside their pads' box; it is
+    then read precisely off the parts whose pads centre on their point (most SMD parts)."""
     groups: dict[str, list[GerberPad]] = {}
     for pad in pads:
         if pad.ref is not None:
             groups.setdefault(pad.ref, []).append(pad)
-    offsets = []
+    boxes = []
     for p in parts:
         g = [q for q in groups.get(p.ref, ()) if q.side == p.side]
         if g:
-            cx = (min(q.x - q.w / 2 for q in g) + max(q.x + q.w / 2 for q in g)) / 2
-            cy = (min(q.y - q.h / 2 for q in g) + max(q.y + q.h / 2 for q in g)) / 2
-            offsets.append((p.x_mm - cx, p.y_mm - cy))
-    if not offsets:
+            boxes.append((p, (min(q.x - q.w / 2 for q in g), min(q.y - q.h / 2 for q in g),
+                              max(q.x + q.w / 2 for q in g), max(q.y + q.h / 2 for q in g))))
+    if not boxes:
         return (0.0, 0.0), 0, 0
-    dx, dy = statistics.median(o[0] for o in offsets), statistics.median(o[1] for o in offsets)
-    agree = sum(math.hypot(o[0] - dx, o[1] - dy) <= AGREE_MM for o in offsets)
-    return (dx, dy), agree, len(offsets)
+
+    def inside(offset: tuple[float, float]) -> list[tuple[float, float]]:
+        """The centring offsets of the parts whose point, moved by `offset`, lies inside their pads' box."""
+        out = []
+        for p, (x0, y0, x1, y1) in boxes:
+            x, y = p.x_mm - offset[0], p.y_mm - offset[1]
+            if x0 - AGREE_MM <= x <= x1 + AGREE_MM and y0 - AGREE_MM <= y <= y1 + AGREE_MM:
+                out.append((p.x_mm - (x0 + x1) / 2, p.y_mm - (y0 + y1) / 2))
+        return out
+
+    candidates = [(0.0, 0.0)] + [(p.x_mm - (b[0] + b[2]) / 2, p.y_mm - (b[1] + b[3]) / 2) for p, b in boxes]
+    best = max(candidates, key=lambda o: len(inside(o)))  # the first of the best: no offset where none is needed
+    agree = inside(best)
+    if best != (0.0, 0.0):  # read precisely off the parts centred on their point
+        near = [o for o in agree if math.hypot(o[0] - best[0], o[1] - best[1]) <= AGREE_MM] or [best]
+        best = (statistics.median(o[0] for o in near), statistics.median(o[1] for o in near))
+    return best, len(agree), len(boxes)
 
 
 def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedPart:
