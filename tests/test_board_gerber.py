@@ -117,7 +117,7 @@ def test_gerbers_of_another_board_or_origin_are_refused_by_name(tmp_path: Path) 
     (tmp_path / "mixed.csv").write_text("\n".join(half) + "\n")
     with pytest.raises(CadError, match="no one offset"):
         with_gerbers(read_centroid(tmp_path / "mixed.csv"), read_gerbers(X2), load_library())
-    with pytest.raises(ValueError, match="leave --gerber out"):
+    with pytest.raises(ValueError, match="leave the Gerbers out"):
         read_design(BOARD, None, gerber=X2)
     with zipfile.ZipFile(tmp_path / "notes.zip", "w") as z:
         z.writestr("readme.txt", "not a Gerber\n")

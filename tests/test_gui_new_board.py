@@ -221,3 +221,26 @@ def test_the_new_board_tab_imports_the_bottom_side_and_a_centroid_file_with_its_
     tab.import_btn.click()
     qtbot.waitUntil(lambda: not tab.busy and "nothing to teach" in tab.status.text(), timeout=30_000)
     assert "no part is inspected from the top side" in tab.status.text()
+
+
+def test_the_new_board_tab_imports_a_centroid_file_with_its_gerbers(qtbot, tmp_path: Path) -> None:
+    """A placement file with the Gerbers beside it: the parts wear the Gerbers' pads (the summary's notes say so,
+    the rule set draws them); Gerbers given with a board file are refused, with what to do."""
+    cad = Path(__file__).parent / "cad"
+    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
+    backend.identity = ENGINEER
+    tab = NewBoardTab(backend, tmp_path / "boards")
+    qtbot.addWidget(tab)
+    tab.cad.setText(str(cad / "bodies-kicad9-pos.csv"))
+    tab.gerber.setText(str(cad / "bodies-kicad9-gerbers.zip"))
+    tab.scale.setValue(10.0)
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    assert "pads from the Gerbers by the parts the Gerbers name" in tab.summary.text()
+    rules = load_rules(tab.rules_path)
+    assert {p.ref for _c, p in rules.placements()} >= {"U1", "U2", "J1", "J2", "D1"}
+    assert "pads:" in tab.rules_path.read_text()
+    tab.cad.setText(str(cad / "bodies-kicad9.kicad_pcb"))
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "leave the Gerbers out" in tab.status.text(), timeout=30_000)

@@ -24,7 +24,9 @@ from .design import CadError, Rect
 SIDES = ("top", "bottom")
 MAX_PAD_MM = 15.0  # a copper region larger than this on a side is a zone or a plane, not a pad
 SAME_PLACE_MM = 0.05  # a pad on the other side this near is the same through-hole pad
-OPENING_SLACK_MM = 0.5  # a pad may reach this far past its mask opening (a mask-defined pad) and still be a pad
+OPENING_SLACK_MM = 0.5  # a flashed pad may reach this far past its mask opening (a mask-defined pad) and be a pad
+# ... a copper region (a custom pad) only this far: a zone's scrap beside a pad reaches under the mask
+REGION_SLACK_MM = 0.05
 VIA_FUNCTIONS = ("ViaPad",)  # X2 aperture functions of copper that is never a part's pad
 
 
@@ -102,7 +104,7 @@ def _openings(mask) -> list[Rect]:
             ("Flash", "Region")]
 
 
-class _Grid:
+class BoxGrid:
     """Boxes binned by place, so a point's boxes are found without a walk over all of them."""
 
     CELL = 2.0
@@ -123,7 +125,7 @@ class _Grid:
 
 def _side_pads(copper, mask, side: str) -> tuple[list[GerberPad], bool]:
     """The side's pads, and whether the file tied any of them to a part."""
-    grid = _Grid(_openings(mask)) if mask is not None else None
+    grid = BoxGrid(_openings(mask)) if mask is not None else None
     found, attributed = [], False
     for obj in copper.objects:
         kind = type(obj).__name__
@@ -139,7 +141,7 @@ def _side_pads(copper, mask, side: str) -> tuple[list[GerberPad], bool]:
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         margin = None
         if grid is not None:
-            slack = OPENING_SLACK_MM
+            slack = OPENING_SLACK_MM if kind == "Flash" else REGION_SLACK_MM
             holding = [i for i in grid.holding(cx, cy)
                        if grid.boxes[i][0] - slack <= x0 and grid.boxes[i][1] - slack <= y0
                        and x1 <= grid.boxes[i][2] + slack and y1 <= grid.boxes[i][3] + slack]
@@ -154,7 +156,7 @@ def _side_pads(copper, mask, side: str) -> tuple[list[GerberPad], bool]:
 
 def _through_holes(pads: list[GerberPad]) -> list[GerberPad]:
     """Each pad marked through-hole where the other side has a pad at the same place."""
-    grids = {s: _Grid([(p.x - SAME_PLACE_MM, p.y - SAME_PLACE_MM, p.x + SAME_PLACE_MM, p.y + SAME_PLACE_MM)
+    grids = {s: BoxGrid([(p.x - SAME_PLACE_MM, p.y - SAME_PLACE_MM, p.x + SAME_PLACE_MM, p.y + SAME_PLACE_MM)
                        for p in pads if p.side == s]) for s in SIDES}
     out = []
     for p in pads:

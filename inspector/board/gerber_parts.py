@@ -18,8 +18,8 @@ import math
 import statistics
 from dataclasses import replace
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, in_frame
-from .gerber import GerberBoard, GerberPad
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, in_frame, on_board
+from .gerber import BoxGrid, GerberBoard, GerberPad
 from .klc_names import stated_size
 from .library import Library
 
@@ -29,41 +29,60 @@ AGREE_MM = 0.5  # parts whose pads' centre is this near one offset agree on it
 ENOUGH = 0.5  # the share of parts that must find pads for an origin to be the files' shared one
 
 
-def _seed(part: PlacedPart, library: Library) -> tuple[float, float] | None:
-    """What says where the part's pads lie: the library's body, else a size its name states (a gull-wing's
-    plastic: its leads' toes lie within REACH_MM of it)."""
-    return library.body(part.package, part.ref) or stated_size(part.package)
+def _seeds(parts: list[PlacedPart], library: Library,
+           named: dict[str, list[GerberPad]]) -> dict[str, Rect]:
+    """Each part's box in its own frame saying where its pads lie: its pads the Gerbers name (X2), else the library's
+    body, else a size its name states (a gull-wing's plastic: its toes lie within REACH_MM of it). A part with none
+    is absent: it is placed by its point."""
+    seeds: dict[str, Rect] = {}
+    for p in parts:
+        own = [q for q in named.get(p.ref, ()) if q.side == p.side]
+        if own:
+            corners = [in_frame(p, (q.x + sx * q.w / 2, q.y + sy * q.h / 2)) for q in own for sx in (-1, 1)
+                       for sy in (-1, 1)]
+            seeds[p.ref] = (min(c[0] for c in corners), min(c[1] for c in corners), max(c[0] for c in corners),
+                            max(c[1] for c in corners))
+            continue
+        size = library.body(p.package, p.ref) or stated_size(p.package)
+        if size is not None:
+            seeds[p.ref] = (-size[0] / 2, -size[1] / 2, size[0] / 2, size[1] / 2)
+    return seeds
 
 
-def _distance(part: PlacedPart, size: tuple[float, float], x: float, y: float) -> float:
-    """How far the board point (x, y) lies outside a `size` body about the part's placement point, measured in the
-    part's own frame (a part turned 45 degrees is not its box's box)."""
+def _distance(part: PlacedPart, box: Rect, x: float, y: float) -> float:
+    """How far the board point (x, y) lies outside `box`, measured in the part's own frame (a part turned 45
+    degrees is not its box's box)."""
     u, v = in_frame(part, (x, y))
-    return math.hypot(max(abs(u) - size[0] / 2, 0.0), max(abs(v) - size[1] / 2, 0.0))
+    return math.hypot(max(box[0] - u, 0.0, u - box[2]), max(box[1] - v, 0.0, v - box[3]))
 
 
-def _by_place(parts: list[PlacedPart], pads: list[GerberPad], library: Library,
+def _reach(part: PlacedPart, box: Rect, far: float) -> Rect:
+    """The board-frame box within which a pad can be `far` from the part's `box`: where to look for its pads."""
+    corners = [on_board(part, u, v) for u in (box[0] - far, box[2] + far) for v in (box[1] - far, box[3] + far)]
+    return (min(c[0] for c in corners), min(c[1] for c in corners), max(c[0] for c in corners),
+            max(c[1] for c in corners))
+
+
+def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, Rect],
               shift: tuple[float, float]) -> dict[str, list[GerberPad]]:
     """Each pad given to the part it lies nearest (see the module's rule), the Gerbers moved by `shift`: first to
-    the parts whose size is known (the distance to their box), then what is left to the others (the distance to
-    their placement point), so a part of unknown size beside a large one does not take the large one's toes."""
-    sized, unsized = [], []
-    for p in parts:
-        size = _seed(p, library)
-        if size is not None:
-            sized.append((p, size))
-        else:
-            unsized.append((p, (0.0, 0.0)))
+    the parts with a seed box (the distance to it), then what is left to the others (the distance to their
+    placement point), so a part of unknown size beside a large one does not take the large one's toes."""
+    point = (0.0, 0.0, 0.0, 0.0)
+    sized = [(p, seeds[p.ref]) for p in parts if p.ref in seeds]
+    unsized = [(p, point) for p in parts if p.ref not in seeds]
     mine: dict[str, list[GerberPad]] = {}
     left = [replace(q, x=q.x + shift[0], y=q.y + shift[1]) for q in pads]
     for reach, far in ((sized, REACH_MM), (unsized, BODILESS_REACH_MM)):
+        grid = BoxGrid([_reach(p, box, far) for p, box in reach])
         rest = []
         for pad in left:
             best = None
-            for p, size in reach:
+            for i in grid.holding(pad.x, pad.y):
+                p, box = reach[i]
                 if p.side != pad.side:
                     continue
-                d = _distance(p, size, pad.x, pad.y)
+                d = _distance(p, box, pad.x, pad.y)
                 if d <= far:
                     key = (d, math.hypot(pad.x - p.x_mm, pad.y - p.y_mm))
                     if best is None or key < best[0]:
@@ -148,18 +167,20 @@ def with_gerbers(design: BoardDesign, board: GerberBoard, library: Library) -> B
         for pad in board.pads:
             if pad.ref is not None:
                 mine.setdefault(pad.ref, []).append(replace(pad, x=pad.x + shift[0], y=pad.y + shift[1]))
-        unnamed = [p for p in placed if p.ref not in mine]
+        # pads the file names no part for (a custom pad's region, which gerbonara keeps without its attributes) go
+        # by place, to a part by its named pads' box where it has some
         loose = [q for q in board.pads if q.ref is None]
-        for ref, got in _by_place(unnamed, loose, library, shift).items():
-            mine[ref] = got
+        for ref, got in _by_place(placed, loose, _seeds(placed, library, mine), shift).items():
+            mine.setdefault(ref, []).extend(got)
         how = "by the parts the Gerbers name (X2 component attributes)"
     else:
         tried = []
         corners = [(0.0, 0.0)] + ([(board.outline[0], board.outline[1])] if board.outline is not None else [])
+        seeds = _seeds(placed, library, {})
         for corner in corners:
             # the placement file relative to the board's lower-left corner: the Gerbers moved by minus that corner
             s = (-corner[0], -corner[1]) if corner != (0.0, 0.0) else corner
-            got = _by_place(placed, board.pads, library, s)
+            got = _by_place(placed, board.pads, seeds, s)
             tried.append((sum(p.ref in got for p in placed), s, got))
         found, shift, mine = max(tried, key=lambda t: t[0])
         if placed and found < ENOUGH * len(placed):

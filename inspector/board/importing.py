@@ -31,8 +31,9 @@ def read_design(file: Path, profile: Path | None, step: str | None = None, gerbe
     if gerber is None:
         return design
     if is_odb_job(file) or (file.suffix.lower() not in CENTROID and profile is None):
-        raise ValueError(f"{file}: Gerbers (--gerber) go with a placement (centroid) file, which has no pads; a "
-                         f"{design.format} holds its own pads and outline: leave --gerber out")
+        raise ValueError(f"{file}: Gerbers (--gerber, the New board tab's Gerbers) go with a placement (centroid) "
+                         f"file, which has no pads; a {design.format} holds its own pads and outline: leave the "
+                         "Gerbers out")
     return with_gerbers(design, read_gerbers(gerber), library or load_library(None))
 
 

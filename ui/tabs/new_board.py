@@ -101,6 +101,11 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.profile.setPlaceholderText("a centroid file's profile: its columns, units, bottom x (optional)")
         profile_btn = QPushButton("Browse…")
         profile_btn.clicked.connect(lambda: self._browse(self.profile, "centroid profile (YAML)"))
+        self.gerber = QLineEdit()
+        self.gerber.setPlaceholderText("a centroid file's Gerbers (a folder or .zip): every part's pads and the "
+                                       "board's edge (optional)")
+        gerber_btn = QPushButton("Folder…")
+        gerber_btn.clicked.connect(self._browse_gerbers)
         self.library = QLineEdit()
         self.library.setPlaceholderText("the plant's package library (optional)")
         lib_btn = QPushButton("Browse…")
@@ -159,6 +164,10 @@ class NewBoardTab(OneJobAtATime, QWidget):
         row.addWidget(self.profile, 1)
         row.addWidget(profile_btn)
         form.addRow("Step / profile", row)
+        row = QHBoxLayout()
+        row.addWidget(self.gerber, 1)
+        row.addWidget(gerber_btn)
+        form.addRow("Gerbers", row)
         row = QHBoxLayout()
         row.addWidget(self.library, 1)
         row.addWidget(lib_btn)
@@ -220,6 +229,11 @@ class NewBoardTab(OneJobAtATime, QWidget):
         if path:
             edit.setText(path)
 
+    def _browse_gerbers(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Choose the folder of the board's Gerbers (or type a .zip)")
+        if path:
+            self.gerber.setText(path)
+
     def _add_photos(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Golden photos", "", "Images (*.png *.jpg *.jpeg *.bmp *.tif)")
         self.add_photos([Path(p) for p in paths])
@@ -241,6 +255,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         library = Path(self.library.text().strip()) if self.library.text().strip() else None
         step = self.step.text().strip() or None
         profile = Path(self.profile.text().strip()) if self.profile.text().strip() else None
+        gerber = Path(self.gerber.text().strip()) if self.gerber.text().strip() else None
         side = self.side.currentText()
         if not (cad.is_file() or (cad.is_dir() and is_odb_job(cad))):
             self._say(f"{cad} is neither a file nor an ODB++ job's folder: choose the board's CAD or centroid file",
@@ -250,7 +265,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         out = self.work_root / name / f"{name}.yaml"
         scale = self.scale.value()
         self._say(f"importing {cad.name}…")
-        self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step),
+        self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step, gerber),
                   lambda r: self._imported(out, side, *r))
 
     def _imported(self, out: Path, side: str, design: Any, imported: Any) -> None:
