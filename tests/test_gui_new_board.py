@@ -38,6 +38,16 @@ def click(picture, x: float, y: float) -> None:  # noqa: ANN001 - a ClickPicture
                      QPoint(round(x * picture.scale), round(y * picture.scale)))
 
 
+def new_board_tab(qtbot, tmp_path: Path) -> NewBoardTab:  # noqa: ANN001 - pytest-qt's fixture
+    """A New board tab on a line with no board yet, an engineer signed in."""
+    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
+    backend.identity = ENGINEER
+    tab = NewBoardTab(backend, tmp_path / "boards")
+    qtbot.addWidget(tab)
+    return tab
+
+
 def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_path: Path) -> None:
     (tmp_path / "b.kicad_pcb").write_text(kicad_board(), encoding="utf-8")
     first = tmp_path / "first.yaml"
@@ -130,11 +140,7 @@ def test_the_new_board_tab_imports_an_odb_job_folder_and_the_step_asked_for(qtbo
     from .test_board_odbpp import PANEL, write_job
 
     job = write_job(tmp_path, {"steps/panel/stephdr": PANEL})
-    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
-    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
-    backend.identity = ENGINEER
-    tab = NewBoardTab(backend, tmp_path / "boards")
-    qtbot.addWidget(tab)
+    tab = new_board_tab(qtbot, tmp_path)
     tab.cad.setText(str(job))
     tab.scale.setValue(8.0)
     tab.import_btn.click()
@@ -156,11 +162,7 @@ def test_a_tray_photo_lists_every_board_and_teaches_on_each_when_asked(qtbot, tm
 
     (tmp_path / "cad").mkdir()
     rules = load_rules(import_with_marks(tmp_path / "cad"))
-    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
-    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
-    backend.identity = ENGINEER
-    tab = NewBoardTab(backend, tmp_path / "boards")
-    qtbot.addWidget(tab)
+    tab = new_board_tab(qtbot, tmp_path)
     tab.cad.setText(str(tmp_path / "cad" / "f.kicad_pcb"))
     tab.scale.setValue(10.0)
     tab.import_btn.click()
@@ -192,11 +194,7 @@ def test_the_new_board_tab_imports_the_bottom_side_and_a_centroid_file_with_its_
     from .test_bottom_side import BOARD
 
     (tmp_path / "b.brd").write_text(BOARD, encoding="utf-8")
-    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
-    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
-    backend.identity = ENGINEER
-    tab = NewBoardTab(backend, tmp_path / "boards")
-    qtbot.addWidget(tab)
+    tab = new_board_tab(qtbot, tmp_path)
     tab.cad.setText(str(tmp_path / "b.brd"))
     tab.scale.setValue(20.0)
     tab.side.setCurrentText("bottom")
@@ -227,11 +225,7 @@ def test_the_new_board_tab_imports_a_centroid_file_with_its_gerbers(qtbot, tmp_p
     """A placement file with the Gerbers beside it: the parts wear the Gerbers' pads (the summary's notes say so,
     the rule set draws them); Gerbers given with a board file are refused, with what to do."""
     cad = Path(__file__).parent / "cad"
-    setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
-    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data"), setup)
-    backend.identity = ENGINEER
-    tab = NewBoardTab(backend, tmp_path / "boards")
-    qtbot.addWidget(tab)
+    tab = new_board_tab(qtbot, tmp_path)
     tab.cad.setText(str(cad / "bodies-kicad9-pos.csv"))
     tab.gerber.setText(str(cad / "bodies-kicad9-gerbers.zip"))
     tab.scale.setValue(10.0)
