@@ -547,3 +547,16 @@ def test_a_pin_whose_mount_type_is_a_hole_is_no_pad(tmp_path: Path) -> None:
     parts = {p.ref: p for p in read_odbpp(both).parts}
     assert parts["C3"].excluded == "nothing to solder (its pins are bare holes: a mounting hole)"
     assert parts["R1"].excluded is None and len(parts["R1"].pads) == 2
+
+
+def test_stitching_vias_placed_as_footprints_are_known_and_not_inspected() -> None:
+    """KiCad writes a board-only footprint (a stitching via) to ODB++ as a component, with nothing marking it; the
+    product's library knows such packages by name (KiCad's `StitchingVia-0.3mm`, a `Via_0.6mm`), so the import
+    neither asks for them nor inspects them; a package merely containing "via" is not one of them."""
+    from inspector.board.library import load_library
+
+    library = load_library(None)
+    for name in ("StitchingVia-0.3mm", "Stitching_Via_0.8mm", "Via_0.6mm", "via-1.0mm"):
+        cls = library.lookup(name, "STITCH1")
+        assert cls is not None and cls.name == "via" and not cls.inspect, name
+    assert library.lookup("Aviator_SMD", "U1") is None
