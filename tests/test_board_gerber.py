@@ -72,9 +72,8 @@ def test_x2_gerbers_give_every_part_its_own_pads_and_the_board_its_edge() -> Non
     assert u3[:2] == pytest.approx(_pad_window(next(p for p in truth.parts if p.ref == "U3"), False)[:2], abs=0.02)
     assert by_ref["D1"].through_hole and by_ref["J2"].through_hole and not by_ref["U1"].through_hole
     assert len(by_ref["J1"].pads) == 6  # the JST's two mounting pads with its four pins
-    # the board's edge: the board file's 56 x 42 mm outline (y up), within the edge line's half width
-    x0, y0, x1, y1 = design.outline
-    assert abs((x1 - x0) - 56.0) <= 0.11 and abs((y1 - y0) - 42.0) <= 0.11
+    # the board's edge: the board file's 56 x 42 mm outline, y up (the middle of the edge's strokes)
+    assert design.outline == pytest.approx((0.0, -42.0, 56.0, 0.0), abs=0.001)
     # a package the library sizes keeps its body; one it does not is windowed by its pads, and said so
     assert by_ref["U2"].body == (-1.5, -1.5, 1.5, 1.5)
     assert any("windows are their pads alone" in n and "C2" in n for n in design.notes), design.notes

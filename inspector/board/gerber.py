@@ -27,6 +27,7 @@ SAME_PLACE_MM = 0.05  # a pad on the other side this near is the same through-ho
 OPENING_SLACK_MM = 0.5  # a flashed pad may reach this far past its mask opening (a mask-defined pad) and be a pad
 # ... a copper region (a custom pad) only this far: a zone's scrap beside a pad reaches under the mask
 REGION_SLACK_MM = 0.05
+MIN_REGION_MM = 0.15  # a copper region narrower than this is a zone's sliver in a pad's opening, not a pad
 VIA_FUNCTIONS = ("ViaPad",)  # X2 aperture functions of copper that is never a part's pad
 
 
@@ -99,6 +100,17 @@ def _layer(stack, side: str, use: str):
                        "of the set") from None
 
 
+def _edge(layer) -> Rect:
+    """The board's edge: the outline layer's box, less half its strokes' width (the edge is the strokes' middle, as
+    a board file draws it)."""
+    from gerbonara.utils import MM
+    x0, y0, x1, y1 = _box(layer)
+    widths = [a.equivalent_width(MM) for o in layer.objects
+              if (a := getattr(o, "aperture", None)) is not None and hasattr(a, "equivalent_width")]
+    half = max(widths) / 2 if widths else 0.0
+    return x0 + half, y0 + half, x1 - half, y1 - half
+
+
 def _openings(mask) -> list[Rect]:
     return [_box(o) for o in mask.objects if getattr(o, "polarity_dark", True) and type(o).__name__ in
             ("Flash", "Region")]
@@ -136,7 +148,7 @@ def _side_pads(copper, mask, side: str) -> tuple[list[GerberPad], bool]:
         if _aperture_function(obj) in VIA_FUNCTIONS and not pin:
             continue
         x0, y0, x1, y1 = _box(obj)
-        if max(x1 - x0, y1 - y0) > MAX_PAD_MM:
+        if max(x1 - x0, y1 - y0) > MAX_PAD_MM or (kind == "Region" and min(x1 - x0, y1 - y0) < MIN_REGION_MM):
             continue
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         margin = None
@@ -190,7 +202,7 @@ def read_gerbers(path: Path) -> GerberBoard:
     outline = None
     edge = _layer(stack, "mechanical", "outline")
     if edge is not None and edge.objects:
-        outline = _box(edge)
+        outline = _edge(edge)
     else:
         notes.append("no board outline layer in the set: the board's edge is the parts' extent")
     return GerberBoard(str(path), _through_holes(pads), outline, attributed, notes)

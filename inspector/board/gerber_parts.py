@@ -26,6 +26,7 @@ from .library import Library
 REACH_MM = 1.5  # a pad may lie this far outside its part's body (a gull-wing's toe, a J-lead's land)
 BODILESS_REACH_MM = 5.0  # ... or this far from the placement point of a part whose body the library does not size
 AGREE_MM = 0.5  # parts whose pads' centre is this near one offset agree on it
+PIN_ONE_MM = 0.05  # a pad this near the placement point is the point: the part is placed by its pin 1
 ENOUGH = 0.5  # the share of parts that must find pads for an origin to be the files' shared one
 
 
@@ -133,7 +134,9 @@ def _named_shift(parts: list[PlacedPart], pads: list[GerberPad]) -> tuple[tuple[
 
 
 def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedPart:
-    """`part` wearing `pads` (board frame) in its footprint frame, with the library's body laid along them."""
+    """`part` wearing `pads` (board frame) in its footprint frame, with the library's body: about the placement point,
+    or, where the point is one of its pads (a header, a DIP placed by pin 1), about its pads; a two-terminal part's
+    laid along its terminals where the placement file's zero turns them across the library's."""
     quarter = round(part.rotation / 90) % 2 == 1
     own = []
     for q in pads:
@@ -144,12 +147,13 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
     box = None
     if body is not None:
         bw, bh = body
-        pw = max(q.x + q.w / 2 for q in own) - min(q.x - q.w / 2 for q in own)
-        ph = max(q.y + q.h / 2 for q in own) - min(q.y - q.h / 2 for q in own)
-        if len(own) >= 2 and (bw - bh) * (pw - ph) < 0 and max(pw, ph) > 1.2 * min(pw, ph) \
-                and max(bw, bh) > 1.2 * min(bw, bh):
-            bw, bh = bh, bw  # the file's zero turns the part a quarter from the library's: the pads say which way
-        box = (-bw / 2, -bh / 2, bw / 2, bh / 2)
+        if len(own) == 2 and (bw - bh) * (abs(own[0].x - own[1].x) - abs(own[0].y - own[1].y)) < 0:
+            bw, bh = bh, bw  # a chip's body lies along its two terminals: the file's zero is a quarter off
+        cx = cy = 0.0
+        if len(own) >= 3 and any(math.hypot(q.x, q.y) <= PIN_ONE_MM for q in own):
+            cx = (min(q.x - q.w / 2 for q in own) + max(q.x + q.w / 2 for q in own)) / 2
+            cy = (min(q.y - q.h / 2 for q in own) + max(q.y + q.h / 2 for q in own)) / 2
+        box = (cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2)
     return replace(part, pads=tuple(own), body=box, through_hole=any(q.through_hole for q in pads))
 
 
