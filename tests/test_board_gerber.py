@@ -138,3 +138,27 @@ def test_board_import_with_gerbers_writes_a_rule_set_the_line_loads(tmp_path: Pa
     assert {ref for ref, p in parts.items() if p["inspected"]} == {"U1", "C3", "Q1", "C1", "R1", "J1", "U2", "C2",
                                                                  "D1", "J2"}
     assert "pads:" in out.read_text()
+
+
+def test_the_library_body_is_laid_on_the_pads_the_gerbers_give(tmp_path: Path) -> None:
+    """A header placed by its pin 1 gets its body about its pads, not about the pin; a chip whose placement file
+    counts its zero a quarter from the library's gets its body along its two terminals, not across them."""
+    plant = tmp_path / "plant.yaml"
+    plant.write_text("packages:\n  PinHeader_1x04_P2.54mm_Vertical: {class: connector, body: [2.54, 10.16]}\n",
+                     encoding="utf-8")
+    lines = POS.read_text().splitlines()  # R1 written a quarter turn on from KiCad's zero
+    turned = [",".join(c if i != 5 or not line.startswith('"R1"') else f"{float(c) + 90:.6f}"
+                       for i, c in enumerate(line.split(","))) for line in lines]
+    (tmp_path / "turned.csv").write_text("\n".join(turned) + "\n")
+    design = with_gerbers(read_centroid(tmp_path / "turned.csv"), read_gerbers(X2), load_library(plant))
+    by_ref = {p.ref: p for p in design.parts}
+    j2 = by_ref["J2"]
+    pads_x = sorted({round(q.x, 2) for q in j2.pads}) + [0.0]
+    pads_y = sorted({round(q.y, 2) for q in j2.pads}) + [0.0]
+    assert (0.0, 0.0) in {(round(q.x, 2), round(q.y, 2)) for q in j2.pads}  # placed by its pin 1
+    centre = ((j2.body[0] + j2.body[2]) / 2, (j2.body[1] + j2.body[3]) / 2)
+    assert centre == pytest.approx(((min(pads_x) + max(pads_x)) / 2, (min(pads_y) + max(pads_y)) / 2), abs=0.01)
+    r1 = by_ref["R1"]
+    w, h = r1.body[2] - r1.body[0], r1.body[3] - r1.body[1]
+    along_x = abs(r1.pads[0].x - r1.pads[1].x) > abs(r1.pads[0].y - r1.pads[1].y)
+    assert (w > h) == along_x and {round(w, 2), round(h, 2)} == {1.6, 0.8}
