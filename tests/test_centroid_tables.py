@@ -232,3 +232,27 @@ def test_kicads_negated_bottom_x_is_read_as_the_board_has_it(tmp_path: Path) -> 
     _write(tmp_path / "bad.yaml", "bottom_x: mirrored\n")
     with pytest.raises(ConfigError, match="bottom_x.*one of as-is, negated"):
         load_profile(tmp_path / "bad.yaml")
+
+
+def test_parts_a_placement_file_leaves_off_are_not_inspected(tmp_path: Path) -> None:
+    """A variant's DNP parts stay in many placement files: said by a DNP or populate column, or by the value. Each
+    is left out as not placed (inspected, it would be flagged missing on every board); `NPN` and `10uF NP` are values
+    of placed parts, and a column saying yes is placed."""
+    table = _write(tmp_path / "jlc.csv",
+                   "Designator,Val,Package,Mid X,Mid Y,Rotation,Layer,DNP\n"
+                   "R1,10k,R0402,1,1,0,T,\nR2,10k,R0402,3,1,0,T,yes\nR3,DNP,R0402,5,1,0,T,\n"
+                   "R4,10k DNF,R0402,7,1,0,T,no\nQ1,NPN,SOT23-3,9,1,0,T,\nC1,10uF NP,C0805,11,1,0,T,\n")
+    fates = {p.ref: p.excluded for p in read_centroid(table).parts}
+    assert fates == {"R1": None, "R2": "not placed (its DNP column says so)",
+                     "R3": "not placed (its value says 'DNP')", "R4": "not placed (its value says '10k DNF')",
+                     "Q1": None, "C1": None}
+    fitted = _write(tmp_path / "fitted.csv", "Ref,X,Y,Rot,Fitted\nR1,1,1,0,Yes\nR2,3,1,0,No\nR3,5,1,0,Not fitted\n")
+    assert [p.excluded for p in read_centroid(fitted).parts] == [
+        None, "not placed (its populate column says no)", "not placed (its populate column says no)"]
+    eagle = _write(tmp_path / "b.mnt", "R1 1.0 1.0 0 10k R0402\nR2 3.0 1.0 0 DNP R0402\n")
+    assert [p.excluded for p in read_centroid(eagle).parts] == [None, "not placed (its value says 'DNP')"]
+    out = tmp_path / "b.yaml"
+    plant = _write(tmp_path / "plant.yaml", "packages:\n  SOT23-3: {class: sot, body: [2.9, 2.4]}\n")
+    _design, imported = import_board(table, out, 20.0, library=plant)
+    assert {f.ref: f.inspected for f in imported.fates if f.ref.startswith("R")} == {
+        "R1": True, "R2": False, "R3": False, "R4": False}

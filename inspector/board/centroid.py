@@ -33,7 +33,14 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (A
     "side": ("side", "layer", "tb", "t/b", "top/bottom", "mount side", "placement side"),
     "package": ("package", "footprint", "pattern", "case", "package/footprint", "footprint name", "shape"),
     "value": ("val", "value", "comment", "description/value"),
+    # a part the assembly leaves off (a variant's DNP): a column saying so either way round
+    "dnp": ("dnp", "do not place", "do not populate", "no pop", "nopop", "dnp/dni"),
+    "populate": ("populate", "populated", "fitted", "fit", "place", "placed", "install", "installed"),
 }
+YES = {"yes", "y", "true", "1", "x"}
+NO = {"no", "n", "false", "0"}
+# a value that says the part is left off: DNP, DNF, DNI, `10k DNP`, `Do not place`, `Not fitted`, a bare NP or NF
+DNP_VALUE = re.compile(r"(?i)^\s*(?:np|nf)\s*$|\b(?:dnp|dnf|dni|do\s+not\s+(?:place|populate|fit)|not\s+fitted|no\s*pop)\b")
 # other columns of several words that an aligned header writes with single spaces (Altium's Pad X beside Mid X)
 OTHER_PHRASES = {"pad x", "pad y", "part number", "part type"}
 TO_MM = {"mm": 1.0, "mil": 0.0254, "in": 25.4, "inch": 25.4}
@@ -91,6 +98,17 @@ def read_centroid(path: Path, profile: Profile | None = None) -> BoardDesign:
     return _table(path, text, profile or Profile())
 
 
+def _left_off(value: str, dnp: str | None = None, populate: str | None = None) -> str | None:
+    """Why the file leaves a part off the assembly (its DNP or populate column, or its value), or None."""
+    if dnp is not None and dnp.strip().lower() in YES | {"dnp"}:
+        return "not placed (its DNP column says so)"
+    if populate is not None and (populate.strip().lower() in NO or DNP_VALUE.search(populate)):
+        return "not placed (its populate column says no)"
+    if DNP_VALUE.search(value or ""):
+        return f"not placed (its value says {value.strip()!r})"
+    return None
+
+
 def _eagle(path: Path, text: str, side: str) -> BoardDesign:
     parts = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -105,7 +123,8 @@ def _eagle(path: Path, text: str, side: str) -> BoardDesign:
         rot, _ = _number(cells[3], where, "rotation")
         # the package is always the last column; the value (empty for many parts, or several words) before it
         package = cells[-1] if len(cells) > 4 else ""
-        parts.append(PlacedPart(cells[0], " ".join(cells[4:-1]), package, x, y, rot, side))
+        value = " ".join(cells[4:-1])
+        parts.append(PlacedPart(cells[0], value, package, x, y, rot, side, excluded=_left_off(value)))
     return BoardDesign(str(path), f"Eagle centroid ({path.suffix})", parts, y_up=True)
 
 
@@ -117,7 +136,10 @@ def _row(cells: list[str], col: dict[str, int], where: str, units: str | None) -
 
     def get(k: str) -> str:
         return cells[col[k]].strip() if k in col and col[k] < len(cells) else ""
-    return PlacedPart(get("ref"), get("value"), get("package"), x * scale, y * scale, rot, _side(get("side")))
+    left_off = _left_off(get("value"), get("dnp") if "dnp" in col else None,
+                         get("populate") if "populate" in col else None)
+    return PlacedPart(get("ref"), get("value"), get("package"), x * scale, y * scale, rot, _side(get("side")),
+                      excluded=left_off)
 
 
 def _table(path: Path, text: str, profile: Profile) -> BoardDesign:
