@@ -40,7 +40,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (A
 YES = {"yes", "y", "true", "1", "x"}
 NO = {"no", "n", "false", "0"}
 # a value that says the part is left off: DNP, DNF, DNI, `10k DNP`, `Do not place`, `Not fitted`, a bare NP or NF
-DNP_VALUE = re.compile(r"(?i)^\s*(?:np|nf)\s*$|\b(?:dnp|dnf|dni|do\s+not\s+(?:place|populate|fit)|not\s+fitted|no\s*pop)\b")
+DNP_VALUE = re.compile(r"(?i)^\s*(?:np|nf)\s*$"
+                       r"|\b(?:dnp|dnf|dni|do\s+not\s+(?:place|populate|fit)|not\s+fitted|no\s*pop)\b")
 # other columns of several words that an aligned header writes with single spaces (Altium's Pad X beside Mid X)
 OTHER_PHRASES = {"pad x", "pad y", "part number", "part type"}
 TO_MM = {"mm": 1.0, "mil": 0.0254, "in": 25.4, "inch": 25.4}
