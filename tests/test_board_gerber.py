@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,18 +43,26 @@ def _matching(design, truth) -> set[str]:  # noqa: ANN001
         abs(a - b) <= 0.02 for a, b in zip(_pad_window(p, design.y_up), _pad_window(board[p.ref], truth.y_up)))}
 
 
-def _shifted_pos(tmp_path: Path, dx: float, dy: float) -> Path:
-    """KiCad's placement file with every part moved by (dx, dy) mm, as a file written from another origin."""
+def _edited_pos(path: Path, edit: Callable[[int, list[str]], None]) -> Path:
+    """KiCad's placement file written to `path` with each part's row edited in place: edit(its index, its cells;
+    PosX at 3, PosY at 4, Rot at 5)."""
     lines = POS.read_text().splitlines()
     out = [lines[0]]
-    for line in lines[1:]:
+    for n, line in enumerate(lines[1:]):
         cells = line.split(",")
-        cells[3] = f"{float(cells[3]) + dx:.6f}"
-        cells[4] = f"{float(cells[4]) + dy:.6f}"
+        edit(n, cells)
         out.append(",".join(cells))
-    path = tmp_path / "moved-pos.csv"
     path.write_text("\n".join(out) + "\n")
     return path
+
+
+def _moved(cells: list[str], dx: float, dy: float = 0.0) -> None:
+    cells[3], cells[4] = f"{float(cells[3]) + dx:.6f}", f"{float(cells[4]) + dy:.6f}"
+
+
+def _shifted_pos(tmp_path: Path, dx: float, dy: float) -> Path:
+    """KiCad's placement file with every part moved by (dx, dy) mm, as a file written from another origin."""
+    return _edited_pos(tmp_path / "moved-pos.csv", lambda _n, cells: _moved(cells, dx, dy))
 
 
 def test_x2_gerbers_give_every_part_its_own_pads_and_the_board_its_edge() -> None:
@@ -110,12 +119,9 @@ def test_gerbers_of_another_board_or_origin_are_refused_by_name(tmp_path: Path) 
     with pytest.raises(CadError, match="do not share an origin"):
         with_gerbers(read_centroid(_shifted_pos(tmp_path, 31.0, 17.0)), read_gerbers(RS274X), load_library())
     # the parts named in the Gerbers at no one offset from the placement file's: not the same board
-    lines = POS.read_text().splitlines()
-    half = [lines[0]] + [",".join(c if i != 3 else f"{float(c) + 3.0 * n:.6f}"
-                                  for i, c in enumerate(line.split(","))) for n, line in enumerate(lines[1:])]
-    (tmp_path / "mixed.csv").write_text("\n".join(half) + "\n")
+    mixed = _edited_pos(tmp_path / "mixed.csv", lambda n, cells: _moved(cells, 3.0 * n))
     with pytest.raises(CadError, match="no one offset"):
-        with_gerbers(read_centroid(tmp_path / "mixed.csv"), read_gerbers(X2), load_library())
+        with_gerbers(read_centroid(mixed), read_gerbers(X2), load_library())
     with pytest.raises(ValueError, match="leave the Gerbers out"):
         read_design(BOARD, None, gerber=X2)
     with zipfile.ZipFile(tmp_path / "notes.zip", "w") as z:
@@ -146,11 +152,12 @@ def test_the_library_body_is_laid_on_the_pads_the_gerbers_give(tmp_path: Path) -
     plant = tmp_path / "plant.yaml"
     plant.write_text("packages:\n  PinHeader_1x04_P2.54mm_Vertical: {class: connector, body: [2.54, 10.16]}\n",
                      encoding="utf-8")
-    lines = POS.read_text().splitlines()  # R1 written a quarter turn on from KiCad's zero
-    turned = [",".join(c if i != 5 or not line.startswith('"R1"') else f"{float(c) + 90:.6f}"
-                       for i, c in enumerate(line.split(","))) for line in lines]
-    (tmp_path / "turned.csv").write_text("\n".join(turned) + "\n")
-    design = with_gerbers(read_centroid(tmp_path / "turned.csv"), read_gerbers(X2), load_library(plant))
+
+    def quarter_on(_n: int, cells: list[str]) -> None:  # R1 written a quarter turn on from KiCad's zero
+        if cells[0] == '"R1"':
+            cells[5] = f"{float(cells[5]) + 90:.6f}"
+    turned = _edited_pos(tmp_path / "turned.csv", quarter_on)
+    design = with_gerbers(read_centroid(turned), read_gerbers(X2), load_library(plant))
     by_ref = {p.ref: p for p in design.parts}
     j2 = by_ref["J2"]
     pads_x = sorted({round(q.x, 2) for q in j2.pads}) + [0.0]

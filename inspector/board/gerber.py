@@ -16,7 +16,7 @@ fiducial's bare ring).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .design import CadError, Rect
@@ -170,11 +170,8 @@ def _through_holes(pads: list[GerberPad]) -> list[GerberPad]:
     """Each pad marked through-hole where the other side has a pad at the same place."""
     grids = {s: BoxGrid([(p.x - SAME_PLACE_MM, p.y - SAME_PLACE_MM, p.x + SAME_PLACE_MM, p.y + SAME_PLACE_MM)
                        for p in pads if p.side == s]) for s in SIDES}
-    out = []
-    for p in pads:
-        other = grids["bottom" if p.side == "top" else "top"]
-        out.append(GerberPad(p.x, p.y, p.w, p.h, p.side, p.ref, bool(other.holding(p.x, p.y)), p.mask_margin))
-    return out
+    return [replace(p, through_hole=bool(grids["bottom" if p.side == "top" else "top"].holding(p.x, p.y)))
+            for p in pads]
 
 
 def read_gerbers(path: Path) -> GerberBoard:

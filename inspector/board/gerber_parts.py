@@ -1,11 +1,13 @@
 """A placement file's parts given their pads and the board's edge from the fabrication Gerbers beside it.
 
-Where the Gerbers name each pad's part (X2 component attributes), a part takes the pads that name it. Where they do
-not, a pad goes to the part it lies nearest: the distance to the part's body as the library sizes it, turned with
-the part (0 inside it), within REACH_MM of it, or within BODILESS_REACH_MM of the placement point of a part whose
-package states no body; a pad nothing reaches (a test pad no line of the file lists, an untented via) is nobody's.
-Pads go into each part's footprint frame (design.in_frame) and the body stays the library's, laid along the pads
-where the placement file's zero turns the pads across it (pads long across the body's length).
+Where the Gerbers name each pad's part (X2 component attributes), a part takes the pads that name it. A pad they
+name no part for (all of them in plain RS-274X; in X2 a custom pad, whose region gerbonara reads without its
+attributes) goes to the part it lies nearest: the distance to the part's named pads' box, else its body as the
+library sizes it, turned with the part (0 inside it), within REACH_MM of it; what is left, within BODILESS_REACH_MM
+of the placement point of a part with neither. A pad nothing reaches (a test pad no line of the file lists, an
+untented via) is nobody's. Pads go into each part's footprint frame (design.in_frame); the body stays the
+library's, about the placement point, or about the pads where that point is a pad (a part placed by its pin 1), a
+two-terminal part's laid along its terminals where the placement file's zero is a quarter from the library's.
 
 The two files must share an origin. Where they do not (a placement file written relative to the drill/auxiliary
 origin beside Gerbers in absolute coordinates, the usual slip), the named pads say by how much and the Gerbers are
@@ -18,7 +20,7 @@ import math
 import statistics
 from dataclasses import replace
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, in_frame, on_board
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, in_frame, on_board
 from .gerber import BoxGrid, GerberBoard, GerberPad
 from .klc_names import stated_size
 from .library import Library
@@ -28,6 +30,11 @@ BODILESS_REACH_MM = 5.0  # ... or this far from the placement point of a part wh
 AGREE_MM = 0.5  # parts whose pads' centre is this near one offset agree on it
 PIN_ONE_MM = 0.05  # a pad this near the placement point is the point: the part is placed by its pin 1
 ENOUGH = 0.5  # the share of parts that must find pads for an origin to be the files' shared one
+
+
+def _pads_box(pads: list) -> Rect:
+    """The box holding every pad (GerberPads on the board, or a footprint's Pads), in their own frame."""
+    return bounding([(q.x + sx * q.w / 2, q.y + sy * q.h / 2) for q in pads for sx in (-1, 1) for sy in (-1, 1)])
 
 
 def _seeds(parts: list[PlacedPart], library: Library,
@@ -41,8 +48,7 @@ def _seeds(parts: list[PlacedPart], library: Library,
         if own:
             corners = [in_frame(p, (q.x + sx * q.w / 2, q.y + sy * q.h / 2)) for q in own for sx in (-1, 1)
                        for sy in (-1, 1)]
-            seeds[p.ref] = (min(c[0] for c in corners), min(c[1] for c in corners), max(c[0] for c in corners),
-                            max(c[1] for c in corners))
+            seeds[p.ref] = bounding(corners)
             continue
         size = library.body(p.package, p.ref) or stated_size(p.package)
         if size is not None:
@@ -60,8 +66,7 @@ def _distance(part: PlacedPart, box: Rect, x: float, y: float) -> float:
 def _reach(part: PlacedPart, box: Rect, far: float) -> Rect:
     """The board-frame box within which a pad can be `far` from the part's `box`: where to look for its pads."""
     corners = [on_board(part, u, v) for u in (box[0] - far, box[2] + far) for v in (box[1] - far, box[3] + far)]
-    return (min(c[0] for c in corners), min(c[1] for c in corners), max(c[0] for c in corners),
-            max(c[1] for c in corners))
+    return bounding(corners)
 
 
 def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, Rect],
@@ -110,8 +115,7 @@ def _named_shift(parts: list[PlacedPart], pads: list[GerberPad]) -> tuple[tuple[
     for p in parts:
         g = [q for q in groups.get(p.ref, ()) if q.side == p.side]
         if g:
-            boxes.append((p, (min(q.x - q.w / 2 for q in g), min(q.y - q.h / 2 for q in g),
-                              max(q.x + q.w / 2 for q in g), max(q.y + q.h / 2 for q in g))))
+            boxes.append((p, _pads_box(g)))
     if not boxes:
         return (0.0, 0.0), 0, 0
 
@@ -151,8 +155,8 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
             bw, bh = bh, bw  # a chip's body lies along its two terminals: the file's zero is a quarter off
         cx = cy = 0.0
         if len(own) >= 3 and any(math.hypot(q.x, q.y) <= PIN_ONE_MM for q in own):
-            cx = (min(q.x - q.w / 2 for q in own) + max(q.x + q.w / 2 for q in own)) / 2
-            cy = (min(q.y - q.h / 2 for q in own) + max(q.y + q.h / 2 for q in own)) / 2
+            x0, y0, x1, y1 = _pads_box(own)
+            cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         box = (cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2)
     return replace(part, pads=tuple(own), body=box, through_hole=any(q.through_hole for q in pads))
 
