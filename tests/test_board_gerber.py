@@ -169,3 +169,36 @@ def test_the_library_body_is_laid_on_the_pads_the_gerbers_give(tmp_path: Path) -
     w, h = r1.body[2] - r1.body[0], r1.body[3] - r1.body[1]
     along_x = abs(r1.pads[0].x - r1.pads[1].x) > abs(r1.pads[0].y - r1.pads[1].y)
     assert (w > h) == along_x and {round(w, 2), round(h, 2)} == {1.6, 0.8}
+
+
+X3 = CAD / "bodies-kicad9-gerbers-x3.zip"
+
+
+def test_a_gerber_x3_set_imports_alone_from_its_component_layers(tmp_path: Path) -> None:
+    """A set with X3's component layers holds its placement: `board import SET` reads the parts from them and their
+    pads from the set's copper, each where the board file has it (KiCad writes a bottom part's X3 rotation 180
+    degrees from its board file's: the pads, read in the same frame, land right either way)."""
+    truth = read_kicad(BOARD)
+    design = read_design(X3, None)
+    assert design.format == "Gerber X3 component layers with Gerbers"
+    by_ref = {p.ref: p for p in design.parts}
+    assert set(by_ref) == {p.ref for p in truth.parts}
+    assert {p.ref for p in design.parts if p.side == "bottom"} == {"U5", "C4", "U4", "R2", "Q2"}
+    assert by_ref["U1"].package == "SOIC-8_3.9x4.9mm_P1.27mm" and by_ref["J2"].through_hole
+    assert _matching(design, truth) == {p.ref for p in truth.parts} - {"U3"}
+    out = tmp_path / "x3.yaml"
+    r = subprocess.run([sys.executable, "-m", "inspector.cli", "board", "import", str(X3), "--out", str(out),
+                        "--px-per-mm", "10", "--side", "bottom"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "Gerber X3 component layers with Gerbers; 16 parts, 5 inspected (bottom side)" in r.stdout
+    # a component layer that cannot be read is named; a zip of other files is not taken for a Gerber X3 set
+    with zipfile.ZipFile(X3) as z, zipfile.ZipFile(tmp_path / "bad.zip", "w") as bad:
+        for item in z.infolist():
+            text = z.read(item).decode()
+            if "top-pos" in item.filename:
+                text = text.replace("%TO.CRot,-90*%", "%TO.CRot,minus ninety*%", 1)
+            bad.writestr(item, text)
+    with pytest.raises(CadError, match=r"top-pos\.gbr: part U1's rotation \(\.CRot\) 'minus ninety'"):
+        read_design(tmp_path / "bad.zip", None)
+    with pytest.raises(ValueError, match="without X3 component layers holds no placement: import"):
+        read_design(X2, None)

@@ -63,7 +63,7 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
 
     tab.cad.setText(str(tmp_path / "nothing.kicad_pcb"))
     tab.import_btn.click()
-    assert "neither a file nor an ODB++ job" in tab.status.text()
+    assert "nothing.kicad_pcb does not exist" in tab.status.text()
     tab.cad.setText(str(tmp_path / "b.kicad_pcb"))
     tab.scale.setValue(10.0)
     tab.import_btn.click()
@@ -238,3 +238,17 @@ def test_the_new_board_tab_imports_a_centroid_file_with_its_gerbers(qtbot, tmp_p
     tab.cad.setText(str(cad / "bodies-kicad9.kicad_pcb"))
     tab.import_btn.click()
     qtbot.waitUntil(lambda: not tab.busy and "leave the Gerbers out" in tab.status.text(), timeout=30_000)
+    # a Gerber X3 set's folder imports alone; one without component layers asks for its placement file
+    import zipfile
+
+    for name in ("x3", "x2"):
+        with zipfile.ZipFile(cad / f"bodies-kicad9-gerbers{'-x3' if name == 'x3' else ''}.zip") as z:
+            z.extractall(tmp_path / name)
+    tab.gerber.setText("")
+    tab.cad.setText(str(tmp_path / "x2"))
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "without X3 component layers" in tab.status.text(), timeout=30_000)
+    tab.cad.setText(str(tmp_path / "x3"))
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "x3: 16 parts, 10 inspected" in tab.summary.text(), timeout=30_000)
+    assert {p.ref for _c, p in load_rules(tab.rules_path).placements()} >= {"U1", "U2", "J1", "J2", "D1"}

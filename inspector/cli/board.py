@@ -16,7 +16,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
                                         ".xml, an ODB++ job (its folder, a step's folder, .tgz or .zip), or a "
                                         "pick-and-place / centroid file (Eagle .mnt/.mnb, KiCad .pos/.csv, Altium's "
                                         ".txt/.csv, JLC, EasyEDA, Proteus, any table naming its columns)")
-    imp.add_argument("file", help="the CAD or centroid file (or an ODB++ job's folder)")
+    imp.add_argument("file", help="the CAD or centroid file (or an ODB++ job's folder, or a Gerber X3 set's folder "
+                                  "or zip, whose component layers place its parts)")
     imp.add_argument("--out", required=True, help="the rule set to write (YAML)")
     imp.add_argument("--side", choices=["top", "bottom"], default="top", help="the side the camera sees")
     scale = imp.add_mutually_exclusive_group(required=True)

@@ -5,6 +5,8 @@ fabrication set as a plant gets it beside its placement file.
 - bodies-kicad9-gerbers-rs274x.zip: plain RS-274X, as older CAM tools write it: no attributes (KiCad's `--no-x2
   --no-netlist` still writes them as `G04 #@!` comments, which are taken out here), no aperture macros (pads as
   regions), so the layers are known by their names alone and pads go to parts by place;
+- bodies-kicad9-gerbers-x3.zip: the X2 set with Gerber X3's component layers (`export pos --format gerber`, a
+  file a side): the placement in the set itself;
 - bodies-kicad9-pos.csv: KiCad's placement file, both sides, mm.
 
 Only the layers an import reads are kept (both copper, mask and paste layers, the edge). Needs KiCad 9 (see
@@ -37,6 +39,11 @@ def zipped(files: list[Path], name: str, strip_attributes: bool) -> None:
 with tempfile.TemporaryDirectory() as tmp:
     x2, plain = Path(tmp, "x2"), Path(tmp, "plain")
     zipped(export(x2), f"{STEM}-gerbers.zip", False)
+    for side, name in (("front", "top"), ("back", "bottom")):
+        subprocess.run(["kicad-cli", "pcb", "export", "pos", "--format", "gerber", "--side", side, "-o",
+                        str(x2 / f"{STEM}-{name}-pos.gbr"), str(HERE / f"{STEM}.kicad_pcb")], check=True,
+                       capture_output=True)
+    zipped(export(x2), f"{STEM}-gerbers-x3.zip", False)
     zipped(export(plain, "--no-x2", "--no-netlist", "--disable-aperture-macros"), f"{STEM}-gerbers-rs274x.zip", True)
 subprocess.run(["kicad-cli", "pcb", "export", "pos", "--format", "csv", "--units", "mm", "--side", "both", "-o",
                 str(HERE / f"{STEM}-pos.csv"), str(HERE / f"{STEM}.kicad_pcb")], check=True, capture_output=True)

@@ -249,7 +249,6 @@ class NewBoardTab(OneJobAtATime, QWidget):
     # -- import -------------------------------------------------------------------------------------
     def import_board(self) -> None:
         from inspector.board.importing import import_board, recipe_name
-        from inspector.board.odbpp import is_odb_job
 
         cad = Path(self.cad.text().strip())
         library = Path(self.library.text().strip()) if self.library.text().strip() else None
@@ -257,9 +256,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
         profile = Path(self.profile.text().strip()) if self.profile.text().strip() else None
         gerber = Path(self.gerber.text().strip()) if self.gerber.text().strip() else None
         side = self.side.currentText()
-        if not (cad.is_file() or (cad.is_dir() and is_odb_job(cad))):
-            self._say(f"{cad} is neither a file nor an ODB++ job's folder: choose the board's CAD or centroid file",
-                      error=True)
+        if not cad.exists():
+            self._say(f"{cad} does not exist: choose the board's CAD or centroid file (or an ODB++ job's or a "
+                      "Gerber X3 set's folder)", error=True)
             return
         name = recipe_name(cad) if step is None else f"{recipe_name(cad)}-{step}"
         out = self.work_root / name / f"{name}.yaml"

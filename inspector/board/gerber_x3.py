@@ -1,0 +1,104 @@
+"""Gerber X3 component layers: the placement itself in a board's Gerber set, so the set imports alone.
+
+X3 (the Gerber format's 2020 revision) adds a layer per side (`%TF.FileFunction,Component,L1,Top*%`, `...,Bot*%`)
+that flashes each part's point (aperture function `ComponentMain`) with its reference (`.C`), rotation (`.CRot`,
+degrees counter-clockwise), footprint (`.CFtp`, else the package's name `.CPgN`), value (`.CVal`) and mount
+(`.CMnt`: SMD, TH, ...). KiCad writes them (`kicad-cli pcb export pos --format gerber`), as do other current CAD
+tools. Read here into the neutral design as a placement file is; gerber.py then gives each part its pads from the
+same set's copper. A bottom part's rotation is taken as the file writes it: its pads, read off the copper in the
+same frame, land where the copper has them either way.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+import zipfile
+from pathlib import Path
+
+from .design import BoardDesign, CadError, PlacedPart
+
+FUNCTION = re.compile(r"%TF\.FileFunction,Component,L\d+,(Top|Bot)\*%")
+HEAD_BYTES = 4096  # the file function is a header attribute: it stands in a file's first lines
+
+
+def _files(path: Path) -> list[tuple[str, bytes]]:
+    """(name, head) of every file in the set: a folder (and its folders) or a zip."""
+    if path.is_dir():
+        out = []
+        for f in sorted(path.rglob("*")):
+            if f.is_file():
+                with f.open("rb") as fh:
+                    out.append((str(f), fh.read(HEAD_BYTES)))
+        return out
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            return [(i.filename, z.open(i).read(HEAD_BYTES)) for i in z.infolist() if not i.is_dir()]
+    return []
+
+
+def _read(path: Path, name: str) -> str:
+    if path.is_dir():
+        data = Path(name).read_bytes()
+    else:
+        with zipfile.ZipFile(path) as z:
+            data = z.read(name)
+    return data.decode("utf-8", errors="replace")
+
+
+def component_layers(path: Path) -> list[tuple[str, str]]:
+    """(side, file name) of each X3 component layer in the set at `path`; empty where it has none."""
+    found = []
+    for name, head in _files(Path(path)):
+        m = FUNCTION.search(head.decode("utf-8", errors="replace"))
+        if m:
+            found.append(("top" if m.group(1) == "Top" else "bottom", name))
+    return found
+
+
+def holds_gerbers(path: Path) -> bool:
+    """The folder or zip holds Gerber files (each states its coordinate format, `%FS`, in its header)."""
+    return any(b"%FS" in head for _name, head in _files(Path(path)))
+
+
+def _value(attrs: dict, key: str) -> str:
+    v = attrs.get(key)
+    return ",".join(str(x) for x in v) if v else ""
+
+
+def read_x3(path: Path) -> BoardDesign:
+    """The parts the set's component layers place; CadError naming the file where one cannot be read."""
+    from gerbonara import GerberFile
+    from gerbonara.utils import MM
+
+    path = Path(path)
+    layers = component_layers(path)
+    if not layers:
+        raise CadError(f"{path}: no Gerber X3 component layer (`%TF.FileFunction,Component,...`) in the set: give "
+                       "the placement file beside it (board import PLACEMENT --gerber SET)")
+    parts: list[PlacedPart] = []
+    for side, name in layers:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                layer = GerberFile.from_string(_read(path, name), filename=name)
+        except Exception as exc:  # gerbonara raises what its parser met: name it, with the file
+            raise CadError(f"{name}: not a Gerber file gerbonara can read ({exc}); export it again") from None
+        for obj in layer.objects:
+            attrs = getattr(obj, "attrs", None)
+            if type(obj).__name__ != "Flash" or not isinstance(attrs, dict) or not attrs.get(".C"):
+                continue
+            functions = dict(getattr(obj.aperture, "attrs", ()) or ())
+            if functions.get(".AperFunction", ("ComponentMain",))[0] != "ComponentMain":
+                continue
+            try:
+                rotation = float(_value(attrs, ".CRot") or 0.0)
+            except ValueError:
+                raise CadError(f"{name}: part {_value(attrs, '.C')}'s rotation (.CRot) "
+                               f"{_value(attrs, '.CRot')!r} is not a number") from None
+            x, y = obj.unit.convert_to(MM, obj.x), obj.unit.convert_to(MM, obj.y)
+            package = _value(attrs, ".CFtp") or _value(attrs, ".CPgN")
+            parts.append(PlacedPart(_value(attrs, ".C"), _value(attrs, ".CVal"), package, x, y, rotation, side,
+                                    through_hole=_value(attrs, ".CMnt").upper() == "TH"))
+    if not parts:
+        raise CadError(f"{path}: its component layers place no part (no `ComponentMain` flash with a reference)")
+    return BoardDesign(str(path), "Gerber X3 component layers", parts, y_up=True)
