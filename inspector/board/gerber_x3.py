@@ -3,7 +3,7 @@
 X3 (the Gerber format's 2020 revision) adds a layer per side (`%TF.FileFunction,Component,L1,Top*%`, `...,Bot*%`)
 that flashes each part's point (aperture function `ComponentMain`) with its reference (`.C`), rotation (`.CRot`,
 degrees counter-clockwise), footprint (`.CFtp`, else the package's name `.CPgN`), value (`.CVal`) and mount
-(`.CMnt`: SMD, TH, ...). KiCad writes them (`kicad-cli pcb export pos --format gerber`), as do other current CAD
+(`.CMnt`: SMD, TH, Fiducial, ...; a fiducial is a registration mark). KiCad writes them (`kicad-cli pcb export pos --format gerber`), as do other current CAD
 tools. Read here into the neutral design as a placement file is; gerber.py then gives each part its pads from the
 same set's copper. A bottom part's rotation is taken as the file writes it: its pads, read off the copper in the
 same frame, land where the copper has them either way.
@@ -97,8 +97,9 @@ def read_x3(path: Path) -> BoardDesign:
                                f"{_value(attrs, '.CRot')!r} is not a number") from None
             x, y = obj.unit.convert_to(MM, obj.x), obj.unit.convert_to(MM, obj.y)
             package = _value(attrs, ".CFtp") or _value(attrs, ".CPgN")
+            mount = _value(attrs, ".CMnt").upper()
             parts.append(PlacedPart(_value(attrs, ".C"), _value(attrs, ".CVal"), package, x, y, rotation, side,
-                                    through_hole=_value(attrs, ".CMnt").upper() == "TH"))
+                                    through_hole=mount == "TH", fiducial=mount == "FIDUCIAL"))
     if not parts:
         raise CadError(f"{path}: its component layers place no part (no `ComponentMain` flash with a reference)")
     return BoardDesign(str(path), "Gerber X3 component layers", parts, y_up=True)
