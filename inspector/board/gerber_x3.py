@@ -2,11 +2,12 @@
 
 X3 (the Gerber format's 2020 revision) adds a layer per side (`%TF.FileFunction,Component,L1,Top*%`, `...,Bot*%`)
 that flashes each part's point (aperture function `ComponentMain`) with its reference (`.C`), rotation (`.CRot`,
-degrees counter-clockwise), footprint (`.CFtp`, else the package's name `.CPgN`), value (`.CVal`) and mount
-(`.CMnt`: SMD, TH, Fiducial, ...; a fiducial is a registration mark). KiCad writes them (`kicad-cli pcb export pos --format gerber`), as do other current CAD
-tools. Read here into the neutral design as a placement file is; gerber.py then gives each part its pads from the
-same set's copper. A bottom part's rotation is taken as the file writes it: its pads, read off the copper in the
-same frame, land where the copper has them either way.
+degrees counter-clockwise), footprint (`.CFtp`, else the package's name `.CPgN`), value (`.CVal`) and mount (`.CMnt`:
+SMD, TH, Fiducial, ...; a fiducial is a registration mark). KiCad writes them (`kicad-cli pcb export pos --format
+gerber`), as do other current CAD tools. Read here into the neutral design as a placement file is; gerber.py then
+gives each part its pads from the same set's copper. A bottom part's rotation is taken as the file writes it (KiCad
+writes it 180 degrees from its board file's): its pads, read off the copper in the same frame, land where the copper
+has them either way.
 """
 from __future__ import annotations
 
