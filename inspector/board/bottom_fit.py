@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from .design import PlacedPart, in_frame, turned
+from .design import PlacedPart, in_frame, named_refs, turned
 from .flip import mirrored_pads, mirrored_rect
 
 Point = tuple[float, float]
@@ -122,14 +122,10 @@ def bottom_footprints(parts: list[PlacedPart], pins: dict[str, list[tuple[Point,
             out.append(on_pins(nearest.wear(part), pins[part.ref], nearest))
     if own:
         notes.append(f"{where}: {len(own)} bottom part(s) read otherwise, as their own pins show (their packages "
-                     f"drawn another way): {_named(own)}")
+                     f"drawn another way): {named_refs(own)}")
     if moved:
         notes.append(f"{where}: {len(moved)} bottom part(s) whose package no reading puts on the pins the file "
-                     f"places: their pads put where the file's pins are: {_named(moved)}; check their windows in the "
-                     "preview")
+                     f"places: their pads put where the file's pins are: {named_refs(moved)}; check their windows in "
+                     "the preview")
     return out, notes
 
-
-def _named(refs: list[str]) -> str:
-    shown = sorted(refs)[:12]
-    return ", ".join(shown) + (f" and {len(refs) - len(shown)} more" if len(refs) > len(shown) else "")

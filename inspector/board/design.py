@@ -57,6 +57,15 @@ def arc_points(start: tuple[float, float], end: tuple[float, float], centre: tup
     return [(centre[0] + r * math.cos(a), centre[1] + r * math.sin(a)) for a in turns] + [end]
 
 
+BARE_HOLES = "nothing to solder (its pins are bare holes: a mounting hole)"  # why a part of unplated holes is out
+
+
+def named_refs(refs: list[str], most: int = 12) -> str:
+    """References for a note: sorted, the first `most`, and how many more."""
+    shown = sorted(refs)[:most]
+    return ", ".join(shown) + (f" and {len(refs) - len(shown)} more" if len(refs) > len(shown) else "")
+
+
 MIN_BODY_MM = 0.1  # a drawn box narrower than this (a lone line drawn on a body's layer) is no body
 
 

@@ -20,7 +20,7 @@ import math
 import statistics
 from dataclasses import replace
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, in_frame, on_board
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, in_frame, named_refs, on_board
 from .gerber import BoxGrid, GerberBoard, GerberPad
 from .klc_names import stated_size
 from .library import Library
@@ -32,9 +32,14 @@ PIN_ONE_MM = 0.05  # a pad this near the placement point is the point: the part 
 ENOUGH = 0.5  # the share of parts that must find pads for an origin to be the files' shared one
 
 
+def _corners(pads: list) -> list[tuple[float, float]]:
+    """Every pad's corners (GerberPads on the board, or a footprint's Pads), in their own frame."""
+    return [(q.x + sx * q.w / 2, q.y + sy * q.h / 2) for q in pads for sx in (-1, 1) for sy in (-1, 1)]
+
+
 def _pads_box(pads: list) -> Rect:
-    """The box holding every pad (GerberPads on the board, or a footprint's Pads), in their own frame."""
-    return bounding([(q.x + sx * q.w / 2, q.y + sy * q.h / 2) for q in pads for sx in (-1, 1) for sy in (-1, 1)])
+    """The box holding every pad, in their own frame."""
+    return bounding(_corners(pads))
 
 
 def _seeds(parts: list[PlacedPart], library: Library,
@@ -46,9 +51,7 @@ def _seeds(parts: list[PlacedPart], library: Library,
     for p in parts:
         own = [q for q in named.get(p.ref, ()) if q.side == p.side]
         if own:
-            corners = [in_frame(p, (q.x + sx * q.w / 2, q.y + sy * q.h / 2)) for q in own for sx in (-1, 1)
-                       for sy in (-1, 1)]
-            seeds[p.ref] = bounding(corners)
+            seeds[p.ref] = bounding([in_frame(p, c) for c in _corners(own)])
             continue
         size = library.body(p.package, p.ref) or stated_size(p.package)
         if size is not None:
@@ -161,42 +164,57 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
     return replace(part, pads=tuple(own), body=box, through_hole=any(q.through_hole for q in pads))
 
 
+def _named(design: BoardDesign, placed: list[PlacedPart], board: GerberBoard, library: Library
+           ) -> tuple[tuple[float, float], dict[str, list[GerberPad]]]:
+    """(the Gerbers' offset onto the placement, each part's pads) where the Gerbers name their parts."""
+    shift, agree, asked = _named_shift(placed, board.pads)
+    if asked and agree < ENOUGH * asked:
+        raise CadError(f"{board.source}: the parts' pads named in the Gerbers lie at no one offset from where "
+                       f"{design.source} places them ({agree} of {asked} agree within {AGREE_MM} mm): check that "
+                       "both files are of the same board and revision")
+    mine: dict[str, list[GerberPad]] = {}
+    for pad in board.pads:
+        if pad.ref is not None:
+            mine.setdefault(pad.ref, []).append(replace(pad, x=pad.x + shift[0], y=pad.y + shift[1]))
+    # pads the file names no part for (a custom pad's region, which gerbonara keeps without its attributes) go
+    # by place, to a part by its named pads' box where it has some
+    loose = [q for q in board.pads if q.ref is None]
+    for ref, got in _by_place(placed, loose, _seeds(placed, library, mine), shift).items():
+        mine.setdefault(ref, []).extend(got)
+    return shift, mine
+
+
+def _placed(design: BoardDesign, placed: list[PlacedPart], board: GerberBoard, library: Library
+            ) -> tuple[tuple[float, float], dict[str, list[GerberPad]]]:
+    """(the Gerbers' offset onto the placement, each part's pads) where the Gerbers name no part: by place, from
+    the shared origin or the board's lower-left corner, whichever gives more parts pads."""
+    tried = []
+    corners = [(0.0, 0.0)] + ([(board.outline[0], board.outline[1])] if board.outline is not None else [])
+    seeds = _seeds(placed, library, {})
+    for corner in corners:
+        # the placement file relative to the board's lower-left corner: the Gerbers moved by minus that corner
+        s = (-corner[0], -corner[1]) if corner != (0.0, 0.0) else corner
+        got = _by_place(placed, board.pads, seeds, s)
+        tried.append((sum(p.ref in got for p in placed), s, got))
+    found, shift, mine = max(tried, key=lambda t: t[0])
+    if placed and found < ENOUGH * len(placed):
+        raise CadError(f"{board.source}: only {found} of {len(placed)} parts of {design.source} have a pad of the "
+                       f"Gerbers within {REACH_MM} mm of their body: the two files do not share an origin (a "
+                       "placement file relative to the drill origin beside absolute Gerbers, say) or are not of "
+                       "one board; export both from the same origin")
+    return shift, mine
+
+
 def with_gerbers(design: BoardDesign, board: GerberBoard, library: Library) -> BoardDesign:
     """`design` (a placement file's) with every part's pads from `board` and the board's edge, noted."""
     placed = [p for p in design.parts if p.excluded is None]
-    shift, notes = (0.0, 0.0), []
     if board.attributed:
-        shift, agree, asked = _named_shift(placed, board.pads)
-        if asked and agree < ENOUGH * asked:
-            raise CadError(f"{board.source}: the parts' pads named in the Gerbers lie at no one offset from where "
-                           f"{design.source} places them ({agree} of {asked} agree within {AGREE_MM} mm): check that "
-                           "both files are of the same board and revision")
-        mine: dict[str, list[GerberPad]] = {}
-        for pad in board.pads:
-            if pad.ref is not None:
-                mine.setdefault(pad.ref, []).append(replace(pad, x=pad.x + shift[0], y=pad.y + shift[1]))
-        # pads the file names no part for (a custom pad's region, which gerbonara keeps without its attributes) go
-        # by place, to a part by its named pads' box where it has some
-        loose = [q for q in board.pads if q.ref is None]
-        for ref, got in _by_place(placed, loose, _seeds(placed, library, mine), shift).items():
-            mine.setdefault(ref, []).extend(got)
+        shift, mine = _named(design, placed, board, library)
         how = "by the parts the Gerbers name (X2 component attributes)"
     else:
-        tried = []
-        corners = [(0.0, 0.0)] + ([(board.outline[0], board.outline[1])] if board.outline is not None else [])
-        seeds = _seeds(placed, library, {})
-        for corner in corners:
-            # the placement file relative to the board's lower-left corner: the Gerbers moved by minus that corner
-            s = (-corner[0], -corner[1]) if corner != (0.0, 0.0) else corner
-            got = _by_place(placed, board.pads, seeds, s)
-            tried.append((sum(p.ref in got for p in placed), s, got))
-        found, shift, mine = max(tried, key=lambda t: t[0])
-        if placed and found < ENOUGH * len(placed):
-            raise CadError(f"{board.source}: only {found} of {len(placed)} parts of {design.source} have a pad of the "
-                           f"Gerbers within {REACH_MM} mm of their body: the two files do not share an origin (a "
-                           "placement file relative to the drill origin beside absolute Gerbers, say) or are not of "
-                           "one board; export both from the same origin")
+        shift, mine = _placed(design, placed, board, library)
         how = "by place (the Gerbers do not name their parts)"
+    notes = []
     if math.hypot(*shift) > 1e-6:
         notes.append(f"the Gerbers' origin is {-shift[0]:.3f}, {-shift[1]:.3f} mm from the placement file's: moved "
                      "onto it")
@@ -209,18 +227,15 @@ def with_gerbers(design: BoardDesign, board: GerberBoard, library: Library) -> B
             parts.append(p)
             if p.excluded is None:
                 bare.append(p.ref)
-    given = len(placed) - len(bare)
-    notes.append(f"pads from the Gerbers {how}: {given} of {len(placed)} parts")
-    unsized = sorted(p.ref for p in parts if p.pads and p.body is None and p.excluded is None)
+    notes.append(f"pads from the Gerbers {how}: {len(placed) - len(bare)} of {len(placed)} parts")
+    unsized = [p.ref for p in parts if p.pads and p.body is None and p.excluded is None]
     if unsized:
-        shown = ", ".join(unsized[:12]) + (f" and {len(unsized) - 12} more" if len(unsized) > 12 else "")
         notes.append(f"{len(unsized)} part(s) whose windows are their pads alone (the library sizes no body for "
                      f"their packages; a body reaching past its pads, an electrolytic's can, is cut: give it in the "
-                     f"plant library, `packages: NAME: {{class: ..., body: [w, h]}}`): {shown}")
+                     f"plant library, `packages: NAME: {{class: ..., body: [w, h]}}`): {named_refs(unsized)}")
     if bare:
-        shown = ", ".join(sorted(bare)[:12]) + (f" and {len(bare) - 12} more" if len(bare) > 12 else "")
         notes.append(f"{len(bare)} part(s) with no pad in the Gerbers: their windows are the library's bodies: "
-                     f"{shown}")
+                     f"{named_refs(bare)}")
     outline = board.outline
     if outline is not None:
         outline = (outline[0] + shift[0], outline[1] + shift[1], outline[2] + shift[0], outline[3] + shift[1])

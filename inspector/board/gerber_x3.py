@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import warnings
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from .design import BoardDesign, CadError, PlacedPart
@@ -23,7 +24,8 @@ HEAD_BYTES = 4096  # the file function is a header attribute: it stands in a fil
 
 
 def _files(path: Path) -> list[tuple[str, bytes]]:
-    """(name, head) of every file in the set: a folder (and its folders) or a zip."""
+    """(name, head) of every file in the set: a folder (and its folders) or a zip; none for an ODB++ job's zip (its
+    `matrix/matrix` says so by name, before any file is read)."""
     if path.is_dir():
         out = []
         for f in sorted(path.rglob("*")):
@@ -33,7 +35,10 @@ def _files(path: Path) -> list[tuple[str, bytes]]:
         return out
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
-            return [(i.filename, z.open(i).read(HEAD_BYTES)) for i in z.infolist() if not i.is_dir()]
+            items = [i for i in z.infolist() if not i.is_dir()]
+            if any(i.filename.lower().endswith("matrix/matrix") for i in items):
+                return []
+            return [(i.filename, z.open(i).read(HEAD_BYTES)) for i in items]
     return []
 
 
@@ -46,19 +51,23 @@ def _read(path: Path, name: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def component_layers(path: Path) -> list[tuple[str, str]]:
-    """(side, file name) of each X3 component layer in the set at `path`; empty where it has none."""
-    found = []
+@dataclass(frozen=True)
+class GerberSet:
+    """What a folder or zip holds, read from its files' heads once."""
+
+    layers: tuple[tuple[str, str], ...]  # (side, file name) of each X3 component layer
+    gerbers: bool  # any Gerber file (each states its coordinate format, `%FS`, in its header)
+
+
+def scan(path: Path) -> GerberSet:
+    """The X3 component layers and whether any Gerber file is in the folder or zip at `path`."""
+    layers, gerbers = [], False
     for name, head in _files(Path(path)):
+        gerbers |= b"%FS" in head
         m = FUNCTION.search(head.decode("utf-8", errors="replace"))
         if m:
-            found.append(("top" if m.group(1) == "Top" else "bottom", name))
-    return found
-
-
-def holds_gerbers(path: Path) -> bool:
-    """The folder or zip holds Gerber files (each states its coordinate format, `%FS`, in its header)."""
-    return any(b"%FS" in head for _name, head in _files(Path(path)))
+            layers.append(("top" if m.group(1) == "Top" else "bottom", name))
+    return GerberSet(tuple(layers), gerbers)
 
 
 def _value(attrs: dict, key: str) -> str:
@@ -66,13 +75,14 @@ def _value(attrs: dict, key: str) -> str:
     return ",".join(str(x) for x in v) if v else ""
 
 
-def read_x3(path: Path) -> BoardDesign:
-    """The parts the set's component layers place; CadError naming the file where one cannot be read."""
+def read_x3(path: Path, layers: tuple[tuple[str, str], ...] | None = None) -> BoardDesign:
+    """The parts the set's component layers (`layers`, scanned here where not given) place; CadError naming the
+    file where one cannot be read."""
     from gerbonara import GerberFile
     from gerbonara.utils import MM
 
     path = Path(path)
-    layers = component_layers(path)
+    layers = scan(path).layers if layers is None else layers
     if not layers:
         raise CadError(f"{path}: no Gerber X3 component layer (`%TF.FileFunction,Component,...`) in the set: give "
                        "the placement file beside it (board import PLACEMENT --gerber SET)")

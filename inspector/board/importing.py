@@ -11,7 +11,7 @@ from .eagle import read_eagle
 from .geometry import write_geometry
 from .gerber import read_gerbers
 from .gerber_parts import with_gerbers
-from .gerber_x3 import component_layers, holds_gerbers, read_x3
+from .gerber_x3 import read_x3, scan
 from .ipc2581 import read_ipc2581
 from .kicad import read_kicad
 from .library import Library, load_library, unknown_template
@@ -28,8 +28,9 @@ def read_design(file: Path, profile: Path | None, step: str | None = None, gerbe
                 library: Library | None = None) -> BoardDesign:
     """The design of `file`, by its kind; `step`: which of an ODB++ job's steps; `gerber`: the fabrication Gerbers
     beside a placement file, whose pads and outline it wears (gerber_parts.py, the parts placed by `library`)."""
-    if gerber is None and step is None and is_gerber_x3(file):
-        return with_gerbers(read_x3(file), read_gerbers(file), library or load_library(None))
+    layers = _x3_layers(file) if gerber is None and step is None else ()
+    if layers:
+        return with_gerbers(read_x3(file, layers), read_gerbers(file), library or load_library(None))
     design = _read(file, profile, step)
     if gerber is None:
         return design
@@ -40,17 +41,17 @@ def read_design(file: Path, profile: Path | None, step: str | None = None, gerbe
     return with_gerbers(design, read_gerbers(gerber), library or load_library(None))
 
 
-def is_gerber_x3(file: Path) -> bool:
-    """A Gerber set (a folder or a zip, not an ODB++ job) whose component layers place its parts (gerber_x3.py);
-    ValueError for a Gerber set without them, which needs its placement file."""
+def _x3_layers(file: Path) -> tuple[tuple[str, str], ...]:
+    """The X3 component layers of a Gerber set given as the file (a folder or a zip, not an ODB++ job), which place
+    its parts (gerber_x3.py); none where the file is no such set; ValueError for a Gerber set without them, which
+    needs its placement file."""
     if not ((file.is_dir() and not is_odb_job(file)) or file.suffix.lower() == ".zip"):
-        return False
-    if component_layers(file):
-        return True
-    if holds_gerbers(file):  # an ODB++ zip holds no Gerber file
+        return ()
+    found = scan(file)
+    if not found.layers and found.gerbers:
         raise ValueError(f"{file}: a Gerber set without X3 component layers holds no placement: import the board's "
                          f"placement (centroid) file with this set beside it (board import PLACEMENT --gerber {file})")
-    return False
+    return found.layers
 
 
 def _read(file: Path, profile: Path | None, step: str | None) -> BoardDesign:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml, turned
+from .design import BARE_HOLES, BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml, turned
 from .drawn_bodies import by_side
 from .ipc2581_copper import Flash, flashed_note, pin_pads, with_every_flash
 from .ipc2581_drawings import assembly_drawings
@@ -95,9 +95,11 @@ class _Package:
 def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale: float,
              centres: dict[str, Point]) -> _Package:
     """The package's pads and body in its own frame, its pins' places and numbers, and its possible bare holes."""
-    pads, numbers = [], []
+    pads, numbers, holes = [], [], set()
     places: dict[str, Point] = {}
     for pin in pkg.iter("Pin"):
+        if (pin.get("electricalType", "").upper(), pin.get("type", "").upper()) == ("MECHANICAL", "THRU"):
+            holes.add(pin.get("number", ""))
         loc = pin.find("Location")
         ref = pin.find("StandardPrimitiveRef")
         w, h = primitives.get(ref.get("id", "") if ref is not None else "", (0.0, 0.0))
@@ -119,9 +121,7 @@ def _package(pkg: ET.Element, primitives: dict[str, tuple[float, float]], scale:
         body = bounding(_polygon_points(pkg.find(name), scale))
         if body is not None:
             break
-    holes = frozenset(pin.get("number", "") for pin in pkg.iter("Pin")
-                      if (pin.get("electricalType", "").upper(), pin.get("type", "").upper()) == ("MECHANICAL", "THRU"))
-    return _Package(tuple(pads), body, places, tuple(numbers), holes)
+    return _Package(tuple(pads), body, places, tuple(numbers), frozenset(holes))
 
 
 def _without_bare_holes(pkg: _Package, ref: str, flashes: dict[tuple[str, str], list[Flash]]
@@ -246,7 +246,7 @@ def read_ipc2581(path: Path) -> BoardDesign:
         if excluded is None and not pads and body is None:
             excluded = "a component whose package has no pins or outline in the file"
         if excluded is None and listed and not pads:
-            excluded = "nothing to solder (its pins are bare holes: a mounting hole)"
+            excluded = BARE_HOLES
         parts.append(PlacedPart(ref, comp.get("part", ""), own_names.get(package, package), _f(loc, "x") * scale,
                                 _f(loc, "y") * scale, turn, side, pads, body,
                                 through_hole=comp.get("mountType", "").upper() == "THMT" or

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
-from .design import PlacedPart, in_frame, on_board
+from .design import PlacedPart, in_frame, named_refs, on_board
 from .ipc2581_xml import value
 
 Point = tuple[float, float]
@@ -94,6 +94,6 @@ def with_every_flash(parts: list[PlacedPart], numbers: dict[str, tuple[str, ...]
 
 def flashed_note(grown: list[str]) -> str:
     """The import's note naming the parts whose pads were put back."""
-    shown = ", ".join(sorted(grown)[:12]) + (f" and {len(grown) - 12} more" if len(grown) > 12 else "")
     return (f"{len(grown)} part(s) whose package lists one pin number once where the copper flashes it several "
-            f"times (a connector's mounting pads): the other pads added where the copper has them: {shown}")
+            f"times (a connector's mounting pads): the other pads added where the copper has them: "
+            f"{named_refs(grown)}")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .bottom_fit import DRAWN_MIRRORED, bottom_footprints
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+from .design import BARE_HOLES, BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
 from .drawn_bodies import dressed
 from .mask_openings import Opening, with_openings
 from .odbpp_drawings import body_layers, document_layers, drawings
@@ -571,7 +571,7 @@ def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]],
             if excluded is None and data and not pkg.pads and body is None:
                 excluded = "a component whose package has no pins or outline in the file"
             if excluded is None and pkg.holes and not pkg.pads:
-                excluded = "nothing to solder (its pins are bare holes: a mounting hole)"
+                excluded = BARE_HOLES
             side = "bottom" if c.mirrored or sides[layer] == "bottom" else "top"
             pins[c.ref] = [(pkg.pins[i], (x * scale, y * scale)) for i, x, y in c.toeprints if 0 <= i < len(pkg.pins)]
             parts.append(PlacedPart(c.ref, c.value or c.part, pkg.name, c.x * scale, c.y * scale, (-c.rot) % 360.0,
