@@ -204,10 +204,10 @@ def test_a_malformed_or_foreign_kicad_file_is_refused_by_name(tmp_path: Path) ->
 
 @needs_boards
 def test_a_kicad9_board_asks_for_the_packages_the_library_lacks_then_imports(tmp_path: Path) -> None:
-    out = tmp_path / "stm.yaml"
+    out = tmp_path / "new" / "stm.yaml"  # a folder that does not exist yet: the asked file makes it
     r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20")
     assert r.returncode == 3 and not out.exists(), r.stdout  # it asks (exit 3), writes nothing
-    asked = tmp_path / "stm.packages.yaml"
+    asked = tmp_path / "new" / "stm.packages.yaml"
     for package in ("MLPF-WB55-01E3_STM-M", "TO254P942H425-4", "Texas_R-PDSO-G6", "XDCR_SCD41-D-R2"):
         assert package in r.stderr and package in asked.read_text()
     r = cli("board", "import", str(STM32), "--out", str(out), "--px-per-mm", "20", "--library", str(asked))

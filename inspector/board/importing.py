@@ -108,6 +108,7 @@ def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", lib
         imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
     except UnknownPackages as exc:
         asked = unknown_path(out)
+        asked.parent.mkdir(parents=True, exist_ok=True)
         asked.write_text(unknown_template(exc.unknown, sorted(lib.classes)), encoding="utf-8")
         raise PackagesAsked(f"{exc}. Nothing was written but {asked}: fill in each package's class there and "
                             f"import again with --library {asked}", asked) from None
