@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from inspector.board.centroid import load_profile, read_centroid
+from inspector.board.importing import read_design
 from inspector.board.kicad import CadError, read_kicad
 from inspector.board.library import load_library
 from inspector.board.to_rules import UnknownPackages, import_design
@@ -252,6 +253,25 @@ def test_an_eagle_centroid_file_takes_bodies_from_the_library(tmp_path: Path) ->
     assert rules.component("LED-0603").size == (48, 24)  # 1.6 x 0.8 mm at 30 px/mm
     top = design.bounds()[3]
     assert placed["C1"].y == round((top - 26.29) * 30)  # y up in the file, down in the image
+
+
+@needs_boards
+def test_snappergps_through_its_own_bom(tmp_path: Path) -> None:
+    """The real board's BOM (a spreadsheet's CSV: `402` for 0402, designators in quoted lists, a total line) leaves
+    off its five test points and U5, the programming pads; every other part carries its maker's part number, and
+    the centroid file's unknown packages are asked for with what the BOM says they are."""
+    bom = SNAPPER.parent / "SnapperGPS_1_0_0_BOM.csv"
+    board = read_design(SNAPPER.with_suffix(".brd"), None, bom=bom)
+    assert sorted(p.ref for p in board.parts if p.excluded == "not placed (not on the BOM)") == [
+        "GND", "RESET", "SWCLK", "SWDIO", "U5", "VDD"]
+    assert all(p.bought is not None and p.bought.part_number for p in board.parts if p.excluded is None)
+    assert next(p for p in board.parts if p.ref == "U1").bought.part_number == "EFM32HG310F64G-C-QFN32R"
+    out = tmp_path / "sg.yaml"
+    r = cli("board", "import", str(SNAPPER), "--bom", str(bom), "--out", str(out), "--px-per-mm", "20")
+    assert r.returncode == 3 and "ALEX_CONN5" not in r.stderr  # U5 is not placed: nothing to ask
+    asked = (tmp_path / "sg.packages.yaml").read_text()
+    assert ("'AMANDA_TSST8': {class: null}   # Q1, Q3, Q4\n    # BOM: Mosfet array N and P-channel, 20 V, 2.5 A, 1 W; "
+            "Rohm Semiconductor TT8M1TR; BOM package 8-SMD\n") in asked
 
 
 def test_csv_centroid_files_by_their_headers_or_a_saved_profile(tmp_path: Path) -> None:

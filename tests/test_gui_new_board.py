@@ -48,6 +48,18 @@ def new_board_tab(qtbot, tmp_path: Path) -> NewBoardTab:  # noqa: ANN001 - pytes
     return tab
 
 
+def imported_tab(qtbot, tmp_path: Path, cad: Path, **fields: Path) -> NewBoardTab:  # noqa: ANN001
+    """A New board tab that has imported `cad` at 10 px/mm, with its other fields (`gerber=`, `bom=`) filled in."""
+    tab = new_board_tab(qtbot, tmp_path)
+    tab.cad.setText(str(cad))
+    for name, path in fields.items():
+        getattr(tab, name).setText(str(path))
+    tab.scale.setValue(10.0)
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    return tab
+
+
 def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_path: Path) -> None:
     (tmp_path / "b.kicad_pcb").write_text(kicad_board(), encoding="utf-8")
     first = tmp_path / "first.yaml"
@@ -225,12 +237,7 @@ def test_the_new_board_tab_imports_a_centroid_file_with_its_gerbers(qtbot, tmp_p
     """A placement file with the Gerbers beside it: the parts wear the Gerbers' pads (the summary's notes say so,
     the rule set draws them); Gerbers given with a board file are refused, with what to do."""
     cad = Path(__file__).parent / "cad"
-    tab = new_board_tab(qtbot, tmp_path)
-    tab.cad.setText(str(cad / "bodies-kicad9-pos.csv"))
-    tab.gerber.setText(str(cad / "bodies-kicad9-gerbers.zip"))
-    tab.scale.setValue(10.0)
-    tab.import_btn.click()
-    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    tab = imported_tab(qtbot, tmp_path, cad / "bodies-kicad9-pos.csv", gerber=cad / "bodies-kicad9-gerbers.zip")
     assert "pads from the Gerbers by the parts the Gerbers name" in tab.summary.text()
     rules = load_rules(tab.rules_path)
     assert {p.ref for _c, p in rules.placements()} >= {"U1", "U2", "J1", "J2", "D1"}
@@ -252,3 +259,15 @@ def test_the_new_board_tab_imports_a_centroid_file_with_its_gerbers(qtbot, tmp_p
     tab.import_btn.click()
     qtbot.waitUntil(lambda: not tab.busy and "x3: 16 parts, 10 inspected" in tab.summary.text(), timeout=30_000)
     assert {p.ref for _c, p in load_rules(tab.rules_path).placements()} >= {"U1", "U2", "J1", "J2", "D1"}
+
+
+def test_the_new_board_tab_reads_a_board_through_its_bom(qtbot, tmp_path: Path) -> None:
+    """The BOM beside the board: what it leaves off is not inspected, and the summary's notes say why."""
+    cad = Path(__file__).parent / "cad"
+    tab = imported_tab(qtbot, tmp_path, cad / "bodies-kicad9.kicad_pcb", bom=cad / "bodies-kicad9-bom.xlsx")
+    assert "2 parts the BOM lists as not fitted are not placed: J2, U3" in tab.summary.text()
+    placed = {p.ref for _c, p in load_rules(tab.rules_path).placements()}
+    assert placed >= {"U1", "U2", "J1"} and not placed & {"J2", "U3"}
+    tab.bom.setText(str(tmp_path / "missing.csv"))
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "missing.csv: cannot be read" in tab.status.text(), timeout=30_000)

@@ -99,14 +99,15 @@ def read_centroid(path: Path, profile: Profile | None = None) -> BoardDesign:
     return _table(path, text, profile or Profile())
 
 
-def _left_off(value: str, dnp: str | None = None, populate: str | None = None) -> str | None:
-    """Why the file leaves a part off the assembly (its DNP or populate column, or its value), or None."""
+def left_off(value: str, dnp: str | None = None, populate: str | None = None, whose: str = "its") -> str | None:
+    """Why a file leaves a part off the assembly (its DNP or populate column, or its value), or None; `whose`: the
+    file the reason names (a placement file's `its`, a BOM's `the BOM's`)."""
     if dnp is not None and dnp.strip().lower() in YES | {"dnp"}:
-        return "not placed (its DNP column says so)"
+        return f"not placed ({whose} DNP column says so)"
     if populate is not None and (populate.strip().lower() in NO or DNP_VALUE.search(populate)):
-        return "not placed (its populate column says no)"
+        return f"not placed ({whose} populate column says no)"
     if DNP_VALUE.search(value or ""):
-        return f"not placed (its value says {value.strip()!r})"
+        return f"not placed ({whose} value says {value.strip()!r})"
     return None
 
 
@@ -125,7 +126,7 @@ def _eagle(path: Path, text: str, side: str) -> BoardDesign:
         # the package is always the last column; the value (empty for many parts, or several words) before it
         package = cells[-1] if len(cells) > 4 else ""
         value = " ".join(cells[4:-1])
-        parts.append(PlacedPart(cells[0], value, package, x, y, rot, side, excluded=_left_off(value)))
+        parts.append(PlacedPart(cells[0], value, package, x, y, rot, side, excluded=left_off(value)))
     return BoardDesign(str(path), f"Eagle centroid ({path.suffix})", parts, y_up=True)
 
 
@@ -137,10 +138,9 @@ def _row(cells: list[str], col: dict[str, int], where: str, units: str | None) -
 
     def get(k: str) -> str:
         return cells[col[k]].strip() if k in col and col[k] < len(cells) else ""
-    left_off = _left_off(get("value"), get("dnp") if "dnp" in col else None,
-                         get("populate") if "populate" in col else None)
+    off = left_off(get("value"), get("dnp") if "dnp" in col else None, get("populate") if "populate" in col else None)
     return PlacedPart(get("ref"), get("value"), get("package"), x * scale, y * scale, rot, _side(get("side")),
-                      excluded=left_off)
+                      excluded=off)
 
 
 def _table(path: Path, text: str, profile: Profile) -> BoardDesign:

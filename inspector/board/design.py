@@ -93,6 +93,17 @@ class Pad:
 
 
 @dataclass(frozen=True)
+class Bought:
+    """What the bill of materials says a part is (bom_parts.py): what was bought for its place, which a finding on
+    the part traces back to (a supplier's lot, an alternate part)."""
+    value: str = ""  # the BOM's, which may say more than the placement's (`Ceramic capacitor, 100 nF`)
+    manufacturer: str = ""
+    part_number: str = ""  # the manufacturer's (MPN)
+    description: str = ""
+    package: str = ""  # the BOM's package name (a purchasing name, `SOT-23-5`, beside the footprint's)
+
+
+@dataclass(frozen=True)
 class PlacedPart:
     ref: str
     value: str
@@ -106,6 +117,7 @@ class PlacedPart:
     through_hole: bool = False
     fiducial: bool = False
     excluded: str | None = None  # why the file itself leaves it out of assembly (dnp, not placed, board only)
+    bought: Bought | None = None  # its bill of materials line, where a BOM came with the design
 
     def extent(self) -> Rect | None:
         """The footprint-frame box holding the body and every pad: what a window must show."""

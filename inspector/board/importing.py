@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .bom import read_bom
+from .bom_parts import with_bom
 from .centroid import load_profile, read_centroid
 from .design import BoardDesign
 from .eagle import read_eagle
@@ -25,12 +27,19 @@ CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
 
 
 def read_design(file: Path, profile: Path | None, step: str | None = None, gerber: Path | None = None,
-                library: Library | None = None) -> BoardDesign:
+                library: Library | None = None, bom: Path | None = None) -> BoardDesign:
     """The design of `file`, by its kind; `step`: which of an ODB++ job's steps; `gerber`: the fabrication Gerbers
-    beside a placement file, whose pads and outline it wears (gerber_parts.py, the parts placed by `library`)."""
+    beside a placement file, whose pads and outline it wears (gerber_parts.py, the parts placed by `library`);
+    `bom`: its bill of materials, which says which parts are fitted and what each is (bom_parts.py)."""
+    lib = library or load_library(None)
+    design = _placed(file, profile, step, gerber, lib)
+    return with_bom(design, read_bom(bom), lib) if bom is not None else design
+
+
+def _placed(file: Path, profile: Path | None, step: str | None, gerber: Path | None, library: Library) -> BoardDesign:
     layers = _x3_layers(file) if gerber is None and step is None else ()
     if layers:
-        return with_gerbers(read_x3(file, layers), read_gerbers(file), library or load_library(None))
+        return with_gerbers(read_x3(file, layers), read_gerbers(file), library)
     design = _read(file, profile, step)
     if gerber is None:
         return design
@@ -38,7 +47,7 @@ def read_design(file: Path, profile: Path | None, step: str | None = None, gerbe
         raise ValueError(f"{file}: Gerbers (--gerber, the New board tab's Gerbers) go with a placement (centroid) "
                          f"file, which has no pads; a {design.format} holds its own pads and outline: leave the "
                          "Gerbers out")
-    return with_gerbers(design, read_gerbers(gerber), library or load_library(None))
+    return with_gerbers(design, read_gerbers(gerber), library)
 
 
 def _x3_layers(file: Path) -> tuple[tuple[str, str], ...]:
@@ -85,6 +94,20 @@ def recipe_name(file: Path) -> str:
     return name
 
 
+def bought_as(design: BoardDesign) -> dict[str, str]:
+    """Each part's BOM line in a few words (what it is, who makes it, the BOM's package), where a BOM came: what
+    the engineer reads to give an unknown package its class."""
+    about = {}
+    for p in design.parts:
+        b = p.bought
+        if b is not None:
+            made = " ".join(w for w in (b.manufacturer, b.part_number) if w)
+            said = (b.description or b.value or p.value, made, b.package and f"BOM package {b.package}")
+            words = [w for w in said if w]
+            about[p.ref] = "; ".join(words)
+    return about
+
+
 def unknown_path(out: Path) -> Path:
     return out.with_suffix(".packages.yaml")
 
@@ -99,17 +122,18 @@ class PackagesAsked(ValueError):
 
 def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", library: Path | None = None,
                  profile: Path | None = None, recipe: str | None = None,
-                 step: str | None = None, gerber: Path | None = None) -> tuple[BoardDesign, Imported]:
+                 step: str | None = None, gerber: Path | None = None,
+                 bom: Path | None = None) -> tuple[BoardDesign, Imported]:
     """(the design read, what the import made of it); the rule set and its geometry written to `out` when any part
     is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and PackagesAsked says so."""
     lib = load_library(library)
-    design = read_design(file, profile, step, gerber, lib)
+    design = read_design(file, profile, step, gerber, lib, bom)
     try:
         imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
     except UnknownPackages as exc:
         asked = unknown_path(out)
         asked.parent.mkdir(parents=True, exist_ok=True)
-        asked.write_text(unknown_template(exc.unknown, sorted(lib.classes)), encoding="utf-8")
+        asked.write_text(unknown_template(exc.unknown, sorted(lib.classes), bought_as(design)), encoding="utf-8")
         raise PackagesAsked(f"{exc}. Nothing was written but {asked}: fill in each package's class there and "
                             f"import again with --library {asked}", asked) from None
     if imported.rules_text:

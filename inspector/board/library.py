@@ -142,8 +142,9 @@ def load_library(plant: Path | None = None) -> Library:
     return lib
 
 
-def unknown_template(unknown: dict[str, list[str]], classes: list[str]) -> str:
-    """A plant library file listing the unknown packages for the engineer to fill in."""
+def unknown_template(unknown: dict[str, list[str]], classes: list[str], about: dict[str, str] | None = None) -> str:
+    """A plant library file listing the unknown packages for the engineer to fill in; `about`: what a BOM says each
+    part is (ref -> a few words), written under its package."""
     lines = ["# Packages the library does not know: give each its class, then import again with",
              "# `--library THIS_FILE` (keep the file: every later board of the plant reads it too).",
              f"# Classes: {', '.join(classes)} (or add your own under classes:, as packages.yaml does).",
@@ -154,4 +155,6 @@ def unknown_template(unknown: dict[str, list[str]], classes: list[str]) -> str:
     for package, refs in sorted(unknown.items()):
         shown = ", ".join(refs[:6]) + (f" and {len(refs) - 6} more" if len(refs) > 6 else "")
         lines.append(f"  {package!r}: {{class: null}}   # {shown}")
+        said = [s for s in dict.fromkeys((about or {}).get(r, "") for r in refs) if s]
+        lines.extend(f"    # BOM: {s}" for s in said[:3])
     return "\n".join(lines) + "\n"

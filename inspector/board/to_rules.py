@@ -64,6 +64,8 @@ class PartFate:
     side: str
     inspected: bool
     reason: str = ""
+    manufacturer: str = ""  # what was bought for the place, where a BOM came with the design (design.Bought)
+    part_number: str = ""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -228,7 +230,9 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     marks: dict[str, tuple[int, int, int, int | None]] = {}  # ref -> x, y, size, bare ring (px)
     for p, filed in zip(parts, as_filed):
         cls = classes[p.ref]
-        fate = PartFate(p.ref, p.package, p.value, None, filed.x_mm, filed.y_mm, filed.rotation, p.side, False)
+        fate = PartFate(p.ref, p.package, p.value, None, filed.x_mm, filed.y_mm, filed.rotation, p.side, False,
+                        manufacturer=p.bought.manufacturer if p.bought else "",
+                        part_number=p.bought.part_number if p.bought else "")
         fates.append(fate)
         window = windows[p.ref]
         if p.side != side:

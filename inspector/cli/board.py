@@ -28,6 +28,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     imp.add_argument("--profile", help="a centroid file's profile (YAML: columns, units, y_up, bottom_x)")
     imp.add_argument("--gerber", help="the board's fabrication Gerbers (a folder or zip) beside a placement file: "
                                       "every part's pads and the board's edge from them")
+    imp.add_argument("--bom", help="the board's bill of materials (CSV, TXT or .xlsx): parts it does not list or "
+                                   "marks not fitted are not placed, and each listed part gets its line's value, "
+                                   "package, manufacturer and part number")
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
     imp.add_argument("--step", help="an ODB++ job's step to import, where several place parts (the board, or the "
                                     "panel of it the line carries: a panel is read as one board of every copy)")
@@ -143,7 +146,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         design, imported = import_board(file, out, _px_per_mm(args), args.side,
                                         Path(args.library) if args.library else None,
                                         Path(args.profile) if args.profile else None, args.recipe, args.step,
-                                        Path(args.gerber) if args.gerber else None)
+                                        Path(args.gerber) if args.gerber else None,
+                                        Path(args.bom) if args.bom else None)
     except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
         print(f"inspector: asks: {exc}", file=sys.stderr)
         return REFUSED

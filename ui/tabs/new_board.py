@@ -106,6 +106,11 @@ class NewBoardTab(OneJobAtATime, QWidget):
                                        "board's edge (optional)")
         gerber_btn = QPushButton("Folder…")
         gerber_btn.clicked.connect(self._browse_gerbers)
+        self.bom = QLineEdit()
+        self.bom.setPlaceholderText("the bill of materials (CSV or .xlsx): which parts are fitted, what each is "
+                                    "(optional)")
+        bom_btn = QPushButton("Browse…")
+        bom_btn.clicked.connect(lambda: self._browse(self.bom, "bill of materials (CSV, TXT or .xlsx)"))
         self.library = QLineEdit()
         self.library.setPlaceholderText("the plant's package library (optional)")
         lib_btn = QPushButton("Browse…")
@@ -167,7 +172,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
         row = QHBoxLayout()
         row.addWidget(self.gerber, 1)
         row.addWidget(gerber_btn)
-        form.addRow("Gerbers", row)
+        row.addWidget(self.bom, 1)
+        row.addWidget(bom_btn)
+        form.addRow("Gerbers / BOM", row)
         row = QHBoxLayout()
         row.addWidget(self.library, 1)
         row.addWidget(lib_btn)
@@ -255,6 +262,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         step = self.step.text().strip() or None
         profile = Path(self.profile.text().strip()) if self.profile.text().strip() else None
         gerber = Path(self.gerber.text().strip()) if self.gerber.text().strip() else None
+        bom = Path(self.bom.text().strip()) if self.bom.text().strip() else None
         side = self.side.currentText()
         if not cad.exists():
             self._say(f"{cad} does not exist: choose the board's CAD or centroid file (or an ODB++ job's or a "
@@ -264,7 +272,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         out = self.work_root / name / f"{name}.yaml"
         scale = self.scale.value()
         self._say(f"importing {cad.name}…")
-        self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step, gerber),
+        self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step, gerber, bom),
                   lambda r: self._imported(out, side, *r))
 
     def _imported(self, out: Path, side: str, design: Any, imported: Any) -> None:

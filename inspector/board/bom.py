@@ -1,0 +1,203 @@
+"""A bill of materials (BOM) read: which parts it lists, on which of its lines, and what each line says they are.
+
+A BOM is a table of lines, one per part or per group of parts alike: their designators (a list, `C1, C2 C5;C7`, or
+ranges, `R1-R4`, `R1-4`, `R1..R4`), how many, the value, the package, the manufacturer and its part number, and
+whether the assembly fits them (a DNP or populate column, or a value saying `DNP` or `Not fitted`). Read here: CSV,
+TSV, semicolons or aligned text in any encoding centroid_table decodes, and Excel workbooks (.xlsx, the first sheet
+with a header, whatever title rows stand above it). Columns are found by their usual names (`COLUMNS`: KiCad's
+Refs/Value/Footprint/Qty/DNP, Altium's Designator/Comment/Footprint/Quantity, JLC's Designator/Comment/Footprint,
+Eagle's Parts/Value/Package, OrCAD's Reference/Quantity/Part, Digi-Key's and Mouser's Manufacturer Part Number).
+What a design does with it is bom_parts.py's.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from zipfile import BadZipFile
+
+from .centroid import COLUMNS as PLACEMENT_COLUMNS
+from .centroid import left_off
+from .centroid_table import column_key, decode, find_table
+from .design import CadError
+
+COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first; a column serves one field
+    "refs": ("designator", "designators", "refs", "reference", "references", "refdes", "ref des", "ref", "ref.",
+             "reference designator", "reference designators", "ref designator", "designator(s)", "parts", "part"),
+    "quantity": ("qty", "quantity", "qty.", "qty per board", "quantity per board", "qty/board", "qnty", "count"),
+    "value": ("value", "val", "comment", "description/value", "value/description", "part value", "part"),
+    "package": ("footprint", "package", "package/footprint", "pcb footprint", "footprint name", "pattern", "case",
+                "case/package", "package / case", "package/case"),
+    "part_number": ("mpn", "manufacturer part number", "manufacturer part #", "manufacturer part", "mfr part number",
+                    "mfr. part number", "mfr part #", "mfr. part #", "mfr part", "mfg part number", "mfg part #",
+                    "part #", "part number", "manufacturer pn", "mfr pn", "mpn1", "manufacturer_part_number"),
+    "manufacturer": ("manufacturer", "manufacturer name", "mfr", "mfr.", "mfg", "manufacturer 1", "manufacturer_name"),
+    "description": ("description", "desc", "part description"),
+    "dnp": PLACEMENT_COLUMNS["dnp"],
+    "populate": PLACEMENT_COLUMNS["populate"],
+}
+DESCRIBING = ("quantity", "value", "package", "part_number")  # a header names the designators and one of these
+SPREADSHEETS = (".xlsx", ".xlsm")
+OLD_SPREADSHEETS = (".xls", ".ods", ".numbers")
+# a range of designators: R1-R4, R1-4, R1..R4, R1 - R4, R1:R4 (the same letters both ends, or none at the end)
+_RANGE = re.compile(r"^([A-Za-z][A-Za-z_$]*)(\d+)(?:-|\.\.|:|\u2013)(?:\1)?(\d+)$")
+_MOST_IN_RANGE = 1000
+
+
+@dataclass(frozen=True)
+class BomLine:
+    where: str  # FILE:LINE, or FILE[SHEET]:ROW for a workbook
+    refs: tuple[str, ...]
+    quantity: int | None
+    value: str = ""
+    package: str = ""
+    manufacturer: str = ""
+    part_number: str = ""
+    description: str = ""
+    left_off: str | None = None  # why the BOM leaves these parts off the assembly (its DNP column, its value)
+
+
+@dataclass
+class Bom:
+    source: str
+    lines: list[BomLine]
+    notes: list[str] = field(default_factory=list)
+
+    def by_ref(self) -> dict[str, BomLine]:
+        return {ref: line for line in self.lines for ref in line.refs}
+
+
+def designators(text: str, where: str) -> tuple[str, ...]:
+    """A designator cell's references in order: a list split at commas, semicolons and spaces, ranges expanded."""
+    text = re.sub(r"\s*(-|\.\.|\u2013)\s*(?=[A-Za-z]*\d)", r"\1", text.strip())  # `R1 - R4` is one range
+    refs: list[str] = []
+    for token in re.split(r"[,;\s]+", text):
+        token = token.strip().strip('"')
+        if not token:
+            continue
+        m = _RANGE.match(token)
+        if m is None:
+            refs.append(token)
+            continue
+        first, last = int(m.group(2)), int(m.group(3))
+        if not first <= last < first + _MOST_IN_RANGE:
+            raise CadError(f"{where}: designator range {token!r} does not count up (or spans over {_MOST_IN_RANGE} "
+                           "parts); write its first designator before its last")
+        refs.extend(f"{m.group(1)}{n}" for n in range(first, last + 1))
+    return tuple(refs)
+
+
+def read_bom(path: Path) -> Bom:
+    """The BOM in `path` (a table or a workbook); CadError naming the file (and row) where it cannot be read."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in OLD_SPREADSHEETS:
+        raise CadError(f"{path}: a {suffix} spreadsheet; save the BOM as .xlsx or CSV from the spreadsheet program")
+    header, rows = _sheet(path) if suffix in SPREADSHEETS else _text_table(path)
+    col = _columns(header)
+    assert col is not None
+    bom = Bom(str(path), [])
+    seen: dict[str, str] = {}
+    nameless, miscounted = [], []
+    for where, cells in rows:
+        def get(k: str, cells: list[str] = cells) -> str:
+            return cells[col[k]].strip() if k in col and col[k] < len(cells) else ""
+        refs = designators(get("refs"), where)
+        if not refs:
+            nameless.append(where)  # the board itself, solder paste, a total: no part of the placement
+            continue
+        for ref in refs:
+            if ref in seen:
+                raise CadError(f"{where}: {ref} is on the BOM twice (also {seen[ref]}); which line is fitted is the "
+                               "BOM's to say: mend it and import again")
+            seen[ref] = where
+        quantity = _count(get("quantity"))
+        if quantity is not None and quantity != len(refs):
+            miscounted.append(f"{where} ({quantity} for {len(refs)})")
+        off = left_off(get("value"), get("dnp") if "dnp" in col else None,
+                       get("populate") if "populate" in col else None, "the BOM's")
+        bom.lines.append(BomLine(where, refs, quantity, get("value"), get("package"), get("manufacturer"),
+                                 get("part_number"), get("description"), off))
+    if not bom.lines:
+        raise CadError(f"{path}: its table names no designator on any line; is this the BOM (a designator column "
+                       "with R1, C2, ...)?")
+    if nameless:
+        bom.notes.append(f"{len(nameless)} BOM lines name no designator (the board itself, paste, a total): not "
+                         "parts the line places")
+    if miscounted:
+        bom.notes.append(f"{len(miscounted)} BOM lines state a quantity other than their designators' count, and "
+                         f"their designators are taken: {', '.join(miscounted[:6])}"
+                         + (f" and {len(miscounted) - 6} more" if len(miscounted) > 6 else ""))
+    return bom
+
+
+def _count(text: str) -> int | None:
+    m = re.fullmatch(r"\s*(\d+)(?:[.,]0+)?\s*(?:pcs?\.?|x)?\s*", text or "", re.IGNORECASE)
+    return int(m.group(1)) if m else None
+
+
+def _columns(header: list[str]) -> dict[str, int] | None:
+    """Each field's column, by the likeliest name first and no column twice (Altium's first of several sources,
+    `Manufacturer Part Number 1`, as the name alone); None unless the designators and one describing column are
+    there."""
+    keys = [re.sub(r"\s+1$", "", column_key(c)) for c in header]
+    col: dict[str, int] = {}
+    for name, aliases in COLUMNS.items():
+        for alias in aliases:
+            if alias in keys and keys.index(alias) not in col.values():
+                col[name] = keys.index(alias)
+                break
+    return col if "refs" in col and any(k in col for k in DESCRIBING) else None
+
+
+def _no_header(path: Path) -> CadError:
+    return CadError(f"{path}: no header row naming the designators ({', '.join(COLUMNS['refs'][:4])}, ...) and a "
+                    f"quantity, value, package or part number ({COLUMNS['quantity'][0]}, {COLUMNS['value'][0]}, "
+                    f"{COLUMNS['package'][0]}, {COLUMNS['part_number'][0]}, ...); name the BOM's columns so in its "
+                    "header row")
+
+
+def _text_table(path: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    phrases = {a for names in COLUMNS.values() for a in names if " " in a}
+    table = find_table(str(path), decode(path), lambda cells: _columns(cells) is not None, phrases)
+    if table is None:
+        raise _no_header(path)
+    return table.header, [(f"{path}:{row.line}", row.cells) for row in table.rows]
+
+
+def _sheet(path: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The first sheet holding a BOM's header: the header and each row below it with its row number."""
+    import openpyxl  # a workbook's reader, only for workbooks
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except OSError as exc:
+        raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
+    except (BadZipFile, InvalidFileException, KeyError, ValueError) as exc:
+        raise CadError(f"{path}: not an Excel workbook openpyxl can read ({exc}); save the BOM again as .xlsx or "
+                       "CSV") from None
+    try:
+        for sheet in book.worksheets:
+            header: list[str] | None = None
+            rows: list[tuple[str, list[str]]] = []
+            for n, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+                cells = [_cell(v) for v in values]
+                if header is None:
+                    header = cells if _columns(cells) is not None else None
+                elif any(cells):
+                    rows.append((f"{path}[{sheet.title}]:{n}", cells))
+            if header is not None:
+                return header, rows
+    finally:
+        book.close()
+    raise _no_header(path)
+
+
+def _cell(value: object) -> str:
+    """A workbook cell as the text a CSV export would hold: a whole number without `.0`."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()

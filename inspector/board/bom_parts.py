@@ -1,0 +1,95 @@
+"""A design read through its bill of materials: the parts the assembly fits, and what was bought for each.
+
+The placement a CAD tool writes (a centroid file, a board file) lists every footprint on the board, fitted or not:
+a variant's do-not-place parts, test points, logos, a programming header soldered by hand. The BOM is what the
+plant buys and the line fits, so a contract manufacturer reads the placement through it, as this does: a part the
+BOM does not list, or lists as not fitted, is not placed (a fiducial stays a mark, and a part the design itself
+leaves off stays off); a listed part gets what it is from its line (`design.Bought`: manufacturer, part number,
+description, the BOM's package name) and, where the placement has none, its value and package. Designators the
+BOM lists and the design does not place are noted (fitted by hand or after the line, or the BOM is of another
+revision): the line cannot inspect what it has no place for.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from .bom import Bom, BomLine
+from .design import BoardDesign, Bought, PlacedPart, named_refs
+from .library import CHIP_SIZE, Library
+
+NOT_ON_BOM = "not placed (not on the BOM)"
+
+
+def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
+    """`design` with each part as its BOM line says (above); notes name what the BOM changed and what it lists
+    that the design lacks."""
+    lines = {ref.upper(): line for ref, line in bom.by_ref().items()}
+    listed: set[str] = set()
+    unlisted: list[str] = []
+    left: list[str] = []
+    kept_off: list[str] = []
+    zeros: dict[str, str] = {}
+    parts: list[PlacedPart] = []
+    for p in design.parts:
+        ref = _board_ref(p.ref, design.panel_boards).upper()
+        line = lines.get(ref)
+        if line is None:
+            if p.excluded is None and not _mark(p, library):
+                unlisted.append(p.ref)
+                p = replace(p, excluded=NOT_ON_BOM)
+            parts.append(p)
+            continue
+        listed.add(ref)
+        package = p.package or _package(line, zeros)
+        excluded = p.excluded
+        if excluded is None and line.left_off is not None:
+            excluded = line.left_off
+            left.append(p.ref)
+        elif excluded is not None and line.left_off is None and excluded.startswith("not placed"):
+            kept_off.append(p.ref)
+        parts.append(replace(p, value=p.value or line.value, package=package, excluded=excluded,
+                             bought=Bought(line.value, line.manufacturer, line.part_number, line.description,
+                                           line.package)))
+    notes = [*design.notes, *bom.notes]
+    name = Path(bom.source).name
+    if unlisted:
+        notes.append(f"{len(unlisted)} parts are not on the BOM ({name}) and are taken as not placed: "
+                     f"{named_refs(unlisted)}")
+    if left:
+        notes.append(f"{len(left)} parts the BOM lists as not fitted are not placed: {named_refs(left)}")
+    if kept_off:
+        notes.append(f"{len(kept_off)} parts the BOM fits are left off as the design says (a variant the BOM does "
+                     f"not share?): {named_refs(kept_off)}")
+    absent = [r for r, line in lines.items() if r not in listed and line.left_off is None]
+    if absent:
+        notes.append(f"{len(absent)} fitted BOM designators have no place in the design, so the line cannot inspect "
+                     f"them (fitted by hand or after the line, or the BOM is another revision's): {named_refs(absent)}")
+    if zeros:
+        notes.append("BOM packages read with the leading zero a spreadsheet drops from a chip size: "
+                     + ", ".join(f"{k} as {v}" for k, v in sorted(zeros.items())))
+    return replace(design, parts=parts, notes=notes, format=f"{design.format} with its BOM")
+
+
+def _board_ref(ref: str, panel_boards: int) -> str:
+    """A part's designator on its board: a panel's `2-R7` is the board's R7 (odbpp_panel.placed_copy)."""
+    head, dash, rest = ref.partition("-")
+    return rest if panel_boards and dash and head.isdigit() else ref
+
+
+def _mark(part: PlacedPart, library: Library) -> bool:
+    """A fiducial, which no BOM lists: a registration mark on the copper."""
+    cls = library.lookup(part.package, part.ref)
+    return part.fiducial or (cls is not None and cls.name == "fiducial")
+
+
+def _package(line: BomLine, zeros: dict[str, str]) -> str:
+    """The BOM's package for a part the placement gives none: a footprint without its library (KiCad's
+    `Resistor_SMD:R_0603_1608Metric`, as the board readers name it), a chip size a spreadsheet wrote as a number
+    (`402`) with its zero again."""
+    package = line.package.split(":", 1)[1] if re.match(r"^[\w.+-]+:\S", line.package) else line.package
+    if package.isdigit() and CHIP_SIZE.match("0" + package):
+        zeros[package] = "0" + package
+        return "0" + package
+    return package

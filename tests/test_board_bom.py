@@ -1,0 +1,147 @@
+"""A board's bill of materials beside its design: KiCad 9's own BOMs of bodies-kicad9's schematic (grouped and a line
+per part), the same parts in Altium's columns saved as .xlsx by LibreOffice Calc (tests/cad/make_bom_kicad9.py), and
+BOMs with the faults a plant meets."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from inspector.board.bom import designators, read_bom
+from inspector.board.design import CadError
+from inspector.board.importing import read_design
+from tests.test_board_teach import cli
+
+CAD = Path(__file__).parent / "cad"
+POS = CAD / "bodies-kicad9-pos.csv"
+GROUPED, FLAT = CAD / "bodies-kicad9-bom.csv", CAD / "bodies-kicad9-bom-flat.csv"
+WORKBOOK = CAD / "bodies-kicad9-bom.xlsx"
+
+
+def _read(path: Path) -> dict[str, tuple[str, bool]]:
+    """Each designator's (value, left off) as the BOM says."""
+    return {ref: (line.value, line.left_off is not None) for line in read_bom(path).lines for ref in line.refs}
+
+
+def test_kicads_grouped_and_flat_boms_and_a_workbook_read_alike() -> None:
+    grouped = read_bom(GROUPED)
+    assert len(grouped.lines) == 10 and grouped.notes == []
+    r1 = grouped.by_ref()["R1"]
+    assert (r1.refs, r1.quantity, r1.value, r1.package, r1.manufacturer, r1.part_number) == (
+        ("R1", "R2"), 2, "10k", "Resistor_SMD:R_0603_1608Metric", "Yageo", "RC0603FR-0710KL")
+    assert _read(GROUPED) == _read(FLAT)
+    assert len(_read(GROUPED)) == 15 and "J2" not in _read(GROUPED)  # J2 is left out of KiCad's BOM
+    assert _read(GROUPED)["U3"] == ("OPA2333", True)  # its DNP column
+    # the workbook: a title block above the header, Altium's `Manufacturer Part Number 1`, a Fitted column
+    book = read_bom(WORKBOOK)
+    assert book.by_ref()["U2"].part_number == "TPS62130RGTR" and book.by_ref()["U2"].where.endswith(":13")
+    assert {r: v for r, v in _read(WORKBOOK).items() if r != "J2"} == _read(GROUPED)
+    assert _read(WORKBOOK)["J2"] == ("header", True)  # Not Fitted
+
+
+def test_designator_lists_and_ranges() -> None:
+    assert designators("R1-R4, C7 - C9;D1..D3 U1-A 2-R7 R5-7\tTP10:TP11", "x") == (
+        "R1", "R2", "R3", "R4", "C7", "C8", "C9", "D1", "D2", "D3", "U1-A", "2-R7", "R5", "R6", "R7", "TP10", "TP11")
+    with pytest.raises(CadError, match=r"bom.csv:4: designator range 'R9-R3' does not count up"):
+        designators("R9-R3", "bom.csv:4")
+
+
+def test_a_placement_file_through_its_bom(tmp_path: Path) -> None:
+    """KiCad's placement file lists every footprint; its BOM leaves J2 off and U3 unfitted: neither is placed, every
+    other part carries what was bought for it into the import's JSON."""
+    plain = read_design(POS, None)
+    design = read_design(POS, None, bom=GROUPED)
+    assert design.format == f"{plain.format} with its BOM"
+    parts = {p.ref: p for p in design.parts}
+    assert parts["U3"].excluded == "not placed (the BOM's DNP column says so)"
+    assert parts["J2"].excluded == "not placed (not on the BOM)"
+    assert [p.ref for p in design.parts if p.excluded] == ["J2", "U3"]
+    assert parts["U2"].bought is not None and parts["U2"].bought.part_number == "TPS62130RGTR"
+    assert [p.package for p in design.parts] == [p.package for p in plain.parts]  # the placement's own kept
+    assert "1 parts are not on the BOM (bodies-kicad9-bom.csv) and are taken as not placed: J2" in design.notes
+    assert "1 parts the BOM lists as not fitted are not placed: U3" in design.notes
+    out, doc = tmp_path / "b.yaml", tmp_path / "b.json"  # the board file: its footprints give every body
+    r = cli("board", "import", str(CAD / "bodies-kicad9.kicad_pcb"), "--bom", str(GROUPED), "--out", str(out),
+            "--px-per-mm", "10", "--json", str(doc))
+    assert r.returncode == 0, r.stderr
+    fates = {f["ref"]: f for f in json.loads(doc.read_text())["parts"]}
+    assert fates["U1"]["inspected"] and (fates["U1"]["manufacturer"], fates["U1"]["part_number"]) == (
+        "Texas Instruments", "LM358DR")
+    assert not fates["U3"]["inspected"] and fates["U3"]["reason"].startswith("not placed")
+    assert "note: 1 parts are not on the BOM" in r.stdout
+    assert sorted(r for r, f in fates.items() if f["reason"].startswith("not placed")) == ["J2", "U3"]
+
+
+def test_a_placement_file_without_packages_takes_the_boms(tmp_path: Path) -> None:
+    """A CPL of designators and places alone gets each part's package from the workbook, `0603` though the
+    spreadsheet holds the number 603 (a chip the library knows by its size); a package the library lacks is asked
+    for with what the BOM says of its parts."""
+    lines = POS.read_text().splitlines()
+    head = lines[0].split(",")
+    keep = [head.index(c) for c in ("Ref", "PosX", "PosY", "Rot", "Side")]
+    cpl = tmp_path / "cpl.csv"
+    cpl.write_text("\n".join(",".join(row.split(",")[k] for k in keep) for row in lines) + "\n")
+    design = read_design(cpl, None, bom=WORKBOOK)
+    parts = {p.ref: p for p in design.parts}
+    assert (parts["R1"].package, parts["C1"].package, parts["Q1"].package) == ("0603", "0805", "SOT-23")
+    assert "BOM packages read with the leading zero a spreadsheet drops from a chip size: 603 as 0603, 805 as 0805" \
+        in design.notes
+    out = tmp_path / "cpl.yaml"
+    r = cli("board", "import", str(cpl), "--bom", str(WORKBOOK), "--out", str(out), "--px-per-mm", "10")
+    assert r.returncode == 3 and "CASE-D (C2)" in r.stderr  # the library knows no CASE-D: it asks
+    asked = (tmp_path / "cpl.packages.yaml").read_text()
+    assert "'CASE-D': {class: null}   # C2\n    # BOM: 47uF; Panasonic EEE-FK1C470P; BOM package CASE-D" in asked
+
+
+def test_a_bom_that_cannot_be_taken_says_why(tmp_path: Path) -> None:
+    twice = tmp_path / "twice.csv"
+    twice.write_text("Designator,Qty,Value\nR1 R2,2,10k\nR3,1,1k\nR2,1,4k7\n")
+    with pytest.raises(CadError, match=r"twice.csv:4: R2 is on the BOM twice \(also .*twice.csv:2\)"):
+        read_bom(twice)
+    odd = tmp_path / "odd.csv"
+    odd.write_text("Teile,Menge\nR1,1\n")
+    with pytest.raises(CadError, match="no header row naming the designators"):
+        read_bom(odd)
+    (tmp_path / "old.xls").write_bytes(b"\xd0\xcf\x11\xe0")
+    with pytest.raises(CadError, match=r"old.xls: a .xls spreadsheet; save the BOM as .xlsx or CSV"):
+        read_bom(tmp_path / "old.xls")
+    (tmp_path / "fake.xlsx").write_text("Designator,Qty\nR1,1\n")
+    with pytest.raises(CadError, match=r"fake.xlsx: not an Excel workbook"):
+        read_bom(tmp_path / "fake.xlsx")
+    # a quantity its designators do not count, and lines of no part, are noted; the designators are taken
+    counted = tmp_path / "counted.csv"
+    counted.write_text("Designator;Quantity;Comment\nR1-R4;3;10k\n;1;PCB\nC1;1;DNP\n")
+    bom = read_bom(counted)
+    assert bom.by_ref()["R4"].quantity == 3 and bom.by_ref()["C1"].left_off == "not placed (the BOM's value says 'DNP')"
+    assert bom.notes == ["1 BOM lines name no designator (the board itself, paste, a total): not parts the line places",
+                         f"1 BOM lines state a quantity other than their designators' count, and their designators "
+                         f"are taken: {counted}:2 (3 for 4)"]
+    # a workbook whose first sheet is a cover page: the sheet with the header is read
+    book = openpyxl.Workbook()
+    book.active.title = "Cover"
+    book.active.append(["Assembly 1234 rev B"])
+    sheet = book.create_sheet("BOM")
+    sheet.append(["Item", "Qty", "Reference", "Part"])
+    sheet.append([1, 2.0, "R1, R2", "10k"])
+    book.save(tmp_path / "two.xlsx")
+    line = read_bom(tmp_path / "two.xlsx").lines[0]
+    assert (line.where, line.refs, line.quantity, line.value) == (f"{tmp_path / 'two.xlsx'}[BOM]:2", ("R1", "R2"), 2,
+                                                                    "10k")
+
+
+def test_designators_the_design_lacks_and_a_variant_disagreeing_are_noted(tmp_path: Path) -> None:
+    """The BOM lists parts the placement has no place for (noted, not inspectable), and fits U3, which the placement
+    marks DNP (left off, as the placement says, and noted)."""
+    bom = tmp_path / "bom.csv"
+    bom.write_text(GROUPED.read_text().replace('"J1"', '"J1,J7,SW1"').replace('"1","DNP"', '"1",""'))
+    pos = tmp_path / "pos.csv"
+    pos.write_text(POS.read_text().replace('"U3","SOIC-8_3.9x4.9mm_P1.27mm"', '"U3","DNP"'))
+    design = read_design(pos, None, bom=bom)
+    assert {p.ref: p.excluded for p in design.parts if p.excluded} == {
+        "J2": "not placed (not on the BOM)", "U3": "not placed (its value says 'DNP')"}
+    assert ("2 fitted BOM designators have no place in the design, so the line cannot inspect them (fitted by hand "
+            "or after the line, or the BOM is another revision's): J7, SW1") in design.notes
+    assert ("1 parts the BOM fits are left off as the design says (a variant the BOM does not share?): U3"
+            in design.notes)
