@@ -9,7 +9,7 @@ from pathlib import Path
 import openpyxl
 import pytest
 
-from inspector.board.bom import designators, read_bom
+from inspector.board.bom import designators, load_bom_profile, read_bom
 from inspector.board.design import CadError
 from inspector.board.importing import read_design
 from tests.test_board_teach import cli
@@ -145,3 +145,26 @@ def test_designators_the_design_lacks_and_a_variant_disagreeing_are_noted(tmp_pa
             "or after the line, or the BOM is another revision's): J7, SW1") in design.notes
     assert ("1 parts the BOM fits are left off as the design says (a variant the BOM does not share?): U3"
             in design.notes)
+
+
+def test_a_bom_of_its_own_column_names_reads_by_its_profile(tmp_path: Path) -> None:
+    """An ERP's BOM (German names, semicolons, cp1252): refused with the advice to save a profile, then read by it;
+    a profile naming a column the BOM lacks, or a field the BOM has none of, says so."""
+    erp = tmp_path / "erp.csv"
+    erp.write_bytes("Pos.;Menge;Materialnummer;Bezeichnung;Einbauort\n10;2;4711-10K;Widerstand 10 k ±1 %;R1, R2\n"
+                    "20;1;4711-LM358;OPV;U1\n".encode("cp1252"))
+    with pytest.raises(CadError, match=r"erp.csv: no header row naming the designators .*--bom-profile FILE"):
+        read_bom(erp)
+    profile = tmp_path / "erp.yaml"
+    profile.write_text("columns: {refs: Einbauort, quantity: Menge, part_number: Materialnummer, value: Bezeichnung}\n")
+    named = load_bom_profile(profile)
+    r1 = read_bom(erp, named).by_ref()["R2"]
+    assert (r1.refs, r1.quantity, r1.part_number, r1.value) == (("R1", "R2"), 2, "4711-10K", "Widerstand 10 k ±1 %")
+    with pytest.raises(CadError, match=r"erp.csv: no header row holding the columns its profile names \('Ort'"):
+        read_bom(erp, {"refs": "Ort"})
+    (tmp_path / "bad.yaml").write_text("columns: {refs: Einbauort, colour: Farbe}\n")
+    with pytest.raises(ValueError, match=r"bad.yaml.*colour"):
+        load_bom_profile(tmp_path / "bad.yaml")
+    out = tmp_path / "b.yaml"
+    r = cli("board", "import", str(POS), "--bom-profile", str(profile), "--out", str(out), "--px-per-mm", "10")
+    assert r.returncode != 0 and "no BOM is given" in r.stderr

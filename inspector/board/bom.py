@@ -6,8 +6,10 @@ whether the assembly fits them (a DNP or populate column, or a value saying `DNP
 TSV, semicolons or aligned text in any encoding centroid_table decodes, and Excel workbooks (.xlsx, the first sheet
 with a header, whatever title rows stand above it). Columns are found by their usual names (`COLUMNS`: KiCad's
 Refs/Value/Footprint/Qty/DNP, Altium's Designator/Comment/Footprint/Quantity, JLC's Designator/Comment/Footprint,
-Eagle's Parts/Value/Package, OrCAD's Reference/Quantity/Part, Digi-Key's and Mouser's Manufacturer Part Number).
-What a design does with it is bom_parts.py's.
+Eagle's Parts/Value/Package, OrCAD's Reference/Quantity/Part, Digi-Key's and Mouser's Manufacturer Part Number),
+or by a saved profile (`--bom-profile FILE`: YAML `columns: {refs: ..., quantity: ..., value: ..., package: ...,
+part_number: ..., manufacturer: ..., description: ..., dnp: ..., populate: ...}`) for an ERP's or a tool's own
+names (`Einbauort`, `Menge`, `Materialnummer`). What a design does with it is bom_parts.py's.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from zipfile import BadZipFile
 
+from ..yamlio import Fields, load_yaml
 from .centroid import COLUMNS as PLACEMENT_COLUMNS
 from .centroid import left_off
 from .centroid_table import column_key, decode, find_table
@@ -67,6 +70,21 @@ class Bom:
         return {ref: line for line in self.lines for ref in line.refs}
 
 
+def load_bom_profile(path: Path) -> dict[str, str]:
+    """A BOM profile's columns: field -> the header's name for it (the designators' at least)."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
+    f = Fields(load_yaml(text, source), source)
+    f.unknown({"columns"})
+    cols = f.sub("columns")
+    cols.unknown(set(COLUMNS))
+    cols.text("refs")
+    return {str(k): str(v) for k, v in cols.data.items()}
+
+
 def designators(text: str, where: str) -> tuple[str, ...]:
     """A designator cell's references in order: a list split at commas, semicolons and spaces, ranges expanded."""
     text = re.sub(r"\s*(-|\.\.|\u2013)\s*(?=[A-Za-z]*\d)", r"\1", text.strip())  # `R1 - R4` is one range
@@ -87,14 +105,16 @@ def designators(text: str, where: str) -> tuple[str, ...]:
     return tuple(refs)
 
 
-def read_bom(path: Path) -> Bom:
-    """The BOM in `path` (a table or a workbook); CadError naming the file (and row) where it cannot be read."""
+def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
+    """The BOM in `path` (a table or a workbook), its columns by their usual names or as `named` (a profile's:
+    field -> header); CadError naming the file (and row) where it cannot be read."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in OLD_SPREADSHEETS:
         raise CadError(f"{path}: a {suffix} spreadsheet; save the BOM as .xlsx or CSV from the spreadsheet program")
-    header, rows = _sheet(path) if suffix in SPREADSHEETS else _text_table(path)
-    col = _columns(header)
+    named = named or {}
+    header, rows = _sheet(path, named) if suffix in SPREADSHEETS else _text_table(path, named)
+    col = _columns(header, named)
     assert col is not None
     bom = Bom(str(path), [])
     seen: dict[str, str] = {}
@@ -136,36 +156,47 @@ def _count(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _columns(header: list[str]) -> dict[str, int] | None:
-    """Each field's column, by the likeliest name first and no column twice (Altium's first of several sources,
-    `Manufacturer Part Number 1`, as the name alone); None unless the designators and one describing column are
-    there."""
+def _columns(header: list[str], named: dict[str, str]) -> dict[str, int] | None:
+    """Each field's column: the profile's name (`named`), else the likeliest usual name first, no column twice
+    (Altium's first of several sources, `Manufacturer Part Number 1`, as the name alone); None unless the
+    designators and one describing column are there, and every column a profile names."""
     keys = [re.sub(r"\s+1$", "", column_key(c)) for c in header]
     col: dict[str, int] = {}
     for name, aliases in COLUMNS.items():
+        if name in named:
+            key = re.sub(r"\s+1$", "", column_key(named[name]))
+            if key not in keys:
+                return None
+            col[name] = keys.index(key)
+            continue
         for alias in aliases:
             if alias in keys and keys.index(alias) not in col.values():
                 col[name] = keys.index(alias)
                 break
-    return col if "refs" in col and any(k in col for k in DESCRIBING) else None
+    return col if "refs" in col and (named or any(k in col for k in DESCRIBING)) else None
 
 
-def _no_header(path: Path) -> CadError:
+def _no_header(path: Path, named: dict[str, str]) -> CadError:
+    if named:
+        return CadError(f"{path}: no header row holding the columns its profile names "
+                        f"({', '.join(repr(v) for v in named.values())}); check the profile's names against the BOM")
     return CadError(f"{path}: no header row naming the designators ({', '.join(COLUMNS['refs'][:4])}, ...) and a "
                     f"quantity, value, package or part number ({COLUMNS['quantity'][0]}, {COLUMNS['value'][0]}, "
-                    f"{COLUMNS['package'][0]}, {COLUMNS['part_number'][0]}, ...); name the BOM's columns so in its "
-                    "header row")
+                    f"{COLUMNS['package'][0]}, {COLUMNS['part_number'][0]}, ...); save a column profile for this "
+                    "BOM (--bom-profile FILE: `columns: {refs: ..., quantity: ..., value: ...}`, "
+                    "inspector/board/bom.py)")
 
 
-def _text_table(path: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
+def _text_table(path: Path, named: dict[str, str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
     phrases = {a for names in COLUMNS.values() for a in names if " " in a}
-    table = find_table(str(path), decode(path), lambda cells: _columns(cells) is not None, phrases)
+    phrases |= {column_key(v) for v in named.values() if " " in v.strip()}
+    table = find_table(str(path), decode(path), lambda cells: _columns(cells, named) is not None, phrases)
     if table is None:
-        raise _no_header(path)
+        raise _no_header(path, named)
     return table.header, [(f"{path}:{row.line}", row.cells) for row in table.rows]
 
 
-def _sheet(path: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
+def _sheet(path: Path, named: dict[str, str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """The first sheet holding a BOM's header: the header and each row below it with its row number."""
     import openpyxl  # a workbook's reader, only for workbooks
     from openpyxl.utils.exceptions import InvalidFileException
@@ -184,14 +215,14 @@ def _sheet(path: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
             for n, values in enumerate(sheet.iter_rows(values_only=True), start=1):
                 cells = [_cell(v) for v in values]
                 if header is None:
-                    header = cells if _columns(cells) is not None else None
+                    header = cells if _columns(cells, named) is not None else None
                 elif any(cells):
                     rows.append((f"{path}[{sheet.title}]:{n}", cells))
             if header is not None:
                 return header, rows
     finally:
         book.close()
-    raise _no_header(path)
+    raise _no_header(path, named)
 
 
 def _cell(value: object) -> str:

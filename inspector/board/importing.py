@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .bom import read_bom
+from .bom import load_bom_profile, read_bom
 from .bom_parts import with_bom
 from .centroid import load_profile, read_centroid
 from .design import BoardDesign
@@ -27,13 +27,19 @@ CENTROID = (".mnt", ".mnb", ".pos", ".csv", ".txt")
 
 
 def read_design(file: Path, profile: Path | None, step: str | None = None, gerber: Path | None = None,
-                library: Library | None = None, bom: Path | None = None) -> BoardDesign:
+                library: Library | None = None, bom: Path | None = None,
+                bom_profile: Path | None = None) -> BoardDesign:
     """The design of `file`, by its kind; `step`: which of an ODB++ job's steps; `gerber`: the fabrication Gerbers
     beside a placement file, whose pads and outline it wears (gerber_parts.py, the parts placed by `library`);
-    `bom`: its bill of materials, which says which parts are fitted and what each is (bom_parts.py)."""
+    `bom`: its bill of materials, which says which parts are fitted and what each is (bom_parts.py), its columns
+    named by `bom_profile` where their names are not the usual ones."""
     lib = library or load_library(None)
+    if bom is None and bom_profile is not None:
+        raise ValueError(f"{bom_profile}: a BOM profile (--bom-profile, the New board tab's BOM profile) names a "
+                         "BOM's columns, and no BOM is given: give the BOM (--bom) or leave the profile out")
+    named = load_bom_profile(bom_profile) if bom_profile is not None else None
     design = _placed(file, profile, step, gerber, lib)
-    return with_bom(design, read_bom(bom), lib) if bom is not None else design
+    return with_bom(design, read_bom(bom, named), lib) if bom is not None else design
 
 
 def _placed(file: Path, profile: Path | None, step: str | None, gerber: Path | None, library: Library) -> BoardDesign:
@@ -123,11 +129,11 @@ class PackagesAsked(ValueError):
 def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", library: Path | None = None,
                  profile: Path | None = None, recipe: str | None = None,
                  step: str | None = None, gerber: Path | None = None,
-                 bom: Path | None = None) -> tuple[BoardDesign, Imported]:
+                 bom: Path | None = None, bom_profile: Path | None = None) -> tuple[BoardDesign, Imported]:
     """(the design read, what the import made of it); the rule set and its geometry written to `out` when any part
     is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and PackagesAsked says so."""
     lib = load_library(library)
-    design = read_design(file, profile, step, gerber, lib, bom)
+    design = read_design(file, profile, step, gerber, lib, bom, bom_profile)
     try:
         imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
     except UnknownPackages as exc:

@@ -31,6 +31,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
     imp.add_argument("--bom", help="the board's bill of materials (CSV, TXT or .xlsx): parts it does not list or "
                                    "marks not fitted are not placed, and each listed part gets its line's value, "
                                    "package, manufacturer and part number")
+    imp.add_argument("--bom-profile", help="a BOM's profile, where its columns have names of their own (YAML: "
+                                           "columns: {refs, quantity, value, package, part_number, ...})")
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
     imp.add_argument("--step", help="an ODB++ job's step to import, where several place parts (the board, or the "
                                     "panel of it the line carries: a panel is read as one board of every copy)")
@@ -147,7 +149,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                                         Path(args.library) if args.library else None,
                                         Path(args.profile) if args.profile else None, args.recipe, args.step,
                                         Path(args.gerber) if args.gerber else None,
-                                        Path(args.bom) if args.bom else None)
+                                        Path(args.bom) if args.bom else None,
+                                        Path(args.bom_profile) if args.bom_profile else None)
     except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
         print(f"inspector: asks: {exc}", file=sys.stderr)
         return REFUSED

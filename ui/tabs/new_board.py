@@ -111,6 +111,10 @@ class NewBoardTab(OneJobAtATime, QWidget):
                                     "(optional)")
         bom_btn = QPushButton("Browse…")
         bom_btn.clicked.connect(lambda: self._browse(self.bom, "bill of materials (CSV, TXT or .xlsx)"))
+        self.bom_profile = QLineEdit()
+        self.bom_profile.setPlaceholderText("the BOM's profile: its columns' own names (optional)")
+        bom_profile_btn = QPushButton("Browse…")
+        bom_profile_btn.clicked.connect(lambda: self._browse(self.bom_profile, "BOM profile (YAML)"))
         self.library = QLineEdit()
         self.library.setPlaceholderText("the plant's package library (optional)")
         lib_btn = QPushButton("Browse…")
@@ -172,9 +176,13 @@ class NewBoardTab(OneJobAtATime, QWidget):
         row = QHBoxLayout()
         row.addWidget(self.gerber, 1)
         row.addWidget(gerber_btn)
+        form.addRow("Gerbers", row)
+        row = QHBoxLayout()
         row.addWidget(self.bom, 1)
         row.addWidget(bom_btn)
-        form.addRow("Gerbers / BOM", row)
+        row.addWidget(self.bom_profile, 1)
+        row.addWidget(bom_profile_btn)
+        form.addRow("BOM / profile", row)
         row = QHBoxLayout()
         row.addWidget(self.library, 1)
         row.addWidget(lib_btn)
@@ -263,6 +271,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         profile = Path(self.profile.text().strip()) if self.profile.text().strip() else None
         gerber = Path(self.gerber.text().strip()) if self.gerber.text().strip() else None
         bom = Path(self.bom.text().strip()) if self.bom.text().strip() else None
+        bom_profile = Path(self.bom_profile.text().strip()) if self.bom_profile.text().strip() else None
         side = self.side.currentText()
         if not cad.exists():
             self._say(f"{cad} does not exist: choose the board's CAD or centroid file (or an ODB++ job's or a "
@@ -272,7 +281,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
         out = self.work_root / name / f"{name}.yaml"
         scale = self.scale.value()
         self._say(f"importing {cad.name}…")
-        self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step, gerber, bom),
+        self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step, gerber, bom,
+                                               bom_profile),
                   lambda r: self._imported(out, side, *r))
 
     def _imported(self, out: Path, side: str, design: Any, imported: Any) -> None:
