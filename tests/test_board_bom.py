@@ -12,6 +12,7 @@ import pytest
 from inspector.board.bom import designators, load_bom_profile, read_bom
 from inspector.board.design import CadError
 from inspector.board.importing import read_design
+from inspector.board.values import quantity
 from tests.test_board_teach import cli
 
 CAD = Path(__file__).parent / "cad"
@@ -168,3 +169,26 @@ def test_a_bom_of_its_own_column_names_reads_by_its_profile(tmp_path: Path) -> N
     out = tmp_path / "b.yaml"
     r = cli("board", "import", str(POS), "--bom-profile", str(profile), "--out", str(out), "--px-per-mm", "10")
     assert r.returncode != 0 and "no BOM is given" in r.stderr
+
+
+@pytest.mark.parametrize(("text", "kind", "value"), [
+    ("4K7", "ohm", 4700.0), ("Resistor, 100K", "ohm", 1e5), ("10 kOhm", "ohm", 1e4), ("10kΩ 1%", "ohm", 1e4),
+    ("5R1", "ohm", 5.1), ("470", "ohm", 470.0), ("0.1uF", "F", 1e-7), ("Ceramic capacitor, 100 nF", "F", 1e-7),
+    ("Multi-layer ceramic capacitor, 1 uF, 6.3 V, X5R", "F", 1e-6), ("4u7", "F", 4.7e-6), ("10uF 6.3V", "F", 1e-5),
+    ("Fixed inductor, 39 nH, 200 mA, 550 MOhm", "H", 3.9e-8), ("C_0603_1608Metric", "F", None), ("DNP", "ohm", None),
+    ("Ferrite bead", "H", None), ("10k or 4K7", "ohm", None)])
+def test_values_read_as_quantities(text: str, kind: str, value: float | None) -> None:
+    assert quantity(text, kind) == (pytest.approx(value) if value is not None else None)
+
+
+def test_values_the_placement_and_the_bom_disagree_on_are_noted(tmp_path: Path) -> None:
+    pos = tmp_path / "pos.csv"
+    pos.write_text("Designator,Comment,Mid X,Mid Y,Rotation\nR1,4K7,1,1,0\nR2,5K1,5,1,0\nC1,0.1uF,9,1,0\n"
+                   "U1,STM32,14,1,0\n")
+    bom = tmp_path / "bom.csv"
+    bom.write_text('Designator,Quantity,Value\nR1,1,"Resistor, 4.7 kOhm"\nR2,1,"Resistor, 4K7"\n'
+                   'C1,1,"Ceramic capacitor, 100 nF"\nU1,1,STM32L4\n')
+    design = read_design(pos, None, bom=bom)
+    assert [n for n in design.notes if "values" in n] == [
+        "1 parts' values differ between the placement and the BOM (the BOM's is what is bought and fitted: check "
+        "which file is out of date): R2 (5K1 in the placement, 'Resistor, 4K7' on the BOM)"]

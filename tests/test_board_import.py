@@ -266,6 +266,8 @@ def test_snappergps_through_its_own_bom(tmp_path: Path) -> None:
         "GND", "RESET", "SWCLK", "SWDIO", "U5", "VDD"]
     assert all(p.bought is not None and p.bought.part_number for p in board.parts if p.excluded is None)
     assert next(p for p in board.parts if p.ref == "U1").bought.part_number == "EFM32HG310F64G-C-QFN32R"
+    # the centroid file's values (`0.1uF`, `4K7`) and the BOM's (`Ceramic capacitor, 100 nF`, `Resistor, 4K7`) agree
+    assert not any("values differ" in n for n in read_design(SNAPPER, None, bom=bom).notes)
     out = tmp_path / "sg.yaml"
     r = cli("board", "import", str(SNAPPER), "--bom", str(bom), "--out", str(out), "--px-per-mm", "20")
     assert r.returncode == 3 and "ALEX_CONN5" not in r.stderr  # U5 is not placed: nothing to ask

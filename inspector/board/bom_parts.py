@@ -7,7 +7,8 @@ BOM does not list, or lists as not fitted, is not placed (a fiducial stays a mar
 leaves off stays off); a listed part gets what it is from its line (`design.Bought`: manufacturer, part number,
 description, the BOM's package name) and, where the placement has none, its value and package. Designators the
 BOM lists and the design does not place are noted (fitted by hand or after the line, or the BOM is of another
-revision): the line cannot inspect what it has no place for.
+revision): the line cannot inspect what it has no place for; so are resistors, capacitors and inductors whose
+values the two files state as different quantities (values.py: a file out of date, what a BOM-to-CAD check finds).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from .bom import Bom, BomLine
 from .design import BoardDesign, Bought, PlacedPart, named_refs
 from .library import CHIP_SIZE, Library
+from .values import kind_of, quantity
 
 NOT_ON_BOM = "not placed (not on the BOM)"
 
@@ -31,6 +33,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
     left: list[str] = []
     kept_off: list[str] = []
     zeros: dict[str, str] = {}
+    differ: list[str] = []
     parts: list[PlacedPart] = []
     for p in design.parts:
         ref = _board_ref(p.ref, design.panel_boards).upper()
@@ -42,6 +45,8 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
             parts.append(p)
             continue
         listed.add(ref)
+        if _values_differ(p, line):
+            differ.append(f"{p.ref} ({p.value} in the placement, {line.value!r} on the BOM)")
         package = p.package or _package(line, zeros)
         excluded = p.excluded
         if excluded is None and line.left_off is not None:
@@ -66,10 +71,24 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
     if absent:
         notes.append(f"{len(absent)} fitted BOM designators have no place in the design, so the line cannot inspect "
                      f"them (fitted by hand or after the line, or the BOM is another revision's): {named_refs(absent)}")
+    if differ:
+        notes.append(f"{len(differ)} parts' values differ between the placement and the BOM (the BOM's is what is "
+                     f"bought and fitted: check which file is out of date): {', '.join(differ[:12])}"
+                     + (f" and {len(differ) - 12} more" if len(differ) > 12 else ""))
     if zeros:
         notes.append("BOM packages read with the leading zero a spreadsheet drops from a chip size: "
                      + ", ".join(f"{k} as {v}" for k, v in sorted(zeros.items())))
     return replace(design, parts=parts, notes=notes, format=f"{design.format} with its BOM")
+
+
+def _values_differ(part: PlacedPart, line: BomLine) -> bool:
+    """A resistor's, capacitor's or inductor's value stated by both files as two quantities (values.py): `0.1uF`
+    and `Ceramic capacitor, 100 nF` agree, `5K1` and `4K7` do not; where either states none, nothing is said."""
+    kind = kind_of(part.ref)
+    if kind is None or not part.value or not line.value:
+        return False
+    here, there = quantity(part.value, kind), quantity(line.value, kind)
+    return here is not None and there is not None and here != there
 
 
 def _board_ref(ref: str, panel_boards: int) -> str:
