@@ -192,3 +192,24 @@ def test_values_the_placement_and_the_bom_disagree_on_are_noted(tmp_path: Path) 
     assert [n for n in design.notes if "values" in n] == [
         "1 parts' values differ between the placement and the BOM (the BOM's is what is bought and fitted: check "
         "which file is out of date): R2 (5K1 in the placement, 'Resistor, 4K7' on the BOM)"]
+
+
+def test_a_panel_reads_each_boards_parts_through_the_one_bom(tmp_path: Path) -> None:
+    """A panel's copies (parts k-REF) are each the board its BOM describes: J1 off the BOM and R3 not fitted are
+    so on every board, the fiducial stays a mark, R2 stays off as the job says (its .no_pop), and the BOM's R2
+    line, fitted, is noted as disagreeing."""
+    from tests.test_board_odbpp import PANEL, write_job
+
+    job = write_job(tmp_path, {"steps/panel/stephdr": PANEL})
+    bom = tmp_path / "bom.csv"
+    bom.write_text("Designator,Qty,Value,DNP\nR1,1,10k,\nR2,1,1k,\nR3,1,10k,DNP\nU1,1,LM358,\nC1,1,100n,\n")
+    design = read_design(job, None, step="panel", bom=bom)
+    fates = {p.ref: p.excluded for p in design.parts}
+    for k in (1, 2, 3):
+        assert fates[f"{k}-J1"] == "not placed (not on the BOM)" and fates[f"{k}-FID1"] is None
+        assert fates[f"{k}-R3"] == "not placed (the BOM's DNP column says so)"
+        assert fates[f"{k}-R2"] == "not placed (its .no_pop attribute)" and fates[f"{k}-U1"] is None
+    assert "3 parts are not on the BOM (bom.csv) and are taken as not placed: 1-J1, 2-J1, 3-J1" in design.notes
+    assert not any("no place in the design" in n for n in design.notes)
+    assert ("3 parts the BOM fits are left off as the design says (a variant the BOM does not share?): 1-R2, 2-R2, "
+            "3-R2") in design.notes
