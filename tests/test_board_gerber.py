@@ -122,8 +122,11 @@ def test_gerbers_of_another_board_or_origin_are_refused_by_name(tmp_path: Path) 
     mixed = _edited_pos(tmp_path / "mixed.csv", lambda n, cells: _moved(cells, 3.0 * n))
     with pytest.raises(CadError, match="no one offset"):
         with_gerbers(read_centroid(mixed), read_gerbers(X2), load_library())
-    with pytest.raises(ValueError, match="leave the Gerbers out"):
+    with pytest.raises(ValueError, match="a KiCad board holds its own pads and outline: leave the Gerbers out"):
         read_design(BOARD, None, gerber=X2)
+    (tmp_path / "broken.kicad_pcb").write_text("(kicad_pcb (version")  # refused by its kind, before it is read
+    with pytest.raises(ValueError, match="leave the Gerbers out"):
+        read_design(tmp_path / "broken.kicad_pcb", None, gerber=X2)
     with zipfile.ZipFile(tmp_path / "notes.zip", "w") as z:
         z.writestr("readme.txt", "not a Gerber\n")
     with pytest.raises(CadError, match="notes.zip"):

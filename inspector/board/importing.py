@@ -46,14 +46,19 @@ def _placed(file: Path, profile: Path | None, step: str | None, gerber: Path | N
     layers = _x3_layers(file) if gerber is None and step is None else ()
     if layers:
         return with_gerbers(read_x3(file, layers), read_gerbers(file), library)
-    design = _read(file, profile, step)
-    if gerber is None:
-        return design
-    if is_odb_job(file) or (file.suffix.lower() not in CENTROID and profile is None):
+    if gerber is not None and (is_odb_job(file) or (file.suffix.lower() not in CENTROID and profile is None)):
         raise ValueError(f"{file}: Gerbers (--gerber, the New board tab's Gerbers) go with a placement (centroid) "
-                         f"file, which has no pads; a {design.format} holds its own pads and outline: leave the "
-                         "Gerbers out")
-    return with_gerbers(design, read_gerbers(gerber), library)
+                         f"file, which has no pads; {_kind(file)} holds its own pads and outline: leave the Gerbers "
+                         "out")
+    design = _read(file, profile, step)
+    return design if gerber is None else with_gerbers(design, read_gerbers(gerber), library)
+
+
+def _kind(file: Path) -> str:
+    """What a board file is, by its name, for a refusal said before it is read."""
+    suffix = file.suffix.lower()
+    return ("an ODB++ job" if is_odb_job(file) else "a KiCad board" if suffix in KICAD else
+            "an Eagle board" if suffix in EAGLE else "an IPC-2581 file" if suffix in IPC2581 else "a board file")
 
 
 def _x3_layers(file: Path) -> tuple[tuple[str, str], ...]:
