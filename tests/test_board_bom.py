@@ -213,3 +213,27 @@ def test_a_panel_reads_each_boards_parts_through_the_one_bom(tmp_path: Path) -> 
     assert not any("no place in the design" in n for n in design.notes)
     assert ("3 parts the BOM fits are left off as the design says (a variant the BOM does not share?): 1-R2, 2-R2, "
             "3-R2") in design.notes
+
+
+@pytest.mark.parametrize(("header", "row", "expect"), [
+    # JLC's assembly BOM with a maker's number beside LCSC's (a supplier's number, not read)
+    ("Comment,Designator,Footprint,LCSC Part #,Mfg Part No.", '10k,"R1,R2",R0402,C25744,RC0402FR-0710KL',
+     ("10k", "R0402", "RC0402FR-0710KL", None)),
+    # EasyEDA's: Name is the value, Manufacturer Part the number
+    ("ID,Name,Designator,Footprint,Quantity,Manufacturer Part,Manufacturer,Supplier,Supplier Part",
+     "1,10k,R1 R2,R0402,2,RC0402FR-0710KL,YAGEO,LCSC,C25744", ("10k", "R0402", "RC0402FR-0710KL", 2)),
+    # Eagle's bom.ulp by values, semicolons
+    ("Qty;Value;Device;Package;Parts;Description", '"2";"10k";"R-EU_R0402";"R0402";"R1, R2";"RESISTOR"',
+     ("10k", "R0402", "", 2)),
+    # OrCAD's
+    ("Item,Quantity,Reference,Part,PCB Footprint,Mfr. Part #", "1,2,R1-R2,10k,R0402,RC0402FR-0710KL",
+     ("10k", "R0402", "RC0402FR-0710KL", 2)),
+    # Proteus's
+    ("Category,Quantity,References,Value,Order Code,Manufacturer P/N", "Resistors,2,R1-2,10k,,RC0402FR-0710KL",
+     ("10k", "", "RC0402FR-0710KL", 2)),
+])
+def test_bom_layouts_of_the_usual_tools(tmp_path: Path, header: str, row: str, expect: tuple) -> None:
+    bom = tmp_path / "bom.csv"
+    bom.write_text(f"{header}\n{row}\n")
+    line = read_bom(bom).by_ref()["R2"]
+    assert line.refs == ("R1", "R2") and (line.value, line.package, line.part_number, line.quantity) == expect

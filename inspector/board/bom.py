@@ -24,17 +24,16 @@ from .centroid import left_off
 from .centroid_table import column_key, decode, find_table
 from .design import CadError
 
-COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first; a column serves one field
-    "refs": ("designator", "designators", "refs", "reference", "references", "refdes", "ref des", "ref", "ref.",
+COLUMNS: dict[str, tuple[str, ...]] = {  # header names, the likeliest first (compared as _key()s); a column serves one
+    "refs": ("designator", "designators", "refs", "reference", "references", "refdes", "ref des", "ref",
              "reference designator", "reference designators", "ref designator", "designator(s)", "parts", "part"),
-    "quantity": ("qty", "quantity", "qty.", "qty per board", "quantity per board", "qty/board", "qnty", "count"),
-    "value": ("value", "val", "comment", "description/value", "value/description", "part value", "part"),
+    "quantity": ("qty", "quantity", "qty per board", "quantity per board", "qty/board", "qnty", "count"),
+    "value": ("value", "val", "comment", "description/value", "value/description", "part value", "name", "part"),
     "package": ("footprint", "package", "package/footprint", "pcb footprint", "footprint name", "pattern", "case",
                 "case/package", "package / case", "package/case"),
-    "part_number": ("mpn", "manufacturer part number", "manufacturer part #", "manufacturer part", "mfr part number",
-                    "mfr. part number", "mfr part #", "mfr. part #", "mfr part", "mfg part number", "mfg part #",
-                    "part #", "part number", "manufacturer pn", "mfr pn", "mpn1", "manufacturer_part_number"),
-    "manufacturer": ("manufacturer", "manufacturer name", "mfr", "mfr.", "mfg", "manufacturer 1", "manufacturer_name"),
+    # `Mfg Part No.`, `Mfr. Part #`, `Manufacturer P/N`, `Manufacturer_Part_Number` are one _key()
+    "part_number": ("mpn", "manufacturer part number", "manufacturer part", "part number", "mpn1"),
+    "manufacturer": ("manufacturer", "manufacturer name"),
     "description": ("description", "desc", "part description"),
     "dnp": PLACEMENT_COLUMNS["dnp"],
     "populate": PLACEMENT_COLUMNS["populate"],
@@ -156,15 +155,28 @@ def _count(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _key(header: str) -> str:
+    """A BOM header as compared: column_key's, Altium's first of several sources (`Manufacturer 1`) as the name
+    alone, and the ways of writing a maker and a number made one (`Mfg Part No.`, `Mfr. Part #`, `Manufacturer
+    P/N`, `Manufacturer_Part_Number`: manufacturer part number)."""
+    k = re.sub(r"\s+1$", "", column_key(header).replace("_", " "))
+    k = re.sub(r"\bp/n\b|\bpn\b", "part number", k).replace("#", " number ").replace(".", " ")
+    k = re.sub(r"\b(?:no|nr|num)\b", "number", k)
+    k = re.sub(r"\b(?:mfr|mfg|manuf|manufacturer's)\b", "manufacturer", k)
+    return re.sub(r"\s+", " ", k).strip()
+
+
+_KEYS = {name: tuple(dict.fromkeys(_key(a) for a in aliases)) for name, aliases in COLUMNS.items()}
+
+
 def _columns(header: list[str], named: dict[str, str]) -> dict[str, int] | None:
-    """Each field's column: the profile's name (`named`), else the likeliest usual name first, no column twice
-    (Altium's first of several sources, `Manufacturer Part Number 1`, as the name alone); None unless the
-    designators and one describing column are there, and every column a profile names."""
-    keys = [re.sub(r"\s+1$", "", column_key(c)) for c in header]
+    """Each field's column: the profile's name (`named`), else the likeliest usual name first, no column twice;
+    None unless the designators and one describing column are there, and every column a profile names."""
+    keys = [_key(c) for c in header]
     col: dict[str, int] = {}
-    for name, aliases in COLUMNS.items():
+    for name, aliases in _KEYS.items():
         if name in named:
-            key = re.sub(r"\s+1$", "", column_key(named[name]))
+            key = _key(named[name])
             if key not in keys:
                 return None
             col[name] = keys.index(key)
