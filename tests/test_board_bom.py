@@ -45,6 +45,7 @@ def test_kicads_grouped_and_flat_boms_and_a_workbook_read_alike() -> None:
 def test_designator_lists_and_ranges() -> None:
     assert designators("R1-R4, C7 - C9;D1..D3 U1-A 2-R7 R5-7\tTP10:TP11", "x") == (
         "R1", "R2", "R3", "R4", "C7", "C8", "C9", "D1", "D2", "D3", "U1-A", "2-R7", "R5", "R6", "R7", "TP10", "TP11")
+    assert designators("Total:", "x") == designators("(see note 3)", "x") == designators("42", "x") == ()
     with pytest.raises(CadError, match=r"bom.csv:4: designator range 'R9-R3' does not count up"):
         designators("R9-R3", "bom.csv:4")
 
@@ -113,10 +114,11 @@ def test_a_bom_that_cannot_be_taken_says_why(tmp_path: Path) -> None:
         read_bom(tmp_path / "fake.xlsx")
     # a quantity its designators do not count, and lines of no part, are noted; the designators are taken
     counted = tmp_path / "counted.csv"
-    counted.write_text("Designator;Quantity;Comment\nR1-R4;3;10k\n;1;PCB\nC1;1;DNP\n")
+    counted.write_text("Designator;Quantity;Comment\nR1-R4;3;10k\n;1;PCB\nC1;1;DNP\nTotal:;6;\n")
     bom = read_bom(counted)
     assert bom.by_ref()["R4"].quantity == 3 and bom.by_ref()["C1"].left_off == "not placed (the BOM's value says 'DNP')"
-    assert bom.notes == ["1 BOM lines name no designator (the board itself, paste, a total): not parts the line places",
+    assert bom.notes == [f"2 BOM lines name no designator (the board itself, paste, a total): not parts the line "
+                         f"places: {counted}:3, {counted}:5 ('Total:')",
                          f"1 BOM lines state a quantity other than their designators' count, and their designators "
                          f"are taken: {counted}:2 (3 for 4)"]
     # a workbook whose first sheet is a cover page: the sheet with the header is read

@@ -44,6 +44,7 @@ OLD_SPREADSHEETS = (".xls", ".ods", ".numbers")
 # a range of designators: R1-R4, R1-4, R1..R4, R1 - R4, R1:R4 (the same letters both ends, or none at the end)
 _RANGE = re.compile(r"^([A-Za-z][A-Za-z_$]*)(\d+)(?:-|\.\.|:|\u2013)(?:\1)?(\d+)$")
 _MOST_IN_RANGE = 1000
+_DESIGNATOR = re.compile(r"^(?=.*[A-Za-z])[\w$.+\-/]+$")  # R7, 2-R7, U$1, TP1.1; not `Total:`, `(note)`, `42`
 
 
 @dataclass(frozen=True)
@@ -85,13 +86,15 @@ def load_bom_profile(path: Path) -> dict[str, str]:
 
 
 def designators(text: str, where: str) -> tuple[str, ...]:
-    """A designator cell's references in order: a list split at commas, semicolons and spaces, ranges expanded."""
+    """A designator cell's references in order: a list split at commas, semicolons and spaces, ranges expanded;
+    none where the cell holds what no designator is (`Total:`, `(see note 3)`: a word without a letter, or with
+    marks a designator does not carry)."""
     text = re.sub(r"\s*(-|\.\.|\u2013)\s*(?=[A-Za-z]*\d)", r"\1", text.strip())  # `R1 - R4` is one range
+    tokens = [t for t in (t.strip().strip('"') for t in re.split(r"[,;\s]+", text)) if t]
+    if any(not (_RANGE.match(t) or _DESIGNATOR.match(t)) for t in tokens):
+        return ()
     refs: list[str] = []
-    for token in re.split(r"[,;\s]+", text):
-        token = token.strip().strip('"')
-        if not token:
-            continue
+    for token in tokens:
         m = _RANGE.match(token)
         if m is None:
             refs.append(token)
@@ -123,7 +126,7 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
             return cells[col[k]].strip() if k in col and col[k] < len(cells) else ""
         refs = designators(get("refs"), where)
         if not refs:
-            nameless.append(where)  # the board itself, solder paste, a total: no part of the placement
+            nameless.append(f"{where} ({get('refs')!r})" if get("refs") else where)  # the board itself, a total
             continue
         for ref in refs:
             if ref in seen:
@@ -142,7 +145,8 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
                        "with R1, C2, ...)?")
     if nameless:
         bom.notes.append(f"{len(nameless)} BOM lines name no designator (the board itself, paste, a total): not "
-                         "parts the line places")
+                         f"parts the line places: {', '.join(nameless[:6])}"
+                         + (f" and {len(nameless) - 6} more" if len(nameless) > 6 else ""))
     if miscounted:
         bom.notes.append(f"{len(miscounted)} BOM lines state a quantity other than their designators' count, and "
                          f"their designators are taken: {', '.join(miscounted[:6])}"
