@@ -212,3 +212,25 @@ def test_a_gerber_x3_set_imports_alone_from_its_component_layers(tmp_path: Path)
     assert [p.ref for p in read_design(tmp_path / "mark.zip", None).parts if p.fiducial] == ["R1"]
     with pytest.raises(ValueError, match="without X3 component layers holds no placement: import"):
         read_design(X2, None)
+
+
+def test_parts_left_off_keep_their_lands_from_their_neighbours(tmp_path: Path) -> None:
+    """A row of 0402s 1.2 mm apart in KiCad's plain RS-274X (pads by place, tests/cad/make_dense_kicad9.py): R3 off
+    the BOM and C2 not fitted wear no pads, and their lands stay theirs instead of going to R2, R4 and C1 (which
+    took them when a part left off claimed none); a placement of designators and places alone, its packages from
+    the BOM, comes out the same where the BOM lists R3 (as not fitted: a part no file sizes goes after the sized
+    ones, and R2 and R4 would take its lands)."""
+    dense = CAD / "dense-kicad9-gerbers-rs274x.zip"
+    bom = tmp_path / "bom.csv"
+    bom.write_text('Designator,Qty,Value,Footprint,DNP\n"R1,R2,R4-R6",5,10k,Resistor_SMD:R_0402_1005Metric,\n'
+                   '"C1,C3,C4",3,100n,Capacitor_SMD:C_0402_1005Metric,\nC2,1,100n,Capacitor_SMD:C_0402_1005Metric,DNP\n')
+    design = read_design(CAD / "dense-kicad9-pos.csv", None, gerber=dense, bom=bom)
+    pads = {p.ref: len(p.pads) for p in design.parts}
+    assert pads == {"C1": 2, "C2": 0, "C3": 2, "C4": 2, "R1": 2, "R2": 2, "R3": 0, "R4": 2, "R5": 2, "R6": 2}
+    lines = (CAD / "dense-kicad9-pos.csv").read_text().splitlines()
+    cpl = tmp_path / "cpl.csv"  # Ref, PosX, PosY, Rot, Side
+    cpl.write_text("\n".join(",".join(c for k, c in enumerate(row.split(",")) if k not in (1, 2)) for row in lines))
+    bom.write_text(bom.read_text() + "R3,1,10k,Resistor_SMD:R_0402_1005Metric,DNP\n")
+    bare = read_design(cpl, None, gerber=dense, bom=bom)
+    assert {p.ref: len(p.pads) for p in bare.parts} == pads
+    assert {p.package for p in bare.parts} == {"R_0402_1005Metric", "C_0402_1005Metric"}

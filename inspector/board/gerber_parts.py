@@ -164,9 +164,10 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
     return replace(part, pads=tuple(own), body=box, through_hole=any(q.through_hole for q in pads))
 
 
-def _named(design: BoardDesign, placed: list[PlacedPart], board: GerberBoard, library: Library
-           ) -> tuple[tuple[float, float], dict[str, list[GerberPad]]]:
-    """(the Gerbers' offset onto the placement, each part's pads) where the Gerbers name their parts."""
+def _named(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPart], board: GerberBoard,
+           library: Library) -> tuple[tuple[float, float], dict[str, list[GerberPad]]]:
+    """(the Gerbers' offset onto the placement, each part's pads) where the Gerbers name their parts; `owners`:
+    the parts whose lands are on the board (`placed` and those left off), among which loose pads go by place."""
     shift, agree, asked = _named_shift(placed, board.pads)
     if asked and agree < ENOUGH * asked:
         raise CadError(f"{board.source}: the parts' pads named in the Gerbers lie at no one offset from where "
@@ -179,22 +180,23 @@ def _named(design: BoardDesign, placed: list[PlacedPart], board: GerberBoard, li
     # pads the file names no part for (a custom pad's region, which gerbonara keeps without its attributes) go
     # by place, to a part by its named pads' box where it has some
     loose = [q for q in board.pads if q.ref is None]
-    for ref, got in _by_place(placed, loose, _seeds(placed, library, mine), shift).items():
+    for ref, got in _by_place(owners, loose, _seeds(owners, library, mine), shift).items():
         mine.setdefault(ref, []).extend(got)
     return shift, mine
 
 
-def _placed(design: BoardDesign, placed: list[PlacedPart], board: GerberBoard, library: Library
-            ) -> tuple[tuple[float, float], dict[str, list[GerberPad]]]:
-    """(the Gerbers' offset onto the placement, each part's pads) where the Gerbers name no part: by place, from
-    the shared origin or the board's lower-left corner, whichever gives more parts pads."""
+def _placed(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPart], board: GerberBoard,
+            library: Library) -> tuple[tuple[float, float], dict[str, list[GerberPad]]]:
+    """(the Gerbers' offset onto the placement, each part's pads) where the Gerbers name no part: by place among
+    `owners` (the parts whose lands are on the board), from the shared origin or the board's lower-left corner,
+    whichever gives more of the `placed` parts pads."""
     tried = []
     corners = [(0.0, 0.0)] + ([(board.outline[0], board.outline[1])] if board.outline is not None else [])
-    seeds = _seeds(placed, library, {})
+    seeds = _seeds(owners, library, {})
     for corner in corners:
         # the placement file relative to the board's lower-left corner: the Gerbers moved by minus that corner
         s = (-corner[0], -corner[1]) if corner != (0.0, 0.0) else corner
-        got = _by_place(placed, board.pads, seeds, s)
+        got = _by_place(owners, board.pads, seeds, s)
         tried.append((sum(p.ref in got for p in placed), s, got))
     found, shift, mine = max(tried, key=lambda t: t[0])
     if placed and found < ENOUGH * len(placed):
@@ -206,13 +208,16 @@ def _placed(design: BoardDesign, placed: list[PlacedPart], board: GerberBoard, l
 
 
 def with_gerbers(design: BoardDesign, board: GerberBoard, library: Library) -> BoardDesign:
-    """`design` (a placement file's) with every part's pads from `board` and the board's edge, noted."""
+    """`design` (a placement file's) with every part's pads from `board` and the board's edge, noted. A part left
+    off the assembly (DNP, not on the BOM) wears none, but its lands are on the board still and are its own: they
+    go to it, not to a neighbour."""
     placed = [p for p in design.parts if p.excluded is None]
+    owners = [p for p in design.parts if p.excluded is None or p.excluded.startswith("not placed")]
     if board.attributed:
-        shift, mine = _named(design, placed, board, library)
+        shift, mine = _named(design, placed, owners, board, library)
         how = "by the parts the Gerbers name (X2 component attributes)"
     else:
-        shift, mine = _placed(design, placed, board, library)
+        shift, mine = _placed(design, placed, owners, board, library)
         how = "by place (the Gerbers do not name their parts)"
     notes = []
     if math.hypot(*shift) > 1e-6:

@@ -38,20 +38,18 @@ def read_design(file: Path, profile: Path | None, step: str | None = None, gerbe
         raise ValueError(f"{bom_profile}: a BOM profile (--bom-profile, the New board tab's BOM profile) names a "
                          "BOM's columns, and no BOM is given: give the BOM (--bom) or leave the profile out")
     named = load_bom_profile(bom_profile) if bom_profile is not None else None
-    design = _placed(file, profile, step, gerber, lib)
-    return with_bom(design, read_bom(bom, named), lib) if bom is not None else design
-
-
-def _placed(file: Path, profile: Path | None, step: str | None, gerber: Path | None, library: Library) -> BoardDesign:
     layers = _x3_layers(file) if gerber is None and step is None else ()
-    if layers:
-        return with_gerbers(read_x3(file, layers), read_gerbers(file), library)
-    if gerber is not None and (is_odb_job(file) or (file.suffix.lower() not in CENTROID and profile is None)):
-        raise ValueError(f"{file}: Gerbers (--gerber, the New board tab's Gerbers) go with a placement (centroid) "
-                         f"file, which has no pads; {_kind(file)} holds its own pads and outline: leave the Gerbers "
-                         "out")
-    design = _read(file, profile, step)
-    return design if gerber is None else with_gerbers(design, read_gerbers(gerber), library)
+    if layers:  # a Gerber X3 set: its component layers place the parts, its Gerbers give their pads
+        design, gerber = read_x3(file, layers), file
+    else:
+        if gerber is not None and (is_odb_job(file) or (file.suffix.lower() not in CENTROID and profile is None)):
+            raise ValueError(f"{file}: Gerbers (--gerber, the New board tab's Gerbers) go with a placement (centroid) "
+                             f"file, which has no pads; {_kind(file)} holds its own pads and outline: leave the "
+                             "Gerbers out")
+        design = _read(file, profile, step)
+    if bom is not None:  # before the Gerbers: a placement without packages takes the BOM's, which size its pads' seeds
+        design = with_bom(design, read_bom(bom, named), lib)
+    return design if gerber is None else with_gerbers(design, read_gerbers(gerber), lib)
 
 
 def _kind(file: Path) -> str:

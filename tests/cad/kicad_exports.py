@@ -20,3 +20,13 @@ def save_and_export(board: pcbnew.BOARD, stem: str) -> pcbnew.BOARD:
     subprocess.run(["kicad-cli", "pcb", "export", "ipc2581", "-o", str(HERE / f"{stem}-ipc2581.xml"), str(pcb)],
                    check=True)
     return pcbnew.LoadBoard(str(pcb))
+
+
+def edge(board: pcbnew.BOARD, ends: tuple[float, float, float, float]) -> None:
+    """A line of the board's edge (Edge.Cuts) from (x0, y0) to (x1, y1), mm."""
+    drawn = pcbnew.PCB_SHAPE(board, pcbnew.SHAPE_T_SEGMENT)
+    drawn.SetLayer(pcbnew.Edge_Cuts)
+    drawn.SetStart(pcbnew.VECTOR2I(pcbnew.FromMM(ends[0]), pcbnew.FromMM(ends[1])))
+    drawn.SetEnd(pcbnew.VECTOR2I(pcbnew.FromMM(ends[2]), pcbnew.FromMM(ends[3])))
+    drawn.SetWidth(pcbnew.FromMM(0.1))
+    board.Add(drawn)

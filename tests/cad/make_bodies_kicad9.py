@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pcbnew
-from kicad_exports import save_and_export
+from kicad_exports import edge, save_and_export
 
 HERE = Path(__file__).parent
 LIBRARY = Path("/usr/share/kicad/footprints")
@@ -42,15 +42,6 @@ PARTS = [
     ("C4", "Capacitor_SMD", "CP_Elec_6.3x5.4", 36, 35, 270, True),
     ("U5", "Package_DFN_QFN", "QFN-16-1EP_3x3mm_P0.5mm_EP1.75x1.75mm", 46, 34, 90, True),
 ]
-
-
-def edge(board: pcbnew.BOARD, ends: tuple[float, float, float, float]) -> None:
-    drawn = pcbnew.PCB_SHAPE(board, pcbnew.SHAPE_T_SEGMENT)
-    drawn.SetLayer(pcbnew.Edge_Cuts)
-    drawn.SetStart(pcbnew.VECTOR2I(MM(ends[0]), MM(ends[1])))
-    drawn.SetEnd(pcbnew.VECTOR2I(MM(ends[2]), MM(ends[3])))
-    drawn.SetWidth(MM(0.1))
-    board.Add(drawn)
 
 
 def fab_box(fp: pcbnew.FOOTPRINT) -> list[float]:
