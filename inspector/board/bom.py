@@ -22,7 +22,7 @@ from ..yamlio import Fields, load_yaml
 from .centroid import COLUMNS as PLACEMENT_COLUMNS
 from .centroid import left_off
 from .centroid_table import column_key, decode, find_table
-from .design import CadError
+from .design import CadError, first_of
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # header names, the likeliest first (compared as _key()s); a column serves one
     "refs": ("designator", "designators", "refs", "reference", "references", "refdes", "ref des", "ref",
@@ -145,12 +145,10 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
                        "with R1, C2, ...)?")
     if nameless:
         bom.notes.append(f"{len(nameless)} BOM lines name no designator (the board itself, paste, a total): not "
-                         f"parts the line places: {', '.join(nameless[:6])}"
-                         + (f" and {len(nameless) - 6} more" if len(nameless) > 6 else ""))
+                         f"parts the line places: {first_of(nameless, 6)}")
     if miscounted:
         bom.notes.append(f"{len(miscounted)} BOM lines state a quantity other than their designators' count, and "
-                         f"their designators are taken: {', '.join(miscounted[:6])}"
-                         + (f" and {len(miscounted) - 6} more" if len(miscounted) > 6 else ""))
+                         f"their designators are taken: {first_of(miscounted, 6)}")
     return bom
 
 

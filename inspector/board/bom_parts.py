@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .bom import Bom, BomLine
-from .design import BoardDesign, Bought, PlacedPart, named_refs
+from .design import BoardDesign, Bought, PlacedPart, first_of, named_refs
 from .library import CHIP_SIZE, Library
 from .values import kind_of, quantity
 
@@ -73,8 +73,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
                      f"them (fitted by hand or after the line, or the BOM is another revision's): {named_refs(absent)}")
     if differ:
         notes.append(f"{len(differ)} parts' values differ between the placement and the BOM (the BOM's is what is "
-                     f"bought and fitted: check which file is out of date): {', '.join(differ[:12])}"
-                     + (f" and {len(differ) - 12} more" if len(differ) > 12 else ""))
+                     f"bought and fitted: check which file is out of date): {first_of(differ)}")
     if zeros:
         notes.append("BOM packages read with the leading zero a spreadsheet drops from a chip size: "
                      + ", ".join(f"{k} as {v}" for k, v in sorted(zeros.items())))

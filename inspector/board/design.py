@@ -60,10 +60,14 @@ def arc_points(start: tuple[float, float], end: tuple[float, float], centre: tup
 BARE_HOLES = "nothing to solder (its pins are bare holes: a mounting hole)"  # why a part of unplated holes is out
 
 
+def first_of(items: list[str], most: int = 12) -> str:
+    """Items for a note, as met: the first `most`, and how many more."""
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
 def named_refs(refs: list[str], most: int = 12) -> str:
     """References for a note: sorted, the first `most`, and how many more."""
-    shown = sorted(refs)[:most]
-    return ", ".join(shown) + (f" and {len(refs) - len(shown)} more" if len(refs) > len(shown) else "")
+    return first_of(sorted(refs), most)
 
 
 MIN_BODY_MM = 0.1  # a drawn box narrower than this (a lone line drawn on a body's layer) is no body

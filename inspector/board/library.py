@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError, Fields, load_yaml
+from .design import first_of
 from .ipc7351 import stated_body
 from .klc_names import stated_body as klc_body
 
@@ -153,7 +154,7 @@ def unknown_template(unknown: dict[str, list[str]], classes: list[str], about: d
              "# leads and joints (a gull-wing package's span across its leads, not its plastic alone).",
              "packages:"]
     for package, refs in sorted(unknown.items()):
-        shown = ", ".join(refs[:6]) + (f" and {len(refs) - 6} more" if len(refs) > 6 else "")
+        shown = first_of(refs, 6)
         lines.append(f"  {package!r}: {{class: null}}   # {shown}")
         said = [s for s in dict.fromkeys((about or {}).get(r, "") for r in refs) if s]
         lines.extend(f"    # BOM: {s}" for s in said[:3])
