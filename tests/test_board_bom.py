@@ -13,6 +13,7 @@ from inspector.board.bom import designators, load_bom_profile, read_bom
 from inspector.board.design import CadError
 from inspector.board.importing import read_design
 from inspector.board.values import quantity
+from inspector.routing.rules import load_rules
 from tests.test_board_teach import cli
 
 CAD = Path(__file__).parent / "cad"
@@ -74,6 +75,9 @@ def test_a_placement_file_through_its_bom(tmp_path: Path) -> None:
     assert not fates["U3"]["inspected"] and fates["U3"]["reason"].startswith("not placed")
     assert "note: 1 parts are not on the BOM" in r.stdout
     assert sorted(r for r, f in fates.items() if f["reason"].startswith("not placed")) == ["J2", "U3"]
+    # the rule set names what was bought for each inspected place: a finding's part number (results/cfx.py)
+    numbers = load_rules(out).part_numbers
+    assert numbers["U1"] == "LM358DR" and set(numbers) == {r for r, f in fates.items() if f["inspected"]}
 
 
 def test_a_placement_file_without_packages_takes_the_boms(tmp_path: Path) -> None:

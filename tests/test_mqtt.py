@@ -473,3 +473,44 @@ def test_the_line_controllers_reject_of_a_panel_names_its_failed_boards(broker: 
     assert rejected["late-id"]["DisqualifiedUnits"] == [{"UnitIdentifier": "P-201", "PositionNumber": 1}]
     assert "no verdict within 500 ms" in rejected["late-id"]["Reason"]
     sub.close()
+
+
+def test_a_findings_part_number_is_the_boms_where_the_rule_set_has_one(broker: Mosquitto, demo,  # noqa: ANN001
+                                                                       tmp_path: Path) -> None:
+    """The demo line runs a rule set with `part_numbers:` (board import --bom writes it) for R1 and D1: the factory
+    message's record carries each part's number, and a defect names its component by the BOM's part number, or by
+    its component type where the rule set has none (R2)."""
+    from inspector.app.line import LineConfig
+    from inspector.app.run import open_source, run_line
+    from inspector.app.service import ServiceConfig
+    from inspector.results.store import ResultStore, sqlite_url
+    from inspector.routing.rules import parse_rules
+
+    from .test_routing_rules import GOOD
+
+    numbers = {"R1": "RC0402FR-071KL", "D1": "1N4148WS,115"}
+    rules = parse_rules(GOOD + 'part_numbers:\n  R1: RC0402FR-071KL\n  D1: "1N4148WS,115"\n',
+                        str(tmp_path / "mini.yaml"))
+    assert rules.part_numbers == numbers
+    sub = Subscriber(broker.port)
+    pub = MqttPublisher(f"127.0.0.1:{broker.port}", "line-1", "aoi-1")
+    pub.start()
+    root, zoo = demo
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    run_line(rules, zoo, root / "models", open_source("synthetic", rules, 12, 3), ServiceConfig(LineConfig(
+        device_mb=40)), store, tmp_path, lambda _m: None, published=[pub])
+    assert pub.wait_published(20)
+    messages = [m for m in sub.messages_of() if m["MessageName"].endswith("UnitsInspected")]
+    assert len(messages) == 12
+    defects = 0
+    for message in messages:
+        assert {p["ref"]: p["part_number"] for p in message["Record"]["parts"]} == {**numbers, "R2": None}
+        for inspection in message["MessageBody"]["InspectedUnits"][0]["Inspections"]:
+            for defect in inspection["DefectsFound"]:
+                part = defect["ComponentOfInterest"]
+                assert part["PartNumber"] == numbers.get(part["ReferenceDesignator"], "R1K")
+                defects += 1
+    assert defects > 0
+    pub.close()
+    sub.close()
+    store.close()

@@ -209,3 +209,12 @@ def test_a_panel_rule_set_gives_each_part_its_board_and_refuses_a_board_it_does_
         parse_rules(panel.replace("boards: 2", "boards: 0"), "panel.yaml")
     with pytest.raises(ConfigError, match=r"panel.yaml:\d+: .*copies"):
         parse_rules(panel.replace("boards: 2", "boards: 2, copies: 3"), "panel.yaml")
+
+
+def test_part_numbers_name_placements_and_are_text() -> None:
+    rules = parse_rules(GOOD + 'part_numbers:\n  R1: RC0402FR-071KL\n  D1: "1N4148WS,115"\n  R2: 4711\n', "p.yaml")
+    assert rules.part_numbers == {"R1": "RC0402FR-071KL", "D1": "1N4148WS,115", "R2": "4711"}
+    with pytest.raises(ConfigError, match=r"p.yaml:\d+: .*F1.* is no inspected part of this board"):
+        parse_rules(GOOD + "part_numbers:\n  F1: FID\n", "p.yaml")  # a fiducial is no placement
+    with pytest.raises(ConfigError, match=r"must be the part's number as the BOM gives it"):
+        parse_rules(GOOD + "part_numbers:\n  R1: [a, b]\n", "p.yaml")

@@ -495,6 +495,7 @@ class Line:
             part = overrule(part, share, crop.component.body_contrast)
             part.body_share = None if share is None else round(float(share), 4)
             part.alternate = pending.alternates.get(crop.ref)
+            part.part_number = pending.rules.part_numbers.get(crop.ref)
             if crop.at is not None:
                 part.at, part.box = crop.at, box_in_crop(crop)
             pending.record.parts.append(part)

@@ -16,6 +16,7 @@ again, so what comes out always loads.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import asdict, dataclass, replace
@@ -272,8 +273,10 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
         return Imported("", fates, {}, [], (width, height), notes, (fx0, fy0), px_per_mm)
     by_part = {p.ref: p for p in parts}
     lands = {ref: _lands(by_part[ref], design.y_up, px_per_mm, (v[3], v[4])) for ref, v in placed.items()}
+    bought = {p.ref: p.bought.part_number for p in parts if p.bought is not None and p.bought.part_number}
     for _ in range(MAX_PASSES):
-        text = _text(recipe or "board", (width, height), placed, marks, classes, lands, design.panel_boards)
+        numbers = {ref: bought[ref] for ref in sorted(placed) if ref in bought}
+        text = _text(recipe or "board", (width, height), placed, marks, classes, lands, design.panel_boards, numbers)
         try:
             parse_rules(text, "<import>")
             break
@@ -344,7 +347,8 @@ def _culprit(message: str, placed: dict, marks: dict) -> str | None:
 
 
 def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
-          classes: dict[str, PackageClass | None], lands: dict[str, Lands], panel_boards: int = 0) -> str:
+          classes: dict[str, PackageClass | None], lands: dict[str, Lands], panel_boards: int = 0,
+          part_numbers: dict[str, str] | None = None) -> str:
     lines = ["# imported by `inspector board import` (inspector/board): routing_rules/README.md",
              f"recipe: {recipe}", "seed: 0", f"board: {{width: {size[0]}, height: {size[1]}}}",
              f"crop_margin: {CROP_MARGIN_PX}"]
@@ -380,4 +384,7 @@ def _text(recipe: str, size: tuple[int, int], placed: dict, marks: dict,
             lines.append(f"    body: [{', '.join(str(v) for v in body)}]")
         at = ", ".join(f"{ref}: [{x}, {y}{'' if r == 0 else f', {r}'}]" for ref, (_t, x, y, _w, _h, r) in members)
         lines.append(f"    at: {{{at}}}")
+    if part_numbers:  # JSON's quoting is YAML's: a number with a comma or a colon stays one string
+        lines.append("part_numbers:  # what the BOM buys for each place: a finding's part number (results/cfx.py)")
+        lines += [f"  {ref}: {json.dumps(number)}" for ref, number in part_numbers.items()]
     return "\n".join(lines) + "\n"

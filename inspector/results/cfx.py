@@ -15,7 +15,9 @@ each with its position (`UnitPositionNumber` 1..N), its own result and its parts
 a unit at position 0. An x-out (not inspected: marked skip upstream or on its bad-mark pad) is a unit too, `Skipped`
 (CFX 1.4's result for a bad mark) with no inspections. Each unit carries its board's own serial where the board has
 one (its code read, or its NOREAD; routing/panel.py `codes:`), else the panel's. An inspection of a part compared with
-an approved make (`inspector board approve`) says which in its `Comments`.
+an approved make (`inspector board approve`) says which in its `Comments`. A defect's component is named by its
+reference and its `PartNumber`: the BOM's part number where the rule set has one (`part_numbers:`, written by
+`board import --bom`), else its component type.
 The line's other events (a recipe activated, a fault and its end, a board rejected) take CFX's names and the same
 envelope, each with its own `UniqueID`.
 """
@@ -49,7 +51,8 @@ def _is_uuid(text: str) -> bool:
 
 
 def _inspection(board: BoardRecord, part: PartRecord) -> dict[str, Any]:
-    component = {"ReferenceDesignator": part.ref, "UnitPosition": None, "PartNumber": part.component_type}
+    component = {"ReferenceDesignator": part.ref, "UnitPosition": None,
+                 "PartNumber": part.part_number or part.component_type}
     defects = []
     if part.verdict == "fail":
         defects.append({

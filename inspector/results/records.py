@@ -41,6 +41,8 @@ class PartRecord:
     # the presence check's measure (board/presence.py: the share of its golden body's contrast kept), whatever the
     # verdict: a part the experts failed may be one the presence check would call missing too
     body_share: float | None = None
+    # the BOM's part number for its place (the rule set's `part_numbers:`), in memory: the factory message names it
+    part_number: str | None = None
 
 
 @dataclass

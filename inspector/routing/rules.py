@@ -25,6 +25,7 @@ from .fiducials import FiducialRules, parse_fiducials
 from .gate import GateRules, parse_gate
 from .identity import SerialCode, parse_serial_code
 from .panel import PanelRules, parse_panel, stray_refs
+from .part_numbers import parse_part_numbers
 from .photo import PhotoRegistration, parse_photo_registration
 from .shapes import SHAPES
 
@@ -123,6 +124,7 @@ class RuleSet:
     photo: PhotoRegistration | None = None  # boards photographed whole: registered on their outline or picked points
     panel: PanelRules | None = None  # copies of one board carried as one, each with its own verdict (routing/panel.py)
     alternates: dict[str, tuple[str, ...]] = field(default_factory=dict)  # REF -> approved makes' windows (files)
+    part_numbers: dict[str, str] = field(default_factory=dict)  # REF -> the BOM's part number (routing/part_numbers.py)
     text: str = field(default="", repr=False, compare=False)  # what it was parsed from: kept by `version` with results
 
     def component(self, name: str) -> ComponentRule:
@@ -184,7 +186,7 @@ class RuleSet:
 
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
-        "gate", "golden", "compare", "photo_registration", "panel", "alternates"}
+        "gate", "golden", "compare", "photo_registration", "panel", "alternates", "part_numbers"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "pads", "body",
               "body_contrast", "input_size", "at"}
 
@@ -247,6 +249,7 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         else None,
         panel=parse_panel(doc.sub("panel"), (width, height)) if doc.has("panel") else None,
         alternates=parse_alternates(doc.sub("alternates"), set(seen)) if doc.has("alternates") else {},
+        part_numbers=parse_part_numbers(doc.sub("part_numbers"), set(seen)) if doc.has("part_numbers") else {},
     )
     if ruleset.photo is not None and ruleset.compare is not None:
         raise doc.error("photo_registration", "a bare-board comparison aligns each board on its golden image: leave "
