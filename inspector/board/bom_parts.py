@@ -67,7 +67,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
     if kept_off:
         notes.append(f"{len(kept_off)} parts the BOM fits are left off as the design says (a variant the BOM does "
                      f"not share?): {named_refs(kept_off)}")
-    absent = [r for r, line in lines.items() if r not in listed and line.left_off is None]
+    absent = [r for r, line in bom.by_ref().items() if r.upper() not in listed and line.left_off is None]
     if absent:
         notes.append(f"{len(absent)} fitted BOM designators have no place in the design, so the line cannot inspect "
                      f"them (fitted by hand or after the line, or the BOM is another revision's): {named_refs(absent)}")
