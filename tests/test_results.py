@@ -491,7 +491,7 @@ def test_the_approved_make_a_part_was_compared_with_is_stored_exported_answered_
     assert [p.approved_make for _i, p in store.recent_parts()] == [None]  # S2's failed D1: its golden board's
     out = io.StringIO()
     export_csv(store, out)
-    assert COLUMNS[-2:] == ("alternate", "review_box")  # each new column after the ones before it
+    assert COLUMNS[-3:] == ("alternate", "review_box", "part_number")  # each new column after the ones before it
     assert [(r["board_serial"], r["ref"], r["alternate"]) for r in csv.DictReader(io.StringIO(out.getvalue()))] == [
         ("S1", "R1", ""), ("S1", "D1", ""), ("S2", "R1", "R1__murata.png"), ("S2", "D1", "")]
     api = ResultsApi(store, PLANT, tmp_path)
@@ -501,3 +501,21 @@ def test_the_approved_make_a_part_was_compared_with_is_stored_exported_answered_
     inspections = units_inspected(second)["MessageBody"]["InspectedUnits"][0]["Inspections"]
     assert [i["Comments"] for i in inspections] == ["compared with the approved make R1__murata.png", None]
 
+
+
+def test_the_export_names_each_parts_part_number_from_the_rule_set_it_was_inspected_under(store: ResultStore) -> None:
+    """Boards inspected under two versions of a rule set, the second with `part_numbers:` (board import --bom): each
+    row says the part number its board's rules gave the place, none under the first (nor for a part it names none
+    for), with a spreadsheet's formula start defused."""
+    from inspector.results.rule_texts import version_of
+
+    plain = "recipe: board_a\n"
+    bought = plain + "part_numbers:\n  R1: RC0402FR-071KL\n  D1: '-1N4148'\n"
+    texts = {version_of(t): ("board_a", t) for t in (plain, bought)}
+    old, new = board("S1"), board("S2", 1)
+    old.ruleset_version, new.ruleset_version = version_of(plain), version_of(bought)
+    store.write([old, new], texts.get)
+    out = io.StringIO()
+    export_csv(store, out)
+    assert [(r["board_serial"], r["ref"], r["part_number"]) for r in csv.DictReader(io.StringIO(out.getvalue()))] == [
+        ("S1", "R1", ""), ("S1", "D1", ""), ("S2", "R1", "RC0402FR-071KL"), ("S2", "D1", "'-1N4148")]

@@ -13,19 +13,22 @@ own), else the board's. Last, the approved make a part was compared with, its wi
 approve`; empty where it was compared with its golden board, or not compared, and on a database before 0011).
 After it, the boxes the reviewer drew where the defects are, `x0 y0 x1 y1` in crop pixels, a box's own class after
 it where it names one, boxes parted by `; ` (`2.0 3.0 10.0 12.0; 20.0 4.0 31.0 9.0 spur`; empty without one, and on
-a database before 0012; one box without its class before 0013).
+a database before 0012; one box without its class before 0013). Last, the part number the BOM gives the part's place,
+read from the rule set the board was inspected under (its `part_numbers:`, kept by its version: rule_texts.py; empty
+where that rule set names none).
 """
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TextIO
 
+import yaml
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from .filters import Filters
-from .schema import Review
+from .schema import Review, RuleText
 from .units import positions_text
 
 
@@ -43,7 +46,8 @@ COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line
            "weights_sha256",
            "box_x0", "box_y0", "box_x1", "box_y1", "crop_path", "error", "registration_residual_px", "board_error",
            "review_call", "review_class", "reviewer", "reviewed_at", "board_id",
-           "panel_boards", "panel_position", "panel_failed", "panel_skipped", "unit_serial", "alternate", "review_box")
+           "panel_boards", "panel_position", "panel_failed", "panel_skipped", "unit_serial", "alternate", "review_box",
+           "part_number")
 # new columns go last: a plant's sheets and scripts that read columns by position keep working
 
 
@@ -71,6 +75,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
     w.writerow(COLUMNS)
     with Session(store.engine) as s:  # reviews are a person's work: few beside the parts, read once
         reviews = {r.component_result_id: r for r in s.scalars(store.reading_reviews(select(Review)))}
+    numbers = part_numbers(store.engine)
     n = 0
     for insp, part in store.component_rows(filters, bare_boards=True):
         board = board_cells(insp)
@@ -81,7 +86,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
             str(panel.boards), positions_text(panel.failed), positions_text(panel.skipped))
         if part is None:
             w.writerow((*board, *[""] * 13, *tail, "", "", "", "", board_id, boards, "", failed, skipped,
-                        cell(insp.board_serial), "", ""))
+                        cell(insp.board_serial), "", "", ""))
         else:
             position = None if panel is None else panel.position_of(part.ref)
             unit = insp.board_serial if panel is None else panel.unit_serial(position, insp.board_serial)
@@ -91,9 +96,30 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
                           for v in (part.box_x0, part.box_y0, part.box_x1, part.box_y1)),
                         cell(part.crop_path or ""), cell(part.error or ""), *tail, *_review(reviews.get(part.id)),
                         board_id, boards, "" if position is None else str(position), failed, skipped, cell(unit),
-                        cell(part.approved_make or ""), _box(reviews.get(part.id))))
+                        cell(part.approved_make or ""), _box(reviews.get(part.id)),
+                        cell(numbers(insp.ruleset_version).get(part.ref, ""))))
         n += 1
     return n
+
+
+def part_numbers(engine: Engine) -> Callable[[str], dict[str, str]]:
+    """REF -> part number of a rule-set version (its `part_numbers:`, routing/part_numbers.py), each version's
+    text read from the database once; {} for a version it does not keep or whose rules name none."""
+    known: dict[str, dict[str, str]] = {}
+
+    def of(version: str) -> dict[str, str]:
+        if version not in known:
+            with Session(engine) as s:
+                text = s.scalar(select(RuleText.text).where(RuleText.version == version))
+            try:
+                doc = yaml.safe_load(text) if text else None
+            except yaml.YAMLError:
+                doc = None
+            numbers = doc.get("part_numbers") if isinstance(doc, dict) else None
+            known[version] = {str(k): str(v) for k, v in numbers.items()} if isinstance(numbers, dict) else {}
+        return known[version]
+
+    return of
 
 
 def _box(r: Review | None) -> str:
