@@ -111,3 +111,17 @@ def _package(line: BomLine, zeros: dict[str, str]) -> str:
         zeros[package] = "0" + package
         return "0" + package
     return package
+
+
+def described(design: BoardDesign) -> dict[str, str]:
+    """Each part's BOM line in a few words (what it is, who makes it, the BOM's package), where a BOM came: what
+    the engineer reads to give an unknown package its class."""
+    about = {}
+    for p in design.parts:
+        b = p.bought
+        if b is not None:
+            made = " ".join(w for w in (b.manufacturer, b.part_number) if w)
+            said = (b.description or b.value or p.value, made, b.package and f"BOM package {b.package}")
+            words = [w for w in said if w]
+            about[p.ref] = "; ".join(words)
+    return about

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .bom import load_bom_profile, read_bom
-from .bom_parts import with_bom
+from .bom_parts import described, with_bom
 from .centroid import load_profile, read_centroid
 from .design import BoardDesign
 from .eagle import read_eagle
@@ -103,20 +103,6 @@ def recipe_name(file: Path) -> str:
     return name
 
 
-def bought_as(design: BoardDesign) -> dict[str, str]:
-    """Each part's BOM line in a few words (what it is, who makes it, the BOM's package), where a BOM came: what
-    the engineer reads to give an unknown package its class."""
-    about = {}
-    for p in design.parts:
-        b = p.bought
-        if b is not None:
-            made = " ".join(w for w in (b.manufacturer, b.part_number) if w)
-            said = (b.description or b.value or p.value, made, b.package and f"BOM package {b.package}")
-            words = [w for w in said if w]
-            about[p.ref] = "; ".join(words)
-    return about
-
-
 def unknown_path(out: Path) -> Path:
     return out.with_suffix(".packages.yaml")
 
@@ -142,7 +128,7 @@ def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", lib
     except UnknownPackages as exc:
         asked = unknown_path(out)
         asked.parent.mkdir(parents=True, exist_ok=True)
-        asked.write_text(unknown_template(exc.unknown, sorted(lib.classes), bought_as(design)), encoding="utf-8")
+        asked.write_text(unknown_template(exc.unknown, sorted(lib.classes), described(design)), encoding="utf-8")
         raise PackagesAsked(f"{exc}. Nothing was written but {asked}: fill in each package's class there and "
                             f"import again with --library {asked}", asked) from None
     if imported.rules_text:
