@@ -243,3 +243,19 @@ def test_bom_layouts_of_the_usual_tools(tmp_path: Path, header: str, row: str, e
     bom.write_text(f"{header}\n{row}\n")
     line = read_bom(bom).by_ref()["R2"]
     assert line.refs == ("R1", "R2") and (line.value, line.package, line.part_number, line.quantity) == expect
+
+
+def test_a_package_the_library_does_not_know_is_known_by_the_boms_name_for_it(tmp_path: Path) -> None:
+    """The board names its transistors' footprint in a plant's own library (`MyLib:Q_SMALL`), which the product's
+    library does not know; the BOM calls that package SOT-23, which it does: the import takes the class from it,
+    keeps the footprint's name as the type, and says so. Without the BOM, it asks."""
+    board = tmp_path / "b.kicad_pcb"
+    board.write_text((CAD / "bodies-kicad9.kicad_pcb").read_text().replace('(footprint "SOT-23"',
+                                                                           '(footprint "MyLib:Q_SMALL"'))
+    out = tmp_path / "b.yaml"
+    r = cli("board", "import", str(board), "--out", str(out), "--px-per-mm", "10")
+    assert r.returncode == 3 and "Q_SMALL (Q1)" in r.stderr
+    r = cli("board", "import", str(board), "--bom", str(GROUPED), "--out", str(out), "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    assert "note: packages the library knows by the BOM's name for them: Q_SMALL as SOT-23 (sot)" in r.stdout
+    assert load_rules(out).component("Q_SMALL").shape == "sot23"

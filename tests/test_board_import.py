@@ -274,6 +274,18 @@ def test_snappergps_through_its_own_bom(tmp_path: Path) -> None:
     asked = (tmp_path / "sg.packages.yaml").read_text()
     assert ("'AMANDA_TSST8': {class: null}   # Q1, Q3, Q4\n    # BOM: Mosfet array N and P-channel, 20 V, 2.5 A, 1 W; "
             "Rohm Semiconductor TT8M1TR; BOM package 8-SMD\n") in asked
+    # the board file, with a plant library that knows neither U5's programming pads (not placed) nor U3's TVS
+    # footprint: the BOM's SOT143B gives U3 its class
+    from tests.test_presence import SNAPPER_CLASSES
+
+    lib = tmp_path / "plant.yaml"
+    lib.write_text("packages:\n" + "".join(f"  '{k}': {{class: {v}}}\n" for k, v in SNAPPER_CLASSES.items()
+                                           if k not in ("ALEX_CONN5", "TVS_DIODE-PRTR5V0U2AX")))
+    r = cli("board", "import", str(SNAPPER.with_suffix(".brd")), "--bom", str(bom), "--library", str(lib), "--out",
+            str(out), "--px-per-mm", "20")
+    assert r.returncode == 0, r.stderr
+    assert "packages the library knows by the BOM's name for them: TVS_DIODE-PRTR5V0U2AX as SOT143B (sot)" in r.stdout
+    assert "U3" in {p.ref for _c, p in load_rules(out).placements()}
 
 
 def test_csv_centroid_files_by_their_headers_or_a_saved_profile(tmp_path: Path) -> None:

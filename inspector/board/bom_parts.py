@@ -5,7 +5,8 @@ a variant's do-not-place parts, test points, logos, a programming header soldere
 plant buys and the line fits, so a contract manufacturer reads the placement through it, as this does: a part the
 BOM does not list, or lists as not fitted, is not placed (a fiducial stays a mark, and a part the design itself
 leaves off stays off); a listed part gets what it is from its line (`design.Bought`: manufacturer, part number,
-description, the BOM's package name) and, where the placement has none, its value and package. Designators the
+description, the BOM's package name, by which the library knows a package it does not know by the footprint's
+name: library.part_class) and, where the placement has none, its value and package. Designators the
 BOM lists and the design does not place are noted (fitted by hand or after the line, or the BOM is of another
 revision): the line cannot inspect what it has no place for; so are resistors, capacitors and inductors whose
 values the two files state as different quantities (values.py: a file out of date, what a BOM-to-CAD check finds).
@@ -47,7 +48,8 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
         listed.add(ref)
         if _values_differ(p, line):
             differ.append(f"{p.ref} ({p.value} in the placement, {line.value!r} on the BOM)")
-        package = p.package or _package(line, zeros)
+        bought_package = _package(line.package, zeros)
+        package = p.package or bought_package
         excluded = p.excluded
         if excluded is None and line.left_off is not None:
             excluded = line.left_off
@@ -56,7 +58,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
             kept_off.append(p.ref)
         parts.append(replace(p, value=p.value or line.value, package=package, excluded=excluded,
                              bought=Bought(line.value, line.manufacturer, line.part_number, line.description,
-                                           line.package)))
+                                           bought_package)))
     notes = [*design.notes, *bom.notes]
     name = Path(bom.source).name
     if unlisted:
@@ -98,15 +100,15 @@ def _board_ref(ref: str, panel_boards: int) -> str:
 
 def _mark(part: PlacedPart, library: Library) -> bool:
     """A fiducial, which no BOM lists: a registration mark on the copper."""
-    cls = library.lookup(part.package, part.ref)
+    cls = library.part_class(part)
     return part.fiducial or (cls is not None and cls.name == "fiducial")
 
 
-def _package(line: BomLine, zeros: dict[str, str]) -> str:
-    """The BOM's package for a part the placement gives none: a footprint without its library (KiCad's
+def _package(text: str, zeros: dict[str, str]) -> str:
+    """A BOM's package as a package name: a footprint without its library (KiCad's
     `Resistor_SMD:R_0603_1608Metric`, as the board readers name it), a chip size a spreadsheet wrote as a number
-    (`402`) with its zero again."""
-    package = line.package.split(":", 1)[1] if re.match(r"^[\w.+-]+:\S", line.package) else line.package
+    (`402`) with its zero again (noted in `zeros`)."""
+    package = text.split(":", 1)[1] if re.match(r"^[\w.+-]+:\S", text) else text
     if package.isdigit() and CHIP_SIZE.match("0" + package):
         zeros[package] = "0" + package
         return "0" + package

@@ -53,7 +53,7 @@ def _seeds(parts: list[PlacedPart], library: Library,
         if own:
             seeds[p.ref] = bounding([in_frame(p, c) for c in _corners(own)])
             continue
-        size = library.body(p.package, p.ref) or stated_size(p.package)
+        size = library.part_body(p) or stated_size(p.package)
         if size is not None:
             seeds[p.ref] = (-size[0] / 2, -size[1] / 2, size[0] / 2, size[1] / 2)
     return seeds
@@ -150,7 +150,7 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
         x, y = in_frame(part, (q.x, q.y))
         w, h = (q.h, q.w) if quarter else (q.w, q.h)
         own.append(Pad(x, y, w, h, smd=not q.through_hole, mask_margin=q.mask_margin))
-    body = library.body(part.package, part.ref)
+    body = library.part_body(part)
     box = None
     if body is not None:
         bw, bh = body

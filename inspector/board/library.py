@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError, Fields, load_yaml
-from .design import first_of
+from .design import PlacedPart, first_of
 from .ipc7351 import stated_body
 from .klc_names import stated_body as klc_body
 
@@ -65,6 +65,22 @@ class Library:
                 return self.classes[cls]
         return None
 
+
+    def part_class(self, part: PlacedPart) -> PackageClass | None:
+        """A part's class: its package's, else, for a package the library does not know, its BOM package's (a
+        purchasing name, `SOT143B` beside the footprint's `TVS_DIODE-PRTR5V0U2AX`: the BOM says what the part is,
+        nothing is guessed), else None (asked for)."""
+        cls = self.lookup(part.package, part.ref)
+        if cls is None and part.bought is not None and part.bought.package:
+            cls = self.lookup(part.bought.package, part.ref)
+        return cls
+
+    def part_body(self, part: PlacedPart) -> tuple[float, float] | None:
+        """A part's body for a file without footprints: its package's (`body`), else its BOM package's."""
+        body = self.body(part.package, part.ref)
+        if body is None and part.bought is not None and part.bought.package:
+            body = self.body(part.bought.package, part.ref)
+        return body
 
     def body(self, package: str, ref: str = "") -> tuple[float, float] | None:
         """The package's body in mm (w, h at rotation 0) for a file without footprints (a centroid file): the

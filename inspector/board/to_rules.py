@@ -116,7 +116,7 @@ def _with_body(part: PlacedPart, library: Library) -> PlacedPart:
     """A part of a file without footprints (a centroid file) given the library's body, centred on it."""
     if part.extent() is not None:  # a board file's footprint: its own pads and body
         return part
-    body = library.body(part.package, part.ref)
+    body = library.part_body(part)
     if body is None:
         return part
     return replace(part, body=(-body[0] / 2, -body[1] / 2, body[0] / 2, body[1] / 2))
@@ -198,10 +198,10 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
     unknown: dict[str, list[str]] = {}
     classes: dict[str, PackageClass | None] = {}
     for p in design.parts:
-        cls = library.lookup(p.package, p.ref)
+        cls = library.part_class(p)
         classes[p.ref] = cls
         needed = p.side == side and not p.fiducial and p.excluded is None
-        if needed and (cls is None or (cls.inspect and p.extent() is None and library.body(p.package, p.ref) is None)):
+        if needed and (cls is None or (cls.inspect and p.extent() is None and library.part_body(p) is None)):
             unknown.setdefault(p.package, []).append(p.ref)  # no class, or (a centroid file) no body to window
     if unknown:
         raise UnknownPackages(unknown)
@@ -268,6 +268,11 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
                 placed[p.ref] = (fate.type, round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm),
                                  w, h, q)
     notes = list(design.notes)
+    by_bom = sorted({(p.package, p.bought.package, c.name) for p in design.parts if p.bought is not None
+                     and (c := classes[p.ref]) is not None and library.lookup(p.package, p.ref) is None})
+    if by_bom:
+        notes.append("packages the library knows by the BOM's name for them: "
+                     + ", ".join(f"{pkg} as {bought} ({cls})" for pkg, bought, cls in by_bom))
     by_ref = {f.ref: f for f in fates}
     if not placed:  # nothing a camera above this side could inspect: no rule set, only the parts' fates
         return Imported("", fates, {}, [], (width, height), notes, (fx0, fy0), px_per_mm)
