@@ -28,7 +28,8 @@ NOT_ON_BOM = "not placed (not on the BOM)"
 def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
     """`design` with each part as its BOM line says (above); notes name what the BOM changed and what it lists
     that the design lacks."""
-    lines = {ref.upper(): line for ref, line in bom.by_ref().items()}
+    by_ref = bom.by_ref()
+    lines = {ref.upper(): line for ref, line in by_ref.items()}
     listed: set[str] = set()
     unlisted: list[str] = []
     left: list[str] = []
@@ -69,7 +70,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
     if kept_off:
         notes.append(f"{len(kept_off)} parts the BOM fits are left off as the design says (a variant the BOM does "
                      f"not share?): {named_refs(kept_off)}")
-    absent = [r for r, line in bom.by_ref().items() if r.upper() not in listed and line.left_off is None]
+    absent = [r for r, line in by_ref.items() if r.upper() not in listed and line.left_off is None]
     if absent:
         notes.append(f"{len(absent)} fitted BOM designators have no place in the design, so the line cannot inspect "
                      f"them (fitted by hand or after the line, or the BOM is another revision's): {named_refs(absent)}")
