@@ -55,7 +55,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
         if excluded is None and line.left_off is not None:
             excluded = line.left_off
             left.append(p.ref)
-        elif p.left_off() and line.left_off is None:
+        elif p.not_placed() and line.left_off is None:
             kept_off.append(p.ref)
         parts.append(replace(p, value=p.value or line.value, package=package, excluded=excluded,
                              bought=Bought(line.value, line.manufacturer, line.part_number, line.description,

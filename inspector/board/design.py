@@ -123,7 +123,7 @@ class PlacedPart:
     excluded: str | None = None  # why the file itself leaves it out of assembly (dnp, not placed, board only)
     bought: Bought | None = None  # its bill of materials line, where a BOM came with the design
 
-    def left_off(self) -> bool:
+    def not_placed(self) -> bool:
         """The assembly leaves it off (DNP, not on the BOM: every reader's reason says `not placed (...)`): its lands
         are on the board, its part is not."""
         return self.excluded is not None and self.excluded.startswith("not placed")

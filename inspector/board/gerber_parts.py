@@ -212,7 +212,7 @@ def with_gerbers(design: BoardDesign, board: GerberBoard, library: Library) -> B
     off the assembly (DNP, not on the BOM) wears none, but its lands are on the board still and are its own: they
     go to it, not to a neighbour."""
     placed = [p for p in design.parts if p.excluded is None]
-    owners = [p for p in design.parts if p.excluded is None or p.left_off()]
+    owners = [p for p in design.parts if p.excluded is None or p.not_placed()]
     if board.attributed:
         shift, mine = _named(design, placed, owners, board, library)
         how = "by the parts the Gerbers name (X2 component attributes)"

@@ -139,18 +139,20 @@ def _px_per_mm(args: argparse.Namespace) -> float:
     return float(value)
 
 
+def _path(value: str | None) -> Path | None:
+    """An optional argument's path, None where it is not given."""
+    return Path(value) if value else None
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from ..board.importing import PackagesAsked, import_board
 
     file, out = Path(args.file), Path(args.out)
     t0 = time.perf_counter()
     try:
-        design, imported = import_board(file, out, _px_per_mm(args), args.side,
-                                        Path(args.library) if args.library else None,
-                                        Path(args.profile) if args.profile else None, args.recipe, args.step,
-                                        Path(args.gerber) if args.gerber else None,
-                                        Path(args.bom) if args.bom else None,
-                                        Path(args.bom_profile) if args.bom_profile else None)
+        design, imported = import_board(file, out, _px_per_mm(args), args.side, _path(args.library),
+                                        _path(args.profile), args.recipe, args.step, _path(args.gerber),
+                                        _path(args.bom), _path(args.bom_profile))
     except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
         print(f"inspector: asks: {exc}", file=sys.stderr)
         return REFUSED
@@ -202,7 +204,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else rules.with_name(rules.stem + ".taught.yaml")
     work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
     plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
-                          Path(args.defects) if args.defects else None, args.escape_rate, epochs=args.epochs,
+                          _path(args.defects), args.escape_rate, epochs=args.epochs,
                           seed=args.seed, comparison=args.comparison, experts=args.experts,
                           presence=args.presence, every_board=args.every_board, heldout_share=args.heldout)
     taught = teach_board(plan, say)

@@ -90,35 +90,22 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.progress_signal = Progress()
         self.progress_signal.said.connect(self._progress)
 
-        self.cad = QLineEdit()
-        self.cad.setPlaceholderText("a KiCad .kicad_pcb, an Eagle .brd, IPC-2581, an ODB++ job (its folder or .tgz) "
-                                    "or a centroid file")
-        cad_btn = QPushButton("Browse…")
-        cad_btn.clicked.connect(lambda: self._browse(self.cad, "CAD or centroid file"))
+        self.cad, cad_btn = self._file_field("a KiCad .kicad_pcb, an Eagle .brd, IPC-2581, an ODB++ job (its folder "
+                                             "or .tgz) or a centroid file", "CAD or centroid file")
         self.step = QLineEdit()
         self.step.setPlaceholderText("an ODB++ job's step, where several place parts (the board, or its panel)")
-        self.profile = QLineEdit()
-        self.profile.setPlaceholderText("a centroid file's profile: its columns, units, bottom x (optional)")
-        profile_btn = QPushButton("Browse…")
-        profile_btn.clicked.connect(lambda: self._browse(self.profile, "centroid profile (YAML)"))
+        self.profile, profile_btn = self._file_field("a centroid file's profile: its columns, units, bottom x "
+                                                     "(optional)", "centroid profile (YAML)")
         self.gerber = QLineEdit()
         self.gerber.setPlaceholderText("a centroid file's Gerbers (a folder or .zip): every part's pads and the "
                                        "board's edge (optional)")
         gerber_btn = QPushButton("Folder…")
         gerber_btn.clicked.connect(self._browse_gerbers)
-        self.bom = QLineEdit()
-        self.bom.setPlaceholderText("the bill of materials (CSV or .xlsx): which parts are fitted, what each is "
-                                    "(optional)")
-        bom_btn = QPushButton("Browse…")
-        bom_btn.clicked.connect(lambda: self._browse(self.bom, "bill of materials (CSV, TXT or .xlsx)"))
-        self.bom_profile = QLineEdit()
-        self.bom_profile.setPlaceholderText("the BOM's profile: its columns' own names (optional)")
-        bom_profile_btn = QPushButton("Browse…")
-        bom_profile_btn.clicked.connect(lambda: self._browse(self.bom_profile, "BOM profile (YAML)"))
-        self.library = QLineEdit()
-        self.library.setPlaceholderText("the plant's package library (optional)")
-        lib_btn = QPushButton("Browse…")
-        lib_btn.clicked.connect(lambda: self._browse(self.library, "package library (YAML)"))
+        self.bom, bom_btn = self._file_field("the bill of materials (CSV or .xlsx): which parts are fitted, what each "
+                                             "is (optional)", "bill of materials (CSV, TXT or .xlsx)")
+        self.bom_profile, bom_profile_btn = self._file_field("the BOM's profile: its columns' own names (optional)",
+                                                             "BOM profile (YAML)")
+        self.library, lib_btn = self._file_field("the plant's package library (optional)", "package library (YAML)")
         self.scale = QDoubleSpinBox(decimals=2, minimum=1.0, maximum=200.0, value=20.0, suffix=" px/mm")
         self.side = QComboBox()
         self.side.addItems(["top", "bottom"])
@@ -237,6 +224,14 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.status.setText(text)
 
 
+    def _file_field(self, placeholder: str, what: str) -> tuple[QLineEdit, QPushButton]:
+        """A path's line edit and the Browse… button that fills it from a file dialog for `what`."""
+        edit = QLineEdit()
+        edit.setPlaceholderText(placeholder)
+        button = QPushButton("Browse…")
+        button.clicked.connect(lambda: self._browse(edit, what))
+        return edit, button
+
     def _browse(self, edit: QLineEdit, what: str) -> None:
         path, _ = QFileDialog.getOpenFileName(self, f"Choose the {what}")
         if path:
@@ -264,12 +259,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
         from inspector.board.importing import import_board, recipe_name
 
         cad = Path(self.cad.text().strip())
-        library = Path(self.library.text().strip()) if self.library.text().strip() else None
+        library, profile, gerber, bom, bom_profile = (_given(e) for e in (self.library, self.profile, self.gerber,
+                                                                            self.bom, self.bom_profile))
         step = self.step.text().strip() or None
-        profile = Path(self.profile.text().strip()) if self.profile.text().strip() else None
-        gerber = Path(self.gerber.text().strip()) if self.gerber.text().strip() else None
-        bom = Path(self.bom.text().strip()) if self.bom.text().strip() else None
-        bom_profile = Path(self.bom_profile.text().strip()) if self.bom_profile.text().strip() else None
         side = self.side.currentText()
         if not cad.exists():
             self._say(f"{cad} does not exist: choose the board's CAD or centroid file (or an ODB++ job's or a "
@@ -437,3 +429,9 @@ def cad_drawing(rules: Any) -> np.ndarray:
         x0, y0, x1, y1 = body_box(comp, place, 0)
         cv2.rectangle(image, (x0, y0), (x1, y1), (200, 220, 200), max(1, round(max(w, h) / 400)))
     return image
+
+
+def _given(edit: QLineEdit) -> Path | None:
+    """The path a line edit holds, None where it is left empty (the field is optional)."""
+    text = edit.text().strip()
+    return Path(text) if text else None
