@@ -33,6 +33,8 @@ from ui.window import MainWindow  # noqa: E402
 from .moe_models import TINY_DEMO  # noqa: E402
 from .test_routing_rules import GOOD  # noqa: E402
 
+BOUGHT = 'part_numbers:\n  R1: RC0402FR-071KL\n  D1: "1N4148WS,115"\n'  # the mini board's, as board import --bom writes
+
 qt_environment()
 WAIT = 180_000  # ms: generous, the box is shared
 
@@ -532,7 +534,8 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
 
     root, zoo = demo
     rules_path = tmp_path / "mini.yaml"
-    rules_path.write_text(GOOD, encoding="utf-8")
+    running = GOOD + BOUGHT  # with the BOM's part numbers (board import --bom): the remote history reads them back
+    rules_path.write_text(running, encoding="utf-8")
     rules = load_rules(rules_path)
     data = tmp_path / "kiosk-data"
     data.mkdir()
@@ -596,8 +599,8 @@ def test_attach_mode_shows_a_running_kiosk_without_running_inference(qtbot, demo
         # a rule edit goes to the kiosk's API, which validates it, writes its own file and applies it
         window.tabs.setCurrentWidget(window.rules)
         qtbot.waitUntil(lambda: window.rules.valid is not None, timeout=10_000)
-        assert window.rules.editor.toPlainText() == GOOD  # the running set's text, from GET /rules
-        edited = GOOD.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
+        assert window.rules.editor.toPlainText() == running  # the running set's text, from GET /rules
+        edited = running.replace("    shape: diode\n", "    shape: diode\n    expected_pass_rate: 0.8\n", 1)
         window.rules.editor.setPlainText(edited)
         qtbot.waitUntil(lambda: window.rules.apply_btn.isEnabled(), timeout=5_000)
         confirm_with("a diode's pass rate per ECN-12")
@@ -646,6 +649,7 @@ def _remote_results(remote, store: ResultStore, port: int) -> None:  # noqa: ANN
     from inspector.app.kiosk_results import KioskResults
     from inspector.results.scope import Scope
     from inspector.results.store import Filters
+    from ui.tabs.history import COLUMNS, HistoryTab
 
     with pytest.raises(urllib.error.HTTPError) as refused:  # product images: only with the token
         urllib.request.urlopen(f"http://127.0.0.1:{port}/results/latest", timeout=5)
@@ -681,6 +685,15 @@ def _remote_results(remote, store: ResultStore, port: int) -> None:  # noqa: ANN
     image = remote.crop_image(board.uuid, part.ref, "/not/on/this/machine.png")  # fetched from the kiosk
     assert image is not None and image.shape[2] == 3
     assert results.crop(board.uuid, "NOPE") is None
+    # each part's BOM part number under its board's rule set, as the database's own reader says it
+    version = results.latest().ruleset_version
+    assert results.part_numbers(version) == store.part_numbers(version) == {"R1": "RC0402FR-071KL",
+                                                                            "D1": "1N4148WS,115"}
+    history = HistoryTab(remote)
+    history.search()
+    column = COLUMNS.index("Part number")
+    assert {history.table.item(r, 3).text(): history.table.item(r, column).text()
+            for r in range(history.table.rowCount())} == {"R1": "RC0402FR-071KL", "R2": "", "D1": "1N4148WS,115"}
 
 
 def test_the_core_never_imports_qt() -> None:
@@ -982,6 +995,44 @@ def test_the_history_names_the_approved_make_a_part_was_compared_with(qtbot, tmp
     assert "approved make" in shown[("S2", "R1")].toolTip()
     tab.board.setText("S1")
     assert tab.search() == 2 and tab.table.isColumnHidden(column)
+
+
+def test_the_history_and_the_line_tab_name_the_boms_part_number_of_a_parts_place(qtbot, tmp_path: Path) -> None:
+    """Boards inspected under a rule set with `part_numbers:` (board import --bom) show each part's in the history and
+    in the line tab's recent defects (what to fetch for a rework); a search of boards whose rules name none shows no
+    empty column for it."""
+    from inspector.results.rule_texts import version_of
+    from inspector.results.store import sqlite_url
+    from ui.tabs.history import COLUMNS, HistoryTab
+    from ui.tabs.line_view import LineViewTab
+
+    from .test_results import board
+
+    plain = "recipe: board_a\n"
+    bought = plain + "part_numbers:\n  R1: RC0402FR-071KL\n  D1: 1N4148WS\n"
+    first, second = board("S1"), board("S2", 5, defect="missing")
+    first.ruleset_version, second.ruleset_version = version_of(plain), version_of(bought)
+    (tmp_path / "data").mkdir()
+    db = sqlite_url(tmp_path / "data" / "results.sqlite")
+    ResultStore(db).write([first, second], {version_of(t): ("board_a", t) for t in (plain, bought)}.get)
+    backend = LocalBackend(LineController(tmp_path / "models", tmp_path / "data", db),
+                           LineSetup(service=ServiceConfig(LineConfig())))
+    tab = HistoryTab(backend)
+    qtbot.addWidget(tab)
+    column = COLUMNS.index("Part number")
+    assert tab.search() == 4 and not tab.table.isColumnHidden(column)
+    shown = {(tab.table.item(r, 1).text(), tab.table.item(r, 3).text()): tab.table.item(r, column)
+             for r in range(tab.table.rowCount())}
+    assert {key: item.text() for key, item in shown.items()} == {
+        ("S1", "R1"): "", ("S1", "D1"): "", ("S2", "R1"): "RC0402FR-071KL", ("S2", "D1"): "1N4148WS"}
+    assert "BOM" in shown[("S2", "D1")].toolTip()
+    tab.board.setText("S1")
+    assert tab.search() == 2 and tab.table.isColumnHidden(column)
+    line = LineViewTab(backend)
+    qtbot.addWidget(line)
+    line.refresh_slow()
+    assert [line.defects.item(r).text().splitlines()[0] for r in range(line.defects.count())] == [
+        "D1 (D-SOD123, 1N4148WS): missing"]
 
 
 def test_the_line_tab_names_a_panel_and_its_failed_boards(qtbot, demo, tmp_path: Path) -> None:

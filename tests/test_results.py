@@ -519,3 +519,68 @@ def test_the_export_names_each_parts_part_number_from_the_rule_set_it_was_inspec
     export_csv(store, out)
     assert [(r["board_serial"], r["ref"], r["part_number"]) for r in csv.DictReader(io.StringIO(out.getvalue()))] == [
         ("S1", "R1", ""), ("S1", "D1", ""), ("S2", "R1", "RC0402FR-071KL"), ("S2", "D1", "'-1N4148")]
+
+
+def test_the_kiosk_answers_each_parts_part_number_and_a_versions_table(store: ResultStore, tmp_path: Path) -> None:
+    """The kiosk's API says the part number of each part it answers (under its board's rule set), and a version's
+    whole table; the dashboard reads that table through either reader alike, a kiosk of a release before part numbers
+    giving none rather than an error, and a version whose text is not stored yet is asked again later."""
+    from inspector.app.kiosk_results import KioskResults
+    from inspector.endpoint import EndpointError
+    from inspector.kiosk.http import HttpError
+    from inspector.kiosk.results_api import ResultsApi
+    from inspector.results.rule_texts import version_of
+    from inspector.results.scope import PLANT
+
+    plain = "recipe: board_a\n"
+    bought = plain + "part_numbers:\n  R1: RC0402FR-071KL\n"
+    old, new = board("S1"), board("S2", 1, defect="missing")
+    old.ruleset_version, new.ruleset_version = version_of(plain), version_of(bought)
+    store.write([old, new], {version_of(t): ("board_a", t) for t in (plain, bought)}.get)
+    assert store.part_numbers(version_of(bought)) == {"R1": "RC0402FR-071KL"}
+    later = bought + "  D1: 1N4148WS\n"
+    assert store.part_numbers(version_of(plain)) == {} == store.part_numbers(version_of(later))
+    third = board("S3", 2)
+    third.ruleset_version = version_of(later)
+    store.write([third], {version_of(later): ("board_a", later)}.get)  # its text arrives with its first board
+    assert store.part_numbers(version_of(later)) == {"R1": "RC0402FR-071KL", "D1": "1N4148WS"}
+    api = ResultsApi(store, PLANT, tmp_path)
+    rows = api.get("rows", "newest=6")["rows"]
+    assert [(b["board_serial"], p["ref"], p["part_number"]) for b, p in rows] == [
+        ("S3", "D1", "1N4148WS"), ("S3", "R1", "RC0402FR-071KL"), ("S2", "D1", None), ("S2", "R1", "RC0402FR-071KL"),
+        ("S1", "D1", None), ("S1", "R1", None)]
+    assert [p["part_number"] for p in api.get("latest", "")["board"]["parts"]] == ["RC0402FR-071KL", "1N4148WS"]
+    asked = api.get(f"boards/{new.inspection_id}", "")["board"]
+    assert [p["part_number"] for p in asked["parts"]] == ["RC0402FR-071KL", None]
+    assert [(p["ref"], p["part_number"]) for _b, p in api.get("defects", "")["rows"]] == [("D1", None)]
+    assert api.get(f"part-numbers/{version_of(bought)}", "") == {"version": version_of(bought),
+                                                                   "part_numbers": {"R1": "RC0402FR-071KL"}}
+    with pytest.raises(HttpError, match="ask for /results/part-numbers/<rule-set version>"):
+        api.get("part-numbers", "")
+
+    def over_http(path: str, query: object = None) -> dict:  # the kiosk's answer, as its server turns it to JSON
+        try:
+            return json.loads(json.dumps(api.get(path, "")))
+        except HttpError as exc:
+            raise EndpointError(f"http://aoi-1/results/{path}", exc.code, str(exc)) from None
+
+    asked: list[str] = []
+    remote = KioskResults("http://aoi-1:9108", "token")
+    remote._get = lambda path, query=None: asked.append(path) or over_http(path, query)  # type: ignore[method-assign]
+    assert remote.part_numbers(version_of(bought)) == store.part_numbers(version_of(bought))
+    assert remote.part_numbers(version_of(bought)) == {"R1": "RC0402FR-071KL"} and len(asked) == 1  # kept: a hash
+    assert remote.part_numbers(version_of(plain)) == {} == remote.part_numbers(version_of(plain)) and len(asked) == 3
+
+    def before_part_numbers(path: str, query: object = None) -> dict:
+        if path.startswith("part-numbers"):
+            raise EndpointError(f"http://aoi-1/results/{path}", 404, "no results route /results/part-numbers")
+        return over_http(path, query)
+
+    older = KioskResults("http://aoi-1:9108", "token")
+    older._get = before_part_numbers  # type: ignore[method-assign]
+    assert older.part_numbers(version_of(bought)) == {}
+    refused = KioskResults("http://aoi-1:9108", "token")
+    refused._get = lambda path, query=None: (_ for _ in ()).throw(  # type: ignore[method-assign]
+        EndpointError(f"http://aoi-1/results/{path}", 401, "the token is wrong"))
+    with pytest.raises(EndpointError, match="the token is wrong"):  # only a missing route means an older kiosk
+        refused.part_numbers(version_of(bought))

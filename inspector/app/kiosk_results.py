@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, TextIO
 from urllib.parse import quote, urlencode
 
-from ..endpoint import open_url, request_json
+from ..endpoint import EndpointError, open_url, request_json
 from ..results.filters import reviewed_text
 from ..results.review_boxes import ReviewBox, box_of, review_box_of
 from ..results.scope import Scope
@@ -122,6 +122,7 @@ def _board(doc: dict[str, Any]) -> BoardView:
 class KioskResults:
     def __init__(self, url: str, token: str, timeout: float = 10.0) -> None:
         self.url, self.token, self.timeout = url.rstrip("/") + "/results", token, timeout
+        self._part_numbers: dict[str, dict[str, str]] = {}  # by rule-set version: its text's hash, never changes
 
     def _get(self, path: str, query: dict[str, Any] | list[tuple[str, Any]] | None = None) -> dict[str, Any]:
         return request_json(self._url(path, query), None, self.token, self.timeout)
@@ -181,6 +182,21 @@ class KioskResults:
             out[(d["inspection_uuid"], d["ref"])] = _view(ReviewView, d)
         return out
 
+    def part_numbers(self, version: str) -> dict[str, str]:
+        """REF -> part number under a rule-set version, as the kiosk reads its stored text; {} from a kiosk of a
+        release before part numbers (it has no such route)."""
+        if version not in self._part_numbers:
+            try:
+                numbers = self._get(f"part-numbers/{quote(version)}")["part_numbers"]
+            except EndpointError as exc:
+                if exc.status != 404:
+                    raise
+                numbers = {}
+            if not numbers:  # none yet: the kiosk may store the version's text later (a spooled board's)
+                return {}
+            self._part_numbers[version] = numbers
+        return self._part_numbers[version]
+
     def export_csv(self, out: TextIO, filters: Filters | None = None) -> int:
         """The kiosk's CSV of the matching results, written to `out`; the rows written. A search by review asks the
         kiosk's count first: a CSV cannot say which filters its kiosk read, and a release before the review filter
@@ -194,8 +210,6 @@ class KioskResults:
 
     def crop(self, uuid: str, ref: str) -> bytes | None:
         """The PNG of a kept crop (None when none was kept)."""
-        from ..endpoint import EndpointError
-
         try:
             with open_url(f"{self.url}/crops/{quote(uuid)}/{quote(ref)}", None, self.token, self.timeout) as r:
                 return r.read()

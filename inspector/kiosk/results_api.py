@@ -1,5 +1,7 @@
 """The kiosk's results over its API, for a dashboard on another machine: its line's stored boards, parts,
-reviews, a CSV export and the crops it kept, behind the API token (they are the plant's product images).
+reviews, a CSV export and the crops it kept, behind the API token (they are the plant's product images). A part
+says the BOM's part number of its place (`part_number`, from the rule set its board was inspected under; None where
+that names none), and /results/part-numbers/<version> answers a rule-set version's whole table.
 
 Every answer is of this kiosk's own line and station (a plant's shared database holds other lines too), and a
 crop is served only from the kiosk's crop folder. The dashboard reads these through app/kiosk_results.py in the
@@ -8,7 +10,7 @@ shape it reads the database (results/reader.py), so it needs the kiosk's URL and
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
@@ -31,7 +33,11 @@ MAX_ROWS = 5000
 Answer = tuple[str, bytes] | dict[str, Any]
 
 
-def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
+Numbers = Callable[[str], dict[str, str]]  # a rule-set version -> REF -> part number (ResultStore.part_numbers)
+
+
+def board_json(b: Inspection, numbers: Numbers | None = None) -> dict[str, Any]:
+    """A board; with its parts where `numbers` is given (each part's number read under the board's version)."""
     out = {k: getattr(b, k) for k in BOARD_FIELDS}
     out["board_id"] = b.hermes_board_id  # the Hermes BoardId, None off a Hermes lane or before schema 0008
     panel = b.panel  # a panel's boards and those that did not pass; None off a panel or before schema 0009
@@ -41,14 +47,15 @@ def board_json(b: Inspection, parts: bool = False) -> dict[str, Any]:
     # its boards' own serials, {"2": "SN-2"} (JSON keys are text); None off a panel, {} where none has its own
     out["panel_serials"] = None if panel is None else {str(k): s for k, s in panel.serials.items()}
     out["started_at"], out["finished_at"] = b.started_at.isoformat(), b.finished_at.isoformat()
-    if parts:
-        out["parts"] = [part_json(p) for p in b.parts]
+    if numbers is not None:
+        bought = numbers(b.ruleset_version)
+        out["parts"] = [part_json(p, bought.get(p.ref)) for p in b.parts]
     return out
 
 
-def part_json(p: ComponentResult) -> dict[str, Any]:
+def part_json(p: ComponentResult, part_number: str | None = None) -> dict[str, Any]:
     # the approved make it was compared with (its window's file), None where not, and before schema 0011
-    return {**{k: getattr(p, k) for k in PART_FIELDS}, "alternate": p.approved_make}
+    return {**{k: getattr(p, k) for k in PART_FIELDS}, "alternate": p.approved_make, "part_number": part_number}
 
 
 def review_json(r: Review) -> dict[str, Any]:
@@ -67,7 +74,8 @@ class ResultsApi:
         self.routes: dict[str, Callable[[list[str], dict[str, list[str]]], Answer]] = {
             "latest": self._latest, "boards": self._board, "rows": self._rows, "count": self._count,
             "types": self._types, "last-id": self._last_id, "defects": self._defects, "reviews": self._reviews,
-            "export.csv": self._export, "crops": self._crop}
+            "export.csv": self._export, "crops": self._crop,
+            "part-numbers": self._part_numbers}
 
     def get(self, path: str, query: str) -> Answer:
         """`path` below /results/ ('latest', 'crops/<id>/<ref>', ...)."""
@@ -92,7 +100,7 @@ class ResultsApi:
 
     def _latest(self, _rest: list[str], _q: dict[str, list[str]]) -> Answer:
         b = self.store.latest(self.scope)
-        return {"board": None if b is None else board_json(b, parts=True)}
+        return {"board": None if b is None else board_json(b, self.store.part_numbers)}
 
     def _board(self, rest: list[str], _q: dict[str, list[str]]) -> Answer:
         if len(rest) != 1:
@@ -100,13 +108,13 @@ class ResultsApi:
         with_parts = self.store.inspections(Filters(scope=self.scope, uuid=rest[0]))
         if not with_parts:
             raise HttpError(404, f"no board {rest[0]} of {self.scope.label()} is stored")
-        return {"board": board_json(with_parts[0], parts=True)}
+        return {"board": board_json(with_parts[0], self.store.part_numbers)}
 
     def _rows(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
         newest = min(_int(q, "newest", 200), MAX_ROWS)
         f = self.filters(q)
         rows = self.store.component_rows(f, newest=newest)
-        return {"rows": [[board_json(b), part_json(p)] for b, p in rows], "reviewed": reviewed_text(f.reviewed)}
+        return {"rows": self._parts(rows), "reviewed": reviewed_text(f.reviewed)}
 
     def _count(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
         cap = _int(q, "cap", 0) or None
@@ -122,7 +130,15 @@ class ResultsApi:
     def _defects(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
         verdicts = tuple((q.get("verdicts") or ["fail,error"])[-1].split(","))
         rows = self.store.recent_parts(self.scope, verdicts, min(_int(q, "limit", 20), MAX_ROWS))
-        return {"rows": [[board_json(b), part_json(p)] for b, p in rows]}
+        return {"rows": self._parts(rows)}
+
+    def _parts(self, rows: Iterable[tuple[Inspection, ComponentResult]]) -> list[list[dict[str, Any]]]:
+        return [[board_json(b), part_json(p, self.store.part_numbers(b.ruleset_version).get(p.ref))] for b, p in rows]
+
+    def _part_numbers(self, rest: list[str], _q: dict[str, list[str]]) -> Answer:
+        if len(rest) != 1:
+            raise HttpError(404, "ask for /results/part-numbers/<rule-set version>")
+        return {"version": rest[0], "part_numbers": self.store.part_numbers(rest[0])}
 
     def _reviews(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
         uuids = (q.get("uuid") or [])[:MAX_ROWS]

@@ -20,15 +20,15 @@ where that rule set names none).
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol, TextIO
 
-import yaml
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from .filters import Filters
-from .schema import Review, RuleText
+from .rule_texts import PartNumbers
+from .schema import Review
 from .units import positions_text
 
 
@@ -75,7 +75,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
     w.writerow(COLUMNS)
     with Session(store.engine) as s:  # reviews are a person's work: few beside the parts, read once
         reviews = {r.component_result_id: r for r in s.scalars(store.reading_reviews(select(Review)))}
-    numbers = part_numbers(store.engine)
+    numbers = PartNumbers(store.engine)
     n = 0
     for insp, part in store.component_rows(filters, bare_boards=True):
         board = board_cells(insp)
@@ -100,26 +100,6 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
                         cell(numbers(insp.ruleset_version).get(part.ref, ""))))
         n += 1
     return n
-
-
-def part_numbers(engine: Engine) -> Callable[[str], dict[str, str]]:
-    """REF -> part number of a rule-set version (its `part_numbers:`, routing/part_numbers.py), each version's
-    text read from the database once; {} for a version it does not keep or whose rules name none."""
-    known: dict[str, dict[str, str]] = {}
-
-    def of(version: str) -> dict[str, str]:
-        if version not in known:
-            with Session(engine) as s:
-                text = s.scalar(select(RuleText.text).where(RuleText.version == version))
-            try:
-                doc = yaml.safe_load(text) if text else None
-            except yaml.YAMLError:
-                doc = None
-            numbers = doc.get("part_numbers") if isinstance(doc, dict) else None
-            known[version] = {str(k): str(v) for k, v in numbers.items()} if isinstance(numbers, dict) else {}
-        return known[version]
-
-    return of
 
 
 def _box(r: Review | None) -> str:

@@ -27,4 +27,6 @@ class ResultsReader(Protocol):
 
     def reviews_of(self, uuids: list[str]) -> dict[tuple[str, str], Any]: ...
 
+    def part_numbers(self, version: str) -> dict[str, str]: ...  # REF -> part number under a rule-set version
+
     def export_csv(self, out: TextIO, filters: Filters | None = None) -> int: ...

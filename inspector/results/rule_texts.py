@@ -13,7 +13,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sqlalchemy import Connection, insert, select
+import yaml
+from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy.orm import Session
 
 from ..runtime.diskio import write_atomically
 from .schema import Inspection, RuleText
@@ -85,6 +87,33 @@ def store_texts(c: Connection, versions: set[str], text_of: TextOf) -> set[str]:
 
 def rule_text(c: Connection, version: str) -> str | None:
     return c.execute(select(RuleText.text).where(RuleText.version == version)).scalar()
+
+
+class PartNumbers:
+    """REF -> part number under a rule-set version (its `part_numbers:`, routing/part_numbers.py), read from the
+    version's stored text: a result names the version it was inspected under, so the part number it was bought as
+    needs no column of its own. A version is its text's hash, so what was read once is kept; a version whose text
+    the database lacks yet is asked again next time."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._known: dict[str, dict[str, str]] = {}
+
+    def __call__(self, version: str) -> dict[str, str]:
+        """{} for a version the database keeps no text of, or whose rules name no part numbers."""
+        if version in self._known:
+            return self._known[version]
+        with Session(self.engine) as s:
+            text = s.scalar(select(RuleText.text).where(RuleText.version == version))
+        if text is None:
+            return {}
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:  # a stored text is one the line parsed; a damaged one names nothing rather than fail
+            doc = None
+        numbers = doc.get("part_numbers") if isinstance(doc, dict) else None
+        self._known[version] = {str(k): str(v) for k, v in numbers.items()} if isinstance(numbers, dict) else {}
+        return self._known[version]
 
 
 def unresolved(c: Connection) -> list[tuple[str, int]]:

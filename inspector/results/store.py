@@ -22,7 +22,7 @@ from .errors import SchemaNotReady, SchemaTooNew, StoreRejected, StoreUnavailabl
 from .filters import Filters  # noqa: F401 - where callers have always found it
 from .records import BoardRecord, PartRecord
 from .revisions import check, current_revision, head_revision
-from .rule_texts import TextOf, store_texts
+from .rule_texts import PartNumbers, TextOf, store_texts
 from .schema import ComponentResult, DeadLetter, Inspection, Review, UnitSerial
 from .scope import PLANT, Scope
 from .units import positions_text, serials_text
@@ -101,6 +101,7 @@ class ResultStore:
         self._later_parts: frozenset[str] = frozenset()  # LATER_PARTS columns alike
         self._later_reviews: frozenset[str] = frozenset()  # LATER_REVIEWS columns alike
         self._ready_lock = threading.Lock()
+        self._part_numbers = PartNumbers(self.engine)
         if connect:
             self.ready()
 
@@ -353,6 +354,10 @@ class ResultStore:
         with Session(self.engine) as s:
             rows = s.scalars(self.reading_reviews(select(Review).where(Review.inspection_uuid.in_(uuids))))
             return {(r.inspection_uuid, r.ref): r for r in rows}
+
+    def part_numbers(self, version: str) -> dict[str, str]:
+        """REF -> the BOM's part number under a rule-set version (its `part_numbers:`; {} where it names none)."""
+        return self._part_numbers(version)
 
     def export_csv(self, out, filters: Filters | None = None) -> int:  # noqa: ANN001 - a text stream
         """The matching results as CSV (results/export.py, which reads the store, never the other way round at

@@ -1,7 +1,8 @@
 """Tab 5, history: stored results filtered by time, board (its serial or the Hermes BoardId the line gave it),
-verdict, component and review (not reviewed, with verdict fail: the review queue); a result's crop (with the box its
-detector drew, and those the reviewer draws where the defects are: ui/crop_picker.py) and the operator's review of
-its call; CSV export of exactly the filtered rows (the same query and writer as `inspector export`)."""
+verdict, component and review (not reviewed, with verdict fail: the review queue), each part with the BOM's part
+number its board's rule set gave its place; a result's crop (with the box its detector drew, and those the reviewer
+draws where the defects are: ui/crop_picker.py) and the operator's review of its call; CSV export of exactly the
+filtered rows (the same query and writer as `inspector export`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -43,8 +44,8 @@ from ..style import bgr_pixmap, verdict_colour
 
 REVIEWED = ("reviewed or not", "not reviewed", "reviewed")  # the review filter's choices
 COLUMNS = ("Time", "Board", "Board verdict", "Ref", "Component", "Verdict", "Defect", "Score", "Expert", "Weights",
-           "Crop kept", "Review", "BoardId", "Approved make", "Panel board")
-BOARD_ID, MAKE, PANEL = COLUMNS.index("BoardId"), COLUMNS.index("Approved make"), COLUMNS.index("Panel board")
+           "Crop kept", "Review", "BoardId", "Approved make", "Part number", "Panel board")
+BOARD_ID, MAKE, NUMBER, PANEL = (COLUMNS.index(c) for c in ("BoardId", "Approved make", "Part number", "Panel board"))
 SHOWN = 2000  # rows in the table; the export writes all that match
 PREVIEW = 320  # px, the selected row's crop
 REPORT_WIDTH = 560  # px, each plot of an expert report
@@ -189,7 +190,7 @@ class HistoryTab(QWidget):
                       part.verdict, part.defect_class, "" if part.score is None else f"{part.score:.3f}",
                       part.expert, (part.weights_sha256 or "")[:12], "yes" if part.crop_path else "",
                       _review_text(review), insp.hermes_board_id or "", part.approved_make or "",
-                      *_panel_cell(insp.panel, part.ref))
+                      store.part_numbers(insp.ruleset_version).get(part.ref, ""), *_panel_cell(insp.panel, part.ref))
             for c, value in enumerate(values[:len(COLUMNS)]):
                 item = QTableWidgetItem(value)
                 if c in (2, 5):
@@ -197,6 +198,9 @@ class HistoryTab(QWidget):
                 if c == MAKE and value:
                     item.setToolTip("compared with this approved make's window (`inspector board approve`), not "
                                     "the golden board's")
+                if c == NUMBER and value:
+                    item.setToolTip("the BOM's part number for this place, in the rule set the board was inspected "
+                                    "under (`inspector board import --bom`)")
                 if c == PANEL and value:
                     item.setForeground(verdict_colour(values[-1]))
                     own = insp.panel.serials.get(insp.panel.position_of(part.ref))
@@ -207,8 +211,8 @@ class HistoryTab(QWidget):
             self.parts.append((insp.uuid, part.ref, part.verdict, part.expert))
             self.boxes.append((_detector_box(part), review.drawn_boxes if review is not None else ()))
         # a line without a Hermes lane has no BoardIds, one without panels no positions, one without approved makes
-        # none of them: no empty columns for them
-        for c in (BOARD_ID, MAKE, PANEL):
+        # or a BOM none of them: no empty columns for them
+        for c in (BOARD_ID, MAKE, NUMBER, PANEL):
             self.table.setColumnHidden(c, not any(self.table.item(r, c).text() for r in range(len(shown))))
         self.table.resizeColumnsToContents()
         more = f" (the newest {SHOWN} shown)" if total > SHOWN else ""

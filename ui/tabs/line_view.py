@@ -1,5 +1,5 @@
-"""Tab 1, the line: the newest board with its parts coloured by verdict, recent defects with crops (each call
-reviewable: confirmed, false call), controls."""
+"""Tab 1, the line: the newest board with its parts coloured by verdict, recent defects with crops and their places'
+part numbers (each call reviewable: confirmed, false call), controls."""
 from __future__ import annotations
 
 from typing import Any
@@ -317,7 +317,9 @@ class LineViewTab(QWidget):
         self.defects.blockSignals(True)  # a rebuilt list keeps the part under review selected
         self.defects.clear()
         for insp, part in rows:
-            item = QListWidgetItem(f"{part.ref} ({part.component_type}): {part.defect_class}\n"
+            bought = store.part_numbers(insp.ruleset_version).get(part.ref)  # the BOM's: what to fetch for a rework
+            item = QListWidgetItem(f"{part.ref} ({part.component_type}{', ' + bought if bought else ''}): "
+                                   f"{part.defect_class}\n"
                                    f"board {insp.board_serial}  {insp.started_at:%H:%M:%S}")
             item.setForeground(verdict_colour(part.verdict))
             pix = self._crop(insp.uuid, part.ref, part.crop_path)
