@@ -271,3 +271,24 @@ def test_the_new_board_tab_reads_a_board_through_its_bom(qtbot, tmp_path: Path) 
     tab.bom.setText(str(tmp_path / "missing.csv"))
     tab.import_btn.click()
     qtbot.waitUntil(lambda: not tab.busy and "missing.csv: cannot be read" in tab.status.text(), timeout=30_000)
+
+
+def test_the_new_board_tab_imports_for_a_station_before_the_through_hole_parts(qtbot, tmp_path: Path) -> None:
+    """Checked: the board's through-hole LED and header are not inspected, except the header named pin-in-paste
+    (the field opens with the box); a name the board lacks is refused, with what to do."""
+    cad = Path(__file__).parent / "cad"
+    tab = new_board_tab(qtbot, tmp_path)
+    assert not tab.pin_in_paste.isEnabled()
+    tab.before_through_hole.setChecked(True)
+    assert tab.pin_in_paste.isEnabled()
+    tab.pin_in_paste.setText("J2")
+    tab.cad.setText(str(cad / "bodies-kicad9.kicad_pcb"))
+    tab.scale.setValue(10.0)
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+    assert "1 through-hole parts are not inspected: D1" in tab.summary.text()
+    placed = {p.ref for _c, p in load_rules(tab.rules_path).placements()}
+    assert "J2" in placed and "D1" not in placed
+    tab.pin_in_paste.setText("J9")
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "J9 are not on this board" in tab.status.text(), timeout=30_000)

@@ -1,15 +1,16 @@
 """A bill of materials (BOM) read: which parts it lists, on which of its lines, and what each line says they are.
 
 A BOM is a table of lines, one per part or per group of parts alike: their designators (a list, `C1, C2 C5;C7`, or
-ranges, `R1-R4`, `R1-4`, `R1..R4`), how many, the value, the package, the manufacturer and its part number, and
-whether the assembly fits them (a DNP or populate column, or a value saying `DNP` or `Not fitted`). Read here: CSV,
-TSV, semicolons or aligned text in any encoding centroid_table decodes, and Excel workbooks (.xlsx, the first sheet
-with a header, whatever title rows stand above it). Columns are found by their usual names (`COLUMNS`: KiCad's
+ranges, `R1-R4`, `R1-4`, `R1..R4`), how many, the value, the package, the manufacturer and its part number, their
+mounting (Digi-Key's `Mounting Type`: SMD, through-hole, pin-in-paste), and whether the assembly fits them (a DNP or
+populate column, or a value saying `DNP` or `Not fitted`). Read here: CSV, TSV, semicolons or aligned text in any
+encoding centroid_table decodes, and Excel workbooks (.xlsx, the first sheet with a header, whatever title rows stand
+above it). Columns are found by their usual names (`COLUMNS`: KiCad's
 Refs/Value/Footprint/Qty/DNP, Altium's Designator/Comment/Footprint/Quantity, JLC's Designator/Comment/Footprint,
 Eagle's Parts/Value/Package, OrCAD's Reference/Quantity/Part, Digi-Key's and Mouser's Manufacturer Part Number),
 or by a saved profile (`--bom-profile FILE`: YAML `columns: {refs: ..., quantity: ..., value: ..., package: ...,
-part_number: ..., manufacturer: ..., description: ..., dnp: ..., populate: ...}`) for an ERP's or a tool's own
-names (`Einbauort`, `Menge`, `Materialnummer`). What a design does with it is bom_parts.py's.
+part_number: ..., manufacturer: ..., description: ..., dnp: ..., populate: ..., mount: ...}`) for an ERP's or a
+tool's own names (`Einbauort`, `Menge`, `Materialnummer`). What a design does with it is bom_parts.py's.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .centroid import COLUMNS as PLACEMENT_COLUMNS
 from .centroid import left_off
 from .centroid_table import column_key, decode, find_table
 from .design import CadError, first_of
+from .mounting import mount_of
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # header names, the likeliest first (compared as _key()s); a column serves one
     "refs": ("designator", "designators", "refs", "reference", "references", "refdes", "ref des", "ref",
@@ -37,6 +39,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # header names, the likeliest first (co
     "description": ("description", "desc", "part description"),
     "dnp": PLACEMENT_COLUMNS["dnp"],
     "populate": PLACEMENT_COLUMNS["populate"],
+    "mount": PLACEMENT_COLUMNS["mount"],  # Digi-Key's `Mounting Type`: SMD, through-hole, pin-in-paste (mounting.py)
 }
 DESCRIBING = ("quantity", "value", "package", "part_number")  # a header names the designators and one of these
 SPREADSHEETS = (".xlsx", ".xlsm")
@@ -58,6 +61,7 @@ class BomLine:
     part_number: str = ""
     description: str = ""
     left_off: str | None = None  # why the BOM leaves these parts off the assembly (its DNP column, its value)
+    mount: str | None = None  # mounting.py's SMD, THROUGH_HOLE or PIN_IN_PASTE, where its mount column says one
 
 
 @dataclass
@@ -120,7 +124,7 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
     assert col is not None
     bom = Bom(str(path), [])
     seen: dict[str, str] = {}
-    nameless, miscounted = [], []
+    nameless, miscounted, unread = [], [], []
     for where, cells in rows:
         def get(k: str, cells: list[str] = cells) -> str:
             return cells[col[k]].strip() if k in col and col[k] < len(cells) else ""
@@ -138,8 +142,13 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
             miscounted.append(f"{where} ({quantity} for {len(refs)})")
         off = left_off(get("value"), get("dnp") if "dnp" in col else None,
                        get("populate") if "populate" in col else None, "the BOM's")
+        try:
+            mount = mount_of(get("mount"))
+        except ValueError:
+            unread.append(f"{where} ({get('mount')!r})")
+            mount = None
         bom.lines.append(BomLine(where, refs, quantity, get("value"), get("package"), get("manufacturer"),
-                                 get("part_number"), get("description"), off))
+                                 get("part_number"), get("description"), off, mount))
     if not bom.lines:
         raise CadError(f"{path}: its table names no designator on any line; is this the BOM (a designator column "
                        "with R1, C2, ...)?")
@@ -149,6 +158,10 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
     if miscounted:
         bom.notes.append(f"{len(miscounted)} BOM lines state a quantity other than their designators' count, and "
                          f"their designators are taken: {first_of(miscounted, 6)}")
+    if unread:
+        bom.notes.append(f"{len(unread)} BOM lines say a mounting in words this does not read (SMD, THT, "
+                         f"pin-in-paste and their usual spellings), so their parts' is as the design says: "
+                         f"{first_of(unread, 6)}")
     return bom
 
 

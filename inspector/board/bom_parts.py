@@ -6,7 +6,8 @@ plant buys and the line fits, so a contract manufacturer reads the placement thr
 BOM does not list, or lists as not fitted, is not placed (a fiducial stays a mark, and a part the design itself
 leaves off stays off); a listed part gets what it is from its line (`design.Bought`: manufacturer, part number,
 description, the BOM's package name, by which the library knows a package it does not know by the footprint's
-name: library.part_class) and, where the placement has none, its value and package. Designators the
+name: library.part_class) and, where the placement has none, its value, package and mounting (the BOM's
+`Mounting Type`; where the design's pads say otherwise, they are taken and the difference noted). Designators the
 BOM lists and the design does not place are noted (fitted by hand or after the line, or the BOM is of another
 revision): the line cannot inspect what it has no place for; so are resistors, capacitors and inductors whose
 values the two files state as different quantities (values.py: a file out of date, what a BOM-to-CAD check finds).
@@ -18,8 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from .bom import Bom, BomLine
-from .design import BoardDesign, Bought, PlacedPart, first_of, named_refs
+from .design import BoardDesign, Bought, PlacedPart, board_ref, first_of, named_refs
 from .library import CHIP_SIZE, Library
+from .mounting import PIN_IN_PASTE, SMD
 from .values import kind_of, quantity
 
 NOT_ON_BOM = "not placed (not on the BOM)"
@@ -36,9 +38,10 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
     kept_off: list[str] = []
     zeros: dict[str, str] = {}
     differ: list[str] = []
+    mounts: list[str] = []
     parts: list[PlacedPart] = []
     for p in design.parts:
-        ref = _board_ref(p.ref, design.panel_boards).upper()
+        ref = board_ref(p.ref, design.panel_boards).upper()
         line = lines.get(ref)
         if line is None:
             if p.excluded is None and not _mark(p, library):
@@ -57,6 +60,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
             left.append(p.ref)
         elif p.not_placed() and line.left_off is None:
             kept_off.append(p.ref)
+        p = _mounted(p, line, mounts)
         parts.append(replace(p, value=p.value or line.value, package=package, excluded=excluded,
                              bought=Bought(line.value, line.manufacturer, line.part_number, line.description,
                                            bought_package)))
@@ -77,10 +81,28 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
     if differ:
         notes.append(f"{len(differ)} parts' values differ between the placement and the BOM (the BOM's is what is "
                      f"bought and fitted: check which file is out of date): {first_of(differ)}")
+    if mounts:
+        notes.append(f"{len(mounts)} parts' mounting differs between the design's pads and the BOM (the pads are "
+                     f"taken: check the footprint or the BOM line): {first_of(mounts)}")
     if zeros:
         notes.append("BOM packages read with the leading zero a spreadsheet drops from a chip size: "
                      + ", ".join(f"{k} as {v}" for k, v in sorted(zeros.items())))
     return replace(design, parts=parts, notes=notes, format=f"{design.format} with its BOM")
+
+
+def _mounted(part: PlacedPart, line: BomLine, differ: list[str]) -> PlacedPart:
+    """`part` mounted as its BOM line says, where the design does not know (a placement file without a mount
+    column) or knows it through-hole and the BOM says placed in paste; a disagreement with the design's pads goes to
+    `differ`, and the pads are taken."""
+    if line.mount is None:
+        return part
+    through_hole = line.mount != SMD
+    if not part.mount_known:
+        return replace(part, through_hole=through_hole, pin_in_paste=line.mount == PIN_IN_PASTE, mount_known=True)
+    if through_hole != part.through_hole:
+        differ.append(f"{part.ref} ({'through-hole' if part.through_hole else 'SMD'} pads, {line.mount} on the BOM)")
+        return part
+    return replace(part, pin_in_paste=line.mount == PIN_IN_PASTE)
 
 
 def _values_differ(part: PlacedPart, line: BomLine) -> bool:
@@ -91,12 +113,6 @@ def _values_differ(part: PlacedPart, line: BomLine) -> bool:
         return False
     here, there = quantity(part.value, kind), quantity(line.value, kind)
     return here is not None and there is not None and here != there
-
-
-def _board_ref(ref: str, panel_boards: int) -> str:
-    """A part's designator on its board: a panel's `2-R7` is the board's R7 (odbpp_panel.placed_copy)."""
-    head, dash, rest = ref.partition("-")
-    return rest if panel_boards and dash and head.isdigit() else ref
 
 
 def _mark(part: PlacedPart, library: Library) -> bool:

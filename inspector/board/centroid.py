@@ -10,7 +10,9 @@ value: ...}`, `units: mm|mil|in`, `y_up: true|false`, `bottom_x: as-is|negated`)
 Centroid files put y up (the CAD's plot convention) and measure rotation counter-clockwise from the top; units are
 mm unless a value, the header, the profile or the preamble says mil or in; a bottom part's x is as seen from the
 top, except where KiCad negated it (found by the signs, or told). A centroid file has no pads or bodies: the
-package library gives each package's body (library.body), and the board outline is the parts' extent.
+package library gives each package's body (library.body), and the board outline is the parts' extent. Nor does it
+say which parts are through-hole, unless it has a mount column (`Mount`, `Technology`: mounting.py); Eagle's
+mountsmd.ulp writes every part with SMD pads, a connector with through-hole legs among them.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from pathlib import Path
 
 from ..yamlio import Fields, load_yaml
 from .centroid_table import Row, column_key, decode, find_table, header_units, stated_units
-from .design import BoardDesign, CadError, PlacedPart
+from .design import BoardDesign, CadError, PlacedPart, first_of
+from .mounting import COLUMN_NAMES, PIN_IN_PASTE, SMD, mount_of
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (Altium's Mid X before its Ref X)
     "ref": ("designator", "ref", "reference", "refdes", "ref des", "ref.des.", "ref. des.", "reference designator",
@@ -36,6 +39,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (A
     # a part the assembly leaves off (a variant's DNP): a column saying so either way round
     "dnp": ("dnp", "do not place", "do not populate", "no pop", "nopop", "dnp/dni"),
     "populate": ("populate", "populated", "fitted", "fit", "place", "placed", "install", "installed"),
+    "mount": COLUMN_NAMES,  # SMD, through-hole, pin-in-paste (mounting.py): without it, no part's mounting is known
 }
 YES = {"yes", "y", "true", "1", "x"}
 NO = {"no", "n", "false", "0"}
@@ -126,11 +130,14 @@ def _eagle(path: Path, text: str, side: str) -> BoardDesign:
         # the package is always the last column; the value (empty for many parts, or several words) before it
         package = cells[-1] if len(cells) > 4 else ""
         value = " ".join(cells[4:-1])
-        parts.append(PlacedPart(cells[0], value, package, x, y, rot, side, excluded=left_off(value)))
+        parts.append(PlacedPart(cells[0], value, package, x, y, rot, side, excluded=left_off(value),
+                                mount_known=False))
     return BoardDesign(str(path), f"Eagle centroid ({path.suffix})", parts, y_up=True)
 
 
-def _row(cells: list[str], col: dict[str, int], where: str, units: str | None) -> PlacedPart:
+def _row(cells: list[str], col: dict[str, int], where: str, units: str | None, unread: list[str]) -> PlacedPart:
+    """A table's part; a mount cell in words mounting.py does not know goes to `unread` (FILE:LINE (word)), and the
+    part's mounting stays unknown."""
     x, ux = _number(cells[col["x"]], where, "x")
     y, uy = _number(cells[col["y"]], where, "y")
     rot, _ = _number(cells[col["rotation"]], where, "rotation")
@@ -139,8 +146,14 @@ def _row(cells: list[str], col: dict[str, int], where: str, units: str | None) -
     def get(k: str) -> str:
         return cells[col[k]].strip() if k in col and col[k] < len(cells) else ""
     off = left_off(get("value"), get("dnp") if "dnp" in col else None, get("populate") if "populate" in col else None)
+    try:
+        mount = mount_of(get("mount"))
+    except ValueError:
+        unread.append(f"{where} ({get('mount')!r})")
+        mount = None
     return PlacedPart(get("ref"), get("value"), get("package"), x * scale, y * scale, rot, _side(get("side")),
-                      excluded=off)
+                      excluded=off, through_hole=mount not in (None, SMD), pin_in_paste=mount == PIN_IN_PASTE,
+                      mount_known=mount is not None)
 
 
 def _table(path: Path, text: str, profile: Profile) -> BoardDesign:
@@ -155,12 +168,16 @@ def _table(path: Path, text: str, profile: Profile) -> BoardDesign:
     assert col is not None
     units = profile.units or header_units(table.header) or stated_units(table.preamble)
     needed = max(col[k] for k in ("ref", "x", "y", "rotation")) + 1
-    parts = [_row(_cells(row, needed, len(table.header), path), col, f"{path}:{row.line}", units)
+    unread: list[str] = []
+    parts = [_row(_cells(row, needed, len(table.header), path), col, f"{path}:{row.line}", units, unread)
              for row in table.rows]
     kicad = [column_key(c) for c in table.header] == KICAD_HEADER
     kind = f"KiCad position file ({'.pos' if table.layout == 'aligned' else 'CSV'})" if kicad else \
         f"centroid table ({table.layout})"
     design = BoardDesign(str(path), kind, parts, y_up=profile.y_up)
+    if unread:
+        design.notes.append(f"{len(unread)} parts' mounting is in words this does not read (SMD, THT, pin-in-paste "
+                            f"and their usual spellings), so it is not known: {first_of(unread, 6)}")
     _bottom_x(design, profile.bottom_x, kicad)
     return design
 

@@ -70,6 +70,12 @@ def named_refs(refs: list[str], most: int = 12) -> str:
     return first_of(sorted(refs), most)
 
 
+def board_ref(ref: str, panel_boards: int) -> str:
+    """A part's designator on its board: a panel's `2-R7` is the board's R7 (odbpp_panel.placed_copy)."""
+    head, dash, rest = ref.partition("-")
+    return rest if panel_boards and dash and head.isdigit() else ref
+
+
 MIN_BODY_MM = 0.1  # a drawn box narrower than this (a lone line drawn on a body's layer) is no body
 
 
@@ -122,6 +128,8 @@ class PlacedPart:
     fiducial: bool = False
     excluded: str | None = None  # why the file itself leaves it out of assembly (dnp, not placed, board only)
     bought: Bought | None = None  # its bill of materials line, where a BOM came with the design
+    pin_in_paste: bool = False  # a through-hole part placed in paste before reflow (its BOM or placement says so)
+    mount_known: bool = True  # a file says whether it is through-hole (a centroid file without a mount column: no)
 
     def not_placed(self) -> bool:
         """The assembly leaves it off (DNP, not on the BOM: every reader's reason says `not placed (...)`): its lands

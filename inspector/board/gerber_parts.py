@@ -161,7 +161,9 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
             x0, y0, x1, y1 = _pads_box(own)
             cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         box = (cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2)
-    return replace(part, pads=tuple(own), body=box, through_hole=any(q.through_hole for q in pads))
+    through_hole = any(q.through_hole for q in pads)  # its pads say it, whatever the placement's mount column said
+    return replace(part, pads=tuple(own), body=box, through_hole=through_hole, mount_known=True,
+                   pin_in_paste=part.pin_in_paste and through_hole)
 
 
 def _named(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPart], board: GerberBoard,

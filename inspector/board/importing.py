@@ -18,6 +18,7 @@ from .ipc2581 import read_ipc2581
 from .kicad import read_kicad
 from .library import Library, load_library, unknown_template
 from .odbpp import ARCHIVES, is_odb_job, read_odbpp
+from .station import Station, at_station
 from .to_rules import Imported, UnknownPackages, import_design
 
 KICAD = (".kicad_pcb",)
@@ -118,11 +119,13 @@ class PackagesAsked(ValueError):
 def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", library: Path | None = None,
                  profile: Path | None = None, recipe: str | None = None,
                  step: str | None = None, gerber: Path | None = None,
-                 bom: Path | None = None, bom_profile: Path | None = None) -> tuple[BoardDesign, Imported]:
-    """(the design read, what the import made of it); the rule set and its geometry written to `out` when any part
-    is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and PackagesAsked says so."""
+                 bom: Path | None = None, bom_profile: Path | None = None,
+                 station: Station | None = None) -> tuple[BoardDesign, Imported]:
+    """(the design read, as `station` sees it: what the import made of it); the rule set and its geometry written to
+    `out` when any part is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and
+    PackagesAsked says so."""
     lib = load_library(library)
-    design = read_design(file, profile, step, gerber, lib, bom, bom_profile)
+    design = at_station(read_design(file, profile, step, gerber, lib, bom, bom_profile), station or Station())
     try:
         imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
     except UnknownPackages as exc:

@@ -6,8 +6,12 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .exits import REFUSED, UsageError
+
+if TYPE_CHECKING:
+    from ..board.station import Station
 
 
 def add_board(p: argparse.ArgumentParser) -> None:
@@ -33,6 +37,12 @@ def add_board(p: argparse.ArgumentParser) -> None:
                                    "package, manufacturer and part number")
     imp.add_argument("--bom-profile", help="a BOM's profile, where its columns have names of their own (YAML: "
                                            "columns: {refs, quantity, value, package, part_number, ...})")
+    imp.add_argument("--before-through-hole", action="store_true",
+                     help="the station stands before the through-hole parts go in (an AOI after paste or reflow): "
+                          "they are not inspected, except those placed in paste (the BOM's or placement's mounting "
+                          "says pin-in-paste, or --pin-in-paste names them)")
+    imp.add_argument("--pin-in-paste", help="through-hole parts the placement machine puts in paste before reflow, "
+                                            "inspected before the through-hole parts (designators: J1,J2 or J1-J4)")
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
     imp.add_argument("--step", help="an ODB++ job's step to import, where several place parts (the board, or the "
                                     "panel of it the line carries: a panel is read as one board of every copy)")
@@ -144,6 +154,15 @@ def _path(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
+def _station(args: argparse.Namespace) -> Station:
+    """Where the station stands (board/station.py), as the command line says."""
+    from ..board.bom import designators
+    from ..board.station import Station
+
+    named = designators(args.pin_in_paste, "--pin-in-paste") if args.pin_in_paste else ()
+    return Station(args.before_through_hole, named)
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from ..board.importing import PackagesAsked, import_board
 
@@ -152,7 +171,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         design, imported = import_board(file, out, _px_per_mm(args), args.side, _path(args.library),
                                         _path(args.profile), args.recipe, args.step, _path(args.gerber),
-                                        _path(args.bom), _path(args.bom_profile))
+                                        _path(args.bom), _path(args.bom_profile), _station(args))
     except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
         print(f"inspector: asks: {exc}", file=sys.stderr)
         return REFUSED
@@ -176,7 +195,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         doc = {"file": str(file), "format": design.format, "side": args.side, "rules": str(out),
                "board_px": list(imported.board_px), "px_per_mm": imported.px_per_mm,
                "image_origin_mm": list(imported.origin_mm), "y_up": design.y_up, "types": imported.types,
-               "fiducials": imported.fiducials,
+               "fiducials": imported.fiducials, "station": _station(args).describe(),
                "notes": imported.notes, "parts": [f.to_json() for f in imported.fates]}
         Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")

@@ -111,6 +111,15 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.side.addItems(["top", "bottom"])
         self.side.setToolTip("The side the camera sees: the bottom's rule set is the board turned over about its "
                              "vertical axis, as the camera over it sees it")
+        self.before_through_hole = QCheckBox("before through-hole")
+        self.before_through_hole.setToolTip("The station stands before the through-hole parts go in (an AOI after "
+                                            "paste or reflow): they are not inspected, except those placed in paste")
+        self.pin_in_paste = QLineEdit()
+        self.pin_in_paste.setPlaceholderText("pin-in-paste: J1, J2")
+        self.pin_in_paste.setToolTip("Through-hole parts the placement machine puts in paste before reflow (a "
+                                     "connector's legs): inspected before the through-hole parts too")
+        self.pin_in_paste.setEnabled(False)
+        self.before_through_hole.toggled.connect(self.pin_in_paste.setEnabled)
         self.import_btn = QPushButton("Import")
         self.import_btn.clicked.connect(self.import_board)
         self.summary = QLabel("Import a board's CAD to begin.")
@@ -176,6 +185,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
         row.addWidget(self.scale)
         row.addWidget(QLabel("side"))
         row.addWidget(self.side)
+        row.addWidget(self.before_through_hole)
+        row.addWidget(self.pin_in_paste)
         row.addWidget(self.import_btn)
         row.addStretch(1)
         form.addRow("Camera scale", row)
@@ -271,8 +282,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
         out = self.work_root / name / f"{name}.yaml"
         scale = self.scale.value()
         self._say(f"importing {cad.name}…")
+        before, named = self.before_through_hole.isChecked(), self.pin_in_paste.text().strip()
         self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step, gerber, bom,
-                                               bom_profile),
+                                       bom_profile, _station(before, named)),
                   lambda r: self._imported(out, side, *r))
 
     def _imported(self, out: Path, side: str, design: Any, imported: Any) -> None:
@@ -435,3 +447,12 @@ def _given(edit: QLineEdit) -> Path | None:
     """The path a line edit holds, None where it is left empty (the field is optional)."""
     text = edit.text().strip()
     return Path(text) if text else None
+
+
+def _station(before_through_hole: bool, pin_in_paste: str) -> Any:  # noqa: ANN401 - a board.station.Station
+    """Where the station stands, as the tab says (the pin-in-paste field read only where it is before through-hole)."""
+    from inspector.board.bom import designators
+    from inspector.board.station import Station
+
+    named = designators(pin_in_paste, "pin-in-paste") if before_through_hole and pin_in_paste else ()
+    return Station(before_through_hole, named)

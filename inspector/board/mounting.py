@@ -1,0 +1,49 @@
+"""How a part is mounted, as placement files and BOMs write it: surface mount, through-hole, or through-hole placed
+in paste before reflow (pin-in-paste, THR).
+
+A CAD board file knows each part's mounting from its pads (plated holes), and Gerbers from pads on both sides; a
+placement file or a BOM says it only where it has a column for it (`Mount`, `Mounting Type`, `Technology`, ...),
+in words of its own: `SMD`, `SMT`, `Surface Mount`; `THT`, `TH`, `PTH`, `Through Hole`, `Press-Fit`; `THR`,
+`Pin in Paste`, `Paste-in-Hole`. What a station does with it is station.py's.
+"""
+from __future__ import annotations
+
+import re
+
+from .design import PlacedPart
+
+SMD, THROUGH_HOLE, PIN_IN_PASTE = "smd", "through-hole", "pin-in-paste"
+# a cell's words, as _words() writes them; a press-fit part goes in after reflow like a through-hole one
+WORDS: dict[str, str] = {
+    **dict.fromkeys(("smd", "smt", "sm", "smd smt", "surface mount", "surface mount device", "surface mount smd",
+                     "surface"), SMD),
+    **dict.fromkeys(("tht", "th", "pth", "through hole", "thru hole", "through hole tht", "tht through hole",
+                     "through hole mount", "press fit", "pressfit"), THROUGH_HOLE),
+    **dict.fromkeys(("thr", "pin in paste", "pip", "paste in hole", "through hole reflow", "intrusive reflow",
+                     "thr pin in paste"), PIN_IN_PASTE),
+}
+COLUMN_NAMES = ("mount", "mount type", "mounting", "mounting type", "mounting style", "technology",
+                "assembly type", "smd/tht", "smt/tht", "smd/th", "tht/smd", "type of mounting")
+
+
+def _words(text: str) -> str:
+    """A cell as compared: lower case, punctuation a space (`Through-Hole`, `SMD/SMT`, `Press-Fit`)."""
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
+
+
+def mount_of(text: str) -> str | None:
+    """SMD, THROUGH_HOLE or PIN_IN_PASTE for a cell that says one; None for an empty cell; ValueError for a word
+    this does not know (the caller says where, and takes the part as the design has it)."""
+    words = _words(text)
+    if not words:
+        return None
+    if words not in WORDS:
+        raise ValueError(text)
+    return WORDS[words]
+
+
+def mount_word(part: PlacedPart) -> str | None:
+    """How `part` is mounted, as this module names it; None where no file says."""
+    if not part.mount_known:
+        return None
+    return (PIN_IN_PASTE if part.pin_in_paste else THROUGH_HOLE) if part.through_hole else SMD

@@ -1,0 +1,79 @@
+"""Where the inspecting station stands on the line, which says which parts a board has when the camera sees it.
+
+An AOI after paste or after reflow sees the board before the through-hole parts go in (by hand, a robot, then wave
+or selective solder): their places are empty there, every board, so they are not inspected (not placed, their lands
+kept from their neighbours), except those the placement machine puts in paste before reflow (pin-in-paste, THR: their
+BOM or placement says so, or the engineer names them). A part whose mounting no file says (a placement file without
+a mount column, no Gerbers, no BOM line saying it) is inspected, and named, so the engineer can say.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .design import BoardDesign, board_ref, named_refs
+
+NOT_YET = "not placed (through-hole: inserted after this station)"
+
+
+@dataclass(frozen=True)
+class Station:
+    before_through_hole: bool = False  # an AOI after paste or reflow: through-hole parts go in after it
+    pin_in_paste: tuple[str, ...] = ()  # through-hole parts placed in paste before reflow, as the engineer names them
+
+    def describe(self) -> str:
+        if not self.before_through_hole:
+            return "every part the assembly fits"
+        named = f"; pin-in-paste: {', '.join(self.pin_in_paste)}" if self.pin_in_paste else ""
+        return f"before the through-hole parts{named}"
+
+
+def at_station(design: BoardDesign, station: Station) -> BoardDesign:
+    """`design` as `station` sees it (above); ValueError where the station names a part the design does not have,
+    or pin-in-paste parts at a station that sees them all anyway."""
+    if station.pin_in_paste and not station.before_through_hole:
+        raise ValueError("pin-in-paste parts (--pin-in-paste, the New board tab's pin-in-paste) are those inserted "
+                         "before reflow, which matters only at a station before the through-hole parts "
+                         "(--before-through-hole): say that too, or leave them out")
+    if not station.before_through_hole:
+        return design
+    named = {r.upper() for r in station.pin_in_paste}
+    boards = {board_ref(p.ref, design.panel_boards).upper() for p in design.parts}
+    missing = sorted(r for r in station.pin_in_paste if r.upper() not in boards)
+    if missing:
+        raise ValueError(f"{design.source}: the pin-in-paste parts {named_refs(missing)} are not on this board; name "
+                         "them as its designators are written (J1, not J 1)")
+    later: list[str] = []
+    in_paste: list[str] = []
+    not_through_hole: list[str] = []
+    unknown: list[str] = []
+    parts = []
+    for p in design.parts:
+        told = board_ref(p.ref, design.panel_boards).upper() in named
+        if told and p.mount_known and not p.through_hole:
+            not_through_hole.append(p.ref)
+        if p.excluded is not None or p.fiducial:
+            parts.append(p)
+            continue
+        if not p.mount_known and not told:
+            unknown.append(p.ref)
+        elif p.through_hole and (p.pin_in_paste or told):
+            in_paste.append(p.ref)
+            p = replace(p, pin_in_paste=True)
+        elif p.through_hole:
+            later.append(p.ref)
+            p = replace(p, excluded=NOT_YET)
+        parts.append(p)
+    notes = [*design.notes, f"the station stands before the through-hole parts: {len(later)} through-hole parts are "
+                            f"not inspected{': ' + named_refs(later) if later else ''}"]
+    if in_paste:
+        notes.append(f"{len(in_paste)} through-hole parts placed in paste before reflow are inspected: "
+                     f"{named_refs(in_paste)}")
+    if not_through_hole:
+        notes.append(f"{len(not_through_hole)} parts named pin-in-paste are not through-hole by the design (they are "
+                     f"inspected as any placed part): {named_refs(not_through_hole)}")
+    if unknown:
+        notes.append(f"{len(unknown)} parts' mounting no file says (the placement has no mount column, and no Gerbers "
+                     f"or BOM line say it), so they are inspected; a through-hole one among them is empty here on "
+                     f"every board: give the Gerbers (--gerber), or a BOM or placement file with a mounting column: "
+                     f"{named_refs(unknown)}")
+    return replace(design, parts=parts, notes=notes)

@@ -1,0 +1,156 @@
+"""A station before the through-hole parts (an AOI after paste or reflow): bodies-kicad9's LED D1 and header J2 are
+through-hole in each of its formats, by its pads, a placement file's mount column, or a BOM's Mounting Type; a part
+placed in paste before reflow is inspected all the same; SnapperGPS's real board and BOM agree on its USB connector."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inspector.board.bom import read_bom
+from inspector.board.design import CadError
+from inspector.board.importing import read_design
+from inspector.board.mounting import PIN_IN_PASTE, SMD, THROUGH_HOLE, mount_of
+from inspector.board.station import NOT_YET, Station, at_station
+from tests.test_board_teach import cli
+
+CAD = Path(__file__).parent / "cad"
+POS = CAD / "bodies-kicad9-pos.csv"
+BEFORE = Station(before_through_hole=True)
+
+
+def _later(design) -> list[str]:  # noqa: ANN001 - a BoardDesign
+    return sorted(p.ref for p in design.parts if p.excluded == NOT_YET)
+
+
+@pytest.mark.parametrize(("file", "gerber"), [
+    ("bodies-kicad9.kicad_pcb", None), ("bodies-kicad9-ipc2581.xml", None), ("bodies-kicad9-odb.zip", None),
+    ("bodies-kicad9-gerbers-x3.zip", None), ("bodies-kicad9-pos.csv", "bodies-kicad9-gerbers.zip")])
+def test_every_format_says_which_parts_go_in_after_reflow(file: str, gerber: str | None) -> None:
+    """The board's own pads say it (plated holes; Gerbers: the same pad on both sides): D1 and J2 are not inspected
+    before the through-hole parts, every other part is; a station that sees the finished board leaves none out."""
+    design = read_design(CAD / file, None, gerber=CAD / gerber if gerber else None)
+    assert at_station(design, Station()) is design
+    seen = at_station(design, BEFORE)
+    assert _later(seen) == ["D1", "J2"] and sum(p.excluded is None for p in seen.parts) == len(design.parts) - 2
+    assert "the station stands before the through-hole parts: 2 through-hole parts are not inspected: D1, J2" \
+        in seen.notes
+    named = at_station(design, Station(True, ("J2",)))
+    assert _later(named) == ["D1"] and next(p for p in named.parts if p.ref == "J2").pin_in_paste
+    assert "1 through-hole parts placed in paste before reflow are inspected: J2" in named.notes
+
+
+def test_the_command_line_leaves_them_out_and_the_json_says_each_parts_mounting(tmp_path: Path) -> None:
+    out, doc = tmp_path / "b.yaml", tmp_path / "b.json"
+    r = cli("board", "import", str(CAD / "bodies-kicad9.kicad_pcb"), "--out", str(out), "--px-per-mm", "10",
+            "--before-through-hole", "--pin-in-paste", "J2", "--json", str(doc))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(doc.read_text())
+    fates = {f["ref"]: f for f in got["parts"]}
+    assert (fates["D1"]["inspected"], fates["D1"]["reason"], fates["D1"]["mount"]) == (False, NOT_YET, THROUGH_HOLE)
+    assert (fates["J2"]["inspected"], fates["J2"]["mount"]) == (True, PIN_IN_PASTE)
+    assert fates["R1"]["mount"] == SMD and got["station"] == "before the through-hole parts; pin-in-paste: J2"
+    assert "note: 1 through-hole parts placed in paste before reflow are inspected: J2" in r.stdout
+    r = cli("board", "import", str(CAD / "bodies-kicad9.kicad_pcb"), "--out", str(out), "--px-per-mm", "10",
+            "--before-through-hole", "--pin-in-paste", "J2,J9")
+    assert r.returncode != 0 and "the pin-in-paste parts J9 are not on this board" in r.stderr
+    r = cli("board", "import", str(CAD / "bodies-kicad9.kicad_pcb"), "--out", str(out), "--px-per-mm", "10",
+            "--pin-in-paste", "J2")
+    assert r.returncode != 0 and "a station before the through-hole parts (--before-through-hole)" in r.stderr
+    r = cli("board", "import", str(CAD / "bodies-kicad9.kicad_pcb"), "--out", str(out), "--px-per-mm", "10",
+            "--before-through-hole", "--pin-in-paste", "J4-J2")
+    assert r.returncode != 0 and "--pin-in-paste: designator range 'J4-J2' does not count up" in r.stderr
+
+
+@pytest.mark.parametrize(("text", "mount"), [
+    ("SMD", SMD), ("smt", SMD), ("Surface Mount", SMD), ("SMD/SMT", SMD), ("THT", THROUGH_HOLE),
+    ("Through-Hole", THROUGH_HOLE), ("through hole", THROUGH_HOLE), ("PTH", THROUGH_HOLE), ("Press-Fit", THROUGH_HOLE),
+    ("THR", PIN_IN_PASTE), ("Pin-in-Paste", PIN_IN_PASTE), ("paste in hole", PIN_IN_PASTE), ("", None), ("  ", None)])
+def test_mounting_words(text: str, mount: str | None) -> None:
+    assert mount_of(text) == mount
+
+
+def test_a_placement_files_mount_column_says_it_and_without_one_the_engineer_is_told(tmp_path: Path) -> None:
+    """KiCad's placement file has no mount column: no part's mounting is known, so every part is inspected and the
+    engineer told which. With one (`Mount`), D1 goes in later, J2 in paste; a word it does not read is named at its
+    line, its part's mounting unknown."""
+    plain = at_station(read_design(POS, None), BEFORE)
+    assert _later(plain) == [] and all(not p.mount_known for p in plain.parts)
+    assert any(n.startswith("16 parts' mounting no file says (the placement has no mount column") for n in plain.notes)
+    lines = POS.read_text().splitlines()
+    words = {"D1": "THT", "J2": "Pin in paste", "U1": "Hybrid", "C3": ""}
+    mounted = tmp_path / "mounted.csv"
+    mounted.write_text("\n".join([lines[0] + ",Mount"] + [
+        f"{row},{words.get(row.split(',')[0].strip(chr(34)), 'SMD')}" for row in lines[1:]]) + "\n")
+    design = read_design(mounted, None)
+    parts = {p.ref: p for p in design.parts}
+    assert (parts["D1"].through_hole, parts["J2"].pin_in_paste, parts["R1"].mount_known) == (True, True, True)
+    assert not parts["U1"].mount_known and not parts["C3"].mount_known
+    line = next(n for n, row in enumerate(lines, start=1) if row.startswith('"U1"'))
+    assert f"1 parts' mounting is in words this does not read (SMD, THT, pin-in-paste and their usual spellings), " \
+           f"so it is not known: {mounted}:{line} ('Hybrid')" in design.notes
+    seen = at_station(design, BEFORE)
+    assert _later(seen) == ["D1"]
+    assert any(n.startswith("2 parts' mounting no file says") and n.endswith(": C3, U1") for n in seen.notes)
+
+
+def test_a_boms_mounting_type_mounts_a_placement_and_is_checked_against_a_boards_pads(tmp_path: Path) -> None:
+    """Digi-Key's `Mounting Type` column: over KiCad's placement file (no mount column) it says D1 and J2 are
+    through-hole, J2 in paste; over the board file, whose pads say it already, a line saying otherwise is noted
+    and the pads taken, and its pin-in-paste is taken."""
+    bom = tmp_path / "bom.csv"
+    rows = {"D1": "Through Hole", "J2": "THR", "R1": "Through Hole", "U1": "Chassis Mount"}
+    refs = [row.split(",")[0].strip('"') for row in POS.read_text().splitlines()[1:]]
+    bom.write_text("Designator,Qty,Value,Mounting Type\n" + "".join(
+        f"{r},1,x,{rows.get(r, 'Surface Mount')}\n" for r in refs))
+    assert read_bom(bom).by_ref()["J2"].mount == PIN_IN_PASTE
+    assert any("1 BOM lines say a mounting in words this does not read" in n and "('Chassis Mount')" in n
+               for n in read_bom(bom).notes)
+    placed = at_station(read_design(POS, None, bom=bom), BEFORE)
+    assert _later(placed) == ["D1", "R1"] and next(p for p in placed.parts if p.ref == "J2").excluded is None
+    assert any(n.startswith("1 parts' mounting no file says") and n.endswith(": U1") for n in placed.notes)
+    board = read_design(CAD / "bodies-kicad9.kicad_pcb", None, bom=bom)
+    assert ("1 parts' mounting differs between the design's pads and the BOM (the pads are taken: check the "
+            "footprint or the BOM line): R1 (SMD pads, through-hole on the BOM)") in board.notes
+    assert _later(at_station(board, BEFORE)) == ["D1"]
+
+
+def test_a_panels_boards_are_each_named_by_the_boards_designators(tmp_path: Path) -> None:
+    """Pin-in-paste names the board's designators; on a panel (parts k-REF) each copy of the part is meant."""
+    from tests.test_board_odbpp import PANEL, write_job
+
+    job = write_job(tmp_path, {"steps/panel/stephdr": PANEL})
+    design = read_design(job, None, step="panel")
+    through = sorted(p.ref for p in design.parts if p.through_hole)
+    assert through and all("-" in r for r in through)
+    board_refs = sorted({r.split("-", 1)[1] for r in through})
+    seen = at_station(design, Station(True, tuple(board_refs)))
+    assert _later(seen) == [] and all(p.pin_in_paste for p in seen.parts if p.through_hole)
+    with pytest.raises(ValueError, match="the pin-in-paste parts 1-J1 are not on this board"):
+        at_station(design, Station(True, ("1-J1",)))
+
+
+def test_bad_pin_in_paste_designators_are_refused_by_the_same_reader_as_a_boms() -> None:
+    from inspector.board.bom import designators
+
+    with pytest.raises(CadError, match="does not count up"):
+        designators("J4-J2", "pin-in-paste")
+
+
+BOARDS = Path(__file__).parent.parent.parent / "shared" / "data" / "boards"
+SNAPPER = BOARDS / "snappergps"
+
+
+@pytest.mark.skipif(not SNAPPER.is_dir(), reason="the shared boards are not beside this checkout")
+def test_snappergps_usb_connector_is_through_hole_by_its_board_and_its_bom() -> None:
+    """The real board (Eagle) and its BOM's Mounting Type agree: J1, the USB connector, is its one through-hole
+    part; before the through-hole parts it is not inspected, unless it is placed in paste (a hybrid connector's
+    legs often are)."""
+    bom = SNAPPER / "SnapperGPS_1_0_0_BOM.csv"
+    board = read_design(SNAPPER / "snappergps_1_0_0.brd", None, bom=bom)
+    assert not any("mounting differs" in n for n in board.notes)
+    assert _later(at_station(board, BEFORE)) == ["J1"]
+    assert _later(at_station(board, Station(True, ("J1",)))) == []
+    centroid = read_design(SNAPPER / "snappergps_1_0_0.mnt", None, bom=bom)  # mountsmd.ulp's: J1 has SMD pins too
+    assert _later(at_station(centroid, BEFORE)) == ["J1"]
