@@ -154,3 +154,40 @@ def test_snappergps_usb_connector_is_through_hole_by_its_board_and_its_bom() -> 
     assert _later(at_station(board, Station(True, ("J1",)))) == []
     centroid = read_design(SNAPPER / "snappergps_1_0_0.mnt", None, bom=bom)  # mountsmd.ulp's: J1 has SMD pins too
     assert _later(at_station(centroid, BEFORE)) == ["J1"]
+
+
+HOLES = CAD / "holes-kicad9"  # tests/cad/make_holes_kicad9.py: J1 through-hole; U1's thermal vias, C1's via-in-pad,
+# R1 over R2 on the other side: pads over pads that are no lead's
+
+
+@pytest.mark.parametrize("gerbers", ["gerbers", "gerbers-rs274x"])
+def test_drill_files_say_which_pads_a_lead_goes_through(gerbers: str) -> None:
+    """With KiCad's Excellon files (X2 or plain), J1's 1 mm holes make it through-hole, and neither U1's 0.2 mm
+    thermal vias, C1's 0.3 mm via nor the other side's pad under R1 and R2 do: the board file's own word."""
+    design = read_design(Path(f"{HOLES}-pos.csv"), None, gerber=Path(f"{HOLES}-{gerbers}.zip"))
+    assert [p.ref for p in design.parts if p.through_hole] == ["J1"]
+    assert not any("no drill file" in n for n in design.notes)
+    assert [p.ref for p in read_design(Path(f"{HOLES}.kicad_pcb"), None).parts if p.through_hole] == ["J1"]
+    assert _later(at_station(design, BEFORE)) == ["J1"]
+
+
+def test_without_drill_files_pads_on_both_sides_are_taken_as_through_hole_and_said(tmp_path: Path) -> None:
+    """The same Gerbers without their drill files: a pad over a pad is taken as through-hole, so the stacked R1 and
+    R2 read as through-hole too, and the import says why; a set whose only drill file is the non-plated one has no
+    through-hole pad, and says so."""
+    import zipfile
+
+    with zipfile.ZipFile(f"{HOLES}-gerbers-rs274x.zip") as z:
+        z.extractall(tmp_path / "set")
+    (tmp_path / "set" / "holes-kicad9-PTH.drl").unlink()
+    npth_only = read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")
+    assert not any(p.through_hole for p in npth_only.parts)
+    assert any(n.startswith("the set's only drill file is the non-plated holes' (NPTH)") for n in npth_only.notes)
+    (tmp_path / "set" / "holes-kicad9-NPTH.drl").unlink()
+    design = read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")
+    assert sorted(p.ref for p in design.parts if p.through_hole) == ["J1", "R1", "R2"]
+    assert any(n.startswith("no drill file in the set: a pad is taken as through-hole where the other side has a pad")
+               for n in design.notes)
+    (tmp_path / "set" / "holes-kicad9-PTH.drl").write_text("M48\nMETRIC\nT1C1.0\n%\nT1\nXabcY1\nM30\n")
+    with pytest.raises(CadError, match=r"holes-kicad9-PTH.drl: not an Excellon drill file gerbonara can read"):
+        read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")

@@ -9,9 +9,10 @@ board's edge that teaching registers photos on. gerbonara reads the files and te
 
 A pad is a copper flash (or a small copper region: a custom or macro-less pad) whose centre the solder mask opens;
 copper under the mask (a tented via, a zone) is not. Where the file is X2 with component attributes (`%TO.P,R1,2*%`),
-each pad names its part; where not, gerber_parts.py gives pads to parts by place. A pad the other side also opens at
-the same place is a through-hole pad. A pad's `mask_margin` is how far its own opening reaches beyond it (a
-fiducial's bare ring).
+each pad names its part; where not, gerber_parts.py gives pads to parts by place. A pad is a through-hole pad
+where the set's drill files put a plated hole a lead fits through in it (LEAD_HOLE_MM: a via, a thermal via in a
+QFN's pad, is narrower), or, in a set without drill files, where the other side opens a pad at the same place. A
+pad's `mask_margin` is how far its own opening reaches beyond it (a fiducial's bare ring).
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from .design import CadError, Rect
 
 SIDES = ("top", "bottom")
 MAX_PAD_MM = 15.0  # a copper region larger than this on a side is a zone or a plane, not a pad
-SAME_PLACE_MM = 0.05  # a pad on the other side this near is the same through-hole pad
+SAME_PLACE_MM = 0.05  # without drill files: a pad on the other side this near is the same through-hole pad
+LEAD_HOLE_MM = 0.5  # a plated hole this wide takes a part's lead; a narrower one is a via (a thermal via, via-in-pad)
 OPENING_SLACK_MM = 0.5  # a flashed pad may reach this far past its mask opening (a mask-defined pad) and be a pad
 # ... a copper region (a custom pad) only this far: a zone's scrap beside a pad reaches under the mask
 REGION_SLACK_MM = 0.05
@@ -129,6 +131,14 @@ class BoxGrid:
                 for cy in range(int(y0 // self.CELL), int(y1 // self.CELL) + 1):
                     self.cells.setdefault((cx, cy), []).append(i)
 
+    def near(self, x: float, y: float, reach: float) -> list[int]:
+        """The boxes of the cells within `reach` of (x, y) (a superset: the caller measures)."""
+        found: set[int] = set()
+        for cx in range(int((x - reach) // self.CELL), int((x + reach) // self.CELL) + 1):
+            for cy in range(int((y - reach) // self.CELL), int((y + reach) // self.CELL) + 1):
+                found.update(self.cells.get((cx, cy), ()))
+        return sorted(found)
+
     def holding(self, x: float, y: float) -> list[int]:
         here = self.cells.get((int(x // self.CELL), int(y // self.CELL)), ())
         return [i for i in here
@@ -166,8 +176,46 @@ def _side_pads(copper, mask, side: str) -> tuple[list[GerberPad], bool]:
     return found, attributed
 
 
-def _through_holes(pads: list[GerberPad]) -> list[GerberPad]:
-    """Each pad marked through-hole where the other side has a pad at the same place."""
+def _holes(stack, notes: list[str]) -> list[Rect] | None:
+    """The plated holes a lead goes through (LEAD_HOLE_MM or wider; a slot by its width), from the set's drill files
+    (those not named non-plated); None where the set has no drill file. A drill file without a hole is noted."""
+    from gerbonara.utils import MM
+    layers = [lazy for lazy in stack.drill_layers if lazy is not stack.drill_npth]
+    if stack.drill_pth is None and not layers and stack.drill_npth is None:
+        return None
+    if not layers:
+        notes.append("the set's only drill file is the non-plated holes' (NPTH): no pad is taken as through-hole; "
+                     "where the board has plated holes, give their drill file (PTH) too")
+    holes: list[Rect] = []
+    for lazy in layers:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                drill = getattr(lazy, "instance", lazy)
+        except Exception as exc:
+            name = getattr(lazy, "original_path", None) or "a drill file"
+            raise CadError(f"{name}: not an Excellon drill file gerbonara can read ({exc}); export it again, or "
+                           "leave it out of the set") from None
+        if not drill.objects:
+            notes.append(f"{getattr(lazy, 'original_path', None) or 'a drill file'}: no holes read from it (is it "
+                         "an Excellon drill file?): no pad is taken as through-hole by it")
+        for obj in drill.objects:
+            if getattr(getattr(obj, "aperture", None), "plated", None) is False:
+                continue
+            (x0, y0), (x1, y1) = obj.bounding_box(MM)
+            if min(x1 - x0, y1 - y0) >= LEAD_HOLE_MM:
+                holes.append((x0, y0, x1, y1))
+    return holes
+
+
+def _through_holes(pads: list[GerberPad], holes: list[Rect] | None) -> list[GerberPad]:
+    """Each pad marked through-hole where a lead's plated hole is in it (`holes`, the drill files'), or, for a set
+    without drill files, where the other side has a pad at the same place."""
+    if holes is not None:
+        grid = BoxGrid([((x0 + x1) / 2, (y0 + y1) / 2, (x0 + x1) / 2, (y0 + y1) / 2) for x0, y0, x1, y1 in holes])
+        return [replace(p, through_hole=any(abs(grid.boxes[i][0] - p.x) <= p.w / 2 and
+                                            abs(grid.boxes[i][1] - p.y) <= p.h / 2
+                                            for i in grid.near(p.x, p.y, max(p.w, p.h) / 2))) for p in pads]
     grids = {s: BoxGrid([(p.x - SAME_PLACE_MM, p.y - SAME_PLACE_MM, p.x + SAME_PLACE_MM, p.y + SAME_PLACE_MM)
                        for p in pads if p.side == s]) for s in SIDES}
     return [replace(p, through_hole=bool(grids["bottom" if p.side == "top" else "top"].holding(p.x, p.y)))
@@ -202,4 +250,9 @@ def read_gerbers(path: Path) -> GerberBoard:
         outline = _edge(edge)
     else:
         notes.append("no board outline layer in the set: the board's edge is the parts' extent")
-    return GerberBoard(str(path), _through_holes(pads), outline, attributed, notes)
+    holes = _holes(stack, notes)
+    if holes is None:
+        notes.append("no drill file in the set: a pad is taken as through-hole where the other side has a pad at the "
+                     "same place (two SMD parts stacked on the two sides read as through-hole); give the drill "
+                     "files with the Gerbers")
+    return GerberBoard(str(path), _through_holes(pads, holes), outline, attributed, notes)
