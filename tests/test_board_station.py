@@ -11,6 +11,7 @@ import pytest
 from inspector.board.bom import read_bom
 from inspector.board.design import CadError
 from inspector.board.importing import read_design
+from inspector.board.library import load_library
 from inspector.board.mounting import PIN_IN_PASTE, SMD, THROUGH_HOLE, mount_of
 from inspector.board.station import NOT_YET, Station, at_station
 from tests.test_board_teach import cli
@@ -18,6 +19,7 @@ from tests.test_board_teach import cli
 CAD = Path(__file__).parent / "cad"
 POS = CAD / "bodies-kicad9-pos.csv"
 BEFORE = Station(before_through_hole=True)
+LIB = load_library(None)
 
 
 def _later(design) -> list[str]:  # noqa: ANN001 - a BoardDesign
@@ -31,12 +33,12 @@ def test_every_format_says_which_parts_go_in_after_reflow(file: str, gerber: str
     """The board's own pads say it (plated holes; Gerbers: the same pad on both sides): D1 and J2 are not inspected
     before the through-hole parts, every other part is; a station that sees the finished board leaves none out."""
     design = read_design(CAD / file, None, gerber=CAD / gerber if gerber else None)
-    assert at_station(design, Station()) is design
-    seen = at_station(design, BEFORE)
+    assert at_station(design, Station(), LIB) is design
+    seen = at_station(design, BEFORE, LIB)
     assert _later(seen) == ["D1", "J2"] and sum(p.excluded is None for p in seen.parts) == len(design.parts) - 2
     assert "the station stands before the through-hole parts: 2 through-hole parts are not inspected: D1, J2" \
         in seen.notes
-    named = at_station(design, Station(True, ("J2",)))
+    named = at_station(design, Station(True, ("J2",)), LIB)
     assert _later(named) == ["D1"] and next(p for p in named.parts if p.ref == "J2").pin_in_paste
     assert "1 through-hole parts placed in paste before reflow are inspected: J2" in named.notes
 
@@ -75,7 +77,7 @@ def test_a_placement_files_mount_column_says_it_and_without_one_the_engineer_is_
     """KiCad's placement file has no mount column: no part's mounting is known, so every part is inspected and the
     engineer told which. With one (`Mount`), D1 goes in later, J2 in paste; a word it does not read is named at its
     line, its part's mounting unknown."""
-    plain = at_station(read_design(POS, None), BEFORE)
+    plain = at_station(read_design(POS, None), BEFORE, LIB)
     assert _later(plain) == [] and all(not p.mount_known for p in plain.parts)
     assert any(n.startswith("16 parts' mounting no file says (the placement has no mount column") for n in plain.notes)
     lines = POS.read_text().splitlines()
@@ -90,7 +92,7 @@ def test_a_placement_files_mount_column_says_it_and_without_one_the_engineer_is_
     line = next(n for n, row in enumerate(lines, start=1) if row.startswith('"U1"'))
     assert f"1 parts' mounting is in words this does not read (SMD, THT, pin-in-paste and their usual spellings), " \
            f"so it is not known: {mounted}:{line} ('Hybrid')" in design.notes
-    seen = at_station(design, BEFORE)
+    seen = at_station(design, BEFORE, LIB)
     assert _later(seen) == ["D1"]
     assert any(n.startswith("2 parts' mounting no file says") and n.endswith(": C3, U1") for n in seen.notes)
 
@@ -107,13 +109,13 @@ def test_a_boms_mounting_type_mounts_a_placement_and_is_checked_against_a_boards
     assert read_bom(bom).by_ref()["J2"].mount == PIN_IN_PASTE
     assert any("1 BOM lines say a mounting in words this does not read" in n and "('Chassis Mount')" in n
                for n in read_bom(bom).notes)
-    placed = at_station(read_design(POS, None, bom=bom), BEFORE)
+    placed = at_station(read_design(POS, None, bom=bom), BEFORE, LIB)
     assert _later(placed) == ["D1", "R1"] and next(p for p in placed.parts if p.ref == "J2").excluded is None
     assert any(n.startswith("1 parts' mounting no file says") and n.endswith(": U1") for n in placed.notes)
     board = read_design(CAD / "bodies-kicad9.kicad_pcb", None, bom=bom)
     assert ("1 parts' mounting differs between the design's pads and the BOM (the pads are taken: check the "
             "footprint or the BOM line): R1 (SMD pads, through-hole on the BOM)") in board.notes
-    assert _later(at_station(board, BEFORE)) == ["D1"]
+    assert _later(at_station(board, BEFORE, LIB)) == ["D1"]
 
 
 def test_a_panels_boards_are_each_named_by_the_boards_designators(tmp_path: Path) -> None:
@@ -125,10 +127,10 @@ def test_a_panels_boards_are_each_named_by_the_boards_designators(tmp_path: Path
     through = sorted(p.ref for p in design.parts if p.through_hole)
     assert through and all("-" in r for r in through)
     board_refs = sorted({r.split("-", 1)[1] for r in through})
-    seen = at_station(design, Station(True, tuple(board_refs)))
+    seen = at_station(design, Station(True, tuple(board_refs)), LIB)
     assert _later(seen) == [] and all(p.pin_in_paste for p in seen.parts if p.through_hole)
     with pytest.raises(ValueError, match="the pin-in-paste parts 1-J1 are not on this board"):
-        at_station(design, Station(True, ("1-J1",)))
+        at_station(design, Station(True, ("1-J1",)), LIB)
 
 
 def test_bad_pin_in_paste_designators_are_refused_by_the_same_reader_as_a_boms() -> None:
@@ -143,17 +145,21 @@ SNAPPER = BOARDS / "snappergps"
 
 
 @pytest.mark.skipif(not SNAPPER.is_dir(), reason="the shared boards are not beside this checkout")
-def test_snappergps_usb_connector_is_through_hole_by_its_board_and_its_bom() -> None:
-    """The real board (Eagle) and its BOM's Mounting Type agree: J1, the USB connector, is its one through-hole
-    part; before the through-hole parts it is not inspected, unless it is placed in paste (a hybrid connector's
-    legs often are)."""
+def test_snappergps_usb_connector_is_placed_in_paste_by_its_pads_and_through_hole_by_its_bom() -> None:
+    """The real board (Eagle): J1, the USB-C socket, has 14 surface pins and 4 plated legs, so it is reflowed with its
+    legs in paste and inspected before the through-hole parts; its BOM's Mounting Type says `through-hole` (the
+    distributor's word for a hybrid), which the pads overrule without a quarrel (both say plated holes). Its
+    centroid file has no pads: there the BOM's word is all there is, and J1 is left out, and said."""
     bom = SNAPPER / "SnapperGPS_1_0_0_BOM.csv"
     board = read_design(SNAPPER / "snappergps_1_0_0.brd", None, bom=bom)
+    j1 = next(p for p in board.parts if p.ref == "J1")
+    assert (j1.through_hole, j1.pin_in_paste, sum(p.smd for p in j1.pads), len(j1.pads)) == (True, True, 14, 18)
     assert not any("mounting differs" in n for n in board.notes)
-    assert _later(at_station(board, BEFORE)) == ["J1"]
-    assert _later(at_station(board, Station(True, ("J1",)))) == []
-    centroid = read_design(SNAPPER / "snappergps_1_0_0.mnt", None, bom=bom)  # mountsmd.ulp's: J1 has SMD pins too
-    assert _later(at_station(centroid, BEFORE)) == ["J1"]
+    seen = at_station(board, BEFORE, LIB)
+    assert _later(seen) == [] and "1 through-hole parts placed in paste before reflow are inspected: J1" in seen.notes
+    centroid = read_design(SNAPPER / "snappergps_1_0_0.mnt", None, bom=bom)
+    assert _later(at_station(centroid, BEFORE, LIB)) == ["J1"]
+    assert _later(at_station(centroid, Station(True, ("J1",)), LIB)) == []
 
 
 HOLES = CAD / "holes-kicad9"  # tests/cad/make_holes_kicad9.py: J1 through-hole; U1's thermal vias, C1's via-in-pad,
@@ -168,7 +174,7 @@ def test_drill_files_say_which_pads_a_lead_goes_through(gerbers: str) -> None:
     assert [p.ref for p in design.parts if p.through_hole] == ["J1"]
     assert not any("no drill file" in n for n in design.notes)
     assert [p.ref for p in read_design(Path(f"{HOLES}.kicad_pcb"), None).parts if p.through_hole] == ["J1"]
-    assert _later(at_station(design, BEFORE)) == ["J1"]
+    assert _later(at_station(design, BEFORE, LIB)) == ["J1"]
 
 
 def test_without_drill_files_pads_on_both_sides_are_taken_as_through_hole_and_said(tmp_path: Path) -> None:
@@ -191,3 +197,22 @@ def test_without_drill_files_pads_on_both_sides_are_taken_as_through_hole_and_sa
     (tmp_path / "set" / "holes-kicad9-PTH.drl").write_text("M48\nMETRIC\nT1C1.0\n%\nT1\nXabcY1\nM30\n")
     with pytest.raises(CadError, match=r"holes-kicad9-PTH.drl: not an Excellon drill file gerbonara can read"):
         read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")
+
+
+def test_a_hybrid_is_placed_in_paste_and_a_mark_is_never_left_out() -> None:
+    """By pads alone (Eagle's, the Gerbers'): plated holes make a part through-hole, and as many surface pads beside
+    them or more (a USB-C socket's pins beside its legs) make it pin-in-paste; a lone surface pad among holes does
+    not. A fiducial the Gerbers give a plated hole (by place, on a plain RS-274X set) stays a registration mark."""
+    from dataclasses import replace
+
+    from inspector.board.design import BoardDesign, Pad, PlacedPart
+    from inspector.board.mounting import by_pads
+
+    hole, surface = Pad(0, 0, 1.7, 1.7, smd=False), Pad(0, 0, 0.3, 1.0)
+    assert by_pads(()) == (False, False) and by_pads((surface, surface)) == (False, False)
+    assert by_pads((hole, hole, hole)) == (True, False) and by_pads((hole, hole, surface)) == (True, False)
+    assert by_pads((hole, hole, surface, surface)) == (True, True)
+    fiducial = PlacedPart("FID1", "", "Fiducial_1mm_Mask2mm", 1.0, 1.0, 0.0, "top", (hole,), through_hole=True)
+    header = replace(fiducial, ref="J1", package="PinHeader_1x01_P2.54mm_Vertical")
+    seen = at_station(BoardDesign("b", "test", [fiducial, header], y_up=True), BEFORE, LIB)
+    assert _later(seen) == ["J1"] and seen.parts[0].excluded is None

@@ -44,7 +44,7 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
         ref = board_ref(p.ref, design.panel_boards).upper()
         line = lines.get(ref)
         if line is None:
-            if p.excluded is None and not _mark(p, library):
+            if p.excluded is None and not library.is_mark(p):
                 unlisted.append(p.ref)
                 p = replace(p, excluded=NOT_ON_BOM)
             parts.append(p)
@@ -92,8 +92,8 @@ def with_bom(design: BoardDesign, bom: Bom, library: Library) -> BoardDesign:
 
 def _mounted(part: PlacedPart, line: BomLine, differ: list[str]) -> PlacedPart:
     """`part` mounted as its BOM line says, where the design does not know (a placement file without a mount
-    column) or knows it through-hole and the BOM says placed in paste; a disagreement with the design's pads goes to
-    `differ`, and the pads are taken."""
+    column) or knows it through-hole and the BOM says placed in paste (a hybrid's pads say so whatever the BOM's
+    coarser word); a disagreement with the design's pads goes to `differ`, and the pads are taken."""
     if line.mount is None:
         return part
     through_hole = line.mount != SMD
@@ -102,7 +102,7 @@ def _mounted(part: PlacedPart, line: BomLine, differ: list[str]) -> PlacedPart:
     if through_hole != part.through_hole:
         differ.append(f"{part.ref} ({'through-hole' if part.through_hole else 'SMD'} pads, {line.mount} on the BOM)")
         return part
-    return replace(part, pin_in_paste=line.mount == PIN_IN_PASTE)
+    return replace(part, pin_in_paste=part.pin_in_paste or line.mount == PIN_IN_PASTE)
 
 
 def _values_differ(part: PlacedPart, line: BomLine) -> bool:
@@ -113,12 +113,6 @@ def _values_differ(part: PlacedPart, line: BomLine) -> bool:
         return False
     here, there = quantity(part.value, kind), quantity(line.value, kind)
     return here is not None and there is not None and here != there
-
-
-def _mark(part: PlacedPart, library: Library) -> bool:
-    """A fiducial, which no BOM lists: a registration mark on the copper."""
-    cls = library.part_class(part)
-    return part.fiducial or (cls is not None and cls.name == "fiducial")
 
 
 def _package(text: str, zeros: dict[str, str]) -> str:

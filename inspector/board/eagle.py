@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, arc_points, bounding, parse_xml
 from .flip import mirrored_pads, mirrored_rect
+from .mounting import by_pads
 
 DIMENSION = "20"
 BODY_LAYERS = (("51", "52"), ("21", "22"))  # documentation first, then silkscreen
@@ -188,9 +189,10 @@ def read_eagle(path: Path) -> BoardDesign:
         if mirrored:  # on the bottom: seen from the top, the package mirrored, then turned the other way
             pads, body, turn = mirrored_pads(pads), mirrored_rect(body), -turn % 360.0
         fiducial = "fiducial" in package.lower() or name.upper().startswith("FID")
+        through_hole, in_paste = by_pads(pads)
         parts.append(PlacedPart(name, el.get("value", ""), package, _f(el, "x"), _f(el, "y"), turn,
                                 "bottom" if mirrored else "top", pads, body,
-                                through_hole=any(not p.smd for p in pads), fiducial=fiducial,
+                                through_hole=through_hole, pin_in_paste=in_paste, fiducial=fiducial,
                                 excluded=None if pads or body else "an element without pads or drawings"))
     plain = board.find("plain")
     outline = bounding(_drawn(plain, (DIMENSION,))) if plain is not None else None

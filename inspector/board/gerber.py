@@ -16,6 +16,7 @@ pad's `mask_margin` is how far its own opening reaches beyond it (a fiducial's b
 """
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -191,7 +192,7 @@ def _holes(stack, notes: list[str]) -> list[Rect] | None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                drill = getattr(lazy, "instance", lazy)
+                drill = _drill(lazy)
         except Exception as exc:
             name = getattr(lazy, "original_path", None) or "a drill file"
             raise CadError(f"{name}: not an Excellon drill file gerbonara can read ({exc}); export it again, or "
@@ -203,9 +204,27 @@ def _holes(stack, notes: list[str]) -> list[Rect] | None:
             if getattr(getattr(obj, "aperture", None), "plated", None) is False:
                 continue
             (x0, y0), (x1, y1) = obj.bounding_box(MM)
-            if min(x1 - x0, y1 - y0) >= LEAD_HOLE_MM:
+            width = obj.aperture.equivalent_width(MM) if hasattr(obj, "aperture") else min(x1 - x0, y1 - y0)
+            if width >= LEAD_HOLE_MM:  # a slot by its width, whatever way it runs
                 holes.append((x0, y0, x1, y1))
     return holes
+
+
+_SLOT = re.compile(r"^([XY][-+.\dXY]*)G85([XY][-+.\dXY]*)\s*$", re.MULTILINE)
+
+
+def _drill(lazy):  # noqa: ANN001, ANN202 - a gerbonara LazyCamFile (or file) -> its ExcellonFile
+    """The parsed drill file. Its G85 slots (`X1Y1G85X2Y2`, KiCad's and Altium's default for an oval hole), which
+    gerbonara does not read, are given to it as the routed slots it reads (`G00X1Y1 M15 G01X2Y2 M16 G05`), the same
+    hole."""
+    from gerbonara import ExcellonFile
+    path = getattr(lazy, "original_path", None)
+    if path is None:
+        return lazy
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    if "G85" not in text:
+        return lazy.instance
+    return ExcellonFile.from_string(_SLOT.sub(r"G00\1\nM15\nG01\2\nM16\nG05", text), filename=str(path))
 
 
 def _through_holes(pads: list[GerberPad], holes: list[Rect] | None) -> list[GerberPad]:

@@ -24,6 +24,7 @@ from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, in_f
 from .gerber import BoxGrid, GerberBoard, GerberPad
 from .klc_names import stated_size
 from .library import Library
+from .mounting import by_pads
 
 REACH_MM = 1.5  # a pad may lie this far outside its part's body (a gull-wing's toe, a J-lead's land)
 BODILESS_REACH_MM = 5.0  # ... or this far from the placement point of a part whose body the library does not size
@@ -161,9 +162,9 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
             x0, y0, x1, y1 = _pads_box(own)
             cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         box = (cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2)
-    through_hole = any(q.through_hole for q in pads)  # its pads say it, whatever the placement's mount column said
+    through_hole, in_paste = by_pads(own)  # its pads say it, whatever the placement's mount column said
     return replace(part, pads=tuple(own), body=box, through_hole=through_hole, mount_known=True,
-                   pin_in_paste=part.pin_in_paste and through_hole)
+                   pin_in_paste=through_hole and (part.pin_in_paste or in_paste))
 
 
 def _named(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPart], board: GerberBoard,

@@ -125,7 +125,7 @@ def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", lib
     `out` when any part is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and
     PackagesAsked says so."""
     lib = load_library(library)
-    design = at_station(read_design(file, profile, step, gerber, lib, bom, bom_profile), station or Station())
+    design = at_station(read_design(file, profile, step, gerber, lib, bom, bom_profile), station or Station(), lib)
     try:
         imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
     except UnknownPackages as exc:

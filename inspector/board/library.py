@@ -75,6 +75,11 @@ class Library:
             cls = self.lookup(part.bought.package, part.ref)
         return cls
 
+    def is_mark(self, part: PlacedPart) -> bool:
+        """A fiducial: a registration mark on the copper, which no BOM lists and no station leaves out."""
+        cls = self.part_class(part)
+        return part.fiducial or (cls is not None and cls.name == "fiducial")
+
     def part_body(self, part: PlacedPart) -> tuple[float, float] | None:
         """A part's body for a file without footprints: its package's (`body`), else its BOM package's."""
         body = self.body(part.package, part.ref)

@@ -4,13 +4,14 @@ in paste before reflow (pin-in-paste, THR).
 A CAD board file knows each part's mounting from its pads (plated holes), and Gerbers from pads on both sides; a
 placement file or a BOM says it only where it has a column for it (`Mount`, `Mounting Type`, `Technology`, ...),
 in words of its own: `SMD`, `SMT`, `Surface Mount`; `THT`, `TH`, `PTH`, `Through Hole`, `Press-Fit`; `THR`,
-`Pin in Paste`, `Paste-in-Hole`. What a station does with it is station.py's.
+`Pin in Paste`, `Paste-in-Hole`. A part with surface pads and plated holes both (a hybrid connector) is placed before
+reflow: pin-in-paste. What a station does with it is station.py's.
 """
 from __future__ import annotations
 
 import re
 
-from .design import PlacedPart
+from .design import Pad, PlacedPart
 
 SMD, THROUGH_HOLE, PIN_IN_PASTE = "smd", "through-hole", "pin-in-paste"
 # a cell's words, as _words() writes them; a press-fit part goes in after reflow like a through-hole one
@@ -47,3 +48,12 @@ def mount_word(part: PlacedPart) -> str | None:
     if not part.mount_known:
         return None
     return (PIN_IN_PASTE if part.pin_in_paste else THROUGH_HOLE) if part.through_hole else SMD
+
+
+def by_pads(pads: tuple[Pad, ...] | list[Pad]) -> tuple[bool, bool]:
+    """(through-hole, pin-in-paste) as a part's pads say, where they are all a reader has (Eagle's, the Gerbers'):
+    a plated hole makes it through-hole; holes beside as many surface pads or more (a USB-C or card socket's legs
+    beside its pins) make it pin-in-paste, since its surface pins are reflowed, so it is placed before reflow. A
+    lone surface pad among many holes (a tab, or a pad the Gerbers gave it by place) leaves it through-hole."""
+    holes = sum(not p.smd for p in pads)
+    return holes > 0, 0 < holes <= len(pads) - holes

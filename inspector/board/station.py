@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .design import BoardDesign, board_ref, named_refs
+from .library import Library
 
 NOT_YET = "not placed (through-hole: inserted after this station)"
 
@@ -27,9 +28,10 @@ class Station:
         return f"before the through-hole parts{named}"
 
 
-def at_station(design: BoardDesign, station: Station) -> BoardDesign:
-    """`design` as `station` sees it (above); ValueError where the station names a part the design does not have,
-    or pin-in-paste parts at a station that sees them all anyway."""
+def at_station(design: BoardDesign, station: Station, library: Library) -> BoardDesign:
+    """`design` as `station` sees it (above; a fiducial, by the file or by `library`'s class, stays a mark);
+    ValueError where the station names a part the design does not have, or pin-in-paste parts at a station that
+    sees them all anyway."""
     if station.pin_in_paste and not station.before_through_hole:
         raise ValueError("pin-in-paste parts (--pin-in-paste, the New board tab's pin-in-paste) are those inserted "
                          "before reflow, which matters only at a station before the through-hole parts "
@@ -51,7 +53,7 @@ def at_station(design: BoardDesign, station: Station) -> BoardDesign:
         told = board_ref(p.ref, design.panel_boards).upper() in named
         if told and p.mount_known and not p.through_hole:
             not_through_hole.append(p.ref)
-        if p.excluded is not None or p.fiducial:
+        if p.excluded is not None or library.is_mark(p):
             parts.append(p)
             continue
         if not p.mount_known and not told:
