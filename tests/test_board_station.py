@@ -163,24 +163,29 @@ def test_snappergps_usb_connector_is_placed_in_paste_by_its_pads_and_through_hol
 
 
 HOLES = CAD / "holes-kicad9"  # tests/cad/make_holes_kicad9.py: J1 through-hole; U1's thermal vias, C1's via-in-pad,
-# R1 over R2 on the other side: pads over pads that are no lead's
+# R1 over R2 on the other side: pads over pads that are no lead's; J2 a USB-C socket, surface pins and plated legs
 
 
 @pytest.mark.parametrize("gerbers", ["gerbers", "gerbers-rs274x"])
 def test_drill_files_say_which_pads_a_lead_goes_through(gerbers: str) -> None:
-    """With KiCad's Excellon files (X2 or plain), J1's 1 mm holes make it through-hole, and neither U1's 0.2 mm
-    thermal vias, C1's 0.3 mm via nor the other side's pad under R1 and R2 do: the board file's own word."""
+    """With KiCad's Excellon files (X2 or plain; the USB-C socket's oval legs written as G85 slots), J1's 1 mm holes
+    make it through-hole, and neither U1's 0.2 mm thermal vias, C1's 0.3 mm via nor the other side's pad under R1
+    and R2 do; J2's legs beside its surface pins make it a hybrid placed in paste. Before the through-hole parts,
+    J1 alone is left out, as from the board file (whose footprint calls J2 surface mount)."""
     design = read_design(Path(f"{HOLES}-pos.csv"), None, gerber=Path(f"{HOLES}-{gerbers}.zip"))
-    assert [p.ref for p in design.parts if p.through_hole] == ["J1"]
-    assert not any("no drill file" in n for n in design.notes)
-    assert [p.ref for p in read_design(Path(f"{HOLES}.kicad_pcb"), None).parts if p.through_hole] == ["J1"]
-    assert _later(at_station(design, BEFORE, LIB)) == ["J1"]
+    mounted = {p.ref: (p.through_hole, p.pin_in_paste) for p in design.parts}
+    assert mounted == {"J1": (True, False), "J2": (True, True), "U1": (False, False), "C1": (False, False),
+                       "R1": (False, False), "R2": (False, False)}
+    assert not any("drill file" in n for n in design.notes)
+    board = read_design(Path(f"{HOLES}.kicad_pcb"), None)
+    assert [p.ref for p in board.parts if p.through_hole] == ["J1"]
+    assert _later(at_station(design, BEFORE, LIB)) == ["J1"] == _later(at_station(board, BEFORE, LIB))
 
 
 def test_without_drill_files_pads_on_both_sides_are_taken_as_through_hole_and_said(tmp_path: Path) -> None:
     """The same Gerbers without their drill files: a pad over a pad is taken as through-hole, so the stacked R1 and
     R2 read as through-hole too, and the import says why; a set whose only drill file is the non-plated one has no
-    through-hole pad, and says so."""
+    through-hole pad, and says so; a drill file gerbonara cannot read is named."""
     import zipfile
 
     with zipfile.ZipFile(f"{HOLES}-gerbers-rs274x.zip") as z:
@@ -191,7 +196,7 @@ def test_without_drill_files_pads_on_both_sides_are_taken_as_through_hole_and_sa
     assert any(n.startswith("the set's only drill file is the non-plated holes' (NPTH)") for n in npth_only.notes)
     (tmp_path / "set" / "holes-kicad9-NPTH.drl").unlink()
     design = read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")
-    assert sorted(p.ref for p in design.parts if p.through_hole) == ["J1", "R1", "R2"]
+    assert {"J1", "R1", "R2"} <= {p.ref for p in design.parts if p.through_hole}
     assert any(n.startswith("no drill file in the set: a pad is taken as through-hole where the other side has a pad")
                for n in design.notes)
     (tmp_path / "set" / "holes-kicad9-PTH.drl").write_text("M48\nMETRIC\nT1C1.0\n%\nT1\nXabcY1\nM30\n")

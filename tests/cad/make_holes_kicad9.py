@@ -4,7 +4,9 @@ lead through it, beside one through-hole part, placed with pcbnew's API from KiC
 - J1, a 1x3 pin header: the one through-hole part (1.0 mm holes);
 - U1, a QFN with thermal vias in its exposed pad (0.2 mm plated holes, their copper on both sides): surface mount;
 - R1 on the top and R2 on the bottom at the same place: two 0603s stacked, each pad over the other side's;
-- C1, a 0603 with a 0.3 mm via in its pad (via-in-pad).
+- C1, a 0603 with a 0.3 mm via in its pad (via-in-pad);
+- J2, a USB-C socket: 16 surface pins and 4 plated legs in oval holes (KiCad's drill file writes them as G85
+  slots), a hybrid the placement machine puts in paste (KiCad's footprint calls it SMD).
 
 Exports, by KiCad's own `kicad-cli`: holes-kicad9-gerbers.zip (Gerber X2 and the Excellon drill files, plated and
 not plated apart), holes-kicad9-gerbers-rs274x.zip (plain RS-274X and Excellon, the `#@!` attribute comments taken
@@ -32,12 +34,13 @@ PARTS = [("J1", "Connector_PinHeader_2.54mm", "PinHeader_1x03_P2.54mm_Vertical",
          ("U1", "Package_DFN_QFN", "QFN-16-1EP_3x3mm_P0.5mm_EP1.75x1.75mm_ThermalVias", 15, 6, 0, "top"),
          ("R1", "Resistor_SMD", "R_0603_1608Metric", 9, 13, 0, "top"),
          ("R2", "Resistor_SMD", "R_0603_1608Metric", 9, 13, 0, "bottom"),
-         ("C1", "Capacitor_SMD", "C_0603_1608Metric", 16, 13, 0, "top")]
+         ("C1", "Capacitor_SMD", "C_0603_1608Metric", 16, 13, 0, "top"),
+         ("J2", "Connector_USB", "USB_C_Receptacle_HRO_TYPE-C-31-M-12", 6, 21, 0, "top")]
 
 
 def main() -> None:
     board = pcbnew.BOARD()
-    for ends in ((0, 0, 22, 0), (22, 0, 22, 18), (22, 18, 0, 18), (0, 18, 0, 0)):
+    for ends in ((0, 0, 22, 0), (22, 0, 22, 26), (22, 26, 0, 26), (0, 26, 0, 0)):
         edge(board, ends)
     for ref, lib, name, x, y, turn, side in PARTS:
         fp = pcbnew.FootprintLoad(str(LIBRARY / f"{lib}.pretty"), name)
