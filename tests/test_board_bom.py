@@ -1,5 +1,6 @@
 """A board's bill of materials beside its design: KiCad 9's own BOMs of bodies-kicad9's schematic (grouped and a line
-per part), the same parts in Altium's columns saved as .xlsx by LibreOffice Calc (tests/cad/make_bom_kicad9.py), and
+per part), the same parts in Altium's columns saved as .xlsx, .xls and .ods by LibreOffice Calc
+(tests/cad/make_bom_kicad9.py, make_bom_workbooks.py), and
 BOMs with the faults a plant meets."""
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ def test_kicads_grouped_and_flat_boms_and_a_workbook_read_alike() -> None:
     assert book.by_ref()["U2"].part_number == "TPS62130RGTR" and book.by_ref()["U2"].where.endswith(":13")
     assert {r: v for r, v in _read(WORKBOOK).items() if r != "J2"} == _read(GROUPED)
     assert _read(WORKBOOK)["J2"] == ("header", True)  # Not Fitted
+    # the same workbook saved by LibreOffice Calc as Excel 97's .xls and as OpenDocument's .ods reads alike
+    for older in (".xls", ".ods"):
+        other = read_bom(WORKBOOK.with_suffix(older))
+        assert _read(WORKBOOK.with_suffix(older)) == _read(WORKBOOK) and other.by_ref()["U2"].where.endswith(":13")
+        assert [(line.refs, line.package, line.part_number) for line in other.lines] == [
+            (line.refs, line.package, line.part_number) for line in book.lines]
 
 
 def test_designator_lists_and_ranges() -> None:
@@ -110,12 +117,15 @@ def test_a_bom_that_cannot_be_taken_says_why(tmp_path: Path) -> None:
     odd.write_text("Teile,Menge\nR1,1\n")
     with pytest.raises(CadError, match="no header row naming the designators"):
         read_bom(odd)
-    (tmp_path / "old.xls").write_bytes(b"\xd0\xcf\x11\xe0")
-    with pytest.raises(CadError, match=r"old.xls: a .xls spreadsheet; save the BOM as .xlsx or CSV"):
-        read_bom(tmp_path / "old.xls")
+    (tmp_path / "cut.xls").write_bytes(WORKBOOK.with_suffix(".xls").read_bytes()[:600])  # a copy cut short
+    with pytest.raises(CadError, match=r"cut.xls: not a .xls workbook calamine can read .*save the BOM again"):
+        read_bom(tmp_path / "cut.xls")
     (tmp_path / "fake.xlsx").write_text("Designator,Qty\nR1,1\n")
-    with pytest.raises(CadError, match=r"fake.xlsx: not an Excel workbook"):
+    with pytest.raises(CadError, match=r"fake.xlsx: not a .xlsx workbook calamine can read"):
         read_bom(tmp_path / "fake.xlsx")
+    (tmp_path / "apple.numbers").write_bytes(b"PK\x03\x04")
+    with pytest.raises(CadError, match=r"apple.numbers: a .numbers spreadsheet; export the BOM as .xlsx or CSV"):
+        read_bom(tmp_path / "apple.numbers")
     # a quantity its designators do not count, and lines of no part, are noted; the designators are taken
     counted = tmp_path / "counted.csv"
     counted.write_text("Designator;Quantity;Comment\nR1-R4;3;10k\n;1;PCB\nC1;1;DNP\nTotal:;6;\n")

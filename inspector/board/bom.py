@@ -4,20 +4,20 @@ A BOM is a table of lines, one per part or per group of parts alike: their desig
 ranges, `R1-R4`, `R1-4`, `R1..R4`), how many, the value, the package, the manufacturer and its part number, their
 mounting (Digi-Key's `Mounting Type`: SMD, through-hole, pin-in-paste), and whether the assembly fits them (a DNP or
 populate column, or a value saying `DNP` or `Not fitted`). Read here: CSV, TSV, semicolons or aligned text in any
-encoding centroid_table decodes, and Excel workbooks (.xlsx, the first sheet with a header, whatever title rows stand
-above it). Columns are found by their usual names (`COLUMNS`: KiCad's
-Refs/Value/Footprint/Qty/DNP, Altium's Designator/Comment/Footprint/Quantity, JLC's Designator/Comment/Footprint,
-Eagle's Parts/Value/Package, OrCAD's Reference/Quantity/Part, Digi-Key's and Mouser's Manufacturer Part Number),
-or by a saved profile (`--bom-profile FILE`: YAML `columns: {refs: ..., quantity: ..., value: ..., package: ...,
-part_number: ..., manufacturer: ..., description: ..., dnp: ..., populate: ..., mount: ...}`) for an ERP's or a
-tool's own names (`Einbauort`, `Menge`, `Materialnummer`). What a design does with it is bom_parts.py's.
+encoding centroid_table decodes, and workbooks (Excel's .xlsx, .xlsm, .xlsb and .xls, OpenDocument's .ods: the
+first sheet with a header, whatever title rows stand above it). Columns are found by their usual names (`COLUMNS`:
+KiCad's Refs/Value/Footprint/Qty/DNP, Altium's Designator/Comment/Footprint/Quantity, JLC's
+Designator/Comment/Footprint, Eagle's Parts/Value/Package, OrCAD's Reference/Quantity/Part, Digi-Key's and Mouser's
+Manufacturer Part Number), or by a saved profile (`--bom-profile FILE`: YAML `columns: {refs: ..., quantity: ...,
+value: ..., package: ..., part_number: ..., manufacturer: ..., description: ..., dnp: ..., populate: ...,
+mount: ...}`) for an ERP's or a tool's own names (`Einbauort`, `Menge`, `Materialnummer`). What a design does with
+it is bom_parts.py's.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from zipfile import BadZipFile
 
 from ..yamlio import Fields, load_yaml
 from .centroid import COLUMNS as PLACEMENT_COLUMNS
@@ -42,8 +42,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # header names, the likeliest first (co
     "mount": PLACEMENT_COLUMNS["mount"],  # Digi-Key's `Mounting Type`: SMD, through-hole, pin-in-paste (mounting.py)
 }
 DESCRIBING = ("quantity", "value", "package", "part_number")  # a header names the designators and one of these
-SPREADSHEETS = (".xlsx", ".xlsm")
-OLD_SPREADSHEETS = (".xls", ".ods", ".numbers")
+SPREADSHEETS = (".xlsx", ".xlsm", ".xlsb", ".xls", ".ods")
+OTHER_SPREADSHEETS = (".numbers",)  # Apple's: export the BOM from Numbers
 # a range of designators: R1-R4, R1-4, R1..R4, R1 - R4, R1:R4 (the same letters both ends, or none at the end)
 _RANGE = re.compile(r"^([A-Za-z][A-Za-z_$]*)(\d+)(?:-|\.\.|:|\u2013)(?:\1)?(\d+)$")
 _MOST_IN_RANGE = 1000
@@ -116,8 +116,8 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
     field -> header); CadError naming the file (and row) where it cannot be read."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix in OLD_SPREADSHEETS:
-        raise CadError(f"{path}: a {suffix} spreadsheet; save the BOM as .xlsx or CSV from the spreadsheet program")
+    if suffix in OTHER_SPREADSHEETS:
+        raise CadError(f"{path}: a {suffix} spreadsheet; export the BOM as .xlsx or CSV from the spreadsheet program")
     named = named or {}
     header, rows = _sheet(path, named) if suffix in SPREADSHEETS else _text_table(path, named)
     col = _columns(header, named)
@@ -224,27 +224,30 @@ def _text_table(path: Path, named: dict[str, str]) -> tuple[list[str], list[tupl
 
 
 def _sheet(path: Path, named: dict[str, str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
-    """The first sheet holding a BOM's header: the header and each row below it with its row number."""
-    import openpyxl  # a workbook's reader, only for workbooks
-    from openpyxl.utils.exceptions import InvalidFileException
+    """The first sheet holding a BOM's header: the header and each row below it with its row number. calamine reads
+    every workbook an ERP or a spreadsheet writes (.xlsx, .xlsm, .xlsb, Excel 97's .xls, OpenDocument's .ods)."""
+    import python_calamine as calamine  # a workbook's reader, only for workbooks
 
     try:
-        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+        book = calamine.CalamineWorkbook.from_path(str(path))
+    except calamine.PasswordError:
+        raise CadError(f"{path}: the workbook is protected by a password; save the BOM without one (or as CSV)") \
+            from None
     except OSError as exc:
-        raise CadError(f"{path}: cannot be read ({exc.strerror})") from None
-    except (BadZipFile, InvalidFileException, KeyError, ValueError) as exc:
-        raise CadError(f"{path}: not an Excel workbook openpyxl can read ({exc}); save the BOM again as .xlsx or "
-                       "CSV") from None
+        raise CadError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except (calamine.CalamineError, calamine.ZipError, calamine.XmlError, ValueError) as exc:
+        raise CadError(f"{path}: not a {path.suffix} workbook calamine can read ({exc}); save the BOM again from the "
+                       "spreadsheet program, as .xlsx or CSV") from None
     try:
-        for sheet in book.worksheets:
+        for name in book.sheet_names:
             header: list[str] | None = None
             rows: list[tuple[str, list[str]]] = []
-            for n, values in enumerate(sheet.iter_rows(values_only=True), start=1):
+            for n, values in enumerate(book.get_sheet_by_name(name).to_python(skip_empty_area=False), start=1):
                 cells = [_cell(v) for v in values]
                 if header is None:
                     header = cells if _columns(cells, named) is not None else None
                 elif any(cells):
-                    rows.append((f"{path}[{sheet.title}]:{n}", cells))
+                    rows.append((f"{path}[{name}]:{n}", cells))
             if header is not None:
                 return header, rows
     finally:

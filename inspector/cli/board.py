@@ -32,9 +32,9 @@ def add_board(p: argparse.ArgumentParser) -> None:
     imp.add_argument("--profile", help="a centroid file's profile (YAML: columns, units, y_up, bottom_x)")
     imp.add_argument("--gerber", help="the board's fabrication Gerbers (a folder or zip) beside a placement file: "
                                       "every part's pads and the board's edge from them")
-    imp.add_argument("--bom", help="the board's bill of materials (CSV, TXT or .xlsx): parts it does not list or "
-                                   "marks not fitted are not placed, and each listed part gets its line's value, "
-                                   "package, manufacturer and part number")
+    imp.add_argument("--bom", help="the board's bill of materials (CSV, TXT, or a workbook: .xlsx, .xls, .ods): parts "
+                                   "it does not list or marks not fitted are not placed, and each listed part gets its "
+                                   "line's value, package, manufacturer, part number and mounting")
     imp.add_argument("--bom-profile", help="a BOM's profile, where its columns have names of their own (YAML: "
                                            "columns: {refs, quantity, value, package, part_number, ...})")
     imp.add_argument("--before-through-hole", action="store_true",

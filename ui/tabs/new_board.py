@@ -101,8 +101,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
                                        "board's edge (optional)")
         gerber_btn = QPushButton("Folder…")
         gerber_btn.clicked.connect(self._browse_gerbers)
-        self.bom, bom_btn = self._file_field("the bill of materials (CSV or .xlsx): which parts are fitted, what each "
-                                             "is (optional)", "bill of materials (CSV, TXT or .xlsx)")
+        self.bom, bom_btn = self._file_field("the bill of materials (CSV or a workbook): which parts are fitted, what "
+                                             "each is (optional)", "bill of materials (CSV, TXT, .xlsx, .xls or .ods)")
         self.bom_profile, bom_profile_btn = self._file_field("the BOM's profile: its columns' own names (optional)",
                                                              "BOM profile (YAML)")
         self.library, lib_btn = self._file_field("the plant's package library (optional)", "package library (YAML)")
