@@ -269,3 +269,47 @@ def test_a_package_the_library_does_not_know_is_known_by_the_boms_name_for_it(tm
     assert r.returncode == 0, r.stderr
     assert "note: packages the library knows by the BOM's name for them: Q_SMALL as SOT-23 (sot)" in r.stdout
     assert load_rules(out).component("Q_SMALL").shape == "sot23"
+
+
+def test_a_plant_library_knows_parts_by_their_part_number(tmp_path: Path) -> None:
+    """A plant library's `parts:` section knows what it buys by the BOM's part number: a package the library lacks
+    (the workbook's CASE-D, C2 and C4's) is answered once for every board that buys the part, body and all; and the
+    part number wins over the package (a ferrite bead designated L, an inductor by its letter), so the package's
+    parts of two classes become two types. The import names the parts known so; a class no library defines is
+    refused."""
+    lines = POS.read_text().splitlines()
+    head = lines[0].split(",")
+    keep = [head.index(c) for c in ("Ref", "PosX", "PosY", "Rot", "Side")]
+    cpl = tmp_path / "cpl.csv"
+    cpl.write_text("\n".join(",".join(row.split(",")[k] for k in keep) for row in lines) + "\n")
+    plant = tmp_path / "plant.yaml"
+    plant.write_text("parts:\n  EEE-FK1C470P: {class: electrolytic, body: [6.6, 6.6]}\n"
+                     "  LM358DR: {class: soic, body: [6.0, 4.9]}\n  MMBT3904LT1G: {class: sot, body: [2.9, 2.4]}\n"
+                     "  TPS62130RGTR: {class: qfn-qfp, body: [3.0, 3.0]}\n  WP7113ID: {class: led, body: [5.8, 5.8]}\n"
+                     "  SM04B-SRSS-TB(LF)(SN): {class: connector, body: [6.0, 4.3]}\n")
+    out, doc = tmp_path / "cpl.yaml", tmp_path / "cpl.json"
+    r = cli("board", "import", str(cpl), "--bom", str(WORKBOOK), "--library", str(plant), "--out", str(out),
+            "--px-per-mm", "10", "--json", str(doc))
+    assert r.returncode == 0, r.stderr
+    assert ("note: parts the library knows by their part number: EEE-FK1C470P (electrolytic): C2, C4; LM358DR "
+            "(soic): U1, U4; MMBT3904LT1G (sot): Q1, Q2; SM04B-SRSS-TB(LF)(SN) (connector): J1; TPS62130RGTR "
+            "(qfn-qfp): U2, U5; WP7113ID (led): D1") in r.stdout
+    fates = {f["ref"]: f for f in json.loads(doc.read_text())["parts"]}
+    assert fates["C2"]["inspected"] and fates["C2"]["type"] == "CASE-D"
+    size = load_rules(out).component("CASE-D").size
+    assert size == (66, 66)  # 6.6 mm at 10 px/mm
+    beads = tmp_path / "beads.csv"
+    beads.write_text("Designator,Mid X,Mid Y,Layer,Rotation,Footprint\nL1,5,5,Top,0,0603\nL2,9,5,Top,0,0603\n")
+    bom = tmp_path / "beads-bom.csv"
+    bom.write_text("Designator,Qty,Value,Manufacturer Part Number\nL1,1,2.2uH,LQM18PN2R2MFRL\n"
+                   "L2,1,220R@100MHz,BLM18PG221SN1D\n")
+    plant.write_text("parts:\n  BLM18PG221SN1D: ferrite\n")
+    r = cli("board", "import", str(beads), "--bom", str(bom), "--library", str(plant), "--out", str(out),
+            "--px-per-mm", "20", "--json", str(doc))
+    assert r.returncode == 0, r.stderr
+    assert {f["ref"]: f["type"] for f in json.loads(doc.read_text())["parts"]} == {
+        "L1": "0603_chip-inductor", "L2": "0603_ferrite"}
+    plant.write_text("parts:\n  BLM18PG221SN1D: {class: bead}\n")
+    r = cli("board", "import", str(beads), "--bom", str(bom), "--library", str(plant), "--out", str(out),
+            "--px-per-mm", "20")
+    assert r.returncode != 0 and "names package classes no library defines: bead" in r.stderr

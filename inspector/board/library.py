@@ -2,17 +2,18 @@
 
 Shared by every board of a plant: a package met once is known for the next board. The product's own library
 (packages.yaml beside this module) knows the common packages by name pattern; a plant's file (same sections) is
-read first and wins. A package neither knows is never guessed: the import stops, lists every unknown package with
-the parts that use it, and writes a file to fill in (`unknown_template`). One convention is used, the IPC
-designators: a package that is only a chip size (`0402`, as Eagle's centroid files give it) is a resistor,
-capacitor or inductor by its reference's letter (R, C, L; FB a ferrite); a chip's size in a longer name (`R0402`,
-KiCad's `C_0603_1608Metric`) gives its body. IPC-7351 land-pattern names (`RESC1005X40N`,
+read first and wins, and may know parts by the part number its BOMs give them too (`parts:`, over their package's
+class: the plant's own word for what it buys). A package neither knows is never guessed: the import stops, lists
+every unknown package with the parts that use it, and writes a file to fill in (`unknown_template`). One convention
+is used, the IPC designators: a package that is only a chip size (`0402`, as Eagle's centroid files give it) is a
+resistor, capacitor or inductor by its reference's letter (R, C, L; FB a ferrite); a chip's size in a longer name
+(`R0402`, KiCad's `C_0603_1608Metric`) gives its body. IPC-7351 land-pattern names (`RESC1005X40N`,
 `SON127P800X600X80-9N`) are known by their family, and give their body where the name states it (ipc7351.py).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..routing.shapes import SHAPES
@@ -50,6 +51,13 @@ class Library:
     bodies: dict[str, tuple[float, float]]  # exact package name -> body (w, h) mm at rotation 0, where given
     patterns: list[tuple[re.Pattern[str], str]]
     sources: list[str]
+    parts: dict[str, str] = field(default_factory=dict)  # a part number (the BOM's) -> class: the plant's own word
+    part_bodies: dict[str, tuple[float, float]] = field(default_factory=dict)  # part number -> body, where given
+
+    def by_number(self, part: PlacedPart) -> str | None:
+        """The part number by which the library knows `part` (its BOM line's, under `parts:`), or None."""
+        number = part.bought.part_number if part.bought is not None else ""
+        return number if number in self.parts else None
 
     def lookup(self, package: str, ref: str = "") -> PackageClass | None:
         """The package's class, or None when the library does not know it."""
@@ -67,9 +75,13 @@ class Library:
 
 
     def part_class(self, part: PlacedPart) -> PackageClass | None:
-        """A part's class: its package's, else, for a package the library does not know, its BOM package's (a
-        purchasing name, `SOT143B` beside the footprint's `TVS_DIODE-PRTR5V0U2AX`: the BOM says what the part is,
-        nothing is guessed), else None (asked for)."""
+        """A part's class: its part number's where the library has one (`parts:`, the most particular word), else
+        its package's, else, for a package the library does not know, its BOM package's (a purchasing name,
+        `SOT143B` beside the footprint's `TVS_DIODE-PRTR5V0U2AX`: the BOM says what the part is, nothing is
+        guessed), else None (asked for)."""
+        number = self.by_number(part)
+        if number is not None:
+            return self.classes[self.parts[number]]
         cls = self.lookup(part.package, part.ref)
         if cls is None and part.bought is not None and part.bought.package:
             cls = self.lookup(part.bought.package, part.ref)
@@ -81,8 +93,11 @@ class Library:
         return part.fiducial or (cls is not None and cls.name == "fiducial")
 
     def part_body(self, part: PlacedPart) -> tuple[float, float] | None:
-        """A part's body for a file without footprints: its package's (`body`), else its BOM package's."""
-        body = self.body(part.package, part.ref)
+        """A part's body for a file without footprints: its part number's (`parts:`), else its package's (`body`),
+        else its BOM package's."""
+        number = self.by_number(part)
+        body = self.part_bodies.get(number) if number is not None else None
+        body = body or self.body(part.package, part.ref)
         if body is None and part.bought is not None and part.bought.package:
             body = self.body(part.bought.package, part.ref)
         return body
@@ -105,7 +120,7 @@ def _read(path: Path, into: Library) -> None:
         doc = Fields(load_yaml(path.read_text(encoding="utf-8"), source), source)
     except OSError as exc:
         raise ConfigError(source, None, f"cannot read the package library: {exc.strerror}") from None
-    doc.unknown({"classes", "packages", "patterns"})
+    doc.unknown({"classes", "packages", "parts", "patterns"})
     classes = doc.sub("classes")
     for name in classes.data:
         if str(name) in into.classes:
@@ -121,26 +136,8 @@ def _read(path: Path, into: Library) -> None:
             raise f.error("reason", "say why parts of this class are not inspected")
         into.classes[str(name)] = PackageClass(str(name), shape if inspect else None, bool(f.get("polarized", False)),
                                                inspect, str(f.get("reason") or ""))
-    packages = doc.sub("packages")
-    for name in packages.data:
-        entry = packages.data[name]
-        if str(name) in into.packages:
-            continue
-        if isinstance(entry, dict):
-            f = packages.sub(str(name))
-            f.unknown({"class", "body"})
-            if f.get("class") is None:
-                raise f.error("class", "not filled in: give the package's class (one of the classes: sections, "
-                                       "e.g. chip-resistor, soic, qfn-qfp, connector)")
-            into.packages[str(name)] = f.text("class")
-            body = f.get("body")
-            if body is not None:
-                if not (isinstance(body, list) and len(body) == 2 and all(isinstance(v, (int, float)) and v > 0
-                                                                          for v in body)):
-                    raise f.error("body", f"[width, height] in mm at rotation 0, got {body!r}")
-                into.bodies[str(name)] = (float(body[0]), float(body[1]))
-        else:
-            into.packages[str(name)] = str(entry)
+    _entries(doc, "packages", "package", into.packages, into.bodies)
+    _entries(doc, "parts", "part number", into.parts, into.part_bodies)
     for i, item in enumerate(doc.get("patterns") or []):
         f = Fields(item, source, f"patterns[{i}]")
         try:
@@ -151,12 +148,40 @@ def _read(path: Path, into: Library) -> None:
     into.sources.append(source)
 
 
+def _entries(doc: Fields, section: str, what: str, names: dict[str, str],
+             bodies: dict[str, tuple[float, float]]) -> None:
+    """A section of `NAME: CLASS` or `NAME: {class: CLASS, body: [w, h]}` entries into `names` and `bodies`; a
+    name already there (from the file read first, the plant's) is kept."""
+    if doc.get(section) is None:
+        return
+    entries = doc.sub(section)
+    for name in entries.data:
+        entry = entries.data[name]
+        if str(name) in names:
+            continue
+        if isinstance(entry, dict):
+            f = entries.sub(str(name))
+            f.unknown({"class", "body"})
+            if f.get("class") is None:
+                raise f.error("class", f"not filled in: give the {what}'s class (one of the classes: sections, "
+                                       "e.g. chip-resistor, soic, qfn-qfp, connector)")
+            names[str(name)] = f.text("class")
+            body = f.get("body")
+            if body is not None:
+                if not (isinstance(body, list) and len(body) == 2 and all(isinstance(v, (int, float)) and v > 0
+                                                                          for v in body)):
+                    raise f.error("body", f"[width, height] in mm at rotation 0, got {body!r}")
+                bodies[str(name)] = (float(body[0]), float(body[1]))
+        else:
+            names[str(name)] = str(entry)
+
+
 def load_library(plant: Path | None = None) -> Library:
     """The plant's library (when given) over the product's own."""
     lib = Library({}, {}, {}, [], [])
     for path in ([Path(plant)] if plant is not None else []) + [BUILT_IN]:
         _read(path, lib)
-    named = set(lib.packages.values()) | {c for _p, c in lib.patterns}
+    named = set(lib.packages.values()) | set(lib.parts.values()) | {c for _p, c in lib.patterns}
     unknown = sorted(named - set(lib.classes))
     if unknown:
         raise ConfigError(lib.sources[0], None, f"names package classes no library defines: {', '.join(unknown)}; "
@@ -173,6 +198,8 @@ def unknown_template(unknown: dict[str, list[str]], classes: list[str], about: d
              "# A centroid file has no footprints: give such a package its body too, `body: [w, h]` in mm at",
              "# rotation 0 (a KiCad or Eagle board file has them): what its window must show, the body with its",
              "# leads and joints (a gull-wing package's span across its leads, not its plastic alone).",
+             "# A part the BOM gives a part number may be known by it instead, for every board that buys it:",
+             "# `parts: {PART_NUMBER: {class: ..., body: [w, h]}}` (it wins over its package's class).",
              "packages:"]
     for package, refs in sorted(unknown.items()):
         shown = first_of(refs, 6)

@@ -25,7 +25,7 @@ from ..routing.fiducials import MIN_RING_MARGIN_PX
 from ..routing.rules import parse_rules
 from ..routing.shapes import SHAPES
 from ..yamlio import ConfigError
-from .design import BoardDesign, PlacedPart
+from .design import BoardDesign, PlacedPart, named_refs
 from .flip import seen_from_below
 from .geometry import BoardGeometry, PxRect
 from .library import Library, PackageClass
@@ -270,8 +270,16 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
                 placed[p.ref] = (fate.type, round((window[0] - fx0) * px_per_mm), round((window[1] - fy0) * px_per_mm),
                                  w, h, q)
     notes = list(design.notes)
+    numbered: dict[tuple[str, str], list[str]] = {}  # (part number, class) -> its parts
+    for p in design.parts:
+        if (number := library.by_number(p)) is not None:
+            numbered.setdefault((number, library.parts[number]), []).append(p.ref)
+    if numbered:
+        notes.append("parts the library knows by their part number: " + "; ".join(
+            f"{number} ({cls}): {named_refs(refs, 6)}" for (number, cls), refs in sorted(numbered.items())))
     by_bom = sorted({(p.package, p.bought.package, c.name) for p in design.parts if p.bought is not None
-                     and (c := classes[p.ref]) is not None and library.lookup(p.package, p.ref) is None})
+                     and (c := classes[p.ref]) is not None and library.lookup(p.package, p.ref) is None
+                     and library.by_number(p) is None})
     if by_bom:
         notes.append("packages the library knows by the BOM's name for them: "
                      + ", ".join(f"{pkg} as {bought} ({cls})" for pkg, bought, cls in by_bom))
