@@ -289,6 +289,11 @@ def test_the_new_board_tab_imports_for_a_station_before_the_through_hole_parts(q
     assert "1 through-hole parts are not inspected: D1" in tab.summary.text()
     placed = {p.ref for _c, p in load_rules(tab.rules_path).placements()}
     assert "J2" in placed and "D1" not in placed
+    tab.bom.setText(str(cad / "bodies-kicad9-bom.ods"))  # J2 is not fitted by the BOM: named, and left off
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "named pin-in-paste are not placed at all" in tab.summary.text(),
+                    timeout=30_000)
+    assert "1 parts named pin-in-paste are not placed at all (DNP, not on the BOM): J2" in tab.summary.text()
     tab.pin_in_paste.setText("J9")
     tab.import_btn.click()
     qtbot.waitUntil(lambda: not tab.busy and "J9 are not on this board" in tab.status.text(), timeout=30_000)

@@ -48,12 +48,15 @@ def at_station(design: BoardDesign, station: Station, library: Library) -> Board
     in_paste: list[str] = []
     not_through_hole: list[str] = []
     unknown: list[str] = []
+    off: list[str] = []  # named pin-in-paste, and left off the assembly anyway
     parts = []
     for p in design.parts:
         told = board_ref(p.ref, design.panel_boards).upper() in named
         if told and p.mount_known and not p.through_hole:
             not_through_hole.append(p.ref)
         if p.excluded is not None or library.is_mark(p):
+            if told and p.excluded is not None:
+                off.append(p.ref)
             parts.append(p)
             continue
         if not p.mount_known and not told:
@@ -73,6 +76,9 @@ def at_station(design: BoardDesign, station: Station, library: Library) -> Board
     if not_through_hole:
         notes.append(f"{len(not_through_hole)} parts named pin-in-paste are not through-hole by the design (they are "
                      f"inspected as any placed part): {named_refs(not_through_hole)}")
+    if off:
+        notes.append(f"{len(off)} parts named pin-in-paste are not placed at all (DNP, not on the BOM): "
+                     f"{named_refs(off)}")
     if unknown:
         notes.append(f"{len(unknown)} parts' mounting no file says (the placement has no mount column, and no Gerbers "
                      f"or BOM line say it), so they are inspected; a through-hole one among them is empty here on "
