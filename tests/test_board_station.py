@@ -65,6 +65,33 @@ def test_the_command_line_leaves_them_out_and_the_json_says_each_parts_mounting(
     assert r.returncode != 0 and "--pin-in-paste: designator range 'J4-J2' does not count up" in r.stderr
 
 
+def test_parts_fitted_after_the_station_are_named_and_not_inspected(tmp_path: Path) -> None:
+    """At any station the engineer may name parts fitted after it: not placed there, their lands kept, said; with
+    the BOM leaving one off anyway, that is said too; a part both in paste and fitted later, or one the board lacks,
+    is refused."""
+    from inspector.board.station import FITTED_LATER
+
+    design = read_design(CAD / "bodies-kicad9.kicad_pcb", None, bom=CAD / "bodies-kicad9-bom.csv")
+    seen = at_station(design, Station(fitted_later=("C2", "U1", "J2")), LIB)
+    assert sorted(p.ref for p in seen.parts if p.excluded == FITTED_LATER) == ["C2", "U1"]
+    assert all(p.not_placed() for p in seen.parts if p.ref in ("C2", "U1"))
+    assert "2 parts are fitted after this station and not inspected: C2, U1" in seen.notes
+    assert "1 parts named fitted later are not placed at all (DNP, not on the BOM): J2" in seen.notes
+    both = at_station(design, Station(True, ("J1",), ("C2",)), LIB)
+    assert sorted(p.ref for p in both.parts if p.excluded in (FITTED_LATER, NOT_YET)) == ["C2", "D1"]
+    with pytest.raises(ValueError, match="C2 named both pin-in-paste .* and fitted later: say which"):
+        at_station(design, Station(True, ("C2",), ("C2",)), LIB)
+    with pytest.raises(ValueError, match="the fitted-later parts BT1 are not on this board"):
+        at_station(design, Station(fitted_later=("BT1",)), LIB)
+    out, doc = tmp_path / "b.yaml", tmp_path / "b.json"
+    r = cli("board", "import", str(CAD / "bodies-kicad9.kicad_pcb"), "--out", str(out), "--px-per-mm", "10",
+            "--fitted-later", "C2,U1", "--json", str(doc))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(doc.read_text())
+    assert got["station"] == "every part the assembly fits; fitted later: C2, U1"
+    assert {f["ref"]: f["reason"] for f in got["parts"] if not f["inspected"]}["U1"] == FITTED_LATER
+
+
 @pytest.mark.parametrize(("text", "mount"), [
     ("SMD", SMD), ("smt", SMD), ("Surface Mount", SMD), ("SMD/SMT", SMD), ("THT", THROUGH_HOLE),
     ("Through-Hole", THROUGH_HOLE), ("through hole", THROUGH_HOLE), ("PTH", THROUGH_HOLE), ("Press-Fit", THROUGH_HOLE),

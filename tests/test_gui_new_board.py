@@ -294,6 +294,11 @@ def test_the_new_board_tab_imports_for_a_station_before_the_through_hole_parts(q
     qtbot.waitUntil(lambda: not tab.busy and "named pin-in-paste are not placed at all" in tab.summary.text(),
                     timeout=30_000)
     assert "1 parts named pin-in-paste are not placed at all (DNP, not on the BOM): J2" in tab.summary.text()
+    tab.fitted_later.setText("U1")
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy and "fitted after this station" in tab.summary.text(), timeout=30_000)
+    assert "U1" not in {p.ref for _c, p in load_rules(tab.rules_path).placements()}
+    tab.fitted_later.setText("")
     tab.pin_in_paste.setText("J9")
     tab.import_btn.click()
     qtbot.waitUntil(lambda: not tab.busy and "J9 are not on this board" in tab.status.text(), timeout=30_000)

@@ -4,7 +4,9 @@ An AOI after paste or after reflow sees the board before the through-hole parts 
 or selective solder): their places are empty there, every board, so they are not inspected (not placed, their lands
 kept from their neighbours), except those the placement machine puts in paste before reflow (pin-in-paste, THR: their
 BOM or placement says so, or the engineer names them). A part whose mounting no file says (a placement file without
-a mount column, no Gerbers, no BOM line saying it) is inspected, and named, so the engineer can say.
+a mount column, no Gerbers, no BOM line saying it) is inspected, and named, so the engineer can say. At any station,
+the engineer may name parts fitted after it (a battery or a heat sink fitted by hand, a press-fit connector, a part
+of a later line): not inspected there either.
 """
 from __future__ import annotations
 
@@ -14,36 +16,74 @@ from .design import BoardDesign, board_ref, named_refs
 from .library import Library
 
 NOT_YET = "not placed (through-hole: inserted after this station)"
+FITTED_LATER = "not placed (fitted after this station)"
 
 
 @dataclass(frozen=True)
 class Station:
     before_through_hole: bool = False  # an AOI after paste or reflow: through-hole parts go in after it
     pin_in_paste: tuple[str, ...] = ()  # through-hole parts placed in paste before reflow, as the engineer names them
+    fitted_later: tuple[str, ...] = ()  # parts fitted after this station (by hand, a press, a later line), named
 
     def describe(self) -> str:
-        if not self.before_through_hole:
-            return "every part the assembly fits"
-        named = f"; pin-in-paste: {', '.join(self.pin_in_paste)}" if self.pin_in_paste else ""
-        return f"before the through-hole parts{named}"
+        said = ["before the through-hole parts" if self.before_through_hole else "every part the assembly fits"]
+        if self.pin_in_paste:
+            said.append(f"pin-in-paste: {', '.join(self.pin_in_paste)}")
+        if self.fitted_later:
+            said.append(f"fitted later: {', '.join(self.fitted_later)}")
+        return "; ".join(said)
 
 
 def at_station(design: BoardDesign, station: Station, library: Library) -> BoardDesign:
     """`design` as `station` sees it (above; a fiducial, by the file or by `library`'s class, stays a mark);
-    ValueError where the station names a part the design does not have, or pin-in-paste parts at a station that
-    sees them all anyway."""
+    ValueError where the station names a part the design does not have, a part both placed in paste and fitted
+    later, or pin-in-paste parts at a station that sees them all anyway."""
     if station.pin_in_paste and not station.before_through_hole:
         raise ValueError("pin-in-paste parts (--pin-in-paste, the New board tab's pin-in-paste) are those inserted "
                          "before reflow, which matters only at a station before the through-hole parts "
                          "(--before-through-hole): say that too, or leave them out")
-    if not station.before_through_hole:
-        return design
-    named = {r.upper() for r in station.pin_in_paste}
+    _check_names(design, station)
+    if station.fitted_later:
+        design = _fitted_later(design, {r.upper() for r in station.fitted_later})
+    return _before_through_hole(design, station, library) if station.before_through_hole else design
+
+
+def _check_names(design: BoardDesign, station: Station) -> None:
     boards = {board_ref(p.ref, design.panel_boards).upper() for p in design.parts}
-    missing = sorted(r for r in station.pin_in_paste if r.upper() not in boards)
-    if missing:
-        raise ValueError(f"{design.source}: the pin-in-paste parts {named_refs(missing)} are not on this board; name "
-                         "them as its designators are written (J1, not J 1)")
+    for option, refs in (("pin-in-paste", station.pin_in_paste), ("fitted-later", station.fitted_later)):
+        missing = sorted(r for r in refs if r.upper() not in boards)
+        if missing:
+            raise ValueError(f"{design.source}: the {option} parts {named_refs(missing)} are not on this board; "
+                             "name them as its designators are written (J1, not J 1)")
+    both = sorted({r.upper() for r in station.pin_in_paste} & {r.upper() for r in station.fitted_later})
+    if both:
+        raise ValueError(f"{named_refs(both)} named both pin-in-paste (placed before reflow) and fitted later: "
+                         "say which")
+
+
+def _fitted_later(design: BoardDesign, named: set[str]) -> BoardDesign:
+    """The parts named fitted after this station, not placed here (their lands kept); those the assembly leaves
+    off anyway are said."""
+    later, off, parts = [], [], []
+    for p in design.parts:
+        if board_ref(p.ref, design.panel_boards).upper() in named:
+            if p.excluded is None:
+                later.append(p.ref)
+                p = replace(p, excluded=FITTED_LATER)
+            else:
+                off.append(p.ref)
+        parts.append(p)
+    notes = [*design.notes, f"{len(later)} parts are fitted after this station and not inspected: "
+                            f"{named_refs(later) if later else 'none'}"]
+    if off:
+        notes.append(f"{len(off)} parts named fitted later are not placed at all (DNP, not on the BOM): "
+                     f"{named_refs(off)}")
+    return replace(design, parts=parts, notes=notes)
+
+
+def _before_through_hole(design: BoardDesign, station: Station, library: Library) -> BoardDesign:
+    """The through-hole parts not placed, but those in paste (above)."""
+    named = {r.upper() for r in station.pin_in_paste}
     later: list[str] = []
     in_paste: list[str] = []
     not_through_hole: list[str] = []

@@ -43,6 +43,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
                           "says pin-in-paste, or --pin-in-paste names them)")
     imp.add_argument("--pin-in-paste", help="through-hole parts the placement machine puts in paste before reflow, "
                                             "inspected before the through-hole parts (designators: J1,J2 or J1-J4)")
+    imp.add_argument("--fitted-later", help="parts fitted after this station (by hand, a press, a later line: a "
+                                            "battery, a heat sink), not inspected here (designators: BT1,HS1)")
     imp.add_argument("--recipe", help="the recipe's name (default: the file's name)")
     imp.add_argument("--step", help="an ODB++ job's step to import, where several place parts (the board, or the "
                                     "panel of it the line carries: a panel is read as one board of every copy)")
@@ -160,7 +162,8 @@ def _station(args: argparse.Namespace) -> Station:
     from ..board.station import Station
 
     named = designators(args.pin_in_paste, "--pin-in-paste") if args.pin_in_paste else ()
-    return Station(args.before_through_hole, named)
+    later = designators(args.fitted_later, "--fitted-later") if args.fitted_later else ()
+    return Station(args.before_through_hole, named, later)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -120,6 +120,10 @@ class NewBoardTab(OneJobAtATime, QWidget):
                                      "connector's legs): inspected before the through-hole parts too")
         self.pin_in_paste.setEnabled(False)
         self.before_through_hole.toggled.connect(self.pin_in_paste.setEnabled)
+        self.fitted_later = QLineEdit()
+        self.fitted_later.setPlaceholderText("fitted later: BT1, HS1")
+        self.fitted_later.setToolTip("Parts fitted after this station (by hand, a press, a later line: a battery, a "
+                                     "heat sink): not inspected here")
         self.import_btn = QPushButton("Import")
         self.import_btn.clicked.connect(self.import_board)
         self.summary = QLabel("Import a board's CAD to begin.")
@@ -187,6 +191,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         row.addWidget(self.side)
         row.addWidget(self.before_through_hole)
         row.addWidget(self.pin_in_paste)
+        row.addWidget(self.fitted_later)
         row.addWidget(self.import_btn)
         row.addStretch(1)
         form.addRow("Camera scale", row)
@@ -282,9 +287,10 @@ class NewBoardTab(OneJobAtATime, QWidget):
         out = self.work_root / name / f"{name}.yaml"
         scale = self.scale.value()
         self._say(f"importing {cad.name}…")
-        before, named = self.before_through_hole.isChecked(), self.pin_in_paste.text().strip()
+        before, named, later = (self.before_through_hole.isChecked(), self.pin_in_paste.text().strip(),
+                                self.fitted_later.text().strip())
         self._run(lambda: import_board(cad, out, scale, side, library, profile, name, step, gerber, bom,
-                                       bom_profile, _station(before, named)),
+                                       bom_profile, _station(before, named, later)),
                   lambda r: self._imported(out, side, *r))
 
     def _imported(self, out: Path, side: str, design: Any, imported: Any) -> None:
@@ -449,10 +455,11 @@ def _given(edit: QLineEdit) -> Path | None:
     return Path(text) if text else None
 
 
-def _station(before_through_hole: bool, pin_in_paste: str) -> Any:  # noqa: ANN401 - a board.station.Station
+def _station(before_through_hole: bool, pin_in_paste: str, fitted_later: str) -> Any:  # noqa: ANN401 - a Station
     """Where the station stands, as the tab says (the pin-in-paste field read only where it is before through-hole)."""
     from inspector.board.bom import designators
     from inspector.board.station import Station
 
     named = designators(pin_in_paste, "pin-in-paste") if before_through_hole and pin_in_paste else ()
-    return Station(before_through_hole, named)
+    later = designators(fitted_later, "fitted later") if fitted_later else ()
+    return Station(before_through_hole, named, later)
