@@ -115,13 +115,13 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.before_through_hole.setToolTip("The station stands before the through-hole parts go in (an AOI after "
                                             "paste or reflow): they are not inspected, except those placed in paste")
         self.pin_in_paste = QLineEdit()
-        self.pin_in_paste.setPlaceholderText("pin-in-paste: J1, J2")
+        self.pin_in_paste.setPlaceholderText("J1, J2")
         self.pin_in_paste.setToolTip("Through-hole parts the placement machine puts in paste before reflow (a "
                                      "connector's legs): inspected before the through-hole parts too")
         self.pin_in_paste.setEnabled(False)
         self.before_through_hole.toggled.connect(self.pin_in_paste.setEnabled)
         self.fitted_later = QLineEdit()
-        self.fitted_later.setPlaceholderText("fitted later: BT1, HS1")
+        self.fitted_later.setPlaceholderText("BT1, HS1")
         self.fitted_later.setToolTip("Parts fitted after this station (by hand, a press, a later line: a battery, a "
                                      "heat sink): not inspected here")
         self.import_btn = QPushButton("Import")
@@ -190,7 +190,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
         row.addWidget(QLabel("side"))
         row.addWidget(self.side)
         row.addWidget(self.before_through_hole)
+        row.addWidget(QLabel("pin-in-paste"))
         row.addWidget(self.pin_in_paste)
+        row.addWidget(QLabel("fitted later"))
         row.addWidget(self.fitted_later)
         row.addWidget(self.import_btn)
         row.addStretch(1)
