@@ -24,7 +24,7 @@ from .centroid import COLUMNS as PLACEMENT_COLUMNS
 from .centroid import left_off
 from .centroid_table import column_key, decode, find_table
 from .design import CadError, first_of
-from .mounting import mount_of
+from .mounting import UNREAD, mount_in
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # header names, the likeliest first (compared as _key()s); a column serves one
     "refs": ("designator", "designators", "refs", "reference", "references", "refdes", "ref des", "ref",
@@ -142,13 +142,8 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
             miscounted.append(f"{where} ({quantity} for {len(refs)})")
         off = left_off(get("value"), get("dnp") if "dnp" in col else None,
                        get("populate") if "populate" in col else None, "the BOM's")
-        try:
-            mount = mount_of(get("mount"))
-        except ValueError:
-            unread.append(f"{where} ({get('mount')!r})")
-            mount = None
         bom.lines.append(BomLine(where, refs, quantity, get("value"), get("package"), get("manufacturer"),
-                                 get("part_number"), get("description"), off, mount))
+                                 get("part_number"), get("description"), off, mount_in(get("mount"), where, unread)))
     if not bom.lines:
         raise CadError(f"{path}: its table names no designator on any line; is this the BOM (a designator column "
                        "with R1, C2, ...)?")
@@ -159,8 +154,7 @@ def read_bom(path: Path, named: dict[str, str] | None = None) -> Bom:
         bom.notes.append(f"{len(miscounted)} BOM lines state a quantity other than their designators' count, and "
                          f"their designators are taken: {first_of(miscounted, 6)}")
     if unread:
-        bom.notes.append(f"{len(unread)} BOM lines say a mounting in words this does not read (SMD, THT, "
-                         f"pin-in-paste and their usual spellings), so their parts' is as the design says: "
+        bom.notes.append(f"{len(unread)} BOM lines say a mounting {UNREAD}, so their parts' is as the design says: "
                          f"{first_of(unread, 6)}")
     return bom
 

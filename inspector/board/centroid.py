@@ -23,7 +23,7 @@ from pathlib import Path
 from ..yamlio import Fields, load_yaml
 from .centroid_table import Row, column_key, decode, find_table, header_units, stated_units
 from .design import BoardDesign, CadError, PlacedPart, first_of
-from .mounting import COLUMN_NAMES, PIN_IN_PASTE, SMD, mount_of
+from .mounting import COLUMN_NAMES, PIN_IN_PASTE, SMD, UNREAD, mount_in
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (Altium's Mid X before its Ref X)
     "ref": ("designator", "ref", "reference", "refdes", "ref des", "ref.des.", "ref. des.", "reference designator",
@@ -146,11 +146,7 @@ def _row(cells: list[str], col: dict[str, int], where: str, units: str | None, u
     def get(k: str) -> str:
         return cells[col[k]].strip() if k in col and col[k] < len(cells) else ""
     off = left_off(get("value"), get("dnp") if "dnp" in col else None, get("populate") if "populate" in col else None)
-    try:
-        mount = mount_of(get("mount"))
-    except ValueError:
-        unread.append(f"{where} ({get('mount')!r})")
-        mount = None
+    mount = mount_in(get("mount"), where, unread)
     return PlacedPart(get("ref"), get("value"), get("package"), x * scale, y * scale, rot, _side(get("side")),
                       excluded=off, through_hole=mount not in (None, SMD), pin_in_paste=mount == PIN_IN_PASTE,
                       mount_known=mount is not None)
@@ -176,8 +172,7 @@ def _table(path: Path, text: str, profile: Profile) -> BoardDesign:
         f"centroid table ({table.layout})"
     design = BoardDesign(str(path), kind, parts, y_up=profile.y_up)
     if unread:
-        design.notes.append(f"{len(unread)} parts' mounting is in words this does not read (SMD, THT, pin-in-paste "
-                            f"and their usual spellings), so it is not known: {first_of(unread, 6)}")
+        design.notes.append(f"{len(unread)} parts' mounting is {UNREAD}, so it is not known: {first_of(unread, 6)}")
     _bottom_x(design, profile.bottom_x, kicad)
     return design
 

@@ -32,6 +32,19 @@ def _words(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
 
 
+UNREAD = "in words this does not read (SMD, THT, pin-in-paste and their usual spellings)"  # for a note
+
+
+def mount_in(text: str, where: str, unread: list[str]) -> str | None:
+    """mount_of's answer for a file's cell at `where`; a word it does not know goes to `unread` (`WHERE ('word')`,
+    for the file's note) and gives None: the part's mounting is as the design says, or not known."""
+    try:
+        return mount_of(text)
+    except ValueError:
+        unread.append(f"{where} ({text!r})")
+        return None
+
+
 def mount_of(text: str) -> str | None:
     """SMD, THROUGH_HOLE or PIN_IN_PASTE for a cell that says one; None for an empty cell; ValueError for a word
     this does not know (the caller says where, and takes the part as the design has it)."""

@@ -25,6 +25,16 @@ class Station:
     pin_in_paste: tuple[str, ...] = ()  # through-hole parts placed in paste before reflow, as the engineer names them
     fitted_later: tuple[str, ...] = ()  # parts fitted after this station (by hand, a press, a later line), named
 
+    @classmethod
+    def read(cls, before_through_hole: bool, pin_in_paste: str, fitted_later: str,
+             names: tuple[str, str] = ("--pin-in-paste", "--fitted-later")) -> Station:
+        """A station as the engineer writes it: designators in lists or ranges (`J1,J2`, `J1-J4`), as a BOM's;
+        CadError naming the field (`names`: the command line's options, or the tab's fields) where one is not."""
+        from .bom import designators
+
+        return cls(before_through_hole, designators(pin_in_paste, names[0]) if pin_in_paste.strip() else (),
+                   designators(fitted_later, names[1]) if fitted_later.strip() else ())
+
     def describe(self) -> str:
         said = ["before the through-hole parts" if self.before_through_hole else "every part the assembly fits"]
         if self.pin_in_paste:

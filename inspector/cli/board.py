@@ -158,12 +158,9 @@ def _path(value: str | None) -> Path | None:
 
 def _station(args: argparse.Namespace) -> Station:
     """Where the station stands (board/station.py), as the command line says."""
-    from ..board.bom import designators
     from ..board.station import Station
 
-    named = designators(args.pin_in_paste, "--pin-in-paste") if args.pin_in_paste else ()
-    later = designators(args.fitted_later, "--fitted-later") if args.fitted_later else ()
-    return Station(args.before_through_hole, named, later)
+    return Station.read(args.before_through_hole, args.pin_in_paste or "", args.fitted_later or "")
 
 
 def cmd_import(args: argparse.Namespace) -> int:

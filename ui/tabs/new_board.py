@@ -459,9 +459,7 @@ def _given(edit: QLineEdit) -> Path | None:
 
 def _station(before_through_hole: bool, pin_in_paste: str, fitted_later: str) -> Any:  # noqa: ANN401 - a Station
     """Where the station stands, as the tab says (the pin-in-paste field read only where it is before through-hole)."""
-    from inspector.board.bom import designators
     from inspector.board.station import Station
 
-    named = designators(pin_in_paste, "pin-in-paste") if before_through_hole and pin_in_paste else ()
-    later = designators(fitted_later, "fitted later") if fitted_later else ()
-    return Station(before_through_hole, named, later)
+    return Station.read(before_through_hole, pin_in_paste if before_through_hole else "", fitted_later,
+                        ("pin-in-paste", "fitted later"))
