@@ -902,3 +902,25 @@ def test_an_ipc2581_custom_pad_is_its_outlines_box_where_its_copper_is(tmp_path:
     assert len(r1.pads) == 2
     first = min(r1.pads, key=lambda q: q.x)
     assert (first.x, first.y, first.w, first.h) == pytest.approx((-0.325, 0.0, 1.0, 0.4))
+
+
+def test_a_rule_sets_provenance_names_each_input_by_its_bytes(tmp_path: Path) -> None:
+    """The head of an imported rule set names each input with a hash of its bytes: a file's, or a folder's (an ODB++
+    job, a Gerber set: its files' names and bytes), which a changed byte changes and a copy elsewhere keeps."""
+    from inspector.board.provenance import carried, fingerprint, provenance
+
+    for name, text in (("a.gbr", "G04 top*\n"), ("b.drl", "M48\n")):
+        (tmp_path / "set" / "sub").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "set" / "sub" / name).write_text(text)
+    first = fingerprint(tmp_path / "set")
+    import shutil
+
+    shutil.copytree(tmp_path / "set", tmp_path / "copy")
+    assert fingerprint(tmp_path / "copy") == first and len(first) == 12
+    (tmp_path / "copy" / "sub" / "b.drl").write_text("M48\nT1C1.0\n")
+    assert fingerprint(tmp_path / "copy") != first
+    (tmp_path / "bom.csv").write_text("Designator,Qty\nR1,1\n")
+    head = provenance({"design": tmp_path / "set", "BOM": tmp_path / "bom.csv", "library": None}, "side top")
+    bom = fingerprint(tmp_path / "bom.csv")
+    assert head == f"# made from: design set (sha256 {first}), BOM bom.csv (sha256 {bom})\n# import options: side top\n"
+    assert carried("# imported by x\n" + head + "recipe: r\n# made from: not the head\n") == head

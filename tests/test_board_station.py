@@ -54,6 +54,14 @@ def test_the_command_line_leaves_them_out_and_the_json_says_each_parts_mounting(
     assert (fates["J2"]["inspected"], fates["J2"]["mount"]) == (True, PIN_IN_PASTE)
     assert fates["R1"]["mount"] == SMD and got["station"] == "before the through-hole parts; pin-in-paste: J2"
     assert "note: 1 through-hole parts placed in paste before reflow are inspected: J2" in r.stdout
+    # the rule set says what it was made from and how (board/provenance.py): the board's bytes, and the station
+    from inspector.board.provenance import fingerprint
+
+    head = out.read_text().splitlines()[1:3]
+    board = fingerprint(CAD / "bodies-kicad9.kicad_pcb")
+    assert head == [f"# made from: design bodies-kicad9.kicad_pcb (sha256 {board})",
+                    "# import options: side top, 10 px/mm, recipe bodies-kicad9; station: before the through-hole "
+                    "parts; pin-in-paste: J2"]
     r = cli("board", "import", str(CAD / "bodies-kicad9.kicad_pcb"), "--out", str(out), "--px-per-mm", "10",
             "--before-through-hole", "--pin-in-paste", "J2,J9")
     assert r.returncode != 0 and "the pin-in-paste parts J9 are not on this board" in r.stderr

@@ -376,6 +376,9 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
     assert "held-out defects called, by kind" in stdout and f"missing {kinds['missing']['called']}/" in stdout
     taught = load_rules(root / "b.taught.yaml")
     assert taught.golden and Path(taught.golden).is_file() and not taught.detectors
+    # what the imported set was made from rides on into the taught one (board/provenance.py)
+    made = [line for line in taught.text.splitlines() if line.startswith("# made from: design b.kicad_pcb (sha256 ")]
+    assert len(made) == 1 and made[0] in (root / "b.yaml").read_text()
     from inspector.experts.zoo import Zoo
 
     teachings = [v for e in Zoo.load(doc["zoo"]).entries.values() for v in e.versions]

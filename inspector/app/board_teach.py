@@ -45,6 +45,7 @@ from ..board.geometry import BoardGeometry, PxRect, geometry_path
 from ..board.golden_marks import GoldenMarks, golden_marks
 from ..board.made_defects import made_defects, photo_variant
 from ..board.presence import PresenceTaught, teach_presence
+from ..board.provenance import carried
 from ..experts.zoo import MANIFEST, ExpertEntry, Zoo
 from ..ingest.crops import crop_part, crop_window
 from ..ingest.registration import map_points
@@ -429,7 +430,7 @@ def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo
             for name, body in listed.items():
                 body["at"] = list(marks.at[str(name)])
     head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
-            "the golden board's (the zoo beside it)\n")
+            "the golden board's (the zoo beside it)\n" + carried(rules.text))
     return head + yaml.safe_dump(doc, sort_keys=False, width=120)
 
 

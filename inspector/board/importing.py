@@ -3,6 +3,7 @@ package library consulted, and the rule set with its board geometry written (or,
 only the list to fill in)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from .bom import load_bom_profile, read_bom
@@ -18,6 +19,7 @@ from .ipc2581 import read_ipc2581
 from .kicad import read_kicad
 from .library import Library, load_library, unknown_template
 from .odbpp import ARCHIVES, is_odb_job, read_odbpp
+from .provenance import provenance
 from .station import Station, at_station
 from .to_rules import Imported, UnknownPackages, import_design
 
@@ -125,16 +127,24 @@ def import_board(file: Path, out: Path, px_per_mm: float, side: str = "top", lib
     `out` when any part is inspected. Packages the library lacks: nothing is written but OUT.packages.yaml, and
     PackagesAsked says so."""
     lib = load_library(library)
-    design = at_station(read_design(file, profile, step, gerber, lib, bom, bom_profile), station or Station(), lib)
+    station = station or Station()
+    design = at_station(read_design(file, profile, step, gerber, lib, bom, bom_profile), station, lib)
+    recipe = recipe or recipe_name(file)
     try:
-        imported = import_design(design, lib, px_per_mm, side, recipe or recipe_name(file))
+        imported = import_design(design, lib, px_per_mm, side, recipe)
     except UnknownPackages as exc:
         asked = unknown_path(out)
         asked.parent.mkdir(parents=True, exist_ok=True)
         asked.write_text(unknown_template(exc.unknown, sorted(lib.classes), described(design)), encoding="utf-8")
         raise PackagesAsked(f"{exc}. Nothing was written but {asked}: fill in each package's class there and "
                             f"import again with --library {asked}", asked) from None
-    if imported.rules_text:
+    if imported.rules_text:  # what it was made from, under its first line (provenance.py)
+        first, _, rest = imported.rules_text.partition("\n")
+        made = provenance({"design": file, "placement profile": profile, "Gerbers": gerber, "BOM": bom,
+                           "BOM profile": bom_profile, "library": library},
+                          f"side {side}, {px_per_mm:g} px/mm, recipe {recipe}" + (f", step {step}" if step else "")
+                          + f"; station: {station.describe()}")
+        imported = replace(imported, rules_text=f"{first}\n{made}{rest}")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(imported.rules_text, encoding="utf-8")
         if imported.geometry is not None:
