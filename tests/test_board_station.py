@@ -103,9 +103,20 @@ def test_parts_fitted_after_the_station_are_named_and_not_inspected(tmp_path: Pa
 @pytest.mark.parametrize(("text", "mount"), [
     ("SMD", SMD), ("smt", SMD), ("Surface Mount", SMD), ("SMD/SMT", SMD), ("THT", THROUGH_HOLE),
     ("Through-Hole", THROUGH_HOLE), ("through hole", THROUGH_HOLE), ("PTH", THROUGH_HOLE), ("Press-Fit", THROUGH_HOLE),
-    ("THR", PIN_IN_PASTE), ("Pin-in-Paste", PIN_IN_PASTE), ("paste in hole", PIN_IN_PASTE), ("", None), ("  ", None)])
+    ("THR", PIN_IN_PASTE), ("Pin-in-Paste", PIN_IN_PASTE), ("paste in hole", PIN_IN_PASTE), ("", None), ("  ", None),
+    # Digi-Key's Mounting Type values: an orientation after the mounting, and a hybrid's two mountings
+    ("Surface Mount, Right Angle", SMD), ("Through Hole, Right Angle", THROUGH_HOLE),
+    ("Through Hole, Vertical", THROUGH_HOLE), ("Surface Mount, Through Hole", PIN_IN_PASTE),
+    ("Surface Mount, Right Angle; Through Hole", PIN_IN_PASTE)])
 def test_mounting_words(text: str, mount: str | None) -> None:
     assert mount_of(text) == mount
+
+
+@pytest.mark.parametrize("text", ["Chassis Mount", "Panel Mount", "Free Hanging (In-Line)", "Right Angle", "Hybrid",
+                                  "Surface Mount, Chassis"])
+def test_mounting_words_not_read_are_refused_for_the_caller_to_name(text: str) -> None:
+    with pytest.raises(ValueError):
+        mount_of(text)
 
 
 def test_a_placement_files_mount_column_says_it_and_without_one_the_engineer_is_told(tmp_path: Path) -> None:

@@ -1,11 +1,13 @@
 """How a part is mounted, as placement files and BOMs write it: surface mount, through-hole, or through-hole placed
 in paste before reflow (pin-in-paste, THR).
 
-A CAD board file knows each part's mounting from its pads (plated holes), and Gerbers from pads on both sides; a
-placement file or a BOM says it only where it has a column for it (`Mount`, `Mounting Type`, `Technology`, ...),
-in words of its own: `SMD`, `SMT`, `Surface Mount`; `THT`, `TH`, `PTH`, `Through Hole`, `Press-Fit`; `THR`,
-`Pin in Paste`, `Paste-in-Hole`. A part with surface pads and plated holes both (a hybrid connector) is placed before
-reflow: pin-in-paste. What a station does with it is station.py's.
+A CAD board file knows each part's mounting from its footprint (or its pads' plated holes), and Gerbers from the
+drill files' holes in its pads (gerber.py); a placement file or a BOM says it only where it has a column for it
+(`Mount`, `Mounting Type`, `Technology`, ...), in words of its own: `SMD`, `SMT`, `Surface Mount`; `THT`, `TH`,
+`PTH`, `Through Hole`, `Press-Fit`; `THR`, `Pin in Paste`, `Paste-in-Hole`; a distributor's with an orientation
+after it (`Surface Mount, Right Angle`). A part with surface pads and plated holes both (a hybrid connector;
+Digi-Key's `Surface Mount, Through Hole`) is placed before reflow: pin-in-paste. What a station does with it is
+station.py's.
 """
 from __future__ import annotations
 
@@ -45,15 +47,27 @@ def mount_in(text: str, where: str, unread: list[str]) -> str | None:
         return None
 
 
+# what a distributor's Mounting Type adds after the mounting (Digi-Key's `Surface Mount, Right Angle`): not one
+ORIENTATIONS = {"right angle", "vertical", "horizontal", "top entry", "side entry", "bottom entry", "top mount",
+                "mid mount", "board edge", "cutout", "straddle mount", "in line", "low profile"}
+
+
 def mount_of(text: str) -> str | None:
     """SMD, THROUGH_HOLE or PIN_IN_PASTE for a cell that says one; None for an empty cell; ValueError for a word
-    this does not know (the caller says where, and takes the part as the design has it)."""
-    words = _words(text)
-    if not words:
+    this does not know (the caller says where, and takes the part as the design has it). A cell of several parts
+    (`Surface Mount, Right Angle`) is read by those that say a mounting; surface mount and through-hole both
+    (Digi-Key's `Surface Mount, Through Hole`, a hybrid) is pin-in-paste."""
+    said = [w for w in (_words(part) for part in re.split(r"[,;+&]| and ", text)) if w and w not in ORIENTATIONS]
+    if not said:
+        if _words(text):
+            raise ValueError(text)  # an orientation alone says no mounting
         return None
-    if words not in WORDS:
+    if any(w not in WORDS for w in said):
         raise ValueError(text)
-    return WORDS[words]
+    mounts = {WORDS[w] for w in said}
+    if len(mounts) == 1:
+        return mounts.pop()
+    return PIN_IN_PASTE  # surface pins and plated legs both: reflowed with its legs in paste
 
 
 def mount_word(part: PlacedPart) -> str | None:
