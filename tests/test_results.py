@@ -553,8 +553,10 @@ def test_the_kiosk_answers_each_parts_part_number_and_a_versions_table(store: Re
     asked = api.get(f"boards/{new.inspection_id}", "")["board"]
     assert [p["part_number"] for p in asked["parts"]] == ["RC0402FR-071KL", None]
     assert [(p["ref"], p["part_number"]) for _b, p in api.get("defects", "")["rows"]] == [("D1", None)]
-    assert api.get(f"part-numbers/{version_of(bought)}", "") == {"version": version_of(bought),
+    assert api.get(f"part-numbers/{version_of(bought)}", "") == {"version": version_of(bought), "stored": True,
                                                                    "part_numbers": {"R1": "RC0402FR-071KL"}}
+    assert api.get("part-numbers/0123456789ab", "") == {"version": "0123456789ab", "part_numbers": {},
+                                                         "stored": False}
     with pytest.raises(HttpError, match="ask for /results/part-numbers/<rule-set version>"):
         api.get("part-numbers", "")
 
@@ -569,7 +571,17 @@ def test_the_kiosk_answers_each_parts_part_number_and_a_versions_table(store: Re
     remote._get = lambda path, query=None: asked.append(path) or over_http(path, query)  # type: ignore[method-assign]
     assert remote.part_numbers(version_of(bought)) == store.part_numbers(version_of(bought))
     assert remote.part_numbers(version_of(bought)) == {"R1": "RC0402FR-071KL"} and len(asked) == 1  # kept: a hash
-    assert remote.part_numbers(version_of(plain)) == {} == remote.part_numbers(version_of(plain)) and len(asked) == 3
+    # a version whose text is stored is asked once even where it names none (a search asks it row by row)
+    assert remote.part_numbers(version_of(plain)) == {} == remote.part_numbers(version_of(plain)) and len(asked) == 2
+    # a version the kiosk keeps no text of yet (a spooled board's) is asked again, and kept once stored
+    pending = bought + "  C1: GRM155R71C104KA88D\n"
+    assert remote.part_numbers(version_of(pending)) == {} == remote.part_numbers(version_of(pending))
+    assert len(asked) == 4
+    fourth = board("S4", 3)
+    fourth.ruleset_version = version_of(pending)
+    store.write([fourth], {version_of(pending): ("board_a", pending)}.get)
+    assert remote.part_numbers(version_of(pending))["C1"] == "GRM155R71C104KA88D" and len(asked) == 5
+    assert remote.part_numbers(version_of(pending))["C1"] == "GRM155R71C104KA88D" and len(asked) == 5
 
     def before_part_numbers(path: str, query: object = None) -> dict:
         if path.startswith("part-numbers"):
@@ -578,7 +590,7 @@ def test_the_kiosk_answers_each_parts_part_number_and_a_versions_table(store: Re
 
     older = KioskResults("http://aoi-1:9108", "token")
     older._get = before_part_numbers  # type: ignore[method-assign]
-    assert older.part_numbers(version_of(bought)) == {}
+    assert older.part_numbers(version_of(bought)) == {} == older.part_numbers(version_of(plain))
     refused = KioskResults("http://aoi-1:9108", "token")
     refused._get = lambda path, query=None: (_ for _ in ()).throw(  # type: ignore[method-assign]
         EndpointError(f"http://aoi-1/results/{path}", 401, "the token is wrong"))

@@ -183,18 +183,19 @@ class KioskResults:
         return out
 
     def part_numbers(self, version: str) -> dict[str, str]:
-        """REF -> part number under a rule-set version, as the kiosk reads its stored text; {} from a kiosk of a
-        release before part numbers (it has no such route)."""
+        """REF -> part number under a rule-set version, as the kiosk reads its stored text, asked once per version
+        whose text the kiosk keeps (the answer then never changes; a spooled board's version is asked again until
+        its text is stored); {} from a kiosk of a release before part numbers (no such route), asked once."""
         if version not in self._part_numbers:
             try:
-                numbers = self._get(f"part-numbers/{quote(version)}")["part_numbers"]
+                doc = self._get(f"part-numbers/{quote(version)}")
             except EndpointError as exc:
                 if exc.status != 404:
                     raise
-                numbers = {}
-            if not numbers:  # none yet: the kiosk may store the version's text later (a spooled board's)
-                return {}
-            self._part_numbers[version] = numbers
+                doc = {"part_numbers": {}, "stored": True}
+            if not doc["stored"]:
+                return dict(doc["part_numbers"])
+            self._part_numbers[version] = dict(doc["part_numbers"])
         return self._part_numbers[version]
 
     def export_csv(self, out: TextIO, filters: Filters | None = None) -> int:

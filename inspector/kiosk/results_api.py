@@ -138,7 +138,8 @@ class ResultsApi:
     def _part_numbers(self, rest: list[str], _q: dict[str, list[str]]) -> Answer:
         if len(rest) != 1:
             raise HttpError(404, "ask for /results/part-numbers/<rule-set version>")
-        return {"version": rest[0], "part_numbers": self.store.part_numbers(rest[0])}
+        numbers, stored = self.store.part_numbers_stored(rest[0])
+        return {"version": rest[0], "part_numbers": numbers, "stored": stored}
 
     def _reviews(self, _rest: list[str], q: dict[str, list[str]]) -> Answer:
         uuids = (q.get("uuid") or [])[:MAX_ROWS]

@@ -59,8 +59,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/results/crops/<inspection id>/<ref>", _P.VIEW, "", "PNG: the part's kept crop (404 where "
           "none was kept)"),
     Route("GET", "/results/part-numbers/<rule-set version>", _P.VIEW, "", "`part_numbers`: REF -> the BOM's part "
-          "number under that rule set (its `part_numbers:`; `{}` where it names none); each part the other routes "
-          "answer says its own, `part_number`"),
+          "number under that rule set (its `part_numbers:`; `{}` where it names none); `stored`: whether the kiosk "
+          "keeps the version's text (the answer then never changes); each part the other routes answer says its "
+          "own, `part_number`"),
     Route("GET", "/audit/events", _P.VIEW, "`kind`, `actor`, `limit` (at most 500)", "`events`: who changed "
           "what, when, why, before and after, each row's hash"),
     Route("GET", "/audit/verify", _P.VIEW, "", "`rows`, `head`, `intact`, `broken`: the trail's hash chain "

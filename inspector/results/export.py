@@ -27,7 +27,6 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from .filters import Filters
-from .rule_texts import PartNumbers
 from .schema import Review
 from .units import positions_text
 
@@ -40,6 +39,8 @@ class ResultRows(Protocol):
     def component_rows(self, filters: Filters, bare_boards: bool = False) -> Iterable[tuple[Any, Any]]: ...
 
     def reading_reviews(self, q: Any) -> Any: ...  # noqa: ANN401 - a Select of reviews, reading what the schema has
+
+    def part_numbers(self, version: str) -> dict[str, str]: ...  # REF -> part number under a rule-set version
 
 COLUMNS = ("inspection_id", "board_serial", "serial_source", "started_at", "line", "station", "recipe",
            "ruleset_version", "board_verdict", "ref", "component_type", "verdict", "defect_class", "score", "expert",
@@ -75,7 +76,6 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
     w.writerow(COLUMNS)
     with Session(store.engine) as s:  # reviews are a person's work: few beside the parts, read once
         reviews = {r.component_result_id: r for r in s.scalars(store.reading_reviews(select(Review)))}
-    numbers = PartNumbers(store.engine)
     n = 0
     for insp, part in store.component_rows(filters, bare_boards=True):
         board = board_cells(insp)
@@ -97,7 +97,7 @@ def export_csv(store: ResultRows, out: TextIO, filters: Filters | None = None) -
                         cell(part.crop_path or ""), cell(part.error or ""), *tail, *_review(reviews.get(part.id)),
                         board_id, boards, "" if position is None else str(position), failed, skipped, cell(unit),
                         cell(part.approved_make or ""), _box(reviews.get(part.id)),
-                        cell(numbers(insp.ruleset_version).get(part.ref, ""))))
+                        cell(store.part_numbers(insp.ruleset_version).get(part.ref, ""))))
         n += 1
     return n
 

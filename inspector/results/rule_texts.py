@@ -101,19 +101,24 @@ class PartNumbers:
 
     def __call__(self, version: str) -> dict[str, str]:
         """{} for a version the database keeps no text of, or whose rules name no part numbers."""
+        return self.read(version)[0]
+
+    def read(self, version: str) -> tuple[dict[str, str], bool]:
+        """(the version's part numbers, whether the database keeps its text: a reader may keep an answer for good
+        only then)."""
         if version in self._known:
-            return self._known[version]
+            return self._known[version], True
         with Session(self.engine) as s:
             text = s.scalar(select(RuleText.text).where(RuleText.version == version))
         if text is None:
-            return {}
+            return {}, False
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError:  # a stored text is one the line parsed; a damaged one names nothing rather than fail
             doc = None
         numbers = doc.get("part_numbers") if isinstance(doc, dict) else None
         self._known[version] = {str(k): str(v) for k, v in numbers.items()} if isinstance(numbers, dict) else {}
-        return self._known[version]
+        return self._known[version], True
 
 
 def unresolved(c: Connection) -> list[tuple[str, int]]:

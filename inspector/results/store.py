@@ -359,6 +359,11 @@ class ResultStore:
         """REF -> the BOM's part number under a rule-set version (its `part_numbers:`; {} where it names none)."""
         return self._part_numbers(version)
 
+    def part_numbers_stored(self, version: str) -> tuple[dict[str, str], bool]:
+        """part_numbers(version), and whether the database keeps the version's text (the answer then never
+        changes)."""
+        return self._part_numbers.read(version)
+
     def export_csv(self, out, filters: Filters | None = None) -> int:  # noqa: ANN001 - a text stream
         """The matching results as CSV (results/export.py, which reads the store, never the other way round at
         import); the rows written."""
