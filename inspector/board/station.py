@@ -74,21 +74,23 @@ def _check_names(design: BoardDesign, station: Station) -> None:
 def _fitted_later(design: BoardDesign, named: set[str]) -> BoardDesign:
     """The parts named fitted after this station, not placed here (their lands kept); those the assembly leaves
     off anyway are said."""
-    later, off, parts = [], [], []
+    later, parts = [], []
     for p in design.parts:
-        if board_ref(p.ref, design.panel_boards).upper() in named:
-            if p.excluded is None:
-                later.append(p.ref)
-                p = replace(p, excluded=FITTED_LATER)
-            else:
-                off.append(p.ref)
+        if p.excluded is None and board_ref(p.ref, design.panel_boards).upper() in named:
+            later.append(p.ref)
+            p = replace(p, excluded=FITTED_LATER)
         parts.append(p)
     notes = [*design.notes, f"{len(later)} parts are fitted after this station and not inspected: "
-                            f"{named_refs(later) if later else 'none'}"]
-    if off:
-        notes.append(f"{len(off)} parts named fitted later are not placed at all (DNP, not on the BOM): "
-                     f"{named_refs(off)}")
+                            f"{named_refs(later) if later else 'none'}", *_named_off(design, named, "fitted later")]
     return replace(design, parts=parts, notes=notes)
+
+
+def _named_off(design: BoardDesign, named: set[str], option: str) -> list[str]:
+    """The note on the parts named for `option` that the assembly leaves off anyway, where there are any."""
+    off = [p.ref for p in design.parts if p.excluded is not None and board_ref(p.ref, design.panel_boards).upper()
+           in named]
+    return [f"{len(off)} parts named {option} are not placed at all (DNP, not on the BOM): {named_refs(off)}"] \
+        if off else []
 
 
 def _before_through_hole(design: BoardDesign, station: Station, library: Library) -> BoardDesign:
@@ -98,15 +100,12 @@ def _before_through_hole(design: BoardDesign, station: Station, library: Library
     in_paste: list[str] = []
     not_through_hole: list[str] = []
     unknown: list[str] = []
-    off: list[str] = []  # named pin-in-paste, and left off the assembly anyway
     parts = []
     for p in design.parts:
         told = board_ref(p.ref, design.panel_boards).upper() in named
         if told and p.mount_known and not p.through_hole:
             not_through_hole.append(p.ref)
         if p.excluded is not None or library.is_mark(p):
-            if told and p.excluded is not None:
-                off.append(p.ref)
             parts.append(p)
             continue
         if not p.mount_known and not told:
@@ -126,9 +125,7 @@ def _before_through_hole(design: BoardDesign, station: Station, library: Library
     if not_through_hole:
         notes.append(f"{len(not_through_hole)} parts named pin-in-paste are not through-hole by the design (they are "
                      f"inspected as any placed part): {named_refs(not_through_hole)}")
-    if off:
-        notes.append(f"{len(off)} parts named pin-in-paste are not placed at all (DNP, not on the BOM): "
-                     f"{named_refs(off)}")
+    notes += _named_off(design, named, "pin-in-paste")
     if unknown:
         notes.append(f"{len(unknown)} parts' mounting no file says (the placement has no mount column, and no Gerbers "
                      f"or BOM line say it), so they are inspected; a through-hole one among them is empty here on "
