@@ -166,12 +166,12 @@ def _station(args: argparse.Namespace) -> Station:
 def cmd_import(args: argparse.Namespace) -> int:
     from ..board.importing import PackagesAsked, import_board
 
-    file, out = Path(args.file), Path(args.out)
+    file, out, station = Path(args.file), Path(args.out), _station(args)
     t0 = time.perf_counter()
     try:
         design, imported = import_board(file, out, _px_per_mm(args), args.side, _path(args.library),
                                         _path(args.profile), args.recipe, args.step, _path(args.gerber),
-                                        _path(args.bom), _path(args.bom_profile), _station(args))
+                                        _path(args.bom), _path(args.bom_profile), station)
     except PackagesAsked as exc:  # its own "no": answers wanted before anything is written (exit 3)
         print(f"inspector: asks: {exc}", file=sys.stderr)
         return REFUSED
@@ -195,7 +195,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         doc = {"file": str(file), "format": design.format, "side": args.side, "rules": str(out),
                "board_px": list(imported.board_px), "px_per_mm": imported.px_per_mm,
                "image_origin_mm": list(imported.origin_mm), "y_up": design.y_up, "types": imported.types,
-               "fiducials": imported.fiducials, "station": _station(args).describe(),
+               "fiducials": imported.fiducials, "station": station.describe(),
                "notes": imported.notes, "parts": [f.to_json() for f in imported.fates]}
         Path(args.json).write_text(json.dumps(doc, indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
