@@ -26,7 +26,7 @@ import numpy as np
 from ..board.presence import share
 from ..ingest.crops import crop_part, cut_board
 from ..ingest.golden import golden_image, nearest
-from ..ingest.registration import RegistrationFailed, register
+from ..ingest.registration import Registration, RegistrationFailed, register
 from ..routing.rules import ComponentRule, Placement, RuleSet, load_rules, parse_rules
 from ..runtime.diskio import write_atomically
 from .board_photos import boards_of, read_photo, registration_inputs
@@ -70,18 +70,26 @@ def windows_from_photo(rules_path: Path, rules: RuleSet, photo_path: Path, refs:
                        board: int = 0, correction: Path | None = None) -> dict[str, np.ndarray]:
     """Each named part's window on the photo's board `board` (largest first), cut as the line cuts it (through the
     camera's `correction` first, as the line corrects that camera's frames)."""
+    image, marks = board_from_photo(rules_path, rules, photo_path, board, correction)
+    if marks is not None:
+        crops = {c.ref: c.image for c in cut_board(image, rules, marks)}
+        return {ref: crops[ref] for ref in refs}
+    place = _placements(rules)
+    return {ref: crop_part(image, *place[ref], rules.crop_margin) for ref in refs}
+
+
+def board_from_photo(rules_path: Path, rules: RuleSet, photo_path: Path, board: int = 0,
+                     correction: Path | None = None) -> tuple[np.ndarray, Registration | None]:
+    """The photo's board `board` (largest first) registered as the line registers it: (the board in the rule set's
+    pixels, found on its outline or picked points and brought to the golden board's light, None) or, for a board
+    with fiducials, (that image, or a line's frame, and its registration on the marks, which the line cuts by)."""
     photo = read_photo(photo_path)
     if correction is not None:
         from ..camera.correction import CameraCorrection
 
         photo = CameraCorrection.load(correction).apply(photo)
     if rules.photo is None and rules.fiducials is not None:
-        try:
-            registration = register(photo, rules.fiducials)
-        except RegistrationFailed as exc:
-            raise ValueError(f"{photo_path}: {exc}") from None
-        crops = {c.ref: c.image for c in cut_board(photo, rules, registration)}
-        return {ref: crops[ref] for ref in refs}
+        return photo, _on_marks(photo, rules, str(photo_path))
     geometry, points = registration_inputs(rules_path, rules)
     found = list(boards_of(photo, photo_path, rules, geometry, points, golden_image(rules)))
     if board >= len(found) or found[board].image is None:
@@ -89,13 +97,15 @@ def windows_from_photo(rules_path: Path, rules: RuleSet, photo_path: Path, refs:
         raise ValueError(f"{photo_path}: board #{board} did not register ({why}); see `inspector board check`")
     image = found[board].image
     if rules.fiducials is not None:  # found in the photo, then refined on its fiducials, as the line does
-        try:
-            crops = {c.ref: c.image for c in cut_board(image, rules, register(image, rules.fiducials))}
-        except RegistrationFailed as exc:
-            raise ValueError(f"{photo_path}: board #{board}: {exc}") from None
-        return {ref: crops[ref] for ref in refs}
-    place = _placements(rules)
-    return {ref: crop_part(image, *place[ref], rules.crop_margin) for ref in refs}
+        return image, _on_marks(image, rules, f"{photo_path}: board #{board}")
+    return image, None
+
+
+def _on_marks(image: np.ndarray, rules: RuleSet, what: str) -> Registration:
+    try:
+        return register(image, rules.fiducials)
+    except RegistrationFailed as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 def window_from_crop(rules: RuleSet, ref: str, path: Path) -> np.ndarray:
@@ -154,7 +164,7 @@ def prepare(rules_path: Path, windows: dict[str, np.ndarray], source: str, make:
         listed.setdefault(ref, []).append(str(file))
         out.append(Approved(ref, file, at > 0))
     text = with_alternates(rules.text,
-                           {ref: [_relative(Path(f), rules_path) for f in files] for ref, files in listed.items()})
+                           {ref: [relative_path(Path(f), rules_path) for f in files] for ref, files in listed.items()})
     parse_rules(text, str(rules_path))  # the schema's checks, before anything is written
     return Approval(text, out, images)
 
@@ -226,7 +236,8 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "approved"
 
 
-def _relative(path: Path, rules_path: Path) -> str:
+def relative_path(path: Path, rules_path: Path) -> str:
+    """`path` relative to the rule file's folder (as a rule set names its files), else absolute."""
     try:
         return str(path.resolve().relative_to(rules_path.resolve().parent))
     except ValueError:

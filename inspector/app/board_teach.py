@@ -408,30 +408,45 @@ def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo
     (geometry, points: beside `out`): the line finds the board in a photo of any size as teaching did, and a board
     with fiducials is then refined on them (a photo taught from is never one of the recipe's pixels), each mark where
     the golden board has it (`marks`: board/golden_marks.py)."""
-    doc = yaml.safe_load(rules.text)
+    least = {} if presence is None or presence.least is None else \
+        {name: round(presence.least, 4) for name in presence.types}
+    doc = taught_doc(rules.text, golden, out, {"arch": f"resnet{spec.get('depth', 10)}",
+                                               "input_size": int(spec["input_size"])},
+                     photo, least, None if marks is None else marks.at)
+    head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
+            "the golden board's (the zoo beside it)\n" + carried(rules.text))
+    return head + yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def taught_doc(text: str, golden: Path, out: Path, classifier: dict, photo: dict[str, str],
+               body_contrast: dict[str, float], marks: dict[str, tuple[int, int]] | None) -> dict:
+    """An imported rule set's `text` made a taught one's document (written to `out`): `golden:` (relative to `out`
+    where it lies beside it), the taught `classifier`, no render-trained detectors, each type in `body_contrast` its
+    presence check's least share, `photo:` registration's files and, given `marks` (mark -> where the golden board
+    has it; {}: none found), the fiducials the golden board shows, there. Teaching and a revision of a taught board
+    (board_revise.py) both make theirs so."""
+    doc = yaml.safe_load(text)
     doc["golden"] = str(golden.resolve().relative_to(out.parent.resolve())) \
         if golden.resolve().is_relative_to(out.parent.resolve()) else str(golden.resolve())
-    doc["classifier"] = {"arch": f"resnet{spec.get('depth', 10)}", "input_size": int(spec["input_size"])}
+    doc["classifier"] = dict(classifier)
     doc.pop("detectors", None)
     for name, comp in doc.get("components", {}).items():
         comp.pop("detector", None)
         comp.pop("input_size", None)  # a starter expert's: every type is served the taught expert, at its own input
-        if presence is not None and presence.least is not None and str(name) in presence.types:
-            comp["body_contrast"] = round(presence.least, 4)
+        if str(name) in body_contrast:
+            comp["body_contrast"] = body_contrast[str(name)]
     if photo:
         doc["photo_registration"] = photo
     if marks is not None and "fiducials" in doc:
-        if not marks.at:
+        if not marks:
             del doc["fiducials"]
         else:
             listed = doc["fiducials"]["marks"]
-            for name in [n for n in listed if str(n) not in marks.at]:
+            for name in [n for n in listed if str(n) not in marks]:
                 del listed[name]
             for name, body in listed.items():
-                body["at"] = list(marks.at[str(name)])
-    head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
-            "the golden board's (the zoo beside it)\n" + carried(rules.text))
-    return head + yaml.safe_dump(doc, sort_keys=False, width=120)
+                body["at"] = list(marks[str(name)])
+    return doc
 
 
 def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: None) -> BoardTaught:

@@ -40,3 +40,11 @@ def carried(text: str) -> str:
         if line.startswith(HEAD):
             lines.append(line + "\n")
     return "".join(lines)
+
+
+def said(text: str, head: str) -> str | None:
+    """What a rule text's provenance line `head` (one of HEAD) says, or None where it has none."""
+    for line in carried(text).splitlines():
+        if line.startswith(head):
+            return line[len(head):].strip()
+    return None

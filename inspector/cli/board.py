@@ -103,9 +103,11 @@ def add_board(p: argparse.ArgumentParser) -> None:
                        help="the photos show good boards: say what passing each flagged part would cost in held-out "
                             "recall (each type's threshold lowered just under it, nearest first)")
     check.set_defaults(func=cmd_check)
+    from .board_revise import add_revise
     from .board_tune import add_tune
 
     add_tune(sub)
+    add_revise(sub)
     approve = sub.add_parser("approve", help="approve another make of a part (a second source) on a taught board: "
                                             "its window, from a board that carries it, becomes a second golden "
                                             "window of that part")
