@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inspector.board.revision import (ADDED, MOVED, PACKAGE, PART_NUMBER, REMOVED, compare, format_revision,
-                                      neighbours)
+from inspector.board.revision import ADDED, MOVED, PACKAGE, PART_NUMBER, REMOVED, compare, format_revision, neighbours
 from inspector.routing.rules import parse_rules
 
 BOARD = {

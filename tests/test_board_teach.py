@@ -712,7 +712,18 @@ def test_a_revision_of_the_board_is_carried_without_teaching_windows_only_where_
     assert not (tmp_path / "r.taught.yaml").exists()
     r = cli(*revise, "--photo", str(tmp_path / "rev-bare.png"))
     assert r.returncode == 1 and "shows no body" in r.stderr and not (tmp_path / "r.taught.yaml").exists()
-    r = cli(*revise, "--photo", str(tmp_path / "rev.png"), "--json", str(tmp_path / "rev.json"))
+    # the zoo names what serves: a zoo without the resistors' expert cannot serve the revision
+    import shutil
+
+    shutil.copytree(doc["zoo"], tmp_path / "zoo")
+    manifest = json.loads((tmp_path / "zoo" / "manifest.json").read_text(encoding="utf-8"))
+    resistor = next(c.name for c in revised_rules.components if c.name.startswith("R_"))
+    manifest["experts"] = [e for e in manifest["experts"] if e["name"] != f"cls-{resistor}"]
+    (tmp_path / "zoo" / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    r = cli(*revise, "--zoo", str(tmp_path / "zoo"), "--photo", str(tmp_path / "rev.png"))
+    assert r.returncode == 1 and f"no taught expert serves the revision's component type(s) {resistor} (R1, R2, " \
+        "R3, R4, R6)" in r.stderr, r.stderr
+    r = cli(*revise, "--zoo", doc["zoo"], "--photo", str(tmp_path / "rev.png"), "--json", str(tmp_path / "rev.json"))
     assert r.returncode == 0, r.stderr
     done = json.loads((tmp_path / "rev.json").read_text(encoding="utf-8"))
     assert done["windows"] == ["C2", "C6", "R6"] and done["bare"] == ["R5"] and not done["still_shown"]
@@ -744,6 +755,15 @@ def test_a_revision_of_the_board_is_carried_without_teaching_windows_only_where_
     assert all(c["registered"] and c["inspected"] == len(revised.placements()) for c in checked.values())
     missing = {name: set(c["by_presence"]) for name, c in checked.items()}
     assert {"R6", "C6"} <= missing["other.png"] and not {"R6", "C6"} & missing["rev.png"], missing
+    # revised again with nothing changed: the golden board stays, and the experts are still named by what they were
+    # taught on
+    r = cli("board", "revise", "--rules", str(tmp_path / "r.taught.yaml"), "--revision", str(tmp_path / "r.yaml"),
+            "--out", str(tmp_path / "r2.taught.yaml"))
+    assert r.returncode == 0 and "(no part changed)" in r.stdout, r.stderr
+    again = load_rules(tmp_path / "r2.taught.yaml")
+    assert again.golden == revised.golden and not (tmp_path / "r2.taught.golden.png").exists()
+    assert [line for line in again.text.splitlines() if line.startswith("# taught on:")] == \
+        [line for line in revised.text.splitlines() if line.startswith("# taught on:")]
 
 
 def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> None:

@@ -145,6 +145,30 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     events = backend.audit().events(kind="expert.threshold")
     assert {e.subject for e in events} == set(moved) and all(e.actor == "erin" for e in events)
 
+    # a revision of the board (R6 and C6 fitted now, R5 left off, C2 moved): imported, then made a revision of the
+    # taught board from a photo of a revised board, its changes in the table, and the line's board from its next start
+    from .test_board_teach import revision_board
+
+    taught_out, zoo = tab.taught.plan.out, tab.taught.zoo
+    (tmp_path / "r.kicad_pcb").write_text(revision_board(), encoding="utf-8")
+    tab.cad.setText(str(tmp_path / "r.kicad_pcb"))
+    tab.import_btn.click()
+    qtbot.waitUntil(lambda: tab.rules_path is not None and tab.rules_path.stem == "r", timeout=30_000)
+    assert not tab.activate_btn.isEnabled() and tab.revise_btn.isEnabled()
+    revised_board = render_board(load_rules(tab.rules_path), "r0", np.random.default_rng(7), rates={}).image
+    cv2.imwrite(str(tmp_path / "rev.png"), photo_of(revised_board, 12.0, 1.5, 0.02, (150, 120))[0])  # the points'
+    tab.photos.clear()
+    tab.add_photos([tmp_path / "rev.png"])
+    tab.revise(taught_out, zoo)
+    qtbot.waitUntil(lambda: tab.ready is not None or tab.status.styleSheet() != "", timeout=120_000)
+    assert tab.ready == (tab.rules_path.with_name("r.taught.yaml"), zoo), tab.status.text()
+    changes = {tab.table.item(r, 0).text(): tab.table.item(r, 1).text() for r in range(tab.table.rowCount())}
+    assert changes == {"C2": "moved", "C6": "fitted now", "R5": "no longer inspected", "R6": "fitted now"}
+    assert tab.table.horizontalHeaderItem(1).text() == "Change" and "golden windows from the photo: C2, C6, R6" \
+        in tab.status.text()
+    tab.activate_btn.click()
+    assert backend.setup.rules_path == tab.ready[0] and "next start" in tab.status.text()
+
 
 def test_the_new_board_tab_imports_an_odb_job_folder_and_the_step_asked_for(qtbot, tmp_path: Path) -> None:
     """An ODB++ job is a folder: the tab takes it. Its board and its panel both place parts, so the import asks which

@@ -30,7 +30,7 @@ import yaml
 from ..board.bom import designators
 from ..board.geometry import geometry_path, read_geometry
 from ..board.presence import share
-from ..board.provenance import HEAD, carried, said
+from ..board.provenance import HEAD, TAUGHT_ON, carried, said
 from ..board.revision import PACKAGE, PART_NUMBER, REMOVED, Revision, compare, format_revision, neighbours
 from ..ingest.crops import crop_part
 from ..ingest.golden import golden_image
@@ -51,6 +51,7 @@ class RevisePlan:
     board: int = 0  # which board of the photo (#N as `board check` numbers them)
     correction: Path | None = None  # the line camera's correction file, where the photo is its frame
     looks_alike: str = ""  # parts whose new part number looks as the old (designators): their windows kept
+    zoo: Path | None = None  # the taught set's zoo, where known: each of the revision's types must have its expert
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Revised:
     still_shown: dict[str, list[str]] = field(default_factory=dict)  # left off, no photo -> windows still showing it
     dropped: list[str] = field(default_factory=list)  # parts whose approved makes were dropped
     options: tuple[str | None, str | None] | None = None  # the imports' options, where they differ
+    zoo: Path | None = None  # the taught set's zoo, where given
     seconds: float = 0.0
 
     def to_json(self) -> dict:
@@ -86,7 +88,7 @@ class Revised:
         if self.dropped:
             lines.append(f"approved makes dropped (another part now): {', '.join(self.dropped)}")
         lines.append(f"wrote {self.out} (golden board {self.golden.name}; {self.seconds:.1f} s): serve it with the zoo "
-                     "the taught set serves")
+                     + (f"{self.zoo}" if self.zoo is not None else "the taught set serves"))
         return "\n".join(lines)
 
 
@@ -95,6 +97,8 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
     taught, revision = _taught(plan.taught), _revision(plan.revision)
     px_per_mm = _scale(plan, taught)
     changes = compare(taught, revision, px_per_mm)
+    if plan.zoo is not None:
+        _unserved(changes, revision, plan.zoo)
     _refuse_what_teaching_must_do(plan, changes)
     say(format_revision(changes))
     looks_alike = _looks_alike(plan.looks_alike, changes)
@@ -123,7 +127,7 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
     load_rules(plan.out)  # what was written loads
     options = (said(taught.text, HEAD[1]), said(revision.text, HEAD[1]))
     return Revised(changes, plan.out, golden_path, need if plan.photo is not None else [], bare, still, dropped,
-                   options if options[0] != options[1] else None, time.perf_counter() - t0)
+                   options if options[0] != options[1] else None, plan.zoo, time.perf_counter() - t0)
 
 
 def _taught(path: Path) -> RuleSet:
@@ -163,6 +167,16 @@ def _refuse_what_teaching_must_do(plan: RevisePlan, changes: Revision) -> None:
     if changes.new_types:
         listed = "; ".join(f"{t} ({', '.join(refs)})" for t, refs in sorted(changes.new_types.items()))
         raise ValueError(f"no taught expert serves the revision's component type(s) {listed}: {teach}")
+
+
+def _unserved(changes: Revision, revision: RuleSet, zoo_root: Path) -> None:
+    """Each of the revision's types the zoo holds no expert for, added to the changes' new types."""
+    from ..experts.zoo import Zoo
+
+    served = Zoo.load(zoo_root).entries
+    for comp in revision.components:
+        if comp.classifier not in served and comp.name not in changes.new_types:
+            changes.new_types[comp.name] = sorted(p.ref for p in comp.placements)
 
 
 def _looks_alike(text: str, changes: Revision) -> frozenset[str]:
@@ -239,7 +253,8 @@ def _revised_text(plan: RevisePlan, taught: RuleSet, revision: RuleSet, golden: 
                      {c.name: c.body_contrast for c in taught.components if c.body_contrast is not None}, marks)
     head = (f"# revised by `inspector board revise` from {taught.source} to the revision {revision.source}: the taught "
             f"experts serve it; {windows} golden window(s) from {plan.photo.name if plan.photo else 'no photo'}\n"
-            f"# taught on: {said(taught.text, HEAD[0]) or taught.source}\n" + carried(revision.text))
+            f"{TAUGHT_ON} {said(taught.text, TAUGHT_ON) or said(taught.text, HEAD[0]) or taught.source}\n"
+            + carried(revision.text))
     text = head + yaml.safe_dump(doc, sort_keys=False, width=120)
     kept = {ref: [relative_path(Path(f), plan.out) for f in files] for ref, files in taught.alternates.items()
             if ref not in dropped and any(p.ref == ref for _c, p in revision.placements())}

@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 
 HEAD = ("# made from:", "# import options:")  # the lines this writes; teaching carries them on
+TAUGHT_ON = "# taught on:"  # a revised set's (app/board_revise.py): what its experts' golden board was made from
 
 
 def fingerprint(path: Path) -> str:
@@ -43,8 +44,11 @@ def carried(text: str) -> str:
 
 
 def said(text: str, head: str) -> str | None:
-    """What a rule text's provenance line `head` (one of HEAD) says, or None where it has none."""
-    for line in carried(text).splitlines():
+    """What a rule text's comment line `head` (one of HEAD, or TAUGHT_ON) at its head says, or None where it has
+    none."""
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
         if line.startswith(head):
             return line[len(head):].strip()
     return None

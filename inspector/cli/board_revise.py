@@ -14,6 +14,8 @@ def add_revise(sub: argparse._SubParsersAction) -> None:
                                                     "RULES.taught.yaml)")
     rev.add_argument("--revision", required=True, help="the new revision imported by `board import` (its own CAD, "
                                                        "BOM and options; the taught scale and side)")
+    rev.add_argument("--zoo", help="the taught set's zoo (board teach's WORK/zoo): every type of the revision must "
+                                   "have its expert there (without it: every type the taught set inspects)")
     rev.add_argument("--photo", help="a photo (or the line's frame) of a board built to the revision: the windows of "
                                      "parts fitted now, moved, or of another part number or package come from it, "
                                      "and the places of parts left off")
@@ -34,7 +36,8 @@ def cmd_revise(args: argparse.Namespace) -> int:
     revision = Path(args.revision)
     out = Path(args.out) if args.out else revision.with_name(revision.stem + ".taught.yaml")
     plan = RevisePlan(Path(args.rules), revision, out, Path(args.photo) if args.photo else None, args.board,
-                      Path(args.correction) if args.correction else None, args.looks_alike)
+                      Path(args.correction) if args.correction else None, args.looks_alike,
+                      Path(args.zoo) if args.zoo else None)
     revised = revise_board(plan, print)
     print(revised.summary())
     if args.json:

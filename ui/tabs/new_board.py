@@ -46,6 +46,8 @@ from .board_tune_panel import TunePanel
 PICTURE_PX = 420  # the longer side of each picture shown
 EPOCH = re.compile(r"^epoch (\d+)/(\d+)")
 STEPS = ("registered", "crops:", "epoch", "validation")  # what teaching says, in order (progress before epochs)
+VALIDATION = ("Type", "Parts", "Held out", "Good", "Defects", "Threshold", "Recall", "False calls")  # teaching's
+CHANGES = ("Part", "Change", "Was", "Now")  # a revision's (board/revision.py), in the same table
 
 
 class Progress(QObject):
@@ -83,7 +85,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
         super().__init__()
         self.backend, self.work_root = backend, Path(work_root)
         self.rules_path: Path | None = None
-        self.taught: Any = None
+        self.taught: Any = None  # teaching's answer (app/board_teach.py BoardTaught)
+        self.ready: tuple[Path, Path] | None = None  # (a taught or revised rule set, its zoo): the line's board to be
         self.points: list[tuple[tuple[float, float], tuple[float, float]]] = []
         self._photo_point: tuple[float, float] | None = None
         self._overlay_scale = 1.0  # the photo shown is the overlay: the photo at this scale
@@ -155,10 +158,14 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.bar.setRange(0, 100)
         self.status = QLabel("")
         self.status.setWordWrap(True)
-        self.table = QTableWidget(0, 8)
-        self.table.setHorizontalHeaderLabels(["Type", "Parts", "Held out", "Good", "Defects", "Threshold",
-                                              "Recall", "False calls"])
+        self.table = QTableWidget(0, len(VALIDATION))
+        self._columns(VALIDATION)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.revise_btn = QPushButton("Revise a taught board…")
+        self.revise_btn.setToolTip("The board imported here is a new revision (its CAD or BOM) of a board taught "
+                                   "before: its taught experts serve it, and the places it changes get their golden "
+                                   "windows from the first photo listed (a board built to the revision)")
+        self.revise_btn.clicked.connect(self._revise_chosen)
         self.activate_btn = QPushButton("Make it the line's board")
         self.activate_btn.clicked.connect(self.activate)
         self.tune_panel = TunePanel(backend)
@@ -210,6 +217,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         teach.addWidget(self.epochs)
         teach.addWidget(self.every_board)
         teach.addWidget(self.teach_btn)
+        teach.addWidget(self.revise_btn)
         teach.addWidget(self.bar, 1)
         teach.addWidget(self.activate_btn)
         layout = QVBoxLayout(self)
@@ -234,7 +242,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.register_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
         self.teach_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
         self.save_points_btn.setEnabled(imported and len(self.points) >= 3)
-        self.activate_btn.setEnabled(self.taught is not None and not busy and self.backend.may(Permission.RULES)
+        self.revise_btn.setEnabled(imported and not busy)
+        self.activate_btn.setEnabled(self.ready is not None and not busy and self.backend.may(Permission.RULES)
                                      and hasattr(self.backend, "activate_board"))  # attached: the kiosk's own
 
     def _say(self, text: str, error: bool = False) -> None:
@@ -307,7 +316,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         if not imported.rules_text:
             self._say(f"no part is inspected from the {side} side: nothing to teach", error=True)
             return
-        self.rules_path, self.taught, self.points = out, None, []
+        self.rules_path, self.taught, self.ready, self.points = out, None, None, []
         self.board.show_image(cad_drawing(parse_rules(imported.rules_text, str(out))))
         self._say("imported: add golden photos and register them")
 
@@ -385,7 +394,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
     def _taught(self, taught: Any) -> None:
         from inspector.app.board_costs import percent
 
-        self.taught = taught
+        self.taught, self.ready = taught, (taught.plan.out, taught.zoo)
+        self._columns(VALIDATION)
         self.tune_panel.set_board(taught.plan.out, taught.zoo)
         self.bar.setValue(100)
         rows = [*taught.checks, taught.pooled]
@@ -401,10 +411,47 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self._say(f"taught {len(taught.checks)} types in {taught.seconds['total']:.0f} s: {taught.plan.out} and its "
                   f"zoo {taught.zoo}{told}")
 
+    def _columns(self, names: tuple[str, ...]) -> None:
+        self.table.setRowCount(0)
+        self.table.setColumnCount(len(names))
+        self.table.setHorizontalHeaderLabels(list(names))
+
+    # -- a revision of a taught board ----------------------------------------------------------------
+    def _revise_chosen(self) -> None:
+        taught, _ = QFileDialog.getOpenFileName(self, "The taught rule set the line serves", str(self.work_root),
+                                                "taught rule sets (*.taught.yaml *.yaml)")
+        if not taught:
+            return
+        zoo = QFileDialog.getExistingDirectory(self, "Its zoo (the teaching's zoo folder)", str(Path(taught).parent))
+        if zoo:
+            self.revise(Path(taught), Path(zoo))
+
+    def revise(self, taught: Path, zoo: Path) -> None:
+        """The imported board made a revision of the taught board `taught` (served by `zoo`): off the GUI thread."""
+        from inspector.app.board_revise import RevisePlan, revise_board
+
+        rules = self.rules_path
+        photos = self.golden()
+        plan = RevisePlan(taught, rules, rules.with_name(rules.stem + ".taught.yaml"), photos[0] if photos else None,
+                          zoo=zoo)
+        self._say("revising…")
+        self._run(lambda: revise_board(plan, lambda _m: None), lambda revised: self._revised(revised, zoo))
+
+    def _revised(self, revised: Any, zoo: Path) -> None:
+        self.ready = (revised.out, zoo)
+        self.tune_panel.set_board(revised.out, zoo)
+        self._columns(CHANGES)
+        rows = [(c.ref, c.kind, c.was, c.now) for c in revised.revision.changes]
+        self.table.setRowCount(len(rows))
+        for r, cells in enumerate(rows):
+            for col, v in enumerate(cells):
+                self.table.setItem(r, col, QTableWidgetItem(str(v)))
+        self._say(f"revised: {len(rows)} change(s), {len(revised.revision.kept)} part(s) kept as taught; "
+                  + revised.summary().replace("\n", "; "))
+
     def activate(self) -> None:
         try:
-            self._say(self.backend.activate_board(self.taught.plan.out, self.taught.zoo,
-                                                  "taught on the New board tab"))
+            self._say(self.backend.activate_board(*self.ready, "taught on the New board tab"))
         except (RuntimeError, ValueError, PermissionError) as exc:
             self._say(str(exc), error=True)
 
