@@ -17,13 +17,14 @@ from typing import Any
 import cv2
 import numpy as np
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QMouseEvent
+from PySide6.QtGui import QMouseEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -31,6 +32,8 @@ from PySide6.QtWidgets import (
     QListWidget,
     QProgressBar,
     QPushButton,
+    QScrollArea,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -56,7 +59,8 @@ class Progress(QObject):
 
 
 class ClickPicture(QLabel):
-    """A picture that reports where it was clicked, in the pixels of the image it shows."""
+    """A picture that reports where it was clicked, in the pixels of the image it shows. It fits the room the tab
+    leaves it, at most PICTURE_PX a side."""
 
     clicked = Signal(float, float)
 
@@ -64,11 +68,25 @@ class ClickPicture(QLabel):
         super().__init__("")
         self.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.setMinimumSize(PICTURE_PX // 2, PICTURE_PX // 2)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)  # the pixmap never grows the tab
         self.scale = 1.0
+        self.image: np.ndarray | None = None
 
     def show_image(self, image: np.ndarray) -> None:
-        self.scale = PICTURE_PX / max(image.shape[:2])
-        shown = cv2.resize(image, None, fx=self.scale, fy=self.scale, interpolation=cv2.INTER_AREA)
+        self.image = image
+        self._fit()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if self.image is not None:
+            self._fit()
+
+    def _fit(self) -> None:
+        assert self.image is not None
+        h, w = self.image.shape[:2]
+        room = min(self.width() / w, self.height() / h) if self.width() > 1 and self.height() > 1 else 1.0
+        self.scale = min(PICTURE_PX / max(h, w), room)
+        shown = cv2.resize(self.image, None, fx=self.scale, fy=self.scale, interpolation=cv2.INTER_AREA)
         self.setPixmap(bgr_pixmap(shown))
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt's name
@@ -220,11 +238,19 @@ class NewBoardTab(OneJobAtATime, QWidget):
         teach.addWidget(self.revise_btn)
         teach.addWidget(self.bar, 1)
         teach.addWidget(self.activate_btn)
-        layout = QVBoxLayout(self)
+        page = QWidget()  # scrolled: a board with many import notes needs more than a panel PC's 768 px
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(page)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
+        layout = QVBoxLayout(page)
         layout.addLayout(form)
         layout.addWidget(self.summary)
         layout.addLayout(photos)
-        layout.addLayout(pictures, 1)
+        layout.addLayout(pictures, 2)
         layout.addWidget(self.registration)
         layout.addLayout(teach)
         layout.addWidget(self.status)
