@@ -35,7 +35,7 @@ from ..board.revision import PACKAGE, PART_NUMBER, REMOVED, Revision, compare, f
 from ..ingest.crops import crop_part
 from ..ingest.golden import golden_image
 from ..ingest.registration import warp_inverse
-from ..routing.rules import ComponentRule, Placement, RuleSet, body_box, load_rules
+from ..routing.rules import ComponentRule, Placement, RuleSet, body_box, load_rules, parse_rules
 from ..runtime.diskio import write_atomically
 from .board_approve import board_from_photo, relative_path, with_alternates
 from .board_photos import points_path, registration_inputs
@@ -86,7 +86,7 @@ class Revised:
             lines.append(f"note: {ref} is left off but the golden windows of {', '.join(near)} still show it: a photo "
                          "of a board of this revision (--photo) takes its place bare, else expect them flagged")
         if self.dropped:
-            lines.append(f"approved makes dropped (another part now): {', '.join(self.dropped)}")
+            lines.append(f"approved makes dropped (another part there now, or none): {', '.join(self.dropped)}")
         lines.append(f"wrote {self.out} (golden board {self.golden.name}; {self.seconds:.1f} s): serve it with the zoo "
                      + (f"{self.zoo}" if self.zoo is not None else "the taught set serves"))
         return "\n".join(lines)
@@ -107,24 +107,22 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
         raise ValueError(f"{', '.join(need)}: the golden board does not show what the revision fits there; give a "
                          "photo of a board built to this revision (--photo), or, for a part number that looks as "
                          "the old one (another value of an unmarked chip), name it with --looks-alike")
-    golden = golden_image(taught)
-    golden_path = Path(taught.golden)
-    bare: list[str] = []
+    golden, golden_path, bare = None, Path(taught.golden), []
     if plan.photo is not None and (need or removed):
         image, marks = board_from_photo(plan.taught, taught, plan.photo, plan.board, plan.correction)
         board = image if marks is None else warp_inverse(image, marks.homography, taught.board_size)
-        golden = _patched(golden, board, taught, revision, need, removed)
-        bare = removed
-        golden_path = plan.out.with_name(plan.out.stem + ".golden.png")
-        golden_path.parent.mkdir(parents=True, exist_ok=True)
-        if not cv2.imwrite(str(golden_path), golden):
-            raise ValueError(f"{golden_path}: cannot be written")
+        golden = _patched(golden_image(taught), board, taught, revision, need, removed)
+        golden_path, bare = plan.out.with_name(plan.out.stem + ".golden.png"), removed
     still = {} if bare else neighbours(taught, revision, removed)
     dropped = sorted({c.ref for c in changes.changes if c.kind in (PACKAGE, PART_NUMBER, REMOVED)
                       and c.ref in taught.alternates})
-    text = _revised_text(plan, taught, revision, golden_path, dropped, len(need))
+    text = _revised_text(plan, taught, revision, golden_path, dropped, len(need), _registration(plan, taught))
+    parse_rules(text, str(plan.out))  # the schema's checks, before anything is written
+    if golden is not None:
+        golden_path.parent.mkdir(parents=True, exist_ok=True)
+        if not cv2.imwrite(str(golden_path), golden):
+            raise ValueError(f"{golden_path}: cannot be written")
     write_atomically(plan.out, text.encode("utf-8"))
-    load_rules(plan.out)  # what was written loads
     options = (said(taught.text, HEAD[1]), said(revision.text, HEAD[1]))
     return Revised(changes, plan.out, golden_path, need if plan.photo is not None else [], bare, still, dropped,
                    options if options[0] != options[1] else None, plan.zoo, time.perf_counter() - t0)
@@ -234,18 +232,24 @@ def _paste(golden: np.ndarray, board: np.ndarray, box: tuple[int, int, int, int]
     golden[y0:y1, x0:x1] = board[y0:y1, x0:x1]
 
 
-def _revised_text(plan: RevisePlan, taught: RuleSet, revision: RuleSet, golden: Path, dropped: list[str],
-                  windows: int) -> str:
-    """The revision's import made a taught set with the taught set's classifier, presence check, registration and
-    marks, the golden board `golden` and the approved makes of parts not in `dropped`."""
-    old = yaml.safe_load(taught.text)
-    photo = dict(old.get("photo_registration") or {})
+def _registration(plan: RevisePlan, taught: RuleSet) -> dict[str, str]:
+    """The taught set's `photo_registration:` for the revised one: the revision's board geometry (its pads) and the
+    taught set's picked points, copied beside `plan.out`."""
+    photo = dict(yaml.safe_load(taught.text).get("photo_registration") or {})
     for key, source, target in (("geometry", geometry_path(plan.revision), geometry_path(plan.out)),
                                 ("points", _points(taught), points_path(plan.out))):
         if source is not None and source.is_file():
             if source.resolve() != target.resolve():
                 shutil.copyfile(source, target)
             photo[key] = target.name
+    return photo
+
+
+def _revised_text(plan: RevisePlan, taught: RuleSet, revision: RuleSet, golden: Path, dropped: list[str],
+                  windows: int, photo: dict[str, str]) -> str:
+    """The revision's import made a taught set with the taught set's classifier, presence check, registration
+    (`photo`) and marks, the golden board `golden` and the approved makes of parts not in `dropped`."""
+    old = yaml.safe_load(taught.text)
     marks = None
     if revision.fiducials is not None:
         marks = {str(n): tuple(m["at"]) for n, m in ((old.get("fiducials") or {}).get("marks") or {}).items()}
