@@ -250,6 +250,33 @@ def test_without_drill_files_pads_on_both_sides_are_taken_as_through_hole_and_sa
         read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")
 
 
+@pytest.mark.parametrize(("via", "attributes", "c1_through_hole"), [
+    ("0.550", True, False),  # a via wider than a lead's hole, and the drill file says it is a via's
+    ("0.550", False, True),  # the same file without its X2 attributes: by its width alone, a lead's hole
+    ("0.600", True, True),  # as wide as J2's legs' tool: which hole is which is unknown, so by its width
+])
+def test_a_wide_via_in_a_pad_is_a_via_where_the_drill_files_attributes_say_so(
+        tmp_path: Path, via: str, attributes: bool, c1_through_hole: bool) -> None:
+    """KiCad's own X2 drill file with C1's via-in-pad widened (0.3 mm to `via`): the tool's `ViaDrill` attribute
+    keeps C1 surface mount however wide its via; without the attributes, or where the via's width is another tool's
+    too, the 0.5 mm rule stands. The other parts read as before."""
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(f"{HOLES}-gerbers.zip") as z:
+        z.extractall(tmp_path / "set")
+    drill = tmp_path / "set" / "holes-kicad9-PTH.drl"
+    text = drill.read_text(encoding="utf-8")
+    assert "; #@! TA.AperFunction,Plated,PTH,ViaDrill\nT2C0.300\n" in text
+    text = text.replace("T2C0.300", f"T2C{via}")
+    if not attributes:
+        text = re.sub(r"^; #@! TA\..*\n", "", text, flags=re.MULTILINE)
+    drill.write_text(text, encoding="utf-8")
+    design = read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")
+    mounted = {p.ref: p.through_hole for p in design.parts}
+    assert mounted == {"J1": True, "J2": True, "U1": False, "C1": c1_through_hole, "R1": False, "R2": False}
+
+
 def test_a_hybrid_is_placed_in_paste_and_a_mark_is_never_left_out() -> None:
     """By pads alone (Eagle's, the Gerbers'): plated holes make a part through-hole, and as many surface pads beside
     them or more (a USB-C socket's pins beside its legs) make it pin-in-paste; a lone surface pad among holes does

@@ -11,7 +11,8 @@ A pad is a copper flash (or a small copper region: a custom or macro-less pad) w
 copper under the mask (a tented via, a zone) is not. Where the file is X2 with component attributes (`%TO.P,R1,2*%`),
 each pad names its part; where not, gerber_parts.py gives pads to parts by place. A pad is a through-hole pad
 where the set's drill files put a plated hole a lead fits through in it (LEAD_HOLE_MM: a via, a thermal via in a
-QFN's pad, is narrower), or, in a set without drill files, where the other side opens a pad at the same place. A
+QFN's pad, is narrower; a wider hole the drill file's X2 attributes call a via's, `ViaDrill`, is a via too), or, in
+a set without drill files, where the other side opens a pad at the same place. A
 pad's `mask_margin` is how far its own opening reaches beyond it (a fiducial's bare ring).
 """
 from __future__ import annotations
@@ -189,42 +190,59 @@ def _holes(stack, notes: list[str]) -> list[Rect] | None:
                      "where the board has plated holes, give their drill file (PTH) too")
     holes: list[Rect] = []
     for lazy in layers:
+        path = getattr(lazy, "original_path", None)
+        text = Path(path).read_text(encoding="utf-8", errors="replace") if path is not None else None
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                drill = _drill(lazy)
+                drill = _drill(lazy, text)
         except Exception as exc:
-            name = getattr(lazy, "original_path", None) or "a drill file"
-            raise CadError(f"{name}: not an Excellon drill file gerbonara can read ({exc}); export it again, or "
-                           "leave it out of the set") from None
+            raise CadError(f"{path or 'a drill file'}: not an Excellon drill file gerbonara can read ({exc}); export "
+                           "it again, or leave it out of the set") from None
         if not drill.objects:
-            notes.append(f"{getattr(lazy, 'original_path', None) or 'a drill file'}: no holes read from it (is it "
-                         "an Excellon drill file?): no pad is taken as through-hole by it")
+            notes.append(f"{path or 'a drill file'}: no holes read from it (is it an Excellon drill file?): no pad is "
+                         "taken as through-hole by it")
+        vias = via_widths(text) if text is not None else set()
         for obj in drill.objects:
             if getattr(getattr(obj, "aperture", None), "plated", None) is False:
                 continue
             (x0, y0), (x1, y1) = obj.bounding_box(MM)
             width = obj.aperture.equivalent_width(MM) if hasattr(obj, "aperture") else min(x1 - x0, y1 - y0)
-            if width >= LEAD_HOLE_MM:  # a slot by its width, whatever way it runs
+            if width >= LEAD_HOLE_MM and round(width, 3) not in vias:  # a slot by its width, whatever way it runs
                 holes.append((x0, y0, x1, y1))
     return holes
+
+
+_TOOL_FUNCTION = re.compile(r"^;\s*#@!\s*TA\.AperFunction,([^\r\n]*)\r?\n\s*T(\d+)C([\d.]+)", re.MULTILINE)
+_INCH = re.compile(r"^\s*INCH\b", re.MULTILINE)
+
+
+def via_widths(text: str) -> set[float]:
+    """The hole widths (mm, to the micron) an Excellon file's X2 attributes give to vias alone (`TA.AperFunction`
+    `...,ViaDrill` before a tool's definition, as KiCad writes them): a via is no lead's hole however wide. A width
+    that a via's tool and another tool share is left out: which hole is which is then unknown."""
+    scale = 25.4 if _INCH.search(text) else 1.0
+    functions: dict[float, set[bool]] = {}
+    for function, _tool, diameter in _TOOL_FUNCTION.findall(text):
+        width = round(float(diameter) * scale, 3)
+        functions.setdefault(width, set()).add(function.strip().endswith("ViaDrill"))
+    return {w for w, via in functions.items() if via == {True}}
 
 
 _SLOT = re.compile(r"^([XY][-+.\dXY]*)G85([XY][-+.\dXY]*)\s*$", re.MULTILINE)
 
 
-def _drill(lazy):  # noqa: ANN001, ANN202 - a gerbonara LazyCamFile (or file) -> its ExcellonFile
+def _drill(lazy, text: str | None):  # noqa: ANN001, ANN202 - a gerbonara LazyCamFile (or file), its text -> Excellon
     """The parsed drill file. Its G85 slots (`X1Y1G85X2Y2`, KiCad's and Altium's default for an oval hole), which
     gerbonara does not read, are given to it as the routed slots it reads (`G00X1Y1 M15 G01X2Y2 M16 G05`), the same
     hole."""
     from gerbonara import ExcellonFile
-    path = getattr(lazy, "original_path", None)
-    if path is None:
+    if text is None:
         return lazy
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
     if "G85" not in text:
         return lazy.instance
-    return ExcellonFile.from_string(_SLOT.sub(r"G00\1\nM15\nG01\2\nM16\nG05", text), filename=str(path))
+    return ExcellonFile.from_string(_SLOT.sub(r"G00\1\nM15\nG01\2\nM16\nG05", text),
+                                    filename=str(lazy.original_path))
 
 
 def _through_holes(pads: list[GerberPad], holes: list[Rect] | None) -> list[GerberPad]:
