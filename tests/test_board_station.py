@@ -217,14 +217,17 @@ def test_drill_files_say_which_pads_a_lead_goes_through(gerbers: str) -> None:
     """With KiCad's Excellon files (X2 or plain; the USB-C socket's oval legs written as G85 slots), J1's 1 mm holes
     make it through-hole, and neither U1's 0.2 mm thermal vias, C1's 0.3 mm via nor the other side's pad under R1
     and R2 do; J2's legs beside its surface pins make it a hybrid placed in paste. Before the through-hole parts,
-    J1 alone is left out, as from the board file (whose footprint calls J2 surface mount)."""
+    J1 alone is left out, as from the board file, whose pads say the same (its footprint's attribute calls J2
+    surface mount: said, and taken as the pads say)."""
     design = read_design(Path(f"{HOLES}-pos.csv"), None, gerber=Path(f"{HOLES}-{gerbers}.zip"))
     mounted = {p.ref: (p.through_hole, p.pin_in_paste) for p in design.parts}
     assert mounted == {"J1": (True, False), "J2": (True, True), "U1": (False, False), "C1": (False, False),
                        "R1": (False, False), "R2": (False, False)}
     assert not any("drill file" in n for n in design.notes)
     board = read_design(Path(f"{HOLES}.kicad_pcb"), None)
-    assert [p.ref for p in board.parts if p.through_hole] == ["J1"]
+    assert {p.ref: (p.through_hole, p.pin_in_paste) for p in board.parts} == mounted
+    assert "1 footprints' attribute (smd / through_hole) says other than their pads, taken as their pads say: J2 " \
+        "(through-hole pads beside surface pins)" in board.notes
     assert _later(at_station(design, BEFORE, LIB)) == ["J1"] == _later(at_station(board, BEFORE, LIB))
 
 
@@ -248,6 +251,39 @@ def test_without_drill_files_pads_on_both_sides_are_taken_as_through_hole_and_sa
     (tmp_path / "set" / "holes-kicad9-PTH.drl").write_text("M48\nMETRIC\nT1C1.0\n%\nT1\nXabcY1\nM30\n")
     with pytest.raises(CadError, match=r"holes-kicad9-PTH.drl: not an Excellon drill file gerbonara can read"):
         read_design(Path(f"{HOLES}-pos.csv"), None, gerber=tmp_path / "set")
+
+
+def test_a_kicad_footprints_pads_say_its_mounting_over_its_attribute(tmp_path: Path) -> None:
+    """A footprint left `through_hole` over a surface pad (StickHub's J9 in KiCad's demos) is surface mount, and one
+    marked `smd` with plated legs beside its pins (a USB-C socket) is placed in paste, each said; a plated pad under
+    0.5 mm is a thermal via, and a pad without its drill given counts as a lead's."""
+    board = tmp_path / "m.kicad_pcb"
+    board.write_text("""(kicad_pcb (version 20241229) (generator "pcbnew")
+  (footprint "x:Tab" (layer "F.Cu") (at 10 10) (attr through_hole)
+    (property "Reference" "J9" (at 0 0) (layer "F.SilkS"))
+    (pad "1" smd rect (at 0 0) (size 3 2) (layers "F.Cu" "F.Mask")))
+  (footprint "x:Socket" (layer "F.Cu") (at 20 10) (attr smd)
+    (property "Reference" "J2" (at 0 0) (layer "F.SilkS"))
+    (pad "1" smd rect (at -1 0) (size 0.3 1) (layers "F.Cu" "F.Mask"))
+    (pad "2" smd rect (at 1 0) (size 0.3 1) (layers "F.Cu" "F.Mask"))
+    (pad "S1" thru_hole oval (at -3 1) (size 1 2) (drill oval 0.6 1.4) (layers "*.Cu" "*.Mask"))
+    (pad "S2" thru_hole oval (at 3 1) (size 1 2) (drill oval 0.6 1.4) (layers "*.Cu" "*.Mask")))
+  (footprint "x:QFN" (layer "F.Cu") (at 30 10) (attr smd)
+    (property "Reference" "U1" (at 0 0) (layer "F.SilkS"))
+    (pad "1" smd rect (at -2 0) (size 0.8 0.3) (layers "F.Cu" "F.Mask"))
+    (pad "2" smd rect (at 2 0) (size 0.8 0.3) (layers "F.Cu" "F.Mask"))
+    (pad "3" smd rect (at 0 0) (size 2 2) (layers "F.Cu" "F.Mask"))
+    (pad "3" thru_hole circle (at 0 0) (size 0.5 0.5) (drill 0.2) (layers "*.Cu")))
+  (footprint "x:Pin" (layer "F.Cu") (at 40 10)
+    (property "Reference" "TP1" (at 0 0) (layer "F.SilkS"))
+    (pad "1" thru_hole circle (at 0 0) (size 1.7 1.7) (layers "*.Cu" "*.Mask")))
+)
+""", encoding="utf-8")
+    design = read_design(board, None)
+    assert {p.ref: (p.through_hole, p.pin_in_paste) for p in design.parts} == {
+        "J9": (False, False), "J2": (True, True), "U1": (False, False), "TP1": (True, False)}
+    assert "2 footprints' attribute (smd / through_hole) says other than their pads, taken as their pads say: J9 (no " \
+        "plated hole), J2 (through-hole pads beside surface pins)" in design.notes
 
 
 @pytest.mark.parametrize(("via", "attributes", "c1_through_hole"), [

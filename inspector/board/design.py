@@ -100,6 +100,7 @@ class Pad:
     h: float
     smd: bool = True
     mask_margin: float | None = None  # mm the solder mask opens beyond the pad, where the CAD says (a fiducial's ring)
+    hole: float | None = None  # a plated pad's drill, mm, where the CAD gives it (a slot: its width)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,8 @@ def _package(pkg: ET.Element, frame: StopFrame) -> tuple[tuple[Pad, ...], Rect |
     for pad in pkg.findall("pad"):
         d = _f(pad, "diameter") or 2.0 * _f(pad, "drill")
         x, y = _f(pad, "x"), _f(pad, "y")
-        pads.append(Pad(x, y, d, d, smd=False, mask_margin=_mask_margin(pad, x, y, d, d, drawn, frame)))
+        pads.append(Pad(x, y, d, d, smd=False, mask_margin=_mask_margin(pad, x, y, d, d, drawn, frame),
+                        hole=_f(pad, "drill") or None))
     body = None
     for layers in BODY_LAYERS:
         body = bounding(_drawn(pkg, layers))

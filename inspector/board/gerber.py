@@ -23,11 +23,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .design import CadError, Rect
+from .mounting import LEAD_HOLE_MM
 
 SIDES = ("top", "bottom")
 MAX_PAD_MM = 15.0  # a copper region larger than this on a side is a zone or a plane, not a pad
 SAME_PLACE_MM = 0.05  # without drill files: a pad on the other side this near is the same through-hole pad
-LEAD_HOLE_MM = 0.5  # a plated hole this wide takes a part's lead; a narrower one is a via (a thermal via, via-in-pad)
 OPENING_SLACK_MM = 0.5  # a flashed pad may reach this far past its mask opening (a mask-defined pad) and be a pad
 # ... a copper region (a custom pad) only this far: a zone's scrap beside a pad reaches under the mask
 REGION_SLACK_MM = 0.05

@@ -20,6 +20,7 @@ from typing import Any
 import sexpdata
 
 from .design import BoardDesign, CadError, Pad, PlacedPart, arc_points, bounding, is_body
+from .mounting import by_pads
 
 EDGE = "Edge.Cuts"
 
@@ -149,7 +150,15 @@ def _pad(node: list, fp_angle: float, fp_margin: float | None = None) -> Pad | N
     turn = ((at[2] if len(at) > 2 else 0.0) - fp_angle) % 180
     w, h = size if min(turn, 180 - turn) < 45 else size[::-1]
     margin = _floats(_child(node, "solder_mask_margin"), 1)  # the pad's own, else its footprint's
-    return Pad(at[0], at[1], w, h, smd=kind in ("smd", "connect"), mask_margin=margin[0] if margin else fp_margin)
+    return Pad(at[0], at[1], w, h, smd=kind in ("smd", "connect"), mask_margin=margin[0] if margin else fp_margin,
+               hole=_drill(node) if kind == "thru_hole" else None)
+
+
+def _drill(pad: list) -> float | None:
+    """A plated pad's drill, mm: `(drill 0.8)`, or an oval's narrower side `(drill oval 0.6 1.2)`."""
+    node = _child(pad, "drill")
+    widths = [float(v) for v in (node or [])[1:] if isinstance(v, (int, float))][:2]
+    return min(widths) if widths else None
 
 
 def _part(fp: list, board_margin: float | None = None) -> PlacedPart:
@@ -179,8 +188,22 @@ def _part(fp: list, board_margin: float | None = None) -> PlacedPart:
     elif "exclude_from_pos_files" in flags and not any(p.smd for p in pads) and "through_hole" not in flags:
         excluded = "kept out of the placement files and nothing to solder"
     fiducial = "fiducial" in name.lower() or ref.upper().startswith("FID")
+    through_hole, in_paste = by_pads(pads) if pads else ("through_hole" in flags, False)
     return PlacedPart(ref, _text(fp, "value"), package, at[0] if at else 0.0, at[1] if len(at) > 1 else 0.0, angle,
-                      side, pads, body, through_hole="through_hole" in flags, fiducial=fiducial, excluded=excluded)
+                      side, pads, body, through_hole=through_hole, pin_in_paste=in_paste, fiducial=fiducial,
+                      excluded=excluded)
+
+
+def _said_otherwise(fp: list, part: PlacedPart) -> str | None:
+    """Where the footprint's fabrication attribute (`smd`, `through_hole`) says other than its pads, what the pads
+    say (they are what the board is made with: a USB-C socket's legs beside its pins, a pad drawn smd in a
+    footprint left `through_hole`)."""
+    attr = _child(fp, "attr")
+    flags = {_sym(a) for a in attr[1:]} if attr is not None else set()
+    said = "through_hole" if "through_hole" in flags else "smd" if "smd" in flags else None
+    if said is None or not part.pads or part.excluded or said == ("through_hole" if part.through_hole else "smd"):
+        return None
+    return f"{part.ref} ({'through-hole pads beside surface pins' if part.through_hole else 'no plated hole'})"
 
 
 def read_kicad(path: Path) -> BoardDesign:
@@ -194,7 +217,9 @@ def read_kicad(path: Path) -> BoardDesign:
     setup = _child(tree, "setup")
     clearance = _floats(_child(setup, "pad_to_mask_clearance"), 1) if setup is not None else []
     board_margin = clearance[0] if clearance and clearance[0] > 0 else None  # the board's mask margin for every pad
-    parts = [_part(n, board_margin) for n in tree[1:] if _head(n) in ("footprint", "module")]
+    footprints = [n for n in tree[1:] if _head(n) in ("footprint", "module")]
+    parts = [_part(n, board_margin) for n in footprints]
+    otherwise = [w for w in (_said_otherwise(n, p) for n, p in zip(footprints, parts)) if w]
     edges = [pt for n in tree[1:] if _head(n) in ("gr_line", "gr_rect", "gr_arc", "gr_circle", "gr_poly")
              and _layer(n) == EDGE for pt in _points(n)]
     design = BoardDesign(str(path), f"KiCad board (file version {int(version[0]) if version else '?'})", parts,
@@ -204,4 +229,7 @@ def read_kicad(path: Path) -> BoardDesign:
                             "opening bracket, as a KiCad 9 release wrote them: read as KiCad reads them")
     if design.outline is None:
         design.notes.append("no Edge.Cuts outline: the board's extent is taken from its parts")
+    if otherwise:
+        design.notes.append(f"{len(otherwise)} footprints' attribute (smd / through_hole) says other than their pads, "
+                            f"taken as their pads say: {', '.join(otherwise)}")
     return design

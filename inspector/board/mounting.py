@@ -25,6 +25,7 @@ WORDS: dict[str, str] = {
     **dict.fromkeys(("thr", "pin in paste", "pip", "paste in hole", "through hole reflow", "intrusive reflow",
                      "thr pin in paste"), PIN_IN_PASTE),
 }
+LEAD_HOLE_MM = 0.5  # a plated hole this wide takes a part's lead; a narrower one is a via (a thermal via, via-in-pad)
 COLUMN_NAMES = ("mount", "mount type", "mounting", "mounting type", "mounting style", "technology",
                 "assembly type", "smd/tht", "smt/tht", "smd/th", "tht/smd", "type of mounting")
 
@@ -78,9 +79,16 @@ def mount_word(part: PlacedPart) -> str | None:
 
 
 def by_pads(pads: tuple[Pad, ...] | list[Pad]) -> tuple[bool, bool]:
-    """(through-hole, pin-in-paste) as a part's pads say, where they are all a reader has (Eagle's, the Gerbers'):
-    a plated hole makes it through-hole; holes beside as many surface pads or more (a USB-C or card socket's legs
-    beside its pins) make it pin-in-paste, since its surface pins are reflowed, so it is placed before reflow. A
-    lone surface pad among many holes (a tab, or a pad the Gerbers gave it by place) leaves it through-hole."""
-    holes = sum(not p.smd for p in pads)
+    """(through-hole, pin-in-paste) as a part's pads say (a board file's footprints, Eagle's packages, the
+    Gerbers'): a plated hole a lead fits (LEAD_HOLE_MM or wider, where the CAD gives its drill; a QFN's thermal vias
+    are pads of narrower holes) makes it through-hole; holes beside as many other pads or more (a USB-C or card
+    socket's legs beside its pins) make it pin-in-paste, since its surface pins are reflowed, so it is placed before
+    reflow. A lone surface pad among many holes (a tab, or a pad the Gerbers gave it by place) leaves it
+    through-hole."""
+    holes = sum(is_lead_hole(p) for p in pads)
     return holes > 0, 0 < holes <= len(pads) - holes
+
+
+def is_lead_hole(pad: Pad) -> bool:
+    """Whether a pad is a plated hole a part's lead goes through (not a surface pad, nor a via drawn as a pad)."""
+    return not pad.smd and (pad.hole is None or pad.hole >= LEAD_HOLE_MM)
