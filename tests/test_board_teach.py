@@ -734,13 +734,13 @@ def test_a_revision_of_the_board_is_carried_without_teaching_windows_only_where_
                                                                      taught.components}
     assert revised.text.startswith("# revised by `inspector board revise`") and "# taught on: design b.kicad_pcb" \
         in revised.text and "# made from: design r.kicad_pcb" in revised.text
-    # the golden board changed inside the changed places' windows alone
+    # the golden board changed inside the changed places' windows alone (C2's old place and new)
     from inspector.ingest.golden import golden_image
     from inspector.routing.rules import body_box
 
     old, new = golden_image(taught), golden_image(revised)
     changed = np.zeros(old.shape[:2], bool)
-    for rules, ref in ((revised, "C2"), (revised, "C6"), (revised, "R6"), (taught, "R5")):
+    for rules, ref in ((revised, "C2"), (taught, "C2"), (revised, "C6"), (revised, "R6"), (taught, "R5")):
         x0, y0, x1, y1 = next(body_box(c, p, rules.crop_margin) for c, p in rules.placements() if p.ref == ref)
         changed[max(0, y0):y1, max(0, x0):x1] = True
     differs = (old != new).any(axis=2)
@@ -959,3 +959,43 @@ def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refi
     text = taught_rules_text(rules, tmp_path / "f.taught.golden.png", {"depth": 10, "input_size": 48}, out,
                              {"geometry": geometry_path(out).name}, marks=none)
     assert "\nfiducials:" not in text and parse_rules(text, str(out)).fiducials is None
+    # a revision of the marked board (C2 moved 1 mm down) carried from the taught set: the photo of a revised board
+    # found on its outline and refined on the marks where the golden board has them, C2's window pasted there, and
+    # the marks kept at the golden board's places
+    from inspector.app.board_revise import RevisePlan, revise_board
+    from inspector.ingest.golden import golden_image
+    from inspector.routing.rules import body_box
+
+    out.write_text(taught_rules_text(rules, tmp_path / "f.taught.golden.png", {"depth": 10, "input_size": 48}, out,
+                                     {"geometry": geometry_path(out).name}, marks=marks), encoding="utf-8")
+    (tmp_path / "rev").mkdir()
+    text = (tmp_path / "f.kicad_pcb").read_text(encoding="utf-8").replace("(at 12 13 90)", "(at 12 14 90)", 1)
+    (tmp_path / "rev" / "f.kicad_pcb").write_text(text, encoding="utf-8")
+    r = cli("board", "import", str(tmp_path / "rev" / "f.kicad_pcb"), "--out", str(tmp_path / "rev" / "f.yaml"),
+            "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    moved = render_board(load_rules(tmp_path / "rev" / "f.yaml"), "r", np.random.default_rng(6), rates={}).image
+    cv2.imwrite(str(tmp_path / "rev.png"), photo_of(moved, -5.0, 1.4, 0.0, (160, 120))[0])
+    done = revise_board(RevisePlan(out, tmp_path / "rev" / "f.yaml", tmp_path / "rev" / "f.taught.yaml",
+                                   tmp_path / "rev.png"))
+    assert [(c.ref, c.kind) for c in done.revision.changes] == [("C2", "moved")] and done.windows == ["C2"]
+    revised = load_rules(tmp_path / "rev" / "f.taught.yaml")
+    assert {m.name: (m.x, m.y) for m in revised.fiducials.marks} == marks.at
+    new = golden_image(revised)
+    changed = np.zeros(golden.shape[:2], bool)
+    for rs in (revised, taught):
+        x0, y0, x1, y1 = next(body_box(c, p, rs.crop_margin) for c, p in rs.placements() if p.ref == "C2")
+        changed[y0:y1, x0:x1] = True
+    differs = (golden != new).any(axis=2)
+    assert differs[changed].mean() > 0.5 and not differs[~changed].any()
+    # the pasted window lies where the golden board has the part: C2's new window on the revised golden board is
+    # nearer the revised board's own C2 (drawn 3 px right and 2 up, as the golden board was) than a window 3 px off
+    c2 = next((c, p) for c, p in revised.placements() if p.ref == "C2")
+    drawn = cv2.warpAffine(moved, np.float32([[1, 0, 3], [0, 1, -2]]), rules.board_size,
+                           borderMode=cv2.BORDER_REPLICATE)
+    from inspector.ingest.crops import crop_part
+
+    here = crop_part(drawn, *c2, revised.crop_margin).astype(float)
+    off = crop_part(np.roll(drawn, 3, axis=1), *c2, revised.crop_margin).astype(float)
+    window = crop_part(new, *c2, revised.crop_margin).astype(float)
+    assert np.abs(window - here).mean() < np.abs(window - off).mean()

@@ -193,8 +193,9 @@ def _looks_alike(text: str, changes: Revision) -> frozenset[str]:
 
 def _patched(golden: np.ndarray, board: np.ndarray, taught: RuleSet, revision: RuleSet, need: list[str],
              removed: list[str]) -> np.ndarray:
-    """The golden board with each needed part's window, and each left-off part's body, from the revision's board
-    (both in the recipe's pixels), each window first checked to show a body as its type's golden parts do."""
+    """The golden board with each needed part's window (and, for a part moved or of another package, its old one:
+    the part is no longer there) and each left-off part's window from the revision's board (both in the recipe's
+    pixels), each new window first checked to show a body as its type's golden parts do."""
     out = golden.copy()
     now = {p.ref: (c, p) for c, p in revision.placements()}
     was = {p.ref: (c, p) for c, p in taught.placements()}
@@ -202,9 +203,9 @@ def _patched(golden: np.ndarray, board: np.ndarray, taught: RuleSet, revision: R
         comp, place = now[ref]
         _refuse_bare(ref, crop_part(board, comp, place, revision.crop_margin), comp, place, golden, taught, was)
         _paste(out, board, body_box(comp, place, revision.crop_margin))
-    for ref in removed:
-        comp, place = was[ref]
-        _paste(out, board, body_box(comp, place, taught.crop_margin))
+    for ref in [*need, *removed]:
+        if ref in was:
+            _paste(out, board, body_box(*was[ref], taught.crop_margin))
     return out
 
 
