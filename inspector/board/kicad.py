@@ -167,8 +167,7 @@ def _part(fp: list, board_margin: float | None = None) -> PlacedPart:
     at = _floats(_child(fp, "at"), 3)
     angle = at[2] if len(at) > 2 else 0.0
     side = "bottom" if _layer(fp).startswith("B.") else "top"
-    attr = _child(fp, "attr")
-    flags = {_sym(a) for a in attr[1:]} if attr is not None else set()
+    flags = _flags(fp)
     margin = _floats(_child(fp, "solder_mask_margin"), 1)  # the footprint's own, else the board's
     pads = tuple(p for p in (_pad(n, angle, margin[0] if margin else board_margin) for n in _children(fp, "pad"))
                  if p is not None)
@@ -194,12 +193,17 @@ def _part(fp: list, board_margin: float | None = None) -> PlacedPart:
                       excluded=excluded)
 
 
+def _flags(fp: list) -> set[str]:
+    """A footprint's `attr` flags (`smd`, `through_hole`, `dnp`, `board_only`, `exclude_from_pos_files`, ...)."""
+    attr = _child(fp, "attr")
+    return {_sym(a) for a in attr[1:]} if attr is not None else set()
+
+
 def _said_otherwise(fp: list, part: PlacedPart) -> str | None:
     """Where the footprint's fabrication attribute (`smd`, `through_hole`) says other than its pads, what the pads
     say (they are what the board is made with: a USB-C socket's legs beside its pins, a pad drawn smd in a
     footprint left `through_hole`)."""
-    attr = _child(fp, "attr")
-    flags = {_sym(a) for a in attr[1:]} if attr is not None else set()
+    flags = _flags(fp)
     said = "through_hole" if "through_hole" in flags else "smd" if "smd" in flags else None
     if said is None or not part.pads or part.excluded or said == ("through_hole" if part.through_hole else "smd"):
         return None
