@@ -727,6 +727,7 @@ def test_a_revision_of_the_board_is_carried_without_teaching_windows_only_where_
     assert r.returncode == 0, r.stderr
     done = json.loads((tmp_path / "rev.json").read_text(encoding="utf-8"))
     assert done["windows"] == ["C2", "C6", "R6"] and done["bare"] == ["R5"] and not done["still_shown"]
+    assert done["unchecked"] == []  # every new window checked to show a body (every type's presence check tells)
     taught, revised = load_rules(root / "b.taught.yaml"), load_rules(tmp_path / "r.taught.yaml")
     assert {p.ref for _c, p in revised.placements()} == {p.ref for _c, p in revised_rules.placements()}
     assert revised.classifier_spec == taught.classifier_spec and not revised.detectors
@@ -979,6 +980,8 @@ def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refi
     done = revise_board(RevisePlan(out, tmp_path / "rev" / "f.yaml", tmp_path / "rev" / "f.taught.yaml",
                                    tmp_path / "rev.png"))
     assert [(c.ref, c.kind) for c in done.revision.changes] == [("C2", "moved")] and done.windows == ["C2"]
+    assert done.unchecked == ["C2"] and "the windows of C2 were not checked to show a body" in done.summary()  # no
+    # presence check was taught for this set
     revised = load_rules(tmp_path / "rev" / "f.taught.yaml")
     assert {m.name: (m.x, m.y) for m in revised.fiducials.marks} == marks.at
     new = golden_image(revised)

@@ -65,12 +65,13 @@ class Revised:
     dropped: list[str] = field(default_factory=list)  # parts whose approved makes were dropped
     options: tuple[str | None, str | None] | None = None  # the imports' options, where they differ
     zoo: Path | None = None  # the taught set's zoo, where given
+    unchecked: list[str] = field(default_factory=list)  # windows from the photo the presence check cannot tell for
     seconds: float = 0.0
 
     def to_json(self) -> dict:
         return {"changes": [asdict(c) for c in self.revision.changes], "kept": self.revision.kept,
                 "out": str(self.out), "golden": str(self.golden), "windows": self.windows, "bare": self.bare,
-                "still_shown": self.still_shown, "dropped_alternates": self.dropped,
+                "still_shown": self.still_shown, "dropped_alternates": self.dropped, "unchecked": self.unchecked,
                 "options": None if self.options is None else {"taught": self.options[0], "revision": self.options[1]},
                 "seconds": round(self.seconds, 3)}
 
@@ -80,6 +81,10 @@ class Revised:
             lines.append(f"note: imported with other options: taught {self.options[0]}; revision {self.options[1]}")
         if self.windows:
             lines.append(f"golden windows from the photo: {', '.join(self.windows)}")
+        if self.unchecked:
+            lines.append(f"note: the windows of {', '.join(self.unchecked)} were not checked to show a body (the "
+                         "presence check cannot tell for them on this board): look at them on the golden board "
+                         f"{self.golden.name} before serving it")
         if self.bare:
             lines.append(f"places left off, taken bare from the photo: {', '.join(self.bare)}")
         for ref, near in self.still_shown.items():
@@ -107,11 +112,11 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
         raise ValueError(f"{', '.join(need)}: the golden board does not show what the revision fits there; give a "
                          "photo of a board built to this revision (--photo), or, for a part number that looks as "
                          "the old one (another value of an unmarked chip), name it with --looks-alike")
-    golden, golden_path, bare = None, Path(taught.golden), []
+    golden, golden_path, bare, unchecked = None, Path(taught.golden), [], []
     if plan.photo is not None and (need or removed):
         image, marks = board_from_photo(plan.taught, taught, plan.photo, plan.board, plan.correction)
         board = image if marks is None else warp_inverse(image, marks.homography, taught.board_size)
-        golden = _patched(golden_image(taught), board, taught, revision, need, removed)
+        golden, unchecked = _patched(golden_image(taught), board, taught, revision, need, removed)
         golden_path, bare = plan.out.with_name(plan.out.stem + ".golden.png"), removed
     still = {} if bare else neighbours(taught, revision, removed)
     dropped = sorted({c.ref for c in changes.changes if c.kind in (PACKAGE, PART_NUMBER, REMOVED)
@@ -125,7 +130,7 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
     write_atomically(plan.out, text.encode("utf-8"))
     options = (said(taught.text, HEAD[1]), said(revision.text, HEAD[1]))
     return Revised(changes, plan.out, golden_path, need if plan.photo is not None else [], bare, still, dropped,
-                   options if options[0] != options[1] else None, plan.zoo, time.perf_counter() - t0)
+                   options if options[0] != options[1] else None, plan.zoo, unchecked, time.perf_counter() - t0)
 
 
 def _taught(path: Path) -> RuleSet:
@@ -192,39 +197,45 @@ def _looks_alike(text: str, changes: Revision) -> frozenset[str]:
 
 
 def _patched(golden: np.ndarray, board: np.ndarray, taught: RuleSet, revision: RuleSet, need: list[str],
-             removed: list[str]) -> np.ndarray:
-    """The golden board with each needed part's window (and, for a part moved or of another package, its old one:
+             removed: list[str]) -> tuple[np.ndarray, list[str]]:
+    """(The golden board with each needed part's window (and, for a part moved or of another package, its old one:
     the part is no longer there) and each left-off part's window from the revision's board (both in the recipe's
-    pixels), each new window first checked to show a body as its type's golden parts do."""
-    out = golden.copy()
+    pixels), the needed parts whose window could not be checked to show a body); each new window first checked to
+    show a body as its type's golden parts do."""
+    out, unchecked = golden.copy(), []
     now = {p.ref: (c, p) for c, p in revision.placements()}
     was = {p.ref: (c, p) for c, p in taught.placements()}
     for ref in need:
         comp, place = now[ref]
-        _refuse_bare(ref, crop_part(board, comp, place, revision.crop_margin), comp, place, golden, taught, was)
+        if not _shows_body(ref, crop_part(board, comp, place, revision.crop_margin), comp, golden, taught, was):
+            unchecked.append(ref)
         _paste(out, board, body_box(comp, place, revision.crop_margin))
     for ref in [*need, *removed]:
         if ref in was:
             _paste(out, board, body_box(*was[ref], taught.crop_margin))
-    return out
+    return out, unchecked
 
 
-def _refuse_bare(ref: str, window: np.ndarray, comp: ComponentRule, place: Placement, golden: np.ndarray,
-                 taught: RuleSet, was: dict[str, tuple[ComponentRule, Placement]]) -> None:
-    """ValueError where `window` keeps less of a golden body's contrast than the line lets a part keep: its type's
-    taught parts' golden windows (the median over them), else its own old one."""
+def _shows_body(ref: str, window: np.ndarray, comp: ComponentRule, golden: np.ndarray, taught: RuleSet,
+                was: dict[str, tuple[ComponentRule, Placement]]) -> bool:
+    """Whether `window` was checked to show a body (False: the presence check cannot tell for it); ValueError where
+    it keeps less of a golden body's contrast than the line lets a part keep: its type's taught parts' golden windows
+    (the median over them), else its own old one."""
     least = taught.component(comp.name).body_contrast
     if least is None:
-        return
+        return False
     peers = [crop_part(golden, c, p, taught.crop_margin) for c, p in taught.placements()
              if c.name == comp.name and p.ref != ref] or \
         ([crop_part(golden, *was[ref], taught.crop_margin)] if ref in was else [])
     shares = [s for s in (share(window, g, comp, taught.crop_margin) for g in peers if g.shape == window.shape)
               if s is not None]
-    if shares and float(np.median(shares)) < least:
+    if not shares:
+        return False
+    if float(np.median(shares)) < least:
         raise ValueError(f"{ref}: its window on the photo keeps {float(np.median(shares)):.2f} of its type's golden "
                          f"bodies' contrast against the board, under the {least:.2f} below which the line calls a "
                          "part missing: it shows no body. Give a photo of a board that carries the part")
+    return True
 
 
 def _paste(golden: np.ndarray, board: np.ndarray, box: tuple[int, int, int, int]) -> None:
