@@ -28,7 +28,7 @@ import numpy as np
 import yaml
 
 from ..board.bom import designators
-from ..board.geometry import geometry_path, read_geometry
+from ..board.geometry import BoardGeometry, geometry_path, read_geometry
 from ..board.presence import share
 from ..board.provenance import HEAD, TAUGHT_ON, carried, said
 from ..board.revision import PACKAGE, PART_NUMBER, REMOVED, Revision, compare, format_revision, neighbours
@@ -99,8 +99,8 @@ class Revised:
 
 def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None) -> Revised:
     t0 = time.perf_counter()
-    taught, revision = _taught(plan.taught), _revision(plan.revision)
-    px_per_mm = _scale(plan, taught)
+    taught, (revision, geometry) = _taught(plan.taught), _revision(plan.revision)
+    px_per_mm = _scale(plan, taught, geometry)
     changes = compare(taught, revision, px_per_mm)
     if plan.zoo is not None:
         _unserved(changes, revision, plan.zoo)
@@ -121,7 +121,8 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
     still = {} if bare else neighbours(taught, revision, removed)
     dropped = sorted({c.ref for c in changes.changes if c.kind in (PACKAGE, PART_NUMBER, REMOVED)
                       and c.ref in taught.alternates})
-    text = _revised_text(plan, taught, revision, golden_path, dropped, len(need), _registration(plan, taught))
+    old = yaml.safe_load(taught.text)  # the taught keys carried: classifier, registration, marks
+    text = _revised_text(plan, taught, old, revision, golden_path, dropped, len(need), _registration(plan, taught, old))
     parse_rules(text, str(plan.out))  # the schema's checks, before anything is written
     if golden is not None:
         golden_path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,21 +141,21 @@ def _taught(path: Path) -> RuleSet:
     return rules
 
 
-def _revision(path: Path) -> RuleSet:
+def _revision(path: Path) -> tuple[RuleSet, BoardGeometry]:
     rules = load_rules(path)
     if rules.golden is not None:
         raise ValueError(f"{path} is a taught rule set: give the revision as `board import` wrote it (its own CAD, "
                          "BOM and options)")
-    if read_geometry(path) is None:
+    geometry = read_geometry(path)
+    if geometry is None:
         raise ValueError(f"{path}: no board geometry beside it ({geometry_path(path).name}): import the revision "
                          "with `inspector board import`, which writes it")
-    return rules
+    return rules, geometry
 
 
-def _scale(plan: RevisePlan, taught: RuleSet) -> float:
-    """The revision's px/mm, refused where the taught board's is another (its golden board is in other pixels)."""
-    new = read_geometry(plan.revision)
-    assert new is not None  # _revision checked
+def _scale(plan: RevisePlan, taught: RuleSet, new: BoardGeometry) -> float:
+    """The revision's px/mm (`new`: its geometry), refused where the taught board's is another (its golden board is
+    in other pixels)."""
     old, _ = registration_inputs(plan.taught, taught)
     if old is not None and abs(old.px_per_mm - new.px_per_mm) > 1e-6:
         raise ValueError(f"{plan.revision} is imported at {new.px_per_mm:g} px/mm, the taught board at "
@@ -244,10 +245,10 @@ def _paste(golden: np.ndarray, board: np.ndarray, box: tuple[int, int, int, int]
     golden[y0:y1, x0:x1] = board[y0:y1, x0:x1]
 
 
-def _registration(plan: RevisePlan, taught: RuleSet) -> dict[str, str]:
-    """The taught set's `photo_registration:` for the revised one: the revision's board geometry (its pads) and the
-    taught set's picked points, copied beside `plan.out`."""
-    photo = dict(yaml.safe_load(taught.text).get("photo_registration") or {})
+def _registration(plan: RevisePlan, taught: RuleSet, old: dict) -> dict[str, str]:
+    """The taught set's `photo_registration:` (`old`: its document) for the revised one: the revision's board
+    geometry (its pads) and the taught set's picked points, copied beside `plan.out`."""
+    photo = dict(old.get("photo_registration") or {})
     for key, source, target in (("geometry", geometry_path(plan.revision), geometry_path(plan.out)),
                                 ("points", _points(taught), points_path(plan.out))):
         if source is not None and source.is_file():
@@ -257,11 +258,11 @@ def _registration(plan: RevisePlan, taught: RuleSet) -> dict[str, str]:
     return photo
 
 
-def _revised_text(plan: RevisePlan, taught: RuleSet, revision: RuleSet, golden: Path, dropped: list[str],
+def _revised_text(plan: RevisePlan, taught: RuleSet, old: dict, revision: RuleSet, golden: Path, dropped: list[str],
                   windows: int, photo: dict[str, str]) -> str:
-    """The revision's import made a taught set with the taught set's classifier, presence check, registration
-    (`photo`) and marks, the golden board `golden` and the approved makes of parts not in `dropped`."""
-    old = yaml.safe_load(taught.text)
+    """The revision's import made a taught set with the taught set's (`old`: its document) classifier, presence
+    check, registration (`photo`) and marks, the golden board `golden` and the approved makes of parts not in
+    `dropped`."""
     marks = None
     if revision.fiducials is not None:
         marks = {str(n): tuple(m["at"]) for n, m in ((old.get("fiducials") or {}).get("marks") or {}).items()}

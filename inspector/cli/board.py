@@ -105,6 +105,7 @@ def add_board(p: argparse.ArgumentParser) -> None:
     check.set_defaults(func=cmd_check)
     from .board_revise import add_revise
     from .board_tune import add_tune
+    from .common import photo_board_flags
 
     add_tune(sub)
     add_revise(sub)
@@ -116,10 +117,7 @@ def add_board(p: argparse.ArgumentParser) -> None:
     given = approve.add_mutually_exclusive_group(required=True)
     given.add_argument("--photo", help="a photo (or the line's frame) of a board that carries the approved parts")
     given.add_argument("--crop", help="a crop the line kept of the one part named (its window as the line cut it)")
-    approve.add_argument("--board", type=int, default=0, help="with --photo: which board of the photo (#N as "
-                                                              "`board check` numbers them; default 0)")
-    approve.add_argument("--correction", help="with --photo of the line's camera: its correction file (lens, "
-                                              "light), applied first as the line applies it")
+    photo_board_flags(approve)
     approve.add_argument("--make", help="the approved make's name, its part number (e.g. LIS2DH12TR): the window's "
                                         "file is named after it, and so is every part the line compares with it in "
                                         "the results (default: the photo's or crop's name)")

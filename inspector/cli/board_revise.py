@@ -7,6 +7,8 @@ from pathlib import Path
 
 
 def add_revise(sub: argparse._SubParsersAction) -> None:
+    from .common import photo_board_flags
+
     rev = sub.add_parser("revise", help="carry a taught board to a new revision of its CAD or BOM (an engineering "
                                         "change): the taught experts serve it, and only the places it changes get "
                                         "golden windows, from a photo of a board built to it")
@@ -19,9 +21,7 @@ def add_revise(sub: argparse._SubParsersAction) -> None:
     rev.add_argument("--photo", help="a photo (or the line's frame) of a board built to the revision: the windows of "
                                      "parts fitted now, moved, or of another part number or package come from it, "
                                      "and the places of parts left off")
-    rev.add_argument("--board", type=int, default=0, help="with --photo: which board of the photo (#N as `board "
-                                                          "check` numbers them; default 0)")
-    rev.add_argument("--correction", help="with --photo of the line's camera: its correction file (lens, light)")
+    photo_board_flags(rev)
     rev.add_argument("--looks-alike", default="", help="parts whose new part number looks as the old one (another "
                                                        "value of an unmarked chip: R3,R7 or R3-R7): their golden "
                                                        "windows are kept")

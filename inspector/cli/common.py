@@ -222,6 +222,15 @@ def comma_list(text: str | None) -> list[str]:
     return [item.strip() for item in (text or "").split(",") if item.strip()]
 
 
+def photo_board_flags(p: argparse.ArgumentParser) -> None:
+    """--board and --correction: which board of a photo, and the line camera's correction, where a command takes
+    a board from a photo as the line registers it (board approve, board revise)."""
+    p.add_argument("--board", type=int, default=0, help="with --photo: which board of the photo (#N as `board check` "
+                                                        "numbers them; default 0)")
+    p.add_argument("--correction", help="with --photo of the line's camera: its correction file (lens, light), "
+                                        "applied first as the line applies it")
+
+
 def station_flags(p: argparse.ArgumentParser) -> None:
     """--line and --station: which line and station this box is (its results are stored under them)."""
     p.add_argument("--line", default=DEFAULT_LINE, help=f"this box's line (default {DEFAULT_LINE})")
