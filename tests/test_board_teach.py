@@ -767,6 +767,117 @@ def test_a_revision_of_the_board_is_carried_without_teaching_windows_only_where_
         [line for line in revised.text.splitlines() if line.startswith("# taught on:")]
 
 
+def test_the_kiosk_revises_the_board_it_serves_and_an_engineer_changes_the_line_over_to_it(
+        taught_board: tuple[Path, dict, str], box_models: Path, tmp_path: Path) -> None:
+    """`board revise --kiosk`: the running kiosk revises its rule file in force with its own zoo from the revision
+    sent (its rule text and geometry) and a photo sent, or the newest board its line inspected; the revised set is a
+    recipe of its rule folder, audited as written and not served; `--serve` changes the line over from its next
+    board, under the engineer's name, kept for the kiosk's next start and through a reload."""
+    import shutil
+    import threading
+    import time
+
+    from inspector.access.audit import AuditTrail
+    from inspector.app.line import LineConfig
+    from inspector.app.recipes import in_force
+    from inspector.app.run import line_profiles, open_source
+    from inspector.app.service import LineService, ServiceConfig
+    from inspector.endpoint import EndpointError, request_json
+    from inspector.experts.zoo import Zoo
+    from inspector.kiosk.service import Kiosk, KioskConfig, Reread
+    from inspector.results.store import ResultStore, sqlite_url
+
+    from .people import person
+    from .services import free_port
+
+    root, doc, _ = taught_board
+    line_dir = tmp_path / "line"  # the kiosk's rule folder: the taught set and what it names
+    line_dir.mkdir()
+    for f in root.glob("b.taught*"):
+        if f.is_file():
+            shutil.copy(f, line_dir / f.name)
+    (tmp_path / "r.kicad_pcb").write_text(revision_board(), encoding="utf-8")
+    r = cli("board", "import", str(tmp_path / "r.kicad_pcb"), "--out", str(tmp_path / "r.yaml"), "--px-per-mm", "10")
+    assert r.returncode == 0, r.stderr
+    revised_rules = load_rules(tmp_path / "r.yaml")
+    cv2.imwrite(str(tmp_path / "rev.png"), photo_of(render_board(revised_rules, "r0", np.random.default_rng(7),
+                                                                 rates={}).image, -6.0, 1.4, 0.01, (170, 170))[0])
+    rules = load_rules(line_dir / "b.taught.yaml")
+    data = tmp_path / "kiosk"
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    db = sqlite_url(data / "results.sqlite")
+    data.mkdir()
+    zoo = Zoo.load(doc["zoo"])
+    service = LineService(rules, zoo, line_profiles(zoo, box_models, lambda _m: None),
+                          ServiceConfig(LineConfig(device_mb=40)), ResultStore(db), data,
+                          open_source(f"watch:{drop}", rules, 0, 1))
+    token = tmp_path / "kim.token"
+    token.write_text(person(db, "kim", "engineer"), encoding="utf-8")
+    token.chmod(0o600)
+    port = free_port()
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token="t0ken-" + "k" * 30), data_dir=data,
+                  rules_path=str(line_dir / "b.taught.yaml"))
+    serving = threading.Thread(target=kiosk.serve, daemon=True)
+    serving.start()
+    url = f"http://127.0.0.1:{port}"
+    revise = ("board", "revise", "--kiosk", url, "--token-file", str(token), "--revision", str(tmp_path / "r.yaml"))
+    trail = AuditTrail(service.store.engine)
+    try:
+        r = cli(*revise)  # the revision changes places and no photo is given: refused, nothing written
+        assert r.returncode == 1 and "422" in r.stderr and "C2, C6, R6: the golden board does not show" in r.stderr
+        assert sorted(f.name for f in line_dir.iterdir()) == sorted(f.name for f in root.glob("b.taught*")
+                                                                    if f.is_file()) + ["revisions"]
+        assert not any((line_dir / "revisions").iterdir())
+        r = cli(*revise, "--rules", str(line_dir / "b.taught.yaml"))
+        assert r.returncode == 2 and "--rules is not given with --kiosk" in r.stderr
+        r = cli(*revise, "--photo", str(tmp_path / "rev.png"), "--name", "rev-b", "--reason", "ECO 12",
+                "--json", str(tmp_path / "rev.json"))
+        assert r.returncode == 0, r.stderr
+        assert "C6         fitted now" in r.stdout and "the kiosk wrote rev-b.taught.yaml" in r.stdout, r.stdout
+        assert "not served" in r.stdout
+        done = json.loads((tmp_path / "rev.json").read_text(encoding="utf-8"))
+        assert done["windows"] == ["C2", "C6", "R6"] and done["bare"] == ["R5"] and done["file"] == "rev-b.taught.yaml"
+        assert "out" not in done and "golden" not in done  # the kiosk's paths stay its own
+        assert {"rev-b.taught.yaml", "rev-b.taught.golden.png", "rev-b.taught.board.json"} <= \
+            {f.name for f in line_dir.iterdir()}
+        assert sorted(f.name for f in (line_dir / "revisions" / "rev-b").iterdir()) == \
+            ["photo.png", "rev-b.board.json", "rev-b.yaml"]
+        assert service.line.rules.version == rules.version  # written, not served
+        (event,) = trail.events("rules.revise")
+        assert (event.actor, event.reason, json.loads(event.after)["file"]) == ("kim", "ECO 12", "rev-b.taught.yaml")
+        r = cli(*revise, "--photo", str(tmp_path / "rev.png"), "--name", "rev-b")
+        assert r.returncode == 1 and "409" in r.stderr and "rev-b.taught.yaml is already in" in r.stderr
+        # a board of the revision put through the line: the newest board it inspected gives the windows
+        shutil.copy(tmp_path / "rev.png", drop / "rev.png")
+        deadline = time.monotonic() + 120
+        while service.last_board is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert service.last_board is not None
+        r = cli(*revise, "--photo", "line", "--name", "rev-c", "--serve")
+        assert r.returncode == 0, r.stderr
+        assert "served:" in r.stdout and "golden windows from the photo: C2, C6, R6" in r.stdout, r.stdout
+        assert Path(service.line.rules.source).name == "rev-c.taught.yaml"
+        assert {p.ref for _c, p in service.line.rules.placements()} == {p.ref for _c, p in
+                                                                       revised_rules.placements()}
+        (event,) = trail.events("rules.changeover")
+        assert event.actor == "kim" and json.loads(event.after)["version"] == service.line.rules.version
+        assert in_force(data, line_dir / "b.taught.yaml")[0] == line_dir / "rev-c.taught.yaml"
+        assert in_force(data, line_dir / "other.yaml") is None  # the configuration names another file: it wins
+        with pytest.raises(EndpointError, match="no rule set for recipe 'rev-x'"):
+            request_json(url + "/rules/changeover", {"recipe": "rev-x"}, token.read_text(encoding="utf-8"))
+        # a reload whose configuration still names the taught set keeps the changeover's set in force
+        kiosk.reread = lambda: Reread(kiosk.config, str(line_dir / "b.taught.yaml"))
+        kiosk.reload()
+        assert Path(service.line.rules.source).name == "rev-c.taught.yaml"
+        request_json(url + "/rules/changeover", {"recipe": "b.taught"}, token.read_text(encoding="utf-8"))
+        assert Path(service.line.rules.source).name == "b.taught.yaml"
+        assert in_force(data, line_dir / "b.taught.yaml")[0] == line_dir / "b.taught.yaml"
+    finally:
+        kiosk.stop("test done")
+        serving.join(60)
+
+
 def test_bench_takes_a_rule_sets_own_boards_as_its_workload(imported: Path) -> None:
     from inspector.app.rules_workload import workload_of_rules
 

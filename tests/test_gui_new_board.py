@@ -146,10 +146,16 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     assert {e.subject for e in events} == set(moved) and all(e.actor == "erin" for e in events)
 
     # a revision of the board (R6 and C6 fitted now, R5 left off, C2 moved): imported, then made a revision of the
-    # taught board from a photo of a revised board, its changes in the table, and the line's board from its next start
+    # taught board from the photo selected, a board of the revision (the first listed is not), its changes in the
+    # table; made the line's board while the line runs the taught board, it is changed over to from the next board
+    from dataclasses import replace
+
     from .test_board_teach import revision_board
 
     taught_out, zoo = tab.taught.plan.out, tab.taught.zoo
+    backend.setup = replace(backend.setup, interval_s=0.2)
+    backend.start()
+    qtbot.waitUntil(lambda: backend.controller.phase == "running", timeout=300_000)
     (tmp_path / "r.kicad_pcb").write_text(revision_board(), encoding="utf-8")
     tab.cad.setText(str(tmp_path / "r.kicad_pcb"))
     tab.import_btn.click()
@@ -158,7 +164,8 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     revised_board = render_board(load_rules(tab.rules_path), "r0", np.random.default_rng(7), rates={}).image
     cv2.imwrite(str(tmp_path / "rev.png"), photo_of(revised_board, 12.0, 1.5, 0.02, (150, 120))[0])  # the points'
     tab.photos.clear()
-    tab.add_photos([tmp_path / "rev.png"])
+    tab.add_photos([tmp_path / "odd.png", tmp_path / "rev.png"])
+    tab.photos.setCurrentRow(1)
     tab.revise(taught_out, zoo)
     qtbot.waitUntil(lambda: tab.ready is not None or tab.status.styleSheet() != "", timeout=120_000)
     assert tab.ready == (tab.rules_path.with_name("r.taught.yaml"), zoo), tab.status.text()
@@ -167,7 +174,73 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     assert tab.table.horizontalHeaderItem(1).text() == "Change" and "golden windows from the photo: C2, C6, R6" \
         in tab.status.text()
     tab.activate_btn.click()
-    assert backend.setup.rules_path == tab.ready[0] and "next start" in tab.status.text()
+    assert backend.setup.rules_path == tab.ready[0] and "next board on" in tab.status.text(), tab.status.text()
+    assert Path(backend.controller.service.line.rules.source) == tab.ready[0]
+    assert len(backend.audit().events(kind="rules.activate")) == 2
+    backend.stop()
+    qtbot.waitUntil(lambda: backend.controller.phase == "stopped", timeout=120_000)
+    _revised_on_the_kiosk(qtbot, tmp_path, taught_out, zoo)
+
+
+def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -> None:  # noqa: ANN001
+    """A dashboard attached to the kiosk of the taught board: the revision imported there, the newest board the
+    kiosk's line inspected (a board of the revision), the kiosk revises its board and the line is changed over."""
+    import shutil
+    import threading
+
+    from inspector.app.run import line_profiles, open_source
+    from inspector.app.service import LineService
+    from inspector.experts.zoo import Zoo
+    from inspector.kiosk.service import Kiosk, KioskConfig
+    from inspector.results.store import ResultStore, sqlite_url
+    from ui.attached import AttachedBackend
+
+    from .people import PASSWORD, person
+    from .services import free_port
+
+    data, drop = tmp_path / "kiosk", tmp_path / "drop"
+    data.mkdir()
+    drop.mkdir()
+    db = sqlite_url(data / "results.sqlite")
+    rules, zoo = load_rules(taught), Zoo.load(zoo_root)
+    service = LineService(rules, zoo, line_profiles(zoo, tmp_path / "models", lambda _m: None),
+                          ServiceConfig(LineConfig(device_mb=40)), ResultStore(db), data,
+                          open_source(f"watch:{drop}", rules, 0, 1))
+    person(db, "kim", "engineer")
+    port = free_port()
+    kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token="t0ken-" + "k" * 30), data_dir=data,
+                  rules_path=str(taught))
+    serving = threading.Thread(target=kiosk.serve, daemon=True)
+    serving.start()
+    backend = AttachedBackend(f"http://127.0.0.1:{port}", None, poll_s=0.2)
+    try:
+        backend.sign_in("kim", PASSWORD)
+        tab = NewBoardTab(backend, tmp_path / "laptop")
+        qtbot.addWidget(tab)
+        assert tab.revise_btn.text() == "Revise the line's board"
+        tab.cad.setText(str(tmp_path / "r.kicad_pcb"))
+        tab.scale.setValue(10.0)
+        tab.import_btn.click()
+        qtbot.waitUntil(lambda: tab.rules_path is not None, timeout=30_000)
+        assert tab.revise_btn.isEnabled() and not tab.activate_btn.isEnabled()
+        shutil.copy(tmp_path / "rev.png", drop / "rev.png")  # the line inspects a board of the revision
+        qtbot.waitUntil(lambda: service.last_board is not None, timeout=120_000)
+        tab.revise_btn.click()  # no photo listed: the newest board the line inspected
+        qtbot.waitUntil(lambda: tab.ready is not None or tab.status.styleSheet() != "", timeout=120_000)
+        assert isinstance(tab.ready, str) and tab.ready.startswith("r-"), tab.status.text()
+        changes = {tab.table.item(r, 0).text(): tab.table.item(r, 1).text() for r in range(tab.table.rowCount())}
+        assert changes == {"C2": "moved", "C6": "fitted now", "R5": "no longer inspected", "R6": "fitted now"}
+        assert "not served" in tab.status.text() and service.line.rules.version == rules.version
+        assert tab.activate_btn.isEnabled()
+        tab.activate_btn.click()
+        assert "from its next board on" in tab.status.text(), tab.status.text()
+        assert Path(service.line.rules.source).name == tab.ready + ".yaml"
+        assert {p.ref for _c, p in service.line.rules.placements()} == \
+            {p.ref for _c, p in load_rules(tab.rules_path).placements()}
+    finally:
+        backend.close()
+        kiosk.stop("test done")
+        serving.join(60)
 
 
 def test_the_new_board_tab_imports_an_odb_job_folder_and_the_step_asked_for(qtbot, tmp_path: Path) -> None:

@@ -282,6 +282,26 @@ class AttachedBackend(Signed):
         return (f"the kiosk approved {ref} as another make ({answer['file']}); {answer['recipe']} "
                 f"{answer['version']} applied and saved")
 
+    def revise_line_board(self, revision: Path, photo: Path | None, board: int = 0,
+                          looks_alike: str = "") -> dict[str, Any]:
+        """POST /rules/revise: the kiosk revises the board it serves to the revision imported here (`photo`: a board
+        built to it; None: the newest board the kiosk's line inspected). Its answer; nothing is served. Slow: called
+        off the GUI thread."""
+        from inspector.app.line_revision import revision_request
+
+        version = parse_rules(revision.read_text(encoding="utf-8"), str(revision)).version
+        body = revision_request(revision, f"{revision.stem}-{version[:6]}",  # its own name whatever the CAD's file
+                                photo if photo is not None else "line", board, looks_alike, replace=True)
+        return self._call("POST", "/rules/revise", json.dumps(body).encode(), timeout=300)
+
+    def changeover(self, recipe: str, reason: str | None = None) -> str:
+        """POST /rules/changeover: the kiosk's rule file `recipe` (a revised set's name) in force from the line's
+        next board on, and at its next start."""
+        answer = self._call("POST", "/rules/changeover", json.dumps({"recipe": recipe}).encode(), timeout=60,
+                            reason=reason)
+        return noted(f"the kiosk's line runs {answer['recipe']} {answer['version']} ({answer['file']}) from its next "
+                     "board on, and from its next start", answer.get("notes"))
+
     def review_classes(self, expert: str) -> tuple[str, ...]:
         """GET /experts: the defect classes a review of `expert`'s call may name, as the kiosk's zoo has them (asked
         once an expert: its classes do not change with its versions)."""

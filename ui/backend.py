@@ -33,6 +33,7 @@ from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
 from inspector.app.detector_scale import scale_notes
 from inspector.app.expert_swap import expert_versions, operate_live, swap_live
+from inspector.app.recipes import RecipeBook
 from inspector.app.verdict import classes_of, review_classes
 from inspector.experts.operating import said
 from inspector.experts.versions import activate, entry_of, operate, serving
@@ -229,8 +230,19 @@ class LocalBackend(Signed):
                      f"{self.setup.rules_path}", self._scale_notes())
 
     def activate_board(self, rules_path: Path, zoo_root: Path, reason: str | None = None) -> str:
-        """A taught board (board teach's rule set and zoo) for the line's next start, recorded in the audit trail."""
+        """A taught board (board teach's rule set and zoo) for the line's next start, recorded in the audit trail;
+        a revision of the board the line runs (served by the running line's zoo) is changed over to from its next
+        board as well."""
         who = self._require(Permission.RULES)
+        service, watcher = self.controller.service, self.controller.rules
+        if service is not None and watcher is not None and self.controller.phase == "running" and \
+                Path(service.line.zoo.root).resolve() == Path(zoo_root).resolve():
+            rules, _ = self.change_log().rules_change(
+                who, "rules.activate", self._running_rules,
+                lambda: RecipeBook(watcher, [Path(rules_path).parent]).switch(Path(rules_path)), reason)
+            self.setup = replace(self.setup, rules_path=Path(rules_path))
+            return noted(f"{rules.recipe} {rules.version} runs from the line's next board on (its experts serve it), "
+                         "and from its next start", self._scale_notes())
         rules, zoo = load_rules(rules_path), Zoo.load(zoo_root)
         log = self.change_log()
         log.ready()

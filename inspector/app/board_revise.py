@@ -76,6 +76,12 @@ class Revised:
                 "seconds": round(self.seconds, 3)}
 
     def summary(self) -> str:
+        return "\n".join([*self.notes(), f"wrote {self.out} (golden board {self.golden.name}; {self.seconds:.1f} s): "
+                                         "serve it with the zoo " + (f"{self.zoo}" if self.zoo is not None else
+                                                                     "the taught set serves")])
+
+    def notes(self) -> list[str]:
+        """What the engineer should know of the revision beside its table: windows taken, what to look at."""
         lines = []
         if self.options is not None:
             lines.append(f"note: imported with other options: taught {self.options[0]}; revision {self.options[1]}")
@@ -92,9 +98,7 @@ class Revised:
                          "of a board of this revision (--photo) takes its place bare, else expect them flagged")
         if self.dropped:
             lines.append(f"approved makes dropped (another part there now, or none): {', '.join(self.dropped)}")
-        lines.append(f"wrote {self.out} (golden board {self.golden.name}; {self.seconds:.1f} s): serve it with the zoo "
-                     + (f"{self.zoo}" if self.zoo is not None else "the taught set serves"))
-        return "\n".join(lines)
+        return lines
 
 
 def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None) -> Revised:

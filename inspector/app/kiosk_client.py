@@ -35,6 +35,16 @@ class KioskClient:
     def rollback(self, expert: str, timeout: float = 120.0) -> dict[str, Any]:
         return request_json(self.url + "/experts/swap", {"expert": expert, "rollback": True}, self.token, timeout)
 
+    def revise(self, body: dict[str, Any], reason: str | None = None, timeout: float = 300.0) -> dict[str, Any]:
+        """POST /rules/revise: the kiosk revises the board it serves (app/line_revision.py `revision_request`'s
+        body); nothing is served."""
+        return request_json(self.url + "/rules/revise", body, self.token, timeout, reason)
+
+    def changeover(self, recipe: str, reason: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        """POST /rules/changeover: the rule file `recipe` (a recipe, or a file's name in the rule folder) in force
+        from the next board on, and at the kiosk's next start."""
+        return request_json(self.url + "/rules/changeover", {"recipe": recipe}, self.token, timeout, reason)
+
     def _get(self, path: str) -> dict[str, Any]:
         try:
             with urlopen(self.url + path, timeout=self.timeout) as r:

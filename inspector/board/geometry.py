@@ -57,9 +57,20 @@ def read_geometry(rules_path: Path) -> BoardGeometry | None:
 def read_geometry_file(path: Path) -> BoardGeometry:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return BoardGeometry(tuple(float(v) for v in doc["outline"]), float(doc["px_per_mm"]),
-                             {ref: [tuple(float(v) for v in p) for p in pads] for ref, pads in doc["pads"].items()},
-                             str(doc.get("source", "")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: not the board geometry `board import` writes ({exc}); import the board again "
                          "to write it anew") from None
+    return geometry_of(doc, str(path))
+
+
+def geometry_of(doc: object, what: str) -> BoardGeometry:
+    """The geometry a `RULES.board.json` document holds (read from a file, or sent to a kiosk); ValueError naming
+    `what` when it is not one."""
+    try:
+        return BoardGeometry(tuple(float(v) for v in doc["outline"]), float(doc["px_per_mm"]),  # type: ignore[index]
+                             {ref: [tuple(float(v) for v in p) for p in pads]
+                              for ref, pads in doc["pads"].items()},  # type: ignore[index]
+                             str(doc.get("source", "")))  # type: ignore[union-attr]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{what}: not the board geometry `board import` writes ({type(exc).__name__}: {exc}); "
+                         "import the board again to write it anew") from None

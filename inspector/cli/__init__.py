@@ -206,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other tools do, not a traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush goes nowhere
         return FAILED
+    except ConnectionError as exc:  # a kiosk or a model server refused (endpoint.EndpointError: its own words and
+        refused = getattr(exc, "status", None) in (401, 403)  # status), or did not answer
+        print(f"inspector: {'refused' if refused else 'error'}: {exc}", file=sys.stderr)
+        return REFUSED if refused else FAILED
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from ..results.crops import KEEP_MODES
 from .common import (
     backend_of,
     comma_list,
+    data_of,
     database_flags,
     default_rules,
     hermes_flags,
@@ -58,6 +59,7 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from ..app.factory_events import FactoryEvents
+    from ..app.recipes import in_force
     from ..app.run import line_profiles
     from ..app.service import LineService
     from ..endpoint import read_token
@@ -74,6 +76,12 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
             say(message)
             keeper.progress(message)
 
+        configured = args.rules
+        if configured:  # the rule file the last changeover put in force, while the configuration names the same
+            kept = in_force(data_of(args), Path(configured))
+            if kept is not None:
+                args.rules = str(kept[0])
+                say(kept[1])
         rules, zoo, store, source, config, publisher, data = line_setup(args, step)
         saved = saved_allocation(data)
         if saved is not None:
@@ -90,7 +98,8 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
         if events is not None:
             events.attach(service)
     kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,
-                  data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token), plc=plc_of(args, data))
+                  data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token), plc=plc_of(args, data),
+                  configured=configured)
     if hermes is not None:
         hermes.start()
     try:

@@ -137,7 +137,8 @@ class Endpoints:
     def __init__(self, listen: str, registry: CollectorRegistry, status: Callable[[], dict[str, Any]],
                  health: Callable[[], dict[str, Any]], reads: dict[str, Callable[[], dict[str, Any]]] | None = None,
                  posts: dict[str, Route] | None = None, gate: Gate | None = None,
-                 guarded: dict[str, Guarded] | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 guarded: dict[str, Guarded] | None = None, tls: ssl.SSLContext | None = None,
+                 limits: dict[str, int] | None = None) -> None:
         host, port = parse_listen(listen)
         require_tls_off_loopback(host, tls is not None)
         outer = self
@@ -169,6 +170,7 @@ class Endpoints:
         self.registry, self.status, self.health = registry, status, health
         self.reads, self.posts, self.gate = dict(reads or {}), dict(posts or {}), gate or Gate(None)
         self.guarded = dict(guarded or {})  # path prefix (ending in /) -> reader (needs Permission.VIEW)
+        self.limits = dict(limits or {})  # POST path -> its body's limit, where over MAX_BODY
         try:
             self.server = _BoundedServer((host, port), Handler, tls)
         except OSError as exc:
@@ -233,8 +235,9 @@ class Endpoints:
         length = h.headers.get("Content-Length")
         if length is None or not length.isdigit():
             raise HttpError(411, "send a Content-Length")
-        if int(length) > MAX_BODY:
-            raise HttpError(413, f"body of {length} bytes is over the limit of {MAX_BODY}")
+        most = self.limits.get(path, MAX_BODY)
+        if int(length) > most:
+            raise HttpError(413, f"body of {length} bytes is over the limit of {most}")
         body = h.rfile.read(int(length))
         h.body_read = len(body) == int(length)  # type: ignore[attr-defined]
         reason = urllib.parse.unquote(h.headers.get("X-Change-Reason", "")).strip() or None

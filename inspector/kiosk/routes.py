@@ -22,6 +22,7 @@ class Route:
     takes: str  # a POST's JSON body, a GET's query
     answers: str  # the JSON keys (or the content) of a 200
     when: str = ""  # when the route is served at all, where not always
+    max_body: int = 0  # a POST body's limit in bytes where over the endpoint's (kiosk/http.py MAX_BODY): a photo
 
 
 _P = Permission
@@ -79,6 +80,18 @@ ROUTES: tuple[Route, ...] = (
           "kept; `make`, optional, the approved make's part number (the window's file and the results name it)",
           "as POST /rules, with `ref`, `file` (its window, beside the rule file) and `already` (it looked like a "
           "make approved before); 404 where no crop of it was kept"),
+    Route("POST", "/rules/revise", _P.RULES, '`{"name", "revision", "geometry", "photo", "board", "looks_alike", '
+          '"replace"}`: a new revision of the line\'s board as `board import` wrote it (`revision`: its rule text; '
+          '`geometry`: its `.board.json`), `name` the revised set\'s file name, `photo` a board built to it '
+          '(`{"image_base64": PNG or JPEG}`) or `"line"` (the newest board the line inspected)',
+          "`changes` (`ref`, `kind`, `was`, `now`), `kept`, `windows`, `bare`, `unchecked`, `table` and `notes` (as "
+          "`board revise` prints them), `file` (the revised set in the rule folder: a recipe), `recipe`, `version`, "
+          "`same_recipe`, the audit row; nothing is served (409 where the name "
+          "is taken, 422 naming what `board revise` refuses)", max_body=48 << 20),
+    Route("POST", "/rules/changeover", _P.RULES, '`{"recipe": NAME}`: a recipe of the rule folder, or a rule '
+          "file's name there (a revised set's `file`)", "`applied`, `recipe`, `version`, `file`, the audit row: "
+          "in force from the next board on, and at the kiosk's next start; 422 naming the folder's recipes when "
+          "none is NAME or its file does not validate (the running set stays)"),
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
           "`applied`: `live` (the pool resized now) or `restart` (saved for the next start)"),
     Route("POST", "/reviews", _P.REVIEW, '`{"inspection_id", "ref", "call": confirmed|false_call|escape, '
@@ -120,6 +133,11 @@ def posts(handlers: dict[str, Callable[..., dict[str, Any]]]) -> dict[str, tuple
     table = {r.path: r for r in ROUTES if r.method == "POST"}
     _checked("POST", set(handlers), set(table))
     return {path: (table[path].permission, handler) for path, handler in handlers.items()}
+
+
+def limits() -> dict[str, int]:
+    """POST path -> its body's limit, for the routes that take more than a rule file (a photo)."""
+    return {r.path: r.max_body for r in ROUTES if r.method == "POST" and r.max_body}
 
 
 def reads(handlers: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Callable[[], dict[str, Any]]]:

@@ -24,11 +24,12 @@ from ..access.gate import Gate
 from ..access.tls import server_context
 from ..access.users import UserBook
 from ..app.plc_link import PlcLink
-from ..app.recipes import RecipeBook
+from ..app.recipes import RecipeBook, forget_in_force, save_in_force
 from ..app.rules_watch import RulesWatcher
 from ..app.run import progress_line
 from ..app.service import LineService
 from ..app.snapshot import snapshot
+from ..routing.rules import RuleSet
 from . import routes as api
 from .audit_api import AuditApi
 from .camera_control import CameraControl
@@ -38,6 +39,7 @@ from .http import Endpoints
 from .lending import Lender
 from .metrics import line_registry
 from .results_api import ResultsApi
+from .revisions import Revisions
 from .sign_in import SignIn
 from .systemd import Notifier
 
@@ -76,16 +78,23 @@ class Kiosk:
     def __init__(self, service: LineService, config: KioskConfig, rules_path: str | None = None,
                  publisher: Any = None, notifier: Notifier | None = None,
                  say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None,
-                 reread: Callable[[], Reread] | None = None, plc: PlcLink | None = None) -> None:
+                 reread: Callable[[], Reread] | None = None, plc: PlcLink | None = None,
+                 configured: str | None = None) -> None:
         self.service, self.config, self.publisher, self.say = service, config, publisher, say
         self.plc = plc
         self.reread = reread
         self.notifier = notifier or Notifier()
+        self.data_dir = data_dir or Path(".")
+        # the rule file the configuration names; `rules_path` may be another of its folder, put in force by the last
+        # changeover (app/recipes.py in_force)
+        self.configured = configured or rules_path
         self.rules = RulesWatcher(service.line, rules_path, config.rules_poll_s, say)
-        self.control = Control(service, self.rules, data_dir or Path("."), say)
+        self.control = Control(service, self.rules, self.data_dir, say)
+        folders = [Path(rules_path).parent] if rules_path and Path(rules_path).is_file() else []
+        self.recipes = RecipeBook(self.rules, folders, self._keep)
         if plc is not None:
-            folders = [Path(rules_path).parent] if rules_path and Path(rules_path).is_file() else []
-            plc.attach(service, RecipeBook(self.rules, folders))
+            plc.attach(service, self.recipes)
+        self.revisions = Revisions(service, self.rules, self.recipes, self.control.log, say)
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
             if config.llm_mb > 0 else None
         lending = self.lender.routes() if self.lender is not None else {}
@@ -105,6 +114,7 @@ class Kiosk:
                              **({"/ledger": self.lender.snapshot} if self.lender is not None else {})}),
             posts=api.posts({"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
                              "/rules/alternates": self.control.approve_alternate,
+                             "/rules/revise": self.revisions.revise, "/rules/changeover": self.revisions.changeover,
                              "/allocation": self.control.allocation, "/reviews": self.control.review,
                              "/experts/swap": self.control.swap_expert,
                              "/experts/operating": self.control.operate_expert,
@@ -113,7 +123,8 @@ class Kiosk:
                              "/auth/sign-in": sign_in, "/auth/sign-out": sign_in.sign_out, **lending}),
             gate=gate,
             guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get,
-                     "/audit/": AuditApi(self.control.log.trail).get})
+                     "/audit/": AuditApi(self.control.log.trail).get},
+            limits=api.limits())
         self.endpoints = Endpoints(config.listen, registry, self.snapshot, self.health, tls=tls, **routes)
         # the same routes in plain HTTP on loopback, for this box's own clients (the model server's lease, a local
         # scrape) beside a TLS listener; refused anywhere but loopback
@@ -122,6 +133,14 @@ class Kiosk:
         self._done = threading.Event()
         self._stop_lock = threading.Lock()
         self._stopping = False
+
+    def _keep(self, path: Path, rules: RuleSet) -> None:
+        """A changeover's rule file, in force again at the next start while the configuration names the same."""
+        if self.configured:
+            try:
+                save_in_force(self.data_dir, Path(self.configured), path, rules)
+            except OSError as exc:
+                self.say(f"warning: the changeover to {path.name} is not kept for the next start ({exc})")
 
     def snapshot(self) -> dict[str, Any]:
         out = snapshot(self.service, self.rules, self.publisher)
@@ -165,9 +184,11 @@ class Kiosk:
                 for name in fresh.restart:
                     self.say(f"warning: reload: {name} changed; it takes effect at the next start "
                              f"(systemctl restart inspector-kiosk)")
-                if fresh.rules_path and fresh.rules_path != str(self.rules.path):
+                if fresh.rules_path and fresh.rules_path != str(self.configured):  # not a changeover's file
                     self.say(f"reload: rules from {fresh.rules_path}")
                     moved = Path(fresh.rules_path)
+                    self.configured = fresh.rules_path
+                    forget_in_force(self.data_dir)
             self.rules.reload(moved)
         except (ValueError, OSError) as exc:  # a bad config file: the running configuration stays
             self.say(f"error: reload refused, the running configuration stays: {exc}")

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
+    QSpinBox,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -104,7 +105,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.backend, self.work_root = backend, Path(work_root)
         self.rules_path: Path | None = None
         self.taught: Any = None  # teaching's answer (app/board_teach.py BoardTaught)
-        self.ready: tuple[Path, Path] | None = None  # (a taught or revised rule set, its zoo): the line's board to be
+        # the line's board to be: (a taught or revised rule set, its zoo), or the name of a revised set an attached
+        # kiosk wrote into its rule folder
+        self.ready: tuple[Path, Path] | str | None = None
         self.points: list[tuple[tuple[float, float], tuple[float, float]]] = []
         self._photo_point: tuple[float, float] | None = None
         self._overlay_scale = 1.0  # the photo shown is the overlay: the photo at this scale
@@ -179,11 +182,17 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.table = QTableWidget(0, len(VALIDATION))
         self._columns(VALIDATION)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.revise_btn = QPushButton("Revise a taught board…")
-        self.revise_btn.setToolTip("The board imported here is a new revision (its CAD or BOM) of a board taught "
-                                   "before: its taught experts serve it, and the places it changes get their golden "
-                                   "windows from the first photo listed (a board built to the revision)")
+        self.on_kiosk = hasattr(backend, "revise_line_board")  # attached: the kiosk revises the board it serves
+        self.revise_btn = QPushButton("Revise the line's board" if self.on_kiosk else "Revise a taught board…")
+        self.revise_btn.setToolTip(
+            "The board imported here is a new revision (its CAD or BOM) of a board taught before: its taught experts "
+            "serve it, and the places it changes get their golden windows from the photo selected in the list (a "
+            "board built to the revision)" + (", or, with none listed, the newest board the kiosk's line inspected; "
+                                              "the kiosk revises the board it serves" if self.on_kiosk else ""))
         self.revise_btn.clicked.connect(self._revise_chosen)
+        self.photo_board = QSpinBox(minimum=0, maximum=99, prefix="board #")
+        self.photo_board.setToolTip("Which board of the selected photo a revision takes its windows from, largest "
+                                    "first, as Register lists them")
         self.activate_btn = QPushButton("Make it the line's board")
         self.activate_btn.clicked.connect(self.activate)
         self.tune_panel = TunePanel(backend)
@@ -236,6 +245,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         teach.addWidget(self.every_board)
         teach.addWidget(self.teach_btn)
         teach.addWidget(self.revise_btn)
+        teach.addWidget(self.photo_board)
         teach.addWidget(self.bar, 1)
         teach.addWidget(self.activate_btn)
         page = QWidget()  # scrolled: a board with many import notes needs more than a panel PC's 768 px
@@ -268,9 +278,10 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.register_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
         self.teach_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
         self.save_points_btn.setEnabled(imported and len(self.points) >= 3)
-        self.revise_btn.setEnabled(imported and not busy)
+        self.revise_btn.setEnabled(imported and not busy and (not self.on_kiosk or self.backend.may(Permission.RULES)))
+        on_kiosk = isinstance(self.ready, str)  # else a local rule set: an attached kiosk cannot take it
         self.activate_btn.setEnabled(self.ready is not None and not busy and self.backend.may(Permission.RULES)
-                                     and hasattr(self.backend, "activate_board"))  # attached: the kiosk's own
+                                     and hasattr(self.backend, "changeover" if on_kiosk else "activate_board"))
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setStyleSheet(ERROR_TEXT if error else "")
@@ -444,6 +455,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
 
     # -- a revision of a taught board ----------------------------------------------------------------
     def _revise_chosen(self) -> None:
+        if self.on_kiosk:
+            self.revise_on_kiosk()
+            return
         taught, _ = QFileDialog.getOpenFileName(self, "The taught rule set the line serves", str(self.work_root),
                                                 "taught rule sets (*.taught.yaml *.yaml)")
         if not taught:
@@ -457,27 +471,49 @@ class NewBoardTab(OneJobAtATime, QWidget):
         from inspector.app.board_revise import RevisePlan, revise_board
 
         rules = self.rules_path
-        photos = self.golden()
-        plan = RevisePlan(taught, rules, rules.with_name(rules.stem + ".taught.yaml"), photos[0] if photos else None,
-                          zoo=zoo)
+        plan = RevisePlan(taught, rules, rules.with_name(rules.stem + ".taught.yaml"), self.chosen_photo(),
+                          self.photo_board.value(), zoo=zoo)
         self._say("revising…")
         self._run(lambda: revise_board(plan, lambda _m: None), lambda revised: self._revised(revised, zoo))
+
+    def revise_on_kiosk(self) -> None:
+        """The attached kiosk revises the board it serves to the imported revision: off the GUI thread."""
+        rules, photo, board = self.rules_path, self.chosen_photo(), self.photo_board.value()
+        self._say("the kiosk is revising its board…")
+        self._run(lambda: self.backend.revise_line_board(rules, photo, board), self._revised_on_kiosk)
+
+    def chosen_photo(self) -> Path | None:
+        """The photo selected in the list (the first where none is), None with none listed."""
+        photos = self.golden()
+        row = self.photos.currentRow()
+        return photos[row] if 0 <= row < len(photos) else (photos[0] if photos else None)
 
     def _revised(self, revised: Any, zoo: Path) -> None:
         self.ready = (revised.out, zoo)
         self.tune_panel.set_board(revised.out, zoo)
+        self._show_changes(revised.to_json(), revised.summary().splitlines())
+
+    def _revised_on_kiosk(self, done: dict) -> None:
+        self.ready = Path(done["file"]).name.removesuffix(".yaml")
+        self._show_changes(done, [*done["notes"], f"the kiosk wrote {done['file']} into its rule folder: not served "
+                                                   "until made the line's board"])
+
+    def _show_changes(self, done: dict, notes: list[str]) -> None:
+        """A revision's changes (its JSON: `changes`, `kept`) in the table, its notes below."""
         self._columns(CHANGES)
-        rows = [(c.ref, c.kind, c.was, c.now) for c in revised.revision.changes]
+        rows = [(c["ref"], c["kind"], c["was"], c["now"]) for c in done["changes"]]
         self.table.setRowCount(len(rows))
         for r, cells in enumerate(rows):
             for col, v in enumerate(cells):
                 self.table.setItem(r, col, QTableWidgetItem(str(v)))
-        self._say(f"revised: {len(rows)} change(s), {len(revised.revision.kept)} part(s) kept as taught; "
-                  + revised.summary().replace("\n", "; "))
+        self._say(f"revised: {len(rows)} change(s), {len(done['kept'])} part(s) kept as taught; " + "; ".join(notes))
 
     def activate(self) -> None:
         try:
-            self._say(self.backend.activate_board(*self.ready, "taught on the New board tab"))
+            if isinstance(self.ready, str):
+                self._say(self.backend.changeover(self.ready, "revised on the New board tab"))
+            else:
+                self._say(self.backend.activate_board(*self.ready, "taught on the New board tab"))
         except (RuntimeError, ValueError, PermissionError) as exc:
             self._say(str(exc), error=True)
 
