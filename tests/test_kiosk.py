@@ -204,6 +204,54 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
     assert "stopped:" in err and "SIGTERM" in err
 
 
+def test_a_kiosk_starts_with_the_rule_file_its_last_changeover_put_in_force(demo, tmp_path: Path) -> None:
+    """The rule file a changeover put in force (kept in the data directory) is the one a restarted kiosk runs, while
+    its configuration names the file it named then; the configuration naming another file wins."""
+    from inspector.app.recipes import save_in_force
+    from inspector.routing.rules import load_rules
+
+    root, zoo = demo
+    rules, inbox, data = kiosk_files(tmp_path)
+    revised = tmp_path / "mini-b.yaml"
+    revised.write_text(GOOD.replace("recipe: mini\n", "recipe: mini-b\n"), encoding="utf-8")
+    data.mkdir()
+    save_in_force(data, rules, revised, load_rules(revised))
+
+    def started(rule_file: Path) -> tuple[str, str]:
+        """(the recipe a kiosk started on `rule_file` runs, what it said), stopped again."""
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "inspector.cli", "--models", str(root / "models"), "kiosk", "--rules",
+             str(rule_file), "--zoo", str(zoo.root), "--source", f"watch:{inbox}", "--data", str(data),
+             "--device-mb", "40", "--listen", f"127.0.0.1:{port}"],
+            env={**os.environ, "YOLO_OFFLINE": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            encoding="utf-8")
+        try:
+            answer = wait_until(lambda: _rules_of(f"http://127.0.0.1:{port}"), 120)
+            assert answer, proc.stderr.read() if proc.poll() is not None else "no /rules"
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=120)
+            return answer["recipe"], err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+    recipe, said = started(rules)
+    assert recipe == "mini-b" and "rules in force since the changeover" in said, said
+    other = tmp_path / "other.yaml"
+    other.write_text(GOOD.replace("recipe: mini\n", "recipe: other\n"), encoding="utf-8")
+    recipe, said = started(other)
+    assert recipe == "other" and "changeover" not in said
+
+
+def _rules_of(base: str) -> dict | None:
+    try:
+        code, body = get(f"{base}/rules")
+    except OSError:
+        return None
+    return json.loads(body) if code == 200 else None
+
+
 def test_notifier_speaks_the_sd_notify_protocol(tmp_path: Path) -> None:
     sock = NotifySocket(tmp_path / "n.sock")
     n = Notifier({"NOTIFY_SOCKET": str(sock.path), "WATCHDOG_USEC": "4000000"})

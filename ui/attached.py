@@ -3,6 +3,7 @@ API; no inference here. A person signs in at the kiosk and every change goes thr
 (LocalBackend, a line run by this process, and what both share: backend.py.)"""
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import urllib.error
@@ -289,9 +290,10 @@ class AttachedBackend(Signed):
         off the GUI thread."""
         from inspector.app.line_revision import revision_request
 
-        version = parse_rules(revision.read_text(encoding="utf-8"), str(revision)).version
-        body = revision_request(revision, f"{revision.stem}-{version[:6]}",  # its own name whatever the CAD's file
-                                photo if photo is not None else "line", board, looks_alike, replace=True)
+        body = revision_request(revision, None, photo if photo is not None else "line", board, looks_alike,
+                                replace=True)
+        # its own name whatever the CAD file's (a revision's CAD is often named as the taught board's)
+        body["name"] = f"{body['name']}-{hashlib.sha256(body['revision'].encode()).hexdigest()[:6]}"
         return self._call("POST", "/rules/revise", json.dumps(body).encode(), timeout=300)
 
     def changeover(self, recipe: str, reason: str | None = None) -> str:
