@@ -842,7 +842,9 @@ def test_the_kiosk_revises_the_board_it_serves_and_an_engineer_changes_the_line_
         assert {"rev-b.taught.yaml", "rev-b.taught.golden.png", "rev-b.taught.board.json"} <= \
             {f.name for f in line_dir.iterdir()}
         assert sorted(f.name for f in (line_dir / "revisions" / "rev-b").iterdir()) == \
-            ["photo.png", "rev-b.board.json", "rev-b.yaml"]
+            ["rev-b.board.json", "rev-b.yaml", "rev.png"]
+        assert "2 golden window(s) from rev.png" not in load_rules(line_dir / "rev-b.taught.yaml").text  # 3, C2 too
+        assert "3 golden window(s) from rev.png" in load_rules(line_dir / "rev-b.taught.yaml").text
         assert service.line.rules.version == rules.version  # written, not served
         (event,) = trail.events("rules.revise")
         assert (event.actor, event.reason, json.loads(event.after)["file"]) == ("kim", "ECO 12", "rev-b.taught.yaml")
@@ -857,6 +859,7 @@ def test_the_kiosk_revises_the_board_it_serves_and_an_engineer_changes_the_line_
         r = cli(*revise, "--photo", "line", "--name", "rev-c", "--serve")
         assert r.returncode == 0, r.stderr
         assert "served:" in r.stdout and "golden windows from the photo: C2, C6, R6" in r.stdout, r.stdout
+        assert "3 golden window(s) from line-rev.png" in load_rules(line_dir / "rev-c.taught.yaml").text
         assert Path(service.line.rules.source).name == "rev-c.taught.yaml"
         assert {p.ref for _c, p in service.line.rules.placements()} == {p.ref for _c, p in
                                                                        revised_rules.placements()}

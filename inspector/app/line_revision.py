@@ -37,6 +37,7 @@ class LineRevision:
     text: str  # the revision's rule set as `board import` wrote it
     geometry: dict  # its board geometry (`RULES.board.json`)
     photo: np.ndarray | None = None  # a board built to the revision, as the line's camera sees it
+    photo_name: str = "photo"  # what it is (its file's name, the board the line inspected): the revised set names it
     board: int = 0  # which board of the photo
     looks_alike: str = ""
     replace: bool = False  # an unserved revised set of this name may be written over
@@ -78,7 +79,7 @@ def revise_line_board(rule_file: Path, zoo: Path, asked: LineRevision) -> Revise
         geometry_path(imported).write_text(json.dumps(geometry.to_json(), indent=1), encoding="utf-8")
         photo = None
         if asked.photo is not None:
-            photo = kept / "photo.png"
+            photo = kept / f"{_stem(asked.photo_name)}.png"
             if not cv2.imwrite(str(photo), asked.photo):
                 raise ValueError(f"{photo}: the photo cannot be written")
         revised = revise_board(RevisePlan(rule_file, imported, out, photo, asked.board, None, asked.looks_alike, zoo))
@@ -89,6 +90,12 @@ def revise_line_board(rule_file: Path, zoo: Path, asked: LineRevision) -> Revise
         raise
     shutil.rmtree(before, ignore_errors=True)
     return revised
+
+
+def _stem(name: str) -> str:
+    """A photo's name as a file name of the revision's folder (its stem, letters, digits, `.`, `_`, `-`)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name.replace("\\", "/")).stem)[:64].strip("._")
+    return stem or "photo"
 
 
 def same_recipe(revised: Path, folder: Path) -> list[str]:
@@ -123,7 +130,8 @@ def revision_request(revision: Path, name: str | None = None, photo: Path | str 
     if photo == "line":
         body["photo"] = "line"
     elif photo is not None:
-        body["photo"] = {"image_base64": base64.b64encode(_image_bytes(Path(photo), correction)).decode("ascii")}
+        body["photo"] = {"image_base64": base64.b64encode(_image_bytes(Path(photo), correction)).decode("ascii"),
+                         "name": Path(photo).name}
     return body
 
 

@@ -29,7 +29,8 @@ from ..results.store import StoreUnavailable
 from ..routing.rules import load_rules
 from .http import Call, HttpError, json_object
 
-SHAPE = ('JSON {"name": "rev-b", "revision": RULE TEXT, "geometry": {...}, "photo": {"image_base64": ...} or "line", '
+SHAPE = ('JSON {"name": "rev-b", "revision": RULE TEXT, "geometry": {...}, "photo": {"image_base64": ..., "name": '
+         '"rev.jpg"} or "line", '
          '"board": 0, "looks_alike": "R1", "replace": false}: the revision as `board import` wrote it (its rule text '
          'and its .board.json)')
 
@@ -53,8 +54,9 @@ class Revisions:
         looks_alike = doc.get("looks_alike") or ""
         if not isinstance(looks_alike, str):
             raise ValueError('"looks_alike" names parts as the command line does: "R3,R7" or "R3-R7"')
-        asked = LineRevision(str(doc.get("name") or ""), text, geometry, self._photo(doc.get("photo")), board,
-                             looks_alike, bool(doc.get("replace")))
+        photo, photo_name = self._photo(doc.get("photo"))
+        asked = LineRevision(str(doc.get("name") or ""), text, geometry, photo, photo_name, board, looks_alike,
+                             bool(doc.get("replace")))
         self._ready()
         running = self.service.line.rules
         try:
@@ -97,16 +99,18 @@ class Revisions:
         except StoreUnavailable as exc:
             raise HttpError(503, str(exc)) from None
 
-    def _photo(self, sent: object) -> np.ndarray | None:
-        """The photo the revision's windows come from: sent, the newest board the line inspected, or none."""
+    def _photo(self, sent: object) -> tuple[np.ndarray | None, str]:
+        """(the photo the revision's windows come from: sent, the newest board the line inspected, or none; what it
+        is)."""
         if sent is None:
-            return None
+            return None, ""
         if sent == "line":
             last = self.service.last_board
             if last is None:
                 raise HttpError(409, "the line has inspected no board yet: put a board of the revision through it, "
                                      "or send a photo")
-            return last[0]
+            image, record = last
+            return image, f"line-{record.board_serial or record.inspection_id[:8]}"
         data = sent.get("image_base64") if isinstance(sent, dict) else None
         if not isinstance(data, str):
             raise ValueError('"photo" is {"image_base64": PNG or JPEG bytes in base64}, "line" (the newest board '
@@ -117,4 +121,5 @@ class Revisions:
             image = None
         if image is None:
             raise ValueError("the photo sent is not a PNG or JPEG image in base64")
-        return image
+        name = sent.get("name")
+        return image, name if isinstance(name, str) and name else "photo"

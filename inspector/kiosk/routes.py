@@ -83,7 +83,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/rules/revise", _P.RULES, '`{"name", "revision", "geometry", "photo", "board", "looks_alike", '
           '"replace"}`: a new revision of the line\'s board as `board import` wrote it (`revision`: its rule text; '
           '`geometry`: its `.board.json`), `name` the revised set\'s file name, `photo` a board built to it '
-          '(`{"image_base64": PNG or JPEG}`) or `"line"` (the newest board the line inspected)',
+          '(`{"image_base64": PNG or JPEG, "name": its file\'s name}`) or `"line"` (the newest board the line '
+          'inspected)',
           "`changes` (`ref`, `kind`, `was`, `now`), `kept`, `windows`, `bare`, `unchecked`, `table` and `notes` (as "
           "`board revise` prints them), `file` (the revised set in the rule folder: a recipe), `recipe`, `version`, "
           "`same_recipe`, the audit row; nothing is served (409 where the name "
