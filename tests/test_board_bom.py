@@ -123,6 +123,10 @@ def test_a_bom_that_cannot_be_taken_says_why(tmp_path: Path) -> None:
     (tmp_path / "fake.xlsx").write_text("Designator,Qty\nR1,1\n")
     with pytest.raises(CadError, match=r"fake.xlsx: not a .xlsx workbook calamine can read"):
         read_bom(tmp_path / "fake.xlsx")
+    # the workbook saved with a password (Excel's "Encrypt with Password"): asked to be saved without one
+    with pytest.raises(CadError, match=r"bom-locked.xlsx: the workbook is protected by a password; save the BOM "
+                                       r"without one \(or as CSV\)"):
+        read_bom(CAD / "bodies-kicad9-bom-locked.xlsx")
     (tmp_path / "apple.numbers").write_bytes(b"PK\x03\x04")
     with pytest.raises(CadError, match=r"apple.numbers: a .numbers spreadsheet; export the BOM as .xlsx or CSV"):
         read_bom(tmp_path / "apple.numbers")
