@@ -95,10 +95,10 @@ def test_plain_rs274x_pads_go_to_parts_by_place() -> None:
     design = with_gerbers(read_centroid(POS), gerbers, load_library())
     assert any("by place" in n for n in design.notes), design.notes
     matching = _matching(design, truth)
-    # every part on a quarter turn whose package the library sizes, and the unsized ones placed by their centre
-    assert {"R1", "R2", "C1", "U1", "U2", "U4", "U5", "Q1", "Q2", "J1", "C2", "C4", "D1"} <= matching
-    # J2, a pin header placed by its pin 1, cannot be told by place: a far pin goes to the chip beside it (C3)
-    assert not {"J2", "C3"} & matching
+    # every part on a quarter turn: those the library sizes, the unsized ones placed by their centre, and J2, a pin
+    # header placed by its pin 1, whose far pin went to the chip beside it (C3) before its name was read
+    # (`PinHeader_1x04_P2.54mm`: four pins a column, pad_fields.py)
+    assert {"R1", "R2", "C1", "U1", "U2", "U4", "U5", "Q1", "Q2", "J1", "C2", "C4", "D1", "J2", "C3"} <= matching
 
 
 def test_gerbers_from_another_origin_are_moved_onto_the_placement_file(tmp_path: Path) -> None:
@@ -234,3 +234,82 @@ def test_parts_left_off_keep_their_lands_from_their_neighbours(tmp_path: Path) -
     bare = read_design(cpl, None, gerber=dense, bom=bom)
     assert {p.ref: len(p.pads) for p in bare.parts} == pads
     assert {p.package for p in bare.parts} == {"R_0402_1005Metric", "C_0402_1005Metric"}
+
+
+@pytest.mark.parametrize("name, field", [
+    ("SOIC127P600X175-8N", (6.0, 3.81, False)),  # IPC-7351: two rows 6.00 mm toe to toe, 4 pins a row at 1.27 mm
+    ("SOT95P280X145-5N", (2.8, 1.9, False)),  # SOT-23-5: three pins on one side
+    ("QFP50P1200X1200X160-100N", (12.0, 12.0, False)),
+    ("QFN50P400X400X90-25N", (4.0, 4.0, False)),  # leadless: its body
+    ("SON127P800X600X80-9N", (8.0, 6.0, False)),
+    ("BGA100C80P10X10_900X900X140", (9.0, 9.0, False)),
+    ("SOD3716X135N", (3.7, 1.6, False)),
+    ("RESC1005X40N", (1.0, 0.5, False)),
+    ("R_Axial_DIN0207_L6.3mm_D2.5mm_P10.16mm_Horizontal", (10.16, 0.0, True)),  # KiCad through-hole: from pin 1
+    ("CP_Radial_D5.0mm_P2.00mm", (2.0, 0.0, True)),
+    ("DIP-16_W7.62mm", (7.62, 17.78, True)),
+    ("PinHeader_2x08_P2.54mm_Vertical", (2.54, 17.78, True)),
+    ("SOIC-8_3.9x4.9mm_P1.27mm", None),  # a KiCad SMD name states its plastic (klc_names.py), not its lands
+    ("0603", None),
+    ("Potentiometer_Bourns_3266W_Vertical", None),
+])
+def test_a_package_name_says_where_its_lands_lie(name: str, field: tuple | None) -> None:
+    from inspector.board.pad_fields import pad_field
+
+    got = pad_field(name)
+    assert (None if got is None else (got.w, got.h, got.from_pin_one)) == \
+        (None if field is None else pytest.approx(field))
+
+
+def test_a_through_hole_part_placed_by_its_pin_1_takes_the_pins_its_name_puts_there_not_a_neighbours() -> None:
+    """An axial resistor placed by its pin 1 (KiCad's zero), turned, beside a DIP whose pins lie the other way: the
+    resistor takes its own far pin, 10.16 mm along its x, though the DIP's lie nearer the other way."""
+    from inspector.board.gerber import GerberBoard, GerberPad
+
+    hole = 1.6
+    resistor = PlacedPart("R5", "4k7", "R_Axial_DIN0207_L6.3mm_D2.5mm_P10.16mm_Horizontal", 148.0, -64.0, 90.0,
+                          "top", mount_known=False)
+    dip = PlacedPart("U2", "", "DIP-8_W7.62mm", 140.38, -71.6, 0.0, "top", mount_known=False)
+    pads = [GerberPad(148.0, -64.0, hole, hole, "top", through_hole=True),  # R5's pin 1 ...
+            GerberPad(148.0, -53.84, hole, hole, "top", through_hole=True)]  # ... and 2, 10.16 mm up (x turned 90)
+    pads += [GerberPad(140.38 + dx, -71.6 - 2.54 * k, hole, hole, "top", through_hole=True)
+             for dx in (0.0, 7.62) for k in range(4)]  # the DIP's: its right row 0.04 mm from R5's x, below it
+    design = replace(read_centroid(POS), parts=[resistor, dip])
+    placed = with_gerbers(design, GerberBoard("test", pads, None, False), load_library())
+    got = {p.ref: sorted((round(q.x, 2), round(q.y, 2)) for q in p.pads) for p in placed.parts}
+    assert got["R5"] == [(0.0, 0.0), (10.16, 0.0)] and len(got["U2"]) == 8, got  # its own frame: along its x
+    assert all(p.through_hole for p in placed.parts)
+
+
+def test_copper_drawn_in_pieces_is_one_pad(tmp_path: Path) -> None:
+    """Copper drawn inside a pad (a via in it, a macro-less rounded pad's flash over its outline) is that pad, not
+    another: KiCad's plain set with a 0.3 mm flash added in the middle of one SMD pad and of one through-hole pad
+    reads the same pads as before."""
+    before = read_gerbers(RS274X).pads
+    smd = next(q for q in before if q.side == "top" and not q.through_hole and min(q.w, q.h) > 0.5)
+    tht = next(q for q in before if q.side == "top" and q.through_hole)
+    with zipfile.ZipFile(RS274X) as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    name = next(n for n in files if n.endswith("F_Cu.gtl"))
+    flashes = "".join(f"X{round(q.x * 1e6)}Y{round(q.y * 1e6)}D03*\n" for q in (smd, tht))
+    files[name] = files[name].replace(b"M02*", f"%ADD99C,0.300000*%\nD99*\n{flashes}M02*".encode())
+    with zipfile.ZipFile(tmp_path / "g.zip", "w") as z:
+        for n, data in files.items():
+            z.writestr(n, data)
+    after = read_gerbers(tmp_path / "g.zip").pads
+    assert sorted(after, key=repr) == sorted(before, key=repr)
+
+
+def test_a_small_chip_does_not_take_a_pad_beside_it_from_a_part_the_library_does_not_size() -> None:
+    """An 0402's lands hug its body: a pad 0.9 mm past its end is the unsized sensor's beside it, whose own point
+    lies 2.2 mm away (a sized part's pads are given first, and took every pad within 1.5 mm of a body)."""
+    from inspector.board.gerber import GerberBoard, GerberPad
+
+    chip = PlacedPart("C7", "100n", "C_0402_1005Metric", 10.0, 10.0, 0.0, "top", mount_known=False)
+    sensor = PlacedPart("U9", "", "ACME_SENSOR_LGA4", 12.4, 10.0, 0.0, "top", mount_known=False)
+    pads = [GerberPad(9.52, 10.0, 0.56, 0.62, "top"), GerberPad(10.48, 10.0, 0.56, 0.62, "top"),  # C7's
+            GerberPad(11.4, 10.0, 0.5, 0.5, "top"), GerberPad(13.4, 10.0, 0.5, 0.5, "top"),  # U9's four
+            GerberPad(12.4, 11.0, 0.5, 0.5, "top"), GerberPad(12.4, 9.0, 0.5, 0.5, "top")]
+    design = replace(read_centroid(POS), parts=[chip, sensor])
+    placed = {p.ref: p for p in with_gerbers(design, GerberBoard("test", pads, None, False), load_library()).parts}
+    assert len(placed["C7"].pads) == 2 and len(placed["U9"].pads) == 4

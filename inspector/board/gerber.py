@@ -8,7 +8,8 @@ board's edge that teaching registers photos on. gerbonara reads the files and te
 `FileFunction`, else by the usual names of KiCad, Altium/Protel, Eagle and others).
 
 A pad is a copper flash (or a small copper region: a custom or macro-less pad) whose centre the solder mask opens;
-copper under the mask (a tented via, a zone) is not. Where the file is X2 with component attributes (`%TO.P,R1,2*%`),
+copper under the mask (a tented via, a zone) is not, and copper drawn inside a pad (a via in it, a flash over a
+macro-less pad's outline) is that pad. Where the file is X2 with component attributes (`%TO.P,R1,2*%`),
 each pad names its part; where not, gerber_parts.py gives pads to parts by place. A pad is a through-hole pad
 where the set's drill files put a plated hole a lead fits through in it (LEAD_HOLE_MM: a via, a thermal via in a
 QFN's pad, is narrower; a wider hole the drill file's X2 attributes call a via's, `ViaDrill`, is a via too), or, in
@@ -32,6 +33,7 @@ OPENING_SLACK_MM = 0.5  # a flashed pad may reach this far past its mask opening
 # ... a copper region (a custom pad) only this far: a zone's scrap beside a pad reaches under the mask
 REGION_SLACK_MM = 0.05
 MIN_REGION_MM = 0.15  # a copper region narrower than this is a zone's sliver in a pad's opening, not a pad
+CONTAINED_MM = 0.01  # copper this near inside another pad's box is inside it
 VIA_FUNCTIONS = ("ViaPad",)  # X2 aperture functions of copper that is never a part's pad
 
 
@@ -175,7 +177,29 @@ def _side_pads(copper, mask, side: str) -> tuple[list[GerberPad], bool]:
             margin = min(x0 - own[0], y0 - own[1], own[2] - x1, own[3] - y1)
         attributed |= pin is not None
         found.append(GerberPad(cx, cy, x1 - x0, y1 - y0, side, str(pin[0]) if pin else None, mask_margin=margin))
-    return found, attributed
+    return _whole(found), attributed
+
+
+def _whole(pads: list[GerberPad]) -> list[GerberPad]:
+    """The pads, each once: copper drawn inside another pad's box (a macro-less rounded pad's outline and a flash
+    over it, a via in the pad, the same pad twice) is that pad, not one of its own; a pad the file names a part for
+    stays itself."""
+    boxes = [(q.x - q.w / 2, q.y - q.h / 2, q.x + q.w / 2, q.y + q.h / 2) for q in pads]
+    grid = BoxGrid(boxes)
+
+    def within(i: int, j: int) -> bool:
+        a, b = boxes[i], boxes[j]
+        return a[0] >= b[0] - CONTAINED_MM and a[1] >= b[1] - CONTAINED_MM and a[2] <= b[2] + CONTAINED_MM \
+            and a[3] <= b[3] + CONTAINED_MM
+
+    def area(i: int) -> float:
+        return pads[i].w * pads[i].h
+
+    def merged(i: int) -> bool:
+        return any(j != i and within(i, j) and (area(j) > area(i) or area(j) == area(i) and j < i)
+                   for j in grid.holding(pads[i].x, pads[i].y))
+
+    return [q for i, q in enumerate(pads) if q.ref is not None or not merged(i)]
 
 
 def _holes(stack, notes: list[str]) -> list[Rect] | None:

@@ -2,9 +2,12 @@
 
 Where the Gerbers name each pad's part (X2 component attributes), a part takes the pads that name it. A pad they
 name no part for (all of them in plain RS-274X; in X2 a custom pad, whose region gerbonara reads without its
-attributes) goes to the part it lies nearest: the distance to the part's named pads' box, else its body as the
-library sizes it, turned with the part (0 inside it), within REACH_MM of it; what is left, within BODILESS_REACH_MM
-of the placement point of a part with neither. A pad nothing reaches (a test pad no line of the file lists, an
+attributes) goes to the part it lies nearest: the distance to the part's named pads' box, else to where its
+package's name says its lands lie (pad_fields.py: an IPC-7351 name's span about its centre, a KiCad through-hole
+name's pins from pin 1, the way the board's pads say), else to its body as the library sizes it, turned with the
+part (0 inside it), within a quarter of the box's larger side of it (at least NEAR_MM, at most REACH_MM: an 0402's
+lands hug its body, a gull-wing's toes reach past its plastic); what is left, within BODILESS_REACH_MM of the
+placement point of a part with none. A pad nothing reaches (a test pad no line of the file lists, an
 untented via) is nobody's. Pads go into each part's footprint frame (design.in_frame); the body stays the
 library's, about the placement point, or about the pads where that point is a pad (a part placed by its pin 1), a
 two-terminal part's laid along its terminals where the placement file's zero is a quarter from the library's.
@@ -25,11 +28,15 @@ from .gerber import BoxGrid, GerberBoard, GerberPad
 from .klc_names import stated_size
 from .library import Library
 from .mounting import by_pads
+from .pad_fields import WAYS, PadField, pad_field, placings, way_box
 
 REACH_MM = 1.5  # a pad may lie this far outside its part's body (a gull-wing's toe, a J-lead's land)
+NEAR_MM, FAR_SHARE = 0.5, 0.25  # ... less for a small part: a quarter of its larger side, at least NEAR_MM
 BODILESS_REACH_MM = 5.0  # ... or this far from the placement point of a part whose body the library does not size
 AGREE_MM = 0.5  # parts whose pads' centre is this near one offset agree on it
 PIN_ONE_MM = 0.05  # a pad this near the placement point is the point: the part is placed by its pin 1
+FIELD_SLACK_MM = 0.5  # a pad's centre this far outside the field its package's name states is still in it
+PIN_SLACK_MM = 0.25  # ... and this far from where a through-hole part's name puts a pin, that pin's
 ENOUGH = 0.5  # the share of parts that must find pads for an origin to be the files' shared one
 
 
@@ -43,21 +50,50 @@ def _pads_box(pads: list) -> Rect:
     return bounding(_corners(pads))
 
 
-def _seeds(parts: list[PlacedPart], library: Library,
-           named: dict[str, list[GerberPad]]) -> dict[str, Rect]:
-    """Each part's box in its own frame saying where its pads lie: its pads the Gerbers name (X2), else the library's
-    body, else a size its name states (a gull-wing's plastic: its toes lie within REACH_MM of it). A part with none
-    is absent: it is placed by its point."""
+def _seeds(parts: list[PlacedPart], library: Library, named: dict[str, list[GerberPad]],
+           pads: list[GerberPad]) -> dict[str, Rect]:
+    """Each part's box in its own frame saying where its pads lie: its pads the Gerbers name (X2), else where its
+    package's name says its lands lie (pad_fields.py: the placing of the field that holds most of `pads`, the board's
+    pads in the placement's frame), else the library's body, else a size its name states (a gull-wing's plastic:
+    its toes lie within REACH_MM of it). A part with none is absent: it is placed by its point."""
     seeds: dict[str, Rect] = {}
+    grid = BoxGrid([(q.x, q.y, q.x, q.y) for q in pads])
     for p in parts:
         own = [q for q in named.get(p.ref, ()) if q.side == p.side]
         if own:
             seeds[p.ref] = bounding([in_frame(p, c) for c in _corners(own)])
             continue
+        field = pad_field(p.package)
+        placed = _placing(p, field, grid, pads) if field is not None else None
+        if placed is not None:
+            seeds[p.ref] = placed
+            continue
         size = library.part_body(p) or stated_size(p.package)
         if size is not None:
             seeds[p.ref] = (-size[0] / 2, -size[1] / 2, size[0] / 2, size[1] / 2)
     return seeds
+
+
+def _placing(part: PlacedPart, field: PadField, grid: BoxGrid, pads: list[GerberPad]) -> Rect | None:
+    """Where `field` lies about `part` (in its frame), read off its side's pads: a centred field's placing holding
+    the most pads' centres (within FIELD_SLACK_MM), a field from pin 1 the way from it whose pins find the most pads
+    (within PIN_SLACK_MM of each), the first of the best on a tie; None where none finds a pad."""
+    reach = math.hypot(field.w, field.h) + FIELD_SLACK_MM
+    near = [in_frame(part, (q.x, q.y)) for q in (pads[i] for i in grid.near(part.x_mm, part.y_mm, reach))
+            if q.side == part.side]
+    if field.from_pin_one:
+        scored = [(sum(1 for x, y in field.pins(sx, sy) if any(math.hypot(u - x, v - y) <= PIN_SLACK_MM
+                                                               for u, v in near)), way_box(field, sx, sy))
+                  for sx, sy in WAYS]
+    else:
+        scored = [(sum(1 for u, v in near if x0 - FIELD_SLACK_MM <= u <= x1 + FIELD_SLACK_MM
+                       and y0 - FIELD_SLACK_MM <= v <= y1 + FIELD_SLACK_MM), (x0, y0, x1, y1))
+                  for x0, y0, x1, y1 in placings(field)]
+    best, most = None, 0
+    for held, box in scored:
+        if held > most:
+            best, most = box, held
+    return best
 
 
 def _distance(part: PlacedPart, box: Rect, x: float, y: float) -> float:
@@ -73,6 +109,12 @@ def _reach(part: PlacedPart, box: Rect, far: float) -> Rect:
     return bounding(corners)
 
 
+def _far(box: Rect, most: float) -> float:
+    """How far outside its box a part's pad may lie: a small part's lands hug its body (an 0402's are under its
+    ends), a gull-wing's toes reach past its plastic by a share of it; at most `most`."""
+    return min(most, max(NEAR_MM, FAR_SHARE * max(box[2] - box[0], box[3] - box[1])))
+
+
 def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, Rect],
               shift: tuple[float, float]) -> dict[str, list[GerberPad]]:
     """Each pad given to the part it lies nearest (see the module's rule), the Gerbers moved by `shift`: first to
@@ -83,8 +125,9 @@ def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, R
     unsized = [(p, point) for p in parts if p.ref not in seeds]
     mine: dict[str, list[GerberPad]] = {}
     left = [replace(q, x=q.x + shift[0], y=q.y + shift[1]) for q in pads]
-    for reach, far in ((sized, REACH_MM), (unsized, BODILESS_REACH_MM)):
-        grid = BoxGrid([_reach(p, box, far) for p, box in reach])
+    for reach, most in ((sized, REACH_MM), (unsized, BODILESS_REACH_MM)):
+        fars = [_far(box, most) if most == REACH_MM else most for _p, box in reach]
+        grid = BoxGrid([_reach(p, box, far) for (p, box), far in zip(reach, fars)])
         rest = []
         for pad in left:
             best = None
@@ -93,7 +136,7 @@ def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, R
                 if p.side != pad.side:
                     continue
                 d = _distance(p, box, pad.x, pad.y)
-                if d <= far:
+                if d <= fars[i]:
                     key = (d, math.hypot(pad.x - p.x_mm, pad.y - p.y_mm))
                     if best is None or key < best[0]:
                         best = (key, p.ref)
@@ -183,7 +226,8 @@ def _named(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPar
     # pads the file names no part for (a custom pad's region, which gerbonara keeps without its attributes) go
     # by place, to a part by its named pads' box where it has some
     loose = [q for q in board.pads if q.ref is None]
-    for ref, got in _by_place(owners, loose, _seeds(owners, library, mine), shift).items():
+    moved = [replace(q, x=q.x + shift[0], y=q.y + shift[1]) for q in loose]
+    for ref, got in _by_place(owners, loose, _seeds(owners, library, mine, moved), shift).items():
         mine.setdefault(ref, []).extend(got)
     return shift, mine
 
@@ -195,11 +239,11 @@ def _placed(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPa
     whichever gives more of the `placed` parts pads."""
     tried = []
     corners = [(0.0, 0.0)] + ([(board.outline[0], board.outline[1])] if board.outline is not None else [])
-    seeds = _seeds(owners, library, {})
     for corner in corners:
         # the placement file relative to the board's lower-left corner: the Gerbers moved by minus that corner
         s = (-corner[0], -corner[1]) if corner != (0.0, 0.0) else corner
-        got = _by_place(owners, board.pads, seeds, s)
+        moved = [replace(q, x=q.x + s[0], y=q.y + s[1]) for q in board.pads]
+        got = _by_place(owners, board.pads, _seeds(owners, library, {}, moved), s)
         tried.append((sum(p.ref in got for p in placed), s, got))
     found, shift, mine = max(tried, key=lambda t: t[0])
     if placed and found < ENOUGH * len(placed):
