@@ -313,3 +313,20 @@ def test_a_small_chip_does_not_take_a_pad_beside_it_from_a_part_the_library_does
     design = replace(read_centroid(POS), parts=[chip, sensor])
     placed = {p.ref: p for p in with_gerbers(design, GerberBoard("test", pads, None, False), load_library()).parts}
     assert len(placed["C7"].pads) == 2 and len(placed["U9"].pads) == 4
+
+
+def test_a_bottom_parts_through_hole_pads_are_its_own_on_the_top_too() -> None:
+    """A header fitted from the bottom has its plated pads on both faces; their top copies were loose pads a
+    fiducial on the top beside it took (it lost its mark's size: stm32wb55-dev's FID1 and FID2 were left out)."""
+    from inspector.board.gerber import GerberBoard, GerberPad
+
+    header = PlacedPart("J6", "", "PinHeader_1x03_P2.54mm_Vertical", 86.29, -107.94, 0.0, "bottom", mount_known=False)
+    mark = PlacedPart("FID1", "", "Fiducial_1.5mm_Mask3mm", 89.75, -110.25, 0.0, "top", fiducial=True,
+                      mount_known=False)
+    pads = [GerberPad(89.75, -110.25, 1.5, 1.5, "top", mask_margin=0.75)]
+    pads += [GerberPad(86.29, -107.94 - 2.54 * k, 1.7, 1.7, side, through_hole=True)
+             for k in range(3) for side in ("top", "bottom")]
+    design = replace(read_centroid(POS), parts=[header, mark])
+    placed = {p.ref: p for p in with_gerbers(design, GerberBoard("test", pads, None, False), load_library()).parts}
+    assert [(q.w, q.h) for q in placed["FID1"].pads] == [(1.5, 1.5)]
+    assert len(placed["J6"].pads) == 3 and placed["J6"].through_hole

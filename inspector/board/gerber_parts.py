@@ -133,7 +133,7 @@ def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, R
             best = None
             for i in grid.holding(pad.x, pad.y):
                 p, box = reach[i]
-                if p.side != pad.side:
+                if p.side != pad.side and not pad.through_hole:  # a plated hole's pads are one part's, both sides
                     continue
                 d = _distance(p, box, pad.x, pad.y)
                 if d <= fars[i]:
