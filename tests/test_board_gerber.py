@@ -249,6 +249,7 @@ def test_parts_left_off_keep_their_lands_from_their_neighbours(tmp_path: Path) -
     ("CP_Radial_D5.0mm_P2.00mm", (2.0, 0.0, True)),
     ("DIP-16_W7.62mm", (7.62, 17.78, True)),
     ("PinHeader_2x08_P2.54mm_Vertical", (2.54, 17.78, True)),
+    ("R_Array_SIP9", (20.32, 0.0, True)),
     ("SOIC-8_3.9x4.9mm_P1.27mm", None),  # a KiCad SMD name states its plastic (klc_names.py), not its lands
     ("0603", None),
     ("Potentiometer_Bourns_3266W_Vertical", None),

@@ -9,7 +9,7 @@ state where the lands lie about that point:
   `SOD3716X135N`, `RESC1005X40N`;
 - KiCad's library names of through-hole parts, whose zero is pin 1 (KLC): a two-terminal part's pitch
   (`R_Axial_DIN0207_L6.3mm_D2.5mm_P10.16mm_Horizontal`: its other pin 10.16 mm from pin 1), a DIP's rows
-  (`DIP-16_W7.62mm`), a header's grid (`PinHeader_2x08_P2.54mm_Vertical`).
+  (`DIP-16_W7.62mm`), a resistor network's row (`R_Array_SIP9`), a header's grid (`PinHeader_2x08_P2.54mm_Vertical`).
 A field is where the pads' centres lie, never a window: which way it runs from pin 1 along its axes, and which of an
 IPC name's two sizes lies along x, the caller reads off the board's pads.
 """
@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass
 
-HOLE_PITCH_MM = 2.54  # a DIP's pins along its rows
+HOLE_PITCH_MM = 2.54  # a DIP's pins along its rows, a resistor network's along its one
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ _CHIP = re.compile(r"^(?:RES|CAP|IND|DIO|LED|FUS|OSC)[A-Z]{1,2}(\d{2})(\d{2})X\d
 _TWO_LEADS = re.compile(r"^(?:R|C|CP|L|D|Fuse)_(?:Axial|Radial|Disc|Rect|DO-|Box)[^ ]*?_P(\d+(?:\.\d+)?)mm",
                         re.IGNORECASE)
 _DIP = re.compile(r"^(?:DIP|PDIP|CERDIP)-(\d+)_W(\d+(?:\.\d+)?)mm", re.IGNORECASE)
+_SIP = re.compile(r"^R_Array_SIP(\d+)", re.IGNORECASE)  # a resistor network: its pins in a row, 2.54 mm apart
 _GRID = re.compile(r"^(?:PinHeader|PinSocket|IDC-Header)_(\d+)x(\d+)_P(\d+(?:\.\d+)?)mm", re.IGNORECASE)
 
 
@@ -74,6 +75,10 @@ def pad_field(package: str) -> PadField | None:
     if m:
         per_row = int(m.group(1)) // 2
         return PadField(float(m.group(2)), (per_row - 1) * HOLE_PITCH_MM, True, 2, per_row)
+    m = _SIP.match(name)
+    if m:
+        pins = int(m.group(1))
+        return PadField((pins - 1) * HOLE_PITCH_MM, 0.0, True, pins, 1)
     m = _GRID.match(name)
     if m:
         pitch, columns, rows = float(m.group(3)), int(m.group(1)), int(m.group(2))
