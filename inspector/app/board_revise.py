@@ -67,6 +67,7 @@ class Revised:
     zoo: Path | None = None  # the taught set's zoo, where given
     unchecked: list[str] = field(default_factory=list)  # windows from the photo the presence check cannot tell for
     seconds: float = 0.0
+    rules: RuleSet | None = None  # the revised set as written
 
     def to_json(self) -> dict:
         return {"changes": [asdict(c) for c in self.revision.changes], "kept": self.revision.kept,
@@ -127,7 +128,7 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
                       and c.ref in taught.alternates})
     old = yaml.safe_load(taught.text)  # the taught keys carried: classifier, registration, marks
     text = _revised_text(plan, taught, old, revision, golden_path, dropped, len(need), _registration(plan, taught, old))
-    parse_rules(text, str(plan.out))  # the schema's checks, before anything is written
+    rules = parse_rules(text, str(plan.out))  # the schema's checks, before anything is written
     if golden is not None:
         golden_path.parent.mkdir(parents=True, exist_ok=True)
         if not cv2.imwrite(str(golden_path), golden):
@@ -135,7 +136,7 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
     write_atomically(plan.out, text.encode("utf-8"))
     options = (said(taught.text, HEAD[1]), said(revision.text, HEAD[1]))
     return Revised(changes, plan.out, golden_path, need if plan.photo is not None else [], bare, still, dropped,
-                   options if options[0] != options[1] else None, plan.zoo, unchecked, time.perf_counter() - t0)
+                   options if options[0] != options[1] else None, plan.zoo, unchecked, time.perf_counter() - t0, rules)
 
 
 def _taught(path: Path) -> RuleSet:

@@ -6,13 +6,13 @@ newest board the line inspected (a board of the revision put through the line). 
 force with the zoo it serves (app/board_revise.py: nothing is trained), and writes, in the folder of the rule file
 in force, where recipes are found:
 - `NAME.taught.yaml`, its golden board and registration files beside it: a recipe a changeover can put in force;
-- `revisions/NAME/`: the import as sent and the photo the windows came from, which the revised set names.
+- `revisions/NAME/`: the import as sent and the photo the windows came from (under its own name, or `line-SERIAL`
+  for the board the line inspected), which the revised set names.
 Nothing is served: the changeover is its own step (recipes.py), after the engineer has read the changes.
 """
 from __future__ import annotations
 
 import base64
-import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -21,8 +21,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..board.geometry import geometry_of, geometry_path, read_geometry
-from ..routing.rules import load_rules, parse_rules
+from ..board.geometry import geometry_of, geometry_path, read_geometry, write_geometry
+from ..routing.rules import RuleSet, load_rules, parse_rules
 from .board_photos import read_photo
 from .board_revise import Revised, RevisePlan, revise_board
 
@@ -76,7 +76,7 @@ def revise_line_board(rule_file: Path, zoo: Path, asked: LineRevision) -> Revise
         kept.mkdir(parents=True)
         imported = kept / f"{name}.yaml"
         imported.write_text(asked.text, encoding="utf-8")
-        geometry_path(imported).write_text(json.dumps(geometry.to_json(), indent=1), encoding="utf-8")
+        write_geometry(geometry, imported)
         photo = None
         if asked.photo is not None:
             photo = kept / f"{_stem(asked.photo_name)}.png"
@@ -98,17 +98,16 @@ def _stem(name: str) -> str:
     return stem or "photo"
 
 
-def same_recipe(revised: Path, folder: Path) -> list[str]:
-    """The other rule files of `folder` whose recipe is the revised set's: a PLC naming that recipe gets the first
-    of them, so the revision is put in force by its file name."""
-    recipe = load_rules(revised).recipe
+def same_recipe(revised: RuleSet, path: Path) -> list[str]:
+    """The other rule files beside `path` (the revised set's) whose recipe is the revised set's: a PLC naming that
+    recipe gets the first of them, so the revision is put in force by its file name."""
     others = []
-    for path in sorted(folder.glob("*.yaml")):
-        if path.resolve() == revised.resolve():
+    for other in sorted(path.parent.glob("*.yaml")):
+        if other.resolve() == path.resolve():
             continue
         try:
-            if load_rules(path).recipe == recipe:
-                others.append(path.name)
+            if load_rules(other).recipe == revised.recipe:
+                others.append(other.name)
         except ValueError:
             continue
     return others
@@ -138,8 +137,10 @@ def revision_request(revision: Path, name: str | None = None, photo: Path | str 
 def _image_bytes(path: Path, correction: Path | None) -> bytes:
     """A photo as PNG or JPEG bytes: the file's own where it is one and nothing corrects it, else encoded as PNG."""
     if correction is None and path.suffix.lower() in (".png", ".jpg", ".jpeg"):
-        read_photo(path)  # an image OpenCV reads, or the reason here rather than the kiosk's
-        return path.read_bytes()
+        data = path.read_bytes()
+        if cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) is None:
+            raise ValueError(f"{path} is not an image OpenCV can read")  # said here rather than by the kiosk
+        return data
     image = read_photo(path)
     if correction is not None:
         from ..camera.correction import CameraCorrection

@@ -94,7 +94,7 @@ class Control:
                 self._head = (now, None)
         return self._head[1]
 
-    def _ready(self) -> None:
+    def ready(self) -> None:
         try:
             self.log.ready()
         except StoreUnavailable as exc:
@@ -102,7 +102,7 @@ class Control:
 
     def review(self, call: Call) -> dict[str, Any]:
         req = replace(ReviewRequest.parse(call.body), reviewer=call.who.name)
-        self._ready()
+        self.ready()
         try:
             stored = record_review(self.service.store, req, classes_of(self.service.line.zoo))
         except StoreUnavailable as exc:
@@ -127,7 +127,7 @@ class Control:
         sha = doc.get("weights_sha256")
         if not rollback and not isinstance(sha, str):
             raise ValueError('name the version: {"expert": NAME, "weights_sha256": HASH} (or "rollback": true)')
-        self._ready()
+        self.ready()
         try:
             done = swap_live(self.service.line, doc["expert"], None if rollback else sha, rollback,
                              force=doc.get("force") is True)
@@ -150,7 +150,7 @@ class Control:
                              'detector) or {"operating": {"good_margin": 2.0}} (a classifier)')
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in point.values()):
             raise ValueError(f"an operating point's values are numbers: {json.dumps(point)}")
-        self._ready()
+        self.ready()
         try:
             done = operate_live(self.service.line, doc["expert"], {k: float(v) for k, v in point.items()})
         except TimeoutError as exc:
@@ -165,7 +165,7 @@ class Control:
         doc = json_object(call.body, 'JSON {"expert": NAME, "weights_sha256": HASH (8+ hex digits)}')
         if not isinstance(doc.get("expert"), str) or not isinstance(doc.get("weights_sha256"), str):
             raise ValueError('name the expert and the release: {"expert": NAME, "weights_sha256": HASH}')
-        self._ready()
+        self.ready()
         try:
             done = install_release(self.service.line, self.service.store, doc["expert"], doc["weights_sha256"])
         except (ReleaseError, VersionError) as exc:
@@ -195,7 +195,7 @@ class Control:
         crop = kept_crop(self.service.store, self.service.line.config.scope, self.service.crops.root, uuid, ref)
         approval = prepare(self.rules.path, {ref: window_from_crop(self.service.line.rules, ref, crop)}, uuid[:8],
                            make)
-        out = self._rules_change(call, "rules.alternate", lambda: apply_approval(approval, self.rules.submit),
+        out = self.rules_change(call, "rules.alternate", lambda: apply_approval(approval, self.rules.submit),
                                  f"approved {ref} from board {uuid} in")
         return {**out, "ref": ref, "file": approval.approved[0].file.name, "already": approval.approved[0].already}
 
@@ -208,16 +208,16 @@ class Control:
 
     def submit_rules(self, call: Call) -> dict[str, Any]:
         text = decode_rules(call.body, "the posted rule set")
-        return self._rules_change(call, "rules.apply", lambda: self.rules.submit(text), "applied")
+        return self.rules_change(call, "rules.apply", lambda: self.rules.submit(text), "applied")
 
     def rollback(self, call: Call) -> dict[str, Any]:
         try:
             index = int(json.loads(call.body)["index"])
         except (ValueError, KeyError, TypeError):
             raise ValueError('a rollback is JSON {"index": N}, N a position in /status rules.history') from None
-        return self._rules_change(call, "rules.rollback", lambda: self.rules.rollback(index), "rolled back to")
+        return self.rules_change(call, "rules.rollback", lambda: self.rules.rollback(index), "rolled back to")
 
-    def _rules_change(self, call: Call, kind: str, change: Callable[[], RuleSet], said: str) -> dict[str, Any]:
+    def rules_change(self, call: Call, kind: str, change: Callable[[], RuleSet], said: str) -> dict[str, Any]:
         try:
             rules, recorded = self.log.rules_change(call.who, kind, lambda: self.service.line.rules, change,
                                                     call.reason)
@@ -230,7 +230,7 @@ class Control:
     def allocation(self, call: Call) -> dict[str, Any]:
         new = parse_allocation(call.body)
         line = self.service.line
-        self._ready()
+        self.ready()
         before = Allocation.of(line.config)
         change = Change("allocation", f"{line.config.line}/{line.config.station}", asdict(before), asdict(new),
                         call.reason)

@@ -19,14 +19,12 @@ import cv2
 import numpy as np
 
 from ..access.audit import Change
-from ..app.changes import ChangeLog
 from ..app.line_revision import LineRevision, revise_line_board, same_recipe
 from ..app.recipes import RecipeBook
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
 from ..board.revision import format_revision
-from ..results.store import StoreUnavailable
-from ..routing.rules import load_rules
+from .control import Control
 from .http import Call, HttpError, json_object
 
 SHAPE = ('JSON {"name": "rev-b", "revision": RULE TEXT, "geometry": {...}, "photo": {"image_base64": ..., "name": '
@@ -36,9 +34,9 @@ SHAPE = ('JSON {"name": "rev-b", "revision": RULE TEXT, "geometry": {...}, "phot
 
 
 class Revisions:
-    def __init__(self, service: LineService, rules: RulesWatcher, book: RecipeBook, log: ChangeLog,
+    def __init__(self, service: LineService, rules: RulesWatcher, book: RecipeBook, control: Control,
                  say: Callable[[str], None] = lambda _m: None) -> None:
-        self.service, self.rules, self.book, self.log, self.say = service, rules, book, log, say
+        self.service, self.rules, self.book, self.control, self.say = service, rules, book, control, say
 
     def revise(self, call: Call) -> dict[str, Any]:
         doc = json_object(call.body, SHAPE)
@@ -57,16 +55,16 @@ class Revisions:
         photo, photo_name = self._photo(doc.get("photo"))
         asked = LineRevision(str(doc.get("name") or ""), text, geometry, photo, photo_name, board, looks_alike,
                              bool(doc.get("replace")))
-        self._ready()
+        self.control.ready()
         running = self.service.line.rules
         try:
             revised = revise_line_board(Path(self.rules.path), Path(self.service.line.zoo.root), asked)
         except FileExistsError as exc:
             raise HttpError(409, str(exc)) from None
-        rules = load_rules(revised.out)
+        rules = revised.rules
         after = {"file": revised.out.name, "recipe": rules.recipe, "version": rules.version,
                  "changes": len(revised.revision.changes), "windows": revised.windows}
-        recorded = self.log.record(call.who, Change("rules.revise", rules.recipe,
+        recorded = self.control.log.record(call.who, Change("rules.revise", rules.recipe,
                                                     {"recipe": running.recipe, "version": running.version}, after,
                                                     call.reason))
         self.say(f"rules revised over the API by {call.who.name}: {revised.out.name} ({len(revised.revision.changes)} "
@@ -74,7 +72,7 @@ class Revisions:
         told = {k: v for k, v in revised.to_json().items() if k not in ("out", "golden")}  # paths: the kiosk's own
         return {**told, "file": revised.out.name, "recipe": rules.recipe, "version": rules.version,
                 "table": format_revision(revised.revision), "notes": revised.notes(),
-                "same_recipe": same_recipe(revised.out, revised.out.parent), **recorded}
+                "same_recipe": same_recipe(rules, revised.out), **recorded}
 
     def changeover(self, call: Call) -> dict[str, Any]:
         doc = json_object(call.body, 'JSON {"recipe": NAME}: a recipe of the rule folder, or a rule file\'s name')
@@ -84,20 +82,9 @@ class Revisions:
         if not self.book.folders:
             raise HttpError(409, "the running rule set was not read from a file: there is no rule folder")
         path = self.book.find(name)
-        try:
-            rules, recorded = self.log.rules_change(call.who, "rules.changeover", lambda: self.service.line.rules,
-                                                    lambda: self.book.switch(path), call.reason)
-        except StoreUnavailable as exc:
-            raise HttpError(503, str(exc)) from None
-        self.say(f"recipe changeover over the API by {call.who.name}: {rules.recipe} {rules.version} ({path.name})")
-        return {"applied": True, "recipe": rules.recipe, "version": rules.version, "file": path.name,
-                "notes": self.service.scale_notes, **recorded}
-
-    def _ready(self) -> None:
-        try:
-            self.log.ready()
-        except StoreUnavailable as exc:
-            raise HttpError(503, str(exc)) from None
+        answer = self.control.rules_change(call, "rules.changeover", lambda: self.book.switch(path),
+                                           f"changed over to {path.name}")
+        return {**answer, "file": path.name}
 
     def _photo(self, sent: object) -> tuple[np.ndarray | None, str]:
         """(the photo the revision's windows come from: sent, the newest board the line inspected, or none; what it

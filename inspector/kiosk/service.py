@@ -94,7 +94,7 @@ class Kiosk:
         self.recipes = RecipeBook(self.rules, folders, self._keep)
         if plc is not None:
             plc.attach(service, self.recipes)
-        self.revisions = Revisions(service, self.rules, self.recipes, self.control.log, say)
+        self.revisions = Revisions(service, self.rules, self.recipes, self.control, say)
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
             if config.llm_mb > 0 else None
         lending = self.lender.routes() if self.lender is not None else {}
