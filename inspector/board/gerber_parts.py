@@ -109,10 +109,10 @@ def _reach(part: PlacedPart, box: Rect, far: float) -> Rect:
     return bounding(corners)
 
 
-def _far(box: Rect, most: float) -> float:
-    """How far outside its box a part's pad may lie: a small part's lands hug its body (an 0402's are under its
-    ends), a gull-wing's toes reach past its plastic by a share of it; at most `most`."""
-    return min(most, max(NEAR_MM, FAR_SHARE * max(box[2] - box[0], box[3] - box[1])))
+def _far(box: Rect) -> float:
+    """How far outside its box a sized part's pad may lie: a small part's lands hug its body (an 0402's are under
+    its ends), a gull-wing's toes reach past its plastic by a share of it; at most REACH_MM."""
+    return min(REACH_MM, max(NEAR_MM, FAR_SHARE * max(box[2] - box[0], box[3] - box[1])))
 
 
 def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, Rect],
@@ -125,8 +125,7 @@ def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, R
     unsized = [(p, point) for p in parts if p.ref not in seeds]
     mine: dict[str, list[GerberPad]] = {}
     left = [replace(q, x=q.x + shift[0], y=q.y + shift[1]) for q in pads]
-    for reach, most in ((sized, REACH_MM), (unsized, BODILESS_REACH_MM)):
-        fars = [_far(box, most) if most == REACH_MM else most for _p, box in reach]
+    for reach, fars in ((sized, [_far(box) for _p, box in sized]), (unsized, [BODILESS_REACH_MM] * len(unsized))):
         grid = BoxGrid([_reach(p, box, far) for (p, box), far in zip(reach, fars)])
         rest = []
         for pad in left:
