@@ -23,7 +23,7 @@ import math
 import statistics
 from dataclasses import replace
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, in_frame, named_refs, on_board
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, in_frame, mounted, named_refs, on_board
 from .gerber import BoxGrid, GerberBoard, GerberPad
 from .klc_names import stated_size
 from .library import Library
@@ -136,7 +136,9 @@ def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, R
                     continue
                 d = _distance(p, box, pad.x, pad.y)
                 if d <= fars[i]:
-                    key = (d, math.hypot(pad.x - p.x_mm, pad.y - p.y_mm))
+                    # a part on the pad's own side first: two surface parts stacked on the two faces read as
+                    # through-hole where no drill file says otherwise
+                    key = (d, p.side != pad.side, math.hypot(pad.x - p.x_mm, pad.y - p.y_mm))
                     if best is None or key < best[0]:
                         best = (key, p.ref)
             if best is None:
@@ -205,8 +207,7 @@ def _frame(part: PlacedPart, pads: list[GerberPad], library: Library) -> PlacedP
             cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         box = (cx - bw / 2, cy - bh / 2, cx + bw / 2, cy + bh / 2)
     through_hole, in_paste = by_pads(own)  # its pads say it, whatever the placement's mount column said
-    return replace(part, pads=tuple(own), body=box, through_hole=through_hole, mount_known=True,
-                   pin_in_paste=through_hole and (part.pin_in_paste or in_paste))
+    return replace(part, pads=tuple(own), body=box, mount=mounted(through_hole, part.pin_in_paste or in_paste))
 
 
 def _named(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPart], board: GerberBoard,
