@@ -269,8 +269,8 @@ def test_a_through_hole_part_placed_by_its_pin_1_takes_the_pins_its_name_puts_th
 
     hole = 1.6
     resistor = PlacedPart("R5", "4k7", "R_Axial_DIN0207_L6.3mm_D2.5mm_P10.16mm_Horizontal", 148.0, -64.0, 90.0,
-                          "top", mount_known=False)
-    dip = PlacedPart("U2", "", "DIP-8_W7.62mm", 140.38, -71.6, 0.0, "top", mount_known=False)
+                          "top", mount=None)
+    dip = PlacedPart("U2", "", "DIP-8_W7.62mm", 140.38, -71.6, 0.0, "top", mount=None)
     pads = [GerberPad(148.0, -64.0, hole, hole, "top", through_hole=True),  # R5's pin 1 ...
             GerberPad(148.0, -53.84, hole, hole, "top", through_hole=True)]  # ... and 2, 10.16 mm up (x turned 90)
     pads += [GerberPad(140.38 + dx, -71.6 - 2.54 * k, hole, hole, "top", through_hole=True)
@@ -306,8 +306,8 @@ def test_a_small_chip_does_not_take_a_pad_beside_it_from_a_part_the_library_does
     lies 2.2 mm away (a sized part's pads are given first, and took every pad within 1.5 mm of a body)."""
     from inspector.board.gerber import GerberBoard, GerberPad
 
-    chip = PlacedPart("C7", "100n", "C_0402_1005Metric", 10.0, 10.0, 0.0, "top", mount_known=False)
-    sensor = PlacedPart("U9", "", "ACME_SENSOR_LGA4", 12.4, 10.0, 0.0, "top", mount_known=False)
+    chip = PlacedPart("C7", "100n", "C_0402_1005Metric", 10.0, 10.0, 0.0, "top", mount=None)
+    sensor = PlacedPart("U9", "", "ACME_SENSOR_LGA4", 12.4, 10.0, 0.0, "top", mount=None)
     pads = [GerberPad(9.52, 10.0, 0.56, 0.62, "top"), GerberPad(10.48, 10.0, 0.56, 0.62, "top"),  # C7's
             GerberPad(11.4, 10.0, 0.5, 0.5, "top"), GerberPad(13.4, 10.0, 0.5, 0.5, "top"),  # U9's four
             GerberPad(12.4, 11.0, 0.5, 0.5, "top"), GerberPad(12.4, 9.0, 0.5, 0.5, "top")]
@@ -321,9 +321,9 @@ def test_a_bottom_parts_through_hole_pads_are_its_own_on_the_top_too() -> None:
     fiducial on the top beside it took (it lost its mark's size: stm32wb55-dev's FID1 and FID2 were left out)."""
     from inspector.board.gerber import GerberBoard, GerberPad
 
-    header = PlacedPart("J6", "", "PinHeader_1x03_P2.54mm_Vertical", 86.29, -107.94, 0.0, "bottom", mount_known=False)
+    header = PlacedPart("J6", "", "PinHeader_1x03_P2.54mm_Vertical", 86.29, -107.94, 0.0, "bottom", mount=None)
     mark = PlacedPart("FID1", "", "Fiducial_1.5mm_Mask3mm", 89.75, -110.25, 0.0, "top", fiducial=True,
-                      mount_known=False)
+                      mount=None)
     pads = [GerberPad(89.75, -110.25, 1.5, 1.5, "top", mask_margin=0.75)]
     pads += [GerberPad(86.29, -107.94 - 2.54 * k, 1.7, 1.7, side, through_hole=True)
              for k in range(3) for side in ("top", "bottom")]

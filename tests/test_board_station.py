@@ -326,7 +326,7 @@ def test_a_hybrid_is_placed_in_paste_and_a_mark_is_never_left_out() -> None:
     assert by_pads(()) == (False, False) and by_pads((surface, surface)) == (False, False)
     assert by_pads((hole, hole, hole)) == (True, False) and by_pads((hole, hole, surface)) == (True, False)
     assert by_pads((hole, hole, surface, surface)) == (True, True)
-    fiducial = PlacedPart("FID1", "", "Fiducial_1mm_Mask2mm", 1.0, 1.0, 0.0, "top", (hole,), through_hole=True)
+    fiducial = PlacedPart("FID1", "", "Fiducial_1mm_Mask2mm", 1.0, 1.0, 0.0, "top", (hole,), mount=THROUGH_HOLE)
     header = replace(fiducial, ref="J1", package="PinHeader_1x01_P2.54mm_Vertical")
     seen = at_station(BoardDesign("b", "test", [fiducial, header], y_up=True), BEFORE, LIB)
     assert _later(seen) == ["J1"] and seen.parts[0].excluded is None

@@ -96,13 +96,12 @@ def _mounted(part: PlacedPart, line: BomLine, differ: list[str]) -> PlacedPart:
     coarser word); a disagreement with the design's pads goes to `differ`, and the pads are taken."""
     if line.mount is None:
         return part
-    through_hole = line.mount != SMD
     if not part.mount_known:
-        return replace(part, through_hole=through_hole, pin_in_paste=line.mount == PIN_IN_PASTE, mount_known=True)
-    if through_hole != part.through_hole:
+        return replace(part, mount=line.mount)
+    if (line.mount != SMD) != part.through_hole:
         differ.append(f"{part.ref} ({'through-hole' if part.through_hole else 'SMD'} pads, {line.mount} on the BOM)")
         return part
-    return replace(part, pin_in_paste=part.pin_in_paste or line.mount == PIN_IN_PASTE)
+    return replace(part, mount=PIN_IN_PASTE) if line.mount == PIN_IN_PASTE else part
 
 
 def _values_differ(part: PlacedPart, line: BomLine) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..yamlio import Fields, load_yaml
 from .centroid_table import Row, column_key, decode, find_table, header_units, stated_units
 from .design import BoardDesign, CadError, PlacedPart, first_of
-from .mounting import COLUMN_NAMES, PIN_IN_PASTE, SMD, UNREAD, mount_in
+from .mounting import COLUMN_NAMES, UNREAD, mount_in
 
 COLUMNS: dict[str, tuple[str, ...]] = {  # column_key()s, the likeliest first (Altium's Mid X before its Ref X)
     "ref": ("designator", "ref", "reference", "refdes", "ref des", "ref.des.", "ref. des.", "reference designator",
@@ -130,8 +130,7 @@ def _eagle(path: Path, text: str, side: str) -> BoardDesign:
         # the package is always the last column; the value (empty for many parts, or several words) before it
         package = cells[-1] if len(cells) > 4 else ""
         value = " ".join(cells[4:-1])
-        parts.append(PlacedPart(cells[0], value, package, x, y, rot, side, excluded=left_off(value),
-                                mount_known=False))
+        parts.append(PlacedPart(cells[0], value, package, x, y, rot, side, excluded=left_off(value), mount=None))
     return BoardDesign(str(path), f"Eagle centroid ({path.suffix})", parts, y_up=True)
 
 
@@ -148,8 +147,7 @@ def _row(cells: list[str], col: dict[str, int], where: str, units: str | None, u
     off = left_off(get("value"), get("dnp") if "dnp" in col else None, get("populate") if "populate" in col else None)
     mount = mount_in(get("mount"), where, unread)
     return PlacedPart(get("ref"), get("value"), get("package"), x * scale, y * scale, rot, _side(get("side")),
-                      excluded=off, through_hole=mount not in (None, SMD), pin_in_paste=mount == PIN_IN_PASTE,
-                      mount_known=mount is not None)
+                      excluded=off, mount=mount)
 
 
 def _table(path: Path, text: str, profile: Profile) -> BoardDesign:

@@ -114,6 +114,14 @@ class Bought:
     package: str = ""  # the BOM's package name (a purchasing name, `SOT-23-5`, beside the footprint's)
 
 
+SMD, THROUGH_HOLE, PIN_IN_PASTE = "smd", "through-hole", "pin-in-paste"  # how a part is mounted (mounting.py)
+
+
+def mounted(through_hole: bool, in_paste: bool = False) -> str:
+    """A part's mounting from what its pads say: through-hole, placed in paste or not, else surface mount."""
+    return (PIN_IN_PASTE if in_paste else THROUGH_HOLE) if through_hole else SMD
+
+
 @dataclass(frozen=True)
 class PlacedPart:
     ref: str
@@ -125,12 +133,26 @@ class PlacedPart:
     side: str  # top | bottom
     pads: tuple[Pad, ...] = ()
     body: Rect | None = None  # the body's outline in the footprint frame (a fab or courtyard drawing), mm
-    through_hole: bool = False
     fiducial: bool = False
     excluded: str | None = None  # why the file itself leaves it out of assembly (dnp, not placed, board only)
     bought: Bought | None = None  # its bill of materials line, where a BOM came with the design
-    pin_in_paste: bool = False  # a through-hole part placed in paste before reflow (its BOM or placement says so)
-    mount_known: bool = True  # a file says whether it is through-hole (a centroid file without a mount column: no)
+    # how it is mounted (mounting.py's words): surface mount, through-hole, or through-hole placed in paste before
+    # reflow (its pads, its BOM or its placement say so); None where no file says (a centroid file without a mount
+    # column, until its Gerbers or BOM do)
+    mount: str | None = SMD
+
+    @property
+    def through_hole(self) -> bool:
+        """Its leads go through plated holes (placed in paste or not)."""
+        return self.mount in (THROUGH_HOLE, PIN_IN_PASTE)
+
+    @property
+    def pin_in_paste(self) -> bool:
+        return self.mount == PIN_IN_PASTE
+
+    @property
+    def mount_known(self) -> bool:
+        return self.mount is not None
 
     def not_placed(self) -> bool:
         """The assembly leaves it off (DNP, not on the BOM: every reader's reason says `not placed (...)`): its lands

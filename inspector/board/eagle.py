@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, arc_points, bounding, parse_xml
+from .design import BoardDesign, CadError, Pad, PlacedPart, Rect, arc_points, bounding, mounted, parse_xml
 from .flip import mirrored_pads, mirrored_rect
 from .mounting import by_pads
 
@@ -193,7 +193,7 @@ def read_eagle(path: Path) -> BoardDesign:
         through_hole, in_paste = by_pads(pads)
         parts.append(PlacedPart(name, el.get("value", ""), package, _f(el, "x"), _f(el, "y"), turn,
                                 "bottom" if mirrored else "top", pads, body,
-                                through_hole=through_hole, pin_in_paste=in_paste, fiducial=fiducial,
+                                mount=mounted(through_hole, in_paste), fiducial=fiducial,
                                 excluded=None if pads or body else "an element without pads or drawings"))
     plain = board.find("plain")
     outline = bounding(_drawn(plain, (DIMENSION,))) if plain is not None else None

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .design import BoardDesign, CadError, PlacedPart
+from .design import BoardDesign, CadError, PlacedPart, mounted
 
 FUNCTION = re.compile(r"%TF\.FileFunction,Component,L\d+,(Top|Bot)\*%")
 HEAD_BYTES = 4096  # the file function is a header attribute: it stands in a file's first lines
@@ -110,7 +110,7 @@ def read_x3(path: Path, layers: tuple[tuple[str, str], ...] | None = None) -> Bo
             package = _value(attrs, ".CFtp") or _value(attrs, ".CPgN")
             mount = _value(attrs, ".CMnt").upper()
             parts.append(PlacedPart(_value(attrs, ".C"), _value(attrs, ".CVal"), package, x, y, rotation, side,
-                                    through_hole=mount == "TH", fiducial=mount == "FIDUCIAL"))
+                                    mount=mounted(mount == "TH"), fiducial=mount == "FIDUCIAL"))
     if not parts:
         raise CadError(f"{path}: its component layers place no part (no `ComponentMain` flash with a reference)")
     return BoardDesign(str(path), "Gerber X3 component layers", parts, y_up=True)

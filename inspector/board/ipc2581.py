@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .bottom_fit import TURNED_THEN_MIRRORED, Point, bottom_footprints
-from .design import BARE_HOLES, BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, parse_xml, turned
+from .design import BARE_HOLES, BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, mounted, parse_xml, turned
 from .drawn_bodies import by_side
 from .ipc2581_copper import Flash, flashed_note, pin_pads, with_every_flash
 from .ipc2581_drawings import assembly_drawings
@@ -249,8 +249,8 @@ def read_ipc2581(path: Path) -> BoardDesign:
             excluded = BARE_HOLES
         parts.append(PlacedPart(ref, comp.get("part", ""), own_names.get(package, package), _f(loc, "x") * scale,
                                 _f(loc, "y") * scale, turn, side, pads, body,
-                                through_hole=comp.get("mountType", "").upper() == "THMT" or
-                                any(not p.smd for p in pads), fiducial=fiducial, excluded=excluded))
+                                mount=mounted(comp.get("mountType", "").upper() == "THMT" or
+                                              any(not p.smd for p in pads)), fiducial=fiducial, excluded=excluded))
     parts, told = bottom_footprints(parts, pins, TURNED_THEN_MIRRORED, "as Valor and Cadence read the standard",
                                     f"step {step.get('name', '?')}")
     parts, grown = with_every_flash(parts, numbers, flashes)

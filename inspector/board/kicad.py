@@ -19,7 +19,7 @@ from typing import Any
 
 import sexpdata
 
-from .design import BoardDesign, CadError, Pad, PlacedPart, arc_points, bounding, is_body
+from .design import BoardDesign, CadError, Pad, PlacedPart, arc_points, bounding, is_body, mounted
 from .mounting import by_pads
 
 EDGE = "Edge.Cuts"
@@ -189,7 +189,7 @@ def _part(fp: list, board_margin: float | None = None) -> PlacedPart:
     fiducial = "fiducial" in name.lower() or ref.upper().startswith("FID")
     through_hole, in_paste = by_pads(pads) if pads else ("through_hole" in flags, False)
     return PlacedPart(ref, _text(fp, "value"), package, at[0] if at else 0.0, at[1] if len(at) > 1 else 0.0, angle,
-                      side, pads, body, through_hole=through_hole, pin_in_paste=in_paste, fiducial=fiducial,
+                      side, pads, body, mount=mounted(through_hole, in_paste), fiducial=fiducial,
                       excluded=excluded)
 
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import re
 
-from .design import Pad, PlacedPart
+from .design import PIN_IN_PASTE, SMD, THROUGH_HOLE, Pad
 
-SMD, THROUGH_HOLE, PIN_IN_PASTE = "smd", "through-hole", "pin-in-paste"
 # a cell's words, as _words() writes them; a press-fit part goes in after reflow like a through-hole one
 WORDS: dict[str, str] = {
     **dict.fromkeys(("smd", "smt", "sm", "smd smt", "surface mount", "surface mount device", "surface mount smd",
@@ -69,13 +68,6 @@ def mount_of(text: str) -> str | None:
     if len(mounts) == 1:
         return mounts.pop()
     return PIN_IN_PASTE  # surface pins and plated legs both: reflowed with its legs in paste
-
-
-def mount_word(part: PlacedPart) -> str | None:
-    """How `part` is mounted, as this module names it; None where no file says."""
-    if not part.mount_known:
-        return None
-    return (PIN_IN_PASTE if part.pin_in_paste else THROUGH_HOLE) if part.through_hole else SMD
 
 
 def by_pads(pads: tuple[Pad, ...] | list[Pad]) -> tuple[bool, bool]:

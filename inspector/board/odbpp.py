@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .bottom_fit import DRAWN_MIRRORED, bottom_footprints
-from .design import BARE_HOLES, BoardDesign, CadError, Pad, PlacedPart, Rect, bounding
+from .design import BARE_HOLES, BoardDesign, CadError, Pad, PlacedPart, Rect, bounding, mounted
 from .drawn_bodies import dressed
 from .mask_openings import Opening, with_openings
 from .odbpp_drawings import body_layers, document_layers, drawings
@@ -575,7 +575,7 @@ def _step_parts(job: _Job, path: Path, step: str, layers: list[tuple[int, str]],
             side = "bottom" if c.mirrored or sides[layer] == "bottom" else "top"
             pins[c.ref] = [(pkg.pins[i], (x * scale, y * scale)) for i, x, y in c.toeprints if 0 <= i < len(pkg.pins)]
             parts.append(PlacedPart(c.ref, c.value or c.part, pkg.name, c.x * scale, c.y * scale, (-c.rot) % 360.0,
-                                    side, tuple(pkg.pads), body, through_hole=pkg.through_hole, fiducial=fiducial,
+                                    side, tuple(pkg.pads), body, mount=mounted(pkg.through_hole), fiducial=fiducial,
                                     excluded=excluded))
     parts, told = bottom_footprints(parts, pins, DRAWN_MIRRORED, UNTOLD, f"steps/{step}")
     notes.extend(told)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .design import BoardDesign, board_ref, named_refs
+from .design import PIN_IN_PASTE, BoardDesign, board_ref, named_refs
 from .library import Library
 
 NOT_YET = "not placed (through-hole: inserted after this station)"
@@ -112,7 +112,7 @@ def _before_through_hole(design: BoardDesign, station: Station, library: Library
             unknown.append(p.ref)
         elif p.through_hole and (p.pin_in_paste or told):
             in_paste.append(p.ref)
-            p = replace(p, pin_in_paste=True)
+            p = replace(p, mount=PIN_IN_PASTE)
         elif p.through_hole:
             later.append(p.ref)
             p = replace(p, excluded=NOT_YET)

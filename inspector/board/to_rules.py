@@ -30,7 +30,6 @@ from .flip import seen_from_below
 from .geometry import BoardGeometry, PxRect
 from .library import Library, PackageClass
 from .mask_openings import dot
-from .mounting import mount_word
 
 MIN_SIDE_PX = 4  # the validator's least body side
 CROP_MARGIN_PX = 4
@@ -235,7 +234,7 @@ def import_design(design: BoardDesign, library: Library, px_per_mm: float, side:
         cls = classes[p.ref]
         fate = PartFate(p.ref, p.package, p.value, None, filed.x_mm, filed.y_mm, filed.rotation, p.side, False,
                         manufacturer=p.bought.manufacturer if p.bought else "",
-                        part_number=p.bought.part_number if p.bought else "", mount=mount_word(p))
+                        part_number=p.bought.part_number if p.bought else "", mount=p.mount)
         fates.append(fate)
         window = windows[p.ref]
         if p.side != side:
