@@ -19,11 +19,9 @@ import cv2
 import numpy as np
 
 from ..access.audit import Change
-from ..app.line_revision import LineRevision, revise_line_board, same_recipe
 from ..app.recipes import RecipeBook
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
-from ..board.revision import format_revision
 from .control import Control
 from .http import Call, HttpError, json_object
 
@@ -39,6 +37,9 @@ class Revisions:
         self.service, self.rules, self.book, self.control, self.say = service, rules, book, control, say
 
     def revise(self, call: Call) -> dict[str, Any]:
+        # revising needs teaching's code (torch and torchvision's): imported when asked, not with the kiosk
+        from ..app.line_revision import LineRevision, revise_line_board, same_recipe
+
         doc = json_object(call.body, SHAPE)
         if self.rules.path is None:
             raise HttpError(409, "the running rule set was not read from a file: there is no taught board to revise")
@@ -69,6 +70,8 @@ class Revisions:
                                                     call.reason))
         self.say(f"rules revised over the API by {call.who.name}: {revised.out.name} ({len(revised.revision.changes)} "
                  "change(s)), not served")
+        from ..board.revision import format_revision
+
         told = {k: v for k, v in revised.to_json().items() if k not in ("out", "golden")}  # paths: the kiosk's own
         return {**told, "file": revised.out.name, "recipe": rules.recipe, "version": rules.version,
                 "table": format_revision(revised.revision), "notes": revised.notes(),
