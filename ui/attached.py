@@ -293,7 +293,7 @@ class AttachedBackend(Signed):
         body = revision_request(revision, None, photo if photo is not None else "line", board, looks_alike,
                                 replace=True)
         # its own name whatever the CAD file's (a revision's CAD is often named as the taught board's)
-        body["name"] = f"{body['name']}-{hashlib.sha256(body['revision'].encode()).hexdigest()[:6]}"
+        body["name"] = f"{body['name'][:57]}-{hashlib.sha256(body['revision'].encode()).hexdigest()[:6]}"  # 64 at most
         return self._call("POST", "/rules/revise", json.dumps(body).encode(), timeout=300)
 
     def changeover(self, recipe: str, reason: str | None = None) -> str:

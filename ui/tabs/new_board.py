@@ -279,9 +279,9 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.teach_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
         self.save_points_btn.setEnabled(imported and len(self.points) >= 3)
         self.revise_btn.setEnabled(imported and not busy and (not self.on_kiosk or self.backend.may(Permission.RULES)))
-        on_kiosk = isinstance(self.ready, str)  # else a local rule set: an attached kiosk cannot take it
+        kiosks = isinstance(self.ready, str)  # a set in the kiosk's rule folder; else a local one, a kiosk cannot take
         self.activate_btn.setEnabled(self.ready is not None and not busy and self.backend.may(Permission.RULES)
-                                     and hasattr(self.backend, "changeover" if on_kiosk else "activate_board"))
+                                     and hasattr(self.backend, "changeover" if kiosks else "activate_board"))
 
     def _say(self, text: str, error: bool = False) -> None:
         self.status.setStyleSheet(ERROR_TEXT if error else "")
