@@ -115,16 +115,15 @@ def _far(box: Rect) -> float:
     return min(REACH_MM, max(NEAR_MM, FAR_SHARE * max(box[2] - box[0], box[3] - box[1])))
 
 
-def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, Rect],
-              shift: tuple[float, float]) -> dict[str, list[GerberPad]]:
-    """Each pad given to the part it lies nearest (see the module's rule), the Gerbers moved by `shift`: first to
+def _by_place(parts: list[PlacedPart], pads: list[GerberPad], seeds: dict[str, Rect]) -> dict[str, list[GerberPad]]:
+    """Each pad (in the placement's frame) given to the part it lies nearest (see the module's rule): first to
     the parts with a seed box (the distance to it), then what is left to the others (the distance to their
     placement point), so a part of unknown size beside a large one does not take the large one's toes."""
     point = (0.0, 0.0, 0.0, 0.0)
     sized = [(p, seeds[p.ref]) for p in parts if p.ref in seeds]
     unsized = [(p, point) for p in parts if p.ref not in seeds]
     mine: dict[str, list[GerberPad]] = {}
-    left = [replace(q, x=q.x + shift[0], y=q.y + shift[1]) for q in pads]
+    left = list(pads)
     for reach, fars in ((sized, [_far(box) for _p, box in sized]), (unsized, [BODILESS_REACH_MM] * len(unsized))):
         grid = BoxGrid([_reach(p, box, far) for (p, box), far in zip(reach, fars)])
         rest = []
@@ -227,7 +226,7 @@ def _named(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPar
     # by place, to a part by its named pads' box where it has some
     loose = [q for q in board.pads if q.ref is None]
     moved = [replace(q, x=q.x + shift[0], y=q.y + shift[1]) for q in loose]
-    for ref, got in _by_place(owners, loose, _seeds(owners, library, mine, moved), shift).items():
+    for ref, got in _by_place(owners, moved, _seeds(owners, library, mine, moved)).items():
         mine.setdefault(ref, []).extend(got)
     return shift, mine
 
@@ -243,7 +242,7 @@ def _placed(design: BoardDesign, placed: list[PlacedPart], owners: list[PlacedPa
         # the placement file relative to the board's lower-left corner: the Gerbers moved by minus that corner
         s = (-corner[0], -corner[1]) if corner != (0.0, 0.0) else corner
         moved = [replace(q, x=q.x + s[0], y=q.y + s[1]) for q in board.pads]
-        got = _by_place(owners, board.pads, _seeds(owners, library, {}, moved), s)
+        got = _by_place(owners, moved, _seeds(owners, library, {}, moved))
         tried.append((sum(p.ref in got for p in placed), s, got))
     found, shift, mine = max(tried, key=lambda t: t[0])
     if placed and found < ENOUGH * len(placed):
