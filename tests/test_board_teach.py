@@ -875,7 +875,7 @@ def test_the_kiosk_revises_the_board_it_serves_and_an_engineer_changes_the_line_
         assert Path(service.line.rules.source).name == "rev-c.taught.yaml"
         request_json(url + "/rules/changeover", {"recipe": "b.taught"}, token.read_text(encoding="utf-8"))
         assert Path(service.line.rules.source).name == "b.taught.yaml"
-        assert in_force(data, line_dir / "b.taught.yaml")[0] == line_dir / "b.taught.yaml"
+        assert in_force(data, line_dir / "b.taught.yaml") is None  # back on the configured file: nothing kept
     finally:
         kiosk.stop("test done")
         serving.join(60)
