@@ -850,6 +850,18 @@ def test_the_kiosk_revises_the_board_it_serves_and_an_engineer_changes_the_line_
         assert (event.actor, event.reason, json.loads(event.after)["file"]) == ("kim", "ECO 12", "rev-b.taught.yaml")
         r = cli(*revise, "--photo", str(tmp_path / "rev.png"), "--name", "rev-b")
         assert r.returncode == 1 and "409" in r.stderr and "rev-b.taught.yaml is already in" in r.stderr
+        # a rule folder the kiosk cannot write a revision into (its revisions/ a file here, as a read-only install
+        # refuses any user, root too): said with the folder, not a dropped connection, and nothing written
+        (line_dir / "revisions").rename(tmp_path / "kept")
+        (line_dir / "revisions").write_text("not a folder", encoding="utf-8")
+        try:
+            r = cli(*revise, "--photo", str(tmp_path / "rev.png"), "--name", "rev-x")
+        finally:
+            (line_dir / "revisions").unlink()
+            (tmp_path / "kept").rename(line_dir / "revisions")
+        assert r.returncode == 1 and "507" in r.stderr and "cannot write the revision into its rule folder" in \
+            r.stderr, r.stderr
+        assert not (line_dir / "rev-x.taught.yaml").exists()
         # a board of the revision put through the line: the newest board it inspected gives the windows
         shutil.copy(tmp_path / "rev.png", drop / "rev.png")
         deadline = time.monotonic() + 120
