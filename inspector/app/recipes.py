@@ -94,7 +94,11 @@ class RecipeBook:
 
 
 def save_in_force(data_dir: Path, configured: Path, path: Path, rules: RuleSet) -> None:
-    """The rule file a changeover put in force (`path`, beside the `configured` one), for the kiosk's next start."""
+    """The rule file a changeover put in force (`path`, beside the `configured` one), for the kiosk's next start; a
+    changeover back to the configured file keeps nothing."""
+    if path.resolve() == configured.resolve():
+        forget_in_force(data_dir)
+        return
     doc = {"configured": str(configured.resolve()), "file": path.name, "recipe": rules.recipe, "version": rules.version,
            "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_atomically(data_dir / IN_FORCE_FILE, json.dumps(doc, indent=1).encode("utf-8"))

@@ -138,10 +138,7 @@ class Kiosk:
         """A changeover's rule file, in force again at the next start while the configuration names the same."""
         if self.configured:
             try:
-                if path.resolve() == Path(self.configured).resolve():
-                    forget_in_force(self.data_dir)  # back on the configured file: nothing to keep
-                else:
-                    save_in_force(self.data_dir, Path(self.configured), path, rules)
+                save_in_force(self.data_dir, Path(self.configured), path, rules)
             except OSError as exc:
                 self.say(f"warning: the changeover to {path.name} is not kept for the next start ({exc})")
 
