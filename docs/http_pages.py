@@ -21,7 +21,9 @@ def kiosk_api_page() -> str:
             "(percent-encoded): the audit trail keeps it with the change. Errors are `{\"error\": \"...\"}` "
             "saying what to send: 401 no or a bad token, 403 a role without the permission, 404 no such route "
             "(the answer lists the routes), 411/413 no or too long a body, 422 refused (nothing changed), 503 "
-            "the results database is away (send it again).", ""]
+            "the results database is away or the line did not take the change in time (send it again), 507 the "
+            "kiosk's disk is full or its folder read-only and 500 another fault of the kiosk's own (each naming the "
+            "file; a POST answered so changed nothing: what it applied before the file failed is put back).", ""]
     out = head + ["| method | path | token must hold | takes | answers |", "|---|---|---|---|---|"]
     for r in routes.ROUTES:
         need = r.permission.value if r.permission is not None else "(none)"

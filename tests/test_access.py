@@ -277,6 +277,16 @@ def test_every_mutating_route_answers_every_caller_as_its_role_says(demo, tiny_l
         for route, permission in KIOSK_GETS.items():
             rows["GET " + route] = {c: http(kiosk.url + route, None, tokens[c])[0] for c in CALLERS}
             expect["GET " + route] = {c: _expected(c, permission) for c in CALLERS}
+        # a change the kiosk cannot keep (its allocation file a folder): the pool goes back, nothing recorded
+        (data / "allocation.json").mkdir()
+        def capacities() -> list[int]:
+            return [p["capacity_bytes"] for p in kiosk.status()["engine"]["pools"]]
+
+        pools = capacities()
+        code, done = http(kiosk.url + "/allocation", b'{"device_mb": 40, "expert_pool_mb": 24}', tokens["engineer"])
+        assert code == 500 and str(data / "allocation.json") in done["error"], done
+        assert "nothing changed" in done["error"] and capacities() == pools
+        (data / "allocation.json").rmdir()
         # the routes a person's change takes, for real: in the trail under their name, with before and after
         code, done = http(kiosk.url + "/allocation", b'{"device_mb": 40, "expert_pool_mb": 24}', tokens["engineer"])
         assert code == 200 and done["applied"] == "live" and "audit" in done, done
@@ -315,6 +325,7 @@ def test_every_mutating_route_answers_every_caller_as_its_role_says(demo, tiny_l
     allows, refusals = _matrix(rows, expect, "kiosk API over TLS: the answer's code per route and caller")
     assert (allows, refusals) == (0, 0)
     events = {(e["kind"], e["actor"]) for e in trail["events"]}
+    assert sum(e["kind"] == "allocation" for e in trail["events"]) == 1  # the allocation refused above: no row
     for kind, actor in (("allocation", "matrix-engineer"), ("rules.apply", "matrix-engineer"),
                         ("rules.file", "rule file"), ("rules.rollback", "matrix-admin"),
                         ("sign_in", "matrix-operator"), ("sign_in.refused", "matrix-operator")):

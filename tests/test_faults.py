@@ -286,3 +286,48 @@ def test_the_endpoints_bound_their_threads_and_time_out_slow_clients(tmp_path: P
     os.chmod(loose, 0o644)
     with pytest.raises(ValueError, match="chmod 600"):
         read_token(loose)
+
+
+def test_the_kiosks_own_disk_faults_are_answered_naming_the_file_not_taken_for_a_client_gone() -> None:
+    """A handler's OSError is the kiosk's (a full disk, a folder its user may not write, the line too slow), not the
+    client's: answered with the file and what to do, where the kiosk used to drop the connection; a refusal by role
+    (a PermissionError of our own, no errno) stays 403, and the server goes on serving."""
+    import errno
+
+    from prometheus_client.registry import CollectorRegistry
+
+    from inspector.kiosk.http import Endpoints
+
+    from .services import free_port
+
+    def raises(exc: BaseException):  # noqa: ANN202
+        def handler(*_args: object) -> dict:
+            raise exc
+        return handler
+
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/var/lib/inspector/allocation.json")
+    denied = PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/etc/inspector/rules/line.yaml")
+    gone = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), "/var/lib/inspector/crops/a.png")
+    port = free_port()
+    endpoints = Endpoints(f"127.0.0.1:{port}", CollectorRegistry(), lambda: {"state": "running"},
+                          lambda: {"status": "ok", "reasons": []}, reads={"/lost": raises(gone)},
+                          posts={"/full": (None, raises(full)), "/denied": (None, raises(denied)),
+                                 "/refused": (None, raises(PermissionError("otto (operator) may not change rules"))),
+                                 "/slow": (None, raises(TimeoutError("the line did not take the swap within 60 s")))})
+    endpoints.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        code, body = http(base + "/full", b"{}")
+        assert code == 507 and "/var/lib/inspector/allocation.json" in body["error"], body
+        assert "No space left" in body["error"] and "nothing changed" in body["error"]
+        code, body = http(base + "/denied", b"{}")
+        assert code == 500 and "may not use /etc/inspector/rules/line.yaml" in body["error"], body  # not the caller's
+        code, body = http(base + "/refused", b"{}")
+        assert code == 403 and "may not change rules" in body["error"]
+        code, body = http(base + "/slow", b"{}")
+        assert code == 503 and "within 60 s" in body["error"] and "nothing changed" in body["error"], body
+        code, body = http(base + "/lost")
+        assert code == 500 and "crops/a.png" in body["error"] and "nothing changed" not in body["error"], body
+        assert http(base + "/health")[0] == 200
+    finally:
+        endpoints.stop()

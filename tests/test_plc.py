@@ -411,6 +411,14 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()  # kept for the next start
         code, refused = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 1e12}', token=engineer)
         assert code == 422 and "previous settings stay" in refused["error"]
+        kept = (tmp_path / "camera.yaml").read_bytes()
+        (tmp_path / "camera.yaml").unlink()
+        (tmp_path / "camera.yaml").mkdir()  # a settings file the kiosk cannot replace: the camera goes back
+        code, failed = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 950}', token=engineer)
+        assert code == 500 and str(tmp_path / "camera.yaml") in failed["error"], failed
+        assert http(kiosk.url + "/camera")[1]["camera"]["settings"]["ExposureTime"] == 900
+        (tmp_path / "camera.yaml").rmdir()
+        (tmp_path / "camera.yaml").write_bytes(kept)
         from inspector.access.audit import AuditTrail
 
         changes = AuditTrail(ResultStore(sqlite_url(tmp_path / "data" / "results.sqlite")).engine).events("camera")

@@ -4,8 +4,10 @@ while boards flow (and rolled back), every result naming the weights it was give
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
 import shutil
 import threading
 import time
@@ -464,7 +466,8 @@ def test_a_live_swap_while_boards_flow_loses_nothing_and_changes_no_started_boar
     assert Zoo.load(own_zoo.root).entries["cls-R1K"].weights_sha256 == old  # the manifest follows the line
 
 
-def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo, tmp_path: Path) -> None:
+def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo, tmp_path: Path,
+                                                              monkeypatch) -> None:
     from inspector.kiosk.service import Kiosk, KioskConfig
 
     from .people import person
@@ -518,6 +521,18 @@ def test_the_kiosk_api_takes_reviews_and_swaps_with_its_token(demo, own_zoo: Zoo
         assert call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": new}, auth=False)[0] == 401
         code, done = call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": "feedface00"})
         assert code == 422 and "no version feedface00" in done["error"]
+        from inspector.experts import versions
+
+        def full(path: Path, _data: bytes) -> None:  # the disk fills as the manifest is written (not makeable here)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+        with monkeypatch.context() as m:
+            m.setattr(versions, "write_atomically", full)
+            code, done = call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": new[:16]})
+        assert code == 507 and "manifest.json" in done["error"] and "nothing changed" in done["error"], done
+        status = call("/status")[1]  # served again as the manifest says: the line and the zoo agree
+        assert next(e for e in status["experts"] if e["expert"] == "cls-R1K")["weights_sha256"] == first
+        assert Zoo.load(own_zoo.root).entries["cls-R1K"].weights_sha256 == first
         code, done = call("/experts/swap", {"expert": "cls-R1K", "weights_sha256": new[:16]})
         assert code == 200 and done["to"] == new, done
         status = call("/status")[1]

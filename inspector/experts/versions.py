@@ -182,7 +182,8 @@ def put_in_service(zoo: Zoo, name: str, change: Callable[[ExpertEntry], ExpertEn
     """`change` made to `name`'s entry as the manifest holds it, put in service by `serve` (a running line's swap at
     its next board boundary), and only then written; the zoo's lock held throughout, so a change another process
     makes meanwhile (a point moved, a version added or served) waits and is made on what this one served instead of
-    being overwritten by it. `serve` raising (a swap that timed out) leaves the manifest as it was."""
+    being overwritten by it. `serve` raising (a swap that timed out) leaves the manifest as it was; a manifest that
+    cannot be written (a full disk) is served as it was again, and the OSError raised."""
     return _update(zoo, name, change, serve)
 
 
@@ -194,12 +195,18 @@ def _update(zoo: Zoo, name: str, change: Callable[[ExpertEntry], ExpertEntry],
     with _locked(zoo):
         doc = json.loads(path.read_text(encoding="utf-8"))
         raw = next((e for e in doc["experts"] if e["name"] == name), None)
-        entry = change(_trained(None if raw is None else ExpertEntry.from_json(raw), name, zoo,
-                                (e["name"] for e in doc["experts"])))
+        held = _trained(None if raw is None else ExpertEntry.from_json(raw), name, zoo,
+                        (e["name"] for e in doc["experts"]))
+        entry = change(held)
         if serve is not None:
             serve(entry)
         doc["experts"] = [asdict(entry) if e["name"] == name else e for e in doc["experts"]]
-        write_atomically(path, json.dumps(doc, indent=1).encode())
+        try:
+            write_atomically(path, json.dumps(doc, indent=1).encode())
+        except OSError:  # the manifest could not be written (a full disk): the line serves what it says again
+            if serve is not None:
+                serve(held)
+            raise
     return entry
 
 

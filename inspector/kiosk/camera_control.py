@@ -5,7 +5,7 @@ an engineer's token; each change recorded in the audit trail.
 - `GET /camera/frame`: the newest frame the camera delivered, board or not, as a JPEG (base64 in JSON).
 - `POST /camera/settings`: new settings (JSON of SFNC names), taken by the running camera between two frames;
   refused settings leave the camera as it was; applied settings replace the settings file atomically, so a
-  restarted kiosk starts with them.
+  restarted kiosk starts with them (a file the kiosk cannot write puts the camera back: nothing changed).
 """
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ class CameraControl:
             raise HttpError(409, f"source {self.service.source.name} has no settings to change (a GenICam camera "
                                  "has: --source genicam:SERIAL)")
         doc = json_object(call.body, 'JSON of GenICam SFNC names, e.g. {"ExposureTime": 800, "Gain": 6}')
-        before = camera.settings.to_json()
+        held = camera.settings
+        before = held.to_json()
         settings = parse_settings({**before, **doc}, "the posted camera settings")
         if self.log is not None:
             try:
@@ -71,7 +72,11 @@ class CameraControl:
             raise HttpError(422, refused)
         if self.settings_path is not None:
             kept = {k: v for k, v in settings.to_json().items() if v is not None}
-            write_atomically(self.settings_path, yaml.safe_dump(kept, sort_keys=False).encode("utf-8"))
+            try:
+                write_atomically(self.settings_path, yaml.safe_dump(kept, sort_keys=False).encode("utf-8"))
+            except OSError:  # not kept for the next start: the camera goes back, so it and the file agree
+                camera.apply(held)
+                raise
         recorded = {} if self.log is None else self.log.record(
             call.who, Change("camera", self.service.source.name, before, settings.to_json(), call.reason))
         return {"applied": True, "settings": settings.to_json(), **recorded}

@@ -128,11 +128,8 @@ class Control:
         if not rollback and not isinstance(sha, str):
             raise ValueError('name the version: {"expert": NAME, "weights_sha256": HASH} (or "rollback": true)')
         self.ready()
-        try:
-            done = swap_live(self.service.line, doc["expert"], None if rollback else sha, rollback,
-                             force=doc.get("force") is True)
-        except TimeoutError as exc:  # an OSError: the server would take it for a client gone away
-            raise HttpError(503, str(exc)) from None
+        done = swap_live(self.service.line, doc["expert"], None if rollback else sha, rollback,
+                         force=doc.get("force") is True)  # a swap that timed out: 503 (kiosk/http.py served)
         self.say(f"expert {done['expert']} now serves {done['to'][:12]} (was {str(done['from'])[:12]})"
                  f"{', a rollback' if rollback else ''}, over the API")
         change = Change("expert.rollback" if rollback else "expert.swap", done["expert"],
@@ -151,10 +148,7 @@ class Control:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in point.values()):
             raise ValueError(f"an operating point's values are numbers: {json.dumps(point)}")
         self.ready()
-        try:
-            done = operate_live(self.service.line, doc["expert"], {k: float(v) for k, v in point.items()})
-        except TimeoutError as exc:
-            raise HttpError(503, str(exc)) from None
+        done = operate_live(self.service.line, doc["expert"], {k: float(v) for k, v in point.items()})
         self.say(f"expert {done['expert']} now calls at {said(done['operating'])} (was "
                  f"{said(done['operating_from'])}), over the API")
         change = Change("expert.threshold", done["expert"], done["operating_from"], done["operating"], call.reason)
@@ -170,7 +164,7 @@ class Control:
             done = install_release(self.service.line, self.service.store, doc["expert"], doc["weights_sha256"])
         except (ReleaseError, VersionError) as exc:
             raise ValueError(str(exc)) from None
-        except (TimeoutError, StoreUnavailable) as exc:
+        except StoreUnavailable as exc:
             raise HttpError(503, str(exc)) from None
         self.say(f"expert {done['expert']} now serves the plant's release {done['to'][:12]} "
                  f"(was {str(done['from'])[:12]}), over the API")
@@ -231,12 +225,18 @@ class Control:
         new = parse_allocation(call.body)
         line = self.service.line
         self.ready()
-        before = Allocation.of(line.config)
+        running = line.config
+        before = Allocation.of(running)
         change = Change("allocation", f"{line.config.line}/{line.config.station}", asdict(before), asdict(new),
                         call.reason)
         if new.live_over(before):
             batch_mb = reallocate_live(line, new)
-            self._save(new)
+            try:
+                self._save(new)
+            except OSError:  # not kept for the next start: the pool goes back, so the line and the file agree
+                reallocate_live(line, before)
+                line.config = running
+                raise
             self.say(f"allocation applied live over the API by {call.who.name}: pool {new.expert_pool_mb:g} MiB")
             return {"applied": "live", "batch_mb_per_executor": batch_mb, **self.log.record(call.who, change)}
         self._save(new)

@@ -17,6 +17,7 @@ service token for the machine routes. The handler gets the Identity and the clie
 """
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import ssl
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -44,10 +45,47 @@ KEEPALIVE_REQUESTS = 200  # and after this many requests
 MAX_BODY = 1 << 20  # a rule file is kilobytes; anything near a megabyte is not one
 
 
+STORAGE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}  # the disk cannot take it: 507
+T = TypeVar("T")
+
+
 class HttpError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def kiosk_fault(exc: OSError, changing: bool) -> HttpError:
+    """What to answer for an OSError of the kiosk's own (its disk full, a folder it may not write, the line not
+    answering in time), naming the file and what to do. A POST handler that raises one has changed nothing: each
+    route writes before it applies, or undoes what it applied (kiosk/routes.py)."""
+    then = "; nothing changed" if changing else ""
+    again = " and send it again" if changing else ""
+    if isinstance(exc, TimeoutError):
+        return HttpError(503, f"{exc or 'the line did not answer in time'}{then}; try again")
+    what = exc.filename or "its files"
+    why = exc.strerror or str(exc)
+    if exc.errno in STORAGE:
+        return HttpError(507, f"the kiosk cannot store {what} ({why}){then}: free space on the kiosk's disk (or make "
+                              f"its folder writable){again}")
+    if isinstance(exc, PermissionError):
+        return HttpError(500, f"the kiosk's service user may not use {what} ({why}){then}: give it access there"
+                              f"{again}")
+    return HttpError(500, f"the kiosk could not use {what} ({why}){then}")
+
+
+def served(answer: Callable[[], T], changing: bool = False) -> T:
+    """The application's answer. An OSError it raises is the kiosk's own and is answered (kiosk_fault); only
+    reading the request or writing the answer means the client went away. A PermissionError without an errno is a
+    refusal (a role that may not), answered 403."""
+    try:
+        return answer()
+    except PermissionError as exc:
+        if exc.errno is None:
+            raise
+        raise kiosk_fault(exc, changing) from exc
+    except OSError as exc:
+        raise kiosk_fault(exc, changing) from exc
 
 
 def json_object(body: bytes, shape: str = "a JSON object") -> dict[str, Any]:
@@ -201,24 +239,24 @@ class Endpoints:
             self._json(h, exc.code, {"error": str(exc)})
         except ValueError as exc:  # refused by validation: nothing changed
             self._json(h, 422, {"error": str(exc)})
-        except (OSError, TimeoutError):
+        except OSError:  # reading the request or writing the answer (the application's own are answered: served)
             pass  # the client went away
         except Exception as exc:  # noqa: BLE001 - a caller gets a 500, the kiosk keeps running
             self._json(h, 500, {"error": f"{type(exc).__name__}: {exc}"})
 
     def _get(self, h: BaseHTTPRequestHandler, path: str) -> None:
         if path == "/metrics":
-            self._send(h, 200, CONTENT_TYPE_LATEST, generate_latest(self.registry))
+            self._send(h, 200, CONTENT_TYPE_LATEST, served(lambda: generate_latest(self.registry)))
         elif path == "/health":
-            body = self.health()
+            body = served(self.health)
             self._json(h, 200 if body["status"] in ("ok", "degraded") else 503, body)
         elif path == "/status":
-            self._json(h, 200, self.status())
+            self._json(h, 200, served(self.status))
         elif path in self.reads:
-            self._json(h, 200, self.reads[path]())
+            self._json(h, 200, served(self.reads[path]))
         elif prefix := next((p for p in self.guarded if path.startswith(p)), None):
             self._identify(h, Permission.VIEW)
-            answer = self.guarded[prefix](path[len(prefix):], h.path.partition("?")[2])
+            answer = served(lambda: self.guarded[prefix](path[len(prefix):], h.path.partition("?")[2]))
             if isinstance(answer, tuple):
                 self._send(h, 200, *answer)
             else:
@@ -241,7 +279,7 @@ class Endpoints:
         body = h.rfile.read(int(length))
         h.body_read = len(body) == int(length)  # type: ignore[attr-defined]
         reason = urllib.parse.unquote(h.headers.get("X-Change-Reason", "")).strip() or None
-        self._json(h, 200, handler(Call(body, who, reason, h.client_address[0])))
+        self._json(h, 200, served(lambda: handler(Call(body, who, reason, h.client_address[0])), changing=True))
 
     def _identify(self, h: BaseHTTPRequestHandler, permission: Permission | None) -> Identity:
         origin = f"{h.client_address[0]} via the kiosk API"

@@ -62,7 +62,7 @@ class Revisions:
             revised = revise_line_board(Path(self.rules.path), Path(self.service.line.zoo.root), asked)
         except FileExistsError as exc:
             raise HttpError(409, str(exc)) from None
-        except OSError as exc:  # a rule folder the kiosk may not write (a read-only install): said, not dropped
+        except OSError as exc:  # a rule folder the kiosk may not write (a read-only install): named as the folder
             where = Path(self.rules.path).parent
             raise HttpError(507, f"the kiosk cannot write the revision into its rule folder {where} "
                                  f"({exc.strerror or exc}); nothing was served") from None

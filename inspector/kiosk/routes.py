@@ -4,6 +4,9 @@ The service serves its handlers through this table (`posts`, `reads` below: the 
 here), so a route cannot be served without being described, and a test holds the results and audit readers to it;
 docs/generate.py renders it as the manual's reference page. The handlers stay where their rooms are (control.py,
 camera_control.py, lending.py, sign_in.py, results_api.py, audit_api.py); this module only describes them.
+
+A POST handler that raises has changed nothing: it writes its file before it applies the change, or puts back what it
+applied when the file fails (a full disk, a read-only folder); kiosk/http.py answers that OSError naming the file.
 """
 from __future__ import annotations
 

@@ -326,6 +326,11 @@ def write_atomically(path: Path | str, data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(scratch, 0o666 & ~_UMASK)  # as open() would have made it: mkstemp makes files 0600
         os.replace(scratch, path)
+    except OSError as exc:  # named as the file it was to replace, not the scratch file beside it
+        scratch.unlink(missing_ok=True)
+        if exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         scratch.unlink(missing_ok=True)
         raise
