@@ -82,12 +82,54 @@ class EndpointError(ConnectionError):
         self.url, self.status, self.message = url, status, message
 
 
-def open_url(url: str, body: dict[str, Any] | None = None, token: str | None = None,
+def post_file(url: str, path: Path, token: str | None = None, timeout: float = 600.0, reason: str | None = None,
+              content_type: str = "application/x-tar") -> dict[str, Any]:
+    """POST a file as the body, streamed from disk (a board package: its zoo's weights), the JSON answer. Raises
+    EndpointError with the endpoint's own message, also where the endpoint answered before taking the whole body
+    (a refusal, a full disk) and closed: its answer is read after the failed send."""
+    parts = urllib.parse.urlsplit(url)
+    conn = (http.client.HTTPSConnection(parts.netloc, timeout=timeout, context=tls_context())
+            if parts.scheme == "https" else http.client.HTTPConnection(parts.netloc, timeout=timeout))
+    headers = {"Content-Type": content_type, "Content-Length": str(Path(path).stat().st_size)}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if reason:
+        headers["X-Change-Reason"] = urllib.parse.quote(reason)
+    try:
+        conn.putrequest("POST", parts.path + (f"?{parts.query}" if parts.query else ""), skip_accept_encoding=True)
+        for key, value in headers.items():
+            conn.putheader(key, value)
+        conn.endheaders()
+        sent: OSError | None = None
+        with open(path, "rb") as f:
+            try:
+                while chunk := f.read(1 << 20):
+                    conn.send(chunk)
+            except (BrokenPipeError, ConnectionResetError) as exc:  # it answered before the whole body came
+                sent = exc
+        try:
+            r = conn.getresponse()
+            data = r.read()
+        except OSError:
+            raise sent or EndpointError(url, None, "the connection closed before an answer") from None
+        if r.status >= 400:
+            raise EndpointError(url, r.status, _error_message(data) or f"HTTP {r.status}")
+        return json.loads(data)
+    except EndpointError:
+        raise
+    except (OSError, http.client.HTTPException) as exc:
+        raise EndpointError(url, None, str(exc)) from None
+    finally:
+        conn.close()
+
+
+def open_url(url: str, body: dict[str, Any] | bytes | None = None, token: str | None = None,
              timeout: float = 10.0, reason: str | None = None) -> HTTPResponse:
-    """GET (no body) or POST a JSON body, with the bearer token when given (and the change's reason); the open
-    response (for streaming). Raises EndpointError with the endpoint's own error message (OpenAI's
+    """GET (no body) or POST a JSON body (or bytes as they are), with the bearer token when given (and the change's
+    reason); the open response (for streaming). Raises EndpointError with the endpoint's own error message (OpenAI's
     `error.message` or the kiosk's `error`)."""
-    req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+    data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=None if body is None else "POST",
                                  headers={"Content-Type": "application/json"})
     if token:
         req.add_header("Authorization", f"Bearer {token}")
@@ -153,7 +195,7 @@ class KeptConnections:
 KEPT = KeptConnections()
 
 
-def request_json(url: str, body: dict[str, Any] | None = None, token: str | None = None,
+def request_json(url: str, body: dict[str, Any] | bytes | None = None, token: str | None = None,
                  timeout: float = 10.0, reason: str | None = None) -> dict[str, Any]:
     if body is None:  # a read: on this thread's kept connection to that server
         status, data = KEPT.get(url, token, timeout)

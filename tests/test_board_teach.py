@@ -1128,3 +1128,89 @@ def test_a_board_with_fiducials_taught_from_photos_is_found_in_a_photo_then_refi
     off = crop_part(np.roll(drawn, 3, axis=1), *c2, revised.crop_margin).astype(float)
     window = crop_part(new, *c2, revised.crop_margin).astype(float)
     assert np.abs(window - here).mean() < np.abs(window - off).mean()
+
+
+def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_from_its_next_start(
+        taught_board: tuple[Path, dict, str], demo, tmp_path: Path) -> None:
+    """`board install --kiosk`: a board taught on another machine (its rule set, golden board, registration files
+    and its own zoo) travels as one package to a kiosk serving another board; a damaged package, a name taken and a
+    caller without a token change nothing; chosen for the next start (`--next-start`), a restarted kiosk serves it
+    with its zoo and inspects a photo of it, and `board next --configured` brings the configured board back."""
+    import shutil
+    import tarfile
+
+    from inspector.access.audit import AuditTrail
+    from inspector.results.store import ResultStore, sqlite_url
+
+    from .faults import KioskProcess, http, wait_until
+    from .people import person
+    from .test_routing_rules import GOOD
+
+    root, doc, _ = taught_board
+    models, zoo = demo
+    rules = tmp_path / "mini.yaml"  # the kiosk's configured board: the demo's
+    rules.write_text(GOOD, encoding="utf-8")
+    inbox, data = tmp_path / "inbox", tmp_path / "data"
+    inbox.mkdir()
+    data.mkdir()
+    db = sqlite_url(data / "results.sqlite")
+    token = tmp_path / "kim.token"
+    token.write_text(person(db, "kim", "engineer"), encoding="utf-8")
+    token.chmod(0o600)
+    kiosk = KioskProcess(models, zoo.root, rules, inbox, data)
+    package = tmp_path / "b.board.tar"
+    try:
+        kiosk.start()
+        assert kiosk.status()["line"]["recipe"] == "mini"
+        install = ("board", "install", "--kiosk", kiosk.url, "--rules", str(root / "b.taught.yaml"), "--zoo",
+                   doc["zoo"])
+        r = cli(*install, "--out", str(package))  # no token: refused, nothing installed
+        assert r.returncode == 3 and "401" in r.stderr and not (data / "boards").exists(), r.stderr
+        with tarfile.open(package) as tar:
+            names = tar.getnames()
+            weights = next(m for m in tar.getmembers() if m.name.endswith(".safetensors"))
+        assert names[0] == "package.json" and "board/b.taught.yaml" in names and "board/b.taught.golden.png" in names
+        assert "zoo/manifest.json" in names and not any(n.startswith("zoo/runtime/") for n in names)
+        damaged = tmp_path / "damaged.tar"
+        raw = bytearray(package.read_bytes())
+        raw[weights.offset_data + weights.size // 2] ^= 0xFF  # one byte of the weights changed on the way
+        damaged.write_bytes(bytes(raw))
+        r = cli("board", "install", "--kiosk", kiosk.url, "--token-file", str(token), "--package", str(damaged))
+        assert r.returncode == 1 and "422" in r.stderr and "sha256 differs" in r.stderr, r.stderr
+        assert [p.name for p in (data / "boards").iterdir()] == []  # nothing of it stays
+        r = cli("board", "install", "--kiosk", kiosk.url, "--token-file", str(token), "--package", str(package),
+                "--reason", "new product B")
+        assert r.returncode == 0 and "installed on" in r.stdout and "not served" in r.stdout, r.stderr
+        board = data / "boards" / "b"
+        assert (board / "board" / "b.taught.golden.png").read_bytes() == (root / "b.taught.golden.png").read_bytes()
+        assert kiosk.status()["line"]["recipe"] == "mini"  # installed, not served
+        r = cli("board", "install", "--kiosk", kiosk.url, "--token-file", str(token), "--package", str(package))
+        assert r.returncode == 1 and "409" in r.stderr and "installed already" in r.stderr
+        r = cli("board", "next", "b", "--kiosk", kiosk.url, "--token-file", str(token), "--reason", "changeover to B")
+        assert r.returncode == 0 and "next start" in r.stdout, r.stderr
+        code, boards = http(kiosk.url + "/boards")
+        assert code == 200 and boards["next"] == "b" and boards["serving"] is None
+        assert [b["board"] for b in boards["boards"]] == ["b"] and boards["boards"][0]["recipe"] == "b"
+        assert kiosk.stop() == 0
+        kiosk.start()  # the line's changeover: the kiosk restarted serves the installed board with its own zoo
+        status = kiosk.status()
+        assert status["line"]["recipe"] == "b", status["line"]
+        assert http(kiosk.url + "/boards")[1]["serving"] == "b"
+        assert "board b installed on this kiosk" in kiosk.tail()
+        shutil.copy(root / "other.png", inbox / "other.png")  # another good board, photographed
+        store = ResultStore(db)
+        assert wait_until(lambda: store.count()[0] >= 1, 120), kiosk.tail()
+        inspected = store.inspections(limit=1)[0]
+        assert inspected.recipe == "b" and len(inspected.parts) == len(load_rules(root / "b.taught.yaml").placements())
+        r = cli("board", "next", "--configured", "--kiosk", kiosk.url, "--token-file", str(token))
+        assert r.returncode == 0 and "the configured board" in r.stdout, r.stderr
+        assert kiosk.stop() == 0
+        kiosk.start()
+        assert kiosk.status()["line"]["recipe"] == "mini"
+        assert kiosk.stop() == 0
+    finally:
+        kiosk.close()
+    trail = AuditTrail(ResultStore(db).engine).events()
+    kinds = [(e.kind, e.actor, e.reason) for e in reversed(trail) if e.kind.startswith("board.")]
+    assert kinds == [("board.install", "kim", "new product B"), ("board.next", "kim", "changeover to B"),
+                     ("board.next", "kim", None)], kinds

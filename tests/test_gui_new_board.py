@@ -237,6 +237,20 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
         assert Path(service.line.rules.source).name == tab.ready + ".yaml"
         assert {p.ref for _c, p in service.line.rules.placements()} == \
             {p.ref for _c, p in load_rules(tab.rules_path).placements()}
+        # a board taught at this dashboard (its own zoo): installed on the kiosk, chosen for its next start
+        from inspector.app.installed_boards import next_board
+
+        served = service.line.rules.source
+        tab.ready = (taught, zoo_root)
+        tab._enable()
+        assert tab.activate_btn.isEnabled()
+        tab.activate_btn.click()
+        qtbot.waitUntil(lambda: not tab.busy, timeout=120_000)
+        assert "installed on the kiosk" in tab.status.text() and "next start" in tab.status.text(), tab.status.text()
+        name = next_board(data)
+        assert name is not None and name.startswith("b-")
+        assert (data / "boards" / name / "zoo" / "manifest.json").is_file()
+        assert service.line.rules.source == served  # the line serves its board until the kiosk's next start
     finally:
         backend.close()
         kiosk.stop("test done")

@@ -22,7 +22,7 @@ from inspector.experts.operating import said
 from inspector.results.reviews import PART_DEFECTS, ReviewRequest
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
-from inspector.routing.rules import RuleSet, parse_rules
+from inspector.routing.rules import RuleSet, load_rules, parse_rules
 
 from .backend import ORIGIN, Signed, noted
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
@@ -295,6 +295,33 @@ class AttachedBackend(Signed):
         # its own name whatever the CAD file's (a revision's CAD is often named as the taught board's)
         body["name"] = f"{body['name'][:57]}-{hashlib.sha256(body['revision'].encode()).hexdigest()[:6]}"  # 64 at most
         return self._call("POST", "/rules/revise", json.dumps(body).encode(), timeout=300)
+
+    def activate_board(self, rules_path: Path, zoo_root: Path, reason: str | None = None) -> str:
+        """A board taught here (its rule set and its own zoo) installed on the kiosk and chosen for its next start
+        (POST /boards/install, /boards/next): a new board brings its own zoo, which the kiosk's line takes at its
+        start. Named by its rule file and its text's hash, so teaching again installs beside, not over, the last.
+        Slow (the zoo's weights go over the network): called off the GUI thread."""
+        import tempfile
+
+        from inspector.app.board_package import default_name, pack_board
+        from inspector.app.kiosk_client import KioskClient
+
+        if self._session is None:
+            raise RuntimeError("nobody is signed in at this dashboard: sign in first")
+        version = load_rules(rules_path).version
+        name = f"{default_name(Path(rules_path))[:50]}-{version[:8]}"
+        client = KioskClient(self.url, self._session)
+        try:
+            with tempfile.TemporaryDirectory(prefix="inspector-board-") as scratch:
+                package = Path(scratch) / "board.tar"
+                with open(package, "wb") as f:
+                    pack_board(Path(rules_path), Path(zoo_root), f, name)
+                done = client.install_board(package, replace=True, reason=reason)
+            chosen = client.next_board(done["board"], reason)
+        except EndpointError as exc:
+            raise (ValueError if exc.status == 422 else RuntimeError)(exc.message or str(exc)) from None
+        return (f"board {done['board']} ({done['recipe']} {done['version']}, {done['experts']} expert(s)) installed on "
+                f"the kiosk; {chosen['note']}")
 
     def changeover(self, recipe: str, reason: str | None = None) -> str:
         """POST /rules/changeover: the kiosk's rule file `recipe` (a revised set's name) in force from the line's

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import json
 import urllib.error
+from pathlib import Path
 from typing import Any
 
-from ..endpoint import EndpointError, request_json, urlopen
+from ..endpoint import EndpointError, post_file, request_json, urlopen
 
 
 class KioskClient:
@@ -44,6 +45,26 @@ class KioskClient:
         """POST /rules/changeover: the rule file `recipe` (a recipe, or a file's name in the rule folder) in force
         from the next board on, and at the kiosk's next start."""
         return request_json(self.url + "/rules/changeover", {"recipe": recipe}, self.token, timeout, reason)
+
+    def install_board(self, package: Path, replace: bool = False, reason: str | None = None,
+                      timeout: float = 600.0) -> dict[str, Any]:
+        """POST /boards/install: a board package (app/board_package.py) streamed from disk; nothing is served. An
+        empty POST first, which the kiosk refuses for its token (401, 403) or, once the token may, for the empty body
+        (422): a token refused is said before the package's megabytes are sent."""
+        try:
+            request_json(self.url + "/boards/install", b"", self.token, self.timeout)
+        except EndpointError as exc:
+            if exc.status != 422:
+                raise
+        return post_file(self.url + "/boards/install" + ("?replace=1" if replace else ""), package, self.token,
+                         timeout, reason)
+
+    def next_board(self, board: str | None, reason: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+        """POST /boards/next: the installed board `board` (None: the configured one) from the kiosk's next start."""
+        return request_json(self.url + "/boards/next", {"board": board}, self.token, timeout, reason)
+
+    def boards(self) -> dict[str, Any]:
+        return self._get("/boards")
 
     def _get(self, path: str) -> dict[str, Any]:
         try:

@@ -163,7 +163,7 @@ class LineStats:
 class Line:
     def __init__(self, rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile], config: LineConfig,
                  sinks: list[BoardSink] | None = None) -> None:
-        self._check_experts(rules, zoo)
+        check_served(rules, zoo)
         # Registration and cutting are small OpenCV calls on the ingest thread; OpenCV's own thread pool would spin
         # on every core the engine's torch threads need (on 2 cores it cost the line ~15% of its parts/s).
         cv2.setNumThreads(1)
@@ -200,37 +200,14 @@ class Line:
 
     def check_rules(self, rules: RuleSet) -> None:
         """ValueError when this line's zoo lacks an expert `rules` names (nothing is applied)."""
-        self._check_experts(rules, self.zoo)
-
-    @staticmethod
-    def _check_experts(rules: RuleSet, zoo: Zoo) -> None:
-        if zoo.input_version != INPUT_VERSION:
-            raise ValueError(f"the zoo at {zoo.root} was trained on crops of input version {zoo.input_version} but "
-                             f"this line feeds version {INPUT_VERSION} (registered, normalised per crop); rebuild it "
-                             f"with `inspector zoo build --demo` or retrain its experts")
-        missing = sorted(set(rules.expert_specs()) - set(zoo.entries))
-        if missing:
-            raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
-                             f"{', '.join(missing)}; build them with `inspector zoo build --demo` or fix the rules")
-        check_comparisons(rules, zoo)
-        composite = golden_types(rules, zoo)
-        if composite:
-            golden_image(rules)  # GoldenMissing (a ValueError) names what to add or fix
-        if rules.alternates:
-            type_of = {p.ref: c.name for c, p in rules.placements()}
-            live = sorted(ref for ref in rules.alternates if type_of[ref] not in composite)
-            if live:
-                raise ValueError(f"{', '.join(live)} have approved alternates (`alternates:`), but their experts read "
-                                 "the live crop alone, not beside a golden window: approving a make changes nothing "
-                                 "there; serve them a golden comparison (`board teach`) or remove them")
-            alternate_windows(rules)  # AlternateMissing (a ValueError) names the file and what to do
+        check_served(rules, self.zoo)
         if rules.photo is not None:
             photo_registration_of(rules)  # a ValueError naming the file the rule set needs
 
     def apply_rules(self, rules: RuleSet) -> None:
         """Use `rules` for every board from now on; raises ValueError (and keeps the running set) when the
         zoo lacks one of its experts."""
-        self._check_experts(rules, self.zoo)
+        check_served(rules, self.zoo)
         for hook in self.on_rules:
             hook(rules)
         with self._lock:
@@ -574,3 +551,28 @@ def _inspected(crops: list[Crop], record: BoardRecord, rules: RuleSet) -> list[C
     if not record.panel_skipped or rules.panel is None:
         return crops
     return [c for c in crops if rules.panel.position_of(c.ref) not in record.panel_skipped]
+
+
+def check_served(rules: RuleSet, zoo: Zoo) -> None:
+    """ValueError, naming what to fix, when `zoo` cannot serve `rules` (an expert missing, crops of another input
+    version, a golden board or an approved window not there)."""
+    if zoo.input_version != INPUT_VERSION:
+        raise ValueError(f"the zoo at {zoo.root} was trained on crops of input version {zoo.input_version} but "
+                         f"this line feeds version {INPUT_VERSION} (registered, normalised per crop); rebuild it "
+                         f"with `inspector zoo build --demo` or retrain its experts")
+    missing = sorted(set(rules.expert_specs()) - set(zoo.entries))
+    if missing:
+        raise ValueError(f"rule set {rules.recipe} names experts the zoo at {zoo.root} does not have: "
+                         f"{', '.join(missing)}; build them with `inspector zoo build --demo` or fix the rules")
+    check_comparisons(rules, zoo)
+    composite = golden_types(rules, zoo)
+    if composite:
+        golden_image(rules)  # GoldenMissing (a ValueError) names what to add or fix
+    if rules.alternates:
+        type_of = {p.ref: c.name for c, p in rules.placements()}
+        live = sorted(ref for ref in rules.alternates if type_of[ref] not in composite)
+        if live:
+            raise ValueError(f"{', '.join(live)} have approved alternates (`alternates:`), but their experts read "
+                             "the live crop alone, not beside a golden window: approving a make changes nothing "
+                             "there; serve them a golden comparison (`board teach`) or remove them")
+        alternate_windows(rules)  # AlternateMissing (a ValueError) names the file and what to do

@@ -103,12 +103,14 @@ def add_board(p: argparse.ArgumentParser) -> None:
                        help="the photos show good boards: say what passing each flagged part would cost in held-out "
                             "recall (each type's threshold lowered just under it, nearest first)")
     check.set_defaults(func=cmd_check)
+    from .board_install import add_install
     from .board_revise import add_revise
     from .board_tune import add_tune
     from .common import photo_board_flags
 
     add_tune(sub)
     add_revise(sub)
+    add_install(sub)
     approve = sub.add_parser("approve", help="approve another make of a part (a second source) on a taught board: "
                                             "its window, from a board that carries it, becomes a second golden "
                                             "window of that part")

@@ -76,6 +76,10 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
             say(message)
             keeper.progress(message)
 
+        board_config = (args.rules, args.zoo)  # as the configuration names them
+        chosen = board_at_start(args)  # an installed board chosen for this start: its rule file and zoo
+        if chosen:
+            say(chosen)
         configured = args.rules
         if configured:  # the rule file the last changeover put in force, while the configuration names the same
             kept = in_force(data_of(args), Path(configured))
@@ -99,7 +103,7 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
             events.attach(service)
     kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,
                   data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token), plc=plc_of(args, data),
-                  configured=configured)
+                  configured=configured, board_config=board_config)
     if hermes is not None:
         hermes.start()
     try:
@@ -109,6 +113,20 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
             hermes.stop()
         if events is not None:
             events.close()
+
+
+def board_at_start(args: argparse.Namespace) -> str | None:
+    """Point --rules and --zoo at the installed board chosen for the kiosk's start (app/installed_boards.py) while
+    the configuration names what it named then; what to say of it (None: the configured board, nothing to say)."""
+    from ..app.installed_boards import at_start
+
+    found = at_start(data_of(args), args.rules, args.zoo)
+    if found is None:
+        return None
+    chosen, said = found
+    if chosen is not None:
+        args.rules, args.zoo = str(chosen.rules), str(chosen.zoo)
+    return said
 
 
 def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a KioskConfig
@@ -130,6 +148,7 @@ def reread_kiosk(args: argparse.Namespace, token: str | None):  # noqa: ANN201 -
     from . import parse
 
     fresh = parse(args.argv)
+    board_at_start(fresh)  # the installed board the kiosk started with is no change of the configuration
     if fresh.log_level != args.log_level:
         setup(fresh.log_level)
     live = {"stall_s", "log_every", "silent_s", "rules", "log_level", "func", "argv"}

@@ -18,6 +18,7 @@ service token for the machine routes. The handler gets the Identity and the clie
 from __future__ import annotations
 
 import errno
+import io
 import json
 import socket
 import ssl
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -107,12 +108,32 @@ class Call:
     who: Identity
     reason: str | None = None
     address: str = ""  # the client's IP address
+    stream: BinaryIO | None = None  # a streamed route's body, unread (`body` is empty then): `length` bytes
+    length: int = 0
+    query: str = ""  # the URL's query string
 
 
 Post = Callable[[Call], dict[str, Any]]  # a call -> JSON answer; raises ValueError (422) when refused
 Route = tuple[Permission | None, Post]  # the permission a POST needs (None: none, the sign-in) and its handler
 # (path below the prefix, query string) -> JSON, or (content type, bytes); behind the token
 Guarded = Callable[[str, str], dict[str, Any] | tuple[str, bytes]]
+
+
+class _Bounded(io.RawIOBase):
+    """A request's body read by its handler: at most its Content-Length, then end of file."""
+
+    def __init__(self, raw: BinaryIO, length: int) -> None:
+        super().__init__()
+        self.raw, self.left = raw, length
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size is None or size < 0 else min(size, self.left)
+        data = self.raw.read(size) if size else b""
+        self.left -= len(data)
+        return data
 
 
 class _BoundedServer(HTTPServer):
@@ -176,7 +197,7 @@ class Endpoints:
                  health: Callable[[], dict[str, Any]], reads: dict[str, Callable[[], dict[str, Any]]] | None = None,
                  posts: dict[str, Route] | None = None, gate: Gate | None = None,
                  guarded: dict[str, Guarded] | None = None, tls: ssl.SSLContext | None = None,
-                 limits: dict[str, int] | None = None) -> None:
+                 limits: dict[str, int] | None = None, streams: set[str] | None = None) -> None:
         host, port = parse_listen(listen)
         require_tls_off_loopback(host, tls is not None)
         outer = self
@@ -209,6 +230,7 @@ class Endpoints:
         self.reads, self.posts, self.gate = dict(reads or {}), dict(posts or {}), gate or Gate(None)
         self.guarded = dict(guarded or {})  # path prefix (ending in /) -> reader (needs Permission.VIEW)
         self.limits = dict(limits or {})  # POST path -> its body's limit, where over MAX_BODY
+        self.streams = set(streams or ())  # POST paths whose handler reads the body itself (a board package)
         try:
             self.server = _BoundedServer((host, port), Handler, tls)
         except OSError as exc:
@@ -276,10 +298,19 @@ class Endpoints:
         most = self.limits.get(path, MAX_BODY)
         if int(length) > most:
             raise HttpError(413, f"body of {length} bytes is over the limit of {most}")
-        body = h.rfile.read(int(length))
-        h.body_read = len(body) == int(length)  # type: ignore[attr-defined]
         reason = urllib.parse.unquote(h.headers.get("X-Change-Reason", "")).strip() or None
-        self._json(h, 200, served(lambda: handler(Call(body, who, reason, h.client_address[0])), changing=True))
+        query = h.path.partition("?")[2]
+        if path in self.streams:
+            stream = _Bounded(h.rfile, int(length))
+            call = Call(b"", who, reason, h.client_address[0], stream, int(length), query)
+            answer = served(lambda: handler(call), changing=True)
+            h.body_read = stream.left == 0  # type: ignore[attr-defined]
+        else:
+            body = h.rfile.read(int(length))
+            h.body_read = len(body) == int(length)  # type: ignore[attr-defined]
+            call = Call(body, who, reason, h.client_address[0], query=query)
+            answer = served(lambda: handler(call), changing=True)
+        self._json(h, 200, answer)
 
     def _identify(self, h: BaseHTTPRequestHandler, permission: Permission | None) -> Identity:
         origin = f"{h.client_address[0]} via the kiosk API"

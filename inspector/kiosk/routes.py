@@ -26,6 +26,7 @@ class Route:
     answers: str  # the JSON keys (or the content) of a 200
     when: str = ""  # when the route is served at all, where not always
     max_body: int = 0  # a POST body's limit in bytes where over the endpoint's (kiosk/http.py MAX_BODY): a photo
+    streamed: bool = False  # the handler reads the body itself, to disk (a board package: its zoo's weights)
 
 
 _P = Permission
@@ -96,6 +97,18 @@ ROUTES: tuple[Route, ...] = (
           "file's name there (a revised set's `file`)", "`applied`, `recipe`, `version`, `file`, the audit row: "
           "in force from the next board on, and at the kiosk's next start; 422 naming the folder's recipes when "
           "none is NAME or its file does not validate (the running set stays)"),
+    Route("GET", "/boards", None, "", "`boards` installed here (`board`, `recipe`, `version`, `rules`, `packed`), "
+          "`next` (the board chosen for the next start; null: the configured one), `serving` (the installed board "
+          "served; null: the configured one)"),
+    Route("POST", "/boards/install", _P.RULES, "a board package (not JSON: the tar `inspector board install` packs "
+          "of a taught rule set, the files it names and its zoo); `?replace=1` replaces an installed board of its "
+          "name", "`board`, `recipe`, `version`, `experts`, `bytes`, `replaced`, `rules`, `next`, the audit row: "
+          "installed, every file checked, nothing served (409 where the name is taken or is the board served, 422 "
+          "naming what is wrong with the package: nothing of it stays)", max_body=8 << 30, streamed=True),
+    Route("POST", "/boards/next", _P.RULES, '`{"board": NAME}` (an installed board) or `{"board": null}` (the '
+          "configured board)", "`next`, `restart`, `note`, the audit row: the kiosk starts on that board and its zoo "
+          "from its next start (a new board's zoo cannot be changed over to live); 422 naming the boards installed "
+          "where none is NAME"),
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
           "`applied`: `live` (the pool resized now) or `restart` (saved for the next start)"),
     Route("POST", "/reviews", _P.REVIEW, '`{"inspection_id", "ref", "call": confirmed|false_call|escape, '
@@ -142,6 +155,11 @@ def posts(handlers: dict[str, Callable[..., dict[str, Any]]]) -> dict[str, tuple
 def limits() -> dict[str, int]:
     """POST path -> its body's limit, for the routes that take more than a rule file (a photo)."""
     return {r.path: r.max_body for r in ROUTES if r.method == "POST" and r.max_body}
+
+
+def streams() -> set[str]:
+    """The POST paths whose handler reads its body itself."""
+    return {r.path for r in ROUTES if r.method == "POST" and r.streamed}
 
 
 def reads(handlers: dict[str, Callable[[], dict[str, Any]]]) -> dict[str, Callable[[], dict[str, Any]]]:

@@ -32,6 +32,7 @@ from ..app.snapshot import snapshot
 from ..routing.rules import RuleSet
 from . import routes as api
 from .audit_api import AuditApi
+from .boards import Boards
 from .camera_control import CameraControl
 from .control import Control
 from .health import health
@@ -79,7 +80,7 @@ class Kiosk:
                  publisher: Any = None, notifier: Notifier | None = None,
                  say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None,
                  reread: Callable[[], Reread] | None = None, plc: PlcLink | None = None,
-                 configured: str | None = None) -> None:
+                 configured: str | None = None, board_config: tuple[str | None, str | None] | None = None) -> None:
         self.service, self.config, self.publisher, self.say = service, config, publisher, say
         self.plc = plc
         self.reread = reread
@@ -95,6 +96,10 @@ class Kiosk:
         if plc is not None:
             plc.attach(service, self.recipes)
         self.revisions = Revisions(service, self.rules, self.recipes, self.control, say)
+        # (rules, zoo) as the configuration names them: an installed board chosen for the next start is kept against
+        # them (app/installed_boards.py), whichever board the kiosk started with
+        rules_config, zoo_config = board_config or (self.configured, str(service.line.zoo.root))
+        self.boards = Boards(service, self.control, self.data_dir, rules_config, zoo_config, say)
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
             if config.llm_mb > 0 else None
         lending = self.lender.routes() if self.lender is not None else {}
@@ -110,11 +115,12 @@ class Kiosk:
         routes = dict(
             reads=api.reads({"/rules": self.control.rules_document, "/reviews": self.control.review_document,
                              "/experts": self.control.experts_document, "/camera": self.camera.document,
-                             "/camera/frame": self.camera.frame,
+                             "/camera/frame": self.camera.frame, "/boards": self.boards.document,
                              **({"/ledger": self.lender.snapshot} if self.lender is not None else {})}),
             posts=api.posts({"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
                              "/rules/alternates": self.control.approve_alternate,
                              "/rules/revise": self.revisions.revise, "/rules/changeover": self.revisions.changeover,
+                             "/boards/install": self.boards.install, "/boards/next": self.boards.next_start,
                              "/allocation": self.control.allocation, "/reviews": self.control.review,
                              "/experts/swap": self.control.swap_expert,
                              "/experts/operating": self.control.operate_expert,
@@ -124,7 +130,7 @@ class Kiosk:
             gate=gate,
             guarded={"/results/": ResultsApi(service.store, service.line.config.scope, service.crops.root).get,
                      "/audit/": AuditApi(self.control.log.trail).get},
-            limits=api.limits())
+            limits=api.limits(), streams=api.streams())
         self.endpoints = Endpoints(config.listen, registry, self.snapshot, self.health, tls=tls, **routes)
         # the same routes in plain HTTP on loopback, for this box's own clients (the model server's lease, a local
         # scrape) beside a TLS listener; refused anywhere but loopback

@@ -177,6 +177,15 @@ class RuleSet:
             payload["input_sizes"] = sizes
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
+    def named_files(self) -> tuple[str, ...]:
+        """The files the set names (absolute paths, in the order written): what travels with its rule file to another
+        box (app/board_package.py) besides the zoo that serves it."""
+        named = [self.golden] if self.golden else []
+        if self.photo is not None:
+            named += [f for f in (self.photo.geometry, self.photo.points) if f]
+        named += [f for files in self.alternates.values() for f in files]
+        return tuple(dict.fromkeys(named))
+
     def expert_specs(self) -> dict[str, dict[str, Any]]:
         """Each expert's architecture: the rule set's classifier, at a type's own `input_size:` where it has one."""
         specs = {c.classifier: self.classifier_spec if c.input_size is None

@@ -509,6 +509,11 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self._say(f"revised: {len(rows)} change(s), {len(done['kept'])} part(s) kept as taught; " + "; ".join(notes))
 
     def activate(self) -> None:
+        if self.on_kiosk and not isinstance(self.ready, str):  # a board taught here: its zoo goes to the kiosk
+            rules, zoo = self.ready
+            self._say("installing the board and its zoo on the kiosk…")
+            self._run(lambda: self.backend.activate_board(rules, zoo, "taught on the New board tab"), self._say)
+            return
         try:
             if isinstance(self.ready, str):
                 self._say(self.backend.changeover(self.ready, "revised on the New board tab"))

@@ -1,0 +1,111 @@
+"""The boards installed on a kiosk (app/board_package.py), and the one it starts with.
+
+A new board brings its own zoo, and a line serves one zoo from its start to its stop, so an installed board is
+chosen for the kiosk's next start, not changed over to live: `choose` writes `board-next.json` in the kiosk's data
+directory with what the configuration named then; `at_start` gives the installed board's rule file and zoo in place
+of the configured ones while the configuration still names the same (a configuration naming another rule file or
+zoo since wins, as it does over a changeover's rule file, app/recipes.py). Choosing none goes back to the
+configured board. A recipe changeover kept for the next start (rules-in-force.json) is forgotten by a choice: it
+named a file of the board served before.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..routing.rules import load_rules
+from ..runtime.diskio import write_atomically
+from .board_package import PACKAGE, board_name
+from .recipes import forget_in_force
+
+BOARDS = "boards"  # <data dir>/boards/NAME/: installed boards (board/ and zoo/)
+NEXT_FILE = "board-next.json"
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The installed board a kiosk starts with."""
+    name: str
+    rules: Path
+    zoo: Path
+
+
+def boards_dir(data_dir: Path) -> Path:
+    return Path(data_dir) / BOARDS
+
+
+def installed(data_dir: Path) -> list[dict[str, Any]]:
+    """Each installed board: its name, recipe, version, rule file, when it was packed and installed (by name)."""
+    out = []
+    for folder in sorted(boards_dir(data_dir).glob("*")):
+        if folder.name.startswith(".") or not (folder / PACKAGE).is_file():
+            continue
+        doc = json.loads((folder / PACKAGE).read_text(encoding="utf-8"))
+        out.append({"board": folder.name, "recipe": doc.get("recipe"), "version": doc.get("version"),
+                    "rules": Path(doc.get("rules", "")).name, "packed": doc.get("packed"),
+                    "installed": doc.get("installed")})
+    return out
+
+
+def chosen_rules(data_dir: Path, name: str) -> Chosen:
+    """Installed board `name`'s rule file and zoo; ValueError naming the installed boards where there is none."""
+    folder = boards_dir(data_dir) / board_name(name)
+    if not (folder / PACKAGE).is_file():
+        names = ", ".join(b["board"] for b in installed(data_dir)) or "none"
+        raise ValueError(f"no board {name} is installed on this kiosk (installed: {names}); install it first "
+                         "(`inspector board install --kiosk`)")
+    doc = json.loads((folder / PACKAGE).read_text(encoding="utf-8"))
+    return Chosen(folder.name, folder / doc["rules"], folder / "zoo")
+
+
+def choose(data_dir: Path, name: str | None, configured_rules: str | None, configured_zoo: str | None) -> Chosen | None:
+    """Installed board `name` for the kiosk's next start (None: the configured board again); the rule file is checked
+    to load. What the configuration names now is kept beside it: a configuration changed since wins."""
+    forget_in_force(data_dir)
+    if name is None:
+        (Path(data_dir) / NEXT_FILE).unlink(missing_ok=True)
+        return None
+    chosen = chosen_rules(data_dir, name)
+    load_rules(chosen.rules)
+    doc = {"board": chosen.name, "configured_rules": _resolved(configured_rules),
+           "configured_zoo": _resolved(configured_zoo), "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    write_atomically(Path(data_dir) / NEXT_FILE, json.dumps(doc, indent=1).encode("utf-8"))
+    return chosen
+
+
+def next_board(data_dir: Path) -> str | None:
+    """The installed board chosen for the next start, by name (None: the configured one)."""
+    try:
+        return str(json.loads((Path(data_dir) / NEXT_FILE).read_text(encoding="utf-8"))["board"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def at_start(data_dir: Path, configured_rules: str | None,
+             configured_zoo: str | None) -> tuple[Chosen | None, str] | None:
+    """(the installed board to start with, what to say of it); None where none was chosen or the configuration names
+    another board since (it wins). A damaged record or a board gone is said, and the configured board starts
+    (None, the warning): a line box that cannot start is worse than one on its configured board."""
+    path = Path(data_dir) / NEXT_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        name, rules, zoo = str(doc["board"]), doc.get("configured_rules"), doc.get("configured_zoo")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"warning: {path} is damaged ({exc}): the configured board starts; choose a board again"
+    if rules != _resolved(configured_rules) or zoo != _resolved(configured_zoo):
+        return None  # the configuration names another board since: it wins
+    try:
+        chosen = chosen_rules(data_dir, name)
+    except ValueError as exc:
+        return None, f"warning: the board chosen for this start is not there ({exc}): the configured board starts"
+    return chosen, (f"board {chosen.name} installed on this kiosk, chosen {doc.get('at', '?')}: {chosen.rules.name} "
+                    "with its own zoo, in place of the configured board")
+
+
+def _resolved(path: str | None) -> str | None:
+    return str(Path(path).resolve()) if path else None

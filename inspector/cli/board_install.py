@@ -1,0 +1,106 @@
+"""`inspector board install`: a taught board packed whole (its rule set, the files it names, its zoo) and installed
+on the line's kiosk (app/board_package.py, kiosk/boards.py); `inspector board next`: the installed board a kiosk
+starts with."""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from .exits import UsageError
+
+
+def add_install(sub: argparse._SubParsersAction) -> None:
+    inst = sub.add_parser("install", help="install a taught board (its rule set and its own zoo) on the line's kiosk, "
+                                          "or pack it into one file to carry there; the kiosk serves it from its "
+                                          "next start once chosen")
+    inst.add_argument("--rules", help="the taught rule set (board teach's RULES.taught.yaml)")
+    inst.add_argument("--zoo", help="its zoo (board teach's WORK/zoo)")
+    inst.add_argument("--package", help="a package packed before (--out), instead of --rules and --zoo")
+    inst.add_argument("--out", help="write the package to this file (to carry to a kiosk with no network to this "
+                                    "machine)")
+    inst.add_argument("--name", help="the board's name on the kiosk (default: the rule file's name before its first "
+                                     "dot)")
+    inst.add_argument("--kiosk", metavar="URL", help="the line's kiosk (https://line-box:9108) to install it on")
+    inst.add_argument("--token-file", help="your API token file (an engineer's)")
+    inst.add_argument("--replace", action="store_true", help="replace a board of that name installed before (not "
+                                                             "the one served)")
+    inst.add_argument("--next-start", action="store_true", help="then choose it for the kiosk's next start")
+    inst.add_argument("--reason", help="why, for the audit trail")
+    inst.add_argument("--json", help="also write the kiosk's answer as JSON")
+    inst.set_defaults(func=cmd_install)
+    nxt = sub.add_parser("next", help="the installed board a kiosk starts with from its next start")
+    nxt.add_argument("board", nargs="?", help="an installed board's name (`inspector board next --kiosk URL` lists "
+                                              "them)")
+    nxt.add_argument("--configured", action="store_true", help="start on the board the kiosk's configuration "
+                                                               "names again")
+    nxt.add_argument("--kiosk", metavar="URL", required=True, help="the line's kiosk")
+    nxt.add_argument("--token-file", help="your API token file (an engineer's; not needed to list)")
+    nxt.add_argument("--reason", help="why, for the audit trail")
+    nxt.set_defaults(func=cmd_next)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from ..app.board_package import pack_board
+    from ..app.kiosk_client import KioskClient
+    from ..endpoint import read_token
+
+    if bool(args.package) == bool(args.rules or args.zoo):
+        raise UsageError("name the taught board (--rules and --zoo) or a package packed before (--package)")
+    if args.rules and not args.zoo or args.zoo and not args.rules:
+        raise UsageError("a taught board is its rule set and its zoo: give both --rules and --zoo")
+    if not args.kiosk and not args.out:
+        raise UsageError("say where the board goes: the line's kiosk (--kiosk URL) or a file to carry there (--out)")
+    if not args.kiosk:
+        for flag in ("token_file", "replace", "next_start", "reason"):
+            if getattr(args, flag):
+                raise UsageError(f"--{flag.replace('_', '-')} goes with --kiosk")
+    with tempfile.TemporaryDirectory(prefix="inspector-board-") as scratch:
+        package = Path(args.package) if args.package else Path(args.out or Path(scratch) / "board.tar")
+        if not args.package:
+            with open(package, "wb") as f:
+                doc = pack_board(Path(args.rules), Path(args.zoo), f, args.name)
+            print(f"packed board {doc['name']} (recipe {doc['recipe']}, version {doc['version']}): "
+                  f"{len(doc['files'])} files, {package.stat().st_size / 2**20:.1f} MiB"
+                  + (f" in {package}" if args.out else ""))
+        elif args.name:
+            raise UsageError("--name is the package's when packed: pack again with --name")
+        if not args.kiosk:
+            return 0
+        client = KioskClient(args.kiosk, read_token(args.token_file))
+        done = client.install_board(package, args.replace, args.reason)
+    print(f"installed on {args.kiosk}: board {done['board']} (recipe {done['recipe']}, version {done['version']}, "
+          f"{done['experts']} expert(s){', replacing the one installed before' if done['replaced'] else ''}); "
+          "not served")
+    if args.next_start:
+        chosen = client.next_board(done["board"], args.reason)
+        done["next"] = chosen["next"]
+        print(chosen["note"])
+    else:
+        print(f"to serve it: `inspector board next {done['board']} --kiosk {args.kiosk} --token-file F`, then restart "
+              "the kiosk at the line's changeover")
+    if args.json:
+        Path(args.json).write_text(json.dumps(done, indent=1), encoding="utf-8")
+    return 0
+
+
+def cmd_next(args: argparse.Namespace) -> int:
+    from ..app.kiosk_client import KioskClient
+    from ..endpoint import read_token
+
+    client = KioskClient(args.kiosk, read_token(args.token_file))
+    if args.board is None and not args.configured:
+        doc = client.boards()
+        print(f"{'board':<24} {'recipe':<24} {'version':<13} {'packed':<26} now")
+        for b in doc["boards"]:
+            mark = ", ".join(w for w, name in (("served", doc["serving"]), ("next start", doc["next"]))
+                             if name == b["board"])
+            print(f"{b['board']:<24} {str(b['recipe']):<24} {str(b['version']):<13} {str(b['packed']):<26} {mark}")
+        if doc["next"] is None:
+            print("next start: the configured board")
+        return 0
+    if args.board is not None and args.configured:
+        raise UsageError("name an installed board, or --configured, not both")
+    print(client.next_board(None if args.configured else args.board, args.reason)["note"])
+    return 0

@@ -1,0 +1,77 @@
+"""New boards over the kiosk's API: a taught board installed whole (its rule set and its zoo), and chosen for the
+kiosk's next start.
+
+- `GET /boards`: the boards installed here, the one chosen for the next start and the one served.
+- `POST /boards/install`: a board package (app/board_package.py, the tar `inspector board install` writes) streamed
+  into `boards/NAME/` of the data directory, every file checked; `?replace=1` replaces an installed board of that
+  name (never the one served). Nothing is served: a new board brings its own zoo, which a line takes at its start.
+- `POST /boards/next`: `{"board": NAME}` starts the kiosk on that board from its next start (`{"board": null}`: on
+  the configured board again); the restart is the plant's (`sudo systemctl restart inspector-kiosk`), at a
+  changeover of the line.
+Each change is recorded in the audit trail under the person's name (`board.install`, `board.next`).
+"""
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+from ..access.audit import Change
+from ..app.board_package import install_board
+from ..app.installed_boards import boards_dir, choose, installed, next_board
+from ..app.service import LineService
+from .control import Control
+from .http import Call, HttpError, json_object
+
+RESTART = "sudo systemctl restart inspector-kiosk"
+
+
+class Boards:
+    def __init__(self, service: LineService, control: Control, data_dir: Path, configured_rules: str | None,
+                 configured_zoo: str | None, say: Any) -> None:
+        self.service, self.control, self.data_dir, self.say = service, control, Path(data_dir), say
+        self.configured_rules, self.configured_zoo = configured_rules, configured_zoo
+
+    def serving(self) -> Path | None:
+        """The installed board's folder whose zoo the line serves (None: a zoo of its own configuration)."""
+        zoo = Path(self.service.line.zoo.root).resolve()
+        here = boards_dir(self.data_dir).resolve()
+        return zoo.parent if zoo.parent.parent == here else None
+
+    def document(self) -> dict[str, Any]:
+        served = self.serving()
+        return {"boards": installed(self.data_dir), "next": next_board(self.data_dir),
+                "serving": served.name if served is not None else None}
+
+    def install(self, call: Call) -> dict[str, Any]:
+        if call.stream is None or call.length == 0:
+            raise ValueError("send a board package as the body (`inspector board install --kiosk` packs one)")
+        replace = urllib.parse.parse_qs(call.query).get("replace", ["0"])[-1] in ("1", "true", "yes")
+        self.control.ready()
+        try:
+            done = install_board(call.stream, call.length, boards_dir(self.data_dir), replace, self.serving())
+        except FileExistsError as exc:
+            raise HttpError(409, str(exc)) from None
+        answer = done.to_json()
+        recorded = self.control.log.record(call.who, Change("board.install", done.name, None, answer, call.reason))
+        self.say(f"board {done.name} installed over the API by {call.who.name}: recipe {done.recipe} "
+                 f"{done.version}, {done.experts} expert(s), not served")
+        return {**answer, "next": next_board(self.data_dir), **recorded}
+
+    def next_start(self, call: Call) -> dict[str, Any]:
+        doc = json_object(call.body, 'JSON {"board": NAME} (an installed board) or {"board": null} (the configured '
+                                     "board)")
+        name = doc.get("board")
+        if name is not None and not isinstance(name, str):
+            raise ValueError('"board" names an installed board (GET /boards), or is null for the configured board')
+        self.control.ready()
+        before = next_board(self.data_dir)
+        chosen = choose(self.data_dir, name, self.configured_rules, self.configured_zoo)
+        after = None if chosen is None else chosen.name
+        recorded = self.control.log.record(call.who, Change("board.next", after or "configured", {"board": before},
+                                                            {"board": after}, call.reason))
+        said = f"board {after}" if after else "the configured board"
+        self.say(f"{said} chosen for the kiosk's next start over the API by {call.who.name}")
+        return {"next": after, "restart": RESTART,
+                "note": f"{said} runs from the kiosk's next start ({RESTART}); the line serves its board until then",
+                **recorded}
