@@ -22,6 +22,7 @@ import json
 import re
 import shutil
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -128,20 +129,30 @@ def install_board(stream: BinaryIO, length: int, boards: Path, replace: bool = F
     package (nothing is left of it), FileExistsError where NAME is there and `replace` was not asked, or NAME is
     the board the line serves (`serving`, its folder)."""
     boards.mkdir(parents=True, exist_ok=True)
+    _sweep(boards)
     upload = boards / f".upload-{uuid.uuid4().hex}.tar"
     partial: Path | None = None
     try:
         _receive(stream, length, upload)
-        with tarfile.open(upload, mode="r:") as tar:
-            doc = _package_doc(tar)
-            name = board_name(str(doc.get("name", "")))
-            target = boards / name
-            if serving is not None and target.resolve() == serving.resolve():
-                raise FileExistsError(f"board {name} is the one the line serves: name the new one otherwise")
-            if target.exists() and not replace:
-                raise FileExistsError(f"a board {name} is installed already: name the new one otherwise, or replace it")
-            partial = boards / f".{name}.{uuid.uuid4().hex[:8]}.partial"
-            _extract(tar, doc["files"], partial)
+        try:
+            tar = tarfile.open(upload, mode="r:")
+        except tarfile.TarError as exc:
+            raise ValueError(f"the body is not a board package (a tar written by `inspector board install`): {exc}") \
+                from None
+        try:
+            with tar:
+                doc = _package_doc(tar)
+                name = board_name(str(doc.get("name", "")))
+                target = boards / name
+                if serving is not None and target.resolve() == serving.resolve():
+                    raise FileExistsError(f"board {name} is the one the line serves: name the new one otherwise")
+                if target.exists() and not replace:
+                    raise FileExistsError(f"a board {name} is installed already: name the new one otherwise, or "
+                                          "replace it")
+                partial = boards / f".{name}.{uuid.uuid4().hex[:8]}.partial"
+                _extract(tar, doc["files"], partial)
+        except tarfile.TarError as exc:
+            raise ValueError(f"the package is damaged ({exc}): send it again") from None
         installed = {**doc, "installed": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         (partial / PACKAGE).write_text(json.dumps(installed, indent=1), encoding="utf-8")  # what it is, for the list
         rules_file, zoo = partial / doc["rules"], partial / "zoo"
@@ -162,6 +173,18 @@ def install_board(stream: BinaryIO, length: int, boards: Path, replace: bool = F
         upload.unlink(missing_ok=True)
         if partial is not None:
             shutil.rmtree(partial, ignore_errors=True)
+
+
+def _sweep(boards: Path, older_s: float = 3600.0) -> None:
+    """What an install cut short by a crash or a power cut left (its upload, its unpacked folder, a replaced board
+    not yet removed), once it is older than any install still running could be."""
+    now = time.time()
+    for left in boards.glob(".*"):
+        if now - left.stat().st_mtime > older_s:
+            if left.is_dir():
+                shutil.rmtree(left, ignore_errors=True)
+            else:
+                left.unlink(missing_ok=True)
 
 
 def _receive(stream: BinaryIO, length: int, upload: Path) -> None:
@@ -203,7 +226,7 @@ def _extract(tar: tarfile.TarFile, files: dict[str, str], into: Path) -> None:
         if i == 0:
             continue  # package.json, read already
         parts = PurePosixPath(name).parts
-        if not member.isfile() or name not in files or name in seen or parts[0] not in ("board", "zoo") \
+        if not member.isfile() or name not in files or name in seen or not parts or parts[0] not in ("board", "zoo") \
                 or ".." in parts or PurePosixPath(name).is_absolute():
             why = "not a file" if not member.isfile() else "not in its package.json" if name not in files else \
                 "there twice" if name in seen else "outside board/ and zoo/"

@@ -52,6 +52,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         raise UsageError("a taught board is its rule set and its zoo: give both --rules and --zoo")
     if not args.kiosk and not args.out:
         raise UsageError("say where the board goes: the line's kiosk (--kiosk URL) or a file to carry there (--out)")
+    if args.package and args.out:
+        raise UsageError("--out writes a package packed from --rules and --zoo; --package is one packed already")
     if not args.kiosk:
         for flag in ("token_file", "replace", "next_start", "reason"):
             if getattr(args, flag):
