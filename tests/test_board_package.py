@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from inspector.app.board_package import install_board, pack_board
+from inspector.app.board_package import NoRoom, install_board, pack_board
 from inspector.experts.zoo import MANIFEST
 
 from .test_routing_rules import GOOD
@@ -76,6 +76,10 @@ def test_a_package_installs_every_file_as_packed_and_says_what_it_is(demo, tmp_p
     assert again.replaced and sorted(p.name for p in (tmp_path / "boards").iterdir()) == ["mini"]
     with pytest.raises(FileExistsError, match="the one the line serves"):
         install(data, tmp_path / "boards", replace=True, serving=tmp_path / "boards" / "mini")
+    free = shutil.disk_usage(tmp_path).free  # a floor the package would cross: refused before a byte is read
+    with pytest.raises(NoRoom, match="the line keeps for its results"):
+        install(data, tmp_path / "other", keep_free=free - len(data))
+    assert list((tmp_path / "other").iterdir()) == []
 
 
 @pytest.mark.parametrize("case", ["escape", "symlink", "unlisted", "short", "damaged", "not a tar"])

@@ -1190,6 +1190,8 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
         assert r.returncode == 0 and "next start" in r.stdout, r.stderr
         code, boards = http(kiosk.url + "/boards")
         assert code == 200 and boards["next"] == "b" and boards["serving"] is None
+        r = cli("board", "remove", "b", "--kiosk", kiosk.url, "--token-file", str(token))
+        assert r.returncode == 1 and "409" in r.stderr and "next start runs it" in r.stderr, r.stderr
         assert [b["board"] for b in boards["boards"]] == ["b"] and boards["boards"][0]["recipe"] == "b"
         assert kiosk.stop() == 0
         kiosk.start()  # the line's changeover: the kiosk restarted serves the installed board with its own zoo
@@ -1207,10 +1209,12 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
         assert kiosk.stop() == 0
         kiosk.start()
         assert kiosk.status()["line"]["recipe"] == "mini"
+        r = cli("board", "remove", "b", "--kiosk", kiosk.url, "--token-file", str(token))
+        assert r.returncode == 0 and not board.exists() and http(kiosk.url + "/boards")[1]["boards"] == []
         assert kiosk.stop() == 0
     finally:
         kiosk.close()
     trail = AuditTrail(ResultStore(db).engine).events()
     kinds = [(e.kind, e.actor, e.reason) for e in reversed(trail) if e.kind.startswith("board.")]
     assert kinds == [("board.install", "kim", "new product B"), ("board.next", "kim", "changeover to B"),
-                     ("board.next", "kim", None)], kinds
+                     ("board.next", "kim", None), ("board.remove", "kim", None)], kinds

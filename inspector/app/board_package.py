@@ -123,13 +123,24 @@ class Installed:
                 "bytes": self.bytes, "replaced": self.replaced, "rules": self.rules.name}
 
 
+class NoRoom(Exception):
+    """The package would leave the disk under the space the line keeps free for its results: nothing was written."""
+
+
 def install_board(stream: BinaryIO, length: int, boards: Path, replace: bool = False,
-                  serving: Path | None = None) -> Installed:
+                  serving: Path | None = None, keep_free: int = 0) -> Installed:
     """Read a package of `length` bytes from `stream` into `boards/NAME/`. ValueError naming what is wrong with the
     package (nothing is left of it), FileExistsError where NAME is there and `replace` was not asked, or NAME is
-    the board the line serves (`serving`, its folder)."""
+    the board the line serves (`serving`, its folder); NoRoom where the package and its unpacked files would leave
+    less than `keep_free` bytes free (the line's results and crops need them more)."""
     boards.mkdir(parents=True, exist_ok=True)
     _sweep(boards)
+    free = shutil.disk_usage(boards).free
+    if free - 2 * length < keep_free:
+        raise NoRoom(f"installing this package ({length / 2**20:.0f} MiB, twice that while it is unpacked) would "
+                     f"leave {max(free - 2 * length, 0) / 2**20:.0f} MiB free under {boards}, below the "
+                     f"{keep_free / 2**20:.0f} MiB the line keeps for its results and crops: free space there "
+                     "(inspector db prune, old boards) and send it again; nothing was written")
     upload = boards / f".upload-{uuid.uuid4().hex}.tar"
     partial: Path | None = None
     try:

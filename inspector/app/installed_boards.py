@@ -11,6 +11,8 @@ named a file of the board served before.
 from __future__ import annotations
 
 import json
+import shutil
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,6 +31,7 @@ NEXT_FILE = "board-next.json"
 class Chosen:
     """The installed board a kiosk starts with."""
     name: str
+    folder: Path  # boards/NAME/
     rules: Path
     zoo: Path
 
@@ -58,7 +61,7 @@ def chosen_rules(data_dir: Path, name: str) -> Chosen:
         raise ValueError(f"no board {name} is installed on this kiosk (installed: {names}); install it first "
                          "(`inspector board install --kiosk`)")
     doc = json.loads((folder / PACKAGE).read_text(encoding="utf-8"))
-    return Chosen(folder.name, folder / doc["rules"], folder / "zoo")
+    return Chosen(folder.name, folder, folder / doc["rules"], folder / "zoo")
 
 
 def choose(data_dir: Path, name: str | None, configured_rules: str | None, configured_zoo: str | None) -> Chosen | None:
@@ -73,6 +76,19 @@ def choose(data_dir: Path, name: str | None, configured_rules: str | None, confi
     doc = {"board": chosen.name, "configured_rules": _resolved(configured_rules),
            "configured_zoo": _resolved(configured_zoo), "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_atomically(Path(data_dir) / NEXT_FILE, json.dumps(doc, indent=1).encode("utf-8"))
+    return chosen
+
+
+def remove(data_dir: Path, name: str, serving: str | None) -> Chosen:
+    """Installed board `name` removed (its folder renamed out of the list first, then deleted): ValueError where none
+    is installed, FileExistsError where it is served or chosen for the next start (choose another first)."""
+    chosen = chosen_rules(data_dir, name)
+    if chosen.name in (serving, next_board(data_dir)):
+        why = "the line serves it" if chosen.name == serving else "the kiosk's next start runs it"
+        raise FileExistsError(f"board {chosen.name} stays: {why}; choose another board for the next start first")
+    gone = chosen.folder.with_name(f".{chosen.name}.{uuid.uuid4().hex[:8]}.removed")
+    chosen.folder.rename(gone)
+    shutil.rmtree(gone, ignore_errors=True)
     return chosen
 
 

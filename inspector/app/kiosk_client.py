@@ -63,6 +63,10 @@ class KioskClient:
         """POST /boards/next: the installed board `board` (None: the configured one) from the kiosk's next start."""
         return request_json(self.url + "/boards/next", {"board": board}, self.token, timeout, reason)
 
+    def remove_board(self, board: str, reason: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        """POST /boards/remove: an installed board neither served nor chosen, deleted."""
+        return request_json(self.url + "/boards/remove", {"board": board}, self.token, timeout, reason)
+
     def boards(self) -> dict[str, Any]:
         return self._get("/boards")
 

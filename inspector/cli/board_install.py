@@ -1,6 +1,6 @@
 """`inspector board install`: a taught board packed whole (its rule set, the files it names, its zoo) and installed
 on the line's kiosk (app/board_package.py, kiosk/boards.py); `inspector board next`: the installed board a kiosk
-starts with."""
+starts with; `inspector board remove`: one deleted."""
 from __future__ import annotations
 
 import argparse
@@ -39,6 +39,13 @@ def add_install(sub: argparse._SubParsersAction) -> None:
     nxt.add_argument("--token-file", help="your API token file (an engineer's; not needed to list)")
     nxt.add_argument("--reason", help="why, for the audit trail")
     nxt.set_defaults(func=cmd_next)
+    rm = sub.add_parser("remove", help="delete a board installed on a kiosk (neither served nor chosen for its next "
+                                       "start)")
+    rm.add_argument("board", help="the installed board's name")
+    rm.add_argument("--kiosk", metavar="URL", required=True, help="the line's kiosk")
+    rm.add_argument("--token-file", help="your API token file (an engineer's)")
+    rm.add_argument("--reason", help="why, for the audit trail")
+    rm.set_defaults(func=cmd_remove)
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -105,4 +112,13 @@ def cmd_next(args: argparse.Namespace) -> int:
     if args.board is not None and args.configured:
         raise UsageError("name an installed board, or --configured, not both")
     print(client.next_board(None if args.configured else args.board, args.reason)["note"])
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from ..app.kiosk_client import KioskClient
+    from ..endpoint import read_token
+
+    done = KioskClient(args.kiosk, read_token(args.token_file)).remove_board(args.board, args.reason)
+    print(f"board {done['removed']} removed from {args.kiosk}")
     return 0

@@ -8,7 +8,9 @@ kiosk's next start.
 - `POST /boards/next`: `{"board": NAME}` starts the kiosk on that board from its next start (`{"board": null}`: on
   the configured board again); the restart is the plant's (`sudo systemctl restart inspector-kiosk`), at a
   changeover of the line.
-Each change is recorded in the audit trail under the person's name (`board.install`, `board.next`).
+- `POST /boards/remove`: `{"board": NAME}`, an installed board neither served nor chosen, deleted.
+Each change is recorded in the audit trail under the person's name (`board.install`, `board.next`,
+`board.remove`).
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ..access.audit import Change
-from ..app.board_package import install_board
-from ..app.installed_boards import boards_dir, choose, installed, next_board
+from ..app.board_package import NoRoom, install_board
+from ..app.installed_boards import boards_dir, choose, installed, next_board, remove
 from ..app.service import LineService
 from .control import Control
 from .http import Call, HttpError, json_object
@@ -48,15 +50,33 @@ class Boards:
             raise ValueError("send a board package as the body (`inspector board install --kiosk` packs one)")
         replace = urllib.parse.parse_qs(call.query).get("replace", ["0"])[-1] in ("1", "true", "yes")
         self.control.ready()
+        floor = int(self.service.crops.min_free_mb * 2**20)  # the free space the line keeps for its results
         try:
-            done = install_board(call.stream, call.length, boards_dir(self.data_dir), replace, self.serving())
+            done = install_board(call.stream, call.length, boards_dir(self.data_dir), replace, self.serving(), floor)
         except FileExistsError as exc:
             raise HttpError(409, str(exc)) from None
+        except NoRoom as exc:
+            raise HttpError(507, str(exc)) from None
         answer = done.to_json()
         recorded = self.control.log.record(call.who, Change("board.install", done.name, None, answer, call.reason))
         self.say(f"board {done.name} installed over the API by {call.who.name}: recipe {done.recipe} "
                  f"{done.version}, {done.experts} expert(s), not served")
         return {**answer, "next": next_board(self.data_dir), **recorded}
+
+    def remove(self, call: Call) -> dict[str, Any]:
+        doc = json_object(call.body, 'JSON {"board": NAME}: an installed board neither served nor chosen')
+        if not isinstance(doc.get("board"), str):
+            raise ValueError('"board" names an installed board (GET /boards)')
+        self.control.ready()
+        served = self.serving()
+        try:
+            gone = remove(self.data_dir, doc["board"], served.name if served is not None else None)
+        except FileExistsError as exc:
+            raise HttpError(409, str(exc)) from None
+        recorded = self.control.log.record(call.who, Change("board.remove", gone.name, {"board": gone.name}, None,
+                                                            call.reason))
+        self.say(f"board {gone.name} removed from this kiosk over the API by {call.who.name}")
+        return {"removed": gone.name, **recorded}
 
     def next_start(self, call: Call) -> dict[str, Any]:
         doc = json_object(call.body, 'JSON {"board": NAME} (an installed board) or {"board": null} (the configured '

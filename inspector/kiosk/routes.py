@@ -109,6 +109,8 @@ ROUTES: tuple[Route, ...] = (
           "configured board)", "`next`, `restart`, `note`, the audit row: the kiosk starts on that board and its zoo "
           "from its next start (a new board's zoo cannot be changed over to live); 422 naming the boards installed "
           "where none is NAME"),
+    Route("POST", "/boards/remove", _P.RULES, '`{"board": NAME}`', "`removed`, the audit row: the installed board "
+          "deleted from the kiosk's disk; 409 where the line serves it or its next start runs it"),
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',
           "`applied`: `live` (the pool resized now) or `restart` (saved for the next start)"),
     Route("POST", "/reviews", _P.REVIEW, '`{"inspection_id", "ref", "call": confirmed|false_call|escape, '

@@ -121,6 +121,7 @@ class Kiosk:
                              "/rules/alternates": self.control.approve_alternate,
                              "/rules/revise": self.revisions.revise, "/rules/changeover": self.revisions.changeover,
                              "/boards/install": self.boards.install, "/boards/next": self.boards.next_start,
+                             "/boards/remove": self.boards.remove,
                              "/allocation": self.control.allocation, "/reviews": self.control.review,
                              "/experts/swap": self.control.swap_expert,
                              "/experts/operating": self.control.operate_expert,
