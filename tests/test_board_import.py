@@ -924,3 +924,29 @@ def test_a_rule_sets_provenance_names_each_input_by_its_bytes(tmp_path: Path) ->
     bom = fingerprint(tmp_path / "bom.csv")
     assert head == f"# made from: design set (sha256 {first}), BOM bom.csv (sha256 {bom})\n# import options: side top\n"
     assert carried("# imported by x\n" + head + "recipe: r\n# made from: not the head\n") == head
+
+
+def test_a_kicad_pad_drawn_off_its_hole_is_a_land_where_its_copper_is() -> None:
+    """KiCad's TO-92_HandSolder draws each pad 0.4 mm off its hole (`(drill 0.75 (offset 0 0.4))`): the land is the
+    copper, where KiCad's own Gerbers put it, at every turn and on the bottom (tests/cad/make_offset_kicad9.py);
+    it was read at the hole."""
+    stem = Path(__file__).parent / "cad" / "offset-kicad9"
+    board = read_design(Path(f"{stem}.kicad_pcb"), None)
+    copper = read_design(Path(f"{stem}-pos.csv"), None, gerber=Path(f"{stem}-gerbers-rs274x.zip"))
+
+    def lands(design) -> dict[str, list[tuple[float, float]]]:  # noqa: ANN001 - image frame (y down), mm
+        out = {}
+        for p in design.parts:
+            t, flip = math.radians(p.rotation), -1 if design.y_up else 1
+            out[p.ref] = sorted((round(p.x_mm + x * math.cos(t) + flip * y * math.sin(t), 2),
+                                 round(flip * p.y_mm - x * math.sin(t) + flip * y * math.cos(t), 2))
+                                for x, y in dict.fromkeys((pad.x, pad.y) for pad in p.pads))
+        return out
+
+    first = next(p for p in board.parts if p.ref == "Q1")
+    assert sorted((pad.x, pad.y) for pad in first.pads) == [(0.0, 0.4), (1.27, -1.67), (2.54, 0.4)]
+    read, drawn = lands(board), lands(copper)
+    assert sorted(read) == sorted(drawn) == ["Q1", "Q2", "Q3", "Q4", "Q5"]
+    for ref in read:
+        assert len(read[ref]) == len(drawn[ref]) == 3
+        assert all(math.dist(a, b) < 0.02 for a, b in zip(read[ref], drawn[ref])), (ref, read[ref], drawn[ref])

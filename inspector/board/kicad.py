@@ -147,11 +147,25 @@ def _pad(node: list, fp_angle: float, fp_margin: float | None = None) -> Pad | N
     at, size = _floats(_child(node, "at"), 3), _floats(_child(node, "size"), 2)
     if len(at) < 2 or len(size) < 2:
         return None
-    turn = ((at[2] if len(at) > 2 else 0.0) - fp_angle) % 180
+    own = (at[2] if len(at) > 2 else 0.0) - fp_angle  # the pad's turn in its footprint
+    turn = own % 180
     w, h = size if min(turn, 180 - turn) < 45 else size[::-1]
     margin = _floats(_child(node, "solder_mask_margin"), 1)  # the pad's own, else its footprint's
-    return Pad(at[0], at[1], w, h, smd=kind in ("smd", "connect"), mask_margin=margin[0] if margin else fp_margin,
+    x, y = _shape_at(node, at[0], at[1], own)
+    return Pad(x, y, w, h, smd=kind in ("smd", "connect"), mask_margin=margin[0] if margin else fp_margin,
                hole=_drill(node) if kind == "thru_hole" else None)
+
+
+def _shape_at(pad: list, x: float, y: float, own: float) -> tuple[float, float]:
+    """Where the pad's copper is: its position, or, for a shape offset from its hole (`(drill 0.75 (offset 0 0.4))`,
+    KiCad's TO-92 hand-solder pads), the position moved by the offset turned with the pad (y down, as the file)."""
+    drill = _child(pad, "drill")
+    offset = _floats(_child(drill, "offset"), 2) if drill is not None else []
+    if len(offset) < 2 or offset == [0.0, 0.0]:
+        return x, y
+    t = math.radians(own)
+    dx, dy = offset
+    return x + dx * math.cos(t) + dy * math.sin(t), y - dx * math.sin(t) + dy * math.cos(t)
 
 
 def _drill(pad: list) -> float | None:
