@@ -34,22 +34,18 @@ from ..board.geometry import geometry_path
 from ..experts.zoo import MANIFEST, Zoo
 from ..routing.rules import load_rules
 from .board_photos import photo_registration_of
+from .file_names import file_name
 from .line import check_served
 
 FORMAT = 1
 PACKAGE = "package.json"
 RUNTIME = "runtime"  # <zoo>/runtime/: compiled forms of the experts, made again where they are served
 CHUNK = 1 << 20
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def board_name(text: str) -> str:
-    """A board's name checked: a folder name of the kiosk's boards (letters, digits, `.`, `_`, `-`)."""
-    name = text.strip()
-    if not NAME.fullmatch(name) or name.endswith("."):
-        raise ValueError(f"a board's name is a folder name: letters, digits, '.', '_' or '-', at most 64, starting "
-                         f"with a letter or digit; got {text!r}")
-    return name
+    """A board's name checked: a folder name of the kiosk's boards."""
+    return file_name(text, "a board's name")
 
 
 def default_name(rule_file: Path) -> str:

@@ -46,7 +46,11 @@ def installed(data_dir: Path) -> list[dict[str, Any]]:
     for folder in sorted(boards_dir(data_dir).glob("*")):
         if folder.name.startswith(".") or not (folder / PACKAGE).is_file():
             continue
-        doc = json.loads((folder / PACKAGE).read_text(encoding="utf-8"))
+        try:
+            doc = json.loads((folder / PACKAGE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # listed, saying so: a board cannot be chosen without it
+            out.append({"board": folder.name, "damaged": f"{PACKAGE} cannot be read ({exc}): install it again"})
+            continue
         out.append({"board": folder.name, "recipe": doc.get("recipe"), "version": doc.get("version"),
                     "rules": Path(doc.get("rules", "")).name, "packed": doc.get("packed"),
                     "installed": doc.get("installed")})

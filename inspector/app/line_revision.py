@@ -25,9 +25,9 @@ from ..board.geometry import geometry_of, geometry_path, read_geometry, write_ge
 from ..routing.rules import RuleSet, load_rules, parse_rules
 from .board_photos import read_photo
 from .board_revise import Revised, RevisePlan, revise_board
+from .file_names import file_name
 
 REVISIONS = "revisions"  # beside the rule file in force: each revision's import and photo, as sent
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass
@@ -44,14 +44,9 @@ class LineRevision:
 
 
 def revision_name(text: str) -> str:
-    """A revised set's name checked: a file name of the rule folder (letters, digits, `.`, `_`, `-`)."""
+    """A revised set's name checked: a file name of the rule folder (NAME.taught.yaml: the suffix may be given)."""
     name = text.strip()
-    if name.endswith(".taught.yaml"):
-        name = name[:-len(".taught.yaml")]
-    if not NAME.fullmatch(name) or name.endswith("."):
-        raise ValueError(f"a revision's name is a file name: letters, digits, '.', '_' or '-', at most 64, "
-                         f"starting with a letter or digit; got {text!r}")
-    return name
+    return file_name(name[:-len(".taught.yaml")] if name.endswith(".taught.yaml") else name, "a revision's name")
 
 
 def revise_line_board(rule_file: Path, zoo: Path, asked: LineRevision) -> Revised:

@@ -105,6 +105,9 @@ def cmd_next(args: argparse.Namespace) -> int:
         for b in doc["boards"]:
             mark = ", ".join(w for w, name in (("served", doc["serving"]), ("next start", doc["next"]))
                              if name == b["board"])
+            if "damaged" in b:
+                print(f"{b['board']:<24} damaged: {b['damaged']}")
+                continue
             print(f"{b['board']:<24} {str(b['recipe']):<24} {str(b['version']):<13} {str(b['packed']):<26} {mark}")
         if doc["next"] is None:
             print("next start: the configured board")

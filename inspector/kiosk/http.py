@@ -14,6 +14,11 @@ turns `Authorization: Bearer <token>` into an Identity that must hold it: a pers
 service token for the machine routes. The handler gets the Identity and the client's stated reason
 (`X-Change-Reason`, percent-encoded) with the body, so every change is recorded by who made it. POST
 /auth/sign-in is the one route without a token: a name and password for a session token (the dashboard's).
+
+A body is read whole before its handler runs, up to its route's limit, except a streamed route's (a board package:
+megabytes of weights), whose handler reads it to disk itself. An OSError the handler raises is the kiosk's own (a
+full disk, a read-only folder) and is answered naming the file (`served`); only one in reading the request or
+writing the answer is taken for the client gone.
 """
 from __future__ import annotations
 
