@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 
 from ..board.geometry import geometry_path
 from ..experts.zoo import MANIFEST, Zoo
-from ..routing.rules import load_rules
+from ..routing.rules import RuleSet, load_rules
 from .board_photos import photo_registration_of
 from .file_names import file_name
 from .line import check_served
@@ -54,11 +54,10 @@ def default_name(rule_file: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:64] or "board"
 
 
-def _members(rule_file: Path, zoo_root: Path) -> Iterator[tuple[str, Path]]:
+def _members(rule_file: Path, rules: RuleSet, zoo_root: Path) -> Iterator[tuple[str, Path]]:
     """(name in the package, file here) for everything a board travels with; ValueError for a named file outside
     the rule file's folder (its place beside the rule file could not be kept)."""
     folder = rule_file.parent.resolve()
-    rules = load_rules(rule_file)
     yield f"board/{rule_file.name}", rule_file
     beside = [Path(f) for f in rules.named_files()]
     geometry = geometry_path(rule_file)
@@ -71,9 +70,6 @@ def _members(rule_file: Path, zoo_root: Path) -> Iterator[tuple[str, Path]]:
         if not path.is_file():
             raise ValueError(f"{rule_file} names {path}, which is not there: the board cannot be packed without it")
         yield f"board/{path.relative_to(folder).as_posix()}", path
-    if not (zoo_root / MANIFEST).is_file():
-        raise ValueError(f"no zoo at {zoo_root} (no {MANIFEST}): name the zoo that serves {rule_file.name} (its "
-                         "teaching's zoo folder)")
     for path in sorted(zoo_root.rglob("*")):
         rel = path.relative_to(zoo_root)
         if path.is_file() and rel.parts[0] != RUNTIME and not any(p.startswith(".") for p in rel.parts):
@@ -85,8 +81,11 @@ def pack_board(rule_file: Path, zoo_root: Path, out: BinaryIO, name: str | None 
     naming what is missing, or a rule set its zoo cannot serve (checked here, before anything travels)."""
     rule_file, zoo_root = Path(rule_file), Path(zoo_root)
     rules = load_rules(rule_file)
+    if not (zoo_root / MANIFEST).is_file():
+        raise ValueError(f"no zoo at {zoo_root} (no {MANIFEST}): name the zoo that serves {rule_file.name} (its "
+                         "teaching's zoo folder)")
     check_served(rules, Zoo.load(zoo_root))
-    members = list(_members(rule_file, zoo_root))
+    members = list(_members(rule_file, rules, zoo_root))
     files = {arc: _sha256(path) for arc, path in members}
     doc = {"format": FORMAT, "name": board_name(name or default_name(rule_file)), "rules": f"board/{rule_file.name}",
            "recipe": rules.recipe, "version": rules.version,
