@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import re
 import shutil
 import tarfile
 import time
@@ -31,11 +30,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from ..board.geometry import geometry_path
+from ..experts.backends.export import file_sha256
 from ..experts.zoo import MANIFEST, Zoo
 from ..routing.rules import RuleSet, load_rules
-from .board_photos import photo_registration_of
-from .file_names import file_name
-from .line import check_served
+from .file_names import file_name, safe_name
+from .line import check_rule_set, check_served
 
 FORMAT = 1
 PACKAGE = "package.json"
@@ -50,8 +49,7 @@ def board_name(text: str) -> str:
 
 def default_name(rule_file: Path) -> str:
     """The board's name from its rule file: `b.taught.yaml` -> `b`."""
-    stem = rule_file.name.split(".")[0]
-    return re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:64] or "board"
+    return safe_name(rule_file.name.split(".")[0], "board")
 
 
 def _members(rule_file: Path, rules: RuleSet, zoo_root: Path) -> Iterator[tuple[str, Path]]:
@@ -86,7 +84,7 @@ def pack_board(rule_file: Path, zoo_root: Path, out: BinaryIO, name: str | None 
                          "teaching's zoo folder)")
     check_served(rules, Zoo.load(zoo_root))
     members = list(_members(rule_file, rules, zoo_root))
-    files = {arc: _sha256(path) for arc, path in members}
+    files = {arc: file_sha256(path) for arc, path in members}
     doc = {"format": FORMAT, "name": board_name(name or default_name(rule_file)), "rules": f"board/{rule_file.name}",
            "recipe": rules.recipe, "version": rules.version,
            "packed": datetime.now(timezone.utc).isoformat(timespec="seconds"), "files": files}
@@ -162,7 +160,7 @@ def install_board(stream: BinaryIO, length: int, boards: Path, replace: bool = F
         installed = {**doc, "installed": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         (partial / PACKAGE).write_text(json.dumps(installed, indent=1), encoding="utf-8")  # what it is, for the list
         rules_file, zoo = partial / doc["rules"], partial / "zoo"
-        experts = _check(rules_file, zoo, doc["files"])
+        rules, experts = _check(rules_file, zoo, doc["files"])
         replaced = target.exists()
         if replaced:
             old = boards / f".{name}.{uuid.uuid4().hex[:8]}.old"
@@ -172,7 +170,6 @@ def install_board(stream: BinaryIO, length: int, boards: Path, replace: bool = F
         else:
             partial.rename(target)
         partial = None
-        rules = load_rules(target / doc["rules"])
         return Installed(name, target, target / doc["rules"], target / "zoo", rules.recipe, rules.version, experts,
                          length, replaced)
     finally:
@@ -256,9 +253,9 @@ def _extract(tar: tarfile.TarFile, files: dict[str, str], into: Path) -> None:
                          f"{PACKAGE} lists: send it again")
 
 
-def _check(rules_file: Path, zoo_root: Path, files: dict[str, str]) -> int:
+def _check(rules_file: Path, zoo_root: Path, files: dict[str, str]) -> tuple[RuleSet, int]:
     """The rule set against its zoo, as a line would check it, and every trained expert's weights against the hash
-    its manifest records; the number of experts."""
+    its manifest records; the rule set and the number of experts."""
     zoo = Zoo.load(zoo_root)
     for entry in zoo.entries.values():
         got = files.get(f"zoo/{entry.file}")
@@ -268,15 +265,5 @@ def _check(rules_file: Path, zoo_root: Path, files: dict[str, str]) -> int:
             raise ValueError(f"expert {entry.name}'s weights in the package ({got[:12]}) are not those its manifest "
                              f"records ({entry.weights_sha256[:12]}): the zoo was changed by hand; teach it again")
     rules = load_rules(rules_file)
-    check_served(rules, zoo)
-    if rules.photo is not None:
-        photo_registration_of(rules)
-    return len(zoo.entries)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    check_rule_set(rules, zoo)
+    return rules, len(zoo.entries)

@@ -200,9 +200,7 @@ class Line:
 
     def check_rules(self, rules: RuleSet) -> None:
         """ValueError when this line's zoo lacks an expert `rules` names (nothing is applied)."""
-        check_served(rules, self.zoo)
-        if rules.photo is not None:
-            photo_registration_of(rules)  # a ValueError naming the file the rule set needs
+        check_rule_set(rules, self.zoo)
 
     def apply_rules(self, rules: RuleSet) -> None:
         """Use `rules` for every board from now on; raises ValueError (and keeps the running set) when the
@@ -576,3 +574,11 @@ def check_served(rules: RuleSet, zoo: Zoo) -> None:
                              "the live crop alone, not beside a golden window: approving a make changes nothing "
                              "there; serve them a golden comparison (`board teach`) or remove them")
         alternate_windows(rules)  # AlternateMissing (a ValueError) names the file and what to do
+
+
+def check_rule_set(rules: RuleSet, zoo: Zoo) -> None:
+    """check_served, and the files a set's photo registration names (a ValueError naming the one missing): what a
+    running line checks before it takes a set, and a kiosk before it keeps an installed board."""
+    check_served(rules, zoo)
+    if rules.photo is not None:
+        photo_registration_of(rules)

@@ -13,7 +13,6 @@ Nothing is served: the changeover is its own step (recipes.py), after the engine
 from __future__ import annotations
 
 import base64
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from ..board.geometry import geometry_of, geometry_path, read_geometry, write_ge
 from ..routing.rules import RuleSet, load_rules, parse_rules
 from .board_photos import read_photo
 from .board_revise import Revised, RevisePlan, revise_board
-from .file_names import file_name
+from .file_names import file_name, safe_name
 
 REVISIONS = "revisions"  # beside the rule file in force: each revision's import and photo, as sent
 
@@ -88,9 +87,8 @@ def revise_line_board(rule_file: Path, zoo: Path, asked: LineRevision) -> Revise
 
 
 def _stem(name: str) -> str:
-    """A photo's name as a file name of the revision's folder (its stem, letters, digits, `.`, `_`, `-`)."""
-    stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name.replace("\\", "/")).stem)[:64].strip("._")
-    return stem or "photo"
+    """A photo's name as a file name of the revision's folder (its stem)."""
+    return safe_name(Path(name.replace("\\", "/")).stem, "photo")
 
 
 def same_recipe(revised: RuleSet, path: Path) -> list[str]:
