@@ -1135,7 +1135,8 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
     """`board install --kiosk`: a board taught on another machine (its rule set, golden board, registration files
     and its own zoo) travels as one package to a kiosk serving another board; a damaged package, a name taken and a
     caller without a token change nothing; chosen for the next start (`--next-start`), a restarted kiosk serves it
-    with its zoo and inspects a photo of it, and `board next --configured` brings the configured board back."""
+    with its zoo and inspects a photo of it; `board serve` changes the running line over to the configured board and
+    back to b live, and the board served last is the one the next start runs."""
     import shutil
     import tarfile
 
@@ -1204,10 +1205,22 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
         assert wait_until(lambda: store.count()[0] >= 1, 120), kiosk.tail()
         inspected = store.inspections(limit=1)[0]
         assert inspected.recipe == "b" and len(inspected.parts) == len(load_rules(root / "b.taught.yaml").placements())
-        r = cli("board", "next", "--configured", "--kiosk", kiosk.url, "--token-file", str(token))
-        assert r.returncode == 0 and "the configured board" in r.stdout, r.stderr
+        serve = ("board", "serve", "--kiosk", kiosk.url, "--token-file", str(token))
+        r = cli(*serve, "--configured")  # live, at the line's next changeover: no restart
+        assert r.returncode == 0 and "the configured board served from the next board on" in r.stdout, r.stderr
+        assert kiosk.status()["line"]["recipe"] == "mini"
+        assert http(kiosk.url + "/boards")[1] | {"boards": None} == {"boards": None, "next": None, "serving": None}
+        r = cli(*serve, "b", "--reason", "lot of B")
+        assert r.returncode == 0 and "board b served" in r.stdout and "next start" in r.stdout, r.stderr
+        assert kiosk.status()["line"]["recipe"] == "b"
+        shutil.copy(root / "other.png", inbox / "other-again.png")  # inspected by b's zoo, served live
+        assert wait_until(lambda: store.count()[0] >= 2, 120), kiosk.tail()
+        inspected = store.inspections(limit=1)[0]
+        assert inspected.recipe == "b" and len(inspected.parts) == len(load_rules(root / "b.taught.yaml").placements())
+        r = cli(*serve, "--configured")
+        assert r.returncode == 0, r.stderr
         assert kiosk.stop() == 0
-        kiosk.start()
+        kiosk.start()  # the board served last is the one the kiosk starts on
         assert kiosk.status()["line"]["recipe"] == "mini"
         r = cli("board", "remove", "b", "--kiosk", kiosk.url, "--token-file", str(token))
         assert r.returncode == 0 and not board.exists() and http(kiosk.url + "/boards")[1]["boards"] == []
@@ -1217,4 +1230,5 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
     trail = AuditTrail(ResultStore(db).engine).events()
     kinds = [(e.kind, e.actor, e.reason) for e in reversed(trail) if e.kind.startswith("board.")]
     assert kinds == [("board.install", "kim", "new product B"), ("board.next", "kim", "changeover to B"),
-                     ("board.next", "kim", None), ("board.remove", "kim", None)], kinds
+                     ("board.serve", "kim", None), ("board.serve", "kim", "lot of B"), ("board.serve", "kim", None),
+                     ("board.remove", "kim", None)], kinds

@@ -1,8 +1,8 @@
 """The boards installed on a kiosk (app/board_package.py), and the one it starts with.
 
-A new board brings its own zoo, and a line serves one zoo from its start to its stop, so an installed board is
-chosen for the kiosk's next start, not changed over to live: `choose` writes `board-next.json` in the kiosk's data
-directory with what the configuration named then; `at_start` gives the installed board's rule file and zoo in place
+A new board brings its own zoo. It is changed over to live by app/board_switch.py, which keeps its choice here too,
+or chosen for the kiosk's next start alone (a plant that changes boards by a restart): `choose` writes
+`board-next.json` in the kiosk's data directory with what the configuration named then; `at_start` gives the installed board's rule file and zoo in place
 of the configured ones while the configuration still names the same (a configuration naming another rule file or
 zoo since wins, as it does over a changeover's rule file, app/recipes.py). Choosing none goes back to the
 configured board. A recipe changeover kept for the next start (rules-in-force.json) is forgotten by a choice: it
@@ -18,9 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..experts.zoo import Zoo
 from ..routing.rules import load_rules
 from ..runtime.diskio import write_atomically
 from .board_package import PACKAGE, board_name
+from .line import check_rule_set
 from .recipes import forget_in_force
 
 BOARDS = "boards"  # <data dir>/boards/NAME/: installed boards (board/ and zoo/)
@@ -38,6 +40,12 @@ class Chosen:
 
 def boards_dir(data_dir: Path) -> Path:
     return Path(data_dir) / BOARDS
+
+
+def served_folder(data_dir: Path, zoo_root: Path) -> Path | None:
+    """The installed board's folder whose zoo is `zoo_root` (None: a zoo of the configuration's)."""
+    zoo = Path(zoo_root).resolve()
+    return zoo.parent if zoo.parent.parent == boards_dir(data_dir).resolve() else None
 
 
 def installed(data_dir: Path) -> list[dict[str, Any]]:
@@ -125,6 +133,20 @@ def at_start(data_dir: Path, configured_rules: str | None,
         return None, f"warning: the board chosen for this start is not there ({exc}): the configured board starts"
     return chosen, (f"board {chosen.name} installed on this kiosk, chosen {doc.get('at', '?')}: {chosen.rules.name} "
                     "with its own zoo, in place of the configured board")
+
+
+def startable(chosen: Chosen) -> str | None:
+    """Why installed board `chosen` cannot start (its rule set does not load or its zoo cannot serve it, a weights
+    file of it gone); None when it can. Cheap: read before the line starts on it, so a damaged board leaves the
+    line on its configured board rather than down."""
+    try:
+        rules = load_rules(chosen.rules)
+        zoo = Zoo.load(chosen.zoo)
+        check_rule_set(rules, zoo)
+    except (OSError, ValueError, KeyError) as exc:
+        return str(exc)
+    gone = sorted(name for name in rules.expert_specs() if not zoo.path_of(name).is_file())
+    return f"the weights of {', '.join(gone)} are gone from {chosen.zoo}: install the board again" if gone else None
 
 
 def _resolved(path: str | None) -> str | None:

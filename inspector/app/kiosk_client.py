@@ -63,6 +63,14 @@ class KioskClient:
         """POST /boards/next: the installed board `board` (None: the configured one) from the kiosk's next start."""
         return request_json(self.url + "/boards/next", {"board": board}, self.token, timeout, reason)
 
+    def serve_board(self, board: str | None, reason: str | None = None, drain_s: float = 60.0,
+                    timeout: float = 900.0) -> dict[str, Any]:
+        """POST /boards/serve: the line changed over to installed board `board` (None: the configured one) now; the
+        boards inside get `drain_s` to finish, the whole change `timeout` (a zoo of an architecture the box never
+        measured is profiled first)."""
+        return request_json(self.url + "/boards/serve", {"board": board, "timeout_s": drain_s}, self.token, timeout,
+                            reason)
+
     def remove_board(self, board: str, reason: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
         """POST /boards/remove: an installed board neither served nor chosen, deleted."""
         return request_json(self.url + "/boards/remove", {"board": board}, self.token, timeout, reason)

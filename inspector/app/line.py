@@ -11,7 +11,8 @@ A new rule set applies between boards without a restart (`apply_rules`):
 boards already inside finish under the set they were cut with, the engine
 keeps its resident experts and takes the new usage probabilities. New weights
 of one expert (a retrained version, a rollback) apply the same way
-(`swap_weights`).
+(`swap_weights`). Another board with its own zoo takes the line over at a board
+boundary with an engine of its own (`change_board`).
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import itertools
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -170,18 +172,15 @@ class Line:
         self.rules, self.zoo, self.config = rules, zoo, config
         self.sinks = list(sinks or [])
         self.on_rules: list[Callable[[RuleSet], None]] = []  # told of each set before its first board (its text kept)
-        workload = rules_workload(rules, config, profiles)
-        policy = get_policy(config.policy)
-        plan = build_plan(workload, policy, profiles)
-        backend = get_backend(config.backend, threads=max((s.threads for s in plan.executors), default=1))
-        self.engine = Engine(zoo, rules.usage(), policy, plan, profiles, backend)
-        self.engine.on_result = self._on_result
-        self.engine.place_by_usage()
+        self.profiles = profiles
+        self.engine = self._engine_for(rules, zoo, profiles)
         self._ids = itertools.count()
         self._lock = threading.Condition()
         self._pending: dict[int, _Pending] = {}  # request id -> its board
         self._boards_in = 0
         self._held = 0  # swaps waiting at a board boundary: no new board goes in meanwhile
+        self._served = 0  # counts the boards (zoos) this line served: a board cut for another is cut again
+        self._changing = threading.Lock()  # one swap or change of board at a time: each stops what the other uses
         self.stats = LineStats()
         self.started = time.perf_counter()
         self.last_progress = time.monotonic()  # last board finished, or work arriving at an idle line
@@ -192,6 +191,17 @@ class Line:
         self._part_hist, self._board_hist = Histogram(PART_BUCKETS_S), Histogram(BOARD_BUCKETS_S)
         self.last_finished_at: float | None = None  # time.time() of the last board finished (a timestamp)
         self.transform_watch = TransformWatch()  # whether the boards' marks say the camera is tilted (said once)
+
+    def _engine_for(self, rules: RuleSet, zoo: Zoo, profiles: dict[str, DeviceProfile]) -> Engine:
+        """An engine for `rules` over `zoo`, planned for this line's allocation, its pools filled by usage."""
+        workload = rules_workload(rules, self.config, profiles)
+        policy = get_policy(self.config.policy)
+        plan = build_plan(workload, policy, profiles)
+        backend = get_backend(self.config.backend, threads=max((s.threads for s in plan.executors), default=1))
+        engine = Engine(zoo, rules.usage(), policy, plan, profiles, backend)
+        engine.on_result = self._on_result
+        engine.place_by_usage()
+        return engine
 
     def stalled_for(self) -> float:
         """Seconds boards have been inside without one finishing; 0 when idle or flowing."""
@@ -222,14 +232,54 @@ class Line:
         TimeoutError (nothing changed, boards flow again) when those boards do not finish within `timeout`.
         """
         name = entry.name
-        with self._lock:
-            self._held += 1
-        try:
+        with self._changing, self._holding():
             with self._lock:
                 if not self._lock.wait_for(lambda: not self._routes_to(name), timeout):
                     raise TimeoutError(f"boards using {name} did not finish within {timeout:g} s; weights not swapped")
             # outside the line's lock: results of other boards keep arriving while the engine lets go of the expert
             self.engine.replace_weights(name, entry, timeout)
+
+    def change_board(self, rules: RuleSet, zoo: Zoo, profiles: Callable[[], dict[str, DeviceProfile]],
+                     timeout: float = 60.0) -> None:
+        """Serve another board, `rules` with its own `zoo`, from the next board on, without a restart.
+
+        At a board boundary: new boards wait while every board inside finishes on the board it was cut for; then
+        the old engine stops (its experts leave memory), `profiles()` gives the new zoo's device profiles (measured
+        now, on a line with nothing inside, where the box lacks one of its architectures), and the new board's
+        engine starts with its pools filled by usage. A board cut for the old board meanwhile is cut again for the
+        new one. When the new engine cannot start, the old board's starts again and ValueError says why: the line
+        serves what it served. TimeoutError (nothing changed, boards flow again) when the boards inside do not
+        finish within `timeout`.
+        """
+        check_served(rules, zoo)
+        with self._changing, self._holding():
+            with self._lock:
+                if not self._lock.wait_for(lambda: not self._boards_in, timeout):
+                    raise TimeoutError(f"the {self._boards_in} board(s) inside did not finish within {timeout:g} s; "
+                                       f"the line serves {self.rules.recipe} still")
+            self.engine.stop()
+            try:
+                measured = profiles()
+                engine = self._engine_for(rules, zoo, measured)
+                engine.start()
+            except Exception as exc:  # noqa: BLE001 - whatever stops the new board, the old one is served again
+                self.engine = self._engine_for(self.rules, self.zoo, self.profiles)
+                self.engine.start()
+                raise ValueError(f"{rules.recipe} cannot be served ({type(exc).__name__}: {exc}); the line serves "
+                                 f"{self.rules.recipe} again") from exc
+            with self._lock:
+                self.rules, self.zoo, self.engine, self.profiles = rules, zoo, engine, measured
+                self._served += 1
+            for hook in self.on_rules:  # before the first board of the new one goes in
+                hook(rules)
+
+    @contextmanager
+    def _holding(self) -> Iterator[None]:
+        """No new board goes in meanwhile (boards inside go on)."""
+        with self._lock:
+            self._held += 1
+        try:
+            yield
         finally:
             with self._lock:
                 self._held -= 1
@@ -272,7 +322,9 @@ class Line:
         their parts are left out of the result, and the record names them (`panel_skipped`). Its other boards are
         identified by their own codes where the rule set gives them, or by `unit_serials` the machine before handed on.
         """
-        rules = self.rules
+        with self._lock:  # a board that comes in while the line changes boards is cut for the board served next
+            self._lock.wait_for(lambda: not self._held)
+            rules, served, original = self.rules, self._served, image
         record = self._record(serial, source, inspection_id)
         record.serial_source = serial_origin
         if rules.panel is not None and skip_boards:  # x-outs: named whatever becomes of the board
@@ -353,11 +405,16 @@ class Line:
             self.stats.alternates.update(matched.keys())
         with self._lock:
             self._lock.wait_for(lambda: self._boards_in < self.config.max_in_flight and not self._held)
-            late = expires_at is not None and time.monotonic() + self._expected_engine_s() > expires_at
-            if not late:
+            again = served != self._served  # cut for the board the line served before its change
+            late = not again and expires_at is not None and time.monotonic() + self._expected_engine_s() > expires_at
+            if not (late or again):
                 if not self._boards_in:
                     self.last_progress = time.monotonic()  # the clock of a stall starts when work comes in
                 self._boards_in += 1
+        if again:
+            self.inspect(original, serial, source, inspection_id, serial_origin, in_frame=in_frame,
+                         expires_at=expires_at, skip_boards=skip_boards, unit_serials=unit_serials)
+            return
         if late:  # its deadline passed while it waited for room: rejected already, its time is the line's
             self.stats.late_refused += 1
             self._finish_with_error(record, LATE)

@@ -7,6 +7,9 @@ from the next board on; boards inside finish under the set they were cut with. A
 does not validate is refused with the reason, and the running set stays. An engineer changes over the same way
 through the kiosk's API (a new revision of the board, kiosk/revisions.py), recorded under their name.
 
+A recipe no rule file of the folder answers to may be another board's, with its own zoo (app/board_switch.py): a
+book given `elsewhere` asks it, and the whole board changes over.
+
 The kiosk keeps the file a changeover put in force (`rules-in-force.json` in its data directory) and starts with it
 again, as long as its configuration still names the file it named then: a restart in the middle of a lot of the
 new revision does not go back to the old one.
@@ -25,42 +28,74 @@ from .rules_watch import RulesWatcher
 IN_FORCE_FILE = "rules-in-force.json"  # in the kiosk's data directory: the rule file a changeover put in force
 
 
+class NoRecipe(ValueError):
+    """No rule file of the folders answers to the recipe asked for."""
+
+
+Index = tuple[dict[str, Path], dict[str, Path], dict[str, str]]
+
+
+def recipe_index(folders: list[Path]) -> Index:
+    """(recipe -> its rule file, file name -> its rule file, file name -> why that file does not load) of the rule
+    files in `folders`, each file read once; the first folder wins."""
+    recipes: dict[str, Path] = {}
+    stems: dict[str, Path] = {}
+    broken: dict[str, str] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.yaml")):
+            try:
+                recipe = load_rules(path).recipe
+            except ValueError as exc:
+                broken.setdefault(path.stem, str(exc))
+                continue
+            recipes.setdefault(recipe, path)
+            stems.setdefault(path.stem, path)
+    return recipes, stems, broken
+
+
+def find_recipe(name: str, folders: list[Path]) -> Path:
+    """The rule file of recipe (or file name) `name` in `folders`; NoRecipe saying what they hold when none is,
+    ValueError when its file does not load."""
+    name = name.strip()
+    recipes, stems, broken = recipe_index(folders)
+    path = recipes.get(name) or stems.get(name)
+    if path is not None:
+        return path
+    if name in broken:
+        raise ValueError(f"its rule file does not load: {broken[name]}")
+    where = ", ".join(str(f) for f in folders) or "no rule folder"
+    names = ", ".join(sorted(recipes)) or "none"
+    raise NoRecipe(f"no rule set for recipe {name!r} in {where} (recipes there: {names})")
+
+
 class RecipeBook:
     def __init__(self, watcher: RulesWatcher, folders: list[Path],
-                 keep: Callable[[Path, RuleSet], None] | None = None) -> None:
+                 keep: Callable[[Path, RuleSet], None] | None = None,
+                 elsewhere: Callable[[str, str], tuple[Path, RuleSet]] | None = None) -> None:
         self.watcher = watcher
         self.folders = [f for f in folders if f.is_dir()]
         self.keep = keep  # told of every changeover, to keep the file in force for the next start
+        # asked for a recipe the folders lack, with why they lack it: another board's, changed over to whole (its
+        # rule file and the set in force), or NoRecipe
+        self.elsewhere = elsewhere
 
-    def index(self) -> tuple[dict[str, Path], dict[str, Path], dict[str, str]]:
-        """(recipe -> its rule file, file name -> its rule file, file name -> why that file does not load), each
-        file read once; the first folder wins."""
-        recipes: dict[str, Path] = {}
-        stems: dict[str, Path] = {}
-        broken: dict[str, str] = {}
-        for folder in self.folders:
-            for path in sorted(folder.glob("*.yaml")):
-                try:
-                    recipe = load_rules(path).recipe
-                except ValueError as exc:
-                    broken.setdefault(path.stem, str(exc))
-                    continue
-                recipes.setdefault(recipe, path)
-                stems.setdefault(path.stem, path)
-        return recipes, stems, broken
+    def index(self) -> Index:
+        return recipe_index(self.folders)
 
     def find(self, name: str) -> Path:
-        """The rule file of recipe (or file name) `name`; ValueError saying what the folders hold when none is."""
-        name = name.strip()
-        recipes, stems, broken = self.index()
-        path = recipes.get(name) or stems.get(name)
-        if path is not None:
-            return path
-        if name in broken:
-            raise ValueError(f"its rule file does not load: {broken[name]}")
-        where = ", ".join(str(f) for f in self.folders) or "no rule folder"
-        names = ", ".join(sorted(recipes)) or "none"
-        raise ValueError(f"no rule set for recipe {name!r} in {where} (recipes there: {names})")
+        """The rule file of recipe (or file name) `name`; NoRecipe saying what the folders hold when none is."""
+        return find_recipe(name, self.folders)
+
+    def changeover(self, name: str) -> tuple[Path, RuleSet]:
+        """Recipe `name` in force from the next board: a rule file of the folders, or another board's where the
+        book has `elsewhere`; (its rule file, the set). ValueError (NoRecipe: none answers) and nothing changes."""
+        try:
+            path = self.find(name)
+        except NoRecipe as exc:
+            if self.elsewhere is None:
+                raise
+            return self.elsewhere(name, str(exc))
+        return path, self.switch(path)
 
     def switch(self, path: Path) -> RuleSet:
         """The rule file `path` in force from the next board (validated against the zoo first; the running set stays
@@ -85,8 +120,8 @@ class RecipeBook:
         """Switch to recipe `name` from the next board, as a PLC asks; the reason when refused (nothing changes)."""
         old = self.watcher.line.rules
         try:
-            rules = self.switch(self.find(name))
-        except ValueError as exc:
+            rules = self.changeover(name)[1]
+        except (ValueError, TimeoutError) as exc:
             return str(exc)
         self.watcher.witnessed("rules.changeover", "line controller", f"recipe changeover to {name} asked by the PLC",
                                old, rules)

@@ -93,6 +93,17 @@ class RulesWatcher:
 
     def _apply(self, rules: RuleSet, text: str | None) -> None:
         self.line.apply_rules(rules)
+        self._remember(rules, text)
+
+    def moved_to(self, path: Path, rules: RuleSet) -> None:
+        """The line serves `rules` from `path` now, another board's (Line.change_board, under `writing`): the
+        watcher watches that file from here, and the set is the newest of the history."""
+        with self._writing:
+            self.path = Path(path)
+            self.mark_read()
+            self._remember(rules, rules.text or None)
+
+    def _remember(self, rules: RuleSet, text: str | None) -> None:
         self.state.applied += 1
         self.state.last_error = None
         self.state.history.append(AppliedRules(rules, text, datetime.now(timezone.utc)))

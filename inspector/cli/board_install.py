@@ -1,6 +1,7 @@
 """`inspector board install`: a taught board packed whole (its rule set, the files it names, its zoo) and installed
-on the line's kiosk (app/board_package.py, kiosk/boards.py); `inspector board next`: the installed board a kiosk
-starts with; `inspector board remove`: one deleted."""
+on the line's kiosk (app/board_package.py, kiosk/boards.py); `inspector board serve`: the line changed over to an
+installed board now (app/board_switch.py); `inspector board next`: the installed board a kiosk starts with;
+`inspector board remove`: one deleted."""
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,22 @@ def add_install(sub: argparse._SubParsersAction) -> None:
     inst.add_argument("--replace", action="store_true", help="replace a board of that name installed before (not "
                                                              "the one served)")
     inst.add_argument("--next-start", action="store_true", help="then choose it for the kiosk's next start")
+    inst.add_argument("--serve", action="store_true", help="then change the line over to it now (at a board "
+                                                           "boundary, without a restart)")
     inst.add_argument("--reason", help="why, for the audit trail")
     inst.add_argument("--json", help="also write the kiosk's answer as JSON")
     inst.set_defaults(func=cmd_install)
+    srv = sub.add_parser("serve", help="change the line over to an installed board now, at a board boundary, "
+                                       "without a restart (and start on it next time)")
+    srv.add_argument("board", nargs="?", help="an installed board's name (`inspector board next --kiosk URL` lists "
+                                              "them)")
+    srv.add_argument("--configured", action="store_true", help="the board the kiosk's configuration names")
+    srv.add_argument("--kiosk", metavar="URL", required=True, help="the line's kiosk")
+    srv.add_argument("--token-file", help="your API token file (an engineer's)")
+    srv.add_argument("--drain-s", type=float, default=60.0, help="how long the boards inside may take to finish "
+                                                                 "(default 60)")
+    srv.add_argument("--reason", help="why, for the audit trail")
+    srv.set_defaults(func=cmd_serve)
     nxt = sub.add_parser("next", help="the installed board a kiosk starts with from its next start")
     nxt.add_argument("board", nargs="?", help="an installed board's name (`inspector board next --kiosk URL` lists "
                                               "them)")
@@ -61,8 +75,10 @@ def cmd_install(args: argparse.Namespace) -> int:
         raise UsageError("say where the board goes: the line's kiosk (--kiosk URL) or a file to carry there (--out)")
     if args.package and args.out:
         raise UsageError("--out writes a package packed from --rules and --zoo; --package is one packed already")
+    if args.serve and args.next_start:
+        raise UsageError("--serve changes over now and keeps the board for the next start: --next-start is not needed")
     if not args.kiosk:
-        for flag in ("token_file", "replace", "next_start", "reason"):
+        for flag in ("token_file", "replace", "next_start", "serve", "reason"):
             if getattr(args, flag):
                 raise UsageError(f"--{flag.replace('_', '-')} goes with --kiosk")
     with tempfile.TemporaryDirectory(prefix="inspector-board-") as scratch:
@@ -82,13 +98,16 @@ def cmd_install(args: argparse.Namespace) -> int:
     print(f"installed on {args.kiosk}: board {done['board']} (recipe {done['recipe']}, version {done['version']}, "
           f"{done['experts']} expert(s){', replacing the one installed before' if done['replaced'] else ''}); "
           "not served")
-    if args.next_start:
+    if args.serve:
+        done["served"] = served = client.serve_board(done["board"], args.reason)
+        print(served_line(served))
+    elif args.next_start:
         chosen = client.next_board(done["board"], args.reason)
         done["next"] = chosen["next"]
         print(chosen["note"])
     else:
-        print(f"to serve it: `inspector board next {done['board']} --kiosk {args.kiosk} --token-file F`, then restart "
-              "the kiosk at the line's changeover")
+        print(f"to serve it at the line's changeover: `inspector board serve {done['board']} --kiosk {args.kiosk} "
+              "--token-file F` (or `board next`, then restart the kiosk)")
     if args.json:
         Path(args.json).write_text(json.dumps(done, indent=1), encoding="utf-8")
     return 0
@@ -116,6 +135,25 @@ def cmd_next(args: argparse.Namespace) -> int:
         raise UsageError("name an installed board, or --configured, not both")
     print(client.next_board(None if args.configured else args.board, args.reason)["note"])
     return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..app.kiosk_client import KioskClient
+    from ..endpoint import read_token
+
+    if (args.board is None) == (not args.configured):
+        raise UsageError("name an installed board, or --configured (the board the configuration names)")
+    client = KioskClient(args.kiosk, read_token(args.token_file))
+    print(served_line(client.serve_board(args.board, args.reason, args.drain_s)))
+    return 0
+
+
+def served_line(done: dict) -> str:
+    """What a kiosk's answer to POST /boards/serve says, in a line."""
+    board = f"board {done['board']}" if done["board"] else "the configured board"
+    kept = "and from the kiosk's next start" if done["kept_for_next_start"] else f"(warning: {done.get('not_kept')})"
+    return (f"{board} served from the next board on: {done['recipe']} {done['version']} ({done['file']}), changed "
+            f"over in {done['seconds']:.1f} s, {kept}")
 
 
 def cmd_remove(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from .common import (
     hermes_flags,
     hermes_of,
     line_setup,
+    load_zoo,
     models_of,
     note_registration,
     plc_flags,
@@ -103,7 +104,8 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
             events.attach(service)
     kiosk = Kiosk(service, kiosk_config(args, token), rules_path=rules.source, publisher=publisher, say=say,
                   data_dir=data, notifier=notifier, reread=lambda: reread_kiosk(args, token), plc=plc_of(args, data),
-                  configured=configured, board_config=board_config)
+                  configured=configured, board_config=board_config,
+                  opener=board_opener(args, board_config, config.line.backend))
     if hermes is not None:
         hermes.start()
     try:
@@ -117,16 +119,33 @@ def cmd_kiosk(args: argparse.Namespace) -> int:
 
 def board_at_start(args: argparse.Namespace) -> str | None:
     """Point --rules and --zoo at the installed board chosen for the kiosk's start (app/installed_boards.py) while
-    the configuration names what it named then; what to say of it (None: the configured board, nothing to say)."""
-    from ..app.installed_boards import at_start
+    the configuration names what it named then, and it can start; what to say of it (None: the configured board,
+    nothing to say)."""
+    from ..app.installed_boards import at_start, startable
 
     found = at_start(data_of(args), args.rules, args.zoo)
     if found is None:
         return None
     chosen, said = found
     if chosen is not None:
+        why = startable(chosen)
+        if why is not None:
+            return (f"warning: board {chosen.name} chosen for this start cannot start ({why}): the configured "
+                    "board starts")
         args.rules, args.zoo = str(chosen.rules), str(chosen.zoo)
     return said
+
+
+def board_opener(args: argparse.Namespace, configured: tuple[str | None, str | None], backend: str):  # noqa: ANN201
+    """How the kiosk opens another board live (a BoardOpener): the configured board's rule file, a zoo by its folder
+    (the configuration's default zoo where it names none), profiles measured into this line's models folder."""
+    from ..app.board_switch import BoardOpener
+    from ..app.run import line_profiles, zoo_for
+
+    models = models_of(args)
+    return BoardOpener(Path(configured[0]) if configured[0] else default_rules(),
+                       lambda path, rules: load_zoo(path) if path else zoo_for(models, rules, say),
+                       lambda zoo, rules: line_profiles(zoo, models, say, backend, rules))
 
 
 def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a KioskConfig
@@ -154,7 +173,7 @@ def reread_kiosk(args: argparse.Namespace, token: str | None):  # noqa: ANN201 -
     live = {"stall_s", "log_every", "silent_s", "rules", "log_level", "func", "argv"}
     restart = tuple(sorted(f"--{k.replace('_', '-')}" for k, v in vars(fresh).items()
                            if k not in live and getattr(args, k, None) != v))
-    return Reread(kiosk_config(fresh, token), fresh.rules, restart)
+    return Reread(kiosk_config(fresh, token), fresh.rules, restart, fresh.zoo)
 
 
 def cmd_soak(args: argparse.Namespace) -> int:

@@ -5,11 +5,12 @@ kiosk's next start.
 - `POST /boards/install`: a board package (app/board_package.py, the tar `inspector board install` writes) streamed
   into `boards/NAME/` of the data directory, every file checked; `?replace=1` replaces an installed board of that
   name (never the one served). Nothing is served: a new board brings its own zoo, which a line takes at its start.
+- `POST /boards/serve`: `{"board": NAME}` changes the line over to that board and its zoo now, at a board boundary,
+  without a restart (app/board_switch.py), and keeps it for the next start (`{"board": null}`: the configured board).
 - `POST /boards/next`: `{"board": NAME}` starts the kiosk on that board from its next start (`{"board": null}`: on
-  the configured board again); the restart is the plant's (`sudo systemctl restart inspector-kiosk`), at a
-  changeover of the line.
+  the configured board again), for a plant that changes over by restarting the kiosk.
 - `POST /boards/remove`: `{"board": NAME}`, an installed board neither served nor chosen, deleted.
-Each change is recorded in the audit trail under the person's name (`board.install`, `board.next`,
+Each change is recorded in the audit trail under the person's name (`board.install`, `board.serve`, `board.next`,
 `board.remove`).
 """
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 
 from ..access.audit import Change
 from ..app.board_package import NoRoom, install_board
-from ..app.installed_boards import boards_dir, choose, installed, next_board, remove
+from ..app.board_switch import BoardSwitch
+from ..app.installed_boards import boards_dir, choose, installed, next_board, remove, served_folder
 from ..app.service import LineService
 from .control import Control
 from .http import Call, HttpError, json_object
@@ -30,15 +32,14 @@ RESTART = "sudo systemctl restart inspector-kiosk"
 
 class Boards:
     def __init__(self, service: LineService, control: Control, data_dir: Path, configured_rules: str | None,
-                 configured_zoo: str | None, say: Any) -> None:
+                 configured_zoo: str | None, say: Any, switch: BoardSwitch | None = None) -> None:
         self.service, self.control, self.data_dir, self.say = service, control, Path(data_dir), say
         self.configured_rules, self.configured_zoo = configured_rules, configured_zoo
+        self.switch = switch  # None: a kiosk that cannot open another board's zoo (started without a models folder)
 
     def serving(self) -> Path | None:
         """The installed board's folder whose zoo the line serves (None: a zoo of its own configuration)."""
-        zoo = Path(self.service.line.zoo.root).resolve()
-        here = boards_dir(self.data_dir).resolve()
-        return zoo.parent if zoo.parent.parent == here else None
+        return served_folder(self.data_dir, self.service.line.zoo.root)
 
     def document(self) -> dict[str, Any]:
         served = self.serving()
@@ -77,6 +78,31 @@ class Boards:
                                                             call.reason))
         self.say(f"board {gone.name} removed from this kiosk over the API by {call.who.name}")
         return {"removed": gone.name, **recorded}
+
+    def serve(self, call: Call) -> dict[str, Any]:
+        doc = json_object(call.body, 'JSON {"board": NAME} (an installed board) or {"board": null} (the configured '
+                                     "board)")
+        name, timeout = doc.get("board"), doc.get("timeout_s", 60)
+        if name is not None and not isinstance(name, str):
+            raise ValueError('"board" names an installed board (GET /boards), or is null for the configured board')
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+            raise ValueError(f'"timeout_s" is how long the boards inside may take to finish, 0 to 3600 s, got '
+                             f"{timeout!r}")
+        if self.switch is None:
+            raise HttpError(409, "this kiosk cannot open another board's zoo live; choose it for the next start "
+                                 "(POST /boards/next) and restart the kiosk")
+        self.control.ready()
+        served = self.serving()
+        before = served.name if served is not None else None
+        try:
+            done = self.switch.serve(name, timeout=float(timeout))
+        except TimeoutError as exc:
+            raise HttpError(409, str(exc)) from None
+        answer = done.to_json()
+        recorded = self.control.log.record(call.who, Change("board.serve", done.board.name or "configured",
+                                                            {"board": before}, answer, call.reason))
+        self.say(f"{done.board.said} served over the API by {call.who.name}")
+        return {**answer, **recorded}
 
     def next_start(self, call: Call) -> dict[str, Any]:
         doc = json_object(call.body, 'JSON {"board": NAME} (an installed board) or {"board": null} (the configured '

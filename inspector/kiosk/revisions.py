@@ -22,6 +22,7 @@ from ..access.audit import Change
 from ..app.recipes import RecipeBook
 from ..app.rules_watch import RulesWatcher
 from ..app.service import LineService
+from ..routing.rules import RuleSet
 from .control import Control
 from .http import Call, HttpError, json_object
 
@@ -88,10 +89,18 @@ class Revisions:
             raise ValueError('name the recipe: {"recipe": NAME} (a recipe of the rule folder, or a rule file\'s name)')
         if not self.book.folders:
             raise HttpError(409, "the running rule set was not read from a file: there is no rule folder")
-        path = self.book.find(name)
-        answer = self.control.rules_change(call, "rules.changeover", lambda: self.book.switch(path),
-                                           f"changed over to {path.name}")
-        return {**answer, "file": path.name}
+        done: list[Path] = []
+
+        def change() -> RuleSet:
+            path, rules = self.book.changeover(name)
+            done.append(path)
+            return rules
+
+        try:
+            answer = self.control.rules_change(call, "rules.changeover", change, f"changed over to {name.strip()}")
+        except TimeoutError as exc:  # another board's: the boards inside did not finish
+            raise HttpError(409, str(exc)) from None
+        return {**answer, "file": done[0].name}
 
     def _photo(self, sent: object) -> tuple[np.ndarray | None, str]:
         """(the photo the revision's windows come from: sent, the newest board the line inspected, or none; what it

@@ -94,9 +94,11 @@ ROUTES: tuple[Route, ...] = (
           "`same_recipe`, the audit row; nothing is served (409 where the name "
           "is taken, 422 naming what `board revise` refuses)", max_body=48 << 20),
     Route("POST", "/rules/changeover", _P.RULES, '`{"recipe": NAME}`: a recipe of the rule folder, or a rule '
-          "file's name there (a revised set's `file`)", "`applied`, `recipe`, `version`, `file`, the audit row: "
-          "in force from the next board on, and at the kiosk's next start; 422 naming the folder's recipes when "
-          "none is NAME or its file does not validate (the running set stays)"),
+          "file's name there (a revised set's `file`); a recipe of another board of the line (the configured one, "
+          "an installed one) changes the whole board over with its zoo", "`applied`, `recipe`, `version`, `file`, "
+          "the audit row: in force from the next board on, and at the kiosk's next start; 422 naming the folder's "
+          "recipes when none is NAME or its file does not validate (the running set stays), 409 where the boards "
+          "inside do not finish for another board's"),
     Route("GET", "/boards", None, "", "`boards` installed here (`board`, `recipe`, `version`, `rules`, `packed`), "
           "`next` (the board chosen for the next start; null: the configured one), `serving` (the installed board "
           "served; null: the configured one)"),
@@ -105,10 +107,16 @@ ROUTES: tuple[Route, ...] = (
           "name", "`board`, `recipe`, `version`, `experts`, `bytes`, `replaced`, `rules`, `next`, the audit row: "
           "installed, every file checked, nothing served (409 where the name is taken or is the board served, 422 "
           "naming what is wrong with the package: nothing of it stays)", max_body=8 << 30, streamed=True),
+    Route("POST", "/boards/serve", _P.RULES, '`{"board": NAME}` (an installed board) or `{"board": null}` (the '
+          'configured board), `"timeout_s"` (how long the boards inside may take to finish, 60 by default)',
+          "`board`, `file`, `recipe`, `version`, `seconds`, `kept_for_next_start`, the audit row: the line changed "
+          "over to that board and its zoo at a board boundary, without a restart, and starts on it next time; 422 "
+          "naming the boards installed where none is NAME, or why the board cannot be served (the line serves its "
+          "board still), 409 where the boards inside did not finish in time"),
     Route("POST", "/boards/next", _P.RULES, '`{"board": NAME}` (an installed board) or `{"board": null}` (the '
           "configured board)", "`next`, `restart`, `note`, the audit row: the kiosk starts on that board and its zoo "
-          "from its next start (a new board's zoo cannot be changed over to live); 422 naming the boards installed "
-          "where none is NAME"),
+          "from its next start (POST /boards/serve changes over to it now); 422 naming the boards installed where "
+          "none is NAME"),
     Route("POST", "/boards/remove", _P.RULES, '`{"board": NAME}`', "`removed`, the audit row: the installed board "
           "deleted from the kiosk's disk; 409 where the line serves it or its next start runs it"),
     Route("POST", "/allocation", _P.ALLOCATION, '`{"device_mb", "expert_pool_mb", "executors"}`',

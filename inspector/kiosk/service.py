@@ -23,6 +23,7 @@ from typing import Any
 from ..access.gate import Gate
 from ..access.tls import server_context
 from ..access.users import UserBook
+from ..app.board_switch import BoardOpener, BoardSwitch
 from ..app.plc_link import PlcLink
 from ..app.recipes import RecipeBook, forget_in_force, save_in_force
 from ..app.rules_watch import RulesWatcher
@@ -73,6 +74,7 @@ class Reread:
     config: KioskConfig
     rules_path: str | None
     restart: tuple[str, ...] = ()  # options that changed but take effect only at the next start
+    zoo: str | None = None  # the zoo the configuration names now (an installed board's where one is chosen)
 
 
 class Kiosk:
@@ -80,7 +82,8 @@ class Kiosk:
                  publisher: Any = None, notifier: Notifier | None = None,
                  say: Callable[[str], None] = lambda _m: None, data_dir: Path | None = None,
                  reread: Callable[[], Reread] | None = None, plc: PlcLink | None = None,
-                 configured: str | None = None, board_config: tuple[str | None, str | None] | None = None) -> None:
+                 configured: str | None = None, board_config: tuple[str | None, str | None] | None = None,
+                 opener: BoardOpener | None = None) -> None:
         self.service, self.config, self.publisher, self.say = service, config, publisher, say
         self.plc = plc
         self.reread = reread
@@ -89,6 +92,7 @@ class Kiosk:
         # the rule file the configuration names; `rules_path` may be another of its folder, put in force by the last
         # changeover (app/recipes.py in_force)
         self.configured = configured or rules_path
+        self.board_rules = self.configured  # the main rule file of the board served: a changeover is kept against it
         self.rules = RulesWatcher(service.line, rules_path, config.rules_poll_s, say)
         self.control = Control(service, self.rules, self.data_dir, say)
         folders = [Path(rules_path).parent] if rules_path and Path(rules_path).is_file() else []
@@ -99,7 +103,9 @@ class Kiosk:
         # (rules, zoo) as the configuration names them: an installed board chosen for the next start is kept against
         # them (app/installed_boards.py), whichever board the kiosk started with
         rules_config, zoo_config = board_config or (self.configured, str(service.line.zoo.root))
-        self.boards = Boards(service, self.control, self.data_dir, rules_config, zoo_config, say)
+        switch = BoardSwitch(service.line, self.recipes, self.data_dir, opener, (rules_config, zoo_config), say,
+                             self._moved) if opener is not None else None
+        self.boards = Boards(service, self.control, self.data_dir, rules_config, zoo_config, say, switch)
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
             if config.llm_mb > 0 else None
         lending = self.lender.routes() if self.lender is not None else {}
@@ -121,6 +127,7 @@ class Kiosk:
                              "/rules/alternates": self.control.approve_alternate,
                              "/rules/revise": self.revisions.revise, "/rules/changeover": self.revisions.changeover,
                              "/boards/install": self.boards.install, "/boards/next": self.boards.next_start,
+                             "/boards/serve": self.boards.serve,
                              "/boards/remove": self.boards.remove,
                              "/allocation": self.control.allocation, "/reviews": self.control.review,
                              "/experts/swap": self.control.swap_expert,
@@ -141,11 +148,15 @@ class Kiosk:
         self._stop_lock = threading.Lock()
         self._stopping = False
 
+    def _moved(self, rules: Path) -> None:
+        """The line serves another board (app/board_switch.py): `rules` its main rule file."""
+        self.board_rules = str(rules)
+
     def _keep(self, path: Path, rules: RuleSet) -> None:
         """A changeover's rule file, in force again at the next start while the configuration names the same."""
-        if self.configured:
+        if self.board_rules:
             try:
-                save_in_force(self.data_dir, Path(self.configured), path, rules)
+                save_in_force(self.data_dir, Path(self.board_rules), path, rules)
             except OSError as exc:
                 self.say(f"warning: the changeover to {path.name} is not kept for the next start ({exc})")
 
@@ -188,13 +199,16 @@ class Kiosk:
                 self.config = replace(self.config, **live)
                 for name, value in live.items():
                     self.say(f"reload: {name} is now {value}")
+                served = Path(self.service.line.zoo.root).resolve()
                 for name in fresh.restart:
+                    if name == "--zoo" and fresh.zoo and Path(fresh.zoo).resolve() == served:
+                        continue  # the board served since a live changeover (app/board_switch.py)
                     self.say(f"warning: reload: {name} changed; it takes effect at the next start "
                              f"(systemctl restart inspector-kiosk)")
-                if fresh.rules_path and fresh.rules_path != str(self.configured):  # not a changeover's file
+                if fresh.rules_path and fresh.rules_path != str(self.board_rules):  # not a changeover's file
                     self.say(f"reload: rules from {fresh.rules_path}")
                     moved = Path(fresh.rules_path)
-                    self.configured = fresh.rules_path
+                    self.configured = self.board_rules = fresh.rules_path
                     forget_in_force(self.data_dir)
             self.rules.reload(moved)
         except (ValueError, OSError) as exc:  # a bad config file: the running configuration stays

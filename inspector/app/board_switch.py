@@ -1,0 +1,141 @@
+"""Another board served live: an installed board (app/installed_boards.py) or the configured one taking the line
+over at its changeover, with its own zoo, without a restart.
+
+A line's boards are the configured one (the rule file and zoo its configuration names) and each board installed on
+it (`boards/NAME/`: its rule folder `board/` and its `zoo/`). `serve` changes the line over to one of them at a board
+boundary (Line.change_board: the boards inside finish on the old board, the old engine lets go of its experts, the
+new board's engine starts); the rule watcher and the recipe book follow the new board's rule folder, and the choice
+is kept for the next start as `board next` keeps it. `changeover` is the recipe book's way there: a recipe the
+served board's folder lacks is looked for in the other boards' folders, so a PLC or MES naming the next product's
+recipe changes the whole board over as it changes a rule set over.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..coserve.online.profile import DeviceProfile
+from ..experts.zoo import Zoo
+from ..routing.rules import RuleSet, load_rules
+from .installed_boards import choose, chosen_rules, installed, served_folder
+from .line import Line
+from .recipes import NoRecipe, RecipeBook, recipe_index, save_in_force
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BoardOpener:
+    """How this line opens a board: the configured board's rule file, a zoo by its folder (None: the configuration's
+    default zoo for the rule set), the device profiles of a zoo (measured where the box lacks one)."""
+    rules: Path
+    zoo: Callable[[str | None, RuleSet], Zoo]
+    profiles: Callable[[Zoo, RuleSet], dict[str, DeviceProfile]]
+
+
+@dataclass(frozen=True)
+class Board:
+    """One board this line may serve: an installed one by name, or the configured one (name None)."""
+    name: str | None
+    rules: Path  # its main rule file
+    zoo: str | None  # its zoo's folder (None: the configuration's default zoo)
+
+    @property
+    def said(self) -> str:
+        return f"board {self.name}" if self.name else "the configured board"
+
+
+@dataclass(frozen=True)
+class Served:
+    board: Board
+    file: Path  # the rule file in force
+    rules: RuleSet
+    seconds: float  # from asked to the first board of it allowed in
+    kept: str | None  # why the choice is not kept for the next start (None: kept)
+
+    def to_json(self) -> dict[str, object]:
+        return {"board": self.board.name, "file": self.file.name, "recipe": self.rules.recipe,
+                "version": self.rules.version, "seconds": round(self.seconds, 2), "kept_for_next_start": not self.kept,
+                **({"not_kept": self.kept} if self.kept else {})}
+
+
+class BoardSwitch:
+    def __init__(self, line: Line, book: RecipeBook, data_dir: Path, opener: BoardOpener,
+                 configured: tuple[str | None, str | None], say: Say = lambda _m: None,
+                 moved: Callable[[Path], None] = lambda _p: None) -> None:
+        self.line, self.book, self.data_dir, self.opener, self.say = line, book, Path(data_dir), opener, say
+        self.configured = configured  # (rule file, zoo) as the configuration names them: kept with a choice
+        self.moved = moved  # told of the main rule file of each board served (a changeover is kept against it)
+        book.elsewhere = self.changeover
+
+    def board(self, name: str | None) -> Board:
+        """The installed board `name` (ValueError naming those installed where there is none), or the configured."""
+        if name is None:
+            return Board(None, self.opener.rules, self.configured[1])
+        chosen = chosen_rules(self.data_dir, name)
+        return Board(chosen.name, chosen.rules, str(chosen.zoo))
+
+    def serving(self) -> str | None:
+        """The installed board served, by name (None: the configured board)."""
+        folder = served_folder(self.data_dir, self.line.zoo.root)
+        return folder.name if folder is not None else None
+
+    def serve(self, name: str | None, file: Path | None = None, timeout: float = 60.0) -> Served:
+        """Board `name` (None: the configured one) served from the next board on, its rule file `file` (None: its
+        main one) in force. ValueError (the board, its rules or its zoo cannot be served) or TimeoutError (the boards
+        inside did not finish) and the line serves what it served."""
+        asked = time.monotonic()
+        board = self.board(name)
+        path = file or board.rules
+        rules = load_rules(path)
+        if board.name == self.serving() and (board.name is not None or self._configured_zoo_served()):
+            self.book.switch(path)  # the board served already: a rule set of its folder changed over to
+        else:
+            zoo = self.opener.zoo(board.zoo, rules)
+            watcher = self.book.watcher
+            with watcher.writing:  # no edit of the old board's file applies meanwhile
+                self.line.change_board(rules, zoo, lambda: self.opener.profiles(zoo, rules), timeout)
+                watcher.moved_to(path, rules)
+            self.book.folders = [path.parent]
+        served = Served(board, path, rules, time.monotonic() - asked, self._keep(board, path, rules))
+        self.moved(board.rules)
+        self.say(f"{board.said} served from the next board on: {rules.recipe} {rules.version} from {path.name}, "
+                 f"in {served.seconds:.1f} s" + (f" (warning: {served.kept})" if served.kept else ""))
+        return served
+
+    def changeover(self, recipe: str, why: str) -> tuple[Path, RuleSet]:
+        """Recipe `recipe` of another board served whole (the recipe book's `elsewhere`); NoRecipe saying what the
+        boards hold (`why`: what the served board's folder holds) where none answers."""
+        served = self.serving()
+        others: list[tuple[str | None, Path]] = [(None, self.opener.rules.parent)] if served is not None else []
+        others += [(b["board"], self.board(b["board"]).rules.parent) for b in installed(self.data_dir)
+                   if b["board"] != served and "damaged" not in b]
+        searched = []
+        for name, folder in others:
+            recipes, stems, broken = recipe_index([folder])
+            path = recipes.get(recipe.strip()) or stems.get(recipe.strip())
+            said = f"board {name}" if name else "the configured board"
+            if path is not None:
+                done = self.serve(name, path)
+                return done.file, done.rules
+            if recipe.strip() in broken:
+                raise ValueError(f"{said}'s rule file for it does not load: {broken[recipe.strip()]}")
+            searched.append(f"{said}: {', '.join(sorted(recipes)) or 'none'}")
+        raise NoRecipe(f"{why}; nor has another board of this line ({'; '.join(searched) or 'none is installed'})")
+
+    def _configured_zoo_served(self) -> bool:
+        """The line serves the configured board's zoo (a configuration without a zoo folder: its default one)."""
+        zoo = self.configured[1]
+        return zoo is None or Path(zoo).resolve() == Path(self.line.zoo.root).resolve()
+
+    def _keep(self, board: Board, path: Path, rules: RuleSet) -> str | None:
+        """The board served, and its rule file in force, kept for the next start; why not, where not."""
+        try:
+            choose(self.data_dir, board.name, *self.configured)
+            if path.resolve() != board.rules.resolve():
+                save_in_force(self.data_dir, board.rules, path, rules)
+        except (OSError, ValueError) as exc:
+            return f"not kept for the next start ({exc}): the kiosk starts on the board it started on before"
+        return None
