@@ -2,11 +2,11 @@
 
 A new board brings its own zoo. It is changed over to live by app/board_switch.py, which keeps its choice here too,
 or chosen for the kiosk's next start alone (a plant that changes boards by a restart): `choose` writes
-`board-next.json` in the kiosk's data directory with what the configuration named then; `at_start` gives the installed board's rule file and zoo in place
-of the configured ones while the configuration still names the same (a configuration naming another rule file or
-zoo since wins, as it does over a changeover's rule file, app/recipes.py). Choosing none goes back to the
-configured board. A recipe changeover kept for the next start (rules-in-force.json) is forgotten by a choice: it
-named a file of the board served before.
+`board-next.json` in the kiosk's data directory with what the configuration named then; `at_start` gives the installed
+board's rule file and zoo in place of the configured ones while the configuration still names the same (a
+configuration naming another rule file or zoo since wins, as it does over a changeover's rule file, app/recipes.py).
+Choosing none goes back to the configured board. A recipe changeover kept for the next start (rules-in-force.json)
+is forgotten by a choice: it named a file of the board served before.
 """
 from __future__ import annotations
 
