@@ -177,6 +177,18 @@ def test_the_new_board_tab_takes_a_board_from_its_cad_to_the_line(qtbot, tmp_pat
     assert backend.setup.rules_path == tab.ready[0] and "next board on" in tab.status.text(), tab.status.text()
     assert Path(backend.controller.service.line.rules.source) == tab.ready[0]
     assert len(backend.audit().events(kind="rules.activate")) == 2
+    # the taught board with a zoo of its own (a copy elsewhere): the running line changes over to it and its zoo
+    import shutil
+
+    own = tmp_path / "own-zoo"
+    shutil.copytree(zoo, own)
+    tab.ready = (taught_out, own)
+    tab._enable()
+    tab.activate_btn.click()
+    assert "changed over live" in tab.status.text(), tab.status.text()
+    assert Path(backend.controller.service.line.zoo.root) == own
+    assert Path(backend.controller.service.line.rules.source) == taught_out
+    assert len(backend.audit().events(kind="rules.activate")) == 3
     backend.stop()
     qtbot.waitUntil(lambda: backend.controller.phase == "stopped", timeout=120_000)
     _revised_on_the_kiosk(qtbot, tmp_path, taught_out, zoo)
@@ -188,6 +200,7 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
     import shutil
     import threading
 
+    from inspector.app.board_switch import BoardOpener
     from inspector.app.run import line_profiles, open_source
     from inspector.app.service import LineService
     from inspector.experts.zoo import Zoo
@@ -208,8 +221,10 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
                           open_source(f"watch:{drop}", rules, 0, 1))
     person(db, "kim", "engineer")
     port = free_port()
+    opener = BoardOpener(taught, lambda path, _r: Zoo.load(Path(path)),
+                         lambda z, _r: line_profiles(z, tmp_path / "models", lambda _m: None))
     kiosk = Kiosk(service, KioskConfig(listen=f"127.0.0.1:{port}", token="t0ken-" + "k" * 30), data_dir=data,
-                  rules_path=str(taught))
+                  rules_path=str(taught), opener=opener)
     serving = threading.Thread(target=kiosk.serve, daemon=True)
     serving.start()
     backend = AttachedBackend(f"http://127.0.0.1:{port}", None, poll_s=0.2)
@@ -237,20 +252,22 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
         assert Path(service.line.rules.source).name == tab.ready + ".yaml"
         assert {p.ref for _c, p in service.line.rules.placements()} == \
             {p.ref for _c, p in load_rules(tab.rules_path).placements()}
-        # a board taught at this dashboard (its own zoo): installed on the kiosk, chosen for its next start
+        # a board taught at this dashboard (its own zoo): installed on the kiosk, its line changed over to it live
         from inspector.app.installed_boards import next_board
 
-        served = service.line.rules.source
         tab.ready = (taught, zoo_root)
         tab._enable()
         assert tab.activate_btn.isEnabled()
         tab.activate_btn.click()
         qtbot.waitUntil(lambda: not tab.busy, timeout=120_000)
-        assert "installed on the kiosk" in tab.status.text() and "next start" in tab.status.text(), tab.status.text()
-        name = next_board(data)
+        said = tab.status.text()
+        assert "installed on the kiosk" in said and "served from the next board on" in said, said
+        name = next_board(data)  # and its next start runs it
         assert name is not None and name.startswith("b-")
-        assert (data / "boards" / name / "zoo" / "manifest.json").is_file()
-        assert service.line.rules.source == served  # the line serves its board until the kiosk's next start
+        board = data / "boards" / name
+        assert (board / "zoo" / "manifest.json").is_file()
+        assert Path(service.line.zoo.root).resolve() == (board / "zoo").resolve()
+        assert Path(service.line.rules.source).resolve() == (board / "board" / taught.name).resolve()
     finally:
         backend.close()
         kiosk.stop("test done")

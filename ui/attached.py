@@ -297,10 +297,10 @@ class AttachedBackend(Signed):
         return self._call("POST", "/rules/revise", json.dumps(body).encode(), timeout=300)
 
     def activate_board(self, rules_path: Path, zoo_root: Path, reason: str | None = None) -> str:
-        """A board taught here (its rule set and its own zoo) installed on the kiosk and chosen for its next start
-        (POST /boards/install, /boards/next): a new board brings its own zoo, which the kiosk's line takes at its
-        start. Named by its rule file and its text's hash, so teaching again installs beside, not over, the last.
-        Slow (the zoo's weights go over the network): called off the GUI thread."""
+        """A board taught here (its rule set and its own zoo) installed on the kiosk and served by its line from the
+        next board on (POST /boards/install, /boards/serve: the line changes over live and starts on it next time).
+        Named by its rule file and its text's hash, so teaching again installs beside, not over, the last. Slow (the
+        zoo's weights go over the network): called off the GUI thread."""
         import tempfile
 
         from inspector.app.board_package import default_name, pack_board
@@ -317,11 +317,13 @@ class AttachedBackend(Signed):
                 with open(package, "wb") as f:
                     pack_board(Path(rules_path), Path(zoo_root), f, name)
                 done = client.install_board(package, replace=True, reason=reason)
-            chosen = client.next_board(done["board"], reason)
+            served = client.serve_board(done["board"], reason)
         except EndpointError as exc:
             raise (ValueError if exc.status == 422 else RuntimeError)(exc.message or str(exc)) from None
+        from inspector.app.board_switch import served_line
+
         return (f"board {done['board']} ({done['recipe']} {done['version']}, {done['experts']} expert(s)) installed on "
-                f"the kiosk; {chosen['note']}")
+                f"the kiosk; {served_line(served)}")
 
     def changeover(self, recipe: str, reason: str | None = None) -> str:
         """POST /rules/changeover: the kiosk's rule file `recipe` (a revised set's name) in force from the line's

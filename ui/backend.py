@@ -230,9 +230,9 @@ class LocalBackend(Signed):
                      f"{self.setup.rules_path}", self._scale_notes())
 
     def activate_board(self, rules_path: Path, zoo_root: Path, reason: str | None = None) -> str:
-        """A taught board (board teach's rule set and zoo) for the line's next start, recorded in the audit trail;
-        a revision of the board the line runs (served by the running line's zoo) is changed over to from its next
-        board as well."""
+        """A taught board (board teach's rule set and zoo) made the line's board, recorded in the audit trail: the
+        running line changes over to it from its next board (a revision of the board it runs by its rule set alone,
+        a new board with its zoo: Line.change_board), a stopped line serves it from its start."""
         who = self._require(Permission.RULES)
         service, watcher = self.controller.service, self.controller.rules
         if service is not None and watcher is not None and self.controller.phase == "running" and \
@@ -246,14 +246,16 @@ class LocalBackend(Signed):
         rules, zoo = load_rules(rules_path), Zoo.load(zoo_root)
         log = self.change_log()
         log.ready()
-        self.controller.use_zoo(zoo)
+        live = self.controller.change_board(Path(rules_path), zoo)
         before = str(self.setup.rules_path)
         self.setup = replace(self.setup, rules_path=Path(rules_path))
         log.record(who, Change("rules.activate", f"{self.setup.service.line.line}/{self.setup.service.line.station}",
                                {"rules": before}, {"rules": str(rules_path), "zoo": str(zoo_root),
                                                    "recipe": rules.recipe, "version": rules.version}, reason))
-        return noted(f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board from its "
-                     "next start", scale_notes(rules, zoo))
+        when = "from the line's next board on (changed over live) and its next start" if live is not None else \
+            "from the line's next start"
+        return noted(f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board {when}",
+                     scale_notes(rules, zoo))
 
     def tune_board(self, rules_path: Path, zoo_root: Path, photos: list[Path], most_lost: float,
                    margin: float) -> tuple[list[Any], Any]:

@@ -139,3 +139,11 @@ class BoardSwitch:
         except (OSError, ValueError) as exc:
             return f"not kept for the next start ({exc}): the kiosk starts on the board it started on before"
         return None
+
+
+def served_line(done: dict[str, object]) -> str:
+    """What a kiosk's answer to POST /boards/serve says, in a line."""
+    board = f"board {done['board']}" if done["board"] else "the configured board"
+    kept = "and from the kiosk's next start" if done["kept_for_next_start"] else f"(warning: {done.get('not_kept')})"
+    return (f"{board} served from the next board on: {done['recipe']} {done['version']} ({done['file']}), changed "
+            f"over in {done['seconds']:.1f} s, {kept}")

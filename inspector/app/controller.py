@@ -64,6 +64,7 @@ class LineController:
         self.setup: LineSetup | None = None
         self._thread: threading.Thread | None = None
         self.plc: PlcLink | None = None  # the line controller's link, when the setup asks for one
+        self._book: RecipeBook | None = None  # its recipes
         # told of rule changes nobody signed for here (RulesWatcher.witness); the dashboard records them
         self.witness: Callable[[str, str, str, RuleSet, RuleSet], None] | None = None
         self._lock = threading.Lock()
@@ -170,6 +171,26 @@ class LineController:
         self.log.append(f"{time.strftime('%H:%M:%S')} {message}")
         self._say(message)
 
+    def change_board(self, rules_path: Path, zoo: Zoo) -> RuleSet | None:
+        """A taught board with its own zoo: the running line changed over to it from its next board (Line.change_board;
+        its profiles measured first where the box lacks one), or a stopped one serving it from its start. The set
+        when changed over live; None when it waits for the start."""
+        with self._lock:
+            service, watcher, running = self.service, self.rules, self.phase == "running"
+        if not running or service is None or watcher is None:
+            self.use_zoo(zoo)
+            return None
+        rules = load_rules(rules_path)
+        backend = service.line.config.backend
+        with watcher.writing:  # no edit of the old board's file applies meanwhile
+            service.line.change_board(rules, zoo, lambda: line_profiles(zoo, self.models_dir, self.say, backend, rules))
+            watcher.moved_to(Path(rules_path), rules)
+        if self._book is not None:  # the PLC's recipes: the new board's rule folder
+            self._book.folders = [Path(rules_path).parent]
+        with self._lock:
+            self._zoo, self.profiles = zoo, service.line.profiles
+        return rules
+
     def use_zoo(self, zoo: Zoo) -> None:
         """Serve `zoo` from the next start (a newly taught board brings its own experts); the line must be stopped:
         a running engine keeps the experts it profiled and loaded."""
@@ -224,7 +245,8 @@ class LineController:
             self.service, self.rules = service, watcher
             if setup.plc is not None and setup.plc.enabled:
                 plc = PlcLink(setup.plc, setup.service.line.station)
-                plc.attach(service, RecipeBook(watcher, [Path(setup.rules_path).parent]))
+                self._book = RecipeBook(watcher, [Path(setup.rules_path).parent])
+                plc.attach(service, self._book)
                 plc.start()
                 plc.station.set_health("ok", True)
                 self.plc = plc

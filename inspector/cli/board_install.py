@@ -64,6 +64,7 @@ def add_install(sub: argparse._SubParsersAction) -> None:
 
 def cmd_install(args: argparse.Namespace) -> int:
     from ..app.board_package import pack_board
+    from ..app.board_switch import served_line
     from ..app.kiosk_client import KioskClient
     from ..endpoint import read_token
 
@@ -138,6 +139,7 @@ def cmd_next(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from ..app.board_switch import served_line
     from ..app.kiosk_client import KioskClient
     from ..endpoint import read_token
 
@@ -146,14 +148,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     client = KioskClient(args.kiosk, read_token(args.token_file))
     print(served_line(client.serve_board(args.board, args.reason, args.drain_s)))
     return 0
-
-
-def served_line(done: dict) -> str:
-    """What a kiosk's answer to POST /boards/serve says, in a line."""
-    board = f"board {done['board']}" if done["board"] else "the configured board"
-    kept = "and from the kiosk's next start" if done["kept_for_next_start"] else f"(warning: {done.get('not_kept')})"
-    return (f"{board} served from the next board on: {done['recipe']} {done['version']} ({done['file']}), changed "
-            f"over in {done['seconds']:.1f} s, {kept}")
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
