@@ -303,3 +303,44 @@ def test_a_panels_boards_go_on_with_their_own_codes_and_one_contradicting_upstre
     finally:
         up.stop()
         down.stop()
+
+
+def test_a_board_of_another_product_changes_the_line_over_first_and_one_of_no_recipe_goes_on_failed(
+        demo, tmp_path: Path) -> None:
+    """`--hermes-follow-product`: the machine before the box hands in boards of products mini, mini-b (a recipe of
+    the same rule folder) and nope (none): the line changes over before the first board of each product it has a
+    recipe for, each board is stored under its product's recipe, the board of no recipe is not inspected and goes on
+    failed, and each changeover is in the audit trail as the upstream machine's."""
+    from inspector.access.audit import AuditTrail
+    from inspector.routing.rules import load_rules
+
+    root, zoo = demo
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    (folder / "mini.yaml").write_text(GOOD, encoding="utf-8")
+    (folder / "mini-b.yaml").write_text(GOOD.replace("recipe: mini", "recipe: mini-b"), encoding="utf-8")
+    rules = load_rules(folder / "mini.yaml")
+    products = ("mini", "mini", "mini-b", "mini-b", "nope", "mini")
+    up = UpstreamPeer(("127.0.0.1", 0), BoardPlan(len(products), products=products, seed=5)).start()
+    link = HermesLink(HermesConfig(upstream="{}:{}".format(*up.address), downstream="127.0.0.1:0", machine_id="aoi-1",
+                                   boards=len(products), follow_product=True))
+    down = DownstreamPeer(link.giver.address).start()
+    store = ResultStore(sqlite_url(tmp_path / "r.sqlite"))
+    said: list[str] = []
+    try:
+        service, _ = run_line(rules, zoo, root / "models", SyntheticSource(rules, len(products), seed=2),
+                              ServiceConfig(LineConfig(device_mb=40)), store, tmp_path, said.append, hermes=link)
+        assert _wait(lambda: len(down.taken) == len(products), 30), (len(down.taken), said)
+        stored = {i.board_id: i for i in store.inspections()}
+        got = [(stored[b.BoardId].recipe, stored[b.BoardId].error) for b in up.boards]
+        assert [r for r, _e in got] == ["mini", "mini", "mini-b", "mini-b", "mini-b", "mini"], got
+        assert [e is None for _r, e in got] == [True, True, True, True, False, True], got
+        assert got[4][1].startswith("not inspected: no recipe of this line serves product nope (no rule set for "
+                                    "recipe 'nope'"), got[4][1]
+        assert [h.board.FailedBoard == BoardQuality.FAILED for h in down.taken][4]
+        assert service.products.counters.changeovers == 2 and service.products.counters.refused == 1
+        trail = [(e.actor, e.subject) for e in reversed(AuditTrail(store.engine).events(kind="rules.changeover"))]
+        assert [a for a, _s in trail] == ["Hermes upstream", "Hermes upstream"], trail
+    finally:
+        up.stop()
+        down.stop()

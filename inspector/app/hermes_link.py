@@ -47,6 +47,7 @@ class HermesConfig:
     buffer: int = 2  # boards the box holds between taking and handing on (its conveyor's places)
     inspect_failed: bool = False  # inspect boards upstream already failed instead of passing them on
     boards: int = 0  # with an upstream lane: stop after taking this many boards (0: until stopped)
+    follow_product: bool = False  # a board's ProductTypeId changes the line over to its recipe first
 
     @property
     def enabled(self) -> bool:

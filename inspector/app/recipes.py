@@ -116,14 +116,15 @@ class RecipeBook:
         self.watcher.say(f"recipe changeover: {rules.recipe} {rules.version} from {path}, from the next board on")
         return rules
 
-    def select(self, name: str) -> str | None:
-        """Switch to recipe `name` from the next board, as a PLC asks; the reason when refused (nothing changes)."""
+    def select(self, name: str, who: str = "line controller", origin: str | None = None) -> str | None:
+        """Switch to recipe `name` from the next board, as a PLC (or the machine before the box) asks; the reason
+        when refused (nothing changes). Recorded as `who`'s, from `origin`."""
         old = self.watcher.line.rules
         try:
             rules = self.changeover(name)[1]
         except (ValueError, TimeoutError) as exc:
             return str(exc)
-        self.watcher.witnessed("rules.changeover", "line controller", f"recipe changeover to {name} asked by the PLC",
+        self.watcher.witnessed("rules.changeover", who, origin or f"recipe changeover to {name} asked by the PLC",
                                old, rules)
         return None
 

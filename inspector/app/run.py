@@ -30,6 +30,7 @@ from .factory_events import FactoryEvents
 from .hermes_link import HermesLink
 from .line import Line
 from .plc_link import PlcLink
+from .product_changeover import ProductChangeover
 from .recipes import RecipeBook
 from .rules_watch import RulesWatcher
 from .service import LineService, ServiceConfig, Sink
@@ -162,12 +163,17 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
     if hermes is not None:
         service.handoff = hermes
         hermes.start()
-    if plc is not None:
+    follow = hermes is not None and hermes.config.follow_product
+    if plc is not None or follow:
         watcher = RulesWatcher(service.line, rules.source if Path(rules.source).is_file() else None, say=say)
-        log = ChangeLog(store, config.line.line, config.line.station, say)  # a PLC's changeover, in the trail
+        log = ChangeLog(store, config.line.line, config.line.station, say)  # a changeover, in the trail
         watcher.witness = lambda kind, who, origin, old, new: log.rules(Identity(who, "-", origin), kind, old, new)
         folders = [Path(rules.source).parent] if Path(rules.source).is_file() else []
-        plc.attach(service, RecipeBook(watcher, folders))
+        book = RecipeBook(watcher, folders)
+        if follow:
+            service.products = ProductChangeover(book)
+    if plc is not None:
+        plc.attach(service, book)
         plc.start()
         plc.station.set_health("ok", True)
     if events is not None:

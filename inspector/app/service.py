@@ -91,6 +91,9 @@ class LineService:
         self.station: Station | None = None  # the line controller's station, told of each verdict at once
         self._plc_keys: dict[str, Any] = {}  # inspection id -> the station's key (the trigger's time, or the id)
         self.handoff: HermesLink | None = None  # the Hermes lanes: boards' identities in, verdicts on, in order
+        # before a board is inspected: its product served (the line changed over to it where it was not), or why the
+        # board is not inspected (app/product_changeover.py)
+        self.products: Callable[[Frame], str | None] | None = None
         self.rejected_late = 0  # boards refused uninspected: their deadline had passed before the line took them
         self.inspected_late = 0  # boards inspected although their deadline had passed (skip_late off)
 
@@ -159,6 +162,12 @@ class LineService:
         if frame.on_stored is not None:
             with self._hooks:
                 self._on_stored[key] = frame.on_stored
+        if frame.image is not None and self.products is not None:
+            refused = self.products(frame)
+            if refused:
+                self.line.refuse(frame.serial or "", frame.source, refused, key, frame.serial_origin)
+                self.say(f"board {frame.serial or key} {refused}")
+                return
         if frame.image is not None and self._late(frame):
             if self.config.skip_late:  # the PLC already rejected it on the fail-safe: the line's time goes on
                 self.rejected_late += 1

@@ -194,6 +194,10 @@ def hermes_flags(p: argparse.ArgumentParser) -> None:
                         "uninspected, stored as such)")
     p.add_argument("--hermes-boards", type=int, default=0,
                    help="with --hermes-upstream: stop after this many boards (default 0: until stopped)")
+    p.add_argument("--hermes-follow-product", action="store_true",
+                   help="with --hermes-upstream: a board whose ProductTypeId names another recipe changes the line "
+                        "over to it first (a rule set of the rule folder, or another board installed here, whole); "
+                        "a board of a product no recipe serves is not inspected (an error, handed on failed)")
 
 
 def hermes_of(args: argparse.Namespace):  # noqa: ANN201 - a HermesLink or None
@@ -206,10 +210,14 @@ def hermes_of(args: argparse.Namespace):  # noqa: ANN201 - a HermesLink or None
         raise UsageError(f"--hermes-buffer must be 1 or more, got {args.hermes_buffer}")
     if args.hermes_boards and not args.hermes_upstream:
         raise UsageError("--hermes-boards counts boards taken from upstream: give --hermes-upstream")
+    follow = getattr(args, "hermes_follow_product", False)
+    if follow and not args.hermes_upstream:
+        raise UsageError("--hermes-follow-product follows the product of boards taken from upstream: give "
+                         "--hermes-upstream")
     try:
         return HermesLink(HermesConfig(args.hermes_upstream, args.hermes_downstream,
                                        args.hermes_machine_id or args.station, args.hermes_lane, args.hermes_buffer,
-                                       args.hermes_inspect_failed, args.hermes_boards), say)
+                                       args.hermes_inspect_failed, args.hermes_boards, follow), say)
     except (ValueError, OSError) as exc:
         raise UsageError(f"Hermes: {exc}") from None
 

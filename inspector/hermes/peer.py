@@ -25,11 +25,13 @@ class BoardPlan:
     seed: int = 0
     barcodes: tuple[str, ...] = ()  # the boards' barcodes in order (default: the prefix and a running number)
     sub_boards: tuple[SubBoard, ...] = ()  # what upstream says of each board of a panel (every board handed in)
+    products: tuple[str, ...] = ()  # the boards' product types in order (default: `product` for every board)
 
 
 def planned_boards(plan: BoardPlan, created_by: str) -> list[BoardAvailable]:
-    if plan.barcodes and len(plan.barcodes) != plan.boards:
-        raise ValueError(f"{len(plan.barcodes)} barcodes for {plan.boards} boards: give one per board")
+    for given, what in ((plan.barcodes, "barcodes"), (plan.products, "product types")):
+        if given and len(given) != plan.boards:
+            raise ValueError(f"{len(given)} {what} for {plan.boards} boards: give one per board")
     rng = random.Random(plan.seed)
     out = []
     for i in range(plan.boards):
@@ -37,7 +39,8 @@ def planned_boards(plan: BoardPlan, created_by: str) -> list[BoardAvailable]:
         failed = plan.failed_every > 0 and (i + 1) % plan.failed_every == 0
         out.append(BoardAvailable(
             str(uuid.UUID(int=rng.getrandbits(128), version=4)), created_by,
-            BoardQuality.FAILED if failed else BoardQuality.GOOD, ProductTypeId=plan.product,
+            BoardQuality.FAILED if failed else BoardQuality.GOOD,
+            ProductTypeId=plan.products[i] if plan.products else plan.product,
             TopBarcode=barcode, Length=100.0, Width=80.0, Thickness=1.6, sub_boards=plan.sub_boards))
     return out
 

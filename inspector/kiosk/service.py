@@ -25,6 +25,7 @@ from ..access.tls import server_context
 from ..access.users import UserBook
 from ..app.board_switch import BoardOpener, BoardSwitch
 from ..app.plc_link import PlcLink
+from ..app.product_changeover import ProductChangeover
 from ..app.recipes import RecipeBook, forget_in_force, save_in_force
 from ..app.rules_watch import RulesWatcher
 from ..app.run import progress_line
@@ -99,6 +100,9 @@ class Kiosk:
         self.recipes = RecipeBook(self.rules, folders, self._keep)
         if plc is not None:
             plc.attach(service, self.recipes)
+        self.products = ProductChangeover(self.recipes) if service.handoff is not None and \
+            service.handoff.config.follow_product else None
+        service.products = self.products
         self.revisions = Revisions(service, self.rules, self.recipes, self.control, say)
         # (rules, zoo) as the configuration names them: an installed board chosen for the next start is kept against
         # them (app/installed_boards.py), whichever board the kiosk started with
@@ -166,6 +170,8 @@ class Kiosk:
             out["plc"] = self.plc.snapshot()
         if self.service.handoff is not None:  # the Hermes lanes: connected, boards taken and handed on
             out["hermes"] = self.service.handoff.snapshot()
+            if self.products is not None:  # the products that changed the line over, and those it could not serve
+                out["hermes"]["products"] = self.products.snapshot()
         out["late"] = {"rejected": self.service.rejected_late + self.service.line.stats.late_refused,
                        "inspected": self.service.inspected_late}
         out["reviews"] = {name: r.to_json() for name, r in self.control.rates.get().items()}
