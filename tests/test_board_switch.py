@@ -130,7 +130,8 @@ def test_a_recipe_of_an_installed_board_changes_the_whole_board_over_live_and_ba
 
 def test_a_board_that_cannot_be_served_leaves_the_old_one_serving(line_of_two_boards, tmp_path: Path) -> None:
     """Profiles that cannot be had (a models folder the kiosk may not write) for board b: the change is refused
-    naming why, the configured board's engine serves again and inspects; nothing is kept for the next start."""
+    naming why, the configured board's engine serves again and inspects; nothing is kept for the next start. A board
+    not installed, or one a weights file of which is gone, is refused before anything stops."""
     line, switch, book, records, _configured, _measured = line_of_two_boards
 
     def refused(_zoo, _rules):  # noqa: ANN001, ANN202
@@ -146,6 +147,11 @@ def test_a_board_that_cannot_be_served_leaves_the_old_one_serving(line_of_two_bo
     assert line.drain(60) and records[-1].board_serial == "after" and records[-1].error is None
     with pytest.raises(ValueError, match="no board zz is installed on this kiosk \\(installed: b\\)"):
         switch.serve("zz")
+    zoo_b = Zoo.load(tmp_path / "data" / "boards" / "b" / "zoo")  # a weights file of b gone since its install
+    zoo_b.path_of(sorted(zoo_b.entries)[0]).unlink()
+    with pytest.raises(ValueError, match=r"board b cannot be served: weights file\(s\) .* gone from"):
+        switch.serve("b")
+    assert line.rules.recipe == "mini" and switch.serving() is None
 
 
 def test_an_installed_board_whose_files_were_damaged_is_not_started_on(demo, tmp_path: Path) -> None:
@@ -154,9 +160,11 @@ def test_an_installed_board_whose_files_were_damaged_is_not_started_on(demo, tmp
     board = installed_board(demo, tmp_path, "c", "mini-c")
     chosen = chosen_rules(tmp_path / "data", "c")
     assert startable(chosen) is None
-    weights = sorted((board / "zoo").rglob("*.safetensors"))
-    weights[0].unlink()
-    assert "are gone from" in str(startable(chosen)) and "install the board again" in str(startable(chosen))
+    zoo = Zoo.load(board / "zoo")
+    weights = zoo.path_of(sorted(zoo.entries)[0])
+    weights.unlink()
+    assert f"weights file(s) {weights.name} gone from" in str(startable(chosen)), startable(chosen)
+    assert "install the board again" in str(startable(chosen))
     (board / "zoo" / "manifest.json").write_text("{", encoding="utf-8")
     assert startable(chosen) is not None
     (board / "board" / "c.yaml").write_text("recipe: [", encoding="utf-8")

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet, load_rules
-from .installed_boards import choose, chosen_rules, installed, served_folder
+from .installed_boards import choose, chosen_rules, installed, served_folder, weights_gone
 from .line import Line
 from .recipes import NoRecipe, RecipeBook, recipe_index, save_in_force
 
@@ -94,6 +94,9 @@ class BoardSwitch:
             self.book.switch(path)  # the board served already: a rule set of its folder changed over to
         else:
             zoo = self.opener.zoo(board.zoo, rules)
+            gone = weights_gone(rules, zoo)
+            if gone:
+                raise ValueError(f"{board.said} cannot be served: {gone}")
             watcher = self.book.watcher
             with watcher.writing:  # no edit of the old board's file applies meanwhile
                 self.line.change_board(rules, zoo, lambda: self.opener.profiles(zoo, rules), timeout)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..experts.zoo import Zoo
-from ..routing.rules import load_rules
+from ..routing.rules import RuleSet, load_rules
 from ..runtime.diskio import write_atomically
 from .board_package import PACKAGE, board_name
 from .line import check_rule_set
@@ -145,8 +145,14 @@ def startable(chosen: Chosen) -> str | None:
         check_rule_set(rules, zoo)
     except (OSError, ValueError, KeyError) as exc:
         return str(exc)
-    gone = sorted(name for name in rules.expert_specs() if not zoo.path_of(name).is_file())
-    return f"the weights of {', '.join(gone)} are gone from {chosen.zoo}: install the board again" if gone else None
+    return weights_gone(rules, zoo)
+
+
+def weights_gone(rules: RuleSet, zoo: Zoo) -> str | None:
+    """What is gone of the weights files `rules`' experts need in `zoo` (None: all there): a board missing them is
+    not started on, nor changed over to."""
+    gone = sorted({zoo.path_of(name).name for name in rules.expert_specs() if not zoo.path_of(name).is_file()})
+    return f"weights file(s) {', '.join(gone)} gone from {zoo.root}: install the board again" if gone else None
 
 
 def _resolved(path: str | None) -> str | None:

@@ -97,8 +97,8 @@ def cmd_install(args: argparse.Namespace) -> int:
         client = KioskClient(args.kiosk, read_token(args.token_file))
         done = client.install_board(package, args.replace, args.reason)
     print(f"installed on {args.kiosk}: board {done['board']} (recipe {done['recipe']}, version {done['version']}, "
-          f"{done['experts']} expert(s){', replacing the one installed before' if done['replaced'] else ''}); "
-          "not served")
+          f"{done['experts']} expert(s){', replacing the one installed before' if done['replaced'] else ''})"
+          + ("" if args.serve else "; not served"))
     if args.serve:
         done["served"] = served = client.serve_board(done["board"], args.reason)
         print(served_line(served))
