@@ -61,7 +61,7 @@ def line_of_two_boards(demo, tmp_path: Path):  # noqa: ANN201 - (line, switch, b
     watcher = RulesWatcher(line, configured)
     book = RecipeBook(watcher, [configured.parent])
     opener = BoardOpener(configured, lambda path, _r: Zoo.load(Path(path)), profiles)
-    switch = BoardSwitch(line, book, tmp_path / "data", opener, (str(configured), str(zoo.root)))
+    switch = BoardSwitch(book, tmp_path / "data", opener, (str(configured), str(zoo.root)))
     line.start()
     try:
         yield line, switch, book, records, configured, measured

@@ -20,7 +20,6 @@ from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet, load_rules
 from .installed_boards import choose, chosen_rules, installed, served_folder, weights_gone
-from .line import Line
 from .recipes import NoRecipe, RecipeBook, recipe_index, save_in_force
 
 Say = Callable[[str], None]
@@ -62,10 +61,11 @@ class Served:
 
 
 class BoardSwitch:
-    def __init__(self, line: Line, book: RecipeBook, data_dir: Path, opener: BoardOpener,
+    def __init__(self, book: RecipeBook, data_dir: Path, opener: BoardOpener,
                  configured: tuple[str | None, str | None], say: Say = lambda _m: None,
                  moved: Callable[[Path], None] = lambda _p: None) -> None:
-        self.line, self.book, self.data_dir, self.opener, self.say = line, book, Path(data_dir), opener, say
+        self.book, self.data_dir, self.opener, self.say = book, Path(data_dir), opener, say
+        self.line = book.watcher.line  # the line whose board changes (the watcher's: it follows the board's file)
         self.configured = configured  # (rule file, zoo) as the configuration names them: kept with a choice
         self.moved = moved  # told of the main rule file of each board served (a changeover is kept against it)
         book.elsewhere = self.changeover
@@ -97,10 +97,7 @@ class BoardSwitch:
             gone = weights_gone(rules, zoo)
             if gone:
                 raise ValueError(f"{board.said} cannot be served: {gone}")
-            watcher = self.book.watcher
-            with watcher.writing:  # no edit of the old board's file applies meanwhile
-                self.line.change_board(rules, zoo, lambda: self.opener.profiles(zoo, rules), timeout)
-                watcher.moved_to(path, rules)
+            self.book.watcher.change_board(path, rules, zoo, lambda: self.opener.profiles(zoo, rules), timeout)
             self.book.folders = [path.parent]
         served = Served(board, path, rules, time.monotonic() - asked, self._keep(board, path, rules))
         self.moved(board.rules)

@@ -182,9 +182,8 @@ class LineController:
             return None
         rules = load_rules(rules_path)
         backend = service.line.config.backend
-        with watcher.writing:  # no edit of the old board's file applies meanwhile
-            service.line.change_board(rules, zoo, lambda: line_profiles(zoo, self.models_dir, self.say, backend, rules))
-            watcher.moved_to(Path(rules_path), rules)
+        watcher.change_board(Path(rules_path), rules, zoo,
+                             lambda: line_profiles(zoo, self.models_dir, self.say, backend, rules))
         if self._book is not None:  # the PLC's recipes: the new board's rule folder
             self._book.folders = [Path(rules_path).parent]
         with self._lock:

@@ -79,9 +79,6 @@ class RecipeBook:
         # rule file and the set in force), or NoRecipe
         self.elsewhere = elsewhere
 
-    def index(self) -> Index:
-        return recipe_index(self.folders)
-
     def find(self, name: str) -> Path:
         """The rule file of recipe (or file name) `name`; NoRecipe saying what the folders hold when none is."""
         return find_recipe(name, self.folders)

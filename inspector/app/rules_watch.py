@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..coserve.online.profile import DeviceProfile
+from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet, decode_rules, parse_rules
 from ..runtime.diskio import write_atomically
 from .line import Line
@@ -95,10 +97,13 @@ class RulesWatcher:
         self.line.apply_rules(rules)
         self._remember(rules, text)
 
-    def moved_to(self, path: Path, rules: RuleSet) -> None:
-        """The line serves `rules` from `path` now, another board's (Line.change_board, under `writing`): the
-        watcher watches that file from here, and the set is the newest of the history."""
+    def change_board(self, path: Path, rules: RuleSet, zoo: Zoo, profiles: Callable[[], dict[str, DeviceProfile]],
+                     timeout: float = 60.0) -> None:
+        """The line serves another board, `rules` from `path` with its own `zoo` (Line.change_board: ValueError or
+        TimeoutError and nothing changes); no edit of the old board's file applies meanwhile, and the watcher
+        watches the new board's file from here, the set the newest of its history."""
         with self._writing:
+            self.line.change_board(rules, zoo, profiles, timeout)
             self.path = Path(path)
             self.mark_read()
             self._remember(rules, rules.text or None)

@@ -107,7 +107,7 @@ class Kiosk:
         # (rules, zoo) as the configuration names them: an installed board chosen for the next start is kept against
         # them (app/installed_boards.py), whichever board the kiosk started with
         rules_config, zoo_config = board_config or (self.configured, str(service.line.zoo.root))
-        switch = BoardSwitch(service.line, self.recipes, self.data_dir, opener, (rules_config, zoo_config), say,
+        switch = BoardSwitch(self.recipes, self.data_dir, opener, (rules_config, zoo_config), say,
                              self._moved) if opener is not None else None
         self.boards = Boards(service, self.control, self.data_dir, rules_config, zoo_config, say, switch)
         self.lender = Lender(service.line.engine.executors[0].device.key, config.llm_mb, config.lease_s, say) \
