@@ -98,6 +98,8 @@ def test_a_recipe_of_an_installed_board_changes_the_whole_board_over_live_and_ba
     before = verdicts(records)
     assert {r.recipe for r in records} == {"mini"} and any(v != "pass" for vs in before.values() for _r, v in vs)
     records.clear()
+    done_before = line.engine_stats().completed
+    assert done_before == sum(len(parts) for parts in before.values())
     feeding = threading.Thread(target=lambda: [line.inspect(im, f"s{i}") for i, im in enumerate(images)])
     feeding.start()  # boards go in while the PLC changes over
     assert book.select("mini-b") is None  # as the station calls it: no reason, so it took
@@ -106,6 +108,8 @@ def test_a_recipe_of_an_installed_board_changes_the_whole_board_over_live_and_ba
         line.inspect(image, f"s{i}")
     assert line.drain(120)
     assert len(records) == 24 and all(r.error is None for r in records)
+    # the line's engine counts go on over the change (each board's engine counts its own)
+    assert line.engine_stats().completed == done_before + sum(len(r.parts) for r in records)
     assert records[-1].recipe == "mini-b" and {r.recipe for r in records} <= {"mini", "mini-b"}
     for r in records:  # whichever board's engine inspected it, a board's parts get the verdicts they got before
         assert [(p.ref, p.verdict) for p in r.parts] == before[r.board_serial], r.board_serial

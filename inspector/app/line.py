@@ -30,7 +30,7 @@ import cv2
 import numpy as np
 
 from ..board.presence import crop_shares, overrule
-from ..coserve.online.engine import Engine
+from ..coserve.online.engine import Engine, EngineStats
 from ..coserve.online.executor_plan import build_plan, devices_of
 from ..coserve.online.policies import get_policy
 from ..coserve.online.profile import DeviceProfile
@@ -174,6 +174,7 @@ class Line:
         self.on_rules: list[Callable[[RuleSet], None]] = []  # told of each set before its first board (its text kept)
         self.profiles = profiles
         self.engine = self._engine_for(rules, zoo, profiles)
+        self._engines_before = EngineStats()  # what the engines of the boards served before this one counted
         self._ids = itertools.count()
         self._lock = threading.Condition()
         self._pending: dict[int, _Pending] = {}  # request id -> its board
@@ -202,6 +203,11 @@ class Line:
         engine.on_result = self._on_result
         engine.place_by_usage()
         return engine
+
+    def engine_stats(self) -> EngineStats:
+        """The engine's counts since the line started, over every board it served (a change of board starts an
+        engine of its own)."""
+        return self._engines_before.plus(self.engine.stats())
 
     def stalled_for(self) -> float:
         """Seconds boards have been inside without one finishing; 0 when idle or flowing."""
@@ -258,6 +264,7 @@ class Line:
                     raise TimeoutError(f"the {self._boards_in} board(s) inside did not finish within {timeout:g} s; "
                                        f"the line serves {self.rules.recipe} still")
             self.engine.stop()
+            self._engines_before = self._engines_before.plus(self.engine.stats())
             try:
                 measured = profiles()
                 engine = self._engine_for(rules, zoo, measured)

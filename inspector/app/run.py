@@ -201,7 +201,7 @@ def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config:
 
 def progress_line(line: Line) -> str:
     boards_s, parts_s = line.throughput()
-    st = line.engine.stats()
+    st = line.engine_stats()
     v = line.stats.board_verdicts
     return (f"{line.stats.boards} boards, {line.stats.parts} parts: {parts_s:.1f} parts/s ({boards_s:.2f} boards/s), "
             f"{st.experts.switches} switches, boards pass {v['pass']} fail {v['fail']} error {v['error']}")
@@ -219,7 +219,7 @@ def nothing_inspected(service: LineService) -> str | None:
 
 def summary(service: LineService, seconds: float) -> str:
     line, detection, store = service.line, service.detection, service.store
-    st = line.engine.stats()
+    st = line.engine_stats()
     defects = ", ".join(f"{k} {n}" for k, n in line.stats.defects.most_common()) or "none"
     w = service.writer.status()
     try:

@@ -18,7 +18,7 @@ from .service import LineService
 
 def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher: Any = None) -> dict[str, Any]:
     line, engine = service.line, service.line.engine
-    st = engine.stats()
+    st = line.engine_stats()
     boards_s, parts_s = line.throughput()
     w = service.writer.status()
     q = service.queue.counters

@@ -70,6 +70,18 @@ class EngineStats:
     experts: ManagerStats = field(default_factory=ManagerStats)
     time: ExecutorTime = field(default_factory=ExecutorTime)  # summed over the executors
 
+    def plus(self, other: EngineStats) -> EngineStats:
+        """These counts and `other`'s: a line's over the engines it served one after another."""
+        spent = ExecutorTime()
+        spent.add(self.time)
+        spent.add(other.time)
+        failures = dict(self.failures)
+        for why, n in other.failures.items():
+            failures[why] = failures.get(why, 0) + n
+        return EngineStats(self.accepted + other.accepted, self.completed + other.completed,
+                           self.failed + other.failed, failures, self.sched_overhead_s + other.sched_overhead_s,
+                           ManagerStats.merged([self.experts, other.experts]), spent)
+
 
 @dataclass
 class ExpertView:
