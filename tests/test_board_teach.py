@@ -1209,7 +1209,8 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
         r = cli(*serve, "--configured")  # live, at the line's next changeover: no restart
         assert r.returncode == 0 and "the configured board served from the next board on" in r.stdout, r.stderr
         assert kiosk.status()["line"]["recipe"] == "mini"
-        assert http(kiosk.url + "/boards")[1] | {"boards": None} == {"boards": None, "next": None, "serving": None}
+        assert http(kiosk.url + "/boards")[1] | {"boards": None} == {"boards": None, "next": None, "serving": None,
+                                                                     "configured": {"rules": "mini.yaml"}}
         r = cli(*serve, "b", "--reason", "lot of B")
         assert r.returncode == 0 and "board b served" in r.stdout and "next start" in r.stdout, r.stderr
         assert kiosk.status()["line"]["recipe"] == "b"

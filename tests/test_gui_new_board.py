@@ -268,6 +268,36 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
         assert (board / "zoo" / "manifest.json").is_file()
         assert Path(service.line.zoo.root).resolve() == (board / "zoo").resolve()
         assert Path(service.line.rules.source).resolve() == (board / "board" / taught.name).resolve()
+        # the kiosk's boards on the Routing rules tab: the configured board served again from there, then the
+        # installed one removed
+        from ui.tabs.boards_panel import CONFIGURED
+        from ui.tabs.rules import RulesTab
+
+        from .test_gui import confirm_with
+
+        rules_tab = RulesTab(backend)
+        qtbot.addWidget(rules_tab)
+        panel = rules_tab.boards
+        assert panel is not None
+        rules_tab.refresh({})
+        listed = {panel.table.item(r, 0).text(): panel.table.item(r, 4).text() for r in range(panel.table.rowCount())}
+        assert listed == {CONFIGURED: "", name: "served, next start"}, listed
+        panel.table.selectRow(1)
+        assert not panel.serve_btn.isEnabled() and not panel.remove_btn.isEnabled()  # served: neither
+        panel.table.selectRow(0)
+        assert panel.serve_btn.isEnabled()
+        confirm_with("back to the taught board")
+        panel.serve_btn.click()
+        qtbot.waitUntil(lambda: not panel.busy, timeout=120_000)
+        assert "the configured board served from the next board on" in panel.status.text(), panel.status.text()
+        assert Path(service.line.zoo.root).resolve() == Path(zoo_root).resolve() and next_board(data) is None
+        panel.table.selectRow(1)
+        assert panel.remove_btn.isEnabled()
+        confirm_with("taught again elsewhere")
+        panel.remove_btn.click()
+        qtbot.waitUntil(lambda: not panel.busy, timeout=60_000)
+        assert f"board {name} removed" in panel.status.text() and not board.exists(), panel.status.text()
+        assert panel.table.rowCount() == 1
     finally:
         backend.close()
         kiosk.stop("test done")

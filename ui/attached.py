@@ -325,6 +325,23 @@ class AttachedBackend(Signed):
         return (f"board {done['board']} ({done['recipe']} {done['version']}, {done['experts']} expert(s)) installed on "
                 f"the kiosk; {served_line(served)}")
 
+    def boards(self) -> dict[str, Any]:
+        """GET /boards: the boards installed on the kiosk, the one served and the one its next start runs."""
+        return self._call("GET", "/boards")
+
+    def serve_board(self, board: str | None, reason: str | None = None) -> str:
+        """POST /boards/serve: the kiosk's line changed over to installed board `board` (None: the configured one) at
+        its next board boundary. Slow where the box profiles the board's experts first: called off the GUI thread."""
+        from inspector.app.board_switch import served_line
+
+        return served_line(self._call("POST", "/boards/serve", json.dumps({"board": board}).encode(), timeout=900,
+                                      reason=reason))
+
+    def remove_board(self, board: str, reason: str | None = None) -> str:
+        """POST /boards/remove: an installed board neither served nor chosen, deleted from the kiosk."""
+        done = self._call("POST", "/boards/remove", json.dumps({"board": board}).encode(), timeout=60, reason=reason)
+        return f"board {done['removed']} removed from the kiosk"
+
     def changeover(self, recipe: str, reason: str | None = None) -> str:
         """POST /rules/changeover: the kiosk's rule file `recipe` (a revised set's name) in force from the line's
         next board on, and at its next start."""

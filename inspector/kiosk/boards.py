@@ -44,7 +44,8 @@ class Boards:
     def document(self) -> dict[str, Any]:
         served = self.serving()
         return {"boards": installed(self.data_dir), "next": next_board(self.data_dir),
-                "serving": served.name if served is not None else None}
+                "serving": served.name if served is not None else None,
+                "configured": {"rules": Path(self.configured_rules).name if self.configured_rules else None}}
 
     def install(self, call: Call) -> dict[str, Any]:
         if call.stream is None or call.length == 0:

@@ -101,7 +101,7 @@ ROUTES: tuple[Route, ...] = (
           "inside do not finish for another board's"),
     Route("GET", "/boards", None, "", "`boards` installed here (`board`, `recipe`, `version`, `rules`, `packed`), "
           "`next` (the board chosen for the next start; null: the configured one), `serving` (the installed board "
-          "served; null: the configured one)"),
+          "served; null: the configured one), `configured` (`rules`: the configured board's rule file)"),
     Route("POST", "/boards/install", _P.RULES, "a board package (not JSON: the tar `inspector board install` packs "
           "of a taught rule set, the files it names and its zoo); `?replace=1` replaces an installed board of its "
           "name", "`board`, `recipe`, `version`, `experts`, `bytes`, `replaced`, `rules`, `next`, the audit row: "

@@ -30,6 +30,7 @@ from inspector.yamlio import ConfigError
 from ..code_editor import CodeEditor
 from ..confirm import ConfirmChange, unified
 from ..style import ERROR_BG, status_style
+from .boards_panel import BoardsPanel
 
 ROUTE_COLUMNS = ("Component", "Shape", "Parts", "Classifier", "Detector", "Pass rate")
 
@@ -93,6 +94,10 @@ class RulesTab(QWidget):
         rv.setContentsMargins(0, 0, 0, 0)
         rv.addWidget(routes, 3)
         rv.addWidget(versions, 2)
+        # a kiosk's boards (attached): the one served, the others installed there, changed over to from here
+        self.boards = BoardsPanel(backend) if hasattr(backend, "serve_board") else None
+        if self.boards is not None:
+            rv.addWidget(self.boards, 2)
         split = QSplitter()
         split.addWidget(left)
         split.addWidget(right)
@@ -192,6 +197,8 @@ class RulesTab(QWidget):
     # -- apply, rollback ---------------------------------------------------------------------------
     def permit(self) -> None:
         """The signed-in role: an engineer edits and applies, anyone else reads."""
+        if self.boards is not None:
+            self.boards.permit()
         self.editor.setReadOnly(not self.backend.can_edit)
         self.validate()
         self.rollback_btn.setEnabled(self.backend.can_edit and self.history.count() > 1)
@@ -238,6 +245,8 @@ class RulesTab(QWidget):
         return ConfirmChange(self, title, what, diff).ask()
 
     def refresh(self, snap: dict[str, Any]) -> None:
+        if self.boards is not None and not self.boards.asked and self.backend.identity is not None:
+            self.boards.refresh()  # once signed in; then after each change and on Refresh
         if not self.loaded:
             path = self.backend.rules_path()
             if path is not None:

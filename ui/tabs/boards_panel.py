@@ -1,0 +1,142 @@
+"""The boards a kiosk's line may serve, on the Routing rules tab of a dashboard attached to it: the configured board
+and each board installed on the kiosk (`board install`), which one its line serves and which one its next start
+runs; an engineer changes the line over to one now (at a board boundary, with its own zoo) or removes one."""
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
+
+from ..confirm import ConfirmChange
+from ..style import status_style
+from ..worker import OneJobAtATime
+
+COLUMNS = ("Board", "Recipe", "Version", "Packed", "Now")
+CONFIGURED = "(configured)"
+
+
+class BoardsPanel(QGroupBox, OneJobAtATime):
+    job_name = "boards-panel"
+
+    def __init__(self, backend: Any) -> None:
+        super().__init__("Boards on this line: the configured one and those installed on the kiosk")
+        self.backend = backend
+        self.doc: dict[str, Any] | None = None
+        self.asked = False  # the kiosk was asked once (the tab asks when first shown; then Refresh and each change)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.itemSelectionChanged.connect(self._enable)
+        self.refresh_btn = QPushButton("Refresh")
+        self.serve_btn = QPushButton("Serve it now")
+        self.remove_btn = QPushButton("Remove")
+        self.refresh_btn.clicked.connect(self.refresh)
+        self.serve_btn.clicked.connect(self.serve)
+        self.remove_btn.clicked.connect(self.remove)
+        self.status = QLabel("")
+        self.status.setWordWrap(True)
+        buttons = QHBoxLayout()
+        for b in (self.serve_btn, self.remove_btn, self.refresh_btn):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        v = QVBoxLayout(self)
+        v.addWidget(self.table)
+        v.addLayout(buttons)
+        v.addWidget(self.status)
+        self._enable()
+
+    def refresh(self) -> None:
+        """The kiosk's boards as it lists them now (GET /boards)."""
+        self.asked = True
+        try:
+            self.doc = self.backend.boards()
+        except (RuntimeError, ValueError) as exc:
+            self._say(str(exc), error=True)
+            return
+        rules = (self.doc.get("configured") or {}).get("rules") or ""
+        rows: list[tuple[str, ...]] = [(CONFIGURED, rules, "", "", self._now(None))]
+        for b in self.doc["boards"]:
+            if "damaged" in b:
+                rows.append((b["board"], "damaged", "", "", b["damaged"]))
+                continue
+            rows.append((b["board"], str(b["recipe"]), str(b["version"]), str(b["packed"]), self._now(b["board"])))
+        self.table.setRowCount(len(rows))
+        for i, row in enumerate(rows):
+            for j, value in enumerate(row):
+                self.table.setItem(i, j, QTableWidgetItem(value))
+        self._enable()
+
+    def _now(self, board: str | None) -> str:
+        assert self.doc is not None
+        return ", ".join(w for w, name in (("served", self.doc["serving"]), ("next start", self.doc["next"]))
+                         if name == board)
+
+    def selected(self) -> str | None:
+        """The board of the selected row: its name, CONFIGURED, or None when no row is."""
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        return self.table.item(rows[0].row(), 0).text() if rows else None
+
+    def permit(self) -> None:
+        self._enable()
+
+    def _enable(self) -> None:
+        chosen = self.selected()
+        row = self.table.currentRow()
+        now = self.table.item(row, 4).text() if chosen is not None and self.table.item(row, 4) else ""
+        may = self.backend.can_edit and not self.busy
+        self.serve_btn.setEnabled(may and chosen is not None and "served" not in now)
+        self.remove_btn.setEnabled(may and chosen not in (None, CONFIGURED) and not now)
+        self.refresh_btn.setEnabled(not self.busy)
+
+    def serve(self) -> None:
+        """After a reason is given: the line changes over to the selected board from its next board on."""
+        chosen = self.selected()
+        if chosen is None:
+            return
+        board = None if chosen == CONFIGURED else chosen
+        said = "the configured board" if board is None else f"board {board}"
+        reason = self.confirm(f"Serve {said}", f"The line changes over to {said} (its rule set and its own experts) "
+                              "at its next board boundary, and starts on it next time; recorded under your name with "
+                              "the reason below.", "")
+        if reason is None:
+            self._say("not served: cancelled; the line serves its board still")
+            return
+        self._say(f"changing the line over to {said}…")
+        self._run(lambda: self.backend.serve_board(board, reason), self._done)
+
+    def remove(self) -> None:
+        chosen = self.selected()
+        if chosen in (None, CONFIGURED):
+            return
+        reason = self.confirm(f"Remove board {chosen}", f"Board {chosen} (its rule set and its zoo) is deleted from "
+                              "the kiosk's disk; install its package again to serve it later.", "")
+        if reason is None:
+            self._say("not removed: cancelled")
+            return
+        self._run(lambda: self.backend.remove_board(chosen, reason), self._done)
+
+    def confirm(self, title: str, what: str, diff: str) -> str | None:
+        return ConfirmChange(self, title, what, diff).ask()
+
+    def _done(self, said: str) -> None:
+        self._say(said)
+        self.refresh()
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.status.setText(text)
+        self.status.setStyleSheet(status_style(error))
