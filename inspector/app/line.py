@@ -265,11 +265,14 @@ class Line:
                                        f"the line serves {self.rules.recipe} still")
             self.engine.stop()
             self._engines_before = self._engines_before.plus(self.engine.stats())
+            engine: Engine | None = None
             try:
                 measured = profiles()
                 engine = self._engine_for(rules, zoo, measured)
                 engine.start()
             except Exception as exc:  # noqa: BLE001 - whatever stops the new board, the old one is served again
+                if engine is not None:  # its pools and executors let go
+                    engine.stop()
                 self.engine = self._engine_for(self.rules, self.zoo, self.profiles)
                 self.engine.start()
                 raise ValueError(f"{rules.recipe} cannot be served ({type(exc).__name__}: {exc}); the line serves "
