@@ -173,3 +173,23 @@ def test_an_installed_board_whose_files_were_damaged_is_not_started_on(demo, tmp
     assert startable(chosen) is not None
     (board / "board" / "c.yaml").write_text("recipe: [", encoding="utf-8")
     assert "c.yaml" in str(startable(chosen))
+
+
+def test_an_installed_board_is_prepared_while_another_runs_and_says_what_its_first_changeover_profiles(
+        line_of_two_boards, demo, tmp_path: Path) -> None:
+    """`prepare_board`: what a changeover would spend making is made while the old board runs, nothing is timed then;
+    the architectures this box never profiled are named (all of them for a box with no profile yet, none where the
+    line's own profiles hold them)."""
+    from inspector.app.run import prepare_board
+
+    _line, switch, _book, _records, _configured, _measured = line_of_two_boards
+    root, zoo = demo
+    rules = load_rules_text()
+    assert prepare_board(zoo, root / "models", lambda _m: None, "torch", rules) == []
+    fresh = prepare_board(zoo, tmp_path / "new-box", lambda _m: None, "torch", rules)
+    assert fresh == sorted({zoo.architecture(n).key for n in zoo.entries}) and len(fresh) == 2, fresh
+    assert not (tmp_path / "new-box").exists()  # nothing measured, nothing written
+    switch.opener = BoardOpener(switch.opener.rules, switch.opener.zoo,
+                                switch.opener.profiles,
+                                lambda z, r: prepare_board(z, root / "models", lambda _m: None, "torch", r))
+    assert switch.prepare("b") == []

@@ -28,10 +28,13 @@ Say = Callable[[str], None]
 @dataclass(frozen=True)
 class BoardOpener:
     """How this line opens a board: the configured board's rule file, a zoo by its folder (None: the configuration's
-    default zoo for the rule set), the device profiles of a zoo (measured where the box lacks one)."""
+    default zoo for the rule set), the device profiles of a zoo (measured where the box lacks one), and what can be
+    made of a zoo while another board runs."""
     rules: Path
     zoo: Callable[[str | None, RuleSet], Zoo]
     profiles: Callable[[Zoo, RuleSet], dict[str, DeviceProfile]]
+    # what is made of a zoo ahead of its changeover (a runtime's model files); the architectures left to profile
+    prepare: Callable[[Zoo, RuleSet], list[str]] = lambda _zoo, _rules: []
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,13 @@ class BoardSwitch:
         self.say(f"{board.said} served from the next board on: {rules.recipe} {rules.version} from {path.name}, "
                  f"in {served.seconds:.1f} s" + (f" (warning: {served.kept})" if served.kept else ""))
         return served
+
+    def prepare(self, name: str) -> list[str]:
+        """Installed board `name` made ready for its changeover while the line serves another (a runtime's model
+        files: seconds a changeover would otherwise spend); the architectures its first changeover still profiles."""
+        board = self.board(name)
+        rules = load_rules(board.rules)
+        return self.opener.prepare(self.opener.zoo(board.zoo, rules), rules)
 
     def changeover(self, recipe: str, why: str) -> tuple[Path, RuleSet]:
         """Recipe `recipe` of another board served whole (the recipe book's `elsewhere`); NoRecipe saying what the

@@ -10,10 +10,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..access.identity import Identity
 from ..camera.gate import GatedSource
-from ..coserve.offline.profiler import load_or_profile
+from ..coserve.offline.profiler import load_or_profile, saved_profile
 from ..coserve.online.profile import DeviceProfile
 from ..experts.backends import get_backend
 from ..experts.backends.ahead import prepare_zoo
+from ..experts.backends.base import Backend
 from ..experts.zoo import Zoo
 from ..ingest.camera_model import parse_camera
 from ..ingest.glare import Glare
@@ -138,14 +139,30 @@ def line_profiles(zoo: Zoo, models_dir: Path, say: Say, backend: str = "torch",
     """The engine's device profiles for `backend`, measured once per zoo, device and backend (before any clock
     starts); a runtime's model files are made first, so no switch on the line pays an export (an INT8 runtime
     calibrates on crops of `rules`' boards)."""
+    runtime = _runtime_files(zoo, say, backend, rules)
+    return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say, backend=runtime)
+            for d in available_devices() if runtime.runs_on(d.torch)}  # a runtime without its GPU provider: CPU
+
+
+def prepare_board(zoo: Zoo, models_dir: Path, say: Say, backend: str, rules: RuleSet) -> list[str]:
+    """What can be made of a board's zoo before a line changes over to it, while another board runs: a runtime's
+    model files (calibrated on `rules`' crops). Nothing is timed (that would be timed against the running line); the
+    architectures this box has no profile of on `backend`, which the first changeover measures, are returned."""
+    runtime = _runtime_files(zoo, say, backend, rules)
+    keys = sorted({zoo.architecture(n).key for n in zoo.entries if n not in zoo.unavailable})
+    devices = [d for d in available_devices() if runtime.runs_on(d.torch)]
+    return [k for k in keys if any(saved_profile(d, models_dir / "profiles", runtime, {k}) is None for d in devices)]
+
+
+def _runtime_files(zoo: Zoo, say: Say, backend: str, rules: RuleSet | None) -> Backend:
+    """The backend, its model files made for every expert of `zoo` first where it is a runtime."""
     runtime = get_backend(backend)
     if backend != "torch":
         from ..training.int8_crops import rules_calibration
 
         calibration = rules_calibration([rules], zoo) if rules is not None else None
         prepare_zoo(zoo, runtime, say, calibration)
-    return {d.key: load_or_profile(zoo, d, models_dir / "profiles", progress=say, backend=runtime)
-            for d in available_devices() if runtime.runs_on(d.torch)}  # a runtime without its GPU provider: CPU
+    return runtime
 
 
 def run_line(rules: RuleSet, zoo: Zoo, models_dir: Path, source: Source, config: ServiceConfig,

@@ -99,6 +99,15 @@ def cmd_install(args: argparse.Namespace) -> int:
     print(f"installed on {args.kiosk}: board {done['board']} (recipe {done['recipe']}, version {done['version']}, "
           f"{done['experts']} expert(s){', replacing the one installed before' if done['replaced'] else ''})"
           + ("" if args.serve else "; not served"))
+    if done.get("same_recipe"):
+        print(f"note: board(s) {', '.join(done['same_recipe'])} installed here answer to recipe {done['recipe']} too: "
+              "a PLC or Hermes naming it changes over to the first of them by name; name this one by `board serve`, "
+              "or remove the others")
+    if done.get("unprofiled"):
+        print(f"its first changeover profiles {', '.join(done['unprofiled'])}, which this kiosk's box has not measured "
+              "(seconds, while boards wait): serve it at a quiet moment before a PLC names it")
+    if done.get("not_prepared"):
+        print(f"warning: not prepared for its changeover ({done['not_prepared']}): its changeover prepares it")
     if args.serve:
         done["served"] = served = client.serve_board(done["board"], args.reason)
         print(served_line(served))

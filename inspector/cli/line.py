@@ -140,12 +140,13 @@ def board_opener(args: argparse.Namespace, configured: tuple[str | None, str | N
     """How the kiosk opens another board live (a BoardOpener): the configured board's rule file, a zoo by its folder
     (the configuration's default zoo where it names none), profiles measured into this line's models folder."""
     from ..app.board_switch import BoardOpener
-    from ..app.run import line_profiles, zoo_for
+    from ..app.run import line_profiles, prepare_board, zoo_for
 
     models = models_of(args)
     return BoardOpener(Path(configured[0]) if configured[0] else default_rules(),
                        lambda path, rules: load_zoo(path) if path else zoo_for(models, rules, say),
-                       lambda zoo, rules: line_profiles(zoo, models, say, backend, rules))
+                       lambda zoo, rules: line_profiles(zoo, models, say, backend, rules),
+                       lambda zoo, rules: prepare_board(zoo, models, say, backend, rules))
 
 
 def kiosk_config(args: argparse.Namespace, token: str | None):  # noqa: ANN201 - a KioskConfig

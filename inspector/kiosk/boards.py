@@ -63,7 +63,22 @@ class Boards:
         recorded = self.control.log.record(call.who, Change("board.install", done.name, None, answer, call.reason))
         self.say(f"board {done.name} installed over the API by {call.who.name}: recipe {done.recipe} "
                  f"{done.version}, {done.experts} expert(s), not served")
-        return {**answer, "next": next_board(self.data_dir), **recorded}
+        # a recipe two boards answer to: a PLC naming it gets the first by name (the served board's own folder first)
+        alike = [b["board"] for b in installed(self.data_dir) if b.get("recipe") == done.recipe and
+                 b["board"] != done.name]
+        return {**answer, **self._prepared(done.name), "same_recipe": alike, "next": next_board(self.data_dir),
+                **recorded}
+
+    def _prepared(self, name: str) -> dict[str, Any]:
+        """The installed board made ready for its changeover while the line runs (BoardSwitch.prepare): what its first
+        changeover still profiles, or why it was not prepared (its changeover makes it then)."""
+        if self.switch is None:
+            return {}
+        try:
+            return {"unprofiled": self.switch.prepare(name)}
+        except Exception as exc:  # noqa: BLE001 - installed all the same: its changeover prepares it, or says why not
+            self.say(f"warning: board {name} installed but not prepared for its changeover: {exc}")
+            return {"not_prepared": f"{type(exc).__name__}: {exc}"}
 
     def remove(self, call: Call) -> dict[str, Any]:
         doc = json_object(call.body, 'JSON {"board": NAME}: an installed board neither served nor chosen')

@@ -105,8 +105,11 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/boards/install", _P.RULES, "a board package (not JSON: the tar `inspector board install` packs "
           "of a taught rule set, the files it names and its zoo); `?replace=1` replaces an installed board of its "
           "name", "`board`, `recipe`, `version`, `experts`, `bytes`, `replaced`, `rules`, `next`, the audit row: "
-          "installed, every file checked, nothing served (409 where the name is taken or is the board served, 422 "
-          "naming what is wrong with the package: nothing of it stays)", max_body=8 << 30, streamed=True),
+          "installed, every file checked, made ready for its changeover (a runtime's model files; `unprofiled`: the "
+          "architectures its first changeover still profiles, or `not_prepared` and why; `same_recipe`: the other "
+          "installed boards of its recipe), nothing served (409 "
+          "where the name is taken or is the board served, 422 naming what is wrong with the package: nothing of "
+          "it stays)", max_body=8 << 30, streamed=True),
     Route("POST", "/boards/serve", _P.RULES, '`{"board": NAME}` (an installed board) or `{"board": null}` (the '
           'configured board), `"timeout_s"` (how long the boards inside may take to finish, 60 by default)',
           "`board`, `file`, `recipe`, `version`, `seconds`, `kept_for_next_start`, the audit row: the line changed "
