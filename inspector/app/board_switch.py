@@ -19,7 +19,7 @@ from pathlib import Path
 from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet, load_rules
-from .installed_boards import choose, chosen_rules, installed, served_folder, weights_gone
+from .installed_boards import chosen_rules, installed, keep_choice, served_folder, weights_gone
 from .recipes import NoRecipe, RecipeBook, recipe_index, save_in_force
 
 Say = Callable[[str], None]
@@ -143,7 +143,7 @@ class BoardSwitch:
     def _keep(self, board: Board, path: Path, rules: RuleSet) -> str | None:
         """The board served, and its rule file in force, kept for the next start; why not, where not."""
         try:
-            choose(self.data_dir, board.name, *self.configured)
+            keep_choice(self.data_dir, board.name, *self.configured)  # its rules were read to serve it
             if path.resolve() != board.rules.resolve():
                 save_in_force(self.data_dir, board.rules, path, rules)
         except (OSError, ValueError) as exc:

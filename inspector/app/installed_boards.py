@@ -79,16 +79,24 @@ def chosen_rules(data_dir: Path, name: str) -> Chosen:
 def choose(data_dir: Path, name: str | None, configured_rules: str | None, configured_zoo: str | None) -> Chosen | None:
     """Installed board `name` for the kiosk's next start (None: the configured board again); the rule file is checked
     to load. What the configuration names now is kept beside it: a configuration changed since wins."""
+    chosen = None
+    if name is not None:
+        chosen = chosen_rules(data_dir, name)
+        load_rules(chosen.rules)
+    keep_choice(data_dir, chosen.name if chosen is not None else None, configured_rules, configured_zoo)
+    return chosen
+
+
+def keep_choice(data_dir: Path, name: str | None, configured_rules: str | None, configured_zoo: str | None) -> None:
+    """Board `name` (installed, its rules known to load; None: the configured board) for the kiosk's next start, with
+    what the configuration names now; a recipe changeover kept for the next start is forgotten."""
     forget_in_force(data_dir)
     if name is None:
         (Path(data_dir) / NEXT_FILE).unlink(missing_ok=True)
-        return None
-    chosen = chosen_rules(data_dir, name)
-    load_rules(chosen.rules)
-    doc = {"board": chosen.name, "configured_rules": _resolved(configured_rules),
+        return
+    doc = {"board": name, "configured_rules": _resolved(configured_rules),
            "configured_zoo": _resolved(configured_zoo), "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_atomically(Path(data_dir) / NEXT_FILE, json.dumps(doc, indent=1).encode("utf-8"))
-    return chosen
 
 
 def remove(data_dir: Path, name: str, serving: str | None) -> Chosen:

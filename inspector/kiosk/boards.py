@@ -108,8 +108,7 @@ class Boards:
             raise HttpError(409, "this kiosk cannot open another board's zoo live; choose it for the next start "
                                  "(POST /boards/next) and restart the kiosk")
         self.control.ready()
-        served = self.serving()
-        before = served.name if served is not None else None
+        before = self.switch.serving()
         try:
             done = self.switch.serve(name, timeout=float(timeout))
         except TimeoutError as exc:
