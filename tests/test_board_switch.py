@@ -193,3 +193,32 @@ def test_an_installed_board_is_prepared_while_another_runs_and_says_what_its_fir
                                 switch.opener.profiles,
                                 lambda z, r: prepare_board(z, root / "models", lambda _m: None, "torch", r))
     assert switch.prepare("b") == []
+
+
+def test_a_board_cut_for_the_old_board_while_the_line_changes_is_cut_again_for_the_new_one(
+        line_of_two_boards, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race a changeover must not lose: a board already past the door (cut under mini) when board b takes the
+    line over is not handed to b's engine as mini's: it is cut again and inspected whole as b's."""
+    line, switch, _book, records, _configured, _measured = line_of_two_boards
+    cut, go = threading.Event(), threading.Event()
+    identify = line._identify
+    calls: list[str] = []
+
+    def held_once(record, image, rules, *rest):  # noqa: ANN001, ANN202 - Line._identify, held on its first call
+        calls.append(rules.recipe)
+        if len(calls) == 1:
+            cut.set()
+            assert go.wait(60)
+        return identify(record, image, rules, *rest)
+
+    monkeypatch.setattr(line, "_identify", held_once)
+    board = threading.Thread(target=line.inspect, args=(boards(1)[0], "raced"))
+    board.start()
+    assert cut.wait(60)  # cut under mini, not yet inside
+    switch.serve("b")  # nothing inside: the change goes through at once
+    go.set()
+    board.join(60)
+    assert line.drain(60)
+    assert calls == ["mini", "mini-b"]  # cut again, under the board served now
+    assert [(r.board_serial, r.recipe, r.error) for r in records] == [("raced", "mini-b", None)]
+    assert len(records[0].parts) == len(load_rules_text().placements())
