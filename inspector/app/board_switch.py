@@ -11,6 +11,7 @@ recipe changes the whole board over as it changes a rule set over.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ class BoardSwitch:
         self.configured = configured  # (rule file, zoo) as the configuration names them: kept with a choice
         self.moved = moved  # told of the main rule file of each board served (a changeover is kept against it)
         book.elsewhere = self.changeover
+        self._one = threading.RLock()  # one changeover at a time, kept for the next start before the next begins
 
     def board(self, name: str | None) -> Board:
         """The installed board `name` (ValueError naming those installed where there is none), or the configured."""
@@ -89,6 +91,10 @@ class BoardSwitch:
         """Board `name` (None: the configured one) served from the next board on, its rule file `file` (None: its
         main one) in force. ValueError (the board, its rules or its zoo cannot be served) or TimeoutError (the boards
         inside did not finish) and the line serves what it served."""
+        with self._one:
+            return self._serve(name, file, timeout)
+
+    def _serve(self, name: str | None, file: Path | None, timeout: float) -> Served:
         asked = time.monotonic()
         board = self.board(name)
         path = file or board.rules
