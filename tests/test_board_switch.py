@@ -125,7 +125,7 @@ def test_a_recipe_of_an_installed_board_changes_the_whole_board_over_live_and_ba
     assert line.rules.recipe == "mini-b"
     assert book.select("mini") is None  # the configured board's recipe: back to it and its zoo
     assert line.rules.recipe == "mini" and switch.serving() is None and next_board(tmp_path / "data") is None
-    assert Path(line.zoo.root).resolve() == Path(switch.configured[1]).resolve()
+    assert Path(line.zoo.root).resolve() == Path(switch.configured[1]).resolve() and line.board_changes == 2
     records.clear()
     for i, image in enumerate(images[:4]):
         line.inspect(image, f"s{i}")
@@ -145,6 +145,7 @@ def test_a_board_that_cannot_be_served_leaves_the_old_one_serving(line_of_two_bo
     with pytest.raises(ValueError, match=r"mini-b cannot be served \(PermissionError.*the line serves mini again"):
         switch.serve("b")
     assert line.rules.recipe == "mini" and switch.serving() is None and next_board(tmp_path / "data") is None
+    assert line.board_changes == 0  # refused: no change counted
     assert book.select("mini-b") is not None  # the PLC hears the reason
     assert line.rules.recipe == "mini"
     line.inspect(boards(1)[0], "after")

@@ -1213,7 +1213,14 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
                                                                      "configured": {"rules": "mini.yaml"}}
         r = cli(*serve, "b", "--reason", "lot of B")
         assert r.returncode == 0 and "board b served" in r.stdout and "next start" in r.stdout, r.stderr
-        assert kiosk.status()["line"]["recipe"] == "b"
+        status = kiosk.status()
+        assert status["line"]["recipe"] == "b" and status["board_changes"] == 2
+        from urllib.request import urlopen
+
+        from .test_kiosk import metric
+
+        with urlopen(kiosk.url + "/metrics", timeout=5) as page:
+            assert metric(page.read().decode(), "inspector_board_changes_total") == 2.0
         shutil.copy(root / "other.png", inbox / "other-again.png")  # inspected by b's zoo, served live
         assert wait_until(lambda: store.count()[0] >= 2, 120), kiosk.tail()
         inspected = store.inspections(limit=1)[0]

@@ -204,6 +204,11 @@ class Line:
         engine.place_by_usage()
         return engine
 
+    @property
+    def board_changes(self) -> int:
+        """Changeovers to another board with its own zoo since the line started (change_board)."""
+        return self._served
+
     def engine_stats(self) -> EngineStats:
         """The engine's counts since the line started, over every board it served (a change of board starts an
         engine of its own)."""

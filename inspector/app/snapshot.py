@@ -33,6 +33,7 @@ def snapshot(service: LineService, rules: RulesWatcher | None = None, publisher:
         "line": {"line": line.config.line, "station": line.config.station, "policy": line.config.policy,
                  "recipe": line.rules.recipe, "ruleset_version": line.rules.version, "rules_source": line.rules.source},
         "boards": line.stats.boards, "parts": line.stats.parts, "rejected_boards": line.stats.rejected_boards,
+        "board_changes": line.board_changes,  # live changeovers to another board with its own zoo
         "verdicts": dict(line.stats.board_verdicts), "defects": dict(line.stats.defects),
         "panel_boards": dict(line.stats.panel_board_verdicts),  # a panel's boards by their own verdicts; {}: none
         "bad_marks": line.stats.bad_marks,  # x-outs read on their bad-mark pads: not inspected

@@ -65,6 +65,14 @@ class LineCollector(Collector):
             units = s.get("unit_serials") or {}
             yield _labelled("inspector_unit_codes", "Codes of a panel's boards by how they read (read, noread)",
                             "result", {"read": units.get("read", 0), "noread": units.get("noreads", 0)})
+        yield _counter("inspector_board_changes", "Live changeovers to another board with its own zoo (board serve, "
+                       "a recipe of another board)", s.get("board_changes", 0))
+        products = (s.get("hermes") or {}).get("products")
+        if products is not None:  # --hermes-follow-product: a product no recipe serves fails its boards
+            yield _counter("inspector_hermes_product_changeovers", "Changeovers to the product a board from upstream "
+                           "named", products["changeovers"])
+            yield _counter("inspector_hermes_products_refused", "Boards from upstream not inspected: no recipe of the "
+                           "line serves their product", products["refused"])
         yield _counter("inspector_parts", "Component results produced", s["parts"])
         yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
         yield _counter("inspector_boards_rejected", "Board images refused before inspection (unreadable, wrong size)",
