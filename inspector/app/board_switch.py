@@ -26,6 +26,11 @@ from .recipes import NoRecipe, RecipeBook, recipe_index, save_in_force
 Say = Callable[[str], None]
 
 
+def board_said(name: str | None) -> str:
+    """How a line's board is named to a person: an installed one by its name, else the configured one."""
+    return f"board {name}" if name else "the configured board"
+
+
 @dataclass(frozen=True)
 class BoardOpener:
     """How this line opens a board: the configured board's rule file, a zoo by its folder (None: the configuration's
@@ -47,7 +52,7 @@ class Board:
 
     @property
     def said(self) -> str:
-        return f"board {self.name}" if self.name else "the configured board"
+        return board_said(self.name)
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ class BoardSwitch:
         for name, folder in others:
             recipes, stems, broken = recipe_index([folder])
             path = recipes.get(recipe.strip()) or stems.get(recipe.strip())
-            said = f"board {name}" if name else "the configured board"
+            said = board_said(name)
             if path is not None:
                 done = self.serve(name, path)
                 return done.file, done.rules
@@ -159,7 +164,7 @@ class BoardSwitch:
 
 def served_line(done: dict[str, object]) -> str:
     """What a kiosk's answer to POST /boards/serve says, in a line."""
-    board = f"board {done['board']}" if done["board"] else "the configured board"
+    board = board_said(done["board"])  # type: ignore[arg-type]
     kept = "and from the kiosk's next start" if done["kept_for_next_start"] else f"(warning: {done.get('not_kept')})"
     return (f"{board} served from the next board on: {done['recipe']} {done['version']} ({done['file']}), changed "
             f"over in {done['seconds']:.1f} s, {kept}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..access.audit import Change
 from ..app.board_package import NoRoom, install_board
-from ..app.board_switch import BoardSwitch
+from ..app.board_switch import BoardSwitch, board_said
 from ..app.installed_boards import boards_dir, choose, installed, next_board, remove, served_folder
 from ..app.service import LineService
 from .control import Control
@@ -96,11 +96,8 @@ class Boards:
         return {"removed": gone.name, **recorded}
 
     def serve(self, call: Call) -> dict[str, Any]:
-        doc = json_object(call.body, 'JSON {"board": NAME} (an installed board) or {"board": null} (the configured '
-                                     "board)")
-        name, timeout = doc.get("board"), doc.get("timeout_s", 60)
-        if name is not None and not isinstance(name, str):
-            raise ValueError('"board" names an installed board (GET /boards), or is null for the configured board')
+        doc, name = self._board_named(call)
+        timeout = doc.get("timeout_s", 60)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
             raise ValueError(f'"timeout_s" is how long the boards inside may take to finish, 0 to 3600 s, got '
                              f"{timeout!r}")
@@ -119,19 +116,25 @@ class Boards:
         self.say(f"{done.board.said} served over the API by {call.who.name}")
         return {**answer, **recorded}
 
-    def next_start(self, call: Call) -> dict[str, Any]:
+    @staticmethod
+    def _board_named(call: Call) -> tuple[dict[str, Any], str | None]:
+        """(the body, the board it names: an installed one's name, None for the configured board)."""
         doc = json_object(call.body, 'JSON {"board": NAME} (an installed board) or {"board": null} (the configured '
                                      "board)")
         name = doc.get("board")
         if name is not None and not isinstance(name, str):
             raise ValueError('"board" names an installed board (GET /boards), or is null for the configured board')
+        return doc, name
+
+    def next_start(self, call: Call) -> dict[str, Any]:
+        _doc, name = self._board_named(call)
         self.control.ready()
         before = next_board(self.data_dir)
         chosen = choose(self.data_dir, name, self.configured_rules, self.configured_zoo)
         after = None if chosen is None else chosen.name
         recorded = self.control.log.record(call.who, Change("board.next", after or "configured", {"board": before},
                                                             {"board": after}, call.reason))
-        said = f"board {after}" if after else "the configured board"
+        said = board_said(after)
         self.say(f"{said} chosen for the kiosk's next start over the API by {call.who.name}")
         return {"next": after, "restart": RESTART,
                 "note": f"{said} runs from the kiosk's next start ({RESTART}); the line serves its board until then",

@@ -17,6 +17,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from inspector.app.board_switch import board_said
+
 from ..confirm import ConfirmChange
 from ..style import status_style
 from ..worker import OneJobAtATime
@@ -109,7 +111,7 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         if chosen is None:
             return
         board = None if chosen == CONFIGURED else chosen
-        said = "the configured board" if board is None else f"board {board}"
+        said = board_said(board)
         reason = self.confirm(f"Serve {said}", f"The line changes over to {said} (its rule set and its own experts) "
                               "at its next board boundary, and starts on it next time; recorded under your name with "
                               "the reason below.", "")
