@@ -116,6 +116,29 @@ def test_camera_settings_use_sfnc_names_and_refuse_what_a_camera_would_not_take(
     assert "ExposureTime" in source.counters.gave_up
 
 
+def test_a_feature_settings_leave_goes_back_to_the_cameras_own_value_and_a_wider_region_fits(tmp_path: Path) -> None:
+    """A real camera keeps its features while powered: settings that leave one a product set take its own value back
+    (the emulator resets on reopen, so its one open camera is set up twice here)."""
+    from dataclasses import replace
+
+    from pypylon import pylon
+
+    emulator_images(tmp_path / "img", 1)
+    source = GenICamSource("0", settings(tmp_path, ExposureTime=1200.0, OffsetX=600, Width=400), frames=1)
+    camera = pylon.InstantCamera(source._find())
+    camera.Open()
+    try:
+        nodes = camera.GetNodeMap()
+        source._configure(camera)
+        assert source.own["ExposureTime"] == 10000.0 and source.own["Width"] == 1024  # read before the first write
+        assert [nodes.GetNode(n).GetValue() for n in ("ExposureTime", "OffsetX", "Width")] == [1200.0, 600, 400]
+        source.settings = replace(source.settings, ExposureTime=None, OffsetX=0, Width=1000)  # wider, at 0
+        source._configure(camera)
+        assert [nodes.GetNode(n).GetValue() for n in ("ExposureTime", "OffsetX", "Width")] == [10000.0, 0, 1000]
+    finally:
+        camera.Close()
+
+
 def test_frames_of_another_size_are_mapped_by_the_stated_scale(tmp_path: Path) -> None:
     emulator_images(tmp_path / "img", 1)
     big = tmp_path / "big"

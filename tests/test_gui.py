@@ -794,7 +794,7 @@ def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_
 
     root, zoo = demo
     rules = tmp_path / "mini.yaml"
-    rules.write_text(GOOD + CODE, encoding="utf-8")
+    rules.write_text(GOOD + CODE + "camera:\n  Gain: 2\n", encoding="utf-8")  # the product's own gain
     from inspector.routing.rules import load_rules
 
     frames, serials = conveyor_frames(load_rules(rules), 3, seed=12, still=3, slide=1, gap=2)
@@ -822,10 +822,14 @@ def test_the_camera_and_plc_tab_shows_the_live_view_the_gate_and_the_handshakes_
     qtbot.waitUntil(lambda: tab.handshakes.rowCount() >= 3, timeout=WAIT)
     assert {tab.handshakes.item(r, 1).text() for r in range(tab.handshakes.rowCount())} <= set(serials)
     assert "opc.tcp://127.0.0.1" in tab.plc_state.text()
+    assert not tab.gain.isEnabled() and "set by recipe mini" in tab.gain.toolTip() and tab.exposure.isEnabled()
     tab.exposure.setValue(1500)
-    tab.apply.click()
+    tab.apply.click()  # the form sends every field, the product's gain unchanged among them
     assert tab.answer.text() == "the camera took the settings"
-    assert backend._camera().settings.ExposureTime == 1500
+    assert backend._camera().settings.ExposureTime == 1500 and backend._camera().settings.Gain == 2
+    assert backend.controller.service.camera_sets.station.Gain is None  # the product's, not the station's
+    with pytest.raises(ValueError, match="Gain is set by the rule set in force .mini"):
+        backend.apply_camera({"Gain": 4})
     change = backend.audit().events("camera")[0]
     assert change.actor == "erin" and json.loads(change.after)["ExposureTime"] == 1500
     assert json.loads(change.before)["ExposureTime"] == 1000

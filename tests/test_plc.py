@@ -424,6 +424,18 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         changes = AuditTrail(ResultStore(sqlite_url(tmp_path / "data" / "results.sqlite")).engine).events("camera")
         assert len(changes) == 1 and changes[0].actor == "carl" and '"ExposureTime": 900' in changes[0].after
         assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()
+        # a product with its own exposure: the PLC's changeover sets the camera, the station's file keeps 900
+        (folder / "mini-c.yaml").write_text(GOOD.replace("recipe: mini", "recipe: mini-c") + CODE
+                                            + "camera:\n  ExposureTime: 1300\n")
+        assert plc.select_recipe("mini-c")[0] == 0 and plc.read("Recipe") == "mini-c"
+        doc = http(kiosk.url + "/camera")[1]
+        assert doc["camera"]["settings"]["ExposureTime"] == 1300 and doc["sets"]["station"]["ExposureTime"] == 900
+        assert doc["sets"]["recipe_settings"] == {"ExposureTime": 1300.0}
+        code, owned = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 950}', token=engineer)
+        assert code == 409 and "set by the rule set in force (mini-c" in owned["error"]
+        assert plc.select_recipe("mini")[0] == 0
+        assert http(kiosk.url + "/camera")[1]["camera"]["settings"]["ExposureTime"] == 900
+        assert "ExposureTime: 900.0" in (tmp_path / "camera.yaml").read_text()
         kiosk.kill9()
         killed = time.monotonic()
         time.sleep(3.0)

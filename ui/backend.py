@@ -355,20 +355,15 @@ class LocalBackend(Signed):
         return getattr(self._camera(), "last_image", None)
 
     def apply_camera(self, settings: dict[str, Any]) -> str:
-        camera = self._camera()
-        if not hasattr(camera, "apply"):
+        """The station's camera settings changed (the rule set in force's own stay: app/camera_changeover.py)."""
+        service = self.controller.service
+        if service is None or not hasattr(self._camera(), "apply"):
             raise RuntimeError("this line's source has no camera settings (a GenICam camera has)")
-        from inspector.camera.settings import parse_settings
-
         who = self._require(Permission.CAMERA)
         log = self.change_log()
         log.ready()
-        before = camera.settings.to_json()
-        new = parse_settings({**before, **settings}, "the camera form")
-        refused = camera.apply(new)
-        if refused:
-            raise ValueError(refused)
-        log.record(who, Change("camera", self.controller.service.source.name, before, new.to_json()))
+        before, after = service.camera_sets.change_station(settings, "the camera form")
+        log.record(who, Change("camera", service.source.name, before.to_json(), after.to_json()))
         return "the camera took the settings"
 
     def review_classes(self, expert: str) -> tuple[str, ...]:

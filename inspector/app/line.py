@@ -172,6 +172,9 @@ class Line:
         self.rules, self.zoo, self.config = rules, zoo, config
         self.sinks = list(sinks or [])
         self.on_rules: list[Callable[[RuleSet], None]] = []  # told of each set before its first board (its text kept)
+        # the station set up for a set before its first board (its camera's settings): each returns how to undo it,
+        # and a ValueError refuses the set with nothing changed
+        self.set_ups: list[Callable[[RuleSet], Callable[[], None]]] = []
         self.profiles = profiles
         self.engine = self._engine_for(rules, zoo, profiles)
         self._engines_before = EngineStats()  # what the engines of the boards served before this one counted
@@ -225,13 +228,31 @@ class Line:
 
     def apply_rules(self, rules: RuleSet) -> None:
         """Use `rules` for every board from now on; raises ValueError (and keeps the running set) when the
-        zoo lacks one of its experts."""
+        zoo lacks one of its experts or the station cannot be set up for it (its camera refused its settings)."""
         check_served(rules, self.zoo)
+        self._set_up(rules)
         for hook in self.on_rules:
             hook(rules)
         with self._lock:
             self.rules = rules
             self.engine.set_usage(rules.usage())
+
+    def _set_up(self, rules: RuleSet) -> Callable[[], None]:
+        """The station set up for `rules` (set_ups, in order); how to undo it. ValueError from one: those done are
+        undone, in reverse, and it propagates."""
+        done: list[Callable[[], None]] = []
+
+        def undo() -> None:
+            for step in reversed(done):
+                step()
+
+        try:
+            for set_up in self.set_ups:
+                done.append(set_up(rules))
+        except Exception:
+            undo()
+            raise
+        return undo
 
     def swap_weights(self, entry: ExpertEntry, timeout: float = 60.0) -> None:
         """Serve `entry` (a new version of one expert's weights, or its weights at a new operating point) from the
@@ -255,12 +276,13 @@ class Line:
         """Serve another board, `rules` with its own `zoo`, from the next board on, without a restart.
 
         At a board boundary: new boards wait while every board inside finishes on the board it was cut for; then
-        the old engine stops (its experts leave memory), `profiles()` gives the new zoo's device profiles (measured
-        now, on a line with nothing inside, where the box lacks one of its architectures), and the new board's
-        engine starts with its pools filled by usage. A board cut for the old board meanwhile is cut again for the
-        new one. When the new engine cannot start, the old board's starts again and ValueError says why: the line
-        serves what it served. TimeoutError (nothing changed, boards flow again) when the boards inside do not
-        finish within `timeout`.
+        the station is set up for it (`set_ups`: its camera's settings; refused, nothing changed), the old engine
+        stops (its experts leave memory), `profiles()` gives the new zoo's device profiles (measured now, on a line
+        with nothing inside, where the box lacks one of its architectures), and the new board's engine starts with
+        its pools filled by usage. A board cut for the old board meanwhile is cut again for the new one. When the
+        new engine cannot start, the set-up is undone, the old board's engine starts again and ValueError says why:
+        the line serves what it served. TimeoutError (nothing changed, boards flow again) when the boards inside do
+        not finish within `timeout`.
         """
         check_served(rules, zoo)
         with self._changing, self._holding():
@@ -268,6 +290,7 @@ class Line:
                 if not self._lock.wait_for(lambda: not self._boards_in, timeout):
                     raise TimeoutError(f"the {self._boards_in} board(s) inside did not finish within {timeout:g} s; "
                                        f"the line serves {self.rules.recipe} still")
+            undo = self._set_up(rules)  # ValueError: refused before the old engine stops, nothing changed
             self.engine.stop()
             self._engines_before = self._engines_before.plus(self.engine.stats())
             engine: Engine | None = None
@@ -278,6 +301,7 @@ class Line:
             except Exception as exc:  # noqa: BLE001 - whatever stops the new board, the old one is served again
                 if engine is not None:  # its pools and executors let go
                     engine.stop()
+                undo()
                 self.engine = self._engine_for(self.rules, self.zoo, self.profiles)
                 self.engine.start()
                 raise ValueError(f"{rules.recipe} cannot be served ({type(exc).__name__}: {exc}); the line serves "

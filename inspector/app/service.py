@@ -27,6 +27,7 @@ from ..results.store import ResultStore
 from ..results.writer import ResultWriter
 from ..routing.rules import RuleSet
 from ..runtime.heap import Trimmer
+from .camera_changeover import CameraChangeover
 from .detection import Detection
 from .detector_scale import scale_notes
 from .line import LATE, Line, LineConfig
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # types only: the line imports nothing of the PLC or Hermes r
     from .hermes_link import HermesLink
 
 Say = Callable[[str], None]
+FEEDER_STOP_S = 10.0  # a stopped source ends within a frame's wait (a camera's grab timeout) at most
 Sink = Callable[[BoardRecord], None]
 
 
@@ -73,6 +75,8 @@ class LineService:
         self._finish_lock = threading.Lock()
         self.line = Line(rules, zoo, profiles, config.line, sinks=[self._finished])
         self.line.on_rules.append(lambda r: self.rule_archive.keep(r.recipe, r.text))
+        self.camera_sets = CameraChangeover(source.origin, rules, say)  # each set's camera settings at its changeover
+        self.line.set_ups.append(self.camera_sets)
         self.scale_notes: list[str] = []  # what the line says of the set in force (app/detector_scale.py)
         self._say_scale(rules)
         self.line.on_rules.append(self._say_scale)
@@ -243,6 +247,8 @@ class LineService:
     def _shutdown(self) -> None:
         self.request_stop()
         self.line.stop()
+        if self._feeder.is_alive():  # the source lets go of its camera (a camera's driver left open aborts the exit)
+            self._feeder.join(FEEDER_STOP_S)
         status = self.writer.close()
         if status.pending:
             self.say(f"{status.pending} board result(s) could not be written or spooled: {status.last_error}")

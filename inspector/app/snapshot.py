@@ -105,6 +105,7 @@ def camera_state(service: LineService) -> dict[str, Any]:
             "correction": fix.correction.describe() if fix is not None else None,
             "exposure": fix.exposure if fix is not None else None,
             "gate": gate.counters.to_json() if gate is not None else None,
+            "sets": service.camera_sets.to_json(),  # the station's settings, and what the set in force asks for
             "identity": {"code": line.rules.serial_code is not None, "read": line.stats.serials_read,
                          "noreads": line.stats.noreads, "noread_refused": line.stats.noread_refused}}
 

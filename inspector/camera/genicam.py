@@ -23,7 +23,7 @@ import numpy as np
 
 from ..extras import require
 from ..ingest.sources import Frame, Source
-from .settings import CameraSettings
+from .settings import IMAGING, REGION, CameraSettings
 
 try:  # the genicam extra (240 MB of transport layers): a box without it still runs every other source
     from pypylon import genicam, pylon
@@ -68,6 +68,12 @@ class GenICamSource(Source):
         self._next: CameraSettings | None = None  # settings asked for, taken between two frames
         self._applied = threading.Condition()
         self._apply_result: str | None = None
+        # the frame loop's while it opens and grabs; free while a frame waits for its taker (a paused line, a full
+        # queue, a changeover holding boards), when whoever asks for settings takes them itself
+        self._use = threading.Lock()
+        self._running = False  # the frame loop runs
+        self.own: dict[str, Any] = {}  # the camera's own values of the features settings may set (read at first open)
+        self._written: set[str] = set()  # features settings set: back to their own values where later ones leave them
         super().__init__(f"genicam:{device}")
 
     # -- the camera ------------------------------------------------------------------------------------------
@@ -98,18 +104,28 @@ class GenICamSource(Source):
             self.camera, self.connected = camera, True
 
     def _configure(self, camera: Any) -> None:
+        """Write the settings; a feature they leave (None) that earlier settings set goes back to the camera's own
+        value, so one product's exposure does not stay for the next (a camera keeps its features while powered)."""
         s = self.settings
         nodes = camera.GetNodeMap()
+        if not self.own:
+            self.own = {name: value for name in IMAGING if (value := _value(nodes, name)) is not None}
         if s.ImageFilename is not None:  # the emulator's test images
             _set(nodes, "ImageFilename", s.ImageFilename)
             _set(nodes, "ImageFileMode", "On")
             _set(nodes, "TestImageSelector", "Off", optional=True)
-        for name, value in s.camera_features():
+        asked = {name for name, _ in s.camera_features()}
+        features = s.camera_features({k: v for k, v in self.own.items() if k in self._written})
+        if any(name in REGION for name, _ in features):  # offsets first to 0: a wider region fits at any offset
+            for name in ("OffsetX", "OffsetY"):
+                _set(nodes, name, 0, optional=True)
+        for name, value in features:
             if name == "PixelFormat" and value in ("BGR8", "RGB8") and not _has_symbol(nodes, name, value):
                 value += "Packed"  # older SFNC spelling (the emulator, GigE cameras)
             if name == "Gain" and not _writable(nodes, "Gain") and _writable(nodes, "GainRaw"):
                 continue  # a camera with raw gain steps only: leave its gain
-            _set(nodes, name, value)
+            _set(nodes, name, value, optional=name not in asked)  # its own value back where the camera takes it
+        self._written.update(asked)
 
     def _close(self) -> None:
         with self._lock:
@@ -152,10 +168,25 @@ class GenICamSource(Source):
                     "save the settings and restart the line")
         with self._applied:
             self._next, self._apply_result = settings, None
-            if not self._applied.wait_for(lambda: self._next is None, timeout):
-                self._next = None
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._applied:
+                if self._next is None:  # taken, by the frame loop or below
+                    return self._apply_result
+            if self._use.acquire(timeout=0.05):  # the frame loop waits for a frame's taker, or does not run
+                try:
+                    if self._running and self.camera is not None:
+                        self._take_settings()
+                    else:  # not open (not started, or reconnecting): its next open takes them
+                        with self._applied:
+                            if self._next is not None:
+                                self.settings, self._next = self._next, None
+                finally:
+                    self._use.release()
+            elif time.monotonic() > deadline:
+                with self._applied:
+                    self._next = None
                 return f"the camera did not take the settings within {timeout:g} s"
-            return self._apply_result
 
     def _take_settings(self) -> None:
         """Between two frames: reopen with the settings asked for; back to the old ones when refused."""
@@ -172,6 +203,10 @@ class GenICamSource(Source):
             self.settings = old
             result = f"the camera refused the settings ({_short(exc)}); the previous settings stay"
             self.counters.fail(f"camera {self.device}: {result}")
+            try:
+                self._open()  # as it was when the answer comes (else the frame loop reopens it)
+            except Exception:  # noqa: BLE001 - gone meanwhile: the frame loop's reconnects
+                pass
         with self._applied:
             self._next, self._apply_result = None, result
             self._applied.notify_all()
@@ -181,41 +216,47 @@ class GenICamSource(Source):
         failures, n, opened = 0, 0, False
         converter = pylon.ImageFormatConverter()
         converter.OutputPixelFormat = pylon.PixelType_BGR8packed
+        self._running = True
         try:
             while not self._stop and (self.frames is None or n < self.frames):
-                if self._next is not None:
-                    self._take_settings()
-                if self.camera is None:
-                    if opened:
-                        self.counters.reconnects += 1  # every attempt after the first open is a reconnect
-                    opened = True
-                    try:
-                        self._open()
-                    except Exception as exc:  # noqa: BLE001 - not found, in use, gone again: counted and retried
-                        if failures >= self.max_reconnects:
-                            self.counters.fail(f"camera {self.device} lost for good after {failures} reconnects: "
-                                               f"{exc}")
-                            self.counters.gave_up = self.counters.last_error
-                            return
-                        failures += 1
-                        self.counters.fail(f"camera {self.device} not available ({_short(exc)}); reconnect "
-                                           f"{failures} of {self.max_reconnects}")
-                        self._sleep(self.backoff_s * 2 ** (failures - 1))
-                        continue
-                frame, lost = self._grab(converter)
-                if lost is not None:
-                    self.counters.fail(f"camera {self.device} lost: {lost}")
-                    self._close()
-                    continue
+                pause, frame = 0.0, None
+                with self._use:
+                    if self._next is not None:
+                        self._take_settings()
+                    if self.camera is None:
+                        if opened:
+                            self.counters.reconnects += 1  # every attempt after the first open is a reconnect
+                        opened = True
+                        try:
+                            self._open()
+                        except Exception as exc:  # noqa: BLE001 - not found, in use, gone again: counted and retried
+                            if failures >= self.max_reconnects:
+                                self.counters.fail(f"camera {self.device} lost for good after {failures} "
+                                                   f"reconnects: {exc}")
+                                self.counters.gave_up = self.counters.last_error
+                                return
+                            failures += 1
+                            self.counters.fail(f"camera {self.device} not available ({_short(exc)}); reconnect "
+                                               f"{failures} of {self.max_reconnects}")
+                            pause = self.backoff_s * 2 ** (failures - 1)
+                    if self.camera is not None:
+                        frame, lost = self._grab(converter)
+                        if lost is not None:
+                            self.counters.fail(f"camera {self.device} lost: {lost}")
+                            self._close()
+                if pause:
+                    self._sleep(pause)
                 if frame is None:
-                    continue  # triggered and waiting for the next board
+                    continue  # no camera yet, lost, or triggered and waiting for the next board
                 failures = 0
                 n += 1
                 self.counters.delivered()
                 self.last_image, self.last_image_at = frame.image, time.monotonic()
-                yield frame
+                yield frame  # the camera is free meanwhile: settings asked for are taken by whoever asked
         finally:
-            self._close()
+            with self._use:
+                self._running = False
+                self._close()
 
     def _grab(self, converter: Any) -> tuple[Frame | None, str | None]:
         """(frame, None), (None, None) while a triggered camera waits, or (None, why the camera is lost)."""
@@ -270,6 +311,15 @@ class GenICamSource(Source):
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:200]
+
+
+def _value(nodes: Any, name: str) -> Any:
+    """A feature's value, or None where the camera has none to read."""
+    node = nodes.GetNode(name)
+    try:
+        return node.GetValue() if node is not None and genicam.IsReadable(node) else None
+    except genicam.GenericException:
+        return None
 
 
 def _writable(nodes: Any, name: str) -> bool:

@@ -9,6 +9,7 @@ the camera's view is not at the recipe's resolution: frames are mapped by it, no
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,11 @@ PIXEL_FORMATS = ("Mono8", "BayerRG8", "BayerGR8", "BayerGB8", "BayerBG8", "BGR8"
 TRIGGER_SOURCES = ("Software", "Line1", "Line2", "Line3")
 TRIGGER_ACTIVATIONS = ("RisingEdge", "FallingEdge", "AnyEdge", "LevelHigh", "LevelLow")
 ON_OFF = ("On", "Off")
+# the features that make the image, in the order a camera takes them (format before size, size before offset)
+IMAGING = ("PixelFormat", "BinningHorizontal", "BinningVertical", "Width", "Height", "OffsetX", "OffsetY",
+           "ExposureTime", "Gain", "AcquisitionFrameRate")
+TRIGGER = ("TriggerSelector", "TriggerMode", "TriggerSource", "TriggerActivation")
+REGION = ("Width", "Height", "OffsetX", "OffsetY")
 
 
 @dataclass(frozen=True)
@@ -51,12 +57,13 @@ class CameraSettings:
     def software_trigger(self) -> bool:
         return self.triggered and self.TriggerSource == "Software"
 
-    def camera_features(self) -> list[tuple[str, Any]]:
-        """(SFNC feature, value) in the order a camera takes them (size before offset, format before size)."""
-        order = ("PixelFormat", "BinningHorizontal", "BinningVertical", "Width", "Height", "OffsetX", "OffsetY",
-                 "ExposureTime", "Gain", "AcquisitionFrameRate", "TriggerSelector", "TriggerMode", "TriggerSource",
-                 "TriggerActivation")
-        return [(name, getattr(self, name)) for name in order if getattr(self, name) is not None]
+    def camera_features(self, fill: Mapping[str, Any] | None = None) -> list[tuple[str, Any]]:
+        """(SFNC feature, value) in the order a camera takes them (size before offset, format before size); a
+        feature left None takes its value from `fill` where that has one (the camera's own, to go back to)."""
+        fill = fill or {}
+        values = ((name, getattr(self, name) if getattr(self, name) is not None else fill.get(name))
+                  for name in (*IMAGING, *TRIGGER))
+        return [(name, value) for name, value in values if value is not None]
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -66,6 +73,13 @@ def parse_settings(data: dict[str, Any], source: str) -> CameraSettings:
     """Settings from a mapping (a YAML document, the dashboard's form); ConfigError naming the key otherwise."""
     f = Fields(data, source)
     f.unknown({x.name for x in fields(CameraSettings)})
+    return CameraSettings(**given_settings(f))
+
+
+def given_settings(f: Fields) -> dict[str, Any]:
+    """The settings `f` names, each checked (ConfigError naming the key and its line), the others left out: a
+    settings file's, or a rule set's `camera:` (routing/camera.py)."""
+    data = f.data
     out: dict[str, Any] = {}
     for name, minimum in (("ExposureTime", 1.0), ("Gain", 0.0), ("AcquisitionFrameRate", 0.1), ("Scale", 0.05)):
         if f.has(name):
@@ -84,7 +98,7 @@ def parse_settings(data: dict[str, Any], source: str) -> CameraSettings:
             out[name] = value
     if f.has("ImageFilename"):
         out["ImageFilename"] = f.text("ImageFilename")
-    return CameraSettings(**out)
+    return out
 
 
 def load_settings(path: str | Path) -> CameraSettings:

@@ -1,10 +1,12 @@
 """The camera over the kiosk's API: its state and live view for anyone who may read /status, its settings for
 an engineer's token; each change recorded in the audit trail.
 
-- `GET /camera`: the camera's state and settings (SFNC names), the board gate's counters, the serials read.
+- `GET /camera`: the camera's state and settings (SFNC names), the board gate's counters, the serials read, and
+  `sets`: the station's settings and what the rule set in force asks for over them (its `camera:`).
 - `GET /camera/frame`: the newest frame the camera delivered, board or not, as a JPEG (base64 in JSON).
-- `POST /camera/settings`: new settings (JSON of SFNC names), taken by the running camera between two frames;
-  refused settings leave the camera as it was; applied settings replace the settings file atomically, so a
+- `POST /camera/settings`: new station settings (JSON of SFNC names), taken by the running camera between two
+  frames with the set in force's over them; refused settings leave the camera as it was; a key the set in force
+  asks for is refused (409: its rule file says it); applied settings replace the settings file atomically, so a
   restarted kiosk starts with them (a file the kiosk cannot write puts the camera back: nothing changed).
 """
 from __future__ import annotations
@@ -18,12 +20,14 @@ import cv2
 import yaml
 
 from ..access.audit import Change
+from ..app.camera_changeover import SetByRecipe
 from ..app.changes import ChangeLog
 from ..app.service import LineService
 from ..app.snapshot import camera_state
-from ..camera.settings import parse_settings
+from ..camera.settings import CameraSettings
 from ..results.errors import StoreUnavailable
 from ..runtime.diskio import write_atomically
+from ..yamlio import ConfigError
 from .http import Call, HttpError, json_object
 
 
@@ -53,30 +57,32 @@ class CameraControl:
                 "age_s": None if at is None else time.monotonic() - at,
                 "jpeg_base64": base64.b64encode(jpeg.tobytes()).decode("ascii")}
 
+    def _keep(self, station: CameraSettings) -> None:
+        """The station's settings (not a rule set's over them) kept for the next start."""
+        if self.settings_path is not None:
+            kept = {k: v for k, v in station.to_json().items() if v is not None}
+            write_atomically(self.settings_path, yaml.safe_dump(kept, sort_keys=False).encode("utf-8"))
+
     def apply_settings(self, call: Call) -> dict[str, Any]:
         camera = self.camera
         if not hasattr(camera, "apply"):
             raise HttpError(409, f"source {self.service.source.name} has no settings to change (a GenICam camera "
                                  "has: --source genicam:SERIAL)")
         doc = json_object(call.body, 'JSON of GenICam SFNC names, e.g. {"ExposureTime": 800, "Gain": 6}')
-        held = camera.settings
-        before = held.to_json()
-        settings = parse_settings({**before, **doc}, "the posted camera settings")
         if self.log is not None:
             try:
                 self.log.ready()
             except StoreUnavailable as exc:
                 raise HttpError(503, str(exc)) from None
-        refused = camera.apply(settings)
-        if refused:
-            raise HttpError(422, refused)
-        if self.settings_path is not None:
-            kept = {k: v for k, v in settings.to_json().items() if v is not None}
-            try:
-                write_atomically(self.settings_path, yaml.safe_dump(kept, sort_keys=False).encode("utf-8"))
-            except OSError:  # not kept for the next start: the camera goes back, so it and the file agree
-                camera.apply(held)
-                raise
+        try:
+            held, settings = self.service.camera_sets.change_station(doc, "the posted camera settings", self._keep)
+        except SetByRecipe as exc:
+            raise HttpError(409, str(exc)) from None
+        except ConfigError:
+            raise  # 422, naming the value
+        except ValueError as exc:  # the camera's refusal
+            raise HttpError(422, str(exc)) from None
+        before = held.to_json()
         recorded = {} if self.log is None else self.log.record(
             call.who, Change("camera", self.service.source.name, before, settings.to_json(), call.reason))
         return {"applied": True, "settings": settings.to_json(), **recorded}

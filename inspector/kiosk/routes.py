@@ -137,7 +137,8 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/experts/install", _P.EXPERTS, '`{"expert", "weights_sha256"}`: a release of the plant\'s '
           "results database", "the expert's served version, its hash checked"),
     Route("POST", "/camera/settings", _P.CAMERA, 'GenICam SFNC names, `{"ExposureTime": 800, "Gain": 6}`',
-          "`applied`, `settings`; 409 for a source without settings, 422 for a value the camera refuses"),
+          "`applied`, `settings`; 409 for a source without settings or a key the rule set in force sets "
+          "(its `camera:`), 422 for a value the camera refuses"),
     Route("POST", "/ledger/grant", _P.LEDGER, '`{"holder", "bytes"}`', "`grant`, `bytes`, `device`, "
           "`lease_s`; 409 when the memory is not there", "`--llm-mb` is set"),
     Route("POST", "/ledger/renew", _P.LEDGER, '`{"grant"}`', "`grant`, `lease_s`; 404 for a grant expired",

@@ -20,6 +20,7 @@ from ..coserve.online.usage import ExpertUsage, RouteUse
 from ..experts.spec import UnknownArchitecture, check_spec
 from ..yamlio import ConfigError, Fields, LinedDict, beside, line_of, load_yaml
 from .alternates import parse_alternates
+from .camera import CameraRules, parse_camera
 from .compare import WINDOW, CompareRules, parse_compare
 from .fiducials import FiducialRules, parse_fiducials
 from .gate import GateRules, parse_gate
@@ -120,6 +121,7 @@ class RuleSet:
     serial_code: SerialCode | None = None  # None: the board carries no code; its serial comes from the source
     golden: str | None = None  # the golden board's image in recipe pixels (absolute path): golden-comparison experts
     gate: GateRules = GateRules()  # when a frame of a free-running camera is a board (camera/gate.py)
+    camera: CameraRules = CameraRules()  # the camera settings its product needs, taken at its changeover
     compare: CompareRules | None = None  # a bare board: its parts are its differences from the golden board
     photo: PhotoRegistration | None = None  # boards photographed whole: registered on their outline or picked points
     panel: PanelRules | None = None  # copies of one board carried as one, each with its own verdict (routing/panel.py)
@@ -158,7 +160,8 @@ class RuleSet:
     @cached_property
     def training_version(self) -> str:
         """The hash of what a trained expert depends on: the recipe's boards, parts and experts, not how its boards
-        are gated or identified (`serial_code` and `gate` change no crop: the validator keeps codes out of them)."""
+        are gated or identified (`serial_code` and `gate` change no crop: the validator keeps codes out of them),
+        nor the camera settings it asks for (`camera`: the photos taught on carry what they did to the crops)."""
         fid = self.fiducials
         payload = {"seed": self.seed, "board": self.board_size, "crop_margin": self.crop_margin,
                    "classifier": self.classifier_spec, "detectors": [(d.name, d.spec) for d in self.detectors],
@@ -195,7 +198,8 @@ class RuleSet:
 
 
 _TOP = {"recipe", "seed", "board", "crop_margin", "classifier", "detectors", "components", "fiducials", "serial_code",
-        "gate", "golden", "compare", "photo_registration", "panel", "alternates", "part_numbers"}
+        "gate", "golden", "compare", "photo_registration", "panel", "alternates", "part_numbers",
+        "camera"}
 _COMPONENT = {"shape", "size", "detector", "align_tolerance_px", "expected_pass_rate", "polarized", "pads", "body",
               "body_contrast", "input_size", "at"}
 
@@ -251,7 +255,7 @@ def _parse_rules(text: str, source: str) -> RuleSet:
         version=hashlib.sha256(text.encode()).hexdigest()[:12], source=source,
         fiducials=parse_fiducials(doc.sub("fiducials"), (width, height)) if doc.has("fiducials") else None,
         serial_code=parse_serial_code(doc.sub("serial_code"), (width, height)) if doc.has("serial_code") else None,
-        gate=parse_gate(doc.sub("gate")), text=text,
+        gate=parse_gate(doc.sub("gate")), camera=parse_camera(doc.sub("camera")), text=text,
         golden=_golden(doc, source) if doc.has("golden") else None,
         compare=parse_compare(doc.sub("compare")) if doc.has("compare") else None,
         photo=parse_photo_registration(doc.sub("photo_registration"), source) if doc.has("photo_registration")

@@ -112,7 +112,7 @@ class LineIoTab(QWidget):
         if ident.get("code"):
             text += f" · serials read {ident.get('read', 0)}, NOREAD {ident.get('noreads', 0)}"
         self.gate_state.setText(text)
-        self._show_settings((camera or {}).get("settings"))
+        self._show_settings((camera or {}).get("settings"), snap.get("sets") or {})
         self._show_plc(snap.get("plc"))
 
     def refresh_slow(self) -> None:
@@ -123,10 +123,15 @@ class LineIoTab(QWidget):
         self.view.setPixmap(_pixmap(frame).scaled(self.view.size(), Qt.AspectRatioMode.KeepAspectRatio,
                                                   Qt.TransformationMode.SmoothTransformation))
 
-    def _show_settings(self, settings: dict[str, Any] | None) -> None:
+    def _show_settings(self, settings: dict[str, Any] | None, sets: dict[str, Any]) -> None:
         editable = bool(settings) and self.backend.may(Permission.CAMERA)
         self.settings_box.setEnabled(editable)
         self.apply.setToolTip("" if editable else "a GenICam camera's settings: an engineer's change")
+        recipe = sets.get("recipe_settings") or {}
+        for box, key in self._fields():  # what the rule set in force asks for is its rule file's to change
+            box.setEnabled(key not in recipe)
+            box.setToolTip(f"set by recipe {sets.get('recipe')} (its rule set's camera:), at its changeover"
+                           if key in recipe else "the station's: kept in the camera settings file")
         if not settings or settings == self._settings_shown:
             return
         self._settings_shown = settings
@@ -156,6 +161,10 @@ class LineIoTab(QWidget):
             for j, value in enumerate((h["sequence"], h["serial"], h["verdict"], _reject_text(h), latency,
                                        h.get("reason") or "")):
                 self.handshakes.setItem(i, j, QTableWidgetItem(str(value)))
+
+    def _fields(self) -> tuple[tuple[QWidget, str], ...]:
+        return ((self.exposure, "ExposureTime"), (self.gain, "Gain"), (self.rate, "AcquisitionFrameRate"),
+                (self.pixel_format, "PixelFormat"), (self.trigger_source, "TriggerSource"))
 
     # -- changing --------------------------------------------------------------------------------------------
     def _apply(self) -> None:
