@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import fields
 from typing import Any
 
 import cv2
@@ -24,6 +25,10 @@ import numpy as np
 from ..extras import require
 from ..ingest.sources import Frame, Source
 from .settings import IMAGING, REGION, CameraSettings
+
+LIVE = ("ExposureTime", "Gain")  # features a grabbing camera takes (SFNC: writable while it acquires)
+TRIGGERED_WAIT_MS = 100  # a triggered camera's grab waits this long for a frame before the loop looks again (its
+# stop, settings asked for: a changeover's exposure waits at most this)
 
 try:  # the genicam extra (240 MB of transport layers): a box without it still runs every other source
     from pypylon import genicam, pylon
@@ -189,27 +194,53 @@ class GenICamSource(Source):
                 return f"the camera did not take the settings within {timeout:g} s"
 
     def _take_settings(self) -> None:
-        """Between two frames: reopen with the settings asked for; back to the old ones when refused."""
+        """Between two frames: the settings asked for taken (exposure and gain written to the grabbing camera, as
+        SFNC lets them be; anything else by reopening it); back to the old ones when refused."""
         with self._applied:
             new, old = self._next, self.settings
         if new is None:
             return
-        self._close()
-        self.settings = new
-        try:
-            self._open()
-            result = None
-        except Exception as exc:  # noqa: BLE001 - a feature the camera refuses: the old settings come back
-            self.settings = old
-            result = f"the camera refused the settings ({_short(exc)}); the previous settings stay"
-            self.counters.fail(f"camera {self.device}: {result}")
+        result = None
+        if self.camera is not None and _changed(old, new) <= set(LIVE):
             try:
-                self._open()  # as it was when the answer comes (else the frame loop reopens it)
-            except Exception:  # noqa: BLE001 - gone meanwhile: the frame loop's reconnects
-                pass
+                self._write_live(new)
+                self.settings = new
+            except ValueError as exc:
+                result = f"the camera refused the settings ({exc}); the previous settings stay"
+                try:
+                    self._write_live(old)
+                except ValueError:  # noqa: S110 - it took them before: nothing else to put back
+                    pass
+        else:
+            self._close()
+            self.settings = new
+            try:
+                self._open()
+            except Exception as exc:  # noqa: BLE001 - a feature the camera refuses: the old settings come back
+                self.settings = old
+                result = f"the camera refused the settings ({_short(exc)}); the previous settings stay"
+                try:
+                    self._open()  # as it was when the answer comes (else the frame loop reopens it)
+                except Exception:  # noqa: BLE001 - gone meanwhile: the frame loop's reconnects
+                    pass
+        if result is not None:
+            self.counters.fail(f"camera {self.device}: {result}")
         with self._applied:
             self._next, self._apply_result = None, result
             self._applied.notify_all()
+
+    def _write_live(self, settings: CameraSettings) -> None:
+        """Exposure and gain written to the open camera (a feature left None: its own value back where set before);
+        ValueError naming what it refused."""
+        nodes = self.camera.GetNodeMap()
+        for name in LIVE:
+            value = getattr(settings, name)
+            if value is None and name in self._written:
+                value = self.own.get(name)
+            if value is None or (name == "Gain" and not _writable(nodes, "Gain") and _writable(nodes, "GainRaw")):
+                continue
+            _set(nodes, name, value, optional=getattr(settings, name) is None)
+        self._written.update(name for name in LIVE if getattr(settings, name) is not None)
 
     # -- frames ----------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Frame]:
@@ -261,7 +292,7 @@ class GenICamSource(Source):
     def _grab(self, converter: Any) -> tuple[Frame | None, str | None]:
         """(frame, None), (None, None) while a triggered camera waits, or (None, why the camera is lost)."""
         camera = self.camera
-        wait = self.settings.FrameTimeoutMs if not self.settings.triggered else min(self.settings.FrameTimeoutMs, 250)
+        wait = self.settings.FrameTimeoutMs if not self.settings.triggered else min(self.settings.FrameTimeoutMs, TRIGGERED_WAIT_MS)
         try:
             result = camera.RetrieveResult(wait, pylon.TimeoutHandling_Return)
         except Exception as exc:  # noqa: BLE001 - RuntimeException when the device is removed or closed
@@ -311,6 +342,10 @@ class GenICamSource(Source):
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:200]
+
+
+def _changed(old: CameraSettings, new: CameraSettings) -> set[str]:
+    return {f.name for f in fields(CameraSettings) if getattr(old, f.name) != getattr(new, f.name)}
 
 
 def _value(nodes: Any, name: str) -> Any:
