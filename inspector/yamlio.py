@@ -5,6 +5,7 @@ into typed objects; `ConfigError` carries `file:line: message` plus what to do.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ class Fields:
         label = f"{self.where}.{key}" if self.where else str(key)
         return ConfigError(self.source, line_of(self.data, key), f"{label}: {message}")
 
-    def unknown(self, allowed: set[str]) -> None:
+    def unknown(self, allowed: Collection[str]) -> None:
         for key in self.data:
             if key not in allowed:
                 raise self.error(key, f"unknown key; allowed: {', '.join(sorted(allowed))}")

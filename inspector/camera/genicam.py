@@ -292,7 +292,9 @@ class GenICamSource(Source):
     def _grab(self, converter: Any) -> tuple[Frame | None, str | None]:
         """(frame, None), (None, None) while a triggered camera waits, or (None, why the camera is lost)."""
         camera = self.camera
-        wait = self.settings.FrameTimeoutMs if not self.settings.triggered else min(self.settings.FrameTimeoutMs, TRIGGERED_WAIT_MS)
+        wait = self.settings.FrameTimeoutMs
+        if self.settings.triggered:
+            wait = min(wait, TRIGGERED_WAIT_MS)
         try:
             result = camera.RetrieveResult(wait, pylon.TimeoutHandling_Return)
         except Exception as exc:  # noqa: BLE001 - RuntimeException when the device is removed or closed

@@ -54,6 +54,6 @@ def parse_camera(f: Fields) -> CameraRules:
         if key in STATION_KEYS:
             raise f.error(key, "is the station's, not a product's (its wiring and timeouts): set it in the kiosk's "
                                "camera settings file (--camera-settings) and leave it out of the rule set")
-    f.unknown(set(RECIPE_KEYS))
+    f.unknown(RECIPE_KEYS)
     given = given_settings(f)
     return CameraRules(tuple((k, given[k]) for k in f.data if k in given))
