@@ -159,6 +159,20 @@ def test_a_board_that_cannot_be_served_leaves_the_old_one_serving(line_of_two_bo
     assert line.rules.recipe == "mini" and switch.serving() is None
 
 
+def test_a_recipe_two_installed_boards_answer_to_is_refused_naming_both_unless_one_is_served(
+        line_of_two_boards, demo, tmp_path: Path) -> None:
+    """Board c answers to mini-b as board b does: a PLC naming mini-b is refused with both names (which board it
+    means is not the line's to guess), the line serving what it served; served by name, b's own folder answers."""
+    line, switch, book, _records, _configured, _measured = line_of_two_boards
+    installed_board(demo, tmp_path, "c", "mini-b")
+    refused = book.select("mini-b")
+    assert refused is not None and "recipe 'mini-b' is served by board b (b.yaml) and board c (c.yaml)" in refused
+    assert "board serve" in refused and line.rules.recipe == "mini" and switch.serving() is None
+    switch.serve("c")
+    assert book.select("mini-b") is None and switch.serving() == "c"  # the served board's own recipe: no doubt
+    assert line.board_changes == 1
+
+
 def test_an_installed_board_whose_files_were_damaged_is_not_started_on(demo, tmp_path: Path) -> None:
     """`startable`: the kiosk's start checks the chosen board first, so a board damaged on disk leaves the line on
     its configured board (the kiosk says why) instead of down."""

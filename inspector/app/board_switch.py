@@ -133,17 +133,23 @@ class BoardSwitch:
         others: list[tuple[str | None, Path]] = [(None, self.opener.rules.parent)] if served is not None else []
         others += [(b["board"], self.board(b["board"]).rules.parent) for b in installed(self.data_dir)
                    if b["board"] != served and "damaged" not in b]
-        searched = []
+        searched, found = [], []
         for name, folder in others:
             recipes, stems, broken = recipe_index([folder])
             path = recipes.get(recipe.strip()) or stems.get(recipe.strip())
             said = board_said(name)
             if path is not None:
-                done = self.serve(name, path)
-                return done.file, done.rules
-            if recipe.strip() in broken:
+                found.append((name, path))
+            elif recipe.strip() in broken:
                 raise ValueError(f"{said}'s rule file for it does not load: {broken[recipe.strip()]}")
             searched.append(f"{said}: {', '.join(sorted(recipes)) or 'none'}")
+        if len(found) > 1:  # which board the PLC means is not for the line to guess
+            boards = " and ".join(f"{board_said(n)} ({p.name})" for n, p in found)
+            raise ValueError(f"recipe {recipe.strip()!r} is served by {boards}: remove the one not meant (`board "
+                             "remove`), or serve the board by its name (`board serve`)")
+        if found:
+            done = self.serve(*found[0])
+            return done.file, done.rules
         raise NoRecipe(f"{why}; nor has another board of this line ({'; '.join(searched) or 'none is installed'})")
 
     def _configured_zoo_served(self) -> bool:

@@ -101,8 +101,8 @@ def cmd_install(args: argparse.Namespace) -> int:
           + ("" if args.serve else "; not served"))
     if done.get("same_recipe"):
         print(f"note: board(s) {', '.join(done['same_recipe'])} installed here answer to recipe {done['recipe']} too: "
-              "a PLC or Hermes naming it changes over to the first of them by name; name this one by `board serve`, "
-              "or remove the others")
+              "a PLC or Hermes naming it is refused (which board is meant is not the line's to guess) unless one of "
+              "them is served; serve this one by `board serve`, or remove the others")
     if done.get("unprofiled"):
         print(f"its first changeover profiles {', '.join(done['unprofiled'])}, which this kiosk's box has not measured "
               "(seconds, while boards wait): serve it at a quiet moment before a PLC names it")

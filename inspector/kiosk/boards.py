@@ -63,7 +63,7 @@ class Boards:
         recorded = self.control.log.record(call.who, Change("board.install", done.name, None, answer, call.reason))
         self.say(f"board {done.name} installed over the API by {call.who.name}: recipe {done.recipe} "
                  f"{done.version}, {done.experts} expert(s), not served")
-        # a recipe two boards answer to: a PLC naming it gets the first by name (the served board's own folder first)
+        # a recipe two boards answer to: a PLC naming it is refused as ambiguous (but for the served board's own)
         alike = [b["board"] for b in installed(self.data_dir) if b.get("recipe") == done.recipe and
                  b["board"] != done.name]
         return {**answer, **self._prepared(done.name), "same_recipe": alike, "next": next_board(self.data_dir),
