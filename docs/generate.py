@@ -139,7 +139,11 @@ def _full_snapshot() -> dict:
         "line": {"line": "line-1", "station": "aoi-1", "policy": "coserve", "recipe": "board_a",
                  "ruleset_version": "0", "rules_source": "board_a.yaml"},
         "verdicts": {}, "panel_boards": {"pass": 0}, "parts": 0, "defects": {"missing": 0}, "rejected_boards": 0,
-        "board_changes": 0, "hermes": {"products": {"changeovers": 0, "refused": 0, "last_refused": ""}},
+        "board_changes": 0, "hermes": {"products": {"changeovers": 0, "refused": 0, "last_refused": ""}, "taken": 0,
+                                         "passed_uninspected": 0, "handed_on": 0, "handed_failed": 0, "inside": 0,
+                                         "buffer": 2,
+                                         "upstream": {"connected": True, "reconnects": 0},
+                                         "downstream": {"connected": True, "refused_connections": 0}},
         "registration": {"registered": 0, "failed": 0, "residual_px_max": 0.0, "hint": None},
         "in_flight": 0, "last_board_at": 0.0,
         "latency_histograms": {"board": histogram, "part": histogram},
@@ -175,8 +179,9 @@ def metrics_page() -> str:
             "(`inspector/kiosk/metrics.py`), fed a snapshot with every optional part present.*\n\n"
             "`inspector kiosk` serves them at `/metrics`; every sample also carries the box's `line` and `station`\n"
             "labels, and the process's own metrics (`process_*`, `python_info`) come beside them. Some appear only\n"
-            "when their part is there: MQTT with `--mqtt`, the rule watcher's with a rule file, Hermes' products with\n"
-            "`--hermes-follow-product`, reviews and the audit\n"
+            "when their part is there: MQTT with `--mqtt`, the rule watcher's with a rule file, the Hermes lanes\n"
+            "with `--hermes-upstream` or `--hermes-downstream` (each lane's connection with its own), Hermes'\n"
+            "products with `--hermes-follow-product`, reviews and the audit\n"
             "trail with a database that holds them, the residual once a board registered, a panel's boards once a\n"
             "panel was inspected.\n\n"
             "| metric | type | labels | what it counts |\n|---|---|---|---|\n" + "\n".join(rows) + "\n")

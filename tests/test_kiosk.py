@@ -148,6 +148,13 @@ def test_kiosk_serves_reloads_rules_and_drains_on_sigterm(demo, tmp_path: Path) 
         assert metric(text, "process_resident_memory_bytes", **here) is not None
         assert status["registration"]["registered"] == 3 and status["registration"]["residual_px_max"] < 1.0
         assert metric(text, "inspector_pool_capacity_bytes", pool="cpu/pool", **here) is not None
+        handed = {q: metric(text, "inspector_hermes_boards_handed_on_total", quality=q, **here)
+                  for q in ("good", "failed")}
+        assert sum(handed.values()) == status["hermes"]["handed_on"] >= 3  # the lane to the machine after
+        assert handed["failed"] == status["hermes"]["handed_failed"]
+        assert metric(text, "inspector_hermes_lane_connected", lane="downstream", **here) == 1.0
+        assert metric(text, "inspector_hermes_boards_taken_total", **here) == 0.0  # no lane from the machine before
+        assert metric(text, "inspector_hermes_lane_connected", lane="upstream", **here) is None
         assert notify.wait_for("WATCHDOG=1", 5)  # work is flowing: the watchdog is pinged
 
         # a broken edit is refused with its line; the running set stays in force

@@ -33,6 +33,34 @@ def _labelled(name: str, doc: str, label: str, values: dict[str, float]) -> Coun
     return family
 
 
+def _hermes(h: dict[str, Any]) -> Iterator[Any]:
+    """The Hermes lanes (IPC-HERMES-9852): boards taken from the machine before and handed on to the one after, by
+    quality, what the box holds, and each lane's connection, so a plant's Grafana sees a lane stop moving."""
+    yield _counter("inspector_hermes_boards_taken", "Boards taken from the machine before on its Hermes lane",
+                   h["taken"])
+    yield _counter("inspector_hermes_boards_passed_uninspected", "Boards the machine before failed, handed on "
+                   "without inspection", h["passed_uninspected"])
+    yield _labelled("inspector_hermes_boards_handed_on", "Boards handed on to the machine after, by the quality they "
+                    "went on with", "quality", {"good": h["handed_on"] - h["handed_failed"],
+                                                "failed": h["handed_failed"]})
+    yield _gauge("inspector_hermes_boards_inside", "Boards taken and not yet handed on", h["inside"])
+    yield _gauge("inspector_hermes_buffer_boards", "Boards the box holds between taking and handing on (its "
+                 "conveyor's places)", h["buffer"])
+    lanes = {name: h[name] for name in ("upstream", "downstream") if h.get(name) is not None}
+    connected = GaugeMetricFamily("inspector_hermes_lane_connected", "1 while the Hermes lane to the machine before "
+                                  "(upstream) or after (downstream) is connected", labels=["lane"])
+    for name, lane in lanes.items():
+        connected.add_metric([name], 1.0 if lane["connected"] else 0.0)
+    yield connected
+    if "upstream" in lanes:
+        yield _counter("inspector_hermes_upstream_reconnects", "Connections to the machine before made again after "
+                       "one was lost", lanes["upstream"]["reconnects"])
+    if "downstream" in lanes:
+        yield _counter("inspector_hermes_downstream_refused_connections", "Connections the machine after made and "
+                       "the box refused (a second one while one serves the lane)",
+                       lanes["downstream"]["refused_connections"])
+
+
 class Labelled(Collector):
     """Another collector's samples with the box's `line` and `station` added: a plant's Prometheus scrapes many
     boxes, and its Grafana selects and sums by line (nothing a box serves is plant-wide: each reports its own)."""
@@ -67,6 +95,8 @@ class LineCollector(Collector):
                             "result", {"read": units.get("read", 0), "noread": units.get("noreads", 0)})
         yield _counter("inspector_board_changes", "Live changeovers to another board with its own zoo (board serve, "
                        "a recipe of another board)", s.get("board_changes", 0))
+        if s.get("hermes") is not None:
+            yield from _hermes(s["hermes"])
         products = (s.get("hermes") or {}).get("products")
         if products is not None:  # --hermes-follow-product: a product no recipe serves fails its boards
             yield _counter("inspector_hermes_product_changeovers", "Changeovers to the product a board from upstream "
