@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import fields
 from typing import Any
 
@@ -119,8 +119,14 @@ class GenICamSource(Source):
             _set(nodes, "ImageFilename", s.ImageFilename)
             _set(nodes, "ImageFileMode", "On")
             _set(nodes, "TestImageSelector", "Off", optional=True)
-        asked = {name for name, _ in s.camera_features()}
-        features = s.camera_features({k: v for k, v in self.own.items() if k in self._written})
+        self._write(nodes, s)
+
+    def _write(self, nodes: Any, settings: CameraSettings, only: Collection[str] | None = None) -> None:
+        """The features of `settings` (those in `only`, or all) written in the order a camera takes them; one they
+        leave that earlier settings set takes the camera's own value back, where the camera takes it."""
+        asked = {name for name, _ in settings.camera_features() if only is None or name in only}
+        features = [(name, value) for name, value in settings.camera_features(
+            {k: v for k, v in self.own.items() if k in self._written}) if only is None or name in only]
         if any(name in REGION for name, _ in features):  # offsets first to 0: a wider region fits at any offset
             for name in ("OffsetX", "OffsetY"):
                 _set(nodes, name, 0, optional=True)
@@ -203,12 +209,12 @@ class GenICamSource(Source):
         result = None
         if self.camera is not None and _changed(old, new) <= set(LIVE):
             try:
-                self._write_live(new)
+                self._write(self.camera.GetNodeMap(), new, LIVE)
                 self.settings = new
             except ValueError as exc:
                 result = f"the camera refused the settings ({exc}); the previous settings stay"
                 try:
-                    self._write_live(old)
+                    self._write(self.camera.GetNodeMap(), old, LIVE)
                 except ValueError:  # noqa: S110 - it took them before: nothing else to put back
                     pass
         else:
@@ -228,19 +234,6 @@ class GenICamSource(Source):
         with self._applied:
             self._next, self._apply_result = None, result
             self._applied.notify_all()
-
-    def _write_live(self, settings: CameraSettings) -> None:
-        """Exposure and gain written to the open camera (a feature left None: its own value back where set before);
-        ValueError naming what it refused."""
-        nodes = self.camera.GetNodeMap()
-        for name in LIVE:
-            value = getattr(settings, name)
-            if value is None and name in self._written:
-                value = self.own.get(name)
-            if value is None or (name == "Gain" and not _writable(nodes, "Gain") and _writable(nodes, "GainRaw")):
-                continue
-            _set(nodes, name, value, optional=getattr(settings, name) is None)
-        self._written.update(name for name in LIVE if getattr(settings, name) is not None)
 
     # -- frames ----------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Frame]:
