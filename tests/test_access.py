@@ -200,6 +200,7 @@ KIOSK_POSTS: dict[str, tuple[Permission, bytes]] = {
     "/boards/install": (Permission.RULES, b""),  # no package: refused for its body once past the gate
     "/boards/next": (Permission.RULES, b'{"board": "no-such-board"}'),
     "/boards/serve": (Permission.RULES, b'{"board": "no-such-board"}'),
+    "/boards/profile": (Permission.RULES, b'{"board": "no-such-board"}'),
     "/boards/remove": (Permission.RULES, b'{"board": "no-such-board"}'),
     "/allocation": (Permission.ALLOCATION, b'{"device_mb": 1, "expert_pool_mb": 5}'),
     "/reviews": (Permission.REVIEW, b'{"inspection_id": "no-such-board", "ref": "R1", "call": "escape"}'),

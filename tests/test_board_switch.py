@@ -210,6 +210,38 @@ def test_an_installed_board_is_prepared_while_another_runs_and_says_what_its_fir
     assert switch.prepare("b") == []
 
 
+def test_an_installed_boards_profiles_are_measured_at_a_quiet_moment_on_the_emptied_line(
+        line_of_two_boards, tmp_path: Path) -> None:
+    """`board profile`: on a box that never profiled board b's architectures, they are measured while boards flow,
+    on the line held empty for it (no board inside while measuring), and the line goes on serving its board; then
+    nothing is left for b's changeover to measure."""
+    from inspector.app.run import prepare_board
+
+    line, switch, _book, records, _configured, _measured = line_of_two_boards
+    box = tmp_path / "new-box"  # this box's profiles folder, empty
+    inside: list[int] = []
+
+    def profiles(z: Zoo, r):  # noqa: ANN001, ANN202
+        inside.append(line.boards_in_flight)
+        return line_profiles(z, box, lambda _m: None, "torch", r)
+
+    switch.opener = BoardOpener(switch.opener.rules, switch.opener.zoo, profiles,
+                                lambda z, r: prepare_board(z, box, lambda _m: None, "torch", r))
+    images = boards(6)
+    feeding = threading.Thread(target=lambda: [line.inspect(im, f"p{i}") for i, im in enumerate(images)])
+    feeding.start()
+    measured, held = switch.profile("b")
+    feeding.join(120)
+    assert len(measured) == 2 and held > 0 and inside == [0]  # measured on the emptied line
+    assert switch.profile("b") == ([], 0.0)  # nothing left: nothing held
+    assert line.drain(120) and len(records) == 6 and all(r.error is None for r in records)
+    assert line.rules.recipe == "mini" and switch.serving() is None and line.board_changes == 0
+    assert line.engine_stats().completed == sum(len(r.parts) for r in records)
+    switch.serve("b")
+    assert inside == [0, 0]  # its changeover asked for profiles and found them measured (none left to prepare)
+    assert switch.opener.prepare(line.zoo, line.rules) == []
+
+
 def test_a_board_cut_for_the_old_board_while_the_line_changes_is_cut_again_for_the_new_one(
         line_of_two_boards, monkeypatch: pytest.MonkeyPatch) -> None:
     """The race a changeover must not lose: a board already past the door (cut under mini) when board b takes the

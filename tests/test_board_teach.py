@@ -1187,6 +1187,13 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
         assert kiosk.status()["line"]["recipe"] == "mini"  # installed, not served
         r = cli("board", "install", "--kiosk", kiosk.url, "--token-file", str(token), "--package", str(package))
         assert r.returncode == 1 and "409" in r.stderr and "installed already" in r.stderr
+        profile = ("board", "profile", "b", "--kiosk", kiosk.url, "--token-file", str(token))
+        r = cli(*profile)  # at a quiet moment: what b's first changeover would measure, measured now
+        assert r.returncode == 0 and r.stdout.startswith("board b: "), r.stderr
+        profiled = [("board.profile", "kim", None)] if "profiled on" in r.stdout else []  # this box had none of it
+        r = cli(*profile)
+        assert r.returncode == 0 and "has a profile of each of its architectures already" in r.stdout, r.stdout
+        assert kiosk.status()["line"]["recipe"] == "mini"  # profiled, not served
         r = cli("board", "next", "b", "--kiosk", kiosk.url, "--token-file", str(token), "--reason", "changeover to B")
         assert r.returncode == 0 and "next start" in r.stdout, r.stderr
         code, boards = http(kiosk.url + "/boards")
@@ -1237,6 +1244,6 @@ def test_a_board_taught_elsewhere_is_installed_on_a_running_kiosk_and_served_fro
         kiosk.close()
     trail = AuditTrail(ResultStore(db).engine).events()
     kinds = [(e.kind, e.actor, e.reason) for e in reversed(trail) if e.kind.startswith("board.")]
-    assert kinds == [("board.install", "kim", "new product B"), ("board.next", "kim", "changeover to B"),
+    assert kinds == [("board.install", "kim", "new product B"), *profiled, ("board.next", "kim", "changeover to B"),
                      ("board.serve", "kim", None), ("board.serve", "kim", "lot of B"), ("board.serve", "kim", None),
                      ("board.remove", "kim", None)], kinds

@@ -33,7 +33,7 @@ APPEND_TRIES = 20
 
 # every kind of change the trail records (the dashboard's filter and the tests read this list)
 KINDS = ("rules.apply", "rules.rollback", "rules.file", "rules.changeover", "rules.activate", "rules.alternate",
-         "rules.revise", "board.install", "board.serve", "board.next", "board.remove",
+         "rules.revise", "board.install", "board.serve", "board.profile", "board.next", "board.remove",
          "allocation", "expert.swap", "expert.rollback", "expert.install", "expert.publish",
          "expert.threshold", "review", "camera",
          "user.add", "user.disable", "user.role", "user.password", "token.issue", "token.revoke", "sign_in",

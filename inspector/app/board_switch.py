@@ -126,6 +126,24 @@ class BoardSwitch:
         rules = load_rules(board.rules)
         return self.opener.prepare(self.opener.zoo(board.zoo, rules), rules)
 
+    def profile(self, name: str, timeout: float = 60.0) -> tuple[list[str], float]:
+        """Installed board `name`'s architectures this box never profiled measured now, on the line emptied for it
+        (Line.measure_quietly: the boards wait as long as it takes, at a moment an engineer chose, not at a PLC's
+        changeover); (those measured, seconds the line was held). None left: nothing held."""
+        with self._one:
+            board = self.board(name)
+            rules = load_rules(board.rules)
+            zoo = self.opener.zoo(board.zoo, rules)
+            left = self.opener.prepare(zoo, rules)
+            if not left:
+                return [], 0.0
+            asked = time.monotonic()
+            self.line.measure_quietly(lambda: self.opener.profiles(zoo, rules), timeout)
+            held = time.monotonic() - asked
+            self.say(f"{board.said}: {', '.join(left)} profiled on this box, the line held {held:.1f} s; its "
+                     "changeover measures nothing now")
+            return left, held
+
     def changeover(self, recipe: str, why: str) -> tuple[Path, RuleSet]:
         """Recipe `recipe` of another board served whole (the recipe book's `elsewhere`); NoRecipe saying what the
         boards hold (`why`: what the served board's folder holds) where none answers."""

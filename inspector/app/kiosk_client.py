@@ -71,6 +71,13 @@ class KioskClient:
         return request_json(self.url + "/boards/serve", {"board": board, "timeout_s": drain_s}, self.token, timeout,
                             reason)
 
+    def profile_board(self, board: str, reason: str | None = None, drain_s: float = 60.0,
+                      timeout: float = 900.0) -> dict[str, Any]:
+        """POST /boards/profile: installed board `board`'s architectures the kiosk's box never measured, measured now
+        on the line held empty (the boards inside get `drain_s` to finish)."""
+        return request_json(self.url + "/boards/profile", {"board": board, "timeout_s": drain_s}, self.token,
+                            timeout, reason)
+
     def remove_board(self, board: str, reason: str | None = None, timeout: float = 60.0) -> dict[str, Any]:
         """POST /boards/remove: an installed board neither served nor chosen, deleted."""
         return request_json(self.url + "/boards/remove", {"board": board}, self.token, timeout, reason)

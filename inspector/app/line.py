@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 import cv2
 import numpy as np
@@ -61,6 +62,7 @@ BoardSink = Callable[[BoardRecord], None]
 AUTHORITATIVE = ("sidecar", "filename", "upstream")  # serial origins the line keeps without reading the code
 LATE = "late: its deadline passed before the line could take it (rejected by the fail-safe, not inspected)"
 LATENCY_WINDOW = 512  # results the latency percentiles are taken over
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -285,14 +287,9 @@ class Line:
         not finish within `timeout`.
         """
         check_served(rules, zoo)
-        with self._changing, self._holding():
-            with self._lock:
-                if not self._lock.wait_for(lambda: not self._boards_in, timeout):
-                    raise TimeoutError(f"the {self._boards_in} board(s) inside did not finish within {timeout:g} s; "
-                                       f"the line serves {self.rules.recipe} still")
+        with self._emptied(timeout):
             undo = self._set_up(rules)  # ValueError: refused before the old engine stops, nothing changed
-            self.engine.stop()
-            self._engines_before = self._engines_before.plus(self.engine.stats())
+            self._stop_engine()
             engine: Engine | None = None
             try:
                 measured = profiles()
@@ -311,6 +308,35 @@ class Line:
                 self._served += 1
             for hook in self.on_rules:  # before the first board of the new one goes in
                 hook(rules)
+
+    def measure_quietly(self, measure: Callable[[], T], timeout: float = 60.0) -> T:
+        """What `measure()` returns, run on an empty line: new boards wait, those inside finish, the engine lets go
+        of its experts (their memory is the measurement's, as at a changeover), and starts again with its pools
+        filled by usage. TimeoutError (nothing measured, boards flow again) when the boards inside do not finish
+        within `timeout`."""
+        with self._emptied(timeout):
+            self._stop_engine()
+            try:
+                return measure()
+            finally:
+                self.engine = self._engine_for(self.rules, self.zoo, self.profiles)
+                self.engine.start()
+
+    @contextmanager
+    def _emptied(self, timeout: float) -> Iterator[None]:
+        """One change at a time, no new board in, every board inside finished (TimeoutError where they do not
+        within `timeout`: nothing changed, boards flow again)."""
+        with self._changing, self._holding():
+            with self._lock:
+                if not self._lock.wait_for(lambda: not self._boards_in, timeout):
+                    raise TimeoutError(f"the {self._boards_in} board(s) inside did not finish within {timeout:g} s; "
+                                       f"the line serves {self.rules.recipe} still")
+            yield
+
+    def _stop_engine(self) -> None:
+        """The engine stops (its experts leave memory); its counts go on in the line's."""
+        self.engine.stop()
+        self._engines_before = self._engines_before.plus(self.engine.stats())
 
     @contextmanager
     def _holding(self) -> Iterator[None]:

@@ -1,7 +1,8 @@
 """`inspector board install`: a taught board packed whole (its rule set, the files it names, its zoo) and installed
 on the line's kiosk (app/board_package.py, kiosk/boards.py); `inspector board serve`: the line changed over to an
-installed board now (app/board_switch.py); `inspector board next`: the installed board a kiosk starts with;
-`inspector board remove`: one deleted."""
+installed board now (app/board_switch.py); `inspector board profile`: what its first changeover would measure,
+measured at a quiet moment; `inspector board next`: the installed board a kiosk starts with; `inspector board
+remove`: one deleted."""
 from __future__ import annotations
 
 import argparse
@@ -38,12 +39,14 @@ def add_install(sub: argparse._SubParsersAction) -> None:
     srv.add_argument("board", nargs="?", help="an installed board's name (`inspector board next --kiosk URL` lists "
                                               "them)")
     srv.add_argument("--configured", action="store_true", help="the board the kiosk's configuration names")
-    srv.add_argument("--kiosk", metavar="URL", required=True, help="the line's kiosk")
-    srv.add_argument("--token-file", help="your API token file (an engineer's)")
-    srv.add_argument("--drain-s", type=float, default=60.0, help="how long the boards inside may take to finish "
-                                                                 "(default 60)")
-    srv.add_argument("--reason", help="why, for the audit trail")
+    _kiosk_call(srv, drain=True)
     srv.set_defaults(func=cmd_serve)
+    prof = sub.add_parser("profile", help="measure now, at a quiet moment, what an installed board's first "
+                                          "changeover would measure (the architectures the kiosk's box never "
+                                          "profiled): new boards wait meanwhile")
+    prof.add_argument("board", help="an installed board's name")
+    _kiosk_call(prof, drain=True)
+    prof.set_defaults(func=cmd_profile)
     nxt = sub.add_parser("next", help="the installed board a kiosk starts with from its next start")
     nxt.add_argument("board", nargs="?", help="an installed board's name (`inspector board next --kiosk URL` lists "
                                               "them)")
@@ -56,10 +59,18 @@ def add_install(sub: argparse._SubParsersAction) -> None:
     rm = sub.add_parser("remove", help="delete a board installed on a kiosk (neither served nor chosen for its next "
                                        "start)")
     rm.add_argument("board", help="the installed board's name")
-    rm.add_argument("--kiosk", metavar="URL", required=True, help="the line's kiosk")
-    rm.add_argument("--token-file", help="your API token file (an engineer's)")
-    rm.add_argument("--reason", help="why, for the audit trail")
+    _kiosk_call(rm)
     rm.set_defaults(func=cmd_remove)
+
+
+def _kiosk_call(parser: argparse.ArgumentParser, drain: bool = False) -> None:
+    """The flags of an engineer's call to the line's kiosk (`drain`: one that waits for the boards inside)."""
+    parser.add_argument("--kiosk", metavar="URL", required=True, help="the line's kiosk")
+    parser.add_argument("--token-file", help="your API token file (an engineer's)")
+    if drain:
+        parser.add_argument("--drain-s", type=float, default=60.0, help="how long the boards inside may take to "
+                                                                        "finish (default 60)")
+    parser.add_argument("--reason", help="why, for the audit trail")
 
 
 def cmd_install(args: argparse.Namespace) -> int:
@@ -105,7 +116,8 @@ def cmd_install(args: argparse.Namespace) -> int:
               "them is served; serve this one by `board serve`, or remove the others")
     if done.get("unprofiled"):
         print(f"its first changeover profiles {', '.join(done['unprofiled'])}, which this kiosk's box has not measured "
-              "(seconds, while boards wait): serve it at a quiet moment before a PLC names it")
+              f"(seconds, while boards wait): `inspector board profile {done['board']} --kiosk {args.kiosk}` at a "
+              "quiet moment measures them before a PLC names it")
     if done.get("not_prepared"):
         print(f"warning: not prepared for its changeover ({done['not_prepared']}): its changeover prepares it")
     if args.serve:
@@ -156,6 +168,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UsageError("name an installed board, or --configured (the board the configuration names)")
     client = KioskClient(args.kiosk, read_token(args.token_file))
     print(served_line(client.serve_board(args.board, args.reason, args.drain_s)))
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from ..app.kiosk_client import KioskClient
+    from ..endpoint import read_token
+
+    done = KioskClient(args.kiosk, read_token(args.token_file)).profile_board(args.board, args.reason, args.drain_s)
+    if done["profiled"]:
+        print(f"board {done['board']}: {', '.join(done['profiled'])} profiled on {args.kiosk}'s box, the line held "
+              f"{done['held_s']:.1f} s; its changeover measures nothing now")
+    else:
+        print(f"board {done['board']}: the kiosk's box has a profile of each of its architectures already (nothing "
+              "measured, the line not held)")
     return 0
 
 

@@ -7,11 +7,13 @@ kiosk's next start.
   name (never the one served). Nothing is served: a new board brings its own zoo, which a line takes at its start.
 - `POST /boards/serve`: `{"board": NAME}` changes the line over to that board and its zoo now, at a board boundary,
   without a restart (app/board_switch.py), and keeps it for the next start (`{"board": null}`: the configured board).
+- `POST /boards/profile`: `{"board": NAME}` measures the installed board's architectures this box never profiled now,
+  the line held empty meanwhile, so its changeover (a PLC's, at a moment it did not choose) measures nothing.
 - `POST /boards/next`: `{"board": NAME}` starts the kiosk on that board from its next start (`{"board": null}`: on
   the configured board again), for a plant that changes over by restarting the kiosk.
 - `POST /boards/remove`: `{"board": NAME}`, an installed board neither served nor chosen, deleted.
-Each change is recorded in the audit trail under the person's name (`board.install`, `board.serve`, `board.next`,
-`board.remove`).
+Each change is recorded in the audit trail under the person's name (`board.install`, `board.serve`,
+`board.profile`, `board.next`, `board.remove`).
 """
 from __future__ import annotations
 
@@ -97,17 +99,11 @@ class Boards:
 
     def serve(self, call: Call) -> dict[str, Any]:
         doc, name = self._board_named(call)
-        timeout = doc.get("timeout_s", 60)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-            raise ValueError(f'"timeout_s" is how long the boards inside may take to finish, 0 to 3600 s, got '
-                             f"{timeout!r}")
-        if self.switch is None:
-            raise HttpError(409, "this kiosk cannot open another board's zoo live; choose it for the next start "
-                                 "(POST /boards/next) and restart the kiosk")
+        timeout, switch = _timeout(doc), self._live()
         self.control.ready()
-        before = self.switch.serving()
+        before = switch.serving()
         try:
-            done = self.switch.serve(name, timeout=float(timeout))
+            done = switch.serve(name, timeout=timeout)
         except TimeoutError as exc:
             raise HttpError(409, str(exc)) from None
         answer = done.to_json()
@@ -115,6 +111,30 @@ class Boards:
                                                             {"board": before}, answer, call.reason))
         self.say(f"{done.board.said} served over the API by {call.who.name}")
         return {**answer, **recorded}
+
+    def profile(self, call: Call) -> dict[str, Any]:
+        doc, name = self._board_named(call)
+        if name is None:
+            raise ValueError('"board" names an installed board (GET /boards): the configured board was profiled at '
+                             "the kiosk's start")
+        timeout, switch = _timeout(doc), self._live()
+        self.control.ready()
+        try:
+            measured, held = switch.profile(name, timeout=timeout)
+        except TimeoutError as exc:
+            raise HttpError(409, str(exc)) from None
+        answer = {"board": name, "profiled": measured, "held_s": round(held, 2)}
+        if not measured:  # nothing measured, the line not held: nothing to record
+            return answer
+        recorded = self.control.log.record(call.who, Change("board.profile", name, None, answer, call.reason))
+        return {**answer, **recorded}
+
+    def _live(self) -> BoardSwitch:
+        """The switch that opens another board's zoo on the running line; 409 where this kiosk has none."""
+        if self.switch is None:
+            raise HttpError(409, "this kiosk cannot open another board's zoo live; choose it for the next start "
+                                 "(POST /boards/next) and restart the kiosk")
+        return self.switch
 
     @staticmethod
     def _board_named(call: Call) -> tuple[dict[str, Any], str | None]:
@@ -139,3 +159,11 @@ class Boards:
         return {"next": after, "restart": RESTART,
                 "note": f"{said} runs from the kiosk's next start ({RESTART}); the line serves its board until then",
                 **recorded}
+
+
+def _timeout(doc: dict[str, Any]) -> float:
+    """`"timeout_s"` of a body: how long the boards inside may take to finish (60 s unless said)."""
+    timeout = doc.get("timeout_s", 60)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise ValueError(f'"timeout_s" is how long the boards inside may take to finish, 0 to 3600 s, got {timeout!r}')
+    return float(timeout)

@@ -116,6 +116,11 @@ ROUTES: tuple[Route, ...] = (
           "over to that board and its zoo at a board boundary, without a restart, and starts on it next time; 422 "
           "naming the boards installed where none is NAME, or why the board cannot be served (the line serves its "
           "board still), 409 where the boards inside did not finish in time"),
+    Route("POST", "/boards/profile", _P.RULES, '`{"board": NAME}` (an installed board), `"timeout_s"` (how long '
+          "the boards inside may take to finish, 60 by default)", "`board`, `profiled` (the architectures measured "
+          "now: none where this box had them all), `held_s` (how long new boards waited), the audit row where it "
+          "measured: its changeover measures nothing; 422 naming the boards installed where none is NAME, 409 where "
+          "the boards inside did not finish in time"),
     Route("POST", "/boards/next", _P.RULES, '`{"board": NAME}` (an installed board) or `{"board": null}` (the '
           "configured board)", "`next`, `restart`, `note`, the audit row: the kiosk starts on that board and its zoo "
           "from its next start (POST /boards/serve changes over to it now); 422 naming the boards installed where "

@@ -131,7 +131,7 @@ class Kiosk:
                              "/rules/alternates": self.control.approve_alternate,
                              "/rules/revise": self.revisions.revise, "/rules/changeover": self.revisions.changeover,
                              "/boards/install": self.boards.install, "/boards/next": self.boards.next_start,
-                             "/boards/serve": self.boards.serve,
+                             "/boards/serve": self.boards.serve, "/boards/profile": self.boards.profile,
                              "/boards/remove": self.boards.remove,
                              "/allocation": self.control.allocation, "/reviews": self.control.review,
                              "/experts/swap": self.control.swap_expert,
