@@ -292,7 +292,11 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
         assert "the configured board served from the next board on" in panel.status.text(), panel.status.text()
         assert Path(service.line.zoo.root).resolve() == Path(zoo_root).resolve() and next_board(data) is None
         panel.table.selectRow(1)
-        assert panel.remove_btn.isEnabled()
+        assert panel.remove_btn.isEnabled() and panel.profile_btn.isEnabled()
+        confirm_with("between lots")
+        panel.profile_btn.click()  # its architectures are the demo's, profiled: nothing measured, the line not held
+        qtbot.waitUntil(lambda: not panel.busy, timeout=120_000)
+        assert f"board {name}: the kiosk's box has a profile of each" in panel.status.text(), panel.status.text()
         confirm_with("taught again elsewhere")
         panel.remove_btn.click()
         qtbot.waitUntil(lambda: not panel.busy, timeout=60_000)

@@ -337,6 +337,14 @@ class AttachedBackend(Signed):
         return served_line(self._call("POST", "/boards/serve", json.dumps({"board": board}).encode(), timeout=900,
                                       reason=reason))
 
+    def profile_board(self, board: str, reason: str | None = None) -> str:
+        """POST /boards/profile: what installed board `board`'s first changeover would measure, measured now on the
+        kiosk's line held empty (seconds: called off the GUI thread)."""
+        from inspector.app.board_switch import profiled_line
+
+        return profiled_line(self._call("POST", "/boards/profile", json.dumps({"board": board}).encode(), timeout=900,
+                                        reason=reason))
+
     def remove_board(self, board: str, reason: str | None = None) -> str:
         """POST /boards/remove: an installed board neither served nor chosen, deleted from the kiosk."""
         done = self._call("POST", "/boards/remove", json.dumps({"board": board}).encode(), timeout=60, reason=reason)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..coserve.online.profile import DeviceProfile
 from ..experts.zoo import Zoo
@@ -192,3 +193,12 @@ def served_line(done: dict[str, object]) -> str:
     kept = "and from the kiosk's next start" if done["kept_for_next_start"] else f"(warning: {done.get('not_kept')})"
     return (f"{board} served from the next board on: {done['recipe']} {done['version']} ({done['file']}), changed "
             f"over in {done['seconds']:.1f} s, {kept}")
+
+
+def profiled_line(done: dict[str, Any], kiosk: str = "the kiosk") -> str:
+    """What a kiosk's answer to POST /boards/profile says, in a line."""
+    if done["profiled"]:
+        return (f"board {done['board']}: {', '.join(done['profiled'])} profiled on {kiosk}'s box, the line held "
+                f"{done['held_s']:.1f} s; its changeover measures nothing now")
+    return (f"board {done['board']}: {kiosk}'s box has a profile of each of its architectures already (nothing "
+            "measured, the line not held)")

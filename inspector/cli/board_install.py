@@ -172,16 +172,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from ..app.board_switch import profiled_line
     from ..app.kiosk_client import KioskClient
     from ..endpoint import read_token
 
     done = KioskClient(args.kiosk, read_token(args.token_file)).profile_board(args.board, args.reason, args.drain_s)
-    if done["profiled"]:
-        print(f"board {done['board']}: {', '.join(done['profiled'])} profiled on {args.kiosk}'s box, the line held "
-              f"{done['held_s']:.1f} s; its changeover measures nothing now")
-    else:
-        print(f"board {done['board']}: the kiosk's box has a profile of each of its architectures already (nothing "
-              "measured, the line not held)")
+    print(profiled_line(done, args.kiosk))
     return 0
 
 

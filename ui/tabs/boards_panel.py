@@ -1,6 +1,7 @@
 """The boards a kiosk's line may serve, on the Routing rules tab of a dashboard attached to it: the configured board
 and each board installed on the kiosk (`board install`), which one its line serves and which one its next start
-runs; an engineer changes the line over to one now (at a board boundary, with its own zoo) or removes one."""
+runs; an engineer changes the line over to one now (at a board boundary, with its own zoo), has what its first
+changeover would measure measured at a quiet moment (`board profile`), or removes one."""
 from __future__ import annotations
 
 from typing import Any
@@ -47,13 +48,17 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         self.refresh_btn = QPushButton("Refresh")
         self.serve_btn = QPushButton("Serve it now")
         self.remove_btn = QPushButton("Remove")
+        self.profile_btn = QPushButton("Profile now")
+        self.profile_btn.setToolTip("measure now, at a quiet moment, what this board's first changeover would "
+                                    "measure (new boards wait meanwhile)")
         self.refresh_btn.clicked.connect(self.refresh)
         self.serve_btn.clicked.connect(self.serve)
+        self.profile_btn.clicked.connect(self.profile)
         self.remove_btn.clicked.connect(self.remove)
         self.status = QLabel("")
         self.status.setWordWrap(True)
         buttons = QHBoxLayout()
-        for b in (self.serve_btn, self.remove_btn, self.refresh_btn):
+        for b in (self.serve_btn, self.profile_btn, self.remove_btn, self.refresh_btn):
             buttons.addWidget(b)
         buttons.addStretch(1)
         v = QVBoxLayout(self)
@@ -103,6 +108,9 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         may = self.backend.can_edit and not self.busy
         self.serve_btn.setEnabled(may and chosen is not None and "served" not in now)
         self.remove_btn.setEnabled(may and chosen not in (None, CONFIGURED) and not now)
+        damaged = chosen is not None and self.table.item(row, 1) is not None and self.table.item(row, 1).text() == \
+            "damaged"
+        self.profile_btn.setEnabled(may and chosen not in (None, CONFIGURED) and not damaged)
         self.refresh_btn.setEnabled(not self.busy)
 
     def serve(self) -> None:
@@ -120,6 +128,21 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
             return
         self._say(f"changing the line over to {said}…")
         self._run(lambda: self.backend.serve_board(board, reason), self._done)
+
+    def profile(self) -> None:
+        """After a reason is given: the selected board's architectures the kiosk's box never profiled measured now,
+        its line held empty meanwhile."""
+        chosen = self.selected()
+        if chosen in (None, CONFIGURED):
+            return
+        reason = self.confirm(f"Profile board {chosen}", f"What board {chosen}'s first changeover would measure is "
+                              "measured now: new boards wait at the camera meanwhile (seconds), the line's board "
+                              "stays; recorded under your name with the reason below.", "")
+        if reason is None:
+            self._say("not profiled: cancelled")
+            return
+        self._say(f"profiling board {chosen}…")
+        self._run(lambda: self.backend.profile_board(chosen, reason), self._done)
 
     def remove(self) -> None:
         chosen = self.selected()
