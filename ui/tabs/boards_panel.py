@@ -4,6 +4,7 @@ runs; an engineer changes the line over to one now (at a board boundary, with it
 changeover would measure measured at a quiet moment (`board profile`), or removes one."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtWidgets import (
@@ -120,14 +121,10 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
             return
         board = None if chosen == CONFIGURED else chosen
         said = board_said(board)
-        reason = self.confirm(f"Serve {said}", f"The line changes over to {said} (its rule set and its own experts) "
-                              "at its next board boundary, and starts on it next time; recorded under your name with "
-                              "the reason below.", "")
-        if reason is None:
-            self._say("not served: cancelled; the line serves its board still")
-            return
-        self._say(f"changing the line over to {said}…")
-        self._run(lambda: self.backend.serve_board(board, reason), self._done)
+        self._after_reason(f"Serve {said}", f"The line changes over to {said} (its rule set and its own experts) at "
+                           "its next board boundary, and starts on it next time; recorded under your name with the "
+                           "reason below.", "not served: cancelled; the line serves its board still",
+                           f"changing the line over to {said}…", lambda reason: self.backend.serve_board(board, reason))
 
     def profile(self) -> None:
         """After a reason is given: the selected board's architectures the kiosk's box never profiled measured now,
@@ -135,25 +132,29 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         chosen = self.selected()
         if chosen in (None, CONFIGURED):
             return
-        reason = self.confirm(f"Profile board {chosen}", f"What board {chosen}'s first changeover would measure is "
-                              "measured now: new boards wait at the camera meanwhile (seconds), the line's board "
-                              "stays; recorded under your name with the reason below.", "")
-        if reason is None:
-            self._say("not profiled: cancelled")
-            return
-        self._say(f"profiling board {chosen}…")
-        self._run(lambda: self.backend.profile_board(chosen, reason), self._done)
+        self._after_reason(f"Profile board {chosen}", f"What board {chosen}'s first changeover would measure is "
+                           "measured now: new boards wait at the camera meanwhile (seconds), the line's board stays; "
+                           "recorded under your name with the reason below.", "not profiled: cancelled",
+                           f"profiling board {chosen}…", lambda reason: self.backend.profile_board(chosen, reason))
 
     def remove(self) -> None:
         chosen = self.selected()
         if chosen in (None, CONFIGURED):
             return
-        reason = self.confirm(f"Remove board {chosen}", f"Board {chosen} (its rule set and its zoo) is deleted from "
-                              "the kiosk's disk; install its package again to serve it later.", "")
+        self._after_reason(f"Remove board {chosen}", f"Board {chosen} (its rule set and its zoo) is deleted from the "
+                           "kiosk's disk; install its package again to serve it later.", "not removed: cancelled",
+                           "", lambda reason: self.backend.remove_board(chosen, reason))
+
+    def _after_reason(self, title: str, what: str, cancelled: str, doing: str,
+                      job: Callable[[str], str]) -> None:
+        """`job(reason)` off the GUI thread once the engineer gives a reason; `cancelled` said where they do not."""
+        reason = self.confirm(title, what, "")
         if reason is None:
-            self._say("not removed: cancelled")
+            self._say(cancelled)
             return
-        self._run(lambda: self.backend.remove_board(chosen, reason), self._done)
+        if doing:
+            self._say(doing)
+        self._run(lambda: job(reason), self._done)
 
     def confirm(self, title: str, what: str, diff: str) -> str | None:
         return ConfirmChange(self, title, what, diff).ask()
