@@ -357,8 +357,8 @@ class LocalBackend(Signed):
     def apply_camera(self, settings: dict[str, Any]) -> str:
         """The station's camera settings changed (the rule set in force's own stay: app/camera_changeover.py)."""
         service = self.controller.service
-        if service is None or not hasattr(self._camera(), "apply"):
-            raise RuntimeError("this line's source has no camera settings (a GenICam camera has)")
+        if service is None:
+            raise RuntimeError("the line is not running: start it to change its camera's settings")
         who = self._require(Permission.CAMERA)
         log = self.change_log()
         log.ready()

@@ -59,6 +59,12 @@ def _hermes(h: dict[str, Any]) -> Iterator[Any]:
         yield _counter("inspector_hermes_downstream_refused_connections", "Connections the machine after made and "
                        "the box refused (a second one while one serves the lane)",
                        lanes["downstream"]["refused_connections"])
+    products = h.get("products")
+    if products is not None:  # --hermes-follow-product: a product no recipe serves fails its boards
+        yield _counter("inspector_hermes_product_changeovers", "Changeovers to the product a board from upstream "
+                       "named", products["changeovers"])
+        yield _counter("inspector_hermes_products_refused", "Boards from upstream not inspected: no recipe of the "
+                       "line serves their product", products["refused"])
 
 
 class Labelled(Collector):
@@ -97,12 +103,6 @@ class LineCollector(Collector):
                        "a recipe of another board)", s.get("board_changes", 0))
         if s.get("hermes") is not None:
             yield from _hermes(s["hermes"])
-        products = (s.get("hermes") or {}).get("products")
-        if products is not None:  # --hermes-follow-product: a product no recipe serves fails its boards
-            yield _counter("inspector_hermes_product_changeovers", "Changeovers to the product a board from upstream "
-                           "named", products["changeovers"])
-            yield _counter("inspector_hermes_products_refused", "Boards from upstream not inspected: no recipe of the "
-                           "line serves their product", products["refused"])
         yield _counter("inspector_parts", "Component results produced", s["parts"])
         yield _labelled("inspector_part_defects", "Flagged parts by defect class", "defect", s["defects"])
         yield _counter("inspector_boards_rejected", "Board images refused before inspection (unreadable, wrong size)",
