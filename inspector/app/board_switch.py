@@ -123,18 +123,21 @@ class BoardSwitch:
     def prepare(self, name: str) -> list[str]:
         """Installed board `name` made ready for its changeover while the line serves another (a runtime's model
         files: seconds a changeover would otherwise spend); the architectures its first changeover still profiles."""
+        _board, rules, zoo = self._opened(name)
+        return self.opener.prepare(zoo, rules)
+
+    def _opened(self, name: str) -> tuple[Board, RuleSet, Zoo]:
+        """Installed board `name`, its main rule set read and its zoo opened (nothing served)."""
         board = self.board(name)
         rules = load_rules(board.rules)
-        return self.opener.prepare(self.opener.zoo(board.zoo, rules), rules)
+        return board, rules, self.opener.zoo(board.zoo, rules)
 
     def profile(self, name: str, timeout: float = 60.0) -> tuple[list[str], float]:
         """Installed board `name`'s architectures this box never profiled measured now, on the line emptied for it
         (Line.measure_quietly: the boards wait as long as it takes, at a moment an engineer chose, not at a PLC's
         changeover); (those measured, seconds the line was held). None left: nothing held."""
         with self._one:
-            board = self.board(name)
-            rules = load_rules(board.rules)
-            zoo = self.opener.zoo(board.zoo, rules)
+            board, rules, zoo = self._opened(name)
             left = self.opener.prepare(zoo, rules)
             if not left:
                 return [], 0.0
@@ -152,19 +155,20 @@ class BoardSwitch:
         others: list[tuple[str | None, Path]] = [(None, self.opener.rules.parent)] if served is not None else []
         others += [(b["board"], self.board(b["board"]).rules.parent) for b in installed(self.data_dir)
                    if b["board"] != served and "damaged" not in b]
+        wanted = recipe.strip()
         searched, found = [], []
         for name, folder in others:
             recipes, stems, broken = recipe_index([folder])
-            path = recipes.get(recipe.strip()) or stems.get(recipe.strip())
+            path = recipes.get(wanted) or stems.get(wanted)
             said = board_said(name)
             if path is not None:
                 found.append((name, path))
-            elif recipe.strip() in broken:
-                raise ValueError(f"{said}'s rule file for it does not load: {broken[recipe.strip()]}")
+            elif wanted in broken:
+                raise ValueError(f"{said}'s rule file for it does not load: {broken[wanted]}")
             searched.append(f"{said}: {', '.join(sorted(recipes)) or 'none'}")
         if len(found) > 1:  # which board the PLC means is not for the line to guess
             boards = " and ".join(f"{board_said(n)} ({p.name})" for n, p in found)
-            raise ValueError(f"recipe {recipe.strip()!r} is served by {boards}: remove the one not meant (`board "
+            raise ValueError(f"recipe {wanted!r} is served by {boards}: remove the one not meant (`board "
                              "remove`), or serve the board by its name (`board serve`)")
         if found:
             done = self.serve(*found[0])

@@ -299,8 +299,7 @@ class Line:
                 if engine is not None:  # its pools and executors let go
                     engine.stop()
                 undo()
-                self.engine = self._engine_for(self.rules, self.zoo, self.profiles)
-                self.engine.start()
+                self._restart_engine()
                 raise ValueError(f"{rules.recipe} cannot be served ({type(exc).__name__}: {exc}); the line serves "
                                  f"{self.rules.recipe} again") from exc
             with self._lock:
@@ -319,8 +318,7 @@ class Line:
             try:
                 return measure()
             finally:
-                self.engine = self._engine_for(self.rules, self.zoo, self.profiles)
-                self.engine.start()
+                self._restart_engine()
 
     @contextmanager
     def _emptied(self, timeout: float) -> Iterator[None]:
@@ -337,6 +335,11 @@ class Line:
         """The engine stops (its experts leave memory); its counts go on in the line's."""
         self.engine.stop()
         self._engines_before = self._engines_before.plus(self.engine.stats())
+
+    def _restart_engine(self) -> None:
+        """An engine for the board in force started again after `_stop_engine`, its pools filled by usage."""
+        self.engine = self._engine_for(self.rules, self.zoo, self.profiles)
+        self.engine.start()
 
     @contextmanager
     def _holding(self) -> Iterator[None]:

@@ -11,7 +11,7 @@ them before the set's first board, and the station's own again for a set without
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..camera.settings import CameraSettings, given_settings
@@ -20,8 +20,7 @@ from ..yamlio import Fields
 # what a product may ask of the camera; everything else a settings file holds is the station's
 RECIPE_KEYS = ("ExposureTime", "Gain", "PixelFormat", "Width", "Height", "OffsetX", "OffsetY", "BinningHorizontal",
                "BinningVertical", "AcquisitionFrameRate", "Scale")
-STATION_KEYS = ("TriggerSelector", "TriggerMode", "TriggerSource", "TriggerActivation", "FrameTimeoutMs",
-                "ImageFilename")
+STATION_KEYS = tuple(f.name for f in fields(CameraSettings) if f.name not in RECIPE_KEYS)  # trigger, timeout, images
 
 
 @dataclass(frozen=True)

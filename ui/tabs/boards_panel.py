@@ -109,8 +109,8 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         may = self.backend.can_edit and not self.busy
         self.serve_btn.setEnabled(may and chosen is not None and "served" not in now)
         self.remove_btn.setEnabled(may and chosen not in (None, CONFIGURED) and not now)
-        damaged = chosen is not None and self.table.item(row, 1) is not None and self.table.item(row, 1).text() == \
-            "damaged"
+        recipe = self.table.item(row, 1) if chosen is not None else None
+        damaged = recipe is not None and recipe.text() == "damaged"
         self.profile_btn.setEnabled(may and chosen not in (None, CONFIGURED) and not damaged)
         self.refresh_btn.setEnabled(not self.busy)
 
