@@ -21,6 +21,7 @@ from inspector.board.geometry import read_geometry
 from inspector.board.made_defects import KINDS, made_defects, photo_variant
 from inspector.board.outline import find_boards
 from inspector.board.register import Registration, RegistrationError, register_points
+from inspector.camera.photo_settings import TakenWith, save_photo
 from inspector.ingest.synthetic import render_board
 from inspector.routing.rules import load_rules
 
@@ -325,16 +326,20 @@ def test_a_tune_passes_each_types_flags_nearest_first_while_its_held_out_recall_
 
 @pytest.fixture(scope="module")
 def taught_board(imported: Path) -> tuple[Path, dict, str]:
-    """The imported board taught (2 epochs) from one golden photo: (its folder, teach's JSON, teach's output);
-    beside it other.png (another good board), bare.png (every part missing), odd.png (bodies turned, shifted and
-    bridged, which the experts flag and the presence check mostly does not) and noise.png (no board)."""
+    """The imported board taught (2 epochs) from one golden photo, which says the camera settings it was taken
+    with: (its folder, teach's JSON, teach's output and notes); beside it other.png (another good board, at another
+    exposure), bare.png (every part missing), odd.png (bodies turned, shifted and bridged, which the experts flag
+    and the presence check mostly does not) and noise.png (no board)."""
     root = imported.parent
     rules = load_rules(imported)
     rng = np.random.default_rng(3)
     golden = render_board(rules, "g0", rng, rates={}).image
-    cv2.imwrite(str(root / "golden.png"), photo_of(golden, 12.0, 1.5, 0.02, (150, 120))[0])
+    camera = {"serial": "EMU-1", "model": "Emulation"}  # as `inspector camera photos` writes them (test_camera_photos)
+    save_photo(root / "golden.png", photo_of(golden, 12.0, 1.5, 0.02, (150, 120))[0],
+               TakenWith.now({"ExposureTime": 805.0, "Gain": 2.0}, camera))
     other = render_board(rules, "g1", rng, rates={}).image
-    cv2.imwrite(str(root / "other.png"), photo_of(other, -8.0, 1.3, 0.0, (200, 200))[0])
+    save_photo(root / "other.png", photo_of(other, -8.0, 1.3, 0.0, (200, 200))[0],
+               TakenWith.now({"ExposureTime": 1500.0, "Gain": 2.0}, camera))
     bare = render_board(rules, "b", rng, rates={}, forced={p.ref: "missing" for _c, p in rules.placements()}).image
     cv2.imwrite(str(root / "bare.png"), photo_of(bare, 5.0, 1.4, 0.01, (180, 160))[0])
     cv2.imwrite(str(root / "noise.png"), rng.integers(0, 255, (400, 500, 3), dtype=np.uint8))
@@ -352,7 +357,7 @@ def taught_board(imported: Path) -> tuple[Path, dict, str]:
             "--json", str(root / "teach.json"), "--escape-rate", "0.05", "--threads", "2")
     assert r.returncode == 0, r.stderr
     doc = json.loads((root / "teach.json").read_text(encoding="utf-8"))
-    return root, doc, r.stdout
+    return root, doc, r.stdout + r.stderr  # its tables, and what it said on the way
 
 
 def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
@@ -367,6 +372,9 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
     for t in doc["types"]:  # every type of two or more parts validated on one it never trained on, and trained on one
         assert 0 < t["heldout_parts"] < t["parts"] if t["parts"] >= 2 else t["heldout_parts"] <= 1, t
     assert Path(doc["overlays"][0]).is_file() and "validation on held-out parts" in stdout
+    # the golden photo's camera settings asked of the camera by the taught set (taken at its changeover)
+    assert doc["camera"] == {"ExposureTime": 805.0, "Gain": 2.0}
+    assert "camera: the taught set asks ExposureTime 805, Gain 2, as golden.png, by camera EMU-1" in stdout
     # the recall split by what was wrong: every held-out defect counted once, called at its own type's threshold
     kinds = {k["kind"]: k for k in doc["kinds"]}
     assert {"missing", "shifted", "rotated"} <= set(kinds) and "good" not in kinds
@@ -376,6 +384,7 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
     assert "held-out defects called, by kind" in stdout and f"missing {kinds['missing']['called']}/" in stdout
     taught = load_rules(root / "b.taught.yaml")
     assert taught.golden and Path(taught.golden).is_file() and not taught.detectors
+    assert taught.camera.to_json() == doc["camera"] and "# camera: as golden photo golden.png" in taught.text
     # what the imported set was made from rides on into the taught one (board/provenance.py)
     made = [line for line in taught.text.splitlines() if line.startswith("# made from: design b.kicad_pcb (sha256 ")]
     assert len(made) == 1 and made[0] in (root / "b.yaml").read_text()
@@ -397,6 +406,7 @@ def test_one_golden_photo_teaches_every_type_and_the_line_checks_other_photos(
     r = cli("--models", str(box_models), "board", "check", "--rules", str(root / "b.taught.yaml"), "--zoo", doc["zoo"],
             *(str(root / f"{p}.png") for p in ("other", "bare", "noise")), "--json", str(root / "check.json"))
     assert r.returncode == 0, r.stderr
+    assert "other.png was taken at ExposureTime 1500; b asks ExposureTime 805" in r.stderr + r.stdout
     checked = json.loads((root / "check.json").read_text(encoding="utf-8"))
     other_board = [c for c in checked if c["photo"].endswith("other.png")]
     assert len(other_board) == 1 and other_board[0]["registered"]

@@ -48,6 +48,24 @@ def new_board_tab(qtbot, tmp_path: Path) -> NewBoardTab:  # noqa: ANN001 - pytes
     return tab
 
 
+def test_a_golden_photo_from_the_line_camera_needs_a_running_camera_and_says_what_it_was_taken_with(
+        qtbot, tmp_path: Path) -> None:  # noqa: ANN001
+    """Without a running camera the tab says what to do; a photo taken (here: through the kiosk, test_plc) is listed
+    with the settings it says."""
+    from inspector.camera.photo_settings import TakenWith, save_photo
+
+    tab = new_board_tab(qtbot, tmp_path)
+    assert tab.camera_btn.isEnabled()
+    tab.camera_btn.click()
+    qtbot.waitUntil(lambda: not tab.busy, timeout=10_000)
+    assert "start the line on a camera first" in tab.status.text() and tab.photos.count() == 0
+    taken = TakenWith.now({"ExposureTime": 900.0}, {"serial": "EMU-1", "model": "Emulation"})
+    path = save_photo(tmp_path / "golden-01.png", np.zeros((20, 30, 3), np.uint8), taken)
+    tab._photo_taken((path, taken))
+    assert tab.golden() == [path]
+    assert "taken by camera EMU-1 (Emulation) at ExposureTime 900 (teaching asks" in tab.status.text()
+
+
 def imported_tab(qtbot, tmp_path: Path, cad: Path, **fields: Path) -> NewBoardTab:  # noqa: ANN001
     """A New board tab that has imported `cad` at 10 px/mm, with its other fields (`gerber=`, `bom=`) filled in."""
     tab = new_board_tab(qtbot, tmp_path)

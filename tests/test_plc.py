@@ -431,6 +431,23 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         doc = http(kiosk.url + "/camera")[1]
         assert doc["camera"]["settings"]["ExposureTime"] == 1300 and doc["sets"]["station"]["ExposureTime"] == 900
         assert doc["sets"]["recipe_settings"] == {"ExposureTime": 1300.0}
+        # the newest frame as a lossless golden photo that says the product's settings (GET /camera/photo), as the
+        # dashboard's New board tab takes it
+        from inspector.camera.photo_settings import taken_with
+        from ui.attached import AttachedBackend
+
+        code, photo = http(kiosk.url + "/camera/photo")
+        assert code == 200 and photo["taken_with"]["settings"]["ExposureTime"] == pytest.approx(1300)
+        path, taken = AttachedBackend(kiosk.url).camera_photo(tmp_path / "golden")
+        assert path.name == "golden-01.png" and taken is not None and taken.values()["ExposureTime"] == pytest.approx(
+            1300) and "TriggerMode" not in taken.values()
+        said = taken_with(path)
+        assert said is not None and said.values() == taken.values() and said.camera == taken.camera
+        assert np.array_equal(cv2.imread(str(path)), cv2.imdecode(np.frombuffer(
+            base64.b64decode(photo["png_base64"]), np.uint8), cv2.IMREAD_COLOR))  # lossless, both ways
+        saved = cv2.imread(str(path))
+        assert saved.shape == (120, 200, 3) and np.abs(saved.astype(int) - image).mean() < 3  # /camera/frame's frame
+        assert AttachedBackend(kiosk.url).camera_photo(tmp_path / "golden")[0].name == "golden-02.png"
         code, owned = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 950}', token=engineer)
         assert code == 409 and "set by the rule set in force (mini-c" in owned["error"]
         assert plc.select_recipe("mini")[0] == 0

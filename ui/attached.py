@@ -17,12 +17,15 @@ import numpy as np
 from inspector.access.identity import Identity, Unauthenticated
 from inspector.app.allocation import Allocation
 from inspector.app.kiosk_results import KioskResults
+from inspector.camera.photo_settings import TakenWith
+from inspector.camera.photos import next_photo
 from inspector.endpoint import KEPT, EndpointError, urlopen
 from inspector.experts.operating import said
 from inspector.results.reviews import PART_DEFECTS, ReviewRequest
 from inspector.results.scope import Scope
 from inspector.results.store import ResultStore, StoreUnavailable
 from inspector.routing.rules import RuleSet, load_rules, parse_rules
+from inspector.runtime.diskio import write_atomically
 
 from .backend import ORIGIN, Signed, noted
 from .picture import BoardPicture, BoardRegistration, board_picture, read_crop
@@ -155,6 +158,18 @@ class AttachedBackend(Signed):
 
     def snapshot(self) -> dict[str, Any]:
         return self._latest
+
+    def camera_photo(self, out: Path) -> tuple[Path, TakenWith | None]:
+        """The kiosk camera's newest frame (GET /camera/photo, lossless) saved in `out` as a golden photo
+        (golden-NN.png) that says the settings the camera runs at; RuntimeError when the kiosk has none."""
+        import base64
+
+        doc = self._call("GET", "/camera/photo", timeout=10.0)
+        path = next_photo(out, "golden")
+        out.mkdir(parents=True, exist_ok=True)  # a new work folder
+        write_atomically(path, base64.b64decode(doc["png_base64"]))
+        taken = doc.get("taken_with")
+        return path, None if taken is None else TakenWith.from_json(taken, f"{self.url}/camera/photo")
 
     def camera_frame(self) -> np.ndarray | None:
         """The kiosk's newest camera frame (GET /camera/frame), None when it has none or is unreachable."""

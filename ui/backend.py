@@ -35,6 +35,8 @@ from inspector.app.detector_scale import scale_notes
 from inspector.app.expert_swap import expert_versions, operate_live, swap_live
 from inspector.app.recipes import RecipeBook
 from inspector.app.verdict import classes_of, review_classes
+from inspector.camera.photo_settings import TakenWith, save_photo
+from inspector.camera.photos import newest_photo, next_photo
 from inspector.experts.operating import said
 from inspector.experts.versions import activate, entry_of, operate, serving
 from inspector.experts.versions import rollback as rollback_version
@@ -353,6 +355,15 @@ class LocalBackend(Signed):
     def camera_frame(self) -> np.ndarray | None:
         """The newest frame the camera delivered, board or not (None: no camera, or no frame yet)."""
         return getattr(self._camera(), "last_image", None)
+
+    def camera_photo(self, out: Path) -> tuple[Path, TakenWith | None]:
+        """The camera's newest frame saved in `out` as a golden photo (golden-NN.png) that says the settings the
+        camera runs at; RuntimeError when the line has no camera frame."""
+        newest = newest_photo(self._camera())
+        if newest is None:
+            raise RuntimeError("the line's camera has delivered no frame: start the line on a camera first")
+        image, taken, _age = newest
+        return save_photo(next_photo(out, "golden"), image, taken), taken
 
     def apply_camera(self, settings: dict[str, Any]) -> str:
         """The station's camera settings changed (the rule set in force's own stay: app/camera_changeover.py)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..board.photo_camera import checked_camera
 from ..board.presence import EXPERT as PRESENCE
 from ..board.presence import body_gone
 from ..experts.zoo import Zoo
@@ -66,7 +67,7 @@ def check_photos(rules_path: Path, zoo_root: Path, photos: list[Path], work: Pat
     geometry, points = registration_inputs(rules_path, rules)
     reference = golden_image(rules) if rules.golden else None
     zoo = Zoo.load(zoo_root)
-    for note in scale_notes(rules, zoo):
+    for note in (*scale_notes(rules, zoo), *checked_camera(rules, photos)):
         say(note)
     light = bool(golden_types(rules, zoo))  # the line's own choice: light matched for golden comparisons only
     found: list[PhotoBoard] = []

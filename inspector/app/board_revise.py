@@ -29,6 +29,7 @@ import yaml
 
 from ..board.bom import designators
 from ..board.geometry import BoardGeometry, geometry_path, read_geometry
+from ..board.photo_camera import checked_camera
 from ..board.presence import share
 from ..board.provenance import HEAD, TAUGHT_ON, carried, said
 from ..board.revision import PACKAGE, PART_NUMBER, REMOVED, Revision, compare, format_revision, neighbours
@@ -111,6 +112,8 @@ def revise_board(plan: RevisePlan, say: Callable[[str], None] = lambda _m: None)
         _unserved(changes, revision, plan.zoo)
     _refuse_what_teaching_must_do(plan, changes)
     say(format_revision(changes))
+    for note in checked_camera(taught, [plan.photo] if plan.photo is not None else []):
+        say(f"note: {note} (its golden windows come from it)")
     looks_alike = _looks_alike(plan.looks_alike, changes)
     need, removed = changes.needing_window(looks_alike), changes.of_kind(REMOVED)
     if need and plan.photo is None:

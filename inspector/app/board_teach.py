@@ -44,6 +44,7 @@ import yaml
 from ..board.geometry import BoardGeometry, PxRect, geometry_path
 from ..board.golden_marks import GoldenMarks, golden_marks
 from ..board.made_defects import made_defects, photo_variant
+from ..board.photo_camera import PhotoCamera, taught_camera
 from ..board.presence import PresenceTaught, teach_presence
 from ..board.provenance import carried
 from ..experts.zoo import MANIFEST, ExpertEntry, Zoo
@@ -136,6 +137,7 @@ class BoardTaught:
     kinds: list[KindCheck] = field(default_factory=list)
     epoch_chosen: str = ""  # what chose the epoch (teach.py): training parts set aside, or the whole course run
     epoch_set_aside: bool = True  # training parts chose it (else the last epoch was kept)
+    camera: dict | None = None  # the camera settings the golden photos said, which the taught set asks (None: its own)
 
     def to_json(self) -> dict:
         return {"rules": str(self.plan.out), "from": str(self.plan.rules), "zoo": str(self.zoo),
@@ -144,7 +146,7 @@ class BoardTaught:
                 "all": asdict(self.pooled),
                 "kinds": [{**asdict(k), "recall": k.recall} for k in self.kinds],  # kinds with a held-out defect
                 "presence": self.presence.to_json() if self.presence else None,
-                "seconds": self.seconds, "epoch_chosen": self.epoch_chosen}
+                "seconds": self.seconds, "epoch_chosen": self.epoch_chosen, "camera": self.camera}
 
 
 def expert_name(recipe: str) -> str:
@@ -402,12 +404,14 @@ def serve_per_type(zoo_root: Path, expert: str, checks: list[TypeCheck], own: li
 
 
 def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo: dict[str, str],
-                      presence: PresenceTaught | None = None, marks: GoldenMarks | None = None) -> str:
+                      presence: PresenceTaught | None = None, marks: GoldenMarks | None = None,
+                      camera: PhotoCamera | None = None) -> str:
     """The imported rule set with the golden board, the taught classifier (polarity left to the comparison), the
     presence check's least share on the types it can tell for and photo registration on the files in `photo`
     (geometry, points: beside `out`): the line finds the board in a photo of any size as teaching did, and a board
     with fiducials is then refined on them (a photo taught from is never one of the recipe's pixels), each mark where
-    the golden board has it (`marks`: board/golden_marks.py)."""
+    the golden board has it (`marks`: board/golden_marks.py), and the camera settings the golden photos said they
+    were taken with (`camera`: board/photo_camera.py)."""
     least = {} if presence is None or presence.least is None else \
         {name: round(presence.least, 4) for name in presence.types}
     doc = taught_doc(rules.text, golden, out, {"arch": f"resnet{spec.get('depth', 10)}",
@@ -415,6 +419,9 @@ def taught_rules_text(rules: RuleSet, golden: Path, spec: dict, out: Path, photo
                      photo, least, None if marks is None else marks.at)
     head = (f"# taught by `inspector board teach` from {rules.source}: every type's expert compares its crop with "
             "the golden board's (the zoo beside it)\n" + carried(rules.text))
+    if camera is not None and camera.camera is not None:
+        doc["camera"] = camera.camera
+        head += f"# camera: as golden photo {camera.source} was taken\n"
     return head + yaml.safe_dump(doc, sort_keys=False, width=120)
 
 
@@ -464,6 +471,9 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
                          "--work folder")
     plan.work.mkdir(parents=True, exist_ok=True)
     geometry, points = registration_inputs(plan.rules)
+    camera = taught_camera(rules, plan.goldens)  # before anything is trained: a damaged photo's text says so now
+    for note in camera.notes:
+        say(note)
     boards, overlays = golden_boards(plan, rules, geometry, points, say)
     golden = reference_board(boards)
     marks = None
@@ -525,13 +535,13 @@ def teach_board(plan: BoardTeachPlan, say: Callable[[str], None] = lambda _m: No
                 shutil.copyfile(source, target)  # the line registers its photos on them, beside the taught set
             copied[key] = target.name
     plan.out.write_text(taught_rules_text(rules, golden_path, zoo.entries[expert].spec, plan.out, copied, presence,
-                                          marks), encoding="utf-8")
+                                          marks, camera), encoding="utf-8")
     load_rules(plan.out)  # what was written loads
     seconds["validate"] = time.perf_counter() - t3
     seconds["total"] = time.perf_counter() - t0
     goldens = [{"photo": str(b.photo), "board": b.index, **b.registration.to_json()} for b in boards]
     return BoardTaught(plan, expert, zoo_root, goldens, overlays, counts, checks, pooled, presence, seconds, kinds,
-                       taught.epoch_chosen, taught.epoch_set_aside)
+                       taught.epoch_chosen, taught.epoch_set_aside, camera.camera)
 
 
 def format_checks(taught: BoardTaught) -> str:

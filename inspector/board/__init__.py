@@ -35,6 +35,8 @@ the image work that teaching it from golden photos needs.
                    taken out.
 - drawn_golden.py  a CAD-only board's golden image drawn by the renderer, added to its rule set to align on.
 - light.py         another photo's exposure and white balance matched to the golden board's, fitted on the board.
+- photo_camera.py  the camera settings golden photos say they were taken with -> the taught set's `camera:`; a
+                   check's photos taken otherwise named.
 - made_defects.py  defects made from a golden photo's own crops, and good crops as another photo would show them.
 - presence.py      is the part there: its body's colour against the board's around it, on the golden crop and the
                    live one; the least share teaching sets, and the line's pass overruled as missing under it.

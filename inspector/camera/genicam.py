@@ -24,6 +24,7 @@ import numpy as np
 
 from ..extras import require
 from ..ingest.sources import Frame, Source
+from .photo_settings import IMAGE_KEYS
 from .settings import IMAGING, REGION, CameraSettings
 
 LIVE = ("ExposureTime", "Gain")  # features a grabbing camera takes (SFNC: writable while it acquires)
@@ -327,6 +328,17 @@ class GenICamSource(Source):
         end = time.monotonic() + seconds
         while not self._stop and time.monotonic() < end:
             time.sleep(min(0.05, end - time.monotonic()))
+
+    def image_settings(self) -> dict[str, Any]:
+        """The features that make the image as the open camera has them now (its increments applied; `Scale` is
+        ours): what a photo it takes was taken with (camera/photo_settings.py). RuntimeError when it is not open."""
+        with self._lock:
+            camera = self.camera
+        if camera is None:
+            raise RuntimeError(f"camera {self.device} is not open")
+        nodes = camera.GetNodeMap()
+        values = {name: _value(nodes, name) for name in IMAGE_KEYS if name != "Scale"}
+        return {**{k: v for k, v in values.items() if v is not None}, "Scale": self.settings.Scale}
 
     def status(self) -> dict[str, Any]:
         """What /status and the dashboard show of the camera."""

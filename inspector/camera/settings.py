@@ -9,7 +9,7 @@ the camera's view is not at the recipe's resolution: frames are mapped by it, no
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,11 @@ class CameraSettings:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def features_said(pairs: Iterable[tuple[str, Any]]) -> str:
+    """`ExposureTime 1200, Gain 3`: settings for a person."""
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in pairs)
 
 
 def parse_settings(data: dict[str, Any], source: str) -> CameraSettings:

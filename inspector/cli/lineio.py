@@ -22,6 +22,38 @@ def cmd_camera_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_camera_photos(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..camera.genicam import GenICamSource
+    from ..camera.photos import take_photos
+    from ..camera.settings import CameraSettings, load_settings
+    from ..routing.rules import load_rules
+
+    kind, _, device = args.source.partition(":")
+    if kind != "genicam" or not device:
+        raise UsageError(f"--source {args.source}: photos that say their settings come from a GenICam camera "
+                         "(genicam:SERIAL|INDEX, `inspector camera list`); a folder's photos are files already")
+    settings = load_settings(args.camera_settings) if args.camera_settings else CameraSettings()
+    rules = load_rules(args.rules) if args.rules else None
+    if rules is not None and rules.camera:
+        settings = rules.camera.over(settings)
+        say(f"the camera at the station's settings with {rules.recipe}'s over them: {rules.camera.said()}")
+    source = GenICamSource(device, settings, max_reconnects=0,
+                           board_size=rules.board_size if rules is not None else None)
+
+    def ask(i: int) -> None:
+        print(f"photo {i + 1} of {args.count}: put the board in place and press Enter", file=sys.stderr, flush=True)
+        if not sys.stdin.readline():
+            raise UsageError("no Enter came (stdin closed): leave out --ask to take the photos back to back")
+
+    written = take_photos(source, args.count, Path(args.out), args.name, args.timeout,
+                          ask if args.ask else None, say)
+    print(f"{len(written)} photo(s) in {args.out}, each saying the settings it was taken with: "
+          f"inspector board teach --golden {' '.join(str(p) for p in written[:3])}{' ...' if len(written) > 3 else ''}")
+    return 0
+
+
 def cmd_camera_video(args: argparse.Namespace) -> int:
     from ..camera.conveyor import conveyor_frames, write_video
     from ..routing.rules import load_rules
@@ -177,6 +209,22 @@ def add_camera(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="camera_command", required=True, metavar="WHAT")
     ls = sub.add_parser("list", help="the GenICam cameras this box sees (what --source genicam: takes)")
     ls.set_defaults(func=cmd_camera_list)
+    photos = sub.add_parser("photos", help="photos of boards through the line's camera, each saying the settings it "
+                                           "was taken with (golden photos: `board teach` keeps the settings)")
+    photos.add_argument("--source", required=True, metavar="genicam:SERIAL|INDEX", help="the line's camera")
+    photos.add_argument("--camera-settings", metavar="FILE", help="the station's camera settings (YAML), as the "
+                                                                   "kiosk's --camera-settings")
+    photos.add_argument("--rules", help="the product's rule set: its `camera:` over the station's settings, its "
+                                        "board size for a camera's Scale")
+    photos.add_argument("--count", type=int, default=1, help="photos to take (default 1)")
+    photos.add_argument("--out", required=True, help="the folder to write NAME-NN.png in (numbering goes on after "
+                                                     "those there)")
+    photos.add_argument("--name", default="golden", help="the photos' name (default golden)")
+    photos.add_argument("--ask", action="store_true", help="wait for Enter before each photo (a board put in place)")
+    photos.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds each photo may wait for its frame (a triggered camera: a board passing its "
+                             "sensor; default 30)")
+    photos.set_defaults(func=cmd_camera_photos)
     video = sub.add_parser("video", help="a fixed camera's free-running video of boards on a conveyor, to try "
                                          "the board gate (inspector run --source camera:FILE)")
     video.add_argument("--out", required=True, help="the video file to write (.avi, MJPG)")

@@ -4,6 +4,8 @@ an engineer's token; each change recorded in the audit trail.
 - `GET /camera`: the camera's state and settings (SFNC names), the board gate's counters, the serials read, and
   `sets`: the station's settings and what the rule set in force asks for over them (its `camera:`).
 - `GET /camera/frame`: the newest frame the camera delivered, board or not, as a JPEG (base64 in JSON).
+- `GET /camera/photo`: the same frame as a lossless PNG that says the settings the camera runs at (a golden photo
+  for teaching, camera/photo_settings.py).
 - `POST /camera/settings`: new station settings (JSON of SFNC names), taken by the running camera between two
   frames with the set in force's over them; refused settings leave the camera as it was; a key the set in force
   asks for is refused (409: its rule file says it); applied settings replace the settings file atomically, so a
@@ -24,6 +26,8 @@ from ..app.camera_changeover import SetByRecipe
 from ..app.changes import ChangeLog
 from ..app.service import LineService
 from ..app.snapshot import camera_state
+from ..camera.photo_settings import photo_png
+from ..camera.photos import newest_photo
 from ..camera.settings import CameraSettings
 from ..results.errors import StoreUnavailable
 from ..runtime.diskio import write_atomically
@@ -56,6 +60,16 @@ class CameraControl:
         return {"width": int(image.shape[1]), "height": int(image.shape[0]),
                 "age_s": None if at is None else time.monotonic() - at,
                 "jpeg_base64": base64.b64encode(jpeg.tobytes()).decode("ascii")}
+
+    def photo(self) -> dict[str, Any]:
+        """The newest frame as a lossless golden photo saying the settings it was taken with (camera/photos.py)."""
+        newest = newest_photo(self.camera)
+        if newest is None:
+            raise HttpError(404, f"source {self.service.source.name} has delivered no camera frame yet")
+        image, taken, age = newest
+        return {"width": int(image.shape[1]), "height": int(image.shape[0]), "age_s": age,
+                "taken_with": None if taken is None else taken.to_json(),
+                "png_base64": base64.b64encode(photo_png(image, taken)).decode("ascii")}
 
     def _keep(self, station: CameraSettings) -> None:
         """The station's settings (not a rule set's over them) kept for the next start."""

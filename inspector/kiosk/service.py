@@ -125,7 +125,8 @@ class Kiosk:
         routes = dict(
             reads=api.reads({"/rules": self.control.rules_document, "/reviews": self.control.review_document,
                              "/experts": self.control.experts_document, "/camera": self.camera.document,
-                             "/camera/frame": self.camera.frame, "/boards": self.boards.document,
+                             "/camera/frame": self.camera.frame, "/camera/photo": self.camera.photo,
+                             "/boards": self.boards.document,
                              **({"/ledger": self.lender.snapshot} if self.lender is not None else {})}),
             posts=api.posts({"/rules": self.control.submit_rules, "/rules/rollback": self.control.rollback,
                              "/rules/alternates": self.control.approve_alternate,

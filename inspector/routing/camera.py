@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..camera.settings import CameraSettings, given_settings
+from ..camera.settings import CameraSettings, features_said, given_settings
 from ..yamlio import Fields
 
 # what a product may ask of the camera; everything else a settings file holds is the station's
@@ -40,7 +40,7 @@ class CameraRules:
 
     def said(self) -> str:
         """`ExposureTime 1200, Gain 3`: for a person."""
-        return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in self.settings)
+        return features_said(self.settings)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.settings)

@@ -157,6 +157,10 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.photos.setMaximumHeight(70)
         add_btn = QPushButton("Add golden photos…")
         add_btn.clicked.connect(self._add_photos)
+        self.camera_btn = QPushButton("Take from the line's camera")
+        self.camera_btn.setToolTip("The line camera's newest frame (a board put under it) as a golden photo that says "
+                                   "the settings the camera runs at: teaching asks the camera for them")
+        self.camera_btn.clicked.connect(self.take_photo)
         self.register_btn = QPushButton("Register")
         self.register_btn.clicked.connect(self.register)
         self.save_points_btn = QPushButton("Save the picked points")
@@ -234,7 +238,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         photos = QHBoxLayout()
         photos.addWidget(self.photos, 1)
         buttons = QVBoxLayout()
-        for b in (add_btn, self.register_btn, self.save_points_btn):
+        for b in (add_btn, self.camera_btn, self.register_btn, self.save_points_btn):
             buttons.addWidget(b)
         photos.addLayout(buttons)
         pictures = QHBoxLayout()
@@ -275,6 +279,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         busy = self.busy
         imported = self.rules_path is not None
         self.import_btn.setEnabled(not busy)
+        self.camera_btn.setEnabled(not busy and hasattr(self.backend, "camera_photo"))
         self.register_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
         self.teach_btn.setEnabled(imported and self.photos.count() > 0 and not busy)
         self.save_points_btn.setEnabled(imported and len(self.points) >= 3)
@@ -314,6 +319,18 @@ class NewBoardTab(OneJobAtATime, QWidget):
         for p in paths:
             self.photos.addItem(str(p))
         self._enable()
+
+    def take_photo(self) -> None:
+        """The line camera's newest frame added as a golden photo, saved under the tab's work folder."""
+        out = self.work_root / "golden"
+        self._run(lambda: self.backend.camera_photo(out), self._photo_taken)
+
+    def _photo_taken(self, result: tuple[Path, Any]) -> None:
+        path, taken = result
+        self.add_photos([path])
+        self._say(f"{path.name}: the line camera's newest frame, " + (
+            f"taken by {taken.by()} at {taken.said()} (teaching asks the camera for these)" if taken is not None else
+            "from a camera that cannot say its settings (teaching leaves the rule set's camera settings as they are)"))
 
     def golden(self) -> list[Path]:
         return [Path(self.photos.item(i).text()) for i in range(self.photos.count())]

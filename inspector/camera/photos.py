@@ -1,0 +1,145 @@
+"""Photos of boards taken through the line's own camera, each saying the settings it was taken with.
+
+Golden photos from the line's camera teach what the line will see: its lens, its light, its exposure. `inspector
+camera photos` opens the camera with the station's settings (and a rule set's `camera:` over them: the product's
+exposure), takes each photo as the line would take a board (a software trigger fired, a board passing a triggered
+camera's sensor, or a free-running camera's next frame after the ask), and writes lossless PNGs that carry the
+settings read back from the camera (camera/photo_settings.py). Numbering goes on after the photos already in the
+folder: a second round adds, it never overwrites.
+"""
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..ingest.sources import Frame
+from .genicam import GenICamSource
+from .photo_settings import TakenWith, save_photo
+
+OPEN_S = 30.0  # how long the camera may take to open before the photos are given up
+
+
+def take_photos(source: GenICamSource, count: int, out: Path, name: str = "photo", timeout: float = 30.0,
+                ask: Callable[[int], None] | None = None, say: Callable[[str], None] = lambda _m: None) -> list[Path]:
+    """`count` photos from `source` written to `out` as NAME-NN.png; `ask(i)` (given) is called before photo i and
+    returns when the board is in place. RuntimeError naming the camera's trouble when it gives no photo in time."""
+    if count < 1:
+        raise ValueError(f"photos to take must be 1 or more, got {count}")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise ValueError(f"photo name {name!r}: letters, digits, '.', '_' and '-' only")
+    out.mkdir(parents=True, exist_ok=True)
+    first = _next_number(out, name)
+    frames: queue.Queue[Frame] = queue.Queue(maxsize=4)
+    grabbing = threading.Thread(target=_grab, args=(source, frames), name="camera-photos", daemon=True)
+    grabbing.start()
+    written: list[Path] = []
+    try:
+        _wait_open(source, grabbing)
+        taken = TakenWith.now(source.image_settings(), source.info)
+        say(f"{taken.by()} at {taken.said()}")
+        for i in range(count):
+            if ask is not None:
+                ask(i)
+            frame = _fresh(source, frames, grabbing, timeout)
+            path = save_photo(out / f"{name}-{first + i:02d}.png", frame.image, taken)
+            written.append(path)
+            say(f"{path} ({frame.image.shape[1]}x{frame.image.shape[0]})")
+    finally:
+        source.stop()
+        grabbing.join(10)
+    return written
+
+
+def newest_photo(camera: Any) -> tuple[np.ndarray, TakenWith | None, float | None] | None:
+    """A running camera's newest frame (board or not) as a golden photo: (image, the settings it says where the
+    camera reads them back, its age in seconds); None before the first frame. The settings are read when asked:
+    a frame from before a changeover says the new product's."""
+    image = getattr(camera, "last_image", None)
+    if image is None:
+        return None
+    at = getattr(camera, "last_image_at", None)
+    taken = None
+    if hasattr(camera, "image_settings"):
+        try:
+            taken = TakenWith.now(camera.image_settings(), camera.info)
+        except RuntimeError:  # closed meanwhile (reconnecting): a photo that says nothing rather than none
+            taken = None
+    return image, taken, None if at is None else time.monotonic() - at
+
+
+def next_photo(out: Path, name: str) -> Path:
+    """NAME-NN.png in `out`, one past the highest there (01 in an empty folder)."""
+    return out / f"{name}-{_next_number(out, name):02d}.png"
+
+
+def _grab(source: GenICamSource, frames: queue.Queue[Frame]) -> None:
+    """The camera's frames, the newest kept (an old one dropped for it): a photo is never of a board gone by."""
+    for frame in source:
+        while True:
+            try:
+                frames.put_nowait(frame)
+                break
+            except queue.Full:
+                try:
+                    frames.get_nowait()
+                except queue.Empty:
+                    pass
+
+
+def _wait_open(source: GenICamSource, grabbing: threading.Thread) -> None:
+    deadline = time.monotonic() + OPEN_S
+    while source.camera is None:
+        if not grabbing.is_alive() or time.monotonic() > deadline:
+            why = source.counters.gave_up or source.counters.last_error or f"not open within {OPEN_S:g} s"
+            raise RuntimeError(f"camera {source.device}: {why}")
+        time.sleep(0.02)
+
+
+def _fresh(source: GenICamSource, frames: queue.Queue[Frame], grabbing: threading.Thread, timeout: float) -> Frame:
+    """The first frame exposed after now: a software trigger fired for it, or (free running) the frames already
+    taken dropped and the two under way as they were (in the grab's hand, being exposed) skipped."""
+    _drain(frames)
+    settings = source.settings
+    skip = 0 if settings.triggered else 2  # the frame in the grab's hand, the one being exposed
+    if settings.software_trigger and source.trigger() is None:
+        why = source.counters.last_error or "not ready"
+        raise RuntimeError(f"camera {source.device} took no software trigger: {why}")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            frame = frames.get(timeout=0.1)
+        except queue.Empty:
+            if not grabbing.is_alive():
+                raise RuntimeError(f"camera {source.device}: "
+                                   f"{source.counters.gave_up or source.counters.last_error or 'stopped'}") from None
+            if time.monotonic() > deadline:
+                wait = (f"triggered by {settings.TriggerSource}: no board passed its sensor" if settings.triggered
+                        and not settings.software_trigger else "no frame came")
+                raise RuntimeError(f"camera {source.device}: {wait} within {timeout:g} s") from None
+            continue
+        if skip:
+            skip -= 1
+            continue
+        return frame
+
+
+def _drain(frames: queue.Queue[Frame]) -> None:
+    while True:
+        try:
+            frames.get_nowait()
+        except queue.Empty:
+            return
+
+
+def _next_number(out: Path, name: str) -> int:
+    """One past the highest NAME-NN.png in `out` (1 in an empty folder)."""
+    numbers = [int(m.group(1)) for p in out.glob(f"{name}-*.png")
+               if (m := re.fullmatch(re.escape(name) + r"-(\d+)\.png", p.name))]
+    return max(numbers, default=0) + 1

@@ -1,0 +1,126 @@
+"""Photos through the line's camera that say the settings they were taken with (pypylon's emulated camera), and
+what teaching and checking make of a photo's settings (board/photo_camera.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from PIL import Image, PngImagePlugin
+
+from inspector.board.photo_camera import checked_camera, taught_camera
+from inspector.camera.genicam import GenICamSource
+from inspector.camera.photo_settings import TEXT_KEY, TakenWith, save_photo, taken_with
+from inspector.camera.photos import take_photos
+from inspector.routing.rules import parse_rules
+from inspector.yamlio import ConfigError
+
+from .test_genicam import emulator_images, settings
+from .test_routing_rules import GOOD
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, timeout=300,
+                          input=stdin)
+
+
+def test_photos_through_the_line_camera_say_the_settings_the_camera_ran_at_and_number_on(tmp_path: Path) -> None:
+    """`inspector camera photos`: the station's settings with the product's `camera:` over them, one photo per
+    software trigger, lossless, each saying what the camera read back; a second round numbers on after the first."""
+    emulator_images(tmp_path / "img", 2)
+    (tmp_path / "station.yaml").write_text(f"ImageFilename: {tmp_path / 'img'}\nWidth: 200\nHeight: 120\n"
+                                           "PixelFormat: BGR8\nTriggerMode: 'On'\nTriggerSource: Software\n"
+                                           "ExposureTime: 5000\n", encoding="utf-8")
+    (tmp_path / "mini.yaml").write_text(GOOD + "camera:\n  ExposureTime: 1200\n", encoding="utf-8")
+    base = ("camera", "photos", "--source", "genicam:0", "--camera-settings", str(tmp_path / "station.yaml"),
+            "--rules", str(tmp_path / "mini.yaml"), "--out", str(tmp_path / "golden"))
+    r = cli(*base, "--count", "2")
+    assert r.returncode == 0, r.stderr
+    assert "mini's over them: ExposureTime 1200" in r.stderr and "inspector board teach --golden" in r.stdout
+    r = cli(*base, "--ask", stdin="\n")  # one more, after Enter: numbered on, nothing overwritten
+    assert r.returncode == 0, r.stderr
+    assert "photo 1 of 1: put the board in place and press Enter" in r.stderr
+    photos = sorted((tmp_path / "golden").glob("*.png"))
+    assert [p.name for p in photos] == ["golden-01.png", "golden-02.png", "golden-03.png"]
+    taken = taken_with(photos[0])
+    assert taken is not None
+    values = taken.values()
+    assert values["ExposureTime"] == pytest.approx(1200) and (values["Width"], values["Height"]) == (200, 120)
+    assert values["PixelFormat"] in ("BGR8", "BGR8Packed") and values["Scale"] == 1.0
+    assert "TriggerMode" not in values  # the station's wiring is not the photo's
+    assert dict(taken.camera)["model"] == "Emulation" and taken.taken_at.startswith("20")
+    image = cv2.imread(str(photos[0]))
+    served = cv2.imread(str(tmp_path / "img" / "0000.png"))
+    assert image.shape == (120, 200, 3) and np.abs(image.astype(int) - served).mean() < 3  # as the camera gave it
+    # closed stdin with --ask, a source that is not a camera, a camera not there: each refused, saying so
+    r = cli(*base, "--ask", stdin="")
+    assert r.returncode != 0 and "no Enter came" in r.stderr
+    r = cli("camera", "photos", "--source", f"folder:{tmp_path}", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "come from a GenICam camera" in r.stderr
+    r = cli("camera", "photos", "--source", "genicam:NOPE-9", "--out", str(tmp_path / "x"))
+    assert r.returncode == 1 and "no camera with serial or index 'NOPE-9'" in r.stderr
+    assert not list((tmp_path / "x").glob("*.png"))
+
+
+def test_a_free_running_camera_photo_is_a_frame_taken_after_it_was_asked_for(tmp_path: Path) -> None:
+    emulator_images(tmp_path / "img", 3)
+    source = GenICamSource("0", settings(tmp_path / "img", ExposureTime=900))
+    asked: list[int] = []
+    written = take_photos(source, 2, tmp_path / "out", "board", ask=asked.append)
+    assert asked == [0, 1] and [p.name for p in written] == ["board-01.png", "board-02.png"]
+    taken = taken_with(written[1])
+    assert taken is not None and taken.values()["ExposureTime"] == pytest.approx(900)
+    assert not source.connected  # the camera given back
+
+
+def photo(path: Path, exposure: float | None, serial: str = "EMU-1") -> Path:
+    image = np.full((60, 80, 3), 90, np.uint8)
+    if exposure is None:
+        cv2.imwrite(str(path), image)
+        return path
+    return save_photo(path, image, TakenWith.now({"ExposureTime": exposure, "Gain": 2.0, "PixelFormat": "BayerRG8",
+                                                  "Scale": 1.0}, {"serial": serial, "model": "Emulation"}))
+
+
+def test_teaching_asks_the_camera_for_the_first_golden_photos_settings_and_names_every_other(tmp_path: Path) -> None:
+    rules = parse_rules(GOOD + "camera:\n  ExposureTime: 1200\n  AcquisitionFrameRate: 10\n", "mini.yaml")
+    g1, g2, g3 = photo(tmp_path / "g1.png", 805), photo(tmp_path / "g2.png", 1500, "EMU-2"), photo(tmp_path / "g3.png",
+                                                                                                 None)
+    taught = taught_camera(rules, [g3, g1, g2])
+    assert taught.camera == {"ExposureTime": 805.0, "AcquisitionFrameRate": 10.0, "PixelFormat": "BayerRG8",
+                             "Gain": 2.0, "Scale": 1.0}
+    said = "\n".join(taught.notes)
+    assert "the taught set asks PixelFormat BayerRG8, ExposureTime 805, Gain 2, Scale 1, as g1.png, by camera EMU-1" \
+        in said
+    assert "the rule set asked ExposureTime 1200" in said
+    assert "g2.png was taken at ExposureTime 1500 (the taught set asks ExposureTime 805)" in said
+    assert "g2.png was taken by camera EMU-2 (Emulation), g1.png by camera EMU-1 (Emulation)" in said
+    assert "g3.png does not say its camera settings" in said
+    # the taught camera loads as a rule set's own, and a check's photo taken otherwise is named
+    taught_rules = parse_rules(GOOD + "camera: " + json.dumps(taught.camera) + "\n", "taught.yaml")
+    assert checked_camera(taught_rules, [g1, g3]) == []
+    assert checked_camera(taught_rules, [g2]) == ["g2.png was taken at ExposureTime 1500; mini asks ExposureTime 805: "
+                                                  "what it flags may be the camera's, not the board's"]
+    # photos that say nothing change nothing
+    plain = taught_camera(rules, [g3])
+    assert plain.camera is None and "ExposureTime 1200" in plain.notes[0] and "do not say" in plain.notes[0]
+
+
+def test_a_photos_damaged_settings_are_refused_naming_the_photo_and_the_feature(tmp_path: Path) -> None:
+    def with_text(name: str, text: str) -> Path:
+        info = PngImagePlugin.PngInfo()
+        info.add_itxt(TEXT_KEY, text)
+        Image.new("RGB", (8, 8)).save(tmp_path / name, pnginfo=info)
+        return tmp_path / name
+
+    with pytest.raises(ConfigError, match="cut.png.*cannot be read"):
+        taken_with(with_text("cut.png", "{not json"))
+    with pytest.raises(ConfigError, match="low.png.*ExposureTime"):
+        taken_with(with_text("low.png", json.dumps({"settings": {"ExposureTime": -3}})))
+    with pytest.raises(ConfigError, match="wired.png.*TriggerMode"):
+        taken_with(with_text("wired.png", json.dumps({"settings": {"TriggerMode": "On"}})))
+    assert taken_with(tmp_path / "missing.png") is None
