@@ -50,7 +50,7 @@ def test_photos_through_the_line_camera_say_the_settings_the_camera_ran_at_and_n
     assert taken is not None
     values = taken.values()
     assert values["ExposureTime"] == pytest.approx(1200) and (values["Width"], values["Height"]) == (200, 120)
-    assert values["PixelFormat"] in ("BGR8", "BGR8Packed") and values["Scale"] == 1.0
+    assert values["PixelFormat"] == "BGR8" and values["Scale"] == 1.0  # by its SFNC name, whatever the camera reads
     assert "TriggerMode" not in values  # the station's wiring is not the photo's
     assert dict(taken.camera)["model"] == "Emulation" and taken.taken_at.startswith("20")
     image = cv2.imread(str(photos[0]))
@@ -59,10 +59,16 @@ def test_photos_through_the_line_camera_say_the_settings_the_camera_ran_at_and_n
     # closed stdin with --ask, a source that is not a camera, a camera not there: each refused, saying so
     r = cli(*base, "--ask", stdin="")
     assert r.returncode != 0 and "no Enter came" in r.stderr
+    r = cli("camera", "photos", "--source", "genicam:0", "--kiosk", "http://127.0.0.1:9", "--out", str(tmp_path))
+    assert r.returncode == 2 and "or the kiosk whose line holds it" in r.stderr
+    r = cli("camera", "photos", "--kiosk", "http://127.0.0.1:9", "--rules", str(tmp_path / "mini.yaml"), "--out",
+            str(tmp_path))
+    assert r.returncode == 2 and "a kiosk's camera runs at the settings of its station" in r.stderr
     r = cli("camera", "photos", "--source", f"folder:{tmp_path}", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "come from a GenICam camera" in r.stderr
     r = cli("camera", "photos", "--source", "genicam:NOPE-9", "--out", str(tmp_path / "x"))
-    assert r.returncode == 1 and "no camera with serial or index 'NOPE-9'" in r.stderr
+    assert r.returncode == 1 and "camera NOPE-9 cannot be opened: no camera with serial or index 'NOPE-9'" in r.stderr
+    assert "take the photo through the kiosk" in r.stderr
     assert not list((tmp_path / "x").glob("*.png"))
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -448,6 +450,21 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         saved = cv2.imread(str(path))
         assert saved.shape == (120, 200, 3) and np.abs(saved.astype(int) - image).mean() < 3  # /camera/frame's frame
         assert AttachedBackend(kiosk.url).camera_photo(tmp_path / "golden")[0].name == "golden-02.png"
+        # `camera photos --kiosk`: each photo the first frame taken after it was asked for (the PLC's next trigger)
+        from .test_camera_photos import cli as photo_cli
+
+        r = photo_cli("camera", "photos", "--kiosk", kiosk.url, "--out", str(tmp_path / "golden"), "--timeout", "1")
+        assert r.returncode == 1 and "the kiosk's camera took no frame within 1 s of the ask" in r.stderr
+        taking = subprocess.Popen([sys.executable, "-m", "inspector.cli", "camera", "photos", "--kiosk", kiosk.url,
+                                   "--out", str(tmp_path / "golden"), "--timeout", "60"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        plc.write("Trigger", True, ua.VariantType.Boolean)
+        stdout, stderr = taking.communicate(timeout=90)
+        assert taking.returncode == 0, stderr
+        assert "1 photo(s) in" in stdout and "each saying the settings it was taken with" in stdout
+        new = taken_with(tmp_path / "golden" / "golden-03.png")
+        assert new is not None and new.values()["ExposureTime"] == pytest.approx(1300)
         code, owned = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 950}', token=engineer)
         assert code == 409 and "set by the rule set in force (mini-c" in owned["error"]
         assert plc.select_recipe("mini")[0] == 0

@@ -85,6 +85,11 @@ class KioskClient:
     def boards(self) -> dict[str, Any]:
         return self._get("/boards")
 
+    def camera_photo(self) -> dict[str, Any]:
+        """GET /camera/photo: the camera's newest frame as a lossless photo saying its settings, with its age (the
+        kiosk's error where it has none yet)."""
+        return self._get("/camera/photo")
+
     def _get(self, path: str) -> dict[str, Any]:
         try:
             with urlopen(self.url + path, timeout=self.timeout) as r:

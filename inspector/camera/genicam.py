@@ -68,7 +68,7 @@ class GenICamSource(Source):
         self.triggers = 0  # software triggers fired
         self._trigger_times: deque[float] = deque(maxlen=64)  # monotonic times of triggers not yet answered
         self._lock = threading.Lock()
-        self.info: dict[str, str] = {}
+        self.info: dict[str, str] = {}  # serial, model, vendor: set at the first open (never opened: empty)
         self.last_image: np.ndarray | None = None  # the newest frame, board or not (the live view)
         self.last_image_at: float | None = None
         self._next: CameraSettings | None = None  # settings asked for, taken between two frames
@@ -132,8 +132,9 @@ class GenICamSource(Source):
             for name in ("OffsetX", "OffsetY"):
                 _set(nodes, name, 0, optional=True)
         for name, value in features:
-            if name == "PixelFormat" and value in ("BGR8", "RGB8") and not _has_symbol(nodes, name, value):
-                value += "Packed"  # older SFNC spelling (the emulator, GigE cameras)
+            if name == "PixelFormat" and not _has_symbol(nodes, name, value):  # the other SFNC spelling
+                value = {"BGR8": "BGR8Packed", "RGB8": "RGB8Packed", "BGR8Packed": "BGR8",
+                         "RGB8Packed": "RGB8"}.get(value, value)  # (older: the emulator, GigE cameras)
             if name == "Gain" and not _writable(nodes, "Gain") and _writable(nodes, "GainRaw"):
                 continue  # a camera with raw gain steps only: leave its gain
             _set(nodes, name, value, optional=name not in asked)  # its own value back where the camera takes it
@@ -257,7 +258,8 @@ class GenICamSource(Source):
                         except Exception as exc:  # noqa: BLE001 - not found, in use, gone again: counted and retried
                             if failures >= self.max_reconnects:
                                 self.counters.fail(f"camera {self.device} lost for good after {failures} "
-                                                   f"reconnects: {exc}")
+                                                   f"reconnects: {exc}" if self.info else
+                                                   f"camera {self.device} cannot be opened: {exc}")
                                 self.counters.gave_up = self.counters.last_error
                                 return
                             failures += 1

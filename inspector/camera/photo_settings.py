@@ -44,7 +44,8 @@ class TakenWith:
     @classmethod
     def now(cls, settings: Mapping[str, Any], camera: Mapping[str, str]) -> TakenWith:
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        return cls(tuple((k, settings[k]) for k in IMAGE_KEYS if settings.get(k) is not None),
+        said = {**settings, "PixelFormat": sfnc_format(settings.get("PixelFormat"))}
+        return cls(tuple((k, said[k]) for k in IMAGE_KEYS if said.get(k) is not None),
                    tuple((k, str(v)) for k, v in camera.items()), at)
 
     def values(self) -> dict[str, Any]:
@@ -119,9 +120,10 @@ def taken_with(path: Path) -> TakenWith | None:
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return math.isclose(float(a), float(b), rel_tol=CLOSE, abs_tol=1e-9)
-    return _pixel_format(a) == _pixel_format(b)
+    return sfnc_format(a) == sfnc_format(b)
 
 
-def _pixel_format(value: Any) -> Any:
-    """BGR8 and its older SFNC spelling BGR8Packed are one format (camera/genicam.py writes either)."""
+def sfnc_format(value: Any) -> Any:
+    """A pixel format by its SFNC name: BGR8Packed (the older spelling some cameras and the emulator read back) is
+    BGR8, which camera/genicam.py writes in whichever spelling the camera has."""
     return value[:-len("Packed")] if isinstance(value, str) and value.endswith("Packed") else value

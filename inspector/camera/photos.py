@@ -5,35 +5,39 @@ camera photos` opens the camera with the station's settings (and a rule set's `c
 exposure), takes each photo as the line would take a board (a software trigger fired, a board passing a triggered
 camera's sensor, or a free-running camera's next frame after the ask), and writes lossless PNGs that carry the
 settings read back from the camera (camera/photo_settings.py). Numbering goes on after the photos already in the
-folder: a second round adds, it never overwrites.
+folder: a second round adds, it never overwrites. Where a kiosk's line holds the camera, the photos are its newest
+frames asked of the kiosk (GET /camera/photo), each one taken after it was asked for.
 """
 from __future__ import annotations
 
+import base64
 import queue
 import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..ingest.sources import Frame
-from .genicam import GenICamSource
+from ..runtime.diskio import write_atomically
 from .photo_settings import TakenWith, save_photo
+from .settings import features_said
+
+if TYPE_CHECKING:  # pypylon's transport layers are loaded by whoever opens a camera, not by a kiosk's photo route
+    from .genicam import GenICamSource
 
 OPEN_S = 30.0  # how long the camera may take to open before the photos are given up
+KIOSK_POLL_S = 0.2  # how often a kiosk is asked for its camera's newest frame while a photo waits for one
 
 
 def take_photos(source: GenICamSource, count: int, out: Path, name: str = "photo", timeout: float = 30.0,
                 ask: Callable[[int], None] | None = None, say: Callable[[str], None] = lambda _m: None) -> list[Path]:
     """`count` photos from `source` written to `out` as NAME-NN.png; `ask(i)` (given) is called before photo i and
     returns when the board is in place. RuntimeError naming the camera's trouble when it gives no photo in time."""
-    if count < 1:
-        raise ValueError(f"photos to take must be 1 or more, got {count}")
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        raise ValueError(f"photo name {name!r}: letters, digits, '.', '_' and '-' only")
+    _check(count, name)
     out.mkdir(parents=True, exist_ok=True)
     first = _next_number(out, name)
     frames: queue.Queue[Frame] = queue.Queue(maxsize=4)
@@ -55,6 +59,43 @@ def take_photos(source: GenICamSource, count: int, out: Path, name: str = "photo
         source.stop()
         grabbing.join(10)
     return written
+
+
+def photos_from_kiosk(newest: Callable[[], dict[str, Any]], count: int, out: Path, name: str = "golden",
+                      timeout: float = 30.0, ask: Callable[[int], None] | None = None,
+                      say: Callable[[str], None] = lambda _m: None) -> list[Path]:
+    """`count` photos from the camera a kiosk's line holds (`newest()`: its GET /camera/photo answer), each the
+    first frame it took after the photo was asked for (after `ask(i)` returned, or after the photo before): a
+    triggered camera's next board, a free-running camera's next frame. RuntimeError saying why when none comes."""
+    _check(count, name)
+    written: list[Path] = []
+    for i in range(count):
+        if ask is not None:
+            ask(i)
+        asked = time.monotonic()
+        doc = _taken_after(newest, asked, timeout)
+        path = next_photo(out, name)
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, base64.b64decode(doc["png_base64"]))
+        written.append(path)
+        taken = doc.get("taken_with")
+        said = "" if not taken else " at " + features_said(taken["settings"].items())
+        say(f"{path} ({doc['width']}x{doc['height']}){said}")
+    return written
+
+
+def _taken_after(newest: Callable[[], dict[str, Any]], asked: float, timeout: float) -> dict[str, Any]:
+    deadline = asked + timeout
+    while True:
+        doc = newest()
+        age = doc.get("age_s")
+        if "png_base64" in doc and age is not None and age <= time.monotonic() - asked:
+            return doc
+        if time.monotonic() > deadline:
+            why = f" ({doc['error']})" if doc.get("error") else ""
+            raise RuntimeError(f"the kiosk's camera took no frame within {timeout:g} s of the ask{why}: a triggered "
+                               "camera takes one when a board passes its sensor or the PLC triggers it")
+        time.sleep(KIOSK_POLL_S)
 
 
 def newest_photo(camera: Any) -> tuple[np.ndarray, TakenWith | None, float | None] | None:
@@ -79,6 +120,13 @@ def next_photo(out: Path, name: str) -> Path:
     return out / f"{name}-{_next_number(out, name):02d}.png"
 
 
+def _check(count: int, name: str) -> None:
+    if count < 1:
+        raise ValueError(f"photos to take must be 1 or more, got {count}")
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise ValueError(f"photo name {name!r}: letters, digits, '.', '_' and '-' only")
+
+
 def _grab(source: GenICamSource, frames: queue.Queue[Frame]) -> None:
     """The camera's frames, the newest kept (an old one dropped for it): a photo is never of a board gone by."""
     for frame in source:
@@ -97,8 +145,10 @@ def _wait_open(source: GenICamSource, grabbing: threading.Thread) -> None:
     deadline = time.monotonic() + OPEN_S
     while source.camera is None:
         if not grabbing.is_alive() or time.monotonic() > deadline:
-            why = source.counters.gave_up or source.counters.last_error or f"not open within {OPEN_S:g} s"
-            raise RuntimeError(f"camera {source.device}: {why}")
+            why = source.counters.last_error or f"camera {source.device} not open within {OPEN_S:g} s"
+            raise RuntimeError(f"{why}. Where a kiosk's line holds it, "
+                               "take the photo through the kiosk (GET /camera/photo, the dashboard's New board tab) "
+                               "or stop its line first")
         time.sleep(0.02)
 
 

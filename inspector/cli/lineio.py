@@ -25,15 +25,31 @@ def cmd_camera_list(args: argparse.Namespace) -> int:
 def cmd_camera_photos(args: argparse.Namespace) -> int:
     import sys
 
-    from ..camera.genicam import GenICamSource
-    from ..camera.photos import take_photos
+    from ..app.kiosk_client import KioskClient
+    from ..camera.photos import photos_from_kiosk, take_photos
     from ..camera.settings import CameraSettings, load_settings
     from ..routing.rules import load_rules
 
+    def ask(i: int) -> None:
+        print(f"photo {i + 1} of {args.count}: put the board in place and press Enter", file=sys.stderr, flush=True)
+        if not sys.stdin.readline():
+            raise UsageError("no Enter came (stdin closed): leave out --ask to take the photos back to back")
+
+    if bool(args.source) == bool(args.kiosk):
+        raise UsageError("give the camera (--source genicam:SERIAL) or the kiosk whose line holds it (--kiosk URL)")
+    if args.kiosk:
+        if args.camera_settings or args.rules:
+            raise UsageError("--camera-settings and --rules are for a camera opened here; a kiosk's camera runs at "
+                             "the settings of its station and of the product it serves")
+        written = photos_from_kiosk(KioskClient(args.kiosk).camera_photo, args.count, Path(args.out), args.name,
+                                    args.timeout, ask if args.ask else None, say)
+        return _photos_written(args, written)
     kind, _, device = args.source.partition(":")
     if kind != "genicam" or not device:
         raise UsageError(f"--source {args.source}: photos that say their settings come from a GenICam camera "
                          "(genicam:SERIAL|INDEX, `inspector camera list`); a folder's photos are files already")
+    from ..camera.genicam import GenICamSource
+
     settings = load_settings(args.camera_settings) if args.camera_settings else CameraSettings()
     rules = load_rules(args.rules) if args.rules else None
     if rules is not None and rules.camera:
@@ -41,16 +57,19 @@ def cmd_camera_photos(args: argparse.Namespace) -> int:
         say(f"the camera at the station's settings with {rules.recipe}'s over them: {rules.camera.said()}")
     source = GenICamSource(device, settings, max_reconnects=0,
                            board_size=rules.board_size if rules is not None else None)
-
-    def ask(i: int) -> None:
-        print(f"photo {i + 1} of {args.count}: put the board in place and press Enter", file=sys.stderr, flush=True)
-        if not sys.stdin.readline():
-            raise UsageError("no Enter came (stdin closed): leave out --ask to take the photos back to back")
-
     written = take_photos(source, args.count, Path(args.out), args.name, args.timeout,
                           ask if args.ask else None, say)
-    print(f"{len(written)} photo(s) in {args.out}, each saying the settings it was taken with: "
-          f"inspector board teach --golden {' '.join(str(p) for p in written[:3])}{' ...' if len(written) > 3 else ''}")
+    return _photos_written(args, written)
+
+
+def _photos_written(args: argparse.Namespace, written: list[Path]) -> int:
+    from ..camera.photo_settings import taken_with
+
+    said = sum(taken_with(p) is not None for p in written)
+    what = ("each saying the settings it was taken with" if said == len(written) else
+            f"{said} saying the settings they were taken with (the camera cannot say them)")
+    print(f"{len(written)} photo(s) in {args.out}, {what}: inspector board teach --golden "
+          f"{' '.join(str(p) for p in written[:3])}{' ...' if len(written) > 3 else ''}")
     return 0
 
 
@@ -211,7 +230,9 @@ def add_camera(p: argparse.ArgumentParser) -> None:
     ls.set_defaults(func=cmd_camera_list)
     photos = sub.add_parser("photos", help="photos of boards through the line's camera, each saying the settings it "
                                            "was taken with (golden photos: `board teach` keeps the settings)")
-    photos.add_argument("--source", required=True, metavar="genicam:SERIAL|INDEX", help="the line's camera")
+    photos.add_argument("--source", metavar="genicam:SERIAL|INDEX", help="the line's camera, opened here")
+    photos.add_argument("--kiosk", metavar="URL", help="or the kiosk whose line holds the camera: each photo the "
+                                                       "first frame it takes after the photo is asked for")
     photos.add_argument("--camera-settings", metavar="FILE", help="the station's camera settings (YAML), as the "
                                                                    "kiosk's --camera-settings")
     photos.add_argument("--rules", help="the product's rule set: its `camera:` over the station's settings, its "
