@@ -116,6 +116,36 @@ def test_camera_settings_use_sfnc_names_and_refuse_what_a_camera_would_not_take(
     assert "ExposureTime" in source.counters.gave_up
 
 
+def test_a_triggered_camera_waiting_for_a_board_takes_exposure_and_gain_at_once_and_refuses_what_it_cannot(
+        tmp_path: Path) -> None:
+    """Exposure and gain are written to the open camera while its grab waits for the next trigger (no frame needed);
+    a value the camera refuses leaves the old ones, and the next board's frame comes as before."""
+    from dataclasses import replace
+
+    emulator_images(tmp_path / "img", 1)
+    source = GenICamSource("0", settings(tmp_path / "img", ExposureTime=1000.0, TriggerMode="On",
+                                         TriggerSource="Software"))
+    got, t = _collect(source, 1)
+    try:
+        nodes = source.camera.GetNodeMap()
+        assert source.apply(replace(source.settings, ExposureTime=2500.0, Gain=4.0)) is None
+        assert got == []  # taken with no frame taken (how fast is measured, not asserted: the manual's figures)
+        assert (nodes.GetNode("ExposureTime").GetValue(), nodes.GetNode("Gain").GetValue()) == pytest.approx(
+            (2500, 4), abs=1e-3)
+        assert source.settings.ExposureTime == 2500.0
+        refused = source.apply(replace(source.settings, ExposureTime=1e12, Gain=1.0))
+        assert refused is not None and "previous settings stay" in refused and "ExposureTime" in refused
+        assert (nodes.GetNode("ExposureTime").GetValue(), nodes.GetNode("Gain").GetValue()) == pytest.approx(
+            (2500, 4), abs=1e-3)
+        assert source.settings.ExposureTime == 2500.0 and source.counters.last_error.endswith(refused)
+        assert source.trigger() is not None
+        t.join(10)
+        assert len(got) == 1 and got[0].image.shape == (120, 200, 3)
+    finally:
+        source.stop()
+        t.join(10)
+
+
 def test_a_feature_settings_leave_goes_back_to_the_cameras_own_value_and_a_wider_region_fits(tmp_path: Path) -> None:
     """A real camera keeps its features while powered: settings that leave one a product set take its own value back
     (the emulator resets on reopen, so its one open camera is set up twice here)."""

@@ -29,7 +29,7 @@ from .settings import IMAGING, REGION, CameraSettings
 
 LIVE = ("ExposureTime", "Gain")  # features a grabbing camera takes (SFNC: writable while it acquires)
 TRIGGERED_WAIT_MS = 100  # a triggered camera's grab waits this long for a frame before the loop looks again (its
-# stop, settings asked for: a changeover's exposure waits at most this)
+# stop, settings that reopen the camera: a changeover's region waits at most this before the reopen)
 
 try:  # the genicam extra (240 MB of transport layers): a box without it still runs every other source
     from pypylon import genicam, pylon
@@ -73,6 +73,7 @@ class GenICamSource(Source):
         self.last_image_at: float | None = None
         self._next: CameraSettings | None = None  # settings asked for, taken between two frames
         self._applied = threading.Condition()
+        self._applying = threading.Lock()  # one apply at a time (a changeover's, an engineer's)
         self._apply_result: str | None = None
         # the frame loop's while it opens and grabs; free while a frame waits for its taker (a paused line, a full
         # queue, a changeover holding boards), when whoever asks for settings takes them itself
@@ -174,11 +175,20 @@ class GenICamSource(Source):
             return at
 
     def apply(self, settings: CameraSettings, timeout: float = 15.0) -> str | None:
-        """New settings for the running camera, taken between two frames (the camera is reopened with them);
-        the reason when the camera refused them (the previous settings stay in force), None when applied."""
+        """New settings for the running camera: exposure and gain written to the open camera at once (as a software
+        trigger is written while the frame loop's grab waits), anything else between two frames by reopening it; the
+        reason when the camera refused them (the previous settings stay in force), None when applied."""
         if settings.triggered != self.settings.triggered:
             return ("switching between free running and triggered changes how frames become boards (the gate); "
                     "save the settings and restart the line")
+        with self._applying:
+            return self._apply(settings, timeout)
+
+    def _apply(self, settings: CameraSettings, timeout: float) -> str | None:
+        with self._lock:  # exposure and gain written to the open camera now, as a software trigger is written
+            camera = self.camera  # while the frame loop's grab waits (the lock keeps it from being closed meanwhile)
+            if camera is not None and _changed(self.settings, settings) <= set(LIVE):
+                return self._write_live(camera, self.settings, settings)
         with self._applied:
             self._next, self._apply_result = settings, None
         deadline = time.monotonic() + timeout
@@ -208,34 +218,46 @@ class GenICamSource(Source):
             new, old = self._next, self.settings
         if new is None:
             return
-        result = None
         if self.camera is not None and _changed(old, new) <= set(LIVE):
-            try:
-                self._write(self.camera.GetNodeMap(), new, LIVE)
-                self.settings = new
-            except ValueError as exc:
-                result = f"the camera refused the settings ({exc}); the previous settings stay"
-                try:
-                    self._write(self.camera.GetNodeMap(), old, LIVE)
-                except ValueError:  # noqa: S110 - it took them before: nothing else to put back
-                    pass
+            result = self._write_live(self.camera, old, new)
         else:
-            self._close()
-            self.settings = new
-            try:
-                self._open()
-            except Exception as exc:  # noqa: BLE001 - a feature the camera refuses: the old settings come back
-                self.settings = old
-                result = f"the camera refused the settings ({_short(exc)}); the previous settings stay"
-                try:
-                    self._open()  # as it was when the answer comes (else the frame loop reopens it)
-                except Exception:  # noqa: BLE001 - gone meanwhile: the frame loop's reconnects
-                    pass
-        if result is not None:
-            self.counters.fail(f"camera {self.device}: {result}")
+            result = self._reopen(old, new)
         with self._applied:
             self._next, self._apply_result = None, result
             self._applied.notify_all()
+
+    def _reopen(self, old: CameraSettings, new: CameraSettings) -> str | None:
+        """The camera reopened with `new` (a region, a format: not written to a grabbing camera); with `old` again
+        when it refuses them."""
+        self._close()
+        self.settings = new
+        try:
+            self._open()
+            return None
+        except Exception as exc:  # noqa: BLE001 - a feature the camera refuses: the old settings come back
+            self.settings = old
+            result = f"the camera refused the settings ({_short(exc)}); the previous settings stay"
+            self.counters.fail(f"camera {self.device}: {result}")
+            try:
+                self._open()  # as it was when the answer comes (else the frame loop reopens it)
+            except Exception:  # noqa: BLE001 - gone meanwhile: the frame loop's reconnects
+                pass
+            return result
+
+    def _write_live(self, camera: Any, old: CameraSettings, new: CameraSettings) -> str | None:
+        """Exposure and gain written to the grabbing camera (SFNC lets them be); the old ones back when refused."""
+        try:
+            self._write(camera.GetNodeMap(), new, LIVE)
+        except ValueError as exc:
+            try:
+                self._write(camera.GetNodeMap(), old, LIVE)
+            except ValueError:  # noqa: S110 - it took them before: nothing else to put back
+                pass
+            result = f"the camera refused the settings ({exc}); the previous settings stay"
+            self.counters.fail(f"camera {self.device}: {result}")
+            return result
+        self.settings = new
+        return None
 
     # -- frames ----------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Frame]:
