@@ -68,7 +68,7 @@ def test_photos_through_the_line_camera_say_the_settings_the_camera_ran_at_and_n
     assert r.returncode == 2 and "come from a GenICam camera" in r.stderr
     r = cli("camera", "photos", "--source", "genicam:NOPE-9", "--out", str(tmp_path / "x"))
     assert r.returncode == 1 and "camera NOPE-9 cannot be opened: no camera with serial or index 'NOPE-9'" in r.stderr
-    assert "take the photo through the kiosk" in r.stderr
+    assert "take the photos through the kiosk (`inspector camera photos --kiosk URL`" in r.stderr
     assert not list((tmp_path / "x").glob("*.png"))
 
 

@@ -33,13 +33,12 @@ OPEN_S = 30.0  # how long the camera may take to open before the photos are give
 KIOSK_POLL_S = 0.2  # how often a kiosk is asked for its camera's newest frame while a photo waits for one
 
 
-def take_photos(source: GenICamSource, count: int, out: Path, name: str = "photo", timeout: float = 30.0,
+def take_photos(source: GenICamSource, count: int, out: Path, name: str = "golden", timeout: float = 30.0,
                 ask: Callable[[int], None] | None = None, say: Callable[[str], None] = lambda _m: None) -> list[Path]:
     """`count` photos from `source` written to `out` as NAME-NN.png; `ask(i)` (given) is called before photo i and
     returns when the board is in place. RuntimeError naming the camera's trouble when it gives no photo in time."""
     _check(count, name)
     out.mkdir(parents=True, exist_ok=True)
-    first = _next_number(out, name)
     frames: queue.Queue[Frame] = queue.Queue(maxsize=4)
     grabbing = threading.Thread(target=_grab, args=(source, frames), name="camera-photos", daemon=True)
     grabbing.start()
@@ -52,7 +51,7 @@ def take_photos(source: GenICamSource, count: int, out: Path, name: str = "photo
             if ask is not None:
                 ask(i)
             frame = _fresh(source, frames, grabbing, timeout)
-            path = save_photo(out / f"{name}-{first + i:02d}.png", frame.image, taken)
+            path = save_photo(next_photo(out, name), frame.image, taken)
             written.append(path)
             say(f"{path} ({frame.image.shape[1]}x{frame.image.shape[0]})")
     finally:
@@ -68,6 +67,7 @@ def photos_from_kiosk(newest: Callable[[], dict[str, Any]], count: int, out: Pat
     first frame it took after the photo was asked for (after `ask(i)` returned, or after the photo before): a
     triggered camera's next board, a free-running camera's next frame. RuntimeError saying why when none comes."""
     _check(count, name)
+    out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for i in range(count):
         if ask is not None:
@@ -75,7 +75,6 @@ def photos_from_kiosk(newest: Callable[[], dict[str, Any]], count: int, out: Pat
         asked = time.monotonic()
         doc = _taken_after(newest, asked, timeout)
         path = next_photo(out, name)
-        out.mkdir(parents=True, exist_ok=True)
         write_atomically(path, base64.b64decode(doc["png_base64"]))
         written.append(path)
         taken = doc.get("taken_with")
@@ -146,9 +145,9 @@ def _wait_open(source: GenICamSource, grabbing: threading.Thread) -> None:
     while source.camera is None:
         if not grabbing.is_alive() or time.monotonic() > deadline:
             why = source.counters.last_error or f"camera {source.device} not open within {OPEN_S:g} s"
-            raise RuntimeError(f"{why}. Where a kiosk's line holds it, "
-                               "take the photo through the kiosk (GET /camera/photo, the dashboard's New board tab) "
-                               "or stop its line first")
+            raise RuntimeError(f"{why}. Where a kiosk's line holds it, take the photos through the kiosk "
+                               "(`inspector camera photos --kiosk URL`, the dashboard's New board tab) or stop its "
+                               "line first")
         time.sleep(0.02)
 
 
