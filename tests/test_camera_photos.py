@@ -130,3 +130,20 @@ def test_a_photos_damaged_settings_are_refused_naming_the_photo_and_the_feature(
     with pytest.raises(ConfigError, match="wired.png.*TriggerMode"):
         taken_with(with_text("wired.png", json.dumps({"settings": {"TriggerMode": "On"}})))
     assert taken_with(tmp_path / "missing.png") is None
+
+
+def test_a_folder_of_photos_is_taken_as_its_photos_by_name_and_an_empty_one_is_refused(tmp_path: Path) -> None:
+    """`board teach --golden DIR`, `board check DIR`, `board tune DIR`: the folder `camera photos` wrote."""
+    from inspector.cli.common import photos_given
+    from inspector.cli.exits import UsageError
+
+    (tmp_path / "golden").mkdir()
+    for name in ("golden-02.png", "golden-01.png", "notes.txt", "golden-03.JPG"):
+        (tmp_path / "golden" / name).write_bytes(b"x")
+    (tmp_path / "golden" / "sub.png").mkdir()  # a folder named like a photo is not one
+    other = tmp_path / "other.png"
+    assert photos_given([str(tmp_path / "golden"), str(other)]) == [
+        tmp_path / "golden" / n for n in ("golden-01.png", "golden-02.png", "golden-03.JPG")] + [other]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="empty is a folder with no photo in it"):
+        photos_given([str(tmp_path / "empty")])

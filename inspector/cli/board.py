@@ -53,7 +53,8 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach = sub.add_parser("teach", help="teach an imported board from photos of good boards: registered to the CAD, "
                                          "made defects from their own crops, a golden-comparison expert per type")
     teach.add_argument("--rules", required=True, help="the imported rule set (board import's RULES.yaml)")
-    teach.add_argument("--golden", required=True, nargs="+", help="photos of good boards (one is enough to start)")
+    teach.add_argument("--golden", required=True, nargs="+", help="photos of good boards (one is enough to start), "
+                                                                  "or a folder of them")
     teach.add_argument("--every-board", action="store_true",
                        help="take every board a golden photo shows (a tray of golden boards), not only the first "
                             "registered")
@@ -93,7 +94,7 @@ def add_board(p: argparse.ArgumentParser) -> None:
     teach.set_defaults(func=cmd_teach)
     check = sub.add_parser("check", help="photos of boards registered to a taught rule set and inspected by the line: "
                                          "what it flags on boards whose answer you know")
-    check.add_argument("photos", nargs="+", help="photos, each holding one board or several")
+    check.add_argument("photos", nargs="+", help="photos, each holding one board or several, or folders of them")
     check.add_argument("--rules", required=True, help="the taught rule set (board teach's RULES.taught.yaml)")
     check.add_argument("--zoo", required=True, help="its zoo (board teach's WORK/zoo)")
     check.add_argument("--work", help="where the overlays go (default: beside the zoo); the profiles are the box's "
@@ -209,7 +210,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_teach(args: argparse.Namespace) -> int:
     from ..app.board_teach import BoardTeachPlan, format_checks, teach_board
-    from .common import say
+    from .common import photos_given, say
 
     rules = Path(args.rules)
     if args.threads is not None:
@@ -224,7 +225,7 @@ def cmd_teach(args: argparse.Namespace) -> int:
         raise UsageError("--heldout is a share of the parts: above 0, below 1 (0.25 holds out about a quarter)")
     out = Path(args.out) if args.out else rules.with_name(rules.stem + ".taught.yaml")
     work = Path(args.work) if args.work else rules.with_name(rules.stem + ".teach")
-    plan = BoardTeachPlan(rules, [Path(g) for g in args.golden], work, out,
+    plan = BoardTeachPlan(rules, photos_given(args.golden), work, out,
                           _path(args.defects), args.escape_rate, epochs=args.epochs,
                           seed=args.seed, comparison=args.comparison, experts=args.experts,
                           presence=args.presence, every_board=args.every_board, heldout_share=args.heldout)
@@ -242,11 +243,11 @@ def cmd_teach(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from ..app.board_check import check_photos, format_checked
-    from .common import models_of, say
+    from .common import models_of, photos_given, say
 
     zoo = Path(args.zoo)
     work = Path(args.work) if args.work else zoo.parent / "check"
-    checked, overlays, seconds = check_photos(Path(args.rules), zoo, [Path(p) for p in args.photos], work,
+    checked, overlays, seconds = check_photos(Path(args.rules), zoo, photos_given(args.photos), work,
                                               models_of(args), say)
     print(format_checked(checked))
     boards = [c for c in checked if c.inspected]
@@ -292,6 +293,7 @@ def cmd_marks(args: argparse.Namespace) -> int:
     from ..app.bad_mark_check import read_panel
     from ..app.board_photos import read_photo
     from ..routing.rules import load_rules
+    from .common import photos_given
 
     rules = load_rules(args.rules)
     if rules.panel is None or rules.panel.bad_marks is None:
@@ -301,18 +303,19 @@ def cmd_marks(args: argparse.Namespace) -> int:
     print(f"{rules.recipe}: {len(marks.at)} bad-mark pads, {marks.mark} marks, contrast {marks.contrast:g} "
           f"(a pad is marked past it); read against {'the golden board' if rules.golden else 'the panel'}")
     print(f"{'photo':<32}{'board':>6}{'level':>8}{'clean':>8}{'taken':>8}  marked")
-    for photo in args.photos:
+    for photo in photos_given(args.photos):
         try:
-            readings = read_panel(read_photo(Path(photo)), rules)
+            readings = read_panel(read_photo(photo), rules)
         except ValueError as exc:  # unreadable, the wrong size, not registered: said, the next photo read
             unread += 1
             print(f"{photo}: not read: {exc}")
-            out[photo] = {"error": str(exc)}
+            out[str(photo)] = {"error": str(exc)}
             continue
         for r in readings:
-            print(f"{Path(photo).name[:31]:<32}{r.board:>6}{r.level:>8.1f}{r.clean:>8.1f}{r.taken:>8.2f}  "
+            print(f"{photo.name[:31]:<32}{r.board:>6}{r.level:>8.1f}{r.clean:>8.1f}{r.taken:>8.2f}  "
                   f"{'yes' if r.marked else 'no'}")
-        out[photo] = {"pads": [{k: None if v != v else v for k, v in vars(r).items()} for r in readings]}  # nan: off
+        pads = [{k: None if v != v else v for k, v in vars(r).items()} for r in readings]  # nan: off the photo
+        out[str(photo)] = {"pads": pads}
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2), encoding="utf-8")
     return 1 if unread else 0

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import database_flags, station_flags
+from .common import database_flags, photos_given, station_flags
 from .exits import UsageError
 
 
@@ -135,7 +135,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not 0 <= args.most_lost <= 100 or margin < 0:
         raise UsageError("--most-lost is percentage points (0 to 100) and --margin log-odds (0 or more)")
     work = Path(args.work) if args.work else zoo_root.parent / "tune"
-    photos = [Path(p) for p in args.photos]
+    photos = photos_given(args.photos)
     checked, tune = tune_boards(rules_path, zoo_root, photos, work, models_of(args), args.most_lost / 100,
                                 margin, say)
     print(format_checked(checked))

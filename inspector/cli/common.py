@@ -230,6 +230,24 @@ def comma_list(text: str | None) -> list[str]:
     return [item.strip() for item in (text or "").split(",") if item.strip()]
 
 
+def photos_given(given: list[str]) -> list[Path]:
+    """Photos as a command names them: files as they are, a folder as the photos in it by name (where `inspector
+    camera photos` wrote them); UsageError for a folder with none."""
+    from ..ingest.sources import IMAGE_SUFFIXES
+
+    out: list[Path] = []
+    for name in given:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+            if not found:
+                raise UsageError(f"{path} is a folder with no photo in it ({', '.join(sorted(IMAGE_SUFFIXES))})")
+            out += found
+        else:
+            out.append(path)
+    return out
+
+
 def photo_board_flags(p: argparse.ArgumentParser) -> None:
     """--board and --correction: which board of a photo, and the line camera's correction, where a command takes
     a board from a photo as the line registers it (board approve, board revise)."""
