@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import cv2
@@ -63,13 +65,62 @@ def test_photos_through_the_line_camera_say_the_settings_the_camera_ran_at_and_n
     assert r.returncode == 2 and "or the kiosk whose line holds it" in r.stderr
     r = cli("camera", "photos", "--kiosk", "http://127.0.0.1:9", "--rules", str(tmp_path / "mini.yaml"), "--out",
             str(tmp_path))
-    assert r.returncode == 2 and "a kiosk's camera runs at the settings of its station" in r.stderr
+    assert r.returncode == 2 and "camera runs at the settings of its station" in r.stderr
     r = cli("camera", "photos", "--source", f"folder:{tmp_path}", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "come from a GenICam camera" in r.stderr
     r = cli("camera", "photos", "--source", "genicam:NOPE-9", "--out", str(tmp_path / "x"))
     assert r.returncode == 1 and "camera NOPE-9 cannot be opened: no camera with serial or index 'NOPE-9'" in r.stderr
     assert "take the photos through the kiosk (`inspector camera photos --kiosk URL`" in r.stderr
     assert not list((tmp_path / "x").glob("*.png"))
+
+
+def test_a_photo_is_taken_through_the_lines_correction_and_says_so(tmp_path: Path) -> None:
+    """The line corrects its frames (lens, flat field) before anything looks at them; a golden photo is corrected
+    the same way, by `camera photos --correction` and through a running line's source (the kiosk's, the dashboard's)."""
+    from inspector.app.run import open_source
+    from inspector.camera.correction import CameraCorrection
+    from inspector.camera.photos import newest_photo
+
+    emulator_images(tmp_path / "img", 1)
+    (tmp_path / "mini.yaml").write_text(GOOD, encoding="utf-8")
+    r = cli("camera", "reference", "--synthetic", "vignette=0.3,cast=0.1", "--rules", str(tmp_path / "mini.yaml"),
+            "--out", str(tmp_path / "cam.json"))
+    assert r.returncode == 0, r.stderr
+    correction = CameraCorrection.load(tmp_path / "cam.json")
+    served = cv2.imread(str(tmp_path / "img" / "0000.png"))
+    (tmp_path / "station.yaml").write_text(f"ImageFilename: {tmp_path / 'img'}\nWidth: 200\nHeight: 120\n"
+                                           "PixelFormat: BGR8\n", encoding="utf-8")
+    r = cli("camera", "photos", "--source", "genicam:0", "--camera-settings", str(tmp_path / "station.yaml"),
+            "--correction", str(tmp_path / "cam.json"), "--out", str(tmp_path / "golden"))
+    assert r.returncode == 0, r.stderr
+    assert "corrected: flat field at level" in r.stderr
+    photo = tmp_path / "golden" / "golden-01.png"
+    assert np.array_equal(cv2.imread(str(photo)), correction.apply(served))  # as the line sees the frame
+    said = taken_with(photo)
+    assert said is not None and said.corrected == correction.describe()
+
+    rules = parse_rules(GOOD, "mini.yaml")
+    source = open_source("genicam:0", rules, 0, 0, camera_settings={
+        "ImageFilename": str(tmp_path / "img"), "Width": 200, "Height": 120, "PixelFormat": "BGR8",
+        "TriggerMode": "On", "TriggerSource": "Software"}, correction=tmp_path / "cam.json")
+    frames: list = []
+
+    running = threading.Thread(target=lambda: frames.extend(source), daemon=True)  # the line's frame loop
+    running.start()
+    try:
+        deadline = time.monotonic() + 30
+        while source.origin.camera is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert newest_photo(source) is None  # triggered: no frame yet
+        assert source.origin.trigger() is not None
+        while not frames and time.monotonic() < deadline:
+            time.sleep(0.02)
+        image, taken, age = newest_photo(source)  # the camera open, its line running
+    finally:
+        source.stop()
+        running.join(10)
+    assert np.array_equal(image, frames[0].image) and np.array_equal(image, correction.apply(served))
+    assert taken is not None and taken.corrected == correction.describe() and age is not None and age >= 0
 
 
 def test_a_free_running_camera_photo_is_a_frame_taken_after_it_was_asked_for(tmp_path: Path) -> None:
@@ -106,6 +157,11 @@ def test_teaching_asks_the_camera_for_the_first_golden_photos_settings_and_names
     assert "g2.png was taken at ExposureTime 1500 (the taught set asks ExposureTime 805)" in said
     assert "g2.png was taken by camera EMU-2 (Emulation), g1.png by camera EMU-1 (Emulation)" in said
     assert "g3.png does not say its camera settings" in said
+    corrected = save_photo(tmp_path / "g4.png", np.full((60, 80, 3), 90, np.uint8), TakenWith.now(
+        {"ExposureTime": 805.0, "Gain": 2.0, "PixelFormat": "BayerRG8", "Scale": 1.0},
+        {"serial": "EMU-1", "model": "Emulation"}, "flat field at level 180"))
+    assert "g4.png was corrected (flat field at level 180), g1.png not corrected: the line corrects its frames one " \
+           "way" in taught_camera(rules, [g1, corrected]).notes
     # the taught camera loads as a rule set's own, and a check's photo taken otherwise is named
     taught_rules = parse_rules(GOOD + "camera: " + json.dumps(taught.camera) + "\n", "taught.yaml")
     assert checked_camera(taught_rules, [g1, g3]) == []

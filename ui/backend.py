@@ -359,7 +359,8 @@ class LocalBackend(Signed):
     def camera_photo(self, out: Path) -> tuple[Path, TakenWith | None]:
         """The camera's newest frame saved in `out` as a golden photo (golden-NN.png) that says the settings the
         camera runs at; RuntimeError when the line has no camera frame."""
-        newest = newest_photo(self._camera())
+        service = self.controller.service
+        newest = newest_photo(service.source if service is not None else None)
         if newest is None:
             raise RuntimeError("the line's camera has delivered no frame: start the line on a camera first")
         image, taken, _age = newest

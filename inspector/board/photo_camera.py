@@ -39,7 +39,8 @@ def taught_camera(rules: RuleSet, photos: list[Path]) -> PhotoCamera:
     path, taken = first
     asked = rules.camera.to_json()
     camera = {**asked, **taken.values()}
-    source = f"{path.name}, by {taken.by()}" + (f" at {taken.taken_at}" if taken.taken_at else "")
+    source = (f"{path.name}, by {taken.by()}" + (f" at {taken.taken_at}" if taken.taken_at else "")
+              + (f", corrected ({taken.corrected})" if taken.corrected else ""))
     notes = [f"camera: the taught set asks {taken.said()}, as {source} was taken"]
     replaced = taken.differs(asked)
     if replaced:
@@ -58,6 +59,9 @@ def taught_camera(rules: RuleSet, photos: list[Path]) -> PhotoCamera:
                          "learn its look too, but the line runs at the first photo's")
         if dict(t.camera).get("serial") != dict(taken.camera).get("serial"):
             notes.append(f"{p.name} was taken by {t.by()}, {path.name} by {taken.by()}")
+        if t.corrected != taken.corrected:
+            notes.append(f"{p.name} was {_correction(t)}, {path.name} {_correction(taken)}: the line corrects its "
+                         "frames one way")
     return PhotoCamera(camera, notes, source)
 
 
@@ -77,3 +81,7 @@ def checked_camera(rules: RuleSet, photos: list[Path]) -> list[str]:
                          + f"; {rules.recipe} asks " + features_said((k, a) for k, _v, a in other)
                          + ": what it flags may be the camera's, not the board's")
     return notes
+
+
+def _correction(taken: TakenWith) -> str:
+    return f"corrected ({taken.corrected})" if taken.corrected else "not corrected"

@@ -93,3 +93,14 @@ class CorrectedSource(WrappedSource):
             yield frame
             if self._stop:
                 return
+
+
+def correction_in(source: Source) -> CameraCorrection | None:
+    """The correction a source's frames pass through (a CorrectedSource anywhere among its wrappers), or None."""
+    while True:
+        if isinstance(source, CorrectedSource):
+            return source.correction
+        inner = getattr(source, "inner", None)
+        if inner is None:
+            return None
+        source = inner

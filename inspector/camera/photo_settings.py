@@ -36,17 +36,19 @@ CLOSE = 0.01  # relative: a camera's increments round what it was asked (an expo
 
 @dataclass(frozen=True)
 class TakenWith:
-    """The settings a photo was taken with (IMAGE_KEYS the camera has, in that order), by which camera, when."""
+    """The settings a photo was taken with (IMAGE_KEYS the camera has, in that order), by which camera, when, and
+    the camera's correction applied to it (the line's lens and flat field: the photo as the line sees its frames)."""
     settings: tuple[tuple[str, Any], ...]
     camera: tuple[tuple[str, str], ...] = ()  # serial, model, vendor
     taken_at: str = ""  # ISO 8601, UTC
+    corrected: str = ""  # camera/correction.py's describe() of what was applied ("": nothing)
 
     @classmethod
-    def now(cls, settings: Mapping[str, Any], camera: Mapping[str, str]) -> TakenWith:
+    def now(cls, settings: Mapping[str, Any], camera: Mapping[str, str], corrected: str = "") -> TakenWith:
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         said = {**settings, "PixelFormat": sfnc_format(settings.get("PixelFormat"))}
         return cls(tuple((k, said[k]) for k in IMAGE_KEYS if said.get(k) is not None),
-                   tuple((k, str(v)) for k, v in camera.items()), at)
+                   tuple((k, str(v)) for k, v in camera.items()), at, corrected)
 
     def values(self) -> dict[str, Any]:
         return dict(self.settings)
@@ -65,7 +67,8 @@ class TakenWith:
         return [(k, v, asked[k]) for k, v in self.settings if k in asked and not _same(v, asked[k])]
 
     def to_json(self) -> dict[str, Any]:
-        return {"settings": dict(self.settings), "camera": dict(self.camera), "taken_at": self.taken_at}
+        return {"settings": dict(self.settings), "camera": dict(self.camera), "taken_at": self.taken_at,
+                "corrected": self.corrected}
 
     @classmethod
     def from_json(cls, doc: Any, source: str) -> TakenWith:
@@ -78,7 +81,7 @@ class TakenWith:
         camera = doc.get("camera") or {}
         return cls(tuple((k, given[k]) for k in IMAGE_KEYS if k in given),
                    tuple((str(k), str(v)) for k, v in camera.items()) if isinstance(camera, dict) else (),
-                   str(doc.get("taken_at") or ""))
+                   str(doc.get("taken_at") or ""), str(doc.get("corrected") or ""))
 
 
 def photo_png(image: np.ndarray, taken: TakenWith | None) -> bytes:

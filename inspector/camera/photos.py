@@ -23,6 +23,7 @@ import numpy as np
 
 from ..ingest.sources import Frame
 from ..runtime.diskio import write_atomically
+from .correction import CameraCorrection, correction_in
 from .photo_settings import TakenWith, save_photo
 from .settings import features_said
 
@@ -34,9 +35,11 @@ KIOSK_POLL_S = 0.2  # how often a kiosk is asked for its camera's newest frame w
 
 
 def take_photos(source: GenICamSource, count: int, out: Path, name: str = "golden", timeout: float = 30.0,
-                ask: Callable[[int], None] | None = None, say: Callable[[str], None] = lambda _m: None) -> list[Path]:
-    """`count` photos from `source` written to `out` as NAME-NN.png; `ask(i)` (given) is called before photo i and
-    returns when the board is in place. RuntimeError naming the camera's trouble when it gives no photo in time."""
+                ask: Callable[[int], None] | None = None, say: Callable[[str], None] = lambda _m: None,
+                correction: CameraCorrection | None = None) -> list[Path]:
+    """`count` photos from `source` written to `out` as NAME-NN.png, each through the line's `correction` where it
+    has one (the photo as the line sees its frames); `ask(i)` (given) is called before photo i and returns when the
+    board is in place. RuntimeError naming the camera's trouble when it gives no photo in time."""
     _check(count, name)
     out.mkdir(parents=True, exist_ok=True)
     frames: queue.Queue[Frame] = queue.Queue(maxsize=4)
@@ -45,13 +48,14 @@ def take_photos(source: GenICamSource, count: int, out: Path, name: str = "golde
     written: list[Path] = []
     try:
         _wait_open(source, grabbing)
-        taken = TakenWith.now(source.image_settings(), source.info)
-        say(f"{taken.by()} at {taken.said()}")
+        taken = TakenWith.now(source.image_settings(), source.info, _described(correction))
+        say(f"{taken.by()} at {taken.said()}" + (f", corrected: {taken.corrected}" if taken.corrected else ""))
         for i in range(count):
             if ask is not None:
                 ask(i)
             frame = _fresh(source, frames, grabbing, timeout)
-            path = save_photo(next_photo(out, name), frame.image, taken)
+            image = frame.image if correction is None else correction.apply(frame.image)
+            path = save_photo(next_photo(out, name), image, taken)
             written.append(path)
             say(f"{path} ({frame.image.shape[1]}x{frame.image.shape[0]})")
     finally:
@@ -97,21 +101,31 @@ def _taken_after(newest: Callable[[], dict[str, Any]], asked: float, timeout: fl
         time.sleep(KIOSK_POLL_S)
 
 
-def newest_photo(camera: Any) -> tuple[np.ndarray, TakenWith | None, float | None] | None:
-    """A running camera's newest frame (board or not) as a golden photo: (image, the settings it says where the
-    camera reads them back, its age in seconds); None before the first frame. The settings are read when asked:
-    a frame from before a changeover says the new product's."""
+def newest_photo(source: Any) -> tuple[np.ndarray, TakenWith | None, float | None] | None:
+    """A running line's camera's newest frame (board or not) as a golden photo, through the correction the line
+    applies to its frames: (image, the settings it says where the camera reads them back, its age in seconds); None
+    before the first frame. The settings are read when asked: a frame from before a changeover says the new
+    product's."""
+    camera = getattr(source, "origin", None)
     image = getattr(camera, "last_image", None)
     if image is None:
         return None
     at = getattr(camera, "last_image_at", None)
+    correction = correction_in(source)
     taken = None
     if hasattr(camera, "image_settings"):
         try:
-            taken = TakenWith.now(camera.image_settings(), camera.info)
+            taken = TakenWith.now(camera.image_settings(), camera.info, _described(correction))
         except RuntimeError:  # closed meanwhile (reconnecting): a photo that says nothing rather than none
             taken = None
+    if correction is not None:
+        image = correction.apply(image)
     return image, taken, None if at is None else time.monotonic() - at
+
+
+def _described(correction: CameraCorrection | None) -> str:
+    said = correction.describe() if correction is not None else "none"
+    return "" if said == "none" else said
 
 
 def next_photo(out: Path, name: str) -> Path:

@@ -38,9 +38,10 @@ def cmd_camera_photos(args: argparse.Namespace) -> int:
     if bool(args.source) == bool(args.kiosk):
         raise UsageError("give the camera (--source genicam:SERIAL) or the kiosk whose line holds it (--kiosk URL)")
     if args.kiosk:
-        if args.camera_settings or args.rules:
-            raise UsageError("--camera-settings and --rules are for a camera opened here; a kiosk's camera runs at "
-                             "the settings of its station and of the product it serves")
+        if args.camera_settings or args.rules or args.correction:
+            raise UsageError("--camera-settings, --rules and --correction are for a camera opened here; a kiosk's "
+                             "camera runs at the settings of its station and of the product it serves, its frames "
+                             "corrected as its line corrects them")
         written = photos_from_kiosk(KioskClient(args.kiosk).camera_photo, args.count, Path(args.out), args.name,
                                     args.timeout, ask if args.ask else None, say)
         return _photos_written(args, written)
@@ -48,6 +49,7 @@ def cmd_camera_photos(args: argparse.Namespace) -> int:
     if kind != "genicam" or not device:
         raise UsageError(f"--source {args.source}: photos that say their settings come from a GenICam camera "
                          "(genicam:SERIAL|INDEX, `inspector camera list`); a folder's photos are files already")
+    from ..camera.correction import CameraCorrection
     from ..camera.genicam import GenICamSource
 
     settings = load_settings(args.camera_settings) if args.camera_settings else CameraSettings()
@@ -57,8 +59,9 @@ def cmd_camera_photos(args: argparse.Namespace) -> int:
         say(f"the camera at the station's settings with {rules.recipe}'s over them: {rules.camera.said()}")
     source = GenICamSource(device, settings, max_reconnects=0,
                            board_size=rules.board_size if rules is not None else None)
+    correction = CameraCorrection.load(args.correction) if args.correction else None
     written = take_photos(source, args.count, Path(args.out), args.name, args.timeout,
-                          ask if args.ask else None, say)
+                          ask if args.ask else None, say, correction)
     return _photos_written(args, written)
 
 
@@ -237,6 +240,9 @@ def add_camera(p: argparse.ArgumentParser) -> None:
                                                                    "kiosk's --camera-settings")
     photos.add_argument("--rules", help="the product's rule set: its `camera:` over the station's settings, its "
                                         "board size for a camera's Scale")
+    photos.add_argument("--correction", metavar="FILE", help="the line camera's correction file (lens, flat field), "
+                                                             "as the kiosk's --correction: each photo as the line "
+                                                             "sees its frames")
     photos.add_argument("--count", type=int, default=1, help="photos to take (default 1)")
     photos.add_argument("--out", required=True, help="the folder to write NAME-NN.png in (numbering goes on after "
                                                      "those there)")

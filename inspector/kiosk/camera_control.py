@@ -63,7 +63,7 @@ class CameraControl:
 
     def photo(self) -> dict[str, Any]:
         """The newest frame as a lossless golden photo saying the settings it was taken with (camera/photos.py)."""
-        newest = newest_photo(self.camera)
+        newest = newest_photo(self.service.source)
         if newest is None:
             raise HttpError(404, f"source {self.service.source.name} has delivered no camera frame yet")
         image, taken, age = newest
