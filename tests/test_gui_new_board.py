@@ -64,6 +64,11 @@ def test_a_golden_photo_from_the_line_camera_needs_a_running_camera_and_says_wha
     tab._photo_taken((path, taken))
     assert tab.golden() == [path]
     assert "taken by camera EMU-1 (Emulation) at ExposureTime 900 (teaching asks" in tab.status.text()
+    assert tab.photos.item(0).toolTip() == "taken by camera EMU-1 (Emulation) at ExposureTime 900"
+    plain = tmp_path / "phone.png"
+    cv2.imwrite(str(plain), np.zeros((20, 30, 3), np.uint8))
+    tab.add_photos([plain])  # a photo from elsewhere says none
+    assert "says no camera settings" in tab.photos.item(1).toolTip()
 
 
 def imported_tab(qtbot, tmp_path: Path, cad: Path, **fields: Path) -> NewBoardTab:  # noqa: ANN001

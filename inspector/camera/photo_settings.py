@@ -62,6 +62,10 @@ class TakenWith:
     def said(self) -> str:
         return features_said(self.settings)
 
+    def told(self) -> str:
+        """`taken by camera 40012345 (acA1920) at ExposureTime 800, ..., corrected (...)`: the whole of it."""
+        return f"taken by {self.by()} at {self.said()}" + (f", corrected ({self.corrected})" if self.corrected else "")
+
     def differs(self, asked: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
         """(feature, taken at, asked) for each feature both name where they differ beyond a camera's rounding."""
         return [(k, v, asked[k]) for k, v in self.settings if k in asked and not _same(v, asked[k])]

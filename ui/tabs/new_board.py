@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
+    QListWidgetItem,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -316,8 +317,20 @@ class NewBoardTab(OneJobAtATime, QWidget):
         self.add_photos([Path(p) for p in paths])
 
     def add_photos(self, paths: list[Path]) -> None:
+        """Each photo listed, its tooltip the camera settings it says it was taken with (what teaching asks for)."""
+        from inspector.camera.photo_settings import taken_with
+        from inspector.yamlio import ConfigError
+
         for p in paths:
-            self.photos.addItem(str(p))
+            item = QListWidgetItem(str(p))
+            try:
+                taken = taken_with(p)
+            except ConfigError as exc:
+                taken, said = None, f"its camera settings cannot be read: {exc}"
+            else:
+                said = "it says no camera settings (not taken through the line's camera)"
+            item.setToolTip(taken.told() if taken is not None else said)
+            self.photos.addItem(item)
         self._enable()
 
     def take_photo(self) -> None:
@@ -329,7 +342,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         path, taken = result
         self.add_photos([path])
         self._say(f"{path.name}: the line camera's newest frame, " + (
-            f"taken by {taken.by()} at {taken.said()} (teaching asks the camera for these)" if taken is not None else
+            f"{taken.told()} (teaching asks the camera for these)" if taken is not None else
             "from a camera that cannot say its settings (teaching leaves the rule set's camera settings as they are)"))
 
     def golden(self) -> list[Path]:
