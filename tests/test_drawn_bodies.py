@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from inspector.board.design import PlacedPart, arc_points, turned
+from inspector.board.design import CadError, PlacedPart, arc_points, turned
 from inspector.board.drawn_bodies import Drawing, drawn_boxes
 from inspector.board.ipc2581 import read_ipc2581
 from inspector.board.kicad import read_kicad
@@ -133,6 +133,19 @@ def test_an_odbpp_features_file_gives_its_drawings_without_text_or_erasures() ->
     assert boxes["D1"] == pytest.approx((-0.4, -0.8, 0.4, 0.8))
     assert boxes["C1"] == pytest.approx((-0.2, -0.5, 0.2, 0.5))
     assert boxes["S1"] == pytest.approx((-1.0, -1.0, 2.0, 1.0), abs=0.01)
+
+
+@pytest.mark.parametrize(("line", "said"), [("OS 51.0", "expected 2 numbers, read '51.0'"),
+                                            ("OC 51.0 1.0 x 0.0 N", "expected 4 numbers, read '51.0 1.0 x 0.0'"),
+                                            ("P 20.0 0.0 1 P 0 8 ninety", "expected 1 number, read 'ninety'")])
+def test_a_malformed_drawing_line_is_refused_naming_its_line(line: str, said: str) -> None:
+    """A surface's point, an arc or a pad's free angle that is not numbers stops the import at its line (it was
+    passed over, or raised Python's own error)."""
+    rows = FEATURES.splitlines()
+    n = next(i for i, r in enumerate(rows) if r.split()[0] == line.split()[0] and (line[0] != "P" or " 8 " in r))
+    rows[n] = line
+    with pytest.raises(CadError, match=f"^features:{n + 1}: {said}$"):
+        drawings(rows, 1.0, "features")
 
 
 def test_a_drawing_goes_to_the_part_it_lies_over_the_smallest_where_several_cover_it() -> None:

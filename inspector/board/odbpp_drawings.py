@@ -57,10 +57,14 @@ def _symbol(name: str, unit: float) -> tuple[str, float, float] | None:
 
 
 def _numbers(tokens: list[str], count: int, where: str) -> list[float]:
+    """The first `count` tokens as numbers; CadError naming the line where there are fewer or one is not."""
     try:
+        if len(tokens) < count:
+            raise ValueError
         return [float(t) for t in tokens[:count]]
     except ValueError:
-        raise CadError(f"{where}: expected {count} numbers, read {' '.join(tokens[:count])!r}") from None
+        raise CadError(f"{where}: expected {count} number{'s' if count > 1 else ''}, read "
+                       f"{' '.join(tokens[:count])!r}") from None
 
 
 def drawings(lines: list[str], scale: float, where: str) -> list[Drawing]:
@@ -82,10 +86,10 @@ def drawings(lines: list[str], scale: float, where: str) -> list[Drawing]:
         elif head.startswith("@") and len(tokens) >= 2 and tokens[1] == TEXT_ATTRIBUTE:
             text_attr = head[1:]
         elif surface is not None:
-            if head in ("OB", "OS") and len(tokens) >= 3:
+            if head in ("OB", "OS"):
                 x, y = _numbers(tokens[1:], 2, at)
                 surface.append((x * scale, y * scale))
-            elif head == "OC" and len(tokens) >= 5 and surface:
+            elif head == "OC" and surface:
                 xe, ye, xc, yc = (v * scale for v in _numbers(tokens[1:], 4, at))
                 cw = len(tokens) > 5 and tokens[5].upper() == "Y"
                 surface.extend(arc_points(surface[-1], (xe, ye), (xc, yc), cw)[1:])
@@ -117,7 +121,7 @@ def drawings(lines: list[str], scale: float, where: str) -> list[Drawing]:
                 continue
             x, y = (v * scale for v in _numbers(tokens[1:], 2, at))
             orient = tokens[6] if len(tokens) > 6 else "0"
-            angle = (float(tokens[7]) if orient in ("8", "9") and len(tokens) > 7
+            angle = (_numbers(tokens[7:], 1, at)[0] if orient in ("8", "9") and len(tokens) > 7
                      else 90.0 * (int(orient) % 4) if orient.isdigit() else 0.0)
             kind, w, h = shape
             pts = circle_points((x, y), w) if kind == "circle" else box_points((x, y), w, h, -angle)
