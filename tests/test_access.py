@@ -324,6 +324,20 @@ def test_every_mutating_route_answers_every_caller_as_its_role_says(demo, tiny_l
 
         assert wait_until(lambda: audit_rows() >= len(trail["events"]), 40)  # read at most every 15 s
         assert "inspector_audit_head_info{" in metrics()
+        # the dashboard attached over TLS (the certificate pinned): its boards panel's list and a refused change
+        from ui.attached import AttachedBackend
+
+        attached = AttachedBackend(kiosk.url, token=tokens["operator"])
+        try:
+            listed = attached.boards()
+            assert listed["boards"] == [] and listed["configured"]["rules"] == rules.name
+            with pytest.raises(RuntimeError, match="nobody is signed in"):
+                attached.serve_board("none-such")
+            attached.sign_in("matrix-engineer", PASSWORD)  # a person's change, over TLS, in their name
+            with pytest.raises(ValueError, match="no board none-such is installed on this kiosk"):
+                attached.serve_board("none-such", "over TLS")  # the kiosk's own answer, through TLS
+        finally:
+            attached.close()
         assert kiosk.stop() == 0
     finally:
         kiosk.close()

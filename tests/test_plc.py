@@ -440,7 +440,8 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
 
         code, photo = http(kiosk.url + "/camera/photo")
         assert code == 200 and photo["taken_with"]["settings"]["ExposureTime"] == pytest.approx(1300)
-        path, taken = AttachedBackend(kiosk.url).camera_photo(tmp_path / "golden")
+        attached = AttachedBackend(kiosk.url)
+        path, taken = attached.camera_photo(tmp_path / "golden")
         assert path.name == "golden-01.png" and taken is not None and taken.values()["ExposureTime"] == pytest.approx(
             1300) and "TriggerMode" not in taken.values()
         said = taken_with(path)
@@ -449,7 +450,8 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
             base64.b64decode(photo["png_base64"]), np.uint8), cv2.IMREAD_COLOR))  # lossless, both ways
         saved = cv2.imread(str(path))
         assert saved.shape == (120, 200, 3) and np.abs(saved.astype(int) - image).mean() < 3  # /camera/frame's frame
-        assert AttachedBackend(kiosk.url).camera_photo(tmp_path / "golden")[0].name == "golden-02.png"
+        assert attached.camera_photo(tmp_path / "golden")[0].name == "golden-02.png"
+        attached.close()
         # `camera photos --kiosk`: each photo the first frame taken after it was asked for (the PLC's next trigger)
         from .test_camera_photos import cli as photo_cli
 
