@@ -72,6 +72,13 @@ def test_photos_through_the_line_camera_say_the_settings_the_camera_ran_at_and_n
     assert r.returncode == 1 and "camera NOPE-9 cannot be opened: no camera with serial or index 'NOPE-9'" in r.stderr
     assert "take the photos through the kiosk (`inspector camera photos --kiosk URL`" in r.stderr
     assert not list((tmp_path / "x").glob("*.png"))
+    # a camera triggered by a board-present sensor waits for a board; none passing is said as such
+    (tmp_path / "wired.yaml").write_text(f"ImageFilename: {tmp_path / 'img'}\nWidth: 200\nHeight: 120\n"
+                                         "TriggerMode: 'On'\nTriggerSource: Line1\n", encoding="utf-8")
+    r = cli("camera", "photos", "--source", "genicam:0", "--camera-settings", str(tmp_path / "wired.yaml"), "--out",
+            str(tmp_path / "x"), "--timeout", "1")
+    assert r.returncode == 1 and "triggered by Line1: no board passed its sensor within 1 s" in r.stderr
+    assert not list((tmp_path / "x").glob("*.png"))
 
 
 def test_a_photo_is_taken_through_the_lines_correction_and_says_so(tmp_path: Path) -> None:

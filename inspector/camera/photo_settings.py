@@ -112,8 +112,8 @@ def taken_with(path: Path) -> TakenWith | None:
     try:
         with Image.open(path) as im:
             text = im.info.get(TEXT_KEY)  # written before the pixels: read without decoding them
-    except (OSError, UnidentifiedImageError, ValueError):
-        return None
+    except (OSError, UnidentifiedImageError, ValueError, Image.DecompressionBombError):
+        return None  # Pillow's size guard on a panel photo of hundreds of megapixels: it says nothing either
     if text is None:
         return None
     try:
