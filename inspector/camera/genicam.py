@@ -25,7 +25,7 @@ import numpy as np
 from ..extras import require
 from ..ingest.sources import Frame, Source
 from .photo_settings import IMAGE_KEYS
-from .settings import IMAGING, REGION, CameraSettings
+from .settings import IMAGING, REGION, CameraSettings, other_spelling
 
 LIVE = ("ExposureTime", "Gain")  # features a grabbing camera takes (SFNC: writable while it acquires)
 TRIGGERED_WAIT_MS = 100  # a triggered camera's grab waits this long for a frame before the loop looks again (its
@@ -133,9 +133,8 @@ class GenICamSource(Source):
             for name in ("OffsetX", "OffsetY"):
                 _set(nodes, name, 0, optional=True)
         for name, value in features:
-            if name == "PixelFormat" and not _has_symbol(nodes, name, value):  # the other SFNC spelling
-                value = {"BGR8": "BGR8Packed", "RGB8": "RGB8Packed", "BGR8Packed": "BGR8",
-                         "RGB8Packed": "RGB8"}.get(value, value)  # (older: the emulator, GigE cameras)
+            if name == "PixelFormat" and not _has_symbol(nodes, name, value):
+                value = other_spelling(value)  # BGR8 as an older camera (the emulator, GigE) spells it, or back
             if name == "Gain" and not _writable(nodes, "Gain") and _writable(nodes, "GainRaw"):
                 continue  # a camera with raw gain steps only: leave its gain
             _set(nodes, name, value, optional=name not in asked)  # its own value back where the camera takes it

@@ -25,7 +25,7 @@ from PIL import Image, PngImagePlugin, UnidentifiedImageError
 
 from ..runtime.diskio import write_atomically
 from ..yamlio import ConfigError, Fields
-from .settings import IMAGING, features_said, given_settings
+from .settings import IMAGING, features_said, given_settings, sfnc_format
 
 TEXT_KEY = "inspector-camera"  # the PNG iTXt keyword
 # what makes the image, in the order a camera takes them: the frame rate does not (it is the station's pace), the
@@ -128,9 +128,3 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return math.isclose(float(a), float(b), rel_tol=CLOSE, abs_tol=1e-9)
     return sfnc_format(a) == sfnc_format(b)
-
-
-def sfnc_format(value: Any) -> Any:
-    """A pixel format by its SFNC name: BGR8Packed (the older spelling some cameras and the emulator read back) is
-    BGR8, which camera/genicam.py writes in whichever spelling the camera has."""
-    return value[:-len("Packed")] if isinstance(value, str) and value.endswith("Packed") else value

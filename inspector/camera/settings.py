@@ -17,6 +17,8 @@ from typing import Any
 from ..yamlio import ConfigError, Fields, load_yaml
 
 PIXEL_FORMATS = ("Mono8", "BayerRG8", "BayerGR8", "BayerGB8", "BayerBG8", "BGR8", "RGB8", "BGR8Packed", "RGB8Packed")
+# a format's SFNC name and the older spelling some cameras have instead (GigE Vision ones, pylon's emulator)
+PACKED = {"BGR8": "BGR8Packed", "RGB8": "RGB8Packed"}
 TRIGGER_SOURCES = ("Software", "Line1", "Line2", "Line3")
 TRIGGER_ACTIVATIONS = ("RisingEdge", "FallingEdge", "AnyEdge", "LevelHigh", "LevelLow")
 ON_OFF = ("On", "Off")
@@ -67,6 +69,16 @@ class CameraSettings:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def sfnc_format(value: Any) -> Any:
+    """A pixel format by its SFNC name (BGR8Packed, as some cameras read it back, is BGR8)."""
+    return next((name for name, older in PACKED.items() if value == older), value)
+
+
+def other_spelling(value: Any) -> Any:
+    """The same pixel format as the other spelling names it (BGR8 <-> BGR8Packed); others as they are."""
+    return PACKED.get(value, sfnc_format(value))
 
 
 def features_said(pairs: Iterable[tuple[str, Any]]) -> str:
