@@ -107,10 +107,10 @@ def newest_photo(source: Any) -> tuple[np.ndarray, TakenWith | None, float | Non
     before the first frame. The settings are read when asked: a frame from before a changeover says the new
     product's."""
     camera = getattr(source, "origin", None)
-    image = getattr(camera, "last_image", None)
-    if image is None:
+    newest = newest_frame(camera)
+    if newest is None:
         return None
-    at = getattr(camera, "last_image_at", None)
+    image, age = newest
     correction = correction_in(source)
     taken = None
     if hasattr(camera, "image_settings"):
@@ -120,7 +120,16 @@ def newest_photo(source: Any) -> tuple[np.ndarray, TakenWith | None, float | Non
             taken = None
     if correction is not None:
         image = correction.apply(image)
-    return image, taken, None if at is None else time.monotonic() - at
+    return image, taken, age
+
+
+def newest_frame(camera: Any) -> tuple[np.ndarray, float | None] | None:
+    """A camera's newest frame as it delivered it, board or not, and its age in seconds; None before the first."""
+    image = getattr(camera, "last_image", None)
+    if image is None:
+        return None
+    at = getattr(camera, "last_image_at", None)
+    return image, None if at is None else time.monotonic() - at
 
 
 def _described(correction: CameraCorrection | None) -> str:

@@ -14,7 +14,6 @@ an engineer's token; each change recorded in the audit trail.
 from __future__ import annotations
 
 import base64
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from ..app.changes import ChangeLog
 from ..app.service import LineService
 from ..app.snapshot import camera_state
 from ..camera.photo_settings import photo_png
-from ..camera.photos import newest_photo
+from ..camera.photos import newest_frame, newest_photo
 from ..camera.settings import CameraSettings
 from ..results.errors import StoreUnavailable
 from ..runtime.diskio import write_atomically
@@ -49,16 +48,14 @@ class CameraControl:
                 "settings_file": self.settings_path.name if self.settings_path else None}
 
     def frame(self) -> dict[str, Any]:
-        camera = self.camera
-        image = getattr(camera, "last_image", None)
-        if image is None:
+        newest = newest_frame(self.camera)
+        if newest is None:
             raise HttpError(404, f"source {self.service.source.name} has delivered no camera frame yet")
+        image, age = newest
         ok, jpeg = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, 80])
         if not ok:
             raise HttpError(500, "the frame could not be encoded")
-        at = getattr(camera, "last_image_at", None)
-        return {"width": int(image.shape[1]), "height": int(image.shape[0]),
-                "age_s": None if at is None else time.monotonic() - at,
+        return {"width": int(image.shape[1]), "height": int(image.shape[0]), "age_s": age,
                 "jpeg_base64": base64.b64encode(jpeg.tobytes()).decode("ascii")}
 
     def photo(self) -> dict[str, Any]:
