@@ -137,16 +137,13 @@ class BoardSwitch:
         (Line.measure_quietly: the boards wait as long as it takes, at a moment an engineer chose, not at a PLC's
         changeover); (those measured, seconds the line was held). None left: nothing held."""
         with self._one:
-            board, rules, zoo = self._opened(name)
+            _board, rules, zoo = self._opened(name)
             left = self.opener.prepare(zoo, rules)
             if not left:
                 return [], 0.0
             asked = time.monotonic()
             self.line.measure_quietly(lambda: self.opener.profiles(zoo, rules), timeout)
-            held = time.monotonic() - asked
-            self.say(f"{board.said}: {', '.join(left)} profiled on this box, the line held {held:.1f} s; its "
-                     "changeover measures nothing now")
-            return left, held
+            return left, time.monotonic() - asked
 
     def changeover(self, recipe: str, why: str) -> tuple[Path, RuleSet]:
         """Recipe `recipe` of another board served whole (the recipe book's `elsewhere`); NoRecipe saying what the

@@ -116,7 +116,7 @@ class GenICamSource(Source):
         s = self.settings
         nodes = camera.GetNodeMap()
         if not self.own:
-            self.own = {name: value for name in IMAGING if (value := _value(nodes, name)) is not None}
+            self.own = _values(nodes, IMAGING)
         if s.ImageFilename is not None:  # the emulator's test images
             _set(nodes, "ImageFilename", s.ImageFilename)
             _set(nodes, "ImageFileMode", "On")
@@ -359,9 +359,7 @@ class GenICamSource(Source):
             camera = self.camera
         if camera is None:
             raise RuntimeError(f"camera {self.device} is not open")
-        nodes = camera.GetNodeMap()
-        values = {name: _value(nodes, name) for name in IMAGE_KEYS if name != "Scale"}
-        return {**{k: v for k, v in values.items() if v is not None}, "Scale": self.settings.Scale}
+        return {**_values(camera.GetNodeMap(), [k for k in IMAGE_KEYS if k != "Scale"]), "Scale": self.settings.Scale}
 
     def status(self) -> dict[str, Any]:
         """What /status and the dashboard show of the camera."""
@@ -385,6 +383,11 @@ def _value(nodes: Any, name: str) -> Any:
         return node.GetValue() if node is not None and genicam.IsReadable(node) else None
     except genicam.GenericException:
         return None
+
+
+def _values(nodes: Any, names: Collection[str]) -> dict[str, Any]:
+    """The features of `names` the camera has a value of, by name."""
+    return {name: value for name in names if (value := _value(nodes, name)) is not None}
 
 
 def _writable(nodes: Any, name: str) -> bool:

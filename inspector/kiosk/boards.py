@@ -23,7 +23,7 @@ from typing import Any
 
 from ..access.audit import Change
 from ..app.board_package import NoRoom, install_board
-from ..app.board_switch import BoardSwitch, board_said
+from ..app.board_switch import BoardSwitch, board_said, profiled_line
 from ..app.installed_boards import boards_dir, choose, installed, next_board, remove, served_folder
 from ..app.service import LineService
 from .control import Control
@@ -127,6 +127,7 @@ class Boards:
         if not measured:  # nothing measured, the line not held: nothing to record
             return answer
         recorded = self.control.log.record(call.who, Change("board.profile", name, None, answer, call.reason))
+        self.say(f"{profiled_line(answer, 'this kiosk')} (asked over the API by {call.who.name})")
         return {**answer, **recorded}
 
     def _live(self) -> BoardSwitch:

@@ -322,16 +322,19 @@ class NewBoardTab(OneJobAtATime, QWidget):
         from inspector.yamlio import ConfigError
 
         for p in paths:
-            item = QListWidgetItem(str(p))
             try:
                 taken = taken_with(p)
             except ConfigError as exc:
-                taken, said = None, f"its camera settings cannot be read: {exc}"
+                self._list_photo(p, None, f"its camera settings cannot be read: {exc}")
             else:
-                said = "it says no camera settings (not taken through the line's camera)"
-            item.setToolTip(taken.told() if taken is not None else said)
-            self.photos.addItem(item)
+                self._list_photo(p, taken)
         self._enable()
+
+    def _list_photo(self, path: Path, taken: Any, unsaid: str = "it says no camera settings (not taken through "
+                                                                  "the line's camera)") -> None:
+        item = QListWidgetItem(str(path))
+        item.setToolTip(taken.told() if taken is not None else unsaid)
+        self.photos.addItem(item)
 
     def take_photo(self) -> None:
         """The line camera's newest frame added as a golden photo, saved under the tab's work folder."""
@@ -340,7 +343,8 @@ class NewBoardTab(OneJobAtATime, QWidget):
 
     def _photo_taken(self, result: tuple[Path, Any]) -> None:
         path, taken = result
-        self.add_photos([path])
+        self._list_photo(path, taken)  # what it says is known: not read back from the file
+        self._enable()
         self._say(f"{path.name}: the line camera's newest frame, " + (
             f"{taken.told()} (teaching asks the camera for these)" if taken is not None else
             "from a camera that cannot say its settings (teaching leaves the rule set's camera settings as they are)"))
