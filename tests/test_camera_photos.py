@@ -2,6 +2,7 @@
 what teaching and checking make of a photo's settings (board/photo_camera.py)."""
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -15,9 +16,9 @@ import pytest
 from PIL import Image, PngImagePlugin
 
 from inspector.board.photo_camera import checked_camera, taught_camera
-from inspector.camera.genicam import GenICamSource
+from inspector.camera.genicam import UNDER_WAY, GenICamSource
 from inspector.camera.photo_settings import TEXT_KEY, TakenWith, save_photo, taken_with
-from inspector.camera.photos import take_photos
+from inspector.camera.photos import KIOSK_POLL_S, photos_from_kiosk, take_photos
 from inspector.routing.rules import parse_rules
 from inspector.yamlio import ConfigError
 
@@ -122,12 +123,35 @@ def test_a_photo_is_taken_through_the_lines_correction_and_says_so(tmp_path: Pat
         assert source.origin.trigger() is not None
         while not frames and time.monotonic() < deadline:
             time.sleep(0.02)
-        image, taken, age = newest_photo(source)  # the camera open, its line running
+        image, taken, age, unsure = newest_photo(source)  # the camera open, its line running
     finally:
         source.stop()
         running.join(10)
     assert np.array_equal(image, frames[0].image) and np.array_equal(image, correction.apply(served))
     assert taken is not None and taken.corrected == correction.describe() and age is not None and age >= 0
+    assert not unsure
+
+
+def test_each_frame_says_the_exposure_it_was_taken_with_and_frames_under_way_at_a_change_say_they_are_unsure(
+        tmp_path: Path) -> None:
+    """A changeover writes exposure to the grabbing camera: the frames before say the old one, the frames that may
+    have been under way say they are unsure, and every frame after says the new one (camera/genicam.py)."""
+    emulator_images(tmp_path / "img", 2)
+    source = GenICamSource("0", settings(tmp_path / "img", ExposureTime=900))  # free running
+    seen: list = []
+    for _frame in source:  # the line's frame loop, paused at each frame while its taker looks
+        seen.append(source.last_image_settings)
+        if len(seen) == 5:
+            assert source.apply(settings(tmp_path / "img", ExposureTime=2500)) is None  # written at once
+        if len(seen) == 40:
+            break
+    assert not source.connected
+    exposures = [None if s is None else round(s["ExposureTime"]) for s in seen]
+    unsure = [i for i, e in enumerate(exposures) if e is None]
+    assert exposures[:5] == [900] * 5 and len(unsure) >= UNDER_WAY and unsure[0] == 5
+    assert unsure == list(range(5, 5 + len(unsure)))  # the frames right after the change, and only those
+    assert set(exposures[5 + len(unsure):]) == {2500}
+    assert all(s["Width"] == 200 and s["Scale"] == 1.0 for s in seen if s is not None)
 
 
 def test_a_free_running_camera_photo_is_a_frame_taken_after_it_was_asked_for(tmp_path: Path) -> None:
@@ -139,6 +163,23 @@ def test_a_free_running_camera_photo_is_a_frame_taken_after_it_was_asked_for(tmp
     taken = taken_with(written[1])
     assert taken is not None and taken.values()["ExposureTime"] == pytest.approx(900)
     assert not source.connected  # the camera given back
+
+
+def test_a_kiosk_photo_under_way_at_a_changeover_is_passed_over_for_the_next_frame(tmp_path: Path) -> None:
+    """`camera photos --kiosk`: a frame the kiosk says is unsure of its settings is not taken; the next one is, and
+    a camera that never takes one is named."""
+    png = base64.b64encode(cv2.imencode(".png", np.zeros((4, 6, 3), np.uint8))[1].tobytes()).decode("ascii")
+    asked = time.monotonic()
+    answers = iter([{"png_base64": png, "width": 6, "height": 4, "age_s": 0.0, "settings_unsure": True,
+                     "taken_with": None}] * 2)
+    sure = {"png_base64": png, "width": 6, "height": 4, "age_s": 0.0, "settings_unsure": False,
+            "taken_with": {"settings": {"ExposureTime": 2500.0}}}
+    said: list[str] = []
+    written = photos_from_kiosk(lambda: next(answers, sure), 1, tmp_path, say=said.append)
+    assert [p.name for p in written] == ["golden-01.png"] and said[0].endswith("at ExposureTime 2500")
+    assert time.monotonic() - asked >= 2 * KIOSK_POLL_S  # it waited past the two unsure frames
+    with pytest.raises(RuntimeError, match="under way while the camera's exposure or gain changed"):
+        photos_from_kiosk(lambda: {**sure, "settings_unsure": True, "taken_with": None}, 1, tmp_path, timeout=0.5)
 
 
 def photo(path: Path, exposure: float | None, serial: str = "EMU-1") -> Path:

@@ -406,6 +406,9 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         image = cv2.imdecode(np.frombuffer(base64.b64decode(frame["jpeg_base64"]), np.uint8), cv2.IMREAD_COLOR)
         assert code == 200 and image.shape == (120, 200, 3)
         assert kiosk.status()["plc"]["counters"]["published"] == 1
+        code, photo = http(kiosk.url + "/camera/photo")  # the camera's own exposure (the station sets none)
+        first = photo["taken_with"]["settings"]["ExposureTime"]
+        assert code == 200 and not photo["settings_unsure"] and first not in (900, 1300)
         assert http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}')[0] == 401  # no token
         assert http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token=TOKEN)[0] == 403  # service
         code, done = http(kiosk.url + "/camera/settings", b'{"ExposureTime": 900}', token=engineer)
@@ -433,13 +436,21 @@ def test_the_kiosk_serves_its_camera_takes_settings_with_the_token_and_a_kill_9_
         doc = http(kiosk.url + "/camera")[1]
         assert doc["camera"]["settings"]["ExposureTime"] == 1300 and doc["sets"]["station"]["ExposureTime"] == 900
         assert doc["sets"]["recipe_settings"] == {"ExposureTime": 1300.0}
-        # the newest frame as a lossless golden photo that says the product's settings (GET /camera/photo), as the
-        # dashboard's New board tab takes it
+        # the newest frame as a lossless golden photo that says the settings it was exposed with (GET /camera/photo),
+        # as the dashboard's New board tab takes it: the board before the changeover at the camera's own exposure,
+        # the next at the product's
         from inspector.camera.photo_settings import taken_with
         from ui.attached import AttachedBackend
 
         code, photo = http(kiosk.url + "/camera/photo")
+        assert code == 200 and photo["taken_with"]["settings"]["ExposureTime"] == first
+        plc.write("Trigger", True, ua.VariantType.Boolean)
+        assert seq.wait(lambda w: any(v == 2 for _t, v in w.changes), 60)
+        code, photo = http(kiosk.url + "/camera/photo")
         assert code == 200 and photo["taken_with"]["settings"]["ExposureTime"] == pytest.approx(1300)
+        assert not photo["settings_unsure"]  # a software trigger after the change: exposed at 1300 throughout
+        image = cv2.imdecode(np.frombuffer(base64.b64decode(http(kiosk.url + "/camera/frame")[1]["jpeg_base64"]),
+                                           np.uint8), cv2.IMREAD_COLOR)
         attached = AttachedBackend(kiosk.url)
         path, taken = attached.camera_photo(tmp_path / "golden")
         assert path.name == "golden-01.png" and taken is not None and taken.values()["ExposureTime"] == pytest.approx(

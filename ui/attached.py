@@ -18,7 +18,7 @@ from inspector.access.identity import Identity, Unauthenticated
 from inspector.app.allocation import Allocation
 from inspector.app.kiosk_results import KioskResults
 from inspector.camera.photo_settings import TakenWith
-from inspector.camera.photos import next_photo
+from inspector.camera.photos import UNSURE, next_photo
 from inspector.endpoint import KEPT, EndpointError, urlopen
 from inspector.experts.operating import said
 from inspector.results.reviews import PART_DEFECTS, ReviewRequest
@@ -161,10 +161,13 @@ class AttachedBackend(Signed):
 
     def camera_photo(self, out: Path) -> tuple[Path, TakenWith | None]:
         """The kiosk camera's newest frame (GET /camera/photo, lossless) saved in `out` as a golden photo
-        (golden-NN.png) that says the settings the camera runs at; RuntimeError when the kiosk has none."""
+        (golden-NN.png) that says the settings the camera exposed it with; RuntimeError when the kiosk has none, or
+        its newest was under way while a changeover changed the exposure (the next one is sure)."""
         import base64
 
         doc = self._call("GET", "/camera/photo", timeout=10.0)
+        if doc.get("settings_unsure"):
+            raise RuntimeError(f"{UNSURE}: take the photo again once the camera has taken its next frame")
         path = next_photo(out, "golden")
         out.mkdir(parents=True, exist_ok=True)  # a new work folder
         write_atomically(path, base64.b64decode(doc["png_base64"]))

@@ -36,7 +36,7 @@ from inspector.app.expert_swap import expert_versions, operate_live, swap_live
 from inspector.app.recipes import RecipeBook
 from inspector.app.verdict import classes_of, review_classes
 from inspector.camera.photo_settings import TakenWith, save_photo
-from inspector.camera.photos import newest_photo, next_photo
+from inspector.camera.photos import UNSURE, newest_photo, next_photo
 from inspector.experts.operating import said
 from inspector.experts.versions import activate, entry_of, operate, serving
 from inspector.experts.versions import rollback as rollback_version
@@ -358,13 +358,15 @@ class LocalBackend(Signed):
 
     def camera_photo(self, out: Path) -> tuple[Path, TakenWith | None]:
         """The camera's newest frame saved in `out` as a golden photo (golden-NN.png) that says the settings the
-        camera runs at; RuntimeError when the line has no camera frame."""
+        camera exposed it with; RuntimeError when the line has no camera frame, or its newest was under way while a
+        changeover changed the exposure (the next one is sure)."""
         service = self.controller.service
         newest = newest_photo(service.source if service is not None else None)
         if newest is None:
             raise RuntimeError("the line's camera has delivered no frame: start the line on a camera first")
-        image, taken, _age = newest
-        return save_photo(next_photo(out, "golden"), image, taken), taken
+        if newest.unsure:
+            raise RuntimeError(f"{UNSURE}: take the photo again once the camera has taken its next frame")
+        return save_photo(next_photo(out, "golden"), newest.image, newest.taken), newest.taken
 
     def apply_camera(self, settings: dict[str, Any]) -> str:
         """The station's camera settings changed (the rule set in force's own stay: app/camera_changeover.py)."""

@@ -28,6 +28,9 @@ from .photo_settings import IMAGE_KEYS
 from .settings import IMAGING, REGION, CameraSettings, other_spelling
 
 LIVE = ("ExposureTime", "Gain")  # features a grabbing camera takes (SFNC: writable while it acquires)
+UNDER_WAY = 3  # frames that may be under way when exposure or gain is written: one taken from the camera but not yet
+# counted, one being read out, one being exposed (a frame numbered up to the newest counted + the ready ones + this is
+# unsure: part of it may be exposed at the old values)
 TRIGGERED_WAIT_MS = 100  # a triggered camera's grab waits this long for a frame before the loop looks again (its
 # stop, settings that reopen the camera: a changeover's region waits at most this before the reopen)
 
@@ -67,10 +70,17 @@ class GenICamSource(Source):
         self.connected = False
         self.triggers = 0  # software triggers fired
         self._trigger_times: deque[float] = deque(maxlen=64)  # monotonic times of triggers not yet answered
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: apply writes exposure under it, and the write marks its frames
         self.info: dict[str, str] = {}  # serial, model, vendor: set at the first open (never opened: empty)
         self.last_image: np.ndarray | None = None  # the newest frame, board or not (the live view)
         self.last_image_at: float | None = None
+        # what the newest frame was taken with (image_settings' keys), None where it may have been under way while
+        # exposure or gain changed: a golden photo says what it was exposed at, not what the camera runs at now
+        self.last_image_settings: dict[str, Any] | None = None
+        self._exposing: dict[str, Any] | None = None  # the open camera's image settings, read back at open and write
+        self._number = 0  # pylon's number of the newest frame taken from the open camera
+        self._sure_after = 0  # frames numbered up to this were under way when exposure or gain last changed
+        self._written_at = float("-inf")  # time.monotonic() of that change (a software trigger after it is sure)
         self._next: CameraSettings | None = None  # settings asked for, taken between two frames
         self._applied = threading.Condition()
         self._applying = threading.Lock()  # one apply at a time (a changeover's, an engineer's)
@@ -107,8 +117,10 @@ class GenICamSource(Source):
             raise
         info = camera.GetDeviceInfo()
         self.info = {"serial": info.GetSerialNumber(), "model": info.GetModelName(), "vendor": info.GetVendorName()}
-        with self._lock:
+        exposing = self._read_back(camera)
+        with self._lock:  # a new grab numbers its frames from 1, every one taken with what was just written
             self.camera, self.connected = camera, True
+            self._exposing, self._number, self._sure_after = exposing, 0, 0
 
     def _configure(self, camera: Any) -> None:
         """Write the settings; a feature they leave (None) that earlier settings set goes back to the camera's own
@@ -256,7 +268,15 @@ class GenICamSource(Source):
             self.counters.fail(f"camera {self.device}: {result}")
             return result
         self.settings = new
+        exposing = self._read_back(camera)
+        with self._lock:  # held already where apply writes; the frame loop's own write takes it here
+            self._exposing, self._written_at = exposing, time.monotonic()
+            self._sure_after = self._number + _ready(camera) + UNDER_WAY
         return None
+
+    def _read_back(self, camera: Any) -> dict[str, Any]:
+        """The open camera's image settings as it has them (its increments applied; `Scale` is ours)."""
+        return {**_values(camera.GetNodeMap(), [k for k in IMAGE_KEYS if k != "Scale"]), "Scale": self.settings.Scale}
 
     # -- frames ----------------------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Frame]:
@@ -266,7 +286,7 @@ class GenICamSource(Source):
         self._running = True
         try:
             while not self._stop and (self.frames is None or n < self.frames):
-                pause, frame = 0.0, None
+                pause, frame, exposed = 0.0, None, None
                 with self._use:
                     if self._next is not None:
                         self._take_settings()
@@ -288,7 +308,7 @@ class GenICamSource(Source):
                                                f"{failures} of {self.max_reconnects}")
                             pause = self.backoff_s * 2 ** (failures - 1)
                     if self.camera is not None:
-                        frame, lost = self._grab(converter)
+                        frame, exposed, lost = self._grab(converter)
                         if lost is not None:
                             self.counters.fail(f"camera {self.device} lost: {lost}")
                             self._close()
@@ -300,14 +320,16 @@ class GenICamSource(Source):
                 n += 1
                 self.counters.delivered()
                 self.last_image, self.last_image_at = frame.image, time.monotonic()
+                self.last_image_settings = exposed
                 yield frame  # the camera is free meanwhile: settings asked for are taken by whoever asked
         finally:
             with self._use:
                 self._running = False
                 self._close()
 
-    def _grab(self, converter: Any) -> tuple[Frame | None, str | None]:
-        """(frame, None), (None, None) while a triggered camera waits, or (None, why the camera is lost)."""
+    def _grab(self, converter: Any) -> tuple[Frame | None, dict[str, Any] | None, str | None]:
+        """(frame, what it was exposed with or None where unsure, None), (None, None, None) while a triggered camera
+        waits, or (None, None, why the camera is lost)."""
         camera = self.camera
         wait = self.settings.FrameTimeoutMs
         if self.settings.triggered:
@@ -315,23 +337,27 @@ class GenICamSource(Source):
         try:
             result = camera.RetrieveResult(wait, pylon.TimeoutHandling_Return)
         except Exception as exc:  # noqa: BLE001 - RuntimeException when the device is removed or closed
-            return None, _short(exc)
+            return None, None, _short(exc)
         if result is None or not result.IsValid():
             if camera.IsCameraDeviceRemoved() or not camera.IsGrabbing():
-                return None, "the device was removed (cable, power)"
+                return None, None, "the device was removed (cable, power)"
             if self.settings.triggered:
-                return None, None
-            return None, f"no frame within {self.settings.FrameTimeoutMs} ms while free running"
+                return None, None, None
+            return None, None, f"no frame within {self.settings.FrameTimeoutMs} ms while free running"
         try:
+            number = result.GetImageNumber()
             if not result.GrabSucceeded():
                 self.counters.fail(f"camera {self.device}: a grab failed ({result.GetErrorDescription()})")
-                return None, None
+                return None, None, None
             image = self._bgr(result, converter)
         finally:
             result.Release()
         with self._lock:
             trigger_at = self._trigger_times.popleft() if self._trigger_times else None
-        return Frame(image, "", self.name, serial_origin="none", triggered_at=trigger_at), None
+            self._number = max(self._number, number)
+            sure = number > self._sure_after or (trigger_at is not None and trigger_at > self._written_at)
+            exposed = self._exposing if sure else None
+        return Frame(image, "", self.name, serial_origin="none", triggered_at=trigger_at), exposed, None
 
     def _bgr(self, result: Any, converter: Any) -> np.ndarray:
         if result.GetPixelType() == pylon.PixelType_BGR8packed:
@@ -359,7 +385,7 @@ class GenICamSource(Source):
             camera = self.camera
         if camera is None:
             raise RuntimeError(f"camera {self.device} is not open")
-        return {**_values(camera.GetNodeMap(), [k for k in IMAGE_KEYS if k != "Scale"]), "Scale": self.settings.Scale}
+        return self._read_back(camera)
 
     def status(self) -> dict[str, Any]:
         """What /status and the dashboard show of the camera."""
@@ -370,6 +396,14 @@ class GenICamSource(Source):
 def _short(exc: Exception) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:200]
+
+
+def _ready(camera: Any) -> int:
+    """Frames the camera has delivered that the frame loop has not taken yet (pylon's output queue)."""
+    try:
+        return int(camera.NumReadyBuffers.GetValue())
+    except Exception:  # noqa: BLE001 - a camera going away: its frames with it
+        return 0
 
 
 def _changed(old: CameraSettings, new: CameraSettings) -> set[str]:

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -92,35 +92,46 @@ def _taken_after(newest: Callable[[], dict[str, Any]], asked: float, timeout: fl
     while True:
         doc = newest()
         age = doc.get("age_s")
-        if "png_base64" in doc and age is not None and age <= time.monotonic() - asked:
+        fresh = "png_base64" in doc and age is not None and age <= time.monotonic() - asked
+        if fresh and not doc.get("settings_unsure"):
             return doc
         if time.monotonic() > deadline:
+            if fresh:
+                raise RuntimeError(f"{UNSURE}; no frame after it came within {timeout:g} s of the ask: ask again "
+                                   "once the camera has taken the next")
             why = f" ({doc['error']})" if doc.get("error") else ""
             raise RuntimeError(f"the kiosk's camera took no frame within {timeout:g} s of the ask{why}: a triggered "
                                "camera takes one when a board passes its sensor or the PLC triggers it")
         time.sleep(KIOSK_POLL_S)
 
 
-def newest_photo(source: Any) -> tuple[np.ndarray, TakenWith | None, float | None] | None:
-    """A running line's camera's newest frame (board or not) as a golden photo, through the correction the line
-    applies to its frames: (image, the settings it says where the camera reads them back, its age in seconds); None
-    before the first frame. The settings are read when asked: a frame from before a changeover says the new
-    product's."""
+class NewestPhoto(NamedTuple):
+    """A running line's camera's newest frame as a golden photo."""
+    image: np.ndarray  # through the correction the line applies to its frames
+    taken: TakenWith | None  # what it was exposed with, where the camera says (None: a camera that reads none back)
+    age: float | None  # seconds since it came
+    unsure: bool  # it was under way while exposure or gain changed (a changeover): its settings are not known
+
+
+def newest_photo(source: Any) -> NewestPhoto | None:
+    """A running line's camera's newest frame (board or not) as a golden photo, saying the settings the camera
+    exposed it with (not the ones it runs at now: a frame from before a changeover says the old product's); None
+    before the first frame."""
     camera = getattr(source, "origin", None)
     newest = newest_frame(camera)
     if newest is None:
         return None
     image, age = newest
     correction = correction_in(source)
-    taken = None
-    if hasattr(camera, "image_settings"):
-        try:
-            taken = TakenWith.now(camera.image_settings(), camera.info, _described(correction))
-        except RuntimeError:  # closed meanwhile (reconnecting): a photo that says nothing rather than none
-            taken = None
+    exposed = getattr(camera, "last_image_settings", None)
+    taken = None if exposed is None else TakenWith.now(exposed, camera.info, _described(correction))
     if correction is not None:
         image = correction.apply(image)
-    return image, taken, age
+    return NewestPhoto(image, taken, age, unsure=hasattr(camera, "last_image_settings") and exposed is None)
+
+
+UNSURE = ("the newest frame was under way while the camera's exposure or gain changed (a changeover), so what it "
+          "was exposed with is not known")
 
 
 def newest_frame(camera: Any) -> tuple[np.ndarray, float | None] | None:

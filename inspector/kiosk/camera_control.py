@@ -4,8 +4,8 @@ an engineer's token; each change recorded in the audit trail.
 - `GET /camera`: the camera's state and settings (SFNC names), the board gate's counters, the serials read, and
   `sets`: the station's settings and what the rule set in force asks for over them (its `camera:`).
 - `GET /camera/frame`: the newest frame the camera delivered, board or not, as a JPEG (base64 in JSON).
-- `GET /camera/photo`: the same frame as a lossless PNG that says the settings the camera runs at (a golden photo
-  for teaching, camera/photo_settings.py).
+- `GET /camera/photo`: the same frame as a lossless PNG that says the settings the camera exposed it with (a golden
+  photo for teaching, camera/photo_settings.py), or `settings_unsure` where it was under way at a changeover.
 - `POST /camera/settings`: new station settings (JSON of SFNC names), taken by the running camera between two
   frames with the set in force's over them; refused settings leave the camera as it was; a key the set in force
   asks for is refused (409: its rule file says it); applied settings replace the settings file atomically, so a
@@ -63,9 +63,9 @@ class CameraControl:
         newest = newest_photo(self.service.source)
         if newest is None:
             raise HttpError(404, f"source {self.service.source.name} has delivered no camera frame yet")
-        image, taken, age = newest
+        image, taken, age, unsure = newest
         return {"width": int(image.shape[1]), "height": int(image.shape[0]), "age_s": age,
-                "taken_with": None if taken is None else taken.to_json(),
+                "taken_with": None if taken is None else taken.to_json(), "settings_unsure": unsure,
                 "png_base64": base64.b64encode(photo_png(image, taken)).decode("ascii")}
 
     def _keep(self, station: CameraSettings) -> None:

@@ -47,9 +47,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/camera/frame", None, "", "`width`, `height`, `age_s`, `jpeg_base64`: the camera's last "
           "frame (404 before the first)"),
     Route("GET", "/camera/photo", None, "", "`width`, `height`, `age_s`, `taken_with` (the settings the camera "
-          "runs at, read back, and the correction applied; null for a camera that cannot say), `png_base64`: the last "
-          "frame as a lossless golden photo, corrected as the line corrects its frames, that says them (404 before "
-          "the first)"),
+          "exposed it with, read back, and the correction applied; null for a camera that cannot say, or where "
+          "`settings_unsure`: the frame was under way while a changeover changed exposure or gain), `png_base64`: "
+          "the last frame as a lossless golden photo, corrected as the line corrects its frames, that says them (404 "
+          "before the first)"),
     Route("GET", "/ledger", None, "", "the memory the kiosk lends: budget, grants and their holders",
           "`--llm-mb` is set"),
     Route("GET", "/results/latest", _P.VIEW, "", "`board`: the newest stored board with its parts"),

@@ -160,7 +160,7 @@ class NewBoardTab(OneJobAtATime, QWidget):
         add_btn.clicked.connect(self._add_photos)
         self.camera_btn = QPushButton("Take from the line's camera")
         self.camera_btn.setToolTip("The line camera's newest frame (a board put under it) as a golden photo that says "
-                                   "the settings the camera runs at: teaching asks the camera for them")
+                                   "the settings the camera exposed it with: teaching asks the camera for them")
         self.camera_btn.clicked.connect(self.take_photo)
         self.register_btn = QPushButton("Register")
         self.register_btn.clicked.connect(self.register)
