@@ -78,6 +78,7 @@ class GenICamSource(Source):
         # exposure or gain changed: a golden photo says what it was exposed at, not what the camera runs at now
         self.last_image_settings: dict[str, Any] | None = None
         self._exposing: dict[str, Any] | None = None  # the open camera's image settings, read back at open and write
+        self._opens = 0  # the camera's opens: pylon numbers a new grab's frames from 1
         self._number = 0  # pylon's number of the newest frame taken from the open camera
         self._sure_after = 0  # frames numbered up to this were under way when exposure or gain last changed
         self._written_at = float("-inf")  # time.monotonic() of that change (a software trigger after it is sure)
@@ -121,6 +122,7 @@ class GenICamSource(Source):
         with self._lock:  # a new grab numbers its frames from 1, every one taken with what was just written
             self.camera, self.connected = camera, True
             self._exposing, self._number, self._sure_after = exposing, 0, 0
+            self._opens += 1
 
     def _configure(self, camera: Any) -> None:
         """Write the settings; a feature they leave (None) that earlier settings set goes back to the camera's own
@@ -271,8 +273,21 @@ class GenICamSource(Source):
         exposing = self._read_back(camera)
         with self._lock:  # held already where apply writes; the frame loop's own write takes it here
             self._exposing, self._written_at = exposing, time.monotonic()
-            self._sure_after = self._number + _ready(camera) + UNDER_WAY
+            self._sure_after = self.under_way()[1]
         return None
+
+    def under_way(self) -> tuple[int, int]:
+        """(open, number) of the last frame that may be under way now: taken from the camera but not yet counted,
+        waiting in pylon's queue, being read out or exposed. A frame numbered past it, or of a later open, was
+        exposed wholly after now (camera/photos.py takes such a frame as a photo asked for now)."""
+        with self._lock:
+            ready = _ready(self.camera) if self.camera is not None else 0
+            return self._opens, self._number + ready + UNDER_WAY
+
+    def newest(self) -> tuple[int, int]:
+        """(open, number) of the newest frame taken from the camera: the one the frame loop just gave."""
+        with self._lock:
+            return self._opens, self._number
 
     def _read_back(self, camera: Any) -> dict[str, Any]:
         """The open camera's image settings as it has them (its increments applied; `Scale` is ours)."""

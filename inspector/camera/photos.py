@@ -42,7 +42,7 @@ def take_photos(source: GenICamSource, count: int, out: Path, name: str = "golde
     board is in place. RuntimeError naming the camera's trouble when it gives no photo in time."""
     _check(count, name)
     out.mkdir(parents=True, exist_ok=True)
-    frames: queue.Queue[Frame] = queue.Queue(maxsize=4)
+    frames: queue.Queue[tuple[Frame, tuple[int, int]]] = queue.Queue(maxsize=4)
     grabbing = threading.Thread(target=_grab, args=(source, frames), name="camera-photos", daemon=True)
     grabbing.start()
     written: list[Path] = []
@@ -160,12 +160,14 @@ def _check(count: int, name: str) -> None:
         raise ValueError(f"photo name {name!r}: letters, digits, '.', '_' and '-' only")
 
 
-def _grab(source: GenICamSource, frames: queue.Queue[Frame]) -> None:
-    """The camera's frames, the newest kept (an old one dropped for it): a photo is never of a board gone by."""
+def _grab(source: GenICamSource, frames: queue.Queue[tuple[Frame, tuple[int, int]]]) -> None:
+    """The camera's frames with their (open, number), the newest kept (an old one dropped for it): a photo is never
+    of a board gone by."""
     for frame in source:
+        numbered = (frame, source.newest())  # the frame loop waits at this frame meanwhile: its own number
         while True:
             try:
-                frames.put_nowait(frame)
+                frames.put_nowait(numbered)
                 break
             except queue.Full:
                 try:
@@ -185,19 +187,21 @@ def _wait_open(source: GenICamSource, grabbing: threading.Thread) -> None:
         time.sleep(0.02)
 
 
-def _fresh(source: GenICamSource, frames: queue.Queue[Frame], grabbing: threading.Thread, timeout: float) -> Frame:
-    """The first frame exposed after now: a software trigger fired for it, or (free running) the frames already
-    taken dropped and the two under way as they were (in the grab's hand, being exposed) skipped."""
+def _fresh(source: GenICamSource, frames: queue.Queue[tuple[Frame, tuple[int, int]]], grabbing: threading.Thread,
+           timeout: float) -> Frame:
+    """The first frame exposed after now: a software trigger fired for it, a triggered camera's next board, or (free
+    running) the first frame numbered past those that may be under way now (pylon's queue, the one being read out,
+    the one being exposed: GenICamSource.under_way)."""
     _drain(frames)
     settings = source.settings
-    skip = 0 if settings.triggered else 2  # the frame in the grab's hand, the one being exposed
+    after = None if settings.triggered else source.under_way()
     if settings.software_trigger and source.trigger() is None:
         why = source.counters.last_error or "not ready"
         raise RuntimeError(f"camera {source.device} took no software trigger: {why}")
     deadline = time.monotonic() + timeout
     while True:
         try:
-            frame = frames.get(timeout=0.1)
+            frame, (opened, number) = frames.get(timeout=0.1)
         except queue.Empty:
             if not grabbing.is_alive():
                 raise RuntimeError(f"camera {source.device}: "
@@ -207,13 +211,12 @@ def _fresh(source: GenICamSource, frames: queue.Queue[Frame], grabbing: threadin
                         and not settings.software_trigger else "no frame came")
                 raise RuntimeError(f"camera {source.device}: {wait} within {timeout:g} s") from None
             continue
-        if skip:
-            skip -= 1
-            continue
+        if after is not None and opened == after[0] and number <= after[1]:
+            continue  # under way when the photo was asked for (a camera reopened since numbers its frames anew)
         return frame
 
 
-def _drain(frames: queue.Queue[Frame]) -> None:
+def _drain(frames: queue.Queue[tuple[Frame, tuple[int, int]]]) -> None:
     while True:
         try:
             frames.get_nowait()
