@@ -140,7 +140,8 @@ def test_each_frame_says_the_exposure_it_was_taken_with_and_frames_under_way_at_
     source = GenICamSource("0", settings(tmp_path / "img", ExposureTime=900))  # free running
     seen: list = []
     for _frame in source:  # the line's frame loop, paused at each frame while its taker looks
-        seen.append(source.last_image_settings)
+        seen.append(source.last.exposed)
+        assert source.last.unsure == (source.last.exposed is None)
         if len(seen) == 5:
             assert source.apply(settings(tmp_path / "img", ExposureTime=2500)) is None  # written at once
         if len(seen) == 40:

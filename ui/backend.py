@@ -36,7 +36,7 @@ from inspector.app.expert_swap import expert_versions, operate_live, swap_live
 from inspector.app.recipes import RecipeBook
 from inspector.app.verdict import classes_of, review_classes
 from inspector.camera.photo_settings import TakenWith, save_photo
-from inspector.camera.photos import UNSURE, newest_photo, next_photo
+from inspector.camera.photos import UNSURE, newest_frame, newest_photo, next_photo
 from inspector.experts.operating import said
 from inspector.experts.versions import activate, entry_of, operate, serving
 from inspector.experts.versions import rollback as rollback_version
@@ -354,7 +354,8 @@ class LocalBackend(Signed):
 
     def camera_frame(self) -> np.ndarray | None:
         """The newest frame the camera delivered, board or not (None: no camera, or no frame yet)."""
-        return getattr(self._camera(), "last_image", None)
+        newest = newest_frame(self._camera())
+        return None if newest is None else newest[0]
 
     def camera_photo(self, out: Path) -> tuple[Path, TakenWith | None]:
         """The camera's newest frame saved in `out` as a golden photo (golden-NN.png) that says the settings the

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..extras import require
 from ..ingest.sources import Frame, Source
+from .last_frame import LastFrame
 from .photo_settings import IMAGE_KEYS
 from .settings import IMAGING, REGION, CameraSettings, other_spelling
 
@@ -72,11 +73,9 @@ class GenICamSource(Source):
         self._trigger_times: deque[float] = deque(maxlen=64)  # monotonic times of triggers not yet answered
         self._lock = threading.RLock()  # reentrant: apply writes exposure under it, and the write marks its frames
         self.info: dict[str, str] = {}  # serial, model, vendor: set at the first open (never opened: empty)
-        self.last_image: np.ndarray | None = None  # the newest frame, board or not (the live view)
-        self.last_image_at: float | None = None
-        # what the newest frame was taken with (image_settings' keys), None where it may have been under way while
-        # exposure or gain changed: a golden photo says what it was exposed at, not what the camera runs at now
-        self.last_image_settings: dict[str, Any] | None = None
+        # the newest frame, board or not (the live view), with what it was exposed with: a golden photo says what
+        # it was exposed at, not what the camera runs at when asked (a frame from before a changeover: the old)
+        self.last: LastFrame | None = None
         self._exposing: dict[str, Any] | None = None  # the open camera's image settings, read back at open and write
         self._opens = 0  # the camera's opens: pylon numbers a new grab's frames from 1
         self._number = 0  # pylon's number of the newest frame taken from the open camera
@@ -334,8 +333,7 @@ class GenICamSource(Source):
                 failures = 0
                 n += 1
                 self.counters.delivered()
-                self.last_image, self.last_image_at = frame.image, time.monotonic()
-                self.last_image_settings = exposed
+                self.last = LastFrame(frame.image, time.monotonic(), exposed, unsure=exposed is None)
                 yield frame  # the camera is free meanwhile: settings asked for are taken by whoever asked
         finally:
             with self._use:

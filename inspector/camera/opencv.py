@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
-import numpy as np
 
 from ..ingest.sources import Frame, Source
+from .last_frame import LastFrame
 
 
 class CameraSource(Source):
@@ -25,8 +25,7 @@ class CameraSource(Source):
         self.max_reconnects, self.backoff_s, self.frames = max_reconnects, backoff_s, frames
         super().__init__(f"camera:{uri}")
         self.is_file = Path(uri).is_file()
-        self.last_image: np.ndarray | None = None  # the newest frame, board or not (the live view)
-        self.last_image_at: float | None = None
+        self.last: LastFrame | None = None  # the newest frame, board or not (the live view); no settings to say
 
     def _open(self) -> cv2.VideoCapture:
         target: int | str = int(self.uri) if self.uri.isdigit() else self.uri
@@ -42,7 +41,7 @@ class CameraSource(Source):
                     failures = 0
                     n += 1
                     self.counters.delivered()
-                    self.last_image, self.last_image_at = image, time.monotonic()
+                    self.last = LastFrame(image, time.monotonic())
                     yield Frame(image, "", self.name, serial_origin="none")
                     continue
                 if self.is_file and cap.isOpened():
@@ -64,5 +63,5 @@ class CameraSource(Source):
 
     def status(self) -> dict:
         """What /status and the dashboard show of the camera."""
-        return {"device": self.uri, "connected": self.last_image_at is not None and not self.counters.gave_up,
+        return {"device": self.uri, "connected": self.last is not None and not self.counters.gave_up,
                 "reconnects": self.counters.reconnects, "settings": None}

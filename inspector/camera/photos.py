@@ -24,6 +24,7 @@ import numpy as np
 from ..ingest.sources import Frame
 from ..runtime.diskio import write_atomically
 from .correction import CameraCorrection, correction_in
+from .last_frame import LastFrame
 from .photo_settings import TakenWith, save_photo
 from .settings import features_said
 
@@ -109,7 +110,7 @@ class NewestPhoto(NamedTuple):
     """A running line's camera's newest frame as a golden photo."""
     image: np.ndarray  # through the correction the line applies to its frames
     taken: TakenWith | None  # what it was exposed with, where the camera says (None: a camera that reads none back)
-    age: float | None  # seconds since it came
+    age: float  # seconds since it came
     unsure: bool  # it was under way while exposure or gain changed (a changeover): its settings are not known
 
 
@@ -118,29 +119,23 @@ def newest_photo(source: Any) -> NewestPhoto | None:
     exposed it with (not the ones it runs at now: a frame from before a changeover says the old product's); None
     before the first frame."""
     camera = getattr(source, "origin", None)
-    newest = newest_frame(camera)
-    if newest is None:
+    last: LastFrame | None = getattr(camera, "last", None)
+    if last is None:
         return None
-    image, age = newest
     correction = correction_in(source)
-    exposed = getattr(camera, "last_image_settings", None)
-    taken = None if exposed is None else TakenWith.now(exposed, camera.info, _described(correction))
-    if correction is not None:
-        image = correction.apply(image)
-    return NewestPhoto(image, taken, age, unsure=hasattr(camera, "last_image_settings") and exposed is None)
+    taken = None if last.exposed is None else TakenWith.now(last.exposed, camera.info, _described(correction))
+    image = last.image if correction is None else correction.apply(last.image)
+    return NewestPhoto(image, taken, time.monotonic() - last.at, last.unsure)
 
 
 UNSURE = ("the newest frame was under way while the camera's exposure or gain changed (a changeover), so what it "
           "was exposed with is not known")
 
 
-def newest_frame(camera: Any) -> tuple[np.ndarray, float | None] | None:
+def newest_frame(camera: Any) -> tuple[np.ndarray, float] | None:
     """A camera's newest frame as it delivered it, board or not, and its age in seconds; None before the first."""
-    image = getattr(camera, "last_image", None)
-    if image is None:
-        return None
-    at = getattr(camera, "last_image_at", None)
-    return image, None if at is None else time.monotonic() - at
+    last: LastFrame | None = getattr(camera, "last", None)
+    return None if last is None else (last.image, time.monotonic() - last.at)
 
 
 def _described(correction: CameraCorrection | None) -> str:
