@@ -4,6 +4,8 @@ validation table, make it the line's board (recorded in the audit trail)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -487,3 +489,88 @@ def test_the_new_board_tab_imports_for_a_station_before_the_through_hole_parts(q
     tab.pin_in_paste.setText("J9")
     tab.import_btn.click()
     qtbot.waitUntil(lambda: not tab.busy and "J9 are not on this board" in tab.status.text(), timeout=30_000)
+
+
+def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installed_on_its_box(
+        qtbot, demo, tmp_path: Path) -> None:  # noqa: ANN001
+    """Without a kiosk: the dashboard's own line lists the boards installed in its data folder beside its configured
+    one, changes over to one live (its own zoo), has its profiling measured, goes back and removes it; each change in
+    the audit trail under the engineer's name; a line not running says so."""
+    from inspector.app.installed_boards import boards_dir
+    from ui.tabs.boards_panel import CONFIGURED
+    from ui.tabs.rules import RulesTab
+
+    from .test_gui import confirm_with
+
+    root, zoo = demo
+    configured = tmp_path / "cfg" / "mini.yaml"
+    configured.parent.mkdir()
+    configured.write_text(GOOD, encoding="utf-8")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "b.yaml").write_text(GOOD.replace("recipe: mini", "recipe: mini-b"), encoding="utf-8")
+    install = [sys.executable, "-m", "inspector.cli", "board", "install", "--rules", str(tmp_path / "src" / "b.yaml"),
+               "--zoo", str(zoo.root), "--local", "--data", str(tmp_path / "data")]
+    done = subprocess.run(install, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "board b (recipe mini-b" in done.stdout, done.stderr
+    assert "Routing rules tab" in done.stdout
+    board = boards_dir(tmp_path / "data") / "b"
+    again = subprocess.run([*install, "--reason", "x"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "--reason goes with --kiosk" in again.stderr
+    again = subprocess.run(install, capture_output=True, text=True, timeout=300)  # b is there: never overwritten
+    assert again.returncode == 1 and "install this one under another name (--name)" in again.stderr, again.stderr
+    setup = LineSetup(rules_path=configured, source="synthetic", boards=0, interval_s=0.05,
+                      service=ServiceConfig(LineConfig(device_mb=40)))
+    backend = LocalBackend(LineController(root / "models", tmp_path / "data", zoo=zoo), setup)
+    backend.identity = ENGINEER
+    rules_tab = RulesTab(backend)
+    qtbot.addWidget(rules_tab)
+    panel = rules_tab.boards
+    assert panel is not None and "installed on this box" in panel.title()
+    rules_tab.refresh({})
+    listed = {panel.table.item(r, 0).text(): panel.table.item(r, 1).text() for r in range(panel.table.rowCount())}
+    assert listed == {CONFIGURED: "mini.yaml", "b": "mini-b"}, listed
+    panel.table.selectRow(1)
+    confirm_with("lot of b")
+    panel.serve_btn.click()  # the line is not running yet
+    qtbot.waitUntil(lambda: not panel.busy, timeout=30_000)
+    assert "the line is not running: start it to change its board" in panel.status.text()
+    try:
+        backend.start()
+        qtbot.waitUntil(lambda: backend.controller.phase == "running", timeout=300_000)
+        service = backend.controller.service
+        panel.refresh()
+        panel.table.selectRow(1)
+        assert panel.serve_btn.isEnabled()
+        confirm_with("lot of b")
+        panel.serve_btn.click()
+        qtbot.waitUntil(lambda: not panel.busy, timeout=300_000)
+        assert "board b served from the next board on: mini-b" in panel.status.text(), panel.status.text()
+        assert Path(service.line.zoo.root).resolve() == (board / "zoo").resolve()
+        assert service.line.rules.recipe == "mini-b" and backend.setup.rules_path == board / "board" / "b.yaml"
+        assert backend.controller.setup.rules_path == board / "board" / "b.yaml"  # a restart runs it too
+        now = {panel.table.item(r, 0).text(): panel.table.item(r, 4).text() for r in range(panel.table.rowCount())}
+        assert now == {CONFIGURED: "", "b": "served, next start"}, now
+        assert not panel.remove_btn.isEnabled()  # served: not removed
+        confirm_with("between lots")
+        panel.profile_btn.click()  # the demo's architectures, profiled at the start: nothing measured
+        qtbot.waitUntil(lambda: not panel.busy, timeout=120_000)
+        assert "board b: this box has a profile of each of its architectures" in panel.status.text()
+        panel.table.selectRow(0)
+        confirm_with("back to mini")
+        panel.serve_btn.click()
+        qtbot.waitUntil(lambda: not panel.busy, timeout=300_000)
+        assert "the configured board served from the next board on" in panel.status.text(), panel.status.text()
+        assert Path(service.line.zoo.root).resolve() == Path(zoo.root).resolve() and service.line.rules.recipe == "mini"
+        panel.table.selectRow(1)
+        confirm_with("b is taught again")
+        panel.remove_btn.click()
+        qtbot.waitUntil(lambda: not panel.busy, timeout=60_000)
+        assert "board b removed from this box" in panel.status.text() and not board.exists(), panel.status.text()
+        assert panel.table.rowCount() == 1 and not list(boards_dir(tmp_path / "data").glob("b"))
+        trail = backend.audit()
+        assert [(e.kind, e.subject, e.actor) for e in trail.events(kind="board.serve", newest_first=False)] == [
+            ("board.serve", "b", "erin"), ("board.serve", "configured", "erin")]
+        assert [e.reason for e in trail.events(kind="board.remove")] == ["b is taught again"]
+        assert trail.events(kind="board.profile") == []  # nothing measured: nothing to record
+    finally:
+        backend.close(120)

@@ -29,6 +29,7 @@ from inspector.access.identity import Identity
 from inspector.access.roles import Permission
 from inspector.access.users import UserBook, token_key
 from inspector.app.allocation import Allocation
+from inspector.app.board_switch import profiled_line, served_line
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
 from inspector.app.detector_scale import scale_notes
@@ -258,6 +259,48 @@ class LocalBackend(Signed):
             "from the line's next start"
         return noted(f"{rules.recipe} {rules.version} with its own experts ({zoo_root}) is the line's board {when}",
                      scale_notes(rules, zoo))
+
+    # boards installed in the data folder (`board install`), served as a kiosk serves its own (ui/tabs/boards_panel.py)
+    boards_home = "this box"
+
+    def boards(self) -> dict[str, Any]:
+        """The boards installed in this line's data folder, the one served and the one a kiosk's next start runs."""
+        return self.controller.boards(self.setup.rules_path)
+
+    def serve_board(self, board: str | None, reason: str | None = None) -> str:
+        """The running line changed over to installed board `board` (None: the configured one) at its next board
+        boundary, with its own zoo, recorded in the audit trail. Slow where its experts are profiled first: called off
+        the GUI thread."""
+        who = self._require(Permission.RULES)
+        log = self.change_log()
+        log.ready()
+        before = self.controller.boards(self.setup.rules_path)["serving"]
+        done = self.controller.serve_board(board)
+        self.setup = replace(self.setup, rules_path=done.file)  # the dashboard's next start runs it too
+        answer = done.to_json()
+        log.record(who, Change("board.serve", done.board.name or "configured", {"board": before}, answer, reason))
+        return served_line(answer)
+
+    def profile_board(self, board: str, reason: str | None = None) -> str:
+        """What installed board `board`'s first changeover would measure, measured now on the running line held empty
+        (seconds: called off the GUI thread); recorded where it measured."""
+        who = self._require(Permission.RULES)
+        log = self.change_log()
+        log.ready()
+        measured, held = self.controller.profile_board(board)
+        answer = {"board": board, "profiled": measured, "held_s": round(held, 2)}
+        if measured:
+            log.record(who, Change("board.profile", board, None, answer, reason))
+        return profiled_line(answer, "this")
+
+    def remove_board(self, board: str, reason: str | None = None) -> str:
+        """An installed board neither served nor chosen for a kiosk's next start, deleted, recorded."""
+        who = self._require(Permission.RULES)
+        log = self.change_log()
+        log.ready()
+        gone = self.controller.remove_board(board)
+        log.record(who, Change("board.remove", gone.name, {"board": gone.name}, None, reason))
+        return f"board {gone.name} removed from this box"
 
     def tune_board(self, rules_path: Path, zoo_root: Path, photos: list[Path], most_lost: float,
                    margin: float) -> tuple[list[Any], Any]:

@@ -197,9 +197,11 @@ def served_line(done: dict[str, object]) -> str:
 
 
 def profiled_line(done: dict[str, Any], kiosk: str = "the kiosk") -> str:
-    """What a kiosk's answer to POST /boards/profile says, in a line."""
+    """What a kiosk's answer to POST /boards/profile says, in a line (`kiosk`: whose box; "this" for the box the
+    dashboard's own line runs on)."""
+    box = "this box" if kiosk == "this" else f"{kiosk}'s box"
     if done["profiled"]:
-        return (f"board {done['board']}: {', '.join(done['profiled'])} profiled on {kiosk}'s box, the line held "
+        return (f"board {done['board']}: {', '.join(done['profiled'])} profiled on {box}, the line held "
                 f"{done['held_s']:.1f} s; its changeover measures nothing now")
-    return (f"board {done['board']}: {kiosk}'s box has a profile of each of its architectures already (nothing "
+    return (f"board {done['board']}: {box} has a profile of each of its architectures already (nothing "
             "measured, the line not held)")

@@ -23,10 +23,12 @@ from ..results.credentials import database_url
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet, load_rules
 from .allocation import Allocation, reallocate_live
+from .board_switch import BoardOpener, BoardSwitch, Served
+from .installed_boards import Chosen, boards_document, remove, served_folder
 from .plc_link import PlcConfig, PlcLink
 from .recipes import RecipeBook
 from .rules_watch import RulesWatcher
-from .run import RULES_DIR, demo_zoo, line_profiles, open_source
+from .run import RULES_DIR, demo_zoo, line_profiles, open_source, prepare_board
 from .service import LineService, ServiceConfig
 from .snapshot import snapshot
 
@@ -65,6 +67,7 @@ class LineController:
         self._thread: threading.Thread | None = None
         self.plc: PlcLink | None = None  # the line controller's link, when the setup asks for one
         self._book: RecipeBook | None = None  # its recipes
+        self.switch: BoardSwitch | None = None  # the running line's boards: the configured one and those installed
         # told of rule changes nobody signed for here (RulesWatcher.witness); the dashboard records them
         self.witness: Callable[[str, str, str, RuleSet, RuleSet], None] | None = None
         self._lock = threading.Lock()
@@ -184,10 +187,9 @@ class LineController:
         backend = service.line.config.backend
         watcher.change_board(Path(rules_path), rules, zoo,
                              lambda: line_profiles(zoo, self.models_dir, self.say, backend, rules))
-        if self._book is not None:  # the PLC's recipes: the new board's rule folder
+        if self._book is not None:  # the recipes: the new board's rule folder
             self._book.folders = [Path(rules_path).parent]
-        with self._lock:
-            self._zoo, self.profiles = zoo, service.line.profiles
+        self._follow(Path(rules_path), zoo)
         return rules
 
     def use_zoo(self, zoo: Zoo) -> None:
@@ -197,6 +199,57 @@ class LineController:
             if self.busy:
                 raise RuntimeError("stop the line first: a new board's experts are taken when the line starts")
             self._zoo, self.profiles = zoo, None
+
+    # -- the boards installed in the data folder (app/installed_boards.py), as a kiosk serves its own ------------
+    def boards(self, to_start: Path | None = None) -> dict[str, Any]:
+        """Each installed board, the one served (None: the configured board) and the configured rule file: the one
+        the running line started with, else `to_start` (what the next start runs)."""
+        service, switch = self.service, self.switch
+        configured = switch.configured[0] if switch is not None and service is not None else to_start
+        return boards_document(self.data_dir, service.line.zoo.root if service is not None else None,
+                               str(configured) if configured is not None else None)
+
+    def serve_board(self, name: str | None, timeout: float = 60.0) -> Served:
+        """Installed board `name` (None: the configured one) served from the running line's next board on, with its
+        own zoo (app/board_switch.py), and from this controller's next start."""
+        switch = self._running_switch("change its board")
+        done = switch.serve(name, timeout=timeout)
+        self._follow(done.file, switch.line.zoo)
+        return done
+
+    def profile_board(self, name: str, timeout: float = 60.0) -> tuple[list[str], float]:
+        """What installed board `name`'s first changeover would measure, measured now on the emptied line."""
+        return self._running_switch("profile a board on it").profile(name, timeout=timeout)
+
+    def remove_board(self, name: str) -> Chosen:
+        """Installed board `name` deleted (never the one served, nor the one chosen for the next start)."""
+        service = self.service
+        served = served_folder(self.data_dir, service.line.zoo.root) if service is not None else None
+        return remove(self.data_dir, name, served.name if served is not None else None)
+
+    def _running_switch(self, what: str) -> BoardSwitch:
+        with self._lock:
+            switch, running = self.switch, self.phase == "running"
+        if switch is None or not running:
+            raise RuntimeError(f"the line is not running: start it to {what}")
+        return switch
+
+    def _follow(self, rules_path: Path, zoo: Zoo) -> None:
+        """The board the line serves now is the one a restart (an allocation's) and the next start take."""
+        service = self.service
+        with self._lock:
+            self._zoo = zoo
+            if service is not None:
+                self.profiles = service.line.profiles
+            if self.setup is not None:
+                self.setup = replace(self.setup, rules_path=Path(rules_path))
+
+    def _opener(self, backend: str) -> BoardOpener:
+        """How this line opens a board: its zoo by folder, profiles measured into this controller's models folder."""
+        assert self.setup is not None
+        return BoardOpener(Path(self.setup.rules_path), lambda path, _rules: Zoo.load(Path(path)) if path else
+                           self.zoo(), lambda zoo, rules: line_profiles(zoo, self.models_dir, self.say, backend, rules),
+                           lambda zoo, rules: prepare_board(zoo, self.models_dir, self.say, backend, rules))
 
     # -- the line thread --------------------------------------------------------------------------
     @property
@@ -242,9 +295,12 @@ class LineController:
             watcher = RulesWatcher(service.line, setup.rules_path, say=self.say)
             watcher.witness = self.witness  # a rule file edited on disk, a PLC's changeover: recorded by the owner
             self.service, self.rules = service, watcher
+            self._book = RecipeBook(watcher, [Path(setup.rules_path).parent])
+            # the boards installed in the data folder (`board install`), served live as a kiosk serves them
+            self.switch = BoardSwitch(self._book, self.data_dir, self._opener(backend), (str(setup.rules_path),
+                                                                                        str(zoo.root)), self.say)
             if setup.plc is not None and setup.plc.enabled:
                 plc = PlcLink(setup.plc, setup.service.line.station)
-                self._book = RecipeBook(watcher, [Path(setup.rules_path).parent])
                 plc.attach(service, self._book)
                 plc.start()
                 plc.station.set_health("ok", True)

@@ -65,6 +65,16 @@ def installed(data_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def boards_document(data_dir: Path, zoo_root: Path | None, configured_rules: str | None) -> dict[str, Any]:
+    """What a line says of its boards (GET /boards, the dashboard's boards panel): each installed one, the one chosen
+    for the kiosk's next start, the one whose zoo `zoo_root` the line serves (None: the configured board's, or no
+    line runs) and the configured board's rule file."""
+    served = served_folder(data_dir, zoo_root) if zoo_root is not None else None
+    return {"boards": installed(data_dir), "next": next_board(data_dir),
+            "serving": served.name if served is not None else None,
+            "configured": {"rules": Path(configured_rules).name if configured_rules else None}}
+
+
 def chosen_rules(data_dir: Path, name: str) -> Chosen:
     """Installed board `name`'s rule file and zoo; ValueError naming the installed boards where there is none."""
     folder = boards_dir(data_dir) / board_name(name)

@@ -25,6 +25,10 @@ def add_install(sub: argparse._SubParsersAction) -> None:
     inst.add_argument("--name", help="the board's name on the kiosk (default: the rule file's name before its first "
                                      "dot)")
     inst.add_argument("--kiosk", metavar="URL", help="the line's kiosk (https://line-box:9108) to install it on")
+    inst.add_argument("--local", action="store_true", help="install it in this box's data folder instead, where the "
+                                                          "dashboard's own line (`inspector gui`) lists and serves it")
+    inst.add_argument("--data", help="with --local: the data folder (default: $INSPECTOR_DATA, systemd's state "
+                                     "directory, or the user's data directory, as `inspector gui` takes it)")
     inst.add_argument("--token-file", help="your API token file (an engineer's)")
     inst.add_argument("--replace", action="store_true", help="replace a board of that name installed before (not "
                                                              "the one served)")
@@ -83,8 +87,17 @@ def cmd_install(args: argparse.Namespace) -> int:
         raise UsageError("name the taught board (--rules and --zoo) or a package packed before (--package)")
     if args.rules and not args.zoo or args.zoo and not args.rules:
         raise UsageError("a taught board is its rule set and its zoo: give both --rules and --zoo")
-    if not args.kiosk and not args.out:
-        raise UsageError("say where the board goes: the line's kiosk (--kiosk URL) or a file to carry there (--out)")
+    if not args.kiosk and not args.out and not args.local:
+        raise UsageError("say where the board goes: the line's kiosk (--kiosk URL), this box's own line (--local) or "
+                         "a file to carry there (--out)")
+    if args.local and args.kiosk:
+        raise UsageError("--local installs it on this box, --kiosk on the kiosk's: one of them")
+    if args.data and not args.local:
+        raise UsageError("--data goes with --local")
+    if args.local and args.replace:  # a dashboard's line in another process may serve it: its files stay
+        raise UsageError("--replace goes with --kiosk, which knows the board its line serves: on this box remove the "
+                         "board on the dashboard's Routing rules tab first, or install this one under another name "
+                         "(--name)")
     if args.package and args.out:
         raise UsageError("--out writes a package packed from --rules and --zoo; --package is one packed already")
     if args.serve and args.next_start:
@@ -103,6 +116,8 @@ def cmd_install(args: argparse.Namespace) -> int:
                   + (f" in {package}" if args.out else ""))
         elif args.name:
             raise UsageError("--name is the package's when packed: pack again with --name")
+        if args.local:
+            return _install_here(args, package)
         if not args.kiosk:
             return 0
         client = KioskClient(args.kiosk, read_token(args.token_file))
@@ -132,6 +147,27 @@ def cmd_install(args: argparse.Namespace) -> int:
               "--token-file F` (or `board next`, then restart the kiosk)")
     if args.json:
         Path(args.json).write_text(json.dumps(done, indent=1), encoding="utf-8")
+    return 0
+
+
+def _install_here(args: argparse.Namespace, package: Path) -> int:
+    """The package installed in this box's data folder, for the dashboard's own line (its Routing rules tab)."""
+    from ..app.board_package import install_board
+    from ..app.installed_boards import boards_dir
+    from .common import data_of
+
+    boards = boards_dir(data_of(args))
+    with open(package, "rb") as f:
+        try:
+            done = install_board(f, package.stat().st_size, boards)
+        except FileExistsError:
+            raise ValueError(f"a board of that name is installed in {boards} already: install this one under another "
+                             "name (--name), or remove that one on the dashboard's Routing rules tab first") from None
+    print(f"installed in {boards}: board {done.name} (recipe {done.recipe}, version {done.version}, {done.experts} "
+          "expert(s)); the dashboard's own line (`inspector gui`) lists it on its Routing rules tab, where an engineer "
+          "serves it")
+    if args.json:
+        Path(args.json).write_text(json.dumps(done.to_json(), indent=1), encoding="utf-8")
     return 0
 
 

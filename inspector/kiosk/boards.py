@@ -24,7 +24,7 @@ from typing import Any
 from ..access.audit import Change
 from ..app.board_package import NoRoom, install_board
 from ..app.board_switch import BoardSwitch, board_said, profiled_line
-from ..app.installed_boards import boards_dir, choose, installed, next_board, remove, served_folder
+from ..app.installed_boards import boards_dir, boards_document, choose, installed, next_board, remove, served_folder
 from ..app.service import LineService
 from .control import Control
 from .http import Call, HttpError, json_object
@@ -44,10 +44,7 @@ class Boards:
         return served_folder(self.data_dir, self.service.line.zoo.root)
 
     def document(self) -> dict[str, Any]:
-        served = self.serving()
-        return {"boards": installed(self.data_dir), "next": next_board(self.data_dir),
-                "serving": served.name if served is not None else None,
-                "configured": {"rules": Path(self.configured_rules).name if self.configured_rules else None}}
+        return boards_document(self.data_dir, self.service.line.zoo.root, self.configured_rules)
 
     def install(self, call: Call) -> dict[str, Any]:
         if call.stream is None or call.length == 0:

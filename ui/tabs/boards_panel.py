@@ -1,7 +1,8 @@
-"""The boards a kiosk's line may serve, on the Routing rules tab of a dashboard attached to it: the configured board
-and each board installed on the kiosk (`board install`), which one its line serves and which one its next start
-runs; an engineer changes the line over to one now (at a board boundary, with its own zoo), has what its first
-changeover would measure measured at a quiet moment (`board profile`), or removes one."""
+"""The boards a line may serve, on the Routing rules tab: the configured board and each board installed on the line's
+box (`board install`: on the kiosk a dashboard is attached to, or in the data folder of the dashboard's own line),
+which one the line serves and which one a kiosk's next start runs; an engineer changes the line over to one now (at
+a board boundary, with its own zoo), has what its first changeover would measure measured at a quiet moment (`board
+profile`), or removes one. `backend.boards_home` names where they are installed."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,10 +34,11 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
     job_name = "boards-panel"
 
     def __init__(self, backend: Any) -> None:
-        super().__init__("Boards on this line: the configured one and those installed on the kiosk")
+        self.home = getattr(backend, "boards_home", "the kiosk")
+        super().__init__(f"Boards on this line: the configured one and those installed on {self.home}")
         self.backend = backend
         self.doc: dict[str, Any] | None = None
-        self.asked = False  # the kiosk was asked once (the tab asks when first shown; then Refresh and each change)
+        self.asked = False  # the line was asked once (the tab asks when first shown; then Refresh and each change)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -69,7 +71,7 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         self._enable()
 
     def refresh(self) -> None:
-        """The kiosk's boards as it lists them now (GET /boards)."""
+        """The line's boards as it lists them now (a kiosk's GET /boards)."""
         self.asked = True
         try:
             self.doc = self.backend.boards()
@@ -127,7 +129,7 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
                            f"changing the line over to {said}…", lambda reason: self.backend.serve_board(board, reason))
 
     def profile(self) -> None:
-        """After a reason is given: the selected board's architectures the kiosk's box never profiled measured now,
+        """After a reason is given: the selected board's architectures the line's box never profiled measured now,
         its line held empty meanwhile."""
         chosen = self.selected()
         if chosen in (None, CONFIGURED):
@@ -141,9 +143,9 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         chosen = self.selected()
         if chosen in (None, CONFIGURED):
             return
-        self._after_reason(f"Remove board {chosen}", f"Board {chosen} (its rule set and its zoo) is deleted from the "
-                           "kiosk's disk; install its package again to serve it later.", "not removed: cancelled",
-                           "", lambda reason: self.backend.remove_board(chosen, reason))
+        self._after_reason(f"Remove board {chosen}", f"Board {chosen} (its rule set and its zoo) is deleted from "
+                           f"{self.home}'s disk; install its package again to serve it later.",
+                           "not removed: cancelled", "", lambda reason: self.backend.remove_board(chosen, reason))
 
     def _after_reason(self, title: str, what: str, cancelled: str, doing: str,
                       job: Callable[[str], str]) -> None:

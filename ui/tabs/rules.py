@@ -94,7 +94,8 @@ class RulesTab(QWidget):
         rv.setContentsMargins(0, 0, 0, 0)
         rv.addWidget(routes, 3)
         rv.addWidget(versions, 2)
-        # a kiosk's boards (attached): the one served, the others installed there, changed over to from here
+        # the line's boards: the one served, the others installed on its box (a kiosk's, or this one's), changed over
+        # to from here
         self.boards = BoardsPanel(backend) if hasattr(backend, "serve_board") else None
         if self.boards is not None:
             rv.addWidget(self.boards, 2)
