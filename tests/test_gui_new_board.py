@@ -40,6 +40,19 @@ def click(picture, x: float, y: float) -> None:  # noqa: ANN001 - a ClickPicture
                      QPoint(round(x * picture.scale), round(y * picture.scale)))
 
 
+def pressed(qtbot, panel, button, row: int, reason: str) -> str:  # noqa: ANN001 - pytest-qt, a BoardsPanel, its button
+    """The boards panel's `button` pressed on table row `row`, confirmed with `reason` as a person would, waited
+    for: what the panel says then."""
+    from .test_gui import confirm_with
+
+    panel.table.selectRow(row)
+    assert button.isEnabled()
+    confirm_with(reason)
+    button.click()
+    qtbot.waitUntil(lambda: not panel.busy, timeout=300_000)
+    return panel.status.text()
+
+
 def new_board_tab(qtbot, tmp_path: Path) -> NewBoardTab:  # noqa: ANN001 - pytest-qt's fixture
     """A New board tab on a line with no board yet, an engineer signed in."""
     setup = LineSetup(source="synthetic", boards=0, service=ServiceConfig(LineConfig(device_mb=40)))
@@ -309,12 +322,8 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
         assert listed == {CONFIGURED: "", name: "served, next start"}, listed
         panel.table.selectRow(1)
         assert not panel.serve_btn.isEnabled() and not panel.remove_btn.isEnabled()  # served: neither
-        panel.table.selectRow(0)
-        assert panel.serve_btn.isEnabled()
-        confirm_with("back to the taught board")
-        panel.serve_btn.click()
-        qtbot.waitUntil(lambda: not panel.busy, timeout=120_000)
-        assert "the configured board served from the next board on" in panel.status.text(), panel.status.text()
+        said = pressed(qtbot, panel, panel.serve_btn, 0, "back to the taught board")
+        assert "the configured board served from the next board on" in said, said
         assert Path(service.line.zoo.root).resolve() == Path(zoo_root).resolve() and next_board(data) is None
         panel.table.selectRow(1)
         assert panel.remove_btn.isEnabled() and panel.profile_btn.isEnabled()
@@ -500,8 +509,6 @@ def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installe
     from ui.tabs.boards_panel import CONFIGURED
     from ui.tabs.rules import RulesTab
 
-    from .test_gui import confirm_with
-
     root, zoo = demo
     configured = tmp_path / "cfg" / "mini.yaml"
     configured.parent.mkdir()
@@ -529,43 +536,29 @@ def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installe
     rules_tab.refresh({})
     listed = {panel.table.item(r, 0).text(): panel.table.item(r, 1).text() for r in range(panel.table.rowCount())}
     assert listed == {CONFIGURED: "mini.yaml", "b": "mini-b"}, listed
-    panel.table.selectRow(1)
-    confirm_with("lot of b")
-    panel.serve_btn.click()  # the line is not running yet
-    qtbot.waitUntil(lambda: not panel.busy, timeout=30_000)
-    assert "the line is not running: start it to change its board" in panel.status.text()
+    said = pressed(qtbot, panel, panel.serve_btn, 1, "lot of b")  # the line is not running yet
+    assert "the line is not running: start it to change its board" in said, said
     try:
         backend.start()
         qtbot.waitUntil(lambda: backend.controller.phase == "running", timeout=300_000)
         service = backend.controller.service
         panel.refresh()
-        panel.table.selectRow(1)
-        assert panel.serve_btn.isEnabled()
-        confirm_with("lot of b")
-        panel.serve_btn.click()
-        qtbot.waitUntil(lambda: not panel.busy, timeout=300_000)
-        assert "board b served from the next board on: mini-b" in panel.status.text(), panel.status.text()
+        said = pressed(qtbot, panel, panel.serve_btn, 1, "lot of b")
+        assert "board b served from the next board on: mini-b" in said, said
         assert Path(service.line.zoo.root).resolve() == (board / "zoo").resolve()
         assert service.line.rules.recipe == "mini-b" and backend.setup.rules_path == board / "board" / "b.yaml"
         assert backend.controller.setup.rules_path == board / "board" / "b.yaml"  # a restart runs it too
         now = {panel.table.item(r, 0).text(): panel.table.item(r, 4).text() for r in range(panel.table.rowCount())}
         assert now == {CONFIGURED: "", "b": "served, next start"}, now
         assert not panel.remove_btn.isEnabled()  # served: not removed
-        confirm_with("between lots")
-        panel.profile_btn.click()  # the demo's architectures, profiled at the start: nothing measured
-        qtbot.waitUntil(lambda: not panel.busy, timeout=120_000)
-        assert "board b: this box has a profile of each of its architectures" in panel.status.text()
-        panel.table.selectRow(0)
-        confirm_with("back to mini")
-        panel.serve_btn.click()
-        qtbot.waitUntil(lambda: not panel.busy, timeout=300_000)
-        assert "the configured board served from the next board on" in panel.status.text(), panel.status.text()
+        # the demo's architectures, profiled at the start: nothing measured
+        said = pressed(qtbot, panel, panel.profile_btn, 1, "between lots")
+        assert "board b: this box has a profile of each of its architectures" in said, said
+        said = pressed(qtbot, panel, panel.serve_btn, 0, "back to mini")
+        assert "the configured board served from the next board on" in said, said
         assert Path(service.line.zoo.root).resolve() == Path(zoo.root).resolve() and service.line.rules.recipe == "mini"
-        panel.table.selectRow(1)
-        confirm_with("b is taught again")
-        panel.remove_btn.click()
-        qtbot.waitUntil(lambda: not panel.busy, timeout=60_000)
-        assert "board b removed from this box" in panel.status.text() and not board.exists(), panel.status.text()
+        said = pressed(qtbot, panel, panel.remove_btn, 1, "b is taught again")
+        assert "board b removed from this box" in said and not board.exists(), said
         assert panel.table.rowCount() == 1 and not list(boards_dir(tmp_path / "data").glob("b"))
         trail = backend.audit()
         assert [(e.kind, e.subject, e.actor) for e in trail.events(kind="board.serve", newest_first=False)] == [
