@@ -544,7 +544,7 @@ def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installe
         service = backend.controller.service
         panel.refresh()
         said = pressed(qtbot, panel, panel.serve_btn, 1, "lot of b")
-        assert "board b served from the next board on: mini-b" in said, said
+        assert "board b served from the next board on: mini-b" in said and "this dashboard's next start" in said, said
         assert Path(service.line.zoo.root).resolve() == (board / "zoo").resolve()
         assert service.line.rules.recipe == "mini-b" and backend.setup.rules_path == board / "board" / "b.yaml"
         assert backend.controller.setup.rules_path == board / "board" / "b.yaml"  # a restart runs it too

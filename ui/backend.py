@@ -279,7 +279,7 @@ class LocalBackend(Signed):
         self.setup = replace(self.setup, rules_path=done.file)  # the dashboard's next start runs it too
         answer = done.to_json()
         log.record(who, Change("board.serve", done.board.name or "configured", {"board": before}, answer, reason))
-        return served_line(answer)
+        return served_line(answer, "this dashboard's next start")
 
     def profile_board(self, board: str, reason: str | None = None) -> str:
         """What installed board `board`'s first changeover would measure, measured now on the running line held empty

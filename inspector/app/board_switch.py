@@ -188,10 +188,10 @@ class BoardSwitch:
         return None
 
 
-def served_line(done: dict[str, object]) -> str:
-    """What a kiosk's answer to POST /boards/serve says, in a line."""
+def served_line(done: dict[str, object], start: str = "the kiosk's next start") -> str:
+    """What a kiosk's answer to POST /boards/serve says, in a line (`start`: whose next start runs it too)."""
     board = board_said(done["board"])  # type: ignore[arg-type]
-    kept = "and from the kiosk's next start" if done["kept_for_next_start"] else f"(warning: {done.get('not_kept')})"
+    kept = f"and from {start}" if done["kept_for_next_start"] else f"(warning: {done.get('not_kept')})"
     return (f"{board} served from the next board on: {done['recipe']} {done['version']} ({done['file']}), changed "
             f"over in {done['seconds']:.1f} s, {kept}")
 
