@@ -515,11 +515,15 @@ def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installe
     configured.write_text(GOOD, encoding="utf-8")
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "b.yaml").write_text(GOOD.replace("recipe: mini", "recipe: mini-b"), encoding="utf-8")
-    install = [sys.executable, "-m", "inspector.cli", "board", "install", "--rules", str(tmp_path / "src" / "b.yaml"),
-               "--zoo", str(zoo.root), "--local", "--data", str(tmp_path / "data")]
+    install = [sys.executable, "-m", "inspector.cli", "--models", str(tmp_path / "unmeasured"), "board", "install",
+               "--rules", str(tmp_path / "src" / "b.yaml"), "--zoo", str(zoo.root), "--local", "--data",
+               str(tmp_path / "data"), "--backend", "torch"]
     done = subprocess.run(install, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "board b (recipe mini-b" in done.stdout, done.stderr
     assert "Routing rules tab" in done.stdout
+    # prepared as a kiosk prepares a board it installs: what its first changeover profiles in a models folder that
+    # never measured its architectures, and how to measure it at a quiet moment
+    assert "its first changeover on torch profiles " in done.stdout and "*Profile now*" in done.stdout, done.stdout
     board = boards_dir(tmp_path / "data") / "b"
     again = subprocess.run([*install, "--reason", "x"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "--reason goes with --kiosk" in again.stderr

@@ -9,8 +9,11 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
+from ..experts.backends import AUTO
 from .exits import UsageError
+from .line import backend_flag
 
 
 def add_install(sub: argparse._SubParsersAction) -> None:
@@ -29,6 +32,7 @@ def add_install(sub: argparse._SubParsersAction) -> None:
                                                           "dashboard's own line (`inspector gui`) lists and serves it")
     inst.add_argument("--data", help="with --local: the data folder (default: $INSPECTOR_DATA, systemd's state "
                                      "directory, or the user's data directory, as `inspector gui` takes it)")
+    backend_flag(inst)  # with --local: the dashboard line's, whose model files are made for the board now
     inst.add_argument("--token-file", help="your API token file (an engineer's)")
     inst.add_argument("--replace", action="store_true", help="replace a board of that name installed before (not "
                                                              "the one served)")
@@ -92,8 +96,8 @@ def cmd_install(args: argparse.Namespace) -> int:
                          "a file to carry there (--out)")
     if args.local and args.kiosk:
         raise UsageError("--local installs it on this box, --kiosk on the kiosk's: one of them")
-    if args.data and not args.local:
-        raise UsageError("--data goes with --local")
+    if (args.data or args.backend != AUTO) and not args.local:
+        raise UsageError("--data and --backend go with --local (a kiosk prepares a board for its own backend)")
     if args.local and args.replace:  # a dashboard's line in another process may serve it: its files stay
         raise UsageError("--replace goes with --kiosk, which knows the board its line serves: on this box remove the "
                          "board on the dashboard's Routing rules tab first, or install this one under another name "
@@ -166,9 +170,31 @@ def _install_here(args: argparse.Namespace, package: Path) -> int:
     print(f"installed in {boards}: board {done.name} (recipe {done.recipe}, version {done.version}, {done.experts} "
           "expert(s)); the dashboard's own line (`inspector gui`) lists it on its Routing rules tab, where an engineer "
           "serves it")
+    answer = {**done.to_json(), **_prepared_here(args, done)}
     if args.json:
-        Path(args.json).write_text(json.dumps(done.to_json(), indent=1), encoding="utf-8")
+        Path(args.json).write_text(json.dumps(answer, indent=1), encoding="utf-8")
     return 0
+
+
+def _prepared_here(args: argparse.Namespace, done: Any) -> dict[str, Any]:
+    """The board installed here made ready for its changeover on the dashboard's line, as a kiosk prepares one it
+    installs (BoardSwitch.prepare): its backend's model files made now, and what its first changeover still profiles
+    in this box's models folder said, with how to measure it at a quiet moment."""
+    from ..app.run import prepare_board
+    from ..experts.zoo import Zoo
+    from ..routing.rules import load_rules
+    from .common import backend_of, models_of
+
+    backend = backend_of(args)
+    try:
+        left = prepare_board(Zoo.load(done.zoo), models_of(args), lambda _m: None, backend, load_rules(done.rules))
+    except Exception as exc:  # noqa: BLE001 - installed all the same: its changeover prepares it, or says why not
+        print(f"warning: not prepared for its changeover ({type(exc).__name__}: {exc}): its changeover prepares it")
+        return {"not_prepared": f"{type(exc).__name__}: {exc}"}
+    if left:
+        print(f"its first changeover on {backend} profiles {', '.join(left)}, which this box has not measured "
+              f"(seconds, while boards wait): *Profile now* on the Routing rules tab measures them at a quiet moment")
+    return {"unprofiled": left, "backend": backend}
 
 
 def cmd_next(args: argparse.Namespace) -> int:
