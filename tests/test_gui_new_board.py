@@ -336,6 +336,18 @@ def _revised_on_the_kiosk(qtbot, tmp_path: Path, taught: Path, zoo_root: Path) -
         qtbot.waitUntil(lambda: not panel.busy, timeout=60_000)
         assert f"board {name} removed" in panel.status.text() and not board.exists(), panel.status.text()
         assert panel.table.rowCount() == 1
+        # its package carried to the line (`board install --out`) installed from the panel, not served
+        from inspector.app.board_package import pack_board
+
+        with open(tmp_path / "carried.tar", "wb") as f:
+            pack_board(taught, zoo_root, f, "carried")
+        confirm_with("carried on a stick")
+        panel.install(tmp_path / "carried.tar")
+        qtbot.waitUntil(lambda: not panel.busy, timeout=120_000)
+        assert "board carried (" in panel.status.text() and "installed on the kiosk, not served" in \
+            panel.status.text(), panel.status.text()
+        assert (data / "boards" / "carried" / "zoo" / "manifest.json").is_file() and panel.table.rowCount() == 2
+        assert Path(service.line.zoo.root).resolve() == Path(zoo_root).resolve()  # the line serves its board still
     finally:
         backend.close()
         kiosk.stop("test done")
@@ -509,6 +521,8 @@ def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installe
     from ui.tabs.boards_panel import CONFIGURED
     from ui.tabs.rules import RulesTab
 
+    from .test_gui import confirm_with
+
     root, zoo = demo
     configured = tmp_path / "cfg" / "mini.yaml"
     configured.parent.mkdir()
@@ -564,10 +578,26 @@ def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installe
         said = pressed(qtbot, panel, panel.remove_btn, 1, "b is taught again")
         assert "board b removed from this box" in said and not board.exists(), said
         assert panel.table.rowCount() == 1 and not list(boards_dir(tmp_path / "data").glob("b"))
+        # a package carried here (`board install --out`) installed from the panel, not served; not twice
+        from inspector.app.board_package import pack_board
+
+        (tmp_path / "src" / "c.yaml").write_text(GOOD.replace("recipe: mini", "recipe: mini-c"), encoding="utf-8")
+        with open(tmp_path / "c.tar", "wb") as f:
+            pack_board(tmp_path / "src" / "c.yaml", zoo.root, f)
+        for _ in range(2):
+            confirm_with("lot of c next week")
+            panel.install(tmp_path / "c.tar")
+            qtbot.waitUntil(lambda: not panel.busy, timeout=120_000)
+            said = panel.status.text()
+            if _ == 0:
+                assert "board c (mini-c " in said and "installed on this box, not served" in said, said
+                assert panel.table.rowCount() == 2 and service.line.rules.recipe == "mini"
+        assert "a board c is installed already on this box: remove the installed one first" in said, said
         trail = backend.audit()
         assert [(e.kind, e.subject, e.actor) for e in trail.events(kind="board.serve", newest_first=False)] == [
             ("board.serve", "b", "erin"), ("board.serve", "configured", "erin")]
         assert [e.reason for e in trail.events(kind="board.remove")] == ["b is taught again"]
+        assert [(e.subject, e.reason) for e in trail.events(kind="board.install")] == [("c", "lot of c next week")]
         assert trail.events(kind="board.profile") == []  # nothing measured: nothing to record
     finally:
         backend.close(120)

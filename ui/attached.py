@@ -343,6 +343,20 @@ class AttachedBackend(Signed):
         return (f"board {done['board']} ({done['recipe']} {done['version']}, {done['experts']} expert(s)) installed on "
                 f"the kiosk; {served_line(served)}")
 
+    def install_package(self, package: Path, reason: str | None = None) -> str:
+        """A board package carried here (`board install --out`) installed on the kiosk (POST /boards/install), not
+        served. Slow (its weights go over the network): called off the GUI thread."""
+        from inspector.app.board_package import installed_line
+        from inspector.app.kiosk_client import KioskClient
+
+        if self._session is None:
+            raise RuntimeError("nobody is signed in at this dashboard: sign in first")
+        try:
+            done = KioskClient(self.url, self._session).install_board(Path(package), reason=reason)
+        except EndpointError as exc:
+            raise (ValueError if exc.status in (409, 422) else RuntimeError)(exc.message or str(exc)) from None
+        return installed_line(done, "the kiosk")
+
     def boards(self) -> dict[str, Any]:
         """GET /boards: the boards installed on the kiosk, the one served and the one its next start runs."""
         return self._call("GET", "/boards")

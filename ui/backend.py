@@ -29,6 +29,7 @@ from inspector.access.identity import Identity
 from inspector.access.roles import Permission
 from inspector.access.users import UserBook, token_key
 from inspector.app.allocation import Allocation
+from inspector.app.board_package import installed_line
 from inspector.app.board_switch import profiled_line, served_line
 from inspector.app.changes import HOST, ChangeLog
 from inspector.app.controller import LineController, LineSetup
@@ -292,6 +293,15 @@ class LocalBackend(Signed):
         if measured:
             log.record(who, Change("board.profile", board, None, answer, reason))
         return profiled_line(answer, "this")
+
+    def install_package(self, package: Path, reason: str | None = None) -> str:
+        """A board package carried here (`board install --out`) installed on this box, not served, recorded."""
+        who = self._require(Permission.RULES)
+        log = self.change_log()
+        log.ready()
+        done = self.controller.install_package(Path(package))
+        log.record(who, Change("board.install", done["board"], None, done, reason))
+        return installed_line(done, "this box")
 
     def remove_board(self, board: str, reason: str | None = None) -> str:
         """An installed board neither served nor chosen for a kiosk's next start, deleted, recorded."""

@@ -98,6 +98,19 @@ def pack_board(rule_file: Path, zoo_root: Path, out: BinaryIO, name: str | None 
     return doc
 
 
+def installed_line(done: dict[str, Any], where: str) -> str:
+    """What an install's answer (Installed.to_json, with a line's `unprofiled` or `not_prepared`) says, in a line;
+    `where`: the kiosk, this box."""
+    said = (f"board {done['board']} ({done['recipe']} {done['version']}, {done['experts']} expert(s)) installed on "
+            f"{where}, not served")
+    if done.get("unprofiled"):
+        said += (f"; its first changeover profiles {', '.join(done['unprofiled'])}, which the box has not measured: "
+                 "Profile now measures them at a quiet moment")
+    if done.get("not_prepared"):
+        said += f"; not prepared for its changeover ({done['not_prepared']}): its changeover prepares it"
+    return said
+
+
 @dataclass(frozen=True)
 class Installed:
     """A board installed in the kiosk's boards folder."""

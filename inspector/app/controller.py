@@ -23,8 +23,9 @@ from ..results.credentials import database_url
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet, load_rules
 from .allocation import Allocation, reallocate_live
+from .board_package import install_board
 from .board_switch import BoardOpener, BoardSwitch, Served
-from .installed_boards import Chosen, boards_document, remove, served_folder
+from .installed_boards import Chosen, boards_dir, boards_document, remove, served_folder
 from .plc_link import PlcConfig, PlcLink
 from .recipes import RecipeBook
 from .rules_watch import RulesWatcher
@@ -220,6 +221,29 @@ class LineController:
     def profile_board(self, name: str, timeout: float = 60.0) -> tuple[list[str], float]:
         """What installed board `name`'s first changeover would measure, measured now on the emptied line."""
         return self._running_switch("profile a board on it").profile(name, timeout=timeout)
+
+    def install_package(self, package: Path) -> dict[str, Any]:
+        """A board package (`board install --out`, carried here) installed in the data folder, not served; made
+        ready for its changeover where the line runs (BoardSwitch.prepare). ValueError where the package is not
+        whole or a board of its name is installed already (nothing written)."""
+        service, switch = self.service, self.switch
+        served = served_folder(self.data_dir, service.line.zoo.root) if service is not None else None
+        with open(package, "rb") as f:
+            try:
+                done = install_board(f, Path(package).stat().st_size, boards_dir(self.data_dir), serving=served)
+            except FileExistsError as exc:
+                why = str(exc).split(":")[0]  # a board of its name is installed already, or is the one served
+                then = "" if "serves" in why else " on this box: remove the installed one first, or"
+                raise ValueError(f"{why}{then or ':'} pack this one under another name (`board install --out "
+                                 "--name`)") from None
+        answer = done.to_json()
+        if switch is not None and self.phase == "running":
+            try:
+                answer["unprofiled"] = switch.prepare(done.name)
+            except Exception as exc:  # noqa: BLE001 - installed all the same: its changeover prepares it, or says why
+                answer["not_prepared"] = f"{type(exc).__name__}: {exc}"
+        self.say(f"board {done.name} installed: recipe {done.recipe} {done.version}, not served")
+        return answer
 
     def remove_board(self, name: str) -> Chosen:
         """Installed board `name` deleted (never the one served, nor the one chosen for the next start)."""

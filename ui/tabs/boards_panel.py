@@ -6,10 +6,12 @@ profile`), or removes one. `backend.boards_home` names where they are installed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFileDialog,
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
@@ -51,6 +53,9 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         self.refresh_btn = QPushButton("Refresh")
         self.serve_btn = QPushButton("Serve it now")
         self.remove_btn = QPushButton("Remove")
+        self.install_btn = QPushButton("Install package…")
+        self.install_btn.setToolTip("a board package carried here (`inspector board install --out`): installed, not "
+                                    "served")
         self.profile_btn = QPushButton("Profile now")
         self.profile_btn.setToolTip("measure now, at a quiet moment, what this board's first changeover would "
                                     "measure (new boards wait meanwhile)")
@@ -58,10 +63,11 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         self.serve_btn.clicked.connect(self.serve)
         self.profile_btn.clicked.connect(self.profile)
         self.remove_btn.clicked.connect(self.remove)
+        self.install_btn.clicked.connect(lambda: self.install())
         self.status = QLabel("")
         self.status.setWordWrap(True)
         buttons = QHBoxLayout()
-        for b in (self.serve_btn, self.profile_btn, self.remove_btn, self.refresh_btn):
+        for b in (self.serve_btn, self.profile_btn, self.remove_btn, self.install_btn, self.refresh_btn):
             buttons.addWidget(b)
         buttons.addStretch(1)
         v = QVBoxLayout(self)
@@ -114,6 +120,7 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         recipe = self.table.item(row, 1) if chosen is not None else None
         damaged = recipe is not None and recipe.text() == "damaged"
         self.profile_btn.setEnabled(may and chosen not in (None, CONFIGURED) and not damaged)
+        self.install_btn.setEnabled(may and hasattr(self.backend, "install_package"))
         self.refresh_btn.setEnabled(not self.busy)
 
     def serve(self) -> None:
@@ -146,6 +153,19 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
         self._after_reason(f"Remove board {chosen}", f"Board {chosen} (its rule set and its zoo) is deleted from "
                            f"{self.home}'s disk; install its package again to serve it later.",
                            "not removed: cancelled", "", lambda reason: self.backend.remove_board(chosen, reason))
+
+    def install(self, package: Path | None = None) -> None:
+        """After a reason is given: a board package (asked for where not given) installed, not served."""
+        if package is None:
+            chosen, _ = QFileDialog.getOpenFileName(self, "A board package", "",
+                                                    "Board packages (*.tar);;All files (*)")
+            if not chosen:
+                return
+            package = Path(chosen)
+        self._after_reason(f"Install {package.name}", f"The board in {package.name} (its rule set and its own zoo) is "
+                           f"installed on {self.home}, not served: serve it from this list when its lot comes; "
+                           "recorded under your name with the reason below.", "not installed: cancelled",
+                           f"installing {package.name}…", lambda reason: self.backend.install_package(package, reason))
 
     def _after_reason(self, title: str, what: str, cancelled: str, doing: str,
                       job: Callable[[str], str]) -> None:
