@@ -554,6 +554,7 @@ def test_the_dashboards_own_line_serves_profiles_and_removes_the_boards_installe
     rules_tab.refresh({})
     listed = {panel.table.item(r, 0).text(): panel.table.item(r, 1).text() for r in range(panel.table.rowCount())}
     assert listed == {CONFIGURED: "mini.yaml", "b": "mini-b"}, listed
+    assert panel.table.item(0, 4).text() == "next start"  # a line not running serves none
     said = pressed(qtbot, panel, panel.serve_btn, 1, "lot of b")  # the line is not running yet
     assert "the line is not running: start it to change its board" in said, said
     try:

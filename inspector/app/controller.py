@@ -207,8 +207,9 @@ class LineController:
         the running line started with, else `to_start` (what the next start runs)."""
         service, switch = self.service, self.switch
         configured = switch.configured[0] if switch is not None and service is not None else to_start
-        return boards_document(self.data_dir, service.line.zoo.root if service is not None else None,
-                               str(configured) if configured is not None else None)
+        doc = boards_document(self.data_dir, service.line.zoo.root if service is not None else None,
+                              str(configured) if configured is not None else None)
+        return {**doc, "running": service is not None and self.phase == "running"}  # none served while it is not
 
     def serve_board(self, name: str | None, timeout: float = 60.0) -> Served:
         """Installed board `name` (None: the configured one) served from the running line's next board on, with its

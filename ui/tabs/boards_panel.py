@@ -99,8 +99,8 @@ class BoardsPanel(QGroupBox, OneJobAtATime):
 
     def _now(self, board: str | None) -> str:
         assert self.doc is not None
-        return ", ".join(w for w, name in (("served", self.doc["serving"]), ("next start", self.doc["next"]))
-                         if name == board)
+        served = self.doc["serving"] if self.doc.get("running", True) else ()  # a stopped line serves none
+        return ", ".join(w for w, name in (("served", served), ("next start", self.doc["next"])) if name == board)
 
     def selected(self) -> str | None:
         """The board of the selected row: its name, CONFIGURED, or None when no row is."""
