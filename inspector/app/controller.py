@@ -229,9 +229,11 @@ class LineController:
         whole or a board of its name is installed already (nothing written)."""
         service, switch = self.service, self.switch
         served = served_folder(self.data_dir, service.line.zoo.root) if service is not None else None
+        floor = int(service.crops.min_free_mb * 2**20) if service is not None else 0  # the line's results' room
         with open(package, "rb") as f:
             try:
-                done = install_board(f, Path(package).stat().st_size, boards_dir(self.data_dir), serving=served)
+                done = install_board(f, Path(package).stat().st_size, boards_dir(self.data_dir), serving=served,
+                                     keep_free=floor)
             except FileExistsError as exc:
                 why = str(exc).split(":")[0]  # a board of its name is installed already, or is the one served
                 then = "" if "serves" in why else " on this box: remove the installed one first, or"
