@@ -18,7 +18,7 @@ from inspector.access.identity import Identity, Unauthenticated
 from inspector.app.allocation import Allocation
 from inspector.app.kiosk_results import KioskResults
 from inspector.camera.photo_settings import TakenWith
-from inspector.camera.photos import UNSURE, next_photo
+from inspector.camera.photos import RETAKE, next_photo
 from inspector.endpoint import KEPT, EndpointError, urlopen
 from inspector.experts.operating import said
 from inspector.results.reviews import PART_DEFECTS, ReviewRequest
@@ -167,7 +167,7 @@ class AttachedBackend(Signed):
 
         doc = self._call("GET", "/camera/photo", timeout=10.0)
         if doc.get("settings_unsure"):
-            raise RuntimeError(f"{UNSURE}: take the photo again once the camera has taken its next frame")
+            raise RuntimeError(RETAKE)
         path = next_photo(out, "golden")
         out.mkdir(parents=True, exist_ok=True)  # a new work folder
         write_atomically(path, base64.b64decode(doc["png_base64"]))

@@ -38,7 +38,7 @@ from inspector.app.expert_swap import expert_versions, operate_live, swap_live
 from inspector.app.recipes import RecipeBook
 from inspector.app.verdict import classes_of, review_classes
 from inspector.camera.photo_settings import TakenWith, save_photo
-from inspector.camera.photos import UNSURE, newest_frame, newest_photo, next_photo
+from inspector.camera.photos import RETAKE, newest_frame, newest_photo, next_photo
 from inspector.experts.operating import said
 from inspector.experts.versions import activate, entry_of, operate, serving
 from inspector.experts.versions import rollback as rollback_version
@@ -264,6 +264,13 @@ class LocalBackend(Signed):
     # boards installed in the data folder (`board install`), served as a kiosk serves its own (ui/tabs/boards_panel.py)
     boards_home = "this box"
 
+    def _board_change(self) -> tuple[Identity, ChangeLog]:
+        """Who changes a board (an engineer signed in) and the trail it goes to, ready (refused before anything)."""
+        who = self._require(Permission.RULES)
+        log = self.change_log()
+        log.ready()
+        return who, log
+
     def boards(self) -> dict[str, Any]:
         """The boards installed in this line's data folder, the one served and the one a kiosk's next start runs."""
         return self.controller.boards(self.setup.rules_path)
@@ -272,9 +279,7 @@ class LocalBackend(Signed):
         """The running line changed over to installed board `board` (None: the configured one) at its next board
         boundary, with its own zoo, recorded in the audit trail. Slow where its experts are profiled first: called off
         the GUI thread."""
-        who = self._require(Permission.RULES)
-        log = self.change_log()
-        log.ready()
+        who, log = self._board_change()
         before = self.controller.boards(self.setup.rules_path)["serving"]
         done = self.controller.serve_board(board)
         self.setup = replace(self.setup, rules_path=done.file)  # the dashboard's next start runs it too
@@ -285,9 +290,7 @@ class LocalBackend(Signed):
     def profile_board(self, board: str, reason: str | None = None) -> str:
         """What installed board `board`'s first changeover would measure, measured now on the running line held empty
         (seconds: called off the GUI thread); recorded where it measured."""
-        who = self._require(Permission.RULES)
-        log = self.change_log()
-        log.ready()
+        who, log = self._board_change()
         measured, held = self.controller.profile_board(board)
         answer = {"board": board, "profiled": measured, "held_s": round(held, 2)}
         if measured:
@@ -296,18 +299,14 @@ class LocalBackend(Signed):
 
     def install_package(self, package: Path, reason: str | None = None) -> str:
         """A board package carried here (`board install --out`) installed on this box, not served, recorded."""
-        who = self._require(Permission.RULES)
-        log = self.change_log()
-        log.ready()
+        who, log = self._board_change()
         done = self.controller.install_package(Path(package))
         log.record(who, Change("board.install", done["board"], None, done, reason))
         return installed_line(done, "this box")
 
     def remove_board(self, board: str, reason: str | None = None) -> str:
         """An installed board neither served nor chosen for a kiosk's next start, deleted, recorded."""
-        who = self._require(Permission.RULES)
-        log = self.change_log()
-        log.ready()
+        who, log = self._board_change()
         gone = self.controller.remove_board(board)
         log.record(who, Change("board.remove", gone.name, {"board": gone.name}, None, reason))
         return f"board {gone.name} removed from this box"
@@ -419,7 +418,7 @@ class LocalBackend(Signed):
         if newest is None:
             raise RuntimeError("the line's camera has delivered no frame: start the line on a camera first")
         if newest.unsure:
-            raise RuntimeError(f"{UNSURE}: take the photo again once the camera has taken its next frame")
+            raise RuntimeError(RETAKE)
         return save_photo(next_photo(out, "golden"), newest.image, newest.taken), newest.taken
 
     def apply_camera(self, settings: dict[str, Any]) -> str:

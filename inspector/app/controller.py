@@ -23,9 +23,8 @@ from ..results.credentials import database_url
 from ..results.store import ResultStore, sqlite_url
 from ..routing.rules import RuleSet, load_rules
 from .allocation import Allocation, reallocate_live
-from .board_package import install_board
 from .board_switch import BoardOpener, BoardSwitch, Served
-from .installed_boards import Chosen, boards_dir, boards_document, remove, served_folder
+from .installed_boards import Chosen, boards_document, install_package, remove, served_folder
 from .plc_link import PlcConfig, PlcLink
 from .recipes import RecipeBook
 from .rules_watch import RulesWatcher
@@ -228,17 +227,8 @@ class LineController:
         ready for its changeover where the line runs (BoardSwitch.prepare). ValueError where the package is not
         whole or a board of its name is installed already (nothing written)."""
         service, switch = self.service, self.switch
-        served = served_folder(self.data_dir, service.line.zoo.root) if service is not None else None
         floor = int(service.crops.min_free_mb * 2**20) if service is not None else 0  # the line's results' room
-        with open(package, "rb") as f:
-            try:
-                done = install_board(f, Path(package).stat().st_size, boards_dir(self.data_dir), serving=served,
-                                     keep_free=floor)
-            except FileExistsError as exc:
-                why = str(exc).split(":")[0]  # a board of its name is installed already, or is the one served
-                then = "" if "serves" in why else " on this box: remove the installed one first, or"
-                raise ValueError(f"{why}{then or ':'} pack this one under another name (`board install --out "
-                                 "--name`)") from None
+        done = install_package(self.data_dir, Path(package), self._served_folder(), floor)
         answer = done.to_json()
         if switch is not None and self.phase == "running":
             try:
@@ -250,9 +240,13 @@ class LineController:
 
     def remove_board(self, name: str) -> Chosen:
         """Installed board `name` deleted (never the one served, nor the one chosen for the next start)."""
-        service = self.service
-        served = served_folder(self.data_dir, service.line.zoo.root) if service is not None else None
+        served = self._served_folder()
         return remove(self.data_dir, name, served.name if served is not None else None)
+
+    def _served_folder(self) -> Path | None:
+        """The installed board's folder the line serves (None: the configured board, or no line)."""
+        service = self.service
+        return served_folder(self.data_dir, service.line.zoo.root) if service is not None else None
 
     def _running_switch(self, what: str) -> BoardSwitch:
         with self._lock:

@@ -21,7 +21,7 @@ from typing import Any
 from ..experts.zoo import Zoo
 from ..routing.rules import RuleSet, load_rules
 from ..runtime.diskio import write_atomically
-from .board_package import PACKAGE, board_name
+from .board_package import PACKAGE, Installed, board_name, install_board
 from .line import check_rule_set
 from .recipes import forget_in_force
 
@@ -63,6 +63,20 @@ def installed(data_dir: Path) -> list[dict[str, Any]]:
                     "rules": Path(doc.get("rules", "")).name, "packed": doc.get("packed"),
                     "installed": doc.get("installed")})
     return out
+
+
+def install_package(data_dir: Path, package: Path, serving: Path | None = None, keep_free: int = 0) -> Installed:
+    """A board package file (`board install --out`) installed in `data_dir`'s boards folder (board_package.py's
+    checks), never over a board of its name (a line in another process may serve it). ValueError saying what to do
+    where one is there, or where it is `serving` (the folder of the board the line serves)."""
+    with open(package, "rb") as f:
+        try:
+            return install_board(f, Path(package).stat().st_size, boards_dir(data_dir), serving=serving,
+                                 keep_free=keep_free)
+        except FileExistsError as exc:
+            why = str(exc).split(":")[0]  # a board of its name is installed already, or is the one served
+            then = ":" if "serves" in why else " on this box: remove the installed one first (Routing rules tab), or"
+            raise ValueError(f"{why}{then} install this one under another name (--name)") from None
 
 
 def boards_document(data_dir: Path, zoo_root: Path | None, configured_rules: str | None) -> dict[str, Any]:

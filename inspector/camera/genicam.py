@@ -394,11 +394,11 @@ class GenICamSource(Source):
     def image_settings(self) -> dict[str, Any]:
         """The features that make the image as the open camera has them now (its increments applied; `Scale` is
         ours): what a photo it takes was taken with (camera/photo_settings.py). RuntimeError when it is not open."""
-        with self._lock:
-            camera = self.camera
-        if camera is None:
+        with self._lock:  # read back at the open and at each write of exposure or gain: the camera's own now
+            exposing = self._exposing if self.camera is not None else None
+        if exposing is None:
             raise RuntimeError(f"camera {self.device} is not open")
-        return self._read_back(camera)
+        return dict(exposing)
 
     def status(self) -> dict[str, Any]:
         """What /status and the dashboard show of the camera."""

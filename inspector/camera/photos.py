@@ -130,6 +130,7 @@ def newest_photo(source: Any) -> NewestPhoto | None:
 
 UNSURE = ("the newest frame was under way while the camera's exposure or gain changed (a changeover), so what it "
           "was exposed with is not known")
+RETAKE = f"{UNSURE}: take the photo again once the camera has taken its next frame"  # a dashboard's refusal
 
 
 def newest_frame(camera: Any) -> tuple[np.ndarray, float] | None:

@@ -156,17 +156,11 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def _install_here(args: argparse.Namespace, package: Path) -> int:
     """The package installed in this box's data folder, for the dashboard's own line (its Routing rules tab)."""
-    from ..app.board_package import install_board
-    from ..app.installed_boards import boards_dir
+    from ..app.installed_boards import boards_dir, install_package
     from .common import data_of
 
     boards = boards_dir(data_of(args))
-    with open(package, "rb") as f:
-        try:
-            done = install_board(f, package.stat().st_size, boards)
-        except FileExistsError:
-            raise ValueError(f"a board of that name is installed in {boards} already: install this one under another "
-                             "name (--name), or remove that one on the dashboard's Routing rules tab first") from None
+    done = install_package(data_of(args), package)
     print(f"installed in {boards}: board {done.name} (recipe {done.recipe}, version {done.version}, {done.experts} "
           "expert(s)); the dashboard's own line (`inspector gui`) lists it on its Routing rules tab, where an engineer "
           "serves it")
